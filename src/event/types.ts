@@ -1,0 +1,142 @@
+import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
+import type { JsonObject, JsonValue } from '../json/types.js';
+
+/** A tool's declared side effect. Wire values are snake_case and identical to the Rust original's. */
+export const ToolEffect = {
+  Unknown: 'unknown',
+  ReadOnly: 'read_only',
+  Idempotent: 'idempotent',
+  NonIdempotent: 'non_idempotent',
+} as const;
+export type ToolEffect = (typeof ToolEffect)[keyof typeof ToolEffect];
+export const TOOL_EFFECTS: readonly ToolEffect[] = Object.values(ToolEffect);
+
+export const ToolReviewOutcome = {
+  NotExecuted: 'not_executed',
+  Completed: 'completed',
+  Uncertain: 'uncertain',
+} as const;
+export type ToolReviewOutcome = (typeof ToolReviewOutcome)[keyof typeof ToolReviewOutcome];
+export const TOOL_REVIEW_OUTCOMES: readonly ToolReviewOutcome[] = Object.values(ToolReviewOutcome);
+
+export interface ToolEffectContract {
+  readonly effect: ToolEffect;
+  /** Maintained by the host; changes whenever the tool's inputs, results or effects change. */
+  readonly revision: string;
+}
+
+/** Trusted host evidence about an earlier attempt. Never filled in from model output. */
+export interface ToolRetryReview {
+  readonly actor: string;
+  readonly evidence: string;
+  readonly outcome: ToolReviewOutcome;
+}
+
+/** Points at the immediately preceding attempt: its call id and the id of the event holding its ToolCall. */
+export interface ToolRetryAudit {
+  readonly callId: CallId;
+  readonly eventId: EventId;
+  readonly review: ToolRetryReview | null;
+}
+
+export interface ToolOperation {
+  readonly taskId: TaskId;
+  /** The logical action's identity: the same across attempts; tools deduplicate on (taskId, key). */
+  readonly key: OperationKey;
+  readonly contract: ToolEffectContract;
+  readonly retry: ToolRetryAudit | null;
+  /**
+   * Set by the canonical runtime: this call records a `tool_started` marker right before its body runs
+   * (SPEC §5.3). Absent on the wire when false, so records stay readable by the Rust original.
+   */
+  readonly startMarker?: boolean;
+}
+
+/** The host-assigned origin of a call (anchor §1.7). It grants nothing. */
+export interface ActionContext {
+  readonly decision: { readonly taskId: TaskId; readonly stepId: string };
+  readonly actionIndex: number;
+  readonly providerCallId?: string;
+}
+
+export interface ToolCall {
+  readonly id: CallId;
+  readonly name: string;
+  readonly arguments: JsonValue;
+  /** Absent only on legacy records, which decode but can never be retried. */
+  readonly operation?: ToolOperation;
+  readonly action?: ActionContext;
+}
+
+export const TOOL_FAILURE_CATEGORIES = [
+  'unavailable',
+  'invalid_arguments',
+  'denied',
+  'guard_fault',
+  'approval_unavailable',
+  'approval_denied',
+  'approval_fault',
+  'timeout',
+  'cancelled',
+  'body_failure',
+  'body_panic',
+  'output_limit',
+  'budget',
+] as const;
+export type ToolFailureCategory = (typeof TOOL_FAILURE_CATEGORIES)[number];
+
+/** Categories recorded only before a tool body starts: the body provably never ran. */
+export const PRE_BODY_CATEGORIES: ReadonlySet<ToolFailureCategory> = new Set<ToolFailureCategory>([
+  'unavailable',
+  'invalid_arguments',
+  'denied',
+  'guard_fault',
+  'approval_unavailable',
+  'approval_denied',
+  'approval_fault',
+]);
+
+export type ToolRecordedOutcome =
+  | { readonly status: 'succeeded'; readonly output: string }
+  | {
+      readonly status: 'failed';
+      readonly category: ToolFailureCategory;
+      readonly code: string;
+      readonly message: string;
+      readonly retryable: boolean;
+    };
+
+export interface ToolResult {
+  readonly callId: CallId;
+  readonly outcome: ToolRecordedOutcome;
+}
+
+/** Event kinds. `opaque` keeps any other kind of the Rust original byte-for-byte in meaning, never interpreted. */
+export type SessionEventKind =
+  | { readonly type: 'tool_call'; readonly call: ToolCall }
+  | { readonly type: 'tool_started'; readonly callId: CallId }
+  | { readonly type: 'tool_result'; readonly result: ToolResult }
+  | { readonly type: 'user_message'; readonly text: string }
+  | { readonly type: 'assistant_message'; readonly text: string }
+  | { readonly type: 'custom'; readonly plugin: string; readonly kind: string; readonly payload: JsonValue }
+  | { readonly type: 'opaque'; readonly wireType: string; readonly fields: JsonObject };
+
+export interface SessionEvent {
+  readonly eventId: EventId;
+  readonly sessionId: SessionId;
+  readonly turnId: TurnId;
+  /** Zero-based physical position in the session's journal. */
+  readonly seq: number;
+  readonly kind: SessionEventKind;
+  readonly generationId?: string;
+  readonly messageId?: string;
+}
+
+/** What a writer hands the store: everything but the position, which the store assigns. */
+export interface EventDraft {
+  readonly eventId?: EventId;
+  readonly turnId: TurnId;
+  readonly kind: SessionEventKind;
+  readonly generationId?: string;
+  readonly messageId?: string;
+}

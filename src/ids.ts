@@ -1,0 +1,69 @@
+import { randomFillSync } from 'node:crypto';
+import { InvalidInputError } from './errors.js';
+import { LIMITS } from './limits.js';
+import { utf8Length } from './text.js';
+
+declare const brand: unique symbol;
+type Brand<T, B extends string> = T & { readonly [brand]: B };
+
+export type SessionId = Brand<string, 'SessionId'>;
+export type TaskId = Brand<string, 'TaskId'>;
+export type TurnId = Brand<string, 'TurnId'>;
+export type EventId = Brand<string, 'EventId'>;
+export type CallId = Brand<string, 'CallId'>;
+export type OperationKey = Brand<string, 'OperationKey'>;
+
+const random = new Uint8Array(10);
+
+/** A UUIDv7 string: 48-bit Unix milliseconds, version 7, variant 10, 74 random bits. */
+export function uuidv7(now: number = Date.now()): string {
+  randomFillSync(random);
+  const bytes = new Uint8Array(16);
+  let ms = now;
+  for (let i = 5; i >= 0; i--) {
+    bytes[i] = ms % 256;
+    ms = Math.floor(ms / 256);
+  }
+  bytes.set(random, 6);
+  bytes[6] = 0x70 | (bytes[6]! & 0x0f);
+  bytes[8] = 0x80 | (bytes[8]! & 0x3f);
+  const hex = Buffer.from(bytes).toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+export const newSessionId = (): SessionId => `sess_${uuidv7()}` as SessionId;
+export const newTaskId = (): TaskId => `task_${uuidv7()}` as TaskId;
+export const newTurnId = (): TurnId => `turn_${uuidv7()}` as TurnId;
+export const newEventId = (): EventId => `evt_${uuidv7()}` as EventId;
+export const newCallId = (): CallId => `toolcall_${uuidv7()}` as CallId;
+export const newOperationKey = (): OperationKey => `operation_${uuidv7()}` as OperationKey;
+
+/**
+ * Rust's `str::trim` strips Unicode White_Space; JavaScript's `trim` also strips U+FEFF and does not strip U+0085.
+ * The journal's rules follow the original, so use this, not String.prototype.trim, to judge text.
+ */
+const RUST_WHITE_SPACE = /^[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+|[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+$/g;
+export function rustTrim(s: string): string {
+  return s.replace(RUST_WHITE_SPACE, '');
+}
+
+/** The journal's text rule: non-empty after trimming and at most 1024 UTF-8 bytes (anchor §2 `text_valid`). */
+export function isValidText(s: unknown): s is string {
+  return typeof s === 'string' && rustTrim(s).length > 0 && utf8Length(s) <= LIMITS.maxTextBytes && !hasLoneSurrogate(s);
+}
+
+export function hasLoneSurrogate(s: string): boolean {
+  return /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(s);
+}
+
+/** Checks a host-supplied id (session, task, turn, ...) and returns it branded. Throws InvalidInputError. */
+export function checkId<T extends string>(field: string, value: unknown): T {
+  if (typeof value !== 'string') throw new InvalidInputError(field, `must be a string, got ${typeof value}`);
+  if (hasLoneSurrogate(value)) throw new InvalidInputError(field, 'contains a lone surrogate');
+  if (rustTrim(value).length === 0) throw new InvalidInputError(field, 'must not be empty or blank');
+  const bytes = utf8Length(value);
+  if (bytes > LIMITS.maxTextBytes) {
+    throw new InvalidInputError(field, `is ${bytes} UTF-8 bytes, at most ${LIMITS.maxTextBytes} allowed`);
+  }
+  return value as T;
+}

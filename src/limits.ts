@@ -1,0 +1,39 @@
+/** Every bound the library enforces, in one place (SPEC §9). Sizes are UTF-8 bytes unless named otherwise. */
+export const LIMITS = {
+  /** Events in one history handed to recovery, or held by one session. */
+  maxHistoryEvents: 100_000,
+  /** Compact JSON size of a whole history (wire form). Exactly this size passes. */
+  maxHistoryBytes: 16 * 1024 * 1024,
+  /** Ids, operation keys, contract revisions, audit and review text, after trimming non-empty. */
+  maxTextBytes: 1024,
+  /** Tool names: non-empty (not trimmed), at most this many bytes. */
+  maxToolNameBytes: 256,
+  /** Compact JSON of one call's arguments. */
+  maxArgumentsBytes: 1024 * 1024,
+  /** Failure code and message are truncated (never rejected) to this many bytes on a character boundary. */
+  maxDiagnosticBytes: 1024,
+  /** Untrusted JSON documents handed to the bounded parser, unless a caller passes a smaller bound. */
+  maxJsonBytes: 64 * 1024 * 1024,
+  /** Nesting depth accepted by the bounded parser and the canonical-JSON routine. */
+  maxJsonDepth: 256,
+  /** One line of a JSONL journal on import. */
+  maxJsonlLineBytes: 16 * 1024 * 1024,
+} as const;
+
+/** Runtime defaults (SPEC §5.1, anchor §4). */
+export const RUNTIME_DEFAULTS = {
+  timeoutMs: 30_000,
+  maxOutputBytes: 64 * 1024,
+  maxInFlight: 1024,
+} as const;
+
+/** Task budget defaults (SPEC §4). */
+export const TASK_DEFAULTS = {
+  toolCalls: 128,
+  toolOutputBytes: 16 * 1024 * 1024,
+} as const;
+
+/** Store defaults: how long a writer waits for a lock before a typed busy error. */
+export const STORE_DEFAULTS = {
+  busyTimeoutMs: 5_000,
+} as const;

@@ -1,0 +1,120 @@
+import type { EventId, OperationKey, SessionId, TaskId, CallId } from '../ids.js';
+import type { EventDraft, SessionEvent } from '../event/types.js';
+
+export type TaskState = 'running' | 'stopped' | 'completed';
+
+export interface TaskLimits {
+  readonly toolCalls: number;
+  readonly toolOutputBytes: number;
+}
+
+export interface TaskCharges {
+  readonly toolCalls: number;
+  readonly toolOutputBytes: number;
+}
+
+export interface TaskSnapshot {
+  readonly taskId: TaskId;
+  readonly sessionId: SessionId;
+  readonly state: TaskState;
+  readonly limits: TaskLimits;
+  readonly charged: TaskCharges;
+  /** Output bytes reserved by attempts whose result is not recorded yet. */
+  readonly reservedOutputBytes: number;
+  readonly stopReason: string | null;
+}
+
+/**
+ * A budget change written in the same transaction as the events of a commit, so a crash can neither lose nor
+ * double a charge (SPEC §4).
+ */
+export interface BudgetChange {
+  readonly taskId: TaskId;
+  /**
+   * Admit one attempt: the task must be running and able to cover one more tool call. Charges one tool call
+   * (never refunded) and reserves min(maxOutputBytes, remaining output budget) bytes.
+   */
+  readonly admit?: { readonly maxOutputBytes: number };
+  /** Settle an attempt: release its reservation and charge the output bytes it is accountable for. */
+  readonly settle?: { readonly releaseOutputBytes: number; readonly chargeOutputBytes: number };
+}
+
+/** Decision D4: the append of a retry call verifies the plan's source is still the latest attempt of its operation. */
+export interface LatestAttemptCondition {
+  readonly taskId: TaskId;
+  readonly key: OperationKey;
+  readonly callId: CallId;
+}
+
+export interface CommitRequest {
+  readonly events: readonly EventDraft[];
+  readonly budget?: BudgetChange;
+  readonly expectLatestAttempt?: LatestAttemptCondition;
+}
+
+export interface CommitReceipt {
+  readonly events: SessionEvent[];
+  /** With `budget.admit`: the output bytes reserved for the attempt (its effective output limit). */
+  readonly reservedOutputBytes: number;
+}
+
+/**
+ * The current, fenced writer of one session. Every write checks this owner's epoch in the same transaction; once
+ * another acquire has raised the epoch, or after `release()`, every write fails with StaleOwnerError.
+ */
+export interface SessionOwner {
+  readonly sessionId: SessionId;
+  readonly epoch: number;
+  /** The host identity given to `acquire`. */
+  readonly owner: string;
+  /** Starts a task in this session, or returns it unchanged if it exists here (a start never resets a budget). */
+  startTask(taskId: string, options?: { limits?: Partial<TaskLimits> }): Promise<TaskSnapshot>;
+  stopTask(taskId: string, reason: string): Promise<TaskSnapshot>;
+  completeTask(taskId: string): Promise<TaskSnapshot>;
+  task(taskId: string): Promise<TaskSnapshot>;
+  /** Appends events with no budget effect (messages, custom events). */
+  append(events: readonly EventDraft[]): Promise<SessionEvent[]>;
+  /** The runtime's primitive: events, budget change and D4 condition in one transaction. */
+  commit(request: CommitRequest): Promise<CommitReceipt>;
+  /** Called in this process when this owner stops a task, so running calls of that task can be interrupted. */
+  onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void;
+  /** Gives the session up; this owner is then stale. A no-op when already stale. */
+  release(): Promise<void>;
+}
+
+export interface SessionSummary {
+  readonly sessionId: SessionId;
+  readonly events: number;
+  readonly epoch: number;
+  readonly owner: string | null;
+  readonly held: boolean;
+}
+
+export interface ImportReport {
+  readonly sessionId: SessionId;
+  readonly events: number;
+  /** 'jingwei' for our own export, 'rust' for the original's JSONL (no hashes). */
+  readonly format: 'jingwei' | 'rust';
+}
+
+export interface SessionStore {
+  readonly kind: 'memory' | 'sqlite' | 'postgres';
+  /**
+   * Takes ownership of a session (creating it if new) under a fresh, higher epoch. Fails with SessionBusyError
+   * while another owner holds it, unless `takeover` is true.
+   */
+  acquire(sessionId: string, options: { owner: string; takeover?: boolean }): Promise<SessionOwner>;
+  /** The confirmed, integrity-checked journal; throws JournalCorruptError, never repairs. Empty for a new session. */
+  loadHistory(sessionId: string): Promise<SessionEvent[]>;
+  listSessions(): Promise<SessionSummary[]>;
+  /** The session's journal as JSONL, one wire event per line, verified as by loadHistory. */
+  exportJsonl(sessionId: string): Promise<string>;
+  /**
+   * Imports a JSONL journal (ours, or the Rust original's) into a session that has no events yet, after verifying
+   * it. The imported session is left released.
+   */
+  importJsonl(text: string, options: { owner: string; sessionId?: string }): Promise<ImportReport>;
+  close(): Promise<void>;
+}
+
+export type { EventId };

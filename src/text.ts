@@ -1,0 +1,18 @@
+/** UTF-8 byte length of a string, without allocating a buffer. */
+export function utf8Length(s: string): number {
+  return Buffer.byteLength(s, 'utf8');
+}
+
+/** Cuts a string to at most `maxBytes` UTF-8 bytes, never splitting a character. */
+export function truncateUtf8(s: string, maxBytes: number): string {
+  if (utf8Length(s) <= maxBytes) return s;
+  let bytes = 0;
+  let end = 0;
+  for (const ch of s) {
+    const size = utf8Length(ch);
+    if (bytes + size > maxBytes) break;
+    bytes += size;
+    end += ch.length;
+  }
+  return s.slice(0, end);
+}
