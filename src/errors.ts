@@ -169,3 +169,19 @@ export class IdempotencyConflictError extends JingweiError {
     this.key = key;
   }
 }
+
+/** The session's journal would exceed the history limits that recovery can inspect. Nothing was written. */
+export class JournalFullError extends JingweiError {
+  readonly sessionId: string;
+  constructor(sessionId: string, detail: string) {
+    super('journal_full', `journal of session ${sessionId} is full: ${detail}`);
+    this.sessionId = sessionId;
+  }
+}
+
+/** An import or task operation conflicts with what the store already holds. Nothing was written. */
+export class StoreConflictError extends JingweiError {
+  constructor(code: 'session_exists' | 'task_in_other_session', message: string) {
+    super(code, message);
+  }
+}

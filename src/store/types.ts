@@ -93,8 +93,6 @@ export interface SessionSummary {
 export interface ImportReport {
   readonly sessionId: SessionId;
   readonly events: number;
-  /** 'jingwei' for our own export, 'rust' for the original's JSONL (no hashes). */
-  readonly format: 'jingwei' | 'rust';
 }
 
 export interface SessionStore {

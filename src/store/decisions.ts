@@ -1,0 +1,249 @@
+/**
+ * The store's rules, as pure decisions over what a transaction read. Every backend runs these inside one atomic
+ * transaction, so fencing, sequencing, the hash chain, budgets and the D4 latest-attempt check are written once.
+ */
+import { BudgetExhaustedError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError } from '../errors.js';
+import { encodeEventText } from '../event/codec.js';
+import type { EventDraft, SessionEvent } from '../event/types.js';
+import { newEventId, type SessionId, type TaskId } from '../ids.js';
+import { LIMITS, TASK_DEFAULTS } from '../limits.js';
+import { utf8Length } from '../text.js';
+import { ToolRetryError } from '../tool/retry-error.js';
+import { chainHash, GENESIS_HASH } from './chain.js';
+import type { EventRow, OperationRow, SessionRow, TaskRow, TxState, TxWrites } from './rows.js';
+import type { CommitRequest, TaskLimits, TaskSnapshot, TaskState } from './types.js';
+
+export interface OwnerRef {
+  readonly sessionId: SessionId;
+  readonly epoch: number;
+}
+
+function requireOwner(session: SessionRow | undefined, owner: OwnerRef): SessionRow {
+  if (!session) throw new StaleOwnerError(owner.sessionId, owner.epoch, 'the session does not exist');
+  if (session.epoch !== owner.epoch) {
+    throw new StaleOwnerError(owner.sessionId, owner.epoch, `fenced by epoch ${session.epoch}`);
+  }
+  if (!session.held) throw new StaleOwnerError(owner.sessionId, owner.epoch, 'ownership was released');
+  return session;
+}
+
+export function decideAcquire(sessionId: SessionId, owner: string, takeover: boolean) {
+  return (state: TxState): TxWrites<SessionRow> => {
+    const current = state.session;
+    if (current?.held && !takeover) throw new SessionBusyError(sessionId, current.owner ?? '?', current.epoch);
+    const row: SessionRow = current
+      ? { ...current, owner, held: true, epoch: current.epoch + 1 }
+      : { sessionId, owner, held: true, epoch: 1, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0 };
+    return {
+      session: { row, expect: current ? { epoch: current.epoch, lastSeq: current.lastSeq } : null },
+      result: row,
+    };
+  };
+}
+
+export function decideRelease(owner: OwnerRef) {
+  return (state: TxState): TxWrites<boolean> => {
+    const s = state.session;
+    if (!s || s.epoch !== owner.epoch || !s.held) return { result: false };
+    return { session: { row: { ...s, held: false }, expect: { epoch: s.epoch, lastSeq: s.lastSeq } }, result: true };
+  };
+}
+
+/** Compact-JSON size of a whole history array whose event bodies sum to `bodyBytes`. */
+export function historyBytes(events: number, bodyBytes: number): number {
+  return events === 0 ? 2 : 2 + bodyBytes + (events - 1);
+}
+
+/** Turns drafts into positioned, hashed rows after the session's current head. */
+export function chainEvents(session: SessionRow, epoch: number, drafts: readonly EventDraft[]) {
+  const events: SessionEvent[] = [];
+  const rows: EventRow[] = [];
+  let hash = session.headHash;
+  let bytes = session.bodyBytes;
+  drafts.forEach((draft, i) => {
+    const event: SessionEvent = {
+      eventId: draft.eventId ?? newEventId(),
+      sessionId: session.sessionId,
+      turnId: draft.turnId,
+      seq: session.lastSeq + 1 + i,
+      kind: draft.kind,
+      ...(draft.generationId !== undefined ? { generationId: draft.generationId } : {}),
+      ...(draft.messageId !== undefined ? { messageId: draft.messageId } : {}),
+    };
+    const body = encodeEventText(event);
+    hash = chainHash(hash, epoch, body);
+    bytes += utf8Length(body);
+    events.push(event);
+    rows.push({ sessionId: session.sessionId, seq: event.seq, eventId: event.eventId, epoch, body, hash });
+  });
+  const count = session.lastSeq + 1 + drafts.length;
+  if (count > LIMITS.maxHistoryEvents) {
+    throw new JournalFullError(session.sessionId, `${count} events exceed the limit of ${LIMITS.maxHistoryEvents}`);
+  }
+  const total = historyBytes(count, bytes);
+  if (total > LIMITS.maxHistoryBytes) {
+    throw new JournalFullError(session.sessionId, `${total} bytes exceed the limit of ${LIMITS.maxHistoryBytes}`);
+  }
+  const head: SessionRow = { ...session, lastSeq: session.lastSeq + drafts.length, headHash: hash, bodyBytes: bytes };
+  return { events, rows, head };
+}
+
+function operationsOf(sessionId: SessionId, events: readonly SessionEvent[]): OperationRow[] {
+  const ops: OperationRow[] = [];
+  for (const e of events) {
+    if (e.kind.type === 'tool_call' && e.kind.call.operation) {
+      const op = e.kind.call.operation;
+      ops.push({ taskId: op.taskId, key: op.key, sessionId, callId: e.kind.call.id, eventId: e.eventId });
+    }
+  }
+  return ops;
+}
+
+export interface CommitOutcome {
+  readonly events: SessionEvent[];
+  readonly reservedOutputBytes: number;
+}
+
+export function decideCommit(owner: OwnerRef, request: CommitRequest) {
+  return (state: TxState): TxWrites<CommitOutcome> => {
+    const session = requireOwner(state.session, owner);
+    const latest = request.expectLatestAttempt;
+    if (latest) {
+      const op = state.operation;
+      if (!op || op.callId !== latest.callId) {
+        throw new ToolRetryError(
+          'not_latest_attempt',
+          `the plan's source ${latest.callId} is no longer the latest attempt of operation ${latest.key}` +
+            (op ? ` (latest is ${op.callId})` : ''),
+        );
+      }
+    }
+    let task: TxWrites['task'];
+    let reserved = 0;
+    const budget = request.budget;
+    if (budget) {
+      let row = requireTask(state.task, budget.taskId, session.sessionId);
+      if (budget.admit) {
+        if (row.state !== 'running') throw new TaskNotRunningError(row.taskId, row.state);
+        if (row.chargedToolCalls + 1 > row.limitToolCalls) {
+          throw new BudgetExhaustedError(row.taskId, 'tool_calls', `${row.chargedToolCalls} of ${row.limitToolCalls} used`);
+        }
+        const remaining = row.limitOutputBytes - row.chargedOutputBytes - row.reservedOutputBytes;
+        if (remaining <= 0) {
+          throw new BudgetExhaustedError(row.taskId, 'tool_output_bytes', `${row.chargedOutputBytes} of ${row.limitOutputBytes} used`);
+        }
+        reserved = Math.min(budget.admit.maxOutputBytes, remaining);
+        row = { ...row, chargedToolCalls: row.chargedToolCalls + 1, reservedOutputBytes: row.reservedOutputBytes + reserved };
+      }
+      if (budget.settle) {
+        row = {
+          ...row,
+          reservedOutputBytes: Math.max(0, row.reservedOutputBytes - budget.settle.releaseOutputBytes),
+          chargedOutputBytes: row.chargedOutputBytes + budget.settle.chargeOutputBytes,
+        };
+      }
+      task = { row, insert: false };
+    }
+    const chained = chainEvents(session, owner.epoch, request.events);
+    return {
+      session: { row: chained.head, expect: { epoch: session.epoch, lastSeq: session.lastSeq } },
+      events: chained.rows,
+      ...(task ? { task } : {}),
+      operations: operationsOf(session.sessionId, chained.events),
+      result: { events: chained.events, reservedOutputBytes: reserved },
+    };
+  };
+}
+
+function requireTask(task: TaskRow | undefined, taskId: string, sessionId: SessionId): TaskRow {
+  if (!task || task.sessionId !== sessionId) throw new TaskNotFoundError(taskId, sessionId);
+  return task;
+}
+
+function checkLimit(name: string, value: number | undefined, fallback: number): number {
+  const v = value ?? fallback;
+  if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`${name} must be a non-negative safe integer, got ${v}`);
+  return v;
+}
+
+export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial<TaskLimits> | undefined) {
+  const toolCalls = checkLimit('limits.toolCalls', limits?.toolCalls, TASK_DEFAULTS.toolCalls);
+  const toolOutputBytes = checkLimit('limits.toolOutputBytes', limits?.toolOutputBytes, TASK_DEFAULTS.toolOutputBytes);
+  return (state: TxState): TxWrites<TaskRow> => {
+    const session = requireOwner(state.session, owner);
+    const existing = state.task;
+    if (existing) {
+      if (existing.sessionId !== session.sessionId) {
+        throw new StoreConflictError('task_in_other_session', `task ${taskId} belongs to session ${existing.sessionId}`);
+      }
+      return { session: fenceOnly(session), result: existing };
+    }
+    const row: TaskRow = {
+      taskId,
+      sessionId: session.sessionId,
+      state: 'running',
+      limitToolCalls: toolCalls,
+      limitOutputBytes: toolOutputBytes,
+      chargedToolCalls: 0,
+      chargedOutputBytes: 0,
+      reservedOutputBytes: 0,
+      stopReason: null,
+    };
+    return { session: fenceOnly(session), task: { row, insert: true }, result: row };
+  };
+}
+
+export function decideTaskState(owner: OwnerRef, taskId: string, next: Exclude<TaskState, 'running'>, reason: string | null) {
+  return (state: TxState): TxWrites<TaskRow> => {
+    const session = requireOwner(state.session, owner);
+    const task = requireTask(state.task, taskId, session.sessionId);
+    if (task.state !== 'running') return { session: fenceOnly(session), result: task };
+    const row: TaskRow = { ...task, state: next, stopReason: reason };
+    return { session: fenceOnly(session), task: { row, insert: false }, result: row };
+  };
+}
+
+/** A write that changes nothing on the owner row but still goes through its conditional update. */
+function fenceOnly(session: SessionRow): NonNullable<TxWrites['session']> {
+  return { row: session, expect: { epoch: session.epoch, lastSeq: session.lastSeq } };
+}
+
+/** Imports verified events into an empty session, under a fresh epoch, leaving the session released. */
+export function decideImport(sessionId: SessionId, owner: string, events: readonly SessionEvent[]) {
+  return (state: TxState): TxWrites<number> => {
+    const current = state.session;
+    if (current && current.lastSeq >= 0) {
+      throw new StoreConflictError('session_exists', `session ${sessionId} already has ${current.lastSeq + 1} events`);
+    }
+    if (current?.held) throw new SessionBusyError(sessionId, current.owner ?? '?', current.epoch);
+    const base: SessionRow = current
+      ? { ...current, owner, epoch: current.epoch + 1 }
+      : { sessionId, owner, held: false, epoch: 1, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0 };
+    const drafts: EventDraft[] = events.map((e) => ({
+      eventId: e.eventId,
+      turnId: e.turnId,
+      kind: e.kind,
+      ...(e.generationId !== undefined ? { generationId: e.generationId } : {}),
+      ...(e.messageId !== undefined ? { messageId: e.messageId } : {}),
+    }));
+    const chained = chainEvents(base, base.epoch, drafts);
+    return {
+      session: { row: { ...chained.head, held: false }, expect: current ? { epoch: current.epoch, lastSeq: current.lastSeq } : null },
+      events: chained.rows,
+      operations: operationsOf(sessionId, chained.events),
+      result: chained.events.length,
+    };
+  };
+}
+
+export function taskSnapshot(row: TaskRow): TaskSnapshot {
+  return {
+    taskId: row.taskId,
+    sessionId: row.sessionId,
+    state: row.state,
+    limits: { toolCalls: row.limitToolCalls, toolOutputBytes: row.limitOutputBytes },
+    charged: { toolCalls: row.chargedToolCalls, toolOutputBytes: row.chargedOutputBytes },
+    reservedOutputBytes: row.reservedOutputBytes,
+    stopReason: row.stopReason,
+  };
+}

@@ -1,0 +1,127 @@
+import { InvalidInputError, TaskNotFoundError } from '../errors.js';
+import { checkId, type SessionId, type TaskId } from '../ids.js';
+import type { EventDraft, SessionEvent } from '../event/types.js';
+import { decideAcquire, decideCommit, decideRelease, decideStartTask, decideTaskState, taskSnapshot, type OwnerRef } from './decisions.js';
+import { exportJournal, importJournal } from './jsonl.js';
+import type { JournalBackend } from './rows.js';
+import { verifyJournal } from './verify.js';
+import type {
+  CommitReceipt,
+  CommitRequest,
+  ImportReport,
+  SessionOwner,
+  SessionStore,
+  SessionSummary,
+  TaskLimits,
+  TaskSnapshot,
+} from './types.js';
+
+/** The one SessionStore implementation; engines differ only in their JournalBackend. */
+export class JournalStore implements SessionStore {
+  readonly kind: SessionStore['kind'];
+  constructor(readonly backend: JournalBackend) {
+    this.kind = backend.kind;
+  }
+
+  async acquire(sessionId: string, options: { owner: string; takeover?: boolean }): Promise<SessionOwner> {
+    const id = checkId<SessionId>('sessionId', sessionId);
+    const ownerName = checkId<string>('owner', options?.owner);
+    const row = await this.backend.transact(id, {}, decideAcquire(id, ownerName, options.takeover === true));
+    return new FencedOwner(this.backend, { sessionId: id, epoch: row.epoch }, ownerName);
+  }
+
+  async loadHistory(sessionId: string): Promise<SessionEvent[]> {
+    const id = checkId<SessionId>('sessionId', sessionId);
+    const { session, events } = await this.backend.snapshot(id);
+    return verifyJournal(id, session, events);
+  }
+
+  async listSessions(): Promise<SessionSummary[]> {
+    const rows = await this.backend.listSessions();
+    return rows.map(({ session, events }) => ({
+      sessionId: session.sessionId,
+      events,
+      epoch: session.epoch,
+      owner: session.owner,
+      held: session.held,
+    }));
+  }
+
+  async exportJsonl(sessionId: string): Promise<string> {
+    return exportJournal(await this.loadHistory(sessionId));
+  }
+
+  async importJsonl(text: string, options: { owner: string; sessionId?: string }): Promise<ImportReport> {
+    return importJournal(this.backend, text, options);
+  }
+
+  close(): Promise<void> {
+    return this.backend.close();
+  }
+}
+
+class FencedOwner implements SessionOwner {
+  readonly sessionId: SessionId;
+  readonly epoch: number;
+  private readonly listeners = new Set<(taskId: TaskId, reason: string) => void>();
+
+  constructor(
+    private readonly backend: JournalBackend,
+    private readonly ref: OwnerRef,
+    readonly owner: string,
+  ) {
+    this.sessionId = ref.sessionId;
+    this.epoch = ref.epoch;
+  }
+
+  async startTask(taskId: string, options?: { limits?: Partial<TaskLimits> }): Promise<TaskSnapshot> {
+    const id = checkId<TaskId>('taskId', taskId);
+    const row = await this.backend.transact(this.sessionId, { taskId: id }, decideStartTask(this.ref, id, options?.limits));
+    return taskSnapshot(row);
+  }
+
+  async stopTask(taskId: string, reason: string): Promise<TaskSnapshot> {
+    const id = checkId<TaskId>('taskId', taskId);
+    const why = checkId<string>('reason', reason);
+    const row = await this.backend.transact(this.sessionId, { taskId: id }, decideTaskState(this.ref, id, 'stopped', why));
+    if (row.state === 'stopped') for (const listener of this.listeners) listener(id, row.stopReason ?? why);
+    return taskSnapshot(row);
+  }
+
+  async completeTask(taskId: string): Promise<TaskSnapshot> {
+    const id = checkId<TaskId>('taskId', taskId);
+    return taskSnapshot(await this.backend.transact(this.sessionId, { taskId: id }, decideTaskState(this.ref, id, 'completed', null)));
+  }
+
+  async task(taskId: string): Promise<TaskSnapshot> {
+    const id = checkId<TaskId>('taskId', taskId);
+    const row = await this.backend.readTask(id);
+    if (!row || row.sessionId !== this.sessionId) {
+      throw new TaskNotFoundError(id, this.sessionId);
+    }
+    return taskSnapshot(row);
+  }
+
+  async append(events: readonly EventDraft[]): Promise<SessionEvent[]> {
+    return (await this.commit({ events })).events;
+  }
+
+  async commit(request: CommitRequest): Promise<CommitReceipt> {
+    if (!Array.isArray(request.events)) throw new InvalidInputError('events', 'must be an array');
+    const reads = {
+      ...(request.budget ? { taskId: request.budget.taskId } : {}),
+      ...(request.expectLatestAttempt ? { operation: request.expectLatestAttempt } : {}),
+    };
+    return this.backend.transact(this.sessionId, reads, decideCommit(this.ref, request));
+  }
+
+  onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async release(): Promise<void> {
+    await this.backend.transact(this.sessionId, {}, decideRelease(this.ref));
+    this.listeners.clear();
+  }
+}

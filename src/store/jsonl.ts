@@ -1,0 +1,72 @@
+import { InvalidInputError, JingweiError } from '../errors.js';
+import { decodeEvent, encodeEventText } from '../event/codec.js';
+import { validatePhysicalLog } from '../event/physical-log.js';
+import type { SessionEvent } from '../event/types.js';
+import { checkId, type SessionId } from '../ids.js';
+import { parseJson } from '../json/parse.js';
+import { LIMITS } from '../limits.js';
+import { utf8Length } from '../text.js';
+import { decideImport } from './decisions.js';
+import type { JournalBackend } from './rows.js';
+import type { ImportReport } from './types.js';
+
+/** One wire event per line, in physical order: the same form the Rust original's JSONL store writes. */
+export function exportJournal(events: readonly SessionEvent[]): string {
+  let out = '';
+  for (const e of events) out += encodeEventText(e) + '\n';
+  return out;
+}
+
+/** A JSONL journal failed verification on import. `line` is 1-based. Nothing was written. */
+export class JournalImportError extends JingweiError {
+  readonly line: number;
+  constructor(line: number, message: string, options?: { cause?: unknown }) {
+    super('import_rejected', `line ${line}: ${message}`, options);
+    this.line = line;
+  }
+}
+
+/** Parses and verifies a JSONL journal (ours or the Rust original's) without touching any store. */
+export function parseJournal(text: string): SessionEvent[] {
+  if (typeof text !== 'string') throw new InvalidInputError('jsonl', 'must be a string');
+  const lines = text.split('\n');
+  if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
+  if (lines.length === 0) throw new JournalImportError(1, 'the journal is empty');
+  if (lines.length > LIMITS.maxHistoryEvents) {
+    throw new JournalImportError(LIMITS.maxHistoryEvents + 1, `more than ${LIMITS.maxHistoryEvents} events`);
+  }
+  const events: SessionEvent[] = [];
+  let bytes = 2 + (lines.length - 1);
+  lines.forEach((raw, i) => {
+    const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+    bytes += utf8Length(line);
+    if (bytes > LIMITS.maxHistoryBytes) throw new JournalImportError(i + 1, `the journal exceeds ${LIMITS.maxHistoryBytes} bytes`);
+    try {
+      events.push(decodeEvent(parseJson(line, { maxBytes: LIMITS.maxJsonlLineBytes })));
+    } catch (error) {
+      throw new JournalImportError(i + 1, (error as Error).message, { cause: error });
+    }
+  });
+  try {
+    validatePhysicalLog(events[0]!.sessionId, events);
+  } catch (error) {
+    const index = (error as { index?: number }).index ?? 0;
+    throw new JournalImportError(index + 1, (error as Error).message, { cause: error });
+  }
+  return events;
+}
+
+export async function importJournal(
+  backend: JournalBackend,
+  text: string,
+  options: { owner: string; sessionId?: string },
+): Promise<ImportReport> {
+  const owner = checkId<string>('owner', options?.owner);
+  const events = parseJournal(text);
+  const sessionId = events[0]!.sessionId;
+  if (options.sessionId !== undefined && checkId<SessionId>('sessionId', options.sessionId) !== sessionId) {
+    throw new JournalImportError(1, `the journal belongs to session ${sessionId}, not ${options.sessionId}`);
+  }
+  const count = await backend.transact(sessionId, {}, decideImport(sessionId, owner, events));
+  return { sessionId, events: count };
+}

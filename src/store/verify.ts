@@ -1,0 +1,54 @@
+import { JournalCorruptError } from '../errors.js';
+import { decodeEvent } from '../event/codec.js';
+import type { SessionEvent } from '../event/types.js';
+import type { SessionId } from '../ids.js';
+import { chainHash, GENESIS_HASH } from './chain.js';
+import type { EventRow, SessionRow } from './rows.js';
+
+/**
+ * Verifies a session's stored journal against its owner row and returns the decoded events. Checks, row by row in
+ * seq order: contiguous seq from 0, well-formed wire JSON, payload seq and session, unique event ids, non-decreasing
+ * epochs no newer than the owner's, and the hash chain; then that the last row is the owner row's head. The first
+ * violation throws JournalCorruptError; nothing is skipped, repaired or truncated.
+ */
+export function verifyJournal(sessionId: SessionId, session: SessionRow | undefined, rows: readonly EventRow[]): SessionEvent[] {
+  if (!session) {
+    if (rows.length > 0) throw new JournalCorruptError(sessionId, 0, 'head_mismatch', 'events exist but the owner row is missing');
+    return [];
+  }
+  const events: SessionEvent[] = new Array(rows.length);
+  const seen = new Set<string>();
+  let previousHash = GENESIS_HASH;
+  let previousEpoch = 0;
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i]!;
+    if (row.seq !== i) throw new JournalCorruptError(sessionId, i, 'seq_gap', `expected seq ${i}, found ${row.seq}`);
+    let event: SessionEvent;
+    try {
+      event = decodeEvent(JSON.parse(row.body));
+    } catch (error) {
+      throw new JournalCorruptError(sessionId, i, 'malformed_event', (error as Error).message, { cause: error });
+    }
+    if (event.seq !== row.seq) throw new JournalCorruptError(sessionId, i, 'order', `event claims seq ${event.seq} but is stored at ${row.seq}`);
+    if (event.sessionId !== sessionId) throw new JournalCorruptError(sessionId, i, 'wrong_session', `event belongs to session ${event.sessionId}`);
+    if (seen.has(row.eventId) || seen.has(event.eventId)) throw new JournalCorruptError(sessionId, i, 'duplicate_id', `event id ${row.eventId} appears twice`);
+    if (row.eventId !== event.eventId) throw new JournalCorruptError(sessionId, i, 'hash_mismatch', 'stored event id differs from the event body');
+    seen.add(row.eventId);
+    if (!Number.isSafeInteger(row.epoch) || row.epoch < Math.max(1, previousEpoch) || row.epoch > session.epoch) {
+      throw new JournalCorruptError(sessionId, i, 'epoch', `epoch ${row.epoch} after ${previousEpoch}, owner epoch ${session.epoch}`);
+    }
+    const hash = chainHash(previousHash, row.epoch, row.body);
+    if (hash !== row.hash) throw new JournalCorruptError(sessionId, i, 'hash_mismatch', 'the hash chain is broken');
+    previousHash = hash;
+    previousEpoch = row.epoch;
+    events[i] = event;
+  }
+  if (session.lastSeq !== rows.length - 1) {
+    const seq = Math.min(session.lastSeq, rows.length);
+    throw new JournalCorruptError(sessionId, Math.max(seq, 0), 'head_mismatch', `owner row records head seq ${session.lastSeq}, journal ends at ${rows.length - 1}`);
+  }
+  if (session.headHash !== previousHash) {
+    throw new JournalCorruptError(sessionId, Math.max(rows.length - 1, 0), 'head_mismatch', 'the last event does not match the head hash on the owner row');
+  }
+  return events;
+}

@@ -1,0 +1,35 @@
+/**
+ * A session owner in its own process, driven over stdin: `acquire <takeover 0|1>`, `append <text>`,
+ * `append-and-die <text>` (SIGKILL right after the append returns). Answers one JSON line per command.
+ */
+import { createInterface } from 'node:readline';
+import { openSqliteStore } from '../../../src/sqlite.js';
+import type { SessionOwner } from '../../../src/store/types.js';
+import { newTurnId } from '../../../src/ids.js';
+
+const [path, sessionId, name] = process.argv.slice(2) as [string, string, string];
+const store = openSqliteStore(path);
+let owner: SessionOwner | undefined;
+const out = (v: unknown) => process.stdout.write(JSON.stringify(v) + '\n');
+
+createInterface({ input: process.stdin }).on('line', (line) => {
+  void (async () => {
+    const [command, arg = ''] = line.split(' ', 2) as [string, string | undefined];
+    try {
+      if (command === 'acquire') {
+        owner = await store.acquire(sessionId, { owner: name, takeover: arg === '1' });
+        out({ ok: true, epoch: owner.epoch });
+      } else if (command === 'append' || command === 'append-and-die') {
+        const [event] = await owner!.append([{ turnId: newTurnId(), kind: { type: 'user_message', text: arg } }]);
+        out({ ok: true, seq: event!.seq, eventId: event!.eventId });
+        if (command === 'append-and-die') process.kill(process.pid, 'SIGKILL');
+      } else if (command === 'exit') {
+        await store.close();
+        process.exit(0);
+      }
+    } catch (error) {
+      out({ ok: false, code: (error as { code?: string }).code ?? 'unknown', message: String(error) });
+    }
+  })();
+});
+out({ ready: true });

@@ -1,0 +1,224 @@
+/**
+ * The one store conformance suite. Every store (memory, SQLite, PostgreSQL) runs it through a factory that gives
+ * a fresh, empty store; `reopen` (when the store is durable) opens a second handle on the same data.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { EventDraft } from '../../src/event/types.js';
+import { newCallId, newOperationKey, newTurnId, type CallId, type OperationKey, type TaskId, type TurnId } from '../../src/ids.js';
+import type { SessionStore } from '../../src/store/types.js';
+import { LIMITS } from '../../src/limits.js';
+
+export interface StoreFactory {
+  open(): Promise<{ store: SessionStore; reopen?: () => Promise<SessionStore> }>;
+}
+
+const turn = newTurnId();
+const message = (text: string, turnId: TurnId = turn): EventDraft => ({ turnId, kind: { type: 'user_message', text } });
+
+function callDraft(taskId: string, key: OperationKey, id: CallId = newCallId()): EventDraft {
+  return {
+    turnId: turn,
+    kind: {
+      type: 'tool_call',
+      call: {
+        id,
+        name: 'probe',
+        arguments: { ok: true },
+        operation: { taskId: taskId as TaskId, key, contract: { effect: 'idempotent', revision: 'v1' }, retry: null },
+      },
+    },
+  };
+}
+
+async function rejects(promise: Promise<unknown>, code: string): Promise<void> {
+  await assert.rejects(promise, (error: unknown) => {
+    assert.equal((error as { code?: string }).code, code, `expected ${code}, got ${String(error)}`);
+    return true;
+  });
+}
+
+export function runStoreConformance(name: string, factory: StoreFactory): void {
+  describe(`store conformance: ${name}`, () => {
+    it('appends in order and loads exactly what was appended', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-order', { owner: 'host-a' });
+      assert.equal(owner.epoch, 1);
+      const first = await owner.append([message('one'), message('two')]);
+      const second = await owner.append([message('three')]);
+      assert.deepEqual([...first, ...second].map((e) => e.seq), [0, 1, 2]);
+      assert.deepEqual(await store.loadHistory('s-order'), [...first, ...second]);
+      assert.deepEqual(await store.loadHistory('never-written'), []);
+      await store.close();
+    });
+
+    it('fences: SessionBusy without takeover, StaleOwner after takeover, nothing written and no seq consumed', async () => {
+      const { store } = await factory.open();
+      const a = await store.acquire('s-fence', { owner: 'host-a' });
+      await a.append([message('by a')]);
+      await rejects(store.acquire('s-fence', { owner: 'host-b' }), 'session_busy');
+      const b = await store.acquire('s-fence', { owner: 'host-b', takeover: true });
+      assert.equal(b.epoch, a.epoch + 1);
+      await rejects(a.append([message('stale')]), 'stale_owner');
+      await rejects(a.startTask('t-stale'), 'stale_owner');
+      const [next] = await b.append([message('by b')]);
+      assert.equal(next!.seq, 1, 'the stale append consumed no seq');
+      const history = await store.loadHistory('s-fence');
+      assert.deepEqual(history.map((e) => (e.kind as { text: string }).text), ['by a', 'by b']);
+      await store.close();
+    });
+
+    it('release lets the next host acquire without takeover, and the released owner is stale', async () => {
+      const { store } = await factory.open();
+      const a = await store.acquire('s-release', { owner: 'host-a' });
+      await a.release();
+      await a.release();
+      const b = await store.acquire('s-release', { owner: 'host-b' });
+      assert.equal(b.epoch, 2);
+      await rejects(a.append([message('late')]), 'stale_owner');
+      const sessions = await store.listSessions();
+      const row = sessions.find((s) => s.sessionId === 's-release');
+      assert.deepEqual(row, { sessionId: 's-release', events: 0, epoch: 2, owner: 'host-b', held: true });
+      await store.close();
+    });
+
+    it('rejects bad ids with a typed error and writes nothing', async () => {
+      const { store } = await factory.open();
+      await rejects(store.acquire('   ', { owner: 'h' }), 'invalid_input');
+      await rejects(store.acquire('x'.repeat(1025), { owner: 'h' }), 'invalid_input');
+      await rejects(store.acquire('€'.repeat(342), { owner: 'h' }), 'invalid_input');
+      const ok = await store.acquire('😀'.repeat(256), { owner: 'h' });
+      assert.equal(ok.epoch, 1);
+      await rejects(store.acquire('s', { owner: '' }), 'invalid_input');
+      await store.close();
+    });
+
+    it('tasks: start with limits, start again returns it unchanged, stop and complete admit nothing', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-task', { owner: 'h' });
+      const t = await owner.startTask('t1', { limits: { toolCalls: 2 } });
+      assert.deepEqual(t, {
+        taskId: 't1', sessionId: 's-task', state: 'running', limits: { toolCalls: 2, toolOutputBytes: 16 * 1024 * 1024 },
+        charged: { toolCalls: 0, toolOutputBytes: 0 }, reservedOutputBytes: 0, stopReason: null,
+      });
+      assert.deepEqual(await owner.startTask('t1', { limits: { toolCalls: 99 } }), t);
+      await rejects(owner.task('missing'), 'task_not_found');
+      const other = await store.acquire('s-task-2', { owner: 'h' });
+      await rejects(other.startTask('t1'), 'task_in_other_session');
+      await rejects(other.task('t1'), 'task_not_found');
+      let stoppedBy: string | undefined;
+      owner.onTaskStopped((_id, reason) => { stoppedBy = reason; });
+      const stopped = await owner.stopTask('t1', 'operator pressed stop');
+      assert.equal(stopped.state, 'stopped');
+      assert.equal(stoppedBy, 'operator pressed stop');
+      await rejects(owner.commit({ events: [callDraft('t1', newOperationKey())], budget: { taskId: 't1' as TaskId, admit: { maxOutputBytes: 10 } } }), 'task_not_running');
+      assert.equal((await owner.startTask('t1')).state, 'stopped', 'a start never reopens a task');
+      await owner.startTask('t2');
+      assert.equal((await owner.completeTask('t2')).state, 'completed');
+      assert.deepEqual(await store.loadHistory('s-task'), []);
+      await store.close();
+    });
+
+    it('charges budget in the same commit as the events, refuses over budget with nothing written', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-budget', { owner: 'h' });
+      const task = 't-budget' as TaskId;
+      await owner.startTask(task, { limits: { toolCalls: 2, toolOutputBytes: 100 } });
+      const r1 = await owner.commit({ events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 64 } } });
+      assert.equal(r1.reservedOutputBytes, 64);
+      const r2 = await owner.commit({ events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 64 } } });
+      assert.equal(r2.reservedOutputBytes, 36, 'the reservation is clamped to what remains');
+      await rejects(owner.commit({ events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 1 } } }), 'budget_exhausted');
+      await owner.commit({ events: [message('settled')], budget: { taskId: task, settle: { releaseOutputBytes: 64, chargeOutputBytes: 10 } } });
+      const snap = await owner.task(task);
+      assert.deepEqual(snap.charged, { toolCalls: 2, toolOutputBytes: 10 });
+      assert.equal(snap.reservedOutputBytes, 36);
+      assert.equal((await store.loadHistory('s-budget')).length, 3);
+      await rejects(owner.commit({ events: [message('x')], budget: { taskId: 'nope' as TaskId, admit: { maxOutputBytes: 1 } } }), 'task_not_found');
+      assert.equal((await store.loadHistory('s-budget')).length, 3);
+      await store.close();
+    });
+
+    it('D4: a commit conditioned on the latest attempt fails once a newer attempt exists, writing and charging nothing', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-d4', { owner: 'h' });
+      const task = 't-d4' as TaskId;
+      await owner.startTask(task);
+      const key = newOperationKey();
+      const firstId = newCallId();
+      await owner.commit({ events: [callDraft(task, key, firstId)], budget: { taskId: task, admit: { maxOutputBytes: 8 } } });
+      const retryId = newCallId();
+      await owner.commit({
+        events: [callDraft(task, key, retryId)],
+        budget: { taskId: task, admit: { maxOutputBytes: 8 } },
+        expectLatestAttempt: { taskId: task, key, callId: firstId },
+      });
+      await rejects(
+        owner.commit({
+          events: [callDraft(task, key)],
+          budget: { taskId: task, admit: { maxOutputBytes: 8 } },
+          expectLatestAttempt: { taskId: task, key, callId: firstId },
+        }),
+        'not_latest_attempt',
+      );
+      await rejects(
+        owner.commit({ events: [callDraft(task, newOperationKey())], expectLatestAttempt: { taskId: task, key: newOperationKey(), callId: firstId } }),
+        'not_latest_attempt',
+      );
+      assert.equal((await store.loadHistory('s-d4')).length, 2);
+      assert.equal((await owner.task(task)).charged.toolCalls, 2);
+      await store.close();
+    });
+
+    it('refuses an append that would make the history uninspectable, writing nothing', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-full', { owner: 'h' });
+      const big = 'x'.repeat(4 * 1024 * 1024);
+      await owner.append([message(big), message(big), message(big)]);
+      await rejects(owner.append([message(big)]), 'journal_full');
+      const history = await store.loadHistory('s-full');
+      assert.equal(history.length, 3);
+      assert.ok(LIMITS.maxHistoryBytes > 3 * big.length);
+      await store.close();
+    });
+
+    it('exports JSONL and imports it verified into an empty store; refuses a non-empty target', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-export', { owner: 'h' });
+      const task = 't-export' as TaskId;
+      await owner.startTask(task);
+      await owner.append([message('hello'), callDraft(task, newOperationKey())]);
+      const jsonl = await store.exportJsonl('s-export');
+      assert.equal(jsonl.trim().split('\n').length, 2);
+      await rejects(store.importJsonl(jsonl, { owner: 'importer' }), 'session_exists');
+      const { store: target } = await factory.open();
+      const report = await target.importJsonl(jsonl, { owner: 'importer' });
+      assert.deepEqual(report, { sessionId: 's-export', events: 2 });
+      assert.deepEqual(await target.loadHistory('s-export'), await store.loadHistory('s-export'));
+      assert.equal(await target.exportJsonl('s-export'), jsonl);
+      const again = await target.acquire('s-export', { owner: 'next' });
+      assert.equal(again.epoch, 2, 'an import leaves the session released');
+      await rejects(target.importJsonl('{"not":"an event"}\n', { owner: 'i' }), 'import_rejected');
+      const lines = jsonl.trim().split('\n');
+      await rejects(target.importJsonl(`${lines[1]}\n${lines[0]}\n`, { owner: 'i' }), 'import_rejected');
+      await rejects(target.importJsonl(jsonl.slice(0, jsonl.length - 10), { owner: 'i' }), 'import_rejected');
+      await store.close();
+      await target.close();
+    });
+
+    it('a second handle sees committed events and is fenced like any other writer', async () => {
+      const { store, reopen } = await factory.open();
+      if (!reopen) return;
+      const a = await store.acquire('s-handles', { owner: 'a' });
+      await a.append([message('from a')]);
+      const other = await reopen();
+      assert.equal((await other.loadHistory('s-handles')).length, 1);
+      const b = await other.acquire('s-handles', { owner: 'b', takeover: true });
+      await rejects(a.append([message('stale')]), 'stale_owner');
+      await b.append([message('from b')]);
+      assert.equal((await store.loadHistory('s-handles')).length, 2);
+      await other.close();
+      await store.close();
+    });
+  });
+}

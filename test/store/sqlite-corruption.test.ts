@@ -1,0 +1,142 @@
+import assert from 'node:assert/strict';
+import { readFileSync, truncateSync, writeFileSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import Database from 'better-sqlite3';
+import { JournalCorruptError } from '../../src/errors.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { newTurnId } from '../../src/ids.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+
+const dir = tempDir();
+const SESSION = 's-corrupt';
+
+/** A closed store file holding `count` events whose text is `msg-<seq>` padded to `pad` characters. */
+async function journalFile(count: number, pad = 8): Promise<string> {
+  const path = tempDbPath(dir);
+  const store = openSqliteStore(path);
+  const owner = await store.acquire(SESSION, { owner: 'writer' });
+  const turnId = newTurnId();
+  for (let i = 0; i < count; i++) {
+    await owner.append([{ turnId, kind: { type: 'user_message', text: `msg-${i}:`.padEnd(pad, '.') } }]);
+  }
+  await store.close();
+  return path;
+}
+
+/** Tampers through a separate raw connection, after the store is closed, then closes it again. */
+function tamper(path: string, sql: string): void {
+  const raw = new Database(path);
+  raw.exec(sql);
+  raw.close();
+}
+
+async function expectCorrupt(path: string, seq: number, reason: string): Promise<void> {
+  const store = openSqliteStore(path);
+  try {
+    await assert.rejects(store.loadHistory(SESSION), (error: unknown) => {
+      assert.ok(error instanceof JournalCorruptError, `expected JournalCorruptError, got ${String(error)}`);
+      assert.equal(error.reason, reason, error.message);
+      assert.equal(error.seq, seq, error.message);
+      assert.equal(error.sessionId, SESSION);
+      return true;
+    });
+  } finally {
+    await store.close();
+  }
+}
+
+describe('SQLite journal corruption is always detected, never repaired', () => {
+  it('one changed payload byte: hash_mismatch', async () => {
+    const path = await journalFile(10);
+    tamper(path, `UPDATE jw_events SET body = replace(body, 'msg-4:', 'msg-X:') WHERE seq = 4`);
+    await expectCorrupt(path, 4, 'hash_mismatch');
+  });
+
+  it('a deleted middle row: seq_gap', async () => {
+    const path = await journalFile(10);
+    tamper(path, 'DELETE FROM jw_events WHERE seq = 5');
+    await expectCorrupt(path, 5, 'seq_gap');
+  });
+
+  it('a deleted last row, which the chain alone cannot see: head_mismatch', async () => {
+    const path = await journalFile(10);
+    tamper(path, 'DELETE FROM jw_events WHERE seq = 9');
+    await expectCorrupt(path, 9, 'head_mismatch');
+  });
+
+  it('a duplicated event id: duplicate_id', async () => {
+    const path = await journalFile(10);
+    tamper(path, `UPDATE jw_events SET event_id = (SELECT event_id FROM jw_events WHERE seq = 2),
+      body = replace(body, (SELECT event_id FROM jw_events WHERE seq = 6), (SELECT event_id FROM jw_events WHERE seq = 2)) WHERE seq = 6`);
+    await expectCorrupt(path, 6, 'duplicate_id');
+  });
+
+  it('swapped seq values: order', async () => {
+    const path = await journalFile(10);
+    tamper(path, `UPDATE jw_events SET seq = -1 WHERE seq = 3; UPDATE jw_events SET seq = 3 WHERE seq = 4;
+      UPDATE jw_events SET seq = 4 WHERE seq = -1`);
+    await expectCorrupt(path, 3, 'order');
+  });
+
+  it('truncated JSON: malformed_event', async () => {
+    const path = await journalFile(10);
+    tamper(path, 'UPDATE jw_events SET body = substr(body, 1, length(body) - 7) WHERE seq = 7');
+    await expectCorrupt(path, 7, 'malformed_event');
+  });
+
+  it('a wrong epoch: epoch', async () => {
+    const path = await journalFile(10);
+    tamper(path, 'UPDATE jw_events SET epoch = 7 WHERE seq = 2');
+    await expectCorrupt(path, 2, 'epoch');
+  });
+
+  it('a wrong head on the owner row: head_mismatch', async () => {
+    const path = await journalFile(10);
+    tamper(path, `UPDATE jw_sessions SET head_hash = '${'f'.repeat(64)}'`);
+    await expectCorrupt(path, 9, 'head_mismatch');
+  });
+
+  it('flipped bytes inside the file: JournalCorruptError, never a shorter journal', async () => {
+    const path = await journalFile(300, 400);
+    const bytes = readFileSync(path);
+    const at = bytes.indexOf(Buffer.from('msg-150:'));
+    assert.ok(at > 0, 'the payload is in the main database file after close');
+    bytes[at + 4] = bytes[at + 4]! ^ 0x01;
+    writeFileSync(path, bytes);
+    await expectCorrupt(path, 150, 'hash_mismatch');
+  });
+
+  it('damaged b-tree pages: JournalCorruptError from the storage layer', async () => {
+    const path = await journalFile(300, 400);
+    const bytes = readFileSync(path);
+    const pageSize = bytes.readUInt16BE(16);
+    for (let page = 2; page * pageSize < bytes.length; page++) bytes.fill(0xa5, page * pageSize, page * pageSize + 12);
+    writeFileSync(path, bytes);
+    await assertNeverShorter(path);
+  });
+
+  it('a database file truncated to half: JournalCorruptError, never a shorter journal', async () => {
+    const path = await journalFile(300, 400);
+    truncateSync(path, Math.floor(readFileSync(path).length / 2));
+    await assertNeverShorter(path);
+  });
+});
+
+/** Opening or loading must fail with JournalCorruptError; a successful, shorter load is the bug we rule out. */
+async function assertNeverShorter(path: string): Promise<void> {
+  let store;
+  try {
+    store = openSqliteStore(path);
+  } catch (error) {
+    assert.ok(error instanceof JournalCorruptError, `open failed with ${String(error)}`);
+    return;
+  }
+  try {
+    await assert.rejects(store.loadHistory(SESSION), (error: unknown) => {
+      assert.ok(error instanceof JournalCorruptError, `expected JournalCorruptError, got ${String(error)}`);
+      return true;
+    });
+  } finally {
+    await store.close();
+  }
+}

@@ -1,0 +1,83 @@
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+import { describe, it } from 'node:test';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { newTurnId } from '../../src/ids.js';
+import { ChildProcess } from '../support/child.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+
+const script = fileURLToPath(new URL('./children/owner-child.js', import.meta.url));
+const dir = tempDir();
+const text = (t: string) => ({ turnId: newTurnId(), kind: { type: 'user_message' as const, text: t } });
+
+async function startChild(path: string, session: string, name: string): Promise<ChildProcess> {
+  const child = new ChildProcess(script, [path, session, name]);
+  assert.deepEqual(await child.next(), { ready: true });
+  return child;
+}
+
+describe('SQLite ownership across real processes', () => {
+  it('a paused owner (SIGSTOP) is fenced by a takeover and its append is rejected after SIGCONT', async () => {
+    const path = tempDbPath(dir);
+    const child = await startChild(path, 's-pause', 'child');
+    child.send('acquire 0');
+    assert.equal((await child.next()).epoch, 1);
+    child.send('append before-pause');
+    assert.equal((await child.next()).seq, 0);
+    child.proc.kill('SIGSTOP');
+    const store = openSqliteStore(path);
+    const parent = await store.acquire('s-pause', { owner: 'parent', takeover: true });
+    assert.equal(parent.epoch, 2);
+    await parent.append([text('by parent')]);
+    child.proc.kill('SIGCONT');
+    child.send('append after-resume');
+    const answer = await child.next();
+    assert.equal(answer.ok, false);
+    assert.equal(answer.code, 'stale_owner');
+    const history = await store.loadHistory('s-pause');
+    assert.deepEqual(history.map((e) => (e.kind as { text: string }).text), ['before-pause', 'by parent']);
+    child.send('exit');
+    await child.exited;
+    await store.close();
+  });
+
+  it('racing takeovers: epochs strictly increase, only the last owner appends, the journal verifies', async () => {
+    const path = tempDbPath(dir);
+    const n = 6;
+    const children = await Promise.all(Array.from({ length: n }, (_, i) => startChild(path, 's-race', `racer-${i}`)));
+    for (const c of children) c.send('acquire 1');
+    const epochs = (await Promise.all(children.map((c) => c.next()))).map((a) => a.epoch as number);
+    assert.deepEqual([...epochs].sort((a, b) => a - b), Array.from({ length: n }, (_, i) => i + 1), 'each epoch went to exactly one owner');
+    for (const c of children) c.send('append racing');
+    const answers = await Promise.all(children.map((c) => c.next()));
+    const winners = answers.map((a, i) => ({ a, epoch: epochs[i]! })).filter(({ a }) => a.ok);
+    assert.equal(winners.length, 1);
+    assert.equal(winners[0]!.epoch, n, 'only the highest epoch may append');
+    for (const [i, a] of answers.entries()) if (!a.ok) assert.equal(a.code, 'stale_owner', `racer ${i}`);
+    const store = openSqliteStore(path);
+    const history = await store.loadHistory('s-race');
+    assert.deepEqual(history.map((e) => e.seq), [0]);
+    for (const c of children) c.send('exit');
+    await Promise.all(children.map((c) => c.exited));
+    await store.close();
+  });
+
+  it('an append that returned survives a SIGKILL right after it', async () => {
+    const path = tempDbPath(dir);
+    const child = await startChild(path, 's-kill', 'child');
+    child.send('acquire 0');
+    await child.next();
+    child.send('append-and-die durable');
+    const answer = await child.next();
+    const exit = await child.exited;
+    assert.equal(exit.signal, 'SIGKILL');
+    const store = openSqliteStore(path);
+    const history = await store.loadHistory('s-kill');
+    assert.equal(history.length, 1);
+    assert.equal(history[0]!.eventId, answer.eventId);
+    await assert.rejects(store.acquire('s-kill', { owner: 'recovery' }), { code: 'session_busy' });
+    const recovery = await store.acquire('s-kill', { owner: 'recovery', takeover: true });
+    assert.equal(recovery.epoch, 2);
+    await store.close();
+  });
+});
