@@ -1,0 +1,102 @@
+/**
+ * The checks that run before a tool body, each turning a rejection into the failure the journal records:
+ * grant (unavailable), JSON Schema (invalid_arguments), guards (denied / guard_fault) and approval (approval_*).
+ */
+import type { ErrorObject, ValidateFunction } from 'ajv';
+import type { ToolCall, ToolRecordedOutcome } from '../event/types.js';
+import { LIMITS } from '../limits.js';
+import { truncateUtf8 } from '../text.js';
+import type { CallControl, Interrupt } from './control.js';
+import type { Tool, ToolApprover, ToolDenial, ToolGuard, ToolHookContext } from './types.js';
+
+export type Failure = Extract<ToolRecordedOutcome, { status: 'failed' }>;
+
+/** A failure with code and message cut to the diagnostic limit on a character boundary (never rejected). */
+export function failure(category: Failure['category'], code: string, message: string, retryable = false): Failure {
+  return {
+    status: 'failed',
+    category,
+    code: truncateUtf8(code, LIMITS.maxDiagnosticBytes),
+    message: truncateUtf8(message, LIMITS.maxDiagnosticBytes),
+    retryable,
+  };
+}
+
+const describe = (error: unknown) => (error instanceof Error ? error.message : String(error));
+
+function isDenial(value: unknown): value is ToolDenial {
+  const v = value as ToolDenial | null;
+  return typeof v === 'object' && v !== null && typeof v.code === 'string' && typeof v.message === 'string'
+    && (v.retryable === undefined || typeof v.retryable === 'boolean');
+}
+
+export interface RegisteredTool {
+  readonly tool: Tool;
+  readonly validate: ValidateFunction;
+}
+
+export function checkGrantAndSchema(registered: RegisteredTool | undefined, granted: boolean, call: ToolCall): Failure | null {
+  if (!registered || !granted) {
+    return failure('unavailable', 'tool_unavailable', `tool ${call.name} is not available to this caller`);
+  }
+  let valid: boolean;
+  try {
+    valid = registered.validate(call.arguments) as boolean;
+  } catch (error) {
+    return failure('invalid_arguments', 'tool_arguments_validation_fault', describe(error));
+  }
+  if (!valid) {
+    const errors = (registered.validate.errors ?? []) as ErrorObject[];
+    const text = errors.map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`).join('; ');
+    return failure('invalid_arguments', 'tool_arguments_invalid', text || 'the arguments do not match the schema');
+  }
+  return null;
+}
+
+/** Guards in order under the call's control; the first denial or fault wins. */
+export async function runGuards(guards: readonly ToolGuard[], ctx: ToolHookContext, control: CallControl): Promise<Failure | Interrupt | null> {
+  for (const guard of guards) {
+    let outcome: { value: unknown } | { interrupt: Interrupt };
+    try {
+      outcome = await control.race(async () => guard(ctx));
+    } catch (error) {
+      return failure('guard_fault', 'tool_guard_panicked', describe(error));
+    }
+    if ('interrupt' in outcome) return outcome.interrupt;
+    const denial = outcome.value;
+    if (denial === null || denial === undefined) continue;
+    if (!isDenial(denial)) return failure('guard_fault', 'tool_guard_malformed', 'a guard returned something other than a denial or nothing');
+    return failure('denied', denial.code, denial.message, denial.retryable ?? false);
+  }
+  return null;
+}
+
+/** Asks the keyed approver, afresh on every attempt. Null means approved. */
+export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, control: CallControl): Promise<Failure | Interrupt | null> {
+  let outcome;
+  try {
+    outcome = await control.race(() => approver(ctx, control.signal));
+  } catch (error) {
+    return failure('approval_fault', 'tool_authorizer_panicked', describe(error));
+  }
+  if ('interrupt' in outcome) return outcome.interrupt;
+  const answer = outcome.value as { decision?: unknown } | null;
+  switch (answer?.decision) {
+    case 'approved':
+      return null;
+    case 'denied':
+      if (!isDenial(answer)) return failure('approval_fault', 'tool_approval_malformed', 'a denial must carry a code and a message');
+      return failure('approval_denied', answer.code, answer.message, answer.retryable ?? false);
+    case 'unavailable': {
+      const a = answer as Partial<ToolDenial>;
+      return failure(
+        'approval_unavailable',
+        typeof a.code === 'string' ? a.code : 'tool_approval_unavailable',
+        typeof a.message === 'string' ? a.message : 'the approver could not decide',
+        a.retryable === true,
+      );
+    }
+    default:
+      return failure('approval_fault', 'tool_approval_malformed', 'the approver answered neither approved, denied nor unavailable');
+  }
+}

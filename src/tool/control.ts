@@ -1,0 +1,75 @@
+import type { ToolRecordedOutcome } from '../event/types.js';
+
+export type Interrupt = Extract<ToolRecordedOutcome, { status: 'failed' }> & { category: 'budget' | 'cancelled' | 'timeout' };
+
+/**
+ * The deadline, cancellation and task-stop of one attempt. `signal` fires on the first of them; `interrupt()`
+ * names the one that applies, in the anchor's priority: task stop, then cancellation, then the call deadline.
+ */
+export class CallControl {
+  private readonly controller = new AbortController();
+  private readonly cleanups: Array<() => void> = [];
+  private stopped: string | null = null;
+  private cancelled = false;
+  private expired = false;
+  readonly signal: AbortSignal = this.controller.signal;
+
+  constructor(timeoutMs: number, signals: readonly (AbortSignal | undefined)[], subscribeStop: (onStop: (reason: string) => void) => () => void) {
+    const timer = setTimeout(() => {
+      this.expired = true;
+      this.controller.abort(new Error(`deadline of ${timeoutMs} ms passed`));
+    }, timeoutMs);
+    this.cleanups.push(() => clearTimeout(timer));
+    for (const s of signals) {
+      if (!s) continue;
+      const onAbort = () => {
+        this.cancelled = true;
+        this.controller.abort(new Error('cancelled'));
+      };
+      if (s.aborted) onAbort();
+      else {
+        s.addEventListener('abort', onAbort, { once: true });
+        this.cleanups.push(() => s.removeEventListener('abort', onAbort));
+      }
+    }
+    this.cleanups.push(
+      subscribeStop((reason) => {
+        this.stopped = reason;
+        this.controller.abort(new Error(`task stopped: ${reason}`));
+      }),
+    );
+  }
+
+  interrupt(): Interrupt | null {
+    if (this.stopped !== null) {
+      return { status: 'failed', category: 'budget', code: 'tool_budget_stopped', message: `the task was stopped: ${this.stopped}`, retryable: false };
+    }
+    if (this.cancelled) return { status: 'failed', category: 'cancelled', code: 'tool_cancelled', message: 'the call was cancelled', retryable: false };
+    if (this.expired) return { status: 'failed', category: 'timeout', code: 'tool_timeout', message: 'the call deadline passed', retryable: true };
+    return null;
+  }
+
+  /** Awaits `work` unless an interrupt comes first; a late result of `work` is then discarded. */
+  async race<T>(work: () => Promise<T>): Promise<{ value: T } | { interrupt: Interrupt }> {
+    const early = this.interrupt();
+    if (early) return { interrupt: early };
+    let onAbort: (() => void) | undefined;
+    const aborted = new Promise<null>((resolve) => {
+      onAbort = () => resolve(null);
+      this.signal.addEventListener('abort', onAbort, { once: true });
+    });
+    const running = Promise.resolve().then(work);
+    running.catch(() => undefined);
+    try {
+      const winner = await Promise.race([running.then((value) => ({ value })), aborted]);
+      if (winner === null) return { interrupt: this.interrupt()! };
+      return winner;
+    } finally {
+      if (onAbort) this.signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  dispose(): void {
+    for (const c of this.cleanups.splice(0)) c();
+  }
+}

@@ -1,0 +1,303 @@
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { InvalidInputError } from '../errors.js';
+import type { EventDraft, SessionEvent, ToolCall, ToolOperation, ToolResult } from '../event/types.js';
+import { checkId, newCallId, newOperationKey, newTurnId, type TaskId, type TurnId } from '../ids.js';
+import { canonicalJson } from '../json/canonical.js';
+import type { JsonValue } from '../json/types.js';
+import { LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
+import type { BudgetChange } from '../store/types.js';
+import { utf8Length } from '../text.js';
+import { askApproval, checkGrantAndSchema, failure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
+import { CallControl } from './control.js';
+import { ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolTurnClosedError } from './errors.js';
+import { DEFAULT_CONTRACT } from './metadata.js';
+import { ToolRetryPlan } from './retry-plan.js';
+import { ToolRetryError } from './retry-error.js';
+import type { ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
+
+function positive(field: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
+    throw new ToolConfigError(`${field} must be a positive integer, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** Checks names and arguments before anything is reserved or recorded. Returns the arguments' JSON text. */
+function preflight(name: unknown, args: unknown): string {
+  if (typeof name !== 'string' || name.length === 0) throw new ToolPreflightError('empty_name', 'the tool name is empty');
+  const nameBytes = utf8Length(name);
+  if (nameBytes > LIMITS.maxToolNameBytes) {
+    throw new ToolPreflightError('name_too_long', `the tool name is ${nameBytes} bytes, at most ${LIMITS.maxToolNameBytes} allowed`);
+  }
+  try {
+    canonicalJson(args);
+  } catch (error) {
+    throw new ToolPreflightError('arguments_not_serializable', `the arguments are not JSON: ${(error as Error).message}`, { cause: error });
+  }
+  const text = JSON.stringify(args);
+  const bytes = utf8Length(text);
+  if (bytes > LIMITS.maxArgumentsBytes) {
+    throw new ToolPreflightError('arguments_too_large', `the arguments are ${bytes} bytes, at most ${LIMITS.maxArgumentsBytes} allowed`);
+  }
+  return text;
+}
+
+function tighten(field: string, option: number | undefined): number | undefined {
+  if (option === undefined) return undefined;
+  if (typeof option !== 'number' || !Number.isSafeInteger(option) || option <= 0) {
+    throw new ToolPreflightError('invalid_options', `${field} must be a positive integer, got ${String(option)}`);
+  }
+  return option;
+}
+
+const minOf = (...values: Array<number | null | undefined>) => Math.min(...values.filter((v): v is number => typeof v === 'number'));
+
+/** The canonical runtime (SPEC §5): every check on every attempt, every outcome journaled as evidence. */
+class CanonicalRuntime implements ToolRuntime {
+  readonly tools = new Map<string, RegisteredTool>();
+  readonly grants = new Map<string, '*' | ReadonlySet<string>>();
+  readonly guards: readonly ToolGuard[];
+  readonly approvers: ReadonlyMap<string, ToolApprover>;
+  readonly defaultTimeoutMs: number;
+  readonly maxOutputBytes: number;
+  readonly maxInFlight: number;
+  inFlight = 0;
+
+  constructor(config: ToolRuntimeConfig) {
+    this.defaultTimeoutMs = positive('defaultTimeoutMs', config.defaultTimeoutMs, RUNTIME_DEFAULTS.timeoutMs);
+    this.maxOutputBytes = positive('maxOutputBytes', config.maxOutputBytes, RUNTIME_DEFAULTS.maxOutputBytes);
+    this.maxInFlight = positive('maxInFlight', config.maxInFlight, RUNTIME_DEFAULTS.maxInFlight);
+    this.guards = [...(config.guards ?? [])];
+    this.approvers = new Map(Object.entries(config.approvers ?? {}));
+    const ajv = new Ajv2020({ strict: false, allErrors: false });
+    for (const tool of config.tools) {
+      if (this.tools.has(tool.name)) throw new ToolConfigError(`two tools are named ${tool.name}`);
+      try {
+        preflight(tool.name, null);
+      } catch (error) {
+        throw new ToolConfigError(`tool name ${JSON.stringify(tool.name)} is invalid: ${(error as Error).message}`);
+      }
+      const approval = tool.metadata.approval;
+      if (approval !== null && !this.approvers.has(approval)) {
+        throw new ToolConfigError(`tool ${tool.name} requires approval ${approval}, but no approver has that key`);
+      }
+      let validate;
+      try {
+        validate = ajv.compile(tool.metadata.inputSchema);
+      } catch (error) {
+        throw new ToolConfigError(`the input schema of ${tool.name} is invalid: ${(error as Error).message}`, { cause: error });
+      }
+      this.tools.set(tool.name, { tool, validate });
+    }
+    for (const [caller, grant] of Object.entries(config.grants)) {
+      if (grant === '*') {
+        this.grants.set(caller, '*');
+        continue;
+      }
+      for (const name of grant) if (!this.tools.has(name)) throw new ToolConfigError(`caller ${caller} is granted ${name}, which is not registered`);
+      this.grants.set(caller, new Set(grant));
+    }
+  }
+
+  granted(caller: string, name: string): boolean {
+    const grant = this.grants.get(caller);
+    return grant === '*' || (grant !== undefined && grant.has(name));
+  }
+
+  bind(binding: ToolBinding): ToolGateway {
+    return new Gateway(this, binding);
+  }
+}
+
+class Gateway implements ToolGateway {
+  readonly sessionId: string;
+  readonly taskId: TaskId;
+  readonly turnId: TurnId;
+  private readonly caller: string;
+
+  constructor(private readonly runtime: CanonicalRuntime, private readonly binding: ToolBinding) {
+    if (!binding?.owner) throw new InvalidInputError('owner', 'a gateway needs the session owner');
+    this.sessionId = binding.owner.sessionId;
+    this.taskId = checkId<TaskId>('taskId', binding.taskId);
+    this.caller = checkId<string>('caller', binding.caller);
+    this.turnId = binding.turnId === undefined ? newTurnId() : checkId<TurnId>('turnId', binding.turnId);
+  }
+
+  schemas(): ToolSchema[] {
+    const out: ToolSchema[] = [];
+    for (const [name, { tool }] of this.runtime.tools) {
+      if (this.runtime.granted(this.caller, name)) {
+        out.push({ name, description: tool.metadata.description, inputSchema: tool.metadata.inputSchema });
+      }
+    }
+    return out;
+  }
+
+  call(name: string, args: JsonValue): Promise<ToolExecution> {
+    return this.callWithOptions(name, args, {});
+  }
+
+  async callWithOptions(name: string, args: JsonValue, options: ToolCallOptions = {}): Promise<ToolExecution> {
+    const argsText = preflight(name, args);
+    const timeoutOption = tighten('timeoutMs', options.timeoutMs);
+    const outputOption = tighten('maxOutputBytes', options.maxOutputBytes);
+    if (this.binding.signal?.aborted) throw new ToolTurnClosedError();
+    if (options.action && options.action.decision?.taskId !== this.taskId) {
+      throw new InvalidInputError('action.decision.taskId', `must be the gateway's task ${this.taskId}`);
+    }
+    const registered = this.runtime.tools.get(name);
+    const metadata = registered?.tool.metadata;
+    const contract = metadata?.effect ?? DEFAULT_CONTRACT;
+    const operation = this.operationFor(name, JSON.parse(argsText) as JsonValue, contract, options.retry);
+    if (this.runtime.inFlight >= this.runtime.maxInFlight) throw new ToolOverloadedError(this.runtime.maxInFlight);
+    this.runtime.inFlight += 1;
+    const control = new CallControl(
+      minOf(this.runtime.defaultTimeoutMs, metadata?.timeoutCeilingMs, timeoutOption),
+      [this.binding.signal, options.signal],
+      (onStop) => this.binding.owner.onTaskStopped((taskId, reason) => { if (taskId === this.taskId) onStop(reason); }),
+    );
+    try {
+      const call: ToolCall = {
+        id: newCallId(),
+        name,
+        arguments: JSON.parse(argsText) as JsonValue,
+        operation,
+        ...(options.action ? { action: options.action } : {}),
+      };
+      const outputLimit = minOf(this.runtime.maxOutputBytes, metadata?.outputCeilingBytes, outputOption);
+      return await this.run(call, registered, outputLimit, control, argsText);
+    } finally {
+      control.dispose();
+      this.runtime.inFlight -= 1;
+    }
+  }
+
+  /** A new logical action gets a new key; a retry takes its key from the plan, which is consumed here. */
+  private operationFor(name: string, args: JsonValue, contract: ToolOperation['contract'], plan: ToolRetryPlan | undefined): ToolOperation {
+    if (plan === undefined) return { taskId: this.taskId, key: newOperationKey(), contract, retry: null, startMarker: true };
+    if (!(plan instanceof ToolRetryPlan)) throw new ToolRetryError('invalid_evidence', 'options.retry is not a plan from prepareToolRetry');
+    const taken = plan.takeOperation({ sessionId: this.sessionId, taskId: this.taskId, name, arguments: args, contract });
+    return { ...taken, startMarker: true };
+  }
+
+  private async run(call: ToolCall, registered: RegisteredTool | undefined, outputLimit: number, control: CallControl, argsText: string): Promise<ToolExecution> {
+    const owner = this.binding.owner;
+    const op = call.operation!;
+    const ctx = { caller: this.caller, call };
+    const callDraft = this.draft({ type: 'tool_call', call });
+    const admit: BudgetChange = { taskId: this.taskId, admit: { maxOutputBytes: outputLimit } };
+    const latest = op.retry ? { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId } } : {};
+
+    // Checks without side effects run before the call is written; a rejection is journaled with its call.
+    const rejected = checkGrantAndSchema(registered, this.runtime.granted(this.caller, call.name), call)
+      ?? (await runGuards(this.runtime.guards, ctx, control));
+    if (rejected) {
+      const result: ToolResult = { callId: call.id, outcome: rejected };
+      // Admitted (one tool call charged, never refunded) with nothing reserved: the body never starts.
+      const { events } = await this.write('call', call, null, {
+        events: [callDraft, this.draft({ type: 'tool_result', result })],
+        budget: { taskId: this.taskId, admit: { maxOutputBytes: 0 } },
+        ...latest,
+      });
+      return { call, result, callEvent: events[0]!, startedEvent: null, resultEvent: events[1]! };
+    }
+
+    const approval = registered!.tool.metadata.approval;
+    const startedDraft = this.draft({ type: 'tool_started', callId: call.id });
+    let callEvent: SessionEvent;
+    let startedEvent: SessionEvent;
+    let reserved: number;
+    if (approval === null) {
+      const receipt = await this.write('call', call, null, { events: [callDraft, startedDraft], budget: admit, ...latest });
+      [callEvent, startedEvent] = receipt.events as [SessionEvent, SessionEvent];
+      reserved = receipt.reservedOutputBytes;
+    } else {
+      const receipt = await this.write('call', call, null, { events: [callDraft], budget: admit, ...latest });
+      callEvent = receipt.events[0]!;
+      reserved = receipt.reservedOutputBytes;
+      const denied = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control)) ?? control.interrupt();
+      if (denied) return this.finish(call, callEvent, null, denied, reserved, 0);
+      startedEvent = (await this.write('started', call, null, { events: [startedDraft] })).events[0]!;
+    }
+
+    const request = { callId: call.id, arguments: JSON.parse(argsText) as JsonValue, operation: op };
+    let outcome: Failure | { status: 'succeeded'; output: string };
+    let charge = reserved;
+    try {
+      const ran = await control.race(() => registered!.tool.execute(request, control.signal));
+      if ('interrupt' in ran) outcome = ran.interrupt;
+      else {
+        const output = typeof ran.value === 'string' ? ran.value : serializeOutput(ran.value);
+        if (typeof output !== 'string') outcome = output;
+        else {
+          const bytes = utf8Length(output);
+          charge = bytes;
+          outcome = bytes > Math.min(outputLimit, reserved)
+            ? failure('output_limit', 'tool_output_limit', `the output is ${bytes} bytes, over the limit of ${Math.min(outputLimit, reserved)}`)
+            : { status: 'succeeded', output };
+        }
+      }
+    } catch (error) {
+      outcome = bodyFailure(error);
+    }
+    return this.finish(call, callEvent, startedEvent, outcome, reserved, charge);
+  }
+
+  private async finish(
+    call: ToolCall,
+    callEvent: SessionEvent,
+    startedEvent: SessionEvent | null,
+    outcome: ToolResult['outcome'],
+    reserved: number,
+    charge: number,
+  ): Promise<ToolExecution> {
+    const result: ToolResult = { callId: call.id, outcome };
+    const receipt = await this.write('result', call, result, {
+      events: [this.draft({ type: 'tool_result', result })],
+      budget: { taskId: this.taskId, settle: { releaseOutputBytes: reserved, chargeOutputBytes: startedEvent ? charge : 0 } },
+    });
+    return { call, result, callEvent, startedEvent, resultEvent: receipt.events[0]! };
+  }
+
+  private draft(kind: EventDraft['kind']): EventDraft {
+    return { turnId: this.turnId, kind };
+  }
+
+  /** Budget refusals, a stopped task and D4 pass through untouched; any other failure to write is a recording error. */
+  private async write(stage: 'call' | 'started' | 'result', call: ToolCall, result: ToolResult | null, request: Parameters<ToolBinding['owner']['commit']>[0]) {
+    try {
+      return await this.binding.owner.commit(request);
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'not_latest_attempt' || code === 'journal_full')) {
+        throw error;
+      }
+      throw new ToolRecordingError(stage, call, result, error);
+    }
+  }
+}
+
+function serializeOutput(value: unknown): string | Failure {
+  try {
+    const text = JSON.stringify(value);
+    if (typeof text !== 'string') return failure('body_failure', 'tool_output_not_json', 'the tool returned a value with no JSON form');
+    return text;
+  } catch (error) {
+    return failure('body_failure', 'tool_output_not_json', `the tool's output cannot be serialized: ${(error as Error).message}`);
+  }
+}
+
+/** A ToolBodyError (or any error carrying a string code) is the tool's own failure; anything else is a panic. */
+function bodyFailure(error: unknown): Failure {
+  if (error instanceof Error && !(error instanceof TypeError) && !(error instanceof RangeError) && !(error instanceof ReferenceError)) {
+    const e = error as Error & { code?: unknown; retryable?: unknown };
+    if (typeof e.code === 'string') return failure('body_failure', e.code, e.message, e.retryable === true);
+  }
+  return failure('body_panic', 'tool_body_panicked', error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+}
+
+/** Builds the canonical runtime. Throws ToolConfigError for duplicate names, unknown grants, missing approvers or invalid schemas. */
+export function createToolRuntime(config: ToolRuntimeConfig): ToolRuntime {
+  return new CanonicalRuntime(config);
+}

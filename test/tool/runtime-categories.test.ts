@@ -1,0 +1,152 @@
+/**
+ * One test per failure category the canonical runtime records (all 13), on SQLite: the category and code, the
+ * journal order (call, the tool_started marker only where the body started, result), one turn, and the ledger.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { SessionEvent, ToolFailureCategory } from '../../src/event/types.js';
+import { ToolBodyError } from '../../src/tool/errors.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import type { ToolApprover, ToolExecution, ToolGuard } from '../../src/tool/types.js';
+import { never, rig, tool, type Rig } from '../support/runtime.js';
+import { tempDir } from '../support/tmp.js';
+
+const dir = tempDir();
+const RESERVE = 1000;
+
+async function check(
+  r: Rig,
+  execution: ToolExecution,
+  expected: { category: ToolFailureCategory; code: string; started: boolean; outputCharged: number },
+): Promise<void> {
+  const outcome = execution.result.outcome;
+  assert.equal(outcome.status, 'failed');
+  if (outcome.status !== 'failed') return;
+  assert.equal(outcome.category, expected.category);
+  assert.equal(outcome.code, expected.code);
+  const history = await r.store.loadHistory(r.sessionId);
+  const kinds = history.map((e: SessionEvent) => e.kind.type);
+  assert.deepEqual(kinds, expected.started ? ['tool_call', 'tool_started', 'tool_result'] : ['tool_call', 'tool_result']);
+  assert.equal(new Set(history.map((e) => e.turnId)).size, 1, 'one turn');
+  assert.equal(execution.startedEvent !== null, expected.started);
+  assert.deepEqual(history[0], execution.callEvent);
+  assert.deepEqual(history[history.length - 1], execution.resultEvent);
+  const task = await r.owner.task(r.taskId);
+  assert.deepEqual(task.charged, { toolCalls: 1, toolOutputBytes: expected.outputCharged });
+  assert.equal(task.reservedOutputBytes, 0, 'every reservation is settled');
+  await r.store.close();
+}
+
+const schema = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'], additionalProperties: false };
+const ok = tool('ok', async () => 'done', new ToolMetadata('ok', schema));
+const gated = (approver: ToolApprover) => ({
+  tools: [tool('gated', async () => 'ran', new ToolMetadata('gated', { type: 'object' }).withApproval('human'))],
+  approvers: { human: approver },
+  maxOutputBytes: RESERVE,
+});
+
+describe('every failure category is recorded as evidence', () => {
+  it('unavailable: not granted to the caller (the body never starts; output refunded)', async () => {
+    const r = await rig(dir, { tools: [ok], grants: { agent: [] }, maxOutputBytes: RESERVE });
+    await check(r, await r.gateway.call('ok', { n: 1 }), { category: 'unavailable', code: 'tool_unavailable', started: false, outputCharged: 0 });
+  });
+
+  it('unavailable: a name nobody registered', async () => {
+    const r = await rig(dir, { tools: [ok], maxOutputBytes: RESERVE });
+    await check(r, await r.gateway.call('nope', {}), { category: 'unavailable', code: 'tool_unavailable', started: false, outputCharged: 0 });
+  });
+
+  it('invalid_arguments: the JSON Schema rejects the arguments', async () => {
+    const r = await rig(dir, { tools: [ok], maxOutputBytes: RESERVE });
+    const execution = await r.gateway.call('ok', { n: 'one' });
+    assert.match((execution.result.outcome as { message: string }).message, /\/n must be integer/);
+    await check(r, execution, { category: 'invalid_arguments', code: 'tool_arguments_invalid', started: false, outputCharged: 0 });
+  });
+
+  it('denied: a guard denies', async () => {
+    const seen: string[] = [];
+    const guards: ToolGuard[] = [
+      ({ call }) => { seen.push(`first:${call.name}`); return null; },
+      () => ({ code: 'policy_blocked', message: 'not on weekends', retryable: true }),
+      () => { seen.push('never reached'); return null; },
+    ];
+    const r = await rig(dir, { tools: [ok], guards, maxOutputBytes: RESERVE });
+    const execution = await r.gateway.call('ok', { n: 1 });
+    assert.deepEqual(seen, ['first:ok']);
+    assert.equal((execution.result.outcome as { retryable: boolean }).retryable, true);
+    await check(r, execution, { category: 'denied', code: 'policy_blocked', started: false, outputCharged: 0 });
+  });
+
+  it('guard_fault: a guard throws', async () => {
+    const r = await rig(dir, { tools: [ok], guards: [() => { throw new Error('guard crashed'); }], maxOutputBytes: RESERVE });
+    await check(r, await r.gateway.call('ok', { n: 1 }), { category: 'guard_fault', code: 'tool_guard_panicked', started: false, outputCharged: 0 });
+  });
+
+  it('approval_unavailable: the approver cannot decide', async () => {
+    const r = await rig(dir, gated(async () => ({ decision: 'unavailable' })));
+    await check(r, await r.gateway.call('gated', {}), { category: 'approval_unavailable', code: 'tool_approval_unavailable', started: false, outputCharged: 0 });
+  });
+
+  it('approval_denied: the approver says no', async () => {
+    const r = await rig(dir, gated(async () => ({ decision: 'denied', code: 'human_said_no', message: 'not this one' })));
+    await check(r, await r.gateway.call('gated', {}), { category: 'approval_denied', code: 'human_said_no', started: false, outputCharged: 0 });
+  });
+
+  it('approval_fault: the approver throws', async () => {
+    const r = await rig(dir, gated(async () => { throw new Error('approval service crashed'); }));
+    await check(r, await r.gateway.call('gated', {}), { category: 'approval_fault', code: 'tool_authorizer_panicked', started: false, outputCharged: 0 });
+  });
+
+  it('timeout: a body that ignores its signal cannot hold the call open; its late return is discarded', async () => {
+    let sawAbort = false;
+    const stuck = tool('stuck', async (_req, signal) => {
+      signal.addEventListener('abort', () => { sawAbort = true; });
+      return never();
+    });
+    const r = await rig(dir, { tools: [stuck], maxOutputBytes: RESERVE });
+    const execution = await r.gateway.callWithOptions('stuck', {}, { timeoutMs: 30 });
+    assert.equal(sawAbort, true, 'the body was told through its signal');
+    assert.equal((execution.result.outcome as { retryable: boolean }).retryable, true);
+    await check(r, execution, { category: 'timeout', code: 'tool_timeout', started: true, outputCharged: RESERVE });
+  });
+
+  it('timeout while waiting for approval: recorded without the start marker', async () => {
+    const r = await rig(dir, gated(() => never()));
+    const execution = await r.gateway.callWithOptions('gated', {}, { timeoutMs: 30 });
+    await check(r, execution, { category: 'timeout', code: 'tool_timeout', started: false, outputCharged: 0 });
+  });
+
+  it('cancelled: the caller aborts a running body', async () => {
+    const controller = new AbortController();
+    const slow = tool('slow', async () => { controller.abort(); return never(); });
+    const r = await rig(dir, { tools: [slow], maxOutputBytes: RESERVE });
+    const execution = await r.gateway.callWithOptions('slow', {}, { signal: controller.signal });
+    await check(r, execution, { category: 'cancelled', code: 'tool_cancelled', started: true, outputCharged: RESERVE });
+  });
+
+  it('body_failure: the tool reports a failure', async () => {
+    const failing = tool('failing', async () => { throw new ToolBodyError('lost_receipt', 'the receipt was lost', { retryable: true }); });
+    const r = await rig(dir, { tools: [failing], maxOutputBytes: RESERVE });
+    await check(r, await r.gateway.call('failing', {}), { category: 'body_failure', code: 'lost_receipt', started: true, outputCharged: RESERVE });
+  });
+
+  it('body_panic: the tool crashes', async () => {
+    const crashing = tool('crashing', async () => { throw new TypeError('undefined is not a function'); });
+    const r = await rig(dir, { tools: [crashing], maxOutputBytes: RESERVE });
+    await check(r, await r.gateway.call('crashing', {}), { category: 'body_panic', code: 'tool_body_panicked', started: true, outputCharged: RESERVE });
+  });
+
+  it('output_limit: the output is over the limit, counted in UTF-8 bytes', async () => {
+    const euro = tool('euro', async () => '€'.repeat(400));
+    const r = await rig(dir, { tools: [euro], maxOutputBytes: RESERVE });
+    await check(r, await r.gateway.call('euro', {}), { category: 'output_limit', code: 'tool_output_limit', started: true, outputCharged: 1200 });
+  });
+
+  it('budget: the task is stopped while the body runs', async () => {
+    let r: Rig | undefined;
+    const waits = tool('waits', async () => { await r!.owner.stopTask(r!.taskId, 'operator stop'); return never(); });
+    r = await rig(dir, { tools: [waits], maxOutputBytes: RESERVE });
+    const execution = await r.gateway.call('waits', {});
+    await check(r, execution, { category: 'budget', code: 'tool_budget_stopped', started: true, outputCharged: RESERVE });
+  });
+});

@@ -1,0 +1,161 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { openSqliteStore } from '../../src/sqlite.js';
+import type { ToolOperation } from '../../src/event/types.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { never, rig, sleep, tool } from '../support/runtime.js';
+import { tempDir } from '../support/tmp.js';
+
+const dir = tempDir();
+
+describe('ToolMetadata', () => {
+  it('is immutable and defaults to the unknown contract', () => {
+    const base = new ToolMetadata('d', { type: 'object' });
+    assert.deepEqual(base.effect, { effect: 'unknown', revision: 'unspecified' });
+    const idem = base.withEffect('idempotent', 'orders-v1').withApproval('human').withTimeoutCeiling(5).withOutputCeiling(10);
+    assert.deepEqual(base.effect, { effect: 'unknown', revision: 'unspecified' });
+    assert.equal(base.approval, null);
+    assert.deepEqual(idem.effect, { effect: 'idempotent', revision: 'orders-v1' });
+    assert.equal(idem.approval, 'human');
+    assert.equal(idem.timeoutCeilingMs, 5);
+    assert.throws(() => base.withEffect('sometimes' as never, 'v'), { code: 'invalid_input' });
+    assert.throws(() => base.withEffect('read_only', '  '), { code: 'invalid_input' });
+    assert.throws(() => base.withTimeoutCeiling(0), { code: 'invalid_input' });
+  });
+});
+
+describe('createToolRuntime refuses an inconsistent configuration', () => {
+  const t = tool('t', async () => 'x');
+  it('duplicate names, unknown grants, missing approvers, invalid schemas', () => {
+    assert.throws(() => createToolRuntime({ tools: [t, t], grants: {} }), { code: 'tool_config_invalid' });
+    assert.throws(() => createToolRuntime({ tools: [t], grants: { a: ['missing'] } }), { code: 'tool_config_invalid' });
+    const needs = tool('needs', async () => 'x', new ToolMetadata('n', {}).withApproval('boss'));
+    assert.throws(() => createToolRuntime({ tools: [needs], grants: {} }), { code: 'tool_config_invalid' });
+    const bad = tool('bad', async () => 'x', new ToolMetadata('b', { type: 'no-such-type' }));
+    assert.throws(() => createToolRuntime({ tools: [bad], grants: {} }), { code: 'tool_config_invalid' });
+    assert.throws(() => createToolRuntime({ tools: [], grants: {}, maxInFlight: 0 }), { code: 'tool_config_invalid' });
+  });
+});
+
+describe('the gateway', () => {
+  it('shows each caller only its granted tools', async () => {
+    const r = await rig(dir, { tools: [tool('a', async () => ''), tool('b', async () => '')], grants: { agent: ['b'] } });
+    assert.deepEqual(r.gateway.schemas().map((s) => s.name), ['b']);
+    await r.store.close();
+  });
+
+  it('hands the body the journaled operation; every attempt has a fresh call id and new action a new key', async () => {
+    const seen: Array<{ callId: string; operation: ToolOperation }> = [];
+    const probe = tool('probe', async (req) => { seen.push({ callId: req.callId, operation: req.operation }); return { echoed: req.arguments }; },
+      new ToolMetadata('p', { type: 'object' }).withEffect('idempotent', 'v1'));
+    const r = await rig(dir, { tools: [probe] });
+    const a = await r.gateway.call('probe', { x: 1 });
+    const b = await r.gateway.call('probe', { x: 1 });
+    assert.equal(a.result.outcome.status, 'succeeded');
+    assert.equal((a.result.outcome as { output: string }).output, '{"echoed":{"x":1}}', 'non-string output is recorded as JSON text');
+    assert.deepEqual(seen[0]!.operation, a.call.operation);
+    assert.deepEqual(seen[1]!.operation, b.call.operation);
+    assert.equal(seen[0]!.callId, a.call.id);
+    assert.notEqual(a.call.id, b.call.id);
+    assert.notEqual(a.call.operation!.key, b.call.operation!.key);
+    assert.deepEqual(a.call.operation, { taskId: r.taskId, key: a.call.operation!.key, contract: { effect: 'idempotent', revision: 'v1' }, retry: null, startMarker: true });
+    assert.match(a.call.id, /^toolcall_[0-9a-f-]{36}$/);
+    assert.match(a.call.operation!.key, /^operation_[0-9a-f-]{36}$/);
+    const history = await r.store.loadHistory(r.sessionId);
+    assert.deepEqual(history.map((e) => e.kind.type), ['tool_call', 'tool_started', 'tool_result', 'tool_call', 'tool_started', 'tool_result']);
+    await r.store.close();
+  });
+
+  it('options only tighten: a larger timeout than the tool ceiling does not loosen it', async () => {
+    const slow = tool('slow', () => never(), new ToolMetadata('s', {}).withTimeoutCeiling(20));
+    const r = await rig(dir, { tools: [slow] });
+    const execution = await r.gateway.callWithOptions('slow', {}, { timeoutMs: 60_000 });
+    assert.equal((execution.result.outcome as { category: string }).category, 'timeout');
+    await r.store.close();
+  });
+
+  it('throws, recording nothing, for preflight errors, a stopped task and an exhausted budget', async () => {
+    const t = tool('t', async () => 'x');
+    const r = await rig(dir, { tools: [t] }, { toolCalls: 1 });
+    await assert.rejects(r.gateway.call('', {}), { code: 'empty_name' });
+    await assert.rejects(r.gateway.call('n'.repeat(257), {}), { code: 'name_too_long' });
+    await assert.rejects(r.gateway.call('t', { big: 'x'.repeat(1024 * 1024) }), { code: 'arguments_too_large' });
+    await assert.rejects(r.gateway.call('t', { bad: Number.NaN }), { code: 'arguments_not_serializable' });
+    await assert.rejects(r.gateway.callWithOptions('t', {}, { timeoutMs: -1 }), { code: 'invalid_options' });
+    await r.gateway.call('t', {});
+    await assert.rejects(r.gateway.call('t', {}), { code: 'budget_exhausted' });
+    await r.owner.stopTask(r.taskId, 'done for today');
+    await assert.rejects(r.gateway.call('t', {}), { code: 'task_not_running' });
+    assert.equal((await r.store.loadHistory(r.sessionId)).length, 3);
+    assert.equal((await r.owner.task(r.taskId)).charged.toolCalls, 1);
+    await r.store.close();
+  });
+
+  it('a cancelled gateway admits nothing', async () => {
+    const controller = new AbortController();
+    const r = await rig(dir, { tools: [tool('t', async () => 'x')] });
+    const runtime = createToolRuntime({ tools: [tool('t', async () => 'x')], grants: { agent: '*' } });
+    const gateway = runtime.bind({ owner: r.owner, taskId: r.taskId, caller: 'agent', signal: controller.signal });
+    controller.abort();
+    await assert.rejects(gateway.call('t', {}), { code: 'turn_closed' });
+    assert.equal((await r.store.loadHistory(r.sessionId)).length, 0);
+    await r.store.close();
+  });
+
+  it('100 concurrent calls: gap-free verified journal, every call paired, ledger equals attempts, maxInFlight holds', async () => {
+    let running = 0;
+    let peak = 0;
+    const busy = tool('busy', async () => {
+      running += 1;
+      peak = Math.max(peak, running);
+      await sleep(5);
+      running -= 1;
+      return 'ok';
+    });
+    const r = await rig(dir, { tools: [busy], maxInFlight: 16 });
+    const settled = await Promise.allSettled(Array.from({ length: 100 }, (_, i) => r.gateway.call('busy', { i })));
+    const done = settled.filter((s) => s.status === 'fulfilled');
+    const overloaded = settled.filter((s) => s.status === 'rejected');
+    for (const s of overloaded) assert.equal((s.reason as { code: string }).code, 'overloaded');
+    assert.ok(peak <= 16, `peak ${peak}`);
+    assert.equal(done.length + overloaded.length, 100);
+    assert.ok(done.length >= 16);
+    const history = await r.store.loadHistory(r.sessionId);
+    assert.deepEqual(history.map((e) => e.seq), history.map((_, i) => i));
+    const calls = history.filter((e) => e.kind.type === 'tool_call');
+    const results = history.filter((e) => e.kind.type === 'tool_result');
+    assert.equal(calls.length, done.length);
+    assert.equal(results.length, done.length);
+    const resultIds = new Set(results.map((e) => (e.kind as { result: { callId: string } }).result.callId));
+    for (const c of calls) assert.ok(resultIds.has((c.kind as { call: { id: string } }).call.id));
+    assert.equal((await r.owner.task(r.taskId)).charged.toolCalls, done.length);
+    await r.store.close();
+  });
+
+  it('a takeover during a running call: the old runtime cannot record the result, the new journal verifies', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => { release = resolve; });
+    let entered!: () => void;
+    const inBody = new Promise<void>((resolve) => { entered = resolve; });
+    const held = tool('held', async () => { entered(); await gate; return 'finished'; });
+    const r = await rig(dir, { tools: [held] });
+    const pending = r.gateway.call('held', {});
+    await inBody;
+    const other = openSqliteStore(r.path);
+    const next = await other.acquire(r.sessionId, { owner: 'new-host', takeover: true });
+    release();
+    await assert.rejects(pending, (error: unknown) => {
+      const e = error as { code: string; stage: string; result: { outcome: { status: string } } };
+      assert.equal(e.code, 'recording_failed');
+      assert.equal(e.stage, 'result');
+      assert.equal(e.result.outcome.status, 'succeeded', 'the error carries what the body returned');
+      return true;
+    });
+    const history = await other.loadHistory(r.sessionId);
+    assert.deepEqual(history.map((e) => e.kind.type), ['tool_call', 'tool_started']);
+    assert.equal(next.epoch, 2);
+    await other.close();
+    await r.store.close();
+  });
+});
