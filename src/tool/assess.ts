@@ -1,0 +1,153 @@
+/**
+ * A whole-session view for hosts and the CLI: every tool call without its own success, and what may be done about
+ * it. Same evidence rules as inspectToolRecovery, validated once for the whole history.
+ */
+import type { SessionEvent, ToolEffect, ToolResult } from '../event/types.js';
+import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
+import {
+  ToolRecoveryStatus,
+  classifyAttempt,
+  collectEvidence,
+  decideRetry,
+  succeededSibling,
+  type AttemptRecord,
+} from './evidence.js';
+
+export const ToolNextStep = {
+  /** prepareToolRetry without a review would give a plan. */
+  RetryAllowed: 'retry_allowed',
+  /** Outcome unknown for an Unknown/NonIdempotent tool: a trusted review saying not_executed is required. */
+  NeedsReview: 'needs_review',
+  /** Another attempt of the same operation succeeded: never retry. */
+  Completed: 'completed',
+  /** A newer attempt of the operation exists: look at that one. */
+  Superseded: 'superseded',
+  /** No operation (an old record): no stable key, it cannot be retried. */
+  Legacy: 'legacy',
+} as const;
+export type ToolNextStep = (typeof ToolNextStep)[keyof typeof ToolNextStep];
+
+export interface ToolCallAssessment {
+  readonly callId: CallId;
+  readonly name: string;
+  /** Null for a legacy call (no operation). */
+  readonly effect: ToolEffect | null;
+  readonly revision: string | null;
+  readonly taskId: TaskId | null;
+  readonly key: OperationKey | null;
+  readonly status: ToolRecoveryStatus;
+  readonly nextStep: ToolNextStep;
+  /** One line naming the decision-table row that applies. */
+  readonly reason: string;
+  /** 1-based position among the attempts of its operation (1 for a legacy call). */
+  readonly attempt: number;
+  /** How many attempts the operation has in the history (1 for a legacy call). */
+  readonly attempts: number;
+  readonly result: ToolResult | null;
+  readonly eventId: EventId;
+  readonly turnId: TurnId;
+  readonly seq: number;
+}
+
+export interface SessionAssessmentTotals {
+  /** Every tool call in the history. */
+  readonly calls: number;
+  /** Calls whose own result is a success (not listed). */
+  readonly succeeded: number;
+  /** Calls listed in `calls` of the assessment. */
+  readonly listed: number;
+  readonly byNextStep: Readonly<Record<ToolNextStep, number>>;
+  readonly byStatus: Readonly<Record<ToolRecoveryStatus, number>>;
+}
+
+export interface SessionAssessment {
+  readonly sessionId: SessionId;
+  readonly events: number;
+  /** Every call whose own result is not a success, in physical order. */
+  readonly calls: readonly ToolCallAssessment[];
+  readonly totals: SessionAssessmentTotals;
+}
+
+function nextStepOf(record: AttemptRecord): { nextStep: ToolNextStep; reason: string } {
+  const classification = classifyAttempt(record);
+  const operation = record.operation;
+  const effect = record.call.operation?.contract.effect;
+  if (operation === null || effect === undefined) {
+    return {
+      nextStep: ToolNextStep.Legacy,
+      reason: `legacy call without an operation (${classification.fact}): no stable key, it cannot be retried`,
+    };
+  }
+  // A success elsewhere in the operation settles it, whether or not this attempt is the latest.
+  const sibling = succeededSibling(record);
+  if (sibling !== null) {
+    return {
+      nextStep: ToolNextStep.Completed,
+      reason: `attempt ${sibling.attempt} (${sibling.call.id}) of this operation succeeded: never retry it`,
+    };
+  }
+  const latest = operation.attempts[operation.attempts.length - 1]!;
+  if (latest !== record) {
+    return {
+      nextStep: ToolNextStep.Superseded,
+      reason: `attempt ${latest.attempt} (${latest.call.id}) is newer: decide on that attempt instead`,
+    };
+  }
+  const decision = decideRetry(classification, effect, null);
+  return {
+    nextStep: decision.kind === 'plan' ? ToolNextStep.RetryAllowed : ToolNextStep.NeedsReview,
+    reason: decision.reason,
+  };
+}
+
+/**
+ * Validates the whole history (throws ToolRetryError: `invalid_evidence` for corrupt or over-limit evidence,
+ * `binding_changed` for an operation whose attempts disagree) and lists every call without its own success.
+ */
+export function assessSession(history: readonly SessionEvent[]): SessionAssessment {
+  const evidence = collectEvidence(history);
+  const byNextStep: Record<ToolNextStep, number> = {
+    retry_allowed: 0,
+    needs_review: 0,
+    completed: 0,
+    superseded: 0,
+    legacy: 0,
+  };
+  const byStatus: Record<ToolRecoveryStatus, number> = { completed: 0, not_executed: 0, outcome_unknown: 0 };
+  const calls: ToolCallAssessment[] = [];
+  let succeeded = 0;
+  for (const record of evidence.attempts) {
+    const { status } = classifyAttempt(record);
+    byStatus[status] += 1;
+    if (status === ToolRecoveryStatus.Completed) {
+      succeeded += 1;
+      continue;
+    }
+    const { nextStep, reason } = nextStepOf(record);
+    byNextStep[nextStep] += 1;
+    const operation = record.call.operation;
+    calls.push({
+      callId: record.call.id,
+      name: record.call.name,
+      effect: operation?.contract.effect ?? null,
+      revision: operation?.contract.revision ?? null,
+      taskId: operation?.taskId ?? null,
+      key: operation?.key ?? null,
+      status,
+      nextStep,
+      reason,
+      attempt: record.attempt,
+      attempts: record.operation?.attempts.length ?? 1,
+      result: record.result,
+      eventId: record.event.eventId,
+      turnId: record.event.turnId,
+      seq: record.event.seq,
+    });
+  }
+  return {
+    sessionId: evidence.sessionId,
+    events: evidence.eventCount,
+    calls,
+    totals: { calls: evidence.attempts.length, succeeded, listed: calls.length, byNextStep, byStatus },
+  };
+}

@@ -1,0 +1,363 @@
+/**
+ * The one evidence pass shared by inspectToolRecovery, prepareToolRetry and assessSession (anchor §2.1, SPEC §5.3,
+ * §6). It validates a whole confirmed history once and returns it indexed; every later decision reads the index.
+ * Internal to the tool layer: hosts use the functions in recovery.ts, retry-plan.ts and assess.ts.
+ */
+import { encodeEvent } from '../event/codec.js';
+import { validatePhysicalLog } from '../event/physical-log.js';
+import {
+  PRE_BODY_CATEGORIES,
+  TOOL_EFFECTS,
+  TOOL_REVIEW_OUTCOMES,
+  ToolEffect,
+  ToolReviewOutcome,
+  type SessionEvent,
+  type ToolCall,
+  type ToolEffectContract,
+  type ToolOperation,
+  type ToolResult,
+  type ToolRetryReview,
+} from '../event/types.js';
+import { hasLoneSurrogate, isValidText, type SessionId } from '../ids.js';
+import { jsonEquals } from '../json/canonical.js';
+import { LIMITS } from '../limits.js';
+import { utf8Length } from '../text.js';
+import { ToolRetryError } from './retry-error.js';
+
+export const ToolRecoveryStatus = {
+  Completed: 'completed',
+  NotExecuted: 'not_executed',
+  OutcomeUnknown: 'outcome_unknown',
+} as const;
+export type ToolRecoveryStatus = (typeof ToolRecoveryStatus)[keyof typeof ToolRecoveryStatus];
+
+/** One attempt (one ToolCall) as the evidence pass found it. Mutable only while the pass runs. */
+export interface AttemptRecord {
+  readonly call: ToolCall;
+  readonly event: SessionEvent;
+  result: ToolResult | null;
+  resultEvent: SessionEvent | null;
+  startedEvent: SessionEvent | null;
+  /** The logical operation this call is an attempt of; null for a legacy call. */
+  readonly operation: OperationRecord | null;
+  /** 1-based position among the operation's attempts; 1 for a legacy call. */
+  readonly attempt: number;
+}
+
+export interface OperationRecord {
+  readonly taskId: string;
+  readonly key: string;
+  /** In physical order; the last one is the latest attempt. */
+  readonly attempts: AttemptRecord[];
+}
+
+export interface SessionEvidence {
+  readonly sessionId: SessionId;
+  readonly eventCount: number;
+  readonly calls: ReadonlyMap<string, AttemptRecord>;
+  /** Every call in physical order. */
+  readonly attempts: readonly AttemptRecord[];
+}
+
+function invalid(detail: string): never {
+  throw new ToolRetryError('invalid_evidence', detail);
+}
+
+/** The operations map key: a pair, not a concatenation, so no (task, key) split can collide with another. */
+const operationId = (taskId: string, key: string): string => JSON.stringify([taskId, key]);
+
+const sameContract = (a: ToolEffectContract, b: ToolEffectContract): boolean =>
+  a.effect === b.effect && a.revision === b.revision;
+
+/** A contract is usable as evidence: effect one of the four, revision valid text. Throws invalid_evidence. */
+export function validateToolContract(contract: ToolEffectContract): void {
+  if (typeof contract !== 'object' || contract === null) invalid('the tool contract is missing');
+  if (!TOOL_EFFECTS.includes(contract.effect)) invalid(`unknown tool effect ${JSON.stringify(contract.effect)}`);
+  if (!isValidText(contract.revision)) invalid('the contract revision must be 1..1024 bytes of non-blank text');
+}
+
+/** A host review: actor and evidence valid text, outcome one of the three. Throws invalid_evidence. */
+export function validateReview(review: ToolRetryReview, where = 'the review'): void {
+  if (typeof review !== 'object' || review === null) invalid(`${where} is not an object`);
+  if (!isValidText(review.actor)) invalid(`${where} actor must be 1..1024 bytes of non-blank text`);
+  if (!isValidText(review.evidence)) invalid(`${where} evidence must be 1..1024 bytes of non-blank text`);
+  if (!TOOL_REVIEW_OUTCOMES.includes(review.outcome)) {
+    invalid(`${where} outcome ${JSON.stringify(review.outcome)} is not one of ${TOOL_REVIEW_OUTCOMES.join(', ')}`);
+  }
+}
+
+function validateOperation(op: ToolOperation, at: string): void {
+  if (!isValidText(op.taskId)) invalid(`${at}: operation task id must be 1..1024 bytes of non-blank text`);
+  if (!isValidText(op.key)) invalid(`${at}: operation key must be 1..1024 bytes of non-blank text`);
+  try {
+    validateToolContract(op.contract);
+  } catch (error) {
+    invalid(`${at}: ${error instanceof ToolRetryError ? error.detail : 'malformed contract'}`);
+  }
+  const retry = op.retry;
+  if (retry === undefined || retry === null) return;
+  if (!isValidText(retry.callId)) invalid(`${at}: retry audit call id must be 1..1024 bytes of non-blank text`);
+  if (!isValidText(retry.eventId)) invalid(`${at}: retry audit event id must be 1..1024 bytes of non-blank text`);
+  if (retry.review !== undefined && retry.review !== null) validateReview(retry.review, `${at}: retry audit review`);
+}
+
+function argumentsEqual(a: ToolCall['arguments'], b: ToolCall['arguments']): boolean {
+  try {
+    return jsonEquals(a, b);
+  } catch {
+    return false;
+  }
+}
+
+/** Anchor §2.1 step 1, history part (the call id part is checked by the caller in the same step). */
+function checkEventCount(history: readonly SessionEvent[]): void {
+  if (!Array.isArray(history) || history.length === 0) invalid('the history is empty');
+  if (history.length > LIMITS.maxHistoryEvents) {
+    invalid(`the history holds ${history.length} events, at most ${LIMITS.maxHistoryEvents} allowed`);
+  }
+}
+
+/**
+ * Anchor §2.1 step 2: compact JSON of the wire form of the whole array. Serialized in chunks (a chunk's text is
+ * its events joined by commas inside brackets, so the sum is exact) to refuse an oversized history early without
+ * building one huge string, while staying close to the speed of a single JSON.stringify.
+ */
+const SIZE_CHUNK = 256;
+function checkSerializedSize(history: readonly SessionEvent[]): void {
+  const chunks = Math.ceil(history.length / SIZE_CHUNK);
+  let bytes = 2 + (chunks - 1);
+  for (let start = 0; start < history.length; start += SIZE_CHUNK) {
+    let text: string | undefined;
+    try {
+      text = JSON.stringify(history.slice(start, start + SIZE_CHUNK).map((e) => encodeEvent(e)));
+    } catch (error) {
+      invalid(`events from ${start} cannot be serialized: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    if (typeof text !== 'string') invalid(`events from ${start} cannot be serialized`);
+    bytes += utf8Length(text) - 2;
+    if (bytes > LIMITS.maxHistoryBytes) {
+      invalid(`the serialized history exceeds ${LIMITS.maxHistoryBytes} bytes (by event ${Math.min(start + SIZE_CHUNK, history.length) - 1})`);
+    }
+  }
+}
+
+function checkPhysicalLog(history: readonly SessionEvent[]): SessionId {
+  const sessionId = history[0]!.sessionId;
+  try {
+    validatePhysicalLog(sessionId, history);
+  } catch (error) {
+    invalid(`physical log: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  return sessionId;
+}
+
+/**
+ * Anchor §2.1 steps 1–4 (plus SPEC §5.3 for tool_started). When `callId` is given it is checked in step 1, as the
+ * anchor does. The first violation in physical order wins, even one unrelated to the call asked about.
+ */
+export function collectEvidence(history: readonly SessionEvent[], callId?: string): SessionEvidence {
+  checkEventCount(history);
+  if (callId !== undefined && !isValidText(callId)) invalid('the call id must be 1..1024 bytes of non-blank text');
+  checkSerializedSize(history);
+  const sessionId = checkPhysicalLog(history);
+  // Beyond the anchor (its id newtypes are unchecked): envelope ids follow the same text rule as every other id.
+  if (!isValidText(sessionId)) invalid('the session id must be 1..1024 bytes of non-blank text');
+
+  const calls = new Map<string, AttemptRecord>();
+  const operations = new Map<string, OperationRecord>();
+  const attempts: AttemptRecord[] = [];
+  for (const event of history) {
+    const at = `event ${event.seq}`;
+    if (!isValidText(event.eventId)) invalid(`${at}: event id must be 1..1024 bytes of non-blank text`);
+    if (!isValidText(event.turnId)) invalid(`${at}: turn id must be 1..1024 bytes of non-blank text`);
+    const kind = event.kind;
+    if (kind.type === 'tool_call') {
+      const call = kind.call;
+      if (!isValidText(call.id)) invalid(`${at}: call id must be 1..1024 bytes of non-blank text`);
+      if (typeof call.name !== 'string' || call.name.length === 0 || hasLoneSurrogate(call.name)) {
+        invalid(`${at}: call ${call.id} has an empty or malformed tool name`);
+      }
+      if (utf8Length(call.name) > LIMITS.maxToolNameBytes) {
+        invalid(`${at}: tool name is over ${LIMITS.maxToolNameBytes} bytes`);
+      }
+      if (calls.has(call.id)) invalid(`${at}: call id ${call.id} is recorded twice`);
+      let operation: OperationRecord | null = null;
+      let attempt = 1;
+      const op = call.operation;
+      if (op !== undefined && op !== null) {
+        validateOperation(op, at);
+        const id = operationId(op.taskId, op.key);
+        const existing = operations.get(id);
+        const previous = existing?.attempts[existing.attempts.length - 1];
+        if (existing !== undefined && previous !== undefined) {
+          const prevCall = previous.call;
+          const prevOp = prevCall.operation!;
+          if (prevCall.name !== call.name) {
+            throw new ToolRetryError('binding_changed', `${at}: attempt ${call.id} renames the tool of operation ${op.key}`);
+          }
+          if (!argumentsEqual(prevCall.arguments, call.arguments)) {
+            throw new ToolRetryError('binding_changed', `${at}: attempt ${call.id} changes the arguments of operation ${op.key}`);
+          }
+          if (!sameContract(prevOp.contract, op.contract)) {
+            throw new ToolRetryError('binding_changed', `${at}: attempt ${call.id} changes the contract of operation ${op.key}`);
+          }
+          const retry = op.retry;
+          if (retry === undefined || retry === null) {
+            invalid(`${at}: attempt ${call.id} reuses operation ${op.key} without a retry audit`);
+          }
+          if (retry.callId !== prevCall.id || retry.eventId !== previous.event.eventId) {
+            invalid(`${at}: the retry audit of ${call.id} does not point at the previous attempt ${prevCall.id}`);
+          }
+          operation = existing;
+          attempt = existing.attempts.length + 1;
+        } else {
+          if (op.retry !== undefined && op.retry !== null) {
+            invalid(`${at}: the retry audit of ${call.id} points at no earlier attempt of operation ${op.key}`);
+          }
+          operation = { taskId: op.taskId, key: op.key, attempts: [] };
+          operations.set(id, operation);
+        }
+      }
+      const record: AttemptRecord = {
+        call,
+        event,
+        result: null,
+        resultEvent: null,
+        startedEvent: null,
+        operation,
+        attempt,
+      };
+      operation?.attempts.push(record);
+      calls.set(call.id, record);
+      attempts.push(record);
+    } else if (kind.type === 'tool_started') {
+      const record = calls.get(kind.callId);
+      if (record === undefined) invalid(`${at}: tool_started for ${kind.callId}, which has no earlier call`);
+      if (record.call.operation?.startMarker !== true) {
+        invalid(`${at}: tool_started for ${kind.callId}, whose call is not flagged to record a start marker`);
+      }
+      if (record.event.turnId !== event.turnId) invalid(`${at}: tool_started for ${kind.callId} is in another turn`);
+      if (record.result !== null) invalid(`${at}: tool_started for ${kind.callId} comes after its result`);
+      if (record.startedEvent !== null) invalid(`${at}: a second tool_started for ${kind.callId}`);
+      record.startedEvent = event;
+    } else if (kind.type === 'tool_result') {
+      const result = kind.result;
+      const record = calls.get(result.callId);
+      if (record === undefined) invalid(`${at}: result for ${result.callId}, which has no earlier call`);
+      if (record.event.turnId !== event.turnId) invalid(`${at}: result for ${result.callId} is in another turn`);
+      if (record.result !== null) invalid(`${at}: a second result for ${result.callId}`);
+      record.result = result;
+      record.resultEvent = event;
+    }
+  }
+  return { sessionId, eventCount: history.length, calls, attempts };
+}
+
+/** Anchor §2.1 steps 5–7: the call exists, is the latest attempt, and no other attempt of it succeeded. */
+export function locateAttempt(evidence: SessionEvidence, callId: string): AttemptRecord {
+  const record = evidence.calls.get(callId);
+  if (record === undefined) invalid(`call ${callId} is not in the history`);
+  const operation = record.operation;
+  if (operation === null) return record;
+  const latest = operation.attempts[operation.attempts.length - 1]!;
+  if (latest !== record) {
+    throw new ToolRetryError(
+      'not_latest_attempt',
+      `call ${callId} is attempt ${record.attempt}; attempt ${latest.attempt} (${latest.call.id}) is newer`,
+    );
+  }
+  const sibling = succeededSibling(record);
+  if (sibling !== null) {
+    throw new ToolRetryError('completed', `attempt ${sibling.attempt} (${sibling.call.id}) of operation ${operation.key} succeeded`);
+  }
+  return record;
+}
+
+/** Another attempt of the same operation with a success result, or null. */
+export function succeededSibling(record: AttemptRecord): AttemptRecord | null {
+  for (const other of record.operation?.attempts ?? []) {
+    if (other !== record && other.result?.outcome.status === 'succeeded') return other;
+  }
+  return null;
+}
+
+export interface Classification {
+  readonly status: ToolRecoveryStatus;
+  /** The confirmed fact behind the status, e.g. "body started, no result". */
+  readonly fact: string;
+}
+
+/**
+ * SPEC §6 and §5.3. For a flagged call the start marker, not the failure category, decides whether the body may
+ * have run; unflagged calls follow the seed's table. `retryable` is never read.
+ */
+export function classifyAttempt(record: AttemptRecord): Classification {
+  const outcome = record.result?.outcome;
+  if (outcome?.status === 'succeeded') return { status: ToolRecoveryStatus.Completed, fact: 'succeeded' };
+  if (record.call.operation?.startMarker === true) {
+    if (record.startedEvent === null) {
+      return {
+        status: ToolRecoveryStatus.NotExecuted,
+        fact: outcome === undefined
+          ? 'body never started: no start marker, no result'
+          : `body never started: no start marker, ${outcome.category} recorded before the body`,
+      };
+    }
+    return {
+      status: ToolRecoveryStatus.OutcomeUnknown,
+      fact: outcome === undefined ? 'body started, no result' : `body started, then ${outcome.category}`,
+    };
+  }
+  if (outcome === undefined) return { status: ToolRecoveryStatus.OutcomeUnknown, fact: 'no result' };
+  if (PRE_BODY_CATEGORIES.has(outcome.category)) {
+    return { status: ToolRecoveryStatus.NotExecuted, fact: `rejected before the body: ${outcome.category}` };
+  }
+  return {
+    status: ToolRecoveryStatus.OutcomeUnknown,
+    fact: `${outcome.category} recorded; the body may have run`,
+  };
+}
+
+export type RetryDecision =
+  | { readonly kind: 'plan'; readonly reason: string }
+  | { readonly kind: 'completed'; readonly reason: string }
+  | { readonly kind: 'needs_review'; readonly reason: string };
+
+const SAFE_TO_REPEAT: ReadonlySet<ToolEffect> = new Set<ToolEffect>([ToolEffect.ReadOnly, ToolEffect.Idempotent]);
+
+/** Anchor §3 steps 3 and 5 (the legacy check, step 4, sits between them and is the caller's). */
+export function decideRetry(
+  classification: Classification,
+  effect: ToolEffect,
+  reviewOutcome: ToolReviewOutcome | null,
+): RetryDecision {
+  const { status, fact } = classification;
+  if (status === ToolRecoveryStatus.Completed) {
+    return { kind: 'completed', reason: `completed (${fact}): a retry would run it twice` };
+  }
+  if (reviewOutcome === ToolReviewOutcome.Completed) {
+    return { kind: 'completed', reason: `a trusted review says completed: the retry is blocked` };
+  }
+  if (status === ToolRecoveryStatus.NotExecuted) {
+    return {
+      kind: 'plan',
+      reason: `not executed (${fact}): a new attempt may be prepared; it passes every current check again`,
+    };
+  }
+  if (SAFE_TO_REPEAT.has(effect)) {
+    return {
+      kind: 'plan',
+      reason: `outcome unknown (${fact}) and effect ${effect}: one attempt may be prepared, reusing the operation key`,
+    };
+  }
+  if (reviewOutcome === ToolReviewOutcome.NotExecuted) {
+    return {
+      kind: 'plan',
+      reason: `outcome unknown (${fact}) and effect ${effect}, reviewed not_executed: one attempt may be prepared`,
+    };
+  }
+  return {
+    kind: 'needs_review',
+    reason: `outcome unknown (${fact}) and effect ${effect}: a trusted review saying not_executed is required`,
+  };
+}

@@ -1,0 +1,55 @@
+/**
+ * Host-side recovery: what a confirmed history proves about one tool call (seed, SPEC §6, anchor §2).
+ * Pure and synchronous: no IO, no clock, no randomness. Every refusal is a ToolRetryError.
+ */
+import type { SessionEvent, ToolCall, ToolResult } from '../event/types.js';
+import {
+  classifyAttempt,
+  collectEvidence,
+  locateAttempt,
+  type AttemptRecord,
+  type ToolRecoveryStatus,
+} from './evidence.js';
+
+export { ToolRecoveryStatus, validateToolContract } from './evidence.js';
+export { prepareToolRetry } from './retry-plan.js';
+
+export interface ToolRecoveryAssessment {
+  readonly call: ToolCall;
+  readonly result: ToolResult | null;
+  readonly status: ToolRecoveryStatus;
+  /** The event holding the call; a retry's audit points at its id. */
+  readonly callEvent: SessionEvent;
+  /** The body-start marker of a flagged call (SPEC §5.3), if recorded. */
+  readonly startedEvent: SessionEvent | null;
+  readonly resultEvent: SessionEvent | null;
+  /** 1-based position among the attempts of the call's operation; 1 for a legacy call. */
+  readonly attempt: number;
+  /** The confirmed fact behind the status, for people: e.g. "body started, no result". */
+  readonly fact: string;
+}
+
+function assessmentOf(record: AttemptRecord): ToolRecoveryAssessment {
+  const { status, fact } = classifyAttempt(record);
+  return {
+    call: record.call,
+    result: record.result,
+    status,
+    callEvent: record.event,
+    startedEvent: record.startedEvent,
+    resultEvent: record.resultEvent,
+    attempt: record.attempt,
+    fact,
+  };
+}
+
+/**
+ * Validates the whole confirmed history of one session (the first violation in physical order wins, even one
+ * unrelated to `callId`), then classifies `callId`. Throws ToolRetryError: `invalid_evidence` for missing,
+ * over-limit or corrupt evidence or an unknown call; `binding_changed` when a later attempt of an operation changed
+ * its tool, arguments or contract; `not_latest_attempt` when a newer attempt exists; `completed` when another
+ * attempt of the operation succeeded.
+ */
+export function inspectToolRecovery(history: readonly SessionEvent[], callId: string): ToolRecoveryAssessment {
+  return assessmentOf(locateAttempt(collectEvidence(history, callId), callId));
+}

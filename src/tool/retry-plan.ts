@@ -1,0 +1,244 @@
+/**
+ * One explicit, single-use retry of a tool call (seed "One explicit retry", SPEC §6, anchor §3).
+ * A plan is host evidence, not a permission and not a lock: the runtime still runs every current check.
+ */
+import { JingweiError } from '../errors.js';
+import {
+  ToolEffect,
+  type SessionEvent,
+  type ToolEffectContract,
+  type ToolOperation,
+  type ToolRetryReview,
+} from '../event/types.js';
+import type { CallId, EventId, OperationKey, SessionId, TaskId } from '../ids.js';
+import { jsonEquals } from '../json/canonical.js';
+import type { JsonValue } from '../json/types.js';
+import {
+  classifyAttempt,
+  collectEvidence,
+  decideRetry,
+  locateAttempt,
+  validateReview,
+} from './evidence.js';
+import { ToolRetryError } from './retry-error.js';
+
+/** What the runtime is about to execute; all of it must match the plan's source call. */
+export interface ToolRetryBinding {
+  readonly sessionId: string;
+  readonly taskId: string;
+  readonly name: string;
+  readonly arguments: JsonValue;
+  /** The tool's CURRENT contract, from its metadata now, not from the journal. */
+  readonly contract: ToolEffectContract;
+}
+
+/** Thrown by `JSON.stringify(plan)`: a plan is ephemeral host evidence and never leaves the process. */
+export class ToolRetryPlanNotSerializableError extends JingweiError {
+  constructor() {
+    super('plan_not_serializable', 'a ToolRetryPlan cannot be serialized; prepare a new one from the confirmed history');
+  }
+}
+
+interface PlanState {
+  readonly sessionId: SessionId;
+  readonly sourceCallId: CallId;
+  readonly sourceEventId: EventId;
+  readonly name: string;
+  /** Deep-frozen copies, so mutating the history after preparation cannot change what the plan binds. */
+  readonly arguments: JsonValue;
+  readonly operation: Omit<ToolOperation, 'retry' | 'startMarker'>;
+  readonly review: ToolRetryReview | null;
+  /** Shared by every clone: the single use. */
+  readonly latch: { consumed: boolean };
+}
+
+const MINT = Symbol('ToolRetryPlan.mint');
+let mint: (state: PlanState) => ToolRetryPlan;
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}
+
+function bindingChanged(what: string): never {
+  throw new ToolRetryError('binding_changed', `${what} differs from the plan's source call; the plan was not consumed`);
+}
+
+export class ToolRetryPlan {
+  readonly #state: PlanState;
+
+  private constructor(token: symbol, state: PlanState) {
+    if (token !== MINT) throw new ToolRetryError('invalid_evidence', 'a ToolRetryPlan is made only by prepareToolRetry');
+    this.#state = state;
+    Object.freeze(this);
+  }
+
+  static {
+    mint = (state) => new ToolRetryPlan(MINT, state);
+  }
+
+  /** Copies (structuredClone, spread, JSON round trip, a swapped prototype) carry no state and are refused. */
+  static #stateOf(plan: unknown): PlanState {
+    if (typeof plan === 'object' && plan !== null && #state in plan) return (plan as ToolRetryPlan).#state;
+    throw new ToolRetryError('invalid_evidence', 'not a ToolRetryPlan made by prepareToolRetry (copies are never usable)');
+  }
+
+  get sourceCallId(): CallId {
+    return ToolRetryPlan.#stateOf(this).sourceCallId;
+  }
+  /** The id of the event holding the source ToolCall. */
+  get sourceEventId(): EventId {
+    return ToolRetryPlan.#stateOf(this).sourceEventId;
+  }
+  get sessionId(): SessionId {
+    return ToolRetryPlan.#stateOf(this).sessionId;
+  }
+  get taskId(): TaskId {
+    return ToolRetryPlan.#stateOf(this).operation.taskId;
+  }
+  get operationKey(): OperationKey {
+    return ToolRetryPlan.#stateOf(this).operation.key;
+  }
+  get toolName(): string {
+    return ToolRetryPlan.#stateOf(this).name;
+  }
+  /** The source call's arguments (frozen). */
+  get arguments(): JsonValue {
+    return ToolRetryPlan.#stateOf(this).arguments;
+  }
+  /** The contract recorded with the source call (frozen). */
+  get contract(): ToolEffectContract {
+    return ToolRetryPlan.#stateOf(this).operation.contract;
+  }
+  get review(): ToolRetryReview | null {
+    return ToolRetryPlan.#stateOf(this).review;
+  }
+  /** True once this plan or any clone has been taken. */
+  get consumed(): boolean {
+    return ToolRetryPlan.#stateOf(this).latch.consumed;
+  }
+
+  /** A handle sharing this plan's single use. */
+  clone(): ToolRetryPlan {
+    return mint(ToolRetryPlan.#stateOf(this));
+  }
+
+  /** True exactly when both share one latch (one is a clone of the other). */
+  equals(other: unknown): boolean {
+    const mine = ToolRetryPlan.#stateOf(this);
+    return typeof other === 'object' && other !== null && #state in other && ToolRetryPlan.#stateOf(other).latch === mine.latch;
+  }
+
+  /**
+   * The runtime-side check, before anything is recorded (anchor §3.2). Any mismatch of session, task, tool name,
+   * arguments (canonical JSON equality, key order ignored) or the current contract throws `binding_changed` and
+   * leaves the plan unused. Otherwise the plan is consumed for good, for every clone, even if admission later
+   * fails, and the returned operation reuses the source key with a retry audit pointing at the source call.
+   */
+  takeOperation(binding: ToolRetryBinding): ToolOperation {
+    const state = ToolRetryPlan.#stateOf(this);
+    if (typeof binding !== 'object' || binding === null) bindingChanged('the binding');
+    if (binding.sessionId !== state.sessionId) bindingChanged('the session');
+    if (binding.taskId !== state.operation.taskId) bindingChanged('the task');
+    if (binding.name !== state.name) bindingChanged('the tool name');
+    let sameArguments = false;
+    try {
+      sameArguments = jsonEquals(binding.arguments, state.arguments);
+    } catch {
+      sameArguments = false;
+    }
+    if (!sameArguments) bindingChanged('the arguments');
+    const contract = binding.contract;
+    if (
+      typeof contract !== 'object' ||
+      contract === null ||
+      contract.effect !== state.operation.contract.effect ||
+      contract.revision !== state.operation.contract.revision
+    ) {
+      bindingChanged("the tool's current contract");
+    }
+    // Test-and-set with no await in between: JavaScript runs this to completion, so exactly one caller wins.
+    if (state.latch.consumed) {
+      throw new ToolRetryError('consumed', `the plan for ${state.sourceCallId} was already used; inspect the history again`);
+    }
+    state.latch.consumed = true;
+    const review = state.review;
+    return {
+      taskId: state.operation.taskId,
+      key: state.operation.key,
+      contract: { effect: state.operation.contract.effect, revision: state.operation.contract.revision },
+      retry: {
+        callId: state.sourceCallId,
+        eventId: state.sourceEventId,
+        review: review === null ? null : { actor: review.actor, evidence: review.evidence, outcome: review.outcome },
+      },
+    };
+  }
+
+  toJSON(): never {
+    throw new ToolRetryPlanNotSerializableError();
+  }
+
+  [Symbol.for('nodejs.util.inspect.custom')](): string {
+    const state = ToolRetryPlan.#stateOf(this);
+    return `ToolRetryPlan { source: ${state.sourceCallId}, tool: ${state.name}, consumed: ${state.latch.consumed} }`;
+  }
+}
+
+/**
+ * Plans one explicit attempt of `callId` from the confirmed history (anchor §3): the review is checked first, then
+ * the history (as inspectToolRecovery, whose errors propagate); a completed status or a `completed` review gives
+ * `completed`; a call without an operation gives `legacy_call`; an uncertain outcome of an Unknown or NonIdempotent
+ * tool gives `needs_review` unless the review says `not_executed` (an `uncertain` review never unblocks).
+ * The review must come from host verification, never from model output.
+ */
+export function prepareToolRetry(
+  history: readonly SessionEvent[],
+  callId: string,
+  review?: ToolRetryReview | null,
+): ToolRetryPlan {
+  const checkedReview = review === undefined || review === null ? null : review;
+  if (checkedReview !== null) validateReview(checkedReview);
+  const record = locateAttempt(collectEvidence(history, callId), callId);
+  const classification = classifyAttempt(record);
+  const operation = record.call.operation ?? null;
+  const decision = decideRetry(
+    classification,
+    operation?.contract.effect ?? ToolEffect.Unknown,
+    checkedReview?.outcome ?? null,
+  );
+  // Completed outranks legacy, so a legacy call with a success result reports completed (anchor §3 step 4).
+  if (decision.kind === 'completed') throw new ToolRetryError('completed', decision.reason);
+  if (operation === null) {
+    throw new ToolRetryError('legacy_call', `call ${callId} has no operation: no stable key to reuse, it cannot be retried`);
+  }
+  if (decision.kind === 'needs_review') throw new ToolRetryError('needs_review', decision.reason);
+  let args: JsonValue;
+  try {
+    args = structuredClone(record.call.arguments);
+  } catch {
+    throw new ToolRetryError('invalid_evidence', `the arguments of ${callId} are not plain JSON`);
+  }
+  return mint(
+    Object.freeze({
+      sessionId: record.event.sessionId,
+      sourceCallId: record.call.id,
+      sourceEventId: record.event.eventId,
+      name: record.call.name,
+      arguments: deepFreeze(args),
+      operation: deepFreeze({
+        taskId: operation.taskId,
+        key: operation.key,
+        contract: { effect: operation.contract.effect, revision: operation.contract.revision },
+      }),
+      review:
+        checkedReview === null
+          ? null
+          : deepFreeze({ actor: checkedReview.actor, evidence: checkedReview.evidence, outcome: checkedReview.outcome }),
+      latch: { consumed: false },
+    }),
+  );
+}

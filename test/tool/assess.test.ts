@@ -1,0 +1,84 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ToolEffect } from '../../src/event/types.js';
+import { ToolNextStep, assessSession } from '../../src/tool/assess.js';
+import { ToolRecoveryStatus } from '../../src/tool/recovery.js';
+import { HistoryBuilder, expectRetryError, failed, succeeded } from '../support/history.js';
+
+describe('assessSession', () => {
+  it('lists every call without its own success, with the next step and the row that decided it', () => {
+    const h = new HistoryBuilder();
+    h.message('start');
+    // op-a: body failed, retried, the retry succeeded -> attempt 1 is completed (a later attempt succeeded).
+    const a1 = h.call({ id: 'a1', key: 'op-a', effect: ToolEffect.Idempotent });
+    h.result('a1', failed('body_failure', true));
+    h.retry(a1, { id: 'a2' });
+    h.result('a2', succeeded());
+    // op-b: non_idempotent, no result -> needs review.
+    h.call({ id: 'b1', key: 'op-b', effect: ToolEffect.NonIdempotent });
+    // op-c: idempotent timeout, retried and denied -> c1 superseded, c2 retry allowed (not executed).
+    const c1 = h.call({ id: 'c1', key: 'op-c', effect: ToolEffect.Idempotent });
+    h.result('c1', failed('timeout', true));
+    h.retry(c1, { id: 'c2' });
+    h.result('c2', failed('denied'));
+    // op-d: flagged, died waiting for approval -> not executed, retry allowed.
+    h.call({ id: 'd1', key: 'op-d', effect: ToolEffect.NonIdempotent, startMarker: true });
+    // op-e: flagged, body started, no result -> needs review.
+    h.call({ id: 'e1', key: 'op-e', effect: ToolEffect.Unknown, startMarker: true });
+    h.started('e1');
+    // legacy call with a failure.
+    h.call({ id: 'l1', legacy: true });
+    h.result('l1', failed('body_failure'));
+    // read_only with unknown outcome -> retry allowed.
+    h.call({ id: 'r1', key: 'op-r', effect: ToolEffect.ReadOnly });
+    h.result('r1', failed('cancelled'));
+
+    const report = assessSession(h.build());
+    assert.equal(report.sessionId, 'retry-session');
+    assert.equal(report.events, h.events.length);
+    const byId = new Map(report.calls.map((c) => [c.callId as string, c]));
+    assert.deepEqual([...byId.keys()], ['a1', 'b1', 'c1', 'c2', 'd1', 'e1', 'l1', 'r1']);
+
+    const expect = (id: string, status: string, nextStep: string, attempt: number, reason: RegExp) => {
+      const entry = byId.get(id)!;
+      assert.equal(entry.status, status, id);
+      assert.equal(entry.nextStep, nextStep, id);
+      assert.equal(entry.attempt, attempt, id);
+      assert.match(entry.reason, reason, id);
+      assert.doesNotMatch(entry.reason, /\n/);
+    };
+    expect('a1', ToolRecoveryStatus.OutcomeUnknown, ToolNextStep.Completed, 1, /attempt 2 \(a2\) of this operation succeeded/);
+    expect('b1', ToolRecoveryStatus.OutcomeUnknown, ToolNextStep.NeedsReview, 1,
+      /^outcome unknown \(no result\) and effect non_idempotent: a trusted review saying not_executed is required$/);
+    expect('c1', ToolRecoveryStatus.OutcomeUnknown, ToolNextStep.Superseded, 1, /attempt 2 \(c2\) is newer/);
+    expect('c2', ToolRecoveryStatus.NotExecuted, ToolNextStep.RetryAllowed, 2, /not executed \(rejected before the body: denied\)/);
+    expect('d1', ToolRecoveryStatus.NotExecuted, ToolNextStep.RetryAllowed, 1, /no start marker/);
+    expect('e1', ToolRecoveryStatus.OutcomeUnknown, ToolNextStep.NeedsReview, 1,
+      /^outcome unknown \(body started, no result\) and effect unknown: a trusted review saying not_executed is required$/);
+    expect('l1', ToolRecoveryStatus.OutcomeUnknown, ToolNextStep.Legacy, 1, /legacy call/);
+    expect('r1', ToolRecoveryStatus.OutcomeUnknown, ToolNextStep.RetryAllowed, 1, /effect read_only: one attempt may be prepared/);
+
+    assert.equal(byId.get('l1')!.effect, null);
+    assert.equal(byId.get('c2')!.key, 'op-c');
+    assert.equal(byId.get('c2')!.attempts, 2);
+    assert.equal(byId.get('c2')!.result?.outcome.status, 'failed');
+    assert.deepEqual(report.totals, {
+      calls: 9,
+      succeeded: 1,
+      listed: 8,
+      byNextStep: { retry_allowed: 3, needs_review: 2, completed: 1, superseded: 1, legacy: 1 },
+      byStatus: { completed: 1, not_executed: 2, outcome_unknown: 6 },
+    });
+  });
+
+  it('a corrupt history throws invalid_evidence; a changed binding throws binding_changed', () => {
+    const h = new HistoryBuilder();
+    h.result('nothing', succeeded());
+    expectRetryError(() => assessSession(h.build()), 'invalid_evidence');
+    expectRetryError(() => assessSession([]), 'invalid_evidence');
+    const b = new HistoryBuilder();
+    const first = b.call({ effect: ToolEffect.Idempotent });
+    b.retry(first, { id: 'attempt-2', arguments: { ok: false } });
+    expectRetryError(() => assessSession(b.build()), 'binding_changed');
+  });
+});
