@@ -1,0 +1,68 @@
+import Database from 'better-sqlite3';
+import { IdempotencyConflictError, InvalidInputError } from '../errors.js';
+import type { JsonValue } from '../json/types.js';
+import { STORE_DEFAULTS } from '../limits.js';
+import { idempotencyScope, type IdempotencyRequest, type IdempotentOutcome } from './idempotency.js';
+
+const TABLE = `CREATE TABLE IF NOT EXISTS jw_idempotency (
+  task_id TEXT NOT NULL, key TEXT NOT NULL, arguments_digest TEXT NOT NULL, result TEXT NOT NULL,
+  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')), PRIMARY KEY (task_id, key)
+) STRICT`;
+
+/**
+ * Deduplication for tools that write to a SQLite database: the business write and its dedup record commit in one
+ * IMMEDIATE transaction, keyed by (taskId, operation key). The same key with the same canonical arguments returns
+ * the stored result without running the write again; with different arguments it throws IdempotencyConflictError.
+ * The write lock means two attempts of one key never run at once, in this process or any other.
+ */
+export class SqliteIdempotencyStore {
+  readonly db: Database.Database;
+  private readonly owned: boolean;
+  private readonly find;
+  private readonly insert;
+
+  /** Give it the business database (a path, or an open better-sqlite3 handle that you keep owning). */
+  constructor(database: string | Database.Database, options: { busyTimeoutMs?: number } = {}) {
+    this.owned = typeof database === 'string';
+    this.db = typeof database === 'string' ? new Database(database, { timeout: options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs }) : database;
+    if (this.owned) {
+      this.db.pragma('journal_mode = WAL');
+      this.db.pragma('synchronous = FULL');
+    }
+    this.db.exec(TABLE);
+    this.find = this.db.prepare<[string, string], { arguments_digest: string; result: string }>(
+      'SELECT arguments_digest, result FROM jw_idempotency WHERE task_id = ? AND key = ?',
+    );
+    this.insert = this.db.prepare('INSERT INTO jw_idempotency (task_id, key, arguments_digest, result) VALUES (?, ?, ?, ?)');
+  }
+
+  /**
+   * Runs `write` once per (taskId, key). `write` is synchronous and uses the handle it is given; everything it
+   * writes commits together with the dedup record, or not at all if it throws.
+   */
+  run<T extends JsonValue>(request: IdempotencyRequest, write: (db: Database.Database) => T): IdempotentOutcome<T> {
+    const scope = idempotencyScope(request);
+    const transaction = this.db.transaction((): IdempotentOutcome<T> => {
+      const existing = this.find.get(scope.taskId, scope.key);
+      if (existing) {
+        if (existing.arguments_digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
+        return { result: JSON.parse(existing.result) as T, replayed: true };
+      }
+      const result = write(this.db);
+      const text = JSON.stringify(result);
+      if (typeof text !== 'string') throw new InvalidInputError('result', 'the write must return a JSON value');
+      this.insert.run(scope.taskId, scope.key, scope.argumentsDigest, text);
+      return { result, replayed: false };
+    });
+    return transaction.immediate();
+  }
+
+  /** How many dedup records exist (for tests and operators). */
+  count(): number {
+    return (this.db.prepare('SELECT count(*) AS n FROM jw_idempotency').get() as { n: number }).n;
+  }
+
+  close(): void {
+    if (this.owned && this.db.open) this.db.close();
+  }
+}

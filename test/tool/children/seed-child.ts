@@ -1,0 +1,42 @@
+/**
+ * One process of the seed's scenario. Phase 1 runs the idempotent probe, which writes its order and then fails.
+ * Later phases reopen the store, take over, inspect and prepare a retry of the latest attempt, and call it with
+ * the approver set to `approve` or `deny`. Prints one JSON line with what it saw.
+ */
+import { openSqliteStore } from '../../../src/sqlite.js';
+import { createToolRuntime } from '../../../src/tool/runtime.js';
+import { inspectToolRecovery, prepareToolRetry } from '../../../src/tool/recovery.js';
+import { countingApprover, openBusiness, probeTool } from '../../support/orders.js';
+
+const [journal, businessPath, phase, decision] = process.argv.slice(2) as [string, string, string, 'approve' | 'deny'];
+const store = openSqliteStore(journal);
+const business = openBusiness(businessPath);
+const approvals = { count: 0 };
+const bodies = { count: 0 };
+const runtime = createToolRuntime({
+  tools: [probeTool(business, { failReceipt: () => phase === '1', bodies })],
+  grants: { 'caller-owner': ['probe'] },
+  approvers: { current: countingApprover(decision, approvals) },
+});
+
+let execution;
+if (phase === '1') {
+  const owner = await store.acquire('retry-session', { owner: `process-${phase}` });
+  await owner.startTask('retry-task');
+  const gateway = runtime.bind({ owner, taskId: 'retry-task', caller: 'caller-owner' });
+  execution = await gateway.call('probe', { ok: true });
+} else {
+  const owner = await store.acquire('retry-session', { owner: `process-${phase}`, takeover: true });
+  const history = await store.loadHistory('retry-session');
+  const latest = [...history].reverse().find((e) => e.kind.type === 'tool_call')!;
+  const callId = (latest.kind as { call: { id: string } }).call.id;
+  const assessment = inspectToolRecovery(history, callId);
+  const plan = prepareToolRetry(history, callId, null);
+  const gateway = runtime.bind({ owner, taskId: 'retry-task', caller: 'caller-owner' });
+  execution = await gateway.callWithOptions(assessment.call.name, assessment.call.arguments, { retry: plan });
+}
+const owner = await store.acquire('retry-session', { owner: 'reporter', takeover: true });
+const task = await owner.task('retry-task');
+process.stdout.write(JSON.stringify({ call: execution.call, result: execution.result, approvals: approvals.count, bodies: bodies.count, charged: task.charged }) + '\n');
+business.close();
+await store.close();
