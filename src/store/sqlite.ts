@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { JingweiError, JournalCorruptError, StaleOwnerError, StoreBusyError, StoreUnavailableError } from '../errors.js';
 import type { SessionId, TaskId } from '../ids.js';
 import { STORE_DEFAULTS } from '../limits.js';
+import { faultPoint } from '../fault.js';
 import { JournalStore } from './journal-store.js';
 import type { EventRow, JournalBackend, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import type { SessionStore, TaskState } from './types.js';
@@ -129,6 +130,7 @@ class SqliteBackend implements JournalBackend {
       for (const e of writes.events ?? []) s.insertEvent.run(e.sessionId, e.seq, e.eventId, e.epoch, e.body, e.hash);
       if (writes.task) this.writeTask(writes.task.row);
       for (const o of writes.operations ?? []) s.upsertOperation.run(o.taskId, o.key, o.sessionId, o.callId, o.eventId);
+      faultPoint('commit:before');
       return writes.result;
     });
     // IMMEDIATE: take the write lock before reading, so WAL never fails the upgrade with SQLITE_BUSY_SNAPSHOT.

@@ -9,6 +9,7 @@ import type { BudgetChange } from '../store/types.js';
 import { utf8Length } from '../text.js';
 import { askApproval, checkGrantAndSchema, failure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
 import { CallControl } from './control.js';
+import { faultPoint } from '../fault.js';
 import { ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolTurnClosedError } from './errors.js';
 import { DEFAULT_CONTRACT } from './metadata.js';
 import { ToolRetryPlan } from './retry-plan.js';
@@ -178,6 +179,7 @@ class Gateway implements ToolGateway {
     if (plan === undefined) return { taskId: this.taskId, key: newOperationKey(), contract, retry: null, startMarker: true };
     if (!(plan instanceof ToolRetryPlan)) throw new ToolRetryError('invalid_evidence', 'options.retry is not a plan from prepareToolRetry');
     const taken = plan.takeOperation({ sessionId: this.sessionId, taskId: this.taskId, name, arguments: args, contract });
+    faultPoint('plan:taken');
     return { ...taken, startMarker: true };
   }
 
@@ -192,6 +194,7 @@ class Gateway implements ToolGateway {
     // Checks without side effects run before the call is written; a rejection is journaled with its call.
     const rejected = checkGrantAndSchema(registered, this.runtime.granted(this.caller, call.name), call)
       ?? (await runGuards(this.runtime.guards, ctx, control));
+    faultPoint('call:before');
     if (rejected) {
       const result: ToolResult = { callId: call.id, outcome: rejected };
       // Admitted (one tool call charged, never refunded) with nothing reserved: the body never starts.
@@ -200,6 +203,7 @@ class Gateway implements ToolGateway {
         budget: { taskId: this.taskId, admit: { maxOutputBytes: 0 } },
         ...latest,
       });
+      faultPoint('result:after');
       return { call, result, callEvent: events[0]!, startedEvent: null, resultEvent: events[1]! };
     }
 
@@ -212,14 +216,18 @@ class Gateway implements ToolGateway {
       const receipt = await this.write('call', call, null, { events: [callDraft, startedDraft], budget: admit, ...latest });
       [callEvent, startedEvent] = receipt.events as [SessionEvent, SessionEvent];
       reserved = receipt.reservedOutputBytes;
+      faultPoint('call:after');
     } else {
       const receipt = await this.write('call', call, null, { events: [callDraft], budget: admit, ...latest });
       callEvent = receipt.events[0]!;
       reserved = receipt.reservedOutputBytes;
+      faultPoint('call:after');
       const denied = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control)) ?? control.interrupt();
       if (denied) return this.finish(call, callEvent, null, denied, reserved, 0);
+      faultPoint('approval:after');
       startedEvent = (await this.write('started', call, null, { events: [startedDraft] })).events[0]!;
     }
+    faultPoint('started:after');
 
     const request = { callId: call.id, arguments: JSON.parse(argsText) as JsonValue, operation: op };
     let outcome: Failure | { status: 'succeeded'; output: string };
@@ -241,6 +249,7 @@ class Gateway implements ToolGateway {
     } catch (error) {
       outcome = bodyFailure(error);
     }
+    faultPoint('body:after');
     return this.finish(call, callEvent, startedEvent, outcome, reserved, charge);
   }
 
@@ -257,6 +266,7 @@ class Gateway implements ToolGateway {
       events: [this.draft({ type: 'tool_result', result })],
       budget: { taskId: this.taskId, settle: { releaseOutputBytes: reserved, chargeOutputBytes: startedEvent ? charge : 0 } },
     });
+    faultPoint('result:after');
     return { call, result, callEvent, startedEvent, resultEvent: receipt.events[0]! };
   }
 
