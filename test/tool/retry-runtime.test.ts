@@ -1,0 +1,107 @@
+/**
+ * Retries through the real runtime and store: the marker rule end to end, and decision D4 (a plan is checked
+ * against the journal when it is used, so two hosts holding plans from one history cannot both retry).
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { inspectToolRecovery, prepareToolRetry } from '../../src/tool/recovery.js';
+import type { ToolApprover } from '../../src/tool/types.js';
+import { never, rig, tool } from '../support/runtime.js';
+import { tempDir } from '../support/tmp.js';
+
+const dir = tempDir();
+const review = { actor: 'ops@example.com', evidence: 'ledger query #42: no row', outcome: 'not_executed' as const };
+
+describe('retries through the runtime', () => {
+  it('the marker rule: died waiting for approval → not_executed, retried without review, approval asked again', async () => {
+    let approvals = 0;
+    const waiting: ToolApprover = async () => { approvals += 1; return never(); };
+    let bodies = 0;
+    const charge = tool('charge_card', async () => { bodies += 1; return 'charged'; },
+      new ToolMetadata('charges a card', { type: 'object' }).withEffect('non_idempotent', 'cards-v1').withApproval('human'));
+    const r = await rig(dir, { tools: [charge], approvers: { human: waiting } });
+    const dying = new AbortController();
+    const abandoned = r.gateway.callWithOptions('charge_card', { cents: 500 }, { signal: dying.signal }).catch((e: unknown) => e);
+    while ((await r.store.loadHistory(r.sessionId)).length === 0) await new Promise((res) => setTimeout(res, 5));
+    // The host dies while the approver has not answered; a new host takes over.
+    const store = openSqliteStore(r.path);
+    const owner = await store.acquire(r.sessionId, { owner: 'recovering-host', takeover: true });
+    dying.abort();
+    assert.equal(((await abandoned) as { code: string }).code, 'recording_failed', 'the fenced host cannot record anything');
+    const history = await store.loadHistory(r.sessionId);
+    assert.deepEqual(history.map((e) => e.kind.type), ['tool_call']);
+    const callId = (history[0]!.kind as { call: { id: string } }).call.id;
+    assert.equal(inspectToolRecovery(history, callId).status, 'not_executed');
+    const plan = prepareToolRetry(history, callId, null);
+    let approved = 0;
+    const runtime = createToolRuntime({
+      tools: [charge],
+      grants: { agent: '*' },
+      approvers: { human: async () => { approved += 1; return { decision: 'approved' }; } },
+    });
+    const retry = await runtime.bind({ owner, taskId: r.taskId, caller: 'agent' }).callWithOptions('charge_card', { cents: 500 }, { retry: plan });
+    assert.equal(retry.result.outcome.status, 'succeeded');
+    assert.equal(approved, 1, 'approval is asked again on the retry');
+    assert.equal(bodies, 1);
+    await store.close();
+    await r.store.close();
+  });
+
+  it('the marker rule: the same call after its tool_started marker needs review until a not_executed review', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((res) => { release = res; });
+    const charge = tool('charge_card', async () => { await gate; return 'charged'; },
+      new ToolMetadata('charges a card', { type: 'object' }).withEffect('non_idempotent', 'cards-v1'));
+    const r = await rig(dir, { tools: [charge] });
+    const pending = r.gateway.call('charge_card', { cents: 500 }).catch((e: unknown) => e);
+    while ((await r.store.loadHistory(r.sessionId)).length < 2) await new Promise((res) => setTimeout(res, 5));
+    const store = openSqliteStore(r.path);
+    const owner = await store.acquire(r.sessionId, { owner: 'recovering-host', takeover: true });
+    release();
+    assert.equal(((await pending) as { code: string }).code, 'recording_failed', 'the fenced host cannot record its result');
+    const history = await store.loadHistory(r.sessionId);
+    assert.deepEqual(history.map((e) => e.kind.type), ['tool_call', 'tool_started']);
+    const callId = (history[0]!.kind as { call: { id: string } }).call.id;
+    assert.equal(inspectToolRecovery(history, callId).status, 'outcome_unknown');
+    assert.throws(() => prepareToolRetry(history, callId, null), { code: 'needs_review' });
+    assert.throws(() => prepareToolRetry(history, callId, { ...review, outcome: 'uncertain' }), { code: 'needs_review' });
+    const plan = prepareToolRetry(history, callId, review);
+    const runtime = createToolRuntime({ tools: [tool('charge_card', async () => 'charged', charge.metadata)], grants: { agent: '*' } });
+    const retry = await runtime.bind({ owner, taskId: r.taskId, caller: 'agent' }).callWithOptions('charge_card', { cents: 500 }, { retry: plan });
+    assert.equal(retry.result.outcome.status, 'succeeded');
+    assert.deepEqual(retry.call.operation!.retry, { callId, eventId: history[0]!.eventId, review });
+    await store.close();
+    await r.store.close();
+  });
+
+  it('D4: two hosts with plans from the same history: one retry recorded, the other not_latest_attempt, nothing written or charged', async () => {
+    let fail = true;
+    const lookup = tool('lookup', async () => { if (fail) throw new TypeError('flaky'); return 'found'; },
+      new ToolMetadata('reads', { type: 'object' }).withEffect('read_only', 'v1'));
+    const r = await rig(dir, { tools: [lookup] });
+    const first = await r.gateway.call('lookup', { q: 'x' });
+    const history = await r.store.loadHistory(r.sessionId);
+    const planA = prepareToolRetry(history, first.call.id, null);
+    const planB = prepareToolRetry(history, first.call.id, null);
+    fail = false;
+    const a = await r.gateway.callWithOptions('lookup', { q: 'x' }, { retry: planA });
+    assert.equal(a.result.outcome.status, 'succeeded');
+    const before = { events: (await r.store.loadHistory(r.sessionId)).length, charged: (await r.owner.task(r.taskId)).charged };
+    await assert.rejects(r.gateway.callWithOptions('lookup', { q: 'x' }, { retry: planB }), { code: 'not_latest_attempt' });
+    // A second host that took over, holding the same stale plan's twin, is refused the same way.
+    const store = openSqliteStore(r.path);
+    const owner = await store.acquire(r.sessionId, { owner: 'host-b', takeover: true });
+    const planC = prepareToolRetry(history, first.call.id, null);
+    const runtime = createToolRuntime({ tools: [lookup], grants: { agent: '*' } });
+    await assert.rejects(runtime.bind({ owner, taskId: r.taskId, caller: 'agent' }).callWithOptions('lookup', { q: 'x' }, { retry: planC }), { code: 'not_latest_attempt' });
+    assert.equal((await store.loadHistory(r.sessionId)).length, before.events, 'nothing written');
+    assert.deepEqual((await owner.task(r.taskId)).charged, before.charged, 'nothing charged');
+    assert.equal(planB.consumed, true, 'a plan is spent once taken, even when admission then fails');
+    await assert.rejects(r.gateway.callWithOptions('lookup', { q: 'x' }, { retry: planB }), { code: 'consumed' });
+    await store.close();
+    await r.store.close();
+  });
+});
