@@ -1,0 +1,314 @@
+/**
+ * THE wire codec: camelCase API types <-> the Rust original's journal JSON (snake_case keys, `"type"`-tagged kinds,
+ * `"status"`-tagged outcomes, snake_case enum values). Nothing else in the library converts.
+ *
+ * Encoding is a pure, non-validating mapping of an already-typed value. Decoding is strict: every field is checked
+ * and every violation is a WireDecodeError naming the field's path (`kind.call.operation.task_id`). Unknown fields
+ * are rejected where the original rejects them (ToolOperation, ToolEffectContract, ToolRetryAudit, ToolRetryReview)
+ * and, deliberately stricter, in the event envelope; elsewhere (kinds, ToolCall, ActionContext, ToolResult) they are
+ * dropped, as serde does by default.
+ */
+import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
+import { LIMITS } from '../limits.js';
+import { parseJson, type ParseJsonOptions } from '../json/parse.js';
+import type { JsonObject, JsonValue } from '../json/types.js';
+import { utf8Length } from '../text.js';
+import {
+  TOOL_EFFECTS,
+  TOOL_FAILURE_CATEGORIES,
+  TOOL_REVIEW_OUTCOMES,
+  type ActionContext,
+  type SessionEvent,
+  type SessionEventKind,
+  type ToolCall,
+  type ToolEffectContract,
+  type ToolFailureCategory,
+  type ToolOperation,
+  type ToolRecordedOutcome,
+  type ToolResult,
+  type ToolRetryAudit,
+  type ToolRetryReview,
+} from './types.js';
+import { defineOwn, WireReader as Ctx, type Wire } from './wire-reader.js';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Encoding
+
+export function encodeToolRetryReview(review: ToolRetryReview): JsonObject {
+  return { actor: review.actor, evidence: review.evidence, outcome: review.outcome };
+}
+
+function encodeAudit(audit: ToolRetryAudit): JsonObject {
+  return {
+    call_id: audit.callId,
+    event_id: audit.eventId,
+    review: audit.review ? encodeToolRetryReview(audit.review) : null,
+  };
+}
+
+export function encodeToolOperation(op: ToolOperation): JsonObject {
+  const wire: JsonObject = {
+    task_id: op.taskId,
+    key: op.key,
+    contract: { effect: op.contract.effect, revision: op.contract.revision },
+    retry: op.retry ? encodeAudit(op.retry) : null,
+  };
+  if (op.startMarker === true) wire.start_marker = true;
+  return wire;
+}
+
+function encodeAction(action: ActionContext): JsonObject {
+  const wire: JsonObject = {
+    decision: { task_id: action.decision.taskId, step_id: action.decision.stepId },
+    action_index: action.actionIndex,
+  };
+  if (action.providerCallId !== undefined) wire.provider_call_id = action.providerCallId;
+  return wire;
+}
+
+export function encodeToolCall(call: ToolCall): JsonObject {
+  const wire: JsonObject = {};
+  if (call.operation) wire.operation = encodeToolOperation(call.operation);
+  if (call.action) wire.action = encodeAction(call.action);
+  wire.id = call.id;
+  wire.name = call.name;
+  wire.arguments = call.arguments;
+  return wire;
+}
+
+function encodeOutcome(outcome: ToolRecordedOutcome): JsonObject {
+  if (outcome.status === 'succeeded') return { status: 'succeeded', output: outcome.output };
+  return {
+    status: 'failed',
+    category: outcome.category,
+    code: outcome.code,
+    message: outcome.message,
+    retryable: outcome.retryable,
+  };
+}
+
+export function encodeToolResult(result: ToolResult): JsonObject {
+  return { call_id: result.callId, outcome: encodeOutcome(result.outcome) };
+}
+
+function encodeKind(kind: SessionEventKind): JsonObject {
+  switch (kind.type) {
+    case 'tool_call':
+      return { type: 'tool_call', call: encodeToolCall(kind.call) };
+    case 'tool_result':
+      return { type: 'tool_result', result: encodeToolResult(kind.result) };
+    case 'tool_started':
+      return { type: 'tool_started', call_id: kind.callId };
+    case 'user_message':
+      return { type: 'user_message', text: kind.text };
+    case 'assistant_message':
+      return { type: 'assistant_message', version: 1, text: kind.text };
+    case 'custom':
+      return { type: 'custom', plugin: kind.plugin, kind: kind.kind, payload: kind.payload };
+    case 'opaque': {
+      const wire: JsonObject = { type: kind.wireType };
+      for (const key of Object.keys(kind.fields)) {
+        if (key !== 'type') defineOwn(wire, key, kind.fields[key]!);
+      }
+      return wire;
+    }
+  }
+}
+
+/** The wire object of an event, keys in the original's order; optional ids omitted when absent. */
+export function encodeEvent(e: SessionEvent): JsonObject {
+  const wire: JsonObject = { event_id: e.eventId, session_id: e.sessionId, turn_id: e.turnId };
+  if (e.generationId !== undefined) wire.generation_id = e.generationId;
+  if (e.messageId !== undefined) wire.message_id = e.messageId;
+  wire.seq = e.seq;
+  wire.kind = encodeKind(e.kind);
+  return wire;
+}
+
+/** Compact JSON text of `encodeEvent(e)`: one journal line. */
+export function encodeEventText(e: SessionEvent): string {
+  return JSON.stringify(encodeEvent(e));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Decoding
+
+function oneOf<T extends string>(ctx: Ctx, o: Wire, key: string, values: readonly T[]): T {
+  const v = ctx.string(o, key);
+  if (!(values as readonly string[]).includes(v)) {
+    ctx.fail(key, `unknown value ${JSON.stringify(v)}, expected one of ${values.join(', ')}`);
+  }
+  return v as T;
+}
+
+function decodeReview(ctx: Ctx, wire: unknown): ToolRetryReview {
+  const o = ctx.object(wire, ['actor', 'evidence', 'outcome']);
+  return {
+    actor: ctx.text(o, 'actor'),
+    evidence: ctx.text(o, 'evidence'),
+    outcome: oneOf(ctx, o, 'outcome', TOOL_REVIEW_OUTCOMES),
+  };
+}
+
+function decodeAudit(ctx: Ctx, wire: unknown): ToolRetryAudit {
+  const o = ctx.object(wire, ['call_id', 'event_id', 'review']);
+  const review = ctx.get(o, 'review');
+  return {
+    callId: ctx.text(o, 'call_id') as CallId,
+    eventId: ctx.text(o, 'event_id') as EventId,
+    review: review === undefined || review === null ? null : decodeReview(ctx.child('review'), review),
+  };
+}
+
+function decodeContract(ctx: Ctx, wire: unknown): ToolEffectContract {
+  const o = ctx.object(wire, ['effect', 'revision']);
+  return { effect: oneOf(ctx, o, 'effect', TOOL_EFFECTS), revision: ctx.text(o, 'revision') };
+}
+
+function decodeOperation(ctx: Ctx, wire: unknown): ToolOperation {
+  const o = ctx.object(wire, ['task_id', 'key', 'contract', 'retry', 'start_marker']);
+  const retry = ctx.get(o, 'retry');
+  const op: ToolOperation = {
+    taskId: ctx.text(o, 'task_id') as TaskId,
+    key: ctx.text(o, 'key') as OperationKey,
+    contract: decodeContract(ctx.child('contract'), ctx.required(o, 'contract')),
+    retry: retry === undefined || retry === null ? null : decodeAudit(ctx.child('retry'), retry),
+  };
+  const marker = ctx.get(o, 'start_marker');
+  if (marker !== undefined && typeof marker !== 'boolean') {
+    ctx.fail('start_marker', 'must be a boolean');
+  }
+  return marker === true ? { ...op, startMarker: true } : op;
+}
+
+function decodeAction(ctx: Ctx, wire: unknown): ActionContext {
+  const o = ctx.object(wire, null);
+  const decisionCtx = ctx.child('decision');
+  const d = decisionCtx.object(ctx.required(o, 'decision'), null);
+  const actionIndex = ctx.index(o, 'action_index');
+  const decision = { taskId: decisionCtx.string(d, 'task_id') as TaskId, stepId: decisionCtx.string(d, 'step_id') };
+  const providerCallId = optionalString(ctx, o, 'provider_call_id');
+  return providerCallId === undefined ? { decision, actionIndex } : { decision, actionIndex, providerCallId };
+}
+
+function decodeCall(ctx: Ctx, wire: unknown): ToolCall {
+  const o = ctx.object(wire, null);
+  const id = ctx.text(o, 'id') as CallId;
+  const name = ctx.string(o, 'name');
+  if (name.length === 0) ctx.fail('name', 'must not be empty');
+  const nameBytes = utf8Length(name);
+  if (nameBytes > LIMITS.maxToolNameBytes) {
+    ctx.fail('name', `is ${nameBytes} UTF-8 bytes, at most ${LIMITS.maxToolNameBytes} allowed`);
+  }
+  const args = ctx.json(o, 'arguments');
+  const call: { -readonly [K in keyof ToolCall]: ToolCall[K] } = { id, name, arguments: args };
+  const operation = ctx.get(o, 'operation');
+  if (operation !== undefined && operation !== null) call.operation = decodeOperation(ctx.child('operation'), operation);
+  const action = ctx.get(o, 'action');
+  if (action !== undefined && action !== null) call.action = decodeAction(ctx.child('action'), action);
+  return call;
+}
+
+function decodeOutcome(ctx: Ctx, wire: unknown): ToolRecordedOutcome {
+  const o = ctx.object(wire, null);
+  const status = ctx.string(o, 'status');
+  if (status === 'succeeded') return { status, output: ctx.string(o, 'output') };
+  if (status === 'failed') {
+    const category: ToolFailureCategory = oneOf(ctx, o, 'category', TOOL_FAILURE_CATEGORIES);
+    const code = ctx.string(o, 'code');
+    const message = ctx.string(o, 'message');
+    const retryable = ctx.get(o, 'retryable');
+    if (typeof retryable !== 'boolean') ctx.fail('retryable', 'must be a boolean');
+    return { status, category, code, message, retryable };
+  }
+  ctx.fail('status', `unknown status ${JSON.stringify(status)}, expected succeeded or failed`);
+}
+
+function decodeResult(ctx: Ctx, wire: unknown): ToolResult {
+  const o = ctx.object(wire, null);
+  return {
+    callId: ctx.text(o, 'call_id') as CallId,
+    outcome: decodeOutcome(ctx.child('outcome'), ctx.required(o, 'outcome')),
+  };
+}
+
+function decodeKind(ctx: Ctx, wire: unknown): SessionEventKind {
+  const o = ctx.object(wire, null);
+  const type = ctx.string(o, 'type');
+  switch (type) {
+    case 'tool_call':
+      return { type, call: decodeCall(ctx.child('call'), ctx.required(o, 'call')) };
+    case 'tool_result':
+      return { type, result: decodeResult(ctx.child('result'), ctx.required(o, 'result')) };
+    case 'tool_started':
+      return { type, callId: ctx.text(o, 'call_id') as CallId };
+    case 'user_message':
+      return { type, text: ctx.string(o, 'text') };
+    case 'assistant_message': {
+      const version = ctx.get(o, 'version');
+      if (version !== undefined && version !== 1) ctx.fail('version', 'unsupported version, expected 1');
+      return { type, text: ctx.string(o, 'text') };
+    }
+    case 'custom':
+      return { type, plugin: ctx.string(o, 'plugin'), kind: ctx.string(o, 'kind'), payload: ctx.json(o, 'payload') };
+    default: {
+      const fields: JsonObject = {};
+      for (const key of Object.keys(o)) {
+        if (key !== 'type') defineOwn(fields, key, ctx.json(o, key));
+      }
+      return { type: 'opaque', wireType: type, fields };
+    }
+  }
+}
+
+/** An `Option<String>`: missing or null reads as absent. */
+function optionalString(ctx: Ctx, o: Wire, key: string): string | undefined {
+  const v = ctx.get(o, key);
+  return v === undefined || v === null ? undefined : ctx.string(o, key);
+}
+
+const ENVELOPE_FIELDS = ['event_id', 'session_id', 'turn_id', 'generation_id', 'message_id', 'seq', 'kind'] as const;
+
+function decodeEnvelope(ctx: Ctx, wire: unknown): SessionEvent {
+  const o = ctx.object(wire, ENVELOPE_FIELDS);
+  const eventId = ctx.text(o, 'event_id') as EventId;
+  const sessionId = ctx.text(o, 'session_id') as SessionId;
+  const turnId = ctx.text(o, 'turn_id') as TurnId;
+  const generationId = optionalString(ctx, o, 'generation_id');
+  const messageId = optionalString(ctx, o, 'message_id');
+  const seq = ctx.index(o, 'seq');
+  const kind = decodeKind(ctx.child('kind'), ctx.required(o, 'kind'));
+  const event: { -readonly [K in keyof SessionEvent]: SessionEvent[K] } = { eventId, sessionId, turnId, seq, kind };
+  if (generationId !== undefined) event.generationId = generationId;
+  if (messageId !== undefined) event.messageId = messageId;
+  return event;
+}
+
+/** Decodes one wire object (already-parsed JSON, or any value) strictly. Throws WireDecodeError. */
+export function decodeEvent(wire: unknown): SessionEvent {
+  return decodeEnvelope(Ctx.root(false), wire);
+}
+
+/** parseJson, then decodeEvent. JsonParseError and WireDecodeError propagate. */
+export function decodeEventText(text: string, options?: ParseJsonOptions): SessionEvent {
+  const wire = parseJson(text, options);
+  // With the default depth bound, parseJson has already guaranteed JSON data within it, free of lone surrogates.
+  const trusted = options?.maxDepth === undefined || options.maxDepth <= LIMITS.maxJsonDepth;
+  return decodeEnvelope(Ctx.root(trusted), wire);
+}
+
+export function decodeToolCall(wire: unknown): ToolCall {
+  return decodeCall(Ctx.root(false), wire);
+}
+
+export function decodeToolResult(wire: unknown): ToolResult {
+  return decodeResult(Ctx.root(false), wire);
+}
+
+export function decodeToolOperation(wire: unknown): ToolOperation {
+  return decodeOperation(Ctx.root(false), wire);
+}
+
+export function decodeToolRetryReview(wire: unknown): ToolRetryReview {
+  return decodeReview(Ctx.root(false), wire);
+}

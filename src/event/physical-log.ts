@@ -1,0 +1,28 @@
+import { PhysicalLogError } from '../errors.js';
+import type { SessionEvent } from './types.js';
+
+/**
+ * The physical-log rule (anchor §1.9, `validate_physical_log`): for each index i, in order, the event belongs to
+ * `sessionId` (else `wrong_session`), its `seq` is i (else `wrong_sequence`), and its event id has not appeared
+ * before (else `duplicate_event_id`). The first violation throws PhysicalLogError; nothing is reordered or repaired.
+ */
+export function validatePhysicalLog(sessionId: string, events: readonly SessionEvent[]): void {
+  const seen = new Set<string>();
+  for (let i = 0; i < events.length; i++) {
+    const event = events[i]!;
+    if (event.sessionId !== sessionId) {
+      throw new PhysicalLogError(
+        'wrong_session',
+        i,
+        `event ${i} belongs to session ${JSON.stringify(event.sessionId)}, not ${JSON.stringify(sessionId)}`,
+      );
+    }
+    if (event.seq !== i) {
+      throw new PhysicalLogError('wrong_sequence', i, `event ${i} has seq ${event.seq}, expected ${i}`);
+    }
+    if (seen.has(event.eventId)) {
+      throw new PhysicalLogError('duplicate_event_id', i, `event ${i} repeats event id ${JSON.stringify(event.eventId)}`);
+    }
+    seen.add(event.eventId);
+  }
+}

@@ -1,0 +1,287 @@
+/**
+ * Bounded JSON parsing for untrusted text (journal lines, imported files, CLI input).
+ *
+ * One linear, iterative pass validates the whole RFC 8259 grammar and the bounds (size, depth, duplicate keys, lone
+ * surrogates, numbers that overflow to Infinity), reporting the first problem with a reason code and a UTF-16
+ * offset; only then does JSON.parse build the value. JSON.parse defines every key, `__proto__` included, as an own
+ * data property, so no key can reach a prototype. No recursion: input nested 100,000 deep fails with `too_deep`.
+ */
+import { JsonParseError, type JsonParseReason } from '../errors.js';
+import { LIMITS } from '../limits.js';
+import { utf8Length } from '../text.js';
+import type { JsonValue } from './types.js';
+
+export interface ParseJsonOptions {
+  /** Largest accepted input in UTF-8 bytes. Default LIMITS.maxJsonBytes. */
+  readonly maxBytes?: number;
+  /** Deepest accepted nesting of arrays and objects (`[]` is depth 1). Default LIMITS.maxJsonDepth. */
+  readonly maxDepth?: number;
+}
+
+/** Parses untrusted JSON text within bounds. Throws JsonParseError; never a stack overflow. */
+export function parseJson(text: string, options: ParseJsonOptions = {}): JsonValue {
+  if (typeof text !== 'string') throw new JsonParseError('syntax', 0, `expected a string, got ${typeof text}`);
+  const maxBytes = options.maxBytes ?? LIMITS.maxJsonBytes;
+  const maxDepth = options.maxDepth ?? LIMITS.maxJsonDepth;
+  // A UTF-16 code unit takes 1 to 3 UTF-8 bytes, so the exact count is needed only in between.
+  if (text.length > maxBytes || (text.length * 3 > maxBytes && utf8Length(text) > maxBytes)) {
+    throw new JsonParseError('too_large', 0, `input is larger than ${maxBytes} UTF-8 bytes`);
+  }
+  new Scanner(text, maxDepth).run();
+  return JSON.parse(text) as JsonValue;
+}
+
+const enum Expect {
+  /** A value (top level, after `:` or after `,` in an array). */
+  Value,
+  /** A value or `]` (just after `[`). */
+  ValueOrClose,
+  /** A key or `}` (just after `{`). */
+  KeyOrClose,
+  /** A key (after `,` in an object). */
+  Key,
+  /** `,` or the closing bracket, or the end of input at top level. */
+  Next,
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+function isHex(c: number): boolean {
+  return (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66);
+}
+
+function isDigit(c: number): boolean {
+  return c >= 0x30 && c <= 0x39;
+}
+
+class Scanner {
+  private i = 0;
+  /** One entry per open container: the keys seen so far for an object, null for an array. */
+  private readonly open: (Set<string> | null)[] = [];
+  /** Set by `string()`: whether the last string held an escape (then its key must be decoded). */
+  private escaped = false;
+
+  constructor(
+    private readonly s: string,
+    private readonly maxDepth: number,
+  ) {}
+
+  private fail(reason: JsonParseReason, at: number, message: string): never {
+    throw new JsonParseError(reason, at, message);
+  }
+
+  private skipWhitespace(): void {
+    const s = this.s;
+    let i = this.i;
+    for (;;) {
+      const c = s.charCodeAt(i);
+      if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) i++;
+      else break;
+    }
+    this.i = i;
+  }
+
+  run(): void {
+    const s = this.s;
+    const n = s.length;
+    const open = this.open;
+    let expect = Expect.Value;
+    for (;;) {
+      this.skipWhitespace();
+      const at = this.i;
+      if (at >= n) {
+        if (expect === Expect.Next && open.length === 0) return;
+        this.fail('unexpected_end', at, 'unexpected end of input');
+      }
+      const c = s.charCodeAt(at);
+      switch (expect) {
+        case Expect.ValueOrClose:
+          if (c === 0x5d /* ] */) {
+            open.pop();
+            this.i++;
+            expect = Expect.Next;
+            break;
+          }
+        // falls through
+        case Expect.Value:
+          if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+            if (open.length >= this.maxDepth) this.fail('too_deep', at, `nesting deeper than ${this.maxDepth}`);
+            open.push(c === 0x7b ? new Set<string>() : null);
+            this.i++;
+            expect = c === 0x7b ? Expect.KeyOrClose : Expect.ValueOrClose;
+          } else {
+            this.scalar(c);
+            expect = Expect.Next;
+          }
+          break;
+        case Expect.KeyOrClose:
+          if (c === 0x7d /* } */) {
+            open.pop();
+            this.i++;
+            expect = Expect.Next;
+            break;
+          }
+        // falls through
+        case Expect.Key: {
+          if (c !== QUOTE) this.fail('syntax', at, 'expected a string key');
+          this.string();
+          const raw = s.slice(at, this.i);
+          const key = this.escaped ? (JSON.parse(raw) as string) : raw.slice(1, -1);
+          const keys = open[open.length - 1]!;
+          if (keys.has(key)) this.fail('duplicate_key', at, `duplicate key ${raw}`);
+          keys.add(key);
+          this.skipWhitespace();
+          if (this.i >= n) this.fail('unexpected_end', this.i, 'unexpected end of input');
+          if (s.charCodeAt(this.i) !== 0x3a /* : */) this.fail('syntax', this.i, "expected ':' after a key");
+          this.i++;
+          expect = Expect.Value;
+          break;
+        }
+        case Expect.Next: {
+          if (open.length === 0) this.fail('trailing_data', at, 'unexpected data after the JSON value');
+          const inObject = open[open.length - 1] !== null;
+          if (c === 0x2c /* , */) {
+            this.i++;
+            expect = inObject ? Expect.Key : Expect.Value;
+          } else if (c === (inObject ? 0x7d : 0x5d)) {
+            open.pop();
+            this.i++;
+          } else {
+            this.fail('syntax', at, inObject ? "expected ',' or '}'" : "expected ',' or ']'");
+          }
+          break;
+        }
+      }
+    }
+  }
+
+  private scalar(c: number): void {
+    if (c === QUOTE) this.string();
+    else if (c === 0x2d /* - */ || isDigit(c)) this.number();
+    else if (c === 0x74 /* t */) this.literal('true');
+    else if (c === 0x66 /* f */) this.literal('false');
+    else if (c === 0x6e /* n */) this.literal('null');
+    else this.fail('syntax', this.i, `unexpected character ${JSON.stringify(this.s[this.i])}`);
+  }
+
+  private literal(word: string): void {
+    const s = this.s;
+    const at = this.i;
+    if (s.startsWith(word, at)) {
+      this.i = at + word.length;
+      return;
+    }
+    const rest = s.slice(at, at + word.length);
+    if (at + rest.length === s.length && word.startsWith(rest)) this.fail('unexpected_end', s.length, 'unexpected end of input');
+    this.fail('syntax', at, `invalid literal, expected ${word}`);
+  }
+
+  private digits(): void {
+    const s = this.s;
+    const start = this.i;
+    while (isDigit(s.charCodeAt(this.i))) this.i++;
+    if (this.i === start) {
+      if (this.i >= s.length) this.fail('unexpected_end', this.i, 'unexpected end of input in a number');
+      this.fail('syntax', this.i, 'expected a digit');
+    }
+  }
+
+  private number(): void {
+    const s = this.s;
+    const start = this.i;
+    let exponent = false;
+    if (s.charCodeAt(this.i) === 0x2d) this.i++;
+    if (s.charCodeAt(this.i) === 0x30) {
+      this.i++;
+      if (isDigit(s.charCodeAt(this.i))) this.fail('syntax', this.i, 'a number must not have a leading zero');
+    } else {
+      this.digits();
+    }
+    if (s.charCodeAt(this.i) === 0x2e /* . */) {
+      this.i++;
+      this.digits();
+    }
+    const e = s.charCodeAt(this.i);
+    if (e === 0x65 || e === 0x45) {
+      exponent = true;
+      this.i++;
+      const sign = s.charCodeAt(this.i);
+      if (sign === 0x2b || sign === 0x2d) this.i++;
+      this.digits();
+    }
+    // Like serde_json, refuse numbers that would become Infinity: they have no JSON form afterwards.
+    if ((exponent || this.i - start > 308) && !Number.isFinite(Number(s.slice(start, this.i)))) {
+      this.fail('syntax', start, 'number out of range');
+    }
+  }
+
+  /** Scans a string starting at its opening quote; leaves `i` after the closing quote. */
+  private string(): void {
+    const s = this.s;
+    const n = s.length;
+    let i = this.i + 1;
+    let escaped = false;
+    for (;;) {
+      if (i >= n) this.fail('unexpected_end', i, 'unexpected end of input in a string');
+      const c = s.charCodeAt(i);
+      if (c === QUOTE) break;
+      if (c === BACKSLASH) {
+        escaped = true;
+        i = this.escape(i);
+      } else if (c < 0x20) {
+        this.fail('syntax', i, 'unescaped control character in a string');
+      } else if (c >= 0xd800 && c <= 0xdfff) {
+        const next = s.charCodeAt(i + 1);
+        if (c > 0xdbff || !(next >= 0xdc00 && next <= 0xdfff)) this.fail('lone_surrogate', i, 'lone surrogate in a string');
+        i += 2;
+      } else {
+        i++;
+      }
+    }
+    this.i = i + 1;
+    this.escaped = escaped;
+  }
+
+  /** Reads `\uXXXX` at `i` (the backslash); returns the code unit. */
+  private unicodeEscape(i: number): number {
+    const s = this.s;
+    for (let k = i + 2; k < i + 6; k++) {
+      if (k >= s.length) this.fail('unexpected_end', k, 'unexpected end of input in an escape');
+      if (!isHex(s.charCodeAt(k))) this.fail('syntax', k, 'invalid \\u escape');
+    }
+    return parseInt(s.slice(i + 2, i + 6), 16);
+  }
+
+  /** Validates the escape at `i` (the backslash); returns the index after it. */
+  private escape(i: number): number {
+    const s = this.s;
+    if (i + 1 >= s.length) this.fail('unexpected_end', i + 1, 'unexpected end of input in an escape');
+    switch (s.charCodeAt(i + 1)) {
+      case QUOTE:
+      case BACKSLASH:
+      case 0x2f: // /
+      case 0x62: // b
+      case 0x66: // f
+      case 0x6e: // n
+      case 0x72: // r
+      case 0x74: // t
+        return i + 2;
+      case 0x75: {
+        const unit = this.unicodeEscape(i);
+        if (unit >= 0xdc00 && unit <= 0xdfff) this.fail('lone_surrogate', i, 'escaped low surrogate without a high one');
+        if (unit < 0xd800 || unit > 0xdbff) return i + 6;
+        // A high surrogate must be followed at once by an escaped low surrogate.
+        if (s.charCodeAt(i + 6) === BACKSLASH && s.charCodeAt(i + 7) === 0x75) {
+          const low = this.unicodeEscape(i + 6);
+          if (low >= 0xdc00 && low <= 0xdfff) return i + 12;
+        } else if (i + 6 >= s.length || (i + 7 >= s.length && s.charCodeAt(i + 6) === BACKSLASH)) {
+          this.fail('unexpected_end', s.length, 'unexpected end of input after a high surrogate');
+        }
+        return this.fail('lone_surrogate', i, 'escaped high surrogate without a low one');
+      }
+      default:
+        return this.fail('syntax', i, 'invalid escape');
+    }
+  }
+}
