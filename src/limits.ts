@@ -10,6 +10,11 @@ export const LIMITS = {
   maxToolNameBytes: 256,
   /** Compact JSON of one call's arguments. */
   maxArgumentsBytes: 1024 * 1024,
+  /**
+   * Nesting of one call's arguments: the journal line adds three levels above them (event, kind, call), and every
+   * line must stay within maxJsonDepth so an exported journal can always be imported again.
+   */
+  maxArgumentsDepth: 256 - 3,
   /** Failure code and message are truncated (never rejected) to this many bytes on a character boundary. */
   maxDiagnosticBytes: 1024,
   /** Untrusted JSON documents handed to the bounded parser, unless a caller passes a smaller bound. */

@@ -2,8 +2,8 @@
  * The store's rules, as pure decisions over what a transaction read. Every backend runs these inside one atomic
  * transaction, so fencing, sequencing, the hash chain, budgets and the D4 latest-attempt check are written once.
  */
-import { BudgetExhaustedError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError } from '../errors.js';
-import { encodeEventText } from '../event/codec.js';
+import { BudgetExhaustedError, InvalidInputError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError } from '../errors.js';
+import { decodeEventText, encodeEventText } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
 import { newEventId, type SessionId, type TaskId } from '../ids.js';
 import { LIMITS, TASK_DEFAULTS } from '../limits.js';
@@ -71,6 +71,12 @@ export function chainEvents(session: SessionRow, epoch: number, drafts: readonly
       ...(draft.messageId !== undefined ? { messageId: draft.messageId } : {}),
     };
     const body = encodeEventText(event);
+    // Never store what could not be loaded (or exported and imported) again: that would lose the whole session.
+    try {
+      decodeEventText(body);
+    } catch (error) {
+      throw new InvalidInputError(`events[${i}]`, `cannot be journaled: ${(error as Error).message}`, { cause: error });
+    }
     hash = chainHash(hash, epoch, body);
     bytes += utf8Length(body);
     events.push(event);

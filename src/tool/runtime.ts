@@ -3,6 +3,7 @@ import { InvalidInputError } from '../errors.js';
 import type { EventDraft, SessionEvent, ToolCall, ToolOperation, ToolResult } from '../event/types.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type TaskId, type TurnId } from '../ids.js';
 import { canonicalJson } from '../json/canonical.js';
+import { parseJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { BudgetChange } from '../store/types.js';
@@ -40,6 +41,11 @@ function preflight(name: unknown, args: unknown): string {
   const bytes = utf8Length(text);
   if (bytes > LIMITS.maxArgumentsBytes) {
     throw new ToolPreflightError('arguments_too_large', `the arguments are ${bytes} bytes, at most ${LIMITS.maxArgumentsBytes} allowed`);
+  }
+  try {
+    parseJson(text, { maxDepth: LIMITS.maxArgumentsDepth });
+  } catch (error) {
+    throw new ToolPreflightError('arguments_not_serializable', `the arguments cannot be journaled: ${(error as Error).message}`, { cause: error });
   }
   return text;
 }

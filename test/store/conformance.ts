@@ -222,3 +222,24 @@ export function runStoreConformance(name: string, factory: StoreFactory): void {
     });
   });
 }
+
+/** Bad drafts must be refused at write time: a stored event that cannot be loaded would lose the whole session. */
+export function runDraftValidation(name: string, factory: StoreFactory): void {
+  describe(`store write-time validation: ${name}`, () => {
+    it('refuses an event that could not be loaded again, writing nothing', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-drafts', { owner: 'h' });
+      await owner.append([message('fine')]);
+      await rejects(owner.append([message('blank turn', '   ' as TurnId)]), 'invalid_input');
+      await rejects(owner.append([message('lone \ud800 surrogate')]), 'invalid_input');
+      let deep: unknown = 1;
+      for (let i = 0; i < 300; i++) deep = [deep];
+      await rejects(owner.append([{ turnId: turn, kind: { type: 'custom', plugin: 'p', kind: 'k', payload: deep as never } }]), 'invalid_input');
+      const history = await store.loadHistory('s-drafts');
+      assert.equal(history.length, 1);
+      const [next] = await owner.append([message('still fine')]);
+      assert.equal(next!.seq, 1, 'a refused append consumed no seq');
+      await store.close();
+    });
+  });
+}

@@ -1,4 +1,6 @@
 import { createMemoryStore } from '../../src/store/memory.js';
-import { runStoreConformance } from './conformance.js';
+import { runDraftValidation, runStoreConformance } from './conformance.js';
 
-runStoreConformance('memory', { open: async () => ({ store: createMemoryStore() }) });
+const factory = { open: async () => ({ store: createMemoryStore() }) };
+runStoreConformance('memory', factory);
+runDraftValidation('memory', factory);

@@ -159,3 +159,18 @@ describe('the gateway', () => {
     await r.store.close();
   });
 });
+
+describe('preflight keeps every journaled call importable', () => {
+  it('refuses arguments nested deeper than the journal line allows, recording nothing', async () => {
+    const r = await rig(dir, { tools: [tool('t', async () => 'x')] });
+    const nest = (depth: number) => { let v: unknown = {}; for (let i = 1; i < depth; i++) v = { v }; return v as never; };
+    const ok = await r.gateway.call('t', nest(253));
+    assert.equal(ok.result.outcome.status, 'succeeded');
+    await assert.rejects(r.gateway.call('t', nest(254)), { code: 'arguments_not_serializable' });
+    const jsonl = await r.store.exportJsonl(r.sessionId);
+    const copy = openSqliteStore(`${r.path}.copy`);
+    assert.equal((await copy.importJsonl(jsonl, { owner: 'importer' })).events, 3, 'the deepest accepted call survives export and import');
+    await copy.close();
+    await r.store.close();
+  });
+});
