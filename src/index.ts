@@ -3,22 +3,7 @@
  * result is journaled before and after the body runs; after a crash, recovery proves what happened and plans at
  * most one explicit retry.
  */
-export * from './event/types.js';
-export {
-  decodeEvent,
-  decodeEventText,
-  decodeToolCall,
-  decodeToolOperation,
-  decodeToolResult,
-  decodeToolRetryReview,
-  encodeEvent,
-  encodeEventText,
-  encodeToolCall,
-  encodeToolOperation,
-  encodeToolResult,
-  encodeToolRetryReview,
-} from './event/codec.js';
-export { validatePhysicalLog } from './event/physical-log.js';
+export * from './event/index.js';
 export * from './errors.js';
 export * from './ids.js';
 export { LIMITS, RUNTIME_DEFAULTS, TASK_DEFAULTS, STORE_DEFAULTS } from './limits.js';
