@@ -1,14 +1,16 @@
 /**
  * A session owner in its own process, driven over stdin: `acquire <takeover 0|1>`, `append <text>`,
  * `append-and-die <text>` (SIGKILL right after the append returns). Answers one JSON line per command.
+ * argv: <sqlite path | postgres:// URL> <session> <owner name> [postgres schema]
  */
 import { createInterface } from 'node:readline';
 import { openSqliteStore } from '../../../src/sqlite.js';
+import { openPostgresStore } from '../../../src/postgres.js';
 import type { SessionOwner } from '../../../src/store/types.js';
 import { newTurnId } from '../../../src/ids.js';
 
-const [path, sessionId, name] = process.argv.slice(2) as [string, string, string];
-const store = openSqliteStore(path);
+const [path, sessionId, name, schema] = process.argv.slice(2) as [string, string, string, string | undefined];
+const store = /^postgres(ql)?:\/\//.test(path) ? await openPostgresStore(path, { schema, poolSize: 2 }) : openSqliteStore(path);
 let owner: SessionOwner | undefined;
 const out = (v: unknown) => process.stdout.write(JSON.stringify(v) + '\n');
 

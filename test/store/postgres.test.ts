@@ -1,0 +1,317 @@
+import assert from 'node:assert/strict';
+import { it, describe } from 'node:test';
+import pg from 'pg';
+import type { EventDraft } from '../../src/event/types.js';
+import { JournalCorruptError } from '../../src/errors.js';
+import { newCallId, newOperationKey, newTurnId, type SessionId, type TaskId, type TurnId } from '../../src/ids.js';
+import { openPostgresStore, POSTGRES_SCHEMA_VERSION } from '../../src/postgres.js';
+import { decideCommit } from '../../src/store/decisions.js';
+import type { JournalStore } from '../../src/store/journal-store.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import { adminPool, describePostgres, freshSchema } from '../support/postgres.js';
+import { runStoreConformance } from './conformance.js';
+
+const turn = newTurnId();
+const message = (text: string): EventDraft => ({ turnId: turn, kind: { type: 'user_message', text } });
+const callDraft = (taskId: string): EventDraft => ({
+  turnId: turn,
+  kind: {
+    type: 'tool_call',
+    call: {
+      id: newCallId(),
+      name: 'probe',
+      arguments: {},
+      operation: { taskId: taskId as TaskId, key: newOperationKey(), contract: { effect: 'idempotent', revision: 'v1' }, retry: null },
+    },
+  },
+});
+const texts = (events: readonly { kind: unknown }[]) => events.map((e) => (e.kind as { text?: string }).text);
+
+async function rejects(promise: Promise<unknown>, code: string): Promise<unknown> {
+  let caught: unknown;
+  await assert.rejects(promise, (error: unknown) => {
+    assert.equal((error as { code?: string }).code, code, `expected ${code}, got ${String(error)}`);
+    caught = error;
+    return true;
+  });
+  return caught;
+}
+
+describePostgres('PostgreSQL conformance', (url) => {
+  runStoreConformance('postgres', {
+    open: async () => {
+      const schema = freshSchema();
+      return { store: await openPostgresStore(url, { schema }), reopen: () => openPostgresStore(url, { schema }) };
+    },
+  });
+});
+
+describePostgres('PostgreSQL store', (url) => {
+  const admin = adminPool(url);
+
+  describe('schema', () => {
+    it('creates a versioned schema on open; concurrent openers migrate once under the advisory lock', async () => {
+      const schema = freshSchema();
+      const stores = await Promise.all(Array.from({ length: 5 }, () => openPostgresStore(url, { schema })));
+      const version = await admin.query(`SELECT version FROM "${schema}".jw_schema_version`);
+      assert.deepEqual(version.rows, [{ version: POSTGRES_SCHEMA_VERSION }]);
+      const tables = await admin.query<{ t: string }>(
+        `SELECT table_name AS t FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, [schema]);
+      assert.deepEqual(tables.rows.map((r) => r.t), ['jw_events', 'jw_operations', 'jw_schema_version', 'jw_sessions', 'jw_tasks']);
+      const owner = await stores[0]!.acquire('s-schema', { owner: 'h' });
+      await owner.append([message('one')]);
+      assert.equal((await stores[4]!.loadHistory('s-schema')).length, 1);
+      await Promise.all(stores.map((s) => s.close()));
+    });
+
+    it('refuses a schema newer than the code with schema_too_new, touching nothing', async () => {
+      const schema = freshSchema();
+      await (await openPostgresStore(url, { schema })).close();
+      await admin.query(`UPDATE "${schema}".jw_schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION + 1]);
+      await rejects(openPostgresStore(url, { schema }), 'schema_too_new');
+      const version = await admin.query(`SELECT version FROM "${schema}".jw_schema_version`);
+      assert.deepEqual(version.rows, [{ version: POSTGRES_SCHEMA_VERSION + 1 }]);
+    });
+
+    it('rejects a bad schema name and bad timeouts before connecting', async () => {
+      await rejects(openPostgresStore(url, { schema: 'x"; DROP TABLE y; --' }), 'invalid_input');
+      await rejects(openPostgresStore(url, { lockTimeoutMs: 0 }), 'invalid_input');
+      await rejects(openPostgresStore(url, { statementTimeoutMs: 1.5 }), 'invalid_input');
+    });
+  });
+
+  describe('connections', () => {
+    it('an unreachable server is store_failure; a closed store is store_closed', async () => {
+      const error = await rejects(openPostgresStore('postgres://postgres@127.0.0.1:1/nowhere', { connectTimeoutMs: 2_000 }), 'store_failure');
+      assert.ok(error instanceof Error);
+      const store = await openPostgresStore(url, { schema: freshSchema() });
+      await store.close();
+      await store.close();
+      await rejects(store.loadHistory('s'), 'store_closed');
+      await rejects(store.acquire('s', { owner: 'h' }), 'store_closed');
+    });
+
+    it('works on a pool the caller owns, and close() leaves that pool open', async () => {
+      const pool = new pg.Pool({ connectionString: url, max: 2 });
+      const store = await openPostgresStore(pool, { schema: freshSchema() });
+      const owner = await store.acquire('s-pool', { owner: 'h' });
+      await owner.append([message('on a borrowed pool')]);
+      await store.close();
+      assert.deepEqual((await pool.query('SELECT 1 AS one')).rows, [{ one: 1 }]);
+      await pool.end();
+    });
+
+    it('text PostgreSQL cannot hold (U+0000) is invalid_input, and nothing is written', async () => {
+      const store = await openPostgresStore(url, { schema: freshSchema() });
+      await rejects(store.acquire('nul\u0000session', { owner: 'h' }), 'invalid_input');
+      const owner = await store.acquire('s-nul', { owner: 'h' });
+      await rejects(owner.startTask('task\u0000x'), 'invalid_input');
+      const [event] = await owner.append([message('a NUL inside JSON text is escaped: \u0000')]);
+      assert.equal(event!.seq, 0);
+      assert.deepEqual(texts(await store.loadHistory('s-nul')), ['a NUL inside JSON text is escaped: \u0000']);
+      assert.deepEqual((await store.listSessions()).map((s) => s.sessionId), ['s-nul']);
+      await store.close();
+    });
+  });
+
+  describe('fencing', () => {
+    it('a writer whose connection is killed mid-transaction leaves nothing partial, and cannot append after a takeover even on a new connection', async () => {
+      const schema = freshSchema();
+      let killNext = false;
+      const store = await openPostgresStore(url, {
+        schema,
+        beforeCommit: async ({ backendPid }) => {
+          if (!killNext) return;
+          killNext = false;
+          const res = await admin.query<{ done: boolean }>('SELECT pg_terminate_backend($1, 10000) AS done', [backendPid]);
+          assert.equal(res.rows[0]!.done, true, 'the backend exited');
+        },
+      });
+      const a = await store.acquire('s-killed', { owner: 'a' });
+      const task = 't-killed' as TaskId;
+      await a.startTask(task);
+      await a.append([message('committed')]);
+      killNext = true;
+      // Events, a budget charge and an operation row, all in the transaction whose connection dies before COMMIT.
+      await rejects(a.commit({ events: [callDraft(task), message('lost')], budget: { taskId: task, admit: { maxOutputBytes: 16 } } }), 'store_failure');
+
+      assert.deepEqual(texts(await store.loadHistory('s-killed')), ['committed']);
+      assert.deepEqual((await a.task(task)).charged, { toolCalls: 0, toolOutputBytes: 0 });
+      const raw = await admin.query(
+        `SELECT (SELECT last_seq FROM "${schema}".jw_sessions) AS last_seq, (SELECT count(*)::int FROM "${schema}".jw_events) AS events, ` +
+          `(SELECT count(*)::int FROM "${schema}".jw_operations) AS ops, (SELECT reserved_output_bytes FROM "${schema}".jw_tasks) AS reserved`,
+      );
+      assert.deepEqual(raw.rows[0], { last_seq: '0', events: 1, ops: 0, reserved: '0' });
+
+      const other = await openPostgresStore(url, { schema });
+      const b = await other.acquire('s-killed', { owner: 'b', takeover: true });
+      assert.equal(b.epoch, a.epoch + 1);
+      // A's own store reconnects (the pool replaced the dead connection): still fenced.
+      await rejects(a.append([message('after reconnect')]), 'stale_owner');
+      await rejects(a.commit({ events: [callDraft(task)], budget: { taskId: task, admit: { maxOutputBytes: 16 } } }), 'stale_owner');
+      // A brand-new pool writing with the old epoch: fenced by the same conditional update.
+      const third = await openPostgresStore(url, { schema });
+      const backend = (third as JournalStore).backend;
+      await rejects(backend.transact('s-killed' as SessionId, {}, decideCommit({ sessionId: 's-killed' as SessionId, epoch: a.epoch }, { events: [message('old epoch')] })), 'stale_owner');
+      const [next] = await b.append([message('by b')]);
+      assert.equal(next!.seq, 1, 'no seq was consumed by the lost or stale writes');
+      assert.deepEqual(texts(await other.loadHistory('s-killed')), ['committed', 'by b']);
+      assert.deepEqual((await b.task(task)).charged, { toolCalls: 0, toolOutputBytes: 0 });
+      await Promise.all([store.close(), other.close(), third.close()]);
+    });
+
+    it('a fence attempt while a writer holds the owner row lock fails with store_busy within the lock timeout, not a hang', async () => {
+      const schema = freshSchema();
+      let hold = false;
+      let entered!: () => void;
+      const inside = new Promise<void>((resolve) => { entered = resolve; });
+      let letGo!: () => void;
+      const gate = new Promise<void>((resolve) => { letGo = resolve; });
+      const store = await openPostgresStore(url, {
+        schema,
+        beforeCommit: async () => {
+          if (!hold) return;
+          hold = false;
+          entered();
+          await gate;
+        },
+      });
+      const a = await store.acquire('s-locked', { owner: 'a' });
+      hold = true;
+      const slow = a.append([message('slow but committed')]);
+      await inside;
+
+      const fencer = await openPostgresStore(url, { schema, lockTimeoutMs: 300 });
+      const started = Date.now();
+      await rejects(fencer.acquire('s-locked', { owner: 'b', takeover: true }), 'store_busy');
+      const waited = Date.now() - started;
+      assert.ok(waited >= 250 && waited < 5_000, `waited ${waited} ms for a 300 ms lock timeout`);
+      // Readers are never blocked by the writer (MVCC) and see only committed events.
+      assert.deepEqual(await fencer.loadHistory('s-locked'), []);
+
+      letGo();
+      assert.equal((await slow)[0]!.seq, 0);
+      const b = await fencer.acquire('s-locked', { owner: 'b', takeover: true });
+      assert.equal(b.epoch, 2);
+      await rejects(a.append([message('stale')]), 'stale_owner');
+      await b.append([message('by b')]);
+      assert.deepEqual(texts(await store.loadHistory('s-locked')), ['slow but committed', 'by b']);
+      await Promise.all([store.close(), fencer.close()]);
+    });
+
+    it('a writer stalled inside its transaction is cut off by idle_in_transaction_session_timeout, freeing the lock for a takeover', async () => {
+      const schema = freshSchema();
+      let stall = false;
+      let entered!: () => void;
+      const inside = new Promise<void>((resolve) => { entered = resolve; });
+      let resume!: () => void;
+      const paused = new Promise<void>((resolve) => { resume = resolve; });
+      const store = await openPostgresStore(url, {
+        schema,
+        idleInTransactionTimeoutMs: 300,
+        beforeCommit: async () => {
+          if (!stall) return;
+          stall = false;
+          entered();
+          await paused; // like a SIGSTOP between the last write and COMMIT
+        },
+      });
+      const a = await store.acquire('s-stalled', { owner: 'a' });
+      await a.append([message('before the stall')]);
+      stall = true;
+      const stalled = a.append([message('never committed')]);
+      await inside;
+      const fencer = await openPostgresStore(url, { schema, lockTimeoutMs: 5_000 });
+      const b = await fencer.acquire('s-stalled', { owner: 'b', takeover: true });
+      assert.equal(b.epoch, 2);
+      resume(); // the writer wakes up and tries to COMMIT on a connection the server has ended
+      await rejects(stalled, 'store_failure');
+      await rejects(a.append([message('stale')]), 'stale_owner');
+      await b.append([message('by b')]);
+      assert.deepEqual(texts(await fencer.loadHistory('s-stalled')), ['before the stall', 'by b']);
+      await Promise.all([store.close(), fencer.close()]);
+    });
+
+    it('racing creators of one new session: exactly one wins, the others see session_busy (the unique violation is retried)', async () => {
+      const schema = freshSchema();
+      const stores = await Promise.all(Array.from({ length: 4 }, () => openPostgresStore(url, { schema })));
+      const results = await Promise.allSettled(stores.map((s, i) => s.acquire('s-create', { owner: `h${i}` })));
+      const won = results.filter((r) => r.status === 'fulfilled');
+      assert.equal(won.length, 1);
+      for (const r of results) if (r.status === 'rejected') assert.equal((r.reason as { code: string }).code, 'session_busy', String(r.reason));
+      const taken = await Promise.all(stores.map((s, i) => s.acquire('s-create-2', { owner: `h${i}`, takeover: true })));
+      assert.deepEqual(taken.map((o) => o.epoch).sort(), [1, 2, 3, 4]);
+      // A task started concurrently from two sessions belongs to exactly one of them.
+      const [x, y] = [await stores[0]!.acquire('s-task-x', { owner: 'x' }), await stores[1]!.acquire('s-task-y', { owner: 'y' })];
+      const starts = await Promise.allSettled([x.startTask('t-shared'), y.startTask('t-shared')]);
+      assert.equal(starts.filter((r) => r.status === 'fulfilled').length, 1);
+      for (const r of starts) if (r.status === 'rejected') assert.equal((r.reason as { code: string }).code, 'task_in_other_session');
+      await Promise.all(stores.map((s) => s.close()));
+    });
+  });
+
+  describe('integrity', () => {
+    it('detects tampering: a changed body, a deleted last row, rows beyond the head, an epoch beyond a safe integer', async () => {
+      const schema = freshSchema();
+      const store = await openPostgresStore(url, { schema });
+      const owner = await store.acquire('s-tamper', { owner: 'h' });
+      for (let i = 0; i < 5; i++) await owner.append([message(`msg-${i}`)]);
+      const expectCorrupt = async (reason: string, seq: number) => {
+        await assert.rejects(store.loadHistory('s-tamper'), (error: unknown) => {
+          assert.ok(error instanceof JournalCorruptError, String(error));
+          assert.equal(error.reason, reason, error.message);
+          assert.equal(error.seq, seq, error.message);
+          return true;
+        });
+      };
+      const E = `"${schema}".jw_events`;
+      await admin.query(`UPDATE ${E} SET body = replace(body, 'msg-3', 'msg-X') WHERE seq = 3`);
+      await expectCorrupt('hash_mismatch', 3);
+      await admin.query(`UPDATE ${E} SET body = replace(body, 'msg-X', 'msg-3') WHERE seq = 3`);
+      assert.equal((await store.loadHistory('s-tamper')).length, 5);
+
+      const last = await admin.query(`DELETE FROM ${E} WHERE seq = 4 RETURNING *`);
+      await expectCorrupt('head_mismatch', 4);
+      const r = last.rows[0] as Record<string, unknown>;
+      await admin.query(`INSERT INTO ${E} VALUES ($1, $2, $3, $4, $5, $6)`, [r.session_id, r.seq, r.event_id, r.epoch, r.body, r.hash]);
+      assert.equal((await store.loadHistory('s-tamper')).length, 5);
+
+      // A row planted beyond the head: the next append refuses to overwrite or skip it.
+      await admin.query(`INSERT INTO ${E} SELECT session_id, 5, 'evt_planted', epoch, body, hash FROM ${E} WHERE seq = 4`);
+      await rejects(owner.append([message('collides')]), 'journal_corrupt');
+      await admin.query(`DELETE FROM ${E} WHERE seq = 5`);
+      await owner.append([message('msg-5')]);
+
+      await admin.query(`UPDATE "${schema}".jw_sessions SET epoch = 9007199254740993`);
+      await rejects(store.loadHistory('s-tamper'), 'journal_corrupt');
+      await rejects(owner.append([message('x')]), 'journal_corrupt');
+      await store.close();
+    });
+
+    it('loads and verifies a 100,000-event journal in one snapshot', async (t) => {
+      const memory = createMemoryStore();
+      const writer = await memory.acquire('s-big', { owner: 'h' });
+      const batch: EventDraft[] = [];
+      const shortTurn = 't' as TurnId; // short ids keep 100,000 events within the 16 MiB history limit
+      for (let i = 0; i < 100_000; i++) {
+        batch.push({ turnId: shortTurn, kind: { type: 'user_message', text: String(i % 10) } });
+        if (batch.length === 5_000) await writer.append(batch.splice(0));
+      }
+      const jsonl = await memory.exportJsonl('s-big');
+      const store = await openPostgresStore(url, { schema: freshSchema() });
+      let started = performance.now();
+      assert.deepEqual(await store.importJsonl(jsonl, { owner: 'importer' }), { sessionId: 's-big', events: 100_000 });
+      const importMs = performance.now() - started;
+      started = performance.now();
+      const history = await store.loadHistory('s-big');
+      const loadMs = performance.now() - started;
+      assert.equal(history.length, 100_000);
+      assert.equal(history[99_999]!.seq, 99_999);
+      t.diagnostic(`import ${importMs.toFixed(0)} ms, load + verify ${loadMs.toFixed(0)} ms`);
+      assert.ok(loadMs < 10_000, `load + verify took ${loadMs} ms`);
+      const owner = await store.acquire('s-big', { owner: 'h' });
+      await rejects(owner.append([message('one too many')]), 'journal_full');
+      await store.close();
+    });
+  });
+});

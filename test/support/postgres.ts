@@ -1,0 +1,70 @@
+/**
+ * Where the PostgreSQL suites get their server: JINGWEI_PG_URL, which `npm test` (scripts/test.mjs) sets to a
+ * throwaway cluster it starts. Without it the suites are skipped with a message; with JINGWEI_PG_REQUIRED=1 (CI)
+ * they fail instead.
+ */
+import { randomBytes } from 'node:crypto';
+import { after, describe, it } from 'node:test';
+import pg from 'pg';
+
+export const PG_URL: string | undefined = process.env.JINGWEI_PG_URL || undefined;
+const REQUIRED = process.env.JINGWEI_PG_REQUIRED === '1';
+
+function unavailableReason(): string {
+  return (
+    process.env.JINGWEI_PG_SKIP_REASON ||
+    'JINGWEI_PG_URL is not set and no throwaway cluster was started (run `npm test`, which starts one when PostgreSQL ' +
+      'is installed, or set JINGWEI_PG_URL)'
+  );
+}
+
+/**
+ * Declares a PostgreSQL suite `name` whose tests `body(url)` declares when a server is configured; otherwise a
+ * skipped suite that says why, or, under JINGWEI_PG_REQUIRED=1, a failing test. Call it at a file's top level.
+ */
+export function describePostgres(name: string, body: (url: string) => void): void {
+  if (PG_URL) {
+    const url = PG_URL;
+    adminPool(url);
+    describe(name, () => body(url));
+    return;
+  }
+  if (REQUIRED) {
+    describe(name, () => {
+      it('needs PostgreSQL (JINGWEI_PG_REQUIRED=1)', () => {
+        throw new Error(`PostgreSQL is required but unavailable: ${unavailableReason()}`);
+      });
+    });
+    return;
+  }
+  describe(name, () => {
+    it('needs PostgreSQL', { skip: `PostgreSQL suite skipped: ${unavailableReason()}` }, () => {});
+  });
+}
+
+let admin: pg.Pool | undefined;
+const schemas: string[] = [];
+
+/**
+ * A pool for the test itself (tampering, killing backends), ended when the test file ends. describePostgres creates
+ * it at the top level, so the cleanup hook belongs to the file, not to whichever test first asks for it.
+ */
+export function adminPool(url: string): pg.Pool {
+  if (!admin) {
+    const pool = new pg.Pool({ connectionString: url, max: 3, statement_timeout: 30_000 });
+    pool.on('error', () => {});
+    admin = pool;
+    after(async () => {
+      for (const schema of schemas.splice(0)) await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
+      await pool.end();
+    });
+  }
+  return admin;
+}
+
+/** A fresh schema name (the store creates it on open), dropped when the test file ends. */
+export function freshSchema(): string {
+  const schema = `jw_test_${process.pid}_${schemas.length}_${randomBytes(3).toString('hex')}`;
+  schemas.push(schema);
+  return schema;
+}
