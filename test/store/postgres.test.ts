@@ -208,7 +208,7 @@ describePostgres('PostgreSQL store', (url) => {
       const paused = new Promise<void>((resolve) => { resume = resolve; });
       const store = await openPostgresStore(url, {
         schema,
-        idleInTransactionTimeoutMs: 300,
+        idleInTransactionTimeoutMs: 1_000,
         beforeCommit: async () => {
           if (!stall) return;
           stall = false;
