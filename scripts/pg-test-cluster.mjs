@@ -58,7 +58,7 @@ function runAsServerUser(file, args, options = {}) {
       argv = [SUPERUSER, '-s', '/bin/sh', '-c', [file, ...args].map(shellQuote).join(' ')];
     }
   }
-  const result = spawnSync(command, argv, { encoding: 'utf8', cwd: options.cwd ?? tmpdir(), timeout: options.timeoutMs ?? 120_000 });
+  const result = spawnSync(command, argv, { encoding: 'utf8', cwd: options.cwd ?? '/', timeout: options.timeoutMs ?? 120_000 });
   if (result.error || result.status !== 0) {
     const detail = result.error ? result.error.message : `exit ${result.status}${result.signal ? ` (${result.signal})` : ''}`;
     throw new Error(`${file} ${args.join(' ')} failed: ${detail}\n${result.stdout ?? ''}${result.stderr ?? ''}`);
@@ -93,7 +93,9 @@ export async function startPgCluster(options = {}) {
   const bin = options.bin ?? findPgBin();
   if (!bin) throw new Error('no PostgreSQL binaries found (looked at $JINGWEI_PG_BIN, /usr/lib/postgresql/*/bin, pg_config)');
   const log = options.log ?? (() => {});
-  const dir = mkdtempSync(join(tmpdir(), 'jingwei-pg-'));
+  // As root the server runs as `postgres`, which must be able to reach the directory: /tmp always is.
+  const base = process.env.JINGWEI_PG_TMPDIR ?? (isRoot() ? '/tmp' : tmpdir());
+  const dir = mkdtempSync(join(base, 'jingwei-pg-'));
   const data = join(dir, 'data');
   let started = false;
   const stop = () => {

@@ -480,7 +480,8 @@ async function migrate(pool: pg.Pool, schema: string, lockTimeoutMs: number, sta
 /**
  * Opens (creating or upgrading its tables if needed) a PostgreSQL journal. Asynchronous because the schema
  * migrations run on open. Pass a connection URL (the store creates, and on close() ends, its own pool) or a
- * `pg.Pool` you own (close() leaves it open).
+ * `pg.Pool` you own (close() leaves it open; give it an 'error' listener, as pg requires, for idle connections the
+ * server ends).
  *
  * Every write is one READ COMMITTED transaction that locks the session's owner row (`SELECT ... FOR UPDATE`), runs
  * the store's pure decision, and updates the owner row only `WHERE epoch = <read epoch> AND last_seq = <read head>`
