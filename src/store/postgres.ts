@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
+import { faultPoint } from '../fault.js';
 import { InvalidInputError, JingweiError, JournalCorruptError, StaleOwnerError, StoreBusyError, StoreUnavailableError } from '../errors.js';
 import type { SessionId, TaskId } from '../ids.js';
 import { STORE_DEFAULTS } from '../limits.js';
@@ -336,6 +337,7 @@ class PostgresBackend implements JournalBackend {
         ops.map((x) => x.taskId), ops.map((x) => x.key), ops.map((x) => x.sessionId), ops.map((x) => x.callId), ops.map((x) => x.eventId),
       ]);
     }
+    faultPoint('commit:before');
     if (this.beforeCommit) {
       const pid = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
       try {
