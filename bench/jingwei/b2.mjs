@@ -1,0 +1,120 @@
+/**
+ * B2: one durable tool call end to end (a no-op read-only tool) through the canonical runtime on SQLite, against
+ * the floor of the same number of raw synced transactions carrying the same bytes (the wire bodies of the call's
+ * own events):
+ *   - no approval: 2 transactions (call + started marker, then result), floor 2;
+ *   - with approval (an approver that approves at once): 3 transactions, floor 3;
+ *   - 16 sessions on 16 owners calling concurrently through one store and one runtime, floor: 16 concurrent lanes
+ *     of 2 raw transactions each on one connection.
+ */
+import { openSqliteStore } from '../../dist/sqlite.js';
+import { FAKE_HASH, openFloor, scratchDir } from '../lib/env.mjs';
+import { compare, timeConcurrent, timeSerial } from '../lib/stats.mjs';
+import { benchRuntime, bodiesOf, checkedCall, NOOP, NOOP_APPROVED, openRig } from './rig.mjs';
+
+/** The raw floor of one call: one IMMEDIATE transaction per group, each inserting the group's bodies. */
+function floorCall(db, insert, groups, sessionId) {
+  let seq = 0;
+  return groups.map((bodies) =>
+    db.transaction(() => {
+      for (const body of bodies) insert.run(sessionId, seq++, 'evt_floor', 1, body, FAKE_HASH);
+    }),
+  );
+}
+
+async function sampleBodies(scratch) {
+  const store = openSqliteStore(scratch.path('sample.db'));
+  try {
+    const { gateway } = await openRig(store, benchRuntime(), { sessionId: 'bench-b2-sample' });
+    return {
+      plain: bodiesOf(await checkedCall(gateway, NOOP), false),
+      approval: bodiesOf(await checkedCall(gateway, NOOP_APPROVED), true),
+    };
+  } finally {
+    await store.close();
+  }
+}
+
+export async function runB2({ runs, n, warmup, lanes = 16, concurrentN = n * 4, log }) {
+  const scratch = scratchDir('b2');
+  try {
+    const bodies = await sampleBodies(scratch);
+    const serial = (tool, groups, suffix) => [
+      {
+        name: `b2-jingwei${suffix}`,
+        label: `Jingwei \`gateway.call\`${tool === NOOP_APPROVED ? ', with approval' : ''} (${groups.length} txns)`,
+        against: `b2-floor${suffix}`,
+        prepare: async (r) => {
+          const store = openSqliteStore(scratch.path(`jingwei${suffix}-${r}.db`));
+          const { gateway } = await openRig(store, benchRuntime(), { sessionId: `bench-b2${suffix}` });
+          return {
+            measure: () => timeSerial(() => gateway.call(tool, {}), { n, warmup }),
+            close: () => store.close(),
+          };
+        },
+      },
+      {
+        name: `b2-floor${suffix}`,
+        label: `floor: ${groups.length} raw synced txns, same bytes`,
+        prepare: async (r) => {
+          const { db, insert } = openFloor(scratch.path(`floor${suffix}-${r}.db`));
+          const txns = floorCall(db, insert, groups, 'bench-b2-floor');
+          return {
+            measure: () => timeSerial(async () => { for (const t of txns) t.immediate(); }, { n, warmup }),
+            close: () => db.close(),
+          };
+        },
+      },
+    ];
+    const plain = await compare({ runs, log, variants: serial(NOOP, bodies.plain, '') });
+    const approval = await compare({ runs, log, variants: serial(NOOP_APPROVED, bodies.approval, '-approval') });
+    const concurrent = await compare({
+      runs,
+      log,
+      variants: [
+        {
+          name: 'b2-jingwei-c16',
+          label: `Jingwei, ${lanes} sessions on ${lanes} owners, concurrent`,
+          against: 'b2-floor-c16',
+          prepare: async (r) => {
+            const store = openSqliteStore(scratch.path(`jingwei-c16-${r}.db`));
+            const runtime = benchRuntime();
+            const gateways = [];
+            for (let k = 0; k < lanes; k++) {
+              gateways.push((await openRig(store, runtime, { sessionId: `bench-b2-c16-${k}`, owner: `host-${k}` })).gateway);
+            }
+            return {
+              measure: () => timeConcurrent((k) => gateways[k].call(NOOP, {}), { n: concurrentN, lanes, warmup: 1 }),
+              close: () => store.close(),
+            };
+          },
+        },
+        {
+          name: 'b2-floor-c16',
+          label: `floor: ${lanes} lanes × 2 raw synced txns`,
+          prepare: async (r) => {
+            const { db, insert } = openFloor(scratch.path(`floor-c16-${r}.db`));
+            const perLane = Array.from({ length: lanes }, (_, k) => floorCall(db, insert, bodies.plain, `bench-b2-floor-${k}`));
+            return {
+              measure: () =>
+                timeConcurrent(async (k) => {
+                  const [first, second] = perLane[k];
+                  first.immediate();
+                  await null; // the other lanes may run between a call's two transactions, as they do for Jingwei
+                  second.immediate();
+                }, { n: concurrentN, lanes, warmup: 1 }),
+              close: () => db.close(),
+            };
+          },
+        },
+      ],
+    });
+    return [
+      { id: 'B2', title: 'One durable tool call (no-op, read-only, no approval) on SQLite', ...plain },
+      { id: 'B2-approval', title: 'One durable tool call with approval (approver approves at once) on SQLite', ...approval },
+      { id: 'B2-c16', title: `${lanes} sessions on separate owners, calling concurrently (one store, one process)`, ...concurrent },
+    ];
+  } finally {
+    scratch.remove();
+  }
+}

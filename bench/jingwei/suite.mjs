@@ -1,0 +1,45 @@
+/**
+ * B1–B3: Jingwei against its storage floor. Imports only the library (../../dist) and the root's better-sqlite3,
+ * so the smoke test (test/bench/bench-smoke.test.ts) runs it without the bench/ package install.
+ */
+import { calibrateFsync } from '../lib/env.mjs';
+import { runB1 } from './b1.mjs';
+import { runB2 } from './b2.mjs';
+import { runB3 } from './b3.mjs';
+
+/** Counts per mode. Full: at least 5 runs of every benchmark; quick: every code path once or twice, in seconds. */
+export const SETTINGS = {
+  full: {
+    calibrate: 300,
+    b1: { runs: 7, n: 400, warmup: 20 },
+    b2: { runs: 7, n: 200, warmup: 10, lanes: 16, concurrentN: 640 },
+    b3: { runs: 5, n: 3, warmup: 1 },
+  },
+  quick: {
+    calibrate: 20,
+    b1: { runs: 2, n: 10, warmup: 2 },
+    b2: { runs: 2, n: 6, warmup: 1, lanes: 4, concurrentN: 8 },
+    b3: { runs: 2, n: 1, warmup: 0, events: 2000, calls: 80 },
+  },
+};
+
+/** Runs the selected benchmarks of B1–B3 and returns `{ calibration, results: [...] }`. */
+export async function runJingweiSuite({ quick = false, only = ['B1', 'B2', 'B3'], log = () => {} } = {}) {
+  const s = quick ? SETTINGS.quick : SETTINGS.full;
+  const calibration = calibrateFsync(s.calibrate);
+  log(`fdatasync calibration: p50 ${calibration.p50.toFixed(3)} ms, p99 ${calibration.p99.toFixed(3)} ms over ${calibration.count} 1 KiB appends`);
+  const results = [];
+  if (only.includes('B1')) {
+    log('B1: journal append');
+    results.push(await runB1({ ...s.b1, log }));
+  }
+  if (only.includes('B2')) {
+    log('B2: durable tool call');
+    results.push(...(await runB2({ ...s.b2, log })));
+  }
+  if (only.includes('B3')) {
+    log('B3: recovery read');
+    results.push(await runB3({ ...s.b3, log }));
+  }
+  return { calibration, results };
+}

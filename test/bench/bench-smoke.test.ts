@@ -1,0 +1,56 @@
+/**
+ * Smoke test of `npm run bench`: its quick mode runs B1–B3 (Jingwei against the storage floor) end to end through
+ * bench/run.mjs and reports numbers. It asserts that the benchmarks run and report finite figures, never a time:
+ * timings on a shared CI machine prove nothing. B4 (the peers) needs the bench/ package install and PostgreSQL,
+ * so it is left to `npm run bench`.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('../../../', import.meta.url));
+
+interface Summary { n: number; p50: number; p99: number; mean: number; opsPerSec: number }
+interface Spread { median: number; min: number; max: number }
+interface Variant { name: string; label: string; against: string | null; n: number; runs: Summary[]; median: Summary; ratio: { p50: Spread; p99: Spread; time: Spread } | null }
+interface Bench { id: string; runs: number; variants: Variant[] }
+
+const finitePositive = (value: number, what: string) => assert.ok(Number.isFinite(value) && value > 0, `${what} is ${value}`);
+
+describe('npm run bench -- --quick (B1–B3)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'jingwei-bench-smoke-'));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('runs every benchmark of B1–B3 and reports p50, p99, throughput and ratios', { timeout: 120_000 }, () => {
+    const json = join(dir, 'results.json');
+    const stdout = execFileSync(process.execPath, [join(root, 'bench', 'run.mjs'), '--quick', '--no-peers', '--no-write', '--no-build', `--json=${json}`], {
+      encoding: 'utf8',
+      env: { ...process.env, BENCH_TMPDIR: dir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const report = JSON.parse(readFileSync(json, 'utf8')) as { quick: boolean; calibration: { p50: number }; results: Bench[] };
+    assert.equal(report.quick, true);
+    finitePositive(report.calibration.p50, 'fdatasync calibration p50');
+    assert.deepEqual(report.results.map((b) => b.id), ['B1', 'B2', 'B2-approval', 'B2-c16', 'B3']);
+    for (const bench of report.results) {
+      assert.ok(bench.variants.length === 2, `${bench.id} compares two variants`);
+      for (const v of bench.variants) {
+        assert.equal(v.runs.length, bench.runs, `${v.name} measured in every run`);
+        assert.ok(v.n > 0, `${v.name} timed some operations`);
+        finitePositive(v.median.p50, `${v.name} p50`);
+        finitePositive(v.median.p99, `${v.name} p99`);
+        finitePositive(v.median.opsPerSec, `${v.name} ops/s`);
+        assert.ok(v.median.p99 >= v.median.p50 || v.runs.length > 1, `${v.name}: p99 below p50`);
+      }
+      const measured = bench.variants.filter((v) => v.ratio !== null);
+      assert.equal(measured.length, 1, `${bench.id} has one variant measured against a floor`);
+      for (const key of ['p50', 'p99', 'time'] as const) finitePositive(measured[0]!.ratio![key].median, `${bench.id} ratio ${key}`);
+    }
+    // The printed table names every benchmark.
+    for (const id of ['B1', 'B2', 'B2-approval', 'B2-c16', 'B3']) assert.match(stdout, new RegExp(`^\\| ${id} \\|`, 'm'));
+  });
+});
