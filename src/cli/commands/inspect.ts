@@ -1,0 +1,197 @@
+import { encodeToolResult } from '../../event/codec.js';
+import type { SessionEvent } from '../../event/types.js';
+import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
+import {
+  attemptsOf,
+  attentionOf,
+  attentionText,
+  callTable,
+  colourStatus,
+  colourStep,
+  decisionRows,
+  indexCalls,
+  nextStepAdvice,
+  resultWord,
+  reviewText,
+  type CallRecord,
+} from '../assessment.js';
+import { STORE_ARGUMENT, type Command, type CommandContext } from '../command.js';
+import { EXIT, UsageError, type ExitCode } from '../exit.js';
+import { num, paragraph, plural, shortId, table } from '../format.js';
+import { loadSession, matchId, withStore } from '../session.js';
+
+const needsAttention = (step: string) => step === 'needs_review' || step === 'retry_allowed';
+
+function assessedJson(c: ToolCallAssessment) {
+  return {
+    call_id: c.callId,
+    name: c.name,
+    effect: c.effect,
+    revision: c.revision,
+    task_id: c.taskId,
+    key: c.key,
+    status: c.status,
+    next_step: c.nextStep,
+    reason: c.reason,
+    attempt: c.attempt,
+    attempts: c.attempts,
+    seq: c.seq,
+    event_id: c.eventId,
+    turn_id: c.turnId,
+    result: c.result ? encodeToolResult(c.result) : null,
+  };
+}
+
+function sessionView(ctx: CommandContext, sessionId: string, assessment: SessionAssessment): ExitCode {
+  const { out, options, args } = ctx;
+  const attention = attentionOf(assessment);
+  const code = attention.total > 0 ? EXIT.findings : EXIT.ok;
+  if (options.json === true) {
+    out.line(JSON.stringify({
+      session_id: sessionId,
+      events: assessment.events,
+      tool_calls: assessment.totals.calls,
+      succeeded: assessment.totals.succeeded,
+      needs_attention: attention.total,
+      by_next_step: assessment.totals.byNextStep,
+      by_status: assessment.totals.byStatus,
+      calls: assessment.calls.map(assessedJson),
+    }, null, 2));
+    return code;
+  }
+  const s = out.style;
+  const t = assessment.totals;
+  out.line(s.bold(`Session ${sessionId}: ${plural(assessment.events, 'event')}, ${plural(t.calls, 'tool call')}, ${num(t.succeeded)} succeeded.`));
+  out.line(attention.total > 0 ? s.yellow(`Needs attention: ${attentionText(attention).replace(/^\d+/, (n) => plural(Number(n), 'call'))}.`) : s.green('Nothing needs attention.'));
+  if (assessment.calls.length === 0) return code;
+  out.line();
+  out.line(`Calls without their own success (${num(assessment.calls.length)}), in journal order:`);
+  out.line(callTable(assessment.calls, s, out.width !== undefined ? { width: out.width } : {}));
+  out.line();
+  out.line(s.dim(`One call in detail: jingwei inspect ${args.store} ${sessionId} <call>`));
+  return code;
+}
+
+function callView(ctx: CommandContext, sessionId: string, history: readonly SessionEvent[], assessment: SessionAssessment): ExitCode {
+  const { out, options, args } = ctx;
+  const calls = indexCalls(history);
+  const record = matchId([...calls.values()], (r) => r.call.id, args.call!, 'call');
+  if (!record) throw new UsageError(`no call ${JSON.stringify(args.call)} in session ${sessionId}`, `Run 'jingwei events ${args.store} ${sessionId}' to see its calls.`);
+  const byId = new Map(assessment.calls.map((c) => [c.callId as string, c]));
+  const assessed = byId.get(record.call.id) ?? null;
+  const call = record.call;
+  const op = call.operation;
+  const rows = decisionRows(call, assessed);
+  const status = assessed?.status ?? 'completed';
+  const nextStep = assessed?.nextStep ?? 'completed';
+  const attempts = attemptsOf(calls, call);
+  const attemptIndex = attempts.findIndex((a) => a.call.id === call.id) + 1;
+  const stateOf = (a: CallRecord) => {
+    const x = byId.get(a.call.id);
+    return x ? { status: x.status, next_step: x.nextStep } : { status: 'completed', next_step: 'completed' };
+  };
+  const width = out.width;
+  const code = needsAttention(nextStep) ? EXIT.findings : EXIT.ok;
+  if (options.json === true) {
+    out.line(JSON.stringify({
+      session_id: sessionId,
+      call_id: call.id,
+      name: call.name,
+      effect: op?.contract.effect ?? null,
+      revision: op?.contract.revision ?? null,
+      task_id: op?.taskId ?? null,
+      key: op?.key ?? null,
+      start_marker: op?.startMarker === true,
+      retry_of: op?.retry ? { call_id: op.retry.callId, event_id: op.retry.eventId, review: op.retry.review } : null,
+      arguments: call.arguments,
+      call_seq: record.event.seq,
+      started_seq: record.started?.seq ?? null,
+      result_seq: record.resultEvent?.seq ?? null,
+      result: record.result ? encodeToolResult(record.result) : null,
+      status,
+      next_step: nextStep,
+      reason: assessed?.reason ?? 'its own result is a success',
+      decision_rows: rows,
+      attempt: attemptIndex,
+      attempts: attempts.map((a) => ({ call_id: a.call.id, seq: a.event.seq, result: resultWord(a), ...stateOf(a) })),
+    }, null, 2));
+    return code;
+  }
+  const s = out.style;
+  const field = (name: string, value: string) => out.line(`  ${name.padEnd(10)}  ${value}`);
+  out.line(s.bold(`Call ${call.id}`) + ` in session ${sessionId}`);
+  field('tool', op ? `${call.name} (${op.contract.effect}, revision ${op.contract.revision})` : `${call.name} (legacy record: no operation)`);
+  if (op) field('operation', `task ${op.taskId}, key ${op.key}`);
+  field('arguments', JSON.stringify(call.arguments));
+  field('attempt', `${attemptIndex} of ${attempts.length}` + (op?.retry ? `, retry of ${op.retry.callId}` : ''));
+  const review = reviewText(call);
+  if (review) field('review', review);
+  const marker = op?.startMarker === true ? (record.started ? `tool_started at seq ${record.started.seq}` : 'no tool_started (the body never started)') : 'records no start marker (not the canonical runtime)';
+  field('journal', `tool_call at seq ${record.event.seq}; ${marker}; ${record.resultEvent ? `tool_result at seq ${record.resultEvent.seq}` : 'no tool_result'}`);
+  field('result', record.result ? resultWord(record) + (record.result.outcome.status === 'failed' ? ` (${record.result.outcome.code}: ${record.result.outcome.message})` : '') : 'none recorded');
+  field('status', colourStatus(status, s));
+  field('next step', colourStep(nextStep, s));
+  out.line();
+  out.line(s.bold('The decision table says:'));
+  for (const row of rows) out.line('  ' + paragraph(`${row.source}: ${row.fact} → ${row.handling}`, width === undefined ? undefined : width - 2, '    '));
+  out.line(paragraph(`${s.bold('Why:')} ${assessed?.reason ?? 'its own result is a success'}`, width, '  '));
+  out.line();
+  out.line(paragraph(`${s.bold('What a host may do:')} ${nextStepAdvice(call, assessed)}`, width, '  '));
+  if (attempts.length > 1) {
+    out.line();
+    out.line(s.bold(`Attempts of this operation (${attempts.length}):`));
+    const cells = attempts.map((a, i) => {
+      const st = stateOf(a);
+      return [`#${i + 1}`, shortId(a.call.id), String(a.event.seq), resultWord(a), colourStatus(st.status, s), colourStep(st.next_step, s), a.call.id === call.id ? '← this call' : ''];
+    });
+    out.line(table(
+      [{ header: 'ATTEMPT' }, { header: 'CALL' }, { header: 'SEQ', align: 'right' }, { header: 'RESULT' }, { header: 'STATUS' }, { header: 'NEXT STEP' }, { header: '' }],
+      cells,
+      s,
+      { indent: '  ' },
+    ));
+  }
+  return code;
+}
+
+export const inspectCommand: Command = {
+  name: 'inspect',
+  summary: 'assess a session after a crash: every call without success, its status, next step and why',
+  arguments: [
+    STORE_ARGUMENT,
+    { name: 'session', required: true, help: 'a session id, or a unique part of one' },
+    { name: 'call', required: false, help: 'a call id, or a unique part of one: show that call and the decision-table row that applies' },
+  ],
+  options: {
+    json: { type: 'boolean', help: 'print one JSON document instead of text' },
+  },
+  description: `
+Loads the session's confirmed journal, verifies it, and assesses it the way a recovering host does: every tool
+call without its own success is listed with its recovery status (completed, not_executed, outcome_unknown), the
+next step (retry_allowed, needs_review, completed, superseded, legacy) and the reason. Given a call, it shows that
+call's journal records, every attempt of its operation, the row of the seed's decision table that applies, and
+what a host may do. This command never writes: retries and reviews go through the host API.`,
+  exitCodes: `This command exits 1 when a call needs attention (retry_allowed or needs_review; for one call: that
+call), or when the journal is corrupt or its tool evidence invalid.`,
+  examples: ['jingwei inspect journal.db demo-1a2b3c4d', 'jingwei inspect journal.db demo-1a2b3c4d 9f3e2a71'],
+  async run(ctx) {
+    const { io, args, out } = ctx;
+    return withStore(args.store!, async (store) => {
+      const { history, sessionId, progress } = await loadSession(store, args.session!, io);
+      let assessment: SessionAssessment | null = null;
+      try {
+        progress.update(`assessing ${num(history.length)} events of ${sessionId}`);
+        if (history.length > 0) assessment = assessSession(history);
+      } finally {
+        progress.done();
+      }
+      if (assessment === null) {
+        if (args.call !== undefined) throw new UsageError(`session ${sessionId} has no events, so no call ${JSON.stringify(args.call)}`);
+        if (ctx.options.json === true) out.line(JSON.stringify({ session_id: sessionId, events: 0, tool_calls: 0, needs_attention: 0, calls: [] }, null, 2));
+        else out.line(`Session ${sessionId} has no events yet. Nothing needs attention.`);
+        return EXIT.ok;
+      }
+      return args.call === undefined ? sessionView(ctx, sessionId, assessment) : callView(ctx, sessionId, history, assessment);
+    });
+  },
+};

@@ -1,0 +1,116 @@
+import { JournalCorruptError } from '../../errors.js';
+import { assessSession } from '../../tool/assess.js';
+import { ToolRetryError } from '../../tool/retry-error.js';
+import { attentionOf, attentionText, type Attention } from '../assessment.js';
+import { STORE_ARGUMENT, type Command } from '../command.js';
+import { EXIT } from '../exit.js';
+import { num, plural, table } from '../format.js';
+import { Progress } from '../progress.js';
+import { withStore } from '../session.js';
+
+type Problem =
+  | { readonly kind: 'journal_corrupt'; readonly seq: number; readonly reason: string; readonly message: string }
+  | { readonly kind: 'invalid_evidence'; readonly code: string; readonly message: string };
+
+interface Row {
+  readonly sessionId: string;
+  readonly events: number;
+  readonly epoch: number;
+  readonly owner: string | null;
+  readonly held: boolean;
+  readonly attention: Attention | null;
+  readonly problem: Problem | null;
+}
+
+export const sessionsCommand: Command = {
+  name: 'sessions',
+  summary: 'list the sessions of a store, with event counts and the calls needing attention',
+  arguments: [STORE_ARGUMENT],
+  options: {
+    json: { type: 'boolean', help: 'print one JSON document instead of a table' },
+  },
+  description: `
+Lists every session in the store: how many events its journal holds, its ownership epoch and current owner, and
+how many tool calls need a host's attention (needs_review: a trusted review is required before any retry;
+retry_allowed: a host may prepare one retry). Every journal is loaded and verified on the way, so a damaged one
+shows up here with the sequence number and reason of the damage.`,
+  exitCodes: `This command exits 1 when a journal is corrupt or its tool evidence is invalid; calls needing
+attention alone do not make it fail (use 'jingwei inspect' for that).`,
+  examples: ['jingwei sessions journal.db', 'jingwei sessions journal.db --json | jq ".sessions[] | select(.needs_attention > 0)"'],
+  async run({ io, out, args, options }) {
+    return withStore(args.store!, async (store) => {
+      const sessions = await store.listSessions();
+      const total = sessions.reduce((sum, s) => sum + s.events, 0);
+      const progress = Progress.for(io, total);
+      const rows: Row[] = [];
+      try {
+        for (const [i, s] of sessions.entries()) {
+          progress.update(`checking session ${i + 1} of ${sessions.length}: ${s.sessionId} (${num(s.events)} events)`);
+          let attention: Attention | null = null;
+          let problem: Problem | null = null;
+          try {
+            const history = await store.loadHistory(s.sessionId);
+            attention = history.length === 0 ? { total: 0, needsReview: 0, retryAllowed: 0 } : attentionOf(assessSession(history));
+          } catch (error) {
+            if (error instanceof JournalCorruptError) problem = { kind: 'journal_corrupt', seq: error.seq, reason: error.reason, message: error.message };
+            else if (error instanceof ToolRetryError) problem = { kind: 'invalid_evidence', code: error.code, message: error.message };
+            else throw error;
+          }
+          rows.push({ sessionId: s.sessionId, events: s.events, epoch: s.epoch, owner: s.owner, held: s.held, attention, problem });
+        }
+      } finally {
+        progress.done();
+      }
+      const damaged = rows.filter((r) => r.problem !== null).length;
+      if (options.json === true) {
+        out.line(JSON.stringify({
+          sessions: rows.map((r) => ({
+            session_id: r.sessionId,
+            events: r.events,
+            epoch: r.epoch,
+            owner: r.owner,
+            held: r.held,
+            needs_attention: r.attention?.total ?? null,
+            needs_review: r.attention?.needsReview ?? null,
+            retry_allowed: r.attention?.retryAllowed ?? null,
+            problem: r.problem,
+          })),
+        }, null, 2));
+        return damaged > 0 ? EXIT.findings : EXIT.ok;
+      }
+      const s = out.style;
+      if (rows.length === 0) {
+        out.line('No sessions in this store.');
+        return EXIT.ok;
+      }
+      const cells = rows.map((r) => [
+        r.sessionId,
+        num(r.events),
+        String(r.epoch),
+        r.owner ?? '-',
+        r.held ? 'held' : 'released',
+        r.problem?.kind === 'journal_corrupt'
+          ? s.red(`CORRUPT at seq ${r.problem.seq} (${r.problem.reason})`)
+          : r.problem
+            ? s.red(`INVALID EVIDENCE (${r.problem.code})`)
+            : r.attention!.total > 0
+              ? s.yellow(attentionText(r.attention!))
+              : s.dim('0'),
+      ]);
+      out.line(table(
+        [{ header: 'SESSION' }, { header: 'EVENTS', align: 'right' }, { header: 'EPOCH', align: 'right' }, { header: 'OWNER' }, { header: 'STATE' }, { header: 'NEEDS ATTENTION' }],
+        cells,
+        s,
+        out.width !== undefined ? { width: out.width } : {},
+      ));
+      const attention = rows.filter((r) => (r.attention?.total ?? 0) > 0).length;
+      out.line();
+      out.line(
+        `${plural(rows.length, 'session')}, ${num(total)} events; ` +
+          `${plural(attention, 'session')} with calls needing attention` +
+          (damaged > 0 ? `; ${s.red(`${plural(damaged, 'damaged journal')}`)} (run 'jingwei verify' on it)` : ''),
+      );
+      return damaged > 0 ? EXIT.findings : EXIT.ok;
+    });
+  },
+};

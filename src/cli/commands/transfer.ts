@@ -1,0 +1,115 @@
+import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { LIMITS } from '../../limits.js';
+import { exportJournal, JournalImportError, parseJournal } from '../../store/jsonl.js';
+import { assessSession } from '../../tool/assess.js';
+import { ToolRetryError } from '../../tool/retry-error.js';
+import { attentionOf, attentionText } from '../assessment.js';
+import { STORE_ARGUMENT, type Command } from '../command.js';
+import { EXIT, StoreAccessError, UsageError } from '../exit.js';
+import { num, plural } from '../format.js';
+import { loadSession, withStore } from '../session.js';
+
+/** Writes next to the destination and renames, so a failure never leaves half a journal under the real name. */
+function writeAtomically(path: string, text: string): void {
+  const partial = `${path}.partial-${process.pid}`;
+  try {
+    writeFileSync(partial, text, { flag: 'wx' });
+    renameSync(partial, path);
+  } catch (error) {
+    rmSync(partial, { force: true });
+    throw new StoreAccessError(`cannot write ${path}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+export const exportCommand: Command = {
+  name: 'export',
+  summary: "write a session's verified journal as JSONL (stdout, or a file)",
+  arguments: [STORE_ARGUMENT, { name: 'session', required: true, help: 'a session id, or a unique part of one' }],
+  options: {
+    out: { type: 'string', short: 'o', value: 'file', help: 'write to this file instead of standard output' },
+    force: { type: 'boolean', help: 'overwrite the --out file if it exists' },
+  },
+  description: `
+Writes the session's journal as JSONL: one wire event per line, in physical order, exactly the records the Rust
+original's JSONL store writes. The journal is verified first; a damaged one is never exported. With --out the file
+appears complete or not at all.`,
+  exitCodes: 'This command exits 1 when the journal is corrupt.',
+  examples: ['jingwei export journal.db demo-1a2b3c4d > demo.jsonl', 'jingwei export journal.db demo-1a2b3c4d --out demo.jsonl'],
+  async run({ io, out, args, options }) {
+    const target = typeof options.out === 'string' ? options.out : undefined;
+    if (target !== undefined) {
+      if (target === '') throw new UsageError('jingwei export: --out needs a file name');
+      if (existsSync(target) && options.force !== true) throw new UsageError(`jingwei export: ${target} exists; add --force to overwrite it`);
+    }
+    return withStore(args.store!, async (store) => {
+      const { history, sessionId, progress } = await loadSession(store, args.session!, io);
+      progress.done();
+      const text = exportJournal(history);
+      if (target === undefined) {
+        io.stdout.write(text);
+        return EXIT.ok;
+      }
+      writeAtomically(target, text);
+      out.line(`Exported ${plural(history.length, 'event')} of session ${sessionId} to ${target} (${num(Buffer.byteLength(text))} bytes).`);
+      return EXIT.ok;
+    });
+  },
+};
+
+function readJournalFile(file: string): string {
+  let bytes: Buffer;
+  try {
+    if (file !== '-') {
+      const size = statSync(file).size;
+      // A journal holds at most 16 MiB of compact JSON; a line ending (\r\n at worst) per event on top of that.
+      const ceiling = LIMITS.maxHistoryBytes + 2 * LIMITS.maxHistoryEvents;
+      if (size > ceiling) throw new JournalImportError(1, `the file is ${num(size)} bytes; a journal holds at most ${num(LIMITS.maxHistoryBytes)} bytes of events`);
+    }
+    bytes = readFileSync(file === '-' ? 0 : file);
+  } catch (error) {
+    if (error instanceof JournalImportError) throw error;
+    throw new StoreAccessError(`cannot read ${file === '-' ? 'standard input' : file}: ${(error as Error).message}`, { cause: error });
+  }
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new JournalImportError(1, 'the file is not valid UTF-8');
+  }
+}
+
+export const importCommand: Command = {
+  name: 'import',
+  summary: "import a JSONL journal (ours, or the Rust original's) into a store, verified",
+  arguments: [STORE_ARGUMENT, { name: 'file', required: true, help: "a JSONL journal, or - for standard input" }],
+  options: {
+    session: { type: 'string', value: 'id', help: 'refuse the file unless it belongs to this session' },
+    owner: { type: 'string', value: 'name', help: 'the owner name recorded for the import (default jingwei-cli)' },
+  },
+  description: `
+Reads a JSONL journal (one wire event per line, as 'jingwei export' or the Rust original's JSONL store writes it),
+verifies all of it (every record well-formed, one session, seq 0, 1, 2, ... in order, unique event ids, within
+100,000 events and 16 MiB), and stores it as a new session with a fresh hash chain. The session is left released,
+so a host can acquire it. A SQLite store file is created if it does not exist. Nothing is written unless the whole
+file is accepted; a session that already has events is never overwritten.`,
+  exitCodes: 'This command exits 1 when the file is rejected (the first bad line is named) or the session already has events.',
+  examples: ['jingwei import journal.db demo.jsonl', 'jingwei export old.db s1 | jingwei import new.db -'],
+  async run({ out, err, args, options }) {
+    const owner = typeof options.owner === 'string' ? options.owner : 'jingwei-cli';
+    const text = readJournalFile(args.file!);
+    parseJournal(text); // rejected files never create or touch the store
+    return withStore(args.store!, async (store) => {
+      const report = await store.importJsonl(text, { owner, ...(typeof options.session === 'string' ? { sessionId: options.session } : {}) });
+      out.line(`Imported ${plural(report.events, 'event')} into session ${report.sessionId}: verified, stored with a fresh hash chain, and left released.`);
+      try {
+        const attention = attentionOf(assessSession(await store.loadHistory(report.sessionId)));
+        out.line(attention.total > 0
+          ? `Calls needing attention: ${attentionText(attention)}. Run 'jingwei inspect ${args.store} ${report.sessionId}'.`
+          : 'No calls need attention.');
+      } catch (error) {
+        if (!(error instanceof ToolRetryError)) throw error;
+        err.line(`warning: recovery will refuse to plan from this journal: ${error.message}`);
+      }
+      return EXIT.ok;
+    }, { create: true });
+  },
+};

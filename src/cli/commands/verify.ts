@@ -1,0 +1,95 @@
+import { JournalCorruptError } from '../../errors.js';
+import type { SessionStore } from '../../store/types.js';
+import { assessSession } from '../../tool/assess.js';
+import { ToolRetryError } from '../../tool/retry-error.js';
+import { STORE_ARGUMENT, type Command } from '../command.js';
+import { EXIT } from '../exit.js';
+import { num, plural } from '../format.js';
+import type { Io } from '../io.js';
+import { loadSession, withStore } from '../session.js';
+
+type Verdict =
+  | { readonly ok: true; readonly sessionId: string; readonly events: number; readonly epoch: number | null; readonly owner: string | null; readonly held: boolean; readonly calls: number }
+  | { readonly ok: false; readonly sessionId: string; readonly corruption: { readonly seq: number; readonly reason: string; readonly message: string } }
+  | { readonly ok: false; readonly sessionId: string; readonly evidence: { readonly code: string; readonly message: string } };
+
+async function verifyOne(store: SessionStore, wanted: string, io: Io): Promise<Verdict> {
+  let loaded;
+  try {
+    loaded = await loadSession(store, wanted, io);
+  } catch (error) {
+    if (error instanceof JournalCorruptError) {
+      return { ok: false, sessionId: error.sessionId, corruption: { seq: error.seq, reason: error.reason, message: error.message } };
+    }
+    throw error;
+  }
+  const { history, sessionId, summary, progress } = loaded;
+  try {
+    progress.update(`checking the tool evidence of ${num(history.length)} events`);
+    const calls = history.length === 0 ? 0 : assessSession(history).totals.calls;
+    return { ok: true, sessionId, events: history.length, epoch: summary?.epoch ?? null, owner: summary?.owner ?? null, held: summary?.held ?? false, calls };
+  } catch (error) {
+    if (error instanceof ToolRetryError) return { ok: false, sessionId, evidence: { code: error.code, message: error.detail } };
+    throw error;
+  } finally {
+    progress.done();
+  }
+}
+
+function verdictJson(v: Verdict) {
+  if (v.ok) return { session_id: v.sessionId, ok: true, events: v.events, epoch: v.epoch, owner: v.owner, held: v.held, tool_calls: v.calls };
+  if ('corruption' in v) return { session_id: v.sessionId, ok: false, corruption: v.corruption };
+  return { session_id: v.sessionId, ok: false, invalid_evidence: v.evidence };
+}
+
+export const verifyCommand: Command = {
+  name: 'verify',
+  summary: "check a session's journal: sequence, ids, hash chain, head, and the tool evidence",
+  arguments: [STORE_ARGUMENT, { name: 'session', required: false, help: 'a session id, or a unique part of one (default: every session)' }],
+  options: {
+    json: { type: 'boolean', help: 'print one JSON document instead of text' },
+  },
+  description: `
+Verifies the stored journal the way every load does, and says exactly what is wrong if anything is: events
+numbered 0, 1, 2, ... without gaps, well-formed wire JSON, one session, unique event ids, epochs never newer than
+the owner's, the hash chain from the first event to the head recorded on the owner row. The first violation is
+reported with its sequence number and reason (hash_mismatch, seq_gap, head_mismatch, order, duplicate_id,
+malformed_event, epoch, wrong_session, too_large, storage); nothing is repaired, skipped or truncated. Then the
+tool evidence is checked as recovery checks it: every result after its call, every retry pointing at the
+attempt before it, arguments and contract unchanged across attempts.`,
+  exitCodes: 'This command exits 1 when a journal is corrupt or its tool evidence is invalid.',
+  examples: ['jingwei verify journal.db demo-1a2b3c4d', 'jingwei verify journal.db            # every session'],
+  async run({ io, out, args, options }) {
+    return withStore(args.store!, async (store) => {
+      const wanted = args.session !== undefined ? [args.session] : (await store.listSessions()).map((s) => s.sessionId);
+      const verdicts: Verdict[] = [];
+      for (const id of wanted) verdicts.push(await verifyOne(store, id, io));
+      const failed = verdicts.filter((v) => !v.ok).length;
+      const code = failed > 0 ? EXIT.findings : EXIT.ok;
+      if (options.json === true) {
+        out.line(JSON.stringify(args.session !== undefined ? verdictJson(verdicts[0]!) : { sessions: verdicts.map(verdictJson) }, null, 2));
+        return code;
+      }
+      const s = out.style;
+      if (verdicts.length === 0) out.line('No sessions in this store.');
+      for (const v of verdicts) {
+        if (v.ok) {
+          out.line(`${s.green('ok')}       ${v.sessionId}: journal intact`);
+          out.line(`         ${plural(v.events, 'event')}${v.events > 0 ? ` (seq 0..${v.events - 1} contiguous, event ids unique)` : ''}; hash chain verified up to the head on the owner row`);
+          if (v.epoch !== null) out.line(`         ownership epoch ${v.epoch}, ${v.held ? `held by ${v.owner}` : `released (last owner ${v.owner ?? '-'})`}`);
+          out.line(`         tool evidence valid: ${plural(v.calls, 'tool call')}, results paired with their calls, retries chained to their previous attempts`);
+        } else if ('corruption' in v) {
+          out.line(`${s.red('CORRUPT')}  ${v.sessionId}: seq ${v.corruption.seq}, reason ${v.corruption.reason}`);
+          out.line(`         ${v.corruption.message}`);
+          out.line(`         Nothing was repaired. Keep the file for investigation; restore the session from a verified export or backup.`);
+        } else {
+          out.line(`${s.red('INVALID')}  ${v.sessionId}: tool evidence ${v.evidence.code}`);
+          out.line(`         ${v.evidence.message}`);
+          out.line(`         The journal's chain is intact, but recovery refuses to plan from this history.`);
+        }
+      }
+      if (verdicts.length > 1) out.line(`\n${plural(verdicts.length, 'session')} verified, ${failed === 0 ? s.green('all intact') : s.red(`${failed} with problems`)}.`);
+      return code;
+    });
+  },
+};

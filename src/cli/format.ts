@@ -1,0 +1,132 @@
+/** Text helpers for people: short ids, numbers, tables, one-line event summaries. */
+import type { SessionEvent, ToolResult } from '../event/types.js';
+import { visibleLength, type Style } from './io.js';
+
+/** Ids minted by the library are a prefix and a UUID; tables show the last 8 characters, which are random. */
+export function shortId(id: string): string {
+  return id.length <= 16 ? id : `…${id.slice(-8)}`;
+}
+
+export function num(n: number): string {
+  return n.toLocaleString('en-US');
+}
+
+export function plural(n: number, one: string, many = `${one}s`): string {
+  return `${num(n)} ${n === 1 ? one : many}`;
+}
+
+/** Cuts text to `max` visible characters with an ellipsis; newlines become ⏎ so one event stays one line. */
+export function clip(text: string, max: number): string {
+  const flat = text.replace(/\r?\n/g, '⏎');
+  const chars = [...flat];
+  return chars.length <= max ? flat : `${chars.slice(0, Math.max(1, max - 1)).join('')}…`;
+}
+
+export interface Column {
+  readonly header: string;
+  readonly align?: 'left' | 'right';
+}
+
+function wrap(text: string, width: number): string[] {
+  const out: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    let w = word;
+    while (visibleLength(w) > width) {
+      if (line) {
+        out.push(line);
+        line = '';
+      }
+      out.push(w.slice(0, width));
+      w = w.slice(width);
+    }
+    if (!line) line = w;
+    else if (visibleLength(line) + 1 + visibleLength(w) <= width) line += ` ${w}`;
+    else {
+      out.push(line);
+      line = w;
+    }
+  }
+  out.push(line);
+  return out;
+}
+
+/**
+ * Aligned columns with a header. With `width` (a terminal's), the last column wraps under itself; without it
+ * (a pipe or a file) every row stays on one line, so the output can be grepped.
+ */
+export function table(columns: readonly Column[], rows: readonly (readonly string[])[], style: Style, options: { width?: number; indent?: string } = {}): string {
+  const indent = options.indent ?? '';
+  const widths = columns.map((c, i) => Math.max(visibleLength(c.header), ...rows.map((r) => visibleLength(r[i] ?? ''))));
+  const pad = (text: string, i: number) => {
+    const gap = ' '.repeat(Math.max(0, widths[i]! - visibleLength(text)));
+    return columns[i]!.align === 'right' ? gap + text : text + gap;
+  };
+  const last = columns.length - 1;
+  const lead = widths.slice(0, last).reduce((sum, w) => sum + w + 2, 0);
+  const room = options.width !== undefined ? options.width - indent.length - lead : undefined;
+  const lines: string[] = [];
+  lines.push(indent + style.bold(columns.map((c, i) => (i === last ? c.header : pad(c.header, i))).join('  ')));
+  for (const row of rows) {
+    const head = row.slice(0, last).map((cell, i) => pad(cell, i)).join('  ');
+    const tail = row[last] ?? '';
+    const parts = room !== undefined && room >= 24 && visibleLength(tail) > room ? wrap(tail, room) : [tail];
+    lines.push(`${indent}${head}${last > 0 ? '  ' : ''}${parts[0]}`.trimEnd());
+    for (const part of parts.slice(1)) lines.push(`${indent}${' '.repeat(lead)}${part}`);
+  }
+  return lines.join('\n');
+}
+
+/**
+ * A paragraph for a person: wrapped to `width` (a terminal's) with `indent` on every line after the first, or one
+ * line when there is no width (pipes and files).
+ */
+export function paragraph(text: string, width: number | undefined, indent = ''): string {
+  if (width === undefined || width - indent.length < 30) return text;
+  return wrap(text, width - indent.length).join(`\n${indent}`);
+}
+
+export function outcomeText(result: ToolResult): string {
+  const o = result.outcome;
+  if (o.status === 'succeeded') return `succeeded ${clip(o.output, 60)}`;
+  return `failed ${o.category} ${o.code}: ${clip(o.message, 60)}${o.retryable ? ' (retryable)' : ''}`;
+}
+
+/** One event on one line: what happened, with the ids an operator needs next (shortened; --json has them whole). */
+export function eventSummary(event: SessionEvent, style: Style): string {
+  const k = event.kind;
+  switch (k.type) {
+    case 'tool_call': {
+      const call = k.call;
+      const op = call.operation;
+      const parts = [style.bold(call.name.padEnd(15)), `call ${shortId(call.id)}`];
+      if (op) {
+        parts.push(`${op.contract.effect}/${op.contract.revision}`, `key ${shortId(op.key)}`);
+        if (op.retry) {
+          const review = op.retry.review ? `, review ${op.retry.review.outcome} by ${clip(op.retry.review.actor, 40)}` : '';
+          parts.push(`retry of ${shortId(op.retry.callId)}${review}`);
+        }
+      } else parts.push(style.dim('legacy: no operation'));
+      parts.push(`args ${clip(JSON.stringify(call.arguments), 60)}`);
+      return parts.join('  ');
+    }
+    case 'tool_started':
+      return `call ${shortId(k.callId)}  body starting`;
+    case 'tool_result': {
+      const o = k.result.outcome;
+      const text = outcomeText(k.result);
+      return `call ${shortId(k.result.callId)}  ${o.status === 'succeeded' ? style.green(text) : style.red(text)}`;
+    }
+    case 'user_message':
+    case 'assistant_message':
+      return JSON.stringify(clip(k.text, 100));
+    case 'custom':
+      return `${k.plugin}/${k.kind}  ${clip(JSON.stringify(k.payload), 80)}`;
+    case 'opaque':
+      return style.dim(`(kept as is, not interpreted) ${clip(JSON.stringify(k.fields), 80)}`);
+  }
+}
+
+export function eventType(event: SessionEvent): string {
+  return event.kind.type === 'opaque' ? event.kind.wireType : event.kind.type;
+}

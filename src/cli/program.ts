@@ -1,0 +1,100 @@
+/** The `jingwei` program: finds the command, runs it, and turns every failure into a message and an exit code. */
+import { readFileSync } from 'node:fs';
+import { runCommand, type Command } from './command.js';
+import { eventsCommand } from './commands/events.js';
+import { inspectCommand } from './commands/inspect.js';
+import { sessionsCommand } from './commands/sessions.js';
+import { exportCommand, importCommand } from './commands/transfer.js';
+import { verifyCommand } from './commands/verify.js';
+import { demoCommand } from './demo/story.js';
+import { describeError, EXIT, EXIT_CODES_HELP, exitCodeFor, UsageError, type ExitCode } from './exit.js';
+import { Printer, type Io } from './io.js';
+
+export const COMMANDS: readonly Command[] = [
+  demoCommand,
+  sessionsCommand,
+  eventsCommand,
+  inspectCommand,
+  verifyCommand,
+  exportCommand,
+  importCommand,
+];
+
+function version(): string {
+  for (const up of ['../../package.json', '../../../package.json']) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'jingwei' && typeof pkg.version === 'string') return pkg.version;
+    } catch {
+      // try the next place
+    }
+  }
+  return 'unknown';
+}
+
+export function programHelp(): string {
+  const width = Math.max(...COMMANDS.map((c) => c.name.length));
+  return [
+    'Usage: jingwei <command> [arguments] [options]',
+    '',
+    'jingwei: a durable tool runtime for AI agents. A tool with real side effects is never silently run twice',
+    'after a crash, and whether a write happened is never lost. These commands show and check the journal.',
+    '',
+    'Commands:',
+    ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
+    '',
+    'Every store argument is a SQLite journal file or a postgres:// URL. Reading commands never write to it.',
+    "Run 'jingwei <command> --help' for a command's arguments and options.",
+    '',
+    'Options:',
+    '  -h, --help     show this help',
+    '  -V, --version  print the version',
+    '',
+    'Colour is used only on a terminal, never when NO_COLOR is set.',
+    '',
+    EXIT_CODES_HELP,
+  ].join('\n');
+}
+
+export async function main(argv: readonly string[], io: Io): Promise<ExitCode> {
+  const out = new Printer(io.stdout, io.env);
+  const err = new Printer(io.stderr, io.env);
+  const [first, ...rest] = argv;
+  if (first === undefined) {
+    err.line(programHelp());
+    return EXIT.usage;
+  }
+  if (first === '--help' || first === '-h') {
+    out.line(programHelp());
+    return EXIT.ok;
+  }
+  if (first === '--version' || first === '-V') {
+    out.line(version());
+    return EXIT.ok;
+  }
+  if (first === 'help') {
+    const named = COMMANDS.find((c) => c.name === rest[0]);
+    if (rest[0] !== undefined && !named) {
+      err.line(`jingwei: unknown command ${JSON.stringify(rest[0])}`);
+      return EXIT.usage;
+    }
+    return named ? runCommand(named, ['--help'], io) : (out.line(programHelp()), EXIT.ok);
+  }
+  const command = COMMANDS.find((c) => c.name === first);
+  try {
+    if (!command) {
+      throw new UsageError(
+        first.startsWith('-') ? `jingwei: unknown option ${first}` : `jingwei: unknown command ${JSON.stringify(first)}`,
+        `Commands: ${COMMANDS.map((c) => c.name).join(', ')}. Run 'jingwei --help' for more.`,
+      );
+    }
+    return await runCommand(command, rest, io);
+  } catch (error) {
+    const prefix = command ? `jingwei ${command.name}: ` : '';
+    const message = describeError(error);
+    err.line(`${err.style.red('error:')} ${message.startsWith('jingwei') ? message : prefix + message}`);
+    if (io.env.JINGWEI_DEBUG && error instanceof Error && error.stack) err.line(err.style.dim(error.stack));
+    return exitCodeFor(error);
+  }
+}
+

@@ -1,0 +1,71 @@
+/** Opening a store for one command, finding the session an argument names, and loading it with progress. */
+import type { SessionEvent } from '../event/types.js';
+import type { SessionStore, SessionSummary } from '../store/types.js';
+import { UsageError } from './exit.js';
+import { num } from './format.js';
+import type { Io } from './io.js';
+import { Progress } from './progress.js';
+import { openStoreFromTarget, type OpenTargetOptions } from './target.js';
+
+/** Runs `fn` with the store open, and closes it whatever happens. */
+export async function withStore<T>(target: string, fn: (store: SessionStore) => Promise<T>, options: OpenTargetOptions = {}): Promise<T> {
+  const store = await openStoreFromTarget(target, options);
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * Ids are the exact id, or any part of one that matches exactly one candidate (tables show `…` and the last 8
+ * characters; a leading `…` is ignored).
+ */
+export function matchId<T>(items: readonly T[], idOf: (item: T) => string, wanted: string, what: string): T | undefined {
+  const exact = items.find((item) => idOf(item) === wanted);
+  if (exact !== undefined) return exact;
+  const part = wanted.replace(/^(…|\.\.\.)/, '');
+  if (part.length < 4) return undefined;
+  const matches = items.filter((item) => idOf(item).includes(part));
+  if (matches.length > 1) {
+    const shown = matches.slice(0, 5).map((m) => `  ${idOf(m)}`).join('\n');
+    throw new UsageError(`${JSON.stringify(wanted)} matches ${num(matches.length)} ${what}s; give more of the id:\n${shown}`);
+  }
+  return matches[0];
+}
+
+export interface LoadedSession {
+  readonly summary: SessionSummary | null;
+  readonly sessionId: string;
+  readonly history: SessionEvent[];
+  /** Still showing the load; the caller may name further phases, and must call done() before printing. */
+  readonly progress: Progress;
+}
+
+/**
+ * Finds the session and loads its confirmed, verified journal (JournalCorruptError propagates). A session id with
+ * events but no owner row is loaded too, so that damage is reported as damage and not as "no such session".
+ */
+export async function loadSession(store: SessionStore, wanted: string, io: Io): Promise<LoadedSession> {
+  const sessions = await store.listSessions();
+  const summary = matchId(sessions, (s) => s.sessionId, wanted, 'session') ?? null;
+  const sessionId = summary?.sessionId ?? wanted;
+  const progress = Progress.for(io, summary?.events ?? 0);
+  progress.update(`loading and verifying ${num(summary?.events ?? 0)} events of ${sessionId}`);
+  let history: SessionEvent[];
+  try {
+    history = await store.loadHistory(sessionId);
+  } catch (error) {
+    progress.done();
+    throw error;
+  }
+  if (summary === null && history.length === 0) {
+    progress.done();
+    const known = sessions.slice(0, 5).map((s) => `  ${s.sessionId}`).join('\n');
+    throw new UsageError(
+      `no session ${JSON.stringify(wanted)} in this store`,
+      sessions.length === 0 ? 'The store holds no sessions.' : `Sessions (run 'jingwei sessions' for all):\n${known}`,
+    );
+  }
+  return { summary, sessionId, history, progress };
+}

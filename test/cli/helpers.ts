@@ -1,0 +1,180 @@
+/**
+ * Helpers for the CLI tests: run the compiled program as a child process, and build real SQLite stores for it.
+ * Importing this file does nothing by itself (node --test may run it as a file of no tests).
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import type { EventDraft, SessionEvent } from '../../src/event/types.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { ToolEffect } from '../../src/event/types.js';
+import { HistoryBuilder, failed, succeeded } from '../support/history.js';
+
+/** The compiled program, built from src/cli/main.ts by the same tsc run as these tests. */
+export const MAIN = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
+
+export interface Run {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** The environment of a run: no colour-forcing leftovers from the test runner's own environment. */
+function cleanEnv(extra: Record<string, string | undefined>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  delete env.NO_COLOR;
+  delete env.FORCE_COLOR;
+  delete env.JINGWEI_DEBUG;
+  for (const [k, v] of Object.entries(extra)) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  return env;
+}
+
+/** Runs `node <MAIN> ...args` to completion (stdin from `input`, if given). */
+export function cli(args: readonly string[], options: { input?: string; env?: Record<string, string | undefined>; cwd?: string } = {}): Run {
+  const result = spawnSync(process.execPath, [MAIN, ...args], {
+    encoding: 'utf8',
+    input: options.input ?? '',
+    env: cleanEnv(options.env ?? {}),
+    cwd: options.cwd,
+    maxBuffer: 256 * 1024 * 1024,
+    timeout: 120_000,
+  });
+  if (result.error) throw result.error;
+  return { code: result.status, signal: result.signal, stdout: result.stdout, stderr: result.stderr };
+}
+
+/** Same, without blocking the test process (for long runs). */
+export function cliAsync(args: readonly string[], options: { env?: Record<string, string | undefined> } = {}): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [MAIN, ...args], { env: cleanEnv(options.env ?? {}), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+}
+
+/** Is `script` (util-linux) here, to run the program on a pseudo-terminal? */
+export function haveScript(): boolean {
+  return spawnSync('script', ['--version'], { encoding: 'utf8' }).status === 0;
+}
+
+/** Runs the program on a pseudo-terminal (stdout and stderr both the terminal), `columns` wide. */
+export function cliOnTty(args: readonly string[], options: { env?: Record<string, string | undefined>; columns?: number } = {}): Run {
+  const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+  const command = `stty cols ${options.columns ?? 100}; ${[process.execPath, MAIN, ...args].map(quote).join(' ')}`;
+  const result = spawnSync('script', ['-qec', command, '/dev/null'], {
+    encoding: 'utf8',
+    env: cleanEnv({ TERM: 'xterm-256color', ...(options.env ?? {}) }),
+    maxBuffer: 64 * 1024 * 1024,
+    timeout: 120_000,
+  });
+  if (result.error) throw result.error;
+  return { code: result.status, signal: result.signal, stdout: result.stdout, stderr: result.stderr };
+}
+
+/** SGR colour sequences (ESC [ ... m). */
+export const COLOUR = /\u001b\[[0-9;]*m/;
+
+export function drafts(events: readonly SessionEvent[]): EventDraft[] {
+  return events.map((e) => ({ eventId: e.eventId, turnId: e.turnId, kind: e.kind }));
+}
+
+/** Writes sessions (id → events, kinds and ids kept; seq and session assigned by the store) to a SQLite file. */
+export async function writeStore(path: string, sessions: Record<string, readonly SessionEvent[]>, options: { release?: boolean } = {}): Promise<void> {
+  const store = openSqliteStore(path);
+  try {
+    for (const [id, events] of Object.entries(sessions)) {
+      const owner = await store.acquire(id, { owner: 'test-host' });
+      if (events.length > 0) await owner.append(drafts(events));
+      if (options.release !== false) await owner.release();
+    }
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * `alpha`: a message, then one call of each kind of outcome: a success (c-ok), an idempotent body failure
+ * (c-idem, retry_allowed), a non_idempotent call whose body started with no result (c-pay, needs_review), and a
+ * flagged non_idempotent call with no start marker (c-ship, not_executed, retry_allowed).
+ */
+export function alphaHistory(): SessionEvent[] {
+  const h = new HistoryBuilder('alpha', 'turn-a');
+  h.message('Place the order');
+  h.call({ id: 'c-ok', name: 'check_stock', key: 'k-ok', effect: ToolEffect.ReadOnly, startMarker: true, arguments: { sku: 'x' } });
+  h.started('c-ok');
+  h.result('c-ok', succeeded('{"on_hand":3}'));
+  h.call({ id: 'c-idem', name: 'create_order', key: 'k-idem', effect: ToolEffect.Idempotent, startMarker: true });
+  h.started('c-idem');
+  h.result('c-idem', failed('body_failure', true));
+  h.call({ id: 'c-pay', name: 'charge_card', key: 'k-pay', effect: ToolEffect.NonIdempotent, startMarker: true });
+  h.started('c-pay');
+  h.call({ id: 'c-ship', name: 'ship_order', key: 'k-ship', effect: ToolEffect.NonIdempotent, startMarker: true });
+  return h.build();
+}
+
+/** `quiet`: a message and one successful call. */
+export function quietHistory(): SessionEvent[] {
+  const h = new HistoryBuilder('quiet', 'turn-q');
+  h.message('hello');
+  h.call({ id: 'q-1', name: 'check_stock', key: 'k-q', effect: ToolEffect.ReadOnly, startMarker: true });
+  h.started('q-1');
+  h.result('q-1', succeeded());
+  return h.build();
+}
+
+/** Tampers through a separate raw connection, after the store is closed (as test/store/sqlite-corruption.test.ts does). */
+export function tamper(path: string, sql: string): void {
+  const raw = new Database(path);
+  try {
+    raw.exec(sql);
+  } finally {
+    raw.close();
+  }
+}
+
+/**
+ * A session of exactly `count` small events in one append (one transaction): a tool call every 100 events, each
+ * started, nine in ten with a result. Short ids keep the journal far under the 16 MiB limit.
+ */
+export async function writeBigSession(path: string, sessionId: string, count: number): Promise<{ calls: number; open: number }> {
+  const list: EventDraft[] = [];
+  let calls = 0;
+  let open = 0;
+  const turnId = 't' as EventDraft['turnId'];
+  const push = (kind: EventDraft['kind']) => list.push({ eventId: `e${list.length}` as EventDraft['eventId'] & string, turnId, kind } as EventDraft);
+  while (list.length < count) {
+    if (list.length % 100 === 0 && list.length + 3 <= count) {
+      const id = `c${calls}`;
+      push({
+        type: 'tool_call',
+        call: {
+          id: id as never,
+          name: 'probe',
+          arguments: {},
+          operation: { taskId: 'big-task' as never, key: `k${calls}` as never, contract: { effect: 'idempotent', revision: 'v1' }, retry: null, startMarker: true },
+        },
+      });
+      push({ type: 'tool_started', callId: id as never });
+      if (calls % 10 === 0) open += 1;
+      else push({ type: 'tool_result', result: { callId: id as never, outcome: { status: 'succeeded', output: 'ok' } } });
+      calls += 1;
+    } else push({ type: 'user_message', text: 'x' });
+  }
+  const store = openSqliteStore(path);
+  try {
+    const owner = await store.acquire(sessionId, { owner: 'builder' });
+    await owner.append(list);
+    await owner.release();
+  } finally {
+    await store.close();
+  }
+  return { calls, open };
+}
