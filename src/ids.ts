@@ -47,12 +47,18 @@ export function rustTrim(s: string): string {
   return s.replace(RUST_WHITE_SPACE, '');
 }
 
+/** One code unit outside Rust's White_Space: exactly when `rustTrim(s)` is non-empty, without building the trimmed copy. */
+const NOT_RUST_WHITE_SPACE = /[^\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/;
+const SURROGATE = /[\ud800-\udfff]/;
+
 /** The journal's text rule: non-empty after trimming and at most 1024 UTF-8 bytes (anchor §2 `text_valid`). */
 export function isValidText(s: unknown): s is string {
-  return typeof s === 'string' && rustTrim(s).length > 0 && utf8Length(s) <= LIMITS.maxTextBytes && !hasLoneSurrogate(s);
+  return typeof s === 'string' && NOT_RUST_WHITE_SPACE.test(s) && utf8Length(s) <= LIMITS.maxTextBytes && !hasLoneSurrogate(s);
 }
 
 export function hasLoneSurrogate(s: string): boolean {
+  // Fast path for the usual text: no surrogate code unit at all, so none is lone.
+  if (!SURROGATE.test(s)) return false;
   return /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(s);
 }
 
@@ -60,6 +66,8 @@ export function hasLoneSurrogate(s: string): boolean {
 export function checkId<T extends string>(field: string, value: unknown): T {
   if (typeof value !== 'string') throw new InvalidInputError(field, `must be a string, got ${typeof value}`);
   if (hasLoneSurrogate(value)) throw new InvalidInputError(field, 'contains a lone surrogate');
+  // PostgreSQL text cannot hold U+0000; refusing it everywhere keeps every store accepting the same ids.
+  if (value.includes('\u0000')) throw new InvalidInputError(field, 'contains U+0000');
   if (rustTrim(value).length === 0) throw new InvalidInputError(field, 'must not be empty or blank');
   const bytes = utf8Length(value);
   if (bytes > LIMITS.maxTextBytes) {

@@ -87,6 +87,7 @@ export function runStoreConformance(name: string, factory: StoreFactory): void {
       await rejects(store.acquire('   ', { owner: 'h' }), 'invalid_input');
       await rejects(store.acquire('x'.repeat(1025), { owner: 'h' }), 'invalid_input');
       await rejects(store.acquire('€'.repeat(342), { owner: 'h' }), 'invalid_input');
+      await rejects(store.acquire('nul\u0000inside', { owner: 'h' }), 'invalid_input');
       const ok = await store.acquire('😀'.repeat(256), { owner: 'h' });
       assert.equal(ok.epoch, 1);
       await rejects(store.acquire('s', { owner: '' }), 'invalid_input');

@@ -1,0 +1,85 @@
+import pg from 'pg';
+import { IdempotencyConflictError, InvalidInputError, StoreUnavailableError } from '../errors.js';
+import type { JsonValue } from '../json/types.js';
+import { idempotencyScope, type IdempotencyRequest, type IdempotentOutcome } from './idempotency.js';
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/**
+ * Deduplication for tools that write to PostgreSQL: the business write and its dedup record commit in one
+ * transaction keyed by (taskId, operation key). The dedup row is inserted first, so a concurrent attempt of the
+ * same key waits on it and then sees the committed record: two attempts of one key never both write.
+ */
+export class PostgresIdempotencyStore {
+  private constructor(readonly pool: pg.Pool, private readonly owned: boolean, private readonly table: string) {}
+
+  /** Opens on a URL (a pool of its own) or your pool, creating the dedup table in `schema` (default public). */
+  static async open(urlOrPool: string | pg.Pool, options: { schema?: string } = {}): Promise<PostgresIdempotencyStore> {
+    const schema = options.schema ?? 'public';
+    if (!IDENTIFIER.test(schema)) throw new InvalidInputError('schema', 'must be a plain SQL identifier');
+    const owned = typeof urlOrPool === 'string';
+    const pool = owned ? new pg.Pool({ connectionString: urlOrPool, max: 4 }) : urlOrPool;
+    if (owned) pool.on('error', () => {});
+    const table = `"${schema}".jw_idempotency`;
+    try {
+      await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+      await pool.query(
+        `CREATE TABLE IF NOT EXISTS ${table} (task_id TEXT NOT NULL, key TEXT NOT NULL, arguments_digest TEXT NOT NULL,
+          result JSONB NOT NULL, created_at TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (task_id, key))`,
+      );
+    } catch (error) {
+      if (owned) await pool.end();
+      throw new StoreUnavailableError('store_failure', `could not prepare ${table}: ${(error as Error).message}`, { cause: error });
+    }
+    return new PostgresIdempotencyStore(pool, owned, table);
+  }
+
+  /**
+   * Runs `write` once per (taskId, key) inside the transaction it is given; everything it writes on that client
+   * commits with the dedup record, or not at all if it throws. The same key with other arguments throws
+   * IdempotencyConflictError.
+   */
+  async run<T extends JsonValue>(request: IdempotencyRequest, write: (client: pg.PoolClient) => Promise<T>): Promise<IdempotentOutcome<T>> {
+    const scope = idempotencyScope(request);
+    const client = await this.pool.connect();
+    let done = false;
+    try {
+      await client.query('BEGIN');
+      // Waits while another transaction holds an uncommitted row for this key; sees it once that commits.
+      const claimed = await client.query(
+        `INSERT INTO ${this.table} (task_id, key, arguments_digest, result) VALUES ($1, $2, $3, 'null'::jsonb)
+         ON CONFLICT (task_id, key) DO NOTHING RETURNING 1`,
+        [scope.taskId, scope.key, scope.argumentsDigest],
+      );
+      if (claimed.rowCount === 0) {
+        const { rows } = await client.query<{ arguments_digest: string; result: T }>(
+          `SELECT arguments_digest, result FROM ${this.table} WHERE task_id = $1 AND key = $2`,
+          [scope.taskId, scope.key],
+        );
+        await client.query('ROLLBACK');
+        done = true;
+        if (rows[0]!.arguments_digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
+        return { result: rows[0]!.result, replayed: true };
+      }
+      const result = await write(client);
+      const text = JSON.stringify(result);
+      if (typeof text !== 'string') throw new InvalidInputError('result', 'the write must return a JSON value');
+      await client.query(`UPDATE ${this.table} SET result = $3::jsonb WHERE task_id = $1 AND key = $2`, [scope.taskId, scope.key, text]);
+      await client.query('COMMIT');
+      done = true;
+      return { result, replayed: false };
+    } finally {
+      if (!done) await client.query('ROLLBACK').catch(() => undefined);
+      client.release();
+    }
+  }
+
+  async count(): Promise<number> {
+    const { rows } = await this.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${this.table}`);
+    return Number(rows[0]!.n);
+  }
+
+  async close(): Promise<void> {
+    if (this.owned) await this.pool.end();
+  }
+}
