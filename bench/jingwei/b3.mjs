@@ -72,7 +72,7 @@ export function sessionDrafts(events, calls, targetBytes) {
   return { drafts, lastCallId, bytes: fixed + textBytes * messageIndexes.length };
 }
 
-export async function runB3({ runs, n, warmup, events = LIMITS.maxHistoryEvents, calls = Math.round(events * 0.04), log }) {
+export async function runB3({ runs, n, warmup, events = LIMITS.maxHistoryEvents, calls = Math.round(events * 0.005), log }) {
   const scratch = scratchDir('b3');
   const path = scratch.path('b3.db');
   const store = openSqliteStore(path);
@@ -81,6 +81,7 @@ export async function runB3({ runs, n, warmup, events = LIMITS.maxHistoryEvents,
     // Aim a little under the 16 MiB limit (LIMITS.maxHistoryBytes), scaled down with the event count in quick mode.
     const target = Math.floor((LIMITS.maxHistoryBytes - 64 * 1024) * (events / LIMITS.maxHistoryEvents));
     const { drafts, lastCallId, bytes } = sessionDrafts(events, calls, target);
+    if (bytes > LIMITS.maxHistoryBytes) throw new Error(`B3: ${events} events with ${calls} calls need ${bytes} bytes, over the limit`);
     const built = process.hrtime.bigint();
     const owner = await store.acquire(SESSION, { owner: 'bench' });
     for (let i = 0; i < drafts.length; i += 1000) await owner.append(drafts.slice(i, i + 1000));

@@ -19,7 +19,7 @@ export const SETTINGS = {
     calibrate: 20,
     b1: { runs: 2, n: 10, warmup: 2 },
     b2: { runs: 2, n: 6, warmup: 1, lanes: 4, concurrentN: 8 },
-    b3: { runs: 2, n: 1, warmup: 0, events: 2000, calls: 80 },
+    b3: { runs: 2, n: 1, warmup: 0, events: 2000, calls: 10 },
   },
 };
 

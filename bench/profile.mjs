@@ -1,0 +1,130 @@
+#!/usr/bin/env node
+/**
+ * Where the time goes: profiles one benchmark operation with V8's CPU profiler (the profiler behind
+ * `node --cpu-prof`, started through node:inspector so only the timed operations are sampled, not the setup) and
+ * prints the functions with the most self time, grouped by the library file they live in.
+ *
+ *   node bench/profile.mjs b3 [--out=DIR]     loadHistory + inspectToolRecovery on the 100,000-event session
+ *   node bench/profile.mjs b3-floor           the B3 floor (raw SELECT + JSON.parse)
+ *   node bench/profile.mjs b2 | b2-approval   durable no-op calls on SQLite
+ *   node bench/profile.mjs b1                 single-event appends
+ *
+ * Run `npm run build` first. --out=DIR also writes the .cpuprofile (open it in Chrome DevTools or speedscope).
+ * Needs only dist/ and the root's better-sqlite3.
+ */
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { join, relative } from 'node:path';
+import { encodeEventText, inspectToolRecovery, LIMITS, newEventId } from '../dist/index.js';
+import { openSqliteStore } from '../dist/sqlite.js';
+import { sessionDrafts } from './jingwei/b3.mjs';
+import { benchRuntime, NOOP, NOOP_APPROVED, openRig } from './jingwei/rig.mjs';
+import { openFloor, ROOT, scratchDir } from './lib/env.mjs';
+
+const target = process.argv[2];
+const out = process.argv.find((a) => a.startsWith('--out='))?.slice(6);
+const top = Number(process.argv.find((a) => a.startsWith('--top='))?.slice(6) ?? 25);
+
+async function prepare(scratch) {
+  switch (target) {
+    case 'b1': {
+      const store = openSqliteStore(scratch.path('b1.db'));
+      const owner = await store.acquire('p-b1', { owner: 'bench' });
+      const draft = { turnId: 'turn-b1', kind: { type: 'user_message', text: 'x'.repeat(900) } };
+      return { repeat: 1000, op: () => owner.append([draft]), close: () => store.close() };
+    }
+    case 'b2':
+    case 'b2-approval': {
+      const store = openSqliteStore(scratch.path('b2.db'));
+      const { gateway } = await openRig(store, benchRuntime(), { sessionId: 'p-b2' });
+      const tool = target === 'b2' ? NOOP : NOOP_APPROVED;
+      return { repeat: 1000, op: () => gateway.call(tool, {}), close: () => store.close() };
+    }
+    case 'b3':
+    case 'b3-floor': {
+      const store = openSqliteStore(scratch.path('b3.db'));
+      const target_ = Math.floor(LIMITS.maxHistoryBytes - 64 * 1024);
+      const { drafts, lastCallId } = sessionDrafts(LIMITS.maxHistoryEvents, 500, target_);
+      const owner = await store.acquire('p-b3', { owner: 'bench' });
+      for (let i = 0; i < drafts.length; i += 1000) await owner.append(drafts.slice(i, i + 1000));
+      if (target === 'b3') {
+        return {
+          repeat: 5,
+          op: async () => inspectToolRecovery(await store.loadHistory('p-b3'), lastCallId),
+          close: () => store.close(),
+        };
+      }
+      const floor = openFloor(scratch.path('b3.db'));
+      const select = floor.db.prepare('SELECT session_id, seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw(true);
+      return {
+        repeat: 5,
+        op: () => select.all('p-b3').map((r) => JSON.parse(r[4])),
+        close: async () => { floor.db.close(); await store.close(); },
+      };
+    }
+    default:
+      process.stderr.write('usage: node bench/profile.mjs b1|b2|b2-approval|b3|b3-floor [--out=DIR] [--top=N]\n');
+      process.exit(2);
+  }
+}
+
+/** Self time per function (ms), from the profile's samples and time deltas. */
+function selfTimes(profile) {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const self = new Map();
+  for (let i = 0; i < profile.samples.length; i++) {
+    const id = profile.samples[i];
+    self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0) / 1000);
+  }
+  const rows = new Map();
+  let total = 0;
+  for (const [id, t] of self) {
+    const { functionName, url, lineNumber } = byId.get(id).callFrame;
+    const file = url ? relative(ROOT, url.replace(/^file:\/\//, '')) : '';
+    const key = `${functionName || '(anonymous)'}\u0000${file}${file ? `:${lineNumber + 1}` : ''}`;
+    rows.set(key, (rows.get(key) ?? 0) + t);
+    total += t;
+  }
+  return { total, rows: [...rows].map(([k, t]) => ({ fn: k.split('\u0000')[0], where: k.split('\u0000')[1], ms: t })).sort((a, b) => b.ms - a.ms) };
+}
+
+/** The same self time, summed per file (native and V8 frames under their own names). */
+function byFile(rows) {
+  const files = new Map();
+  for (const r of rows) {
+    const file = r.where ? r.where.replace(/:\d+$/, '') : r.fn.startsWith('(') ? r.fn : `native: ${r.fn}`;
+    files.set(file, (files.get(file) ?? 0) + r.ms);
+  }
+  return [...files].sort((a, b) => b[1] - a[1]);
+}
+
+const scratch = scratchDir(`profile-${target}`);
+try {
+  const { repeat, op, close } = await prepare(scratch);
+  await op(); // warm up outside the profile
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 100 });
+  await session.post('Profiler.start');
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < repeat; i++) await op();
+  const wall = Number(process.hrtime.bigint() - t0) / 1e6;
+  const { profile } = await session.post('Profiler.stop');
+  session.disconnect();
+  await close();
+  if (out) {
+    const file = join(out, `${target}.cpuprofile`);
+    writeFileSync(file, JSON.stringify(profile));
+    process.stderr.write(`wrote ${file}\n`);
+  }
+  const { total, rows } = selfTimes(profile);
+  const pct = (ms) => `${((ms / total) * 100).toFixed(1)}%`;
+  process.stdout.write(`${target}: ${repeat} operations, ${wall.toFixed(0)} ms wall (${(wall / repeat).toFixed(2)} ms each), ${total.toFixed(0)} ms sampled\n\n`);
+  process.stdout.write('Self time by file:\n');
+  for (const [file, ms] of byFile(rows).slice(0, 15)) process.stdout.write(`  ${pct(ms).padStart(6)}  ${(ms / repeat).toFixed(3).padStart(9)} ms/op  ${file}\n`);
+  process.stdout.write(`\nTop ${top} functions by self time:\n`);
+  for (const r of rows.slice(0, top)) process.stdout.write(`  ${pct(r.ms).padStart(6)}  ${(r.ms / repeat).toFixed(3).padStart(9)} ms/op  ${r.fn}  ${r.where}\n`);
+} finally {
+  scratch.remove();
+}
