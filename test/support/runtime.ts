@@ -1,10 +1,9 @@
-import { openSqliteStore } from '../../src/sqlite.js';
 import type { SessionOwner, SessionStore } from '../../src/store/types.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import type { Tool, ToolBodyRequest, ToolGateway, ToolRuntimeConfig } from '../../src/tool/types.js';
 import type { JsonValue } from '../../src/json/types.js';
-import { tempDbPath } from './tmp.js';
+import type { StoreTarget } from './stores.js';
 
 export function tool(
   name: string,
@@ -20,22 +19,27 @@ export interface Rig {
   gateway: ToolGateway;
   sessionId: string;
   taskId: string;
-  path: string;
+  /** A second, independent handle on the same journal (another host). */
+  reopen(): Promise<SessionStore>;
 }
 
 let n = 0;
-/** A SQLite store, a fresh session owned by `host`, a running task, and a gateway for caller `agent`. */
-export async function rig(dir: string, config: Omit<ToolRuntimeConfig, 'grants'> & { grants?: ToolRuntimeConfig['grants'] }, limits?: { toolCalls?: number; toolOutputBytes?: number }): Promise<Rig> {
+/** A fresh journal on `target`, a session owned by `host`, a running task, and a gateway for caller `agent`. */
+export async function rig(
+  target: StoreTarget,
+  config: Omit<ToolRuntimeConfig, 'grants'> & { grants?: ToolRuntimeConfig['grants'] },
+  limits?: { toolCalls?: number; toolOutputBytes?: number },
+): Promise<Rig> {
   n += 1;
-  const path = tempDbPath(dir, 'runtime');
-  const store = openSqliteStore(path);
+  const location = target.fresh();
+  const store = await location.open();
   const sessionId = `session-${n}`;
   const taskId = `task-${n}`;
   const owner = await store.acquire(sessionId, { owner: 'host' });
   await owner.startTask(taskId, limits ? { limits } : undefined);
   const runtime = createToolRuntime({ grants: { agent: '*' }, ...config });
   const gateway = runtime.bind({ owner, taskId, caller: 'agent', turnId: `turn-${n}` });
-  return { store, owner, gateway, sessionId, taskId, path };
+  return { store, owner, gateway, sessionId, taskId, reopen: () => location.open() };
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

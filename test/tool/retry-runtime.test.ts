@@ -3,31 +3,28 @@
  * against the journal when it is used, so two hosts holding plans from one history cannot both retry).
  */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { openSqliteStore } from '../../src/sqlite.js';
+import { it } from 'node:test';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { inspectToolRecovery, prepareToolRetry } from '../../src/tool/recovery.js';
 import type { ToolApprover } from '../../src/tool/types.js';
 import { never, rig, tool } from '../support/runtime.js';
-import { tempDir } from '../support/tmp.js';
-
-const dir = tempDir();
+import { forEachStore } from '../support/stores.js';
 const review = { actor: 'ops@example.com', evidence: 'ledger query #42: no row', outcome: 'not_executed' as const };
 
-describe('retries through the runtime', () => {
+forEachStore('retries through the runtime', (target) => {
   it('the marker rule: died waiting for approval → not_executed, retried without review, approval asked again', async () => {
     let approvals = 0;
     const waiting: ToolApprover = async () => { approvals += 1; return never(); };
     let bodies = 0;
     const charge = tool('charge_card', async () => { bodies += 1; return 'charged'; },
       new ToolMetadata('charges a card', { type: 'object' }).withEffect('non_idempotent', 'cards-v1').withApproval('human'));
-    const r = await rig(dir, { tools: [charge], approvers: { human: waiting } });
+    const r = await rig(target, { tools: [charge], approvers: { human: waiting } });
     const dying = new AbortController();
     const abandoned = r.gateway.callWithOptions('charge_card', { cents: 500 }, { signal: dying.signal }).catch((e: unknown) => e);
     while ((await r.store.loadHistory(r.sessionId)).length === 0) await new Promise((res) => setTimeout(res, 5));
     // The host dies while the approver has not answered; a new host takes over.
-    const store = openSqliteStore(r.path);
+    const store = await r.reopen();
     const owner = await store.acquire(r.sessionId, { owner: 'recovering-host', takeover: true });
     dying.abort();
     assert.equal(((await abandoned) as { code: string }).code, 'recording_failed', 'the fenced host cannot record anything');
@@ -55,10 +52,10 @@ describe('retries through the runtime', () => {
     const gate = new Promise<void>((res) => { release = res; });
     const charge = tool('charge_card', async () => { await gate; return 'charged'; },
       new ToolMetadata('charges a card', { type: 'object' }).withEffect('non_idempotent', 'cards-v1'));
-    const r = await rig(dir, { tools: [charge] });
+    const r = await rig(target, { tools: [charge] });
     const pending = r.gateway.call('charge_card', { cents: 500 }).catch((e: unknown) => e);
     while ((await r.store.loadHistory(r.sessionId)).length < 2) await new Promise((res) => setTimeout(res, 5));
-    const store = openSqliteStore(r.path);
+    const store = await r.reopen();
     const owner = await store.acquire(r.sessionId, { owner: 'recovering-host', takeover: true });
     release();
     assert.equal(((await pending) as { code: string }).code, 'recording_failed', 'the fenced host cannot record its result');
@@ -81,7 +78,7 @@ describe('retries through the runtime', () => {
     let fail = true;
     const lookup = tool('lookup', async () => { if (fail) throw new TypeError('flaky'); return 'found'; },
       new ToolMetadata('reads', { type: 'object' }).withEffect('read_only', 'v1'));
-    const r = await rig(dir, { tools: [lookup] });
+    const r = await rig(target, { tools: [lookup] });
     const first = await r.gateway.call('lookup', { q: 'x' });
     const history = await r.store.loadHistory(r.sessionId);
     const planA = prepareToolRetry(history, first.call.id, null);
@@ -92,7 +89,7 @@ describe('retries through the runtime', () => {
     const before = { events: (await r.store.loadHistory(r.sessionId)).length, charged: (await r.owner.task(r.taskId)).charged };
     await assert.rejects(r.gateway.callWithOptions('lookup', { q: 'x' }, { retry: planB }), { code: 'not_latest_attempt' });
     // A second host that took over, holding the same stale plan's twin, is refused the same way.
-    const store = openSqliteStore(r.path);
+    const store = await r.reopen();
     const owner = await store.acquire(r.sessionId, { owner: 'host-b', takeover: true });
     const planC = prepareToolRetry(history, first.call.id, null);
     const runtime = createToolRuntime({ tools: [lookup], grants: { agent: '*' } });

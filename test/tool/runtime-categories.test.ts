@@ -1,17 +1,16 @@
 /**
- * One test per failure category the canonical runtime records (all 13), on SQLite: the category and code, the
+ * One test per failure category the canonical runtime records (all 13), on SQLite and PostgreSQL: the category and code, the
  * journal order (call, the tool_started marker only where the body started, result), one turn, and the ledger.
  */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { it } from 'node:test';
 import type { SessionEvent, ToolFailureCategory } from '../../src/event/types.js';
 import { ToolBodyError } from '../../src/tool/errors.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import type { ToolApprover, ToolExecution, ToolGuard } from '../../src/tool/types.js';
 import { never, rig, tool, type Rig } from '../support/runtime.js';
-import { tempDir } from '../support/tmp.js';
+import { forEachStore } from '../support/stores.js';
 
-const dir = tempDir();
 const RESERVE = 1000;
 
 async function check(
@@ -45,19 +44,19 @@ const gated = (approver: ToolApprover) => ({
   maxOutputBytes: RESERVE,
 });
 
-describe('every failure category is recorded as evidence', () => {
+forEachStore('every failure category is recorded as evidence', (target) => {
   it('unavailable: not granted to the caller (the body never starts; output refunded)', async () => {
-    const r = await rig(dir, { tools: [ok], grants: { agent: [] }, maxOutputBytes: RESERVE });
+    const r = await rig(target, { tools: [ok], grants: { agent: [] }, maxOutputBytes: RESERVE });
     await check(r, await r.gateway.call('ok', { n: 1 }), { category: 'unavailable', code: 'tool_unavailable', started: false, outputCharged: 0 });
   });
 
   it('unavailable: a name nobody registered', async () => {
-    const r = await rig(dir, { tools: [ok], maxOutputBytes: RESERVE });
+    const r = await rig(target, { tools: [ok], maxOutputBytes: RESERVE });
     await check(r, await r.gateway.call('nope', {}), { category: 'unavailable', code: 'tool_unavailable', started: false, outputCharged: 0 });
   });
 
   it('invalid_arguments: the JSON Schema rejects the arguments', async () => {
-    const r = await rig(dir, { tools: [ok], maxOutputBytes: RESERVE });
+    const r = await rig(target, { tools: [ok], maxOutputBytes: RESERVE });
     const execution = await r.gateway.call('ok', { n: 'one' });
     assert.match((execution.result.outcome as { message: string }).message, /\/n must be integer/);
     await check(r, execution, { category: 'invalid_arguments', code: 'tool_arguments_invalid', started: false, outputCharged: 0 });
@@ -70,7 +69,7 @@ describe('every failure category is recorded as evidence', () => {
       () => ({ code: 'policy_blocked', message: 'not on weekends', retryable: true }),
       () => { seen.push('never reached'); return null; },
     ];
-    const r = await rig(dir, { tools: [ok], guards, maxOutputBytes: RESERVE });
+    const r = await rig(target, { tools: [ok], guards, maxOutputBytes: RESERVE });
     const execution = await r.gateway.call('ok', { n: 1 });
     assert.deepEqual(seen, ['first:ok']);
     assert.equal((execution.result.outcome as { retryable: boolean }).retryable, true);
@@ -78,22 +77,22 @@ describe('every failure category is recorded as evidence', () => {
   });
 
   it('guard_fault: a guard throws', async () => {
-    const r = await rig(dir, { tools: [ok], guards: [() => { throw new Error('guard crashed'); }], maxOutputBytes: RESERVE });
+    const r = await rig(target, { tools: [ok], guards: [() => { throw new Error('guard crashed'); }], maxOutputBytes: RESERVE });
     await check(r, await r.gateway.call('ok', { n: 1 }), { category: 'guard_fault', code: 'tool_guard_panicked', started: false, outputCharged: 0 });
   });
 
   it('approval_unavailable: the approver cannot decide', async () => {
-    const r = await rig(dir, gated(async () => ({ decision: 'unavailable' })));
+    const r = await rig(target, gated(async () => ({ decision: 'unavailable' })));
     await check(r, await r.gateway.call('gated', {}), { category: 'approval_unavailable', code: 'tool_approval_unavailable', started: false, outputCharged: 0 });
   });
 
   it('approval_denied: the approver says no', async () => {
-    const r = await rig(dir, gated(async () => ({ decision: 'denied', code: 'human_said_no', message: 'not this one' })));
+    const r = await rig(target, gated(async () => ({ decision: 'denied', code: 'human_said_no', message: 'not this one' })));
     await check(r, await r.gateway.call('gated', {}), { category: 'approval_denied', code: 'human_said_no', started: false, outputCharged: 0 });
   });
 
   it('approval_fault: the approver throws', async () => {
-    const r = await rig(dir, gated(async () => { throw new Error('approval service crashed'); }));
+    const r = await rig(target, gated(async () => { throw new Error('approval service crashed'); }));
     await check(r, await r.gateway.call('gated', {}), { category: 'approval_fault', code: 'tool_authorizer_panicked', started: false, outputCharged: 0 });
   });
 
@@ -103,15 +102,16 @@ describe('every failure category is recorded as evidence', () => {
       signal.addEventListener('abort', () => { sawAbort = true; });
       return never();
     });
-    const r = await rig(dir, { tools: [stuck], maxOutputBytes: RESERVE });
-    const execution = await r.gateway.callWithOptions('stuck', {}, { timeoutMs: 30 });
+    const r = await rig(target, { tools: [stuck], maxOutputBytes: RESERVE });
+    // Long enough that the call and its marker are durable before the deadline, so the body does start.
+    const execution = await r.gateway.callWithOptions('stuck', {}, { timeoutMs: 500 });
     assert.equal(sawAbort, true, 'the body was told through its signal');
     assert.equal((execution.result.outcome as { retryable: boolean }).retryable, true);
     await check(r, execution, { category: 'timeout', code: 'tool_timeout', started: true, outputCharged: RESERVE });
   });
 
   it('timeout while waiting for approval: recorded without the start marker', async () => {
-    const r = await rig(dir, gated(() => never()));
+    const r = await rig(target, gated(() => never()));
     const execution = await r.gateway.callWithOptions('gated', {}, { timeoutMs: 30 });
     await check(r, execution, { category: 'timeout', code: 'tool_timeout', started: false, outputCharged: 0 });
   });
@@ -119,33 +119,33 @@ describe('every failure category is recorded as evidence', () => {
   it('cancelled: the caller aborts a running body', async () => {
     const controller = new AbortController();
     const slow = tool('slow', async () => { controller.abort(); return never(); });
-    const r = await rig(dir, { tools: [slow], maxOutputBytes: RESERVE });
+    const r = await rig(target, { tools: [slow], maxOutputBytes: RESERVE });
     const execution = await r.gateway.callWithOptions('slow', {}, { signal: controller.signal });
     await check(r, execution, { category: 'cancelled', code: 'tool_cancelled', started: true, outputCharged: RESERVE });
   });
 
   it('body_failure: the tool reports a failure', async () => {
     const failing = tool('failing', async () => { throw new ToolBodyError('lost_receipt', 'the receipt was lost', { retryable: true }); });
-    const r = await rig(dir, { tools: [failing], maxOutputBytes: RESERVE });
+    const r = await rig(target, { tools: [failing], maxOutputBytes: RESERVE });
     await check(r, await r.gateway.call('failing', {}), { category: 'body_failure', code: 'lost_receipt', started: true, outputCharged: RESERVE });
   });
 
   it('body_panic: the tool crashes', async () => {
     const crashing = tool('crashing', async () => { throw new TypeError('undefined is not a function'); });
-    const r = await rig(dir, { tools: [crashing], maxOutputBytes: RESERVE });
+    const r = await rig(target, { tools: [crashing], maxOutputBytes: RESERVE });
     await check(r, await r.gateway.call('crashing', {}), { category: 'body_panic', code: 'tool_body_panicked', started: true, outputCharged: RESERVE });
   });
 
   it('output_limit: the output is over the limit, counted in UTF-8 bytes', async () => {
     const euro = tool('euro', async () => '€'.repeat(400));
-    const r = await rig(dir, { tools: [euro], maxOutputBytes: RESERVE });
+    const r = await rig(target, { tools: [euro], maxOutputBytes: RESERVE });
     await check(r, await r.gateway.call('euro', {}), { category: 'output_limit', code: 'tool_output_limit', started: true, outputCharged: 1200 });
   });
 
   it('budget: the task is stopped while the body runs', async () => {
     let r: Rig | undefined;
     const waits = tool('waits', async () => { await r!.owner.stopTask(r!.taskId, 'operator stop'); return never(); });
-    r = await rig(dir, { tools: [waits], maxOutputBytes: RESERVE });
+    r = await rig(target, { tools: [waits], maxOutputBytes: RESERVE });
     const execution = await r.gateway.call('waits', {});
     await check(r, execution, { category: 'budget', code: 'tool_budget_stopped', started: true, outputCharged: RESERVE });
   });

@@ -1,13 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { openSqliteStore } from '../../src/sqlite.js';
 import type { ToolOperation } from '../../src/event/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { never, rig, sleep, tool } from '../support/runtime.js';
-import { tempDir } from '../support/tmp.js';
-
-const dir = tempDir();
+import { forEachStore } from '../support/stores.js';
 
 describe('ToolMetadata', () => {
   it('is immutable and defaults to the unknown contract', () => {
@@ -38,9 +35,9 @@ describe('createToolRuntime refuses an inconsistent configuration', () => {
   });
 });
 
-describe('the gateway', () => {
+forEachStore('the gateway', (target) => {
   it('shows each caller only its granted tools', async () => {
-    const r = await rig(dir, { tools: [tool('a', async () => ''), tool('b', async () => '')], grants: { agent: ['b'] } });
+    const r = await rig(target, { tools: [tool('a', async () => ''), tool('b', async () => '')], grants: { agent: ['b'] } });
     assert.deepEqual(r.gateway.schemas().map((s) => s.name), ['b']);
     await r.store.close();
   });
@@ -49,7 +46,7 @@ describe('the gateway', () => {
     const seen: Array<{ callId: string; operation: ToolOperation }> = [];
     const probe = tool('probe', async (req) => { seen.push({ callId: req.callId, operation: req.operation }); return { echoed: req.arguments }; },
       new ToolMetadata('p', { type: 'object' }).withEffect('idempotent', 'v1'));
-    const r = await rig(dir, { tools: [probe] });
+    const r = await rig(target, { tools: [probe] });
     const a = await r.gateway.call('probe', { x: 1 });
     const b = await r.gateway.call('probe', { x: 1 });
     assert.equal(a.result.outcome.status, 'succeeded');
@@ -69,7 +66,7 @@ describe('the gateway', () => {
 
   it('options only tighten: a larger timeout than the tool ceiling does not loosen it', async () => {
     const slow = tool('slow', () => never(), new ToolMetadata('s', {}).withTimeoutCeiling(20));
-    const r = await rig(dir, { tools: [slow] });
+    const r = await rig(target, { tools: [slow] });
     const execution = await r.gateway.callWithOptions('slow', {}, { timeoutMs: 60_000 });
     assert.equal((execution.result.outcome as { category: string }).category, 'timeout');
     await r.store.close();
@@ -77,7 +74,7 @@ describe('the gateway', () => {
 
   it('throws, recording nothing, for preflight errors, a stopped task and an exhausted budget', async () => {
     const t = tool('t', async () => 'x');
-    const r = await rig(dir, { tools: [t] }, { toolCalls: 1 });
+    const r = await rig(target, { tools: [t] }, { toolCalls: 1 });
     await assert.rejects(r.gateway.call('', {}), { code: 'empty_name' });
     await assert.rejects(r.gateway.call('n'.repeat(257), {}), { code: 'name_too_long' });
     await assert.rejects(r.gateway.call('t', { big: 'x'.repeat(1024 * 1024) }), { code: 'arguments_too_large' });
@@ -94,7 +91,7 @@ describe('the gateway', () => {
 
   it('a cancelled gateway admits nothing', async () => {
     const controller = new AbortController();
-    const r = await rig(dir, { tools: [tool('t', async () => 'x')] });
+    const r = await rig(target, { tools: [tool('t', async () => 'x')] });
     const runtime = createToolRuntime({ tools: [tool('t', async () => 'x')], grants: { agent: '*' } });
     const gateway = runtime.bind({ owner: r.owner, taskId: r.taskId, caller: 'agent', signal: controller.signal });
     controller.abort();
@@ -113,7 +110,7 @@ describe('the gateway', () => {
       running -= 1;
       return 'ok';
     });
-    const r = await rig(dir, { tools: [busy], maxInFlight: 16 });
+    const r = await rig(target, { tools: [busy], maxInFlight: 16 });
     const settled = await Promise.allSettled(Array.from({ length: 100 }, (_, i) => r.gateway.call('busy', { i })));
     const done = settled.filter((s) => s.status === 'fulfilled');
     const overloaded = settled.filter((s) => s.status === 'rejected');
@@ -139,10 +136,10 @@ describe('the gateway', () => {
     let entered!: () => void;
     const inBody = new Promise<void>((resolve) => { entered = resolve; });
     const held = tool('held', async () => { entered(); await gate; return 'finished'; });
-    const r = await rig(dir, { tools: [held] });
+    const r = await rig(target, { tools: [held] });
     const pending = r.gateway.call('held', {});
     await inBody;
-    const other = openSqliteStore(r.path);
+    const other = await r.reopen();
     const next = await other.acquire(r.sessionId, { owner: 'new-host', takeover: true });
     release();
     await assert.rejects(pending, (error: unknown) => {
@@ -160,15 +157,15 @@ describe('the gateway', () => {
   });
 });
 
-describe('preflight keeps every journaled call importable', () => {
+forEachStore('preflight keeps every journaled call importable', (target) => {
   it('refuses arguments nested deeper than the journal line allows, recording nothing', async () => {
-    const r = await rig(dir, { tools: [tool('t', async () => 'x')] });
+    const r = await rig(target, { tools: [tool('t', async () => 'x')] });
     const nest = (depth: number) => { let v: unknown = {}; for (let i = 1; i < depth; i++) v = { v }; return v as never; };
     const ok = await r.gateway.call('t', nest(253));
     assert.equal(ok.result.outcome.status, 'succeeded');
     await assert.rejects(r.gateway.call('t', nest(254)), { code: 'arguments_not_serializable' });
     const jsonl = await r.store.exportJsonl(r.sessionId);
-    const copy = openSqliteStore(`${r.path}.copy`);
+    const copy = await target.fresh().open();
     assert.equal((await copy.importJsonl(jsonl, { owner: 'importer' })).events, 3, 'the deepest accepted call survives export and import');
     await copy.close();
     await r.store.close();

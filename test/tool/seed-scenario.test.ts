@@ -1,50 +1,44 @@
 /**
- * The seed's scenario across real process boundaries on SQLite, and the original's fifth retry test in one
- * process: an idempotent tool writes its record and fails; a retry is denied by a fresh approval; the next retry
- * is approved and succeeds. Three attempts, one operation key, one business record.
+ * The seed's scenario across real process boundaries, on SQLite and PostgreSQL, and the original's fifth retry
+ * test in one process: an idempotent tool writes its record and fails; a retry is denied by a fresh approval; the
+ * next retry is approved and succeeds. Three attempts, one operation key, one business record.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { describe, it } from 'node:test';
-import { openSqliteStore } from '../../src/sqlite.js';
+import { it } from 'node:test';
 import type { ToolCall, ToolResult } from '../../src/event/types.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { inspectToolRecovery, prepareToolRetry } from '../../src/tool/recovery.js';
-import { countingApprover, countOrders, openBusiness, probeTool } from '../support/orders.js';
-import { tempDbPath, tempDir } from '../support/tmp.js';
+import { countingApprover, openLedger, probeTool } from '../support/orders.js';
+import { forEachStore } from '../support/stores.js';
 
-const dir = tempDir();
 const child = fileURLToPath(new URL('./children/seed-child.js', import.meta.url));
 
 interface Report { call: ToolCall; result: ToolResult; approvals: number; bodies: number; charged: { toolCalls: number } }
 
-function runPhase(journal: string, business: string, phase: number, decision: 'approve' | 'deny'): Report {
-  const out = execFileSync(process.execPath, [child, journal, business, String(phase), decision], { encoding: 'utf8' });
-  return JSON.parse(out) as Report;
-}
-
 const category = (r: ToolResult) => (r.outcome.status === 'failed' ? r.outcome.category : 'succeeded');
 
-describe("the seed's scenario", () => {
+forEachStore("the seed's scenario", (target) => {
   it('across three processes: fail after the write, retry denied, retry approved; one business record', async () => {
-    const journal = tempDbPath(dir, 'journal');
-    const business = tempDbPath(dir, 'business');
-    const a = runPhase(journal, business, 1, 'approve');
+    const location = target.fresh();
+    const runPhase = (phase: number, decision: 'approve' | 'deny'): Report =>
+      JSON.parse(execFileSync(process.execPath, [child, location.target, location.schema ?? '-', String(phase), decision], { encoding: 'utf8' })) as Report;
+    const a = runPhase(1, 'approve');
     assert.equal(category(a.result), 'body_failure');
     assert.equal(a.approvals, 1);
-    const b = runPhase(journal, business, 2, 'deny');
+    const b = runPhase(2, 'deny');
     assert.equal(category(b.result), 'approval_denied');
     assert.equal(b.approvals, 1, 'approval asked again on the first retry');
     assert.equal(b.bodies, 0);
-    const c = runPhase(journal, business, 3, 'approve');
+    const c = runPhase(3, 'approve');
     assert.equal(category(c.result), 'succeeded');
     assert.equal(c.approvals, 1, 'approval asked again on the second retry');
     assert.equal(c.bodies, 1);
 
     assert.equal(new Set([a.call.id, b.call.id, c.call.id]).size, 3, 'three call ids');
     assert.equal(new Set([a.call.operation!.key, b.call.operation!.key, c.call.operation!.key]).size, 1, 'one operation key');
-    const store = openSqliteStore(journal);
+    const store = await location.open();
     const history = await store.loadHistory('retry-session');
     const callEvent = (id: string) => history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === id)!;
     assert.equal(b.call.operation!.retry!.callId, a.call.id);
@@ -52,16 +46,19 @@ describe("the seed's scenario", () => {
     assert.equal(c.call.operation!.retry!.callId, b.call.id);
     assert.equal(c.call.operation!.retry!.eventId, callEvent(b.call.id).eventId);
     assert.equal(c.charged.toolCalls, 3, 'three attempts charged');
-    assert.equal(countOrders(business), 1, 'exactly one business record');
-    assert.equal((c.result.outcome as { output: string }).output, JSON.stringify({ orderId: 1 }), 'the stored result is replayed');
+    const ledger = await openLedger(location.target, location.schema);
+    assert.equal(await ledger.count(), 1, 'exactly one business record');
+    await ledger.close();
+    assert.deepEqual(JSON.parse((c.result.outcome as { output: string }).output), { orderId: 1 }, 'the stored result is replayed');
     assert.throws(() => prepareToolRetry(history, c.call.id, null), { code: 'completed' });
     assert.throws(() => prepareToolRetry(history, a.call.id, null), { code: 'not_latest_attempt' });
     await store.close();
   });
 
   it('explicit_retry_reuses_key_after_runtime_reopen_and_rechecks_approval_and_budget (anchor test 5)', async () => {
-    const store = openSqliteStore(tempDbPath(dir, 'journal'));
-    const business = openBusiness(tempDbPath(dir, 'business'));
+    const location = target.fresh();
+    const store = await location.open();
+    const ledger = await openLedger(location.target, location.schema);
     const owner = await store.acquire('retry-session', { owner: 'retry-agent' });
     await owner.startTask('retry-task');
     let failReceipt = true;
@@ -69,7 +66,7 @@ describe("the seed's scenario", () => {
       const approvals = { count: 0 };
       const bodies = { count: 0 };
       const runtime = createToolRuntime({
-        tools: [probeTool(business, { failReceipt: () => failReceipt, bodies })],
+        tools: [probeTool(ledger, { failReceipt: () => failReceipt, bodies })],
         grants: { 'caller-owner': ['probe'] },
         approvers: { current: countingApprover(decision, approvals) },
       });
@@ -100,11 +97,12 @@ describe("the seed's scenario", () => {
     assert.equal(c.call.operation!.key, a.call.operation!.key);
     assert.equal(c.call.operation!.retry!.callId, b.call.id);
     assert.equal(phaseC.approvals.count, 1);
-    assert.equal(business.count(), 1);
+    assert.equal(await ledger.count(), 1);
+    assert.equal(await ledger.dedupRecords(), 1);
     log = await store.loadHistory('retry-session');
     assert.throws(() => prepareToolRetry(log, c.call.id, null), { code: 'completed' });
     assert.equal((await owner.task('retry-task')).charged.toolCalls, 3);
-    business.close();
+    await ledger.close();
     await store.close();
   });
 });

@@ -2,19 +2,21 @@
  * One process of the seed's scenario. Phase 1 runs the idempotent probe, which writes its order and then fails.
  * Later phases reopen the store, take over, inspect and prepare a retry of the latest attempt, and call it with
  * the approver set to `approve` or `deny`. Prints one JSON line with what it saw.
+ * argv: <sqlite path | postgres URL> <schema or '-'> <phase> <approve | deny>
  */
-import { openSqliteStore } from '../../../src/sqlite.js';
 import { createToolRuntime } from '../../../src/tool/runtime.js';
 import { inspectToolRecovery, prepareToolRetry } from '../../../src/tool/recovery.js';
-import { countingApprover, openBusiness, probeTool } from '../../support/orders.js';
+import { countingApprover, openLedger, probeTool } from '../../support/orders.js';
+import { openTarget } from '../../support/stores.js';
 
-const [journal, businessPath, phase, decision] = process.argv.slice(2) as [string, string, string, 'approve' | 'deny'];
-const store = openSqliteStore(journal);
-const business = openBusiness(businessPath);
+const [target, schemaArg, phase, decision] = process.argv.slice(2) as [string, string, string, 'approve' | 'deny'];
+const schema = schemaArg === '-' ? undefined : schemaArg;
+const store = await openTarget(target, schema);
+const ledger = await openLedger(target, schema);
 const approvals = { count: 0 };
 const bodies = { count: 0 };
 const runtime = createToolRuntime({
-  tools: [probeTool(business, { failReceipt: () => phase === '1', bodies })],
+  tools: [probeTool(ledger, { failReceipt: () => phase === '1', bodies })],
   grants: { 'caller-owner': ['probe'] },
   approvers: { current: countingApprover(decision, approvals) },
 });
@@ -38,5 +40,5 @@ if (phase === '1') {
 const owner = await store.acquire('retry-session', { owner: 'reporter', takeover: true });
 const task = await owner.task('retry-task');
 process.stdout.write(JSON.stringify({ call: execution.call, result: execution.result, approvals: approvals.count, bodies: bodies.count, charged: task.charged }) + '\n');
-business.close();
+await ledger.close();
 await store.close();
