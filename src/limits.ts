@@ -42,3 +42,12 @@ export const TASK_DEFAULTS = {
 export const STORE_DEFAULTS = {
   busyTimeoutMs: 5_000,
 } as const;
+
+/** PostgreSQL store defaults: bounded waits surface as StoreBusyError instead of hanging. */
+export const POSTGRES_DEFAULTS = {
+  lockTimeoutMs: STORE_DEFAULTS.busyTimeoutMs,
+  statementTimeoutMs: 30_000,
+  idleInTransactionTimeoutMs: 60_000,
+  poolSize: 10,
+  connectTimeoutMs: 10_000,
+} as const;

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { faultPoint } from '../fault.js';
 import { InvalidInputError, JingweiError, JournalCorruptError, StaleOwnerError, StoreBusyError, StoreUnavailableError } from '../errors.js';
 import type { SessionId, TaskId } from '../ids.js';
-import { STORE_DEFAULTS } from '../limits.js';
+import { POSTGRES_DEFAULTS } from '../limits.js';
 import { JournalStore } from './journal-store.js';
 import type { EventRow, JournalBackend, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import type { SessionStore, TaskState } from './types.js';
@@ -12,13 +12,8 @@ import type { SessionStore, TaskState } from './types.js';
 export const POSTGRES_SCHEMA_VERSION = 1;
 
 /** Defaults of the PostgreSQL store's bounded waits (the lock wait is the store-wide busy timeout). */
-export const POSTGRES_DEFAULTS = {
-  lockTimeoutMs: STORE_DEFAULTS.busyTimeoutMs,
-  statementTimeoutMs: 30_000,
-  idleInTransactionTimeoutMs: 60_000,
-  poolSize: 10,
-  connectTimeoutMs: 10_000,
-} as const;
+
+export { POSTGRES_DEFAULTS };
 
 export interface PostgresStoreOptions {
   /**
