@@ -1,0 +1,259 @@
+/**
+ * MCP bridge (`jingwei/mcp`, peer dependency `@modelcontextprotocol/sdk` 1.x): the tools of an MCP server, over
+ * stdio or Streamable HTTP with the official SDK's client, as Jingwei tools.
+ *
+ * Trust is the host's decision about a server it configured, never the server's claim about itself. The tools of
+ * an untrusted server are all `unknown` (recovery then needs a review before retrying an uncertain call), whatever
+ * their annotations say; the MCP specification itself says annotations from untrusted servers are hints only. For
+ * a server the host marks trusted, the annotations become the contract: `readOnlyHint` → `read_only`,
+ * `idempotentHint` → `idempotent`, any other explicit hint → `non_idempotent`, no hints → `unknown`.
+ *
+ * The revision names the server and version and carries a digest of the tool's name, schemas and annotations, so
+ * a changed tool (or a new server version) gets a new revision and a retry plan made for the old one is refused
+ * with `binding_changed`.
+ */
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { InvalidInputError } from '../errors.js';
+import type { ToolEffect, ToolEffectContract } from '../event/types.js';
+import { jsonDigest } from '../json/canonical.js';
+import type { JsonObject, JsonValue } from '../json/types.js';
+import { LIMITS } from '../limits.js';
+import { truncateUtf8 } from '../text.js';
+import { ToolBodyError } from '../tool/errors.js';
+import { externalIdempotencyKey } from '../tool/idempotency.js';
+import { ToolMetadata } from '../tool/metadata.js';
+import type { Tool } from '../tool/types.js';
+
+/** The `_meta` key under which each `tools/call` carries `${taskId}:${operationKey}`, the same on every attempt. */
+export const MCP_IDEMPOTENCY_META_KEY = 'jingwei/idempotency-key';
+
+/** MCP tool annotations (hints). */
+export interface McpToolAnnotations {
+  readonly title?: string;
+  readonly readOnlyHint?: boolean;
+  readonly destructiveHint?: boolean;
+  readonly idempotentHint?: boolean;
+  readonly openWorldHint?: boolean;
+}
+
+/** What `tools/list` says about one tool (the fields this bridge reads). */
+export interface McpToolDescription {
+  readonly name: string;
+  readonly title?: string;
+  readonly description?: string;
+  readonly inputSchema: { readonly type: 'object'; readonly [key: string]: unknown };
+  readonly outputSchema?: { readonly [key: string]: unknown };
+  readonly annotations?: McpToolAnnotations;
+}
+
+export interface McpImportOptions {
+  /**
+   * The host marks this server trusted: its annotations become effect contracts. Default false: every tool is
+   * `unknown`, whatever it claims.
+   */
+  readonly trusted?: boolean;
+  /** Prefix for the Jingwei tool names (say `weather.`), to keep servers apart. Default none. */
+  readonly prefix?: string;
+  /** Import only these MCP tools (by their MCP name). Default: every tool the server lists. */
+  readonly tools?: readonly string[];
+  /**
+   * Adjusts each tool's metadata before it is used: require an approver, set ceilings, or override the contract
+   * (the host's own declaration). Receives the metadata the import derived.
+   */
+  readonly configure?: (metadata: ToolMetadata, tool: McpToolDescription) => ToolMetadata;
+}
+
+/** One imported tool, as recorded in the import's manifest. */
+export interface McpImportedTool {
+  /** The Jingwei tool name. */
+  readonly name: string;
+  readonly mcpName: string;
+  readonly contract: ToolEffectContract;
+  /** The annotations as the server sent them (null when none). */
+  readonly annotations: McpToolAnnotations | null;
+}
+
+export interface McpToolImport {
+  /** The server's self-reported identity (`initialize`), as used in the revisions. */
+  readonly server: { readonly name: string; readonly version: string };
+  readonly trusted: boolean;
+  readonly tools: Tool[];
+  /** JSON data: what was imported and the contract each tool got. Hosts can journal it as a custom event. */
+  readonly manifest: readonly McpImportedTool[];
+  /** Tools left out because their input schema cannot be validated here. */
+  readonly skipped: ReadonlyArray<{ readonly mcpName: string; readonly reason: string }>;
+}
+
+/**
+ * The effect a tool's annotations yield. Untrusted: always `unknown`. Trusted: `readOnlyHint: true` →
+ * `read_only`; `idempotentHint: true` → `idempotent`; any other explicit hint → `non_idempotent` (the
+ * specification's defaults: not read-only, not idempotent); no hint at all → `unknown`.
+ */
+export function mcpToolEffect(annotations: McpToolAnnotations | null | undefined, trusted: boolean): ToolEffect {
+  if (!trusted || annotations === null || annotations === undefined) return 'unknown';
+  if (annotations.readOnlyHint === true) return 'read_only';
+  if (annotations.idempotentHint === true) return 'idempotent';
+  const declared = [annotations.readOnlyHint, annotations.idempotentHint, annotations.destructiveHint].some((hint) => typeof hint === 'boolean');
+  return declared ? 'non_idempotent' : 'unknown';
+}
+
+/**
+ * The contract revision of a tool of a server: `mcp:<server>@<version>:<sha-256 of the canonical JSON of the
+ * tool's name, input schema, output schema and annotations>`. Server name and version are cut to 256 bytes each.
+ */
+export function mcpToolRevision(server: { name: string; version: string }, tool: McpToolDescription): string {
+  const digest = jsonDigest({
+    name: tool.name,
+    inputSchema: tool.inputSchema,
+    outputSchema: tool.outputSchema ?? null,
+    annotations: tool.annotations ?? null,
+  } as unknown as JsonValue);
+  const revision = `mcp:${truncateUtf8(server.name, 256)}@${truncateUtf8(server.version, 256)}:${digest}`;
+  return truncateUtf8(revision, LIMITS.maxTextBytes);
+}
+
+const OLDER_DRAFTS = /^https?:\/\/json-schema\.org\/(draft-0[4-7]\/)?schema#?$/;
+
+/**
+ * The input schema the runtime validates with (draft 2020-12). A `$schema` naming draft 4 to 7, which most
+ * servers send, is dropped: for the object schemas MCP tools use the drafts agree. A schema that still does not
+ * compile is reported, and its tool skipped.
+ */
+function runtimeSchema(ajv: Ajv2020, schema: McpToolDescription['inputSchema']): JsonObject | string {
+  const copy = { ...schema } as Record<string, unknown>;
+  if (typeof copy.$schema === 'string' && OLDER_DRAFTS.test(copy.$schema)) delete copy.$schema;
+  try {
+    ajv.compile(copy);
+  } catch (error) {
+    return `its input schema does not compile as JSON Schema 2020-12: ${(error as Error).message}`;
+  }
+  return copy as JsonObject;
+}
+
+interface McpContent {
+  readonly type: string;
+  readonly text?: string;
+}
+
+function contentText(content: unknown): string {
+  if (!Array.isArray(content)) return '';
+  return (content as McpContent[])
+    .filter((part) => part?.type === 'text' && typeof part.text === 'string')
+    .map((part) => part.text)
+    .join('\n');
+}
+
+function mcpFailure(error: unknown): ToolBodyError {
+  const e = error as { code?: unknown; message?: unknown };
+  const message = typeof e?.message === 'string' ? e.message : String(error);
+  const code = typeof e?.code === 'number' ? `mcp_error_${e.code}` : 'mcp_request_failed';
+  return new ToolBodyError(code, message, { cause: error });
+}
+
+/** A request timeout far beyond any runtime deadline: the call's own signal is what stops it. */
+const NO_CLIENT_TIMEOUT_MS = 2_147_483_647;
+
+/** A Jingwei tool running one MCP tool through `client`. */
+function mcpTool(client: Client, name: string, description: McpToolDescription, metadata: ToolMetadata): Tool {
+  return {
+    name,
+    metadata,
+    async execute(request, signal) {
+      let result: Awaited<ReturnType<Client['callTool']>>;
+      try {
+        result = await client.callTool(
+          {
+            name: description.name,
+            arguments: request.arguments as Record<string, unknown>,
+            _meta: { [MCP_IDEMPOTENCY_META_KEY]: externalIdempotencyKey(request) },
+          },
+          undefined,
+          { signal, timeout: NO_CLIENT_TIMEOUT_MS },
+        );
+      } catch (error) {
+        throw mcpFailure(error);
+      }
+      if (result.isError === true) {
+        throw new ToolBodyError('mcp_tool_error', contentText(result.content) || 'the MCP tool reported an error');
+      }
+      if (result.structuredContent !== undefined && result.structuredContent !== null) return result.structuredContent as JsonValue;
+      const content = Array.isArray(result.content) ? (result.content as McpContent[]) : [];
+      if (content.every((part) => part?.type === 'text')) return contentText(content);
+      return { content: content as unknown as JsonValue };
+    },
+  };
+}
+
+/** Lists every tool of a connected client (following pagination) and makes Jingwei tools of them. */
+export async function importMcpTools(client: Client, options: McpImportOptions = {}): Promise<McpToolImport> {
+  const trusted = options.trusted === true;
+  const identity = client.getServerVersion();
+  if (identity === undefined) throw new InvalidInputError('client', 'is not connected: the server has not said who it is');
+  const server = { name: identity.name, version: identity.version };
+  const listed: McpToolDescription[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.listTools(cursor === undefined ? undefined : { cursor });
+    listed.push(...(page.tools as unknown as McpToolDescription[]));
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+
+  const wanted = options.tools === undefined ? null : new Set(options.tools);
+  if (wanted !== null) {
+    for (const name of wanted) {
+      if (!listed.some((t) => t.name === name)) throw new InvalidInputError('tools', `the server lists no tool named ${JSON.stringify(name)}`);
+    }
+  }
+  const ajv = new Ajv2020({ strict: false, allErrors: false });
+  const tools: Tool[] = [];
+  const manifest: McpImportedTool[] = [];
+  const skipped: Array<{ mcpName: string; reason: string }> = [];
+  for (const description of listed) {
+    if (wanted !== null && !wanted.has(description.name)) continue;
+    const schema = runtimeSchema(ajv, description.inputSchema);
+    if (typeof schema === 'string') {
+      skipped.push({ mcpName: description.name, reason: schema });
+      continue;
+    }
+    const name = `${options.prefix ?? ''}${description.name}`;
+    const derived = new ToolMetadata(description.description ?? description.title ?? '', schema)
+      .withEffect(mcpToolEffect(description.annotations, trusted), mcpToolRevision(server, description));
+    const metadata = options.configure ? options.configure(derived, description) : derived;
+    tools.push(mcpTool(client, name, description, metadata));
+    manifest.push({ name, mcpName: description.name, contract: metadata.effect, annotations: description.annotations ?? null });
+  }
+  return { server, trusted, tools, manifest, skipped };
+}
+
+/** Where the server is: a command to run over stdio, or a Streamable HTTP endpoint. */
+export type McpServerAddress =
+  | { readonly stdio: StdioServerParameters }
+  | { readonly url: string | URL; readonly headers?: Readonly<Record<string, string>> };
+
+export interface McpConnection extends McpToolImport {
+  readonly client: Client;
+  /** Closes the client (and, over stdio, ends the server process). */
+  close(): Promise<void>;
+}
+
+/** Connects the official SDK's client to a server and imports its tools. */
+export async function connectMcpServer(
+  address: McpServerAddress,
+  options: McpImportOptions & { readonly clientInfo?: { readonly name: string; readonly version: string } } = {},
+): Promise<McpConnection> {
+  const client = new Client(options.clientInfo ?? { name: 'jingwei', version: '0.1.0' });
+  const transport = 'stdio' in address
+    ? new StdioClientTransport(address.stdio)
+    : new StreamableHTTPClientTransport(new URL(address.url), address.headers ? { requestInit: { headers: { ...address.headers } } } : undefined);
+  await client.connect(transport);
+  try {
+    const imported = await importMcpTools(client, options);
+    return { ...imported, client, close: () => client.close() };
+  } catch (error) {
+    await client.close().catch(() => undefined);
+    throw error;
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * OpenAI Agents SDK bridge (`jingwei/openai-agents`, peer dependency `@openai/agents`): a ToolGateway's tools as
+ * function tools whose `execute` goes through `gateway.call`. Approval stays with Jingwei's approvers, asked on
+ * every attempt and journaled; the SDK's own `needsApproval` is never set, so it cannot bypass or replay them.
+ */
+import { tool, type FunctionTool } from '@openai/agents';
+import { InvalidInputError } from '../errors.js';
+import type { JsonValue } from '../json/types.js';
+import type { ToolExecution, ToolGateway } from '../tool/types.js';
+import { runForModel, ToolCallFailedError, ToolRuntimeHaltedError } from './outcome.js';
+import { objectSchema, selectSchemas } from './schema.js';
+
+export interface OpenAiAgentsToolsOptions {
+  /** Only these tools (each must be granted to the gateway's caller). Default: every tool the caller may use. */
+  readonly tools?: readonly string[];
+  /** Tighten the runtime's timeout for every call through these tools. */
+  readonly timeoutMs?: number;
+  /** Tighten the runtime's output limit for every call through these tools. */
+  readonly maxOutputBytes?: number;
+  /** Host side only: every recorded execution, with the SDK's call id when it has one. Never shown to the model. */
+  readonly onExecution?: (execution: ToolExecution, context: { readonly toolCallId: string | null }) => void;
+}
+
+/** The SDK's function tool names allow only [A-Za-z0-9_]; others are replaced by `_` (as the SDK itself does). */
+function functionToolName(name: string): string {
+  return name.replace(/[^a-zA-Z0-9]/g, '_');
+}
+
+/**
+ * The gateway's tools as OpenAI Agents SDK function tools (non-strict JSON Schema parameters; the runtime
+ * validates). A success returns the recorded output text. A recorded failure becomes the tool's output, read by
+ * the model as "category (code): message" and whether the tool ran. A call the runtime refused to admit or record
+ * (budget, stopped task, stale owner, storage) fails the run with ToolRuntimeHaltedError.
+ */
+export function openAiAgentsTools(gateway: ToolGateway, options: OpenAiAgentsToolsOptions = {}): FunctionTool[] {
+  const seen = new Map<string, string>();
+  return selectSchemas(gateway, options.tools).map((schema) => {
+    const name = schema.name;
+    const exposed = functionToolName(name);
+    const clash = seen.get(exposed);
+    if (clash !== undefined) {
+      throw new InvalidInputError('tools', `${JSON.stringify(clash)} and ${JSON.stringify(name)} both become the function tool name ${exposed}`);
+    }
+    seen.set(exposed, name);
+    const parameters = { type: 'object', ...objectSchema(schema.inputSchema) };
+    return tool({
+      name: exposed,
+      description: schema.description,
+      parameters: parameters as never,
+      strict: false,
+      needsApproval: false,
+      async execute(input: unknown, _context, details) {
+        const outcome = await runForModel(
+          name,
+          () => gateway.callWithOptions(name, input as JsonValue, {
+            ...(details?.signal ? { signal: details.signal } : {}),
+            ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
+            ...(options.maxOutputBytes !== undefined ? { maxOutputBytes: options.maxOutputBytes } : {}),
+          }),
+          options.onExecution ? (execution) => options.onExecution!(execution, { toolCallId: details?.toolCall?.callId ?? null }) : undefined,
+        );
+        if (!outcome.ok) throw new ToolCallFailedError(name, outcome);
+        return outcome.output;
+      },
+      // A recorded failure is model-facing text; a halted runtime fails the run; an SDK-side refusal before the
+      // call (say, arguments that are not JSON) is reported to the model as the SDK reports it.
+      errorFunction(_context, error) {
+        if (error instanceof ToolCallFailedError) return error.message;
+        if (error instanceof ToolRuntimeHaltedError) throw error;
+        const message = error instanceof Error ? error.message : String(error);
+        return `Tool ${JSON.stringify(name)} could not be called: ${message}. The tool did not run.`;
+      },
+    }) as FunctionTool;
+  });
+}

@@ -1,0 +1,123 @@
+/**
+ * What a model may read about one tool call, for every bridge and the reference agent: the recorded output, or
+ * the failure's category, code and message with one sentence on whether the tool ran. Never the call id, the
+ * operation key, a retry plan or a review: those stay with the host (SPEC §6).
+ */
+import type { ToolFailureCategory } from '../event/types.js';
+import { LIMITS } from '../limits.js';
+import { truncateUtf8 } from '../text.js';
+import { ToolPreflightError } from '../tool/errors.js';
+import type { ToolExecution } from '../tool/types.js';
+
+export type ModelFacingOutcome =
+  | { readonly ok: true; readonly output: string }
+  | {
+      readonly ok: false;
+      /** The whole model-facing sentence. */
+      readonly text: string;
+      /** A recorded failure's category, or `preflight` for a call refused before anything was recorded. */
+      readonly category: ToolFailureCategory | 'preflight';
+      readonly code: string;
+      readonly message: string;
+      /** Whether the body started (its `tool_started` marker is journaled): its effects may then have happened. */
+      readonly started: boolean;
+    };
+
+/** The tool name as quoted to the model: cut to the name limit (a model can send any name). */
+const quoted = (name: string) => JSON.stringify(truncateUtf8(name, LIMITS.maxToolNameBytes));
+/** One sentence: no trailing period of its own before ours. */
+const sentence = (message: string) => message.replace(/[.\s]+$/, '');
+
+/** The model-facing text of a recorded failure. */
+export function describeToolFailure(name: string, failure: { category: string; code: string; message: string }, started: boolean): string {
+  const ran = started
+    ? 'The tool started, so it may have taken effect before failing; check before doing it again.'
+    : 'The tool did not run.';
+  return `Tool ${quoted(name)} failed: ${failure.category} (${failure.code}): ${sentence(failure.message)}. ${ran}`;
+}
+
+/**
+ * A call refused by preflight (an empty or over-long name, arguments too large or not JSON): nothing was recorded,
+ * and the model may correct its call.
+ */
+export function preflightFailure(name: string, error: { code: string; message: string }): Extract<ModelFacingOutcome, { ok: false }> {
+  return {
+    ok: false,
+    text: `Tool ${quoted(name)} was refused before it ran: preflight (${error.code}): ${sentence(error.message)}. The tool did not run.`,
+    category: 'preflight',
+    code: error.code,
+    message: error.message,
+    started: false,
+  };
+}
+
+/** Reduces an execution to what the model may see. */
+export function modelFacingOutcome(execution: ToolExecution): ModelFacingOutcome {
+  const outcome = execution.result.outcome;
+  if (outcome.status === 'succeeded') return { ok: true, output: outcome.output };
+  const started = execution.startedEvent !== null;
+  return {
+    ok: false,
+    text: describeToolFailure(execution.call.name, outcome, started),
+    category: outcome.category,
+    code: outcome.code,
+    message: outcome.message,
+    started,
+  };
+}
+
+/**
+ * A recorded tool failure, thrown by a bridge's tool so the framework reports it to the model as an error.
+ * Its message is the model-facing text; it carries nothing the model must not see. The journal already holds the
+ * call and its result; hosts that need them use the bridge's `onExecution` option.
+ */
+export class ToolCallFailedError extends Error {
+  override readonly name = 'ToolCallFailedError';
+  readonly tool: string;
+  readonly category: ToolFailureCategory | 'preflight';
+  readonly code: string;
+  readonly started: boolean;
+
+  constructor(tool: string, failure: Extract<ModelFacingOutcome, { ok: false }>) {
+    super(failure.text);
+    this.tool = tool;
+    this.category = failure.category;
+    this.code = failure.code;
+    this.started = failure.started;
+  }
+}
+
+/**
+ * A call the runtime refused to admit or record (budget exhausted, task stopped, stale owner, storage failure,
+ * overload, a closed gateway): nothing more should run in this session until the host looks. `cause` holds the original error; the
+ * message is model-safe.
+ */
+export class ToolRuntimeHaltedError extends Error {
+  override readonly name = 'ToolRuntimeHaltedError';
+  readonly tool: string;
+  /** The original error's code, when it has one (e.g. `budget_exhausted`, `stale_owner`, `recording_failed`). */
+  readonly code: string;
+
+  constructor(tool: string, cause: unknown) {
+    const code = typeof (cause as { code?: unknown })?.code === 'string' ? (cause as { code: string }).code : 'runtime_error';
+    super(`Tool ${JSON.stringify(tool)} could not be run: the tool runtime refused the call (${code}). Do not call tools again.`, { cause });
+    this.tool = tool;
+    this.code = code;
+  }
+}
+
+/**
+ * Runs one gateway call for a framework tool: the model-facing outcome, or a ToolRuntimeHaltedError (model-safe,
+ * the original as `cause`) when the runtime refused to admit or record it.
+ */
+export async function runForModel(tool: string, call: () => Promise<ToolExecution>, onExecution?: (execution: ToolExecution) => void): Promise<ModelFacingOutcome> {
+  let execution: ToolExecution;
+  try {
+    execution = await call();
+  } catch (error) {
+    if (error instanceof ToolPreflightError) return preflightFailure(tool, error);
+    throw new ToolRuntimeHaltedError(tool, error);
+  }
+  onExecution?.(execution);
+  return modelFacingOutcome(execution);
+}

@@ -1,0 +1,26 @@
+import { InvalidInputError } from '../errors.js';
+import type { JsonObject } from '../json/types.js';
+import type { JsonSchema } from '../tool/metadata.js';
+import type { ToolGateway, ToolSchema } from '../tool/types.js';
+
+/**
+ * A tool's argument schema as an object schema, for frameworks that only take objects: `true` (anything) becomes
+ * the empty schema, `false` a schema nothing satisfies. The runtime still validates against the tool's own schema.
+ */
+export function objectSchema(schema: JsonSchema): JsonObject {
+  if (schema === true) return {};
+  if (schema === false) return { not: {} };
+  return schema;
+}
+
+/** The gateway's tools, restricted to `only` when given; a name in `only` that the caller may not use is an error. */
+export function selectSchemas(gateway: ToolGateway, only: readonly string[] | undefined): ToolSchema[] {
+  const schemas = gateway.schemas();
+  if (only === undefined) return schemas;
+  const byName = new Map(schemas.map((s) => [s.name, s]));
+  return only.map((name) => {
+    const schema = byName.get(name);
+    if (schema === undefined) throw new InvalidInputError('tools', `${JSON.stringify(name)} is not available to this gateway's caller`);
+    return schema;
+  });
+}
