@@ -23,3 +23,4 @@ export { ToolRetryPlan, ToolRetryPlanNotSerializableError, type ToolRetryBinding
 export { assessSession, ToolNextStep, type SessionAssessment, type SessionAssessmentTotals, type ToolCallAssessment } from './tool/assess.js';
 export { externalIdempotencyKey, idempotencyScope, type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome } from './tool/idempotency.js';
 export { FAULT_POINTS, setFaultHook, type FaultPoint } from './fault.js';
+export * from './agent/index.js';

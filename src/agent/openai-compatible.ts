@@ -1,0 +1,135 @@
+/**
+ * A chat-completions client for any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama, LM Studio, ...),
+ * over the platform's `fetch`: no SDK. It sends the conversation and the tool definitions, and reads back one
+ * assistant message. It never retries: a failed request is an error for the caller.
+ */
+import { JingweiError } from '../errors.js';
+import { parseJson } from '../json/parse.js';
+import type { JsonObject, JsonValue } from '../json/types.js';
+import { truncateUtf8 } from '../text.js';
+import type { ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatToolCall } from './model.js';
+
+export interface OpenAiCompatibleOptions {
+  /** The API root, such as `https://api.openai.com/v1` or `http://127.0.0.1:8080/v1`; `/chat/completions` is appended. */
+  readonly baseUrl: string | URL;
+  readonly model: string;
+  /** Sent as `Authorization: Bearer …` when given. */
+  readonly apiKey?: string;
+  readonly headers?: Readonly<Record<string, string>>;
+  /** Extra request fields (temperature, max_tokens, …), merged under the ones this client sets. */
+  readonly body?: Readonly<JsonObject>;
+  /** Largest accepted response body, in bytes. Default 8 MiB. */
+  readonly maxResponseBytes?: number;
+  /** Defaults to the global `fetch`. */
+  readonly fetch?: typeof fetch;
+}
+
+/** The model server could not be reached, refused the request, or answered something that is not a chat completion. */
+export class ChatModelError extends JingweiError {
+  /** The HTTP status, when the server answered. */
+  readonly status: number | null;
+  constructor(code: 'model_unreachable' | 'model_http_error' | 'model_bad_response', message: string, status: number | null = null, options?: { cause?: unknown }) {
+    super(code, message, options);
+    this.status = status;
+  }
+}
+
+function wireMessage(message: ChatMessage): JsonObject {
+  switch (message.role) {
+    case 'system':
+    case 'user':
+      return { role: message.role, content: message.content };
+    case 'assistant': {
+      const wire: JsonObject = { role: 'assistant', content: message.content };
+      if (message.toolCalls && message.toolCalls.length > 0) {
+        wire.tool_calls = message.toolCalls.map((call) => ({
+          id: call.id,
+          type: 'function',
+          function: { name: call.name, arguments: call.arguments },
+        }));
+      }
+      return wire;
+    }
+    case 'tool':
+      return { role: 'tool', tool_call_id: message.toolCallId, content: message.content };
+  }
+}
+
+function requestBody(model: string, request: ChatRequest, extra: Readonly<JsonObject> | undefined): JsonObject {
+  const body: JsonObject = { ...(extra ?? {}), model, messages: request.messages.map(wireMessage) };
+  if (request.tools.length > 0) {
+    body.tools = request.tools.map((tool) => ({
+      type: 'function',
+      function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+    }));
+  }
+  return body;
+}
+
+const isObject = (value: unknown): value is Record<string, JsonValue> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+function bad(message: string): ChatModelError {
+  return new ChatModelError('model_bad_response', `not a chat completion: ${message}`);
+}
+
+function readResponse(body: JsonValue): ChatResponse {
+  if (!isObject(body) || !Array.isArray(body.choices) || body.choices.length === 0) throw bad('no choices');
+  const message = isObject(body.choices[0]) ? body.choices[0].message : undefined;
+  if (!isObject(message)) throw bad('choices[0].message is missing');
+  const content = message.content;
+  if (content !== null && content !== undefined && typeof content !== 'string') throw bad('message.content is not text');
+  const wireCalls = message.tool_calls ?? [];
+  if (!Array.isArray(wireCalls)) throw bad('message.tool_calls is not a list');
+  const toolCalls: ChatToolCall[] = wireCalls.map((wire, index) => {
+    const fn = isObject(wire) ? wire.function : undefined;
+    if (!isObject(wire) || !isObject(fn) || typeof fn.name !== 'string') throw bad(`tool_calls[${index}] has no function name`);
+    const args = fn.arguments;
+    return {
+      id: typeof wire.id === 'string' && wire.id.length > 0 ? wire.id : `call_${index}`,
+      name: fn.name,
+      // Some servers send the arguments as an object rather than JSON text.
+      arguments: typeof args === 'string' ? args : args === undefined || args === null ? '{}' : JSON.stringify(args),
+    };
+  });
+  return { text: typeof content === 'string' ? content : null, toolCalls };
+}
+
+/** A ChatModel over an OpenAI-compatible `/chat/completions` endpoint. */
+export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatModel {
+  const url = `${String(options.baseUrl).replace(/\/+$/, '')}/chat/completions`;
+  const maxBytes = options.maxResponseBytes ?? 8 * 1024 * 1024;
+  const doFetch = options.fetch ?? fetch;
+  return {
+    async complete(request, signal) {
+      const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json', ...(options.headers ?? {}) };
+      if (options.apiKey !== undefined) headers.authorization = `Bearer ${options.apiKey}`;
+      let response: Response;
+      try {
+        response = await doFetch(url, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify(requestBody(options.model, request, options.body)),
+          ...(signal ? { signal } : {}),
+        });
+      } catch (error) {
+        throw new ChatModelError('model_unreachable', `could not reach ${url}: ${(error as Error).message}`, null, { cause: error });
+      }
+      const declared = Number(response.headers.get('content-length'));
+      if (Number.isFinite(declared) && declared > maxBytes) {
+        await response.body?.cancel();
+        throw new ChatModelError('model_bad_response', `the response is ${declared} bytes, over the limit of ${maxBytes}`, response.status);
+      }
+      const text = await response.text();
+      if (!response.ok) {
+        throw new ChatModelError('model_http_error', `${url} answered HTTP ${response.status}: ${truncateUtf8(text, 512)}`, response.status);
+      }
+      let body: JsonValue;
+      try {
+        body = parseJson(text, { maxBytes });
+      } catch (error) {
+        throw new ChatModelError('model_bad_response', `the response is not JSON: ${(error as Error).message}`, response.status, { cause: error });
+      }
+      return readResponse(body);
+    },
+  };
+}

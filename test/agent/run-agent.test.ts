@@ -1,0 +1,153 @@
+/** The reference agent loop over the scripted model: bounded, journaled, and never retrying a failed tool itself. */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { runAgent, scriptedModel, type ChatResponse, type ChatToolCall } from '../../src/agent/index.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import { ToolBodyError } from '../../src/tool/errors.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { Tool, ToolApprover } from '../../src/tool/types.js';
+
+const schema = { type: 'object', properties: { item: { type: 'string' } }, required: ['item'] };
+
+async function setup(options: { approver?: ToolApprover } = {}) {
+  const bodies: string[] = [];
+  const tools: Tool[] = [
+    {
+      name: 'lookup_price',
+      metadata: new ToolMetadata('Price of an item', schema).withEffect('read_only', 'prices-v1'),
+      async execute(request) { bodies.push('lookup_price'); return { item: (request.arguments as { item: string }).item, cents: 1299 }; },
+    },
+    {
+      name: 'charge_card',
+      metadata: new ToolMetadata('Charges the card', schema).withEffect('non_idempotent', 'charge-v1'),
+      async execute() { bodies.push('charge_card'); throw new ToolBodyError('gateway_timeout', 'the card network did not answer'); },
+    },
+    {
+      name: 'gift_wrap',
+      metadata: new ToolMetadata('Wraps an item', schema).withEffect('idempotent', 'wrap-v1').withApproval('human'),
+      async execute() { bodies.push('gift_wrap'); return 'wrapped'; },
+    },
+  ];
+  const store = createMemoryStore();
+  const owner = await store.acquire('agent-session', { owner: 'host' });
+  await owner.startTask('task');
+  const runtime = createToolRuntime({
+    tools,
+    grants: { agent: '*' },
+    approvers: { human: options.approver ?? (async () => ({ decision: 'approved' })) },
+  });
+  const gateway = runtime.bind({ owner, taskId: 'task', caller: 'agent' });
+  return { store, owner, gateway, bodies };
+}
+
+const calls = (...list: Array<[string, string, string]>): ChatToolCall[] => list.map(([id, name, args]) => ({ id, name, arguments: args }));
+const reply = (text: string | null, toolCalls: ChatToolCall[] = []): ChatResponse => ({ text, toolCalls });
+
+describe('runAgent', () => {
+  it('journals the user and assistant messages and every call; a failed tool is read by the model and never run again by the loop', async () => {
+    const { store, owner, gateway, bodies } = await setup();
+    const model = scriptedModel([
+      reply('Checking.', calls(['a', 'lookup_price', '{"item":"tea"}'])),
+      reply(null, calls(['b', 'charge_card', '{"item":"tea"}'])),
+      reply('The charge may have gone through; I will not try again.'),
+    ]);
+    const result = await runAgent({ model, owner, gateway, input: 'Buy tea.', maxSteps: 4 });
+    assert.equal(result.stopReason, 'completed');
+    assert.equal(result.steps, 3);
+    assert.equal(result.text, 'The charge may have gone through; I will not try again.');
+    assert.deepEqual(bodies, ['lookup_price', 'charge_card'], 'each body ran once');
+
+    const toolMessage = model.requests[2]!.messages.at(-1)!;
+    assert.deepEqual(toolMessage, {
+      role: 'tool',
+      toolCallId: 'b',
+      content: 'Tool "charge_card" failed: body_failure (gateway_timeout): the card network did not answer. The tool started, so it may have taken effect before failing; check before doing it again.',
+    });
+    assert.deepEqual(model.requests[0]!.tools.map((t) => t.name), ['lookup_price', 'charge_card', 'gift_wrap']);
+
+    const history = await store.loadHistory('agent-session');
+    assert.deepEqual(history.map((e) => e.kind.type), [
+      'user_message', 'assistant_message', 'tool_call', 'tool_started', 'tool_result', 'tool_call', 'tool_started', 'tool_result', 'assistant_message',
+    ]);
+    assert.deepEqual(history.flatMap((e) => (e.kind.type === 'user_message' || e.kind.type === 'assistant_message' ? [e.kind.text] : [])), [
+      'Buy tea.', 'Checking.', 'The charge may have gone through; I will not try again.',
+    ]);
+    const journaled = history.flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call] : []));
+    assert.deepEqual(journaled.map((c) => [c.name, c.operation!.contract.effect, c.action!.providerCallId, c.action!.actionIndex]), [
+      ['lookup_price', 'read_only', 'a', 0],
+      ['charge_card', 'non_idempotent', 'b', 0],
+    ]);
+    assert.notEqual(journaled[0]!.action!.decision.stepId, journaled[1]!.action!.decision.stepId);
+    const seen = JSON.stringify(model.requests);
+    for (const call of journaled) assert.ok(!seen.includes(call.id) && !seen.includes(call.operation!.key));
+    assert.doesNotMatch(seen, /toolcall_|operation_|evt_/);
+  });
+
+  it('is bounded: at most maxSteps model requests, then max_steps', async () => {
+    const { owner, gateway, bodies } = await setup();
+    const forever = () => reply(null, calls(['x', 'lookup_price', '{"item":"tea"}']));
+    const model = scriptedModel([forever, forever, forever, forever]);
+    const result = await runAgent({ model, owner, gateway, input: 'Loop.', maxSteps: 2 });
+    assert.equal(result.stopReason, 'max_steps');
+    assert.equal(result.steps, 2);
+    assert.equal(model.requests.length, 2);
+    assert.equal(bodies.length, 2);
+    await assert.rejects(runAgent({ model, owner, gateway, input: 'x', maxSteps: 0 }), { code: 'invalid_input' });
+  });
+
+  it('journals calls the model gets wrong (bad JSON, unknown tool) and tells the model; a name over the limit is refused unrecorded', async () => {
+    const { store, owner, gateway, bodies } = await setup();
+    const longName = 'n'.repeat(300);
+    const model = scriptedModel([
+      reply(null, calls(['a', 'lookup_price', '{"item": tea}'], ['b', 'fly_drone', '{}'], ['c', longName, '{}'])),
+      reply('Sorry.'),
+    ]);
+    const result = await runAgent({ model, owner, gateway, input: 'Go.', maxSteps: 3 });
+    assert.equal(result.stopReason, 'completed');
+    assert.deepEqual(bodies, []);
+    const contents = model.requests[1]!.messages.filter((m) => m.role === 'tool').map((m) => m.content);
+    assert.match(contents[0]!, /^Tool "lookup_price" failed: invalid_arguments \(tool_arguments_invalid\): .*The tool did not run\.$/);
+    assert.match(contents[1]!, /^Tool "fly_drone" failed: unavailable \(tool_unavailable\): .*The tool did not run\.$/);
+    assert.match(contents[2]!, /was refused before it ran: preflight \(name_too_long\)/);
+    const journaled = (await store.loadHistory('agent-session')).flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call] : []));
+    assert.deepEqual(journaled.map((c) => [c.name, c.arguments]), [['lookup_price', '{"item": tea}'], ['fly_drone', {}]]);
+    assert.equal(result.toolCalls[2]!.execution, null);
+  });
+
+  it("asks Jingwei's approver on every call, and a denial is read by the model", async () => {
+    let asked = 0;
+    const { owner, gateway, bodies } = await setup({
+      approver: async () => { asked += 1; return asked === 1 ? { decision: 'denied', code: 'busy', message: 'not now' } : { decision: 'approved' }; },
+    });
+    const model = scriptedModel([
+      reply(null, calls(['a', 'gift_wrap', '{"item":"tea"}'])),
+      reply(null, calls(['b', 'gift_wrap', '{"item":"tea"}'])),
+      reply('Wrapped.'),
+    ]);
+    const result = await runAgent({ model, owner, gateway, input: 'Wrap it.', maxSteps: 3 });
+    assert.equal(result.stopReason, 'completed');
+    assert.equal(asked, 2);
+    assert.deepEqual(bodies, ['gift_wrap']);
+    assert.equal(result.toolCalls[0]!.outcome.ok === false && result.toolCalls[0]!.outcome.text, 'Tool "gift_wrap" failed: approval_denied (busy): not now. The tool did not run.');
+    assert.notEqual(result.toolCalls[0]!.execution!.call.operation!.key, result.toolCalls[1]!.execution!.call.operation!.key, 'a new request of the model is a new operation, not a retry');
+  });
+
+  it('with stopOnUncertainOutcome, stops at the first tool that failed after it started', async () => {
+    const { owner, gateway, bodies } = await setup();
+    const model = scriptedModel([reply(null, calls(['a', 'charge_card', '{"item":"tea"}'], ['b', 'lookup_price', '{"item":"tea"}'])), reply('never')]);
+    const result = await runAgent({ model, owner, gateway, input: 'Pay.', maxSteps: 3, stopOnUncertainOutcome: true });
+    assert.equal(result.stopReason, 'uncertain_outcome');
+    assert.deepEqual(bodies, ['charge_card'], 'the rest of the step was not run');
+    assert.equal(model.requests.length, 1);
+  });
+
+  it('refuses a gateway bound to another session', async () => {
+    const { owner } = await setup();
+    const store = createMemoryStore();
+    const elsewhere = await store.acquire('elsewhere', { owner: 'host' });
+    await elsewhere.startTask('task');
+    const gateway = createToolRuntime({ tools: [], grants: {} }).bind({ owner: elsewhere, taskId: 'task', caller: 'agent' });
+    await assert.rejects(runAgent({ model: scriptedModel([]), owner, gateway, input: 'x', maxSteps: 1 }), { code: 'invalid_input' });
+  });
+});
