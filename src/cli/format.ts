@@ -66,7 +66,7 @@ export function table(columns: readonly Column[], rows: readonly (readonly strin
   const lead = widths.slice(0, last).reduce((sum, w) => sum + w + 2, 0);
   const room = options.width !== undefined ? options.width - indent.length - lead : undefined;
   const lines: string[] = [];
-  lines.push(indent + style.bold(columns.map((c, i) => (i === last ? c.header : pad(c.header, i))).join('  ')));
+  lines.push(indent + style.bold(columns.map((c, i) => (i === last ? c.header : pad(c.header, i))).join('  ').trimEnd()));
   for (const row of rows) {
     const head = row.slice(0, last).map((cell, i) => pad(cell, i)).join('  ');
     const tail = row[last] ?? '';

@@ -1,5 +1,7 @@
 /** The `jingwei` program: finds the command, runs it, and turns every failure into a message and an exit code. */
 import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { runCommand, type Command } from './command.js';
 import { eventsCommand } from './commands/events.js';
 import { inspectCommand } from './commands/inspect.js';
@@ -20,14 +22,17 @@ export const COMMANDS: readonly Command[] = [
   importCommand,
 ];
 
+/** The version in the package.json above this file (dist/cli in the package, or a test build's copy of src/cli). */
 function version(): string {
-  for (const up of ['../../package.json', '../../../package.json']) {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 6; i++) {
     try {
-      const pkg = JSON.parse(readFileSync(new URL(up, import.meta.url), 'utf8')) as { name?: string; version?: string };
+      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string };
       if (pkg.name === 'jingwei' && typeof pkg.version === 'string') return pkg.version;
     } catch {
-      // try the next place
+      // not here; look one directory up
     }
+    dir = dirname(dir);
   }
   return 'unknown';
 }

@@ -1,12 +1,24 @@
 /** The program as a whole: help, version, usage errors, and --help on every command. */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { COMMANDS } from '../../src/cli/program.js';
 import { cli, MAIN } from './helpers.js';
 
-const root = fileURLToPath(new URL('../../../', import.meta.url));
+/** The package root: the nearest directory above this file whose package.json is jingwei's. */
+function packageRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    const candidate = join(dir, 'package.json');
+    if (existsSync(candidate) && (JSON.parse(readFileSync(candidate, 'utf8')) as { name?: string }).name === 'jingwei') return `${dir}/`;
+    const up = dirname(dir);
+    if (up === dir) throw new Error('no jingwei package.json above the test');
+    dir = up;
+  }
+}
+const root = packageRoot();
 const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { version: string; bin: Record<string, string>; scripts: Record<string, string> };
 
 describe('jingwei (the program)', () => {

@@ -153,7 +153,9 @@ other commands afterwards.`,
     const store = await openStoreFromTarget(journal, { create: true });
     const shop = openShop(business);
     try {
-      return await tell(new Story(out), store, shop, journal, business);
+      // Paths are shown as given (relative stays relative); the workers get absolute ones.
+      const shown = given !== undefined ? { journal: given, business: businessPathFor(given) } : { journal, business };
+      return await tell(new Story(out), store, shop, { journal, business, shown });
     } finally {
       shop.close();
       await store.close();
@@ -161,7 +163,14 @@ other commands afterwards.`,
   },
 };
 
-async function tell(story: Story, store: SessionStore, shop: Shop, journal: string, business: string): Promise<0 | 1> {
+interface Paths {
+  readonly journal: string;
+  readonly business: string;
+  readonly shown: { readonly journal: string; readonly business: string };
+}
+
+async function tell(story: Story, store: SessionStore, shop: Shop, paths: Paths): Promise<0 | 1> {
+  const { journal, business, shown } = paths;
   const s = story.s;
   const suffix = randomBytes(4).toString('hex');
   const sessionId = `demo-${suffix}`;
@@ -171,8 +180,8 @@ async function tell(story: Story, store: SessionStore, shop: Shop, journal: stri
   story.line(s.bold('jingwei demo: a tool with real side effects is never silently run twice after a crash,'));
   story.line(s.bold('and whether a write happened is never lost.'));
   story.line();
-  story.line(`  journal   ${journal}`);
-  story.line(`  shop db   ${business}`);
+  story.line(`  journal   ${shown.journal}`);
+  story.line(`  shop db   ${shown.business}`);
   story.line(`  session   ${sessionId}, task ${taskId}`);
   story.line();
   story.say(
@@ -271,7 +280,8 @@ async function tell(story: Story, store: SessionStore, shop: Shop, journal: stri
     return gateway.callWithOptions(assessment.call.name, assessment.call.arguments, { retry: plan });
   };
 
-  for (const c of before.calls) {
+  for (const [n, c] of before.calls.entries()) {
+    if (n > 0) story.line();
     const head = `  ${s.bold(c.name)} (${shortId(c.callId)}), ${c.effect}: ${c.nextStep === 'retry_allowed' ? s.cyan(c.nextStep) : s.yellow(c.nextStep)}`;
     story.line(head);
     if (c.nextStep === 'retry_allowed') {
@@ -363,11 +373,12 @@ async function tell(story: Story, store: SessionStore, shop: Shop, journal: stri
   }
   story.line(s.green(s.bold('All invariants hold.')) + ' Look around yourself:');
   story.line();
-  story.line(`  ${self} sessions ${journal}`);
-  story.line(`  ${self} inspect  ${journal} ${sessionId}`);
-  story.line(`  ${self} inspect  ${journal} ${sessionId} ${notify.callId.slice(-8)}`);
-  story.line(`  ${self} events   ${journal} ${sessionId}`);
-  story.line(`  ${self} verify   ${journal} ${sessionId}`);
+  const where = shown.journal.includes(' ') ? JSON.stringify(shown.journal) : shown.journal;
+  story.line(`  ${self} sessions ${where}`);
+  story.line(`  ${self} inspect  ${where} ${sessionId}`);
+  story.line(`  ${self} inspect  ${where} ${sessionId} ${notify.callId.slice(-8)}`);
+  story.line(`  ${self} events   ${where} ${sessionId}`);
+  story.line(`  ${self} verify   ${where} ${sessionId}`);
   return EXIT.ok;
 }
 
