@@ -8,7 +8,9 @@
  *   - DBOS Transact: the tool as a step (DBOS.registerStep) on the same PostgreSQL, measured per step inside one
  *     long-running workflow (one checkpoint write per step, after it runs) and as one workflow per call (workflow
  *     status, step output, completion).
- * Ratios are peer ÷ Jingwei on the same engine: above 1× Jingwei is faster.
+ * Ratios are peer ÷ Jingwei on the same engine: above 1× Jingwei is faster. For context, Jingwei on PostgreSQL is
+ * also measured against its PostgreSQL floor: the same bytes in two raw autocommit INSERTs (two synced commits,
+ * one round trip each), and the loopback round trip (SELECT 1) is reported.
  *
  * Needs the bench/ package install (the peers are its dependencies, never the library's).
  */
@@ -23,8 +25,8 @@ import { ToolNode } from '@langchain/langgraph/prebuilt';
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
 import { openSqliteStore } from '../../dist/sqlite.js';
 import { openPostgresStore } from '../../dist/postgres.js';
-import { benchRuntime, checkedCall, NOOP, openRig } from '../jingwei/rig.mjs';
-import { scratchDir } from '../lib/env.mjs';
+import { benchRuntime, bodiesOf, checkedCall, NOOP, openRig } from '../jingwei/rig.mjs';
+import { FAKE_HASH, scratchDir } from '../lib/env.mjs';
 import { compare, timeSerial } from '../lib/stats.mjs';
 
 export const PEER_VERSIONS = async () => {
@@ -125,6 +127,29 @@ export async function runB4({ runs, n, warmup, pgUrl, log }) {
   try {
     const dbos = await launchDbos(siblingDatabase(pgUrl, 'jingwei_bench_dbos'));
     dbosUp = true;
+    const floorSchema = `jw_bench_floor_${process.pid}`;
+    schemas.push(floorSchema);
+    await admin.query(`CREATE SCHEMA "${floorSchema}"`);
+    await admin.query(
+      `CREATE TABLE "${floorSchema}".jw_events (session_id TEXT NOT NULL, seq BIGINT NOT NULL, event_id TEXT NOT NULL, ` +
+        'epoch BIGINT NOT NULL, body TEXT NOT NULL, hash TEXT NOT NULL, PRIMARY KEY (session_id, seq))',
+    );
+    // The bytes one Jingwei call writes, per transaction, from a sample call.
+    const sampleStore = openSqliteStore(scratch.path('sample.db'));
+    const groups = bodiesOf(await checkedCall((await openRig(sampleStore, benchRuntime(), { sessionId: 'bench-b4-sample' })).gateway, NOOP), false);
+    await sampleStore.close();
+    {
+      const client = await admin.connect();
+      const rtt = [];
+      for (let i = 0; i < 220; i++) {
+        const t = process.hrtime.bigint();
+        await client.query('SELECT 1');
+        if (i >= 20) rtt.push(Number(process.hrtime.bigint() - t) / 1e6);
+      }
+      client.release();
+      rtt.sort((a, b) => a - b);
+      notes.pgRoundTripMs = { p50: rtt[rtt.length >> 1], p99: rtt[Math.ceil(rtt.length * 0.99) - 1] };
+    }
     const lg = langGraph(scratch.path('lg-probe.db'), true);
     await lg.call();
     notes.langGraphWritesPerCall = { ...lg.counts };
@@ -163,8 +188,37 @@ export async function runB4({ runs, n, warmup, pgUrl, log }) {
           },
         },
         {
+          name: 'b4-pg-floor',
+          label: 'PostgreSQL floor: 2 raw synced INSERT commits, same bytes',
+          prepare: async (r) => {
+            const client = await admin.connect();
+            let seq = 0;
+            const text = `INSERT INTO "${floorSchema}".jw_events VALUES ($1, $2, $3, $4, $5, $6)`;
+            const insert = (body) => client.query({ name: `floor_${r}`, text, values: [`floor-${r}`, seq++, 'evt_floor', 1, body, FAKE_HASH] });
+            return {
+              // One autocommit statement per transaction: a multi-row group goes in as one INSERT ... VALUES list.
+              measure: () =>
+                timeSerial(async () => {
+                  for (const bodies of groups) {
+                    if (bodies.length === 1) await insert(bodies[0]);
+                    else {
+                      const values = bodies.map((_, i) => `($${6 * i + 1}, $${6 * i + 2}, $${6 * i + 3}, $${6 * i + 4}, $${6 * i + 5}, $${6 * i + 6})`).join(', ');
+                      await client.query({
+                        name: `floor_${r}_${bodies.length}`,
+                        text: `INSERT INTO "${floorSchema}".jw_events VALUES ${values}`,
+                        values: bodies.flatMap((body) => [`floor-${r}`, seq++, 'evt_floor', 1, body, FAKE_HASH]),
+                      });
+                    }
+                  }
+                }, { n, warmup }),
+              close: () => client.release(),
+            };
+          },
+        },
+        {
           name: 'b4-jingwei-pg',
           label: 'Jingwei on PostgreSQL',
+          against: 'b4-pg-floor',
           prepare: async (r) => {
             const schema = `jw_bench_${process.pid}_${r}`;
             schemas.push(schema);
