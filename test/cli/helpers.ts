@@ -60,9 +60,10 @@ export function cliAsync(args: readonly string[], options: { env?: Record<string
   });
 }
 
-/** Is `script` (util-linux) here, to run the program on a pseudo-terminal? */
+/** Can `script` (util-linux) run a command on a pseudo-terminal here? */
 export function haveScript(): boolean {
-  return spawnSync('script', ['--version'], { encoding: 'utf8' }).status === 0;
+  const probe = spawnSync('script', ['-qec', 'test -t 1 && test -t 2', '/dev/null'], { encoding: 'utf8', timeout: 10_000 });
+  return probe.error === undefined && probe.status === 0;
 }
 
 /** Runs the program on a pseudo-terminal (stdout and stderr both the terminal), `columns` wide. */
