@@ -134,6 +134,7 @@ try {
   }
 } catch (error) {
   log(`failed: ${error?.stack ?? error}`);
+  skipped.push(`the run stopped with an error: ${String(error?.message ?? error).split('\n')[0]}`);
   code = 1;
 } finally {
   stopCluster();

@@ -7,12 +7,15 @@ import { runB1 } from './b1.mjs';
 import { runB2 } from './b2.mjs';
 import { runB3 } from './b3.mjs';
 
-/** Counts per mode. Full: at least 5 runs of every benchmark; quick: every code path once or twice, in seconds. */
+/**
+ * Counts per mode. Full: at least 5 runs of every benchmark, more and shorter ones where one operation is a few
+ * fsyncs (shorter runs pair the two sides more tightly in time on a noisy disk); quick: every path, in seconds.
+ */
 export const SETTINGS = {
   full: {
     calibrate: 300,
-    b1: { runs: 7, n: 400, warmup: 20 },
-    b2: { runs: 7, n: 200, warmup: 10, lanes: 16, concurrentN: 640 },
+    b1: { runs: 11, n: 200, warmup: 10 },
+    b2: { runs: 11, n: 100, warmup: 5, lanes: 16, concurrentN: 320 },
     b3: { runs: 5, n: 3, warmup: 1 },
   },
   quick: {
