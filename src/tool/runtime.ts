@@ -198,8 +198,10 @@ class Gateway implements ToolGateway {
     const latest = op.retry ? { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId } } : {};
 
     // Checks without side effects run before the call is written; a rejection is journaled with its call.
+    // An interrupt that came before the call is written is recorded with it, without a start marker: provably unrun.
     const rejected = checkGrantAndSchema(registered, this.runtime.granted(this.caller, call.name), call)
-      ?? (await runGuards(this.runtime.guards, ctx, control));
+      ?? (await runGuards(this.runtime.guards, ctx, control))
+      ?? control.interrupt();
     faultPoint('call:before');
     if (rejected) {
       const result: ToolResult = { callId: call.id, outcome: rejected };

@@ -102,3 +102,22 @@ forEachStore('retries through the runtime', (target) => {
     await r.store.close();
   });
 });
+
+forEachStore('an interrupt before the call is written', (target) => {
+  it('is recorded without a start marker, so recovery proves the body never ran', async () => {
+    let bodies = 0;
+    const send = tool('send_email', async () => { bodies += 1; return 'sent'; },
+      new ToolMetadata('sends', { type: 'object' }).withEffect('non_idempotent', 'v1'));
+    const r = await rig(target, { tools: [send] });
+    const execution = await r.gateway.callWithOptions('send_email', {}, { signal: AbortSignal.abort() });
+    assert.equal((execution.result.outcome as { category: string }).category, 'cancelled');
+    assert.equal(execution.startedEvent, null);
+    assert.equal(bodies, 0);
+    const history = await r.store.loadHistory(r.sessionId);
+    assert.deepEqual(history.map((e) => e.kind.type), ['tool_call', 'tool_result']);
+    assert.equal(inspectToolRecovery(history, execution.call.id).status, 'not_executed');
+    assert.equal((await r.owner.task(r.taskId)).charged.toolCalls, 1, 'the attempt is charged, its output refunded');
+    assert.equal((await r.owner.task(r.taskId)).charged.toolOutputBytes, 0);
+    await r.store.close();
+  });
+});
