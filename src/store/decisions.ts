@@ -10,7 +10,7 @@ import { LIMITS, TASK_DEFAULTS } from '../limits.js';
 import { utf8Length } from '../text.js';
 import { ToolRetryError } from '../tool/retry-error.js';
 import { chainHash, GENESIS_HASH } from './chain.js';
-import type { EventRow, OperationRow, SessionRow, TaskRow, TxState, TxWrites } from './rows.js';
+import type { EventRow, OperationRow, Reservation, SessionRow, TaskRow, TxState, TxWrites } from './rows.js';
 import type { CommitRequest, TaskLimits, TaskSnapshot, TaskState } from './types.js';
 
 export interface OwnerRef {
@@ -126,29 +126,10 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest) {
     }
     let task: TxWrites['task'];
     let reserved = 0;
-    const budget = request.budget;
-    if (budget) {
-      let row = requireTask(state.task, budget.taskId, session.sessionId);
-      if (budget.admit) {
-        if (row.state !== 'running') throw new TaskNotRunningError(row.taskId, row.state);
-        if (row.chargedToolCalls + 1 > row.limitToolCalls) {
-          throw new BudgetExhaustedError(row.taskId, 'tool_calls', `${row.chargedToolCalls} of ${row.limitToolCalls} used`);
-        }
-        const remaining = row.limitOutputBytes - row.chargedOutputBytes - row.reservedOutputBytes;
-        if (remaining <= 0) {
-          throw new BudgetExhaustedError(row.taskId, 'tool_output_bytes', `${row.chargedOutputBytes} of ${row.limitOutputBytes} used`);
-        }
-        reserved = Math.min(budget.admit.maxOutputBytes, remaining);
-        row = { ...row, chargedToolCalls: row.chargedToolCalls + 1, reservedOutputBytes: row.reservedOutputBytes + reserved };
-      }
-      if (budget.settle) {
-        row = {
-          ...row,
-          reservedOutputBytes: Math.max(0, row.reservedOutputBytes - budget.settle.releaseOutputBytes),
-          chargedOutputBytes: row.chargedOutputBytes + budget.settle.chargeOutputBytes,
-        };
-      }
-      task = { row, insert: false };
+    if (request.budget) {
+      const budgeted = applyBudget(requireTask(state.task, request.budget.taskId, session.sessionId), owner.epoch, request);
+      task = { row: budgeted.row, insert: false };
+      reserved = budgeted.reserved;
     }
     const chained = chainEvents(session, owner.epoch, request.events);
     return {
@@ -164,6 +145,56 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest) {
 function requireTask(task: TaskRow | undefined, taskId: string, sessionId: SessionId): TaskRow {
   if (!task || task.sessionId !== sessionId) throw new TaskNotFoundError(taskId, sessionId);
   return task;
+}
+
+/** Settles the reservations of fenced owners: refunded if the body never started, charged in full if it may have run. */
+export function settleAbandoned(row: TaskRow, epoch: number): TaskRow {
+  if (!row.reservations.some((r) => r.epoch < epoch)) return row;
+  let charged = row.chargedOutputBytes;
+  const kept: Reservation[] = [];
+  for (const r of row.reservations) {
+    if (r.epoch >= epoch) kept.push(r);
+    else if (r.started) charged += r.bytes;
+  }
+  return withReservations({ ...row, chargedOutputBytes: charged }, kept);
+}
+
+function withReservations(row: TaskRow, reservations: Reservation[]): TaskRow {
+  return { ...row, reservations, reservedOutputBytes: reservations.reduce((sum, r) => sum + r.bytes, 0) };
+}
+
+function applyBudget(task: TaskRow, epoch: number, request: CommitRequest): { row: TaskRow; reserved: number } {
+  const budget = request.budget!;
+  let row = settleAbandoned(task, epoch);
+  let reservations = [...row.reservations];
+  let reserved = 0;
+  const calls = request.events.filter((e) => e.kind.type === 'tool_call');
+  if (budget.admit) {
+    if (calls.length !== 1) throw new InvalidInputError('budget.admit', 'an admission commit carries exactly one tool_call');
+    if (row.state !== 'running') throw new TaskNotRunningError(row.taskId, row.state);
+    if (row.chargedToolCalls + 1 > row.limitToolCalls) {
+      throw new BudgetExhaustedError(row.taskId, 'tool_calls', `${row.chargedToolCalls} of ${row.limitToolCalls} used`);
+    }
+    const remaining = row.limitOutputBytes - row.chargedOutputBytes - row.reservedOutputBytes;
+    if (remaining <= 0) {
+      throw new BudgetExhaustedError(row.taskId, 'tool_output_bytes', `${row.chargedOutputBytes} of ${row.limitOutputBytes} used`);
+    }
+    reserved = Math.min(budget.admit.maxOutputBytes, remaining);
+    const callId = (calls[0]!.kind as { call: { id: string } }).call.id;
+    reservations.push({ callId, bytes: reserved, started: false, epoch });
+    row = { ...row, chargedToolCalls: row.chargedToolCalls + 1 };
+  }
+  for (const e of request.events) {
+    if (e.kind.type === 'tool_started') {
+      const callId = e.kind.callId;
+      reservations = reservations.map((r) => (r.callId === callId ? { ...r, started: true } : r));
+    } else if (e.kind.type === 'tool_result') {
+      const callId = e.kind.result.callId;
+      reservations = reservations.filter((r) => r.callId !== callId);
+      row = { ...row, chargedOutputBytes: row.chargedOutputBytes + (budget.settle?.chargeOutputBytes ?? 0) };
+    }
+  }
+  return { row: withReservations(row, reservations), reserved };
 }
 
 function checkLimit(name: string, value: number | undefined, fallback: number): number {
@@ -193,6 +224,7 @@ export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial
       chargedToolCalls: 0,
       chargedOutputBytes: 0,
       reservedOutputBytes: 0,
+      reservations: [],
       stopReason: null,
     };
     return { session: fenceOnly(session), task: { row, insert: true }, result: row };
@@ -202,7 +234,7 @@ export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial
 export function decideTaskState(owner: OwnerRef, taskId: string, next: Exclude<TaskState, 'running'>, reason: string | null) {
   return (state: TxState): TxWrites<TaskRow> => {
     const session = requireOwner(state.session, owner);
-    const task = requireTask(state.task, taskId, session.sessionId);
+    const task = settleAbandoned(requireTask(state.task, taskId, session.sessionId), owner.epoch);
     if (task.state !== 'running') return { session: fenceOnly(session), result: task };
     const row: TaskRow = { ...task, state: next, stopReason: reason };
     return { session: fenceOnly(session), task: { row, insert: false }, result: row };
@@ -242,7 +274,9 @@ export function decideImport(sessionId: SessionId, owner: string, events: readon
   };
 }
 
-export function taskSnapshot(row: TaskRow): TaskSnapshot {
+/** What an owner at `epoch` sees: reservations of fenced owners count as settled, as its next budget write will make them. */
+export function taskSnapshot(stored: TaskRow, epoch: number): TaskSnapshot {
+  const row = settleAbandoned(stored, epoch);
   return {
     taskId: row.taskId,
     sessionId: row.sessionId,

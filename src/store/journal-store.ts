@@ -77,7 +77,7 @@ class FencedOwner implements SessionOwner {
   async startTask(taskId: string, options?: { limits?: Partial<TaskLimits> }): Promise<TaskSnapshot> {
     const id = checkId<TaskId>('taskId', taskId);
     const row = await this.backend.transact(this.sessionId, { taskId: id }, decideStartTask(this.ref, id, options?.limits));
-    return taskSnapshot(row);
+    return taskSnapshot(row, this.epoch);
   }
 
   async stopTask(taskId: string, reason: string): Promise<TaskSnapshot> {
@@ -85,12 +85,12 @@ class FencedOwner implements SessionOwner {
     const why = checkId<string>('reason', reason);
     const row = await this.backend.transact(this.sessionId, { taskId: id }, decideTaskState(this.ref, id, 'stopped', why));
     if (row.state === 'stopped') for (const listener of this.listeners) listener(id, row.stopReason ?? why);
-    return taskSnapshot(row);
+    return taskSnapshot(row, this.epoch);
   }
 
   async completeTask(taskId: string): Promise<TaskSnapshot> {
     const id = checkId<TaskId>('taskId', taskId);
-    return taskSnapshot(await this.backend.transact(this.sessionId, { taskId: id }, decideTaskState(this.ref, id, 'completed', null)));
+    return taskSnapshot(await this.backend.transact(this.sessionId, { taskId: id }, decideTaskState(this.ref, id, 'completed', null)), this.epoch);
   }
 
   async task(taskId: string): Promise<TaskSnapshot> {
@@ -99,7 +99,7 @@ class FencedOwner implements SessionOwner {
     if (!row || row.sessionId !== this.sessionId) {
       throw new TaskNotFoundError(id, this.sessionId);
     }
-    return taskSnapshot(row);
+    return taskSnapshot(row, this.epoch);
   }
 
   async append(events: readonly EventDraft[]): Promise<SessionEvent[]> {

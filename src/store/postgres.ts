@@ -5,11 +5,12 @@ import { InvalidInputError, JingweiError, JournalCorruptError, StaleOwnerError, 
 import type { SessionId, TaskId } from '../ids.js';
 import { POSTGRES_DEFAULTS } from '../limits.js';
 import { JournalStore } from './journal-store.js';
+import { parseReservations } from './reservations.js';
 import type { EventRow, JournalBackend, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import type { SessionStore, TaskState } from './types.js';
 
 /** The schema version this code writes and understands. A database at a higher version is refused on open. */
-export const POSTGRES_SCHEMA_VERSION = 1;
+export const POSTGRES_SCHEMA_VERSION = 2;
 
 /** Defaults of the PostgreSQL store's bounded waits (the lock wait is the store-wide busy timeout). */
 
@@ -78,6 +79,8 @@ CREATE TABLE ${S}.jw_operations (
   task_id TEXT NOT NULL, key TEXT NOT NULL, session_id TEXT NOT NULL, call_id TEXT NOT NULL, event_id TEXT NOT NULL,
   CONSTRAINT jw_operations_pkey PRIMARY KEY (task_id, key)
 );`,
+  // Version 2: each outstanding output reservation, so one left by a fenced owner can be settled.
+  (S) => `ALTER TABLE ${S}.jw_tasks ADD COLUMN reservations TEXT NOT NULL DEFAULT '[]';`,
 ];
 
 interface SessionRecord {
@@ -86,6 +89,7 @@ interface SessionRecord {
 interface TaskRecord {
   task_id: string; session_id: string; state: string; limit_tool_calls: string; limit_output_bytes: string;
   charged_tool_calls: string; charged_output_bytes: string; reserved_output_bytes: string; stop_reason: string | null;
+  reservations: string;
 }
 
 /** BIGINT columns arrive as decimal strings; anything beyond a safe JS integer is storage we cannot trust. */
@@ -109,6 +113,7 @@ const toTask = (r: TaskRecord): TaskRow => ({
   chargedOutputBytes: int(r.charged_output_bytes, 'charged_output_bytes', r.session_id),
   reservedOutputBytes: int(r.reserved_output_bytes, 'reserved_output_bytes', r.session_id),
   stopReason: r.stop_reason,
+  reservations: parseReservations(r.reservations, r.session_id),
 });
 
 /** Node's socket errors: the server is gone or unreachable. */
@@ -191,7 +196,7 @@ class PostgresBackend implements JournalBackend {
       `SET LOCAL statement_timeout = ${timeouts.statement}${idle}`;
     const sessionCols = 'session_id, owner, held, epoch, last_seq, head_hash, body_bytes';
     const taskCols =
-      'task_id, session_id, state, limit_tool_calls, limit_output_bytes, charged_tool_calls, charged_output_bytes, reserved_output_bytes, stop_reason';
+      'task_id, session_id, state, limit_tool_calls, limit_output_bytes, charged_tool_calls, charged_output_bytes, reserved_output_bytes, stop_reason, reservations';
     this.sql = {
       session: `SELECT ${sessionCols} FROM ${S}.jw_sessions WHERE session_id = $1`,
       lockSession: `SELECT ${sessionCols} FROM ${S}.jw_sessions WHERE session_id = $1 FOR UPDATE`,
@@ -205,10 +210,10 @@ class PostgresBackend implements JournalBackend {
       events: `SELECT seq, event_id, epoch, body, hash FROM ${S}.jw_events WHERE session_id = $1 ORDER BY seq`,
       task: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE task_id = $1`,
       lockTask: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE task_id = $1 FOR UPDATE`,
-      insertTask: `INSERT INTO ${S}.jw_tasks (${taskCols}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+      insertTask: `INSERT INTO ${S}.jw_tasks (${taskCols}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
       updateTask:
         `UPDATE ${S}.jw_tasks SET state = $3, charged_tool_calls = $4, charged_output_bytes = $5, reserved_output_bytes = $6, ` +
-        'stop_reason = $7 WHERE task_id = $1 AND session_id = $2',
+        'stop_reason = $7, reservations = $8 WHERE task_id = $1 AND session_id = $2',
       lockOperation: `SELECT session_id, call_id, event_id FROM ${S}.jw_operations WHERE task_id = $1 AND key = $2 FOR UPDATE`,
       upsertOperations:
         `INSERT INTO ${S}.jw_operations (task_id, key, session_id, call_id, event_id) ` +
@@ -375,12 +380,13 @@ class PostgresBackend implements JournalBackend {
     if (insert) {
       await this.run(client, 'insertTask', [
         row.taskId, row.sessionId, row.state, row.limitToolCalls, row.limitOutputBytes,
-        row.chargedToolCalls, row.chargedOutputBytes, row.reservedOutputBytes, row.stopReason,
+        row.chargedToolCalls, row.chargedOutputBytes, row.reservedOutputBytes, row.stopReason, JSON.stringify(row.reservations),
       ]);
       return;
     }
     const res = await this.run(client, 'updateTask', [
       row.taskId, row.sessionId, row.state, row.chargedToolCalls, row.chargedOutputBytes, row.reservedOutputBytes, row.stopReason,
+      JSON.stringify(row.reservations),
     ]);
     // The row was read FOR UPDATE in this transaction, so only an outside actor can make this miss.
     if (res.rowCount !== 1) throw new Passthrough(new StoreBusyError(`task ${row.taskId} changed outside the store; try again`));

@@ -24,6 +24,16 @@ export interface EventRow {
   readonly hash: string;
 }
 
+/** Output bytes reserved by one admitted attempt until its result settles them. */
+export interface Reservation {
+  readonly callId: string;
+  readonly bytes: number;
+  /** The start marker is durable: the body may have produced output. */
+  readonly started: boolean;
+  /** The epoch of the owner that admitted it; once that owner is fenced, nobody else will ever settle it. */
+  readonly epoch: number;
+}
+
 export interface TaskRow {
   readonly taskId: TaskId;
   readonly sessionId: SessionId;
@@ -32,7 +42,9 @@ export interface TaskRow {
   readonly limitOutputBytes: number;
   readonly chargedToolCalls: number;
   readonly chargedOutputBytes: number;
+  /** The sum of `reservations`' bytes. */
   readonly reservedOutputBytes: number;
+  readonly reservations: readonly Reservation[];
   readonly stopReason: string | null;
 }
 

@@ -4,10 +4,11 @@ import type { SessionId, TaskId } from '../ids.js';
 import { STORE_DEFAULTS } from '../limits.js';
 import { faultPoint } from '../fault.js';
 import { JournalStore } from './journal-store.js';
+import { parseReservations } from './reservations.js';
 import type { EventRow, JournalBackend, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import type { SessionStore, TaskState } from './types.js';
 
-export const SQLITE_SCHEMA_VERSION = 1;
+export const SQLITE_SCHEMA_VERSION = 2;
 
 const SCHEMA = `
 CREATE TABLE jw_sessions (
@@ -22,7 +23,7 @@ CREATE TABLE jw_tasks (
   task_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, state TEXT NOT NULL,
   limit_tool_calls INTEGER NOT NULL, limit_output_bytes INTEGER NOT NULL,
   charged_tool_calls INTEGER NOT NULL, charged_output_bytes INTEGER NOT NULL,
-  reserved_output_bytes INTEGER NOT NULL, stop_reason TEXT
+  reserved_output_bytes INTEGER NOT NULL, stop_reason TEXT, reservations TEXT NOT NULL DEFAULT '[]'
 ) STRICT;
 CREATE TABLE jw_operations (
   task_id TEXT NOT NULL, key TEXT NOT NULL, session_id TEXT NOT NULL, call_id TEXT NOT NULL, event_id TEXT NOT NULL,
@@ -41,6 +42,7 @@ interface SessionRecord { session_id: string; owner: string | null; held: number
 interface TaskRecord {
   task_id: string; session_id: string; state: string; limit_tool_calls: number; limit_output_bytes: number;
   charged_tool_calls: number; charged_output_bytes: number; reserved_output_bytes: number; stop_reason: string | null;
+  reservations: string;
 }
 
 const toSession = (r: SessionRecord): SessionRow => ({
@@ -51,6 +53,7 @@ const toTask = (r: TaskRecord): TaskRow => ({
   taskId: r.task_id as TaskId, sessionId: r.session_id as SessionId, state: r.state as TaskState,
   limitToolCalls: r.limit_tool_calls, limitOutputBytes: r.limit_output_bytes, chargedToolCalls: r.charged_tool_calls,
   chargedOutputBytes: r.charged_output_bytes, reservedOutputBytes: r.reserved_output_bytes, stopReason: r.stop_reason,
+  reservations: parseReservations(r.reservations, r.session_id),
 });
 
 /** Maps the driver's errors onto the library's typed ones; our own errors pass through. */
@@ -88,9 +91,9 @@ class SqliteBackend implements JournalBackend {
       task: db.prepare<[string], TaskRecord>('SELECT * FROM jw_tasks WHERE task_id = ?'),
       upsertTask: db.prepare(
         'INSERT INTO jw_tasks VALUES (@task_id, @session_id, @state, @limit_tool_calls, @limit_output_bytes, ' +
-          '@charged_tool_calls, @charged_output_bytes, @reserved_output_bytes, @stop_reason) ON CONFLICT (task_id) DO UPDATE SET ' +
+          '@charged_tool_calls, @charged_output_bytes, @reserved_output_bytes, @stop_reason, @reservations) ON CONFLICT (task_id) DO UPDATE SET ' +
           'state = excluded.state, charged_tool_calls = excluded.charged_tool_calls, charged_output_bytes = excluded.charged_output_bytes, ' +
-          'reserved_output_bytes = excluded.reserved_output_bytes, stop_reason = excluded.stop_reason',
+          'reserved_output_bytes = excluded.reserved_output_bytes, stop_reason = excluded.stop_reason, reservations = excluded.reservations',
       ),
       operation: db.prepare<[string, string], { session_id: string; call_id: string; event_id: string }>(
         'SELECT session_id, call_id, event_id FROM jw_operations WHERE task_id = ? AND key = ?',
@@ -155,6 +158,7 @@ class SqliteBackend implements JournalBackend {
       task_id: row.taskId, session_id: row.sessionId, state: row.state, limit_tool_calls: row.limitToolCalls,
       limit_output_bytes: row.limitOutputBytes, charged_tool_calls: row.chargedToolCalls,
       charged_output_bytes: row.chargedOutputBytes, reserved_output_bytes: row.reservedOutputBytes, stop_reason: row.stopReason,
+      reservations: JSON.stringify(row.reservations),
     });
   }
 
@@ -201,9 +205,15 @@ function prepareDatabase(db: Database.Database, path: string, options: SqliteSto
       throw new StoreUnavailableError('schema_too_new', `${path} has schema version ${version}; this code understands up to ${SQLITE_SCHEMA_VERSION}`);
     }
     if (version === 0) {
+      const tables = db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE type = 'table'").get() as { n: number };
+      if (tables.n > 0) {
+        throw new StoreUnavailableError('store_failure', `${path} already holds other tables and is not a jingwei journal; give the journal its own file`);
+      }
       db.exec(SCHEMA);
-      db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
+    } else if (version === 1) {
+      db.exec("ALTER TABLE jw_tasks ADD COLUMN reservations TEXT NOT NULL DEFAULT '[]'");
     }
+    if (version !== SQLITE_SCHEMA_VERSION) db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
   }).immediate();
 }
 

@@ -26,17 +26,20 @@ export interface TaskSnapshot {
 
 /**
  * A budget change written in the same transaction as the events of a commit, so a crash can neither lose nor
- * double a charge (SPEC §4).
+ * double a charge (SPEC §4). The commit's own events say which call it concerns: its `tool_call` is admitted, a
+ * `tool_started` marks that call's reservation as started, its `tool_result` settles it. Every budget commit also
+ * settles reservations left by fenced owners (whose results can never be recorded): refunded when the body never
+ * started, charged in full when it may have produced output.
  */
 export interface BudgetChange {
   readonly taskId: TaskId;
   /**
-   * Admit one attempt: the task must be running and able to cover one more tool call. Charges one tool call
-   * (never refunded) and reserves min(maxOutputBytes, remaining output budget) bytes.
+   * Admit the commit's one tool call: the task must be running and able to cover one more tool call. Charges one
+   * tool call (never refunded) and reserves min(maxOutputBytes, remaining output budget) bytes.
    */
   readonly admit?: { readonly maxOutputBytes: number };
-  /** Settle an attempt: release its reservation and charge the output bytes it is accountable for. */
-  readonly settle?: { readonly releaseOutputBytes: number; readonly chargeOutputBytes: number };
+  /** Settle the reservation of the commit's tool result, charging the output bytes it is accountable for. */
+  readonly settle?: { readonly chargeOutputBytes: number };
 }
 
 /** Decision D4: the append of a retry call verifies the plan's source is still the latest attempt of its operation. */

@@ -233,7 +233,7 @@ class Gateway implements ToolGateway {
       const denied = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control)) ?? control.interrupt();
       if (denied) return this.finish(call, callEvent, null, denied, reserved, 0);
       faultPoint('approval:after');
-      startedEvent = (await this.write('started', call, null, { events: [startedDraft] })).events[0]!;
+      startedEvent = (await this.write('started', call, null, { events: [startedDraft], budget: { taskId: this.taskId } })).events[0]!;
     }
     faultPoint('started:after');
 
@@ -272,7 +272,7 @@ class Gateway implements ToolGateway {
     const result: ToolResult = { callId: call.id, outcome };
     const receipt = await this.write('result', call, result, {
       events: [this.draft({ type: 'tool_result', result })],
-      budget: { taskId: this.taskId, settle: { releaseOutputBytes: reserved, chargeOutputBytes: startedEvent ? charge : 0 } },
+      budget: { taskId: this.taskId, settle: { chargeOutputBytes: startedEvent ? charge : 0 } },
     });
     faultPoint('result:after');
     return { call, result, callEvent, startedEvent, resultEvent: receipt.events[0]! };

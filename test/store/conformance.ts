@@ -31,6 +31,10 @@ function callDraft(taskId: string, key: OperationKey, id: CallId = newCallId()):
   };
 }
 
+function resultDraft(callId: CallId): EventDraft {
+  return { turnId: turn, kind: { type: 'tool_result', result: { callId, outcome: { status: 'succeeded', output: 'ok' } } } };
+}
+
 async function rejects(promise: Promise<unknown>, code: string): Promise<void> {
   await assert.rejects(promise, (error: unknown) => {
     assert.equal((error as { code?: string }).code, code, `expected ${code}, got ${String(error)}`);
@@ -125,18 +129,45 @@ export function runStoreConformance(name: string, factory: StoreFactory): void {
       const owner = await store.acquire('s-budget', { owner: 'h' });
       const task = 't-budget' as TaskId;
       await owner.startTask(task, { limits: { toolCalls: 2, toolOutputBytes: 100 } });
-      const r1 = await owner.commit({ events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 64 } } });
+      const first = newCallId();
+      const r1 = await owner.commit({ events: [callDraft(task, newOperationKey(), first)], budget: { taskId: task, admit: { maxOutputBytes: 64 } } });
       assert.equal(r1.reservedOutputBytes, 64);
       const r2 = await owner.commit({ events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 64 } } });
       assert.equal(r2.reservedOutputBytes, 36, 'the reservation is clamped to what remains');
       await rejects(owner.commit({ events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 1 } } }), 'budget_exhausted');
-      await owner.commit({ events: [message('settled')], budget: { taskId: task, settle: { releaseOutputBytes: 64, chargeOutputBytes: 10 } } });
+      await rejects(owner.commit({ events: [message('no call')], budget: { taskId: task, admit: { maxOutputBytes: 1 } } }), 'invalid_input');
+      await owner.commit({ events: [resultDraft(first)], budget: { taskId: task, settle: { chargeOutputBytes: 10 } } });
       const snap = await owner.task(task);
       assert.deepEqual(snap.charged, { toolCalls: 2, toolOutputBytes: 10 });
-      assert.equal(snap.reservedOutputBytes, 36);
+      assert.equal(snap.reservedOutputBytes, 36, 'the settled call released its own reservation only');
       assert.equal((await store.loadHistory('s-budget')).length, 3);
       await rejects(owner.commit({ events: [message('x')], budget: { taskId: 'nope' as TaskId, admit: { maxOutputBytes: 1 } } }), 'task_not_found');
       assert.equal((await store.loadHistory('s-budget')).length, 3);
+      await store.close();
+    });
+
+    it('reservations left by a fenced owner are settled: refunded if never started, charged if started', async () => {
+      const { store } = await factory.open();
+      const a = await store.acquire('s-abandon', { owner: 'host-a' });
+      const task = 't-abandon' as TaskId;
+      await a.startTask(task, { limits: { toolOutputBytes: 1000 } });
+      const unstarted = newCallId();
+      const started = newCallId();
+      await a.commit({ events: [callDraft(task, newOperationKey(), unstarted)], budget: { taskId: task, admit: { maxOutputBytes: 100 } } });
+      await a.commit({ events: [callDraft(task, newOperationKey(), started)], budget: { taskId: task, admit: { maxOutputBytes: 200 } } });
+      await a.commit({ events: [{ turnId: turn, kind: { type: 'tool_started', callId: started } }], budget: { taskId: task } });
+      assert.equal((await a.task(task)).reservedOutputBytes, 300);
+      // host-a dies; host-b fences it. Neither reservation can ever be settled by its admitter now.
+      const b = await store.acquire('s-abandon', { owner: 'host-b', takeover: true });
+      const seen = await b.task(task);
+      assert.equal(seen.reservedOutputBytes, 0);
+      assert.deepEqual(seen.charged, { toolCalls: 2, toolOutputBytes: 200 }, 'the started call is charged in full, the other refunded');
+      const fresh = newCallId();
+      const r = await b.commit({ events: [callDraft(task, newOperationKey(), fresh)], budget: { taskId: task, admit: { maxOutputBytes: 1000 } } });
+      assert.equal(r.reservedOutputBytes, 800, 'the refunded bytes are available again');
+      const after = await b.task(task);
+      assert.deepEqual(after.charged, { toolCalls: 3, toolOutputBytes: 200 });
+      assert.equal(after.reservedOutputBytes, 800);
       await store.close();
     });
 
