@@ -75,6 +75,8 @@ function mapError(error: unknown, sessionId: string): unknown {
 class SqliteBackend implements JournalBackend {
   readonly kind = 'sqlite' as const;
   private readonly stmt;
+  private readonly writeTx: Database.Transaction<(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) => unknown>;
+  private readonly readTx: Database.Transaction<(sessionId: SessionId) => { session: SessionRow | undefined; events: EventRow[] }>;
 
   constructor(private readonly db: Database.Database) {
     this.stmt = {
@@ -106,6 +108,10 @@ class SqliteBackend implements JournalBackend {
         'SELECT s.*, (SELECT count(*) FROM jw_events e WHERE e.session_id = s.session_id) AS events FROM jw_sessions s ORDER BY s.session_id',
       ),
     };
+    // Built once, like the statements: better-sqlite3 makes four wrapper functions per db.transaction() call.
+    this.writeTx = db.transaction((sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) =>
+      this.readDecideWrite(sessionId, reads, decide));
+    this.readTx = db.transaction((sessionId: SessionId) => this.readSnapshot(sessionId));
   }
 
   private run<T>(sessionId: string, fn: () => T): T {
@@ -117,27 +123,29 @@ class SqliteBackend implements JournalBackend {
   }
 
   async transact<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R> {
-    const s = this.stmt;
-    const body = this.db.transaction((): R => {
-      const session = s.session.get(sessionId);
-      const task = reads.taskId !== undefined ? s.task.get(reads.taskId) : undefined;
-      const op = reads.operation ? s.operation.get(reads.operation.taskId, reads.operation.key) : undefined;
-      const writes = decide({
-        session: session ? toSession(session) : undefined,
-        task: task ? toTask(task) : undefined,
-        operation: op && reads.operation
-          ? { taskId: reads.operation.taskId as TaskId, key: reads.operation.key, sessionId: op.session_id as SessionId, callId: op.call_id, eventId: op.event_id }
-          : undefined,
-      });
-      if (writes.session) this.writeSession(writes.session.row, writes.session.expect);
-      for (const e of writes.events ?? []) s.insertEvent.run(e.sessionId, e.seq, e.eventId, e.epoch, e.body, e.hash);
-      if (writes.task) this.writeTask(writes.task.row);
-      for (const o of writes.operations ?? []) s.upsertOperation.run(o.taskId, o.key, o.sessionId, o.callId, o.eventId);
-      faultPoint('commit:before');
-      return writes.result;
-    });
     // IMMEDIATE: take the write lock before reading, so WAL never fails the upgrade with SQLITE_BUSY_SNAPSHOT.
-    return this.run(sessionId, () => body.immediate());
+    return this.run(sessionId, () => this.writeTx.immediate(sessionId, reads, decide) as R);
+  }
+
+  /** Read → decide → write, inside the IMMEDIATE transaction `writeTx` opened around it. */
+  private readDecideWrite<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): R {
+    const s = this.stmt;
+    const session = s.session.get(sessionId);
+    const task = reads.taskId !== undefined ? s.task.get(reads.taskId) : undefined;
+    const op = reads.operation ? s.operation.get(reads.operation.taskId, reads.operation.key) : undefined;
+    const writes = decide({
+      session: session ? toSession(session) : undefined,
+      task: task ? toTask(task) : undefined,
+      operation: op && reads.operation
+        ? { taskId: reads.operation.taskId as TaskId, key: reads.operation.key, sessionId: op.session_id as SessionId, callId: op.call_id, eventId: op.event_id }
+        : undefined,
+    });
+    if (writes.session) this.writeSession(writes.session.row, writes.session.expect);
+    for (const e of writes.events ?? []) s.insertEvent.run(e.sessionId, e.seq, e.eventId, e.epoch, e.body, e.hash);
+    if (writes.task) this.writeTask(writes.task.row);
+    for (const o of writes.operations ?? []) s.upsertOperation.run(o.taskId, o.key, o.sessionId, o.callId, o.eventId);
+    faultPoint('commit:before');
+    return writes.result;
   }
 
   private writeSession(row: SessionRow, expect: { epoch: number; lastSeq: number } | null): void {
@@ -163,14 +171,15 @@ class SqliteBackend implements JournalBackend {
   }
 
   async snapshot(sessionId: SessionId) {
-    const read = this.db.transaction(() => {
-      const session = this.stmt.session.get(sessionId);
-      const events: EventRow[] = this.stmt.events.all(sessionId).map(([sid, seq, eventId, epoch, body, hash]) => ({
-        sessionId: sid as SessionId, seq, eventId, epoch, body, hash,
-      }));
-      return { session: session ? toSession(session) : undefined, events };
-    });
-    return this.run(sessionId, () => read.deferred());
+    return this.run(sessionId, () => this.readTx.deferred(sessionId));
+  }
+
+  private readSnapshot(sessionId: SessionId): { session: SessionRow | undefined; events: EventRow[] } {
+    const session = this.stmt.session.get(sessionId);
+    const events: EventRow[] = this.stmt.events.all(sessionId).map(([sid, seq, eventId, epoch, body, hash]) => ({
+      sessionId: sid as SessionId, seq, eventId, epoch, body, hash,
+    }));
+    return { session: session ? toSession(session) : undefined, events };
   }
 
   async readTask(taskId: string) {
