@@ -7,6 +7,7 @@
  *   node bench/profile.mjs b3 [--out=DIR]     loadHistory + inspectToolRecovery on the 100,000-event session
  *   node bench/profile.mjs b3-floor           the B3 floor (raw SELECT + JSON.parse)
  *   node bench/profile.mjs b2 | b2-approval   durable no-op calls on SQLite
+ *   node bench/profile.mjs b2-cpu             the same calls on an in-memory database: the CPU path alone
  *   node bench/profile.mjs b1                 single-event appends
  *
  * Run `npm run build` first. --out=DIR also writes the .cpuprofile (open it in Chrome DevTools or speedscope).
@@ -34,11 +35,13 @@ async function prepare(scratch) {
       return { repeat: 1000, op: () => owner.append([draft]), close: () => store.close() };
     }
     case 'b2':
-    case 'b2-approval': {
-      const store = openSqliteStore(scratch.path('b2.db'));
+    case 'b2-approval':
+    case 'b2-cpu': {
+      // b2-cpu: the same calls on an in-memory database, so the profile shows the CPU path without fsync waits.
+      const store = openSqliteStore(target === 'b2-cpu' ? ':memory:' : scratch.path('b2.db'));
       const { gateway } = await openRig(store, benchRuntime(), { sessionId: 'p-b2' });
-      const tool = target === 'b2' ? NOOP : NOOP_APPROVED;
-      return { repeat: 1000, op: () => gateway.call(tool, {}), close: () => store.close() };
+      const tool = target === 'b2-approval' ? NOOP_APPROVED : NOOP;
+      return { repeat: target === 'b2-cpu' ? 8000 : 1000, op: () => gateway.call(tool, {}), close: () => store.close() };
     }
     case 'b3':
     case 'b3-floor': {
@@ -63,7 +66,7 @@ async function prepare(scratch) {
       };
     }
     default:
-      process.stderr.write('usage: node bench/profile.mjs b1|b2|b2-approval|b3|b3-floor [--out=DIR] [--top=N]\n');
+      process.stderr.write('usage: node bench/profile.mjs b1|b2|b2-approval|b2-cpu|b3|b3-floor [--out=DIR] [--top=N]\n');
       process.exit(2);
   }
 }

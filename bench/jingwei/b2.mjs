@@ -22,6 +22,49 @@ function floorCall(db, insert, groups, sessionId) {
   );
 }
 
+/**
+ * Diagnostic, not a floor: the rows a Jingwei call touches, written with raw SQL and no library code: per
+ * transaction read the owner and task rows, advance the owner row conditionally, insert the events, update the
+ * task row, and (first transaction) record the operation. Between the floor and this lies the cost of the extra
+ * rows the evidence needs; between this and Jingwei, the library's own CPU.
+ */
+function rawShape(scratch, groups, n, warmup) {
+  return {
+    name: 'b2-raw-shape',
+    label: 'diagnostic: the rows Jingwei touches, raw SQL, no library',
+    against: 'b2-floor',
+    prepare: async (r) => {
+      const path = scratch.path(`shape-${r}.db`);
+      const store = openSqliteStore(path);
+      await openRig(store, benchRuntime(), { sessionId: 'bench-b2-shape', taskId: 'bench-b2-shape-task' });
+      await store.close();
+      const { db, insert } = openFloor(path);
+      const session = db.prepare('SELECT * FROM jw_sessions WHERE session_id = ?');
+      const task = db.prepare('SELECT * FROM jw_tasks WHERE task_id = ?');
+      const advance = db.prepare('UPDATE jw_sessions SET last_seq = ?, head_hash = ?, body_bytes = body_bytes + ? WHERE session_id = ? AND epoch = ? AND last_seq = ?');
+      const charge = db.prepare('UPDATE jw_tasks SET charged_tool_calls = ?, reserved_output_bytes = ? WHERE task_id = ?');
+      const operation = db.prepare('INSERT INTO jw_operations VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id, key) DO UPDATE SET call_id = excluded.call_id');
+      let call = 0;
+      const txns = groups.map((bodies, g) =>
+        db.transaction(() => {
+          const s = session.get('bench-b2-shape');
+          const t = task.get('bench-b2-shape-task');
+          const info = advance.run(s.last_seq + bodies.length, FAKE_HASH, 1000, 'bench-b2-shape', s.epoch, s.last_seq);
+          if (info.changes !== 1) throw new Error('raw shape: owner row did not advance');
+          let seq = s.last_seq;
+          for (const body of bodies) insert.run('bench-b2-shape', ++seq, 'evt_shape', s.epoch, body, FAKE_HASH);
+          charge.run(t.charged_tool_calls + (g === 0 ? 1 : 0), t.reserved_output_bytes, 'bench-b2-shape-task');
+          if (g === 0) operation.run('bench-b2-shape-task', `operation_${call++}`, 'bench-b2-shape', `toolcall_${call}`, 'evt_shape');
+        }),
+      );
+      return {
+        measure: () => timeSerial(async () => { for (const t of txns) t.immediate(); }, { n, warmup }),
+        close: () => db.close(),
+      };
+    },
+  };
+}
+
 async function sampleBodies(scratch) {
   const store = openSqliteStore(scratch.path('sample.db'));
   try {
@@ -66,7 +109,7 @@ export async function runB2({ runs, n, warmup, lanes = 16, concurrentN = n * 4, 
         },
       },
     ];
-    const plain = await compare({ runs, log, variants: serial(NOOP, bodies.plain, '') });
+    const plain = await compare({ runs, log, variants: [...serial(NOOP, bodies.plain, ''), rawShape(scratch, bodies.plain, n, warmup)] });
     const approval = await compare({ runs, log, variants: serial(NOOP_APPROVED, bodies.approval, '-approval') });
     const concurrent = await compare({
       runs,

@@ -98,7 +98,10 @@ export function renderBlock({ command, quick, started, finished, machine, loadBe
     out.push(
       `B4 peers: ${Object.entries(b4.versions).map(([k, v]) => `${k} ${v}`).join(', ')}. ` +
         (w ? `One LangGraph call made ${w.put} checkpoint \`put\`s and ${w.putWrites} \`putWrites\`; ` : '') +
-        `LangGraph's saver as shipped runs synchronous=${b4.notes.langGraphShippedSynchronous ?? '?'} (1 = NORMAL, 2 = FULL). ` +
+        (b4.notes.commitMs
+          ? `One-row commit on the saver's connection as shipped: p50 ${fmtMs(b4.notes.commitMs.shipped)}; with synchronous=FULL: ${fmtMs(b4.notes.commitMs.full)} ` +
+            '(as shipped, commits are not fsynced). '
+          : '') +
         (b4.notes.pgRoundTripMs ? `PostgreSQL loopback round trip (SELECT 1): p50 ${fmtMs(b4.notes.pgRoundTripMs.p50)}, p99 ${fmtMs(b4.notes.pgRoundTripMs.p99)}.` : ''),
       '',
     );

@@ -14,6 +14,7 @@
  *
  * Needs the bench/ package install (the peers are its dependencies, never the library's).
  */
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
@@ -29,12 +30,11 @@ import { benchRuntime, bodiesOf, checkedCall, NOOP, openRig } from '../jingwei/r
 import { FAKE_HASH, scratchDir } from '../lib/env.mjs';
 import { compare, timeSerial } from '../lib/stats.mjs';
 
-export const PEER_VERSIONS = async () => {
-  const { createRequire } = await import('node:module');
-  const require = createRequire(import.meta.url);
+/** Installed versions, read from bench/node_modules (some packages do not export their package.json). */
+export function peerVersions() {
   const v = (name) => {
     try {
-      return require(`${name}/package.json`).version;
+      return JSON.parse(readFileSync(new URL(`../node_modules/${name}/package.json`, import.meta.url), 'utf8')).version;
     } catch {
       return 'unknown';
     }
@@ -46,7 +46,33 @@ export const PEER_VERSIONS = async () => {
     '@dbos-inc/dbos-sdk': v('@dbos-inc/dbos-sdk'),
     'better-sqlite3 (LangGraph saver)': v('better-sqlite3'),
   };
-};
+}
+
+/**
+ * What "as shipped" means for the saver's durability, measured rather than read back: `PRAGMA synchronous` reports
+ * 2 (FULL) on a fresh WAL file, yet better-sqlite3 builds SQLite with SQLITE_DEFAULT_WAL_SYNCHRONOUS=1, and a
+ * commit then takes microseconds (no fsync). Times 100 one-row autocommit inserts on a connection opened as the
+ * saver opens it, and on one with synchronous=FULL set explicitly, as Jingwei does.
+ */
+function probeCommit(path, full) {
+  const db = new Database(path);
+  try {
+    db.pragma('journal_mode = WAL');
+    if (full) db.pragma('synchronous = FULL');
+    db.exec('CREATE TABLE IF NOT EXISTS probe (x INTEGER)');
+    const insert = db.prepare('INSERT INTO probe VALUES (?)');
+    const samples = [];
+    for (let i = 0; i < 110; i++) {
+      const t = process.hrtime.bigint();
+      insert.run(i);
+      if (i >= 10) samples.push(Number(process.hrtime.bigint() - t) / 1e6);
+    }
+    samples.sort((a, b) => a - b);
+    return samples[samples.length >> 1];
+  } finally {
+    db.close();
+  }
+}
 
 const noopTool = tool(async () => 'ok', { name: 'noop', description: 'does nothing and returns "ok"', schema: z.object({}) });
 
@@ -55,7 +81,6 @@ function langGraph(path, full) {
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
   if (full) db.pragma('synchronous = FULL');
-  const sync = db.pragma('synchronous', { simple: true });
   const saver = new SqliteSaver(db);
   const counts = { put: 0, putWrites: 0 };
   const put = saver.put.bind(saver);
@@ -77,7 +102,7 @@ function langGraph(path, full) {
     const last = out.messages[out.messages.length - 1];
     if (last?.content !== 'ok') throw new Error(`LangGraph: unexpected tool output ${JSON.stringify(last?.content)}`);
   };
-  return { db, call, counts, synchronous: sync };
+  return { db, call, counts };
 }
 
 let dbosFns;
@@ -150,6 +175,7 @@ export async function runB4({ runs, n, warmup, pgUrl, log }) {
       rtt.sort((a, b) => a - b);
       notes.pgRoundTripMs = { p50: rtt[rtt.length >> 1], p99: rtt[Math.ceil(rtt.length * 0.99) - 1] };
     }
+    notes.commitMs = { shipped: probeCommit(scratch.path('probe-shipped.db'), false), full: probeCommit(scratch.path('probe-full.db'), true) };
     const lg = langGraph(scratch.path('lg-probe.db'), true);
     await lg.call();
     notes.langGraphWritesPerCall = { ...lg.counts };
@@ -183,7 +209,6 @@ export async function runB4({ runs, n, warmup, pgUrl, log }) {
           against: 'b4-jingwei-sqlite',
           prepare: async (r) => {
             const g = langGraph(scratch.path(`lg-default-${r}.db`), false);
-            notes.langGraphShippedSynchronous = g.synchronous;
             return { measure: () => timeSerial(g.call, { n, warmup }), close: () => g.db.close() };
           },
         },
@@ -253,7 +278,7 @@ export async function runB4({ runs, n, warmup, pgUrl, log }) {
         },
       ],
     });
-    return { id: 'B4', title: 'The peers, side by side: one durable no-op tool call', notes, versions: await PEER_VERSIONS(), ...result };
+    return { id: 'B4', title: 'The peers, side by side: one durable no-op tool call', notes, versions: peerVersions(), ...result };
   } finally {
     if (dbosUp) await DBOS.shutdown().catch(() => {});
     for (const schema of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => {});
