@@ -9,12 +9,15 @@
  *   node bench/profile.mjs b2 | b2-approval   durable no-op calls on SQLite
  *   node bench/profile.mjs b2-cpu             the same calls on an in-memory database: the CPU path alone
  *   node bench/profile.mjs b1                 single-event appends
+ *   node bench/profile.mjs pg                 Jingwei on PostgreSQL: round trips and time inside queries per call
+ *                                             (needs JINGWEI_PG_URL, e.g. via scripts/pg-test-cluster.mjs run -- ...)
  *
  * Run `npm run build` first. --out=DIR also writes the .cpuprofile (open it in Chrome DevTools or speedscope).
  * Needs only dist/ and the root's better-sqlite3.
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
+import { createRequire } from 'node:module';
 import { join, relative } from 'node:path';
 import { encodeEventText, inspectToolRecovery, LIMITS, newEventId } from '../dist/index.js';
 import { openSqliteStore } from '../dist/sqlite.js';
@@ -65,8 +68,52 @@ async function prepare(scratch) {
         close: async () => { floor.db.close(); await store.close(); },
       };
     }
+    case 'pg': {
+      // Jingwei on PostgreSQL (JINGWEI_PG_URL): where a call waits. Counts the driver's queries per call and the
+      // time spent inside them (each is one round trip; COMMIT also waits for the WAL flush).
+      const url = process.env.JINGWEI_PG_URL;
+      if (!url) throw new Error('profile pg needs JINGWEI_PG_URL (node scripts/pg-test-cluster.mjs run -- node bench/profile.mjs pg)');
+      const require = createRequire(join(ROOT, 'package.json'));
+      const { Client } = require('pg');
+      const original = Client.prototype.query;
+      const stats = { queries: 0, ms: 0, commits: 0, commitMs: 0 };
+      let counting = false;
+      Client.prototype.query = function (config, ...rest) {
+        const text = typeof config === 'string' ? config : config?.text ?? '';
+        const t = process.hrtime.bigint();
+        const result = original.call(this, config, ...rest);
+        if (result && typeof result.then === 'function' && counting) {
+          stats.queries++;
+          result.then(() => {
+            const ms = Number(process.hrtime.bigint() - t) / 1e6;
+            stats.ms += ms;
+            if (text === 'COMMIT') { stats.commits++; stats.commitMs += ms; }
+          }, () => {});
+        }
+        return result;
+      };
+      const { openPostgresStore } = await import('../dist/postgres.js');
+      const schema = `jw_profile_${process.pid}`;
+      const store = await openPostgresStore(url, { schema, poolSize: 2 });
+      const { gateway } = await openRig(store, benchRuntime(), { sessionId: 'p-pg' });
+      return {
+        repeat: 300,
+        op: () => gateway.call(NOOP, {}),
+        start: () => { counting = true; },
+        report: (repeat, wall) =>
+          `per call: ${(stats.queries / repeat).toFixed(1)} queries (round trips), ${(stats.ms / repeat).toFixed(2)} ms inside them ` +
+          `(of which ${(stats.commits / repeat).toFixed(1)} COMMITs, ${(stats.commitMs / repeat).toFixed(2)} ms), ` +
+          `${((wall - stats.ms) / repeat).toFixed(2)} ms outside queries, ${(wall / repeat).toFixed(2)} ms wall\n`,
+        close: async () => {
+          await store.close();
+          const admin = new (require('pg').Pool)({ connectionString: url, max: 1 });
+          await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+          await admin.end();
+        },
+      };
+    }
     default:
-      process.stderr.write('usage: node bench/profile.mjs b1|b2|b2-approval|b2-cpu|b3|b3-floor [--out=DIR] [--top=N]\n');
+      process.stderr.write('usage: node bench/profile.mjs b1|b2|b2-approval|b2-cpu|b3|b3-floor|pg [--out=DIR] [--top=N]\n');
       process.exit(2);
   }
 }
@@ -103,8 +150,9 @@ function byFile(rows) {
 
 const scratch = scratchDir(`profile-${target}`);
 try {
-  const { repeat, op, close } = await prepare(scratch);
+  const { repeat, op, close, start, report } = await prepare(scratch);
   await op(); // warm up outside the profile
+  start?.();
   const session = new Session();
   session.connect();
   await session.post('Profiler.enable');
@@ -124,6 +172,7 @@ try {
   const { total, rows } = selfTimes(profile);
   const pct = (ms) => `${((ms / total) * 100).toFixed(1)}%`;
   process.stdout.write(`${target}: ${repeat} operations, ${wall.toFixed(0)} ms wall (${(wall / repeat).toFixed(2)} ms each), ${total.toFixed(0)} ms sampled\n\n`);
+  if (report) process.stdout.write(`${report(repeat, wall)}\n`);
   process.stdout.write('Self time by file:\n');
   for (const [file, ms] of byFile(rows).slice(0, 15)) process.stdout.write(`  ${pct(ms).padStart(6)}  ${(ms / repeat).toFixed(3).padStart(9)} ms/op  ${file}\n`);
   process.stdout.write(`\nTop ${top} functions by self time:\n`);

@@ -97,7 +97,7 @@ export function renderBlock({ command, quick, started, finished, machine, loadBe
     const w = b4.notes.langGraphWritesPerCall;
     out.push(
       `B4 peers: ${Object.entries(b4.versions).map(([k, v]) => `${k} ${v}`).join(', ')}. ` +
-        (w ? `One LangGraph call made ${w.put} checkpoint \`put\`s and ${w.putWrites} \`putWrites\`; ` : '') +
+        (w ? `One LangGraph call made ${w.put} checkpoint \`put\`s and ${w.putWrites} \`putWrites\` (one SQLite commit each). ` : '') +
         (b4.notes.commitMs
           ? `One-row commit on the saver's connection as shipped: p50 ${fmtMs(b4.notes.commitMs.shipped)}; with synchronous=FULL: ${fmtMs(b4.notes.commitMs.full)} ` +
             '(as shipped, commits are not fsynced). '
