@@ -14,6 +14,7 @@
  *   --no-peers         skip B4 (no install of bench/ needed)
  *   --write / --no-write   force or suppress writing docs/benchmarks.md
  *   --json=FILE        also write the raw results as JSON
+ *   --render=FILE      only rewrite docs/benchmarks.md from a run saved with --json
  *   --no-build         use dist/ as it is (the smoke test does: `npm test` has just built it)
  */
 import { spawnSync } from 'node:child_process';
@@ -42,6 +43,16 @@ function npm(argv) {
   const result = spawnSync(cmd, full, { stdio: ['ignore', 'inherit', 'inherit'], cwd: ROOT });
   if (result.status !== 0) log(`npm ${argv.join(' ')} failed (${result.error?.message ?? `exit ${result.status}`})`);
   return result.status === 0;
+}
+
+const renderFrom = option('render');
+if (renderFrom) {
+  // Re-render docs/benchmarks.md from a saved --json run (after a change to the report's wording), measuring nothing.
+  const saved = JSON.parse(readFileSync(renderFrom, 'utf8'));
+  const path = join(ROOT, 'docs', 'benchmarks.md');
+  writeBlock(path, renderBlock({ skipped: [], extras: {}, ...saved, started: new Date(saved.started), finished: new Date(saved.finished) }));
+  log(`wrote ${path} from ${renderFrom}`);
+  process.exit(0);
 }
 
 if (!flag('no-build')) {
@@ -148,11 +159,12 @@ const targets = evaluateTargets(results);
 if (targets.length > 0) process.stdout.write(`${targetsTable(targets)}\n\n`);
 process.stdout.write(`load average before: ${loadBefore}; after: ${loadAfter}\n`);
 
+const run = { command, quick, started, finished, machine: machine(), loadBefore, loadAfter, calibration, results, skipped, extras };
 const jsonPath = option('json');
-if (jsonPath) writeFileSync(jsonPath, JSON.stringify({ started, finished, quick, machine: machine(), calibration, results }, null, 2));
+if (jsonPath) writeFileSync(jsonPath, JSON.stringify(run, null, 2));
 if (write && results.length > 0) {
   const path = join(ROOT, 'docs', 'benchmarks.md');
-  writeBlock(path, renderBlock({ command, quick, started, finished, machine: machine(), loadBefore, loadAfter, calibration, results, skipped, extras }));
+  writeBlock(path, renderBlock(run));
   log(`wrote ${path}`);
 }
 process.exit(code);

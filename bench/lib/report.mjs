@@ -15,7 +15,7 @@ export const TARGETS = [
   { bench: 'B2-c16', variant: 'b2-jingwei-c16', what: 'B2, 16 sessions ≤ 1.25× its floor (time per call)', metric: 'time', max: 1.25 },
   { bench: 'B3', variant: 'b3-jingwei', what: 'B3 loadHistory + inspectToolRecovery ≤ 2× its floor (p50)', metric: 'p50', max: 2 },
   { bench: 'B4', variant: 'b4-langgraph-full', what: 'B4 Jingwei (SQLite) faster than LangGraph at the same durability (p50)', metric: 'p50', min: 1 },
-  { bench: 'B4', variant: 'b4-langgraph-shipped', what: 'B4 Jingwei (SQLite, FULL) faster than LangGraph as shipped (NORMAL) (p50)', metric: 'p50', min: 1 },
+  { bench: 'B4', variant: 'b4-langgraph-shipped', what: 'informational, not a target: Jingwei (SQLite, FULL) against LangGraph as shipped, whose commits are not fsynced (p50)', metric: 'p50', min: 1, informational: true },
   { bench: 'B4', variant: 'b4-dbos-step', what: 'B4 Jingwei (PostgreSQL) faster than a DBOS step (p50)', metric: 'p50', min: 1 },
   { bench: 'B4', variant: 'b4-dbos-workflow', what: 'B4 Jingwei (PostgreSQL) faster than a one-step DBOS workflow (p50)', metric: 'p50', min: 1 },
 ];
@@ -29,7 +29,7 @@ export function evaluateTargets(results) {
     const value = variant.ratio[t.metric].median;
     const met = t.max !== undefined ? value <= t.max : value > t.min;
     let gap = '';
-    if (!met) gap = t.max !== undefined ? `over by ${((value / t.max - 1) * 100).toFixed(0)}%` : `Jingwei slower: ${fmtRatio(1 / value)} the peer's time`;
+    if (!met) gap = t.max !== undefined ? `over by ${((value / t.max - 1) * 100).toFixed(1)}%` : `Jingwei slower: ${fmtRatio(1 / value)} the peer's time`;
     out.push({ ...t, value, met, gap });
   }
   return out;
@@ -59,7 +59,10 @@ export function resultsTable(results) {
 
 export function targetsTable(targets) {
   const lines = ['| Target | Measured (median ratio) | Met? |', '|---|---:|---|'];
-  for (const t of targets) lines.push(`| ${cell(t.what)} | ${fmtRatio(t.value)} | ${t.met ? 'yes' : `**no** (${t.gap})`} |`);
+  for (const t of targets) {
+    const verdict = t.informational ? (t.met ? 'Jingwei faster' : `peer faster (${t.gap})`) : t.met ? 'yes' : `**no** (${t.gap})`;
+    lines.push(`| ${cell(t.what)} | ${fmtRatio(t.value)} | ${verdict} |`);
+  }
   return lines.join('\n');
 }
 
