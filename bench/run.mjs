@@ -155,6 +155,7 @@ const finished = new Date();
 const loadAfter = loadavg().map((l) => l.toFixed(2)).join(' ');
 const command = `npm run bench${quick ? ' -- --quick' : ''}${option('only') ? ` -- --only=${option('only')}` : ''}`;
 process.stdout.write(`\n${resultsTable(results)}\n\n`);
+if (quick) process.stdout.write('quick mode: tiny counts to show that every benchmark runs; these ratios are not measurements.\n\n');
 const targets = evaluateTargets(results);
 if (targets.length > 0) process.stdout.write(`${targetsTable(targets)}\n\n`);
 process.stdout.write(`load average before: ${loadBefore}; after: ${loadAfter}\n`);
