@@ -8,8 +8,8 @@
  *
  * Environment: JINGWEI_PG_URL adds the PostgreSQL row set. JINGWEI_SOAK_KILLS (default 300) and JINGWEI_SOAK_KILLS_PG
  * (default 100) set the soak's kills on SQLite and on PostgreSQL; JINGWEI_SOAK_SEED replays a soak;
- * JINGWEI_CRASH_PARALLEL (default 3) bounds the cases run at once; JINGWEI_CRASH_VERBOSE=1 adds a diagnostic line
- * with the soak's kills per point.
+ * JINGWEI_CRASH_PARALLEL (default 3) bounds the cases run at once and JINGWEI_SOAK_WORKERS (default 3) the soak
+ * chains per store; JINGWEI_CRASH_VERBOSE=1 adds a diagnostic line with the soak's kills per point.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -47,7 +47,7 @@ const SOAK_KILLS: Record<StoreKind, number> = {
 };
 const SOAK_SEED = process.env.JINGWEI_SOAK_SEED ? Number.parseInt(process.env.JINGWEI_SOAK_SEED, 10) >>> 0 : randomBytes(4).readUInt32LE(0);
 const PARALLEL = Math.max(1, envCount('JINGWEI_CRASH_PARALLEL', 3));
-const SOAK_WORKERS = 2;
+const SOAK_WORKERS = Math.max(1, envCount('JINGWEI_SOAK_WORKERS', 3));
 
 const root = tempDir('jingwei-crash-');
 const runId = `${process.pid}_${randomBytes(3).toString('hex')}`;
