@@ -34,17 +34,19 @@ const refund = {
 };
 const runtime = createToolRuntime({ tools: [refund], grants: { agent: '*' } });
 
-// Host A starts the call and dies while the body runs (here: a takeover fences it mid-call).
+// Host A starts the call and dies while the body runs (here: a takeover fences it, then its call is cut off).
 const storeA = openSqliteStore(path);
 const hostA = await storeA.acquire('session-9', { owner: 'host-a' });
 await hostA.startTask('task-9');
+const hostAGoesDown = new AbortController();
 const inFlight = runtime.bind({ owner: hostA, taskId: 'task-9', caller: 'agent' })
-  .callWithOptions('refund_payment', { paymentId: 'pay_123' }, { timeoutMs: 500 }).catch((e: Error) => e);
+  .callWithOptions('refund_payment', { paymentId: 'pay_123' }, { signal: hostAGoesDown.signal }).catch((e: Error) => e);
 
 // Host B: once host A is inside the body, fence it, load the confirmed journal, assess.
 await bodyStarted;
 const storeB = openSqliteStore(path);
 const hostB = await storeB.acquire('session-9', { owner: 'host-b', takeover: true });
+hostAGoesDown.abort();
 console.log('host A could not record:', ((await inFlight) as Error & { code: string }).code);
 const history = await storeB.loadHistory('session-9');
 const [pending] = assessSession(history).calls;
