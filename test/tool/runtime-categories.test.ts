@@ -104,7 +104,7 @@ forEachStore('every failure category is recorded as evidence', (target) => {
     });
     const r = await rig(target, { tools: [stuck], maxOutputBytes: RESERVE });
     // Long enough that the call and its marker are durable before the deadline, so the body does start.
-    const execution = await r.gateway.callWithOptions('stuck', {}, { timeoutMs: 500 });
+    const execution = await r.gateway.callWithOptions('stuck', {}, { timeoutMs: 2_000 });
     assert.equal(sawAbort, true, 'the body was told through its signal');
     assert.equal((execution.result.outcome as { retryable: boolean }).retryable, true);
     await check(r, execution, { category: 'timeout', code: 'tool_timeout', started: true, outputCharged: RESERVE });
