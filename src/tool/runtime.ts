@@ -25,8 +25,11 @@ function positive(field: string, value: number | undefined, fallback: number): n
   return value;
 }
 
-/** Checks names and arguments before anything is reserved or recorded. Returns the arguments' JSON text. */
-function preflight(name: unknown, args: unknown): string {
+/**
+ * Checks names and arguments before anything is reserved or recorded. Returns the arguments' JSON text and the
+ * value parsed back from it under the journal's bounds (plain JSON, detached from the caller's object).
+ */
+function preflight(name: unknown, args: unknown): { text: string; value: JsonValue } {
   if (typeof name !== 'string' || name.length === 0) throw new ToolPreflightError('empty_name', 'the tool name is empty');
   const nameBytes = utf8Length(name);
   if (nameBytes > LIMITS.maxToolNameBytes) {
@@ -43,11 +46,10 @@ function preflight(name: unknown, args: unknown): string {
     throw new ToolPreflightError('arguments_too_large', `the arguments are ${bytes} bytes, at most ${LIMITS.maxArgumentsBytes} allowed`);
   }
   try {
-    parseJson(text, { maxDepth: LIMITS.maxArgumentsDepth });
+    return { text, value: parseJson(text, { maxDepth: LIMITS.maxArgumentsDepth }) };
   } catch (error) {
     throw new ToolPreflightError('arguments_not_serializable', `the arguments cannot be journaled: ${(error as Error).message}`, { cause: error });
   }
-  return text;
 }
 
 function tighten(field: string, option: number | undefined): number | undefined {
@@ -146,7 +148,7 @@ class Gateway implements ToolGateway {
   }
 
   async callWithOptions(name: string, args: JsonValue, options: ToolCallOptions = {}): Promise<ToolExecution> {
-    const argsText = preflight(name, args);
+    const checked = preflight(name, args);
     const timeoutOption = tighten('timeoutMs', options.timeoutMs);
     const outputOption = tighten('maxOutputBytes', options.maxOutputBytes);
     if (this.binding.signal?.aborted) throw new ToolTurnClosedError();
@@ -156,7 +158,7 @@ class Gateway implements ToolGateway {
     const registered = this.runtime.tools.get(name);
     const metadata = registered?.tool.metadata;
     const contract = metadata?.effect ?? DEFAULT_CONTRACT;
-    const operation = this.operationFor(name, JSON.parse(argsText) as JsonValue, contract, options.retry);
+    const operation = this.operationFor(name, checked.value, contract, options.retry);
     if (this.runtime.inFlight >= this.runtime.maxInFlight) throw new ToolOverloadedError(this.runtime.maxInFlight);
     this.runtime.inFlight += 1;
     const control = new CallControl(
@@ -168,12 +170,12 @@ class Gateway implements ToolGateway {
       const call: ToolCall = {
         id: newCallId(),
         name,
-        arguments: JSON.parse(argsText) as JsonValue,
+        arguments: checked.value,
         operation,
         ...(options.action ? { action: options.action } : {}),
       };
       const outputLimit = minOf(this.runtime.maxOutputBytes, metadata?.outputCeilingBytes, outputOption);
-      return await this.run(call, registered, outputLimit, control, argsText);
+      return await this.run(call, registered, outputLimit, control, checked.text);
     } finally {
       control.dispose();
       this.runtime.inFlight -= 1;
@@ -190,7 +192,6 @@ class Gateway implements ToolGateway {
   }
 
   private async run(call: ToolCall, registered: RegisteredTool | undefined, outputLimit: number, control: CallControl, argsText: string): Promise<ToolExecution> {
-    const owner = this.binding.owner;
     const op = call.operation!;
     const ctx = { caller: this.caller, call };
     const callDraft = this.draft({ type: 'tool_call', call });
@@ -231,12 +232,13 @@ class Gateway implements ToolGateway {
       reserved = receipt.reservedOutputBytes;
       faultPoint('call:after');
       const denied = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control)) ?? control.interrupt();
-      if (denied) return this.finish(call, callEvent, null, denied, reserved, 0);
+      if (denied) return this.finish(call, callEvent, null, denied, 0);
       faultPoint('approval:after');
       startedEvent = (await this.write('started', call, null, { events: [startedDraft], budget: { taskId: this.taskId } })).events[0]!;
     }
     faultPoint('started:after');
 
+    // The body gets its own copy: whatever it does to its arguments cannot change the recorded call.
     const request = { callId: call.id, arguments: JSON.parse(argsText) as JsonValue, operation: op };
     let outcome: Failure | { status: 'succeeded'; output: string };
     let charge = reserved;
@@ -249,8 +251,9 @@ class Gateway implements ToolGateway {
         else {
           const bytes = utf8Length(output);
           charge = bytes;
-          outcome = bytes > Math.min(outputLimit, reserved)
-            ? failure('output_limit', 'tool_output_limit', `the output is ${bytes} bytes, over the limit of ${Math.min(outputLimit, reserved)}`)
+          // The store reserved min(outputLimit, what the task's budget had left): that is this call's limit.
+          outcome = bytes > reserved
+            ? failure('output_limit', 'tool_output_limit', `the output is ${bytes} bytes, over the limit of ${reserved}`)
             : { status: 'succeeded', output };
         }
       }
@@ -258,7 +261,7 @@ class Gateway implements ToolGateway {
       outcome = bodyFailure(error);
     }
     faultPoint('body:after');
-    return this.finish(call, callEvent, startedEvent, outcome, reserved, charge);
+    return this.finish(call, callEvent, startedEvent, outcome, charge);
   }
 
   private async finish(
@@ -266,7 +269,6 @@ class Gateway implements ToolGateway {
     callEvent: SessionEvent,
     startedEvent: SessionEvent | null,
     outcome: ToolResult['outcome'],
-    reserved: number,
     charge: number,
   ): Promise<ToolExecution> {
     const result: ToolResult = { callId: call.id, outcome };
