@@ -58,6 +58,10 @@ export function historyBytes(events: number, bodyBytes: number): number {
 export function chainEvents(session: SessionRow, epoch: number, drafts: readonly EventDraft[]) {
   const events: SessionEvent[] = [];
   const rows: EventRow[] = [];
+  const count = session.lastSeq + 1 + drafts.length;
+  if (count > LIMITS.maxHistoryEvents) {
+    throw new JournalFullError(session.sessionId, `${count} events exceed the limit of ${LIMITS.maxHistoryEvents}`);
+  }
   let hash = session.headHash;
   let bytes = session.bodyBytes;
   drafts.forEach((draft, i) => {
@@ -82,10 +86,6 @@ export function chainEvents(session: SessionRow, epoch: number, drafts: readonly
     events.push(event);
     rows.push({ sessionId: session.sessionId, seq: event.seq, eventId: event.eventId, epoch, body, hash });
   });
-  const count = session.lastSeq + 1 + drafts.length;
-  if (count > LIMITS.maxHistoryEvents) {
-    throw new JournalFullError(session.sessionId, `${count} events exceed the limit of ${LIMITS.maxHistoryEvents}`);
-  }
   const total = historyBytes(count, bytes);
   if (total > LIMITS.maxHistoryBytes) {
     throw new JournalFullError(session.sessionId, `${total} bytes exceed the limit of ${LIMITS.maxHistoryBytes}`);
@@ -199,7 +199,7 @@ function applyBudget(task: TaskRow, epoch: number, request: CommitRequest): { ro
 
 function checkLimit(name: string, value: number | undefined, fallback: number): number {
   const v = value ?? fallback;
-  if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`${name} must be a non-negative safe integer, got ${v}`);
+  if (!Number.isSafeInteger(v) || v < 0) throw new InvalidInputError(name, `must be a non-negative safe integer, got ${v}`);
   return v;
 }
 

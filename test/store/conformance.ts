@@ -107,6 +107,8 @@ export function runStoreConformance(name: string, factory: StoreFactory): void {
         charged: { toolCalls: 0, toolOutputBytes: 0 }, reservedOutputBytes: 0, stopReason: null,
       });
       assert.deepEqual(await owner.startTask('t1', { limits: { toolCalls: 99 } }), t);
+      await rejects(owner.startTask('t-bad', { limits: { toolCalls: -1 } }), 'invalid_input');
+      await rejects(owner.startTask('t-bad', { limits: { toolOutputBytes: 1.5 } }), 'invalid_input');
       await rejects(owner.task('missing'), 'task_not_found');
       const other = await store.acquire('s-task-2', { owner: 'h' });
       await rejects(other.startTask('t1'), 'task_in_other_session');
