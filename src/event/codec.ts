@@ -11,7 +11,7 @@
 import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
 import { LIMITS } from '../limits.js';
 import { parseJson, type ParseJsonOptions } from '../json/parse.js';
-import type { JsonObject, JsonValue } from '../json/types.js';
+import type { JsonObject } from '../json/types.js';
 import { utf8Length } from '../text.js';
 import {
   TOOL_EFFECTS,

@@ -5,7 +5,7 @@ import { STORE_DEFAULTS } from '../limits.js';
 import { faultPoint } from '../fault.js';
 import { JournalStore } from './journal-store.js';
 import { parseReservations } from './reservations.js';
-import type { EventRow, JournalBackend, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
+import type { EventRow, JournalBackend, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import type { SessionStore, TaskState } from './types.js';
 
 export const SQLITE_SCHEMA_VERSION = 2;

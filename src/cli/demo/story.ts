@@ -17,7 +17,7 @@ import { assessSession, type SessionAssessment, type ToolCallAssessment } from '
 import { inspectToolRecovery, prepareToolRetry } from '../../tool/recovery.js';
 import { ToolRetryError } from '../../tool/retry-error.js';
 import { createToolRuntime } from '../../tool/runtime.js';
-import type { ToolExecution, ToolGateway } from '../../tool/types.js';
+import type { ToolExecution } from '../../tool/types.js';
 import { callTable } from '../assessment.js';
 import type { Command } from '../command.js';
 import { EXIT, UsageError } from '../exit.js';
