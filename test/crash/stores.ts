@@ -1,8 +1,5 @@
-/**
- * The store axis of the crash matrix. SQLite always runs; PostgreSQL runs when JINGWEI_PG_URL is set. The
- * PostgreSQL store is loaded by a computed specifier, so these files compile and run on SQLite whether or not
- * src/postgres.ts is present.
- */
+/** The store axis of the crash matrix. SQLite always runs; PostgreSQL runs when JINGWEI_PG_URL is set. */
+import { openPostgresStore } from '../../src/postgres.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import type { SessionStore } from '../../src/store/types.js';
 
@@ -22,22 +19,6 @@ export function enabledStoreKinds(): StoreKind[] {
   return process.env.JINGWEI_PG_URL ? ['sqlite', 'postgres'] : ['sqlite'];
 }
 
-interface PostgresModule {
-  openPostgresStore(url: string, options: { schema?: string; poolSize?: number }): Promise<SessionStore>;
-}
-
-const POSTGRES_ENTRY = '../../src/postgres.js';
-
-/** The PostgreSQL entry point; fails loudly (never skips) when JINGWEI_PG_URL asked for it and it is missing. */
-export async function loadPostgres(): Promise<PostgresModule> {
-  const specifier: string = new URL(POSTGRES_ENTRY, import.meta.url).href;
-  try {
-    return (await import(specifier)) as PostgresModule;
-  } catch (error) {
-    throw new Error(`JINGWEI_PG_URL is set but the PostgreSQL store cannot be loaded from ${specifier}: ${String(error)}`);
-  }
-}
-
 export interface OpenOptions {
   /** SQLite: run quick_check on open. */
   readonly verifyOnOpen?: boolean;
@@ -46,6 +27,5 @@ export interface OpenOptions {
 /** Opens the journal store a spec names, with the production options (a small pool on PostgreSQL). */
 export async function openStore(spec: StoreSpec, options: OpenOptions = {}): Promise<SessionStore> {
   if (spec.kind === 'sqlite') return openSqliteStore(spec.location, { verifyOnOpen: options.verifyOnOpen === true });
-  const { openPostgresStore } = await loadPostgres();
   return openPostgresStore(spec.location, { ...(spec.schema ? { schema: spec.schema } : {}), poolSize: 2 });
 }

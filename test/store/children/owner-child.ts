@@ -4,13 +4,12 @@
  * argv: <sqlite path | postgres:// URL> <session> <owner name> [postgres schema]
  */
 import { createInterface } from 'node:readline';
-import { openSqliteStore } from '../../../src/sqlite.js';
-import { openPostgresStore } from '../../../src/postgres.js';
 import type { SessionOwner } from '../../../src/store/types.js';
 import { newTurnId } from '../../../src/ids.js';
+import { openTarget } from '../../support/stores.js';
 
 const [path, sessionId, name, schema] = process.argv.slice(2) as [string, string, string, string | undefined];
-const store = /^postgres(ql)?:\/\//.test(path) ? await openPostgresStore(path, { schema, poolSize: 2 }) : openSqliteStore(path);
+const store = await openTarget(path, schema);
 let owner: SessionOwner | undefined;
 const out = (v: unknown) => process.stdout.write(JSON.stringify(v) + '\n');
 
