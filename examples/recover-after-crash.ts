@@ -7,7 +7,7 @@ import {
 } from 'jingwei';
 import { openSqliteStore } from 'jingwei/sqlite';
 
-/** The seed's explicit retry, in TypeScript: inspect, prepare one plan, call through every normal check. */
+/** One explicit retry: inspect, prepare one plan, call through every normal check. */
 async function retryOnce(
   gateway: ToolGateway,
   confirmedHistory: readonly SessionEvent[],
