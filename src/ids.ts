@@ -51,7 +51,7 @@ export function rustTrim(s: string): string {
 const NOT_RUST_WHITE_SPACE = /[^\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/;
 const SURROGATE = /[\ud800-\udfff]/;
 
-/** The journal's text rule: non-empty after trimming and at most 1024 UTF-8 bytes (anchor §2 `text_valid`). */
+/** The journal's text rule: non-empty after trimming and at most 1024 UTF-8 bytes (docs/design.md#limits). */
 export function isValidText(s: unknown): s is string {
   return typeof s === 'string' && NOT_RUST_WHITE_SPACE.test(s) && utf8Length(s) <= LIMITS.maxTextBytes && !hasLoneSurrogate(s);
 }

@@ -1,4 +1,4 @@
-/** Every bound the library enforces, in one place (SPEC §9). Sizes are UTF-8 bytes unless named otherwise. */
+/** Every bound the library enforces, in one place (docs/design.md#limits). Sizes are UTF-8 bytes unless named otherwise. */
 export const LIMITS = {
   /** Events in one history handed to recovery, or held by one session. */
   maxHistoryEvents: 100_000,
@@ -25,14 +25,14 @@ export const LIMITS = {
   maxJsonlLineBytes: 16 * 1024 * 1024,
 } as const;
 
-/** Runtime defaults (SPEC §5.1, anchor §4). */
+/** Runtime defaults (docs/design.md#the-admission-order). */
 export const RUNTIME_DEFAULTS = {
   timeoutMs: 30_000,
   maxOutputBytes: 64 * 1024,
   maxInFlight: 1024,
 } as const;
 
-/** Task budget defaults (SPEC §4). */
+/** Task budget defaults (docs/design.md#tasks-and-budgets). */
 export const TASK_DEFAULTS = {
   toolCalls: 128,
   toolOutputBytes: 16 * 1024 * 1024,

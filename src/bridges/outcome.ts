@@ -1,7 +1,7 @@
 /**
  * What a model may read about one tool call, for every bridge and the reference agent: the recorded output, or
  * the failure's category, code and message with one sentence on whether the tool ran. Never the call id, the
- * operation key, a retry plan or a review: those stay with the host (SPEC §6).
+ * operation key, a retry plan or a review: those stay with the host (docs/design.md#reviews-come-from-the-host).
  */
 import type { ToolFailureCategory } from '../event/types.js';
 import { LIMITS } from '../limits.js';

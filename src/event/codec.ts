@@ -1,5 +1,5 @@
 /**
- * THE wire codec: camelCase API types <-> the Rust original's journal JSON (snake_case keys, `"type"`-tagged kinds,
+ * THE wire codec: camelCase API types <-> the journal JSON of Jingwei for Rust (snake_case keys, `"type"`-tagged kinds,
  * `"status"`-tagged outcomes, snake_case enum values). Nothing else in the library converts.
  *
  * Encoding is a pure, non-validating mapping of an already-typed value. Decoding is strict: every field is checked

@@ -2,7 +2,7 @@ import { PhysicalLogError } from '../errors.js';
 import type { SessionEvent } from './types.js';
 
 /**
- * The physical-log rule (anchor §1.9, `validate_physical_log`): for each index i, in order, the event belongs to
+ * The physical-log rule (docs/design.md#evidence-validation): for each index i, in order, the event belongs to
  * `sessionId` (else `wrong_session`), its `seq` is i (else `wrong_sequence`), and its event id has not appeared
  * before (else `duplicate_event_id`). The first violation throws PhysicalLogError; nothing is reordered or repaired.
  */

@@ -1,7 +1,7 @@
 import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
 import type { JsonObject, JsonValue } from '../json/types.js';
 
-/** A tool's declared side effect. Wire values are snake_case and identical to the Rust original's. */
+/** A tool's declared side effect. Wire values are snake_case and identical to those of Jingwei for Rust. */
 export const ToolEffect = {
   Unknown: 'unknown',
   ReadOnly: 'read_only',
@@ -47,12 +47,13 @@ export interface ToolOperation {
   readonly retry: ToolRetryAudit | null;
   /**
    * Set by the canonical runtime: this call records a `tool_started` marker right before its body runs
-   * (SPEC §5.3). Absent on the wire when false, so records stay readable by the Rust original.
+   * (docs/design.md#the-body-start-marker). Absent on the wire when false, so such records stay readable by
+   * Jingwei for Rust.
    */
   readonly startMarker?: boolean;
 }
 
-/** The host-assigned origin of a call (anchor §1.7). It grants nothing. */
+/** The host-assigned origin of a call (which decision and action it came from). It grants nothing. */
 export interface ActionContext {
   readonly decision: { readonly taskId: TaskId; readonly stepId: string };
   readonly actionIndex: number;
@@ -111,7 +112,7 @@ export interface ToolResult {
   readonly outcome: ToolRecordedOutcome;
 }
 
-/** Event kinds. `opaque` keeps any other kind of the Rust original byte-for-byte in meaning, never interpreted. */
+/** Event kinds. `opaque` keeps any other kind written by Jingwei for Rust, unchanged in meaning and never interpreted. */
 export type SessionEventKind =
   | { readonly type: 'tool_call'; readonly call: ToolCall }
   | { readonly type: 'tool_started'; readonly callId: CallId }

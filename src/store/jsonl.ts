@@ -10,7 +10,7 @@ import { decideImport } from './decisions.js';
 import type { JournalBackend } from './rows.js';
 import type { ImportReport } from './types.js';
 
-/** One wire event per line, in physical order: the same form the Rust original's JSONL store writes. */
+/** One wire event per line, in physical order: the same form the JSONL store of Jingwei for Rust writes. */
 export function exportJournal(events: readonly SessionEvent[]): string {
   let out = '';
   for (const e of events) out += encodeEventText(e) + '\n';
@@ -26,7 +26,7 @@ export class JournalImportError extends JingweiError {
   }
 }
 
-/** Parses and verifies a JSONL journal (ours or the Rust original's) without touching any store. */
+/** Parses and verifies a JSONL journal (ours or one written by Jingwei for Rust) without touching any store. */
 export function parseJournal(text: string): SessionEvent[] {
   if (typeof text !== 'string') throw new InvalidInputError('jsonl', 'must be a string');
   const lines = text.split('\n');

@@ -1,7 +1,7 @@
 import type { SessionId, TaskId } from '../ids.js';
 import type { TaskState } from './types.js';
 
-/** The owner row of a session: the fencing epoch and the head of the hash chain (SPEC §4). */
+/** The owner row of a session: the fencing epoch and the head of the hash chain (docs/design.md#fencing). */
 export interface SessionRow {
   readonly sessionId: SessionId;
   readonly owner: string | null;

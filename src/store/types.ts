@@ -26,7 +26,7 @@ export interface TaskSnapshot {
 
 /**
  * A budget change written in the same transaction as the events of a commit, so a crash can neither lose nor
- * double a charge (SPEC §4). The commit's own events say which call it concerns: its `tool_call` is admitted, a
+ * double a charge (docs/design.md#tasks-and-budgets). The commit's own events say which call it concerns: its `tool_call` is admitted, a
  * `tool_started` marks that call's reservation as started, its `tool_result` settles it. Every budget commit also
  * settles reservations left by fenced owners (whose results can never be recorded): refunded when the body never
  * started, charged in full when it may have produced output.
@@ -111,7 +111,7 @@ export interface SessionStore {
   /** The session's journal as JSONL, one wire event per line, verified as by loadHistory. */
   exportJsonl(sessionId: string): Promise<string>;
   /**
-   * Imports a JSONL journal (ours, or the Rust original's) into a session that has no events yet, after verifying
+   * Imports a JSONL journal (ours, or one written by Jingwei for Rust) into a session that has no events yet, after verifying
    * it. The imported session is left released.
    */
   importJsonl(text: string, options: { owner: string; sessionId?: string }): Promise<ImportReport>;

@@ -4,7 +4,8 @@ export type Interrupt = Extract<ToolRecordedOutcome, { status: 'failed' }> & { c
 
 /**
  * The deadline, cancellation and task-stop of one attempt. `signal` fires on the first of them; `interrupt()`
- * names the one that applies, in the anchor's priority: task stop, then cancellation, then the call deadline.
+ * names the one that applies, in this priority: task stop, then cancellation, then the call deadline
+ * (docs/design.md#deadlines-cancellation-and-task-stops).
  */
 export class CallControl {
   private readonly controller = new AbortController();

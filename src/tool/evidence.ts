@@ -1,6 +1,6 @@
 /**
- * The one evidence pass shared by inspectToolRecovery, prepareToolRetry and assessSession (anchor §2.1, SPEC §5.3,
- * §6). It validates a whole confirmed history once and returns it indexed; every later decision reads the index.
+ * The one evidence pass shared by inspectToolRecovery, prepareToolRetry and assessSession
+ * (docs/design.md#evidence-validation). It validates a whole confirmed history once and returns it indexed; every later decision reads the index.
  * Internal to the tool layer: hosts use the functions in recovery.ts, retry-plan.ts and assess.ts.
  */
 import { encodeEvent } from '../event/codec.js';
@@ -152,15 +152,15 @@ function checkPhysicalLog(history: readonly SessionEvent[]): SessionId {
 }
 
 /**
- * Anchor §2.1 steps 1–4 (plus SPEC §5.3 for tool_started). When `callId` is given it is checked in step 1, as the
- * anchor does. The first violation in physical order wins, even one unrelated to the call asked about.
+ * The evidence checks, in order (docs/design.md#evidence-validation), the start markers included. When `callId` is
+ * given its text is checked right after the event count. The first violation in physical order wins, even one unrelated to the call asked about.
  */
 export function collectEvidence(history: readonly SessionEvent[], callId?: string): SessionEvidence {
   checkEventCount(history);
   if (callId !== undefined && !isValidText(callId)) invalid('the call id must be 1..1024 bytes of non-blank text');
   checkSerializedSize(history);
   const sessionId = checkPhysicalLog(history);
-  // Beyond the anchor (its id newtypes are unchecked): envelope ids follow the same text rule as every other id.
+  // Stricter than Jingwei for Rust (which leaves envelope ids unchecked): they follow the same text rule as every other id.
   if (!isValidText(sessionId)) invalid('the session id must be 1..1024 bytes of non-blank text');
 
   const calls = new Map<string, AttemptRecord>();
@@ -288,8 +288,8 @@ export interface Classification {
 }
 
 /**
- * SPEC §6 and §5.3. For a flagged call the start marker, not the failure category, decides whether the body may
- * have run; unflagged calls follow the seed's table. `retryable` is never read.
+ * docs/design.md#recovery-status. For a flagged call the start marker, not the failure category, decides whether
+ * the body may have run; unflagged calls follow the category rule alone. `retryable` is never read.
  */
 export function classifyAttempt(record: AttemptRecord): Classification {
   const outcome = record.result?.outcome;

@@ -1,5 +1,5 @@
 /**
- * Host-side recovery: what a confirmed history proves about one tool call (seed, SPEC §6, anchor §2).
+ * Host-side recovery: what a confirmed history proves about one tool call (docs/design.md#recovery).
  * Pure and synchronous: no IO, no clock, no randomness. Every refusal is a ToolRetryError.
  */
 import type { SessionEvent, ToolCall, ToolResult } from '../event/types.js';
@@ -20,7 +20,7 @@ export interface ToolRecoveryAssessment {
   readonly status: ToolRecoveryStatus;
   /** The event holding the call; a retry's audit points at its id. */
   readonly callEvent: SessionEvent;
-  /** The body-start marker of a flagged call (SPEC §5.3), if recorded. */
+  /** The body-start marker of a flagged call (docs/design.md#the-body-start-marker), if recorded. */
   readonly startedEvent: SessionEvent | null;
   readonly resultEvent: SessionEvent | null;
   /** 1-based position among the attempts of the call's operation; 1 for a legacy call. */

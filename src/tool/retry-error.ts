@@ -9,7 +9,7 @@ export type ToolRetryErrorCode =
   | 'binding_changed'
   | 'consumed';
 
-/** Why a retry cannot be planned or used. `detail` says which evidence failed (SPEC §3, anchor §2.3). */
+/** Why a retry cannot be planned or used. `detail` says which evidence failed (docs/design.md#retry-errors). */
 export class ToolRetryError extends JingweiError {
   declare readonly code: ToolRetryErrorCode;
   readonly detail: string;

@@ -1,5 +1,5 @@
 /**
- * One explicit, single-use retry of a tool call (seed "One explicit retry", SPEC §6, anchor §3).
+ * One explicit, single-use retry of a tool call (docs/design.md#retry-plans).
  * A plan is host evidence, not a permission and not a lock: the runtime still runs every current check.
  */
 import { JingweiError } from '../errors.js';
@@ -133,7 +133,7 @@ export class ToolRetryPlan {
   }
 
   /**
-   * The runtime-side check, before anything is recorded (anchor §3.2). Any mismatch of session, task, tool name,
+   * The runtime-side check, before anything is recorded (docs/design.md#retry-plans). Any mismatch of session, task, tool name,
    * arguments (canonical JSON equality, key order ignored) or the current contract throws `binding_changed` and
    * leaves the plan unused. Otherwise the plan is consumed for good, for every clone, even if admission later
    * fails, and the returned operation reuses the source key with a retry audit pointing at the source call.
@@ -189,7 +189,7 @@ export class ToolRetryPlan {
 }
 
 /**
- * Plans one explicit attempt of `callId` from the confirmed history (anchor §3): the review is checked first, then
+ * Plans one explicit attempt of `callId` from the confirmed history (docs/design.md#the-recovery-decision-table): the review is checked first, then
  * the history (as inspectToolRecovery, whose errors propagate); a completed status or a `completed` review gives
  * `completed`; a call without an operation gives `legacy_call`; an uncertain outcome of an Unknown or NonIdempotent
  * tool gives `needs_review` unless the review says `not_executed` (an `uncertain` review never unblocks).
@@ -210,7 +210,7 @@ export function prepareToolRetry(
     operation?.contract.effect ?? ToolEffect.Unknown,
     checkedReview?.outcome ?? null,
   );
-  // Completed outranks legacy, so a legacy call with a success result reports completed (anchor §3 step 4).
+  // Completed outranks legacy, so a legacy call with a success result reports completed.
   if (decision.kind === 'completed') throw new ToolRetryError('completed', decision.reason);
   if (operation === null) {
     throw new ToolRetryError('legacy_call', `call ${callId} has no operation: no stable key to reuse, it cannot be retried`);

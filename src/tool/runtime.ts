@@ -62,7 +62,7 @@ function tighten(field: string, option: number | undefined): number | undefined 
 
 const minOf = (...values: Array<number | null | undefined>) => Math.min(...values.filter((v): v is number => typeof v === 'number'));
 
-/** The canonical runtime (SPEC §5): every check on every attempt, every outcome journaled as evidence. */
+/** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
 class CanonicalRuntime implements ToolRuntime {
   readonly tools = new Map<string, RegisteredTool>();
   readonly grants = new Map<string, '*' | ReadonlySet<string>>();

@@ -9,7 +9,7 @@ import { alphaHistory, cli, quietHistory, tamper, writeStore } from './helpers.j
 const dir = tempDir('jingwei-cli-transfer-');
 
 /**
- * A journal as the Rust original's JSONL store writes it: uuid-v4 ids, a legacy call without an operation, calls
+ * A journal as the JSONL store of Jingwei for Rust writes it: uuid-v4 ids, a legacy call without an operation, calls
  * without the start-marker flag, assistant_message with its version, and a kind (done) this port keeps opaque.
  */
 const SESSION = 'sess_6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f';
@@ -102,7 +102,7 @@ describe('jingwei import', () => {
     })();
   });
 
-  it("imports the Rust original's JSONL: legacy and unflagged calls are assessed by the seed's rules, and it exports back byte for byte", () => {
+  it("imports the JSONL of Jingwei for Rust: legacy and unflagged calls are assessed by the category rules, and it exports back byte for byte", () => {
     const file = `${dir}/rust.jsonl`;
     writeFileSync(file, RUST_JOURNAL);
     const target = tempDbPath(dir, 'rust');
@@ -119,10 +119,10 @@ describe('jingwei import', () => {
     assert.match(inspect.stdout, /^toolcall_book\s+book\s+idempotent\s+outcome_unknown\s+retry_allowed\s+outcome unknown \(body_failure recorded; the body may have run\)/m);
     const pay = cli(['inspect', target, SESSION, 'toolcall_pay']);
     assert.match(pay.stdout, /records no start marker \(not the canonical runtime\)/);
-    assert.match(pay.stdout, /seed row 5/);
+    assert.match(pay.stdout, /^ {2}rule 5: Outcome uncertain/m);
     const legacy = cli(['inspect', target, SESSION, 'mcall_legacy']);
     assert.equal(legacy.code, 0, 'a legacy call cannot be acted on');
-    assert.match(legacy.stdout, /seed: An old ToolCall without the operation field → No trustworthy stable key/);
+    assert.match(legacy.stdout, /legacy-call rule: An old ToolCall without the operation field → No trustworthy stable key/);
     const events = cli(['events', target, SESSION]);
     assert.match(events.stdout, /^\s*7\s+…0a1b2c3d\s+done\s+\(kept as is, not interpreted\) \{"status":"checkpointed"\}$/m);
   });

@@ -51,7 +51,7 @@ export function countsOf(report: InvariantReport): InvariantCounts {
   return counts;
 }
 
-/** SPEC §6: the failure categories recorded only before a body starts. Listed here, not imported, on purpose. */
+/** docs/design.md#recovery-status: the failure categories recorded only before a body starts. Listed here, not imported, on purpose. */
 const PRE_BODY = new Set(['unavailable', 'invalid_arguments', 'denied', 'guard_fault', 'approval_unavailable', 'approval_denied', 'approval_fault']);
 const NEEDS_REVIEW = new Set(['unknown', 'non_idempotent']);
 
@@ -62,7 +62,7 @@ interface Attempt {
   outcome: ToolRecordedOutcome | null;
 }
 
-/** What the journal proves about one attempt at this point of the walk (SPEC §5.3 and §6). */
+/** What the journal proves about one attempt at this point of the walk (docs/design.md#recovery-status). */
 function statusOf(a: Attempt): 'completed' | 'not_executed' | 'outcome_unknown' {
   if (a.outcome?.status === 'succeeded') return 'completed';
   if (a.call.operation?.startMarker === true) return a.started ? 'outcome_unknown' : 'not_executed';
@@ -80,7 +80,7 @@ export interface TaskCharge {
 }
 
 /**
- * Output bytes an attempt is accountable for once its owner is gone (SPEC §4): nothing if its body never started;
+ * Output bytes an attempt is accountable for once its owner is gone (docs/design.md#tasks-and-budgets): nothing if its body never started;
  * the output's size if it succeeded; otherwise the whole reservation (a failure after the start, or no result at
  * all: the body may have produced anything). Null when the journal cannot say (an output_limit failure charges the
  * oversized output's length, which is not journaled).

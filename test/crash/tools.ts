@@ -1,6 +1,6 @@
 /**
  * The crash matrix's tools and its "external system". The external system is a separate SQLite database (the
- * seed's `orders` table from test/support/orders.ts) whose rows are the ledger of side effects: one row per external
+ * `orders` table from test/support/orders.ts) whose rows are the ledger of side effects: one row per external
  * write, tagged with the operation key and the call that wrote it. The idempotent tool writes through the
  * idempotency helper (business row and dedup record in one transaction); the non-idempotent and unknown tools
  * always insert; the read-only tool only reads. Every body passes the harness's own kill points around its write.

@@ -84,7 +84,7 @@ describe('codec: round trips', () => {
   });
 });
 
-describe('codec: the wire format is the Rust original’s', () => {
+describe('codec: the wire format is that of Jingwei for Rust', () => {
   it('writes a full tool call in the original key order, snake_case', () => {
     const e: SessionEvent = {
       ...envelope,
@@ -155,7 +155,7 @@ describe('codec: the wire format is the Rust original’s', () => {
     assert.deepStrictEqual(decodeToolOperation(wire), op);
   });
 
-  it('matches the original’s own serialization tests for tool results', () => {
+  it('matches the serialization tests of Jingwei for Rust for tool results', () => {
     const ok = '{"call_id":"call_success","outcome":{"status":"succeeded","output":"indexed 3 files"}}';
     assert.equal(JSON.stringify(encodeToolResult(decodeToolResult(JSON.parse(ok)))), ok);
     const failed =

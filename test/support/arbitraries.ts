@@ -133,7 +133,7 @@ export const arbToolResult: fc.Arbitrary<ToolResult> = fc.record(
   { noNullPrototype: true },
 );
 
-/** Kind types of the Rust original that this library keeps opaque, plus invented future ones. */
+/** Kind types of Jingwei for Rust that this library keeps opaque, plus invented future ones. */
 export const OPAQUE_WIRE_TYPES = [
   'assistant_delta',
   'model_request',

@@ -1,6 +1,6 @@
 /**
  * Hand-built session histories for pure recovery tests. Every event gets a fresh event id and seq = its index.
- * Defaults are the original's fixtures (anchor §6): session `retry-session`, task `retry-task`, call `attempt-1`,
+ * Defaults are the fixtures of the retry tests of Jingwei for Rust: session `retry-session`, task `retry-task`, call `attempt-1`,
  * tool `probe`, arguments {"ok":true}, key `logical-1`, revision `v1`, turn `old-turn`.
  */
 import assert from 'node:assert/strict';

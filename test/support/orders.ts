@@ -1,4 +1,4 @@
-/** The seed's idempotent test tool: writes one business order through the idempotency helper of either store. */
+/** The idempotent test tool of the explicit-retry scenario: writes one business order through the idempotency helper of either store. */
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { PostgresIdempotencyStore } from '../../src/postgres.js';

@@ -1,6 +1,6 @@
 /**
  * The whole decision table as a property: recorded facts (flag, marker, result) × effect × review, checked against
- * an oracle written straight from SPEC §5.3 and §6 and anchor §2.2 and §3.
+ * an oracle written straight from docs/design.md#recovery-status and docs/design.md#the-recovery-decision-table.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

@@ -1,6 +1,6 @@
 /**
- * Tampered and over-limit histories: each fails with the original's code, the first violation in physical order
- * wins, and the exact limits pass (anchor §2.1, §5; SPEC §5.3, §9).
+ * Tampered and over-limit histories: each fails with the code Jingwei for Rust gives, the first violation in physical order
+ * wins, and the exact limits pass (docs/design.md#evidence-validation, docs/design.md#limits).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

@@ -1,6 +1,6 @@
 /**
- * The original's retry tests 1–3 (anchor §6), ported with the same fixtures and assertions, plus the body-start
- * marker rule of SPEC §5.3. Test 4 is in retry-plan.test.ts; test 5 needs the real runtime and lives with it.
+ * The retry tests 1–3 of Jingwei for Rust, ported with the same fixtures and assertions, plus the body-start
+ * marker rule (docs/design.md#the-body-start-marker). Test 4 is in retry-plan.test.ts; test 5 needs the real runtime and lives with it.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -22,7 +22,7 @@ import {
 
 const ALL_EFFECTS = [ToolEffect.Unknown, ToolEffect.NonIdempotent, ToolEffect.ReadOnly, ToolEffect.Idempotent];
 
-describe('anchor retry tests (pure)', () => {
+describe('retry tests of Jingwei for Rust (pure)', () => {
   it('uncertain_effects_require_explicit_review_and_completed_always_blocks', () => {
     for (const effect of ALL_EFFECTS) {
       const h = new HistoryBuilder();
@@ -93,7 +93,7 @@ describe('anchor retry tests (pure)', () => {
   });
 });
 
-describe('body-start marker (SPEC §5.3)', () => {
+describe('body-start marker', () => {
   it('a flagged non_idempotent call with no marker and no result is not_executed and plans without review', () => {
     const h = new HistoryBuilder();
     h.call({ effect: ToolEffect.NonIdempotent, startMarker: true });
@@ -137,7 +137,7 @@ describe('body-start marker (SPEC §5.3)', () => {
     assert.equal(inspectToolRecovery(h.build(), FIXTURE.call).status, ToolRecoveryStatus.OutcomeUnknown);
   });
 
-  it('an unflagged call follows the seed rule: missing result is outcome_unknown', () => {
+  it('an unflagged call follows the category rule: missing result is outcome_unknown', () => {
     const h = new HistoryBuilder();
     h.call({ effect: ToolEffect.NonIdempotent });
     assert.equal(inspectToolRecovery(h.build(), FIXTURE.call).status, ToolRecoveryStatus.OutcomeUnknown);

@@ -1,5 +1,5 @@
 /**
- * ToolRetryPlan: the original's test 4 (anchor §6), and properties of binding, single use and non-serializability.
+ * ToolRetryPlan: retry test 4 of Jingwei for Rust, and properties of binding, single use and non-serializability.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -25,7 +25,7 @@ function planFor(effect: ToolEffect = ToolEffect.ReadOnly, args: JsonValue = FIX
   return { plan, binding };
 }
 
-describe('anchor test 4', () => {
+describe('retry test 4 of Jingwei for Rust', () => {
   it('plan_clones_share_one_use_and_bind_all_execution_inputs', () => {
     const { plan, binding } = planFor(ToolEffect.ReadOnly);
     const clone = plan.clone();

@@ -1,6 +1,6 @@
 /**
- * The seed's scenario across real process boundaries, on SQLite and PostgreSQL, and the original's fifth retry
- * test in one process: an idempotent tool writes its record and fails; a retry is denied by a fresh approval; the
+ * The founding scenario of explicit retries across real process boundaries, on SQLite and PostgreSQL, and the fifth
+ * retry test of Jingwei for Rust in one process: an idempotent tool writes its record and fails; a retry is denied by a fresh approval; the
  * next retry is approved and succeeds. Three attempts, one operation key, one business record.
  */
 import assert from 'node:assert/strict';
@@ -19,7 +19,7 @@ interface Report { call: ToolCall; result: ToolResult; approvals: number; bodies
 
 const category = (r: ToolResult) => (r.outcome.status === 'failed' ? r.outcome.category : 'succeeded');
 
-forEachStore("the seed's scenario", (target) => {
+forEachStore('the explicit-retry scenario', (target) => {
   it('across three processes: fail after the write, retry denied, retry approved; one business record', async () => {
     const location = target.fresh();
     const runPhase = (phase: number, decision: 'approve' | 'deny'): Report =>
@@ -55,7 +55,7 @@ forEachStore("the seed's scenario", (target) => {
     await store.close();
   });
 
-  it('explicit_retry_reuses_key_after_runtime_reopen_and_rechecks_approval_and_budget (anchor test 5)', async () => {
+  it('explicit_retry_reuses_key_after_runtime_reopen_and_rechecks_approval_and_budget (retry test 5 of Jingwei for Rust)', async () => {
     const location = target.fresh();
     const store = await location.open();
     const ledger = await openLedger(location.target, location.schema);

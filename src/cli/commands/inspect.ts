@@ -169,7 +169,7 @@ export const inspectCommand: Command = {
 Loads the session's confirmed journal, verifies it, and assesses it the way a recovering host does: every tool
 call without its own success is listed with its recovery status (completed, not_executed, outcome_unknown), the
 next step (retry_allowed, needs_review, completed, superseded, legacy) and the reason. Given a call, it shows that
-call's journal records, every attempt of its operation, the row of the seed's decision table that applies, and
+call's journal records, every attempt of its operation, the rule of the recovery decision table that applies, and
 what a host may do. This command never writes: retries and reviews go through the host API.`,
   exitCodes: `This command exits 1 when a call needs attention (retry_allowed or needs_review; for one call: that
 call), or when the journal is corrupt or its tool evidence invalid.`,

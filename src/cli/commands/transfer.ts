@@ -79,14 +79,14 @@ function readJournalFile(file: string): string {
 
 export const importCommand: Command = {
   name: 'import',
-  summary: "import a JSONL journal (ours, or the Rust original's) into a store, verified",
+  summary: "import a JSONL journal (ours, or one from Jingwei for Rust) into a store, verified",
   arguments: [STORE_ARGUMENT, { name: 'file', required: true, help: "a JSONL journal, or - for standard input" }],
   options: {
     session: { type: 'string', value: 'id', help: 'refuse the file unless it belongs to this session' },
     owner: { type: 'string', value: 'name', help: 'the owner name recorded for the import (default jingwei-cli)' },
   },
   description: `
-Reads a JSONL journal (one wire event per line, as 'jingwei export' or the Rust original's JSONL store writes it),
+Reads a JSONL journal (one wire event per line, as 'jingwei export' or the JSONL store of Jingwei for Rust writes it),
 verifies all of it (every record well-formed, one session, seq 0, 1, 2, ... in order, unique event ids, within
 100,000 events and 16 MiB), and stores it as a new session with a fresh hash chain. The session is left released,
 so a host can acquire it. A SQLite store file is created if it does not exist. Nothing is written unless the whole

@@ -1,5 +1,5 @@
 /**
- * One process of the seed's scenario. Phase 1 runs the idempotent probe, which writes its order and then fails.
+ * One process of the explicit-retry scenario (seed-scenario.test.ts). Phase 1 runs the idempotent probe, which writes its order and then fails.
  * Later phases reopen the store, take over, inspect and prepare a retry of the latest attempt, and call it with
  * the approver set to `approve` or `deny`. Prints one JSON line with what it saw.
  * argv: <sqlite path | postgres URL> <schema or '-'> <phase> <approve | deny>
