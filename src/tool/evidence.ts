@@ -109,7 +109,7 @@ function argumentsEqual(a: ToolCall['arguments'], b: ToolCall['arguments']): boo
   }
 }
 
-/** Anchor §2.1 step 1, history part (the call id part is checked by the caller in the same step). */
+/** docs/design.md#evidence-validation step 1, history part (the call id part is checked by the caller in the same step). */
 function checkEventCount(history: readonly SessionEvent[]): void {
   if (!Array.isArray(history) || history.length === 0) invalid('the history is empty');
   if (history.length > LIMITS.maxHistoryEvents) {
@@ -118,7 +118,7 @@ function checkEventCount(history: readonly SessionEvent[]): void {
 }
 
 /**
- * Anchor §2.1 step 2: compact JSON of the wire form of the whole array. Serialized in chunks (a chunk's text is
+ * docs/design.md#evidence-validation step 2: compact JSON of the wire form of the whole array. Serialized in chunks (a chunk's text is
  * its events joined by commas inside brackets, so the sum is exact) to refuse an oversized history early without
  * building one huge string, while staying close to the speed of a single JSON.stringify.
  */
@@ -253,7 +253,7 @@ export function collectEvidence(history: readonly SessionEvent[], callId?: strin
   return { sessionId, eventCount: history.length, calls, attempts };
 }
 
-/** Anchor §2.1 steps 5–7: the call exists, is the latest attempt, and no other attempt of it succeeded. */
+/** docs/design.md#evidence-validation steps 5–7: the call exists, is the latest attempt, and no other attempt of it succeeded. */
 export function locateAttempt(evidence: SessionEvidence, callId: string): AttemptRecord {
   const record = evidence.calls.get(callId);
   if (record === undefined) invalid(`call ${callId} is not in the history`);
@@ -325,7 +325,7 @@ export type RetryDecision =
 
 const SAFE_TO_REPEAT: ReadonlySet<ToolEffect> = new Set<ToolEffect>([ToolEffect.ReadOnly, ToolEffect.Idempotent]);
 
-/** Anchor §3 steps 3 and 5 (the legacy check, step 4, sits between them and is the caller's). */
+/** docs/design.md#the-recovery-decision-table steps 3 and 5 (the legacy check, step 4, sits between them and is the caller's). */
 export function decideRetry(
   classification: Classification,
   effect: ToolEffect,
