@@ -39,7 +39,7 @@ export async function checkedCall(gateway, name) {
 
 /**
  * The wire bodies one call writes, grouped by transaction: without approval [[call, started], [result]], with
- * approval [[call], [started], [result]] (src/tool/runtime.ts, SPEC §5.2).
+ * approval [[call], [started], [result]] (src/tool/runtime.ts, docs/design.md#writes-per-call).
  */
 export function bodiesOf(execution, approval) {
   const call = encodeEventText(execution.callEvent);

@@ -58,7 +58,7 @@ function sourceFiles(dir: string): string[] {
 describe('citations of docs/design.md', () => {
   it('name headings that exist', () => {
     const anchors = headingAnchors(read('docs/design.md'));
-    const files = ['src', 'test', 'scripts', 'examples', 'bench/lib'].flatMap(sourceFiles).concat(['bench/run.mjs', 'bench/profile.mjs']);
+    const files = ['src', 'test', 'scripts', 'examples', 'bench/lib', 'bench/jingwei', 'bench/peers'].flatMap(sourceFiles).concat(['bench/run.mjs', 'bench/profile.mjs']);
     const problems: string[] = [];
     let citations = 0;
     for (const file of files) {
