@@ -74,43 +74,43 @@ export function callTable(calls: readonly ToolCallAssessment[], style: Style, op
 // The recovery decision table (docs/design.md#the-recovery-decision-table), named for people
 
 export interface DecisionRow {
-  /** The rule's name in docs/design.md#the-recovery-decision-table, e.g. "rule 3" or "start-marker rule". */
+  /** The rule's name in docs/design.md#the-recovery-decision-table, e.g. "retry/needs_review" or "evidence/flagged_never_started". */
   readonly source: string;
   readonly fact: string;
   readonly handling: string;
 }
 
 const CATEGORY_ROWS: readonly DecisionRow[] = [
-  { source: 'rule 1', fact: 'A success result, or the host has verified completion', handling: 'Refuse the retry; do not synthesize a new tool result' },
+  { source: 'retry/succeeded', fact: 'A success result, or the host has verified completion', handling: 'Refuse the retry; do not synthesize a new tool result' },
   {
-    source: 'rule 2',
+    source: 'evidence/rejected_before_body',
     fact: 'Rejected at the permission, argument, guard or approval stage',
     handling: 'The tool body never started; a new attempt may be prepared explicitly, and it must pass the current checks again',
   },
   {
-    source: 'rule 3',
+    source: 'evidence/body_may_have_run',
     fact: 'Missing result, body failure, timeout, cancellation, budget abort or output over the limit',
     handling: 'The external outcome may be uncertain; never infer "not executed" from the retryable flag',
   },
-  { source: 'rule 4', fact: 'Outcome uncertain, contract ReadOnly / Idempotent', handling: 'The host may explicitly prepare one attempt, reusing the logical action key' },
+  { source: 'retry/safe_to_repeat', fact: 'Outcome uncertain, contract ReadOnly / Idempotent', handling: 'The host may explicitly prepare one attempt, reusing the logical action key' },
   {
-    source: 'rule 5',
+    source: 'retry/needs_review',
     fact: 'Outcome uncertain, contract Unknown / NonIdempotent',
     handling: 'Return NeedsReview; a retry may be prepared only after a trusted host confirms the call was not executed',
   },
 ];
 const MARKER_ROW: DecisionRow = {
-  source: 'start-marker rule',
+  source: 'evidence/flagged_never_started',
   fact: 'A call flagged to record a start marker, with no marker in the journal',
   handling: 'The body provably never started: NotExecuted, even for Unknown / NonIdempotent; a retry still asks for a fresh approval',
 };
 const SUPERSEDED_ROW: DecisionRow = {
-  source: 'latest-attempt rule',
+  source: 'retry/superseded',
   fact: 'A newer attempt of the same operation exists',
   handling: 'Refused as not_latest_attempt: decide on the newest attempt',
 };
 const LEGACY_ROW: DecisionRow = {
-  source: 'legacy-call rule',
+  source: 'retry/legacy',
   fact: 'An old ToolCall without the operation field',
   handling: 'No trustworthy stable key can be migrated: retry planning returns LegacyCall',
 };

@@ -71,3 +71,20 @@ describe('citations of docs/design.md', () => {
     assert.ok(citations > 10, `only ${citations} citations found: is the search looking in the right place?`);
   });
 });
+
+describe('documents a user has no copy of', () => {
+  it('are never cited in code, tests, scripts or CLI output (say the thing itself, or cite docs/design.md)', () => {
+    const self = 'test/docs/links.test.ts';
+    const files = ['src', 'test', 'scripts', 'examples', 'bench/lib', 'bench/jingwei', 'bench/peers']
+      .flatMap(sourceFiles)
+      .concat(['bench/run.mjs', 'bench/profile.mjs'])
+      .filter((file) => file !== self);
+    const citations: string[] = [];
+    for (const file of files) {
+      read(file).split('\n').forEach((line, index) => {
+        if (/SPEC|anchor §|seed row|Rust original/.test(line)) citations.push(`${file}:${index + 1}: ${line.trim()}`);
+      });
+    }
+    assert.deepEqual(citations, []);
+  });
+});
