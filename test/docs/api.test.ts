@@ -13,10 +13,15 @@ const api = readFileSync(`${root}docs/api.md`, 'utf8');
 const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { exports: Record<string, string | { default: string }> };
 
 /**
- * Helpers the root entry still exports that are internal (text and id checks of the journal's rules). They are not
- * part of the documented API; the exports snapshot decides when they stop being exported.
+ * Values the root entry of this branch still exports that are not public API: internal text and id helpers, and
+ * names that leave the root entry as it shrinks to the names in the exports snapshot (the fault hooks and the JSONL
+ * and wire-value helpers are documented under their new entry points). Remove each once it is no longer exported.
  */
-const INTERNAL = new Set(['rustTrim', 'isValidText', 'hasLoneSurrogate', 'checkId']);
+const INTERNAL = new Set([
+  'rustTrim', 'isValidText', 'hasLoneSurrogate', 'checkId', 'uuidv7',
+  'newSessionId', 'newTaskId', 'newTurnId', 'newEventId', 'newCallId', 'newOperationKey',
+  'DEFAULT_CONTRACT', 'STORE_DEFAULTS',
+]);
 
 describe('docs/api.md', () => {
   for (const [subpath, target] of Object.entries(pkg.exports)) {
