@@ -61,7 +61,7 @@ export type JingweiErrorCode = keyof typeof JINGWEI_ERROR_CODES;
  * change meaning). A failed result may also carry a code chosen by the host: a guard's or approver's denial, or a
  * tool body's ToolBodyError.
  */
-export const RECORDED_FAILURE_CODES = [
+export const RECORDED_FAILURE_CODES = Object.freeze([
   'tool_unavailable',
   'tool_arguments_invalid',
   'tool_arguments_validation_fault',
@@ -76,7 +76,7 @@ export const RECORDED_FAILURE_CODES = [
   'tool_body_panicked',
   'tool_output_not_json',
   'tool_output_limit',
-] as const;
+] as const);
 
 export type RecordedFailureCode = (typeof RECORDED_FAILURE_CODES)[number];
 
