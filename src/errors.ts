@@ -9,7 +9,7 @@
 import type { ToolCall, ToolFailureCategory, ToolResult } from './event/types.js';
 
 /** Every `code` a JingweiError can carry, with the class that carries it. */
-export const JINGWEI_ERROR_CODES = {
+export const JINGWEI_ERROR_CODES = Object.freeze({
   invalid_input: 'InvalidInputError',
   invalid_json: 'JsonParseError',
   not_canonicalizable: 'CanonicalJsonError',
@@ -52,7 +52,7 @@ export const JINGWEI_ERROR_CODES = {
   model_bad_response: 'ChatModelError',
   tool_call_failed: 'ToolCallFailedError',
   runtime_error: 'ToolRuntimeHaltedError',
-} as const;
+} as const);
 
 export type JingweiErrorCode = keyof typeof JINGWEI_ERROR_CODES;
 
