@@ -1,2 +1,3 @@
 export { aiSdkTools, jingweiHalted, type AiSdkToolsOptions } from './bridges/ai-sdk.js';
-export { ToolCallFailedError, ToolRuntimeHaltedError, describeToolFailure, modelFacingOutcome, type ModelFacingOutcome } from './bridges/outcome.js';
+export { describeToolFailure, modelFacingOutcome, type ModelFacingOutcome } from './bridges/outcome.js';
+export { ToolCallFailedError, ToolRuntimeHaltedError } from './errors.js';

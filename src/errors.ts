@@ -1,10 +1,88 @@
 /**
- * Every error the library throws is a JingweiError with a stable `code`. Callers switch on `code` (or use
- * `instanceof`); messages are for people and may change.
+ * The catalogue of errors: every error class of the library lives in this module. Every error the library throws
+ * is a JingweiError with a stable `code` from JINGWEI_ERROR_CODES; callers switch on `code` (or use `instanceof`);
+ * messages are for people and may change. The README's error table lists exactly this catalogue (a test checks it).
+ *
+ * ToolBodyError is the one class here that the library never throws: a tool body throws it to report its own
+ * failure, and its `code` is the tool's own, recorded as is.
  */
+import type { ToolCall, ToolFailureCategory, ToolResult } from './event/types.js';
+
+/** Every `code` a JingweiError can carry, with the class that carries it. */
+export const JINGWEI_ERROR_CODES = Object.freeze({
+  invalid_input: 'InvalidInputError',
+  invalid_json: 'JsonParseError',
+  not_canonicalizable: 'CanonicalJsonError',
+  invalid_event: 'WireDecodeError',
+  invalid_physical_log: 'PhysicalLogError',
+  import_rejected: 'JournalImportError',
+  session_busy: 'SessionBusyError',
+  stale_owner: 'StaleOwnerError',
+  journal_corrupt: 'JournalCorruptError',
+  journal_full: 'JournalFullError',
+  store_busy: 'StoreBusyError',
+  store_closed: 'StoreUnavailableError',
+  schema_too_new: 'StoreUnavailableError',
+  store_failure: 'StoreUnavailableError',
+  session_exists: 'StoreConflictError',
+  task_in_other_session: 'StoreConflictError',
+  task_not_found: 'TaskNotFoundError',
+  task_not_running: 'TaskNotRunningError',
+  budget_exhausted: 'BudgetExhaustedError',
+  idempotency_conflict: 'IdempotencyConflictError',
+  tool_config_invalid: 'ToolConfigError',
+  empty_name: 'ToolPreflightError',
+  name_too_long: 'ToolPreflightError',
+  arguments_too_large: 'ToolPreflightError',
+  arguments_not_serializable: 'ToolPreflightError',
+  invalid_options: 'ToolPreflightError',
+  overloaded: 'ToolOverloadedError',
+  turn_closed: 'ToolTurnClosedError',
+  recording_failed: 'ToolRecordingError',
+  invalid_evidence: 'ToolRetryError',
+  legacy_call: 'ToolRetryError',
+  completed: 'ToolRetryError',
+  needs_review: 'ToolRetryError',
+  not_latest_attempt: 'ToolRetryError',
+  binding_changed: 'ToolRetryError',
+  consumed: 'ToolRetryError',
+  plan_not_serializable: 'ToolRetryPlanNotSerializableError',
+  model_unreachable: 'ChatModelError',
+  model_http_error: 'ChatModelError',
+  model_bad_response: 'ChatModelError',
+  tool_call_failed: 'ToolCallFailedError',
+  runtime_error: 'ToolRuntimeHaltedError',
+} as const);
+
+export type JingweiErrorCode = keyof typeof JINGWEI_ERROR_CODES;
+
+/**
+ * The codes the runtime itself records in a failed tool result (part of the journal's wire format, so they never
+ * change meaning). A failed result may also carry a code chosen by the host: a guard's or approver's denial, or a
+ * tool body's ToolBodyError.
+ */
+export const RECORDED_FAILURE_CODES = Object.freeze([
+  'tool_unavailable',
+  'tool_arguments_invalid',
+  'tool_arguments_validation_fault',
+  'tool_guard_panicked',
+  'tool_guard_malformed',
+  'tool_authorizer_panicked',
+  'tool_approval_malformed',
+  'tool_approval_unavailable',
+  'tool_timeout',
+  'tool_cancelled',
+  'tool_budget_stopped',
+  'tool_body_panicked',
+  'tool_output_not_json',
+  'tool_output_limit',
+] as const);
+
+export type RecordedFailureCode = (typeof RECORDED_FAILURE_CODES)[number];
+
 export class JingweiError extends Error {
-  readonly code: string;
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+  readonly code: JingweiErrorCode;
+  constructor(code: JingweiErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
     this.name = new.target.name;
@@ -122,9 +200,11 @@ export class StoreBusyError extends JingweiError {
   }
 }
 
+export type StoreUnavailableCode = 'store_closed' | 'schema_too_new' | 'store_failure';
 /** The store was closed, or its schema is not one this code understands. */
 export class StoreUnavailableError extends JingweiError {
-  constructor(code: 'store_closed' | 'schema_too_new' | 'store_failure', message: string, options?: { cause?: unknown }) {
+  declare readonly code: StoreUnavailableCode;
+  constructor(code: StoreUnavailableCode, message: string, options?: { cause?: unknown }) {
     super(code, message, options);
   }
 }
@@ -179,9 +259,169 @@ export class JournalFullError extends JingweiError {
   }
 }
 
+export type StoreConflictCode = 'session_exists' | 'task_in_other_session';
 /** An import or task operation conflicts with what the store already holds. Nothing was written. */
 export class StoreConflictError extends JingweiError {
-  constructor(code: 'session_exists' | 'task_in_other_session', message: string) {
+  declare readonly code: StoreConflictCode;
+  constructor(code: StoreConflictCode, message: string) {
     super(code, message);
+  }
+}
+
+/** A JSONL journal failed verification on import. `line` is 1-based. Nothing was written. */
+export class JournalImportError extends JingweiError {
+  readonly line: number;
+  constructor(line: number, message: string, options?: { cause?: unknown }) {
+    super('import_rejected', `line ${line}: ${message}`, options);
+    this.line = line;
+  }
+}
+
+/** The runtime's configuration is inconsistent; raised by createToolRuntime, never at call time. */
+export class ToolConfigError extends JingweiError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('tool_config_invalid', message, options);
+  }
+}
+
+export type ToolPreflightCode = 'empty_name' | 'name_too_long' | 'arguments_too_large' | 'arguments_not_serializable' | 'invalid_options';
+/** A call rejected before anything was reserved or recorded. */
+export class ToolPreflightError extends JingweiError {
+  declare readonly code: ToolPreflightCode;
+  constructor(code: ToolPreflightCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
+  }
+}
+
+/** More calls are in flight than `maxInFlight` allows. Nothing was recorded or charged. */
+export class ToolOverloadedError extends JingweiError {
+  constructor(limit: number) {
+    super('overloaded', `${limit} tool calls are already in flight`);
+  }
+}
+
+/** The gateway's binding signal fired; it admits nothing more. */
+export class ToolTurnClosedError extends JingweiError {
+  constructor() {
+    super('turn_closed', 'the gateway was cancelled and admits no more calls');
+  }
+}
+
+/**
+ * Evidence could not be written (the owner was fenced, or storage failed). `stage` says which write; at stage
+ * `call` nothing ran; at `started` the body never ran; at `result` the body ran and its outcome is in `result`.
+ */
+export class ToolRecordingError extends JingweiError {
+  readonly stage: 'call' | 'started' | 'result';
+  readonly call: ToolCall;
+  readonly result: ToolResult | null;
+  constructor(stage: 'call' | 'started' | 'result', call: ToolCall, result: ToolResult | null, cause: unknown) {
+    super('recording_failed', `could not record the ${stage} of ${call.name} (${call.id}): ${String((cause as Error)?.message ?? cause)}`, { cause });
+    this.stage = stage;
+    this.call = call;
+    this.result = result;
+  }
+}
+
+/**
+ * Throw this from a tool body to report a failure; anything else thrown is recorded as a panic. Its `code` is the
+ * tool's own (any string) and is recorded as is, so it is not a JingweiError: the library never throws it.
+ */
+export class ToolBodyError extends Error {
+  readonly code: string;
+  readonly retryable: boolean;
+  constructor(code: string, message: string, options?: { retryable?: boolean; cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+    this.retryable = options?.retryable ?? false;
+  }
+}
+
+export type ToolRetryErrorCode =
+  | 'invalid_evidence'
+  | 'legacy_call'
+  | 'completed'
+  | 'needs_review'
+  | 'not_latest_attempt'
+  | 'binding_changed'
+  | 'consumed';
+
+/** Why a retry cannot be planned or used. `detail` says which evidence failed (docs/design.md, retries). */
+export class ToolRetryError extends JingweiError {
+  declare readonly code: ToolRetryErrorCode;
+  readonly detail: string;
+  constructor(code: ToolRetryErrorCode, detail: string) {
+    super(code, `${code}: ${detail}`);
+    this.detail = detail;
+  }
+}
+
+/** Thrown by `JSON.stringify(plan)`: a plan is ephemeral host evidence and never leaves the process. */
+export class ToolRetryPlanNotSerializableError extends JingweiError {
+  constructor() {
+    super('plan_not_serializable', 'a ToolRetryPlan cannot be serialized; prepare a new one from the confirmed history');
+  }
+}
+
+export type ChatModelErrorCode = 'model_unreachable' | 'model_http_error' | 'model_bad_response';
+/** The model server could not be reached, refused the request, or answered something that is not a chat completion. */
+export class ChatModelError extends JingweiError {
+  declare readonly code: ChatModelErrorCode;
+  /** The HTTP status, when the server answered. */
+  readonly status: number | null;
+  constructor(code: ChatModelErrorCode, message: string, status: number | null = null, options?: { cause?: unknown }) {
+    super(code, message, options);
+    this.status = status;
+  }
+}
+
+/** What a bridge reports about one failed call: model-facing, nothing the model must not see. */
+export interface ToolCallFailure {
+  /** The whole model-facing sentence. */
+  readonly text: string;
+  /** A recorded failure's category, or `preflight` for a call refused before anything was recorded. */
+  readonly category: ToolFailureCategory | 'preflight';
+  /** The recorded (or preflight) failure code: one of RECORDED_FAILURE_CODES, a ToolPreflightCode or the host's own. */
+  readonly code: string;
+  /** Whether the body started (its `tool_started` marker is journaled): its effects may then have happened. */
+  readonly started: boolean;
+}
+
+/**
+ * A recorded tool failure, thrown by a bridge's tool so the framework reports it to the model as an error.
+ * Its message is the model-facing text; it carries nothing the model must not see. The journal already holds the
+ * call and its result; hosts that need them use the bridge's `onExecution` option. `failureCode` is the recorded
+ * failure's code.
+ */
+export class ToolCallFailedError extends JingweiError {
+  declare readonly code: 'tool_call_failed';
+  readonly tool: string;
+  readonly category: ToolFailureCategory | 'preflight';
+  readonly failureCode: string;
+  readonly started: boolean;
+
+  constructor(tool: string, failure: ToolCallFailure) {
+    super('tool_call_failed', failure.text);
+    this.tool = tool;
+    this.category = failure.category;
+    this.failureCode = failure.code;
+    this.started = failure.started;
+  }
+}
+
+/**
+ * A call the runtime refused to admit or record (budget exhausted, task stopped, stale owner, storage failure,
+ * overload, a closed gateway): nothing more should run in this session until the host looks. `cause` holds the
+ * original error; the message is model-safe. `code` is the original JingweiError's code (e.g. `budget_exhausted`,
+ * `stale_owner`, `recording_failed`), or `runtime_error` when the original is not a JingweiError.
+ */
+export class ToolRuntimeHaltedError extends JingweiError {
+  readonly tool: string;
+
+  constructor(tool: string, cause: unknown) {
+    const code: JingweiErrorCode = cause instanceof JingweiError ? cause.code : 'runtime_error';
+    super(code, `Tool ${JSON.stringify(tool)} could not be run: the tool runtime refused the call (${code}). Do not call tools again.`, { cause });
+    this.tool = tool;
   }
 }

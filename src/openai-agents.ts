@@ -1,2 +1,3 @@
 export { openAiAgentsTools, type OpenAiAgentsToolsOptions } from './bridges/openai-agents.js';
-export { ToolCallFailedError, ToolRuntimeHaltedError, describeToolFailure, modelFacingOutcome, type ModelFacingOutcome } from './bridges/outcome.js';
+export { describeToolFailure, modelFacingOutcome, type ModelFacingOutcome } from './bridges/outcome.js';
+export { ToolCallFailedError, ToolRuntimeHaltedError } from './errors.js';

@@ -3,7 +3,8 @@
  * floor: a raw better-sqlite3 IMMEDIATE transaction inserting a row of the same bytes into the same table, with the
  * same pragmas. Each run uses fresh database files for both sides.
  */
-import { encodeEventText, newEventId } from '../../dist/index.js';
+import { newEventId } from '../../dist/ids.js';
+import { encodeEventText } from '../../dist/wire.js';
 import { openSqliteStore } from '../../dist/sqlite.js';
 import { FAKE_HASH, openFloor, scratchDir } from '../lib/env.mjs';
 import { compare, timeSerial } from '../lib/stats.mjs';

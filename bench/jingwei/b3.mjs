@@ -5,7 +5,9 @@
  * pass), against the floor: the store's own SELECT of the same rows on a raw connection plus JSON.parse of every
  * body.
  */
-import { encodeEventText, inspectToolRecovery, LIMITS, newCallId, newEventId, newOperationKey } from '../../dist/index.js';
+import { newCallId, newEventId, newOperationKey } from '../../dist/ids.js';
+import { inspectToolRecovery, LIMITS } from '../../dist/index.js';
+import { encodeEventText } from '../../dist/wire.js';
 import { openSqliteStore } from '../../dist/sqlite.js';
 import { openFloor, scratchDir } from '../lib/env.mjs';
 import { compare, median, timeSerial } from '../lib/stats.mjs';

@@ -2,7 +2,8 @@
  * The tool the benchmarks call: a no-op, read-only tool with an empty-object schema, optionally requiring an
  * approver that approves at once. A rig is one fenced session with a running task and a gateway onto it.
  */
-import { createToolRuntime, encodeEventText, ToolMetadata } from '../../dist/index.js';
+import { createToolRuntime, ToolMetadata } from '../../dist/index.js';
+import { encodeEventText } from '../../dist/wire.js';
 
 export const NOOP = 'noop';
 export const NOOP_APPROVED = 'noop_approved';

@@ -3,7 +3,7 @@
  * over the platform's `fetch`: no SDK. It sends the conversation and the tool definitions, and reads back one
  * assistant message. It never retries: a failed request is an error for the caller.
  */
-import { JingweiError } from '../errors.js';
+import { ChatModelError } from '../errors.js';
 import { parseJson } from '../json/parse.js';
 import type { JsonObject, JsonValue } from '../json/types.js';
 import { truncateUtf8 } from '../text.js';
@@ -22,16 +22,6 @@ export interface OpenAiCompatibleOptions {
   readonly maxResponseBytes?: number;
   /** Defaults to the global `fetch`. */
   readonly fetch?: typeof fetch;
-}
-
-/** The model server could not be reached, refused the request, or answered something that is not a chat completion. */
-export class ChatModelError extends JingweiError {
-  /** The HTTP status, when the server answered. */
-  readonly status: number | null;
-  constructor(code: 'model_unreachable' | 'model_http_error' | 'model_bad_response', message: string, status: number | null = null, options?: { cause?: unknown }) {
-    super(code, message, options);
-    this.status = status;
-  }
 }
 
 function wireMessage(message: ChatMessage): JsonObject {

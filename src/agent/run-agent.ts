@@ -8,14 +8,13 @@
  * message and whether the tool ran. It never sees call ids, operation keys, retry plans or reviews. A failed tool
  * is never called again by the loop; after a crash, the host recovers from the journal as for any other session.
  */
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError, ToolPreflightError } from '../errors.js';
 import { isValidText, uuidv7, type TurnId } from '../ids.js';
 import type { ActionContext } from '../event/types.js';
 import { parseJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
-import { ToolPreflightError } from '../tool/errors.js';
 import type { ToolExecution, ToolGateway } from '../tool/types.js';
 import { modelFacingOutcome, preflightFailure, type ModelFacingOutcome } from '../bridges/outcome.js';
 import { objectSchema, selectSchemas } from '../bridges/schema.js';

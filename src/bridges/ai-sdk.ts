@@ -5,7 +5,8 @@
 import { jsonSchema, tool, type JSONSchema7, type ToolSet } from 'ai';
 import type { JsonValue } from '../json/types.js';
 import type { ToolExecution, ToolGateway } from '../tool/types.js';
-import { runForModel, ToolCallFailedError, ToolRuntimeHaltedError } from './outcome.js';
+import { ToolCallFailedError, ToolRuntimeHaltedError } from '../errors.js';
+import { runForModel } from './outcome.js';
 import { objectSchema, selectSchemas } from './schema.js';
 
 export interface AiSdkToolsOptions {

@@ -4,10 +4,10 @@
  * every attempt and journaled; the SDK's own `needsApproval` is never set, so it cannot bypass or replay them.
  */
 import { tool, type FunctionTool } from '@openai/agents';
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError, ToolCallFailedError, ToolRuntimeHaltedError } from '../errors.js';
 import type { JsonValue } from '../json/types.js';
 import type { ToolExecution, ToolGateway } from '../tool/types.js';
-import { runForModel, ToolCallFailedError, ToolRuntimeHaltedError } from './outcome.js';
+import { runForModel } from './outcome.js';
 import { objectSchema, selectSchemas } from './schema.js';
 
 export interface OpenAiAgentsToolsOptions {

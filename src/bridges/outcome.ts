@@ -6,7 +6,7 @@
 import type { ToolFailureCategory } from '../event/types.js';
 import { LIMITS } from '../limits.js';
 import { truncateUtf8 } from '../text.js';
-import { ToolPreflightError } from '../tool/errors.js';
+import { ToolPreflightError, ToolRuntimeHaltedError } from '../errors.js';
 import type { ToolExecution } from '../tool/types.js';
 
 export type ModelFacingOutcome =
@@ -64,46 +64,6 @@ export function modelFacingOutcome(execution: ToolExecution): ModelFacingOutcome
     message: outcome.message,
     started,
   };
-}
-
-/**
- * A recorded tool failure, thrown by a bridge's tool so the framework reports it to the model as an error.
- * Its message is the model-facing text; it carries nothing the model must not see. The journal already holds the
- * call and its result; hosts that need them use the bridge's `onExecution` option.
- */
-export class ToolCallFailedError extends Error {
-  override readonly name = 'ToolCallFailedError';
-  readonly tool: string;
-  readonly category: ToolFailureCategory | 'preflight';
-  readonly code: string;
-  readonly started: boolean;
-
-  constructor(tool: string, failure: Extract<ModelFacingOutcome, { ok: false }>) {
-    super(failure.text);
-    this.tool = tool;
-    this.category = failure.category;
-    this.code = failure.code;
-    this.started = failure.started;
-  }
-}
-
-/**
- * A call the runtime refused to admit or record (budget exhausted, task stopped, stale owner, storage failure,
- * overload, a closed gateway): nothing more should run in this session until the host looks. `cause` holds the original error; the
- * message is model-safe.
- */
-export class ToolRuntimeHaltedError extends Error {
-  override readonly name = 'ToolRuntimeHaltedError';
-  readonly tool: string;
-  /** The original error's code, when it has one (e.g. `budget_exhausted`, `stale_owner`, `recording_failed`). */
-  readonly code: string;
-
-  constructor(tool: string, cause: unknown) {
-    const code = typeof (cause as { code?: unknown })?.code === 'string' ? (cause as { code: string }).code : 'runtime_error';
-    super(`Tool ${JSON.stringify(tool)} could not be run: the tool runtime refused the call (${code}). Do not call tools again.`, { cause });
-    this.tool = tool;
-    this.code = code;
-  }
 }
 
 /**

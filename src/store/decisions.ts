@@ -2,13 +2,12 @@
  * The store's rules, as pure decisions over what a transaction read. Every backend runs these inside one atomic
  * transaction, so fencing, sequencing, the hash chain, budgets and the D4 latest-attempt check are written once.
  */
-import { BudgetExhaustedError, InvalidInputError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError } from '../errors.js';
+import { BudgetExhaustedError, InvalidInputError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError, ToolRetryError } from '../errors.js';
 import { decodeEventText, encodeEventText } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
 import { newEventId, type SessionId, type TaskId } from '../ids.js';
 import { LIMITS, TASK_DEFAULTS } from '../limits.js';
 import { utf8Length } from '../text.js';
-import { ToolRetryError } from '../tool/retry-error.js';
 import { chainHash, GENESIS_HASH } from './chain.js';
 import type { EventRow, OperationRow, Reservation, SessionRow, TaskRow, TxState, TxWrites } from './rows.js';
 import type { CommitRequest, TaskLimits, TaskSnapshot, TaskState } from './types.js';

@@ -1,4 +1,4 @@
-import { InvalidInputError, JingweiError } from '../errors.js';
+import { InvalidInputError, JournalImportError } from '../errors.js';
 import { decodeEvent, encodeEventText } from '../event/codec.js';
 import { validatePhysicalLog } from '../event/physical-log.js';
 import type { SessionEvent } from '../event/types.js';
@@ -15,15 +15,6 @@ export function exportJournal(events: readonly SessionEvent[]): string {
   let out = '';
   for (const e of events) out += encodeEventText(e) + '\n';
   return out;
-}
-
-/** A JSONL journal failed verification on import. `line` is 1-based. Nothing was written. */
-export class JournalImportError extends JingweiError {
-  readonly line: number;
-  constructor(line: number, message: string, options?: { cause?: unknown }) {
-    super('import_rejected', `line ${line}: ${message}`, options);
-    this.line = line;
-  }
 }
 
 /** Parses and verifies a JSONL journal (ours or one written by Jingwei for Rust) without touching any store. */

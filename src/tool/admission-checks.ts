@@ -3,6 +3,7 @@
  * grant (unavailable), JSON Schema (invalid_arguments), guards (denied / guard_fault) and approval (approval_*).
  */
 import type { ErrorObject, ValidateFunction } from 'ajv';
+import type { RecordedFailureCode } from '../errors.js';
 import type { ToolCall, ToolRecordedOutcome } from '../event/types.js';
 import { LIMITS } from '../limits.js';
 import { truncateUtf8 } from '../text.js';
@@ -11,8 +12,16 @@ import type { Tool, ToolApprover, ToolDenial, ToolGuard, ToolHookContext } from 
 
 export type Failure = Extract<ToolRecordedOutcome, { status: 'failed' }>;
 
-/** A failure with code and message cut to the diagnostic limit on a character boundary (never rejected). */
-export function failure(category: Failure['category'], code: string, message: string, retryable = false): Failure {
+/** A failure the runtime itself records: its code is one of RECORDED_FAILURE_CODES. */
+export function failure(category: Failure['category'], code: RecordedFailureCode, message: string, retryable = false): Failure {
+  return hostFailure(category, code, message, retryable);
+}
+
+/**
+ * A failure with code and message cut to the diagnostic limit on a character boundary (never rejected); the code
+ * may be the host's own (a denial's, or a tool body's ToolBodyError).
+ */
+export function hostFailure(category: Failure['category'], code: string, message: string, retryable = false): Failure {
   return {
     status: 'failed',
     category,
@@ -66,7 +75,7 @@ export async function runGuards(guards: readonly ToolGuard[], ctx: ToolHookConte
     const denial = outcome.value;
     if (denial === null || denial === undefined) continue;
     if (!isDenial(denial)) return failure('guard_fault', 'tool_guard_malformed', 'a guard returned something other than a denial or nothing');
-    return failure('denied', denial.code, denial.message, denial.retryable ?? false);
+    return hostFailure('denied', denial.code, denial.message, denial.retryable ?? false);
   }
   return null;
 }
@@ -86,12 +95,12 @@ export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, 
       return null;
     case 'denied':
       if (!isDenial(answer)) return failure('approval_fault', 'tool_approval_malformed', 'a denial must carry a code and a message');
-      return failure('approval_denied', answer.code, answer.message, answer.retryable ?? false);
+      return hostFailure('approval_denied', answer.code, answer.message, answer.retryable ?? false);
     case 'unavailable': {
       const a = answer as Partial<ToolDenial>;
-      return failure(
+      return hostFailure(
         'approval_unavailable',
-        typeof a.code === 'string' ? a.code : 'tool_approval_unavailable',
+        typeof a.code === 'string' ? a.code : ('tool_approval_unavailable' satisfies RecordedFailureCode),
         typeof a.message === 'string' ? a.message : 'the approver could not decide',
         a.retryable === true,
       );

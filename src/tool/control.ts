@@ -1,3 +1,4 @@
+import type { RecordedFailureCode } from '../errors.js';
 import type { ToolRecordedOutcome } from '../event/types.js';
 
 export type Interrupt = Extract<ToolRecordedOutcome, { status: 'failed' }> & { category: 'budget' | 'cancelled' | 'timeout' };
@@ -43,10 +44,10 @@ export class CallControl {
 
   interrupt(): Interrupt | null {
     if (this.stopped !== null) {
-      return { status: 'failed', category: 'budget', code: 'tool_budget_stopped', message: `the task was stopped: ${this.stopped}`, retryable: false };
+      return { status: 'failed', category: 'budget', code: 'tool_budget_stopped' satisfies RecordedFailureCode, message: `the task was stopped: ${this.stopped}`, retryable: false };
     }
-    if (this.cancelled) return { status: 'failed', category: 'cancelled', code: 'tool_cancelled', message: 'the call was cancelled', retryable: false };
-    if (this.expired) return { status: 'failed', category: 'timeout', code: 'tool_timeout', message: 'the call deadline passed', retryable: true };
+    if (this.cancelled) return { status: 'failed', category: 'cancelled', code: 'tool_cancelled' satisfies RecordedFailureCode, message: 'the call was cancelled', retryable: false };
+    if (this.expired) return { status: 'failed', category: 'timeout', code: 'tool_timeout' satisfies RecordedFailureCode, message: 'the call deadline passed', retryable: true };
     return null;
   }
 

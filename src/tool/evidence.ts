@@ -22,7 +22,7 @@ import { hasLoneSurrogate, isValidText, type SessionId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
 import { LIMITS } from '../limits.js';
 import { utf8Length } from '../text.js';
-import { ToolRetryError } from './retry-error.js';
+import { ToolRetryError } from '../errors.js';
 
 export const ToolRecoveryStatus = {
   Completed: 'completed',

@@ -2,7 +2,7 @@
  * One explicit, single-use retry of a tool call (docs/design.md#retry-plans).
  * A plan is host evidence, not a permission and not a lock: the runtime still runs every current check.
  */
-import { JingweiError } from '../errors.js';
+import { ToolRetryError, ToolRetryPlanNotSerializableError } from '../errors.js';
 import {
   ToolEffect,
   type SessionEvent,
@@ -20,7 +20,6 @@ import {
   locateAttempt,
   validateReview,
 } from './evidence.js';
-import { ToolRetryError } from './retry-error.js';
 
 /** What the runtime is about to execute; all of it must match the plan's source call. */
 export interface ToolRetryBinding {
@@ -30,13 +29,6 @@ export interface ToolRetryBinding {
   readonly arguments: JsonValue;
   /** The tool's CURRENT contract, from its metadata now, not from the journal. */
   readonly contract: ToolEffectContract;
-}
-
-/** Thrown by `JSON.stringify(plan)`: a plan is ephemeral host evidence and never leaves the process. */
-export class ToolRetryPlanNotSerializableError extends JingweiError {
-  constructor() {
-    super('plan_not_serializable', 'a ToolRetryPlan cannot be serialized; prepare a new one from the confirmed history');
-  }
 }
 
 interface PlanState {

@@ -1,5 +1,5 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
 import type { EventDraft, SessionEvent, ToolCall, ToolOperation, ToolResult } from '../event/types.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type TaskId, type TurnId } from '../ids.js';
 import { canonicalJson } from '../json/canonical.js';
@@ -8,13 +8,11 @@ import type { JsonValue } from '../json/types.js';
 import { LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { BudgetChange } from '../store/types.js';
 import { utf8Length } from '../text.js';
-import { askApproval, checkGrantAndSchema, failure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
+import { askApproval, checkGrantAndSchema, failure, hostFailure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
 import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
-import { ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolTurnClosedError } from './errors.js';
 import { DEFAULT_CONTRACT } from './metadata.js';
 import { ToolRetryPlan } from './retry-plan.js';
-import { ToolRetryError } from './retry-error.js';
 import type { ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
 
 function positive(field: string, value: number | undefined, fallback: number): number {
@@ -312,7 +310,7 @@ function serializeOutput(value: unknown): string | Failure {
 function bodyFailure(error: unknown): Failure {
   if (error instanceof Error && !(error instanceof TypeError) && !(error instanceof RangeError) && !(error instanceof ReferenceError)) {
     const e = error as Error & { code?: unknown; retryable?: unknown };
-    if (typeof e.code === 'string') return failure('body_failure', e.code, e.message, e.retryable === true);
+    if (typeof e.code === 'string') return hostFailure('body_failure', e.code, e.message, e.retryable === true);
   }
   return failure('body_panic', 'tool_body_panicked', error instanceof Error ? `${error.name}: ${error.message}` : String(error));
 }

@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { ChatModelError, openAiCompatibleModel, runAgent } from '../../src/agent/index.js';
+import { ChatModelError, openAiCompatibleModel, runAgent } from '../../src/agent.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { assessSession } from '../../src/tool/assess.js';
 import { inspectToolRecovery, prepareToolRetry } from '../../src/tool/recovery.js';

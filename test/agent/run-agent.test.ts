@@ -1,9 +1,9 @@
 /** The reference agent loop over the scripted model: bounded, journaled, and never retrying a failed tool itself. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { runAgent, scriptedModel, type ChatResponse, type ChatToolCall } from '../../src/agent/index.js';
+import { runAgent, scriptedModel, type ChatResponse, type ChatToolCall } from '../../src/agent.js';
 import { createMemoryStore } from '../../src/store/memory.js';
-import { ToolBodyError } from '../../src/tool/errors.js';
+import { ToolBodyError } from '../../src/errors.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool, ToolApprover } from '../../src/tool/types.js';

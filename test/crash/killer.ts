@@ -4,7 +4,7 @@
  * the takeover, before the load) call `at` directly. Nothing is counted until `arm()`, so opening the store and
  * setting up the session never consume a hit.
  */
-import { setFaultHook } from '../../src/index.js';
+import { setFaultHook } from '../../src/fault.js';
 
 /** Kill at the `hit`-th hit of `point` (1-based); point '*' counts every point together. */
 export interface KillSpec {

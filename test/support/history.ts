@@ -18,7 +18,7 @@ import {
 } from '../../src/event/types.js';
 import { newEventId, type CallId, type EventId, type OperationKey, type SessionId, type TaskId, type TurnId } from '../../src/ids.js';
 import type { JsonValue } from '../../src/json/types.js';
-import { ToolRetryError, type ToolRetryErrorCode } from '../../src/tool/retry-error.js';
+import { ToolRetryError, type ToolRetryErrorCode } from '../../src/errors.js';
 
 export const FIXTURE = {
   session: 'retry-session' as SessionId,

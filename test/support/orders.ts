@@ -4,7 +4,7 @@ import pg from 'pg';
 import { PostgresIdempotencyStore } from '../../src/postgres.js';
 import { SqliteIdempotencyStore } from '../../src/sqlite.js';
 import type { IdempotencyRequest } from '../../src/tool/idempotency.js';
-import { ToolBodyError } from '../../src/tool/errors.js';
+import { ToolBodyError } from '../../src/errors.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import type { Tool, ToolApprover } from '../../src/tool/types.js';
 

@@ -13,7 +13,7 @@ import {
   type ToolRecordedOutcome,
 } from '../../src/event/types.js';
 import { ToolRecoveryStatus, inspectToolRecovery, prepareToolRetry } from '../../src/tool/recovery.js';
-import { ToolRetryError } from '../../src/tool/retry-error.js';
+import { ToolRetryError } from '../../src/errors.js';
 import { ToolRetryPlan } from '../../src/tool/retry-plan.js';
 import { FIXTURE, HistoryBuilder, review } from '../support/history.js';
 

@@ -7,8 +7,8 @@ import fc from 'fast-check';
 import { ToolEffect, ToolReviewOutcome, type ToolEffectContract } from '../../src/event/types.js';
 import type { JsonValue } from '../../src/json/types.js';
 import { prepareToolRetry } from '../../src/tool/recovery.js';
-import { ToolRetryError } from '../../src/tool/retry-error.js';
-import { ToolRetryPlan, ToolRetryPlanNotSerializableError, type ToolRetryBinding } from '../../src/tool/retry-plan.js';
+import { ToolRetryError, ToolRetryPlanNotSerializableError } from '../../src/errors.js';
+import { ToolRetryPlan, type ToolRetryBinding } from '../../src/tool/retry-plan.js';
 import { FIXTURE, HistoryBuilder, expectRetryError, review } from '../support/history.js';
 
 function planFor(effect: ToolEffect = ToolEffect.ReadOnly, args: JsonValue = FIXTURE.args): { plan: ToolRetryPlan; binding: ToolRetryBinding } {

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import type { SessionEvent, ToolFailureCategory } from '../../src/event/types.js';
-import { ToolBodyError } from '../../src/tool/errors.js';
+import { ToolBodyError } from '../../src/errors.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import type { ToolApprover, ToolExecution, ToolGuard } from '../../src/tool/types.js';
 import { never, rig, tool, type Rig } from '../support/runtime.js';

@@ -1,6 +1,5 @@
-import { JournalCorruptError } from '../../errors.js';
+import { JournalCorruptError, ToolRetryError } from '../../errors.js';
 import { assessSession } from '../../tool/assess.js';
-import { ToolRetryError } from '../../tool/retry-error.js';
 import { attentionOf, attentionText, type Attention } from '../assessment.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT } from '../exit.js';

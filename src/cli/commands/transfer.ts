@@ -1,8 +1,8 @@
 import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { LIMITS } from '../../limits.js';
-import { exportJournal, JournalImportError, parseJournal } from '../../store/jsonl.js';
+import { exportJournal, parseJournal } from '../../store/jsonl.js';
 import { assessSession } from '../../tool/assess.js';
-import { ToolRetryError } from '../../tool/retry-error.js';
+import { JournalImportError, ToolRetryError } from '../../errors.js';
 import { attentionOf, attentionText } from '../assessment.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, StoreAccessError, UsageError } from '../exit.js';

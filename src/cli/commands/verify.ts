@@ -1,7 +1,6 @@
-import { JournalCorruptError } from '../../errors.js';
+import { JournalCorruptError, ToolRetryError } from '../../errors.js';
 import type { SessionStore } from '../../store/types.js';
 import { assessSession } from '../../tool/assess.js';
-import { ToolRetryError } from '../../tool/retry-error.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT } from '../exit.js';
 import { num, plural } from '../format.js';

@@ -3,7 +3,7 @@
  * (place_order) has its start marker durable and its body has not run. Arguments: journal path, session id,
  * server base URL, orders file.
  */
-import { runAgent } from '../../../src/agent/index.js';
+import { runAgent } from '../../../src/agent.js';
 import { openAiCompatibleModel } from '../../../src/agent/openai-compatible.js';
 import { setFaultHook } from '../../../src/fault.js';
 import { openSqliteStore } from '../../../src/sqlite.js';
