@@ -1,10 +1,11 @@
 /**
  * How the CLI and the demo show a session assessment: which calls need attention, the table of calls, and for one
- * call the row of the seed's decision table that applies. The decisions are the library's (assessSession); this
+ * call the rows of the retry policy that apply. The decisions are the library's (assessSession); this
  * module only names them for people.
  */
-import { PRE_BODY_CATEGORIES, ToolEffect, type SessionEvent, type ToolCall, type ToolResult } from '../event/types.js';
+import type { SessionEvent, ToolCall, ToolResult } from '../event/types.js';
 import type { SessionAssessment, ToolCallAssessment } from '../tool/assess.js';
+import { evidenceRuleById, retryRuleById, type EvidenceRuleId, type RetryRuleId } from '../tool/retry-policy.js';
 import { clip, shortId, table, type Column } from './format.js';
 import type { Style } from './io.js';
 
@@ -71,63 +72,33 @@ export function callTable(calls: readonly ToolCallAssessment[], style: Style, op
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// The seed's decision table, and the rows jingwei adds to it
+// The rows of the retry policy that decided a call (src/tool/retry-policy.ts): shown, never restated here
 
 export interface DecisionRow {
-  /** Where the row comes from, e.g. "seed row 3" or "SPEC §5.3". */
-  readonly source: string;
-  readonly fact: string;
-  readonly handling: string;
+  /** `evidence/<id>` or `retry/<id>`: the table and its row. */
+  readonly rule: string;
+  readonly condition: string;
+  readonly explanation: string;
 }
 
-const SEED_ROWS: readonly DecisionRow[] = [
-  { source: 'seed row 1', fact: 'A success result, or the host has verified completion', handling: 'Refuse the retry; do not synthesize a new tool result' },
-  {
-    source: 'seed row 2',
-    fact: 'Rejected at the permission, argument, guard or approval stage',
-    handling: 'The tool body never started; a new attempt may be prepared explicitly, and it must pass the current checks again',
-  },
-  {
-    source: 'seed row 3',
-    fact: 'Missing result, body failure, timeout, cancellation, budget abort or output over the limit',
-    handling: 'The external outcome may be uncertain; never infer "not executed" from the retryable flag',
-  },
-  { source: 'seed row 4', fact: 'Outcome uncertain, contract ReadOnly / Idempotent', handling: 'The host may explicitly prepare one attempt, reusing the logical action key' },
-  {
-    source: 'seed row 5',
-    fact: 'Outcome uncertain, contract Unknown / NonIdempotent',
-    handling: 'Return NeedsReview; a retry may be prepared only after a trusted host confirms the call was not executed',
-  },
-];
-const MARKER_ROW: DecisionRow = {
-  source: 'SPEC §5.3',
-  fact: 'A call flagged to record a start marker, with no marker in the journal',
-  handling: 'The body provably never started: NotExecuted, even for Unknown / NonIdempotent; a retry still asks for a fresh approval',
+const evidenceRow = (id: EvidenceRuleId): DecisionRow => {
+  const r = evidenceRuleById(id);
+  return { rule: `evidence/${r.id}`, condition: r.condition, explanation: r.explanation };
 };
-const SUPERSEDED_ROW: DecisionRow = {
-  source: 'SPEC §6',
-  fact: 'A newer attempt of the same operation exists',
-  handling: 'Refused as not_latest_attempt: decide on the newest attempt',
-};
-const LEGACY_ROW: DecisionRow = {
-  source: 'seed',
-  fact: 'An old ToolCall without the operation field',
-  handling: 'No trustworthy stable key can be migrated: retry planning returns LegacyCall',
+const retryRow = (id: RetryRuleId): DecisionRow => {
+  const r = retryRuleById(id);
+  return { rule: `retry/${r.id}`, condition: r.condition, explanation: r.explanation };
 };
 
-/** The rows that decide a call, given what assessSession said about it (null: the call's own result is a success). */
-export function decisionRows(call: ToolCall, assessed: ToolCallAssessment | null): DecisionRow[] {
-  if (assessed === null || assessed.nextStep === 'completed') return [SEED_ROWS[0]!];
-  if (assessed.nextStep === 'legacy') return [LEGACY_ROW];
-  if (assessed.nextStep === 'superseded') return [SUPERSEDED_ROW];
-  if (assessed.status === 'not_executed') {
-    const outcome = assessed.result?.outcome;
-    const preBody = outcome?.status === 'failed' && PRE_BODY_CATEGORIES.has(outcome.category);
-    return [preBody ? SEED_ROWS[1]! : MARKER_ROW];
-  }
-  const effect = call.operation?.contract.effect ?? ToolEffect.Unknown;
-  const safe = effect === ToolEffect.ReadOnly || effect === ToolEffect.Idempotent;
-  return [SEED_ROWS[2]!, safe ? SEED_ROWS[3]! : SEED_ROWS[4]!];
+/**
+ * The rows that decide a call, given what assessSession said about it (null: the call's own result is a success):
+ * what the journal proves (the evidence row; not shown when the call's place in its operation decides) and what may
+ * be done (the retry row).
+ */
+export function decisionRows(assessed: ToolCallAssessment | null): DecisionRow[] {
+  if (assessed === null) return [evidenceRow('succeeded'), retryRow('succeeded')];
+  if (retryRuleById(assessed.rule).position) return [retryRow(assessed.rule)];
+  return [evidenceRow(assessed.evidenceRule), retryRow(assessed.rule)];
 }
 
 /** What the host may do next, in one paragraph. */

@@ -56,45 +56,46 @@ describe('jingwei inspect <session> <call>', () => {
     await writeStore(path, { alpha: alphaHistory() });
   });
 
-  it('needs_review: the seed rows 3 and 5, why, what a host may do; exit 1', () => {
+  it('needs_review: the policy rows flagged_started and needs_review, why, what a host may do; exit 1', () => {
     const r = cli(['inspect', path, 'alpha', 'c-pay']);
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stdout, /^Call c-pay in session alpha\n/);
     assert.match(r.stdout, /^ {2}tool\s+charge_card \(non_idempotent, revision v1\)$/m);
     assert.match(r.stdout, /^ {2}journal\s+tool_call at seq 7; tool_started at seq 8; no tool_result$/m);
     assert.match(r.stdout, /^ {2}next step\s+needs_review$/m);
-    assert.match(r.stdout, /^ {2}seed row 3: Missing result, body failure/m);
-    assert.match(r.stdout, /^ {2}seed row 5: Outcome uncertain, contract Unknown \/ NonIdempotent → Return NeedsReview/m);
+    assert.match(r.stdout, /^ {2}evidence\/flagged_started: A flagged call whose start marker is recorded, without a success → The body started/m);
+    assert.match(r.stdout, /^ {2}retry\/needs_review: Outcome uncertain, contract Unknown \/ NonIdempotent → Return NeedsReview/m);
     assert.match(r.stdout, /^Why: outcome unknown \(body started, no result\) and effect non_idempotent/m);
     assert.match(r.stdout, /^What a host may do: Check the external system .*'retry-task:k-pay'.*outcome: 'not_executed'/m);
   });
 
-  it("no start marker: SPEC §5.3's row, retry_allowed even for a non_idempotent tool; exit 1", () => {
+  it('no start marker: the flagged_never_started row, retry_allowed even for a non_idempotent tool; exit 1', () => {
     const r = cli(['inspect', path, 'alpha', 'c-ship']);
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stdout, /no tool_started \(the body never started\)/);
-    assert.match(r.stdout, /^ {2}SPEC §5\.3: A call flagged to record a start marker, with no marker in the journal → The body provably never started/m);
+    assert.match(r.stdout, /^ {2}evidence\/flagged_never_started: A call flagged to record a start marker, with no marker, .* → The body provably never started/m);
+    assert.match(r.stdout, /^ {2}retry\/not_executed: The body provably never started → A new attempt may be prepared/m);
     assert.match(r.stdout, /prepareToolRetry\(history, 'c-ship'\)/);
   });
 
-  it('retry_allowed for an idempotent failure: seed rows 3 and 4', () => {
+  it('retry_allowed for an idempotent failure: the safe_to_repeat row', () => {
     const r = cli(['inspect', path, 'alpha', 'c-idem']);
     assert.equal(r.code, 1);
     assert.match(r.stdout, /^ {2}result\s+failed body_failure \(tool_body_failure: body_failure happened\)$/m);
-    assert.match(r.stdout, /^ {2}seed row 4: Outcome uncertain, contract ReadOnly \/ Idempotent/m);
+    assert.match(r.stdout, /^ {2}retry\/safe_to_repeat: Outcome uncertain, contract ReadOnly \/ Idempotent/m);
   });
 
-  it('a succeeded call: seed row 1, nothing to do, exit 0; --json names the rows', () => {
+  it('a succeeded call: the succeeded rows, nothing to do, exit 0; --json names the rows', () => {
     const r = cli(['inspect', path, 'alpha', 'c-ok']);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /^ {2}status\s+completed$/m);
-    assert.match(r.stdout, /^ {2}seed row 1: A success result, or the host has verified completion → Refuse the retry/m);
+    assert.match(r.stdout, /^ {2}retry\/succeeded: A success result, or the host has verified completion → Refuse the retry/m);
     assert.match(r.stdout, /Nothing to do: the call succeeded\. Never retry it\./);
     const json = JSON.parse(cli(['inspect', path, 'alpha', 'c-pay', '--json']).stdout) as Record<string, unknown>;
     assert.equal(json.next_step, 'needs_review');
     assert.equal(json.started_seq, 8);
     assert.equal(json.result_seq, null);
-    assert.deepEqual((json.decision_rows as Array<{ source: string }>).map((row) => row.source), ['seed row 3', 'seed row 5']);
+    assert.deepEqual((json.decision_rows as Array<{ rule: string }>).map((row) => row.rule), ['evidence/flagged_started', 'retry/needs_review']);
   });
 
   it('an unknown call is a usage error (exit 2)', () => {

@@ -81,7 +81,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   const assessed = byId.get(record.call.id) ?? null;
   const call = record.call;
   const op = call.operation;
-  const rows = decisionRows(call, assessed);
+  const rows = decisionRows(assessed);
   const status = assessed?.status ?? 'completed';
   const nextStep = assessed?.nextStep ?? 'completed';
   const attempts = attemptsOf(calls, call);
@@ -132,8 +132,8 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   field('status', colourStatus(status, s));
   field('next step', colourStep(nextStep, s));
   out.line();
-  out.line(s.bold('The decision table says:'));
-  for (const row of rows) out.line('  ' + paragraph(`${row.source}: ${row.fact} → ${row.handling}`, width === undefined ? undefined : width - 2, '    '));
+  out.line(s.bold('The retry policy says:'));
+  for (const row of rows) out.line('  ' + paragraph(`${row.rule}: ${row.condition} → ${row.explanation}`, width === undefined ? undefined : width - 2, '    '));
   out.line(paragraph(`${s.bold('Why:')} ${assessed?.reason ?? 'its own result is a success'}`, width, '  '));
   out.line();
   out.line(paragraph(`${s.bold('What a host may do:')} ${nextStepAdvice(call, assessed)}`, width, '  '));
@@ -169,7 +169,7 @@ export const inspectCommand: Command = {
 Loads the session's confirmed journal, verifies it, and assesses it the way a recovering host does: every tool
 call without its own success is listed with its recovery status (completed, not_executed, outcome_unknown), the
 next step (retry_allowed, needs_review, completed, superseded, legacy) and the reason. Given a call, it shows that
-call's journal records, every attempt of its operation, the row of the seed's decision table that applies, and
+call's journal records, every attempt of its operation, the rows of the retry policy that apply, and
 what a host may do. This command never writes: retries and reviews go through the host API.`,
   exitCodes: `This command exits 1 when a call needs attention (retry_allowed or needs_review; for one call: that
 call), or when the journal is corrupt or its tool evidence invalid.`,
