@@ -1,4 +1,3 @@
-import { Ajv2020 } from 'ajv/dist/2020.js';
 import { InvalidInputError } from '../errors.js';
 import type { EventDraft, SessionEvent, ToolCall, ToolOperation, ToolResult } from '../event/types.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type TaskId, type TurnId } from '../ids.js';
@@ -13,6 +12,7 @@ import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
 import { ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolTurnClosedError } from './errors.js';
 import { DEFAULT_CONTRACT } from './metadata.js';
+import { createSchemaAjv } from './schema-ajv.js';
 import { ToolRetryPlan } from './retry-plan.js';
 import { ToolRetryError } from './retry-error.js';
 import type { ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
@@ -79,7 +79,7 @@ class CanonicalRuntime implements ToolRuntime {
     this.maxInFlight = positive('maxInFlight', config.maxInFlight, RUNTIME_DEFAULTS.maxInFlight);
     this.guards = [...(config.guards ?? [])];
     this.approvers = new Map(Object.entries(config.approvers ?? {}));
-    const ajv = new Ajv2020({ strict: false, allErrors: false });
+    const ajv = createSchemaAjv();
     for (const tool of config.tools) {
       if (this.tools.has(tool.name)) throw new ToolConfigError(`two tools are named ${tool.name}`);
       try {
