@@ -20,14 +20,19 @@ export class InvalidInputError extends JingweiError {
   }
 }
 
-/** Untrusted JSON text could not be parsed within the bounds. `offset` is the UTF-16 index of the problem. */
+/**
+ * Untrusted JSON text could not be parsed within the bounds. `offset` is the UTF-16 index of the problem; `path`
+ * (e.g. `$.arguments.amount`) names the value for an `unsafe_integer`, and is null otherwise.
+ */
 export class JsonParseError extends JingweiError {
   readonly offset: number;
   readonly reason: JsonParseReason;
-  constructor(reason: JsonParseReason, offset: number, message: string) {
+  readonly path: string | null;
+  constructor(reason: JsonParseReason, offset: number, message: string, path: string | null = null) {
     super('invalid_json', `${message} (at offset ${offset})`);
     this.reason = reason;
     this.offset = offset;
+    this.path = path;
   }
 }
 export type JsonParseReason =
@@ -37,7 +42,9 @@ export type JsonParseReason =
   | 'duplicate_key'
   | 'lone_surrogate'
   | 'trailing_data'
-  | 'unexpected_end';
+  | 'unexpected_end'
+  /** An integer literal beyond ±(2^53 − 1): it would not be held exactly. */
+  | 'unsafe_integer';
 
 /** A JSON value cannot be put in canonical form (a non-finite number, a lone surrogate, a non-JSON value). */
 export class CanonicalJsonError extends JingweiError {

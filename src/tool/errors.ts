@@ -8,7 +8,16 @@ export class ToolConfigError extends JingweiError {
   }
 }
 
-export type ToolPreflightCode = 'empty_name' | 'name_too_long' | 'arguments_too_large' | 'arguments_not_serializable' | 'invalid_options';
+export type ToolPreflightCode =
+  | 'empty_name'
+  | 'name_too_long'
+  /** The name is not well-formed text (a lone surrogate, a control or format character). */
+  | 'malformed_name'
+  | 'arguments_too_large'
+  | 'arguments_not_serializable'
+  /** An integer beyond ±(2^53 − 1) in the arguments: it cannot be journaled exactly; send it as a string. */
+  | 'unsafe_integer'
+  | 'invalid_options';
 /** A call rejected before anything was reserved or recorded. */
 export class ToolPreflightError extends JingweiError {
   declare readonly code: ToolPreflightCode;

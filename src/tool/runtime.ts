@@ -1,4 +1,4 @@
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError, JsonParseError } from '../errors.js';
 import type { EventDraft, SessionEvent, ToolCall, ToolOperation, ToolResult } from '../event/types.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type TaskId, type TurnId } from '../ids.js';
 import { canonicalJson } from '../json/canonical.js';
@@ -48,6 +48,9 @@ function preflight(name: unknown, args: unknown): { text: string; value: JsonVal
   try {
     return { text, value: parseJson(text, { maxDepth: LIMITS.maxArgumentsDepth }) };
   } catch (error) {
+    if (error instanceof JsonParseError && error.reason === 'unsafe_integer') {
+      throw new ToolPreflightError('unsafe_integer', `the arguments cannot be journaled exactly: ${error.message}`, { cause: error });
+    }
     throw new ToolPreflightError('arguments_not_serializable', `the arguments cannot be journaled: ${(error as Error).message}`, { cause: error });
   }
 }
