@@ -6,7 +6,7 @@
 import type { SessionEvent, ToolCall, ToolResult } from '../event/types.js';
 import type { SessionAssessment, ToolCallAssessment } from '../tool/assess.js';
 import { evidenceRuleById, retryRuleById, type EvidenceRuleId, type RetryRuleId } from '../tool/retry-policy.js';
-import { clip, shortId, table, type Column } from './format.js';
+import { clip, safe, shortId, table, type Column } from './format.js';
 import type { Style } from './io.js';
 
 /** A call needs attention when a host still has to act on it: retry it, or review it. */
@@ -64,7 +64,7 @@ export const CALL_COLUMNS: readonly Column[] = [
 ];
 
 export function callRow(c: ToolCallAssessment, style: Style): string[] {
-  return [shortId(c.callId), c.name, c.effect ?? 'legacy', colourStatus(c.status, style), colourStep(c.nextStep, style), c.reason];
+  return [shortId(c.callId), safe(c.name), c.effect ?? 'legacy', colourStatus(c.status, style), colourStep(c.nextStep, style), safe(c.reason)];
 }
 
 export function callTable(calls: readonly ToolCallAssessment[], style: Style, options: { width?: number; indent?: string } = {}): string {
