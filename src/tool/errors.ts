@@ -17,6 +17,8 @@ export type ToolPreflightCode =
   | 'arguments_not_serializable'
   /** An integer beyond ±(2^53 − 1) in the arguments: it cannot be journaled exactly; send it as a string. */
   | 'unsafe_integer'
+  /** A tool this caller cannot use (not registered or not granted), with arguments too large to journal for it. */
+  | 'unavailable_tool'
   | 'invalid_options';
 /** A call rejected before anything was reserved or recorded. */
 export class ToolPreflightError extends JingweiError {
