@@ -10,7 +10,7 @@ export const eventsCommand: Command = {
   summary: "print a session's journal, one event per line (readable, or the wire JSON lines)",
   arguments: [STORE_ARGUMENT, { name: 'session', required: true, help: 'a session id, or a unique part of one' }],
   options: {
-    json: { type: 'boolean', help: "print the wire JSON, one event per line (the Rust original's format; as export, with invisible characters as JSON escapes)" },
+    json: { type: 'boolean', help: 'print the wire JSON, one event per line (as export writes it, with invisible characters as JSON escapes)' },
     from: { type: 'string', value: 'seq', help: 'start at this sequence number (default 0)' },
     limit: { type: 'string', value: 'n', help: 'print at most n events' },
   },
