@@ -33,6 +33,9 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   tool_config_invalid: 'ToolConfigError',
   empty_name: 'ToolPreflightError',
   name_too_long: 'ToolPreflightError',
+  malformed_name: 'ToolPreflightError',
+  unsafe_integer: 'ToolPreflightError',
+  unavailable_tool: 'ToolPreflightError',
   arguments_too_large: 'ToolPreflightError',
   arguments_not_serializable: 'ToolPreflightError',
   invalid_options: 'ToolPreflightError',
@@ -98,14 +101,19 @@ export class InvalidInputError extends JingweiError {
   }
 }
 
-/** Untrusted JSON text could not be parsed within the bounds. `offset` is the UTF-16 index of the problem. */
+/**
+ * Untrusted JSON text could not be parsed within the bounds. `offset` is the UTF-16 index of the problem; `path`
+ * (e.g. `$.arguments.amount`) names the value for an `unsafe_integer`, and is null otherwise.
+ */
 export class JsonParseError extends JingweiError {
   readonly offset: number;
   readonly reason: JsonParseReason;
-  constructor(reason: JsonParseReason, offset: number, message: string) {
+  readonly path: string | null;
+  constructor(reason: JsonParseReason, offset: number, message: string, path: string | null = null) {
     super('invalid_json', `${message} (at offset ${offset})`);
     this.reason = reason;
     this.offset = offset;
+    this.path = path;
   }
 }
 export type JsonParseReason =
@@ -115,7 +123,9 @@ export type JsonParseReason =
   | 'duplicate_key'
   | 'lone_surrogate'
   | 'trailing_data'
-  | 'unexpected_end';
+  | 'unexpected_end'
+  /** An integer literal beyond ±(2^53 − 1): it would not be held exactly. */
+  | 'unsafe_integer';
 
 /** A JSON value cannot be put in canonical form (a non-finite number, a lone surrogate, a non-JSON value). */
 export class CanonicalJsonError extends JingweiError {
@@ -284,7 +294,18 @@ export class ToolConfigError extends JingweiError {
   }
 }
 
-export type ToolPreflightCode = 'empty_name' | 'name_too_long' | 'arguments_too_large' | 'arguments_not_serializable' | 'invalid_options';
+export type ToolPreflightCode =
+  | 'empty_name'
+  | 'name_too_long'
+  /** The name is not well-formed text (a lone surrogate, a control or format character). */
+  | 'malformed_name'
+  | 'arguments_too_large'
+  | 'arguments_not_serializable'
+  /** An integer beyond ±(2^53 − 1) in the arguments: it cannot be journaled exactly; send it as a string. */
+  | 'unsafe_integer'
+  /** A tool this caller cannot use (not registered or not granted), with arguments too large to journal for it. */
+  | 'unavailable_tool'
+  | 'invalid_options';
 /** A call rejected before anything was reserved or recorded. */
 export class ToolPreflightError extends JingweiError {
   declare readonly code: ToolPreflightCode;

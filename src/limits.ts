@@ -11,6 +11,12 @@ export const LIMITS = {
   /** Compact JSON of one call's arguments. */
   maxArgumentsBytes: 1024 * 1024,
   /**
+   * Compact JSON of the arguments of a call to a tool the caller cannot use (not registered, or not granted). Such a
+   * call is journaled with its `unavailable` result only up to this size; a larger one is refused before anything is
+   * recorded, so calls to tools that do not exist cannot fill a session's journal.
+   */
+  maxUnavailableArgumentsBytes: 4 * 1024,
+  /**
    * Nesting of one call's arguments: the journal line adds three levels above them (event, kind, call), and every
    * line must stay within maxJsonDepth so an exported journal can always be imported again.
    */

@@ -8,7 +8,7 @@
  * message and whether the tool ran. It never sees call ids, operation keys, retry plans or reviews. A failed tool
  * is never called again by the loop; after a crash, the host recovers from the journal as for any other session.
  */
-import { InvalidInputError, ToolPreflightError } from '../errors.js';
+import { InvalidInputError, JsonParseError, ToolPreflightError } from '../errors.js';
 import { isValidText, uuidv7, type TurnId } from '../ids.js';
 import type { ActionContext } from '../event/types.js';
 import { parseJson } from '../json/parse.js';
@@ -85,13 +85,19 @@ function definitions(gateway: ToolGateway, only: readonly string[] | undefined):
 
 /**
  * The model's argument text as JSON. Text that is not JSON is passed on as a string: the call is still journaled,
- * and the schema check records it as `invalid_arguments` for the model to read.
+ * and the schema check records it as `invalid_arguments` for the model to read. An integer the journal cannot hold
+ * exactly (beyond ±(2^53 − 1)) is refused before anything is recorded (ToolPreflightError `unsafe_integer`, which
+ * the model reads with its JSON path and the advice to send it as a string): rounding it would run the tool with a
+ * value the model never sent.
  */
 function parseArguments(text: string): JsonValue {
   if (text.trim() === '') return {};
   try {
     return parseJson(text, { maxBytes: LIMITS.maxArgumentsBytes, maxDepth: LIMITS.maxArgumentsDepth });
-  } catch {
+  } catch (error) {
+    if (error instanceof JsonParseError && error.reason === 'unsafe_integer') {
+      throw new ToolPreflightError('unsafe_integer', error.message, { cause: error });
+    }
     return text;
   }
 }

@@ -12,7 +12,8 @@
  * a changed tool (or a new server version) gets a new revision and a retry plan made for the old one is refused
  * with `binding_changed`.
  */
-import { Ajv2020 } from 'ajv/dist/2020.js';
+import type { Ajv2020 } from 'ajv/dist/2020.js';
+import { createSchemaAjv } from '../tool/schema-ajv.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -206,7 +207,7 @@ export async function importMcpTools(client: Client, options: McpImportOptions =
       if (!listed.some((t) => t.name === name)) throw new InvalidInputError('tools', `the server lists no tool named ${JSON.stringify(name)}`);
     }
   }
-  const ajv = new Ajv2020({ strict: false, allErrors: false });
+  const ajv = createSchemaAjv();
   const tools: Tool[] = [];
   const manifest: McpImportedTool[] = [];
   const skipped: Array<{ mcpName: string; reason: string }> = [];

@@ -1,11 +1,12 @@
 /**
  * How the CLI and the demo show a session assessment: which calls need attention, the table of calls, and for one
- * call the rule of the recovery decision table that applies (docs/design.md#the-recovery-decision-table). The decisions are the library's (assessSession); this
+ * call the rows of the retry policy that apply. The decisions are the library's (assessSession); this
  * module only names them for people.
  */
-import { PRE_BODY_CATEGORIES, ToolEffect, type SessionEvent, type ToolCall, type ToolResult } from '../event/types.js';
+import type { SessionEvent, ToolCall, ToolResult } from '../event/types.js';
 import type { SessionAssessment, ToolCallAssessment } from '../tool/assess.js';
-import { clip, shortId, table, type Column } from './format.js';
+import { evidenceRuleById, retryRuleById, type EvidenceRuleId, type RetryRuleId } from '../tool/retry-policy.js';
+import { clip, safe, shortId, table, type Column } from './format.js';
 import type { Style } from './io.js';
 
 /** A call needs attention when a host still has to act on it: retry it, or review it. */
@@ -63,7 +64,7 @@ export const CALL_COLUMNS: readonly Column[] = [
 ];
 
 export function callRow(c: ToolCallAssessment, style: Style): string[] {
-  return [shortId(c.callId), c.name, c.effect ?? 'legacy', colourStatus(c.status, style), colourStep(c.nextStep, style), c.reason];
+  return [shortId(c.callId), safe(c.name), c.effect ?? 'legacy', colourStatus(c.status, style), colourStep(c.nextStep, style), safe(c.reason)];
 }
 
 export function callTable(calls: readonly ToolCallAssessment[], style: Style, options: { width?: number; indent?: string } = {}): string {
@@ -71,63 +72,33 @@ export function callTable(calls: readonly ToolCallAssessment[], style: Style, op
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// The recovery decision table (docs/design.md#the-recovery-decision-table), named for people
+// The rows of the retry policy that decided a call (src/tool/retry-policy.ts): shown, never restated here
 
 export interface DecisionRow {
-  /** The rule's name in docs/design.md#the-recovery-decision-table, e.g. "retry/needs_review" or "evidence/flagged_never_started". */
-  readonly source: string;
-  readonly fact: string;
-  readonly handling: string;
+  /** `evidence/<id>` or `retry/<id>`: the table and its row. */
+  readonly rule: string;
+  readonly condition: string;
+  readonly explanation: string;
 }
 
-const CATEGORY_ROWS: readonly DecisionRow[] = [
-  { source: 'retry/succeeded', fact: 'A success result, or the host has verified completion', handling: 'Refuse the retry; do not synthesize a new tool result' },
-  {
-    source: 'evidence/rejected_before_body',
-    fact: 'Rejected at the permission, argument, guard or approval stage',
-    handling: 'The tool body never started; a new attempt may be prepared explicitly, and it must pass the current checks again',
-  },
-  {
-    source: 'evidence/body_may_have_run',
-    fact: 'Missing result, body failure, timeout, cancellation, budget abort or output over the limit',
-    handling: 'The external outcome may be uncertain; never infer "not executed" from the retryable flag',
-  },
-  { source: 'retry/safe_to_repeat', fact: 'Outcome uncertain, contract ReadOnly / Idempotent', handling: 'The host may explicitly prepare one attempt, reusing the logical action key' },
-  {
-    source: 'retry/needs_review',
-    fact: 'Outcome uncertain, contract Unknown / NonIdempotent',
-    handling: 'Return NeedsReview; a retry may be prepared only after a trusted host confirms the call was not executed',
-  },
-];
-const MARKER_ROW: DecisionRow = {
-  source: 'evidence/flagged_never_started',
-  fact: 'A call flagged to record a start marker, with no marker in the journal',
-  handling: 'The body provably never started: NotExecuted, even for Unknown / NonIdempotent; a retry still asks for a fresh approval',
+const evidenceRow = (id: EvidenceRuleId): DecisionRow => {
+  const r = evidenceRuleById(id);
+  return { rule: `evidence/${r.id}`, condition: r.condition, explanation: r.explanation };
 };
-const SUPERSEDED_ROW: DecisionRow = {
-  source: 'retry/superseded',
-  fact: 'A newer attempt of the same operation exists',
-  handling: 'Refused as not_latest_attempt: decide on the newest attempt',
-};
-const LEGACY_ROW: DecisionRow = {
-  source: 'retry/legacy',
-  fact: 'An old ToolCall without the operation field',
-  handling: 'No trustworthy stable key can be migrated: retry planning returns LegacyCall',
+const retryRow = (id: RetryRuleId): DecisionRow => {
+  const r = retryRuleById(id);
+  return { rule: `retry/${r.id}`, condition: r.condition, explanation: r.explanation };
 };
 
-/** The rows that decide a call, given what assessSession said about it (null: the call's own result is a success). */
-export function decisionRows(call: ToolCall, assessed: ToolCallAssessment | null): DecisionRow[] {
-  if (assessed === null || assessed.nextStep === 'completed') return [CATEGORY_ROWS[0]!];
-  if (assessed.nextStep === 'legacy') return [LEGACY_ROW];
-  if (assessed.nextStep === 'superseded') return [SUPERSEDED_ROW];
-  if (assessed.status === 'not_executed') {
-    const outcome = assessed.result?.outcome;
-    const preBody = outcome?.status === 'failed' && PRE_BODY_CATEGORIES.has(outcome.category);
-    return [preBody ? CATEGORY_ROWS[1]! : MARKER_ROW];
-  }
-  const effect = call.operation?.contract.effect ?? ToolEffect.Unknown;
-  const safe = effect === ToolEffect.ReadOnly || effect === ToolEffect.Idempotent;
-  return [CATEGORY_ROWS[2]!, safe ? CATEGORY_ROWS[3]! : CATEGORY_ROWS[4]!];
+/**
+ * The rows that decide a call, given what assessSession said about it (null: the call's own result is a success):
+ * what the journal proves (the evidence row; not shown when the call's place in its operation decides) and what may
+ * be done (the retry row).
+ */
+export function decisionRows(assessed: ToolCallAssessment | null): DecisionRow[] {
+  if (assessed === null) return [evidenceRow('succeeded'), retryRow('succeeded')];
+  if (retryRuleById(assessed.rule).position) return [retryRow(assessed.rule)];
+  return [evidenceRow(assessed.evidenceRule), retryRow(assessed.rule)];
 }
 
 /** What the host may do next, in one paragraph. */

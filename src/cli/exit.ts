@@ -8,6 +8,7 @@
  *      a file cannot be read or written, or an unexpected error
  */
 import { JingweiError, JournalCorruptError } from '../errors.js';
+import { escapeControl } from './escape.js';
 
 export const EXIT = { ok: 0, findings: 1, usage: 2, store: 3 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
@@ -58,8 +59,12 @@ export function exitCodeFor(error: unknown): ExitCode {
   return EXIT.store;
 }
 
-/** One line (or a few) for stderr: what went wrong, in the operator's terms. */
+/** One line (or a few) for stderr: what went wrong, in the operator's terms; journal text in it is made safe. */
 export function describeError(error: unknown): string {
+  return describeRaw(error).split('\n').map(escapeControl).join('\n');
+}
+
+function describeRaw(error: unknown): string {
   if (error instanceof JournalCorruptError) {
     return `journal corrupt: session ${error.sessionId}, seq ${error.seq}, reason ${error.reason}\n  ${error.message}`;
   }

@@ -1,10 +1,21 @@
-/** Text helpers for people: short ids, numbers, tables, one-line event summaries. */
+/**
+ * Text helpers for people: short ids, numbers, tables, one-line event summaries. Every piece of journal text goes
+ * through `safe` (or `clip`, `shortId`, which use it) before it is shown: control characters, bidi overrides and
+ * lone surrogates become visible escapes.
+ */
 import type { SessionEvent, ToolResult } from '../event/types.js';
+import { escapeControl } from './escape.js';
 import { visibleLength, type Style } from './io.js';
+
+/** Journal text made safe for a terminal, whole (see escape.ts). */
+export function safe(text: string): string {
+  return escapeControl(String(text));
+}
 
 /** Ids minted by the library are a prefix and a UUID; tables show the last 8 characters, which are random. */
 export function shortId(id: string): string {
-  return id.length <= 16 ? id : `…${id.slice(-8)}`;
+  const text = safe(id);
+  return text.length <= 16 ? text : `…${text.slice(-8)}`;
 }
 
 export function num(n: number): string {
@@ -15,11 +26,16 @@ export function plural(n: number, one: string, many = `${one}s`): string {
   return `${num(n)} ${n === 1 ? one : many}`;
 }
 
-/** Cuts text to `max` visible characters with an ellipsis; newlines become ⏎ so one event stays one line. */
-export function clip(text: string, max: number): string {
-  const flat = text.replace(/\r?\n/g, '⏎');
+function cut(flat: string, max: number): string {
   const chars = [...flat];
   return chars.length <= max ? flat : `${chars.slice(0, Math.max(1, max - 1)).join('')}…`;
+}
+
+const flatten = (text: string): string => String(text).replace(/\r?\n/g, '⏎');
+
+/** Cuts text to `max` visible characters with an ellipsis; newlines become ⏎ so one event stays one line; safe. */
+export function clip(text: string, max: number): string {
+  return cut(safe(flatten(text)), max);
 }
 
 export interface Column {
@@ -89,7 +105,7 @@ export function paragraph(text: string, width: number | undefined, indent = ''):
 export function outcomeText(result: ToolResult): string {
   const o = result.outcome;
   if (o.status === 'succeeded') return `succeeded ${clip(o.output, 60)}`;
-  return `failed ${o.category} ${o.code}: ${clip(o.message, 60)}${o.retryable ? ' (retryable)' : ''}`;
+  return `failed ${o.category} ${safe(o.code)}: ${clip(o.message, 60)}${o.retryable ? ' (retryable)' : ''}`;
 }
 
 /** One event on one line: what happened, with the ids an operator needs next (shortened; --json has them whole). */
@@ -99,9 +115,9 @@ export function eventSummary(event: SessionEvent, style: Style): string {
     case 'tool_call': {
       const call = k.call;
       const op = call.operation;
-      const parts = [style.bold(call.name.padEnd(15)), `call ${shortId(call.id)}`];
+      const parts = [style.bold(safe(call.name).padEnd(15)), `call ${shortId(call.id)}`];
       if (op) {
-        parts.push(`${op.contract.effect}/${op.contract.revision}`, `key ${shortId(op.key)}`);
+        parts.push(`${op.contract.effect}/${clip(op.contract.revision, 40)}`, `key ${shortId(op.key)}`);
         if (op.retry) {
           const review = op.retry.review ? `, review ${op.retry.review.outcome} by ${clip(op.retry.review.actor, 40)}` : '';
           parts.push(`retry of ${shortId(op.retry.callId)}${review}`);
@@ -119,14 +135,14 @@ export function eventSummary(event: SessionEvent, style: Style): string {
     }
     case 'user_message':
     case 'assistant_message':
-      return JSON.stringify(clip(k.text, 100));
+      return safe(JSON.stringify(cut(flatten(k.text), 100)));
     case 'custom':
-      return `${k.plugin}/${k.kind}  ${clip(JSON.stringify(k.payload), 80)}`;
+      return `${clip(k.plugin, 40)}/${clip(k.kind, 40)}  ${clip(JSON.stringify(k.payload), 80)}`;
     case 'opaque':
       return style.dim(`(kept as is, not interpreted) ${clip(JSON.stringify(k.fields), 80)}`);
   }
 }
 
 export function eventType(event: SessionEvent): string {
-  return event.kind.type === 'opaque' ? event.kind.wireType : event.kind.type;
+  return event.kind.type === 'opaque' ? clip(event.kind.wireType, 40) : event.kind.type;
 }

@@ -3,6 +3,7 @@
  * Commands take an Io rather than touching `process` so the same code runs under the real program and stays honest
  * about which stream is a TTY.
  */
+import { escapeOutput } from './escape.js';
 export interface OutStream {
   write(text: string): unknown;
   readonly isTTY?: boolean;
@@ -57,8 +58,9 @@ export class Printer {
     this.style = makeStyle(colourAllowed(stream, env));
   }
 
+  /** Writes one line; anything unsafe for a terminal that is not the CLI's own colour is escaped (escape.ts). */
   line(text = ''): void {
-    this.stream.write(text + '\n');
+    this.stream.write(escapeOutput(text) + '\n');
   }
 
   /** Terminal width when writing to a terminal, else undefined (pipes and files are never wrapped). */

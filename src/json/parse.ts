@@ -2,8 +2,9 @@
  * Bounded JSON parsing for untrusted text (journal lines, imported files, CLI input).
  *
  * One linear, iterative pass validates the whole RFC 8259 grammar and the bounds (size, depth, duplicate keys, lone
- * surrogates, numbers that overflow to Infinity), reporting the first problem with a reason code and a UTF-16
- * offset; only then does JSON.parse build the value. JSON.parse defines every key, `__proto__` included, as an own
+ * surrogates, numbers that overflow to Infinity, integer literals beyond ±(2^53 − 1), which a JavaScript number
+ * cannot hold exactly), reporting the first problem with a reason code and a UTF-16 offset (and, for an unsafe
+ * integer, its JSON path); only then does JSON.parse build the value. JSON.parse defines every key, `__proto__` included, as an own
  * data property, so no key can reach a prototype. No recursion: input nested 100,000 deep fails with `too_deep`.
  */
 import { JsonParseError, type JsonParseReason } from '../errors.js';
@@ -55,10 +56,30 @@ function isDigit(c: number): boolean {
   return c >= 0x30 && c <= 0x39;
 }
 
+/** An open container: the keys seen so far and the current key of an object, or the current index of an array. */
+interface Open {
+  readonly keys: Set<string> | null;
+  key: string;
+  index: number;
+}
+
+/** `$`, `.name` for identifier-like keys, `["any key"]` otherwise, `[3]` for array elements. */
+function pathOf(open: readonly Open[]): string {
+  let path = '$';
+  for (const o of open) {
+    if (o.keys === null) path += `[${o.index}]`;
+    else path += /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(o.key) ? `.${o.key}` : `[${JSON.stringify(o.key)}]`;
+  }
+  return path;
+}
+
+/** Digits of Number.MAX_SAFE_INTEGER (2^53 − 1). */
+const MAX_SAFE_DIGITS = String(Number.MAX_SAFE_INTEGER);
+
 class Scanner {
   private i = 0;
-  /** One entry per open container: the keys seen so far for an object, null for an array. */
-  private readonly open: (Set<string> | null)[] = [];
+  /** One entry per open container. */
+  private readonly open: Open[] = [];
   /** Set by `string()`: whether the last string held an escape (then its key must be decoded). */
   private escaped = false;
 
@@ -107,7 +128,7 @@ class Scanner {
         case Expect.Value:
           if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
             if (open.length >= this.maxDepth) this.fail('too_deep', at, `nesting deeper than ${this.maxDepth}`);
-            open.push(c === 0x7b ? new Set<string>() : null);
+            open.push({ keys: c === 0x7b ? new Set<string>() : null, key: '', index: 0 });
             this.i++;
             expect = c === 0x7b ? Expect.KeyOrClose : Expect.ValueOrClose;
           } else {
@@ -128,9 +149,11 @@ class Scanner {
           this.string();
           const raw = s.slice(at, this.i);
           const key = this.escaped ? (JSON.parse(raw) as string) : raw.slice(1, -1);
-          const keys = open[open.length - 1]!;
+          const top = open[open.length - 1]!;
+          const keys = top.keys!;
           if (keys.has(key)) this.fail('duplicate_key', at, `duplicate key ${raw}`);
           keys.add(key);
+          top.key = key;
           this.skipWhitespace();
           if (this.i >= n) this.fail('unexpected_end', this.i, 'unexpected end of input');
           if (s.charCodeAt(this.i) !== 0x3a /* : */) this.fail('syntax', this.i, "expected ':' after a key");
@@ -140,9 +163,11 @@ class Scanner {
         }
         case Expect.Next: {
           if (open.length === 0) this.fail('trailing_data', at, 'unexpected data after the JSON value');
-          const inObject = open[open.length - 1] !== null;
+          const top = open[open.length - 1]!;
+          const inObject = top.keys !== null;
           if (c === 0x2c /* , */) {
             this.i++;
+            top.index++;
             expect = inObject ? Expect.Key : Expect.Value;
           } else if (c === (inObject ? 0x7d : 0x5d)) {
             open.pop();
@@ -191,14 +216,18 @@ class Scanner {
     const s = this.s;
     const start = this.i;
     let exponent = false;
+    let fraction = false;
     if (s.charCodeAt(this.i) === 0x2d) this.i++;
+    const intStart = this.i;
     if (s.charCodeAt(this.i) === 0x30) {
       this.i++;
       if (isDigit(s.charCodeAt(this.i))) this.fail('syntax', this.i, 'a number must not have a leading zero');
     } else {
       this.digits();
     }
+    const intEnd = this.i;
     if (s.charCodeAt(this.i) === 0x2e /* . */) {
+      fraction = true;
       this.i++;
       this.digits();
     }
@@ -213,6 +242,19 @@ class Scanner {
     // Like serde_json, refuse numbers that would become Infinity: they have no JSON form afterwards.
     if ((exponent || this.i - start > 308) && !Number.isFinite(Number(s.slice(start, this.i)))) {
       this.fail('syntax', start, 'number out of range');
+    }
+    // An integer literal must be held exactly: beyond 2^53 − 1 a JavaScript number would silently round it.
+    const length = intEnd - intStart;
+    if (!fraction && !exponent && length >= MAX_SAFE_DIGITS.length) {
+      if (length > MAX_SAFE_DIGITS.length || s.slice(intStart, intEnd) > MAX_SAFE_DIGITS) {
+        const path = pathOf(this.open);
+        throw new JsonParseError(
+          'unsafe_integer',
+          start,
+          `the integer ${s.slice(start, Math.min(this.i, start + 40))}${this.i - start > 40 ? '…' : ''} at ${path} is beyond ±(2^53 − 1) and cannot be held exactly; send it as a string`,
+          path,
+        );
+      }
     }
   }
 

@@ -4,14 +4,8 @@
  */
 import type { SessionEvent, ToolEffect, ToolResult } from '../event/types.js';
 import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
-import {
-  ToolRecoveryStatus,
-  classifyAttempt,
-  collectEvidence,
-  decideRetry,
-  succeededSibling,
-  type AttemptRecord,
-} from './evidence.js';
+import { ToolRecoveryStatus, classifyAttempt, collectEvidence, decideRetry } from './evidence.js';
+import type { EvidenceRuleId, RetryRuleId } from './retry-policy.js';
 
 export const ToolNextStep = {
   /** prepareToolRetry without a review would give a plan. */
@@ -39,6 +33,10 @@ export interface ToolCallAssessment {
   readonly nextStep: ToolNextStep;
   /** One line naming the decision-table row that applies. */
   readonly reason: string;
+  /** The evidence-table row that gave `status` (retry-policy.ts). */
+  readonly evidenceRule: EvidenceRuleId;
+  /** The retry-table row that gave `nextStep` and `reason` (retry-policy.ts). */
+  readonly rule: RetryRuleId;
   /** 1-based position among the attempts of its operation (1 for a legacy call). */
   readonly attempt: number;
   /** How many attempts the operation has in the history (1 for a legacy call). */
@@ -68,38 +66,6 @@ export interface SessionAssessment {
   readonly totals: SessionAssessmentTotals;
 }
 
-function nextStepOf(record: AttemptRecord): { nextStep: ToolNextStep; reason: string } {
-  const classification = classifyAttempt(record);
-  const operation = record.operation;
-  const effect = record.call.operation?.contract.effect;
-  if (operation === null || effect === undefined) {
-    return {
-      nextStep: ToolNextStep.Legacy,
-      reason: `legacy call without an operation (${classification.fact}): no stable key, it cannot be retried`,
-    };
-  }
-  // A success elsewhere in the operation settles it, whether or not this attempt is the latest.
-  const sibling = succeededSibling(record);
-  if (sibling !== null) {
-    return {
-      nextStep: ToolNextStep.Completed,
-      reason: `attempt ${sibling.attempt} (${sibling.call.id}) of this operation succeeded: never retry it`,
-    };
-  }
-  const latest = operation.attempts[operation.attempts.length - 1]!;
-  if (latest !== record) {
-    return {
-      nextStep: ToolNextStep.Superseded,
-      reason: `attempt ${latest.attempt} (${latest.call.id}) is newer: decide on that attempt instead`,
-    };
-  }
-  const decision = decideRetry(classification, effect, null);
-  return {
-    nextStep: decision.kind === 'plan' ? ToolNextStep.RetryAllowed : ToolNextStep.NeedsReview,
-    reason: decision.reason,
-  };
-}
-
 /**
  * Validates the whole history (throws ToolRetryError: `invalid_evidence` for corrupt or over-limit evidence,
  * `binding_changed` for an operation whose attempts disagree) and lists every call without its own success.
@@ -117,13 +83,14 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
   const calls: ToolCallAssessment[] = [];
   let succeeded = 0;
   for (const record of evidence.attempts) {
-    const { status } = classifyAttempt(record);
+    const { status, rule: evidenceRule } = classifyAttempt(record);
     byStatus[status] += 1;
     if (status === ToolRecoveryStatus.Completed) {
       succeeded += 1;
       continue;
     }
-    const { nextStep, reason } = nextStepOf(record);
+    const { rule, reason } = decideRetry(record, null);
+    const nextStep = rule.decision;
     byNextStep[nextStep] += 1;
     const operation = record.call.operation;
     calls.push({
@@ -136,6 +103,8 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
       status,
       nextStep,
       reason,
+      evidenceRule,
+      rule: rule.id,
       attempt: record.attempt,
       attempts: record.operation?.attempts.length ?? 1,
       result: record.result,

@@ -6,11 +6,9 @@
 import { encodeEvent } from '../event/codec.js';
 import { validatePhysicalLog } from '../event/physical-log.js';
 import {
-  PRE_BODY_CATEGORIES,
   TOOL_EFFECTS,
   TOOL_REVIEW_OUTCOMES,
-  ToolEffect,
-  ToolReviewOutcome,
+  type ToolReviewOutcome,
   type SessionEvent,
   type ToolCall,
   type ToolEffectContract,
@@ -23,13 +21,17 @@ import { jsonEquals } from '../json/canonical.js';
 import { LIMITS } from '../limits.js';
 import { utf8Length } from '../text.js';
 import { ToolRetryError } from '../errors.js';
+import {
+  ToolRecoveryStatus,
+  evidenceRuleFor,
+  retryRuleFor,
+  type EvidenceFacts,
+  type EvidenceRuleId,
+  type RetryFacts,
+  type RetryRule,
+} from './retry-policy.js';
 
-export const ToolRecoveryStatus = {
-  Completed: 'completed',
-  NotExecuted: 'not_executed',
-  OutcomeUnknown: 'outcome_unknown',
-} as const;
-export type ToolRecoveryStatus = (typeof ToolRecoveryStatus)[keyof typeof ToolRecoveryStatus];
+export { ToolRecoveryStatus };
 
 /** One attempt (one ToolCall) as the evidence pass found it. Mutable only while the pass runs. */
 export interface AttemptRecord {
@@ -248,28 +250,24 @@ export function collectEvidence(history: readonly SessionEvent[], callId?: strin
       if (record.result !== null) invalid(`${at}: a second result for ${result.callId}`);
       record.result = result;
       record.resultEvent = event;
+      // Contradictions fail closed: a result that disagrees with the start marker is evidence no runtime wrote.
+      const rule = evidenceRuleFor(evidenceFactsOf(record));
+      if (rule.status === 'invalid') invalid(`${at}: call ${result.callId}: ${rule.fact(result.outcome)}`);
     }
   }
   return { sessionId, eventCount: history.length, calls, attempts };
 }
 
-/** docs/design.md#evidence-validation steps 5–7: the call exists, is the latest attempt, and no other attempt of it succeeded. */
+/**
+ * The call exists and the retry table's position rows do not refuse it: it is the latest attempt and no other
+ * attempt of its operation succeeded (`not_latest_attempt` / `completed` otherwise).
+ */
 export function locateAttempt(evidence: SessionEvidence, callId: string): AttemptRecord {
   const record = evidence.calls.get(callId);
   if (record === undefined) invalid(`call ${callId} is not in the history`);
-  const operation = record.operation;
-  if (operation === null) return record;
-  const latest = operation.attempts[operation.attempts.length - 1]!;
-  if (latest !== record) {
-    throw new ToolRetryError(
-      'not_latest_attempt',
-      `call ${callId} is attempt ${record.attempt}; attempt ${latest.attempt} (${latest.call.id}) is newer`,
-    );
-  }
-  const sibling = succeededSibling(record);
-  if (sibling !== null) {
-    throw new ToolRetryError('completed', `attempt ${sibling.attempt} (${sibling.call.id}) of operation ${operation.key} succeeded`);
-  }
+  if (record.operation === null) return record;
+  const { rule, reason } = decideRetry(record, null);
+  if (rule.position && rule.refusal !== null) throw new ToolRetryError(rule.refusal, reason);
   return record;
 }
 
@@ -285,79 +283,48 @@ export interface Classification {
   readonly status: ToolRecoveryStatus;
   /** The confirmed fact behind the status, e.g. "body started, no result". */
   readonly fact: string;
+  /** The evidence-table row that decided it. */
+  readonly rule: EvidenceRuleId;
 }
+
+const evidenceFactsOf = (record: AttemptRecord): EvidenceFacts => ({
+  flagged: record.call.operation?.startMarker === true,
+  marker: record.startedEvent !== null,
+  result: record.result?.outcome ?? null,
+});
 
 /**
- * docs/design.md#recovery-status. For a flagged call the start marker, not the failure category, decides whether
- * the body may have run; unflagged calls follow the category rule alone. `retryable` is never read.
+ * The evidence table (retry-policy.ts): for a flagged call the start marker, not the failure category, decides
+ * whether the body may have run; unflagged calls follow the category. `retryable` is never read. A contradiction
+ * was refused by collectEvidence, so it is never seen here.
  */
 export function classifyAttempt(record: AttemptRecord): Classification {
-  const outcome = record.result?.outcome;
-  if (outcome?.status === 'succeeded') return { status: ToolRecoveryStatus.Completed, fact: 'succeeded' };
-  if (record.call.operation?.startMarker === true) {
-    if (record.startedEvent === null) {
-      return {
-        status: ToolRecoveryStatus.NotExecuted,
-        fact: outcome === undefined
-          ? 'body never started: no start marker, no result'
-          : `body never started: no start marker, ${outcome.category} recorded before the body`,
-      };
-    }
-    return {
-      status: ToolRecoveryStatus.OutcomeUnknown,
-      fact: outcome === undefined ? 'body started, no result' : `body started, then ${outcome.category}`,
-    };
-  }
-  if (outcome === undefined) return { status: ToolRecoveryStatus.OutcomeUnknown, fact: 'no result' };
-  if (PRE_BODY_CATEGORIES.has(outcome.category)) {
-    return { status: ToolRecoveryStatus.NotExecuted, fact: `rejected before the body: ${outcome.category}` };
-  }
+  const rule = evidenceRuleFor(evidenceFactsOf(record));
+  if (rule.status === 'invalid') invalid(`call ${record.call.id}: ${rule.fact(record.result?.outcome ?? null)}`);
+  return { status: rule.status, fact: rule.fact(record.result?.outcome ?? null), rule: rule.id };
+}
+
+/** The retry table's facts for one attempt: its classification, effect, place in its operation, and a review. */
+export function retryFactsOf(record: AttemptRecord, review: ToolReviewOutcome | null): RetryFacts {
+  const { status, fact } = classifyAttempt(record);
+  const operation = record.operation;
+  const latest = operation === null ? record : operation.attempts[operation.attempts.length - 1]!;
+  const sibling = succeededSibling(record);
   return {
-    status: ToolRecoveryStatus.OutcomeUnknown,
-    fact: `${outcome.category} recorded; the body may have run`,
+    callId: record.call.id,
+    attempt: record.attempt,
+    status,
+    fact,
+    effect: operation === null ? null : record.call.operation!.contract.effect,
+    review,
+    newer: latest === record ? null : { attempt: latest.attempt, callId: latest.call.id },
+    succeededSibling: sibling === null ? null : { attempt: sibling.attempt, callId: sibling.call.id },
   };
 }
 
-export type RetryDecision =
-  | { readonly kind: 'plan'; readonly reason: string }
-  | { readonly kind: 'completed'; readonly reason: string }
-  | { readonly kind: 'needs_review'; readonly reason: string };
-
-const SAFE_TO_REPEAT: ReadonlySet<ToolEffect> = new Set<ToolEffect>([ToolEffect.ReadOnly, ToolEffect.Idempotent]);
-
-/** docs/design.md#the-recovery-decision-table steps 3 and 5 (the legacy check, step 4, sits between them and is the caller's). */
-export function decideRetry(
-  classification: Classification,
-  effect: ToolEffect,
-  reviewOutcome: ToolReviewOutcome | null,
-): RetryDecision {
-  const { status, fact } = classification;
-  if (status === ToolRecoveryStatus.Completed) {
-    return { kind: 'completed', reason: `completed (${fact}): a retry would run it twice` };
-  }
-  if (reviewOutcome === ToolReviewOutcome.Completed) {
-    return { kind: 'completed', reason: `a trusted review says completed: the retry is blocked` };
-  }
-  if (status === ToolRecoveryStatus.NotExecuted) {
-    return {
-      kind: 'plan',
-      reason: `not executed (${fact}): a new attempt may be prepared; it passes every current check again`,
-    };
-  }
-  if (SAFE_TO_REPEAT.has(effect)) {
-    return {
-      kind: 'plan',
-      reason: `outcome unknown (${fact}) and effect ${effect}: one attempt may be prepared, reusing the operation key`,
-    };
-  }
-  if (reviewOutcome === ToolReviewOutcome.NotExecuted) {
-    return {
-      kind: 'plan',
-      reason: `outcome unknown (${fact}) and effect ${effect}, reviewed not_executed: one attempt may be prepared`,
-    };
-  }
-  return {
-    kind: 'needs_review',
-    reason: `outcome unknown (${fact}) and effect ${effect}: a trusted review saying not_executed is required`,
-  };
+/** The retry-table row for one attempt. */
+export function decideRetry(record: AttemptRecord, review: ToolReviewOutcome | null): { rule: RetryRule; reason: string } {
+  const facts = retryFactsOf(record, review);
+  const rule = retryRuleFor(facts);
+  return { rule, reason: rule.reason(facts) };
 }

@@ -44,6 +44,15 @@ function assessmentOf(record: AttemptRecord): ToolRecoveryAssessment {
 }
 
 /**
+ * The evidence pass alone, for a whole history (import runs it before writing): the physical log, every id and
+ * limit, each operation's attempts and audits, and every contradiction between a start marker and a result.
+ * Throws ToolRetryError `invalid_evidence` or `binding_changed`; returns nothing when the history is sound.
+ */
+export function checkToolEvidence(history: readonly SessionEvent[]): void {
+  collectEvidence(history);
+}
+
+/**
  * Validates the whole confirmed history of one session (the first violation in physical order wins, even one
  * unrelated to `callId`), then classifies `callId`. Throws ToolRetryError: `invalid_evidence` for missing,
  * over-limit or corrupt evidence or an unknown call; `binding_changed` when a later attempt of an operation changed

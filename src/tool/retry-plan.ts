@@ -4,7 +4,6 @@
  */
 import { ToolRetryError, ToolRetryPlanNotSerializableError } from '../errors.js';
 import {
-  ToolEffect,
   type SessionEvent,
   type ToolEffectContract,
   type ToolOperation,
@@ -13,13 +12,7 @@ import {
 import type { CallId, EventId, OperationKey, SessionId, TaskId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
-import {
-  classifyAttempt,
-  collectEvidence,
-  decideRetry,
-  locateAttempt,
-  validateReview,
-} from './evidence.js';
+import { collectEvidence, decideRetry, locateAttempt, validateReview } from './evidence.js';
 
 /** What the runtime is about to execute; all of it must match the plan's source call. */
 export interface ToolRetryBinding {
@@ -195,19 +188,11 @@ export function prepareToolRetry(
   const checkedReview = review === undefined || review === null ? null : review;
   if (checkedReview !== null) validateReview(checkedReview);
   const record = locateAttempt(collectEvidence(history, callId), callId);
-  const classification = classifyAttempt(record);
   const operation = record.call.operation ?? null;
-  const decision = decideRetry(
-    classification,
-    operation?.contract.effect ?? ToolEffect.Unknown,
-    checkedReview?.outcome ?? null,
-  );
-  // Completed outranks legacy, so a legacy call with a success result reports completed.
-  if (decision.kind === 'completed') throw new ToolRetryError('completed', decision.reason);
-  if (operation === null) {
-    throw new ToolRetryError('legacy_call', `call ${callId} has no operation: no stable key to reuse, it cannot be retried`);
-  }
-  if (decision.kind === 'needs_review') throw new ToolRetryError('needs_review', decision.reason);
+  // The retry table decides; its refusal is the error code, its reason the detail.
+  const { rule, reason } = decideRetry(record, checkedReview?.outcome ?? null);
+  if (rule.refusal !== null) throw new ToolRetryError(rule.refusal, reason);
+  if (operation === null) throw new ToolRetryError('legacy_call', reason);
   let args: JsonValue;
   try {
     args = structuredClone(record.call.arguments);

@@ -1,7 +1,6 @@
-import { Ajv2020 } from 'ajv/dist/2020.js';
-import { InvalidInputError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
+import { InvalidInputError, JsonParseError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
 import type { EventDraft, SessionEvent, ToolCall, ToolOperation, ToolResult } from '../event/types.js';
-import { checkId, newCallId, newOperationKey, newTurnId, type TaskId, type TurnId } from '../ids.js';
+import { checkId, hasLoneSurrogate, newCallId, newOperationKey, newTurnId, type TaskId, type TurnId } from '../ids.js';
 import { canonicalJson } from '../json/canonical.js';
 import { parseJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
@@ -12,6 +11,7 @@ import { askApproval, checkGrantAndSchema, failure, hostFailure, runGuards, type
 import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
 import { DEFAULT_CONTRACT } from './metadata.js';
+import { createSchemaAjv } from './schema-ajv.js';
 import { ToolRetryPlan } from './retry-plan.js';
 import type { ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
 
@@ -27,12 +27,14 @@ function positive(field: string, value: number | undefined, fallback: number): n
  * Checks names and arguments before anything is reserved or recorded. Returns the arguments' JSON text and the
  * value parsed back from it under the journal's bounds (plain JSON, detached from the caller's object).
  */
-function preflight(name: unknown, args: unknown): { text: string; value: JsonValue } {
+function preflight(name: unknown, args: unknown): { text: string; value: JsonValue; bytes: number } {
   if (typeof name !== 'string' || name.length === 0) throw new ToolPreflightError('empty_name', 'the tool name is empty');
   const nameBytes = utf8Length(name);
   if (nameBytes > LIMITS.maxToolNameBytes) {
     throw new ToolPreflightError('name_too_long', `the tool name is ${nameBytes} bytes, at most ${LIMITS.maxToolNameBytes} allowed`);
   }
+  const malformed = malformedNameReason(name);
+  if (malformed !== null) throw new ToolPreflightError('malformed_name', `the tool name ${malformed}; use plain text`);
   try {
     canonicalJson(args);
   } catch (error) {
@@ -44,10 +46,24 @@ function preflight(name: unknown, args: unknown): { text: string; value: JsonVal
     throw new ToolPreflightError('arguments_too_large', `the arguments are ${bytes} bytes, at most ${LIMITS.maxArgumentsBytes} allowed`);
   }
   try {
-    return { text, value: parseJson(text, { maxDepth: LIMITS.maxArgumentsDepth }) };
+    return { text, value: parseJson(text, { maxDepth: LIMITS.maxArgumentsDepth }), bytes };
   } catch (error) {
+    if (error instanceof JsonParseError && error.reason === 'unsafe_integer') {
+      throw new ToolPreflightError('unsafe_integer', `the arguments cannot be journaled exactly: ${error.message}`, { cause: error });
+    }
     throw new ToolPreflightError('arguments_not_serializable', `the arguments cannot be journaled: ${(error as Error).message}`, { cause: error });
   }
+}
+
+/** Control characters, bidi and other invisible format overrides: never part of a tool name. */
+const NAME_FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]/;
+
+/** Why `name` is not well-formed text for a tool name, or null. */
+function malformedNameReason(name: string): string | null {
+  if (hasLoneSurrogate(name)) return 'contains a lone surrogate (malformed UTF-16)';
+  const bad = NAME_FORBIDDEN.exec(name);
+  if (bad) return `contains the control or format character U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
+  return null;
 }
 
 function tighten(field: string, option: number | undefined): number | undefined {
@@ -77,7 +93,7 @@ class CanonicalRuntime implements ToolRuntime {
     this.maxInFlight = positive('maxInFlight', config.maxInFlight, RUNTIME_DEFAULTS.maxInFlight);
     this.guards = [...(config.guards ?? [])];
     this.approvers = new Map(Object.entries(config.approvers ?? {}));
-    const ajv = new Ajv2020({ strict: false, allErrors: false });
+    const ajv = createSchemaAjv();
     for (const tool of config.tools) {
       if (this.tools.has(tool.name)) throw new ToolConfigError(`two tools are named ${tool.name}`);
       try {
@@ -154,6 +170,14 @@ class Gateway implements ToolGateway {
       throw new InvalidInputError('action.decision.taskId', `must be the gateway's task ${this.taskId}`);
     }
     const registered = this.runtime.tools.get(name);
+    // A call to a tool this caller cannot use is journaled (with its `unavailable` result) only with small
+    // arguments: otherwise calls to tools that do not exist could fill the session's journal.
+    if ((registered === undefined || !this.runtime.granted(this.caller, name)) && checked.bytes > LIMITS.maxUnavailableArgumentsBytes) {
+      throw new ToolPreflightError(
+        'unavailable_tool',
+        `tool ${JSON.stringify(name)} is not available to this caller, and its ${checked.bytes} bytes of arguments (over ${LIMITS.maxUnavailableArgumentsBytes}) were not recorded`,
+      );
+    }
     const metadata = registered?.tool.metadata;
     const contract = metadata?.effect ?? DEFAULT_CONTRACT;
     const operation = this.operationFor(name, checked.value, contract, options.retry);

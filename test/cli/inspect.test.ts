@@ -56,24 +56,25 @@ describe('jingwei inspect <session> <call>', () => {
     await writeStore(path, { alpha: alphaHistory() });
   });
 
-  it('needs_review: the rows body_may_have_run and needs_review, why, what a host may do; exit 1', () => {
+  it('needs_review: the policy rows flagged_started and needs_review, why, what a host may do; exit 1', () => {
     const r = cli(['inspect', path, 'alpha', 'c-pay']);
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stdout, /^Call c-pay in session alpha\n/);
     assert.match(r.stdout, /^ {2}tool\s+charge_card \(non_idempotent, revision v1\)$/m);
     assert.match(r.stdout, /^ {2}journal\s+tool_call at seq 7; tool_started at seq 8; no tool_result$/m);
     assert.match(r.stdout, /^ {2}next step\s+needs_review$/m);
-    assert.match(r.stdout, /^ {2}evidence\/body_may_have_run: Missing result, body failure/m);
+    assert.match(r.stdout, /^ {2}evidence\/flagged_started: A flagged call whose start marker is recorded, without a success → The body started/m);
     assert.match(r.stdout, /^ {2}retry\/needs_review: Outcome uncertain, contract Unknown \/ NonIdempotent → Return NeedsReview/m);
     assert.match(r.stdout, /^Why: outcome unknown \(body started, no result\) and effect non_idempotent/m);
     assert.match(r.stdout, /^What a host may do: Check the external system .*'retry-task:k-pay'.*outcome: 'not_executed'/m);
   });
 
-  it("no start marker: the flagged_never_started row, retry_allowed even for a non_idempotent tool; exit 1", () => {
+  it('no start marker: the flagged_never_started row, retry_allowed even for a non_idempotent tool; exit 1', () => {
     const r = cli(['inspect', path, 'alpha', 'c-ship']);
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stdout, /no tool_started \(the body never started\)/);
-    assert.match(r.stdout, /^ {2}evidence\/flagged_never_started: A call flagged to record a start marker, with no marker in the journal → The body provably never started/m);
+    assert.match(r.stdout, /^ {2}evidence\/flagged_never_started: A call flagged to record a start marker, with no marker, .* → The body provably never started/m);
+    assert.match(r.stdout, /^ {2}retry\/not_executed: The body provably never started → A new attempt may be prepared/m);
     assert.match(r.stdout, /prepareToolRetry\(history, 'c-ship'\)/);
   });
 
@@ -84,7 +85,7 @@ describe('jingwei inspect <session> <call>', () => {
     assert.match(r.stdout, /^ {2}retry\/safe_to_repeat: Outcome uncertain, contract ReadOnly \/ Idempotent/m);
   });
 
-  it('a succeeded call: the succeeded row, nothing to do, exit 0; --json names the rows', () => {
+  it('a succeeded call: the succeeded rows, nothing to do, exit 0; --json names the rows', () => {
     const r = cli(['inspect', path, 'alpha', 'c-ok']);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /^ {2}status\s+completed$/m);
@@ -94,7 +95,7 @@ describe('jingwei inspect <session> <call>', () => {
     assert.equal(json.next_step, 'needs_review');
     assert.equal(json.started_seq, 8);
     assert.equal(json.result_seq, null);
-    assert.deepEqual((json.decision_rows as Array<{ source: string }>).map((row) => row.source), ['evidence/body_may_have_run', 'retry/needs_review']);
+    assert.deepEqual((json.decision_rows as Array<{ rule: string }>).map((row) => row.rule), ['evidence/flagged_started', 'retry/needs_review']);
   });
 
   it('an unknown call is a usage error (exit 2)', () => {

@@ -49,7 +49,7 @@ describePostgres('the CLI on PostgreSQL', (url) => {
 
     const inspect = await cliAsync(['inspect', target, 'alpha', 'c-pay']);
     assert.equal(inspect.code, 1, inspect.stderr);
-    assert.match(inspect.stdout, /^ {2}retry\/needs_review: Outcome uncertain/m);
+    assert.match(inspect.stdout, /retry\/needs_review: /);
 
     assert.equal((await cliAsync(['verify', target, 'alpha'])).code, 0);
     await adminPool(url).query(`UPDATE "${schema}".jw_events SET body = replace(body, 'Place', 'Plaice') WHERE session_id = 'alpha' AND seq = 0`);

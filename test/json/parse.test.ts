@@ -65,10 +65,11 @@ describe('parseJson: valid input', () => {
           assert.deepStrictEqual(ours, native);
         } catch (error) {
           if (!(error instanceof JsonParseError)) throw error;
-          // Stricter than JSON.parse only for duplicate keys, lone surrogates and numbers that overflow.
+          // Stricter than JSON.parse only for duplicate keys, lone surrogates, numbers that overflow and unsafe integers.
           if (nativeOk) {
             const overflow = error.reason === 'syntax' && /[eE]|\d{309}/.test(text);
-            assert.ok(['duplicate_key', 'lone_surrogate'].includes(error.reason) || overflow, `${JSON.stringify(text)}: ${error.message}`);
+            const unsafe = error.reason === 'unsafe_integer' && /\d{16}/.test(text);
+            assert.ok(['duplicate_key', 'lone_surrogate'].includes(error.reason) || overflow || unsafe, `${JSON.stringify(text)}: ${error.message}`);
           }
         }
       }),
@@ -218,5 +219,53 @@ describe('parseJson: a 16 MiB journal', () => {
   it('parses a single 16 MiB string', () => {
     const text = JSON.stringify('é'.repeat(8 * 1024 * 1024 - 2));
     assert.equal((parseJson(text) as string).length, 8 * 1024 * 1024 - 2);
+  });
+});
+
+describe('parseJson: integers are held exactly', () => {
+  const unsafe = (text: string, path: string, offset: number) => {
+    let thrown: unknown;
+    try {
+      parseJson(text);
+    } catch (error) {
+      thrown = error;
+    }
+    assert.ok(thrown instanceof JsonParseError, `${text}: ${String(thrown)}`);
+    assert.equal(thrown.code, 'invalid_json');
+    assert.equal(thrown.reason, 'unsafe_integer');
+    assert.equal(thrown.path, path);
+    assert.equal(thrown.offset, offset);
+    assert.match(thrown.message, new RegExp(`at ${path.replace(/[$[\]."]/g, (c) => `\\${c}`)} is beyond`));
+    assert.match(thrown.message, /send it as a string/);
+  };
+
+  it('finding 8: an integer literal beyond ±(2^53 − 1) is refused with its JSON path, never rounded', () => {
+    unsafe('9007199254740992', '$', 0);
+    unsafe('-9007199254740992', '$', 0);
+    unsafe('{"amount":9007199254740993}', '$.amount', 10);
+    unsafe('{"a":[1,{"b c":[0,-12345678901234567890]}]}', '$.a[1]["b c"][1]', 18);
+    unsafe('[0,1,2,99999999999999999999999999999999]', '$[3]', 7);
+    unsafe('{"kind":{"x":{},"y":[[],[100000000000000000000]]}}', '$.kind.y[1][0]', 25);
+  });
+
+  it('the boundary and every non-integer form are accepted as before', () => {
+    assert.equal(parseJson('9007199254740991'), Number.MAX_SAFE_INTEGER);
+    assert.equal(parseJson('-9007199254740991'), -Number.MAX_SAFE_INTEGER);
+    assert.equal(parseJson('1000000000000000'), 1e15);
+    assert.equal(parseJson('1e21'), 1e21);
+    assert.equal(parseJson('0.5'), 0.5);
+    assert.deepEqual(parseJson('{"a":[0,-0,12]}'), { a: [0, -0, 12] });
+  });
+
+  it('property: every safe integer parses to itself; every unsafe one is refused', () => {
+    fc.assert(
+      fc.property(fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }), (n) => {
+        const text = `[${n.toString()}]`;
+        const safe = n >= -BigInt(Number.MAX_SAFE_INTEGER) && n <= BigInt(Number.MAX_SAFE_INTEGER);
+        if (safe) assert.deepEqual(parseJson(text), [Number(n)]);
+        else assert.throws(() => parseJson(text), (e: unknown) => e instanceof JsonParseError && e.reason === 'unsafe_integer' && e.path === '$[0]');
+      }),
+      { numRuns: 500 },
+    );
   });
 });

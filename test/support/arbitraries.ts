@@ -25,9 +25,16 @@ import {
   type ToolRetryReview,
 } from '../../src/event/types.js';
 
-/** Rebuilds a generated value as ordinary JSON data: plain prototypes, `-0` as 0, `__proto__` as an own key. */
+/** JSON.stringify writes these as integer literals beyond ±(2^53 − 1), which the journal refuses (not exact). */
+const writtenAsUnsafeInteger = (v: number): boolean => Number.isInteger(v) && !Number.isSafeInteger(v) && Math.abs(v) < 1e21;
+
+/**
+ * Rebuilds a generated value as ordinary JSON data: plain prototypes, `-0` as 0, `__proto__` as an own key, and a
+ * number that would be written as an unsafe integer literal scaled into the exponent form (the journal holds only
+ * exact numbers; the refusal has its own tests).
+ */
 export function normalizeJson(v: JsonValue): JsonValue {
-  if (typeof v === 'number') return v === 0 ? 0 : v;
+  if (typeof v === 'number') return v === 0 ? 0 : writtenAsUnsafeInteger(v) ? v * 1e6 : v;
   if (v === null || typeof v !== 'object') return v;
   if (Array.isArray(v)) return v.map(normalizeJson);
   const out: JsonObject = {};

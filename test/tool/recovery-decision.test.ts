@@ -39,15 +39,26 @@ const caseArb = fc.record({
 });
 type Case = typeof caseArb extends fc.Arbitrary<infer T> ? T : never;
 
-function expectedStatus(c: Case): ToolRecoveryStatus {
+const BODY_RAN = new Set(['body_failure', 'body_panic', 'output_limit']);
+
+/** A flagged call whose marker and result disagree: evidence our runtime never writes, refused (fail closed). */
+function contradicts(c: Case): boolean {
+  if (c.legacy || !c.flagged) return false;
+  if (c.started) return c.outcome?.status === 'failed' && PRE_BODY_CATEGORIES.has(c.outcome.category);
+  return c.outcome?.status === 'succeeded' || (c.outcome?.status === 'failed' && BODY_RAN.has(c.outcome.category));
+}
+
+function expectedStatus(c: Case): ToolRecoveryStatus | 'invalid_evidence' {
+  if (contradicts(c)) return 'invalid_evidence';
   if (c.outcome?.status === 'succeeded') return ToolRecoveryStatus.Completed;
   if (!c.legacy && c.flagged) return c.started ? ToolRecoveryStatus.OutcomeUnknown : ToolRecoveryStatus.NotExecuted;
   if (c.outcome === null) return ToolRecoveryStatus.OutcomeUnknown;
   return PRE_BODY_CATEGORIES.has(c.outcome.category) ? ToolRecoveryStatus.NotExecuted : ToolRecoveryStatus.OutcomeUnknown;
 }
 
-function expectedPlan(c: Case): 'plan' | 'completed' | 'legacy_call' | 'needs_review' {
+function expectedPlan(c: Case): 'plan' | 'completed' | 'legacy_call' | 'needs_review' | 'invalid_evidence' {
   const status = expectedStatus(c);
+  if (status === 'invalid_evidence') return status;
   if (status === ToolRecoveryStatus.Completed || c.review === ToolReviewOutcome.Completed) return 'completed';
   if (c.legacy) return 'legacy_call';
   if (status === ToolRecoveryStatus.NotExecuted) return 'plan';
@@ -68,7 +79,14 @@ describe('decision table', () => {
     fc.assert(
       fc.property(caseArb, (c) => {
         const history = historyOf(c);
-        assert.equal(inspectToolRecovery(history, FIXTURE.call).status, expectedStatus(c));
+        let status: string;
+        try {
+          status = inspectToolRecovery(history, FIXTURE.call).status;
+        } catch (error) {
+          assert.ok(error instanceof ToolRetryError, String(error));
+          status = error.code;
+        }
+        assert.equal(status, expectedStatus(c));
         const expected = expectedPlan(c);
         let got: string;
         try {
@@ -102,6 +120,7 @@ describe('decision table', () => {
   it('a completed review always blocks, whatever the status', () => {
     fc.assert(
       fc.property(caseArb, (c) => {
+        fc.pre(!contradicts(c));
         assert.throws(
           () => prepareToolRetry(historyOf(c), FIXTURE.call, review(ToolReviewOutcome.Completed)),
           (e: unknown) => e instanceof ToolRetryError && e.code === 'completed',

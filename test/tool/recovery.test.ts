@@ -5,9 +5,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decodeEvent, encodeEvent } from '../../src/event/codec.js';
-import { ToolEffect, ToolReviewOutcome, type ToolFailureCategory } from '../../src/event/types.js';
+import { PRE_BODY_CATEGORIES, ToolEffect, ToolReviewOutcome, type ToolFailureCategory } from '../../src/event/types.js';
 import type { CallId } from '../../src/ids.js';
-import { ToolRecoveryStatus, inspectToolRecovery, prepareToolRetry } from '../../src/tool/recovery.js';
+import { assessSession } from '../../src/tool/assess.js';
+import { ToolRecoveryStatus, checkToolEvidence, inspectToolRecovery, prepareToolRetry } from '../../src/tool/recovery.js';
 import { ToolRetryPlan } from '../../src/tool/retry-plan.js';
 import {
   FIXTURE,
@@ -129,12 +130,36 @@ describe('body-start marker', () => {
     assert.equal(plan.review?.outcome, ToolReviewOutcome.NotExecuted);
   });
 
-  it('with the marker even a pre-body category is outcome_unknown: the marker, not the category, decides', () => {
-    const h = new HistoryBuilder();
-    h.call({ effect: ToolEffect.NonIdempotent, startMarker: true });
-    h.started(FIXTURE.call);
-    h.result(FIXTURE.call, failed('approval_denied'));
-    assert.equal(inspectToolRecovery(h.build(), FIXTURE.call).status, ToolRecoveryStatus.OutcomeUnknown);
+  it('a marker with a pre-body category contradicts itself: invalid_evidence, fail closed', () => {
+    for (const category of PRE_BODY_CATEGORIES) {
+      const h = new HistoryBuilder();
+      h.call({ effect: ToolEffect.NonIdempotent, startMarker: true });
+      h.started(FIXTURE.call);
+      h.result(FIXTURE.call, failed(category));
+      expectRetryError(() => inspectToolRecovery(h.build(), FIXTURE.call), 'invalid_evidence', category);
+      expectRetryError(() => prepareToolRetry(h.build(), FIXTURE.call), 'invalid_evidence', category);
+      expectRetryError(() => assessSession(h.build()), 'invalid_evidence', category);
+    }
+  });
+
+  it('finding 7: no marker but a result that says the body ran is invalid_evidence, never a retry without review', () => {
+    for (const outcome of [failed('body_failure'), failed('body_panic'), failed('output_limit'), succeeded()]) {
+      const h = new HistoryBuilder();
+      h.call({ effect: ToolEffect.NonIdempotent, startMarker: true });
+      h.result(FIXTURE.call, outcome);
+      const label = outcome.status === 'failed' ? outcome.category : 'succeeded';
+      const error = expectRetryError(() => prepareToolRetry(h.build(), FIXTURE.call), 'invalid_evidence', label);
+      assert.match(error.detail, /^event 1: call attempt-1: no start marker, yet .* says the body ran$/);
+      expectRetryError(() => inspectToolRecovery(h.build(), FIXTURE.call), 'invalid_evidence', label);
+      expectRetryError(() => assessSession(h.build()), 'invalid_evidence', label);
+      // The same pass is available on its own, for import.
+      expectRetryError(() => checkToolEvidence(h.build()), 'invalid_evidence', label);
+    }
+    const fine = new HistoryBuilder();
+    fine.call({ effect: ToolEffect.NonIdempotent, startMarker: true });
+    fine.started(FIXTURE.call);
+    fine.result(FIXTURE.call, failed('body_failure'));
+    checkToolEvidence(fine.build());
   });
 
   it('an unflagged call follows the category rule: missing result is outcome_unknown', () => {

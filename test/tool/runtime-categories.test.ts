@@ -62,6 +62,35 @@ forEachStore('every failure category is recorded as evidence', (target) => {
     await check(r, execution, { category: 'invalid_arguments', code: 'tool_arguments_invalid', started: false, outputCharged: 0 });
   });
 
+  it('invalid_arguments: a `format` in the schema is checked (an invalid e-mail), with no console noise', async () => {
+    const mail = tool('mail', async () => 'sent', new ToolMetadata('mail', {
+      type: 'object',
+      properties: { to: { type: 'string', format: 'email' }, at: { type: 'string', format: 'date-time' } },
+      required: ['to'],
+    }));
+    const warnings: unknown[] = [];
+    const original = console.warn;
+    console.warn = (...args: unknown[]) => { warnings.push(args); };
+    let r: Rig;
+    try {
+      r = await rig(target, { tools: [mail], maxOutputBytes: RESERVE });
+    } finally {
+      console.warn = original;
+    }
+    assert.deepEqual(warnings, [], 'no "unknown format" warning');
+    const execution = await r.gateway.call('mail', { to: 'not an address' });
+    assert.match((execution.result.outcome as { message: string }).message, /\/to must match format "email"/);
+    const good = await r.gateway.call('mail', { to: 'ops@example.com', at: '2026-11-30T20:00:00Z' });
+    assert.equal(good.result.outcome.status, 'succeeded');
+    const bad = await r.gateway.call('mail', { to: 'ops@example.com', at: 'yesterday' });
+    assert.equal((bad.result.outcome as { category: string }).category, 'invalid_arguments');
+    // check() expects one call in the journal: judge the first on a fresh rig's terms.
+    const outcome = execution.result.outcome;
+    assert.equal(outcome.status === 'failed' && outcome.category, 'invalid_arguments');
+    assert.equal(outcome.status === 'failed' && outcome.code, 'tool_arguments_invalid');
+    await r.store.close();
+  });
+
   it('denied: a guard denies', async () => {
     const seen: string[] = [];
     const guards: ToolGuard[] = [

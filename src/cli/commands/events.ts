@@ -1,7 +1,8 @@
 import { encodeEventText } from '../../event/codec.js';
 import { integerOption, STORE_ARGUMENT, type Command } from '../command.js';
+import { escapeOutput } from '../escape.js';
 import { EXIT } from '../exit.js';
-import { eventSummary, eventType, num, shortId, table } from '../format.js';
+import { eventSummary, eventType, num, safe, shortId, table } from '../format.js';
 import { loadSession, withStore } from '../session.js';
 
 export const eventsCommand: Command = {
@@ -9,7 +10,7 @@ export const eventsCommand: Command = {
   summary: "print a session's journal, one event per line (readable, or the wire JSON lines)",
   arguments: [STORE_ARGUMENT, { name: 'session', required: true, help: 'a session id, or a unique part of one' }],
   options: {
-    json: { type: 'boolean', help: "print the wire JSON, one event per line (the journal format of Jingwei for Rust; same as export)" },
+    json: { type: 'boolean', help: 'print the wire JSON, one event per line (as export writes it, with invisible characters as JSON escapes)' },
     from: { type: 'string', value: 'seq', help: 'start at this sequence number (default 0)' },
     limit: { type: 'string', value: 'n', help: 'print at most n events' },
   },
@@ -28,13 +29,14 @@ wire records instead.`,
       progress.done();
       const slice = history.slice(from, from + limit);
       if (options.json === true) {
+        // The wire records; characters a terminal would act on are written as JSON escapes (the same values).
         let text = '';
-        for (const e of slice) text += encodeEventText(e) + '\n';
+        for (const e of slice) text += escapeOutput(encodeEventText(e)) + '\n';
         io.stdout.write(text);
         return EXIT.ok;
       }
       const s = out.style;
-      out.line(s.bold(`Session ${sessionId}: ${num(history.length)} events`) + (slice.length < history.length ? `, showing ${num(slice.length)} from seq ${num(from)}` : ''));
+      out.line(s.bold(`Session ${safe(sessionId)}: ${num(history.length)} events`) + (slice.length < history.length ? `, showing ${num(slice.length)} from seq ${num(from)}` : ''));
       if (slice.length === 0) return EXIT.ok;
       const rows = slice.map((e) => [String(e.seq), shortId(e.turnId), eventType(e), eventSummary(e, s)]);
       out.line(table(

@@ -17,7 +17,7 @@ import {
 } from '../assessment.js';
 import { STORE_ARGUMENT, type Command, type CommandContext } from '../command.js';
 import { EXIT, UsageError, type ExitCode } from '../exit.js';
-import { num, paragraph, plural, shortId, table } from '../format.js';
+import { num, paragraph, plural, safe, shortId, table } from '../format.js';
 import { loadSession, matchId, withStore } from '../session.js';
 
 const needsAttention = (step: string) => step === 'needs_review' || step === 'retry_allowed';
@@ -61,14 +61,14 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
   }
   const s = out.style;
   const t = assessment.totals;
-  out.line(s.bold(`Session ${sessionId}: ${plural(assessment.events, 'event')}, ${plural(t.calls, 'tool call')}, ${num(t.succeeded)} succeeded.`));
+  out.line(s.bold(`Session ${safe(sessionId)}: ${plural(assessment.events, 'event')}, ${plural(t.calls, 'tool call')}, ${num(t.succeeded)} succeeded.`));
   out.line(attention.total > 0 ? s.yellow(`Needs attention: ${attentionText(attention).replace(/^\d+/, (n) => plural(Number(n), 'call'))}.`) : s.green('Nothing needs attention.'));
   if (assessment.calls.length === 0) return code;
   out.line();
   out.line(`Calls without their own success (${num(assessment.calls.length)}), in journal order:`);
   out.line(callTable(assessment.calls, s, out.width !== undefined ? { width: out.width } : {}));
   out.line();
-  out.line(s.dim(`One call in detail: jingwei inspect ${args.store} ${sessionId} <call>`));
+  out.line(s.dim(`One call in detail: jingwei inspect ${safe(args.store!)} ${safe(sessionId)} <call>`));
   return code;
 }
 
@@ -76,12 +76,12 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   const { out, options, args } = ctx;
   const calls = indexCalls(history);
   const record = matchId([...calls.values()], (r) => r.call.id, args.call!, 'call');
-  if (!record) throw new UsageError(`no call ${JSON.stringify(args.call)} in session ${sessionId}`, `Run 'jingwei events ${args.store} ${sessionId}' to see its calls.`);
+  if (!record) throw new UsageError(`no call ${JSON.stringify(args.call)} in session ${safe(sessionId)}`, `Run 'jingwei events ${safe(args.store!)} ${safe(sessionId)}' to see its calls.`);
   const byId = new Map(assessment.calls.map((c) => [c.callId as string, c]));
   const assessed = byId.get(record.call.id) ?? null;
   const call = record.call;
   const op = call.operation;
-  const rows = decisionRows(call, assessed);
+  const rows = decisionRows(assessed);
   const status = assessed?.status ?? 'completed';
   const nextStep = assessed?.nextStep ?? 'completed';
   const attempts = attemptsOf(calls, call);
@@ -119,24 +119,24 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   }
   const s = out.style;
   const field = (name: string, value: string) => out.line(`  ${name.padEnd(10)}  ${value}`);
-  out.line(s.bold(`Call ${call.id}`) + ` in session ${sessionId}`);
-  field('tool', op ? `${call.name} (${op.contract.effect}, revision ${op.contract.revision})` : `${call.name} (legacy record: no operation)`);
-  if (op) field('operation', `task ${op.taskId}, key ${op.key}`);
-  field('arguments', JSON.stringify(call.arguments));
-  field('attempt', `${attemptIndex} of ${attempts.length}` + (op?.retry ? `, retry of ${op.retry.callId}` : ''));
+  out.line(s.bold(`Call ${safe(call.id)}`) + ` in session ${safe(sessionId)}`);
+  field('tool', op ? `${safe(call.name)} (${op.contract.effect}, revision ${safe(op.contract.revision)})` : `${safe(call.name)} (legacy record: no operation)`);
+  if (op) field('operation', `task ${safe(op.taskId)}, key ${safe(op.key)}`);
+  field('arguments', safe(JSON.stringify(call.arguments)));
+  field('attempt', `${attemptIndex} of ${attempts.length}` + (op?.retry ? `, retry of ${safe(op.retry.callId)}` : ''));
   const review = reviewText(call);
   if (review) field('review', review);
   const marker = op?.startMarker === true ? (record.started ? `tool_started at seq ${record.started.seq}` : 'no tool_started (the body never started)') : 'records no start marker (not the canonical runtime)';
   field('journal', `tool_call at seq ${record.event.seq}; ${marker}; ${record.resultEvent ? `tool_result at seq ${record.resultEvent.seq}` : 'no tool_result'}`);
-  field('result', record.result ? resultWord(record) + (record.result.outcome.status === 'failed' ? ` (${record.result.outcome.code}: ${record.result.outcome.message})` : '') : 'none recorded');
+  field('result', record.result ? resultWord(record) + (record.result.outcome.status === 'failed' ? ` (${safe(record.result.outcome.code)}: ${safe(record.result.outcome.message)})` : '') : 'none recorded');
   field('status', colourStatus(status, s));
   field('next step', colourStep(nextStep, s));
   out.line();
-  out.line(s.bold('The decision table says:'));
-  for (const row of rows) out.line('  ' + paragraph(`${row.source}: ${row.fact} → ${row.handling}`, width === undefined ? undefined : width - 2, '    '));
-  out.line(paragraph(`${s.bold('Why:')} ${assessed?.reason ?? 'its own result is a success'}`, width, '  '));
+  out.line(s.bold('The retry policy says:'));
+  for (const row of rows) out.line('  ' + paragraph(`${row.rule}: ${row.condition} → ${row.explanation}`, width === undefined ? undefined : width - 2, '    '));
+  out.line(paragraph(`${s.bold('Why:')} ${safe(assessed?.reason ?? 'its own result is a success')}`, width, '  '));
   out.line();
-  out.line(paragraph(`${s.bold('What a host may do:')} ${nextStepAdvice(call, assessed)}`, width, '  '));
+  out.line(paragraph(`${s.bold('What a host may do:')} ${safe(nextStepAdvice(call, assessed))}`, width, '  '));
   if (attempts.length > 1) {
     out.line();
     out.line(s.bold(`Attempts of this operation (${attempts.length}):`));
@@ -169,7 +169,7 @@ export const inspectCommand: Command = {
 Loads the session's confirmed journal, verifies it, and assesses it the way a recovering host does: every tool
 call without its own success is listed with its recovery status (completed, not_executed, outcome_unknown), the
 next step (retry_allowed, needs_review, completed, superseded, legacy) and the reason. Given a call, it shows that
-call's journal records, every attempt of its operation, the rule of the recovery decision table that applies, and
+call's journal records, every attempt of its operation, the rows of the retry policy that apply, and
 what a host may do. This command never writes: retries and reviews go through the host API.`,
   exitCodes: `This command exits 1 when a call needs attention (retry_allowed or needs_review; for one call: that
 call), or when the journal is corrupt or its tool evidence invalid.`,

@@ -3,7 +3,7 @@ import { assessSession } from '../../tool/assess.js';
 import { attentionOf, attentionText, type Attention } from '../assessment.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT } from '../exit.js';
-import { num, plural, table } from '../format.js';
+import { num, plural, safe, table } from '../format.js';
 import { Progress } from '../progress.js';
 import { withStore } from '../session.js';
 
@@ -83,10 +83,10 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
         return EXIT.ok;
       }
       const cells = rows.map((r) => [
-        r.sessionId,
+        safe(r.sessionId),
         num(r.events),
         String(r.epoch),
-        r.owner ?? '-',
+        r.owner === null || r.owner === undefined ? '-' : safe(r.owner),
         r.held ? 'held' : 'released',
         r.problem?.kind === 'journal_corrupt'
           ? s.red(`CORRUPT at seq ${r.problem.seq} (${r.problem.reason})`)

@@ -1,0 +1,102 @@
+/**
+ * Finding 10: journal text never reaches a terminal raw. Tool names, ids, arguments, outputs and error messages
+ * written by a model (or a tampered import) may hold escape sequences that erase lines or hide text, C1 controls,
+ * DEL and bidi overrides; every CLI view and every printed error shows them as visible escapes.
+ */
+import assert from 'node:assert/strict';
+import { before, describe, it } from 'node:test';
+import { escapeControl, escapeOutput } from '../../src/cli/escape.js';
+import { ToolEffect } from '../../src/event/types.js';
+import { HistoryBuilder, failed, succeeded } from '../support/history.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+import { cli, writeStore } from './helpers.js';
+
+const dir = tempDir('jingwei-cli-safe-');
+
+/** Anything a terminal acts on or that reorders text; newline is the only control a view may write. */
+const RAW = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/u;
+
+const ERASE = '\u001b[2K\u001b[1A';
+const TITLE = '\u001b]0;pwned\u0007';
+
+function evilHistory() {
+  const h = new HistoryBuilder(`evil${ERASE}`, `turn\u202e`);
+  h.message(`hi${ERASE}there\u009b31m`);
+  h.call({ id: `c-1\u202e`, name: `charge${ERASE}card`, key: `k\u0085`, effect: ToolEffect.NonIdempotent, startMarker: true, arguments: { note: `x${TITLE}\u007f` } });
+  h.started(`c-1\u202e`);
+  h.result(`c-1\u202e`, { ...failed('body_failure'), code: `code\u2066`, message: `boom${ERASE}\u0008\u0008ok` } as ReturnType<typeof failed>);
+  h.call({ id: 'c-2', name: 'lookup', key: 'k-2', effect: ToolEffect.ReadOnly, startMarker: true });
+  h.started('c-2');
+  h.result('c-2', succeeded(`out${TITLE}`));
+  return h.build();
+}
+
+function brokenHistory() {
+  const h = new HistoryBuilder('broken');
+  h.message('start');
+  h.result(`ghost${ERASE}`, succeeded());
+  return h.build();
+}
+
+function assertSafe(text: string, what: string): void {
+  const match = RAW.exec(text);
+  assert.equal(match, null, `${what} writes U+${match?.[0].charCodeAt(0).toString(16).padStart(4, '0')} raw: ${JSON.stringify(text.slice(Math.max(0, (match?.index ?? 0) - 20), (match?.index ?? 0) + 20))}`);
+}
+
+describe('safe output', () => {
+  let path: string;
+  const session = `evil${ERASE}`;
+  before(async () => {
+    path = tempDbPath(dir, 'journal');
+    await writeStore(path, { [session]: evilHistory(), broken: brokenHistory() });
+  });
+
+  it('the escaping helper shows every unsafe character as a visible escape, and keeps emoji and ordinary text', () => {
+    assert.equal(escapeControl(`a${ERASE}b`), 'a\\u001B[2K\\u001B[1Ab');
+    assert.equal(escapeControl('\u009b\u007f\u202e\u2066\u0085\ufeff'), '\\u009B\\u007F\\u202E\\u2066\\u0085\\uFEFF');
+    assert.equal(escapeControl('x\ud800y'), 'x\\uD800y');
+    assert.equal(escapeControl('Grüße 😀 👨‍👩‍👧 日本'), 'Grüße 😀 👨‍👩‍👧 日本');
+    assert.equal(escapeOutput('\u001b[1mbold\u001b[22m\n\u001b[8mhidden'), '\u001b[1mbold\u001b[22m\n\\u001B[8mhidden');
+    // Escaped JSON is the same JSON value.
+    const json = JSON.stringify({ t: '\u202e\u009b' });
+    assert.deepEqual(JSON.parse(escapeOutput(json)), JSON.parse(json));
+  });
+
+  it('events, inspect (session and call), sessions and their --json forms write no raw control character', () => {
+    const runs: Array<[string, string[]]> = [
+      ['events', ['events', path, 'evil']],
+      ['events --json', ['events', path, 'evil', '--json']],
+      ['inspect', ['inspect', path, 'evil']],
+      ['inspect --json', ['inspect', path, 'evil', '--json']],
+      ['inspect call', ['inspect', path, 'evil', 'c-1\u202e']],
+      ['inspect call --json', ['inspect', path, 'evil', 'c-1\u202e', '--json']],
+      ['sessions', ['sessions', path]],
+      ['sessions --json', ['sessions', path, '--json']],
+    ];
+    for (const [what, args] of runs) {
+      const r = cli(args);
+      assert.ok(r.code === 0 || r.code === 1, `${what}: exit ${r.code}: ${r.stderr}`);
+      assertSafe(r.stdout, what);
+      assertSafe(r.stderr, `${what} (stderr)`);
+    }
+    const events = cli(['events', path, 'evil']).stdout;
+    assert.match(events, /charge\\u001B\[2K\\u001B\[1Acard/, 'the hidden part stays visible');
+    assert.match(events, /boom\\u001B\[2K\\u001B\[1A\\u0008\\u0008ok/);
+    const call = cli(['inspect', path, 'evil', 'c-1\u202e']).stdout;
+    assert.match(call, /Call c-1\\u202E in session evil\\u001B\[2K\\u001B\[1A/);
+    assert.match(call, /code\\u2066: boom/);
+    const json = JSON.parse(cli(['inspect', path, 'evil', 'c-1\u202e', '--json']).stdout) as { call_id: string; name: string };
+    assert.equal(json.call_id, 'c-1\u202e', '--json still carries the exact value');
+    assert.equal(json.name, `charge${ERASE}card`);
+    const wire = cli(['events', path, 'evil', '--json']).stdout.trim().split('\n').map((l) => JSON.parse(l) as { kind: { text?: string } });
+    assert.equal(wire[0]!.kind.text, `hi${ERASE}there\u009b31m`);
+  });
+
+  it('a printed error escapes the journal text it quotes', () => {
+    const r = cli(['inspect', path, 'broken']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /invalid_evidence/);
+    assert.match(r.stderr, /ghost\\u001B\[2K\\u001B\[1A/);
+    assertSafe(r.stderr, 'the error');
+  });
+});

@@ -1,0 +1,189 @@
+/**
+ * The retry policy's tables drive the code: for every recorded combination (flag, marker, result, effect, review,
+ * place among the attempts) prepareToolRetry, inspectToolRecovery and assessSession give exactly what the matching
+ * rows say, every row is reached, and the CLI shows each row's own words.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { decisionRows } from '../../src/cli/assessment.js';
+import {
+  TOOL_FAILURE_CATEGORIES,
+  ToolEffect,
+  ToolReviewOutcome,
+  type SessionEvent,
+  type ToolRecordedOutcome,
+} from '../../src/event/types.js';
+import { assessSession, type ToolCallAssessment } from '../../src/tool/assess.js';
+import { inspectToolRecovery, prepareToolRetry } from '../../src/tool/recovery.js';
+import { ToolRetryError } from '../../src/errors.js';
+import {
+  EVIDENCE_RULES,
+  RETRY_RULES,
+  evidenceRuleFor,
+  retryRuleFor,
+  type AttemptRef,
+  type EvidenceRuleId,
+  type RetryFacts,
+  type RetryRuleId,
+} from '../../src/tool/retry-policy.js';
+import { FIXTURE, HistoryBuilder, callOf, review, succeeded } from '../support/history.js';
+
+const outcomes: readonly (ToolRecordedOutcome | null)[] = [
+  null,
+  succeeded(),
+  ...TOOL_FAILURE_CATEGORIES.map((category): ToolRecordedOutcome => ({ status: 'failed', category, code: 'c', message: 'm', retryable: false })),
+];
+const reviews = [null, ...Object.values(ToolReviewOutcome)];
+
+interface Case {
+  readonly effect: ToolEffect;
+  readonly legacy: boolean;
+  readonly flagged: boolean;
+  readonly started: boolean;
+  readonly outcome: ToolRecordedOutcome | null;
+  /** 'only': one attempt; 'earlier': a newer attempt exists (no result); 'earlier_done': a newer attempt succeeded; 'after_done': an earlier attempt succeeded. */
+  readonly place: 'only' | 'earlier' | 'earlier_done' | 'after_done';
+}
+
+function* cases(): Generator<Case> {
+  for (const effect of Object.values(ToolEffect))
+    for (const legacy of [false, true])
+      for (const flagged of [false, true])
+        for (const started of [false, true])
+          for (const outcome of outcomes)
+            for (const place of ['only', 'earlier', 'earlier_done', 'after_done'] as const) {
+              if (legacy && (flagged || started || place !== 'only')) continue;
+              if (!flagged && started) continue;
+              yield { effect, legacy, flagged, started, outcome, place };
+            }
+}
+
+/** The history, and the id of the call the case asks about. */
+function historyOf(c: Case): { history: SessionEvent[]; callId: string; sibling: AttemptRef | null; newer: AttemptRef | null } {
+  const h = new HistoryBuilder();
+  const mine = (id: string, prev?: SessionEvent) => {
+    const spec = { id, effect: c.effect, legacy: c.legacy, startMarker: c.flagged };
+    const event = prev === undefined ? h.call(spec) : h.retry(prev, spec);
+    if (c.started) h.started(id);
+    if (c.outcome !== null) h.result(id, c.outcome);
+    return event;
+  };
+  switch (c.place) {
+    case 'only':
+      mine(FIXTURE.call);
+      return { history: h.build(), callId: FIXTURE.call, sibling: null, newer: null };
+    case 'earlier':
+    case 'earlier_done': {
+      const first = mine(FIXTURE.call);
+      h.retry(first, { id: 'attempt-2', startMarker: true });
+      if (c.place === 'earlier_done') {
+        h.started('attempt-2');
+        h.result('attempt-2', succeeded());
+      }
+      const newer = { attempt: 2, callId: 'attempt-2' };
+      return { history: h.build(), callId: FIXTURE.call, sibling: c.place === 'earlier_done' ? newer : null, newer };
+    }
+    case 'after_done': {
+      const first = h.call({ effect: c.effect, startMarker: true });
+      h.started(FIXTURE.call);
+      h.result(FIXTURE.call, succeeded());
+      mine('attempt-2', first);
+      return { history: h.build(), callId: 'attempt-2', sibling: { attempt: 1, callId: FIXTURE.call }, newer: null };
+    }
+  }
+}
+
+function outcomeOf(fn: () => unknown): string {
+  try {
+    fn();
+    return 'plan';
+  } catch (error) {
+    assert.ok(error instanceof ToolRetryError, String(error));
+    return error.code;
+  }
+}
+
+describe('the retry policy tables', () => {
+  it('drive prepareToolRetry, inspectToolRecovery and assessSession for every combination; every row is reached', () => {
+    const evidenceSeen = new Set<EvidenceRuleId>();
+    const retrySeen = new Set<RetryRuleId>();
+    let checked = 0;
+    for (const c of cases()) {
+      const { history, callId, sibling, newer } = historyOf(c);
+      const evidence = evidenceRuleFor({ flagged: c.flagged, marker: c.started, result: c.outcome });
+      evidenceSeen.add(evidence.id);
+      if (evidence.status === 'invalid') {
+        assert.equal(outcomeOf(() => prepareToolRetry(history, callId, null)), 'invalid_evidence');
+        assert.equal(outcomeOf(() => inspectToolRecovery(history, callId)), 'invalid_evidence');
+        assert.equal(outcomeOf(() => assessSession(history)), 'invalid_evidence');
+        checked += 1;
+        continue;
+      }
+      const fact = evidence.fact(c.outcome);
+      for (const r of reviews) {
+        const facts: RetryFacts = {
+          callId,
+          attempt: c.place === 'after_done' ? 2 : 1,
+          status: evidence.status,
+          fact,
+          effect: c.legacy ? null : c.effect,
+          review: r,
+          newer,
+          succeededSibling: sibling,
+        };
+        const rule = retryRuleFor(facts);
+        retrySeen.add(rule.id);
+        const got = outcomeOf(() => prepareToolRetry(history, callId, r === null ? null : review(r)));
+        assert.equal(got, rule.refusal ?? 'plan', `${JSON.stringify(c)} review ${r}: row ${rule.id}`);
+        if (rule.refusal !== null) {
+          try {
+            prepareToolRetry(history, callId, r === null ? null : review(r));
+          } catch (error) {
+            assert.equal((error as ToolRetryError).detail, rule.reason(facts));
+          }
+        }
+        if (r !== null) continue;
+        const inspected = outcomeOf(() => inspectToolRecovery(history, callId));
+        assert.equal(inspected, rule.position ? rule.refusal : 'plan', `${JSON.stringify(c)}: inspect`);
+        const assessed = assessSession(history).calls.find((x) => x.callId === callId);
+        if (evidence.status === 'completed') {
+          assert.equal(assessed, undefined, 'a call with its own success is not listed');
+          continue;
+        }
+        assert.ok(assessed);
+        assert.equal(assessed.status, evidence.status);
+        assert.equal(assessed.evidenceRule, evidence.id);
+        assert.equal(assessed.rule, rule.id);
+        assert.equal(assessed.nextStep, rule.decision);
+        assert.equal(assessed.reason, rule.reason(facts));
+      }
+      checked += 1;
+    }
+    assert.ok(checked > 500, `${checked} combinations`);
+    assert.deepEqual([...evidenceSeen].sort(), EVIDENCE_RULES.map((r) => r.id).sort(), 'every evidence row is reached');
+    assert.deepEqual([...retrySeen].sort(), RETRY_RULES.map((r) => r.id).sort(), 'every retry row is reached');
+  });
+
+  it('the CLI shows every row in the words of the table, and nothing else', () => {
+    const h = new HistoryBuilder();
+    h.call({ effect: ToolEffect.NonIdempotent, startMarker: true });
+    const base = assessSession(h.build()).calls[0]!;
+    for (const rule of RETRY_RULES) {
+      for (const evidence of EVIDENCE_RULES.filter((e) => e.status !== 'invalid' && e.status !== 'completed')) {
+        const assessed: ToolCallAssessment = { ...base, evidenceRule: evidence.id, rule: rule.id };
+        const rows = decisionRows(assessed);
+        const last = rows[rows.length - 1]!;
+        assert.deepEqual(last, { rule: `retry/${rule.id}`, condition: rule.condition, explanation: rule.explanation });
+        if (rule.position) assert.equal(rows.length, 1, 'the place in the operation decides alone');
+        else assert.deepEqual(rows[0], { rule: `evidence/${evidence.id}`, condition: evidence.condition, explanation: evidence.explanation });
+      }
+    }
+    const success = EVIDENCE_RULES.find((e) => e.id === 'succeeded')!;
+    const successRule = RETRY_RULES.find((r) => r.id === 'succeeded')!;
+    assert.deepEqual(decisionRows(null), [
+      { rule: 'evidence/succeeded', condition: success.condition, explanation: success.explanation },
+      { rule: 'retry/succeeded', condition: successRule.condition, explanation: successRule.explanation },
+    ]);
+    assert.equal(callOf(h.events[0]!).id, FIXTURE.call);
+  });
+});

@@ -1,0 +1,105 @@
+/**
+ * Finding 10, the runtime side: a malformed tool name is refused at preflight with a typed error the model can act
+ * on (never `recording_failed`), and calls to tools the caller cannot use cannot fill a session's journal.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { runAgent, scriptedModel } from '../../src/agent.js';
+import { encodeEventText } from '../../src/event/codec.js';
+import { ToolEffect } from '../../src/event/types.js';
+import { LIMITS } from '../../src/limits.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import { ToolPreflightError } from '../../src/errors.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+
+async function setup(grants: readonly string[] | '*' = '*') {
+  const bodies: string[] = [];
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('task', { limits: { toolCalls: 1000 } });
+  const runtime = createToolRuntime({
+    tools: [
+      { name: 'lookup', metadata: new ToolMetadata('Looks up', { type: 'object' }).withEffect(ToolEffect.ReadOnly, 'v1'), async execute() { bodies.push('lookup'); return 'found'; } },
+      { name: 'secret', metadata: new ToolMetadata('Not for agents', { type: 'object' }), async execute() { bodies.push('secret'); return 'x'; } },
+    ],
+    grants: { agent: grants === '*' ? '*' : [...grants] },
+  });
+  const gateway = runtime.bind({ owner, taskId: 'task', caller: 'agent' });
+  const journalBytes = async () => (await store.loadHistory('s')).reduce((sum, e) => sum + Buffer.byteLength(encodeEventText(e)), 0);
+  return { store, owner, gateway, bodies, journalBytes };
+}
+
+const preflightCode = (code: string) => (error: unknown) => error instanceof ToolPreflightError && error.code === code;
+
+describe('malformed tool names', () => {
+  it('a lone surrogate, a control character or a bidi override in the name is refused at preflight, unrecorded', async () => {
+    const { gateway, store } = await setup();
+    for (const name of ['look\ud800', 'look\udc00up', 'look\u001b[2Kup', 'look\u0085', 'look\u202eup', 'look\u007f']) {
+      await assert.rejects(gateway.call(name, {}), preflightCode('malformed_name'), JSON.stringify(name));
+    }
+    assert.deepEqual(await store.loadHistory('s'), []);
+    assert.equal((await gateway.call('lookup', {})).result.outcome.status, 'succeeded', 'ordinary names still work');
+  });
+
+  it('runAgent: a name with a lone surrogate reaches the model as a refusal, and the run goes on', async () => {
+    const { owner, gateway, bodies } = await setup();
+    const model = scriptedModel([
+      { text: null, toolCalls: [{ id: 'a', name: 'look\ud800', arguments: '{}' }] },
+      { text: null, toolCalls: [{ id: 'b', name: 'lookup', arguments: '{}' }] },
+      { text: 'Found it.', toolCalls: [] },
+    ]);
+    const result = await runAgent({ model, owner, gateway, input: 'Find it.', maxSteps: 3 });
+    assert.equal(result.stopReason, 'completed');
+    assert.equal(result.toolCalls[0]!.execution, null);
+    const text = model.requests[1]!.messages.find((m) => m.role === 'tool')!.content;
+    assert.match(text, /refused before it ran: preflight \(malformed_name\).*lone surrogate.*The tool did not run\./);
+    assert.deepEqual(bodies, ['lookup']);
+  });
+});
+
+describe('calls to tools the caller cannot use', () => {
+  const big = { blob: 'x'.repeat(LIMITS.maxArgumentsBytes - 64) };
+
+  it('15 calls with 1 MiB arguments to a tool that does not exist leave the journal small and the session usable', async () => {
+    const { gateway, owner, journalBytes } = await setup();
+    for (let i = 0; i < 15; i += 1) {
+      await assert.rejects(gateway.call('does_not_exist', big), (error: unknown) => {
+        assert.ok(preflightCode('unavailable_tool')(error), String(error));
+        assert.match((error as Error).message, /does_not_exist.*not available.*not recorded/);
+        return true;
+      });
+    }
+    assert.equal(await journalBytes(), 0, 'nothing was journaled');
+    assert.equal((await owner.task('task')).charged.toolCalls, 0, 'nothing was charged');
+    const small = await gateway.call('does_not_exist', { q: 1 });
+    assert.equal(small.result.outcome.status === 'failed' && small.result.outcome.category, 'unavailable', 'small mistakes stay on record');
+    assert.equal((await gateway.call('lookup', big)).result.outcome.status, 'succeeded', 'a usable tool takes large arguments as before');
+  });
+
+  it('the same holds for a registered tool not granted to the caller; the bound is exact', async () => {
+    const { gateway, store } = await setup(['lookup']);
+    await assert.rejects(gateway.call('secret', big), preflightCode('unavailable_tool'));
+    // {"p":"…"} is 8 bytes of JSON around the string.
+    const atBound = { p: 'y'.repeat(LIMITS.maxUnavailableArgumentsBytes - 8) };
+    assert.equal(Buffer.byteLength(JSON.stringify(atBound)), LIMITS.maxUnavailableArgumentsBytes);
+    const recorded = await gateway.call('secret', atBound);
+    assert.equal(recorded.result.outcome.status === 'failed' && recorded.result.outcome.category, 'unavailable');
+    await assert.rejects(gateway.call('secret', { p: 'y'.repeat(LIMITS.maxUnavailableArgumentsBytes - 7) }), preflightCode('unavailable_tool'));
+    assert.equal((await store.loadHistory('s')).filter((e) => e.kind.type === 'tool_call').length, 1);
+  });
+
+  it('runAgent: the model reads the refusal and nothing fills the journal', async () => {
+    const { owner, gateway, journalBytes } = await setup();
+    const args = JSON.stringify(big);
+    const model = scriptedModel([
+      { text: null, toolCalls: Array.from({ length: 15 }, (_, i) => ({ id: `c${i}`, name: 'fly_drone', arguments: args })) },
+      { text: 'Gave up.', toolCalls: [] },
+    ]);
+    const result = await runAgent({ model, owner, gateway, input: 'Fly.', maxSteps: 2 });
+    assert.equal(result.stopReason, 'completed');
+    assert.ok(result.toolCalls.every((c) => c.execution === null && !c.outcome.ok));
+    assert.match(model.requests[1]!.messages.find((m) => m.role === 'tool')!.content, /preflight \(unavailable_tool\)/);
+    assert.ok((await journalBytes()) < 4096, 'only the two messages are journaled');
+  });
+});
