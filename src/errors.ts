@@ -185,3 +185,17 @@ export class StoreConflictError extends JingweiError {
     super(code, message);
   }
 }
+
+/**
+ * An MCP connection cannot serve requests: it was closed, or it gave up reconnecting after its bounded attempts
+ * (`reconnect()` tries again). Calls through its tools are recorded as `unavailable`, never sent.
+ */
+export class McpUnavailableError extends JingweiError {
+  readonly server: string;
+  readonly state: 'failed' | 'closed';
+  constructor(server: string, state: 'failed' | 'closed', detail: string) {
+    super('mcp_unavailable', `MCP server ${server} is unavailable (${state}): ${detail}`);
+    this.server = server;
+    this.state = state;
+  }
+}
