@@ -199,3 +199,10 @@ export class McpUnavailableError extends JingweiError {
     this.state = state;
   }
 }
+
+/** An idempotency probe could not reach a verdict (the server refused the first call, or could not be reached). */
+export class McpProbeError extends JingweiError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('mcp_probe_failed', message, options);
+  }
+}

@@ -22,4 +22,5 @@ export {
   type McpToolDescription,
   type McpToolImport,
 } from './bridges/mcp.js';
-export { McpUnavailableError } from './errors.js';
+export { McpProbeError, McpUnavailableError } from './errors.js';
+export { probeMcpIdempotency, probeMcpServer, type McpProbeOptions, type McpProbeReport } from './bridges/mcp-probe.js';
