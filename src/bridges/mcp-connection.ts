@@ -192,8 +192,8 @@ class ManagedConnection implements McpToolSource {
   private schedule(attempt: number): void {
     const b = this.backoff!;
     const delay = Math.min(b.initialDelayMs * 2 ** (attempt - 1), b.maxDelayMs);
+    // Not unref'd: a bounded reconnect keeps the host up until it ends or close() stops it.
     this.timer = setTimeout(() => void this.attempt(attempt), delay);
-    this.timer.unref();
   }
 
   private async attempt(attempt: number): Promise<void> {
