@@ -5,7 +5,7 @@
  * connection lost while a call runs leaves that call uncertain, as it must.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { connectMcpServer, MCP_CONNECTION_EVENT, type McpConnectionEvent } from '../../src/mcp.js';
@@ -126,6 +126,31 @@ describe('a managed MCP connection (real registry server over stdio)', () => {
     const last = events.at(-1)!;
     assert.ok(last.type === 'reconnect_failed' && last.retryInMs === null && last.attempt === 2);
     assert.equal(outcome(await gateway.call('list_directory', { path: root })), 'unavailable/mcp_disconnected');
+    await connection.close();
+    await store.close();
+  });
+
+  it('a tool that changed while reconnecting is refused as mcp_tool_changed, unsent; unchanged tools run', async () => {
+    const variant = join(dir, 'variant-flag');
+    const log = join(dir, 'changed.jsonl');
+    const { store, owner } = await session();
+    const events: McpConnectionEvent[] = [];
+    const connection = await connectMcpServer(keyedServer('conforming', log, variant), {
+      reconnect: { initialDelayMs: 50 },
+      onConnectionEvent: (event) => events.push(event),
+    });
+    const gateway = createToolRuntime({ tools: connection.tools, grants: { agent: '*' } }).bind({ owner, taskId: 'files', caller: 'agent' });
+    assert.equal(outcome(await gateway.call('create_order', { item: 'tea' })), 'succeeded');
+    writeFileSync(variant, 'create_order takes a note from now on');
+    process.kill(childrenOf(connection.processId!)[0]!, 'SIGKILL');
+    await until(() => events.some((e) => e.type === 'reconnected'), 'the reconnect');
+    const reconnected = events.find((e) => e.type === 'reconnected')!;
+    assert.ok(reconnected.type === 'reconnected');
+    assert.deepEqual(reconnected.changedTools, ['create_order']);
+    const refusedCall = await gateway.call('create_order', { item: 'cake' });
+    assert.equal(outcome(refusedCall), 'unavailable/mcp_tool_changed');
+    assert.equal(refusedCall.startedEvent, null);
+    assert.equal(readFileSync(log, 'utf8').trim().split('\n').length, 1, 'the changed tool was never called');
     await connection.close();
     await store.close();
   });
