@@ -11,3 +11,4 @@ export { runAgent, type AgentRunResult, type AgentStopReason, type AgentToolCall
 export { describeToolFailure, modelFacingOutcome, runForModel, type ModelFacingOutcome } from './bridges/outcome.js';
 export { objectSchema, selectSchemas } from './bridges/schema.js';
 export { ChatModelError, ToolCallFailedError, ToolRuntimeHaltedError, type ChatModelErrorCode, type ToolCallFailure } from './errors.js';
+export { IDEMPOTENCY_KEY_HEADER, idempotencyHeaders, jingweiFetch, type IdempotencyKeyed, type JingweiFetchOptions } from './bridges/idempotency-fetch.js';

@@ -55,6 +55,8 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   model_bad_response: 'ChatModelError',
   tool_call_failed: 'ToolCallFailedError',
   runtime_error: 'ToolRuntimeHaltedError',
+  mcp_unavailable: 'McpUnavailableError',
+  mcp_probe_failed: 'McpProbeError',
 } as const);
 
 export type JingweiErrorCode = keyof typeof JINGWEI_ERROR_CODES;
@@ -66,6 +68,7 @@ export type JingweiErrorCode = keyof typeof JINGWEI_ERROR_CODES;
  */
 export const RECORDED_FAILURE_CODES = Object.freeze([
   'tool_unavailable',
+  'tool_availability_fault',
   'tool_arguments_invalid',
   'tool_arguments_validation_fault',
   'tool_guard_panicked',
@@ -444,5 +447,26 @@ export class ToolRuntimeHaltedError extends JingweiError {
     const code: JingweiErrorCode = cause instanceof JingweiError ? cause.code : 'runtime_error';
     super(code, `Tool ${JSON.stringify(tool)} could not be run: the tool runtime refused the call (${code}). Do not call tools again.`, { cause });
     this.tool = tool;
+  }
+}
+
+/**
+ * An MCP connection cannot serve requests: it was closed, or it gave up reconnecting after its bounded attempts
+ * (`reconnect()` tries again). Calls through its tools are recorded as `unavailable`, never sent.
+ */
+export class McpUnavailableError extends JingweiError {
+  readonly server: string;
+  readonly state: 'failed' | 'closed';
+  constructor(server: string, state: 'failed' | 'closed', detail: string) {
+    super('mcp_unavailable', `MCP server ${server} is unavailable (${state}): ${detail}`);
+    this.server = server;
+    this.state = state;
+  }
+}
+
+/** An idempotency probe could not reach a verdict (the server refused the first call, or could not be reached). */
+export class McpProbeError extends JingweiError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('mcp_probe_failed', message, options);
   }
 }

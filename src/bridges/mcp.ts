@@ -15,8 +15,6 @@
 import type { Ajv2020 } from 'ajv/dist/2020.js';
 import { createSchemaAjv } from '../tool/schema-ajv.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { InvalidInputError, ToolBodyError } from '../errors.js';
 import type { ToolEffect, ToolEffectContract } from '../event/types.js';
 import { jsonDigest } from '../json/canonical.js';
@@ -25,7 +23,7 @@ import { LIMITS } from '../limits.js';
 import { truncateUtf8 } from '../text.js';
 import { externalIdempotencyKey } from '../tool/idempotency.js';
 import { ToolMetadata } from '../tool/metadata.js';
-import type { Tool } from '../tool/types.js';
+import type { Tool, ToolDenial } from '../tool/types.js';
 
 /** The `_meta` key under which each `tools/call` carries `${taskId}:${operationKey}`, the same on every attempt. */
 export const MCP_IDEMPOTENCY_META_KEY = 'jingwei/idempotency-key';
@@ -156,12 +154,25 @@ function mcpFailure(error: unknown): ToolBodyError {
 /** A request timeout far beyond any runtime deadline: the call's own signal is what stops it. */
 const NO_CLIENT_TIMEOUT_MS = 2_147_483_647;
 
-/** A Jingwei tool running one MCP tool through `client`. */
-function mcpTool(client: Client, name: string, description: McpToolDescription, metadata: ToolMetadata): Tool {
-  return {
+/**
+ * Where an imported tool gets its client: a fixed one (`importMcpTools`), or a managed connection that reconnects
+ * (`connectMcpServer`), which also says when the tool cannot run and hears about failed requests.
+ */
+export interface McpToolSource {
+  client(): Client;
+  /** Asked before the call's start marker: a denial records the call as `unavailable`, never sent. */
+  availability?(mcpName: string): ToolDenial | null;
+  /** A request through `client` failed (after the marker: the call stays uncertain); the source may mark itself down. */
+  requestFailed?(client: Client, error: unknown, signal: AbortSignal): void;
+}
+
+/** A Jingwei tool running one MCP tool through its source's client. */
+function mcpTool(source: McpToolSource, name: string, description: McpToolDescription, metadata: ToolMetadata): Tool {
+  const tool: Tool = {
     name,
     metadata,
     async execute(request, signal) {
+      const client = source.client();
       let result: Awaited<ReturnType<Client['callTool']>>;
       try {
         result = await client.callTool(
@@ -174,6 +185,7 @@ function mcpTool(client: Client, name: string, description: McpToolDescription, 
           { signal, timeout: NO_CLIENT_TIMEOUT_MS },
         );
       } catch (error) {
+        source.requestFailed?.(client, error, signal);
         throw mcpFailure(error);
       }
       if (result.isError === true) {
@@ -185,11 +197,15 @@ function mcpTool(client: Client, name: string, description: McpToolDescription, 
       return { content: content as unknown as JsonValue };
     },
   };
+  if (source.availability) {
+    const ask = source.availability.bind(source);
+    return { ...tool, availability: () => ask(description.name) };
+  }
+  return tool;
 }
 
-/** Lists every tool of a connected client (following pagination) and makes Jingwei tools of them. */
-export async function importMcpTools(client: Client, options: McpImportOptions = {}): Promise<McpToolImport> {
-  const trusted = options.trusted === true;
+/** The server's identity and every tool it lists (following pagination). */
+export async function listMcpTools(client: Client): Promise<{ server: { name: string; version: string }; listed: McpToolDescription[] }> {
   const identity = client.getServerVersion();
   if (identity === undefined) throw new InvalidInputError('client', 'is not connected: the server has not said who it is');
   const server = { name: identity.name, version: identity.version };
@@ -200,7 +216,21 @@ export async function importMcpTools(client: Client, options: McpImportOptions =
     listed.push(...(page.tools as unknown as McpToolDescription[]));
     cursor = page.nextCursor;
   } while (cursor !== undefined);
+  return { server, listed };
+}
 
+/** Lists every tool of a connected client (following pagination) and makes Jingwei tools of them. */
+export async function importMcpTools(client: Client, options: McpImportOptions = {}): Promise<McpToolImport> {
+  return importFromSource({ client: () => client }, await listMcpTools(client), options);
+}
+
+/** Makes Jingwei tools of a listing, each calling through `source`. */
+export function importFromSource(
+  source: McpToolSource,
+  { server, listed }: { server: { name: string; version: string }; listed: readonly McpToolDescription[] },
+  options: McpImportOptions,
+): McpToolImport {
+  const trusted = options.trusted === true;
   const wanted = options.tools === undefined ? null : new Set(options.tools);
   if (wanted !== null) {
     for (const name of wanted) {
@@ -222,38 +252,8 @@ export async function importMcpTools(client: Client, options: McpImportOptions =
     const derived = new ToolMetadata(description.description ?? description.title ?? '', schema)
       .withEffect(mcpToolEffect(description.annotations, trusted), mcpToolRevision(server, description));
     const metadata = options.configure ? options.configure(derived, description) : derived;
-    tools.push(mcpTool(client, name, description, metadata));
+    tools.push(mcpTool(source, name, description, metadata));
     manifest.push({ name, mcpName: description.name, contract: metadata.effect, annotations: description.annotations ?? null });
   }
   return { server, trusted, tools, manifest, skipped };
-}
-
-/** Where the server is: a command to run over stdio, or a Streamable HTTP endpoint. */
-export type McpServerAddress =
-  | { readonly stdio: StdioServerParameters }
-  | { readonly url: string | URL; readonly headers?: Readonly<Record<string, string>> };
-
-export interface McpConnection extends McpToolImport {
-  readonly client: Client;
-  /** Closes the client (and, over stdio, ends the server process). */
-  close(): Promise<void>;
-}
-
-/** Connects the official SDK's client to a server and imports its tools. */
-export async function connectMcpServer(
-  address: McpServerAddress,
-  options: McpImportOptions & { readonly clientInfo?: { readonly name: string; readonly version: string } } = {},
-): Promise<McpConnection> {
-  const client = new Client(options.clientInfo ?? { name: 'jingwei', version: '0.1.0' });
-  const transport = 'stdio' in address
-    ? new StdioClientTransport(address.stdio)
-    : new StreamableHTTPClientTransport(new URL(address.url), address.headers ? { requestInit: { headers: { ...address.headers } } } : undefined);
-  await client.connect(transport);
-  try {
-    const imported = await importMcpTools(client, options);
-    return { ...imported, client, close: () => client.close() };
-  } catch (error) {
-    await client.close().catch(() => undefined);
-    throw error;
-  }
 }

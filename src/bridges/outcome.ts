@@ -1,7 +1,8 @@
 /**
  * What a model may read about one tool call, for every bridge and the reference agent: the recorded output, or
  * the failure's category, code and message with one sentence on whether the tool ran. Never the call id, the
- * operation key, a retry plan or a review: those stay with the host (docs/design.md#reviews-come-from-the-host).
+ * operation key, a retry plan or a review: those stay with the host. Never an unexpected throw's text either: a
+ * panic or a crashed guard or approver reads as a fixed sentence with its category; its detail stays in the journal.
  */
 import type { ToolFailureCategory } from '../event/types.js';
 import { LIMITS } from '../limits.js';
@@ -28,12 +29,26 @@ const quoted = (name: string) => JSON.stringify(truncateUtf8(name, LIMITS.maxToo
 /** One sentence: no trailing period of its own before ours. */
 const sentence = (message: string) => message.replace(/[.\s]+$/, '');
 
+/**
+ * Categories whose recorded message is an unexpected throw's text (a tool body, a guard or an approver crashed):
+ * it may carry hosts, paths or secrets, so the model reads a fixed sentence instead. The journal keeps the detail.
+ */
+const INTERNAL_CATEGORIES: ReadonlySet<string> = new Set(['body_panic', 'guard_fault', 'approval_fault']);
+
+/** The fixed sentence the model reads for an internal failure. */
+export const INTERNAL_FAILURE_MESSAGE = 'it failed unexpectedly; the details are kept for the operator';
+
+/** The message a model may read for a recorded failure: its own text, or the fixed sentence for internal ones. */
+export function modelFacingMessage(failure: { category: string; message: string }): string {
+  return INTERNAL_CATEGORIES.has(failure.category) ? INTERNAL_FAILURE_MESSAGE : failure.message;
+}
+
 /** The model-facing text of a recorded failure. */
 export function describeToolFailure(name: string, failure: { category: string; code: string; message: string }, started: boolean): string {
   const ran = started
     ? 'The tool started, so it may have taken effect before failing; check before doing it again.'
     : 'The tool did not run.';
-  return `Tool ${quoted(name)} failed: ${failure.category} (${failure.code}): ${sentence(failure.message)}. ${ran}`;
+  return `Tool ${quoted(name)} failed: ${failure.category} (${failure.code}): ${sentence(modelFacingMessage(failure))}. ${ran}`;
 }
 
 /**
@@ -61,7 +76,7 @@ export function modelFacingOutcome(execution: ToolExecution): ModelFacingOutcome
     text: describeToolFailure(execution.call.name, outcome, started),
     category: outcome.category,
     code: outcome.code,
-    message: outcome.message,
+    message: modelFacingMessage(outcome),
     started,
   };
 }

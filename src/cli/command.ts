@@ -18,6 +18,8 @@ export interface ArgumentSpec {
   readonly name: string;
   readonly required: boolean;
   readonly help: string;
+  /** The last argument only: takes every remaining positional (see CommandContext.rest). */
+  readonly variadic?: boolean;
 }
 
 export interface CommandContext {
@@ -25,6 +27,8 @@ export interface CommandContext {
   readonly out: Printer;
   readonly err: Printer;
   readonly args: Readonly<Record<string, string>>;
+  /** Every positional from a variadic last argument on (empty otherwise). */
+  readonly rest: readonly string[];
   readonly options: Readonly<Record<string, string | boolean | undefined>>;
 }
 
@@ -51,7 +55,10 @@ export const STORE_ARGUMENT: ArgumentSpec = {
 const HELP_OPTION: OptionSpec = { type: 'boolean', short: 'h', help: 'show this help and exit' };
 
 export function usageLine(command: Command): string {
-  const args = command.arguments.map((a) => (a.required ? `<${a.name}>` : `[<${a.name}>]`)).join(' ');
+  const args = command.arguments.map((a) => {
+    const name = a.variadic ? `${a.name}…` : a.name;
+    return a.required ? `<${name}>` : `[<${name}>]`;
+  }).join(' ');
   const options = Object.keys(command.options).length > 0 ? ' [options]' : '';
   return `jingwei ${command.name} ${args}${options}`.replace(/\s+/g, ' ').trim();
 }
@@ -113,7 +120,8 @@ export async function runCommand(command: Command, argv: readonly string[], io: 
     const missing = command.arguments.slice(positionals.length).filter((a) => a.required).map((a) => `<${a.name}>`);
     throw new UsageError(`jingwei ${command.name}: missing ${missing.join(' ')}`, `Usage: ${usageLine(command)}\nRun 'jingwei ${command.name} --help' for more.`);
   }
-  if (positionals.length > command.arguments.length) {
+  const variadic = command.arguments[command.arguments.length - 1]?.variadic === true;
+  if (!variadic && positionals.length > command.arguments.length) {
     throw new UsageError(
       `jingwei ${command.name}: unexpected argument ${JSON.stringify(positionals[command.arguments.length])}`,
       `Usage: ${usageLine(command)}\nRun 'jingwei ${command.name} --help' for more.`,
@@ -123,7 +131,8 @@ export async function runCommand(command: Command, argv: readonly string[], io: 
   command.arguments.forEach((a, i) => {
     if (positionals[i] !== undefined) args[a.name] = positionals[i]!;
   });
-  return command.run({ io, out, err, args, options: parsed.values });
+  const rest = variadic ? positionals.slice(command.arguments.length - 1) : [];
+  return command.run({ io, out, err, args, rest, options: parsed.values });
 }
 
 /** A string option as a non-negative integer, or a UsageError. */

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { runCommand, type Command } from './command.js';
 import { eventsCommand } from './commands/events.js';
 import { inspectCommand } from './commands/inspect.js';
+import { mcpCommand } from './commands/mcp.js';
 import { sessionsCommand } from './commands/sessions.js';
 import { exportCommand, importCommand } from './commands/transfer.js';
 import { verifyCommand } from './commands/verify.js';
@@ -20,6 +21,7 @@ export const COMMANDS: readonly Command[] = [
   verifyCommand,
   exportCommand,
   importCommand,
+  mcpCommand,
 ];
 
 /** The version in the package.json above this file (dist/cli in the package, or a test build's copy of src/cli). */

@@ -136,7 +136,8 @@ export interface SessionEvent {
 /** What a writer hands the store: everything but the position, which the store assigns. */
 export interface EventDraft {
   readonly eventId?: EventId;
-  readonly turnId: TurnId;
+  /** The turn this event belongs to: a minted `turn_` id or the host's own (non-empty text, at most 1024 bytes). */
+  readonly turnId: TurnId | string;
   readonly kind: SessionEventKind;
   readonly generationId?: string;
   readonly messageId?: string;

@@ -2,10 +2,11 @@
  * The store's rules, as pure decisions over what a transaction read. Every backend runs these inside one atomic
  * transaction, so fencing, sequencing, the hash chain, budgets and the D4 latest-attempt check are written once.
  */
-import { BudgetExhaustedError, InvalidInputError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError, ToolRetryError } from '../errors.js';
+import { BudgetExhaustedError, InvalidInputError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError, ToolRetryError, WireDecodeError } from '../errors.js';
+import { apiFieldPath } from '../event/api-path.js';
 import { decodeEventText, encodeEventText } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
-import { newEventId, type SessionId, type TaskId } from '../ids.js';
+import { newEventId, type SessionId, type TaskId, type TurnId } from '../ids.js';
 import { LIMITS, TASK_DEFAULTS } from '../limits.js';
 import { utf8Length } from '../text.js';
 import { chainHash, GENESIS_HASH } from './chain.js';
@@ -67,17 +68,26 @@ export function chainEvents(session: SessionRow, epoch: number, drafts: readonly
     const event: SessionEvent = {
       eventId: draft.eventId ?? newEventId(),
       sessionId: session.sessionId,
-      turnId: draft.turnId,
+      turnId: draft.turnId as TurnId,
       seq: session.lastSeq + 1 + i,
       kind: draft.kind,
       ...(draft.generationId !== undefined ? { generationId: draft.generationId } : {}),
       ...(draft.messageId !== undefined ? { messageId: draft.messageId } : {}),
     };
-    const body = encodeEventText(event);
+    if (typeof draft?.kind !== 'object' || draft.kind === null) {
+      throw new InvalidInputError(`events[${i}].kind`, 'is required: { type: \'custom\', plugin, kind, payload } or another event kind');
+    }
+    let body: string;
     // Never store what could not be loaded (or exported and imported) again: that would lose the whole session.
     try {
+      body = encodeEventText(event);
       decodeEventText(body);
     } catch (error) {
+      // Name the draft's own field (`turnId`), not its wire form (`turn_id`).
+      if (error instanceof WireDecodeError) {
+        const detail = error.message.startsWith(`${error.path}: `) ? error.message.slice(error.path.length + 2) : error.message;
+        throw new InvalidInputError(`events[${i}].${apiFieldPath(error.path)}`, `cannot be journaled: ${detail}`, { cause: error });
+      }
       throw new InvalidInputError(`events[${i}]`, `cannot be journaled: ${(error as Error).message}`, { cause: error });
     }
     hash = chainHash(hash, epoch, body);

@@ -62,6 +62,21 @@ export function checkGrantAndSchema(registered: RegisteredTool | undefined, gran
   return null;
 }
 
+/** The tool's own availability (a known-down connection, say): a denial is recorded as `unavailable`, before any marker. */
+export function checkAvailability(registered: RegisteredTool): Failure | null {
+  const ask = registered.tool.availability;
+  if (ask === undefined) return null;
+  let answer: unknown;
+  try {
+    answer = ask.call(registered.tool);
+  } catch (error) {
+    return failure('unavailable', 'tool_availability_fault', `the tool could not say whether it can run: ${describe(error)}`);
+  }
+  if (answer === null || answer === undefined) return null;
+  if (!isDenial(answer)) return failure('unavailable', 'tool_availability_fault', 'the availability check returned something other than a denial or null');
+  return hostFailure('unavailable', answer.code, answer.message, answer.retryable ?? false);
+}
+
 /** Guards in order under the call's control; the first denial or fault wins. */
 export async function runGuards(guards: readonly ToolGuard[], ctx: ToolHookContext, control: CallControl): Promise<Failure | Interrupt | null> {
   for (const guard of guards) {

@@ -7,13 +7,14 @@ import type { JsonValue } from '../json/types.js';
 import { LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { BudgetChange } from '../store/types.js';
 import { utf8Length } from '../text.js';
-import { askApproval, checkGrantAndSchema, failure, hostFailure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
+import { askApproval, checkAvailability, checkGrantAndSchema, failure, hostFailure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
 import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
 import { DEFAULT_CONTRACT } from './metadata.js';
 import { createSchemaAjv } from './schema-ajv.js';
 import { ToolRetryPlan } from './retry-plan.js';
-import type { ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
+import { defaultPanicDescription } from './panic.js';
+import type { PanicContext, PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
 
 function positive(field: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
@@ -66,12 +67,25 @@ function malformedNameReason(name: string): string | null {
   return null;
 }
 
-function tighten(field: string, option: number | undefined): number | undefined {
+/**
+ * A call option may only tighten a limit: a positive integer at most its ceiling. Above it, the call is refused
+ * (never silently cut) with the ceiling and the setting that raises it.
+ */
+function tighten(field: string, option: number | undefined, ceiling: { value: number; raise: string }): number | undefined {
   if (option === undefined) return undefined;
   if (typeof option !== 'number' || !Number.isSafeInteger(option) || option <= 0) {
     throw new ToolPreflightError('invalid_options', `${field} must be a positive integer, got ${String(option)}`);
   }
+  if (option > ceiling.value) {
+    throw new ToolPreflightError('invalid_options', `${field} ${option} is above its ceiling of ${ceiling.value}; to allow more, raise ${ceiling.raise}`);
+  }
   return option;
+}
+
+/** The lower of the runtime's limit and the tool's ceiling, with the setting that raises it. */
+function ceilingOf(runtimeValue: number, runtimeSetting: string, toolValue: number | null | undefined, toolSetting: string) {
+  if (typeof toolValue === 'number' && toolValue < runtimeValue) return { value: toolValue, raise: toolSetting };
+  return { value: runtimeValue, raise: runtimeSetting };
 }
 
 const minOf = (...values: Array<number | null | undefined>) => Math.min(...values.filter((v): v is number => typeof v === 'number'));
@@ -85,12 +99,14 @@ class CanonicalRuntime implements ToolRuntime {
   readonly defaultTimeoutMs: number;
   readonly maxOutputBytes: number;
   readonly maxInFlight: number;
+  readonly describePanic: PanicDescriber;
   inFlight = 0;
 
   constructor(config: ToolRuntimeConfig) {
     this.defaultTimeoutMs = positive('defaultTimeoutMs', config.defaultTimeoutMs, RUNTIME_DEFAULTS.timeoutMs);
     this.maxOutputBytes = positive('maxOutputBytes', config.maxOutputBytes, RUNTIME_DEFAULTS.maxOutputBytes);
     this.maxInFlight = positive('maxInFlight', config.maxInFlight, RUNTIME_DEFAULTS.maxInFlight);
+    this.describePanic = config.describePanic ?? defaultPanicDescription;
     this.guards = [...(config.guards ?? [])];
     this.approvers = new Map(Object.entries(config.approvers ?? {}));
     const ajv = createSchemaAjv();
@@ -163,13 +179,20 @@ class Gateway implements ToolGateway {
 
   async callWithOptions(name: string, args: JsonValue, options: ToolCallOptions = {}): Promise<ToolExecution> {
     const checked = preflight(name, args);
-    const timeoutOption = tighten('timeoutMs', options.timeoutMs);
-    const outputOption = tighten('maxOutputBytes', options.maxOutputBytes);
+    const registered = this.runtime.tools.get(name);
+    const metadata = registered?.tool.metadata;
+    const timeoutOption = tighten('timeoutMs', options.timeoutMs, ceilingOf(
+      this.runtime.defaultTimeoutMs, 'the runtime\'s defaultTimeoutMs (createToolRuntime)',
+      metadata?.timeoutCeilingMs, `the tool's ceiling (ToolMetadata.withTimeoutCeiling on ${name})`,
+    ));
+    const outputOption = tighten('maxOutputBytes', options.maxOutputBytes, ceilingOf(
+      this.runtime.maxOutputBytes, 'the runtime\'s maxOutputBytes (createToolRuntime)',
+      metadata?.outputCeilingBytes, `the tool's ceiling (ToolMetadata.withOutputCeiling on ${name})`,
+    ));
     if (this.binding.signal?.aborted) throw new ToolTurnClosedError();
     if (options.action && options.action.decision?.taskId !== this.taskId) {
       throw new InvalidInputError('action.decision.taskId', `must be the gateway's task ${this.taskId}`);
     }
-    const registered = this.runtime.tools.get(name);
     // A call to a tool this caller cannot use is journaled (with its `unavailable` result) only with small
     // arguments: otherwise calls to tools that do not exist could fill the session's journal.
     if ((registered === undefined || !this.runtime.granted(this.caller, name)) && checked.bytes > LIMITS.maxUnavailableArgumentsBytes) {
@@ -178,7 +201,6 @@ class Gateway implements ToolGateway {
         `tool ${JSON.stringify(name)} is not available to this caller, and its ${checked.bytes} bytes of arguments (over ${LIMITS.maxUnavailableArgumentsBytes}) were not recorded`,
       );
     }
-    const metadata = registered?.tool.metadata;
     const contract = metadata?.effect ?? DEFAULT_CONTRACT;
     const operation = this.operationFor(name, checked.value, contract, options.retry);
     if (this.runtime.inFlight >= this.runtime.maxInFlight) throw new ToolOverloadedError(this.runtime.maxInFlight);
@@ -223,6 +245,7 @@ class Gateway implements ToolGateway {
     // Checks without side effects run before the call is written; a rejection is journaled with its call.
     // An interrupt that came before the call is written is recorded with it, without a start marker: provably unrun.
     const rejected = checkGrantAndSchema(registered, this.runtime.granted(this.caller, call.name), call)
+      ?? checkAvailability(registered!)
       ?? (await runGuards(this.runtime.guards, ctx, control))
       ?? control.interrupt();
     faultPoint('call:before');
@@ -280,7 +303,7 @@ class Gateway implements ToolGateway {
         }
       }
     } catch (error) {
-      outcome = bodyFailure(error);
+      outcome = bodyFailure(error, this.runtime.describePanic, { tool: call.name, callId: call.id });
     }
     faultPoint('body:after');
     return this.finish(call, callEvent, startedEvent, outcome, charge);
@@ -330,13 +353,25 @@ function serializeOutput(value: unknown): string | Failure {
   }
 }
 
-/** A ToolBodyError (or any error carrying a string code) is the tool's own failure; anything else is a panic. */
-function bodyFailure(error: unknown): Failure {
+/**
+ * A ToolBodyError (or any error carrying a string code that is not a Node system error) is the tool's own failure,
+ * its message written for the model. Anything else is a panic: its detail (through the host's `describePanic`)
+ * goes to the journal for operators, and the model reads only a fixed sentence (see bridges/outcome.ts).
+ */
+function bodyFailure(error: unknown, describe: PanicDescriber, context: PanicContext): Failure {
   if (error instanceof Error && !(error instanceof TypeError) && !(error instanceof RangeError) && !(error instanceof ReferenceError)) {
-    const e = error as Error & { code?: unknown; retryable?: unknown };
-    if (typeof e.code === 'string') return hostFailure('body_failure', e.code, e.message, e.retryable === true);
+    const e = error as Error & { code?: unknown; retryable?: unknown; syscall?: unknown; errno?: unknown };
+    const systemError = e.syscall !== undefined || typeof e.errno === 'number';
+    if (typeof e.code === 'string' && !systemError) return hostFailure('body_failure', e.code, e.message, e.retryable === true);
   }
-  return failure('body_panic', 'tool_body_panicked', error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+  let detail: string;
+  try {
+    detail = describe(error, context);
+    if (typeof detail !== 'string') detail = 'describePanic returned no text';
+  } catch (hookError) {
+    detail = `describePanic threw: ${hookError instanceof Error ? hookError.name : typeof hookError}`;
+  }
+  return failure('body_panic', 'tool_body_panicked', detail);
 }
 
 /** Builds the canonical runtime. Throws ToolConfigError for duplicate names, unknown grants, missing approvers or invalid schemas. */

@@ -21,6 +21,13 @@ export interface Tool {
    * on timeout, cancellation and task stop: stop work when it does.
    */
   execute(request: ToolBodyRequest, signal: AbortSignal): Promise<string | JsonValue>;
+  /**
+   * Optional: asked before the call's start marker is written. A denial means the tool knows it cannot run now
+   * (say, its server's connection is down): the call is recorded as `unavailable` with that code and message, the
+   * body never starts, and recovery knows it did not run. Return null when the tool can run. Must not throw or
+   * block; a throw is recorded as `unavailable` too.
+   */
+  availability?(): ToolDenial | null;
 }
 
 export interface ToolDenial {
@@ -47,6 +54,18 @@ export type ToolApproval =
 /** Asked on every attempt of a tool that requires it; never carries over. Throwing is recorded as approval_fault. */
 export type ToolApprover = (ctx: ToolHookContext, signal: AbortSignal) => Promise<ToolApproval>;
 
+/** Which call a panic happened in. */
+export interface PanicContext {
+  readonly tool: string;
+  readonly callId: CallId;
+}
+
+/**
+ * Turns an unexpected throw of a tool body into the text journaled for operators (cut to 1,024 bytes). The model
+ * never reads it, whatever it returns. Use it to redact secrets before they reach the journal.
+ */
+export type PanicDescriber = (error: unknown, context: PanicContext) => string;
+
 export interface ToolRuntimeConfig {
   readonly tools: readonly Tool[];
   /** caller → every tool ('*') or the named ones. */
@@ -59,6 +78,11 @@ export interface ToolRuntimeConfig {
   readonly maxOutputBytes?: number;
   /** Default 1,024 calls in flight across every gateway of this runtime. */
   readonly maxInFlight?: number;
+  /**
+   * What the journal keeps of a body panic (an unexpected throw). Default: the error's stack (name, message and
+   * frames), or its text. The model reads a fixed sentence either way.
+   */
+  readonly describePanic?: PanicDescriber;
 }
 
 export interface ToolBinding {
@@ -73,11 +97,16 @@ export interface ToolBinding {
   readonly signal?: AbortSignal;
 }
 
-/** Options only ever tighten limits. */
+/**
+ * Options only ever tighten limits: a value above its ceiling (the runtime's, or the tool's when lower) is refused
+ * with ToolPreflightError `invalid_options`, never silently cut.
+ */
 export interface ToolCallOptions {
   /** A single-use plan from prepareToolRetry; consumed before any other check. */
   readonly retry?: ToolRetryPlan;
+  /** At most the runtime's `defaultTimeoutMs` and the tool's timeout ceiling. Default: the lower of the two. */
   readonly timeoutMs?: number;
+  /** At most the runtime's `maxOutputBytes` and the tool's output ceiling. Default: the lower of the two. */
   readonly maxOutputBytes?: number;
   readonly signal?: AbortSignal;
   readonly action?: ActionContext;

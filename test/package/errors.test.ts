@@ -143,6 +143,8 @@ describe('the error catalogue', () => {
       new errors.ChatModelError('model_unreachable', 'x'),
       new errors.ToolCallFailedError('t', { text: 'x', category: 'denied', code: 'no', started: false }),
       new errors.ToolRuntimeHaltedError('t', new Error('no code')),
+      new errors.McpUnavailableError('srv', 'closed', 'x'),
+      new errors.McpProbeError('x'),
     ];
     const sampled = new Set(samples.map((e) => e.constructor.name));
     for (const name of Object.values(JINGWEI_ERROR_CODES)) assert.ok(sampled.has(name), `no sample of ${name}`);

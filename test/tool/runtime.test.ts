@@ -64,10 +64,17 @@ forEachStore('the gateway', (target) => {
     await r.store.close();
   });
 
-  it('options only tighten: a larger timeout than the tool ceiling does not loosen it', async () => {
+  it('options only tighten: a larger timeout than the tool ceiling is refused, never loosened or cut, and the ceiling holds', async () => {
     const slow = tool('slow', () => never(), new ToolMetadata('s', {}).withTimeoutCeiling(20));
     const r = await rig(target, { tools: [slow] });
-    const execution = await r.gateway.callWithOptions('slow', {}, { timeoutMs: 60_000 });
+    await assert.rejects(r.gateway.callWithOptions('slow', {}, { timeoutMs: 60_000 }), (error: Error & { code: string }) => {
+      assert.equal(error.code, 'invalid_options');
+      assert.match(error.message, /timeoutMs 60000 is above its ceiling of 20/);
+      assert.match(error.message, /withTimeoutCeiling/);
+      return true;
+    });
+    assert.equal((await r.store.loadHistory(r.sessionId)).length, 0);
+    const execution = await r.gateway.callWithOptions('slow', {}, { timeoutMs: 20 });
     assert.equal((execution.result.outcome as { category: string }).category, 'timeout');
     await r.store.close();
   });

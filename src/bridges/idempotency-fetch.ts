@@ -1,0 +1,49 @@
+/**
+ * The operation's idempotency key over HTTP: every attempt of one logical action (the first call and any retry
+ * recovery plans for it) carries the same `Idempotency-Key` header, so an API that deduplicates on it applies the
+ * action once. The key is `externalIdempotencyKey(request)`, `${taskId}:${operationKey}`: the same value the MCP
+ * bridge sends in `_meta` (see docs/bridges-in-production.md).
+ */
+import { InvalidInputError } from '../errors.js';
+import { externalIdempotencyKey } from '../tool/idempotency.js';
+
+/** The header name the IETF draft and most payment APIs use. */
+export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
+
+/** What the helpers need of a tool body request: its operation (a ToolBodyRequest satisfies this). */
+export interface IdempotencyKeyed {
+  readonly operation: { readonly taskId: string; readonly key: string };
+}
+
+/** `{ 'Idempotency-Key': '<taskId>:<key>' }` for this request, to spread into any client's headers. */
+export function idempotencyHeaders(request: IdempotencyKeyed, header: string = IDEMPOTENCY_KEY_HEADER): Record<string, string> {
+  if (typeof header !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(header)) {
+    throw new InvalidInputError('header', `must be an HTTP header name, got ${JSON.stringify(header)}`);
+  }
+  return { [header]: externalIdempotencyKey(request) };
+}
+
+export interface JingweiFetchOptions {
+  /** The header to send the key in. Default `Idempotency-Key`. */
+  readonly header?: string;
+  /** The fetch to wrap. Default the global `fetch`. */
+  readonly fetch?: typeof fetch;
+}
+
+/**
+ * A `fetch` bound to one tool body request: every request it sends carries the operation's key in the
+ * `Idempotency-Key` header (replacing any such header the caller set, so no attempt can send another key).
+ * Use it inside `execute(request, signal)`, passing `signal` on as usual.
+ */
+export function jingweiFetch(request: IdempotencyKeyed, options: JingweiFetchOptions = {}): typeof fetch {
+  const [header, key] = Object.entries(idempotencyHeaders(request, options.header))[0]!;
+  const inner = options.fetch ?? globalThis.fetch;
+  if (typeof inner !== 'function') throw new InvalidInputError('fetch', 'no fetch is available: pass options.fetch');
+  const wrapped = (input: Parameters<typeof fetch>[0], init?: Parameters<typeof fetch>[1]) => {
+    const headers = new Headers(input instanceof Request ? input.headers : undefined);
+    if (init?.headers !== undefined) new Headers(init.headers).forEach((value, name) => headers.set(name, value));
+    headers.set(header, key);
+    return inner(input, { ...init, headers });
+  };
+  return wrapped as typeof fetch;
+}

@@ -1,0 +1,88 @@
+/**
+ * Idempotency keys end to end over HTTP: `jingweiFetch` sends the operation's key as `Idempotency-Key` on every
+ * attempt of one operation. An HTTP call killed after the API applied it, then retried under the same operation
+ * through the recovery API, applies once.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { after, describe, it } from 'node:test';
+import { IDEMPOTENCY_KEY_HEADER, idempotencyHeaders, jingweiFetch } from '../../src/agent.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { assessSession } from '../../src/tool/assess.js';
+import { externalIdempotencyKey } from '../../src/tool/idempotency.js';
+import { prepareToolRetry } from '../../src/tool/recovery.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { createOrderTool, startOrdersApi, type OrdersApi } from './fixtures/orders-http.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+
+const dir = tempDir('jingwei-fetch-');
+const crashChild = fileURLToPath(new URL('./children/fetch-crash-child.js', import.meta.url));
+const apis: OrdersApi[] = [];
+after(async () => {
+  for (const api of apis) await api.close();
+});
+
+const request = { operation: { taskId: 'task-1', key: 'operation_1' } };
+
+describe('the Idempotency-Key helpers', () => {
+  it('idempotencyHeaders uses the one key format, externalIdempotencyKey', () => {
+    assert.deepEqual(idempotencyHeaders(request), { 'Idempotency-Key': 'task-1:operation_1' });
+    assert.equal(idempotencyHeaders(request)[IDEMPOTENCY_KEY_HEADER], externalIdempotencyKey(request));
+    assert.deepEqual(idempotencyHeaders(request, 'X-Request-Key'), { 'X-Request-Key': 'task-1:operation_1' });
+    assert.throws(() => idempotencyHeaders(request, 'bad header'), { code: 'invalid_input' });
+  });
+
+  it('jingweiFetch sets the key on every request, over any key the caller set, keeping other headers', async () => {
+    const seen: Headers[] = [];
+    const fake = (async (_input: unknown, init?: RequestInit) => {
+      seen.push(new Headers(init?.headers));
+      return new Response('ok');
+    }) as typeof fetch;
+    const f = jingweiFetch(request, { fetch: fake });
+    await f('http://example.invalid/a', { headers: { 'Idempotency-Key': 'something-else', Accept: 'text/plain' } });
+    await f(new Request('http://example.invalid/b', { headers: { 'X-Trace': '7' } }));
+    assert.deepEqual(seen.map((h) => h.get('idempotency-key')), ['task-1:operation_1', 'task-1:operation_1']);
+    assert.equal(seen[0]!.get('accept'), 'text/plain');
+    assert.equal(seen[1]!.get('x-trace'), '7');
+  });
+});
+
+describe('an HTTP call killed after the API applied it', () => {
+  it('retried under the same operation through the recovery API: the same key, applied once', async () => {
+    const api = await startOrdersApi();
+    apis.push(api);
+    const journal = tempDbPath(dir, 'fetch');
+    const child = spawn(process.execPath, [crashChild, journal, 'fetch-session', api.url], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const signal = await new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, s) => resolve(s)));
+    assert.equal(signal, 'SIGKILL', `the host was not killed: ${output}`);
+    assert.equal(api.applied.length, 1, 'the API applied the order before the host died');
+
+    const store = openSqliteStore(journal);
+    const owner = await store.acquire('fetch-session', { owner: 'recovery-host', takeover: true });
+    const history = await store.loadHistory('fetch-session');
+    const [call] = assessSession(history).calls;
+    assert.ok(call);
+    assert.deepEqual([call.status, call.nextStep], ['outcome_unknown', 'retry_allowed']);
+
+    const gateway = createToolRuntime({ tools: [createOrderTool(api.url)], grants: { agent: '*' } }).bind({ owner, taskId: 'order-task', caller: 'agent' });
+    const retried = await gateway.callWithOptions('create_order', { item: 'tea' }, { retry: prepareToolRetry(history, call.callId, null) });
+    assert.equal(retried.result.outcome.status, 'succeeded');
+    assert.equal(retried.call.operation!.key, call.key);
+    assert.deepEqual(JSON.parse((retried.result.outcome as { output: string }).output), { order: 1, item: 'tea' }, 'the first order, replayed');
+
+    const key = `order-task:${call.key}`;
+    assert.deepEqual(api.requests.map((r) => r.key), [key, key], 'both attempts carried the same key');
+    assert.equal(api.applied.length, 1, 'applied once');
+
+    // A new logical action gets a new key, and a new order.
+    const fresh = await gateway.call('create_order', { item: 'cake' });
+    assert.notEqual(api.requests.at(-1)!.key, key);
+    assert.equal(fresh.result.outcome.status, 'succeeded');
+    assert.equal(api.applied.length, 2);
+    await store.close();
+  });
+});

@@ -1,0 +1,160 @@
+/**
+ * The model reads text, never internals: a tool that throws an unexpected error carrying a host, a port and a
+ * password reaches the model (through runAgent, the AI SDK bridge and the OpenAI Agents bridge) as a fixed sentence
+ * with its category; the journal keeps the detail for operators, and the host's describePanic hook can redact it.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { generateText, stepCountIs } from 'ai';
+import { MockLanguageModelV3 } from 'ai/test';
+import { Agent, run, setTracingDisabled, Usage, type AgentOutputItem, type Model, type ModelRequest, type ModelResponse } from '@openai/agents';
+import { runAgent, scriptedModel } from '../../src/agent.js';
+import { aiSdkTools } from '../../src/ai-sdk.js';
+import { INTERNAL_FAILURE_MESSAGE } from '../../src/bridges/outcome.js';
+import { openAiAgentsTools } from '../../src/openai-agents.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { SessionEvent } from '../../src/event/types.js';
+import type { ToolRuntimeConfig } from '../../src/tool/types.js';
+
+setTracingDisabled(true);
+const SECRET = 'ECONNREFUSED 10.0.0.7:5432 password=hunter2';
+const FRAGMENTS = ['ECONNREFUSED', '10.0.0.7', '5432', 'hunter2', 'password'];
+
+async function setup(config: Partial<ToolRuntimeConfig> = {}) {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('task');
+  const runtime = createToolRuntime({
+    tools: [{
+      name: 'read_orders',
+      metadata: new ToolMetadata('Reads the orders', { type: 'object' }).withEffect('read_only', 'orders-v1'),
+      async execute() {
+        throw new Error(SECRET);
+      },
+    }],
+    grants: { agent: '*' },
+    ...config,
+  });
+  return { store, owner, gateway: runtime.bind({ owner, taskId: 'task', caller: 'agent' }) };
+}
+
+function recordedFailure(history: SessionEvent[]) {
+  const result = history.find((e) => e.kind.type === 'tool_result');
+  assert.ok(result && result.kind.type === 'tool_result' && result.kind.result.outcome.status === 'failed');
+  return result.kind.result.outcome;
+}
+
+function assertNoSecret(seen: unknown) {
+  const text = JSON.stringify(seen);
+  for (const fragment of FRAGMENTS) assert.ok(!text.includes(fragment), `the model saw ${fragment}`);
+}
+
+describe('a panic reaches the model as a fixed sentence; the journal keeps it', () => {
+  it('runAgent: the model reads the category and the fixed sentence; the journal keeps message and stack', async () => {
+    const { store, owner, gateway } = await setup();
+    const model = scriptedModel([
+      { text: null, toolCalls: [{ id: 'c1', name: 'read_orders', arguments: '{}' }] },
+      { text: 'Could not read the orders.', toolCalls: [] },
+    ]);
+    const result = await runAgent({ model, owner, gateway, input: 'Read my orders.', maxSteps: 3 });
+    const outcome = result.toolCalls[0]!.outcome;
+    assert.ok(!outcome.ok);
+    assert.equal(outcome.category, 'body_panic');
+    assert.equal(outcome.message, INTERNAL_FAILURE_MESSAGE);
+    assert.equal(
+      outcome.text,
+      `Tool "read_orders" failed: body_panic (tool_body_panicked): ${INTERNAL_FAILURE_MESSAGE}. The tool started, so it may have taken effect before failing; check before doing it again.`,
+    );
+    assertNoSecret(model.requests);
+    assertNoSecret(result.messages);
+
+    const failure = recordedFailure(await store.loadHistory('s'));
+    assert.equal(failure.category, 'body_panic');
+    assert.ok(failure.message.startsWith(`Error: ${SECRET}\n`), 'the journal keeps the message');
+    assert.match(failure.message, /\n {4}at /, 'and the stack');
+  });
+
+  it('describePanic redacts what the journal keeps; the model text is unchanged', async () => {
+    const seen: Array<{ tool: string; callId: string }> = [];
+    const { store, owner, gateway } = await setup({
+      describePanic: (error, context) => {
+        seen.push({ tool: context.tool, callId: context.callId });
+        return (error as Error).message.replace(/password=\S+/g, 'password=[redacted]');
+      },
+    });
+    const model = scriptedModel([
+      { text: null, toolCalls: [{ id: 'c1', name: 'read_orders', arguments: '{}' }] },
+      { text: 'Sorry.', toolCalls: [] },
+    ]);
+    await runAgent({ model, owner, gateway, input: 'Read my orders.', maxSteps: 3 });
+    const failure = recordedFailure(await store.loadHistory('s'));
+    assert.equal(failure.message, 'ECONNREFUSED 10.0.0.7:5432 password=[redacted]');
+    assert.equal(seen.length, 1);
+    assert.equal(seen[0]!.tool, 'read_orders');
+    assertNoSecret(model.requests);
+  });
+
+  it('a Node system error with a string code is a panic too, not the tool’s own failure text', async () => {
+    const store = createMemoryStore();
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('task');
+    const runtime = createToolRuntime({
+      tools: [{
+        name: 'connect',
+        metadata: new ToolMetadata('Connects', { type: 'object' }),
+        async execute() {
+          throw Object.assign(new Error('connect ECONNREFUSED 10.0.0.7:5432'), { code: 'ECONNREFUSED', errno: -111, syscall: 'connect' });
+        },
+      }],
+      grants: { agent: '*' },
+    });
+    const execution = await runtime.bind({ owner, taskId: 'task', caller: 'agent' }).call('connect', {});
+    assert.deepEqual(execution.result.outcome.status === 'failed' && [execution.result.outcome.category, execution.result.outcome.code], ['body_panic', 'tool_body_panicked']);
+  });
+
+  it('the AI SDK bridge: the tool error the model reads has no part of the message', async () => {
+    const { store, gateway } = await setup();
+    const usage = {
+      inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
+      outputTokens: { total: 1, text: 1, reasoning: undefined },
+    };
+    const model = new MockLanguageModelV3({
+      doGenerate: [
+        { content: [{ type: 'tool-call', toolCallId: 'c1', toolName: 'read_orders', input: '{}' }], finishReason: { unified: 'tool-calls', raw: undefined }, usage, warnings: [] },
+        { content: [{ type: 'text', text: 'Sorry.' }], finishReason: { unified: 'stop', raw: undefined }, usage, warnings: [] },
+      ],
+    });
+    await generateText({ model, tools: aiSdkTools(gateway), prompt: 'Read my orders.', stopWhen: stepCountIs(3) });
+    const prompt = model.doGenerateCalls.at(-1)!.prompt;
+    const results = prompt.flatMap((m) => (m.role === 'tool' ? m.content : []));
+    assert.equal(results.length, 1);
+    assert.match(JSON.stringify(results), /body_panic \(tool_body_panicked\): it failed unexpectedly/);
+    assertNoSecret(model.doGenerateCalls.map((c) => c.prompt));
+    assert.match(recordedFailure(await store.loadHistory('s')).message, /hunter2/);
+  });
+
+  it('the OpenAI Agents bridge: the function result the model reads has no part of the message', async () => {
+    const { store, gateway } = await setup();
+    const requests: ModelRequest[] = [];
+    const turns: AgentOutputItem[][] = [
+      [{ type: 'function_call', callId: 'c1', name: 'read_orders', arguments: '{}', status: 'completed' }],
+      [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'Sorry.' }] }],
+    ];
+    const model: Model = {
+      async getResponse(request: ModelRequest): Promise<ModelResponse> {
+        requests.push(structuredClone(request));
+        return { usage: new Usage(), output: turns.shift()! };
+      },
+      async *getStreamedResponse(): AsyncIterable<never> {
+        throw new Error('not streamed');
+      },
+    };
+    await run(new Agent({ name: 'reader', model, tools: openAiAgentsTools(gateway) }), 'Read my orders.', { maxTurns: 3 });
+    assert.equal(requests.length, 2);
+    assert.match(JSON.stringify(requests[1]!.input), /body_panic \(tool_body_panicked\): it failed unexpectedly/);
+    assertNoSecret(requests);
+    assert.match(recordedFailure(await store.loadHistory('s')).message, /hunter2/);
+  });
+});
