@@ -7,7 +7,7 @@
 import Database from 'better-sqlite3';
 import type { JsonObject } from '../../json/types.js';
 import { externalIdempotencyKey } from '../../tool/idempotency.js';
-import { SqliteIdempotencyStore } from '../../tool/idempotency-sqlite.js';
+import { SqliteIdempotencyStore } from '../../store/sqlite/idempotency.js';
 import { ToolMetadata } from '../../tool/metadata.js';
 import type { FaultPoint } from '../../fault.js';
 import type { Tool } from '../../tool/types.js';

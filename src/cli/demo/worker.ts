@@ -6,7 +6,7 @@
 import { writeSync } from 'node:fs';
 import { setFaultHook, type FaultPoint } from '../../fault.js';
 import { newTurnId } from '../../ids.js';
-import { openSqliteStore } from '../../store/sqlite.js';
+import { openSqliteStore } from '../../store/sqlite/backend.js';
 import { createToolRuntime } from '../../tool/runtime.js';
 import { CALLER, CUSTOMER, ORDER, openShop, shopTools, STEPS } from './shop.js';
 
