@@ -1,5 +1,8 @@
 import type { PgPool } from './driver-types.js';
 
+/** The schema version this code writes and understands. A database at a higher version is refused on open. */
+export const POSTGRES_SCHEMA_VERSION = 2;
+
 export interface PostgresStoreOptions {
   /**
    * The PostgreSQL schema (namespace) that holds the store's tables, created on open if missing. A plain

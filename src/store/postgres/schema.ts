@@ -1,8 +1,9 @@
 import { StoreUnavailableError } from '../../errors.js';
 import type { Pool } from './driver.js';
 
-/** The schema version this code writes and understands. A database at a higher version is refused on open. */
-export const POSTGRES_SCHEMA_VERSION = 2;
+import { POSTGRES_SCHEMA_VERSION } from './options.js';
+
+export { POSTGRES_SCHEMA_VERSION };
 
 /** A plain SQL identifier: the only schema names the store accepts (they are quoted into its SQL). */
 export const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;

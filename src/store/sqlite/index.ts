@@ -1,4 +1,3 @@
 export { openSqliteStore } from './backend.js';
-export { SQLITE_SCHEMA_VERSION } from './schema.js';
-export type { SqliteDatabase, SqliteStatement, SqliteStoreOptions } from './options.js';
+export { SQLITE_SCHEMA_VERSION, type SqliteDatabase, type SqliteStatement, type SqliteStoreOptions } from './options.js';
 export { SqliteIdempotencyStore } from './idempotency.js';

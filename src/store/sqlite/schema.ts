@@ -1,9 +1,9 @@
 import { JournalCorruptError, StorePathError, StoreUnavailableError } from '../../errors.js';
 import type { Database } from './driver.js';
-import type { SqliteStoreOptions } from './options.js';
+import { SQLITE_SCHEMA_VERSION, type SqliteStoreOptions } from './options.js';
 
-/** The schema version this code writes and understands (`PRAGMA user_version`). */
-export const SQLITE_SCHEMA_VERSION = 2;
+export { SQLITE_SCHEMA_VERSION };
+
 
 const SCHEMA = `
 CREATE TABLE jw_sessions (
