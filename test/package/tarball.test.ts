@@ -16,11 +16,13 @@ const root = fileURLToPath(new URL('../../../', import.meta.url));
 const DRIVERS = ['better-sqlite3', 'pg'];
 
 /** The bare specifiers a module graph reaches from `entry`, following relative static and literal dynamic imports. */
-function reachable(entry: string): { files: Set<string>; bare: Set<string> } {
+function reachable(entry: string, options: { dynamic?: boolean } = {}): { files: Set<string>; bare: Set<string> } {
   const files = new Set<string>();
   const bare = new Set<string>();
   const pending = [entry];
-  const specifiers = /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)['"]([^'"]+)['"]/g;
+  const specifiers = options.dynamic === false
+    ? /(?:\bfrom\s*|\bimport\s+)['"]([^'"]+)['"]/g
+    : /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)['"]([^'"]+)['"]/g;
   while (pending.length > 0) {
     const file = pending.pop()!;
     if (files.has(file)) continue;
@@ -51,6 +53,9 @@ describe('the module graph in dist/', () => {
     assert.ok(testing.bare.has('node:test'));
     for (const driver of DRIVERS) assert.ok(!testing.bare.has(driver), `jingwei/testing reaches ${driver}`);
     assert.ok(reachable(join(root, 'dist/sqlite.js')).bare.has('better-sqlite3'));
+    // The CLI loads a driver only when a command needs it, so it starts without either installed.
+    const cli = reachable(join(root, 'dist/cli/main.js'), { dynamic: false });
+    for (const driver of DRIVERS) assert.ok(!cli.bare.has(driver), `the CLI loads ${driver} at startup`);
     assert.ok(reachable(join(root, 'dist/postgres.js')).bare.has('pg'));
   });
 

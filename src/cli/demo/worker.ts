@@ -43,7 +43,7 @@ setFaultHook((point) => {
 });
 
 const store = openSqliteStore(spec.journal);
-const shop = openShop(spec.business);
+const shop = await openShop(spec.business);
 // The previous worker died holding the session; this one takes it over, which fences every earlier owner.
 const owner = await store.acquire(spec.sessionId, { owner: `worker-${spec.step + 1}`, takeover: true });
 say({ acquired: owner.epoch });
