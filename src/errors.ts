@@ -21,7 +21,12 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   journal_corrupt: 'JournalCorruptError',
   journal_full: 'JournalFullError',
   store_busy: 'StoreBusyError',
-  store_closed: 'StoreUnavailableError',
+  store_closed: 'StoreClosedError',
+  store_directory_missing: 'StorePathError',
+  store_not_found: 'StorePathError',
+  store_not_sqlite: 'StorePathError',
+  store_not_journal: 'StorePathError',
+  driver_missing: 'DriverMissingError',
   schema_too_new: 'StoreUnavailableError',
   store_failure: 'StoreUnavailableError',
   session_exists: 'StoreConflictError',
@@ -219,6 +224,41 @@ export class StoreUnavailableError extends JingweiError {
   declare readonly code: StoreUnavailableCode;
   constructor(code: StoreUnavailableCode, message: string, options?: { cause?: unknown }) {
     super(code, message, options);
+  }
+}
+
+/** A call or load on a store after its `close()`. `location` names the store (a path, a schema), when it has one. */
+export class StoreClosedError extends StoreUnavailableError {
+  readonly kind: string;
+  readonly location: string | undefined;
+  constructor(kind: string, location?: string) {
+    super('store_closed', `the ${kind} store${location === undefined ? '' : ` at ${location}`} is closed`);
+    this.kind = kind;
+    this.location = location;
+  }
+}
+
+export type StorePathErrorCode = 'store_directory_missing' | 'store_not_found' | 'store_not_sqlite' | 'store_not_journal';
+/**
+ * A store path cannot be opened as asked: its directory does not exist, the file is missing (with `mustExist`),
+ * the file is not a SQLite database, or it holds no journal (with `mustExist` or `readonly`). Nothing was created.
+ */
+export class StorePathError extends JingweiError {
+  readonly path: string;
+  constructor(code: StorePathErrorCode, path: string, detail: string, options?: { cause?: unknown }) {
+    super(code, `${path}: ${detail}`, options);
+    this.path = path;
+  }
+}
+
+/** An entry point needs an optional driver package that is not installed; `packageName` is what to install. */
+export class DriverMissingError extends JingweiError {
+  readonly packageName: string;
+  readonly entry: string;
+  constructor(packageName: string, entry: string, options?: { cause?: unknown }) {
+    super('driver_missing', `${entry} needs the ${packageName} package, which is not installed: npm install ${packageName}`, options);
+    this.packageName = packageName;
+    this.entry = entry;
   }
 }
 

@@ -26,7 +26,7 @@ export type * from './store/types.js';
 export { createMemoryStore } from './store/memory.js';
 
 // Recovery and assessment.
-export { inspectToolRecovery, prepareToolRetry, ToolRecoveryStatus, validateToolContract, type ToolRecoveryAssessment } from './tool/recovery.js';
+export { inspectToolRecovery, prepareToolRetry, ToolRecoveryStatus, type ToolRecoveryAssessment } from './tool/recovery.js';
 export { ToolRetryPlan, type ToolRetryBinding } from './tool/retry-plan.js';
 export { assessSession, ToolNextStep, type SessionAssessment, type SessionAssessmentTotals, type ToolCallAssessment } from './tool/assess.js';
 
@@ -34,6 +34,7 @@ export { assessSession, ToolNextStep, type SessionAssessment, type SessionAssess
 // errors are exported by `jingwei/wire`, the agent's and bridges' by `jingwei/agent`.
 export {
   BudgetExhaustedError,
+  DriverMissingError,
   IdempotencyConflictError,
   InvalidInputError,
   JingweiError,

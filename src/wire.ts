@@ -8,5 +8,6 @@ export * from './event/index.js';
 export { PRE_BODY_CATEGORIES, TOOL_EFFECTS, TOOL_FAILURE_CATEGORIES, TOOL_REVIEW_OUTCOMES } from './event/types.js';
 export { exportJournal, parseJournal } from './store/jsonl.js';
 export { canonicalJson, jsonDigest, jsonEquals } from './json/canonical.js';
+export { validateToolContract } from './tool/evidence.js';
 export { parseJson, type ParseJsonOptions } from './json/parse.js';
 export { CanonicalJsonError, JournalImportError, JsonParseError, PhysicalLogError, WireDecodeError } from './errors.js';

@@ -23,7 +23,7 @@ export function scratchDir(label) {
   return { dir, path: (name) => join(dir, name), remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-/** The store's event table, column for column (src/store/sqlite.ts). */
+/** The store's event table, column for column (src/store/sqlite/schema.ts). */
 export const EVENTS_DDL = `CREATE TABLE IF NOT EXISTS jw_events (
   session_id TEXT NOT NULL, seq INTEGER NOT NULL, event_id TEXT NOT NULL, epoch INTEGER NOT NULL,
   body TEXT NOT NULL, hash TEXT NOT NULL, PRIMARY KEY (session_id, seq)

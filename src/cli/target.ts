@@ -3,9 +3,7 @@
  * PostgreSQL store, loaded on demand so the CLI works in a build without it; anything else is a SQLite file.
  * A `schema` query parameter (postgres://host/db?schema=jingwei) names the PostgreSQL schema holding the tables.
  */
-import { existsSync, statSync } from 'node:fs';
-import Database from 'better-sqlite3';
-import { openSqliteStore } from '../store/sqlite.js';
+import { StorePathError } from '../errors.js';
 import type { SessionStore } from '../store/types.js';
 import { StoreAccessError, UsageError } from './exit.js';
 
@@ -71,31 +69,15 @@ async function openPostgres(target: string): Promise<SessionStore> {
   }
 }
 
-/**
- * Looks at an existing SQLite file through a read-only connection before the store opens it, so a mistyped path
- * never gets jingwei's tables added to somebody else's database. Damage is left for the store to report.
- */
-function checkSqliteFile(path: string, create: boolean): void {
-  let raw: Database.Database | undefined;
+type SqliteModule = { openSqliteStore: (path: string, options?: { mustExist?: boolean }) => SessionStore };
+
+/** The SQLite store, loaded on demand like PostgreSQL's, so a missing driver is a clear store error. */
+async function loadSqlite(): Promise<SqliteModule> {
   try {
-    raw = new Database(path, { readonly: true, fileMustExist: true });
-    const hasJournal = raw.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'jw_sessions'").get() as { n: number };
-    if (hasJournal.n === 1) return;
-    const tables = raw.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get() as { n: number };
-    if (tables.n === 0 && create) return;
-    throw new StoreAccessError(
-      tables.n === 0
-        ? `${path} holds no jingwei journal (it is an empty database)`
-        : `${path} is a SQLite database but not a jingwei journal (it has no jw_sessions table); nothing was changed`,
-    );
+    return (await import('../store/sqlite/backend.js')) as SqliteModule;
   } catch (error) {
-    if (error instanceof StoreAccessError) throw error;
-    const code = (error as { code?: unknown }).code;
-    if (code === 'SQLITE_NOTADB') throw new StoreAccessError(`${path} is not a SQLite database (or its header is damaged)`, { cause: error });
-    if (typeof code === 'string' && code.startsWith('SQLITE_CORRUPT')) return; // the store reports it as JournalCorruptError
-    throw new StoreAccessError(`cannot read ${path}: ${(error as Error).message}`, { cause: error });
-  } finally {
-    raw?.close();
+    if ((error as { code?: unknown }).code === 'driver_missing') throw new StoreAccessError((error as Error).message, { cause: error });
+    throw error;
   }
 }
 
@@ -107,17 +89,14 @@ export async function openStoreFromTarget(target: string, options: OpenTargetOpt
     throw new UsageError(`unsupported store URL ${JSON.stringify(target)}: give a SQLite file path or a postgres:// URL`);
   }
   const create = options.create === true;
-  if (existsSync(target)) {
-    if (statSync(target).isDirectory()) throw new StoreAccessError(`${target} is a directory, not a SQLite journal file`);
-    checkSqliteFile(target, create);
-  } else if (!create) {
-    throw new StoreAccessError(`no such file: ${target}`);
-  }
+  const { openSqliteStore } = await loadSqlite();
   try {
-    return openSqliteStore(target);
+    // Reading commands never create a file or a journal; the store refuses, untouched, a file that is not one.
+    return openSqliteStore(target, { mustExist: !create });
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     if (code === 'journal_corrupt') throw error;
+    if (error instanceof StorePathError) throw new StoreAccessError(error.message, { cause: error });
     throw new StoreAccessError(`cannot open ${target}: ${(error as Error).message}`, { cause: error });
   }
 }

@@ -1,4 +1,4 @@
-import { InvalidInputError, TaskNotFoundError } from '../errors.js';
+import { InvalidInputError, StoreClosedError, TaskNotFoundError } from '../errors.js';
 import { checkId, type SessionId, type TaskId } from '../ids.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
 import { decideAcquire, decideCommit, decideRelease, decideStartTask, decideTaskState, taskSnapshot, type OwnerRef } from './decisions.js';
@@ -16,27 +16,41 @@ import type {
   TaskSnapshot,
 } from './types.js';
 
+/** Fails every call once the store is closed, whatever the backend would do with a closed handle. */
+class OpenGuard {
+  closed = false;
+  constructor(private readonly backend: JournalBackend) {}
+  check(): void {
+    if (this.closed) throw new StoreClosedError(this.backend.kind, this.backend.location);
+  }
+}
+
 /** The one SessionStore implementation; engines differ only in their JournalBackend. */
 export class JournalStore implements SessionStore {
-  readonly kind: SessionStore['kind'];
+  readonly kind: string;
+  private readonly guard: OpenGuard;
   constructor(readonly backend: JournalBackend) {
     this.kind = backend.kind;
+    this.guard = new OpenGuard(backend);
   }
 
   async acquire(sessionId: string, options: { owner: string; takeover?: boolean }): Promise<SessionOwner> {
+    this.guard.check();
     const id = checkId<SessionId>('sessionId', sessionId);
     const ownerName = checkId<string>('owner', options?.owner);
     const row = await this.backend.transact(id, {}, decideAcquire(id, ownerName, options.takeover === true));
-    return new FencedOwner(this.backend, { sessionId: id, epoch: row.epoch }, ownerName);
+    return new FencedOwner(this.backend, this.guard, { sessionId: id, epoch: row.epoch }, ownerName);
   }
 
   async loadHistory(sessionId: string): Promise<SessionEvent[]> {
+    this.guard.check();
     const id = checkId<SessionId>('sessionId', sessionId);
     const { session, events } = await this.backend.snapshot(id);
     return verifyJournal(id, session, events);
   }
 
   async listSessions(): Promise<SessionSummary[]> {
+    this.guard.check();
     const rows = await this.backend.listSessions();
     return rows.map(({ session, events }) => ({
       sessionId: session.sessionId,
@@ -52,11 +66,14 @@ export class JournalStore implements SessionStore {
   }
 
   async importJsonl(text: string, options: { owner: string; sessionId?: string }): Promise<ImportReport> {
+    this.guard.check();
     return importJournal(this.backend, text, options);
   }
 
-  close(): Promise<void> {
-    return this.backend.close();
+  async close(): Promise<void> {
+    if (this.guard.closed) return;
+    this.guard.closed = true;
+    await this.backend.close();
   }
 }
 
@@ -67,6 +84,7 @@ class FencedOwner implements SessionOwner {
 
   constructor(
     private readonly backend: JournalBackend,
+    private readonly guard: OpenGuard,
     private readonly ref: OwnerRef,
     readonly owner: string,
   ) {
@@ -75,12 +93,14 @@ class FencedOwner implements SessionOwner {
   }
 
   async startTask(taskId: string, options?: { limits?: Partial<TaskLimits> }): Promise<TaskSnapshot> {
+    this.guard.check();
     const id = checkId<TaskId>('taskId', taskId);
     const row = await this.backend.transact(this.sessionId, { taskId: id }, decideStartTask(this.ref, id, options?.limits));
     return taskSnapshot(row, this.epoch);
   }
 
   async stopTask(taskId: string, reason: string): Promise<TaskSnapshot> {
+    this.guard.check();
     const id = checkId<TaskId>('taskId', taskId);
     const why = checkId<string>('reason', reason);
     const row = await this.backend.transact(this.sessionId, { taskId: id }, decideTaskState(this.ref, id, 'stopped', why));
@@ -89,11 +109,13 @@ class FencedOwner implements SessionOwner {
   }
 
   async completeTask(taskId: string): Promise<TaskSnapshot> {
+    this.guard.check();
     const id = checkId<TaskId>('taskId', taskId);
     return taskSnapshot(await this.backend.transact(this.sessionId, { taskId: id }, decideTaskState(this.ref, id, 'completed', null)), this.epoch);
   }
 
   async task(taskId: string): Promise<TaskSnapshot> {
+    this.guard.check();
     const id = checkId<TaskId>('taskId', taskId);
     const row = await this.backend.readTask(id);
     if (!row || row.sessionId !== this.sessionId) {
@@ -107,6 +129,7 @@ class FencedOwner implements SessionOwner {
   }
 
   async commit(request: CommitRequest): Promise<CommitReceipt> {
+    this.guard.check();
     if (!Array.isArray(request.events)) throw new InvalidInputError('events', 'must be an array');
     const reads = {
       ...(request.budget ? { taskId: request.budget.taskId } : {}),
@@ -121,6 +144,7 @@ class FencedOwner implements SessionOwner {
   }
 
   async release(): Promise<void> {
+    this.guard.check();
     await this.backend.transact(this.sessionId, {}, decideRelease(this.ref));
     this.listeners.clear();
   }

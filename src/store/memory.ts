@@ -1,4 +1,4 @@
-import { StaleOwnerError, StoreUnavailableError } from '../errors.js';
+import { StaleOwnerError, StoreClosedError } from '../errors.js';
 import type { SessionId } from '../ids.js';
 import { JournalStore } from './journal-store.js';
 import type { EventRow, JournalBackend, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
@@ -8,7 +8,7 @@ const opKey = (taskId: string, key: string) => `${taskId}\u0000${key}`;
 
 /** Everything in this process's memory: for tests and examples. Same rules as the durable stores. */
 class MemoryBackend implements JournalBackend {
-  readonly kind = 'memory' as const;
+  readonly kind = 'memory';
   private readonly sessions = new Map<string, SessionRow>();
   private readonly events = new Map<string, EventRow[]>();
   private readonly tasks = new Map<string, TaskRow>();
@@ -16,7 +16,7 @@ class MemoryBackend implements JournalBackend {
   private closed = false;
 
   private open(): void {
-    if (this.closed) throw new StoreUnavailableError('store_closed', 'the memory store is closed');
+    if (this.closed) throw new StoreClosedError(this.kind);
   }
 
   async transact<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R> {

@@ -99,7 +99,8 @@ export interface ImportReport {
 }
 
 export interface SessionStore {
-  readonly kind: 'memory' | 'sqlite' | 'postgres';
+  /** Which engine holds the journal: 'memory', 'sqlite', 'postgres', or a third-party backend's own name. */
+  readonly kind: string;
   /**
    * Takes ownership of a session (creating it if new) under a fresh, higher epoch. Fails with SessionBusyError
    * while another owner holds it, unless `takeover` is true.
@@ -115,6 +116,7 @@ export interface SessionStore {
    * it. The imported session is left released.
    */
   importJsonl(text: string, options: { owner: string; sessionId?: string }): Promise<ImportReport>;
+  /** Closes the store; every later call (on the store or its owners) fails with StoreClosedError. Idempotent. */
   close(): Promise<void>;
 }
 

@@ -11,7 +11,7 @@ import type { SessionOwner, SessionStore } from '../../src/store/types.js';
 import type { SessionAssessment } from '../../src/tool/assess.js';
 import type { ToolRecoveryAssessment } from '../../src/tool/recovery.js';
 import type { ToolRetryPlan } from '../../src/tool/retry-plan.js';
-import type { SqliteIdempotencyStore } from '../../src/tool/idempotency-sqlite.js';
+import type { SqliteIdempotencyStore } from '../../src/store/sqlite/idempotency.js';
 import type { ToolRuntime } from '../../src/tool/types.js';
 import type { TaskCharge } from './invariants.js';
 import { TAKEOVER_POINT, type Killer } from './killer.js';

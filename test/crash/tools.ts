@@ -8,7 +8,8 @@
 import Database from 'better-sqlite3';
 import { createToolRuntime, RUNTIME_DEFAULTS, ToolBodyError, ToolMetadata } from '../../src/index.js';
 import type { ToolEffect } from '../../src/event/types.js';
-import type { SqliteIdempotencyStore } from '../../src/tool/idempotency-sqlite.js';
+import type { SqliteIdempotencyStore } from '../../src/store/sqlite/idempotency.js';
+import type { SqliteDatabase } from '../../src/sqlite.js';
 import type { Tool, ToolApprover, ToolBodyRequest, ToolRuntime } from '../../src/tool/types.js';
 import { openBusiness } from '../support/orders.js';
 import { TOOL_POINTS } from './killer.js';
@@ -50,7 +51,7 @@ export interface LedgerRow {
 
 export { openBusiness };
 
-function insertRow(db: Database.Database, request: ToolBodyRequest, tool: string): number {
+function insertRow(db: SqliteDatabase, request: ToolBodyRequest, tool: string): number {
   const item = JSON.stringify({ callId: request.callId, tool });
   const info = db.prepare('INSERT INTO orders (task_id, key, item) VALUES (?, ?, ?)').run(request.operation.taskId, request.operation.key, item);
   return Number(info.lastInsertRowid);
@@ -144,7 +145,7 @@ export function readLedger(path: string): LedgerRow[] {
   }
 }
 
-export function ledgerRows(db: Database.Database): LedgerRow[] {
+export function ledgerRows(db: SqliteDatabase): LedgerRow[] {
   const rows = db.prepare('SELECT id, task_id, key, item FROM orders ORDER BY id').all() as Array<{ id: number; task_id: string; key: string; item: string }>;
   return rows.map((r) => {
     const item = JSON.parse(r.item) as { callId: string; tool: string };

@@ -1,6 +1,4 @@
 import { createMemoryStore } from '../../src/store/memory.js';
-import { runDraftValidation, runStoreConformance } from './conformance.js';
+import { runStoreConformance } from '../../src/testing/index.js';
 
-const factory = { open: async () => ({ store: createMemoryStore() }) };
-runStoreConformance('memory', factory);
-runDraftValidation('memory', factory);
+runStoreConformance({ name: 'memory', open: () => createMemoryStore() });

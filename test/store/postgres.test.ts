@@ -8,8 +8,9 @@ import { openPostgresStore, POSTGRES_SCHEMA_VERSION } from '../../src/postgres.j
 import { decideCommit } from '../../src/store/decisions.js';
 import type { JournalStore } from '../../src/store/journal-store.js';
 import { createMemoryStore } from '../../src/store/memory.js';
+import type { SessionStore } from '../../src/store/types.js';
 import { adminPool, describePostgres, freshSchema } from '../support/postgres.js';
-import { runStoreConformance } from './conformance.js';
+import { runStoreConformance, setPostgresBeforeCommit } from '../../src/testing/index.js';
 
 const turn = newTurnId();
 const message = (text: string): EventDraft => ({ turnId: turn, kind: { type: 'user_message', text } });
@@ -38,11 +39,16 @@ async function rejects(promise: Promise<unknown>, code: string): Promise<unknown
 }
 
 describePostgres('PostgreSQL conformance', (url) => {
-  runStoreConformance('postgres', {
+  const schemas = new WeakMap<SessionStore, string>();
+  runStoreConformance({
+    name: 'postgres',
     open: async () => {
       const schema = freshSchema();
-      return { store: await openPostgresStore(url, { schema }), reopen: () => openPostgresStore(url, { schema }) };
+      const store = await openPostgresStore(url, { schema });
+      schemas.set(store, schema);
+      return store;
     },
+    reopen: (store) => openPostgresStore(url, { schema: schemas.get(store)! }),
   });
 });
 
@@ -120,12 +126,12 @@ describePostgres('PostgreSQL store', (url) => {
       let killNext = false;
       const store = await openPostgresStore(url, {
         schema,
-        beforeCommit: async ({ backendPid }) => {
-          if (!killNext) return;
-          killNext = false;
-          const res = await admin.query<{ done: boolean }>('SELECT pg_terminate_backend($1, 10000) AS done', [backendPid]);
-          assert.equal(res.rows[0]!.done, true, 'the backend exited');
-        },
+      });
+      setPostgresBeforeCommit(store, async ({ backendPid }) => {
+        if (!killNext) return;
+        killNext = false;
+        const res = await admin.query<{ done: boolean }>('SELECT pg_terminate_backend($1, 10000) AS done', [backendPid]);
+        assert.equal(res.rows[0]!.done, true, 'the backend exited');
       });
       const a = await store.acquire('s-killed', { owner: 'a' });
       const task = 't-killed' as TaskId;
@@ -169,12 +175,12 @@ describePostgres('PostgreSQL store', (url) => {
       const gate = new Promise<void>((resolve) => { letGo = resolve; });
       const store = await openPostgresStore(url, {
         schema,
-        beforeCommit: async () => {
-          if (!hold) return;
-          hold = false;
-          entered();
-          await gate;
-        },
+      });
+      setPostgresBeforeCommit(store, async () => {
+        if (!hold) return;
+        hold = false;
+        entered();
+        await gate;
       });
       const a = await store.acquire('s-locked', { owner: 'a' });
       hold = true;
@@ -209,12 +215,12 @@ describePostgres('PostgreSQL store', (url) => {
       const store = await openPostgresStore(url, {
         schema,
         idleInTransactionTimeoutMs: 1_000,
-        beforeCommit: async () => {
-          if (!stall) return;
-          stall = false;
-          entered();
-          await paused; // like a SIGSTOP between the last write and COMMIT
-        },
+      });
+      setPostgresBeforeCommit(store, async () => {
+        if (!stall) return;
+        stall = false;
+        entered();
+        await paused; // like a SIGSTOP between the last write and COMMIT
       });
       const a = await store.acquire('s-stalled', { owner: 'a' });
       await a.append([message('before the stall')]);

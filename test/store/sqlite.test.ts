@@ -1,13 +1,17 @@
 import { openSqliteStore } from '../../src/sqlite.js';
+import type { SessionStore } from '../../src/store/types.js';
+import { runStoreConformance } from '../../src/testing/index.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { runDraftValidation, runStoreConformance } from './conformance.js';
 
 const dir = tempDir();
-const factory = {
-  open: async () => {
+const paths = new WeakMap<SessionStore, string>();
+runStoreConformance({
+  name: 'sqlite',
+  open: () => {
     const path = tempDbPath(dir);
-    return { store: openSqliteStore(path), reopen: async () => openSqliteStore(path) };
+    const store = openSqliteStore(path);
+    paths.set(store, path);
+    return store;
   },
-};
-runStoreConformance('sqlite', factory);
-runDraftValidation('sqlite', factory);
+  reopen: (store) => openSqliteStore(paths.get(store)!),
+});

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import type pg from 'pg';
+import type { PgClient } from '../../src/postgres.js';
 import { PostgresIdempotencyStore } from '../../src/postgres.js';
 import type { OperationKey, TaskId } from '../../src/ids.js';
 import { adminPool, describePostgres, freshSchema } from '../support/postgres.js';
@@ -16,9 +16,9 @@ describePostgres('PostgresIdempotencyStore', (url) => {
     const store = await PostgresIdempotencyStore.open(url, { schema });
     await adminPool(url).query(`CREATE TABLE "${schema}".orders (id SERIAL PRIMARY KEY, item TEXT NOT NULL)`);
     const orders = async () => Number((await adminPool(url).query(`SELECT count(*) AS n FROM "${schema}".orders`)).rows[0].n);
-    const insert = (item: string) => async (client: pg.PoolClient) => {
-      const { rows } = await client.query(`INSERT INTO "${schema}".orders (item) VALUES ($1) RETURNING id`, [item]);
-      return { orderId: rows[0].id as number };
+    const insert = (item: string) => async (client: PgClient) => {
+      const { rows } = await client.query<{ id: number }>(`INSERT INTO "${schema}".orders (item) VALUES ($1) RETURNING id`, [item]);
+      return { orderId: rows[0]!.id };
     };
     return { store, orders, insert };
   }

@@ -4,10 +4,10 @@
  * create_order through SqliteIdempotencyStore (the business write and its dedup record in one transaction), the
  * others with plain inserts.
  */
-import Database from 'better-sqlite3';
 import type { JsonObject } from '../../json/types.js';
 import { externalIdempotencyKey } from '../../tool/idempotency.js';
-import { SqliteIdempotencyStore } from '../../tool/idempotency-sqlite.js';
+import type { Database } from '../../store/sqlite/driver.js';
+import type { SqliteIdempotencyStore } from '../../store/sqlite/idempotency.js';
 import { ToolMetadata } from '../../tool/metadata.js';
 import type { FaultPoint } from '../../fault.js';
 import type { Tool } from '../../tool/types.js';
@@ -18,12 +18,15 @@ export const CUSTOMER = 'ana@example.com';
 export const CALLER = 'shop-agent';
 
 export interface Shop {
-  readonly db: Database.Database;
+  readonly db: Database;
   readonly idempotency: SqliteIdempotencyStore;
   close(): void;
 }
 
-export function openShop(path: string): Shop {
+/** Loads the SQLite driver on demand, so the CLI starts (for its other commands) without better-sqlite3. */
+export async function openShop(path: string): Promise<Shop> {
+  const { Database } = await import('../../store/sqlite/driver.js');
+  const { SqliteIdempotencyStore } = await import('../../store/sqlite/idempotency.js');
   const db = new Database(path, { timeout: 5000 });
   db.pragma('journal_mode = WAL');
   db.pragma('synchronous = FULL');

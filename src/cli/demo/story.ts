@@ -150,7 +150,7 @@ other commands afterwards.`,
     if (!existsSync(dirname(journal))) throw new UsageError(`the directory of ${given} does not exist`);
     const business = businessPathFor(journal);
     const store = await openStoreFromTarget(journal, { create: true });
-    const shop = openShop(business);
+    const shop = await openShop(business);
     try {
       // Paths are shown as given (relative stays relative); the workers get absolute ones.
       const shown = given !== undefined ? { journal: given, business: businessPathFor(given) } : { journal, business };

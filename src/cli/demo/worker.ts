@@ -6,7 +6,7 @@
 import { writeSync } from 'node:fs';
 import { setFaultHook, type FaultPoint } from '../../fault.js';
 import { newTurnId } from '../../ids.js';
-import { openSqliteStore } from '../../store/sqlite.js';
+import { openSqliteStore } from '../../store/sqlite/backend.js';
 import { createToolRuntime } from '../../tool/runtime.js';
 import { CALLER, CUSTOMER, ORDER, openShop, shopTools, STEPS } from './shop.js';
 
@@ -43,7 +43,7 @@ setFaultHook((point) => {
 });
 
 const store = openSqliteStore(spec.journal);
-const shop = openShop(spec.business);
+const shop = await openShop(spec.business);
 // The previous worker died holding the session; this one takes it over, which fences every earlier owner.
 const owner = await store.acquire(spec.sessionId, { owner: `worker-${spec.step + 1}`, takeover: true });
 say({ acquired: owner.epoch });

@@ -1,9 +1,9 @@
-import pg from 'pg';
-import { IdempotencyConflictError, InvalidInputError, StoreUnavailableError } from '../errors.js';
-import type { JsonValue } from '../json/types.js';
-import { idempotencyScope, type IdempotencyRequest, type IdempotentOutcome } from './idempotency.js';
-
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+import { IdempotencyConflictError, InvalidInputError, StoreUnavailableError } from '../../errors.js';
+import type { JsonValue } from '../../json/types.js';
+import { idempotencyScope, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
+import { Pool } from './driver.js';
+import type { PgClient, PgPool } from './driver-types.js';
+import { IDENTIFIER } from './schema.js';
 
 /**
  * Deduplication for tools that write to PostgreSQL: the business write and its dedup record commit in one
@@ -11,15 +11,21 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
  * same key waits on it and then sees the committed record: two attempts of one key never both write.
  */
 export class PostgresIdempotencyStore {
-  private constructor(readonly pool: pg.Pool, private readonly owned: boolean, private readonly table: string) {}
+  private constructor(readonly pool: PgPool, private readonly owned: boolean, private readonly table: string) {}
 
   /** Opens on a URL (a pool of its own) or your pool, creating the dedup table in `schema` (default public). */
-  static async open(urlOrPool: string | pg.Pool, options: { schema?: string } = {}): Promise<PostgresIdempotencyStore> {
+  static async open(urlOrPool: string | PgPool, options: { schema?: string } = {}): Promise<PostgresIdempotencyStore> {
     const schema = options.schema ?? 'public';
     if (!IDENTIFIER.test(schema)) throw new InvalidInputError('schema', 'must be a plain SQL identifier');
     const owned = typeof urlOrPool === 'string';
-    const pool = owned ? new pg.Pool({ connectionString: urlOrPool, max: 4 }) : urlOrPool;
-    if (owned) pool.on('error', () => {});
+    let pool: PgPool;
+    if (typeof urlOrPool === 'string') {
+      const own = new Pool({ connectionString: urlOrPool, max: 4 });
+      own.on('error', () => {});
+      pool = own;
+    } else {
+      pool = urlOrPool;
+    }
     const table = `"${schema}".jw_idempotency`;
     try {
       await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
@@ -39,7 +45,7 @@ export class PostgresIdempotencyStore {
    * commits with the dedup record, or not at all if it throws. The same key with other arguments throws
    * IdempotencyConflictError.
    */
-  async run<T extends JsonValue>(request: IdempotencyRequest, write: (client: pg.PoolClient) => Promise<T>): Promise<IdempotentOutcome<T>> {
+  async run<T extends JsonValue>(request: IdempotencyRequest, write: (client: PgClient) => Promise<T>): Promise<IdempotentOutcome<T>> {
     const scope = idempotencyScope(request);
     const client = await this.pool.connect();
     let done = false;

@@ -1,8 +1,9 @@
-import Database from 'better-sqlite3';
-import { IdempotencyConflictError, InvalidInputError } from '../errors.js';
-import type { JsonValue } from '../json/types.js';
-import { STORE_DEFAULTS } from '../limits.js';
-import { idempotencyScope, type IdempotencyRequest, type IdempotentOutcome } from './idempotency.js';
+import { IdempotencyConflictError, InvalidInputError } from '../../errors.js';
+import type { JsonValue } from '../../json/types.js';
+import { STORE_DEFAULTS } from '../../limits.js';
+import { idempotencyScope, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
+import { Database } from './driver.js';
+import type { SqliteDatabase } from './options.js';
 
 const TABLE = `CREATE TABLE IF NOT EXISTS jw_idempotency (
   task_id TEXT NOT NULL, key TEXT NOT NULL, arguments_digest TEXT NOT NULL, result TEXT NOT NULL,
@@ -16,33 +17,39 @@ const TABLE = `CREATE TABLE IF NOT EXISTS jw_idempotency (
  * The write lock means two attempts of one key never run at once, in this process or any other.
  */
 export class SqliteIdempotencyStore {
-  readonly db: Database.Database;
+  /** The business database handle (a better-sqlite3 `Database`). */
+  readonly db: SqliteDatabase;
+  private readonly raw: Database;
   private readonly owned: boolean;
   private readonly find;
   private readonly insert;
 
   /** Give it the business database (a path, or an open better-sqlite3 handle that you keep owning). */
-  constructor(database: string | Database.Database, options: { busyTimeoutMs?: number } = {}) {
+  constructor(database: string | SqliteDatabase, options: { busyTimeoutMs?: number } = {}) {
     this.owned = typeof database === 'string';
-    this.db = typeof database === 'string' ? new Database(database, { timeout: options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs }) : database;
+    // A handle passed in is a better-sqlite3 Database; its structural type only keeps the driver's types out of ours.
+    this.raw = typeof database === 'string'
+      ? new Database(database, { timeout: options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs })
+      : (database as unknown as Database);
+    this.db = this.raw;
     if (this.owned) {
-      this.db.pragma('journal_mode = WAL');
-      this.db.pragma('synchronous = FULL');
+      this.raw.pragma('journal_mode = WAL');
+      this.raw.pragma('synchronous = FULL');
     }
-    this.db.exec(TABLE);
-    this.find = this.db.prepare<[string, string], { arguments_digest: string; result: string }>(
+    this.raw.exec(TABLE);
+    this.find = this.raw.prepare<[string, string], { arguments_digest: string; result: string }>(
       'SELECT arguments_digest, result FROM jw_idempotency WHERE task_id = ? AND key = ?',
     );
-    this.insert = this.db.prepare('INSERT INTO jw_idempotency (task_id, key, arguments_digest, result) VALUES (?, ?, ?, ?)');
+    this.insert = this.raw.prepare('INSERT INTO jw_idempotency (task_id, key, arguments_digest, result) VALUES (?, ?, ?, ?)');
   }
 
   /**
    * Runs `write` once per (taskId, key). `write` is synchronous and uses the handle it is given; everything it
    * writes commits together with the dedup record, or not at all if it throws.
    */
-  run<T extends JsonValue>(request: IdempotencyRequest, write: (db: Database.Database) => T): IdempotentOutcome<T> {
+  run<T extends JsonValue>(request: IdempotencyRequest, write: (db: SqliteDatabase) => T): IdempotentOutcome<T> {
     const scope = idempotencyScope(request);
-    const transaction = this.db.transaction((): IdempotentOutcome<T> => {
+    const transaction = this.raw.transaction((): IdempotentOutcome<T> => {
       const existing = this.find.get(scope.taskId, scope.key);
       if (existing) {
         if (existing.arguments_digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
@@ -59,10 +66,10 @@ export class SqliteIdempotencyStore {
 
   /** How many dedup records exist (for tests and operators). */
   count(): number {
-    return (this.db.prepare('SELECT count(*) AS n FROM jw_idempotency').get() as { n: number }).n;
+    return (this.raw.prepare('SELECT count(*) AS n FROM jw_idempotency').get() as { n: number }).n;
   }
 
   close(): void {
-    if (this.owned && this.db.open) this.db.close();
+    if (this.owned && this.raw.open) this.raw.close();
   }
 }

@@ -1,15 +1,27 @@
 /**
- * The one store conformance suite. Every store (memory, SQLite, PostgreSQL) runs it through a factory that gives
- * a fresh, empty store; `reopen` (when the store is durable) opens a second handle on the same data.
+ * The one store conformance suite, on `node:test`. Every store (memory, SQLite, PostgreSQL, and any third-party
+ * backend) runs it through options that give a fresh, empty store; `reopen` (when the store is durable) opens a
+ * second handle on the same data.
  */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import type { EventDraft } from '../../src/event/types.js';
-import { newCallId, newOperationKey, newTurnId, type CallId, type OperationKey, type TaskId, type TurnId } from '../../src/ids.js';
-import type { SessionStore } from '../../src/store/types.js';
-import { LIMITS } from '../../src/limits.js';
+import { afterEach, describe, it } from 'node:test';
+import type { EventDraft } from '../event/types.js';
+import { newCallId, newOperationKey, newTurnId, type CallId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
+import type { SessionStore } from '../store/types.js';
+import { LIMITS } from '../limits.js';
 
-export interface StoreFactory {
+export interface StoreConformanceOptions {
+  /** Shown in the suite's title. */
+  readonly name: string;
+  /** A fresh, empty store; called once or twice per test. */
+  open(): Promise<SessionStore> | SessionStore;
+  /** A second handle on the same data as `store` (for durable stores); omit to skip the two-handle test. */
+  reopen?(store: SessionStore): Promise<SessionStore> | SessionStore;
+  /** Disposes of a store the suite is done with (default: `store.close()`); called once per store, after it was closed or not. */
+  close?(store: SessionStore): Promise<void> | void;
+}
+
+interface StoreFactory {
   open(): Promise<{ store: SessionStore; reopen?: () => Promise<SessionStore> }>;
 }
 
@@ -42,7 +54,7 @@ async function rejects(promise: Promise<unknown>, code: string): Promise<void> {
   });
 }
 
-export function runStoreConformance(name: string, factory: StoreFactory): void {
+function storeRules(name: string, factory: StoreFactory): void {
   describe(`store conformance: ${name}`, () => {
     it('appends in order and loads exactly what was appended', async () => {
       const { store } = await factory.open();
@@ -240,6 +252,28 @@ export function runStoreConformance(name: string, factory: StoreFactory): void {
       await target.close();
     });
 
+    it('after close(), every call on the store and its owners fails with store_closed; close() again is harmless', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-closed', { owner: 'h' });
+      await owner.startTask('t-closed');
+      await owner.append([message('before close')]);
+      const jsonl = await store.exportJsonl('s-closed');
+      await store.close();
+      await rejects(store.acquire('s-closed-2', { owner: 'h' }), 'store_closed');
+      await rejects(store.loadHistory('s-closed'), 'store_closed');
+      await rejects(store.listSessions(), 'store_closed');
+      await rejects(store.exportJsonl('s-closed'), 'store_closed');
+      await rejects(store.importJsonl(jsonl, { owner: 'i', sessionId: 's-closed-import' }), 'store_closed');
+      await rejects(owner.append([message('after close')]), 'store_closed');
+      await rejects(owner.commit({ events: [message('after close')] }), 'store_closed');
+      await rejects(owner.startTask('t-after'), 'store_closed');
+      await rejects(owner.task('t-closed'), 'store_closed');
+      await rejects(owner.stopTask('t-closed', 'late'), 'store_closed');
+      await rejects(owner.completeTask('t-closed'), 'store_closed');
+      await rejects(owner.release(), 'store_closed');
+      await store.close();
+    });
+
     it('a second handle sees committed events and is fenced like any other writer', async () => {
       const { store, reopen } = await factory.open();
       if (!reopen) return;
@@ -258,7 +292,7 @@ export function runStoreConformance(name: string, factory: StoreFactory): void {
 }
 
 /** Bad drafts must be refused at write time: a stored event that cannot be loaded would lose the whole session. */
-export function runDraftValidation(name: string, factory: StoreFactory): void {
+function draftValidation(name: string, factory: StoreFactory): void {
   describe(`store write-time validation: ${name}`, () => {
     it('refuses an event that could not be loaded again, writing nothing', async () => {
       const { store } = await factory.open();
@@ -275,5 +309,37 @@ export function runDraftValidation(name: string, factory: StoreFactory): void {
       assert.equal(next!.seq, 1, 'a refused append consumed no seq');
       await store.close();
     });
+  });
+}
+
+/**
+ * Registers the store conformance suite on `node:test` (run the file with `node --test`): the behaviour every
+ * SessionStore must show (ordering, fencing, release, id checks, tasks and budgets, settlement of abandoned
+ * reservations, the latest-attempt check, history limits, JSONL export and import, write-time validation,
+ * store_closed after close(), and, with `reopen`, a second handle). Each test opens its own fresh stores.
+ */
+export function runStoreConformance(options: StoreConformanceOptions): void {
+  if (typeof options?.name !== 'string' || typeof options.open !== 'function') {
+    throw new TypeError('runStoreConformance needs { name, open }');
+  }
+  const opened: SessionStore[] = [];
+  const track = async (store: Promise<SessionStore> | SessionStore): Promise<SessionStore> => {
+    const s = await store;
+    opened.push(s);
+    return s;
+  };
+  const factory: StoreFactory = {
+    async open() {
+      const store = await track(options.open());
+      const reopen = options.reopen;
+      return reopen ? { store, reopen: () => track(reopen(store)) } : { store };
+    },
+  };
+  describe(`store conformance: ${options.name}`, () => {
+    afterEach(async () => {
+      for (const store of opened.splice(0)) await (options.close ? options.close(store) : store.close());
+    });
+    storeRules(options.name, factory);
+    draftValidation(options.name, factory);
   });
 }

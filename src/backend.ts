@@ -1,0 +1,25 @@
+/**
+ * `jingwei/backend`: the seam for a storage engine of your own. Implement JournalBackend (one atomic
+ * read → decide → write per `transact`), wrap it with `createJournalStore`, and prove it with
+ * `runStoreConformance` from `jingwei/testing`. The store's rules stay in the library: a backend stores rows.
+ */
+import { JournalStore } from './store/journal-store.js';
+import type { JournalBackend } from './store/rows.js';
+import type { SessionStore } from './store/types.js';
+
+export type { EventRow, JournalBackend, OperationRow, Reservation, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './store/rows.js';
+export type { SessionStore, TaskState } from './store/types.js';
+export type { SessionId, TaskId } from './ids.js';
+export {
+  JingweiError,
+  JournalCorruptError,
+  StaleOwnerError,
+  StoreBusyError,
+  StoreClosedError,
+  StoreUnavailableError,
+} from './errors.js';
+
+/** A full SessionStore (fencing, the hash chain, budgets, verified loads, JSONL export and import) on `backend`. */
+export function createJournalStore(backend: JournalBackend): SessionStore {
+  return new JournalStore(backend);
+}

@@ -1,0 +1,312 @@
+import { createHash } from 'node:crypto';
+import { faultPoint } from '../../fault.js';
+import { InvalidInputError, JournalCorruptError, StaleOwnerError, StoreBusyError, StoreClosedError } from '../../errors.js';
+import type { SessionId } from '../../ids.js';
+import { POSTGRES_DEFAULTS } from '../../limits.js';
+import { JournalStore } from '../journal-store.js';
+import type { EventRow, JournalBackend, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from '../rows.js';
+import { int, sessionValues, taskValues, toOperation, toSession, toTask, type OperationRecord, type SessionRecord, type TaskRecord } from '../sql-rows.js';
+import type { SessionStore } from '../types.js';
+import { Pool, type PoolClient, type QueryResult, type QueryResultRow } from './driver.js';
+import type { PgPool } from './driver-types.js';
+import { LostCreationRace, mapPostgresError, Passthrough } from './errors.js';
+import { beforeCommitHooks } from './hooks.js';
+import type { PostgresStoreOptions } from './options.js';
+import { IDENTIFIER, migrate, POSTGRES_SCHEMA_VERSION } from './schema.js';
+import { postgresStatements, type PostgresStatements } from './statements.js';
+
+function checkMs(name: string, value: number | undefined, fallback: number, min: number): number {
+  const v = value ?? fallback;
+  if (!Number.isSafeInteger(v) || v < min) throw new InvalidInputError(name, `must be an integer >= ${min}, got ${String(v)}`);
+  return v;
+}
+
+/** Keeps the last write per (task, key), as sequential upserts would. */
+function lastPerOperation(ops: readonly OperationRow[]): OperationRow[] {
+  const byKey = new Map<string, OperationRow>();
+  for (const o of ops) {
+    const k = `${o.taskId}\u0000${o.key}`;
+    byKey.delete(k);
+    byKey.set(k, o);
+  }
+  return [...byKey.values()];
+}
+
+class PostgresBackend implements JournalBackend {
+  readonly kind = 'postgres';
+  readonly location: string;
+  private closed = false;
+  private readonly sql: PostgresStatements;
+  private readonly beginWrite: string;
+  private readonly beginRead: string;
+  /** Prefix of this schema's statement names (the SQL differs per schema; names are at most 63 bytes). */
+  private readonly statementPrefix: string | undefined;
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly ownsPool: boolean,
+    schema: string,
+    timeouts: { lock: number; statement: number; idle: number },
+    prepare: boolean,
+  ) {
+    const S = `"${schema}"`;
+    this.location = `schema ${schema}`;
+    this.statementPrefix = prepare
+      ? `jw${POSTGRES_SCHEMA_VERSION}_${createHash('sha256').update(schema).digest('hex').slice(0, 16)}_`
+      : undefined;
+    const idle = timeouts.idle > 0 ? `; SET LOCAL idle_in_transaction_session_timeout = ${timeouts.idle}` : '';
+    this.beginWrite =
+      `BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE; SET LOCAL lock_timeout = ${timeouts.lock}; ` +
+      `SET LOCAL statement_timeout = ${timeouts.statement}${idle}`;
+    this.beginRead =
+      `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL lock_timeout = ${timeouts.lock}; ` +
+      `SET LOCAL statement_timeout = ${timeouts.statement}${idle}`;
+    this.sql = postgresStatements(S);
+  }
+
+  /** Runs one of the store's statements, as a named prepared statement unless `prepare: false`. */
+  private run<T extends QueryResultRow>(client: PoolClient, key: keyof PostgresStatements, values: unknown[]): Promise<QueryResult<T>> {
+    const text = this.sql[key];
+    return this.statementPrefix === undefined
+      ? client.query<T>(text, values)
+      : client.query<T>({ name: this.statementPrefix + key, text, values });
+  }
+
+  private async connect(context: string): Promise<PoolClient> {
+    if (this.closed) throw new StoreClosedError(this.kind, this.location);
+    try {
+      return await this.pool.connect();
+    } catch (error) {
+      const max = this.pool.options.max;
+      if (error instanceof Error && /timeout exceeded when trying to connect/.test(error.message) && typeof max === 'number' && this.pool.totalCount >= max) {
+        throw new StoreBusyError(`${context}: all ${max} pool connections stayed busy`, { cause: error });
+      }
+      throw mapPostgresError(error, context);
+    }
+  }
+
+  /**
+   * Runs `body` in one transaction on one pooled connection. Driver errors roll back and map to typed errors;
+   * a connection that failed is destroyed rather than returned to the pool.
+   */
+  private async inTransaction<T>(begin: string, context: string, body: (client: PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.connect(context);
+    let broken: unknown;
+    const onError = (error: unknown) => {
+      broken = error;
+    };
+    client.on('error', onError);
+    try {
+      await client.query(begin);
+      const result = await body(client);
+      await client.query('COMMIT');
+      client.off('error', onError);
+      client.release();
+      return result;
+    } catch (error) {
+      if (broken === undefined) {
+        try {
+          await client.query('ROLLBACK');
+        } catch (rollbackError) {
+          broken = rollbackError;
+        }
+      }
+      client.off('error', onError);
+      client.release(broken === undefined ? undefined : broken instanceof Error ? broken : new Error(String(broken)));
+      if (error instanceof Passthrough || error instanceof LostCreationRace) throw error;
+      if ((error as { code?: unknown }).code === '23505') throw new LostCreationRace(error);
+      throw mapPostgresError(error, context);
+    }
+  }
+
+  async transact<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R> {
+    const context = `session ${sessionId}`;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.inTransaction(this.beginWrite, context, (client) => this.readDecideWrite(client, sessionId, reads, decide));
+      } catch (error) {
+        if (error instanceof Passthrough) throw error.error;
+        if (error instanceof LostCreationRace) {
+          // A concurrent creator committed the same session or task row first. Run read → decide → write again:
+          // this time the decision sees that row (and says SessionBusy, takes over, or reuses the task).
+          if (attempt < 2) continue;
+          throw new StoreBusyError(`${context}: a concurrent transaction kept creating the same rows`, { cause: error.error });
+        }
+        throw error;
+      }
+    }
+  }
+
+  private async readDecideWrite<R>(
+    client: PoolClient,
+    sessionId: SessionId,
+    reads: TxReads,
+    decide: (state: TxState) => TxWrites<R>,
+  ): Promise<R> {
+    // The owner row lock serialises every writer of this session; a missing row is created by the decision's
+    // INSERT, and a concurrent creator surfaces as a unique violation (retried once by transact).
+    const sessionRes = await this.run<SessionRecord>(client, 'lockSession', [sessionId]);
+    const taskRes = reads.taskId !== undefined ? await this.run<TaskRecord>(client, 'lockTask', [reads.taskId]) : undefined;
+    const opRes = reads.operation
+      ? await this.run<OperationRecord>(client, 'lockOperation', [reads.operation.taskId, reads.operation.key])
+      : undefined;
+    const s = sessionRes.rows[0];
+    const t = taskRes?.rows[0];
+    const o = opRes?.rows[0];
+    let writes: TxWrites<R>;
+    try {
+      writes = decide({
+        session: s ? toSession(s) : undefined,
+        task: t ? toTask(t) : undefined,
+        operation: o && reads.operation ? toOperation(reads.operation, o) : undefined,
+      });
+    } catch (error) {
+      throw new Passthrough(error);
+    }
+    if (writes.session) await this.writeSession(client, writes.session.row, writes.session.expect);
+    const events = writes.events ?? [];
+    if (events.length > 0) await this.insertEvents(client, events);
+    if (writes.task) await this.writeTask(client, writes.task.row, writes.task.insert);
+    const ops = lastPerOperation(writes.operations ?? []);
+    if (ops.length > 0) {
+      await this.run(client, 'upsertOperations', [
+        ops.map((x) => x.taskId), ops.map((x) => x.key), ops.map((x) => x.sessionId), ops.map((x) => x.callId), ops.map((x) => x.eventId),
+      ]);
+    }
+    faultPoint('commit:before');
+    const beforeCommit = beforeCommitHooks.get(this);
+    if (beforeCommit) {
+      const pid = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      try {
+        await beforeCommit({ sessionId, backendPid: pid.rows[0]!.pid });
+      } catch (error) {
+        throw new Passthrough(error);
+      }
+    }
+    return writes.result;
+  }
+
+  private async writeSession(client: PoolClient, row: SessionRow, expect: { epoch: number; lastSeq: number } | null): Promise<void> {
+    const values = sessionValues(row, (held) => held);
+    if (expect === null) {
+      await this.run(client, 'insertSession', values);
+      return;
+    }
+    // The fencing check: the owner row changes only where epoch and head are still what this decision read.
+    const res = await this.run(client, 'updateSession', [...values, expect.epoch, expect.lastSeq]);
+    if (res.rowCount !== 1) throw new Passthrough(new StaleOwnerError(row.sessionId, expect.epoch, 'the owner row changed'));
+  }
+
+  private async insertEvents(client: PoolClient, events: readonly EventRow[]): Promise<void> {
+    try {
+      await this.run(client, 'insertEvents', [
+        events.map((e) => e.sessionId), events.map((e) => e.seq), events.map((e) => e.eventId),
+        events.map((e) => e.epoch), events.map((e) => e.body), events.map((e) => e.hash),
+      ]);
+    } catch (error) {
+      if ((error as { code?: unknown }).code === '23505') {
+        // Rows beyond the head on the owner row: the journal was tampered with. Never overwrite or retry.
+        throw new Passthrough(new JournalCorruptError(events[0]!.sessionId, events[0]!.seq, 'head_mismatch',
+          'event rows already exist beyond the head recorded on the owner row', { cause: error }));
+      }
+      throw error;
+    }
+  }
+
+  private async writeTask(client: PoolClient, row: TaskRow, insert: boolean): Promise<void> {
+    if (insert) {
+      await this.run(client, 'insertTask', taskValues(row));
+      return;
+    }
+    const res = await this.run(client, 'updateTask', [
+      row.taskId, row.sessionId, row.state, row.chargedToolCalls, row.chargedOutputBytes, row.reservedOutputBytes, row.stopReason,
+      JSON.stringify(row.reservations),
+    ]);
+    // The row was read FOR UPDATE in this transaction, so only an outside actor can make this miss.
+    if (res.rowCount !== 1) throw new Passthrough(new StoreBusyError(`task ${row.taskId} changed outside the store; try again`));
+  }
+
+  async snapshot(sessionId: SessionId) {
+    return this.inTransaction(this.beginRead, `session ${sessionId}`, async (client) => {
+      const sessionRes = await this.run<SessionRecord>(client, 'session', [sessionId]);
+      const eventsRes = await client.query<[string, string, string, string, string]>({ text: this.sql.events, values: [sessionId], rowMode: 'array' });
+      const s = sessionRes.rows[0];
+      const events: EventRow[] = new Array<EventRow>(eventsRes.rows.length);
+      eventsRes.rows.forEach(([seq, eventId, epoch, body, hash], i) => {
+        events[i] = { sessionId, seq: int(seq, 'seq', sessionId), eventId, epoch: int(epoch, 'epoch', sessionId), body, hash };
+      });
+      return { session: s ? toSession(s) : undefined, events };
+    });
+  }
+
+  async readTask(taskId: string) {
+    return this.inTransaction(this.beginRead, `task ${taskId}`, async (client) => {
+      const row = (await this.run<TaskRecord>(client, 'task', [taskId])).rows[0];
+      return row ? toTask(row) : undefined;
+    });
+  }
+
+  async listSessions() {
+    return this.inTransaction(this.beginRead, 'list sessions', async (client) => {
+      const res = await client.query<SessionRecord & { events: string }>(this.sql.list);
+      return res.rows.map((r) => ({ session: toSession(r), events: int(r.events, 'count', r.session_id) }));
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.ownsPool) await this.pool.end();
+  }
+}
+
+/**
+ * Opens (creating or upgrading its tables if needed) a PostgreSQL journal. Asynchronous because the schema
+ * migrations run on open. Pass a connection URL (the store creates, and on close() ends, its own pool) or a
+ * `pg.Pool` you own (close() leaves it open; give it an 'error' listener, as pg requires, for idle connections the
+ * server ends).
+ *
+ * Every write is one READ COMMITTED transaction that locks the session's owner row (`SELECT ... FOR UPDATE`), runs
+ * the store's pure decision, and updates the owner row only `WHERE epoch = <read epoch> AND last_seq = <read head>`
+ * in the same transaction as the event inserts: a fenced owner's write changes 0 rows and fails with
+ * StaleOwnerError, writing nothing. Lock waits and statements are bounded (`lockTimeoutMs`, `statementTimeoutMs`)
+ * and fail with StoreBusyError; lost connections fail with StoreUnavailableError('store_failure'); a schema newer
+ * than this code fails with StoreUnavailableError('schema_too_new').
+ */
+export async function openPostgresStore(urlOrPool: string | PgPool, options: PostgresStoreOptions = {}): Promise<SessionStore> {
+  const schema = options.schema ?? 'public';
+  if (typeof schema !== 'string' || !IDENTIFIER.test(schema)) {
+    throw new InvalidInputError('schema', 'must be a plain identifier (letters, digits, underscores; at most 63 bytes)');
+  }
+  const lock = checkMs('lockTimeoutMs', options.lockTimeoutMs, POSTGRES_DEFAULTS.lockTimeoutMs, 1);
+  const statement = checkMs('statementTimeoutMs', options.statementTimeoutMs, POSTGRES_DEFAULTS.statementTimeoutMs, 1);
+  const idle = checkMs('idleInTransactionTimeoutMs', options.idleInTransactionTimeoutMs, POSTGRES_DEFAULTS.idleInTransactionTimeoutMs, 0);
+  let pool: Pool;
+  let ownsPool: boolean;
+  if (typeof urlOrPool === 'string') {
+    if (urlOrPool.trim() === '') throw new InvalidInputError('url', 'must be a PostgreSQL connection URL');
+    pool = new Pool({
+      connectionString: urlOrPool,
+      max: checkMs('poolSize', options.poolSize, POSTGRES_DEFAULTS.poolSize, 1),
+      connectionTimeoutMillis: checkMs('connectTimeoutMs', options.connectTimeoutMs, POSTGRES_DEFAULTS.connectTimeoutMs, 1),
+      application_name: 'jingwei',
+    });
+    // An idle pooled connection that the server ends is dropped by the pool; without a listener Node would crash.
+    pool.on('error', () => {});
+    ownsPool = true;
+  } else if (urlOrPool && typeof urlOrPool === 'object' && typeof (urlOrPool as PgPool).connect === 'function') {
+    // A caller's pool is a pg.Pool; its structural type only keeps the driver's types out of ours.
+    pool = urlOrPool as unknown as Pool;
+    ownsPool = false;
+  } else {
+    throw new InvalidInputError('urlOrPool', 'must be a PostgreSQL connection URL or a pg.Pool');
+  }
+  try {
+    await migrate(pool, schema, lock, statement);
+  } catch (error) {
+    if (ownsPool) await pool.end().catch(() => {});
+    throw mapPostgresError(error, `open schema ${schema}`);
+  }
+  const backend = new PostgresBackend(pool, ownsPool, schema, { lock, statement, idle }, options.prepare !== false);
+  return new JournalStore(backend);
+}

@@ -1,0 +1,36 @@
+import type { PgPool } from './driver-types.js';
+
+/** The schema version this code writes and understands. A database at a higher version is refused on open. */
+export const POSTGRES_SCHEMA_VERSION = 2;
+
+export interface PostgresStoreOptions {
+  /**
+   * The PostgreSQL schema (namespace) that holds the store's tables, created on open if missing. A plain
+   * identifier: letters, digits and underscores, at most 63 bytes. Default `public`.
+   */
+  schema?: string;
+  /**
+   * How long a transaction waits for a row lock held by another writer (`SET LOCAL lock_timeout`) before it fails
+   * with StoreBusyError. Default 5,000 ms.
+   */
+  lockTimeoutMs?: number;
+  /** Upper bound for any one statement (`SET LOCAL statement_timeout`); exceeding it is StoreBusyError. Default 30,000 ms. */
+  statementTimeoutMs?: number;
+  /**
+   * `SET LOCAL idle_in_transaction_session_timeout` for the store's own transactions: if this process stalls (GC
+   * pause, SIGSTOP) while holding an owner row lock, the server ends its connection after this long, releasing the
+   * lock and rolling the transaction back. 0 leaves the server's setting. Default 60,000 ms.
+   */
+  idleInTransactionTimeoutMs?: number;
+  /** Connections in the pool the store creates from a URL (ignored for a pool you pass in). Default 10. */
+  poolSize?: number;
+  /** How long to wait for a connection from the pool the store creates (ignored for a pool you pass in). Default 10,000 ms. */
+  connectTimeoutMs?: number;
+  /**
+   * Use named (server-side prepared) statements for the write path, parsed once per connection. Set false behind
+   * a transaction-mode pooler that cannot carry prepared statements. Default true.
+   */
+  prepare?: boolean;
+}
+
+export type { PgPool };

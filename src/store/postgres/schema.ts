@@ -1,0 +1,92 @@
+import { StoreUnavailableError } from '../../errors.js';
+import type { Pool } from './driver.js';
+
+import { POSTGRES_SCHEMA_VERSION } from './options.js';
+
+export { POSTGRES_SCHEMA_VERSION };
+
+/** A plain SQL identifier: the only schema names the store accepts (they are quoted into its SQL). */
+export const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/** The DDL of each schema version; index n migrates version n-1 to n. `S` is the quoted schema name. */
+const MIGRATIONS: ReadonlyArray<(S: string) => string> = [
+  () => '',
+  (S) => `
+CREATE TABLE ${S}.jw_sessions (
+  session_id TEXT NOT NULL, owner TEXT, held BOOLEAN NOT NULL, epoch BIGINT NOT NULL,
+  last_seq BIGINT NOT NULL, head_hash TEXT NOT NULL, body_bytes BIGINT NOT NULL,
+  CONSTRAINT jw_sessions_pkey PRIMARY KEY (session_id)
+);
+CREATE TABLE ${S}.jw_events (
+  session_id TEXT NOT NULL, seq BIGINT NOT NULL, event_id TEXT NOT NULL, epoch BIGINT NOT NULL,
+  body TEXT NOT NULL, hash TEXT NOT NULL,
+  CONSTRAINT jw_events_pkey PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE ${S}.jw_tasks (
+  task_id TEXT NOT NULL, session_id TEXT NOT NULL, state TEXT NOT NULL,
+  limit_tool_calls BIGINT NOT NULL, limit_output_bytes BIGINT NOT NULL,
+  charged_tool_calls BIGINT NOT NULL, charged_output_bytes BIGINT NOT NULL,
+  reserved_output_bytes BIGINT NOT NULL, stop_reason TEXT,
+  CONSTRAINT jw_tasks_pkey PRIMARY KEY (task_id)
+);
+CREATE TABLE ${S}.jw_operations (
+  task_id TEXT NOT NULL, key TEXT NOT NULL, session_id TEXT NOT NULL, call_id TEXT NOT NULL, event_id TEXT NOT NULL,
+  CONSTRAINT jw_operations_pkey PRIMARY KEY (task_id, key)
+);`,
+  // Version 2: each outstanding output reservation, so one left by a fenced owner can be settled.
+  (S) => `ALTER TABLE ${S}.jw_tasks ADD COLUMN reservations TEXT NOT NULL DEFAULT '[]';`,
+];
+
+/**
+ * Creates or upgrades the store's tables. Fast path: the version is current, no lock and no DDL. Otherwise one
+ * transaction under an advisory transaction lock (so concurrent openers never race), re-reading the version
+ * inside it.
+ */
+export async function migrate(pool: Pool, schema: string, lockTimeoutMs: number, statementTimeoutMs: number): Promise<void> {
+  const S = `"${schema}"`;
+  const client = await pool.connect();
+  let broken: unknown;
+  const onError = (error: unknown) => {
+    broken = error;
+  };
+  client.on('error', onError);
+  const readVersion = async (): Promise<number> => {
+    const table = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [`${S}.jw_schema_version`]);
+    if (table.rows[0]?.t == null) return 0;
+    const res = await client.query<{ version: number }>(`SELECT version FROM ${S}.jw_schema_version`);
+    return res.rows[0]?.version ?? 0;
+  };
+  const tooNew = (version: number) =>
+    new StoreUnavailableError('schema_too_new', `schema ${schema} is at version ${version}; this code understands up to ${POSTGRES_SCHEMA_VERSION}`);
+  try {
+    const seen = await readVersion();
+    if (seen > POSTGRES_SCHEMA_VERSION) throw tooNew(seen);
+    if (seen === POSTGRES_SCHEMA_VERSION) return;
+    await client.query(
+      `BEGIN; SET LOCAL lock_timeout = ${lockTimeoutMs}; SET LOCAL statement_timeout = ${statementTimeoutMs}`,
+    );
+    try {
+      await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`jingwei.migrate:${schema}`]);
+      const ns = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+      if (ns.rowCount === 0) await client.query(`CREATE SCHEMA ${S}`);
+      const table = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [`${S}.jw_schema_version`]);
+      if (table.rows[0]?.t == null) {
+        await client.query(
+          `CREATE TABLE ${S}.jw_schema_version (singleton BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton), version INTEGER NOT NULL)`,
+        );
+      }
+      await client.query(`INSERT INTO ${S}.jw_schema_version (version) VALUES (0) ON CONFLICT (singleton) DO NOTHING`);
+      const version = await readVersion();
+      if (version > POSTGRES_SCHEMA_VERSION) throw tooNew(version);
+      for (let v = version + 1; v <= POSTGRES_SCHEMA_VERSION; v++) await client.query(MIGRATIONS[v]!(S));
+      await client.query(`UPDATE ${S}.jw_schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION]);
+      await client.query('COMMIT');
+    } catch (error) {
+      if (broken === undefined) await client.query('ROLLBACK').catch((e: unknown) => { broken = e; });
+      throw error;
+    }
+  } finally {
+    client.off('error', onError);
+    client.release(broken === undefined ? undefined : broken instanceof Error ? broken : new Error(String(broken)));
+  }
+}

@@ -1,0 +1,36 @@
+import { SESSION_COLUMNS, TASK_COLUMNS } from '../sql-rows.js';
+
+/** Every statement the PostgreSQL backend runs, for the tables in schema `S` (already quoted). */
+export function postgresStatements(S: string) {
+  const sessionCols = SESSION_COLUMNS;
+  const taskCols = TASK_COLUMNS;
+  return {
+      session: `SELECT ${sessionCols} FROM ${S}.jw_sessions WHERE session_id = $1`,
+    lockSession: `SELECT ${sessionCols} FROM ${S}.jw_sessions WHERE session_id = $1 FOR UPDATE`,
+    insertSession: `INSERT INTO ${S}.jw_sessions (${sessionCols}) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    updateSession:
+      `UPDATE ${S}.jw_sessions SET owner = $2, held = $3, epoch = $4, last_seq = $5, head_hash = $6, body_bytes = $7 ` +
+      'WHERE session_id = $1 AND epoch = $8 AND last_seq = $9',
+    insertEvents:
+      `INSERT INTO ${S}.jw_events (session_id, seq, event_id, epoch, body, hash) ` +
+      'SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[])',
+    events: `SELECT seq, event_id, epoch, body, hash FROM ${S}.jw_events WHERE session_id = $1 ORDER BY seq`,
+    task: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE task_id = $1`,
+    lockTask: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE task_id = $1 FOR UPDATE`,
+    insertTask: `INSERT INTO ${S}.jw_tasks (${taskCols}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+    updateTask:
+      `UPDATE ${S}.jw_tasks SET state = $3, charged_tool_calls = $4, charged_output_bytes = $5, reserved_output_bytes = $6, ` +
+      'stop_reason = $7, reservations = $8 WHERE task_id = $1 AND session_id = $2',
+    lockOperation: `SELECT session_id, call_id, event_id FROM ${S}.jw_operations WHERE task_id = $1 AND key = $2 FOR UPDATE`,
+    upsertOperations:
+      `INSERT INTO ${S}.jw_operations (task_id, key, session_id, call_id, event_id) ` +
+      'SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) ' +
+      'ON CONFLICT (task_id, key) DO UPDATE SET session_id = EXCLUDED.session_id, call_id = EXCLUDED.call_id, event_id = EXCLUDED.event_id',
+    list:
+      `SELECT ${sessionCols.split(', ').map((c) => `s.${c}`).join(', ')}, ` +
+      `(SELECT count(*) FROM ${S}.jw_events e WHERE e.session_id = s.session_id) AS events ` +
+      `FROM ${S}.jw_sessions s ORDER BY s.session_id COLLATE "C"`,
+      };
+}
+
+export type PostgresStatements = ReturnType<typeof postgresStatements>;

@@ -1,0 +1,157 @@
+import { existsSync, openSync, readSync, closeSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { StaleOwnerError, StoreClosedError, StorePathError } from '../../errors.js';
+import type { SessionId } from '../../ids.js';
+import { STORE_DEFAULTS } from '../../limits.js';
+import { faultPoint } from '../../fault.js';
+import { JournalStore } from '../journal-store.js';
+import type { EventRow, JournalBackend, SessionRow, TaskRow, TxReads, TxState, TxWrites } from '../rows.js';
+import { sessionValues, taskValues, toOperation, toSession, toTask } from '../sql-rows.js';
+import type { SessionStore } from '../types.js';
+import { Database, type Transaction } from './driver.js';
+import { mapSqliteError } from './errors.js';
+import type { SqliteStoreOptions } from './options.js';
+import { prepareDatabase } from './schema.js';
+import { prepareStatements, type SqliteStatements } from './statements.js';
+
+type WriteTx = (sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) => unknown;
+
+class SqliteBackend implements JournalBackend {
+  readonly kind = 'sqlite';
+  readonly location: string;
+  private readonly stmt: SqliteStatements;
+  private readonly writeTx: Transaction<WriteTx>;
+  private readonly readTx: Transaction<(sessionId: SessionId) => { session: SessionRow | undefined; events: EventRow[] }>;
+
+  constructor(private readonly db: Database, path: string) {
+    this.location = path;
+    this.stmt = prepareStatements(db);
+    // Built once, like the statements: better-sqlite3 makes four wrapper functions per db.transaction() call.
+    this.writeTx = db.transaction((sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) =>
+      this.readDecideWrite(sessionId, reads, decide));
+    this.readTx = db.transaction((sessionId: SessionId) => this.readSnapshot(sessionId));
+  }
+
+  private run<T>(sessionId: string, fn: () => T): T {
+    if (!this.db.open) throw new StoreClosedError(this.kind, this.location);
+    try {
+      return fn();
+    } catch (error) {
+      throw mapSqliteError(error, sessionId);
+    }
+  }
+
+  async transact<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R> {
+    // IMMEDIATE: take the write lock before reading, so WAL never fails the upgrade with SQLITE_BUSY_SNAPSHOT.
+    return this.run(sessionId, () => this.writeTx.immediate(sessionId, reads, decide) as R);
+  }
+
+  /** Read → decide → write, inside the IMMEDIATE transaction `writeTx` opened around it. */
+  private readDecideWrite<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): R {
+    const s = this.stmt;
+    const session = s.session.get(sessionId);
+    const task = reads.taskId !== undefined ? s.task.get(reads.taskId) : undefined;
+    const op = reads.operation ? s.operation.get(reads.operation.taskId, reads.operation.key) : undefined;
+    const writes = decide({
+      session: session ? toSession(session) : undefined,
+      task: task ? toTask(task) : undefined,
+      operation: op && reads.operation ? toOperation(reads.operation, op) : undefined,
+    });
+    if (writes.session) this.writeSession(writes.session.row, writes.session.expect);
+    for (const e of writes.events ?? []) s.insertEvent.run(e.sessionId, e.seq, e.eventId, e.epoch, e.body, e.hash);
+    if (writes.task) this.writeTask(writes.task.row);
+    for (const o of writes.operations ?? []) s.upsertOperation.run(o.taskId, o.key, o.sessionId, o.callId, o.eventId);
+    faultPoint('commit:before');
+    return writes.result;
+  }
+
+  private writeSession(row: SessionRow, expect: { epoch: number; lastSeq: number } | null): void {
+    const [sessionId, ...rest] = sessionValues(row, (held) => (held ? 1 : 0));
+    if (expect === null) {
+      this.stmt.insertSession.run(sessionId, ...rest);
+      return;
+    }
+    const info = this.stmt.updateSession.run(...rest, sessionId, expect.epoch, expect.lastSeq);
+    if (info.changes !== 1) throw new StaleOwnerError(row.sessionId, expect.epoch, 'the owner row changed');
+  }
+
+  private writeTask(row: TaskRow): void {
+    this.stmt.upsertTask.run(...taskValues(row));
+  }
+
+  async snapshot(sessionId: SessionId) {
+    return this.run(sessionId, () => this.readTx.deferred(sessionId));
+  }
+
+  private readSnapshot(sessionId: SessionId): { session: SessionRow | undefined; events: EventRow[] } {
+    const session = this.stmt.session.get(sessionId);
+    const events: EventRow[] = this.stmt.events.all(sessionId).map(([sid, seq, eventId, epoch, body, hash]) => ({
+      sessionId: sid as SessionId, seq, eventId, epoch, body, hash,
+    }));
+    return { session: session ? toSession(session) : undefined, events };
+  }
+
+  async readTask(taskId: string) {
+    const row = this.run('', () => this.stmt.task.get(taskId));
+    return row ? toTask(row) : undefined;
+  }
+
+  async listSessions() {
+    return this.run('', () => this.stmt.list.all()).map((r) => ({ session: toSession(r), events: r.events }));
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+}
+
+const SQLITE_HEADER = Buffer.from('SQLite format 3\u0000', 'latin1');
+
+/** Refuses, before the driver touches anything, a path in a missing directory, a missing file with `mustExist`, and a file that is not SQLite. */
+function checkPath(path: string, mustExist: boolean): void {
+  if (path === ':memory:' || path === '') return;
+  if (!existsSync(path)) {
+    if (mustExist) throw new StorePathError('store_not_found', path, 'no such file');
+    const dir = dirname(path);
+    if (!existsSync(dir)) throw new StorePathError('store_directory_missing', path, `the directory ${dir} does not exist`);
+    return;
+  }
+  if (statSync(path).isDirectory()) throw new StorePathError('store_not_sqlite', path, 'is a directory, not a SQLite journal file');
+  const header = Buffer.alloc(SQLITE_HEADER.length);
+  const fd = openSync(path, 'r');
+  let read: number;
+  try {
+    read = readSync(fd, header, 0, header.length, 0);
+  } finally {
+    closeSync(fd);
+  }
+  // An empty file is a database SQLite has not written yet; anything else must start with SQLite's header.
+  if (read > 0 && !header.subarray(0, read).equals(SQLITE_HEADER.subarray(0, read))) {
+    throw new StorePathError('store_not_sqlite', path, 'is not a SQLite database');
+  }
+  if (read > 0 && read < SQLITE_HEADER.length) throw new StorePathError('store_not_sqlite', path, 'is not a SQLite database (too short)');
+}
+
+/**
+ * Opens (creating if needed, unless `mustExist` or `readonly`) a SQLite journal: WAL, synchronous=FULL, every
+ * write an IMMEDIATE transaction, and a bounded busy timeout that surfaces as StoreBusyError.
+ */
+export function openSqliteStore(path: string, options: SqliteStoreOptions = {}): SessionStore {
+  const readonly = options.readonly === true;
+  const mustExist = readonly || options.mustExist === true;
+  checkPath(path, mustExist);
+  const timeout = options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs;
+  let db: Database;
+  try {
+    db = new Database(path, { timeout, readonly, fileMustExist: mustExist });
+  } catch (error) {
+    throw mapSqliteError(error, '*');
+  }
+  try {
+    prepareDatabase(db, path, { ...options, mustExist, readonly });
+  } catch (error) {
+    db.close();
+    throw mapSqliteError(error, '*');
+  }
+  return new JournalStore(new SqliteBackend(db, path));
+}

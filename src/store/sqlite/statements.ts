@@ -1,0 +1,48 @@
+import { SESSION_COLUMNS, TASK_COLUMNS, type OperationRecord, type SessionRecord, type TaskRecord } from '../sql-rows.js';
+import type { Database, Statement } from './driver.js';
+
+const params = (columns: string) => columns.split(', ').map(() => '?').join(', ');
+
+/** Every statement the SQLite backend runs, prepared once per connection. */
+export interface SqliteStatements {
+  readonly session: Statement<[string], SessionRecord>;
+  readonly insertSession: Statement;
+  readonly updateSession: Statement;
+  readonly insertEvent: Statement;
+  readonly events: Statement<[string], [string, number, string, number, string, string]>;
+  readonly task: Statement<[string], TaskRecord>;
+  readonly upsertTask: Statement;
+  readonly operation: Statement<[string, string], OperationRecord>;
+  readonly upsertOperation: Statement;
+  readonly list: Statement<[], SessionRecord & { events: number }>;
+}
+
+export function prepareStatements(db: Database): SqliteStatements {
+  return {
+    session: db.prepare<[string], SessionRecord>(`SELECT ${SESSION_COLUMNS} FROM jw_sessions WHERE session_id = ?`),
+    insertSession: db.prepare(`INSERT INTO jw_sessions (${SESSION_COLUMNS}) VALUES (${params(SESSION_COLUMNS)})`),
+    updateSession: db.prepare(
+      'UPDATE jw_sessions SET owner = ?, held = ?, epoch = ?, last_seq = ?, head_hash = ?, body_bytes = ? ' +
+        'WHERE session_id = ? AND epoch = ? AND last_seq = ?',
+    ),
+    insertEvent: db.prepare('INSERT INTO jw_events (session_id, seq, event_id, epoch, body, hash) VALUES (?, ?, ?, ?, ?, ?)'),
+    events: db.prepare<[string], [string, number, string, number, string, string]>(
+      'SELECT session_id, seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq',
+    ).raw(true),
+    task: db.prepare<[string], TaskRecord>(`SELECT ${TASK_COLUMNS} FROM jw_tasks WHERE task_id = ?`),
+    upsertTask: db.prepare(
+      `INSERT INTO jw_tasks (${TASK_COLUMNS}) VALUES (${params(TASK_COLUMNS)}) ON CONFLICT (task_id) DO UPDATE SET ` +
+        'state = excluded.state, charged_tool_calls = excluded.charged_tool_calls, charged_output_bytes = excluded.charged_output_bytes, ' +
+        'reserved_output_bytes = excluded.reserved_output_bytes, stop_reason = excluded.stop_reason, reservations = excluded.reservations',
+    ),
+    operation: db.prepare<[string, string], OperationRecord>('SELECT session_id, call_id, event_id FROM jw_operations WHERE task_id = ? AND key = ?'),
+    upsertOperation: db.prepare(
+      'INSERT INTO jw_operations (task_id, key, session_id, call_id, event_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id, key) DO UPDATE SET ' +
+        'session_id = excluded.session_id, call_id = excluded.call_id, event_id = excluded.event_id',
+    ),
+    list: db.prepare<[], SessionRecord & { events: number }>(
+      `SELECT ${SESSION_COLUMNS.split(', ').map((c) => `s.${c}`).join(', ')}, ` +
+        '(SELECT count(*) FROM jw_events e WHERE e.session_id = s.session_id) AS events FROM jw_sessions s ORDER BY s.session_id',
+    ),
+  };
+}

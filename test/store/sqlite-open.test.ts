@@ -1,0 +1,98 @@
+/** How openSqliteStore treats its path: typed errors that name it, nothing created that was not asked for. */
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import Database from 'better-sqlite3';
+import { StoreClosedError, StorePathError, StoreUnavailableError } from '../../src/errors.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+
+const dir = tempDir();
+
+function pathError(code: string, path: string) {
+  return (error: unknown) => {
+    assert.ok(error instanceof StorePathError, `expected StorePathError, got ${String(error)}`);
+    assert.equal(error.code, code);
+    assert.equal(error.path, path);
+    assert.ok(error.message.includes(path), 'the message names the path');
+    return true;
+  };
+}
+
+describe('openSqliteStore: paths', () => {
+  it('a path in a missing directory: store_directory_missing, and no directory is created', () => {
+    const path = join(dir, 'no-such-dir', 'journal.db');
+    assert.throws(() => openSqliteStore(path), pathError('store_directory_missing', path));
+    assert.equal(existsSync(join(dir, 'no-such-dir')), false);
+  });
+
+  it('a file that is not SQLite: store_not_sqlite, and the file is left as it was', () => {
+    const path = tempDbPath(dir, 'text');
+    writeFileSync(path, 'plain words, long enough to cover the sixteen bytes of a header\n');
+    const before = readFileSync(path);
+    assert.throws(() => openSqliteStore(path), pathError('store_not_sqlite', path));
+    assert.throws(() => openSqliteStore(path, { mustExist: true }), pathError('store_not_sqlite', path));
+    assert.deepEqual(readFileSync(path), before);
+    const short = tempDbPath(dir, 'short');
+    writeFileSync(short, 'SQL');
+    assert.throws(() => openSqliteStore(short), pathError('store_not_sqlite', short));
+    assert.throws(() => openSqliteStore(dir), pathError('store_not_sqlite', dir));
+  });
+
+  it('mustExist: a missing file is store_not_found and is not created; an empty database is store_not_journal', async () => {
+    const missing = tempDbPath(dir, 'missing');
+    assert.throws(() => openSqliteStore(missing, { mustExist: true }), pathError('store_not_found', missing));
+    assert.throws(() => openSqliteStore(missing, { readonly: true }), pathError('store_not_found', missing));
+    assert.equal(existsSync(missing), false);
+    const empty = tempDbPath(dir, 'empty');
+    new Database(empty).close();
+    const before = readFileSync(empty);
+    assert.throws(() => openSqliteStore(empty, { mustExist: true }), pathError('store_not_journal', empty));
+    assert.deepEqual(readFileSync(empty), before);
+    const store = openSqliteStore(empty);
+    await store.close();
+    const again = openSqliteStore(empty, { mustExist: true });
+    assert.deepEqual(await again.listSessions(), []);
+    await again.close();
+  });
+
+  it('readonly: reads a journal, refuses every write, and refuses a file that holds no journal', async () => {
+    const path = tempDbPath(dir, 'ro');
+    const writer = openSqliteStore(path);
+    const owner = await writer.acquire('s', { owner: 'h' });
+    await owner.append([{ turnId: 'turn' as never, kind: { type: 'user_message', text: 'kept' } }]);
+    await writer.close();
+    const reader = openSqliteStore(path, { readonly: true });
+    assert.equal((await reader.loadHistory('s')).length, 1);
+    await assert.rejects(reader.acquire('s', { owner: 'other', takeover: true }), (error: unknown) => {
+      assert.ok(error instanceof StoreUnavailableError);
+      assert.equal(error.code, 'store_failure');
+      return true;
+    });
+    assert.equal((await reader.loadHistory('s')).length, 1);
+    await reader.close();
+    const other = tempDbPath(dir, 'other');
+    const raw = new Database(other);
+    raw.exec('CREATE TABLE customers (id INTEGER PRIMARY KEY)');
+    raw.close();
+    assert.throws(() => openSqliteStore(other, { readonly: true }), pathError('store_not_journal', other));
+  });
+
+  it('after close(): store_closed naming the file, on the store and on its owners', async () => {
+    mkdirSync(join(dir, 'closed'), { recursive: true });
+    const path = join(dir, 'closed', 'journal.db');
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('s', { owner: 'h' });
+    await store.close();
+    for (const call of [() => store.loadHistory('s'), () => owner.append([])]) {
+      await assert.rejects(call(), (error: unknown) => {
+        assert.ok(error instanceof StoreClosedError);
+        assert.equal(error.code, 'store_closed');
+        assert.equal(error.location, path);
+        assert.ok(error.message.includes(path));
+        return true;
+      });
+    }
+  });
+});
