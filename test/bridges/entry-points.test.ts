@@ -1,9 +1,9 @@
 /** Each framework sits behind its own entry point as an optional peer; the core entry loads none of them. */
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
+import { bareImports } from '../support/bare-imports.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as {
@@ -13,24 +13,6 @@ const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as {
   peerDependenciesMeta: Record<string, { optional?: boolean }>;
 };
 const frameworks = ['ai', '@openai/agents', '@modelcontextprotocol/sdk'];
-
-/** Every bare module specifier reachable from a compiled module through relative imports. */
-function bareImports(entry: string): Set<string> {
-  const seen = new Set<string>();
-  const bare = new Set<string>();
-  const visit = (file: string) => {
-    if (seen.has(file)) return;
-    seen.add(file);
-    const source = readFileSync(file, 'utf8');
-    for (const match of source.matchAll(/(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g)) {
-      const specifier = (match[1] ?? match[2])!;
-      if (specifier.startsWith('.')) visit(resolve(dirname(file), specifier));
-      else bare.add(specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0]!);
-    }
-  };
-  visit(entry);
-  return bare;
-}
 
 describe('entry points', () => {
   it('the core entry reaches no framework', () => {
