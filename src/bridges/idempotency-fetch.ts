@@ -41,7 +41,9 @@ export function jingweiFetch(request: IdempotencyKeyed, options: JingweiFetchOpt
   if (typeof inner !== 'function') throw new InvalidInputError('fetch', 'no fetch is available: pass options.fetch');
   const wrapped = (input: Parameters<typeof fetch>[0], init?: Parameters<typeof fetch>[1]) => {
     const headers = new Headers(input instanceof Request ? input.headers : undefined);
-    if (init?.headers !== undefined) new Headers(init.headers).forEach((value, name) => headers.set(name, value));
+    if (init?.headers !== undefined) new Headers(init.headers).forEach((value, name) => {
+      headers.set(name, value);
+    });
     headers.set(header, key);
     return inner(input, { ...init, headers });
   };

@@ -151,7 +151,7 @@ class ManagedConnection implements McpToolSource {
     try {
       await client.connect(transport);
     } catch (error) {
-      client.onclose = undefined;
+      delete client.onclose;
       await client.close().catch(() => undefined);
       throw error;
     }
@@ -179,7 +179,7 @@ class ManagedConnection implements McpToolSource {
   lost(client: Client, reason: string): void {
     if (client !== this.current || this.state !== 'connected') return;
     this.state = 'reconnecting';
-    client.onclose = undefined;
+    delete client.onclose;
     void client.close().catch(() => undefined);
     this.emit({ type: 'disconnected', server: this.serverLabel, reason });
     if (this.backoff === null) {
@@ -209,7 +209,7 @@ class ManagedConnection implements McpToolSource {
       };
       const { server, listed } = await listMcpTools(opened);
       if (this.state !== 'reconnecting') {
-        opened.onclose = undefined;
+        delete opened.onclose;
         await opened.close().catch(() => undefined);
         return;
       }
@@ -224,7 +224,7 @@ class ManagedConnection implements McpToolSource {
       this.settle();
     } catch (error) {
       if (client !== null) {
-        client.onclose = undefined;
+        delete client.onclose;
         await client.close().catch(() => undefined);
       }
       if (this.state !== 'reconnecting') return;
@@ -290,7 +290,7 @@ class ManagedConnection implements McpToolSource {
     const wasOpen = this.state === 'connected';
     this.state = 'closed';
     this.settle();
-    this.current.onclose = undefined;
+    delete this.current.onclose;
     if (wasOpen) await this.current.close().catch(() => undefined);
     await this.journalChain;
   }
@@ -309,7 +309,7 @@ export async function connectMcpServer(address: McpServerAddress, options: McpCo
       managed.revisions.set(entry.mcpName, mcpToolRevision(listing.server, listing.listed.find((t) => t.name === entry.mcpName)!));
     }
   } catch (error) {
-    client.onclose = undefined;
+    delete client.onclose;
     await client.close().catch(() => undefined);
     throw error;
   }

@@ -14,7 +14,7 @@
  */
 import type { Ajv2020 } from 'ajv/dist/2020.js';
 import { createSchemaAjv } from '../tool/schema-ajv.js';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InvalidInputError, ToolBodyError } from '../errors.js';
 import type { ToolEffect, ToolEffectContract } from '../event/types.js';
 import { jsonDigest } from '../json/canonical.js';

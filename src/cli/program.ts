@@ -85,7 +85,9 @@ export async function main(argv: readonly string[], io: Io): Promise<ExitCode> {
       err.line(`jingwei: unknown command ${JSON.stringify(rest[0])}`);
       return EXIT.usage;
     }
-    return named ? runCommand(named, ['--help'], io) : (out.line(programHelp()), EXIT.ok);
+    if (named) return runCommand(named, ['--help'], io);
+    out.line(programHelp());
+    return EXIT.ok;
   }
   const command = COMMANDS.find((c) => c.name === first);
   try {

@@ -32,6 +32,7 @@ export function parseJson(text: string, options: ParseJsonOptions = {}): JsonVal
   return JSON.parse(text) as JsonValue;
 }
 
+// biome-ignore lint/suspicious/noConstEnum: module-private and compiled by tsc, which inlines it in the hot scanning loop
 const enum Expect {
   /** A value (top level, after `:` or after `,` in an array). */
   Value,
@@ -117,6 +118,7 @@ class Scanner {
       }
       const c = s.charCodeAt(at);
       switch (expect) {
+        // biome-ignore lint/suspicious/noFallthroughSwitchClause: no close bracket here, so a value follows
         case Expect.ValueOrClose:
           if (c === 0x5d /* ] */) {
             open.pop();
@@ -136,6 +138,7 @@ class Scanner {
             expect = Expect.Next;
           }
           break;
+        // biome-ignore lint/suspicious/noFallthroughSwitchClause: no close brace here, so a key follows
         case Expect.KeyOrClose:
           if (c === 0x7d /* } */) {
             open.pop();

@@ -3,11 +3,11 @@
  * A plan is host evidence, not a permission and not a lock: the runtime still runs every current check.
  */
 import { ToolRetryError, ToolRetryPlanNotSerializableError } from '../errors.js';
-import {
-  type SessionEvent,
-  type ToolEffectContract,
-  type ToolOperation,
-  type ToolRetryReview,
+import type {
+  SessionEvent,
+  ToolEffectContract,
+  ToolOperation,
+  ToolRetryReview,
 } from '../event/types.js';
 import type { CallId, EventId, OperationKey, SessionId, TaskId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';

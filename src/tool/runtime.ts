@@ -141,7 +141,7 @@ class CanonicalRuntime implements ToolRuntime {
 
   granted(caller: string, name: string): boolean {
     const grant = this.grants.get(caller);
-    return grant === '*' || (grant !== undefined && grant.has(name));
+    return grant === '*' || grant?.has(name) === true;
   }
 
   bind(binding: ToolBinding): ToolGateway {

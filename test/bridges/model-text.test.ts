@@ -147,6 +147,7 @@ describe('a panic reaches the model as a fixed sentence; the journal keeps it', 
         requests.push(structuredClone(request));
         return { usage: new Usage(), output: turns.shift()! };
       },
+      // biome-ignore lint/correctness/useYield: the interface wants an iterable; this one fails on first use
       async *getStreamedResponse(): AsyncIterable<never> {
         throw new Error('not streamed');
       },

@@ -22,6 +22,7 @@ class FakeModel implements Model {
     if (output === undefined) throw new Error('the fake model ran out of answers');
     return { usage: new Usage(), output };
   }
+  // biome-ignore lint/correctness/useYield: the interface wants an iterable; this one fails on first use
   async *getStreamedResponse(): AsyncIterable<never> {
     throw new Error('not streamed');
   }

@@ -65,8 +65,8 @@ describe('jingwei demo', () => {
 
   it('retries what is allowed, refuses the rest, and retries the charge only after the review', () => {
     const prose = run.stdout.replace(/\s+/g, ' '); // paragraphs are wrapped
-    assert.match(prose, /create_order[^]*?succeeded \{"order_id":1\}[^]*?replayed its stored result; wrote nothing/);
-    assert.match(prose, /ship_order[^]*?the warehouse manager was asked again, and approved/);
+    assert.match(prose, /create_order[\s\S]*?succeeded \{"order_id":1\}[\s\S]*?replayed its stored result; wrote nothing/);
+    assert.match(prose, /ship_order[\s\S]*?the warehouse manager was asked again, and approved/);
     assert.equal([...prose.matchAll(/prepareToolRetry refuses: needs_review\./g)].length, 2);
     assert.match(prose, /payment provider's ledger: no charge/);
     assert.match(prose, /ToolRetryReview \{ actor: 'ops:maria \(payments desk\)', outcome: 'not_executed'/);

@@ -1,3 +1,4 @@
+// biome-ignore-all lint/suspicious/noExplicitAny: these tests poke at deep paths of raw, deliberately malformed wire JSON
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
@@ -230,7 +231,7 @@ describe('codec: hostile input never crashes', () => {
     rejectsAtObjectOnly(withField(fullWire(), 'turn_id', 'turn_\ud800'), 'turn_id');
     rejectsAtObjectOnly(withField(fullWire(), 'kind.call.name', '\udc00'), 'kind.call.name');
     rejectsAtObjectOnly({ event_id: 'e', session_id: 's', turn_id: 't', seq: 0, kind: { type: 'x\ud800' } }, 'kind.type');
-    rejectsAtObjectOnly({ event_id: 'e', session_id: 's', turn_id: 't', seq: 0, kind: { type: 'x', ['\ud800']: 1 } }, 'kind');
+    rejectsAtObjectOnly({ event_id: 'e', session_id: 's', turn_id: 't', seq: 0, kind: { type: 'x', '\ud800': 1 } }, 'kind');
   });
 });
 
@@ -244,8 +245,17 @@ function mutateNode(wire: JsonObject, pick: number, replacement: JsonValue | und
   const slots: [Record<string, unknown> | unknown[], string | number][] = [];
   const walk = (v: unknown): void => {
     if (v === null || typeof v !== 'object') return;
-    if (Array.isArray(v)) v.forEach((c, i) => (slots.push([v, i]), walk(c)));
-    else for (const [k, c] of Object.entries(v)) (slots.push([v as Record<string, unknown>, k]), walk(c));
+    if (Array.isArray(v)) {
+      v.forEach((c, i) => {
+        slots.push([v, i]);
+        walk(c);
+      });
+    } else {
+      for (const [k, c] of Object.entries(v)) {
+        slots.push([v as Record<string, unknown>, k]);
+        walk(c);
+      }
+    }
   };
   walk(copy);
   const [parent, key] = slots[pick % slots.length]!;

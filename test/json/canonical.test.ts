@@ -121,6 +121,7 @@ describe('canonicalJson: rejections', () => {
     ['-Infinity', { a: -Infinity }],
     ['undefined', undefined],
     ['undefined property', { a: undefined }],
+    // biome-ignore lint/suspicious/noSparseArray: the hole is what this case tests
     ['array hole', [1, , 3]],
     ['function', { f: () => 1 }],
     ['symbol', Symbol('s')],

@@ -4,17 +4,17 @@
  * tool `probe`, arguments {"ok":true}, key `logical-1`, revision `v1`, turn `old-turn`.
  */
 import assert from 'node:assert/strict';
-import {
+import type {
   ToolReviewOutcome,
-  type SessionEvent,
-  type SessionEventKind,
-  type ToolCall,
-  type ToolEffect,
-  type ToolFailureCategory,
-  type ToolOperation,
-  type ToolRecordedOutcome,
-  type ToolRetryAudit,
-  type ToolRetryReview,
+  SessionEvent,
+  SessionEventKind,
+  ToolCall,
+  ToolEffect,
+  ToolFailureCategory,
+  ToolOperation,
+  ToolRecordedOutcome,
+  ToolRetryAudit,
+  ToolRetryReview,
 } from '../../src/event/types.js';
 import { newEventId, type CallId, type EventId, type OperationKey, type SessionId, type TaskId, type TurnId } from '../../src/ids.js';
 import type { JsonValue } from '../../src/json/types.js';

@@ -51,5 +51,5 @@ export function forEachStore(title: string, body: (target: StoreTarget) => void)
 
 /** Opens a journal location given as child-process arguments. */
 export async function openTarget(target: string, schema: string | undefined): Promise<SessionStore> {
-  return /^postgres(ql)?:\/\//.test(target) ? openPostgresStore(target, { schema, poolSize: 2 }) : openSqliteStore(target);
+  return /^postgres(ql)?:\/\//.test(target) ? openPostgresStore(target, { ...(schema === undefined ? {} : { schema }), poolSize: 2 }) : openSqliteStore(target);
 }

@@ -87,8 +87,8 @@ describe('retry tests of Jingwei for Rust (pure)', () => {
     expectRetryError(() => inspectToolRecovery(changed, 'attempt-2'), 'binding_changed');
 
     const wire = encodeEvent(original);
-    const wireCall = { ...(wire['kind'] as Record<string, unknown>)['call'] as Record<string, unknown> };
-    delete wireCall['operation'];
+    const wireCall = { ...(wire.kind as Record<string, unknown>).call as Record<string, unknown> };
+    delete wireCall.operation;
     const decoded = decodeEvent({ ...wire, kind: { type: 'tool_call', call: wireCall } });
     assert.equal(callOf(decoded).operation, undefined);
   });

@@ -220,7 +220,7 @@ describe('ToolRetryPlan properties', () => {
         assert.throws(() => JSON.stringify(plan), ToolRetryPlanNotSerializableError);
         assert.throws(() => JSON.stringify([plan.clone()]), ToolRetryPlanNotSerializableError);
         const copy = structuredClone(plan) as unknown as Record<string, unknown>;
-        assert.equal(typeof copy['takeOperation'], 'undefined');
+        assert.equal(typeof copy.takeOperation, 'undefined');
       }),
     );
   });

@@ -14,8 +14,7 @@ const review = { actor: 'ops@example.com', evidence: 'ledger query #42: no row',
 
 forEachStore('retries through the runtime', (target) => {
   it('the marker rule: died waiting for approval → not_executed, retried without review, approval asked again', async () => {
-    let approvals = 0;
-    const waiting: ToolApprover = async () => { approvals += 1; return never(); };
+    const waiting: ToolApprover = async () => never();
     let bodies = 0;
     const charge = tool('charge_card', async () => { bodies += 1; return 'charged'; },
       new ToolMetadata('charges a card', { type: 'object' }).withEffect('non_idempotent', 'cards-v1').withApproval('human'));
