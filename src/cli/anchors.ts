@@ -15,6 +15,11 @@ function readText(what: string, file: string): string {
   }
 }
 
+/** The checkpoints in an anchor file. */
+export function readCheckpointFile(file: string): Checkpoint[] {
+  return parseCheckpoints(readText('anchor file', file));
+}
+
 /** The public key and checkpoints named by the options; null when --key is absent (then --anchors is refused). */
 export function anchorOptions(command: string, options: Readonly<Record<string, string | boolean | undefined>>, needAnchors: boolean):
   { publicKey: KeyObject; checkpoints: Checkpoint[] } | null {
@@ -29,6 +34,6 @@ export function anchorOptions(command: string, options: Readonly<Record<string, 
     throw new UsageError(`jingwei ${command}: --key needs --anchors <file>: the signed checkpoints live outside the store`);
   }
   const publicKey = anchorPublicKey(key.trimStart().startsWith('-----BEGIN') ? key : readText('key file', key));
-  const checkpoints = typeof anchors === 'string' && anchors !== '' ? parseCheckpoints(readText('anchor file', anchors)) : [];
+  const checkpoints = typeof anchors === 'string' && anchors !== '' ? readCheckpointFile(anchors) : [];
   return { publicKey, checkpoints };
 }

@@ -9,6 +9,7 @@ import { utf8Length } from '../text.js';
 import { decideImport } from './decisions.js';
 import type { JournalBackend } from './rows.js';
 import { checkChainTrailer, splitChainTrailer } from './export-chain.js';
+import { checkLoaderRules } from './rust-format.js';
 import type { ImportReport } from './types.js';
 
 /** One wire event per line, in physical order: the same form the JSONL store of Jingwei for Rust writes. */
@@ -27,6 +28,7 @@ export function parseJournal(text: string): SessionEvent[] {
   const lines = journal.split('\n');
   if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
   if (lines.length === 0) throw new JournalImportError(1, 'the journal is empty');
+  checkLoaderRules(lines, journal.endsWith('\n'));
   if (lines.length > LIMITS.maxHistoryEvents) {
     throw new JournalImportError(LIMITS.maxHistoryEvents + 1, `more than ${LIMITS.maxHistoryEvents} events`);
   }
