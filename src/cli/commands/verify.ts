@@ -1,5 +1,6 @@
+import type { KeyObject } from 'node:crypto';
 import { AnchorError, JournalCorruptError, ToolRetryError } from '../../errors.js';
-import type { Checkpoint } from '../../store/anchors.js';
+import { checkAnchors, type Checkpoint } from '../../store/anchors.js';
 import { verifySessionAnchors } from '../../store/anchor-store.js';
 import { ANCHORS_OPTION, anchorOptions, KEY_OPTION } from '../anchors.js';
 import type { SessionStore } from '../../store/types.js';
@@ -7,7 +8,6 @@ import { assessSession } from '../../tool/assess.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT } from '../exit.js';
 import { num, plural } from '../format.js';
-import { checkAnchors } from '../../store/anchors.js';
 import type { Io } from '../io.js';
 import { loadSession, withStore } from '../session.js';
 
@@ -23,7 +23,7 @@ type Verdict =
   | { readonly ok: false; readonly sessionId: string; readonly corruption: { readonly seq: number; readonly reason: string; readonly message: string } }
   | { readonly ok: false; readonly sessionId: string; readonly evidence: { readonly code: string; readonly message: string } };
 
-type Keys = { readonly publicKey: import('node:crypto').KeyObject; readonly checkpoints: readonly Checkpoint[] } | null;
+type Keys = { readonly publicKey: KeyObject; readonly checkpoints: readonly Checkpoint[] } | null;
 
 async function verifyOne(store: SessionStore, wanted: string, io: Io, keys: Keys, known: boolean): Promise<Verdict> {
   if (keys && !known) {
