@@ -62,6 +62,10 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   runtime_error: 'ToolRuntimeHaltedError',
   mcp_unavailable: 'McpUnavailableError',
   mcp_probe_failed: 'McpProbeError',
+  anchor_mismatch: 'AnchorError',
+  anchor_invalid: 'AnchorError',
+  store_replaced: 'StoreReplacedError',
+  export_unrepresentable: 'ExportUnrepresentableError',
 } as const);
 
 export type JingweiErrorCode = keyof typeof JINGWEI_ERROR_CODES;
@@ -327,6 +331,51 @@ export class JournalImportError extends JingweiError {
   constructor(line: number, message: string, options?: { cause?: unknown }) {
     super('import_rejected', `line ${line}: ${message}`, options);
     this.line = line;
+  }
+}
+
+export type AnchorFailureReason = 'rewritten' | 'truncated' | 'rolled_back' | 'unanchored' | 'bad_signature' | 'malformed';
+
+/**
+ * A journal or an export disagrees with a signed checkpoint of its chain head (`anchor_mismatch`: `reason` is
+ * rewritten, truncated, rolled_back or unanchored), or a checkpoint itself cannot be trusted (`anchor_invalid`:
+ * bad_signature or malformed). `seq` is the first sequence number that is wrong or missing (-1 when none applies).
+ */
+export class AnchorError extends JingweiError {
+  declare readonly code: 'anchor_mismatch' | 'anchor_invalid';
+  readonly sessionId: string;
+  readonly seq: number;
+  readonly reason: AnchorFailureReason;
+  constructor(sessionId: string, seq: number, reason: AnchorFailureReason, detail: string, options?: { cause?: unknown }) {
+    const invalid = reason === 'bad_signature' || reason === 'malformed';
+    super(invalid ? 'anchor_invalid' : 'anchor_mismatch', `session ${sessionId}${seq >= 0 ? ` at seq ${seq}` : ''} (${reason}): ${detail}`, options);
+    this.sessionId = sessionId;
+    this.seq = seq;
+    this.reason = reason;
+  }
+}
+
+/**
+ * The store's file was removed or replaced under an open store (or its write-ahead log was): the store refuses
+ * every write, so a second host cannot start over on a fresh file while this one's acknowledged events vanish.
+ */
+export class StoreReplacedError extends JingweiError {
+  readonly location: string;
+  constructor(location: string, detail: string, options?: { cause?: unknown }) {
+    super('store_replaced', `the store at ${location} was removed or replaced while open (${detail}); nothing was written`, options);
+    this.location = location;
+  }
+}
+
+/**
+ * `exportRustJournal` met a record the original format cannot hold without changing what recovery concludes
+ * from it. `seq` is the event's position in our journal. Nothing was written.
+ */
+export class ExportUnrepresentableError extends JingweiError {
+  readonly seq: number;
+  constructor(seq: number, detail: string, options?: { cause?: unknown }) {
+    super('export_unrepresentable', `seq ${seq}: ${detail}`, options);
+    this.seq = seq;
   }
 }
 

@@ -44,6 +44,9 @@ const FINDING_CODES = new Set([
   'session_exists',
   'session_busy',
   'task_in_other_session',
+  'anchor_mismatch',
+  'anchor_invalid',
+  'export_unrepresentable',
 ]);
 
 const USAGE_CODES = new Set(['invalid_input']);

@@ -3,7 +3,8 @@ import { checkId, type SessionId, type TaskId } from '../ids.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
 import { decideAcquire, decideCommit, decideRelease, decideStartTask, decideTaskState, taskSnapshot, type OwnerRef } from './decisions.js';
 import { exportJournal, importJournal } from './jsonl.js';
-import type { JournalBackend } from './rows.js';
+import { HeadAnchor, type AnchorOptions } from './anchors.js';
+import type { EventRow, JournalBackend, SessionRow, TxReads, TxState, TxWrites } from './rows.js';
 import { verifyJournal } from './verify.js';
 import type {
   CommitReceipt,
@@ -34,12 +35,15 @@ export class JournalStore implements SessionStore {
     this.guard = new OpenGuard(backend);
   }
 
-  async acquire(sessionId: string, options: { owner: string; takeover?: boolean }): Promise<SessionOwner> {
+  async acquire(sessionId: string, options: { owner: string; takeover?: boolean; anchor?: AnchorOptions }): Promise<SessionOwner> {
     this.guard.check();
     const id = checkId<SessionId>('sessionId', sessionId);
     const ownerName = checkId<string>('owner', options?.owner);
+    const anchor = options.anchor !== undefined ? new HeadAnchor(options.anchor) : null;
     const row = await this.backend.transact(id, {}, decideAcquire(id, ownerName, options.takeover === true));
-    return new FencedOwner(this.backend, this.guard, { sessionId: id, epoch: row.epoch }, ownerName);
+    const owner = new FencedOwner(this.backend, this.guard, { sessionId: id, epoch: row.epoch }, ownerName, anchor);
+    if (anchor) await anchor.observe(row, true);
+    return owner;
   }
 
   async loadHistory(sessionId: string): Promise<SessionEvent[]> {
@@ -59,6 +63,14 @@ export class JournalStore implements SessionStore {
       owner: session.owner,
       held: session.held,
     }));
+  }
+
+  /** The verified rows of a session with its owner epoch (for chained exports and anchor checks). */
+  async readChain(sessionId: string): Promise<{ epoch: number; rows: EventRow[]; events: SessionEvent[] }> {
+    this.guard.check();
+    const id = checkId<SessionId>('sessionId', sessionId);
+    const { session, events } = await this.backend.snapshot(id);
+    return { epoch: session?.epoch ?? 0, rows: events, events: verifyJournal(id, session, events) };
   }
 
   async exportJsonl(sessionId: string): Promise<string> {
@@ -87,15 +99,29 @@ class FencedOwner implements SessionOwner {
     private readonly guard: OpenGuard,
     private readonly ref: OwnerRef,
     readonly owner: string,
+    private readonly anchor: HeadAnchor | null = null,
   ) {
     this.sessionId = ref.sessionId;
     this.epoch = ref.epoch;
   }
 
+  /** One transaction; with an anchor, the owner row it wrote is handed to the anchor once it has committed. */
+  private async tx<R>(reads: TxReads, decide: (state: TxState) => TxWrites<R>, force = false): Promise<R> {
+    if (!this.anchor) return this.backend.transact(this.sessionId, reads, decide);
+    let head: SessionRow | undefined;
+    const result = await this.backend.transact(this.sessionId, reads, (state) => {
+      const writes = decide(state);
+      head = writes.session?.row;
+      return writes;
+    });
+    if (head) await this.anchor.observe(head, force);
+    return result;
+  }
+
   async startTask(taskId: string, options?: { limits?: Partial<TaskLimits> }): Promise<TaskSnapshot> {
     this.guard.check();
     const id = checkId<TaskId>('taskId', taskId);
-    const row = await this.backend.transact(this.sessionId, { taskId: id }, decideStartTask(this.ref, id, options?.limits));
+    const row = await this.tx({ taskId: id }, decideStartTask(this.ref, id, options?.limits));
     return taskSnapshot(row, this.epoch);
   }
 
@@ -103,7 +129,7 @@ class FencedOwner implements SessionOwner {
     this.guard.check();
     const id = checkId<TaskId>('taskId', taskId);
     const why = checkId<string>('reason', reason);
-    const row = await this.backend.transact(this.sessionId, { taskId: id }, decideTaskState(this.ref, id, 'stopped', why));
+    const row = await this.tx({ taskId: id }, decideTaskState(this.ref, id, 'stopped', why));
     if (row.state === 'stopped') for (const listener of this.listeners) listener(id, row.stopReason ?? why);
     return taskSnapshot(row, this.epoch);
   }
@@ -111,7 +137,7 @@ class FencedOwner implements SessionOwner {
   async completeTask(taskId: string): Promise<TaskSnapshot> {
     this.guard.check();
     const id = checkId<TaskId>('taskId', taskId);
-    return taskSnapshot(await this.backend.transact(this.sessionId, { taskId: id }, decideTaskState(this.ref, id, 'completed', null)), this.epoch);
+    return taskSnapshot(await this.tx({ taskId: id }, decideTaskState(this.ref, id, 'completed', null)), this.epoch);
   }
 
   async task(taskId: string): Promise<TaskSnapshot> {
@@ -135,7 +161,7 @@ class FencedOwner implements SessionOwner {
       ...(request.budget ? { taskId: request.budget.taskId } : {}),
       ...(request.expectLatestAttempt ? { operation: request.expectLatestAttempt } : {}),
     };
-    return this.backend.transact(this.sessionId, reads, decideCommit(this.ref, request));
+    return this.tx(reads, decideCommit(this.ref, request));
   }
 
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void {
@@ -145,7 +171,7 @@ class FencedOwner implements SessionOwner {
 
   async release(): Promise<void> {
     this.guard.check();
-    await this.backend.transact(this.sessionId, {}, decideRelease(this.ref));
+    await this.tx({}, decideRelease(this.ref), this.anchor?.unanchored === true);
     this.listeners.clear();
   }
 }

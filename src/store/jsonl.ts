@@ -8,6 +8,8 @@ import { LIMITS } from '../limits.js';
 import { utf8Length } from '../text.js';
 import { decideImport } from './decisions.js';
 import type { JournalBackend } from './rows.js';
+import { checkChainTrailer, splitChainTrailer } from './export-chain.js';
+import { checkLoaderRules } from './rust-format.js';
 import type { ImportReport } from './types.js';
 
 /** One wire event per line, in physical order: the same form the JSONL store of Jingwei for Rust writes. */
@@ -20,9 +22,13 @@ export function exportJournal(events: readonly SessionEvent[]): string {
 /** Parses and verifies a JSONL journal (ours or one written by Jingwei for Rust) without touching any store. */
 export function parseJournal(text: string): SessionEvent[] {
   if (typeof text !== 'string') throw new InvalidInputError('jsonl', 'must be a string');
-  const lines = text.split('\n');
+  // A chained export ends with a trailer of hashes and checkpoints: the lines must still match it.
+  const { journal, trailer } = splitChainTrailer(text);
+  if (trailer) checkChainTrailer(journal, trailer);
+  const lines = journal.split('\n');
   if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
   if (lines.length === 0) throw new JournalImportError(1, 'the journal is empty');
+  checkLoaderRules(lines, journal.endsWith('\n'));
   if (lines.length > LIMITS.maxHistoryEvents) {
     throw new JournalImportError(LIMITS.maxHistoryEvents + 1, `more than ${LIMITS.maxHistoryEvents} events`);
   }

@@ -1,5 +1,6 @@
 import type { EventId, OperationKey, SessionId, TaskId, CallId } from '../ids.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
+import type { AnchorOptions } from './anchors.js';
 
 export type TaskState = 'running' | 'stopped' | 'completed';
 
@@ -103,9 +104,10 @@ export interface SessionStore {
   readonly kind: string;
   /**
    * Takes ownership of a session (creating it if new) under a fresh, higher epoch. Fails with SessionBusyError
-   * while another owner holds it, unless `takeover` is true.
+   * while another owner holds it, unless `takeover` is true. With `anchor`, the owner signs checkpoints of its
+   * chain head and hands them to `anchor.sink` (at acquire, after commits, at release; docs/design.md#anchored-signed-heads).
    */
-  acquire(sessionId: string, options: { owner: string; takeover?: boolean }): Promise<SessionOwner>;
+  acquire(sessionId: string, options: { owner: string; takeover?: boolean; anchor?: AnchorOptions }): Promise<SessionOwner>;
   /** The confirmed, integrity-checked journal; throws JournalCorruptError, never repairs. Empty for a new session. */
   loadHistory(sessionId: string): Promise<SessionEvent[]>;
   listSessions(): Promise<SessionSummary[]>;

@@ -42,7 +42,7 @@ describe('jingwei verify', () => {
     assert.match(r.stdout, /ownership epoch 1, released \(last owner test-host\)/);
     assert.match(r.stdout, /tool evidence valid: 4 tool calls/);
     assert.deepEqual(JSON.parse(cli(['verify', path, 'alpha', '--json']).stdout), {
-      session_id: 'alpha', ok: true, events: 10, epoch: 1, owner: 'test-host', held: false, tool_calls: 4,
+      session_id: 'alpha', ok: true, events: 10, epoch: 1, owner: 'test-host', held: false, tool_calls: 4, checked: 'integrity_only',
     });
   });
 

@@ -148,6 +148,10 @@ describe('the error catalogue', () => {
       new errors.ToolRuntimeHaltedError('t', new Error('no code')),
       new errors.McpUnavailableError('srv', 'closed', 'x'),
       new errors.McpProbeError('x'),
+      new errors.AnchorError('s', 3, 'rewritten', 'x'),
+      new errors.AnchorError('s', -1, 'bad_signature', 'x'),
+      new errors.StoreReplacedError('/tmp/x.db', 'deleted'),
+      new errors.ExportUnrepresentableError(3, 'x'),
     ];
     const sampled = new Set(samples.map((e) => e.constructor.name));
     for (const name of Object.values(JINGWEI_ERROR_CODES)) assert.ok(sampled.has(name), `no sample of ${name}`);

@@ -1,6 +1,10 @@
 import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { LIMITS } from '../../limits.js';
 import { exportJournal, parseJournal } from '../../store/jsonl.js';
+import { exportChainedJsonl } from '../../store/anchor-store.js';
+import { checkExportAnchors, splitChainTrailer } from '../../store/export-chain.js';
+import { exportRustJournal } from '../../store/rust-format.js';
+import { ANCHORS_OPTION, anchorOptions, KEY_OPTION, readCheckpointFile } from '../anchors.js';
 import { assessSession } from '../../tool/assess.js';
 import { JournalImportError, ToolRetryError } from '../../errors.js';
 import { attentionOf, attentionText } from '../assessment.js';
@@ -28,23 +32,41 @@ export const exportCommand: Command = {
   options: {
     out: { type: 'string', short: 'o', value: 'file', help: 'write to this file instead of standard output' },
     force: { type: 'boolean', help: 'overwrite the --out file if it exists' },
+    format: { type: 'string', value: 'jsonl|chain|rust', help: 'jsonl (default), chain (with hashes and checkpoints), or rust' },
+    anchors: { ...ANCHORS_OPTION, help: 'with --format chain: carry this file\'s signed checkpoints of the session' },
   },
   description: `
-Writes the session's journal as JSONL: one wire event per line, in physical order, exactly the records the Rust
-original's JSONL store writes. The journal is verified first; a damaged one is never exported. With --out the file
-appears complete or not at all.`,
-  exitCodes: 'This command exits 1 when the journal is corrupt.',
-  examples: ['jingwei export journal.db demo-1a2b3c4d > demo.jsonl', 'jingwei export journal.db demo-1a2b3c4d --out demo.jsonl'],
+Writes the session's journal as JSONL: one wire event per line, in physical order. The journal is verified first;
+a damaged one is never exported. With --out the file appears complete or not at all.
+
+--format jsonl (the default) writes our records as stored; they carry the start-marker flag and the tool_started
+events, which Jingwei for Rust does not read. --format chain adds one trailer line with each event's epoch and
+chain hash and the session's signed checkpoints (from --anchors), so 'jingwei import --key' can prove the file was
+not edited. --format rust writes exactly the records Jingwei for Rust reads: no start-marker flag, no tool_started
+events, seq renumbered 0, 1, 2, ..., provider_call_id written as null when absent; a call whose start marker and
+result contradict each other (dropping the marker would change what recovery concludes) is refused, as is any event
+kind or failure category the original does not know.`,
+  exitCodes: 'This command exits 1 when the journal is corrupt or cannot be written in the chosen format.',
+  examples: [
+    'jingwei export journal.db demo-1a2b3c4d > demo.jsonl',
+    'jingwei export journal.db demo-1a2b3c4d --out demo.jsonl',
+    'jingwei export journal.db demo-1a2b3c4d --format rust --out demo.rust.jsonl',
+    'jingwei export journal.db demo-1a2b3c4d --format chain --anchors anchors.jsonl --out demo.chain.jsonl',
+  ],
   async run({ io, out, args, options }) {
     const target = typeof options.out === 'string' ? options.out : undefined;
     if (target !== undefined) {
       if (target === '') throw new UsageError('jingwei export: --out needs a file name');
       if (existsSync(target) && options.force !== true) throw new UsageError(`jingwei export: ${target} exists; add --force to overwrite it`);
     }
+    const format = options.format ?? 'jsonl';
+    if (format !== 'jsonl' && format !== 'chain' && format !== 'rust') throw new UsageError(`jingwei export: --format must be jsonl, chain or rust, not ${JSON.stringify(format)}`);
+    if (options.anchors !== undefined && format !== 'chain') throw new UsageError('jingwei export: --anchors goes with --format chain');
+    const checkpoints = typeof options.anchors === 'string' ? readCheckpointFile(options.anchors) : [];
     return withStore(args.store!, async (store) => {
       const { history, sessionId, progress } = await loadSession(store, args.session!, io);
       progress.done();
-      const text = exportJournal(history);
+      const text = format === 'rust' ? exportRustJournal(history) : format === 'chain' ? await exportChainedJsonl(store, sessionId, checkpoints) : exportJournal(history);
       if (target === undefined) {
         io.stdout.write(text);
         return EXIT.ok;
@@ -84,19 +106,30 @@ export const importCommand: Command = {
   options: {
     session: { type: 'string', value: 'id', help: 'refuse the file unless it belongs to this session' },
     owner: { type: 'string', value: 'name', help: 'the owner name recorded for the import (default jingwei-cli)' },
+    key: { ...KEY_OPTION, help: 'refuse the file unless it matches checkpoints signed by this Ed25519 public key (PEM file or text)' },
+    anchors: { ...ANCHORS_OPTION, help: 'with --key: also check against these signed checkpoints' },
   },
   description: `
 Reads a JSONL journal (one wire event per line, as 'jingwei export' or the JSONL store of Jingwei for Rust writes it),
 verifies all of it (every record well-formed, one session, seq 0, 1, 2, ... in order, unique event ids, within
 100,000 events and 16 MiB), and stores it as a new session with a fresh hash chain. The session is left released,
 so a host can acquire it. A SQLite store file is created if it does not exist. Nothing is written unless the whole
-file is accepted; a session that already has events is never overwritten.`,
+file is accepted; a session that already has events is never overwritten.
+
+A file written by 'jingwei export --format chain' ends with a trailer of chain hashes: a line changed after export
+is refused by seq. With --key (and --anchors), the file must also agree with every signed checkpoint of its session,
+so an edit whose hashes were recomputed, a truncated file and a rolled-back epoch are refused too.`,
   exitCodes: 'This command exits 1 when the file is rejected (the first bad line is named) or the session already has events.',
   examples: ['jingwei import journal.db demo.jsonl', 'jingwei export old.db s1 | jingwei import new.db -'],
   async run({ out, err, args, options }) {
     const owner = typeof options.owner === 'string' ? options.owner : 'jingwei-cli';
+    const keys = anchorOptions('import', options, false);
     const text = readJournalFile(args.file!);
-    parseJournal(text); // rejected files never create or touch the store
+    const events = parseJournal(text); // rejected files never create or touch the store
+    if (keys) {
+      const { journal, trailer } = splitChainTrailer(text);
+      checkExportAnchors(events[0]!.sessionId, journal, trailer, keys.publicKey, keys.checkpoints);
+    }
     return withStore(args.store!, async (store) => {
       const report = await store.importJsonl(text, { owner, ...(typeof options.session === 'string' ? { sessionId: options.session } : {}) });
       out.line(`Imported ${plural(report.events, 'event')} into session ${report.sessionId}: verified, stored with a fresh hash chain, and left released.`);

@@ -1,4 +1,8 @@
-import { JournalCorruptError, ToolRetryError } from '../../errors.js';
+import type { KeyObject } from 'node:crypto';
+import { AnchorError, JournalCorruptError, ToolRetryError } from '../../errors.js';
+import { checkAnchors, type Checkpoint } from '../../store/anchors.js';
+import { verifySessionAnchors } from '../../store/anchor-store.js';
+import { ANCHORS_OPTION, anchorOptions, KEY_OPTION } from '../anchors.js';
 import type { SessionStore } from '../../store/types.js';
 import { assessSession } from '../../tool/assess.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
@@ -7,12 +11,30 @@ import { num, plural } from '../format.js';
 import type { Io } from '../io.js';
 import { loadSession, withStore } from '../session.js';
 
+interface Anchored {
+  readonly checkpoints: number;
+  readonly anchoredSeq: number;
+  readonly unanchoredEvents: number;
+}
+
 type Verdict =
-  | { readonly ok: true; readonly sessionId: string; readonly events: number; readonly epoch: number | null; readonly owner: string | null; readonly held: boolean; readonly calls: number }
+  | { readonly ok: true; readonly sessionId: string; readonly events: number; readonly epoch: number | null; readonly owner: string | null; readonly held: boolean; readonly calls: number; readonly anchors: Anchored | null }
+  | { readonly ok: false; readonly sessionId: string; readonly anchor: { readonly seq: number; readonly reason: string; readonly message: string } }
   | { readonly ok: false; readonly sessionId: string; readonly corruption: { readonly seq: number; readonly reason: string; readonly message: string } }
   | { readonly ok: false; readonly sessionId: string; readonly evidence: { readonly code: string; readonly message: string } };
 
-async function verifyOne(store: SessionStore, wanted: string, io: Io): Promise<Verdict> {
+type Keys = { readonly publicKey: KeyObject; readonly checkpoints: readonly Checkpoint[] } | null;
+
+async function verifyOne(store: SessionStore, wanted: string, io: Io, keys: Keys, known: boolean): Promise<Verdict> {
+  if (keys && !known) {
+    // Anchored, but the store has no such session at all: every anchored event is missing.
+    try {
+      verifyAnchorsOf(wanted, keys);
+    } catch (error) {
+      if (error instanceof AnchorError) return { ok: false, sessionId: wanted, anchor: { seq: error.seq, reason: error.reason, message: error.message } };
+      throw error;
+    }
+  }
   let loaded;
   try {
     loaded = await loadSession(store, wanted, io);
@@ -23,10 +45,21 @@ async function verifyOne(store: SessionStore, wanted: string, io: Io): Promise<V
     throw error;
   }
   const { history, sessionId, summary, progress } = loaded;
+  let anchors: Anchored | null = null;
+  if (keys) {
+    try {
+      anchors = await verifySessionAnchors(store, sessionId, keys);
+    } catch (error) {
+      progress.done();
+      if (error instanceof AnchorError) return { ok: false, sessionId, anchor: { seq: error.seq, reason: error.reason, message: error.message } };
+      if (error instanceof JournalCorruptError) return { ok: false, sessionId, corruption: { seq: error.seq, reason: error.reason, message: error.message } };
+      throw error;
+    }
+  }
   try {
     progress.update(`checking the tool evidence of ${num(history.length)} events`);
     const calls = history.length === 0 ? 0 : assessSession(history).totals.calls;
-    return { ok: true, sessionId, events: history.length, epoch: summary?.epoch ?? null, owner: summary?.owner ?? null, held: summary?.held ?? false, calls };
+    return { ok: true, sessionId, events: history.length, epoch: summary?.epoch ?? null, owner: summary?.owner ?? null, held: summary?.held ?? false, calls, anchors };
   } catch (error) {
     if (error instanceof ToolRetryError) return { ok: false, sessionId, evidence: { code: error.code, message: error.detail } };
     throw error;
@@ -35,8 +68,19 @@ async function verifyOne(store: SessionStore, wanted: string, io: Io): Promise<V
   }
 }
 
+function verifyAnchorsOf(sessionId: string, keys: NonNullable<Keys>): void {
+  checkAnchors(sessionId, [], 0, keys.checkpoints, keys.publicKey);
+}
+
 function verdictJson(v: Verdict) {
-  if (v.ok) return { session_id: v.sessionId, ok: true, events: v.events, epoch: v.epoch, owner: v.owner, held: v.held, tool_calls: v.calls };
+  if (v.ok) {
+    return {
+      session_id: v.sessionId, ok: true, events: v.events, epoch: v.epoch, owner: v.owner, held: v.held, tool_calls: v.calls,
+      checked: v.anchors ? 'integrity_and_anchors' : 'integrity_only',
+      ...(v.anchors ? { anchors: { checkpoints: v.anchors.checkpoints, anchored_seq: v.anchors.anchoredSeq, unanchored_events: v.anchors.unanchoredEvents } } : {}),
+    };
+  }
+  if ('anchor' in v) return { session_id: v.sessionId, ok: false, anchor: v.anchor };
   if ('corruption' in v) return { session_id: v.sessionId, ok: false, corruption: v.corruption };
   return { session_id: v.sessionId, ok: false, invalid_evidence: v.evidence };
 }
@@ -47,6 +91,8 @@ export const verifyCommand: Command = {
   arguments: [STORE_ARGUMENT, { name: 'session', required: false, help: 'a session id, or a unique part of one (default: every session)' }],
   options: {
     json: { type: 'boolean', help: 'print one JSON document instead of text' },
+    key: KEY_OPTION,
+    anchors: ANCHORS_OPTION,
   },
   description: `
 Verifies the stored journal the way every load does, and says exactly what is wrong if anything is: events
@@ -55,14 +101,29 @@ the owner's, the hash chain from the first event to the head recorded on the own
 reported with its sequence number and reason (hash_mismatch, seq_gap, head_mismatch, order, duplicate_id,
 malformed_event, epoch, wrong_session, too_large, storage); nothing is repaired, skipped or truncated. Then the
 tool evidence is checked as recovery checks it: every result after its call, every retry pointing at the
-attempt before it, arguments and contract unchanged across attempts.`,
+attempt before it, arguments and contract unchanged across attempts.
+
+Without --key this checks integrity only: a journal rewritten with its chain recomputed still passes. With
+--key <public key> --anchors <file>, every session is also checked against the signed checkpoints of its chain
+head (see fileAnchorSink): an event changed under an anchored head (rewritten, with the first bad seq), anchored
+events missing (truncated, or a whole session gone), or an owner epoch lower than an anchored one (rolled_back) is
+reported, and so is a checkpoint the key did not sign.`,
   exitCodes: 'This command exits 1 when a journal is corrupt or its tool evidence is invalid.',
-  examples: ['jingwei verify journal.db demo-1a2b3c4d', 'jingwei verify journal.db            # every session'],
+  examples: [
+    'jingwei verify journal.db demo-1a2b3c4d',
+    'jingwei verify journal.db            # every session',
+    'jingwei verify journal.db --key anchor.pub.pem --anchors anchors.jsonl',
+  ],
   async run({ io, out, args, options }) {
+    const keys = anchorOptions('verify', options, true);
     return withStore(args.store!, async (store) => {
-      const wanted = args.session !== undefined ? [args.session] : (await store.listSessions()).map((s) => s.sessionId);
+      const stored: string[] = (await store.listSessions()).map((s) => s.sessionId);
+      const wanted: string[] = args.session !== undefined ? [args.session] : [...stored];
+      if (keys && args.session === undefined) {
+        for (const c of keys.checkpoints) if (!wanted.includes(c.sessionId)) wanted.push(c.sessionId);
+      }
       const verdicts: Verdict[] = [];
-      for (const id of wanted) verdicts.push(await verifyOne(store, id, io));
+      for (const id of wanted) verdicts.push(await verifyOne(store, id, io, keys, args.session !== undefined || stored.includes(id)));
       const failed = verdicts.filter((v) => !v.ok).length;
       const code = failed > 0 ? EXIT.findings : EXIT.ok;
       if (options.json === true) {
@@ -77,6 +138,16 @@ attempt before it, arguments and contract unchanged across attempts.`,
           out.line(`         ${plural(v.events, 'event')}${v.events > 0 ? ` (seq 0..${v.events - 1} contiguous, event ids unique)` : ''}; hash chain verified up to the head on the owner row`);
           if (v.epoch !== null) out.line(`         ownership epoch ${v.epoch}, ${v.held ? `held by ${v.owner}` : `released (last owner ${v.owner ?? '-'})`}`);
           out.line(`         tool evidence valid: ${plural(v.calls, 'tool call')}, results paired with their calls, retries chained to their previous attempts`);
+          if (v.anchors) {
+            out.line(`         anchors verified: ${plural(v.anchors.checkpoints, 'signed checkpoint')}${v.anchors.anchoredSeq >= 0 ? `, anchored up to seq ${v.anchors.anchoredSeq}` : ''}` +
+              `${v.anchors.unanchoredEvents > 0 ? `; ${plural(v.anchors.unanchoredEvents, 'later event')} not anchored yet` : ''}`);
+          } else {
+            out.line(`         integrity only: no --key given, so the journal was not checked against signed anchors (a rewrite with a recomputed chain would pass)`);
+          }
+        } else if ('anchor' in v) {
+          out.line(`${s.red('TAMPERED')} ${v.sessionId}: ${v.anchor.seq >= 0 ? `seq ${v.anchor.seq}, ` : ''}reason ${v.anchor.reason}`);
+          out.line(`         ${v.anchor.message}`);
+          out.line(`         The journal disagrees with a signed checkpoint of its head. Nothing was repaired.`);
         } else if ('corruption' in v) {
           out.line(`${s.red('CORRUPT')}  ${v.sessionId}: seq ${v.corruption.seq}, reason ${v.corruption.reason}`);
           out.line(`         ${v.corruption.message}`);

@@ -1,6 +1,6 @@
 import { existsSync, openSync, readSync, closeSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { StaleOwnerError, StoreClosedError, StorePathError } from '../../errors.js';
+import { StaleOwnerError, StoreClosedError, StorePathError, StoreReplacedError } from '../../errors.js';
 import type { SessionId } from '../../ids.js';
 import { STORE_DEFAULTS } from '../../limits.js';
 import { faultPoint } from '../../fault.js';
@@ -23,8 +23,11 @@ class SqliteBackend implements JournalBackend {
   private readonly writeTx: Transaction<WriteTx>;
   private readonly readTx: Transaction<(sessionId: SessionId) => { session: SessionRow | undefined; events: EventRow[] }>;
 
+  private readonly identity: FileIdentity | null;
+
   constructor(private readonly db: Database, path: string) {
     this.location = path;
+    this.identity = path === ':memory:' || path === '' ? null : new FileIdentity(path);
     this.stmt = prepareStatements(db);
     // Built once, like the statements: better-sqlite3 makes four wrapper functions per db.transaction() call.
     this.writeTx = db.transaction((sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) =>
@@ -43,7 +46,12 @@ class SqliteBackend implements JournalBackend {
 
   async transact<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R> {
     // IMMEDIATE: take the write lock before reading, so WAL never fails the upgrade with SQLITE_BUSY_SNAPSHOT.
-    return this.run(sessionId, () => this.writeTx.immediate(sessionId, reads, decide) as R);
+    return this.run(sessionId, () => {
+      this.identity?.check();
+      const result = this.writeTx.immediate(sessionId, reads, decide) as R;
+      this.identity?.noteWal();
+      return result;
+    });
   }
 
   /** Read → decide → write, inside the IMMEDIATE transaction `writeTx` opened around it. */
@@ -102,6 +110,42 @@ class SqliteBackend implements JournalBackend {
 
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
+  }
+}
+
+/**
+ * The device and inode of the journal file and of its write-ahead log, taken when the store opened (the log's when
+ * it first exists). Checked before every write transaction: a file deleted or replaced under an open store would
+ * let another host start the session over on a fresh file while this one's acknowledged writes vanish
+ * (docs/design.md#a-store-notices-its-file-was-replaced).
+ */
+class FileIdentity {
+  private readonly main: string;
+  private wal: string | null = null;
+  constructor(private readonly path: string) {
+    this.main = FileIdentity.of(path) ?? '';
+    this.noteWal();
+  }
+
+  private static of(path: string): string | null {
+    const st = statSync(path, { throwIfNoEntry: false });
+    return st ? `${st.dev}:${st.ino}` : null;
+  }
+
+  /** Records the log's identity the first time it exists. */
+  noteWal(): void {
+    if (this.wal === null) this.wal = FileIdentity.of(`${this.path}-wal`);
+  }
+
+  check(): void {
+    const main = FileIdentity.of(this.path);
+    if (main === null) throw new StoreReplacedError(this.path, 'the journal file was deleted');
+    if (main !== this.main) throw new StoreReplacedError(this.path, 'the journal file was replaced by another file');
+    if (this.wal !== null) {
+      const wal = FileIdentity.of(`${this.path}-wal`);
+      if (wal === null) throw new StoreReplacedError(this.path, 'its write-ahead log was deleted');
+      if (wal !== this.wal) throw new StoreReplacedError(this.path, 'its write-ahead log was replaced by another file');
+    }
   }
 }
 

@@ -1,0 +1,295 @@
+/**
+ * Signed checkpoints of a session's chain head, kept outside the database (docs/design.md#anchored-signed-heads).
+ * A checkpoint says: session S had its head at seq N with chain hash H while epoch E owned it, at time T. It is
+ * signed with the owner's Ed25519 key (node:crypto), so whoever can rewrite the database still cannot forge one;
+ * checking a journal against the checkpoints detects a rewritten, truncated or rolled-back journal.
+ */
+import { createHash, createPrivateKey, createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
+import { open } from 'node:fs/promises';
+import { AnchorError, InvalidInputError } from '../errors.js';
+import { canonicalJson } from '../json/canonical.js';
+import { parseJson } from '../json/parse.js';
+import type { JsonObject, JsonValue } from '../json/types.js';
+import type { SessionId } from '../ids.js';
+import { GENESIS_HASH } from './chain.js';
+
+/** One signed checkpoint of a chain head. */
+export interface Checkpoint {
+  readonly sessionId: SessionId;
+  /** seq of the head event; -1 for a session with no events yet. */
+  readonly seq: number;
+  /** The chain hash of that event (the genesis hash while the journal is empty). */
+  readonly headHash: string;
+  /** The epoch of the owner that signed it. */
+  readonly epoch: number;
+  /** When it was signed (ISO 8601); information for people only. */
+  readonly time: string;
+  /** SHA-256 (hex, first 16 characters) of the signing public key (SPKI DER), to pick the right key. */
+  readonly keyId: string;
+  /** Ed25519 signature (base64) over the canonical JSON of the other fields. */
+  readonly signature: string;
+}
+
+/** Receives each checkpoint; a file sink appends it to a JSONL file, a host callback sends it wherever it likes. */
+export type AnchorSink = (checkpoint: Checkpoint) => void | Promise<void>;
+
+/** What `acquire(sessionId, { owner, anchor })` takes to sign the owner's chain heads. */
+export interface AnchorOptions {
+  /** The Ed25519 private key: a KeyObject or a PEM string. */
+  readonly privateKey: KeyObject | string;
+  readonly sink: AnchorSink;
+  /** Sign once at least this many events were appended since the last checkpoint. Default 1 (after every commit). */
+  readonly every?: number;
+  /**
+   * Called when signing or the sink fails. The commit that preceded it is durable either way; the next
+   * checkpoint covers its events. Default: a process warning.
+   */
+  readonly onError?: (error: unknown) => void;
+}
+
+/** A private or public key from a KeyObject or PEM text; must be Ed25519. */
+function ed25519(key: KeyObject | string, kind: 'private' | 'public', field: string): KeyObject {
+  let object: KeyObject;
+  try {
+    object = typeof key === 'string' ? (kind === 'private' ? createPrivateKey(key) : createPublicKey(key)) : key;
+  } catch (error) {
+    throw new InvalidInputError(field, `not a readable ${kind} key: ${(error as Error).message}`, { cause: error });
+  }
+  if (typeof object !== 'object' || object === null || typeof (object as KeyObject).asymmetricKeyType !== 'string') {
+    throw new InvalidInputError(field, `must be a KeyObject or PEM text`);
+  }
+  if (object.asymmetricKeyType !== 'ed25519') throw new InvalidInputError(field, `must be an Ed25519 key, not ${object.asymmetricKeyType}`);
+  if (kind === 'private' && object.type !== 'private') throw new InvalidInputError(field, 'must be a private key');
+  return object;
+}
+
+/** The public key of an Ed25519 private or public key (KeyObject or PEM). */
+export function anchorPublicKey(key: KeyObject | string): KeyObject {
+  if (typeof key === 'string') {
+    try {
+      return ed25519(createPublicKey(key), 'public', 'publicKey');
+    } catch (error) {
+      if (error instanceof InvalidInputError) throw error;
+      throw new InvalidInputError('publicKey', `not a readable key: ${(error as Error).message}`, { cause: error });
+    }
+  }
+  return ed25519(key.type === 'private' ? createPublicKey(key) : key, 'public', 'publicKey');
+}
+
+function keyIdOf(publicKey: KeyObject): string {
+  return createHash('sha256').update(publicKey.export({ type: 'spki', format: 'der' })).digest('hex').slice(0, 16);
+}
+
+function signedPart(c: Omit<Checkpoint, 'signature'>): string {
+  return canonicalJson({ session_id: c.sessionId, seq: c.seq, head_hash: c.headHash, epoch: c.epoch, time: c.time, key_id: c.keyId });
+}
+
+/** Signs a checkpoint of a chain head. */
+export function signCheckpoint(
+  privateKey: KeyObject | string,
+  head: { readonly sessionId: string; readonly seq: number; readonly headHash: string; readonly epoch: number; readonly time?: string },
+): Checkpoint {
+  const key = ed25519(privateKey, 'private', 'privateKey');
+  const unsigned = {
+    sessionId: head.sessionId as SessionId,
+    seq: head.seq,
+    headHash: head.headHash,
+    epoch: head.epoch,
+    time: head.time ?? new Date().toISOString(),
+    keyId: keyIdOf(createPublicKey(key)),
+  };
+  return { ...unsigned, signature: sign(null, Buffer.from(signedPart(unsigned), 'utf8'), key).toString('base64') };
+}
+
+/** Throws AnchorError('bad_signature') unless `checkpoint` was signed by the private half of `publicKey`. */
+export function verifyCheckpoint(publicKey: KeyObject | string, checkpoint: Checkpoint): void {
+  const key = anchorPublicKey(publicKey);
+  const ok = (() => {
+    try {
+      return verify(null, Buffer.from(signedPart(checkpoint), 'utf8'), key, Buffer.from(checkpoint.signature, 'base64'));
+    } catch {
+      return false;
+    }
+  })();
+  if (!ok) {
+    throw new AnchorError(checkpoint.sessionId, checkpoint.seq, 'bad_signature', `the checkpoint signed at ${checkpoint.time} does not verify with key ${keyIdOf(key)}`);
+  }
+}
+
+/** The wire form of a checkpoint (one JSON object; snake_case keys). */
+export function encodeCheckpoint(c: Checkpoint): JsonObject {
+  return { checkpoint: 1, session_id: c.sessionId, seq: c.seq, head_hash: c.headHash, epoch: c.epoch, time: c.time, key_id: c.keyId, signature: c.signature };
+}
+
+const CHECKPOINT_KEYS = ['checkpoint', 'session_id', 'seq', 'head_hash', 'epoch', 'time', 'key_id', 'signature'];
+
+/** Decodes one wire checkpoint; anything else fails with AnchorError('malformed'). */
+export function decodeCheckpoint(wire: JsonValue, where = 'checkpoint'): Checkpoint {
+  const bad = (detail: string): never => {
+    throw new AnchorError('?', -1, 'malformed', `${where}: ${detail}`);
+  };
+  if (typeof wire !== 'object' || wire === null || Array.isArray(wire)) return bad('must be a JSON object');
+  const o = wire as JsonObject;
+  for (const key of Object.keys(o)) if (!CHECKPOINT_KEYS.includes(key)) bad(`unknown field ${JSON.stringify(key)}`);
+  if (o.checkpoint !== 1) bad('field "checkpoint" must be 1');
+  const text = (key: string): string => (typeof o[key] === 'string' && (o[key] as string).length > 0 ? (o[key] as string) : bad(`field "${key}" must be a non-empty string`));
+  const int = (key: string, min: number): number =>
+    (Number.isSafeInteger(o[key]) && (o[key] as number) >= min ? (o[key] as number) : bad(`field "${key}" must be an integer >= ${min}`));
+  const headHash = text('head_hash');
+  if (!/^[0-9a-f]{64}$/.test(headHash)) bad('field "head_hash" must be 64 lowercase hex digits');
+  return {
+    sessionId: text('session_id') as SessionId,
+    seq: int('seq', -1),
+    headHash,
+    epoch: int('epoch', 1),
+    time: text('time'),
+    keyId: text('key_id'),
+    signature: text('signature'),
+  };
+}
+
+/** Parses an anchor file: one checkpoint per line (blank lines ignored). */
+export function parseCheckpoints(text: string): Checkpoint[] {
+  const out: Checkpoint[] = [];
+  text.split('\n').forEach((raw, i) => {
+    const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+    if (line.trim() === '') return;
+    let value: JsonValue;
+    try {
+      value = parseJson(line);
+    } catch (error) {
+      throw new AnchorError('?', -1, 'malformed', `line ${i + 1}: ${(error as Error).message}`, { cause: error });
+    }
+    out.push(decodeCheckpoint(value, `line ${i + 1}`));
+  });
+  return out;
+}
+
+/**
+ * A sink that appends each checkpoint as one JSON line to `path` and flushes it to disk before the commit's
+ * caller continues. Keep the file somewhere the database's writers cannot rewrite.
+ */
+export function fileAnchorSink(path: string): AnchorSink {
+  if (typeof path !== 'string' || path === '') throw new InvalidInputError('path', 'must be a file name');
+  return async (checkpoint) => {
+    const handle = await open(path, 'a');
+    try {
+      await handle.write(JSON.stringify(encodeCheckpoint(checkpoint)) + '\n');
+      await handle.datasync();
+    } finally {
+      await handle.close();
+    }
+  };
+}
+
+/** One link of a session's chain, as stored or as carried by an export: its epoch and chain hash. */
+export interface ChainLink {
+  readonly epoch: number;
+  readonly hash: string;
+}
+
+/** What `checkAnchors` found when everything agreed. */
+export interface AnchorReport {
+  /** Checkpoints of this session that were checked. */
+  readonly checkpoints: number;
+  /** seq of the newest anchored head (-1 with no checkpoint). */
+  readonly anchoredSeq: number;
+  /** Events after the newest checkpoint (appended since, not yet anchored). */
+  readonly unanchoredEvents: number;
+}
+
+/**
+ * Checks a session's chain (`links[i]` for seq i; `ownerEpoch` from its owner row, or the newest epoch an export
+ * carries) against signed checkpoints. Checkpoints of other sessions are ignored. Throws AnchorError on the first
+ * disagreement: `bad_signature` for a checkpoint the key did not sign, `rolled_back` when the owner epoch is lower
+ * than an anchored one, `rewritten` when the chain at an anchored seq has another hash (the first bad seq lies after
+ * the previous checkpoint that still matches), `truncated` when anchored events are missing.
+ */
+export function checkAnchors(
+  sessionId: string,
+  links: readonly ChainLink[],
+  ownerEpoch: number,
+  checkpoints: readonly Checkpoint[],
+  publicKey: KeyObject | string,
+): AnchorReport {
+  const key = anchorPublicKey(publicKey);
+  const mine = checkpoints.filter((c) => c.sessionId === sessionId);
+  for (const c of mine) verifyCheckpoint(key, c);
+  const ordered = [...mine].sort((a, b) => a.seq - b.seq || a.epoch - b.epoch);
+  const newestEpoch = ordered.reduce((max, c) => Math.max(max, c.epoch), 0);
+  if (ordered.length > 0 && ownerEpoch === 0 && links.length === 0) {
+    const last = ordered[ordered.length - 1]!;
+    throw new AnchorError(sessionId, 0, 'truncated', `the session is missing, but its head was anchored at seq ${last.seq} (epoch ${last.epoch}) at ${last.time}`);
+  }
+  if (ordered.length > 0 && ownerEpoch < newestEpoch) {
+    const first = ordered.find((c) => c.epoch === newestEpoch)!;
+    throw new AnchorError(sessionId, Math.max(first.seq, 0), 'rolled_back', `the journal's epoch is ${ownerEpoch}, but epoch ${newestEpoch} was anchored at ${first.time}`);
+  }
+  let lastGood = -1;
+  for (const c of ordered) {
+    if (c.seq >= links.length) {
+      const last = ordered[ordered.length - 1]!;
+      throw new AnchorError(sessionId, links.length, 'truncated',
+        `anchored events seq ${links.length}..${last.seq} are missing (the journal ends at seq ${links.length - 1}; anchored at ${last.time})`);
+    }
+    const hash = c.seq < 0 ? GENESIS_HASH : links[c.seq]!.hash;
+    if (hash !== c.headHash) {
+      const first = Math.min(lastGood + 1, Math.max(c.seq, 0));
+      throw new AnchorError(sessionId, first, 'rewritten',
+        first === c.seq ? `event seq ${c.seq} differs from the one anchored at ${c.time}` : `an event in seq ${first}..${c.seq} differs from the chain anchored at ${c.time}`);
+    }
+    lastGood = Math.max(lastGood, c.seq);
+  }
+  const anchoredSeq = ordered.length > 0 ? ordered[ordered.length - 1]!.seq : -1;
+  return { checkpoints: ordered.length, anchoredSeq, unanchoredEvents: links.length - 1 - anchoredSeq };
+}
+
+/**
+ * Signs an owner's heads as its writes commit: at acquire, then once `every` events have been appended since the
+ * last checkpoint, and at release when events are still unanchored. It reads nothing: the head comes from the owner
+ * row each transaction writes.
+ */
+export class HeadAnchor {
+  private readonly key: KeyObject;
+  private readonly every: number;
+  private signed: { seq: number; epoch: number } | null = null;
+  private seen = -1;
+
+  constructor(private readonly options: AnchorOptions) {
+    if (typeof options !== 'object' || options === null) throw new InvalidInputError('anchor', 'must be an object');
+    if (typeof options.sink !== 'function') throw new InvalidInputError('anchor.sink', 'must be a function (fileAnchorSink(path), or your own)');
+    this.key = ed25519(options.privateKey, 'private', 'anchor.privateKey');
+    const every = options.every ?? 1;
+    if (!Number.isSafeInteger(every) || every < 1) throw new InvalidInputError('anchor.every', 'must be a positive integer');
+    this.every = every;
+  }
+
+  /** After a committed write: the owner row it wrote; `force` anchors it now (acquire, release) if not yet anchored. */
+  async observe(head: { sessionId: string; lastSeq: number; headHash: string; epoch: number }, force: boolean): Promise<void> {
+    this.seen = head.lastSeq;
+    const signed = this.signed;
+    if (signed && signed.seq === head.lastSeq && signed.epoch === head.epoch) return;
+    if (!force && signed && head.lastSeq - signed.seq < this.every) return;
+    try {
+      const checkpoint = signCheckpoint(this.key, { sessionId: head.sessionId, seq: head.lastSeq, headHash: head.headHash, epoch: head.epoch });
+      await this.options.sink(checkpoint);
+      this.signed = { seq: head.lastSeq, epoch: head.epoch };
+    } catch (error) {
+      this.report(error);
+    }
+  }
+
+  /** Whether events were appended since the last checkpoint. */
+  get unanchored(): boolean {
+    return this.signed === null || this.seen > this.signed.seq;
+  }
+
+  private report(error: unknown): void {
+    try {
+      if (this.options.onError) this.options.onError(error);
+      else process.emitWarning(`jingwei: anchoring a checkpoint failed: ${(error as Error)?.message ?? String(error)}`, { code: 'JINGWEI_ANCHOR' });
+    } catch {
+      // A failing error callback must not turn a durable commit into a failed one.
+    }
+  }
+}

@@ -1,0 +1,261 @@
+/**
+ * Signed anchors against the tampering an attacker with write access to the database can do: each change below is
+ * made through a raw connection with the hash chain recomputed, so plain `jingwei verify` passes it, and
+ * `jingwei verify --key … --anchors …` names what is wrong.
+ */
+import assert from 'node:assert/strict';
+import { generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
+import { readFileSync, truncateSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, it } from 'node:test';
+import Database from 'better-sqlite3';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { chainHash, GENESIS_HASH } from '../../src/store/chain.js';
+import { fileAnchorSink, parseCheckpoints } from '../../src/store/anchors.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+import { alphaHistory, cli, drafts } from './helpers.js';
+
+const dir = tempDir('jingwei-cli-anchors-');
+const keys = generateKeyPairSync('ed25519');
+const PUBLIC = join(dir, 'anchor.pub.pem');
+writeFileSync(PUBLIC, keys.publicKey.export({ type: 'spki', format: 'pem' }) as string);
+
+let n = 0;
+/** `alpha` written one event per commit by an anchored owner; returns the journal and its anchor file. */
+async function anchoredJournal(privateKey: KeyObject = keys.privateKey): Promise<{ path: string; anchors: string }> {
+  n += 1;
+  const path = tempDbPath(dir, 'anchored');
+  const anchors = join(dir, `anchors-${n}.jsonl`);
+  const store = openSqliteStore(path);
+  try {
+    const owner = await store.acquire('alpha', { owner: 'host', anchor: { privateKey, sink: fileAnchorSink(anchors) } });
+    for (const d of drafts(alphaHistory())) await owner.append([d]);
+    await owner.release();
+  } finally {
+    await store.close();
+  }
+  return { path, anchors };
+}
+
+interface Row { seq: number; event_id: string; epoch: number; body: string }
+
+/** Rewrites the session's rows through a raw connection: `edit` returns the new rows; seq, hashes and the owner row are recomputed. */
+function rewrite(path: string, edit: (rows: Row[]) => Row[]): void {
+  const db = new Database(path);
+  try {
+    db.transaction(() => {
+      const rows = db.prepare("SELECT seq, event_id, epoch, body FROM jw_events WHERE session_id = 'alpha' ORDER BY seq").all() as Row[];
+      const next = edit(rows);
+      db.prepare("DELETE FROM jw_events WHERE session_id = 'alpha'").run();
+      let hash = GENESIS_HASH;
+      let bytes = 0;
+      const insert = db.prepare('INSERT INTO jw_events (session_id, seq, event_id, epoch, body, hash) VALUES (?, ?, ?, ?, ?, ?)');
+      next.forEach((row, seq) => {
+        const wire = JSON.parse(row.body) as { seq: number };
+        wire.seq = seq;
+        const body = JSON.stringify(wire);
+        hash = chainHash(hash, row.epoch, body);
+        bytes += Buffer.byteLength(body);
+        insert.run('alpha', seq, row.event_id, row.epoch, body, hash);
+      });
+      db.prepare("UPDATE jw_sessions SET last_seq = ?, head_hash = ?, body_bytes = ? WHERE session_id = 'alpha'").run(next.length - 1, hash, bytes);
+    })();
+  } finally {
+    db.close();
+  }
+}
+
+interface Tampered { session_id: string; ok: false; anchor: { seq: number; reason: string; message: string } }
+
+function expectTampered(path: string, anchors: string, seq: number, reason: string): void {
+  const plain = cli(['verify', path, 'alpha']);
+  assert.equal(plain.code === 0 || plain.code === 1, true, plain.stderr);
+  const r = cli(['verify', path, 'alpha', '--key', PUBLIC, '--anchors', anchors]);
+  assert.equal(r.code, 1, r.stdout + r.stderr);
+  assert.match(r.stdout, new RegExp(`^TAMPERED alpha: seq ${seq}, reason ${reason}\\n`));
+  const json = JSON.parse(cli(['verify', path, 'alpha', '--key', PUBLIC, '--anchors', anchors, '--json']).stdout) as Tampered;
+  assert.equal(json.ok, false);
+  assert.equal(json.anchor.seq, seq);
+  assert.equal(json.anchor.reason, reason);
+}
+
+describe('jingwei verify --key --anchors', () => {
+  it('an untouched anchored journal verifies, and says what was checked; without a key it says integrity only', async () => {
+    const { path, anchors } = await anchoredJournal();
+    // acquire, then one checkpoint per commit: the release adds none, everything is anchored already.
+    assert.equal(parseCheckpoints(readFileSync(anchors, 'utf8')).length, 1 + alphaHistory().length);
+    const r = cli(['verify', path, 'alpha', '--key', PUBLIC, '--anchors', anchors]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /anchors verified: 11 signed checkpoints, anchored up to seq 9/);
+    const json = JSON.parse(cli(['verify', path, 'alpha', '--key', PUBLIC, '--anchors', anchors, '--json']).stdout) as Record<string, unknown>;
+    assert.equal(json.checked, 'integrity_and_anchors');
+    const plain = cli(['verify', path, 'alpha']);
+    assert.equal(plain.code, 0);
+    assert.match(plain.stdout, /integrity only: no --key given, so the journal was not checked against signed anchors/);
+    assert.equal((JSON.parse(cli(['verify', path, 'alpha', '--json']).stdout) as Record<string, unknown>).checked, 'integrity_only');
+  });
+
+  it('dropping a start marker and recomputing the chain turns a charge into retry_allowed; the anchors name the seq', async () => {
+    const { path, anchors } = await anchoredJournal();
+    // seq 8 is c-pay's tool_started: without it the non-idempotent charge would look not executed.
+    rewrite(path, (rows) => rows.filter((r) => r.seq !== 8));
+    const plain = cli(['verify', path, 'alpha']);
+    assert.equal(plain.code, 0, 'the chain was recomputed, so integrity alone cannot tell');
+    expectTampered(path, anchors, 8, 'rewritten');
+  });
+
+  it('a truncated journal: the missing anchored events are named', async () => {
+    const { path, anchors } = await anchoredJournal();
+    rewrite(path, (rows) => rows.slice(0, 7));
+    assert.equal(cli(['verify', path, 'alpha']).code, 0);
+    expectTampered(path, anchors, 7, 'truncated');
+    assert.match(cli(['verify', path, 'alpha', '--key', PUBLIC, '--anchors', anchors]).stdout, /anchored events seq 7\.\.9 are missing/);
+  });
+
+  it('a changed output: the first bad seq is named', async () => {
+    const { path, anchors } = await anchoredJournal();
+    rewrite(path, (rows) => rows.map((r) => (r.seq === 3 ? { ...r, body: r.body.replace('on_hand', 'in_hand') } : r)));
+    assert.equal(cli(['verify', path, 'alpha']).code, 0);
+    expectTampered(path, anchors, 3, 'rewritten');
+  });
+
+  it('a rolled-back epoch', async () => {
+    const { path, anchors } = await anchoredJournal();
+    const store = openSqliteStore(path);
+    const again = await store.acquire('alpha', { owner: 'host-2', anchor: { privateKey: keys.privateKey, sink: fileAnchorSink(anchors) } });
+    await again.release();
+    await store.close();
+    const db = new Database(path);
+    db.prepare("UPDATE jw_sessions SET epoch = 1 WHERE session_id = 'alpha'").run();
+    db.close();
+    assert.equal(cli(['verify', path, 'alpha']).code, 0, 'every row is still at epoch 1, so integrity alone passes');
+    expectTampered(path, anchors, 9, 'rolled_back');
+  });
+
+  it('a whole session deleted from the store is reported when every session is verified', async () => {
+    const { path, anchors } = await anchoredJournal();
+    const db = new Database(path);
+    db.exec("DELETE FROM jw_events WHERE session_id = 'alpha'; DELETE FROM jw_sessions WHERE session_id = 'alpha'");
+    db.close();
+    const r = cli(['verify', path, '--key', PUBLIC, '--anchors', anchors]);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stdout, /^TAMPERED alpha: seq 0, reason truncated/m);
+  });
+
+  it('a checkpoint signed by another key is refused as anchor_invalid', async () => {
+    const other = generateKeyPairSync('ed25519');
+    const { path, anchors } = await anchoredJournal(other.privateKey);
+    const r = cli(['verify', path, 'alpha', '--key', PUBLIC, '--anchors', anchors]);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stdout, /^TAMPERED alpha: reason bad_signature\n/);
+    const json = JSON.parse(cli(['verify', path, 'alpha', '--key', PUBLIC, '--anchors', anchors, '--json']).stdout) as Tampered;
+    assert.equal(json.anchor.reason, 'bad_signature');
+  });
+
+  it('a truncated -wal file loses acknowledged events: the anchors report them missing', async () => {
+    n += 1;
+    const path = tempDbPath(dir, 'wal');
+    const anchors = join(dir, `anchors-wal-${n}.jsonl`);
+    const sqlite = fileURLToPath(new URL('../../src/sqlite.js', import.meta.url));
+    const anchorsModule = fileURLToPath(new URL('../../src/store/anchors.js', import.meta.url));
+    const pem = keys.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
+    // A host that appends 50 acknowledged events and dies without closing: the events live in the -wal file.
+    const script = `
+      import { openSqliteStore } from ${JSON.stringify(sqlite)};
+      import { fileAnchorSink } from ${JSON.stringify(anchorsModule)};
+      const store = openSqliteStore(${JSON.stringify(path)});
+      const owner = await store.acquire('alpha', { owner: 'host', anchor: { privateKey: ${JSON.stringify(pem)}, sink: fileAnchorSink(${JSON.stringify(anchors)}) } });
+      for (let i = 0; i < 50; i++) await owner.append([{ turnId: 't', kind: { type: 'user_message', text: 'event ' + i } }]);
+      process.exit(0);`;
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    assert.equal(child.status, 0, child.stderr);
+    const wal = `${path}-wal`;
+    truncateSync(wal, Math.floor(statSync(wal).size / 2));
+    const plain = cli(['verify', path, 'alpha']);
+    assert.equal(plain.code, 0, 'SQLite silently stops at the last intact frame, so integrity alone passes');
+    const r = cli(['verify', path, 'alpha', '--key', PUBLIC, '--anchors', anchors, '--json']);
+    const json = JSON.parse(r.stdout) as Tampered;
+    assert.equal(json.anchor.reason, 'truncated');
+    assert.ok(json.anchor.seq > 0 && json.anchor.seq < 50, `the first missing seq: ${json.anchor.seq}`);
+    assert.match(json.anchor.message, new RegExp(`anchored events seq ${json.anchor.seq}\\.\\.49 are missing`));
+  });
+
+  it('--anchors without --key, and --key without --anchors, are usage errors', async () => {
+    const { path, anchors } = await anchoredJournal();
+    assert.equal(cli(['verify', path, '--anchors', anchors]).code, 2);
+    assert.equal(cli(['verify', path, '--key', PUBLIC]).code, 2);
+  });
+});
+
+describe('chained exports and jingwei import --key', () => {
+  async function chained(): Promise<{ file: string; anchors: string }> {
+    const { path, anchors } = await anchoredJournal();
+    const file = join(dir, `alpha-${n}.chain.jsonl`);
+    const r = cli(['export', path, 'alpha', '--format', 'chain', '--anchors', anchors, '--out', file]);
+    assert.equal(r.code, 0, r.stderr);
+    return { file, anchors };
+  }
+
+  function edit(file: string, change: (lines: string[]) => string[]): void {
+    const lines = readFileSync(file, 'utf8').split('\n').filter((l) => l !== '');
+    writeFileSync(file, change(lines).join('\n') + '\n');
+  }
+
+  /** Recomputes the trailer's hashes over the (edited) lines, as an attacker who knows the format would. */
+  function rechain(lines: string[]): string[] {
+    const events = lines.slice(0, -1);
+    const trailer = JSON.parse(lines[lines.length - 1]!) as { jingwei_chain: { links: Array<[number, string]> } };
+    let hash = GENESIS_HASH;
+    trailer.jingwei_chain.links = events.map((line) => [1, (hash = chainHash(hash, 1, line))]);
+    return [...events, JSON.stringify(trailer)];
+  }
+
+  it('an untouched chained export imports with --key and --anchors', async () => {
+    const { file, anchors } = await chained();
+    const r = cli(['import', tempDbPath(dir, 'target'), file, '--key', PUBLIC, '--anchors', anchors]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /Imported 10 events into session alpha/);
+  });
+
+  it('an edited line is refused by the chain trailer, even without a key', async () => {
+    const { file } = await chained();
+    edit(file, (lines) => lines.map((l, i) => (i === 3 ? l.replace('on_hand', 'in_hand') : l)));
+    const r = cli(['import', tempDbPath(dir, 'target'), file]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /import_rejected: line 4: seq 3 does not match the chain hash recorded at export/);
+  });
+
+  it('an edit with recomputed hashes passes without a key and is refused with one', async () => {
+    const { file } = await chained();
+    edit(file, (lines) => rechain(lines.map((l, i) => (i === 3 ? l.replace('on_hand', 'in_hand') : l))));
+    assert.equal(cli(['import', tempDbPath(dir, 'target'), file]).code, 0);
+    const r = cli(['import', tempDbPath(dir, 'target'), file, '--key', PUBLIC]);
+    assert.equal(r.code, 1, r.stdout);
+    assert.match(r.stderr, /anchor_mismatch: session alpha at seq 3 \(rewritten\)/);
+  });
+
+  it('a truncated export that also dropped its checkpoints is caught by the anchor file', async () => {
+    const { file, anchors } = await chained();
+    edit(file, (lines) => {
+      const trailer = JSON.parse(lines[lines.length - 1]!) as { jingwei_chain: { links: unknown[]; checkpoints: unknown[] } };
+      trailer.jingwei_chain.links = trailer.jingwei_chain.links.slice(0, 5);
+      trailer.jingwei_chain.checkpoints = [];
+      return [...lines.slice(0, 5), JSON.stringify(trailer)];
+    });
+    assert.equal(cli(['import', tempDbPath(dir, 'target'), file, '--key', PUBLIC]).code, 0, 'the file alone no longer claims more');
+    const r = cli(['import', tempDbPath(dir, 'target'), file, '--key', PUBLIC, '--anchors', anchors]);
+    assert.equal(r.code, 1, r.stdout);
+    assert.match(r.stderr, /\(truncated\): anchored events seq 5\.\.9 are missing/);
+  });
+
+  it('a plain export cannot be checked against a key', async () => {
+    const { path } = await anchoredJournal();
+    const file = join(dir, `plain-${n}.jsonl`);
+    assert.equal(cli(['export', path, 'alpha', '--out', file]).code, 0);
+    const r = cli(['import', tempDbPath(dir, 'target'), file, '--key', PUBLIC]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /unanchored/);
+  });
+});

@@ -1,0 +1,78 @@
+/**
+ * A SQLite journal deleted or replaced while a store has it open: the store refuses to write (store_replaced), so a
+ * second host cannot quietly start the session over at epoch 1 while the first host's acknowledged appends vanish.
+ */
+import assert from 'node:assert/strict';
+import { copyFileSync, renameSync, rmSync } from 'node:fs';
+import { describe, it } from 'node:test';
+import { StoreReplacedError } from '../../src/errors.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+
+const dir = tempDir('jingwei-store-replaced-');
+const message = (text: string) => [{ turnId: 't', kind: { type: 'user_message' as const, text } }];
+
+describe('a SQLite store whose file is removed or replaced while open', () => {
+  it('a deleted journal: every later write is refused, and the first host loses nothing it was told was written', async () => {
+    const path = tempDbPath(dir);
+    const first = openSqliteStore(path);
+    const owner = await first.acquire('s', { owner: 'host-1' });
+    await owner.append(message('acknowledged'));
+    rmSync(path);
+    rmSync(`${path}-wal`, { force: true });
+    rmSync(`${path}-shm`, { force: true });
+    await assert.rejects(owner.append(message('after the delete')), (error: unknown) => {
+      assert.ok(error instanceof StoreReplacedError);
+      assert.equal(error.code, 'store_replaced');
+      assert.match(error.message, /was deleted/);
+      return true;
+    });
+    await assert.rejects(first.acquire('s', { owner: 'host-1', takeover: true }), StoreReplacedError);
+    // A second host on the path gets a fresh file; the first host can no longer write anything it would lose.
+    const second = openSqliteStore(path);
+    const fresh = await second.acquire('s', { owner: 'host-2' });
+    assert.equal(fresh.epoch, 1);
+    await assert.rejects(owner.append(message('still refused')), StoreReplacedError);
+    await second.close();
+    await first.close();
+  });
+
+  it('a journal replaced by another file (renamed over it) is refused', async () => {
+    const path = tempDbPath(dir);
+    const other = tempDbPath(dir);
+    const seed = openSqliteStore(other);
+    await (await seed.acquire('x', { owner: 'h' })).release();
+    await seed.close();
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('s', { owner: 'host-1' });
+    await owner.append(message('one'));
+    copyFileSync(other, `${other}.copy`);
+    renameSync(`${other}.copy`, path);
+    await assert.rejects(owner.append(message('two')), /replaced by another file/);
+    await store.close();
+  });
+
+  it('a deleted write-ahead log is refused too', async () => {
+    const path = tempDbPath(dir);
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('s', { owner: 'host-1' });
+    await owner.append(message('one'));
+    rmSync(`${path}-wal`);
+    await assert.rejects(owner.append(message('two')), /write-ahead log was deleted/);
+    await store.close();
+  });
+
+  it('an untouched journal keeps working across many writes and reopens', async () => {
+    const path = tempDbPath(dir);
+    for (let round = 0; round < 3; round++) {
+      const store = openSqliteStore(path);
+      const owner = await store.acquire('s', { owner: `host-${round}`, takeover: true });
+      for (let i = 0; i < 5; i++) await owner.append(message(`${round}-${i}`));
+      await owner.release();
+      await store.close();
+    }
+    const store = openSqliteStore(path);
+    assert.equal((await store.loadHistory('s')).length, 15);
+    await store.close();
+  });
+});
