@@ -208,7 +208,10 @@ describe('chained exports and jingwei import --key', () => {
     const events = lines.slice(0, -1);
     const trailer = JSON.parse(lines[lines.length - 1]!) as { jingwei_chain: { links: Array<[number, string]> } };
     let hash = GENESIS_HASH;
-    trailer.jingwei_chain.links = events.map((line) => [1, (hash = chainHash(hash, 1, line))]);
+    trailer.jingwei_chain.links = events.map((line) => {
+      hash = chainHash(hash, 1, line);
+      return [1, hash];
+    });
     return [...events, JSON.stringify(trailer)];
   }
 
