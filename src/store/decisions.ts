@@ -119,9 +119,29 @@ export interface CommitOutcome {
   readonly reservedOutputBytes: number;
 }
 
+/** The event ids drafts name themselves (the store mints the others, which cannot collide). */
+export function draftEventIds(drafts: readonly EventDraft[]): string[] {
+  const ids: string[] = [];
+  for (const d of drafts) if (typeof d?.eventId === 'string') ids.push(d.eventId);
+  return ids;
+}
+
+/** An event id names one event of its session: refuse a repeat within the batch or of a stored event (docs/design.md#event-ids-are-unique). */
+function refuseDuplicateIds(sessionId: SessionId, drafts: readonly EventDraft[], existing: readonly string[]): void {
+  const seen = new Set<string>();
+  for (const id of draftEventIds(drafts)) {
+    if (seen.has(id)) throw new StoreConflictError('duplicate_event_id', `the batch names event id ${JSON.stringify(id)} twice`);
+    seen.add(id);
+  }
+  if (existing.length > 0) {
+    throw new StoreConflictError('duplicate_event_id', `session ${sessionId} already has an event with id ${JSON.stringify(existing[0])}`);
+  }
+}
+
 export function decideCommit(owner: OwnerRef, request: CommitRequest) {
   return (state: TxState): TxWrites<CommitOutcome> => {
     const session = requireOwner(state.session, owner);
+    refuseDuplicateIds(session.sessionId, request.events, state.existingEventIds);
     const latest = request.expectLatestAttempt;
     if (latest) {
       const op = state.operation;

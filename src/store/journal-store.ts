@@ -1,7 +1,7 @@
 import { InvalidInputError, StoreClosedError, TaskNotFoundError } from '../errors.js';
 import { checkId, type SessionId, type TaskId } from '../ids.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
-import { decideAcquire, decideCommit, decideRelease, decideStartTask, decideTaskState, taskSnapshot, type OwnerRef } from './decisions.js';
+import { decideAcquire, decideCommit, draftEventIds, decideRelease, decideStartTask, decideTaskState, taskSnapshot, type OwnerRef } from './decisions.js';
 import { exportJournal, importJournal } from './jsonl.js';
 import type { JournalBackend } from './rows.js';
 import { verifyJournal } from './verify.js';
@@ -131,9 +131,14 @@ class FencedOwner implements SessionOwner {
   async commit(request: CommitRequest): Promise<CommitReceipt> {
     this.guard.check();
     if (!Array.isArray(request.events)) throw new InvalidInputError('events', 'must be an array');
+    // Checked before any read: an id a store cannot even look up (U+0000) must fail as bad input, on every store.
+    request.events.forEach((draft, i) => {
+      if (draft?.eventId !== undefined) checkId<string>(`events[${i}].eventId`, draft.eventId);
+    });
     const reads = {
       ...(request.budget ? { taskId: request.budget.taskId } : {}),
       ...(request.expectLatestAttempt ? { operation: request.expectLatestAttempt } : {}),
+      eventIds: draftEventIds(request.events),
     };
     return this.backend.transact(this.sessionId, reads, decideCommit(this.ref, request));
   }

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import type { EventDraft } from '../event/types.js';
-import { newCallId, newOperationKey, newTurnId, type CallId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
+import { newCallId, newOperationKey, newTurnId, type CallId, type EventId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import type { SessionStore } from '../store/types.js';
 import { LIMITS } from '../limits.js';
 
@@ -307,6 +307,52 @@ function draftValidation(name: string, factory: StoreFactory): void {
       assert.equal(history.length, 1);
       const [next] = await owner.append([message('still fine')]);
       assert.equal(next!.seq, 1, 'a refused append consumed no seq');
+      await store.close();
+    });
+
+    it('refuses an event id the session already has, or one named twice in one batch, writing nothing', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-dup-ids', { owner: 'h' });
+      const [first] = await owner.append([{ ...message('first'), eventId: 'evt-fixed' as EventId }]);
+      assert.equal(first!.eventId, 'evt-fixed');
+      await rejects(owner.append([{ ...message('again'), eventId: 'evt-fixed' as EventId }]), 'duplicate_event_id');
+      await rejects(
+        owner.append([{ ...message('a'), eventId: 'evt-twice' as EventId }, { ...message('b'), eventId: 'evt-twice' as EventId }]),
+        'duplicate_event_id',
+      );
+      await rejects(owner.commit({ events: [{ ...message('via commit'), eventId: 'evt-fixed' as EventId }] }), 'duplicate_event_id');
+      // The same id in another session is that session's own business.
+      const other = await store.acquire('s-dup-ids-other', { owner: 'h' });
+      await other.append([{ ...message('elsewhere'), eventId: 'evt-fixed' as EventId }]);
+      const history = await store.loadHistory('s-dup-ids');
+      assert.deepEqual(history.map((e) => e.eventId), ['evt-fixed'], 'nothing of a refused append was written');
+      const [next] = await owner.append([message('still loads')]);
+      assert.equal(next!.seq, 1);
+      assert.equal((await store.loadHistory('s-dup-ids')).length, 2);
+      await store.close();
+    });
+
+    it('refuses U+0000 in every id on acquire, append, commit and import; listing sessions stays whole', async () => {
+      const { store } = await factory.open();
+      await rejects(store.acquire('nul\u0000session', { owner: 'h' }), 'invalid_input');
+      await rejects(store.acquire('s-nul', { owner: 'nul\u0000owner' }), 'invalid_input');
+      const owner = await store.acquire('s-nul', { owner: 'h' });
+      await rejects(owner.append([message('bad turn', 'turn\u0000x' as TurnId)]), 'invalid_input');
+      await rejects(owner.append([{ ...message('bad event id'), eventId: 'evt\u0000x' as EventId }]), 'invalid_input');
+      await rejects(owner.append([{ ...message('bad generation'), generationId: 'gen\u0000x' }]), 'invalid_input');
+      await rejects(owner.commit({ events: [callDraft('t\u0000nul', newOperationKey())] }), 'invalid_input');
+      await rejects(owner.commit({ events: [callDraft('t-nul', 'key\u0000x' as OperationKey)] }), 'invalid_input');
+      await rejects(owner.commit({ events: [callDraft('t-nul', newOperationKey(), 'call\u0000x' as CallId)] }), 'invalid_input');
+      await rejects(owner.startTask('task\u0000x'), 'invalid_input');
+      const [ok] = await owner.append([message('fine')]);
+      const line = JSON.stringify({ ...JSON.parse((await store.exportJsonl('s-nul')).trim()), session_id: 'imported\u0000nul' });
+      assert.ok(ok);
+      await rejects(store.importJsonl(`${line}\n`, { owner: 'i' }), 'import_rejected');
+      const turnLine = JSON.stringify({ ...JSON.parse((await store.exportJsonl('s-nul')).trim()), session_id: 's-nul-2', turn_id: 't\u0000' });
+      await rejects(store.importJsonl(`${turnLine}\n`, { owner: 'i' }), 'import_rejected');
+      const sessions = await store.listSessions();
+      assert.deepEqual(sessions.map((x) => x.sessionId), ['s-nul']);
+      assert.equal((await store.loadHistory('s-nul')).length, 1);
       await store.close();
     });
   });
