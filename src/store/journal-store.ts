@@ -16,6 +16,23 @@ import type {
   TaskSnapshot,
 } from './types.js';
 
+/** Wire types only the runtime and recovery write: the evidence a retry decision rests on. */
+const EVIDENCE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_started', 'tool_result']);
+/** Every wire type the codec gives a meaning to: an `opaque` draft must not impersonate one of them. */
+const KNOWN_TYPES: ReadonlySet<string> = new Set([...EVIDENCE_TYPES, 'user_message', 'assistant_message', 'custom', 'opaque']);
+
+/** The public append carries host events only (docs/design.md#only-the-runtime-writes-tool-evidence). */
+function refuseEvidence(draft: EventDraft, i: number): void {
+  const kind = (draft as { kind?: unknown } | null)?.kind as { type?: unknown; wireType?: unknown } | undefined;
+  if (typeof kind !== 'object' || kind === null) return;
+  if (typeof kind.type === 'string' && EVIDENCE_TYPES.has(kind.type)) {
+    throw new InvalidInputError(`events[${i}].kind`, `${kind.type} is tool evidence, which only the tool runtime records; append takes host events only`);
+  }
+  if (kind.type === 'opaque' && typeof kind.wireType === 'string' && KNOWN_TYPES.has(kind.wireType)) {
+    throw new InvalidInputError(`events[${i}].kind.wireType`, `an opaque event cannot carry the known kind ${kind.wireType}`);
+  }
+}
+
 /** Fails every call once the store is closed, whatever the backend would do with a closed handle. */
 class OpenGuard {
   closed = false;
@@ -125,6 +142,7 @@ class FencedOwner implements SessionOwner {
   }
 
   async append(events: readonly EventDraft[]): Promise<SessionEvent[]> {
+    if (Array.isArray(events)) events.forEach((draft, i) => refuseEvidence(draft, i));
     return (await this.commit({ events })).events;
   }
 

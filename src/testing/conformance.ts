@@ -233,7 +233,8 @@ function storeRules(name: string, factory: StoreFactory): void {
       const owner = await store.acquire('s-export', { owner: 'h' });
       const task = 't-export' as TaskId;
       await owner.startTask(task);
-      await owner.append([message('hello'), callDraft(task, newOperationKey())]);
+      await owner.append([message('hello')]);
+      await owner.commit({ events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
       const jsonl = await store.exportJsonl('s-export');
       assert.equal(jsonl.trim().split('\n').length, 2);
       await rejects(store.importJsonl(jsonl, { owner: 'importer' }), 'session_exists');
@@ -308,6 +309,44 @@ function draftValidation(name: string, factory: StoreFactory): void {
       const [next] = await owner.append([message('still fine')]);
       assert.equal(next!.seq, 1, 'a refused append consumed no seq');
       await store.close();
+    });
+
+    it('append takes host events only: tool calls, markers, results and impersonating opaque events are refused, nothing written', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-host-only', { owner: 'h' });
+      const task = 't-host-only' as TaskId;
+      await owner.startTask(task);
+      const call = newCallId();
+      await rejects(owner.append([callDraft(task, newOperationKey(), call)]), 'invalid_input');
+      await rejects(owner.append([message('ok'), { turnId: turn, kind: { type: 'tool_started', callId: call } }]), 'invalid_input');
+      await rejects(owner.append([resultDraft(call)]), 'invalid_input');
+      for (const wireType of ['tool_call', 'tool_result', 'tool_started', 'user_message']) {
+        await rejects(owner.append([{ turnId: turn, kind: { type: 'opaque', wireType, fields: {} } }]), 'invalid_input');
+      }
+      await owner.append([message('host'), { turnId: turn, kind: { type: 'opaque', wireType: 'host_note', fields: { a: 1 } } }]);
+      assert.deepEqual((await store.loadHistory('s-host-only')).map((e) => e.kind.type), ['user_message', 'opaque']);
+      assert.equal((await owner.task(task)).charged.toolCalls, 0);
+      await store.close();
+    });
+
+    it('import runs the evidence pass before writing: a forged second result is refused and nothing is written', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-forged', { owner: 'h' });
+      const task = 't-forged' as TaskId;
+      await owner.startTask(task);
+      const call = newCallId();
+      await owner.commit({ events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
+      await owner.commit({ events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 2 } } });
+      const lines = (await store.exportJsonl('s-forged')).trim().split('\n');
+      const second = JSON.parse(lines[1]!) as Record<string, unknown>;
+      const forged = [...lines, JSON.stringify({ ...second, event_id: 'evt-forged', seq: 2 })].join('\n') + '\n';
+      const { store: target } = await factory.open();
+      await rejects(target.importJsonl(forged, { owner: 'i' }), 'import_rejected');
+      assert.deepEqual(await target.listSessions(), [], 'nothing was written');
+      const sound = lines.join('\n') + '\n';
+      assert.deepEqual(await target.importJsonl(sound, { owner: 'i' }), { sessionId: 's-forged', events: 2 });
+      await store.close();
+      await target.close();
     });
 
     it('refuses an event id the session already has, or one named twice in one batch, writing nothing', async () => {
