@@ -219,8 +219,15 @@ function applyBudget(task: TaskRow, epoch: number, request: CommitRequest): { ro
       reservations = reservations.map((r) => (r.callId === callId ? { ...r, started: true } : r));
     } else if (e.kind.type === 'tool_result') {
       const callId = e.kind.result.callId;
+      // A result is charged at most what its attempt reserved: never past the task's limit
+      // (docs/design.md#budgets-are-exact). No reservation left (already settled) means nothing more to charge.
+      const held = reservations.find((r) => r.callId === callId)?.bytes ?? 0;
       reservations = reservations.filter((r) => r.callId !== callId);
-      row = { ...row, chargedOutputBytes: row.chargedOutputBytes + (budget.settle?.chargeOutputBytes ?? 0) };
+      const requested = budget.settle?.chargeOutputBytes ?? 0;
+      if (!Number.isSafeInteger(requested) || requested < 0) {
+        throw new InvalidInputError('budget.settle.chargeOutputBytes', `must be a non-negative safe integer, got ${requested}`);
+      }
+      row = { ...row, chargedOutputBytes: row.chargedOutputBytes + Math.min(requested, held) };
     }
   }
   return { row: withReservations(row, reservations), reserved };

@@ -160,6 +160,22 @@ function storeRules(name: string, factory: StoreFactory): void {
       await store.close();
     });
 
+    it('a result is charged at most its reservation, never past the task limit', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-exact', { owner: 'h' });
+      const task = 't-exact' as TaskId;
+      await owner.startTask(task, { limits: { toolOutputBytes: 1000 } });
+      const call = newCallId();
+      const r = await owner.commit({ events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 4096 } } });
+      assert.equal(r.reservedOutputBytes, 1000);
+      await owner.commit({ events: [{ turnId: turn, kind: { type: 'tool_started', callId: call } }], budget: { taskId: task } });
+      await owner.commit({ events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 5000 } } });
+      const snapshot = await owner.task(task);
+      assert.equal(snapshot.charged.toolOutputBytes, 1000);
+      assert.equal(snapshot.reservedOutputBytes, 0);
+      await store.close();
+    });
+
     it('reservations left by a fenced owner are settled: refunded if never started, charged if started', async () => {
       const { store } = await factory.open();
       const a = await store.acquire('s-abandon', { owner: 'host-a' });

@@ -295,7 +295,8 @@ class Gateway implements ToolGateway {
         if (typeof output !== 'string') outcome = output;
         else {
           const bytes = utf8Length(output);
-          charge = bytes;
+          // Refused output is never charged past the reservation (docs/design.md#budgets-are-exact).
+          charge = Math.min(bytes, reserved);
           // The store reserved min(outputLimit, what the task's budget had left): that is this call's limit.
           outcome = bytes > reserved
             ? failure('output_limit', 'tool_output_limit', `the output is ${bytes} bytes, over the limit of ${reserved}`)
