@@ -88,6 +88,7 @@ export const RECORDED_FAILURE_CODES = Object.freeze([
   'tool_body_panicked',
   'tool_output_not_json',
   'tool_output_limit',
+  'tool_superseded',
 ] as const);
 
 export type RecordedFailureCode = (typeof RECORDED_FAILURE_CODES)[number];
