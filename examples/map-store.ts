@@ -38,6 +38,7 @@ class MapBackend implements JournalBackend {
       session: this.sessions.get(sessionId),
       task: reads.taskId === undefined ? undefined : this.tasks.get(reads.taskId),
       operation: reads.operation && this.operations.get(`${reads.operation.taskId}\u0000${reads.operation.key}`),
+      existingEventIds: (this.events.get(sessionId) ?? []).filter((e) => reads.eventIds?.includes(e.eventId)).map((e) => e.eventId),
     });
     if (writes.session) {
       // The conditional update: check every condition before changing anything, so a refusal writes nothing.

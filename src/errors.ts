@@ -31,6 +31,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   store_failure: 'StoreUnavailableError',
   session_exists: 'StoreConflictError',
   task_in_other_session: 'StoreConflictError',
+  duplicate_event_id: 'StoreConflictError',
   task_not_found: 'TaskNotFoundError',
   task_not_running: 'TaskNotRunningError',
   budget_exhausted: 'BudgetExhaustedError',
@@ -91,6 +92,7 @@ export const RECORDED_FAILURE_CODES = Object.freeze([
   'tool_body_panicked',
   'tool_output_not_json',
   'tool_output_limit',
+  'tool_superseded',
 ] as const);
 
 export type RecordedFailureCode = (typeof RECORDED_FAILURE_CODES)[number];
@@ -316,7 +318,7 @@ export class JournalFullError extends JingweiError {
   }
 }
 
-export type StoreConflictCode = 'session_exists' | 'task_in_other_session';
+export type StoreConflictCode = 'session_exists' | 'task_in_other_session' | 'duplicate_event_id';
 /** An import or task operation conflicts with what the store already holds. Nothing was written. */
 export class StoreConflictError extends JingweiError {
   declare readonly code: StoreConflictCode;

@@ -154,8 +154,8 @@ function decodeAudit(ctx: Ctx, wire: unknown): ToolRetryAudit {
   const o = ctx.object(wire, ['call_id', 'event_id', 'review']);
   const review = ctx.get(o, 'review');
   return {
-    callId: ctx.text(o, 'call_id') as CallId,
-    eventId: ctx.text(o, 'event_id') as EventId,
+    callId: ctx.id(o, 'call_id') as CallId,
+    eventId: ctx.id(o, 'event_id') as EventId,
     review: review === undefined || review === null ? null : decodeReview(ctx.child('review'), review),
   };
 }
@@ -169,8 +169,8 @@ function decodeOperation(ctx: Ctx, wire: unknown): ToolOperation {
   const o = ctx.object(wire, ['task_id', 'key', 'contract', 'retry', 'start_marker']);
   const retry = ctx.get(o, 'retry');
   const op: ToolOperation = {
-    taskId: ctx.text(o, 'task_id') as TaskId,
-    key: ctx.text(o, 'key') as OperationKey,
+    taskId: ctx.id(o, 'task_id') as TaskId,
+    key: ctx.id(o, 'key') as OperationKey,
     contract: decodeContract(ctx.child('contract'), ctx.required(o, 'contract')),
     retry: retry === undefined || retry === null ? null : decodeAudit(ctx.child('retry'), retry),
   };
@@ -193,7 +193,7 @@ function decodeAction(ctx: Ctx, wire: unknown): ActionContext {
 
 function decodeCall(ctx: Ctx, wire: unknown): ToolCall {
   const o = ctx.object(wire, null);
-  const id = ctx.text(o, 'id') as CallId;
+  const id = ctx.id(o, 'id') as CallId;
   const name = ctx.string(o, 'name');
   if (name.length === 0) ctx.fail('name', 'must not be empty');
   const nameBytes = utf8Length(name);
@@ -227,7 +227,7 @@ function decodeOutcome(ctx: Ctx, wire: unknown): ToolRecordedOutcome {
 function decodeResult(ctx: Ctx, wire: unknown): ToolResult {
   const o = ctx.object(wire, null);
   return {
-    callId: ctx.text(o, 'call_id') as CallId,
+    callId: ctx.id(o, 'call_id') as CallId,
     outcome: decodeOutcome(ctx.child('outcome'), ctx.required(o, 'outcome')),
   };
 }
@@ -241,7 +241,7 @@ function decodeKind(ctx: Ctx, wire: unknown): SessionEventKind {
     case 'tool_result':
       return { type, result: decodeResult(ctx.child('result'), ctx.required(o, 'result')) };
     case 'tool_started':
-      return { type, callId: ctx.text(o, 'call_id') as CallId };
+      return { type, callId: ctx.id(o, 'call_id') as CallId };
     case 'user_message':
       return { type, text: ctx.string(o, 'text') };
     case 'assistant_message': {
@@ -271,11 +271,11 @@ const ENVELOPE_FIELDS = ['event_id', 'session_id', 'turn_id', 'generation_id', '
 
 function decodeEnvelope(ctx: Ctx, wire: unknown): SessionEvent {
   const o = ctx.object(wire, ENVELOPE_FIELDS);
-  const eventId = ctx.text(o, 'event_id') as EventId;
-  const sessionId = ctx.text(o, 'session_id') as SessionId;
-  const turnId = ctx.text(o, 'turn_id') as TurnId;
-  const generationId = optionalString(ctx, o, 'generation_id');
-  const messageId = optionalString(ctx, o, 'message_id');
+  const eventId = ctx.id(o, 'event_id') as EventId;
+  const sessionId = ctx.id(o, 'session_id') as SessionId;
+  const turnId = ctx.id(o, 'turn_id') as TurnId;
+  const generationId = ctx.optionalId(o, 'generation_id');
+  const messageId = ctx.optionalId(o, 'message_id');
   const seq = ctx.index(o, 'seq');
   const kind = decodeKind(ctx.child('kind'), ctx.required(o, 'kind'));
   const event: { -readonly [K in keyof SessionEvent]: SessionEvent[K] } = { eventId, sessionId, turnId, seq, kind };

@@ -97,6 +97,25 @@ export class WireReader {
     return this.fail(key, `is ${utf8Length(v)} UTF-8 bytes, at most ${LIMITS.maxTextBytes} allowed`);
   }
 
+  /**
+   * An identifier (event, session, turn, call, task, operation key): the text rule, and never U+0000, which
+   * PostgreSQL text cannot hold, so every store accepts the same ids (docs/design.md#event-ids-are-unique).
+   */
+  id(o: Wire, key: string): string {
+    const v = this.text(o, key);
+    if (v.includes('\u0000')) this.fail(key, 'contains U+0000');
+    return v;
+  }
+
+  /** An optional identifier (generation, message): absent or null, else a string without U+0000. */
+  optionalId(o: Wire, key: string): string | undefined {
+    const v = this.get(o, key);
+    if (v === undefined || v === null) return undefined;
+    const s = this.string(o, key);
+    if (s.includes('\u0000')) this.fail(key, 'contains U+0000');
+    return s;
+  }
+
   /** A non-negative safe integer (`-0` reads as 0). */
   index(o: Wire, key: string): number {
     const v = this.required(o, key);

@@ -119,9 +119,29 @@ export interface CommitOutcome {
   readonly reservedOutputBytes: number;
 }
 
+/** The event ids drafts name themselves (the store mints the others, which cannot collide). */
+export function draftEventIds(drafts: readonly EventDraft[]): string[] {
+  const ids: string[] = [];
+  for (const d of drafts) if (typeof d?.eventId === 'string') ids.push(d.eventId);
+  return ids;
+}
+
+/** An event id names one event of its session: refuse a repeat within the batch or of a stored event (docs/design.md#event-ids-are-unique). */
+function refuseDuplicateIds(sessionId: SessionId, drafts: readonly EventDraft[], existing: readonly string[]): void {
+  const seen = new Set<string>();
+  for (const id of draftEventIds(drafts)) {
+    if (seen.has(id)) throw new StoreConflictError('duplicate_event_id', `the batch names event id ${JSON.stringify(id)} twice`);
+    seen.add(id);
+  }
+  if (existing.length > 0) {
+    throw new StoreConflictError('duplicate_event_id', `session ${sessionId} already has an event with id ${JSON.stringify(existing[0])}`);
+  }
+}
+
 export function decideCommit(owner: OwnerRef, request: CommitRequest) {
   return (state: TxState): TxWrites<CommitOutcome> => {
     const session = requireOwner(state.session, owner);
+    refuseDuplicateIds(session.sessionId, request.events, state.existingEventIds);
     const latest = request.expectLatestAttempt;
     if (latest) {
       const op = state.operation;
@@ -199,8 +219,15 @@ function applyBudget(task: TaskRow, epoch: number, request: CommitRequest): { ro
       reservations = reservations.map((r) => (r.callId === callId ? { ...r, started: true } : r));
     } else if (e.kind.type === 'tool_result') {
       const callId = e.kind.result.callId;
+      // A result is charged at most what its attempt reserved: never past the task's limit
+      // (docs/design.md#budgets-are-exact). No reservation left (already settled) means nothing more to charge.
+      const held = reservations.find((r) => r.callId === callId)?.bytes ?? 0;
       reservations = reservations.filter((r) => r.callId !== callId);
-      row = { ...row, chargedOutputBytes: row.chargedOutputBytes + (budget.settle?.chargeOutputBytes ?? 0) };
+      const requested = budget.settle?.chargeOutputBytes ?? 0;
+      if (!Number.isSafeInteger(requested) || requested < 0) {
+        throw new InvalidInputError('budget.settle.chargeOutputBytes', `must be a non-negative safe integer, got ${requested}`);
+      }
+      row = { ...row, chargedOutputBytes: row.chargedOutputBytes + Math.min(requested, held) };
     }
   }
   return { row: withReservations(row, reservations), reserved };

@@ -1,7 +1,7 @@
 import { InvalidInputError, StoreClosedError, TaskNotFoundError } from '../errors.js';
 import { checkId, type SessionId, type TaskId } from '../ids.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
-import { decideAcquire, decideCommit, decideRelease, decideStartTask, decideTaskState, taskSnapshot, type OwnerRef } from './decisions.js';
+import { decideAcquire, decideCommit, draftEventIds, decideRelease, decideStartTask, decideTaskState, taskSnapshot, type OwnerRef } from './decisions.js';
 import { exportJournal, importJournal } from './jsonl.js';
 import { HeadAnchor, type AnchorOptions } from './anchors.js';
 import type { EventRow, JournalBackend, SessionRow, TxReads, TxState, TxWrites } from './rows.js';
@@ -16,6 +16,23 @@ import type {
   TaskLimits,
   TaskSnapshot,
 } from './types.js';
+
+/** Wire types only the runtime and recovery write: the evidence a retry decision rests on. */
+const EVIDENCE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_started', 'tool_result']);
+/** Every wire type the codec gives a meaning to: an `opaque` draft must not impersonate one of them. */
+const KNOWN_TYPES: ReadonlySet<string> = new Set([...EVIDENCE_TYPES, 'user_message', 'assistant_message', 'custom', 'opaque']);
+
+/** The public append carries host events only (docs/design.md#only-the-runtime-writes-tool-evidence). */
+function refuseEvidence(draft: EventDraft, i: number): void {
+  const kind = (draft as { kind?: unknown } | null)?.kind as { type?: unknown; wireType?: unknown } | undefined;
+  if (typeof kind !== 'object' || kind === null) return;
+  if (typeof kind.type === 'string' && EVIDENCE_TYPES.has(kind.type)) {
+    throw new InvalidInputError(`events[${i}].kind`, `${kind.type} is tool evidence, which only the tool runtime records; append takes host events only`);
+  }
+  if (kind.type === 'opaque' && typeof kind.wireType === 'string' && KNOWN_TYPES.has(kind.wireType)) {
+    throw new InvalidInputError(`events[${i}].kind.wireType`, `an opaque event cannot carry the known kind ${kind.wireType}`);
+  }
+}
 
 /** Fails every call once the store is closed, whatever the backend would do with a closed handle. */
 class OpenGuard {
@@ -151,15 +168,23 @@ class FencedOwner implements SessionOwner {
   }
 
   async append(events: readonly EventDraft[]): Promise<SessionEvent[]> {
+    if (Array.isArray(events)) {
+      for (const [i, draft] of events.entries()) refuseEvidence(draft, i);
+    }
     return (await this.commit({ events })).events;
   }
 
   async commit(request: CommitRequest): Promise<CommitReceipt> {
     this.guard.check();
     if (!Array.isArray(request.events)) throw new InvalidInputError('events', 'must be an array');
+    // Checked before any read: an id a store cannot even look up (U+0000) must fail as bad input, on every store.
+    request.events.forEach((draft, i) => {
+      if (draft?.eventId !== undefined) checkId<string>(`events[${i}].eventId`, draft.eventId);
+    });
     const reads = {
       ...(request.budget ? { taskId: request.budget.taskId } : {}),
       ...(request.expectLatestAttempt ? { operation: request.expectLatestAttempt } : {}),
+      eventIds: draftEventIds(request.events),
     };
     return this.tx(reads, decideCommit(this.ref, request));
   }

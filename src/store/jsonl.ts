@@ -6,6 +6,7 @@ import { checkId, type SessionId } from '../ids.js';
 import { parseJson } from '../json/parse.js';
 import { LIMITS } from '../limits.js';
 import { utf8Length } from '../text.js';
+import { checkToolEvidence } from '../tool/recovery.js';
 import { decideImport } from './decisions.js';
 import type { JournalBackend } from './rows.js';
 import { checkChainTrailer, splitChainTrailer } from './export-chain.js';
@@ -49,6 +50,14 @@ export function parseJournal(text: string): SessionEvent[] {
   } catch (error) {
     const index = (error as { index?: number }).index ?? 0;
     throw new JournalImportError(index + 1, (error as Error).message, { cause: error });
+  }
+  // The same evidence pass recovery runs: a file recovery would refuse (a forged marker, a second result, a
+  // contradiction) never enters a store (docs/design.md#only-the-runtime-writes-tool-evidence).
+  try {
+    checkToolEvidence(events);
+  } catch (error) {
+    const at = /\bevent (\d+)/.exec((error as Error).message);
+    throw new JournalImportError(at ? Number(at[1]) + 1 : 1, (error as Error).message, { cause: error });
   }
   return events;
 }

@@ -6,6 +6,12 @@ import type { SessionStore } from './types.js';
 
 const opKey = (taskId: string, key: string) => `${taskId}\u0000${key}`;
 
+function existingIds(rows: readonly EventRow[] | undefined, asked: readonly string[] | undefined): string[] {
+  if (!rows || !asked?.length) return [];
+  const wanted = new Set(asked);
+  return rows.filter((r) => wanted.has(r.eventId)).map((r) => r.eventId);
+}
+
 /** Everything in this process's memory: for tests and examples. Same rules as the durable stores. */
 class MemoryBackend implements JournalBackend {
   readonly kind = 'memory';
@@ -26,6 +32,7 @@ class MemoryBackend implements JournalBackend {
       session: this.sessions.get(sessionId),
       task: reads.taskId !== undefined ? this.tasks.get(reads.taskId) : undefined,
       operation: reads.operation ? this.operations.get(opKey(reads.operation.taskId, reads.operation.key)) : undefined,
+      existingEventIds: existingIds(this.events.get(sessionId), reads.eventIds),
     };
     const writes = decide(state);
     if (writes.session) {

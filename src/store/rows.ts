@@ -75,6 +75,8 @@ export interface TxReads {
   readonly taskId?: string;
   /** Read the operation row with this (taskId, key). */
   readonly operation?: { readonly taskId: string; readonly key: string };
+  /** Event ids the writes will carry: report which of them already exist in this session (docs/design.md#event-ids-are-unique). */
+  readonly eventIds?: readonly string[];
 }
 
 /** What the backend read for a decision; `undefined` where no such row exists (or it was not asked for). */
@@ -82,6 +84,8 @@ export interface TxState {
   readonly session: SessionRow | undefined;
   readonly task: TaskRow | undefined;
   readonly operation: OperationRow | undefined;
+  /** Those of `reads.eventIds` that some event of this session already carries (empty when none were asked). */
+  readonly existingEventIds: readonly string[];
 }
 
 /**

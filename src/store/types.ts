@@ -76,7 +76,10 @@ export interface SessionOwner {
   stopTask(taskId: string, reason: string): Promise<TaskSnapshot>;
   completeTask(taskId: string): Promise<TaskSnapshot>;
   task(taskId: string): Promise<TaskSnapshot>;
-  /** Appends events with no budget effect (messages, custom events). */
+  /**
+   * Appends host events (user and assistant messages, custom events, opaque events of unknown kinds). Tool calls,
+   * start markers and results are refused with InvalidInputError: only the runtime records tool evidence.
+   */
   append(events: readonly EventDraft[]): Promise<SessionEvent[]>;
   /** The runtime's primitive: events, budget change and D4 condition in one transaction. */
   commit(request: CommitRequest): Promise<CommitReceipt>;

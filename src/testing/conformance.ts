@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import type { EventDraft } from '../event/types.js';
-import { newCallId, newOperationKey, newTurnId, type CallId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
+import { newCallId, newOperationKey, newTurnId, type CallId, type EventId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import type { SessionStore } from '../store/types.js';
 import { LIMITS } from '../limits.js';
 
@@ -160,6 +160,22 @@ function storeRules(name: string, factory: StoreFactory): void {
       await store.close();
     });
 
+    it('a result is charged at most its reservation, never past the task limit', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-exact', { owner: 'h' });
+      const task = 't-exact' as TaskId;
+      await owner.startTask(task, { limits: { toolOutputBytes: 1000 } });
+      const call = newCallId();
+      const r = await owner.commit({ events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 4096 } } });
+      assert.equal(r.reservedOutputBytes, 1000);
+      await owner.commit({ events: [{ turnId: turn, kind: { type: 'tool_started', callId: call } }], budget: { taskId: task } });
+      await owner.commit({ events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 5000 } } });
+      const snapshot = await owner.task(task);
+      assert.equal(snapshot.charged.toolOutputBytes, 1000);
+      assert.equal(snapshot.reservedOutputBytes, 0);
+      await store.close();
+    });
+
     it('reservations left by a fenced owner are settled: refunded if never started, charged if started', async () => {
       const { store } = await factory.open();
       const a = await store.acquire('s-abandon', { owner: 'host-a' });
@@ -233,7 +249,8 @@ function storeRules(name: string, factory: StoreFactory): void {
       const owner = await store.acquire('s-export', { owner: 'h' });
       const task = 't-export' as TaskId;
       await owner.startTask(task);
-      await owner.append([message('hello'), callDraft(task, newOperationKey())]);
+      await owner.append([message('hello')]);
+      await owner.commit({ events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
       const jsonl = await store.exportJsonl('s-export');
       assert.equal(jsonl.trim().split('\n').length, 2);
       await rejects(store.importJsonl(jsonl, { owner: 'importer' }), 'session_exists');
@@ -307,6 +324,90 @@ function draftValidation(name: string, factory: StoreFactory): void {
       assert.equal(history.length, 1);
       const [next] = await owner.append([message('still fine')]);
       assert.equal(next!.seq, 1, 'a refused append consumed no seq');
+      await store.close();
+    });
+
+    it('append takes host events only: tool calls, markers, results and impersonating opaque events are refused, nothing written', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-host-only', { owner: 'h' });
+      const task = 't-host-only' as TaskId;
+      await owner.startTask(task);
+      const call = newCallId();
+      await rejects(owner.append([callDraft(task, newOperationKey(), call)]), 'invalid_input');
+      await rejects(owner.append([message('ok'), { turnId: turn, kind: { type: 'tool_started', callId: call } }]), 'invalid_input');
+      await rejects(owner.append([resultDraft(call)]), 'invalid_input');
+      for (const wireType of ['tool_call', 'tool_result', 'tool_started', 'user_message']) {
+        await rejects(owner.append([{ turnId: turn, kind: { type: 'opaque', wireType, fields: {} } }]), 'invalid_input');
+      }
+      await owner.append([message('host'), { turnId: turn, kind: { type: 'opaque', wireType: 'host_note', fields: { a: 1 } } }]);
+      assert.deepEqual((await store.loadHistory('s-host-only')).map((e) => e.kind.type), ['user_message', 'opaque']);
+      assert.equal((await owner.task(task)).charged.toolCalls, 0);
+      await store.close();
+    });
+
+    it('import runs the evidence pass before writing: a forged second result is refused and nothing is written', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-forged', { owner: 'h' });
+      const task = 't-forged' as TaskId;
+      await owner.startTask(task);
+      const call = newCallId();
+      await owner.commit({ events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
+      await owner.commit({ events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 2 } } });
+      const lines = (await store.exportJsonl('s-forged')).trim().split('\n');
+      const second = JSON.parse(lines[1]!) as Record<string, unknown>;
+      const forged = [...lines, JSON.stringify({ ...second, event_id: 'evt-forged', seq: 2 })].join('\n') + '\n';
+      const { store: target } = await factory.open();
+      await rejects(target.importJsonl(forged, { owner: 'i' }), 'import_rejected');
+      assert.deepEqual(await target.listSessions(), [], 'nothing was written');
+      const sound = lines.join('\n') + '\n';
+      assert.deepEqual(await target.importJsonl(sound, { owner: 'i' }), { sessionId: 's-forged', events: 2 });
+      await store.close();
+      await target.close();
+    });
+
+    it('refuses an event id the session already has, or one named twice in one batch, writing nothing', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-dup-ids', { owner: 'h' });
+      const [first] = await owner.append([{ ...message('first'), eventId: 'evt-fixed' as EventId }]);
+      assert.equal(first!.eventId, 'evt-fixed');
+      await rejects(owner.append([{ ...message('again'), eventId: 'evt-fixed' as EventId }]), 'duplicate_event_id');
+      await rejects(
+        owner.append([{ ...message('a'), eventId: 'evt-twice' as EventId }, { ...message('b'), eventId: 'evt-twice' as EventId }]),
+        'duplicate_event_id',
+      );
+      await rejects(owner.commit({ events: [{ ...message('via commit'), eventId: 'evt-fixed' as EventId }] }), 'duplicate_event_id');
+      // The same id in another session is that session's own business.
+      const other = await store.acquire('s-dup-ids-other', { owner: 'h' });
+      await other.append([{ ...message('elsewhere'), eventId: 'evt-fixed' as EventId }]);
+      const history = await store.loadHistory('s-dup-ids');
+      assert.deepEqual(history.map((e) => e.eventId), ['evt-fixed'], 'nothing of a refused append was written');
+      const [next] = await owner.append([message('still loads')]);
+      assert.equal(next!.seq, 1);
+      assert.equal((await store.loadHistory('s-dup-ids')).length, 2);
+      await store.close();
+    });
+
+    it('refuses U+0000 in every id on acquire, append, commit and import; listing sessions stays whole', async () => {
+      const { store } = await factory.open();
+      await rejects(store.acquire('nul\u0000session', { owner: 'h' }), 'invalid_input');
+      await rejects(store.acquire('s-nul', { owner: 'nul\u0000owner' }), 'invalid_input');
+      const owner = await store.acquire('s-nul', { owner: 'h' });
+      await rejects(owner.append([message('bad turn', 'turn\u0000x' as TurnId)]), 'invalid_input');
+      await rejects(owner.append([{ ...message('bad event id'), eventId: 'evt\u0000x' as EventId }]), 'invalid_input');
+      await rejects(owner.append([{ ...message('bad generation'), generationId: 'gen\u0000x' }]), 'invalid_input');
+      await rejects(owner.commit({ events: [callDraft('t\u0000nul', newOperationKey())] }), 'invalid_input');
+      await rejects(owner.commit({ events: [callDraft('t-nul', 'key\u0000x' as OperationKey)] }), 'invalid_input');
+      await rejects(owner.commit({ events: [callDraft('t-nul', newOperationKey(), 'call\u0000x' as CallId)] }), 'invalid_input');
+      await rejects(owner.startTask('task\u0000x'), 'invalid_input');
+      const [ok] = await owner.append([message('fine')]);
+      const line = JSON.stringify({ ...JSON.parse((await store.exportJsonl('s-nul')).trim()), session_id: 'imported\u0000nul' });
+      assert.ok(ok);
+      await rejects(store.importJsonl(`${line}\n`, { owner: 'i' }), 'import_rejected');
+      const turnLine = JSON.stringify({ ...JSON.parse((await store.exportJsonl('s-nul')).trim()), session_id: 's-nul-2', turn_id: 't\u0000' });
+      await rejects(store.importJsonl(`${turnLine}\n`, { owner: 'i' }), 'import_rejected');
+      const sessions = await store.listSessions();
+      assert.deepEqual(sessions.map((x) => x.sessionId), ['s-nul']);
+      assert.equal((await store.loadHistory('s-nul')).length, 1);
       await store.close();
     });
   });

@@ -279,7 +279,14 @@ class Gateway implements ToolGateway {
       const denied = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control)) ?? control.interrupt();
       if (denied) return this.finish(call, callEvent, null, denied, 0);
       faultPoint('approval:after');
-      startedEvent = (await this.write('started', call, null, { events: [startedDraft], budget: { taskId: this.taskId } })).events[0]!;
+      // The marker is written only while this call is still the latest attempt of its operation: a retry made
+      // while the approval was pending supersedes it, and its body never runs (docs/design.md#a-stale-attempt-cannot-start).
+      const marked = await this.writeStarted(call, op, startedDraft);
+      if (marked === null) {
+        const superseded = failure('unavailable', 'tool_superseded', 'a newer attempt of this operation was made while this one waited; its body never ran');
+        return this.finish(call, callEvent, null, superseded, 0);
+      }
+      startedEvent = marked;
     }
     faultPoint('started:after');
 
@@ -295,7 +302,8 @@ class Gateway implements ToolGateway {
         if (typeof output !== 'string') outcome = output;
         else {
           const bytes = utf8Length(output);
-          charge = bytes;
+          // Refused output is never charged past the reservation (docs/design.md#budgets-are-exact).
+          charge = Math.min(bytes, reserved);
           // The store reserved min(outputLimit, what the task's budget had left): that is this call's limit.
           outcome = bytes > reserved
             ? failure('output_limit', 'tool_output_limit', `the output is ${bytes} bytes, over the limit of ${reserved}`)
@@ -323,6 +331,21 @@ class Gateway implements ToolGateway {
     });
     faultPoint('result:after');
     return { call, result, callEvent, startedEvent, resultEvent: receipt.events[0]! };
+  }
+
+  /** Writes the start marker conditioned on the latest attempt; null when a newer attempt superseded this call. */
+  private async writeStarted(call: ToolCall, op: NonNullable<ToolCall['operation']>, startedDraft: EventDraft): Promise<SessionEvent | null> {
+    try {
+      const receipt = await this.binding.owner.commit({
+        events: [startedDraft],
+        budget: { taskId: this.taskId },
+        expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: call.id },
+      });
+      return receipt.events[0]!;
+    } catch (error) {
+      if ((error as { code?: string }).code === 'not_latest_attempt') return null;
+      throw new ToolRecordingError('started', call, null, error);
+    }
   }
 
   private draft(kind: EventDraft['kind']): EventDraft {

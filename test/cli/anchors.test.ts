@@ -15,7 +15,7 @@ import { openSqliteStore } from '../../src/sqlite.js';
 import { chainHash, GENESIS_HASH } from '../../src/store/chain.js';
 import { fileAnchorSink, parseCheckpoints } from '../../src/store/anchors.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { alphaHistory, cli, drafts } from './helpers.js';
+import { alphaHistory, cli } from './helpers.js';
 
 const dir = tempDir('jingwei-cli-anchors-');
 const keys = generateKeyPairSync('ed25519');
@@ -31,7 +31,8 @@ async function anchoredJournal(privateKey: KeyObject = keys.privateKey): Promise
   const store = openSqliteStore(path);
   try {
     const owner = await store.acquire('alpha', { owner: 'host', anchor: { privateKey, sink: fileAnchorSink(anchors) } });
-    for (const d of drafts(alphaHistory())) await owner.append([d]);
+    // One event per commit, each anchored: the runtime's own write path (append takes host events only).
+    for (const e of alphaHistory()) await owner.commit({ events: [{ eventId: e.eventId, turnId: e.turnId, kind: e.kind }] });
     await owner.release();
   } finally {
     await store.close();

@@ -5,8 +5,10 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
-import type { EventDraft, SessionEvent } from '../../src/event/types.js';
+import type { SessionEvent } from '../../src/event/types.js';
 import { openSqliteStore } from '../../src/sqlite.js';
+import { exportJournal } from '../../src/store/jsonl.js';
+import type { SessionId } from '../../src/ids.js';
 import { ToolEffect } from '../../src/event/types.js';
 import { HistoryBuilder, failed, succeeded } from '../support/history.js';
 
@@ -83,18 +85,42 @@ export function cliOnTty(args: readonly string[], options: { env?: Record<string
 /** SGR colour sequences (ESC [ ... m). */
 export const COLOUR = /\u001b\[[0-9;]*m/;
 
-export function drafts(events: readonly SessionEvent[]): EventDraft[] {
-  return events.map((e) => ({ eventId: e.eventId, turnId: e.turnId, kind: e.kind }));
-}
-
-/** Writes sessions (id → events, kinds and ids kept; seq and session assigned by the store) to a SQLite file. */
+/**
+ * Writes sessions (id → events, kinds and ids kept; seq and session renumbered) to a SQLite file through the
+ * verified import, the one public way tool evidence enters a store from outside the runtime. An empty session is
+ * acquired (and released unless `release: false`); with `release: false` an imported session is acquired again
+ * after the import (epoch 2) and left held.
+ */
 export async function writeStore(path: string, sessions: Record<string, readonly SessionEvent[]>, options: { release?: boolean } = {}): Promise<void> {
   const store = openSqliteStore(path);
   try {
     for (const [id, events] of Object.entries(sessions)) {
+      if (events.length > 0) {
+        const renumbered = events.map((e, seq) => ({ ...e, sessionId: id as SessionId, seq }));
+        await store.importJsonl(exportJournal(renumbered), { owner: 'test-host' });
+        if (options.release === false) await store.acquire(id, { owner: 'test-host' });
+        continue;
+      }
       const owner = await store.acquire(id, { owner: 'test-host' });
-      if (events.length > 0) await owner.append(drafts(events));
       if (options.release !== false) await owner.release();
+    }
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * Writes sessions whose tool evidence the verified import refuses (an orphan result, a forged marker), for the
+ * views that must report such a journal: through `commit`, the runtime's own write primitive, standing in for a
+ * writer with access to the database. Left released.
+ */
+export async function forgeStore(path: string, sessions: Record<string, readonly SessionEvent[]>): Promise<void> {
+  const store = openSqliteStore(path);
+  try {
+    for (const [id, events] of Object.entries(sessions)) {
+      const owner = await store.acquire(id, { owner: 'test-host' });
+      await owner.commit({ events: events.map((e) => ({ eventId: e.eventId, turnId: e.turnId, kind: e.kind })) });
+      await owner.release();
     }
   } finally {
     await store.close();
@@ -142,15 +168,16 @@ export function tamper(path: string, sql: string): void {
 }
 
 /**
- * A session of exactly `count` small events in one append (one transaction): a tool call every 100 events, each
+ * A session of exactly `count` small events in one verified import (one transaction): a tool call every 100 events, each
  * started, nine in ten with a result. Short ids keep the journal far under the 16 MiB limit.
  */
 export async function writeBigSession(path: string, sessionId: string, count: number): Promise<{ calls: number; open: number }> {
-  const list: EventDraft[] = [];
+  const list: SessionEvent[] = [];
   let calls = 0;
   let open = 0;
-  const turnId = 't' as EventDraft['turnId'];
-  const push = (kind: EventDraft['kind']) => list.push({ eventId: `e${list.length}` as EventDraft['eventId'] & string, turnId, kind } as EventDraft);
+  const turnId = 't' as SessionEvent['turnId'];
+  const push = (kind: SessionEvent['kind']) =>
+    list.push({ eventId: `e${list.length}` as SessionEvent['eventId'], sessionId: sessionId as SessionId, turnId, seq: list.length, kind });
   while (list.length < count) {
     if (list.length % 100 === 0 && list.length + 3 <= count) {
       const id = `c${calls}`;
@@ -171,9 +198,7 @@ export async function writeBigSession(path: string, sessionId: string, count: nu
   }
   const store = openSqliteStore(path);
   try {
-    const owner = await store.acquire(sessionId, { owner: 'builder' });
-    await owner.append(list);
-    await owner.release();
+    await store.importJsonl(exportJournal(list), { owner: 'builder' });
   } finally {
     await store.close();
   }

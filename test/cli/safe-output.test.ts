@@ -9,7 +9,7 @@ import { escapeControl, escapeOutput } from '../../src/cli/escape.js';
 import { ToolEffect } from '../../src/event/types.js';
 import { HistoryBuilder, failed, succeeded } from '../support/history.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { cli, writeStore } from './helpers.js';
+import { cli, forgeStore, writeStore } from './helpers.js';
 
 const dir = tempDir('jingwei-cli-safe-');
 
@@ -48,7 +48,9 @@ describe('safe output', () => {
   const session = `evil${ERASE}`;
   before(async () => {
     path = tempDbPath(dir, 'journal');
-    await writeStore(path, { [session]: evilHistory(), broken: brokenHistory() });
+    await writeStore(path, { [session]: evilHistory() });
+    // An orphan result: import refuses it, so it is written the way only a forger with database access could.
+    await forgeStore(path, { broken: brokenHistory() });
   });
 
   it('the escaping helper shows every unsafe character as a visible escape, and keeps emoji and ordinary text', () => {

@@ -43,7 +43,8 @@ describe('jingwei sessions', () => {
     await writeStore(held, { busy: quietHistory() }, { release: false });
     const r = cli(['sessions', held]);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /^busy\s+4\s+1\s+test-host\s+held\s+0$/m);
+    // Imported at epoch 1, then acquired (epoch 2) and kept.
+    assert.match(r.stdout, /^busy\s+4\s+2\s+test-host\s+held\s+0$/m);
   });
 
   it('reports a damaged journal with its seq and reason, and exits 1', async () => {

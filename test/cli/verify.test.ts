@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { HistoryBuilder, succeeded } from '../support/history.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { alphaHistory, cli, quietHistory, tamper, writeStore } from './helpers.js';
+import { alphaHistory, cli, forgeStore, quietHistory, tamper, writeStore } from './helpers.js';
 
 const dir = tempDir('jingwei-cli-verify-');
 
@@ -97,7 +97,8 @@ describe('jingwei verify', () => {
     h.message('hi');
     h.result('never-called', succeeded());
     const path = tempDbPath(dir, 'orphan');
-    await writeStore(path, { orphan: h.build() });
+    // Import refuses this evidence; it is written the way only a forger with database access could.
+    await forgeStore(path, { orphan: h.build() });
     const r = cli(['verify', path, 'orphan']);
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stdout, /^INVALID {2}orphan: tool evidence invalid_evidence\n/);

@@ -120,3 +120,37 @@ forEachStore('an interrupt before the call is written', (target) => {
     await r.store.close();
   });
 });
+
+forEachStore('a stale attempt cannot start', (target) => {
+  it('an owner retries a call still waiting for approval: the late approval never runs the first body', async () => {
+    let approveFirst!: () => void;
+    const firstApproval = new Promise<void>((res) => { approveFirst = res; });
+    let asked = 0;
+    const approver: ToolApprover = async () => {
+      asked += 1;
+      if (asked === 1) await firstApproval;
+      return { decision: 'approved' };
+    };
+    const bodies: number[] = [];
+    const charge = tool('charge_card', async (request) => { bodies.push(asked); return `charged ${request.callId}`; },
+      new ToolMetadata('charges a card', { type: 'object' }).withEffect('non_idempotent', 'cards-v1').withApproval('human'));
+    const r = await rig(target, { tools: [charge], approvers: { human: approver } });
+    const first = r.gateway.call('charge_card', { cents: 500 });
+    while ((await r.store.loadHistory(r.sessionId)).length === 0) await new Promise((res) => setTimeout(res, 5));
+    const history = await r.store.loadHistory(r.sessionId);
+    const firstId = (history[0]!.kind as { call: { id: string } }).call.id;
+    // Same owner, no takeover: the waiting call has no marker, so a retry is allowed, and it runs.
+    const plan = prepareToolRetry(history, firstId, null);
+    const retry = await r.gateway.callWithOptions('charge_card', { cents: 500 }, { retry: plan });
+    assert.equal(retry.result.outcome.status, 'succeeded');
+    assert.equal(bodies.length, 1);
+    approveFirst();
+    const late = await first;
+    assert.equal(bodies.length, 1, 'the superseded attempt never ran its body');
+    assert.equal(late.startedEvent, null);
+    assert.ok(late.result.outcome.status === 'failed' && late.result.outcome.code === 'tool_superseded', JSON.stringify(late.result.outcome));
+    const types = (await r.store.loadHistory(r.sessionId)).map((e) => e.kind.type);
+    assert.equal(types.filter((t) => t === 'tool_started').length, 1, 'only the latest attempt has a start marker');
+    await r.store.close();
+  });
+});

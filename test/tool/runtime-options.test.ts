@@ -116,7 +116,8 @@ describe('event drafts: errors name the API fields', () => {
 
   it('nested wire names are camel-cased; payload keys are kept as written', async () => {
     const { owner } = await setup([echo()]);
-    await assert.rejects(owner.append([{ turnId: 't' as never, kind: { type: 'tool_started' } as never }]), { field: 'events[0].kind.callId' });
+    // Tool evidence is the runtime's to write: its drafts are validated on the runtime's own path, commit.
+    await assert.rejects(owner.commit({ events: [{ turnId: 't' as never, kind: { type: 'tool_started' } as never }] }), { field: 'events[0].kind.callId' });
     await assert.rejects(owner.append([{ turnId: 't' as never } as never]), { field: 'events[0].kind' });
     await assert.rejects(owner.append([{ turnId: 't' as never, kind: { type: 'custom', plugin: 'p', kind: 'k' } as never }]), { field: 'events[0].kind.payload' });
   });

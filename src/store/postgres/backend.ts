@@ -150,6 +150,9 @@ class PostgresBackend implements JournalBackend {
     const opRes = reads.operation
       ? await this.run<OperationRecord>(client, 'lockOperation', [reads.operation.taskId, reads.operation.key])
       : undefined;
+    const idsRes = reads.eventIds?.length
+      ? await this.run<{ event_id: string }>(client, 'existingEventIds', [sessionId, [...reads.eventIds]])
+      : undefined;
     const s = sessionRes.rows[0];
     const t = taskRes?.rows[0];
     const o = opRes?.rows[0];
@@ -159,6 +162,7 @@ class PostgresBackend implements JournalBackend {
         session: s ? toSession(s) : undefined,
         task: t ? toTask(t) : undefined,
         operation: o && reads.operation ? toOperation(reads.operation, o) : undefined,
+        existingEventIds: idsRes?.rows.map((r) => r.event_id) ?? [],
       });
     } catch (error) {
       throw new Passthrough(error);

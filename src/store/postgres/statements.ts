@@ -15,6 +15,7 @@ export function postgresStatements(S: string) {
       `INSERT INTO ${S}.jw_events (session_id, seq, event_id, epoch, body, hash) ` +
       'SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[])',
     events: `SELECT seq, event_id, epoch, body, hash FROM ${S}.jw_events WHERE session_id = $1 ORDER BY seq`,
+    existingEventIds: `SELECT DISTINCT event_id FROM ${S}.jw_events WHERE session_id = $1 AND event_id = ANY($2::text[])`,
     task: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE task_id = $1`,
     lockTask: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE task_id = $1 FOR UPDATE`,
     insertTask: `INSERT INTO ${S}.jw_tasks (${taskCols}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,

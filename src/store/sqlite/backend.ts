@@ -64,6 +64,7 @@ class SqliteBackend implements JournalBackend {
       session: session ? toSession(session) : undefined,
       task: task ? toTask(task) : undefined,
       operation: op && reads.operation ? toOperation(reads.operation, op) : undefined,
+      existingEventIds: (reads.eventIds ?? []).filter((id) => s.eventIdExists.get(sessionId, id) !== undefined),
     });
     if (writes.session) this.writeSession(writes.session.row, writes.session.expect);
     for (const e of writes.events ?? []) s.insertEvent.run(e.sessionId, e.seq, e.eventId, e.epoch, e.body, e.hash);

@@ -10,6 +10,7 @@ export interface SqliteStatements {
   readonly updateSession: Statement;
   readonly insertEvent: Statement;
   readonly events: Statement<[string], [string, number, string, number, string, string]>;
+  readonly eventIdExists: Statement<[string, string], { one: number }>;
   readonly task: Statement<[string], TaskRecord>;
   readonly upsertTask: Statement;
   readonly operation: Statement<[string, string], OperationRecord>;
@@ -29,6 +30,7 @@ export function prepareStatements(db: Database): SqliteStatements {
     events: db.prepare<[string], [string, number, string, number, string, string]>(
       'SELECT session_id, seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq',
     ).raw(true),
+    eventIdExists: db.prepare<[string, string], { one: number }>('SELECT 1 AS one FROM jw_events WHERE session_id = ? AND event_id = ? LIMIT 1'),
     task: db.prepare<[string], TaskRecord>(`SELECT ${TASK_COLUMNS} FROM jw_tasks WHERE task_id = ?`),
     upsertTask: db.prepare(
       `INSERT INTO jw_tasks (${TASK_COLUMNS}) VALUES (${params(TASK_COLUMNS)}) ON CONFLICT (task_id) DO UPDATE SET ` +
