@@ -52,7 +52,7 @@ async function prepare(scratch) {
       const target_ = Math.floor(LIMITS.maxHistoryBytes - 64 * 1024);
       const { drafts, lastCallId } = sessionDrafts(LIMITS.maxHistoryEvents, 500, target_);
       const owner = await store.acquire('p-b3', { owner: 'bench' });
-      for (let i = 0; i < drafts.length; i += 1000) await owner.append(drafts.slice(i, i + 1000));
+      for (let i = 0; i < drafts.length; i += 1000) await owner.commit({ events: drafts.slice(i, i + 1000) }); // tool evidence: the runtime's write path
       if (target === 'b3') {
         return {
           repeat: 5,

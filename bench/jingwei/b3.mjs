@@ -86,7 +86,7 @@ export async function runB3({ runs, n, warmup, events = LIMITS.maxHistoryEvents,
     if (bytes > LIMITS.maxHistoryBytes) throw new Error(`B3: ${events} events with ${calls} calls need ${bytes} bytes, over the limit`);
     const built = process.hrtime.bigint();
     const owner = await store.acquire(SESSION, { owner: 'bench' });
-    for (let i = 0; i < drafts.length; i += 1000) await owner.append(drafts.slice(i, i + 1000));
+    for (let i = 0; i < drafts.length; i += 1000) await owner.commit({ events: drafts.slice(i, i + 1000) }); // tool evidence: the runtime's write path
     await owner.release();
     const buildMs = Number(process.hrtime.bigint() - built) / 1e6;
     log(`  B3 session: ${drafts.length} events, ${calls} calls, ${(bytes / 2 ** 20).toFixed(2)} MiB, written in ${buildMs.toFixed(0)} ms`);
