@@ -14,7 +14,7 @@ import { exportRustJournal } from '../../src/store/rust-format.js';
 import type { SessionEvent, ToolCall } from '../../src/event/types.js';
 import { HistoryBuilder, failed, succeeded } from '../support/history.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { alphaHistory, cli, writeStore } from '../cli/helpers.js';
+import { alphaHistory, cli, forgeStore, writeStore } from '../cli/helpers.js';
 
 type Obj = Record<string, unknown>;
 
@@ -243,7 +243,8 @@ describe('jingwei export --format rust', () => {
     h.call({ id: 'x', key: 'k', effect: 'non_idempotent', startMarker: true });
     h.started('x');
     h.result('x', failed('denied'));
-    await writeStore(path, { bad: h.build() });
+    // Import refuses such evidence, so it is forged as a writer with database access would.
+    await forgeStore(path, { bad: h.build() });
     const r = cli(['export', path, 'bad', '--format', 'rust']);
     assert.equal(r.code, 1);
     assert.equal(r.stdout, '');
