@@ -267,6 +267,9 @@ function optionalString(ctx: Ctx, o: Wire, key: string): string | undefined {
   return v === undefined || v === null ? undefined : ctx.string(o, key);
 }
 
+/** The wire types decodeKind gives a kind of their own; any other type decodes as `opaque`. */
+export const DECODED_WIRE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_result', 'tool_started', 'user_message', 'assistant_message', 'custom']);
+
 const ENVELOPE_FIELDS = ['event_id', 'session_id', 'turn_id', 'generation_id', 'message_id', 'seq', 'kind'] as const;
 
 function decodeEnvelope(ctx: Ctx, wire: unknown): SessionEvent {

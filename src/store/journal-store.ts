@@ -1,5 +1,6 @@
 import { InvalidInputError, StoreClosedError, TaskNotFoundError } from '../errors.js';
 import { checkId, type SessionId, type TaskId } from '../ids.js';
+import { DECODED_WIRE_TYPES } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
 import { decideAcquire, decideCommit, draftEventIds, decideRelease, decideStartTask, decideTaskState, taskSnapshot, type OwnerRef } from './decisions.js';
 import { exportJournal, importJournal } from './jsonl.js';
@@ -19,8 +20,6 @@ import type {
 
 /** Wire types only the runtime and recovery write: the evidence a retry decision rests on. */
 const EVIDENCE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_started', 'tool_result']);
-/** Every wire type the codec gives a meaning to: an `opaque` draft must not impersonate one of them. */
-const KNOWN_TYPES: ReadonlySet<string> = new Set([...EVIDENCE_TYPES, 'user_message', 'assistant_message', 'custom', 'opaque']);
 
 /** The public append carries host events only (docs/design.md#only-the-runtime-writes-tool-evidence). */
 function refuseEvidence(draft: EventDraft, i: number): void {
@@ -29,7 +28,8 @@ function refuseEvidence(draft: EventDraft, i: number): void {
   if (typeof kind.type === 'string' && EVIDENCE_TYPES.has(kind.type)) {
     throw new InvalidInputError(`events[${i}].kind`, `${kind.type} is tool evidence, which only the tool runtime records; append takes host events only`);
   }
-  if (kind.type === 'opaque' && typeof kind.wireType === 'string' && KNOWN_TYPES.has(kind.wireType)) {
+  // An opaque draft must not impersonate a wire type the codec gives a meaning to (nor be opaque twice).
+  if (kind.type === 'opaque' && typeof kind.wireType === 'string' && (DECODED_WIRE_TYPES.has(kind.wireType) || kind.wireType === 'opaque')) {
     throw new InvalidInputError(`events[${i}].kind.wireType`, `an opaque event cannot carry the known kind ${kind.wireType}`);
   }
 }
