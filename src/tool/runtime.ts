@@ -68,11 +68,11 @@ function malformedNameReason(name: string): string | null {
 }
 
 /**
- * A call option may only tighten a limit: a positive integer at most its ceiling. Above it, the call is refused
- * (never silently cut) with the ceiling and the setting that raises it.
+ * The effective limit of a call: its option, which may only tighten the ceiling (a positive integer at most the
+ * ceiling; above it the call is refused, never silently cut, naming the setting that raises it), or the ceiling.
  */
-function tighten(field: string, option: number | undefined, ceiling: { value: number; raise: string }): number | undefined {
-  if (option === undefined) return undefined;
+function effectiveLimit(field: string, option: number | undefined, ceiling: { value: number; raise: string }): number {
+  if (option === undefined) return ceiling.value;
   if (typeof option !== 'number' || !Number.isSafeInteger(option) || option <= 0) {
     throw new ToolPreflightError('invalid_options', `${field} must be a positive integer, got ${String(option)}`);
   }
@@ -88,7 +88,6 @@ function ceilingOf(runtimeValue: number, runtimeSetting: string, toolValue: numb
   return { value: runtimeValue, raise: runtimeSetting };
 }
 
-const minOf = (...values: Array<number | null | undefined>) => Math.min(...values.filter((v): v is number => typeof v === 'number'));
 
 /** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
 class CanonicalRuntime implements ToolRuntime {
@@ -181,11 +180,11 @@ class Gateway implements ToolGateway {
     const checked = preflight(name, args);
     const registered = this.runtime.tools.get(name);
     const metadata = registered?.tool.metadata;
-    const timeoutOption = tighten('timeoutMs', options.timeoutMs, ceilingOf(
+    const timeoutMs = effectiveLimit('timeoutMs', options.timeoutMs, ceilingOf(
       this.runtime.defaultTimeoutMs, 'the runtime\'s defaultTimeoutMs (createToolRuntime)',
       metadata?.timeoutCeilingMs, `the tool's ceiling (ToolMetadata.withTimeoutCeiling on ${name})`,
     ));
-    const outputOption = tighten('maxOutputBytes', options.maxOutputBytes, ceilingOf(
+    const outputLimit = effectiveLimit('maxOutputBytes', options.maxOutputBytes, ceilingOf(
       this.runtime.maxOutputBytes, 'the runtime\'s maxOutputBytes (createToolRuntime)',
       metadata?.outputCeilingBytes, `the tool's ceiling (ToolMetadata.withOutputCeiling on ${name})`,
     ));
@@ -206,7 +205,7 @@ class Gateway implements ToolGateway {
     if (this.runtime.inFlight >= this.runtime.maxInFlight) throw new ToolOverloadedError(this.runtime.maxInFlight);
     this.runtime.inFlight += 1;
     const control = new CallControl(
-      minOf(this.runtime.defaultTimeoutMs, metadata?.timeoutCeilingMs, timeoutOption),
+      timeoutMs,
       [this.binding.signal, options.signal],
       (onStop) => this.binding.owner.onTaskStopped((taskId, reason) => { if (taskId === this.taskId) onStop(reason); }),
     );
@@ -218,7 +217,6 @@ class Gateway implements ToolGateway {
         operation,
         ...(options.action ? { action: options.action } : {}),
       };
-      const outputLimit = minOf(this.runtime.maxOutputBytes, metadata?.outputCeilingBytes, outputOption);
       return await this.run(call, registered, outputLimit, control, checked.text);
     } finally {
       control.dispose();
