@@ -39,7 +39,7 @@ const INTERNAL_CATEGORIES: ReadonlySet<string> = new Set(['body_panic', 'guard_f
 export const INTERNAL_FAILURE_MESSAGE = 'it failed unexpectedly; the details are kept for the operator';
 
 /** The message a model may read for a recorded failure: its own text, or the fixed sentence for internal ones. */
-export function modelFacingMessage(failure: { category: string; message: string }): string {
+function modelFacingMessage(failure: { category: string; message: string }): string {
   return INTERNAL_CATEGORIES.has(failure.category) ? INTERNAL_FAILURE_MESSAGE : failure.message;
 }
 

@@ -305,7 +305,7 @@ export function classifyAttempt(record: AttemptRecord): Classification {
 }
 
 /** The retry table's facts for one attempt: its classification, effect, place in its operation, and a review. */
-export function retryFactsOf(record: AttemptRecord, review: ToolReviewOutcome | null): RetryFacts {
+function retryFactsOf(record: AttemptRecord, review: ToolReviewOutcome | null): RetryFacts {
   const { status, fact } = classifyAttempt(record);
   const operation = record.operation;
   const latest = operation === null ? record : operation.attempts[operation.attempts.length - 1]!;

@@ -39,7 +39,7 @@ export type ResultClass = 'none' | 'succeeded' | 'pre_body' | 'interrupted' | 'b
 
 const INTERRUPT_CATEGORIES: ReadonlySet<ToolFailureCategory> = new Set<ToolFailureCategory>(['timeout', 'cancelled', 'budget']);
 
-export function resultClassOf(outcome: ToolRecordedOutcome | null | undefined): ResultClass {
+function resultClassOf(outcome: ToolRecordedOutcome | null | undefined): ResultClass {
   if (outcome === null || outcome === undefined) return 'none';
   if (outcome.status === 'succeeded') return 'succeeded';
   if (PRE_BODY_CATEGORIES.has(outcome.category)) return 'pre_body';
