@@ -19,6 +19,10 @@ import {
   type TxWrites,
 } from 'jingwei/backend';
 
+// Tasks are keyed by (session, task id) and operations by (session, task id, key): identity is per session.
+// Ids never contain U+0000, so it separates the parts of a key unambiguously.
+const key = (...parts: string[]) => parts.join('\u0000');
+
 class MapBackend implements JournalBackend {
   readonly kind = 'map';
   private readonly sessions = new Map<string, SessionRow>();
@@ -36,8 +40,8 @@ class MapBackend implements JournalBackend {
     // Nothing awaits between the reads and the writes, so no other transaction of this process can interleave.
     const writes = decide({
       session: this.sessions.get(sessionId),
-      task: reads.taskId === undefined ? undefined : this.tasks.get(reads.taskId),
-      operation: reads.operation && this.operations.get(`${reads.operation.taskId}\u0000${reads.operation.key}`),
+      task: reads.taskId === undefined ? undefined : this.tasks.get(key(sessionId, reads.taskId)),
+      operation: reads.operation && this.operations.get(key(sessionId, reads.operation.taskId, reads.operation.key)),
       existingEventIds: (this.events.get(sessionId) ?? []).filter((e) => reads.eventIds?.includes(e.eventId)).map((e) => e.eventId),
     });
     if (writes.session) {
@@ -49,8 +53,8 @@ class MapBackend implements JournalBackend {
       this.sessions.set(sessionId, row);
     }
     if (writes.events?.length) this.events.set(sessionId, [...(this.events.get(sessionId) ?? []), ...writes.events]);
-    if (writes.task) this.tasks.set(writes.task.row.taskId, writes.task.row);
-    for (const op of writes.operations ?? []) this.operations.set(`${op.taskId}\u0000${op.key}`, op);
+    if (writes.task) this.tasks.set(key(sessionId, writes.task.row.taskId), writes.task.row);
+    for (const op of writes.operations ?? []) this.operations.set(key(sessionId, op.taskId, op.key), op);
     return writes.result;
   }
 
@@ -59,9 +63,9 @@ class MapBackend implements JournalBackend {
     return { session: this.sessions.get(sessionId), events: [...(this.events.get(sessionId) ?? [])] };
   }
 
-  async readTask(taskId: string) {
+  async readTask(sessionId: SessionId, taskId: string) {
     this.ensureOpen();
-    return this.tasks.get(taskId);
+    return this.tasks.get(key(sessionId, taskId));
   }
 
   async listSessions() {

@@ -30,7 +30,6 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   schema_too_new: 'StoreUnavailableError',
   store_failure: 'StoreUnavailableError',
   session_exists: 'StoreConflictError',
-  task_in_other_session: 'StoreConflictError',
   duplicate_event_id: 'StoreConflictError',
   task_not_found: 'TaskNotFoundError',
   task_not_running: 'TaskNotRunningError',
@@ -318,7 +317,7 @@ export class JournalFullError extends JingweiError {
   }
 }
 
-export type StoreConflictCode = 'session_exists' | 'task_in_other_session' | 'duplicate_event_id';
+export type StoreConflictCode = 'session_exists' | 'duplicate_event_id';
 /** An import or task operation conflicts with what the store already holds. Nothing was written. */
 export class StoreConflictError extends JingweiError {
   declare readonly code: StoreConflictCode;

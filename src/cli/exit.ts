@@ -43,7 +43,6 @@ const FINDING_CODES = new Set([
   'binding_changed',
   'session_exists',
   'session_busy',
-  'task_in_other_session',
   'anchor_mismatch',
   'anchor_invalid',
   'export_unrepresentable',

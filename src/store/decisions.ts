@@ -144,7 +144,8 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest) {
     refuseDuplicateIds(session.sessionId, request.events, state.existingEventIds);
     const latest = request.expectLatestAttempt;
     if (latest) {
-      const op = state.operation;
+      // The operation of this session only: another session's row of the same (task, key) is another operation.
+      const op = state.operation?.sessionId === session.sessionId ? state.operation : undefined;
       if (!op || op.callId !== latest.callId) {
         throw new ToolRetryError(
           'not_latest_attempt',
@@ -244,13 +245,9 @@ export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial
   const toolOutputBytes = checkLimit('limits.toolOutputBytes', limits?.toolOutputBytes, TASK_DEFAULTS.toolOutputBytes);
   return (state: TxState): TxWrites<TaskRow> => {
     const session = requireOwner(state.session, owner);
-    const existing = state.task;
-    if (existing) {
-      if (existing.sessionId !== session.sessionId) {
-        throw new StoreConflictError('task_in_other_session', `task ${taskId} belongs to session ${existing.sessionId}`);
-      }
-      return { session: fenceOnly(session), result: existing };
-    }
+    // A task id is unique within its session only (docs/design.md#identity-is-per-session).
+    const existing = state.task?.sessionId === session.sessionId ? state.task : undefined;
+    if (existing) return { session: fenceOnly(session), result: existing };
     const row: TaskRow = {
       taskId,
       sessionId: session.sessionId,

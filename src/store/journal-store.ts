@@ -160,7 +160,7 @@ class FencedOwner implements SessionOwner {
   async task(taskId: string): Promise<TaskSnapshot> {
     this.guard.check();
     const id = checkId<TaskId>('taskId', taskId);
-    const row = await this.backend.readTask(id);
+    const row = await this.backend.readTask(this.sessionId, id);
     if (!row || row.sessionId !== this.sessionId) {
       throw new TaskNotFoundError(id, this.sessionId);
     }

@@ -4,7 +4,9 @@ import { JournalStore } from './journal-store.js';
 import type { EventRow, JournalBackend, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import type { SessionStore } from './types.js';
 
-const opKey = (taskId: string, key: string) => `${taskId}\u0000${key}`;
+// Ids never contain U+0000 (checkId refuses it), so it separates the parts of a key unambiguously.
+const taskKey = (sessionId: string, taskId: string) => `${sessionId}\u0000${taskId}`;
+const opKey = (sessionId: string, taskId: string, key: string) => `${sessionId}\u0000${taskId}\u0000${key}`;
 
 function existingIds(rows: readonly EventRow[] | undefined, asked: readonly string[] | undefined): string[] {
   if (!rows || !asked?.length) return [];
@@ -30,8 +32,8 @@ class MemoryBackend implements JournalBackend {
     // Synchronous from read to write: nothing else in this process can interleave, which makes it atomic.
     const state: TxState = {
       session: this.sessions.get(sessionId),
-      task: reads.taskId !== undefined ? this.tasks.get(reads.taskId) : undefined,
-      operation: reads.operation ? this.operations.get(opKey(reads.operation.taskId, reads.operation.key)) : undefined,
+      task: reads.taskId !== undefined ? this.tasks.get(taskKey(sessionId, reads.taskId)) : undefined,
+      operation: reads.operation ? this.operations.get(opKey(sessionId, reads.operation.taskId, reads.operation.key)) : undefined,
       existingEventIds: existingIds(this.events.get(sessionId), reads.eventIds),
     };
     const writes = decide(state);
@@ -47,8 +49,8 @@ class MemoryBackend implements JournalBackend {
       list.push(...writes.events);
       this.events.set(sessionId, list);
     }
-    if (writes.task) this.tasks.set(writes.task.row.taskId, writes.task.row);
-    for (const op of writes.operations ?? []) this.operations.set(opKey(op.taskId, op.key), op);
+    if (writes.task) this.tasks.set(taskKey(writes.task.row.sessionId, writes.task.row.taskId), writes.task.row);
+    for (const op of writes.operations ?? []) this.operations.set(opKey(op.sessionId, op.taskId, op.key), op);
     return writes.result;
   }
 
@@ -57,9 +59,9 @@ class MemoryBackend implements JournalBackend {
     return { session: this.sessions.get(sessionId), events: [...(this.events.get(sessionId) ?? [])] };
   }
 
-  async readTask(taskId: string) {
+  async readTask(sessionId: SessionId, taskId: string) {
     this.open();
-    return this.tasks.get(taskId);
+    return this.tasks.get(taskKey(sessionId, taskId));
   }
 
   async listSessions() {

@@ -45,7 +45,11 @@ export interface Reservation {
   readonly epoch: number;
 }
 
-/** A task and its budget, keyed by `taskId` across all sessions. Store and return every field unchanged. */
+/**
+ * A task and its budget, keyed by (sessionId, taskId): a task id is unique within its session only, and two
+ * sessions may each have a task of the same id (docs/design.md#identity-is-per-session). Store and return every
+ * field unchanged.
+ */
 export interface TaskRow {
   readonly taskId: TaskId;
   readonly sessionId: SessionId;
@@ -60,7 +64,10 @@ export interface TaskRow {
   readonly stopReason: string | null;
 }
 
-/** The latest attempt of one logical operation, keyed by (taskId, key), kept for the latest-attempt check at the point of use. */
+/**
+ * The latest attempt of one logical operation, keyed by (sessionId, taskId, key), kept for the latest-attempt check
+ * at the point of use. Rows of one session are never read or written by a transaction of another.
+ */
 export interface OperationRow {
   readonly taskId: TaskId;
   readonly key: string;
@@ -71,9 +78,9 @@ export interface OperationRow {
 
 /** What a decision reads, inside the transaction, besides the session's owner row (always read). */
 export interface TxReads {
-  /** Read the task row with this id. */
+  /** Read the task row with this id in the transaction's session. */
   readonly taskId?: string;
-  /** Read the operation row with this (taskId, key). */
+  /** Read the operation row with this (taskId, key) in the transaction's session. */
   readonly operation?: { readonly taskId: string; readonly key: string };
   /** Event ids the writes will carry: report which of them already exist in this session (docs/design.md#event-ids-are-unique). */
   readonly eventIds?: readonly string[];
@@ -92,7 +99,8 @@ export interface TxState {
  * What a decision writes, all in the same transaction. `session.expect` is the conditional part: the backend
  * updates the owner row only where epoch and lastSeq still equal it, and with `expect: null` inserts a new session
  * row (which must not exist yet). `events` are appended (a row at an existing (sessionId, seq) must fail the whole
- * transaction). `task` inserts or replaces the task row. `operations` upsert by (taskId, key), the last one winning.
+ * transaction). `task` inserts or replaces the task row at (sessionId, taskId). `operations` upsert by
+ * (sessionId, taskId, key), the last one winning. Every row a decision writes carries the transaction's session id.
  */
 export interface TxWrites<R = undefined> {
   readonly session?: { readonly row: SessionRow; readonly expect: { readonly epoch: number; readonly lastSeq: number } | null };
@@ -127,8 +135,8 @@ export interface JournalBackend {
   transact<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R>;
   /** The owner row and every event row of a session, ordered by seq, read in one consistent snapshot. */
   snapshot(sessionId: SessionId): Promise<{ session: SessionRow | undefined; events: EventRow[] }>;
-  /** The task row with this id, whatever session it belongs to. */
-  readTask(taskId: string): Promise<TaskRow | undefined>;
+  /** The task row with this id in this session (another session's task of the same id is not this one). */
+  readTask(sessionId: SessionId, taskId: string): Promise<TaskRow | undefined>;
   /** Every session row with its number of events (the built-in backends order them by session id). */
   listSessions(): Promise<Array<{ session: SessionRow; events: number }>>;
   close(): Promise<void>;

@@ -122,9 +122,12 @@ function storeRules(name: string, factory: StoreFactory): void {
       await rejects(owner.startTask('t-bad', { limits: { toolCalls: -1 } }), 'invalid_input');
       await rejects(owner.startTask('t-bad', { limits: { toolOutputBytes: 1.5 } }), 'invalid_input');
       await rejects(owner.task('missing'), 'task_not_found');
+      // A task id is unique within its session only: another session has its own task t1, with its own budget.
       const other = await store.acquire('s-task-2', { owner: 'h' });
-      await rejects(other.startTask('t1'), 'task_in_other_session');
       await rejects(other.task('t1'), 'task_not_found');
+      const theirs = await other.startTask('t1', { limits: { toolCalls: 5 } });
+      assert.deepEqual([theirs.sessionId, theirs.limits.toolCalls, theirs.state], ['s-task-2', 5, 'running']);
+      assert.deepEqual(await owner.task('t1'), t, 'the other session\'s task t1 left this one unchanged');
       let stoppedBy: string | undefined;
       owner.onTaskStopped((_id, reason) => { stoppedBy = reason; });
       const stopped = await owner.stopTask('t1', 'operator pressed stop');
@@ -229,6 +232,35 @@ function storeRules(name: string, factory: StoreFactory): void {
       );
       assert.equal((await store.loadHistory('s-d4')).length, 2);
       assert.equal((await owner.task(task)).charged.toolCalls, 2);
+      await store.close();
+    });
+
+    it('identity is per session: a live session exported, renamed and imported into the same store leaves its operations alone', async () => {
+      const { store } = await factory.open();
+      const live = await store.acquire('s-live', { owner: 'h' });
+      const task = 't-live' as TaskId;
+      await live.startTask(task);
+      const key = newOperationKey();
+      const firstId = newCallId();
+      await live.commit({ events: [callDraft(task, key, firstId)], budget: { taskId: task, admit: { maxOutputBytes: 8 } } });
+      const early = await store.exportJsonl('s-live');
+      const retryId = newCallId();
+      await live.commit({ events: [callDraft(task, key, retryId)], expectLatestAttempt: { taskId: task, key, callId: firstId } });
+      // The early export, under another session id, holds the first attempt of the same (task, key).
+      const renamed = early.replaceAll('"session_id":"s-live"', '"session_id":"s-copy"');
+      assert.deepEqual(await store.importJsonl(renamed, { owner: 'importer' }), { sessionId: 's-copy', events: 1 });
+      // The live session's latest attempt is still the retry: a stale plan from the first attempt is refused.
+      await rejects(live.commit({ events: [callDraft(task, key)], expectLatestAttempt: { taskId: task, key, callId: firstId } }), 'not_latest_attempt');
+      const next = newCallId();
+      await live.commit({ events: [callDraft(task, key, next)], expectLatestAttempt: { taskId: task, key, callId: retryId } });
+      // The copy has its own operation row, and its own task of the same id once it starts one.
+      const copy = await store.acquire('s-copy', { owner: 'h2' });
+      await rejects(copy.commit({ events: [], expectLatestAttempt: { taskId: task, key, callId: next } }), 'not_latest_attempt');
+      await copy.commit({ events: [], expectLatestAttempt: { taskId: task, key, callId: firstId } });
+      await rejects(copy.task(task), 'task_not_found');
+      assert.equal((await copy.startTask(task)).charged.toolCalls, 0);
+      assert.equal((await live.task(task)).charged.toolCalls, 1, 'the live task is not the copy\'s');
+      assert.deepEqual((await store.loadHistory('s-live')).map((e) => (e.kind as { call: { id: string } }).call.id), [firstId, retryId, next]);
       await store.close();
     });
 

@@ -3,7 +3,7 @@ import { it, describe } from 'node:test';
 import pg from 'pg';
 import type { EventDraft } from '../../src/event/types.js';
 import { JournalCorruptError } from '../../src/errors.js';
-import { newCallId, newOperationKey, newTurnId, type SessionId, type TaskId, type TurnId } from '../../src/ids.js';
+import { newCallId, newOperationKey, newTurnId, type CallId, type OperationKey, type SessionId, type TaskId, type TurnId } from '../../src/ids.js';
 import { openPostgresStore, POSTGRES_SCHEMA_VERSION } from '../../src/postgres.js';
 import { decideCommit } from '../../src/store/decisions.js';
 import type { JournalStore } from '../../src/store/journal-store.js';
@@ -68,6 +68,43 @@ describePostgres('PostgreSQL store', (url) => {
       await owner.append([message('one')]);
       assert.equal((await stores[4]!.loadHistory('s-schema')).length, 1);
       await Promise.all(stores.map((s) => s.close()));
+    });
+
+    it('migrates a version-2 schema (tasks and operations keyed store-wide) to per-session keys, keeping every row', async () => {
+      const schema = freshSchema();
+      const S = `"${schema}"`;
+      await admin.query(`CREATE SCHEMA ${S};
+        CREATE TABLE ${S}.jw_schema_version (singleton BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton), version INTEGER NOT NULL);
+        INSERT INTO ${S}.jw_schema_version (version) VALUES (2);
+        CREATE TABLE ${S}.jw_sessions (session_id TEXT NOT NULL, owner TEXT, held BOOLEAN NOT NULL, epoch BIGINT NOT NULL,
+          last_seq BIGINT NOT NULL, head_hash TEXT NOT NULL, body_bytes BIGINT NOT NULL, CONSTRAINT jw_sessions_pkey PRIMARY KEY (session_id));
+        CREATE TABLE ${S}.jw_events (session_id TEXT NOT NULL, seq BIGINT NOT NULL, event_id TEXT NOT NULL, epoch BIGINT NOT NULL,
+          body TEXT NOT NULL, hash TEXT NOT NULL, CONSTRAINT jw_events_pkey PRIMARY KEY (session_id, seq));
+        CREATE TABLE ${S}.jw_tasks (task_id TEXT NOT NULL, session_id TEXT NOT NULL, state TEXT NOT NULL,
+          limit_tool_calls BIGINT NOT NULL, limit_output_bytes BIGINT NOT NULL, charged_tool_calls BIGINT NOT NULL,
+          charged_output_bytes BIGINT NOT NULL, reserved_output_bytes BIGINT NOT NULL, stop_reason TEXT,
+          reservations TEXT NOT NULL DEFAULT '[]', CONSTRAINT jw_tasks_pkey PRIMARY KEY (task_id));
+        CREATE TABLE ${S}.jw_operations (task_id TEXT NOT NULL, key TEXT NOT NULL, session_id TEXT NOT NULL, call_id TEXT NOT NULL,
+          event_id TEXT NOT NULL, CONSTRAINT jw_operations_pkey PRIMARY KEY (task_id, key));
+        INSERT INTO ${S}.jw_sessions VALUES ('s', 'old-host', false, 1, -1, '${'0'.repeat(64)}', 0);
+        INSERT INTO ${S}.jw_tasks VALUES ('t', 's', 'running', 128, 1000, 2, 10, 0, NULL, '[]');
+        INSERT INTO ${S}.jw_operations VALUES ('t', 'op-k', 's', 'call-old', 'evt-old');`);
+      const store = await openPostgresStore(url, { schema });
+      const version = await admin.query(`SELECT version FROM ${S}.jw_schema_version`);
+      assert.deepEqual(version.rows, [{ version: POSTGRES_SCHEMA_VERSION }]);
+      const owner = await store.acquire('s', { owner: 'new-host' });
+      assert.deepEqual((await owner.task('t')).charged, { toolCalls: 2, toolOutputBytes: 10 });
+      const latest = { taskId: 't' as TaskId, key: 'op-k' as OperationKey };
+      await owner.commit({ events: [], expectLatestAttempt: { ...latest, callId: 'call-old' as CallId } });
+      await rejects(owner.commit({ events: [], expectLatestAttempt: { ...latest, callId: 'call-new' as CallId } }), 'not_latest_attempt');
+      const other = await store.acquire('s-other', { owner: 'new-host' });
+      assert.equal((await other.startTask('t')).sessionId, 's-other');
+      await rejects(other.commit({ events: [], expectLatestAttempt: { ...latest, callId: 'call-old' as CallId } }), 'not_latest_attempt');
+      await store.close();
+      const tasks = await admin.query(`SELECT session_id, task_id FROM ${S}.jw_tasks ORDER BY session_id`);
+      assert.deepEqual(tasks.rows, [{ session_id: 's', task_id: 't' }, { session_id: 's-other', task_id: 't' }]);
+      const ops = await admin.query(`SELECT session_id, task_id, key, call_id FROM ${S}.jw_operations`);
+      assert.deepEqual(ops.rows, [{ session_id: 's', task_id: 't', key: 'op-k', call_id: 'call-old' }]);
     });
 
     it('refuses a schema newer than the code with schema_too_new, touching nothing', async () => {
@@ -247,11 +284,13 @@ describePostgres('PostgreSQL store', (url) => {
       for (const r of results) if (r.status === 'rejected') assert.equal((r.reason as { code: string }).code, 'session_busy', String(r.reason));
       const taken = await Promise.all(stores.map((s, i) => s.acquire('s-create-2', { owner: `h${i}`, takeover: true })));
       assert.deepEqual(taken.map((o) => o.epoch).sort(), [1, 2, 3, 4]);
-      // A task started concurrently from two sessions belongs to exactly one of them.
+      // A task id is unique within its session only: two sessions starting the same id concurrently each get their own.
       const [x, y] = [await stores[0]!.acquire('s-task-x', { owner: 'x' }), await stores[1]!.acquire('s-task-y', { owner: 'y' })];
-      const starts = await Promise.allSettled([x.startTask('t-shared'), y.startTask('t-shared')]);
-      assert.equal(starts.filter((r) => r.status === 'fulfilled').length, 1);
-      for (const r of starts) if (r.status === 'rejected') assert.equal((r.reason as { code: string }).code, 'task_in_other_session');
+      const starts = await Promise.all([x.startTask('t-shared'), y.startTask('t-shared')]);
+      assert.deepEqual(starts.map((t) => t.sessionId), ['s-task-x', 's-task-y']);
+      // One owner starting the same task twice at once: one row, both calls see it.
+      const twice = await Promise.all([x.startTask('t-twice'), x.startTask('t-twice', { limits: { toolCalls: 3 } })]);
+      assert.deepEqual(twice[0], twice[1]);
       await Promise.all(stores.map((s) => s.close()));
     });
   });

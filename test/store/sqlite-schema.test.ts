@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
-import { openSqliteStore } from '../../src/sqlite.js';
+import { openSqliteStore, SQLITE_SCHEMA_VERSION } from '../../src/sqlite.js';
+import type { CallId, OperationKey, TaskId } from '../../src/ids.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
 const dir = tempDir();
@@ -37,7 +38,50 @@ describe('SQLite schema versions', () => {
     assert.equal(task.reservedOutputBytes, 0);
     await store.close();
     const raw = new Database(path, { readonly: true });
-    assert.equal(raw.pragma('user_version', { simple: true }), 2);
+    assert.equal(raw.pragma('user_version', { simple: true }), SQLITE_SCHEMA_VERSION);
+    raw.close();
+  });
+
+  it('migrates a version-2 journal (tasks and operations keyed store-wide) to per-session keys, keeping every row', async () => {
+    const path = tempDbPath(dir, 'v2');
+    const db = new Database(path);
+    db.exec(`
+      CREATE TABLE jw_sessions (session_id TEXT PRIMARY KEY, owner TEXT, held INTEGER NOT NULL, epoch INTEGER NOT NULL,
+        last_seq INTEGER NOT NULL, head_hash TEXT NOT NULL, body_bytes INTEGER NOT NULL) STRICT;
+      CREATE TABLE jw_events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, event_id TEXT NOT NULL, epoch INTEGER NOT NULL,
+        body TEXT NOT NULL, hash TEXT NOT NULL, PRIMARY KEY (session_id, seq)) STRICT;
+      CREATE TABLE jw_tasks (task_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, state TEXT NOT NULL,
+        limit_tool_calls INTEGER NOT NULL, limit_output_bytes INTEGER NOT NULL, charged_tool_calls INTEGER NOT NULL,
+        charged_output_bytes INTEGER NOT NULL, reserved_output_bytes INTEGER NOT NULL, stop_reason TEXT,
+        reservations TEXT NOT NULL DEFAULT '[]') STRICT;
+      CREATE TABLE jw_operations (task_id TEXT NOT NULL, key TEXT NOT NULL, session_id TEXT NOT NULL, call_id TEXT NOT NULL,
+        event_id TEXT NOT NULL, PRIMARY KEY (task_id, key)) STRICT;
+      INSERT INTO jw_sessions VALUES ('s', 'old-host', 0, 1, -1, '${'0'.repeat(64)}', 0);
+      INSERT INTO jw_tasks VALUES ('t', 's', 'running', 128, 1000, 2, 10, 0, NULL, '[]');
+      INSERT INTO jw_operations VALUES ('t', 'op-k', 's', 'call-old', 'evt-old');
+      PRAGMA user_version = 2;`);
+    db.close();
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('s', { owner: 'new-host' });
+    assert.deepEqual((await owner.task('t')).charged, { toolCalls: 2, toolOutputBytes: 10 });
+    // The migrated operation row still conditions a commit on the latest attempt, in its own session.
+    const latest = { taskId: 't' as TaskId, key: 'op-k' as OperationKey };
+    await owner.commit({ events: [], expectLatestAttempt: { ...latest, callId: 'call-old' as CallId } });
+    await assert.rejects(owner.commit({ events: [], expectLatestAttempt: { ...latest, callId: 'call-new' as CallId } }), { code: 'not_latest_attempt' });
+    // Another session may now have a task of the same id; its operation of the same key is not this one's.
+    const other = await store.acquire('s-other', { owner: 'new-host' });
+    assert.equal((await other.startTask('t')).sessionId, 's-other');
+    await assert.rejects(other.commit({ events: [], expectLatestAttempt: { ...latest, callId: 'call-old' as CallId } }), { code: 'not_latest_attempt' });
+    await store.close();
+    const raw = new Database(path, { readonly: true });
+    assert.equal(raw.pragma('user_version', { simple: true }), SQLITE_SCHEMA_VERSION);
+    assert.deepEqual(raw.prepare('SELECT session_id, task_id, charged_tool_calls FROM jw_tasks ORDER BY session_id').all(), [
+      { session_id: 's', task_id: 't', charged_tool_calls: 2 },
+      { session_id: 's-other', task_id: 't', charged_tool_calls: 0 },
+    ]);
+    assert.deepEqual(raw.prepare('SELECT session_id, task_id, key, call_id, event_id FROM jw_operations').all(), [
+      { session_id: 's', task_id: 't', key: 'op-k', call_id: 'call-old', event_id: 'evt-old' },
+    ]);
     raw.close();
   });
 

@@ -21,11 +21,11 @@ function checkMs(name: string, value: number | undefined, fallback: number, min:
   return v;
 }
 
-/** Keeps the last write per (task, key), as sequential upserts would. */
+/** Keeps the last write per (session, task, key), as sequential upserts would. */
 function lastPerOperation(ops: readonly OperationRow[]): OperationRow[] {
   const byKey = new Map<string, OperationRow>();
   for (const o of ops) {
-    const k = `${o.taskId}\u0000${o.key}`;
+    const k = `${o.sessionId}\u0000${o.taskId}\u0000${o.key}`;
     byKey.delete(k);
     byKey.set(k, o);
   }
@@ -146,9 +146,9 @@ class PostgresBackend implements JournalBackend {
     // The owner row lock serialises every writer of this session; a missing row is created by the decision's
     // INSERT, and a concurrent creator surfaces as a unique violation (retried once by transact).
     const sessionRes = await this.run<SessionRecord>(client, 'lockSession', [sessionId]);
-    const taskRes = reads.taskId !== undefined ? await this.run<TaskRecord>(client, 'lockTask', [reads.taskId]) : undefined;
+    const taskRes = reads.taskId !== undefined ? await this.run<TaskRecord>(client, 'lockTask', [sessionId, reads.taskId]) : undefined;
     const opRes = reads.operation
-      ? await this.run<OperationRecord>(client, 'lockOperation', [reads.operation.taskId, reads.operation.key])
+      ? await this.run<OperationRecord>(client, 'lockOperation', [sessionId, reads.operation.taskId, reads.operation.key])
       : undefined;
     const idsRes = reads.eventIds?.length
       ? await this.run<{ event_id: string }>(client, 'existingEventIds', [sessionId, [...reads.eventIds]])
@@ -243,9 +243,9 @@ class PostgresBackend implements JournalBackend {
     });
   }
 
-  async readTask(taskId: string) {
-    return this.inTransaction(this.beginRead, `task ${taskId}`, async (client) => {
-      const row = (await this.run<TaskRecord>(client, 'task', [taskId])).rows[0];
+  async readTask(sessionId: SessionId, taskId: string) {
+    return this.inTransaction(this.beginRead, `task ${taskId} of session ${sessionId}`, async (client) => {
+      const row = (await this.run<TaskRecord>(client, 'task', [sessionId, taskId])).rows[0];
       return row ? toTask(row) : undefined;
     });
   }

@@ -8,6 +8,16 @@ export { POSTGRES_SCHEMA_VERSION };
 /** A plain SQL identifier: the only schema names the store accepts (they are quoted into its SQL). */
 export const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
+/**
+ * Identity is per session: tasks keyed by (session_id, task_id), operations by (session_id, task_id, key)
+ * (docs/design.md#identity-is-per-session). The old keys were unique store-wide, so every row fits the new ones.
+ */
+const MIGRATE_SESSION_KEYS = (S: string): string => `
+ALTER TABLE ${S}.jw_tasks DROP CONSTRAINT jw_tasks_pkey,
+  ADD CONSTRAINT jw_tasks_pkey PRIMARY KEY (session_id, task_id);
+ALTER TABLE ${S}.jw_operations DROP CONSTRAINT jw_operations_pkey,
+  ADD CONSTRAINT jw_operations_pkey PRIMARY KEY (session_id, task_id, key);`;
+
 /** The DDL of each schema version; index n migrates version n-1 to n. `S` is the quoted schema name. */
 const MIGRATIONS: ReadonlyArray<(S: string) => string> = [
   () => '',
@@ -35,6 +45,7 @@ CREATE TABLE ${S}.jw_operations (
 );`,
   // Version 2: each outstanding output reservation, so one left by a fenced owner can be settled.
   (S) => `ALTER TABLE ${S}.jw_tasks ADD COLUMN reservations TEXT NOT NULL DEFAULT '[]';`,
+  MIGRATE_SESSION_KEYS,
 ];
 
 /**

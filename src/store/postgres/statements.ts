@@ -16,17 +16,17 @@ export function postgresStatements(S: string) {
       'SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[])',
     events: `SELECT seq, event_id, epoch, body, hash FROM ${S}.jw_events WHERE session_id = $1 ORDER BY seq`,
     existingEventIds: `SELECT DISTINCT event_id FROM ${S}.jw_events WHERE session_id = $1 AND event_id = ANY($2::text[])`,
-    task: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE task_id = $1`,
-    lockTask: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE task_id = $1 FOR UPDATE`,
+    task: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE session_id = $1 AND task_id = $2`,
+    lockTask: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE session_id = $1 AND task_id = $2 FOR UPDATE`,
     insertTask: `INSERT INTO ${S}.jw_tasks (${taskCols}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
     updateTask:
       `UPDATE ${S}.jw_tasks SET state = $3, charged_tool_calls = $4, charged_output_bytes = $5, reserved_output_bytes = $6, ` +
-      'stop_reason = $7, reservations = $8 WHERE task_id = $1 AND session_id = $2',
-    lockOperation: `SELECT session_id, call_id, event_id FROM ${S}.jw_operations WHERE task_id = $1 AND key = $2 FOR UPDATE`,
+      'stop_reason = $7, reservations = $8 WHERE session_id = $2 AND task_id = $1',
+    lockOperation: `SELECT session_id, call_id, event_id FROM ${S}.jw_operations WHERE session_id = $1 AND task_id = $2 AND key = $3 FOR UPDATE`,
     upsertOperations:
       `INSERT INTO ${S}.jw_operations (task_id, key, session_id, call_id, event_id) ` +
       'SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) ' +
-      'ON CONFLICT (task_id, key) DO UPDATE SET session_id = EXCLUDED.session_id, call_id = EXCLUDED.call_id, event_id = EXCLUDED.event_id',
+      'ON CONFLICT (session_id, task_id, key) DO UPDATE SET call_id = EXCLUDED.call_id, event_id = EXCLUDED.event_id',
     list:
       `SELECT ${sessionCols.split(', ').map((c) => `s.${c}`).join(', ')}, ` +
       `(SELECT count(*) FROM ${S}.jw_events e WHERE e.session_id = s.session_id) AS events ` +

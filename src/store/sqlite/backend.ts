@@ -58,8 +58,8 @@ class SqliteBackend implements JournalBackend {
   private readDecideWrite<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): R {
     const s = this.stmt;
     const session = s.session.get(sessionId);
-    const task = reads.taskId !== undefined ? s.task.get(reads.taskId) : undefined;
-    const op = reads.operation ? s.operation.get(reads.operation.taskId, reads.operation.key) : undefined;
+    const task = reads.taskId !== undefined ? s.task.get(sessionId, reads.taskId) : undefined;
+    const op = reads.operation ? s.operation.get(sessionId, reads.operation.taskId, reads.operation.key) : undefined;
     const writes = decide({
       session: session ? toSession(session) : undefined,
       task: task ? toTask(task) : undefined,
@@ -100,8 +100,8 @@ class SqliteBackend implements JournalBackend {
     return { session: session ? toSession(session) : undefined, events };
   }
 
-  async readTask(taskId: string) {
-    const row = this.run('', () => this.stmt.task.get(taskId));
+  async readTask(sessionId: SessionId, taskId: string) {
+    const row = this.run(sessionId, () => this.stmt.task.get(sessionId, taskId));
     return row ? toTask(row) : undefined;
   }
 

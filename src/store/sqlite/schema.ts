@@ -15,19 +15,52 @@ CREATE TABLE jw_events (
   body TEXT NOT NULL, hash TEXT NOT NULL, PRIMARY KEY (session_id, seq)
 ) STRICT;
 CREATE TABLE jw_tasks (
-  task_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, state TEXT NOT NULL,
+  task_id TEXT NOT NULL, session_id TEXT NOT NULL, state TEXT NOT NULL,
   limit_tool_calls INTEGER NOT NULL, limit_output_bytes INTEGER NOT NULL,
   charged_tool_calls INTEGER NOT NULL, charged_output_bytes INTEGER NOT NULL,
-  reserved_output_bytes INTEGER NOT NULL, stop_reason TEXT, reservations TEXT NOT NULL DEFAULT '[]'
+  reserved_output_bytes INTEGER NOT NULL, stop_reason TEXT, reservations TEXT NOT NULL DEFAULT '[]',
+  PRIMARY KEY (session_id, task_id)
 ) STRICT;
 CREATE TABLE jw_operations (
   task_id TEXT NOT NULL, key TEXT NOT NULL, session_id TEXT NOT NULL, call_id TEXT NOT NULL, event_id TEXT NOT NULL,
-  PRIMARY KEY (task_id, key)
+  PRIMARY KEY (session_id, task_id, key)
 ) STRICT;
 `;
 
 /** Version 1 → 2: each outstanding output reservation, so one left by a fenced owner can be settled. */
 const MIGRATE_1_TO_2 = "ALTER TABLE jw_tasks ADD COLUMN reservations TEXT NOT NULL DEFAULT '[]'";
+
+/**
+ * Identity is per session: tasks keyed by (session_id, task_id), operations by (session_id, task_id, key)
+ * (docs/design.md#identity-is-per-session). SQLite cannot change a primary key in place, so each table is rebuilt;
+ * the old keys were unique store-wide, so every row carries over.
+ */
+const MIGRATE_SESSION_KEYS = `
+CREATE TABLE jw_tasks_by_session (
+  task_id TEXT NOT NULL, session_id TEXT NOT NULL, state TEXT NOT NULL,
+  limit_tool_calls INTEGER NOT NULL, limit_output_bytes INTEGER NOT NULL,
+  charged_tool_calls INTEGER NOT NULL, charged_output_bytes INTEGER NOT NULL,
+  reserved_output_bytes INTEGER NOT NULL, stop_reason TEXT, reservations TEXT NOT NULL DEFAULT '[]',
+  PRIMARY KEY (session_id, task_id)
+) STRICT;
+INSERT INTO jw_tasks_by_session (task_id, session_id, state, limit_tool_calls, limit_output_bytes, charged_tool_calls,
+  charged_output_bytes, reserved_output_bytes, stop_reason, reservations)
+  SELECT task_id, session_id, state, limit_tool_calls, limit_output_bytes, charged_tool_calls, charged_output_bytes,
+    reserved_output_bytes, stop_reason, reservations FROM jw_tasks;
+DROP TABLE jw_tasks;
+ALTER TABLE jw_tasks_by_session RENAME TO jw_tasks;
+CREATE TABLE jw_operations_by_session (
+  task_id TEXT NOT NULL, key TEXT NOT NULL, session_id TEXT NOT NULL, call_id TEXT NOT NULL, event_id TEXT NOT NULL,
+  PRIMARY KEY (session_id, task_id, key)
+) STRICT;
+INSERT INTO jw_operations_by_session (task_id, key, session_id, call_id, event_id)
+  SELECT task_id, key, session_id, call_id, event_id FROM jw_operations;
+DROP TABLE jw_operations;
+ALTER TABLE jw_operations_by_session RENAME TO jw_operations;
+`;
+
+/** The step from each version to the next: index n migrates version n to n + 1 (index 0 is the fresh schema). */
+const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS];
 
 const tableCount = (db: Database): number =>
   (db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE type = 'table'").get() as { n: number }).n;
@@ -60,8 +93,8 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
       }
       if (options.mustExist) throw new StorePathError('store_not_journal', path, 'holds no jingwei journal (it is an empty database)');
       db.exec(SCHEMA);
-    } else if (version === 1) {
-      db.exec(MIGRATE_1_TO_2);
+    } else {
+      for (let v = version; v < SQLITE_SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
     }
     if (version !== SQLITE_SCHEMA_VERSION) db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
   }).immediate();

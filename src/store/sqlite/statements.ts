@@ -11,9 +11,9 @@ export interface SqliteStatements {
   readonly insertEvent: Statement;
   readonly events: Statement<[string], [string, number, string, number, string, string]>;
   readonly eventIdExists: Statement<[string, string], { one: number }>;
-  readonly task: Statement<[string], TaskRecord>;
+  readonly task: Statement<[string, string], TaskRecord>;
   readonly upsertTask: Statement;
-  readonly operation: Statement<[string, string], OperationRecord>;
+  readonly operation: Statement<[string, string, string], OperationRecord>;
   readonly upsertOperation: Statement;
   readonly list: Statement<[], SessionRecord & { events: number }>;
 }
@@ -31,16 +31,18 @@ export function prepareStatements(db: Database): SqliteStatements {
       'SELECT session_id, seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq',
     ).raw(true),
     eventIdExists: db.prepare<[string, string], { one: number }>('SELECT 1 AS one FROM jw_events WHERE session_id = ? AND event_id = ? LIMIT 1'),
-    task: db.prepare<[string], TaskRecord>(`SELECT ${TASK_COLUMNS} FROM jw_tasks WHERE task_id = ?`),
+    task: db.prepare<[string, string], TaskRecord>(`SELECT ${TASK_COLUMNS} FROM jw_tasks WHERE session_id = ? AND task_id = ?`),
     upsertTask: db.prepare(
-      `INSERT INTO jw_tasks (${TASK_COLUMNS}) VALUES (${params(TASK_COLUMNS)}) ON CONFLICT (task_id) DO UPDATE SET ` +
+      `INSERT INTO jw_tasks (${TASK_COLUMNS}) VALUES (${params(TASK_COLUMNS)}) ON CONFLICT (session_id, task_id) DO UPDATE SET ` +
         'state = excluded.state, charged_tool_calls = excluded.charged_tool_calls, charged_output_bytes = excluded.charged_output_bytes, ' +
         'reserved_output_bytes = excluded.reserved_output_bytes, stop_reason = excluded.stop_reason, reservations = excluded.reservations',
     ),
-    operation: db.prepare<[string, string], OperationRecord>('SELECT session_id, call_id, event_id FROM jw_operations WHERE task_id = ? AND key = ?'),
+    operation: db.prepare<[string, string, string], OperationRecord>(
+      'SELECT session_id, call_id, event_id FROM jw_operations WHERE session_id = ? AND task_id = ? AND key = ?',
+    ),
     upsertOperation: db.prepare(
-      'INSERT INTO jw_operations (task_id, key, session_id, call_id, event_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id, key) DO UPDATE SET ' +
-        'session_id = excluded.session_id, call_id = excluded.call_id, event_id = excluded.event_id',
+      'INSERT INTO jw_operations (task_id, key, session_id, call_id, event_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, task_id, key) DO UPDATE SET ' +
+        'call_id = excluded.call_id, event_id = excluded.event_id',
     ),
     list: db.prepare<[], SessionRecord & { events: number }>(
       `SELECT ${SESSION_COLUMNS.split(', ').map((c) => `s.${c}`).join(', ')}, ` +

@@ -1,0 +1,61 @@
+/**
+ * Identity is per session (issue 13, finding 1): exporting a live session, renaming its id and importing it into
+ * the same store must not touch the live session's operations. Before, the import overwrote the live operation's
+ * row, so a stale plan was accepted (the body ran again) and recovery of the live session then failed.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { createMemoryStore } from '../../src/store/memory.js';
+import type { SessionStore } from '../../src/store/types.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { inspectToolRecovery, prepareToolRetry } from '../../src/tool/recovery.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { tool } from '../support/runtime.js';
+import { forEachStore } from '../support/stores.js';
+
+function scenario(open: () => Promise<SessionStore>): void {
+  it('a renamed import of a live session: the stale plan is refused and the live session still recovers', async () => {
+    const store = await open();
+    const owner = await store.acquire('s-live', { owner: 'host-a' });
+    await owner.startTask('t');
+    let fail = true;
+    let bodies = 0;
+    const lookup = tool('lookup', async () => { bodies += 1; if (fail) throw new TypeError('flaky'); return 'found'; },
+      new ToolMetadata('reads', { type: 'object' }).withEffect('read_only', 'v1'));
+    const gateway = createToolRuntime({ tools: [lookup], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const first = await gateway.call('lookup', { q: 'x' });
+    assert.equal(first.result.outcome.status, 'failed');
+    const early = await store.exportJsonl('s-live');
+    const stale = prepareToolRetry(await store.loadHistory('s-live'), first.call.id, null);
+    const second = await gateway.callWithOptions('lookup', { q: 'x' }, { retry: prepareToolRetry(await store.loadHistory('s-live'), first.call.id, null) });
+    assert.equal(second.result.outcome.status, 'failed');
+    // Somebody imports the early export under another id into the same store.
+    await store.importJsonl(early.replaceAll('"session_id":"s-live"', '"session_id":"s-copy"'), { owner: 'importer' });
+    const before = { events: (await store.loadHistory('s-live')).length, bodies, charged: (await owner.task('t')).charged };
+    await assert.rejects(gateway.callWithOptions('lookup', { q: 'x' }, { retry: stale }), { code: 'not_latest_attempt' });
+    assert.equal(bodies, before.bodies, 'the stale plan ran nothing');
+    assert.equal((await store.loadHistory('s-live')).length, before.events, 'nothing written');
+    assert.deepEqual((await owner.task('t')).charged, before.charged, 'nothing charged');
+    // Recovery of the live session goes on from its real latest attempt.
+    fail = false;
+    const history = await store.loadHistory('s-live');
+    assert.equal(inspectToolRecovery(history, second.call.id).status, 'outcome_unknown', 'a read-only body failure: retried without review');
+    const third = await gateway.callWithOptions('lookup', { q: 'x' }, { retry: prepareToolRetry(history, second.call.id, null) });
+    assert.equal(third.result.outcome.status, 'succeeded');
+    assert.equal(bodies, 3);
+    // The copy is a session of its own: its first attempt is its latest, and it can run its own task t.
+    const copyHistory = await store.loadHistory('s-copy');
+    assert.equal(copyHistory.length, 3);
+    const copyOwner = await store.acquire('s-copy', { owner: 'host-b' });
+    await copyOwner.startTask('t');
+    const copyGateway = createToolRuntime({ tools: [lookup], grants: { agent: '*' } }).bind({ owner: copyOwner, taskId: 't', caller: 'agent' });
+    const copied = await copyGateway.callWithOptions('lookup', { q: 'x' }, { retry: prepareToolRetry(copyHistory, first.call.id, null) });
+    assert.equal(copied.result.outcome.status, 'succeeded');
+    assert.equal((await copyOwner.task('t')).charged.toolCalls, 1);
+    assert.equal((await owner.task('t')).charged.toolCalls, 3);
+    await store.close();
+  });
+}
+
+describe('identity is per session on memory', () => scenario(async () => createMemoryStore()));
+forEachStore('identity is per session', (target) => scenario(() => target.fresh().open()));
