@@ -241,6 +241,11 @@ export function collectEvidence(history: readonly SessionEvent[], callId?: strin
       if (record.event.turnId !== event.turnId) invalid(`${at}: tool_started for ${kind.callId} is in another turn`);
       if (record.result !== null) invalid(`${at}: tool_started for ${kind.callId} comes after its result`);
       if (record.startedEvent !== null) invalid(`${at}: a second tool_started for ${kind.callId}`);
+      // A stale attempt cannot start: the runtime writes a marker only while its call is the latest attempt.
+      const newer = newerAttempt(record);
+      if (newer !== null) {
+        invalid(`${at}: tool_started for ${kind.callId} comes after a newer attempt ${newer.call.id} of its operation; a stale attempt cannot start`);
+      }
       record.startedEvent = event;
     } else if (kind.type === 'tool_result') {
       const result = kind.result;
@@ -248,6 +253,13 @@ export function collectEvidence(history: readonly SessionEvent[], callId?: strin
       if (record === undefined) invalid(`${at}: result for ${result.callId}, which has no earlier call`);
       if (record.event.turnId !== event.turnId) invalid(`${at}: result for ${result.callId} is in another turn`);
       if (record.result !== null) invalid(`${at}: a second result for ${result.callId}`);
+      const newer = newerAttempt(record);
+      if (newer !== null && !settlesStaleAttempt(record, result)) {
+        invalid(
+          `${at}: result for ${result.callId} comes after a newer attempt ${newer.call.id} of its operation, ` +
+            'yet its body neither started before that attempt nor failed before starting',
+        );
+      }
       record.result = result;
       record.resultEvent = event;
       // Contradictions fail closed: a result that disagrees with the start marker is evidence no runtime wrote.
@@ -256,6 +268,26 @@ export function collectEvidence(history: readonly SessionEvent[], callId?: strin
     }
   }
   return { sessionId, eventCount: history.length, calls, attempts };
+}
+
+/** The latest attempt of the record's operation so far in the pass, if it is not the record itself. */
+function newerAttempt(record: AttemptRecord): AttemptRecord | null {
+  const attempts = record.operation?.attempts;
+  const latest = attempts?.[attempts.length - 1];
+  return latest === undefined || latest === record ? null : latest;
+}
+
+/**
+ * Whether a result may be written after a newer attempt of its operation exists. For a call flagged to record a
+ * start marker, only when the journal shows the body started while its call was the latest (a start marker, which
+ * the pass already refused after a newer attempt) or never started (a failure recorded before the body, such as a
+ * superseded or denied call, with no marker). Anything else means a body ran beside a newer attempt
+ * (docs/design.md#a-stale-attempt-cannot-start). An unflagged call (a journal of the original) records no start,
+ * so its late result cannot be placed and is read as before.
+ */
+function settlesStaleAttempt(record: AttemptRecord, result: ToolResult): boolean {
+  if (record.call.operation?.startMarker !== true || record.startedEvent !== null) return true;
+  return evidenceRuleFor({ flagged: true, marker: false, result: result.outcome }).status === ToolRecoveryStatus.NotExecuted;
 }
 
 /**
