@@ -234,6 +234,36 @@ function applyBudget(task: TaskRow, epoch: number, request: CommitRequest): { ro
   return { row: withReservations(row, reservations), reserved };
 }
 
+/** A result that could not be written: its attempt's reservation, and the output bytes the runtime would have charged. */
+export interface UnwrittenSettlement {
+  readonly callId: string;
+  readonly chargeOutputBytes: number;
+}
+
+/**
+ * Releases the reservations of results whose write failed, at the owner's next write or release, so a transient
+ * failure does not hold budget for the owner's lifetime (docs/design.md#budgets-are-exact). Each is charged what
+ * its result would have been charged, at most its reservation; one already settled (the write did commit) is left.
+ */
+export function decideReleaseUnwritten(owner: OwnerRef, unwritten: readonly UnwrittenSettlement[]) {
+  return (state: TxState): TxWrites<TaskRow | null> => {
+    const session = requireOwner(state.session, owner);
+    const task = state.task?.sessionId === session.sessionId ? state.task : undefined;
+    if (!task) return { result: null };
+    let row = settleAbandoned(task, owner.epoch);
+    for (const u of unwritten) {
+      const held = row.reservations.find((r) => r.callId === u.callId);
+      if (!held) continue;
+      row = withReservations(
+        { ...row, chargedOutputBytes: row.chargedOutputBytes + Math.min(u.chargeOutputBytes, held.bytes) },
+        row.reservations.filter((r) => r.callId !== u.callId),
+      );
+    }
+    if (row === task) return { result: task };
+    return { session: fenceOnly(session), task: { row, insert: false }, result: row };
+  };
+}
+
 function checkLimit(name: string, value: number | undefined, fallback: number): number {
   const v = value ?? fallback;
   if (!Number.isSafeInteger(v) || v < 0) throw new InvalidInputError(name, `must be a non-negative safe integer, got ${v}`);

@@ -2,7 +2,18 @@ import { InvalidInputError, StoreClosedError, TaskNotFoundError } from '../error
 import { checkId, type SessionId, type TaskId } from '../ids.js';
 import { DECODED_WIRE_TYPES } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
-import { decideAcquire, decideCommit, draftEventIds, decideRelease, decideStartTask, decideTaskState, taskSnapshot, type OwnerRef } from './decisions.js';
+import {
+  decideAcquire,
+  decideCommit,
+  decideRelease,
+  decideReleaseUnwritten,
+  decideStartTask,
+  decideTaskState,
+  draftEventIds,
+  taskSnapshot,
+  type OwnerRef,
+  type UnwrittenSettlement,
+} from './decisions.js';
 import { exportJournal, importJournal } from './jsonl.js';
 import { HeadAnchor, type AnchorOptions } from './anchors.js';
 import type { EventRow, JournalBackend, SessionRow, TxReads, TxState, TxWrites } from './rows.js';
@@ -110,6 +121,8 @@ class FencedOwner implements SessionOwner {
   readonly sessionId: SessionId;
   readonly epoch: number;
   private readonly listeners = new Set<(taskId: TaskId, reason: string) => void>();
+  /** Results whose write failed, by task: their reservations are released at this owner's next write or release. */
+  private readonly unwritten = new Map<string, UnwrittenSettlement[]>();
 
   constructor(
     private readonly backend: JournalBackend,
@@ -135,8 +148,40 @@ class FencedOwner implements SessionOwner {
     return result;
   }
 
+  /** Remembers the reservation of a result that could not be written (nothing to release once this owner is fenced). */
+  private noteUnwritten(request: CommitRequest, error: unknown): void {
+    const code = (error as { code?: unknown } | null)?.code;
+    const settle = request.budget?.settle;
+    if (!settle || code === 'stale_owner' || code === 'store_closed') return;
+    const charge = settle.chargeOutputBytes;
+    if (!Number.isSafeInteger(charge) || charge < 0) return;
+    for (const draft of request.events) {
+      if (draft?.kind?.type !== 'tool_result') continue;
+      const list = this.unwritten.get(request.budget!.taskId) ?? [];
+      list.push({ callId: draft.kind.result.callId, chargeOutputBytes: charge });
+      this.unwritten.set(request.budget!.taskId, list);
+    }
+  }
+
+  /**
+   * Releases the reservations of unwritten results before this owner's next write (docs/design.md#budgets-are-exact).
+   * A release that fails is kept for the next write; once this owner is fenced, the next owner settles them instead.
+   */
+  private async releaseUnwritten(): Promise<void> {
+    for (const [taskId, list] of [...this.unwritten]) {
+      try {
+        await this.tx({ taskId }, decideReleaseUnwritten(this.ref, list));
+        this.unwritten.delete(taskId);
+      } catch (error) {
+        if ((error as { code?: unknown } | null)?.code === 'stale_owner') this.unwritten.clear();
+        return;
+      }
+    }
+  }
+
   async startTask(taskId: string, options?: { limits?: Partial<TaskLimits> }): Promise<TaskSnapshot> {
     this.guard.check();
+    await this.releaseUnwritten();
     const id = checkId<TaskId>('taskId', taskId);
     const row = await this.tx({ taskId: id }, decideStartTask(this.ref, id, options?.limits));
     return taskSnapshot(row, this.epoch);
@@ -146,6 +191,7 @@ class FencedOwner implements SessionOwner {
     this.guard.check();
     const id = checkId<TaskId>('taskId', taskId);
     const why = checkId<string>('reason', reason);
+    await this.releaseUnwritten();
     const row = await this.tx({ taskId: id }, decideTaskState(this.ref, id, 'stopped', why));
     if (row.state === 'stopped') for (const listener of this.listeners) listener(id, row.stopReason ?? why);
     return taskSnapshot(row, this.epoch);
@@ -154,6 +200,7 @@ class FencedOwner implements SessionOwner {
   async completeTask(taskId: string): Promise<TaskSnapshot> {
     this.guard.check();
     const id = checkId<TaskId>('taskId', taskId);
+    await this.releaseUnwritten();
     return taskSnapshot(await this.tx({ taskId: id }, decideTaskState(this.ref, id, 'completed', null)), this.epoch);
   }
 
@@ -181,12 +228,18 @@ class FencedOwner implements SessionOwner {
     request.events.forEach((draft, i) => {
       if (draft?.eventId !== undefined) checkId<string>(`events[${i}].eventId`, draft.eventId);
     });
+    await this.releaseUnwritten();
     const reads = {
       ...(request.budget ? { taskId: request.budget.taskId } : {}),
       ...(request.expectLatestAttempt ? { operation: request.expectLatestAttempt } : {}),
       eventIds: draftEventIds(request.events),
     };
-    return this.tx(reads, decideCommit(this.ref, request));
+    try {
+      return await this.tx(reads, decideCommit(this.ref, request));
+    } catch (error) {
+      this.noteUnwritten(request, error);
+      throw error;
+    }
   }
 
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void {
@@ -196,6 +249,7 @@ class FencedOwner implements SessionOwner {
 
   async release(): Promise<void> {
     this.guard.check();
+    await this.releaseUnwritten();
     await this.tx({}, decideRelease(this.ref), this.anchor?.unanchored === true);
     this.listeners.clear();
   }

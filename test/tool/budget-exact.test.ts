@@ -8,6 +8,12 @@ import { createMemoryStore } from '../../src/store/memory.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool } from '../../src/tool/types.js';
+import { createJournalStore } from '../../src/backend.js';
+import { StoreBusyError } from '../../src/errors.js';
+import type { SessionId } from '../../src/ids.js';
+import type { JournalStore } from '../../src/store/journal-store.js';
+import type { JournalBackend } from '../../src/store/rows.js';
+import type { SessionStore } from '../../src/store/types.js';
 
 const big: Tool = { name: 'big', metadata: new ToolMetadata('big', { type: 'object' }), execute: async () => 'x'.repeat(5000) };
 
@@ -24,5 +30,60 @@ describe('budgets are exact', () => {
     assert.equal(task.charged.toolOutputBytes, 1000);
     assert.equal(task.reservedOutputBytes, 0);
     assert.ok(task.charged.toolOutputBytes <= task.limits.toolOutputBytes);
+  });
+});
+
+/** A memory store whose next write of a tool result fails as a busy store would, writing nothing. */
+function flakyResultStore(): { store: SessionStore; backend: JournalBackend; failNextResult: () => void } {
+  const inner = (createMemoryStore() as JournalStore).backend;
+  let fail = false;
+  const backend: JournalBackend = {
+    kind: inner.kind,
+    transact: (sessionId, reads, decide) => inner.transact(sessionId, reads, (state) => {
+      const writes = decide(state);
+      if (fail && writes.events?.some((e) => e.body.includes('"type":"tool_result"'))) {
+        fail = false;
+        throw new StoreBusyError('the store stayed busy');
+      }
+      return writes;
+    }),
+    snapshot: (sessionId) => inner.snapshot(sessionId),
+    readTask: (sessionId, taskId) => inner.readTask(sessionId, taskId),
+    listSessions: () => inner.listSessions(),
+    close: () => inner.close(),
+  };
+  return { store: createJournalStore(backend), backend, failNextResult: () => { fail = true; } };
+}
+
+describe('a result write that fails transiently releases its reservation', () => {
+  const small: Tool = { name: 'small', metadata: new ToolMetadata('small', { type: 'object' }), execute: async () => 'x'.repeat(10) };
+
+  it('at the owner\'s next write: charged what the result would have been, the rest of the reservation returned', async () => {
+    const { store, failNextResult } = flakyResultStore();
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('task', { limits: { toolOutputBytes: 1000 } });
+    const gateway = createToolRuntime({ tools: [small], grants: { agent: '*' } }).bind({ owner, taskId: 'task', caller: 'agent', turnId: 'turn-1' });
+    failNextResult();
+    await assert.rejects(gateway.call('small', {}), { code: 'recording_failed' });
+    assert.equal((await owner.task('task')).reservedOutputBytes, 1000, 'held until the owner writes again');
+    await owner.append([{ turnId: 'turn-1', kind: { type: 'user_message', text: 'next' } }]);
+    const task = await owner.task('task');
+    assert.deepEqual([task.reservedOutputBytes, task.charged.toolOutputBytes], [0, 10]);
+    // The budget is usable again: the next call gets the whole remainder.
+    const next = await gateway.call('small', {});
+    assert.equal(next.result.outcome.status, 'succeeded');
+    assert.equal((await owner.task('task')).charged.toolOutputBytes, 20);
+  });
+
+  it('at release, before the owner gives the session up', async () => {
+    const { store, backend, failNextResult } = flakyResultStore();
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('task', { limits: { toolOutputBytes: 1000 } });
+    const gateway = createToolRuntime({ tools: [small], grants: { agent: '*' } }).bind({ owner, taskId: 'task', caller: 'agent', turnId: 'turn-1' });
+    failNextResult();
+    await assert.rejects(gateway.call('small', {}), { code: 'recording_failed' });
+    await owner.release();
+    const row = await backend.readTask('s' as SessionId, 'task');
+    assert.deepEqual([row?.reservations, row?.chargedOutputBytes], [[], 10], 'not charged the whole 1,000-byte reservation');
   });
 });
