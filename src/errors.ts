@@ -289,8 +289,8 @@ export class TaskNotRunningError extends JingweiError {
 /** The task's budget cannot cover one more attempt. Nothing was recorded or charged. */
 export class BudgetExhaustedError extends JingweiError {
   readonly taskId: string;
-  readonly resource: 'tool_calls' | 'tool_output_bytes';
-  constructor(taskId: string, resource: 'tool_calls' | 'tool_output_bytes', detail: string) {
+  readonly resource: 'tool_calls' | 'tool_output_bytes' | 'journal_bytes';
+  constructor(taskId: string, resource: 'tool_calls' | 'tool_output_bytes' | 'journal_bytes', detail: string) {
     super('budget_exhausted', `task ${taskId}: ${resource} budget exhausted (${detail})`);
     this.taskId = taskId;
     this.resource = resource;

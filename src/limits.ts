@@ -42,6 +42,11 @@ export const RUNTIME_DEFAULTS = {
 export const TASK_DEFAULTS = {
   toolCalls: 128,
   toolOutputBytes: 16 * 1024 * 1024,
+  /**
+   * Journal bytes a task's tool calls, markers and results may take: half a session's journal, so one task that
+   * fills it (a model sending huge arguments) exhausts its own budget, never the session (docs/design.md#budgets-are-exact).
+   */
+  journalBytes: 8 * 1024 * 1024,
 } as const;
 
 /** Store defaults: how long a writer waits for a lock before a typed busy error. */

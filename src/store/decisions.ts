@@ -154,14 +154,15 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest) {
         );
       }
     }
+    const chained = chainEvents(session, owner.epoch, request.events);
     let task: TxWrites['task'];
     let reserved = 0;
     if (request.budget) {
-      const budgeted = applyBudget(requireTask(state.task, request.budget.taskId, session.sessionId), owner.epoch, request);
+      const bytes = chained.rows.reduce((sum, r) => sum + utf8Length(r.body), 0);
+      const budgeted = applyBudget(requireTask(state.task, request.budget.taskId, session.sessionId), owner.epoch, request, bytes);
       task = { row: budgeted.row, insert: false };
       reserved = budgeted.reserved;
     }
-    const chained = chainEvents(session, owner.epoch, request.events);
     return {
       session: { row: chained.head, expect: { epoch: session.epoch, lastSeq: session.lastSeq } },
       events: chained.rows,
@@ -193,9 +194,15 @@ function withReservations(row: TaskRow, reservations: Reservation[]): TaskRow {
   return { ...row, reservations, reservedOutputBytes: reservations.reduce((sum, r) => sum + r.bytes, 0) };
 }
 
-function applyBudget(task: TaskRow, epoch: number, request: CommitRequest): { row: TaskRow; reserved: number } {
+/** The task's journal-bytes limit and charge, for rows a backend stored before tasks had them. */
+export function journalLedger(row: TaskRow): { limit: number; charged: number } {
+  return { limit: row.limitJournalBytes ?? TASK_DEFAULTS.journalBytes, charged: row.chargedJournalBytes ?? 0 };
+}
+
+function applyBudget(task: TaskRow, epoch: number, request: CommitRequest, bytes: number): { row: TaskRow; reserved: number } {
   const budget = request.budget!;
   let row = settleAbandoned(task, epoch);
+  const journal = journalLedger(row);
   let reservations = [...row.reservations];
   let reserved = 0;
   const calls = request.events.filter((e) => e.kind.type === 'tool_call');
@@ -204,6 +211,11 @@ function applyBudget(task: TaskRow, epoch: number, request: CommitRequest): { ro
     if (row.state !== 'running') throw new TaskNotRunningError(row.taskId, row.state);
     if (row.chargedToolCalls + 1 > row.limitToolCalls) {
       throw new BudgetExhaustedError(row.taskId, 'tool_calls', `${row.chargedToolCalls} of ${row.limitToolCalls} used`);
+    }
+    // Checked at admission only: the marker and result of an admitted call are always recorded, since refusing
+    // them would lose evidence (docs/design.md#budgets-are-exact).
+    if (journal.charged + bytes > journal.limit) {
+      throw new BudgetExhaustedError(row.taskId, 'journal_bytes', `${journal.charged} of ${journal.limit} used; this call needs ${bytes}`);
     }
     const remaining = row.limitOutputBytes - row.chargedOutputBytes - row.reservedOutputBytes;
     if (remaining <= 0) {
@@ -231,7 +243,7 @@ function applyBudget(task: TaskRow, epoch: number, request: CommitRequest): { ro
       row = { ...row, chargedOutputBytes: row.chargedOutputBytes + Math.min(requested, held) };
     }
   }
-  return { row: withReservations(row, reservations), reserved };
+  return { row: withReservations({ ...row, limitJournalBytes: journal.limit, chargedJournalBytes: journal.charged + bytes }, reservations), reserved };
 }
 
 /** A result that could not be written: its attempt's reservation, and the output bytes the runtime would have charged. */
@@ -273,6 +285,7 @@ function checkLimit(name: string, value: number | undefined, fallback: number): 
 export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial<TaskLimits> | undefined) {
   const toolCalls = checkLimit('limits.toolCalls', limits?.toolCalls, TASK_DEFAULTS.toolCalls);
   const toolOutputBytes = checkLimit('limits.toolOutputBytes', limits?.toolOutputBytes, TASK_DEFAULTS.toolOutputBytes);
+  const journalBytes = checkLimit('limits.journalBytes', limits?.journalBytes, TASK_DEFAULTS.journalBytes);
   return (state: TxState): TxWrites<TaskRow> => {
     const session = requireOwner(state.session, owner);
     // A task id is unique within its session only (docs/design.md#identity-is-per-session).
@@ -284,8 +297,10 @@ export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial
       state: 'running',
       limitToolCalls: toolCalls,
       limitOutputBytes: toolOutputBytes,
+      limitJournalBytes: journalBytes,
       chargedToolCalls: 0,
       chargedOutputBytes: 0,
+      chargedJournalBytes: 0,
       reservedOutputBytes: 0,
       reservations: [],
       stopReason: null,
@@ -340,12 +355,13 @@ export function decideImport(sessionId: SessionId, owner: string, events: readon
 /** What an owner at `epoch` sees: reservations of fenced owners count as settled, as its next budget write will make them. */
 export function taskSnapshot(stored: TaskRow, epoch: number): TaskSnapshot {
   const row = settleAbandoned(stored, epoch);
+  const journal = journalLedger(row);
   return {
     taskId: row.taskId,
     sessionId: row.sessionId,
     state: row.state,
-    limits: { toolCalls: row.limitToolCalls, toolOutputBytes: row.limitOutputBytes },
-    charged: { toolCalls: row.chargedToolCalls, toolOutputBytes: row.chargedOutputBytes },
+    limits: { toolCalls: row.limitToolCalls, toolOutputBytes: row.limitOutputBytes, journalBytes: journal.limit },
+    charged: { toolCalls: row.chargedToolCalls, toolOutputBytes: row.chargedOutputBytes, journalBytes: journal.charged },
     reservedOutputBytes: row.reservedOutputBytes,
     stopReason: row.stopReason,
   };

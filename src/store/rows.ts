@@ -58,6 +58,10 @@ export interface TaskRow {
   readonly limitOutputBytes: number;
   readonly chargedToolCalls: number;
   readonly chargedOutputBytes: number;
+  /** The task's journal-bytes limit; a row stored without it has the default (TASK_DEFAULTS.journalBytes). */
+  readonly limitJournalBytes?: number;
+  /** Wire bytes of the task's budgeted events so far; a row stored without it has charged 0. */
+  readonly chargedJournalBytes?: number;
   /** The sum of `reservations`' bytes. */
   readonly reservedOutputBytes: number;
   readonly reservations: readonly Reservation[];

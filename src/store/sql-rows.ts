@@ -4,6 +4,7 @@
  */
 import { JournalCorruptError } from '../errors.js';
 import type { SessionId, TaskId } from '../ids.js';
+import { journalLedger } from './decisions.js';
 import { parseReservations } from './reservations.js';
 import type { OperationRow, SessionRow, TaskRow } from './rows.js';
 import type { TaskState } from './types.js';
@@ -19,7 +20,7 @@ export interface SessionRecord {
 export interface TaskRecord {
   task_id: string; session_id: string; state: string; limit_tool_calls: IntColumn; limit_output_bytes: IntColumn;
   charged_tool_calls: IntColumn; charged_output_bytes: IntColumn; reserved_output_bytes: IntColumn; stop_reason: string | null;
-  reservations: string;
+  reservations: string; limit_journal_bytes: IntColumn; charged_journal_bytes: IntColumn;
 }
 
 export interface OperationRecord {
@@ -29,7 +30,8 @@ export interface OperationRecord {
 /** The column order of the session and task tables, shared by the statements of both SQL backends. */
 export const SESSION_COLUMNS = 'session_id, owner, held, epoch, last_seq, head_hash, body_bytes';
 export const TASK_COLUMNS =
-  'task_id, session_id, state, limit_tool_calls, limit_output_bytes, charged_tool_calls, charged_output_bytes, reserved_output_bytes, stop_reason, reservations';
+  'task_id, session_id, state, limit_tool_calls, limit_output_bytes, charged_tool_calls, charged_output_bytes, reserved_output_bytes, stop_reason, reservations, ' +
+  'limit_journal_bytes, charged_journal_bytes';
 
 /** An integer column; anything beyond a safe JS integer is storage we cannot trust. */
 export function int(value: unknown, column: string, sessionId: string): number {
@@ -55,6 +57,8 @@ export const toTask = (r: TaskRecord): TaskRow => ({
   reservedOutputBytes: int(r.reserved_output_bytes, 'reserved_output_bytes', r.session_id),
   stopReason: r.stop_reason,
   reservations: parseReservations(r.reservations, r.session_id),
+  limitJournalBytes: int(r.limit_journal_bytes, 'limit_journal_bytes', r.session_id),
+  chargedJournalBytes: int(r.charged_journal_bytes, 'charged_journal_bytes', r.session_id),
 });
 
 export const toOperation = (read: { readonly taskId: string; readonly key: string }, r: OperationRecord): OperationRow => ({
@@ -67,9 +71,10 @@ export function sessionValues<H>(row: SessionRow, held: (held: boolean) => H): [
 }
 
 /** A task row as the positional values of an insert, in TASK_COLUMNS order. */
-export function taskValues(row: TaskRow): [string, string, string, number, number, number, number, number, string | null, string] {
+export function taskValues(row: TaskRow): [string, string, string, number, number, number, number, number, string | null, string, number, number] {
+  const journal = journalLedger(row);
   return [
     row.taskId, row.sessionId, row.state, row.limitToolCalls, row.limitOutputBytes, row.chargedToolCalls, row.chargedOutputBytes,
-    row.reservedOutputBytes, row.stopReason, JSON.stringify(row.reservations),
+    row.reservedOutputBytes, row.stopReason, JSON.stringify(row.reservations), journal.limit, journal.charged,
   ];
 }

@@ -7,11 +7,14 @@ export type TaskState = 'running' | 'stopped' | 'completed';
 export interface TaskLimits {
   readonly toolCalls: number;
   readonly toolOutputBytes: number;
+  /** Bytes of journal (the wire text of the task's tool calls, start markers and results), checked at admission. */
+  readonly journalBytes: number;
 }
 
 export interface TaskCharges {
   readonly toolCalls: number;
   readonly toolOutputBytes: number;
+  readonly journalBytes: number;
 }
 
 export interface TaskSnapshot {

@@ -47,6 +47,9 @@ function resultDraft(callId: CallId): EventDraft {
   return { turnId: turn, kind: { type: 'tool_result', result: { callId, outcome: { status: 'succeeded', output: 'ok' } } } };
 }
 
+/** The tool-call and output charges of a snapshot (journal bytes are checked on their own). */
+const callsAndOutput = (charged: { toolCalls: number; toolOutputBytes: number }) => ({ toolCalls: charged.toolCalls, toolOutputBytes: charged.toolOutputBytes });
+
 async function rejects(promise: Promise<unknown>, code: string): Promise<void> {
   await assert.rejects(promise, (error: unknown) => {
     assert.equal((error as { code?: string }).code, code, `expected ${code}, got ${String(error)}`);
@@ -115,8 +118,8 @@ function storeRules(name: string, factory: StoreFactory): void {
       const owner = await store.acquire('s-task', { owner: 'h' });
       const t = await owner.startTask('t1', { limits: { toolCalls: 2 } });
       assert.deepEqual(t, {
-        taskId: 't1', sessionId: 's-task', state: 'running', limits: { toolCalls: 2, toolOutputBytes: 16 * 1024 * 1024 },
-        charged: { toolCalls: 0, toolOutputBytes: 0 }, reservedOutputBytes: 0, stopReason: null,
+        taskId: 't1', sessionId: 's-task', state: 'running', limits: { toolCalls: 2, toolOutputBytes: 16 * 1024 * 1024, journalBytes: 8 * 1024 * 1024 },
+        charged: { toolCalls: 0, toolOutputBytes: 0, journalBytes: 0 }, reservedOutputBytes: 0, stopReason: null,
       });
       assert.deepEqual(await owner.startTask('t1', { limits: { toolCalls: 99 } }), t);
       await rejects(owner.startTask('t-bad', { limits: { toolCalls: -1 } }), 'invalid_input');
@@ -155,11 +158,40 @@ function storeRules(name: string, factory: StoreFactory): void {
       await rejects(owner.commit({ events: [message('no call')], budget: { taskId: task, admit: { maxOutputBytes: 1 } } }), 'invalid_input');
       await owner.commit({ events: [resultDraft(first)], budget: { taskId: task, settle: { chargeOutputBytes: 10 } } });
       const snap = await owner.task(task);
-      assert.deepEqual(snap.charged, { toolCalls: 2, toolOutputBytes: 10 });
+      assert.deepEqual(callsAndOutput(snap.charged), { toolCalls: 2, toolOutputBytes: 10 });
       assert.equal(snap.reservedOutputBytes, 36, 'the settled call released its own reservation only');
       assert.equal((await store.loadHistory('s-budget')).length, 3);
       await rejects(owner.commit({ events: [message('x')], budget: { taskId: 'nope' as TaskId, admit: { maxOutputBytes: 1 } } }), 'task_not_found');
       assert.equal((await store.loadHistory('s-budget')).length, 3);
+      await store.close();
+    });
+
+    it('a task\'s journal bytes: every budgeted event charged exactly, admission refused past the limit, the session untouched', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-journal-bytes', { owner: 'h' });
+      const task = 't-journal' as TaskId;
+      await owner.startTask(task, { limits: { journalBytes: 2000 } });
+      await rejects(owner.startTask('t-bad', { limits: { journalBytes: -1 } }), 'invalid_input');
+      const call = newCallId();
+      await owner.commit({ events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 8 } } });
+      await owner.commit({ events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 2 } } });
+      await owner.append([message('host events are not the task\'s')]);
+      // Exactly the wire bytes of the call and its result; the host's message is not the task's.
+      const lines = (await store.exportJsonl('s-journal-bytes')).trim().split('\n');
+      const utf8 = (line: string) => new TextEncoder().encode(line).length;
+      assert.equal((await owner.task(task)).charged.journalBytes, utf8(lines[0]!) + utf8(lines[1]!));
+      const small = callDraft(task, newOperationKey());
+      const big: EventDraft = small.kind.type === 'tool_call' ? { turnId: turn, kind: { type: 'tool_call', call: { ...small.kind.call, arguments: { blob: 'x'.repeat(2000) } } } } : small;
+      await assert.rejects(
+        owner.commit({ events: [big], budget: { taskId: task, admit: { maxOutputBytes: 8 } } }),
+        (e: unknown) => {
+          assert.deepEqual([(e as { code?: string }).code, (e as { resource?: string }).resource], ['budget_exhausted', 'journal_bytes'], String(e));
+          return true;
+        },
+      );
+      assert.equal((await store.loadHistory('s-journal-bytes')).length, 3, 'nothing written');
+      assert.equal((await owner.task(task)).charged.toolCalls, 1, 'nothing charged');
+      await owner.append([message('the session still takes events')]);
       await store.close();
     });
 
@@ -194,12 +226,12 @@ function storeRules(name: string, factory: StoreFactory): void {
       const b = await store.acquire('s-abandon', { owner: 'host-b', takeover: true });
       const seen = await b.task(task);
       assert.equal(seen.reservedOutputBytes, 0);
-      assert.deepEqual(seen.charged, { toolCalls: 2, toolOutputBytes: 200 }, 'the started call is charged in full, the other refunded');
+      assert.deepEqual(callsAndOutput(seen.charged), { toolCalls: 2, toolOutputBytes: 200 }, 'the started call is charged in full, the other refunded');
       const fresh = newCallId();
       const r = await b.commit({ events: [callDraft(task, newOperationKey(), fresh)], budget: { taskId: task, admit: { maxOutputBytes: 1000 } } });
       assert.equal(r.reservedOutputBytes, 800, 'the refunded bytes are available again');
       const after = await b.task(task);
-      assert.deepEqual(after.charged, { toolCalls: 3, toolOutputBytes: 200 });
+      assert.deepEqual(callsAndOutput(after.charged), { toolCalls: 3, toolOutputBytes: 200 });
       assert.equal(after.reservedOutputBytes, 800);
       await store.close();
     });

@@ -93,7 +93,8 @@ describePostgres('PostgreSQL store', (url) => {
       const version = await admin.query(`SELECT version FROM ${S}.jw_schema_version`);
       assert.deepEqual(version.rows, [{ version: POSTGRES_SCHEMA_VERSION }]);
       const owner = await store.acquire('s', { owner: 'new-host' });
-      assert.deepEqual((await owner.task('t')).charged, { toolCalls: 2, toolOutputBytes: 10 });
+      assert.deepEqual((await owner.task('t')).charged, { toolCalls: 2, toolOutputBytes: 10, journalBytes: 0 });
+      assert.equal((await owner.task('t')).limits.journalBytes, 8 * 1024 * 1024, 'an existing task takes the default journal limit');
       const latest = { taskId: 't' as TaskId, key: 'op-k' as OperationKey };
       await owner.commit({ events: [], expectLatestAttempt: { ...latest, callId: 'call-old' as CallId } });
       await rejects(owner.commit({ events: [], expectLatestAttempt: { ...latest, callId: 'call-new' as CallId } }), 'not_latest_attempt');
@@ -179,7 +180,7 @@ describePostgres('PostgreSQL store', (url) => {
       await rejects(a.commit({ events: [callDraft(task), message('lost')], budget: { taskId: task, admit: { maxOutputBytes: 16 } } }), 'store_failure');
 
       assert.deepEqual(texts(await store.loadHistory('s-killed')), ['committed']);
-      assert.deepEqual((await a.task(task)).charged, { toolCalls: 0, toolOutputBytes: 0 });
+      assert.deepEqual((await a.task(task)).charged, { toolCalls: 0, toolOutputBytes: 0, journalBytes: 0 });
       const raw = await admin.query(
         `SELECT (SELECT last_seq FROM "${schema}".jw_sessions) AS last_seq, (SELECT count(*)::int FROM "${schema}".jw_events) AS events, ` +
           `(SELECT count(*)::int FROM "${schema}".jw_operations) AS ops, (SELECT reserved_output_bytes FROM "${schema}".jw_tasks) AS reserved`,
@@ -199,7 +200,7 @@ describePostgres('PostgreSQL store', (url) => {
       const [next] = await b.append([message('by b')]);
       assert.equal(next!.seq, 1, 'no seq was consumed by the lost or stale writes');
       assert.deepEqual(texts(await other.loadHistory('s-killed')), ['committed', 'by b']);
-      assert.deepEqual((await b.task(task)).charged, { toolCalls: 0, toolOutputBytes: 0 });
+      assert.deepEqual((await b.task(task)).charged, { toolCalls: 0, toolOutputBytes: 0, journalBytes: 0 });
       await Promise.all([store.close(), other.close(), third.close()]);
     });
 

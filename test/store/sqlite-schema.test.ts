@@ -34,7 +34,7 @@ describe('SQLite schema versions', () => {
     const store = openSqliteStore(path);
     const owner = await store.acquire('s', { owner: 'new-host' });
     const task = await owner.task('t');
-    assert.deepEqual(task.charged, { toolCalls: 1, toolOutputBytes: 0 });
+    assert.deepEqual(task.charged, { toolCalls: 1, toolOutputBytes: 0, journalBytes: 0 });
     assert.equal(task.reservedOutputBytes, 0);
     await store.close();
     const raw = new Database(path, { readonly: true });
@@ -63,7 +63,8 @@ describe('SQLite schema versions', () => {
     db.close();
     const store = openSqliteStore(path);
     const owner = await store.acquire('s', { owner: 'new-host' });
-    assert.deepEqual((await owner.task('t')).charged, { toolCalls: 2, toolOutputBytes: 10 });
+    assert.deepEqual((await owner.task('t')).charged, { toolCalls: 2, toolOutputBytes: 10, journalBytes: 0 });
+    assert.equal((await owner.task('t')).limits.journalBytes, 8 * 1024 * 1024, 'an existing task takes the default journal limit');
     // The migrated operation row still conditions a commit on the latest attempt, in its own session.
     const latest = { taskId: 't' as TaskId, key: 'op-k' as OperationKey };
     await owner.commit({ events: [], expectLatestAttempt: { ...latest, callId: 'call-old' as CallId } });

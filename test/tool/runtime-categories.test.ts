@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import type { SessionEvent, ToolFailureCategory } from '../../src/event/types.js';
 import { ToolBodyError } from '../../src/errors.js';
+import { encodeEventText } from '../../src/event/codec.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import type { ToolApprover, ToolExecution, ToolGuard } from '../../src/tool/types.js';
 import { never, rig, tool, type Rig } from '../support/runtime.js';
@@ -31,7 +32,8 @@ async function check(
   assert.deepEqual(history[0], execution.callEvent);
   assert.deepEqual(history[history.length - 1], execution.resultEvent);
   const task = await r.owner.task(r.taskId);
-  assert.deepEqual(task.charged, { toolCalls: 1, toolOutputBytes: expected.outputCharged });
+  assert.deepEqual([task.charged.toolCalls, task.charged.toolOutputBytes], [1, expected.outputCharged]);
+  assert.equal(task.charged.journalBytes, history.reduce((sum, e) => sum + Buffer.byteLength(encodeEventText(e)), 0), 'the task is charged its events\' wire bytes');
   assert.equal(task.reservedOutputBytes, 0, 'every reservation is settled');
   await r.store.close();
 }

@@ -77,6 +77,32 @@ describe('calls to tools the caller cannot use', () => {
     assert.equal((await gateway.call('lookup', big)).result.outcome.status, 'succeeded', 'a usable tool takes large arguments as before');
   });
 
+  it('15 calls with 1 MiB arguments to a usable tool exhaust the task\'s journal budget, never the session', async () => {
+    const { gateway, owner, store, journalBytes } = await setup();
+    const outcomes: string[] = [];
+    for (let i = 0; i < 15; i += 1) {
+      try {
+        await gateway.call('lookup', big);
+        outcomes.push('ok');
+      } catch (error) {
+        outcomes.push(`${(error as { code?: string }).code}/${(error as { resource?: string }).resource}`);
+      }
+    }
+    const admitted = outcomes.filter((o) => o === 'ok').length;
+    assert.ok(admitted >= 7 && admitted < 15, outcomes.join(' '));
+    assert.deepEqual(new Set(outcomes.slice(admitted)), new Set(['budget_exhausted/journal_bytes']), outcomes.join(' '));
+    const task = await owner.task('task');
+    assert.equal(task.charged.journalBytes, await journalBytes());
+    assert.ok(task.charged.journalBytes <= task.limits.journalBytes, 'checked at admission: never past the limit here');
+    // The session is not full: the host writes, and another task of the same session runs its own calls.
+    await owner.append([{ turnId: 'turn-next', kind: { type: 'user_message', text: 'still here' } }]);
+    await owner.startTask('task-2');
+    const runtime = createToolRuntime({ tools: [{ name: 'lookup', metadata: new ToolMetadata('Looks up', { type: 'object' }), async execute() { return 'found'; } }], grants: { agent: '*' } });
+    const next = await runtime.bind({ owner, taskId: 'task-2', caller: 'agent' }).call('lookup', {});
+    assert.equal(next.result.outcome.status, 'succeeded');
+    assert.ok((await store.loadHistory('s')).length > 0);
+  });
+
   it('the same holds for a registered tool not granted to the caller; the bound is exact', async () => {
     const { gateway, store } = await setup(['lookup']);
     await assert.rejects(gateway.call('secret', big), preflightCode('unavailable_tool'));

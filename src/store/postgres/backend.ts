@@ -3,6 +3,7 @@ import { faultPoint } from '../../fault.js';
 import { InvalidInputError, JournalCorruptError, StaleOwnerError, StoreBusyError, StoreClosedError } from '../../errors.js';
 import type { SessionId } from '../../ids.js';
 import { POSTGRES_DEFAULTS } from '../../limits.js';
+import { journalLedger } from '../decisions.js';
 import { JournalStore } from '../journal-store.js';
 import type { EventRow, JournalBackend, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from '../rows.js';
 import { int, sessionValues, taskValues, toOperation, toSession, toTask, type OperationRecord, type SessionRecord, type TaskRecord } from '../sql-rows.js';
@@ -224,7 +225,7 @@ class PostgresBackend implements JournalBackend {
     }
     const res = await this.run(client, 'updateTask', [
       row.taskId, row.sessionId, row.state, row.chargedToolCalls, row.chargedOutputBytes, row.reservedOutputBytes, row.stopReason,
-      JSON.stringify(row.reservations),
+      JSON.stringify(row.reservations), journalLedger(row).charged,
     ]);
     // The row was read FOR UPDATE in this transaction, so only an outside actor can make this miss.
     if (res.rowCount !== 1) throw new Passthrough(new StoreBusyError(`task ${row.taskId} changed outside the store; try again`));

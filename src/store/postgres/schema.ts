@@ -1,4 +1,5 @@
 import { StoreUnavailableError } from '../../errors.js';
+import { TASK_DEFAULTS } from '../../limits.js';
 import type { Pool } from './driver.js';
 
 import { POSTGRES_SCHEMA_VERSION } from './options.js';
@@ -9,12 +10,16 @@ export { POSTGRES_SCHEMA_VERSION };
 export const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 /**
- * Identity is per session: tasks keyed by (session_id, task_id), operations by (session_id, task_id, key)
+ * Version 3. Identity is per session: tasks keyed by (session_id, task_id), operations by (session_id, task_id, key)
  * (docs/design.md#identity-is-per-session). The old keys were unique store-wide, so every row fits the new ones.
+ * Tasks also get their journal-bytes limit and charge (docs/design.md#budgets-are-exact): existing tasks take the
+ * default limit and start at 0.
  */
 const MIGRATE_SESSION_KEYS = (S: string): string => `
 ALTER TABLE ${S}.jw_tasks DROP CONSTRAINT jw_tasks_pkey,
-  ADD CONSTRAINT jw_tasks_pkey PRIMARY KEY (session_id, task_id);
+  ADD CONSTRAINT jw_tasks_pkey PRIMARY KEY (session_id, task_id),
+  ADD COLUMN limit_journal_bytes BIGINT NOT NULL DEFAULT ${TASK_DEFAULTS.journalBytes},
+  ADD COLUMN charged_journal_bytes BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE ${S}.jw_operations DROP CONSTRAINT jw_operations_pkey,
   ADD CONSTRAINT jw_operations_pkey PRIMARY KEY (session_id, task_id, key);`;
 

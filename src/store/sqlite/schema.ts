@@ -1,5 +1,6 @@
 import { JournalCorruptError, StorePathError, StoreUnavailableError } from '../../errors.js';
 import type { Database } from './driver.js';
+import { TASK_DEFAULTS } from '../../limits.js';
 import { SQLITE_SCHEMA_VERSION, type SqliteStoreOptions } from './options.js';
 
 export { SQLITE_SCHEMA_VERSION };
@@ -19,6 +20,7 @@ CREATE TABLE jw_tasks (
   limit_tool_calls INTEGER NOT NULL, limit_output_bytes INTEGER NOT NULL,
   charged_tool_calls INTEGER NOT NULL, charged_output_bytes INTEGER NOT NULL,
   reserved_output_bytes INTEGER NOT NULL, stop_reason TEXT, reservations TEXT NOT NULL DEFAULT '[]',
+  limit_journal_bytes INTEGER NOT NULL DEFAULT ${TASK_DEFAULTS.journalBytes}, charged_journal_bytes INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (session_id, task_id)
 ) STRICT;
 CREATE TABLE jw_operations (
@@ -31,9 +33,10 @@ CREATE TABLE jw_operations (
 const MIGRATE_1_TO_2 = "ALTER TABLE jw_tasks ADD COLUMN reservations TEXT NOT NULL DEFAULT '[]'";
 
 /**
- * Identity is per session: tasks keyed by (session_id, task_id), operations by (session_id, task_id, key)
+ * Version 3. Identity is per session: tasks keyed by (session_id, task_id), operations by (session_id, task_id, key)
  * (docs/design.md#identity-is-per-session). SQLite cannot change a primary key in place, so each table is rebuilt;
- * the old keys were unique store-wide, so every row carries over.
+ * the old keys were unique store-wide, so every row carries over. Tasks also get their journal-bytes limit and
+ * charge (docs/design.md#budgets-are-exact): existing tasks take the default limit and start at 0.
  */
 const MIGRATE_SESSION_KEYS = `
 CREATE TABLE jw_tasks_by_session (
@@ -41,6 +44,7 @@ CREATE TABLE jw_tasks_by_session (
   limit_tool_calls INTEGER NOT NULL, limit_output_bytes INTEGER NOT NULL,
   charged_tool_calls INTEGER NOT NULL, charged_output_bytes INTEGER NOT NULL,
   reserved_output_bytes INTEGER NOT NULL, stop_reason TEXT, reservations TEXT NOT NULL DEFAULT '[]',
+  limit_journal_bytes INTEGER NOT NULL DEFAULT ${TASK_DEFAULTS.journalBytes}, charged_journal_bytes INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (session_id, task_id)
 ) STRICT;
 INSERT INTO jw_tasks_by_session (task_id, session_id, state, limit_tool_calls, limit_output_bytes, charged_tool_calls,

@@ -35,7 +35,8 @@ export function prepareStatements(db: Database): SqliteStatements {
     upsertTask: db.prepare(
       `INSERT INTO jw_tasks (${TASK_COLUMNS}) VALUES (${params(TASK_COLUMNS)}) ON CONFLICT (session_id, task_id) DO UPDATE SET ` +
         'state = excluded.state, charged_tool_calls = excluded.charged_tool_calls, charged_output_bytes = excluded.charged_output_bytes, ' +
-        'reserved_output_bytes = excluded.reserved_output_bytes, stop_reason = excluded.stop_reason, reservations = excluded.reservations',
+        'reserved_output_bytes = excluded.reserved_output_bytes, stop_reason = excluded.stop_reason, reservations = excluded.reservations, ' +
+        'charged_journal_bytes = excluded.charged_journal_bytes',
     ),
     operation: db.prepare<[string, string, string], OperationRecord>(
       'SELECT session_id, call_id, event_id FROM jw_operations WHERE session_id = ? AND task_id = ? AND key = ?',
