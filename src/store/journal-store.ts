@@ -17,6 +17,7 @@ import {
 import { exportJournal, importJournal } from './jsonl.js';
 import { HeadAnchor, type AnchorOptions } from './anchors.js';
 import type { EventRow, JournalBackend, SessionRow, TxReads, TxState, TxWrites } from './rows.js';
+import { registerCommitter } from './owner-commit.js';
 import { verifyJournal } from './verify.js';
 import type {
   CommitReceipt,
@@ -133,6 +134,7 @@ class FencedOwner implements SessionOwner {
   ) {
     this.sessionId = ref.sessionId;
     this.epoch = ref.epoch;
+    registerCommitter(this, (request) => this.#commit(request));
   }
 
   /** One transaction; with an anchor, the owner row it wrote is handed to the anchor once it has committed. */
@@ -218,10 +220,11 @@ class FencedOwner implements SessionOwner {
     if (Array.isArray(events)) {
       for (const [i, draft] of events.entries()) refuseEvidence(draft, i);
     }
-    return (await this.commit({ events })).events;
+    return (await this.#commit({ events })).events;
   }
 
-  async commit(request: CommitRequest): Promise<CommitReceipt> {
+  /** The runtime's primitive, reached through `commitAs` (owner-commit.ts), never through the published type. */
+  async #commit(request: CommitRequest): Promise<CommitReceipt> {
     this.guard.check();
     if (!Array.isArray(request.events)) throw new InvalidInputError('events', 'must be an array');
     // Checked before any read: an id a store cannot even look up (U+0000) must fail as bad input, on every store.

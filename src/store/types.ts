@@ -84,8 +84,6 @@ export interface SessionOwner {
    * start markers and results are refused with InvalidInputError: only the runtime records tool evidence.
    */
   append(events: readonly EventDraft[]): Promise<SessionEvent[]>;
-  /** The runtime's primitive: events, budget change and D4 condition in one transaction. */
-  commit(request: CommitRequest): Promise<CommitReceipt>;
   /** Called in this process when this owner stops a task, so running calls of that task can be interrupted. */
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void;
   /** Gives the session up; this owner is then stale. A no-op when already stale. */

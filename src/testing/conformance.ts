@@ -9,6 +9,7 @@ import type { EventDraft } from '../event/types.js';
 import { newCallId, newOperationKey, newTurnId, type CallId, type EventId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import type { SessionStore } from '../store/types.js';
 import { LIMITS } from '../limits.js';
+import { commitAs } from '../store/owner-commit.js';
 
 export interface StoreConformanceOptions {
   /** Shown in the suite's title. */
@@ -136,7 +137,7 @@ function storeRules(name: string, factory: StoreFactory): void {
       const stopped = await owner.stopTask('t1', 'operator pressed stop');
       assert.equal(stopped.state, 'stopped');
       assert.equal(stoppedBy, 'operator pressed stop');
-      await rejects(owner.commit({ events: [callDraft('t1', newOperationKey())], budget: { taskId: 't1' as TaskId, admit: { maxOutputBytes: 10 } } }), 'task_not_running');
+      await rejects(commitAs(owner, { events: [callDraft('t1', newOperationKey())], budget: { taskId: 't1' as TaskId, admit: { maxOutputBytes: 10 } } }), 'task_not_running');
       assert.equal((await owner.startTask('t1')).state, 'stopped', 'a start never reopens a task');
       await owner.startTask('t2');
       assert.equal((await owner.completeTask('t2')).state, 'completed');
@@ -150,18 +151,18 @@ function storeRules(name: string, factory: StoreFactory): void {
       const task = 't-budget' as TaskId;
       await owner.startTask(task, { limits: { toolCalls: 2, toolOutputBytes: 100 } });
       const first = newCallId();
-      const r1 = await owner.commit({ events: [callDraft(task, newOperationKey(), first)], budget: { taskId: task, admit: { maxOutputBytes: 64 } } });
+      const r1 = await commitAs(owner, { events: [callDraft(task, newOperationKey(), first)], budget: { taskId: task, admit: { maxOutputBytes: 64 } } });
       assert.equal(r1.reservedOutputBytes, 64);
-      const r2 = await owner.commit({ events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 64 } } });
+      const r2 = await commitAs(owner, { events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 64 } } });
       assert.equal(r2.reservedOutputBytes, 36, 'the reservation is clamped to what remains');
-      await rejects(owner.commit({ events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 1 } } }), 'budget_exhausted');
-      await rejects(owner.commit({ events: [message('no call')], budget: { taskId: task, admit: { maxOutputBytes: 1 } } }), 'invalid_input');
-      await owner.commit({ events: [resultDraft(first)], budget: { taskId: task, settle: { chargeOutputBytes: 10 } } });
+      await rejects(commitAs(owner, { events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 1 } } }), 'budget_exhausted');
+      await rejects(commitAs(owner, { events: [message('no call')], budget: { taskId: task, admit: { maxOutputBytes: 1 } } }), 'invalid_input');
+      await commitAs(owner, { events: [resultDraft(first)], budget: { taskId: task, settle: { chargeOutputBytes: 10 } } });
       const snap = await owner.task(task);
       assert.deepEqual(callsAndOutput(snap.charged), { toolCalls: 2, toolOutputBytes: 10 });
       assert.equal(snap.reservedOutputBytes, 36, 'the settled call released its own reservation only');
       assert.equal((await store.loadHistory('s-budget')).length, 3);
-      await rejects(owner.commit({ events: [message('x')], budget: { taskId: 'nope' as TaskId, admit: { maxOutputBytes: 1 } } }), 'task_not_found');
+      await rejects(commitAs(owner, { events: [message('x')], budget: { taskId: 'nope' as TaskId, admit: { maxOutputBytes: 1 } } }), 'task_not_found');
       assert.equal((await store.loadHistory('s-budget')).length, 3);
       await store.close();
     });
@@ -173,8 +174,8 @@ function storeRules(name: string, factory: StoreFactory): void {
       await owner.startTask(task, { limits: { journalBytes: 2000 } });
       await rejects(owner.startTask('t-bad', { limits: { journalBytes: -1 } }), 'invalid_input');
       const call = newCallId();
-      await owner.commit({ events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 8 } } });
-      await owner.commit({ events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 2 } } });
+      await commitAs(owner, { events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 8 } } });
+      await commitAs(owner, { events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 2 } } });
       await owner.append([message('host events are not the task\'s')]);
       // Exactly the wire bytes of the call and its result; the host's message is not the task's.
       const lines = (await store.exportJsonl('s-journal-bytes')).trim().split('\n');
@@ -183,7 +184,7 @@ function storeRules(name: string, factory: StoreFactory): void {
       const small = callDraft(task, newOperationKey());
       const big: EventDraft = small.kind.type === 'tool_call' ? { turnId: turn, kind: { type: 'tool_call', call: { ...small.kind.call, arguments: { blob: 'x'.repeat(2000) } } } } : small;
       await assert.rejects(
-        owner.commit({ events: [big], budget: { taskId: task, admit: { maxOutputBytes: 8 } } }),
+        commitAs(owner, { events: [big], budget: { taskId: task, admit: { maxOutputBytes: 8 } } }),
         (e: unknown) => {
           assert.deepEqual([(e as { code?: string }).code, (e as { resource?: string }).resource], ['budget_exhausted', 'journal_bytes'], String(e));
           return true;
@@ -201,10 +202,10 @@ function storeRules(name: string, factory: StoreFactory): void {
       const task = 't-exact' as TaskId;
       await owner.startTask(task, { limits: { toolOutputBytes: 1000 } });
       const call = newCallId();
-      const r = await owner.commit({ events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 4096 } } });
+      const r = await commitAs(owner, { events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 4096 } } });
       assert.equal(r.reservedOutputBytes, 1000);
-      await owner.commit({ events: [{ turnId: turn, kind: { type: 'tool_started', callId: call } }], budget: { taskId: task } });
-      await owner.commit({ events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 5000 } } });
+      await commitAs(owner, { events: [{ turnId: turn, kind: { type: 'tool_started', callId: call } }], budget: { taskId: task } });
+      await commitAs(owner, { events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 5000 } } });
       const snapshot = await owner.task(task);
       assert.equal(snapshot.charged.toolOutputBytes, 1000);
       assert.equal(snapshot.reservedOutputBytes, 0);
@@ -218,9 +219,9 @@ function storeRules(name: string, factory: StoreFactory): void {
       await a.startTask(task, { limits: { toolOutputBytes: 1000 } });
       const unstarted = newCallId();
       const started = newCallId();
-      await a.commit({ events: [callDraft(task, newOperationKey(), unstarted)], budget: { taskId: task, admit: { maxOutputBytes: 100 } } });
-      await a.commit({ events: [callDraft(task, newOperationKey(), started)], budget: { taskId: task, admit: { maxOutputBytes: 200 } } });
-      await a.commit({ events: [{ turnId: turn, kind: { type: 'tool_started', callId: started } }], budget: { taskId: task } });
+      await commitAs(a, { events: [callDraft(task, newOperationKey(), unstarted)], budget: { taskId: task, admit: { maxOutputBytes: 100 } } });
+      await commitAs(a, { events: [callDraft(task, newOperationKey(), started)], budget: { taskId: task, admit: { maxOutputBytes: 200 } } });
+      await commitAs(a, { events: [{ turnId: turn, kind: { type: 'tool_started', callId: started } }], budget: { taskId: task } });
       assert.equal((await a.task(task)).reservedOutputBytes, 300);
       // host-a dies; host-b fences it. Neither reservation can ever be settled by its admitter now.
       const b = await store.acquire('s-abandon', { owner: 'host-b', takeover: true });
@@ -228,7 +229,7 @@ function storeRules(name: string, factory: StoreFactory): void {
       assert.equal(seen.reservedOutputBytes, 0);
       assert.deepEqual(callsAndOutput(seen.charged), { toolCalls: 2, toolOutputBytes: 200 }, 'the started call is charged in full, the other refunded');
       const fresh = newCallId();
-      const r = await b.commit({ events: [callDraft(task, newOperationKey(), fresh)], budget: { taskId: task, admit: { maxOutputBytes: 1000 } } });
+      const r = await commitAs(b, { events: [callDraft(task, newOperationKey(), fresh)], budget: { taskId: task, admit: { maxOutputBytes: 1000 } } });
       assert.equal(r.reservedOutputBytes, 800, 'the refunded bytes are available again');
       const after = await b.task(task);
       assert.deepEqual(callsAndOutput(after.charged), { toolCalls: 3, toolOutputBytes: 200 });
@@ -243,15 +244,15 @@ function storeRules(name: string, factory: StoreFactory): void {
       await owner.startTask(task);
       const key = newOperationKey();
       const firstId = newCallId();
-      await owner.commit({ events: [callDraft(task, key, firstId)], budget: { taskId: task, admit: { maxOutputBytes: 8 } } });
+      await commitAs(owner, { events: [callDraft(task, key, firstId)], budget: { taskId: task, admit: { maxOutputBytes: 8 } } });
       const retryId = newCallId();
-      await owner.commit({
+      await commitAs(owner, {
         events: [callDraft(task, key, retryId)],
         budget: { taskId: task, admit: { maxOutputBytes: 8 } },
         expectLatestAttempt: { taskId: task, key, callId: firstId },
       });
       await rejects(
-        owner.commit({
+        commitAs(owner, {
           events: [callDraft(task, key)],
           budget: { taskId: task, admit: { maxOutputBytes: 8 } },
           expectLatestAttempt: { taskId: task, key, callId: firstId },
@@ -259,7 +260,7 @@ function storeRules(name: string, factory: StoreFactory): void {
         'not_latest_attempt',
       );
       await rejects(
-        owner.commit({ events: [callDraft(task, newOperationKey())], expectLatestAttempt: { taskId: task, key: newOperationKey(), callId: firstId } }),
+        commitAs(owner, { events: [callDraft(task, newOperationKey())], expectLatestAttempt: { taskId: task, key: newOperationKey(), callId: firstId } }),
         'not_latest_attempt',
       );
       assert.equal((await store.loadHistory('s-d4')).length, 2);
@@ -274,21 +275,21 @@ function storeRules(name: string, factory: StoreFactory): void {
       await live.startTask(task);
       const key = newOperationKey();
       const firstId = newCallId();
-      await live.commit({ events: [callDraft(task, key, firstId)], budget: { taskId: task, admit: { maxOutputBytes: 8 } } });
+      await commitAs(live, { events: [callDraft(task, key, firstId)], budget: { taskId: task, admit: { maxOutputBytes: 8 } } });
       const early = await store.exportJsonl('s-live');
       const retryId = newCallId();
-      await live.commit({ events: [callDraft(task, key, retryId)], expectLatestAttempt: { taskId: task, key, callId: firstId } });
+      await commitAs(live, { events: [callDraft(task, key, retryId)], expectLatestAttempt: { taskId: task, key, callId: firstId } });
       // The early export, under another session id, holds the first attempt of the same (task, key).
       const renamed = early.replaceAll('"session_id":"s-live"', '"session_id":"s-copy"');
       assert.deepEqual(await store.importJsonl(renamed, { owner: 'importer' }), { sessionId: 's-copy', events: 1 });
       // The live session's latest attempt is still the retry: a stale plan from the first attempt is refused.
-      await rejects(live.commit({ events: [callDraft(task, key)], expectLatestAttempt: { taskId: task, key, callId: firstId } }), 'not_latest_attempt');
+      await rejects(commitAs(live, { events: [callDraft(task, key)], expectLatestAttempt: { taskId: task, key, callId: firstId } }), 'not_latest_attempt');
       const next = newCallId();
-      await live.commit({ events: [callDraft(task, key, next)], expectLatestAttempt: { taskId: task, key, callId: retryId } });
+      await commitAs(live, { events: [callDraft(task, key, next)], expectLatestAttempt: { taskId: task, key, callId: retryId } });
       // The copy has its own operation row, and its own task of the same id once it starts one.
       const copy = await store.acquire('s-copy', { owner: 'h2' });
-      await rejects(copy.commit({ events: [], expectLatestAttempt: { taskId: task, key, callId: next } }), 'not_latest_attempt');
-      await copy.commit({ events: [], expectLatestAttempt: { taskId: task, key, callId: firstId } });
+      await rejects(commitAs(copy, { events: [], expectLatestAttempt: { taskId: task, key, callId: next } }), 'not_latest_attempt');
+      await commitAs(copy, { events: [], expectLatestAttempt: { taskId: task, key, callId: firstId } });
       await rejects(copy.task(task), 'task_not_found');
       assert.equal((await copy.startTask(task)).charged.toolCalls, 0);
       assert.equal((await live.task(task)).charged.toolCalls, 1, 'the live task is not the copy\'s');
@@ -314,7 +315,7 @@ function storeRules(name: string, factory: StoreFactory): void {
       const task = 't-export' as TaskId;
       await owner.startTask(task);
       await owner.append([message('hello')]);
-      await owner.commit({ events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
+      await commitAs(owner, { events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
       const jsonl = await store.exportJsonl('s-export');
       assert.equal(jsonl.trim().split('\n').length, 2);
       await rejects(store.importJsonl(jsonl, { owner: 'importer' }), 'session_exists');
@@ -346,7 +347,7 @@ function storeRules(name: string, factory: StoreFactory): void {
       await rejects(store.exportJsonl('s-closed'), 'store_closed');
       await rejects(store.importJsonl(jsonl, { owner: 'i', sessionId: 's-closed-import' }), 'store_closed');
       await rejects(owner.append([message('after close')]), 'store_closed');
-      await rejects(owner.commit({ events: [message('after close')] }), 'store_closed');
+      await rejects(commitAs(owner, { events: [message('after close')] }), 'store_closed');
       await rejects(owner.startTask('t-after'), 'store_closed');
       await rejects(owner.task('t-closed'), 'store_closed');
       await rejects(owner.stopTask('t-closed', 'late'), 'store_closed');
@@ -415,8 +416,8 @@ function draftValidation(name: string, factory: StoreFactory): void {
       const task = 't-forged' as TaskId;
       await owner.startTask(task);
       const call = newCallId();
-      await owner.commit({ events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
-      await owner.commit({ events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 2 } } });
+      await commitAs(owner, { events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
+      await commitAs(owner, { events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 2 } } });
       const lines = (await store.exportJsonl('s-forged')).trim().split('\n');
       const second = JSON.parse(lines[1]!) as Record<string, unknown>;
       const forged = [...lines, JSON.stringify({ ...second, event_id: 'evt-forged', seq: 2 })].join('\n') + '\n';
@@ -439,7 +440,7 @@ function draftValidation(name: string, factory: StoreFactory): void {
         owner.append([{ ...message('a'), eventId: 'evt-twice' as EventId }, { ...message('b'), eventId: 'evt-twice' as EventId }]),
         'duplicate_event_id',
       );
-      await rejects(owner.commit({ events: [{ ...message('via commit'), eventId: 'evt-fixed' as EventId }] }), 'duplicate_event_id');
+      await rejects(commitAs(owner, { events: [{ ...message('via commit'), eventId: 'evt-fixed' as EventId }] }), 'duplicate_event_id');
       // The same id in another session is that session's own business.
       const other = await store.acquire('s-dup-ids-other', { owner: 'h' });
       await other.append([{ ...message('elsewhere'), eventId: 'evt-fixed' as EventId }]);
@@ -459,9 +460,9 @@ function draftValidation(name: string, factory: StoreFactory): void {
       await rejects(owner.append([message('bad turn', 'turn\u0000x' as TurnId)]), 'invalid_input');
       await rejects(owner.append([{ ...message('bad event id'), eventId: 'evt\u0000x' as EventId }]), 'invalid_input');
       await rejects(owner.append([{ ...message('bad generation'), generationId: 'gen\u0000x' }]), 'invalid_input');
-      await rejects(owner.commit({ events: [callDraft('t\u0000nul', newOperationKey())] }), 'invalid_input');
-      await rejects(owner.commit({ events: [callDraft('t-nul', 'key\u0000x' as OperationKey)] }), 'invalid_input');
-      await rejects(owner.commit({ events: [callDraft('t-nul', newOperationKey(), 'call\u0000x' as CallId)] }), 'invalid_input');
+      await rejects(commitAs(owner, { events: [callDraft('t\u0000nul', newOperationKey())] }), 'invalid_input');
+      await rejects(commitAs(owner, { events: [callDraft('t-nul', 'key\u0000x' as OperationKey)] }), 'invalid_input');
+      await rejects(commitAs(owner, { events: [callDraft('t-nul', newOperationKey(), 'call\u0000x' as CallId)] }), 'invalid_input');
       await rejects(owner.startTask('task\u0000x'), 'invalid_input');
       const [ok] = await owner.append([message('fine')]);
       const line = JSON.stringify({ ...JSON.parse((await store.exportJsonl('s-nul')).trim()), session_id: 'imported\u0000nul' });

@@ -5,7 +5,7 @@ import { canonicalJson } from '../json/canonical.js';
 import { parseJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
-import type { BudgetChange } from '../store/types.js';
+import type { BudgetChange, CommitRequest } from '../store/types.js';
 import { utf8Length } from '../text.js';
 import { askApproval, checkAvailability, checkGrantAndSchema, failure, hostFailure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
 import { CallControl } from './control.js';
@@ -15,6 +15,7 @@ import { createSchemaAjv } from './schema-ajv.js';
 import { ToolRetryPlan } from './retry-plan.js';
 import { defaultPanicDescription } from './panic.js';
 import type { PanicContext, PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
+import { canCommit, commitAs } from '../store/owner-commit.js';
 
 function positive(field: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
@@ -156,6 +157,8 @@ class Gateway implements ToolGateway {
 
   constructor(private readonly runtime: CanonicalRuntime, private readonly binding: ToolBinding) {
     if (!binding?.owner) throw new InvalidInputError('owner', 'a gateway needs the session owner');
+    // The runtime writes evidence through the store's own path, which only an owner a store returned has.
+    if (!canCommit(binding.owner)) throw new InvalidInputError('owner', 'must be a session owner a jingwei store returned (acquire)');
     this.sessionId = binding.owner.sessionId;
     this.taskId = checkId<TaskId>('taskId', binding.taskId);
     this.caller = checkId<string>('caller', binding.caller);
@@ -334,7 +337,7 @@ class Gateway implements ToolGateway {
   /** Writes the start marker conditioned on the latest attempt; null when a newer attempt superseded this call. */
   private async writeStarted(call: ToolCall, op: NonNullable<ToolCall['operation']>, startedDraft: EventDraft): Promise<SessionEvent | null> {
     try {
-      const receipt = await this.binding.owner.commit({
+      const receipt = await commitAs(this.binding.owner, {
         events: [startedDraft],
         budget: { taskId: this.taskId },
         expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: call.id },
@@ -351,9 +354,9 @@ class Gateway implements ToolGateway {
   }
 
   /** Budget refusals, a stopped task and D4 pass through untouched; any other failure to write is a recording error. */
-  private async write(stage: 'call' | 'started' | 'result', call: ToolCall, result: ToolResult | null, request: Parameters<ToolBinding['owner']['commit']>[0]) {
+  private async write(stage: 'call' | 'started' | 'result', call: ToolCall, result: ToolResult | null, request: CommitRequest) {
     try {
-      return await this.binding.owner.commit(request);
+      return await commitAs(this.binding.owner, request);
     } catch (error) {
       const code = (error as { code?: string }).code;
       if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'not_latest_attempt' || code === 'journal_full')) {

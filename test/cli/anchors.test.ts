@@ -16,6 +16,7 @@ import { chainHash, GENESIS_HASH } from '../../src/store/chain.js';
 import { fileAnchorSink, parseCheckpoints } from '../../src/store/anchors.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { alphaHistory, cli } from './helpers.js';
+import { commitAs } from '../../src/store/owner-commit.js';
 
 const dir = tempDir('jingwei-cli-anchors-');
 const keys = generateKeyPairSync('ed25519');
@@ -32,7 +33,7 @@ async function anchoredJournal(privateKey: KeyObject = keys.privateKey): Promise
   try {
     const owner = await store.acquire('alpha', { owner: 'host', anchor: { privateKey, sink: fileAnchorSink(anchors) } });
     // One event per commit, each anchored: the runtime's own write path (append takes host events only).
-    for (const e of alphaHistory()) await owner.commit({ events: [{ eventId: e.eventId, turnId: e.turnId, kind: e.kind }] });
+    for (const e of alphaHistory()) await commitAs(owner, { events: [{ eventId: e.eventId, turnId: e.turnId, kind: e.kind }] });
     await owner.release();
   } finally {
     await store.close();

@@ -11,6 +11,7 @@ import { exportJournal } from '../../src/store/jsonl.js';
 import type { SessionId } from '../../src/ids.js';
 import { ToolEffect } from '../../src/event/types.js';
 import { HistoryBuilder, failed, succeeded } from '../support/history.js';
+import { commitAs } from '../../src/store/owner-commit.js';
 
 /** The compiled program, built from src/cli/main.ts by the same tsc run as these tests. */
 export const MAIN = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
@@ -119,7 +120,7 @@ export async function forgeStore(path: string, sessions: Record<string, readonly
   try {
     for (const [id, events] of Object.entries(sessions)) {
       const owner = await store.acquire(id, { owner: 'test-host' });
-      await owner.commit({ events: events.map((e) => ({ eventId: e.eventId, turnId: e.turnId, kind: e.kind })) });
+      await commitAs(owner, { events: events.map((e) => ({ eventId: e.eventId, turnId: e.turnId, kind: e.kind })) });
       await owner.release();
     }
   } finally {

@@ -14,6 +14,7 @@ import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionOwner, SessionStore } from '../../src/store/types.js';
 import { describePostgres, freshSchema } from '../support/postgres.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
+import { commitAs } from '../../src/store/owner-commit.js';
 
 interface Side {
   readonly store: SessionStore;
@@ -105,7 +106,7 @@ const commands = [
   fc.tuple(host, session, task, fc.integer({ min: 1, max: 120 })).map(([h, s, t, max]) => cmd(`admit(${h}, ${s}, ${t}, ${max})`, (pair) =>
     both(pair, 'commit(admit)', async (side, id) => {
       const callId = id('call') as CallId;
-      const receipt = await owner(side, h, s).commit({
+      const receipt = await commitAs(owner(side, h, s), {
         events: [{
           eventId: id('ev') as EventId, turnId: turn,
           kind: { type: 'tool_call', call: { id: callId, name: 'probe', arguments: {}, operation: {
@@ -122,8 +123,8 @@ const commands = [
       both(pair, 'commit(settle)', async (side, id) => {
         const callId = side.open.get(t)?.[0] ?? ('call-none' as CallId);
         const o = owner(side, h, s);
-        if (start) await o.commit({ events: [{ eventId: id('ev') as EventId, turnId: turn, kind: { type: 'tool_started', callId } }], budget: { taskId: t as TaskId } });
-        const receipt = await o.commit({
+        if (start) await commitAs(o, { events: [{ eventId: id('ev') as EventId, turnId: turn, kind: { type: 'tool_started', callId } }], budget: { taskId: t as TaskId } });
+        const receipt = await commitAs(o, {
           events: [{ eventId: id('ev') as EventId, turnId: turn, kind: { type: 'tool_result', result: { callId, outcome: { status: 'succeeded', output: 'ok' } } } }],
           budget: { taskId: t as TaskId, settle: { chargeOutputBytes: charge } },
         });

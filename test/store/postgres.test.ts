@@ -11,6 +11,7 @@ import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionStore } from '../../src/store/types.js';
 import { adminPool, describePostgres, freshSchema } from '../support/postgres.js';
 import { runStoreConformance, setPostgresBeforeCommit } from '../../src/testing/index.js';
+import { commitAs } from '../../src/store/owner-commit.js';
 
 const turn = newTurnId();
 const message = (text: string): EventDraft => ({ turnId: turn, kind: { type: 'user_message', text } });
@@ -96,11 +97,11 @@ describePostgres('PostgreSQL store', (url) => {
       assert.deepEqual((await owner.task('t')).charged, { toolCalls: 2, toolOutputBytes: 10, journalBytes: 0 });
       assert.equal((await owner.task('t')).limits.journalBytes, 8 * 1024 * 1024, 'an existing task takes the default journal limit');
       const latest = { taskId: 't' as TaskId, key: 'op-k' as OperationKey };
-      await owner.commit({ events: [], expectLatestAttempt: { ...latest, callId: 'call-old' as CallId } });
-      await rejects(owner.commit({ events: [], expectLatestAttempt: { ...latest, callId: 'call-new' as CallId } }), 'not_latest_attempt');
+      await commitAs(owner, { events: [], expectLatestAttempt: { ...latest, callId: 'call-old' as CallId } });
+      await rejects(commitAs(owner, { events: [], expectLatestAttempt: { ...latest, callId: 'call-new' as CallId } }), 'not_latest_attempt');
       const other = await store.acquire('s-other', { owner: 'new-host' });
       assert.equal((await other.startTask('t')).sessionId, 's-other');
-      await rejects(other.commit({ events: [], expectLatestAttempt: { ...latest, callId: 'call-old' as CallId } }), 'not_latest_attempt');
+      await rejects(commitAs(other, { events: [], expectLatestAttempt: { ...latest, callId: 'call-old' as CallId } }), 'not_latest_attempt');
       await store.close();
       const tasks = await admin.query(`SELECT session_id, task_id FROM ${S}.jw_tasks ORDER BY session_id`);
       assert.deepEqual(tasks.rows, [{ session_id: 's', task_id: 't' }, { session_id: 's-other', task_id: 't' }]);
@@ -177,7 +178,7 @@ describePostgres('PostgreSQL store', (url) => {
       await a.append([message('committed')]);
       killNext = true;
       // Events, a budget charge and an operation row, all in the transaction whose connection dies before COMMIT.
-      await rejects(a.commit({ events: [callDraft(task), message('lost')], budget: { taskId: task, admit: { maxOutputBytes: 16 } } }), 'store_failure');
+      await rejects(commitAs(a, { events: [callDraft(task), message('lost')], budget: { taskId: task, admit: { maxOutputBytes: 16 } } }), 'store_failure');
 
       assert.deepEqual(texts(await store.loadHistory('s-killed')), ['committed']);
       assert.deepEqual((await a.task(task)).charged, { toolCalls: 0, toolOutputBytes: 0, journalBytes: 0 });
@@ -192,7 +193,7 @@ describePostgres('PostgreSQL store', (url) => {
       assert.equal(b.epoch, a.epoch + 1);
       // A's own store reconnects (the pool replaced the dead connection): still fenced.
       await rejects(a.append([message('after reconnect')]), 'stale_owner');
-      await rejects(a.commit({ events: [callDraft(task)], budget: { taskId: task, admit: { maxOutputBytes: 16 } } }), 'stale_owner');
+      await rejects(commitAs(a, { events: [callDraft(task)], budget: { taskId: task, admit: { maxOutputBytes: 16 } } }), 'stale_owner');
       // A brand-new pool writing with the old epoch: fenced by the same conditional update.
       const third = await openPostgresStore(url, { schema });
       const backend = (third as JournalStore).backend;

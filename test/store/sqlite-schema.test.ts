@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { openSqliteStore, SQLITE_SCHEMA_VERSION } from '../../src/sqlite.js';
 import type { CallId, OperationKey, TaskId } from '../../src/ids.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
+import { commitAs } from '../../src/store/owner-commit.js';
 
 const dir = tempDir();
 
@@ -67,12 +68,12 @@ describe('SQLite schema versions', () => {
     assert.equal((await owner.task('t')).limits.journalBytes, 8 * 1024 * 1024, 'an existing task takes the default journal limit');
     // The migrated operation row still conditions a commit on the latest attempt, in its own session.
     const latest = { taskId: 't' as TaskId, key: 'op-k' as OperationKey };
-    await owner.commit({ events: [], expectLatestAttempt: { ...latest, callId: 'call-old' as CallId } });
-    await assert.rejects(owner.commit({ events: [], expectLatestAttempt: { ...latest, callId: 'call-new' as CallId } }), { code: 'not_latest_attempt' });
+    await commitAs(owner, { events: [], expectLatestAttempt: { ...latest, callId: 'call-old' as CallId } });
+    await assert.rejects(commitAs(owner, { events: [], expectLatestAttempt: { ...latest, callId: 'call-new' as CallId } }), { code: 'not_latest_attempt' });
     // Another session may now have a task of the same id; its operation of the same key is not this one's.
     const other = await store.acquire('s-other', { owner: 'new-host' });
     assert.equal((await other.startTask('t')).sessionId, 's-other');
-    await assert.rejects(other.commit({ events: [], expectLatestAttempt: { ...latest, callId: 'call-old' as CallId } }), { code: 'not_latest_attempt' });
+    await assert.rejects(commitAs(other, { events: [], expectLatestAttempt: { ...latest, callId: 'call-old' as CallId } }), { code: 'not_latest_attempt' });
     await store.close();
     const raw = new Database(path, { readonly: true });
     assert.equal(raw.pragma('user_version', { simple: true }), SQLITE_SCHEMA_VERSION);

@@ -11,6 +11,7 @@ import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool, ToolDenial, ToolRuntimeConfig } from '../../src/tool/types.js';
 import { RUNTIME_DEFAULTS } from '../../src/limits.js';
+import { commitAs } from '../../src/store/owner-commit.js';
 
 async function setup(tools: Tool[], config: Partial<ToolRuntimeConfig> = {}) {
   const store = createMemoryStore();
@@ -117,7 +118,7 @@ describe('event drafts: errors name the API fields', () => {
   it('nested wire names are camel-cased; payload keys are kept as written', async () => {
     const { owner } = await setup([echo()]);
     // Tool evidence is the runtime's to write: its drafts are validated on the runtime's own path, commit.
-    await assert.rejects(owner.commit({ events: [{ turnId: 't' as never, kind: { type: 'tool_started' } as never }] }), { field: 'events[0].kind.callId' });
+    await assert.rejects(commitAs(owner, { events: [{ turnId: 't' as never, kind: { type: 'tool_started' } as never }] }), { field: 'events[0].kind.callId' });
     await assert.rejects(owner.append([{ turnId: 't' as never } as never]), { field: 'events[0].kind' });
     await assert.rejects(owner.append([{ turnId: 't' as never, kind: { type: 'custom', plugin: 'p', kind: 'k' } as never }]), { field: 'events[0].kind.payload' });
   });
