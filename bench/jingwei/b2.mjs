@@ -40,20 +40,24 @@ function rawShape(scratch, groups, n, warmup) {
       await store.close();
       const { db, insert } = openFloor(path);
       const session = db.prepare('SELECT * FROM jw_sessions WHERE session_id = ?');
-      const task = db.prepare('SELECT * FROM jw_tasks WHERE task_id = ?');
+      const task = db.prepare('SELECT * FROM jw_tasks WHERE session_id = ? AND task_id = ?');
       const advance = db.prepare('UPDATE jw_sessions SET last_seq = ?, head_hash = ?, body_bytes = body_bytes + ? WHERE session_id = ? AND epoch = ? AND last_seq = ?');
-      const charge = db.prepare('UPDATE jw_tasks SET charged_tool_calls = ?, reserved_output_bytes = ? WHERE task_id = ?');
-      const operation = db.prepare('INSERT INTO jw_operations VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id, key) DO UPDATE SET call_id = excluded.call_id');
+      const charge = db.prepare(
+        'UPDATE jw_tasks SET charged_tool_calls = ?, reserved_output_bytes = ?, charged_journal_bytes = charged_journal_bytes + ? WHERE session_id = ? AND task_id = ?',
+      );
+      const operation = db.prepare(
+        'INSERT INTO jw_operations VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, task_id, key) DO UPDATE SET call_id = excluded.call_id',
+      );
       let call = 0;
       const txns = groups.map((bodies, g) =>
         db.transaction(() => {
           const s = session.get('bench-b2-shape');
-          const t = task.get('bench-b2-shape-task');
+          const t = task.get('bench-b2-shape', 'bench-b2-shape-task');
           const info = advance.run(s.last_seq + bodies.length, FAKE_HASH, 1000, 'bench-b2-shape', s.epoch, s.last_seq);
           if (info.changes !== 1) throw new Error('raw shape: owner row did not advance');
           let seq = s.last_seq;
           for (const body of bodies) insert.run('bench-b2-shape', ++seq, 'evt_shape', s.epoch, body, FAKE_HASH);
-          charge.run(t.charged_tool_calls + (g === 0 ? 1 : 0), t.reserved_output_bytes, 'bench-b2-shape-task');
+          charge.run(t.charged_tool_calls + (g === 0 ? 1 : 0), t.reserved_output_bytes, 1000, 'bench-b2-shape', 'bench-b2-shape-task');
           if (g === 0) operation.run('bench-b2-shape-task', `operation_${call++}`, 'bench-b2-shape', `toolcall_${call}`, 'evt_shape');
         }),
       );
