@@ -1,0 +1,155 @@
+/**
+ * The in-doubt guard: a non-idempotent call times out after its body started; the model issues the same call again
+ * as a new operation. The second is refused before its body (`in_doubt`, naming the first call), the outside effect
+ * happened once, the queue lists the first call, and after a `not_executed` review the retry plan runs it.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ToolEffect, type ToolResult } from '../../src/event/types.js';
+import { RECORDED_FAILURE_CODES } from '../../src/errors.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import type { SessionStore } from '../../src/store/types.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { prepareToolRetry } from '../../src/tool/retry-plan.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { exportRustJournal } from '../../src/store/rust-format.js';
+import { forEachStore } from '../support/stores.js';
+
+const failed = (r: ToolResult) => (r.outcome.status === 'failed' ? r.outcome : null);
+
+/** A mail tool whose server hangs (until the call's signal fires) while `hang` is set, after or before sending. */
+function mailer(mode: { hang: boolean; sendBeforeHang: boolean }) {
+  const sent: unknown[] = [];
+  const tool = {
+    name: 'send_mail',
+    metadata: new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'mail-v1'),
+    async execute(request: { arguments: unknown }, signal: AbortSignal) {
+      if (mode.hang) {
+        if (mode.sendBeforeHang) sent.push(request.arguments);
+        await new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+      }
+      sent.push(request.arguments);
+      return 'sent';
+    },
+  };
+  return { tool, sent };
+}
+
+async function scenario(store: SessionStore) {
+  const mode = { hang: true, sendBeforeHang: true };
+  const { tool, sent } = mailer(mode);
+  const owner = await store.acquire('mail-session', { owner: 'host' });
+  await owner.startTask('mail-task');
+  const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 'mail-task', caller: 'agent' });
+  const args = { to: 'ana@example.com', subject: 'Your order' };
+
+  const first = await gateway.callWithOptions('send_mail', args, { timeoutMs: 20 });
+  assert.equal(failed(first.result)?.category, 'timeout');
+  assert.ok(first.startedEvent, 'the body started');
+  assert.equal(sent.length, 1);
+
+  const queue = await store.attention();
+  assert.equal(queue.items.length, 1);
+  assert.equal(queue.items[0]!.callId, first.call.id);
+  assert.equal(queue.items[0]!.status, 'outcome_unknown');
+  assert.equal(queue.items[0]!.inDoubt, true);
+  assert.ok(queue.items[0]!.calledAt && queue.items[0]!.endedAt);
+
+  // The model asks again, the same mail as a new operation: refused before the body, naming the first call.
+  mode.hang = false;
+  const second = await gateway.call('send_mail', { subject: 'Your order', to: 'ana@example.com' });
+  const refusal = failed(second.result);
+  assert.equal(refusal?.category, 'in_doubt');
+  assert.equal(refusal?.code, 'tool_in_doubt');
+  assert.match(refusal!.message, new RegExp(first.call.id));
+  assert.match(refusal!.message, /needs review/);
+  assert.equal(second.startedEvent, null);
+  assert.notEqual(second.call.operation!.key, first.call.operation!.key);
+  assert.equal(sent.length, 1, 'the outside effect happened once');
+  assert.equal((await store.attention()).items.length, 1, 'a refusal delivered to the model is not pending work');
+
+  // Other arguments are another mail: not refused.
+  const other = await gateway.call('send_mail', { ...args, subject: 'Another' });
+  assert.equal(other.result.outcome.status, 'succeeded');
+  assert.equal(sent.length, 2);
+  return { owner, gateway, first, sent, args };
+}
+
+describe('the in-doubt guard on memory', () => {
+  it('refuses the repeat; after a not_executed review the retry plan runs it; the queue empties', async () => {
+    const store = createMemoryStore();
+    const { gateway, first, sent, args } = await scenario(store);
+    const history = await store.loadHistory('mail-session');
+    const plan = prepareToolRetry(history, first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
+    const retry = await gateway.callWithOptions('send_mail', args, { retry: plan });
+    assert.equal(retry.result.outcome.status, 'succeeded');
+    assert.equal(retry.call.operation!.key, first.call.operation!.key);
+    assert.equal(sent.length, 3);
+    assert.deepEqual((await store.attention()).items, [], 'the retry succeeded: nothing left to look at');
+    // Once the operation succeeded, the same mail again is a new, deliberate action: the guard has nothing in doubt.
+    const again = await gateway.call('send_mail', args);
+    assert.equal(again.result.outcome.status, 'succeeded');
+  });
+
+  it('is on by default and a runtime option turns it off', async () => {
+    const store = createMemoryStore();
+    const { owner, sent, args } = await scenario(store);
+    const { tool } = mailer({ hang: false, sendBeforeHang: false });
+    const unguarded = createToolRuntime({ tools: [tool], grants: { agent: '*' }, inDoubtGuard: false }).bind({ owner, taskId: 'mail-task', caller: 'agent' });
+    const repeat = await unguarded.call('send_mail', args);
+    assert.equal(repeat.result.outcome.status, 'succeeded');
+    assert.equal(sent.length, 2, 'the other runtime has its own tool instance');
+    assert.throws(() => createToolRuntime({ tools: [tool], grants: {}, inDoubtGuard: 'yes' as unknown as boolean }), { code: 'tool_config_invalid' });
+  });
+
+  it('leaves idempotent and read-only tools alone, and a body that never started is not in doubt', async () => {
+    const store = createMemoryStore();
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('t');
+    let runs = 0;
+    const hang = { on: true };
+    const tool = (name: string, effect: ToolEffect) => ({
+      name,
+      metadata: new ToolMetadata(name, { type: 'object' }).withEffect(effect, 'v1'),
+      async execute(_: unknown, signal: AbortSignal) {
+        runs += 1;
+        if (hang.on) await new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+        return 'ok';
+      },
+    });
+    const gateway = createToolRuntime({ tools: [tool('put', ToolEffect.Idempotent), tool('get', ToolEffect.ReadOnly)], grants: { a: '*' } })
+      .bind({ owner, taskId: 't', caller: 'a' });
+    await gateway.callWithOptions('put', { x: 1 }, { timeoutMs: 20 });
+    await gateway.callWithOptions('get', { x: 1 }, { timeoutMs: 20 });
+    hang.on = false;
+    assert.equal((await gateway.call('put', { x: 1 })).result.outcome.status, 'succeeded');
+    assert.equal((await gateway.call('get', { x: 1 })).result.outcome.status, 'succeeded');
+    assert.equal(runs, 4);
+  });
+
+  it('in_doubt is a recorded pre-body code; the export for the original writes it as denied', async () => {
+    assert.ok((RECORDED_FAILURE_CODES as readonly string[]).includes('tool_in_doubt'));
+    const store = createMemoryStore();
+    await scenario(store);
+    const text = exportRustJournal(await store.loadHistory('mail-session'));
+    assert.doesNotMatch(text, /"category":"in_doubt"|recorded_at/);
+    assert.match(text, /"category":"denied","code":"tool_in_doubt"/);
+  });
+});
+
+forEachStore('the in-doubt guard', (target) => {
+  it('refuses the repeat from the index, and the reviewed retry runs once', async () => {
+    const store = await target.fresh().open();
+    try {
+      const { gateway, first, sent, args } = await scenario(store);
+      const plan = prepareToolRetry(await store.loadHistory('mail-session'), first.call.id, {
+        actor: 'ops@example.com', evidence: 'bounced, per the mail server log', outcome: 'not_executed',
+      });
+      assert.equal((await gateway.callWithOptions('send_mail', args, { retry: plan })).result.outcome.status, 'succeeded');
+      assert.equal(sent.length, 3);
+      assert.deepEqual((await store.attention()).items, []);
+    } finally {
+      await store.close();
+    }
+  });
+});
