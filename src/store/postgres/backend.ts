@@ -338,5 +338,5 @@ export async function openPostgresStore(urlOrPool: string | PgPool, options: Pos
     throw mapPostgresError(error, `open schema ${schema}`);
   }
   const backend = new PostgresBackend(pool, ownsPool, schema, { lock, statement, idle }, options.prepare !== false);
-  return new JournalStore(backend);
+  return new JournalStore(backend, options.clock ? { clock: options.clock } : {});
 }

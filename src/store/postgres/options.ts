@@ -31,6 +31,11 @@ export interface PostgresStoreOptions {
    * a transaction-mode pooler that cannot carry prepared statements. Default true.
    */
   prepare?: boolean;
+  /**
+   * The clock event times are recorded with, in epoch milliseconds. Default `Date.now`. Times never decrease within a
+   * session whatever it returns (docs/design.md#recorded-times).
+   */
+  clock?: () => number;
 }
 
 export type { PgPool };

@@ -214,5 +214,5 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     db.close();
     throw mapSqliteError(error, '*');
   }
-  return new JournalStore(new SqliteBackend(db, path));
+  return new JournalStore(new SqliteBackend(db, path), options.clock ? { clock: options.clock } : {});
 }

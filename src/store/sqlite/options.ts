@@ -17,6 +17,11 @@ export interface SqliteStoreOptions {
    * current schema version. Default false.
    */
   readonly?: boolean;
+  /**
+   * The clock event times are recorded with, in epoch milliseconds. Default `Date.now`. Times never decrease within a
+   * session whatever it returns (docs/design.md#recorded-times).
+   */
+  clock?: () => number;
 }
 
 /**
