@@ -9,6 +9,7 @@ import type { EventDraft } from '../event/types.js';
 import { newCallId, newOperationKey, newTurnId, type CallId, type EventId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import type { SessionStore } from '../store/types.js';
 import { LIMITS } from '../limits.js';
+import { attentionRules } from './conformance-attention.js';
 
 export interface StoreConformanceOptions {
   /** Shown in the suite's title. */
@@ -417,7 +418,7 @@ function draftValidation(name: string, factory: StoreFactory): void {
  * Registers the store conformance suite on `node:test` (run the file with `node --test`): the behaviour every
  * SessionStore must show (ordering, fencing, release, id checks, tasks and budgets, settlement of abandoned
  * reservations, the latest-attempt check, history limits, JSONL export and import, write-time validation,
- * store_closed after close(), and, with `reopen`, a second handle). Each test opens its own fresh stores.
+ * store_closed after close(), recorded times, the attention index and its queue, and, with `reopen`, a second handle). Each test opens its own fresh stores.
  */
 export function runStoreConformance(options: StoreConformanceOptions): void {
   if (typeof options?.name !== 'string' || typeof options.open !== 'function') {
@@ -442,5 +443,6 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     });
     storeRules(options.name, factory);
     draftValidation(options.name, factory);
+    attentionRules(options.name, factory);
   });
 }
