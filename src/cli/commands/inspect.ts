@@ -20,8 +20,6 @@ import { EXIT, UsageError, type ExitCode } from '../exit.js';
 import { num, paragraph, plural, safe, shortId, table } from '../format.js';
 import { loadSession, matchId, withStore } from '../session.js';
 
-const needsAttention = (step: string) => step === 'needs_review' || step === 'retry_allowed';
-
 function assessedJson(c: ToolCallAssessment) {
   return {
     call_id: c.callId,
@@ -32,6 +30,7 @@ function assessedJson(c: ToolCallAssessment) {
     key: c.key,
     status: c.status,
     next_step: c.nextStep,
+    attention: c.attention,
     reason: c.reason,
     attempt: c.attempt,
     attempts: c.attempts,
@@ -53,6 +52,7 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
       tool_calls: assessment.totals.calls,
       succeeded: assessment.totals.succeeded,
       needs_attention: attention.total,
+      handled_failures: attention.handled,
       by_next_step: assessment.totals.byNextStep,
       by_status: assessment.totals.byStatus,
       calls: assessment.calls.map(assessedJson),
@@ -63,6 +63,9 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
   const t = assessment.totals;
   out.line(s.bold(`Session ${safe(sessionId)}: ${plural(assessment.events, 'event')}, ${plural(t.calls, 'tool call')}, ${num(t.succeeded)} succeeded.`));
   out.line(attention.total > 0 ? s.yellow(`Needs attention: ${attentionText(attention).replace(/^\d+/, (n) => plural(Number(n), 'call'))}.`) : s.green('Nothing needs attention.'));
+  if (attention.handled > 0) {
+    out.line(s.dim(`${plural(attention.handled, 'failure')} recorded before the body and delivered to the caller: shown below, not pending work.`));
+  }
   if (assessment.calls.length === 0) return code;
   out.line();
   out.line(`Calls without their own success (${num(assessment.calls.length)}), in journal order:`);
@@ -91,7 +94,8 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
     return x ? { status: x.status, next_step: x.nextStep } : { status: 'completed', next_step: 'completed' };
   };
   const width = out.width;
-  const code = needsAttention(nextStep) ? EXIT.findings : EXIT.ok;
+  const attention = assessed?.attention ?? 'none';
+  const code = attention !== 'none' ? EXIT.findings : EXIT.ok;
   if (options.json === true) {
     out.line(JSON.stringify({
       session_id: sessionId,
@@ -110,6 +114,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
       result: record.result ? encodeToolResult(record.result) : null,
       status,
       next_step: nextStep,
+      attention,
       reason: assessed?.reason ?? 'its own result is a success',
       decision_rows: rows,
       attempt: attemptIndex,
@@ -171,8 +176,9 @@ call without its own success is listed with its recovery status (completed, not_
 next step (retry_allowed, needs_review, completed, superseded, legacy) and the reason. Given a call, it shows that
 call's journal records, every attempt of its operation, the rows of the retry policy that apply, and
 what a host may do. This command never writes: retries and reviews go through the host API.`,
-  exitCodes: `This command exits 1 when a call needs attention (retry_allowed or needs_review; for one call: that
-call), or when the journal is corrupt or its tool evidence invalid.`,
+  exitCodes: `This command exits 1 when a call needs attention (its outcome is in doubt, or it was interrupted before
+anyone saw an answer; for one call: that call), or when the journal is corrupt or its tool evidence invalid. A
+failure recorded before the body and delivered to its caller is shown but does not need attention.`,
   examples: ['jingwei inspect journal.db demo-1a2b3c4d', 'jingwei inspect journal.db demo-1a2b3c4d 9f3e2a71'],
   async run(ctx) {
     const { io, args, out } = ctx;
