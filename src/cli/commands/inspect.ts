@@ -17,7 +17,7 @@ import {
 } from '../assessment.js';
 import { STORE_ARGUMENT, type Command, type CommandContext } from '../command.js';
 import { EXIT, UsageError, type ExitCode } from '../exit.js';
-import { num, paragraph, plural, safe, shortId, table } from '../format.js';
+import { durationText, num, paragraph, plural, safe, shortId, table, timeText } from '../format.js';
 import { loadSession, matchId, withStore } from '../session.js';
 
 function assessedJson(c: ToolCallAssessment) {
@@ -108,6 +108,11 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
       start_marker: op?.startMarker === true,
       retry_of: op?.retry ? { call_id: op.retry.callId, event_id: op.retry.eventId, review: op.retry.review } : null,
       arguments: call.arguments,
+      called_at: record.event.recordedAt ?? null,
+      started_at: record.started?.recordedAt ?? null,
+      ended_at: record.resultEvent?.recordedAt ?? null,
+      waited_before_body: durationText(record.event.recordedAt, record.started?.recordedAt),
+      body_ran: durationText(record.started?.recordedAt, record.resultEvent?.recordedAt),
       call_seq: record.event.seq,
       started_seq: record.started?.seq ?? null,
       result_seq: record.resultEvent?.seq ?? null,
@@ -133,6 +138,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   if (review) field('review', review);
   const marker = op?.startMarker === true ? (record.started ? `tool_started at seq ${record.started.seq}` : 'no tool_started (the body never started)') : 'records no start marker (not the canonical runtime)';
   field('journal', `tool_call at seq ${record.event.seq}; ${marker}; ${record.resultEvent ? `tool_result at seq ${record.resultEvent.seq}` : 'no tool_result'}`);
+  field('times', timesText(record));
   field('result', record.result ? resultWord(record) + (record.result.outcome.status === 'failed' ? ` (${safe(record.result.outcome.code)}: ${safe(record.result.outcome.message)})` : '') : 'none recorded');
   field('status', colourStatus(status, s));
   field('next step', colourStep(nextStep, s));
@@ -157,6 +163,21 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
     ));
   }
   return code;
+}
+
+/** When the call, its start marker and its result were recorded, and the durations between them. */
+function timesText(record: CallRecord): string {
+  const called = record.event.recordedAt;
+  if (!called) return 'not recorded (written before the store kept times)';
+  const parts = [`called ${timeText(called)}`];
+  const started = record.started?.recordedAt;
+  const ended = record.resultEvent?.recordedAt;
+  const waited = durationText(called, started);
+  if (started) parts.push(`body started ${timeText(started)}` + (waited && waited !== '0 ms' ? ` (waited ${waited}: approval or checks)` : ''));
+  const ran = durationText(started, ended);
+  if (ended) parts.push(ran ? `result ${timeText(ended)} (body ran ${ran})` : `result ${timeText(ended)}`);
+  else parts.push('no result yet');
+  return parts.join('; ');
 }
 
 export const inspectCommand: Command = {
