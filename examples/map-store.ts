@@ -4,11 +4,16 @@
  * test/store/example-backend.test.ts proves it with `runStoreConformance` from `jingwei/testing`.
  */
 import {
+  compareAttention,
   createJournalStore,
+  matchesScan,
   StaleOwnerError,
   StoreClosedError,
+  type AttentionRow,
+  type AttentionScan,
   type EventRow,
   type JournalBackend,
+  type OperationBinding,
   type OperationRow,
   type SessionId,
   type SessionRow,
@@ -29,6 +34,8 @@ class MapBackend implements JournalBackend {
   private readonly events = new Map<string, EventRow[]>();
   private readonly tasks = new Map<string, TaskRow>();
   private readonly operations = new Map<string, OperationRow>();
+  /** The attention index, keyed by session, task and operation key. */
+  private readonly attention = new Map<string, AttentionRow>();
   private closed = false;
 
   private ensureOpen(): void {
@@ -43,6 +50,7 @@ class MapBackend implements JournalBackend {
       task: reads.taskId === undefined ? undefined : this.tasks.get(key(sessionId, reads.taskId)),
       operation: reads.operation && this.operations.get(key(sessionId, reads.operation.taskId, reads.operation.key)),
       existingEventIds: (this.events.get(sessionId) ?? []).filter((e) => reads.eventIds?.includes(e.eventId)).map((e) => e.eventId),
+      attention: [...this.attention.values()].filter((r) => r.sessionId === sessionId && reads.attentionCalls?.includes(r.callId)),
     });
     if (writes.session) {
       // The conditional update: check every condition before changing anything, so a refusal writes nothing.
@@ -55,7 +63,19 @@ class MapBackend implements JournalBackend {
     if (writes.events?.length) this.events.set(sessionId, [...(this.events.get(sessionId) ?? []), ...writes.events]);
     if (writes.task) this.tasks.set(key(sessionId, writes.task.row.taskId), writes.task.row);
     for (const op of writes.operations ?? []) this.operations.set(key(sessionId, op.taskId, op.key), op);
+    for (const row of writes.attention ?? []) this.attention.set(JSON.stringify([row.sessionId, row.taskId, row.key]), row);
     return writes.result;
+  }
+
+  async scanAttention(scan: AttentionScan): Promise<AttentionRow[]> {
+    this.ensureOpen();
+    return [...this.attention.values()].filter((r) => matchesScan(r, scan)).sort(compareAttention).slice(0, scan.limit);
+  }
+
+  async findAttention(sessionId: SessionId, b: OperationBinding): Promise<AttentionRow[]> {
+    this.ensureOpen();
+    return [...this.attention.values()].filter((r) =>
+      r.sessionId === sessionId && r.taskId === b.taskId && r.tool === b.tool && r.revision === b.revision && r.argsDigest === b.argsDigest);
   }
 
   async snapshot(sessionId: SessionId) {

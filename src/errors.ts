@@ -92,6 +92,7 @@ export const RECORDED_FAILURE_CODES = Object.freeze([
   'tool_output_not_json',
   'tool_output_limit',
   'tool_superseded',
+  'tool_in_doubt',
 ] as const);
 
 export type RecordedFailureCode = (typeof RECORDED_FAILURE_CODES)[number];

@@ -9,17 +9,32 @@ import { evidenceRuleById, retryRuleById, type EvidenceRuleId, type RetryRuleId 
 import { clip, safe, shortId, table, type Column } from './format.js';
 import type { Style } from './io.js';
 
-/** A call needs attention when a host still has to act on it: retry it, or review it. */
+/**
+ * A call needs attention when its outcome is in doubt or it was interrupted before anyone saw an answer
+ * (docs/design.md#attention-means-attention); a failure recorded before the body and delivered to its caller does
+ * not, even when a retry would be allowed: the caller has seen it and decided (`handled` counts those).
+ */
 export interface Attention {
   readonly total: number;
   readonly needsReview: number;
   readonly retryAllowed: number;
+  /** Failures recorded before the body and delivered to the caller: shown, not pending work. */
+  readonly handled: number;
 }
 
 export function attentionOf(assessment: SessionAssessment): Attention {
-  const needsReview = assessment.totals.byNextStep.needs_review;
-  const retryAllowed = assessment.totals.byNextStep.retry_allowed;
-  return { total: needsReview + retryAllowed, needsReview, retryAllowed };
+  let needsReview = 0;
+  let retryAllowed = 0;
+  let handled = 0;
+  for (const c of assessment.calls) {
+    if (c.attention === 'none') {
+      if (c.nextStep === 'retry_allowed') handled += 1;
+      continue;
+    }
+    if (c.nextStep === 'needs_review') needsReview += 1;
+    else retryAllowed += 1;
+  }
+  return { total: needsReview + retryAllowed, needsReview, retryAllowed, handled };
 }
 
 /** "2 (1 needs_review, 1 retry_allowed)", or "0". */

@@ -146,3 +146,30 @@ export function eventSummary(event: SessionEvent, style: Style): string {
 export function eventType(event: SessionEvent): string {
   return event.kind.type === 'opaque' ? clip(event.kind.wireType, 40) : event.kind.type;
 }
+
+/** A recorded time as people read it: `2026-12-01 10:00:00.123Z`; `-` where the event carries none. */
+export function timeText(recordedAt: string | null | undefined): string {
+  return recordedAt ? recordedAt.replace('T', ' ') : '-';
+}
+
+/** How long between two recorded times (`350 ms`, `4.2 s`, `3 min 5 s`, `2 h 10 min`, `3 d 4 h`); null without both. */
+export function durationText(from: string | null | undefined, to: string | null | undefined): string | null {
+  if (!from || !to) return null;
+  const ms = Date.parse(to) - Date.parse(from);
+  if (!Number.isFinite(ms) || ms < 0) return null;
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  const s = Math.floor(ms / 1000);
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  if (s < 86_400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  return `${Math.floor(s / 86_400)} d ${Math.floor((s % 86_400) / 3600)} h`;
+}
+
+/** An age such as `--older-than 30m`: a number with s, m, h or d (or ms), as milliseconds; null when malformed. */
+export function parseAge(text: string): number | null {
+  const m = /^(\d+)(ms|s|m|h|d)$/.exec(text.trim());
+  if (!m) return null;
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] as 'ms' | 's' | 'm' | 'h' | 'd'];
+  const value = Number(m[1]) * unit;
+  return Number.isSafeInteger(value) ? value : null;
+}

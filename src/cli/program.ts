@@ -6,6 +6,7 @@ import { runCommand, type Command } from './command.js';
 import { eventsCommand } from './commands/events.js';
 import { inspectCommand } from './commands/inspect.js';
 import { mcpCommand } from './commands/mcp.js';
+import { queueCommand } from './commands/queue.js';
 import { sessionsCommand } from './commands/sessions.js';
 import { exportCommand, importCommand } from './commands/transfer.js';
 import { verifyCommand } from './commands/verify.js';
@@ -18,6 +19,7 @@ export const COMMANDS: readonly Command[] = [
   sessionsCommand,
   eventsCommand,
   inspectCommand,
+  queueCommand,
   verifyCommand,
   exportCommand,
   importCommand,

@@ -121,6 +121,7 @@ export function encodeEvent(e: SessionEvent): JsonObject {
   if (e.generationId !== undefined) wire.generation_id = e.generationId;
   if (e.messageId !== undefined) wire.message_id = e.messageId;
   wire.seq = e.seq;
+  if (e.recordedAt !== undefined) wire.recorded_at = e.recordedAt;
   wire.kind = encodeKind(e.kind);
   return wire;
 }
@@ -270,7 +271,22 @@ function optionalString(ctx: Ctx, o: Wire, key: string): string | undefined {
 /** The wire types decodeKind gives a kind of their own; any other type decodes as `opaque`. */
 export const DECODED_WIRE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_result', 'tool_started', 'user_message', 'assistant_message', 'custom']);
 
-const ENVELOPE_FIELDS = ['event_id', 'session_id', 'turn_id', 'generation_id', 'message_id', 'seq', 'kind'] as const;
+const ENVELOPE_FIELDS = ['event_id', 'session_id', 'turn_id', 'generation_id', 'message_id', 'seq', 'recorded_at', 'kind'] as const;
+
+/** The one form of a recorded time: what `Date.prototype.toISOString` writes for a year 0000..9999. */
+const RECORDED_AT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/** Whether `text` is a recorded time in its one canonical form (a real instant, written as toISOString writes it). */
+export function isRecordedAt(text: string): boolean {
+  if (!RECORDED_AT.test(text)) return false;
+  const ms = Date.parse(text);
+  return Number.isFinite(ms) && new Date(ms).toISOString() === text;
+}
+
+/** The canonical recorded-time text of epoch milliseconds. */
+export function recordedAtText(ms: number): string {
+  return new Date(ms).toISOString();
+}
 
 function decodeEnvelope(ctx: Ctx, wire: unknown): SessionEvent {
   const o = ctx.object(wire, ENVELOPE_FIELDS);
@@ -280,10 +296,17 @@ function decodeEnvelope(ctx: Ctx, wire: unknown): SessionEvent {
   const generationId = ctx.optionalId(o, 'generation_id');
   const messageId = ctx.optionalId(o, 'message_id');
   const seq = ctx.index(o, 'seq');
+  const recorded = ctx.get(o, 'recorded_at');
+  let recordedAt: string | undefined;
+  if (recorded !== undefined && recorded !== null) {
+    recordedAt = ctx.string(o, 'recorded_at');
+    if (!isRecordedAt(recordedAt)) ctx.fail('recorded_at', 'must be an ISO-8601 UTC time with milliseconds, e.g. 2026-12-01T03:25:25.123Z');
+  }
   const kind = decodeKind(ctx.child('kind'), ctx.required(o, 'kind'));
   const event: { -readonly [K in keyof SessionEvent]: SessionEvent[K] } = { eventId, sessionId, turnId, seq, kind };
   if (generationId !== undefined) event.generationId = generationId;
   if (messageId !== undefined) event.messageId = messageId;
+  if (recordedAt !== undefined) event.recordedAt = recordedAt;
   return event;
 }
 

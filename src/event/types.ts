@@ -83,6 +83,7 @@ export const TOOL_FAILURE_CATEGORIES = [
   'body_panic',
   'output_limit',
   'budget',
+  'in_doubt',
 ] as const;
 export type ToolFailureCategory = (typeof TOOL_FAILURE_CATEGORIES)[number];
 
@@ -95,6 +96,7 @@ export const PRE_BODY_CATEGORIES: ReadonlySet<ToolFailureCategory> = new Set<Too
   'approval_unavailable',
   'approval_denied',
   'approval_fault',
+  'in_doubt',
 ]);
 
 export type ToolRecordedOutcome =
@@ -131,6 +133,12 @@ export interface SessionEvent {
   readonly kind: SessionEventKind;
   readonly generationId?: string;
   readonly messageId?: string;
+  /**
+   * When the store recorded the event: ISO-8601 UTC with milliseconds (`2026-12-01T03:25:25.123Z`), inside the hash
+   * chain, never decreasing within a session. Absent on events written before the store kept times and on imported
+   * files that have none. Information for people, never an input to a recovery decision (docs/design.md#recorded-times).
+   */
+  readonly recordedAt?: string;
 }
 
 /** What a writer hands the store: everything but the position, which the store assigns. */

@@ -4,11 +4,12 @@
  */
 import { BudgetExhaustedError, InvalidInputError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError, ToolRetryError, WireDecodeError } from '../errors.js';
 import { apiFieldPath } from '../event/api-path.js';
-import { decodeEventText, encodeEventText } from '../event/codec.js';
+import { decodeEventText, encodeEventText, recordedAtText } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
 import { newEventId, type SessionId, type TaskId, type TurnId } from '../ids.js';
 import { LIMITS, TASK_DEFAULTS } from '../limits.js';
 import { utf8Length } from '../text.js';
+import { attentionWrites } from './attention.js';
 import { chainHash, GENESIS_HASH } from './chain.js';
 import type { EventRow, OperationRow, Reservation, SessionRow, TaskRow, TxState, TxWrites } from './rows.js';
 import type { CommitRequest, TaskLimits, TaskSnapshot, TaskState } from './types.js';
@@ -33,7 +34,7 @@ export function decideAcquire(sessionId: SessionId, owner: string, takeover: boo
     if (current?.held && !takeover) throw new SessionBusyError(sessionId, current.owner ?? '?', current.epoch);
     const row: SessionRow = current
       ? { ...current, owner, held: true, epoch: current.epoch + 1 }
-      : { sessionId, owner, held: true, epoch: 1, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0 };
+      : { sessionId, owner, held: true, epoch: 1, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0, recordedAt: null };
     return {
       session: { row, expect: current ? { epoch: current.epoch, lastSeq: current.lastSeq } : null },
       result: row,
@@ -54,8 +55,15 @@ export function historyBytes(events: number, bodyBytes: number): number {
   return events === 0 ? 2 : 2 + bodyBytes + (events - 1);
 }
 
-/** Turns drafts into positioned, hashed rows after the session's current head. */
-export function chainEvents(session: SessionRow, epoch: number, drafts: readonly EventDraft[]) {
+/** A draft with the time it was recorded at: what an import hands on from the file it reads. */
+type TimedDraft = EventDraft & { readonly recordedAt?: string };
+
+/**
+ * Turns drafts into positioned, hashed rows after the session's current head. With `now` (a commit), every event is
+ * recorded at max(now, the session's last time), so times never decrease (docs/design.md#recorded-times); without it
+ * (an import), each keeps the time it carries, and those must not decrease.
+ */
+export function chainEvents(session: SessionRow, epoch: number, drafts: readonly TimedDraft[], now: number | null = null) {
   const events: SessionEvent[] = [];
   const rows: EventRow[] = [];
   const count = session.lastSeq + 1 + drafts.length;
@@ -64,7 +72,20 @@ export function chainEvents(session: SessionRow, epoch: number, drafts: readonly
   }
   let hash = session.headHash;
   let bytes = session.bodyBytes;
+  let last = session.recordedAt ?? null;
   drafts.forEach((draft, i) => {
+    let recordedAt: string | undefined;
+    if (now !== null) {
+      last = last === null || now > last ? now : last;
+      recordedAt = recordedAtText(last);
+    } else if (draft?.recordedAt !== undefined) {
+      const at = Date.parse(draft.recordedAt);
+      if (last !== null && at < last) {
+        throw new InvalidInputError(`events[${i}].recordedAt`, `${draft.recordedAt} is earlier than the event before it (${recordedAtText(last)}); recorded times never decrease`);
+      }
+      last = at;
+      recordedAt = draft.recordedAt;
+    }
     const event: SessionEvent = {
       eventId: draft.eventId ?? newEventId(),
       sessionId: session.sessionId,
@@ -73,6 +94,7 @@ export function chainEvents(session: SessionRow, epoch: number, drafts: readonly
       kind: draft.kind,
       ...(draft.generationId !== undefined ? { generationId: draft.generationId } : {}),
       ...(draft.messageId !== undefined ? { messageId: draft.messageId } : {}),
+      ...(recordedAt !== undefined ? { recordedAt } : {}),
     };
     if (typeof draft?.kind !== 'object' || draft.kind === null) {
       throw new InvalidInputError(`events[${i}].kind`, 'is required: { type: \'custom\', plugin, kind, payload } or another event kind');
@@ -99,7 +121,7 @@ export function chainEvents(session: SessionRow, epoch: number, drafts: readonly
   if (total > LIMITS.maxHistoryBytes) {
     throw new JournalFullError(session.sessionId, `${total} bytes exceed the limit of ${LIMITS.maxHistoryBytes}`);
   }
-  const head: SessionRow = { ...session, lastSeq: session.lastSeq + drafts.length, headHash: hash, bodyBytes: bytes };
+  const head: SessionRow = { ...session, lastSeq: session.lastSeq + drafts.length, headHash: hash, bodyBytes: bytes, recordedAt: last };
   return { events, rows, head };
 }
 
@@ -138,7 +160,8 @@ function refuseDuplicateIds(sessionId: SessionId, drafts: readonly EventDraft[],
   }
 }
 
-export function decideCommit(owner: OwnerRef, request: CommitRequest) {
+/** `now`: the store's clock when the commit began, in epoch milliseconds. */
+export function decideCommit(owner: OwnerRef, request: CommitRequest, now: number = Date.now()) {
   return (state: TxState): TxWrites<CommitOutcome> => {
     const session = requireOwner(state.session, owner);
     refuseDuplicateIds(session.sessionId, request.events, state.existingEventIds);
@@ -154,7 +177,7 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest) {
         );
       }
     }
-    const chained = chainEvents(session, owner.epoch, request.events);
+    const chained = chainEvents(session, owner.epoch, request.events, now);
     let task: TxWrites['task'];
     let reserved = 0;
     if (request.budget) {
@@ -168,6 +191,7 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest) {
       events: chained.rows,
       ...(task ? { task } : {}),
       operations: operationsOf(session.sessionId, chained.events),
+      attention: attentionWrites(session.sessionId, chained.events, state.attention),
       result: { events: chained.events, reservedOutputBytes: reserved },
     };
   };
@@ -334,19 +358,21 @@ export function decideImport(sessionId: SessionId, owner: string, events: readon
     if (current?.held) throw new SessionBusyError(sessionId, current.owner ?? '?', current.epoch);
     const base: SessionRow = current
       ? { ...current, owner, epoch: current.epoch + 1 }
-      : { sessionId, owner, held: false, epoch: 1, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0 };
-    const drafts: EventDraft[] = events.map((e) => ({
+      : { sessionId, owner, held: false, epoch: 1, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0, recordedAt: null };
+    const drafts: TimedDraft[] = events.map((e) => ({
       eventId: e.eventId,
       turnId: e.turnId,
       kind: e.kind,
       ...(e.generationId !== undefined ? { generationId: e.generationId } : {}),
       ...(e.messageId !== undefined ? { messageId: e.messageId } : {}),
+      ...(e.recordedAt !== undefined ? { recordedAt: e.recordedAt } : {}),
     }));
     const chained = chainEvents(base, base.epoch, drafts);
     return {
       session: { row: { ...chained.head, held: false }, expect: current ? { epoch: current.epoch, lastSeq: current.lastSeq } : null },
       events: chained.rows,
       operations: operationsOf(sessionId, chained.events),
+      attention: attentionWrites(sessionId, chained.events),
       result: chained.events.length,
     };
   };

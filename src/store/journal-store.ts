@@ -1,7 +1,8 @@
-import { InvalidInputError, StoreClosedError, TaskNotFoundError } from '../errors.js';
+import { InvalidInputError, StoreClosedError, StoreUnavailableError, TaskNotFoundError } from '../errors.js';
 import { checkId, type SessionId, type TaskId } from '../ids.js';
 import { DECODED_WIRE_TYPES } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
+import { attentionCallIds, attentionItem, attentionPage, attentionScan, isInDoubt } from './attention.js';
 import {
   decideAcquire,
   decideCommit,
@@ -20,6 +21,9 @@ import type { EventRow, JournalBackend, SessionRow, TxReads, TxState, TxWrites }
 import { registerCommitter } from './owner-commit.js';
 import { verifyJournal } from './verify.js';
 import type {
+  AttentionItem,
+  AttentionListing,
+  AttentionQuery,
   CommitReceipt,
   CommitRequest,
   ImportReport,
@@ -55,13 +59,33 @@ class OpenGuard {
   }
 }
 
+/** Options of a store built on a backend. */
+export interface JournalStoreOptions {
+  /**
+   * The clock the store records event times with, in epoch milliseconds (default `Date.now`). Times never decrease
+   * within a session whatever it returns (docs/design.md#recorded-times).
+   */
+  readonly clock?: () => number;
+}
+
+/** The store's clock, checked: a clock that returns no usable time is a configuration error, not a journal entry. */
+function readClock(clock: () => number): number {
+  const now = clock();
+  if (!Number.isSafeInteger(now) || now < 0 || now > 253_402_300_799_999) {
+    throw new InvalidInputError('clock', `returned ${String(now)}, not epoch milliseconds within the years 1970..9999`);
+  }
+  return now;
+}
+
 /** The one SessionStore implementation; engines differ only in their JournalBackend. */
 export class JournalStore implements SessionStore {
   readonly kind: string;
   private readonly guard: OpenGuard;
-  constructor(readonly backend: JournalBackend) {
+  private readonly clock: () => number;
+  constructor(readonly backend: JournalBackend, options: JournalStoreOptions = {}) {
     this.kind = backend.kind;
     this.guard = new OpenGuard(backend);
+    this.clock = options.clock ?? Date.now;
   }
 
   async acquire(sessionId: string, options: { owner: string; takeover?: boolean; anchor?: AnchorOptions }): Promise<SessionOwner> {
@@ -70,7 +94,7 @@ export class JournalStore implements SessionStore {
     const ownerName = checkId<string>('owner', options?.owner);
     const anchor = options.anchor !== undefined ? new HeadAnchor(options.anchor) : null;
     const row = await this.backend.transact(id, {}, decideAcquire(id, ownerName, options.takeover === true));
-    const owner = new FencedOwner(this.backend, this.guard, { sessionId: id, epoch: row.epoch }, ownerName, anchor);
+    const owner = new FencedOwner(this.backend, this.guard, { sessionId: id, epoch: row.epoch }, ownerName, anchor, this.clock);
     if (anchor) await anchor.observe(row, true);
     return owner;
   }
@@ -92,6 +116,16 @@ export class JournalStore implements SessionStore {
       owner: session.owner,
       held: session.held,
     }));
+  }
+
+  async attention(query: AttentionQuery = {}): Promise<AttentionListing> {
+    this.guard.check();
+    const scan = attentionScan(query, readClock(this.clock));
+    if (!this.backend.scanAttention) {
+      throw new StoreUnavailableError('store_failure', `the ${this.kind} backend keeps no attention index (JournalBackend.scanAttention)`);
+    }
+    const page = attentionPage(await this.backend.scanAttention(scan), scan);
+    return { items: page.rows.map(attentionItem), next: page.next };
   }
 
   /** The verified rows of a session with its owner epoch (for chained exports and anchor checks). */
@@ -131,6 +165,7 @@ class FencedOwner implements SessionOwner {
     private readonly ref: OwnerRef,
     readonly owner: string,
     private readonly anchor: HeadAnchor | null = null,
+    private readonly clock: () => number = Date.now,
   ) {
     this.sessionId = ref.sessionId;
     this.epoch = ref.epoch;
@@ -232,17 +267,27 @@ class FencedOwner implements SessionOwner {
       if (draft?.eventId !== undefined) checkId<string>(`events[${i}].eventId`, draft.eventId);
     });
     await this.releaseUnwritten();
+    const attentionCalls = attentionCallIds(request.events);
     const reads = {
       ...(request.budget ? { taskId: request.budget.taskId } : {}),
       ...(request.expectLatestAttempt ? { operation: request.expectLatestAttempt } : {}),
       eventIds: draftEventIds(request.events),
+      ...(attentionCalls.length > 0 ? { attentionCalls } : {}),
     };
     try {
-      return await this.tx(reads, decideCommit(this.ref, request));
+      return await this.tx(reads, decideCommit(this.ref, request, readClock(this.clock)));
     } catch (error) {
       this.noteUnwritten(request, error);
       throw error;
     }
+  }
+
+  async findInDoubt(binding: { readonly taskId: string; readonly tool: string; readonly revision: string; readonly argsDigest: string }): Promise<AttentionItem | null> {
+    this.guard.check();
+    if (!this.backend.findAttention) return null;
+    const rows = await this.backend.findAttention(this.sessionId, binding);
+    const row = rows.find(isInDoubt);
+    return row ? attentionItem(row) : null;
   }
 
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void {

@@ -1,7 +1,8 @@
 import { StaleOwnerError, StoreClosedError } from '../errors.js';
 import type { SessionId } from '../ids.js';
-import { JournalStore } from './journal-store.js';
-import type { EventRow, JournalBackend, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
+import { compareAttention, matchesScan } from './attention.js';
+import { JournalStore, type JournalStoreOptions } from './journal-store.js';
+import type { AttentionRow, AttentionScan, EventRow, JournalBackend, OperationBinding, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import type { SessionStore } from './types.js';
 
 // Ids never contain U+0000 (checkId refuses it), so it separates the parts of a key unambiguously.
@@ -21,6 +22,8 @@ class MemoryBackend implements JournalBackend {
   private readonly events = new Map<string, EventRow[]>();
   private readonly tasks = new Map<string, TaskRow>();
   private readonly operations = new Map<string, OperationRow>();
+  /** The attention index: session id → (taskId, key) → row. */
+  private readonly attention = new Map<string, Map<string, AttentionRow>>();
   private closed = false;
 
   private open(): void {
@@ -35,6 +38,9 @@ class MemoryBackend implements JournalBackend {
       task: reads.taskId !== undefined ? this.tasks.get(taskKey(sessionId, reads.taskId)) : undefined,
       operation: reads.operation ? this.operations.get(opKey(sessionId, reads.operation.taskId, reads.operation.key)) : undefined,
       existingEventIds: existingIds(this.events.get(sessionId), reads.eventIds),
+      attention: reads.attentionCalls?.length
+        ? [...(this.attention.get(sessionId)?.values() ?? [])].filter((r) => reads.attentionCalls!.includes(r.callId))
+        : [],
     };
     const writes = decide(state);
     if (writes.session) {
@@ -51,7 +57,26 @@ class MemoryBackend implements JournalBackend {
     }
     if (writes.task) this.tasks.set(taskKey(writes.task.row.sessionId, writes.task.row.taskId), writes.task.row);
     for (const op of writes.operations ?? []) this.operations.set(opKey(op.sessionId, op.taskId, op.key), op);
+    for (const row of writes.attention ?? []) {
+      const rows = this.attention.get(row.sessionId) ?? new Map<string, AttentionRow>();
+      rows.set(opKey(row.sessionId, row.taskId, row.key), row);
+      this.attention.set(row.sessionId, rows);
+    }
     return writes.result;
+  }
+
+  async scanAttention(scan: AttentionScan): Promise<AttentionRow[]> {
+    this.open();
+    const sessions = scan.sessionId !== undefined ? [this.attention.get(scan.sessionId)] : [...this.attention.values()];
+    const rows: AttentionRow[] = [];
+    for (const map of sessions) for (const row of map?.values() ?? []) if (matchesScan(row, scan)) rows.push(row);
+    return rows.sort(compareAttention).slice(0, scan.limit);
+  }
+
+  async findAttention(sessionId: SessionId, binding: OperationBinding): Promise<AttentionRow[]> {
+    this.open();
+    return [...(this.attention.get(sessionId)?.values() ?? [])].filter((r) =>
+      r.taskId === binding.taskId && r.tool === binding.tool && r.revision === binding.revision && r.argsDigest === binding.argsDigest);
   }
 
   async snapshot(sessionId: SessionId) {
@@ -74,6 +99,7 @@ class MemoryBackend implements JournalBackend {
   }
 }
 
-export function createMemoryStore(): SessionStore {
-  return new JournalStore(new MemoryBackend());
+/** `options.clock`: the clock event times are recorded with (default `Date.now`). */
+export function createMemoryStore(options?: JournalStoreOptions): SessionStore {
+  return new JournalStore(new MemoryBackend(), options);
 }

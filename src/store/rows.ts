@@ -4,8 +4,9 @@
  * are pure decisions the library runs inside `transact`; a backend only has to store rows and make each
  * read → decide → write atomic. Published as `jingwei/backend`; see docs/design.md for why the seam sits here.
  */
+import type { ToolEffect } from '../event/types.js';
 import type { SessionId, TaskId } from '../ids.js';
-import type { TaskState } from './types.js';
+import type { AttentionQuery, TaskState } from './types.js';
 
 /** The owner row of a session: the fencing epoch and the head of the hash chain (docs/design.md#fencing). */
 export interface SessionRow {
@@ -22,6 +23,11 @@ export interface SessionRow {
   readonly headHash: string;
   /** Sum of the UTF-8 sizes of all event bodies, to keep the history within what recovery can inspect. */
   readonly bodyBytes: number;
+  /**
+   * The recorded time of the last event, in epoch milliseconds; null (or absent, for a backend that keeps no times)
+   * while no event has one. The next event's time is never earlier (docs/design.md#recorded-times).
+   */
+  readonly recordedAt?: number | null;
 }
 
 /** One stored event: its wire JSON text exactly as hashed, and the epoch of the owner that wrote it. Store `body` byte for byte. */
@@ -80,6 +86,74 @@ export interface OperationRow {
   readonly eventId: string;
 }
 
+/**
+ * Where an operation's latest attempt stands, as far as the store's index knows (docs/design.md#the-attention-index):
+ * `no_result` (admitted, no result yet: running, waiting, or interrupted), `outcome_unknown` (a result that leaves
+ * the outside effect uncertain), `not_executed` (a result recorded before the body: provably never ran), `completed`
+ * (the body ran and its result is known), `resolved` (a review settled an uncertain outcome).
+ */
+export type AttentionStatus = 'no_result' | 'outcome_unknown' | 'not_executed' | 'completed' | 'resolved';
+export const ATTENTION_STATUSES: readonly AttentionStatus[] = ['no_result', 'outcome_unknown', 'not_executed', 'completed', 'resolved'];
+
+/**
+ * One row of the attention index, keyed by (sessionId, taskId, key): the latest attempt of one operation, kept in
+ * the commit transaction so the queue and the in-doubt guard never load a journal. Store and return every field
+ * unchanged; times are epoch milliseconds (null where the event carried none).
+ */
+export interface AttentionRow {
+  readonly sessionId: SessionId;
+  readonly taskId: TaskId;
+  readonly key: string;
+  readonly callId: string;
+  readonly tool: string;
+  readonly effect: ToolEffect;
+  readonly revision: string;
+  /** SHA-256 (hex) of the canonical JSON of the call's arguments. */
+  readonly argsDigest: string;
+  /** The call is flagged to record a start marker before its body. */
+  readonly startMarker: boolean;
+  /** Its start marker is recorded. */
+  readonly started: boolean;
+  readonly status: AttentionStatus;
+  /** The failure category of its result, null without one or for a success. */
+  readonly category: string | null;
+  readonly calledAt: number | null;
+  readonly startedAt: number | null;
+  readonly endedAt: number | null;
+  /** The time of the last change to this row (the event that made it), null where events carry no times. */
+  readonly updatedAt: number | null;
+}
+
+/** A page of attention rows in (sessionId, taskId, key) order; `next` is the cursor of the following page, null at the end. */
+export interface AttentionPage {
+  readonly rows: readonly AttentionRow[];
+  readonly next: string | null;
+}
+
+/** The backend's half of an attention query: filters already checked, `after` decoded from the cursor. */
+export interface AttentionScan {
+  readonly sessionId?: string;
+  readonly tool?: string;
+  readonly effect?: ToolEffect;
+  readonly statuses: readonly AttentionStatus[];
+  /** Only rows whose `calledAt` is at most this (epoch ms); rows without a time are left out when set. */
+  readonly calledAtMost?: number;
+  /** Only rows after this (sessionId, taskId, key), in that order. */
+  readonly after?: readonly [string, string, string];
+  /** At most this many rows. */
+  readonly limit: number;
+}
+
+/** The identity the in-doubt guard compares (docs/design.md#the-in-doubt-guard). */
+export interface OperationBinding {
+  readonly taskId: string;
+  readonly tool: string;
+  readonly revision: string;
+  readonly argsDigest: string;
+}
+
+export type { AttentionQuery };
+
 /** What a decision reads, inside the transaction, besides the session's owner row (always read). */
 export interface TxReads {
   /** Read the task row with this id in the transaction's session. */
@@ -88,6 +162,8 @@ export interface TxReads {
   readonly operation?: { readonly taskId: string; readonly key: string };
   /** Event ids the writes will carry: report which of them already exist in this session (docs/design.md#event-ids-are-unique). */
   readonly eventIds?: readonly string[];
+  /** Read the attention rows of this session whose `callId` is one of these (the calls a commit's markers and results name). */
+  readonly attentionCalls?: readonly string[];
 }
 
 /** What the backend read for a decision; `undefined` where no such row exists (or it was not asked for). */
@@ -97,6 +173,8 @@ export interface TxState {
   readonly operation: OperationRow | undefined;
   /** Those of `reads.eventIds` that some event of this session already carries (empty when none were asked). */
   readonly existingEventIds: readonly string[];
+  /** The attention rows `reads.attentionCalls` asked for (absent or empty when none were asked or none exist). */
+  readonly attention?: readonly AttentionRow[];
 }
 
 /**
@@ -111,6 +189,8 @@ export interface TxWrites<R = undefined> {
   readonly events?: readonly EventRow[];
   readonly task?: { readonly row: TaskRow; readonly insert: boolean };
   readonly operations?: readonly OperationRow[];
+  /** Upsert by (sessionId, taskId, key), the last one winning. */
+  readonly attention?: readonly AttentionRow[];
   /** Handed back to the caller after the transaction commits. */
   readonly result: R;
 }
@@ -143,5 +223,12 @@ export interface JournalBackend {
   readTask(sessionId: SessionId, taskId: string): Promise<TaskRow | undefined>;
   /** Every session row with its number of events (the built-in backends order them by session id). */
   listSessions(): Promise<Array<{ session: SessionRow; events: number }>>;
+  /**
+   * The attention rows matching `scan`, in (sessionId, taskId, key) order, at most `scan.limit`. Read from the index
+   * alone, never from events. Optional: without it the store has no queue and no in-doubt guard.
+   */
+  scanAttention?(scan: AttentionScan): Promise<AttentionRow[]>;
+  /** The attention rows of one session with this binding (any status), read from the index alone. */
+  findAttention?(sessionId: SessionId, binding: OperationBinding): Promise<AttentionRow[]>;
   close(): Promise<void>;
 }

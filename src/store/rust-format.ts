@@ -22,11 +22,18 @@ const ORIGINAL_CATEGORIES: ReadonlySet<string> = new Set([
 const ORIGINAL_PRE_BODY: ReadonlySet<string> = new Set([
   'unavailable', 'invalid_arguments', 'denied', 'guard_fault', 'approval_unavailable', 'approval_denied', 'approval_fault',
 ]);
+/**
+ * Categories the original lacks, written as one it has with the same meaning for recovery: an `in_doubt` refusal
+ * is recorded before the body, like `denied` (docs/design.md#the-in-doubt-guard).
+ */
+const MAPPED_CATEGORIES: ReadonlyMap<string, string> = new Map([['in_doubt', 'denied']]);
+const originalCategory = (category: string): string => MAPPED_CATEGORIES.get(category) ?? category;
 /** Only written once a body ran. */
 const BODY_RAN: ReadonlySet<string> = new Set(['body_failure', 'body_panic', 'output_limit']);
 
 /**
- * Writes `events` as the original's records: no `tool_started` events, no `start_marker` flag, `seq` renumbered
+ * Writes `events` as the original's records: no `tool_started` events, no `start_marker` flag, no `recorded_at`,
+ * `in_doubt` written as `denied`, `seq` renumbered
  * 0, 1, 2, ..., `provider_call_id: null` where an action has none. Refuses (ExportUnrepresentableError, nothing
  * written) a record the original would read differently in a way that loses safety: a flagged call whose result
  * says the body never started although its start marker is there, or says the body ran although there is no
@@ -48,7 +55,12 @@ export function exportRustJournal(events: readonly SessionEvent[]): string {
     if (!ORIGINAL_EVENT_KINDS.has(wireType)) throw new ExportUnrepresentableError(e.seq, `the original has no event kind ${JSON.stringify(wireType)}`);
     const wire = encodeEvent(e);
     wire.seq = seq++;
-    if (kind.type === 'tool_result' && kind.result.outcome.status === 'failed' && !ORIGINAL_CATEGORIES.has(kind.result.outcome.category)) {
+    // The original's envelope has no recorded time (docs/design.md#recorded-times).
+    delete wire.recorded_at;
+    if (kind.type === 'tool_result' && kind.result.outcome.status === 'failed') {
+      (((wire.kind as JsonObject).result as JsonObject).outcome as JsonObject).category = originalCategory(kind.result.outcome.category);
+    }
+    if (kind.type === 'tool_result' && kind.result.outcome.status === 'failed' && !ORIGINAL_CATEGORIES.has(originalCategory(kind.result.outcome.category))) {
       throw new ExportUnrepresentableError(e.seq, `the original has no failure category ${JSON.stringify(kind.result.outcome.category)}`);
     }
     if (kind.type === 'tool_call') {
@@ -58,7 +70,7 @@ export function exportRustJournal(events: readonly SessionEvent[]): string {
         delete operation.start_marker;
         const outcome = results.get(kind.call.id)?.outcome;
         const marked = started.has(kind.call.id);
-        if (outcome?.status === 'failed' && marked && ORIGINAL_PRE_BODY.has(outcome.category)) {
+        if (outcome?.status === 'failed' && marked && ORIGINAL_PRE_BODY.has(originalCategory(outcome.category))) {
           throw new ExportUnrepresentableError(e.seq,
             `call ${kind.call.id} has a start marker but a ${outcome.category} result; without the marker the original would read it as not executed`);
         }

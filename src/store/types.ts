@@ -1,5 +1,6 @@
 import type { EventId, OperationKey, SessionId, TaskId, CallId } from '../ids.js';
-import type { EventDraft, SessionEvent } from '../event/types.js';
+import type { EventDraft, SessionEvent, ToolEffect } from '../event/types.js';
+import type { AttentionStatus } from './rows.js';
 import type { AnchorOptions } from './anchors.js';
 
 export type TaskState = 'running' | 'stopped' | 'completed';
@@ -84,6 +85,12 @@ export interface SessionOwner {
    * start markers and results are refused with InvalidInputError: only the runtime records tool evidence.
    */
   append(events: readonly EventDraft[]): Promise<SessionEvent[]>;
+  /**
+   * The latest attempt of another operation of `binding.taskId` with the same tool, contract revision and arguments
+   * (digest of their canonical JSON) whose outcome is in doubt, or null (docs/design.md#the-in-doubt-guard). Read
+   * from the store's attention index, never from the journal. Absent on a store whose backend keeps no index.
+   */
+  findInDoubt?(binding: { readonly taskId: string; readonly tool: string; readonly revision: string; readonly argsDigest: string }): Promise<AttentionItem | null>;
   /** Called in this process when this owner stops a task, so running calls of that task can be interrupted. */
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void;
   /** Gives the session up; this owner is then stale. A no-op when already stale. */
@@ -96,6 +103,48 @@ export interface SessionSummary {
   readonly epoch: number;
   readonly owner: string | null;
   readonly held: boolean;
+}
+
+/** Filters for the attention queue (docs/design.md#the-attention-index). */
+export interface AttentionQuery {
+  readonly sessionId?: string;
+  readonly tool?: string;
+  readonly effect?: ToolEffect;
+  /** One status or several; default `no_result` and `outcome_unknown` (what needs attention). */
+  readonly status?: AttentionStatus | readonly AttentionStatus[];
+  /** Only operations whose call was recorded at least this many milliseconds ago (operations without a time are left out). */
+  readonly olderThanMs?: number;
+  /** Page size, 1..1000; default 100. */
+  readonly limit?: number;
+  /** `next` of the previous page. */
+  readonly cursor?: string | null;
+}
+
+/** One operation in the attention queue: its latest attempt, as the store's index knows it. Times are recorded-time text. */
+export interface AttentionItem {
+  readonly sessionId: SessionId;
+  readonly taskId: TaskId;
+  readonly key: string;
+  readonly callId: string;
+  readonly tool: string;
+  readonly effect: ToolEffect;
+  readonly revision: string;
+  readonly status: AttentionStatus;
+  /** Its start marker is recorded: the body started. */
+  readonly started: boolean;
+  /** The failure category of its result, null without one or for a success. */
+  readonly category: string | null;
+  /** The outcome is in doubt for an unknown or non-idempotent tool: what the in-doubt guard refuses to repeat. */
+  readonly inDoubt: boolean;
+  readonly calledAt: string | null;
+  readonly startedAt: string | null;
+  readonly endedAt: string | null;
+}
+
+export interface AttentionListing {
+  readonly items: readonly AttentionItem[];
+  /** The cursor of the next page, null on the last one. */
+  readonly next: string | null;
 }
 
 export interface ImportReport {
@@ -115,6 +164,13 @@ export interface SessionStore {
   /** The confirmed, integrity-checked journal; throws JournalCorruptError, never repairs. Empty for a new session. */
   loadHistory(sessionId: string): Promise<SessionEvent[]>;
   listSessions(): Promise<SessionSummary[]>;
+  /**
+   * The operations that need attention across sessions (by default those without a result or with an uncertain
+   * one), paged in (session, task, key) order, read from the attention index kept at commit time: no journal is
+   * loaded. Throws InvalidInputError for a bad filter, StoreUnavailableError('store_failure') on a backend without
+   * the index.
+   */
+  attention(query?: AttentionQuery): Promise<AttentionListing>;
   /** The session's journal as JSONL, one wire event per line, verified as by loadHistory. */
   exportJsonl(sessionId: string): Promise<string>;
   /**

@@ -8,7 +8,7 @@ import type { EventRow, SessionRow } from './rows.js';
 /**
  * Verifies a session's stored journal against its owner row and returns the decoded events. Checks, row by row in
  * seq order: contiguous seq from 0, well-formed wire JSON, payload seq and session, unique event ids, non-decreasing
- * epochs no newer than the owner's, and the hash chain; then that the last row is the owner row's head. The first
+ * recorded times, non-decreasing epochs no newer than the owner's, and the hash chain; then that the last row is the owner row's head. The first
  * violation throws JournalCorruptError; nothing is skipped, repaired or truncated.
  */
 export function verifyJournal(sessionId: SessionId, session: SessionRow | undefined, rows: readonly EventRow[]): SessionEvent[] {
@@ -20,6 +20,7 @@ export function verifyJournal(sessionId: SessionId, session: SessionRow | undefi
   const seen = new Set<string>();
   let previousHash = GENESIS_HASH;
   let previousEpoch = 0;
+  let previousTime = '';
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i]!;
     if (row.seq !== i) throw new JournalCorruptError(sessionId, i, 'seq_gap', `expected seq ${i}, found ${row.seq}`);
@@ -34,6 +35,13 @@ export function verifyJournal(sessionId: SessionId, session: SessionRow | undefi
     if (seen.has(row.eventId) || seen.has(event.eventId)) throw new JournalCorruptError(sessionId, i, 'duplicate_id', `event id ${row.eventId} appears twice`);
     if (row.eventId !== event.eventId) throw new JournalCorruptError(sessionId, i, 'hash_mismatch', 'stored event id differs from the event body');
     seen.add(row.eventId);
+    // Recorded times are canonical ISO text of one length, so text order is time order (docs/design.md#recorded-times).
+    if (event.recordedAt !== undefined) {
+      if (event.recordedAt < previousTime) {
+        throw new JournalCorruptError(sessionId, i, 'order', `recorded at ${event.recordedAt}, before the event before it (${previousTime})`);
+      }
+      previousTime = event.recordedAt;
+    }
     if (!Number.isSafeInteger(row.epoch) || row.epoch < Math.max(1, previousEpoch) || row.epoch > session.epoch) {
       throw new JournalCorruptError(sessionId, i, 'epoch', `epoch ${row.epoch} after ${previousEpoch}, owner epoch ${session.epoch}`);
     }

@@ -10,6 +10,7 @@ import { newCallId, newOperationKey, newTurnId, type CallId, type EventId, type 
 import type { SessionStore } from '../store/types.js';
 import { LIMITS } from '../limits.js';
 import { commitAs } from '../store/owner-commit.js';
+import { attentionRules } from './conformance-attention.js';
 
 export interface StoreConformanceOptions {
   /** Shown in the suite's title. */
@@ -482,7 +483,7 @@ function draftValidation(name: string, factory: StoreFactory): void {
  * Registers the store conformance suite on `node:test` (run the file with `node --test`): the behaviour every
  * SessionStore must show (ordering, fencing, release, id checks, tasks and budgets, settlement of abandoned
  * reservations, the latest-attempt check, history limits, JSONL export and import, write-time validation,
- * store_closed after close(), and, with `reopen`, a second handle). Each test opens its own fresh stores.
+ * store_closed after close(), recorded times, the attention index and its queue, and, with `reopen`, a second handle). Each test opens its own fresh stores.
  */
 export function runStoreConformance(options: StoreConformanceOptions): void {
   if (typeof options?.name !== 'string' || typeof options.open !== 'function') {
@@ -507,5 +508,6 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     });
     storeRules(options.name, factory);
     draftValidation(options.name, factory);
+    attentionRules(options.name, factory);
   });
 }

@@ -4,7 +4,9 @@
  */
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import type { RecordedFailureCode } from '../errors.js';
-import type { ToolCall, ToolRecordedOutcome } from '../event/types.js';
+import { ToolEffect, type ToolCall, type ToolRecordedOutcome } from '../event/types.js';
+import { argumentsDigest } from '../store/attention.js';
+import type { SessionOwner } from '../store/types.js';
 import { LIMITS } from '../limits.js';
 import { truncateUtf8 } from '../text.js';
 import type { CallControl, Interrupt } from './control.js';
@@ -123,4 +125,22 @@ export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, 
     default:
       return failure('approval_fault', 'tool_approval_malformed', 'the approver answered neither approved, denied nor unavailable');
   }
+}
+
+/**
+ * The in-doubt guard (docs/design.md#the-in-doubt-guard): a new operation of an unknown or non-idempotent tool is
+ * refused when the store's index holds an identical operation of the same task whose outcome is in doubt.
+ */
+export async function checkInDoubt(owner: SessionOwner, call: ToolCall): Promise<Failure | null> {
+  const op = call.operation;
+  if (!op || op.retry !== null || !owner.findInDoubt) return null;
+  if (op.contract.effect !== ToolEffect.Unknown && op.contract.effect !== ToolEffect.NonIdempotent) return null;
+  const earlier = await owner.findInDoubt({ taskId: op.taskId, tool: call.name, revision: op.contract.revision, argsDigest: argumentsDigest(call.arguments) });
+  if (earlier === null || earlier.key === op.key) return null;
+  return failure(
+    'in_doubt',
+    'tool_in_doubt',
+    `an identical ${call.name} call (${earlier.callId}) may already have taken effect and its outcome is unknown; ` +
+      'it needs review by the host, not a repeat. Do not call it again: tell the user it is being checked.',
+  );
 }

@@ -21,6 +21,20 @@ export const ToolNextStep = {
 } as const;
 export type ToolNextStep = (typeof ToolNextStep)[keyof typeof ToolNextStep];
 
+/**
+ * Whether a call needs a person or a host to act (docs/design.md#attention-means-attention):
+ * `in_doubt`: its outcome is unknown (the body started, or may have) and nothing settled it;
+ * `interrupted`: it never started and no result was recorded, so its caller never had an answer;
+ * `none`: nothing to do: it succeeded, another attempt settled it, or its failure was recorded before the body and
+ * delivered to its caller, who has already seen it (shown, but not pending work).
+ */
+export const ToolAttention = {
+  InDoubt: 'in_doubt',
+  Interrupted: 'interrupted',
+  None: 'none',
+} as const;
+export type ToolAttention = (typeof ToolAttention)[keyof typeof ToolAttention];
+
 export interface ToolCallAssessment {
   readonly callId: CallId;
   readonly name: string;
@@ -31,6 +45,8 @@ export interface ToolCallAssessment {
   readonly key: OperationKey | null;
   readonly status: ToolRecoveryStatus;
   readonly nextStep: ToolNextStep;
+  /** Whether the call needs attention, and why (ToolAttention). */
+  readonly attention: ToolAttention;
   /** One line naming the decision-table row that applies. */
   readonly reason: string;
   /** The evidence-table row that gave `status` (retry-policy.ts). */
@@ -56,6 +72,8 @@ export interface SessionAssessmentTotals {
   readonly listed: number;
   readonly byNextStep: Readonly<Record<ToolNextStep, number>>;
   readonly byStatus: Readonly<Record<ToolRecoveryStatus, number>>;
+  /** Listed calls by attention; `in_doubt` + `interrupted` is what needs attention. */
+  readonly byAttention: Readonly<Record<ToolAttention, number>>;
 }
 
 export interface SessionAssessment {
@@ -80,6 +98,7 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
     legacy: 0,
   };
   const byStatus: Record<ToolRecoveryStatus, number> = { completed: 0, not_executed: 0, outcome_unknown: 0 };
+  const byAttention: Record<ToolAttention, number> = { in_doubt: 0, interrupted: 0, none: 0 };
   const calls: ToolCallAssessment[] = [];
   let succeeded = 0;
   for (const record of evidence.attempts) {
@@ -93,6 +112,8 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
     const nextStep = rule.decision;
     byNextStep[nextStep] += 1;
     const operation = record.call.operation;
+    const attention = attentionOf(status, nextStep, record.result !== null);
+    byAttention[attention] += 1;
     calls.push({
       callId: record.call.id,
       name: record.call.name,
@@ -102,6 +123,7 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
       key: operation?.key ?? null,
       status,
       nextStep,
+      attention,
       reason,
       evidenceRule,
       rule: rule.id,
@@ -117,6 +139,13 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
     sessionId: evidence.sessionId,
     events: evidence.eventCount,
     calls,
-    totals: { calls: evidence.attempts.length, succeeded, listed: calls.length, byNextStep, byStatus },
+    totals: { calls: evidence.attempts.length, succeeded, listed: calls.length, byNextStep, byStatus, byAttention },
   };
+}
+
+/** Only a call a host could still act on (retry or review) can need attention; then the evidence says why. */
+function attentionOf(status: ToolRecoveryStatus, nextStep: ToolNextStep, recorded: boolean): ToolAttention {
+  if (nextStep !== ToolNextStep.RetryAllowed && nextStep !== ToolNextStep.NeedsReview) return ToolAttention.None;
+  if (status === ToolRecoveryStatus.OutcomeUnknown) return ToolAttention.InDoubt;
+  return recorded ? ToolAttention.None : ToolAttention.Interrupted;
 }

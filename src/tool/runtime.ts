@@ -7,7 +7,7 @@ import type { JsonValue } from '../json/types.js';
 import { LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { BudgetChange, CommitRequest } from '../store/types.js';
 import { utf8Length } from '../text.js';
-import { askApproval, checkAvailability, checkGrantAndSchema, failure, hostFailure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
+import { askApproval, checkAvailability, checkGrantAndSchema, checkInDoubt, failure, hostFailure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
 import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
 import { DEFAULT_CONTRACT } from './metadata.js';
@@ -100,6 +100,7 @@ class CanonicalRuntime implements ToolRuntime {
   readonly maxOutputBytes: number;
   readonly maxInFlight: number;
   readonly describePanic: PanicDescriber;
+  readonly inDoubtGuard: boolean;
   inFlight = 0;
 
   constructor(config: ToolRuntimeConfig) {
@@ -107,6 +108,10 @@ class CanonicalRuntime implements ToolRuntime {
     this.maxOutputBytes = positive('maxOutputBytes', config.maxOutputBytes, RUNTIME_DEFAULTS.maxOutputBytes);
     this.maxInFlight = positive('maxInFlight', config.maxInFlight, RUNTIME_DEFAULTS.maxInFlight);
     this.describePanic = config.describePanic ?? defaultPanicDescription;
+    if (config.inDoubtGuard !== undefined && typeof config.inDoubtGuard !== 'boolean') {
+      throw new ToolConfigError(`inDoubtGuard must be a boolean, got ${String(config.inDoubtGuard)}`);
+    }
+    this.inDoubtGuard = config.inDoubtGuard !== false;
     this.guards = [...(config.guards ?? [])];
     this.approvers = new Map(Object.entries(config.approvers ?? {}));
     const ajv = createSchemaAjv();
@@ -248,6 +253,7 @@ class Gateway implements ToolGateway {
     const rejected = checkGrantAndSchema(registered, this.runtime.granted(this.caller, call.name), call)
       ?? checkAvailability(registered!)
       ?? (await runGuards(this.runtime.guards, ctx, control))
+      ?? (this.runtime.inDoubtGuard ? await this.inDoubt(call) : null)
       ?? control.interrupt();
     faultPoint('call:before');
     if (rejected) {
@@ -332,6 +338,15 @@ class Gateway implements ToolGateway {
     });
     faultPoint('result:after');
     return { call, result, callEvent, startedEvent, resultEvent: receipt.events[0]! };
+  }
+
+  /** The in-doubt guard's read; a store that cannot answer fails the call as a recording error, nothing written. */
+  private async inDoubt(call: ToolCall) {
+    try {
+      return await checkInDoubt(this.binding.owner, call);
+    } catch (error) {
+      throw new ToolRecordingError('call', call, null, error);
+    }
   }
 
   /** Writes the start marker conditioned on the latest attempt; null when a newer attempt superseded this call. */

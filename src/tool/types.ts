@@ -83,6 +83,12 @@ export interface ToolRuntimeConfig {
    * frames), or its text. The model reads a fixed sentence either way.
    */
   readonly describePanic?: PanicDescriber;
+  /**
+   * The in-doubt guard (docs/design.md#the-in-doubt-guard): a new operation identical (task, tool, contract revision,
+   * canonical arguments) to an earlier unknown or non-idempotent operation whose outcome is in doubt is refused
+   * before its body, recorded as `in_doubt`. Default true; false turns it off.
+   */
+  readonly inDoubtGuard?: boolean;
 }
 
 export interface ToolBinding {

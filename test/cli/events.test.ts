@@ -21,14 +21,14 @@ describe('jingwei events', () => {
     assert.doesNotMatch(r.stdout, COLOUR, 'no colour when stdout is not a terminal');
     const lines = r.stdout.trimEnd().split('\n');
     assert.equal(lines[0], 'Session alpha: 10 events');
-    assert.match(lines[1]!, /^SEQ\s+TURN\s+TYPE\s+WHAT$/);
+    assert.match(lines[1]!, /^SEQ\s+RECORDED AT\s+TURN\s+TYPE\s+WHAT$/);
     assert.equal(lines.length, 12);
-    assert.match(lines[2]!, /^\s*0\s+turn-a\s+user_message\s+"Place the order"$/);
-    assert.match(lines[3]!, /^\s*1\s+turn-a\s+tool_call\s+check_stock\s+call c-ok\s+read_only\/v1\s+key k-ok\s+args \{"sku":"x"\}$/);
-    assert.match(lines[4]!, /^\s*2\s+turn-a\s+tool_started\s+call c-ok\s+body starting$/);
-    assert.match(lines[5]!, /^\s*3\s+turn-a\s+tool_result\s+call c-ok\s+succeeded \{"on_hand":3\}$/);
-    assert.match(lines[8]!, /^\s*6\s+turn-a\s+tool_result\s+call c-idem\s+failed body_failure tool_body_failure: body_failure happened \(retryable\)$/);
-    assert.match(lines[11]!, /^\s*9\s+turn-a\s+tool_call\s+ship_order\s+call c-ship\s+non_idempotent\/v1\s+key k-ship/);
+    assert.match(lines[2]!, /^\s*0\s+-\s+turn-a\s+user_message\s+"Place the order"$/);
+    assert.match(lines[3]!, /^\s*1\s+-\s+turn-a\s+tool_call\s+check_stock\s+call c-ok\s+read_only\/v1\s+key k-ok\s+args \{"sku":"x"\}$/);
+    assert.match(lines[4]!, /^\s*2\s+-\s+turn-a\s+tool_started\s+call c-ok\s+body starting$/);
+    assert.match(lines[5]!, /^\s*3\s+-\s+turn-a\s+tool_result\s+call c-ok\s+succeeded \{"on_hand":3\}$/);
+    assert.match(lines[8]!, /^\s*6\s+-\s+turn-a\s+tool_result\s+call c-idem\s+failed body_failure tool_body_failure: body_failure happened \(retryable\)$/);
+    assert.match(lines[11]!, /^\s*9\s+-\s+turn-a\s+tool_call\s+ship_order\s+call c-ship\s+non_idempotent\/v1\s+key k-ship/);
   });
 
   it('--json prints the wire records, byte for byte what the store exports', async () => {

@@ -124,7 +124,7 @@ describe('jingwei import', () => {
     assert.equal(legacy.code, 0, 'a legacy call cannot be acted on');
     assert.match(legacy.stdout, /retry\/legacy: An old ToolCall without the operation field → No trustworthy stable key/);
     const events = cli(['events', target, SESSION]);
-    assert.match(events.stdout, /^\s*7\s+…0a1b2c3d\s+done\s+\(kept as is, not interpreted\) \{"status":"checkpointed"\}$/m);
+    assert.match(events.stdout, /^\s*7\s+-\s+…0a1b2c3d\s+done\s+\(kept as is, not interpreted\) \{"status":"checkpointed"\}$/m);
   });
 
   it('reads standard input for -, and --session refuses a journal of another session', () => {

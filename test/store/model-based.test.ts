@@ -133,6 +133,17 @@ const commands = [
       }))),
   fc.tuple(host, session).map(([h, s]) => cmd(`release(${h}, ${s})`, (pair) =>
     both(pair, 'release', (side) => owner(side, h, s).release()))),
+  fc.tuple(fc.option(session, { nil: undefined }), fc.integer({ min: 1, max: 3 })).map(([s, limit]) => cmd(`attention(${s}, ${limit})`, (pair) =>
+    both(pair, 'attention', async (side) => {
+      const pages = [];
+      let cursor: string | null = null;
+      do {
+        const page = await side.store.attention({ ...(s ? { sessionId: s } : {}), status: ['no_result', 'outcome_unknown', 'not_executed', 'completed', 'resolved'], limit, cursor });
+        pages.push(page.items);
+        cursor = page.next;
+      } while (cursor !== null);
+      return pages;
+    }))),
   session.map((s) => cmd(`loadHistory(${s})`, (pair) => both(pair, 'loadHistory', (side) => side.store.loadHistory(s)))),
   fc.constant(cmd('listSessions', (pair) =>
     both(pair, 'listSessions', async (side) => (await side.store.listSessions()).sort((a, b) => (a.sessionId < b.sessionId ? -1 : 1))))),
@@ -144,12 +155,19 @@ const commands = [
     }))),
 ];
 
-function modelRun(open: () => Promise<SessionStore>, numRuns: number) {
+/** The same clock on both sides, going back now and then: recorded times must still never decrease. */
+function steppingClock(): () => number {
+  const steps = [0, 7, 3, 3, 12, 1, 40];
+  let i = 0;
+  return () => 1_764_547_200_000 + steps[i++ % steps.length]! + 100 * Math.floor(i / steps.length);
+}
+
+function modelRun(open: (clock: () => number) => Promise<SessionStore>, numRuns: number) {
   return fc.assert(
     fc.asyncProperty(fc.commands(commands, { maxCommands: 25 }), async (cmds) => {
       const pair: Pair = {
-        model: { store: createMemoryStore(), owners: new Map(), open: new Map() },
-        real: { store: await open(), owners: new Map(), open: new Map() },
+        model: { store: createMemoryStore({ clock: steppingClock() }), owners: new Map(), open: new Map() },
+        real: { store: await open(steppingClock()), owners: new Map(), open: new Map() },
         ids: 0,
       };
       try {
@@ -166,12 +184,12 @@ function modelRun(open: () => Promise<SessionStore>, numRuns: number) {
 describe('model-based: SQLite against the memory model', () => {
   const dir = tempDir();
   it('every command sequence observes the same results', async () => {
-    await modelRun(async () => openSqliteStore(tempDbPath(dir)), 60);
+    await modelRun(async (clock) => openSqliteStore(tempDbPath(dir), { clock }), 60);
   });
 });
 
 describePostgres('model-based: PostgreSQL against the memory model', (url) => {
   it('every command sequence observes the same results', async () => {
-    await modelRun(() => openPostgresStore(url, { schema: freshSchema() }), 25);
+    await modelRun(async (clock) => openPostgresStore(url, { schema: freshSchema(), clock }), 25);
   });
 });

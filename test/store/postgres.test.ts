@@ -3,7 +3,7 @@ import { it, describe } from 'node:test';
 import pg from 'pg';
 import type { EventDraft } from '../../src/event/types.js';
 import { JournalCorruptError } from '../../src/errors.js';
-import { newCallId, newOperationKey, newTurnId, type CallId, type OperationKey, type SessionId, type TaskId, type TurnId } from '../../src/ids.js';
+import { newCallId, newOperationKey, newTurnId, type CallId, type EventId, type OperationKey, type SessionId, type TaskId, type TurnId } from '../../src/ids.js';
 import { openPostgresStore, POSTGRES_SCHEMA_VERSION } from '../../src/postgres.js';
 import { decideCommit } from '../../src/store/decisions.js';
 import type { JournalStore } from '../../src/store/journal-store.js';
@@ -64,7 +64,7 @@ describePostgres('PostgreSQL store', (url) => {
       assert.deepEqual(version.rows, [{ version: POSTGRES_SCHEMA_VERSION }]);
       const tables = await admin.query<{ t: string }>(
         `SELECT table_name AS t FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, [schema]);
-      assert.deepEqual(tables.rows.map((r) => r.t), ['jw_events', 'jw_operations', 'jw_schema_version', 'jw_sessions', 'jw_tasks']);
+      assert.deepEqual(tables.rows.map((r) => r.t), ['jw_attention', 'jw_events', 'jw_operations', 'jw_schema_version', 'jw_sessions', 'jw_tasks']);
       const owner = await stores[0]!.acquire('s-schema', { owner: 'h' });
       await owner.append([message('one')]);
       assert.equal((await stores[4]!.loadHistory('s-schema')).length, 1);
@@ -339,9 +339,10 @@ describePostgres('PostgreSQL store', (url) => {
       const memory = createMemoryStore();
       const writer = await memory.acquire('s-big', { owner: 'h' });
       const batch: EventDraft[] = [];
-      const shortTurn = 't' as TurnId; // short ids keep 100,000 events within the 16 MiB history limit
+      // Short ids keep 100,000 events, each with its recorded time, within the 16 MiB history limit.
+      const shortTurn = 't' as TurnId;
       for (let i = 0; i < 100_000; i++) {
-        batch.push({ turnId: shortTurn, kind: { type: 'user_message', text: String(i % 10) } });
+        batch.push({ eventId: `e${i}` as EventId, turnId: shortTurn, kind: { type: 'user_message', text: String(i % 10) } });
         if (batch.length === 5_000) await writer.append(batch.splice(0));
       }
       const jsonl = await memory.exportJsonl('s-big');

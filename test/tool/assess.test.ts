@@ -68,7 +68,14 @@ describe('assessSession', () => {
       listed: 8,
       byNextStep: { retry_allowed: 3, needs_review: 2, completed: 1, superseded: 1, legacy: 1 },
       byStatus: { completed: 1, not_executed: 2, outcome_unknown: 6 },
+      byAttention: { in_doubt: 3, interrupted: 1, none: 4 },
     });
+    // Attention means attention: in doubt (b1, e1, r1) or interrupted before any answer (d1); c2's denial was
+    // recorded before the body and delivered to its caller, so it is not pending work although a retry is allowed.
+    assert.deepEqual(
+      Object.fromEntries(report.calls.map((c) => [c.callId, c.attention])),
+      { a1: 'none', b1: 'in_doubt', c1: 'none', c2: 'none', d1: 'interrupted', e1: 'in_doubt', l1: 'none', r1: 'in_doubt' },
+    );
   });
 
   it('a corrupt history throws invalid_evidence; a changed binding throws binding_changed', () => {

@@ -2,7 +2,7 @@ import { encodeEventText } from '../../event/codec.js';
 import { integerOption, STORE_ARGUMENT, type Command } from '../command.js';
 import { escapeOutput } from '../escape.js';
 import { EXIT } from '../exit.js';
-import { eventSummary, eventType, num, safe, shortId, table } from '../format.js';
+import { eventSummary, eventType, num, safe, shortId, table, timeText } from '../format.js';
 import { loadSession, withStore } from '../session.js';
 
 export const eventsCommand: Command = {
@@ -16,7 +16,8 @@ export const eventsCommand: Command = {
   },
   description: `
 Prints the confirmed journal of one session in physical order, after verifying it (a damaged journal is reported,
-never printed in part). The readable form shows, per event, its sequence number, turn, type and what it records;
+never printed in part). The readable form shows, per event, its sequence number, when the store recorded it (- for
+events written before the store kept times), turn, type and what it records;
 ids are shortened to their last 8 characters (commands accept any unique part of an id). --json prints the exact
 wire records instead.`,
   exitCodes: 'This command exits 1 when the journal is corrupt.',
@@ -38,9 +39,9 @@ wire records instead.`,
       const s = out.style;
       out.line(s.bold(`Session ${safe(sessionId)}: ${num(history.length)} events`) + (slice.length < history.length ? `, showing ${num(slice.length)} from seq ${num(from)}` : ''));
       if (slice.length === 0) return EXIT.ok;
-      const rows = slice.map((e) => [String(e.seq), shortId(e.turnId), eventType(e), eventSummary(e, s)]);
+      const rows = slice.map((e) => [String(e.seq), timeText(e.recordedAt), shortId(e.turnId), eventType(e), eventSummary(e, s)]);
       out.line(table(
-        [{ header: 'SEQ', align: 'right' }, { header: 'TURN' }, { header: 'TYPE' }, { header: 'WHAT' }],
+        [{ header: 'SEQ', align: 'right' }, { header: 'RECORDED AT' }, { header: 'TURN' }, { header: 'TYPE' }, { header: 'WHAT' }],
         rows,
         s,
         out.width !== undefined ? { width: out.width } : {},

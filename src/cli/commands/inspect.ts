@@ -17,10 +17,8 @@ import {
 } from '../assessment.js';
 import { STORE_ARGUMENT, type Command, type CommandContext } from '../command.js';
 import { EXIT, UsageError, type ExitCode } from '../exit.js';
-import { num, paragraph, plural, safe, shortId, table } from '../format.js';
+import { durationText, num, paragraph, plural, safe, shortId, table, timeText } from '../format.js';
 import { loadSession, matchId, withStore } from '../session.js';
-
-const needsAttention = (step: string) => step === 'needs_review' || step === 'retry_allowed';
 
 function assessedJson(c: ToolCallAssessment) {
   return {
@@ -32,6 +30,7 @@ function assessedJson(c: ToolCallAssessment) {
     key: c.key,
     status: c.status,
     next_step: c.nextStep,
+    attention: c.attention,
     reason: c.reason,
     attempt: c.attempt,
     attempts: c.attempts,
@@ -53,6 +52,7 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
       tool_calls: assessment.totals.calls,
       succeeded: assessment.totals.succeeded,
       needs_attention: attention.total,
+      handled_failures: attention.handled,
       by_next_step: assessment.totals.byNextStep,
       by_status: assessment.totals.byStatus,
       calls: assessment.calls.map(assessedJson),
@@ -63,6 +63,9 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
   const t = assessment.totals;
   out.line(s.bold(`Session ${safe(sessionId)}: ${plural(assessment.events, 'event')}, ${plural(t.calls, 'tool call')}, ${num(t.succeeded)} succeeded.`));
   out.line(attention.total > 0 ? s.yellow(`Needs attention: ${attentionText(attention).replace(/^\d+/, (n) => plural(Number(n), 'call'))}.`) : s.green('Nothing needs attention.'));
+  if (attention.handled > 0) {
+    out.line(s.dim(`${plural(attention.handled, 'failure')} recorded before the body and delivered to the caller: shown below, not pending work.`));
+  }
   if (assessment.calls.length === 0) return code;
   out.line();
   out.line(`Calls without their own success (${num(assessment.calls.length)}), in journal order:`);
@@ -91,7 +94,8 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
     return x ? { status: x.status, next_step: x.nextStep } : { status: 'completed', next_step: 'completed' };
   };
   const width = out.width;
-  const code = needsAttention(nextStep) ? EXIT.findings : EXIT.ok;
+  const attention = assessed?.attention ?? 'none';
+  const code = attention !== 'none' ? EXIT.findings : EXIT.ok;
   if (options.json === true) {
     out.line(JSON.stringify({
       session_id: sessionId,
@@ -104,12 +108,18 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
       start_marker: op?.startMarker === true,
       retry_of: op?.retry ? { call_id: op.retry.callId, event_id: op.retry.eventId, review: op.retry.review } : null,
       arguments: call.arguments,
+      called_at: record.event.recordedAt ?? null,
+      started_at: record.started?.recordedAt ?? null,
+      ended_at: record.resultEvent?.recordedAt ?? null,
+      waited_before_body: durationText(record.event.recordedAt, record.started?.recordedAt),
+      body_ran: durationText(record.started?.recordedAt, record.resultEvent?.recordedAt),
       call_seq: record.event.seq,
       started_seq: record.started?.seq ?? null,
       result_seq: record.resultEvent?.seq ?? null,
       result: record.result ? encodeToolResult(record.result) : null,
       status,
       next_step: nextStep,
+      attention,
       reason: assessed?.reason ?? 'its own result is a success',
       decision_rows: rows,
       attempt: attemptIndex,
@@ -128,6 +138,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   if (review) field('review', review);
   const marker = op?.startMarker === true ? (record.started ? `tool_started at seq ${record.started.seq}` : 'no tool_started (the body never started)') : 'records no start marker (not the canonical runtime)';
   field('journal', `tool_call at seq ${record.event.seq}; ${marker}; ${record.resultEvent ? `tool_result at seq ${record.resultEvent.seq}` : 'no tool_result'}`);
+  field('times', timesText(record));
   field('result', record.result ? resultWord(record) + (record.result.outcome.status === 'failed' ? ` (${safe(record.result.outcome.code)}: ${safe(record.result.outcome.message)})` : '') : 'none recorded');
   field('status', colourStatus(status, s));
   field('next step', colourStep(nextStep, s));
@@ -154,6 +165,21 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   return code;
 }
 
+/** When the call, its start marker and its result were recorded, and the durations between them. */
+function timesText(record: CallRecord): string {
+  const called = record.event.recordedAt;
+  if (!called) return 'not recorded (written before the store kept times)';
+  const parts = [`called ${timeText(called)}`];
+  const started = record.started?.recordedAt;
+  const ended = record.resultEvent?.recordedAt;
+  const waited = durationText(called, started);
+  if (started) parts.push(`body started ${timeText(started)}` + (waited && waited !== '0 ms' ? ` (waited ${waited}: approval or checks)` : ''));
+  const ran = durationText(started, ended);
+  if (ended) parts.push(ran ? `result ${timeText(ended)} (body ran ${ran})` : `result ${timeText(ended)}`);
+  else parts.push('no result yet');
+  return parts.join('; ');
+}
+
 export const inspectCommand: Command = {
   name: 'inspect',
   summary: 'assess a session after a crash: every call without success, its status, next step and why',
@@ -171,8 +197,9 @@ call without its own success is listed with its recovery status (completed, not_
 next step (retry_allowed, needs_review, completed, superseded, legacy) and the reason. Given a call, it shows that
 call's journal records, every attempt of its operation, the rows of the retry policy that apply, and
 what a host may do. This command never writes: retries and reviews go through the host API.`,
-  exitCodes: `This command exits 1 when a call needs attention (retry_allowed or needs_review; for one call: that
-call), or when the journal is corrupt or its tool evidence invalid.`,
+  exitCodes: `This command exits 1 when a call needs attention (its outcome is in doubt, or it was interrupted before
+anyone saw an answer; for one call: that call), or when the journal is corrupt or its tool evidence invalid. A
+failure recorded before the body and delivered to its caller is shown but does not need attention.`,
   examples: ['jingwei inspect journal.db demo-1a2b3c4d', 'jingwei inspect journal.db demo-1a2b3c4d 9f3e2a71'],
   async run(ctx) {
     const { io, args, out } = ctx;

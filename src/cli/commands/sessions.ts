@@ -30,8 +30,10 @@ export const sessionsCommand: Command = {
   },
   description: `
 Lists every session in the store: how many events its journal holds, its ownership epoch and current owner, and
-how many tool calls need a host's attention (needs_review: a trusted review is required before any retry;
-retry_allowed: a host may prepare one retry). Every journal is loaded and verified on the way, so a damaged one
+how many tool calls need a host's attention: calls whose outcome is in doubt (needs_review: a trusted review is
+required before any retry) or that were interrupted before anyone saw an answer (retry_allowed: a host may prepare
+one retry). A failure recorded before the body and delivered to its caller is not pending work, even when a retry
+would be allowed: the caller saw it and decided ('jingwei inspect' shows such calls). Every journal is loaded and verified on the way, so a damaged one
 shows up here with the sequence number and reason of the damage.`,
   exitCodes: `This command exits 1 when a journal is corrupt or its tool evidence is invalid; calls needing
 attention alone do not make it fail (use 'jingwei inspect' for that).`,
@@ -49,7 +51,7 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
           let problem: Problem | null = null;
           try {
             const history = await store.loadHistory(s.sessionId);
-            attention = history.length === 0 ? { total: 0, needsReview: 0, retryAllowed: 0 } : attentionOf(assessSession(history));
+            attention = history.length === 0 ? { total: 0, needsReview: 0, retryAllowed: 0, handled: 0 } : attentionOf(assessSession(history));
           } catch (error) {
             if (error instanceof JournalCorruptError) problem = { kind: 'journal_corrupt', seq: error.seq, reason: error.reason, message: error.message };
             else if (error instanceof ToolRetryError) problem = { kind: 'invalid_evidence', code: error.code, message: error.message };
@@ -72,6 +74,7 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
             needs_attention: r.attention?.total ?? null,
             needs_review: r.attention?.needsReview ?? null,
             retry_allowed: r.attention?.retryAllowed ?? null,
+            handled_failures: r.attention?.handled ?? null,
             problem: r.problem,
           })),
         }, null, 2));

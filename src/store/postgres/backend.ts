@@ -5,8 +5,11 @@ import type { SessionId } from '../../ids.js';
 import { POSTGRES_DEFAULTS } from '../../limits.js';
 import { journalLedger } from '../decisions.js';
 import { JournalStore } from '../journal-store.js';
-import type { EventRow, JournalBackend, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from '../rows.js';
-import { int, sessionValues, taskValues, toOperation, toSession, toTask, type OperationRecord, type SessionRecord, type TaskRecord } from '../sql-rows.js';
+import type { AttentionRow, AttentionScan, EventRow, JournalBackend, OperationBinding, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from '../rows.js';
+import {
+  attentionScanSql, attentionValues, int, sessionValues, taskValues, toAttention, toOperation, toSession, toTask,
+  type AttentionRecord, type OperationRecord, type SessionRecord, type TaskRecord,
+} from '../sql-rows.js';
 import type { SessionStore } from '../types.js';
 import { Pool, type PoolClient, type QueryResult, type QueryResultRow } from './driver.js';
 import type { PgPool } from './driver-types.js';
@@ -42,6 +45,8 @@ class PostgresBackend implements JournalBackend {
   private readonly beginRead: string;
   /** Prefix of this schema's statement names (the SQL differs per schema; names are at most 63 bytes). */
   private readonly statementPrefix: string | undefined;
+  /** The quoted schema name. */
+  private readonly schemaName: string;
 
   constructor(
     private readonly pool: Pool,
@@ -51,6 +56,7 @@ class PostgresBackend implements JournalBackend {
     prepare: boolean,
   ) {
     const S = `"${schema}"`;
+    this.schemaName = S;
     this.location = `schema ${schema}`;
     this.statementPrefix = prepare
       ? `jw${POSTGRES_SCHEMA_VERSION}_${createHash('sha256').update(schema).digest('hex').slice(0, 16)}_`
@@ -154,6 +160,9 @@ class PostgresBackend implements JournalBackend {
     const idsRes = reads.eventIds?.length
       ? await this.run<{ event_id: string }>(client, 'existingEventIds', [sessionId, [...reads.eventIds]])
       : undefined;
+    const attentionRes = reads.attentionCalls?.length
+      ? await this.run<AttentionRecord>(client, 'attentionByCalls', [sessionId, [...reads.attentionCalls]])
+      : undefined;
     const s = sessionRes.rows[0];
     const t = taskRes?.rows[0];
     const o = opRes?.rows[0];
@@ -164,6 +173,7 @@ class PostgresBackend implements JournalBackend {
         task: t ? toTask(t) : undefined,
         operation: o && reads.operation ? toOperation(reads.operation, o) : undefined,
         existingEventIds: idsRes?.rows.map((r) => r.event_id) ?? [],
+        attention: attentionRes?.rows.map(toAttention) ?? [],
       });
     } catch (error) {
       throw new Passthrough(error);
@@ -178,6 +188,7 @@ class PostgresBackend implements JournalBackend {
         ops.map((x) => x.taskId), ops.map((x) => x.key), ops.map((x) => x.sessionId), ops.map((x) => x.callId), ops.map((x) => x.eventId),
       ]);
     }
+    for (const a of writes.attention ?? []) await this.run(client, 'upsertAttention', attentionValues(a, (b) => b));
     faultPoint('commit:before');
     const beforeCommit = beforeCommitHooks.get(this);
     if (beforeCommit) {
@@ -258,6 +269,21 @@ class PostgresBackend implements JournalBackend {
     });
   }
 
+  async scanAttention(scan: AttentionScan): Promise<AttentionRow[]> {
+    return this.inTransaction(this.beginRead, 'attention queue', async (client) => {
+      const { text, values } = attentionScanSql(`${this.schemaName}.jw_attention`, scan, (i) => `$${i}`, ' COLLATE "C"');
+      const res = await client.query<AttentionRecord>(text, values);
+      return res.rows.map(toAttention);
+    });
+  }
+
+  async findAttention(sessionId: SessionId, b: OperationBinding): Promise<AttentionRow[]> {
+    return this.inTransaction(this.beginRead, `session ${sessionId}`, async (client) => {
+      const res = await this.run<AttentionRecord>(client, 'attentionByBinding', [sessionId, b.taskId, b.tool, b.argsDigest, b.revision]);
+      return res.rows.map(toAttention);
+    });
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -313,5 +339,5 @@ export async function openPostgresStore(urlOrPool: string | PgPool, options: Pos
     throw mapPostgresError(error, `open schema ${schema}`);
   }
   const backend = new PostgresBackend(pool, ownsPool, schema, { lock, statement, idle }, options.prepare !== false);
-  return new JournalStore(backend);
+  return new JournalStore(backend, options.clock ? { clock: options.clock } : {});
 }

@@ -1,7 +1,7 @@
 import type { PgPool } from './driver-types.js';
 
 /** The schema version this code writes and understands. A database at a higher version is refused on open. */
-export const POSTGRES_SCHEMA_VERSION = 3;
+export const POSTGRES_SCHEMA_VERSION = 4;
 
 export interface PostgresStoreOptions {
   /**
@@ -31,6 +31,11 @@ export interface PostgresStoreOptions {
    * a transaction-mode pooler that cannot carry prepared statements. Default true.
    */
   prepare?: boolean;
+  /**
+   * The clock event times are recorded with, in epoch milliseconds. Default `Date.now`. Times never decrease within a
+   * session whatever it returns (docs/design.md#recorded-times).
+   */
+  clock?: () => number;
 }
 
 export type { PgPool };

@@ -23,6 +23,23 @@ ALTER TABLE ${S}.jw_tasks DROP CONSTRAINT jw_tasks_pkey,
 ALTER TABLE ${S}.jw_operations DROP CONSTRAINT jw_operations_pkey,
   ADD CONSTRAINT jw_operations_pkey PRIMARY KEY (session_id, task_id, key);`;
 
+/**
+ * Version 4. Recorded times and the attention index: one row per operation, kept by each commit. Operations recorded before
+ * the upgrade are not in the index.
+ */
+const MIGRATE_ATTENTION = (S: string) => `
+ALTER TABLE ${S}.jw_sessions ADD COLUMN recorded_at BIGINT;
+CREATE TABLE ${S}.jw_attention (
+  session_id TEXT NOT NULL, task_id TEXT NOT NULL, key TEXT NOT NULL, call_id TEXT NOT NULL, tool TEXT NOT NULL,
+  effect TEXT NOT NULL, revision TEXT NOT NULL, args_digest TEXT NOT NULL, start_marker BOOLEAN NOT NULL,
+  started BOOLEAN NOT NULL, status TEXT NOT NULL, category TEXT, called_at BIGINT, started_at BIGINT,
+  ended_at BIGINT, updated_at BIGINT,
+  CONSTRAINT jw_attention_pkey PRIMARY KEY (session_id, task_id, key)
+);
+CREATE INDEX jw_attention_call ON ${S}.jw_attention (session_id, call_id);
+CREATE INDEX jw_attention_binding ON ${S}.jw_attention (session_id, task_id, tool, args_digest);
+CREATE INDEX jw_attention_status ON ${S}.jw_attention (status, session_id COLLATE "C", task_id COLLATE "C", key COLLATE "C");`;
+
 /** The DDL of each schema version; index n migrates version n-1 to n. `S` is the quoted schema name. */
 const MIGRATIONS: ReadonlyArray<(S: string) => string> = [
   () => '',
@@ -51,6 +68,8 @@ CREATE TABLE ${S}.jw_operations (
   // Version 2: each outstanding output reservation, so one left by a fenced owner can be settled.
   (S) => `ALTER TABLE ${S}.jw_tasks ADD COLUMN reservations TEXT NOT NULL DEFAULT '[]';`,
   MIGRATE_SESSION_KEYS,
+  // Version 4: recorded times (the session's last one) and the attention index (docs/design.md#the-attention-index).
+  (S) => MIGRATE_ATTENTION(S),
 ];
 
 /**

@@ -1,4 +1,4 @@
-import { SESSION_COLUMNS, TASK_COLUMNS } from '../sql-rows.js';
+import { ATTENTION_COLUMNS, ATTENTION_UPDATE, SESSION_COLUMNS, TASK_COLUMNS } from '../sql-rows.js';
 
 /** Every statement the PostgreSQL backend runs, for the tables in schema `S` (already quoted). */
 export function postgresStatements(S: string) {
@@ -7,10 +7,10 @@ export function postgresStatements(S: string) {
   return {
       session: `SELECT ${sessionCols} FROM ${S}.jw_sessions WHERE session_id = $1`,
     lockSession: `SELECT ${sessionCols} FROM ${S}.jw_sessions WHERE session_id = $1 FOR UPDATE`,
-    insertSession: `INSERT INTO ${S}.jw_sessions (${sessionCols}) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    insertSession: `INSERT INTO ${S}.jw_sessions (${sessionCols}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
     updateSession:
-      `UPDATE ${S}.jw_sessions SET owner = $2, held = $3, epoch = $4, last_seq = $5, head_hash = $6, body_bytes = $7 ` +
-      'WHERE session_id = $1 AND epoch = $8 AND last_seq = $9',
+      `UPDATE ${S}.jw_sessions SET owner = $2, held = $3, epoch = $4, last_seq = $5, head_hash = $6, body_bytes = $7, recorded_at = $8 ` +
+      'WHERE session_id = $1 AND epoch = $9 AND last_seq = $10',
     insertEvents:
       `INSERT INTO ${S}.jw_events (session_id, seq, event_id, epoch, body, hash) ` +
       'SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[])',
@@ -31,6 +31,12 @@ export function postgresStatements(S: string) {
       `SELECT ${sessionCols.split(', ').map((c) => `s.${c}`).join(', ')}, ` +
       `(SELECT count(*) FROM ${S}.jw_events e WHERE e.session_id = s.session_id) AS events ` +
       `FROM ${S}.jw_sessions s ORDER BY s.session_id COLLATE "C"`,
+    attentionByCalls: `SELECT ${ATTENTION_COLUMNS} FROM ${S}.jw_attention WHERE session_id = $1 AND call_id = ANY($2::text[]) FOR UPDATE`,
+    attentionByBinding:
+      `SELECT ${ATTENTION_COLUMNS} FROM ${S}.jw_attention WHERE session_id = $1 AND task_id = $2 AND tool = $3 AND args_digest = $4 AND revision = $5`,
+    upsertAttention:
+      `INSERT INTO ${S}.jw_attention (${ATTENTION_COLUMNS}) VALUES (${ATTENTION_COLUMNS.split(', ').map((_, i) => `$${i + 1}`).join(', ')}) ` +
+      `ON CONFLICT (session_id, task_id, key) DO UPDATE SET ${ATTENTION_UPDATE}`,
       };
 }
 

@@ -5,8 +5,8 @@ import type { SessionId } from '../../ids.js';
 import { STORE_DEFAULTS } from '../../limits.js';
 import { faultPoint } from '../../fault.js';
 import { JournalStore } from '../journal-store.js';
-import type { EventRow, JournalBackend, SessionRow, TaskRow, TxReads, TxState, TxWrites } from '../rows.js';
-import { sessionValues, taskValues, toOperation, toSession, toTask } from '../sql-rows.js';
+import type { AttentionRow, AttentionScan, EventRow, JournalBackend, OperationBinding, SessionRow, TaskRow, TxReads, TxState, TxWrites } from '../rows.js';
+import { attentionScanSql, attentionValues, sessionValues, taskValues, toAttention, toOperation, toSession, toTask, type AttentionRecord } from '../sql-rows.js';
 import type { SessionStore } from '../types.js';
 import { Database, type Transaction } from './driver.js';
 import { mapSqliteError } from './errors.js';
@@ -65,11 +65,16 @@ class SqliteBackend implements JournalBackend {
       task: task ? toTask(task) : undefined,
       operation: op && reads.operation ? toOperation(reads.operation, op) : undefined,
       existingEventIds: (reads.eventIds ?? []).filter((id) => s.eventIdExists.get(sessionId, id) !== undefined),
+      attention: (reads.attentionCalls ?? []).flatMap((id) => {
+        const r = s.attentionByCall.get(sessionId, id);
+        return r ? [toAttention(r)] : [];
+      }),
     });
     if (writes.session) this.writeSession(writes.session.row, writes.session.expect);
     for (const e of writes.events ?? []) s.insertEvent.run(e.sessionId, e.seq, e.eventId, e.epoch, e.body, e.hash);
     if (writes.task) this.writeTask(writes.task.row);
     for (const o of writes.operations ?? []) s.upsertOperation.run(o.taskId, o.key, o.sessionId, o.callId, o.eventId);
+    for (const a of writes.attention ?? []) s.upsertAttention.run(...attentionValues(a, (b) => (b ? 1 : 0)));
     faultPoint('commit:before');
     return writes.result;
   }
@@ -107,6 +112,17 @@ class SqliteBackend implements JournalBackend {
 
   async listSessions() {
     return this.run('', () => this.stmt.list.all()).map((r) => ({ session: toSession(r), events: r.events }));
+  }
+
+  async scanAttention(scan: AttentionScan): Promise<AttentionRow[]> {
+    return this.run('', () => {
+      const { text, values } = attentionScanSql('jw_attention', scan, () => '?');
+      return (this.db.prepare(text).all(...values) as AttentionRecord[]).map(toAttention);
+    });
+  }
+
+  async findAttention(sessionId: SessionId, b: OperationBinding): Promise<AttentionRow[]> {
+    return this.run(sessionId, () => this.stmt.attentionByBinding.all(sessionId, b.taskId, b.tool, b.argsDigest, b.revision).map(toAttention));
   }
 
   async close(): Promise<void> {
@@ -198,5 +214,5 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     db.close();
     throw mapSqliteError(error, '*');
   }
-  return new JournalStore(new SqliteBackend(db, path));
+  return new JournalStore(new SqliteBackend(db, path), options.clock ? { clock: options.clock } : {});
 }

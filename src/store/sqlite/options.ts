@@ -1,5 +1,5 @@
 /** The schema version this code writes and understands (`PRAGMA user_version`). A newer file is refused on open. */
-export const SQLITE_SCHEMA_VERSION = 3;
+export const SQLITE_SCHEMA_VERSION = 4;
 
 export interface SqliteStoreOptions {
   /** How long a writer waits for another connection's lock before StoreBusyError. Default 5,000 ms. */
@@ -17,6 +17,11 @@ export interface SqliteStoreOptions {
    * current schema version. Default false.
    */
   readonly?: boolean;
+  /**
+   * The clock event times are recorded with, in epoch milliseconds. Default `Date.now`. Times never decrease within a
+   * session whatever it returns (docs/design.md#recorded-times).
+   */
+  clock?: () => number;
 }
 
 /**

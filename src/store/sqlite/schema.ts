@@ -6,10 +6,23 @@ import { SQLITE_SCHEMA_VERSION, type SqliteStoreOptions } from './options.js';
 export { SQLITE_SCHEMA_VERSION };
 
 
+/** The attention index (docs/design.md#the-attention-index): one row per operation, kept by each commit. */
+const ATTENTION_TABLE = `
+CREATE TABLE jw_attention (
+  session_id TEXT NOT NULL, task_id TEXT NOT NULL, key TEXT NOT NULL, call_id TEXT NOT NULL, tool TEXT NOT NULL,
+  effect TEXT NOT NULL, revision TEXT NOT NULL, args_digest TEXT NOT NULL, start_marker INTEGER NOT NULL,
+  started INTEGER NOT NULL, status TEXT NOT NULL, category TEXT, called_at INTEGER, started_at INTEGER,
+  ended_at INTEGER, updated_at INTEGER, PRIMARY KEY (session_id, task_id, key)
+) STRICT;
+CREATE INDEX jw_attention_call ON jw_attention (session_id, call_id);
+CREATE INDEX jw_attention_binding ON jw_attention (session_id, task_id, tool, args_digest);
+CREATE INDEX jw_attention_status ON jw_attention (status, session_id, task_id, key);
+`;
+
 const SCHEMA = `
 CREATE TABLE jw_sessions (
   session_id TEXT PRIMARY KEY, owner TEXT, held INTEGER NOT NULL, epoch INTEGER NOT NULL,
-  last_seq INTEGER NOT NULL, head_hash TEXT NOT NULL, body_bytes INTEGER NOT NULL
+  last_seq INTEGER NOT NULL, head_hash TEXT NOT NULL, body_bytes INTEGER NOT NULL, recorded_at INTEGER
 ) STRICT;
 CREATE TABLE jw_events (
   session_id TEXT NOT NULL, seq INTEGER NOT NULL, event_id TEXT NOT NULL, epoch INTEGER NOT NULL,
@@ -27,7 +40,7 @@ CREATE TABLE jw_operations (
   task_id TEXT NOT NULL, key TEXT NOT NULL, session_id TEXT NOT NULL, call_id TEXT NOT NULL, event_id TEXT NOT NULL,
   PRIMARY KEY (session_id, task_id, key)
 ) STRICT;
-`;
+${ATTENTION_TABLE}`;
 
 /** Version 1 → 2: each outstanding output reservation, so one left by a fenced owner can be settled. */
 const MIGRATE_1_TO_2 = "ALTER TABLE jw_tasks ADD COLUMN reservations TEXT NOT NULL DEFAULT '[]'";
@@ -63,8 +76,15 @@ DROP TABLE jw_operations;
 ALTER TABLE jw_operations_by_session RENAME TO jw_operations;
 `;
 
+/**
+ * Version 3 → 4: recorded times (the session's last one) and the attention index. Operations recorded before the
+ * upgrade are not in the index (docs/design.md#the-attention-index).
+ */
+const MIGRATE_ATTENTION = `ALTER TABLE jw_sessions ADD COLUMN recorded_at INTEGER;
+${ATTENTION_TABLE}`;
+
 /** The step from each version to the next: index n migrates version n to n + 1 (index 0 is the fresh schema). */
-const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS];
+const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION];
 
 const tableCount = (db: Database): number =>
   (db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE type = 'table'").get() as { n: number }).n;

@@ -1,4 +1,4 @@
-import { SESSION_COLUMNS, TASK_COLUMNS, type OperationRecord, type SessionRecord, type TaskRecord } from '../sql-rows.js';
+import { ATTENTION_COLUMNS, ATTENTION_UPDATE, SESSION_COLUMNS, TASK_COLUMNS, type AttentionRecord, type OperationRecord, type SessionRecord, type TaskRecord } from '../sql-rows.js';
 import type { Database, Statement } from './driver.js';
 
 const params = (columns: string) => columns.split(', ').map(() => '?').join(', ');
@@ -16,6 +16,9 @@ export interface SqliteStatements {
   readonly operation: Statement<[string, string, string], OperationRecord>;
   readonly upsertOperation: Statement;
   readonly list: Statement<[], SessionRecord & { events: number }>;
+  readonly attentionByCall: Statement<[string, string], AttentionRecord>;
+  readonly attentionByBinding: Statement<[string, string, string, string, string], AttentionRecord>;
+  readonly upsertAttention: Statement;
 }
 
 export function prepareStatements(db: Database): SqliteStatements {
@@ -23,7 +26,7 @@ export function prepareStatements(db: Database): SqliteStatements {
     session: db.prepare<[string], SessionRecord>(`SELECT ${SESSION_COLUMNS} FROM jw_sessions WHERE session_id = ?`),
     insertSession: db.prepare(`INSERT INTO jw_sessions (${SESSION_COLUMNS}) VALUES (${params(SESSION_COLUMNS)})`),
     updateSession: db.prepare(
-      'UPDATE jw_sessions SET owner = ?, held = ?, epoch = ?, last_seq = ?, head_hash = ?, body_bytes = ? ' +
+      'UPDATE jw_sessions SET owner = ?, held = ?, epoch = ?, last_seq = ?, head_hash = ?, body_bytes = ?, recorded_at = ? ' +
         'WHERE session_id = ? AND epoch = ? AND last_seq = ?',
     ),
     insertEvent: db.prepare('INSERT INTO jw_events (session_id, seq, event_id, epoch, body, hash) VALUES (?, ?, ?, ?, ?, ?)'),
@@ -48,6 +51,13 @@ export function prepareStatements(db: Database): SqliteStatements {
     list: db.prepare<[], SessionRecord & { events: number }>(
       `SELECT ${SESSION_COLUMNS.split(', ').map((c) => `s.${c}`).join(', ')}, ` +
         '(SELECT count(*) FROM jw_events e WHERE e.session_id = s.session_id) AS events FROM jw_sessions s ORDER BY s.session_id',
+    ),
+    attentionByCall: db.prepare<[string, string], AttentionRecord>(`SELECT ${ATTENTION_COLUMNS} FROM jw_attention WHERE session_id = ? AND call_id = ?`),
+    attentionByBinding: db.prepare<[string, string, string, string, string], AttentionRecord>(
+      `SELECT ${ATTENTION_COLUMNS} FROM jw_attention WHERE session_id = ? AND task_id = ? AND tool = ? AND args_digest = ? AND revision = ?`,
+    ),
+    upsertAttention: db.prepare(
+      `INSERT INTO jw_attention (${ATTENTION_COLUMNS}) VALUES (${params(ATTENTION_COLUMNS)}) ON CONFLICT (session_id, task_id, key) DO UPDATE SET ${ATTENTION_UPDATE}`,
     ),
   };
 }

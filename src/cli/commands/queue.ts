@@ -1,0 +1,124 @@
+import { InvalidInputError } from '../../errors.js';
+import { TOOL_EFFECTS, type ToolEffect } from '../../event/types.js';
+import { ATTENTION_STATUSES, type AttentionStatus } from '../../store/rows.js';
+import type { AttentionItem } from '../../store/types.js';
+import { integerOption, STORE_ARGUMENT, type Command } from '../command.js';
+import { EXIT, UsageError } from '../exit.js';
+import { durationText, parseAge, safe, shortId, table, timeText } from '../format.js';
+import { withStore } from '../session.js';
+
+function statusesOf(value: string | boolean | undefined): AttentionStatus[] | undefined {
+  if (typeof value !== 'string') return undefined;
+  const list = value.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  for (const s of list) {
+    if (!(ATTENTION_STATUSES as readonly string[]).includes(s)) {
+      throw new UsageError(`jingwei queue: --status ${JSON.stringify(s)} is not one of ${ATTENTION_STATUSES.join(', ')}`);
+    }
+  }
+  return list as AttentionStatus[];
+}
+
+/** What the item's times say, for people: how long its body ran, or has been running, or waited to start. */
+function timesOf(item: AttentionItem, now: string): string {
+  const ran = item.startedAt ? durationText(item.startedAt, item.endedAt ?? now) : null;
+  if (ran !== null) return item.endedAt ? `body ran ${ran}` : `body started ${ran} ago, no result`;
+  const waited = durationText(item.calledAt, item.endedAt ?? now);
+  if (waited === null) return '-';
+  return item.endedAt ? `ended after ${waited}` : `no result for ${waited}`;
+}
+
+export const queueCommand: Command = {
+  name: 'queue',
+  summary: 'list the operations that need attention across sessions, from the store\'s index (no journal is loaded)',
+  arguments: [STORE_ARGUMENT],
+  options: {
+    session: { type: 'string', value: 'id', help: 'only this session' },
+    tool: { type: 'string', value: 'name', help: 'only calls of this tool' },
+    effect: { type: 'string', value: 'effect', help: `only this effect (${TOOL_EFFECTS.join(', ')})` },
+    status: { type: 'string', value: 'list', help: `comma-separated statuses (default no_result,outcome_unknown; also ${ATTENTION_STATUSES.filter((s) => s !== 'no_result' && s !== 'outcome_unknown').join(', ')})` },
+    'older-than': { type: 'string', value: 'age', help: 'only calls recorded at least this long ago: 90s, 30m, 4h, 2d' },
+    limit: { type: 'string', value: 'n', help: 'at most n items (1..1000, default 100)' },
+    cursor: { type: 'string', value: 'cursor', help: 'continue after the page that printed this cursor' },
+    json: { type: 'boolean', help: 'print one JSON document instead of a table' },
+  },
+  description: `
+Lists, across every session, the operations whose latest attempt needs attention, read from the index the store
+keeps in each commit: no journal is loaded, so it stays fast on any number of sessions. By default that is every
+operation without a result (running, waiting, or interrupted) and every one whose outcome is unknown; a failure
+recorded before the body and delivered to its caller is not listed. IN DOUBT marks an unknown or non-idempotent
+tool whose body started or may have: a host must find out what happened (a review) before anything repeats it.
+Times are when the store recorded the call; durations come from the recorded times (how long the body ran, or has
+been without a result). Operations recorded before the store kept the index are not listed; 'jingwei inspect'
+assesses a whole journal.`,
+  exitCodes: 'This command exits 0 whether or not items are listed (use --json and count them in scripts).',
+  examples: [
+    'jingwei queue journal.db',
+    'jingwei queue journal.db --status outcome_unknown --older-than 30m',
+    'jingwei queue postgres://ops@db/agents --effect non_idempotent --json',
+  ],
+  async run({ out, args, options }) {
+    const effect = options.effect;
+    if (effect !== undefined && !(TOOL_EFFECTS as readonly unknown[]).includes(effect)) {
+      throw new UsageError(`jingwei queue: --effect ${JSON.stringify(effect)} is not one of ${TOOL_EFFECTS.join(', ')}`);
+    }
+    const age = options['older-than'];
+    const olderThanMs = typeof age === 'string' ? parseAge(age) : undefined;
+    if (olderThanMs === null) throw new UsageError(`jingwei queue: --older-than ${JSON.stringify(age)} is not an age such as 90s, 30m, 4h or 2d`);
+    const limit = integerOption('queue', 'limit', options.limit, 100);
+    const status = statusesOf(options.status);
+    return withStore(args.store!, async (store) => {
+      let page;
+      try {
+        page = await store.attention({
+          ...(typeof options.session === 'string' ? { sessionId: options.session } : {}),
+          ...(typeof options.tool === 'string' ? { tool: options.tool } : {}),
+          ...(effect !== undefined ? { effect: effect as ToolEffect } : {}),
+          ...(status ? { status } : {}),
+          ...(olderThanMs !== undefined ? { olderThanMs } : {}),
+          ...(typeof options.cursor === 'string' ? { cursor: options.cursor } : {}),
+          limit,
+        });
+      } catch (error) {
+        if (error instanceof InvalidInputError) throw new UsageError(`jingwei queue: ${error.message}`);
+        throw error;
+      }
+      const now = new Date().toISOString();
+      if (options.json === true) {
+        out.line(JSON.stringify({
+          items: page.items.map((i) => ({
+            session_id: i.sessionId, task_id: i.taskId, key: i.key, call_id: i.callId, tool: i.tool, effect: i.effect,
+            revision: i.revision, status: i.status, started: i.started, category: i.category, in_doubt: i.inDoubt,
+            called_at: i.calledAt, started_at: i.startedAt, ended_at: i.endedAt,
+          })),
+          next: page.next,
+        }, null, 2));
+        return EXIT.ok;
+      }
+      const s = out.style;
+      if (page.items.length === 0) {
+        out.line(options.cursor ? 'No more items.' : s.green('Nothing needs attention.'));
+        return EXIT.ok;
+      }
+      const cells = page.items.map((i) => [
+        timeText(i.calledAt),
+        safe(i.sessionId),
+        shortId(i.callId),
+        safe(i.tool),
+        i.effect,
+        i.inDoubt ? s.yellow(`${i.status} IN DOUBT`) : i.status === 'outcome_unknown' || i.status === 'no_result' ? s.cyan(i.status) : s.dim(i.status),
+        i.category ?? '-',
+        timesOf(i, now),
+      ]);
+      out.line(table(
+        [{ header: 'CALLED AT' }, { header: 'SESSION' }, { header: 'CALL' }, { header: 'TOOL' }, { header: 'EFFECT' }, { header: 'STATUS' }, { header: 'RESULT' }, { header: 'TIMES' }],
+        cells,
+        s,
+        out.width !== undefined ? { width: out.width } : {},
+      ));
+      out.line();
+      out.line(`${page.items.length} item${page.items.length === 1 ? '' : 's'}` + (page.next ? `; more: --cursor ${page.next}` : '.'));
+      out.line(s.dim(`One call in detail: jingwei inspect ${safe(args.store!)} <session> <call>`));
+      return EXIT.ok;
+    });
+  },
+};

@@ -1,0 +1,223 @@
+/**
+ * The attention index (docs/design.md#the-attention-index): one row per operation, its latest attempt's standing,
+ * kept by the commit transaction from the events it writes. The queue and the in-doubt guard read it instead of
+ * loading journals. Pure functions only; the backends store the rows.
+ */
+import { InvalidInputError } from '../errors.js';
+import { recordedAtText } from '../event/codec.js';
+import { TOOL_EFFECTS, ToolEffect, type SessionEvent, type ToolReviewOutcome } from '../event/types.js';
+import type { SessionId, TaskId } from '../ids.js';
+import { jsonDigest } from '../json/canonical.js';
+import { evidenceRuleFor } from '../tool/retry-policy.js';
+import { ATTENTION_STATUSES, type AttentionRow, type AttentionScan, type AttentionStatus } from './rows.js';
+import type { AttentionItem, AttentionQuery } from './types.js';
+
+/** The statuses the queue lists unless told otherwise: an outcome nobody has seen, or one that stays uncertain. */
+export const OPEN_ATTENTION_STATUSES: readonly AttentionStatus[] = ['no_result', 'outcome_unknown'];
+
+export const ATTENTION_PAGE = { defaultLimit: 100, maxLimit: 1000 } as const;
+
+/** SHA-256 of the canonical JSON of a call's arguments: what the in-doubt guard compares. */
+export function argumentsDigest(args: unknown): string {
+  return jsonDigest(args);
+}
+
+const ms = (text: string | undefined): number | null => (text === undefined ? null : Date.parse(text));
+
+/** The status a recorded result gives, by the same evidence table recovery uses (a contradiction counts as unknown). */
+function statusOfResult(row: AttentionRow, outcome: Parameters<typeof evidenceRuleFor>[0]['result']): AttentionStatus {
+  const rule = evidenceRuleFor({ flagged: row.startMarker, marker: row.started, result: outcome });
+  if (rule.status === 'completed') return 'completed';
+  if (rule.status === 'not_executed') return 'not_executed';
+  return 'outcome_unknown';
+}
+
+/** The call ids whose rows a commit of these events needs: those its markers and results name. */
+export function attentionCallIds(events: readonly { readonly kind: SessionEvent['kind'] }[]): string[] {
+  const ids: unknown[] = [];
+  for (const e of events) {
+    // Drafts are not checked yet: tolerate anything here, the commit refuses it with a typed error afterwards.
+    const k = (e as { kind?: SessionEvent['kind'] } | null)?.kind;
+    if (k?.type === 'tool_started') ids.push(k.callId);
+    else if (k?.type === 'tool_result') ids.push((k.result as { callId?: unknown } | undefined)?.callId);
+  }
+  return ids.filter((id): id is string => typeof id === 'string');
+}
+
+/**
+ * The rows a batch of chained events changes: a call with an operation starts (or replaces) its operation's row, a
+ * marker and a result update the row whose latest attempt they name. `existing` are the stored rows of the calls
+ * the batch names; a marker or result of a call that is no longer its operation's latest attempt changes nothing.
+ */
+export function attentionWrites(sessionId: SessionId, events: readonly SessionEvent[], existing: readonly AttentionRow[] = []): AttentionRow[] {
+  const byCall = new Map<string, AttentionRow>();
+  for (const row of existing) byCall.set(row.callId, row);
+  const changed = new Map<string, AttentionRow>();
+  const put = (row: AttentionRow) => {
+    byCall.set(row.callId, row);
+    changed.set(JSON.stringify([row.taskId, row.key]), row);
+  };
+  for (const e of events) {
+    const at = ms(e.recordedAt);
+    const k = e.kind;
+    if (k.type === 'tool_call') {
+      const op = k.call.operation;
+      if (!op) continue;
+      const previous = [...changed.values(), ...existing].find((r) => r.taskId === op.taskId && r.key === op.key);
+      if (previous) byCall.delete(previous.callId);
+      put({
+        sessionId,
+        taskId: op.taskId,
+        key: op.key,
+        callId: k.call.id,
+        tool: k.call.name,
+        effect: op.contract.effect,
+        revision: op.contract.revision,
+        argsDigest: argumentsDigest(k.call.arguments),
+        startMarker: op.startMarker === true,
+        started: false,
+        status: 'no_result',
+        category: null,
+        calledAt: at,
+        startedAt: null,
+        endedAt: null,
+        updatedAt: at,
+      });
+    } else if (k.type === 'tool_started') {
+      const row = byCall.get(k.callId);
+      if (row) put({ ...row, started: true, startedAt: at, updatedAt: at });
+    } else if (k.type === 'tool_result') {
+      const row = byCall.get(k.result.callId);
+      if (!row) continue;
+      const outcome = k.result.outcome;
+      put({
+        ...row,
+        status: statusOfResult(row, outcome),
+        category: outcome.status === 'failed' ? outcome.category : null,
+        endedAt: at,
+        updatedAt: at,
+      });
+    }
+  }
+  return [...changed.values()];
+}
+
+/**
+ * The row after a review of its call (docs/design.md#the-attention-index): `completed` and `not_executed` settle an
+ * open or uncertain outcome (`resolved`); `uncertain` changes nothing; a row that is not open stays as it is.
+ */
+export function resolveAttention(row: AttentionRow, review: { readonly outcome: ToolReviewOutcome; readonly at: number | null }): AttentionRow {
+  if (review.outcome === 'uncertain' || !OPEN_ATTENTION_STATUSES.includes(row.status)) return row;
+  return { ...row, status: 'resolved', updatedAt: review.at ?? row.updatedAt };
+}
+
+/**
+ * Whether the row's operation is in doubt for the guard: an unknown or non-idempotent tool whose latest attempt's
+ * outcome is unknown and unresolved (its body started, or may have, and no result says what happened).
+ */
+export function isInDoubt(row: AttentionRow): boolean {
+  if (row.effect !== ToolEffect.Unknown && row.effect !== ToolEffect.NonIdempotent) return false;
+  if (row.status === 'outcome_unknown') return true;
+  if (row.status !== 'no_result') return false;
+  return evidenceRuleFor({ flagged: row.startMarker, marker: row.started, result: null }).status === 'outcome_unknown';
+}
+
+/** The row as the public queue shows it: times as recorded-time text. */
+export function attentionItem(row: AttentionRow): AttentionItem {
+  const text = (t: number | null) => (t === null ? null : recordedAtText(t));
+  return {
+    sessionId: row.sessionId,
+    taskId: row.taskId as TaskId,
+    key: row.key,
+    callId: row.callId,
+    tool: row.tool,
+    effect: row.effect,
+    revision: row.revision,
+    status: row.status,
+    started: row.started,
+    category: row.category,
+    inDoubt: isInDoubt(row),
+    calledAt: text(row.calledAt),
+    startedAt: text(row.startedAt),
+    endedAt: text(row.endedAt),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Queries
+
+const encodeCursor = (row: AttentionRow): string => Buffer.from(JSON.stringify([row.sessionId, row.taskId, row.key]), 'utf8').toString('base64url');
+
+function decodeCursor(cursor: string): [string, string, string] {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (Array.isArray(value) && value.length === 3 && value.every((v) => typeof v === 'string')) return value as [string, string, string];
+  } catch {
+    // reported below
+  }
+  throw new InvalidInputError('cursor', 'is not a cursor this store handed out');
+}
+
+/** Checks a public query and turns it into the backend's scan (`now`: the store's clock, for the age filter). */
+export function attentionScan(query: AttentionQuery, now: number): AttentionScan {
+  const q = query ?? {};
+  const statuses = q.status === undefined ? OPEN_ATTENTION_STATUSES : Array.isArray(q.status) ? q.status : [q.status];
+  for (const s of statuses) {
+    if (!ATTENTION_STATUSES.includes(s as AttentionStatus)) {
+      throw new InvalidInputError('status', `unknown status ${JSON.stringify(s)}, expected one of ${ATTENTION_STATUSES.join(', ')}`);
+    }
+  }
+  if (statuses.length === 0) throw new InvalidInputError('status', 'names no status');
+  if (q.effect !== undefined && !TOOL_EFFECTS.includes(q.effect)) {
+    throw new InvalidInputError('effect', `unknown effect ${JSON.stringify(q.effect)}, expected one of ${TOOL_EFFECTS.join(', ')}`);
+  }
+  const limit = q.limit ?? ATTENTION_PAGE.defaultLimit;
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > ATTENTION_PAGE.maxLimit) {
+    throw new InvalidInputError('limit', `must be an integer from 1 to ${ATTENTION_PAGE.maxLimit}, got ${String(limit)}`);
+  }
+  if (q.olderThanMs !== undefined && (!Number.isSafeInteger(q.olderThanMs) || q.olderThanMs < 0)) {
+    throw new InvalidInputError('olderThanMs', `must be a non-negative integer, got ${String(q.olderThanMs)}`);
+  }
+  for (const field of ['sessionId', 'tool'] as const) {
+    const v = q[field];
+    if (v !== undefined && (typeof v !== 'string' || v.length === 0)) throw new InvalidInputError(field, 'must be non-empty text');
+  }
+  return {
+    ...(q.sessionId !== undefined ? { sessionId: q.sessionId } : {}),
+    ...(q.tool !== undefined ? { tool: q.tool } : {}),
+    ...(q.effect !== undefined ? { effect: q.effect } : {}),
+    statuses: [...new Set(statuses)],
+    ...(q.olderThanMs !== undefined ? { calledAtMost: now - q.olderThanMs } : {}),
+    ...(q.cursor !== undefined && q.cursor !== null ? { after: decodeCursor(q.cursor) } : {}),
+    limit: limit + 1,
+  };
+}
+
+/** The page a backend's scan (asked for one row more than the page) gives. */
+export function attentionPage(rows: readonly AttentionRow[], scan: AttentionScan): { rows: AttentionRow[]; next: string | null } {
+  const size = scan.limit - 1;
+  const page = rows.slice(0, size);
+  return { rows: page, next: rows.length > size && page.length > 0 ? encodeCursor(page[page.length - 1]!) : null };
+}
+
+const compare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** (sessionId, taskId, key) order, by UTF-16 code units as the SQL backends' binary collation orders ASCII ids. */
+export function compareAttention(a: AttentionRow, b: AttentionRow): number {
+  return compare(a.sessionId, b.sessionId) || compare(a.taskId, b.taskId) || compare(a.key, b.key);
+}
+
+/** Whether a row passes a scan's filters: the reference for a backend that filters in memory. */
+export function matchesScan(row: AttentionRow, scan: AttentionScan): boolean {
+  if (scan.sessionId !== undefined && row.sessionId !== scan.sessionId) return false;
+  if (scan.tool !== undefined && row.tool !== scan.tool) return false;
+  if (scan.effect !== undefined && row.effect !== scan.effect) return false;
+  if (!scan.statuses.includes(row.status)) return false;
+  if (scan.calledAtMost !== undefined && (row.calledAt === null || row.calledAt > scan.calledAtMost)) return false;
+  if (scan.after) {
+    const [s, t, k] = scan.after;
+    const c = compare(row.sessionId, s) || compare(row.taskId, t) || compare(row.key, k);
+    if (c <= 0) return false;
+  }
+  return true;
+}

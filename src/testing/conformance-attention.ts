@@ -1,0 +1,138 @@
+/**
+ * Conformance cases for recorded times and the attention index (docs/design.md#recorded-times,
+ * docs/design.md#the-attention-index). A backend without the index (no `scanAttention`) skips the index cases.
+ */
+import { commitAs } from '../store/owner-commit.js';
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { encodeEventText } from '../event/codec.js';
+import type { EventDraft, SessionEvent, ToolEffect } from '../event/types.js';
+import { newCallId, newOperationKey, newTurnId, type CallId, type OperationKey, type TaskId } from '../ids.js';
+import { argumentsDigest } from '../store/attention.js';
+import type { SessionStore } from '../store/types.js';
+
+interface Factory {
+  open(): Promise<{ store: SessionStore }>;
+}
+
+const turn = newTurnId();
+
+function call(taskId: string, key: OperationKey, id: CallId, effect: ToolEffect, name = 'mail'): EventDraft {
+  return {
+    turnId: turn,
+    kind: {
+      type: 'tool_call',
+      call: { id, name, arguments: { to: 'a' }, operation: { taskId: taskId as TaskId, key, contract: { effect, revision: 'v1' }, retry: null, startMarker: true } },
+    },
+  };
+}
+
+const started = (callId: CallId): EventDraft => ({ turnId: turn, kind: { type: 'tool_started', callId } });
+const succeeded = (callId: CallId): EventDraft => ({ turnId: turn, kind: { type: 'tool_result', result: { callId, outcome: { status: 'succeeded', output: 'ok' } } } });
+
+async function hasIndex(store: SessionStore): Promise<boolean> {
+  try {
+    await store.attention();
+    return true;
+  } catch (error) {
+    if ((error as { code?: string }).code === 'store_failure') return false;
+    throw error;
+  }
+}
+
+export function attentionRules(name: string, factory: Factory): void {
+  describe(`store conformance: ${name}: times and the attention index`, () => {
+    it('every committed event carries a recorded time, never decreasing, kept by export and import', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-time', { owner: 'h' });
+      await owner.append([{ turnId: turn, kind: { type: 'user_message', text: 'a' } }, { turnId: turn, kind: { type: 'user_message', text: 'b' } }]);
+      await owner.append([{ turnId: turn, kind: { type: 'user_message', text: 'c' } }]);
+      const history = await store.loadHistory('s-time');
+      const times = history.map((e) => e.recordedAt);
+      assert.ok(times.every((t) => typeof t === 'string' && !Number.isNaN(Date.parse(t))), `times: ${JSON.stringify(times)}`);
+      assert.deepEqual([...times].sort(), times, 'never decreasing');
+      const { store: other } = await factory.open();
+      await other.importJsonl(await store.exportJsonl('s-time'), { owner: 'i' });
+      assert.deepEqual((await other.loadHistory('s-time')).map((e) => e.recordedAt), times, 'import keeps the times it is given');
+    });
+
+    it('import refuses times that decrease, writing nothing; events without a time stay valid', async () => {
+      const { store } = await factory.open();
+      const line = (seq: number, recordedAt?: string) => encodeEventText({
+        eventId: `e-${seq}` as SessionEvent['eventId'], sessionId: 's-import' as SessionEvent['sessionId'], turnId: turn, seq,
+        kind: { type: 'user_message', text: String(seq) }, ...(recordedAt ? { recordedAt } : {}),
+      });
+      const bad = [line(0, '2026-12-01T10:00:00.000Z'), line(1), line(2, '2026-12-01T09:59:59.999Z')].join('\n') + '\n';
+      await assert.rejects(store.importJsonl(bad, { owner: 'i' }));
+      assert.deepEqual(await store.loadHistory('s-import'), []);
+      const good = [line(0), line(1, '2026-12-01T10:00:00.000Z'), line(2), line(3, '2026-12-01T10:00:00.000Z')].join('\n') + '\n';
+      assert.equal((await store.importJsonl(good, { owner: 'i' })).events, 4);
+      assert.deepEqual((await store.loadHistory('s-import')).map((e) => e.recordedAt ?? null), [null, '2026-12-01T10:00:00.000Z', null, '2026-12-01T10:00:00.000Z']);
+    });
+
+    it('the index follows each operation\'s latest attempt; the queue pages and filters it without loading journals', async (t) => {
+      const { store } = await factory.open();
+      if (!(await hasIndex(store))) {
+        t.skip('this backend keeps no attention index');
+        return;
+      }
+      const a = await store.acquire('s-att-a', { owner: 'h' });
+      const b = await store.acquire('s-att-b', { owner: 'h' });
+      await a.startTask('t-a');
+      await b.startTask('t-b');
+      const k1 = newOperationKey();
+      const c1 = newCallId();
+      await commitAs(a, { events: [call('t-a', k1, c1, 'non_idempotent'), started(c1)] });
+      const c2 = newCallId();
+      await commitAs(a, { events: [call('t-a', newOperationKey(), c2, 'idempotent', 'put')] });
+      const c3 = newCallId();
+      await commitAs(b, { events: [call('t-b', newOperationKey(), c3, 'unknown')] });
+      await commitAs(b, { events: [started(c3), succeeded(c3)] });
+
+      const all = await store.attention();
+      assert.deepEqual(all.items.map((i) => i.callId), [c1, c2].sort((x, y) => {
+        const kx = all.items.find((i) => i.callId === x)!.key;
+        const ky = all.items.find((i) => i.callId === y)!.key;
+        return kx < ky ? -1 : 1;
+      }));
+      assert.equal(all.next, null);
+      const first = all.items.find((i) => i.callId === c1)!;
+      assert.equal(first.status, 'no_result');
+      assert.equal(first.started, true);
+      assert.equal(first.inDoubt, true);
+      assert.ok(first.calledAt !== null && first.startedAt !== null && first.endedAt === null);
+      assert.equal(all.items.find((i) => i.callId === c2)!.inDoubt, false, 'never started, and idempotent');
+
+      const done = await store.attention({ status: 'completed' });
+      assert.deepEqual(done.items.map((i) => i.callId), [c3]);
+      assert.ok(done.items[0]!.endedAt !== null);
+
+      const pages: string[] = [];
+      let cursor: string | null = null;
+      do {
+        const page = await store.attention({ status: ['no_result', 'completed'], limit: 1, cursor });
+        assert.ok(page.items.length <= 1);
+        pages.push(...page.items.map((i) => i.callId));
+        cursor = page.next;
+      } while (cursor !== null);
+      assert.equal(pages.length, 3);
+      assert.deepEqual(new Set(pages), new Set([c1, c2, c3]));
+
+      assert.deepEqual((await store.attention({ sessionId: 's-att-b', status: 'completed' })).items.map((i) => i.callId), [c3]);
+      assert.deepEqual((await store.attention({ tool: 'put' })).items.map((i) => i.callId), [c2]);
+      assert.deepEqual((await store.attention({ effect: 'non_idempotent' })).items.map((i) => i.callId), [c1]);
+      assert.deepEqual((await store.attention({ olderThanMs: 86_400_000 })).items, [], 'nothing is a day old');
+      await assert.rejects(store.attention({ cursor: 'not-a-cursor' }), { code: 'invalid_input' });
+      await assert.rejects(store.attention({ limit: 0 }), { code: 'invalid_input' });
+      await assert.rejects(store.attention({ status: 'open' as never }), { code: 'invalid_input' });
+
+      const inDoubt = await a.findInDoubt!({ taskId: 't-a', tool: 'mail', revision: 'v1', argsDigest: argumentsDigest({ to: 'a' }) });
+      assert.equal(inDoubt?.callId, c1);
+      assert.equal(await a.findInDoubt!({ taskId: 't-a', tool: 'mail', revision: 'v2', argsDigest: argumentsDigest({ to: 'a' }) }), null);
+
+      // A result of the latest attempt settles it: nothing left to look at in session a but the idempotent call.
+      await commitAs(a, { events: [succeeded(c1)] });
+      assert.deepEqual((await store.attention({ sessionId: 's-att-a' })).items.map((i) => i.callId), [c2]);
+    });
+  });
+}

@@ -1,0 +1,66 @@
+/**
+ * Recorded times (docs/design.md#recorded-times): decided by the store inside the commit from its clock, never
+ * decreasing within a session even when the clock goes back, inside the hash chain (changing one breaks verify),
+ * and strictly decoded.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { decodeEvent, encodeEvent } from '../../src/event/codec.js';
+import { WireDecodeError } from '../../src/errors.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import { cli, tamper } from '../cli/helpers.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+
+const dir = tempDir('jingwei-times-');
+const message = (text: string) => ({ turnId: 'turn-1', kind: { type: 'user_message' as const, text } });
+
+describe('recorded times', () => {
+  it('come from the store\'s clock and never decrease when the clock goes back', async () => {
+    const ticks = [Date.UTC(2026, 11, 1, 10), Date.UTC(2026, 11, 1, 9), Date.UTC(2026, 11, 1, 11)];
+    let i = 0;
+    const store = createMemoryStore({ clock: () => ticks[Math.min(i++, ticks.length - 1)]! });
+    const owner = await store.acquire('s', { owner: 'h' });
+    await owner.append([message('a'), message('b')]);
+    await owner.append([message('c')]);
+    await owner.append([message('d')]);
+    assert.deepEqual((await store.loadHistory('s')).map((e) => e.recordedAt), [
+      '2026-12-01T10:00:00.000Z', '2026-12-01T10:00:00.000Z', '2026-12-01T10:00:00.000Z', '2026-12-01T11:00:00.000Z',
+    ]);
+  });
+
+  it('a clock that returns no usable time fails the commit as bad input, nothing written', async () => {
+    const store = createMemoryStore({ clock: () => Number.NaN });
+    const owner = await store.acquire('s', { owner: 'h' });
+    await assert.rejects(owner.append([message('a')]), { code: 'invalid_input' });
+    assert.deepEqual(await store.loadHistory('s'), []);
+  });
+
+  it('are inside the hash chain: changing one breaks loadHistory and jingwei verify', async () => {
+    const path = tempDbPath(dir, 'times');
+    const store = openSqliteStore(path, { clock: () => Date.UTC(2026, 11, 1, 10, 0, 0, 123) });
+    const owner = await store.acquire('s', { owner: 'h' });
+    await owner.append([message('a'), message('b')]);
+    await owner.release();
+    await store.close();
+    assert.equal(cli(['verify', path, 's']).code, 0);
+    tamper(path, `UPDATE jw_events SET body = replace(body, '10:00:00.123Z', '09:00:00.123Z') WHERE session_id = 's' AND seq = 1`);
+    const r = cli(['verify', path, 's', '--json']);
+    assert.equal(r.code, 1, r.stdout);
+    assert.equal((JSON.parse(r.stdout) as { corruption: { seq: number; reason: string } }).corruption.seq, 1);
+    const reopened = openSqliteStore(path);
+    await assert.rejects(reopened.loadHistory('s'), { code: 'journal_corrupt' });
+    await reopened.close();
+  });
+
+  it('decode strictly: only the canonical ISO form with milliseconds; absent stays absent', () => {
+    const base = { event_id: 'e', session_id: 's', turn_id: 't', seq: 0, kind: { type: 'user_message', text: 'x' } };
+    assert.equal(decodeEvent(base).recordedAt, undefined);
+    const timed = decodeEvent({ ...base, recorded_at: '2026-12-01T10:00:00.000Z' });
+    assert.equal(timed.recordedAt, '2026-12-01T10:00:00.000Z');
+    assert.deepEqual(Object.keys(encodeEvent(timed)), ['event_id', 'session_id', 'turn_id', 'seq', 'recorded_at', 'kind']);
+    for (const bad of ['2026-12-01T10:00:00Z', '2026-12-01 10:00:00.000Z', '2026-02-30T10:00:00.000Z', '2026-12-01T10:00:00.000+01:00', 1764583200000]) {
+      assert.throws(() => decodeEvent({ ...base, recorded_at: bad }), (e: unknown) => e instanceof WireDecodeError && e.path === 'recorded_at', String(bad));
+    }
+  });
+});

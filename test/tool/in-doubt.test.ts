@@ -1,0 +1,166 @@
+/**
+ * The in-doubt guard: a non-idempotent call is given up on (cancelled, as a timeout would) after its body started; the model issues the same call again
+ * as a new operation. The second is refused before its body (`in_doubt`, naming the first call), the outside effect
+ * happened once, the queue lists the first call, and after a `not_executed` review the retry plan runs it.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ToolEffect, type ToolResult } from '../../src/event/types.js';
+import { RECORDED_FAILURE_CODES } from '../../src/errors.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import type { SessionStore } from '../../src/store/types.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { prepareToolRetry } from '../../src/tool/retry-plan.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { exportRustJournal } from '../../src/store/rust-format.js';
+import { forEachStore } from '../support/stores.js';
+
+const failed = (r: ToolResult) => (r.outcome.status === 'failed' ? r.outcome : null);
+
+/**
+ * A mail tool whose server hangs while `hang` is set: the body has started, the caller gives up on it (`giveUp`, here
+ * the test's abort, as a deadline would) and the mail never leaves. No timing is involved.
+ */
+function mailer(mode: { hang: boolean; giveUp?: () => void }) {
+  const sent: unknown[] = [];
+  const tool = {
+    name: 'send_mail',
+    metadata: new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'mail-v1'),
+    async execute(request: { arguments: unknown }, signal: AbortSignal) {
+      if (mode.hang) {
+        const stopped = new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+        mode.giveUp?.();
+        await stopped;
+      }
+      sent.push(request.arguments);
+      return 'sent';
+    },
+  };
+  return { tool, sent };
+}
+
+async function scenario(store: SessionStore) {
+  const caller = new AbortController();
+  const mode = { hang: true, giveUp: () => caller.abort() };
+  const { tool, sent } = mailer(mode);
+  const owner = await store.acquire('mail-session', { owner: 'host' });
+  await owner.startTask('mail-task');
+  const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 'mail-task', caller: 'agent' });
+  const args = { to: 'ana@example.com', subject: 'Your order' };
+
+  const first = await gateway.callWithOptions('send_mail', args, { signal: caller.signal });
+  assert.equal(failed(first.result)?.category, 'cancelled');
+  assert.ok(first.startedEvent, 'the body started');
+  assert.equal(sent.length, 0, 'the mail never left, but nobody can tell from the journal');
+
+  const queue = await store.attention();
+  assert.equal(queue.items.length, 1);
+  assert.equal(queue.items[0]!.callId, first.call.id);
+  assert.equal(queue.items[0]!.status, 'outcome_unknown');
+  assert.equal(queue.items[0]!.inDoubt, true);
+  assert.ok(queue.items[0]!.calledAt && queue.items[0]!.endedAt);
+
+  // The model asks again, the same mail as a new operation: refused before the body, naming the first call.
+  mode.hang = false;
+  const second = await gateway.call('send_mail', { subject: 'Your order', to: 'ana@example.com' });
+  const refusal = failed(second.result);
+  assert.equal(refusal?.category, 'in_doubt');
+  assert.equal(refusal?.code, 'tool_in_doubt');
+  assert.match(refusal!.message, new RegExp(first.call.id));
+  assert.match(refusal!.message, /needs review/);
+  assert.equal(second.startedEvent, null);
+  assert.notEqual(second.call.operation!.key, first.call.operation!.key);
+  assert.equal(sent.length, 0, 'no second mail: the repeat never ran');
+  assert.equal((await store.attention()).items.length, 1, 'a refusal delivered to the model is not pending work');
+
+  // Other arguments are another mail: not refused.
+  const other = await gateway.call('send_mail', { ...args, subject: 'Another' });
+  assert.equal(other.result.outcome.status, 'succeeded');
+  assert.equal(sent.length, 1);
+  return { owner, gateway, first, sent, args };
+}
+
+describe('the in-doubt guard on memory', () => {
+  it('refuses the repeat; after a not_executed review the retry plan runs it; the queue empties', async () => {
+    const store = createMemoryStore();
+    const { gateway, first, sent, args } = await scenario(store);
+    const history = await store.loadHistory('mail-session');
+    const plan = prepareToolRetry(history, first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
+    const retry = await gateway.callWithOptions('send_mail', args, { retry: plan });
+    assert.equal(retry.result.outcome.status, 'succeeded');
+    assert.equal(retry.call.operation!.key, first.call.operation!.key);
+    assert.equal(sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, 1, 'the mail was sent exactly once');
+    assert.deepEqual((await store.attention()).items, [], 'the retry succeeded: nothing left to look at');
+    // Once the operation succeeded, the same mail again is a new, deliberate action: the guard has nothing in doubt.
+    const again = await gateway.call('send_mail', args);
+    assert.equal(again.result.outcome.status, 'succeeded');
+  });
+
+  it('is on by default and a runtime option turns it off', async () => {
+    const store = createMemoryStore();
+    const { owner, sent, args } = await scenario(store);
+    const { tool } = mailer({ hang: false });
+    const unguarded = createToolRuntime({ tools: [tool], grants: { agent: '*' }, inDoubtGuard: false }).bind({ owner, taskId: 'mail-task', caller: 'agent' });
+    const repeat = await unguarded.call('send_mail', args);
+    assert.equal(repeat.result.outcome.status, 'succeeded');
+    assert.equal(sent.length, 1, 'the other runtime has its own tool instance');
+    assert.throws(() => createToolRuntime({ tools: [tool], grants: {}, inDoubtGuard: 'yes' as unknown as boolean }), { code: 'tool_config_invalid' });
+  });
+
+  it('leaves idempotent and read-only tools alone, and a body that never started is not in doubt', async () => {
+    const store = createMemoryStore();
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('t');
+    let runs = 0;
+    const hang = { on: true };
+    let caller = new AbortController();
+    const tool = (name: string, effect: ToolEffect) => ({
+      name,
+      metadata: new ToolMetadata(name, { type: 'object' }).withEffect(effect, 'v1'),
+      async execute(_: unknown, signal: AbortSignal) {
+        runs += 1;
+        if (hang.on) {
+          const stopped = new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+          caller.abort();
+          await stopped;
+        }
+        return 'ok';
+      },
+    });
+    const gateway = createToolRuntime({ tools: [tool('put', ToolEffect.Idempotent), tool('get', ToolEffect.ReadOnly)], grants: { a: '*' } })
+      .bind({ owner, taskId: 't', caller: 'a' });
+    assert.equal(failed((await gateway.callWithOptions('put', { x: 1 }, { signal: caller.signal })).result)?.category, 'cancelled');
+    caller = new AbortController();
+    assert.equal(failed((await gateway.callWithOptions('get', { x: 1 }, { signal: caller.signal })).result)?.category, 'cancelled');
+    hang.on = false;
+    assert.equal((await gateway.call('put', { x: 1 })).result.outcome.status, 'succeeded');
+    assert.equal((await gateway.call('get', { x: 1 })).result.outcome.status, 'succeeded');
+    assert.equal(runs, 4);
+  });
+
+  it('in_doubt is a recorded pre-body code; the export for the original writes it as denied', async () => {
+    assert.ok((RECORDED_FAILURE_CODES as readonly string[]).includes('tool_in_doubt'));
+    const store = createMemoryStore();
+    await scenario(store);
+    const text = exportRustJournal(await store.loadHistory('mail-session'));
+    assert.doesNotMatch(text, /"category":"in_doubt"|recorded_at/);
+    assert.match(text, /"category":"denied","code":"tool_in_doubt"/);
+  });
+});
+
+forEachStore('the in-doubt guard', (target) => {
+  it('refuses the repeat from the index, and the reviewed retry runs once', async () => {
+    const store = await target.fresh().open();
+    try {
+      const { gateway, first, sent, args } = await scenario(store);
+      const plan = prepareToolRetry(await store.loadHistory('mail-session'), first.call.id, {
+        actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed',
+      });
+      assert.equal((await gateway.callWithOptions('send_mail', args, { retry: plan })).result.outcome.status, 'succeeded');
+      assert.equal(sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, 1, 'the mail was sent exactly once');
+      assert.deepEqual((await store.attention()).items, []);
+    } finally {
+      await store.close();
+    }
+  });
+});
