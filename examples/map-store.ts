@@ -5,9 +5,12 @@
  */
 import {
   createJournalStore,
+  queryRows,
   StaleOwnerError,
   StoreClosedError,
+  type DecisionRow,
   type EventRow,
+  type InboxBackend,
   type JournalBackend,
   type OperationRow,
   type SessionId,
@@ -25,7 +28,22 @@ class MapBackend implements JournalBackend {
   private readonly events = new Map<string, EventRow[]>();
   private readonly tasks = new Map<string, TaskRow>();
   private readonly operations = new Map<string, OperationRow>();
+  private readonly decisions = new Map<string, DecisionRow>();
   private closed = false;
+
+  /** The decision inbox: approval requests and review decisions, keyed by id. */
+  readonly inbox: InboxBackend = {
+    transactDecision: async (id, decide) => {
+      this.ensureOpen();
+      const { write, result } = decide(this.decisions.get(id));
+      if (write) this.decisions.set(write.id, write);
+      return result;
+    },
+    listDecisions: async (query) => {
+      this.ensureOpen();
+      return queryRows(this.decisions.values(), query);
+    },
+  };
 
   private ensureOpen(): void {
     if (this.closed) throw new StoreClosedError(this.kind);
@@ -39,6 +57,9 @@ class MapBackend implements JournalBackend {
       task: reads.taskId === undefined ? undefined : this.tasks.get(reads.taskId),
       operation: reads.operation && this.operations.get(`${reads.operation.taskId}\u0000${reads.operation.key}`),
       existingEventIds: (this.events.get(sessionId) ?? []).filter((e) => reads.eventIds?.includes(e.eventId)).map((e) => e.eventId),
+      ...(reads.approvals
+        ? { approvals: queryRows(this.decisions.values(), { sessionId, kind: 'approval', ...reads.approvals, states: ['open', 'decided'], limit: Infinity }) }
+        : {}),
     });
     if (writes.session) {
       // The conditional update: check every condition before changing anything, so a refusal writes nothing.
@@ -51,6 +72,7 @@ class MapBackend implements JournalBackend {
     if (writes.events?.length) this.events.set(sessionId, [...(this.events.get(sessionId) ?? []), ...writes.events]);
     if (writes.task) this.tasks.set(writes.task.row.taskId, writes.task.row);
     for (const op of writes.operations ?? []) this.operations.set(`${op.taskId}\u0000${op.key}`, op);
+    for (const d of writes.decisions ?? []) this.decisions.set(d.id, d);
     return writes.result;
   }
 

@@ -9,6 +9,8 @@ import type { SessionStore } from './store/types.js';
 
 export type { EventRow, JournalBackend, OperationRow, Reservation, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './store/rows.js';
 export type { SessionStore, TaskState } from './store/types.js';
+export type { ApprovalBinding, DecisionKind, DecisionQuery, DecisionRow, DecisionState, InboxBackend } from './store/inbox-rows.js';
+export { queryRows } from './store/inbox-rows.js';
 export type { SessionId, TaskId } from './ids.js';
 export {
   JingweiError,

@@ -2,6 +2,7 @@
  * The store's rules, as pure decisions over what a transaction read. Every backend runs these inside one atomic
  * transaction, so fencing, sequencing, the hash chain, budgets and the D4 latest-attempt check are written once.
  */
+import { decideApprovalChange } from './approvals.js';
 import { BudgetExhaustedError, InvalidInputError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError, ToolRetryError, WireDecodeError } from '../errors.js';
 import { apiFieldPath } from '../event/api-path.js';
 import { decodeEventText, encodeEventText } from '../event/codec.js';
@@ -160,11 +161,13 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest) {
       task = { row: budgeted.row, insert: false };
       reserved = budgeted.reserved;
     }
+    const decisions = request.approval ? decideApprovalChange(session.sessionId, request.approval, state.approvals ?? []) : undefined;
     const chained = chainEvents(session, owner.epoch, request.events);
     return {
       session: { row: chained.head, expect: { epoch: session.epoch, lastSeq: session.lastSeq } },
       events: chained.rows,
       ...(task ? { task } : {}),
+      ...(decisions ? { decisions } : {}),
       operations: operationsOf(session.sessionId, chained.events),
       result: { events: chained.events, reservedOutputBytes: reserved },
     };

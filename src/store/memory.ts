@@ -3,6 +3,7 @@ import type { SessionId } from '../ids.js';
 import { JournalStore } from './journal-store.js';
 import type { EventRow, JournalBackend, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import type { SessionStore } from './types.js';
+import { queryRows, type DecisionRow, type InboxBackend } from './inbox-rows.js';
 
 const opKey = (taskId: string, key: string) => `${taskId}\u0000${key}`;
 
@@ -19,7 +20,20 @@ class MemoryBackend implements JournalBackend {
   private readonly events = new Map<string, EventRow[]>();
   private readonly tasks = new Map<string, TaskRow>();
   private readonly operations = new Map<string, OperationRow>();
+  private readonly decisions = new Map<string, DecisionRow>();
   private closed = false;
+  readonly inbox: InboxBackend = {
+    transactDecision: async (id, decide) => {
+      this.open();
+      const { write, result } = decide(this.decisions.get(id));
+      if (write) this.decisions.set(write.id, write);
+      return result;
+    },
+    listDecisions: async (query) => {
+      this.open();
+      return queryRows(this.decisions.values(), query);
+    },
+  };
 
   private open(): void {
     if (this.closed) throw new StoreClosedError(this.kind);
@@ -33,6 +47,9 @@ class MemoryBackend implements JournalBackend {
       task: reads.taskId !== undefined ? this.tasks.get(reads.taskId) : undefined,
       operation: reads.operation ? this.operations.get(opKey(reads.operation.taskId, reads.operation.key)) : undefined,
       existingEventIds: existingIds(this.events.get(sessionId), reads.eventIds),
+      ...(reads.approvals
+        ? { approvals: queryRows(this.decisions.values(), { sessionId, kind: 'approval', ...reads.approvals, states: ['open', 'decided'], limit: Infinity }) }
+        : {}),
     };
     const writes = decide(state);
     if (writes.session) {
@@ -49,6 +66,7 @@ class MemoryBackend implements JournalBackend {
     }
     if (writes.task) this.tasks.set(writes.task.row.taskId, writes.task.row);
     for (const op of writes.operations ?? []) this.operations.set(opKey(op.taskId, op.key), op);
+    for (const d of writes.decisions ?? []) this.decisions.set(d.id, d);
     return writes.result;
   }
 

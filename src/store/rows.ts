@@ -6,6 +6,7 @@
  */
 import type { SessionId, TaskId } from '../ids.js';
 import type { TaskState } from './types.js';
+import type { DecisionRow, InboxBackend } from './inbox-rows.js';
 
 /** The owner row of a session: the fencing epoch and the head of the hash chain (docs/design.md#fencing). */
 export interface SessionRow {
@@ -77,6 +78,8 @@ export interface TxReads {
   readonly operation?: { readonly taskId: string; readonly key: string };
   /** Event ids the writes will carry: report which of them already exist in this session (docs/design.md#event-ids-are-unique). */
   readonly eventIds?: readonly string[];
+  /** Optional (backends with an inbox): read, locked, the approval rows of this operation in this session that are `open` or `decided`. */
+  readonly approvals?: { readonly taskId: string; readonly key: string };
 }
 
 /** What the backend read for a decision; `undefined` where no such row exists (or it was not asked for). */
@@ -86,6 +89,8 @@ export interface TxState {
   readonly operation: OperationRow | undefined;
   /** Those of `reads.eventIds` that some event of this session already carries (empty when none were asked). */
   readonly existingEventIds: readonly string[];
+  /** The rows `reads.approvals` asked for (absent when not asked). */
+  readonly approvals?: readonly DecisionRow[];
 }
 
 /**
@@ -99,6 +104,8 @@ export interface TxWrites<R = undefined> {
   readonly events?: readonly EventRow[];
   readonly task?: { readonly row: TaskRow; readonly insert: boolean };
   readonly operations?: readonly OperationRow[];
+  /** Inbox rows to insert or replace by id (only ever asked of a backend with an `inbox`). */
+  readonly decisions?: readonly DecisionRow[];
   /** Handed back to the caller after the transaction commits. */
   readonly result: R;
 }
@@ -131,5 +138,7 @@ export interface JournalBackend {
   readTask(taskId: string): Promise<TaskRow | undefined>;
   /** Every session row with its number of events (the built-in backends order them by session id). */
   listSessions(): Promise<Array<{ session: SessionRow; events: number }>>;
+  /** Optional: the decision inbox (docs/design.md#the-decision-inbox). Without it, durable approvals and the inbox API are refused. */
+  readonly inbox?: InboxBackend;
   close(): Promise<void>;
 }

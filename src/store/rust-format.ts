@@ -26,6 +26,21 @@ const ORIGINAL_PRE_BODY: ReadonlySet<string> = new Set([
 const BODY_RAN: ReadonlySet<string> = new Set(['body_failure', 'body_panic', 'output_limit']);
 
 /**
+ * Categories the original lacks but can read as one it has, with the same recovery meaning: an attempt left
+ * waiting for an operator's decision is, to the original, an approval that could not be given (both pre-body).
+ */
+const MAPPED_CATEGORIES: ReadonlyMap<string, string> = new Map([['approval_pending', 'approval_unavailable']]);
+const mappedCategory = (category: string): string => MAPPED_CATEGORIES.get(category) ?? category;
+
+/** Drops the inbox's approval record from a result and maps its category to the original's (docs/design.md#durable-approvals). */
+function mapApprovalEvidence(wire: JsonObject): void {
+  const result = (wire.kind as JsonObject).result as JsonObject;
+  delete result.approval;
+  const outcome = result.outcome as JsonObject;
+  if (outcome.status === 'failed' && typeof outcome.category === 'string') outcome.category = mappedCategory(outcome.category);
+}
+
+/**
  * Writes `events` as the original's records: no `tool_started` events, no `start_marker` flag, `seq` renumbered
  * 0, 1, 2, ..., `provider_call_id: null` where an action has none. Refuses (ExportUnrepresentableError, nothing
  * written) a record the original would read differently in a way that loses safety: a flagged call whose result
@@ -48,7 +63,8 @@ export function exportRustJournal(events: readonly SessionEvent[]): string {
     if (!ORIGINAL_EVENT_KINDS.has(wireType)) throw new ExportUnrepresentableError(e.seq, `the original has no event kind ${JSON.stringify(wireType)}`);
     const wire = encodeEvent(e);
     wire.seq = seq++;
-    if (kind.type === 'tool_result' && kind.result.outcome.status === 'failed' && !ORIGINAL_CATEGORIES.has(kind.result.outcome.category)) {
+    if (kind.type === 'tool_result') mapApprovalEvidence(wire);
+    if (kind.type === 'tool_result' && kind.result.outcome.status === 'failed' && !ORIGINAL_CATEGORIES.has(mappedCategory(kind.result.outcome.category))) {
       throw new ExportUnrepresentableError(e.seq, `the original has no failure category ${JSON.stringify(kind.result.outcome.category)}`);
     }
     if (kind.type === 'tool_call') {
@@ -58,7 +74,7 @@ export function exportRustJournal(events: readonly SessionEvent[]): string {
         delete operation.start_marker;
         const outcome = results.get(kind.call.id)?.outcome;
         const marked = started.has(kind.call.id);
-        if (outcome?.status === 'failed' && marked && ORIGINAL_PRE_BODY.has(outcome.category)) {
+        if (outcome?.status === 'failed' && marked && ORIGINAL_PRE_BODY.has(mappedCategory(outcome.category))) {
           throw new ExportUnrepresentableError(e.seq,
             `call ${kind.call.id} has a start marker but a ${outcome.category} result; without the marker the original would read it as not executed`);
         }

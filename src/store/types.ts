@@ -1,6 +1,7 @@
 import type { EventId, OperationKey, SessionId, TaskId, CallId } from '../ids.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
 import type { AnchorOptions } from './anchors.js';
+import type { ApprovalBinding, DecisionRow } from './inbox-rows.js';
 
 export type TaskState = 'running' | 'stopped' | 'completed';
 
@@ -50,10 +51,22 @@ export interface LatestAttemptCondition {
   readonly callId: CallId;
 }
 
+/**
+ * The inbox change a commit makes in its own transaction (docs/design.md#durable-approvals): `request` leaves a new
+ * open approval request (superseding the operation's older open or decided ones); `use` consumes a decided one,
+ * refused with DecisionError unless it is still decided and its binding equals this one. `at` is the writer's
+ * ISO-8601 time, for people.
+ */
+export type ApprovalChange =
+  | { readonly request: { readonly id: string; readonly callId: string; readonly binding: ApprovalBinding; readonly note: string | null; readonly at: string } }
+  | { readonly use: { readonly id: string; readonly callId: string; readonly binding: ApprovalBinding; readonly at: string } };
+
 export interface CommitRequest {
   readonly events: readonly EventDraft[];
   readonly budget?: BudgetChange;
   readonly expectLatestAttempt?: LatestAttemptCondition;
+  /** Needs a store with a decision inbox. */
+  readonly approval?: ApprovalChange;
 }
 
 export interface CommitReceipt {
@@ -84,6 +97,11 @@ export interface SessionOwner {
   /** The runtime's primitive: events, budget change and D4 condition in one transaction. */
   commit(request: CommitRequest): Promise<CommitReceipt>;
   /** Called in this process when this owner stops a task, so running calls of that task can be interrupted. */
+  /**
+   * Optional (stores with a decision inbox): the operator's decision, not yet used, for the latest approval request
+   * of this operation in this session; undefined when there is none.
+   */
+  decidedApproval?(taskId: string, key: string): Promise<DecisionRow | undefined>;
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void;
   /** Gives the session up; this owner is then stale. A no-op when already stale. */
   release(): Promise<void>;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
-import { openSqliteStore } from '../../src/sqlite.js';
+import { openSqliteStore, SQLITE_SCHEMA_VERSION } from '../../src/sqlite.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
 const dir = tempDir();
@@ -37,7 +37,7 @@ describe('SQLite schema versions', () => {
     assert.equal(task.reservedOutputBytes, 0);
     await store.close();
     const raw = new Database(path, { readonly: true });
-    assert.equal(raw.pragma('user_version', { simple: true }), 2);
+    assert.equal(raw.pragma('user_version', { simple: true }), SQLITE_SCHEMA_VERSION);
     raw.close();
   });
 

@@ -14,6 +14,7 @@ import { beforeCommitHooks } from './hooks.js';
 import type { PostgresStoreOptions } from './options.js';
 import { IDENTIFIER, migrate, POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { postgresStatements, type PostgresStatements } from './statements.js';
+import { PostgresInbox } from './inbox.js';
 
 function checkMs(name: string, value: number | undefined, fallback: number, min: number): number {
   const v = value ?? fallback;
@@ -41,6 +42,7 @@ class PostgresBackend implements JournalBackend {
   private readonly beginRead: string;
   /** Prefix of this schema's statement names (the SQL differs per schema; names are at most 63 bytes). */
   private readonly statementPrefix: string | undefined;
+  readonly inbox: PostgresInbox;
 
   constructor(
     private readonly pool: Pool,
@@ -62,6 +64,9 @@ class PostgresBackend implements JournalBackend {
       `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL lock_timeout = ${timeouts.lock}; ` +
       `SET LOCAL statement_timeout = ${timeouts.statement}${idle}`;
     this.sql = postgresStatements(S);
+    this.inbox = new PostgresInbox(S, schema, pool,
+      (context, body) => this.inTransaction(this.beginWrite, context, body),
+      (context, body) => this.inTransaction(this.beginRead, context, body));
   }
 
   /** Runs one of the store's statements, as a named prepared statement unless `prepare: false`. */
@@ -153,6 +158,7 @@ class PostgresBackend implements JournalBackend {
     const idsRes = reads.eventIds?.length
       ? await this.run<{ event_id: string }>(client, 'existingEventIds', [sessionId, [...reads.eventIds]])
       : undefined;
+    const approvals = reads.approvals ? await this.inbox.approvalsOf(client, sessionId, reads.approvals) : undefined;
     const s = sessionRes.rows[0];
     const t = taskRes?.rows[0];
     const o = opRes?.rows[0];
@@ -163,6 +169,7 @@ class PostgresBackend implements JournalBackend {
         task: t ? toTask(t) : undefined,
         operation: o && reads.operation ? toOperation(reads.operation, o) : undefined,
         existingEventIds: idsRes?.rows.map((r) => r.event_id) ?? [],
+        ...(approvals ? { approvals } : {}),
       });
     } catch (error) {
       throw new Passthrough(error);
@@ -177,6 +184,7 @@ class PostgresBackend implements JournalBackend {
         ops.map((x) => x.taskId), ops.map((x) => x.key), ops.map((x) => x.sessionId), ops.map((x) => x.callId), ops.map((x) => x.eventId),
       ]);
     }
+    if (writes.decisions?.length) await this.inbox.write(client, writes.decisions);
     faultPoint('commit:before');
     const beforeCommit = beforeCommitHooks.get(this);
     if (beforeCommit) {

@@ -2,6 +2,10 @@ import { StoreUnavailableError } from '../../errors.js';
 import type { Pool } from './driver.js';
 
 import { POSTGRES_SCHEMA_VERSION } from './options.js';
+import { INBOX_DDL } from './inbox.js';
+
+/** Version 2 → 3: the decision inbox's table and indexes. */
+const MIGRATE_INBOX = (S: string): string => INBOX_DDL(S);
 
 export { POSTGRES_SCHEMA_VERSION };
 
@@ -35,6 +39,8 @@ CREATE TABLE ${S}.jw_operations (
 );`,
   // Version 2: each outstanding output reservation, so one left by a fenced owner can be settled.
   (S) => `ALTER TABLE ${S}.jw_tasks ADD COLUMN reservations TEXT NOT NULL DEFAULT '[]';`,
+  // Version 3: the decision inbox (docs/design.md#the-decision-inbox).
+  MIGRATE_INBOX,
 ];
 
 /**

@@ -26,6 +26,19 @@ CREATE TABLE jw_operations (
 ) STRICT;
 `;
 
+/** The decision inbox (docs/design.md#the-decision-inbox): approval requests and review decisions, by id. */
+const INBOX_TABLE = `
+CREATE TABLE jw_decisions (
+  id TEXT PRIMARY KEY, kind TEXT NOT NULL, session_id TEXT NOT NULL, call_id TEXT NOT NULL, state TEXT NOT NULL,
+  task_id TEXT, op_key TEXT, detail TEXT NOT NULL
+) STRICT;
+CREATE INDEX jw_decisions_by_session ON jw_decisions (session_id, id);
+CREATE INDEX jw_decisions_by_operation ON jw_decisions (task_id, op_key) WHERE task_id IS NOT NULL;
+`;
+
+/** Version 2 → 3: the decision inbox. */
+const MIGRATE_INBOX = INBOX_TABLE;
+
 /** Version 1 → 2: each outstanding output reservation, so one left by a fenced owner can be settled. */
 const MIGRATE_1_TO_2 = "ALTER TABLE jw_tasks ADD COLUMN reservations TEXT NOT NULL DEFAULT '[]'";
 
@@ -60,8 +73,10 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
       }
       if (options.mustExist) throw new StorePathError('store_not_journal', path, 'holds no jingwei journal (it is an empty database)');
       db.exec(SCHEMA);
-    } else if (version === 1) {
-      db.exec(MIGRATE_1_TO_2);
+      db.exec(INBOX_TABLE);
+    } else {
+      if (version < 2) db.exec(MIGRATE_1_TO_2);
+      if (version < 3) db.exec(MIGRATE_INBOX);
     }
     if (version !== SQLITE_SCHEMA_VERSION) db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
   }).immediate();
