@@ -81,11 +81,11 @@ export class DecisionInbox {
   }
 
   /** Approves an open request; refused (nothing written) when it is unknown, decided, used or superseded. */
-  approve(requestId: string, input: ApprovalDecisionInput): Promise<DecisionRow> {
+  async approve(requestId: string, input: ApprovalDecisionInput): Promise<DecisionRow> {
     return this.decide(requestId, 'approved', input);
   }
 
-  deny(requestId: string, input: ApprovalDecisionInput): Promise<DecisionRow> {
+  async deny(requestId: string, input: ApprovalDecisionInput): Promise<DecisionRow> {
     return this.decide(requestId, 'denied', input);
   }
 
@@ -126,7 +126,7 @@ export class DecisionInbox {
   }
 
   /** Marks a review decision as journaled (by the event `eventId`); refused unless it is still decided. */
-  markReviewJournaled(decisionId: string, eventId: string): Promise<DecisionRow> {
+  async markReviewJournaled(decisionId: string, eventId: string): Promise<DecisionRow> {
     const id = checkId<string>('decisionId', decisionId);
     const by = checkId<string>('eventId', eventId);
     const at = new Date().toISOString();
