@@ -24,7 +24,7 @@ export function decideApprovalChange(sessionId: SessionId, change: ApprovalChang
   if ('use' in change) {
     const { id, callId, binding, at } = change.use;
     const row = rows.find((r) => r.id === id);
-    if (!row || row.kind !== 'approval' || row.sessionId !== sessionId) {
+    if (row?.kind !== 'approval' || row.sessionId !== sessionId) {
       throw new DecisionError('decision_stale', id, `approval request ${id} is not a decided request of this operation in session ${sessionId}`);
     }
     if (row.state !== 'decided') throw new DecisionError('decision_stale', id, `approval request ${id} is ${row.state}, not decided`);

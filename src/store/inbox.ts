@@ -95,7 +95,7 @@ export class DecisionInbox {
     const reason = text('reason', input?.reason, true);
     const at = new Date().toISOString();
     return this.inbox.transactDecision(id, (row) => {
-      if (!row || row.kind !== 'approval') throw new DecisionError('decision_not_found', id, `no approval request ${id}`);
+      if (row?.kind !== 'approval') throw new DecisionError('decision_not_found', id, `no approval request ${id}`);
       if (row.state !== 'open') {
         throw new DecisionError('decision_stale', id, `approval request ${id} is ${row.state}${row.actor ? ` (by ${row.actor})` : ''}; it takes one decision`);
       }
@@ -114,12 +114,12 @@ export class DecisionInbox {
     const evidence = text('evidence', input.evidence, false)!;
     const actor = text('actor', input.actor, false)!;
     const history = await this.store.loadHistory(sessionId);
-    const call = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId);
-    if (!call || call.kind.type !== 'tool_call') throw new DecisionError('decision_not_found', callId, `session ${sessionId} has no call ${callId}`);
+    const call = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId)?.kind;
+    if (call?.type !== 'tool_call') throw new DecisionError('decision_not_found', callId, `session ${sessionId} has no call ${callId}`);
     const at = new Date().toISOString();
     const id = newReviewDecisionId();
     const row: DecisionRow = {
-      id, kind: 'review', sessionId, callId, state: 'decided', binding: null, tool: call.kind.call.name, note: null,
+      id, kind: 'review', sessionId, callId, state: 'decided', binding: null, tool: call.call.name, note: null,
       decision: input.outcome, actor, reason: evidence, createdAt: at, decidedAt: at, consumedAt: null, consumedBy: null,
     };
     return this.inbox.transactDecision(id, () => ({ write: row, result: row }));
@@ -131,7 +131,7 @@ export class DecisionInbox {
     const by = checkId<string>('eventId', eventId);
     const at = new Date().toISOString();
     return this.inbox.transactDecision(id, (row) => {
-      if (!row || row.kind !== 'review') throw new DecisionError('decision_not_found', id, `no review decision ${id}`);
+      if (row?.kind !== 'review') throw new DecisionError('decision_not_found', id, `no review decision ${id}`);
       if (row.state !== 'decided') throw new DecisionError('decision_stale', id, `review decision ${id} is ${row.state}`);
       const write: DecisionRow = { ...row, state: 'consumed', consumedAt: at, consumedBy: by };
       return { write, result: write };
