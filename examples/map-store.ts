@@ -7,11 +7,14 @@ import {
   compareAttention,
   createJournalStore,
   matchesScan,
+  queryRows,
   StaleOwnerError,
   StoreClosedError,
   type AttentionRow,
   type AttentionScan,
+  type DecisionRow,
   type EventRow,
+  type InboxBackend,
   type JournalBackend,
   type OperationBinding,
   type OperationRow,
@@ -36,7 +39,22 @@ class MapBackend implements JournalBackend {
   private readonly operations = new Map<string, OperationRow>();
   /** The attention index, keyed by session, task and operation key. */
   private readonly attention = new Map<string, AttentionRow>();
+  private readonly decisions = new Map<string, DecisionRow>();
   private closed = false;
+
+  /** The decision inbox: approval requests and review decisions, keyed by id. */
+  readonly inbox: InboxBackend = {
+    transactDecision: async (id, decide) => {
+      this.ensureOpen();
+      const { write, result } = decide(this.decisions.get(id));
+      if (write) this.decisions.set(write.id, write);
+      return result;
+    },
+    listDecisions: async (query) => {
+      this.ensureOpen();
+      return queryRows(this.decisions.values(), query);
+    },
+  };
 
   private ensureOpen(): void {
     if (this.closed) throw new StoreClosedError(this.kind);
@@ -51,6 +69,9 @@ class MapBackend implements JournalBackend {
       operation: reads.operation && this.operations.get(key(sessionId, reads.operation.taskId, reads.operation.key)),
       existingEventIds: (this.events.get(sessionId) ?? []).filter((e) => reads.eventIds?.includes(e.eventId)).map((e) => e.eventId),
       attention: [...this.attention.values()].filter((r) => r.sessionId === sessionId && reads.attentionCalls?.includes(r.callId)),
+      ...(reads.approvals
+        ? { approvals: queryRows(this.decisions.values(), { sessionId, kind: 'approval', ...reads.approvals, states: ['open', 'decided'], limit: Infinity }) }
+        : {}),
     });
     if (writes.session) {
       // The conditional update: check every condition before changing anything, so a refusal writes nothing.
@@ -64,6 +85,7 @@ class MapBackend implements JournalBackend {
     if (writes.task) this.tasks.set(key(sessionId, writes.task.row.taskId), writes.task.row);
     for (const op of writes.operations ?? []) this.operations.set(key(sessionId, op.taskId, op.key), op);
     for (const row of writes.attention ?? []) this.attention.set(JSON.stringify([row.sessionId, row.taskId, row.key]), row);
+    for (const d of writes.decisions ?? []) this.decisions.set(d.id, d);
     return writes.result;
   }
 

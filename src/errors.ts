@@ -66,6 +66,12 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   anchor_invalid: 'AnchorError',
   store_replaced: 'StoreReplacedError',
   export_unrepresentable: 'ExportUnrepresentableError',
+  decision_not_found: 'DecisionError',
+  decision_stale: 'DecisionError',
+  decision_binding_changed: 'DecisionError',
+  decision_wait_timeout: 'DecisionError',
+  decision_wait_aborted: 'DecisionError',
+  inbox_unsupported: 'DecisionError',
 } as const);
 
 export type JingweiErrorCode = keyof typeof JINGWEI_ERROR_CODES;
@@ -93,6 +99,8 @@ export const RECORDED_FAILURE_CODES = Object.freeze([
   'tool_output_limit',
   'tool_superseded',
   'tool_in_doubt',
+  'tool_approval_pending',
+  'tool_approval_denied_by_operator',
 ] as const);
 
 export type RecordedFailureCode = (typeof RECORDED_FAILURE_CODES)[number];
@@ -559,5 +567,26 @@ export class McpUnavailableError extends JingweiError {
 export class McpProbeError extends JingweiError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('mcp_probe_failed', message, options);
+  }
+}
+
+export type DecisionErrorCode =
+  | 'decision_not_found'
+  | 'decision_stale'
+  | 'decision_binding_changed'
+  | 'decision_wait_timeout'
+  | 'decision_wait_aborted'
+  | 'inbox_unsupported';
+
+/**
+ * The decision inbox refused something, and wrote nothing: an unknown request (`decision_not_found`), a request
+ * already decided, used or superseded by a newer attempt (`decision_stale`), a decision offered to an attempt with
+ * another binding (`decision_binding_changed`), a wait that ran out or was aborted, or a backend without an inbox.
+ */
+export class DecisionError extends JingweiError {
+  readonly decisionId: string | null;
+  constructor(code: DecisionErrorCode, decisionId: string | null, message: string, options?: { cause?: unknown }) {
+    super(code, message, options);
+    this.decisionId = decisionId;
   }
 }

@@ -46,9 +46,11 @@ const FINDING_CODES = new Set([
   'anchor_mismatch',
   'anchor_invalid',
   'export_unrepresentable',
+  'decision_stale',
+  'decision_binding_changed',
 ]);
 
-const USAGE_CODES = new Set(['invalid_input']);
+const USAGE_CODES = new Set(['invalid_input', 'decision_not_found']);
 
 export function exitCodeFor(error: unknown): ExitCode {
   if (error instanceof UsageError) return EXIT.usage;

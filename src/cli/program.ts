@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runCommand, type Command } from './command.js';
+import { approveCommand, denyCommand, reviewCommand } from './commands/decide.js';
 import { eventsCommand } from './commands/events.js';
 import { inspectCommand } from './commands/inspect.js';
 import { mcpCommand } from './commands/mcp.js';
@@ -23,6 +24,9 @@ export const COMMANDS: readonly Command[] = [
   verifyCommand,
   exportCommand,
   importCommand,
+  approveCommand,
+  denyCommand,
+  reviewCommand,
   mcpCommand,
 ];
 
@@ -52,7 +56,8 @@ export function programHelp(): string {
     'Commands:',
     ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
     '',
-    'Every store argument is a SQLite journal file or a postgres:// URL. Reading commands never write to it.',
+    'Every store argument is a SQLite journal file or a postgres:// URL. Reading commands never write to it;',
+    'approve, deny and review write only to its decision inbox, never to a journal.',
     "Run 'jingwei <command> --help' for a command's arguments and options.",
     '',
     'Options:',

@@ -21,6 +21,7 @@ import {
   type SessionEvent,
   type SessionEventKind,
   type ToolCall,
+  type ToolApprovalRecord,
   type ToolEffectContract,
   type ToolFailureCategory,
   type ToolOperation,
@@ -87,8 +88,17 @@ function encodeOutcome(outcome: ToolRecordedOutcome): JsonObject {
   };
 }
 
+function encodeApproval(a: ToolApprovalRecord): JsonObject {
+  const wire: JsonObject = { request_id: a.requestId, decision: a.decision };
+  if (a.actor !== undefined) wire.actor = a.actor;
+  if (a.reason !== undefined) wire.reason = a.reason;
+  return wire;
+}
+
 export function encodeToolResult(result: ToolResult): JsonObject {
-  return { call_id: result.callId, outcome: encodeOutcome(result.outcome) };
+  const wire: JsonObject = { call_id: result.callId, outcome: encodeOutcome(result.outcome) };
+  if (result.approval !== undefined) wire.approval = encodeApproval(result.approval);
+  return wire;
 }
 
 function encodeKind(kind: SessionEventKind): JsonObject {
@@ -98,7 +108,9 @@ function encodeKind(kind: SessionEventKind): JsonObject {
     case 'tool_result':
       return { type: 'tool_result', result: encodeToolResult(kind.result) };
     case 'tool_started':
-      return { type: 'tool_started', call_id: kind.callId };
+      return kind.approval === undefined
+        ? { type: 'tool_started', call_id: kind.callId }
+        : { type: 'tool_started', call_id: kind.callId, approval: encodeApproval(kind.approval) };
     case 'user_message':
       return { type: 'user_message', text: kind.text };
     case 'assistant_message':
@@ -225,12 +237,35 @@ function decodeOutcome(ctx: Ctx, wire: unknown): ToolRecordedOutcome {
   ctx.fail('status', `unknown status ${JSON.stringify(status)}, expected succeeded or failed`);
 }
 
+const APPROVAL_DECISIONS: readonly ToolApprovalRecord['decision'][] = ['pending', 'approved', 'denied'];
+
+function decodeApproval(ctx: Ctx, wire: unknown): ToolApprovalRecord {
+  const o = ctx.object(wire, ['request_id', 'decision', 'actor', 'reason']);
+  const record: { -readonly [K in keyof ToolApprovalRecord]: ToolApprovalRecord[K] } = {
+    requestId: ctx.id(o, 'request_id'),
+    decision: oneOf(ctx, o, 'decision', APPROVAL_DECISIONS),
+  };
+  const actor = optionalString(ctx, o, 'actor');
+  if (actor !== undefined) record.actor = actor;
+  const reason = optionalString(ctx, o, 'reason');
+  if (reason !== undefined) record.reason = reason;
+  return record;
+}
+
+/** The optional approval record of a marker or result; null and absent read the same. */
+function optionalApproval(ctx: Ctx, o: Wire): ToolApprovalRecord | undefined {
+  const v = ctx.get(o, 'approval');
+  return v === undefined || v === null ? undefined : decodeApproval(ctx.child('approval'), v);
+}
+
 function decodeResult(ctx: Ctx, wire: unknown): ToolResult {
   const o = ctx.object(wire, null);
-  return {
+  const result: ToolResult = {
     callId: ctx.id(o, 'call_id') as CallId,
     outcome: decodeOutcome(ctx.child('outcome'), ctx.required(o, 'outcome')),
   };
+  const approval = optionalApproval(ctx, o);
+  return approval === undefined ? result : { ...result, approval };
 }
 
 function decodeKind(ctx: Ctx, wire: unknown): SessionEventKind {
@@ -241,8 +276,11 @@ function decodeKind(ctx: Ctx, wire: unknown): SessionEventKind {
       return { type, call: decodeCall(ctx.child('call'), ctx.required(o, 'call')) };
     case 'tool_result':
       return { type, result: decodeResult(ctx.child('result'), ctx.required(o, 'result')) };
-    case 'tool_started':
-      return { type, callId: ctx.id(o, 'call_id') as CallId };
+    case 'tool_started': {
+      const callId = ctx.id(o, 'call_id') as CallId;
+      const approval = optionalApproval(ctx, o);
+      return approval === undefined ? { type, callId } : { type, callId, approval };
+    }
     case 'user_message':
       return { type, text: ctx.string(o, 'text') };
     case 'assistant_message': {

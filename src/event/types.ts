@@ -77,6 +77,7 @@ export const TOOL_FAILURE_CATEGORIES = [
   'approval_unavailable',
   'approval_denied',
   'approval_fault',
+  'approval_pending',
   'timeout',
   'cancelled',
   'body_failure',
@@ -97,6 +98,7 @@ export const PRE_BODY_CATEGORIES: ReadonlySet<ToolFailureCategory> = new Set<Too
   'approval_denied',
   'approval_fault',
   'in_doubt',
+  'approval_pending',
 ]);
 
 export type ToolRecordedOutcome =
@@ -109,15 +111,30 @@ export type ToolRecordedOutcome =
       readonly retryable: boolean;
     };
 
+/**
+ * Approval evidence from the decision inbox (docs/design.md#durable-approvals): on a `tool_started` marker for an
+ * operator's approval, on a result for an operator's denial (`denied`) or for an attempt left waiting (`pending`,
+ * no actor yet). Absent when the in-process approver answered.
+ */
+export interface ToolApprovalRecord {
+  readonly requestId: string;
+  readonly decision: 'pending' | 'approved' | 'denied';
+  /** The operator who decided; absent while pending. */
+  readonly actor?: string;
+  /** The operator's reason, or the approver's note while pending. */
+  readonly reason?: string;
+}
+
 export interface ToolResult {
   readonly callId: CallId;
   readonly outcome: ToolRecordedOutcome;
+  readonly approval?: ToolApprovalRecord;
 }
 
 /** Event kinds. `opaque` keeps any other kind written by Jingwei for Rust, unchanged in meaning and never interpreted. */
 export type SessionEventKind =
   | { readonly type: 'tool_call'; readonly call: ToolCall }
-  | { readonly type: 'tool_started'; readonly callId: CallId }
+  | { readonly type: 'tool_started'; readonly callId: CallId; readonly approval?: ToolApprovalRecord }
   | { readonly type: 'tool_result'; readonly result: ToolResult }
   | { readonly type: 'user_message'; readonly text: string }
   | { readonly type: 'assistant_message'; readonly text: string }

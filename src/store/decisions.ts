@@ -2,6 +2,7 @@
  * The store's rules, as pure decisions over what a transaction read. Every backend runs these inside one atomic
  * transaction, so fencing, sequencing, the hash chain, budgets and the D4 latest-attempt check are written once.
  */
+import { decideApprovalChange } from './approvals.js';
 import { BudgetExhaustedError, InvalidInputError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError, ToolRetryError, WireDecodeError } from '../errors.js';
 import { apiFieldPath } from '../event/api-path.js';
 import { decodeEventText, encodeEventText, recordedAtText } from '../event/codec.js';
@@ -186,10 +187,12 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
       task = { row: budgeted.row, insert: false };
       reserved = budgeted.reserved;
     }
+    const decisions = request.approval ? decideApprovalChange(session.sessionId, request.approval, state.approvals ?? []) : undefined;
     return {
       session: { row: chained.head, expect: { epoch: session.epoch, lastSeq: session.lastSeq } },
       events: chained.rows,
       ...(task ? { task } : {}),
+      ...(decisions ? { decisions } : {}),
       operations: operationsOf(session.sessionId, chained.events),
       attention: attentionWrites(session.sessionId, chained.events, state.attention),
       result: { events: chained.events, reservedOutputBytes: reserved },

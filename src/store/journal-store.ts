@@ -1,4 +1,5 @@
-import { InvalidInputError, StoreClosedError, StoreUnavailableError, TaskNotFoundError } from '../errors.js';
+import { DecisionError, InvalidInputError, StoreClosedError, StoreUnavailableError, TaskNotFoundError } from '../errors.js';
+import type { DecisionRow } from './inbox-rows.js';
 import { checkId, type SessionId, type TaskId } from '../ids.js';
 import { DECODED_WIRE_TYPES } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
@@ -48,6 +49,15 @@ function refuseEvidence(draft: EventDraft, i: number): void {
   if (kind.type === 'opaque' && typeof kind.wireType === 'string' && (DECODED_WIRE_TYPES.has(kind.wireType) || kind.wireType === 'opaque')) {
     throw new InvalidInputError(`events[${i}].kind.wireType`, `an opaque event cannot carry the known kind ${kind.wireType}`);
   }
+}
+
+/** The operation whose inbox rows a commit's approval change reads. */
+function approvalOperation(request: CommitRequest): { taskId: string; key: string } | undefined {
+  const change = request.approval;
+  if (change === undefined) return undefined;
+  const binding = 'use' in change ? change.use?.binding : change.request?.binding;
+  if (!binding) throw new InvalidInputError('approval', 'must carry a request or a use with its binding');
+  return { taskId: binding.taskId, key: binding.key };
 }
 
 /** Fails every call once the store is closed, whatever the backend would do with a closed handle. */
@@ -268,9 +278,12 @@ class FencedOwner implements SessionOwner {
     });
     await this.releaseUnwritten();
     const attentionCalls = attentionCallIds(request.events);
+    const approvalOp = approvalOperation(request);
+    if (approvalOp && !this.backend.inbox) throw new DecisionError('inbox_unsupported', null, `the ${this.backend.kind} store has no decision inbox`);
     const reads = {
       ...(request.budget ? { taskId: request.budget.taskId } : {}),
       ...(request.expectLatestAttempt ? { operation: request.expectLatestAttempt } : {}),
+      ...(approvalOp ? { approvals: approvalOp } : {}),
       eventIds: draftEventIds(request.events),
       ...(attentionCalls.length > 0 ? { attentionCalls } : {}),
     };
@@ -288,6 +301,14 @@ class FencedOwner implements SessionOwner {
     const rows = await this.backend.findAttention(this.sessionId, binding);
     const row = rows.find(isInDoubt);
     return row ? attentionItem(row) : null;
+  }
+
+  async decidedApproval(taskId: string, key: string): Promise<DecisionRow | undefined> {
+    this.guard.check();
+    const inbox = this.backend.inbox;
+    if (!inbox) return undefined;
+    const rows = await inbox.listDecisions({ sessionId: this.sessionId, kind: 'approval', taskId, key, states: ['decided'], limit: 1 });
+    return rows[0];
   }
 
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void {

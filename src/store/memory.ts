@@ -4,6 +4,7 @@ import { compareAttention, matchesScan } from './attention.js';
 import { JournalStore, type JournalStoreOptions } from './journal-store.js';
 import type { AttentionRow, AttentionScan, EventRow, JournalBackend, OperationBinding, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import type { SessionStore } from './types.js';
+import { queryRows, type DecisionRow, type InboxBackend } from './inbox-rows.js';
 
 // Ids never contain U+0000 (checkId refuses it), so it separates the parts of a key unambiguously.
 const taskKey = (sessionId: string, taskId: string) => `${sessionId}\u0000${taskId}`;
@@ -24,7 +25,20 @@ class MemoryBackend implements JournalBackend {
   private readonly operations = new Map<string, OperationRow>();
   /** The attention index: session id → (taskId, key) → row. */
   private readonly attention = new Map<string, Map<string, AttentionRow>>();
+  private readonly decisions = new Map<string, DecisionRow>();
   private closed = false;
+  readonly inbox: InboxBackend = {
+    transactDecision: async (id, decide) => {
+      this.open();
+      const { write, result } = decide(this.decisions.get(id));
+      if (write) this.decisions.set(write.id, write);
+      return result;
+    },
+    listDecisions: async (query) => {
+      this.open();
+      return queryRows(this.decisions.values(), query);
+    },
+  };
 
   private open(): void {
     if (this.closed) throw new StoreClosedError(this.kind);
@@ -41,6 +55,9 @@ class MemoryBackend implements JournalBackend {
       attention: reads.attentionCalls?.length
         ? [...(this.attention.get(sessionId)?.values() ?? [])].filter((r) => reads.attentionCalls!.includes(r.callId))
         : [],
+      ...(reads.approvals
+        ? { approvals: queryRows(this.decisions.values(), { sessionId, kind: 'approval', ...reads.approvals, states: ['open', 'decided'], limit: Infinity }) }
+        : {}),
     };
     const writes = decide(state);
     if (writes.session) {
@@ -62,6 +79,7 @@ class MemoryBackend implements JournalBackend {
       rows.set(opKey(row.sessionId, row.taskId, row.key), row);
       this.attention.set(row.sessionId, rows);
     }
+    for (const d of writes.decisions ?? []) this.decisions.set(d.id, d);
     return writes.result;
   }
 

@@ -7,6 +7,7 @@
 import type { ToolEffect } from '../event/types.js';
 import type { SessionId, TaskId } from '../ids.js';
 import type { AttentionQuery, TaskState } from './types.js';
+import type { DecisionRow, InboxBackend } from './inbox-rows.js';
 
 /** The owner row of a session: the fencing epoch and the head of the hash chain (docs/design.md#fencing). */
 export interface SessionRow {
@@ -164,6 +165,8 @@ export interface TxReads {
   readonly eventIds?: readonly string[];
   /** Read the attention rows of this session whose `callId` is one of these (the calls a commit's markers and results name). */
   readonly attentionCalls?: readonly string[];
+  /** Optional (backends with an inbox): read, locked, the approval rows of this operation in this session that are `open` or `decided`. */
+  readonly approvals?: { readonly taskId: string; readonly key: string };
 }
 
 /** What the backend read for a decision; `undefined` where no such row exists (or it was not asked for). */
@@ -175,6 +178,8 @@ export interface TxState {
   readonly existingEventIds: readonly string[];
   /** The attention rows `reads.attentionCalls` asked for (absent or empty when none were asked or none exist). */
   readonly attention?: readonly AttentionRow[];
+  /** The rows `reads.approvals` asked for (absent when not asked). */
+  readonly approvals?: readonly DecisionRow[];
 }
 
 /**
@@ -191,6 +196,8 @@ export interface TxWrites<R = undefined> {
   readonly operations?: readonly OperationRow[];
   /** Upsert by (sessionId, taskId, key), the last one winning. */
   readonly attention?: readonly AttentionRow[];
+  /** Inbox rows to insert or replace by id (only ever asked of a backend with an `inbox`). */
+  readonly decisions?: readonly DecisionRow[];
   /** Handed back to the caller after the transaction commits. */
   readonly result: R;
 }
@@ -230,5 +237,7 @@ export interface JournalBackend {
   scanAttention?(scan: AttentionScan): Promise<AttentionRow[]>;
   /** The attention rows of one session with this binding (any status), read from the index alone. */
   findAttention?(sessionId: SessionId, binding: OperationBinding): Promise<AttentionRow[]>;
+  /** Optional: the decision inbox (docs/design.md#the-decision-inbox). Without it, durable approvals and the inbox API are refused. */
+  readonly inbox?: InboxBackend;
   close(): Promise<void>;
 }

@@ -23,17 +23,27 @@ const ORIGINAL_PRE_BODY: ReadonlySet<string> = new Set([
   'unavailable', 'invalid_arguments', 'denied', 'guard_fault', 'approval_unavailable', 'approval_denied', 'approval_fault',
 ]);
 /**
- * Categories the original lacks, written as one it has with the same meaning for recovery: an `in_doubt` refusal
- * is recorded before the body, like `denied` (docs/design.md#the-in-doubt-guard).
+ * Categories the original lacks, written as one it has with the same meaning for recovery (both pre-body): an
+ * `in_doubt` refusal reads as `denied` (docs/design.md#the-in-doubt-guard); an attempt left waiting for an
+ * operator's decision reads as an approval that could not be given (docs/design.md#durable-approvals).
  */
-const MAPPED_CATEGORIES: ReadonlyMap<string, string> = new Map([['in_doubt', 'denied']]);
+const MAPPED_CATEGORIES: ReadonlyMap<string, string> = new Map([
+  ['in_doubt', 'denied'],
+  ['approval_pending', 'approval_unavailable'],
+]);
 const originalCategory = (category: string): string => MAPPED_CATEGORIES.get(category) ?? category;
 /** Only written once a body ran. */
 const BODY_RAN: ReadonlySet<string> = new Set(['body_failure', 'body_panic', 'output_limit']);
 
 /**
+/** Drops the inbox's approval record from a result (docs/design.md#durable-approvals). */
+function dropApprovalEvidence(wire: JsonObject): void {
+  delete ((wire.kind as JsonObject).result as JsonObject).approval;
+}
+
+/**
  * Writes `events` as the original's records: no `tool_started` events, no `start_marker` flag, no `recorded_at`,
- * `in_doubt` written as `denied`, `seq` renumbered
+ * no approval records, `in_doubt` written as `denied` and `approval_pending` as `approval_unavailable`, `seq` renumbered
  * 0, 1, 2, ..., `provider_call_id: null` where an action has none. Refuses (ExportUnrepresentableError, nothing
  * written) a record the original would read differently in a way that loses safety: a flagged call whose result
  * says the body never started although its start marker is there, or says the body ran although there is no
@@ -57,6 +67,7 @@ export function exportRustJournal(events: readonly SessionEvent[]): string {
     wire.seq = seq++;
     // The original's envelope has no recorded time (docs/design.md#recorded-times).
     delete wire.recorded_at;
+    if (kind.type === 'tool_result') dropApprovalEvidence(wire);
     if (kind.type === 'tool_result' && kind.result.outcome.status === 'failed') {
       (((wire.kind as JsonObject).result as JsonObject).outcome as JsonObject).category = originalCategory(kind.result.outcome.category);
     }

@@ -2,6 +2,7 @@ import type { EventId, OperationKey, SessionId, TaskId, CallId } from '../ids.js
 import type { EventDraft, SessionEvent, ToolEffect } from '../event/types.js';
 import type { AttentionStatus } from './rows.js';
 import type { AnchorOptions } from './anchors.js';
+import type { ApprovalBinding, DecisionRow } from './inbox-rows.js';
 
 export type TaskState = 'running' | 'stopped' | 'completed';
 
@@ -54,10 +55,22 @@ export interface LatestAttemptCondition {
   readonly callId: CallId;
 }
 
+/**
+ * The inbox change a commit makes in its own transaction (docs/design.md#durable-approvals): `request` leaves a new
+ * open approval request (superseding the operation's older open or decided ones); `use` consumes a decided one,
+ * refused with DecisionError unless it is still decided and its binding equals this one. `at` is the writer's
+ * ISO-8601 time, for people.
+ */
+export type ApprovalChange =
+  | { readonly request: { readonly id: string; readonly callId: string; readonly binding: ApprovalBinding; readonly note: string | null; readonly at: string } }
+  | { readonly use: { readonly id: string; readonly callId: string; readonly binding: ApprovalBinding; readonly at: string } };
+
 export interface CommitRequest {
   readonly events: readonly EventDraft[];
   readonly budget?: BudgetChange;
   readonly expectLatestAttempt?: LatestAttemptCondition;
+  /** Needs a store with a decision inbox. */
+  readonly approval?: ApprovalChange;
 }
 
 export interface CommitReceipt {
@@ -92,6 +105,11 @@ export interface SessionOwner {
    */
   findInDoubt?(binding: { readonly taskId: string; readonly tool: string; readonly revision: string; readonly argsDigest: string }): Promise<AttentionItem | null>;
   /** Called in this process when this owner stops a task, so running calls of that task can be interrupted. */
+  /**
+   * Optional (stores with a decision inbox): the operator's decision, not yet used, for the latest approval request
+   * of this operation in this session; undefined when there is none.
+   */
+  decidedApproval?(taskId: string, key: string): Promise<DecisionRow | undefined>;
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void;
   /** Gives the session up; this owner is then stale. A no-op when already stale. */
   release(): Promise<void>;

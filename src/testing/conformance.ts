@@ -11,6 +11,8 @@ import type { SessionStore } from '../store/types.js';
 import { LIMITS } from '../limits.js';
 import { commitAs } from '../store/owner-commit.js';
 import { attentionRules } from './conformance-attention.js';
+import { decisionInbox } from '../store/inbox.js';
+import type { ApprovalBinding } from '../store/inbox-rows.js';
 
 export interface StoreConformanceOptions {
   /** Shown in the suite's title. */
@@ -479,6 +481,49 @@ function draftValidation(name: string, factory: StoreFactory): void {
   });
 }
 
+/** The decision inbox, for a store whose backend has one (a store without it refuses with inbox_unsupported). */
+function inboxRules(name: string, factory: StoreFactory): void {
+  describe(`store decision inbox: ${name}`, () => {
+    it('an approval request is left with its commit, decided once, used once with its binding, and superseded by a newer one', async (t) => {
+      const { store } = await factory.open();
+      let inbox;
+      try {
+        inbox = decisionInbox(store);
+      } catch (error) {
+        if ((error as { code?: string }).code !== 'inbox_unsupported') throw error;
+        t.skip('this store has no decision inbox');
+        return;
+      }
+      const owner = await store.acquire('s-inbox', { owner: 'h' });
+      const task = 't-inbox' as TaskId;
+      await owner.startTask(task);
+      const key = newOperationKey();
+      const callId = newCallId();
+      const binding: ApprovalBinding = { taskId: task, key, tool: 'probe', revision: 'v1', argumentsDigest: 'a'.repeat(64) };
+      const at = '2026-12-01T00:00:00.000Z';
+      await commitAs(owner, { events: [callDraft(task, key, callId)], approval: { request: { id: 'approval_1', callId, binding, note: null, at } } });
+      assert.equal((await inbox.get('approval_1'))?.state, 'open');
+      await inbox.approve('approval_1', { actor: 'alice' });
+      await rejects(inbox.approve('approval_1', { actor: 'bob' }), 'decision_stale');
+      await rejects(inbox.deny('approval_none', { actor: 'bob' }), 'decision_not_found');
+      assert.equal((await owner.decidedApproval?.(task, key))?.id, 'approval_1');
+      const other = { ...binding, argumentsDigest: 'b'.repeat(64) };
+      await rejects(commitAs(owner, { events: [message('x')], approval: { use: { id: 'approval_1', callId, binding: other, at } } }), 'decision_binding_changed');
+      assert.equal((await store.loadHistory('s-inbox')).length, 1, 'a refused use writes nothing');
+      await commitAs(owner, { events: [message('used')], approval: { use: { id: 'approval_1', callId, binding, at } } });
+      assert.equal((await inbox.get('approval_1'))?.state, 'consumed');
+      await rejects(commitAs(owner, { events: [message('again')], approval: { use: { id: 'approval_1', callId, binding, at } } }), 'decision_stale');
+      await commitAs(owner, { events: [message('ask')], approval: { request: { id: 'approval_2', callId, binding, note: null, at } } });
+      await commitAs(owner, { events: [message('ask again')], approval: { request: { id: 'approval_3', callId, binding, note: 'n', at } } });
+      assert.equal((await inbox.get('approval_2'))?.state, 'superseded');
+      const page = await inbox.list({ sessionId: 's-inbox' });
+      assert.deepEqual(page.items.map((d) => d.id), ['approval_3']);
+      assert.equal(page.next, null);
+      await store.close();
+    });
+  });
+}
+
 /**
  * Registers the store conformance suite on `node:test` (run the file with `node --test`): the behaviour every
  * SessionStore must show (ordering, fencing, release, id checks, tasks and budgets, settlement of abandoned
@@ -509,5 +554,6 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     storeRules(options.name, factory);
     draftValidation(options.name, factory);
     attentionRules(options.name, factory);
+    inboxRules(options.name, factory);
   });
 }

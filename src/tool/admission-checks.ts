@@ -97,8 +97,14 @@ export async function runGuards(guards: readonly ToolGuard[], ctx: ToolHookConte
   return null;
 }
 
+/** The approver answered `pending`: a person decides later, through the decision inbox. */
+export interface PendingApproval {
+  readonly pending: true;
+  readonly note: string | null;
+}
+
 /** Asks the keyed approver, afresh on every attempt. Null means approved. */
-export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, control: CallControl): Promise<Failure | Interrupt | null> {
+export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, control: CallControl): Promise<Failure | Interrupt | PendingApproval | null> {
   let outcome;
   try {
     outcome = await control.race(() => approver(ctx, control.signal));
@@ -122,8 +128,13 @@ export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, 
         a.retryable === true,
       );
     }
+    case 'pending': {
+      const note = (answer as { note?: unknown }).note;
+      if (note !== undefined && typeof note !== 'string') return failure('approval_fault', 'tool_approval_malformed', 'a pending answer\'s note must be text');
+      return { pending: true, note: note === undefined ? null : truncateUtf8(note, LIMITS.maxDiagnosticBytes) };
+    }
     default:
-      return failure('approval_fault', 'tool_approval_malformed', 'the approver answered neither approved, denied nor unavailable');
+      return failure('approval_fault', 'tool_approval_malformed', 'the approver answered neither approved, denied, unavailable nor pending');
   }
 }
 

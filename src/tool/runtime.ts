@@ -1,5 +1,7 @@
 import { InvalidInputError, JsonParseError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
-import type { EventDraft, SessionEvent, ToolCall, ToolOperation, ToolResult } from '../event/types.js';
+import type { EventDraft, SessionEvent, ToolApprovalRecord, ToolCall, ToolOperation, ToolResult } from '../event/types.js';
+import type { ApprovalChange } from '../store/types.js';
+import { approvalBinding, operatorDecision, pendingApproval } from './durable-approval.js';
 import { checkId, hasLoneSurrogate, newCallId, newOperationKey, newTurnId, type TaskId, type TurnId } from '../ids.js';
 import { canonicalJson } from '../json/canonical.js';
 import { parseJson } from '../json/parse.js';
@@ -283,12 +285,27 @@ class Gateway implements ToolGateway {
       callEvent = receipt.events[0]!;
       reserved = receipt.reservedOutputBytes;
       faultPoint('call:after');
-      const denied = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control)) ?? control.interrupt();
-      if (denied) return this.finish(call, callEvent, null, denied, 0);
+      // An operator's decision from the decision inbox answers for this attempt in place of the approver, used
+      // (and journaled) in the same transaction as the marker or the denial (docs/design.md#durable-approvals).
+      const binding = approvalBinding(call, op);
+      const operator = await operatorDecision(this.binding.owner, call, binding);
+      let started = startedDraft;
+      if (operator) {
+        const stop = operator.denial ?? control.interrupt();
+        if (stop) return this.finish(call, callEvent, null, stop, 0, operator.denial ? { change: operator.change, record: operator.record } : undefined);
+        started = this.draft({ type: 'tool_started', callId: call.id, approval: operator.record });
+      } else {
+        const answer = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control)) ?? control.interrupt();
+        if (answer && 'pending' in answer) {
+          const pending = pendingApproval(call, binding, answer);
+          return this.finish(call, callEvent, null, pending.outcome, 0, { change: pending.change, record: pending.record });
+        }
+        if (answer) return this.finish(call, callEvent, null, answer, 0);
+      }
       faultPoint('approval:after');
       // The marker is written only while this call is still the latest attempt of its operation: a retry made
       // while the approval was pending supersedes it, and its body never runs (docs/design.md#a-stale-attempt-cannot-start).
-      const marked = await this.writeStarted(call, op, startedDraft);
+      const marked = await this.writeStarted(call, op, started, operator?.change);
       if (marked === null) {
         const superseded = failure('unavailable', 'tool_superseded', 'a newer attempt of this operation was made while this one waited; its body never ran');
         return this.finish(call, callEvent, null, superseded, 0);
@@ -330,11 +347,13 @@ class Gateway implements ToolGateway {
     startedEvent: SessionEvent | null,
     outcome: ToolResult['outcome'],
     charge: number,
+    approval?: { change: ApprovalChange; record: ToolApprovalRecord },
   ): Promise<ToolExecution> {
-    const result: ToolResult = { callId: call.id, outcome };
+    const result: ToolResult = approval ? { callId: call.id, outcome, approval: approval.record } : { callId: call.id, outcome };
     const receipt = await this.write('result', call, result, {
       events: [this.draft({ type: 'tool_result', result })],
       budget: { taskId: this.taskId, settle: { chargeOutputBytes: startedEvent ? charge : 0 } },
+      ...(approval ? { approval: approval.change } : {}),
     });
     faultPoint('result:after');
     return { call, result, callEvent, startedEvent, resultEvent: receipt.events[0]! };
@@ -350,12 +369,13 @@ class Gateway implements ToolGateway {
   }
 
   /** Writes the start marker conditioned on the latest attempt; null when a newer attempt superseded this call. */
-  private async writeStarted(call: ToolCall, op: NonNullable<ToolCall['operation']>, startedDraft: EventDraft): Promise<SessionEvent | null> {
+  private async writeStarted(call: ToolCall, op: NonNullable<ToolCall['operation']>, startedDraft: EventDraft, approval?: ApprovalChange): Promise<SessionEvent | null> {
     try {
       const receipt = await commitAs(this.binding.owner, {
         events: [startedDraft],
         budget: { taskId: this.taskId },
         expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: call.id },
+        ...(approval ? { approval } : {}),
       });
       return receipt.events[0]!;
     } catch (error) {

@@ -49,9 +49,19 @@ export type ToolApproval =
   | { readonly decision: 'approved' }
   | ({ readonly decision: 'denied' } & ToolDenial)
   /** The approval service could not be reached or could not decide; recorded as approval_unavailable. */
-  | ({ readonly decision: 'unavailable' } & Partial<ToolDenial>);
+  | ({ readonly decision: 'unavailable' } & Partial<ToolDenial>)
+  /**
+   * A person decides, later (docs/design.md#durable-approvals): the attempt is recorded as approval_pending (its
+   * body never ran) and leaves an approval request in the store's decision inbox, in the same transaction. An
+   * operator's decision there is used once, by the next attempt of the same operation with the same tool,
+   * contract revision and arguments, in place of asking again. Needs a store with a decision inbox.
+   */
+  | { readonly decision: 'pending'; readonly note?: string };
 
-/** Asked on every attempt of a tool that requires it; never carries over. Throwing is recorded as approval_fault. */
+/**
+ * Asked on every attempt of a tool that requires it, unless an operator's decision from the decision inbox answers
+ * for that attempt; never carries over. Throwing is recorded as approval_fault.
+ */
 export type ToolApprover = (ctx: ToolHookContext, signal: AbortSignal) => Promise<ToolApproval>;
 
 /** Which call a panic happened in. */

@@ -64,7 +64,7 @@ describePostgres('PostgreSQL store', (url) => {
       assert.deepEqual(version.rows, [{ version: POSTGRES_SCHEMA_VERSION }]);
       const tables = await admin.query<{ t: string }>(
         `SELECT table_name AS t FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, [schema]);
-      assert.deepEqual(tables.rows.map((r) => r.t), ['jw_attention', 'jw_events', 'jw_operations', 'jw_schema_version', 'jw_sessions', 'jw_tasks']);
+      assert.deepEqual(tables.rows.map((r) => r.t), ['jw_attention', 'jw_decisions', 'jw_events', 'jw_operations', 'jw_schema_version', 'jw_sessions', 'jw_tasks']);
       const owner = await stores[0]!.acquire('s-schema', { owner: 'h' });
       await owner.append([message('one')]);
       assert.equal((await stores[4]!.loadHistory('s-schema')).length, 1);

@@ -42,6 +42,7 @@ describe('SQLite schema versions', () => {
     assert.equal(raw.pragma('user_version', { simple: true }), SQLITE_SCHEMA_VERSION);
     const tables = raw.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").all() as Array<{ name: string }>;
     assert.ok(tables.some((t) => t.name === 'jw_attention'), 'the attention index is created by the upgrade');
+    assert.ok(tables.some((t) => t.name === 'jw_decisions'), 'the decision inbox is created by the upgrade');
     raw.close();
   });
 

@@ -18,6 +18,7 @@ import { beforeCommitHooks } from './hooks.js';
 import type { PostgresStoreOptions } from './options.js';
 import { IDENTIFIER, migrate, POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { postgresStatements, type PostgresStatements } from './statements.js';
+import { PostgresInbox } from './inbox.js';
 
 function checkMs(name: string, value: number | undefined, fallback: number, min: number): number {
   const v = value ?? fallback;
@@ -47,6 +48,7 @@ class PostgresBackend implements JournalBackend {
   private readonly statementPrefix: string | undefined;
   /** The quoted schema name. */
   private readonly schemaName: string;
+  readonly inbox: PostgresInbox;
 
   constructor(
     private readonly pool: Pool,
@@ -69,6 +71,9 @@ class PostgresBackend implements JournalBackend {
       `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL lock_timeout = ${timeouts.lock}; ` +
       `SET LOCAL statement_timeout = ${timeouts.statement}${idle}`;
     this.sql = postgresStatements(S);
+    this.inbox = new PostgresInbox(S, schema, pool,
+      (context, body) => this.inTransaction(this.beginWrite, context, body),
+      (context, body) => this.inTransaction(this.beginRead, context, body));
   }
 
   /** Runs one of the store's statements, as a named prepared statement unless `prepare: false`. */
@@ -163,6 +168,7 @@ class PostgresBackend implements JournalBackend {
     const attentionRes = reads.attentionCalls?.length
       ? await this.run<AttentionRecord>(client, 'attentionByCalls', [sessionId, [...reads.attentionCalls]])
       : undefined;
+    const approvals = reads.approvals ? await this.inbox.approvalsOf(client, sessionId, reads.approvals) : undefined;
     const s = sessionRes.rows[0];
     const t = taskRes?.rows[0];
     const o = opRes?.rows[0];
@@ -174,6 +180,7 @@ class PostgresBackend implements JournalBackend {
         operation: o && reads.operation ? toOperation(reads.operation, o) : undefined,
         existingEventIds: idsRes?.rows.map((r) => r.event_id) ?? [],
         attention: attentionRes?.rows.map(toAttention) ?? [],
+        ...(approvals ? { approvals } : {}),
       });
     } catch (error) {
       throw new Passthrough(error);
@@ -189,6 +196,7 @@ class PostgresBackend implements JournalBackend {
       ]);
     }
     for (const a of writes.attention ?? []) await this.run(client, 'upsertAttention', attentionValues(a, (b) => b));
+    if (writes.decisions?.length) await this.inbox.write(client, writes.decisions);
     faultPoint('commit:before');
     const beforeCommit = beforeCommitHooks.get(this);
     if (beforeCommit) {

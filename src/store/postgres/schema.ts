@@ -3,6 +3,10 @@ import { TASK_DEFAULTS } from '../../limits.js';
 import type { Pool } from './driver.js';
 
 import { POSTGRES_SCHEMA_VERSION } from './options.js';
+import { INBOX_DDL } from './inbox.js';
+
+/** Version 2 → 3: the decision inbox's table and indexes. */
+const MIGRATE_INBOX = (S: string): string => INBOX_DDL(S);
 
 export { POSTGRES_SCHEMA_VERSION };
 
@@ -70,6 +74,8 @@ CREATE TABLE ${S}.jw_operations (
   MIGRATE_SESSION_KEYS,
   // Version 4: recorded times (the session's last one) and the attention index (docs/design.md#the-attention-index).
   (S) => MIGRATE_ATTENTION(S),
+  // Version 5: the decision inbox (docs/design.md#the-decision-inbox).
+  MIGRATE_INBOX,
 ];
 
 /**

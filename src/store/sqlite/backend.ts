@@ -13,6 +13,7 @@ import { mapSqliteError } from './errors.js';
 import type { SqliteStoreOptions } from './options.js';
 import { prepareDatabase } from './schema.js';
 import { prepareStatements, type SqliteStatements } from './statements.js';
+import { SqliteInbox } from './inbox.js';
 
 type WriteTx = (sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) => unknown;
 
@@ -24,11 +25,16 @@ class SqliteBackend implements JournalBackend {
   private readonly readTx: Transaction<(sessionId: SessionId) => { session: SessionRow | undefined; events: EventRow[] }>;
 
   private readonly identity: FileIdentity | null;
+  readonly inbox: SqliteInbox;
 
   constructor(private readonly db: Database, path: string) {
     this.location = path;
     this.identity = path === ':memory:' || path === '' ? null : new FileIdentity(path);
     this.stmt = prepareStatements(db);
+    this.inbox = new SqliteInbox(db, (sessionId, fn) => this.run(sessionId, () => {
+      this.identity?.check();
+      return fn();
+    }));
     // Built once, like the statements: better-sqlite3 makes four wrapper functions per db.transaction() call.
     this.writeTx = db.transaction((sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) =>
       this.readDecideWrite(sessionId, reads, decide));
@@ -69,12 +75,14 @@ class SqliteBackend implements JournalBackend {
         const r = s.attentionByCall.get(sessionId, id);
         return r ? [toAttention(r)] : [];
       }),
+      ...(reads.approvals ? { approvals: this.inbox.approvalsOf(sessionId, reads.approvals) } : {}),
     });
     if (writes.session) this.writeSession(writes.session.row, writes.session.expect);
     for (const e of writes.events ?? []) s.insertEvent.run(e.sessionId, e.seq, e.eventId, e.epoch, e.body, e.hash);
     if (writes.task) this.writeTask(writes.task.row);
     for (const o of writes.operations ?? []) s.upsertOperation.run(o.taskId, o.key, o.sessionId, o.callId, o.eventId);
     for (const a of writes.attention ?? []) s.upsertAttention.run(...attentionValues(a, (b) => (b ? 1 : 0)));
+    if (writes.decisions?.length) this.inbox.write(writes.decisions);
     faultPoint('commit:before');
     return writes.result;
   }

@@ -42,6 +42,19 @@ CREATE TABLE jw_operations (
 ) STRICT;
 ${ATTENTION_TABLE}`;
 
+/** The decision inbox (docs/design.md#the-decision-inbox): approval requests and review decisions, by id. */
+const INBOX_TABLE = `
+CREATE TABLE jw_decisions (
+  id TEXT PRIMARY KEY, kind TEXT NOT NULL, session_id TEXT NOT NULL, call_id TEXT NOT NULL, state TEXT NOT NULL,
+  task_id TEXT, op_key TEXT, detail TEXT NOT NULL
+) STRICT;
+CREATE INDEX jw_decisions_by_session ON jw_decisions (session_id, id);
+CREATE INDEX jw_decisions_by_operation ON jw_decisions (task_id, op_key) WHERE task_id IS NOT NULL;
+`;
+
+/** Version 2 → 3: the decision inbox. */
+const MIGRATE_INBOX = INBOX_TABLE;
+
 /** Version 1 → 2: each outstanding output reservation, so one left by a fenced owner can be settled. */
 const MIGRATE_1_TO_2 = "ALTER TABLE jw_tasks ADD COLUMN reservations TEXT NOT NULL DEFAULT '[]'";
 
@@ -84,7 +97,7 @@ const MIGRATE_ATTENTION = `ALTER TABLE jw_sessions ADD COLUMN recorded_at INTEGE
 ${ATTENTION_TABLE}`;
 
 /** The step from each version to the next: index n migrates version n to n + 1 (index 0 is the fresh schema). */
-const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION];
+const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION, MIGRATE_INBOX];
 
 const tableCount = (db: Database): number =>
   (db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE type = 'table'").get() as { n: number }).n;
@@ -117,6 +130,7 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
       }
       if (options.mustExist) throw new StorePathError('store_not_journal', path, 'holds no jingwei journal (it is an empty database)');
       db.exec(SCHEMA);
+      db.exec(INBOX_TABLE);
     } else {
       for (let v = version; v < SQLITE_SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
     }

@@ -1,0 +1,107 @@
+/**
+ * `approve`, `deny` and `review`: an operator's decisions, written to the store's decision inbox without taking the
+ * session over (docs/design.md#the-decision-inbox). The session's owner journals a decision when it uses it.
+ */
+import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../../event/types.js';
+import type { DecisionRow } from '../../store/inbox-rows.js';
+import { decisionInbox } from '../../store/inbox.js';
+import { STORE_ARGUMENT, type Command, type CommandContext } from '../command.js';
+import { escapeOutput } from '../escape.js';
+import { EXIT, UsageError, type ExitCode } from '../exit.js';
+import { safe } from '../format.js';
+import { withStore } from '../session.js';
+
+const DECISION_EXIT_CODES = `This command exits 1 when the request was already decided, used, or superseded by a newer attempt (nothing
+is written), and 2 when there is no such request or call.`;
+
+function requiredText(command: string, name: string, value: string | boolean | undefined): string {
+  if (typeof value !== 'string' || value.trim() === '') throw new UsageError(`jingwei ${command}: --${name} is required`, `Run 'jingwei ${command} --help' for usage.`);
+  return value;
+}
+
+function optionalText(value: string | boolean | undefined): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+/** The decision as JSON (one line, journal text escaped) or a short readable report. */
+function report(ctx: CommandContext, row: DecisionRow, what: string): ExitCode {
+  if (ctx.options.json === true) {
+    ctx.io.stdout.write(escapeOutput(JSON.stringify(row)) + '\n');
+    return EXIT.ok;
+  }
+  ctx.out.line(`${what} ${safe(row.id)} (session ${safe(row.sessionId)}, call ${safe(row.callId)}${row.tool !== null ? `, tool ${safe(row.tool)}` : ''})`);
+  ctx.out.line(`  by ${safe(row.actor ?? '')}${row.reason !== null ? `: ${safe(row.reason)}` : ''}`);
+  ctx.out.line(row.kind === 'approval'
+    ? '  The session\'s host uses it on the next attempt of this operation (same tool, contract revision and arguments).'
+    : '  The session\'s host journals it as the review of this call.');
+  return EXIT.ok;
+}
+
+const DECIDE_OPTIONS = {
+  actor: { type: 'string', value: 'name', help: 'who decides (required; recorded in the journal when the decision is used)' },
+  reason: { type: 'string', value: 'text', help: 'why (recorded with the decision)' },
+  json: { type: 'boolean', help: 'print the recorded decision as one JSON line' },
+} as const;
+
+function approvalCommand(name: 'approve' | 'deny'): Command {
+  const verb = name === 'approve' ? 'approves' : 'denies';
+  return {
+    name,
+    summary: `${name} an approval request left by a call whose approver answered pending`,
+    arguments: [STORE_ARGUMENT, { name: 'request', required: true, help: 'the approval request id (approval_…)' }],
+    options: DECIDE_OPTIONS,
+    description: `
+${name === 'approve' ? 'Approves' : 'Denies'} an open approval request in the store's decision inbox, without taking the session over.
+A request takes one decision: one already decided, used, or superseded by a newer attempt is refused and nothing
+is written. The session's host uses the decision once, on the next attempt of the same operation with the same
+tool, contract revision and arguments, and journals it with the actor; ${name === 'approve' ? 'the call then runs' : 'the call is then recorded as approval_denied'}.
+This command ${verb} the request only; it never runs a tool.`,
+    exitCodes: DECISION_EXIT_CODES,
+    examples: [`jingwei ${name} journal.db approval_0190… --actor alice --reason "${name === 'approve' ? 'checked the recipient' : 'wrong recipient'}"`],
+    async run(ctx) {
+      const actor = requiredText(name, 'actor', ctx.options.actor);
+      const reason = optionalText(ctx.options.reason);
+      return withStore(ctx.args.store!, async (store) => {
+        const inbox = decisionInbox(store);
+        const input = { actor, ...(reason !== undefined ? { reason } : {}) };
+        const row = name === 'approve' ? await inbox.approve(ctx.args.request!, input) : await inbox.deny(ctx.args.request!, input);
+        return report(ctx, row, name === 'approve' ? 'Approved' : 'Denied');
+      });
+    },
+  };
+}
+
+export const approveCommand = approvalCommand('approve');
+export const denyCommand = approvalCommand('deny');
+
+export const reviewCommand: Command = {
+  name: 'review',
+  summary: "record an operator's review of a call, for the session's host to journal",
+  arguments: [STORE_ARGUMENT, { name: 'call', required: true, help: 'the call id (toolcall_…)' }],
+  options: {
+    session: { type: 'string', value: 'id', help: 'the session of the call (required)' },
+    outcome: { type: 'string', value: TOOL_REVIEW_OUTCOMES.join('|'), help: 'what the outside system shows happened (required)' },
+    evidence: { type: 'string', value: 'text', help: 'what the outcome rests on (required)' },
+    actor: DECIDE_OPTIONS.actor,
+    json: DECIDE_OPTIONS.json,
+  },
+  description: `
+Records a review decision in the store's decision inbox, without taking the session over: the call's outcome as
+the outside system shows it (completed, not_executed or uncertain), the evidence and who gave it. The session's
+host journals it as the call's review when it next uses the inbox. The call must be in the session's journal.`,
+  exitCodes: 'This command exits 2 when the session has no such call.',
+  examples: ['jingwei review journal.db toolcall_0190… --session s-1 --outcome not_executed --evidence "no message in the outbox" --actor alice'],
+  async run(ctx) {
+    const sessionId = requiredText('review', 'session', ctx.options.session);
+    const outcome = requiredText('review', 'outcome', ctx.options.outcome);
+    if (!(TOOL_REVIEW_OUTCOMES as readonly string[]).includes(outcome)) {
+      throw new UsageError(`jingwei review: --outcome must be one of ${TOOL_REVIEW_OUTCOMES.join(', ')}, got ${JSON.stringify(outcome)}`);
+    }
+    const evidence = requiredText('review', 'evidence', ctx.options.evidence);
+    const actor = requiredText('review', 'actor', ctx.options.actor);
+    return withStore(ctx.args.store!, async (store) => {
+      const row = await decisionInbox(store).recordReview({ sessionId, callId: ctx.args.call!, outcome: outcome as ToolReviewOutcome, evidence, actor });
+      return report(ctx, row, 'Recorded review');
+    });
+  },
+};

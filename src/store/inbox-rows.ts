@@ -1,0 +1,132 @@
+/**
+ * The decision inbox's part of the backend contract (docs/design.md#the-decision-inbox): one row per approval
+ * request or review decision, keyed by id. A backend stores the row; the rules live in src/store/inbox.ts.
+ */
+import type { SessionId } from '../ids.js';
+
+export type DecisionKind = 'approval' | 'review';
+
+/**
+ * `open`: an approval request waiting for an operator. `decided`: an operator decided (every review decision starts
+ * here), not yet used by the session's owner. `consumed`: the owner used it and journaled it. `superseded`: a newer
+ * attempt of the same operation left a newer request; a decision for this one is refused.
+ */
+export type DecisionState = 'open' | 'decided' | 'consumed' | 'superseded';
+export const DECISION_STATES: readonly DecisionState[] = ['open', 'decided', 'consumed', 'superseded'];
+
+/** What an approval decision is bound to, beyond its session: a decision is used only by an attempt with all of it equal. */
+export interface ApprovalBinding {
+  readonly taskId: string;
+  /** The operation key. */
+  readonly key: string;
+  readonly tool: string;
+  /** The tool's contract revision. */
+  readonly revision: string;
+  /** SHA-256 (hex) of the canonical JSON of the call's arguments. */
+  readonly argumentsDigest: string;
+}
+
+/** One inbox row. Store and return every field unchanged. */
+export interface DecisionRow {
+  /** `approval_…` or `review_…` (time-ordered: lists page by id). */
+  readonly id: string;
+  readonly kind: DecisionKind;
+  readonly sessionId: SessionId;
+  /** Approval: the attempt that asked. Review: the call reviewed. */
+  readonly callId: string;
+  readonly state: DecisionState;
+  /** Approval only (null for a review). */
+  readonly binding: ApprovalBinding | null;
+  /** The tool's name (a review names it when the operator gave it, else null). */
+  readonly tool: string | null;
+  /** The approver's note when it answered pending. */
+  readonly note: string | null;
+  /** `approved` / `denied`, or a review's outcome (`completed`, `not_executed`, `uncertain`); null while open. */
+  readonly decision: string | null;
+  readonly actor: string | null;
+  /** An approval decision's reason, or a review's evidence. */
+  readonly reason: string | null;
+  /** ISO-8601 times from the writer's clock: for people, never for a decision. */
+  readonly createdAt: string;
+  readonly decidedAt: string | null;
+  readonly consumedAt: string | null;
+  /** The call id (approval) or event id (review) that used it. */
+  readonly consumedBy: string | null;
+}
+
+/** What `listDecisions` filters on; rows come ordered by id, at most `limit` of them, ids greater than `after`. */
+export interface DecisionQuery {
+  readonly sessionId?: string;
+  readonly kind?: DecisionKind;
+  /** With `key`: the rows of one operation. */
+  readonly taskId?: string;
+  readonly key?: string;
+  /** Default: every state. */
+  readonly states?: readonly DecisionState[];
+  readonly after?: string;
+  readonly limit: number;
+}
+
+/**
+ * A backend's inbox. `transactDecision` reads the row with this id, calls `decide` once, and writes (inserts or
+ * replaces) the row it returns, atomically with respect to every other writer of that row (including a
+ * `transact` that read it through `TxReads.approvals`). `decide` may throw: write nothing and reject with it.
+ */
+export interface InboxBackend {
+  transactDecision<R>(id: string, decide: (row: DecisionRow | undefined) => { readonly write?: DecisionRow; readonly result: R }): Promise<R>;
+  listDecisions(query: DecisionQuery): Promise<DecisionRow[]>;
+  /**
+   * Optional push: call `onChange(id)` after a transaction that wrote a decision row commits, in any process.
+   * Resolves once listening; the returned function stops it. Without it, waiters poll.
+   */
+  watchDecisions?(onChange: (id: string) => void): Promise<() => Promise<void>>;
+}
+
+/** The columns the SQL backends index; everything else of a row is kept as JSON text in `detail`. */
+export interface DecisionRecord {
+  id: string; kind: string; session_id: string; call_id: string; state: string; task_id: string | null; op_key: string | null; detail: string;
+}
+
+export const DECISION_COLUMNS = 'id, kind, session_id, call_id, state, task_id, op_key, detail';
+
+export function decisionValues(row: DecisionRow): [string, string, string, string, string, string | null, string | null, string] {
+  const { id, kind, sessionId, callId, state, binding, ...rest } = row;
+  return [id, kind, sessionId, callId, state, binding?.taskId ?? null, binding?.key ?? null, JSON.stringify({ binding, ...rest })];
+}
+
+export function toDecision(r: DecisionRecord): DecisionRow {
+  const detail = JSON.parse(r.detail) as Omit<DecisionRow, 'id' | 'kind' | 'sessionId' | 'callId' | 'state'>;
+  return {
+    id: r.id,
+    kind: r.kind as DecisionKind,
+    sessionId: r.session_id as SessionId,
+    callId: r.call_id,
+    state: r.state as DecisionState,
+    binding: detail.binding ?? null,
+    tool: detail.tool ?? null,
+    note: detail.note ?? null,
+    decision: detail.decision ?? null,
+    actor: detail.actor ?? null,
+    reason: detail.reason ?? null,
+    createdAt: detail.createdAt,
+    decidedAt: detail.decidedAt ?? null,
+    consumedAt: detail.consumedAt ?? null,
+    consumedBy: detail.consumedBy ?? null,
+  };
+}
+
+/** The in-memory filter every backend's query means (the memory and example backends use it as is). */
+export function matchesQuery(row: DecisionRow, q: DecisionQuery): boolean {
+  if (q.sessionId !== undefined && row.sessionId !== q.sessionId) return false;
+  if (q.kind !== undefined && row.kind !== q.kind) return false;
+  if (q.taskId !== undefined && row.binding?.taskId !== q.taskId) return false;
+  if (q.key !== undefined && row.binding?.key !== q.key) return false;
+  if (q.states !== undefined && !q.states.includes(row.state)) return false;
+  if (q.after !== undefined && !(row.id > q.after)) return false;
+  return true;
+}
+
+/** Rows of a map, filtered, ordered by id and cut to the limit: the whole query for an in-memory backend. */
+export function queryRows(rows: Iterable<DecisionRow>, q: DecisionQuery): DecisionRow[] {
+  return [...rows].filter((r) => matchesQuery(r, q)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).slice(0, q.limit);
+}

@@ -1,0 +1,216 @@
+/**
+ * The decision inbox (docs/design.md#the-decision-inbox): where an operator records an approval or review decision
+ * without owning the session. The inbox is transport; the journal is the evidence: the session's owner journals a
+ * decision when it uses it. Pure decisions first, then the API on a store.
+ */
+import { DecisionError, InvalidInputError } from '../errors.js';
+import { checkId, uuidv7, type SessionId } from '../ids.js';
+import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../event/types.js';
+import { LIMITS } from '../limits.js';
+import { utf8Length } from '../text.js';
+import { JournalStore } from './journal-store.js';
+import type { DecisionKind, DecisionQuery, DecisionRow, DecisionState, InboxBackend } from './inbox-rows.js';
+import { DECISION_STATES } from './inbox-rows.js';
+import type { SessionStore } from './types.js';
+
+export const newApprovalRequestId = (): string => `approval_${uuidv7()}`;
+const newReviewDecisionId = (): string => `review_${uuidv7()}`;
+
+function text(field: string, value: unknown, optional: boolean): string | null {
+  if (value === undefined && optional) return null;
+  if (typeof value !== 'string' || value.trim().length === 0) throw new InvalidInputError(field, 'must be non-empty text');
+  const bytes = utf8Length(value);
+  if (bytes > LIMITS.maxDiagnosticBytes) throw new InvalidInputError(field, `is ${bytes} bytes, at most ${LIMITS.maxDiagnosticBytes} allowed`);
+  return checkId<string>(field, value);
+}
+
+/** An operator's approval decision. */
+export interface ApprovalDecisionInput {
+  readonly actor: string;
+  readonly reason?: string;
+}
+
+/** An operator's review of a call, for the owner to journal. */
+export interface ReviewDecisionInput {
+  readonly sessionId: string;
+  readonly callId: string;
+  readonly outcome: ToolReviewOutcome;
+  readonly evidence: string;
+  readonly actor: string;
+}
+
+export interface DecisionListOptions {
+  readonly sessionId?: string;
+  readonly kind?: DecisionKind;
+  /** Default: `open` and `decided` (what is still waiting for someone). */
+  readonly states?: readonly DecisionState[];
+  /** The `next` of the previous page. */
+  readonly after?: string;
+  /** Default 100, at most 1,000. */
+  readonly limit?: number;
+}
+
+export interface DecisionPage {
+  readonly items: DecisionRow[];
+  /** Pass as `after` for the next page; null on the last page. */
+  readonly next: string | null;
+}
+
+export interface AwaitDecisionOptions {
+  /** Give up after this many milliseconds (DecisionError `decision_wait_timeout`). */
+  readonly timeoutMs?: number;
+  /** Give up at this time. */
+  readonly deadline?: Date;
+  /** Give up when aborted (DecisionError `decision_wait_aborted`). */
+  readonly signal?: AbortSignal;
+  /** How often to look when the store cannot push (SQLite, memory); default 200 ms. */
+  readonly pollMs?: number;
+}
+
+function inboxOf(store: SessionStore): InboxBackend {
+  const backend = store instanceof JournalStore ? store.backend : undefined;
+  if (!backend?.inbox) throw new DecisionError('inbox_unsupported', null, `the ${store.kind} store has no decision inbox`);
+  return backend.inbox;
+}
+
+/** The operator's side of the inbox, on any store built by this library whose backend has one. */
+export class DecisionInbox {
+  private readonly inbox: InboxBackend;
+  constructor(private readonly store: SessionStore) {
+    this.inbox = inboxOf(store);
+  }
+
+  /** Approves an open request; refused (nothing written) when it is unknown, decided, used or superseded. */
+  async approve(requestId: string, input: ApprovalDecisionInput): Promise<DecisionRow> {
+    return this.decide(requestId, 'approved', input);
+  }
+
+  async deny(requestId: string, input: ApprovalDecisionInput): Promise<DecisionRow> {
+    return this.decide(requestId, 'denied', input);
+  }
+
+  private decide(requestId: string, decision: 'approved' | 'denied', input: ApprovalDecisionInput): Promise<DecisionRow> {
+    const id = checkId<string>('requestId', requestId);
+    const actor = text('actor', input?.actor, false)!;
+    const reason = text('reason', input?.reason, true);
+    const at = new Date().toISOString();
+    return this.inbox.transactDecision(id, (row) => {
+      if (row?.kind !== 'approval') throw new DecisionError('decision_not_found', id, `no approval request ${id}`);
+      if (row.state !== 'open') {
+        throw new DecisionError('decision_stale', id, `approval request ${id} is ${row.state}${row.actor ? ` (by ${row.actor})` : ''}; it takes one decision`);
+      }
+      const write: DecisionRow = { ...row, state: 'decided', decision, actor, reason, decidedAt: at };
+      return { write, result: write };
+    });
+  }
+
+  /** Records a review of a call of a session, for its owner to journal; the call must be in that session's journal. */
+  async recordReview(input: ReviewDecisionInput): Promise<DecisionRow> {
+    const sessionId = checkId<SessionId>('sessionId', input?.sessionId);
+    const callId = checkId<string>('callId', input.callId);
+    if (!(TOOL_REVIEW_OUTCOMES as readonly unknown[]).includes(input.outcome)) {
+      throw new InvalidInputError('outcome', `must be one of ${TOOL_REVIEW_OUTCOMES.join(', ')}`);
+    }
+    const evidence = text('evidence', input.evidence, false)!;
+    const actor = text('actor', input.actor, false)!;
+    const history = await this.store.loadHistory(sessionId);
+    const call = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId)?.kind;
+    if (call?.type !== 'tool_call') throw new DecisionError('decision_not_found', callId, `session ${sessionId} has no call ${callId}`);
+    const at = new Date().toISOString();
+    const id = newReviewDecisionId();
+    const row: DecisionRow = {
+      id, kind: 'review', sessionId, callId, state: 'decided', binding: null, tool: call.call.name, note: null,
+      decision: input.outcome, actor, reason: evidence, createdAt: at, decidedAt: at, consumedAt: null, consumedBy: null,
+    };
+    return this.inbox.transactDecision(id, () => ({ write: row, result: row }));
+  }
+
+  /** Marks a review decision as journaled (by the event `eventId`); refused unless it is still decided. */
+  async markReviewJournaled(decisionId: string, eventId: string): Promise<DecisionRow> {
+    const id = checkId<string>('decisionId', decisionId);
+    const by = checkId<string>('eventId', eventId);
+    const at = new Date().toISOString();
+    return this.inbox.transactDecision(id, (row) => {
+      if (row?.kind !== 'review') throw new DecisionError('decision_not_found', id, `no review decision ${id}`);
+      if (row.state !== 'decided') throw new DecisionError('decision_stale', id, `review decision ${id} is ${row.state}`);
+      const write: DecisionRow = { ...row, state: 'consumed', consumedAt: at, consumedBy: by };
+      return { write, result: write };
+    });
+  }
+
+  async get(id: string): Promise<DecisionRow | undefined> {
+    const checked = checkId<string>('id', id);
+    return this.inbox.transactDecision(checked, (row) => ({ result: row }));
+  }
+
+  async list(options: DecisionListOptions = {}): Promise<DecisionPage> {
+    const limit = options.limit ?? 100;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) throw new InvalidInputError('limit', 'must be an integer from 1 to 1000');
+    const states = options.states ?? ['open', 'decided'];
+    for (const s of states) if (!DECISION_STATES.includes(s)) throw new InvalidInputError('states', `unknown state ${JSON.stringify(s)}`);
+    if (options.kind !== undefined && options.kind !== 'approval' && options.kind !== 'review') {
+      throw new InvalidInputError('kind', 'must be approval or review');
+    }
+    const query: DecisionQuery = {
+      ...(options.sessionId !== undefined ? { sessionId: checkId<string>('sessionId', options.sessionId) } : {}),
+      ...(options.kind !== undefined ? { kind: options.kind } : {}),
+      ...(options.after !== undefined ? { after: checkId<string>('after', options.after) } : {}),
+      states,
+      limit: limit + 1,
+    };
+    const rows = await this.inbox.listDecisions(query);
+    const items = rows.slice(0, limit);
+    return { items, next: rows.length > limit ? items[items.length - 1]!.id : null };
+  }
+}
+
+/** The operator's side of the inbox of `store`. Throws DecisionError `inbox_unsupported` when its backend has none. */
+export function decisionInbox(store: SessionStore): DecisionInbox {
+  return new DecisionInbox(store);
+}
+
+/**
+ * Waits until the approval request `requestId` is no longer open (decided, used or superseded) and returns its row.
+ * PostgreSQL wakes the waiter with LISTEN/NOTIFY; other stores are polled. Throws DecisionError
+ * `decision_not_found` for an unknown request, `decision_wait_timeout` at the deadline, `decision_wait_aborted`
+ * when the signal fires.
+ */
+export async function awaitDecision(store: SessionStore, requestId: string, options: AwaitDecisionOptions = {}): Promise<DecisionRow> {
+  const inbox = inboxOf(store);
+  const id = checkId<string>('requestId', requestId);
+  const pollMs = options.pollMs ?? 200;
+  if (!Number.isSafeInteger(pollMs) || pollMs < 1) throw new InvalidInputError('pollMs', 'must be a positive integer');
+  let deadline = options.deadline?.getTime() ?? Infinity;
+  if (options.timeoutMs !== undefined) {
+    if (!Number.isSafeInteger(options.timeoutMs) || options.timeoutMs < 0) throw new InvalidInputError('timeoutMs', 'must be a non-negative integer');
+    deadline = Math.min(deadline, Date.now() + options.timeoutMs);
+  }
+  let wake: (() => void) | null = null;
+  const stop = inbox.watchDecisions ? await inbox.watchDecisions((changed) => { if (changed === id) wake?.(); }) : null;
+  const onAbort = () => wake?.();
+  options.signal?.addEventListener('abort', onAbort);
+  try {
+    for (;;) {
+      if (options.signal?.aborted) throw new DecisionError('decision_wait_aborted', id, `stopped waiting for ${id}: aborted`, { cause: options.signal.reason });
+      const row = await inbox.transactDecision(id, (r) => ({ result: r }));
+      if (!row) throw new DecisionError('decision_not_found', id, `no approval request ${id}`);
+      if (row.state !== 'open') return row;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new DecisionError('decision_wait_timeout', id, `approval request ${id} was still open at the deadline`);
+      // With a push channel, polling is only the safety net for a missed notification.
+      const interval = stop ? Math.max(pollMs, 5_000) : pollMs;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, Math.min(left, interval));
+        function done() {
+          clearTimeout(timer);
+          wake = null;
+          resolve();
+        }
+        wake = done;
+      });
+    }
+  } finally {
+    options.signal?.removeEventListener('abort', onAbort);
+    if (stop) await stop();
+  }
+}

@@ -1,0 +1,134 @@
+/**
+ * The PostgreSQL decision inbox: rows in `jw_decisions`, locked `FOR UPDATE` by every writer, and a
+ * `pg_notify` in the writing transaction so that a waiting host wakes as soon as it commits (LISTEN/NOTIFY).
+ */
+import { createHash } from 'node:crypto';
+import type { SessionId } from '../../ids.js';
+import { DECISION_COLUMNS, decisionValues, toDecision, type DecisionQuery, type DecisionRecord, type DecisionRow, type InboxBackend } from '../inbox-rows.js';
+import type { Pool, PoolClient } from './driver.js';
+import { mapPostgresError, Passthrough } from './errors.js';
+
+/** The inbox table's DDL for schema `S` (already quoted): the fresh schema and the migration step share it. */
+export const INBOX_DDL = (S: string): string => `
+CREATE TABLE ${S}.jw_decisions (
+  id TEXT NOT NULL, kind TEXT NOT NULL, session_id TEXT NOT NULL, call_id TEXT NOT NULL, state TEXT NOT NULL,
+  task_id TEXT, op_key TEXT, detail TEXT NOT NULL,
+  CONSTRAINT jw_decisions_pkey PRIMARY KEY (id)
+);
+CREATE INDEX jw_decisions_by_session ON ${S}.jw_decisions (session_id, id);
+CREATE INDEX jw_decisions_by_operation ON ${S}.jw_decisions (task_id, op_key) WHERE task_id IS NOT NULL;`;
+
+type Tx = <T>(context: string, body: (client: PoolClient) => Promise<T>) => Promise<T>;
+type Read = <T>(context: string, body: (client: PoolClient) => Promise<T>) => Promise<T>;
+
+export class PostgresInbox implements InboxBackend {
+  /** The notification channel of this schema (a hash keeps it a short plain identifier). */
+  private readonly channel: string;
+  constructor(
+    private readonly S: string,
+    schema: string,
+    private readonly pool: Pool,
+    private readonly tx: Tx,
+    private readonly read: Read,
+  ) {
+    this.channel = `jw_inbox_${createHash('sha256').update(schema).digest('hex').slice(0, 24)}`;
+  }
+
+  /** Inside the caller's transaction: the operation's open and decided approval rows, locked. */
+  async approvalsOf(client: PoolClient, sessionId: SessionId, op: { taskId: string; key: string }): Promise<DecisionRow[]> {
+    const res = await client.query<DecisionRecord>(
+      `SELECT ${DECISION_COLUMNS} FROM ${this.S}.jw_decisions WHERE session_id = $1 AND task_id = $2 AND op_key = $3 ` +
+        "AND kind = 'approval' AND state IN ('open', 'decided') ORDER BY id FOR UPDATE",
+      [sessionId, op.taskId, op.key],
+    );
+    return res.rows.map(toDecision);
+  }
+
+  /** Inside the caller's transaction: upserts the rows and notifies waiters (delivered at commit). */
+  async write(client: PoolClient, rows: readonly DecisionRow[]): Promise<void> {
+    for (const row of rows) {
+      await client.query(
+        `INSERT INTO ${this.S}.jw_decisions (${DECISION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO UPDATE SET ` +
+          'state = excluded.state, task_id = excluded.task_id, op_key = excluded.op_key, detail = excluded.detail',
+        decisionValues(row),
+      );
+      await client.query('SELECT pg_notify($1, $2)', [this.channel, row.id]);
+    }
+  }
+
+  async transactDecision<R>(id: string, decide: (row: DecisionRow | undefined) => { readonly write?: DecisionRow; readonly result: R }): Promise<R> {
+    try {
+      return await this.tx(`decision ${id}`, async (client) => {
+        const res = await client.query<DecisionRecord>(`SELECT ${DECISION_COLUMNS} FROM ${this.S}.jw_decisions WHERE id = $1 FOR UPDATE`, [id]);
+        let outcome: { readonly write?: DecisionRow; readonly result: R };
+        try {
+          outcome = decide(res.rows[0] ? toDecision(res.rows[0]) : undefined);
+        } catch (error) {
+          throw new Passthrough(error);
+        }
+        if (outcome.write) await this.write(client, [outcome.write]);
+        return outcome.result;
+      });
+    } catch (error) {
+      if (error instanceof Passthrough) throw error.error;
+      throw error;
+    }
+  }
+
+  async listDecisions(q: DecisionQuery): Promise<DecisionRow[]> {
+    const where: string[] = [];
+    const values: unknown[] = [];
+    const add = (column: string, value: unknown, op = '=') => {
+      values.push(value);
+      where.push(`${column} ${op} $${values.length}`);
+    };
+    if (q.sessionId !== undefined) add('session_id', q.sessionId);
+    if (q.kind !== undefined) add('kind', q.kind);
+    if (q.taskId !== undefined) add('task_id', q.taskId);
+    if (q.key !== undefined) add('op_key', q.key);
+    if (q.after !== undefined) add('id', q.after, '>');
+    if (q.states !== undefined) {
+      values.push([...q.states]);
+      where.push(`state = ANY($${values.length}::text[])`);
+    }
+    let sql = `SELECT ${DECISION_COLUMNS} FROM ${this.S}.jw_decisions${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY id`;
+    if (Number.isFinite(q.limit)) {
+      values.push(q.limit);
+      sql += ` LIMIT $${values.length}`;
+    }
+    return this.read('list decisions', async (client) => (await client.query<DecisionRecord>(sql, values)).rows.map(toDecision));
+  }
+
+  /** A dedicated connection LISTENs on the schema's channel until the returned function is called. */
+  async watchDecisions(onChange: (id: string) => void): Promise<() => Promise<void>> {
+    let client: PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (error) {
+      throw mapPostgresError(error, 'listen for decisions');
+    }
+    let broken: unknown;
+    const onError = (error: unknown) => {
+      broken = error;
+    };
+    const onNotification = (msg: { channel: string; payload?: string | undefined }) => {
+      if (msg.channel === this.channel && msg.payload !== undefined) onChange(msg.payload);
+    };
+    client.on('error', onError);
+    client.on('notification', onNotification);
+    try {
+      await client.query(`LISTEN ${this.channel}`);
+    } catch (error) {
+      client.off('notification', onNotification);
+      client.off('error', onError);
+      client.release(error instanceof Error ? error : new Error(String(error)));
+      throw mapPostgresError(error, 'listen for decisions');
+    }
+    return async () => {
+      client.off('notification', onNotification);
+      if (broken === undefined) await client.query(`UNLISTEN ${this.channel}`).catch((e: unknown) => { broken = e; });
+      client.off('error', onError);
+      client.release(broken === undefined ? undefined : broken instanceof Error ? broken : new Error(String(broken)));
+    };
+  }
+}

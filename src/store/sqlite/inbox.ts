@@ -1,0 +1,66 @@
+/** The SQLite decision inbox: rows in `jw_decisions`, every write an IMMEDIATE transaction; waiters poll. */
+import type { SessionId } from '../../ids.js';
+import { DECISION_COLUMNS, decisionValues, toDecision, type DecisionQuery, type DecisionRecord, type DecisionRow, type InboxBackend } from '../inbox-rows.js';
+import type { Database, Statement } from './driver.js';
+
+const UPSERT =
+  `INSERT INTO jw_decisions (${DECISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET ` +
+  'state = excluded.state, task_id = excluded.task_id, op_key = excluded.op_key, detail = excluded.detail';
+
+export class SqliteInbox implements InboxBackend {
+  private readonly byId: Statement<[string], DecisionRecord>;
+  private readonly ofOperation: Statement<[string, string, string], DecisionRecord>;
+  private readonly upsert: Statement;
+
+  constructor(
+    private readonly db: Database,
+    private readonly run: <T>(sessionId: string, fn: () => T) => T,
+  ) {
+    this.byId = db.prepare<[string], DecisionRecord>(`SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE id = ?`);
+    this.ofOperation = db.prepare<[string, string, string], DecisionRecord>(
+      `SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE session_id = ? AND task_id = ? AND op_key = ? ` +
+        "AND kind = 'approval' AND state IN ('open', 'decided') ORDER BY id",
+    );
+    this.upsert = db.prepare(UPSERT);
+  }
+
+  /** Inside the caller's write transaction: the approval rows a commit's approval change reads. */
+  approvalsOf(sessionId: SessionId, op: { taskId: string; key: string }): DecisionRow[] {
+    return this.ofOperation.all(sessionId, op.taskId, op.key).map(toDecision);
+  }
+
+  /** Inside the caller's write transaction. */
+  write(rows: readonly DecisionRow[]): void {
+    for (const row of rows) this.upsert.run(...decisionValues(row));
+  }
+
+  async transactDecision<R>(id: string, decide: (row: DecisionRow | undefined) => { readonly write?: DecisionRow; readonly result: R }): Promise<R> {
+    return this.run('', () => this.db.transaction(() => {
+      const record = this.byId.get(id);
+      const { write, result } = decide(record ? toDecision(record) : undefined);
+      if (write) this.write([write]);
+      return result;
+    }).immediate());
+  }
+
+  async listDecisions(q: DecisionQuery): Promise<DecisionRow[]> {
+    const where: string[] = [];
+    const values: unknown[] = [];
+    const add = (sql: string, value: unknown) => {
+      where.push(sql);
+      values.push(value);
+    };
+    if (q.sessionId !== undefined) add('session_id = ?', q.sessionId);
+    if (q.kind !== undefined) add('kind = ?', q.kind);
+    if (q.taskId !== undefined) add('task_id = ?', q.taskId);
+    if (q.key !== undefined) add('op_key = ?', q.key);
+    if (q.after !== undefined) add('id > ?', q.after);
+    if (q.states !== undefined) {
+      where.push(q.states.length === 0 ? '0' : `state IN (${q.states.map(() => '?').join(', ')})`);
+      values.push(...q.states);
+    }
+    const limit = Number.isFinite(q.limit) ? q.limit : -1;
+    const sql = `SELECT ${DECISION_COLUMNS} FROM jw_decisions${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT ?`;
+    return this.run('', () => this.db.prepare<unknown[], DecisionRecord>(sql).all(...values, limit)).map(toDecision);
+  }
+}

@@ -1,0 +1,79 @@
+/**
+ * `jingwei approve`, `deny` and `review` on a real SQLite journal: they write to the decision inbox only, refuse
+ * what they must (usage errors exit 2, a request decided twice exits 1, nothing written), and escape journal text.
+ */
+import assert from 'node:assert/strict';
+import { it, describe } from 'node:test';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { decisionInbox } from '../../src/store/inbox.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+import { cli } from './helpers.js';
+
+const dir = tempDir();
+
+/** A journal with one call left pending (its request id) and one call that ran (its call id). */
+async function journal(): Promise<{ path: string; requestId: string; ranCallId: string }> {
+  const path = tempDbPath(dir, 'decide');
+  const store = openSqliteStore(path);
+  const owner = await store.acquire('s-1', { owner: 'host' });
+  await owner.startTask('t');
+  const answers = [{ decision: 'pending' as const }, { decision: 'approved' as const }];
+  const runtime = createToolRuntime({
+    tools: [{ name: 'mail', metadata: new ToolMetadata('mail', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'sent' }],
+    grants: { agent: '*' },
+    approvers: { ops: async () => answers.shift()! },
+  });
+  const gateway = runtime.bind({ owner, taskId: 't', caller: 'agent' });
+  const pending = await gateway.call('mail', { to: 'a' });
+  const ran = await gateway.call('mail', { to: 'b' });
+  await store.close();
+  return { path, requestId: pending.result.approval!.requestId, ranCallId: ran.call.id };
+}
+
+describe('jingwei approve, deny and review', () => {
+  it('approve writes one decision; a second decision is refused with exit 1 and nothing written', async () => {
+    const { path, requestId } = await journal();
+    const run = cli(['approve', path, requestId, '--actor', 'alice', '--reason', 'ok\u001b[2J']);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /^Approved approval_/);
+    assert.match(run.stdout, /by alice: ok\\u001B\[2J/, 'journal text is escaped');
+    const again = cli(['deny', path, requestId, '--actor', 'bob', '--json']);
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /decision_stale/);
+    assert.equal(again.stdout, '');
+    const store = openSqliteStore(path);
+    const row = await decisionInbox(store).get(requestId);
+    assert.equal(row?.decision, 'approved');
+    assert.equal(row?.actor, 'alice');
+    await store.close();
+  });
+
+  it('usage errors exit 2: no actor, an unknown request, a bad outcome, a call not in the session', async () => {
+    const { path, requestId, ranCallId } = await journal();
+    assert.equal(cli(['approve', path, requestId]).code, 2);
+    const unknown = cli(['deny', path, 'approval_unknown', '--actor', 'bob']);
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /decision_not_found/);
+    assert.equal(cli(['review', path, ranCallId, '--session', 's-1', '--outcome', 'done', '--evidence', 'x', '--actor', 'a']).code, 2);
+    assert.equal(cli(['review', path, 'toolcall_nope', '--session', 's-1', '--outcome', 'completed', '--evidence', 'x', '--actor', 'a']).code, 2);
+    const store = openSqliteStore(path);
+    assert.equal((await decisionInbox(store).get(requestId))?.state, 'open');
+    assert.deepEqual((await decisionInbox(store).list({ kind: 'review' })).items, []);
+    await store.close();
+  });
+
+  it('review records a decision with an id for the host to journal; --json prints it', async () => {
+    const { path, ranCallId } = await journal();
+    const run = cli(['review', path, ranCallId, '--session', 's-1', '--outcome', 'completed', '--evidence', 'in the outbox', '--actor', 'alice', '--json']);
+    assert.equal(run.code, 0, run.stderr);
+    const row = JSON.parse(run.stdout) as { id: string; kind: string; callId: string; decision: string; state: string; tool: string };
+    assert.match(row.id, /^review_/);
+    assert.deepEqual([row.kind, row.callId, row.decision, row.state, row.tool], ['review', ranCallId, 'completed', 'decided', 'mail']);
+    const store = openSqliteStore(path);
+    assert.deepEqual((await decisionInbox(store).list({ sessionId: 's-1', kind: 'review' })).items.map((d) => d.id), [row.id]);
+    assert.equal((await store.loadHistory('s-1')).length, 5, 'the journal is untouched');
+    await store.close();
+  });
+});

@@ -1,0 +1,227 @@
+/**
+ * Durable approvals and the decision inbox, in one process with two store handles (the host's and the operator's),
+ * on SQLite and PostgreSQL: a pending answer leaves a bound request in the result's transaction; an operator's
+ * decision answers once for the next attempt of that operation; stale, unknown and differently bound decisions are
+ * refused with nothing written; waiting ends on a decision, a deadline or a signal.
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import type { ToolApprovalRecord } from '../../src/event/types.js';
+import { jsonDigest } from '../../src/json/canonical.js';
+import { awaitDecision, decisionInbox } from '../../src/store/inbox.js';
+import { exportRustJournal } from '../../src/store/rust-format.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { inspectToolRecovery, prepareToolRetry } from '../../src/tool/recovery.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { ToolApproval, ToolExecution } from '../../src/tool/types.js';
+import { rig, tool, type Rig } from '../support/runtime.js';
+import { forEachStore } from '../support/stores.js';
+import { commitAs } from '../../src/store/owner-commit.js';
+
+const mailSchema = { type: 'object', properties: { to: { type: 'string' } }, required: ['to'] };
+
+/** A non-idempotent mail tool that needs approval, whose approver answers from a queue (pending when empty). */
+function mailRig(answers: ToolApproval[]) {
+  const sent: string[] = [];
+  const mail = tool('send_mail', async (req) => {
+    sent.push((req.arguments as { to: string }).to);
+    return 'sent';
+  }, new ToolMetadata('send mail', mailSchema).withEffect('non_idempotent', 'mail-v1').withApproval('ops'));
+  const asked: number[] = [];
+  const approver = async (): Promise<ToolApproval> => {
+    asked.push(1);
+    return answers.shift() ?? { decision: 'pending', note: 'a person must look at this' };
+  };
+  return { sent, asked, config: { tools: [mail], approvers: { ops: approver } } };
+}
+
+function failedCategory(execution: ToolExecution): string {
+  const o = execution.result.outcome;
+  return o.status === 'failed' ? `${o.category}/${o.code}` : 'succeeded';
+}
+
+async function pendingCall(r: Rig): Promise<{ execution: ToolExecution; requestId: string }> {
+  const execution = await r.gateway.call('send_mail', { to: 'ann@example.com' });
+  assert.equal(failedCategory(execution), 'approval_pending/tool_approval_pending');
+  const requestId = execution.result.approval?.requestId ?? '';
+  assert.ok(requestId.startsWith('approval_'));
+  return { execution, requestId };
+}
+
+async function retry(r: Rig, callId: string): Promise<ToolExecution> {
+  const plan = prepareToolRetry(await r.store.loadHistory(r.sessionId), callId);
+  return r.gateway.callWithOptions('send_mail', { to: 'ann@example.com' }, { retry: plan });
+}
+
+forEachStore('durable approvals', (target) => {
+  it('a pending answer records approval_pending (not executed) and leaves an open request bound to the call', async () => {
+    const m = mailRig([]);
+    const r = await rig(target, m.config);
+    const { execution, requestId } = await pendingCall(r);
+    const history = await r.store.loadHistory(r.sessionId);
+    assert.deepEqual(history.map((e) => e.kind.type), ['tool_call', 'tool_result']);
+    assert.equal(inspectToolRecovery(history, execution.call.id).status, 'not_executed');
+    assert.deepEqual(execution.result.approval, { requestId, decision: 'pending', reason: 'a person must look at this' });
+    const row = await decisionInbox(r.store).get(requestId);
+    assert.equal(row?.state, 'open');
+    assert.equal(row?.callId, execution.call.id);
+    assert.deepEqual(row?.binding, {
+      taskId: r.taskId, key: execution.call.operation!.key, tool: 'send_mail', revision: 'mail-v1',
+      argumentsDigest: jsonDigest({ to: 'ann@example.com' }),
+    });
+    assert.deepEqual(m.sent, []);
+    // The original's form reads it as an approval that could not be given, without the inbox's record.
+    const rust = exportRustJournal(history);
+    assert.match(rust, /"category":"approval_unavailable"/);
+    assert.doesNotMatch(rust, /"category":"approval_pending"|request_id|"approval":/);
+    await r.store.close();
+  });
+
+  it('an approval from another handle runs the next attempt once, with the actor journaled; it is never used twice', async () => {
+    const m = mailRig([]);
+    const r = await rig(target, m.config);
+    const { execution, requestId } = await pendingCall(r);
+    const operator = await r.reopen();
+    const decided = await decisionInbox(operator).approve(requestId, { actor: 'alice', reason: 'checked the recipient' });
+    assert.equal(decided.state, 'decided');
+    await assert.rejects(decisionInbox(operator).deny(requestId, { actor: 'bob' }), { code: 'decision_stale' });
+    const asked = m.asked.length;
+    const second = await retry(r, execution.call.id);
+    assert.equal(second.result.outcome.status, 'succeeded');
+    assert.equal(m.asked.length, asked, 'the operator answered in place of the approver');
+    assert.deepEqual(m.sent, ['ann@example.com']);
+    const approval: ToolApprovalRecord = { requestId, decision: 'approved', actor: 'alice', reason: 'checked the recipient' };
+    assert.deepEqual(second.startedEvent?.kind, { type: 'tool_started', callId: second.call.id, approval });
+    const used = await decisionInbox(operator).get(requestId);
+    assert.equal(used?.state, 'consumed');
+    assert.equal(used?.consumedBy, second.call.id);
+    // The journal survives a reload with the actor in it.
+    const reloaded = (await operator.loadHistory(r.sessionId)).find((e) => e.kind.type === 'tool_started');
+    assert.deepEqual(reloaded?.kind, second.startedEvent?.kind);
+    await assert.rejects(decisionInbox(operator).approve(requestId, { actor: 'alice' }), { code: 'decision_stale' });
+    await operator.close();
+    await r.store.close();
+  });
+
+  it('a denial from the inbox is recorded as approval_denied with the operator as actor, and the body never runs', async () => {
+    const m = mailRig([]);
+    const r = await rig(target, m.config);
+    const { execution, requestId } = await pendingCall(r);
+    await decisionInbox(r.store).deny(requestId, { actor: 'bob', reason: 'wrong recipient' });
+    const second = await retry(r, execution.call.id);
+    assert.equal(failedCategory(second), 'approval_denied/tool_approval_denied_by_operator');
+    assert.deepEqual(second.result.approval, { requestId, decision: 'denied', actor: 'bob', reason: 'wrong recipient' });
+    assert.match((second.result.outcome as { message: string }).message, /denied by bob/);
+    assert.deepEqual(m.sent, []);
+    assert.equal((await decisionInbox(r.store).get(requestId))?.state, 'consumed');
+    await r.store.close();
+  });
+
+  it('a decision is refused for another binding, and nothing is written', async () => {
+    const m = mailRig([]);
+    const r = await rig(target, m.config);
+    const { execution, requestId } = await pendingCall(r);
+    await decisionInbox(r.store).approve(requestId, { actor: 'alice' });
+    const op = execution.call.operation!;
+    const before = await r.store.loadHistory(r.sessionId);
+    const other = { taskId: r.taskId, key: op.key, tool: 'send_mail', revision: 'mail-v1', argumentsDigest: jsonDigest({ to: 'eve@example.com' }) };
+    await assert.rejects(commitAs(r.owner, {
+      events: [{ turnId: 'turn-x', kind: { type: 'user_message', text: 'x' } }],
+      approval: { use: { id: requestId, callId: 'toolcall_other', binding: other, at: new Date().toISOString() } },
+    }), { code: 'decision_binding_changed' });
+    assert.equal((await r.store.loadHistory(r.sessionId)).length, before.length);
+    assert.equal((await decisionInbox(r.store).get(requestId))?.state, 'decided');
+    // The same arguments as a new operation are not that operation: the approver is asked again.
+    const fresh = await r.gateway.call('send_mail', { to: 'eve@example.com' });
+    assert.equal(failedCategory(fresh), 'approval_pending/tool_approval_pending');
+    assert.deepEqual(m.sent, []);
+    assert.equal((await decisionInbox(r.store).get(requestId))?.state, 'decided');
+    await r.store.close();
+  });
+
+  it('a newer pending attempt supersedes the older request: deciding the old one is refused', async () => {
+    const m = mailRig([]);
+    const r = await rig(target, m.config);
+    const first = await pendingCall(r);
+    const second = await retry(r, first.execution.call.id);
+    const newer = second.result.approval!.requestId;
+    assert.notEqual(newer, first.requestId);
+    await assert.rejects(decisionInbox(r.store).approve(first.requestId, { actor: 'alice' }), { code: 'decision_stale' });
+    await assert.rejects(decisionInbox(r.store).approve('approval_unknown', { actor: 'alice' }), { code: 'decision_not_found' });
+    await assert.rejects(decisionInbox(r.store).approve(newer, { actor: ' ' }), { code: 'invalid_input' });
+    const page = await decisionInbox(r.store).list({ sessionId: r.sessionId });
+    assert.deepEqual(page.items.map((d) => d.id), [newer]);
+    await r.store.close();
+  });
+
+  it('awaitDecision returns once an operator decides, and stops at a deadline or a signal', async () => {
+    const m = mailRig([]);
+    const r = await rig(target, m.config);
+    const { requestId } = await pendingCall(r);
+    await assert.rejects(awaitDecision(r.store, requestId, { timeoutMs: 0 }), { code: 'decision_wait_timeout' });
+    const controller = new AbortController();
+    controller.abort(new Error('host shutting down'));
+    await assert.rejects(awaitDecision(r.store, requestId, { signal: controller.signal }), { code: 'decision_wait_aborted' });
+    await assert.rejects(awaitDecision(r.store, 'approval_missing'), { code: 'decision_not_found' });
+    const operator = await r.reopen();
+    const waiting = awaitDecision(r.store, requestId, { pollMs: 20 });
+    await decisionInbox(operator).approve(requestId, { actor: 'alice' });
+    const row = await waiting;
+    assert.equal(row.decision, 'approved');
+    assert.equal(row.actor, 'alice');
+    await operator.close();
+    await r.store.close();
+  });
+
+  it('review decisions wait in the inbox, filtered by session and paged, until marked journaled', async () => {
+    const m = mailRig([{ decision: 'approved' }, { decision: 'approved' }, { decision: 'approved' }]);
+    const r = await rig(target, m.config);
+    const calls = [];
+    for (let i = 0; i < 3; i++) calls.push(await r.gateway.call('send_mail', { to: `p${i}@example.com` }));
+    const inbox = decisionInbox(r.store);
+    for (const c of calls) {
+      await inbox.recordReview({ sessionId: r.sessionId, callId: c.call.id, outcome: 'completed', evidence: 'in the outbox', actor: 'alice' });
+    }
+    await assert.rejects(inbox.recordReview({ sessionId: r.sessionId, callId: 'toolcall_nope', outcome: 'completed', evidence: 'x', actor: 'a' }),
+      { code: 'decision_not_found' });
+    const first = await inbox.list({ sessionId: r.sessionId, kind: 'review', limit: 2 });
+    assert.equal(first.items.length, 2);
+    assert.ok(first.next);
+    const second = await inbox.list({ sessionId: r.sessionId, kind: 'review', limit: 2, after: first.next! });
+    assert.equal(second.items.length, 1);
+    assert.equal(second.next, null);
+    assert.deepEqual([...first.items, ...second.items].map((d) => d.callId), calls.map((c) => c.call.id));
+    assert.equal((await inbox.list({ sessionId: 'another-session' })).items.length, 0);
+    const journaled = await inbox.markReviewJournaled(first.items[0]!.id, 'evt_1');
+    assert.equal(journaled.state, 'consumed');
+    await assert.rejects(inbox.markReviewJournaled(first.items[0]!.id, 'evt_2'), { code: 'decision_stale' });
+    assert.equal((await inbox.list({ sessionId: r.sessionId, kind: 'review' })).items.length, 2);
+    await r.store.close();
+  });
+
+  it('an approval unavailable once: the agent asks again and the mail is sent once', async () => {
+    const m = mailRig([{ decision: 'unavailable', message: 'approval service down' }, { decision: 'approved' }]);
+    const r = await rig(target, m.config);
+    const first = await r.gateway.call('send_mail', { to: 'ann@example.com' });
+    assert.equal(failedCategory(first), 'approval_unavailable/tool_approval_unavailable');
+    const second = await r.gateway.call('send_mail', { to: 'ann@example.com' });
+    assert.equal(second.result.outcome.status, 'succeeded');
+    assert.deepEqual(m.sent, ['ann@example.com']);
+    const history = await r.store.loadHistory(r.sessionId);
+    assert.equal(inspectToolRecovery(history, first.call.id).status, 'not_executed');
+    await r.store.close();
+  });
+});
+
+it('the memory store has an inbox too; pending needs one', async () => {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'h' });
+  await owner.startTask('t');
+  const m = mailRig([]);
+  const gateway = createToolRuntime({ ...m.config, grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  const execution = await gateway.call('send_mail', { to: 'a@example.com' });
+  const requestId = execution.result.approval!.requestId;
+  assert.equal((await decisionInbox(store).list()).items[0]?.id, requestId);
+  await assert.rejects(async () => decisionInbox({ ...store, kind: 'fake' } as typeof store), { code: 'inbox_unsupported' });
+});
