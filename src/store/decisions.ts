@@ -142,6 +142,13 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest) {
   return (state: TxState): TxWrites<CommitOutcome> => {
     const session = requireOwner(state.session, owner);
     refuseDuplicateIds(session.sessionId, request.events, state.existingEventIds);
+    const lastSeq = request.expectLastSeq;
+    if (lastSeq !== undefined && lastSeq !== session.lastSeq) {
+      throw new StoreConflictError(
+        'history_changed',
+        `session ${session.sessionId} now ends at seq ${session.lastSeq}, not ${lastSeq}: load the history again and decide on it`,
+      );
+    }
     const latest = request.expectLatestAttempt;
     if (latest) {
       const op = state.operation;

@@ -26,7 +26,9 @@ const ORIGINAL_PRE_BODY: ReadonlySet<string> = new Set([
 const BODY_RAN: ReadonlySet<string> = new Set(['body_failure', 'body_panic', 'output_limit']);
 
 /**
- * Writes `events` as the original's records: no `tool_started` events, no `start_marker` flag, `seq` renumbered
+ * Writes `events` as the original's records: no `tool_started` events, no `tool_review` events (journaled reviews,
+ * docs/design.md#reviews-are-journaled-evidence: the original cannot read them, and without them its recovery sees
+ * the reviewed call as uncertain again, which is the safe reading), no `start_marker` flag, `seq` renumbered
  * 0, 1, 2, ..., `provider_call_id: null` where an action has none. Refuses (ExportUnrepresentableError, nothing
  * written) a record the original would read differently in a way that loses safety: a flagged call whose result
  * says the body never started although its start marker is there, or says the body ran although there is no
@@ -43,7 +45,7 @@ export function exportRustJournal(events: readonly SessionEvent[]): string {
   let seq = 0;
   for (const e of events) {
     const kind = e.kind;
-    if (kind.type === 'tool_started') continue;
+    if (kind.type === 'tool_started' || kind.type === 'tool_review') continue;
     const wireType = kind.type === 'opaque' ? kind.wireType : kind.type;
     if (!ORIGINAL_EVENT_KINDS.has(wireType)) throw new ExportUnrepresentableError(e.seq, `the original has no event kind ${JSON.stringify(wireType)}`);
     const wire = encodeEvent(e);
