@@ -28,6 +28,9 @@ const EVIDENCE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_started'
 function refuseEvidence(draft: EventDraft, i: number): void {
   const kind = (draft as { kind?: unknown } | null)?.kind as { type?: unknown; wireType?: unknown } | undefined;
   if (typeof kind !== 'object' || kind === null) return;
+  if (kind.type === 'tool_review') {
+    throw new InvalidInputError(`events[${i}].kind`, 'tool_review is tool evidence, written only through recordToolReview (jingwei/review); append takes host events only');
+  }
   if (typeof kind.type === 'string' && EVIDENCE_TYPES.has(kind.type)) {
     throw new InvalidInputError(`events[${i}].kind`, `${kind.type} is tool evidence, which only the tool runtime records; append takes host events only`);
   }
