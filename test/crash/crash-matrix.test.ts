@@ -254,7 +254,7 @@ describe('crash matrix summary', () => {
       `crash matrix: ${MATRIX_POINTS.length} points × ${EFFECTS.length} effects × ${stores} (${KINDS.join(', ')}) = ${cases} cases; ` +
         `duplicates ${duplicates}, unreviewed re-executions ${unreviewed}, retried completions ${retried}; ` +
         `negative control ${negativeFlagged.size === KINDS.length ? 'flagged' : 'NOT flagged'}; ` +
-        `${uncertain.length} uncertain cases reach a person: ${toPerson.length} without reconcilers, ${toPersonReconciled.length} with; ` +
+        `uncertain cases ${uncertain.length}, reaching a person ${toPerson.length} without reconcilers and ${toPersonReconciled.length} with; ` +
         `soak ${soakKills} (seed ${SOAK_SEED}) ${soakOk ? 'ok' : 'FAILED'}`,
     );
     assert.equal(cases, MATRIX_POINTS.length * EFFECTS.length * KINDS.length, 'every case ran');
