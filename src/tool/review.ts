@@ -168,6 +168,7 @@ export async function reconcileUncertainCalls(
   options: { readonly signal?: AbortSignal } = {},
 ): Promise<ReconcileReport> {
   if (!Array.isArray(tools)) throw new InvalidInputError('tools', 'must be an array of tools');
+  if (!Array.isArray(history)) throw new InvalidInputError('history', 'must be the session\'s confirmed journal (an array of events)');
   const byName = new Map(tools.map((t) => [t.name, t]));
   let current: SessionEvent[] = [...history];
   const calls: ReconciledCall[] = [];
