@@ -31,6 +31,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   store_failure: 'StoreUnavailableError',
   session_exists: 'StoreConflictError',
   duplicate_event_id: 'StoreConflictError',
+  history_changed: 'StoreConflictError',
   task_not_found: 'TaskNotFoundError',
   task_not_running: 'TaskNotRunningError',
   budget_exhausted: 'BudgetExhaustedError',
@@ -54,6 +55,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   not_latest_attempt: 'ToolRetryError',
   binding_changed: 'ToolRetryError',
   consumed: 'ToolRetryError',
+  not_in_doubt: 'ToolRetryError',
   plan_not_serializable: 'ToolRetryPlanNotSerializableError',
   model_unreachable: 'ChatModelError',
   model_http_error: 'ChatModelError',
@@ -326,7 +328,7 @@ export class JournalFullError extends JingweiError {
   }
 }
 
-export type StoreConflictCode = 'session_exists' | 'duplicate_event_id';
+export type StoreConflictCode = 'session_exists' | 'duplicate_event_id' | 'history_changed';
 /** An import or task operation conflicts with what the store already holds. Nothing was written. */
 export class StoreConflictError extends JingweiError {
   declare readonly code: StoreConflictCode;
@@ -468,7 +470,8 @@ export type ToolRetryErrorCode =
   | 'needs_review'
   | 'not_latest_attempt'
   | 'binding_changed'
-  | 'consumed';
+  | 'consumed'
+  | 'not_in_doubt';
 
 /** Why a retry cannot be planned or used. `detail` says which evidence failed (docs/design.md, retries). */
 export class ToolRetryError extends JingweiError {

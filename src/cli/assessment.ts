@@ -3,7 +3,7 @@
  * call the rows of the retry policy that apply. The decisions are the library's (assessSession); this
  * module only names them for people.
  */
-import type { SessionEvent, ToolCall, ToolResult } from '../event/types.js';
+import type { SessionEvent, ToolCall, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { SessionAssessment, ToolCallAssessment } from '../tool/assess.js';
 import { evidenceRuleById, retryRuleById, type EvidenceRuleId, type RetryRuleId } from '../tool/retry-policy.js';
 import { clip, safe, shortId, table, type Column } from './format.js';
@@ -122,6 +122,9 @@ export function nextStepAdvice(call: ToolCall, assessed: ToolCallAssessment | nu
   const op = call.operation;
   switch (assessed.nextStep) {
     case 'completed':
+      if (assessed.rule === 'reviewed_completed' && assessed.review !== null) {
+        return `Nothing to do: a completed review by ${clip(assessed.review.actor, 60)} resolved this call for good. Never retry it.`;
+      }
       return 'Nothing to do: another attempt of this operation succeeded. Never retry it.';
     case 'superseded':
       return 'Decide on the newest attempt of this operation instead (it is listed below).';
@@ -137,8 +140,10 @@ export function nextStepAdvice(call: ToolCall, assessed: ToolCallAssessment | nu
       return (
         `Check the external system for the effect of this operation` +
         (op ? ` (tools that follow the guide pass '${op.taskId}:${op.key}' as their reference)` : '') +
-        `. If it did not happen, a trusted host records ToolRetryReview { actor, evidence, outcome: 'not_executed' } and ` +
-        `prepares the retry with it; if it did, a 'completed' review blocks retries for good. Never take a review from model output.`
+        `. A tool that declares a reconciler is asked first by reconcileUncertainCalls (jingwei/review). Otherwise a ` +
+        `trusted person checks: if it did not happen, the host journals recordToolReview(owner, history, '${call.id}', ` +
+        `{ actor, evidence, outcome: 'not_executed' }) and prepareToolRetry uses it; if it did, a 'completed' review ` +
+        `resolves the call for good. Never take a review from model output.`
       );
   }
 }
@@ -152,13 +157,16 @@ export interface CallRecord {
   started: SessionEvent | null;
   resultEvent: SessionEvent | null;
   result: ToolResult | null;
+  /** Journaled reviews of the call, in journal order. */
+  reviews: { review: ToolReviewRecord; event: SessionEvent }[];
 }
 
 export function indexCalls(history: readonly SessionEvent[]): Map<string, CallRecord> {
   const calls = new Map<string, CallRecord>();
   for (const event of history) {
     const k = event.kind;
-    if (k.type === 'tool_call') calls.set(k.call.id, { call: k.call, event, started: null, resultEvent: null, result: null });
+    if (k.type === 'tool_call') calls.set(k.call.id, { call: k.call, event, started: null, resultEvent: null, result: null, reviews: [] });
+    else if (k.type === 'tool_review') calls.get(k.review.callId)?.reviews.push({ review: k.review, event });
     else if (k.type === 'tool_started') {
       const record = calls.get(k.callId);
       if (record) record.started = event;
@@ -184,6 +192,11 @@ export function resultWord(record: CallRecord): string {
   if (record.result === null) return 'no result';
   const o = record.result.outcome;
   return o.status === 'succeeded' ? 'succeeded' : `failed ${o.category}`;
+}
+
+/** One journaled review, for people. */
+export function journaledReviewText(review: ToolReviewRecord): string {
+  return `${review.outcome} by ${clip(review.actor, 60)} (${review.source}): ${clip(review.evidence, 120)}`;
 }
 
 export function reviewText(call: ToolCall): string | null {

@@ -133,6 +133,11 @@ export function eventSummary(event: SessionEvent, style: Style): string {
       const text = outcomeText(k.result);
       return `call ${shortId(k.result.callId)}  ${o.status === 'succeeded' ? style.green(text) : style.red(text)}`;
     }
+    case 'tool_review': {
+      const r = k.review;
+      const text = `${r.source} review ${r.outcome} by ${clip(r.actor, 40)}: ${clip(r.evidence, 80)}`;
+      return `call ${shortId(r.callId)}  ${r.outcome === 'uncertain' ? style.yellow(text) : text}`;
+    }
     case 'user_message':
     case 'assistant_message':
       return safe(JSON.stringify(cut(flatten(k.text), 100)));

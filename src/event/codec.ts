@@ -4,8 +4,8 @@
  *
  * Encoding is a pure, non-validating mapping of an already-typed value. Decoding is strict: every field is checked
  * and every violation is a WireDecodeError naming the field's path (`kind.call.operation.task_id`). Unknown fields
- * are rejected where the original rejects them (ToolOperation, ToolEffectContract, ToolRetryAudit, ToolRetryReview)
- * and, deliberately stricter, in the event envelope; elsewhere (kinds, ToolCall, ActionContext, ToolResult) they are
+ * are rejected where the original rejects them (ToolOperation, ToolEffectContract, ToolRetryAudit, ToolRetryReview),
+ * in our own journaled review (ToolReviewRecord) and, deliberately stricter, in the event envelope; elsewhere (kinds, ToolCall, ActionContext, ToolResult) they are
  * dropped, as serde does by default.
  */
 import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
@@ -17,6 +17,7 @@ import {
   TOOL_EFFECTS,
   TOOL_FAILURE_CATEGORIES,
   TOOL_REVIEW_OUTCOMES,
+  TOOL_REVIEW_SOURCES,
   type ActionContext,
   type SessionEvent,
   type SessionEventKind,
@@ -29,6 +30,7 @@ import {
   type ToolResult,
   type ToolRetryAudit,
   type ToolRetryReview,
+  type ToolReviewRecord,
 } from './types.js';
 import { defineOwn, WireReader as Ctx, type Wire } from './wire-reader.js';
 
@@ -101,6 +103,19 @@ export function encodeToolResult(result: ToolResult): JsonObject {
   return wire;
 }
 
+/** A journaled review (our own kind: Jingwei for Rust has no such event, so the Rust-format export drops it). */
+export function encodeToolReviewRecord(review: ToolReviewRecord): JsonObject {
+  const wire: JsonObject = {
+    call_id: review.callId,
+    actor: review.actor,
+    outcome: review.outcome,
+    evidence: review.evidence,
+    source: review.source,
+  };
+  if (review.decisionId !== undefined) wire.decision_id = review.decisionId;
+  return wire;
+}
+
 function encodeKind(kind: SessionEventKind): JsonObject {
   switch (kind.type) {
     case 'tool_call':
@@ -111,6 +126,8 @@ function encodeKind(kind: SessionEventKind): JsonObject {
       return kind.approval === undefined
         ? { type: 'tool_started', call_id: kind.callId }
         : { type: 'tool_started', call_id: kind.callId, approval: encodeApproval(kind.approval) };
+    case 'tool_review':
+      return { type: 'tool_review', review: encodeToolReviewRecord(kind.review) };
     case 'user_message':
       return { type: 'user_message', text: kind.text };
     case 'assistant_message':
@@ -268,6 +285,19 @@ function decodeResult(ctx: Ctx, wire: unknown): ToolResult {
   return approval === undefined ? result : { ...result, approval };
 }
 
+/** Strict, like the retry audit's review: unknown fields are refused, texts follow the journal's text rule. */
+function decodeReviewRecord(ctx: Ctx, wire: unknown): ToolReviewRecord {
+  const o = ctx.object(wire, ['call_id', 'actor', 'outcome', 'evidence', 'source', 'decision_id']);
+  const review: ToolReviewRecord = {
+    callId: ctx.id(o, 'call_id') as CallId,
+    actor: ctx.text(o, 'actor'),
+    outcome: oneOf(ctx, o, 'outcome', TOOL_REVIEW_OUTCOMES),
+    evidence: ctx.text(o, 'evidence'),
+    source: oneOf(ctx, o, 'source', TOOL_REVIEW_SOURCES),
+  };
+  return ctx.get(o, 'decision_id') === undefined ? review : { ...review, decisionId: ctx.id(o, 'decision_id') };
+}
+
 function decodeKind(ctx: Ctx, wire: unknown): SessionEventKind {
   const o = ctx.object(wire, null);
   const type = ctx.string(o, 'type');
@@ -281,6 +311,8 @@ function decodeKind(ctx: Ctx, wire: unknown): SessionEventKind {
       const approval = optionalApproval(ctx, o);
       return approval === undefined ? { type, callId } : { type, callId, approval };
     }
+    case 'tool_review':
+      return { type, review: decodeReviewRecord(ctx.child('review'), ctx.required(o, 'review')) };
     case 'user_message':
       return { type, text: ctx.string(o, 'text') };
     case 'assistant_message': {
@@ -307,7 +339,7 @@ function optionalString(ctx: Ctx, o: Wire, key: string): string | undefined {
 }
 
 /** The wire types decodeKind gives a kind of their own; any other type decodes as `opaque`. */
-export const DECODED_WIRE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_result', 'tool_started', 'user_message', 'assistant_message', 'custom']);
+export const DECODED_WIRE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_result', 'tool_started', 'tool_review', 'user_message', 'assistant_message', 'custom']);
 
 const ENVELOPE_FIELDS = ['event_id', 'session_id', 'turn_id', 'generation_id', 'message_id', 'seq', 'recorded_at', 'kind'] as const;
 
@@ -375,4 +407,8 @@ export function decodeToolOperation(wire: unknown): ToolOperation {
 
 export function decodeToolRetryReview(wire: unknown): ToolRetryReview {
   return decodeReview(Ctx.root(false), wire);
+}
+
+export function decodeToolReviewRecord(wire: unknown): ToolReviewRecord {
+  return decodeReviewRecord(Ctx.root(false), wire);
 }

@@ -6,11 +6,13 @@ export {
   decodeToolOperation,
   decodeToolResult,
   decodeToolRetryReview,
+  decodeToolReviewRecord,
   encodeEvent,
   encodeEventText,
   encodeToolCall,
   encodeToolOperation,
   encodeToolResult,
   encodeToolRetryReview,
+  encodeToolReviewRecord,
 } from './codec.js';
 export { validatePhysicalLog } from './physical-log.js';

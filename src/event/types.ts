@@ -32,6 +32,24 @@ export interface ToolRetryReview {
   readonly outcome: ToolReviewOutcome;
 }
 
+/** Who gave a journaled review: a person (through the host), or a tool's reconciler asking the outside system. */
+export const TOOL_REVIEW_SOURCES = ['human', 'reconciler'] as const;
+export type ToolReviewSource = (typeof TOOL_REVIEW_SOURCES)[number];
+
+/**
+ * A review journaled as evidence about one call (docs/design.md#reviews-are-journaled-evidence): bound to a call that
+ * was the latest attempt of its operation when it was written. Recovery reads the latest review of a call.
+ */
+export interface ToolReviewRecord {
+  readonly callId: CallId;
+  readonly actor: string;
+  readonly outcome: ToolReviewOutcome;
+  readonly evidence: string;
+  readonly source: ToolReviewSource;
+  /** The decision (for example an inbox entry) this review was copied from, when there is one. */
+  readonly decisionId?: string;
+}
+
 /** Points at the immediately preceding attempt: its call id and the id of the event holding its ToolCall. */
 export interface ToolRetryAudit {
   readonly callId: CallId;
@@ -136,6 +154,7 @@ export type SessionEventKind =
   | { readonly type: 'tool_call'; readonly call: ToolCall }
   | { readonly type: 'tool_started'; readonly callId: CallId; readonly approval?: ToolApprovalRecord }
   | { readonly type: 'tool_result'; readonly result: ToolResult }
+  | { readonly type: 'tool_review'; readonly review: ToolReviewRecord }
   | { readonly type: 'user_message'; readonly text: string }
   | { readonly type: 'assistant_message'; readonly text: string }
   | { readonly type: 'custom'; readonly plugin: string; readonly kind: string; readonly payload: JsonValue }

@@ -166,6 +166,13 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
   return (state: TxState): TxWrites<CommitOutcome> => {
     const session = requireOwner(state.session, owner);
     refuseDuplicateIds(session.sessionId, request.events, state.existingEventIds);
+    const lastSeq = request.expectLastSeq;
+    if (lastSeq !== undefined && lastSeq !== session.lastSeq) {
+      throw new StoreConflictError(
+        'history_changed',
+        `session ${session.sessionId} now ends at seq ${session.lastSeq}, not ${lastSeq}: load the history again and decide on it`,
+      );
+    }
     const latest = request.expectLatestAttempt;
     if (latest) {
       // The operation of this session only: another session's row of the same (task, key) is another operation.

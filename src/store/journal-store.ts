@@ -35,13 +35,19 @@ import type {
   TaskSnapshot,
 } from './types.js';
 
-/** Wire types only the runtime and recovery write: the evidence a retry decision rests on. */
-const EVIDENCE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_started', 'tool_result']);
+/**
+ * Wire types only the runtime and recovery write: the evidence a retry decision rests on. A review is written only
+ * through recordToolReview (docs/design.md#reviews-are-journaled-evidence), which binds it to the latest attempt.
+ */
+const EVIDENCE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_started', 'tool_result', 'tool_review']);
 
 /** The public append carries host events only (docs/design.md#only-the-runtime-writes-tool-evidence). */
 function refuseEvidence(draft: EventDraft, i: number): void {
   const kind = (draft as { kind?: unknown } | null)?.kind as { type?: unknown; wireType?: unknown } | undefined;
   if (typeof kind !== 'object' || kind === null) return;
+  if (kind.type === 'tool_review') {
+    throw new InvalidInputError(`events[${i}].kind`, 'tool_review is tool evidence, written only through recordToolReview (jingwei/review); append takes host events only');
+  }
   if (typeof kind.type === 'string' && EVIDENCE_TYPES.has(kind.type)) {
     throw new InvalidInputError(`events[${i}].kind`, `${kind.type} is tool evidence, which only the tool runtime records; append takes host events only`);
   }
@@ -272,6 +278,10 @@ class FencedOwner implements SessionOwner {
   async #commit(request: CommitRequest): Promise<CommitReceipt> {
     this.guard.check();
     if (!Array.isArray(request.events)) throw new InvalidInputError('events', 'must be an array');
+    const lastSeq = request.expectLastSeq;
+    if (lastSeq !== undefined && (!Number.isSafeInteger(lastSeq) || lastSeq < -1)) {
+      throw new InvalidInputError('expectLastSeq', `must be an integer of at least -1, got ${String(lastSeq)}`);
+    }
     // Checked before any read: an id a store cannot even look up (U+0000) must fail as bad input, on every store.
     request.events.forEach((draft, i) => {
       if (draft?.eventId !== undefined) checkId<string>(`events[${i}].eventId`, draft.eventId);

@@ -71,6 +71,12 @@ export interface CommitRequest {
   readonly expectLatestAttempt?: LatestAttemptCondition;
   /** Needs a store with a decision inbox. */
   readonly approval?: ApprovalChange;
+  /**
+   * The commit goes through only while the journal's last event is still at this seq (-1: no events): a decision
+   * made on a loaded history (a journaled review) is written only on exactly that history. Otherwise
+   * StoreConflictError `history_changed`, nothing written.
+   */
+  readonly expectLastSeq?: number;
 }
 
 export interface CommitReceipt {

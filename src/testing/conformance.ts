@@ -404,12 +404,26 @@ function draftValidation(name: string, factory: StoreFactory): void {
       await rejects(owner.append([callDraft(task, newOperationKey(), call)]), 'invalid_input');
       await rejects(owner.append([message('ok'), { turnId: turn, kind: { type: 'tool_started', callId: call } }]), 'invalid_input');
       await rejects(owner.append([resultDraft(call)]), 'invalid_input');
-      for (const wireType of ['tool_call', 'tool_result', 'tool_started', 'user_message']) {
+      const review = { callId: call, actor: 'ops', outcome: 'completed', evidence: 'checked', source: 'human' } as const;
+      await rejects(owner.append([{ turnId: turn, kind: { type: 'tool_review', review } }]), 'invalid_input');
+      for (const wireType of ['tool_call', 'tool_result', 'tool_started', 'tool_review', 'user_message']) {
         await rejects(owner.append([{ turnId: turn, kind: { type: 'opaque', wireType, fields: {} } }]), 'invalid_input');
       }
       await owner.append([message('host'), { turnId: turn, kind: { type: 'opaque', wireType: 'host_note', fields: { a: 1 } } }]);
       assert.deepEqual((await store.loadHistory('s-host-only')).map((e) => e.kind.type), ['user_message', 'opaque']);
       assert.equal((await owner.task(task)).charged.toolCalls, 0);
+      await store.close();
+    });
+
+    it('a commit conditioned on the journal\'s last seq goes through only on exactly that journal', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-last-seq', { owner: 'h' });
+      await rejects(commitAs(owner, { events: [message('a')], expectLastSeq: 0 }), 'history_changed');
+      await commitAs(owner, { events: [message('a')], expectLastSeq: -1 });
+      await rejects(commitAs(owner, { events: [message('b')], expectLastSeq: -1 }), 'history_changed');
+      await rejects(commitAs(owner, { events: [message('b')], expectLastSeq: 1.5 }), 'invalid_input');
+      await commitAs(owner, { events: [message('b')], expectLastSeq: 0 });
+      assert.deepEqual((await store.loadHistory('s-last-seq')).map((e) => e.seq), [0, 1], 'refused commits consumed no seq');
       await store.close();
     });
 

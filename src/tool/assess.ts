@@ -2,9 +2,9 @@
  * A whole-session view for hosts and the CLI: every tool call without its own success, and what may be done about
  * it. Same evidence rules as inspectToolRecovery, validated once for the whole history.
  */
-import type { SessionEvent, ToolEffect, ToolResult } from '../event/types.js';
+import type { SessionEvent, ToolEffect, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
-import { ToolRecoveryStatus, classifyAttempt, collectEvidence, decideRetry } from './evidence.js';
+import { ToolRecoveryStatus, classifyAttempt, collectEvidence, decideRetry, effectiveReview, latestReview } from './evidence.js';
 import type { EvidenceRuleId, RetryRuleId } from './retry-policy.js';
 
 export const ToolNextStep = {
@@ -58,6 +58,8 @@ export interface ToolCallAssessment {
   /** How many attempts the operation has in the history (1 for a legacy call). */
   readonly attempts: number;
   readonly result: ToolResult | null;
+  /** The latest journaled review of the call (docs/design.md#reviews-are-journaled-evidence), or null. */
+  readonly review: ToolReviewRecord | null;
   readonly eventId: EventId;
   readonly turnId: TurnId;
   readonly seq: number;
@@ -108,7 +110,7 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
       succeeded += 1;
       continue;
     }
-    const { rule, reason } = decideRetry(record, null);
+    const { rule, reason } = decideRetry(record, effectiveReview(record, null)?.outcome ?? null);
     const nextStep = rule.decision;
     byNextStep[nextStep] += 1;
     const operation = record.call.operation;
@@ -130,6 +132,7 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
       attempt: record.attempt,
       attempts: record.operation?.attempts.length ?? 1,
       result: record.result,
+      review: latestReview(record),
       eventId: record.event.eventId,
       turnId: record.event.turnId,
       seq: record.event.seq,

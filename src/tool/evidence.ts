@@ -15,6 +15,7 @@ import {
   type ToolOperation,
   type ToolResult,
   type ToolRetryReview,
+  type ToolReviewRecord,
 } from '../event/types.js';
 import { hasLoneSurrogate, isValidText, type SessionId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
@@ -44,6 +45,14 @@ export interface AttemptRecord {
   readonly operation: OperationRecord | null;
   /** 1-based position among the operation's attempts; 1 for a legacy call. */
   readonly attempt: number;
+  /** Journaled reviews of this call, in physical order; the last one is the one recovery reads. */
+  readonly reviews: ReviewEntry[];
+}
+
+/** One journaled review and the event holding it. */
+export interface ReviewEntry {
+  readonly review: ToolReviewRecord;
+  readonly event: SessionEvent;
 }
 
 export interface OperationRecord {
@@ -228,6 +237,7 @@ export function collectEvidence(history: readonly SessionEvent[], callId?: strin
         startedEvent: null,
         operation,
         attempt,
+        reviews: [],
       };
       operation?.attempts.push(record);
       calls.set(call.id, record);
@@ -265,6 +275,8 @@ export function collectEvidence(history: readonly SessionEvent[], callId?: strin
       // Contradictions fail closed: a result that disagrees with the start marker is evidence no runtime wrote.
       const rule = evidenceRuleFor(evidenceFactsOf(record));
       if (rule.status === 'invalid') invalid(`${at}: call ${result.callId}: ${rule.fact(result.outcome)}`);
+    } else if (kind.type === 'tool_review') {
+      checkReviewEvent(calls, kind.review, at).reviews.push({ review: kind.review, event });
     }
   }
   return { sessionId, eventCount: history.length, calls, attempts };
@@ -288,6 +300,49 @@ function newerAttempt(record: AttemptRecord): AttemptRecord | null {
 function settlesStaleAttempt(record: AttemptRecord, result: ToolResult): boolean {
   if (record.call.operation?.startMarker !== true || record.startedEvent !== null) return true;
   return evidenceRuleFor({ flagged: true, marker: false, result: result.outcome }).status === ToolRecoveryStatus.NotExecuted;
+}
+
+/**
+ * A journaled review is evidence only when recordToolReview could have written it
+ * (docs/design.md#reviews-are-journaled-evidence): its texts are valid, its call exists earlier and has an
+ * operation, and at that point the call was the latest attempt of its operation, no attempt of it had succeeded,
+ * its own records left its outcome uncertain, and no earlier review had resolved it as completed.
+ */
+function checkReviewEvent(calls: ReadonlyMap<string, AttemptRecord>, review: ToolReviewRecord, at: string): AttemptRecord {
+  if (!isValidText(review.callId)) invalid(`${at}: review call id must be 1..1024 bytes of non-blank text`);
+  validateReview(review, `${at}: the review`);
+  if (review.source !== 'human' && review.source !== 'reconciler') invalid(`${at}: review source ${JSON.stringify(review.source)} is not human or reconciler`);
+  if (review.decisionId !== undefined && !isValidText(review.decisionId)) invalid(`${at}: review decision id must be 1..1024 bytes of non-blank text`);
+  const record = calls.get(review.callId);
+  if (record === undefined) invalid(`${at}: review of ${review.callId}, which has no earlier call`);
+  const operation = record.operation;
+  if (operation === null) invalid(`${at}: review of ${review.callId}, a legacy call without an operation`);
+  const latest = operation.attempts[operation.attempts.length - 1]!;
+  if (latest !== record) invalid(`${at}: review of ${review.callId}, which attempt ${latest.call.id} had already superseded`);
+  if (succeededSibling(record) !== null) invalid(`${at}: review of ${review.callId}, whose operation had already succeeded`);
+  const rule = evidenceRuleFor(evidenceFactsOf(record));
+  if (rule.status !== ToolRecoveryStatus.OutcomeUnknown) {
+    invalid(`${at}: review of ${review.callId}, whose outcome was not in doubt (${rule.status === 'invalid' ? 'invalid' : rule.status})`);
+  }
+  if (latestReview(record)?.outcome === 'completed') invalid(`${at}: review of ${review.callId}, which a completed review had already resolved`);
+  return record;
+}
+
+/** The latest journaled review of an attempt, or null. */
+export function latestReview(record: AttemptRecord): ToolReviewRecord | null {
+  return record.reviews[record.reviews.length - 1]?.review ?? null;
+}
+
+/**
+ * The review a retry decision reads (docs/design.md#reviews-are-journaled-evidence): a journaled `completed` review
+ * resolves the call for good, whatever the host passes; otherwise the host's review when it passes one, else the
+ * latest journaled review (a `not_executed` one unblocks as a passed one would; `uncertain` unblocks nothing).
+ */
+export function effectiveReview(record: AttemptRecord, hostReview: ToolRetryReview | null): ToolRetryReview | null {
+  const journaled = latestReview(record);
+  if (journaled?.outcome === 'completed') return journaled;
+  if (hostReview !== null) return hostReview;
+  return journaled;
 }
 
 /**

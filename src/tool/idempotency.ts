@@ -2,6 +2,7 @@ import { InvalidInputError } from '../errors.js';
 import { checkId } from '../ids.js';
 import { jsonDigest } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
+import type { ToolReconcileAnswer } from './types.js';
 
 /** Which logical action a write belongs to: the body request's operation scope and its arguments. */
 export interface IdempotencyScope {
@@ -35,4 +36,17 @@ export function idempotencyScope(request: IdempotencyRequest): IdempotencyScope 
 /** The key to hand an external API that deduplicates by its own idempotency key (Stripe and the like). */
 export function externalIdempotencyKey(request: { readonly operation: { readonly taskId: string; readonly key: string } }): string {
   return `${request.operation.taskId}:${request.operation.key}`;
+}
+
+/** What a dedup record says about one operation: the idempotency helpers' reconcilers answer from it alone. */
+export function reconcileAnswer(
+  taskId: string,
+  key: string,
+  argumentsDigest: string,
+  record: { readonly digest: string; readonly result: JsonValue } | null,
+): ToolReconcileAnswer {
+  const where = `dedup record for task ${taskId}, key ${key}`;
+  if (record === null) return { outcome: 'not_executed', evidence: `no ${where}: the write and its record commit together, so it never committed` };
+  if (record.digest !== argumentsDigest) return { outcome: 'unknown', evidence: `the ${where} holds other arguments` };
+  return { outcome: 'completed', evidence: `the ${where} holds the committed result`, output: record.result };
 }

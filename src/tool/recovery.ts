@@ -2,10 +2,11 @@
  * Host-side recovery: what a confirmed history proves about one tool call (docs/design.md#recovery).
  * Pure and synchronous: no IO, no clock, no randomness. Every refusal is a ToolRetryError.
  */
-import type { SessionEvent, ToolCall, ToolResult } from '../event/types.js';
+import type { SessionEvent, ToolCall, ToolResult, ToolReviewRecord } from '../event/types.js';
 import {
   classifyAttempt,
   collectEvidence,
+  latestReview,
   locateAttempt,
   type AttemptRecord,
   type ToolRecoveryStatus,
@@ -27,6 +28,15 @@ export interface ToolRecoveryAssessment {
   readonly attempt: number;
   /** The confirmed fact behind the status, for people: e.g. "body started, no result". */
   readonly fact: string;
+  /** The latest journaled review of the call, or null (docs/design.md#reviews-are-journaled-evidence). */
+  readonly review: ToolReviewRecord | null;
+  /** The event holding `review`. */
+  readonly reviewEvent: SessionEvent | null;
+  /**
+   * True when a journaled `completed` review resolved the call for good: whatever its own records say, no retry
+   * will ever be planned for it and it needs no one's attention.
+   */
+  readonly resolved: boolean;
 }
 
 function assessmentOf(record: AttemptRecord): ToolRecoveryAssessment {
@@ -40,6 +50,9 @@ function assessmentOf(record: AttemptRecord): ToolRecoveryAssessment {
     resultEvent: record.resultEvent,
     attempt: record.attempt,
     fact,
+    review: latestReview(record),
+    reviewEvent: record.reviews[record.reviews.length - 1]?.event ?? null,
+    resolved: latestReview(record)?.outcome === 'completed',
   };
 }
 

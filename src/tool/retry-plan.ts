@@ -12,7 +12,7 @@ import type {
 import type { CallId, EventId, OperationKey, SessionId, TaskId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
-import { collectEvidence, decideRetry, locateAttempt, validateReview } from './evidence.js';
+import { collectEvidence, decideRetry, effectiveReview, locateAttempt, validateReview } from './evidence.js';
 
 /** What the runtime is about to execute; all of it must match the plan's source call. */
 export interface ToolRetryBinding {
@@ -178,16 +178,19 @@ export class ToolRetryPlan {
  * the history (as inspectToolRecovery, whose errors propagate); a completed status or a `completed` review gives
  * `completed`; a call without an operation gives `legacy_call`; an uncertain outcome of an Unknown or NonIdempotent
  * tool gives `needs_review` unless the review says `not_executed` (an `uncertain` review never unblocks).
- * The review must come from host verification, never from model output.
+ * Without a passed review, the call's latest journaled review (recordToolReview) is used; a journaled `completed`
+ * review refuses the plan whatever is passed (docs/design.md#reviews-are-journaled-evidence). The review used is
+ * carried in the retry audit. It must come from host verification, never from model output.
  */
 export function prepareToolRetry(
   history: readonly SessionEvent[],
   callId: string,
   review?: ToolRetryReview | null,
 ): ToolRetryPlan {
-  const checkedReview = review === undefined || review === null ? null : review;
-  if (checkedReview !== null) validateReview(checkedReview);
+  const passedReview = review === undefined || review === null ? null : review;
+  if (passedReview !== null) validateReview(passedReview);
   const record = locateAttempt(collectEvidence(history, callId), callId);
+  const checkedReview = effectiveReview(record, passedReview);
   const operation = record.call.operation ?? null;
   // The retry table decides; its refusal is the error code, its reason the detail.
   const { rule, reason } = decideRetry(record, checkedReview?.outcome ?? null);

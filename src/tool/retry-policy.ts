@@ -176,7 +176,10 @@ export interface RetryFacts {
   readonly fact: string;
   /** Null for a legacy call (no operation). */
   readonly effect: ToolEffect | null;
-  /** A trusted host review handed to prepareToolRetry; assessSession decides without one. */
+  /**
+   * The review the decision reads: one handed to prepareToolRetry, else the call's latest journaled review (a
+   * journaled `completed` one always wins; docs/design.md#reviews-are-journaled-evidence).
+   */
   readonly review: ToolReviewOutcome | null;
   /** The newest attempt of the operation when it is not this one. */
   readonly newer: AttemptRef | null;
@@ -272,9 +275,9 @@ export const RETRY_RULES: readonly RetryRule[] = [
     decision: 'completed',
     refusal: 'completed',
     position: false,
-    condition: 'A trusted host review says the call completed',
-    explanation: 'Refuse the retry for good',
-    reason: () => 'a trusted review says completed: the retry is blocked',
+    condition: 'A trusted review (journaled, or passed by the host) says the call completed',
+    explanation: 'Resolved for good: refuse any retry; it needs no one\'s attention',
+    reason: (f) => `${f.fact}; a trusted review says completed: resolved, never retry it`,
   },
   {
     id: 'legacy',

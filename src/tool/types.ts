@@ -28,6 +28,32 @@ export interface Tool {
    * block; a throw is recorded as `unavailable` too.
    */
   availability?(): ToolDenial | null;
+  /**
+   * Optional: asks the outside system what happened to an operation whose outcome the journal leaves uncertain
+   * (docs/design.md#reconcilers). reconcileUncertainCalls asks it before any person is asked and journals the
+   * answer as a review by `reconciler:<tool>@<revision>`. Answer `unknown` whenever the outside system cannot say
+   * for sure; `not_executed` unblocks a retry of a non-idempotent call, so only answer it when the effect provably
+   * did not happen (and cannot still happen).
+   */
+  reconcile?(request: ToolReconcileRequest, signal: AbortSignal): ToolReconcileAnswer | Promise<ToolReconcileAnswer>;
+}
+
+/** What a reconciler is asked about: one journaled call and its operation. Satisfies IdempotencyRequest. */
+export interface ToolReconcileRequest {
+  readonly sessionId: string;
+  readonly callId: CallId;
+  readonly toolName: string;
+  readonly arguments: JsonValue;
+  /** The journaled call's operation: task, key and the contract it was recorded with. */
+  readonly operation: ToolOperation;
+}
+
+/** A reconciler's answer. `evidence` says what it looked at (1..1024 bytes; longer text is cut). */
+export interface ToolReconcileAnswer {
+  readonly outcome: 'completed' | 'not_executed' | 'unknown';
+  readonly evidence: string;
+  /** With `completed`: the operation's output, when the outside system keeps it (returned, not journaled). */
+  readonly output?: JsonValue;
 }
 
 export interface ToolDenial {

@@ -240,6 +240,11 @@ describe('crash matrix summary', () => {
       }),
       { duplicates: 0, unreviewedReexecutions: 0, retriedCompletions: 0, failed: 0 },
     );
+    // Uncertain cases: the scripted call's outcome is unknown. A person is asked about those needing a review,
+    // unless (with reconcilers) the tool's reconciler gave a definite answer first.
+    const uncertain = results.flatMap((r) => (r.before.assessment?.calls ?? []).filter((c) => c.status === 'outcome_unknown').map((c) => ({ r, c })));
+    const toPerson = uncertain.filter(({ c }) => c.nextStep === 'needs_review');
+    const toPersonReconciled = toPerson.filter(({ r, c }) => ['none', 'unknown', undefined].includes(r.before.reconcilers?.[c.callId]));
     const duplicates = matrixCounts.duplicates + soakCounts.duplicates;
     const unreviewed = matrixCounts.unreviewedReexecutions + soakCounts.unreviewedReexecutions;
     const retried = matrixCounts.retriedCompletions + soakCounts.retriedCompletions;
@@ -249,9 +254,11 @@ describe('crash matrix summary', () => {
       `crash matrix: ${MATRIX_POINTS.length} points × ${EFFECTS.length} effects × ${stores} (${KINDS.join(', ')}) = ${cases} cases; ` +
         `duplicates ${duplicates}, unreviewed re-executions ${unreviewed}, retried completions ${retried}; ` +
         `negative control ${negativeFlagged.size === KINDS.length ? 'flagged' : 'NOT flagged'}; ` +
+        `uncertain cases ${uncertain.length}, reaching a person ${toPerson.length} without reconcilers and ${toPersonReconciled.length} with; ` +
         `soak ${soakKills} (seed ${SOAK_SEED}) ${soakOk ? 'ok' : 'FAILED'}`,
     );
     assert.equal(cases, MATRIX_POINTS.length * EFFECTS.length * KINDS.length, 'every case ran');
+    assert.deepEqual(toPersonReconciled.map(({ r, c }) => r.before.reconcilers?.[c.callId]).filter((a) => a !== 'none'), [], 'a declared reconciler always answered');
     assert.equal(duplicates, 0);
     assert.equal(unreviewed, 0);
     assert.equal(retried, 0);

@@ -15,7 +15,7 @@ import type { SqliteIdempotencyStore } from '../../src/store/sqlite/idempotency.
 import type { ToolRuntime } from '../../src/tool/types.js';
 import type { TaskCharge } from './invariants.js';
 import { TAKEOVER_POINT, type Killer } from './killer.js';
-import { CALLER } from './tools.js';
+import { CALLER, crashTools } from './tools.js';
 
 export const REVIEW_ACTOR = 'crash-harness host';
 /** How many of the latest calls a soak recovery cross-checks between assessSession and prepareToolRetry. */
@@ -49,6 +49,11 @@ export interface BeforeLine {
   readonly probes: Record<string, string>;
   /** inspectToolRecovery of an id no call ever had: it must refuse explicitly (C0: the call was never written). */
   readonly unknownCall: string;
+  /**
+   * Per listed call whose outcome is unknown: what its tool's reconciler answers (asked, never journaled, so the
+   * recovery below runs exactly as without reconcilers), or 'none' for a tool without one.
+   */
+  readonly reconcilers: Record<string, string>;
 }
 
 export interface RecoveryAction {
@@ -156,7 +161,8 @@ export async function recover(ctx: RecoveryContext): Promise<RecoveryResult> {
   } catch (error) {
     unknownCall = codeOf(error);
   }
-  const before: BeforeLine = { phase: 'before', epoch: owner.epoch, events: history.length, assessment, inspections, probes, unknownCall };
+  const reconcilers = await askReconcilers(ctx, history, assessment, problems);
+  const before: BeforeLine = { phase: 'before', epoch: owner.epoch, events: history.length, assessment, inspections, probes, unknownCall, reconcilers };
   ctx.emit(before as unknown as Record<string, unknown>);
   await ctx.onLoaded?.(owner, history);
 
@@ -219,6 +225,33 @@ export async function recover(ctx: RecoveryContext): Promise<RecoveryResult> {
     actions.push(action);
   }
   return { owner, before, actions, history, problems };
+}
+
+/**
+ * Asks the reconciler of every listed call whose outcome is unknown, as reconcileUncertainCalls would, without
+ * journaling the answer; a definite answer must agree with the external ledger (a problem otherwise).
+ */
+async function askReconcilers(ctx: RecoveryContext, history: readonly SessionEvent[], assessment: SessionAssessment | null, problems: string[]): Promise<Record<string, string>> {
+  const answers: Record<string, string> = {};
+  const tools = new Map(crashTools(ctx.business, () => undefined).map((t) => [t.name, t]));
+  const calls = new Map(toolCalls(history).map((c) => [c.id as string, c]));
+  for (const entry of assessment?.calls ?? []) {
+    if (entry.status !== 'outcome_unknown' || (entry.nextStep !== 'needs_review' && entry.nextStep !== 'retry_allowed')) continue;
+    const call = calls.get(entry.callId)!;
+    const tool = tools.get(call.name);
+    if (tool?.reconcile === undefined || call.operation === undefined) {
+      answers[call.id] = 'none';
+      continue;
+    }
+    const request = { sessionId: ctx.sessionId, callId: call.id, toolName: call.name, arguments: call.arguments, operation: call.operation };
+    const answer = await tool.reconcile(request, new AbortController().signal);
+    answers[call.id] = answer.outcome;
+    const rows = (ctx.business.db.prepare('SELECT count(*) AS n FROM orders WHERE task_id = ? AND key = ?').get(call.operation.taskId, call.operation.key) as { n: number }).n;
+    if (answer.outcome !== 'unknown' && (answer.outcome === 'completed') !== rows > 0) {
+      problems.push(`the reconciler of ${call.name} answers ${answer.outcome} for ${call.id}, yet the ledger holds ${rows} row(s)`);
+    }
+  }
+  return answers;
 }
 
 /** Each task's budget as `owner` reads it, for every task the history mentions (and `extraTasks`). */

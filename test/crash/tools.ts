@@ -10,7 +10,7 @@ import { createToolRuntime, RUNTIME_DEFAULTS, ToolBodyError, ToolMetadata } from
 import type { ToolEffect } from '../../src/event/types.js';
 import type { SqliteIdempotencyStore } from '../../src/store/sqlite/idempotency.js';
 import type { SqliteDatabase } from '../../src/sqlite.js';
-import type { Tool, ToolApprover, ToolBodyRequest, ToolRuntime } from '../../src/tool/types.js';
+import type { Tool, ToolApprover, ToolBodyRequest, ToolReconcileAnswer, ToolReconcileRequest, ToolRuntime } from '../../src/tool/types.js';
 import { openBusiness } from '../support/orders.js';
 import { TOOL_POINTS } from './killer.js';
 
@@ -60,13 +60,32 @@ function insertRow(db: SqliteDatabase, request: ToolBodyRequest, tool: string): 
 /** One schema object for every tool: Ajv caches a compiled schema by identity, so a child compiles it once. */
 const ARGS_SCHEMA = { type: 'object', required: ['item'] };
 
+/**
+ * The reconcilers the crash tools declare: the idempotent tool asks its idempotency helper (the dedup record), the
+ * non-idempotent tool looks its operation up in the external ledger by key (as an API with idempotency-key lookups
+ * answers); the unknown-effect and read-only tools declare none, so their uncertain calls always reach a person.
+ */
+function reconcilerFor(business: SqliteIdempotencyStore, effect: Effect): ((request: ToolReconcileRequest) => ToolReconcileAnswer) | null {
+  if (effect === 'idempotent') return (request) => business.reconcile(request);
+  if (effect !== 'non_idempotent') return null;
+  return (request) => {
+    const { taskId, key } = request.operation;
+    const rows = (business.db.prepare('SELECT count(*) AS n FROM orders WHERE task_id = ? AND key = ?').get(taskId, key) as { n: number }).n;
+    return rows > 0
+      ? { outcome: 'completed', evidence: `the ledger holds ${rows} row(s) for key ${key}` }
+      : { outcome: 'not_executed', evidence: `the ledger holds no row for key ${key}` };
+  };
+}
+
 function effectTool(business: SqliteIdempotencyStore, at: (point: string) => void, effect: Effect, approval: boolean): Tool {
   const name = toolName(effect, approval);
   let metadata = new ToolMetadata(`${effect} crash-matrix tool`, ARGS_SCHEMA).withEffect(effect, 'crash-v1');
   if (approval) metadata = metadata.withApproval(APPROVAL_KEY);
+  const reconcile = reconcilerFor(business, effect);
   return {
     name,
     metadata,
+    ...(reconcile === null ? {} : { reconcile }),
     async execute(request) {
       const args = request.arguments as unknown as CrashArgs;
       const first = request.operation.retry === null;

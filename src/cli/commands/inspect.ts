@@ -1,4 +1,4 @@
-import { encodeToolResult } from '../../event/codec.js';
+import { encodeToolResult, encodeToolReviewRecord } from '../../event/codec.js';
 import type { SessionEvent } from '../../event/types.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
 import {
@@ -10,6 +10,7 @@ import {
   colourStep,
   decisionRows,
   indexCalls,
+  journaledReviewText,
   nextStepAdvice,
   resultWord,
   reviewText,
@@ -38,6 +39,7 @@ function assessedJson(c: ToolCallAssessment) {
     event_id: c.eventId,
     turn_id: c.turnId,
     result: c.result ? encodeToolResult(c.result) : null,
+    review: c.review ? encodeToolReviewRecord(c.review) : null,
   };
 }
 
@@ -117,6 +119,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
       started_seq: record.started?.seq ?? null,
       result_seq: record.resultEvent?.seq ?? null,
       result: record.result ? encodeToolResult(record.result) : null,
+      reviews: record.reviews.map((r) => ({ seq: r.event.seq, ...encodeToolReviewRecord(r.review) })),
       status,
       next_step: nextStep,
       attention,
@@ -139,6 +142,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   const marker = op?.startMarker === true ? (record.started ? `tool_started at seq ${record.started.seq}` : 'no tool_started (the body never started)') : 'records no start marker (not the canonical runtime)';
   field('journal', `tool_call at seq ${record.event.seq}; ${marker}; ${record.resultEvent ? `tool_result at seq ${record.resultEvent.seq}` : 'no tool_result'}`);
   field('times', timesText(record));
+  for (const r of record.reviews) field('reviewed', `${journaledReviewText(r.review)} (seq ${r.event.seq})`);
   field('result', record.result ? resultWord(record) + (record.result.outcome.status === 'failed' ? ` (${safe(record.result.outcome.code)}: ${safe(record.result.outcome.message)})` : '') : 'none recorded');
   field('status', colourStatus(status, s));
   field('next step', colourStep(nextStep, s));
@@ -196,10 +200,12 @@ Loads the session's confirmed journal, verifies it, and assesses it the way a re
 call without its own success is listed with its recovery status (completed, not_executed, outcome_unknown), the
 next step (retry_allowed, needs_review, completed, superseded, legacy) and the reason. Given a call, it shows that
 call's journal records, every attempt of its operation, the rows of the retry policy that apply, and
-what a host may do. This command never writes: retries and reviews go through the host API.`,
+what a host may do, and the reviews journaled for it (the latest one counts: a completed review resolves the
+call). This command never writes: retries and reviews go through the host API.`,
   exitCodes: `This command exits 1 when a call needs attention (its outcome is in doubt, or it was interrupted before
 anyone saw an answer; for one call: that call), or when the journal is corrupt or its tool evidence invalid. A
-failure recorded before the body and delivered to its caller is shown but does not need attention.`,
+failure recorded before the body and delivered to its caller is shown but does not need attention, and so is a
+call a completed review resolved.`,
   examples: ['jingwei inspect journal.db demo-1a2b3c4d', 'jingwei inspect journal.db demo-1a2b3c4d 9f3e2a71'],
   async run(ctx) {
     const { io, args, out } = ctx;

@@ -1,6 +1,7 @@
 import { IdempotencyConflictError, InvalidInputError, StoreUnavailableError } from '../../errors.js';
 import type { JsonValue } from '../../json/types.js';
-import { idempotencyScope, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
+import { idempotencyScope, reconcileAnswer, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
+import type { ToolReconcileAnswer } from '../../tool/types.js';
 import { Pool } from './driver.js';
 import type { PgClient, PgPool } from './driver-types.js';
 import { IDENTIFIER } from './schema.js';
@@ -76,6 +77,40 @@ export class PostgresIdempotencyStore {
       return { result, replayed: false };
     } finally {
       if (!done) await client.query('ROLLBACK').catch(() => undefined);
+      client.release();
+    }
+  }
+
+  /**
+   * A reconciler for tools written with `run` (docs/design.md#reconcilers): declare
+   * `reconcile: (request) => store.reconcile(request)` on the tool. The dedup row commits in the same transaction
+   * as the business write, so it answers exactly: `completed` with the stored result when the row for
+   * (taskId, key) holds these arguments, `not_executed` when there is none, `unknown` when it holds other
+   * arguments. It claims the key the way `run` does and rolls back, so it waits for an attempt in flight instead
+   * of answering while one is half-way; a retry still goes through `run`, so an attempt that commits later is
+   * replayed, never repeated.
+   */
+  async reconcile(request: IdempotencyRequest): Promise<ToolReconcileAnswer> {
+    const scope = idempotencyScope(request);
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const claimed = await client.query(
+        `INSERT INTO ${this.table} (task_id, key, arguments_digest, result) VALUES ($1, $2, $3, 'null'::jsonb)
+         ON CONFLICT (task_id, key) DO NOTHING RETURNING 1`,
+        [scope.taskId, scope.key, scope.argumentsDigest],
+      );
+      let record: { digest: string; result: JsonValue } | null = null;
+      if (claimed.rowCount === 0) {
+        const { rows } = await client.query<{ arguments_digest: string; result: JsonValue }>(
+          `SELECT arguments_digest, result FROM ${this.table} WHERE task_id = $1 AND key = $2`,
+          [scope.taskId, scope.key],
+        );
+        record = { digest: rows[0]!.arguments_digest, result: rows[0]!.result };
+      }
+      return reconcileAnswer(scope.taskId, scope.key, scope.argumentsDigest, record);
+    } finally {
+      await client.query('ROLLBACK').catch(() => undefined);
       client.release();
     }
   }

@@ -1,7 +1,8 @@
 import { IdempotencyConflictError, InvalidInputError } from '../../errors.js';
 import type { JsonValue } from '../../json/types.js';
 import { STORE_DEFAULTS } from '../../limits.js';
-import { idempotencyScope, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
+import { idempotencyScope, reconcileAnswer, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
+import type { ToolReconcileAnswer } from '../../tool/types.js';
 import { Database } from './driver.js';
 import type { SqliteDatabase } from './options.js';
 
@@ -62,6 +63,21 @@ export class SqliteIdempotencyStore {
       return { result, replayed: false };
     });
     return transaction.immediate();
+  }
+
+  /**
+   * A reconciler for tools written with `run` (docs/design.md#reconcilers): declare
+   * `reconcile: (request) => store.reconcile(request)` on the tool. The dedup record commits in the same
+   * transaction as the business write, so it answers exactly: `completed` with the stored result when the record
+   * for (taskId, key) holds these arguments, `not_executed` when there is none (read under the write lock, so no
+   * attempt is half-way; a retry still goes through `run`, so an attempt that commits later is replayed, never
+   * repeated), `unknown` when the record holds other arguments.
+   */
+  reconcile(request: IdempotencyRequest): ToolReconcileAnswer {
+    const scope = idempotencyScope(request);
+    const read = this.raw.transaction(() => this.find.get(scope.taskId, scope.key));
+    const existing = read.immediate();
+    return reconcileAnswer(scope.taskId, scope.key, scope.argumentsDigest, existing ? { digest: existing.arguments_digest, result: JSON.parse(existing.result) as JsonValue } : null);
   }
 
   /** How many dedup records exist (for tests and operators). */

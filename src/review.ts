@@ -1,0 +1,15 @@
+/**
+ * `jingwei/review`: reviews of uncertain calls as journaled evidence, and reconcilers that ask the outside system
+ * before any person is asked (docs/design.md#reviews-are-journaled-evidence, docs/design.md#reconcilers).
+ * Recovery (inspectToolRecovery, prepareToolRetry, assessSession) reads the journaled reviews by itself.
+ */
+export {
+  reconcileUncertainCalls,
+  reconcilerActor,
+  recordToolReview,
+  type ReconcileReport,
+  type ReconciledCall,
+  type ToolReviewInput,
+} from './tool/review.js';
+export type { ToolReconcileAnswer, ToolReconcileRequest } from './tool/types.js';
+export type { ToolReviewRecord, ToolReviewSource } from './event/types.js';

@@ -1,0 +1,227 @@
+/**
+ * Reviews as journaled evidence (docs/design.md#reviews-are-journaled-evidence) and reconcilers
+ * (docs/design.md#reconcilers): the one way a review enters a journal, and the routine that asks each uncertain
+ * call's tool before any person is asked.
+ */
+import { InvalidInputError, ToolRetryError } from '../errors.js';
+import {
+  TOOL_REVIEW_OUTCOMES,
+  TOOL_REVIEW_SOURCES,
+  type SessionEvent,
+  type ToolReviewOutcome,
+  type ToolReviewRecord,
+  type ToolReviewSource,
+} from '../event/types.js';
+import { checkId, isValidText, newTurnId, type CallId } from '../ids.js';
+import type { JsonValue } from '../json/types.js';
+import { LIMITS } from '../limits.js';
+import type { SessionOwner } from '../store/types.js';
+import { truncateUtf8 } from '../text.js';
+import { classifyAttempt, collectEvidence, latestReview, locateAttempt, type AttemptRecord } from './evidence.js';
+import { ToolRecoveryStatus } from './retry-policy.js';
+import { assessSession } from './assess.js';
+import type { Tool, ToolReconcileAnswer, ToolReconcileRequest } from './types.js';
+import { commitAs } from '../store/owner-commit.js';
+
+/** What a host hands recordToolReview. It must come from a trusted person or process, never from model output. */
+export interface ToolReviewInput {
+  readonly actor: string;
+  readonly outcome: ToolReviewOutcome;
+  readonly evidence: string;
+  /** Default 'human'. reconcileUncertainCalls records 'reconciler'. */
+  readonly source?: ToolReviewSource;
+  /** The decision this review carries out (for example an inbox entry), kept in the journal with it. */
+  readonly decisionId?: string;
+  /** The turn the review event is journaled in. Default: a fresh turn id. */
+  readonly turnId?: string;
+}
+
+function text(field: string, value: unknown): string {
+  if (typeof value !== 'string' || !isValidText(value)) {
+    throw new InvalidInputError(field, `must be 1..${LIMITS.maxTextBytes} bytes of non-blank text`);
+  }
+  return checkId<string>(field, value);
+}
+
+function checkInput(review: ToolReviewInput): Omit<ToolReviewRecord, 'callId'> & { turnId: string } {
+  if (typeof review !== 'object' || review === null) throw new InvalidInputError('review', 'must be an object { actor, outcome, evidence }');
+  const actor = text('review.actor', review.actor);
+  const evidence = text('review.evidence', review.evidence);
+  if (!TOOL_REVIEW_OUTCOMES.includes(review.outcome)) {
+    throw new InvalidInputError('review.outcome', `must be one of ${TOOL_REVIEW_OUTCOMES.join(', ')}`);
+  }
+  const source = review.source ?? 'human';
+  if (!TOOL_REVIEW_SOURCES.includes(source)) throw new InvalidInputError('review.source', `must be one of ${TOOL_REVIEW_SOURCES.join(', ')}`);
+  const turnId = review.turnId === undefined ? newTurnId() : text('review.turnId', review.turnId);
+  const base = { actor, outcome: review.outcome, evidence, source, turnId };
+  return review.decisionId === undefined ? base : { ...base, decisionId: text('review.decisionId', review.decisionId) };
+}
+
+/** The call's place and state allow a review: the latest attempt, outcome in doubt, not already resolved. */
+function reviewable(history: readonly SessionEvent[], callId: string): AttemptRecord {
+  const record = locateAttempt(collectEvidence(history, callId), callId);
+  const operation = record.call.operation;
+  if (operation === undefined) throw new ToolRetryError('legacy_call', `call ${callId} has no operation: a review cannot be bound to it`);
+  const { status, fact } = classifyAttempt(record);
+  if (status === ToolRecoveryStatus.Completed) throw new ToolRetryError('completed', `call ${callId} succeeded (${fact}): there is nothing to review`);
+  if (status !== ToolRecoveryStatus.OutcomeUnknown) {
+    throw new ToolRetryError('not_in_doubt', `call ${callId} is ${status} (${fact}): its outcome is not in doubt, so there is nothing to review`);
+  }
+  const latest = latestReview(record);
+  if (latest?.outcome === 'completed') {
+    throw new ToolRetryError('completed', `call ${callId} was resolved for good by a completed review from ${latest.actor}`);
+  }
+  return record;
+}
+
+/**
+ * Journals a review of `callId` (docs/design.md#reviews-are-journaled-evidence), decided on `history`, the
+ * session's confirmed journal as `store.loadHistory` returned it. The call must be the latest attempt of its
+ * operation and its outcome in doubt; otherwise ToolRetryError (`completed`, `not_in_doubt`, `not_latest_attempt`,
+ * `legacy_call`, `invalid_evidence`). The review is written in one transaction that checks the call is still the
+ * latest attempt and that the journal still ends where `history` ends (StoreConflictError `history_changed`:
+ * load it again). Returns the review's event.
+ *
+ * A `completed` review resolves the call for good; a `not_executed` one is used by prepareToolRetry when the host
+ * passes none; an `uncertain` one is recorded and unblocks nothing.
+ */
+export async function recordToolReview(
+  owner: SessionOwner,
+  history: readonly SessionEvent[],
+  callId: string,
+  review: ToolReviewInput,
+): Promise<SessionEvent> {
+  const input = checkInput(review);
+  const id = checkId<CallId>('callId', callId);
+  if (!Array.isArray(history) || history.length === 0) throw new InvalidInputError('history', 'must be the session\'s confirmed journal (it is empty)');
+  if (history[0]!.sessionId !== owner.sessionId) {
+    throw new InvalidInputError('history', `is the journal of session ${history[0]!.sessionId}, not of ${owner.sessionId}`);
+  }
+  const record = reviewable(history, id);
+  const op = record.call.operation!;
+  const { turnId, ...fields } = input;
+  const kind = { type: 'tool_review', review: { callId: id, ...fields } } as const;
+  const receipt = await commitAs(owner, {
+    events: [{ turnId, kind }],
+    expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: id },
+    expectLastSeq: history[history.length - 1]!.seq,
+  });
+  return receipt.events[0]!;
+}
+
+/** What reconcileUncertainCalls did about one uncertain call. */
+export interface ReconciledCall {
+  readonly callId: CallId;
+  readonly name: string;
+  /**
+   * `recorded`: the answer is journaled as a review; `unchanged`: `unknown` again, after an uncertain review by the
+   * same reconciler (nothing written); `no_reconciler`: the tool is not given or declares none; `revision_changed`:
+   * the tool's current contract is not the one the call was recorded with (its reconciler may not know the old
+   * operation); `failed`: the reconciler threw or answered something invalid (nothing written; `error` says what).
+   */
+  readonly action: 'recorded' | 'unchanged' | 'no_reconciler' | 'revision_changed' | 'failed';
+  readonly answer: ToolReconcileAnswer['outcome'] | null;
+  /** The review journaled for it, when `recorded`. */
+  readonly review: ToolReviewRecord | null;
+  /** With a `completed` answer: the output the outside system kept, if the reconciler returned it. */
+  readonly output?: JsonValue;
+  readonly error?: string;
+}
+
+export interface ReconcileReport {
+  /** Every call asked or skipped, in journal order. */
+  readonly calls: readonly ReconciledCall[];
+  /** The confirmed history with the reviews written by this pass appended: decide on it next. */
+  readonly history: readonly SessionEvent[];
+  /** The calls that still need a person's review (next step `needs_review` after this pass). */
+  readonly needsReview: readonly CallId[];
+}
+
+/** The actor of a reconciler's reviews: the tool and the contract revision it answers for. */
+export function reconcilerActor(tool: string, revision: string): string {
+  return truncateUtf8(`reconciler:${tool}@${revision}`, LIMITS.maxTextBytes);
+}
+
+function answerOf(value: unknown): ToolReconcileAnswer {
+  const answer = value as ToolReconcileAnswer | null;
+  if (typeof answer !== 'object' || answer === null) throw new Error('the reconciler answered no object');
+  if (answer.outcome !== 'completed' && answer.outcome !== 'not_executed' && answer.outcome !== 'unknown') {
+    throw new Error(`the reconciler answered outcome ${JSON.stringify(answer.outcome)}, not completed, not_executed or unknown`);
+  }
+  if (typeof answer.evidence !== 'string' || !isValidText(truncateUtf8(answer.evidence, LIMITS.maxTextBytes))) {
+    throw new Error('the reconciler answered no evidence text');
+  }
+  return answer;
+}
+
+/**
+ * Asks the reconciler of every call whose outcome is in doubt (docs/design.md#reconcilers), in journal order, and
+ * journals each answer through recordToolReview with source `reconciler` and actor `reconciler:<tool>@<revision>`:
+ * `completed` and `not_executed` as they are, `unknown` as an `uncertain` review (which unblocks nothing). Run it
+ * before any person is asked; what is left in `needsReview` is what a person must look at. `tools` are the
+ * tools as registered now (a call whose tool's contract changed since is not asked). Errors of the journal write
+ * propagate (a fenced owner, a changed history); a reconciler's own failure is reported and writes nothing.
+ */
+export async function reconcileUncertainCalls(
+  owner: SessionOwner,
+  tools: readonly Tool[],
+  history: readonly SessionEvent[],
+  options: { readonly signal?: AbortSignal } = {},
+): Promise<ReconcileReport> {
+  if (!Array.isArray(tools)) throw new InvalidInputError('tools', 'must be an array of tools');
+  if (!Array.isArray(history)) throw new InvalidInputError('history', 'must be the session\'s confirmed journal (an array of events)');
+  const byName = new Map(tools.map((t) => [t.name, t]));
+  let current: SessionEvent[] = [...history];
+  const calls: ReconciledCall[] = [];
+  if (current.length === 0) return { calls, history: current, needsReview: [] };
+  const signal = options.signal ?? new AbortController().signal;
+  const evidence = collectEvidence(current);
+  for (const record of evidence.attempts) {
+    const op = record.call.operation;
+    const attempts = record.operation?.attempts;
+    if (op === undefined || attempts === undefined || attempts[attempts.length - 1] !== record) continue;
+    if (classifyAttempt(record).status !== ToolRecoveryStatus.OutcomeUnknown) continue;
+    if (attempts.some((a) => a.result?.outcome.status === 'succeeded')) continue;
+    const latest = latestReview(record);
+    if (latest !== null && latest.outcome !== 'uncertain') continue;
+    const base = { callId: record.call.id, name: record.call.name };
+    const tool = byName.get(record.call.name);
+    if (tool?.reconcile === undefined) {
+      calls.push({ ...base, action: 'no_reconciler', answer: null, review: null });
+      continue;
+    }
+    const contract = tool.metadata.effect;
+    if (contract.effect !== op.contract.effect || contract.revision !== op.contract.revision) {
+      calls.push({ ...base, action: 'revision_changed', answer: null, review: null });
+      continue;
+    }
+    const request: ToolReconcileRequest = {
+      sessionId: record.event.sessionId,
+      callId: record.call.id,
+      toolName: record.call.name,
+      arguments: structuredClone(record.call.arguments),
+      operation: structuredClone(op),
+    };
+    let answer: ToolReconcileAnswer;
+    try {
+      answer = answerOf(await tool.reconcile(request, signal));
+    } catch (error) {
+      calls.push({ ...base, action: 'failed', answer: null, review: null, error: error instanceof Error ? error.message : String(error) });
+      continue;
+    }
+    const actor = reconcilerActor(tool.name, op.contract.revision);
+    const outcome: ToolReviewOutcome = answer.outcome === 'unknown' ? 'uncertain' : answer.outcome;
+    if (outcome === 'uncertain' && latest?.actor === actor) {
+      calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
+      continue;
+    }
+    const evidenceText = truncateUtf8(answer.evidence, LIMITS.maxTextBytes);
+    const event = await recordToolReview(owner, current, record.call.id, { actor, outcome, evidence: evidenceText, source: 'reconciler' });
+    current = [...current, event];
+    const review = event.kind.type === 'tool_review' ? event.kind.review : null;
+    const output = answer.outcome === 'completed' && answer.output !== undefined ? { output: answer.output } : {};
+    calls.push({ ...base, action: 'recorded', answer: answer.outcome, review, ...output });
+  }
+  const needsReview = assessSession(current).calls.filter((c) => c.nextStep === 'needs_review').map((c) => c.callId);
+  return { calls, history: current, needsReview };
+}

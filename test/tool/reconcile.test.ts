@@ -1,0 +1,145 @@
+/**
+ * Reconcilers (docs/design.md#reconcilers), on SQLite and PostgreSQL: reconcileUncertainCalls asks the idempotency
+ * helper's reconciler about every uncertain call of a tool that writes through it, journals each answer as a
+ * review by `reconciler:<tool>@<revision>`, and leaves only what stays unknown for a person.
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { ToolBodyError } from '../../src/errors.js';
+import { assessSession, inspectToolRecovery, prepareToolRetry } from '../../src/index.js';
+import type { JsonValue } from '../../src/json/types.js';
+import { PostgresIdempotencyStore } from '../../src/postgres.js';
+import { reconcileUncertainCalls } from '../../src/review.js';
+import { SqliteIdempotencyStore } from '../../src/sqlite.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import type { IdempotencyRequest } from '../../src/tool/idempotency.js';
+import type { Tool, ToolReconcileAnswer } from '../../src/tool/types.js';
+import { PG_URL, freshSchema } from '../support/postgres.js';
+import { rig, tool } from '../support/runtime.js';
+import { forEachStore, type StoreTarget } from '../support/stores.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+
+/** The idempotency helper of the journal's engine, reduced to what these tests use. */
+interface Helper {
+  run(request: IdempotencyRequest, item: string): Promise<JsonValue>;
+  reconcile(request: IdempotencyRequest): Promise<ToolReconcileAnswer>;
+  rows(): Promise<number>;
+  close(): Promise<void>;
+}
+
+const dir = tempDir();
+async function helperFor(target: StoreTarget): Promise<Helper> {
+  if (target.name === 'sqlite') {
+    const store = new SqliteIdempotencyStore(tempDbPath(dir, 'business'));
+    store.db.exec('CREATE TABLE orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)');
+    return {
+      run: async (request, item) => store.run(request, (db) => ({ order: Number(db.prepare('INSERT INTO orders (item) VALUES (?)').run(item).lastInsertRowid) })).result,
+      reconcile: async (request) => store.reconcile(request),
+      rows: async () => (store.db.prepare('SELECT count(*) AS n FROM orders').get() as { n: number }).n,
+      close: async () => store.close(),
+    };
+  }
+  const schema = freshSchema();
+  const store = await PostgresIdempotencyStore.open(PG_URL!, { schema });
+  await store.pool.query(`CREATE TABLE "${schema}".orders (id SERIAL PRIMARY KEY, item TEXT NOT NULL)`);
+  return {
+    run: async (request, item) => (await store.run(request, async (client) => {
+      const { rows } = await client.query<{ id: number }>(`INSERT INTO "${schema}".orders (item) VALUES ($1) RETURNING id`, [item]);
+      return { order: rows[0]!.id };
+    })).result,
+    reconcile: (request) => store.reconcile(request),
+    rows: async () => Number((await store.pool.query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".orders`)).rows[0]!.n),
+    close: () => store.close(),
+  };
+}
+
+/**
+ * Declared non_idempotent (without a reconciler its uncertain calls need a person), written through the helper.
+ * Its first attempt of an operation fails `before` or `after` its write, as a lost connection would.
+ */
+function placeOrder(helper: Helper, bodies: { count: number }): Tool {
+  return {
+    ...tool('place_order', async (request) => {
+      const args = request.arguments as { item: string; fail?: 'before' | 'after' };
+      bodies.count += 1;
+      const first = request.operation.retry === null;
+      if (first && args.fail === 'before') throw new ToolBodyError('connection_reset', 'lost before the write');
+      const result = await helper.run(request, args.item);
+      if (first && args.fail === 'after') throw new ToolBodyError('connection_reset', 'lost after the write');
+      return result;
+    }, new ToolMetadata('places an order', { type: 'object' }).withEffect('non_idempotent', 'orders-r3')),
+    reconcile: (request) => helper.reconcile(request),
+  };
+}
+
+forEachStore('reconcilers', (target) => {
+  it('the idempotency helper resolves uncertain calls without a person; only a tool without a reconciler is left', async () => {
+    const helper = await helperFor(target);
+    const bodies = { count: 0 };
+    const unsure: Tool = {
+      ...tool('ask_vendor', async () => { throw new ToolBodyError('gateway_timeout', 'no answer'); }, new ToolMetadata('asks', { type: 'object' }).withEffect('unknown', 'v1')),
+      reconcile: () => ({ outcome: 'unknown', evidence: 'the vendor keeps no record of requests' }),
+    };
+    const mute = tool('notify', async () => { throw new ToolBodyError('smtp_reset', 'lost'); }, new ToolMetadata('notifies', { type: 'object' }).withEffect('non_idempotent', 'n1'));
+    const tools = [placeOrder(helper, bodies), unsure, mute];
+    const r = await rig(target, { tools });
+    const wrote = await r.gateway.call('place_order', { item: 'book', fail: 'after' });
+    const lost = await r.gateway.call('place_order', { item: 'pen', fail: 'before' });
+    const asked = await r.gateway.call('ask_vendor', {});
+    const quiet = await r.gateway.call('notify', {});
+    const history = await r.store.loadHistory(r.sessionId);
+    assert.equal(assessSession(history).totals.byNextStep.needs_review, 4, 'four calls in doubt before reconciling');
+
+    const report = await reconcileUncertainCalls(r.owner, tools, history);
+    const byCall = new Map(report.calls.map((c) => [c.callId as string, c]));
+    assert.equal(byCall.get(wrote.call.id)?.answer, 'completed');
+    assert.deepEqual(byCall.get(wrote.call.id)?.output, { order: 1 }, 'the stored result comes back');
+    assert.equal(byCall.get(wrote.call.id)?.review?.actor, 'reconciler:place_order@orders-r3');
+    assert.equal(byCall.get(wrote.call.id)?.review?.source, 'reconciler');
+    assert.equal(byCall.get(lost.call.id)?.answer, 'not_executed');
+    assert.equal(byCall.get(asked.call.id)?.review?.outcome, 'uncertain');
+    assert.equal(byCall.get(quiet.call.id)?.action, 'no_reconciler');
+    assert.deepEqual([...report.needsReview].sort(), [asked.call.id, quiet.call.id].sort(), 'only what stays unknown needs a person');
+
+    const reviewed = await r.store.loadHistory(r.sessionId);
+    assert.deepEqual(reviewed, report.history, 'the report hands back the journal as it is now');
+    assert.equal(inspectToolRecovery(reviewed, wrote.call.id).resolved, true);
+    assert.throws(() => prepareToolRetry(reviewed, wrote.call.id), { code: 'completed' });
+    const plan = prepareToolRetry(reviewed, lost.call.id);
+    assert.equal(plan.review?.actor, 'reconciler:place_order@orders-r3');
+    const retried = await r.gateway.callWithOptions('place_order', { item: 'pen', fail: 'before' }, { retry: plan });
+    assert.equal(retried.result.outcome.status, 'succeeded');
+    assert.equal(await helper.rows(), 2, 'each order was written once');
+
+    // A second pass asks only what is still in doubt, and writes nothing when the answer has not changed.
+    const now = await r.store.loadHistory(r.sessionId);
+    const again = await reconcileUncertainCalls(r.owner, tools, now);
+    assert.deepEqual(again.calls.map((c) => [c.name, c.action]), [['ask_vendor', 'unchanged'], ['notify', 'no_reconciler']]);
+    assert.equal((await r.store.loadHistory(r.sessionId)).length, now.length);
+    await helper.close();
+    await r.store.close();
+  });
+
+  it('a reconciler that throws, answers nonsense, or belongs to another revision writes nothing', async () => {
+    const failing = (reconcile: NonNullable<Tool['reconcile']>, revision = 'v1'): Tool => ({
+      ...tool('flaky', async () => { throw new ToolBodyError('reset', 'lost'); }, new ToolMetadata('flaky', { type: 'object' }).withEffect('non_idempotent', revision)),
+      reconcile,
+    });
+    const r = await rig(target, { tools: [failing(() => ({ outcome: 'unknown', evidence: 'x' }))] });
+    await r.gateway.call('flaky', {});
+    const history = await r.store.loadHistory(r.sessionId);
+    const cases: [Tool, string][] = [
+      [failing(() => { throw new Error('lookup service down'); }), 'failed'],
+      [failing(() => ({ outcome: 'maybe', evidence: 'x' }) as never), 'failed'],
+      [failing(() => ({ outcome: 'completed', evidence: '   ' })), 'failed'],
+      [failing(() => ({ outcome: 'completed', evidence: 'seen' }), 'v2'), 'revision_changed'],
+    ];
+    for (const [t, action] of cases) {
+      const report = await reconcileUncertainCalls(r.owner, [t], history);
+      assert.equal(report.calls[0]?.action, action);
+      assert.equal(report.needsReview.length, 1);
+    }
+    assert.equal((await r.store.loadHistory(r.sessionId)).length, history.length);
+    await r.store.close();
+  });
+});
