@@ -39,6 +39,8 @@ class MapBackend implements JournalBackend {
       task: reads.taskId === undefined ? undefined : this.tasks.get(reads.taskId),
       operation: reads.operation && this.operations.get(`${reads.operation.taskId}\u0000${reads.operation.key}`),
       existingEventIds: (this.events.get(sessionId) ?? []).filter((e) => reads.eventIds?.includes(e.eventId)).map((e) => e.eventId),
+      // The clock leases are measured on; a backend shared by several hosts would read its engine's clock here.
+      now: Date.now(),
     });
     if (writes.session) {
       // The conditional update: check every condition before changing anything, so a refusal writes nothing.

@@ -1,13 +1,15 @@
-import { InvalidInputError, StoreClosedError, TaskNotFoundError } from '../errors.js';
+import { InvalidInputError, StaleOwnerError, StoreClosedError, TaskNotFoundError } from '../errors.js';
 import { checkId, type SessionId, type TaskId } from '../ids.js';
 import { DECODED_WIRE_TYPES } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
-import { decideAcquire, decideCommit, draftEventIds, decideRelease, decideStartTask, decideTaskState, taskSnapshot, type OwnerRef } from './decisions.js';
+import { decideAcquire, decideCommit, draftEventIds, decideRelease, decideRenew, decideStartTask, decideTaskState, leaseExpired, taskSnapshot, type OwnerRef } from './decisions.js';
+import { LEASE_LIMITS } from '../limits.js';
 import { exportJournal, importJournal } from './jsonl.js';
-import { HeadAnchor, type AnchorOptions } from './anchors.js';
+import { HeadAnchor } from './anchors.js';
 import type { EventRow, JournalBackend, SessionRow, TxReads, TxState, TxWrites } from './rows.js';
 import { verifyJournal } from './verify.js';
 import type {
+  AcquireOptions,
   CommitReceipt,
   CommitRequest,
   ImportReport,
@@ -37,10 +39,31 @@ function refuseEvidence(draft: EventDraft, i: number): void {
 /** Fails every call once the store is closed, whatever the backend would do with a closed handle. */
 class OpenGuard {
   closed = false;
+  /** Stops the heartbeats of this store's live owners at close. */
+  readonly heartbeats = new Set<() => void>();
   constructor(private readonly backend: JournalBackend) {}
   check(): void {
     if (this.closed) throw new StoreClosedError(this.backend.kind, this.backend.location);
   }
+}
+
+function checkLeaseMs(value: number | undefined): number {
+  const v = value ?? LEASE_LIMITS.defaultMs;
+  if (!Number.isSafeInteger(v) || v < LEASE_LIMITS.minMs || v > LEASE_LIMITS.maxMs) {
+    throw new InvalidInputError('leaseMs', `must be an integer from ${LEASE_LIMITS.minMs} to ${LEASE_LIMITS.maxMs} ms, got ${String(v)}`);
+  }
+  return v;
+}
+
+function checkTakeover(value: unknown): boolean | 'expired' {
+  if (value === undefined) return false;
+  if (value === true || value === false || value === 'expired') return value;
+  throw new InvalidInputError('takeover', `must be true, false or 'expired', got ${JSON.stringify(value) ?? String(value)}`);
+}
+
+/** The store's clock: the backend's when it has one (docs/design.md#leases). */
+async function storeClock(backend: JournalBackend): Promise<number> {
+  return backend.now ? backend.now() : Date.now();
 }
 
 /** The one SessionStore implementation; engines differ only in their JournalBackend. */
@@ -52,13 +75,19 @@ export class JournalStore implements SessionStore {
     this.guard = new OpenGuard(backend);
   }
 
-  async acquire(sessionId: string, options: { owner: string; takeover?: boolean; anchor?: AnchorOptions }): Promise<SessionOwner> {
+  async acquire(sessionId: string, options: AcquireOptions): Promise<SessionOwner> {
     this.guard.check();
     const id = checkId<SessionId>('sessionId', sessionId);
     const ownerName = checkId<string>('owner', options?.owner);
+    const takeover = checkTakeover(options.takeover);
+    const leaseMs = checkLeaseMs(options.leaseMs);
+    if (options.heartbeat !== undefined && typeof options.heartbeat !== 'boolean') {
+      throw new InvalidInputError('heartbeat', `must be a boolean, got ${typeof options.heartbeat}`);
+    }
     const anchor = options.anchor !== undefined ? new HeadAnchor(options.anchor) : null;
-    const row = await this.backend.transact(id, {}, decideAcquire(id, ownerName, options.takeover === true));
-    const owner = new FencedOwner(this.backend, this.guard, { sessionId: id, epoch: row.epoch }, ownerName, anchor);
+    const row = await this.backend.transact(id, {}, decideAcquire(id, ownerName, takeover, leaseMs));
+    const owner = new FencedOwner(this.backend, this.guard, { sessionId: id, epoch: row.epoch, leaseMs }, ownerName, anchor);
+    if (options.heartbeat !== false) owner.startHeartbeat();
     if (anchor) await anchor.observe(row, true);
     return owner;
   }
@@ -73,13 +102,20 @@ export class JournalStore implements SessionStore {
   async listSessions(): Promise<SessionSummary[]> {
     this.guard.check();
     const rows = await this.backend.listSessions();
+    const now = await storeClock(this.backend);
     return rows.map(({ session, events }) => ({
       sessionId: session.sessionId,
       events,
       epoch: session.epoch,
       owner: session.owner,
       held: session.held,
+      leaseExpiresAt: session.held ? (session.leaseExpiresAt ?? null) : null,
+      leaseExpired: leaseExpired(session, now),
     }));
+  }
+
+  async listExpiredSessions(): Promise<SessionSummary[]> {
+    return (await this.listSessions()).filter((s) => s.leaseExpired);
   }
 
   /** The verified rows of a session with its owner epoch (for chained exports and anchor checks). */
@@ -102,6 +138,7 @@ export class JournalStore implements SessionStore {
   async close(): Promise<void> {
     if (this.guard.closed) return;
     this.guard.closed = true;
+    for (const stop of [...this.guard.heartbeats]) stop();
     await this.backend.close();
   }
 }
@@ -109,7 +146,15 @@ export class JournalStore implements SessionStore {
 class FencedOwner implements SessionOwner {
   readonly sessionId: SessionId;
   readonly epoch: number;
+  readonly leaseMs: number;
   private readonly listeners = new Set<(taskId: TaskId, reason: string) => void>();
+  private timer: NodeJS.Timeout | null = null;
+  private beating = false;
+  private readonly stopHeartbeat = () => {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    this.guard.heartbeats.delete(this.stopHeartbeat);
+  };
 
   constructor(
     private readonly backend: JournalBackend,
@@ -120,6 +165,36 @@ class FencedOwner implements SessionOwner {
   ) {
     this.sessionId = ref.sessionId;
     this.epoch = ref.epoch;
+    this.leaseMs = ref.leaseMs ?? LEASE_LIMITS.defaultMs;
+  }
+
+  /** The heartbeat renews the lease every third of it; unref'd, so it never keeps a process alive by itself. */
+  startHeartbeat(): void {
+    this.timer = setInterval(() => void this.beat(), Math.max(1, Math.floor(this.leaseMs / 3)));
+    this.timer.unref();
+    this.guard.heartbeats.add(this.stopHeartbeat);
+  }
+
+  get heartbeating(): boolean {
+    return this.timer !== null;
+  }
+
+  /** One heartbeat. Fenced, released or closed: stop for good. Any other failure (busy, unreachable): try at the next beat. */
+  private async beat(): Promise<void> {
+    if (this.beating || this.timer === null) return;
+    this.beating = true;
+    try {
+      await this.renewLease();
+    } catch (error) {
+      if (error instanceof StaleOwnerError || error instanceof StoreClosedError) this.stopHeartbeat();
+    } finally {
+      this.beating = false;
+    }
+  }
+
+  async renewLease(): Promise<number> {
+    this.guard.check();
+    return this.backend.transact(this.sessionId, {}, decideRenew({ ...this.ref, leaseMs: this.leaseMs }));
   }
 
   /** One transaction; with an anchor, the owner row it wrote is handed to the anchor once it has committed. */
@@ -195,6 +270,7 @@ class FencedOwner implements SessionOwner {
   }
 
   async release(): Promise<void> {
+    this.stopHeartbeat();
     this.guard.check();
     await this.tx({}, decideRelease(this.ref), this.anchor?.unanchored === true);
     this.listeners.clear();

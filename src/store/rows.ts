@@ -22,6 +22,12 @@ export interface SessionRow {
   readonly headHash: string;
   /** Sum of the UTF-8 sizes of all event bodies, to keep the history within what recovery can inspect. */
   readonly bodyBytes: number;
+  /**
+   * When the holder's lease runs out, in ms since the Unix epoch on the store's clock (docs/design.md#leases): set
+   * by acquire, renewed by every write of the owner and by its heartbeat, null once released. Store it unchanged;
+   * a backend that omits it (undefined) reads as no lease recorded, which `takeover: 'expired'` never takes over.
+   */
+  readonly leaseExpiresAt?: number | null;
 }
 
 /** One stored event: its wire JSON text exactly as hashed, and the epoch of the owner that wrote it. Store `body` byte for byte. */
@@ -86,6 +92,11 @@ export interface TxState {
   readonly operation: OperationRow | undefined;
   /** Those of `reads.eventIds` that some event of this session already carries (empty when none were asked). */
   readonly existingEventIds: readonly string[];
+  /**
+   * The store's notion of now (ms since the Unix epoch), read inside the transaction: the clock leases are measured
+   * on. Optional: when a backend leaves it out, the store uses this process's clock.
+   */
+  readonly now?: number;
 }
 
 /**
@@ -131,5 +142,10 @@ export interface JournalBackend {
   readTask(taskId: string): Promise<TaskRow | undefined>;
   /** Every session row with its number of events (the built-in backends order them by session id). */
   listSessions(): Promise<Array<{ session: SessionRow; events: number }>>;
+  /**
+   * The store's clock (ms since the Unix epoch), the same one `TxState.now` reads. Optional: without it the store
+   * uses this process's clock. A backend shared by several hosts should answer from the shared engine's clock.
+   */
+  now?(): Promise<number>;
   close(): Promise<void>;
 }

@@ -13,7 +13,7 @@ export type IntColumn = number | string;
 
 export interface SessionRecord {
   session_id: string; owner: string | null; held: boolean | number; epoch: IntColumn; last_seq: IntColumn; head_hash: string;
-  body_bytes: IntColumn;
+  body_bytes: IntColumn; lease_expires_at: IntColumn | null;
 }
 
 export interface TaskRecord {
@@ -27,7 +27,7 @@ export interface OperationRecord {
 }
 
 /** The column order of the session and task tables, shared by the statements of both SQL backends. */
-export const SESSION_COLUMNS = 'session_id, owner, held, epoch, last_seq, head_hash, body_bytes';
+export const SESSION_COLUMNS = 'session_id, owner, held, epoch, last_seq, head_hash, body_bytes, lease_expires_at';
 export const TASK_COLUMNS =
   'task_id, session_id, state, limit_tool_calls, limit_output_bytes, charged_tool_calls, charged_output_bytes, reserved_output_bytes, stop_reason, reservations';
 
@@ -44,6 +44,7 @@ export const toSession = (r: SessionRecord): SessionRow => ({
   sessionId: r.session_id as SessionId, owner: r.owner, held: r.held === true || r.held === 1,
   epoch: int(r.epoch, 'epoch', r.session_id), lastSeq: int(r.last_seq, 'last_seq', r.session_id), headHash: r.head_hash,
   bodyBytes: int(r.body_bytes, 'body_bytes', r.session_id),
+  leaseExpiresAt: r.lease_expires_at === null ? null : int(r.lease_expires_at, 'lease_expires_at', r.session_id),
 });
 
 export const toTask = (r: TaskRecord): TaskRow => ({
@@ -62,8 +63,8 @@ export const toOperation = (read: { readonly taskId: string; readonly key: strin
 });
 
 /** A session row as the positional values of an insert, in SESSION_COLUMNS order (`held` as the driver wants it). */
-export function sessionValues<H>(row: SessionRow, held: (held: boolean) => H): [string, string | null, H, number, number, string, number] {
-  return [row.sessionId, row.owner, held(row.held), row.epoch, row.lastSeq, row.headHash, row.bodyBytes];
+export function sessionValues<H>(row: SessionRow, held: (held: boolean) => H): [string, string | null, H, number, number, string, number, number | null] {
+  return [row.sessionId, row.owner, held(row.held), row.epoch, row.lastSeq, row.headHash, row.bodyBytes, row.leaseExpiresAt ?? null];
 }
 
 /** A task row as the positional values of an insert, in TASK_COLUMNS order. */

@@ -9,6 +9,7 @@ import type { EventDraft } from '../event/types.js';
 import { newCallId, newOperationKey, newTurnId, type CallId, type EventId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import type { SessionStore } from '../store/types.js';
 import { LIMITS } from '../limits.js';
+import { leaseRules } from './lease-conformance.js';
 
 export interface StoreConformanceOptions {
   /** Shown in the suite's title. */
@@ -94,7 +95,8 @@ function storeRules(name: string, factory: StoreFactory): void {
       await rejects(a.append([message('late')]), 'stale_owner');
       const sessions = await store.listSessions();
       const row = sessions.find((s) => s.sessionId === 's-release');
-      assert.deepEqual(row, { sessionId: 's-release', events: 0, epoch: 2, owner: 'host-b', held: true });
+      assert.equal(typeof row?.leaseExpiresAt, 'number');
+      assert.deepEqual(row, { sessionId: 's-release', events: 0, epoch: 2, owner: 'host-b', held: true, leaseExpiresAt: row!.leaseExpiresAt, leaseExpired: false });
       await store.close();
     });
 
@@ -417,7 +419,7 @@ function draftValidation(name: string, factory: StoreFactory): void {
  * Registers the store conformance suite on `node:test` (run the file with `node --test`): the behaviour every
  * SessionStore must show (ordering, fencing, release, id checks, tasks and budgets, settlement of abandoned
  * reservations, the latest-attempt check, history limits, JSONL export and import, write-time validation,
- * store_closed after close(), and, with `reopen`, a second handle). Each test opens its own fresh stores.
+ * store_closed after close(), leases and `takeover: 'expired'`, and, with `reopen`, a second handle). Each test opens its own fresh stores.
  */
 export function runStoreConformance(options: StoreConformanceOptions): void {
   if (typeof options?.name !== 'string' || typeof options.open !== 'function') {
@@ -442,5 +444,6 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     });
     storeRules(options.name, factory);
     draftValidation(options.name, factory);
+    leaseRules(options.name, factory);
   });
 }

@@ -37,7 +37,7 @@ describe('SQLite schema versions', () => {
     assert.equal(task.reservedOutputBytes, 0);
     await store.close();
     const raw = new Database(path, { readonly: true });
-    assert.equal(raw.pragma('user_version', { simple: true }), 2);
+    assert.equal(raw.pragma('user_version', { simple: true }), 3);
     raw.close();
   });
 

@@ -153,6 +153,7 @@ class PostgresBackend implements JournalBackend {
     const idsRes = reads.eventIds?.length
       ? await this.run<{ event_id: string }>(client, 'existingEventIds', [sessionId, [...reads.eventIds]])
       : undefined;
+    const nowRes = await this.run<{ now_ms: string | number }>(client, 'now', []);
     const s = sessionRes.rows[0];
     const t = taskRes?.rows[0];
     const o = opRes?.rows[0];
@@ -163,6 +164,7 @@ class PostgresBackend implements JournalBackend {
         task: t ? toTask(t) : undefined,
         operation: o && reads.operation ? toOperation(reads.operation, o) : undefined,
         existingEventIds: idsRes?.rows.map((r) => r.event_id) ?? [],
+        now: int(nowRes.rows[0]!.now_ms, 'now', sessionId),
       });
     } catch (error) {
       throw new Passthrough(error);
@@ -247,6 +249,14 @@ class PostgresBackend implements JournalBackend {
     return this.inTransaction(this.beginRead, `task ${taskId}`, async (client) => {
       const row = (await this.run<TaskRecord>(client, 'task', [taskId])).rows[0];
       return row ? toTask(row) : undefined;
+    });
+  }
+
+  /** The database's clock, read after the row lock of a write and here: every host measures leases on it. */
+  async now(): Promise<number> {
+    return this.inTransaction(this.beginRead, 'read the clock', async (client) => {
+      const res = await this.run<{ now_ms: string | number }>(client, 'now', []);
+      return int(res.rows[0]!.now_ms, 'now', '*');
     });
   }
 

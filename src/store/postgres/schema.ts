@@ -8,6 +8,11 @@ export { POSTGRES_SCHEMA_VERSION };
 /** A plain SQL identifier: the only schema names the store accepts (they are quoted into its SQL). */
 export const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
+/** Leases (docs/design.md#leases): the expiry of the holder's lease, ms since the Unix epoch. */
+function MIGRATE_LEASES(S: string): string {
+  return `ALTER TABLE ${S}.jw_sessions ADD COLUMN lease_expires_at BIGINT;`;
+}
+
 /** The DDL of each schema version; index n migrates version n-1 to n. `S` is the quoted schema name. */
 const MIGRATIONS: ReadonlyArray<(S: string) => string> = [
   () => '',
@@ -35,6 +40,8 @@ CREATE TABLE ${S}.jw_operations (
 );`,
   // Version 2: each outstanding output reservation, so one left by a fenced owner can be settled.
   (S) => `ALTER TABLE ${S}.jw_tasks ADD COLUMN reservations TEXT NOT NULL DEFAULT '[]';`,
+  // Version 3: when the holder's lease runs out, on the database's clock (null for sessions held before).
+  MIGRATE_LEASES,
 ];
 
 /**

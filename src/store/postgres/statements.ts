@@ -7,10 +7,12 @@ export function postgresStatements(S: string) {
   return {
       session: `SELECT ${sessionCols} FROM ${S}.jw_sessions WHERE session_id = $1`,
     lockSession: `SELECT ${sessionCols} FROM ${S}.jw_sessions WHERE session_id = $1 FOR UPDATE`,
-    insertSession: `INSERT INTO ${S}.jw_sessions (${sessionCols}) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    insertSession: `INSERT INTO ${S}.jw_sessions (${sessionCols}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
     updateSession:
-      `UPDATE ${S}.jw_sessions SET owner = $2, held = $3, epoch = $4, last_seq = $5, head_hash = $6, body_bytes = $7 ` +
-      'WHERE session_id = $1 AND epoch = $8 AND last_seq = $9',
+      `UPDATE ${S}.jw_sessions SET owner = $2, held = $3, epoch = $4, last_seq = $5, head_hash = $6, body_bytes = $7, ` +
+      'lease_expires_at = $8 WHERE session_id = $1 AND epoch = $9 AND last_seq = $10',
+    // The database's clock, so hosts with skewed clocks agree on when a lease runs out (docs/design.md#leases).
+    now: 'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms',
     insertEvents:
       `INSERT INTO ${S}.jw_events (session_id, seq, event_id, epoch, body, hash) ` +
       'SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[])',

@@ -65,6 +65,8 @@ class SqliteBackend implements JournalBackend {
       task: task ? toTask(task) : undefined,
       operation: op && reads.operation ? toOperation(reads.operation, op) : undefined,
       existingEventIds: (reads.eventIds ?? []).filter((id) => s.eventIdExists.get(sessionId, id) !== undefined),
+      // The SQLite file is shared by the processes of one host, so this host's clock is the store's clock.
+      now: Date.now(),
     });
     if (writes.session) this.writeSession(writes.session.row, writes.session.expect);
     for (const e of writes.events ?? []) s.insertEvent.run(e.sessionId, e.seq, e.eventId, e.epoch, e.body, e.hash);

@@ -8,7 +8,7 @@ export { SQLITE_SCHEMA_VERSION };
 const SCHEMA = `
 CREATE TABLE jw_sessions (
   session_id TEXT PRIMARY KEY, owner TEXT, held INTEGER NOT NULL, epoch INTEGER NOT NULL,
-  last_seq INTEGER NOT NULL, head_hash TEXT NOT NULL, body_bytes INTEGER NOT NULL
+  last_seq INTEGER NOT NULL, head_hash TEXT NOT NULL, body_bytes INTEGER NOT NULL, lease_expires_at INTEGER
 ) STRICT;
 CREATE TABLE jw_events (
   session_id TEXT NOT NULL, seq INTEGER NOT NULL, event_id TEXT NOT NULL, epoch INTEGER NOT NULL,
@@ -28,6 +28,9 @@ CREATE TABLE jw_operations (
 
 /** Version 1 → 2: each outstanding output reservation, so one left by a fenced owner can be settled. */
 const MIGRATE_1_TO_2 = "ALTER TABLE jw_tasks ADD COLUMN reservations TEXT NOT NULL DEFAULT '[]'";
+
+/** Version 2 → 3: when the holder's lease runs out (docs/design.md#leases); null for sessions held before it. */
+const MIGRATE_LEASES = 'ALTER TABLE jw_sessions ADD COLUMN lease_expires_at INTEGER';
 
 const tableCount = (db: Database): number =>
   (db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE type = 'table'").get() as { n: number }).n;
@@ -60,8 +63,9 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
       }
       if (options.mustExist) throw new StorePathError('store_not_journal', path, 'holds no jingwei journal (it is an empty database)');
       db.exec(SCHEMA);
-    } else if (version === 1) {
-      db.exec(MIGRATE_1_TO_2);
+    } else {
+      if (version < 2) db.exec(MIGRATE_1_TO_2);
+      if (version < 3) db.exec(MIGRATE_LEASES);
     }
     if (version !== SQLITE_SCHEMA_VERSION) db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
   }).immediate();
