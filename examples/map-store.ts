@@ -66,6 +66,12 @@ class MapBackend implements JournalBackend {
     return this.tasks.get(taskId);
   }
 
+  async readOperation(sessionId: SessionId, taskId: string, key: string) {
+    this.ensureOpen();
+    const op = this.operations.get(`${taskId}\u0000${key}`);
+    return op?.sessionId === sessionId ? op : undefined;
+  }
+
   async listSessions() {
     this.ensureOpen();
     return [...this.sessions.values()]

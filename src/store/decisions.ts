@@ -2,7 +2,7 @@
  * The store's rules, as pure decisions over what a transaction read. Every backend runs these inside one atomic
  * transaction, so fencing, sequencing, the hash chain, budgets and the D4 latest-attempt check are written once.
  */
-import { BudgetExhaustedError, InvalidInputError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError, ToolRetryError, WireDecodeError } from '../errors.js';
+import { BudgetExhaustedError, InvalidInputError, OperationInDoubtError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError, ToolRetryError, WireDecodeError } from '../errors.js';
 import { apiFieldPath } from '../event/api-path.js';
 import { decodeEventText, encodeEventText } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
@@ -174,6 +174,10 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest) {
   return (state: TxState): TxWrites<CommitOutcome> => {
     const session = renewLease(requireOwner(state.session, owner), owner, state);
     refuseDuplicateIds(session.sessionId, request.events, state.existingEventIds);
+    const fresh = request.expectNewOperation;
+    if (fresh && state.operation) {
+      throw new OperationInDoubtError(fresh.taskId, fresh.key, state.operation.callId, 'another attempt under this key was recorded first');
+    }
     const latest = request.expectLatestAttempt;
     if (latest) {
       const op = state.operation;

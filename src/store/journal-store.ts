@@ -1,5 +1,5 @@
 import { InvalidInputError, StaleOwnerError, StoreClosedError, TaskNotFoundError } from '../errors.js';
-import { checkId, type SessionId, type TaskId } from '../ids.js';
+import { checkId, type CallId, type OperationKey, type SessionId, type TaskId } from '../ids.js';
 import { DECODED_WIRE_TYPES } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
 import { decideAcquire, decideCommit, draftEventIds, decideRelease, decideRenew, decideStartTask, decideTaskState, leaseExpired, taskSnapshot, type OwnerRef } from './decisions.js';
@@ -10,6 +10,7 @@ import type { EventRow, JournalBackend, SessionRow, TxReads, TxState, TxWrites }
 import { verifyJournal } from './verify.js';
 import type {
   AcquireOptions,
+  RecordedAttempt,
   CommitReceipt,
   CommitRequest,
   ImportReport,
@@ -59,6 +60,29 @@ function checkTakeover(value: unknown): boolean | 'expired' {
   if (value === undefined) return false;
   if (value === true || value === false || value === 'expired') return value;
   throw new InvalidInputError('takeover', `must be true, false or 'expired', got ${JSON.stringify(value) ?? String(value)}`);
+}
+
+/**
+ * The attempt `callId` of operation (taskId, key) in a verified history, or (without a call id, for backends that
+ * keep no operation rows) its latest attempt.
+ */
+function latestAttempt(history: readonly SessionEvent[], taskId: TaskId, key: OperationKey, callId: string | undefined): RecordedAttempt | undefined {
+  let callEvent: SessionEvent | undefined;
+  for (const e of history) {
+    if (e.kind.type !== 'tool_call') continue;
+    const op = e.kind.call.operation;
+    if (op?.taskId !== taskId || op.key !== key) continue;
+    if (callId === undefined || e.kind.call.id === callId) callEvent = e;
+  }
+  if (!callEvent || callEvent.kind.type !== 'tool_call') return undefined;
+  const id = callEvent.kind.call.id;
+  let startedEvent: SessionEvent | null = null;
+  let resultEvent: SessionEvent | null = null;
+  for (const e of history) {
+    if (e.kind.type === 'tool_started' && e.kind.callId === id) startedEvent = e;
+    else if (e.kind.type === 'tool_result' && e.kind.result.callId === id && resultEvent === null) resultEvent = e;
+  }
+  return { taskId, key, callId: id as CallId, callEvent, startedEvent, resultEvent };
 }
 
 /** The store's clock: the backend's when it has one (docs/design.md#leases). */
@@ -256,12 +280,31 @@ class FencedOwner implements SessionOwner {
     request.events.forEach((draft, i) => {
       if (draft?.eventId !== undefined) checkId<string>(`events[${i}].eventId`, draft.eventId);
     });
+    if (request.expectLatestAttempt && request.expectNewOperation) {
+      throw new InvalidInputError('expectNewOperation', 'cannot be combined with expectLatestAttempt');
+    }
+    const condition = request.expectLatestAttempt ?? request.expectNewOperation;
     const reads = {
       ...(request.budget ? { taskId: request.budget.taskId } : {}),
-      ...(request.expectLatestAttempt ? { operation: request.expectLatestAttempt } : {}),
+      ...(condition ? { operation: { taskId: condition.taskId, key: condition.key } } : {}),
       eventIds: draftEventIds(request.events),
     };
     return this.tx(reads, decideCommit(this.ref, request));
+  }
+
+  async readOperation(taskId: string, key: string): Promise<RecordedAttempt | undefined> {
+    this.guard.check();
+    const task = checkId<TaskId>('taskId', taskId);
+    const opKey = checkId<OperationKey>('key', key);
+    let callId: string | undefined;
+    if (this.backend.readOperation) {
+      // Operations are keyed by (task, key) and a task lives in one session: the row must be this session's.
+      const row = await this.backend.readOperation(this.sessionId, task, opKey);
+      if (!row || row.sessionId !== this.sessionId) return undefined;
+      callId = row.callId;
+    }
+    const { session, events } = await this.backend.snapshot(this.sessionId);
+    return latestAttempt(verifyJournal(this.sessionId, session, events), task, opKey, callId);
   }
 
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void {

@@ -147,5 +147,10 @@ export interface JournalBackend {
    * uses this process's clock. A backend shared by several hosts should answer from the shared engine's clock.
    */
   now?(): Promise<number>;
+  /**
+   * The operation row of (taskId, key) in this session, or undefined (docs/design.md#caller-keys-and-replay).
+   * Optional: without it the store finds the latest attempt by reading the session's history.
+   */
+  readOperation?(sessionId: SessionId, taskId: string, key: string): Promise<OperationRow | undefined>;
   close(): Promise<void>;
 }

@@ -50,10 +50,28 @@ export interface LatestAttemptCondition {
   readonly callId: CallId;
 }
 
+/** A caller-keyed first attempt: the commit fails with OperationInDoubtError if the operation already has an attempt. */
+export interface NewOperationCondition {
+  readonly taskId: TaskId;
+  readonly key: OperationKey;
+}
+
 export interface CommitRequest {
   readonly events: readonly EventDraft[];
   readonly budget?: BudgetChange;
   readonly expectLatestAttempt?: LatestAttemptCondition;
+  /** Exclusive with `expectLatestAttempt`: the first attempt of a caller-keyed operation (docs/design.md#caller-keys-and-replay). */
+  readonly expectNewOperation?: NewOperationCondition;
+}
+
+/** The latest attempt of one operation as journaled: its call and whatever of its marker and result is recorded. */
+export interface RecordedAttempt {
+  readonly taskId: TaskId;
+  readonly key: OperationKey;
+  readonly callId: CallId;
+  readonly callEvent: SessionEvent;
+  readonly startedEvent: SessionEvent | null;
+  readonly resultEvent: SessionEvent | null;
 }
 
 export interface CommitReceipt {
@@ -85,6 +103,12 @@ export interface SessionOwner {
   commit(request: CommitRequest): Promise<CommitReceipt>;
   /** Called in this process when this owner stops a task, so running calls of that task can be interrupted. */
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void;
+  /**
+   * The latest attempt of operation (taskId, key) in this session, or undefined when the key has none. The store's
+   * operation row names the attempt; its events come from the session's verified history (a full read: this is
+   * the path of replays and in-doubt checks, not of ordinary calls).
+   */
+  readOperation(taskId: string, key: string): Promise<RecordedAttempt | undefined>;
   /** Gives the session up and stops the heartbeat; this owner is then stale. A no-op when already stale. */
   release(): Promise<void>;
   /** The lease this owner holds, in ms: its writes and its heartbeat renew it (docs/design.md#leases). */

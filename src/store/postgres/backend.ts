@@ -252,6 +252,13 @@ class PostgresBackend implements JournalBackend {
     });
   }
 
+  async readOperation(sessionId: SessionId, taskId: string, key: string) {
+    return this.inTransaction(this.beginRead, `session ${sessionId}`, async (client) => {
+      const row = (await this.run<OperationRecord>(client, 'operation', [taskId, key])).rows[0];
+      return row && row.session_id === sessionId ? toOperation({ taskId, key }, row) : undefined;
+    });
+  }
+
   /** The database's clock, read after the row lock of a write and here: every host measures leases on it. */
   async now(): Promise<number> {
     return this.inTransaction(this.beginRead, 'read the clock', async (client) => {

@@ -24,6 +24,7 @@ export function postgresStatements(S: string) {
     updateTask:
       `UPDATE ${S}.jw_tasks SET state = $3, charged_tool_calls = $4, charged_output_bytes = $5, reserved_output_bytes = $6, ` +
       'stop_reason = $7, reservations = $8 WHERE task_id = $1 AND session_id = $2',
+    operation: `SELECT session_id, call_id, event_id FROM ${S}.jw_operations WHERE task_id = $1 AND key = $2`,
     lockOperation: `SELECT session_id, call_id, event_id FROM ${S}.jw_operations WHERE task_id = $1 AND key = $2 FOR UPDATE`,
     upsertOperations:
       `INSERT INTO ${S}.jw_operations (task_id, key, session_id, call_id, event_id) ` +

@@ -107,6 +107,11 @@ class SqliteBackend implements JournalBackend {
     return row ? toTask(row) : undefined;
   }
 
+  async readOperation(sessionId: SessionId, taskId: string, key: string) {
+    const row = this.run(sessionId, () => this.stmt.operation.get(taskId, key));
+    return row && row.session_id === sessionId ? toOperation({ taskId, key }, row) : undefined;
+  }
+
   async listSessions() {
     return this.run('', () => this.stmt.list.all()).map((r) => ({ session: toSession(r), events: r.events }));
   }
