@@ -9,7 +9,7 @@ import type { EventDraft } from '../event/types.js';
 import { newCallId, newOperationKey, newTurnId, type CallId, type EventId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import type { SessionStore } from '../store/types.js';
 import { LIMITS } from '../limits.js';
-import { leaseRules } from './lease-conformance.js';
+import { leaseRules, operationRules } from './lease-conformance.js';
 
 export interface StoreConformanceOptions {
   /** Shown in the suite's title. */
@@ -445,5 +445,6 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     storeRules(options.name, factory);
     draftValidation(options.name, factory);
     leaseRules(options.name, factory);
+    operationRules(options.name, factory);
   });
 }

@@ -1,10 +1,12 @@
 /**
- * Store conformance for leases (docs/design.md#leases): every store records the holder's lease, renews it on writes
+ * Store conformance for leases and for the operation lookup of caller keys (docs/design.md#leases): every store records the holder's lease, renews it on writes
  * and heartbeats, lists expired ones, and lets `takeover: 'expired'` take over only a session whose lease ran out.
  * No case asserts a timing: each waits, by polling the store, for the order of events it needs.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { EventDraft } from '../event/types.js';
+import { newCallId, type CallId, type OperationKey, type TaskId } from '../ids.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 
 interface LeaseStoreFactory {
@@ -132,6 +134,66 @@ export function leaseRules(name: string, factory: LeaseStoreFactory): void {
       const owner = await store.acquire('l-close', { owner: 'host-a', leaseMs: SHORT });
       await store.close();
       assert.equal(owner.heartbeating, false);
+    });
+  });
+}
+
+function keyedCall(taskId: string, key: string, id: CallId): EventDraft {
+  return {
+    turnId: 'turn' as never,
+    kind: {
+      type: 'tool_call',
+      call: {
+        id, name: 'probe', arguments: { ok: true },
+        operation: { taskId: taskId as TaskId, key: key as OperationKey, contract: { effect: 'idempotent', revision: 'v1' }, retry: null },
+      },
+    },
+  };
+}
+
+export function operationRules(name: string, factory: LeaseStoreFactory): void {
+  describe(`store operation lookup: ${name}`, () => {
+    it('readOperation finds the latest attempt of (task, key) with its events; a new key has none', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('o-read', { owner: 'host-a' });
+      await owner.startTask('o-task');
+      assert.equal(await owner.readOperation('o-task', 'order-1'), undefined);
+      const id = newCallId();
+      await owner.commit({
+        events: [keyedCall('o-task', 'order-1', id)],
+        budget: { taskId: 'o-task' as TaskId, admit: { maxOutputBytes: 10 } },
+        expectNewOperation: { taskId: 'o-task' as TaskId, key: 'order-1' as OperationKey },
+      });
+      await owner.commit({
+        events: [{ turnId: 'turn' as never, kind: { type: 'tool_result', result: { callId: id, outcome: { status: 'succeeded', output: 'ok' } } } }],
+        budget: { taskId: 'o-task' as TaskId, settle: { chargeOutputBytes: 2 } },
+      });
+      const found = await owner.readOperation('o-task', 'order-1');
+      assert.equal(found?.callId, id);
+      assert.equal(found?.callEvent.seq, 0);
+      assert.equal(found?.startedEvent, null);
+      assert.equal(found?.resultEvent?.seq, 1);
+      assert.equal(await owner.readOperation('o-task', 'order-2'), undefined);
+      await store.close();
+    });
+
+    it('a commit expecting a new operation fails with operation_in_doubt once the key has an attempt, writing nothing', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('o-new', { owner: 'host-a' });
+      await owner.startTask('o-task-2');
+      const first = newCallId();
+      const condition = { taskId: 'o-task-2' as TaskId, key: 'k' as OperationKey };
+      await owner.commit({ events: [keyedCall('o-task-2', 'k', first)], expectNewOperation: condition });
+      let refusal: unknown;
+      try {
+        await owner.commit({ events: [keyedCall('o-task-2', 'k', newCallId())], expectNewOperation: condition });
+      } catch (error) {
+        refusal = error;
+      }
+      assert.equal((refusal as { code?: string }).code, 'operation_in_doubt');
+      assert.equal((refusal as { callId?: string }).callId, first);
+      assert.equal((await store.loadHistory('o-new')).length, 1);
+      await store.close();
     });
   });
 }
