@@ -152,6 +152,7 @@ describe('the error catalogue', () => {
       new errors.AnchorError('s', -1, 'bad_signature', 'x'),
       new errors.StoreReplacedError('/tmp/x.db', 'deleted'),
       new errors.ExportUnrepresentableError(3, 'x'),
+      new errors.OperationInDoubtError('task', 'key', 'call', 'x'),
     ];
     const sampled = new Set(samples.map((e) => e.constructor.name));
     for (const name of Object.values(JINGWEI_ERROR_CODES)) assert.ok(sampled.has(name), `no sample of ${name}`);
