@@ -74,7 +74,7 @@ function latestAttempt(history: readonly SessionEvent[], taskId: TaskId, key: Op
     if (op?.taskId !== taskId || op.key !== key) continue;
     if (callId === undefined || e.kind.call.id === callId) callEvent = e;
   }
-  if (!callEvent || callEvent.kind.type !== 'tool_call') return undefined;
+  if (callEvent?.kind.type !== 'tool_call') return undefined;
   const id = callEvent.kind.call.id;
   let startedEvent: SessionEvent | null = null;
   let resultEvent: SessionEvent | null = null;
