@@ -72,6 +72,8 @@ class MapBackend implements JournalBackend {
       ...(reads.approvals
         ? { approvals: queryRows(this.decisions.values(), { sessionId, kind: 'approval', ...reads.approvals, states: ['open', 'decided'], limit: Infinity }) }
         : {}),
+      // The clock leases are measured on; a backend shared by several hosts would read its engine's clock here.
+      now: Date.now(),
     });
     if (writes.session) {
       // The conditional update: check every condition before changing anything, so a refusal writes nothing.
@@ -108,6 +110,12 @@ class MapBackend implements JournalBackend {
   async readTask(sessionId: SessionId, taskId: string) {
     this.ensureOpen();
     return this.tasks.get(key(sessionId, taskId));
+  }
+
+  async readOperation(sessionId: SessionId, taskId: string, operationKey: string) {
+    this.ensureOpen();
+    const op = this.operations.get(key(sessionId, taskId, operationKey));
+    return op?.sessionId === sessionId ? op : undefined;
   }
 
   async listSessions() {

@@ -74,6 +74,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   decision_wait_timeout: 'DecisionError',
   decision_wait_aborted: 'DecisionError',
   inbox_unsupported: 'DecisionError',
+  operation_in_doubt: 'OperationInDoubtError',
 } as const);
 
 export type JingweiErrorCode = keyof typeof JINGWEI_ERROR_CODES;
@@ -184,11 +185,15 @@ export class SessionBusyError extends JingweiError {
   readonly sessionId: string;
   readonly holder: string;
   readonly epoch: number;
-  constructor(sessionId: string, holder: string, epoch: number) {
-    super('session_busy', `session ${sessionId} is held by ${holder} (epoch ${epoch})`);
+  /** When the holder's lease runs out (ms since the Unix epoch, the store's clock); null when no lease is recorded. */
+  readonly leaseExpiresAt: number | null;
+  constructor(sessionId: string, holder: string, epoch: number, leaseExpiresAt: number | null = null) {
+    const lease = leaseExpiresAt === null ? '' : `; its lease runs until ${new Date(leaseExpiresAt).toISOString()}`;
+    super('session_busy', `session ${sessionId} is held by ${holder} (epoch ${epoch})${lease}`);
     this.sessionId = sessionId;
     this.holder = holder;
     this.epoch = epoch;
+    this.leaseExpiresAt = leaseExpiresAt;
   }
 }
 
@@ -480,6 +485,26 @@ export class ToolRetryError extends JingweiError {
   constructor(code: ToolRetryErrorCode, detail: string) {
     super(code, `${code}: ${detail}`);
     this.detail = detail;
+  }
+}
+
+/**
+ * A caller-keyed call whose operation already has an attempt that did not complete (it failed, is in doubt, or is
+ * still open). Nothing ran and nothing was written: the library never retries by itself. Recover the attempt
+ * `callId` explicitly (assess it, review or reconcile it, then `prepareToolRetry`), or use a new key
+ * (docs/design.md#caller-keys-and-replay).
+ */
+export class OperationInDoubtError extends JingweiError {
+  declare readonly code: 'operation_in_doubt';
+  readonly taskId: string;
+  readonly operationKey: string;
+  /** The latest attempt of the operation: the call to recover. */
+  readonly callId: string;
+  constructor(taskId: string, operationKey: string, callId: string, detail: string) {
+    super('operation_in_doubt', `operation ${operationKey} of task ${taskId} is not completed (latest attempt ${callId}: ${detail}); recover that call explicitly`);
+    this.taskId = taskId;
+    this.operationKey = operationKey;
+    this.callId = callId;
   }
 }
 

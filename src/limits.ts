@@ -62,3 +62,21 @@ export const POSTGRES_DEFAULTS = {
   poolSize: 10,
   connectTimeoutMs: 10_000,
 } as const;
+
+/** Session leases (docs/design.md#leases): how long an owner's hold lasts without a write or a heartbeat. */
+export const LEASE_LIMITS = {
+  /** The lease an acquire takes when it names none. */
+  defaultMs: 30_000,
+  /** Shortest lease accepted: a heartbeat every third of it must still be practical. */
+  minMs: 100,
+  /** Longest lease accepted (one day). */
+  maxMs: 24 * 60 * 60 * 1000,
+} as const;
+
+/** Caller-given operation keys (docs/design.md#caller-keys-and-replay). */
+export const OPERATION_KEY_LIMITS = {
+  /** At most this many bytes (all ASCII, so also characters). */
+  maxBytes: 200,
+  /** Letters, digits and `-_.:/@`, starting with a letter or digit: safe in logs, URLs and the CLI. */
+  pattern: /^[A-Za-z0-9][A-Za-z0-9._:/@-]*$/,
+} as const;

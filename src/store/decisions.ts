@@ -3,7 +3,7 @@
  * transaction, so fencing, sequencing, the hash chain, budgets and the D4 latest-attempt check are written once.
  */
 import { decideApprovalChange } from './approvals.js';
-import { BudgetExhaustedError, InvalidInputError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError, ToolRetryError, WireDecodeError } from '../errors.js';
+import { BudgetExhaustedError, InvalidInputError, OperationInDoubtError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError, ToolRetryError, WireDecodeError } from '../errors.js';
 import { apiFieldPath } from '../event/api-path.js';
 import { decodeEventText, encodeEventText, recordedAtText } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
@@ -18,7 +18,27 @@ import type { CommitRequest, TaskLimits, TaskSnapshot, TaskState } from './types
 export interface OwnerRef {
   readonly sessionId: SessionId;
   readonly epoch: number;
+  /** The owner's lease: each of its writes renews it to the store's now plus this (docs/design.md#leases). */
+  readonly leaseMs?: number;
 }
+
+/** The store's now for this transaction: the backend's clock when it reports one, else this process's. */
+export function storeNow(state: TxState): number {
+  return state.now ?? Date.now();
+}
+
+/** Whether a held session's lease has run out at `now`; a session without a recorded lease never expires by itself. */
+export function leaseExpired(session: SessionRow, now: number): boolean {
+  return session.held && typeof session.leaseExpiresAt === 'number' && session.leaseExpiresAt <= now;
+}
+
+/** The owner row with the owner's lease renewed from the store's now (unchanged for an owner without a lease). */
+function renewLease(session: SessionRow, owner: OwnerRef, state: TxState): SessionRow {
+  return owner.leaseMs === undefined ? session : { ...session, leaseExpiresAt: storeNow(state) + owner.leaseMs };
+}
+
+/** How an acquire treats a session another owner holds: refuse, fence it unconditionally, or only once its lease ran out. */
+export type TakeoverMode = boolean | 'expired';
 
 function requireOwner(session: SessionRow | undefined, owner: OwnerRef): SessionRow {
   if (!session) throw new StaleOwnerError(owner.sessionId, owner.epoch, 'the session does not exist');
@@ -29,13 +49,17 @@ function requireOwner(session: SessionRow | undefined, owner: OwnerRef): Session
   return session;
 }
 
-export function decideAcquire(sessionId: SessionId, owner: string, takeover: boolean) {
+export function decideAcquire(sessionId: SessionId, owner: string, takeover: TakeoverMode, leaseMs: number) {
   return (state: TxState): TxWrites<SessionRow> => {
     const current = state.session;
-    if (current?.held && !takeover) throw new SessionBusyError(sessionId, current.owner ?? '?', current.epoch);
+    const now = storeNow(state);
+    if (current?.held && takeover !== true && !(takeover === 'expired' && leaseExpired(current, now))) {
+      throw new SessionBusyError(sessionId, current.owner ?? '?', current.epoch, current.leaseExpiresAt ?? null);
+    }
+    const leaseExpiresAt = now + leaseMs;
     const row: SessionRow = current
-      ? { ...current, owner, held: true, epoch: current.epoch + 1 }
-      : { sessionId, owner, held: true, epoch: 1, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0, recordedAt: null };
+      ? { ...current, owner, held: true, epoch: current.epoch + 1, leaseExpiresAt }
+      : { sessionId, owner, held: true, epoch: 1, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0, recordedAt: null, leaseExpiresAt };
     return {
       session: { row, expect: current ? { epoch: current.epoch, lastSeq: current.lastSeq } : null },
       result: row,
@@ -47,7 +71,15 @@ export function decideRelease(owner: OwnerRef) {
   return (state: TxState): TxWrites<boolean> => {
     const s = state.session;
     if (!s || s.epoch !== owner.epoch || !s.held) return { result: false };
-    return { session: { row: { ...s, held: false }, expect: { epoch: s.epoch, lastSeq: s.lastSeq } }, result: true };
+    return { session: { row: { ...s, held: false, leaseExpiresAt: null }, expect: { epoch: s.epoch, lastSeq: s.lastSeq } }, result: true };
+  };
+}
+
+/** A heartbeat: renews the owner's lease without writing an event; StaleOwnerError once fenced or released. */
+export function decideRenew(owner: OwnerRef & { readonly leaseMs: number }) {
+  return (state: TxState): TxWrites<number> => {
+    const leaseExpiresAt = storeNow(state) + owner.leaseMs;
+    return { session: fenceOnly({ ...requireOwner(state.session, owner), leaseExpiresAt }), result: leaseExpiresAt };
   };
 }
 
@@ -164,7 +196,7 @@ function refuseDuplicateIds(sessionId: SessionId, drafts: readonly EventDraft[],
 /** `now`: the store's clock when the commit began, in epoch milliseconds. */
 export function decideCommit(owner: OwnerRef, request: CommitRequest, now: number = Date.now()) {
   return (state: TxState): TxWrites<CommitOutcome> => {
-    const session = requireOwner(state.session, owner);
+    const session = renewLease(requireOwner(state.session, owner), owner, state);
     refuseDuplicateIds(session.sessionId, request.events, state.existingEventIds);
     const lastSeq = request.expectLastSeq;
     if (lastSeq !== undefined && lastSeq !== session.lastSeq) {
@@ -172,6 +204,10 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
         'history_changed',
         `session ${session.sessionId} now ends at seq ${session.lastSeq}, not ${lastSeq}: load the history again and decide on it`,
       );
+    }
+    const fresh = request.expectNewOperation;
+    if (fresh && state.operation) {
+      throw new OperationInDoubtError(fresh.taskId, fresh.key, state.operation.callId, 'another attempt under this key was recorded first');
     }
     const latest = request.expectLatestAttempt;
     if (latest) {
@@ -321,7 +357,7 @@ export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial
   const toolOutputBytes = checkLimit('limits.toolOutputBytes', limits?.toolOutputBytes, TASK_DEFAULTS.toolOutputBytes);
   const journalBytes = checkLimit('limits.journalBytes', limits?.journalBytes, TASK_DEFAULTS.journalBytes);
   return (state: TxState): TxWrites<TaskRow> => {
-    const session = requireOwner(state.session, owner);
+    const session = renewLease(requireOwner(state.session, owner), owner, state);
     // A task id is unique within its session only (docs/design.md#identity-is-per-session).
     const existing = state.task?.sessionId === session.sessionId ? state.task : undefined;
     if (existing) return { session: fenceOnly(session), result: existing };
@@ -345,7 +381,7 @@ export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial
 
 export function decideTaskState(owner: OwnerRef, taskId: string, next: Exclude<TaskState, 'running'>, reason: string | null) {
   return (state: TxState): TxWrites<TaskRow> => {
-    const session = requireOwner(state.session, owner);
+    const session = renewLease(requireOwner(state.session, owner), owner, state);
     const task = settleAbandoned(requireTask(state.task, taskId, session.sessionId), owner.epoch);
     if (task.state !== 'running') return { session: fenceOnly(session), result: task };
     const row: TaskRow = { ...task, state: next, stopReason: reason };
@@ -368,7 +404,7 @@ export function decideImport(sessionId: SessionId, owner: string, events: readon
     if (current?.held) throw new SessionBusyError(sessionId, current.owner ?? '?', current.epoch);
     const base: SessionRow = current
       ? { ...current, owner, epoch: current.epoch + 1 }
-      : { sessionId, owner, held: false, epoch: 1, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0, recordedAt: null };
+      : { sessionId, owner, held: false, epoch: 1, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0, recordedAt: null, leaseExpiresAt: null };
     const drafts: TimedDraft[] = events.map((e) => ({
       eventId: e.eventId,
       turnId: e.turnId,

@@ -1,6 +1,6 @@
-import { DecisionError, InvalidInputError, StoreClosedError, StoreUnavailableError, TaskNotFoundError } from '../errors.js';
+import { DecisionError, InvalidInputError, StaleOwnerError, StoreClosedError, StoreUnavailableError, TaskNotFoundError } from '../errors.js';
 import type { DecisionRow } from './inbox-rows.js';
-import { checkId, type SessionId, type TaskId } from '../ids.js';
+import { checkId, type CallId, type OperationKey, type SessionId, type TaskId } from '../ids.js';
 import { DECODED_WIRE_TYPES } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
 import { attentionCallIds, attentionItem, attentionPage, attentionScan, isInDoubt } from './attention.js';
@@ -9,15 +9,18 @@ import {
   decideCommit,
   decideRelease,
   decideReleaseUnwritten,
+  decideRenew,
   decideStartTask,
   decideTaskState,
   draftEventIds,
+  leaseExpired,
   taskSnapshot,
   type OwnerRef,
   type UnwrittenSettlement,
 } from './decisions.js';
+import { LEASE_LIMITS } from '../limits.js';
 import { exportJournal, importJournal } from './jsonl.js';
-import { HeadAnchor, type AnchorOptions } from './anchors.js';
+import { HeadAnchor } from './anchors.js';
 import type { EventRow, JournalBackend, SessionRow, TxReads, TxState, TxWrites } from './rows.js';
 import { registerCommitter } from './owner-commit.js';
 import { verifyJournal } from './verify.js';
@@ -25,6 +28,8 @@ import type {
   AttentionItem,
   AttentionListing,
   AttentionQuery,
+  AcquireOptions,
+  RecordedAttempt,
   CommitReceipt,
   CommitRequest,
   ImportReport,
@@ -69,6 +74,8 @@ function approvalOperation(request: CommitRequest): { taskId: string; key: strin
 /** Fails every call once the store is closed, whatever the backend would do with a closed handle. */
 class OpenGuard {
   closed = false;
+  /** Stops the heartbeats of this store's live owners at close. */
+  readonly heartbeats = new Set<() => void>();
   constructor(private readonly backend: JournalBackend) {}
   check(): void {
     if (this.closed) throw new StoreClosedError(this.backend.kind, this.backend.location);
@@ -93,6 +100,48 @@ function readClock(clock: () => number): number {
   return now;
 }
 
+function checkLeaseMs(value: number | undefined): number {
+  const v = value ?? LEASE_LIMITS.defaultMs;
+  if (!Number.isSafeInteger(v) || v < LEASE_LIMITS.minMs || v > LEASE_LIMITS.maxMs) {
+    throw new InvalidInputError('leaseMs', `must be an integer from ${LEASE_LIMITS.minMs} to ${LEASE_LIMITS.maxMs} ms, got ${String(v)}`);
+  }
+  return v;
+}
+
+function checkTakeover(value: unknown): boolean | 'expired' {
+  if (value === undefined) return false;
+  if (value === true || value === false || value === 'expired') return value;
+  throw new InvalidInputError('takeover', `must be true, false or 'expired', got ${JSON.stringify(value) ?? String(value)}`);
+}
+
+/**
+ * The attempt `callId` of operation (taskId, key) in a verified history, or (without a call id, for backends that
+ * keep no operation rows) its latest attempt.
+ */
+function latestAttempt(history: readonly SessionEvent[], taskId: TaskId, key: OperationKey, callId: string | undefined): RecordedAttempt | undefined {
+  let callEvent: SessionEvent | undefined;
+  for (const e of history) {
+    if (e.kind.type !== 'tool_call') continue;
+    const op = e.kind.call.operation;
+    if (op?.taskId !== taskId || op.key !== key) continue;
+    if (callId === undefined || e.kind.call.id === callId) callEvent = e;
+  }
+  if (callEvent?.kind.type !== 'tool_call') return undefined;
+  const id = callEvent.kind.call.id;
+  let startedEvent: SessionEvent | null = null;
+  let resultEvent: SessionEvent | null = null;
+  for (const e of history) {
+    if (e.kind.type === 'tool_started' && e.kind.callId === id) startedEvent = e;
+    else if (e.kind.type === 'tool_result' && e.kind.result.callId === id && resultEvent === null) resultEvent = e;
+  }
+  return { taskId, key, callId: id as CallId, callEvent, startedEvent, resultEvent };
+}
+
+/** The store's clock: the backend's when it has one (docs/design.md#leases). */
+async function storeClock(backend: JournalBackend): Promise<number> {
+  return backend.now ? backend.now() : Date.now();
+}
+
 /** The one SessionStore implementation; engines differ only in their JournalBackend. */
 export class JournalStore implements SessionStore {
   readonly kind: string;
@@ -104,13 +153,19 @@ export class JournalStore implements SessionStore {
     this.clock = options.clock ?? Date.now;
   }
 
-  async acquire(sessionId: string, options: { owner: string; takeover?: boolean; anchor?: AnchorOptions }): Promise<SessionOwner> {
+  async acquire(sessionId: string, options: AcquireOptions): Promise<SessionOwner> {
     this.guard.check();
     const id = checkId<SessionId>('sessionId', sessionId);
     const ownerName = checkId<string>('owner', options?.owner);
+    const takeover = checkTakeover(options.takeover);
+    const leaseMs = checkLeaseMs(options.leaseMs);
+    if (options.heartbeat !== undefined && typeof options.heartbeat !== 'boolean') {
+      throw new InvalidInputError('heartbeat', `must be a boolean, got ${typeof options.heartbeat}`);
+    }
     const anchor = options.anchor !== undefined ? new HeadAnchor(options.anchor) : null;
-    const row = await this.backend.transact(id, {}, decideAcquire(id, ownerName, options.takeover === true));
-    const owner = new FencedOwner(this.backend, this.guard, { sessionId: id, epoch: row.epoch }, ownerName, anchor, this.clock);
+    const row = await this.backend.transact(id, {}, decideAcquire(id, ownerName, takeover, leaseMs));
+    const owner = new FencedOwner(this.backend, this.guard, { sessionId: id, epoch: row.epoch, leaseMs }, ownerName, anchor, this.clock);
+    if (options.heartbeat !== false) owner.startHeartbeat();
     if (anchor) await anchor.observe(row, true);
     return owner;
   }
@@ -125,12 +180,15 @@ export class JournalStore implements SessionStore {
   async listSessions(): Promise<SessionSummary[]> {
     this.guard.check();
     const rows = await this.backend.listSessions();
+    const now = await storeClock(this.backend);
     return rows.map(({ session, events }) => ({
       sessionId: session.sessionId,
       events,
       epoch: session.epoch,
       owner: session.owner,
       held: session.held,
+      leaseExpiresAt: session.held ? (session.leaseExpiresAt ?? null) : null,
+      leaseExpired: leaseExpired(session, now),
     }));
   }
 
@@ -142,6 +200,10 @@ export class JournalStore implements SessionStore {
     }
     const page = attentionPage(await this.backend.scanAttention(scan), scan);
     return { items: page.rows.map(attentionItem), next: page.next };
+  }
+
+  async listExpiredSessions(): Promise<SessionSummary[]> {
+    return (await this.listSessions()).filter((s) => s.leaseExpired);
   }
 
   /** The verified rows of a session with its owner epoch (for chained exports and anchor checks). */
@@ -164,6 +226,7 @@ export class JournalStore implements SessionStore {
   async close(): Promise<void> {
     if (this.guard.closed) return;
     this.guard.closed = true;
+    for (const stop of [...this.guard.heartbeats]) stop();
     await this.backend.close();
   }
 }
@@ -171,9 +234,17 @@ export class JournalStore implements SessionStore {
 class FencedOwner implements SessionOwner {
   readonly sessionId: SessionId;
   readonly epoch: number;
+  readonly leaseMs: number;
   private readonly listeners = new Set<(taskId: TaskId, reason: string) => void>();
   /** Results whose write failed, by task: their reservations are released at this owner's next write or release. */
   private readonly unwritten = new Map<string, UnwrittenSettlement[]>();
+  private timer: NodeJS.Timeout | null = null;
+  private beating = false;
+  private readonly stopHeartbeat = () => {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    this.guard.heartbeats.delete(this.stopHeartbeat);
+  };
 
   constructor(
     private readonly backend: JournalBackend,
@@ -186,6 +257,36 @@ class FencedOwner implements SessionOwner {
     this.sessionId = ref.sessionId;
     this.epoch = ref.epoch;
     registerCommitter(this, (request) => this.#commit(request));
+    this.leaseMs = ref.leaseMs ?? LEASE_LIMITS.defaultMs;
+  }
+
+  /** The heartbeat renews the lease every third of it; unref'd, so it never keeps a process alive by itself. */
+  startHeartbeat(): void {
+    this.timer = setInterval(() => void this.beat(), Math.max(1, Math.floor(this.leaseMs / 3)));
+    this.timer.unref();
+    this.guard.heartbeats.add(this.stopHeartbeat);
+  }
+
+  get heartbeating(): boolean {
+    return this.timer !== null;
+  }
+
+  /** One heartbeat. Fenced, released or closed: stop for good. Any other failure (busy, unreachable): try at the next beat. */
+  private async beat(): Promise<void> {
+    if (this.beating || this.timer === null) return;
+    this.beating = true;
+    try {
+      await this.renewLease();
+    } catch (error) {
+      if (error instanceof StaleOwnerError || error instanceof StoreClosedError) this.stopHeartbeat();
+    } finally {
+      this.beating = false;
+    }
+  }
+
+  async renewLease(): Promise<number> {
+    this.guard.check();
+    return this.backend.transact(this.sessionId, {}, decideRenew({ ...this.ref, leaseMs: this.leaseMs }));
   }
 
   /** One transaction; with an anchor, the owner row it wrote is handed to the anchor once it has committed. */
@@ -287,12 +388,16 @@ class FencedOwner implements SessionOwner {
       if (draft?.eventId !== undefined) checkId<string>(`events[${i}].eventId`, draft.eventId);
     });
     await this.releaseUnwritten();
+    if (request.expectLatestAttempt && request.expectNewOperation) {
+      throw new InvalidInputError('expectNewOperation', 'cannot be combined with expectLatestAttempt');
+    }
+    const condition = request.expectLatestAttempt ?? request.expectNewOperation;
     const attentionCalls = attentionCallIds(request.events);
     const approvalOp = approvalOperation(request);
     if (approvalOp && !this.backend.inbox) throw new DecisionError('inbox_unsupported', null, `the ${this.backend.kind} store has no decision inbox`);
     const reads = {
       ...(request.budget ? { taskId: request.budget.taskId } : {}),
-      ...(request.expectLatestAttempt ? { operation: request.expectLatestAttempt } : {}),
+      ...(condition ? { operation: { taskId: condition.taskId, key: condition.key } } : {}),
       ...(approvalOp ? { approvals: approvalOp } : {}),
       eventIds: draftEventIds(request.events),
       ...(attentionCalls.length > 0 ? { attentionCalls } : {}),
@@ -321,12 +426,28 @@ class FencedOwner implements SessionOwner {
     return rows[0];
   }
 
+  async readOperation(taskId: string, key: string): Promise<RecordedAttempt | undefined> {
+    this.guard.check();
+    const task = checkId<TaskId>('taskId', taskId);
+    const opKey = checkId<OperationKey>('key', key);
+    let callId: string | undefined;
+    if (this.backend.readOperation) {
+      // Operations are keyed by (task, key) and a task lives in one session: the row must be this session's.
+      const row = await this.backend.readOperation(this.sessionId, task, opKey);
+      if (!row || row.sessionId !== this.sessionId) return undefined;
+      callId = row.callId;
+    }
+    const { session, events } = await this.backend.snapshot(this.sessionId);
+    return latestAttempt(verifyJournal(this.sessionId, session, events), task, opKey, callId);
+  }
+
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
 
   async release(): Promise<void> {
+    this.stopHeartbeat();
     this.guard.check();
     await this.releaseUnwritten();
     await this.tx({}, decideRelease(this.ref), this.anchor?.unanchored === true);

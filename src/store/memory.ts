@@ -112,6 +112,12 @@ class MemoryBackend implements JournalBackend {
     return [...this.sessions.values()].map((session) => ({ session, events: this.events.get(session.sessionId)?.length ?? 0 }));
   }
 
+  async readOperation(sessionId: SessionId, taskId: string, key: string) {
+    this.open();
+    const op = this.operations.get(opKey(sessionId, taskId, key));
+    return op?.sessionId === sessionId ? op : undefined;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
   }

@@ -29,6 +29,12 @@ export interface SessionRow {
    * while no event has one. The next event's time is never earlier (docs/design.md#recorded-times).
    */
   readonly recordedAt?: number | null;
+  /**
+   * When the holder's lease runs out, in ms since the Unix epoch on the store's clock (docs/design.md#leases): set
+   * by acquire, renewed by every write of the owner and by its heartbeat, null once released. Store it unchanged;
+   * a backend that omits it (undefined) reads as no lease recorded, which `takeover: 'expired'` never takes over.
+   */
+  readonly leaseExpiresAt?: number | null;
 }
 
 /** One stored event: its wire JSON text exactly as hashed, and the epoch of the owner that wrote it. Store `body` byte for byte. */
@@ -180,6 +186,11 @@ export interface TxState {
   readonly attention?: readonly AttentionRow[];
   /** The rows `reads.approvals` asked for (absent when not asked). */
   readonly approvals?: readonly DecisionRow[];
+  /**
+   * The store's notion of now (ms since the Unix epoch), read inside the transaction: the clock leases are measured
+   * on. Optional: when a backend leaves it out, the store uses this process's clock.
+   */
+  readonly now?: number;
 }
 
 /**
@@ -239,5 +250,15 @@ export interface JournalBackend {
   findAttention?(sessionId: SessionId, binding: OperationBinding): Promise<AttentionRow[]>;
   /** Optional: the decision inbox (docs/design.md#the-decision-inbox). Without it, durable approvals and the inbox API are refused. */
   readonly inbox?: InboxBackend;
+  /**
+   * The store's clock (ms since the Unix epoch), the same one `TxState.now` reads. Optional: without it the store
+   * uses this process's clock. A backend shared by several hosts should answer from the shared engine's clock.
+   */
+  now?(): Promise<number>;
+  /**
+   * The operation row of (taskId, key) in this session, or undefined (docs/design.md#caller-keys-and-replay).
+   * Optional: without it the store finds the latest attempt by reading the session's history.
+   */
+  readOperation?(sessionId: SessionId, taskId: string, key: string): Promise<OperationRow | undefined>;
   close(): Promise<void>;
 }

@@ -15,7 +15,7 @@ export type IntColumn = number | string;
 
 export interface SessionRecord {
   session_id: string; owner: string | null; held: boolean | number; epoch: IntColumn; last_seq: IntColumn; head_hash: string;
-  body_bytes: IntColumn; recorded_at: IntColumn | null;
+  body_bytes: IntColumn; recorded_at: IntColumn | null; lease_expires_at: IntColumn | null;
 }
 
 export interface TaskRecord {
@@ -29,7 +29,7 @@ export interface OperationRecord {
 }
 
 /** The column order of the session and task tables, shared by the statements of both SQL backends. */
-export const SESSION_COLUMNS = 'session_id, owner, held, epoch, last_seq, head_hash, body_bytes, recorded_at';
+export const SESSION_COLUMNS = 'session_id, owner, held, epoch, last_seq, head_hash, body_bytes, recorded_at, lease_expires_at';
 export const TASK_COLUMNS =
   'task_id, session_id, state, limit_tool_calls, limit_output_bytes, charged_tool_calls, charged_output_bytes, reserved_output_bytes, stop_reason, reservations, ' +
   'limit_journal_bytes, charged_journal_bytes';
@@ -48,6 +48,7 @@ export const toSession = (r: SessionRecord): SessionRow => ({
   epoch: int(r.epoch, 'epoch', r.session_id), lastSeq: int(r.last_seq, 'last_seq', r.session_id), headHash: r.head_hash,
   bodyBytes: int(r.body_bytes, 'body_bytes', r.session_id),
   recordedAt: r.recorded_at === null || r.recorded_at === undefined ? null : int(r.recorded_at, 'recorded_at', r.session_id),
+  leaseExpiresAt: r.lease_expires_at === null || r.lease_expires_at === undefined ? null : int(r.lease_expires_at, 'lease_expires_at', r.session_id),
 });
 
 export const toTask = (r: TaskRecord): TaskRow => ({
@@ -68,8 +69,8 @@ export const toOperation = (read: { readonly taskId: string; readonly key: strin
 });
 
 /** A session row as the positional values of an insert, in SESSION_COLUMNS order (`held` as the driver wants it). */
-export function sessionValues<H>(row: SessionRow, held: (held: boolean) => H): [string, string | null, H, number, number, string, number, number | null] {
-  return [row.sessionId, row.owner, held(row.held), row.epoch, row.lastSeq, row.headHash, row.bodyBytes, row.recordedAt ?? null];
+export function sessionValues<H>(row: SessionRow, held: (held: boolean) => H): [string, string | null, H, number, number, string, number, number | null, number | null] {
+  return [row.sessionId, row.owner, held(row.held), row.epoch, row.lastSeq, row.headHash, row.bodyBytes, row.recordedAt ?? null, row.leaseExpiresAt ?? null];
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -65,6 +65,12 @@ export type ApprovalChange =
   | { readonly request: { readonly id: string; readonly callId: string; readonly binding: ApprovalBinding; readonly note: string | null; readonly at: string } }
   | { readonly use: { readonly id: string; readonly callId: string; readonly binding: ApprovalBinding; readonly at: string } };
 
+/** A caller-keyed first attempt: the commit fails with OperationInDoubtError if the operation already has an attempt. */
+export interface NewOperationCondition {
+  readonly taskId: TaskId;
+  readonly key: OperationKey;
+}
+
 export interface CommitRequest {
   readonly events: readonly EventDraft[];
   readonly budget?: BudgetChange;
@@ -77,6 +83,18 @@ export interface CommitRequest {
    * StoreConflictError `history_changed`, nothing written.
    */
   readonly expectLastSeq?: number;
+  /** Exclusive with `expectLatestAttempt`: the first attempt of a caller-keyed operation (docs/design.md#caller-keys-and-replay). */
+  readonly expectNewOperation?: NewOperationCondition;
+}
+
+/** The latest attempt of one operation as journaled: its call and whatever of its marker and result is recorded. */
+export interface RecordedAttempt {
+  readonly taskId: TaskId;
+  readonly key: OperationKey;
+  readonly callId: CallId;
+  readonly callEvent: SessionEvent;
+  readonly startedEvent: SessionEvent | null;
+  readonly resultEvent: SessionEvent | null;
 }
 
 export interface CommitReceipt {
@@ -117,8 +135,47 @@ export interface SessionOwner {
    */
   decidedApproval?(taskId: string, key: string): Promise<DecisionRow | undefined>;
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void;
-  /** Gives the session up; this owner is then stale. A no-op when already stale. */
+  /**
+   * The latest attempt of operation (taskId, key) in this session, or undefined when the key has none. The store's
+   * operation row names the attempt; its events come from the session's verified history (a full read: this is
+   * the path of replays and in-doubt checks, not of ordinary calls).
+   */
+  readOperation(taskId: string, key: string): Promise<RecordedAttempt | undefined>;
+  /** Gives the session up and stops the heartbeat; this owner is then stale. A no-op when already stale. */
   release(): Promise<void>;
+  /** The lease this owner holds, in ms: its writes and its heartbeat renew it (docs/design.md#leases). */
+  readonly leaseMs: number;
+  /**
+   * Renews the lease now (the heartbeat calls this every third of `leaseMs`) and resolves with the new expiry (ms
+   * since the Unix epoch, on the store's clock). Fails with StaleOwnerError once fenced or released.
+   */
+  renewLease(): Promise<number>;
+  /**
+   * Whether the heartbeat still runs: false after release, after the store closed, and once a heartbeat found this
+   * owner fenced (it then stops for good; the owner's next write fails with StaleOwnerError).
+   */
+  readonly heartbeating: boolean;
+}
+
+/** Acquire options (docs/design.md#leases). */
+export interface AcquireOptions {
+  /** The host identity recorded as the session's owner. */
+  readonly owner: string;
+  /**
+   * What to do while another owner holds the session: `false` (the default) fails with SessionBusyError; `'expired'`
+   * takes over only once the holder's lease has run out (SessionBusyError naming the holder and its expiry
+   * otherwise); `true` fences the holder unconditionally.
+   */
+  readonly takeover?: boolean | 'expired';
+  /** The lease length in ms (LEASE_LIMITS: default 30 s, at least 100 ms, at most one day). */
+  readonly leaseMs?: number;
+  /**
+   * Run the heartbeat that renews the lease every third of `leaseMs` (default true). With false, only the owner's
+   * writes and its own `renewLease()` calls renew it.
+   */
+  readonly heartbeat?: boolean;
+  /** Sign checkpoints of the chain head and hand them to `anchor.sink` (docs/design.md#anchored-signed-heads). */
+  readonly anchor?: AnchorOptions;
 }
 
 export interface SessionSummary {
@@ -127,6 +184,10 @@ export interface SessionSummary {
   readonly epoch: number;
   readonly owner: string | null;
   readonly held: boolean;
+  /** When the holder's lease runs out (ms since the Unix epoch, the store's clock); null when released or unrecorded. */
+  readonly leaseExpiresAt: number | null;
+  /** Held, and its lease ran out by the store's clock when listed: its owner stopped writing and heartbeating. */
+  readonly leaseExpired: boolean;
 }
 
 /** Filters for the attention queue (docs/design.md#the-attention-index). */
@@ -180,11 +241,12 @@ export interface SessionStore {
   /** Which engine holds the journal: 'memory', 'sqlite', 'postgres', or a third-party backend's own name. */
   readonly kind: string;
   /**
-   * Takes ownership of a session (creating it if new) under a fresh, higher epoch. Fails with SessionBusyError
-   * while another owner holds it, unless `takeover` is true. With `anchor`, the owner signs checkpoints of its
+   * Takes ownership of a session (creating it if new) under a fresh, higher epoch, with a lease its writes and a
+   * heartbeat renew. Fails with SessionBusyError while another owner holds it, unless `takeover` is true (or
+   * `'expired'` and the holder's lease ran out). With `anchor`, the owner signs checkpoints of its
    * chain head and hands them to `anchor.sink` (at acquire, after commits, at release; docs/design.md#anchored-signed-heads).
    */
-  acquire(sessionId: string, options: { owner: string; takeover?: boolean; anchor?: AnchorOptions }): Promise<SessionOwner>;
+  acquire(sessionId: string, options: AcquireOptions): Promise<SessionOwner>;
   /** The confirmed, integrity-checked journal; throws JournalCorruptError, never repairs. Empty for a new session. */
   loadHistory(sessionId: string): Promise<SessionEvent[]>;
   listSessions(): Promise<SessionSummary[]>;
@@ -195,6 +257,8 @@ export interface SessionStore {
    * the index.
    */
   attention(query?: AttentionQuery): Promise<AttentionListing>;
+  /** The held sessions whose lease ran out by the store's clock: abandoned owners a recovering host may take over. */
+  listExpiredSessions(): Promise<SessionSummary[]>;
   /** The session's journal as JSONL, one wire event per line, verified as by loadHistory. */
   exportJsonl(sessionId: string): Promise<string>;
   /**

@@ -13,6 +13,7 @@ import { commitAs } from '../store/owner-commit.js';
 import { attentionRules } from './conformance-attention.js';
 import { decisionInbox } from '../store/inbox.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
+import { leaseRules, operationRules } from './lease-conformance.js';
 
 export interface StoreConformanceOptions {
   /** Shown in the suite's title. */
@@ -101,7 +102,8 @@ function storeRules(name: string, factory: StoreFactory): void {
       await rejects(a.append([message('late')]), 'stale_owner');
       const sessions = await store.listSessions();
       const row = sessions.find((s) => s.sessionId === 's-release');
-      assert.deepEqual(row, { sessionId: 's-release', events: 0, epoch: 2, owner: 'host-b', held: true });
+      assert.equal(typeof row?.leaseExpiresAt, 'number');
+      assert.deepEqual(row, { sessionId: 's-release', events: 0, epoch: 2, owner: 'host-b', held: true, leaseExpiresAt: row!.leaseExpiresAt, leaseExpired: false });
       await store.close();
     });
 
@@ -542,7 +544,8 @@ function inboxRules(name: string, factory: StoreFactory): void {
  * Registers the store conformance suite on `node:test` (run the file with `node --test`): the behaviour every
  * SessionStore must show (ordering, fencing, release, id checks, tasks and budgets, settlement of abandoned
  * reservations, the latest-attempt check, history limits, JSONL export and import, write-time validation,
- * store_closed after close(), recorded times, the attention index and its queue, and, with `reopen`, a second handle). Each test opens its own fresh stores.
+ * store_closed after close(), recorded times, the attention index and its queue, the decision inbox, leases and
+ * `takeover: 'expired'`, and, with `reopen`, a second handle). Each test opens its own fresh stores.
  */
 export function runStoreConformance(options: StoreConformanceOptions): void {
   if (typeof options?.name !== 'string' || typeof options.open !== 'function') {
@@ -569,5 +572,7 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     draftValidation(options.name, factory);
     attentionRules(options.name, factory);
     inboxRules(options.name, factory);
+    leaseRules(options.name, factory);
+    operationRules(options.name, factory);
   });
 }

@@ -1,13 +1,13 @@
-import { InvalidInputError, JsonParseError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
+import { InvalidInputError, JsonParseError, OperationInDoubtError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
 import type { EventDraft, SessionEvent, ToolApprovalRecord, ToolCall, ToolOperation, ToolResult } from '../event/types.js';
 import type { ApprovalChange } from '../store/types.js';
 import { approvalBinding, operatorDecision, pendingApproval } from './durable-approval.js';
-import { checkId, hasLoneSurrogate, newCallId, newOperationKey, newTurnId, type TaskId, type TurnId } from '../ids.js';
-import { canonicalJson } from '../json/canonical.js';
+import { checkId, hasLoneSurrogate, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
+import { canonicalJson, jsonEquals } from '../json/canonical.js';
 import { parseJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
-import { LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
-import type { BudgetChange, CommitRequest } from '../store/types.js';
+import { LIMITS, OPERATION_KEY_LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
+import type { BudgetChange, CommitRequest, RecordedAttempt } from '../store/types.js';
 import { utf8Length } from '../text.js';
 import { askApproval, checkAvailability, checkGrantAndSchema, checkInDoubt, failure, hostFailure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
 import { CallControl } from './control.js';
@@ -57,6 +57,18 @@ function preflight(name: unknown, args: unknown): { text: string; value: JsonVal
     }
     throw new ToolPreflightError('arguments_not_serializable', `the arguments cannot be journaled: ${(error as Error).message}`, { cause: error });
   }
+}
+
+/** A caller's operation key: plain, bounded text (docs/design.md#caller-keys-and-replay). */
+function checkOperationKey(key: unknown): OperationKey {
+  if (typeof key !== 'string') throw new ToolPreflightError('invalid_options', `operationKey must be a string, got ${typeof key}`);
+  if (key.length === 0 || key.length > OPERATION_KEY_LIMITS.maxBytes) {
+    throw new ToolPreflightError('invalid_options', `operationKey must be 1 to ${OPERATION_KEY_LIMITS.maxBytes} characters, got ${key.length}`);
+  }
+  if (!OPERATION_KEY_LIMITS.pattern.test(key)) {
+    throw new ToolPreflightError('invalid_options', 'operationKey may hold letters, digits and ._:/@- only, starting with a letter or digit');
+  }
+  return key as OperationKey;
 }
 
 /** Control characters, bidi and other invisible format overrides: never part of a tool name. */
@@ -211,7 +223,18 @@ class Gateway implements ToolGateway {
       );
     }
     const contract = metadata?.effect ?? DEFAULT_CONTRACT;
-    const operation = this.operationFor(name, checked.value, contract, options.retry);
+    let callerKey: OperationKey | null = null;
+    if (options.operationKey !== undefined) {
+      if (options.retry !== undefined) {
+        throw new ToolPreflightError('invalid_options', 'operationKey cannot be combined with retry: a retry takes its key from its plan');
+      }
+      callerKey = checkOperationKey(options.operationKey);
+      const recorded = await this.binding.owner.readOperation(this.taskId, callerKey);
+      if (recorded) return this.replay(recorded, name, checked.value, contract);
+    }
+    const operation = callerKey === null
+      ? this.operationFor(name, checked.value, contract, options.retry)
+      : { taskId: this.taskId, key: callerKey, contract, retry: null, startMarker: true };
     if (this.runtime.inFlight >= this.runtime.maxInFlight) throw new ToolOverloadedError(this.runtime.maxInFlight);
     this.runtime.inFlight += 1;
     const control = new CallControl(
@@ -227,7 +250,7 @@ class Gateway implements ToolGateway {
         operation,
         ...(options.action ? { action: options.action } : {}),
       };
-      return await this.run(call, registered, outputLimit, control, checked.text);
+      return await this.run(call, registered, outputLimit, control, checked.text, callerKey !== null);
     } finally {
       control.dispose();
       this.runtime.inFlight -= 1;
@@ -243,12 +266,46 @@ class Gateway implements ToolGateway {
     return { ...taken, startMarker: true };
   }
 
-  private async run(call: ToolCall, registered: RegisteredTool | undefined, outputLimit: number, control: CallControl, argsText: string): Promise<ToolExecution> {
+  /**
+   * A caller key that already has an attempt: the recorded execution when it completed with this binding; nothing
+   * runs, nothing is written, nothing is charged (docs/design.md#caller-keys-and-replay). Never a retry (D5).
+   */
+  private replay(recorded: RecordedAttempt, name: string, args: JsonValue, contract: ToolOperation['contract']): ToolExecution {
+    const kind = recorded.callEvent.kind;
+    if (kind.type !== 'tool_call') throw new ToolRetryError('invalid_evidence', `the operation row of ${recorded.key} names no tool call`);
+    const call = kind.call;
+    const was = call.operation?.contract;
+    const changed = call.name !== name ? `the tool (${call.name}, now ${name})`
+      : !jsonEquals(call.arguments, args) ? 'the arguments'
+        : was?.effect !== contract.effect || was?.revision !== contract.revision ? "the tool's contract" : null;
+    if (changed !== null) {
+      throw new ToolRetryError('binding_changed', `operation ${recorded.key} was recorded by call ${call.id} with other ${changed.replace(/^the /, '')}; use a new operation key`);
+    }
+    if (!this.runtime.granted(this.caller, name)) {
+      throw new ToolPreflightError('unavailable_tool', `tool ${JSON.stringify(name)} is not available to this caller; its recorded result was not returned`);
+    }
+    const resultKind = recorded.resultEvent?.kind;
+    if (resultKind?.type !== 'tool_result') {
+      const why = recorded.startedEvent ? 'its body started and no result is recorded' : 'no result is recorded';
+      throw new OperationInDoubtError(this.taskId, recorded.key, call.id, why);
+    }
+    const result = resultKind.result;
+    if (result.outcome.status !== 'succeeded') {
+      throw new OperationInDoubtError(this.taskId, recorded.key, call.id, `it failed (${result.outcome.category}: ${result.outcome.code})`);
+    }
+    return { call, result, callEvent: recorded.callEvent, startedEvent: recorded.startedEvent, resultEvent: recorded.resultEvent!, replayed: true };
+  }
+
+  private async run(call: ToolCall, registered: RegisteredTool | undefined, outputLimit: number, control: CallControl, argsText: string, callerKeyed: boolean): Promise<ToolExecution> {
     const op = call.operation!;
     const ctx = { caller: this.caller, call };
     const callDraft = this.draft({ type: 'tool_call', call });
     const admit: BudgetChange = { taskId: this.taskId, admit: { maxOutputBytes: outputLimit } };
-    const latest = op.retry ? { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId } } : {};
+    // A retry must still be the latest attempt; a caller-keyed first attempt must still be the first (two callers
+    // racing on one new key: the second gets OperationInDoubtError naming the first).
+    const latest = op.retry
+      ? { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId } }
+      : callerKeyed ? { expectNewOperation: { taskId: op.taskId, key: op.key } } : {};
 
     // Checks without side effects run before the call is written; a rejection is journaled with its call.
     // An interrupt that came before the call is written is recorded with it, without a start marker: provably unrun.
@@ -394,7 +451,7 @@ class Gateway implements ToolGateway {
       return await commitAs(this.binding.owner, request);
     } catch (error) {
       const code = (error as { code?: string }).code;
-      if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'not_latest_attempt' || code === 'journal_full')) {
+      if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'not_latest_attempt' || code === 'journal_full' || code === 'operation_in_doubt')) {
         throw error;
       }
       throw new ToolRecordingError(stage, call, result, error);

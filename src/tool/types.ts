@@ -152,6 +152,14 @@ export interface ToolCallOptions {
   readonly maxOutputBytes?: number;
   readonly signal?: AbortSignal;
   readonly action?: ActionContext;
+  /**
+   * The caller's key for this logical operation within the task (docs/design.md#caller-keys-and-replay): a new key
+   * is a first attempt under it; a key whose operation completed with the same tool, arguments and contract returns
+   * the recorded execution (`replayed: true`) without running, writing or charging anything; another binding is
+   * ToolRetryError `binding_changed`; a key whose latest attempt did not complete is OperationInDoubtError. Letters,
+   * digits and `._:/@-`, at most OPERATION_KEY_LIMITS.maxBytes. Not with `retry`, whose plan names the key.
+   */
+  readonly operationKey?: string;
 }
 
 export interface ToolExecution {
@@ -161,6 +169,8 @@ export interface ToolExecution {
   /** The `tool_started` marker, or null when the body never started. */
   readonly startedEvent: SessionEvent | null;
   readonly resultEvent: SessionEvent;
+  /** True when this execution was read back from the journal for a completed caller key: nothing ran this time. */
+  readonly replayed?: boolean;
 }
 
 export interface ToolSchema {

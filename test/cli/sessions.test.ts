@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
+import { openSqliteStore } from '../../src/sqlite.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { alphaHistory, cli, quietHistory, tamper, writeStore } from './helpers.js';
 
@@ -33,7 +34,7 @@ describe('jingwei sessions', () => {
     const doc = JSON.parse(r.stdout) as { sessions: Array<Record<string, unknown>> };
     const alpha = doc.sessions.find((s) => s.session_id === 'alpha')!;
     assert.deepEqual(alpha, {
-      session_id: 'alpha', events: 10, epoch: 1, owner: 'test-host', held: false,
+      session_id: 'alpha', events: 10, epoch: 1, owner: 'test-host', held: false, lease_expires_at: null, lease_expired: false,
       needs_attention: 3, needs_review: 1, retry_allowed: 2, handled_failures: 0, problem: null,
     });
   });
@@ -45,6 +46,23 @@ describe('jingwei sessions', () => {
     assert.equal(r.code, 0, r.stderr);
     // Imported at epoch 1, then acquired (epoch 2) and kept.
     assert.match(r.stdout, /^busy\s+4\s+2\s+test-host\s+held\s+0$/m);
+  });
+
+  it('flags a held session whose lease ran out, in the table and in --json', async () => {
+    const abandoned = tempDbPath(dir, 'abandoned');
+    const store = openSqliteStore(abandoned);
+    await store.acquire('gone', { owner: 'crashed-host', leaseMs: 100 });
+    await store.close(); // stops the heartbeat without releasing: what a crash leaves behind
+    const reader = openSqliteStore(abandoned);
+    while ((await reader.listExpiredSessions()).length === 0) await new Promise((r) => setTimeout(r, 20));
+    await reader.close();
+    const r = cli(['sessions', abandoned]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^gone\s+0\s+1\s+crashed-host\s+held, lease expired\s+0$/m);
+    const doc = JSON.parse(cli(['sessions', abandoned, '--json']).stdout) as { sessions: Array<Record<string, unknown>> };
+    assert.equal(doc.sessions[0]!.lease_expired, true);
+    assert.equal(doc.sessions[0]!.held, true);
+    assert.match(String(doc.sessions[0]!.lease_expires_at), /^\d{4}-\d\d-\d\dT/);
   });
 
   it('reports a damaged journal with its seq and reason, and exits 1', async () => {

@@ -26,6 +26,7 @@ describe('the runtime\'s write path is internal', () => {
       sessionId: real.sessionId, epoch: real.epoch, owner: real.owner,
       startTask: (id, o) => real.startTask(id, o), stopTask: (id, r) => real.stopTask(id, r), completeTask: (id) => real.completeTask(id),
       task: (id) => real.task(id), append: (e) => real.append(e), onTaskStopped: (l) => real.onTaskStopped(l), release: () => real.release(),
+      readOperation: (t, k) => real.readOperation(t, k), leaseMs: real.leaseMs, renewLease: () => real.renewLease(), heartbeating: real.heartbeating,
     };
     const runtime = createToolRuntime({ tools: [], grants: { agent: '*' } });
     assert.throws(() => runtime.bind({ owner: lookalike, taskId: 't', caller: 'agent' }), { code: 'invalid_input' });

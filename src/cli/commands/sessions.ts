@@ -17,6 +17,8 @@ interface Row {
   readonly epoch: number;
   readonly owner: string | null;
   readonly held: boolean;
+  readonly leaseExpiresAt: number | null;
+  readonly leaseExpired: boolean;
   readonly attention: Attention | null;
   readonly problem: Problem | null;
 }
@@ -30,10 +32,12 @@ export const sessionsCommand: Command = {
   },
   description: `
 Lists every session in the store: how many events its journal holds, its ownership epoch and current owner, and
-how many tool calls need a host's attention: calls whose outcome is in doubt (needs_review: a trusted review is
-required before any retry) or that were interrupted before anyone saw an answer (retry_allowed: a host may prepare
-one retry). A failure recorded before the body and delivered to its caller is not pending work, even when a retry
-would be allowed: the caller saw it and decided ('jingwei inspect' shows such calls). Every journal is loaded and verified on the way, so a damaged one
+whether its owner's lease ran out (held, lease expired: the owner stopped writing and heartbeating, so a recovering
+host may take it over with takeover 'expired'), and how many tool calls need a host's attention: calls whose outcome
+is in doubt (needs_review: a trusted review is required before any retry) or that were interrupted before anyone saw
+an answer (retry_allowed: a host may prepare one retry). A failure recorded before the body and delivered to its
+caller is not pending work, even when a retry would be allowed: the caller saw it and decided ('jingwei inspect'
+shows such calls). Every journal is loaded and verified on the way, so a damaged one
 shows up here with the sequence number and reason of the damage.`,
   exitCodes: `This command exits 1 when a journal is corrupt or its tool evidence is invalid; calls needing
 attention alone do not make it fail (use 'jingwei inspect' for that).`,
@@ -57,7 +61,10 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
             else if (error instanceof ToolRetryError) problem = { kind: 'invalid_evidence', code: error.code, message: error.message };
             else throw error;
           }
-          rows.push({ sessionId: s.sessionId, events: s.events, epoch: s.epoch, owner: s.owner, held: s.held, attention, problem });
+          rows.push({
+            sessionId: s.sessionId, events: s.events, epoch: s.epoch, owner: s.owner, held: s.held,
+            leaseExpiresAt: s.leaseExpiresAt, leaseExpired: s.leaseExpired, attention, problem,
+          });
         }
       } finally {
         progress.done();
@@ -71,6 +78,8 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
             epoch: r.epoch,
             owner: r.owner,
             held: r.held,
+            lease_expires_at: r.leaseExpiresAt === null ? null : new Date(r.leaseExpiresAt).toISOString(),
+            lease_expired: r.leaseExpired,
             needs_attention: r.attention?.total ?? null,
             needs_review: r.attention?.needsReview ?? null,
             retry_allowed: r.attention?.retryAllowed ?? null,
@@ -90,7 +99,7 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
         num(r.events),
         String(r.epoch),
         r.owner === null || r.owner === undefined ? '-' : safe(r.owner),
-        r.held ? 'held' : 'released',
+        r.leaseExpired ? s.yellow('held, lease expired') : r.held ? 'held' : 'released',
         r.problem?.kind === 'journal_corrupt'
           ? s.red(`CORRUPT at seq ${r.problem.seq} (${r.problem.reason})`)
           : r.problem

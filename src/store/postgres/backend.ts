@@ -169,6 +169,7 @@ class PostgresBackend implements JournalBackend {
       ? await this.run<AttentionRecord>(client, 'attentionByCalls', [sessionId, [...reads.attentionCalls]])
       : undefined;
     const approvals = reads.approvals ? await this.inbox.approvalsOf(client, sessionId, reads.approvals) : undefined;
+    const nowRes = await this.run<{ now_ms: string | number }>(client, 'now', []);
     const s = sessionRes.rows[0];
     const t = taskRes?.rows[0];
     const o = opRes?.rows[0];
@@ -181,6 +182,7 @@ class PostgresBackend implements JournalBackend {
         existingEventIds: idsRes?.rows.map((r) => r.event_id) ?? [],
         attention: attentionRes?.rows.map(toAttention) ?? [],
         ...(approvals ? { approvals } : {}),
+        now: int(nowRes.rows[0]!.now_ms, 'now', sessionId),
       });
     } catch (error) {
       throw new Passthrough(error);
@@ -267,6 +269,21 @@ class PostgresBackend implements JournalBackend {
     return this.inTransaction(this.beginRead, `task ${taskId} of session ${sessionId}`, async (client) => {
       const row = (await this.run<TaskRecord>(client, 'task', [sessionId, taskId])).rows[0];
       return row ? toTask(row) : undefined;
+    });
+  }
+
+  async readOperation(sessionId: SessionId, taskId: string, key: string) {
+    return this.inTransaction(this.beginRead, `session ${sessionId}`, async (client) => {
+      const row = (await this.run<OperationRecord>(client, 'operation', [sessionId, taskId, key])).rows[0];
+      return row && row.session_id === sessionId ? toOperation({ taskId, key }, row) : undefined;
+    });
+  }
+
+  /** The database's clock, read after the row lock of a write and here: every host measures leases on it. */
+  async now(): Promise<number> {
+    return this.inTransaction(this.beginRead, 'read the clock', async (client) => {
+      const res = await this.run<{ now_ms: string | number }>(client, 'now', []);
+      return int(res.rows[0]!.now_ms, 'now', '*');
     });
   }
 

@@ -44,6 +44,11 @@ CREATE INDEX jw_attention_call ON ${S}.jw_attention (session_id, call_id);
 CREATE INDEX jw_attention_binding ON ${S}.jw_attention (session_id, task_id, tool, args_digest);
 CREATE INDEX jw_attention_status ON ${S}.jw_attention (status, session_id COLLATE "C", task_id COLLATE "C", key COLLATE "C");`;
 
+/** Version 6. Leases (docs/design.md#leases): the expiry of the holder's lease, ms since the Unix epoch. */
+function MIGRATE_LEASES(S: string): string {
+  return `ALTER TABLE ${S}.jw_sessions ADD COLUMN lease_expires_at BIGINT;`;
+}
+
 /** The DDL of each schema version; index n migrates version n-1 to n. `S` is the quoted schema name. */
 const MIGRATIONS: ReadonlyArray<(S: string) => string> = [
   () => '',
@@ -76,6 +81,8 @@ CREATE TABLE ${S}.jw_operations (
   (S) => MIGRATE_ATTENTION(S),
   // Version 5: the decision inbox (docs/design.md#the-decision-inbox).
   MIGRATE_INBOX,
+  // Version 6: when the holder's lease runs out, on the database's clock (null for sessions held before).
+  MIGRATE_LEASES,
 ];
 
 /**

@@ -7,10 +7,12 @@ export function postgresStatements(S: string) {
   return {
       session: `SELECT ${sessionCols} FROM ${S}.jw_sessions WHERE session_id = $1`,
     lockSession: `SELECT ${sessionCols} FROM ${S}.jw_sessions WHERE session_id = $1 FOR UPDATE`,
-    insertSession: `INSERT INTO ${S}.jw_sessions (${sessionCols}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+    insertSession: `INSERT INTO ${S}.jw_sessions (${sessionCols}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
     updateSession:
-      `UPDATE ${S}.jw_sessions SET owner = $2, held = $3, epoch = $4, last_seq = $5, head_hash = $6, body_bytes = $7, recorded_at = $8 ` +
-      'WHERE session_id = $1 AND epoch = $9 AND last_seq = $10',
+      `UPDATE ${S}.jw_sessions SET owner = $2, held = $3, epoch = $4, last_seq = $5, head_hash = $6, body_bytes = $7, recorded_at = $8, ` +
+      'lease_expires_at = $9 WHERE session_id = $1 AND epoch = $10 AND last_seq = $11',
+    // The database's clock, so hosts with skewed clocks agree on when a lease runs out (docs/design.md#leases).
+    now: 'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms',
     insertEvents:
       `INSERT INTO ${S}.jw_events (session_id, seq, event_id, epoch, body, hash) ` +
       'SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[])',
@@ -22,6 +24,7 @@ export function postgresStatements(S: string) {
     updateTask:
       `UPDATE ${S}.jw_tasks SET state = $3, charged_tool_calls = $4, charged_output_bytes = $5, reserved_output_bytes = $6, ` +
       'stop_reason = $7, reservations = $8, charged_journal_bytes = $9 WHERE session_id = $2 AND task_id = $1',
+    operation: `SELECT session_id, call_id, event_id FROM ${S}.jw_operations WHERE session_id = $1 AND task_id = $2 AND key = $3`,
     lockOperation: `SELECT session_id, call_id, event_id FROM ${S}.jw_operations WHERE session_id = $1 AND task_id = $2 AND key = $3 FOR UPDATE`,
     upsertOperations:
       `INSERT INTO ${S}.jw_operations (task_id, key, session_id, call_id, event_id) ` +

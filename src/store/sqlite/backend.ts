@@ -76,6 +76,8 @@ class SqliteBackend implements JournalBackend {
         return r ? [toAttention(r)] : [];
       }),
       ...(reads.approvals ? { approvals: this.inbox.approvalsOf(sessionId, reads.approvals) } : {}),
+      // The SQLite file is shared by the processes of one host, so this host's clock is the store's clock.
+      now: Date.now(),
     });
     if (writes.session) this.writeSession(writes.session.row, writes.session.expect);
     for (const e of writes.events ?? []) s.insertEvent.run(e.sessionId, e.seq, e.eventId, e.epoch, e.body, e.hash);
@@ -116,6 +118,11 @@ class SqliteBackend implements JournalBackend {
   async readTask(sessionId: SessionId, taskId: string) {
     const row = this.run(sessionId, () => this.stmt.task.get(sessionId, taskId));
     return row ? toTask(row) : undefined;
+  }
+
+  async readOperation(sessionId: SessionId, taskId: string, key: string) {
+    const row = this.run(sessionId, () => this.stmt.operation.get(sessionId, taskId, key));
+    return row && row.session_id === sessionId ? toOperation({ taskId, key }, row) : undefined;
   }
 
   async listSessions() {

@@ -22,7 +22,7 @@ CREATE INDEX jw_attention_status ON jw_attention (status, session_id, task_id, k
 const SCHEMA = `
 CREATE TABLE jw_sessions (
   session_id TEXT PRIMARY KEY, owner TEXT, held INTEGER NOT NULL, epoch INTEGER NOT NULL,
-  last_seq INTEGER NOT NULL, head_hash TEXT NOT NULL, body_bytes INTEGER NOT NULL, recorded_at INTEGER
+  last_seq INTEGER NOT NULL, head_hash TEXT NOT NULL, body_bytes INTEGER NOT NULL, recorded_at INTEGER, lease_expires_at INTEGER
 ) STRICT;
 CREATE TABLE jw_events (
   session_id TEXT NOT NULL, seq INTEGER NOT NULL, event_id TEXT NOT NULL, epoch INTEGER NOT NULL,
@@ -96,8 +96,11 @@ ALTER TABLE jw_operations_by_session RENAME TO jw_operations;
 const MIGRATE_ATTENTION = `ALTER TABLE jw_sessions ADD COLUMN recorded_at INTEGER;
 ${ATTENTION_TABLE}`;
 
+/** Version 5 → 6: when the holder's lease runs out (docs/design.md#leases); null for sessions held before it. */
+const MIGRATE_LEASES = 'ALTER TABLE jw_sessions ADD COLUMN lease_expires_at INTEGER';
+
 /** The step from each version to the next: index n migrates version n to n + 1 (index 0 is the fresh schema). */
-const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION, MIGRATE_INBOX];
+const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION, MIGRATE_INBOX, MIGRATE_LEASES];
 
 const tableCount = (db: Database): number =>
   (db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE type = 'table'").get() as { n: number }).n;

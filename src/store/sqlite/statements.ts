@@ -26,7 +26,7 @@ export function prepareStatements(db: Database): SqliteStatements {
     session: db.prepare<[string], SessionRecord>(`SELECT ${SESSION_COLUMNS} FROM jw_sessions WHERE session_id = ?`),
     insertSession: db.prepare(`INSERT INTO jw_sessions (${SESSION_COLUMNS}) VALUES (${params(SESSION_COLUMNS)})`),
     updateSession: db.prepare(
-      'UPDATE jw_sessions SET owner = ?, held = ?, epoch = ?, last_seq = ?, head_hash = ?, body_bytes = ?, recorded_at = ? ' +
+      'UPDATE jw_sessions SET owner = ?, held = ?, epoch = ?, last_seq = ?, head_hash = ?, body_bytes = ?, recorded_at = ?, lease_expires_at = ? ' +
         'WHERE session_id = ? AND epoch = ? AND last_seq = ?',
     ),
     insertEvent: db.prepare('INSERT INTO jw_events (session_id, seq, event_id, epoch, body, hash) VALUES (?, ?, ?, ?, ?, ?)'),

@@ -1,6 +1,7 @@
 /**
- * A session owner in its own process, driven over stdin: `acquire <takeover 0|1>`, `append <text>`,
- * `append-and-die <text>` (SIGKILL right after the append returns). Answers one JSON line per command.
+ * A session owner in its own process, driven over stdin: `acquire <takeover 0|1>`, `acquire-lease <ms>` (a
+ * heartbeating owner with that lease), `append <text>`, `append-and-die <text>` (SIGKILL right after the append
+ * returns), `heartbeating`. Answers one JSON line per command.
  * argv: <sqlite path | postgres:// URL> <session> <owner name> [postgres schema]
  */
 import { createInterface } from 'node:readline';
@@ -20,6 +21,11 @@ createInterface({ input: process.stdin }).on('line', (line) => {
       if (command === 'acquire') {
         owner = await store.acquire(sessionId, { owner: name, takeover: arg === '1' });
         out({ ok: true, epoch: owner.epoch });
+      } else if (command === 'acquire-lease') {
+        owner = await store.acquire(sessionId, { owner: name, leaseMs: Number(arg) });
+        out({ ok: true, epoch: owner.epoch });
+      } else if (command === 'heartbeating') {
+        out({ ok: true, heartbeating: owner!.heartbeating });
       } else if (command === 'append' || command === 'append-and-die') {
         const [event] = await owner!.append([{ turnId: newTurnId(), kind: { type: 'user_message', text: arg } }]);
         out({ ok: true, seq: event!.seq, eventId: event!.eventId });

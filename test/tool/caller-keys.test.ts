@@ -1,0 +1,218 @@
+/**
+ * Caller keys and replay (docs/design.md#caller-keys-and-replay): a completed key with the same binding returns its
+ * recorded execution and runs, writes and charges nothing; another binding is binding_changed; a key whose latest
+ * attempt did not complete is operation_in_doubt, and the library never retries it by itself.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import { OperationInDoubtError, ToolBodyError } from '../../src/errors.js';
+import type { JsonValue } from '../../src/json/types.js';
+import { OPERATION_KEY_LIMITS } from '../../src/limits.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import type { SessionOwner, SessionStore } from '../../src/store/types.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { prepareToolRetry } from '../../src/tool/retry-plan.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { Tool, ToolGateway } from '../../src/tool/types.js';
+import { rig, tool } from '../support/runtime.js';
+import { forEachStore } from '../support/stores.js';
+
+const idempotent = (name: string, revision = 'v1') => new ToolMetadata(`the ${name} tool`, { type: 'object' }).withEffect('idempotent', revision);
+
+/** What replay must leave untouched: the journal and the task's charges. */
+async function footprint(store: SessionStore, owner: SessionOwner, sessionId: string, taskId: string) {
+  const task = await owner.task(taskId);
+  return { events: (await store.loadHistory(sessionId)).length, charged: task.charged, reserved: task.reservedOutputBytes };
+}
+
+async function memoryRig(tools: Tool[]) {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t', { limits: { toolCalls: 1_000 } });
+  const gateway = createToolRuntime({ tools, grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  return { store, owner, gateway, at: () => footprint(store, owner, 's', 't') };
+}
+
+describe('caller keys', () => {
+  it('a completed key replays its recorded execution: the body runs once, nothing is written or charged again', async () => {
+    let runs = 0;
+    const place = tool('place', async (req) => {
+      runs++;
+      return { order: (req.arguments as { sku: string }).sku };
+    }, idempotent('place'));
+    const r = await memoryRig([place]);
+    const first = await r.gateway.callWithOptions('place', { sku: 'A', qty: 1 }, { operationKey: 'run-1/step-0/0' });
+    assert.equal(first.replayed, undefined);
+    assert.equal(first.call.operation?.key, 'run-1/step-0/0');
+    const before = await r.at();
+    // Key order does not matter: the binding compares canonical arguments.
+    const again = await r.gateway.callWithOptions('place', { qty: 1, sku: 'A' }, { operationKey: 'run-1/step-0/0' });
+    assert.equal(again.replayed, true);
+    assert.equal(runs, 1);
+    assert.deepEqual(again.result, first.result);
+    assert.equal(again.call.id, first.call.id);
+    assert.deepEqual(again.resultEvent, first.resultEvent);
+    assert.deepEqual(await r.at(), before);
+    await r.store.close();
+  });
+
+  it('the same key with another tool, other arguments or another contract revision is binding_changed, writing nothing', async () => {
+    const a = tool('a', async () => 'ok', idempotent('a'));
+    const b = tool('b', async () => 'ok', idempotent('b'));
+    const r = await memoryRig([a, b]);
+    await r.gateway.callWithOptions('a', { n: 1 }, { operationKey: 'k' });
+    const before = await r.at();
+    await assert.rejects(r.gateway.callWithOptions('a', { n: 2 }, { operationKey: 'k' }), { code: 'binding_changed' });
+    await assert.rejects(r.gateway.callWithOptions('b', { n: 1 }, { operationKey: 'k' }), { code: 'binding_changed' });
+    const revised = createToolRuntime({ tools: [tool('a', async () => 'ok', idempotent('a', 'v2'))], grants: { agent: '*' } })
+      .bind({ owner: r.owner, taskId: 't', caller: 'agent' });
+    await assert.rejects(revised.callWithOptions('a', { n: 1 }, { operationKey: 'k' }), { code: 'binding_changed' });
+    assert.deepEqual(await r.at(), before);
+    await r.store.close();
+  });
+
+  it('a key whose latest attempt failed is operation_in_doubt with its call id; explicit recovery completes it, then it replays', async () => {
+    let runs = 0;
+    const flaky = tool('flaky', async () => {
+      runs++;
+      if (runs === 1) throw new ToolBodyError('upstream_503', 'try later', { retryable: true });
+      return 'done';
+    }, idempotent('flaky'));
+    const r = await memoryRig([flaky]);
+    const failed = await r.gateway.callWithOptions('flaky', {}, { operationKey: 'order-7' });
+    assert.equal(failed.result.outcome.status, 'failed');
+    const before = await r.at();
+    await assert.rejects(r.gateway.callWithOptions('flaky', {}, { operationKey: 'order-7' }), (error: unknown) => {
+      assert.ok(error instanceof OperationInDoubtError);
+      assert.equal(error.code, 'operation_in_doubt');
+      assert.equal(error.callId, failed.call.id);
+      assert.equal(error.operationKey, 'order-7');
+      return true;
+    });
+    assert.equal(runs, 1, 'the library never retries by itself');
+    assert.deepEqual(await r.at(), before);
+    // Recovery is explicit: a plan from the journal, then the retry; afterwards the key is completed.
+    const plan = prepareToolRetry(await r.store.loadHistory('s'), failed.call.id);
+    const retried = await r.gateway.callWithOptions('flaky', {}, { retry: plan });
+    assert.equal(retried.result.outcome.status, 'succeeded');
+    const replayed = await r.gateway.callWithOptions('flaky', {}, { operationKey: 'order-7' });
+    assert.equal(replayed.replayed, true);
+    assert.equal(replayed.call.id, retried.call.id);
+    assert.equal(runs, 2);
+    await r.store.close();
+  });
+
+  it('two calls racing on one new key run the body once; the other is operation_in_doubt', async () => {
+    let runs = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const slow = tool('slow', async () => {
+      runs++;
+      await gate;
+      return 'ok';
+    }, idempotent('slow'));
+    const r = await memoryRig([slow]);
+    const first = r.gateway.callWithOptions('slow', {}, { operationKey: 'same' });
+    const second = r.gateway.callWithOptions('slow', {}, { operationKey: 'same' });
+    await assert.rejects(second, { code: 'operation_in_doubt' });
+    release();
+    assert.equal((await first).result.outcome.status, 'succeeded');
+    assert.equal(runs, 1);
+    await r.store.close();
+  });
+
+  it('refuses a malformed key, or a key with a retry plan, before anything is written', async () => {
+    const r = await memoryRig([tool('a', async (req) => {
+      if ((req.arguments as { fail?: boolean }).fail) throw new ToolBodyError('upstream_503', 'later', { retryable: true });
+      return 'ok';
+    }, idempotent('a'))]);
+    const before = await r.at();
+    const bad: unknown[] = ['', ' lead', 'has space', '-dash-first', 'ключ', 'x'.repeat(OPERATION_KEY_LIMITS.maxBytes + 1), 7, null];
+    for (const key of bad) {
+      await assert.rejects(r.gateway.callWithOptions('a', {}, { operationKey: key as string }), { code: 'invalid_options' }, String(key));
+    }
+    await r.gateway.callWithOptions('a', {}, { operationKey: 'x'.repeat(OPERATION_KEY_LIMITS.maxBytes) });
+    const failed = await r.gateway.callWithOptions('a', { fail: true }, {});
+    const plan = prepareToolRetry(await r.store.loadHistory('s'), failed.call.id);
+    await assert.rejects(r.gateway.callWithOptions('a', { fail: true }, { retry: plan, operationKey: 'k' }), { code: 'invalid_options' });
+    assert.equal((await r.at()).events, before.events + 6, 'two calls of three events each; the refusals wrote nothing');
+    await r.store.close();
+  });
+
+  it('property: over any sequence of keyed calls, no body runs twice for a completed key and replay writes nothing', async () => {
+    const keys = ['k1', 'k2', 'k3'];
+    const step = fc.record({
+      key: fc.constantFrom(...keys),
+      tool: fc.constantFrom('t1', 't2'),
+      n: fc.integer({ min: 0, max: 2 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 12 }), async (steps) => {
+        const runs = new Map<string, number>();
+        // A body fails for n = 2: its key then stays in doubt.
+        const body = (name: string) => tool(name, async (req) => {
+          const op = req.operation!.key;
+          runs.set(op, (runs.get(op) ?? 0) + 1);
+          if ((req.arguments as { n: number }).n === 2) throw new ToolBodyError('refused', 'no');
+          return `${name}:${JSON.stringify(req.arguments)}`;
+        }, idempotent(name));
+        const r = await memoryRig([body('t1'), body('t2')]);
+        const first = new Map<string, { tool: string; n: number; ok: boolean; output: JsonValue }>();
+        for (const s of steps) {
+          const before = await r.at();
+          const known = first.get(s.key);
+          const call = r.gateway.callWithOptions(s.tool, { n: s.n }, { operationKey: s.key });
+          if (!known) {
+            const ex = await call;
+            const ok = ex.result.outcome.status === 'succeeded';
+            first.set(s.key, { tool: s.tool, n: s.n, ok, output: ok ? (ex.result.outcome as { output: string }).output : null });
+            continue;
+          }
+          if (known.tool !== s.tool || known.n !== s.n) await assert.rejects(call, { code: 'binding_changed' });
+          else if (!known.ok) await assert.rejects(call, { code: 'operation_in_doubt' });
+          else {
+            const ex = await call;
+            assert.equal(ex.replayed, true);
+            assert.equal((ex.result.outcome as { output: string }).output, known.output);
+          }
+          assert.deepEqual(await r.at(), before, 'a refused or replayed call writes and charges nothing');
+        }
+        for (const [key, count] of runs) assert.equal(count, 1, `body of ${key} ran ${count} times`);
+        await r.store.close();
+      }),
+      { numRuns: 60 },
+    );
+  });
+});
+
+forEachStore('caller keys', (target) => {
+  it('replay and operation_in_doubt read the operation row and history of a durable store, also from another handle', async () => {
+    let runs = 0;
+    const r = await rig(target, {
+      tools: [tool('pay', async (req) => {
+        runs++;
+        if ((req.arguments as { fail?: boolean }).fail) throw new ToolBodyError('declined', 'no');
+        return 'paid';
+      }, idempotent('pay'))],
+    });
+    const paid = await r.gateway.callWithOptions('pay', {}, { operationKey: 'invoice-1' });
+    await r.gateway.callWithOptions('pay', { fail: true }, { operationKey: 'invoice-2' });
+    const events = (await r.store.loadHistory(r.sessionId)).length;
+    const again = await r.gateway.callWithOptions('pay', {}, { operationKey: 'invoice-1' });
+    assert.equal(again.replayed, true);
+    assert.equal(again.call.id, paid.call.id);
+    await assert.rejects(r.gateway.callWithOptions('pay', { fail: true }, { operationKey: 'invoice-2' }), { code: 'operation_in_doubt' });
+    assert.equal(runs, 2);
+    assert.equal((await r.store.loadHistory(r.sessionId)).length, events);
+    // A new host takes the session over: the key still replays from the journal.
+    const other = await r.reopen();
+    const owner = await other.acquire(r.sessionId, { owner: 'host-2', takeover: true });
+    const gateway: ToolGateway = createToolRuntime({ tools: [tool('pay', async () => { runs++; return 'paid'; }, idempotent('pay'))], grants: { agent: '*' } })
+      .bind({ owner, taskId: r.taskId, caller: 'agent' });
+    assert.equal((await gateway.callWithOptions('pay', {}, { operationKey: 'invoice-1' })).replayed, true);
+    assert.equal(runs, 2);
+    await other.close();
+    await r.store.close();
+  });
+});
