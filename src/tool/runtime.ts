@@ -14,6 +14,7 @@ import { DEFAULT_CONTRACT } from './metadata.js';
 import { createSchemaAjv } from './schema-ajv.js';
 import { ToolRetryPlan } from './retry-plan.js';
 import { defaultPanicDescription } from './panic.js';
+import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicContext, PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
 
 function positive(field: string, value: number | undefined, fallback: number): number {
@@ -99,6 +100,8 @@ class CanonicalRuntime implements ToolRuntime {
   readonly maxOutputBytes: number;
   readonly maxInFlight: number;
   readonly describePanic: PanicDescriber;
+  /** Null unless a tracer, a meter or an onEvent hook is configured (docs/design.md#observability). */
+  readonly observability: Observability | null;
   inFlight = 0;
 
   constructor(config: ToolRuntimeConfig) {
@@ -106,6 +109,7 @@ class CanonicalRuntime implements ToolRuntime {
     this.maxOutputBytes = positive('maxOutputBytes', config.maxOutputBytes, RUNTIME_DEFAULTS.maxOutputBytes);
     this.maxInFlight = positive('maxInFlight', config.maxInFlight, RUNTIME_DEFAULTS.maxInFlight);
     this.describePanic = config.describePanic ?? defaultPanicDescription;
+    this.observability = Observability.from(config.telemetry, config.onEvent);
     this.guards = [...(config.guards ?? [])];
     this.approvers = new Map(Object.entries(config.approvers ?? {}));
     const ajv = createSchemaAjv();
@@ -209,6 +213,7 @@ class Gateway implements ToolGateway {
       [this.binding.signal, options.signal],
       (onStop) => this.binding.owner.onTaskStopped((taskId, reason) => { if (taskId === this.taskId) onStop(reason); }),
     );
+    let observer: AttemptObserver | null = null;
     try {
       const call: ToolCall = {
         id: newCallId(),
@@ -217,7 +222,13 @@ class Gateway implements ToolGateway {
         operation,
         ...(options.action ? { action: options.action } : {}),
       };
-      return await this.run(call, registered, outputLimit, control, checked.text);
+      observer = this.runtime.observability?.attempt(this.sessionId, call, options.retry) ?? null;
+      const execution = await this.run(call, registered, outputLimit, control, checked.text, observer);
+      observer?.recorded(execution.result.outcome);
+      return execution;
+    } catch (error) {
+      observer?.unrecorded(error);
+      throw error;
     } finally {
       control.dispose();
       this.runtime.inFlight -= 1;
@@ -233,7 +244,14 @@ class Gateway implements ToolGateway {
     return { ...taken, startMarker: true };
   }
 
-  private async run(call: ToolCall, registered: RegisteredTool | undefined, outputLimit: number, control: CallControl, argsText: string): Promise<ToolExecution> {
+  private async run(
+    call: ToolCall,
+    registered: RegisteredTool | undefined,
+    outputLimit: number,
+    control: CallControl,
+    argsText: string,
+    observer: AttemptObserver | null,
+  ): Promise<ToolExecution> {
     const op = call.operation!;
     const ctx = { caller: this.caller, call };
     const callDraft = this.draft({ type: 'tool_call', call });
@@ -248,6 +266,7 @@ class Gateway implements ToolGateway {
       ?? control.interrupt();
     faultPoint('call:before');
     if (rejected) {
+      observer?.refused(rejected);
       const result: ToolResult = { callId: call.id, outcome: rejected };
       // Admitted (one tool call charged, never refunded) with nothing reserved: the body never starts.
       const { events } = await this.write('call', call, null, {
@@ -274,19 +293,22 @@ class Gateway implements ToolGateway {
       callEvent = receipt.events[0]!;
       reserved = receipt.reservedOutputBytes;
       faultPoint('call:after');
+      observer?.approvalRequested(approval);
       const denied = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control)) ?? control.interrupt();
-      if (denied) return this.finish(call, callEvent, null, denied, 0);
+      observer?.approvalAnswered(denied);
+      if (denied) return this.finish(call, callEvent, null, denied, 0, observer);
       faultPoint('approval:after');
       // The marker is written only while this call is still the latest attempt of its operation: a retry made
       // while the approval was pending supersedes it, and its body never runs (docs/design.md#a-stale-attempt-cannot-start).
       const marked = await this.writeStarted(call, op, startedDraft);
       if (marked === null) {
         const superseded = failure('unavailable', 'tool_superseded', 'a newer attempt of this operation was made while this one waited; its body never ran');
-        return this.finish(call, callEvent, null, superseded, 0);
+        return this.finish(call, callEvent, null, superseded, 0, observer);
       }
       startedEvent = marked;
     }
     faultPoint('started:after');
+    observer?.bodyStarted();
 
     // The body gets its own copy: whatever it does to its arguments cannot change the recorded call.
     const request = { callId: call.id, arguments: JSON.parse(argsText) as JsonValue, operation: op };
@@ -312,7 +334,8 @@ class Gateway implements ToolGateway {
       outcome = bodyFailure(error, this.runtime.describePanic, { tool: call.name, callId: call.id });
     }
     faultPoint('body:after');
-    return this.finish(call, callEvent, startedEvent, outcome, charge);
+    observer?.bodySettled(outcome);
+    return this.finish(call, callEvent, startedEvent, outcome, charge, observer);
   }
 
   private async finish(
@@ -321,7 +344,9 @@ class Gateway implements ToolGateway {
     startedEvent: SessionEvent | null,
     outcome: ToolResult['outcome'],
     charge: number,
+    observer: AttemptObserver | null,
   ): Promise<ToolExecution> {
+    if (startedEvent === null) observer?.refused(outcome);
     const result: ToolResult = { callId: call.id, outcome };
     const receipt = await this.write('result', call, result, {
       events: [this.draft({ type: 'tool_result', result })],
