@@ -70,8 +70,11 @@ export interface ToolRuntimeEventBase {
   readonly revision: string;
 }
 
-/** How an admitted attempt ended without its result in the journal. */
-export type ToolUnrecordedStage = 'call' | 'started' | 'result' | 'unknown';
+/**
+ * The write an admitted attempt could not make: `call` (the call itself is not journaled: the store refused it or
+ * the write failed), `started` (the call is journaled, its start marker is not: the body never ran) or `result`.
+ */
+export type ToolUnrecordedStage = 'call' | 'started' | 'result';
 
 /**
  * The facts the runtime reports about one attempt, in the order they happen. Every admitted attempt starts with

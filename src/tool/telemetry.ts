@@ -239,9 +239,10 @@ export class AttemptObserver {
     this.ended = true;
     const e = error as { code?: unknown; stage?: unknown; name?: unknown } | null;
     const code = typeof e?.code === 'string' ? e.code : typeof e?.name === 'string' ? e.name : 'unknown';
-    const stage: ToolUnrecordedStage = e?.code === 'recording_failed' && (e.stage === 'call' || e.stage === 'started' || e.stage === 'result') ? e.stage : 'unknown';
-    // A store refusal of the call write (budget, stopped task, superseded attempt, full journal) keeps no call.
-    const callWritten = stage === 'started' || stage === 'result';
+    // After admission only the writes throw: a ToolRecordingError names its stage; anything else is the store's
+    // refusal of the call itself (budget, stopped task, superseded attempt, full journal), passed through untouched.
+    const stage: ToolUnrecordedStage = e?.code === 'recording_failed' && (e.stage === 'started' || e.stage === 'result') ? e.stage : 'call';
+    const callWritten = stage !== 'call';
     const bodyStarted = this.bodyStartedAt !== null;
     let recoveryStatus: ToolRecoveryStatus | null = null;
     if (callWritten) {

@@ -294,6 +294,27 @@ describe('observability', () => {
     assert.deepEqual([last.type, last.stage, last.error, last.bodyStarted, last.recoveryStatus], ['attempt_unrecorded', 'result', 'recording_failed', true, 'outcome_unknown']);
   });
 
+  it('a call the store refuses to journal (budget): attempt_unrecorded at the call stage, no recovery status', async () => {
+    const o = observed();
+    const store = createMemoryStore();
+    const owner = await store.acquire('s-budget', { owner: 'host' });
+    await owner.startTask('t', { limits: { toolCalls: 1 } });
+    const runtime = createToolRuntime({ tools: [echo], grants: { agent: '*' }, telemetry: { tracer: o.tracer, meter: o.meter }, onEvent: (e) => { o.events.push(e); } });
+    const gateway = runtime.bind({ owner, taskId: 't', caller: 'agent' });
+    await gateway.call('echo', {});
+    await assert.rejects(gateway.call('echo', {}), { code: 'budget_exhausted' });
+    const [, refused] = o.exporter.getFinishedSpans();
+    assert.equal(refused!.attributes['jingwei.unrecorded.stage'], 'call');
+    assert.equal(refused!.attributes['error.type'], 'budget_exhausted');
+    assert.equal(refused!.attributes['jingwei.recovery.status'], undefined, 'nothing of the attempt is journaled');
+    assert.deepEqual(spanEvents(refused!), ['jingwei.result.unrecorded']);
+    const last = o.events.at(-1) as Extract<ToolRuntimeEvent, { type: 'attempt_unrecorded' }>;
+    assert.deepEqual([last.type, last.stage, last.error, last.bodyStarted, last.recoveryStatus], ['attempt_unrecorded', 'call', 'budget_exhausted', false, null]);
+    const m = await collect(o.reader);
+    assert.equal(counter(m, 'jingwei.tool.in_doubt'), 0);
+    assert.equal(counter(m, 'jingwei.tool.in_flight'), 0);
+  });
+
   it('a throwing hook, tracer and meter never change a call or its journal', async () => {
     const boom = () => { throw new Error('observer broke'); };
     const brokenSpan = { setAttributes: boom, addEvent: boom, setStatus: boom, end: boom };
