@@ -4,7 +4,7 @@
  * them, and Jingwei imports no OpenTelemetry package at all.
  */
 import type { ToolEffect, ToolFailureCategory, ToolReviewOutcome } from '../event/types.js';
-import type { CallId, OperationKey, SessionId, TaskId } from '../ids.js';
+import type { CallId, OperationKey, TaskId } from '../ids.js';
 import type { ToolRecoveryStatus } from './retry-policy.js';
 
 /** An attribute value the runtime sets: it only ever sets text, numbers and booleans. */
@@ -59,7 +59,7 @@ export interface ToolTelemetry {
 export interface ToolRuntimeEventBase {
   /** When the runtime emitted the event (milliseconds since the epoch, the host's clock; for people, not decisions). */
   readonly time: number;
-  readonly sessionId: SessionId | string;
+  readonly sessionId: string;
   readonly taskId: TaskId;
   readonly callId: CallId;
   readonly tool: string;
