@@ -14,6 +14,7 @@
 export { createToolRuntime } from './tool/runtime.js';
 export { ToolMetadata, type JsonSchema } from './tool/metadata.js';
 export type * from './tool/types.js';
+export type * from './tool/telemetry-types.js';
 export { ToolEffect, ToolReviewOutcome } from './event/types.js';
 export type * from './event/types.js';
 export type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from './ids.js';

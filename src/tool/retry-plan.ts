@@ -28,6 +28,8 @@ interface PlanState {
   readonly sessionId: SessionId;
   readonly sourceCallId: CallId;
   readonly sourceEventId: EventId;
+  /** The source call's 1-based position among its operation's attempts. */
+  readonly sourceAttempt: number;
   readonly name: string;
   /** Deep-frozen copies, so mutating the history after preparation cannot change what the plan binds. */
   readonly arguments: JsonValue;
@@ -77,6 +79,10 @@ export class ToolRetryPlan {
   /** The id of the event holding the source ToolCall. */
   get sourceEventId(): EventId {
     return ToolRetryPlan.#stateOf(this).sourceEventId;
+  }
+  /** The source call's 1-based position among its operation's attempts; the retry is attempt `sourceAttempt + 1`. */
+  get sourceAttempt(): number {
+    return ToolRetryPlan.#stateOf(this).sourceAttempt;
   }
   get sessionId(): SessionId {
     return ToolRetryPlan.#stateOf(this).sessionId;
@@ -207,6 +213,7 @@ export function prepareToolRetry(
       sessionId: record.event.sessionId,
       sourceCallId: record.call.id,
       sourceEventId: record.event.eventId,
+      sourceAttempt: record.attempt,
       name: record.call.name,
       arguments: deepFreeze(args),
       operation: deepFreeze({

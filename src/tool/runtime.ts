@@ -16,6 +16,7 @@ import { DEFAULT_CONTRACT } from './metadata.js';
 import { createSchemaAjv } from './schema-ajv.js';
 import { ToolRetryPlan } from './retry-plan.js';
 import { defaultPanicDescription } from './panic.js';
+import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicContext, PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
 import { canCommit, commitAs } from '../store/owner-commit.js';
 
@@ -115,6 +116,8 @@ class CanonicalRuntime implements ToolRuntime {
   readonly maxInFlight: number;
   readonly describePanic: PanicDescriber;
   readonly inDoubtGuard: boolean;
+  /** Null unless a tracer, a meter or an onEvent hook is configured (docs/design.md#observability). */
+  readonly observability: Observability | null;
   inFlight = 0;
 
   constructor(config: ToolRuntimeConfig) {
@@ -126,6 +129,7 @@ class CanonicalRuntime implements ToolRuntime {
       throw new ToolConfigError(`inDoubtGuard must be a boolean, got ${String(config.inDoubtGuard)}`);
     }
     this.inDoubtGuard = config.inDoubtGuard !== false;
+    this.observability = Observability.from(config.telemetry, config.onEvent);
     this.guards = [...(config.guards ?? [])];
     this.approvers = new Map(Object.entries(config.approvers ?? {}));
     const ajv = createSchemaAjv();
@@ -242,6 +246,7 @@ class Gateway implements ToolGateway {
       [this.binding.signal, options.signal],
       (onStop) => this.binding.owner.onTaskStopped((taskId, reason) => { if (taskId === this.taskId) onStop(reason); }),
     );
+    let observer: AttemptObserver | null = null;
     try {
       const call: ToolCall = {
         id: newCallId(),
@@ -250,7 +255,13 @@ class Gateway implements ToolGateway {
         operation,
         ...(options.action ? { action: options.action } : {}),
       };
-      return await this.run(call, registered, outputLimit, control, checked.text, callerKey !== null);
+      observer = this.runtime.observability?.attempt(this.sessionId, call, options.retry) ?? null;
+      const execution = await this.run(call, registered, outputLimit, control, checked.text, callerKey !== null, observer);
+      observer?.recorded(execution.result.outcome);
+      return execution;
+    } catch (error) {
+      observer?.unrecorded(error);
+      throw error;
     } finally {
       control.dispose();
       this.runtime.inFlight -= 1;
@@ -296,7 +307,15 @@ class Gateway implements ToolGateway {
     return { call, result, callEvent: recorded.callEvent, startedEvent: recorded.startedEvent, resultEvent: recorded.resultEvent!, replayed: true };
   }
 
-  private async run(call: ToolCall, registered: RegisteredTool | undefined, outputLimit: number, control: CallControl, argsText: string, callerKeyed: boolean): Promise<ToolExecution> {
+  private async run(
+    call: ToolCall,
+    registered: RegisteredTool | undefined,
+    outputLimit: number,
+    control: CallControl,
+    argsText: string,
+    callerKeyed: boolean,
+    observer: AttemptObserver | null,
+  ): Promise<ToolExecution> {
     const op = call.operation!;
     const ctx = { caller: this.caller, call };
     const callDraft = this.draft({ type: 'tool_call', call });
@@ -316,6 +335,7 @@ class Gateway implements ToolGateway {
       ?? control.interrupt();
     faultPoint('call:before');
     if (rejected) {
+      observer?.refused(rejected);
       const result: ToolResult = { callId: call.id, outcome: rejected };
       // Admitted (one tool call charged, never refunded) with nothing reserved: the body never starts.
       const { events } = await this.write('call', call, null, {
@@ -349,15 +369,18 @@ class Gateway implements ToolGateway {
       let started = startedDraft;
       if (operator) {
         const stop = operator.denial ?? control.interrupt();
-        if (stop) return this.finish(call, callEvent, null, stop, 0, operator.denial ? { change: operator.change, record: operator.record } : undefined);
+        if (stop) return this.finish(call, callEvent, null, stop, 0, observer, operator.denial ? { change: operator.change, record: operator.record } : undefined);
         started = this.draft({ type: 'tool_started', callId: call.id, approval: operator.record });
       } else {
+        observer?.approvalRequested(approval);
         const answer = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control)) ?? control.interrupt();
         if (answer && 'pending' in answer) {
           const pending = pendingApproval(call, binding, answer);
-          return this.finish(call, callEvent, null, pending.outcome, 0, { change: pending.change, record: pending.record });
+          observer?.approvalAnswered(pending.outcome);
+          return this.finish(call, callEvent, null, pending.outcome, 0, observer, { change: pending.change, record: pending.record });
         }
-        if (answer) return this.finish(call, callEvent, null, answer, 0);
+        observer?.approvalAnswered(answer);
+        if (answer) return this.finish(call, callEvent, null, answer, 0, observer);
       }
       faultPoint('approval:after');
       // The marker is written only while this call is still the latest attempt of its operation: a retry made
@@ -365,11 +388,12 @@ class Gateway implements ToolGateway {
       const marked = await this.writeStarted(call, op, started, operator?.change);
       if (marked === null) {
         const superseded = failure('unavailable', 'tool_superseded', 'a newer attempt of this operation was made while this one waited; its body never ran');
-        return this.finish(call, callEvent, null, superseded, 0);
+        return this.finish(call, callEvent, null, superseded, 0, observer);
       }
       startedEvent = marked;
     }
     faultPoint('started:after');
+    observer?.bodyStarted();
 
     // The body gets its own copy: whatever it does to its arguments cannot change the recorded call.
     const request = { callId: call.id, arguments: JSON.parse(argsText) as JsonValue, operation: op };
@@ -395,7 +419,8 @@ class Gateway implements ToolGateway {
       outcome = bodyFailure(error, this.runtime.describePanic, { tool: call.name, callId: call.id });
     }
     faultPoint('body:after');
-    return this.finish(call, callEvent, startedEvent, outcome, charge);
+    observer?.bodySettled(outcome);
+    return this.finish(call, callEvent, startedEvent, outcome, charge, observer);
   }
 
   private async finish(
@@ -404,8 +429,10 @@ class Gateway implements ToolGateway {
     startedEvent: SessionEvent | null,
     outcome: ToolResult['outcome'],
     charge: number,
+    observer: AttemptObserver | null,
     approval?: { change: ApprovalChange; record: ToolApprovalRecord },
   ): Promise<ToolExecution> {
+    if (startedEvent === null) observer?.refused(outcome);
     const result: ToolResult = approval ? { callId: call.id, outcome, approval: approval.record } : { callId: call.id, outcome };
     const receipt = await this.write('result', call, result, {
       events: [this.draft({ type: 'tool_result', result })],

@@ -4,6 +4,7 @@ import type { JsonValue } from '../json/types.js';
 import type { SessionOwner } from '../store/types.js';
 import type { JsonSchema, ToolMetadata } from './metadata.js';
 import type { ToolRetryPlan } from './retry-plan.js';
+import type { ToolRuntimeEventHandler, ToolTelemetry } from './telemetry-types.js';
 
 /** What a tool body receives. `operation` is exactly the journaled call's: deduplicate on (taskId, key). */
 export interface ToolBodyRequest {
@@ -125,6 +126,13 @@ export interface ToolRuntimeConfig {
    * before its body, recorded as `in_doubt`. Default true; false turns it off.
    */
   readonly inDoubtGuard?: boolean;
+  /**
+   * OpenTelemetry: a span per attempt and the runtime's metrics (docs/design.md#observability). Pass a Tracer and a
+   * Meter from your own `@opentelemetry/api`; Jingwei imports no OpenTelemetry package.
+   */
+  readonly telemetry?: ToolTelemetry;
+  /** Gets every runtime event, for a logger (see ToolRuntimeEvent). What it throws is swallowed. */
+  readonly onEvent?: ToolRuntimeEventHandler;
 }
 
 export interface ToolBinding {

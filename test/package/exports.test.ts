@@ -22,8 +22,8 @@ const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as {
 
 /** The most values the root entry may export: the runtime, metadata, memory store, recovery, assessment, errors. */
 const ROOT_VALUE_LIMIT = 40;
-/** Packages the core entries must never reach: the framework peers and the store drivers. */
-const PEERS = ['ai', '@openai/agents', '@modelcontextprotocol/sdk', 'zod', 'pg', 'better-sqlite3'];
+/** Packages the core entries must never reach: the framework peers, the store drivers and OpenTelemetry. */
+const PEERS = ['ai', '@openai/agents', '@modelcontextprotocol/sdk', 'zod', 'pg', 'better-sqlite3', '@opentelemetry/api'];
 const CORE_ENTRIES = ['.', './wire', './agent'];
 
 const entries = Object.keys(pkg.exports).filter((key) => key !== './package.json').sort();
