@@ -82,7 +82,7 @@ describe('the error catalogue', () => {
     }
     for (const name of cataloguedClasses) assert.ok(classes.includes(name), `JINGWEI_ERROR_CODES names ${name}, which src/errors.ts does not export`);
     assert.ok(!(ToolBodyError.prototype instanceof JingweiError), 'ToolBodyError carries the tool\'s own code');
-    assert.ok(readFileSync(`${root}README.md`, 'utf8').includes('`ToolBodyError` is not in this table'));
+    assert.ok(readFileSync(`${root}docs/errors.md`, 'utf8').includes('`ToolBodyError` is not in this table'));
   });
 
   it('no error class is defined outside src/errors.ts (the CLI\'s own usage errors aside)', () => {
