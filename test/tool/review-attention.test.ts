@@ -54,7 +54,8 @@ forEachStore('a review settles its call for the queue, the guard and assessSessi
     const callId = await inDoubt(r);
     await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), callId, { actor: 'ops:maria', evidence: 'the provider shows it sent', outcome: 'completed' });
     await settled(r, callId);
-    assert.throws(() => prepareToolRetry(await r.store.loadHistory(r.sessionId), callId), { code: 'completed' });
+    const reviewed = await r.store.loadHistory(r.sessionId);
+    assert.throws(() => prepareToolRetry(reviewed, callId), { code: 'completed' });
     const again = await r.gateway.call('send_mail', ARGS);
     assert.equal(again.result.outcome.status, 'succeeded', 'a deliberate new mail is not refused as in doubt');
     assert.equal(sent.count, 1);
