@@ -11,5 +11,6 @@ export {
   type ReconciledCall,
   type ToolReviewInput,
 } from './tool/review.js';
+export { journalInboxReviews, type InboxReviewReport, type JournaledInboxReview, type StaleInboxReview } from './tool/inbox-review.js';
 export type { ToolReconcileAnswer, ToolReconcileRequest } from './tool/types.js';
 export type { ToolReviewRecord, ToolReviewSource } from './event/types.js';
