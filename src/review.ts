@@ -13,3 +13,16 @@ export {
 } from './tool/review.js';
 export type { ToolReconcileAnswer, ToolReconcileRequest } from './tool/types.js';
 export type { ToolReviewRecord, ToolReviewSource } from './event/types.js';
+export {
+  RECOVERY_POLICIES,
+  openCalls,
+  recoverAbandoned,
+  safeRetryPlan,
+  type RecoverOptions,
+  type RecoveryHost,
+  type RecoveryLeftCall,
+  type RecoveryPolicy,
+  type RecoveryReport,
+  type RecoveryRetry,
+  type SessionRecovery,
+} from './tool/recover.js';
