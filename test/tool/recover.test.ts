@@ -12,7 +12,7 @@ import { describe, it } from 'node:test';
 import { InvalidInputError, ToolBodyError } from '../../src/errors.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionStore } from '../../src/store/types.js';
-import { recoverAbandoned, type RecoveryHost, type RecoveryReport } from '../../src/review.js';
+import { openCalls, recoverAbandoned, type RecoveryHost, type RecoveryReport } from '../../src/review.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { ChildProcess } from '../support/child.js';
@@ -80,8 +80,7 @@ forEachStore('recoverAbandoned across real processes', (target) => {
     const [summary] = await store.listSessions();
     assert.equal(summary!.held, false);
     assert.equal(summary!.owner, 'jingwei-recover');
-    const queue = await store.attention();
-    assert.deepEqual(queue.items.map((i) => i.tool), ['send_mail'], 'only the mail waits for a person');
+    assert.deepEqual(openCalls(history).map((c) => [c.name, c.nextStep]), [['send_mail', 'needs_review']], 'only the mail waits for a person');
     assert.deepEqual((await recoverAbandoned(store, host, 'retry_safe')).sessions, [], 'nothing is abandoned any more');
     outside.close();
     await store.close();
