@@ -1,6 +1,7 @@
 /**
  * `jingwei/review`: reviews of uncertain calls as journaled evidence, and reconcilers that ask the outside system
- * before any person is asked (docs/design.md#reviews-are-journaled-evidence, docs/design.md#reconcilers).
+ * before any person is asked (docs/design.md#reviews-are-journaled-evidence, docs/design.md#reconcilers), and the
+ * startup routine that recovers abandoned sessions with them (docs/design.md#recovering-abandoned-sessions).
  * Recovery (inspectToolRecovery, prepareToolRetry, assessSession) reads the journaled reviews by itself.
  */
 export {
