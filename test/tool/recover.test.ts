@@ -14,6 +14,7 @@ import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionStore } from '../../src/store/types.js';
 import { openCalls, recoverAbandoned, type RecoveryHost, type RecoveryReport } from '../../src/review.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
+import type { Tool } from '../../src/tool/types.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { ChildProcess } from '../support/child.js';
 import { outsideSystem, recoverTools } from '../support/recover-tools.js';
@@ -157,6 +158,37 @@ describe('recoverAbandoned in one process', () => {
     assert.equal(session.owner.heartbeating, true);
     assert.equal((await store.listSessions())[0]!.held, true);
     await session.owner.release();
+    await store.close();
+  });
+
+  it("retry_safe retries a non-idempotent call only on a reconciler's not_executed, and its review says so", async () => {
+    const store = createMemoryStore();
+    const charges = { count: 0 };
+    const charge: Tool = {
+      ...tool('charge', async () => {
+        charges.count += 1;
+        if (charges.count === 1) throw new ToolBodyError('connection_reset', 'lost before the charge');
+        return 'charged';
+      }, new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1')),
+      reconcile: () => ({ outcome: 'not_executed', evidence: 'the processor has no charge under this key' }),
+    };
+    const tools = [charge];
+    const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+    const owner = await store.acquire('s-3', { owner: 'gone', leaseMs: 100, heartbeat: false });
+    await owner.startTask('t');
+    await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('charge', {});
+    let report: RecoveryReport;
+    do {
+      await pause(25);
+      report = await recoverAbandoned(store, host, 'retry_safe');
+    } while (report.sessions.length === 0);
+    const session = report.sessions[0]!;
+    assert.ok(session.action === 'taken_over', JSON.stringify(session));
+    assert.deepEqual(session.reconciled.map((c) => c.answer), ['not_executed']);
+    assert.deepEqual(session.retried.map((r) => [r.outcome, r.review.actor, r.review.outcome]), [['succeeded', 'policy:retry_safe', 'not_executed']]);
+    assert.match(session.retried[0]!.review.evidence, /reconciler:charge@c1: the processor has no charge under this key/);
+    assert.deepEqual(session.left, []);
+    assert.equal(charges.count, 2);
     await store.close();
   });
 
