@@ -7,7 +7,7 @@ import { InvalidInputError, JingweiError, SessionBusyError, StoreUnavailableErro
 import type { SessionEvent, ToolRetryReview } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import { isValidText } from '../ids.js';
-import { LIMITS } from '../limits.js';
+import { LEASE_LIMITS, LIMITS } from '../limits.js';
 import type { SessionOwner, SessionStore, SessionSummary } from '../store/types.js';
 import { truncateUtf8 } from '../text.js';
 import { assessSession, ToolAttention, ToolNextStep, type ToolCallAssessment } from './assess.js';
@@ -152,6 +152,10 @@ function checkArguments(store: SessionStore, host: RecoveryHost, options: Recove
   if (!(RECOVERY_POLICIES as readonly unknown[]).includes(policy)) {
     throw new InvalidInputError('policy', `${JSON.stringify(policy)} is not one of ${RECOVERY_POLICIES.join(', ')}`);
   }
+  const lease = options.leaseMs;
+  if (lease !== undefined && (!Number.isSafeInteger(lease) || lease < LEASE_LIMITS.minMs || lease > LEASE_LIMITS.maxMs)) {
+    throw new InvalidInputError('leaseMs', `must be an integer from ${LEASE_LIMITS.minMs} to ${LEASE_LIMITS.maxMs} ms, got ${String(lease)}`);
+  }
   const owner = options.owner ?? 'jingwei-recover';
   if (typeof owner !== 'string' || !isValidText(owner)) throw new InvalidInputError('owner', 'must be 1..1024 bytes of non-blank text');
   return { policy, owner, keep: options.keep === true };
@@ -163,17 +167,17 @@ function checkArguments(store: SessionStore, host: RecoveryHost, options: Recove
  * skipped and reported, never fenced), asks the reconcilers of `host.tools` about every uncertain call, then, with
  * policy `retry_safe`, executes one retry of each open call prepareToolRetry plans without a review passed by
  * anyone, its audit carrying a review by `policy:retry_safe`. Everything else stays in the queue for a person.
- * Releases each session unless `keep`. Throws InvalidInputError for bad arguments (an unknown policy) and the
- * store's own errors when the store is closed or unreachable; a failure inside one session is reported for that
- * session and the routine goes on.
+ * Releases each session unless `keep`. Throws InvalidInputError for bad arguments (an unknown policy, a bad
+ * `leaseMs`) and the store's own errors when the store is closed or unreachable; a failure inside one session is
+ * reported for that session and the routine goes on.
  */
 export async function recoverAbandoned(
   store: SessionStore,
   host: RecoveryHost,
   options: RecoveryPolicy | RecoverOptions = {},
 ): Promise<RecoveryReport> {
-  const checked = checkArguments(store, host, typeof options === 'string' ? { policy: options } : options);
   const settings: RecoverOptions = typeof options === 'string' ? { policy: options } : options;
+  const checked = checkArguments(store, host, settings);
   const expired = await store.listExpiredSessions();
   const sessions: SessionRecovery[] = [];
   for (const summary of expired) sessions.push(await recoverOne(store, host, summary, checked, settings));
@@ -199,7 +203,7 @@ async function recoverOne(
     if (error instanceof SessionBusyError) {
       return { sessionId, action: 'skipped', reason: 'live', holder: error.holder, leaseExpiresAt: error.leaseExpiresAt };
     }
-    if (error instanceof StoreUnavailableError) throw error;
+    if (error instanceof StoreUnavailableError || error instanceof InvalidInputError) throw error;
     return { sessionId, action: 'failed', epoch: null, error: errorOf(error) };
   }
   let keep = false;

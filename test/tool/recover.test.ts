@@ -219,6 +219,12 @@ describe('recoverAbandoned in one process', () => {
     await assert.rejects(recoverAbandoned(store, host, 'retry_all' as never), (e: unknown) => e instanceof InvalidInputError && e.code === 'invalid_input' && /retry_all/.test(e.message));
     await assert.rejects(recoverAbandoned(store, { ...host, caller: '' }, 'suspend'), { code: 'invalid_input' });
     await assert.rejects(recoverAbandoned(store, { ...host, tools: undefined as never }, 'suspend'), { code: 'invalid_input' });
+    let listed = 0;
+    while (listed === 0) {
+      await pause(25);
+      listed = (await store.listExpiredSessions()).length;
+    }
+    await assert.rejects(recoverAbandoned(store, host, { policy: 'suspend', leaseMs: 5 }), { code: 'invalid_input' });
     assert.equal((await store.listSessions())[0]!.owner, 'gone', 'nothing was taken over');
     await store.close();
     await assert.rejects(recoverAbandoned(store, host, 'suspend'), { code: 'store_closed' });
