@@ -7,7 +7,7 @@
 export type { ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatToolCall, ChatToolDefinition } from './agent/model.js';
 export { openAiCompatibleModel, type OpenAiCompatibleOptions } from './agent/openai-compatible.js';
 export { scriptedModel, type ScriptedModel, type ScriptedTurn } from './agent/scripted-model.js';
-export { runAgent, type AgentRunResult, type AgentStopReason, type AgentToolCall, type RunAgentOptions } from './agent/run-agent.js';
+export { resumeAgent, runAgent, type AgentRecoveryPolicy, type AgentRunResult, type AgentStopReason, type AgentToolCall, type ResumeAgentOptions, type RunAgentOptions } from './agent/run-agent.js';
 export { describeToolFailure, modelFacingOutcome, runForModel, type ModelFacingOutcome } from './bridges/outcome.js';
 export { objectSchema, selectSchemas } from './bridges/schema.js';
 export { ChatModelError, ToolCallFailedError, ToolRuntimeHaltedError, type ChatModelErrorCode, type ToolCallFailure } from './errors.js';
