@@ -18,9 +18,10 @@ import type { ActionContext } from '../event/types.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { objectSchema, selectSchemas } from '../bridges/schema.js';
+import { preflightFailure } from '../bridges/outcome.js';
 import type { ChatMessage, ChatModel, ChatResponse, ChatToolDefinition } from './model.js';
 import { settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
-import { checkRunId, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
+import { callRefusedEvent, checkRunId, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
 export type { AgentRecoveryPolicy, AgentToolCall } from './run-calls.js';
 
@@ -171,6 +172,7 @@ async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | un
     return result(stopReason, text, steps);
   };
   const known = journaled?.responses ?? [];
+  const available = new Set(gateway.schemas().map((s) => s.name));
   const lastStep = replayOnly ? known.length : options.maxSteps;
 
   let text: string | null = null;
@@ -184,7 +186,7 @@ async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | un
       response = await model.complete({ messages: [...messages], tools }, signal);
       await owner.append([
         ...(response.text !== null && response.text.length > 0 ? [{ turnId, kind: { type: 'assistant_message', text: response.text } } as const] : []),
-        modelResponseEvent(turnId, runId, step, response),
+        modelResponseEvent(turnId, runId, step, response, available),
       ]);
     }
     text = response.text;
@@ -195,10 +197,23 @@ async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | un
       // A cancelled run starts no further call (each would be journaled as an attempt).
       signal?.throwIfAborted();
       const action: ActionContext = { decision: { taskId: gateway.taskId as ActionContext['decision']['taskId'], stepId: `${runId}/${step}` }, actionIndex: index };
-      const settled = await settleCall(ctx, requested, runOperationKey(runId, step, index), action, replayOnly);
-      if (settled === null) return finish('uncertain_outcome', text, step);
-      if (settled.kind === 'stop') return result(settled.reason, text, step, [settled.callId]);
-      const call = settled.call;
+      const at = `${step}/${index}`;
+      const refusal = journaled?.refusals.get(at) ?? (journaled?.omitted.has(at) === true
+        ? { code: 'not_journaled', message: 'the call could not be journaled as the model wrote it' }
+        : undefined);
+      let call: AgentToolCall;
+      if (refusal !== undefined) {
+        // Refused before anything was recorded when the step ran: the model reads the same refusal again.
+        call = { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, refusal), execution: null };
+      } else {
+        const settled = await settleCall(ctx, requested, runOperationKey(runId, step, index), action, replayOnly);
+        if (settled === null) return finish('uncertain_outcome', text, step);
+        if (settled.kind === 'stop') return result(settled.reason, text, step, [settled.callId]);
+        call = settled.call;
+        if (!replayOnly && !call.outcome.ok && call.outcome.category === 'preflight') {
+          await owner.append([callRefusedEvent(turnId, runId, step, index, call.outcome.code, call.outcome.message)]);
+        }
+      }
       toolCalls.push(call);
       messages.push({ role: 'tool', toolCallId: requested.id, content: call.outcome.ok ? call.outcome.output : call.outcome.text });
       if (!replayOnly && options.stopOnUncertainOutcome === true && !call.outcome.ok && call.outcome.started) {

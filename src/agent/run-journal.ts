@@ -8,7 +8,9 @@
 import { InvalidInputError } from '../errors.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
 import type { JsonValue } from '../json/types.js';
-import { OPERATION_KEY_LIMITS, RUN_LIMITS } from '../limits.js';
+import { hasLoneSurrogate } from '../ids.js';
+import { LIMITS, OPERATION_KEY_LIMITS, RUN_LIMITS } from '../limits.js';
+import { toWellFormed, truncateUtf8, utf8Length } from '../text.js';
 import type { ChatResponse, ChatToolCall } from './model.js';
 
 export const RUN_PLUGIN = 'jingwei.run';
@@ -22,6 +24,10 @@ export interface JournaledRun {
   readonly input: string;
   /** Journaled model responses, by step (1-based, contiguous). */
   readonly responses: ChatResponse[];
+  /** `<step>/<index>` of calls journaled elided (see modelResponseEvent). */
+  readonly omitted: ReadonlySet<string>;
+  /** `<step>/<index>` of calls refused before anything was recorded, with the refusal the model read. */
+  readonly refusals: ReadonlyMap<string, { readonly code: string; readonly message: string }>;
   readonly finished: { readonly stopReason: FinishedStopReason; readonly steps: number; readonly text: string | null } | null;
 }
 
@@ -55,9 +61,30 @@ export function runStartedEvent(turnId: string, runId: string, taskId: string, i
   return custom(turnId, 'run_started', { runId, taskId, input });
 }
 
-export function modelResponseEvent(turnId: string, runId: string, step: number, response: ChatResponse): EventDraft {
-  const toolCalls = response.toolCalls.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments }));
-  return custom(turnId, 'model_response', { runId, step, text: response.text, toolCalls });
+/**
+ * A call the journal cannot or must not hold as the model wrote it (text that is not well-formed, a name over the
+ * name limit, arguments the gateway would refuse to record for their size) is journaled elided: empty name and
+ * arguments and `omitted: true`, so a model cannot fill the journal through the run's own events. The gateway
+ * refuses such a call before recording it; its refusal is journaled as `call_refused`.
+ */
+function journaledCall(c: ChatToolCall, available: ReadonlySet<string>): JsonValue {
+  const argBytes = utf8Length(c.arguments);
+  const fits = !hasLoneSurrogate(c.id) && utf8Length(c.id) <= LIMITS.maxTextBytes
+    && !hasLoneSurrogate(c.name) && utf8Length(c.name) <= LIMITS.maxToolNameBytes
+    && !hasLoneSurrogate(c.arguments) && argBytes <= LIMITS.maxArgumentsBytes
+    && (available.has(c.name) || argBytes <= LIMITS.maxUnavailableArgumentsBytes);
+  return fits ? { id: c.id, name: c.name, arguments: c.arguments } : { id: '', name: '', arguments: '', omitted: true };
+}
+
+export function modelResponseEvent(turnId: string, runId: string, step: number, response: ChatResponse, available: ReadonlySet<string>): EventDraft {
+  const toolCalls = response.toolCalls.map((c) => journaledCall(c, available));
+  const text = response.text === null || !hasLoneSurrogate(response.text) ? response.text : toWellFormed(response.text);
+  return custom(turnId, 'model_response', { runId, step, text, toolCalls });
+}
+
+/** A requested call refused before anything was recorded (a preflight refusal): what the model read. */
+export function callRefusedEvent(turnId: string, runId: string, step: number, index: number, code: string, message: string): EventDraft {
+  return custom(turnId, 'call_refused', { runId, step, index, code, message: truncateUtf8(toWellFormed(message), LIMITS.maxDiagnosticBytes) });
 }
 
 export function runFinishedEvent(turnId: string, runId: string, stopReason: FinishedStopReason, steps: number, text: string | null): EventDraft {
@@ -83,6 +110,8 @@ function toolCallsOf(runId: string, seq: number, value: JsonValue | undefined): 
 export function readRun(history: readonly SessionEvent[], runId: string): JournaledRun | null {
   let started: { taskId: string; input: string } | null = null;
   const responses: ChatResponse[] = [];
+  const omitted = new Set<string>();
+  const refusals = new Map<string, { code: string; message: string }>();
   let finished: JournaledRun['finished'] = null;
   for (const event of history) {
     const kind = event.kind;
@@ -97,6 +126,10 @@ export function readRun(history: readonly SessionEvent[], runId: string): Journa
       if (p.step !== responses.length + 1) bad(runId, event.seq, `step ${String(p.step)} out of order`);
       if (p.text !== null && typeof p.text !== 'string') bad(runId, event.seq, 'text is malformed');
       responses.push({ text: p.text, toolCalls: toolCallsOf(runId, event.seq, p.toolCalls) });
+      if (Array.isArray(p.toolCalls)) p.toolCalls.forEach((c, i) => { if (isObj(c) && c.omitted === true) omitted.add(`${responses.length}/${i}`); });
+    } else if (kind.kind === 'call_refused') {
+      if (typeof p.step !== 'number' || typeof p.index !== 'number' || typeof p.code !== 'string' || typeof p.message !== 'string') bad(runId, event.seq, 'call_refused is malformed');
+      refusals.set(`${p.step}/${p.index}`, { code: p.code, message: p.message });
     } else if (kind.kind === 'run_finished') {
       const reason = p.stopReason;
       if (reason !== 'completed' && reason !== 'max_steps' && reason !== 'uncertain_outcome') bad(runId, event.seq, 'run_finished is malformed');
@@ -104,5 +137,5 @@ export function readRun(history: readonly SessionEvent[], runId: string): Journa
       finished = { stopReason: reason, steps: p.steps, text: p.text };
     }
   }
-  return started === null ? null : { runId, ...started, responses, finished };
+  return started === null ? null : { runId, ...started, responses, omitted, refusals, finished };
 }
