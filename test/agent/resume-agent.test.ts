@@ -215,6 +215,29 @@ describe('resumable agent runs (SQLite)', () => {
     await first.store.close();
   });
 
+  it('a call refused before anything was recorded is read back with its refusal, and its oversized arguments are never journaled', async () => {
+    const path = tempDbPath(dir);
+    const world = outside();
+    const first = await host(path, world.tools);
+    const big = JSON.stringify({ p: 'x'.repeat(64 * 1024) });
+    await assert.rejects(runAgent({
+      ...first, model: scriptedModel([reply(null, calls(['z', 'fly_drone', big], ['n', 'bad\ud800', '{}'])), failing()]),
+      input: 'Fly.', maxSteps: 3, runId: 'refused-1', store: first.store,
+    }), Crash);
+    const history = await first.store.loadHistory('shop');
+    assert.ok(!JSON.stringify(history).includes('x'.repeat(1024)), 'the arguments are not journaled');
+    assert.equal(history.filter((e) => e.kind.type === 'custom' && e.kind.kind === 'call_refused').length, 2);
+
+    const model = scriptedModel([doneStep]);
+    const result = await resumeAgent({ ...first, model, runId: 'refused-1', store: first.store, maxSteps: 3 });
+    assert.equal(result.stopReason, 'completed');
+    const tools = model.requests[0]!.messages.filter((m) => m.role === 'tool').map((m) => m.content);
+    assert.match(tools[0]!, /preflight \(unavailable_tool\)/);
+    assert.match(tools[1]!, /preflight \(malformed_name\)/);
+    assert.equal((await first.store.loadHistory('shop')).filter((e) => e.kind.type === 'tool_call').length, 0);
+    await first.store.close();
+  });
+
   it('validates run ids and refuses a resume of a run that is not journaled or that belongs to another task', async () => {
     const path = tempDbPath(dir);
     const world = outside();
