@@ -13,15 +13,16 @@ import { LIMITS } from '../limits.js';
 import type { RecordedAttempt, SessionOwner, SessionStore } from '../store/types.js';
 import { prepareToolRetry, type ToolRetryPlan } from '../tool/retry-plan.js';
 import { reconcileUncertainCalls, type ReconcileReport } from '../tool/review.js';
+import { RETRY_SAFE_ACTOR, type RecoveryPolicy } from '../tool/recover.js';
 import type { Tool, ToolExecution, ToolGateway } from '../tool/types.js';
 import { modelFacingOutcome, preflightFailure, type ModelFacingOutcome } from '../bridges/outcome.js';
 import type { ChatToolCall } from './model.js';
 
-/** What a resumed run does with a call whose outcome the journal leaves open (docs/design.md#resumable-runs). */
-export type AgentRecoveryPolicy = 'suspend' | 'retry_safe';
-
-/** The actor of the review a `retry_safe` retry carries. */
-export const RETRY_SAFE_ACTOR = 'policy:retry_safe';
+/**
+ * What a resumed run does with a call whose outcome the journal leaves open (docs/design.md#resumable-runs): the
+ * same policies, with the same review actor, as recovery at startup.
+ */
+export type AgentRecoveryPolicy = RecoveryPolicy;
 
 /** One tool call of a run, host side. */
 export interface AgentToolCall {

@@ -22,6 +22,9 @@ import type { Tool, ToolRuntime } from './types.js';
 export const RECOVERY_POLICIES = ['suspend', 'retry_safe'] as const;
 export type RecoveryPolicy = (typeof RECOVERY_POLICIES)[number];
 
+/** The actor of the review a `retry_safe` retry carries, for recovery at startup and for resumed runs alike. */
+export const RETRY_SAFE_ACTOR = 'policy:retry_safe';
+
 /** What the routine needs from the host: its runtime, the tools registered in it, and whose grants retries use. */
 export interface RecoveryHost {
   readonly runtime: ToolRuntime;
@@ -132,7 +135,7 @@ export function safeRetryPlan(history: readonly SessionEvent[], call: ToolCallAs
   const journaled = unreviewed.review;
   const outcome = call.status === ToolRecoveryStatus.NotExecuted || journaled?.outcome === 'not_executed' ? 'not_executed' : 'uncertain';
   const grounds = journaled === null ? call.reason : `${call.reason}; journaled review by ${journaled.actor}: ${journaled.evidence}`;
-  const review: ToolRetryReview = { actor: 'policy:retry_safe', outcome, evidence: truncateUtf8(grounds, LIMITS.maxTextBytes) };
+  const review: ToolRetryReview = { actor: RETRY_SAFE_ACTOR, outcome, evidence: truncateUtf8(grounds, LIMITS.maxTextBytes) };
   return { plan: prepareToolRetry(history, call.callId, review), review };
 }
 
