@@ -81,6 +81,9 @@ export interface ResumedLine {
   readonly runId: string;
   readonly pendingCallIds: string[];
   readonly steps: number;
+  /** The conversation's roles and the tool calls, as the resumed run returned them. */
+  readonly roles: string[];
+  readonly toolCalls: string[];
 }
 
 /** What the run-level checker counts. */
@@ -108,9 +111,21 @@ export interface RunCaseResult {
   readonly operatorReviews: Array<{ callId: string; outcome: string }>;
   readonly history: SessionEvent[];
   readonly world: RunWorld;
-  readonly again: { readonly stopReason: string | null; readonly error: string | null; readonly bodies: number; readonly events: number; readonly asks: number };
+  readonly again: RunAgain;
   readonly invariants: InvariantReport;
   readonly check: RunCheck;
+}
+
+/** The parent's "run it again" with the same run id, after the run finished. */
+export interface RunAgain {
+  readonly stopReason: string | null;
+  readonly error: string | null;
+  /** Bodies run, events written and model requests made by it. */
+  readonly bodies: number;
+  readonly events: number;
+  readonly asks: number;
+  readonly roles: string[];
+  readonly toolCalls: string[];
 }
 
 /** Ledger and journal facts the checker reads; everything is re-derived from raw events. */
@@ -119,10 +134,9 @@ export interface RunCheckInput {
   readonly runId: string;
   readonly history: readonly SessionEvent[];
   readonly world: RunWorld;
-  /** The stop reason the last resuming host reported. */
-  readonly finalStopReason: string | null;
-  /** Bodies run, events written and model requests made by the "run it again" after the run finished. */
-  readonly again: { readonly bodies: number; readonly events: number; readonly asks: number; readonly error: string | null };
+  /** What the last resuming host reported (null for the negative control's naive host, whose run is another). */
+  readonly final: ResumedLine | null;
+  readonly again: RunAgain;
   readonly invariants: InvariantReport;
 }
 
@@ -151,9 +165,10 @@ export function checkRun(input: RunCheckInput): RunCheck {
 
   const custom = history.flatMap((e) => (e.kind.type === 'custom' && e.kind.plugin === 'jingwei.run' ? [{ event: e, kind: e.kind.kind, payload: e.kind.payload as Record<string, unknown> }] : []));
   const finished = custom.filter((c) => c.kind === 'run_finished' && c.payload.runId === runId);
-  if (finished.length !== 1 || finished[0]!.payload.stopReason !== 'completed' || input.finalStopReason !== 'completed') {
+  const finalStop = input.final?.stopReason ?? null;
+  if (finished.length !== 1 || finished[0]!.payload.stopReason !== 'completed' || finalStop !== 'completed') {
     unfinished = 1;
-    problems.push(`run ${runId}: ${finished.length} run_finished event(s) (${finished.map((f) => String(f.payload.stopReason)).join(', ')}); the last host reported ${input.finalStopReason}`);
+    problems.push(`run ${runId}: ${finished.length} run_finished event(s) (${finished.map((f) => String(f.payload.stopReason)).join(', ')}); the last host reported ${finalStop}`);
   }
 
   // When the journal first held each operation completed, and where each attempt was journaled.
@@ -190,6 +205,9 @@ export function checkRun(input: RunCheckInput): RunCheck {
   }
   if (input.again.events > 0) problems.push(`running the finished run again wrote ${input.again.events} event(s)`);
   if (input.again.asks > 0 || input.again.error !== null) problems.push(`running the finished run again: ${input.again.asks} model request(s), error ${input.again.error}`);
+  if (input.final !== null && (input.again.stopReason !== 'completed' || JSON.stringify([input.again.roles, input.again.toolCalls]) !== JSON.stringify([input.final.roles, input.final.toolCalls]))) {
+    problems.push(`running the finished run again returned ${input.again.stopReason} with ${JSON.stringify([input.again.roles, input.again.toolCalls])}, not the run as it finished ${JSON.stringify([input.final.roles, input.final.toolCalls])}`);
+  }
 
   // A journaled step is never asked again: the process that journaled step s asked it; later processes must not.
   for (const response of custom.filter((c) => c.kind === 'model_response' && c.payload.runId === runId)) {
@@ -281,20 +299,24 @@ export async function runRunCase(spec: RunCaseSpec, env: CaseEnv): Promise<RunCa
     world = readRunWorld(business);
     invariants = checkInvariants(history, world.ledger, charged, RESERVATION);
     const handle = openRunBusiness(business);
-    let stopReason: string | null = null;
+    let ran: { stopReason: string; messages: ReadonlyArray<{ role: string }>; toolCalls: ReadonlyArray<{ name: string }> } | null = null;
     let error: string | null = null;
     try {
       const tools = runTools(handle, () => {}, spec.effect);
       const gateway = runRuntime(tools, { count: 0 }).bind({ owner, taskId, caller: CALLER });
       const model = scriptedModel([]);
       try {
-        stopReason = (await runAgent({ model, owner, gateway, input: RUN_INPUT, runId, store, maxSteps: 5, recovery: 'retry_safe', reconcilers: tools })).stopReason;
+        ran = await runAgent({ model, owner, gateway, input: RUN_INPUT, runId, store, maxSteps: 5, recovery: 'retry_safe', reconcilers: tools });
       } catch (e) {
         error = e instanceof Error ? e.message : String(e);
       }
       const afterWorld = readRunWorld(business);
       const afterHistory = await store.loadHistory(sessionId);
-      again = { stopReason, error, bodies: afterWorld.bodies.length - world.bodies.length, events: afterHistory.length - history.length, asks: model.requests.length };
+      again = {
+        stopReason: ran?.stopReason ?? null, error,
+        bodies: afterWorld.bodies.length - world.bodies.length, events: afterHistory.length - history.length, asks: model.requests.length,
+        roles: ran?.messages.map((m) => m.role) ?? [], toolCalls: ran?.toolCalls.map((c) => c.name) ?? [],
+      };
     } finally {
       handle.close();
       await owner.release();
@@ -302,7 +324,7 @@ export async function runRunCase(spec: RunCaseSpec, env: CaseEnv): Promise<RunCa
   } finally {
     await store.close();
   }
-  const finalStopReason = spec.naive ? null : resumes[resumes.length - 1]?.stopReason ?? null;
-  const check = checkRun({ effect: spec.effect, runId, history, world, finalStopReason, again, invariants });
+  const final = spec.naive ? null : resumes[resumes.length - 1] ?? null;
+  const check = checkRun({ effect: spec.effect, runId, history, world, final, again, invariants });
   return { spec, sessionId, runId, resumes, operatorReviews, history, world, again, invariants, check };
 }

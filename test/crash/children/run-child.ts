@@ -116,6 +116,8 @@ await childMain<RunScript>(async (script) => {
       runId: result.runId,
       pendingCallIds: result.pendingCallIds,
       steps: result.steps,
+      roles: result.messages.map((m) => m.role),
+      toolCalls: result.toolCalls.map((c) => c.name),
       approvals: approvals.count,
     });
     await owner.release();
