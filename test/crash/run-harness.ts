@@ -4,11 +4,10 @@
  * again" check), and the checker, a pure function over what the parent read.
  */
 import { fileURLToPath } from 'node:url';
-import { scriptedModel } from '../../src/agent.js';
+import { runAgent, scriptedModel } from '../../src/agent.js';
 import { decisionInbox } from '../../src/decisions.js';
 import type { SessionEvent } from '../../src/event/types.js';
 import { SessionBusyError } from '../../src/errors.js';
-import { runAgent } from '../../src/agent.js';
 import type { RecoveryPolicy } from '../../src/tool/recover.js';
 import type { SessionOwner } from '../../src/store/types.js';
 import type { RunScript, StartupLine } from './children/run-child.js';
