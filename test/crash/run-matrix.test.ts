@@ -17,7 +17,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import type { CaseEnv } from './harness.js';
-import { RUN_POINTS, runRunCase, type RunCaseResult, type RunCaseSpec } from './run-harness.js';
+import { checkRun, RUN_POINTS, runRunCase, type RunCaseResult, type RunCaseSpec } from './run-harness.js';
 import { enabledStoreKinds, type StoreKind, type StoreSpec } from './stores.js';
 import { EFFECTS } from './tools.js';
 import { tempDir } from '../support/tmp.js';
@@ -98,6 +98,23 @@ for (const [kindIndex, kind] of KINDS.entries()) {
       assert.equal(r.check.duplicates, 1, `the checker flags the duplicate: ${JSON.stringify(r.check)}`);
       assert.equal(r.check.unfinished, 1, 'and the original run never finished');
       negativeFlagged.add(kind);
+    });
+
+    it('the checker also counts a completed call run again and a journaled step asked again (fed what they would leave)', () => {
+      const r = results.find((x) => x.spec.kind === kind && x.spec.effect === 'non_idempotent' && x.spec.point.id === 'email/result:after')!;
+      assert.ok(r, 'the case ran');
+      const clean = { effect: r.spec.effect, runId: r.runId, history: r.history, world: r.world, final: r.resumes.at(-1)!, again: r.again, invariants: r.invariants };
+      assert.deepEqual([checkRun(clean).duplicates, checkRun(clean).unfinished, checkRun(clean).completedReruns, checkRun(clean).reasked], [0, 0, 0, 0]);
+      // A second attempt of the completed order, journaled after its result, whose body ran.
+      const call = r.history.find((e) => e.kind.type === 'tool_call' && e.kind.call.name === 'place_order')!;
+      const kind2 = call.kind as Extract<typeof call.kind, { type: 'tool_call' }>;
+      const again = { ...call, seq: r.history.length, eventId: `${call.eventId}x`, kind: { ...kind2, call: { ...kind2.call, id: `${kind2.call.id}x` } } } as typeof call;
+      const body = { id: 1_000, tool: 'place_order', key: kind2.call.operation!.key, callId: `${kind2.call.id}x` };
+      assert.equal(checkRun({ ...clean, history: [...r.history, again], world: { ...r.world, bodies: [...r.world.bodies, body] } }).completedReruns, 1);
+      // A body run by the "run it again", and a step asked by a later process than the one that journaled it.
+      assert.equal(checkRun({ ...clean, again: { ...r.again, bodies: 1 } }).completedReruns, 1);
+      const late = { step: 1, epoch: 99, turn: 'turn-late' };
+      assert.equal(checkRun({ ...clean, world: { ...r.world, asks: [...r.world.asks, late] } }).reasked, 1);
     });
   });
 }
