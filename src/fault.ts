@@ -19,6 +19,8 @@ export const FAULT_POINTS = [
   'commit:before',
   /** A retry plan was consumed; the retry call is not written yet. */
   'plan:taken',
+  /** An agent run's model response (with the calls it asks for) is durable; none of those calls is made yet. */
+  'step:after',
 ] as const;
 export type FaultPoint = (typeof FAULT_POINTS)[number];
 

@@ -13,6 +13,7 @@
  * open by a crash goes through the host's recovery policy; a finished run is returned as it finished.
  */
 import { InvalidInputError } from '../errors.js';
+import { faultPoint } from '../fault.js';
 import { uuidv7, type TurnId } from '../ids.js';
 import type { ActionContext } from '../event/types.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
@@ -188,6 +189,7 @@ async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | un
         ...(response.text !== null && response.text.length > 0 ? [{ turnId, kind: { type: 'assistant_message', text: response.text } } as const] : []),
         modelResponseEvent(turnId, runId, step, response, available),
       ]);
+      faultPoint('step:after');
     }
     text = response.text;
     messages.push({ role: 'assistant', content: response.text, ...(response.toolCalls.length > 0 ? { toolCalls: [...response.toolCalls] } : {}) });

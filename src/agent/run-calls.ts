@@ -102,6 +102,16 @@ function recordedExecution(recorded: RecordedAttempt): ToolExecution | null {
   return { call: callKind.call, result: resultKind.result, callEvent: recorded.callEvent, startedEvent: recorded.startedEvent, resultEvent: recorded.resultEvent!, replayed: true };
 }
 
+/**
+ * A call a `completed` review settled: it has no recorded result, so the model reads the reconciler's output when
+ * this invocation asked it, and otherwise that the output is not available.
+ */
+function confirmedOutside(requested: ChatToolCall, output: JsonValue | undefined): SettledCall {
+  const text = output === undefined ? 'The tool completed; its output was confirmed outside the journal and is not available.'
+    : typeof output === 'string' ? output : JSON.stringify(output);
+  return { kind: 'done', call: { providerCallId: requested.id, name: requested.name, outcome: { ok: true, output: text }, execution: null } };
+}
+
 function latestReview(history: readonly SessionEvent[], callId: string): ToolReviewRecord | null {
   let latest: ToolReviewRecord | null = null;
   for (const event of history) if (event.kind.type === 'tool_review' && event.kind.review.callId === callId) latest = event.kind.review;
@@ -130,7 +140,12 @@ export async function settleCall(ctx: CallContext, requested: ChatToolCall, key:
     // Caller-key replay: checks the binding and the grant, runs nothing, writes nothing, charges nothing.
     return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, operationKey: key }));
   }
-  if (replayOnly) return execution === null ? null : done(requested, execution);
+  if (replayOnly) {
+    if (execution !== null) return done(requested, execution);
+    // Settled by a `completed` review when the run went past it: it reads the same way when the run is read back.
+    const review = latestReview(await history(ctx), recorded.callId);
+    return review?.outcome === 'completed' ? confirmedOutside(requested, undefined) : null;
+  }
   if (execution !== null) {
     if (execution.result.outcome.status === 'failed' && execution.result.outcome.category === 'approval_pending') {
       const decided = owner.decidedApproval ? await owner.decidedApproval(gateway.taskId, key) : undefined;
@@ -163,10 +178,7 @@ async function recoverOpen(
     plan = prepareToolRetry(current, callId);
   } catch (error) {
     if (error instanceof ToolRetryError && error.code === 'completed') {
-      const answer = ctx.reconciled?.calls.find((c) => c.callId === callId);
-      const output = answer?.output === undefined ? 'The tool completed; its output was confirmed outside the journal and is not available.'
-        : typeof answer.output === 'string' ? answer.output : JSON.stringify(answer.output);
-      return { kind: 'done', call: { providerCallId: requested.id, name: requested.name, outcome: { ok: true, output }, execution: null } };
+      return confirmedOutside(requested, ctx.reconciled?.calls.find((c) => c.callId === callId)?.output);
     }
     if (error instanceof ToolRetryError) return { kind: 'stop', reason: 'needs_review', callId };
     throw error;

@@ -189,6 +189,17 @@ describe('resumable agent runs (SQLite)', () => {
     assert.equal(result.stopReason, 'completed');
     assert.deepEqual(world.bodies, ['place_order', 'send_email']);
     assert.deepEqual(model.requests[0]!.messages.at(-1), { role: 'tool', toolCallId: 'c2', content: 'sent' });
+
+    // Read back after it finished: the call a review settled is in the conversation (its output was never
+    // journaled, so the model-facing text says so), and the rest of the run follows it; nothing runs.
+    const again = await runAgent({ ...second, model: scriptedModel([]), input: 'Buy tea.', maxSteps: 4, runId: 'order-4', store: second.store, reconcilers: tools });
+    assert.equal(again.stopReason, 'completed');
+    assert.equal(again.text, 'Ordered and confirmed.');
+    assert.deepEqual(again.messages.map((m) => m.role), result.messages.map((m) => m.role));
+    assert.deepEqual(again.toolCalls.map((c) => c.name), ['place_order', 'send_email']);
+    assert.equal(again.toolCalls[1]!.execution, null);
+    assert.match(again.toolCalls[1]!.outcome.ok ? again.toolCalls[1]!.outcome.output : '', /confirmed outside the journal/);
+    assert.deepEqual(world.bodies, ['place_order', 'send_email']);
     await second.store.close();
   });
 
