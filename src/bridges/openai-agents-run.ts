@@ -45,7 +45,7 @@ interface OutputItemLike {
   readonly arguments?: string;
 }
 
-/** The model's answer as the run journals it: its text and its function calls, under the tools' Jingwei names. */
+/** The model's answer as the run journals it: its text and its calls of the run's tools, under their Jingwei names. */
 function responseOf(output: readonly OutputItemLike[], toJingwei: ReadonlyMap<string, string>): ChatResponse {
   let text: string | null = null;
   const toolCalls: ChatToolCall[] = [];
@@ -54,9 +54,9 @@ function responseOf(output: readonly OutputItemLike[], toJingwei: ReadonlyMap<st
       for (const part of item.content as Array<{ type?: string; text?: unknown }>) {
         if (part.type === 'output_text' && typeof part.text === 'string') text = (text ?? '') + part.text;
       }
-    } else if (item.type === 'function_call') {
-      const name = String(item.name);
-      toolCalls.push({ id: String(item.callId), name: toJingwei.get(name) ?? name, arguments: String(item.arguments ?? '') });
+    } else if (item.type === 'function_call' && toJingwei.has(String(item.name))) {
+      // Only calls of the run's tools are the run's: a handoff or another tool is the SDK's own business.
+      toolCalls.push({ id: String(item.callId), name: toJingwei.get(String(item.name))!, arguments: String(item.arguments ?? '') });
     }
   }
   return { text, toolCalls };
