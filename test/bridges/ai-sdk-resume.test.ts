@@ -1,19 +1,19 @@
 /**
- * The AI SDK bridge resumes (SQLite, in process, the SDK's own generateText/streamText loops over its mock model): a
- * run placing an order and then sending its confirmation is stopped after the order (at the model step between the
+ * The AI SDK bridge resumes (SQLite and PostgreSQL, in process, the SDK's own generateText/streamText loops over
+ * its mock model): a run placing an order and then sending its confirmation is stopped after the order (at the model step between the
  * calls, or inside the e-mail's body); a fresh store handle, owner and runtime open the same run id: the completed
  * order is replayed (never run), the open e-mail goes through the recovery policy, the loop finishes, and exactly
  * one order and one e-mail reach the outside system.
  */
 import assert from 'node:assert/strict';
-import { afterEach, describe, it } from 'node:test';
+import { afterEach, it } from 'node:test';
 import { generateText, simulateReadableStream, stepCountIs, streamText } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { aiSdkRun, jingweiHalted, ToolRuntimeHaltedError } from '../../src/ai-sdk.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { setFaultHook } from '../../src/fault.js';
-import { Crash, hostOn, outsideWorld, sqlite } from './fixtures/resume-world.js';
-import { tempDbPath, tempDir } from '../support/tmp.js';
+import { Crash, hostOn, outsideWorld } from './fixtures/resume-world.js';
+import { forEachStore } from '../support/stores.js';
 
 type Result = Awaited<ReturnType<MockLanguageModelV3['doGenerate']>>;
 type Content = Result['content'][number];
@@ -50,12 +50,12 @@ function sent(model: MockLanguageModelV3, n: number) {
   return { roles: prompt.map((m) => m.role), results };
 }
 
-describe('aiSdkRun: kill and resume with generateText (SQLite)', () => {
+forEachStore('aiSdkRun: kill and resume with generateText', (target) => {
   afterEach(() => setFaultHook(null));
-  const dir = tempDir('jingwei-ai-sdk-resume-');
 
   it('stopped at the model step between the order and the e-mail: the order is replayed, the e-mail sent once, the run finishes', async () => {
-    const open = sqlite(tempDbPath(dir));
+    const journal = target.fresh();
+    const open = () => journal.open();
     const world = outsideWorld();
     const first = await hostOn(open, world);
     const run1 = await aiSdkRun({ ...first, runId: 'order-1', prompt: 'Buy tea.' });
@@ -99,7 +99,8 @@ describe('aiSdkRun: kill and resume with generateText (SQLite)', () => {
   });
 
   it('killed inside the e-mail body: suspend stops the run as needs_review; retry_safe retries the idempotent e-mail once and the loop finishes', async () => {
-    const open = sqlite(tempDbPath(dir));
+    const journal = target.fresh();
+    const open = () => journal.open();
     const world = outsideWorld();
     const first = await hostOn(open, world);
     const run1 = await aiSdkRun({ ...first, runId: 'order-2', prompt: 'Buy tea.' });
@@ -133,7 +134,8 @@ describe('aiSdkRun: kill and resume with generateText (SQLite)', () => {
   });
 
   it('a run id, prompt or gateway that does not match the journal is refused, and nothing is written', async () => {
-    const open = sqlite(tempDbPath(dir));
+    const journal = target.fresh();
+    const open = () => journal.open();
     const world = outsideWorld();
     const host = await hostOn(open, world);
     await assert.rejects(aiSdkRun({ ...host, runId: 'never-started' }), (e) => e instanceof InvalidInputError && /prompt/.test(e.message));
@@ -146,7 +148,8 @@ describe('aiSdkRun: kill and resume with generateText (SQLite)', () => {
   });
 
   it("tools used without the run's model halt the loop instead of running a call with no position", async () => {
-    const open = sqlite(tempDbPath(dir));
+    const journal = target.fresh();
+    const open = () => journal.open();
     const world = outsideWorld();
     const host = await hostOn(open, world);
     const run = await aiSdkRun({ ...host, runId: 'r2', prompt: 'Buy tea.' });
@@ -158,8 +161,7 @@ describe('aiSdkRun: kill and resume with generateText (SQLite)', () => {
   });
 });
 
-describe('aiSdkRun: kill and resume with streamText (SQLite)', () => {
-  const dir = tempDir('jingwei-ai-sdk-resume-stream-');
+forEachStore('aiSdkRun: kill and resume with streamText', (target) => {
   type Part = Parameters<typeof simulateReadableStream>[0]['chunks'][number];
   const finish = (reason: 'tool-calls' | 'stop') => ({ type: 'finish', finishReason: { unified: reason, raw: undefined }, usage });
   const streamed = (turns: Array<unknown[] | (() => never)>) => {
@@ -183,7 +185,8 @@ describe('aiSdkRun: kill and resume with streamText (SQLite)', () => {
   ];
 
   it('each streamed response is journaled before its calls run; the resumed stream replays the order and sends one e-mail', async () => {
-    const open = sqlite(tempDbPath(dir));
+    const journal = target.fresh();
+    const open = () => journal.open();
     const world = outsideWorld();
     const first = await hostOn(open, world);
     const run1 = await aiSdkRun({ ...first, runId: 'stream-1', prompt: 'Buy tea.' });

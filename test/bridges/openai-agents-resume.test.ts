@@ -1,18 +1,18 @@
 /**
- * The OpenAI Agents bridge resumes (SQLite, in process, the SDK's own Agent and run() over a scripted model): a run
+ * The OpenAI Agents bridge resumes (SQLite and PostgreSQL, in process, the SDK's own Agent and run() over a scripted model): a run
  * placing an order and then sending its confirmation is stopped after the order (at the model turn between the
  * calls, or inside the e-mail's body); a fresh store handle, owner and runtime open the same run id and run the
  * agent on the input rebuilt from the journal: the order is replayed (never run), the open e-mail goes through the
  * recovery policy, the run finishes, and exactly one order and one e-mail reach the outside system.
  */
 import assert from 'node:assert/strict';
-import { afterEach, describe, it } from 'node:test';
+import { afterEach, it } from 'node:test';
 import { Agent, run, setTracingDisabled, Usage, type AgentOutputItem, type Model, type ModelRequest, type ModelResponse, type StreamEvent } from '@openai/agents';
 import { openAiAgentsRun } from '../../src/openai-agents.js';
 import { setFaultHook } from '../../src/fault.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
-import { Crash, hostOn, outsideWorld, sqlite, type World } from './fixtures/resume-world.js';
-import { tempDbPath, tempDir } from '../support/tmp.js';
+import { Crash, hostOn, outsideWorld, type World } from './fixtures/resume-world.js';
+import { forEachStore } from '../support/stores.js';
 
 setTracingDisabled(true);
 
@@ -48,12 +48,12 @@ function resultsIn(request: ModelRequest): string[] {
     item.type === 'function_call_result' ? [typeof item.output === 'string' ? item.output : String((item.output as { text?: unknown }).text)] : []);
 }
 
-describe('openAiAgentsRun: kill and resume (SQLite)', () => {
+forEachStore('openAiAgentsRun: kill and resume', (target) => {
   afterEach(() => setFaultHook(null));
-  const dir = tempDir('jingwei-openai-agents-resume-');
 
   it('stopped at the model turn between the order and the e-mail: the order is replayed, the e-mail sent once, the run finishes', async () => {
-    const open = sqlite(tempDbPath(dir));
+    const journal = target.fresh();
+    const open = () => journal.open();
     const world = outsideWorld();
     const first = await hostOn(open, world);
     const run1 = await openAiAgentsRun({ ...first, runId: 'order-1', prompt: 'Buy tea.' });
@@ -85,7 +85,8 @@ describe('openAiAgentsRun: kill and resume (SQLite)', () => {
   });
 
   it('killed inside the e-mail body: suspend stops the run as needs_review; retry_safe retries the e-mail once; streamed turns are journaled too', async () => {
-    const open = sqlite(tempDbPath(dir));
+    const journal = target.fresh();
+    const open = () => journal.open();
     const world = outsideWorld();
     const first = await hostOn(open, world);
     const run1 = await openAiAgentsRun({ ...first, runId: 'order-2', prompt: 'Buy tea.' });
@@ -117,7 +118,8 @@ describe('openAiAgentsRun: kill and resume (SQLite)', () => {
   });
 
   it('a tool name the SDK renames is journaled and called under its Jingwei name, and shown to the model under the SDK name again', async () => {
-    const open = sqlite(tempDbPath(dir));
+    const journal = target.fresh();
+    const open = () => journal.open();
     const world: World = outsideWorld();
     world.tools.push({
       name: 'stock.count',
