@@ -133,6 +133,37 @@ forEachStore('aiSdkRun: kill and resume with generateText', (target) => {
     await second.store.close();
   });
 
+  it('a durable approval halts the loop (jingweiHalted); the run opens as awaiting_approval until the operator decides, then continues', async () => {
+    const journal = target.fresh();
+    const open = () => journal.open();
+    const world = outsideWorld({ emailApproval: true });
+    const first = await hostOn(open, world, async () => ({ decision: 'pending', note: 'check the address' }));
+    const run1 = await aiSdkRun({ ...first, runId: 'order-3', prompt: 'Buy tea.' });
+    const halted = await generateText({ model: run1.model(scripted([orderStep, emailStep()])), tools: run1.tools, messages: run1.messages, stopWhen: [stepCountIs(5), jingweiHalted] });
+    const error = halted.steps[1]!.content.find((p) => p.type === 'tool-error');
+    assert.ok(error?.type === 'tool-error' && error.error instanceof ToolRuntimeHaltedError);
+    assert.equal(error.error.code, 'operation_in_doubt');
+    assert.equal(run1.status, 'awaiting_approval');
+    assert.equal(run1.pendingCallIds.length, 1);
+
+    const waiting = await aiSdkRun({ ...first, runId: 'order-3' });
+    assert.equal(waiting.status, 'awaiting_approval', 'undecided: the run waits without a new attempt');
+    assert.deepEqual(waiting.pendingCallIds, run1.pendingCallIds);
+    const { decisionInbox } = await import('../../src/decisions.js');
+    const inbox = decisionInbox(first.store);
+    const [request] = (await inbox.list({ sessionId: 'shop' })).items;
+    await inbox.approve(request!.id, { actor: 'ops@example.com' });
+
+    const resumed = await aiSdkRun({ ...first, runId: 'order-3' });
+    assert.equal(resumed.status, 'running');
+    assert.deepEqual(world.bodies, ['place_order', 'send_email'], 'the decided approval answered one more attempt');
+    const result = await generateText({ model: resumed.model(scripted([doneStep])), tools: resumed.tools, messages: resumed.messages, stopWhen: stepCountIs(3) });
+    assert.equal(result.text, 'Ordered and confirmed.');
+    assert.equal(world.orders.size, 1);
+    assert.equal(world.emails.size, 1);
+    await first.store.close();
+  });
+
   it('a run id, prompt or gateway that does not match the journal is refused, and nothing is written', async () => {
     const journal = target.fresh();
     const open = () => journal.open();

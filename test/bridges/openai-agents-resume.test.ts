@@ -1,8 +1,8 @@
 /**
- * The OpenAI Agents bridge resumes (SQLite and PostgreSQL, in process, the SDK's own Agent and run() over a scripted model): a run
- * placing an order and then sending its confirmation is stopped after the order (at the model turn between the
- * calls, or inside the e-mail's body); a fresh store handle, owner and runtime open the same run id and run the
- * agent on the input rebuilt from the journal: the order is replayed (never run), the open e-mail goes through the
+ * The OpenAI Agents bridge resumes (SQLite and PostgreSQL, in process, the SDK's own Agent and run() over a
+ * scripted model): a run placing an order and then sending its confirmation is stopped after the order (at the
+ * model turn between the calls, or inside the e-mail's body); a fresh store handle, owner and runtime open the same
+ * run id and run the agent on the input rebuilt from the journal: the order is replayed (never run), the open e-mail goes through the
  * recovery policy, the run finishes, and exactly one order and one e-mail reach the outside system.
  */
 import assert from 'node:assert/strict';
