@@ -68,7 +68,8 @@ interface Position {
 export class BridgeRun {
   readonly runId: string;
   readonly prompt: string;
-  readonly steps: BridgeRunStep[] = [];
+  /** The journaled steps as opening the run settled them. */
+  readonly rebuilt: BridgeRunStep[] = [];
   status: BridgeRunStatus = 'running';
   text: string | null = null;
   readonly pendingCallIds: string[] = [];
@@ -126,7 +127,7 @@ export class BridgeRun {
     for (const [i, response] of journaled.responses.entries()) {
       const step = i + 1;
       const calls: AgentToolCall[] = [];
-      this.steps.push({ response, calls });
+      this.rebuilt.push({ response, calls });
       this.text = response.text;
       for (const [index, requested] of response.toolCalls.entries()) {
         const at = `${step}/${index}`;
