@@ -10,6 +10,7 @@ import { afterEach, it } from 'node:test';
 import { generateText, simulateReadableStream, stepCountIs, streamText } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { aiSdkRun, jingweiHalted, ToolRuntimeHaltedError } from '../../src/ai-sdk.js';
+import { resumeAgent, scriptedModel } from '../../src/agent.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { setFaultHook } from '../../src/fault.js';
 import { Crash, hostOn, outsideWorld } from './fixtures/resume-world.js';
@@ -162,6 +163,28 @@ forEachStore('aiSdkRun: kill and resume with generateText', (target) => {
     assert.equal(world.orders.size, 1);
     assert.equal(world.emails.size, 1);
     await first.store.close();
+  });
+
+  it('one run id is one conversation whichever loop wrote it: resumeAgent continues a run the AI SDK loop started', async () => {
+    const journal = target.fresh();
+    const open = () => journal.open();
+    const world = outsideWorld();
+    const first = await hostOn(open, world);
+    const run1 = await aiSdkRun({ ...first, runId: 'order-4', prompt: 'Buy tea.' });
+    await assert.rejects(generateText({ model: run1.model(scripted([orderStep, dies])), tools: run1.tools, messages: run1.messages, stopWhen: stepCountIs(5) }), Crash);
+    await first.store.close();
+
+    const second = await hostOn(open, world);
+    const model = scriptedModel([{ text: null, toolCalls: [{ id: 'e', name: 'send_email', arguments: '{"item":"tea"}' }] }, { text: 'Ordered and confirmed.', toolCalls: [] }]);
+    const result = await resumeAgent({ ...second, model, runId: 'order-4', store: second.store, maxSteps: 4 });
+    assert.equal(result.stopReason, 'completed');
+    assert.equal(result.toolCalls[0]!.execution!.replayed, true);
+    assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+    assert.deepEqual([...world.emails.keys()], ['order-4/2/0']);
+    const again = await aiSdkRun({ ...second, runId: 'order-4' });
+    assert.equal(again.status, 'finished');
+    assert.equal(again.text, 'Ordered and confirmed.');
+    await second.store.close();
   });
 
   it('a run id, prompt or gateway that does not match the journal is refused, and nothing is written', async () => {
