@@ -64,7 +64,7 @@ interface Position {
   readonly requested: ChatToolCall;
 }
 
-/** The state both bridges share; each bridge turns `steps` into its framework's messages. */
+/** The state both bridges share; each bridge turns `rebuilt` into its framework's messages. */
 export class BridgeRun {
   readonly runId: string;
   readonly prompt: string;
