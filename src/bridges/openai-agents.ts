@@ -6,7 +6,7 @@
 import { tool, type FunctionTool } from '@openai/agents';
 import { InvalidInputError, ToolCallFailedError, ToolRuntimeHaltedError } from '../errors.js';
 import type { JsonValue } from '../json/types.js';
-import type { ToolExecution, ToolGateway } from '../tool/types.js';
+import type { ToolExecution, ToolGateway, ToolSchema } from '../tool/types.js';
 import { runForModel } from './outcome.js';
 import { objectSchema, selectSchemas } from './schema.js';
 
@@ -26,6 +26,20 @@ function functionToolName(name: string): string {
   return name.replace(/[^a-zA-Z0-9]/g, '_');
 }
 
+/** The selected tools with the function tool name each is exposed as; two names that would collide are refused. */
+export function exposedSchemas(gateway: ToolGateway, only: readonly string[] | undefined): Array<{ schema: ToolSchema; exposed: string }> {
+  const seen = new Map<string, string>();
+  return selectSchemas(gateway, only).map((schema) => {
+    const exposed = functionToolName(schema.name);
+    const clash = seen.get(exposed);
+    if (clash !== undefined) {
+      throw new InvalidInputError('tools', `${JSON.stringify(clash)} and ${JSON.stringify(schema.name)} both become the function tool name ${exposed}`);
+    }
+    seen.set(exposed, schema.name);
+    return { schema, exposed };
+  });
+}
+
 /**
  * The gateway's tools as OpenAI Agents SDK function tools (non-strict JSON Schema parameters; the runtime
  * validates). A success returns the recorded output text. A recorded failure becomes the tool's output, read by
@@ -33,15 +47,8 @@ function functionToolName(name: string): string {
  * (budget, stopped task, stale owner, storage) fails the run with ToolRuntimeHaltedError.
  */
 export function openAiAgentsTools(gateway: ToolGateway, options: OpenAiAgentsToolsOptions = {}): FunctionTool[] {
-  const seen = new Map<string, string>();
-  return selectSchemas(gateway, options.tools).map((schema) => {
+  return exposedSchemas(gateway, options.tools).map(({ schema, exposed }) => {
     const name = schema.name;
-    const exposed = functionToolName(name);
-    const clash = seen.get(exposed);
-    if (clash !== undefined) {
-      throw new InvalidInputError('tools', `${JSON.stringify(clash)} and ${JSON.stringify(name)} both become the function tool name ${exposed}`);
-    }
-    seen.set(exposed, name);
     const parameters = { type: 'object', ...objectSchema(schema.inputSchema) };
     return tool({
       name: exposed,

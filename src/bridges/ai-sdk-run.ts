@@ -1,0 +1,166 @@
+/**
+ * A resumable AI SDK tool loop (`jingwei/ai-sdk`): `aiSdkRun` opens a run by its id, gives `generateText` or
+ * `streamText` the messages rebuilt from the journal, tools keyed by position and a model wrapper that journals
+ * each model response before its calls run (docs/design.md#bridges-resume-from-the-journal).
+ */
+import { jsonSchema, tool, wrapLanguageModel, type JSONSchema7, type LanguageModelMiddleware, type ModelMessage, type ToolSet } from 'ai';
+import { ToolCallFailedError } from '../errors.js';
+import type { JsonValue } from '../json/types.js';
+import type { ChatResponse, ChatToolCall } from '../agent/model.js';
+import type { AgentToolCall } from '../agent/run-calls.js';
+import { BridgeRun, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
+import { objectSchema, selectSchemas } from './schema.js';
+
+/** The model `generateText` and `streamText` take as an object (a provider's model, or the AI SDK's mock). */
+export type AiSdkLanguageModel = Parameters<typeof wrapLanguageModel>[0]['model'];
+
+export interface AiSdkRunOptions extends BridgeRunOptions {
+  /** Only these tools (each must be granted to the gateway's caller). Default: every tool the caller may use. */
+  readonly tools?: readonly string[];
+}
+
+export interface AiSdkRun {
+  readonly runId: string;
+  /** Run the loop only while `running`; see BridgeRunStatus. It changes as the loop runs. */
+  readonly status: BridgeRunStatus;
+  /** The last assistant text journaled (the answer, once `finished`). */
+  readonly text: string | null;
+  /** Model responses journaled so far: bound the loop by what is left, `stepCountIs(limit - run.steps)`. */
+  readonly steps: number;
+  /** With `needs_review` and `awaiting_approval`: the call ids the run waits on. */
+  readonly pendingCallIds: readonly string[];
+  /** Every call settled so far, host side (`execution.replayed` for those read back from the journal). */
+  readonly toolCalls: readonly AgentToolCall[];
+  /** The conversation rebuilt from the journal (the prompt, then each step's assistant message and tool results). */
+  readonly messages: ModelMessage[];
+  /** The gateway's tools, each call keyed by its position in the run. Use them only with `model(...)`. */
+  readonly tools: ToolSet;
+  /** Wraps the host's model so each response is journaled as the run's next step before any of its calls runs. */
+  model(model: AiSdkLanguageModel): AiSdkLanguageModel;
+}
+
+function parsedInput(text: string): unknown {
+  try {
+    return text.trim() === '' ? {} : JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+function messagesOf(run: BridgeRun): ModelMessage[] {
+  const messages: ModelMessage[] = [{ role: 'user', content: run.prompt }];
+  for (const { response, calls } of run.rebuilt) {
+    const parts = response.toolCalls.map((c) => ({ type: 'tool-call' as const, toolCallId: c.id, toolName: c.name, input: parsedInput(c.arguments) }));
+    messages.push({ role: 'assistant', content: [...(response.text ? [{ type: 'text' as const, text: response.text }] : []), ...parts] });
+    if (calls.length === 0) continue;
+    messages.push({
+      role: 'tool',
+      content: calls.map((c) => ({
+        type: 'tool-result' as const,
+        toolCallId: c.providerCallId,
+        toolName: c.name,
+        output: c.outcome.ok ? { type: 'text' as const, value: c.outcome.output } : { type: 'error-text' as const, value: c.outcome.text },
+      })),
+    });
+  }
+  return messages;
+}
+
+interface ContentLike {
+  readonly type: string;
+  readonly text?: string;
+  readonly toolCallId?: string;
+  readonly toolName?: string;
+  readonly input?: string;
+  readonly providerExecuted?: boolean;
+}
+
+/** The model's answer as the run journals it: its text and the calls it asked our tools for (not provider-run ones). */
+function responseOf(content: readonly ContentLike[], streamedText: string | null): ChatResponse {
+  const toolCalls: ChatToolCall[] = [];
+  let text = streamedText;
+  for (const part of content) {
+    if (part.type === 'text' && typeof part.text === 'string') text = (text ?? '') + part.text;
+    if (part.type === 'tool-call' && part.providerExecuted !== true) {
+      toolCalls.push({ id: String(part.toolCallId), name: String(part.toolName), arguments: typeof part.input === 'string' ? part.input : JSON.stringify(part.input ?? {}) });
+    }
+  }
+  return { text, toolCalls };
+}
+
+function journalingMiddleware(run: BridgeRun): LanguageModelMiddleware {
+  return {
+    specificationVersion: 'v3',
+    async wrapGenerate({ doGenerate }) {
+      const result = await doGenerate();
+      await run.record(responseOf(result.content as readonly ContentLike[], null));
+      return result;
+    },
+    async wrapStream({ doStream }) {
+      const { stream, ...rest } = await doStream();
+      type Part = typeof stream extends ReadableStream<infer P> ? P : never;
+      // Tool calls are held back until the response is complete and journaled: the SDK runs a streamed call as soon
+      // as it sees it, and a call must never run before the step that asked for it is durable.
+      const held: Part[] = [];
+      let text: string | null = null;
+      let recorded = false;
+      const release = async (controller: TransformStreamDefaultController<Part>) => {
+        if (recorded) return;
+        recorded = true;
+        await run.record(responseOf(held as unknown as readonly ContentLike[], text));
+        for (const part of held) controller.enqueue(part);
+      };
+      const transform = new TransformStream<Part, Part>({
+        async transform(part, controller) {
+          if (part.type === 'text-delta') text = (text ?? '') + part.delta;
+          if (part.type === 'tool-call' && part.providerExecuted !== true) {
+            held.push(part);
+            return;
+          }
+          if (part.type === 'finish') await release(controller);
+          controller.enqueue(part);
+        },
+        async flush(controller) {
+          await release(controller);
+        },
+      });
+      return { stream: stream.pipeThrough(transform), ...rest };
+    },
+  };
+}
+
+/**
+ * Opens the run `options.runId` for the AI SDK: a new id starts it with `prompt`; a journaled one is resumed, its
+ * completed calls replayed and its open calls sent through `recovery` (see BridgeRunOptions). While `status` is
+ * `running`, pass `messages`, `tools` and `model(yourModel)` to `generateText` or `streamText` (with `jingweiHalted`
+ * in `stopWhen`: a call that waits on a person halts the loop). Killed anywhere, open it again with the same id.
+ */
+export async function aiSdkRun(options: AiSdkRunOptions): Promise<AiSdkRun> {
+  const run = await BridgeRun.open(options);
+  const tools: ToolSet = {};
+  for (const schema of selectSchemas(options.gateway, options.tools)) {
+    const name = schema.name;
+    tools[name] = tool<JsonValue, string>({
+      description: schema.description,
+      inputSchema: jsonSchema<JsonValue>(objectSchema(schema.inputSchema) as JSONSchema7),
+      async execute(_input, { toolCallId }) {
+        // The input the model wrote is the one journaled with its step; the call runs with exactly that.
+        const call = await run.call(name, toolCallId);
+        if (!call.outcome.ok) throw new ToolCallFailedError(name, call.outcome);
+        return call.outcome.output;
+      },
+    });
+  }
+  const middleware = journalingMiddleware(run);
+  return {
+    runId: run.runId,
+    get status() { return run.status; },
+    get text() { return run.text; },
+    get steps() { return run.stepCount; },
+    pendingCallIds: run.pendingCallIds,
+    toolCalls: run.toolCalls,
+    messages: messagesOf(run),
+    tools,
+    model: (model) => wrapLanguageModel({ model, middleware }),
+  };
+}

@@ -1,0 +1,143 @@
+/**
+ * A resumable OpenAI Agents SDK run (`jingwei/openai-agents`): `openAiAgentsRun` opens a run by its id and gives
+ * `run(agent, …)` the input items rebuilt from the journal, function tools keyed by position and a model wrapper
+ * that journals each model response before its calls run (docs/design.md#bridges-resume-from-the-journal).
+ */
+import { tool, type AgentInputItem, type FunctionTool, type Model } from '@openai/agents';
+import { ToolCallFailedError, ToolRuntimeHaltedError } from '../errors.js';
+import type { ChatResponse, ChatToolCall } from '../agent/model.js';
+import type { AgentToolCall } from '../agent/run-calls.js';
+import { exposedSchemas } from './openai-agents.js';
+import { BridgeRun, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
+import { objectSchema } from './schema.js';
+
+export interface OpenAiAgentsRunOptions extends BridgeRunOptions {
+  /** Only these tools (each must be granted to the gateway's caller). Default: every tool the caller may use. */
+  readonly tools?: readonly string[];
+}
+
+export interface OpenAiAgentsRun {
+  readonly runId: string;
+  /** Run the agent only while `running`; see BridgeRunStatus. It changes as the run goes on. */
+  readonly status: BridgeRunStatus;
+  /** The last assistant text journaled (the final output, once `finished`). */
+  readonly text: string | null;
+  /** Model responses journaled so far: bound the run by what is left, `maxTurns: limit - run.steps`. */
+  readonly steps: number;
+  /** With `needs_review` and `awaiting_approval`: the call ids the run waits on. */
+  readonly pendingCallIds: readonly string[];
+  /** Every call settled so far, host side (`execution.replayed` for those read back from the journal). */
+  readonly toolCalls: readonly AgentToolCall[];
+  /** The run's items rebuilt from the journal (the prompt, each step's messages, calls and results): `run(agent, run.input)`. */
+  readonly input: AgentInputItem[];
+  /** The gateway's tools as function tools, each call keyed by its position in the run. Use them only with `model(...)`. */
+  readonly tools: FunctionTool[];
+  /** Wraps the agent's model so each response is journaled as the run's next step before any of its calls runs. */
+  model(model: Model): Model;
+}
+
+interface OutputItemLike {
+  readonly type?: string;
+  readonly role?: string;
+  readonly content?: unknown;
+  readonly callId?: string;
+  readonly name?: string;
+  readonly arguments?: string;
+}
+
+/** The model's answer as the run journals it: its text and its calls of the run's tools, under their Jingwei names. */
+function responseOf(output: readonly OutputItemLike[], toJingwei: ReadonlyMap<string, string>): ChatResponse {
+  let text: string | null = null;
+  const toolCalls: ChatToolCall[] = [];
+  for (const item of output) {
+    if (item.type === 'message' && item.role === 'assistant' && Array.isArray(item.content)) {
+      for (const part of item.content as Array<{ type?: string; text?: unknown }>) {
+        if (part.type === 'output_text' && typeof part.text === 'string') text = (text ?? '') + part.text;
+      }
+    } else if (item.type === 'function_call' && toJingwei.has(String(item.name))) {
+      // Only calls of the run's tools are the run's: a handoff or another tool is the SDK's own business.
+      toolCalls.push({ id: String(item.callId), name: toJingwei.get(String(item.name))!, arguments: String(item.arguments ?? '') });
+    }
+  }
+  return { text, toolCalls };
+}
+
+function inputOf(run: BridgeRun, toExposed: (name: string) => string): AgentInputItem[] {
+  const items: AgentInputItem[] = [{ role: 'user', content: run.prompt }];
+  for (const { response, calls } of run.rebuilt) {
+    if (response.text) {
+      items.push({ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: response.text }] });
+    }
+    for (const c of response.toolCalls) {
+      items.push({ type: 'function_call', callId: c.id, name: toExposed(c.name), arguments: c.arguments, status: 'completed' });
+    }
+    for (const c of calls) {
+      const text = c.outcome.ok ? c.outcome.output : c.outcome.text;
+      items.push({ type: 'function_call_result', callId: c.providerCallId, name: toExposed(c.name), status: 'completed', output: { type: 'text', text } });
+    }
+  }
+  return items;
+}
+
+function journaling(run: BridgeRun, inner: Model, toJingwei: ReadonlyMap<string, string>): Model {
+  const wrapped: Model = {
+    async getResponse(request) {
+      const response = await inner.getResponse(request);
+      await run.record(responseOf(response.output as readonly OutputItemLike[], toJingwei));
+      return response;
+    },
+    async *getStreamedResponse(request) {
+      // The SDK runs the calls once the response is done: journal it before passing that event on.
+      for await (const event of inner.getStreamedResponse(request)) {
+        if (event.type === 'response_done') await run.record(responseOf(event.response.output as readonly OutputItemLike[], toJingwei));
+        yield event;
+      }
+    },
+  };
+  if (inner.getRetryAdvice) wrapped.getRetryAdvice = (args) => inner.getRetryAdvice!(args);
+  return wrapped;
+}
+
+/**
+ * Opens the run `options.runId` for the OpenAI Agents SDK: a new id starts it with `prompt`; a journaled one is
+ * resumed from its journaled state, its completed calls replayed and its open calls sent through `recovery` (see
+ * BridgeRunOptions). While `status` is `running`, build the agent with `tools` and `model(yourModel)` and call
+ * `run(agent, input)`. A call that waits on a person fails the SDK's run with ToolRuntimeHaltedError; killed
+ * anywhere, open it again with the same id.
+ */
+export async function openAiAgentsRun(options: OpenAiAgentsRunOptions): Promise<OpenAiAgentsRun> {
+  const run = await BridgeRun.open(options);
+  const exposed = exposedSchemas(options.gateway, options.tools);
+  const toJingwei = new Map(exposed.map(({ schema, exposed: e }) => [e, schema.name]));
+  const toExposed = new Map(exposed.map(({ schema, exposed: e }) => [schema.name, e]));
+  const tools = exposed.map(({ schema, exposed: name }) => tool({
+    name,
+    description: schema.description,
+    parameters: { type: 'object', ...objectSchema(schema.inputSchema) } as never,
+    strict: false,
+    needsApproval: false,
+    async execute(_input: unknown, _context, details) {
+      // The arguments the model wrote are the ones journaled with its step; the call runs with exactly those.
+      const call = await run.call(schema.name, details?.toolCall?.callId ?? '');
+      if (!call.outcome.ok) throw new ToolCallFailedError(schema.name, call.outcome);
+      return call.outcome.output;
+    },
+    errorFunction(_context, error) {
+      if (error instanceof ToolCallFailedError) return error.message;
+      if (error instanceof ToolRuntimeHaltedError) throw error;
+      const message = error instanceof Error ? error.message : String(error);
+      return `Tool ${JSON.stringify(schema.name)} could not be called: ${message}. The tool did not run.`;
+    },
+  }) as FunctionTool);
+  return {
+    runId: run.runId,
+    get status() { return run.status; },
+    get text() { return run.text; },
+    get steps() { return run.stepCount; },
+    pendingCallIds: run.pendingCallIds,
+    toolCalls: run.toolCalls,
+    input: inputOf(run, (name) => toExposed.get(name) ?? name),
+    tools,
+    model: (model) => journaling(run, model, toJingwei),
+  };
+}

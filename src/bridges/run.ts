@@ -1,0 +1,231 @@
+/**
+ * A framework's tool loop as a resumable run (docs/design.md#bridges-resume-from-the-journal): the framework-neutral
+ * half of `aiSdkRun` and `openAiAgentsRun`. It journals each model response of the framework's loop with the tool
+ * calls it asked for, exactly as runAgent does (the same `jingwei.run` events, so one run id is one conversation
+ * whichever loop wrote it), and gives each requested call the operation key of its position (run id, step, index):
+ * the framework's own tool call id is the model's and changes when the model is asked again, the position does not.
+ *
+ * Opening a run id the journal already holds rebuilds its steps: completed calls are replayed (nothing runs), a
+ * recorded failure is read again, a call left open by a crash goes through the same recovery policy as a resumed
+ * runAgent (reconcilers, then `retry_safe` or `suspend`), and a call never attempted runs now under its key. The
+ * framework then continues its loop from the rebuilt conversation.
+ */
+import { InvalidInputError, OperationInDoubtError, ToolRuntimeHaltedError } from '../errors.js';
+import type { ActionContext } from '../event/types.js';
+import type { SessionOwner, SessionStore } from '../store/types.js';
+import type { Tool, ToolGateway } from '../tool/types.js';
+import { preflightFailure } from './outcome.js';
+import type { ChatResponse, ChatToolCall } from '../agent/model.js';
+import { settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
+import { callRefusedEvent, checkRunId, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
+
+/** What a bridge run needs; the framework's loop does the rest. */
+export interface BridgeRunOptions {
+  /** The session's fenced owner: the run's events are journaled through it. */
+  readonly owner: SessionOwner;
+  /** A gateway bound to the same owner and to the run's task. */
+  readonly gateway: ToolGateway;
+  /** The store the owner belongs to: the run is read back from the session's journal. */
+  readonly store: Pick<SessionStore, 'loadHistory'>;
+  /**
+   * The run's id (letters, digits and `._:@-`, at most RUN_LIMITS.maxRunIdBytes). A new id starts a run; an id the
+   * journal already holds resumes it. Choose it from what the run is for (an order, a ticket) so a restarted host
+   * finds it again.
+   */
+  readonly runId: string;
+  /** The user's message. Required for a new run; when resuming it may be left out, or must equal the journaled one. */
+  readonly prompt?: string;
+  /** What resuming does with a call left open (no result): `suspend` (default) or `retry_safe`, as for resumeAgent. */
+  readonly recovery?: AgentRecoveryPolicy;
+  /** Tools whose `reconcile` is asked about open calls before the policy applies. */
+  readonly reconcilers?: readonly Tool[];
+  /** Cancels the calls the run makes (recorded as `cancelled`). */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * `running`: the framework's loop goes on from `messages`. `finished`: the model answered without tool calls; `text`
+ * is its answer and nothing more needs running. `needs_review`: a call's outcome is open and nothing allows
+ * retrying it (a person reviews it, then the run is opened again). `awaiting_approval`: a call waits on an
+ * operator's durable approval decision.
+ */
+export type BridgeRunStatus = 'running' | 'finished' | 'needs_review' | 'awaiting_approval';
+
+/** One journaled step as the framework's messages are rebuilt from it: the model's answer and what it read back. */
+export interface BridgeRunStep {
+  readonly response: ChatResponse;
+  /** One per requested call, in order (fewer when the run stopped inside this step). */
+  readonly calls: readonly AgentToolCall[];
+}
+
+interface Position {
+  readonly step: number;
+  readonly index: number;
+  readonly requested: ChatToolCall;
+}
+
+/** The state both bridges share; each bridge turns `rebuilt` into its framework's messages. */
+export class BridgeRun {
+  readonly runId: string;
+  readonly prompt: string;
+  /** The journaled steps as opening the run settled them. */
+  readonly rebuilt: BridgeRunStep[] = [];
+  status: BridgeRunStatus = 'running';
+  text: string | null = null;
+  readonly pendingCallIds: string[] = [];
+  readonly toolCalls: AgentToolCall[] = [];
+  private readonly ctx: CallContext;
+  private readonly available: ReadonlySet<string>;
+  /** The positions of the calls journaled by this process's model responses, by the model's call id. */
+  private readonly positions = new Map<string, Position[]>();
+  private journaledSteps: number;
+
+  private constructor(private readonly options: BridgeRunOptions, runId: string, prompt: string, journaledSteps: number) {
+    this.runId = runId;
+    this.prompt = prompt;
+    this.journaledSteps = journaledSteps;
+    const { owner, gateway, store, signal } = options;
+    this.ctx = { owner, gateway, store, policy: options.recovery ?? 'suspend', reconcilers: options.reconcilers ?? [], signal, reconciled: null };
+    this.available = new Set(gateway.schemas().map((s) => s.name));
+  }
+
+  /** Opens (starts or resumes) the run `options.runId`; see the module comment. */
+  static async open(options: BridgeRunOptions): Promise<BridgeRun> {
+    if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', 'must be an object');
+    const { owner, gateway, store } = options;
+    if (owner.sessionId !== gateway.sessionId) {
+      throw new InvalidInputError('gateway', `is bound to session ${gateway.sessionId}, not the owner's ${owner.sessionId}`);
+    }
+    if (typeof store !== 'object' || store === null || typeof store.loadHistory !== 'function') {
+      throw new InvalidInputError('store', 'is required: the run is read back from the session\'s journal');
+    }
+    const policy = options.recovery ?? 'suspend';
+    if (policy !== 'suspend' && policy !== 'retry_safe') throw new InvalidInputError('recovery', `must be 'suspend' or 'retry_safe', got ${String(policy)}`);
+    if (options.reconcilers !== undefined && !Array.isArray(options.reconcilers)) throw new InvalidInputError('reconcilers', 'must be an array of tools');
+    if (options.prompt !== undefined && typeof options.prompt !== 'string') throw new InvalidInputError('prompt', 'must be a string');
+    const runId = checkRunId(options.runId);
+    const journaled = readRun(await store.loadHistory(owner.sessionId), runId);
+    if (journaled === null) {
+      if (options.prompt === undefined) throw new InvalidInputError('prompt', `is required: no run ${runId} is journaled in session ${owner.sessionId}`);
+      const run = new BridgeRun(options, runId, options.prompt, 0);
+      const turnId = gateway.turnId;
+      await owner.append([runStartedEvent(turnId, runId, gateway.taskId, options.prompt), { turnId, kind: { type: 'user_message', text: options.prompt } }]);
+      return run;
+    }
+    if (journaled.taskId !== gateway.taskId) {
+      throw new InvalidInputError('gateway', `is bound to task ${gateway.taskId}, but run ${runId} runs in task ${journaled.taskId}`);
+    }
+    if (options.prompt !== undefined && options.prompt !== journaled.input) throw new InvalidInputError('prompt', `differs from the prompt journaled for run ${runId}`);
+    const run = new BridgeRun(options, runId, journaled.input, journaled.responses.length);
+    await run.replay(journaled);
+    return run;
+  }
+
+  /** Settles every journaled step's calls against the journal, as a resumed runAgent does. */
+  private async replay(journaled: JournaledRun): Promise<void> {
+    const finished = journaled.finished !== null;
+    for (const [i, response] of journaled.responses.entries()) {
+      const step = i + 1;
+      const calls: AgentToolCall[] = [];
+      this.rebuilt.push({ response, calls });
+      this.text = response.text;
+      for (const [index, requested] of response.toolCalls.entries()) {
+        const at = `${step}/${index}`;
+        const refusal = journaled.refusals.get(at) ?? (journaled.omitted.has(at)
+          ? { code: 'not_journaled', message: 'the call could not be journaled as the model wrote it' }
+          : undefined);
+        let call: AgentToolCall;
+        if (refusal !== undefined) {
+          call = { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, refusal), execution: null };
+        } else {
+          const settled = await this.settle({ step, index, requested }, finished);
+          if (settled === null) break;
+          if (settled.kind === 'stop') {
+            this.stop(settled.reason, settled.callId);
+            return;
+          }
+          call = settled.call;
+        }
+        calls.push(call);
+        this.toolCalls.push(call);
+      }
+    }
+    const last = journaled.responses.at(-1);
+    if (journaled.finished !== null) {
+      this.status = 'finished';
+      this.text = journaled.finished.text;
+    } else if (last !== undefined && last.toolCalls.length === 0) {
+      // Journaled by runAgent, which records the end of a run in a later write: record it now.
+      await this.options.owner.append([runFinishedEvent(this.options.gateway.turnId, this.runId, 'completed', journaled.responses.length, last.text)]);
+      this.status = 'finished';
+    }
+  }
+
+  private stop(reason: 'needs_review' | 'awaiting_approval', callId: string): void {
+    this.status = reason;
+    if (!this.pendingCallIds.includes(callId)) this.pendingCallIds.push(callId);
+  }
+
+  private async settle(position: Position, replayOnly: boolean): Promise<SettledCall | null> {
+    const { gateway, owner } = this.options;
+    const { step, index, requested } = position;
+    const action: ActionContext = { decision: { taskId: gateway.taskId as ActionContext['decision']['taskId'], stepId: `${this.runId}/${step}` }, actionIndex: index };
+    const settled = await settleCall(this.ctx, requested, runOperationKey(this.runId, step, index), action, replayOnly);
+    if (!replayOnly && settled?.kind === 'done' && settled.call.execution === null && !settled.call.outcome.ok && settled.call.outcome.category === 'preflight') {
+      // Refused before anything was recorded: journaled so a resumed run shows the model the same refusal.
+      await owner.append([callRefusedEvent(gateway.turnId, this.runId, step, index, settled.call.outcome.code, settled.call.outcome.message)]);
+    }
+    return settled;
+  }
+
+  /** The number of model responses journaled so far (this run's steps, the resumed ones included). */
+  get stepCount(): number {
+    return this.journaledSteps;
+  }
+
+  /**
+   * Journals one model response of the framework's loop as the run's next step, before any of its calls runs, and
+   * remembers each call's position. A response without tool calls finishes the run.
+   */
+  async record(response: ChatResponse): Promise<void> {
+    const { owner, gateway } = this.options;
+    const turnId = gateway.turnId;
+    const step = this.journaledSteps + 1;
+    const finishes = response.toolCalls.length === 0;
+    await owner.append([
+      ...(response.text !== null && response.text.length > 0 ? [{ turnId, kind: { type: 'assistant_message', text: response.text } } as const] : []),
+      modelResponseEvent(turnId, this.runId, step, response, this.available),
+      ...(finishes ? [runFinishedEvent(turnId, this.runId, 'completed', step, response.text)] : []),
+    ]);
+    this.journaledSteps = step;
+    this.text = response.text;
+    if (finishes) this.status = 'finished';
+    for (const [index, requested] of response.toolCalls.entries()) {
+      const queue = this.positions.get(requested.id) ?? [];
+      queue.push({ step, index, requested });
+      this.positions.set(requested.id, queue);
+    }
+  }
+
+  /**
+   * Runs the call the framework's loop asks for, identified by the model's call id, under the key of the position
+   * `record` gave it. A call that stops the run (it waits on an operator's approval) or that no recorded response
+   * asked for throws ToolRuntimeHaltedError, so the framework's loop ends.
+   */
+  async call(name: string, providerCallId: string): Promise<AgentToolCall> {
+    const position = this.positions.get(providerCallId)?.shift();
+    if (position === undefined) {
+      throw new ToolRuntimeHaltedError(name, new InvalidInputError('model', `the call ${JSON.stringify(providerCallId)} was not asked for through the run's model: give the framework the run's model wrapper`));
+    }
+    // Not replay-only, so never null.
+    const settled = (await this.settle(position, false))!;
+    if (settled.kind === 'stop') {
+      this.stop(settled.reason, settled.callId);
+      const key = runOperationKey(this.runId, position.step, position.index);
+      const detail = settled.reason === 'awaiting_approval' ? 'it waits on an operator\'s approval decision' : 'its outcome is open and needs a review';
+      throw new ToolRuntimeHaltedError(name, new OperationInDoubtError(this.options.gateway.taskId, key, settled.callId, detail));
+    }
+    this.toolCalls.push(settled.call);
+    return settled.call;
+  }
+}

@@ -1,0 +1,149 @@
+/**
+ * The OpenAI Agents bridge resumes (SQLite and PostgreSQL, in process, the SDK's own Agent and run() over a
+ * scripted model): a run placing an order and then sending its confirmation is stopped after the order (at the
+ * model turn between the calls, or inside the e-mail's body); a fresh store handle, owner and runtime open the same
+ * run id and run the agent on the input rebuilt from the journal: the order is replayed (never run), the open e-mail goes through the
+ * recovery policy, the run finishes, and exactly one order and one e-mail reach the outside system.
+ */
+import assert from 'node:assert/strict';
+import { afterEach, it } from 'node:test';
+import { Agent, run, setTracingDisabled, Usage, type AgentOutputItem, type Model, type ModelRequest, type ModelResponse, type StreamEvent } from '@openai/agents';
+import { openAiAgentsRun } from '../../src/openai-agents.js';
+import { setFaultHook } from '../../src/fault.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { Crash, hostOn, outsideWorld, type World } from './fixtures/resume-world.js';
+import { forEachStore } from '../support/stores.js';
+
+setTracingDisabled(true);
+
+type Turn = AgentOutputItem[] | (() => never);
+/** A model answering from a script (a function entry throws: the host "dies"), keeping every request it got. */
+class ScriptedModel implements Model {
+  readonly requests: ModelRequest[] = [];
+  constructor(private readonly turns: Turn[]) {}
+  async getResponse(request: ModelRequest): Promise<ModelResponse> {
+    this.requests.push(structuredClone(request));
+    const turn = this.turns.shift();
+    if (turn === undefined) throw new Error('the scripted model ran out of answers');
+    if (typeof turn === 'function') turn();
+    return { usage: new Usage(), output: turn as AgentOutputItem[] };
+  }
+  async *getStreamedResponse(request: ModelRequest): AsyncIterable<StreamEvent> {
+    const response = await this.getResponse(request);
+    yield { type: 'response_started' };
+    yield { type: 'response_done', response: { id: `r${this.requests.length}`, usage: { inputTokens: 1, outputTokens: 1, totalTokens: 2 }, output: response.output } } as StreamEvent;
+  }
+}
+
+const fn = (callId: string, name: string): AgentOutputItem => ({ type: 'function_call', callId, name, arguments: '{"item":"tea"}', status: 'completed' });
+const say = (text: string): AgentOutputItem => ({ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text }] });
+const orderTurn = [say('Ordering.'), fn('c1', 'place_order')];
+const emailTurn = (id = 'c2') => [fn(id, 'send_email')];
+const doneTurn = [say('Ordered and confirmed.')];
+const dies = (): never => { throw new Crash('the host died while the model was thinking'); };
+
+/** The function results the model was sent in a request, in order. */
+function resultsIn(request: ModelRequest): string[] {
+  return (Array.isArray(request.input) ? request.input : []).flatMap((item) =>
+    item.type === 'function_call_result' ? [typeof item.output === 'string' ? item.output : String((item.output as { text?: unknown }).text)] : []);
+}
+
+forEachStore('openAiAgentsRun: kill and resume', (target) => {
+  afterEach(() => setFaultHook(null));
+
+  it('stopped at the model turn between the order and the e-mail: the order is replayed, the e-mail sent once, the run finishes', async () => {
+    const journal = target.fresh();
+    const open = () => journal.open();
+    const world = outsideWorld();
+    const first = await hostOn(open, world);
+    const run1 = await openAiAgentsRun({ ...first, runId: 'order-1', prompt: 'Buy tea.' });
+    const agent1 = new Agent({ name: 'shop', model: run1.model(new ScriptedModel([orderTurn, dies])), tools: run1.tools });
+    await assert.rejects(run(agent1, run1.input, { maxTurns: 5 }), (e: unknown) => chain(e).some((x) => x instanceof Crash));
+    assert.deepEqual(world.bodies, ['place_order']);
+    await first.store.close();
+
+    const second = await hostOn(open, world);
+    const run2 = await openAiAgentsRun({ ...second, runId: 'order-1' });
+    assert.equal(run2.status, 'running');
+    assert.equal(run2.steps, 1);
+    assert.equal(run2.toolCalls[0]!.execution!.replayed, true);
+    const model = new ScriptedModel([emailTurn('fresh-id'), doneTurn]);
+    const result = await run(new Agent({ name: 'shop', model: run2.model(model), tools: run2.tools }), run2.input, { maxTurns: 5 - run2.steps });
+    assert.equal(result.finalOutput, 'Ordered and confirmed.');
+    assert.equal(run2.status, 'finished');
+    assert.deepEqual(resultsIn(model.requests[0]!), ['order 1 placed']);
+    assert.deepEqual(resultsIn(model.requests[1]!), ['order 1 placed', 'sent']);
+    assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+    assert.deepEqual([...world.orders.keys()], ['order-1/1/0']);
+    assert.deepEqual([...world.emails.keys()], ['order-1/2/0']);
+
+    const again = await openAiAgentsRun({ ...second, runId: 'order-1', prompt: 'Buy tea.' });
+    assert.equal(again.status, 'finished');
+    assert.equal(again.text, 'Ordered and confirmed.');
+    assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+    await second.store.close();
+  });
+
+  it('killed inside the e-mail body: suspend stops the run as needs_review; retry_safe retries the e-mail once; streamed turns are journaled too', async () => {
+    const journal = target.fresh();
+    const open = () => journal.open();
+    const world = outsideWorld();
+    const first = await hostOn(open, world);
+    const run1 = await openAiAgentsRun({ ...first, runId: 'order-2', prompt: 'Buy tea.' });
+    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
+    const agent1 = new Agent({ name: 'shop', model: run1.model(new ScriptedModel([orderTurn, emailTurn(), dies])), tools: run1.tools });
+    const streamed = await run(agent1, run1.input, { maxTurns: 5, stream: true });
+    await streamed.completed.catch(() => undefined);
+    assert.ok(chain(streamed.error).some((x) => x instanceof Crash), String(streamed.error));
+    setFaultHook(null);
+    await first.store.close();
+
+    const second = await hostOn(open, world);
+    const suspended = await openAiAgentsRun({ ...second, runId: 'order-2' });
+    assert.equal(suspended.status, 'needs_review');
+    assert.equal(suspended.pendingCallIds.length, 1);
+    assert.deepEqual(world.bodies, ['place_order']);
+
+    const resumed = await openAiAgentsRun({ ...second, runId: 'order-2', recovery: 'retry_safe' });
+    assert.equal(resumed.status, 'running');
+    assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+    assert.equal(resumed.toolCalls[1]!.execution!.call.operation!.retry!.review!.actor, 'policy:retry_safe');
+    const model = new ScriptedModel([doneTurn]);
+    const result = await run(new Agent({ name: 'shop', model: resumed.model(model), tools: resumed.tools }), resumed.input, { maxTurns: 3 });
+    assert.equal(result.finalOutput, 'Ordered and confirmed.');
+    assert.deepEqual(resultsIn(model.requests[0]!), ['order 1 placed', 'sent']);
+    assert.equal(world.orders.size, 1);
+    assert.equal(world.emails.size, 1);
+    await second.store.close();
+  });
+
+  it('a tool name the SDK renames is journaled and called under its Jingwei name, and shown to the model under the SDK name again', async () => {
+    const journal = target.fresh();
+    const open = () => journal.open();
+    const world: World = outsideWorld();
+    world.tools.push({
+      name: 'stock.count',
+      metadata: new ToolMetadata('Counts stock', { type: 'object', properties: { item: { type: 'string' } } }).withEffect('read_only', 'stock-v1'),
+      async execute() { world.bodies.push('stock.count'); return '7'; },
+    });
+    const first = await hostOn(open, world);
+    const run1 = await openAiAgentsRun({ ...first, runId: 'stock-1', prompt: 'How many?' });
+    await assert.rejects(run(new Agent({ name: 'shop', model: run1.model(new ScriptedModel([[fn('s1', 'stock_count')], dies])), tools: run1.tools }), run1.input));
+    const history = await first.store.loadHistory('shop');
+    assert.deepEqual(history.flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call.name] : [])), ['stock.count']);
+    await first.store.close();
+
+    const second = await hostOn(open, world);
+    const run2 = await openAiAgentsRun({ ...second, runId: 'stock-1' });
+    const names = run2.input.flatMap((item) => ('type' in item && (item.type === 'function_call' || item.type === 'function_call_result') ? [item.name] : []));
+    assert.deepEqual(names, ['stock_count', 'stock_count']);
+    assert.deepEqual(world.bodies, ['stock.count']);
+    await second.store.close();
+  });
+});
+
+function chain(error: unknown): unknown[] {
+  const out: unknown[] = [];
+  for (let e: unknown = error; e instanceof Error && out.length < 6; e = (e as { cause?: unknown }).cause ?? (e as { error?: unknown }).error) out.push(e);
+  return out;
+}
