@@ -19,6 +19,7 @@ import type { PostgresStoreOptions } from './options.js';
 import { IDENTIFIER, migrate, POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { postgresStatements, type PostgresStatements } from './statements.js';
 import { PostgresInbox } from './inbox.js';
+import type { DecisionRow } from '../inbox-rows.js';
 
 function checkMs(name: string, value: number | undefined, fallback: number, min: number): number {
   const v = value ?? fallback;
@@ -35,6 +36,26 @@ function lastPerOperation(ops: readonly OperationRow[]): OperationRow[] {
     byKey.set(k, o);
   }
   return [...byKey.values()];
+}
+
+/** One statement of a batch, started when the batch sends it. */
+type Step = () => Promise<unknown>;
+
+/** The SQLSTATE of a conditional update that changed no row (the statements divide by the count of changed rows). */
+const NO_ROW_CHANGED = '22012';
+
+/**
+ * Runs statements of one transaction. On a pipelining connection (a pool made with `pipeline: true`, as the store
+ * makes its own) all are sent at once and cost one round trip; otherwise each waits for the one before. Either way
+ * it rejects with the first statement's failure in order (the ones after an error fail as "transaction aborted").
+ */
+async function batch(client: PoolClient, steps: readonly Step[]): Promise<void> {
+  if ((client as { pipeline?: unknown }).pipeline !== true) {
+    for (const step of steps) await step();
+    return;
+  }
+  const settled = await Promise.allSettled(steps.map((step) => step()));
+  for (const r of settled) if (r.status === 'rejected') throw r.reason;
 }
 
 class PostgresBackend implements JournalBackend {
@@ -101,7 +122,7 @@ class PostgresBackend implements JournalBackend {
    * Runs `body` in one transaction on one pooled connection. Driver errors roll back and map to typed errors;
    * a connection that failed is destroyed rather than returned to the pool.
    */
-  private async inTransaction<T>(begin: string, context: string, body: (client: PoolClient) => Promise<T>): Promise<T> {
+  private async inTransaction<T>(begin: string | null, context: string, body: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.connect(context);
     let broken: unknown;
     const onError = (error: unknown) => {
@@ -109,9 +130,10 @@ class PostgresBackend implements JournalBackend {
     };
     client.on('error', onError);
     try {
-      await client.query(begin);
+      // With `begin` null the body sends BEGIN and COMMIT itself, in the batches it pipelines around its own queries.
+      if (begin !== null) await client.query(begin);
       const result = await body(client);
-      await client.query('COMMIT');
+      if (begin !== null) await client.query('COMMIT');
       client.off('error', onError);
       client.release();
       return result;
@@ -135,7 +157,7 @@ class PostgresBackend implements JournalBackend {
     const context = `session ${sessionId}`;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.inTransaction(this.beginWrite, context, (client) => this.readDecideWrite(client, sessionId, reads, decide));
+        return await this.inTransaction(null, context, (client) => this.readDecideWrite(client, sessionId, reads, decide));
       } catch (error) {
         if (error instanceof Passthrough) throw error.error;
         if (error instanceof LostCreationRace) {
@@ -149,6 +171,12 @@ class PostgresBackend implements JournalBackend {
     }
   }
 
+  /**
+   * One write transaction in two round trips (docs/design.md#one-round-trip-per-write-on-postgresql): BEGIN, the
+   * locking reads and the clock go out together; then the decision runs; then every write and COMMIT go out
+   * together. A write that fails (the fencing check included) aborts the transaction, so the COMMIT behind it
+   * commits nothing. Without a pipelining connection the same statements run one after another.
+   */
   private async readDecideWrite<R>(
     client: PoolClient,
     sessionId: SessionId,
@@ -156,21 +184,42 @@ class PostgresBackend implements JournalBackend {
     decide: (state: TxState) => TxWrites<R>,
   ): Promise<R> {
     // The owner row lock serialises every writer of this session; a missing row is created by the decision's
-    // INSERT, and a concurrent creator surfaces as a unique violation (retried once by transact).
-    const sessionRes = await this.run<SessionRecord>(client, 'lockSession', [sessionId]);
-    const taskRes = reads.taskId !== undefined ? await this.run<TaskRecord>(client, 'lockTask', [sessionId, reads.taskId]) : undefined;
-    const opRes = reads.operation
-      ? await this.run<OperationRecord>(client, 'lockOperation', [sessionId, reads.operation.taskId, reads.operation.key])
-      : undefined;
-    const idsRes = reads.eventIds?.length
-      ? await this.run<{ event_id: string }>(client, 'existingEventIds', [sessionId, [...reads.eventIds]])
-      : undefined;
-    const attentionRes = reads.attentionCalls?.length
-      ? await this.run<AttentionRecord>(client, 'attentionByCalls', [sessionId, [...reads.attentionCalls]])
-      : undefined;
-    const approvals = reads.approvals ? await this.inbox.approvalsOf(client, sessionId, reads.approvals) : undefined;
-    const nowRes = await this.run<{ now_ms: string | number }>(client, 'now', []);
-    const s = sessionRes.rows[0];
+    // INSERT, and a concurrent creator surfaces as a unique violation (retried once by transact). The clock is read
+    // after the locks, by the last statement of the batch.
+    let sessionRes: QueryResult<SessionRecord> | undefined;
+    let taskRes: QueryResult<TaskRecord> | undefined;
+    let opRes: QueryResult<OperationRecord> | undefined;
+    let idsRes: QueryResult<{ event_id: string }> | undefined;
+    let attentionRes: QueryResult<AttentionRecord> | undefined;
+    let approvals: DecisionRow[] | undefined;
+    let nowRes: QueryResult<{ now_ms: string | number }> | undefined;
+    const readSteps: Step[] = [
+      () => client.query(this.beginWrite),
+      async () => { sessionRes = await this.run<SessionRecord>(client, 'lockSession', [sessionId]); },
+    ];
+    if (reads.taskId !== undefined) {
+      const taskId = reads.taskId;
+      readSteps.push(async () => { taskRes = await this.run<TaskRecord>(client, 'lockTask', [sessionId, taskId]); });
+    }
+    if (reads.operation) {
+      const op = reads.operation;
+      readSteps.push(async () => { opRes = await this.run<OperationRecord>(client, 'lockOperation', [sessionId, op.taskId, op.key]); });
+    }
+    if (reads.eventIds?.length) {
+      const ids = [...reads.eventIds];
+      readSteps.push(async () => { idsRes = await this.run<{ event_id: string }>(client, 'existingEventIds', [sessionId, ids]); });
+    }
+    if (reads.attentionCalls?.length) {
+      const calls = [...reads.attentionCalls];
+      readSteps.push(async () => { attentionRes = await this.run<AttentionRecord>(client, 'attentionByCalls', [sessionId, calls]); });
+    }
+    if (reads.approvals) {
+      const op = reads.approvals;
+      readSteps.push(async () => { approvals = await this.inbox.approvalsOf(client, sessionId, op); });
+    }
+    readSteps.push(async () => { nowRes = await this.run<{ now_ms: string | number }>(client, 'now', []); });
+    await batch(client, readSteps);
+    const s = sessionRes?.rows[0];
     const t = taskRes?.rows[0];
     const o = opRes?.rows[0];
     let writes: TxWrites<R>;
@@ -182,83 +231,90 @@ class PostgresBackend implements JournalBackend {
         existingEventIds: idsRes?.rows.map((r) => r.event_id) ?? [],
         attention: attentionRes?.rows.map(toAttention) ?? [],
         ...(approvals ? { approvals } : {}),
-        now: int(nowRes.rows[0]!.now_ms, 'now', sessionId),
+        now: int(nowRes!.rows[0]!.now_ms, 'now', sessionId),
       });
     } catch (error) {
       throw new Passthrough(error);
     }
-    if (writes.session) await this.writeSession(client, writes.session.row, writes.session.expect);
+    const steps: Step[] = [];
+    if (writes.session) steps.push(this.writeSession(client, writes.session.row, writes.session.expect));
     const events = writes.events ?? [];
-    if (events.length > 0) await this.insertEvents(client, events);
-    if (writes.task) await this.writeTask(client, writes.task.row, writes.task.insert);
+    if (events.length > 0) steps.push(this.insertEvents(client, events));
+    if (writes.task) steps.push(this.writeTask(client, writes.task.row, writes.task.insert));
     const ops = lastPerOperation(writes.operations ?? []);
     if (ops.length > 0) {
-      await this.run(client, 'upsertOperations', [
+      steps.push(() => this.run(client, 'upsertOperations', [
         ops.map((x) => x.taskId), ops.map((x) => x.key), ops.map((x) => x.sessionId), ops.map((x) => x.callId), ops.map((x) => x.eventId),
-      ]);
+      ]));
     }
-    for (const a of writes.attention ?? []) await this.run(client, 'upsertAttention', attentionValues(a, (b) => b));
-    if (writes.decisions?.length) await this.inbox.write(client, writes.decisions);
+    for (const a of writes.attention ?? []) steps.push(() => this.run(client, 'upsertAttention', attentionValues(a, (b) => b)));
+    if (writes.decisions?.length) steps.push(...this.inbox.writeSteps(client, writes.decisions));
     faultPoint('commit:before');
     const beforeCommit = beforeCommitHooks.get(this);
-    if (beforeCommit) {
-      const pid = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
-      try {
-        await beforeCommit({ sessionId, backendPid: pid.rows[0]!.pid });
-      } catch (error) {
-        throw new Passthrough(error);
-      }
+    if (!beforeCommit) {
+      await batch(client, [...steps, () => client.query('COMMIT')]);
+      return writes.result;
     }
+    await batch(client, steps);
+    const pid = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    try {
+      await beforeCommit({ sessionId, backendPid: pid.rows[0]!.pid });
+    } catch (error) {
+      throw new Passthrough(error);
+    }
+    await client.query('COMMIT');
     return writes.result;
   }
 
-  private async writeSession(client: PoolClient, row: SessionRow, expect: { epoch: number; lastSeq: number } | null): Promise<void> {
+  private writeSession(client: PoolClient, row: SessionRow, expect: { epoch: number; lastSeq: number } | null): Step {
     const values = sessionValues(row, (held) => held);
-    if (expect === null) {
-      await this.run(client, 'insertSession', values);
-      return;
-    }
-    // The fencing check: the owner row changes only where epoch and head are still what this decision read.
-    const res = await this.run(client, 'updateSession', [...values, expect.epoch, expect.lastSeq]);
-    if (res.rowCount !== 1) throw new Passthrough(new StaleOwnerError(row.sessionId, expect.epoch, 'the owner row changed'));
+    if (expect === null) return () => this.run(client, 'insertSession', values);
+    // The fencing check: the statement fails (22012) where epoch and head are no longer what this decision read.
+    return () => this.run(client, 'updateSession', [...values, expect.epoch, expect.lastSeq]).catch((error: unknown) => {
+      if ((error as { code?: unknown }).code === NO_ROW_CHANGED) throw new Passthrough(new StaleOwnerError(row.sessionId, expect.epoch, 'the owner row changed'));
+      throw error;
+    });
   }
 
-  private async insertEvents(client: PoolClient, events: readonly EventRow[]): Promise<void> {
-    try {
-      await this.run(client, 'insertEvents', [
-        events.map((e) => e.sessionId), events.map((e) => e.seq), events.map((e) => e.eventId),
-        events.map((e) => e.epoch), events.map((e) => e.body), events.map((e) => e.hash),
-      ]);
-    } catch (error) {
+  private insertEvents(client: PoolClient, events: readonly EventRow[]): Step {
+    return () => this.run(client, 'insertEvents', [
+      events.map((e) => e.sessionId), events.map((e) => e.seq), events.map((e) => e.eventId),
+      events.map((e) => e.epoch), events.map((e) => e.body), events.map((e) => e.hash),
+    ]).catch((error: unknown) => {
       if ((error as { code?: unknown }).code === '23505') {
         // Rows beyond the head on the owner row: the journal was tampered with. Never overwrite or retry.
         throw new Passthrough(new JournalCorruptError(events[0]!.sessionId, events[0]!.seq, 'head_mismatch',
           'event rows already exist beyond the head recorded on the owner row', { cause: error }));
       }
       throw error;
-    }
+    });
   }
 
-  private async writeTask(client: PoolClient, row: TaskRow, insert: boolean): Promise<void> {
-    if (insert) {
-      await this.run(client, 'insertTask', taskValues(row));
-      return;
-    }
-    const res = await this.run(client, 'updateTask', [
+  private writeTask(client: PoolClient, row: TaskRow, insert: boolean): Step {
+    if (insert) return () => this.run(client, 'insertTask', taskValues(row));
+    return () => this.run(client, 'updateTask', [
       row.taskId, row.sessionId, row.state, row.chargedToolCalls, row.chargedOutputBytes, row.reservedOutputBytes, row.stopReason,
       JSON.stringify(row.reservations), journalLedger(row).charged,
-    ]);
-    // The row was read FOR UPDATE in this transaction, so only an outside actor can make this miss.
-    if (res.rowCount !== 1) throw new Passthrough(new StoreBusyError(`task ${row.taskId} changed outside the store; try again`));
+    ]).catch((error: unknown) => {
+      // The row was read FOR UPDATE in this transaction, so only an outside actor can make this miss.
+      if ((error as { code?: unknown }).code === NO_ROW_CHANGED) throw new Passthrough(new StoreBusyError(`task ${row.taskId} changed outside the store; try again`));
+      throw error;
+    });
   }
 
   async snapshot(sessionId: SessionId) {
-    return this.inTransaction(this.beginRead, `session ${sessionId}`, async (client) => {
-      const sessionRes = await this.run<SessionRecord>(client, 'session', [sessionId]);
-      const eventsRes = await client.query<[string, string, string, string, string]>({ text: this.sql.events, values: [sessionId], rowMode: 'array' });
-      const s = sessionRes.rows[0];
-      const events: EventRow[] = new Array<EventRow>(eventsRes.rows.length);
-      eventsRes.rows.forEach(([seq, eventId, epoch, body, hash], i) => {
+    return this.inTransaction(null, `session ${sessionId}`, async (client) => {
+      let sessionRes: QueryResult<SessionRecord> | undefined;
+      let eventsRes: QueryResult<[string, string, string, string, string]> | undefined;
+      await batch(client, [
+        () => client.query(this.beginRead),
+        async () => { sessionRes = await this.run<SessionRecord>(client, 'session', [sessionId]); },
+        async () => { eventsRes = await client.query<[string, string, string, string, string]>({ text: this.sql.events, values: [sessionId], rowMode: 'array' }); },
+        () => client.query('COMMIT'),
+      ]);
+      const s = sessionRes!.rows[0];
+      const events: EventRow[] = new Array<EventRow>(eventsRes!.rows.length);
+      eventsRes!.rows.forEach(([seq, eventId, epoch, body, hash], i) => {
         events[i] = { sessionId, seq: int(seq, 'seq', sessionId), eventId, epoch: int(epoch, 'epoch', sessionId), body, hash };
       });
       return { session: s ? toSession(s) : undefined, events };
@@ -346,7 +402,9 @@ export async function openPostgresStore(urlOrPool: string | PgPool, options: Pos
       max: checkMs('poolSize', options.poolSize, POSTGRES_DEFAULTS.poolSize, 1),
       connectionTimeoutMillis: checkMs('connectTimeoutMs', options.connectTimeoutMs, POSTGRES_DEFAULTS.connectTimeoutMs, 1),
       application_name: 'jingwei',
-    });
+      // Statements of one transaction go out together where they do not wait on each other's answers.
+      pipeline: true,
+    } as ConstructorParameters<typeof Pool>[0]);
     // An idle pooled connection that the server ends is dropped by the pool; without a listener Node would crash.
     pool.on('error', () => {});
     ownsPool = true;

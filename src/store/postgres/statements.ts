@@ -8,9 +8,13 @@ export function postgresStatements(S: string) {
       session: `SELECT ${sessionCols} FROM ${S}.jw_sessions WHERE session_id = $1`,
     lockSession: `SELECT ${sessionCols} FROM ${S}.jw_sessions WHERE session_id = $1 FOR UPDATE`,
     insertSession: `INSERT INTO ${S}.jw_sessions (${sessionCols}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    // The fencing check: the owner row changes only where epoch and head are still what the decision read. The
+    // statement fails (division by zero, SQLSTATE 22012) when it changed no row, so a pipelined COMMIT sent behind it
+    // finds the transaction aborted and commits nothing (docs/design.md#one-round-trip-per-write-on-postgresql).
     updateSession:
-      `UPDATE ${S}.jw_sessions SET owner = $2, held = $3, epoch = $4, last_seq = $5, head_hash = $6, body_bytes = $7, recorded_at = $8, ` +
-      'lease_expires_at = $9 WHERE session_id = $1 AND epoch = $10 AND last_seq = $11',
+      `WITH changed AS (UPDATE ${S}.jw_sessions SET owner = $2, held = $3, epoch = $4, last_seq = $5, head_hash = $6, body_bytes = $7, ` +
+      'recorded_at = $8, lease_expires_at = $9 WHERE session_id = $1 AND epoch = $10 AND last_seq = $11 RETURNING 1) ' +
+      'SELECT 1 / (SELECT count(*) FROM changed)::int AS changed',
     // The database's clock, so hosts with skewed clocks agree on when a lease runs out (docs/design.md#leases).
     now: 'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms',
     insertEvents:
@@ -21,9 +25,11 @@ export function postgresStatements(S: string) {
     task: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE session_id = $1 AND task_id = $2`,
     lockTask: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE session_id = $1 AND task_id = $2 FOR UPDATE`,
     insertTask: `INSERT INTO ${S}.jw_tasks (${taskCols}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+    // Fails the same way as updateSession when the row it read FOR UPDATE is gone.
     updateTask:
-      `UPDATE ${S}.jw_tasks SET state = $3, charged_tool_calls = $4, charged_output_bytes = $5, reserved_output_bytes = $6, ` +
-      'stop_reason = $7, reservations = $8, charged_journal_bytes = $9 WHERE session_id = $2 AND task_id = $1',
+      `WITH changed AS (UPDATE ${S}.jw_tasks SET state = $3, charged_tool_calls = $4, charged_output_bytes = $5, reserved_output_bytes = $6, ` +
+      'stop_reason = $7, reservations = $8, charged_journal_bytes = $9 WHERE session_id = $2 AND task_id = $1 RETURNING 1) ' +
+      'SELECT 1 / (SELECT count(*) FROM changed)::int AS changed',
     operation: `SELECT session_id, call_id, event_id FROM ${S}.jw_operations WHERE session_id = $1 AND task_id = $2 AND key = $3`,
     lockOperation: `SELECT session_id, call_id, event_id FROM ${S}.jw_operations WHERE session_id = $1 AND task_id = $2 AND key = $3 FOR UPDATE`,
     upsertOperations:
