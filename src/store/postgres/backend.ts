@@ -19,6 +19,7 @@ import type { PostgresStoreOptions } from './options.js';
 import { IDENTIFIER, migrate, POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { postgresStatements, type PostgresStatements } from './statements.js';
 import { PostgresInbox } from './inbox.js';
+import { KnownSessions, sessionJson } from './known-rows.js';
 import type { DecisionRow } from '../inbox-rows.js';
 
 function checkMs(name: string, value: number | undefined, fallback: number, min: number): number {
@@ -36,6 +37,17 @@ function lastPerOperation(ops: readonly OperationRow[]): OperationRow[] {
     byKey.set(k, o);
   }
   return [...byKey.values()];
+}
+
+/** A check of the known-rows path failed: a stored row is not the known one. */
+const MISSED = Symbol('known rows differ');
+
+/** A check or the owner-row write of the known-rows path: changing or matching no row is a miss, not an error. */
+function missOn<T>(query: Promise<T>): Promise<T> {
+  return query.catch((error: unknown) => {
+    if ((error as { code?: unknown }).code === NO_ROW_CHANGED) throw new Passthrough(MISSED);
+    throw error;
+  });
 }
 
 /** One statement of a batch, started when the batch sends it. */
@@ -70,6 +82,11 @@ class PostgresBackend implements JournalBackend {
   /** The quoted schema name. */
   private readonly schemaName: string;
   readonly inbox: PostgresInbox;
+  /** Whether the pool's connections pipeline (then a commit on known rows costs one round trip). */
+  private readonly pipelining: boolean;
+  private readonly known = new KnownSessions();
+  /** The database's clock minus this process's, as last read. */
+  private clockOffset = 0;
 
   constructor(
     private readonly pool: Pool,
@@ -92,6 +109,7 @@ class PostgresBackend implements JournalBackend {
       `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL lock_timeout = ${timeouts.lock}; ` +
       `SET LOCAL statement_timeout = ${timeouts.statement}${idle}`;
     this.sql = postgresStatements(S);
+    this.pipelining = (pool as unknown as { options?: { pipeline?: unknown } }).options?.pipeline === true;
     this.inbox = new PostgresInbox(S, schema, pool,
       (context, body) => this.inTransaction(this.beginWrite, context, body),
       (context, body) => this.inTransaction(this.beginRead, context, body));
@@ -155,10 +173,15 @@ class PostgresBackend implements JournalBackend {
 
   async transact<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R> {
     const context = `session ${sessionId}`;
+    if (this.pipelining && !beforeCommitHooks.get(this)) {
+      const done = await this.onKnownRows(sessionId, reads, decide);
+      if (done) return done.result;
+    }
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.inTransaction(null, context, (client) => this.readDecideWrite(client, sessionId, reads, decide));
       } catch (error) {
+        this.known.forget(sessionId);
         if (error instanceof Passthrough) throw error.error;
         if (error instanceof LostCreationRace) {
           // A concurrent creator committed the same session or task row first. Run read → decide → write again:
@@ -222,22 +245,47 @@ class PostgresBackend implements JournalBackend {
     const s = sessionRes?.rows[0];
     const t = taskRes?.rows[0];
     const o = opRes?.rows[0];
+    const now = int(nowRes!.rows[0]!.now_ms, 'now', sessionId);
+    this.clockOffset = now - Date.now();
+    const state: TxState = {
+      session: s ? toSession(s) : undefined,
+      task: t ? toTask(t) : undefined,
+      operation: o && reads.operation ? toOperation(reads.operation, o) : undefined,
+      existingEventIds: idsRes?.rows.map((r) => r.event_id) ?? [],
+      attention: attentionRes?.rows.map(toAttention) ?? [],
+      ...(approvals ? { approvals } : {}),
+      now,
+    };
     let writes: TxWrites<R>;
     try {
-      writes = decide({
-        session: s ? toSession(s) : undefined,
-        task: t ? toTask(t) : undefined,
-        operation: o && reads.operation ? toOperation(reads.operation, o) : undefined,
-        existingEventIds: idsRes?.rows.map((r) => r.event_id) ?? [],
-        attention: attentionRes?.rows.map(toAttention) ?? [],
-        ...(approvals ? { approvals } : {}),
-        now: int(nowRes!.rows[0]!.now_ms, 'now', sessionId),
-      });
+      writes = decide(state);
     } catch (error) {
       throw new Passthrough(error);
     }
     const steps: Step[] = [];
     if (writes.session) steps.push(this.writeSession(client, writes.session.row, writes.session.expect));
+    steps.push(...this.writeSteps(client, writes));
+    faultPoint('commit:before');
+    const beforeCommit = beforeCommitHooks.get(this);
+    if (!beforeCommit) {
+      await batch(client, [...steps, () => client.query('COMMIT')]);
+    } else {
+      await batch(client, steps);
+      const pid = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      try {
+        await beforeCommit({ sessionId, backendPid: pid.rows[0]!.pid });
+      } catch (error) {
+        throw new Passthrough(error);
+      }
+      await client.query('COMMIT');
+    }
+    if (this.pipelining) this.known.record(sessionId, state, reads, writes, now);
+    return writes.result;
+  }
+
+  /** Every write of a decision but the owner row's, in the order the ordinary path sends them. */
+  private writeSteps(client: PoolClient, writes: TxWrites<unknown>): Step[] {
+    const steps: Step[] = [];
     const events = writes.events ?? [];
     if (events.length > 0) steps.push(this.insertEvents(client, events));
     if (writes.task) steps.push(this.writeTask(client, writes.task.row, writes.task.insert));
@@ -249,21 +297,67 @@ class PostgresBackend implements JournalBackend {
     }
     for (const a of writes.attention ?? []) steps.push(() => this.run(client, 'upsertAttention', attentionValues(a, (b) => b)));
     if (writes.decisions?.length) steps.push(...this.inbox.writeSteps(client, writes.decisions));
-    faultPoint('commit:before');
-    const beforeCommit = beforeCommitHooks.get(this);
-    if (!beforeCommit) {
-      await batch(client, [...steps, () => client.query('COMMIT')]);
-      return writes.result;
-    }
-    await batch(client, steps);
-    const pid = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    return steps;
+  }
+
+  /**
+   * A commit decided on the rows this backend knows (known-rows.ts) and sent in one round trip: BEGIN, the owner row
+   * written only where it is still the known row, a check of every other row the decision read, the writes and
+   * COMMIT. Undefined when the rows are not known, the decision is not a commit of events, or a stored row differed
+   * (nothing was written then): the caller runs the ordinary path, which reads the rows and decides again.
+   */
+  private async onKnownRows<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<{ result: R } | undefined> {
+    const known = this.known.state(sessionId, reads, Date.now() + this.clockOffset);
+    if (!known) return undefined;
+    let writes: TxWrites<R>;
     try {
-      await beforeCommit({ sessionId, backendPid: pid.rows[0]!.pid });
-    } catch (error) {
-      throw new Passthrough(error);
+      writes = decide(known.state);
+    } catch {
+      return undefined; // decided on rows that may be stale: the ordinary path decides on the stored ones
     }
-    await client.query('COMMIT');
-    return writes.result;
+    const session = writes.session;
+    const knownSession = known.state.session!;
+    // Only a commit of events: its result does not depend on the clock, which only renews the lease.
+    if (!session?.expect || !writes.events?.length || writes.decisions?.length) return undefined;
+    const expect = session.expect;
+    const row = session.row;
+    const leaseMs = typeof row.leaseExpiresAt === 'number' && row.leaseExpiresAt !== knownSession.leaseExpiresAt ? row.leaseExpiresAt - known.state.now! : null;
+    const checks = known.checks;
+    let lease: number | null;
+    try {
+      lease = await this.inTransaction(null, `session ${sessionId}`, async (client) => {
+        let written: QueryResult<{ lease_expires_at: string | number | null }> | undefined;
+        const steps: Step[] = [
+          () => client.query(this.beginWrite),
+          async () => {
+            written = await missOn(this.run(client, 'speculateSession', [
+              ...sessionValues(row, (h) => h), leaseMs, expect.epoch, expect.lastSeq, sessionJson(knownSession),
+            ]));
+          },
+        ];
+        if (checks.task) steps.push(() => missOn(this.run(client, 'checkTask', [sessionId, checks.task!.taskId, checks.task!.expected])));
+        if (checks.operation) {
+          const c = checks.operation;
+          steps.push(() => missOn(this.run(client, 'checkOperation', [sessionId, c.taskId, c.key, c.expected])));
+        }
+        if (checks.attention) steps.push(() => missOn(this.run(client, 'checkAttention', [sessionId, checks.attention!.callIds, checks.attention!.expected])));
+        if (checks.eventIds) steps.push(() => missOn(this.run(client, 'checkNoEventIds', [sessionId, checks.eventIds!])));
+        steps.push(...this.writeSteps(client, writes));
+        faultPoint('commit:before');
+        await batch(client, [...steps, () => client.query('COMMIT')]);
+        const value = written!.rows[0]!.lease_expires_at;
+        return value === null ? null : int(value, 'lease_expires_at', sessionId);
+      });
+    } catch (error) {
+      this.known.forget(sessionId);
+      if (error instanceof Passthrough && error.error === MISSED) return undefined;
+      if (error instanceof LostCreationRace) return undefined;
+      if (error instanceof Passthrough) throw error.error;
+      throw error;
+    }
+    const clock = leaseMs !== null && lease !== null ? lease - leaseMs : known.clock;
+    this.known.record(sessionId, known.state, reads, { ...writes, session: { row: { ...row, leaseExpiresAt: lease }, expect } }, clock);
+    return { result: writes.result };
   }
 
   private writeSession(client: PoolClient, row: SessionRow, expect: { epoch: number; lastSeq: number } | null): Step {
@@ -368,6 +462,7 @@ class PostgresBackend implements JournalBackend {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.known.clear();
     if (this.ownsPool) await this.pool.end();
   }
 }

@@ -1,4 +1,11 @@
 import { ATTENTION_COLUMNS, ATTENTION_UPDATE, SESSION_COLUMNS, TASK_COLUMNS } from '../sql-rows.js';
+import { OPERATION_COLUMNS } from './known-rows.js';
+
+/** `jsonb_build_object` over these columns: a row as the JSON object known-rows.ts builds for it. */
+const asJson = (columns: string) => `jsonb_build_object(${columns.split(', ').map((c) => `'${c}', ${c}`).join(', ')})`;
+
+/** The database's clock in epoch milliseconds. */
+const CLOCK = 'floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
 
 /** Every statement the PostgreSQL backend runs, for the tables in schema `S` (already quoted). */
 export function postgresStatements(S: string) {
@@ -16,7 +23,7 @@ export function postgresStatements(S: string) {
       'recorded_at = $8, lease_expires_at = $9 WHERE session_id = $1 AND epoch = $10 AND last_seq = $11 RETURNING 1) ' +
       'SELECT 1 / (SELECT count(*) FROM changed)::int AS changed',
     // The database's clock, so hosts with skewed clocks agree on when a lease runs out (docs/design.md#leases).
-    now: 'SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms',
+    now: `SELECT ${CLOCK} AS now_ms`,
     insertEvents:
       `INSERT INTO ${S}.jw_events (session_id, seq, event_id, epoch, body, hash) ` +
       'SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[], $6::text[])',
@@ -46,7 +53,27 @@ export function postgresStatements(S: string) {
     upsertAttention:
       `INSERT INTO ${S}.jw_attention (${ATTENTION_COLUMNS}) VALUES (${ATTENTION_COLUMNS.split(', ').map((_, i) => `$${i + 1}`).join(', ')}) ` +
       `ON CONFLICT (session_id, task_id, key) DO UPDATE SET ${ATTENTION_UPDATE}`,
-      };
+    // A commit decided on known rows (known-rows.ts), in one batch. The owner row is written only where it is still
+    // exactly the known row (the fencing check included); a renewed lease is set from the database's clock read by
+    // this statement ($10: the lease length, null when the decision left the lease as it was). Changing no row fails
+    // (22012) and aborts the batch. Each check below fails the same way where a stored row differs from the known one.
+    speculateSession:
+      `WITH changed AS (UPDATE ${S}.jw_sessions SET owner = $2, held = $3, epoch = $4, last_seq = $5, head_hash = $6, body_bytes = $7, ` +
+      `recorded_at = $8, lease_expires_at = CASE WHEN $10::bigint IS NULL THEN $9::bigint ELSE ${CLOCK} + $10::bigint END ` +
+      `WHERE session_id = $1 AND epoch = $11 AND last_seq = $12 AND ${asJson(SESSION_COLUMNS)} = $13::jsonb RETURNING lease_expires_at) ` +
+      'SELECT (SELECT lease_expires_at FROM changed) AS lease_expires_at, 1 / (SELECT count(*) FROM changed)::int AS changed',
+    checkTask:
+      `SELECT 1 / (CASE WHEN (SELECT coalesce(jsonb_object_agg(r.task_id, r.j), '{}'::jsonb) FROM (SELECT task_id, ${asJson(TASK_COLUMNS)} AS j ` +
+      `FROM ${S}.jw_tasks WHERE session_id = $1 AND task_id = $2 FOR UPDATE) r) = $3::jsonb THEN 1 ELSE 0 END) AS ok`,
+    checkOperation:
+      `SELECT 1 / (CASE WHEN (SELECT coalesce(jsonb_object_agg(r.key, r.j), '{}'::jsonb) FROM (SELECT key, ${asJson(OPERATION_COLUMNS)} AS j ` +
+      `FROM ${S}.jw_operations WHERE session_id = $1 AND task_id = $2 AND key = $3 FOR UPDATE) r) = $4::jsonb THEN 1 ELSE 0 END) AS ok`,
+    checkAttention:
+      `SELECT 1 / (CASE WHEN (SELECT coalesce(jsonb_object_agg(r.call_id, r.j), '{}'::jsonb) FROM (SELECT call_id, ${asJson(ATTENTION_COLUMNS)} AS j ` +
+      `FROM ${S}.jw_attention WHERE session_id = $1 AND call_id = ANY($2::text[]) FOR UPDATE) r) = $3::jsonb THEN 1 ELSE 0 END) AS ok`,
+    checkNoEventIds:
+      `SELECT 1 / (CASE WHEN EXISTS (SELECT 1 FROM ${S}.jw_events WHERE session_id = $1 AND event_id = ANY($2::text[])) THEN 0 ELSE 1 END) AS ok`,
+  };
 }
 
 export type PostgresStatements = ReturnType<typeof postgresStatements>;
