@@ -41,7 +41,8 @@ export function sessionDrafts(events, calls, targetBytes) {
   let toolBytes = 0;
   let seq = 0;
   const messageIndexes = [];
-  const size = (draft, s) => Buffer.byteLength(encodeEventText({ ...draft, sessionId: SESSION, seq: s }));
+  // Every event the store records carries its recorded time (one fixed-length ISO text), so size it with one.
+  const size = (draft, s) => Buffer.byteLength(encodeEventText({ ...draft, sessionId: SESSION, seq: s, recordedAt: '2026-01-01T00:00:00.000Z' }));
   let lastCallId;
   units.forEach((unit, u) => {
     if (u % 25 === 0) turn++;
