@@ -22,7 +22,7 @@ import { join, relative } from 'node:path';
 import { inspectToolRecovery, LIMITS } from '../dist/index.js';
 import { openSqliteStore } from '../dist/sqlite.js';
 import { commitAs } from '../dist/store/owner-commit.js';
-import { sessionDrafts } from './jingwei/b3.mjs';
+import { B3_EVENTS, sessionDrafts } from './jingwei/b3.mjs';
 import { benchRuntime, NOOP, NOOP_APPROVED, openRig } from './jingwei/rig.mjs';
 import { openFloor, ROOT, scratchDir } from './lib/env.mjs';
 
@@ -51,7 +51,7 @@ async function prepare(scratch) {
     case 'b3-floor': {
       const store = openSqliteStore(scratch.path('b3.db'));
       const target_ = Math.floor(LIMITS.maxHistoryBytes - 64 * 1024);
-      const { drafts, lastCallId } = sessionDrafts(LIMITS.maxHistoryEvents, 500, target_);
+      const { drafts, lastCallId } = sessionDrafts(B3_EVENTS, 400, target_, 'p-b3');
       const owner = await store.acquire('p-b3', { owner: 'bench' });
       for (let i = 0; i < drafts.length; i += 1000) await commitAs(owner, { events: drafts.slice(i, i + 1000) }); // tool evidence: the runtime's write path
       if (target === 'b3') {
