@@ -22,7 +22,7 @@ import { join, relative } from 'node:path';
 import { inspectToolRecovery, LIMITS } from '../dist/index.js';
 import { openSqliteStore } from '../dist/sqlite.js';
 import { commitAs } from '../dist/store/owner-commit.js';
-import { sessionDrafts } from './jingwei/b3.mjs';
+import { B3_EVENTS, sessionDrafts } from './jingwei/b3.mjs';
 import { benchRuntime, NOOP, NOOP_APPROVED, openRig } from './jingwei/rig.mjs';
 import { openFloor, ROOT, scratchDir } from './lib/env.mjs';
 
@@ -51,7 +51,7 @@ async function prepare(scratch) {
     case 'b3-floor': {
       const store = openSqliteStore(scratch.path('b3.db'));
       const target_ = Math.floor(LIMITS.maxHistoryBytes - 64 * 1024);
-      const { drafts, lastCallId } = sessionDrafts(LIMITS.maxHistoryEvents, 500, target_);
+      const { drafts, lastCallId } = sessionDrafts(B3_EVENTS, 400, target_, 'p-b3');
       const owner = await store.acquire('p-b3', { owner: 'bench' });
       for (let i = 0; i < drafts.length; i += 1000) await commitAs(owner, { events: drafts.slice(i, i + 1000) }); // tool evidence: the runtime's write path
       if (target === 'b3') {
@@ -77,7 +77,10 @@ async function prepare(scratch) {
       const require = createRequire(join(ROOT, 'package.json'));
       const { Client } = require('pg');
       const original = Client.prototype.query;
-      const stats = { queries: 0, ms: 0, commits: 0, commitMs: 0 };
+      // A round trip is a wait on the server: a query sent while this client has none in flight starts one; queries
+      // pipelined behind it (sent before it answered) ride on the same one.
+      const stats = { queries: 0, trips: 0, ms: 0, commits: 0, commitMs: 0 };
+      const inflight = new WeakMap();
       let counting = false;
       Client.prototype.query = function (config, ...rest) {
         const text = typeof config === 'string' ? config : config?.text ?? '';
@@ -85,11 +88,16 @@ async function prepare(scratch) {
         const result = original.call(this, config, ...rest);
         if (result && typeof result.then === 'function' && counting) {
           stats.queries++;
-          result.then(() => {
-            const ms = Number(process.hrtime.bigint() - t) / 1e6;
-            stats.ms += ms;
-            if (text === 'COMMIT') { stats.commits++; stats.commitMs += ms; }
-          }, () => {});
+          const flight = inflight.get(this) ?? { pending: 0, since: t };
+          if (flight.pending === 0) { stats.trips++; flight.since = t; }
+          flight.pending++;
+          inflight.set(this, flight);
+          const done = () => {
+            const now = process.hrtime.bigint();
+            if (--flight.pending === 0) stats.ms += Number(now - flight.since) / 1e6;
+            if (/^COMMIT$/.test(text)) { stats.commits++; stats.commitMs += Number(now - t) / 1e6; }
+          };
+          result.then(done, done);
         }
         return result;
       };
@@ -102,7 +110,7 @@ async function prepare(scratch) {
         op: () => gateway.call(NOOP, {}),
         start: () => { counting = true; },
         report: (repeat, wall) =>
-          `per call: ${(stats.queries / repeat).toFixed(1)} queries (round trips), ${(stats.ms / repeat).toFixed(2)} ms inside them ` +
+          `per call: ${(stats.trips / repeat).toFixed(1)} round trips (${(stats.queries / repeat).toFixed(1)} queries), ${(stats.ms / repeat).toFixed(2)} ms waiting on them ` +
           `(of which ${(stats.commits / repeat).toFixed(1)} COMMITs, ${(stats.commitMs / repeat).toFixed(2)} ms), ` +
           `${((wall - stats.ms) / repeat).toFixed(2)} ms outside queries, ${(wall / repeat).toFixed(2)} ms wall\n`,
         close: async () => {

@@ -6,11 +6,11 @@
  *   2. installs the bench/ package (`npm ci --prefix bench`, its own lockfile) if B4 is selected and the peers are
  *      missing;
  *   3. starts a throwaway PostgreSQL (scripts/pg-test-cluster.mjs) for B4 unless JINGWEI_PG_URL is given;
- *   4. runs B1–B4, prints the table, and in full mode writes it into docs/benchmarks.md (between markers).
+ *   4. runs B1–B6, prints the table, and in full mode writes it into docs/benchmarks.md (between markers).
  *
  * Options (after `npm run bench --`):
  *   --quick            tiny counts (also BENCH_QUICK=1); writes nothing unless --write
- *   --only=B1,B3       run a subset (B1, B2, B3, B4)
+ *   --only=B1,B3       run a subset (B1, B2, B3, B4, B5, B6)
  *   --no-peers         skip B4 (no install of bench/ needed)
  *   --write / --no-write   force or suppress writing docs/benchmarks.md
  *   --json=FILE        also write the raw results as JSON
@@ -30,7 +30,7 @@ const args = process.argv.slice(2);
 const flag = (name) => args.includes(`--${name}`);
 const option = (name) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const quick = flag('quick') || process.env.BENCH_QUICK === '1';
-let only = (option('only') ?? 'B1,B2,B3,B4').split(',').map((s) => s.trim().toUpperCase()).filter(Boolean);
+let only = (option('only') ?? 'B1,B2,B3,B5,B6,B4').split(',').map((s) => s.trim().toUpperCase()).filter(Boolean);
 if (flag('no-peers')) only = only.filter((b) => b !== 'B4');
 const write = flag('write') || (!quick && !flag('no-write'));
 const log = (line) => process.stderr.write(`[bench] ${line}\n`);

@@ -32,17 +32,25 @@ function statusOfResult(row: AttentionRow, outcome: Parameters<typeof evidenceRu
   return 'outcome_unknown';
 }
 
-/** The call ids whose rows a commit of these events needs: those its markers, results and reviews name. */
+/**
+ * The call ids whose stored rows a commit of these events needs: those its markers, results and reviews name, except
+ * a call recorded (with an operation) earlier in the same batch, whose row the batch itself writes: attentionWrites
+ * replaces whatever row that id had before reaching the marker, so the transaction need not read it.
+ */
 export function attentionCallIds(events: readonly { readonly kind: SessionEvent['kind'] }[]): string[] {
   const ids: unknown[] = [];
+  const recorded = new Set<unknown>();
   for (const e of events) {
     // Drafts are not checked yet: tolerate anything here, the commit refuses it with a typed error afterwards.
     const k = (e as { kind?: SessionEvent['kind'] } | null)?.kind;
-    if (k?.type === 'tool_started') ids.push(k.callId);
+    if (k?.type === 'tool_call') {
+      const call = k.call as { id?: unknown; operation?: unknown } | undefined;
+      if (call?.operation) recorded.add(call.id);
+    } else if (k?.type === 'tool_started') ids.push(k.callId);
     else if (k?.type === 'tool_result') ids.push((k.result as { callId?: unknown } | undefined)?.callId);
     else if (k?.type === 'tool_review') ids.push((k.review as { callId?: unknown } | undefined)?.callId);
   }
-  return ids.filter((id): id is string => typeof id === 'string');
+  return ids.filter((id): id is string => typeof id === 'string' && !recorded.has(id));
 }
 
 /**

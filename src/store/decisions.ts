@@ -155,7 +155,8 @@ export function chainEvents(session: SessionRow, epoch: number, drafts: readonly
     throw new JournalFullError(session.sessionId, `${total} bytes exceed the limit of ${LIMITS.maxHistoryBytes}`);
   }
   const head: SessionRow = { ...session, lastSeq: session.lastSeq + drafts.length, headHash: hash, bodyBytes: bytes, recordedAt: last };
-  return { events, rows, head };
+  // The new bodies' UTF-8 size, measured once here for the history limit and reused by the task's journal charge.
+  return { events, rows, head, addedBytes: bytes - session.bodyBytes };
 }
 
 function operationsOf(sessionId: SessionId, events: readonly SessionEvent[]): OperationRow[] {
@@ -225,7 +226,7 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
     let task: TxWrites['task'];
     let reserved = 0;
     if (request.budget) {
-      const bytes = chained.rows.reduce((sum, r) => sum + utf8Length(r.body), 0);
+      const bytes = chained.addedBytes;
       const budgeted = applyBudget(requireTask(state.task, request.budget.taskId, session.sessionId), owner.epoch, request, bytes);
       task = { row: budgeted.row, insert: false };
       reserved = budgeted.reserved;

@@ -1,5 +1,7 @@
 import { JournalCorruptError } from '../errors.js';
 import { decodeEvent } from '../event/codec.js';
+import { noteWireBytes } from '../event/wire-size.js';
+import { utf8Length } from '../text.js';
 import type { SessionEvent } from '../event/types.js';
 import type { SessionId } from '../ids.js';
 import { chainHash, GENESIS_HASH } from './chain.js';
@@ -49,6 +51,7 @@ export function verifyJournal(sessionId: SessionId, session: SessionRow | undefi
     if (hash !== row.hash) throw new JournalCorruptError(sessionId, i, 'hash_mismatch', 'the hash chain is broken');
     previousHash = hash;
     previousEpoch = row.epoch;
+    noteWireBytes(event, utf8Length(row.body));
     events[i] = event;
   }
   if (session.lastSeq !== rows.length - 1) {

@@ -4,6 +4,7 @@
  * Internal to the tool layer: hosts use the functions in recovery.ts, retry-plan.ts and assess.ts.
  */
 import { encodeEvent } from '../event/codec.js';
+import { knownWireBytes } from '../event/wire-size.js';
 import { validatePhysicalLog } from '../event/physical-log.js';
 import {
   TOOL_EFFECTS,
@@ -138,6 +139,15 @@ function checkSerializedSize(history: readonly SessionEvent[]): void {
   const chunks = Math.ceil(history.length / SIZE_CHUNK);
   let bytes = 2 + (chunks - 1);
   for (let start = 0; start < history.length; start += SIZE_CHUNK) {
+    // A chunk of events read back from a store: the sizes of their stored texts, which are their compact wire JSON.
+    const known = storedChunkBytes(history, start, Math.min(start + SIZE_CHUNK, history.length));
+    if (known !== undefined) {
+      bytes += known;
+      if (bytes > LIMITS.maxHistoryBytes) {
+        invalid(`the serialized history exceeds ${LIMITS.maxHistoryBytes} bytes (by event ${Math.min(start + SIZE_CHUNK, history.length) - 1})`);
+      }
+      continue;
+    }
     let text: string | undefined;
     try {
       text = JSON.stringify(history.slice(start, start + SIZE_CHUNK).map((e) => encodeEvent(e)));
@@ -150,6 +160,17 @@ function checkSerializedSize(history: readonly SessionEvent[]): void {
       invalid(`the serialized history exceeds ${LIMITS.maxHistoryBytes} bytes (by event ${Math.min(start + SIZE_CHUNK, history.length) - 1})`);
     }
   }
+}
+
+/** The text size of events [start, end) joined by commas, when every one has a recorded stored size; else undefined. */
+function storedChunkBytes(history: readonly SessionEvent[], start: number, end: number): number | undefined {
+  let sum = end - start - 1;
+  for (let i = start; i < end; i++) {
+    const size = knownWireBytes(history[i]!);
+    if (size === undefined) return undefined;
+    sum += size;
+  }
+  return sum;
 }
 
 function checkPhysicalLog(history: readonly SessionEvent[]): SessionId {

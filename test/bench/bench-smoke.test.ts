@@ -21,11 +21,11 @@ interface Bench { id: string; runs: number; variants: Variant[] }
 
 const finitePositive = (value: number, what: string) => assert.ok(Number.isFinite(value) && value > 0, `${what} is ${value}`);
 
-describe('npm run bench -- --quick (B1–B3)', () => {
+describe('npm run bench -- --quick (B1–B3, B5, B6)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'jingwei-bench-smoke-'));
   after(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('runs every benchmark of B1–B3 and reports p50, p99, throughput and ratios', { timeout: 120_000 }, () => {
+  it('runs every benchmark of B1–B3, B5 and B6 and reports p50, p99, throughput and ratios', { timeout: 120_000 }, () => {
     const json = join(dir, 'results.json');
     const stdout = execFileSync(process.execPath, [join(root, 'bench', 'run.mjs'), '--quick', '--no-peers', '--no-write', '--no-build', `--json=${json}`], {
       encoding: 'utf8',
@@ -35,7 +35,7 @@ describe('npm run bench -- --quick (B1–B3)', () => {
     const report = JSON.parse(readFileSync(json, 'utf8')) as { quick: boolean; calibration: { p50: number }; results: Bench[] };
     assert.equal(report.quick, true);
     finitePositive(report.calibration.p50, 'fdatasync calibration p50');
-    assert.deepEqual(report.results.map((b) => b.id), ['B1', 'B2', 'B2-approval', 'B2-c16', 'B3']);
+    assert.deepEqual(report.results.map((b) => b.id), ['B1', 'B2', 'B2-approval', 'B2-c16', 'B3', 'B5', 'B5-cli', 'B6']);
     for (const bench of report.results) {
       assert.ok(bench.variants.length >= 2, `${bench.id} compares Jingwei with a floor`);
       for (const v of bench.variants) {
@@ -54,6 +54,6 @@ describe('npm run bench -- --quick (B1–B3)', () => {
       }
     }
     // The printed table names every benchmark.
-    for (const id of ['B1', 'B2', 'B2-approval', 'B2-c16', 'B3']) assert.match(stdout, new RegExp(`^\\| ${id} \\|`, 'm'));
+    for (const id of ['B1', 'B2', 'B2-approval', 'B2-c16', 'B3', 'B5', 'B5-cli', 'B6']) assert.match(stdout, new RegExp(`^\\| ${id} \\|`, 'm'));
   });
 });

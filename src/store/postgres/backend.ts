@@ -19,6 +19,8 @@ import type { PostgresStoreOptions } from './options.js';
 import { IDENTIFIER, migrate, POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { postgresStatements, type PostgresStatements } from './statements.js';
 import { PostgresInbox } from './inbox.js';
+import { KnownSessions, sessionJson } from './known-rows.js';
+import type { DecisionRow } from '../inbox-rows.js';
 
 function checkMs(name: string, value: number | undefined, fallback: number, min: number): number {
   const v = value ?? fallback;
@@ -37,6 +39,37 @@ function lastPerOperation(ops: readonly OperationRow[]): OperationRow[] {
   return [...byKey.values()];
 }
 
+/** A check of the known-rows path failed: a stored row is not the known one. */
+const MISSED = Symbol('known rows differ');
+
+/** A check or the owner-row write of the known-rows path: changing or matching no row is a miss, not an error. */
+function missOn<T>(query: Promise<T>): Promise<T> {
+  return query.catch((error: unknown) => {
+    if ((error as { code?: unknown }).code === NO_ROW_CHANGED) throw new Passthrough(MISSED);
+    throw error;
+  });
+}
+
+/** One statement of a batch, started when the batch sends it. */
+type Step = () => Promise<unknown>;
+
+/** The SQLSTATE of a conditional update that changed no row (the statements divide by the count of changed rows). */
+const NO_ROW_CHANGED = '22012';
+
+/**
+ * Runs statements of one transaction. On a pipelining connection (a pool made with `pipeline: true`, as the store
+ * makes its own) all are sent at once and cost one round trip; otherwise each waits for the one before. Either way
+ * it rejects with the first statement's failure in order (the ones after an error fail as "transaction aborted").
+ */
+async function batch(client: PoolClient, steps: readonly Step[]): Promise<void> {
+  if ((client as { pipeline?: unknown }).pipeline !== true) {
+    for (const step of steps) await step();
+    return;
+  }
+  const settled = await Promise.allSettled(steps.map((step) => step()));
+  for (const r of settled) if (r.status === 'rejected') throw r.reason;
+}
+
 class PostgresBackend implements JournalBackend {
   readonly kind = 'postgres';
   readonly location: string;
@@ -49,6 +82,11 @@ class PostgresBackend implements JournalBackend {
   /** The quoted schema name. */
   private readonly schemaName: string;
   readonly inbox: PostgresInbox;
+  /** Whether the pool's connections pipeline (then a commit on known rows costs one round trip). */
+  private readonly pipelining: boolean;
+  private readonly known = new KnownSessions();
+  /** The database's clock minus this process's, as last read. */
+  private clockOffset = 0;
 
   constructor(
     private readonly pool: Pool,
@@ -71,6 +109,7 @@ class PostgresBackend implements JournalBackend {
       `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL lock_timeout = ${timeouts.lock}; ` +
       `SET LOCAL statement_timeout = ${timeouts.statement}${idle}`;
     this.sql = postgresStatements(S);
+    this.pipelining = (pool as unknown as { options?: { pipeline?: unknown } }).options?.pipeline === true;
     this.inbox = new PostgresInbox(S, schema, pool,
       (context, body) => this.inTransaction(this.beginWrite, context, body),
       (context, body) => this.inTransaction(this.beginRead, context, body));
@@ -101,7 +140,7 @@ class PostgresBackend implements JournalBackend {
    * Runs `body` in one transaction on one pooled connection. Driver errors roll back and map to typed errors;
    * a connection that failed is destroyed rather than returned to the pool.
    */
-  private async inTransaction<T>(begin: string, context: string, body: (client: PoolClient) => Promise<T>): Promise<T> {
+  private async inTransaction<T>(begin: string | null, context: string, body: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.connect(context);
     let broken: unknown;
     const onError = (error: unknown) => {
@@ -109,9 +148,10 @@ class PostgresBackend implements JournalBackend {
     };
     client.on('error', onError);
     try {
-      await client.query(begin);
+      // With `begin` null the body sends BEGIN and COMMIT itself, in the batches it pipelines around its own queries.
+      if (begin !== null) await client.query(begin);
       const result = await body(client);
-      await client.query('COMMIT');
+      if (begin !== null) await client.query('COMMIT');
       client.off('error', onError);
       client.release();
       return result;
@@ -133,10 +173,15 @@ class PostgresBackend implements JournalBackend {
 
   async transact<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R> {
     const context = `session ${sessionId}`;
+    if (this.pipelining && !beforeCommitHooks.get(this)) {
+      const done = await this.onKnownRows(sessionId, reads, decide);
+      if (done) return done.result;
+    }
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.inTransaction(this.beginWrite, context, (client) => this.readDecideWrite(client, sessionId, reads, decide));
+        return await this.inTransaction(null, context, (client) => this.readDecideWrite(client, sessionId, reads, decide));
       } catch (error) {
+        this.known.forget(sessionId);
         if (error instanceof Passthrough) throw error.error;
         if (error instanceof LostCreationRace) {
           // A concurrent creator committed the same session or task row first. Run read → decide → write again:
@@ -149,6 +194,12 @@ class PostgresBackend implements JournalBackend {
     }
   }
 
+  /**
+   * One write transaction in two round trips (docs/design.md#one-round-trip-per-write-on-postgresql): BEGIN, the
+   * locking reads and the clock go out together; then the decision runs; then every write and COMMIT go out
+   * together. A write that fails (the fencing check included) aborts the transaction, so the COMMIT behind it
+   * commits nothing. Without a pipelining connection the same statements run one after another.
+   */
   private async readDecideWrite<R>(
     client: PoolClient,
     sessionId: SessionId,
@@ -156,109 +207,208 @@ class PostgresBackend implements JournalBackend {
     decide: (state: TxState) => TxWrites<R>,
   ): Promise<R> {
     // The owner row lock serialises every writer of this session; a missing row is created by the decision's
-    // INSERT, and a concurrent creator surfaces as a unique violation (retried once by transact).
-    const sessionRes = await this.run<SessionRecord>(client, 'lockSession', [sessionId]);
-    const taskRes = reads.taskId !== undefined ? await this.run<TaskRecord>(client, 'lockTask', [sessionId, reads.taskId]) : undefined;
-    const opRes = reads.operation
-      ? await this.run<OperationRecord>(client, 'lockOperation', [sessionId, reads.operation.taskId, reads.operation.key])
-      : undefined;
-    const idsRes = reads.eventIds?.length
-      ? await this.run<{ event_id: string }>(client, 'existingEventIds', [sessionId, [...reads.eventIds]])
-      : undefined;
-    const attentionRes = reads.attentionCalls?.length
-      ? await this.run<AttentionRecord>(client, 'attentionByCalls', [sessionId, [...reads.attentionCalls]])
-      : undefined;
-    const approvals = reads.approvals ? await this.inbox.approvalsOf(client, sessionId, reads.approvals) : undefined;
-    const nowRes = await this.run<{ now_ms: string | number }>(client, 'now', []);
-    const s = sessionRes.rows[0];
+    // INSERT, and a concurrent creator surfaces as a unique violation (retried once by transact). The clock is read
+    // after the locks, by the last statement of the batch.
+    let sessionRes: QueryResult<SessionRecord> | undefined;
+    let taskRes: QueryResult<TaskRecord> | undefined;
+    let opRes: QueryResult<OperationRecord> | undefined;
+    let idsRes: QueryResult<{ event_id: string }> | undefined;
+    let attentionRes: QueryResult<AttentionRecord> | undefined;
+    let approvals: DecisionRow[] | undefined;
+    let nowRes: QueryResult<{ now_ms: string | number }> | undefined;
+    const readSteps: Step[] = [
+      () => client.query(this.beginWrite),
+      async () => { sessionRes = await this.run<SessionRecord>(client, 'lockSession', [sessionId]); },
+    ];
+    if (reads.taskId !== undefined) {
+      const taskId = reads.taskId;
+      readSteps.push(async () => { taskRes = await this.run<TaskRecord>(client, 'lockTask', [sessionId, taskId]); });
+    }
+    if (reads.operation) {
+      const op = reads.operation;
+      readSteps.push(async () => { opRes = await this.run<OperationRecord>(client, 'lockOperation', [sessionId, op.taskId, op.key]); });
+    }
+    if (reads.eventIds?.length) {
+      const ids = [...reads.eventIds];
+      readSteps.push(async () => { idsRes = await this.run<{ event_id: string }>(client, 'existingEventIds', [sessionId, ids]); });
+    }
+    if (reads.attentionCalls?.length) {
+      const calls = [...reads.attentionCalls];
+      readSteps.push(async () => { attentionRes = await this.run<AttentionRecord>(client, 'attentionByCalls', [sessionId, calls]); });
+    }
+    if (reads.approvals) {
+      const op = reads.approvals;
+      readSteps.push(async () => { approvals = await this.inbox.approvalsOf(client, sessionId, op); });
+    }
+    readSteps.push(async () => { nowRes = await this.run<{ now_ms: string | number }>(client, 'now', []); });
+    await batch(client, readSteps);
+    const s = sessionRes?.rows[0];
     const t = taskRes?.rows[0];
     const o = opRes?.rows[0];
+    const now = int(nowRes!.rows[0]!.now_ms, 'now', sessionId);
+    this.clockOffset = now - Date.now();
+    const state: TxState = {
+      session: s ? toSession(s) : undefined,
+      task: t ? toTask(t) : undefined,
+      operation: o && reads.operation ? toOperation(reads.operation, o) : undefined,
+      existingEventIds: idsRes?.rows.map((r) => r.event_id) ?? [],
+      attention: attentionRes?.rows.map(toAttention) ?? [],
+      ...(approvals ? { approvals } : {}),
+      now,
+    };
     let writes: TxWrites<R>;
     try {
-      writes = decide({
-        session: s ? toSession(s) : undefined,
-        task: t ? toTask(t) : undefined,
-        operation: o && reads.operation ? toOperation(reads.operation, o) : undefined,
-        existingEventIds: idsRes?.rows.map((r) => r.event_id) ?? [],
-        attention: attentionRes?.rows.map(toAttention) ?? [],
-        ...(approvals ? { approvals } : {}),
-        now: int(nowRes.rows[0]!.now_ms, 'now', sessionId),
-      });
+      writes = decide(state);
     } catch (error) {
       throw new Passthrough(error);
     }
-    if (writes.session) await this.writeSession(client, writes.session.row, writes.session.expect);
-    const events = writes.events ?? [];
-    if (events.length > 0) await this.insertEvents(client, events);
-    if (writes.task) await this.writeTask(client, writes.task.row, writes.task.insert);
-    const ops = lastPerOperation(writes.operations ?? []);
-    if (ops.length > 0) {
-      await this.run(client, 'upsertOperations', [
-        ops.map((x) => x.taskId), ops.map((x) => x.key), ops.map((x) => x.sessionId), ops.map((x) => x.callId), ops.map((x) => x.eventId),
-      ]);
-    }
-    for (const a of writes.attention ?? []) await this.run(client, 'upsertAttention', attentionValues(a, (b) => b));
-    if (writes.decisions?.length) await this.inbox.write(client, writes.decisions);
+    const steps: Step[] = [];
+    if (writes.session) steps.push(this.writeSession(client, writes.session.row, writes.session.expect));
+    steps.push(...this.writeSteps(client, writes));
     faultPoint('commit:before');
     const beforeCommit = beforeCommitHooks.get(this);
-    if (beforeCommit) {
+    if (!beforeCommit) {
+      await batch(client, [...steps, () => client.query('COMMIT')]);
+    } else {
+      await batch(client, steps);
       const pid = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
       try {
         await beforeCommit({ sessionId, backendPid: pid.rows[0]!.pid });
       } catch (error) {
         throw new Passthrough(error);
       }
+      await client.query('COMMIT');
     }
+    if (this.pipelining) this.known.record(sessionId, state, reads, writes, now);
     return writes.result;
   }
 
-  private async writeSession(client: PoolClient, row: SessionRow, expect: { epoch: number; lastSeq: number } | null): Promise<void> {
-    const values = sessionValues(row, (held) => held);
-    if (expect === null) {
-      await this.run(client, 'insertSession', values);
-      return;
+  /** Every write of a decision but the owner row's, in the order the ordinary path sends them. */
+  private writeSteps(client: PoolClient, writes: TxWrites<unknown>): Step[] {
+    const steps: Step[] = [];
+    const events = writes.events ?? [];
+    if (events.length > 0) steps.push(this.insertEvents(client, events));
+    if (writes.task) steps.push(this.writeTask(client, writes.task.row, writes.task.insert));
+    const ops = lastPerOperation(writes.operations ?? []);
+    if (ops.length > 0) {
+      steps.push(() => this.run(client, 'upsertOperations', [
+        ops.map((x) => x.taskId), ops.map((x) => x.key), ops.map((x) => x.sessionId), ops.map((x) => x.callId), ops.map((x) => x.eventId),
+      ]));
     }
-    // The fencing check: the owner row changes only where epoch and head are still what this decision read.
-    const res = await this.run(client, 'updateSession', [...values, expect.epoch, expect.lastSeq]);
-    if (res.rowCount !== 1) throw new Passthrough(new StaleOwnerError(row.sessionId, expect.epoch, 'the owner row changed'));
+    for (const a of writes.attention ?? []) steps.push(() => this.run(client, 'upsertAttention', attentionValues(a, (b) => b)));
+    if (writes.decisions?.length) steps.push(...this.inbox.writeSteps(client, writes.decisions));
+    return steps;
   }
 
-  private async insertEvents(client: PoolClient, events: readonly EventRow[]): Promise<void> {
+  /**
+   * A commit decided on the rows this backend knows (known-rows.ts) and sent in one round trip: BEGIN, the owner row
+   * written only where it is still the known row, a check of every other row the decision read, the writes and
+   * COMMIT. Undefined when the rows are not known, the decision is not a commit of events, or a stored row differed
+   * (nothing was written then): the caller runs the ordinary path, which reads the rows and decides again.
+   */
+  private async onKnownRows<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<{ result: R } | undefined> {
+    const known = this.known.state(sessionId, reads, Date.now() + this.clockOffset);
+    if (!known) return undefined;
+    let writes: TxWrites<R>;
     try {
-      await this.run(client, 'insertEvents', [
-        events.map((e) => e.sessionId), events.map((e) => e.seq), events.map((e) => e.eventId),
-        events.map((e) => e.epoch), events.map((e) => e.body), events.map((e) => e.hash),
-      ]);
+      writes = decide(known.state);
+    } catch {
+      return undefined; // decided on rows that may be stale: the ordinary path decides on the stored ones
+    }
+    const session = writes.session;
+    const knownSession = known.state.session!;
+    // Only a commit of events: its result does not depend on the clock, which only renews the lease.
+    if (!session?.expect || !writes.events?.length || writes.decisions?.length) return undefined;
+    const expect = session.expect;
+    const row = session.row;
+    const leaseMs = typeof row.leaseExpiresAt === 'number' && row.leaseExpiresAt !== knownSession.leaseExpiresAt ? row.leaseExpiresAt - known.state.now! : null;
+    const checks = known.checks;
+    let lease: number | null;
+    try {
+      lease = await this.inTransaction(null, `session ${sessionId}`, async (client) => {
+        let written: QueryResult<{ lease_expires_at: string | number | null }> | undefined;
+        const steps: Step[] = [
+          () => client.query(this.beginWrite),
+          async () => {
+            written = await missOn(this.run(client, 'speculateSession', [
+              ...sessionValues(row, (h) => h), leaseMs, expect.epoch, expect.lastSeq, sessionJson(knownSession),
+            ]));
+          },
+        ];
+        if (checks.task) steps.push(() => missOn(this.run(client, 'checkTask', [sessionId, checks.task!.taskId, checks.task!.expected])));
+        if (checks.operation) {
+          const c = checks.operation;
+          steps.push(() => missOn(this.run(client, 'checkOperation', [sessionId, c.taskId, c.key, c.expected])));
+        }
+        if (checks.attention) steps.push(() => missOn(this.run(client, 'checkAttention', [sessionId, checks.attention!.callIds, checks.attention!.expected])));
+        if (checks.eventIds) steps.push(() => missOn(this.run(client, 'checkNoEventIds', [sessionId, checks.eventIds!])));
+        steps.push(...this.writeSteps(client, writes));
+        faultPoint('commit:before');
+        await batch(client, [...steps, () => client.query('COMMIT')]);
+        const value = written!.rows[0]!.lease_expires_at;
+        return value === null ? null : int(value, 'lease_expires_at', sessionId);
+      });
     } catch (error) {
+      this.known.forget(sessionId);
+      if (error instanceof Passthrough && error.error === MISSED) return undefined;
+      if (error instanceof LostCreationRace) return undefined;
+      if (error instanceof Passthrough) throw error.error;
+      throw error;
+    }
+    const clock = leaseMs !== null && lease !== null ? lease - leaseMs : known.clock;
+    this.known.record(sessionId, known.state, reads, { ...writes, session: { row: { ...row, leaseExpiresAt: lease }, expect } }, clock);
+    return { result: writes.result };
+  }
+
+  private writeSession(client: PoolClient, row: SessionRow, expect: { epoch: number; lastSeq: number } | null): Step {
+    const values = sessionValues(row, (held) => held);
+    if (expect === null) return () => this.run(client, 'insertSession', values);
+    // The fencing check: the statement fails (22012) where epoch and head are no longer what this decision read.
+    return () => this.run(client, 'updateSession', [...values, expect.epoch, expect.lastSeq]).catch((error: unknown) => {
+      if ((error as { code?: unknown }).code === NO_ROW_CHANGED) throw new Passthrough(new StaleOwnerError(row.sessionId, expect.epoch, 'the owner row changed'));
+      throw error;
+    });
+  }
+
+  private insertEvents(client: PoolClient, events: readonly EventRow[]): Step {
+    return () => this.run(client, 'insertEvents', [
+      events.map((e) => e.sessionId), events.map((e) => e.seq), events.map((e) => e.eventId),
+      events.map((e) => e.epoch), events.map((e) => e.body), events.map((e) => e.hash),
+    ]).catch((error: unknown) => {
       if ((error as { code?: unknown }).code === '23505') {
         // Rows beyond the head on the owner row: the journal was tampered with. Never overwrite or retry.
         throw new Passthrough(new JournalCorruptError(events[0]!.sessionId, events[0]!.seq, 'head_mismatch',
           'event rows already exist beyond the head recorded on the owner row', { cause: error }));
       }
       throw error;
-    }
+    });
   }
 
-  private async writeTask(client: PoolClient, row: TaskRow, insert: boolean): Promise<void> {
-    if (insert) {
-      await this.run(client, 'insertTask', taskValues(row));
-      return;
-    }
-    const res = await this.run(client, 'updateTask', [
+  private writeTask(client: PoolClient, row: TaskRow, insert: boolean): Step {
+    if (insert) return () => this.run(client, 'insertTask', taskValues(row));
+    return () => this.run(client, 'updateTask', [
       row.taskId, row.sessionId, row.state, row.chargedToolCalls, row.chargedOutputBytes, row.reservedOutputBytes, row.stopReason,
       JSON.stringify(row.reservations), journalLedger(row).charged,
-    ]);
-    // The row was read FOR UPDATE in this transaction, so only an outside actor can make this miss.
-    if (res.rowCount !== 1) throw new Passthrough(new StoreBusyError(`task ${row.taskId} changed outside the store; try again`));
+    ]).catch((error: unknown) => {
+      // The row was read FOR UPDATE in this transaction, so only an outside actor can make this miss.
+      if ((error as { code?: unknown }).code === NO_ROW_CHANGED) throw new Passthrough(new StoreBusyError(`task ${row.taskId} changed outside the store; try again`));
+      throw error;
+    });
   }
 
   async snapshot(sessionId: SessionId) {
-    return this.inTransaction(this.beginRead, `session ${sessionId}`, async (client) => {
-      const sessionRes = await this.run<SessionRecord>(client, 'session', [sessionId]);
-      const eventsRes = await client.query<[string, string, string, string, string]>({ text: this.sql.events, values: [sessionId], rowMode: 'array' });
-      const s = sessionRes.rows[0];
-      const events: EventRow[] = new Array<EventRow>(eventsRes.rows.length);
-      eventsRes.rows.forEach(([seq, eventId, epoch, body, hash], i) => {
+    return this.inTransaction(null, `session ${sessionId}`, async (client) => {
+      let sessionRes: QueryResult<SessionRecord> | undefined;
+      let eventsRes: QueryResult<[string, string, string, string, string]> | undefined;
+      await batch(client, [
+        () => client.query(this.beginRead),
+        async () => { sessionRes = await this.run<SessionRecord>(client, 'session', [sessionId]); },
+        async () => { eventsRes = await client.query<[string, string, string, string, string]>({ text: this.sql.events, values: [sessionId], rowMode: 'array' }); },
+        () => client.query('COMMIT'),
+      ]);
+      const s = sessionRes!.rows[0];
+      const events: EventRow[] = new Array<EventRow>(eventsRes!.rows.length);
+      eventsRes!.rows.forEach(([seq, eventId, epoch, body, hash], i) => {
         events[i] = { sessionId, seq: int(seq, 'seq', sessionId), eventId, epoch: int(epoch, 'epoch', sessionId), body, hash };
       });
       return { session: s ? toSession(s) : undefined, events };
@@ -312,6 +462,7 @@ class PostgresBackend implements JournalBackend {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.known.clear();
     if (this.ownsPool) await this.pool.end();
   }
 }
@@ -346,7 +497,9 @@ export async function openPostgresStore(urlOrPool: string | PgPool, options: Pos
       max: checkMs('poolSize', options.poolSize, POSTGRES_DEFAULTS.poolSize, 1),
       connectionTimeoutMillis: checkMs('connectTimeoutMs', options.connectTimeoutMs, POSTGRES_DEFAULTS.connectTimeoutMs, 1),
       application_name: 'jingwei',
-    });
+      // Statements of one transaction go out together where they do not wait on each other's answers.
+      pipeline: true,
+    } as ConstructorParameters<typeof Pool>[0]);
     // An idle pooled connection that the server ends is dropped by the pool; without a listener Node would crash.
     pool.on('error', () => {});
     ownsPool = true;

@@ -46,14 +46,19 @@ export class PostgresInbox implements InboxBackend {
 
   /** Inside the caller's transaction: upserts the rows and notifies waiters (delivered at commit). */
   async write(client: PoolClient, rows: readonly DecisionRow[]): Promise<void> {
-    for (const row of rows) {
-      await client.query(
+    for (const step of this.writeSteps(client, rows)) await step();
+  }
+
+  /** The statements of `write`, one by one, for a caller that pipelines them with its own. */
+  writeSteps(client: PoolClient, rows: readonly DecisionRow[]): Array<() => Promise<unknown>> {
+    return rows.flatMap((row) => [
+      () => client.query(
         `INSERT INTO ${this.S}.jw_decisions (${DECISION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO UPDATE SET ` +
           'state = excluded.state, task_id = excluded.task_id, op_key = excluded.op_key, detail = excluded.detail',
         decisionValues(row),
-      );
-      await client.query('SELECT pg_notify($1, $2)', [this.channel, row.id]);
-    }
+      ),
+      () => client.query('SELECT pg_notify($1, $2)', [this.channel, row.id]),
+    ]);
   }
 
   async transactDecision<R>(id: string, decide: (row: DecisionRow | undefined) => { readonly write?: DecisionRow; readonly result: R }): Promise<R> {

@@ -49,6 +49,12 @@ function MIGRATE_LEASES(S: string): string {
   return `ALTER TABLE ${S}.jw_sessions ADD COLUMN lease_expires_at BIGINT;`;
 }
 
+/**
+ * Version 7: events by id, so the unique-event-id check of a commit that names its ids is an index lookup rather than a
+ * scan of the session's events (docs/design.md#events-are-found-by-id).
+ */
+const MIGRATE_EVENT_IDS = (S: string): string => `CREATE INDEX jw_events_event_id ON ${S}.jw_events (session_id, event_id);`;
+
 /** The DDL of each schema version; index n migrates version n-1 to n. `S` is the quoted schema name. */
 const MIGRATIONS: ReadonlyArray<(S: string) => string> = [
   () => '',
@@ -83,6 +89,8 @@ CREATE TABLE ${S}.jw_operations (
   MIGRATE_INBOX,
   // Version 6: when the holder's lease runs out, on the database's clock (null for sessions held before).
   MIGRATE_LEASES,
+  // Version 7: an index of events by id.
+  MIGRATE_EVENT_IDS,
 ];
 
 /**

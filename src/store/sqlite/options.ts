@@ -1,5 +1,5 @@
 /** The schema version this code writes and understands (`PRAGMA user_version`). A newer file is refused on open. */
-export const SQLITE_SCHEMA_VERSION = 6;
+export const SQLITE_SCHEMA_VERSION = 7;
 
 export interface SqliteStoreOptions {
   /** How long a writer waits for another connection's lock before StoreBusyError. Default 5,000 ms. */

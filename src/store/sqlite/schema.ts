@@ -28,6 +28,7 @@ CREATE TABLE jw_events (
   session_id TEXT NOT NULL, seq INTEGER NOT NULL, event_id TEXT NOT NULL, epoch INTEGER NOT NULL,
   body TEXT NOT NULL, hash TEXT NOT NULL, PRIMARY KEY (session_id, seq)
 ) STRICT;
+CREATE INDEX jw_events_event_id ON jw_events (session_id, event_id);
 CREATE TABLE jw_tasks (
   task_id TEXT NOT NULL, session_id TEXT NOT NULL, state TEXT NOT NULL,
   limit_tool_calls INTEGER NOT NULL, limit_output_bytes INTEGER NOT NULL,
@@ -100,7 +101,12 @@ ${ATTENTION_TABLE}`;
 const MIGRATE_LEASES = 'ALTER TABLE jw_sessions ADD COLUMN lease_expires_at INTEGER';
 
 /** The step from each version to the next: index n migrates version n to n + 1 (index 0 is the fresh schema). */
-const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION, MIGRATE_INBOX, MIGRATE_LEASES];
+/**
+ * Version 7: events by id, so the unique-event-id check of a commit that names its ids (docs/design.md#event-ids-are-unique)
+ * is an index lookup rather than a scan of the session's events (docs/design.md#events-are-found-by-id).
+ */
+const MIGRATE_EVENT_IDS = 'CREATE INDEX jw_events_event_id ON jw_events (session_id, event_id)';
+const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION, MIGRATE_INBOX, MIGRATE_LEASES, MIGRATE_EVENT_IDS];
 
 const tableCount = (db: Database): number =>
   (db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE type = 'table'").get() as { n: number }).n;

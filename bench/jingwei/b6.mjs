@@ -1,0 +1,82 @@
+/**
+ * B6: resuming a run of 500 completed calls, replay only. A run (runAgent with a scripted model) makes 50 model
+ * steps of 10 no-op calls each, then stops where the model would be asked for its last answer (the model throws:
+ * nothing more is journaled). Each operation resumes it with resumeAgent: the journal is read back, the 50 journaled
+ * responses are not asked again, the 500 completed calls are replayed and never run, and the model is asked once
+ * (and throws again). Against the B3 floor for the same events: the store's SELECT of the session's rows on a raw
+ * connection plus JSON.parse of every body.
+ */
+import { resumeAgent, runAgent, scriptedModel } from '../../dist/agent.js';
+import { createToolRuntime, ToolMetadata } from '../../dist/index.js';
+import { openSqliteStore } from '../../dist/sqlite.js';
+import { openFloor, scratchDir } from '../lib/env.mjs';
+import { compare, timeSerial } from '../lib/stats.mjs';
+
+const SESSION = 'bench-b6';
+const RUN = 'bench-b6-run';
+const STOP = 'stopped before the last answer';
+
+export async function runB6({ runs, n, warmup, steps = 50, perStep = 10, log }) {
+  const scratch = scratchDir('b6');
+  const path = scratch.path('b6.db');
+  const store = openSqliteStore(path);
+  let floor;
+  let executed = 0;
+  try {
+    const metadata = new ToolMetadata('does nothing', { type: 'object' }).withEffect('read_only', 'bench-1');
+    const runtime = createToolRuntime({ tools: [{ name: 'noop', metadata, execute: async () => { executed++; return 'ok'; } }], grants: { agent: '*' } });
+    const owner = await store.acquire(SESSION, { owner: 'bench' });
+    await owner.startTask('task', { limits: { toolCalls: 1_000_000 } });
+    const gateway = runtime.bind({ owner, taskId: 'task', caller: 'agent' });
+    const turns = Array.from({ length: steps }, (_, s) => ({
+      text: null,
+      toolCalls: Array.from({ length: perStep }, (_, c) => ({ id: `m-${s}-${c}`, name: 'noop', arguments: '{}' })),
+    }));
+    const stop = () => { throw new Error(STOP); };
+    const options = { owner, gateway, store, input: 'Call the tool 500 times.', runId: RUN, maxSteps: steps + 1 };
+    const stopped = (error) => {
+      if (!(error instanceof Error) || error.message !== STOP) throw error;
+    };
+    await runAgent({ ...options, model: scriptedModel([...turns, stop]) }).then(() => { throw new Error('B6: the run was expected to stop'); }, stopped);
+    const calls = executed;
+    if (calls !== steps * perStep) throw new Error(`B6: ${calls} calls ran, expected ${steps * perStep}`);
+    const events = (await store.loadHistory(SESSION)).length;
+    log(`  B6 run: ${steps} steps, ${calls} completed calls, ${events} events`);
+    floor = openFloor(path);
+    const select = floor.db.prepare('SELECT session_id, seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw(true);
+    const result = await compare({
+      runs,
+      log,
+      variants: [
+        {
+          name: 'b6-jingwei-resume',
+          label: `\`resumeAgent\`: replay ${calls} completed calls`,
+          against: 'b6-floor',
+          prepare: async () => ({
+            measure: () => timeSerial(async () => {
+              await resumeAgent({ ...options, model: scriptedModel([stop]) }).then(() => { throw new Error('B6: the resume was expected to stop'); }, stopped);
+              if (executed !== calls) throw new Error('B6: a replayed call ran again');
+            }, { n, warmup }),
+          }),
+        },
+        {
+          name: 'b6-floor',
+          label: 'floor: raw SELECT + JSON.parse of the same events',
+          prepare: async () => ({
+            measure: () => timeSerial(() => {
+              const rows = select.all(SESSION);
+              const out = new Array(rows.length);
+              for (let i = 0; i < rows.length; i++) out[i] = JSON.parse(rows[i][4]);
+              if (out.length !== events) throw new Error('B6 floor: unexpected row count');
+            }, { n, warmup }),
+          }),
+        },
+      ],
+    });
+    return { id: 'B6', title: `Resuming a run of ${calls} completed calls (${events} events), replay only`, calls, events, ...result };
+  } finally {
+    floor?.db.close();
+    await store.close();
+    scratch.remove();
+  }
+}
