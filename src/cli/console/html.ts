@@ -93,7 +93,7 @@ export function page(options: PageOptions, body: string): string {
   const who = options.readOnly ? 'read-only: nothing can be decided here' : `deciding as <b>${h(options.actor)}</b>`;
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="same-origin">
 <title>${h(options.title)} · jingwei console</title><style>${STYLE}</style></head>
 <body><header><a class="brand" href="/">jingwei console</a><a href="/">Queue</a><span class="who">${who}</span></header>
 <main>${body}</main>${options.live === true ? `<script>${LIVE_SCRIPT}</script>` : ''}</body></html>`;

@@ -83,7 +83,7 @@ const SECURITY_HEADERS = {
   'Content-Security-Policy': `default-src 'none'; style-src 'unsafe-inline'; script-src ${LIVE_SCRIPT_HASH}; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
   'X-Content-Type-Options': 'nosniff',
   'X-Frame-Options': 'DENY',
-  'Referrer-Policy': 'no-referrer',
+  'Referrer-Policy': 'same-origin',
   'Cache-Control': 'no-store',
 };
 
