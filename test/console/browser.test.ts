@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, Locator, Page } from 'playwright-core';
 import { decisionInbox } from '../../src/decisions.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
@@ -23,11 +23,16 @@ async function shot(page: Page, name: string): Promise<void> {
   if (shots) await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
 }
 
+/** The text an element shows (its text content). */
+async function textOf(locator: Locator): Promise<string> {
+  return (await locator.textContent()) ?? '';
+}
+
 /** The page's notice after a form was sent; its kind must be `kind` (the text is in the failure message otherwise). */
 async function noticeOf(page: Page, kind: 'done' | 'error'): Promise<string> {
   const box = page.locator('[data-notice]').first();
   await box.waitFor();
-  const text = await box.innerText();
+  const text = await textOf(box);
   assert.equal(await box.getAttribute('data-notice'), kind, text);
   return text;
 }
@@ -54,7 +59,7 @@ describe('jingwei console in a browser', { skip: skip ?? false }, () => {
     const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
     await page.goto(consoleProcess.link);
     assert.equal(new URL(page.url()).search, '', 'the token leaves the address bar once it is exchanged for the cookie');
-    assert.match(await page.locator('header').innerText(), /deciding as alice/);
+    assert.match(await textOf(page.locator('header')), /deciding as alice/);
     await page.locator('#live-state b').waitFor();
     assert.equal(await page.locator(`#approval-rows tr[data-request="${toApprove.requestId}"]`).count(), 1);
     assert.equal(await page.locator('#queue-rows tr[data-call]').count(), 0, 'nothing is in doubt yet');
@@ -64,23 +69,22 @@ describe('jingwei console in a browser', { skip: skip ?? false }, () => {
     assert.equal(effectsOf(effects).length, 1);
     const row = page.locator(`#queue-rows tr[data-call="${callId}"]`);
     await row.waitFor({ timeout: 20_000 });
-    assert.match(await row.innerText(), /send_invoice[\s\S]*non_idempotent[\s\S]*IN DOUBT/);
+    assert.match(await textOf(row), /send_invoice[\s\S]*non_idempotent[\s\S]*IN DOUBT/);
     await shot(page, 'queue');
 
     // Its session: the timeline, the budget and the lease.
     await row.locator('a', { hasText: 'invoices-2c81' }).click();
     await page.locator('#timeline svg').waitFor();
     assert.equal(await page.locator(`#timeline a[data-call="${callId}"]`).count(), 1, 'the attempt is drawn on the timeline');
-    assert.match(await page.locator('#budgets').innerText(), /invoices[\s\S]*1 of/);
-    assert.match(await page.locator('dl.fields').innerText(), /held by host-a/);
-    await shot(page, 'timeline');
+    assert.match(await textOf(page.locator('#budgets')), /invoices[\s\S]*1 of/);
+    assert.match(await textOf(page.locator('dl.fields')), /held by host-a/);
 
     // The call: its evidence, the rule, and the review form.
     await page.locator(`#timeline a[data-call="${callId}"]`).click();
     await page.locator('#evidence').waitFor();
-    assert.equal(await page.locator('#call-status').innerText(), 'outcome_unknown');
-    assert.match(await page.locator('#evidence').innerText(), /ACME <b>&<\/b> Co/, 'journal text is shown as text, never as markup');
-    assert.match(await page.locator('#rules').innerText(), /evidence\/[\s\S]*retry\//);
+    assert.equal(await textOf(page.locator('#call-status')), 'outcome_unknown');
+    assert.match(await textOf(page.locator('#evidence')), /ACME <b>&<\/b> Co/, 'journal text is shown as text, never as markup');
+    assert.match(await textOf(page.locator('#rules')), /evidence\/[\s\S]*retry\//);
     await page.locator('#r-outcome').selectOption('not_executed');
     await page.locator('#r-evidence').fill('No invoice INV-2c81 in the billing system; the mail server shows nothing sent.');
     await shot(page, 'call');
@@ -132,11 +136,18 @@ describe('jingwei console in a browser', { skip: skip ?? false }, () => {
       await check.close();
     }
 
+    // The session's timeline now shows both attempts of the operation, the review and the retry's success.
+    await page.goto(`${consoleProcess.origin}/session/invoices-2c81`);
+    assert.match(await textOf(page.locator('#timeline')), /send_invoice · 2 attempts/);
+    assert.equal(await page.locator(`#timeline a[data-call="${recovered.retried[0]!.retryCallId}"]`).count(), 1);
+    assert.match(await textOf(page.locator('dl.fields')), /released \(last owner host-b\)/);
+    await shot(page, 'timeline');
+
     // The queue no longer lists the call; the page of the resolved call refuses a new review, with the reason.
     await page.goto(`${consoleProcess.origin}/`);
     await page.locator('#live-state b').waitFor();
     assert.equal(await page.locator(`#queue-rows tr[data-call="${callId}"]`).count(), 0);
     await page.goto(`${consoleProcess.origin}/session/invoices-2c81/call/${callId}`);
-    assert.match(await page.locator('#no-review').innerText(), /No review can be recorded: the call is resolved: .*attempt 2 .* succeeded/);
+    assert.match(await textOf(page.locator('#no-review')), /No review can be recorded: the call is resolved: .*attempt 2 .* succeeded/);
   });
 });

@@ -11,7 +11,7 @@ import { h, seg, shortText } from './html.js';
 
 const WIDTH = 1100;
 const LABEL = 230;
-const LANE = 46;
+const LANE = 62;
 const TOP = 30;
 const PLOT = WIDTH - LABEL - 20;
 
@@ -70,21 +70,39 @@ export function timelineSvg(view: SessionView): string {
   parts.push(`<text x="${LABEL}" y="14">${h(new Date(t0).toISOString().replace('T', ' '))}</text>`);
   lanes.forEach((lane, i) => {
     const y = TOP + i * LANE;
-    parts.push(`<text x="8" y="${y + 16}" font-weight="600">${h(lane.label.length > 30 ? `${lane.label.slice(0, 29)}…` : lane.label)}</text>`);
-    parts.push(`<text x="8" y="${y + 30}" fill="#5b6478">${h(lane.sub)} · ${lane.attempts.length} attempt${lane.attempts.length === 1 ? '' : 's'}</text>`);
-    lane.attempts.forEach((record, n) => parts.push(attemptSvg(view, record, n + 1, y, x)));
+    const name = lane.label.length > 22 ? `${lane.label.slice(0, 21)}…` : lane.label;
+    parts.push(`<text x="8" y="${y + 16}"><tspan font-weight="600">${h(name)}</tspan> · ${lane.attempts.length} attempt${lane.attempts.length === 1 ? '' : 's'}</text>`);
+    parts.push(`<text x="8" y="${y + 30}" fill="#5b6478">${h(lane.sub.length > 34 ? `${lane.sub.slice(0, 33)}…` : lane.sub)}</text>`);
+    lane.attempts.forEach((record, n) => {
+      const next = lane.attempts[n + 1];
+      parts.push(attemptSvg(view, record, n + 1, y, x, ms(next?.event.recordedAt)));
+    });
+    // Reviews last, above the bars: a review is journaled when a later host uses it, often as the retry starts.
+    for (const record of lane.attempts) {
+      for (const r of record.reviews) {
+        const t = ms(r.event.recordedAt);
+        if (t === null) continue;
+        const cx = x(t).toFixed(1);
+        const fill = r.review.outcome === 'completed' ? '#1a7f37' : r.review.outcome === 'not_executed' ? '#2456c9' : '#a15c00';
+        parts.push(`<path d="M${cx} ${y - 4} l6 7 l-6 7 l-6 -7 z" fill="${fill}" stroke="#fff"><title>${h(`review ${r.review.outcome} by ${r.review.actor} (${r.review.source}): ${r.review.evidence}`)}</title></path>`);
+      }
+    }
   });
   parts.push('</svg>');
   return parts.join('');
 }
 
-function attemptSvg(view: SessionView, record: CallRecord, n: number, y: number, x: (t: number) => number): string {
+/**
+ * One attempt. An attempt without a result is drawn to the next attempt of its operation (it was given up for
+ * that one) or, for the latest, to the time the page was read.
+ */
+function attemptSvg(view: SessionView, record: CallRecord, n: number, y: number, x: (t: number) => number, nextCalled: number | null): string {
   const called = ms(record.event.recordedAt);
   if (called === null) return '';
   const readAt = ms(view.readAt) ?? called;
   const started = ms(record.started?.recordedAt);
   const ended = ms(record.resultEvent?.recordedAt);
-  const end = ended ?? readAt;
+  const end = ended ?? nextCalled ?? readAt;
   const href = `/session/${seg(view.sessionId)}/call/${seg(record.call.id)}`;
   const out: string[] = [`<a href="${h(href)}" data-call="${h(record.call.id)}"><title>${h(`attempt ${n}: ${record.call.name} (${record.call.id})`)}</title>`];
   const bodyStart = started ?? end;
@@ -100,14 +118,9 @@ function attemptSvg(view: SessionView, record: CallRecord, n: number, y: number,
   if (approval !== undefined && ended !== null) {
     out.push(`<rect x="${x(ended).toFixed(1)}" y="${y + 9}" width="${Math.max(x(readAt) - x(ended), 2).toFixed(1)}" height="8" fill="#6d5bd0" opacity="0.3"/>`);
   }
-  for (const r of record.reviews) {
-    const t = ms(r.event.recordedAt);
-    if (t === null) continue;
-    const cx = x(t);
-    out.push(`<path d="M${cx.toFixed(1)} ${y + 5} l6 8 l-6 8 l-6 -8 z" fill="${r.review.outcome === 'completed' ? '#1a7f37' : r.review.outcome === 'not_executed' ? '#2456c9' : '#a15c00'}" stroke="#fff"/>`);
-  }
-  const label = labelOf(record, view.readAt, approval !== undefined);
-  out.push(`<text x="${(x(called) + 2).toFixed(1)}" y="${y + 36}" fill="#5b6478">#${n} ${h(label)}</text>`);
+  const label = labelOf(record, nextCalled !== null && ended === null ? new Date(nextCalled).toISOString() : view.readAt, approval !== undefined);
+  const labelX = Math.min(x(called) + 2, WIDTH - 260);
+  out.push(`<text x="${labelX.toFixed(1)}" y="${y + 36 + ((n - 1) % 2) * 13}" fill="#5b6478">#${n} ${h(label)}${nextCalled !== null && ended === null ? ', then retried' : ''}</text>`);
   out.push('</a>');
   return out.join('');
 }
