@@ -5,68 +5,13 @@
  * the decision inbox and the journal are compared before and after.
  */
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { isLoopbackAddress, networkRefusal } from '../../src/cli/console/server.js';
 import { decisionInbox } from '../../src/decisions.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { crashAfterEffect, pendingApprovals, startConsoleProcess, type ConsoleProcess } from './support.js';
-
-interface Reply {
-  readonly status: number;
-  readonly headers: Record<string, string | string[] | undefined>;
-  readonly body: string;
-}
-
-function http(port: number, method: 'GET' | 'POST', path: string, options: { host?: string; cookie?: string; form?: Record<string, string>; origin?: string } = {}): Promise<Reply> {
-  const body = options.form ? new URLSearchParams(options.form).toString() : undefined;
-  return new Promise((resolve, reject) => {
-    const req = request({
-      host: '127.0.0.1',
-      port,
-      method,
-      path,
-      headers: {
-        Host: options.host ?? `127.0.0.1:${port}`,
-        ...(options.cookie ? { Cookie: options.cookie } : {}),
-        ...(options.origin ? { Origin: options.origin } : {}),
-        ...(body !== undefined ? { 'Content-Type': 'application/x-www-form-urlencoded', 'Content-Length': String(Buffer.byteLength(body)) } : {}),
-      },
-    }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => { text += d; });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
-    });
-    req.on('error', reject);
-    if (body !== undefined) req.write(body);
-    req.end();
-  });
-}
-
-/** The cookie the printed link obtains. */
-async function login(c: ConsoleProcess): Promise<string> {
-  const reply = await http(c.port, 'GET', `/?token=${c.token}`);
-  assert.equal(reply.status, 303);
-  const set = String(reply.headers['set-cookie']);
-  assert.match(set, /HttpOnly/);
-  assert.match(set, /SameSite=Strict/);
-  return set.split(';')[0]!;
-}
-
-/** The text of the page's notice (entities decoded), or the empty string. */
-const said = (reply: Reply): string => {
-  const m = /<div class="notice [a-z]+"[^>]*>([\s\S]*?)<\/div>/.exec(reply.body);
-  return m ? m[1]!.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&amp;/g, '&') : '';
-};
-
-const hidden = (body: string, name: string): string => {
-  const m = new RegExp(`name="${name}" value="([^"]*)"`).exec(body);
-  assert.ok(m, `no hidden ${name} in the page`);
-  return m[1]!.replace(/&#39;/g, "'").replace(/&quot;/g, '"').replace(/&amp;/g, '&');
-};
+import { crashAfterEffect, hidden, http, login, pendingApprovals, said, startConsoleProcess, type ConsoleProcess } from './support.js';
 
 describe('jingwei console refuses, changes nothing and says why', () => {
   const dir = tempDir('jingwei-console-refusals-');

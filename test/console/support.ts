@@ -2,12 +2,14 @@
  * Shared by the console tests: the console as a real child process (its link parsed from stdout), the host child,
  * open approval requests, and Debian's Chromium driven by playwright-core. Importing this file does nothing.
  */
+import assert from 'node:assert/strict';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { request } from 'node:http';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { Browser } from 'playwright-core';
-import { createToolRuntime, ToolMetadata } from '../../src/index.js';
+import { createToolRuntime, ToolMetadata, type SessionStore } from '../../src/index.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { ChildProcess } from '../support/child.js';
 import { MAIN } from '../cli/helpers.js';
@@ -93,6 +95,15 @@ export interface RecoveryReportJson {
 /** Sessions whose tool `refund` was answered `pending` by its approver: one open approval request each. */
 export async function pendingApprovals(db: string, sessions: readonly string[]): Promise<{ session: string; requestId: string; callId: string }[]> {
   const store = openSqliteStore(db);
+  try {
+    return await pendingApprovalsIn(store, sessions);
+  } finally {
+    await store.close();
+  }
+}
+
+/** The same, in any store (left open). */
+export async function pendingApprovalsIn(store: SessionStore, sessions: readonly string[]): Promise<{ session: string; requestId: string; callId: string }[]> {
   const out: { session: string; requestId: string; callId: string }[] = [];
   for (const session of sessions) {
     const owner = await store.acquire(session, { owner: 'host-p' });
@@ -106,6 +117,62 @@ export async function pendingApprovals(db: string, sessions: readonly string[]):
     out.push({ session, requestId: outcome.result.approval!.requestId, callId: outcome.result.callId });
     await owner.release();
   }
-  await store.close();
   return out;
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Plain HTTP against the console, with any Host, cookie, origin and form
+
+export interface Reply {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: string;
+}
+
+export function http(port: number, method: 'GET' | 'POST', path: string, options: { host?: string; cookie?: string; form?: Record<string, string>; origin?: string } = {}): Promise<Reply> {
+  const body = options.form ? new URLSearchParams(options.form).toString() : undefined;
+  return new Promise((resolve, reject) => {
+    const req = request({
+      host: '127.0.0.1',
+      port,
+      method,
+      path,
+      headers: {
+        Host: options.host ?? `127.0.0.1:${port}`,
+        ...(options.cookie ? { Cookie: options.cookie } : {}),
+        ...(options.origin ? { Origin: options.origin } : {}),
+        ...(body !== undefined ? { 'Content-Type': 'application/x-www-form-urlencoded', 'Content-Length': String(Buffer.byteLength(body)) } : {}),
+      },
+    }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text }));
+    });
+    req.on('error', reject);
+    if (body !== undefined) req.write(body);
+    req.end();
+  });
+}
+
+/** The cookie the printed link obtains. */
+export async function login(c: ConsoleProcess): Promise<string> {
+  const reply = await http(c.port, 'GET', `/?token=${c.token}`);
+  assert.equal(reply.status, 303);
+  const set = String(reply.headers['set-cookie']);
+  assert.match(set, /HttpOnly/);
+  assert.match(set, /SameSite=Strict/);
+  return set.split(';')[0]!;
+}
+
+/** The text of the page's notice (entities decoded), or the empty string. */
+export const said = (reply: Reply): string => {
+  const m = /<div class="notice [a-z]+"[^>]*>([\s\S]*?)<\/div>/.exec(reply.body);
+  return m ? m[1]!.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&amp;/g, '&') : '';
+};
+
+export const hidden = (body: string, name: string): string => {
+  const m = new RegExp(`name="${name}" value="([^"]*)"`).exec(body);
+  assert.ok(m, `no hidden ${name} in the page`);
+  return m[1]!.replace(/&#39;/g, "'").replace(/&quot;/g, '"').replace(/&amp;/g, '&');
+};
