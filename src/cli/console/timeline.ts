@@ -53,7 +53,7 @@ export function timelineSvg(view: SessionView): string {
     return '<p class="muted">No timeline: this session has no tool calls with recorded times.</p>';
   }
   const lanes = lanesOf(view);
-  const anyOpen = [...view.calls.values()].some((r) => r.result === null) || view.openApprovals.size > 0;
+  const anyOpen = lanes.some((l) => l.attempts[l.attempts.length - 1]!.result === null) || view.openApprovals.size > 0;
   const t0 = Math.min(...times);
   const t1 = Math.max(...times, anyOpen ? (ms(view.readAt) ?? 0) : 0);
   const span = Math.max(t1 - t0, 1);
