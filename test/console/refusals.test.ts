@@ -10,6 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { isLoopbackAddress, networkRefusal } from '../../src/cli/console/server.js';
 import { decisionInbox } from '../../src/decisions.js';
 import { openSqliteStore } from '../../src/sqlite.js';
+import { cli } from '../cli/helpers.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { crashAfterEffect, hidden, http, login, pendingApprovals, said, startConsoleProcess, type ConsoleProcess } from './support.js';
 
@@ -43,6 +44,18 @@ describe('jingwei console refuses, changes nothing and says why', () => {
   after(async () => {
     await writer?.stop();
     await reader?.stop();
+  });
+
+  it('the command does not start without --actor (unless --read-only), on a port in use, or on a missing store', () => {
+    const noActor = cli(['console', db]);
+    assert.equal(noActor.code, 2);
+    assert.match(noActor.stderr, /--actor is required \(the name recorded on every decision\), or give --read-only/);
+    const busy = cli(['console', db, '--actor', 'bob', '--port', String(writer.port)]);
+    assert.equal(busy.code, 2);
+    assert.match(busy.stderr, new RegExp(`port ${writer.port} on 127\\.0\\.0\\.1 is in use`));
+    const missing = cli(['console', join(dir, 'nothing.db'), '--read-only']);
+    assert.equal(missing.code, 3);
+    assert.match(missing.stderr, /no such file/);
   });
 
   it('refuses every request without the token, or with a wrong one', async () => {

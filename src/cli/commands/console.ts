@@ -63,6 +63,9 @@ Stop it with Ctrl-C.`,
       running = await startConsole({ store, actor, readOnly, port });
     } catch (error) {
       await store.close();
+      if ((error as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+        throw new UsageError(`jingwei console: port ${port} on 127.0.0.1 is in use; choose another with --port, or leave --port out for any free one`);
+      }
       throw error;
     }
     out.line(`jingwei console: ${safe(describeTarget(args.store!))} on ${running.origin} (this machine only)`);
