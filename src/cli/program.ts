@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runCommand, type Command } from './command.js';
+import { consoleCommand } from './commands/console.js';
 import { approveCommand, denyCommand, reviewCommand } from './commands/decide.js';
 import { eventsCommand } from './commands/events.js';
 import { inspectCommand } from './commands/inspect.js';
@@ -29,6 +30,7 @@ export const COMMANDS: readonly Command[] = [
   approveCommand,
   denyCommand,
   reviewCommand,
+  consoleCommand,
   mcpCommand,
 ];
 
@@ -59,7 +61,7 @@ export function programHelp(): string {
     ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
     '',
     'Every store argument is a SQLite journal file or a postgres:// URL. Reading commands never write to it;',
-    'approve, deny and review write only to its decision inbox, never to a journal.',
+    'approve, deny, review and the console write only to its decision inbox, never to a journal.',
     "Run 'jingwei <command> --help' for a command's arguments and options.",
     '',
     'Options:',

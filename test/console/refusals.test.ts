@@ -1,0 +1,189 @@
+/**
+ * What the console refuses, tried with plain HTTP requests against the real program: no token, a wrong token, a
+ * wrong CSRF token, a Host header that is not the console's (DNS rebinding), a peer that is not loopback, a
+ * read-only console, bad input and a stale decision. Each refusal says why with its status code and changes nothing:
+ * the decision inbox and the journal are compared before and after.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { isLoopbackAddress, networkRefusal } from '../../src/cli/console/server.js';
+import { decisionInbox } from '../../src/decisions.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { cli } from '../cli/helpers.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+import { crashAfterEffect, hidden, http, login, pendingApprovals, said, startConsoleProcess, type ConsoleProcess } from './support.js';
+
+describe('jingwei console refuses, changes nothing and says why', () => {
+  const dir = tempDir('jingwei-console-refusals-');
+  const db = tempDbPath(dir, 'refusals');
+  const session = 'invoices-refusals';
+  let callId = '';
+  let approval = { session: '', requestId: '', callId: '' };
+  let writer: ConsoleProcess;
+  let reader: ConsoleProcess;
+
+  /** The inbox and the journals as they are, to compare before and after the refused requests. */
+  async function state(): Promise<string> {
+    const store = openSqliteStore(db);
+    try {
+      const decisions = await decisionInbox(store).list({ limit: 1000 });
+      const journals = await Promise.all([session, approval.session].map(async (s) => (await store.loadHistory(s)).map((e) => e.eventId)));
+      return JSON.stringify({ decisions: decisions.items, journals });
+    } finally {
+      await store.close();
+    }
+  }
+
+  before(async () => {
+    [approval] = await pendingApprovals(db, ['refund-refusals']) as [typeof approval];
+    callId = await crashAfterEffect(db, join(dir, 'effects.jsonl'), session);
+    writer = await startConsoleProcess(db, ['--actor', 'bob']);
+    reader = await startConsoleProcess(db, ['--read-only']);
+  });
+  after(async () => {
+    await writer?.stop();
+    await reader?.stop();
+  });
+
+  it('the command does not start without --actor (unless --read-only), on a port in use, or on a missing store', () => {
+    const noActor = cli(['console', db]);
+    assert.equal(noActor.code, 2);
+    assert.match(noActor.stderr, /--actor is required \(the name recorded on every decision\), or give --read-only/);
+    const busy = cli(['console', db, '--actor', 'bob', '--port', String(writer.port)]);
+    assert.equal(busy.code, 2);
+    assert.match(busy.stderr, new RegExp(`port ${writer.port} on 127\\.0\\.0\\.1 is in use`));
+    const missing = cli(['console', join(dir, 'nothing.db'), '--read-only']);
+    assert.equal(missing.code, 3);
+    assert.match(missing.stderr, /no such file/);
+  });
+
+  it('refuses every request without the token, or with a wrong one', async () => {
+    const before = await state();
+    const callPath = `/session/${session}/call/${callId}`;
+    for (const [method, path] of [['GET', '/'], ['GET', callPath], ['GET', '/events'], ['POST', `${callPath}/review`], ['POST', `/approval/${approval.requestId}`]] as const) {
+      const reply = await http(writer.port, method, path, method === 'POST' ? { form: { csrf: 'x', outcome: 'not_executed', evidence: 'e', decision: 'approve' } } : {});
+      assert.equal(reply.status, 401, `${method} ${path}`);
+      assert.match(said(reply), /no valid console token\. Open the link the console printed/);
+      assert.doesNotMatch(reply.body, /send_invoice/, 'nothing of the journal is shown');
+    }
+    const wrong = await http(writer.port, 'GET', '/?token=not-the-token');
+    assert.equal(wrong.status, 401);
+    assert.match(said(wrong), /wrong token/);
+    assert.equal(wrong.headers['set-cookie'], undefined);
+    const forged = await http(writer.port, 'GET', '/', { cookie: 'jingwei_console=forged' });
+    assert.equal(forged.status, 401);
+    assert.equal(await state(), before);
+  });
+
+  it('refuses a Host header that is not the console (DNS rebinding) and a peer that is not loopback', async () => {
+    const before = await state();
+    const cookie = await login(writer);
+    const page = await http(writer.port, 'GET', `/session/${session}/call/${callId}`, { cookie });
+    assert.equal(page.status, 200);
+    const csrf = hidden(page.body, 'csrf');
+    const basis = hidden(page.body, 'basis');
+    for (const host of ['evil.example', `evil.example:${writer.port}`, `127.0.0.1:${writer.port + 1}`, `192.168.1.20:${writer.port}`]) {
+      const get = await http(writer.port, 'GET', '/', { cookie, host });
+      assert.equal(get.status, 421, host);
+      assert.match(said(get), /is not this console .*\(DNS rebinding\)/);
+      const post = await http(writer.port, 'POST', `/session/${session}/call/${callId}/review`, { cookie, host, form: { csrf, basis, outcome: 'not_executed', evidence: 'checked' } });
+      assert.equal(post.status, 421, host);
+    }
+    assert.equal((await http(writer.port, 'GET', '/', { cookie, host: `localhost:${writer.port}` })).status, 200, 'localhost names this console too');
+    // The server listens on 127.0.0.1 only, so no other peer can connect; the gate checks the socket's peer all the same.
+    assert.deepEqual(networkRefusal('10.0.0.7', `127.0.0.1:${writer.port}`, writer.port)?.status, 403);
+    assert.match(networkRefusal('10.0.0.7', `127.0.0.1:${writer.port}`, writer.port)!.message, /only this machine \(loopback\), not 10\.0\.0\.7/);
+    assert.equal(networkRefusal('::ffff:192.168.0.2', `127.0.0.1:${writer.port}`, writer.port)?.status, 403);
+    assert.equal(networkRefusal(undefined, `127.0.0.1:${writer.port}`, writer.port)?.status, 403);
+    assert.equal(networkRefusal('127.0.0.1', `127.0.0.1:${writer.port}`, writer.port), null);
+    assert.deepEqual(['127.0.0.1', '127.8.9.10', '::1', '::ffff:127.0.0.1', '::ffff:10.0.0.1', '0.0.0.0', '1127.0.0.1'].map(isLoopbackAddress), [true, true, true, true, false, false, false]);
+    assert.equal(await state(), before);
+  });
+
+  it('refuses a form without the CSRF token, with a wrong one, or from another origin', async () => {
+    const before = await state();
+    const cookie = await login(writer);
+    const page = await http(writer.port, 'GET', `/session/${session}/call/${callId}`, { cookie });
+    const basis = hidden(page.body, 'basis');
+    const csrf = hidden(page.body, 'csrf');
+    const review = `/session/${session}/call/${callId}/review`;
+    for (const form of [{ basis, outcome: 'not_executed', evidence: 'checked' }, { csrf: 'wrong', basis, outcome: 'not_executed', evidence: 'checked' }]) {
+      const reply = await http(writer.port, 'POST', review, { cookie, form });
+      assert.equal(reply.status, 403);
+      assert.match(said(reply), /CSRF token is missing or wrong .* Nothing was recorded/);
+    }
+    const decide = await http(writer.port, 'POST', `/approval/${approval.requestId}`, { cookie, form: { csrf: `${csrf}x`, decision: 'approve' } });
+    assert.equal(decide.status, 403);
+    const cross = await http(writer.port, 'POST', review, { cookie, origin: 'http://evil.example', form: { csrf, basis, outcome: 'not_executed', evidence: 'checked' } });
+    assert.equal(cross.status, 403);
+    assert.match(said(cross), /sent from http:\/\/evil\.example, not from this console/);
+    assert.equal(await state(), before);
+  });
+
+  it('a read-only console shows the pages, no forms, and refuses every decision', async () => {
+    const before = await state();
+    const cookie = await login(reader);
+    const page = await http(reader.port, 'GET', `/session/${session}/call/${callId}`, { cookie });
+    assert.equal(page.status, 200);
+    assert.match(page.body, /This console is read-only/);
+    assert.doesNotMatch(page.body, /<form class="card"/);
+    const writerCookie = await login(writer);
+    const csrf = hidden((await http(writer.port, 'GET', `/session/${session}/call/${callId}`, { cookie: writerCookie })).body, 'csrf');
+    for (const path of [`/session/${session}/call/${callId}/review`, `/approval/${approval.requestId}`]) {
+      const reply = await http(reader.port, 'POST', path, { cookie, form: { csrf, outcome: 'not_executed', evidence: 'checked', decision: 'approve' } });
+      assert.equal(reply.status, 403);
+      assert.match(said(reply), /read-only \(--read-only\)\. Nothing was recorded/);
+    }
+    assert.equal(await state(), before);
+  });
+
+  it('bad input gets a clear message on the page; a stale decision is refused with the reason', async () => {
+    const before = await state();
+    const cookie = await login(writer);
+    const path = `/session/${session}/call/${callId}`;
+    const page = await http(writer.port, 'GET', path, { cookie });
+    const csrf = hidden(page.body, 'csrf');
+    const basis = hidden(page.body, 'basis');
+    const noOutcome = await http(writer.port, 'POST', `${path}/review`, { cookie, form: { csrf, basis, outcome: 'maybe', evidence: 'checked' } });
+    assert.equal(noOutcome.status, 400);
+    assert.match(said(noOutcome), /Nothing was recorded: choose an outcome \(not_executed, completed, uncertain\)/);
+    const noEvidence = await http(writer.port, 'POST', `${path}/review`, { cookie, form: { csrf, basis, outcome: 'completed', evidence: '   ' } });
+    assert.equal(noEvidence.status, 400);
+    assert.match(said(noEvidence), /say what you checked/);
+    const noDecision = await http(writer.port, 'POST', `/approval/${approval.requestId}`, { cookie, form: { csrf, decision: 'later' } });
+    assert.equal(noDecision.status, 400);
+    assert.match(said(noDecision), /choose Approve or Deny/);
+    const unknown = await http(writer.port, 'POST', '/approval/approval_nope', { cookie, form: { csrf, decision: 'approve' } });
+    assert.equal(unknown.status, 404);
+    assert.match(said(unknown), /there is no approval request approval_nope/);
+    const otherCall = await http(writer.port, 'GET', `/session/${session}/call/toolcall_nope`, { cookie });
+    assert.equal(otherCall.status, 404);
+    assert.equal(await state(), before, 'bad input recorded nothing');
+
+    // A review that is accepted (the positive control), then the same form again: the call changed meanwhile.
+    const ok = await http(writer.port, 'POST', `${path}/review`, { cookie, form: { csrf, basis, outcome: 'uncertain', evidence: 'billing system <script>alert(1)</script> is down' } });
+    assert.equal(ok.status, 200);
+    assert.match(said(ok), /Recorded review review_\S+: uncertain by bob/);
+    assert.match(ok.body, /billing system &lt;script&gt;alert\(1\)&lt;\/script&gt; is down/, 'the evidence is shown escaped');
+    const stale = await http(writer.port, 'POST', `${path}/review`, { cookie, form: { csrf, basis, outcome: 'not_executed', evidence: 'checked again' } });
+    assert.equal(stale.status, 409);
+    assert.match(said(stale), /Refused, nothing was recorded: the call changed since you opened this page/);
+
+    // An approval decided once is stale for a second decision.
+    const approved = await http(writer.port, 'POST', `/approval/${approval.requestId}`, { cookie, form: { csrf, decision: 'approve' } });
+    assert.equal(approved.status, 200);
+    const again = await http(writer.port, 'POST', `/approval/${approval.requestId}`, { cookie, form: { csrf, decision: 'deny' } });
+    assert.equal(again.status, 409);
+    assert.match(said(again), /the decision is stale: approval request \S+ is decided \(by bob\); it takes one decision/);
+
+    const store = openSqliteStore(db);
+    try {
+      const rows = (await decisionInbox(store).list({ limit: 1000 })).items;
+      assert.deepEqual(rows.map((r) => [r.kind, r.decision, r.actor]).sort(), [['approval', 'approved', 'bob'], ['review', 'uncertain', 'bob']]);
+      assert.equal(JSON.stringify(JSON.parse(await state()).journals), JSON.stringify(JSON.parse(before).journals), 'the console never writes a journal');
+    } finally {
+      await store.close();
+    }
+  });
+});
