@@ -146,7 +146,9 @@ function storeRules(name: string, factory: StoreFactory): void {
       assert.equal((await owner.startTask('t1')).state, 'stopped', 'a start never reopens a task');
       await owner.startTask('t2');
       assert.equal((await owner.completeTask('t2')).state, 'completed');
-      assert.deepEqual(await store.loadHistory('s-task'), []);
+      // Only the task changes are journaled (one task_ledger event each); the repeated and refused starts wrote nothing.
+      const changes = (await store.loadHistory('s-task')).map((e) => (e.kind.type === 'task_ledger' ? `${e.kind.ledger.taskId}:${e.kind.ledger.change}` : e.kind.type));
+      assert.deepEqual(changes, ['t1:started', 't1:stopped', 't2:started', 't2:completed']);
       await store.close();
     });
 
@@ -166,9 +168,10 @@ function storeRules(name: string, factory: StoreFactory): void {
       const snap = await owner.task(task);
       assert.deepEqual(callsAndOutput(snap.charged), { toolCalls: 2, toolOutputBytes: 10 });
       assert.equal(snap.reservedOutputBytes, 36, 'the settled call released its own reservation only');
-      assert.equal((await store.loadHistory('s-budget')).length, 3);
+      // The task's start, two calls and one result.
+      assert.equal((await store.loadHistory('s-budget')).length, 4);
       await rejects(commitAs(owner, { events: [message('x')], budget: { taskId: 'nope' as TaskId, admit: { maxOutputBytes: 1 } } }), 'task_not_found');
-      assert.equal((await store.loadHistory('s-budget')).length, 3);
+      assert.equal((await store.loadHistory('s-budget')).length, 4);
       await store.close();
     });
 
@@ -182,10 +185,12 @@ function storeRules(name: string, factory: StoreFactory): void {
       await commitAs(owner, { events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 8 } } });
       await commitAs(owner, { events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 2 } } });
       await owner.append([message('host events are not the task\'s')]);
-      // Exactly the wire bytes of the call and its result; the host's message is not the task's.
+      // Exactly the wire bytes of the call and its result; the host's message and the store's own record of the
+      // task's start (line 0) are not the task's.
       const lines = (await store.exportJsonl('s-journal-bytes')).trim().split('\n');
+      assert.equal((JSON.parse(lines[0]!) as { kind: { type: string } }).kind.type, 'task_ledger');
       const utf8 = (line: string) => new TextEncoder().encode(line).length;
-      assert.equal((await owner.task(task)).charged.journalBytes, utf8(lines[0]!) + utf8(lines[1]!));
+      assert.equal((await owner.task(task)).charged.journalBytes, utf8(lines[1]!) + utf8(lines[2]!));
       const small = callDraft(task, newOperationKey());
       const big: EventDraft = small.kind.type === 'tool_call' ? { turnId: turn, kind: { type: 'tool_call', call: { ...small.kind.call, arguments: { blob: 'x'.repeat(2000) } } } } : small;
       await assert.rejects(
@@ -268,7 +273,7 @@ function storeRules(name: string, factory: StoreFactory): void {
         commitAs(owner, { events: [callDraft(task, newOperationKey())], expectLatestAttempt: { taskId: task, key: newOperationKey(), callId: firstId } }),
         'not_latest_attempt',
       );
-      assert.equal((await store.loadHistory('s-d4')).length, 2);
+      assert.deepEqual((await store.loadHistory('s-d4')).map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_call']);
       assert.equal((await owner.task(task)).charged.toolCalls, 2);
       await store.close();
     });
@@ -286,7 +291,7 @@ function storeRules(name: string, factory: StoreFactory): void {
       await commitAs(live, { events: [callDraft(task, key, retryId)], expectLatestAttempt: { taskId: task, key, callId: firstId } });
       // The early export, under another session id, holds the first attempt of the same (task, key).
       const renamed = early.replaceAll('"session_id":"s-live"', '"session_id":"s-copy"');
-      assert.deepEqual(await store.importJsonl(renamed, { owner: 'importer' }), { sessionId: 's-copy', events: 1 });
+      assert.deepEqual(await store.importJsonl(renamed, { owner: 'importer' }), { sessionId: 's-copy', events: 2 });
       // The live session's latest attempt is still the retry: a stale plan from the first attempt is refused.
       await rejects(commitAs(live, { events: [callDraft(task, key)], expectLatestAttempt: { taskId: task, key, callId: firstId } }), 'not_latest_attempt');
       const next = newCallId();
@@ -298,7 +303,9 @@ function storeRules(name: string, factory: StoreFactory): void {
       await rejects(copy.task(task), 'task_not_found');
       assert.equal((await copy.startTask(task)).charged.toolCalls, 0);
       assert.equal((await live.task(task)).charged.toolCalls, 1, 'the live task is not the copy\'s');
-      assert.deepEqual((await store.loadHistory('s-live')).map((e) => (e.kind as { call: { id: string } }).call.id), [firstId, retryId, next]);
+      const liveHistory = await store.loadHistory('s-live');
+      assert.equal(liveHistory[0]!.kind.type, 'task_ledger');
+      assert.deepEqual(liveHistory.slice(1).map((e) => (e.kind as { call: { id: string } }).call.id), [firstId, retryId, next]);
       await store.close();
     });
 
@@ -322,11 +329,11 @@ function storeRules(name: string, factory: StoreFactory): void {
       await owner.append([message('hello')]);
       await commitAs(owner, { events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
       const jsonl = await store.exportJsonl('s-export');
-      assert.equal(jsonl.trim().split('\n').length, 2);
+      assert.equal(jsonl.trim().split('\n').length, 3);
       await rejects(store.importJsonl(jsonl, { owner: 'importer' }), 'session_exists');
       const { store: target } = await factory.open();
       const report = await target.importJsonl(jsonl, { owner: 'importer' });
-      assert.deepEqual(report, { sessionId: 's-export', events: 2 });
+      assert.deepEqual(report, { sessionId: 's-export', events: 3 });
       assert.deepEqual(await target.loadHistory('s-export'), await store.loadHistory('s-export'));
       assert.equal(await target.exportJsonl('s-export'), jsonl);
       const again = await target.acquire('s-export', { owner: 'next' });
