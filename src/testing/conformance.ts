@@ -200,7 +200,7 @@ function storeRules(name: string, factory: StoreFactory): void {
           return true;
         },
       );
-      assert.equal((await store.loadHistory('s-journal-bytes')).length, 3, 'nothing written');
+      assert.equal((await store.loadHistory('s-journal-bytes')).length, 4, 'nothing written (the start, the call, its result, the message)');
       assert.equal((await owner.task(task)).charged.toolCalls, 1, 'nothing charged');
       await owner.append([message('the session still takes events')]);
       await store.close();
@@ -415,11 +415,14 @@ function draftValidation(name: string, factory: StoreFactory): void {
       await rejects(owner.append([resultDraft(call)]), 'invalid_input');
       const review = { callId: call, actor: 'ops', outcome: 'completed', evidence: 'checked', source: 'human' } as const;
       await rejects(owner.append([{ turnId: turn, kind: { type: 'tool_review', review } }]), 'invalid_input');
-      for (const wireType of ['tool_call', 'tool_result', 'tool_started', 'tool_review', 'user_message']) {
+      // The task ledger is the store's own record of a task change: never appended by a host.
+      const ledger = { taskId: task, change: 'stopped', state: 'stopped', limits: { toolCalls: 1, toolOutputBytes: 1, journalBytes: 1 }, charged: { toolCalls: 0, toolOutputBytes: 0, journalBytes: 0 }, reservedOutputBytes: 0, stopReason: 'forged' } as const;
+      await rejects(owner.append([{ turnId: turn, kind: { type: 'task_ledger', ledger } }]), 'invalid_input');
+      for (const wireType of ['tool_call', 'tool_result', 'tool_started', 'tool_review', 'task_ledger', 'user_message']) {
         await rejects(owner.append([{ turnId: turn, kind: { type: 'opaque', wireType, fields: {} } }]), 'invalid_input');
       }
       await owner.append([message('host'), { turnId: turn, kind: { type: 'opaque', wireType: 'host_note', fields: { a: 1 } } }]);
-      assert.deepEqual((await store.loadHistory('s-host-only')).map((e) => e.kind.type), ['user_message', 'opaque']);
+      assert.deepEqual((await store.loadHistory('s-host-only')).map((e) => e.kind.type), ['task_ledger', 'user_message', 'opaque']);
       assert.equal((await owner.task(task)).charged.toolCalls, 0);
       await store.close();
     });
@@ -445,13 +448,14 @@ function draftValidation(name: string, factory: StoreFactory): void {
       await commitAs(owner, { events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
       await commitAs(owner, { events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 2 } } });
       const lines = (await store.exportJsonl('s-forged')).trim().split('\n');
-      const second = JSON.parse(lines[1]!) as Record<string, unknown>;
-      const forged = [...lines, JSON.stringify({ ...second, event_id: 'evt-forged', seq: 2 })].join('\n') + '\n';
+      // Line 0 is the task's start, line 2 the result.
+      const second = JSON.parse(lines[2]!) as Record<string, unknown>;
+      const forged = [...lines, JSON.stringify({ ...second, event_id: 'evt-forged', seq: 3 })].join('\n') + '\n';
       const { store: target } = await factory.open();
       await rejects(target.importJsonl(forged, { owner: 'i' }), 'import_rejected');
       assert.deepEqual(await target.listSessions(), [], 'nothing was written');
       const sound = lines.join('\n') + '\n';
-      assert.deepEqual(await target.importJsonl(sound, { owner: 'i' }), { sessionId: 's-forged', events: 2 });
+      assert.deepEqual(await target.importJsonl(sound, { owner: 'i' }), { sessionId: 's-forged', events: 3 });
       await store.close();
       await target.close();
     });
@@ -532,7 +536,7 @@ function inboxRules(name: string, factory: StoreFactory): void {
       assert.equal((await owner.decidedApproval?.(task, key))?.id, 'approval_1');
       const other = { ...binding, argumentsDigest: 'b'.repeat(64) };
       await rejects(commitAs(owner, { events: [message('x')], approval: { use: { id: 'approval_1', callId, binding: other, at } } }), 'decision_binding_changed');
-      assert.equal((await store.loadHistory('s-inbox')).length, 1, 'a refused use writes nothing');
+      assert.deepEqual((await store.loadHistory('s-inbox')).map((e) => e.kind.type), ['task_ledger', 'tool_call'], 'a refused use writes nothing');
       await commitAs(owner, { events: [message('used')], approval: { use: { id: 'approval_1', callId, binding, at } } });
       assert.equal((await inbox.get('approval_1'))?.state, 'consumed');
       await rejects(commitAs(owner, { events: [message('again')], approval: { use: { id: 'approval_1', callId, binding, at } } }), 'decision_stale');
