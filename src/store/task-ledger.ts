@@ -32,8 +32,12 @@ interface Expected {
   outputAtLeast: number;
 }
 
+function corrupt(sessionId: SessionId, seq: number, taskId: string, detail: string): JournalCorruptError {
+  return new JournalCorruptError(sessionId, seq, 'task_ledger', `task ${JSON.stringify(taskId)}: ${detail}`);
+}
+
 function fail(sessionId: SessionId, seq: number, taskId: string, detail: string): never {
-  throw new JournalCorruptError(sessionId, seq, 'task_ledger', `task ${JSON.stringify(taskId)}: ${detail}`);
+  throw corrupt(sessionId, seq, taskId, detail);
 }
 
 /** Checks that a later ledger (journaled, or the stored row) follows from `expected` and the evidence in between. */
@@ -65,6 +69,9 @@ function checkFollows(sessionId: SessionId, expected: Expected, actual: TaskLedg
  */
 export function checkTaskLedger(sessionId: SessionId, events: readonly SessionEvent[], chain: readonly EventRow[], rows: ReadonlyMap<string, TaskRow | undefined>): TaskLedgerReport {
   const expected = new Map<string, Expected>();
+  // Disagreements between journaled changes, raised only for a task whose row this store holds: an imported
+  // session's changes were measured in the file it came from (its session id, so its sizes, may differ).
+  const pending = new Map<string, JournalCorruptError>();
   const callTask = new Map<string, string>();
   const withCalls = new Set<string>();
   // Calls with no result yet: the only ones that can still hold a reservation.
@@ -77,11 +84,17 @@ export function checkTaskLedger(sessionId: SessionId, events: readonly SessionEv
       // A start is journaled only when the store had no row of that id: a repeated start is a task created anew (an
       // imported session's task, started again in the importing store), so the ledger starts over from it.
       const before = l.change === 'started' ? undefined : expected.get(l.taskId);
-      if (before) {
-        checkFollows(sessionId, before, l, `the ledger event at seq ${event.seq}`);
-        if (before.ledger.state !== 'running') fail(sessionId, event.seq, l.taskId, `changed to ${l.state} after it was already ${before.ledger.state}`);
-      } else if (l.change === 'started' && (l.charged.toolCalls !== 0 || l.charged.journalBytes !== 0 || l.charged.toolOutputBytes !== 0)) {
-        fail(sessionId, event.seq, l.taskId, 'started with charges already recorded');
+      if (l.change === 'started') pending.delete(l.taskId);
+      try {
+        if (before) {
+          checkFollows(sessionId, before, l, `the ledger event at seq ${event.seq}`);
+          if (before.ledger.state !== 'running') fail(sessionId, event.seq, l.taskId, `changed to ${l.state} after it was already ${before.ledger.state}`);
+        } else if (l.change === 'started' && (l.charged.toolCalls !== 0 || l.charged.journalBytes !== 0 || l.charged.toolOutputBytes !== 0)) {
+          fail(sessionId, event.seq, l.taskId, 'started with charges already recorded');
+        }
+      } catch (error) {
+        if (!(error instanceof JournalCorruptError)) throw error;
+        if (!pending.has(l.taskId)) pending.set(l.taskId, error);
       }
       expected.set(l.taskId, {
         ledger: l, seq: event.seq, toolCalls: l.charged.toolCalls, journalBytes: l.charged.journalBytes, outputAtLeast: l.charged.toolOutputBytes,
@@ -116,6 +129,8 @@ export function checkTaskLedger(sessionId: SessionId, events: readonly SessionEv
       missing.push(taskId);
       continue;
     }
+    const earlier = pending.get(taskId);
+    if (earlier) throw earlier;
     const stored = ledgerRecord(row, e.ledger.change);
     if (row.state !== e.ledger.state) fail(sessionId, e.seq, taskId, `the stored row says ${row.state}, the chain records ${e.ledger.state}`);
     if (row.stopReason !== e.ledger.stopReason) {
