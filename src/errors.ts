@@ -1,7 +1,7 @@
 /**
  * The catalogue of errors: every error class of the library lives in this module. Every error the library throws
  * is a JingweiError with a stable `code` from JINGWEI_ERROR_CODES; callers switch on `code` (or use `instanceof`);
- * messages are for people and may change. The README's error table lists exactly this catalogue (a test checks it).
+ * messages are for people and may change. The table in docs/errors.md lists exactly this catalogue (a test checks it).
  *
  * ToolBodyError is the one class here that the library never throws: a tool body throws it to report its own
  * failure, and its `code` is the tool's own, recorded as is.

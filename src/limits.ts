@@ -80,3 +80,11 @@ export const OPERATION_KEY_LIMITS = {
   /** Letters, digits and `-_.:/@`, starting with a letter or digit: safe in logs, URLs and the CLI. */
   pattern: /^[A-Za-z0-9][A-Za-z0-9._:/@-]*$/,
 } as const;
+
+/** Agent run ids (docs/design.md#resumable-runs): each requested call's operation key is `<runId>/<step>/<index>`. */
+export const RUN_LIMITS = {
+  /** At most this many characters (ASCII), so the derived key stays within OPERATION_KEY_LIMITS.maxBytes. */
+  maxRunIdBytes: 160,
+  /** OPERATION_KEY_LIMITS's characters without `/`, which separates the key's parts. */
+  pattern: /^[A-Za-z0-9][A-Za-z0-9._:@-]*$/,
+} as const;

@@ -16,3 +16,8 @@ export function truncateUtf8(s: string, maxBytes: number): string {
   }
   return s.slice(0, end);
 }
+
+/** The string with every lone surrogate replaced by U+FFFD, so it can be journaled (String#toWellFormed). */
+export function toWellFormed(s: string): string {
+  return s.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd');
+}

@@ -1,24 +1,29 @@
 /**
- * The reference agent loop: bounded, journaled, and with no automatic retry anywhere. It shows the smallest
- * correct way to drive a model with a ToolGateway; frameworks get the same behaviour through the bridges.
+ * The reference agent loop: bounded, journaled, resumable, and with no automatic retry anywhere. It shows the
+ * smallest correct way to drive a model with a ToolGateway; frameworks get the same behaviour through the bridges.
  *
- * One run: the user's message is journaled; then at most `maxSteps` times the model is asked for the next
- * assistant message, its text is journaled, and its tool calls go one by one through the gateway (which journals
- * each call and result). The model reads each outcome as text: the output, or the failure's category, code and
- * message and whether the tool ran. It never sees call ids, operation keys, retry plans or reviews. A failed tool
- * is never called again by the loop; after a crash, the host recovers from the journal as for any other session.
+ * One run: the user's message is journaled with the run's start; then at most `maxSteps` times the model is asked
+ * for the next assistant message, which is journaled with the tool calls it asked for, and those calls go one by
+ * one through the gateway under operation keys derived from (run id, step, index). The model reads each outcome as
+ * text: the output, or the failure's category, code and message and whether the tool ran. It never sees call ids,
+ * operation keys, retry plans or reviews. A failed tool is never called again by the loop.
+ *
+ * Running it again with the run's id (or `resumeAgent`) resumes from the journal (docs/design.md#resumable-runs):
+ * journaled model responses are not asked again, completed calls are replayed and never run, and each call left
+ * open by a crash goes through the host's recovery policy; a finished run is returned as it finished.
  */
-import { InvalidInputError, JsonParseError, ToolPreflightError } from '../errors.js';
-import { isValidText, uuidv7, type TurnId } from '../ids.js';
+import { InvalidInputError } from '../errors.js';
+import { uuidv7, type TurnId } from '../ids.js';
 import type { ActionContext } from '../event/types.js';
-import { parseJson } from '../json/parse.js';
-import type { JsonValue } from '../json/types.js';
-import { LIMITS } from '../limits.js';
-import type { SessionOwner } from '../store/types.js';
-import type { ToolExecution, ToolGateway } from '../tool/types.js';
-import { modelFacingOutcome, preflightFailure, type ModelFacingOutcome } from '../bridges/outcome.js';
+import type { SessionOwner, SessionStore } from '../store/types.js';
+import type { Tool, ToolGateway } from '../tool/types.js';
 import { objectSchema, selectSchemas } from '../bridges/schema.js';
-import type { ChatMessage, ChatModel, ChatToolCall, ChatToolDefinition } from './model.js';
+import { preflightFailure } from '../bridges/outcome.js';
+import type { ChatMessage, ChatModel, ChatResponse, ChatToolDefinition } from './model.js';
+import { settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
+import { callRefusedEvent, checkRunId, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
+
+export type { AgentRecoveryPolicy, AgentToolCall } from './run-calls.js';
 
 export interface RunAgentOptions {
   readonly model: ChatModel;
@@ -26,8 +31,24 @@ export interface RunAgentOptions {
   readonly owner: SessionOwner;
   /** A gateway bound to the same owner; its turn id is the run's. */
   readonly gateway: ToolGateway;
-  /** The user's message for this run (journaled as `user_message`). */
+  /** The user's message for this run (journaled as `user_message`). When resuming, it must equal the journaled one. */
   readonly input: string;
+  /**
+   * The run's id (letters, digits and `._:@-`, at most RUN_LIMITS.maxRunIdBytes). A new id starts a run under it;
+   * an id the session's journal already holds resumes that run (then `store` is required). Default: a fresh id.
+   */
+  readonly runId?: string;
+  /** Where the session's journal is read from when resuming: the store the owner belongs to. Required with `runId`. */
+  readonly store?: Pick<SessionStore, 'loadHistory'>;
+  /**
+   * What a resumed run does with a call the journal leaves open (no result): `suspend` (default) stops the run as
+   * `needs_review` unless a journaled review unblocks the call; `retry_safe` also retries it where prepareToolRetry
+   * allows that without a review (read-only, idempotent, or stopped before its body), with a review by
+   * `policy:retry_safe` in the retry's audit. Reconcilers (`reconcilers`) are asked first either way.
+   */
+  readonly recovery?: AgentRecoveryPolicy;
+  /** Tools whose `reconcile` is asked about open calls before the policy applies (usually the runtime's tools). */
+  readonly reconcilers?: readonly Tool[];
   /** A system prompt, sent first and not journaled (it is configuration, not conversation). */
   readonly system?: string;
   /** Earlier conversation to send before the input (not journaled again). */
@@ -45,31 +66,28 @@ export interface RunAgentOptions {
   readonly signal?: AbortSignal;
 }
 
-/** One tool call of a run, host side. */
-export interface AgentToolCall {
-  /** The model's id for the call. */
-  readonly providerCallId: string;
-  readonly name: string;
-  /** What the model read. */
-  readonly outcome: ModelFacingOutcome;
-  /** The journaled execution; null when preflight refused the call before anything was recorded. */
-  readonly execution: ToolExecution | null;
-}
-
 export type AgentStopReason =
   /** The model answered without tool calls. */
   | 'completed'
   /** `maxSteps` model requests were made and the last still asked for tools (their results are in `messages`). */
   | 'max_steps'
   /** `stopOnUncertainOutcome` was set and a tool failed after it started; later calls of that step were not run. */
-  | 'uncertain_outcome';
+  | 'uncertain_outcome'
+  /** A resumed run met a call whose outcome is open and that nothing allows retrying: a person reviews it. */
+  | 'needs_review'
+  /** A call waits on an operator's decision (durable approval); resume after `jingwei approve` or `deny`. */
+  | 'awaiting_approval';
 
 export interface AgentRunResult {
   readonly stopReason: AgentStopReason;
   /** The last assistant text, or null. */
   readonly text: string | null;
-  /** Model requests made. */
+  /** The run's id: pass it to `resumeAgent` (or `runAgent`) to resume or read back this run. */
+  readonly runId: string;
+  /** Steps of the run, journaled ones included (each is one model response). */
   readonly steps: number;
+  /** With `needs_review` and `awaiting_approval`: the call ids the run waits on. Empty otherwise. */
+  readonly pendingCallIds: readonly string[];
   readonly toolCalls: readonly AgentToolCall[];
   /** The conversation as the model saw it, this run's answers included. */
   readonly messages: readonly ChatMessage[];
@@ -83,86 +101,125 @@ function definitions(gateway: ToolGateway, only: readonly string[] | undefined):
   }));
 }
 
-/**
- * The model's argument text as JSON. Text that is not JSON is passed on as a string: the call is still journaled,
- * and the schema check records it as `invalid_arguments` for the model to read. An integer the journal cannot hold
- * exactly (beyond ±(2^53 − 1)) is refused before anything is recorded (ToolPreflightError `unsafe_integer`, which
- * the model reads with its JSON path and the advice to send it as a string): rounding it would run the tool with a
- * value the model never sent.
- */
-function parseArguments(text: string): JsonValue {
-  if (text.trim() === '') return {};
-  try {
-    return parseJson(text, { maxBytes: LIMITS.maxArgumentsBytes, maxDepth: LIMITS.maxArgumentsDepth });
-  } catch (error) {
-    if (error instanceof JsonParseError && error.reason === 'unsafe_integer') {
-      throw new ToolPreflightError('unsafe_integer', error.message, { cause: error });
-    }
-    return text;
-  }
+
+/** Resumes the run `runId` from the session's journal; see runAgent. The input is read from the journal. */
+export type ResumeAgentOptions = Omit<RunAgentOptions, 'input' | 'runId' | 'store'> & {
+  readonly runId: string;
+  readonly store: Pick<SessionStore, 'loadHistory'>;
+};
+
+export async function resumeAgent(options: ResumeAgentOptions): Promise<AgentRunResult> {
+  if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', 'must be an object');
+  return drive(options, undefined);
 }
 
-/** Runs the bounded loop; see the module comment. Throws what the gateway throws for budget, task, owner and storage. */
+/** Runs (or resumes) the bounded loop; see the module comment. Throws what the gateway throws for budget, task, owner and storage. */
 export async function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
+  if (typeof options.input !== 'string') throw new InvalidInputError('input', 'must be a string');
+  return drive(options, options.input);
+}
+
+async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | undefined): Promise<AgentRunResult> {
   const { model, owner, gateway, signal } = options;
   if (!Number.isSafeInteger(options.maxSteps) || options.maxSteps <= 0) {
     throw new InvalidInputError('maxSteps', `must be a positive integer, got ${String(options.maxSteps)}`);
   }
-  if (typeof options.input !== 'string') throw new InvalidInputError('input', 'must be a string');
   if (owner.sessionId !== gateway.sessionId) {
     throw new InvalidInputError('gateway', `is bound to session ${gateway.sessionId}, not the owner's ${owner.sessionId}`);
   }
+  const policy = options.recovery ?? 'suspend';
+  if (policy !== 'suspend' && policy !== 'retry_safe') throw new InvalidInputError('recovery', `must be 'suspend' or 'retry_safe', got ${String(policy)}`);
+  if (options.reconcilers !== undefined && !Array.isArray(options.reconcilers)) throw new InvalidInputError('reconcilers', 'must be an array of tools');
+  let journaled: JournaledRun | null = null;
+  let runId: string;
+  if (options.runId === undefined) {
+    runId = `run_${uuidv7()}`;
+  } else {
+    runId = checkRunId(options.runId);
+    if (options.store === undefined || typeof options.store.loadHistory !== 'function') {
+      throw new InvalidInputError('store', 'is required with runId: the run is read back from the session\'s journal');
+    }
+    journaled = readRun(await options.store.loadHistory(owner.sessionId), runId);
+  }
+  if (journaled !== null) {
+    if (journaled.taskId !== gateway.taskId) {
+      throw new InvalidInputError('gateway', `is bound to task ${gateway.taskId}, but run ${runId} runs in task ${journaled.taskId}`);
+    }
+    if (input !== undefined && input !== journaled.input) throw new InvalidInputError('input', `differs from the input journaled for run ${runId}`);
+  } else if (input === undefined) {
+    throw new InvalidInputError('runId', `no run ${runId} is journaled in session ${owner.sessionId}`);
+  }
+  const userInput = journaled?.input ?? input!;
   const tools = definitions(gateway, options.tools);
   const turnId = gateway.turnId as TurnId;
-  const runId = `run_${uuidv7()}`;
   const messages: ChatMessage[] = [
     ...(options.system !== undefined ? [{ role: 'system', content: options.system } as const] : []),
     ...(options.history ?? []),
-    { role: 'user', content: options.input },
+    { role: 'user', content: userInput },
   ];
   const toolCalls: AgentToolCall[] = [];
-  await owner.append([{ turnId, kind: { type: 'user_message', text: options.input } }]);
+  if (journaled === null) {
+    await owner.append([runStartedEvent(turnId, runId, gateway.taskId, userInput), { turnId, kind: { type: 'user_message', text: userInput } }]);
+  }
+  const finished = journaled?.finished ?? null;
+  const replayOnly = finished !== null;
+  const ctx: CallContext = { owner, gateway, store: options.store, policy, reconcilers: options.reconcilers ?? [], signal, reconciled: null };
+  const result = (stopReason: AgentStopReason, text: string | null, steps: number, pendingCallIds: readonly string[] = []): AgentRunResult =>
+    ({ stopReason, text, runId, steps, pendingCallIds, toolCalls, messages });
+  const finish = async (stopReason: FinishedStopReason, text: string | null, steps: number): Promise<AgentRunResult> => {
+    if (finished !== null) return result(finished.stopReason, finished.text, finished.steps);
+    await owner.append([runFinishedEvent(turnId, runId, stopReason, steps, text)]);
+    return result(stopReason, text, steps);
+  };
+  const known = journaled?.responses ?? [];
+  const available = new Set(gateway.schemas().map((s) => s.name));
+  const lastStep = replayOnly ? known.length : options.maxSteps;
 
   let text: string | null = null;
-  for (let step = 1; step <= options.maxSteps; step += 1) {
+  for (let step = 1; step <= lastStep; step += 1) {
     signal?.throwIfAborted();
-    const response = await model.complete({ messages: [...messages], tools }, signal);
-    text = response.text;
-    if (response.text !== null && response.text.length > 0) {
-      await owner.append([{ turnId, kind: { type: 'assistant_message', text: response.text } }]);
+    let response: ChatResponse;
+    if (step <= known.length) {
+      // Journaled: the model is not asked again for this step.
+      response = known[step - 1]!;
+    } else {
+      response = await model.complete({ messages: [...messages], tools }, signal);
+      await owner.append([
+        ...(response.text !== null && response.text.length > 0 ? [{ turnId, kind: { type: 'assistant_message', text: response.text } } as const] : []),
+        modelResponseEvent(turnId, runId, step, response, available),
+      ]);
     }
+    text = response.text;
     messages.push({ role: 'assistant', content: response.text, ...(response.toolCalls.length > 0 ? { toolCalls: [...response.toolCalls] } : {}) });
-    if (response.toolCalls.length === 0) return { stopReason: 'completed', text, steps: step, toolCalls, messages };
+    if (response.toolCalls.length === 0) return finish('completed', text, step);
 
     for (const [index, requested] of response.toolCalls.entries()) {
       // A cancelled run starts no further call (each would be journaled as an attempt).
       signal?.throwIfAborted();
-      const call = await callTool(gateway, requested, { decision: { taskId: gateway.taskId as ActionContext['decision']['taskId'], stepId: `${runId}/${step}` }, actionIndex: index }, signal);
+      const action: ActionContext = { decision: { taskId: gateway.taskId as ActionContext['decision']['taskId'], stepId: `${runId}/${step}` }, actionIndex: index };
+      const at = `${step}/${index}`;
+      const refusal = journaled?.refusals.get(at) ?? (journaled?.omitted.has(at) === true
+        ? { code: 'not_journaled', message: 'the call could not be journaled as the model wrote it' }
+        : undefined);
+      let call: AgentToolCall;
+      if (refusal !== undefined) {
+        // Refused before anything was recorded when the step ran: the model reads the same refusal again.
+        call = { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, refusal), execution: null };
+      } else {
+        const settled = await settleCall(ctx, requested, runOperationKey(runId, step, index), action, replayOnly);
+        if (settled === null) return finish('uncertain_outcome', text, step);
+        if (settled.kind === 'stop') return result(settled.reason, text, step, [settled.callId]);
+        call = settled.call;
+        if (!replayOnly && !call.outcome.ok && call.outcome.category === 'preflight') {
+          await owner.append([callRefusedEvent(turnId, runId, step, index, call.outcome.code, call.outcome.message)]);
+        }
+      }
       toolCalls.push(call);
       messages.push({ role: 'tool', toolCallId: requested.id, content: call.outcome.ok ? call.outcome.output : call.outcome.text });
-      if (options.stopOnUncertainOutcome === true && !call.outcome.ok && call.outcome.started) {
-        return { stopReason: 'uncertain_outcome', text, steps: step, toolCalls, messages };
+      if (!replayOnly && options.stopOnUncertainOutcome === true && !call.outcome.ok && call.outcome.started) {
+        return finish('uncertain_outcome', text, step);
       }
     }
   }
-  return { stopReason: 'max_steps', text, steps: options.maxSteps, toolCalls, messages };
-}
-
-async function callTool(gateway: ToolGateway, requested: ChatToolCall, action: ActionContext, signal: AbortSignal | undefined): Promise<AgentToolCall> {
-  const providerCallId = requested.id;
-  const withProvider: ActionContext = isValidText(providerCallId) ? { ...action, providerCallId } : action;
-  let execution: ToolExecution;
-  try {
-    execution = await gateway.callWithOptions(requested.name, parseArguments(requested.arguments), {
-      action: withProvider,
-      ...(signal ? { signal } : {}),
-    });
-  } catch (error) {
-    // Refused before anything was recorded (an empty or over-long name, arguments too large): the model may fix it.
-    if (error instanceof ToolPreflightError) {
-      return { providerCallId, name: requested.name, outcome: preflightFailure(requested.name, error), execution: null };
-    }
-    throw error;
-  }
-  return { providerCallId, name: requested.name, outcome: modelFacingOutcome(execution), execution };
+  return finish('max_steps', text, lastStep);
 }

@@ -8,6 +8,10 @@ import type { SessionAssessment, ToolCallAssessment } from '../tool/assess.js';
 import { evidenceRuleById, retryRuleById, type EvidenceRuleId, type RetryRuleId } from '../tool/retry-policy.js';
 import { clip, safe, shortId, table, type Column } from './format.js';
 import type { Style } from './io.js';
+import type { DecisionRow as InboxDecisionRow } from '../store/inbox-rows.js';
+import { decisionInbox } from '../store/inbox.js';
+import { JournalStore } from '../store/journal-store.js';
+import type { SessionStore } from '../store/types.js';
 
 /**
  * A call needs attention when its outcome is in doubt or it was interrupted before anyone saw an answer
@@ -203,4 +207,63 @@ export function reviewText(call: ToolCall): string | null {
   const review = call.operation?.retry?.review;
   if (!review) return null;
   return `${review.outcome} by ${clip(review.actor, 60)}: ${clip(review.evidence, 120)}`;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Review decisions waiting in the decision inbox (docs/design.md#the-decision-inbox): part of the operator's picture
+// until the session's owner journals them (journalInboxReviews in jingwei/review)
+
+/** The latest decided, not yet journaled review decision of each call, by session then call (empty without an inbox). */
+export async function pendingInboxReviews(store: SessionStore, sessionId?: string): Promise<Map<string, Map<string, InboxDecisionRow>>> {
+  const bySession = new Map<string, Map<string, InboxDecisionRow>>();
+  if (!(store instanceof JournalStore) || !store.backend.inbox) return bySession;
+  const inbox = decisionInbox(store);
+  let after: string | undefined;
+  do {
+    const page = await inbox.list({ kind: 'review', states: ['decided'], ...(sessionId !== undefined ? { sessionId } : {}), ...(after !== undefined ? { after } : {}), limit: 1000 });
+    for (const row of page.items) {
+      const calls = bySession.get(row.sessionId) ?? new Map<string, InboxDecisionRow>();
+      calls.set(row.callId, row);
+      bySession.set(row.sessionId, calls);
+    }
+    after = page.next ?? undefined;
+  } while (after !== undefined);
+  return bySession;
+}
+
+/** Whether the owner would journal a review of this call (it is the latest attempt and its outcome is in doubt). */
+function reviewable(c: ToolCallAssessment): boolean {
+  return c.status === 'outcome_unknown' && (c.nextStep === 'needs_review' || c.nextStep === 'retry_allowed');
+}
+
+/**
+ * The assessment as the operator should see it with the inbox's review decisions: a decided `completed` review of a
+ * call in doubt resolves it (next step `completed`, no attention), waiting to be journaled by the owner; any other
+ * decided review is named in the reason (a `not_executed` one is what the retry will use).
+ */
+export function withInboxReviews(assessment: SessionAssessment, pending: ReadonlyMap<string, InboxDecisionRow> | undefined): SessionAssessment {
+  if (!pending || pending.size === 0) return assessment;
+  const calls = assessment.calls.map((c): ToolCallAssessment => {
+    const row = pending.get(c.callId);
+    if (!row || !reviewable(c)) return c;
+    const by = `${row.decision} review by ${clip(row.actor ?? '?', 60)} (${row.id})`;
+    if (row.decision === 'completed') {
+      return { ...c, nextStep: 'completed', attention: 'none', reason: `a ${by} in the decision inbox resolves it; it waits to be journaled by the session's owner` };
+    }
+    const use = row.decision === 'not_executed' ? 'the retry will use it once the owner journals it' : 'it unblocks nothing';
+    return { ...c, reason: `${c.reason}; a ${by} waits in the decision inbox: ${use}` };
+  });
+  const byNextStep = { retry_allowed: 0, needs_review: 0, completed: 0, superseded: 0, legacy: 0 };
+  const byAttention = { in_doubt: 0, interrupted: 0, none: 0 };
+  for (const c of calls) {
+    byNextStep[c.nextStep] += 1;
+    byAttention[c.attention] += 1;
+  }
+  return { ...assessment, calls, totals: { ...assessment.totals, byNextStep, byAttention } };
+}
+
+/** The inbox decision of one call, as JSON. */
+export function inboxReviewJson(row: InboxDecisionRow | undefined): Record<string, string | null> | null {
+  if (!row) return null;
+  return { decision_id: row.id, outcome: row.decision, actor: row.actor, evidence: row.reason, decided_at: row.decidedAt, state: row.state };
 }

@@ -8,6 +8,7 @@ import { eventsCommand } from './commands/events.js';
 import { inspectCommand } from './commands/inspect.js';
 import { mcpCommand } from './commands/mcp.js';
 import { queueCommand } from './commands/queue.js';
+import { recoverCommand } from './commands/recover.js';
 import { sessionsCommand } from './commands/sessions.js';
 import { exportCommand, importCommand } from './commands/transfer.js';
 import { verifyCommand } from './commands/verify.js';
@@ -21,6 +22,7 @@ export const COMMANDS: readonly Command[] = [
   eventsCommand,
   inspectCommand,
   queueCommand,
+  recoverCommand,
   verifyCommand,
   exportCommand,
   importCommand,

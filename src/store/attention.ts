@@ -32,7 +32,7 @@ function statusOfResult(row: AttentionRow, outcome: Parameters<typeof evidenceRu
   return 'outcome_unknown';
 }
 
-/** The call ids whose rows a commit of these events needs: those its markers and results name. */
+/** The call ids whose rows a commit of these events needs: those its markers, results and reviews name. */
 export function attentionCallIds(events: readonly { readonly kind: SessionEvent['kind'] }[]): string[] {
   const ids: unknown[] = [];
   for (const e of events) {
@@ -40,14 +40,16 @@ export function attentionCallIds(events: readonly { readonly kind: SessionEvent[
     const k = (e as { kind?: SessionEvent['kind'] } | null)?.kind;
     if (k?.type === 'tool_started') ids.push(k.callId);
     else if (k?.type === 'tool_result') ids.push((k.result as { callId?: unknown } | undefined)?.callId);
+    else if (k?.type === 'tool_review') ids.push((k.review as { callId?: unknown } | undefined)?.callId);
   }
   return ids.filter((id): id is string => typeof id === 'string');
 }
 
 /**
  * The rows a batch of chained events changes: a call with an operation starts (or replaces) its operation's row, a
- * marker and a result update the row whose latest attempt they name. `existing` are the stored rows of the calls
- * the batch names; a marker or result of a call that is no longer its operation's latest attempt changes nothing.
+ * marker and a result update the row whose latest attempt they name, and a review settles it (resolveAttention).
+ * `existing` are the stored rows of the calls the batch names; a marker, result or review of a call that is no
+ * longer its operation's latest attempt changes nothing.
  */
 export function attentionWrites(sessionId: SessionId, events: readonly SessionEvent[], existing: readonly AttentionRow[] = []): AttentionRow[] {
   const byCall = new Map<string, AttentionRow>();
@@ -97,6 +99,11 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
         endedAt: at,
         updatedAt: at,
       });
+    } else if (k.type === 'tool_review') {
+      const row = byCall.get(k.review.callId);
+      if (!row) continue;
+      const resolved = resolveAttention(row, { outcome: k.review.outcome, at });
+      if (resolved !== row) put(resolved);
     }
   }
   return [...changed.values()];

@@ -9,10 +9,12 @@ export type DecisionKind = 'approval' | 'review';
 /**
  * `open`: an approval request waiting for an operator. `decided`: an operator decided (every review decision starts
  * here), not yet used by the session's owner. `consumed`: the owner used it and journaled it. `superseded`: a newer
- * attempt of the same operation left a newer request; a decision for this one is refused.
+ * attempt of the same operation left a newer request; a decision for this one is refused. `stale`: a review the
+ * owner could not journal (the call succeeded meanwhile, its outcome is not in doubt, or a newer attempt exists);
+ * `note` says why, and nothing was written to the journal.
  */
-export type DecisionState = 'open' | 'decided' | 'consumed' | 'superseded';
-export const DECISION_STATES: readonly DecisionState[] = ['open', 'decided', 'consumed', 'superseded'];
+export type DecisionState = 'open' | 'decided' | 'consumed' | 'superseded' | 'stale';
+export const DECISION_STATES: readonly DecisionState[] = ['open', 'decided', 'consumed', 'superseded', 'stale'];
 
 /** What an approval decision is bound to, beyond its session: a decision is used only by an attempt with all of it equal. */
 export interface ApprovalBinding {
@@ -39,7 +41,7 @@ export interface DecisionRow {
   readonly binding: ApprovalBinding | null;
   /** The tool's name (a review names it when the operator gave it, else null). */
   readonly tool: string | null;
-  /** The approver's note when it answered pending. */
+  /** The approver's note when it answered pending; for a stale review, why its owner did not journal it. */
   readonly note: string | null;
   /** `approved` / `denied`, or a review's outcome (`completed`, `not_executed`, `uncertain`); null while open. */
   readonly decision: string | null;

@@ -7,7 +7,7 @@ import { DecisionError, InvalidInputError } from '../errors.js';
 import { checkId, uuidv7, type SessionId } from '../ids.js';
 import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../event/types.js';
 import { LIMITS } from '../limits.js';
-import { utf8Length } from '../text.js';
+import { truncateUtf8, utf8Length } from '../text.js';
 import { JournalStore } from './journal-store.js';
 import type { DecisionKind, DecisionQuery, DecisionRow, DecisionState, InboxBackend } from './inbox-rows.js';
 import { DECISION_STATES } from './inbox-rows.js';
@@ -134,6 +134,22 @@ export class DecisionInbox {
       if (row?.kind !== 'review') throw new DecisionError('decision_not_found', id, `no review decision ${id}`);
       if (row.state !== 'decided') throw new DecisionError('decision_stale', id, `review decision ${id} is ${row.state}`);
       const write: DecisionRow = { ...row, state: 'consumed', consumedAt: at, consumedBy: by };
+      return { write, result: write };
+    });
+  }
+
+  /**
+   * Marks a review decision stale: its session's owner refused to journal it (`reason` says why) and wrote nothing.
+   * Refused unless it is still decided.
+   */
+  async markReviewStale(decisionId: string, reason: string): Promise<DecisionRow> {
+    const id = checkId<string>('decisionId', decisionId);
+    const why = text('reason', typeof reason === 'string' ? truncateUtf8(reason, LIMITS.maxDiagnosticBytes) : reason, false)!;
+    const at = new Date().toISOString();
+    return this.inbox.transactDecision(id, (row) => {
+      if (row?.kind !== 'review') throw new DecisionError('decision_not_found', id, `no review decision ${id}`);
+      if (row.state !== 'decided') throw new DecisionError('decision_stale', id, `review decision ${id} is ${row.state}`);
+      const write: DecisionRow = { ...row, state: 'stale', note: why, consumedAt: at };
       return { write, result: write };
     });
   }

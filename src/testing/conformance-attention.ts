@@ -134,5 +134,39 @@ export function attentionRules(name: string, factory: Factory): void {
       await commitAs(a, { events: [succeeded(c1)] });
       assert.deepEqual((await store.attention({ sessionId: 's-att-a' })).items.map((i) => i.callId), [c2]);
     });
+
+    it('a review settles its call in the index: completed and not_executed resolve it, uncertain leaves it open', async (t) => {
+      const { store } = await factory.open();
+      if (!(await hasIndex(store))) {
+        t.skip('this backend keeps no attention index');
+        return;
+      }
+      const owner = await store.acquire('s-att-review', { owner: 'h' });
+      await owner.startTask('t-r');
+      const digest = { taskId: 't-r', tool: 'mail', revision: 'v1', argsDigest: argumentsDigest({ to: 'a' }) };
+      const open = async () => (await store.attention({ sessionId: 's-att-review' })).items.map((i) => i.callId);
+      const [c1, c2] = [newCallId(), newCallId()];
+      await commitAs(owner, { events: [call('t-r', newOperationKey(), c1, 'non_idempotent'), started(c1)] });
+      await commitAs(owner, { events: [call('t-r', newOperationKey(), c2, 'unknown'), started(c2)] });
+      assert.deepEqual(new Set(await open()), new Set([c1, c2]));
+
+      await commitAs(owner, { events: [review(c1, 'uncertain')] });
+      assert.deepEqual(new Set(await open()), new Set([c1, c2]), 'an uncertain review unblocks nothing');
+      assert.notEqual(await owner.findInDoubt!(digest), null);
+
+      await commitAs(owner, { events: [review(c1, 'completed')] });
+      assert.deepEqual(await open(), [c2]);
+      const resolved = (await store.attention({ sessionId: 's-att-review', status: 'resolved' })).items;
+      assert.deepEqual(resolved.map((i) => [i.callId, i.inDoubt]), [[c1, false]]);
+      assert.equal((await owner.findInDoubt!(digest))?.callId, c2, 'only the unreviewed identical call is still in doubt');
+
+      await commitAs(owner, { events: [review(c2, 'not_executed')] });
+      assert.deepEqual(await open(), [], 'nothing of this session is left in the queue');
+      assert.equal(await owner.findInDoubt!(digest), null, 'the guard lets an identical operation through');
+    });
   });
+}
+
+function review(callId: CallId, outcome: 'completed' | 'not_executed' | 'uncertain'): EventDraft {
+  return { turnId: turn, kind: { type: 'tool_review', review: { callId, actor: 'alice', outcome, evidence: 'checked the outbox', source: 'human' } } };
 }

@@ -28,7 +28,9 @@ let server: ChatServer;
 before(async () => { server = await startChatServer(shopPolicy); });
 after(async () => { await server.close(); });
 
-const kinds = (history: Array<{ kind: { type: string } }>) => history.map((e) => e.kind.type);
+// The run's own events (docs/design.md#resumable-runs) show as `jingwei.run:<kind>`.
+const kinds = (history: Array<{ kind: { type: string; plugin?: string; kind?: string } }>) =>
+  history.map((e) => (e.kind.type === 'custom' ? `${e.kind.plugin}:${e.kind.kind}` : e.kind.type));
 
 describe('runAgent with the OpenAI-compatible client', () => {
   it('completes a multi-step task with tool calls against a local server; everything the model saw is journaled', async () => {
@@ -58,7 +60,8 @@ describe('runAgent with the OpenAI-compatible client', () => {
 
     const history = await store.loadHistory('http-run');
     assert.deepEqual(kinds(history), [
-      'user_message', 'assistant_message', 'tool_call', 'tool_started', 'tool_result', 'tool_call', 'tool_started', 'tool_result', 'assistant_message',
+      'jingwei.run:run_started', 'user_message', 'assistant_message', 'jingwei.run:model_response', 'tool_call', 'tool_started', 'tool_result',
+      'jingwei.run:model_response', 'tool_call', 'tool_started', 'tool_result', 'assistant_message', 'jingwei.run:model_response', 'jingwei.run:run_finished',
     ]);
     assert.ok(history.every((e) => e.turnId === gateway.turnId), 'one turn');
     const calls = history.flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call] : []));
@@ -87,7 +90,10 @@ describe('runAgent with the OpenAI-compatible client', () => {
 
     const store = openSqliteStore(journal);
     const history = await store.loadHistory('crash-run');
-    assert.deepEqual(kinds(history), ['user_message', 'assistant_message', 'tool_call', 'tool_started', 'tool_result', 'tool_call', 'tool_started']);
+    assert.deepEqual(kinds(history), [
+      'jingwei.run:run_started', 'user_message', 'assistant_message', 'jingwei.run:model_response', 'tool_call', 'tool_started', 'tool_result',
+      'jingwei.run:model_response', 'tool_call', 'tool_started',
+    ]);
     const assessment = assessSession(history);
     assert.deepEqual(assessment.calls.map((c) => [c.name, c.effect, c.status, c.nextStep]), [['place_order', 'non_idempotent', 'outcome_unknown', 'needs_review']]);
     const uncertain = assessment.calls[0]!;
@@ -122,7 +128,7 @@ describe('runAgent with the OpenAI-compatible client', () => {
       await assert.rejects(runAgent({ model, owner, gateway, input: 'hi', maxSteps: 3 }), (e: unknown) => e instanceof ChatModelError && e.code === 'model_http_error' && e.status === 503);
       assert.equal(calls, 1, 'no automatic retry');
       await assert.rejects(runAgent({ model, owner, gateway, input: 'hi', maxSteps: 3 }), (e: unknown) => e instanceof ChatModelError && e.code === 'model_bad_response');
-      assert.deepEqual(kinds(await store.loadHistory('broken')), ['user_message', 'user_message']);
+      assert.deepEqual(kinds(await store.loadHistory('broken')), ['jingwei.run:run_started', 'user_message', 'jingwei.run:run_started', 'user_message']);
       await store.close();
     } finally {
       await failing.close();

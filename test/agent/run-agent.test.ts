@@ -67,8 +67,12 @@ describe('runAgent', () => {
     assert.deepEqual(model.requests[0]!.tools.map((t) => t.name), ['lookup_price', 'charge_card', 'gift_wrap']);
 
     const history = await store.loadHistory('agent-session');
-    assert.deepEqual(history.map((e) => e.kind.type), [
-      'user_message', 'assistant_message', 'tool_call', 'tool_started', 'tool_result', 'tool_call', 'tool_started', 'tool_result', 'assistant_message',
+    // The run's own events (docs/design.md#resumable-runs) are custom events of plugin jingwei.run around them.
+    assert.deepEqual(history.map((e) => (e.kind.type === 'custom' ? `${e.kind.plugin}:${e.kind.kind}` : e.kind.type)), [
+      'jingwei.run:run_started', 'user_message',
+      'assistant_message', 'jingwei.run:model_response', 'tool_call', 'tool_started', 'tool_result',
+      'jingwei.run:model_response', 'tool_call', 'tool_started', 'tool_result',
+      'assistant_message', 'jingwei.run:model_response', 'jingwei.run:run_finished',
     ]);
     assert.deepEqual(history.flatMap((e) => (e.kind.type === 'user_message' || e.kind.type === 'assistant_message' ? [e.kind.text] : [])), [
       'Buy tea.', 'Checking.', 'The charge may have gone through; I will not try again.',

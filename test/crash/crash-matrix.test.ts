@@ -16,7 +16,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { addCounts, normalizeIds, ZERO_COUNTS, type InvariantCounts } from './invariants.js';
+import { addCounts, normalizeIds, normalizeTimes, ZERO_COUNTS, type InvariantCounts } from './invariants.js';
 import {
   BROKEN_TOOL,
   EFFECTS,
@@ -179,12 +179,12 @@ for (const kind of KINDS) {
 
   describe(`crash matrix on ${kind}: the journal cannot tell the points between marker and result apart`, () => {
     for (const effect of EFFECTS) {
-      it(`${effect}: identical inspection and assessment after normalizing ids`, () => {
+      it(`${effect}: identical inspection and assessment after normalizing ids and recorded times`, () => {
         const group = results.filter((r) => r.spec.kind === kind && r.spec.effect === effect && r.spec.point.betweenMarkerAndResult);
         assert.equal(group.length, MATRIX_POINTS.filter((p) => p.betweenMarkerAndResult).length, 'every point of the group ran');
         const views = group.map((r) => ({
           point: r.spec.point.id,
-          view: normalizeIds({ inspections: r.before.inspections, assessment: r.before.assessment, probes: r.before.probes }, { session: r.sessionId, task: r.taskId }),
+          view: normalizeTimes(normalizeIds({ inspections: r.before.inspections, assessment: r.before.assessment, probes: r.before.probes }, { session: r.sessionId, task: r.taskId })),
         }));
         for (const v of views.slice(1)) assert.deepEqual(v.view, views[0]!.view, `${v.point} differs from ${views[0]!.point}`);
       });

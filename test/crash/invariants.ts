@@ -237,3 +237,12 @@ export function normalizeIds<T>(value: T, hostIds: Readonly<Record<string, strin
   });
   return JSON.parse(text) as T;
 }
+
+/**
+ * Replaces every recorded time (`recordedAt`) with a placeholder: times are information for people, never an input
+ * to a recovery decision (docs/design.md#recorded-times), so two journals that differ only in when they were
+ * written must lead recovery to the same view.
+ */
+export function normalizeTimes<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value, (key, v: unknown) => (key === 'recordedAt' && typeof v === 'string' ? '<time>' : v))) as T;
+}

@@ -37,12 +37,14 @@ describe('documentation links', () => {
     assert.ok(lines <= 260, `README.md has ${lines} lines`);
   });
 
-  it('README.md keeps the error table between its markers', () => {
-    const readme = read('README.md');
-    const start = readme.indexOf('<!-- error-codes:start -->');
-    const end = readme.indexOf('<!-- error-codes:end -->');
+  it('docs/errors.md keeps the error table between its markers, and the README links to it from its Errors section', () => {
+    const errors = read('docs/errors.md');
+    const start = errors.indexOf('<!-- error-codes:start -->');
+    const end = errors.indexOf('<!-- error-codes:end -->');
     assert.ok(start >= 0 && end > start, 'the error-codes markers are missing or out of order');
-    assert.ok(readme.slice(0, start).includes('\n## Errors\n'), 'the error table is not in the Errors section');
+    const readme = read('README.md');
+    const section = readme.slice(readme.indexOf('\n## Errors\n'));
+    assert.ok(readme.includes('\n## Errors\n') && section.slice(0, section.indexOf('\n## ', 1)).includes('(docs/errors.md)'), 'the README Errors section does not link docs/errors.md');
   });
 });
 

@@ -1,6 +1,6 @@
 /**
  * One catalogue of error codes: every error class lives in src/errors.ts, JINGWEI_ERROR_CODES names the class of
- * every code, the entries export every class, and the README's error table (between the error-codes markers) lists
+ * every code, the entries export every class, and the error table of docs/errors.md (between the error-codes markers) lists
  * exactly the catalogue, and the recorded failure codes exactly RECORDED_FAILURE_CODES.
  */
 import assert from 'node:assert/strict';
@@ -18,10 +18,10 @@ const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { name: s
 type Row = readonly string[];
 /** The markdown tables between the error-codes markers, keyed by their first header cell. */
 function readmeTables(): Map<string, Row[]> {
-  const readme = readFileSync(`${root}README.md`, 'utf8');
+  const readme = readFileSync(`${root}docs/errors.md`, 'utf8');
   const start = readme.indexOf('<!-- error-codes:start -->');
   const end = readme.indexOf('<!-- error-codes:end -->');
-  assert.ok(start >= 0 && end > start, 'README.md has no error-codes block');
+  assert.ok(start >= 0 && end > start, 'docs/errors.md has no error-codes block');
   const tables = new Map<string, Row[]>();
   let current: Row[] | null = null;
   for (const line of readme.slice(start, end).split('\n')) {
@@ -50,7 +50,7 @@ function sourceFiles(dir: string): string[] {
 }
 
 describe('the error catalogue', () => {
-  it('the README table lists exactly the catalogue: one row per code, with its class and a meaning', () => {
+  it('the docs/errors.md table lists exactly the catalogue: one row per code, with its class and a meaning', () => {
     const rows = readmeTables().get('code');
     assert.ok(rows, 'no | code | class | meaning | table in the error-codes block');
     const codes = rows.map((row) => row[0]!);
@@ -59,7 +59,7 @@ describe('the error catalogue', () => {
     for (const row of rows) assert.ok(row.length === 3 && row[2]!.length > 0, `no meaning for ${row[0]}`);
   });
 
-  it('the README lists exactly the recorded failure codes, each with a real category', () => {
+  it('docs/errors.md lists exactly the recorded failure codes, each with a real category', () => {
     const rows = readmeTables().get('recorded code');
     assert.ok(rows, 'no | recorded code | category | meaning | table in the error-codes block');
     assert.deepEqual(rows.map((row) => row[0]).sort(), [...RECORDED_FAILURE_CODES].sort());
@@ -82,7 +82,7 @@ describe('the error catalogue', () => {
     }
     for (const name of cataloguedClasses) assert.ok(classes.includes(name), `JINGWEI_ERROR_CODES names ${name}, which src/errors.ts does not export`);
     assert.ok(!(ToolBodyError.prototype instanceof JingweiError), 'ToolBodyError carries the tool\'s own code');
-    assert.ok(readFileSync(`${root}README.md`, 'utf8').includes('`ToolBodyError` is not in this table'));
+    assert.ok(readFileSync(`${root}docs/errors.md`, 'utf8').includes('`ToolBodyError` is not in this table'));
   });
 
   it('no error class is defined outside src/errors.ts (the CLI\'s own usage errors aside)', () => {

@@ -96,6 +96,33 @@ describe('the in-doubt guard on memory', () => {
     assert.equal(again.result.outcome.status, 'succeeded');
   });
 
+  it('the issue\'s case with a real deadline: the call times out after its body started, the repeat is refused', async () => {
+    // The deadline (timeoutMs) is generous next to a memory-store write, so the body starts before it; the body then
+    // hangs until the deadline aborts it. Nothing here measures time: only the recorded categories are checked.
+    const store = createMemoryStore();
+    const started: string[] = [];
+    const mode = { hang: true, giveUp: () => started.push('body') };
+    const { tool, sent } = mailer(mode);
+    const owner = await store.acquire('timeout-session', { owner: 'host' });
+    await owner.startTask('mail-task');
+    const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 'mail-task', caller: 'agent' });
+    const args = { to: 'ana@example.com', subject: 'Your order' };
+    const first = await gateway.callWithOptions('send_mail', args, { timeoutMs: 1500 });
+    assert.deepEqual(started, ['body'], 'the body started before the deadline');
+    assert.equal(failed(first.result)?.category, 'timeout');
+    assert.ok(first.startedEvent);
+    mode.hang = false;
+    const second = await gateway.call('send_mail', args);
+    assert.equal(failed(second.result)?.category, 'in_doubt');
+    assert.match(failed(second.result)!.message, new RegExp(first.call.id));
+    assert.equal(sent.length, 0, 'the outside effect did not happen twice (here: not at all until reviewed)');
+    const plan = prepareToolRetry(await store.loadHistory('timeout-session'), first.call.id, {
+      actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed',
+    });
+    assert.equal((await gateway.callWithOptions('send_mail', args, { retry: plan })).result.outcome.status, 'succeeded');
+    assert.equal(sent.length, 1, 'after the not_executed review the retry plan ran it, once');
+  });
+
   it('is on by default and a runtime option turns it off', async () => {
     const store = createMemoryStore();
     const { owner, sent, args } = await scenario(store);

@@ -1,5 +1,6 @@
 import { encodeToolResult, encodeToolReviewRecord } from '../../event/codec.js';
 import type { SessionEvent } from '../../event/types.js';
+import type { DecisionRow } from '../../store/inbox-rows.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
 import {
   attemptsOf,
@@ -9,8 +10,11 @@ import {
   colourStatus,
   colourStep,
   decisionRows,
+  inboxReviewJson,
   indexCalls,
   journaledReviewText,
+  pendingInboxReviews,
+  withInboxReviews,
   nextStepAdvice,
   resultWord,
   reviewText,
@@ -21,7 +25,7 @@ import { EXIT, UsageError, type ExitCode } from '../exit.js';
 import { durationText, num, paragraph, plural, safe, shortId, table, timeText } from '../format.js';
 import { loadSession, matchId, withStore } from '../session.js';
 
-function assessedJson(c: ToolCallAssessment) {
+function assessedJson(c: ToolCallAssessment, inbox: ReadonlyMap<string, DecisionRow>) {
   return {
     call_id: c.callId,
     name: c.name,
@@ -40,10 +44,11 @@ function assessedJson(c: ToolCallAssessment) {
     turn_id: c.turnId,
     result: c.result ? encodeToolResult(c.result) : null,
     review: c.review ? encodeToolReviewRecord(c.review) : null,
+    inbox_review: inboxReviewJson(inbox.get(c.callId)),
   };
 }
 
-function sessionView(ctx: CommandContext, sessionId: string, assessment: SessionAssessment): ExitCode {
+function sessionView(ctx: CommandContext, sessionId: string, assessment: SessionAssessment, inbox: ReadonlyMap<string, DecisionRow>): ExitCode {
   const { out, options, args } = ctx;
   const attention = attentionOf(assessment);
   const code = attention.total > 0 ? EXIT.findings : EXIT.ok;
@@ -57,7 +62,8 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
       handled_failures: attention.handled,
       by_next_step: assessment.totals.byNextStep,
       by_status: assessment.totals.byStatus,
-      calls: assessment.calls.map(assessedJson),
+      inbox_reviews: inbox.size,
+      calls: assessment.calls.map((c) => assessedJson(c, inbox)),
     }, null, 2));
     return code;
   }
@@ -68,6 +74,9 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
   if (attention.handled > 0) {
     out.line(s.dim(`${plural(attention.handled, 'failure')} recorded before the body and delivered to the caller: shown below, not pending work.`));
   }
+  if (inbox.size > 0) {
+    out.line(s.dim(`${plural(inbox.size, 'review decision')} in the decision inbox ${inbox.size === 1 ? 'waits' : 'wait'} to be journaled by the session's owner (journalInboxReviews, jingwei/review).`));
+  }
   if (assessment.calls.length === 0) return code;
   out.line();
   out.line(`Calls without their own success (${num(assessment.calls.length)}), in journal order:`);
@@ -77,7 +86,7 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
   return code;
 }
 
-function callView(ctx: CommandContext, sessionId: string, history: readonly SessionEvent[], assessment: SessionAssessment): ExitCode {
+function callView(ctx: CommandContext, sessionId: string, history: readonly SessionEvent[], assessment: SessionAssessment, inbox: ReadonlyMap<string, DecisionRow>): ExitCode {
   const { out, options, args } = ctx;
   const calls = indexCalls(history);
   const record = matchId([...calls.values()], (r) => r.call.id, args.call!, 'call');
@@ -120,6 +129,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
       result_seq: record.resultEvent?.seq ?? null,
       result: record.result ? encodeToolResult(record.result) : null,
       reviews: record.reviews.map((r) => ({ seq: r.event.seq, ...encodeToolReviewRecord(r.review) })),
+      inbox_review: inboxReviewJson(inbox.get(call.id)),
       status,
       next_step: nextStep,
       attention,
@@ -143,6 +153,8 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   field('journal', `tool_call at seq ${record.event.seq}; ${marker}; ${record.resultEvent ? `tool_result at seq ${record.resultEvent.seq}` : 'no tool_result'}`);
   field('times', timesText(record));
   for (const r of record.reviews) field('reviewed', `${journaledReviewText(r.review)} (seq ${r.event.seq})`);
+  const waiting = inbox.get(call.id);
+  if (waiting) field('inbox', `${safe(waiting.decision ?? '')} by ${safe(waiting.actor ?? '')}: ${safe(waiting.reason ?? '')} (${safe(waiting.id)}, not yet journaled by the owner)`);
   field('result', record.result ? resultWord(record) + (record.result.outcome.status === 'failed' ? ` (${safe(record.result.outcome.code)}: ${safe(record.result.outcome.message)})` : '') : 'none recorded');
   field('status', colourStatus(status, s));
   field('next step', colourStep(nextStep, s));
@@ -151,7 +163,10 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   for (const row of rows) out.line('  ' + paragraph(`${row.rule}: ${row.condition} → ${row.explanation}`, width === undefined ? undefined : width - 2, '    '));
   out.line(paragraph(`${s.bold('Why:')} ${safe(assessed?.reason ?? 'its own result is a success')}`, width, '  '));
   out.line();
-  out.line(paragraph(`${s.bold('What a host may do:')} ${safe(nextStepAdvice(call, assessed))}`, width, '  '));
+  const advice = waiting?.decision === 'completed' && assessed?.nextStep === 'completed' && assessed.rule !== 'reviewed_completed'
+    ? `Nothing to do but journal it: the completed review ${waiting.id} in the decision inbox resolves this call; the session's owner journals it with journalInboxReviews (jingwei/review). Never retry it.`
+    : nextStepAdvice(call, assessed);
+  out.line(paragraph(`${s.bold('What a host may do:')} ${safe(advice)}`, width, '  '));
   if (attempts.length > 1) {
     out.line();
     out.line(s.bold(`Attempts of this operation (${attempts.length}):`));
@@ -201,20 +216,27 @@ call without its own success is listed with its recovery status (completed, not_
 next step (retry_allowed, needs_review, completed, superseded, legacy) and the reason. Given a call, it shows that
 call's journal records, every attempt of its operation, the rows of the retry policy that apply, and
 what a host may do, and the reviews journaled for it (the latest one counts: a completed review resolves the
-call). This command never writes: retries and reviews go through the host API.`,
+call). A review decision recorded with 'jingwei review' and not yet journaled by the session's owner is part of
+the picture: a completed one resolves its call (it waits to be journaled), a not_executed one is what the retry
+will use. This command never writes: retries and reviews go through the host API.`,
   exitCodes: `This command exits 1 when a call needs attention (its outcome is in doubt, or it was interrupted before
 anyone saw an answer; for one call: that call), or when the journal is corrupt or its tool evidence invalid. A
 failure recorded before the body and delivered to its caller is shown but does not need attention, and so is a
-call a completed review resolved.`,
+call a completed review resolved, journaled or waiting in the decision inbox.`,
   examples: ['jingwei inspect journal.db demo-1a2b3c4d', 'jingwei inspect journal.db demo-1a2b3c4d 9f3e2a71'],
   async run(ctx) {
     const { io, args, out } = ctx;
     return withStore(args.store!, async (store) => {
       const { history, sessionId, progress } = await loadSession(store, args.session!, io);
       let assessment: SessionAssessment | null = null;
+      let inbox: ReadonlyMap<string, DecisionRow> = new Map();
       try {
         progress.update(`assessing ${num(history.length)} events of ${sessionId}`);
         if (history.length > 0) assessment = assessSession(history);
+        if (assessment !== null) {
+          inbox = (await pendingInboxReviews(store, sessionId)).get(sessionId) ?? new Map();
+          assessment = withInboxReviews(assessment, inbox);
+        }
       } finally {
         progress.done();
       }
@@ -224,7 +246,7 @@ call a completed review resolved.`,
         else out.line(`Session ${sessionId} has no events yet. Nothing needs attention.`);
         return EXIT.ok;
       }
-      return args.call === undefined ? sessionView(ctx, sessionId, assessment) : callView(ctx, sessionId, history, assessment);
+      return args.call === undefined ? sessionView(ctx, sessionId, assessment, inbox) : callView(ctx, sessionId, history, assessment, inbox);
     });
   },
 };

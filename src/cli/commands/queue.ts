@@ -6,6 +6,31 @@ import { integerOption, STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, UsageError } from '../exit.js';
 import { durationText, parseAge, safe, shortId, table, timeText } from '../format.js';
 import { withStore } from '../session.js';
+import type { DecisionRow } from '../../store/inbox-rows.js';
+import { decisionInbox } from '../../store/inbox.js';
+import { JournalStore } from '../../store/journal-store.js';
+import type { SessionStore } from '../../store/types.js';
+
+/**
+ * One page of open approval requests (an attempt recorded approval_pending waits for a person), oldest first;
+ * none when the store keeps no decision inbox. `tool` and `calledAtMost` filter the page.
+ */
+async function openApprovals(
+  store: SessionStore,
+  query: { sessionId?: string; tool?: string; calledAtMost?: number; after?: string; limit: number },
+): Promise<{ items: DecisionRow[]; next: string | null }> {
+  if (!(store instanceof JournalStore) || !store.backend.inbox) return { items: [], next: null };
+  const page = await decisionInbox(store).list({
+    kind: 'approval',
+    states: ['open'],
+    ...(query.sessionId !== undefined ? { sessionId: query.sessionId } : {}),
+    ...(query.after !== undefined ? { after: query.after } : {}),
+    limit: query.limit,
+  });
+  const items = page.items.filter((r) =>
+    (query.tool === undefined || r.tool === query.tool) && (query.calledAtMost === undefined || Date.parse(r.createdAt) <= query.calledAtMost));
+  return { items, next: page.next };
+}
 
 function statusesOf(value: string | boolean | undefined): AttentionStatus[] | undefined {
   if (typeof value !== 'string') return undefined;
@@ -39,6 +64,7 @@ export const queueCommand: Command = {
     'older-than': { type: 'string', value: 'age', help: 'only calls recorded at least this long ago: 90s, 30m, 4h, 2d' },
     limit: { type: 'string', value: 'n', help: 'at most n items (1..1000, default 100)' },
     cursor: { type: 'string', value: 'cursor', help: 'continue after the page that printed this cursor' },
+    'approvals-after': { type: 'string', value: 'id', help: 'list the approval requests after this one (the next page of approvals)' },
     json: { type: 'boolean', help: 'print one JSON document instead of a table' },
   },
   description: `
@@ -49,7 +75,12 @@ recorded before the body and delivered to its caller is not listed. IN DOUBT mar
 tool whose body started or may have: a host must find out what happened (a review) before anything repeats it.
 Times are when the store recorded the call; durations come from the recorded times (how long the body ran, or has
 been without a result). Operations recorded before the store kept the index are not listed; 'jingwei inspect'
-assesses a whole journal.`,
+assesses a whole journal.
+
+Below the operations, the open approval requests: attempts recorded approval_pending whose approver left the
+decision to a person. Each shows its request id (for 'jingwei approve' or 'jingwei deny'), session, tool and since
+when it waits; --session, --tool and --older-than filter them too, --limit pages them (--approvals-after continues),
+and --status or --effect (which select operations) leave them out.`,
   exitCodes: 'This command exits 0 whether or not items are listed (use --json and count them in scripts).',
   examples: [
     'jingwei queue journal.db',
@@ -82,6 +113,15 @@ assesses a whole journal.`,
         if (error instanceof InvalidInputError) throw new UsageError(`jingwei queue: ${error.message}`);
         throw error;
       }
+      const approvals = status !== undefined || effect !== undefined
+        ? { items: [], next: null }
+        : await openApprovals(store, {
+          ...(typeof options.session === 'string' ? { sessionId: options.session } : {}),
+          ...(typeof options.tool === 'string' ? { tool: options.tool } : {}),
+          ...(olderThanMs !== undefined ? { calledAtMost: Date.now() - olderThanMs } : {}),
+          ...(typeof options['approvals-after'] === 'string' ? { after: options['approvals-after'] } : {}),
+          limit,
+        });
       const now = new Date().toISOString();
       if (options.json === true) {
         out.line(JSON.stringify({
@@ -91,33 +131,54 @@ assesses a whole journal.`,
             called_at: i.calledAt, started_at: i.startedAt, ended_at: i.endedAt,
           })),
           next: page.next,
+          approvals: approvals.items.map((r) => ({
+            request_id: r.id, session_id: r.sessionId, call_id: r.callId, tool: r.tool, task_id: r.binding?.taskId ?? null,
+            key: r.binding?.key ?? null, revision: r.binding?.revision ?? null, note: r.note, since: r.createdAt,
+          })),
+          approvals_next: approvals.next,
         }, null, 2));
         return EXIT.ok;
       }
       const s = out.style;
-      if (page.items.length === 0) {
-        out.line(options.cursor ? 'No more items.' : s.green('Nothing needs attention.'));
+      if (page.items.length === 0 && approvals.items.length === 0) {
+        out.line(options.cursor || options['approvals-after'] ? 'No more items.' : s.green('Nothing needs attention.'));
         return EXIT.ok;
       }
-      const cells = page.items.map((i) => [
-        timeText(i.calledAt),
-        safe(i.sessionId),
-        shortId(i.callId),
-        safe(i.tool),
-        i.effect,
-        i.inDoubt ? s.yellow(`${i.status} IN DOUBT`) : i.status === 'outcome_unknown' || i.status === 'no_result' ? s.cyan(i.status) : s.dim(i.status),
-        i.category ?? '-',
-        timesOf(i, now),
-      ]);
-      out.line(table(
-        [{ header: 'CALLED AT' }, { header: 'SESSION' }, { header: 'CALL' }, { header: 'TOOL' }, { header: 'EFFECT' }, { header: 'STATUS' }, { header: 'RESULT' }, { header: 'TIMES' }],
-        cells,
-        s,
-        out.width !== undefined ? { width: out.width } : {},
-      ));
-      out.line();
-      out.line(`${page.items.length} item${page.items.length === 1 ? '' : 's'}` + (page.next ? `; more: --cursor ${page.next}` : '.'));
-      out.line(s.dim(`One call in detail: jingwei inspect ${safe(args.store!)} <session> <call>`));
+      if (page.items.length > 0) {
+        const cells = page.items.map((i) => [
+          timeText(i.calledAt),
+          safe(i.sessionId),
+          shortId(i.callId),
+          safe(i.tool),
+          i.effect,
+          i.inDoubt ? s.yellow(`${i.status} IN DOUBT`) : i.status === 'outcome_unknown' || i.status === 'no_result' ? s.cyan(i.status) : s.dim(i.status),
+          i.category ?? '-',
+          timesOf(i, now),
+        ]);
+        out.line(table(
+          [{ header: 'CALLED AT' }, { header: 'SESSION' }, { header: 'CALL' }, { header: 'TOOL' }, { header: 'EFFECT' }, { header: 'STATUS' }, { header: 'RESULT' }, { header: 'TIMES' }],
+          cells,
+          s,
+          out.width !== undefined ? { width: out.width } : {},
+        ));
+        out.line();
+        out.line(`${page.items.length} item${page.items.length === 1 ? '' : 's'}` + (page.next ? `; more: --cursor ${page.next}` : '.'));
+        out.line(s.dim(`One call in detail: jingwei inspect ${safe(args.store!)} <session> <call>`));
+      }
+      if (approvals.items.length > 0) {
+        if (page.items.length > 0) out.line();
+        out.line(s.bold(`Approval requests waiting for a person (${approvals.items.length}):`));
+        out.line(table(
+          [{ header: 'SINCE' }, { header: 'REQUEST' }, { header: 'SESSION' }, { header: 'TOOL' }, { header: 'WAITING' }, { header: 'NOTE' }],
+          approvals.items.map((r) => [
+            timeText(r.createdAt), safe(r.id), safe(r.sessionId), safe(r.tool ?? '-'), durationText(r.createdAt, now) ?? '-', safe(r.note ?? '-'),
+          ]),
+          s,
+          out.width !== undefined ? { width: out.width } : {},
+        ));
+        out.line();
+        out.line(s.dim(`Decide one: jingwei approve ${safe(args.store!)} <request> --actor <name> (or jingwei deny)` + (approvals.next ? `; more: --approvals-after ${approvals.next}` : '')));
+      }
       return EXIT.ok;
     });
   },

@@ -1,6 +1,6 @@
 import { JournalCorruptError, ToolRetryError } from '../../errors.js';
 import { assessSession } from '../../tool/assess.js';
-import { attentionOf, attentionText, type Attention } from '../assessment.js';
+import { attentionOf, attentionText, pendingInboxReviews, withInboxReviews, type Attention } from '../assessment.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT } from '../exit.js';
 import { num, plural, safe, table } from '../format.js';
@@ -37,7 +37,8 @@ host may take it over with takeover 'expired'), and how many tool calls need a h
 is in doubt (needs_review: a trusted review is required before any retry) or that were interrupted before anyone saw
 an answer (retry_allowed: a host may prepare one retry). A failure recorded before the body and delivered to its
 caller is not pending work, even when a retry would be allowed: the caller saw it and decided ('jingwei inspect'
-shows such calls). Every journal is loaded and verified on the way, so a damaged one
+shows such calls); nor is a call a completed review resolved, journaled or recorded with 'jingwei review' and
+waiting in the decision inbox for the owner to journal it. Every journal is loaded and verified on the way, so a damaged one
 shows up here with the sequence number and reason of the damage.`,
   exitCodes: `This command exits 1 when a journal is corrupt or its tool evidence is invalid; calls needing
 attention alone do not make it fail (use 'jingwei inspect' for that).`,
@@ -45,6 +46,7 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
   async run({ io, out, args, options }) {
     return withStore(args.store!, async (store) => {
       const sessions = await store.listSessions();
+      const inbox = await pendingInboxReviews(store);
       const total = sessions.reduce((sum, s) => sum + s.events, 0);
       const progress = Progress.for(io, total);
       const rows: Row[] = [];
@@ -55,7 +57,7 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
           let problem: Problem | null = null;
           try {
             const history = await store.loadHistory(s.sessionId);
-            attention = history.length === 0 ? { total: 0, needsReview: 0, retryAllowed: 0, handled: 0 } : attentionOf(assessSession(history));
+            attention = history.length === 0 ? { total: 0, needsReview: 0, retryAllowed: 0, handled: 0 } : attentionOf(withInboxReviews(assessSession(history), inbox.get(s.sessionId)));
           } catch (error) {
             if (error instanceof JournalCorruptError) problem = { kind: 'journal_corrupt', seq: error.seq, reason: error.reason, message: error.message };
             else if (error instanceof ToolRetryError) problem = { kind: 'invalid_evidence', code: error.code, message: error.message };

@@ -1,0 +1,186 @@
+/**
+ * One requested call of an agent run, settled against the journal (docs/design.md#resumable-runs): a call its
+ * operation key never saw runs as a first attempt under that key; a completed one is replayed (nothing runs); a
+ * recorded failure is what the model reads again; an open call (no result) goes through the host's recovery policy;
+ * an attempt waiting on a durable approval is retried once the operator decided, and otherwise stops the run.
+ */
+import { JsonParseError, ToolPreflightError, ToolRetryError } from '../errors.js';
+import type { ActionContext, SessionEvent, ToolReviewRecord } from '../event/types.js';
+import { isValidText } from '../ids.js';
+import { parseJson } from '../json/parse.js';
+import type { JsonValue } from '../json/types.js';
+import { LIMITS } from '../limits.js';
+import type { RecordedAttempt, SessionOwner, SessionStore } from '../store/types.js';
+import { prepareToolRetry, type ToolRetryPlan } from '../tool/retry-plan.js';
+import { reconcileUncertainCalls, type ReconcileReport } from '../tool/review.js';
+import { RETRY_SAFE_ACTOR, type RecoveryPolicy } from '../tool/recover.js';
+import type { Tool, ToolExecution, ToolGateway } from '../tool/types.js';
+import { modelFacingOutcome, preflightFailure, type ModelFacingOutcome } from '../bridges/outcome.js';
+import type { ChatToolCall } from './model.js';
+
+/**
+ * What a resumed run does with a call whose outcome the journal leaves open (docs/design.md#resumable-runs): the
+ * same policies, with the same review actor, as recovery at startup.
+ */
+export type AgentRecoveryPolicy = RecoveryPolicy;
+
+/** One tool call of a run, host side. */
+export interface AgentToolCall {
+  /** The model's id for the call. */
+  readonly providerCallId: string;
+  readonly name: string;
+  /** What the model read. */
+  readonly outcome: ModelFacingOutcome;
+  /**
+   * The journaled execution (`replayed: true` when read back from the journal); null when preflight refused the
+   * call before anything was recorded, or when a journaled review says its open attempt completed.
+   */
+  readonly execution: ToolExecution | null;
+}
+
+export type SettledCall =
+  | { readonly kind: 'done'; readonly call: AgentToolCall }
+  | { readonly kind: 'stop'; readonly reason: 'needs_review' | 'awaiting_approval'; readonly callId: string };
+
+export interface CallContext {
+  readonly owner: SessionOwner;
+  readonly gateway: ToolGateway;
+  readonly store: Pick<SessionStore, 'loadHistory'> | undefined;
+  readonly policy: AgentRecoveryPolicy;
+  readonly reconcilers: readonly Tool[];
+  readonly signal: AbortSignal | undefined;
+  /** Reconcilers are asked at most once per invocation. */
+  reconciled: ReconcileReport | null;
+}
+
+/**
+ * The model's argument text as JSON. Text that is not JSON is passed on as a string: the call is still journaled,
+ * and the schema check records it as `invalid_arguments` for the model to read. An integer the journal cannot hold
+ * exactly (beyond ±(2^53 − 1)) is refused before anything is recorded (ToolPreflightError `unsafe_integer`, which
+ * the model reads with its JSON path and the advice to send it as a string): rounding it would run the tool with a
+ * value the model never sent.
+ */
+function parseArguments(text: string): JsonValue {
+  if (text.trim() === '') return {};
+  try {
+    return parseJson(text, { maxBytes: LIMITS.maxArgumentsBytes, maxDepth: LIMITS.maxArgumentsDepth });
+  } catch (error) {
+    if (error instanceof JsonParseError && error.reason === 'unsafe_integer') {
+      throw new ToolPreflightError('unsafe_integer', error.message, { cause: error });
+    }
+    return text;
+  }
+}
+
+function withProvider(action: ActionContext, providerCallId: string): ActionContext {
+  return isValidText(providerCallId) ? { ...action, providerCallId } : action;
+}
+
+function done(requested: ChatToolCall, execution: ToolExecution): SettledCall {
+  if (execution.result.outcome.status === 'failed' && execution.result.outcome.category === 'approval_pending') {
+    return { kind: 'stop', reason: 'awaiting_approval', callId: execution.call.id };
+  }
+  return { kind: 'done', call: { providerCallId: requested.id, name: requested.name, outcome: modelFacingOutcome(execution), execution } };
+}
+
+/** Runs one gateway call; a preflight refusal (nothing recorded) is what the model reads. */
+async function attempt(requested: ChatToolCall, run: (args: JsonValue) => Promise<ToolExecution>): Promise<SettledCall> {
+  try {
+    return done(requested, await run(parseArguments(requested.arguments)));
+  } catch (error) {
+    if (error instanceof ToolPreflightError) {
+      return { kind: 'done', call: { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, error), execution: null } };
+    }
+    throw error;
+  }
+}
+
+function recordedExecution(recorded: RecordedAttempt): ToolExecution | null {
+  const callKind = recorded.callEvent.kind;
+  const resultKind = recorded.resultEvent?.kind;
+  if (callKind.type !== 'tool_call' || resultKind?.type !== 'tool_result') return null;
+  return { call: callKind.call, result: resultKind.result, callEvent: recorded.callEvent, startedEvent: recorded.startedEvent, resultEvent: recorded.resultEvent!, replayed: true };
+}
+
+function latestReview(history: readonly SessionEvent[], callId: string): ToolReviewRecord | null {
+  let latest: ToolReviewRecord | null = null;
+  for (const event of history) if (event.kind.type === 'tool_review' && event.kind.review.callId === callId) latest = event.kind.review;
+  return latest;
+}
+
+async function history(ctx: CallContext): Promise<readonly SessionEvent[]> {
+  return ctx.store!.loadHistory(ctx.owner.sessionId);
+}
+
+/**
+ * Settles the `index`-th requested call of a step under `key`. `replayOnly` (a finished run read back) never runs
+ * or recovers anything: a call with no recorded result answers null.
+ */
+export async function settleCall(ctx: CallContext, requested: ChatToolCall, key: string, action: ActionContext, replayOnly: boolean): Promise<SettledCall | null> {
+  const { gateway, owner, signal } = ctx;
+  const act = withProvider(action, requested.id);
+  const options = { action: act, ...(signal ? { signal } : {}) };
+  const recorded = await owner.readOperation(gateway.taskId, key);
+  if (recorded === undefined) {
+    if (replayOnly) return null;
+    return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, operationKey: key }));
+  }
+  const execution = recordedExecution(recorded);
+  if (execution !== null && execution.result.outcome.status === 'succeeded') {
+    // Caller-key replay: checks the binding and the grant, runs nothing, writes nothing, charges nothing.
+    return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, operationKey: key }));
+  }
+  if (replayOnly) return execution === null ? null : done(requested, execution);
+  if (execution !== null) {
+    if (execution.result.outcome.status === 'failed' && execution.result.outcome.category === 'approval_pending') {
+      const decided = owner.decidedApproval ? await owner.decidedApproval(gateway.taskId, key) : undefined;
+      if (decided === undefined) return { kind: 'stop', reason: 'awaiting_approval', callId: recorded.callId };
+      // The operator decided: one more attempt of the same operation, which the decision answers for.
+      const plan = prepareToolRetry(await history(ctx), recorded.callId);
+      return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, retry: plan }));
+    }
+    // A recorded failure: the model reads it again, as it did when the step ran.
+    return done(requested, execution);
+  }
+  return recoverOpen(ctx, requested, recorded, options);
+}
+
+/** An attempt with no result: reconcilers first, then a journaled review, then the policy. */
+async function recoverOpen(
+  ctx: CallContext,
+  requested: ChatToolCall,
+  recorded: RecordedAttempt,
+  options: { readonly action: ActionContext; readonly signal?: AbortSignal },
+): Promise<SettledCall> {
+  const callId = recorded.callId;
+  let current = await history(ctx);
+  if (ctx.reconcilers.length > 0 && ctx.reconciled === null) {
+    ctx.reconciled = await reconcileUncertainCalls(ctx.owner, ctx.reconcilers, current, ctx.signal ? { signal: ctx.signal } : {});
+    current = ctx.reconciled.history;
+  }
+  let plan: ToolRetryPlan;
+  try {
+    plan = prepareToolRetry(current, callId);
+  } catch (error) {
+    if (error instanceof ToolRetryError && error.code === 'completed') {
+      const answer = ctx.reconciled?.calls.find((c) => c.callId === callId);
+      const output = answer?.output === undefined ? 'The tool completed; its output was confirmed outside the journal and is not available.'
+        : typeof answer.output === 'string' ? answer.output : JSON.stringify(answer.output);
+      return { kind: 'done', call: { providerCallId: requested.id, name: requested.name, outcome: { ok: true, output }, execution: null } };
+    }
+    if (error instanceof ToolRetryError) return { kind: 'stop', reason: 'needs_review', callId };
+    throw error;
+  }
+  const review = latestReview(current, callId);
+  if (review === null || review.outcome === 'uncertain') {
+    // No journaled review vouches for a retry: the policy decides.
+    if (ctx.policy === 'suspend') return { kind: 'stop', reason: 'needs_review', callId };
+    plan = prepareToolRetry(current, callId, {
+      actor: RETRY_SAFE_ACTOR,
+      outcome: 'uncertain',
+      evidence: `resumed run: the journal allows retrying ${requested.name} without a review (read-only, idempotent, or stopped before its body)`,
+    });
+  }
+  const chosen = plan;
+  return attempt(requested, (args) => ctx.gateway.callWithOptions(requested.name, args, { ...options, retry: chosen }));
+}

@@ -1,0 +1,141 @@
+/**
+ * What an agent run journals about itself (docs/design.md#resumable-runs): host `custom` events of plugin
+ * `jingwei.run`, readable by every reader of the journal (the wire codec, the Rust-format export) as ordinary
+ * custom events. `run_started` names the run's task and input; `model_response` holds one model answer with the
+ * tool calls it asked for; `run_finished` records how a finished run ended. Each requested call's operation key
+ * derives from (run id, step, index), so a resumed run finds the operation its step already journaled.
+ */
+import { InvalidInputError } from '../errors.js';
+import type { EventDraft, SessionEvent } from '../event/types.js';
+import type { JsonValue } from '../json/types.js';
+import { hasLoneSurrogate } from '../ids.js';
+import { LIMITS, OPERATION_KEY_LIMITS, RUN_LIMITS } from '../limits.js';
+import { toWellFormed, truncateUtf8, utf8Length } from '../text.js';
+import type { ChatResponse, ChatToolCall } from './model.js';
+
+export const RUN_PLUGIN = 'jingwei.run';
+
+/** How a finished run ended (journaled); a stopped run that waits on a person is not finished. */
+export type FinishedStopReason = 'completed' | 'max_steps' | 'uncertain_outcome';
+
+export interface JournaledRun {
+  readonly runId: string;
+  readonly taskId: string;
+  readonly input: string;
+  /** Journaled model responses, by step (1-based, contiguous). */
+  readonly responses: ChatResponse[];
+  /** `<step>/<index>` of calls journaled elided (see modelResponseEvent). */
+  readonly omitted: ReadonlySet<string>;
+  /** `<step>/<index>` of calls refused before anything was recorded, with the refusal the model read. */
+  readonly refusals: ReadonlyMap<string, { readonly code: string; readonly message: string }>;
+  readonly finished: { readonly stopReason: FinishedStopReason; readonly steps: number; readonly text: string | null } | null;
+}
+
+/** A run id: OPERATION_KEY_LIMITS's characters without `/`, at most RUN_LIMITS.maxRunIdBytes. */
+export function checkRunId(runId: unknown): string {
+  if (typeof runId !== 'string') throw new InvalidInputError('runId', `must be a string, got ${typeof runId}`);
+  if (runId.length === 0 || runId.length > RUN_LIMITS.maxRunIdBytes) {
+    throw new InvalidInputError('runId', `must be 1 to ${RUN_LIMITS.maxRunIdBytes} characters, got ${runId.length}`);
+  }
+  if (!RUN_LIMITS.pattern.test(runId)) {
+    throw new InvalidInputError('runId', 'may hold letters, digits and ._:@- only, starting with a letter or digit');
+  }
+  return runId;
+}
+
+/** The operation key of the `index`-th call (0-based) the model asked for at `step` (1-based) of run `runId`. */
+export function runOperationKey(runId: string, step: number, index: number): string {
+  const key = `${runId}/${step}/${index}`;
+  // A run id within its limit and safe-integer step and index always fit; checked so a change of limits cannot
+  // silently produce keys the runtime refuses.
+  if (key.length > OPERATION_KEY_LIMITS.maxBytes || !OPERATION_KEY_LIMITS.pattern.test(key)) {
+    throw new InvalidInputError('runId', `gives operation key ${key}, outside the operation key rules`);
+  }
+  return key;
+}
+
+const custom = (turnId: string, kind: string, payload: JsonValue): EventDraft =>
+  ({ turnId, kind: { type: 'custom', plugin: RUN_PLUGIN, kind, payload } }) as EventDraft;
+
+export function runStartedEvent(turnId: string, runId: string, taskId: string, input: string): EventDraft {
+  return custom(turnId, 'run_started', { runId, taskId, input });
+}
+
+/**
+ * A call the journal cannot or must not hold as the model wrote it (text that is not well-formed, a name over the
+ * name limit, arguments the gateway would refuse to record for their size) is journaled elided: empty name and
+ * arguments and `omitted: true`, so a model cannot fill the journal through the run's own events. The gateway
+ * refuses such a call before recording it; its refusal is journaled as `call_refused`.
+ */
+function journaledCall(c: ChatToolCall, available: ReadonlySet<string>): JsonValue {
+  const argBytes = utf8Length(c.arguments);
+  const fits = !hasLoneSurrogate(c.id) && utf8Length(c.id) <= LIMITS.maxTextBytes
+    && !hasLoneSurrogate(c.name) && utf8Length(c.name) <= LIMITS.maxToolNameBytes
+    && !hasLoneSurrogate(c.arguments) && argBytes <= LIMITS.maxArgumentsBytes
+    && (available.has(c.name) || argBytes <= LIMITS.maxUnavailableArgumentsBytes);
+  return fits ? { id: c.id, name: c.name, arguments: c.arguments } : { id: '', name: '', arguments: '', omitted: true };
+}
+
+export function modelResponseEvent(turnId: string, runId: string, step: number, response: ChatResponse, available: ReadonlySet<string>): EventDraft {
+  const toolCalls = response.toolCalls.map((c) => journaledCall(c, available));
+  const text = response.text === null || !hasLoneSurrogate(response.text) ? response.text : toWellFormed(response.text);
+  return custom(turnId, 'model_response', { runId, step, text, toolCalls });
+}
+
+/** A requested call refused before anything was recorded (a preflight refusal): what the model read. */
+export function callRefusedEvent(turnId: string, runId: string, step: number, index: number, code: string, message: string): EventDraft {
+  return custom(turnId, 'call_refused', { runId, step, index, code, message: truncateUtf8(toWellFormed(message), LIMITS.maxDiagnosticBytes) });
+}
+
+export function runFinishedEvent(turnId: string, runId: string, stopReason: FinishedStopReason, steps: number, text: string | null): EventDraft {
+  return custom(turnId, 'run_finished', { runId, stopReason, steps, text });
+}
+
+type Obj = { readonly [key: string]: JsonValue };
+const isObj = (v: JsonValue | undefined): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function bad(runId: string, seq: number, what: string): never {
+  throw new InvalidInputError('runId', `the journal of run ${runId} is not readable at event ${seq}: ${what}`);
+}
+
+function toolCallsOf(runId: string, seq: number, value: JsonValue | undefined): ChatToolCall[] {
+  if (!Array.isArray(value)) bad(runId, seq, 'toolCalls is not a list');
+  return value.map((c) => {
+    if (!isObj(c) || typeof c.id !== 'string' || typeof c.name !== 'string' || typeof c.arguments !== 'string') bad(runId, seq, 'a tool call is malformed');
+    return { id: c.id, name: c.name, arguments: c.arguments };
+  });
+}
+
+/** The run's journaled state, or null when the session holds no run with this id. Malformed run events throw. */
+export function readRun(history: readonly SessionEvent[], runId: string): JournaledRun | null {
+  let started: { taskId: string; input: string } | null = null;
+  const responses: ChatResponse[] = [];
+  const omitted = new Set<string>();
+  const refusals = new Map<string, { code: string; message: string }>();
+  let finished: JournaledRun['finished'] = null;
+  for (const event of history) {
+    const kind = event.kind;
+    if (kind.type !== 'custom' || kind.plugin !== RUN_PLUGIN || !isObj(kind.payload) || kind.payload.runId !== runId) continue;
+    const p = kind.payload;
+    if (kind.kind === 'run_started') {
+      if (started !== null) bad(runId, event.seq, 'the run is started twice');
+      if (typeof p.taskId !== 'string' || typeof p.input !== 'string') bad(runId, event.seq, 'run_started is malformed');
+      started = { taskId: p.taskId, input: p.input };
+    } else if (kind.kind === 'model_response') {
+      if (started === null) bad(runId, event.seq, 'a model response before the run started');
+      if (p.step !== responses.length + 1) bad(runId, event.seq, `step ${String(p.step)} out of order`);
+      if (p.text !== null && typeof p.text !== 'string') bad(runId, event.seq, 'text is malformed');
+      responses.push({ text: p.text, toolCalls: toolCallsOf(runId, event.seq, p.toolCalls) });
+      if (Array.isArray(p.toolCalls)) p.toolCalls.forEach((c, i) => { if (isObj(c) && c.omitted === true) omitted.add(`${responses.length}/${i}`); });
+    } else if (kind.kind === 'call_refused') {
+      if (typeof p.step !== 'number' || typeof p.index !== 'number' || typeof p.code !== 'string' || typeof p.message !== 'string') bad(runId, event.seq, 'call_refused is malformed');
+      refusals.set(`${p.step}/${p.index}`, { code: p.code, message: p.message });
+    } else if (kind.kind === 'run_finished') {
+      const reason = p.stopReason;
+      if (reason !== 'completed' && reason !== 'max_steps' && reason !== 'uncertain_outcome') bad(runId, event.seq, 'run_finished is malformed');
+      if (typeof p.steps !== 'number' || (p.text !== null && typeof p.text !== 'string')) bad(runId, event.seq, 'run_finished is malformed');
+      finished = { stopReason: reason, steps: p.steps, text: p.text };
+    }
+  }
+  return started === null ? null : { runId, ...started, responses, omitted, refusals, finished };
+}

@@ -1,0 +1,123 @@
+import { JournalCorruptError, ToolRetryError } from '../../errors.js';
+import { RECOVERY_POLICIES, openCalls, safeRetryPlan, type RecoveryPolicy } from '../../tool/recover.js';
+import { ToolRecoveryStatus } from '../../tool/retry-policy.js';
+import { STORE_ARGUMENT, type Command } from '../command.js';
+import { EXIT, UsageError } from '../exit.js';
+import { plural, safe, shortId, table } from '../format.js';
+import { withStore } from '../session.js';
+
+interface PlannedCall {
+  readonly call_id: string;
+  readonly tool: string;
+  readonly effect: string | null;
+  readonly status: string;
+  /** Its outcome is uncertain: the host's reconciler, if its tool declares one, is asked first. */
+  readonly reconciler_first: boolean;
+  /** What the library's routine would do with this policy, unless a reconciler settles it first. */
+  readonly would: 'retry' | 'leave';
+  readonly reason: string;
+}
+
+interface PlannedSession {
+  readonly session_id: string;
+  readonly owner: string | null;
+  readonly epoch: number;
+  readonly lease_expired_at: string | null;
+  readonly calls: readonly PlannedCall[];
+  readonly problem: { readonly code: string; readonly message: string } | null;
+}
+
+export const recoverCommand: Command = {
+  name: 'recover',
+  summary: 'dry run of the startup routine: the abandoned sessions, their open calls, and what recovery would do',
+  arguments: [STORE_ARGUMENT],
+  options: {
+    policy: { type: 'string', value: 'policy', help: `the policy to plan with: ${RECOVERY_POLICIES.join(' or ')} (default suspend)` },
+    json: { type: 'boolean', help: 'print one JSON document instead of text' },
+  },
+  description: `
+A dry run: changes nothing and takes over nothing. Lists the sessions whose owner's lease ran out (the owner stopped
+writing and heartbeating: it crashed or hangs), each one's open calls (in doubt, or interrupted before an answer),
+and what the startup routine would do with each under the policy: with retry_safe, retry a call that needs no
+review (read-only or idempotent, or provably never started); leave everything else in the queue for a person.
+This command holds no tools, so it cannot ask reconcilers or run retries: calls marked "reconciler first" are
+asked by the host's reconciler, when its tool declares one, before the policy applies, and may be settled by it.
+To recover for real, the host calls recoverAbandoned(store, { runtime, tools, caller }, policy) from
+'jingwei/review' at startup: it takes each abandoned session over (never a live one), reconciles, applies the
+policy and reports what it did (docs/operator-guide.md).`,
+  exitCodes: 'This command exits 1 when abandoned sessions are found (a host should run the routine), 0 when there are none.',
+  examples: ['jingwei recover journal.db', 'jingwei recover postgres://ops@db/agents --policy retry_safe --json'],
+  async run({ out, args, options }) {
+    const policy = options.policy ?? 'suspend';
+    if (typeof policy !== 'string' || !(RECOVERY_POLICIES as readonly string[]).includes(policy)) {
+      throw new UsageError(`jingwei recover: --policy ${JSON.stringify(policy)} is not one of ${RECOVERY_POLICIES.join(', ')}`);
+    }
+    return withStore(args.store!, async (store) => {
+      const planned: PlannedSession[] = [];
+      for (const summary of await store.listExpiredSessions()) {
+        const base = {
+          session_id: summary.sessionId,
+          owner: summary.owner,
+          epoch: summary.epoch,
+          lease_expired_at: summary.leaseExpiresAt === null ? null : new Date(summary.leaseExpiresAt).toISOString(),
+        };
+        try {
+          planned.push({ ...base, calls: plan(await store.loadHistory(summary.sessionId), policy as RecoveryPolicy), problem: null });
+        } catch (error) {
+          if (!(error instanceof JournalCorruptError) && !(error instanceof ToolRetryError)) throw error;
+          planned.push({ ...base, calls: [], problem: { code: error.code, message: error.message } });
+        }
+      }
+      if (options.json === true) {
+        out.line(JSON.stringify({ dry_run: true, policy, sessions: planned }, null, 2));
+        return planned.length === 0 ? EXIT.ok : EXIT.findings;
+      }
+      const s = out.style;
+      if (planned.length === 0) {
+        out.line(s.green('No abandoned sessions: every held session\'s lease is live.'));
+        return EXIT.ok;
+      }
+      out.line(`Dry run, policy ${policy}: ${plural(planned.length, 'abandoned session')}. Nothing was changed.`);
+      for (const session of planned) {
+        out.line();
+        out.line(s.bold(`Session ${safe(session.session_id)}`) + ` owner ${safe(session.owner ?? '-')}, epoch ${session.epoch}, lease expired ${session.lease_expired_at ?? '-'}`);
+        if (session.problem !== null) {
+          out.line(s.red(`  ${session.problem.code}: ${safe(session.problem.message)}`));
+          continue;
+        }
+        if (session.calls.length === 0) {
+          out.line('  No open calls: a takeover would only release it.');
+          continue;
+        }
+        out.line(table(
+          [{ header: 'CALL' }, { header: 'TOOL' }, { header: 'EFFECT' }, { header: 'STATUS' }, { header: 'WOULD' }, { header: 'WHY' }],
+          session.calls.map((c) => [
+            shortId(c.call_id), safe(c.tool), c.effect ?? '-', c.status,
+            (c.reconciler_first ? 'reconciler first, then ' : '') + (c.would === 'retry' ? s.green('retry') : s.yellow('leave for a person')),
+            safe(c.reason),
+          ]),
+          s,
+          { indent: '  ', ...(out.width !== undefined ? { width: out.width } : {}) },
+        ));
+      }
+      out.line();
+      out.line(s.dim('This command holds no tools: the host recovers with recoverAbandoned from jingwei/review (docs/operator-guide.md).'));
+      return EXIT.findings;
+    });
+  },
+};
+
+function plan(history: Parameters<typeof openCalls>[0], policy: RecoveryPolicy): PlannedCall[] {
+  return openCalls(history).map((call) => {
+    const safeRetry = policy === 'retry_safe' ? safeRetryPlan(history, call) : { reason: `policy suspend: ${call.reason}` };
+    return {
+      call_id: call.callId,
+      tool: call.name,
+      effect: call.effect,
+      status: call.status,
+      reconciler_first: call.status === ToolRecoveryStatus.OutcomeUnknown,
+      would: 'reason' in safeRetry ? 'leave' : 'retry',
+      reason: 'reason' in safeRetry ? safeRetry.reason : call.reason,
+    };
+  });
+}

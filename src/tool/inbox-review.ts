@@ -1,0 +1,102 @@
+/**
+ * The owner's side of review decisions in the decision inbox (docs/design.md#the-decision-inbox): an operator's
+ * `jingwei review` is transport until the session's owner journals it as the call's review; the journal is the
+ * evidence. Run before reconcilers and before any person is asked (docs/operator-guide.md, the routine).
+ */
+import { InvalidInputError, ToolRetryError } from '../errors.js';
+import { TOOL_REVIEW_OUTCOMES, type SessionEvent, type ToolReviewOutcome } from '../event/types.js';
+import type { CallId } from '../ids.js';
+import type { DecisionRow } from '../store/inbox-rows.js';
+import { decisionInbox } from '../store/inbox.js';
+import type { SessionOwner, SessionStore } from '../store/types.js';
+import { recordToolReview } from './review.js';
+
+/** A review decision the owner journaled. */
+export interface JournaledInboxReview {
+  readonly decisionId: string;
+  readonly callId: CallId;
+  readonly outcome: ToolReviewOutcome;
+  readonly actor: string;
+  /** The `tool_review` event that carries it (found in the journal when an earlier pass wrote it but stopped before marking it). */
+  readonly event: SessionEvent;
+}
+
+/** A review decision the owner refused to journal: marked `stale` in the inbox with `reason`, nothing journaled. */
+export interface StaleInboxReview {
+  readonly decisionId: string;
+  readonly callId: string;
+  readonly reason: string;
+}
+
+export interface InboxReviewReport {
+  readonly journaled: readonly JournaledInboxReview[];
+  readonly stale: readonly StaleInboxReview[];
+  /** The confirmed history with the reviews written by this pass appended: decide on it next. */
+  readonly history: readonly SessionEvent[];
+}
+
+/** Refusals that say the review no longer applies to the call (as opposed to a damaged journal or a fenced owner). */
+const STALE_CODES: ReadonlySet<string> = new Set(['completed', 'not_in_doubt', 'not_latest_attempt', 'legacy_call']);
+
+function journaledEvent(history: readonly SessionEvent[], decisionId: string): SessionEvent | undefined {
+  return history.find((e) => e.kind.type === 'tool_review' && e.kind.review.decisionId === decisionId);
+}
+
+/**
+ * Journals every decided review decision of the owner's session from `store`'s decision inbox, oldest first,
+ * through recordToolReview with source `human` and the decision's id, and marks each one consumed by its event.
+ * A decision the journal no longer admits (the call succeeded or was resolved meanwhile, its outcome is not in
+ * doubt, a newer attempt exists, or its text does not fit a review) is marked `stale` with the reason and nothing
+ * is journaled. A decision already journaled by an earlier pass that stopped before marking it is marked, not
+ * written again. `history` is the session's confirmed journal. Errors of the journal write propagate (a fenced
+ * owner, a changed history, invalid evidence); a store without an inbox throws DecisionError `inbox_unsupported`.
+ */
+export async function journalInboxReviews(owner: SessionOwner, store: SessionStore, history: readonly SessionEvent[]): Promise<InboxReviewReport> {
+  if (!Array.isArray(history)) throw new InvalidInputError('history', 'must be the session\'s confirmed journal (an array of events)');
+  const inbox = decisionInbox(store);
+  const rows: DecisionRow[] = [];
+  let after: string | undefined;
+  do {
+    const page = await inbox.list({ sessionId: owner.sessionId, kind: 'review', states: ['decided'], ...(after !== undefined ? { after } : {}), limit: 1000 });
+    rows.push(...page.items);
+    after = page.next ?? undefined;
+  } while (after !== undefined);
+  let current: SessionEvent[] = [...history];
+  const journaled: JournaledInboxReview[] = [];
+  const stale: StaleInboxReview[] = [];
+  for (const row of rows) {
+    const outcome = row.decision as ToolReviewOutcome;
+    const done = journaledEvent(current, row.id);
+    if (done !== undefined && done.kind.type === 'tool_review') {
+      await inbox.markReviewJournaled(row.id, done.eventId);
+      journaled.push({ decisionId: row.id, callId: done.kind.review.callId, outcome: done.kind.review.outcome, actor: done.kind.review.actor, event: done });
+      continue;
+    }
+    const refuse = async (reason: string) => {
+      await inbox.markReviewStale(row.id, reason);
+      stale.push({ decisionId: row.id, callId: row.callId, reason });
+    };
+    if (!TOOL_REVIEW_OUTCOMES.includes(outcome) || row.actor === null || row.reason === null) {
+      await refuse(`the decision carries no review outcome, actor and evidence`);
+      continue;
+    }
+    if (!current.some((e) => e.kind.type === 'tool_call' && e.kind.call.id === row.callId)) {
+      await refuse(`call ${row.callId} is not in the journal of session ${owner.sessionId}`);
+      continue;
+    }
+    let event: SessionEvent;
+    try {
+      event = await recordToolReview(owner, current, row.callId, { actor: row.actor, outcome, evidence: row.reason, source: 'human', decisionId: row.id });
+    } catch (error) {
+      if ((error instanceof ToolRetryError && STALE_CODES.has(error.code)) || error instanceof InvalidInputError) {
+        await refuse(error.message);
+        continue;
+      }
+      throw error;
+    }
+    current = [...current, event];
+    await inbox.markReviewJournaled(row.id, event.eventId);
+    journaled.push({ decisionId: row.id, callId: row.callId as CallId, outcome, actor: row.actor, event });
+  }
+  return { journaled, stale, history: current };
+}

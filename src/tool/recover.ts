@@ -1,0 +1,276 @@
+/**
+ * The startup routine of a recovering host (docs/design.md#recovering-abandoned-sessions): take over each session
+ * whose owner's lease ran out, ask the reconcilers about every uncertain call, then apply an explicit policy to what
+ * is still open, and report what was done. Never takes a live session; never retries what needs a person.
+ */
+import { DecisionError, InvalidInputError, JingweiError, SessionBusyError, StoreUnavailableError } from '../errors.js';
+import type { SessionEvent, ToolRetryReview } from '../event/types.js';
+import type { CallId } from '../ids.js';
+import { isValidText } from '../ids.js';
+import { LEASE_LIMITS, LIMITS } from '../limits.js';
+import type { SessionOwner, SessionStore, SessionSummary } from '../store/types.js';
+import { truncateUtf8 } from '../text.js';
+import { assessSession, ToolAttention, ToolNextStep, type ToolCallAssessment } from './assess.js';
+import { inspectToolRecovery } from './recovery.js';
+import { ToolRecoveryStatus } from './retry-policy.js';
+import { prepareToolRetry, type ToolRetryPlan } from './retry-plan.js';
+import { reconcileUncertainCalls, type ReconciledCall } from './review.js';
+import { journalInboxReviews, type JournaledInboxReview } from './inbox-review.js';
+import type { Tool, ToolRuntime } from './types.js';
+
+/** `suspend` (the default) leaves every open call in the queue; `retry_safe` retries those no person must review. */
+export const RECOVERY_POLICIES = ['suspend', 'retry_safe'] as const;
+export type RecoveryPolicy = (typeof RECOVERY_POLICIES)[number];
+
+/** The actor of the review a `retry_safe` retry carries, for recovery at startup and for resumed runs alike. */
+export const RETRY_SAFE_ACTOR = 'policy:retry_safe';
+
+/** What the routine needs from the host: its runtime, the tools registered in it, and whose grants retries use. */
+export interface RecoveryHost {
+  readonly runtime: ToolRuntime;
+  /** The tools as registered now: their reconcilers are asked, and a retry runs the current contract. */
+  readonly tools: readonly Tool[];
+  /** The caller (a key of the runtime's grants) the policy's retries are made as. */
+  readonly caller: string;
+}
+
+export interface RecoverOptions {
+  /** Default `suspend`. */
+  readonly policy?: RecoveryPolicy;
+  /** The host identity recorded as the new owner of each session taken over. Default `jingwei-recover`. */
+  readonly owner?: string;
+  /** The lease of the recovering owner while it works (and after, with `keep`). */
+  readonly leaseMs?: number;
+  /**
+   * Keep each session taken over (its owner is in the report, heartbeating) so the host can resume its runs;
+   * default false: release it when done.
+   */
+  readonly keep?: boolean;
+  /** Passed to reconcilers and to the retries' gateway. */
+  readonly signal?: AbortSignal;
+}
+
+/** One retry the `retry_safe` policy made. */
+export interface RecoveryRetry {
+  /** The open call the plan was prepared from. */
+  readonly callId: CallId;
+  readonly name: string;
+  /** The new attempt's call id, or null when the runtime refused before recording one. */
+  readonly retryCallId: CallId | null;
+  /** `succeeded`, the recorded failure category, or `refused` (the runtime threw; `error` says why). */
+  readonly outcome: string;
+  /** The new attempt's recovery status, or null when nothing was recorded. */
+  readonly status: ToolRecoveryStatus | null;
+  /** The review the retry audit carries: its actor is `policy:retry_safe`. */
+  readonly review: ToolRetryReview;
+  readonly error?: { readonly code: string; readonly message: string };
+}
+
+/** An open call left in the queue for a person (or a later run). */
+export interface RecoveryLeftCall {
+  readonly callId: CallId;
+  readonly name: string;
+  readonly nextStep: ToolNextStep;
+  readonly attention: ToolAttention;
+  /** Why it was left: the policy, or the decision-table row that needs a person. */
+  readonly reason: string;
+}
+
+export type SessionRecovery =
+  | {
+      readonly sessionId: string;
+      readonly action: 'skipped';
+      /** `live`: its owner renewed the lease (or another host took it) between listing and takeover. */
+      readonly reason: 'live';
+      readonly holder: string;
+      readonly leaseExpiresAt: number | null;
+    }
+  | {
+      readonly sessionId: string;
+      readonly action: 'taken_over';
+      /** The abandoned owner, as listed. */
+      readonly previousOwner: string | null;
+      readonly epoch: number;
+      /** Operators' review decisions from the decision inbox, journaled first (`journalInboxReviews`). */
+      readonly reviewed: readonly JournaledInboxReview[];
+      readonly reconciled: readonly ReconciledCall[];
+      readonly retried: readonly RecoveryRetry[];
+      readonly left: readonly RecoveryLeftCall[];
+      /** With `keep`: the owner now holding the session; otherwise null (released). */
+      readonly owner: SessionOwner | null;
+    }
+  | {
+      readonly sessionId: string;
+      readonly action: 'failed';
+      /** The owner taken over, or null when the takeover itself failed. */
+      readonly epoch: number | null;
+      readonly error: { readonly code: string; readonly message: string };
+    };
+
+export interface RecoveryReport {
+  readonly policy: RecoveryPolicy;
+  /** Every session whose lease had expired when listed, in listing order. */
+  readonly sessions: readonly SessionRecovery[];
+}
+
+/** The calls that need a host to act: in doubt, or interrupted before an answer (docs/design.md#attention-means-attention). */
+export function openCalls(history: readonly SessionEvent[]): ToolCallAssessment[] {
+  if (history.length === 0) return [];
+  return assessSession(history).calls.filter((c) => c.attention !== ToolAttention.None);
+}
+
+/**
+ * The plan `retry_safe` may execute for `call`, or the reason it may not: only where prepareToolRetry gives a plan
+ * without a review passed by anyone (read-only or idempotent, provably not started, or a reconciler's journaled
+ * `not_executed`). The plan then carries a review by `policy:retry_safe` stating the same grounds.
+ */
+export function safeRetryPlan(history: readonly SessionEvent[], call: ToolCallAssessment): { plan: ToolRetryPlan; review: ToolRetryReview } | { reason: string } {
+  if (call.nextStep !== ToolNextStep.RetryAllowed) return { reason: call.reason };
+  let unreviewed: ToolRetryPlan;
+  try {
+    unreviewed = prepareToolRetry(history, call.callId);
+  } catch (error) {
+    return { reason: error instanceof Error ? error.message : String(error) };
+  }
+  const journaled = unreviewed.review;
+  const outcome = call.status === ToolRecoveryStatus.NotExecuted || journaled?.outcome === 'not_executed' ? 'not_executed' : 'uncertain';
+  const grounds = journaled === null ? call.reason : `${call.reason}; journaled review by ${journaled.actor}: ${journaled.evidence}`;
+  const review: ToolRetryReview = { actor: RETRY_SAFE_ACTOR, outcome, evidence: truncateUtf8(grounds, LIMITS.maxTextBytes) };
+  return { plan: prepareToolRetry(history, call.callId, review), review };
+}
+
+function errorOf(error: unknown): { code: string; message: string } {
+  if (error instanceof JingweiError) return { code: error.code, message: error.message };
+  return { code: 'unexpected', message: error instanceof Error ? error.message : String(error) };
+}
+
+function checkArguments(store: SessionStore, host: RecoveryHost, options: RecoverOptions): Required<Pick<RecoverOptions, 'policy' | 'owner' | 'keep'>> {
+  if (typeof store !== 'object' || store === null || typeof store.listExpiredSessions !== 'function') {
+    throw new InvalidInputError('store', 'must be a SessionStore');
+  }
+  if (typeof host !== 'object' || host === null || typeof host.runtime?.bind !== 'function') {
+    throw new InvalidInputError('host.runtime', 'must be the ToolRuntime the host registered its tools in');
+  }
+  if (!Array.isArray(host.tools)) throw new InvalidInputError('host.tools', 'must be the array of tools registered in the runtime');
+  if (typeof host.caller !== 'string' || !isValidText(host.caller)) throw new InvalidInputError('host.caller', 'must name a caller of the runtime\'s grants');
+  if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', 'must be a policy name or an options object');
+  const policy = options.policy ?? 'suspend';
+  if (!(RECOVERY_POLICIES as readonly unknown[]).includes(policy)) {
+    throw new InvalidInputError('policy', `${JSON.stringify(policy)} is not one of ${RECOVERY_POLICIES.join(', ')}`);
+  }
+  const lease = options.leaseMs;
+  if (lease !== undefined && (!Number.isSafeInteger(lease) || lease < LEASE_LIMITS.minMs || lease > LEASE_LIMITS.maxMs)) {
+    throw new InvalidInputError('leaseMs', `must be an integer from ${LEASE_LIMITS.minMs} to ${LEASE_LIMITS.maxMs} ms, got ${String(lease)}`);
+  }
+  const owner = options.owner ?? 'jingwei-recover';
+  if (typeof owner !== 'string' || !isValidText(owner)) throw new InvalidInputError('owner', 'must be 1..1024 bytes of non-blank text');
+  return { policy, owner, keep: options.keep === true };
+}
+
+/**
+ * Recovers every abandoned session of `store` (docs/design.md#recovering-abandoned-sessions): for each session
+ * whose owner's lease ran out, acquires it with `takeover: 'expired'` (a session that became live meanwhile is
+ * skipped and reported, never fenced), asks the reconcilers of `host.tools` about every uncertain call, then, with
+ * policy `retry_safe`, executes one retry of each open call prepareToolRetry plans without a review passed by
+ * anyone, its audit carrying a review by `policy:retry_safe`. Everything else stays in the queue for a person.
+ * Releases each session unless `keep`. Throws InvalidInputError for bad arguments (an unknown policy, a bad
+ * `leaseMs`) and the store's own errors when the store is closed or unreachable; a failure inside one session is
+ * reported for that session and the routine goes on.
+ */
+export async function recoverAbandoned(
+  store: SessionStore,
+  host: RecoveryHost,
+  options: RecoveryPolicy | RecoverOptions = {},
+): Promise<RecoveryReport> {
+  const settings: RecoverOptions = typeof options === 'string' ? { policy: options } : options;
+  const checked = checkArguments(store, host, settings);
+  const expired = await store.listExpiredSessions();
+  const sessions: SessionRecovery[] = [];
+  for (const summary of expired) sessions.push(await recoverOne(store, host, summary, checked, settings));
+  return { policy: checked.policy, sessions };
+}
+
+async function recoverOne(
+  store: SessionStore,
+  host: RecoveryHost,
+  summary: SessionSummary,
+  checked: { policy: RecoveryPolicy; owner: string; keep: boolean },
+  settings: RecoverOptions,
+): Promise<SessionRecovery> {
+  const { sessionId } = summary;
+  let owner: SessionOwner;
+  try {
+    owner = await store.acquire(sessionId, {
+      owner: checked.owner,
+      takeover: 'expired',
+      ...(settings.leaseMs === undefined ? {} : { leaseMs: settings.leaseMs }),
+    });
+  } catch (error) {
+    if (error instanceof SessionBusyError) {
+      return { sessionId, action: 'skipped', reason: 'live', holder: error.holder, leaseExpiresAt: error.leaseExpiresAt };
+    }
+    if (error instanceof StoreUnavailableError || error instanceof InvalidInputError) throw error;
+    return { sessionId, action: 'failed', epoch: null, error: errorOf(error) };
+  }
+  let keep = false;
+  try {
+    const signal = settings.signal;
+    const inbox = await inboxReviews(owner, store, await store.loadHistory(sessionId));
+    const reconciled = await reconcileUncertainCalls(owner, host.tools, inbox.history, signal === undefined ? {} : { signal });
+    let history = reconciled.history;
+    const retried: RecoveryRetry[] = [];
+    const left: RecoveryLeftCall[] = [];
+    for (const call of openCalls(history)) {
+      const leave = (reason: string) => left.push({ callId: call.callId, name: call.name, nextStep: call.nextStep, attention: call.attention, reason });
+      if (checked.policy === 'suspend') {
+        leave(`policy suspend: ${call.reason}`);
+        continue;
+      }
+      const safe = safeRetryPlan(history, call);
+      if ('reason' in safe) {
+        leave(safe.reason);
+        continue;
+      }
+      const retry = await runRetry(host, owner, call, safe.plan, safe.review, signal);
+      history = await store.loadHistory(sessionId);
+      retried.push(retry.retryCallId === null ? retry : { ...retry, status: inspectToolRecovery(history, retry.retryCallId).status });
+    }
+    keep = checked.keep;
+    return { sessionId, action: 'taken_over', previousOwner: summary.owner, epoch: owner.epoch, reviewed: inbox.journaled, reconciled: reconciled.calls, retried, left, owner: keep ? owner : null };
+  } catch (error) {
+    if (error instanceof StoreUnavailableError) throw error;
+    return { sessionId, action: 'failed', epoch: owner.epoch, error: errorOf(error) };
+  } finally {
+    if (!keep) await owner.release().catch(() => undefined);
+  }
+}
+
+async function runRetry(
+  host: RecoveryHost,
+  owner: SessionOwner,
+  call: ToolCallAssessment,
+  plan: ToolRetryPlan,
+  review: ToolRetryReview,
+  signal: AbortSignal | undefined,
+): Promise<RecoveryRetry> {
+  const gateway = host.runtime.bind({ owner, taskId: plan.taskId, caller: host.caller, ...(signal === undefined ? {} : { signal }) });
+  const base = { callId: call.callId, name: call.name, review };
+  try {
+    const execution = await gateway.callWithOptions(plan.toolName, plan.arguments, { retry: plan });
+    const outcome = execution.result.outcome;
+    return { ...base, retryCallId: execution.call.id, outcome: outcome.status === 'succeeded' ? 'succeeded' : outcome.category, status: null };
+  } catch (error) {
+    if (error instanceof StoreUnavailableError) throw error;
+    return { ...base, retryCallId: null, outcome: 'refused', status: null, error: errorOf(error) };
+  }
+}
+
+/** The operators' reviews waiting in the inbox, journaled before any reconciler or policy; none on a store without an inbox. */
+async function inboxReviews(owner: SessionOwner, store: SessionStore, history: readonly SessionEvent[]) {
+  try {
+    return await journalInboxReviews(owner, store, history);
+  } catch (error) {
+    if (error instanceof DecisionError && error.code === 'inbox_unsupported') return { journaled: [], history: [...history] };
+    throw error;
+  }
+}

@@ -1,0 +1,257 @@
+/**
+ * Resumable runs on SQLite, in process: a run placing an order and then sending its confirmation is stopped after
+ * the order (at the model step between the calls, or inside the e-mail's body), and a fresh store handle, owner and
+ * runtime resume it: exactly one order and one e-mail in the outside system, and nothing completed runs again.
+ */
+import assert from 'node:assert/strict';
+import { afterEach, describe, it } from 'node:test';
+import { resumeAgent, runAgent, scriptedModel, type ChatResponse, type ChatToolCall, type ScriptedTurn } from '../../src/agent.js';
+import { setFaultHook } from '../../src/fault.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { recordToolReview } from '../../src/tool/review.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { Tool, ToolApprover } from '../../src/tool/types.js';
+import { exportRustJournal } from '../../src/store/rust-format.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+
+const schema = { type: 'object', properties: { item: { type: 'string' } }, required: ['item'] };
+const calls = (...list: Array<[string, string, string]>): ChatToolCall[] => list.map(([id, name, args]) => ({ id, name, arguments: args }));
+const reply = (text: string | null, toolCalls: ChatToolCall[] = []): ChatResponse => ({ text, toolCalls });
+
+class Crash extends Error {}
+
+/** The outside system: orders and e-mails, each keyed by the operation key its tool was called with. */
+function outside(options: { emailEffect?: 'idempotent' | 'non_idempotent'; emailApprover?: boolean } = {}) {
+  const orders = new Map<string, string>();
+  const emails = new Map<string, string>();
+  const bodies: string[] = [];
+  let emailMeta = new ToolMetadata('Sends the confirmation e-mail', schema).withEffect(options.emailEffect ?? 'idempotent', 'email-v1');
+  if (options.emailApprover === true) emailMeta = emailMeta.withApproval('operator');
+  const tools: Tool[] = [
+    {
+      name: 'place_order',
+      metadata: new ToolMetadata('Places an order', schema).withEffect('non_idempotent', 'order-v1'),
+      async execute(request) {
+        bodies.push('place_order');
+        orders.set(request.operation.key, (request.arguments as { item: string }).item);
+        return { orderId: orders.size };
+      },
+    },
+    {
+      name: 'send_email',
+      metadata: emailMeta,
+      async execute(request) {
+        bodies.push('send_email');
+        emails.set(request.operation.key, (request.arguments as { item: string }).item);
+        return 'sent';
+      },
+    },
+  ];
+  return { orders, emails, bodies, tools };
+}
+
+const orderStep = reply('Ordering.', calls(['c1', 'place_order', '{"item":"tea"}']));
+const emailStep = reply(null, calls(['c2', 'send_email', '{"item":"tea"}']));
+const doneStep = reply('Ordered and confirmed.');
+
+/** One "process": a store handle, a fenced owner (taking the session over), a runtime and a gateway. */
+async function host(path: string, tools: Tool[], approver?: ToolApprover) {
+  const store = openSqliteStore(path);
+  const owner = await store.acquire('shop', { owner: `host-${Math.random()}`, takeover: true });
+  await owner.startTask('task');
+  const runtime = createToolRuntime({ tools, grants: { agent: '*' }, ...(approver ? { approvers: { operator: approver } } : {}) });
+  const gateway = runtime.bind({ owner, taskId: 'task', caller: 'agent' });
+  return { store, owner, gateway };
+}
+
+const failing = (): ScriptedTurn => () => { throw new Crash('the host died before the model answered'); };
+
+describe('resumable agent runs (SQLite)', () => {
+  afterEach(() => setFaultHook(null));
+  const dir = tempDir();
+
+  it('stopped at the model step between the order and the e-mail: the resume sends exactly one e-mail and places exactly one order', async () => {
+    const path = tempDbPath(dir);
+    const world = outside();
+    const first = await host(path, world.tools);
+    await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, failing()]), input: 'Buy tea.', maxSteps: 4, runId: 'order-1', store: first.store }), Crash);
+    await first.store.close();
+
+    const second = await host(path, world.tools);
+    const model = scriptedModel([emailStep, doneStep]);
+    const result = await resumeAgent({ ...second, model, runId: 'order-1', store: second.store, maxSteps: 4 });
+    assert.equal(result.stopReason, 'completed');
+    assert.equal(result.steps, 3);
+    assert.equal(model.requests.length, 2, 'the journaled order step was not asked again');
+    assert.deepEqual(model.requests[0]!.messages.map((m) => m.role), ['user', 'assistant', 'tool']);
+    assert.equal(world.orders.size, 1);
+    assert.equal(world.emails.size, 1);
+    assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+    assert.equal(result.toolCalls[0]!.execution!.replayed, true, 'the order is replayed from the journal');
+    assert.deepEqual([...world.orders.keys()], ['order-1/1/0']);
+    assert.deepEqual([...world.emails.keys()], ['order-1/2/0']);
+
+    // Running it again after it finished: nothing runs, the model is not asked, the finished result comes back.
+    const again = await runAgent({ ...second, model: scriptedModel([]), input: 'Buy tea.', maxSteps: 4, runId: 'order-1', store: second.store });
+    assert.equal(again.stopReason, 'completed');
+    assert.equal(again.text, 'Ordered and confirmed.');
+    assert.equal(again.steps, 3);
+    assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+    assert.ok(again.toolCalls.every((c) => c.execution?.replayed === true));
+    assert.deepEqual(again.messages, result.messages);
+
+    // The run's journal events are custom events: the Rust-format export keeps them readable.
+    const history = await second.store.loadHistory('shop');
+    const runEvents = history.flatMap((e) => (e.kind.type === 'custom' && e.kind.plugin === 'jingwei.run' ? [e.kind.kind] : []));
+    assert.deepEqual(runEvents, ['run_started', 'model_response', 'model_response', 'model_response', 'run_finished']);
+    const exported = exportRustJournal(history);
+    assert.match(exported, /"plugin":"jingwei\.run"/);
+    await second.store.close();
+  });
+
+  it('killed inside the e-mail body (start marker durable, no result): retry_safe retries the idempotent e-mail once, with the policy as its review actor', async () => {
+    const path = tempDbPath(dir);
+    const world = outside();
+    const first = await host(path, world.tools);
+    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
+    await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 4, runId: 'order-2', store: first.store }), Crash);
+    setFaultHook(null);
+    await first.store.close();
+
+    const second = await host(path, world.tools);
+    // The default policy suspends the open call, even though the e-mail is idempotent.
+    const suspended = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'order-2', store: second.store, maxSteps: 4 });
+    assert.equal(suspended.stopReason, 'needs_review');
+    assert.equal(suspended.pendingCallIds.length, 1);
+    assert.deepEqual(world.bodies, ['place_order']);
+
+    const model = scriptedModel([doneStep]);
+    const result = await resumeAgent({ ...second, model, runId: 'order-2', store: second.store, maxSteps: 4, recovery: 'retry_safe' });
+    assert.equal(result.stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+    assert.equal(world.orders.size, 1);
+    assert.equal(world.emails.size, 1);
+    const retry = result.toolCalls[1]!.execution!.call.operation!.retry!;
+    assert.equal(retry.callId, suspended.pendingCallIds[0]);
+    assert.equal(retry.review!.actor, 'policy:retry_safe');
+    await second.store.close();
+  });
+
+  it('suspend: an open non-idempotent call stops the run as needs_review; after a person reviews it, the run continues', async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailEffect: 'non_idempotent' });
+    const first = await host(path, world.tools);
+    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed'); });
+    await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 4, runId: 'order-3', store: first.store }), Crash);
+    setFaultHook(null);
+    await first.store.close();
+
+    const second = await host(path, world.tools);
+    for (const recovery of ['suspend', 'retry_safe'] as const) {
+      const stopped = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'order-3', store: second.store, maxSteps: 4, recovery });
+      assert.equal(stopped.stopReason, 'needs_review', `${recovery} never retries an uncertain non-idempotent call`);
+      assert.equal(stopped.pendingCallIds.length, 1);
+    }
+    assert.deepEqual(world.bodies, ['place_order']);
+
+    const callId = (await resumeAgent({ ...second, model: scriptedModel([]), runId: 'order-3', store: second.store, maxSteps: 4 })).pendingCallIds[0]!;
+    await recordToolReview(second.owner, await second.store.loadHistory('shop'), callId, { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'the mail server has no such message' });
+    const result = await resumeAgent({ ...second, model: scriptedModel([doneStep]), runId: 'order-3', store: second.store, maxSteps: 4 });
+    assert.equal(result.stopReason, 'completed');
+    assert.equal(world.emails.size, 1);
+    assert.equal(world.orders.size, 1);
+    assert.equal(result.toolCalls[1]!.execution!.call.operation!.retry!.review!.actor, 'ops@example.com');
+    await second.store.close();
+  });
+
+  it('a reconciler answers first: completed means nothing runs again and the run finishes', async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailEffect: 'non_idempotent' });
+    const first = await host(path, world.tools);
+    setFaultHook((point) => { if (point === 'body:after' && world.bodies.length === 2) throw new Crash('killed after the e-mail went out'); });
+    await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 4, runId: 'order-4', store: first.store }), Crash);
+    setFaultHook(null);
+    await first.store.close();
+
+    const email = world.tools[1]!;
+    const reconciling: Tool = {
+      ...email,
+      name: email.name,
+      metadata: email.metadata,
+      execute: email.execute,
+      reconcile: (request) => (world.emails.has(request.operation.key) ? { outcome: 'completed', evidence: 'in the sent folder', output: 'sent' } : { outcome: 'unknown', evidence: 'not found' }),
+    };
+    const tools = [world.tools[0]!, reconciling];
+    const second = await host(path, tools);
+    const model = scriptedModel([doneStep]);
+    const result = await resumeAgent({ ...second, model, runId: 'order-4', store: second.store, maxSteps: 4, reconcilers: tools });
+    assert.equal(result.stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+    assert.deepEqual(model.requests[0]!.messages.at(-1), { role: 'tool', toolCallId: 'c2', content: 'sent' });
+    await second.store.close();
+  });
+
+  it('a durable approval stops the run as awaiting_approval; after the operator approves, resuming continues', async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailApprover: true });
+    const first = await host(path, world.tools, async () => ({ decision: 'pending', note: 'check the address' }));
+    const stopped = await runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 4, runId: 'order-5', store: first.store });
+    assert.equal(stopped.stopReason, 'awaiting_approval');
+    assert.equal(stopped.pendingCallIds.length, 1);
+
+    const still = await resumeAgent({ ...first, model: scriptedModel([]), runId: 'order-5', store: first.store, maxSteps: 4 });
+    assert.equal(still.stopReason, 'awaiting_approval', 'undecided: the run waits without a new attempt');
+    const { decisionInbox } = await import('../../src/decisions.js');
+    const inbox = decisionInbox(first.store);
+    const open = await inbox.list({ sessionId: 'shop' });
+    assert.equal(open.items.length, 1);
+    await inbox.approve(open.items[0]!.id, { actor: 'ops@example.com' });
+
+    const result = await resumeAgent({ ...first, model: scriptedModel([doneStep]), runId: 'order-5', store: first.store, maxSteps: 4 });
+    assert.equal(result.stopReason, 'completed');
+    assert.equal(world.emails.size, 1);
+    assert.equal(world.orders.size, 1);
+    await first.store.close();
+  });
+
+  it('a call refused before anything was recorded is read back with its refusal, and its oversized arguments are never journaled', async () => {
+    const path = tempDbPath(dir);
+    const world = outside();
+    const first = await host(path, world.tools);
+    const big = JSON.stringify({ p: 'x'.repeat(64 * 1024) });
+    await assert.rejects(runAgent({
+      ...first, model: scriptedModel([reply(null, calls(['z', 'fly_drone', big], ['n', 'bad\ud800', '{}'])), failing()]),
+      input: 'Fly.', maxSteps: 3, runId: 'refused-1', store: first.store,
+    }), Crash);
+    const history = await first.store.loadHistory('shop');
+    assert.ok(!JSON.stringify(history).includes('x'.repeat(1024)), 'the arguments are not journaled');
+    assert.equal(history.filter((e) => e.kind.type === 'custom' && e.kind.kind === 'call_refused').length, 2);
+
+    const model = scriptedModel([doneStep]);
+    const result = await resumeAgent({ ...first, model, runId: 'refused-1', store: first.store, maxSteps: 3 });
+    assert.equal(result.stopReason, 'completed');
+    const tools = model.requests[0]!.messages.filter((m) => m.role === 'tool').map((m) => m.content);
+    assert.match(tools[0]!, /preflight \(unavailable_tool\)/);
+    assert.match(tools[1]!, /preflight \(malformed_name\)/);
+    assert.equal((await first.store.loadHistory('shop')).filter((e) => e.kind.type === 'tool_call').length, 0);
+    await first.store.close();
+  });
+
+  it('validates run ids and refuses a resume of a run that is not journaled or that belongs to another task', async () => {
+    const path = tempDbPath(dir);
+    const world = outside();
+    const h = await host(path, world.tools);
+    for (const runId of ['', 'a/b', '-x', 'x'.repeat(161), 'é']) {
+      await assert.rejects(runAgent({ ...h, model: scriptedModel([]), input: 'x', maxSteps: 1, runId, store: h.store }), { code: 'invalid_input', field: 'runId' });
+    }
+    await assert.rejects(runAgent({ owner: h.owner, gateway: h.gateway, model: scriptedModel([]), input: 'x', maxSteps: 1, runId: 'r1' }), { code: 'invalid_input', field: 'store' });
+    await assert.rejects(resumeAgent({ ...h, model: scriptedModel([]), runId: 'missing', store: h.store, maxSteps: 1 }), { code: 'invalid_input', field: 'runId' });
+    await runAgent({ ...h, model: scriptedModel([doneStep]), input: 'Hi.', maxSteps: 1, runId: 'r1', store: h.store });
+    await assert.rejects(runAgent({ ...h, model: scriptedModel([]), input: 'Other.', maxSteps: 1, runId: 'r1', store: h.store }), { code: 'invalid_input', field: 'input' });
+    await h.owner.startTask('other');
+    const other = createToolRuntime({ tools: world.tools, grants: { agent: '*' } }).bind({ owner: h.owner, taskId: 'other', caller: 'agent' });
+    await assert.rejects(resumeAgent({ ...h, gateway: other, model: scriptedModel([]), runId: 'r1', store: h.store, maxSteps: 1 }), { code: 'invalid_input', field: 'gateway' });
+    await h.store.close();
+  });
+});

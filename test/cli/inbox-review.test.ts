@@ -1,0 +1,146 @@
+/**
+ * A review recorded with `jingwei review` (the decision inbox) on a real SQLite journal, with real CLI processes:
+ * a `completed` one resolves the call in the operator's view at once (`inspect` exits 0), the owner's recovery pass
+ * journals it (journalInboxReviews) so no plan can be prepared, and the next pass takes nothing over. A
+ * `not_executed` one is what the retry uses; a review the journal no longer admits is marked stale.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { ToolBodyError } from '../../src/errors.js';
+import { decisionInbox } from '../../src/decisions.js';
+import { createToolRuntime, prepareToolRetry } from '../../src/index.js';
+import { journalInboxReviews } from '../../src/review.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import type { SessionStore } from '../../src/store/types.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+import { cli } from './helpers.js';
+
+const dir = tempDir();
+
+/** A call of a non-idempotent tool whose body failed in a way that leaves its outcome unknown. */
+async function uncertainCall(path: string, sessionId: string): Promise<string> {
+  const store = openSqliteStore(path);
+  const owner = await store.acquire(sessionId, { owner: 'host-a' });
+  await owner.startTask('task-1');
+  const mail = {
+    name: 'send_mail',
+    metadata: new ToolMetadata('sends a mail', { type: 'object' }).withEffect('non_idempotent', 'mail-v1'),
+    execute: async () => { throw new ToolBodyError('connection_reset', 'the provider hung up'); },
+  };
+  const gateway = createToolRuntime({ tools: [mail], grants: { agent: '*' } }).bind({ owner, taskId: 'task-1', caller: 'agent' });
+  const id = (await gateway.call('send_mail', { to: 'a@example.com' })).call.id;
+  await owner.release();
+  await store.close();
+  return id;
+}
+
+/**
+ * One pass of the documented routine, as a recovering host runs it: a session is taken over only when it needs
+ * attention or has review decisions waiting in the inbox; the owner journals those first. Returns the sessions taken over.
+ */
+async function recoveryPass(path: string): Promise<string[]> {
+  const listed = JSON.parse(cli(['sessions', path, '--json']).stdout) as { sessions: { session_id: string; needs_attention: number }[] };
+  const store: SessionStore = openSqliteStore(path);
+  const taken: string[] = [];
+  try {
+    for (const s of listed.sessions) {
+      const waiting = (await decisionInbox(store).list({ sessionId: s.session_id, kind: 'review', states: ['decided'] })).items.length;
+      if (s.needs_attention === 0 && waiting === 0) continue;
+      const owner = await store.acquire(s.session_id, { owner: 'recovery', takeover: true });
+      taken.push(s.session_id);
+      await journalInboxReviews(owner, store, await store.loadHistory(s.session_id));
+      await owner.release();
+    }
+  } finally {
+    await store.close();
+  }
+  return taken;
+}
+
+const epochOf = (path: string, sessionId: string): number =>
+  (JSON.parse(cli(['sessions', path, '--json']).stdout) as { sessions: { session_id: string; epoch: number }[] }).sessions.find((s) => s.session_id === sessionId)!.epoch;
+
+describe('a review recorded with jingwei review', () => {
+  it('completed: inspect exits 0, the owner journals it, no plan can be prepared, the next pass takes nothing over', async () => {
+    const path = tempDbPath(dir, 'completed');
+    const call = await uncertainCall(path, 'mail-1');
+    assert.equal(cli(['inspect', path, 'mail-1']).code, 1, 'needs_review before the review');
+
+    const recorded = cli(['review', path, call, '--session', 'mail-1', '--outcome', 'completed', '--evidence', 'the provider shows the mail as sent', '--actor', 'ops:maria', '--json']);
+    assert.equal(recorded.code, 0, recorded.stderr);
+    const decision = JSON.parse(recorded.stdout) as { id: string; state: string };
+    assert.equal(decision.state, 'decided');
+
+    const waiting = cli(['inspect', path, 'mail-1']);
+    assert.equal(waiting.code, 0, waiting.stdout + waiting.stderr);
+    assert.match(waiting.stdout, /Nothing needs attention\./);
+    assert.match(waiting.stdout, /1 review decision in the decision inbox waits to be journaled/);
+    const json = JSON.parse(cli(['inspect', path, 'mail-1', '--json']).stdout) as { needs_attention: number; calls: { next_step: string; reason: string; inbox_review: { decision_id: string; outcome: string } | null }[] };
+    assert.equal(json.needs_attention, 0);
+    assert.equal(json.calls[0]?.next_step, 'completed');
+    assert.match(json.calls[0]!.reason, /waits to be journaled by the session's owner/);
+    assert.deepEqual(json.calls[0]?.inbox_review && [json.calls[0].inbox_review.decision_id, json.calls[0].inbox_review.outcome], [decision.id, 'completed']);
+    const one = cli(['inspect', path, 'mail-1', call]);
+    assert.equal(one.code, 0);
+    assert.match(one.stdout, /inbox\s+completed by ops:maria: the provider shows the mail as sent/);
+
+    assert.deepEqual(await recoveryPass(path), ['mail-1'], 'the first pass takes the session over to journal the review');
+    const epoch = epochOf(path, 'mail-1');
+    const store = openSqliteStore(path);
+    const history = await store.loadHistory('mail-1');
+    const review = history.find((e) => e.kind.type === 'tool_review');
+    assert.ok(review?.kind.type === 'tool_review');
+    assert.deepEqual([review.kind.review.outcome, review.kind.review.actor, review.kind.review.source, review.kind.review.decisionId], ['completed', 'ops:maria', 'human', decision.id]);
+    assert.throws(() => prepareToolRetry(history, call), { code: 'completed' });
+    const row = await decisionInbox(store).get(decision.id);
+    assert.deepEqual([row?.state, row?.consumedBy], ['consumed', review.eventId]);
+    assert.deepEqual((await store.attention({ sessionId: 'mail-1' })).items, [], 'the queue no longer lists the call');
+    await store.close();
+
+    const after = cli(['inspect', path, 'mail-1', '--json']);
+    assert.equal(after.code, 0);
+    assert.equal((JSON.parse(after.stdout) as { inbox_reviews: number }).inbox_reviews, 0);
+    assert.deepEqual(await recoveryPass(path), [], 'the next pass takes nothing over');
+    assert.equal(epochOf(path, 'mail-1'), epoch);
+  });
+
+  it('not_executed: shown as the review the retry will use; once journaled, the plan carries it', async () => {
+    const path = tempDbPath(dir, 'not-executed');
+    const call = await uncertainCall(path, 'mail-2');
+    assert.equal(cli(['review', path, call, '--session', 'mail-2', '--outcome', 'not_executed', '--evidence', 'no mail in the outbox', '--actor', 'ops:li']).code, 0);
+    const waiting = cli(['inspect', path, 'mail-2', '--json']);
+    assert.equal(waiting.code, 1, 'the call still needs its retry');
+    const json = JSON.parse(waiting.stdout) as { calls: { next_step: string; reason: string }[] };
+    assert.equal(json.calls[0]?.next_step, 'needs_review');
+    assert.match(json.calls[0]!.reason, /not_executed review by ops:li .* the retry will use it once the owner journals it/);
+
+    assert.deepEqual(await recoveryPass(path), ['mail-2']);
+    const store = openSqliteStore(path);
+    const plan = prepareToolRetry(await store.loadHistory('mail-2'), call);
+    assert.equal(plan.sourceCallId, call);
+    await store.close();
+  });
+
+  it('a review the journal no longer admits is marked stale with the reason, and nothing is journaled', async () => {
+    const path = tempDbPath(dir, 'stale');
+    const call = await uncertainCall(path, 'mail-3');
+    const first = JSON.parse(cli(['review', path, call, '--session', 'mail-3', '--outcome', 'completed', '--evidence', 'sent', '--actor', 'a', '--json']).stdout) as { id: string };
+    const second = JSON.parse(cli(['review', path, call, '--session', 'mail-3', '--outcome', 'not_executed', '--evidence', 'not sent', '--actor', 'b', '--json']).stdout) as { id: string };
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('mail-3', { owner: 'recovery', takeover: true });
+    const before = await store.loadHistory('mail-3');
+    const report = await journalInboxReviews(owner, store, before);
+    assert.deepEqual(report.journaled.map((j) => j.decisionId), [first.id]);
+    assert.deepEqual(report.stale.map((s) => s.decisionId), [second.id]);
+    assert.match(report.stale[0]!.reason, /^completed: /);
+    assert.equal((await store.loadHistory('mail-3')).length, before.length + 1, 'only the first review is journaled');
+    const row = await decisionInbox(store).get(second.id);
+    assert.equal(row?.state, 'stale');
+    assert.match(row?.note ?? '', /resolved for good/);
+    const again = await journalInboxReviews(owner, store, await store.loadHistory('mail-3'));
+    assert.deepEqual([again.journaled.length, again.stale.length], [0, 0], 'nothing is left to journal');
+    await owner.release();
+    await store.close();
+  });
+});

@@ -1,0 +1,72 @@
+/**
+ * `jingwei queue` lists the open approval requests (attempts recorded approval_pending) with their request id,
+ * session, tool and since when they wait, in text and JSON, on a real SQLite journal; a decided one leaves the list.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+import { cli } from './helpers.js';
+
+const dir = tempDir();
+
+async function pendingRequests(path: string): Promise<string[]> {
+  const store = openSqliteStore(path);
+  const ids: string[] = [];
+  for (const session of ['s-a', 's-b']) {
+    const owner = await store.acquire(session, { owner: 'host' });
+    await owner.startTask('t');
+    const runtime = createToolRuntime({
+      tools: [{ name: 'mail', metadata: new ToolMetadata('mail', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'sent' }],
+      grants: { agent: '*' },
+      approvers: { ops: async () => ({ decision: 'pending' as const, note: 'ask the finance team' }) },
+    });
+    const outcome = await runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('mail', { to: session });
+    ids.push(outcome.result.approval!.requestId);
+    await owner.release();
+  }
+  await store.close();
+  return ids;
+}
+
+interface QueueJson {
+  items: unknown[];
+  approvals: { request_id: string; session_id: string; call_id: string; tool: string; since: string; note: string | null }[];
+  approvals_next: string | null;
+}
+
+describe('jingwei queue: approval requests waiting for a person', () => {
+  it('lists each open request with its id, session, tool and since when; pages; a decided one leaves the list', async () => {
+    const path = tempDbPath(dir, 'approvals');
+    const [a, b] = (await pendingRequests(path)) as [string, string];
+
+    const text = cli(['queue', path]);
+    assert.equal(text.code, 0, text.stderr);
+    assert.match(text.stdout, /Approval requests waiting for a person \(2\):/);
+    assert.match(text.stdout, new RegExp(`${a}\\s+s-a\\s+mail\\s+\\S`));
+    assert.match(text.stdout, new RegExp(`${b}\\s+s-b\\s+mail`));
+    assert.match(text.stdout, /ask the finance team/);
+    assert.match(text.stdout, /jingwei approve .* <request> --actor <name>/);
+
+    const json = JSON.parse(cli(['queue', path, '--json']).stdout) as QueueJson;
+    assert.deepEqual(json.items, [], 'an approval_pending attempt never started: it is not an operation in doubt');
+    assert.deepEqual(json.approvals.map((r) => [r.request_id, r.session_id, r.tool]), [[a, 's-a', 'mail'], [b, 's-b', 'mail']]);
+    assert.ok(json.approvals.every((r) => !Number.isNaN(Date.parse(r.since)) && r.call_id.startsWith('toolcall_')));
+
+    const first = JSON.parse(cli(['queue', path, '--json', '--limit', '1']).stdout) as QueueJson;
+    assert.deepEqual([first.approvals.map((r) => r.request_id), first.approvals_next], [[a], a]);
+    const second = JSON.parse(cli(['queue', path, '--json', '--limit', '1', '--approvals-after', a]).stdout) as QueueJson;
+    assert.deepEqual([second.approvals.map((r) => r.request_id), second.approvals_next], [[b], null]);
+    assert.deepEqual((JSON.parse(cli(['queue', path, '--json', '--session', 's-b']).stdout) as QueueJson).approvals.map((r) => r.request_id), [b]);
+    assert.deepEqual((JSON.parse(cli(['queue', path, '--json', '--tool', 'other']).stdout) as QueueJson).approvals, []);
+    assert.deepEqual((JSON.parse(cli(['queue', path, '--json', '--older-than', '1d']).stdout) as QueueJson).approvals, [], 'nothing waits a day');
+
+    assert.equal(cli(['approve', path, a, '--actor', 'alice']).code, 0);
+    assert.equal(cli(['deny', path, b, '--actor', 'bob']).code, 0);
+    const after = cli(['queue', path]);
+    assert.equal(after.code, 0);
+    assert.match(after.stdout, /Nothing needs attention\./);
+  });
+});

@@ -1,0 +1,81 @@
+/**
+ * `jingwei recover`: a dry run of the startup routine over a real SQLite journal whose host was SIGKILLed. It lists
+ * the abandoned session, its open calls and what each policy would do, changes nothing, and exits 1 while a session
+ * is abandoned, 0 when none is, 2 for a bad policy. No assertion depends on how long anything took.
+ */
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+import { it } from 'node:test';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { ChildProcess } from '../support/child.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+import { cli } from './helpers.js';
+
+const crashing = fileURLToPath(new URL('../tool/children/recover-host.js', import.meta.url));
+const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+interface Planned {
+  dry_run: boolean;
+  policy: string;
+  sessions: Array<{ session_id: string; owner: string; calls: Array<{ tool: string; would: string; reconciler_first: boolean; reason: string }> }>;
+}
+
+it('plans the recovery of a SIGKILLed host\'s session without changing anything', async () => {
+  const dir = tempDir();
+  const path = tempDbPath(dir, 'journal');
+  const empty = cli(['recover', path]);
+  assert.equal(empty.code, 3, 'a missing store is a store error');
+
+  const child = new ChildProcess(crashing, [path, 's-crash', tempDbPath(dir, 'business'), '200']);
+  assert.deepEqual(await child.next(), { ready: true }, child.stderr);
+  assert.deepEqual(await child.next(), { calling: 'send_mail' }, child.stderr);
+  assert.equal((await child.exited).signal, 'SIGKILL');
+
+  let run = cli(['recover', path, '--policy', 'retry_safe', '--json']);
+  while (run.code === 0) {
+    await pause(50);
+    run = cli(['recover', path, '--policy', 'retry_safe', '--json']);
+  }
+  assert.equal(run.code, 1, run.stderr);
+  const planned = JSON.parse(run.stdout) as Planned;
+  assert.equal(planned.dry_run, true);
+  assert.equal(planned.policy, 'retry_safe');
+  assert.equal(planned.sessions.length, 1);
+  assert.equal(planned.sessions[0]!.owner, 'crashing-host');
+  assert.deepEqual(planned.sessions[0]!.calls.map((c) => [c.tool, c.reconciler_first, c.would]), [
+    ['place_order', true, 'leave'],
+    ['lookup', true, 'retry'],
+    ['send_mail', true, 'leave'],
+  ]);
+
+  const suspended = cli(['recover', path]);
+  assert.equal(suspended.code, 1);
+  assert.match(suspended.stdout, /Dry run, policy suspend: 1 abandoned session\. Nothing was changed\./);
+  assert.match(suspended.stdout, /Session s-crash/);
+  assert.match(suspended.stdout, /reconciler first, then leave for a person/);
+  assert.doesNotMatch(suspended.stdout, /then retry/);
+  assert.match(suspended.stdout, /recoverAbandoned/);
+
+  const bad = cli(['recover', path, '--policy', 'retry_all']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--policy "retry_all" is not one of suspend, retry_safe/);
+
+  const store = await openSqliteStore(path);
+  const [summary] = await store.listSessions();
+  assert.equal(summary!.epoch, 1, 'the dry run took nothing over');
+  assert.equal(summary!.owner, 'crashing-host');
+  const owner = await store.acquire('s-crash', { owner: 'host', takeover: 'expired' });
+  await owner.release();
+  await store.close();
+  const clear = cli(['recover', path]);
+  assert.equal(clear.code, 0);
+  assert.match(clear.stdout, /No abandoned sessions/);
+});
+
+it('--help says it is a dry run and that the host recovers with the library', () => {
+  const help = cli(['recover', '--help']);
+  assert.equal(help.code, 0);
+  assert.match(help.stdout, /A dry run: changes nothing and takes over nothing/);
+  assert.match(help.stdout, /holds no tools/);
+  assert.match(help.stdout, /recoverAbandoned/);
+});

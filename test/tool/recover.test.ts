@@ -1,0 +1,232 @@
+/**
+ * The startup routine (docs/design.md#recovering-abandoned-sessions). Across real processes on SQLite and
+ * PostgreSQL: a SIGKILLed host leaves a session whose lease runs out; recoverAbandoned takes it over, the idempotency
+ * helper's reconciler settles the order, the read-only lookup is retried under a review by `policy:retry_safe`, and
+ * the mail whose body may have run is left for a person. A live, heartbeating owner is never taken over. In one
+ * process: `suspend`, `keep`, a session that became live between listing and takeover, and bad input. No assertion
+ * depends on how long anything took.
+ */
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+import { describe, it } from 'node:test';
+import { InvalidInputError, ToolBodyError } from '../../src/errors.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import type { SessionStore } from '../../src/store/types.js';
+import { openCalls, recoverAbandoned, type RecoveryHost, type RecoveryReport } from '../../src/review.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import type { Tool } from '../../src/tool/types.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { ChildProcess } from '../support/child.js';
+import { outsideSystem, recoverTools } from '../support/recover-tools.js';
+import { tool } from '../support/runtime.js';
+import { forEachStore } from '../support/stores.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+
+const crashing = fileURLToPath(new URL('./children/recover-host.js', import.meta.url));
+const ownerChild = fileURLToPath(new URL('../store/children/owner-child.js', import.meta.url));
+const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const DEAD_LEASE_MS = 200;
+const LIVE_LEASE_MS = 1_500;
+const dir = tempDir();
+
+/** Runs the routine until it finds an abandoned session, as a host's startup loop would. */
+async function recoverUntilFound(store: SessionStore, host: RecoveryHost, policy: 'suspend' | 'retry_safe'): Promise<RecoveryReport> {
+  for (;;) {
+    const report = await recoverAbandoned(store, host, policy);
+    if (report.sessions.length > 0) return report;
+    await pause(DEAD_LEASE_MS / 4);
+  }
+}
+
+forEachStore('recoverAbandoned across real processes', (target) => {
+  it("takes over a SIGKILLed host's session once its lease ran out: reconciles, retries what is safe, leaves the rest", async () => {
+    const location = target.fresh();
+    const business = tempDbPath(dir, 'business');
+    const child = new ChildProcess(crashing, [location.target, 's-crash', business, String(DEAD_LEASE_MS), ...(location.schema ? [location.schema] : [])]);
+    assert.deepEqual(await child.next(), { ready: true }, child.stderr);
+    assert.deepEqual(await child.next(), { calling: 'send_mail' }, child.stderr);
+    assert.equal((await child.exited).signal, 'SIGKILL');
+
+    const store = await location.open();
+    const outside = outsideSystem(business);
+    const lookups = { count: 0 };
+    const tools = recoverTools(outside, { die: false, lookups });
+    const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+    const report = await recoverUntilFound(store, host, 'retry_safe');
+    assert.equal(report.policy, 'retry_safe');
+    assert.equal(report.sessions.length, 1);
+    const session = report.sessions[0]!;
+    assert.equal(session.action, 'taken_over', JSON.stringify(session));
+    if (session.action !== 'taken_over') return;
+    assert.equal(session.previousOwner, 'crashing-host');
+    assert.equal(session.epoch, 2);
+    assert.equal(session.owner, null, 'released');
+
+    assert.deepEqual(session.reconciled.map((c) => [c.name, c.action, c.answer]), [
+      ['place_order', 'recorded', 'completed'],
+      ['lookup', 'no_reconciler', null],
+      ['send_mail', 'no_reconciler', null],
+    ]);
+    assert.equal(session.reconciled[0]!.review?.actor, 'reconciler:place_order@orders-r1');
+    assert.deepEqual(session.retried.map((r) => [r.name, r.outcome, r.status, r.review.actor]), [['lookup', 'succeeded', 'completed', 'policy:retry_safe']]);
+    assert.equal(lookups.count, 1, 'the lookup ran once, as the retry');
+    assert.deepEqual(session.left.map((c) => [c.name, c.nextStep]), [['send_mail', 'needs_review']]);
+    assert.equal(outside.orders(), 1, 'the order was placed once and never again');
+
+    const history = await store.loadHistory('s-crash');
+    const retryCall = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === session.retried[0]!.retryCallId);
+    assert.ok(retryCall?.kind.type === 'tool_call');
+    assert.equal(retryCall.kind.call.operation?.retry?.review?.actor, 'policy:retry_safe');
+    assert.equal(retryCall.kind.call.operation?.retry?.callId, session.retried[0]!.callId);
+    const [summary] = await store.listSessions();
+    assert.equal(summary!.held, false);
+    assert.equal(summary!.owner, 'jingwei-recover');
+    assert.deepEqual(openCalls(history).map((c) => [c.name, c.nextStep]), [['send_mail', 'needs_review']], 'only the mail waits for a person');
+    assert.deepEqual((await recoverAbandoned(store, host, 'retry_safe')).sessions, [], 'nothing is abandoned any more');
+    outside.close();
+    await store.close();
+  });
+
+  it('never takes over a live, heartbeating owner in another process', async () => {
+    const location = target.fresh();
+    const child = new ChildProcess(ownerChild, [location.target, 's-live', 'owner', ...(location.schema ? [location.schema] : [])]);
+    assert.deepEqual(await child.next(), { ready: true }, child.stderr);
+    child.send(`acquire-lease ${LIVE_LEASE_MS}`);
+    assert.equal((await child.next<{ ok: boolean }>()).ok, true);
+    const store = await location.open();
+    const outside = outsideSystem(tempDbPath(dir, 'business'));
+    const tools = recoverTools(outside, { die: false });
+    const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+    for (let attempt = 0; attempt < 10; attempt++) {
+      assert.deepEqual((await recoverAbandoned(store, host, 'retry_safe')).sessions, []);
+      await pause(LIVE_LEASE_MS / 4);
+    }
+    child.send('append still-mine');
+    assert.equal((await child.next<{ ok: boolean }>()).ok, true, 'the owner still writes at its epoch');
+    const [summary] = await store.listSessions();
+    assert.equal(summary!.epoch, 1);
+    assert.equal(summary!.owner, 'owner');
+    child.send('exit');
+    await child.exited;
+    outside.close();
+    await store.close();
+  });
+});
+
+describe('recoverAbandoned in one process', () => {
+  const failing = () => {
+    const lookups = { count: 0 };
+    const tools = [
+      tool('lookup', async () => {
+        lookups.count += 1;
+        if (lookups.count === 1) throw new ToolBodyError('connection_reset', 'lost');
+        return 'ok';
+      }, new ToolMetadata('reads', { type: 'object' }).withEffect('read_only', 'r1')),
+      tool('charge', async () => { throw new ToolBodyError('connection_reset', 'lost'); }, new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1')),
+    ];
+    return { lookups, tools, host: { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' } satisfies RecoveryHost };
+  };
+
+  /** A session whose owner made two uncertain calls and then stopped writing and heartbeating. */
+  async function abandoned(store: SessionStore, host: RecoveryHost, sessionId: string): Promise<void> {
+    const owner = await store.acquire(sessionId, { owner: 'gone', leaseMs: 100, heartbeat: false });
+    await owner.startTask('t');
+    const gateway = host.runtime.bind({ owner, taskId: 't', caller: 'agent' });
+    await gateway.call('lookup', {});
+    await gateway.call('charge', {});
+  }
+
+  it('suspend (the default) leaves every open call in the queue and retries nothing; keep hands back the owner', async () => {
+    const store = createMemoryStore();
+    const { lookups, host } = failing();
+    await abandoned(store, host, 's-1');
+    let report: RecoveryReport;
+    do {
+      await pause(25);
+      report = await recoverAbandoned(store, host, { keep: true, owner: 'rescuer' });
+    } while (report.sessions.length === 0);
+    const session = report.sessions[0]!;
+    assert.equal(report.policy, 'suspend');
+    assert.ok(session.action === 'taken_over');
+    assert.deepEqual(session.retried, []);
+    assert.deepEqual(session.left.map((c) => [c.name, c.nextStep]), [['lookup', 'retry_allowed'], ['charge', 'needs_review']]);
+    assert.match(session.left[0]!.reason, /^policy suspend: /);
+    assert.deepEqual(session.reconciled.map((c) => c.action), ['no_reconciler', 'no_reconciler']);
+    assert.equal(lookups.count, 1);
+    assert.ok(session.owner !== null, 'kept');
+    assert.equal(session.owner.owner, 'rescuer');
+    assert.equal(session.owner.heartbeating, true);
+    assert.equal((await store.listSessions())[0]!.held, true);
+    await session.owner.release();
+    await store.close();
+  });
+
+  it("retry_safe retries a non-idempotent call only on a reconciler's not_executed, and its review says so", async () => {
+    const store = createMemoryStore();
+    const charges = { count: 0 };
+    const charge: Tool = {
+      ...tool('charge', async () => {
+        charges.count += 1;
+        if (charges.count === 1) throw new ToolBodyError('connection_reset', 'lost before the charge');
+        return 'charged';
+      }, new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1')),
+      reconcile: () => ({ outcome: 'not_executed', evidence: 'the processor has no charge under this key' }),
+    };
+    const tools = [charge];
+    const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+    const owner = await store.acquire('s-3', { owner: 'gone', leaseMs: 100, heartbeat: false });
+    await owner.startTask('t');
+    await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('charge', {});
+    let report: RecoveryReport;
+    do {
+      await pause(25);
+      report = await recoverAbandoned(store, host, 'retry_safe');
+    } while (report.sessions.length === 0);
+    const session = report.sessions[0]!;
+    assert.ok(session.action === 'taken_over', JSON.stringify(session));
+    assert.deepEqual(session.reconciled.map((c) => c.answer), ['not_executed']);
+    assert.deepEqual(session.retried.map((r) => [r.outcome, r.review.actor, r.review.outcome]), [['succeeded', 'policy:retry_safe', 'not_executed']]);
+    assert.match(session.retried[0]!.review.evidence, /reconciler:charge@c1: the processor has no charge under this key/);
+    assert.deepEqual(session.left, []);
+    assert.equal(charges.count, 2);
+    await store.close();
+  });
+
+  it('a session that became live between listing and takeover is skipped and reported, never fenced', async () => {
+    const store = createMemoryStore();
+    const { host } = failing();
+    const live = await store.acquire('s-live', { owner: 'alive' });
+    const listed = (await store.listSessions())[0]!;
+    const racing: SessionStore = Object.create(store, { listExpiredSessions: { value: async () => [{ ...listed, leaseExpired: true }] } });
+    const report = await recoverAbandoned(racing, host, 'retry_safe');
+    assert.equal(report.sessions.length, 1);
+    const session = report.sessions[0]!;
+    assert.equal(session.action, 'skipped');
+    assert.ok(session.action === 'skipped');
+    assert.equal(session.reason, 'live');
+    assert.equal(session.holder, 'alive');
+    assert.equal(typeof session.leaseExpiresAt, 'number');
+    await live.append([{ turnId: 't1', kind: { type: 'user_message', text: 'still mine' } }]);
+    assert.equal(live.epoch, 1);
+    await live.release();
+    await store.close();
+  });
+
+  it('bad input is a typed error and changes nothing; a closed store is store_closed', async () => {
+    const store = createMemoryStore();
+    const { host } = failing();
+    await abandoned(store, host, 's-2');
+    await assert.rejects(recoverAbandoned(store, host, 'retry_all' as never), (e: unknown) => e instanceof InvalidInputError && e.code === 'invalid_input' && /retry_all/.test(e.message));
+    await assert.rejects(recoverAbandoned(store, { ...host, caller: '' }, 'suspend'), { code: 'invalid_input' });
+    await assert.rejects(recoverAbandoned(store, { ...host, tools: undefined as never }, 'suspend'), { code: 'invalid_input' });
+    let listed = 0;
+    while (listed === 0) {
+      await pause(25);
+      listed = (await store.listExpiredSessions()).length;
+    }
+    await assert.rejects(recoverAbandoned(store, host, { policy: 'suspend', leaseMs: 5 }), { code: 'invalid_input' });
+    assert.equal((await store.listSessions())[0]!.owner, 'gone', 'nothing was taken over');
+    await store.close();
+    await assert.rejects(recoverAbandoned(store, host, 'suspend'), { code: 'store_closed' });
+  });
+});

@@ -1,0 +1,93 @@
+/**
+ * A journaled review, or a reconciler's answer, settles its call everywhere an operator or the runtime looks, on
+ * every store: assessSession needs no attention for it, the queue (the attention index) no longer lists it, and the
+ * in-doubt guard no longer refuses an identical operation; after `not_executed` the retry plan runs it once.
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { ToolBodyError } from '../../src/errors.js';
+import { assessSession, prepareToolRetry } from '../../src/index.js';
+import { reconcileUncertainCalls, recordToolReview } from '../../src/review.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import type { Tool } from '../../src/tool/types.js';
+import { rig, tool, type Rig } from '../support/runtime.js';
+import { forEachStore } from '../support/stores.js';
+
+const ARGS = { to: 'a@example.com', subject: 'Your order' };
+
+/** A non-idempotent mailer whose first body fails after it may have sent: that call is in doubt. */
+function mailer(sent: { count: number }, reconcile?: Tool['reconcile']): Tool {
+  let calls = 0;
+  const t = tool('send_mail', async () => {
+    calls += 1;
+    if (calls === 1) throw new ToolBodyError('connection_reset', 'the provider hung up');
+    sent.count += 1;
+    return 'sent';
+  }, new ToolMetadata('sends a mail', { type: 'object' }).withEffect('non_idempotent', 'mail-v1'));
+  return reconcile ? { ...t, reconcile } : t;
+}
+
+async function inDoubt(r: Rig): Promise<string> {
+  const first = await r.gateway.call('send_mail', ARGS);
+  assert.equal(first.result.outcome.status, 'failed');
+  const queue = await r.store.attention({ sessionId: r.sessionId });
+  assert.deepEqual(queue.items.map((i) => [i.callId, i.inDoubt]), [[first.call.id, true]]);
+  const repeat = await r.gateway.call('send_mail', ARGS);
+  assert.equal(repeat.result.outcome.status === 'failed' && repeat.result.outcome.category, 'in_doubt', 'the guard refuses the repeat before any review');
+  return first.call.id;
+}
+
+async function settled(r: Rig, callId: string): Promise<void> {
+  const history = await r.store.loadHistory(r.sessionId);
+  const assessed = assessSession(history).calls.find((c) => c.callId === callId);
+  assert.equal(assessed?.attention, 'none');
+  assert.equal(assessSession(history).totals.byAttention.in_doubt, 0);
+  assert.deepEqual((await r.store.attention({ sessionId: r.sessionId })).items, [], 'the queue lists nothing of this session');
+  const resolved = await r.store.attention({ sessionId: r.sessionId, status: 'resolved' });
+  assert.deepEqual(resolved.items.map((i) => [i.callId, i.inDoubt]), [[callId, false]]);
+}
+
+forEachStore('a review settles its call for the queue, the guard and assessSession', (target) => {
+  it('completed (journaled by a person): no attention, not queued, an identical new operation runs', async () => {
+    const sent = { count: 0 };
+    const r = await rig(target, { tools: [mailer(sent)] });
+    const callId = await inDoubt(r);
+    await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), callId, { actor: 'ops:maria', evidence: 'the provider shows it sent', outcome: 'completed' });
+    await settled(r, callId);
+    const reviewed = await r.store.loadHistory(r.sessionId);
+    assert.throws(() => prepareToolRetry(reviewed, callId), { code: 'completed' });
+    const again = await r.gateway.call('send_mail', ARGS);
+    assert.equal(again.result.outcome.status, 'succeeded', 'a deliberate new mail is not refused as in doubt');
+    assert.equal(sent.count, 1);
+    await r.store.close();
+  });
+
+  it('not_executed: not queued, and the retry plan built from the journaled review runs once, not refused', async () => {
+    const sent = { count: 0 };
+    const r = await rig(target, { tools: [mailer(sent)] });
+    const callId = await inDoubt(r);
+    await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), callId, { actor: 'ops:maria', evidence: 'nothing in the outbox', outcome: 'not_executed' });
+    const history = await r.store.loadHistory(r.sessionId);
+    assert.deepEqual((await r.store.attention({ sessionId: r.sessionId })).items, []);
+    assert.equal(assessSession(history).calls.find((c) => c.callId === callId)?.nextStep, 'retry_allowed');
+    const plan = prepareToolRetry(history, callId);
+    const retry = await r.gateway.callWithOptions('send_mail', ARGS, { retry: plan });
+    assert.equal(retry.result.outcome.status, 'succeeded');
+    assert.equal(sent.count, 1, 'sent exactly once');
+    assert.deepEqual((await r.store.attention({ sessionId: r.sessionId })).items, []);
+    assert.equal(assessSession(await r.store.loadHistory(r.sessionId)).totals.byAttention.in_doubt, 0);
+    await r.store.close();
+  });
+
+  it('a reconciler\'s completed answer settles it the same way, without a person', async () => {
+    const sent = { count: 0 };
+    const reconcile: Tool['reconcile'] = async () => ({ outcome: 'completed', evidence: 'the provider has a message for this key' });
+    const r = await rig(target, { tools: [mailer(sent, reconcile)] });
+    const callId = await inDoubt(r);
+    const report = await reconcileUncertainCalls(r.owner, [mailer(sent, reconcile)], await r.store.loadHistory(r.sessionId));
+    assert.deepEqual(report.needsReview, []);
+    assert.equal(report.calls.find((c) => c.callId === callId)?.action, 'recorded');
+    await settled(r, callId);
+    await r.store.close();
+  });
+});
