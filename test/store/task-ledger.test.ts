@@ -17,7 +17,7 @@ import { fileAnchorSink } from '../../src/store/anchors.js';
 import { exportRustJournal } from '../../src/store/rust-format.js';
 import { commitAs } from '../../src/store/owner-commit.js';
 import type { SessionOwner, SessionStore } from '../../src/store/types.js';
-import { cli, tamper } from '../cli/helpers.js';
+import { cli, cliAsync, tamper } from '../cli/helpers.js';
 import { adminPool, describePostgres, freshSchema } from '../support/postgres.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
@@ -160,6 +160,29 @@ describePostgres('task ledger in the chain: PostgreSQL', (url) => {
       await adminPool(url).query(t.sql(`"${fresh}".jw_tasks`));
       await assertLedgerBroken(s, t.task, t.pattern);
       await s.close();
+    }
+  });
+
+  it('a reset of a task\'s charges is named by jingwei verify --key --anchors through a postgres:// URL', async () => {
+    const schema = freshSchema();
+    const anchors = join(dir, `anchors-pg-${schema}.jsonl`);
+    const store = await openPostgresStore(url, { schema });
+    await build(store, anchors);
+    await store.close();
+    const target = new URL(url);
+    target.searchParams.set('schema', schema);
+    const verify = (...extra: string[]) => cliAsync(['verify', target.toString(), 's-ledger', ...extra]);
+    const clean = await verify('--key', PUBLIC, '--anchors', anchors);
+    assert.equal(clean.code, 0, clean.stdout + clean.stderr);
+    assert.match(clean.stdout, /task ledger matches the chain: t1, t2, t3/);
+    assert.match(clean.stdout, /anchors verified: /);
+    // Charges reset in the database: the hash chain and the anchors still verify, the ledger does not.
+    await adminPool(url).query(TAMPERINGS[0]!.sql(`"${schema}".jw_tasks`));
+    for (const extra of [[], ['--key', PUBLIC, '--anchors', anchors]]) {
+      const r = await verify(...extra);
+      assert.equal(r.code, 1, r.stdout + r.stderr);
+      assert.match(r.stdout, /^CORRUPT {2}s-ledger: seq \d+, reason task_ledger\n/);
+      assert.match(r.stdout, /task \\?"t3\\?": the stored row has charged 0 tool calls, the chain records 1/);
     }
   });
 });

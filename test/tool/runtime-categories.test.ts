@@ -24,7 +24,11 @@ async function check(
   if (outcome.status !== 'failed') return;
   assert.equal(outcome.category, expected.category);
   assert.equal(outcome.code, expected.code);
-  const history = await r.store.loadHistory(r.sessionId);
+  // After the task's start, which the rig's startTask journaled in a turn of its own
+  // (docs/design.md#the-task-ledger-in-the-chain), the call's events.
+  const all = await r.store.loadHistory(r.sessionId);
+  assert.equal(all[0]!.kind.type, 'task_ledger');
+  const history = all.slice(1);
   const kinds = history.map((e: SessionEvent) => e.kind.type);
   assert.deepEqual(kinds, expected.started ? ['tool_call', 'tool_started', 'tool_result'] : ['tool_call', 'tool_result']);
   assert.equal(new Set(history.map((e) => e.turnId)).size, 1, 'one turn');
