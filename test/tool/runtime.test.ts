@@ -93,7 +93,7 @@ forEachStore('the gateway', (target) => {
     await r.owner.stopTask(r.taskId, 'done for today');
     await assert.rejects(r.gateway.call('t', {}), { code: 'task_not_running' });
     // The task's start, the one admitted call and its result, the task's stop: nothing for the refused calls.
-    assert.deepEqual((await r.store.loadHistory(r.sessionId)).map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_result', 'task_ledger']);
+    assert.deepEqual((await r.store.loadHistory(r.sessionId)).map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_started', 'tool_result', 'task_ledger']);
     assert.equal((await r.owner.task(r.taskId)).charged.toolCalls, 1);
     await r.store.close();
   });
@@ -176,7 +176,8 @@ forEachStore('preflight keeps every journaled call importable', (target) => {
     await assert.rejects(r.gateway.call('t', nest(254)), { code: 'arguments_not_serializable' });
     const jsonl = await r.store.exportJsonl(r.sessionId);
     const copy = await target.fresh().open();
-    assert.equal((await copy.importJsonl(jsonl, { owner: 'importer' })).events, 3, 'the deepest accepted call survives export and import');
+    // The task's start, then the call, its marker and its result.
+    assert.equal((await copy.importJsonl(jsonl, { owner: 'importer' })).events, 4, 'the deepest accepted call survives export and import');
     await copy.close();
     await r.store.close();
   });
