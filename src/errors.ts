@@ -218,7 +218,8 @@ export type JournalCorruptReason =
   | 'epoch'
   | 'wrong_session'
   | 'too_large'
-  | 'storage';
+  | 'storage'
+  | 'task_ledger';
 /** The stored journal failed verification. Nothing is repaired, skipped or truncated. */
 export class JournalCorruptError extends JingweiError {
   readonly sessionId: string;

@@ -138,6 +138,12 @@ export function eventSummary(event: SessionEvent, style: Style): string {
       const text = `${r.source} review ${r.outcome} by ${clip(r.actor, 40)}: ${clip(r.evidence, 80)}`;
       return `call ${shortId(r.callId)}  ${r.outcome === 'uncertain' ? style.yellow(text) : text}`;
     }
+    case 'task_ledger': {
+      const l = k.ledger;
+      const reason = l.stopReason !== null ? ` (${clip(l.stopReason, 60)})` : '';
+      return `task ${clip(l.taskId, 40)}  ${l.change}${reason}  calls ${l.charged.toolCalls}/${l.limits.toolCalls}` +
+        `  output ${l.charged.toolOutputBytes}/${l.limits.toolOutputBytes} B  journal ${l.charged.journalBytes}/${l.limits.journalBytes} B`;
+    }
     case 'user_message':
     case 'assistant_message':
       return safe(JSON.stringify(cut(flatten(k.text), 100)));

@@ -18,7 +18,10 @@ import {
   TOOL_FAILURE_CATEGORIES,
   TOOL_REVIEW_OUTCOMES,
   TOOL_REVIEW_SOURCES,
+  TASK_LEDGER_CHANGES,
+  TASK_LEDGER_STATES,
   type ActionContext,
+  type TaskLedgerRecord,
   type SessionEvent,
   type SessionEventKind,
   type ToolCall,
@@ -116,6 +119,20 @@ export function encodeToolReviewRecord(review: ToolReviewRecord): JsonObject {
   return wire;
 }
 
+/** A task's ledger at a lifecycle change (our own kind: the Rust-format export drops it). */
+export function encodeTaskLedger(ledger: TaskLedgerRecord): JsonObject {
+  const amounts = (a: TaskLedgerRecord['limits']): JsonObject => ({ tool_calls: a.toolCalls, tool_output_bytes: a.toolOutputBytes, journal_bytes: a.journalBytes });
+  return {
+    task_id: ledger.taskId,
+    change: ledger.change,
+    state: ledger.state,
+    limits: amounts(ledger.limits),
+    charged: amounts(ledger.charged),
+    reserved_output_bytes: ledger.reservedOutputBytes,
+    stop_reason: ledger.stopReason,
+  };
+}
+
 function encodeKind(kind: SessionEventKind): JsonObject {
   switch (kind.type) {
     case 'tool_call':
@@ -128,6 +145,8 @@ function encodeKind(kind: SessionEventKind): JsonObject {
         : { type: 'tool_started', call_id: kind.callId, approval: encodeApproval(kind.approval) };
     case 'tool_review':
       return { type: 'tool_review', review: encodeToolReviewRecord(kind.review) };
+    case 'task_ledger':
+      return { type: 'task_ledger', ledger: encodeTaskLedger(kind.ledger) };
     case 'user_message':
       return { type: 'user_message', text: kind.text };
     case 'assistant_message':
@@ -298,6 +317,35 @@ function decodeReviewRecord(ctx: Ctx, wire: unknown): ToolReviewRecord {
   return ctx.get(o, 'decision_id') === undefined ? review : { ...review, decisionId: ctx.id(o, 'decision_id') };
 }
 
+const LEDGER_AMOUNTS = ['tool_calls', 'tool_output_bytes', 'journal_bytes'] as const;
+
+function decodeAmounts(ctx: Ctx, wire: unknown): TaskLedgerRecord['limits'] {
+  const o = ctx.object(wire, LEDGER_AMOUNTS);
+  return { toolCalls: ctx.index(o, 'tool_calls'), toolOutputBytes: ctx.index(o, 'tool_output_bytes'), journalBytes: ctx.index(o, 'journal_bytes') };
+}
+
+/** Strict: every field required, unknown fields rejected (only the store writes this kind). */
+function decodeTaskLedger(ctx: Ctx, wire: unknown): TaskLedgerRecord {
+  const o = ctx.object(wire, ['task_id', 'change', 'state', 'limits', 'charged', 'reserved_output_bytes', 'stop_reason']);
+  const change = oneOf(ctx, o, 'change', TASK_LEDGER_CHANGES);
+  const state = oneOf(ctx, o, 'state', TASK_LEDGER_STATES);
+  if ((change === 'started') !== (state === 'running') || (change !== 'started' && change !== state)) {
+    ctx.fail('state', `${state} does not follow the change ${change}`);
+  }
+  const reason = ctx.required(o, 'stop_reason');
+  const stopReason = reason === null ? null : ctx.id(o, 'stop_reason');
+  if ((stopReason !== null) !== (state === 'stopped')) ctx.fail('stop_reason', state === 'stopped' ? 'is required for a stopped task' : `must be null for a ${state} task`);
+  return {
+    taskId: ctx.id(o, 'task_id') as TaskId,
+    change,
+    state,
+    limits: decodeAmounts(ctx.child('limits'), ctx.required(o, 'limits')),
+    charged: decodeAmounts(ctx.child('charged'), ctx.required(o, 'charged')),
+    reservedOutputBytes: ctx.index(o, 'reserved_output_bytes'),
+    stopReason,
+  };
+}
+
 function decodeKind(ctx: Ctx, wire: unknown): SessionEventKind {
   const o = ctx.object(wire, null);
   const type = ctx.string(o, 'type');
@@ -313,6 +361,8 @@ function decodeKind(ctx: Ctx, wire: unknown): SessionEventKind {
     }
     case 'tool_review':
       return { type, review: decodeReviewRecord(ctx.child('review'), ctx.required(o, 'review')) };
+    case 'task_ledger':
+      return { type, ledger: decodeTaskLedger(ctx.child('ledger'), ctx.required(o, 'ledger')) };
     case 'user_message':
       return { type, text: ctx.string(o, 'text') };
     case 'assistant_message': {
@@ -339,7 +389,7 @@ function optionalString(ctx: Ctx, o: Wire, key: string): string | undefined {
 }
 
 /** The wire types decodeKind gives a kind of their own; any other type decodes as `opaque`. */
-export const DECODED_WIRE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_result', 'tool_started', 'tool_review', 'user_message', 'assistant_message', 'custom']);
+export const DECODED_WIRE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_result', 'tool_started', 'tool_review', 'task_ledger', 'user_message', 'assistant_message', 'custom']);
 
 const ENVELOPE_FIELDS = ['event_id', 'session_id', 'turn_id', 'generation_id', 'message_id', 'seq', 'recorded_at', 'kind'] as const;
 

@@ -149,12 +149,33 @@ export interface ToolResult {
   readonly approval?: ToolApprovalRecord;
 }
 
+/** Why a task's ledger changed: the lifecycle changes the store journals (docs/design.md#the-task-ledger-in-the-chain). */
+export const TASK_LEDGER_CHANGES = ['started', 'stopped', 'completed'] as const;
+export type TaskLedgerChange = (typeof TASK_LEDGER_CHANGES)[number];
+export const TASK_LEDGER_STATES = ['running', 'stopped', 'completed'] as const;
+
+/**
+ * The task's ledger as the store wrote it in the same transaction as a lifecycle change: state, limits, charges and
+ * reservations after the change. Written by the store only (the public append refuses it); Jingwei for Rust has
+ * no such event, so the Rust-format export drops it.
+ */
+export interface TaskLedgerRecord {
+  readonly taskId: TaskId;
+  readonly change: TaskLedgerChange;
+  readonly state: (typeof TASK_LEDGER_STATES)[number];
+  readonly limits: { readonly toolCalls: number; readonly toolOutputBytes: number; readonly journalBytes: number };
+  readonly charged: { readonly toolCalls: number; readonly toolOutputBytes: number; readonly journalBytes: number };
+  readonly reservedOutputBytes: number;
+  readonly stopReason: string | null;
+}
+
 /** Event kinds. `opaque` keeps any other kind written by Jingwei for Rust, unchanged in meaning and never interpreted. */
 export type SessionEventKind =
   | { readonly type: 'tool_call'; readonly call: ToolCall }
   | { readonly type: 'tool_started'; readonly callId: CallId; readonly approval?: ToolApprovalRecord }
   | { readonly type: 'tool_result'; readonly result: ToolResult }
   | { readonly type: 'tool_review'; readonly review: ToolReviewRecord }
+  | { readonly type: 'task_ledger'; readonly ledger: TaskLedgerRecord }
   | { readonly type: 'user_message'; readonly text: string }
   | { readonly type: 'assistant_message'; readonly text: string }
   | { readonly type: 'custom'; readonly plugin: string; readonly kind: string; readonly payload: JsonValue }

@@ -6,8 +6,8 @@ import { decideApprovalChange } from './approvals.js';
 import { BudgetExhaustedError, InvalidInputError, OperationInDoubtError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError, ToolRetryError, WireDecodeError } from '../errors.js';
 import { apiFieldPath } from '../event/api-path.js';
 import { decodeEventText, encodeEventText, recordedAtText } from '../event/codec.js';
-import type { EventDraft, SessionEvent } from '../event/types.js';
-import { newEventId, type SessionId, type TaskId, type TurnId } from '../ids.js';
+import type { EventDraft, SessionEvent, TaskLedgerChange, TaskLedgerRecord } from '../event/types.js';
+import { newEventId, newTurnId, type SessionId, type TaskId, type TurnId } from '../ids.js';
 import { LIMITS, TASK_DEFAULTS } from '../limits.js';
 import { utf8Length } from '../text.js';
 import { attentionWrites } from './attention.js';
@@ -376,7 +376,7 @@ export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial
       reservations: [],
       stopReason: null,
     };
-    return { session: fenceOnly(session), task: { row, insert: true }, result: row };
+    return { ...ledgerWrites(state, session, owner.epoch, row, 'started'), task: { row, insert: true }, result: row };
   };
 }
 
@@ -386,7 +386,34 @@ export function decideTaskState(owner: OwnerRef, taskId: string, next: Exclude<T
     const task = settleAbandoned(requireTask(state.task, taskId, session.sessionId), owner.epoch);
     if (task.state !== 'running') return { session: fenceOnly(session), result: task };
     const row: TaskRow = { ...task, state: next, stopReason: reason };
-    return { session: fenceOnly(session), task: { row, insert: false }, result: row };
+    return { ...ledgerWrites(state, session, owner.epoch, row, next), task: { row, insert: false }, result: row };
+  };
+}
+
+/** The task's ledger after a change, as journaled (docs/design.md#the-task-ledger-in-the-chain). */
+export function ledgerRecord(row: TaskRow, change: TaskLedgerChange): TaskLedgerRecord {
+  const journal = journalLedger(row);
+  return {
+    taskId: row.taskId,
+    change,
+    state: row.state,
+    limits: { toolCalls: row.limitToolCalls, toolOutputBytes: row.limitOutputBytes, journalBytes: journal.limit },
+    charged: { toolCalls: row.chargedToolCalls, toolOutputBytes: row.chargedOutputBytes, journalBytes: journal.charged },
+    reservedOutputBytes: row.reservedOutputBytes,
+    stopReason: row.stopReason,
+  };
+}
+
+/**
+ * A task change joins the hash chain: its `task_ledger` event is written in the same transaction as the task row
+ * (docs/design.md#the-task-ledger-in-the-chain). The event is the store's, not the task's: never charged to its budget.
+ */
+function ledgerWrites(state: TxState, session: SessionRow, epoch: number, row: TaskRow, change: TaskLedgerChange) {
+  const draft: EventDraft = { turnId: newTurnId(), kind: { type: 'task_ledger', ledger: ledgerRecord(row, change) } };
+  const chained = chainEvents(session, epoch, [draft], storeNow(state));
+  return {
+    session: { row: chained.head, expect: { epoch: session.epoch, lastSeq: session.lastSeq } },
+    events: chained.rows,
   };
 }
 

@@ -21,7 +21,8 @@ import {
 import { LEASE_LIMITS } from '../limits.js';
 import { exportJournal, importJournal } from './jsonl.js';
 import { HeadAnchor } from './anchors.js';
-import type { EventRow, JournalBackend, SessionRow, TxReads, TxState, TxWrites } from './rows.js';
+import type { EventRow, JournalBackend, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
+import { checkTaskLedger, type TaskLedgerReport } from './task-ledger.js';
 import { registerCommitter } from './owner-commit.js';
 import { verifyJournal } from './verify.js';
 import type {
@@ -52,6 +53,9 @@ function refuseEvidence(draft: EventDraft, i: number): void {
   if (typeof kind !== 'object' || kind === null) return;
   if (kind.type === 'tool_review') {
     throw new InvalidInputError(`events[${i}].kind`, 'tool_review is tool evidence, written only through recordToolReview (jingwei/review); append takes host events only');
+  }
+  if (kind.type === 'task_ledger') {
+    throw new InvalidInputError(`events[${i}].kind`, 'task_ledger is written only by the store, with the task change it records (startTask, stopTask, completeTask); append takes host events only');
   }
   if (typeof kind.type === 'string' && EVIDENCE_TYPES.has(kind.type)) {
     throw new InvalidInputError(`events[${i}].kind`, `${kind.type} is tool evidence, which only the tool runtime records; append takes host events only`);
@@ -212,6 +216,19 @@ export class JournalStore implements SessionStore {
     const id = checkId<SessionId>('sessionId', sessionId);
     const { session, events } = await this.backend.snapshot(id);
     return { epoch: session?.epoch ?? 0, rows: events, events: verifyJournal(id, session, events) };
+  }
+
+  /** Recomputes each journaled task's ledger from the verified chain and compares it with the stored task row. */
+  async checkTaskLedger(sessionId: string): Promise<TaskLedgerReport> {
+    const id = checkId<SessionId>('sessionId', sessionId);
+    const { rows, events } = await this.readChain(id);
+    const rowsByTask = new Map<string, TaskRow | undefined>();
+    for (const e of events) {
+      if (e.kind.type === 'task_ledger' && !rowsByTask.has(e.kind.ledger.taskId)) {
+        rowsByTask.set(e.kind.ledger.taskId, await this.backend.readTask(id, e.kind.ledger.taskId));
+      }
+    }
+    return checkTaskLedger(id, events, rows, rowsByTask);
   }
 
   async exportJsonl(sessionId: string): Promise<string> {

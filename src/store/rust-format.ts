@@ -42,7 +42,8 @@ function dropApprovalEvidence(wire: JsonObject): void {
 }
 
 /**
- * Writes `events` as the original's records: no `tool_started` events, no `tool_review` events (journaled reviews,
+ * Writes `events` as the original's records: no `tool_started` events, no `task_ledger` events (the store's own
+ * record of a task's budget, docs/design.md#the-task-ledger-in-the-chain), no `tool_review` events (journaled reviews,
  * docs/design.md#reviews-are-journaled-evidence: the original cannot read them, and without them its recovery sees
  * the reviewed call as uncertain again, which is the safe reading), no `start_marker` flag, no `recorded_at`,
  * no approval records, `in_doubt` written as `denied` and `approval_pending` as `approval_unavailable`, `seq` renumbered
@@ -62,7 +63,7 @@ export function exportRustJournal(events: readonly SessionEvent[]): string {
   let seq = 0;
   for (const e of events) {
     const kind = e.kind;
-    if (kind.type === 'tool_started' || kind.type === 'tool_review') continue;
+    if (kind.type === 'tool_started' || kind.type === 'tool_review' || kind.type === 'task_ledger') continue;
     const wireType = kind.type === 'opaque' ? kind.wireType : kind.type;
     if (!ORIGINAL_EVENT_KINDS.has(wireType)) throw new ExportUnrepresentableError(e.seq, `the original has no event kind ${JSON.stringify(wireType)}`);
     const wire = encodeEvent(e);

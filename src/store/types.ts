@@ -1,3 +1,4 @@
+import type { TaskLedgerReport } from './task-ledger.js';
 import type { EventId, OperationKey, SessionId, TaskId, CallId } from '../ids.js';
 import type { EventDraft, SessionEvent, ToolEffect } from '../event/types.js';
 import type { AttentionStatus } from './rows.js';
@@ -261,6 +262,13 @@ export interface SessionStore {
   listExpiredSessions(): Promise<SessionSummary[]>;
   /** The session's journal as JSONL, one wire event per line, verified as by loadHistory. */
   exportJsonl(sessionId: string): Promise<string>;
+  /**
+   * Verifies the session as loadHistory does, then recomputes each task's ledger from its journaled changes and its
+   * tool evidence and compares it with the stored task row (docs/design.md#the-task-ledger-in-the-chain).
+   * JournalCorruptError (reason `task_ledger`, naming the task) when a row disagrees. Optional: a store without
+   * task rows of its own has nothing to compare.
+   */
+  checkTaskLedger?(sessionId: string): Promise<TaskLedgerReport>;
   /**
    * Imports a JSONL journal (ours, or one written by Jingwei for Rust) into a session that has no events yet, after verifying
    * it. The imported session is left released.

@@ -146,7 +146,9 @@ function storeRules(name: string, factory: StoreFactory): void {
       assert.equal((await owner.startTask('t1')).state, 'stopped', 'a start never reopens a task');
       await owner.startTask('t2');
       assert.equal((await owner.completeTask('t2')).state, 'completed');
-      assert.deepEqual(await store.loadHistory('s-task'), []);
+      // Only the task changes are journaled (one task_ledger event each); the repeated and refused starts wrote nothing.
+      const changes = (await store.loadHistory('s-task')).map((e) => (e.kind.type === 'task_ledger' ? `${e.kind.ledger.taskId}:${e.kind.ledger.change}` : e.kind.type));
+      assert.deepEqual(changes, ['t1:started', 't1:stopped', 't2:started', 't2:completed']);
       await store.close();
     });
 
@@ -166,9 +168,10 @@ function storeRules(name: string, factory: StoreFactory): void {
       const snap = await owner.task(task);
       assert.deepEqual(callsAndOutput(snap.charged), { toolCalls: 2, toolOutputBytes: 10 });
       assert.equal(snap.reservedOutputBytes, 36, 'the settled call released its own reservation only');
-      assert.equal((await store.loadHistory('s-budget')).length, 3);
+      // The task's start, two calls and one result.
+      assert.equal((await store.loadHistory('s-budget')).length, 4);
       await rejects(commitAs(owner, { events: [message('x')], budget: { taskId: 'nope' as TaskId, admit: { maxOutputBytes: 1 } } }), 'task_not_found');
-      assert.equal((await store.loadHistory('s-budget')).length, 3);
+      assert.equal((await store.loadHistory('s-budget')).length, 4);
       await store.close();
     });
 
@@ -182,10 +185,12 @@ function storeRules(name: string, factory: StoreFactory): void {
       await commitAs(owner, { events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 8 } } });
       await commitAs(owner, { events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 2 } } });
       await owner.append([message('host events are not the task\'s')]);
-      // Exactly the wire bytes of the call and its result; the host's message is not the task's.
+      // Exactly the wire bytes of the call and its result; the host's message and the store's own record of the
+      // task's start (line 0) are not the task's.
       const lines = (await store.exportJsonl('s-journal-bytes')).trim().split('\n');
+      assert.equal((JSON.parse(lines[0]!) as { kind: { type: string } }).kind.type, 'task_ledger');
       const utf8 = (line: string) => new TextEncoder().encode(line).length;
-      assert.equal((await owner.task(task)).charged.journalBytes, utf8(lines[0]!) + utf8(lines[1]!));
+      assert.equal((await owner.task(task)).charged.journalBytes, utf8(lines[1]!) + utf8(lines[2]!));
       const small = callDraft(task, newOperationKey());
       const big: EventDraft = small.kind.type === 'tool_call' ? { turnId: turn, kind: { type: 'tool_call', call: { ...small.kind.call, arguments: { blob: 'x'.repeat(2000) } } } } : small;
       await assert.rejects(
@@ -195,7 +200,7 @@ function storeRules(name: string, factory: StoreFactory): void {
           return true;
         },
       );
-      assert.equal((await store.loadHistory('s-journal-bytes')).length, 3, 'nothing written');
+      assert.equal((await store.loadHistory('s-journal-bytes')).length, 4, 'nothing written (the start, the call, its result, the message)');
       assert.equal((await owner.task(task)).charged.toolCalls, 1, 'nothing charged');
       await owner.append([message('the session still takes events')]);
       await store.close();
@@ -268,7 +273,7 @@ function storeRules(name: string, factory: StoreFactory): void {
         commitAs(owner, { events: [callDraft(task, newOperationKey())], expectLatestAttempt: { taskId: task, key: newOperationKey(), callId: firstId } }),
         'not_latest_attempt',
       );
-      assert.equal((await store.loadHistory('s-d4')).length, 2);
+      assert.deepEqual((await store.loadHistory('s-d4')).map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_call']);
       assert.equal((await owner.task(task)).charged.toolCalls, 2);
       await store.close();
     });
@@ -286,7 +291,7 @@ function storeRules(name: string, factory: StoreFactory): void {
       await commitAs(live, { events: [callDraft(task, key, retryId)], expectLatestAttempt: { taskId: task, key, callId: firstId } });
       // The early export, under another session id, holds the first attempt of the same (task, key).
       const renamed = early.replaceAll('"session_id":"s-live"', '"session_id":"s-copy"');
-      assert.deepEqual(await store.importJsonl(renamed, { owner: 'importer' }), { sessionId: 's-copy', events: 1 });
+      assert.deepEqual(await store.importJsonl(renamed, { owner: 'importer' }), { sessionId: 's-copy', events: 2 });
       // The live session's latest attempt is still the retry: a stale plan from the first attempt is refused.
       await rejects(commitAs(live, { events: [callDraft(task, key)], expectLatestAttempt: { taskId: task, key, callId: firstId } }), 'not_latest_attempt');
       const next = newCallId();
@@ -298,7 +303,9 @@ function storeRules(name: string, factory: StoreFactory): void {
       await rejects(copy.task(task), 'task_not_found');
       assert.equal((await copy.startTask(task)).charged.toolCalls, 0);
       assert.equal((await live.task(task)).charged.toolCalls, 1, 'the live task is not the copy\'s');
-      assert.deepEqual((await store.loadHistory('s-live')).map((e) => (e.kind as { call: { id: string } }).call.id), [firstId, retryId, next]);
+      const liveHistory = await store.loadHistory('s-live');
+      assert.equal(liveHistory[0]!.kind.type, 'task_ledger');
+      assert.deepEqual(liveHistory.slice(1).map((e) => (e.kind as { call: { id: string } }).call.id), [firstId, retryId, next]);
       await store.close();
     });
 
@@ -322,11 +329,11 @@ function storeRules(name: string, factory: StoreFactory): void {
       await owner.append([message('hello')]);
       await commitAs(owner, { events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
       const jsonl = await store.exportJsonl('s-export');
-      assert.equal(jsonl.trim().split('\n').length, 2);
+      assert.equal(jsonl.trim().split('\n').length, 3);
       await rejects(store.importJsonl(jsonl, { owner: 'importer' }), 'session_exists');
       const { store: target } = await factory.open();
       const report = await target.importJsonl(jsonl, { owner: 'importer' });
-      assert.deepEqual(report, { sessionId: 's-export', events: 2 });
+      assert.deepEqual(report, { sessionId: 's-export', events: 3 });
       assert.deepEqual(await target.loadHistory('s-export'), await store.loadHistory('s-export'));
       assert.equal(await target.exportJsonl('s-export'), jsonl);
       const again = await target.acquire('s-export', { owner: 'next' });
@@ -408,11 +415,14 @@ function draftValidation(name: string, factory: StoreFactory): void {
       await rejects(owner.append([resultDraft(call)]), 'invalid_input');
       const review = { callId: call, actor: 'ops', outcome: 'completed', evidence: 'checked', source: 'human' } as const;
       await rejects(owner.append([{ turnId: turn, kind: { type: 'tool_review', review } }]), 'invalid_input');
-      for (const wireType of ['tool_call', 'tool_result', 'tool_started', 'tool_review', 'user_message']) {
+      // The task ledger is the store's own record of a task change: never appended by a host.
+      const ledger = { taskId: task, change: 'stopped', state: 'stopped', limits: { toolCalls: 1, toolOutputBytes: 1, journalBytes: 1 }, charged: { toolCalls: 0, toolOutputBytes: 0, journalBytes: 0 }, reservedOutputBytes: 0, stopReason: 'forged' } as const;
+      await rejects(owner.append([{ turnId: turn, kind: { type: 'task_ledger', ledger } }]), 'invalid_input');
+      for (const wireType of ['tool_call', 'tool_result', 'tool_started', 'tool_review', 'task_ledger', 'user_message']) {
         await rejects(owner.append([{ turnId: turn, kind: { type: 'opaque', wireType, fields: {} } }]), 'invalid_input');
       }
       await owner.append([message('host'), { turnId: turn, kind: { type: 'opaque', wireType: 'host_note', fields: { a: 1 } } }]);
-      assert.deepEqual((await store.loadHistory('s-host-only')).map((e) => e.kind.type), ['user_message', 'opaque']);
+      assert.deepEqual((await store.loadHistory('s-host-only')).map((e) => e.kind.type), ['task_ledger', 'user_message', 'opaque']);
       assert.equal((await owner.task(task)).charged.toolCalls, 0);
       await store.close();
     });
@@ -438,13 +448,14 @@ function draftValidation(name: string, factory: StoreFactory): void {
       await commitAs(owner, { events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
       await commitAs(owner, { events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 2 } } });
       const lines = (await store.exportJsonl('s-forged')).trim().split('\n');
-      const second = JSON.parse(lines[1]!) as Record<string, unknown>;
-      const forged = [...lines, JSON.stringify({ ...second, event_id: 'evt-forged', seq: 2 })].join('\n') + '\n';
+      // Line 0 is the task's start, line 2 the result.
+      const second = JSON.parse(lines[2]!) as Record<string, unknown>;
+      const forged = [...lines, JSON.stringify({ ...second, event_id: 'evt-forged', seq: 3 })].join('\n') + '\n';
       const { store: target } = await factory.open();
       await rejects(target.importJsonl(forged, { owner: 'i' }), 'import_rejected');
       assert.deepEqual(await target.listSessions(), [], 'nothing was written');
       const sound = lines.join('\n') + '\n';
-      assert.deepEqual(await target.importJsonl(sound, { owner: 'i' }), { sessionId: 's-forged', events: 2 });
+      assert.deepEqual(await target.importJsonl(sound, { owner: 'i' }), { sessionId: 's-forged', events: 3 });
       await store.close();
       await target.close();
     });
@@ -525,7 +536,7 @@ function inboxRules(name: string, factory: StoreFactory): void {
       assert.equal((await owner.decidedApproval?.(task, key))?.id, 'approval_1');
       const other = { ...binding, argumentsDigest: 'b'.repeat(64) };
       await rejects(commitAs(owner, { events: [message('x')], approval: { use: { id: 'approval_1', callId, binding: other, at } } }), 'decision_binding_changed');
-      assert.equal((await store.loadHistory('s-inbox')).length, 1, 'a refused use writes nothing');
+      assert.deepEqual((await store.loadHistory('s-inbox')).map((e) => e.kind.type), ['task_ledger', 'tool_call'], 'a refused use writes nothing');
       await commitAs(owner, { events: [message('used')], approval: { use: { id: 'approval_1', callId, binding, at } } });
       assert.equal((await inbox.get('approval_1'))?.state, 'consumed');
       await rejects(commitAs(owner, { events: [message('again')], approval: { use: { id: 'approval_1', callId, binding, at } } }), 'decision_stale');

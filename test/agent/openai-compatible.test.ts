@@ -28,9 +28,10 @@ let server: ChatServer;
 before(async () => { server = await startChatServer(shopPolicy); });
 after(async () => { await server.close(); });
 
-// The run's own events (docs/design.md#resumable-runs) show as `jingwei.run:<kind>`.
-const kinds = (history: Array<{ kind: { type: string; plugin?: string; kind?: string } }>) =>
-  history.map((e) => (e.kind.type === 'custom' ? `${e.kind.plugin}:${e.kind.kind}` : e.kind.type));
+// The run's own events (docs/design.md#resumable-runs) show as `jingwei.run:<kind>`; the store's record of a task
+// change (docs/design.md#the-task-ledger-in-the-chain) as `task_ledger:<change>`.
+const kinds = (history: Array<{ kind: { type: string; plugin?: string; kind?: string; ledger?: { change: string } } }>) =>
+  history.map((e) => (e.kind.type === 'custom' ? `${e.kind.plugin}:${e.kind.kind}` : e.kind.type === 'task_ledger' ? `task_ledger:${e.kind.ledger!.change}` : e.kind.type));
 
 describe('runAgent with the OpenAI-compatible client', () => {
   it('completes a multi-step task with tool calls against a local server; everything the model saw is journaled', async () => {
@@ -59,11 +60,12 @@ describe('runAgent with the OpenAI-compatible client', () => {
     assert.deepEqual(sent[2]!.body.messages[3], { role: 'tool', tool_call_id: 'call_price', content: '{"item":"tea","cents":1299}' });
 
     const history = await store.loadHistory('http-run');
+    // The host's startTask journaled the task's start before the run began.
     assert.deepEqual(kinds(history), [
-      'jingwei.run:run_started', 'user_message', 'assistant_message', 'jingwei.run:model_response', 'tool_call', 'tool_started', 'tool_result',
+      'task_ledger:started', 'jingwei.run:run_started', 'user_message', 'assistant_message', 'jingwei.run:model_response', 'tool_call', 'tool_started', 'tool_result',
       'jingwei.run:model_response', 'tool_call', 'tool_started', 'tool_result', 'assistant_message', 'jingwei.run:model_response', 'jingwei.run:run_finished',
     ]);
-    assert.ok(history.every((e) => e.turnId === gateway.turnId), 'one turn');
+    assert.ok(history.slice(1).every((e) => e.turnId === gateway.turnId), 'one turn (after the task\'s start, which the store journals in a turn of its own)');
     const calls = history.flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call] : []));
     assert.deepEqual(calls.map((c) => [c.name, c.operation!.contract.effect, c.action?.providerCallId]), [
       ['lookup_price', 'read_only', 'call_price'],
@@ -90,8 +92,9 @@ describe('runAgent with the OpenAI-compatible client', () => {
 
     const store = openSqliteStore(journal);
     const history = await store.loadHistory('crash-run');
+    // The host's startTask journaled the task's start before the run began.
     assert.deepEqual(kinds(history), [
-      'jingwei.run:run_started', 'user_message', 'assistant_message', 'jingwei.run:model_response', 'tool_call', 'tool_started', 'tool_result',
+      'task_ledger:started', 'jingwei.run:run_started', 'user_message', 'assistant_message', 'jingwei.run:model_response', 'tool_call', 'tool_started', 'tool_result',
       'jingwei.run:model_response', 'tool_call', 'tool_started',
     ]);
     const assessment = assessSession(history);
@@ -128,7 +131,7 @@ describe('runAgent with the OpenAI-compatible client', () => {
       await assert.rejects(runAgent({ model, owner, gateway, input: 'hi', maxSteps: 3 }), (e: unknown) => e instanceof ChatModelError && e.code === 'model_http_error' && e.status === 503);
       assert.equal(calls, 1, 'no automatic retry');
       await assert.rejects(runAgent({ model, owner, gateway, input: 'hi', maxSteps: 3 }), (e: unknown) => e instanceof ChatModelError && e.code === 'model_bad_response');
-      assert.deepEqual(kinds(await store.loadHistory('broken')), ['jingwei.run:run_started', 'user_message', 'jingwei.run:run_started', 'user_message']);
+      assert.deepEqual(kinds(await store.loadHistory('broken')), ['task_ledger:started', 'jingwei.run:run_started', 'user_message', 'jingwei.run:run_started', 'user_message']);
       await store.close();
     } finally {
       await failing.close();

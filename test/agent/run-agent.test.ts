@@ -67,9 +67,10 @@ describe('runAgent', () => {
     assert.deepEqual(model.requests[0]!.tools.map((t) => t.name), ['lookup_price', 'charge_card', 'gift_wrap']);
 
     const history = await store.loadHistory('agent-session');
-    // The run's own events (docs/design.md#resumable-runs) are custom events of plugin jingwei.run around them.
-    assert.deepEqual(history.map((e) => (e.kind.type === 'custom' ? `${e.kind.plugin}:${e.kind.kind}` : e.kind.type)), [
-      'jingwei.run:run_started', 'user_message',
+    // The run's own events (docs/design.md#resumable-runs) are custom events of plugin jingwei.run around them; the
+    // first event is the store's record of the task's start (docs/design.md#the-task-ledger-in-the-chain).
+    assert.deepEqual(history.map((e) => (e.kind.type === 'custom' ? `${e.kind.plugin}:${e.kind.kind}` : e.kind.type === 'task_ledger' ? `task_ledger:${e.kind.ledger.change}` : e.kind.type)), [
+      'task_ledger:started', 'jingwei.run:run_started', 'user_message',
       'assistant_message', 'jingwei.run:model_response', 'tool_call', 'tool_started', 'tool_result',
       'jingwei.run:model_response', 'tool_call', 'tool_started', 'tool_result',
       'assistant_message', 'jingwei.run:model_response', 'jingwei.run:run_finished',

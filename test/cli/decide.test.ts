@@ -73,7 +73,8 @@ describe('jingwei approve, deny and review', () => {
     assert.deepEqual([row.kind, row.callId, row.decision, row.state, row.tool], ['review', ranCallId, 'completed', 'decided', 'mail']);
     const store = openSqliteStore(path);
     assert.deepEqual((await decisionInbox(store).list({ sessionId: 's-1', kind: 'review' })).items.map((d) => d.id), [row.id]);
-    assert.equal((await store.loadHistory('s-1')).length, 5, 'the journal is untouched');
+    // The task's start, then the pending call (call, result) and the call that ran (call, marker, result).
+    assert.equal((await store.loadHistory('s-1')).length, 6, 'the journal is untouched');
     await store.close();
   });
 });

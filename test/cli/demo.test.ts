@@ -97,13 +97,15 @@ describe('jingwei demo', () => {
   it('leaves a journal the operator commands agree with', () => {
     const sessions = cli(['sessions', journal]);
     assert.equal(sessions.code, 0, sessions.stderr);
-    assert.match(sessions.stdout, new RegExp(`^${session}\\s+22\\s+6\\s+recovery-host\\s+released\\s+1 \\(1 needs_review\\)$`, 'm'));
+    // 23 events: the store's record of the task's start (docs/design.md#the-task-ledger-in-the-chain) and the story's 22.
+    assert.match(sessions.stdout, new RegExp(`^${session}\\s+23\\s+6\\s+recovery-host\\s+released\\s+1 \\(1 needs_review\\)$`, 'm'));
     const inspect = cli(['inspect', journal, session]);
     assert.equal(inspect.code, 1, 'notify_customer still needs a review');
     assert.match(inspect.stdout, /^…[0-9a-f]{8}\s+notify_customer\s+unknown\s+outcome_unknown\s+needs_review/m);
     assert.equal(cli(['verify', journal, session]).code, 0);
     const events = cli(['events', journal, session]);
     assert.match(events.stdout, /charge_card\s+call …[0-9a-f]{8}\s+non_idempotent\/payments-v1\s+key …[0-9a-f]{8}\s+retry of …[0-9a-f]{8}, review not_executed by ops:maria/);
+    assert.match(events.stdout, /^\s*0\s+.*\s+task_ledger\s+task \S+ {2}started {2}calls 0\/20 /m, 'the task\'s start is the first event');
   });
 
   it('runs again in the same files, as a new session', async () => {

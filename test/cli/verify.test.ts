@@ -41,8 +41,13 @@ describe('jingwei verify', () => {
     assert.match(r.stdout, /10 events \(seq 0\.\.9 contiguous, event ids unique\); hash chain verified up to the head on the owner row/);
     assert.match(r.stdout, /ownership epoch 1, released \(last owner test-host\)/);
     assert.match(r.stdout, /tool evidence valid: 4 tool calls/);
+    // An imported journal written with no task changes: its task's row cannot be checked against the chain, and
+    // verify says so rather than calling it matching (docs/design.md#the-task-ledger-in-the-chain).
+    assert.match(r.stdout, /task ledger not covered \(no task changes in the journal: imported, or written before tasks were journaled\): retry-task\n/);
+    assert.doesNotMatch(r.stdout, /task ledger matches/);
     assert.deepEqual(JSON.parse(cli(['verify', path, 'alpha', '--json']).stdout), {
       session_id: 'alpha', ok: true, events: 10, epoch: 1, owner: 'test-host', held: false, tool_calls: 4, checked: 'integrity_only',
+      task_ledger: { covered: [], not_covered: ['retry-task'] },
     });
   });
 

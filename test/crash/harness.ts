@@ -14,6 +14,7 @@ import { checkInvariants, countsOf, type InvariantReport, type TaskCharge } from
 import { TAKEOVER_POINT, TOOL_POINTS, type KillSpec } from './killer.js';
 import { chargesOf, type BeforeLine, type RecoveryAction } from './recover.js';
 import { openStore, type StoreKind, type StoreSpec } from './stores.js';
+import type { SessionStore } from '../../src/store/types.js';
 import { BROKEN_TOOL, EFFECTS, readLedger, RESERVATION, toolName, type CrashArgs, type Effect, type LedgerRow } from './tools.js';
 
 const child = (name: string) => fileURLToPath(new URL(`./children/${name}.js`, import.meta.url));
@@ -240,18 +241,40 @@ export async function runCase(spec: CaseSpec, env: CaseEnv): Promise<CaseResult>
   const store = await openStore(env.store);
   let history: SessionEvent[];
   let charged: Record<string, TaskCharge>;
+  let ledgerProblem: string | null;
   try {
     history = await store.loadHistory(sessionId);
     const owner = await store.acquire(sessionId, { owner: 'checker', takeover: true });
     charged = await chargesOf(owner, history, [taskId]);
     await owner.release();
+    ledgerProblem = await taskLedgerProblem(store, sessionId);
   } finally {
     await store.close();
   }
   const ledger = readLedger(business);
-  const invariants = checkInvariants(history, ledger, charged, RESERVATION);
+  const invariants = withLedger(checkInvariants(history, ledger, charged, RESERVATION), ledgerProblem);
   const checks = env.store.kind === 'sqlite' ? [integrity(env.store.location), integrity(business)] : [integrity(business)];
   return { spec, sessionId, taskId, crashEpoch, crashPoint: died.dying, killedRecovery, before, after, history, ledger, charged, invariants, integrity: checks };
+}
+
+/**
+ * The stored task rows against the chain (docs/design.md#the-task-ledger-in-the-chain): a row the journaled task
+ * changes and tool evidence do not justify is a budget mismatch. Returns the store's message, or null.
+ */
+async function taskLedgerProblem(store: SessionStore, sessionId: string): Promise<string | null> {
+  try {
+    await store.checkTaskLedger!(sessionId);
+    return null;
+  } catch (error) {
+    if ((error as { code?: string }).code === 'journal_corrupt') return `task ledger: ${(error as Error).message}`;
+    throw error;
+  }
+}
+
+/** Adds a task-ledger problem to a report as a budget mismatch. */
+function withLedger(report: InvariantReport, problem: string | null): InvariantReport {
+  if (problem === null) return report;
+  return { ...report, budgetMismatches: report.budgetMismatches + 1, problems: [...report.problems, problem] };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -370,7 +393,7 @@ async function parentCheck(spec: StoreSpec, sessionId: string, business: string)
     const owner = await store.acquire(sessionId, { owner: 'soak-checker', takeover: true });
     const charged = await chargesOf(owner, history);
     await owner.release();
-    return checkInvariants(history, readLedger(business), charged, RESERVATION);
+    return withLedger(checkInvariants(history, readLedger(business), charged, RESERVATION), await taskLedgerProblem(store, sessionId));
   } finally {
     await store.close();
   }

@@ -180,13 +180,15 @@ describePostgres('PostgreSQL store', (url) => {
       // Events, a budget charge and an operation row, all in the transaction whose connection dies before COMMIT.
       await rejects(commitAs(a, { events: [callDraft(task), message('lost')], budget: { taskId: task, admit: { maxOutputBytes: 16 } } }), 'store_failure');
 
-      assert.deepEqual(texts(await store.loadHistory('s-killed')), ['committed']);
+      // seq 0 is the task's start (its task_ledger event, written with the task row), seq 1 the message.
+      assert.deepEqual(texts(await store.loadHistory('s-killed')), [undefined, 'committed']);
+      assert.equal((await store.loadHistory('s-killed'))[0]!.kind.type, 'task_ledger');
       assert.deepEqual((await a.task(task)).charged, { toolCalls: 0, toolOutputBytes: 0, journalBytes: 0 });
       const raw = await admin.query(
         `SELECT (SELECT last_seq FROM "${schema}".jw_sessions) AS last_seq, (SELECT count(*)::int FROM "${schema}".jw_events) AS events, ` +
           `(SELECT count(*)::int FROM "${schema}".jw_operations) AS ops, (SELECT reserved_output_bytes FROM "${schema}".jw_tasks) AS reserved`,
       );
-      assert.deepEqual(raw.rows[0], { last_seq: '0', events: 1, ops: 0, reserved: '0' });
+      assert.deepEqual(raw.rows[0], { last_seq: '1', events: 2, ops: 0, reserved: '0' });
 
       const other = await openPostgresStore(url, { schema });
       const b = await other.acquire('s-killed', { owner: 'b', takeover: true });
@@ -199,8 +201,8 @@ describePostgres('PostgreSQL store', (url) => {
       const backend = (third as JournalStore).backend;
       await rejects(backend.transact('s-killed' as SessionId, {}, decideCommit({ sessionId: 's-killed' as SessionId, epoch: a.epoch }, { events: [message('old epoch')] })), 'stale_owner');
       const [next] = await b.append([message('by b')]);
-      assert.equal(next!.seq, 1, 'no seq was consumed by the lost or stale writes');
-      assert.deepEqual(texts(await other.loadHistory('s-killed')), ['committed', 'by b']);
+      assert.equal(next!.seq, 2, 'no seq was consumed by the lost or stale writes (seq 0 is the task\'s start, 1 the message)');
+      assert.deepEqual(texts(await other.loadHistory('s-killed')), [undefined, 'committed', 'by b']);
       assert.deepEqual((await b.task(task)).charged, { toolCalls: 0, toolOutputBytes: 0, journalBytes: 0 });
       await Promise.all([store.close(), other.close(), third.close()]);
     });

@@ -60,7 +60,8 @@ forEachStore('durable approvals', (target) => {
     const r = await rig(target, m.config);
     const { execution, requestId } = await pendingCall(r);
     const history = await r.store.loadHistory(r.sessionId);
-    assert.deepEqual(history.map((e) => e.kind.type), ['tool_call', 'tool_result']);
+    // After the task's start (docs/design.md#the-task-ledger-in-the-chain): the call and its pending result.
+    assert.deepEqual(history.map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_result']);
     assert.equal(inspectToolRecovery(history, execution.call.id).status, 'not_executed');
     assert.deepEqual(execution.result.approval, { requestId, decision: 'pending', reason: 'a person must look at this' });
     const row = await decisionInbox(r.store).get(requestId);

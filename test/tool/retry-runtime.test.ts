@@ -21,15 +21,16 @@ forEachStore('retries through the runtime', (target) => {
     const r = await rig(target, { tools: [charge], approvers: { human: waiting } });
     const dying = new AbortController();
     const abandoned = r.gateway.callWithOptions('charge_card', { cents: 500 }, { signal: dying.signal }).catch((e: unknown) => e);
-    while ((await r.store.loadHistory(r.sessionId)).length === 0) await new Promise((res) => setTimeout(res, 5));
+    // seq 0 is the task's start (docs/design.md#the-task-ledger-in-the-chain): wait for the call after it.
+    while ((await r.store.loadHistory(r.sessionId)).length < 2) await new Promise((res) => setTimeout(res, 5));
     // The host dies while the approver has not answered; a new host takes over.
     const store = await r.reopen();
     const owner = await store.acquire(r.sessionId, { owner: 'recovering-host', takeover: true });
     dying.abort();
     assert.equal(((await abandoned) as { code: string }).code, 'recording_failed', 'the fenced host cannot record anything');
     const history = await store.loadHistory(r.sessionId);
-    assert.deepEqual(history.map((e) => e.kind.type), ['tool_call']);
-    const callId = (history[0]!.kind as { call: { id: string } }).call.id;
+    assert.deepEqual(history.map((e) => e.kind.type), ['task_ledger', 'tool_call']);
+    const callId = (history[1]!.kind as { call: { id: string } }).call.id;
     assert.equal(inspectToolRecovery(history, callId).status, 'not_executed');
     const plan = prepareToolRetry(history, callId, null);
     let approved = 0;
@@ -53,14 +54,15 @@ forEachStore('retries through the runtime', (target) => {
       new ToolMetadata('charges a card', { type: 'object' }).withEffect('non_idempotent', 'cards-v1'));
     const r = await rig(target, { tools: [charge] });
     const pending = r.gateway.call('charge_card', { cents: 500 }).catch((e: unknown) => e);
-    while ((await r.store.loadHistory(r.sessionId)).length < 2) await new Promise((res) => setTimeout(res, 5));
+    // seq 0 is the task's start: wait for the call and its marker after it.
+    while ((await r.store.loadHistory(r.sessionId)).length < 3) await new Promise((res) => setTimeout(res, 5));
     const store = await r.reopen();
     const owner = await store.acquire(r.sessionId, { owner: 'recovering-host', takeover: true });
     release();
     assert.equal(((await pending) as { code: string }).code, 'recording_failed', 'the fenced host cannot record its result');
     const history = await store.loadHistory(r.sessionId);
-    assert.deepEqual(history.map((e) => e.kind.type), ['tool_call', 'tool_started']);
-    const callId = (history[0]!.kind as { call: { id: string } }).call.id;
+    assert.deepEqual(history.map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_started']);
+    const callId = (history[1]!.kind as { call: { id: string } }).call.id;
     assert.equal(inspectToolRecovery(history, callId).status, 'outcome_unknown');
     assert.throws(() => prepareToolRetry(history, callId, null), { code: 'needs_review' });
     assert.throws(() => prepareToolRetry(history, callId, { ...review, outcome: 'uncertain' }), { code: 'needs_review' });
@@ -68,7 +70,7 @@ forEachStore('retries through the runtime', (target) => {
     const runtime = createToolRuntime({ tools: [tool('charge_card', async () => 'charged', charge.metadata)], grants: { agent: '*' } });
     const retry = await runtime.bind({ owner, taskId: r.taskId, caller: 'agent' }).callWithOptions('charge_card', { cents: 500 }, { retry: plan });
     assert.equal(retry.result.outcome.status, 'succeeded');
-    assert.deepEqual(retry.call.operation!.retry, { callId, eventId: history[0]!.eventId, review });
+    assert.deepEqual(retry.call.operation!.retry, { callId, eventId: history[1]!.eventId, review });
     await store.close();
     await r.store.close();
   });
@@ -113,7 +115,7 @@ forEachStore('an interrupt before the call is written', (target) => {
     assert.equal(execution.startedEvent, null);
     assert.equal(bodies, 0);
     const history = await r.store.loadHistory(r.sessionId);
-    assert.deepEqual(history.map((e) => e.kind.type), ['tool_call', 'tool_result']);
+    assert.deepEqual(history.map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_result']);
     assert.equal(inspectToolRecovery(history, execution.call.id).status, 'not_executed');
     assert.equal((await r.owner.task(r.taskId)).charged.toolCalls, 1, 'the attempt is charged, its output refunded');
     assert.equal((await r.owner.task(r.taskId)).charged.toolOutputBytes, 0);
@@ -136,9 +138,10 @@ forEachStore('a stale attempt cannot start', (target) => {
       new ToolMetadata('charges a card', { type: 'object' }).withEffect('non_idempotent', 'cards-v1').withApproval('human'));
     const r = await rig(target, { tools: [charge], approvers: { human: approver } });
     const first = r.gateway.call('charge_card', { cents: 500 });
-    while ((await r.store.loadHistory(r.sessionId)).length === 0) await new Promise((res) => setTimeout(res, 5));
+    // seq 0 is the task's start (docs/design.md#the-task-ledger-in-the-chain): wait for the call after it.
+    while ((await r.store.loadHistory(r.sessionId)).length < 2) await new Promise((res) => setTimeout(res, 5));
     const history = await r.store.loadHistory(r.sessionId);
-    const firstId = (history[0]!.kind as { call: { id: string } }).call.id;
+    const firstId = (history[1]!.kind as { call: { id: string } }).call.id;
     // Same owner, no takeover: the waiting call has no marker, so a retry is allowed, and it runs.
     const plan = prepareToolRetry(history, firstId, null);
     const retry = await r.gateway.callWithOptions('charge_card', { cents: 500 }, { retry: plan });

@@ -149,7 +149,8 @@ forEachStore('journaled reviews', (target) => {
     assert.equal(assessSession(copy).calls[0]?.nextStep, 'completed');
     const rust = exportRustJournal(copy);
     assert.doesNotMatch(rust, /tool_review/);
-    assert.equal(rust.trim().split('\n').length, copy.length - 2, 'the start marker and the review are dropped');
+    assert.doesNotMatch(rust, /task_ledger/);
+    assert.equal(rust.trim().split('\n').length, copy.length - 3, 'the task\'s start, the start marker and the review are dropped');
     await r.store.close();
   });
 

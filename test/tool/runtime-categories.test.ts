@@ -17,14 +17,20 @@ const RESERVE = 1000;
 async function check(
   r: Rig,
   execution: ToolExecution,
-  expected: { category: ToolFailureCategory; code: string; started: boolean; outputCharged: number },
+  expected: { category: ToolFailureCategory; code: string; started: boolean; outputCharged: number; ledger?: readonly string[] },
 ): Promise<void> {
   const outcome = execution.result.outcome;
   assert.equal(outcome.status, 'failed');
   if (outcome.status !== 'failed') return;
   assert.equal(outcome.category, expected.category);
   assert.equal(outcome.code, expected.code);
-  const history = await r.store.loadHistory(r.sessionId);
+  // The store's records of the task's changes (docs/design.md#the-task-ledger-in-the-chain), each in a turn of its
+  // own: the rig's start first, then any change during the call. The call's events are the others.
+  const all = await r.store.loadHistory(r.sessionId);
+  assert.equal(all[0]!.kind.type, 'task_ledger');
+  const changes = all.flatMap((e) => (e.kind.type === 'task_ledger' ? [e.kind.ledger.change] : []));
+  assert.deepEqual(changes, expected.ledger ?? ['started']);
+  const history = all.filter((e) => e.kind.type !== 'task_ledger');
   const kinds = history.map((e: SessionEvent) => e.kind.type);
   assert.deepEqual(kinds, expected.started ? ['tool_call', 'tool_started', 'tool_result'] : ['tool_call', 'tool_result']);
   assert.equal(new Set(history.map((e) => e.turnId)).size, 1, 'one turn');
@@ -179,6 +185,6 @@ forEachStore('every failure category is recorded as evidence', (target) => {
     const waits = tool('waits', async () => { await r!.owner.stopTask(r!.taskId, 'operator stop'); return never(); });
     r = await rig(target, { tools: [waits], maxOutputBytes: RESERVE });
     const execution = await r.gateway.call('waits', {});
-    await check(r, execution, { category: 'budget', code: 'tool_budget_stopped', started: true, outputCharged: RESERVE });
+    await check(r, execution, { category: 'budget', code: 'tool_budget_stopped', started: true, outputCharged: RESERVE, ledger: ['started', 'stopped'] });
   });
 });

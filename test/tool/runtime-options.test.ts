@@ -37,7 +37,8 @@ describe('call options above a ceiling are refused, never cut', () => {
     const { store, gateway } = await setup([echo()]);
     await assert.rejects(gateway.callWithOptions('echo', {}, { timeoutMs: 60_000 }),
       refused(/timeoutMs 60000 is above its ceiling of 30000; to allow more, raise the runtime's defaultTimeoutMs \(createToolRuntime\)/));
-    assert.equal((await store.loadHistory('s')).length, 0);
+    // Nothing but the task's start (docs/design.md#the-task-ledger-in-the-chain).
+    assert.deepEqual((await store.loadHistory('s')).map((e) => e.kind.type), ['task_ledger']);
     // At the ceiling is allowed.
     const at = await gateway.callWithOptions('echo', {}, { timeoutMs: RUNTIME_DEFAULTS.timeoutMs });
     assert.equal(at.result.outcome.status, 'succeeded');
@@ -55,7 +56,8 @@ describe('call options above a ceiling are refused, never cut', () => {
     const { store, gateway } = await setup([echo()]);
     await assert.rejects(gateway.callWithOptions('echo', {}, { maxOutputBytes: 1_000_000 }),
       refused(/maxOutputBytes 1000000 is above its ceiling of 65536; to allow more, raise the runtime's maxOutputBytes \(createToolRuntime\)/));
-    assert.equal((await store.loadHistory('s')).length, 0);
+    // Nothing but the task's start (docs/design.md#the-task-ledger-in-the-chain).
+    assert.deepEqual((await store.loadHistory('s')).map((e) => e.kind.type), ['task_ledger']);
   });
 
   it('maxOutputBytes above the tool output ceiling: names withOutputCeiling', async () => {

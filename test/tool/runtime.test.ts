@@ -60,7 +60,7 @@ forEachStore('the gateway', (target) => {
     assert.match(a.call.id, /^toolcall_[0-9a-f-]{36}$/);
     assert.match(a.call.operation!.key, /^operation_[0-9a-f-]{36}$/);
     const history = await r.store.loadHistory(r.sessionId);
-    assert.deepEqual(history.map((e) => e.kind.type), ['tool_call', 'tool_started', 'tool_result', 'tool_call', 'tool_started', 'tool_result']);
+    assert.deepEqual(history.map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_started', 'tool_result', 'tool_call', 'tool_started', 'tool_result'], 'after the task\'s start');
     await r.store.close();
   });
 
@@ -73,7 +73,8 @@ forEachStore('the gateway', (target) => {
       assert.match(error.message, /withTimeoutCeiling/);
       return true;
     });
-    assert.equal((await r.store.loadHistory(r.sessionId)).length, 0);
+    // Nothing but the task's start (docs/design.md#the-task-ledger-in-the-chain).
+    assert.deepEqual((await r.store.loadHistory(r.sessionId)).map((e) => e.kind.type), ['task_ledger']);
     const execution = await r.gateway.callWithOptions('slow', {}, { timeoutMs: 20 });
     assert.equal((execution.result.outcome as { category: string }).category, 'timeout');
     await r.store.close();
@@ -91,7 +92,8 @@ forEachStore('the gateway', (target) => {
     await assert.rejects(r.gateway.call('t', {}), { code: 'budget_exhausted' });
     await r.owner.stopTask(r.taskId, 'done for today');
     await assert.rejects(r.gateway.call('t', {}), { code: 'task_not_running' });
-    assert.equal((await r.store.loadHistory(r.sessionId)).length, 3);
+    // The task's start, the one admitted call and its result, the task's stop: nothing for the refused calls.
+    assert.deepEqual((await r.store.loadHistory(r.sessionId)).map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_started', 'tool_result', 'task_ledger']);
     assert.equal((await r.owner.task(r.taskId)).charged.toolCalls, 1);
     await r.store.close();
   });
@@ -103,7 +105,8 @@ forEachStore('the gateway', (target) => {
     const gateway = runtime.bind({ owner: r.owner, taskId: r.taskId, caller: 'agent', signal: controller.signal });
     controller.abort();
     await assert.rejects(gateway.call('t', {}), { code: 'turn_closed' });
-    assert.equal((await r.store.loadHistory(r.sessionId)).length, 0);
+    // Nothing but the task's start (docs/design.md#the-task-ledger-in-the-chain).
+    assert.deepEqual((await r.store.loadHistory(r.sessionId)).map((e) => e.kind.type), ['task_ledger']);
     await r.store.close();
   });
 
@@ -157,7 +160,7 @@ forEachStore('the gateway', (target) => {
       return true;
     });
     const history = await other.loadHistory(r.sessionId);
-    assert.deepEqual(history.map((e) => e.kind.type), ['tool_call', 'tool_started']);
+    assert.deepEqual(history.map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_started'], 'after the task\'s start');
     assert.equal(next.epoch, 2);
     await other.close();
     await r.store.close();
@@ -173,7 +176,8 @@ forEachStore('preflight keeps every journaled call importable', (target) => {
     await assert.rejects(r.gateway.call('t', nest(254)), { code: 'arguments_not_serializable' });
     const jsonl = await r.store.exportJsonl(r.sessionId);
     const copy = await target.fresh().open();
-    assert.equal((await copy.importJsonl(jsonl, { owner: 'importer' })).events, 3, 'the deepest accepted call survives export and import');
+    // The task's start, then the call, its marker and its result.
+    assert.equal((await copy.importJsonl(jsonl, { owner: 'importer' })).events, 4, 'the deepest accepted call survives export and import');
     await copy.close();
     await r.store.close();
   });

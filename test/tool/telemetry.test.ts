@@ -334,7 +334,7 @@ describe('observability', () => {
     const execution = await runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('echo', { x: 1 });
     assert.equal(execution.result.outcome.status, 'succeeded');
     assert.equal(hookCalls, 3, 'every event is still delivered after a throw');
-    assert.deepEqual((await store.loadHistory('s-broken')).map((e) => e.kind.type), ['tool_call', 'tool_started', 'tool_result']);
+    assert.deepEqual((await store.loadHistory('s-broken')).map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_started', 'tool_result'], 'after the task\'s start');
     assert.equal(runtime.inFlight, 0);
 
     const rejecting = createToolRuntime({ tools: [echo], grants: { agent: '*' }, onEvent: async () => { throw new Error('async hook broke'); } });

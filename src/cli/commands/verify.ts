@@ -3,11 +3,12 @@ import { AnchorError, JournalCorruptError, ToolRetryError } from '../../errors.j
 import { checkAnchors, type Checkpoint } from '../../store/anchors.js';
 import { verifySessionAnchors } from '../../store/anchor-store.js';
 import { ANCHORS_OPTION, anchorOptions, KEY_OPTION } from '../anchors.js';
+import type { TaskLedgerReport } from '../../store/task-ledger.js';
 import type { SessionStore } from '../../store/types.js';
 import { assessSession } from '../../tool/assess.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT } from '../exit.js';
-import { num, plural } from '../format.js';
+import { clip, num, plural } from '../format.js';
 import type { Io } from '../io.js';
 import { loadSession, withStore } from '../session.js';
 
@@ -18,7 +19,7 @@ interface Anchored {
 }
 
 type Verdict =
-  | { readonly ok: true; readonly sessionId: string; readonly events: number; readonly epoch: number | null; readonly owner: string | null; readonly held: boolean; readonly calls: number; readonly anchors: Anchored | null }
+  | { readonly ok: true; readonly sessionId: string; readonly events: number; readonly epoch: number | null; readonly owner: string | null; readonly held: boolean; readonly calls: number; readonly anchors: Anchored | null; readonly tasks: TaskLedgerReport | null }
   | { readonly ok: false; readonly sessionId: string; readonly anchor: { readonly seq: number; readonly reason: string; readonly message: string } }
   | { readonly ok: false; readonly sessionId: string; readonly corruption: { readonly seq: number; readonly reason: string; readonly message: string } }
   | { readonly ok: false; readonly sessionId: string; readonly evidence: { readonly code: string; readonly message: string } };
@@ -56,10 +57,19 @@ async function verifyOne(store: SessionStore, wanted: string, io: Io, keys: Keys
       throw error;
     }
   }
+  let tasks: TaskLedgerReport | null = null;
+  try {
+    progress.update('checking the task ledger against the chain');
+    tasks = (await store.checkTaskLedger?.(sessionId)) ?? null;
+  } catch (error) {
+    progress.done();
+    if (error instanceof JournalCorruptError) return { ok: false, sessionId, corruption: { seq: error.seq, reason: error.reason, message: error.message } };
+    throw error;
+  }
   try {
     progress.update(`checking the tool evidence of ${num(history.length)} events`);
     const calls = history.length === 0 ? 0 : assessSession(history).totals.calls;
-    return { ok: true, sessionId, events: history.length, epoch: summary?.epoch ?? null, owner: summary?.owner ?? null, held: summary?.held ?? false, calls, anchors };
+    return { ok: true, sessionId, events: history.length, epoch: summary?.epoch ?? null, owner: summary?.owner ?? null, held: summary?.held ?? false, calls, anchors, tasks };
   } catch (error) {
     if (error instanceof ToolRetryError) return { ok: false, sessionId, evidence: { code: error.code, message: error.detail } };
     throw error;
@@ -78,6 +88,7 @@ function verdictJson(v: Verdict) {
       session_id: v.sessionId, ok: true, events: v.events, epoch: v.epoch, owner: v.owner, held: v.held, tool_calls: v.calls,
       checked: v.anchors ? 'integrity_and_anchors' : 'integrity_only',
       ...(v.anchors ? { anchors: { checkpoints: v.anchors.checkpoints, anchored_seq: v.anchors.anchoredSeq, unanchored_events: v.anchors.unanchoredEvents } } : {}),
+      ...(v.tasks ? { task_ledger: { covered: v.tasks.covered, not_covered: v.tasks.notCovered } } : {}),
     };
   }
   if ('anchor' in v) return { session_id: v.sessionId, ok: false, anchor: v.anchor };
@@ -99,9 +110,12 @@ Verifies the stored journal the way every load does, and says exactly what is wr
 numbered 0, 1, 2, ... without gaps, well-formed wire JSON, one session, unique event ids, epochs never newer than
 the owner's, the hash chain from the first event to the head recorded on the owner row. The first violation is
 reported with its sequence number and reason (hash_mismatch, seq_gap, head_mismatch, order, duplicate_id,
-malformed_event, epoch, wrong_session, too_large, storage); nothing is repaired, skipped or truncated. Then the
-tool evidence is checked as recovery checks it: every result after its call, every retry pointing at the
-attempt before it, arguments and contract unchanged across attempts.
+malformed_event, epoch, wrong_session, too_large, storage); nothing is repaired, skipped or truncated. Then each
+task's stored row (state, limits, charges, reservations) is recomputed from its journaled changes and its tool
+evidence (reason task_ledger, naming the task, when they disagree; a task with no journaled change, as in an
+imported session, is listed as not covered). Then the tool evidence is checked as recovery checks it: every
+result after its call, every retry pointing at the attempt before it, arguments and contract unchanged across
+attempts.
 
 Without --key this checks integrity only: a journal rewritten with its chain recomputed still passes. With
 --key <public key> --anchors <file>, every session is also checked against the signed checkpoints of its chain
@@ -138,6 +152,10 @@ reported, and so is a checkpoint the key did not sign.`,
           out.line(`         ${plural(v.events, 'event')}${v.events > 0 ? ` (seq 0..${v.events - 1} contiguous, event ids unique)` : ''}; hash chain verified up to the head on the owner row`);
           if (v.epoch !== null) out.line(`         ownership epoch ${v.epoch}, ${v.held ? `held by ${v.owner}` : `released (last owner ${v.owner ?? '-'})`}`);
           out.line(`         tool evidence valid: ${plural(v.calls, 'tool call')}, results paired with their calls, retries chained to their previous attempts`);
+          if (v.tasks && v.tasks.covered.length > 0) out.line(`         task ledger matches the chain: ${v.tasks.covered.map((t) => clip(t, 40)).join(', ')}`);
+          if (v.tasks && v.tasks.notCovered.length > 0) {
+            out.line(`         task ledger not covered (no task changes in the journal: imported, or written before tasks were journaled): ${v.tasks.notCovered.map((t) => clip(t, 40)).join(', ')}`);
+          }
           if (v.anchors) {
             out.line(`         anchors verified: ${plural(v.anchors.checkpoints, 'signed checkpoint')}${v.anchors.anchoredSeq >= 0 ? `, anchored up to seq ${v.anchors.anchoredSeq}` : ''}` +
               `${v.anchors.unanchoredEvents > 0 ? `; ${plural(v.anchors.unanchoredEvents, 'later event')} not anchored yet` : ''}`);
