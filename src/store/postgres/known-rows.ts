@@ -113,7 +113,7 @@ export class KnownSessions {
    */
   record(sessionId: SessionId, state: TxState, reads: TxReads, writes: TxWrites<unknown>, clock: number): void {
     const session = writes.session?.row ?? state.session;
-    if (!session || !session.held) {
+    if (!session?.held) {
       this.bySession.delete(sessionId);
       return;
     }
