@@ -6,4 +6,5 @@
 export { awaitDecision, decisionInbox, DecisionInbox } from './store/inbox.js';
 export type { ApprovalDecisionInput, AwaitDecisionOptions, DecisionListOptions, DecisionPage, ReviewDecisionInput } from './store/inbox.js';
 export type { ApprovalBinding, DecisionKind, DecisionRow, DecisionState } from './store/inbox-rows.js';
+export { watchQueue, type QueueChange } from './store/queue-watch.js';
 export { DecisionError, type DecisionErrorCode } from './errors.js';

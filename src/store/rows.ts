@@ -248,6 +248,11 @@ export interface JournalBackend {
   scanAttention?(scan: AttentionScan): Promise<AttentionRow[]>;
   /** The attention rows of one session with this binding (any status), read from the index alone. */
   findAttention?(sessionId: SessionId, binding: OperationBinding): Promise<AttentionRow[]>;
+  /**
+   * Optional push: call `onChange(sessionId)` after a transaction that wrote that session's attention rows commits,
+   * in any process. Resolves once listening; the returned function stops it. Without it, queue views poll.
+   */
+  watchAttention?(onChange: (sessionId: string) => void): Promise<() => Promise<void>>;
   /** Optional: the decision inbox (docs/design.md#the-decision-inbox). Without it, durable approvals and the inbox API are refused. */
   readonly inbox?: InboxBackend;
   /**

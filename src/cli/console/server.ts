@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { DecisionError, InvalidInputError } from '../../errors.js';
 import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../../event/types.js';
 import { decisionInbox } from '../../store/inbox.js';
+import { watchQueue } from '../../store/queue-watch.js';
 import type { SessionStore } from '../../store/types.js';
 import { callBasis, queueFilters, readQueue, readSession, reviewRefusal } from './data.js';
 import { LIVE_SCRIPT_HASH, notice, page } from './html.js';
@@ -122,6 +123,10 @@ class Console {
   readonly token = randomBytes(32).toString('base64url');
   readonly csrf = randomBytes(32).toString('base64url');
   private readonly streams = new Set<ServerResponse>();
+  /** Each live stream's read of the queue, run again when the store announces a change. */
+  private readonly refreshers = new Set<() => void>();
+  /** Set when the store pushes its changes (watchQueue): the streams then read on a change, and poll only slowly. */
+  pushed = false;
   port = 0;
 
   constructor(private readonly options: ConsoleOptions) {}
@@ -180,9 +185,15 @@ class Console {
     let last = '';
     let lastSent = 0;
     let busy = false;
-    const tick = async () => {
-      if (busy || res.writableEnded) return;
+    let again = false;
+    const tick = async (): Promise<void> => {
+      if (res.writableEnded) return;
+      if (busy) {
+        again = true; // a change committed while reading may not be in what is being read
+        return;
+      }
       busy = true;
+      again = false;
       try {
         const view = await readQueue(this.options.store, filters);
         const signature = JSON.stringify([view.items.map((i) => [i.callId, i.status, i.category, i.endedAt]), view.approvals.map((r) => r.id)]);
@@ -197,10 +208,15 @@ class Console {
       } finally {
         busy = false;
       }
+      if (again) await tick();
     };
-    const timer = setInterval(() => void tick(), this.options.pollMs ?? 1000);
+    const refresh = () => void tick();
+    const pollMs = this.options.pollMs ?? 1000;
+    const timer = setInterval(refresh, this.pushed ? Math.max(pollMs, 10_000) : pollMs);
+    this.refreshers.add(refresh);
     const stop = () => {
       clearInterval(timer);
+      this.refreshers.delete(refresh);
       this.streams.delete(res);
     };
     req.on('close', stop);
@@ -301,6 +317,11 @@ class Console {
     }
   }
 
+  /** The store announced a change: every live stream reads the queue again (a read in progress reads once more). */
+  changed(): void {
+    for (const refresh of this.refreshers) refresh();
+  }
+
   closeStreams(): void {
     for (const res of this.streams) res.end();
     this.streams.clear();
@@ -313,6 +334,8 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
     throw new InvalidInputError('actor', 'is required unless the console is read-only');
   }
   const app = new Console(options);
+  const stopWatching = await watchQueue(options.store, () => app.changed());
+  app.pushed = stopWatching !== null;
   const server: Server = createServer((req, res) => {
     app.handle(req, res).catch((error: unknown) => {
       if (res.headersSent) {
@@ -323,19 +346,27 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
       res.end(page({ title: 'Error', actor: options.actor, readOnly: options.readOnly }, `<h1>The store could not be read</h1>${notice('error', `${(error as Error).message ?? String(error)}. Nothing was recorded.`)}`));
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
-  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port ?? 0, '127.0.0.1', () => resolve());
+    });
+  } catch (error) {
+    await stopWatching?.();
+    throw error;
+  }
   app.port = (server.address() as AddressInfo).port;
   const origin = `http://127.0.0.1:${app.port}`;
   return {
     origin,
     link: `${origin}/?token=${app.token}`,
-    close: () => new Promise<void>((resolve) => {
-      app.closeStreams();
-      server.close(() => resolve());
-      server.closeAllConnections();
-    }),
+    close: async () => {
+      await stopWatching?.();
+      await new Promise<void>((resolve) => {
+        app.closeStreams();
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
   };
 }

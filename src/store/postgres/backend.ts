@@ -19,6 +19,7 @@ import type { PostgresStoreOptions } from './options.js';
 import { IDENTIFIER, migrate, POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { postgresStatements, type PostgresStatements } from './statements.js';
 import { PostgresInbox } from './inbox.js';
+import { channelName, listenOn } from './notify.js';
 import { KnownSessions, sessionJson } from './known-rows.js';
 import type { DecisionRow } from '../inbox-rows.js';
 
@@ -87,6 +88,8 @@ class PostgresBackend implements JournalBackend {
   private readonly known = new KnownSessions();
   /** The database's clock minus this process's, as last read. */
   private clockOffset = 0;
+  /** Where commits that change the attention index are announced (docs/design.md#the-review-console). */
+  private readonly attentionChannel: string;
 
   constructor(
     private readonly pool: Pool,
@@ -110,6 +113,7 @@ class PostgresBackend implements JournalBackend {
       `SET LOCAL statement_timeout = ${timeouts.statement}${idle}`;
     this.sql = postgresStatements(S);
     this.pipelining = (pool as unknown as { options?: { pipeline?: unknown } }).options?.pipeline === true;
+    this.attentionChannel = channelName('jw_attention', schema);
     this.inbox = new PostgresInbox(S, schema, pool,
       (context, body) => this.inTransaction(this.beginWrite, context, body),
       (context, body) => this.inTransaction(this.beginRead, context, body));
@@ -296,6 +300,10 @@ class PostgresBackend implements JournalBackend {
       ]));
     }
     for (const a of writes.attention ?? []) steps.push(() => this.run(client, 'upsertAttention', attentionValues(a, (b) => b)));
+    // Delivered only if the transaction commits, and sent in the same batch: no round trip of its own.
+    for (const session of new Set((writes.attention ?? []).map((a) => a.sessionId))) {
+      steps.push(() => client.query('SELECT pg_notify($1, $2)', [this.attentionChannel, session]));
+    }
     if (writes.decisions?.length) steps.push(...this.inbox.writeSteps(client, writes.decisions));
     return steps;
   }
@@ -442,6 +450,11 @@ class PostgresBackend implements JournalBackend {
       const res = await client.query<SessionRecord & { events: string }>(this.sql.list);
       return res.rows.map((r) => ({ session: toSession(r), events: int(r.events, 'count', r.session_id) }));
     });
+  }
+
+  /** Calls `onChange(sessionId)` after any process commits a change to that session's attention rows. */
+  watchAttention(onChange: (sessionId: string) => void): Promise<() => Promise<void>> {
+    return listenOn(this.pool, this.attentionChannel, 'listen for attention changes', onChange);
   }
 
   async scanAttention(scan: AttentionScan): Promise<AttentionRow[]> {

@@ -2,11 +2,11 @@
  * The PostgreSQL decision inbox: rows in `jw_decisions`, locked `FOR UPDATE` by every writer, and a
  * `pg_notify` in the writing transaction so that a waiting host wakes as soon as it commits (LISTEN/NOTIFY).
  */
-import { createHash } from 'node:crypto';
 import type { SessionId } from '../../ids.js';
 import { DECISION_COLUMNS, decisionValues, toDecision, type DecisionQuery, type DecisionRecord, type DecisionRow, type InboxBackend } from '../inbox-rows.js';
 import type { Pool, PoolClient } from './driver.js';
-import { mapPostgresError, Passthrough } from './errors.js';
+import { Passthrough } from './errors.js';
+import { channelName, listenOn } from './notify.js';
 
 /** The inbox table's DDL for schema `S` (already quoted): the fresh schema and the migration step share it. */
 export const INBOX_DDL = (S: string): string => `
@@ -31,7 +31,7 @@ export class PostgresInbox implements InboxBackend {
     private readonly tx: Tx,
     private readonly read: Read,
   ) {
-    this.channel = `jw_inbox_${createHash('sha256').update(schema).digest('hex').slice(0, 24)}`;
+    this.channel = channelName('jw_inbox', schema);
   }
 
   /** Inside the caller's transaction: the operation's open and decided approval rows, locked. */
@@ -105,35 +105,7 @@ export class PostgresInbox implements InboxBackend {
   }
 
   /** A dedicated connection LISTENs on the schema's channel until the returned function is called. */
-  async watchDecisions(onChange: (id: string) => void): Promise<() => Promise<void>> {
-    let client: PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (error) {
-      throw mapPostgresError(error, 'listen for decisions');
-    }
-    let broken: unknown;
-    const onError = (error: unknown) => {
-      broken = error;
-    };
-    const onNotification = (msg: { channel: string; payload?: string | undefined }) => {
-      if (msg.channel === this.channel && msg.payload !== undefined) onChange(msg.payload);
-    };
-    client.on('error', onError);
-    client.on('notification', onNotification);
-    try {
-      await client.query(`LISTEN ${this.channel}`);
-    } catch (error) {
-      client.off('notification', onNotification);
-      client.off('error', onError);
-      client.release(error instanceof Error ? error : new Error(String(error)));
-      throw mapPostgresError(error, 'listen for decisions');
-    }
-    return async () => {
-      client.off('notification', onNotification);
-      if (broken === undefined) await client.query(`UNLISTEN ${this.channel}`).catch((e: unknown) => { broken = e; });
-      client.off('error', onError);
-      client.release(broken === undefined ? undefined : broken instanceof Error ? broken : new Error(String(broken)));
-    };
+  watchDecisions(onChange: (id: string) => void): Promise<() => Promise<void>> {
+    return listenOn(this.pool, this.channel, 'listen for decisions', onChange);
   }
 }
