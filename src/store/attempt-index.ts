@@ -17,7 +17,7 @@ export class AttemptIndex {
   /** Per call id: its first result. */
   private readonly results = new Map<string, SessionEvent>();
 
-  constructor(history: readonly SessionEvent[]) {
+  constructor(readonly history: SessionEvent[]) {
     for (const e of history) {
       const kind = e.kind;
       if (kind.type === 'tool_call') {

@@ -23,6 +23,7 @@ import { exportJournal, importJournal } from './jsonl.js';
 import { HeadAnchor } from './anchors.js';
 import type { EventRow, JournalBackend, SessionRow, TxReads, TxState, TxWrites } from './rows.js';
 import { registerCommitter } from './owner-commit.js';
+import { registerJournalReader } from './owner-journal.js';
 import { verifyJournal } from './verify.js';
 import { AttemptIndex } from './attempt-index.js';
 import type {
@@ -243,6 +244,7 @@ class FencedOwner implements SessionOwner {
     this.sessionId = ref.sessionId;
     this.epoch = ref.epoch;
     registerCommitter(this, (request) => this.#commit(request));
+    registerJournalReader(this, async () => (await this.readVerified()).history);
     this.leaseMs = ref.leaseMs ?? LEASE_LIMITS.defaultMs;
   }
 
@@ -439,13 +441,21 @@ class FencedOwner implements SessionOwner {
       const known = this.verified?.attempt(task, opKey, callId);
       if (known?.resultEvent) return known;
     }
+    return (await this.readVerified()).attempt(task, opKey, callId);
+  }
+
+  /**
+   * One fresh snapshot of the journal, verified and indexed. Kept for `readOperation` only with operation rows to
+   * name the latest attempt, and only when no write of this owner overlapped the read.
+   */
+  private async readVerified(): Promise<AttemptIndex> {
+    this.guard.check();
     const begun = this.txBegun;
     const clean = begun === this.txEnded;
     const { session, events } = await this.backend.snapshot(this.sessionId);
     const index = new AttemptIndex(verifyJournal(this.sessionId, session, events));
-    // Kept only with operation rows to name the latest attempt, and when no write of this owner overlapped the read.
     if (this.backend.readOperation && clean && this.txBegun === begun && this.txEnded === begun) this.verified = index;
-    return index.attempt(task, opKey, callId);
+    return index;
   }
 
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void {
