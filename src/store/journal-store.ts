@@ -116,6 +116,11 @@ function checkTakeover(value: unknown): boolean | 'expired' {
   throw new InvalidInputError('takeover', `must be true, false or 'expired', got ${JSON.stringify(value) ?? String(value)}`);
 }
 
+function succeeded(attempt: RecordedAttempt): boolean {
+  const kind = attempt.resultEvent?.kind;
+  return kind?.type === 'tool_result' && kind.result.outcome.status === 'succeeded';
+}
+
 /** The store's clock: the backend's when it has one (docs/design.md#leases). */
 async function storeClock(backend: JournalBackend): Promise<number> {
   return backend.now ? backend.now() : Date.now();
@@ -429,6 +434,10 @@ class FencedOwner implements SessionOwner {
     this.guard.check();
     const task = checkId<TaskId>('taskId', taskId);
     const opKey = checkId<OperationKey>('key', key);
+    // A key whose latest attempt in the kept read succeeded is settled for good: no attempt can follow a completed
+    // one (a retry plan refuses it, a caller key replays it), so no operation row can name another.
+    const settled = this.verified?.attempt(task, opKey, undefined);
+    if (settled !== undefined && succeeded(settled)) return settled;
     let callId: string | undefined;
     if (this.backend.readOperation) {
       // Operations are keyed by (task, key) and a task lives in one session: the row must be this session's. A key
