@@ -16,6 +16,7 @@ import { InvalidInputError } from '../errors.js';
 import { faultPoint } from '../fault.js';
 import { uuidv7, type TurnId } from '../ids.js';
 import type { ActionContext } from '../event/types.js';
+import { readOwnJournal } from '../store/owner-journal.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { objectSchema, selectSchemas } from '../bridges/schema.js';
@@ -140,7 +141,7 @@ async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | un
     if (options.store === undefined || typeof options.store.loadHistory !== 'function') {
       throw new InvalidInputError('store', 'is required with runId: the run is read back from the session\'s journal');
     }
-    journaled = readRun(await options.store.loadHistory(owner.sessionId), runId);
+    journaled = readRun(await readOwnJournal(owner, options.store), runId);
   }
   if (journaled !== null) {
     if (journaled.taskId !== gateway.taskId) {

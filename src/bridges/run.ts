@@ -13,6 +13,7 @@
 import { InvalidInputError, OperationInDoubtError, ToolRuntimeHaltedError } from '../errors.js';
 import type { ActionContext } from '../event/types.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
+import { readOwnJournal } from '../store/owner-journal.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
@@ -104,7 +105,7 @@ export class BridgeRun {
     if (options.reconcilers !== undefined && !Array.isArray(options.reconcilers)) throw new InvalidInputError('reconcilers', 'must be an array of tools');
     if (options.prompt !== undefined && typeof options.prompt !== 'string') throw new InvalidInputError('prompt', 'must be a string');
     const runId = checkRunId(options.runId);
-    const journaled = readRun(await store.loadHistory(owner.sessionId), runId);
+    const journaled = readRun(await readOwnJournal(owner, store), runId);
     if (journaled === null) {
       if (options.prompt === undefined) throw new InvalidInputError('prompt', `is required: no run ${runId} is journaled in session ${owner.sessionId}`);
       const run = new BridgeRun(options, runId, options.prompt, 0);

@@ -1,6 +1,6 @@
 import { DecisionError, InvalidInputError, StaleOwnerError, StoreClosedError, StoreUnavailableError, TaskNotFoundError } from '../errors.js';
 import type { DecisionRow } from './inbox-rows.js';
-import { checkId, type CallId, type OperationKey, type SessionId, type TaskId } from '../ids.js';
+import { checkId, type OperationKey, type SessionId, type TaskId } from '../ids.js';
 import { DECODED_WIRE_TYPES } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
 import { attentionCallIds, attentionItem, attentionPage, attentionScan, isInDoubt } from './attention.js';
@@ -24,7 +24,9 @@ import { HeadAnchor } from './anchors.js';
 import type { EventRow, JournalBackend, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import { checkTaskLedger, type TaskLedgerReport } from './task-ledger.js';
 import { registerCommitter } from './owner-commit.js';
+import { registerJournalReader } from './owner-journal.js';
 import { verifyJournal } from './verify.js';
+import { AttemptIndex } from './attempt-index.js';
 import type {
   AttentionItem,
   AttentionListing,
@@ -118,27 +120,9 @@ function checkTakeover(value: unknown): boolean | 'expired' {
   throw new InvalidInputError('takeover', `must be true, false or 'expired', got ${JSON.stringify(value) ?? String(value)}`);
 }
 
-/**
- * The attempt `callId` of operation (taskId, key) in a verified history, or (without a call id, for backends that
- * keep no operation rows) its latest attempt.
- */
-function latestAttempt(history: readonly SessionEvent[], taskId: TaskId, key: OperationKey, callId: string | undefined): RecordedAttempt | undefined {
-  let callEvent: SessionEvent | undefined;
-  for (const e of history) {
-    if (e.kind.type !== 'tool_call') continue;
-    const op = e.kind.call.operation;
-    if (op?.taskId !== taskId || op.key !== key) continue;
-    if (callId === undefined || e.kind.call.id === callId) callEvent = e;
-  }
-  if (callEvent?.kind.type !== 'tool_call') return undefined;
-  const id = callEvent.kind.call.id;
-  let startedEvent: SessionEvent | null = null;
-  let resultEvent: SessionEvent | null = null;
-  for (const e of history) {
-    if (e.kind.type === 'tool_started' && e.kind.callId === id) startedEvent = e;
-    else if (e.kind.type === 'tool_result' && e.kind.result.callId === id && resultEvent === null) resultEvent = e;
-  }
-  return { taskId, key, callId: id as CallId, callEvent, startedEvent, resultEvent };
+function succeeded(attempt: RecordedAttempt): boolean {
+  const kind = attempt.resultEvent?.kind;
+  return kind?.type === 'tool_result' && kind.result.outcome.status === 'succeeded';
 }
 
 /** The store's clock: the backend's when it has one (docs/design.md#leases). */
@@ -257,6 +241,14 @@ class FencedOwner implements SessionOwner {
   private readonly unwritten = new Map<string, UnwrittenSettlement[]>();
   private timer: NodeJS.Timeout | null = null;
   private beating = false;
+  /**
+   * The journal as this owner last read and verified it, with its attempts indexed; dropped by each of this owner's
+   * own transactions (docs/design.md#a-resume-reads-the-journal-once).
+   */
+  private verified: AttemptIndex | null = null;
+  /** This owner's transactions begun and ended: a read that overlapped one is not kept. */
+  private txBegun = 0;
+  private txEnded = 0;
   private readonly stopHeartbeat = () => {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
@@ -274,6 +266,7 @@ class FencedOwner implements SessionOwner {
     this.sessionId = ref.sessionId;
     this.epoch = ref.epoch;
     registerCommitter(this, (request) => this.#commit(request));
+    registerJournalReader(this, async () => (await this.readVerified()).history);
     this.leaseMs = ref.leaseMs ?? LEASE_LIMITS.defaultMs;
   }
 
@@ -308,6 +301,17 @@ class FencedOwner implements SessionOwner {
 
   /** One transaction; with an anchor, the owner row it wrote is handed to the anchor once it has committed. */
   private async tx<R>(reads: TxReads, decide: (state: TxState) => TxWrites<R>, force = false): Promise<R> {
+    this.verified = null;
+    this.txBegun += 1;
+    try {
+      return await this.transact(reads, decide, force);
+    } finally {
+      this.txEnded += 1;
+      this.verified = null;
+    }
+  }
+
+  private async transact<R>(reads: TxReads, decide: (state: TxState) => TxWrites<R>, force: boolean): Promise<R> {
     if (!this.anchor) return this.backend.transact(this.sessionId, reads, decide);
     let head: SessionRow | undefined;
     const result = await this.backend.transact(this.sessionId, reads, (state) => {
@@ -447,15 +451,37 @@ class FencedOwner implements SessionOwner {
     this.guard.check();
     const task = checkId<TaskId>('taskId', taskId);
     const opKey = checkId<OperationKey>('key', key);
+    // A key whose latest attempt in the kept read succeeded is settled for good: no attempt can follow a completed
+    // one (a retry plan refuses it, a caller key replays it), so no operation row can name another.
+    const settled = this.verified?.attempt(task, opKey, undefined);
+    if (settled !== undefined && succeeded(settled)) return settled;
     let callId: string | undefined;
     if (this.backend.readOperation) {
-      // Operations are keyed by (task, key) and a task lives in one session: the row must be this session's.
+      // Operations are keyed by (task, key) and a task lives in one session: the row must be this session's. A key
+      // with no row is new: decided without reading the journal.
       const row = await this.backend.readOperation(this.sessionId, task, opKey);
       if (!row || row.sessionId !== this.sessionId) return undefined;
       callId = row.callId;
+      // The row names the latest attempt. The verified journal this owner read since its last own write answers for
+      // it when it holds that attempt with its result: a finished attempt never changes. An open one is read again.
+      const known = this.verified?.attempt(task, opKey, callId);
+      if (known?.resultEvent) return known;
     }
+    return (await this.readVerified()).attempt(task, opKey, callId);
+  }
+
+  /**
+   * One fresh snapshot of the journal, verified and indexed. Kept for `readOperation` only with operation rows to
+   * name the latest attempt, and only when no write of this owner overlapped the read.
+   */
+  private async readVerified(): Promise<AttemptIndex> {
+    this.guard.check();
+    const begun = this.txBegun;
+    const clean = begun === this.txEnded;
     const { session, events } = await this.backend.snapshot(this.sessionId);
-    return latestAttempt(verifyJournal(this.sessionId, session, events), task, opKey, callId);
+    const index = new AttemptIndex(verifyJournal(this.sessionId, session, events));
+    if (this.backend.readOperation && clean && this.txBegun === begun && this.txEnded === begun) this.verified = index;
+    return index;
   }
 
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void {
