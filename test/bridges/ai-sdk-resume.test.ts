@@ -192,13 +192,18 @@ forEachStore('aiSdkRun: kill and resume with generateText', (target) => {
     const open = () => journal.open();
     const world = outsideWorld();
     const host = await hostOn(open, world);
-    await assert.rejects(aiSdkRun({ ...host, runId: 'never-started' }), (e) => e instanceof InvalidInputError && /prompt/.test(e.message));
-    await assert.rejects(aiSdkRun({ ...host, runId: 'bad/id', prompt: 'x' }), InvalidInputError);
-    await assert.rejects(aiSdkRun({ ...host, runId: 'r', prompt: 'x', recovery: 'always' as never }), InvalidInputError);
-    assert.equal((await host.store.loadHistory('shop')).length, 0);
-    await aiSdkRun({ ...host, runId: 'r', prompt: 'Buy tea.' });
-    await assert.rejects(aiSdkRun({ ...host, runId: 'r', prompt: 'Buy cake.' }), (e) => e instanceof InvalidInputError && /differs/.test(e.message));
-    await host.store.close();
+    try {
+      // The host's task start is journaled (a task_ledger event); the refused runs must add nothing after it.
+      const before = (await host.store.loadHistory('shop')).length;
+      await assert.rejects(aiSdkRun({ ...host, runId: 'never-started' }), (e) => e instanceof InvalidInputError && /prompt/.test(e.message));
+      await assert.rejects(aiSdkRun({ ...host, runId: 'bad/id', prompt: 'x' }), InvalidInputError);
+      await assert.rejects(aiSdkRun({ ...host, runId: 'r', prompt: 'x', recovery: 'always' as never }), InvalidInputError);
+      assert.equal((await host.store.loadHistory('shop')).length, before);
+      await aiSdkRun({ ...host, runId: 'r', prompt: 'Buy tea.' });
+      await assert.rejects(aiSdkRun({ ...host, runId: 'r', prompt: 'Buy cake.' }), (e) => e instanceof InvalidInputError && /differs/.test(e.message));
+    } finally {
+      await host.store.close();
+    }
   });
 
   it("tools used without the run's model halt the loop instead of running a call with no position", async () => {
