@@ -23,7 +23,7 @@ import { objectSchema, selectSchemas } from '../bridges/schema.js';
 import { preflightFailure } from '../bridges/outcome.js';
 import type { ChatMessage, ChatModel, ChatResponse, ChatToolDefinition } from './model.js';
 import { settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
-import { callRefusedEvent, checkRunId, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
+import { callRefusedEvent, checkRunId, journaledRefusal, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
 export type { AgentRecoveryPolicy, AgentToolCall } from './run-calls.js';
 
@@ -200,10 +200,7 @@ async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | un
       // A cancelled run starts no further call (each would be journaled as an attempt).
       signal?.throwIfAborted();
       const action: ActionContext = { decision: { taskId: gateway.taskId as ActionContext['decision']['taskId'], stepId: `${runId}/${step}` }, actionIndex: index };
-      const at = `${step}/${index}`;
-      const refusal = journaled?.refusals.get(at) ?? (journaled?.omitted.has(at) === true
-        ? { code: 'not_journaled', message: 'the call could not be journaled as the model wrote it' }
-        : undefined);
+      const refusal = journaledRefusal(journaled ?? null, step, index);
       let call: AgentToolCall;
       if (refusal !== undefined) {
         // Refused before anything was recorded when the step ran: the model reads the same refusal again.

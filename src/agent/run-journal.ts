@@ -31,6 +31,16 @@ export interface JournaledRun {
   readonly finished: { readonly stopReason: FinishedStopReason; readonly steps: number; readonly text: string | null } | null;
 }
 
+/**
+ * The refusal the call at (step, index) met when its step ran, or undefined: a journaled preflight refusal, or a call
+ * that could not be journaled as the model wrote it. A resumed run gives the model the same refusal again.
+ */
+export function journaledRefusal(run: JournaledRun | null, step: number, index: number): { readonly code: string; readonly message: string } | undefined {
+  if (run === null) return undefined;
+  const at = `${step}/${index}`;
+  return run.refusals.get(at) ?? (run.omitted.has(at) ? { code: 'not_journaled', message: 'the call could not be journaled as the model wrote it' } : undefined);
+}
+
 /** A run id: OPERATION_KEY_LIMITS's characters without `/`, at most RUN_LIMITS.maxRunIdBytes. */
 export function checkRunId(runId: unknown): string {
   if (typeof runId !== 'string') throw new InvalidInputError('runId', `must be a string, got ${typeof runId}`);

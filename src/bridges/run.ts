@@ -18,7 +18,7 @@ import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import { settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
-import { callRefusedEvent, checkRunId, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
+import { callRefusedEvent, checkRunId, journaledRefusal, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
 
 /** What a bridge run needs; the framework's loop does the rest. */
 export interface BridgeRunOptions {
@@ -131,10 +131,7 @@ export class BridgeRun {
       this.rebuilt.push({ response, calls });
       this.text = response.text;
       for (const [index, requested] of response.toolCalls.entries()) {
-        const at = `${step}/${index}`;
-        const refusal = journaled.refusals.get(at) ?? (journaled.omitted.has(at)
-          ? { code: 'not_journaled', message: 'the call could not be journaled as the model wrote it' }
-          : undefined);
+        const refusal = journaledRefusal(journaled, step, index);
         let call: AgentToolCall;
         if (refusal !== undefined) {
           call = { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, refusal), execution: null };
