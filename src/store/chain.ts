@@ -1,4 +1,5 @@
 import * as crypto from 'node:crypto';
+import type { EventId, TurnId } from '../ids.js';
 
 /** Node's one-shot digest (20.12+): no Hash object per event. Older Node 20 releases fall back to createHash. */
 const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
@@ -15,4 +16,14 @@ export function chainHash(previous: string, epoch: number, body: string): string
   // since every joint is an ASCII '\n' (UTF-8 of the joined text is the joined UTF-8, lone surrogates included).
   const text = `${previous}\n${epoch}\n${body}`;
   return oneShot ? oneShot('sha256', text, 'hex') : crypto.createHash('sha256').update(text).digest('hex');
+}
+
+/**
+ * The ids of an event the store writes itself (a task's ledger change), derived from the head it follows. Nobody
+ * can name them in advance: an id taken by an earlier event would have to predict the hash of a chain that already
+ * includes that event.
+ */
+export function chainedEventIds(headHash: string, seq: number): { eventId: EventId; turnId: TurnId } {
+  const digest = chainHash(headHash, seq, 'store event').slice(0, 32);
+  return { eventId: `evt_store_${digest}` as EventId, turnId: `turn_store_${digest}` as TurnId };
 }

@@ -7,11 +7,11 @@ import { BudgetExhaustedError, InvalidInputError, OperationInDoubtError, Journal
 import { apiFieldPath } from '../event/api-path.js';
 import { decodeEventText, encodeEventText, recordedAtText } from '../event/codec.js';
 import type { EventDraft, SessionEvent, TaskLedgerChange, TaskLedgerRecord } from '../event/types.js';
-import { newEventId, newTurnId, type SessionId, type TaskId, type TurnId } from '../ids.js';
+import { newEventId, type SessionId, type TaskId, type TurnId } from '../ids.js';
 import { LIMITS, TASK_DEFAULTS } from '../limits.js';
 import { utf8Length } from '../text.js';
 import { attentionWrites } from './attention.js';
-import { chainHash, GENESIS_HASH } from './chain.js';
+import { chainedEventIds, chainHash, GENESIS_HASH } from './chain.js';
 import type { EventRow, OperationRow, Reservation, SessionRow, TaskRow, TxState, TxWrites } from './rows.js';
 import type { CommitRequest, TaskLimits, TaskSnapshot, TaskState } from './types.js';
 
@@ -353,7 +353,7 @@ function checkLimit(name: string, value: number | undefined, fallback: number): 
   return v;
 }
 
-export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial<TaskLimits> | undefined) {
+export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial<TaskLimits> | undefined, now: number = Date.now()) {
   const toolCalls = checkLimit('limits.toolCalls', limits?.toolCalls, TASK_DEFAULTS.toolCalls);
   const toolOutputBytes = checkLimit('limits.toolOutputBytes', limits?.toolOutputBytes, TASK_DEFAULTS.toolOutputBytes);
   const journalBytes = checkLimit('limits.journalBytes', limits?.journalBytes, TASK_DEFAULTS.journalBytes);
@@ -376,17 +376,17 @@ export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial
       reservations: [],
       stopReason: null,
     };
-    return { ...ledgerWrites(state, session, owner.epoch, row, 'started'), task: { row, insert: true }, result: row };
+    return { ...ledgerWrites(session, owner.epoch, row, 'started', now), task: { row, insert: true }, result: row };
   };
 }
 
-export function decideTaskState(owner: OwnerRef, taskId: string, next: Exclude<TaskState, 'running'>, reason: string | null) {
+export function decideTaskState(owner: OwnerRef, taskId: string, next: Exclude<TaskState, 'running'>, reason: string | null, now: number = Date.now()) {
   return (state: TxState): TxWrites<TaskRow> => {
     const session = renewLease(requireOwner(state.session, owner), owner, state);
     const task = settleAbandoned(requireTask(state.task, taskId, session.sessionId), owner.epoch);
     if (task.state !== 'running') return { session: fenceOnly(session), result: task };
     const row: TaskRow = { ...task, state: next, stopReason: reason };
-    return { ...ledgerWrites(state, session, owner.epoch, row, next), task: { row, insert: false }, result: row };
+    return { ...ledgerWrites(session, owner.epoch, row, next, now), task: { row, insert: false }, result: row };
   };
 }
 
@@ -407,10 +407,13 @@ export function ledgerRecord(row: TaskRow, change: TaskLedgerChange): TaskLedger
 /**
  * A task change joins the hash chain: its `task_ledger` event is written in the same transaction as the task row
  * (docs/design.md#the-task-ledger-in-the-chain). The event is the store's, not the task's: never charged to its budget.
+ * It is recorded on the store's clock, like every event, and named by its place in the chain, so two stores given
+ * the same history and clock write the same journal.
  */
-function ledgerWrites(state: TxState, session: SessionRow, epoch: number, row: TaskRow, change: TaskLedgerChange) {
-  const draft: EventDraft = { turnId: newTurnId(), kind: { type: 'task_ledger', ledger: ledgerRecord(row, change) } };
-  const chained = chainEvents(session, epoch, [draft], storeNow(state));
+function ledgerWrites(session: SessionRow, epoch: number, row: TaskRow, change: TaskLedgerChange, now: number) {
+  const ids = chainedEventIds(session.headHash, session.lastSeq + 1);
+  const draft: EventDraft = { eventId: ids.eventId, turnId: ids.turnId, kind: { type: 'task_ledger', ledger: ledgerRecord(row, change) } };
+  const chained = chainEvents(session, epoch, [draft], now);
   return {
     session: { row: chained.head, expect: { epoch: session.epoch, lastSeq: session.lastSeq } },
     events: chained.rows,

@@ -358,7 +358,7 @@ class FencedOwner implements SessionOwner {
     this.guard.check();
     await this.releaseUnwritten();
     const id = checkId<TaskId>('taskId', taskId);
-    const row = await this.tx({ taskId: id }, decideStartTask(this.ref, id, options?.limits));
+    const row = await this.tx({ taskId: id }, decideStartTask(this.ref, id, options?.limits, readClock(this.clock)));
     return taskSnapshot(row, this.epoch);
   }
 
@@ -367,7 +367,7 @@ class FencedOwner implements SessionOwner {
     const id = checkId<TaskId>('taskId', taskId);
     const why = checkId<string>('reason', reason);
     await this.releaseUnwritten();
-    const row = await this.tx({ taskId: id }, decideTaskState(this.ref, id, 'stopped', why));
+    const row = await this.tx({ taskId: id }, decideTaskState(this.ref, id, 'stopped', why, readClock(this.clock)));
     if (row.state === 'stopped') for (const listener of this.listeners) listener(id, row.stopReason ?? why);
     return taskSnapshot(row, this.epoch);
   }
@@ -376,7 +376,7 @@ class FencedOwner implements SessionOwner {
     this.guard.check();
     const id = checkId<TaskId>('taskId', taskId);
     await this.releaseUnwritten();
-    return taskSnapshot(await this.tx({ taskId: id }, decideTaskState(this.ref, id, 'completed', null)), this.epoch);
+    return taskSnapshot(await this.tx({ taskId: id }, decideTaskState(this.ref, id, 'completed', null, readClock(this.clock))), this.epoch);
   }
 
   async task(taskId: string): Promise<TaskSnapshot> {

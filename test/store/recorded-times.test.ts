@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decodeEvent, encodeEvent } from '../../src/event/codec.js';
 import { WireDecodeError } from '../../src/errors.js';
+import type { EventId } from '../../src/ids.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import { cli, tamper } from '../cli/helpers.js';
@@ -27,6 +28,26 @@ describe('recorded times', () => {
     assert.deepEqual((await store.loadHistory('s')).map((e) => e.recordedAt), [
       '2026-12-01T10:00:00.000Z', '2026-12-01T10:00:00.000Z', '2026-12-01T10:00:00.000Z', '2026-12-01T11:00:00.000Z',
     ]);
+  });
+
+  it('a task change is recorded on the same clock, and the same history writes the same ledger event on every store', async () => {
+    const at = Date.UTC(2025, 11, 1, 8);
+    const written = [];
+    for (const store of [createMemoryStore({ clock: () => at }), openSqliteStore(tempDbPath(dir, 'ledger-clock'), { clock: () => at })]) {
+      const owner = await store.acquire('s', { owner: 'h' });
+      await owner.append([{ ...message('a'), eventId: 'evt-a' as EventId }]);
+      await owner.startTask('t');
+      await owner.completeTask('t');
+      const events = await store.loadHistory('s');
+      assert.deepEqual(events.map((e) => e.recordedAt), Array(3).fill('2025-12-01T08:00:00.000Z'));
+      written.push({ events, export: await store.exportJsonl('s') });
+      await store.close();
+    }
+    const [memory, sqlite] = written;
+    assert.equal(sqlite!.export, memory!.export);
+    const ledger = memory!.events.slice(1);
+    assert.equal(new Set(ledger.map((e) => e.eventId)).size, 2, 'each ledger event has its own id');
+    for (const e of ledger) assert.match(e.eventId, /^evt_store_[0-9a-f]{32}$/);
   });
 
   it('a clock that returns no usable time fails the commit as bad input, nothing written', async () => {
