@@ -12,6 +12,7 @@ import type { JsonValue } from '../json/types.js';
 import { LIMITS } from '../limits.js';
 import type { RecordedAttempt, SessionOwner, SessionStore } from '../store/types.js';
 import { prepareToolRetry, type ToolRetryPlan } from '../tool/retry-plan.js';
+import { journalWaitingReviews } from '../tool/inbox-review.js';
 import { reconcileUncertainCalls, type ReconcileReport } from '../tool/review.js';
 import { RETRY_SAFE_ACTOR, type RecoveryPolicy } from '../tool/recover.js';
 import type { Tool, ToolExecution, ToolGateway } from '../tool/types.js';
@@ -51,6 +52,8 @@ export interface CallContext {
   readonly signal: AbortSignal | undefined;
   /** Reconcilers are asked at most once per invocation. */
   reconciled: ReconcileReport | null;
+  /** Operators' reviews waiting in the decision inbox are journaled at most once per invocation. */
+  inboxJournaled: boolean;
 }
 
 /**
@@ -160,7 +163,11 @@ export async function settleCall(ctx: CallContext, requested: ChatToolCall, key:
   return recoverOpen(ctx, requested, recorded, options);
 }
 
-/** An attempt with no result: reconcilers first, then a journaled review, then the policy. */
+/**
+ * An attempt with no result: operators' reviews from the decision inbox are journaled first (a review recorded
+ * with `jingwei review` from another process reaches the run without the host doing anything), then reconcilers,
+ * then a journaled review decides, then the policy.
+ */
 async function recoverOpen(
   ctx: CallContext,
   requested: ChatToolCall,
@@ -169,6 +176,10 @@ async function recoverOpen(
 ): Promise<SettledCall> {
   const callId = recorded.callId;
   let current = await history(ctx);
+  if (!ctx.inboxJournaled) {
+    ctx.inboxJournaled = true;
+    current = (await journalWaitingReviews(ctx.owner, ctx.store!, current)).history;
+  }
   if (ctx.reconcilers.length > 0 && ctx.reconciled === null) {
     ctx.reconciled = await reconcileUncertainCalls(ctx.owner, ctx.reconcilers, current, ctx.signal ? { signal: ctx.signal } : {});
     current = ctx.reconciled.history;

@@ -86,7 +86,7 @@ export class BridgeRun {
     this.prompt = prompt;
     this.journaledSteps = journaledSteps;
     const { owner, gateway, store, signal } = options;
-    this.ctx = { owner, gateway, store, policy: options.recovery ?? 'suspend', reconcilers: options.reconcilers ?? [], signal, reconciled: null };
+    this.ctx = { owner, gateway, store, policy: options.recovery ?? 'suspend', reconcilers: options.reconcilers ?? [], signal, reconciled: null, inboxJournaled: false };
     this.available = new Set(gateway.schemas().map((s) => s.name));
   }
 

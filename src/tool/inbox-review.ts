@@ -3,11 +3,12 @@
  * `jingwei review` is transport until the session's owner journals it as the call's review; the journal is the
  * evidence. Run before reconcilers and before any person is asked (docs/operator-guide.md, the routine).
  */
-import { InvalidInputError, ToolRetryError } from '../errors.js';
+import { DecisionError, InvalidInputError, ToolRetryError } from '../errors.js';
 import { TOOL_REVIEW_OUTCOMES, type SessionEvent, type ToolReviewOutcome } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import type { DecisionRow } from '../store/inbox-rows.js';
 import { decisionInbox } from '../store/inbox.js';
+import { JournalStore } from '../store/journal-store.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import { recordToolReview } from './review.js';
 
@@ -99,4 +100,23 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
     journaled.push({ decisionId: row.id, callId: row.callId as CallId, outcome, actor: row.actor, event });
   }
   return { journaled, stale, history: current };
+}
+
+/**
+ * journalInboxReviews where the store keeps a decision inbox; on any other store (or a bare `loadHistory` reader)
+ * nothing is waiting, and the history comes back as it was. What the owner runs before it decides about an open call.
+ */
+export async function journalWaitingReviews(
+  owner: SessionOwner,
+  store: Pick<SessionStore, 'loadHistory'>,
+  history: readonly SessionEvent[],
+): Promise<Pick<InboxReviewReport, 'journaled' | 'history'>> {
+  const none = { journaled: [], history: [...history] };
+  if (!(store instanceof JournalStore)) return none;
+  try {
+    return await journalInboxReviews(owner, store, history);
+  } catch (error) {
+    if (error instanceof DecisionError && error.code === 'inbox_unsupported') return none;
+    throw error;
+  }
 }

@@ -3,7 +3,7 @@
  * whose owner's lease ran out, ask the reconcilers about every uncertain call, then apply an explicit policy to what
  * is still open, and report what was done. Never takes a live session; never retries what needs a person.
  */
-import { DecisionError, InvalidInputError, JingweiError, SessionBusyError, StoreUnavailableError } from '../errors.js';
+import { InvalidInputError, JingweiError, SessionBusyError, StoreUnavailableError } from '../errors.js';
 import type { SessionEvent, ToolRetryReview } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import { isValidText } from '../ids.js';
@@ -15,7 +15,7 @@ import { inspectToolRecovery } from './recovery.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { prepareToolRetry, type ToolRetryPlan } from './retry-plan.js';
 import { reconcileUncertainCalls, type ReconciledCall } from './review.js';
-import { journalInboxReviews, type JournaledInboxReview } from './inbox-review.js';
+import { journalWaitingReviews, type JournaledInboxReview } from './inbox-review.js';
 import type { Tool, ToolRuntime } from './types.js';
 
 /** `suspend` (the default) leaves every open call in the queue; `retry_safe` retries those no person must review. */
@@ -215,7 +215,7 @@ async function recoverOne(
   let keep = false;
   try {
     const signal = settings.signal;
-    const inbox = await inboxReviews(owner, store, await store.loadHistory(sessionId));
+    const inbox = await journalWaitingReviews(owner, store, await store.loadHistory(sessionId));
     const reconciled = await reconcileUncertainCalls(owner, host.tools, inbox.history, signal === undefined ? {} : { signal });
     let history = reconciled.history;
     const retried: RecoveryRetry[] = [];
@@ -262,15 +262,5 @@ async function runRetry(
   } catch (error) {
     if (error instanceof StoreUnavailableError) throw error;
     return { ...base, retryCallId: null, outcome: 'refused', status: null, error: errorOf(error) };
-  }
-}
-
-/** The operators' reviews waiting in the inbox, journaled before any reconciler or policy; none on a store without an inbox. */
-async function inboxReviews(owner: SessionOwner, store: SessionStore, history: readonly SessionEvent[]) {
-  try {
-    return await journalInboxReviews(owner, store, history);
-  } catch (error) {
-    if (error instanceof DecisionError && error.code === 'inbox_unsupported') return { journaled: [], history: [...history] };
-    throw error;
   }
 }

@@ -14,6 +14,8 @@ import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool, ToolApprover } from '../../src/tool/types.js';
 import { exportRustJournal } from '../../src/store/rust-format.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
+import { cli } from '../cli/helpers.js';
+import { decisionInbox } from '../../src/store/inbox.js';
 
 const schema = { type: 'object', properties: { item: { type: 'string' } }, required: ['item'] };
 const calls = (...list: Array<[string, string, string]>): ChatToolCall[] => list.map(([id, name, args]) => ({ id, name, arguments: args }));
@@ -164,6 +166,43 @@ describe('resumable agent runs (SQLite)', () => {
     assert.equal(result.toolCalls[1]!.execution!.call.operation!.retry!.review!.actor, 'ops@example.com');
     await second.store.close();
   });
+
+  for (const outcome of ['not_executed', 'completed'] as const) {
+    it(`an operator's ${outcome} review from another process (jingwei review) reaches the run: running it again journals the review and continues`, async () => {
+      const path = tempDbPath(dir);
+      const world = outside({ emailEffect: 'non_idempotent' });
+      const first = await host(path, world.tools);
+      setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed'); });
+      await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 4, runId: 'order-inbox', store: first.store }), Crash);
+      setFaultHook(null);
+      await first.store.close();
+
+      const second = await host(path, world.tools);
+      const stopped = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'order-inbox', store: second.store, maxSteps: 4 });
+      assert.equal(stopped.stopReason, 'needs_review');
+      const callId = stopped.pendingCallIds[0]!;
+      // The operator answers from another process while this host keeps the session: nothing is taken over.
+      const review = cli(['review', path, callId, '--session', 'shop', '--outcome', outcome, '--evidence', 'looked it up on the mail server', '--actor', 'ops@example.com']);
+      assert.equal(review.code, 0, review.stderr);
+
+      const result = await runAgent({ ...second, model: scriptedModel([doneStep]), input: 'Buy tea.', runId: 'order-inbox', store: second.store, maxSteps: 4 });
+      assert.equal(result.stopReason, 'completed');
+      assert.equal(world.orders.size, 1);
+      assert.deepEqual(world.bodies, outcome === 'not_executed' ? ['place_order', 'send_email'] : ['place_order']);
+      assert.equal(world.emails.size, outcome === 'not_executed' ? 1 : 0, 'a completed review never sends the e-mail again');
+      if (outcome === 'not_executed') assert.equal(result.toolCalls[1]!.execution!.call.operation!.retry!.review!.actor, 'ops@example.com');
+      else assert.equal(result.toolCalls[1]!.execution, null);
+
+      const history = await second.store.loadHistory('shop');
+      const reviews = history.flatMap((e) => (e.kind.type === 'tool_review' ? [e.kind.review] : []));
+      assert.equal(reviews.length, 1, 'the decision is journaled once');
+      assert.deepEqual([reviews[0]!.callId, reviews[0]!.actor, reviews[0]!.outcome, reviews[0]!.source], [callId, 'ops@example.com', outcome, 'human']);
+      const decisions = await decisionInbox(second.store).list({ sessionId: 'shop', kind: 'review', states: ['consumed'] });
+      assert.equal(decisions.items.length, 1, 'the inbox decision is marked used by its event');
+      assert.equal(decisions.items[0]!.id, reviews[0]!.decisionId);
+      await second.store.close();
+    });
+  }
 
   it('a reconciler answers first: completed means nothing runs again and the run finishes', async () => {
     const path = tempDbPath(dir);
