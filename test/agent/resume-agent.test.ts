@@ -69,6 +69,19 @@ async function host(path: string, tools: Tool[], approver?: ToolApprover) {
 
 const failing = (): ScriptedTurn => () => { throw new Crash('the host died before the model answered'); };
 
+/**
+ * Runs `runId` (an order, then the e-mail) in one "process" that dies inside the e-mail's body (its start marker
+ * durable, no result), then opens a second one on the same journal.
+ */
+async function crashedInsideEmail(path: string, world: ReturnType<typeof outside>, runId: string) {
+  const first = await host(path, world.tools);
+  setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
+  await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 4, runId, store: first.store }), Crash);
+  setFaultHook(null);
+  await first.store.close();
+  return host(path, world.tools);
+}
+
 describe('resumable agent runs (SQLite)', () => {
   afterEach(() => setFaultHook(null));
   const dir = tempDir();
@@ -115,13 +128,7 @@ describe('resumable agent runs (SQLite)', () => {
   it('killed inside the e-mail body (start marker durable, no result): retry_safe retries the idempotent e-mail once, with the policy as its review actor', async () => {
     const path = tempDbPath(dir);
     const world = outside();
-    const first = await host(path, world.tools);
-    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
-    await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 4, runId: 'order-2', store: first.store }), Crash);
-    setFaultHook(null);
-    await first.store.close();
-
-    const second = await host(path, world.tools);
+    const second = await crashedInsideEmail(path, world, 'order-2');
     // The default policy suspends the open call, even though the e-mail is idempotent.
     const suspended = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'order-2', store: second.store, maxSteps: 4 });
     assert.equal(suspended.stopReason, 'needs_review');
@@ -143,13 +150,7 @@ describe('resumable agent runs (SQLite)', () => {
   it('suspend: an open non-idempotent call stops the run as needs_review; after a person reviews it, the run continues', async () => {
     const path = tempDbPath(dir);
     const world = outside({ emailEffect: 'non_idempotent' });
-    const first = await host(path, world.tools);
-    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed'); });
-    await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 4, runId: 'order-3', store: first.store }), Crash);
-    setFaultHook(null);
-    await first.store.close();
-
-    const second = await host(path, world.tools);
+    const second = await crashedInsideEmail(path, world, 'order-3');
     for (const recovery of ['suspend', 'retry_safe'] as const) {
       const stopped = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'order-3', store: second.store, maxSteps: 4, recovery });
       assert.equal(stopped.stopReason, 'needs_review', `${recovery} never retries an uncertain non-idempotent call`);
@@ -171,13 +172,7 @@ describe('resumable agent runs (SQLite)', () => {
     it(`an operator's ${outcome} review from another process (jingwei review) reaches the run: running it again journals the review and continues`, async () => {
       const path = tempDbPath(dir);
       const world = outside({ emailEffect: 'non_idempotent' });
-      const first = await host(path, world.tools);
-      setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed'); });
-      await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 4, runId: 'order-inbox', store: first.store }), Crash);
-      setFaultHook(null);
-      await first.store.close();
-
-      const second = await host(path, world.tools);
+      const second = await crashedInsideEmail(path, world, 'order-inbox');
       const stopped = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'order-inbox', store: second.store, maxSteps: 4 });
       assert.equal(stopped.stopReason, 'needs_review');
       const callId = stopped.pendingCallIds[0]!;
