@@ -10,7 +10,7 @@
  */
 import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
 import { LIMITS } from '../limits.js';
-import { parseJson, type ParseJsonOptions } from '../json/parse.js';
+import { parseJson, parseStringifiedJson, type ParseJsonOptions } from '../json/parse.js';
 import type { JsonObject } from '../json/types.js';
 import { utf8Length } from '../text.js';
 import {
@@ -441,6 +441,14 @@ export function decodeEventText(text: string, options?: ParseJsonOptions): Sessi
   // With the default depth bound, parseJson has already guaranteed JSON data within it, free of lone surrogates.
   const trusted = options?.maxDepth === undefined || options.maxDepth <= LIMITS.maxJsonDepth;
   return decodeEnvelope(Ctx.root(trusted), wire);
+}
+
+/**
+ * decodeEventText (default bounds) of a line encodeEventText has just written: the same result and the same errors,
+ * without scanning what JSON.stringify guarantees (docs/design.md#what-a-store-refuses-to-write).
+ */
+export function decodeEncodedEventText(text: string): SessionEvent {
+  return decodeEnvelope(Ctx.root(true), parseStringifiedJson(text));
 }
 
 export function decodeToolCall(wire: unknown): ToolCall {
