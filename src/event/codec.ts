@@ -398,15 +398,26 @@ const RECORDED_AT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 /** Whether `text` is a recorded time in its one canonical form (a real instant, written as toISOString writes it). */
 export function isRecordedAt(text: string): boolean {
+  // The events of one commit usually share their time: remember the last text found canonical.
+  if (text === lastRecordedAt) return true;
   if (!RECORDED_AT.test(text)) return false;
   const ms = Date.parse(text);
-  return Number.isFinite(ms) && new Date(ms).toISOString() === text;
+  if (!(Number.isFinite(ms) && new Date(ms).toISOString() === text)) return false;
+  lastRecordedAt = text;
+  return true;
 }
+let lastRecordedAt: string | null = null;
 
 /** The canonical recorded-time text of epoch milliseconds. */
 export function recordedAtText(ms: number): string {
-  return new Date(ms).toISOString();
+  if (ms !== lastTextMs) {
+    lastText = new Date(ms).toISOString();
+    lastTextMs = ms;
+  }
+  return lastText;
 }
+let lastTextMs = Number.NaN;
+let lastText = '';
 
 function decodeEnvelope(ctx: Ctx, wire: unknown): SessionEvent {
   const o = ctx.object(wire, ENVELOPE_FIELDS);
