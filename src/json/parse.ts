@@ -36,22 +36,19 @@ export function parseJson(text: string, options: ParseJsonOptions = {}): JsonVal
 const LONG_INTEGER = /(?:^|[:,[])-?\d{16}/;
 
 /**
- * parseJson with the default bounds, for text JSON.stringify has just written in this process (a journal line being
- * written): the same value and exactly the same refusals, cheaper. Such text is always valid JSON without duplicate
- * keys, unescaped lone surrogates or numbers beyond the finite range, so only the bounds can refuse it: its size, its
- * depth, an escaped lone surrogate and an unsafe integer literal. When a quick look cannot rule all four out, the
- * full scan decides, so every refusal is parseJson's own.
+ * parseJson, for text JSON.stringify has just written in this process (a journal line, a call's arguments): the same
+ * value and exactly the same refusals, cheaper. Such text is always valid JSON without duplicate keys, unescaped lone
+ * surrogates or numbers beyond the finite range, so only the bounds can refuse it: its size, its depth, an escaped
+ * lone surrogate and an unsafe integer literal. When a quick look cannot rule all four out, the full scan decides,
+ * so every refusal is parseJson's own.
  */
-export function parseStringifiedJson(text: string): JsonValue {
-  if (
-    text.length * 3 <= LIMITS.maxJsonBytes &&
-    !text.includes('\\u') &&
-    !LONG_INTEGER.test(text) &&
-    openersAtMost(text, LIMITS.maxJsonDepth)
-  ) {
+export function parseStringifiedJson(text: string, options: ParseJsonOptions = {}): JsonValue {
+  const maxBytes = options.maxBytes ?? LIMITS.maxJsonBytes;
+  const maxDepth = options.maxDepth ?? LIMITS.maxJsonDepth;
+  if (text.length * 3 <= maxBytes && !text.includes('\\u') && !LONG_INTEGER.test(text) && openersAtMost(text, maxDepth)) {
     return JSON.parse(text) as JsonValue;
   }
-  return parseJson(text);
+  return parseJson(text, options);
 }
 
 /** Whether the text holds at most `max` of `{` and `[` (in strings too): then nothing in it nests deeper. */

@@ -43,6 +43,19 @@ describe('parseStringifiedJson: exactly parseJson on what JSON.stringify writes'
     );
   });
 
+  it('property: the same under other bounds (a call\'s arguments are parsed with a smaller depth)', () => {
+    fc.assert(
+      fc.property(arbHostileJson(), fc.integer({ min: 1, max: 12 }), fc.integer({ min: 1, max: 400 }), (value, maxDepth, maxBytes) => {
+        const text = JSON.stringify(value) as string | undefined;
+        if (text === undefined) return;
+        for (const options of [{ maxDepth }, { maxBytes }, { maxDepth, maxBytes }, { maxDepth: LIMITS.maxArgumentsDepth }]) {
+          assert.deepStrictEqual(outcome(() => parseStringifiedJson(text, options)), outcome(() => parseJson(text, options)), `${JSON.stringify(options)} ${text.slice(0, 200)}`);
+        }
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
   it('refuses each bound as parseJson does, on both sides of it', () => {
     let deep: unknown = 1;
     for (let i = 0; i < LIMITS.maxJsonDepth; i++) deep = [deep];
