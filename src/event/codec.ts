@@ -10,7 +10,7 @@
  */
 import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
 import { LIMITS } from '../limits.js';
-import { parseJson, type ParseJsonOptions } from '../json/parse.js';
+import { parseJson, parseStringifiedJson, type ParseJsonOptions } from '../json/parse.js';
 import type { JsonObject } from '../json/types.js';
 import { utf8Length } from '../text.js';
 import {
@@ -398,15 +398,26 @@ const RECORDED_AT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 /** Whether `text` is a recorded time in its one canonical form (a real instant, written as toISOString writes it). */
 export function isRecordedAt(text: string): boolean {
+  // The events of one commit usually share their time: remember the last text found canonical.
+  if (text === lastRecordedAt) return true;
   if (!RECORDED_AT.test(text)) return false;
   const ms = Date.parse(text);
-  return Number.isFinite(ms) && new Date(ms).toISOString() === text;
+  if (!(Number.isFinite(ms) && new Date(ms).toISOString() === text)) return false;
+  lastRecordedAt = text;
+  return true;
 }
+let lastRecordedAt: string | null = null;
 
 /** The canonical recorded-time text of epoch milliseconds. */
 export function recordedAtText(ms: number): string {
-  return new Date(ms).toISOString();
+  if (ms !== lastTextMs) {
+    lastText = new Date(ms).toISOString();
+    lastTextMs = ms;
+  }
+  return lastText;
 }
+let lastTextMs = Number.NaN;
+let lastText = '';
 
 function decodeEnvelope(ctx: Ctx, wire: unknown): SessionEvent {
   const o = ctx.object(wire, ENVELOPE_FIELDS);
@@ -441,6 +452,14 @@ export function decodeEventText(text: string, options?: ParseJsonOptions): Sessi
   // With the default depth bound, parseJson has already guaranteed JSON data within it, free of lone surrogates.
   const trusted = options?.maxDepth === undefined || options.maxDepth <= LIMITS.maxJsonDepth;
   return decodeEnvelope(Ctx.root(trusted), wire);
+}
+
+/**
+ * decodeEventText (default bounds) of a line encodeEventText has just written: the same result and the same errors,
+ * without scanning what JSON.stringify guarantees (docs/design.md#what-a-store-refuses-to-write).
+ */
+export function decodeEncodedEventText(text: string): SessionEvent {
+  return decodeEnvelope(Ctx.root(true), parseStringifiedJson(text));
 }
 
 export function decodeToolCall(wire: unknown): ToolCall {

@@ -171,6 +171,11 @@ export function canonicalJson(value: unknown): string {
   return canonicalBytes(value, (bytes) => bytes.toString('utf8'));
 }
 
+/** Throws the CanonicalJsonError canonicalJson would, without building the text. */
+export function checkCanonicalJson(value: unknown): void {
+  canonicalBytes(value, () => undefined);
+}
+
 /** SHA-256 (lowercase hex) of the UTF-8 canonical text. Equal for values that differ only in key order. */
 export function jsonDigest(value: unknown): string {
   return canonicalBytes(value, (bytes) => createHash('sha256').update(bytes).digest('hex'));

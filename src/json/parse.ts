@@ -32,6 +32,35 @@ export function parseJson(text: string, options: ParseJsonOptions = {}): JsonVal
   return JSON.parse(text) as JsonValue;
 }
 
+/** A possible integer literal of 16 or more digits (as many as 2^53 − 1 has): the only ones that can be unsafe. */
+const LONG_INTEGER = /(?:^|[:,[])-?\d{16}/;
+
+/**
+ * parseJson, for text JSON.stringify has just written in this process (a journal line, a call's arguments): the same
+ * value and exactly the same refusals, cheaper. Such text is always valid JSON without duplicate keys, unescaped lone
+ * surrogates or numbers beyond the finite range, so only the bounds can refuse it: its size, its depth, an escaped
+ * lone surrogate and an unsafe integer literal. When a quick look cannot rule all four out, the full scan decides,
+ * so every refusal is parseJson's own.
+ */
+export function parseStringifiedJson(text: string, options: ParseJsonOptions = {}): JsonValue {
+  const maxBytes = options.maxBytes ?? LIMITS.maxJsonBytes;
+  const maxDepth = options.maxDepth ?? LIMITS.maxJsonDepth;
+  if (text.length * 3 <= maxBytes && !text.includes('\\u') && !LONG_INTEGER.test(text) && openersAtMost(text, maxDepth)) {
+    return JSON.parse(text) as JsonValue;
+  }
+  return parseJson(text, options);
+}
+
+/** Whether the text holds at most `max` of `{` and `[` (in strings too): then nothing in it nests deeper. */
+function openersAtMost(text: string, max: number): boolean {
+  // Nesting deeper than `max` needs more than `max` openers and as many closers.
+  if (text.length <= 2 * max + 1) return true;
+  let count = 0;
+  for (let i = text.indexOf('{'); i !== -1; i = text.indexOf('{', i + 1)) if (++count > max) return false;
+  for (let i = text.indexOf('['); i !== -1; i = text.indexOf('[', i + 1)) if (++count > max) return false;
+  return true;
+}
+
 // biome-ignore lint/suspicious/noConstEnum: module-private and compiled by tsc, which inlines it in the hot scanning loop
 const enum Expect {
   /** A value (top level, after `:` or after `,` in an array). */

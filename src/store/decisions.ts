@@ -5,7 +5,7 @@
 import { decideApprovalChange } from './approvals.js';
 import { BudgetExhaustedError, InvalidInputError, OperationInDoubtError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError, ToolRetryError, WireDecodeError } from '../errors.js';
 import { apiFieldPath } from '../event/api-path.js';
-import { decodeEventText, encodeEventText, recordedAtText } from '../event/codec.js';
+import { decodeEncodedEventText, encodeEventText, recordedAtText } from '../event/codec.js';
 import type { EventDraft, SessionEvent, TaskLedgerChange, TaskLedgerRecord } from '../event/types.js';
 import { newEventId, type SessionId, type TaskId, type TurnId } from '../ids.js';
 import { LIMITS, TASK_DEFAULTS } from '../limits.js';
@@ -136,7 +136,7 @@ export function chainEvents(session: SessionRow, epoch: number, drafts: readonly
     // Never store what could not be loaded (or exported and imported) again: that would lose the whole session.
     try {
       body = encodeEventText(event);
-      decodeEventText(body);
+      decodeEncodedEventText(body);
     } catch (error) {
       // Name the draft's own field (`turnId`), not its wire form (`turn_id`).
       if (error instanceof WireDecodeError) {

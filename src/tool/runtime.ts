@@ -3,8 +3,8 @@ import type { EventDraft, SessionEvent, ToolApprovalRecord, ToolCall, ToolOperat
 import type { ApprovalChange } from '../store/types.js';
 import { approvalBinding, operatorDecision, pendingApproval } from './durable-approval.js';
 import { checkId, hasLoneSurrogate, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
-import { canonicalJson, jsonEquals } from '../json/canonical.js';
-import { parseJson } from '../json/parse.js';
+import { checkCanonicalJson, jsonEquals } from '../json/canonical.js';
+import { parseStringifiedJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS, OPERATION_KEY_LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { BudgetChange, CommitRequest, RecordedAttempt } from '../store/types.js';
@@ -41,7 +41,7 @@ function preflight(name: unknown, args: unknown): { text: string; value: JsonVal
   const malformed = malformedNameReason(name);
   if (malformed !== null) throw new ToolPreflightError('malformed_name', `the tool name ${malformed}; use plain text`);
   try {
-    canonicalJson(args);
+    checkCanonicalJson(args);
   } catch (error) {
     throw new ToolPreflightError('arguments_not_serializable', `the arguments are not JSON: ${(error as Error).message}`, { cause: error });
   }
@@ -51,7 +51,7 @@ function preflight(name: unknown, args: unknown): { text: string; value: JsonVal
     throw new ToolPreflightError('arguments_too_large', `the arguments are ${bytes} bytes, at most ${LIMITS.maxArgumentsBytes} allowed`);
   }
   try {
-    return { text, value: parseJson(text, { maxDepth: LIMITS.maxArgumentsDepth }), bytes };
+    return { text, value: parseStringifiedJson(text, { maxDepth: LIMITS.maxArgumentsDepth }), bytes };
   } catch (error) {
     if (error instanceof JsonParseError && error.reason === 'unsafe_integer') {
       throw new ToolPreflightError('unsafe_integer', `the arguments cannot be journaled exactly: ${error.message}`, { cause: error });

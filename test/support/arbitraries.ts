@@ -217,3 +217,39 @@ export function arbPhysicalLog(options: { readonly minLength?: number; readonly 
       .map((events) => events.map((e, seq) => ({ ...e, seq }))),
   );
 }
+
+/**
+ * Values JSON.stringify accepts but the journal's bounds may refuse, for comparing a faster check with the bounded
+ * parser: lone and paired surrogates (also in keys), `\u` and backslash look-alikes, control characters, unsafe and
+ * huge numbers, NaN and Infinity (written as null), undefined (dropped), long digit runs in strings, and nesting
+ * around LIMITS.maxJsonDepth.
+ */
+export function arbHostileJson(): fc.Arbitrary<unknown> {
+  const units = ['a', '0', '9', '1', '\\', 'u', 'd', '8', 'D', '"', ':', ',', '[', '{', '\u0000', '\u001f', '\u2028', '\ud800', '\udbff', '\udc00', '\udfff', '😀'];
+  const text = fc.string({ unit: fc.constantFrom(...units), maxLength: 24 });
+  const digits = fc.stringMatching(/^-?\d{14,22}$/);
+  const number = fc.oneof(
+    fc.double(),
+    fc.integer(),
+    fc.maxSafeInteger(),
+    fc.constantFrom(2 ** 53, -(2 ** 53), 2 ** 53 - 1, 2 ** 53 + 2, 1e15, 1e16, 1e20, -1e20, 1e21, 1.5e300, Number.MAX_VALUE, 5e-324, -0, 0.1),
+    fc.bigInt({ min: -(10n ** 22n), max: 10n ** 22n }).map(Number),
+  );
+  const leaf = fc.oneof(text, digits, number, fc.boolean(), fc.constant(null), fc.constant(undefined));
+  const { value } = fc.letrec<{ value: unknown }>((tie) => ({
+    value: fc.oneof(
+      { depthSize: 'small', withCrossShrink: true },
+      leaf,
+      fc.array(tie('value'), { maxLength: 4 }),
+      fc.dictionary(fc.oneof(text, digits), tie('value'), { maxKeys: 4 }),
+    ),
+  }));
+  const nested = fc
+    .tuple(fc.integer({ min: LIMITS.maxJsonDepth - 8, max: LIMITS.maxJsonDepth + 4 }), fc.boolean(), value)
+    .map(([depth, inObjects, inner]) => {
+      let v: unknown = inner;
+      for (let i = 0; i < depth; i++) v = inObjects ? { k: v } : [v];
+      return v;
+    });
+  return fc.oneof(value, nested);
+}
