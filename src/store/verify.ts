@@ -1,6 +1,6 @@
 import { JournalCorruptError } from '../errors.js';
 import { decodeEvent } from '../event/codec.js';
-import { noteWireBytes } from '../event/wire-size.js';
+import { noteDecodedHistory } from '../event/decoded-history.js';
 import { utf8Length } from '../text.js';
 import type { SessionEvent } from '../event/types.js';
 import type { SessionId } from '../ids.js';
@@ -19,6 +19,7 @@ export function verifyJournal(sessionId: SessionId, session: SessionRow | undefi
     return [];
   }
   const events: SessionEvent[] = new Array(rows.length);
+  const bytes = new Float64Array(rows.length);
   const seen = new Set<string>();
   let previousHash = GENESIS_HASH;
   let previousEpoch = 0;
@@ -51,7 +52,7 @@ export function verifyJournal(sessionId: SessionId, session: SessionRow | undefi
     if (hash !== row.hash) throw new JournalCorruptError(sessionId, i, 'hash_mismatch', 'the hash chain is broken');
     previousHash = hash;
     previousEpoch = row.epoch;
-    noteWireBytes(event, utf8Length(row.body));
+    bytes[i] = utf8Length(row.body);
     events[i] = event;
   }
   if (session.lastSeq !== rows.length - 1) {
@@ -61,5 +62,6 @@ export function verifyJournal(sessionId: SessionId, session: SessionRow | undefi
   if (session.headHash !== previousHash) {
     throw new JournalCorruptError(sessionId, Math.max(rows.length - 1, 0), 'head_mismatch', 'the last event does not match the head hash on the owner row');
   }
+  noteDecodedHistory(events, bytes);
   return events;
 }

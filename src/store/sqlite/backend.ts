@@ -109,9 +109,7 @@ class SqliteBackend implements JournalBackend {
 
   private readSnapshot(sessionId: SessionId): { session: SessionRow | undefined; events: EventRow[] } {
     const session = this.stmt.session.get(sessionId);
-    const events: EventRow[] = this.stmt.events.all(sessionId).map(([sid, seq, eventId, epoch, body, hash]) => ({
-      sessionId: sid as SessionId, seq, eventId, epoch, body, hash,
-    }));
+    const events = this.stmt.events.all(sessionId);
     return { session: session ? toSession(session) : undefined, events };
   }
 
