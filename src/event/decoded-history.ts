@@ -11,7 +11,7 @@ interface DecodedHistory {
   /** The event objects as decoded, by place (the returned array may be changed by its holder). */
   readonly events: readonly SessionEvent[];
   /** The UTF-8 size of each one's stored wire text. */
-  readonly bytes: Float64Array;
+  readonly bytes: readonly number[];
   /** Each one's event id as decoded; no two equal. */
   readonly eventIds: readonly string[];
 }
@@ -22,7 +22,7 @@ const histories = new WeakMap<readonly SessionEvent[], DecodedHistory>();
  * Records that `history[i]` was decoded from stored wire text of `bytes[i]` UTF-8 bytes, for every i, and that
  * their event ids are distinct.
  */
-export function noteDecodedHistory(history: readonly SessionEvent[], bytes: Float64Array): void {
+export function noteDecodedHistory(history: readonly SessionEvent[], bytes: readonly number[]): void {
   histories.set(history, { events: history.slice(), bytes, eventIds: history.map((e) => e.eventId) });
 }
 

@@ -46,8 +46,11 @@ export class WireReader {
     readonly trusted: boolean,
   ) {}
 
+  private static readonly roots = [new WireReader(null, '', 1, false), new WireReader(null, '', 1, true)] as const;
+
+  /** The reader of a record's root object; readers hold no state of a record, so one serves them all. */
   static root(trusted: boolean): WireReader {
-    return new WireReader(null, '', 1, trusted);
+    return WireReader.roots[trusted ? 1 : 0];
   }
 
   /** Path of the object this reader stands at ('' for the root); built only for an error message. */
