@@ -61,9 +61,23 @@ export function rustTrim(s: string): string {
 const NOT_RUST_WHITE_SPACE = /[^\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/;
 const SURROGATE = /[\ud800-\udfff]/;
 
+/** Printable ASCII with a character other than a space: no surrogate, no U+0000, one UTF-8 byte a character. */
+const PRINTABLE_ASCII_TEXT = /^ *[!-~][ -~]*$/;
+
+/**
+ * The usual id or text, decided in one test: printable ASCII, not all spaces (the only Rust white space in that
+ * range), at most LIMITS.maxTextBytes characters. Such a text is valid by the text rule and holds no U+0000; any
+ * other text is decided by the full rule (checked against it in test/event/text-rule.test.ts).
+ */
+export function isPlainAsciiText(s: string): boolean {
+  return s.length <= LIMITS.maxTextBytes && PRINTABLE_ASCII_TEXT.test(s);
+}
+
 /** The journal's text rule: non-empty after trimming and at most 1024 UTF-8 bytes (docs/design.md#limits). */
 export function isValidText(s: unknown): s is string {
-  return typeof s === 'string' && NOT_RUST_WHITE_SPACE.test(s) && utf8Length(s) <= LIMITS.maxTextBytes && !hasLoneSurrogate(s);
+  if (typeof s !== 'string') return false;
+  if (isPlainAsciiText(s)) return true;
+  return NOT_RUST_WHITE_SPACE.test(s) && utf8Length(s) <= LIMITS.maxTextBytes && !hasLoneSurrogate(s);
 }
 
 export function hasLoneSurrogate(s: string): boolean {

@@ -396,13 +396,31 @@ const ENVELOPE_FIELDS = ['event_id', 'session_id', 'turn_id', 'generation_id', '
 /** The one form of a recorded time: what `Date.prototype.toISOString` writes for a year 0000..9999. */
 const RECORDED_AT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
-/** Whether `text` is a recorded time in its one canonical form (a real instant, written as toISOString writes it). */
+const MONTH_DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/** The number written by the ASCII digits text[at..at+length) (RECORDED_AT has checked they are digits). */
+function digits(text: string, at: number, length: number): number {
+  let n = 0;
+  for (let i = at; i < at + length; i++) n = n * 10 + text.charCodeAt(i) - 48;
+  return n;
+}
+
+/**
+ * Whether `text` is a recorded time in its one canonical form (a real instant, written as toISOString writes it):
+ * the fields of a proleptic Gregorian date and a time of day within their ranges, which is exactly when parsing it
+ * and writing it back gives the same text (checked against that definition in test/event/recorded-at.test.ts),
+ * without building a Date per event read.
+ */
 export function isRecordedAt(text: string): boolean {
   // The events of one commit usually share their time: remember the last text found canonical.
   if (text === lastRecordedAt) return true;
   if (!RECORDED_AT.test(text)) return false;
-  const ms = Date.parse(text);
-  if (!(Number.isFinite(ms) && new Date(ms).toISOString() === text)) return false;
+  const year = digits(text, 0, 4);
+  const month = digits(text, 5, 2);
+  const day = digits(text, 8, 2);
+  if (month < 1 || month > 12 || day < 1 || digits(text, 11, 2) > 23 || digits(text, 14, 2) > 59 || digits(text, 17, 2) > 59) return false;
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  if (day > (month === 2 && leap ? 29 : MONTH_DAYS[month - 1]!)) return false;
   lastRecordedAt = text;
   return true;
 }

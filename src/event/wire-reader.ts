@@ -3,7 +3,7 @@
  * knows its path for error messages and its nesting depth, and turns every violation into a WireDecodeError.
  */
 import { WireDecodeError } from '../errors.js';
-import { hasLoneSurrogate, isValidText, rustTrim } from '../ids.js';
+import { hasLoneSurrogate, isPlainAsciiText, isValidText, rustTrim } from '../ids.js';
 import { LIMITS } from '../limits.js';
 import type { JsonObject, JsonValue } from '../json/types.js';
 import { utf8Length } from '../text.js';
@@ -33,27 +33,38 @@ export function defineOwn(target: JsonObject, key: string, value: JsonValue): vo
 
 export class WireReader {
   /**
-   * @param path    path of the object this reader stands at ('' for the root)
+   * @param parent  the reader of the enclosing object (null for the root)
+   * @param key     this object's key in it
    * @param depth   nesting depth of that object (the root object is 1)
    * @param trusted the record came from parseJson with the default depth bound: every value is already JSON data
    *                without lone surrogates, nested within LIMITS.maxJsonDepth
    */
-  constructor(
-    readonly path: string,
+  private constructor(
+    private readonly parent: WireReader | null,
+    private readonly key: string,
     readonly depth: number,
     readonly trusted: boolean,
   ) {}
 
+  private static readonly roots = [new WireReader(null, '', 1, false), new WireReader(null, '', 1, true)] as const;
+
+  /** The reader of a record's root object; readers hold no state of a record, so one serves them all. */
   static root(trusted: boolean): WireReader {
-    return new WireReader('', 1, trusted);
+    return WireReader.roots[trusted ? 1 : 0];
+  }
+
+  /** Path of the object this reader stands at ('' for the root); built only for an error message. */
+  get path(): string {
+    return this.parent === null ? '' : this.parent.at(this.key);
   }
 
   at(key: string): string {
-    return this.path ? `${this.path}.${key}` : key;
+    const path = this.path;
+    return path ? `${path}.${key}` : key;
   }
 
   child(key: string): WireReader {
-    return new WireReader(this.at(key), this.depth + 1, this.trusted);
+    return new WireReader(this, key, this.depth + 1, this.trusted);
   }
 
   fail(key: string | null, message: string): never {
@@ -102,6 +113,8 @@ export class WireReader {
    * PostgreSQL text cannot hold, so every store accepts the same ids (docs/design.md#event-ids-are-unique).
    */
   id(o: Wire, key: string): string {
+    const plain = this.get(o, key);
+    if (typeof plain === 'string' && isPlainAsciiText(plain)) return plain;
     const v = this.text(o, key);
     if (v.includes('\u0000')) this.fail(key, 'contains U+0000');
     return v;

@@ -161,6 +161,7 @@ export class JournalStore implements SessionStore {
   async loadHistory(sessionId: string): Promise<SessionEvent[]> {
     this.guard.check();
     const id = checkId<SessionId>('sessionId', sessionId);
+    if (this.backend.scanSnapshot) return this.backend.scanSnapshot(id, (session, events) => verifyJournal(id, session, events));
     const { session, events } = await this.backend.snapshot(id);
     return verifyJournal(id, session, events);
   }

@@ -237,6 +237,12 @@ export interface JournalBackend {
   transact<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R>;
   /** The owner row and every event row of a session, ordered by seq, read in one consistent snapshot. */
   snapshot(sessionId: SessionId): Promise<{ session: SessionRow | undefined; events: EventRow[] }>;
+  /**
+   * Optional: the same snapshot handed to `read` as the owner row and the event rows in seq order, one at a time,
+   * within the snapshot, returning what `read` returns. A store verifies a history this way without holding every
+   * stored text at once (docs/design.md#a-history-is-verified-as-it-is-read); without it, `snapshot` is used.
+   */
+  scanSnapshot?<T>(sessionId: SessionId, read: (session: SessionRow | undefined, events: Iterable<EventRow>) => T): Promise<T>;
   /** The task row with this id in this session (another session's task of the same id is not this one). */
   readTask(sessionId: SessionId, taskId: string): Promise<TaskRow | undefined>;
   /** Every session row with its number of events (the built-in backends order them by session id). */

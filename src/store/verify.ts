@@ -1,6 +1,6 @@
 import { JournalCorruptError } from '../errors.js';
 import { decodeEvent } from '../event/codec.js';
-import { noteWireBytes } from '../event/wire-size.js';
+import { noteDecodedHistory } from '../event/decoded-history.js';
 import { utf8Length } from '../text.js';
 import type { SessionEvent } from '../event/types.js';
 import type { SessionId } from '../ids.js';
@@ -13,18 +13,17 @@ import type { EventRow, SessionRow } from './rows.js';
  * recorded times, non-decreasing epochs no newer than the owner's, and the hash chain; then that the last row is the owner row's head. The first
  * violation throws JournalCorruptError; nothing is skipped, repaired or truncated.
  */
-export function verifyJournal(sessionId: SessionId, session: SessionRow | undefined, rows: readonly EventRow[]): SessionEvent[] {
-  if (!session) {
-    if (rows.length > 0) throw new JournalCorruptError(sessionId, 0, 'head_mismatch', 'events exist but the owner row is missing');
-    return [];
-  }
-  const events: SessionEvent[] = new Array(rows.length);
+export function verifyJournal(sessionId: SessionId, session: SessionRow | undefined, rows: Iterable<EventRow>): SessionEvent[] {
+  const events: SessionEvent[] = [];
+  const bytes: number[] = [];
   const seen = new Set<string>();
   let previousHash = GENESIS_HASH;
   let previousEpoch = 0;
   let previousTime = '';
-  for (let i = 0; i < rows.length; i++) {
-    const row = rows[i]!;
+  // Rows are read one at a time (a backend may stream them), so their stored texts need not all be held at once.
+  for (const row of rows) {
+    const i = events.length;
+    if (!session) throw new JournalCorruptError(sessionId, 0, 'head_mismatch', 'events exist but the owner row is missing');
     if (row.seq !== i) throw new JournalCorruptError(sessionId, i, 'seq_gap', `expected seq ${i}, found ${row.seq}`);
     let event: SessionEvent;
     try {
@@ -34,7 +33,9 @@ export function verifyJournal(sessionId: SessionId, session: SessionRow | undefi
     }
     if (event.seq !== row.seq) throw new JournalCorruptError(sessionId, i, 'order', `event claims seq ${event.seq} but is stored at ${row.seq}`);
     if (event.sessionId !== sessionId) throw new JournalCorruptError(sessionId, i, 'wrong_session', `event belongs to session ${event.sessionId}`);
-    if (seen.has(row.eventId) || seen.has(event.eventId)) throw new JournalCorruptError(sessionId, i, 'duplicate_id', `event id ${row.eventId} appears twice`);
+    if (seen.has(row.eventId) || (event.eventId !== row.eventId && seen.has(event.eventId))) {
+      throw new JournalCorruptError(sessionId, i, 'duplicate_id', `event id ${row.eventId} appears twice`);
+    }
     if (row.eventId !== event.eventId) throw new JournalCorruptError(sessionId, i, 'hash_mismatch', 'stored event id differs from the event body');
     seen.add(row.eventId);
     // Recorded times are canonical ISO text of one length, so text order is time order (docs/design.md#recorded-times).
@@ -51,15 +52,18 @@ export function verifyJournal(sessionId: SessionId, session: SessionRow | undefi
     if (hash !== row.hash) throw new JournalCorruptError(sessionId, i, 'hash_mismatch', 'the hash chain is broken');
     previousHash = hash;
     previousEpoch = row.epoch;
-    noteWireBytes(event, utf8Length(row.body));
-    events[i] = event;
+    bytes.push(utf8Length(row.body));
+    events.push(event);
   }
-  if (session.lastSeq !== rows.length - 1) {
-    const seq = Math.min(session.lastSeq, rows.length);
-    throw new JournalCorruptError(sessionId, Math.max(seq, 0), 'head_mismatch', `owner row records head seq ${session.lastSeq}, journal ends at ${rows.length - 1}`);
+  if (!session) return [];
+  const count = events.length;
+  if (session.lastSeq !== count - 1) {
+    const seq = Math.min(session.lastSeq, count);
+    throw new JournalCorruptError(sessionId, Math.max(seq, 0), 'head_mismatch', `owner row records head seq ${session.lastSeq}, journal ends at ${count - 1}`);
   }
   if (session.headHash !== previousHash) {
-    throw new JournalCorruptError(sessionId, Math.max(rows.length - 1, 0), 'head_mismatch', 'the last event does not match the head hash on the owner row');
+    throw new JournalCorruptError(sessionId, Math.max(count - 1, 0), 'head_mismatch', 'the last event does not match the head hash on the owner row');
   }
+  noteDecodedHistory(events, bytes);
   return events;
 }

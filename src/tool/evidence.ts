@@ -4,7 +4,7 @@
  * Internal to the tool layer: hosts use the functions in recovery.ts, retry-plan.ts and assess.ts.
  */
 import { encodeEvent } from '../event/codec.js';
-import { knownWireBytes } from '../event/wire-size.js';
+import { knownWireBytes, type WireBytesOf } from '../event/decoded-history.js';
 import { validatePhysicalLog } from '../event/physical-log.js';
 import {
   TOOL_EFFECTS,
@@ -136,11 +136,12 @@ function checkEventCount(history: readonly SessionEvent[]): void {
  */
 const SIZE_CHUNK = 256;
 function checkSerializedSize(history: readonly SessionEvent[]): void {
+  const sizeOf = knownWireBytes(history);
   const chunks = Math.ceil(history.length / SIZE_CHUNK);
   let bytes = 2 + (chunks - 1);
   for (let start = 0; start < history.length; start += SIZE_CHUNK) {
     // A chunk of events read back from a store: the sizes of their stored texts, which are their compact wire JSON.
-    const known = storedChunkBytes(history, start, Math.min(start + SIZE_CHUNK, history.length));
+    const known = storedChunkBytes(sizeOf, start, Math.min(start + SIZE_CHUNK, history.length));
     if (known !== undefined) {
       bytes += known;
       if (bytes > LIMITS.maxHistoryBytes) {
@@ -163,10 +164,10 @@ function checkSerializedSize(history: readonly SessionEvent[]): void {
 }
 
 /** The text size of events [start, end) joined by commas, when every one has a recorded stored size; else undefined. */
-function storedChunkBytes(history: readonly SessionEvent[], start: number, end: number): number | undefined {
+function storedChunkBytes(sizeOf: WireBytesOf, start: number, end: number): number | undefined {
   let sum = end - start - 1;
   for (let i = start; i < end; i++) {
-    const size = knownWireBytes(history[i]!);
+    const size = sizeOf(i);
     if (size === undefined) return undefined;
     sum += size;
   }

@@ -175,7 +175,8 @@ export async function reconcileUncertainCalls(
   const calls: ReconciledCall[] = [];
   if (current.length === 0) return { calls, history: current, needsReview: [] };
   const signal = options.signal ?? new AbortController().signal;
-  const evidence = collectEvidence(current);
+  // The array as given: a history a store returned keeps its recorded size (docs/design.md#a-loaded-history-keeps-its-size).
+  const evidence = collectEvidence(history);
   for (const record of evidence.attempts) {
     const op = record.call.operation;
     const attempts = record.operation?.attempts;

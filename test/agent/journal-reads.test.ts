@@ -17,7 +17,7 @@ import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
-/** Counts the whole-journal reads (snapshots) the store's backend serves. */
+/** Counts the whole-journal reads (snapshots, whole or handed over row by row) the store's backend serves. */
 function countSnapshots(store: SessionStore): { readonly count: number } {
   const backend = (store as JournalStore).backend;
   const snapshot = backend.snapshot.bind(backend);
@@ -26,6 +26,13 @@ function countSnapshots(store: SessionStore): { readonly count: number } {
     counter.count += 1;
     return snapshot(sessionId);
   };
+  const scan = backend.scanSnapshot?.bind(backend);
+  if (scan) {
+    backend.scanSnapshot = (sessionId, read) => {
+      counter.count += 1;
+      return scan(sessionId, read);
+    };
+  }
   return counter;
 }
 

@@ -23,6 +23,7 @@ class SqliteBackend implements JournalBackend {
   private readonly stmt: SqliteStatements;
   private readonly writeTx: Transaction<WriteTx>;
   private readonly readTx: Transaction<(sessionId: SessionId) => { session: SessionRow | undefined; events: EventRow[] }>;
+  private readonly scanTx: Transaction<(sessionId: SessionId, read: (session: SessionRow | undefined, events: Iterable<EventRow>) => unknown) => unknown>;
 
   private readonly identity: FileIdentity | null;
   readonly inbox: SqliteInbox;
@@ -39,6 +40,10 @@ class SqliteBackend implements JournalBackend {
     this.writeTx = db.transaction((sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) =>
       this.readDecideWrite(sessionId, reads, decide));
     this.readTx = db.transaction((sessionId: SessionId) => this.readSnapshot(sessionId));
+    this.scanTx = db.transaction((sessionId: SessionId, read: (session: SessionRow | undefined, events: Iterable<EventRow>) => unknown) => {
+      const session = this.stmt.session.get(sessionId);
+      return read(session ? toSession(session) : undefined, this.stmt.events.iterate(sessionId));
+    });
   }
 
   private run<T>(sessionId: string, fn: () => T): T {
@@ -107,11 +112,13 @@ class SqliteBackend implements JournalBackend {
     return this.run(sessionId, () => this.readTx.deferred(sessionId));
   }
 
+  async scanSnapshot<T>(sessionId: SessionId, read: (session: SessionRow | undefined, events: Iterable<EventRow>) => T): Promise<T> {
+    return this.run(sessionId, () => this.scanTx.deferred(sessionId, read) as T);
+  }
+
   private readSnapshot(sessionId: SessionId): { session: SessionRow | undefined; events: EventRow[] } {
     const session = this.stmt.session.get(sessionId);
-    const events: EventRow[] = this.stmt.events.all(sessionId).map(([sid, seq, eventId, epoch, body, hash]) => ({
-      sessionId: sid as SessionId, seq, eventId, epoch, body, hash,
-    }));
+    const events = this.stmt.events.all(sessionId);
     return { session: session ? toSession(session) : undefined, events };
   }
 
