@@ -17,25 +17,45 @@ export type OperationKey = Brand<string, 'OperationKey'>;
  * Random bytes for ids, filled from the system's CSPRNG a batch at a time: one fill serves 64 ids instead of one
  * call into the random source per id (a durable tool call mints five). Each byte is handed out once.
  */
-const RANDOM_BYTES = 10;
+const RANDOM_BYTES = 10; // 2 seed a millisecond's counter, 8 fill the variant's 62 random bits
 const randomPool = new Uint8Array(64 * RANDOM_BYTES);
 let randomNext = randomPool.length;
 
-/** A UUIDv7 string: 48-bit Unix milliseconds, version 7, variant 10, 74 random bits. */
+/** The last id's milliseconds and its 12-bit counter (rand_a): ids minted by one process sort in minting order. */
+let lastMs = -1;
+let counter = 0;
+
+/**
+ * A UUIDv7 string: 48-bit Unix milliseconds, version 7, a 12-bit counter, variant 10, 62 random bits. Within one
+ * process ids increase strictly (RFC 9562 §6.2, method 1): an id minted in the same millisecond as the one before
+ * (or after the clock went back) keeps that millisecond and counts up, starting from a random value below 2048 at
+ * each new millisecond, so whatever lists by id (the decision inbox) lists in the order things were created.
+ */
 export function uuidv7(now: number = Date.now()): string {
   if (randomNext === randomPool.length) {
     randomFillSync(randomPool);
     randomNext = 0;
   }
+  const random = randomPool.subarray(randomNext, randomNext + RANDOM_BYTES);
+  randomNext += RANDOM_BYTES;
+  if (now > lastMs) {
+    lastMs = now;
+    counter = ((random[0]! << 8) | random[1]!) & 0x7ff;
+  } else if (counter === 0xfff) {
+    lastMs += 1; // 4,096 ids in one millisecond: borrow the next one
+    counter = 0;
+  } else {
+    counter += 1;
+  }
   const bytes = Buffer.allocUnsafe(16);
-  let ms = now;
+  let ms = lastMs;
   for (let i = 5; i >= 0; i--) {
     bytes[i] = ms % 256;
     ms = Math.floor(ms / 256);
   }
-  bytes.set(randomPool.subarray(randomNext, randomNext + RANDOM_BYTES), 6);
-  randomNext += RANDOM_BYTES;
-  bytes[6] = 0x70 | (bytes[6]! & 0x0f);
+  bytes[6] = 0x70 | (counter >> 8);
+  bytes[7] = counter & 0xff;
+  bytes.set(random.subarray(2), 8);
   bytes[8] = 0x80 | (bytes[8]! & 0x3f);
   const hex = bytes.toString('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
