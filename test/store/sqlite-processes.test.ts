@@ -41,6 +41,19 @@ describe('SQLite ownership across real processes', () => {
     await store.close();
   });
 
+  it('processes creating one new journal at the same moment all open it (none mistakes it for a foreign database)', async () => {
+    for (let round = 0; round < 8; round++) {
+      const path = tempDbPath(dir);
+      const children = Array.from({ length: 6 }, (_, i) => new ChildProcess(script, [path, 's-new', `opener-${i}`]));
+      const answers = await Promise.allSettled(children.map((c) => c.next()));
+      for (const c of children) c.send('exit');
+      await Promise.all(children.map((c) => c.exited));
+      for (const [i, a] of answers.entries()) {
+        assert.equal(a.status, 'fulfilled', `round ${round}, opener ${i}: ${a.status === 'rejected' ? String(a.reason) : ''}`);
+      }
+    }
+  });
+
   it('racing takeovers: epochs strictly increase, only the last owner appends, the journal verifies', async () => {
     const path = tempDbPath(dir);
     const n = 6;

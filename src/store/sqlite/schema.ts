@@ -108,8 +108,14 @@ const MIGRATE_LEASES = 'ALTER TABLE jw_sessions ADD COLUMN lease_expires_at INTE
 const MIGRATE_EVENT_IDS = 'CREATE INDEX jw_events_event_id ON jw_events (session_id, event_id)';
 const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION, MIGRATE_INBOX, MIGRATE_LEASES, MIGRATE_EVENT_IDS];
 
-const tableCount = (db: Database): number =>
-  (db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE type = 'table'").get() as { n: number }).n;
+/**
+ * The schema version and the number of tables, read by one statement, so from one snapshot: read one after the
+ * other, another process creating the journal in between looks like a foreign database (version 0 read before its
+ * commit, its tables counted after).
+ */
+const schemaState = (db: Database): { version: number; tables: number } =>
+  db.prepare("SELECT (SELECT user_version FROM pragma_user_version) AS version, (SELECT count(*) FROM sqlite_schema WHERE type = 'table') AS tables")
+    .get() as { version: number; tables: number };
 
 /** Sets the connection up (WAL, synchronous=FULL), then creates or upgrades the journal's tables in one transaction. */
 export function prepareDatabase(db: Database, path: string, options: SqliteStoreOptions): void {
@@ -128,12 +134,11 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
   db.pragma('trusted_schema = OFF');
   quickCheck(db, options);
   db.transaction(() => {
-    const version = db.pragma('user_version', { simple: true }) as number;
+    const { version, tables } = schemaState(db);
     if (version > SQLITE_SCHEMA_VERSION) {
       throw new StoreUnavailableError('schema_too_new', `${path} has schema version ${version}; this code understands up to ${SQLITE_SCHEMA_VERSION}`);
     }
     if (version === 0) {
-      const tables = tableCount(db);
       if (tables > 0) {
         throw new StoreUnavailableError('store_failure', `${path} already holds other tables and is not a jingwei journal; give the journal its own file`);
       }
@@ -148,8 +153,9 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
 }
 
 function refuseForeign(db: Database, path: string, options: SqliteStoreOptions): void {
-  if ((db.pragma('user_version', { simple: true }) as number) !== 0) return;
-  if (tableCount(db) > 0) {
+  const { version, tables } = schemaState(db);
+  if (version !== 0) return;
+  if (tables > 0) {
     throw new StoreUnavailableError('store_failure', `${path} already holds other tables and is not a jingwei journal; give the journal its own file`);
   }
   if (options.mustExist) throw new StorePathError('store_not_journal', path, 'holds no jingwei journal (it is an empty database)');
@@ -158,12 +164,11 @@ function refuseForeign(db: Database, path: string, options: SqliteStoreOptions):
 function prepareReadonly(db: Database, path: string, options: SqliteStoreOptions): void {
   db.pragma('trusted_schema = OFF');
   quickCheck(db, options);
-  const version = db.pragma('user_version', { simple: true }) as number;
+  const { version, tables } = schemaState(db);
   if (version > SQLITE_SCHEMA_VERSION) {
     throw new StoreUnavailableError('schema_too_new', `${path} has schema version ${version}; this code understands up to ${SQLITE_SCHEMA_VERSION}`);
   }
   if (version === 0) {
-    const tables = tableCount(db);
     throw new StorePathError('store_not_journal', path, tables === 0
       ? 'holds no jingwei journal (it is an empty database)'
       : 'is a SQLite database but not a jingwei journal (it has no jw_sessions table)');
