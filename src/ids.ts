@@ -109,6 +109,8 @@ export function hasLoneSurrogate(s: string): boolean {
 /** Checks a host-supplied id (session, task, turn, ...) and returns it branded. Throws InvalidInputError. */
 export function checkId<T extends string>(field: string, value: unknown): T {
   if (typeof value !== 'string') throw new InvalidInputError(field, `must be a string, got ${typeof value}`);
+  // The usual id passes every check below in one test (no surrogate, no U+0000, not blank, one byte a character).
+  if (isPlainAsciiText(value)) return value as T;
   if (hasLoneSurrogate(value)) throw new InvalidInputError(field, 'contains a lone surrogate');
   // PostgreSQL text cannot hold U+0000; refusing it everywhere keeps every store accepting the same ids.
   if (value.includes('\u0000')) throw new InvalidInputError(field, 'contains U+0000');

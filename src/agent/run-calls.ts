@@ -76,7 +76,7 @@ function parseArguments(text: string): JsonValue {
 }
 
 function withProvider(action: ActionContext, providerCallId: string): ActionContext {
-  return isValidText(providerCallId) ? { ...action, providerCallId } : action;
+  return isValidText(providerCallId) ? { decision: action.decision, actionIndex: action.actionIndex, providerCallId } : action;
 }
 
 function done(requested: ChatToolCall, execution: ToolExecution): SettledCall {
@@ -132,16 +132,17 @@ async function history(ctx: CallContext): Promise<readonly SessionEvent[]> {
 export async function settleCall(ctx: CallContext, requested: ChatToolCall, key: string, action: ActionContext, replayOnly: boolean): Promise<SettledCall | null> {
   const { gateway, owner, signal } = ctx;
   const act = withProvider(action, requested.id);
-  const options = { action: act, ...(signal ? { signal } : {}) };
+  const options = signal ? { action: act, signal } : { action: act };
+  const keyed = signal ? { action: act, signal, operationKey: key } : { action: act, operationKey: key };
   const recorded = await owner.readOperation(gateway.taskId, key);
   if (recorded === undefined) {
     if (replayOnly) return null;
-    return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, operationKey: key }));
+    return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, keyed));
   }
   const execution = recordedExecution(recorded);
   if (execution !== null && execution.result.outcome.status === 'succeeded') {
     // Caller-key replay: checks the binding and the grant, runs nothing, writes nothing, charges nothing.
-    return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, operationKey: key }));
+    return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, keyed));
   }
   if (replayOnly) {
     if (execution !== null) return done(requested, execution);

@@ -7,11 +7,9 @@ import type { CallId, OperationKey, TaskId } from '../ids.js';
 import type { SessionEvent } from '../event/types.js';
 import type { RecordedAttempt } from './types.js';
 
-const opId = (taskId: string, key: string): string => `${taskId}\u0000${key}`;
-
 export class AttemptIndex {
-  /** Per operation: its call events in journal order (the last is the latest attempt). */
-  private readonly calls = new Map<string, SessionEvent[]>();
+  /** Per task, per operation key: its call events in journal order (the last is the latest attempt). */
+  private readonly calls = new Map<string, Map<string, SessionEvent[]>>();
   /** Per call id: its last start marker. */
   private readonly started = new Map<string, SessionEvent>();
   /** Per call id: its first result. */
@@ -23,10 +21,14 @@ export class AttemptIndex {
       if (kind.type === 'tool_call') {
         const op = kind.call.operation;
         if (op === undefined || op === null) continue;
-        const id = opId(op.taskId, op.key);
-        const list = this.calls.get(id);
+        let keys = this.calls.get(op.taskId);
+        if (keys === undefined) {
+          keys = new Map();
+          this.calls.set(op.taskId, keys);
+        }
+        const list = keys.get(op.key);
         if (list) list.push(e);
-        else this.calls.set(id, [e]);
+        else keys.set(op.key, [e]);
       } else if (kind.type === 'tool_started') {
         this.started.set(kind.callId, e);
       } else if (kind.type === 'tool_result' && !this.results.has(kind.result.callId)) {
@@ -40,7 +42,7 @@ export class AttemptIndex {
    * rows) its latest attempt; undefined when the history holds no such attempt.
    */
   attempt(taskId: TaskId, key: OperationKey, callId: string | undefined): RecordedAttempt | undefined {
-    const list = this.calls.get(opId(taskId, key));
+    const list = this.calls.get(taskId)?.get(key);
     if (list === undefined) return undefined;
     let callEvent: SessionEvent | undefined;
     if (callId === undefined) callEvent = list[list.length - 1];

@@ -86,22 +86,26 @@ function malformedNameReason(name: string): string | null {
 /**
  * The effective limit of a call: its option, which may only tighten the ceiling (a positive integer at most the
  * ceiling; above it the call is refused, never silently cut, naming the setting that raises it), or the ceiling.
+ * The ceiling is the lower of the runtime's limit and the tool's; the tool's setting is named only in a refusal.
  */
-function effectiveLimit(field: string, option: number | undefined, ceiling: { value: number; raise: string }): number {
-  if (option === undefined) return ceiling.value;
+function effectiveLimit(
+  field: string,
+  option: number | undefined,
+  runtimeValue: number,
+  runtimeSetting: string,
+  toolValue: number | null | undefined,
+  toolSetting: () => string,
+): number {
+  const byTool = typeof toolValue === 'number' && toolValue < runtimeValue;
+  const ceiling = byTool ? toolValue : runtimeValue;
+  if (option === undefined) return ceiling;
   if (typeof option !== 'number' || !Number.isSafeInteger(option) || option <= 0) {
     throw new ToolPreflightError('invalid_options', `${field} must be a positive integer, got ${String(option)}`);
   }
-  if (option > ceiling.value) {
-    throw new ToolPreflightError('invalid_options', `${field} ${option} is above its ceiling of ${ceiling.value}; to allow more, raise ${ceiling.raise}`);
+  if (option > ceiling) {
+    throw new ToolPreflightError('invalid_options', `${field} ${option} is above its ceiling of ${ceiling}; to allow more, raise ${byTool ? toolSetting() : runtimeSetting}`);
   }
   return option;
-}
-
-/** The lower of the runtime's limit and the tool's ceiling, with the setting that raises it. */
-function ceilingOf(runtimeValue: number, runtimeSetting: string, toolValue: number | null | undefined, toolSetting: string) {
-  if (typeof toolValue === 'number' && toolValue < runtimeValue) return { value: toolValue, raise: toolSetting };
-  return { value: runtimeValue, raise: runtimeSetting };
 }
 
 
@@ -206,14 +210,14 @@ class Gateway implements ToolGateway {
     const checked = preflight(name, args);
     const registered = this.runtime.tools.get(name);
     const metadata = registered?.tool.metadata;
-    const timeoutMs = effectiveLimit('timeoutMs', options.timeoutMs, ceilingOf(
-      this.runtime.defaultTimeoutMs, 'the runtime\'s defaultTimeoutMs (createToolRuntime)',
-      metadata?.timeoutCeilingMs, `the tool's ceiling (ToolMetadata.withTimeoutCeiling on ${name})`,
-    ));
-    const outputLimit = effectiveLimit('maxOutputBytes', options.maxOutputBytes, ceilingOf(
-      this.runtime.maxOutputBytes, 'the runtime\'s maxOutputBytes (createToolRuntime)',
-      metadata?.outputCeilingBytes, `the tool's ceiling (ToolMetadata.withOutputCeiling on ${name})`,
-    ));
+    const timeoutMs = effectiveLimit(
+      'timeoutMs', options.timeoutMs, this.runtime.defaultTimeoutMs, 'the runtime\'s defaultTimeoutMs (createToolRuntime)',
+      metadata?.timeoutCeilingMs, () => `the tool's ceiling (ToolMetadata.withTimeoutCeiling on ${name})`,
+    );
+    const outputLimit = effectiveLimit(
+      'maxOutputBytes', options.maxOutputBytes, this.runtime.maxOutputBytes, 'the runtime\'s maxOutputBytes (createToolRuntime)',
+      metadata?.outputCeilingBytes, () => `the tool's ceiling (ToolMetadata.withOutputCeiling on ${name})`,
+    );
     if (this.binding.signal?.aborted) throw new ToolTurnClosedError();
     if (options.action && options.action.decision?.taskId !== this.taskId) {
       throw new InvalidInputError('action.decision.taskId', `must be the gateway's task ${this.taskId}`);

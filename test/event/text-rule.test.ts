@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { decodeEvent } from '../../src/event/codec.js';
-import { WireDecodeError } from '../../src/errors.js';
-import { hasLoneSurrogate, isPlainAsciiText, isValidText } from '../../src/ids.js';
+import { InvalidInputError, WireDecodeError } from '../../src/errors.js';
+import { checkId, hasLoneSurrogate, isPlainAsciiText, isValidText, rustTrim } from '../../src/ids.js';
 import { LIMITS } from '../../src/limits.js';
 
 /** The text rule as isValidText stated it before its one-test path for plain ASCII. */
@@ -24,7 +24,30 @@ const arbText = fc.oneof(
   fc.nat(LIMITS.maxTextBytes + 2).map((n) => ' '.repeat(n)),
 );
 
+/** checkId as it was before its one-test path for plain ASCII: the message of its refusal, or null. */
+function idRefusal(value: unknown): string | null {
+  if (typeof value !== 'string') return `must be a string, got ${typeof value}`;
+  if (hasLoneSurrogate(value)) return 'contains a lone surrogate';
+  if (value.includes('\u0000')) return 'contains U+0000';
+  if (rustTrim(value).length === 0) return 'must not be empty or blank';
+  const bytes = Buffer.byteLength(value, 'utf8');
+  return bytes > LIMITS.maxTextBytes ? `is ${bytes} UTF-8 bytes, at most ${LIMITS.maxTextBytes} allowed` : null;
+}
+
 describe('the text rule', () => {
+  it('checkId accepts and refuses as its full rule does, with the same message', () => {
+    fc.assert(fc.property(fc.oneof(arbText, fc.constantFrom<unknown>(undefined, null, 1, {}, [])), (value) => {
+      const expected = idRefusal(value);
+      try {
+        assert.equal(checkId('field', value), value);
+        assert.equal(expected, null, JSON.stringify(value));
+      } catch (error) {
+        if (!(error instanceof InvalidInputError)) throw error;
+        assert.equal(error.message, new InvalidInputError('field', expected ?? 'accepted').message, JSON.stringify(value));
+      }
+    }), { numRuns: 20_000 });
+  });
+
   it('isValidText decides as the full rule does', () => {
     fc.assert(fc.property(arbText, (s) => assert.equal(isValidText(s), textRule(s), JSON.stringify(s))), { numRuns: 20_000 });
     for (const v of [undefined, null, 1, {}, []]) assert.equal(isValidText(v), false);
