@@ -67,18 +67,7 @@ async function batch(client: PoolClient, steps: readonly Step[]): Promise<void> 
     for (const step of steps) await step();
     return;
   }
-  // The driver writes each protocol message of each statement separately (parse, bind, describe, execute, sync):
-  // corked, a whole batch leaves in one write instead of about a hundred small ones.
-  const stream = (client as { connection?: { stream?: { cork?: () => void; uncork?: () => void } } }).connection?.stream;
-  const corked = typeof stream?.cork === 'function' && typeof stream.uncork === 'function';
-  if (corked) stream.cork!();
-  let sent: Promise<unknown>[];
-  try {
-    sent = steps.map((step) => step());
-  } finally {
-    if (corked) stream.uncork!();
-  }
-  const settled = await Promise.allSettled(sent);
+  const settled = await Promise.allSettled(steps.map((step) => step()));
   for (const r of settled) if (r.status === 'rejected') throw r.reason;
 }
 
