@@ -195,7 +195,7 @@ function refuseDuplicateIds(sessionId: SessionId, drafts: readonly EventDraft[],
 }
 
 /** `now`: the store's clock when the commit began, in epoch milliseconds. */
-export function decideCommit(owner: OwnerRef, request: CommitRequest, now: number = Date.now()) {
+export function decideCommit(owner: OwnerRef, request: CommitRequest, now: number) {
   return (state: TxState): TxWrites<CommitOutcome> => {
     const session = renewLease(requireOwner(state.session, owner), owner, state);
     refuseDuplicateIds(session.sessionId, request.events, state.existingEventIds);
@@ -353,7 +353,7 @@ function checkLimit(name: string, value: number | undefined, fallback: number): 
   return v;
 }
 
-export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial<TaskLimits> | undefined, now: number = Date.now()) {
+export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial<TaskLimits> | undefined, now: number) {
   const toolCalls = checkLimit('limits.toolCalls', limits?.toolCalls, TASK_DEFAULTS.toolCalls);
   const toolOutputBytes = checkLimit('limits.toolOutputBytes', limits?.toolOutputBytes, TASK_DEFAULTS.toolOutputBytes);
   const journalBytes = checkLimit('limits.journalBytes', limits?.journalBytes, TASK_DEFAULTS.journalBytes);
@@ -380,7 +380,7 @@ export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial
   };
 }
 
-export function decideTaskState(owner: OwnerRef, taskId: string, next: Exclude<TaskState, 'running'>, reason: string | null, now: number = Date.now()) {
+export function decideTaskState(owner: OwnerRef, taskId: string, next: Exclude<TaskState, 'running'>, reason: string | null, now: number) {
   return (state: TxState): TxWrites<TaskRow> => {
     const session = renewLease(requireOwner(state.session, owner), owner, state);
     const task = settleAbandoned(requireTask(state.task, taskId, session.sessionId), owner.epoch);

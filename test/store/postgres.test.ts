@@ -199,7 +199,7 @@ describePostgres('PostgreSQL store', (url) => {
       // A brand-new pool writing with the old epoch: fenced by the same conditional update.
       const third = await openPostgresStore(url, { schema });
       const backend = (third as JournalStore).backend;
-      await rejects(backend.transact('s-killed' as SessionId, {}, decideCommit({ sessionId: 's-killed' as SessionId, epoch: a.epoch }, { events: [message('old epoch')] })), 'stale_owner');
+      await rejects(backend.transact('s-killed' as SessionId, {}, decideCommit({ sessionId: 's-killed' as SessionId, epoch: a.epoch }, { events: [message('old epoch')] }, Date.now())), 'stale_owner');
       const [next] = await b.append([message('by b')]);
       assert.equal(next!.seq, 2, 'no seq was consumed by the lost or stale writes (seq 0 is the task\'s start, 1 the message)');
       assert.deepEqual(texts(await other.loadHistory('s-killed')), [undefined, 'committed', 'by b']);
