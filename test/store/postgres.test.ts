@@ -159,6 +159,61 @@ describePostgres('PostgreSQL store', (url) => {
     });
   });
 
+  describe('one statement per commit', () => {
+    it('a task row changed behind the store between two commits is seen: the commit decides again on the stored row', async () => {
+      const schema = freshSchema();
+      const store = await openPostgresStore(url, { schema });
+      const a = await store.acquire('s-known', { owner: 'a' });
+      const task = 't-known' as TaskId;
+      await a.startTask(task);
+      const admit = () => commitAs(a, { events: [callDraft(task)], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
+      await admit();
+      await admit();
+      assert.equal((await a.task(task)).charged.toolCalls, 2);
+      // The store last wrote 2; a commit decided on that known row would write 3.
+      await admin.query(`UPDATE "${schema}".jw_tasks SET charged_tool_calls = 7 WHERE task_id = 't-known'`);
+      await admit();
+      assert.equal((await a.task(task)).charged.toolCalls, 8);
+      await admin.query(`UPDATE "${schema}".jw_operations SET call_id = 'changed' WHERE session_id = 's-known'`);
+      await admit();
+      assert.equal((await a.task(task)).charged.toolCalls, 9);
+      assert.equal((await store.loadHistory('s-known')).length, 5);
+      await store.close();
+    });
+
+    it('on a server whose default isolation is serializable, a commit that meets a concurrent update of its owner row runs again the ordinary way', async () => {
+      const schema = freshSchema();
+      const serializable = new URL(url);
+      serializable.searchParams.set('options', '-c default_transaction_isolation=serializable');
+      const store = await openPostgresStore(serializable.toString(), { schema });
+      const a = await store.acquire('s-serial', { owner: 'a' });
+      await a.append([message('one')]);
+      await a.append([message('two')]);
+      const blocker = await admin.connect();
+      try {
+        await blocker.query('BEGIN');
+        await blocker.query(`UPDATE "${schema}".jw_sessions SET owner = owner WHERE session_id = 's-serial'`);
+        const pending = a.append([message('three')]);
+        // Wait until the commit's statement is queued behind the blocker's row lock, then let it through.
+        for (let i = 0; ; i++) {
+          const waiting = await admin.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
+          );
+          if (waiting.rows[0]!.n > 0) break;
+          assert.ok(i < 500, 'the commit never waited on the owner row');
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        await blocker.query('COMMIT');
+        const [event] = await pending;
+        assert.equal(event!.seq, 2);
+      } finally {
+        blocker.release();
+      }
+      assert.deepEqual(texts(await store.loadHistory('s-serial')), ['one', 'two', 'three']);
+      await store.close();
+    });
+  });
+
   describe('fencing', () => {
     it('a writer whose connection is killed mid-transaction leaves nothing partial, and cannot append after a takeover even on a new connection', async () => {
       const schema = freshSchema();

@@ -3,11 +3,10 @@ import { faultPoint } from '../../fault.js';
 import { InvalidInputError, JournalCorruptError, StaleOwnerError, StoreBusyError, StoreClosedError } from '../../errors.js';
 import type { SessionId } from '../../ids.js';
 import { POSTGRES_DEFAULTS } from '../../limits.js';
-import { journalLedger } from '../decisions.js';
 import { JournalStore } from '../journal-store.js';
-import type { AttentionRow, AttentionScan, EventRow, JournalBackend, OperationBinding, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from '../rows.js';
+import type { AttentionRow, AttentionScan, EventRow, JournalBackend, OperationBinding, SessionRow, TxReads, TxState, TxWrites } from '../rows.js';
 import {
-  attentionScanSql, attentionValues, int, sessionValues, taskValues, toAttention, toOperation, toSession, toTask,
+  attentionScanSql, int, sessionValues, toAttention, toOperation, toSession, toTask,
   type AttentionRecord, type OperationRecord, type SessionRecord, type TaskRecord,
 } from '../sql-rows.js';
 import type { SessionStore } from '../types.js';
@@ -18,6 +17,7 @@ import { beforeCommitHooks } from './hooks.js';
 import type { PostgresStoreOptions } from './options.js';
 import { IDENTIFIER, migrate, POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { postgresStatements, type PostgresStatements } from './statements.js';
+import { commitStatement, type CommitStatement } from './commit-statement.js';
 import { PostgresInbox } from './inbox.js';
 import { channelName, listenOn } from './notify.js';
 import { KnownSessions, sessionJson } from './known-rows.js';
@@ -29,24 +29,15 @@ function checkMs(name: string, value: number | undefined, fallback: number, min:
   return v;
 }
 
-/** Keeps the last write per (session, task, key), as sequential upserts would. */
-function lastPerOperation(ops: readonly OperationRow[]): OperationRow[] {
-  const byKey = new Map<string, OperationRow>();
-  for (const o of ops) {
-    const k = `${o.sessionId}\u0000${o.taskId}\u0000${o.key}`;
-    byKey.delete(k);
-    byKey.set(k, o);
-  }
-  return [...byKey.values()];
-}
-
 /** A check of the known-rows path failed: a stored row is not the known one. */
 const MISSED = Symbol('known rows differ');
 
 /** A check or the owner-row write of the known-rows path: changing or matching no row is a miss, not an error. */
 function missOn<T>(query: Promise<T>): Promise<T> {
   return query.catch((error: unknown) => {
-    if ((error as { code?: unknown }).code === NO_ROW_CHANGED) throw new Passthrough(MISSED);
+    const code = (error as { code?: unknown }).code;
+    // 40001: a server whose default isolation is stricter than READ COMMITTED refused the statement's snapshot.
+    if (code === NO_ROW_CHANGED || code === SERIALIZATION_FAILURE) throw new Passthrough(MISSED);
     throw error;
   });
 }
@@ -56,6 +47,7 @@ type Step = () => Promise<unknown>;
 
 /** The SQLSTATE of a conditional update that changed no row (the statements divide by the count of changed rows). */
 const NO_ROW_CHANGED = '22012';
+const SERIALIZATION_FAILURE = '40001';
 
 /**
  * Runs statements of one transaction. On a pipelining connection (a pool made with `pipeline: true`, as the store
@@ -85,6 +77,11 @@ class PostgresBackend implements JournalBackend {
   readonly inbox: PostgresInbox;
   /** Whether the pool's connections pipeline (then a commit on known rows costs one round trip). */
   private readonly pipelining: boolean;
+  /**
+   * Whether a commit on known rows is one statement on its own (the store's own pool, whose connections carry the
+   * store's lock and statement timeouts): the server commits it as it answers, with no BEGIN or COMMIT to send.
+   */
+  private readonly singleStatementCommits: boolean;
   private readonly known = new KnownSessions();
   /** The database's clock minus this process's, as last read. */
   private clockOffset = 0;
@@ -113,6 +110,7 @@ class PostgresBackend implements JournalBackend {
       `SET LOCAL statement_timeout = ${timeouts.statement}${idle}`;
     this.sql = postgresStatements(S);
     this.pipelining = (pool as unknown as { options?: { pipeline?: unknown } }).options?.pipeline === true;
+    this.singleStatementCommits = this.pipelining && ownsPool;
     this.attentionChannel = channelName('jw_attention', schema);
     this.inbox = new PostgresInbox(S, schema, pool,
       (context, body) => this.inTransaction(this.beginWrite, context, body),
@@ -200,9 +198,10 @@ class PostgresBackend implements JournalBackend {
 
   /**
    * One write transaction in two round trips (docs/design.md#one-round-trip-per-write-on-postgresql): BEGIN, the
-   * locking reads and the clock go out together; then the decision runs; then every write and COMMIT go out
-   * together. A write that fails (the fencing check included) aborts the transaction, so the COMMIT behind it
-   * commits nothing. Without a pipelining connection the same statements run one after another.
+   * locking reads and the clock go out together; then the decision runs; then the owner row's write, the commit
+   * statement holding every other write (commit-statement.ts) and COMMIT go out together. A write that fails (the
+   * fencing check included) aborts the transaction, so the COMMIT behind it commits nothing. Without a pipelining
+   * connection the same statements run one after another.
    */
   private async readDecideWrite<R>(
     client: PoolClient,
@@ -287,32 +286,44 @@ class PostgresBackend implements JournalBackend {
     return writes.result;
   }
 
-  /** Every write of a decision but the owner row's, in the order the ordinary path sends them. */
+  /** Every write of a decision but the owner row's: one statement (commit-statement.ts), then the inbox rows. */
   private writeSteps(client: PoolClient, writes: TxWrites<unknown>): Step[] {
     const steps: Step[] = [];
-    const events = writes.events ?? [];
-    if (events.length > 0) steps.push(this.insertEvents(client, events));
-    if (writes.task) steps.push(this.writeTask(client, writes.task.row, writes.task.insert));
-    const ops = lastPerOperation(writes.operations ?? []);
-    if (ops.length > 0) {
-      steps.push(() => this.run(client, 'upsertOperations', [
-        ops.map((x) => x.taskId), ops.map((x) => x.key), ops.map((x) => x.sessionId), ops.map((x) => x.callId), ops.map((x) => x.eventId),
-      ]));
-    }
-    for (const a of writes.attention ?? []) steps.push(() => this.run(client, 'upsertAttention', attentionValues(a, (b) => b)));
-    // Delivered only if the transaction commits, and sent in the same batch: no round trip of its own.
-    for (const session of new Set((writes.attention ?? []).map((a) => a.sessionId))) {
-      steps.push(() => client.query('SELECT pg_notify($1, $2)', [this.attentionChannel, session]));
+    if (writes.events?.length || writes.task || writes.operations?.length || writes.attention?.length) {
+      const sessionId = (writes.events?.[0] ?? writes.task?.row ?? writes.operations?.[0] ?? writes.attention?.[0])!.sessionId;
+      const statement = commitStatement(this.schemaName, writes, this.attentionChannel);
+      steps.push(() => this.runCommit(client, statement).catch((error: unknown) => {
+        // The task row was read FOR UPDATE in this transaction, so only an outside actor can make its update miss.
+        if ((error as { code?: unknown }).code === NO_ROW_CHANGED) throw new Passthrough(new StoreBusyError(`task ${writes.task?.row.taskId} changed outside the store; try again`));
+        throw this.eventRowsExist(sessionId, writes, error);
+      }));
     }
     if (writes.decisions?.length) steps.push(...this.inbox.writeSteps(client, writes.decisions));
     return steps;
   }
 
+  /** Runs a commit statement, prepared once per shape unless `prepare: false`. */
+  private runCommit(client: PoolClient, statement: CommitStatement): Promise<QueryResult<{ lease_expires_at: string | number | null }>> {
+    const { text, values } = statement;
+    return this.statementPrefix === undefined
+      ? client.query(text, values)
+      : client.query({ name: `${this.statementPrefix}c_${statement.shape}`, text, values });
+  }
+
+  /** Event rows beyond the head on the owner row: the journal was tampered with. Never overwritten, never retried. */
+  private eventRowsExist(sessionId: SessionId, writes: TxWrites<unknown>, error: unknown): unknown {
+    const e = error as { code?: unknown; constraint?: unknown };
+    if (e.code !== '23505' || e.constraint !== 'jw_events_pkey') return error;
+    return new Passthrough(new JournalCorruptError(sessionId, writes.events?.[0]?.seq ?? -1, 'head_mismatch',
+      'event rows already exist beyond the head recorded on the owner row', { cause: error }));
+  }
+
   /**
-   * A commit decided on the rows this backend knows (known-rows.ts) and sent in one round trip: BEGIN, the owner row
-   * written only where it is still the known row, a check of every other row the decision read, the writes and
-   * COMMIT. Undefined when the rows are not known, the decision is not a commit of events, or a stored row differed
-   * (nothing was written then): the caller runs the ordinary path, which reads the rows and decides again.
+   * A commit decided on the rows this backend knows (known-rows.ts) and sent as one statement (commit-statement.ts):
+   * the owner row written only where it is still the known row, a check of every other row the decision read, the
+   * writes. On the store's own pool the statement is the transaction; on a pool passed in, BEGIN and COMMIT go out
+   * in the same batch. Undefined when the rows are not known, the decision is not a commit of events, or a stored row
+   * differed (nothing was written then): the caller runs the ordinary path, which reads the rows and decides again.
    */
   private async onKnownRows<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<{ result: R } | undefined> {
     const known = this.known.state(sessionId, reads, Date.now() + this.clockOffset);
@@ -330,29 +341,22 @@ class PostgresBackend implements JournalBackend {
     const expect = session.expect;
     const row = session.row;
     const leaseMs = typeof row.leaseExpiresAt === 'number' && row.leaseExpiresAt !== knownSession.leaseExpiresAt ? row.leaseExpiresAt - known.state.now! : null;
-    const checks = known.checks;
     let lease: number | null;
     try {
       lease = await this.inTransaction(null, `session ${sessionId}`, async (client) => {
         let written: QueryResult<{ lease_expires_at: string | number | null }> | undefined;
-        const steps: Step[] = [
-          () => client.query(this.beginWrite),
-          async () => {
-            written = await missOn(this.run(client, 'speculateSession', [
-              ...sessionValues(row, (h) => h), leaseMs, expect.epoch, expect.lastSeq, sessionJson(knownSession),
-            ]));
-          },
-        ];
-        if (checks.task) steps.push(() => missOn(this.run(client, 'checkTask', [sessionId, checks.task!.taskId, checks.task!.expected])));
-        if (checks.operation) {
-          const c = checks.operation;
-          steps.push(() => missOn(this.run(client, 'checkOperation', [sessionId, c.taskId, c.key, c.expected])));
-        }
-        if (checks.attention) steps.push(() => missOn(this.run(client, 'checkAttention', [sessionId, checks.attention!.callIds, checks.attention!.expected])));
-        if (checks.eventIds) steps.push(() => missOn(this.run(client, 'checkNoEventIds', [sessionId, checks.eventIds!])));
-        steps.push(...this.writeSteps(client, writes));
+        const statement = commitStatement(this.schemaName, writes, this.attentionChannel, {
+          session: { values: sessionValues(row, (h) => h), leaseMs, expect, knownJson: sessionJson(knownSession) },
+          checks: known.checks,
+        });
+        const commit = async () => {
+          written = await missOn(this.runCommit(client, statement).catch((error: unknown) => {
+            throw this.eventRowsExist(sessionId, writes, error);
+          }));
+        };
         faultPoint('commit:before');
-        await batch(client, [...steps, () => client.query('COMMIT')]);
+        if (this.singleStatementCommits) await commit();
+        else await batch(client, [() => client.query(this.beginWrite), commit, () => client.query('COMMIT')]);
         const value = written!.rows[0]!.lease_expires_at;
         return value === null ? null : int(value, 'lease_expires_at', sessionId);
       });
@@ -374,32 +378,6 @@ class PostgresBackend implements JournalBackend {
     // The fencing check: the statement fails (22012) where epoch and head are no longer what this decision read.
     return () => this.run(client, 'updateSession', [...values, expect.epoch, expect.lastSeq]).catch((error: unknown) => {
       if ((error as { code?: unknown }).code === NO_ROW_CHANGED) throw new Passthrough(new StaleOwnerError(row.sessionId, expect.epoch, 'the owner row changed'));
-      throw error;
-    });
-  }
-
-  private insertEvents(client: PoolClient, events: readonly EventRow[]): Step {
-    return () => this.run(client, 'insertEvents', [
-      events.map((e) => e.sessionId), events.map((e) => e.seq), events.map((e) => e.eventId),
-      events.map((e) => e.epoch), events.map((e) => e.body), events.map((e) => e.hash),
-    ]).catch((error: unknown) => {
-      if ((error as { code?: unknown }).code === '23505') {
-        // Rows beyond the head on the owner row: the journal was tampered with. Never overwrite or retry.
-        throw new Passthrough(new JournalCorruptError(events[0]!.sessionId, events[0]!.seq, 'head_mismatch',
-          'event rows already exist beyond the head recorded on the owner row', { cause: error }));
-      }
-      throw error;
-    });
-  }
-
-  private writeTask(client: PoolClient, row: TaskRow, insert: boolean): Step {
-    if (insert) return () => this.run(client, 'insertTask', taskValues(row));
-    return () => this.run(client, 'updateTask', [
-      row.taskId, row.sessionId, row.state, row.chargedToolCalls, row.chargedOutputBytes, row.reservedOutputBytes, row.stopReason,
-      JSON.stringify(row.reservations), journalLedger(row).charged,
-    ]).catch((error: unknown) => {
-      // The row was read FOR UPDATE in this transaction, so only an outside actor can make this miss.
-      if ((error as { code?: unknown }).code === NO_ROW_CHANGED) throw new Passthrough(new StoreBusyError(`task ${row.taskId} changed outside the store; try again`));
       throw error;
     });
   }
@@ -510,6 +488,10 @@ export async function openPostgresStore(urlOrPool: string | PgPool, options: Pos
       max: checkMs('poolSize', options.poolSize, POSTGRES_DEFAULTS.poolSize, 1),
       connectionTimeoutMillis: checkMs('connectTimeoutMs', options.connectTimeoutMs, POSTGRES_DEFAULTS.connectTimeoutMs, 1),
       application_name: 'jingwei',
+      // Every connection carries the store's bounds, so a statement that is a transaction of its own keeps them too.
+      statement_timeout: statement,
+      lock_timeout: lock,
+      ...(idle > 0 ? { idle_in_transaction_session_timeout: idle } : {}),
       // Statements of one transaction go out together where they do not wait on each other's answers.
       pipeline: true,
     } as ConstructorParameters<typeof Pool>[0]);

@@ -33,12 +33,17 @@ function capped(map: Map<string, unknown>, max: number): void {
 
 const opKey = (taskId: string, key: string) => `${taskId}\u0000${key}`;
 
+const columnLists = new Map<string, readonly string[]>();
+
 /** A row as a JSON object of its columns, as `jsonb_build_object` over the same columns gives it. */
 function columnsObject(columns: string, values: readonly unknown[]): Record<string, unknown> {
+  let names = columnLists.get(columns);
+  if (!names) {
+    names = columns.split(', ');
+    columnLists.set(columns, names);
+  }
   const out: Record<string, unknown> = {};
-  columns.split(', ').forEach((c, i) => {
-    out[c] = values[i] ?? null;
-  });
+  for (let i = 0; i < names.length; i++) out[names[i]!] = values[i] ?? null;
   return out;
 }
 

@@ -1,0 +1,178 @@
+/**
+ * A commit's writes as one statement (docs/design.md#one-round-trip-per-write-on-postgresql): the events, the task
+ * row, the operation rows, the attention rows and the notification, each a data-modifying part of one `WITH`, so the
+ * server parses, plans and answers one statement where it used to run one per table. On the known-rows path the same
+ * statement first writes the owner row where it is still the known row and checks every other row the decision read,
+ * and no row is written unless all of that held.
+ *
+ * Order inside one statement is not left to chance. The parts that change rows read earlier (the task update, the
+ * operation and attention upserts) are gated on the checks (`WHERE (SELECT ok FROM c)`), and the checks on the owner
+ * row's write, so the owner row is locked first (as every writer of the session locks it first) and each checked row
+ * is locked and compared before anything changes it. A miss anywhere divides by zero (SQLSTATE 22012), which fails
+ * the statement and with it the transaction.
+ */
+import type { EventRow, OperationRow, TaskRow, TxWrites } from '../rows.js';
+import { ATTENTION_COLUMNS, ATTENTION_UPDATE, attentionValues, SESSION_COLUMNS, TASK_COLUMNS, taskValues } from '../sql-rows.js';
+import { type KnownReads, OPERATION_COLUMNS } from './known-rows.js';
+import { CLOCK } from './statements.js';
+
+/** `jsonb_build_object` over these columns: a row as the JSON object known-rows.ts builds for it. */
+const asJson = (columns: string) => `jsonb_build_object(${columns.split(', ').map((c) => `'${c}', ${c}`).join(', ')})`;
+
+const SESSION_JSON = asJson(SESSION_COLUMNS);
+const TASK_JSON = asJson(TASK_COLUMNS);
+const OPERATION_JSON = asJson(OPERATION_COLUMNS);
+const ATTENTION_JSON = asJson(ATTENTION_COLUMNS);
+const TASK_COLUMN_LIST = TASK_COLUMNS.split(', ');
+const OPERATION_UPDATE = OPERATION_COLUMNS.split(', ').slice(3).map((c) => `${c} = EXCLUDED.${c}`).join(', ');
+
+const ATTENTION_TYPES = 'text text text text text text text text boolean boolean text text bigint bigint bigint bigint'.split(' ');
+
+/** The owner-row write of the known-rows path: its new values and what the stored row must still be. */
+export interface SpeculatedSession {
+  /** sessionValues of the new row. */
+  readonly values: readonly unknown[];
+  /** The lease length to renew from the database's clock, or null to keep the row's value. */
+  readonly leaseMs: number | null;
+  readonly expect: { readonly epoch: number; readonly lastSeq: number };
+  /** The known row as JSON (sessionJson). */
+  readonly knownJson: string;
+}
+
+export interface CommitStatement {
+  /** Names the statement's shape: one prepared statement per shape. */
+  readonly shape: string;
+  readonly text: string;
+  readonly values: unknown[];
+}
+
+/** Keeps the last of several rows with one key, as sequential upserts would. */
+function lastPer<T>(rows: readonly T[], key: (row: T) => string): T[] {
+  const byKey = new Map<string, T>();
+  for (const r of rows) {
+    const k = key(r);
+    byKey.delete(k);
+    byKey.set(k, r);
+  }
+  return [...byKey.values()];
+}
+
+/**
+ * The statement for `writes` (all but the owner row and the inbox rows, which the caller writes) in schema `S`.
+ * With `session` and `checks` it is the whole known-rows commit. Its one result row has `lease_expires_at` (the
+ * owner row's lease as written, known-rows path only).
+ */
+export function commitStatement(
+  S: string,
+  writes: TxWrites<unknown>,
+  channel: string,
+  known?: { readonly session: SpeculatedSession; readonly checks: KnownReads },
+): CommitStatement {
+  const values: unknown[] = [];
+  const p = (value: unknown, cast = ''): string => {
+    values.push(value);
+    return `$${values.length}${cast}`;
+  };
+  const parts: string[] = [];
+  const conditions: string[] = [];
+  const shape: string[] = [];
+  let gate = '';
+  let lease = 'NULL::bigint';
+  if (known) {
+    const { session, checks } = known;
+    const v = session.values;
+    const sid = p(v[0], '::text');
+    const leaseMs = p(session.leaseMs, '::bigint');
+    parts.push(
+      `s AS (UPDATE ${S}.jw_sessions SET owner = ${p(v[1])}, held = ${p(v[2])}, epoch = ${p(v[3])}, last_seq = ${p(v[4])}, ` +
+        `head_hash = ${p(v[5])}, body_bytes = ${p(v[6])}, recorded_at = ${p(v[7], '::bigint')}, lease_expires_at = ` +
+        `CASE WHEN ${leaseMs} IS NULL THEN ${p(v[8], '::bigint')} ELSE ${CLOCK} + ${leaseMs} END ` +
+        `WHERE session_id = ${sid} AND epoch = ${p(session.expect.epoch, '::bigint')} AND last_seq = ${p(session.expect.lastSeq, '::bigint')} ` +
+        `AND ${SESSION_JSON} = ${p(session.knownJson, '::jsonb')} RETURNING lease_expires_at)`,
+    );
+    const tests = ['EXISTS (SELECT 1 FROM s)'];
+    if (checks.task) {
+      tests.push(
+        `(SELECT coalesce(jsonb_object_agg(r.task_id, r.j), '{}'::jsonb) FROM (SELECT task_id, ${TASK_JSON} AS j ` +
+          `FROM ${S}.jw_tasks WHERE session_id = ${sid} AND task_id = ${p(checks.task.taskId)} FOR UPDATE) r) = ${p(checks.task.expected, '::jsonb')}`,
+      );
+    }
+    if (checks.operation) {
+      const c = checks.operation;
+      tests.push(
+        `(SELECT coalesce(jsonb_object_agg(r.key, r.j), '{}'::jsonb) FROM (SELECT key, ${OPERATION_JSON} AS j ` +
+          `FROM ${S}.jw_operations WHERE session_id = ${sid} AND task_id = ${p(c.taskId)} AND key = ${p(c.key)} FOR UPDATE) r) = ${p(c.expected, '::jsonb')}`,
+      );
+    }
+    if (checks.attention) {
+      tests.push(
+        `(SELECT coalesce(jsonb_object_agg(r.call_id, r.j), '{}'::jsonb) FROM (SELECT call_id, ${ATTENTION_JSON} AS j ` +
+          `FROM ${S}.jw_attention WHERE session_id = ${sid} AND call_id = ANY(${p(checks.attention.callIds, '::text[]')}) FOR UPDATE) r) = ` +
+          p(checks.attention.expected, '::jsonb'),
+      );
+    }
+    if (checks.eventIds) {
+      tests.push(`NOT EXISTS (SELECT 1 FROM ${S}.jw_events WHERE session_id = ${sid} AND event_id = ANY(${p(checks.eventIds, '::text[]')}))`);
+    }
+    // A target list's AND is evaluated left to right, each sub-select when first needed: the owner row first.
+    parts.push(`c AS (SELECT (${tests.join(' AND ')}) AS ok)`);
+    gate = ' WHERE (SELECT ok FROM c)';
+    conditions.push('(SELECT ok FROM c)');
+    lease = '(SELECT lease_expires_at FROM s)';
+    shape.push(`k${Object.keys(checks).sort().map((k) => k[0]).join('')}`);
+  }
+  const events: readonly EventRow[] = writes.events ?? [];
+  if (events.length > 0) {
+    parts.push(
+      `e AS (INSERT INTO ${S}.jw_events (session_id, seq, event_id, epoch, body, hash) SELECT * FROM unnest(` +
+        `${p(events.map((e) => e.sessionId), '::text[]')}, ${p(events.map((e) => e.seq), '::bigint[]')}, ${p(events.map((e) => e.eventId), '::text[]')}, ` +
+        `${p(events.map((e) => e.epoch), '::bigint[]')}, ${p(events.map((e) => e.body), '::text[]')}, ${p(events.map((e) => e.hash), '::text[]')})${gate})`,
+    );
+    shape.push('e');
+  }
+  if (writes.task) {
+    parts.push(taskPart(S, writes.task.row, writes.task.insert, p, gate));
+    conditions.push('(SELECT count(*) FROM t) = 1');
+    shape.push(writes.task.insert ? 'ti' : 'tu');
+  }
+  const ops: OperationRow[] = lastPer(writes.operations ?? [], (o) => `${o.sessionId}\u0000${o.taskId}\u0000${o.key}`);
+  if (ops.length > 0) {
+    const arrays = [ops.map((x) => x.taskId), ops.map((x) => x.key), ops.map((x) => x.sessionId), ops.map((x) => x.callId), ops.map((x) => x.eventId)];
+    parts.push(
+      `o AS (INSERT INTO ${S}.jw_operations (${OPERATION_COLUMNS}) SELECT * FROM unnest(${arrays.map((a) => p(a, '::text[]')).join(', ')})${gate} ` +
+        `ON CONFLICT (session_id, task_id, key) DO UPDATE SET ${OPERATION_UPDATE})`,
+    );
+    shape.push('o');
+  }
+  const attention = lastPer(writes.attention ?? [], (a) => `${a.sessionId}\u0000${a.taskId}\u0000${a.key}`);
+  if (attention.length > 0) {
+    const rows = attention.map((a) => attentionValues(a, (b) => b));
+    const arrays = ATTENTION_TYPES.map((type, i) => p(rows.map((r) => r[i]), `::${type}[]`));
+    parts.push(
+      `a AS (INSERT INTO ${S}.jw_attention (${ATTENTION_COLUMNS}) SELECT * FROM unnest(${arrays.join(', ')})${gate} ` +
+        `ON CONFLICT (session_id, task_id, key) DO UPDATE SET ${ATTENTION_UPDATE})`,
+    );
+    // Delivered only if the transaction commits (docs/design.md#the-review-console).
+    const sessions = [...new Set(attention.map((a) => a.sessionId))];
+    parts.push(`n AS (SELECT pg_notify(${p(channel)}, x) FROM unnest(${p(sessions, '::text[]')}) x${gate})`);
+    conditions.push('(SELECT count(*) FROM n) >= 0');
+    shape.push('a');
+  }
+  const test = conditions.length > 0 ? conditions.join(' AND ') : 'true';
+  const text =
+    `WITH ${parts.join(', ')} SELECT ${lease} AS lease_expires_at, 1 / (CASE WHEN ${test} THEN 1 ELSE 0 END) AS changed`;
+  return { shape: shape.join('_'), text, values };
+}
+
+function taskPart(S: string, row: TaskRow, insert: boolean, p: (value: unknown, cast?: string) => string, gate: string): string {
+  if (insert) {
+    return `t AS (INSERT INTO ${S}.jw_tasks (${TASK_COLUMNS}) VALUES (${taskValues(row).map((v) => p(v)).join(', ')}) RETURNING 1)`;
+  }
+  const v = taskValues(row);
+  const col = (name: string) => v[TASK_COLUMN_LIST.indexOf(name)];
+  const set = ['state', 'charged_tool_calls', 'charged_output_bytes', 'reserved_output_bytes', 'stop_reason', 'reservations', 'charged_journal_bytes']
+    .map((c) => `${c} = ${p(col(c))}`)
+    .join(', ');
+  const where = gate === '' ? '' : ' AND (SELECT ok FROM c)';
+  return `t AS (UPDATE ${S}.jw_tasks SET ${set} WHERE session_id = ${p(row.sessionId)} AND task_id = ${p(row.taskId)}${where} RETURNING 1)`;
+}
