@@ -20,7 +20,7 @@ export const SETTINGS = {
     b2: { runs: 11, n: 100, warmup: 5, lanes: 16, concurrentN: 320 },
     b3: { runs: 5, n: 3, warmup: 1 },
     b5: { runs: 5, n: 50, warmup: 3 },
-    b6: { runs: 3, n: 2, warmup: 1 },
+    b6: { runs: 5, n: 20, warmup: 3 },
   },
   quick: {
     calibrate: 20,

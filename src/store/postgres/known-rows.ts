@@ -19,6 +19,8 @@ interface Known {
   readonly operations: Map<string, OperationRow | null>;
   /** By call id; null: no row of this session carries that call id. */
   readonly attention: Map<string, AttentionRow | null>;
+  /** The call id each known attention row of an operation (task, key) carries, so a newer one supersedes it at once. */
+  readonly attentionByOperation: Map<string, string>;
 }
 
 /** Rows kept per kind and session: a session's recent calls are what its next commits read. */
@@ -122,21 +124,30 @@ export class KnownSessions {
       this.bySession.delete(sessionId);
       return;
     }
-    const k: Known = this.bySession.get(sessionId) ?? { session, clock, tasks: new Map(), operations: new Map(), attention: new Map() };
+    const k: Known = this.bySession.get(sessionId) ??
+      { session, clock, tasks: new Map(), operations: new Map(), attention: new Map(), attentionByOperation: new Map() };
     this.bySession.delete(sessionId); // re-inserted last: the least recently written session is dropped first
     k.session = session;
     k.clock = clock;
     if (reads.taskId !== undefined) k.tasks.set(reads.taskId, state.task ?? null);
     if (reads.operation) k.operations.set(opKey(reads.operation.taskId, reads.operation.key), state.operation ?? null);
-    for (const id of reads.attentionCalls ?? []) k.attention.set(id, state.attention?.find((r) => r.callId === id) ?? null);
+    for (const id of reads.attentionCalls ?? []) {
+      const row = state.attention?.find((r) => r.callId === id) ?? null;
+      k.attention.set(id, row);
+      if (row) k.attentionByOperation.set(opKey(row.taskId, row.key), id);
+    }
     if (writes.task) k.tasks.set(writes.task.row.taskId, writes.task.row);
     for (const o of writes.operations ?? []) k.operations.set(opKey(o.taskId, o.key), o);
     for (const a of writes.attention ?? []) {
-      // The row of (task, key) now names this call: no row carries the call ids it named before.
-      for (const [id, row] of k.attention) if (row && row.taskId === a.taskId && row.key === a.key && id !== a.callId) k.attention.set(id, null);
+      // The row of (task, key) now names this call: no row carries the call id it named before. (Knowledge that is
+      // wrong only costs a miss: the commit's checks compare every row it read with the stored one.)
+      const op = opKey(a.taskId, a.key);
+      const before = k.attentionByOperation.get(op);
+      if (before !== undefined && before !== a.callId) k.attention.set(before, null);
       k.attention.set(a.callId, a);
+      k.attentionByOperation.set(op, a.callId);
     }
-    for (const map of [k.tasks, k.operations, k.attention]) capped(map, PER_SESSION);
+    for (const map of [k.tasks, k.operations, k.attention, k.attentionByOperation]) capped(map, PER_SESSION);
     this.bySession.set(sessionId, k);
     if (this.bySession.size > this.max) this.bySession.delete(this.bySession.keys().next().value!);
   }
