@@ -111,7 +111,7 @@ async function prepare(scratch) {
         start: () => { counting = true; },
         report: (repeat, wall) =>
           `per call: ${(stats.trips / repeat).toFixed(1)} round trips (${(stats.queries / repeat).toFixed(1)} queries), ${(stats.ms / repeat).toFixed(2)} ms waiting on them ` +
-          `(of which ${(stats.commits / repeat).toFixed(1)} COMMITs, ${(stats.commitMs / repeat).toFixed(2)} ms), ` +
+          `(of which ${(stats.commits / repeat).toFixed(1)} explicit COMMITs, ${(stats.commitMs / repeat).toFixed(2)} ms; a statement sent on its own commits as it answers), ` +
           `${((wall - stats.ms) / repeat).toFixed(2)} ms outside queries, ${(wall / repeat).toFixed(2)} ms wall\n`,
         close: async () => {
           await store.close();
