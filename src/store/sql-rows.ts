@@ -30,6 +30,10 @@ export interface OperationRecord {
 
 /** The column order of the session and task tables, shared by the statements of both SQL backends. */
 export const SESSION_COLUMNS = 'session_id, owner, held, epoch, last_seq, head_hash, body_bytes, recorded_at, lease_expires_at';
+/** The columns of a task row that change after it is created (the rest: its identity and limits). */
+export const TASK_CHANGING_COLUMNS = [
+  'state', 'charged_tool_calls', 'charged_output_bytes', 'reserved_output_bytes', 'stop_reason', 'reservations', 'charged_journal_bytes',
+] as const;
 export const TASK_COLUMNS =
   'task_id, session_id, state, limit_tool_calls, limit_output_bytes, charged_tool_calls, charged_output_bytes, reserved_output_bytes, stop_reason, reservations, ' +
   'limit_journal_bytes, charged_journal_bytes';

@@ -290,32 +290,34 @@ class PostgresBackend implements JournalBackend {
   private writeSteps(client: PoolClient, writes: TxWrites<unknown>): Step[] {
     const steps: Step[] = [];
     if (writes.events?.length || writes.task || writes.operations?.length || writes.attention?.length) {
-      const sessionId = (writes.events?.[0] ?? writes.task?.row ?? writes.operations?.[0] ?? writes.attention?.[0])!.sessionId;
       const statement = commitStatement(this.schemaName, writes, this.attentionChannel);
-      steps.push(() => this.runCommit(client, statement).catch((error: unknown) => {
+      steps.push(() => this.runCommit(client, statement, writes).catch((error: unknown) => {
         // The task row was read FOR UPDATE in this transaction, so only an outside actor can make its update miss.
         if ((error as { code?: unknown }).code === NO_ROW_CHANGED) throw new Passthrough(new StoreBusyError(`task ${writes.task?.row.taskId} changed outside the store; try again`));
-        throw this.eventRowsExist(sessionId, writes, error);
+        throw error;
       }));
     }
     if (writes.decisions?.length) steps.push(...this.inbox.writeSteps(client, writes.decisions));
     return steps;
   }
 
-  /** Runs a commit statement, prepared once per shape unless `prepare: false`. */
-  private runCommit(client: PoolClient, statement: CommitStatement): Promise<QueryResult<{ lease_expires_at: string | number | null }>> {
+  /**
+   * Runs the commit statement of `writes`, prepared once per shape unless `prepare: false`. Event rows already
+   * beyond the head on the owner row mean the journal was tampered with: never overwritten, never retried.
+   */
+  private async runCommit(client: PoolClient, statement: CommitStatement, writes: TxWrites<unknown>): Promise<QueryResult<{ lease_expires_at: string | number | null }>> {
     const { text, values } = statement;
-    return this.statementPrefix === undefined
-      ? client.query(text, values)
-      : client.query({ name: `${this.statementPrefix}c_${statement.shape}`, text, values });
-  }
-
-  /** Event rows beyond the head on the owner row: the journal was tampered with. Never overwritten, never retried. */
-  private eventRowsExist(sessionId: SessionId, writes: TxWrites<unknown>, error: unknown): unknown {
-    const e = error as { code?: unknown; constraint?: unknown };
-    if (e.code !== '23505' || e.constraint !== 'jw_events_pkey') return error;
-    return new Passthrough(new JournalCorruptError(sessionId, writes.events?.[0]?.seq ?? -1, 'head_mismatch',
-      'event rows already exist beyond the head recorded on the owner row', { cause: error }));
+    try {
+      return await (this.statementPrefix === undefined
+        ? client.query(text, values)
+        : client.query({ name: `${this.statementPrefix}c_${statement.shape}`, text, values }));
+    } catch (error) {
+      const first = writes.events?.[0];
+      const e = error as { code?: unknown; constraint?: unknown };
+      if (first === undefined || e.code !== '23505' || e.constraint !== 'jw_events_pkey') throw error;
+      throw new Passthrough(new JournalCorruptError(first.sessionId, first.seq, 'head_mismatch',
+        'event rows already exist beyond the head recorded on the owner row', { cause: error }));
+    }
   }
 
   /**
@@ -350,9 +352,7 @@ class PostgresBackend implements JournalBackend {
           checks: known.checks,
         });
         const commit = async () => {
-          written = await missOn(this.runCommit(client, statement).catch((error: unknown) => {
-            throw this.eventRowsExist(sessionId, writes, error);
-          }));
+          written = await missOn(this.runCommit(client, statement, writes));
         };
         faultPoint('commit:before');
         if (this.singleStatementCommits) await commit();

@@ -12,7 +12,7 @@
  * the statement and with it the transaction.
  */
 import type { EventRow, OperationRow, TaskRow, TxWrites } from '../rows.js';
-import { ATTENTION_COLUMNS, ATTENTION_UPDATE, attentionValues, SESSION_COLUMNS, TASK_COLUMNS, taskValues } from '../sql-rows.js';
+import { ATTENTION_COLUMNS, ATTENTION_UPDATE, attentionValues, SESSION_COLUMNS, TASK_CHANGING_COLUMNS, TASK_COLUMNS, taskValues } from '../sql-rows.js';
 import { type KnownReads, OPERATION_COLUMNS } from './known-rows.js';
 import { CLOCK } from './statements.js';
 
@@ -46,6 +46,15 @@ export interface CommitStatement {
   readonly values: unknown[];
 }
 
+/**
+ * Whether the rows of `table` matching `where` (locked FOR UPDATE), as a JSON object of `rowJson` by `keyColumn`, are
+ * exactly `expected` ('{}' when no row may match).
+ */
+function storedRowsAre(table: string, keyColumn: string, rowJson: string, where: string, expected: string): string {
+  return `(SELECT coalesce(jsonb_object_agg(r.${keyColumn}, r.j), '{}'::jsonb) FROM (SELECT ${keyColumn}, ${rowJson} AS j ` +
+    `FROM ${table} WHERE ${where} FOR UPDATE) r) = ${expected}`;
+}
+
 /** Keeps the last of several rows with one key, as sequential upserts would. */
 function lastPer<T>(rows: readonly T[], key: (row: T) => string): T[] {
   const byKey = new Map<string, T>();
@@ -76,7 +85,8 @@ export function commitStatement(
   const parts: string[] = [];
   const conditions: string[] = [];
   const shape: string[] = [];
-  let gate = '';
+  // On the known-rows path, every part that changes a row the checks read waits for them.
+  let ok: string | null = null;
   let lease = 'NULL::bigint';
   if (known) {
     const { session, checks } = known;
@@ -92,35 +102,30 @@ export function commitStatement(
     );
     const tests = ['EXISTS (SELECT 1 FROM s)'];
     if (checks.task) {
-      tests.push(
-        `(SELECT coalesce(jsonb_object_agg(r.task_id, r.j), '{}'::jsonb) FROM (SELECT task_id, ${TASK_JSON} AS j ` +
-          `FROM ${S}.jw_tasks WHERE session_id = ${sid} AND task_id = ${p(checks.task.taskId)} FOR UPDATE) r) = ${p(checks.task.expected, '::jsonb')}`,
-      );
+      const c = checks.task;
+      tests.push(storedRowsAre(`${S}.jw_tasks`, 'task_id', TASK_JSON, `session_id = ${sid} AND task_id = ${p(c.taskId)}`, p(c.expected, '::jsonb')));
     }
     if (checks.operation) {
       const c = checks.operation;
-      tests.push(
-        `(SELECT coalesce(jsonb_object_agg(r.key, r.j), '{}'::jsonb) FROM (SELECT key, ${OPERATION_JSON} AS j ` +
-          `FROM ${S}.jw_operations WHERE session_id = ${sid} AND task_id = ${p(c.taskId)} AND key = ${p(c.key)} FOR UPDATE) r) = ${p(c.expected, '::jsonb')}`,
-      );
+      const where = `session_id = ${sid} AND task_id = ${p(c.taskId)} AND key = ${p(c.key)}`;
+      tests.push(storedRowsAre(`${S}.jw_operations`, 'key', OPERATION_JSON, where, p(c.expected, '::jsonb')));
     }
     if (checks.attention) {
-      tests.push(
-        `(SELECT coalesce(jsonb_object_agg(r.call_id, r.j), '{}'::jsonb) FROM (SELECT call_id, ${ATTENTION_JSON} AS j ` +
-          `FROM ${S}.jw_attention WHERE session_id = ${sid} AND call_id = ANY(${p(checks.attention.callIds, '::text[]')}) FOR UPDATE) r) = ` +
-          p(checks.attention.expected, '::jsonb'),
-      );
+      const c = checks.attention;
+      const where = `session_id = ${sid} AND call_id = ANY(${p(c.callIds, '::text[]')})`;
+      tests.push(storedRowsAre(`${S}.jw_attention`, 'call_id', ATTENTION_JSON, where, p(c.expected, '::jsonb')));
     }
     if (checks.eventIds) {
       tests.push(`NOT EXISTS (SELECT 1 FROM ${S}.jw_events WHERE session_id = ${sid} AND event_id = ANY(${p(checks.eventIds, '::text[]')}))`);
     }
     // A target list's AND is evaluated left to right, each sub-select when first needed: the owner row first.
     parts.push(`c AS (SELECT (${tests.join(' AND ')}) AS ok)`);
-    gate = ' WHERE (SELECT ok FROM c)';
-    conditions.push('(SELECT ok FROM c)');
+    ok = '(SELECT ok FROM c)';
+    conditions.push(ok);
     lease = '(SELECT lease_expires_at FROM s)';
     shape.push(`k${Object.keys(checks).sort().map((k) => k[0]).join('')}`);
   }
+  const gate = ok === null ? '' : ` WHERE ${ok}`;
   const events: readonly EventRow[] = writes.events ?? [];
   if (events.length > 0) {
     parts.push(
@@ -131,7 +136,7 @@ export function commitStatement(
     shape.push('e');
   }
   if (writes.task) {
-    parts.push(taskPart(S, writes.task.row, writes.task.insert, p, gate));
+    parts.push(taskPart(S, writes.task.row, writes.task.insert, p, ok));
     conditions.push('(SELECT count(*) FROM t) = 1');
     shape.push(writes.task.insert ? 'ti' : 'tu');
   }
@@ -164,15 +169,11 @@ export function commitStatement(
   return { shape: shape.join('_'), text, values };
 }
 
-function taskPart(S: string, row: TaskRow, insert: boolean, p: (value: unknown, cast?: string) => string, gate: string): string {
-  if (insert) {
-    return `t AS (INSERT INTO ${S}.jw_tasks (${TASK_COLUMNS}) VALUES (${taskValues(row).map((v) => p(v)).join(', ')}) RETURNING 1)`;
-  }
+/** The task row's write: an insert (a new row cannot be one the checks locked), or an update gated on `ok`. */
+function taskPart(S: string, row: TaskRow, insert: boolean, p: (value: unknown, cast?: string) => string, ok: string | null): string {
   const v = taskValues(row);
-  const col = (name: string) => v[TASK_COLUMN_LIST.indexOf(name)];
-  const set = ['state', 'charged_tool_calls', 'charged_output_bytes', 'reserved_output_bytes', 'stop_reason', 'reservations', 'charged_journal_bytes']
-    .map((c) => `${c} = ${p(col(c))}`)
-    .join(', ');
-  const where = gate === '' ? '' : ' AND (SELECT ok FROM c)';
+  if (insert) return `t AS (INSERT INTO ${S}.jw_tasks (${TASK_COLUMNS}) VALUES (${v.map((x) => p(x)).join(', ')}) RETURNING 1)`;
+  const set = TASK_CHANGING_COLUMNS.map((c) => `${c} = ${p(v[TASK_COLUMN_LIST.indexOf(c)])}`).join(', ');
+  const where = ok === null ? '' : ` AND ${ok}`;
   return `t AS (UPDATE ${S}.jw_tasks SET ${set} WHERE session_id = ${p(row.sessionId)} AND task_id = ${p(row.taskId)}${where} RETURNING 1)`;
 }

@@ -1,4 +1,4 @@
-import { ATTENTION_COLUMNS, ATTENTION_UPDATE, SESSION_COLUMNS, TASK_COLUMNS, type AttentionRecord, type OperationRecord, type SessionRecord, type TaskRecord } from '../sql-rows.js';
+import { ATTENTION_COLUMNS, ATTENTION_UPDATE, SESSION_COLUMNS, TASK_CHANGING_COLUMNS, TASK_COLUMNS, type AttentionRecord, type OperationRecord, type SessionRecord, type TaskRecord } from '../sql-rows.js';
 import type { EventRow } from '../rows.js';
 import type { Database, Statement } from './driver.js';
 
@@ -40,9 +40,7 @@ export function prepareStatements(db: Database): SqliteStatements {
     task: db.prepare<[string, string], TaskRecord>(`SELECT ${TASK_COLUMNS} FROM jw_tasks WHERE session_id = ? AND task_id = ?`),
     upsertTask: db.prepare(
       `INSERT INTO jw_tasks (${TASK_COLUMNS}) VALUES (${params(TASK_COLUMNS)}) ON CONFLICT (session_id, task_id) DO UPDATE SET ` +
-        'state = excluded.state, charged_tool_calls = excluded.charged_tool_calls, charged_output_bytes = excluded.charged_output_bytes, ' +
-        'reserved_output_bytes = excluded.reserved_output_bytes, stop_reason = excluded.stop_reason, reservations = excluded.reservations, ' +
-        'charged_journal_bytes = excluded.charged_journal_bytes',
+        TASK_CHANGING_COLUMNS.map((c) => `${c} = excluded.${c}`).join(', '),
     ),
     operation: db.prepare<[string, string, string], OperationRecord>(
       'SELECT session_id, call_id, event_id FROM jw_operations WHERE session_id = ? AND task_id = ? AND key = ?',
