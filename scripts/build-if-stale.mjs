@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
- * `npm start` runs this first: it rebuilds dist/ only when a source file or a tsconfig is newer than the last build
- * (`npm ci` already built it through `prepare`), so the demo starts without paying for a compiler it does not need.
+ * `npm start` runs this first: it builds dist/ when there is none (a fresh `npm ci` builds nothing: the package has
+ * no install script, so installing it never runs one) and rebuilds it only when a source file or a tsconfig is newer
+ * than the last build, so a second start does not pay for the compiler.
  */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, statSync, utimesSync } from 'node:fs';

@@ -1,11 +1,11 @@
 /**
  * The package as a user gets it: `npm pack`, then install the tarball into a fresh directory. Without the optional
- * drivers nothing native is built, the root entry works, and `jingwei/sqlite` says which package to install; with
+ * drivers nothing native is built, no script of the package runs or is named by npm, the root entry works, and `jingwei/sqlite` says which package to install; with
  * `better-sqlite3` added, `jingwei/sqlite` opens, appends and loads. Also checks, by walking dist/, that the root
  * entry reaches neither driver and that no entry's published types need a driver's type package.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -95,7 +95,13 @@ describe('the packed tarball in a fresh directory', { timeout: 15 * 60_000 }, ()
 
   it('installs no driver and builds nothing native; the root entry works; the driver entries name their package', () => {
     const dir = app('plain', false);
-    npm(['install', tarball], dir);
+    // An install script of ours would run on every user's machine, and npm warns about each one it has not been
+    // allowed to run: the published package has none.
+    const install = spawnSync('npm', ['install', tarball, '--no-audit', '--no-fund'], { cwd: dir, encoding: 'utf8' });
+    assert.equal(install.status, 0, install.stderr);
+    assert.doesNotMatch(`${install.stdout}${install.stderr}`, /jingwei@[^\s]* \(/, 'npm names a script of jingwei');
+    const { scripts = {} } = JSON.parse(readFileSync(join(dir, 'node_modules', 'jingwei', 'package.json'), 'utf8')) as { scripts?: Record<string, string> };
+    for (const hook of ['preinstall', 'install', 'postinstall', 'prepare']) assert.equal(scripts[hook], undefined, `the package has a ${hook} script`);
     for (const driver of DRIVERS) assert.equal(existsSync(join(dir, 'node_modules', driver)), false, `${driver} was installed`);
     const natives = readdirSync(join(dir, 'node_modules'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.node'));
     assert.deepEqual(natives, [], 'no native module in node_modules');
