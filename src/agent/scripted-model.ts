@@ -11,6 +11,11 @@ export interface ScriptedModel extends ChatModel {
 /**
  * A model that answers from a script, for tests and examples. Each `complete` takes the next turn; running out of
  * turns is an error, so a test notices an agent that asks more often than expected.
+ *
+ * The script's position is this object's, not the conversation's: a fresh `scriptedModel` in a process that resumes
+ * a run answers the run's next step with its first turn. A turn asking for a tool the journal already ran is a new
+ * action and runs. To resume across processes, use turns that read the request's messages, or a script that starts
+ * at the step the run resumes at.
  */
 export function scriptedModel(turns: readonly ScriptedTurn[]): ScriptedModel {
   const queue = [...turns];
