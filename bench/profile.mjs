@@ -9,10 +9,11 @@
  *   node bench/profile.mjs b2 | b2-approval   durable no-op calls on SQLite
  *   node bench/profile.mjs b2-cpu             the same calls on an in-memory database: the CPU path alone
  *   node bench/profile.mjs b1                 single-event appends
+ *   node bench/profile.mjs b6                 resumeAgent replaying a run of 500 completed calls (B6)
  *   node bench/profile.mjs pg                 Jingwei on PostgreSQL: round trips and time inside queries per call
  *                                             (needs JINGWEI_PG_URL, e.g. via scripts/pg-test-cluster.mjs run -- ...)
  *
- * Run `npm run build` first. --out=DIR also writes the .cpuprofile (open it in Chrome DevTools or speedscope).
+ * --top=N and --files=N set how many functions and files the report lists. Run `npm run build` first. --out=DIR also writes the .cpuprofile (open it in Chrome DevTools or speedscope).
  * Needs only dist/ and the root's better-sqlite3.
  */
 import { writeFileSync } from 'node:fs';
@@ -23,12 +24,14 @@ import { inspectToolRecovery, LIMITS } from '../dist/index.js';
 import { openSqliteStore } from '../dist/sqlite.js';
 import { commitAs } from '../dist/store/owner-commit.js';
 import { B3_EVENTS, sessionDrafts } from './jingwei/b3.mjs';
+import { openB6Rig } from './jingwei/b6.mjs';
 import { benchRuntime, NOOP, NOOP_APPROVED, openRig } from './jingwei/rig.mjs';
 import { openFloor, ROOT, scratchDir } from './lib/env.mjs';
 
 const target = process.argv[2];
 const out = process.argv.find((a) => a.startsWith('--out='))?.slice(6);
 const top = Number(process.argv.find((a) => a.startsWith('--top='))?.slice(6) ?? 25);
+const files = Number(process.argv.find((a) => a.startsWith('--files='))?.slice(8) ?? 15);
 
 async function prepare(scratch) {
   switch (target) {
@@ -68,6 +71,10 @@ async function prepare(scratch) {
         op: () => select.all('p-b3').map((r) => JSON.parse(r[4])),
         close: async () => { floor.db.close(); await store.close(); },
       };
+    }
+    case 'b6': {
+      const rig = await openB6Rig(scratch.path('b6.db'), { steps: 50, perStep: 10 });
+      return { repeat: 20, op: () => rig.resume(), close: () => rig.close() };
     }
     case 'pg': {
       // Jingwei on PostgreSQL (JINGWEI_PG_URL): where a call waits. Counts the driver's queries per call and the
@@ -122,7 +129,7 @@ async function prepare(scratch) {
       };
     }
     default:
-      process.stderr.write('usage: node bench/profile.mjs b1|b2|b2-approval|b2-cpu|b3|b3-floor|pg [--out=DIR] [--top=N]\n');
+      process.stderr.write('usage: node bench/profile.mjs b1|b2|b2-approval|b2-cpu|b3|b3-floor|b6|pg [--out=DIR] [--top=N] [--files=N]\n');
       process.exit(2);
   }
 }
@@ -183,7 +190,7 @@ try {
   process.stdout.write(`${target}: ${repeat} operations, ${wall.toFixed(0)} ms wall (${(wall / repeat).toFixed(2)} ms each), ${total.toFixed(0)} ms sampled\n\n`);
   if (report) process.stdout.write(`${report(repeat, wall)}\n`);
   process.stdout.write('Self time by file:\n');
-  for (const [file, ms] of byFile(rows).slice(0, 15)) process.stdout.write(`  ${pct(ms).padStart(6)}  ${(ms / repeat).toFixed(3).padStart(9)} ms/op  ${file}\n`);
+  for (const [file, ms] of byFile(rows).slice(0, files)) process.stdout.write(`  ${pct(ms).padStart(6)}  ${(ms / repeat).toFixed(3).padStart(9)} ms/op  ${file}\n`);
   process.stdout.write(`\nTop ${top} functions by self time:\n`);
   for (const r of rows.slice(0, top)) process.stdout.write(`  ${pct(r.ms).padStart(6)}  ${(r.ms / repeat).toFixed(3).padStart(9)} ms/op  ${r.fn}  ${r.where}\n`);
 } finally {

@@ -3,7 +3,7 @@
  * steps of 10 no-op calls each, then stops where the model would be asked for its last answer (the model throws:
  * nothing more is journaled). Each operation resumes it with resumeAgent: the journal is read back, the 50 journaled
  * responses are not asked again, the 500 completed calls are replayed and never run, and the model is asked once
- * (and throws again). Against the B3 floor for the same events: the store's SELECT of the session's rows on a raw
+ * (a model that only throws, so its cost is not in the figure). Against the B3 floor for the same events: the store's SELECT of the session's rows on a raw
  * connection plus JSON.parse of every body.
  */
 import { resumeAgent, runAgent, scriptedModel } from '../../dist/agent.js';
@@ -16,11 +16,12 @@ const SESSION = 'bench-b6';
 const RUN = 'bench-b6-run';
 const STOP = 'stopped before the last answer';
 
-export async function runB6({ runs, n, warmup, steps = 50, perStep = 10, log }) {
-  const scratch = scratchDir('b6');
-  const path = scratch.path('b6.db');
+/**
+ * The B6 session: a run of `steps` model steps of `perStep` no-op calls, stopped before its last answer. `resume()`
+ * resumes it once (replay only) and checks that no call ran again.
+ */
+export async function openB6Rig(path, { steps, perStep }) {
   const store = openSqliteStore(path);
-  let floor;
   let executed = 0;
   try {
     const metadata = new ToolMetadata('does nothing', { type: 'object' }).withEffect('read_only', 'bench-1');
@@ -33,6 +34,9 @@ export async function runB6({ runs, n, warmup, steps = 50, perStep = 10, log }) 
       toolCalls: Array.from({ length: perStep }, (_, c) => ({ id: `m-${s}-${c}`, name: 'noop', arguments: '{}' })),
     }));
     const stop = () => { throw new Error(STOP); };
+    // The resume's model only throws: scriptedModel keeps a deep copy of every request it gets, which for this run's
+    // conversation of 1,000 messages is the model's cost, not the resume's.
+    const stopModel = { complete: async () => stop() };
     const options = { owner, gateway, store, input: 'Call the tool 500 times.', runId: RUN, maxSteps: steps + 1 };
     const stopped = (error) => {
       if (!(error instanceof Error) || error.message !== STOP) throw error;
@@ -41,6 +45,29 @@ export async function runB6({ runs, n, warmup, steps = 50, perStep = 10, log }) 
     const calls = executed;
     if (calls !== steps * perStep) throw new Error(`B6: ${calls} calls ran, expected ${steps * perStep}`);
     const events = (await store.loadHistory(SESSION)).length;
+    return {
+      calls,
+      events,
+      resume: async () => {
+        await resumeAgent({ ...options, model: stopModel }).then(() => { throw new Error('B6: the resume was expected to stop'); }, stopped);
+        if (executed !== calls) throw new Error('B6: a replayed call ran again');
+      },
+      close: () => store.close(),
+    };
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+}
+
+export async function runB6({ runs, n, warmup, steps = 50, perStep = 10, log }) {
+  const scratch = scratchDir('b6');
+  const path = scratch.path('b6.db');
+  let rig;
+  let floor;
+  try {
+    rig = await openB6Rig(path, { steps, perStep });
+    const { calls, events } = rig;
     log(`  B6 run: ${steps} steps, ${calls} completed calls, ${events} events`);
     floor = openFloor(path);
     const select = floor.db.prepare('SELECT session_id, seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw(true);
@@ -52,12 +79,7 @@ export async function runB6({ runs, n, warmup, steps = 50, perStep = 10, log }) 
           name: 'b6-jingwei-resume',
           label: `\`resumeAgent\`: replay ${calls} completed calls`,
           against: 'b6-floor',
-          prepare: async () => ({
-            measure: () => timeSerial(async () => {
-              await resumeAgent({ ...options, model: scriptedModel([stop]) }).then(() => { throw new Error('B6: the resume was expected to stop'); }, stopped);
-              if (executed !== calls) throw new Error('B6: a replayed call ran again');
-            }, { n, warmup }),
-          }),
+          prepare: async () => ({ measure: () => timeSerial(rig.resume, { n, warmup }) }),
         },
         {
           name: 'b6-floor',
@@ -76,7 +98,7 @@ export async function runB6({ runs, n, warmup, steps = 50, perStep = 10, log }) 
     return { id: 'B6', title: `Resuming a run of ${calls} completed calls (${events} events), replay only`, calls, events, ...result };
   } finally {
     floor?.db.close();
-    await store.close();
+    await rig?.close();
     scratch.remove();
   }
 }
