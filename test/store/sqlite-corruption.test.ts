@@ -122,6 +122,73 @@ describe('SQLite journal corruption is always detected, never repaired', () => {
   });
 });
 
+describe('a journal longer than one read page (the store reads 1,000 rows a statement)', () => {
+  /** A closed store file holding `count` events, appended 500 at a time. */
+  async function longJournal(count: number): Promise<string> {
+    const path = tempDbPath(dir);
+    const store = openSqliteStore(path);
+    const owner = await store.acquire(SESSION, { owner: 'writer' });
+    const turnId = newTurnId();
+    for (let i = 0; i < count; i += 500) {
+      const n = Math.min(500, count - i);
+      await owner.append(Array.from({ length: n }, (_, k) => ({ turnId, kind: { type: 'user_message' as const, text: `msg-${i + k}` } })));
+    }
+    await store.close();
+    return path;
+  }
+
+  /** Both reads of the journal: the streamed one (loadHistory) and the whole one (checkTaskLedger's verified read). */
+  async function expectCorruptBothWays(path: string, seq: number, reason: string): Promise<void> {
+    await expectCorrupt(path, seq, reason);
+    const store = openSqliteStore(path);
+    try {
+      await assert.rejects(store.checkTaskLedger!(SESSION), (error: unknown) => {
+        assert.ok(error instanceof JournalCorruptError, `expected JournalCorruptError, got ${String(error)}`);
+        assert.equal(error.reason, reason, error.message);
+        assert.equal(error.seq, seq, error.message);
+        return true;
+      });
+    } finally {
+      await store.close();
+    }
+  }
+
+  it('reads every row once and in order, through both reads', async () => {
+    const path = await longJournal(2_345);
+    const store = openSqliteStore(path);
+    try {
+      const events = await store.loadHistory(SESSION);
+      assert.equal(events.length, 2_345);
+      events.forEach((e, i) => {
+        assert.equal(e.seq, i);
+        assert.deepEqual(e.kind, { type: 'user_message', text: `msg-${i}` });
+      });
+      assert.deepEqual(await store.checkTaskLedger!(SESSION), { covered: [], notCovered: [] });
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a deleted first row of the second page: seq_gap', async () => {
+    const path = await longJournal(2_345);
+    tamper(path, 'DELETE FROM jw_events WHERE seq = 1000');
+    await expectCorruptBothWays(path, 1000, 'seq_gap');
+  });
+
+  it('a row moved before the first (a negative seq): seq_gap at 0', async () => {
+    const path = await longJournal(2_345);
+    tamper(path, 'UPDATE jw_events SET seq = -7 WHERE seq = 1999');
+    await expectCorruptBothWays(path, 0, 'seq_gap');
+  });
+
+  it('rows moved past 2^53 (no longer exact as numbers), one ending the first page: seq_gap where they start', async () => {
+    const path = await longJournal(2_345);
+    // Seqs from 999 on become 2^60 + seq: the first page ends with the first of them, which cannot be bound exactly.
+    tamper(path, 'UPDATE jw_events SET seq = 1152921504606846976 + seq WHERE seq >= 999');
+    await expectCorruptBothWays(path, 999, 'seq_gap');
+  });
+});
+
 /** Opening or loading must fail with JournalCorruptError; a successful, shorter load is the bug we rule out. */
 async function assertNeverShorter(path: string): Promise<void> {
   let store;

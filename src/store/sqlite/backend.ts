@@ -12,7 +12,7 @@ import { Database, type Transaction } from './driver.js';
 import { mapSqliteError } from './errors.js';
 import type { SqliteStoreOptions } from './options.js';
 import { prepareDatabase } from './schema.js';
-import { prepareStatements, type SqliteStatements } from './statements.js';
+import { eventRows, prepareStatements, type SqliteStatements } from './statements.js';
 import { SqliteInbox } from './inbox.js';
 
 type WriteTx = (sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) => unknown;
@@ -42,7 +42,7 @@ class SqliteBackend implements JournalBackend {
     this.readTx = db.transaction((sessionId: SessionId) => this.readSnapshot(sessionId));
     this.scanTx = db.transaction((sessionId: SessionId, read: (session: SessionRow | undefined, events: Iterable<EventRow>) => unknown) => {
       const session = this.stmt.session.get(sessionId);
-      return read(session ? toSession(session) : undefined, this.stmt.events.iterate(sessionId));
+      return read(session ? toSession(session) : undefined, eventRows(this.stmt, sessionId));
     });
   }
 
@@ -118,7 +118,7 @@ class SqliteBackend implements JournalBackend {
 
   private readSnapshot(sessionId: SessionId): { session: SessionRow | undefined; events: EventRow[] } {
     const session = this.stmt.session.get(sessionId);
-    const events = this.stmt.events.all(sessionId);
+    const events = [...eventRows(this.stmt, sessionId)];
     return { session: session ? toSession(session) : undefined, events };
   }
 

@@ -1,8 +1,37 @@
 import { ATTENTION_COLUMNS, ATTENTION_UPDATE, SESSION_COLUMNS, TASK_CHANGING_COLUMNS, TASK_COLUMNS, type AttentionRecord, type OperationRecord, type SessionRecord, type TaskRecord } from '../sql-rows.js';
+import type { SessionId } from '../../ids.js';
 import type { EventRow } from '../rows.js';
 import type { Database, Statement } from './driver.js';
 
 const params = (columns: string) => columns.split(', ').map(() => '?').join(', ');
+
+/** An event row as the driver returns it in raw mode: session_id, seq, event_id, epoch, body, hash. */
+type EventRowArray = [string, number, string, number, string, string];
+
+/**
+ * Rows read per statement when a session's journal is read. Reading it in pages of raw rows, each turned into an
+ * EventRow here, costs about 60% of what one statement stepped row by row into driver-built objects does (and
+ * 40% of one `all()` of a 16 MiB journal, which holds every row at once); the read transaction around the pages
+ * keeps them one snapshot.
+ */
+const EVENT_PAGE_ROWS = 1000;
+
+/**
+ * A session's event rows in seq order, read a page at a time (inside the caller's read transaction): every row the
+ * one ordered statement would give, in its order, since seq is a distinct integer per session (STRICT, NOT NULL,
+ * part of the key) and each page starts after the last seq of the one before. A seq past 2^53 cannot be bound
+ * exactly, so paging stops after the page that holds one: no reader accepts such a row (a stored seq must equal the
+ * row's position), and every row before it in seq order has been read.
+ */
+export function* eventRows(statements: SqliteStatements, sessionId: SessionId): Generator<EventRow, void, undefined> {
+  let page = statements.eventsFirst.all(sessionId, EVENT_PAGE_ROWS);
+  for (;;) {
+    for (const r of page) yield { sessionId: r[0] as SessionId, seq: r[1], eventId: r[2], epoch: r[3], body: r[4], hash: r[5] };
+    const last = page[page.length - 1]?.[1];
+    if (page.length < EVENT_PAGE_ROWS || !Number.isSafeInteger(last)) return;
+    page = statements.eventsAfter.all(sessionId, last!, EVENT_PAGE_ROWS);
+  }
+}
 
 /** Every statement the SQLite backend runs, prepared once per connection. */
 export interface SqliteStatements {
@@ -10,7 +39,10 @@ export interface SqliteStatements {
   readonly insertSession: Statement;
   readonly updateSession: Statement;
   readonly insertEvent: Statement;
-  readonly events: Statement<[string], EventRow>;
+  /** A session's first events in seq order, at most a count of them, as raw rows. */
+  readonly eventsFirst: Statement<[string, number], EventRowArray>;
+  /** A session's events after a seq, in seq order, at most a count of them, as raw rows. */
+  readonly eventsAfter: Statement<[string, number, number], EventRowArray>;
   readonly eventIdExists: Statement<[string, string], { one: number }>;
   readonly task: Statement<[string, string], TaskRecord>;
   readonly upsertTask: Statement;
@@ -31,11 +63,12 @@ export function prepareStatements(db: Database): SqliteStatements {
         'WHERE session_id = ? AND epoch = ? AND last_seq = ?',
     ),
     insertEvent: db.prepare('INSERT INTO jw_events (session_id, seq, event_id, epoch, body, hash) VALUES (?, ?, ?, ?, ?, ?)'),
-    // Columns named as EventRow's fields: the driver builds each row object itself, which costs less than an array
-    // per row turned into an object.
-    events: db.prepare<[string], EventRow>(
-      'SELECT session_id AS sessionId, seq, event_id AS eventId, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq',
-    ),
+    eventsFirst: db.prepare<[string, number], EventRowArray>(
+      'SELECT session_id, seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq LIMIT ?',
+    ).raw(true),
+    eventsAfter: db.prepare<[string, number, number], EventRowArray>(
+      'SELECT session_id, seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?',
+    ).raw(true),
     eventIdExists: db.prepare<[string, string], { one: number }>('SELECT 1 AS one FROM jw_events WHERE session_id = ? AND event_id = ? LIMIT 1'),
     task: db.prepare<[string, string], TaskRecord>(`SELECT ${TASK_COLUMNS} FROM jw_tasks WHERE session_id = ? AND task_id = ?`),
     upsertTask: db.prepare(
