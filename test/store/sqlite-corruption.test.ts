@@ -4,20 +4,24 @@ import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { JournalCorruptError } from '../../src/errors.js';
 import { openSqliteStore } from '../../src/sqlite.js';
+import type { SessionStore } from '../../src/store/types.js';
 import { newTurnId } from '../../src/ids.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
 const dir = tempDir();
 const SESSION = 's-corrupt';
 
-/** A closed store file holding `count` events whose text is `msg-<seq>` padded to `pad` characters. */
-async function journalFile(count: number, pad = 8): Promise<string> {
+const messageText = (seq: number, pad = 8) => `msg-${seq}:`.padEnd(pad, '.');
+
+/** A closed store file holding `count` events whose text is `msg-<seq>:` padded to `pad` characters, `batch` an append. */
+async function journalFile(count: number, pad = 8, batch = 1): Promise<string> {
   const path = tempDbPath(dir);
   const store = openSqliteStore(path);
   const owner = await store.acquire(SESSION, { owner: 'writer' });
   const turnId = newTurnId();
-  for (let i = 0; i < count; i++) {
-    await owner.append([{ turnId, kind: { type: 'user_message', text: `msg-${i}:`.padEnd(pad, '.') } }]);
+  for (let i = 0; i < count; i += batch) {
+    const seqs = Array.from({ length: Math.min(batch, count - i) }, (_, k) => i + k);
+    await owner.append(seqs.map((seq) => ({ turnId, kind: { type: 'user_message' as const, text: messageText(seq, pad) } })));
   }
   await store.close();
   return path;
@@ -30,10 +34,11 @@ function tamper(path: string, sql: string): void {
   raw.close();
 }
 
-async function expectCorrupt(path: string, seq: number, reason: string): Promise<void> {
+/** `read` defaults to loadHistory; checkTaskLedger takes the store's other read (one whole verified snapshot). */
+async function expectCorrupt(path: string, seq: number, reason: string, read: (store: SessionStore) => Promise<unknown> = (s) => s.loadHistory(SESSION)): Promise<void> {
   const store = openSqliteStore(path);
   try {
-    await assert.rejects(store.loadHistory(SESSION), (error: unknown) => {
+    await assert.rejects(read(store), (error: unknown) => {
       assert.ok(error instanceof JournalCorruptError, `expected JournalCorruptError, got ${String(error)}`);
       assert.equal(error.reason, reason, error.message);
       assert.equal(error.seq, seq, error.message);
@@ -123,34 +128,12 @@ describe('SQLite journal corruption is always detected, never repaired', () => {
 });
 
 describe('a journal longer than one read page (the store reads 1,000 rows a statement)', () => {
-  /** A closed store file holding `count` events, appended 500 at a time. */
-  async function longJournal(count: number): Promise<string> {
-    const path = tempDbPath(dir);
-    const store = openSqliteStore(path);
-    const owner = await store.acquire(SESSION, { owner: 'writer' });
-    const turnId = newTurnId();
-    for (let i = 0; i < count; i += 500) {
-      const n = Math.min(500, count - i);
-      await owner.append(Array.from({ length: n }, (_, k) => ({ turnId, kind: { type: 'user_message' as const, text: `msg-${i + k}` } })));
-    }
-    await store.close();
-    return path;
-  }
+  const longJournal = (count: number) => journalFile(count, 8, 500);
 
   /** Both reads of the journal: the streamed one (loadHistory) and the whole one (checkTaskLedger's verified read). */
   async function expectCorruptBothWays(path: string, seq: number, reason: string): Promise<void> {
     await expectCorrupt(path, seq, reason);
-    const store = openSqliteStore(path);
-    try {
-      await assert.rejects(store.checkTaskLedger!(SESSION), (error: unknown) => {
-        assert.ok(error instanceof JournalCorruptError, `expected JournalCorruptError, got ${String(error)}`);
-        assert.equal(error.reason, reason, error.message);
-        assert.equal(error.seq, seq, error.message);
-        return true;
-      });
-    } finally {
-      await store.close();
-    }
+    await expectCorrupt(path, seq, reason, (store) => store.checkTaskLedger!(SESSION));
   }
 
   it('reads every row once and in order, through both reads', async () => {
@@ -161,7 +144,7 @@ describe('a journal longer than one read page (the store reads 1,000 rows a stat
       assert.equal(events.length, 2_345);
       events.forEach((e, i) => {
         assert.equal(e.seq, i);
-        assert.deepEqual(e.kind, { type: 'user_message', text: `msg-${i}` });
+        assert.deepEqual(e.kind, { type: 'user_message', text: messageText(i) });
       });
       assert.deepEqual(await store.checkTaskLedger!(SESSION), { covered: [], notCovered: [] });
     } finally {
