@@ -160,6 +160,36 @@ describePostgres('PostgreSQL store', (url) => {
   });
 
   describe('one statement per commit', () => {
+    it('a commit of many rows a table (one array a column) and one of a few (one parameter a value) write every row', async () => {
+      const schema = freshSchema();
+      const store = await openPostgresStore(url, { schema });
+      const a = await store.acquire('s-rows', { owner: 'a' });
+      const task = 't-rows' as TaskId;
+      await a.startTask(task);
+      const many = Array.from({ length: 7 }, () => callDraft(task));
+      const few = Array.from({ length: 2 }, () => callDraft(task));
+      await commitAs(a, { events: many });
+      await commitAs(a, { events: [...few, message('after')] });
+      const counts = await admin.query<{ events: number; operations: number; attention: number }>(
+        `SELECT (SELECT count(*)::int FROM "${schema}".jw_events WHERE session_id = 's-rows') AS events,
+          (SELECT count(*)::int FROM "${schema}".jw_operations WHERE session_id = 's-rows') AS operations,
+          (SELECT count(*)::int FROM "${schema}".jw_attention WHERE session_id = 's-rows') AS attention`,
+      );
+      // startTask's ledger event, 9 calls and the message.
+      assert.deepEqual(counts.rows[0], { events: 11, operations: 9, attention: 9 });
+      for (const draft of [...many, ...few]) {
+        const call = (draft.kind as { call: { id: string; operation: { key: OperationKey } } }).call;
+        assert.equal((await a.readOperation!(task, call.operation.key))?.callId, call.id);
+      }
+      const stored = await admin.query<{ call_id: string; tool: string; effect: string; start_marker: boolean; status: string }>(
+        `SELECT call_id, tool, effect, start_marker, status FROM "${schema}".jw_attention WHERE session_id = 's-rows' ORDER BY call_id`,
+      );
+      const calls = [...many, ...few].map((d) => (d.kind as { call: { id: string } }).call.id).sort();
+      assert.deepEqual(stored.rows.map((r) => r.call_id), calls);
+      for (const row of stored.rows) assert.deepEqual({ ...row, call_id: undefined }, { call_id: undefined, tool: 'probe', effect: 'idempotent', start_marker: false, status: 'no_result' });
+      await store.close();
+    });
+
     it('a task row changed behind the store between two commits is seen: the commit decides again on the stored row', async () => {
       const schema = freshSchema();
       const store = await openPostgresStore(url, { schema });

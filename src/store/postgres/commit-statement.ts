@@ -27,6 +27,27 @@ const TASK_COLUMN_LIST = TASK_COLUMNS.split(', ');
 const OPERATION_UPDATE = OPERATION_COLUMNS.split(', ').slice(3).map((c) => `${c} = EXCLUDED.${c}`).join(', ');
 
 const ATTENTION_TYPES = 'text text text text text text text text boolean boolean text text bigint bigint bigint bigint'.split(' ');
+const EVENT_TYPES = ['text', 'bigint', 'text', 'bigint', 'text', 'text'];
+const OPERATION_TYPES = OPERATION_COLUMNS.split(', ').map(() => 'text');
+
+/** Up to this many rows go as one parameter a value; more as one array a column. */
+const ROWS_AS_VALUES = 4;
+
+type Param = (value: unknown, cast?: string) => string;
+
+/**
+ * `rows` (each one value per entry of `types`) as a row source named `v(columns)`, and the mark its shape adds: a
+ * few rows as a VALUES list of one parameter a value, which the server binds without parsing an array and runs
+ * without a function scan (the usual commit writes one to three rows a table); more rows as one array parameter a
+ * column through unnest, so a large commit stays one statement of a bounded number of parameters.
+ */
+function rowSource(rows: readonly (readonly unknown[])[], types: readonly string[], columns: string, p: Param): { from: string; mark: string } {
+  if (rows.length <= ROWS_AS_VALUES) {
+    const list = rows.map((row) => `(${types.map((type, i) => p(row[i], `::${type}`)).join(', ')})`).join(', ');
+    return { from: `(VALUES ${list}) AS v(${columns})`, mark: String(rows.length) };
+  }
+  return { from: `unnest(${types.map((type, i) => p(rows.map((row) => row[i]), `::${type}[]`)).join(', ')}) AS v(${columns})`, mark: 'n' };
+}
 
 /** The owner-row write of the known-rows path: its new values and what the stored row must still be. */
 export interface SpeculatedSession {
@@ -78,7 +99,7 @@ export function commitStatement(
   known?: { readonly session: SpeculatedSession; readonly checks: KnownReads },
 ): CommitStatement {
   const values: unknown[] = [];
-  const p = (value: unknown, cast = ''): string => {
+  const p: Param = (value, cast = '') => {
     values.push(value);
     return `$${values.length}${cast}`;
   };
@@ -128,12 +149,11 @@ export function commitStatement(
   const gate = ok === null ? '' : ` WHERE ${ok}`;
   const events: readonly EventRow[] = writes.events ?? [];
   if (events.length > 0) {
-    parts.push(
-      `e AS (INSERT INTO ${S}.jw_events (session_id, seq, event_id, epoch, body, hash) SELECT * FROM unnest(` +
-        `${p(events.map((e) => e.sessionId), '::text[]')}, ${p(events.map((e) => e.seq), '::bigint[]')}, ${p(events.map((e) => e.eventId), '::text[]')}, ` +
-        `${p(events.map((e) => e.epoch), '::bigint[]')}, ${p(events.map((e) => e.body), '::text[]')}, ${p(events.map((e) => e.hash), '::text[]')})${gate})`,
-    );
-    shape.push('e');
+    const columns = 'session_id, seq, event_id, epoch, body, hash';
+    const rows = events.map((e) => [e.sessionId, e.seq, e.eventId, e.epoch, e.body, e.hash]);
+    const { from, mark } = rowSource(rows, EVENT_TYPES, columns, p);
+    parts.push(`e AS (INSERT INTO ${S}.jw_events (${columns}) SELECT * FROM ${from}${gate})`);
+    shape.push(`e${mark}`);
   }
   if (writes.task) {
     parts.push(taskPart(S, writes.task.row, writes.task.insert, p, ok));
@@ -142,26 +162,28 @@ export function commitStatement(
   }
   const ops: OperationRow[] = lastPer(writes.operations ?? [], (o) => `${o.sessionId}\u0000${o.taskId}\u0000${o.key}`);
   if (ops.length > 0) {
-    const arrays = [ops.map((x) => x.taskId), ops.map((x) => x.key), ops.map((x) => x.sessionId), ops.map((x) => x.callId), ops.map((x) => x.eventId)];
+    const rows = ops.map((x) => [x.taskId, x.key, x.sessionId, x.callId, x.eventId]);
+    const { from, mark } = rowSource(rows, OPERATION_TYPES, OPERATION_COLUMNS, p);
     parts.push(
-      `o AS (INSERT INTO ${S}.jw_operations (${OPERATION_COLUMNS}) SELECT * FROM unnest(${arrays.map((a) => p(a, '::text[]')).join(', ')})${gate} ` +
+      `o AS (INSERT INTO ${S}.jw_operations (${OPERATION_COLUMNS}) SELECT * FROM ${from}${gate} ` +
         `ON CONFLICT (session_id, task_id, key) DO UPDATE SET ${OPERATION_UPDATE})`,
     );
-    shape.push('o');
+    shape.push(`o${mark}`);
   }
   const attention = lastPer(writes.attention ?? [], (a) => `${a.sessionId}\u0000${a.taskId}\u0000${a.key}`);
   if (attention.length > 0) {
     const rows = attention.map((a) => attentionValues(a, (b) => b));
-    const arrays = ATTENTION_TYPES.map((type, i) => p(rows.map((r) => r[i]), `::${type}[]`));
+    const { from, mark } = rowSource(rows, ATTENTION_TYPES, ATTENTION_COLUMNS, p);
     parts.push(
-      `a AS (INSERT INTO ${S}.jw_attention (${ATTENTION_COLUMNS}) SELECT * FROM unnest(${arrays.join(', ')})${gate} ` +
+      `a AS (INSERT INTO ${S}.jw_attention (${ATTENTION_COLUMNS}) SELECT * FROM ${from}${gate} ` +
         `ON CONFLICT (session_id, task_id, key) DO UPDATE SET ${ATTENTION_UPDATE})`,
     );
     // Delivered only if the transaction commits (docs/design.md#the-review-console).
-    const sessions = [...new Set(attention.map((a) => a.sessionId))];
-    parts.push(`n AS (SELECT pg_notify(${p(channel)}, x) FROM unnest(${p(sessions, '::text[]')}) x${gate})`);
+    const channelParam = p(channel, '::text');
+    const sessions = rowSource([...new Set(attention.map((a) => a.sessionId))].map((x) => [x]), ['text'], 'x', p);
+    parts.push(`n AS (SELECT pg_notify(${channelParam}, x) FROM ${sessions.from}${gate})`);
     conditions.push('(SELECT count(*) FROM n) >= 0');
-    shape.push('a');
+    shape.push(`a${mark}n${sessions.mark}`);
   }
   const test = conditions.length > 0 ? conditions.join(' AND ') : 'true';
   const text =
