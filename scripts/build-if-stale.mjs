@@ -28,7 +28,7 @@ try {
 }
 const sources = Math.max(newest(join(root, 'src')), ...['tsconfig.json', 'tsconfig.base.json', 'package.json'].map((f) => statSync(join(root, f)).mtimeMs));
 if (sources > built) {
-  process.stderr.write('building dist/ (sources changed since the last build)\n');
+  process.stderr.write(built === 0 ? 'building dist/ (first start: a few seconds)\n' : 'building dist/ (sources changed since the last build)\n');
   execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.json')], { stdio: 'inherit' });
   // An incremental build that finds nothing to emit leaves its build info untouched: mark this check as done.
   const now = new Date();
