@@ -6,6 +6,9 @@
  *
  *   node bench/ab.mjs b3 OLD [NEW] [--rounds=N]   loadHistory + inspectToolRecovery on one 80,000-event file
  *   node bench/ab.mjs b6 OLD [NEW] [--rounds=N]   resumeAgent replaying the B6 run (each build its own run)
+ *   node bench/ab.mjs pg OLD [NEW] [--rounds=N]   a durable call on PostgreSQL, 50 calls a round (each build its
+ *                                                 own schema; needs JINGWEI_PG_URL, e.g. through
+ *                                                 `node scripts/pg-test-cluster.mjs run -- node bench/ab.mjs pg OLD`)
  *
  * OLD and NEW are checkouts with dist/ built (NEW defaults to this one), e.g. a worktree of the parent commit:
  * `git worktree add --detach ../old HEAD~1 && cp -a node_modules ../old/ && (cd ../old && npx tsc -p tsconfig.json)`.
@@ -18,16 +21,25 @@ import { fileURLToPath } from 'node:url';
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const [target, oldArg, newArg] = args;
-const rounds = Number(process.argv.find((a) => a.startsWith('--rounds='))?.slice(9) ?? (target === 'b3' ? 16 : 60));
-if ((target !== 'b3' && target !== 'b6') || !oldArg) {
-  process.stderr.write('usage: node bench/ab.mjs b3|b6 OLD [NEW] [--rounds=N]\n');
+const rounds = Number(process.argv.find((a) => a.startsWith('--rounds='))?.slice(9) ?? { b3: 16, b6: 60, pg: 30 }[target]);
+if (!['b3', 'b6', 'pg'].includes(target) || !oldArg) {
+  process.stderr.write('usage: node bench/ab.mjs b3|b6|pg OLD [NEW] [--rounds=N]\n');
   process.exit(2);
 }
+if (target === 'pg' && !process.env.JINGWEI_PG_URL) {
+  process.stderr.write('bench/ab.mjs pg needs JINGWEI_PG_URL (node scripts/pg-test-cluster.mjs run -- node bench/ab.mjs pg OLD)\n');
+  process.exit(2);
+}
+/** Calls a round for pg, whose one call is a few ms: the round is the unit paired. */
+const PG_CALLS = 50;
 const roots = { old: resolve(oldArg), new: resolve(newArg ?? fileURLToPath(new URL('..', import.meta.url))) };
 const scratch = mkdtempSync(join(tmpdir(), `jingwei-ab-${target}-`));
 const closers = [];
 
-/** One operation per build: B3 reads one file written once by the new build; B6 gives each build its own run. */
+/**
+ * One operation per build: B3 reads one file written once by the new build; B6 gives each build its own run; pg
+ * gives each build its own schema (dropped at the end) and makes 50 calls an operation.
+ */
 async function sides() {
   const side = {};
   if (target === 'b3') {
@@ -47,11 +59,30 @@ async function sides() {
       closers.push(() => store.close());
       side[name] = async () => inspectToolRecovery(await store.loadHistory('ab-b3'), lastCallId);
     }
-  } else {
+  } else if (target === 'b6') {
     for (const [name, root] of Object.entries(roots)) {
       const rig = await (await import(`${root}/bench/jingwei/b6.mjs`)).openB6Rig(join(scratch, `b6-${name}.db`), { steps: 50, perStep: 10 });
       closers.push(() => rig.close());
       side[name] = rig.resume;
+    }
+  } else {
+    for (const [name, root] of Object.entries(roots)) {
+      const { openPostgresStore } = await import(`${root}/dist/postgres.js`);
+      const { benchRuntime, NOOP, openRig } = await import(`${root}/bench/jingwei/rig.mjs`);
+      const schema = `jw_ab_${process.pid}_${name}`;
+      const store = await openPostgresStore(process.env.JINGWEI_PG_URL, { schema, poolSize: 2 });
+      closers.push(async () => {
+        await store.close();
+        const { default: pg } = await import(`${root}/node_modules/pg/lib/index.js`);
+        const admin = new pg.Client({ connectionString: process.env.JINGWEI_PG_URL });
+        await admin.connect();
+        await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        await admin.end();
+      });
+      const { gateway } = await openRig(store, benchRuntime(), { sessionId: 'ab-pg' });
+      side[name] = async () => {
+        for (let i = 0; i < PG_CALLS; i++) await gateway.call(NOOP, {});
+      };
     }
   }
   return side;
@@ -70,7 +101,8 @@ try {
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
   const ratio = median(times.new.map((t, i) => t / times.old[i]));
-  process.stdout.write(`${target}, ${rounds} rounds: old ${median(times.old).toFixed(1)} ms, new ${median(times.new).toFixed(1)} ms; ` +
+  const unit = target === 'pg' ? ` (${PG_CALLS} calls)` : '';
+  process.stdout.write(`${target}, ${rounds} rounds${unit}: old ${median(times.old).toFixed(1)} ms, new ${median(times.new).toFixed(1)} ms; ` +
     `median of paired new ÷ old ${ratio.toFixed(3)}\n  old: ${roots.old}\n  new: ${roots.new}\n`);
 } finally {
   for (const close of closers) await close();
