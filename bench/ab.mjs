@@ -44,14 +44,9 @@ async function sides() {
   const side = {};
   if (target === 'b3') {
     const path = join(scratch, 'b3.db');
-    const { B3_EVENTS, sessionDrafts } = await import(`${roots.new}/bench/jingwei/b3.mjs`);
-    const { LIMITS } = await import(`${roots.new}/dist/index.js`);
-    const { commitAs } = await import(`${roots.new}/dist/store/owner-commit.js`);
-    const { openSqliteStore } = await import(`${roots.new}/dist/sqlite.js`);
-    const { drafts, lastCallId } = sessionDrafts(B3_EVENTS, 400, Math.floor(LIMITS.maxHistoryBytes - 64 * 1024), 'ab-b3');
-    const writer = openSqliteStore(path);
-    const owner = await writer.acquire('ab-b3', { owner: 'bench' });
-    for (let i = 0; i < drafts.length; i += 1000) await commitAs(owner, { events: drafts.slice(i, i + 1000) });
+    const { writeB3Session } = await import(`${roots.new}/bench/jingwei/b3.mjs`);
+    const writer = (await import(`${roots.new}/dist/sqlite.js`)).openSqliteStore(path);
+    const { lastCallId } = await writeB3Session(await writer.acquire('ab-b3', { owner: 'bench' }));
     await writer.close();
     for (const [name, root] of Object.entries(roots)) {
       const store = (await import(`${root}/dist/sqlite.js`)).openSqliteStore(path);

@@ -20,10 +20,9 @@ import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { createRequire } from 'node:module';
 import { join, relative } from 'node:path';
-import { inspectToolRecovery, LIMITS } from '../dist/index.js';
+import { inspectToolRecovery } from '../dist/index.js';
 import { openSqliteStore } from '../dist/sqlite.js';
-import { commitAs } from '../dist/store/owner-commit.js';
-import { B3_EVENTS, sessionDrafts } from './jingwei/b3.mjs';
+import { writeB3Session } from './jingwei/b3.mjs';
 import { openB6Rig } from './jingwei/b6.mjs';
 import { benchRuntime, NOOP, NOOP_APPROVED, openRig } from './jingwei/rig.mjs';
 import { openFloor, ROOT, scratchDir } from './lib/env.mjs';
@@ -53,10 +52,7 @@ async function prepare(scratch) {
     case 'b3':
     case 'b3-floor': {
       const store = openSqliteStore(scratch.path('b3.db'));
-      const target_ = Math.floor(LIMITS.maxHistoryBytes - 64 * 1024);
-      const { drafts, lastCallId } = sessionDrafts(B3_EVENTS, 400, target_, 'p-b3');
-      const owner = await store.acquire('p-b3', { owner: 'bench' });
-      for (let i = 0; i < drafts.length; i += 1000) await commitAs(owner, { events: drafts.slice(i, i + 1000) }); // tool evidence: the runtime's write path
+      const { lastCallId } = await writeB3Session(await store.acquire('p-b3', { owner: 'bench' }));
       if (target === 'b3') {
         return {
           repeat: 5,

@@ -84,22 +84,31 @@ export function sessionDrafts(events, calls, targetBytes, sessionId = SESSION) {
  */
 export const B3_EVENTS = 80_000;
 
+/**
+ * Writes the B3 session through `owner` (the runtime's write path, 1,000 events a commit): `events` events of which
+ * `calls` tool calls, sized a little under the 16 MiB limit, scaled down with the event count in quick mode.
+ * Returns the number of events, their wire bytes and the last call's id.
+ */
+export async function writeB3Session(owner, { events = B3_EVENTS, calls = Math.round(events * 0.005) } = {}) {
+  const target = Math.floor((LIMITS.maxHistoryBytes - 64 * 1024) * (events / B3_EVENTS));
+  const { drafts, lastCallId, bytes } = sessionDrafts(events, calls, target, owner.sessionId);
+  if (bytes > LIMITS.maxHistoryBytes) throw new Error(`B3: ${events} events with ${calls} calls need ${bytes} bytes, over the limit`);
+  for (let i = 0; i < drafts.length; i += 1000) await commitAs(owner, { events: drafts.slice(i, i + 1000) }); // tool evidence: the runtime's write path
+  return { count: drafts.length, bytes, lastCallId };
+}
+
 export async function runB3({ runs, n, warmup, events = B3_EVENTS, calls = Math.round(events * 0.005), log }) {
   const scratch = scratchDir('b3');
   const path = scratch.path('b3.db');
   const store = openSqliteStore(path);
   let floor;
   try {
-    // Aim a little under the 16 MiB limit (LIMITS.maxHistoryBytes), scaled down with the event count in quick mode.
-    const target = Math.floor((LIMITS.maxHistoryBytes - 64 * 1024) * (events / B3_EVENTS));
-    const { drafts, lastCallId, bytes } = sessionDrafts(events, calls, target);
-    if (bytes > LIMITS.maxHistoryBytes) throw new Error(`B3: ${events} events with ${calls} calls need ${bytes} bytes, over the limit`);
     const built = process.hrtime.bigint();
     const owner = await store.acquire(SESSION, { owner: 'bench' });
-    for (let i = 0; i < drafts.length; i += 1000) await commitAs(owner, { events: drafts.slice(i, i + 1000) }); // tool evidence: the runtime's write path
+    const { count, bytes, lastCallId } = await writeB3Session(owner, { events, calls });
     await owner.release();
     const buildMs = Number(process.hrtime.bigint() - built) / 1e6;
-    log(`  B3 session: ${drafts.length} events, ${calls} calls, ${(bytes / 2 ** 20).toFixed(2)} MiB, written in ${buildMs.toFixed(0)} ms`);
+    log(`  B3 session: ${count} events, ${calls} calls, ${(bytes / 2 ** 20).toFixed(2)} MiB, written in ${buildMs.toFixed(0)} ms`);
     floor = openFloor(path);
     const select = floor.db.prepare('SELECT session_id, seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw(true);
     let peakRss = 0;
@@ -122,7 +131,7 @@ export async function runB3({ runs, n, warmup, events = B3_EVENTS, calls = Math.
                   const t1 = process.hrtime.bigint();
                   const assessment = inspectToolRecovery(history, lastCallId);
                   const t2 = process.hrtime.bigint();
-                  if (history.length !== drafts.length || assessment.status !== 'completed') throw new Error('B3: unexpected recovery result');
+                  if (history.length !== count || assessment.status !== 'completed') throw new Error('B3: unexpected recovery result');
                   load.push(Number(t1 - t0) / 1e6);
                   inspect.push(Number(t2 - t1) / 1e6);
                   peakRss = Math.max(peakRss, process.memoryUsage().rss);
@@ -141,7 +150,7 @@ export async function runB3({ runs, n, warmup, events = B3_EVENTS, calls = Math.
                 const rows = select.all(SESSION);
                 const out = new Array(rows.length);
                 for (let i = 0; i < rows.length; i++) out[i] = JSON.parse(rows[i][4]);
-                if (out.length !== drafts.length) throw new Error('B3 floor: unexpected row count');
+                if (out.length !== count) throw new Error('B3 floor: unexpected row count');
               }, { n, warmup }),
           }),
         },
@@ -150,8 +159,8 @@ export async function runB3({ runs, n, warmup, events = B3_EVENTS, calls = Math.
     const jingwei = result.variants.find((v) => v.name === 'b3-jingwei');
     return {
       id: 'B3',
-      title: `Recovery read of a ${drafts.length.toLocaleString('en-US')}-event, ${(bytes / 2 ** 20).toFixed(1)} MiB session`,
-      events: drafts.length,
+      title: `Recovery read of a ${count.toLocaleString('en-US')}-event, ${(bytes / 2 ** 20).toFixed(1)} MiB session`,
+      events: count,
       calls,
       bytes,
       split: {
