@@ -27,6 +27,7 @@ const TASK_COLUMN_LIST = TASK_COLUMNS.split(', ');
 const OPERATION_UPDATE = OPERATION_COLUMNS.split(', ').slice(3).map((c) => `${c} = EXCLUDED.${c}`).join(', ');
 
 const ATTENTION_TYPES = 'text text text text text text text text boolean boolean text text bigint bigint bigint bigint'.split(' ');
+const EVENT_COLUMNS = 'session_id, seq, event_id, epoch, body, hash';
 const EVENT_TYPES = ['text', 'bigint', 'text', 'bigint', 'text', 'text'];
 const OPERATION_TYPES = OPERATION_COLUMNS.split(', ').map(() => 'text');
 
@@ -76,11 +77,11 @@ function storedRowsAre(table: string, keyColumn: string, rowJson: string, where:
     `FROM ${table} WHERE ${where} FOR UPDATE) r) = ${expected}`;
 }
 
-/** Keeps the last of several rows with one key, as sequential upserts would. */
-function lastPer<T>(rows: readonly T[], key: (row: T) => string): T[] {
+/** Keeps the last of several rows of one operation (session, task, key), as sequential upserts would. */
+function lastPerOperation<T extends { readonly sessionId: string; readonly taskId: string; readonly key: string }>(rows: readonly T[]): T[] {
   const byKey = new Map<string, T>();
   for (const r of rows) {
-    const k = key(r);
+    const k = `${r.sessionId}\u0000${r.taskId}\u0000${r.key}`;
     byKey.delete(k);
     byKey.set(k, r);
   }
@@ -149,10 +150,9 @@ export function commitStatement(
   const gate = ok === null ? '' : ` WHERE ${ok}`;
   const events: readonly EventRow[] = writes.events ?? [];
   if (events.length > 0) {
-    const columns = 'session_id, seq, event_id, epoch, body, hash';
     const rows = events.map((e) => [e.sessionId, e.seq, e.eventId, e.epoch, e.body, e.hash]);
-    const { from, mark } = rowSource(rows, EVENT_TYPES, columns, p);
-    parts.push(`e AS (INSERT INTO ${S}.jw_events (${columns}) SELECT * FROM ${from}${gate})`);
+    const { from, mark } = rowSource(rows, EVENT_TYPES, EVENT_COLUMNS, p);
+    parts.push(`e AS (INSERT INTO ${S}.jw_events (${EVENT_COLUMNS}) SELECT * FROM ${from}${gate})`);
     shape.push(`e${mark}`);
   }
   if (writes.task) {
@@ -160,7 +160,7 @@ export function commitStatement(
     conditions.push('(SELECT count(*) FROM t) = 1');
     shape.push(writes.task.insert ? 'ti' : 'tu');
   }
-  const ops: OperationRow[] = lastPer(writes.operations ?? [], (o) => `${o.sessionId}\u0000${o.taskId}\u0000${o.key}`);
+  const ops: OperationRow[] = lastPerOperation(writes.operations ?? []);
   if (ops.length > 0) {
     const rows = ops.map((x) => [x.taskId, x.key, x.sessionId, x.callId, x.eventId]);
     const { from, mark } = rowSource(rows, OPERATION_TYPES, OPERATION_COLUMNS, p);
@@ -170,7 +170,7 @@ export function commitStatement(
     );
     shape.push(`o${mark}`);
   }
-  const attention = lastPer(writes.attention ?? [], (a) => `${a.sessionId}\u0000${a.taskId}\u0000${a.key}`);
+  const attention = lastPerOperation(writes.attention ?? []);
   if (attention.length > 0) {
     const rows = attention.map((a) => attentionValues(a, (b) => b));
     const { from, mark } = rowSource(rows, ATTENTION_TYPES, ATTENTION_COLUMNS, p);
@@ -192,7 +192,7 @@ export function commitStatement(
 }
 
 /** The task row's write: an insert (a new row cannot be one the checks locked), or an update gated on `ok`. */
-function taskPart(S: string, row: TaskRow, insert: boolean, p: (value: unknown, cast?: string) => string, ok: string | null): string {
+function taskPart(S: string, row: TaskRow, insert: boolean, p: Param, ok: string | null): string {
   const v = taskValues(row);
   if (insert) return `t AS (INSERT INTO ${S}.jw_tasks (${TASK_COLUMNS}) VALUES (${v.map((x) => p(x)).join(', ')}) RETURNING 1)`;
   const set = TASK_CHANGING_COLUMNS.map((c) => `${c} = ${p(v[TASK_COLUMN_LIST.indexOf(c)])}`).join(', ');
