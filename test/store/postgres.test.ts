@@ -6,6 +6,8 @@ import { JournalCorruptError } from '../../src/errors.js';
 import { newCallId, newOperationKey, newTurnId, type CallId, type EventId, type OperationKey, type SessionId, type TaskId, type TurnId } from '../../src/ids.js';
 import { openPostgresStore, POSTGRES_SCHEMA_VERSION } from '../../src/postgres.js';
 import { decideCommit } from '../../src/store/decisions.js';
+import { commitStatement } from '../../src/store/postgres/commit-statement.js';
+import { postgresStatements } from '../../src/store/postgres/statements.js';
 import type { JournalStore } from '../../src/store/journal-store.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionStore } from '../../src/store/types.js';
@@ -187,6 +189,47 @@ describePostgres('PostgreSQL store', (url) => {
       const calls = [...many, ...few].map((d) => (d.kind as { call: { id: string } }).call.id).sort();
       assert.deepEqual(stored.rows.map((r) => r.call_id), calls);
       for (const row of stored.rows) assert.deepEqual({ ...row, call_id: undefined }, { call_id: undefined, tool: 'probe', effect: 'idempotent', start_marker: false, status: 'no_result' });
+      await store.close();
+    });
+
+    it('finds attention rows by call id through the call-id index, in plans made while the tables are empty and unanalyzed', async () => {
+      // A connection plans a statement once and keeps the plan; made on empty tables, a plan that looked the rows up by
+      // an index on session_id and filtered call_id scanned the whole session on every later commit.
+      const schema = freshSchema();
+      const store = await openPostgresStore(url, { schema });
+      const S = `"${schema}"`;
+      const session = { values: ['s-plan', 'a', true, 1, 0, 'h', 0, 0, 0], leaseMs: 30_000, expect: { epoch: 1, lastSeq: 0 }, knownJson: '{}' };
+      const check = commitStatement(S, { result: undefined }, 'jw_plan', { session, checks: { attention: { callIds: ['c-1'], expected: '{}' } } });
+      const lookups = [
+        { name: 'by_calls', text: postgresStatements(S).attentionByCalls, values: ['s-plan', ['c-1', 'c-2']] },
+        { name: 'commit_check', text: check.text, values: check.values },
+      ];
+      const client = await admin.connect();
+      try {
+        await client.query('SET plan_cache_mode = force_generic_plan');
+        const plans = async () => {
+          const out: string[] = [];
+          for (const l of lookups) {
+            // EXECUTE inside EXPLAIN takes no bound parameters: the values go in as literals.
+            const literal = (v: unknown): string => Array.isArray(v) ? `ARRAY[${v.map(literal).join(', ')}]::text[]`
+              : typeof v === 'string' ? client.escapeLiteral(v) : v === null || v === undefined ? 'NULL' : String(v);
+            const res = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE ${l.name}(${l.values.map(literal).join(', ')})`);
+            out.push(res.rows.map((r) => r['QUERY PLAN']).join('\n'));
+          }
+          return out;
+        };
+        for (const l of lookups) await client.query(`PREPARE ${l.name} AS ${l.text}`);
+        const first = await plans();
+        await admin.query(`INSERT INTO ${S}.jw_attention (session_id, task_id, key, call_id, tool, effect, revision, args_digest,
+          start_marker, started, status) SELECT 's-plan', 't', 'k' || i, 'c' || i, 'noop', 'read_only', 'r', 'd', true, true, 'completed'
+          FROM generate_series(1, 2000) AS i`);
+        for (const plan of [...first, ...(await plans())]) {
+          assert.match(plan, /Index Scan using jw_attention_call_id on jw_attention/, plan);
+          assert.doesNotMatch(plan, /Seq Scan on jw_attention|jw_attention_(binding|pkey|status)/, plan);
+        }
+      } finally {
+        client.release();
+      }
       await store.close();
     });
 

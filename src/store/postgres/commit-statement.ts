@@ -14,7 +14,7 @@
 import type { EventRow, OperationRow, TaskRow, TxWrites } from '../rows.js';
 import { ATTENTION_COLUMNS, ATTENTION_UPDATE, attentionValues, SESSION_COLUMNS, TASK_CHANGING_COLUMNS, TASK_COLUMNS, taskValues } from '../sql-rows.js';
 import { type KnownReads, OPERATION_COLUMNS } from './known-rows.js';
-import { CLOCK } from './statements.js';
+import { attentionOfCalls, CLOCK } from './statements.js';
 
 /** `jsonb_build_object` over these columns: a row as the JSON object known-rows.ts builds for it. */
 const asJson = (columns: string) => `jsonb_build_object(${columns.split(', ').map((c) => `'${c}', ${c}`).join(', ')})`;
@@ -69,12 +69,11 @@ export interface CommitStatement {
 }
 
 /**
- * Whether the rows of `table` matching `where` (locked FOR UPDATE), as a JSON object of `rowJson` by `keyColumn`, are
- * exactly `expected` ('{}' when no row may match).
+ * Whether the rows `source` selects (locked FOR UPDATE), as a JSON object of their `j` by `keyColumn`, are exactly
+ * `expected` ('{}' when no row may match).
  */
-function storedRowsAre(table: string, keyColumn: string, rowJson: string, where: string, expected: string): string {
-  return `(SELECT coalesce(jsonb_object_agg(r.${keyColumn}, r.j), '{}'::jsonb) FROM (SELECT ${keyColumn}, ${rowJson} AS j ` +
-    `FROM ${table} WHERE ${where} FOR UPDATE) r) = ${expected}`;
+function storedRowsAre(keyColumn: string, source: string, expected: string): string {
+  return `(SELECT coalesce(jsonb_object_agg(r.${keyColumn}, r.j), '{}'::jsonb) FROM (${source}) r) = ${expected}`;
 }
 
 /** Keeps the last of several rows of one operation (session, task, key), as sequential upserts would. */
@@ -125,17 +124,19 @@ export function commitStatement(
     const tests = ['EXISTS (SELECT 1 FROM s)'];
     if (checks.task) {
       const c = checks.task;
-      tests.push(storedRowsAre(`${S}.jw_tasks`, 'task_id', TASK_JSON, `session_id = ${sid} AND task_id = ${p(c.taskId)}`, p(c.expected, '::jsonb')));
+      const source = `SELECT task_id, ${TASK_JSON} AS j FROM ${S}.jw_tasks WHERE session_id = ${sid} AND task_id = ${p(c.taskId)} FOR UPDATE`;
+      tests.push(storedRowsAre('task_id', source, p(c.expected, '::jsonb')));
     }
     if (checks.operation) {
       const c = checks.operation;
       const where = `session_id = ${sid} AND task_id = ${p(c.taskId)} AND key = ${p(c.key)}`;
-      tests.push(storedRowsAre(`${S}.jw_operations`, 'key', OPERATION_JSON, where, p(c.expected, '::jsonb')));
+      const source = `SELECT key, ${OPERATION_JSON} AS j FROM ${S}.jw_operations WHERE ${where} FOR UPDATE`;
+      tests.push(storedRowsAre('key', source, p(c.expected, '::jsonb')));
     }
     if (checks.attention) {
       const c = checks.attention;
-      const where = `session_id = ${sid} AND call_id = ANY(${p(c.callIds, '::text[]')})`;
-      tests.push(storedRowsAre(`${S}.jw_attention`, 'call_id', ATTENTION_JSON, where, p(c.expected, '::jsonb')));
+      const source = attentionOfCalls(S, `call_id, ${ATTENTION_JSON} AS j`, sid, p(c.callIds, '::text[]'));
+      tests.push(storedRowsAre('call_id', source, p(c.expected, '::jsonb')));
     }
     if (checks.eventIds) {
       tests.push(`NOT EXISTS (SELECT 1 FROM ${S}.jw_events WHERE session_id = ${sid} AND event_id = ANY(${p(checks.eventIds, '::text[]')}))`);

@@ -1,7 +1,7 @@
 import type { PgPool } from './driver-types.js';
 
 /** The schema version this code writes and understands. A database at a higher version is refused on open. */
-export const POSTGRES_SCHEMA_VERSION = 7;
+export const POSTGRES_SCHEMA_VERSION = 8;
 
 export interface PostgresStoreOptions {
   /**

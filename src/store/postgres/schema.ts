@@ -55,6 +55,13 @@ function MIGRATE_LEASES(S: string): string {
  */
 const MIGRATE_EVENT_IDS = (S: string): string => `CREATE INDEX jw_events_event_id ON ${S}.jw_events (session_id, event_id);`;
 
+/**
+ * Version 8: attention rows by call id alone, the one index a commit's lookup by call id can use, so its plan cannot
+ * fall back to scanning a session's rows (docs/design.md#lookups-that-do-not-decay).
+ */
+const MIGRATE_ATTENTION_CALL_IDS = (S: string): string =>
+  `CREATE INDEX jw_attention_call_id ON ${S}.jw_attention (call_id); DROP INDEX ${S}.jw_attention_call;`;
+
 /** The DDL of each schema version; index n migrates version n-1 to n. `S` is the quoted schema name. */
 const MIGRATIONS: ReadonlyArray<(S: string) => string> = [
   () => '',
@@ -91,6 +98,8 @@ CREATE TABLE ${S}.jw_operations (
   MIGRATE_LEASES,
   // Version 7: an index of events by id.
   MIGRATE_EVENT_IDS,
+  // Version 8: attention rows by call id alone.
+  MIGRATE_ATTENTION_CALL_IDS,
 ];
 
 /**

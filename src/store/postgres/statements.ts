@@ -3,6 +3,20 @@ import { ATTENTION_COLUMNS, SESSION_COLUMNS, TASK_COLUMNS } from '../sql-rows.js
 /** The database's clock in epoch milliseconds. */
 export const CLOCK = 'floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
 
+/**
+ * The attention rows of session `sid` that carry one of the call ids in the text array `ids`, each locked FOR UPDATE,
+ * as rows of `select`: one probe of the call-id index per distinct id (docs/design.md#lookups-that-do-not-decay).
+ * A statement's plan is made once per connection, often while the tables are nearly empty and have no statistics,
+ * and then every index that starts with session_id costs the same as the call-id index; the plan chosen that way
+ * scanned all of the session's rows on every commit. So the session test is written `(…) IS TRUE`, which no index
+ * can serve, leaving the call-id index the only one that matches; the lateral part (kept whole by its row locks)
+ * makes each probe an equality.
+ */
+export function attentionOfCalls(S: string, select: string, sid: string, ids: string): string {
+  return `SELECT r.* FROM (SELECT DISTINCT id FROM unnest(${ids}) AS u(id)) AS u CROSS JOIN LATERAL ` +
+    `(SELECT ${select} FROM ${S}.jw_attention WHERE call_id = u.id AND (session_id = ${sid}) IS TRUE FOR UPDATE) AS r`;
+}
+
 /** Every statement the PostgreSQL backend runs, for the tables in schema `S` (already quoted). */
 export function postgresStatements(S: string) {
   const sessionCols = SESSION_COLUMNS;
@@ -30,7 +44,7 @@ export function postgresStatements(S: string) {
       `SELECT ${sessionCols.split(', ').map((c) => `s.${c}`).join(', ')}, ` +
       `(SELECT count(*) FROM ${S}.jw_events e WHERE e.session_id = s.session_id) AS events ` +
       `FROM ${S}.jw_sessions s ORDER BY s.session_id COLLATE "C"`,
-    attentionByCalls: `SELECT ${ATTENTION_COLUMNS} FROM ${S}.jw_attention WHERE session_id = $1 AND call_id = ANY($2::text[]) FOR UPDATE`,
+    attentionByCalls: attentionOfCalls(S, ATTENTION_COLUMNS, '$1', '$2::text[]'),
     attentionByBinding:
       `SELECT ${ATTENTION_COLUMNS} FROM ${S}.jw_attention WHERE session_id = $1 AND task_id = $2 AND tool = $3 AND args_digest = $4 AND revision = $5`,
   };
