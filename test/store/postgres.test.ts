@@ -111,6 +111,32 @@ describePostgres('PostgreSQL store', (url) => {
       assert.deepEqual(ops.rows, [{ session_id: 's', task_id: 't', key: 'op-k', call_id: 'call-old' }]);
     });
 
+    it('migrates a version-7 schema to the index of attention rows by call id, and commits naming a stored call still find its row', async () => {
+      const schema = freshSchema();
+      const S = `"${schema}"`;
+      const first = await openPostgresStore(url, { schema });
+      const owner = await first.acquire('s-v7', { owner: 'a' });
+      await owner.startTask('t-v7');
+      const call = callDraft('t-v7');
+      await commitAs(owner, { events: [call] });
+      await owner.release();
+      await first.close();
+      // The version-7 layout: attention rows by (session_id, call_id).
+      await admin.query(`DROP INDEX ${S}.jw_attention_call_id; CREATE INDEX jw_attention_call ON ${S}.jw_attention (session_id, call_id);
+        UPDATE ${S}.jw_schema_version SET version = 7`);
+      const store = await openPostgresStore(url, { schema });
+      const version = await admin.query(`SELECT version FROM ${S}.jw_schema_version`);
+      assert.deepEqual(version.rows, [{ version: POSTGRES_SCHEMA_VERSION }]);
+      const indexes = await admin.query<{ n: string }>(`SELECT indexname AS n FROM pg_indexes WHERE schemaname = $1 AND tablename = 'jw_attention' ORDER BY 1`, [schema]);
+      assert.deepEqual(indexes.rows.map((r) => r.n), ['jw_attention_binding', 'jw_attention_call_id', 'jw_attention_pkey', 'jw_attention_status']);
+      const again = await store.acquire('s-v7', { owner: 'b' });
+      const callId = (call.kind as { call: { id: CallId } }).call.id;
+      await commitAs(again, { events: [{ turnId: turn, kind: { type: 'tool_started', callId } }] });
+      const row = await admin.query(`SELECT call_id, started FROM ${S}.jw_attention WHERE session_id = 's-v7'`);
+      assert.deepEqual(row.rows, [{ call_id: callId, started: true }]);
+      await store.close();
+    });
+
     it('refuses a schema newer than the code with schema_too_new, touching nothing', async () => {
       const schema = freshSchema();
       await (await openPostgresStore(url, { schema })).close();
