@@ -233,12 +233,12 @@ describePostgres('PostgreSQL store', (url) => {
       const client = await admin.connect();
       try {
         await client.query('SET plan_cache_mode = force_generic_plan');
+        // EXECUTE inside EXPLAIN takes no bound parameters: the values go in as literals.
+        const literal = (v: unknown): string => Array.isArray(v) ? `ARRAY[${v.map(literal).join(', ')}]::text[]`
+          : typeof v === 'string' ? client.escapeLiteral(v) : v === null || v === undefined ? 'NULL' : String(v);
         const plans = async () => {
           const out: string[] = [];
           for (const l of lookups) {
-            // EXECUTE inside EXPLAIN takes no bound parameters: the values go in as literals.
-            const literal = (v: unknown): string => Array.isArray(v) ? `ARRAY[${v.map(literal).join(', ')}]::text[]`
-              : typeof v === 'string' ? client.escapeLiteral(v) : v === null || v === undefined ? 'NULL' : String(v);
             const res = await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN EXECUTE ${l.name}(${l.values.map(literal).join(', ')})`);
             out.push(res.rows.map((r) => r['QUERY PLAN']).join('\n'));
           }
