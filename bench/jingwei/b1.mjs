@@ -6,6 +6,7 @@
 import { newEventId } from '../../dist/ids.js';
 import { encodeEventText } from '../../dist/wire.js';
 import { openSqliteStore } from '../../dist/sqlite.js';
+import { JOURNAL_PAGE_SIZE } from '../../dist/store/sqlite/schema.js';
 import { FAKE_HASH, openFloor, scratchDir } from '../lib/env.mjs';
 import { compare, timeSerial } from '../lib/stats.mjs';
 
@@ -40,7 +41,7 @@ export async function runB1({ runs, n, warmup, log }) {
           name: 'b1-floor',
           label: 'floor: raw insert, 1 synced txn',
           prepare: async (r) => {
-            const { db, insert } = openFloor(scratch.path(`floor-${r}.db`));
+            const { db, insert } = openFloor(scratch.path(`floor-${r}.db`), { pageSize: JOURNAL_PAGE_SIZE });
             let seq = 0;
             const append = db.transaction(() => insert.run(sessionId, seq++, eventId, 1, body, FAKE_HASH));
             return {

@@ -8,6 +8,7 @@
  *     of 2 raw transactions each on one connection.
  */
 import { openSqliteStore } from '../../dist/sqlite.js';
+import { JOURNAL_PAGE_SIZE } from '../../dist/store/sqlite/schema.js';
 import { FAKE_HASH, openFloor, scratchDir } from '../lib/env.mjs';
 import { compare, timeConcurrent, timeSerial } from '../lib/stats.mjs';
 import { benchRuntime, bodiesOf, checkedCall, NOOP, NOOP_APPROVED, openRig } from './rig.mjs';
@@ -104,7 +105,7 @@ export async function runB2({ runs, n, warmup, lanes = 16, concurrentN = n * 4, 
         name: `b2-floor${suffix}`,
         label: `floor: ${groups.length} raw synced txns, same bytes`,
         prepare: async (r) => {
-          const { db, insert } = openFloor(scratch.path(`floor${suffix}-${r}.db`));
+          const { db, insert } = openFloor(scratch.path(`floor${suffix}-${r}.db`), { pageSize: JOURNAL_PAGE_SIZE });
           const txns = floorCall(db, insert, groups, 'bench-b2-floor');
           return {
             measure: () => timeSerial(async () => { for (const t of txns) t.immediate(); }, { n, warmup }),
@@ -140,7 +141,7 @@ export async function runB2({ runs, n, warmup, lanes = 16, concurrentN = n * 4, 
           name: 'b2-floor-c16',
           label: `floor: ${lanes} lanes × 2 raw synced txns`,
           prepare: async (r) => {
-            const { db, insert } = openFloor(scratch.path(`floor-c16-${r}.db`));
+            const { db, insert } = openFloor(scratch.path(`floor-c16-${r}.db`), { pageSize: JOURNAL_PAGE_SIZE });
             const perLane = Array.from({ length: lanes }, (_, k) => floorCall(db, insert, bodies.plain, `bench-b2-floor-${k}`));
             return {
               measure: () =>

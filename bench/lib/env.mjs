@@ -31,11 +31,13 @@ export const EVENTS_DDL = `CREATE TABLE IF NOT EXISTS jw_events (
 
 /**
  * A raw better-sqlite3 connection with the same pragmas as openSqliteStore: WAL, synchronous=FULL,
- * foreign_keys=ON, trusted_schema=OFF, 5 s busy timeout. Writes go through `.immediate()` transactions, as the
- * store's do.
+ * foreign_keys=ON, trusted_schema=OFF, 5 s busy timeout, and on a new file the page size the store gives its new
+ * journals (`pageSize`, the library's JOURNAL_PAGE_SIZE, passed by the callers that import the library; a file
+ * that already exists keeps its pages). Writes go through `.immediate()` transactions, as the store's do.
  */
-export function openFloor(path) {
+export function openFloor(path, { pageSize } = {}) {
   const db = new Database(path, { timeout: 5000 });
+  if (pageSize !== undefined) db.pragma(`page_size = ${pageSize}`);
   const mode = db.pragma('journal_mode = WAL', { simple: true });
   if (mode !== 'wal') throw new Error(`floor: SQLite refused WAL (${mode})`);
   db.pragma('synchronous = FULL');

@@ -5,6 +5,9 @@ import { openSqliteStore, SQLITE_SCHEMA_VERSION } from '../../src/sqlite.js';
 import type { CallId, OperationKey, TaskId } from '../../src/ids.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { commitAs } from '../../src/store/owner-commit.js';
+import { JOURNAL_PAGE_SIZE } from '../../src/store/sqlite/schema.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
 
 const dir = tempDir();
 
@@ -108,5 +111,46 @@ describe('SQLite schema versions', () => {
     db.pragma('user_version = 99');
     db.close();
     assert.throws(() => openSqliteStore(path), { code: 'schema_too_new' });
+  });
+
+  it('creates a new journal with small pages, and keeps the pages of one created with other pages', async () => {
+    const pageSizeOf = (path: string): number => {
+      const raw = new Database(path, { readonly: true });
+      try {
+        return raw.pragma('page_size', { simple: true }) as number;
+      } finally {
+        raw.close();
+      }
+    };
+    // Outputs larger than a page make overflow chains; they must read back and verify like small ones.
+    const runtime = createToolRuntime({
+      tools: [{ name: 'big', metadata: new ToolMetadata('returns a large text', { type: 'object' }).withEffect('read_only', 'r1'), execute: async () => 'x'.repeat(20_000) }],
+      grants: { agent: '*' },
+    });
+    const callsThenRead = async (path: string): Promise<void> => {
+      const store = openSqliteStore(path);
+      const owner = await store.acquire('s', { owner: 'host' });
+      await owner.startTask('t');
+      const gateway = runtime.bind({ owner, taskId: 't', caller: 'agent', turnId: 'turn' });
+      for (let i = 0; i < 3; i++) assert.equal((await gateway.call('big', {})).result.outcome.status, 'succeeded');
+      await store.close();
+      const reopened = openSqliteStore(path, { verifyOnOpen: true });
+      // loadHistory verifies every row: decode, sequence, ids, epochs, the hash chain and the head.
+      const history = await reopened.loadHistory('s');
+      assert.equal(history.filter((e) => e.kind.type === 'tool_result').length, 3);
+      await reopened.close();
+    };
+    const fresh = tempDbPath(dir, 'pages-new');
+    await callsThenRead(fresh);
+    assert.equal(JOURNAL_PAGE_SIZE, 1024);
+    assert.equal(pageSizeOf(fresh), JOURNAL_PAGE_SIZE);
+    // A journal created with 4 KiB pages, as earlier versions did: opened, written and read, it keeps them.
+    const earlier = tempDbPath(dir, 'pages-earlier');
+    const db = new Database(earlier);
+    db.pragma('page_size = 4096');
+    db.pragma('journal_mode = WAL');
+    db.close();
+    await callsThenRead(earlier);
+    assert.equal(pageSizeOf(earlier), 4096);
   });
 });

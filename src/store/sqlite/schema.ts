@@ -5,6 +5,13 @@ import { SQLITE_SCHEMA_VERSION, type SqliteStoreOptions } from './options.js';
 
 export { SQLITE_SCHEMA_VERSION };
 
+/**
+ * The page size of a journal this code creates. Every B-tree a commit touches writes one whole page to the WAL, and
+ * a call touches about a dozen (events, owner row, task ledger, operation and attention rows and their indexes): with
+ * 4 KiB pages a call's two synced commits write 86–115 KB of WAL for about 1.5 KB of events, with 1 KiB pages 25–38 KB
+ * (docs/design.md#small-pages). A journal created with other pages keeps them.
+ */
+export const JOURNAL_PAGE_SIZE = 1024;
 
 /** The attention index (docs/design.md#the-attention-index): one row per operation, kept by each commit. */
 const ATTENTION_TABLE = `
@@ -125,6 +132,8 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
   }
   // Before anything writes (even the switch to WAL rewrites the header): never touch somebody else's database.
   refuseForeign(db, path, options);
+  // Takes effect only on a database that holds nothing yet: it must precede the switch to WAL, the first write.
+  db.pragma(`page_size = ${JOURNAL_PAGE_SIZE}`);
   const mode = db.pragma('journal_mode = WAL', { simple: true });
   if (path !== ':memory:' && mode !== 'wal') {
     throw new StoreUnavailableError('store_failure', `SQLite refused WAL mode (got ${String(mode)}); is ${path} on a network filesystem?`);
