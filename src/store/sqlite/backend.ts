@@ -14,6 +14,7 @@ import type { SqliteStoreOptions } from './options.js';
 import { prepareDatabase } from './schema.js';
 import { eventRows, prepareStatements, type SqliteStatements } from './statements.js';
 import { SqliteInbox } from './inbox.js';
+import { GROUP_MAX, type QueuedWrite, runGroup } from './group-commit.js';
 
 type WriteTx = (sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) => unknown;
 
@@ -22,6 +23,10 @@ class SqliteBackend implements JournalBackend {
   readonly location: string;
   private readonly stmt: SqliteStatements;
   private readonly writeTx: Transaction<WriteTx>;
+  private readonly groupTx: Transaction<(group: QueuedWrite[]) => void>;
+  /** Writes asked for since the last group commit, run together at the next turn of the event loop. */
+  private queued: QueuedWrite[] = [];
+  private flushScheduled = false;
   private readonly readTx: Transaction<(sessionId: SessionId) => { session: SessionRow | undefined; events: EventRow[] }>;
   private readonly scanTx: Transaction<(sessionId: SessionId, read: (session: SessionRow | undefined, events: Iterable<EventRow>) => unknown) => unknown>;
 
@@ -39,6 +44,10 @@ class SqliteBackend implements JournalBackend {
     // Built once, like the statements: better-sqlite3 makes four wrapper functions per db.transaction() call.
     this.writeTx = db.transaction((sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) =>
       this.readDecideWrite(sessionId, reads, decide));
+    // Each write of a group runs as writeTx nested in the group's transaction, that is in a savepoint of its own: a
+    // write that fails is rolled back alone, and the group commits (one fsync) whatever the others wrote.
+    this.groupTx = db.transaction((group: QueuedWrite[]) =>
+      runGroup(db, group, (write) => this.writeTx(write.sessionId, write.reads, write.decide)));
     this.readTx = db.transaction((sessionId: SessionId) => this.readSnapshot(sessionId));
     this.scanTx = db.transaction((sessionId: SessionId, read: (session: SessionRow | undefined, events: Iterable<EventRow>) => unknown) => {
       const session = this.stmt.session.get(sessionId);
@@ -55,14 +64,56 @@ class SqliteBackend implements JournalBackend {
     }
   }
 
-  async transact<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R> {
-    // IMMEDIATE: take the write lock before reading, so WAL never fails the upgrade with SQLITE_BUSY_SNAPSHOT.
-    return this.run(sessionId, () => {
-      this.identity?.check();
-      const result = this.writeTx.immediate(sessionId, reads, decide) as R;
-      this.identity?.noteWal();
-      return result;
+  /**
+   * Queues the write for the next group commit (docs/design.md#group-commit): the writes asked for in one turn of the
+   * event loop, by any sessions of this store, share one transaction and one fsync. The promise settles once that
+   * transaction has committed (or failed): nothing is acknowledged before it is durable.
+   */
+  transact<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R> {
+    if (!this.db.open) return Promise.reject(new StoreClosedError(this.kind, this.location));
+    return new Promise<R>((resolve, reject) => {
+      this.queued.push({ sessionId, reads, decide, resolve: resolve as (value: unknown) => void, reject });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(this.flushQueued);
+      }
     });
+  }
+
+  private readonly flushQueued = (): void => {
+    this.flushScheduled = false;
+    this.flush();
+  };
+
+  /** Runs every queued write, GROUP_MAX to a transaction, and settles each one's promise. */
+  private flush(): void {
+    while (this.queued.length > 0) {
+      const group = this.queued.splice(0, GROUP_MAX);
+      if (!this.db.open) {
+        for (const write of group) write.reject(new StoreClosedError(this.kind, this.location));
+        continue;
+      }
+      try {
+        this.identity?.check();
+        // IMMEDIATE: take the write lock before reading, so WAL never fails the upgrade with SQLITE_BUSY_SNAPSHOT.
+        // A group of one runs as before, without a savepoint.
+        if (group.length === 1) {
+          const [write] = group as [QueuedWrite];
+          write.outcome = { ok: true, value: this.writeTx.immediate(write.sessionId, write.reads, write.decide) };
+        } else {
+          this.groupTx.immediate(group);
+        }
+        this.identity?.noteWal();
+      } catch (error) {
+        for (const write of group) write.reject(mapSqliteError(error, write.sessionId));
+        continue;
+      }
+      for (const write of group) {
+        const outcome = write.outcome!;
+        if (outcome.ok) write.resolve(outcome.value);
+        else write.reject(mapSqliteError(outcome.error, write.sessionId));
+      }
+    }
   }
 
   /** Read → decide → write, inside the IMMEDIATE transaction `writeTx` opened around it. */
@@ -148,6 +199,8 @@ class SqliteBackend implements JournalBackend {
   }
 
   async close(): Promise<void> {
+    // Writes asked for before close() still run: they were asked for while the store was open.
+    this.flush();
     if (this.db.open) this.db.close();
   }
 }
