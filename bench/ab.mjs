@@ -6,6 +6,8 @@
  *
  *   node bench/ab.mjs b3 OLD [NEW] [--rounds=N]   loadHistory + inspectToolRecovery on one 80,000-event file
  *   node bench/ab.mjs b6 OLD [NEW] [--rounds=N]   resumeAgent replaying the B6 run (each build its own run)
+ *   node bench/ab.mjs c16 OLD [NEW] [--rounds=N]  16 sessions on one SQLite store calling concurrently, 20 calls
+ *                                                 each a round (each build its own file)
  *   node bench/ab.mjs pg OLD [NEW] [--rounds=N]   a durable call on PostgreSQL, 50 calls a round (each build its
  *                                                 own schema; needs JINGWEI_PG_URL, e.g. through
  *                                                 `node scripts/pg-test-cluster.mjs run -- node bench/ab.mjs pg OLD`)
@@ -21,9 +23,9 @@ import { fileURLToPath } from 'node:url';
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const [target, oldArg, newArg] = args;
-const rounds = Number(process.argv.find((a) => a.startsWith('--rounds='))?.slice(9) ?? { b3: 16, b6: 60, pg: 30 }[target]);
-if (!['b3', 'b6', 'pg'].includes(target) || !oldArg) {
-  process.stderr.write('usage: node bench/ab.mjs b3|b6|pg OLD [NEW] [--rounds=N]\n');
+const rounds = Number(process.argv.find((a) => a.startsWith('--rounds='))?.slice(9) ?? { b3: 16, b6: 60, c16: 16, pg: 30 }[target]);
+if (!['b3', 'b6', 'c16', 'pg'].includes(target) || !oldArg) {
+  process.stderr.write('usage: node bench/ab.mjs b3|b6|c16|pg OLD [NEW] [--rounds=N]\n');
   process.exit(2);
 }
 if (target === 'pg' && !process.env.JINGWEI_PG_URL) {
@@ -32,13 +34,17 @@ if (target === 'pg' && !process.env.JINGWEI_PG_URL) {
 }
 /** Calls a round for pg, whose one call is a few ms: the round is the unit paired. */
 const PG_CALLS = 50;
+/** Sessions, and calls a session makes in a round, for c16 (B2 with 16 sessions). */
+const LANES = 16;
+const LANE_CALLS = 20;
 const roots = { old: resolve(oldArg), new: resolve(newArg ?? fileURLToPath(new URL('..', import.meta.url))) };
 const scratch = mkdtempSync(join(tmpdir(), `jingwei-ab-${target}-`));
 const closers = [];
 
 /**
- * One operation per build: B3 reads one file written once by the new build; B6 gives each build its own run; pg
- * gives each build its own schema (dropped at the end) and makes 50 calls an operation.
+ * One operation per build: B3 reads one file written once by the new build; B6 gives each build its own run; c16
+ * gives each build its own file and 16 sessions making 20 calls each; pg gives each build its own schema (dropped at
+ * the end) and makes 50 calls an operation.
  */
 async function sides() {
   const side = {};
@@ -59,6 +65,18 @@ async function sides() {
       const rig = await (await import(`${root}/bench/jingwei/b6.mjs`)).openB6Rig(join(scratch, `b6-${name}.db`), { steps: 50, perStep: 10 });
       closers.push(() => rig.close());
       side[name] = rig.resume;
+    }
+  } else if (target === 'c16') {
+    for (const [name, root] of Object.entries(roots)) {
+      const store = (await import(`${root}/dist/sqlite.js`)).openSqliteStore(join(scratch, `c16-${name}.db`));
+      closers.push(() => store.close());
+      const { benchRuntime, NOOP, openRig } = await import(`${root}/bench/jingwei/rig.mjs`);
+      const runtime = benchRuntime();
+      const gateways = [];
+      for (let k = 0; k < LANES; k++) gateways.push((await openRig(store, runtime, { sessionId: `ab-c16-${k}`, owner: `host-${k}` })).gateway);
+      side[name] = () => Promise.all(gateways.map(async (gateway) => {
+        for (let i = 0; i < LANE_CALLS; i++) await gateway.call(NOOP, {});
+      }));
     }
   } else {
     for (const [name, root] of Object.entries(roots)) {
@@ -96,7 +114,7 @@ try {
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
   const ratio = median(times.new.map((t, i) => t / times.old[i]));
-  const unit = target === 'pg' ? ` (${PG_CALLS} calls)` : '';
+  const unit = target === 'pg' ? ` (${PG_CALLS} calls)` : target === 'c16' ? ` (${LANES} sessions × ${LANE_CALLS} calls)` : '';
   process.stdout.write(`${target}, ${rounds} rounds${unit}: old ${median(times.old).toFixed(1)} ms, new ${median(times.new).toFixed(1)} ms; ` +
     `median of paired new ÷ old ${ratio.toFixed(3)}\n  old: ${roots.old}\n  new: ${roots.new}\n`);
 } finally {
