@@ -7,6 +7,7 @@ import { ChildProcess } from '../support/child.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
 const script = fileURLToPath(new URL('./children/owner-child.js', import.meta.url));
+const groupWriter = fileURLToPath(new URL('./children/group-writer-child.js', import.meta.url));
 const dir = tempDir();
 const text = (t: string) => ({ turnId: newTurnId(), kind: { type: 'user_message' as const, text: t } });
 
@@ -73,6 +74,37 @@ describe('SQLite ownership across real processes', () => {
     for (const c of children) c.send('exit');
     await Promise.all(children.map((c) => c.exited));
     await store.close();
+  });
+
+  it('appends of many sessions sharing commits: every one acknowledged before a SIGKILL is in the journal', async () => {
+    for (let round = 0; round < 4; round++) {
+      const path = tempDbPath(dir);
+      const child = new ChildProcess(groupWriter, [path, '8']);
+      assert.deepEqual(await child.next(), { ready: true });
+      const acknowledged: Array<{ session: string; seq: number; text: string }> = [];
+      // Killed at a different moment each round, once some hundreds of appends have returned.
+      const target = 200 + round * 150;
+      while (acknowledged.length < target) acknowledged.push(await child.next());
+      child.proc.kill('SIGKILL');
+      assert.equal((await child.exited).signal, 'SIGKILL');
+      // Lines printed before the kill and not yet read are acknowledged appends too.
+      for (;;) {
+        const line = await child.next<{ session: string; seq: number; text: string }>().catch(() => null);
+        if (line === null) break;
+        acknowledged.push(line);
+      }
+      const store = openSqliteStore(path);
+      for (let k = 0; k < 8; k++) {
+        // Every row verifies; the session's messages are its appends in order, each acknowledged one at its seq.
+        const history = await store.loadHistory(`s${k}`);
+        const texts = history.flatMap((e) => (e.kind.type === 'user_message' ? [{ seq: e.seq, text: e.kind.text }] : []));
+        assert.deepEqual(texts.map((t) => t.text), texts.map((_, n) => `s${k}-${n}`));
+        for (const a of acknowledged.filter((x) => x.session === `s${k}`)) {
+          assert.deepEqual(texts.find((t) => t.seq === a.seq), { seq: a.seq, text: a.text }, `round ${round}: ${a.text} was acknowledged`);
+        }
+      }
+      await store.close();
+    }
   });
 
   it('an append that returned survives a SIGKILL right after it', async () => {
