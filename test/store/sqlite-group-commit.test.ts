@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { setFaultHook } from '../../src/fault.js';
 import type { SessionId } from '../../src/ids.js';
 import { openSqliteStore } from '../../src/sqlite.js';
-import { type QueuedWrite, runGroup } from '../../src/store/sqlite/group-commit.js';
+import { GROUP_MAX, type QueuedWrite, runGroup } from '../../src/store/sqlite/group-commit.js';
 import type { SessionOwner, SessionStore } from '../../src/store/types.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
@@ -62,6 +62,18 @@ describe('SQLite group commit', () => {
     const reopened = openSqliteStore(path);
     for (let k = 0; k < 8; k++) assert.deepEqual(await texts(reopened, `s${k}`), k < 2 ? [`hello ${k}`, 'later'] : [`hello ${k}`]);
     await reopened.close();
+  });
+
+  it('splits more writes than a group holds into several commits, settling each write once its own commit returned', async () => {
+    const path = tempDbPath(dir, 'many');
+    const store = openSqliteStore(path);
+    const held = await owners(store, GROUP_MAX + 6);
+    resetWal(path);
+    const events = await Promise.all(held.map((owner, k) => owner.append([message(`hello ${k}`)])));
+    assert.equal(walCommits(path), 2, `${GROUP_MAX} writes, then 6`);
+    assert.deepEqual(events.map((written) => written[0]?.seq), held.map(() => 0));
+    for (const k of [0, GROUP_MAX - 1, GROUP_MAX, GROUP_MAX + 5]) assert.deepEqual(await texts(store, `s${k}`), [`hello ${k}`]);
+    await store.close();
   });
 
   it('rolls back a write that fails inside a group alone: the others commit', async () => {
