@@ -19,11 +19,11 @@ interface DecodedHistory {
 const histories = new WeakMap<readonly SessionEvent[], DecodedHistory>();
 
 /**
- * Records that `history[i]` was decoded from stored wire text of `bytes[i]` UTF-8 bytes, for every i, and that
- * their event ids are distinct.
+ * Records that `history[i]` was decoded from stored wire text of `bytes[i]` UTF-8 bytes and has the event id
+ * `eventIds[i]`, for every i, and that those ids are distinct.
  */
-export function noteDecodedHistory(history: readonly SessionEvent[], bytes: readonly number[]): void {
-  histories.set(history, { events: history.slice(), bytes, eventIds: history.map((e) => e.eventId) });
+export function noteDecodedHistory(history: readonly SessionEvent[], bytes: readonly number[], eventIds: readonly string[]): void {
+  histories.set(history, { events: history.slice(), bytes, eventIds });
 }
 
 /** Looks up recorded sizes of a history by place; undefined for an event without one. */

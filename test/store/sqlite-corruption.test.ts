@@ -6,6 +6,7 @@ import { JournalCorruptError } from '../../src/errors.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import type { SessionStore } from '../../src/store/types.js';
 import { newTurnId } from '../../src/ids.js';
+import { chainHash } from '../../src/store/chain.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
 const dir = tempDir();
@@ -74,6 +75,60 @@ describe('SQLite journal corruption is always detected, never repaired', () => {
     tamper(path, `UPDATE jw_events SET event_id = (SELECT event_id FROM jw_events WHERE seq = 2),
       body = replace(body, (SELECT event_id FROM jw_events WHERE seq = 6), (SELECT event_id FROM jw_events WHERE seq = 2)) WHERE seq = 6`);
     await expectCorrupt(path, 6, 'duplicate_id');
+  });
+
+  describe('a repeated event id is the first violation in seq order, whenever it is found', () => {
+    /** Row `at` takes the event id of row `from`, in its column and in its body (so only the repeat is wrong). */
+    const repeatId = (from: number, at: number) => `UPDATE jw_events SET event_id = (SELECT event_id FROM jw_events WHERE seq = ${from}),
+      body = replace(body, (SELECT event_id FROM jw_events WHERE seq = ${at}), (SELECT event_id FROM jw_events WHERE seq = ${from})) WHERE seq = ${at};`;
+
+    it('a repeat before a broken link further on: duplicate_id at the repeat', async () => {
+      const path = await journalFile(10);
+      tamper(path, `${repeatId(2, 5)} UPDATE jw_events SET body = replace(body, 'msg-8:', 'msg-X:') WHERE seq = 8`);
+      await expectCorrupt(path, 5, 'duplicate_id');
+    });
+
+    it('a broken link before a repeat: hash_mismatch at the link', async () => {
+      const path = await journalFile(10);
+      tamper(path, `${repeatId(1, 7)} UPDATE jw_events SET body = replace(body, 'msg-3:', 'msg-X:') WHERE seq = 3`);
+      await expectCorrupt(path, 3, 'hash_mismatch');
+    });
+
+    it('a repeat on a row whose epoch is also wrong: duplicate_id (a row\'s ids are checked before its epoch)', async () => {
+      const path = await journalFile(10);
+      tamper(path, `${repeatId(0, 4)} UPDATE jw_events SET epoch = 9 WHERE seq = 4`);
+      await expectCorrupt(path, 4, 'duplicate_id');
+    });
+
+    it('a repeat on a row whose body also claims another seq: order (a row\'s seq is checked before its ids)', async () => {
+      const path = await journalFile(10);
+      tamper(path, `${repeatId(0, 4)} UPDATE jw_events SET body = replace(body, '"seq":4', '"seq":40') WHERE seq = 4`);
+      await expectCorrupt(path, 4, 'order');
+    });
+
+    it('a body naming an earlier event while its column keeps its own id: duplicate_id', async () => {
+      const path = await journalFile(10);
+      tamper(path, `UPDATE jw_events SET body = replace(body, event_id, (SELECT event_id FROM jw_events WHERE seq = 1)) WHERE seq = 6`);
+      await expectCorrupt(path, 6, 'duplicate_id');
+    });
+
+    it('a body naming an id no row holds: hash_mismatch', async () => {
+      const path = await journalFile(10);
+      tamper(path, `UPDATE jw_events SET body = replace(body, event_id, 'evt_never_written') WHERE seq = 6`);
+      await expectCorrupt(path, 6, 'hash_mismatch');
+    });
+
+    it('a repeat whose chain and head were rewritten to match: duplicate_id (only the id check can see it)', async () => {
+      const path = await journalFile(10);
+      tamper(path, repeatId(0, 9));
+      const raw = new Database(path);
+      const [before, last] = raw.prepare('SELECT hash, epoch, body FROM jw_events WHERE seq >= 8 ORDER BY seq').all() as { hash: string; epoch: number; body: string }[];
+      const hash = chainHash(before!.hash, last!.epoch, last!.body);
+      raw.prepare('UPDATE jw_events SET hash = ? WHERE seq = 9').run(hash);
+      raw.prepare('UPDATE jw_sessions SET head_hash = ?').run(hash);
+      raw.close();
+      await expectCorrupt(path, 9, 'duplicate_id');
+    });
   });
 
   it('swapped seq values: order', async () => {
