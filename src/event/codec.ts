@@ -216,18 +216,16 @@ function decodeContract(ctx: Ctx, wire: unknown): ToolEffectContract {
 
 function decodeOperation(ctx: Ctx, wire: unknown): ToolOperation {
   const o = ctx.object(wire, ['task_id', 'key', 'contract', 'retry', 'start_marker']);
-  const retry = ctx.get(o, 'retry');
-  const op: ToolOperation = {
-    taskId: ctx.id(o, 'task_id') as TaskId,
-    key: ctx.id(o, 'key') as OperationKey,
-    contract: decodeContract(ctx.child('contract'), ctx.required(o, 'contract')),
-    retry: retry === undefined || retry === null ? null : decodeAudit(ctx.child('retry'), retry),
-  };
+  const retryWire = ctx.get(o, 'retry');
+  const taskId = ctx.id(o, 'task_id') as TaskId;
+  const key = ctx.id(o, 'key') as OperationKey;
+  const contract = decodeContract(ctx.child('contract'), ctx.required(o, 'contract'));
+  const retry = retryWire === undefined || retryWire === null ? null : decodeAudit(ctx.child('retry'), retryWire);
   const marker = ctx.get(o, 'start_marker');
   if (marker !== undefined && typeof marker !== 'boolean') {
     ctx.fail('start_marker', 'must be a boolean');
   }
-  return marker === true ? { ...op, startMarker: true } : op;
+  return marker === true ? { taskId, key, contract, retry, startMarker: true } : { taskId, key, contract, retry };
 }
 
 function decodeAction(ctx: Ctx, wire: unknown): ActionContext {

@@ -150,39 +150,43 @@ export class WireReader {
 }
 
 /** Recursion is bounded by LIMITS.maxJsonDepth, so a deep or cyclic value fails instead of overflowing the stack. */
-function checkJson(v: unknown, trail: string[], enclosing: number, reader: WireReader): void {
-  const fail = (message: string): never => reader.fail(trail.join('.'), message);
+function checkJson(v: unknown, trail: (string | number)[], enclosing: number, reader: WireReader): void {
   switch (typeof v) {
     case 'string':
-      if (hasLoneSurrogate(v)) fail('contains a lone surrogate');
+      if (hasLoneSurrogate(v)) failAt(reader, trail, 'contains a lone surrogate');
       return;
     case 'number':
-      if (!Number.isFinite(v)) fail(`the number ${String(v)} has no JSON form`);
+      if (!Number.isFinite(v)) failAt(reader, trail, `the number ${String(v)} has no JSON form`);
       return;
     case 'boolean':
       return;
     case 'object': {
       if (v === null) return;
-      if (enclosing + 1 > LIMITS.maxJsonDepth) fail(`the record is nested deeper than ${LIMITS.maxJsonDepth} levels`);
+      if (enclosing + 1 > LIMITS.maxJsonDepth) failAt(reader, trail, `the record is nested deeper than ${LIMITS.maxJsonDepth} levels`);
       if (Array.isArray(v)) {
         for (let i = 0; i < v.length; i++) {
-          trail.push(String(i));
+          trail.push(i);
           checkJson(v[i], trail, enclosing + 1, reader);
           trail.pop();
         }
         return;
       }
-      if (!isPlainObject(v)) fail('is not JSON data (not a plain object)');
+      if (!isPlainObject(v)) failAt(reader, trail, 'is not JSON data (not a plain object)');
       const record = v as Wire;
       for (const key of Object.keys(record)) {
         trail.push(key);
-        if (hasLoneSurrogate(key)) fail('the key contains a lone surrogate');
+        if (hasLoneSurrogate(key)) failAt(reader, trail, 'the key contains a lone surrogate');
         checkJson(record[key], trail, enclosing + 1, reader);
         trail.pop();
       }
       return;
     }
     default:
-      fail(`a ${typeof v} is not JSON data`);
+      failAt(reader, trail, `a ${typeof v} is not JSON data`);
   }
+}
+
+/** The error of a value inside a JSON field, at its path (array indexes as numbers). */
+function failAt(reader: WireReader, trail: readonly (string | number)[], message: string): never {
+  return reader.fail(trail.join('.'), message);
 }
