@@ -5,8 +5,11 @@ import type { Database, Statement } from './driver.js';
 
 const params = (columns: string) => columns.split(', ').map(() => '?').join(', ');
 
-/** An event row as the driver returns it in raw mode: session_id, seq, event_id, epoch, body, hash. */
-type EventRowArray = [string, number, string, number, string, string];
+/**
+ * An event row of one session as the driver returns it in raw mode: seq, event_id, epoch, body, hash. The session's
+ * id is the one the statement selected by, so each row shares that string instead of reading its own copy.
+ */
+type EventRowArray = [number, string, number, string, string];
 
 /**
  * Rows read per statement when a session's journal is read. Reading it in pages of raw rows, each turned into an
@@ -26,8 +29,8 @@ const EVENT_PAGE_ROWS = 1000;
 export function* eventRows(statements: SqliteStatements, sessionId: SessionId): Generator<EventRow, void, undefined> {
   let page = statements.eventsFirst.all(sessionId, EVENT_PAGE_ROWS);
   for (;;) {
-    for (const r of page) yield { sessionId: r[0] as SessionId, seq: r[1], eventId: r[2], epoch: r[3], body: r[4], hash: r[5] };
-    const last = page[page.length - 1]?.[1];
+    for (const r of page) yield { sessionId, seq: r[0], eventId: r[1], epoch: r[2], body: r[3], hash: r[4] };
+    const last = page[page.length - 1]?.[0];
     if (page.length < EVENT_PAGE_ROWS || !Number.isSafeInteger(last)) return;
     page = statements.eventsAfter.all(sessionId, last!, EVENT_PAGE_ROWS);
   }
@@ -64,10 +67,10 @@ export function prepareStatements(db: Database): SqliteStatements {
     ),
     insertEvent: db.prepare('INSERT INTO jw_events (session_id, seq, event_id, epoch, body, hash) VALUES (?, ?, ?, ?, ?, ?)'),
     eventsFirst: db.prepare<[string, number], EventRowArray>(
-      'SELECT session_id, seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq LIMIT ?',
+      'SELECT seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq LIMIT ?',
     ).raw(true),
     eventsAfter: db.prepare<[string, number, number], EventRowArray>(
-      'SELECT session_id, seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?',
+      'SELECT seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?',
     ).raw(true),
     eventIdExists: db.prepare<[string, string], { one: number }>('SELECT 1 AS one FROM jw_events WHERE session_id = ? AND event_id = ? LIMIT 1'),
     task: db.prepare<[string, string], TaskRecord>(`SELECT ${TASK_COLUMNS} FROM jw_tasks WHERE session_id = ? AND task_id = ?`),
