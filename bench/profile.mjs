@@ -61,10 +61,10 @@ async function prepare(scratch) {
         };
       }
       const floor = openFloor(scratch.path('b3.db'));
-      const select = floor.db.prepare('SELECT session_id, seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw(true);
+      const select = floor.db.prepare('SELECT seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw(true);
       return {
         repeat: 5,
-        op: () => select.all('p-b3').map((r) => JSON.parse(r[4])),
+        op: () => select.all('p-b3').map((r) => JSON.parse(r[3])),
         close: async () => { floor.db.close(); await store.close(); },
       };
     }

@@ -110,7 +110,8 @@ export async function runB3({ runs, n, warmup, events = B3_EVENTS, calls = Math.
     const buildMs = Number(process.hrtime.bigint() - built) / 1e6;
     log(`  B3 session: ${count} events, ${calls} calls, ${(bytes / 2 ** 20).toFixed(2)} MiB, written in ${buildMs.toFixed(0)} ms`);
     floor = openFloor(path);
-    const select = floor.db.prepare('SELECT session_id, seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw(true);
+    // The store's own read: the same columns (seq, event_id, epoch, body, hash) of the same rows.
+    const select = floor.db.prepare('SELECT seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw(true);
     let peakRss = 0;
     const result = await compare({
       runs,
@@ -149,7 +150,7 @@ export async function runB3({ runs, n, warmup, events = B3_EVENTS, calls = Math.
               timeSerial(() => {
                 const rows = select.all(SESSION);
                 const out = new Array(rows.length);
-                for (let i = 0; i < rows.length; i++) out[i] = JSON.parse(rows[i][4]);
+                for (let i = 0; i < rows.length; i++) out[i] = JSON.parse(rows[i][3]);
                 if (out.length !== count) throw new Error('B3 floor: unexpected row count');
               }, { n, warmup }),
           }),

@@ -70,7 +70,7 @@ export async function runB6({ runs, n, warmup, steps = 50, perStep = 10, log }) 
     const { calls, events } = rig;
     log(`  B6 run: ${steps} steps, ${calls} completed calls, ${events} events`);
     floor = openFloor(path);
-    const select = floor.db.prepare('SELECT session_id, seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw(true);
+    const select = floor.db.prepare('SELECT seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw(true);
     const result = await compare({
       runs,
       log,
@@ -88,7 +88,7 @@ export async function runB6({ runs, n, warmup, steps = 50, perStep = 10, log }) 
             measure: () => timeSerial(() => {
               const rows = select.all(SESSION);
               const out = new Array(rows.length);
-              for (let i = 0; i < rows.length; i++) out[i] = JSON.parse(rows[i][4]);
+              for (let i = 0; i < rows.length; i++) out[i] = JSON.parse(rows[i][3]);
               if (out.length !== events) throw new Error('B6 floor: unexpected row count');
             }, { n, warmup }),
           }),
