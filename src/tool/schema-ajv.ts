@@ -3,16 +3,32 @@
  * strict about unknown keywords, and with the standard `format`s checked (email, uri, date-time, uuid, …), so a
  * schema's `format` is enforced rather than ignored.
  */
-import { Ajv2020 } from 'ajv/dist/2020.js';
-import formatsModule from 'ajv-formats';
+import { createRequire } from 'node:module';
+import type { Ajv2020 } from 'ajv/dist/2020.js';
 
-// ajv-formats is CommonJS: under NodeNext its default import is `module.exports`, whose `default` is the plugin.
 type FormatsPlugin = (ajv: Ajv2020) => Ajv2020;
-const addFormats: FormatsPlugin =
-  (formatsModule as unknown as { default?: FormatsPlugin }).default ?? (formatsModule as unknown as FormatsPlugin);
+
+/**
+ * ajv and ajv-formats are CommonJS and take about 90 ms and 90 files to load: they are required the first time a
+ * validator is made, so a process that only reads journals (the CLI's reading commands, a host's recovery) never
+ * loads them.
+ */
+let loaded: { Ajv: typeof Ajv2020; addFormats: FormatsPlugin } | null = null;
+
+function load(): { Ajv: typeof Ajv2020; addFormats: FormatsPlugin } {
+  if (loaded === null) {
+    const require = createRequire(import.meta.url);
+    const { Ajv2020: Ajv } = require('ajv/dist/2020.js') as { Ajv2020: typeof Ajv2020 };
+    // ajv-formats' `module.exports` is the plugin, with the plugin again as its `default`.
+    const formats = require('ajv-formats') as FormatsPlugin & { default?: FormatsPlugin };
+    loaded = { Ajv, addFormats: formats.default ?? formats };
+  }
+  return loaded;
+}
 
 export function createSchemaAjv(): Ajv2020 {
-  const ajv = new Ajv2020({ strict: false, allErrors: false });
+  const { Ajv, addFormats } = load();
+  const ajv = new Ajv({ strict: false, allErrors: false });
   addFormats(ajv);
   return ajv;
 }
