@@ -13,7 +13,7 @@ import { recoverCommand } from './commands/recover.js';
 import { sessionsCommand } from './commands/sessions.js';
 import { exportCommand, importCommand } from './commands/transfer.js';
 import { verifyCommand } from './commands/verify.js';
-import { demoCommand } from './demo/story.js';
+import { demoCommand } from './demo/command.js';
 import { describeError, EXIT, EXIT_CODES_HELP, exitCodeFor, UsageError, type ExitCode } from './exit.js';
 import { Printer, type Io } from './io.js';
 

@@ -4,7 +4,6 @@
  * review; it never writes a journal.
  */
 import { integerOption, STORE_ARGUMENT, type Command } from '../command.js';
-import { startConsole } from '../console/server.js';
 import { EXIT, UsageError } from '../exit.js';
 import { safe } from '../format.js';
 import { openStoreFromTarget, describeTarget } from '../target.js';
@@ -57,6 +56,8 @@ Stop it with Ctrl-C.`,
     }
     const port = integerOption('console', 'port', options.port, 0);
     if (port > 65535) throw new UsageError(`jingwei console: --port must be at most 65535, got ${port}`);
+    // The console's server and pages are loaded only by this command, not by every run of the CLI.
+    const { startConsole } = await import('../console/server.js');
     const store = await openStoreFromTarget(args.store!);
     let running;
     try {

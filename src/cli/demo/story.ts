@@ -18,8 +18,8 @@ import { inspectToolRecovery, prepareToolRetry } from '../../tool/recovery.js';
 import { createToolRuntime } from '../../tool/runtime.js';
 import type { ToolExecution } from '../../tool/types.js';
 import { callTable } from '../assessment.js';
-import type { Command } from '../command.js';
-import { EXIT, UsageError } from '../exit.js';
+import type { CommandContext } from '../command.js';
+import { EXIT, UsageError, type ExitCode } from '../exit.js';
 import { clip, plural, shortId } from '../format.js';
 import { visibleLength, type Printer } from '../io.js';
 import { isPostgresTarget, openStoreFromTarget } from '../target.js';
@@ -125,42 +125,24 @@ function outputOf(execution: ToolExecution): string {
   return o.status === 'succeeded' ? `succeeded ${o.output}` : `failed ${o.category} (${o.code}: ${o.message})`;
 }
 
-export const demoCommand: Command = {
-  name: 'demo',
-  summary: 'crash an agent five times at real crash points, then recover it as a host would (what `npm start` runs)',
-  arguments: [{ name: 'journal', required: false, help: 'the SQLite journal file to use (default: a fresh one in a new temporary directory)' }],
-  options: {},
-  description: `
-Shows jingwei's promise end to end, with real processes: a tool with real side effects is never silently run
-twice after a crash, and whether a write happened is never lost.
-
-An agent fulfils one order with five tools, one per kind of side effect (read_only, idempotent, non_idempotent,
-unknown, and a non_idempotent tool that needs approval). Each step runs in its own worker process, which is killed
-with SIGKILL at a chosen point on the real code path. Then the demo acts as the recovering host: it takes the
-session over, loads and assesses the journal, retries what the rules allow, shows needs_review for the rest,
-records an operator's review for one call and retries it, and checks the invariants. The shop's own database is
-a SQLite file next to the journal (<journal>.business.db); both files are kept so you can look at them with the
-other commands afterwards.`,
-  exitCodes: 'This command exits 1 when an invariant does not hold at the end.',
-  examples: ['jingwei demo', 'jingwei demo /tmp/shop.db'],
-  async run({ out, args }) {
-    const given = args.journal;
-    if (given !== undefined && isPostgresTarget(given)) throw new UsageError('the demo runs on a SQLite file; give a file path (or nothing)');
-    const journal = given !== undefined ? resolve(given) : join(mkdtempSync(join(tmpdir(), 'jingwei-demo-')), 'journal.db');
-    if (!existsSync(dirname(journal))) throw new UsageError(`the directory of ${given} does not exist`);
-    const business = businessPathFor(journal);
-    const store = await openStoreFromTarget(journal, { create: true });
-    const shop = await openShop(business);
-    try {
-      // Paths are shown as given (relative stays relative); the workers get absolute ones.
-      const shown = given !== undefined ? { journal: given, business: businessPathFor(given) } : { journal, business };
-      return await tell(new Story(out), store, shop, { journal, business, shown });
-    } finally {
-      shop.close();
-      await store.close();
-    }
-  },
-};
+/** `jingwei demo` itself; the command's description is in ./command.ts. */
+export async function runDemo({ out, args }: CommandContext): Promise<ExitCode> {
+  const given = args.journal;
+  if (given !== undefined && isPostgresTarget(given)) throw new UsageError('the demo runs on a SQLite file; give a file path (or nothing)');
+  const journal = given !== undefined ? resolve(given) : join(mkdtempSync(join(tmpdir(), 'jingwei-demo-')), 'journal.db');
+  if (!existsSync(dirname(journal))) throw new UsageError(`the directory of ${given} does not exist`);
+  const business = businessPathFor(journal);
+  const store = await openStoreFromTarget(journal, { create: true });
+  const shop = await openShop(business);
+  try {
+    // Paths are shown as given (relative stays relative); the workers get absolute ones.
+    const shown = given !== undefined ? { journal: given, business: businessPathFor(given) } : { journal, business };
+    return await tell(new Story(out), store, shop, { journal, business, shown });
+  } finally {
+    shop.close();
+    await store.close();
+  }
+}
 
 interface Paths {
   readonly journal: string;
