@@ -25,7 +25,7 @@ import { openSqliteStore } from '../dist/sqlite.js';
 import { writeB3Session } from './jingwei/b3.mjs';
 import { openB6Rig } from './jingwei/b6.mjs';
 import { benchRuntime, NOOP, NOOP_APPROVED, openRig } from './jingwei/rig.mjs';
-import { openFloor, ROOT, scratchDir } from './lib/env.mjs';
+import { floorRead, openFloor, ROOT, scratchDir } from './lib/env.mjs';
 
 const target = process.argv[2];
 const out = process.argv.find((a) => a.startsWith('--out='))?.slice(6);
@@ -61,10 +61,10 @@ async function prepare(scratch) {
         };
       }
       const floor = openFloor(scratch.path('b3.db'));
-      const select = floor.db.prepare('SELECT seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw(true);
+      const read = floorRead(floor.db);
       return {
         repeat: 5,
-        op: () => select.all('p-b3').map((r) => JSON.parse(r[3])),
+        op: () => read('p-b3'),
         close: async () => { floor.db.close(); await store.close(); },
       };
     }

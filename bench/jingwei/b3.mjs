@@ -9,7 +9,7 @@ import { newCallId, newEventId, newOperationKey } from '../../dist/ids.js';
 import { inspectToolRecovery, LIMITS } from '../../dist/index.js';
 import { encodeEventText } from '../../dist/wire.js';
 import { openSqliteStore } from '../../dist/sqlite.js';
-import { openFloor, scratchDir } from '../lib/env.mjs';
+import { floorRead, openFloor, scratchDir } from '../lib/env.mjs';
 import { compare, median, timeSerial } from '../lib/stats.mjs';
 import { commitAs } from '../../dist/store/owner-commit.js';
 
@@ -110,8 +110,7 @@ export async function runB3({ runs, n, warmup, events = B3_EVENTS, calls = Math.
     const buildMs = Number(process.hrtime.bigint() - built) / 1e6;
     log(`  B3 session: ${count} events, ${calls} calls, ${(bytes / 2 ** 20).toFixed(2)} MiB, written in ${buildMs.toFixed(0)} ms`);
     floor = openFloor(path);
-    // The store's own read: the same columns (seq, event_id, epoch, body, hash) of the same rows.
-    const select = floor.db.prepare('SELECT seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw(true);
+    const read = floorRead(floor.db);
     let peakRss = 0;
     const result = await compare({
       runs,
@@ -148,10 +147,7 @@ export async function runB3({ runs, n, warmup, events = B3_EVENTS, calls = Math.
           prepare: async () => ({
             measure: () =>
               timeSerial(() => {
-                const rows = select.all(SESSION);
-                const out = new Array(rows.length);
-                for (let i = 0; i < rows.length; i++) out[i] = JSON.parse(rows[i][3]);
-                if (out.length !== count) throw new Error('B3 floor: unexpected row count');
+                if (read(SESSION).length !== count) throw new Error('B3 floor: unexpected row count');
               }, { n, warmup }),
           }),
         },

@@ -9,7 +9,7 @@
 import { resumeAgent, runAgent, scriptedModel } from '../../dist/agent.js';
 import { createToolRuntime, ToolMetadata } from '../../dist/index.js';
 import { openSqliteStore } from '../../dist/sqlite.js';
-import { openFloor, scratchDir } from '../lib/env.mjs';
+import { floorRead, openFloor, scratchDir } from '../lib/env.mjs';
 import { compare, timeSerial } from '../lib/stats.mjs';
 
 const SESSION = 'bench-b6';
@@ -70,7 +70,7 @@ export async function runB6({ runs, n, warmup, steps = 50, perStep = 10, log }) 
     const { calls, events } = rig;
     log(`  B6 run: ${steps} steps, ${calls} completed calls, ${events} events`);
     floor = openFloor(path);
-    const select = floor.db.prepare('SELECT seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw(true);
+    const read = floorRead(floor.db);
     const result = await compare({
       runs,
       log,
@@ -86,10 +86,7 @@ export async function runB6({ runs, n, warmup, steps = 50, perStep = 10, log }) 
           label: 'floor: raw SELECT + JSON.parse of the same events',
           prepare: async () => ({
             measure: () => timeSerial(() => {
-              const rows = select.all(SESSION);
-              const out = new Array(rows.length);
-              for (let i = 0; i < rows.length; i++) out[i] = JSON.parse(rows[i][3]);
-              if (out.length !== events) throw new Error('B6 floor: unexpected row count');
+              if (read(SESSION).length !== events) throw new Error('B6 floor: unexpected row count');
             }, { n, warmup }),
           }),
         },

@@ -51,6 +51,21 @@ export function openFloor(path, { pageSize } = {}) {
 export const FAKE_HASH = 'f'.repeat(64);
 
 /**
+ * The read floor of B3 and B6: the store's own SELECT of one session's rows on the floor's raw connection (the
+ * columns the store's read selects: seq, event_id, epoch, body, hash), then JSON.parse of every body. Returns the
+ * parsed bodies in seq order.
+ */
+export function floorRead(db) {
+  const select = db.prepare('SELECT seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw(true);
+  return (sessionId) => {
+    const rows = select.all(sessionId);
+    const out = new Array(rows.length);
+    for (let i = 0; i < rows.length; i++) out[i] = JSON.parse(rows[i][3]);
+    return out;
+  };
+}
+
+/**
  * The calibration the test plan asks for first: 300 appends of 1 KiB to a file, each followed by fdatasync.
  * One synced SQLite commit costs about one of these.
  */
