@@ -82,41 +82,52 @@ describe('SQLite journal corruption is always detected, never repaired', () => {
     const repeatId = (from: number, at: number) => `UPDATE jw_events SET event_id = (SELECT event_id FROM jw_events WHERE seq = ${from}),
       body = replace(body, (SELECT event_id FROM jw_events WHERE seq = ${at}), (SELECT event_id FROM jw_events WHERE seq = ${from})) WHERE seq = ${at};`;
 
-    it('a repeat before a broken link further on: duplicate_id at the repeat', async () => {
-      const path = await journalFile(10);
-      tamper(path, `${repeatId(2, 5)} UPDATE jw_events SET body = replace(body, 'msg-8:', 'msg-X:') WHERE seq = 8`);
-      await expectCorrupt(path, 5, 'duplicate_id');
-    });
-
-    it('a broken link before a repeat: hash_mismatch at the link', async () => {
-      const path = await journalFile(10);
-      tamper(path, `${repeatId(1, 7)} UPDATE jw_events SET body = replace(body, 'msg-3:', 'msg-X:') WHERE seq = 3`);
-      await expectCorrupt(path, 3, 'hash_mismatch');
-    });
-
-    it('a repeat on a row whose epoch is also wrong: duplicate_id (a row\'s ids are checked before its epoch)', async () => {
-      const path = await journalFile(10);
-      tamper(path, `${repeatId(0, 4)} UPDATE jw_events SET epoch = 9 WHERE seq = 4`);
-      await expectCorrupt(path, 4, 'duplicate_id');
-    });
-
-    it('a repeat on a row whose body also claims another seq: order (a row\'s seq is checked before its ids)', async () => {
-      const path = await journalFile(10);
-      tamper(path, `${repeatId(0, 4)} UPDATE jw_events SET body = replace(body, '"seq":4', '"seq":40') WHERE seq = 4`);
-      await expectCorrupt(path, 4, 'order');
-    });
-
-    it('a body naming an earlier event while its column keeps its own id: duplicate_id', async () => {
-      const path = await journalFile(10);
-      tamper(path, `UPDATE jw_events SET body = replace(body, event_id, (SELECT event_id FROM jw_events WHERE seq = 1)) WHERE seq = 6`);
-      await expectCorrupt(path, 6, 'duplicate_id');
-    });
-
-    it('a body naming an id no row holds: hash_mismatch', async () => {
-      const path = await journalFile(10);
-      tamper(path, `UPDATE jw_events SET body = replace(body, event_id, 'evt_never_written') WHERE seq = 6`);
-      await expectCorrupt(path, 6, 'hash_mismatch');
-    });
+    /** Each: the tampering of a 10-event journal, and the one violation loadHistory must report. */
+    const cases: Array<{ name: string; sql: string; seq: number; reason: string }> = [
+      {
+        name: 'a repeat before a broken link further on: duplicate_id at the repeat',
+        sql: `${repeatId(2, 5)} UPDATE jw_events SET body = replace(body, 'msg-8:', 'msg-X:') WHERE seq = 8`,
+        seq: 5,
+        reason: 'duplicate_id',
+      },
+      {
+        name: 'a broken link before a repeat: hash_mismatch at the link',
+        sql: `${repeatId(1, 7)} UPDATE jw_events SET body = replace(body, 'msg-3:', 'msg-X:') WHERE seq = 3`,
+        seq: 3,
+        reason: 'hash_mismatch',
+      },
+      {
+        name: 'a repeat on a row whose epoch is also wrong: duplicate_id (a row\'s ids are checked before its epoch)',
+        sql: `${repeatId(0, 4)} UPDATE jw_events SET epoch = 9 WHERE seq = 4`,
+        seq: 4,
+        reason: 'duplicate_id',
+      },
+      {
+        name: 'a repeat on a row whose body also claims another seq: order (a row\'s seq is checked before its ids)',
+        sql: `${repeatId(0, 4)} UPDATE jw_events SET body = replace(body, '"seq":4', '"seq":40') WHERE seq = 4`,
+        seq: 4,
+        reason: 'order',
+      },
+      {
+        name: 'a body naming an earlier event while its column keeps its own id: duplicate_id',
+        sql: 'UPDATE jw_events SET body = replace(body, event_id, (SELECT event_id FROM jw_events WHERE seq = 1)) WHERE seq = 6',
+        seq: 6,
+        reason: 'duplicate_id',
+      },
+      {
+        name: 'a body naming an id no row holds: hash_mismatch',
+        sql: "UPDATE jw_events SET body = replace(body, event_id, 'evt_never_written') WHERE seq = 6",
+        seq: 6,
+        reason: 'hash_mismatch',
+      },
+    ];
+    for (const { name, sql, seq, reason } of cases) {
+      it(name, async () => {
+        const path = await journalFile(10);
+        tamper(path, sql);
+        await expectCorrupt(path, seq, reason);
+      });
+    }
 
     it('a repeat whose chain and head were rewritten to match: duplicate_id (only the id check can see it)', async () => {
       const path = await journalFile(10);
