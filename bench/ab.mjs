@@ -6,6 +6,8 @@
  *
  *   node bench/ab.mjs b3 OLD [NEW] [--rounds=N]   loadHistory + inspectToolRecovery on one 80,000-event file
  *   node bench/ab.mjs b6 OLD [NEW] [--rounds=N]   resumeAgent replaying the B6 run (each build its own run)
+ *   node bench/ab.mjs b2 OLD [NEW] [--rounds=N]   a durable call on SQLite, 50 calls a round (each build its own
+ *                                                 file); b2-cpu: the same on an in-memory database (the CPU path)
  *   node bench/ab.mjs c16 OLD [NEW] [--rounds=N]  16 sessions on one SQLite store calling concurrently, 20 calls
  *                                                 each a round (each build its own file)
  *   node bench/ab.mjs pg OLD [NEW] [--rounds=N]   a durable call on PostgreSQL, 50 calls a round (each build its
@@ -23,17 +25,17 @@ import { fileURLToPath } from 'node:url';
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const [target, oldArg, newArg] = args;
-const rounds = Number(process.argv.find((a) => a.startsWith('--rounds='))?.slice(9) ?? { b3: 16, b6: 60, c16: 16, pg: 30 }[target]);
-if (!['b3', 'b6', 'c16', 'pg'].includes(target) || !oldArg) {
-  process.stderr.write('usage: node bench/ab.mjs b3|b6|c16|pg OLD [NEW] [--rounds=N]\n');
+const rounds = Number(process.argv.find((a) => a.startsWith('--rounds='))?.slice(9) ?? { b2: 40, 'b2-cpu': 40, b3: 16, b6: 60, c16: 16, pg: 30 }[target]);
+if (!['b2', 'b2-cpu', 'b3', 'b6', 'c16', 'pg'].includes(target) || !oldArg) {
+  process.stderr.write('usage: node bench/ab.mjs b2|b2-cpu|b3|b6|c16|pg OLD [NEW] [--rounds=N]\n');
   process.exit(2);
 }
 if (target === 'pg' && !process.env.JINGWEI_PG_URL) {
   process.stderr.write('bench/ab.mjs pg needs JINGWEI_PG_URL (node scripts/pg-test-cluster.mjs run -- node bench/ab.mjs pg OLD)\n');
   process.exit(2);
 }
-/** Calls a round for pg, whose one call is a few ms: the round is the unit paired. */
-const PG_CALLS = 50;
+/** Calls a round for b2 and pg, whose one call is a few ms at most: the round is the unit paired. */
+const CALLS = 50;
 /** Sessions, and calls a session makes in a round, for c16 (B2 with 16 sessions). */
 const LANES = 16;
 const LANE_CALLS = 20;
@@ -43,8 +45,8 @@ const closers = [];
 
 /**
  * One operation per build: B3 reads one file written once by the new build; B6 gives each build its own run; c16
- * gives each build its own file and 16 sessions making 20 calls each; pg gives each build its own schema (dropped at
- * the end) and makes 50 calls an operation.
+ * gives each build its own file and 16 sessions making 20 calls each; b2 gives each build its own file (b2-cpu its
+ * own in-memory database), pg its own schema (dropped at the end), and both make 50 calls an operation.
  */
 async function sides() {
   const side = {};
@@ -78,6 +80,16 @@ async function sides() {
         for (let i = 0; i < LANE_CALLS; i++) await gateway.call(NOOP, {});
       }));
     }
+  } else if (target === 'b2' || target === 'b2-cpu') {
+    for (const [name, root] of Object.entries(roots)) {
+      const store = (await import(`${root}/dist/sqlite.js`)).openSqliteStore(target === 'b2' ? join(scratch, `b2-${name}.db`) : ':memory:');
+      closers.push(() => store.close());
+      const { benchRuntime, NOOP, openRig } = await import(`${root}/bench/jingwei/rig.mjs`);
+      const { gateway } = await openRig(store, benchRuntime(), { sessionId: 'ab-b2' });
+      side[name] = async () => {
+        for (let i = 0; i < CALLS; i++) await gateway.call(NOOP, {});
+      };
+    }
   } else {
     for (const [name, root] of Object.entries(roots)) {
       const { openPostgresStore } = await import(`${root}/dist/postgres.js`);
@@ -94,7 +106,7 @@ async function sides() {
       });
       const { gateway } = await openRig(store, benchRuntime(), { sessionId: 'ab-pg' });
       side[name] = async () => {
-        for (let i = 0; i < PG_CALLS; i++) await gateway.call(NOOP, {});
+        for (let i = 0; i < CALLS; i++) await gateway.call(NOOP, {});
       };
     }
   }
@@ -114,7 +126,7 @@ try {
   }
   const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
   const ratio = median(times.new.map((t, i) => t / times.old[i]));
-  const unit = target === 'pg' ? ` (${PG_CALLS} calls)` : target === 'c16' ? ` (${LANES} sessions × ${LANE_CALLS} calls)` : '';
+  const unit = target === 'pg' || target.startsWith('b2') ? ` (${CALLS} calls)` : target === 'c16' ? ` (${LANES} sessions × ${LANE_CALLS} calls)` : '';
   process.stdout.write(`${target}, ${rounds} rounds${unit}: old ${median(times.old).toFixed(1)} ms, new ${median(times.new).toFixed(1)} ms; ` +
     `median of paired new ÷ old ${ratio.toFixed(3)}\n  old: ${roots.old}\n  new: ${roots.new}\n`);
 } finally {
