@@ -15,6 +15,7 @@ import { prepareDatabase } from './schema.js';
 import { eventRows, prepareStatements, type SqliteStatements } from './statements.js';
 import { SqliteInbox } from './inbox.js';
 import { GROUP_MAX, type QueuedWrite, runGroup } from './group-commit.js';
+import { KnownRows } from './known-rows.js';
 
 type WriteTx = (sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) => unknown;
 
@@ -31,12 +32,15 @@ class SqliteBackend implements JournalBackend {
   private readonly scanTx: Transaction<(sessionId: SessionId, read: (session: SessionRow | undefined, events: Iterable<EventRow>) => unknown) => unknown>;
 
   private readonly identity: FileIdentity | null;
+  /** The owner and task rows this connection's writes last left, trusted while no other connection commits. */
+  private readonly known: KnownRows;
   readonly inbox: SqliteInbox;
 
   constructor(private readonly db: Database, path: string) {
     this.location = path;
     this.identity = path === ':memory:' || path === '' ? null : new FileIdentity(path);
     this.stmt = prepareStatements(db);
+    this.known = new KnownRows(db.prepare<[], number>('PRAGMA data_version').pluck());
     this.inbox = new SqliteInbox(db, (sessionId, fn) => this.run(sessionId, () => {
       this.identity?.check();
       return fn();
@@ -105,9 +109,12 @@ class SqliteBackend implements JournalBackend {
         }
         this.identity?.noteWal();
       } catch (error) {
+        this.known.forgetAll();
         for (const write of group) write.reject(mapSqliteError(error, write.sessionId));
         continue;
       }
+      // A write rolled back to its savepoint may have been noted before it failed.
+      if (group.some((write) => !write.outcome!.ok)) this.known.forgetAll();
       for (const write of group) {
         const outcome = write.outcome!;
         if (outcome.ok) write.resolve(outcome.value);
@@ -119,12 +126,13 @@ class SqliteBackend implements JournalBackend {
   /** Read → decide → write, inside the IMMEDIATE transaction `writeTx` opened around it. */
   private readDecideWrite<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): R {
     const s = this.stmt;
-    const session = s.session.get(sessionId);
-    const task = reads.taskId !== undefined ? s.task.get(sessionId, reads.taskId) : undefined;
+    this.known.begin();
+    const session = this.known.session(sessionId) ?? optional(s.session.get(sessionId), toSession);
+    const task = reads.taskId === undefined ? undefined : this.known.task(sessionId, reads.taskId) ?? optional(s.task.get(sessionId, reads.taskId), toTask);
     const op = reads.operation ? s.operation.get(sessionId, reads.operation.taskId, reads.operation.key) : undefined;
     const writes = decide({
-      session: session ? toSession(session) : undefined,
-      task: task ? toTask(task) : undefined,
+      session,
+      task,
       operation: op && reads.operation ? toOperation(reads.operation, op) : undefined,
       existingEventIds: (reads.eventIds ?? []).filter((id) => s.eventIdExists.get(sessionId, id) !== undefined),
       attention: (reads.attentionCalls ?? []).flatMap((id) => {
@@ -142,6 +150,7 @@ class SqliteBackend implements JournalBackend {
     for (const a of writes.attention ?? []) s.upsertAttention.run(...attentionValues(a, (b) => (b ? 1 : 0)));
     if (writes.decisions?.length) this.inbox.write(writes.decisions);
     faultPoint('commit:before');
+    this.known.note(sessionId, writes.session?.row ?? session, [task, writes.task?.row]);
     return writes.result;
   }
 
@@ -204,6 +213,8 @@ class SqliteBackend implements JournalBackend {
     if (this.db.open) this.db.close();
   }
 }
+
+const optional = <R, T>(record: R | undefined, map: (record: R) => T): T | undefined => (record === undefined ? undefined : map(record));
 
 /**
  * The device and inode of the journal file and of its write-ahead log, taken when the store opened (the log's when
