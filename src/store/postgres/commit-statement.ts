@@ -16,8 +16,8 @@ import { ATTENTION_COLUMNS, ATTENTION_UPDATE, attentionValues, SESSION_COLUMNS, 
 import { type KnownReads, OPERATION_COLUMNS } from './known-rows.js';
 import { attentionOfCalls, CLOCK } from './statements.js';
 
-/** `jsonb_build_object` over these columns: a row as the JSON object known-rows.ts builds for it. */
-const asJson = (columns: string) => `jsonb_build_object(${columns.split(', ').map((c) => `'${c}', ${c}`).join(', ')})`;
+/** `jsonb_build_array` over these columns: a row as the JSON array known-rows.ts builds for it. */
+const asJson = (columns: string) => `jsonb_build_array(${columns})`;
 
 const SESSION_JSON = asJson(SESSION_COLUMNS);
 const TASK_JSON = asJson(TASK_COLUMNS);

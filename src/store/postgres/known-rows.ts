@@ -35,21 +35,28 @@ function capped(map: Map<string, unknown>, max: number): void {
 
 const opKey = (taskId: string, key: string) => `${taskId}\u0000${key}`;
 
-const columnLists = new Map<string, readonly string[]>();
-
-/** A row as a JSON object of its columns, as `jsonb_build_object` over the same columns gives it. */
-function columnsObject(columns: string, values: readonly unknown[]): Record<string, unknown> {
-  let names = columnLists.get(columns);
-  if (!names) {
-    names = columns.split(', ');
-    columnLists.set(columns, names);
-  }
-  const out: Record<string, unknown> = {};
-  for (let i = 0; i < names.length; i++) out[names[i]!] = values[i] ?? null;
+/**
+ * A row as the JSON array of its columns' values, in the order of `columns`, as `jsonb_build_array` over the same
+ * columns gives it (a missing value is null in both). An array, not an object keyed by column: the client builds
+ * and serializes it without a property per column, and the server compares it without keys.
+ */
+function columnsArray(columns: string, values: readonly unknown[]): unknown[] {
+  const out = new Array<unknown>(columnCount(columns));
+  for (let i = 0; i < out.length; i++) out[i] = values[i] ?? null;
   return out;
 }
 
-export const sessionJson = (row: SessionRow): string => JSON.stringify(columnsObject(SESSION_COLUMNS, sessionValues(row, (h) => h)));
+const columnCounts = new Map<string, number>();
+function columnCount(columns: string): number {
+  let n = columnCounts.get(columns);
+  if (n === undefined) {
+    n = columns.split(', ').length;
+    columnCounts.set(columns, n);
+  }
+  return n;
+}
+
+export const sessionJson = (row: SessionRow): string => JSON.stringify(columnsArray(SESSION_COLUMNS, sessionValues(row, (h) => h)));
 
 /** What the speculative batch checks besides the owner row: each as a JSON object keyed like the SQL builds it. */
 export interface KnownReads {
@@ -82,7 +89,7 @@ export class KnownSessions {
     if (reads.taskId !== undefined) {
       if (!k.tasks.has(reads.taskId)) return undefined;
       task = k.tasks.get(reads.taskId) ?? undefined;
-      const expected = task ? { [reads.taskId]: columnsObject(TASK_COLUMNS, taskValues(task)) } : {};
+      const expected = task ? { [reads.taskId]: columnsArray(TASK_COLUMNS, taskValues(task)) } : {};
       checks.task = { taskId: reads.taskId, expected: JSON.stringify(expected) };
     }
     if (reads.operation) {
@@ -90,7 +97,7 @@ export class KnownSessions {
       if (!k.operations.has(key)) return undefined;
       operation = k.operations.get(key) ?? undefined;
       const expected = operation
-        ? { [operation.key]: columnsObject(OPERATION_COLUMNS, [operation.taskId, operation.key, operation.sessionId, operation.callId, operation.eventId]) }
+        ? { [operation.key]: columnsArray(OPERATION_COLUMNS, [operation.taskId, operation.key, operation.sessionId, operation.callId, operation.eventId]) }
         : {};
       checks.operation = { taskId: reads.operation.taskId, key: reads.operation.key, expected: JSON.stringify(expected) };
     }
@@ -101,7 +108,7 @@ export class KnownSessions {
         const row = k.attention.get(id);
         if (row) {
           attention.push(row);
-          expected[id] = columnsObject(ATTENTION_COLUMNS, attentionValues(row, (b) => b));
+          expected[id] = columnsArray(ATTENTION_COLUMNS, attentionValues(row, (b) => b));
         }
       }
       checks.attention = { callIds: [...reads.attentionCalls], expected: JSON.stringify(expected) };
