@@ -7,7 +7,7 @@
  */
 import type { SessionId } from '../../ids.js';
 import type { AttentionRow, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from '../rows.js';
-import { ATTENTION_COLUMNS, attentionValues, SESSION_COLUMNS, sessionValues, TASK_COLUMNS, taskValues } from '../sql-rows.js';
+import { attentionValues, sessionValues, taskValues } from '../sql-rows.js';
 
 export const OPERATION_COLUMNS = 'task_id, key, session_id, call_id, event_id';
 
@@ -36,27 +36,12 @@ function capped(map: Map<string, unknown>, max: number): void {
 const opKey = (taskId: string, key: string) => `${taskId}\u0000${key}`;
 
 /**
- * A row as the JSON array of its columns' values, in the order of `columns`, as `jsonb_build_array` over the same
- * columns gives it (a missing value is null in both). An array, not an object keyed by column: the client builds
- * and serializes it without a property per column, and the server compares it without keys.
+ * A known row is compared as the JSON array of its columns' values in column order: the positional values the
+ * driver is given, as `jsonb_build_array` over the same columns gives them (JSON.stringify writes a missing value as
+ * null, as the server does). An array, not an object keyed by column: nothing to build per column, and the server
+ * compares no keys.
  */
-function columnsArray(columns: string, values: readonly unknown[]): unknown[] {
-  const out = new Array<unknown>(columnCount(columns));
-  for (let i = 0; i < out.length; i++) out[i] = values[i] ?? null;
-  return out;
-}
-
-const columnCounts = new Map<string, number>();
-function columnCount(columns: string): number {
-  let n = columnCounts.get(columns);
-  if (n === undefined) {
-    n = columns.split(', ').length;
-    columnCounts.set(columns, n);
-  }
-  return n;
-}
-
-export const sessionJson = (row: SessionRow): string => JSON.stringify(columnsArray(SESSION_COLUMNS, sessionValues(row, (h) => h)));
+export const sessionJson = (row: SessionRow): string => JSON.stringify(sessionValues(row, (h) => h));
 
 /** What the speculative batch checks besides the owner row: each as a JSON object keyed like the SQL builds it. */
 export interface KnownReads {
@@ -89,7 +74,7 @@ export class KnownSessions {
     if (reads.taskId !== undefined) {
       if (!k.tasks.has(reads.taskId)) return undefined;
       task = k.tasks.get(reads.taskId) ?? undefined;
-      const expected = task ? { [reads.taskId]: columnsArray(TASK_COLUMNS, taskValues(task)) } : {};
+      const expected = task ? { [reads.taskId]: taskValues(task) } : {};
       checks.task = { taskId: reads.taskId, expected: JSON.stringify(expected) };
     }
     if (reads.operation) {
@@ -97,7 +82,7 @@ export class KnownSessions {
       if (!k.operations.has(key)) return undefined;
       operation = k.operations.get(key) ?? undefined;
       const expected = operation
-        ? { [operation.key]: columnsArray(OPERATION_COLUMNS, [operation.taskId, operation.key, operation.sessionId, operation.callId, operation.eventId]) }
+        ? { [operation.key]: [operation.taskId, operation.key, operation.sessionId, operation.callId, operation.eventId] }
         : {};
       checks.operation = { taskId: reads.operation.taskId, key: reads.operation.key, expected: JSON.stringify(expected) };
     }
@@ -108,7 +93,7 @@ export class KnownSessions {
         const row = k.attention.get(id);
         if (row) {
           attention.push(row);
-          expected[id] = columnsArray(ATTENTION_COLUMNS, attentionValues(row, (b) => b));
+          expected[id] = attentionValues(row, (b) => b);
         }
       }
       checks.attention = { callIds: [...reads.attentionCalls], expected: JSON.stringify(expected) };
