@@ -262,27 +262,31 @@ describePostgres('PostgreSQL store', (url) => {
     it('a commit on rows the store knows, unchanged since, is one statement: the known rows match the stored ones', async () => {
       const schema = freshSchema();
       const store = await openPostgresStore(url, { schema });
-      const a = await store.acquire('s-hit', { owner: 'a' });
-      const task = 't-hit' as TaskId;
-      await a.startTask(task);
-      const admit = () => commitAs(a, { events: [callDraft(task), message('with it')], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
-      await admit();
-      const query = pg.Client.prototype.query;
-      let queries = 0;
-      pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-        queries += 1;
-        return (query as (...a: unknown[]) => unknown).apply(this, args);
-      } as typeof query;
+      // Closed whatever happens: a pool left open would keep this file's process from ever exiting.
       try {
+        const a = await store.acquire('s-hit', { owner: 'a' });
+        const task = 't-hit' as TaskId;
+        await a.startTask(task);
+        const admit = () => commitAs(a, { events: [callDraft(task), message('with it')], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
         await admit();
-        await a.append([message('alone')]);
+        const query = pg.Client.prototype.query;
+        let queries = 0;
+        pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+          queries += 1;
+          return (query as (...a: unknown[]) => unknown).apply(this, args);
+        } as typeof query;
+        try {
+          await admit();
+          await a.append([message('alone')]);
+        } finally {
+          pg.Client.prototype.query = query;
+        }
+        assert.equal(queries, 2, 'each commit decided on the known owner, task, operation and attention rows and sent one statement');
+        assert.equal((await a.task(task)).charged.toolCalls, 2);
+        assert.equal((await store.loadHistory('s-hit')).length, 6);
       } finally {
-        pg.Client.prototype.query = query;
+        await store.close();
       }
-      assert.equal(queries, 2, 'each commit decided on the known owner, task, operation and attention rows and sent one statement');
-      assert.equal((await a.task(task)).charged.toolCalls, 2);
-      assert.equal((await store.loadHistory('s-hit')).length, 6);
-      await store.close();
     });
 
     it('a task row changed behind the store between two commits is seen: the commit decides again on the stored row', async () => {
