@@ -27,15 +27,21 @@ function admitCall(owner: SessionOwner, task: string) {
   });
 }
 
+/** A store on a fresh file whose session `s` has task t1 (five calls allowed) and one admitted call. */
+async function storeWithOneCall(name: string) {
+  const path = tempDbPath(dir, name);
+  const store = openSqliteStore(path);
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t1', { limits: { toolCalls: 5 } });
+  await admitCall(owner, 't1');
+  return { path, store, owner };
+}
+
 describe('SQLite: rows a write already knows', () => {
   afterEach(() => setFaultHook(null));
 
   it('a task row another connection changed is read again: a limit lowered there refuses the next call here', async () => {
-    const path = tempDbPath(dir, 'task');
-    const store = openSqliteStore(path);
-    const owner = await store.acquire('s', { owner: 'host' });
-    await owner.startTask('t1', { limits: { toolCalls: 5 } });
-    await admitCall(owner, 't1');
+    const { path, store, owner } = await storeWithOneCall('task');
     await admitCall(owner, 't1');
     tamper(path, "UPDATE jw_tasks SET limit_tool_calls = 2 WHERE session_id = 's' AND task_id = 't1'");
     await assert.rejects(admitCall(owner, 't1'), (e: unknown) => {
@@ -64,11 +70,7 @@ describe('SQLite: rows a write already knows', () => {
   });
 
   it('a write rolled back after writing its rows leaves the next write deciding on the stored rows', async () => {
-    const path = tempDbPath(dir, 'rollback');
-    const store = openSqliteStore(path);
-    const owner = await store.acquire('s', { owner: 'host' });
-    await owner.startTask('t1', { limits: { toolCalls: 5 } });
-    await admitCall(owner, 't1');
+    const { store, owner } = await storeWithOneCall('rollback');
     setFaultHook((point) => {
       if (point === 'commit:before') throw new Error('the write fails after writing its rows');
     });
