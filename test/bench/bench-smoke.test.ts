@@ -2,7 +2,8 @@
  * Smoke test of `npm run bench`: its quick mode runs B1–B3 (Jingwei against the storage floor) end to end through
  * bench/run.mjs and reports numbers. It asserts that the benchmarks run and report finite figures, never a time:
  * timings on a shared CI machine prove nothing. B4 (the peers) needs the bench/ package install and PostgreSQL,
- * so it is left to `npm run bench`. Also runs bench/ab.mjs (two builds paired in one process) once, on this build.
+ * so it is left to `npm run bench`. Also runs bench/ab.mjs (two builds paired in one process) once per SQLite
+ * target it has, on this build.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -57,10 +58,13 @@ describe('npm run bench -- --quick (B1–B3, B5, B6)', () => {
     for (const id of ['B1', 'B2', 'B2-approval', 'B2-c16', 'B3', 'B5', 'B5-cli', 'B6']) assert.match(stdout, new RegExp(`^\\| ${id} \\|`, 'm'));
   });
 
-  it('bench/ab.mjs pairs two builds in one process (here this build with itself) and reports new ÷ old', { timeout: 120_000 }, () => {
-    const stdout = execFileSync(process.execPath, [join(root, 'bench', 'ab.mjs'), 'b6', root, root, '--rounds=2'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-    const match = /^b6, 2 rounds: old ([\d.]+) ms, new ([\d.]+) ms; median of paired new ÷ old ([\d.]+)$/m.exec(stdout);
-    assert.ok(match, stdout);
-    for (const [i, what] of ['old median', 'new median', 'paired ratio'].entries()) finitePositive(Number(match[i + 1]), what);
-  });
+  // b6 resumes a run; b2 and b2-cpu make serial durable calls on disk and on an in-memory database.
+  for (const target of ['b6', 'b2', 'b2-cpu']) {
+    it(`bench/ab.mjs ${target} pairs two builds in one process (here this build with itself) and reports new ÷ old`, { timeout: 120_000 }, () => {
+      const stdout = execFileSync(process.execPath, [join(root, 'bench', 'ab.mjs'), target, root, root, '--rounds=2'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+      const match = new RegExp(`^${target}, 2 rounds(?: \\(50 calls\\))?: old ([\\d.]+) ms, new ([\\d.]+) ms; median of paired new ÷ old ([\\d.]+)$`, 'm').exec(stdout);
+      assert.ok(match, stdout);
+      for (const [i, what] of ['old median', 'new median', 'paired ratio'].entries()) finitePositive(Number(match[i + 1]), what);
+    });
+  }
 });
