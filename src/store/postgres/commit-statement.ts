@@ -54,10 +54,11 @@ class Params {
 }
 
 /**
- * `rows` (each one value per entry of `types`) as a row source named `v(columns)`, and the mark its shape adds: a
- * few rows as a VALUES list of one parameter a value, which the server binds without parsing an array and runs
- * without a function scan (the usual commit writes one to three rows a table); more rows as one array parameter a
- * column through unnest, so a large commit stays one statement of a bounded number of parameters.
+ * `rows` (each one value per entry of `casts`, the casts of its columns' parameters) as a row source named
+ * `v(columns)`, and the mark its shape adds: a few rows as a VALUES list of one parameter a value, which the server
+ * binds without parsing an array and runs without a function scan (the usual commit writes one to three rows a
+ * table); more rows as one array parameter a column through unnest, so a large commit stays one statement of a
+ * bounded number of parameters.
  */
 function rowSource(rows: readonly (readonly unknown[])[], casts: readonly string[], columns: string, b: Params): { from: string; mark: string } {
   if (rows.length <= ROWS_AS_VALUES) {
@@ -265,10 +266,11 @@ function taskPart(S: string, row: TaskRow, insert: boolean, b: Params, ok: strin
     const values = v.map((x) => b.p(x));
     return b.sql ? `t AS (INSERT INTO ${S}.jw_tasks (${TASK_COLUMNS}) VALUES (${values.join(', ')}) RETURNING 1)` : '';
   }
-  const set = TASK_CHANGING_COLUMNS.map((c) => `${c} = ${b.p(v[TASK_COLUMN_INDEX[c]!])}`);
+  const changed = TASK_CHANGING_COLUMNS.map((c) => b.p(v[TASK_COLUMN_INDEX[c]!]));
   const sessionId = b.p(row.sessionId);
   const taskId = b.p(row.taskId);
   if (!b.sql) return '';
+  const set = TASK_CHANGING_COLUMNS.map((c, i) => `${c} = ${changed[i]}`).join(', ');
   const where = ok === null ? '' : ` AND ${ok}`;
-  return `t AS (UPDATE ${S}.jw_tasks SET ${set.join(', ')} WHERE session_id = ${sessionId} AND task_id = ${taskId}${where} RETURNING 1)`;
+  return `t AS (UPDATE ${S}.jw_tasks SET ${set} WHERE session_id = ${sessionId} AND task_id = ${taskId}${where} RETURNING 1)`;
 }

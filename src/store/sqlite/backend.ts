@@ -113,7 +113,7 @@ class SqliteBackend implements JournalBackend {
         for (const write of group) write.reject(mapSqliteError(error, write.sessionId));
         continue;
       }
-      // A write rolled back to its savepoint may have been noted before it failed.
+      // Any failed write forgets the known rows, here a write of the group rolled back to its savepoint.
       if (group.some((write) => !write.outcome!.ok)) this.known.forgetAll();
       for (const write of group) {
         const outcome = write.outcome!;
