@@ -3,6 +3,8 @@
  * out. An OpenAI-compatible client over `fetch` and a scripted model for tests implement it; anything else that
  * can answer `complete` can too.
  */
+import { ChatModelError } from '../errors.js';
+import { describeValue } from '../event/wire-reader.js';
 import type { JsonObject } from '../json/types.js';
 
 /** One tool call the model asked for. */
@@ -40,4 +42,26 @@ export interface ChatResponse {
 
 export interface ChatModel {
   complete(request: ChatRequest, signal?: AbortSignal): Promise<ChatResponse>;
+}
+
+/**
+ * A model's answer checked against ChatResponse before anything of it is journaled or acted on. A ChatModel is the
+ * host's own code (or an adapter), so its answer is input: anything else fails with ChatModelError
+ * `model_bad_response` naming the field, and the run stops where it was, to be resumed once the model answers well.
+ */
+export function checkChatResponse(response: unknown): ChatResponse {
+  const bad = (field: string, expected: string, got: unknown) =>
+    new ChatModelError('model_bad_response', `the model's answer is not a ChatResponse: ${field} must be ${expected}, got ${describeValue(got)}`);
+  if (typeof response !== 'object' || response === null || Array.isArray(response)) throw bad('the answer', 'an object { text, toolCalls }', response);
+  const { text, toolCalls } = response as { text?: unknown; toolCalls?: unknown };
+  if (text !== null && typeof text !== 'string') throw bad('text', 'a string or null', text);
+  if (!Array.isArray(toolCalls)) throw bad('toolCalls', 'an array (empty when the model is done)', toolCalls);
+  toolCalls.forEach((call: unknown, i) => {
+    if (typeof call !== 'object' || call === null || Array.isArray(call)) throw bad(`toolCalls[${i}]`, 'an object { id, name, arguments }', call);
+    for (const field of ['id', 'name', 'arguments'] as const) {
+      const value = (call as Record<string, unknown>)[field];
+      if (typeof value !== 'string') throw bad(`toolCalls[${i}].${field}`, field === 'arguments' ? 'JSON text (a string)' : 'a string', value);
+    }
+  });
+  return response as ChatResponse;
 }

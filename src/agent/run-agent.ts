@@ -21,7 +21,7 @@ import type { SessionOwner, SessionStore } from '../store/types.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { objectSchema, selectSchemas } from '../bridges/schema.js';
 import { preflightFailure } from '../bridges/outcome.js';
-import type { ChatMessage, ChatModel, ChatResponse, ChatToolDefinition } from './model.js';
+import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse, type ChatToolDefinition } from './model.js';
 import { settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
 import { callRefusedEvent, checkRunId, journaledRefusal, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
@@ -185,7 +185,7 @@ async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | un
       // Journaled: the model is not asked again for this step.
       response = known[step - 1]!;
     } else {
-      response = await model.complete({ messages: [...messages], tools }, signal);
+      response = checkChatResponse(await model.complete({ messages: [...messages], tools }, signal));
       await owner.append([
         ...(response.text !== null && response.text.length > 0 ? [{ turnId, kind: { type: 'assistant_message', text: response.text } } as const] : []),
         modelResponseEvent(turnId, runId, step, response, available),

@@ -10,7 +10,8 @@ import { utf8Length } from '../text.js';
 
 export type Wire = Record<string, unknown>;
 
-function describe(v: unknown): string {
+/** How a value is named in an error: "null", "an array", "an object", "a string", ... */
+export function describeValue(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'an array';
   return typeof v === 'object' ? 'an object' : `a ${typeof v}`;
@@ -73,7 +74,7 @@ export class WireReader {
 
   /** The value must be a plain object; with `allowed`, any other key is rejected. */
   object(v: unknown, allowed: readonly string[] | null): Wire {
-    if (!isPlainObject(v)) return this.fail(null, `must be an object, got ${describe(v)}`);
+    if (!isPlainObject(v)) return this.fail(null, `must be an object, got ${describeValue(v)}`);
     if (allowed) {
       for (const key of Object.keys(v)) {
         if (!allowed.includes(key)) this.fail(key, 'unknown field');
@@ -94,7 +95,7 @@ export class WireReader {
 
   string(o: Wire, key: string): string {
     const v = this.required(o, key);
-    if (typeof v !== 'string') return this.fail(key, `must be a string, got ${describe(v)}`);
+    if (typeof v !== 'string') return this.fail(key, `must be a string, got ${describeValue(v)}`);
     if (!this.trusted && hasLoneSurrogate(v)) this.fail(key, 'contains a lone surrogate');
     return v;
   }
@@ -133,7 +134,7 @@ export class WireReader {
   index(o: Wire, key: string): number {
     const v = this.required(o, key);
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
-      return this.fail(key, `must be a non-negative integer, got ${typeof v === 'number' ? String(v) : describe(v)}`);
+      return this.fail(key, `must be a non-negative integer, got ${typeof v === 'number' ? String(v) : describeValue(v)}`);
     }
     return v === 0 ? 0 : v;
   }

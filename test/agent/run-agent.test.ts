@@ -1,9 +1,9 @@
 /** The reference agent loop over the scripted model: bounded, journaled, and never retrying a failed tool itself. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { runAgent, scriptedModel, type ChatResponse, type ChatToolCall } from '../../src/agent.js';
+import { resumeAgent, runAgent, scriptedModel, type ChatModel, type ChatResponse, type ChatToolCall } from '../../src/agent.js';
 import { createMemoryStore } from '../../src/store/memory.js';
-import { ToolBodyError } from '../../src/errors.js';
+import { ChatModelError, ToolBodyError } from '../../src/errors.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool, ToolApprover } from '../../src/tool/types.js';
@@ -145,6 +145,35 @@ describe('runAgent', () => {
     assert.equal(result.stopReason, 'uncertain_outcome');
     assert.deepEqual(bodies, ['charge_card'], 'the rest of the step was not run');
     assert.equal(model.requests.length, 1);
+  });
+
+  it("refuses a model's answer that is not a ChatResponse with model_bad_response, journals nothing of it, and resumes once the model answers well", async () => {
+    const answers: Array<[unknown, RegExp]> = [
+      [undefined, /the answer must be an object \{ text, toolCalls \}, got a undefined/],
+      [{ toolCalls: [] }, /text must be a string or null, got a undefined/],
+      [{ text: 'hi' }, /toolCalls must be an array \(empty when the model is done\), got a undefined/],
+      [{ text: null, toolCalls: [null] }, /toolCalls\[0\] must be an object/],
+      [{ text: null, toolCalls: [{ id: 'a', name: 'lookup_price', arguments: { item: 'tea' } }] }, /toolCalls\[0\]\.arguments must be JSON text \(a string\), got an object/],
+      [{ text: null, toolCalls: [{ id: 'a', name: 'lookup_price', arguments: '{}' }, { name: 'lookup_price', arguments: '{}' }] }, /toolCalls\[1\]\.id must be a string, got a undefined/],
+    ];
+    for (const [answer, message] of answers) {
+      const { store, owner, gateway, bodies } = await setup();
+      const model: ChatModel = { complete: async () => answer as ChatResponse };
+      await assert.rejects(runAgent({ model, owner, gateway, store, runId: 'run-1', input: 'Price of tea?', maxSteps: 3 }), (error) => {
+        assert.ok(error instanceof ChatModelError);
+        assert.equal(error.code, 'model_bad_response');
+        assert.match(error.message, message);
+        return true;
+      });
+      const kinds = (await store.loadHistory('agent-session')).map((e) => (e.kind.type === 'custom' ? e.kind.kind : e.kind.type));
+      assert.deepEqual(kinds, ['task_ledger', 'run_started', 'user_message'], 'nothing of the bad answer was journaled');
+      assert.deepEqual(bodies, []);
+      const good = scriptedModel([reply(null, calls(['a', 'lookup_price', '{"item":"tea"}'])), reply('12.99')]);
+      const resumed = await resumeAgent({ model: good, owner, gateway, store, runId: 'run-1', maxSteps: 3 });
+      assert.equal(resumed.stopReason, 'completed');
+      assert.equal(resumed.text, '12.99');
+      assert.deepEqual(bodies, ['lookup_price']);
+    }
   });
 
   it('refuses a gateway bound to another session', async () => {
