@@ -6,10 +6,10 @@
  * silently coerced the way JSON.stringify coerces it (dropping `undefined`, calling `toJSON`, turning NaN into null),
  * because two different values must never share a digest.
  */
-import { createHash } from 'node:crypto';
 import { CanonicalJsonError } from '../errors.js';
 import { hasLoneSurrogate } from '../ids.js';
 import { LIMITS } from '../limits.js';
+import { sha256Hex } from '../sha256.js';
 import { utf8Length } from '../text.js';
 
 /** A string needs JSON.stringify (escaping) or the lone-surrogate check only if it contains one of these. */
@@ -178,7 +178,7 @@ export function checkCanonicalJson(value: unknown): void {
 
 /** SHA-256 (lowercase hex) of the UTF-8 canonical text. Equal for values that differ only in key order. */
 export function jsonDigest(value: unknown): string {
-  return canonicalBytes(value, (bytes) => createHash('sha256').update(bytes).digest('hex'));
+  return canonicalBytes(value, sha256Hex);
 }
 
 /** Canonical equality: key order is ignored. False when either side is not canonicalizable JSON data. */

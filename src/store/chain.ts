@@ -1,8 +1,5 @@
-import * as crypto from 'node:crypto';
 import type { EventId, TurnId } from '../ids.js';
-
-/** Node's one-shot digest (20.12+): no Hash object per event. Older Node 20 releases fall back to createHash. */
-const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash;
+import { sha256Hex } from '../sha256.js';
 
 /** The hash before the first event of every session. */
 export const GENESIS_HASH = '0'.repeat(64);
@@ -14,8 +11,7 @@ export const GENESIS_HASH = '0'.repeat(64);
 export function chainHash(previous: string, epoch: number, body: string): string {
   // One input, hashed in one call: the same bytes as updating with previous, '\n', epoch, '\n' and body in turn,
   // since every joint is an ASCII '\n' (UTF-8 of the joined text is the joined UTF-8, lone surrogates included).
-  const text = `${previous}\n${epoch}\n${body}`;
-  return oneShot ? oneShot('sha256', text, 'hex') : crypto.createHash('sha256').update(text).digest('hex');
+  return sha256Hex(`${previous}\n${epoch}\n${body}`);
 }
 
 /**
