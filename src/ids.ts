@@ -25,6 +25,9 @@ let randomNext = randomPool.length;
 let lastMs = -1;
 let counter = 0;
 
+/** Two lowercase hex digits per byte value: an id's text is built from these, not through a Buffer. */
+const HEX: readonly string[] = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'));
+
 /**
  * A UUIDv7 string: 48-bit Unix milliseconds, version 7, a 12-bit counter, variant 10, 62 random bits. Within one
  * process ids increase strictly (RFC 9562 §6.2, method 1): an id minted in the same millisecond as the one before
@@ -47,18 +50,15 @@ export function uuidv7(now: number = Date.now()): string {
   } else {
     counter += 1;
   }
-  const bytes = Buffer.allocUnsafe(16);
   let ms = lastMs;
-  for (let i = 5; i >= 0; i--) {
-    bytes[i] = ms % 256;
+  let time = '';
+  for (let i = 0; i < 6; i++) {
+    time = HEX[ms % 256]! + time;
     ms = Math.floor(ms / 256);
   }
-  bytes[6] = 0x70 | (counter >> 8);
-  bytes[7] = counter & 0xff;
-  bytes.set(random.subarray(2), 8);
-  bytes[8] = 0x80 | (bytes[8]! & 0x3f);
-  const hex = bytes.toString('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  let tail = '';
+  for (let i = 3; i < RANDOM_BYTES; i++) tail += HEX[random[i]!]!;
+  return `${time.slice(0, 8)}-${time.slice(8)}-${HEX[0x70 | (counter >> 8)]}${HEX[counter & 0xff]}-${HEX[0x80 | (random[2]! & 0x3f)]}${tail.slice(0, 2)}-${tail.slice(2)}`;
 }
 
 export const newSessionId = (): SessionId => `sess_${uuidv7()}` as SessionId;

@@ -34,4 +34,19 @@ describe('minted ids', () => {
     // 10,000 ids in one millisecond overflow its 4,096 counts: they borrow the next milliseconds, never repeat.
     assert.ok(millis(sameMs.at(-1)!) > Date.UTC(2031, 0, 1) && millis(sameMs.at(-1)!) <= Date.UTC(2031, 0, 1) + 5);
   });
+
+  it('count up in rand_a within a millisecond and carry 62 random bits each', () => {
+    const hex = (id: string) => id.replace(/-/g, '');
+    const counter = (id: string) => Number.parseInt(hex(id).slice(13, 16), 16);
+    const ids = Array.from({ length: 64 }, () => uuidv7(Date.UTC(2033, 0, 1)));
+    assert.ok(counter(ids[0]!) < 2048, 'each millisecond starts its count below 2048');
+    for (let i = 1; i < ids.length; i++) assert.equal(counter(ids[i]!), counter(ids[i - 1]!) + 1);
+    // The 62 bits after the variant: distinct per id, and every one of them set in some id and clear in another.
+    const randomBits = ids.map((id) => BigInt(`0x${hex(id).slice(16)}`) & ((1n << 62n) - 1n));
+    assert.equal(new Set(randomBits).size, ids.length);
+    const some = randomBits.reduce((a, b) => a | b);
+    const all = randomBits.reduce((a, b) => a & b);
+    assert.equal(some, (1n << 62n) - 1n);
+    assert.equal(all, 0n);
+  });
 });
