@@ -14,19 +14,21 @@ export class CallControl {
   private stopped: string | null = null;
   private cancelled = false;
   private expired = false;
+  /** The races waiting: each is woken after the signal fired, once the signal's own listeners have run. */
+  private readonly waiting = new Set<() => void>();
   readonly signal: AbortSignal = this.controller.signal;
 
   constructor(timeoutMs: number, signals: readonly (AbortSignal | undefined)[], subscribeStop: (onStop: (reason: string) => void) => () => void) {
     const timer = setTimeout(() => {
       this.expired = true;
-      this.controller.abort(new Error(`deadline of ${timeoutMs} ms passed`));
+      this.abort(new Error(`deadline of ${timeoutMs} ms passed`));
     }, timeoutMs);
     this.cleanups.push(() => clearTimeout(timer));
     for (const s of signals) {
       if (!s) continue;
       const onAbort = () => {
         this.cancelled = true;
-        this.controller.abort(new Error('cancelled'));
+        this.abort(new Error('cancelled'));
       };
       if (s.aborted) onAbort();
       else {
@@ -37,7 +39,7 @@ export class CallControl {
     this.cleanups.push(
       subscribeStop((reason) => {
         this.stopped = reason;
-        this.controller.abort(new Error(`task stopped: ${reason}`));
+        this.abort(new Error(`task stopped: ${reason}`));
       }),
     );
   }
@@ -51,24 +53,33 @@ export class CallControl {
     return null;
   }
 
+  private abort(reason: Error): void {
+    this.controller.abort(reason);
+    for (const wake of this.waiting) wake();
+    this.waiting.clear();
+  }
+
   /** Awaits `work` unless an interrupt comes first; a late result of `work` is then discarded. */
-  async race<T>(work: () => Promise<T>): Promise<{ value: T } | { interrupt: Interrupt }> {
+  race<T>(work: () => Promise<T>): Promise<{ value: T } | { interrupt: Interrupt }> {
     const early = this.interrupt();
-    if (early) return { interrupt: early };
-    let onAbort: (() => void) | undefined;
-    const aborted = new Promise<null>((resolve) => {
-      onAbort = () => resolve(null);
-      this.signal.addEventListener('abort', onAbort, { once: true });
+    if (early) return Promise.resolve({ interrupt: early });
+    return new Promise((resolve, reject) => {
+      // Whichever settles first decides; the other's later resolve or reject is ignored (a late rejection included).
+      const wake = () => resolve({ interrupt: this.interrupt()! });
+      this.waiting.add(wake);
+      Promise.resolve()
+        .then(work)
+        .then(
+          (value) => {
+            this.waiting.delete(wake);
+            resolve({ value });
+          },
+          (error: unknown) => {
+            this.waiting.delete(wake);
+            reject(error);
+          },
+        );
     });
-    const running = Promise.resolve().then(work);
-    running.catch(() => undefined);
-    try {
-      const winner = await Promise.race([running.then((value) => ({ value })), aborted]);
-      if (winner === null) return { interrupt: this.interrupt()! };
-      return winner;
-    } finally {
-      if (onAbort) this.signal.removeEventListener('abort', onAbort);
-    }
   }
 
   dispose(): void {
