@@ -147,6 +147,26 @@ forEachStore('every failure category is recorded as evidence', (target) => {
     await check(r, execution, { category: 'timeout', code: 'tool_timeout', started: true, outputCharged: RESERVE });
   });
 
+  it('timeout: a body that rejects once told to stop is discarded, and its rejection is not left unhandled', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      let rejected = false;
+      const quitting = tool('quitting', (_req, signal) => new Promise((_resolve, reject) => {
+        signal.addEventListener('abort', () => setTimeout(() => { rejected = true; reject(new Error('gave up')); }, 5));
+      }));
+      const r = await rig(target, { tools: [quitting], maxOutputBytes: RESERVE });
+      const execution = await r.gateway.callWithOptions('quitting', {}, { timeoutMs: 2_000 });
+      await check(r, execution, { category: 'timeout', code: 'tool_timeout', started: true, outputCharged: RESERVE });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.equal(rejected, true, 'the body rejected after the deadline won');
+      assert.deepEqual(unhandled, []);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
   it('timeout while waiting for approval: recorded without the start marker', async () => {
     const r = await rig(target, gated(() => never()));
     const execution = await r.gateway.callWithOptions('gated', {}, { timeoutMs: 30 });
