@@ -14,19 +14,31 @@ export type CallId = Brand<string, 'CallId'>;
 export type OperationKey = Brand<string, 'OperationKey'>;
 
 /**
- * Random bytes for ids, filled from the system's CSPRNG a batch at a time: one fill serves 64 ids instead of one
+ * Random bytes for ids, filled from the system's CSPRNG a batch at a time: one fill serves 256 ids instead of one
  * call into the random source per id (a durable tool call mints five). Each byte is handed out once.
  */
 const RANDOM_BYTES = 10; // 2 seed a millisecond's counter, 8 fill the variant's 62 random bits
-const randomPool = new Uint8Array(64 * RANDOM_BYTES);
+const randomPool = new Uint8Array(256 * RANDOM_BYTES);
 let randomNext = randomPool.length;
 
 /** The last id's milliseconds and its 12-bit counter (rand_a): ids minted by one process sort in minting order. */
 let lastMs = -1;
 let counter = 0;
 
-/** Two lowercase hex digits per byte value: an id's text is built from these, not through a Buffer. */
-const HEX: readonly string[] = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'));
+/** The two lowercase hex digits of each byte value, as ASCII codes: an id's text is written from these. */
+const HEX_CODES = new Uint8Array(512);
+for (let b = 0; b < 256; b++) {
+  const hex = b.toString(16).padStart(2, '0');
+  HEX_CODES[2 * b] = hex.charCodeAt(0);
+  HEX_CODES[2 * b + 1] = hex.charCodeAt(1);
+}
+/** Where an id's text is written before it is read out as one flat string: 32 hex digits and four dashes. */
+const ID_TEXT = Buffer.alloc(36, 0x2d);
+
+function putHex(at: number, byte: number): void {
+  ID_TEXT[at] = HEX_CODES[2 * byte]!;
+  ID_TEXT[at + 1] = HEX_CODES[2 * byte + 1]!;
+}
 
 /**
  * A UUIDv7 string: 48-bit Unix milliseconds, version 7, a 12-bit counter, variant 10, 62 random bits. Within one
@@ -39,26 +51,33 @@ export function uuidv7(now: number = Date.now()): string {
     randomFillSync(randomPool);
     randomNext = 0;
   }
-  const random = randomPool.subarray(randomNext, randomNext + RANDOM_BYTES);
+  const r = randomNext;
   randomNext += RANDOM_BYTES;
+  const pool = randomPool;
   if (now > lastMs) {
     lastMs = now;
-    counter = ((random[0]! << 8) | random[1]!) & 0x7ff;
+    counter = ((pool[r]! << 8) | pool[r + 1]!) & 0x7ff;
   } else if (counter === 0xfff) {
     lastMs += 1; // 4,096 ids in one millisecond: borrow the next one
     counter = 0;
   } else {
     counter += 1;
   }
-  let ms = lastMs;
-  let time = '';
-  for (let i = 0; i < 6; i++) {
-    time = HEX[ms % 256]! + time;
-    ms = Math.floor(ms / 256);
-  }
-  let tail = '';
-  for (let i = 3; i < RANDOM_BYTES; i++) tail += HEX[random[i]!]!;
-  return `${time.slice(0, 8)}-${time.slice(8)}-${HEX[0x70 | (counter >> 8)]}${HEX[counter & 0xff]}-${HEX[0x80 | (random[2]! & 0x3f)]}${tail.slice(0, 2)}-${tail.slice(2)}`;
+  // The 48-bit milliseconds as two 24-bit halves: bit operators work on 32 bits.
+  const high = Math.floor(lastMs / 0x1000000);
+  const low = lastMs - high * 0x1000000;
+  putHex(0, high >>> 16);
+  putHex(2, (high >>> 8) & 0xff);
+  putHex(4, high & 0xff);
+  putHex(6, low >>> 16);
+  putHex(9, (low >>> 8) & 0xff);
+  putHex(11, low & 0xff);
+  putHex(14, 0x70 | (counter >> 8));
+  putHex(16, counter & 0xff);
+  putHex(19, 0x80 | (pool[r + 2]! & 0x3f));
+  putHex(21, pool[r + 3]!);
+  for (let i = 0; i < 6; i++) putHex(24 + 2 * i, pool[r + 4 + i]!);
+  return ID_TEXT.toString('latin1', 0, 36);
 }
 
 export const newSessionId = (): SessionId => `sess_${uuidv7()}` as SessionId;
