@@ -201,6 +201,26 @@ forEachStore('durable approvals', (target) => {
     await r.store.close();
   });
 
+  it('listings of many shapes, each asked twice, answer as the first time (a store may keep a statement per shape)', async () => {
+    const m = mailRig([{ decision: 'approved' }, { decision: 'approved' }]);
+    const r = await rig(target, m.config);
+    const calls = [await r.gateway.call('send_mail', { to: 'a@example.com' }), await r.gateway.call('send_mail', { to: 'b@example.com' })];
+    const inbox = decisionInbox(r.store);
+    for (const c of calls) await inbox.recordReview({ sessionId: r.sessionId, callId: c.call.id, outcome: 'completed', evidence: 'sent', actor: 'alice' });
+    const expected = calls.map((c) => c.call.id);
+    // 1 to 80 copies of one state: 80 shapes of the listing's statement, more than any store keeps. The reviews
+    // are decided, not open, so the answer alternates with the shape.
+    for (const round of [1, 2]) {
+      for (let copies = 1; copies <= 80; copies++) {
+        const states = Array.from({ length: copies }, () => (copies % 2 ? 'decided' : 'open') as 'open' | 'decided');
+        const page = await inbox.list({ sessionId: r.sessionId, kind: 'review', states });
+        assert.deepEqual(page.items.map((d) => d.callId), copies % 2 ? expected : [], `round ${round}, ${copies} states`);
+      }
+      assert.deepEqual((await inbox.list({ sessionId: 'another-session', kind: 'review' })).items, []);
+    }
+    await r.store.close();
+  });
+
   it('an approval unavailable once: the agent asks again and the mail is sent once', async () => {
     const m = mailRig([{ decision: 'unavailable', message: 'approval service down' }, { decision: 'approved' }]);
     const r = await rig(target, m.config);

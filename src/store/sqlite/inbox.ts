@@ -7,7 +7,12 @@ const UPSERT =
   `INSERT INTO jw_decisions (${DECISION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET ` +
   'state = excluded.state, task_id = excluded.task_id, op_key = excluded.op_key, detail = excluded.detail';
 
+/** Listing statements kept per shape: the filters a listing uses (their combinations, and how many states). */
+const LISTINGS_KEPT = 64;
+
 export class SqliteInbox implements InboxBackend {
+  /** Prepared once per shape and kept: a call that needs approval lists its operation's decisions every attempt. */
+  private readonly listings = new Map<string, Statement<unknown[], DecisionRecord>>();
   private readonly byId: Statement<[string], DecisionRecord>;
   private readonly ofOperation: Statement<[string, string, string], DecisionRecord>;
   private readonly upsert: Statement;
@@ -61,6 +66,16 @@ export class SqliteInbox implements InboxBackend {
     }
     const limit = Number.isFinite(q.limit) ? q.limit : -1;
     const sql = `SELECT ${DECISION_COLUMNS} FROM jw_decisions${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT ?`;
-    return this.run('', () => this.db.prepare<unknown[], DecisionRecord>(sql).all(...values, limit)).map(toDecision);
+    return this.run('', () => this.listing(sql).all(...values, limit)).map(toDecision);
+  }
+
+  private listing(sql: string): Statement<unknown[], DecisionRecord> {
+    let statement = this.listings.get(sql);
+    if (!statement) {
+      statement = this.db.prepare<unknown[], DecisionRecord>(sql);
+      if (this.listings.size >= LISTINGS_KEPT) this.listings.delete(this.listings.keys().next().value!);
+      this.listings.set(sql, statement);
+    }
+    return statement;
   }
 }
