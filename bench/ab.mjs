@@ -7,7 +7,8 @@
  *   node bench/ab.mjs b3 OLD [NEW] [--rounds=N]   loadHistory + inspectToolRecovery on one 80,000-event file
  *   node bench/ab.mjs b6 OLD [NEW] [--rounds=N]   resumeAgent replaying the B6 run (each build its own run)
  *   node bench/ab.mjs b2 OLD [NEW] [--rounds=N]   a durable call on SQLite, 50 calls a round (each build its own
- *                                                 file); b2-cpu: the same on an in-memory database (the CPU path)
+ *                                                 file); b2-cpu: the same on an in-memory database (the CPU path);
+ *                                                 b2-approval: the call that asks an approver (three transactions)
  *   node bench/ab.mjs c16 OLD [NEW] [--rounds=N]  16 sessions on one SQLite store calling concurrently, 20 calls
  *                                                 each a round (each build its own file)
  *   node bench/ab.mjs pg OLD [NEW] [--rounds=N]   a durable call on PostgreSQL, 50 calls a round (each build its
@@ -25,9 +26,9 @@ import { fileURLToPath } from 'node:url';
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const [target, oldArg, newArg] = args;
-const rounds = Number(process.argv.find((a) => a.startsWith('--rounds='))?.slice(9) ?? { b2: 40, 'b2-cpu': 40, b3: 16, b6: 60, c16: 16, pg: 30 }[target]);
-if (!['b2', 'b2-cpu', 'b3', 'b6', 'c16', 'pg'].includes(target) || !oldArg) {
-  process.stderr.write('usage: node bench/ab.mjs b2|b2-cpu|b3|b6|c16|pg OLD [NEW] [--rounds=N]\n');
+const rounds = Number(process.argv.find((a) => a.startsWith('--rounds='))?.slice(9) ?? { b2: 40, 'b2-cpu': 40, 'b2-approval': 40, b3: 16, b6: 60, c16: 16, pg: 30 }[target]);
+if (!['b2', 'b2-cpu', 'b2-approval', 'b3', 'b6', 'c16', 'pg'].includes(target) || !oldArg) {
+  process.stderr.write('usage: node bench/ab.mjs b2|b2-cpu|b2-approval|b3|b6|c16|pg OLD [NEW] [--rounds=N]\n');
   process.exit(2);
 }
 if (target === 'pg' && !process.env.JINGWEI_PG_URL) {
@@ -45,8 +46,8 @@ const closers = [];
 
 /**
  * One operation per build: B3 reads one file written once by the new build; B6 gives each build its own run; c16
- * gives each build its own file and 16 sessions making 20 calls each; b2 gives each build its own file (b2-cpu its
- * own in-memory database), pg its own schema (dropped at the end), and both make 50 calls an operation.
+ * gives each build its own file and 16 sessions making 20 calls each; b2 and b2-approval give each build its own
+ * file (b2-cpu its own in-memory database), pg its own schema (dropped at the end), and both make 50 calls an operation.
  */
 async function sides() {
   const side = {};
@@ -80,14 +81,15 @@ async function sides() {
         for (let i = 0; i < LANE_CALLS; i++) await gateway.call(NOOP, {});
       }));
     }
-  } else if (target === 'b2' || target === 'b2-cpu') {
+  } else if (target.startsWith('b2')) {
     for (const [name, root] of Object.entries(roots)) {
-      const store = (await import(`${root}/dist/sqlite.js`)).openSqliteStore(target === 'b2' ? join(scratch, `b2-${name}.db`) : ':memory:');
+      const store = (await import(`${root}/dist/sqlite.js`)).openSqliteStore(target === 'b2-cpu' ? ':memory:' : join(scratch, `b2-${name}.db`));
       closers.push(() => store.close());
-      const { benchRuntime, NOOP, openRig } = await import(`${root}/bench/jingwei/rig.mjs`);
+      const { benchRuntime, NOOP, NOOP_APPROVED, openRig } = await import(`${root}/bench/jingwei/rig.mjs`);
       const { gateway } = await openRig(store, benchRuntime(), { sessionId: 'ab-b2' });
+      const tool = target === 'b2-approval' ? NOOP_APPROVED : NOOP;
       side[name] = async () => {
-        for (let i = 0; i < CALLS; i++) await gateway.call(NOOP, {});
+        for (let i = 0; i < CALLS; i++) await gateway.call(tool, {});
       };
     }
   } else {
