@@ -58,8 +58,8 @@ describe('npm run bench -- --quick (B1–B3, B5, B6)', () => {
     for (const id of ['B1', 'B2', 'B2-approval', 'B2-c16', 'B3', 'B5', 'B5-cli', 'B6']) assert.match(stdout, new RegExp(`^\\| ${id} \\|`, 'm'));
   });
 
-  // b6 resumes a run; b2 and b2-cpu make serial durable calls on disk and on an in-memory database.
-  for (const target of ['b6', 'b2', 'b2-cpu']) {
+  // b6 resumes a run; b2 and b2-cpu make serial durable calls on disk and on an in-memory database, b2-approval calls that ask an approver.
+  for (const target of ['b6', 'b2', 'b2-cpu', 'b2-approval']) {
     it(`bench/ab.mjs ${target} pairs two builds in one process (here this build with itself) and reports new ÷ old`, { timeout: 120_000 }, () => {
       const stdout = execFileSync(process.execPath, [join(root, 'bench', 'ab.mjs'), target, root, root, '--rounds=2'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
       const match = new RegExp(`^${target}, 2 rounds(?: \\(50 calls\\))?: old ([\\d.]+) ms, new ([\\d.]+) ms; median of paired new ÷ old ([\\d.]+)$`, 'm').exec(stdout);
