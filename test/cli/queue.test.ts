@@ -10,8 +10,7 @@ import { openSqliteStore } from '../../src/sqlite.js';
 import type { JournalStore } from '../../src/store/journal-store.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import type { AttentionItem, SessionStore } from '../../src/store/types.js';
-import { openPostgresStore } from '../../src/postgres.js';
-import { describePostgres, freshSchema } from '../support/postgres.js';
+import { describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { cli } from './helpers.js';
 

@@ -10,9 +10,8 @@ import { it } from 'node:test';
 import { startConsole } from '../../src/cli/console/server.js';
 import { watchQueue, type QueueChange } from '../../src/decisions.js';
 import { createMemoryStore } from '../../src/index.js';
-import { openPostgresStore } from '../../src/postgres.js';
 import { openSqliteStore } from '../../src/sqlite.js';
-import { describePostgres, freshSchema } from '../support/postgres.js';
+import { describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { pendingApprovalsIn } from './support.js';
 

@@ -6,8 +6,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { decisionInbox } from '../../src/decisions.js';
-import { openPostgresStore } from '../../src/postgres.js';
-import { describePostgres, freshSchema } from '../support/postgres.js';
+import { describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
 import { hidden, http, login, pendingApprovalsIn, said, startConsoleProcess } from './support.js';
 
 describePostgres('jingwei console on PostgreSQL', (url) => {

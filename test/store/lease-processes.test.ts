@@ -8,11 +8,10 @@ import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { SessionBusyError } from '../../src/errors.js';
-import { openPostgresStore } from '../../src/postgres.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import type { SessionOwner, SessionStore } from '../../src/store/types.js';
 import { ChildProcess } from '../support/child.js';
-import { describePostgres, freshSchema } from '../support/postgres.js';
+import { describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
 const script = fileURLToPath(new URL('./children/owner-child.js', import.meta.url));

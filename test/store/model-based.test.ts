@@ -8,11 +8,10 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { EventDraft } from '../../src/event/types.js';
 import type { CallId, EventId, OperationKey, TaskId, TurnId } from '../../src/ids.js';
-import { openPostgresStore } from '../../src/postgres.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionOwner, SessionStore } from '../../src/store/types.js';
-import { describePostgres, freshSchema } from '../support/postgres.js';
+import { describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { commitAs } from '../../src/store/owner-commit.js';
 

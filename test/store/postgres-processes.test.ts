@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { it } from 'node:test';
-import { openPostgresStore } from '../../src/postgres.js';
 import { newTurnId } from '../../src/ids.js';
 import { ChildProcess } from '../support/child.js';
-import { adminPool, describePostgres, freshSchema } from '../support/postgres.js';
+import { adminPool, describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
 
 const script = fileURLToPath(new URL('./children/owner-child.js', import.meta.url));
 const text = (t: string) => ({ turnId: newTurnId(), kind: { type: 'user_message' as const, text: t } });

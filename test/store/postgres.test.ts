@@ -4,14 +4,14 @@ import pg from 'pg';
 import type { EventDraft } from '../../src/event/types.js';
 import { JournalCorruptError } from '../../src/errors.js';
 import { newCallId, newOperationKey, newTurnId, type CallId, type EventId, type OperationKey, type SessionId, type TaskId, type TurnId } from '../../src/ids.js';
-import { openPostgresStore, POSTGRES_SCHEMA_VERSION } from '../../src/postgres.js';
+import { POSTGRES_SCHEMA_VERSION } from '../../src/postgres.js';
 import { decideCommit } from '../../src/store/decisions.js';
 import { commitStatement } from '../../src/store/postgres/commit-statement.js';
 import { postgresStatements } from '../../src/store/postgres/statements.js';
 import type { JournalStore } from '../../src/store/journal-store.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionStore } from '../../src/store/types.js';
-import { adminPool, describePostgres, freshSchema } from '../support/postgres.js';
+import { adminPool, describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
 import { runStoreConformance, setPostgresBeforeCommit } from '../../src/testing/index.js';
 import { commitAs } from '../../src/store/owner-commit.js';
 

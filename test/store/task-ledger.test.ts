@@ -11,14 +11,13 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import type { EventDraft } from '../../src/event/types.js';
 import { newCallId, newOperationKey, newTurnId, type TaskId } from '../../src/ids.js';
-import { openPostgresStore } from '../../src/postgres.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { fileAnchorSink } from '../../src/store/anchors.js';
 import { exportRustJournal } from '../../src/store/rust-format.js';
 import { commitAs } from '../../src/store/owner-commit.js';
 import type { SessionOwner, SessionStore } from '../../src/store/types.js';
 import { cli, cliAsync, tamper } from '../cli/helpers.js';
-import { adminPool, describePostgres, freshSchema } from '../support/postgres.js';
+import { adminPool, describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
 const dir = tempDir('jingwei-task-ledger-');

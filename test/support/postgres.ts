@@ -6,6 +6,8 @@
 import { randomBytes } from 'node:crypto';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
+import { openPostgresStore as openStore } from '../../src/postgres.js';
+import type { SessionStore } from '../../src/store/types.js';
 
 export const PG_URL: string | undefined = process.env.JINGWEI_PG_URL || undefined;
 const REQUIRED = process.env.JINGWEI_PG_REQUIRED === '1';
@@ -25,6 +27,7 @@ function unavailableReason(): string {
 export function describePostgres(name: string, body: (url: string) => void): void {
   if (PG_URL) {
     const url = PG_URL;
+    closeStoresAfterFile();
     adminPool(url);
     describe(name, () => body(url));
     return;
@@ -39,6 +42,30 @@ export function describePostgres(name: string, body: (url: string) => void): voi
   }
   describe(name, () => {
     it('needs PostgreSQL', { skip: `PostgreSQL suite skipped: ${unavailableReason()}` }, () => {});
+  });
+}
+
+const opened = new Set<SessionStore>();
+let closing = false;
+
+/**
+ * openPostgresStore for the suites: every store opened through it is also closed when its test file ends. A test
+ * that fails before its own `close()` would otherwise leave the store's pool open, and the file's process (and with
+ * it `npm test`) would never exit instead of reporting the failure.
+ */
+export async function openPostgresStore(...args: Parameters<typeof openStore>): ReturnType<typeof openStore> {
+  const store = await openStore(...args);
+  opened.add(store);
+  return store;
+}
+
+/** Registered once per file, before the admin pool's cleanup, so the stores close before their schemas are dropped. */
+function closeStoresAfterFile(): void {
+  if (closing) return;
+  closing = true;
+  after(async () => {
+    for (const store of opened) await store.close().catch(() => {});
+    opened.clear();
   });
 }
 

@@ -3,10 +3,9 @@
  * JINGWEI_PG_URL is set); without one the PostgreSQL half says it was skipped, or fails under JINGWEI_PG_REQUIRED=1.
  */
 import { describe } from 'node:test';
-import { openPostgresStore } from '../../src/postgres.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import type { SessionStore } from '../../src/store/types.js';
-import { describePostgres, freshSchema } from './postgres.js';
+import { describePostgres, freshSchema, openPostgresStore } from './postgres.js';
 import { tempDbPath, tempDir } from './tmp.js';
 
 /** One journal location: what a child process needs to open it (`target`, `schema`) and how to open it here. */
