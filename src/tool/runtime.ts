@@ -369,7 +369,9 @@ class Gateway implements ToolGateway {
       // An operator's decision from the decision inbox answers for this attempt in place of the approver, used
       // (and journaled) in the same transaction as the marker or the denial (docs/design.md#durable-approvals).
       const binding = approvalBinding(call, op);
-      const operator = await operatorDecision(this.binding.owner, call, binding);
+      // A decision answers only the request an earlier attempt of the same operation left, so a key minted for
+      // this call (no caller key, no retry plan) has none to find: the inbox is read only for the others.
+      const operator = callerKeyed || op.retry !== null ? await operatorDecision(this.binding.owner, call, binding) : null;
       let started = startedDraft;
       if (operator) {
         const stop = operator.denial ?? control.interrupt();
