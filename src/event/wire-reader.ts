@@ -10,8 +10,9 @@ import { utf8Length } from '../text.js';
 
 export type Wire = Record<string, unknown>;
 
-/** How a value is named in an error: "null", "an array", "an object", "a string", ... */
+/** How a value is named in an error: "undefined", "null", "an array", "an object", "a string", ... */
 export function describeValue(v: unknown): string {
+  if (v === undefined) return 'undefined';
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'an array';
   return typeof v === 'object' ? 'an object' : `a ${typeof v}`;

@@ -149,12 +149,12 @@ describe('runAgent', () => {
 
   it("refuses a model's answer that is not a ChatResponse with model_bad_response, journals nothing of it, and resumes once the model answers well", async () => {
     const answers: Array<[unknown, RegExp]> = [
-      [undefined, /the answer must be an object \{ text, toolCalls \}, got a undefined/],
-      [{ toolCalls: [] }, /text must be a string or null, got a undefined/],
-      [{ text: 'hi' }, /toolCalls must be an array \(empty when the model is done\), got a undefined/],
+      [undefined, /the answer must be an object \{ text, toolCalls \}, got undefined/],
+      [{ toolCalls: [] }, /text must be a string or null, got undefined/],
+      [{ text: 'hi' }, /toolCalls must be an array \(empty when the model is done\), got undefined/],
       [{ text: null, toolCalls: [null] }, /toolCalls\[0\] must be an object/],
       [{ text: null, toolCalls: [{ id: 'a', name: 'lookup_price', arguments: { item: 'tea' } }] }, /toolCalls\[0\]\.arguments must be JSON text \(a string\), got an object/],
-      [{ text: null, toolCalls: [{ id: 'a', name: 'lookup_price', arguments: '{}' }, { name: 'lookup_price', arguments: '{}' }] }, /toolCalls\[1\]\.id must be a string, got a undefined/],
+      [{ text: null, toolCalls: [{ id: 'a', name: 'lookup_price', arguments: '{}' }, { name: 'lookup_price', arguments: '{}' }] }, /toolCalls\[1\]\.id must be a string, got undefined/],
     ];
     for (const [answer, message] of answers) {
       const { store, owner, gateway, bodies } = await setup();
