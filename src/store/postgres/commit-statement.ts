@@ -11,6 +11,7 @@
  * is locked and compared before anything changes it. A miss anywhere divides by zero (SQLSTATE 22012), which fails
  * the statement and with it the transaction.
  */
+import { setNewest } from '../../bounded-map.js';
 import type { EventRow, OperationRow, TaskRow, TxWrites } from '../rows.js';
 import { ATTENTION_COLUMNS, ATTENTION_UPDATE, attentionValues, SESSION_COLUMNS, TASK_CHANGING_COLUMNS, TASK_COLUMNS, taskValues } from '../sql-rows.js';
 import { type KnownReads, OPERATION_COLUMNS } from './known-rows.js';
@@ -132,8 +133,7 @@ export function commitStatement(S: string, writes: TxWrites<unknown>, channel: s
   if (cached !== undefined) return { shape, text: cached, values: quick.values };
   const full = new Params(true);
   const { text } = build(S, writes, channel, known, full);
-  if (TEXTS.size >= MAX_TEXTS) TEXTS.delete(TEXTS.keys().next().value!);
-  TEXTS.set(cacheKey, text);
+  setNewest(TEXTS, cacheKey, text, MAX_TEXTS);
   return { shape, text, values: full.values };
 }
 

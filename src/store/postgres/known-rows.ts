@@ -5,6 +5,7 @@
  * row the decision read is still exactly the known one (and that its event ids are still unused); any difference
  * aborts the batch before it writes, and the write runs again the ordinary way on freshly read rows.
  */
+import { setNewest, trimOldest } from '../../bounded-map.js';
 import type { SessionId } from '../../ids.js';
 import type { AttentionRow, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from '../rows.js';
 import { attentionValues, sessionValues, taskValues } from '../sql-rows.js';
@@ -25,13 +26,6 @@ interface Known {
 
 /** Rows kept per kind and session: a session's recent calls are what its next commits read. */
 const PER_SESSION = 256;
-
-function capped(map: Map<string, unknown>, max: number): void {
-  for (const key of map.keys()) {
-    if (map.size <= max) return;
-    map.delete(key);
-  }
-}
 
 const opKey = (taskId: string, key: string) => `${taskId}\u0000${key}`;
 
@@ -118,7 +112,6 @@ export class KnownSessions {
     }
     const k: Known = this.bySession.get(sessionId) ??
       { session, clock, tasks: new Map(), operations: new Map(), attention: new Map(), attentionByOperation: new Map() };
-    this.bySession.delete(sessionId); // re-inserted last: the least recently written session is dropped first
     k.session = session;
     k.clock = clock;
     if (reads.taskId !== undefined) k.tasks.set(reads.taskId, state.task ?? null);
@@ -139,8 +132,8 @@ export class KnownSessions {
       k.attention.set(a.callId, a);
       k.attentionByOperation.set(op, a.callId);
     }
-    for (const map of [k.tasks, k.operations, k.attention, k.attentionByOperation]) capped(map, PER_SESSION);
-    this.bySession.set(sessionId, k);
-    if (this.bySession.size > this.max) this.bySession.delete(this.bySession.keys().next().value!);
+    for (const map of [k.tasks, k.operations, k.attention, k.attentionByOperation]) trimOldest(map, PER_SESSION);
+    // Set last: the least recently written session is dropped first.
+    setNewest(this.bySession, sessionId, k, this.max);
   }
 }

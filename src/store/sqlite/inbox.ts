@@ -1,4 +1,5 @@
 /** The SQLite decision inbox: rows in `jw_decisions`, every write an IMMEDIATE transaction; waiters poll. */
+import { setNewest } from '../../bounded-map.js';
 import type { SessionId } from '../../ids.js';
 import { DECISION_COLUMNS, decisionValues, toDecision, type DecisionQuery, type DecisionRecord, type DecisionRow, type InboxBackend } from '../inbox-rows.js';
 import type { Database, Statement } from './driver.js';
@@ -73,8 +74,7 @@ export class SqliteInbox implements InboxBackend {
     let statement = this.listings.get(sql);
     if (!statement) {
       statement = this.db.prepare<unknown[], DecisionRecord>(sql);
-      if (this.listings.size >= LISTINGS_KEPT) this.listings.delete(this.listings.keys().next().value!);
-      this.listings.set(sql, statement);
+      setNewest(this.listings, sql, statement, LISTINGS_KEPT);
     }
     return statement;
   }

@@ -7,6 +7,7 @@
  * process, a sqlite3 shell) commits to the file, and it is read under the write lock before anything is trusted, so
  * a row another writer changed is always read again. Any failed write transaction forgets everything.
  */
+import { setNewest } from '../../bounded-map.js';
 import type { SessionId } from '../../ids.js';
 import type { SessionRow, TaskRow } from '../rows.js';
 import type { Statement } from './driver.js';
@@ -47,16 +48,9 @@ export class KnownRows {
   note(sessionId: SessionId, session: SessionRow | undefined, tasks: readonly (TaskRow | undefined)[]): void {
     if (!session) return;
     const known = this.sessions.get(sessionId) ?? { session, tasks: new Map<string, TaskRow>() };
-    this.sessions.delete(sessionId);
     known.session = session;
-    for (const task of tasks) {
-      if (!task) continue;
-      known.tasks.delete(task.taskId);
-      known.tasks.set(task.taskId, task);
-      if (known.tasks.size > MAX_TASKS) known.tasks.delete(known.tasks.keys().next().value!);
-    }
-    this.sessions.set(sessionId, known);
-    if (this.sessions.size > MAX_SESSIONS) this.sessions.delete(this.sessions.keys().next().value!);
+    for (const task of tasks) if (task) setNewest(known.tasks, task.taskId, task, MAX_TASKS);
+    setNewest(this.sessions, sessionId, known, MAX_SESSIONS);
   }
 
   forgetAll(): void {
