@@ -8,13 +8,14 @@
  *     of 2 raw transactions each on one connection.
  */
 import { openSqliteStore } from '../../dist/sqlite.js';
+import { ATTENTION_COLUMNS } from '../../dist/store/sql-rows.js';
 import { JOURNAL_PAGE_SIZE } from '../../dist/store/sqlite/schema.js';
 import { FAKE_HASH, openFloor, scratchDir } from '../lib/env.mjs';
 import { compare, timeConcurrent, timeSerial } from '../lib/stats.mjs';
 import { benchRuntime, bodiesOf, checkedCall, NOOP, NOOP_APPROVED, openRig } from './rig.mjs';
 
 /** The raw floor of one call: one IMMEDIATE transaction per group, each inserting the group's bodies. */
-function floorCall(db, insert, groups, sessionId) {
+export function floorCall(db, insert, groups, sessionId) {
   let seq = 0;
   return groups.map((bodies) =>
     db.transaction(() => {
@@ -26,42 +27,64 @@ function floorCall(db, insert, groups, sessionId) {
 /**
  * Diagnostic, not a floor: the rows a Jingwei call touches, written with raw SQL and no library code: per
  * transaction read the owner and task rows, advance the owner row conditionally, insert the events, update the
- * task row, and (first transaction) record the operation. Between the floor and this lies the cost of the extra
- * rows the evidence needs; between this and Jingwei, the library's own CPU.
+ * task row, (first transaction) record the operation, and write the operation's attention row as the store does
+ * (inserted with the call, then read by call id and upserted with the result: every column but the key, so its
+ * indexes too). Between the floor and this lies the cost of the extra rows the evidence needs; between this and
+ * Jingwei, the library's own CPU. The file at `path` is made by the store (its schema and pages); returns the raw
+ * connection and one transaction per group of `groups`.
  */
+export async function openRawShape(path, groups) {
+  const store = openSqliteStore(path);
+  await openRig(store, benchRuntime(), { sessionId: 'bench-b2-shape', taskId: 'bench-b2-shape-task' });
+  await store.close();
+  const { db, insert } = openFloor(path);
+  const session = db.prepare('SELECT * FROM jw_sessions WHERE session_id = ?');
+  const task = db.prepare('SELECT * FROM jw_tasks WHERE session_id = ? AND task_id = ?');
+  const advance = db.prepare('UPDATE jw_sessions SET last_seq = ?, head_hash = ?, body_bytes = body_bytes + ? WHERE session_id = ? AND epoch = ? AND last_seq = ?');
+  const charge = db.prepare(
+    'UPDATE jw_tasks SET charged_tool_calls = ?, reserved_output_bytes = ?, charged_journal_bytes = charged_journal_bytes + ? WHERE session_id = ? AND task_id = ?',
+  );
+  const operation = db.prepare(
+    'INSERT INTO jw_operations VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, task_id, key) DO UPDATE SET call_id = excluded.call_id',
+  );
+  const columns = ATTENTION_COLUMNS.split(', ');
+  const attention = db.prepare(
+    `INSERT INTO jw_attention (${ATTENTION_COLUMNS}) VALUES (${columns.map(() => '?').join(', ')}) ` +
+      `ON CONFLICT (session_id, task_id, key) DO UPDATE SET ${columns.slice(3).map((c) => `${c} = excluded.${c}`).join(', ')}`,
+  );
+  const attentionOfCall = db.prepare('SELECT * FROM jw_attention WHERE session_id = ? AND call_id = ?');
+  let call = 0;
+  const txns = groups.map((bodies, g) =>
+    db.transaction(() => {
+      const s = session.get('bench-b2-shape');
+      const t = task.get('bench-b2-shape', 'bench-b2-shape-task');
+      const info = advance.run(s.last_seq + bodies.length, FAKE_HASH, 1000, 'bench-b2-shape', s.epoch, s.last_seq);
+      if (info.changes !== 1) throw new Error('raw shape: owner row did not advance');
+      let seq = s.last_seq;
+      for (const body of bodies) insert.run('bench-b2-shape', ++seq, 'evt_shape', s.epoch, body, FAKE_HASH);
+      charge.run(t.charged_tool_calls + (g === 0 ? 1 : 0), t.reserved_output_bytes, 1000, 'bench-b2-shape', 'bench-b2-shape-task');
+      if (g === 0) {
+        call++;
+        operation.run('bench-b2-shape-task', `operation_${call}`, 'bench-b2-shape', `toolcall_${call}`, 'evt_shape');
+      } else if (!attentionOfCall.get('bench-b2-shape', `toolcall_${call}`)) {
+        throw new Error('raw shape: the attention row is missing');
+      }
+      const last = g === groups.length - 1;
+      const now = Date.now();
+      attention.run('bench-b2-shape', 'bench-b2-shape-task', `operation_${call}`, `toolcall_${call}`, 'noop', 'read_only', 'bench-1', FAKE_HASH,
+        1, 1, last ? 'completed' : 'no_result', null, now, now, last ? now : null, now);
+    }),
+  );
+  return { db, txns };
+}
+
 function rawShape(scratch, groups, n, warmup) {
   return {
     name: 'b2-raw-shape',
     label: 'diagnostic: the rows Jingwei touches, raw SQL, no library',
     against: 'b2-floor',
     prepare: async (r) => {
-      const path = scratch.path(`shape-${r}.db`);
-      const store = openSqliteStore(path);
-      await openRig(store, benchRuntime(), { sessionId: 'bench-b2-shape', taskId: 'bench-b2-shape-task' });
-      await store.close();
-      const { db, insert } = openFloor(path);
-      const session = db.prepare('SELECT * FROM jw_sessions WHERE session_id = ?');
-      const task = db.prepare('SELECT * FROM jw_tasks WHERE session_id = ? AND task_id = ?');
-      const advance = db.prepare('UPDATE jw_sessions SET last_seq = ?, head_hash = ?, body_bytes = body_bytes + ? WHERE session_id = ? AND epoch = ? AND last_seq = ?');
-      const charge = db.prepare(
-        'UPDATE jw_tasks SET charged_tool_calls = ?, reserved_output_bytes = ?, charged_journal_bytes = charged_journal_bytes + ? WHERE session_id = ? AND task_id = ?',
-      );
-      const operation = db.prepare(
-        'INSERT INTO jw_operations VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, task_id, key) DO UPDATE SET call_id = excluded.call_id',
-      );
-      let call = 0;
-      const txns = groups.map((bodies, g) =>
-        db.transaction(() => {
-          const s = session.get('bench-b2-shape');
-          const t = task.get('bench-b2-shape', 'bench-b2-shape-task');
-          const info = advance.run(s.last_seq + bodies.length, FAKE_HASH, 1000, 'bench-b2-shape', s.epoch, s.last_seq);
-          if (info.changes !== 1) throw new Error('raw shape: owner row did not advance');
-          let seq = s.last_seq;
-          for (const body of bodies) insert.run('bench-b2-shape', ++seq, 'evt_shape', s.epoch, body, FAKE_HASH);
-          charge.run(t.charged_tool_calls + (g === 0 ? 1 : 0), t.reserved_output_bytes, 1000, 'bench-b2-shape', 'bench-b2-shape-task');
-          if (g === 0) operation.run('bench-b2-shape-task', `operation_${call++}`, 'bench-b2-shape', `toolcall_${call}`, 'evt_shape');
-        }),
-      );
+      const { db, txns } = await openRawShape(scratch.path(`shape-${r}.db`), groups);
       return {
         measure: () => timeSerial(async () => { for (const t of txns) t.immediate(); }, { n, warmup }),
         close: () => db.close(),
@@ -70,7 +93,8 @@ function rawShape(scratch, groups, n, warmup) {
   };
 }
 
-async function sampleBodies(scratch) {
+/** The wire bodies of one sample call without and one with approval, grouped by transaction (bodiesOf). */
+export async function sampleBodies(scratch) {
   const store = openSqliteStore(scratch.path('sample.db'));
   try {
     const { gateway } = await openRig(store, benchRuntime(), { sessionId: 'bench-b2-sample' });

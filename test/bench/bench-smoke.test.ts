@@ -3,7 +3,7 @@
  * bench/run.mjs and reports numbers. It asserts that the benchmarks run and report finite figures, never a time:
  * timings on a shared CI machine prove nothing. B4 (the peers) needs the bench/ package install and PostgreSQL,
  * so it is left to `npm run bench`. Also runs bench/ab.mjs (two builds paired in one process) once per SQLite
- * target it has, on this build.
+ * target it has, on this build, and the split of a call's time (bench/split.mjs) once, briefly.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -67,4 +67,24 @@ describe('npm run bench -- --quick (B1–B3, B5, B6)', () => {
       for (const [i, what] of ['old median', 'new median', 'paired ratio'].entries()) finitePositive(Number(match[i + 1]), what);
     });
   }
+
+  it('bench/split.mjs splits a durable call into fsync, rows and CPU: every variant reports its figures', { timeout: 120_000 }, () => {
+    const stdout = execFileSync(process.execPath, [join(root, 'bench', 'split.mjs'), '--blocks=1', '--calls=5'], {
+      encoding: 'utf8',
+      env: { ...process.env, BENCH_TMPDIR: dir },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const rows = [...stdout.matchAll(/^\| ([^|]+) \| (\d+) µs \| (\d+) µs \| (\d+) µs \| ([\d.]+|—) \|$/gm)];
+    assert.deepEqual(rows.map((r) => r[1]), [
+      'Jingwei call, synchronous=FULL', 'Jingwei call, synchronous=OFF', 'rows, raw SQL, synchronous=FULL', 'rows, raw SQL, synchronous=OFF',
+      'floor, synchronous=FULL', 'floor, synchronous=OFF', 'Jingwei call, in memory',
+    ], stdout);
+    for (const r of rows) {
+      finitePositive(Number(r[2]), `${r[1]} p50`);
+      if (r[5] !== '—') finitePositive(Number(r[5]), `${r[1]} WAL frames`);
+    }
+    // Every call on disk writes WAL frames, and a Jingwei call more of them than its floor's same bytes.
+    const frames = (name: string) => Number(rows.find((r) => r[1] === name)![5]);
+    assert.ok(frames('Jingwei call, synchronous=FULL') > frames('floor, synchronous=FULL'), stdout);
+  });
 });
