@@ -8,6 +8,8 @@
  *
  *   node bench/split.mjs [--blocks=N] [--calls=N]      (run `npm run build` first)
  *
+ * bench/split-pg.mjs does the same on PostgreSQL.
+ *
  * A diagnostic, not a benchmark: to time the call without fsync it sets synchronous=OFF on the store's own
  * connection, reached through the store's private fields; nothing else ever does that.
  */
@@ -17,7 +19,7 @@ import { JOURNAL_PAGE_SIZE } from '../dist/store/sqlite/schema.js';
 import { floorCall, openRawShape, sampleBodies } from './jingwei/b2.mjs';
 import { benchRuntime, NOOP, openRig } from './jingwei/rig.mjs';
 import { openFloor, scratchDir } from './lib/env.mjs';
-import { median } from './lib/stats.mjs';
+import { alternateBlocks, median } from './lib/stats.mjs';
 
 const arg = (name, fallback) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? fallback);
 const BLOCKS = arg('blocks', 24);
@@ -63,30 +65,10 @@ try {
     variants.push({ name: 'Jingwei call, in memory', db: null, walPath: null, sync: null, call: () => gateway.call(NOOP, {}) });
   }
   for (const v of variants) {
-    v.p50 = [];
-    v.user = [];
-    v.system = [];
     if (v.db) v.db.pragma(`synchronous = ${v.sync}`);
     for (let i = 0; i < WARMUP / 2; i++) await v.call();
   }
-  for (let b = 0; b < BLOCKS; b++) {
-    for (let k = 0; k < variants.length; k++) {
-      const v = variants[(b + k) % variants.length];
-      if (v.db) v.db.pragma(`synchronous = ${v.sync}`);
-      const latencies = new Float64Array(CALLS);
-      const cpu = process.cpuUsage();
-      for (let i = 0; i < CALLS; i++) {
-        const t = process.hrtime.bigint();
-        await v.call();
-        latencies[i] = Number(process.hrtime.bigint() - t) / 1e3;
-      }
-      const used = process.cpuUsage(cpu);
-      latencies.sort();
-      v.p50.push(latencies[CALLS >> 1]);
-      v.user.push(used.user / CALLS);
-      v.system.push(used.system / CALLS);
-    }
-  }
+  await alternateBlocks(variants, { blocks: BLOCKS, calls: CALLS, before: (v) => v.db?.pragma(`synchronous = ${v.sync}`) });
   for (const v of variants) {
     if (!v.db) continue;
     v.db.pragma(`synchronous = ${v.sync}`);

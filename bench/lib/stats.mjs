@@ -144,3 +144,30 @@ export function fmtRate(value) {
 export function fmtRatio(value) {
   return Number.isFinite(value) ? `${value.toFixed(2)}×` : 'n/a';
 }
+
+/**
+ * Diagnostics' loop (bench/split.mjs, bench/split-pg.mjs): `blocks` blocks of `calls` serial calls of each variant,
+ * the variants in a rotating order from block to block; `before(v)` runs untimed before each block. Adds to each
+ * variant its block p50s in µs (`p50`) and its user and system CPU per call in µs (`user`, `system`).
+ */
+export async function alternateBlocks(variants, { blocks, calls, before = () => {} }) {
+  for (const v of variants) Object.assign(v, { p50: [], user: [], system: [] });
+  for (let b = 0; b < blocks; b++) {
+    for (let k = 0; k < variants.length; k++) {
+      const v = variants[(b + k) % variants.length];
+      before(v);
+      const latencies = new Float64Array(calls);
+      const cpu = process.cpuUsage();
+      for (let i = 0; i < calls; i++) {
+        const t = now();
+        await v.call();
+        latencies[i] = Number(now() - t) / 1e3;
+      }
+      const used = process.cpuUsage(cpu);
+      latencies.sort();
+      v.p50.push(latencies[calls >> 1]);
+      v.user.push(used.user / calls);
+      v.system.push(used.system / calls);
+    }
+  }
+}

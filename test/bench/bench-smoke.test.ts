@@ -11,7 +11,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import pg from 'pg';
 import { fileURLToPath } from 'node:url';
+import { describePostgres } from '../support/postgres.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -86,5 +88,27 @@ describe('npm run bench -- --quick (B1–B3, B5, B6)', () => {
     // Every call on disk writes WAL frames, and a Jingwei call more of them than its floor's same bytes.
     const frames = (name: string) => Number(rows.find((r) => r[1] === name)![5]);
     assert.ok(frames('Jingwei call, synchronous=FULL') > frames('floor, synchronous=FULL'), stdout);
+  });
+});
+
+describePostgres('bench/split-pg.mjs', (url) => {
+  it('splits a durable call on PostgreSQL into its rows and the rest, and drops the schemas it made', { timeout: 120_000 }, async () => {
+    const stdout = execFileSync(process.execPath, [join(root, 'bench', 'split-pg.mjs'), '--blocks=1', '--calls=3'], {
+      encoding: 'utf8',
+      env: { ...process.env, JINGWEI_PG_URL: url },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const rows = [...stdout.matchAll(/^\| ([^|]+) \| (\d+) µs \| (\d+) µs \| (\d+) µs \|$/gm)];
+    assert.deepEqual(rows.map((r) => r[1]), ['Jingwei call', 'rows, raw SQL', 'floor'], stdout);
+    for (const r of rows) finitePositive(Number(r[2]), `${r[1]} p50`);
+    assert.match(stdout, /^rows ÷ floor [\d.]+, Jingwei ÷ floor [\d.]+, Jingwei ÷ rows [\d.]+$/m);
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const left = await client.query("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'jw_split_%'");
+      assert.deepEqual(left.rows, []);
+    } finally {
+      await client.end();
+    }
   });
 });
