@@ -21,3 +21,11 @@ export function truncateUtf8(s: string, maxBytes: number): string {
 export function toWellFormed(s: string): string {
   return s.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd');
 }
+
+/** How a value is named in an error message: "undefined", "null", "an array", "an object", "a string", ... */
+export function describeValue(v: unknown): string {
+  if (v === undefined) return 'undefined';
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  return typeof v === 'object' ? 'an object' : `a ${typeof v}`;
+}

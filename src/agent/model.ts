@@ -4,8 +4,8 @@
  * can answer `complete` can too.
  */
 import { ChatModelError } from '../errors.js';
-import { describeValue } from '../event/wire-reader.js';
 import type { JsonObject } from '../json/types.js';
+import { describeValue } from '../text.js';
 
 /** One tool call the model asked for. */
 export interface ChatToolCall {

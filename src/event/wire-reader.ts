@@ -6,17 +6,9 @@ import { WireDecodeError } from '../errors.js';
 import { hasLoneSurrogate, isPlainAsciiText, isValidText, rustTrim } from '../ids.js';
 import { LIMITS } from '../limits.js';
 import type { JsonObject, JsonValue } from '../json/types.js';
-import { utf8Length } from '../text.js';
+import { describeValue, utf8Length } from '../text.js';
 
 export type Wire = Record<string, unknown>;
-
-/** How a value is named in an error: "undefined", "null", "an array", "an object", "a string", ... */
-export function describeValue(v: unknown): string {
-  if (v === undefined) return 'undefined';
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'an array';
-  return typeof v === 'object' ? 'an object' : `a ${typeof v}`;
-}
 
 function isPlainObject(v: unknown): v is Wire {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
