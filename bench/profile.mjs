@@ -25,12 +25,12 @@ import { openSqliteStore } from '../dist/sqlite.js';
 import { writeB3Session } from './jingwei/b3.mjs';
 import { openB6Rig } from './jingwei/b6.mjs';
 import { benchRuntime, NOOP, NOOP_APPROVED, openRig } from './jingwei/rig.mjs';
-import { floorRead, openFloor, ROOT, scratchDir } from './lib/env.mjs';
+import { floorRead, numberArg, openFloor, ROOT, scratchDir } from './lib/env.mjs';
 
 const target = process.argv[2];
 const out = process.argv.find((a) => a.startsWith('--out='))?.slice(6);
-const top = Number(process.argv.find((a) => a.startsWith('--top='))?.slice(6) ?? 25);
-const files = Number(process.argv.find((a) => a.startsWith('--files='))?.slice(8) ?? 15);
+const top = numberArg('top', 25);
+const files = numberArg('files', 15);
 
 async function prepare(scratch) {
   switch (target) {

@@ -15,7 +15,7 @@ import { openPostgresStore } from '../dist/postgres.js';
 import { ATTENTION_COLUMNS } from '../dist/store/sql-rows.js';
 import { sampleBodies } from './jingwei/b2.mjs';
 import { benchRuntime, NOOP, openRig } from './jingwei/rig.mjs';
-import { FAKE_HASH, ROOT, scratchDir } from './lib/env.mjs';
+import { FAKE_HASH, numberArg, ROOT, scratchDir } from './lib/env.mjs';
 import { alternateBlocks, median } from './lib/stats.mjs';
 
 const url = process.env.JINGWEI_PG_URL;
@@ -23,9 +23,8 @@ if (!url) {
   process.stderr.write('bench/split-pg.mjs needs JINGWEI_PG_URL (node scripts/pg-test-cluster.mjs run -- node bench/split-pg.mjs)\n');
   process.exit(2);
 }
-const arg = (name, fallback) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? fallback);
-const BLOCKS = arg('blocks', 12);
-const CALLS = arg('calls', 50);
+const BLOCKS = numberArg('blocks', 12);
+const CALLS = numberArg('calls', 50);
 const WARMUP = 300;
 
 const { Client } = createRequire(join(ROOT, 'package.json'))('pg');

@@ -18,12 +18,11 @@ import { openSqliteStore } from '../dist/sqlite.js';
 import { JOURNAL_PAGE_SIZE } from '../dist/store/sqlite/schema.js';
 import { floorCall, openRawShape, sampleBodies } from './jingwei/b2.mjs';
 import { benchRuntime, NOOP, openRig } from './jingwei/rig.mjs';
-import { openFloor, scratchDir } from './lib/env.mjs';
+import { numberArg, openFloor, scratchDir } from './lib/env.mjs';
 import { alternateBlocks, median } from './lib/stats.mjs';
 
-const arg = (name, fallback) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? fallback);
-const BLOCKS = arg('blocks', 24);
-const CALLS = arg('calls', 50);
+const BLOCKS = numberArg('blocks', 24);
+const CALLS = numberArg('calls', 50);
 const WARMUP = 1500;
 
 /** The store's connection: a diagnostic's reach into private fields, checked so a renamed field fails loudly. */

@@ -122,3 +122,9 @@ export function machine() {
 
 /** 1-minute load average now, for before/after notes. */
 export const load1 = () => loadavg()[0];
+
+/** The number given as `--name=N` on the command line, or `fallback` without one. */
+export function numberArg(name, fallback) {
+  const given = process.argv.find((a) => a.startsWith(`--${name}=`));
+  return Number(given === undefined ? fallback : given.slice(name.length + 3));
+}

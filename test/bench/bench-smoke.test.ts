@@ -11,9 +11,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import pg from 'pg';
 import { fileURLToPath } from 'node:url';
-import { describePostgres } from '../support/postgres.js';
+import { adminPool, describePostgres } from '../support/postgres.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -102,13 +101,7 @@ describePostgres('bench/split-pg.mjs', (url) => {
     assert.deepEqual(rows.map((r) => r[1]), ['Jingwei call', 'rows, raw SQL', 'floor'], stdout);
     for (const r of rows) finitePositive(Number(r[2]), `${r[1]} p50`);
     assert.match(stdout, /^rows ÷ floor [\d.]+, Jingwei ÷ floor [\d.]+, Jingwei ÷ rows [\d.]+$/m);
-    const client = new pg.Client({ connectionString: url });
-    await client.connect();
-    try {
-      const left = await client.query("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'jw_split_%'");
-      assert.deepEqual(left.rows, []);
-    } finally {
-      await client.end();
-    }
+    const left = await adminPool(url).query("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'jw_split_%'");
+    assert.deepEqual(left.rows, []);
   });
 });
