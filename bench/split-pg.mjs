@@ -4,11 +4,15 @@
  * task row, the operation row and the attention row, in the store's own tables and indexes), each commit one
  * prepared statement in one round trip, as Jingwei's commits are, without the library and without the checks of
  * the known rows. Blocks of calls alternate between the variants; per variant the median over blocks of the p50 per
- * call and of the client's user and system CPU per call.
+ * call and of the client's CPU per call: its JS thread's, and its other threads' (V8 compiles the call path's hot
+ * functions on those for the first few thousand calls of a process; --warm=N untimed calls a variant first, 300 by
+ * default, so --warm=5000 measures the settled code); and, when the server runs on this machine, its processes' CPU
+ * per call.
  *
- *   JINGWEI_PG_URL=postgres://... node bench/split-pg.mjs [--blocks=N] [--calls=N]      (run `npm run build` first)
+ *   JINGWEI_PG_URL=postgres://... node bench/split-pg.mjs [--blocks=N] [--calls=N] [--warm=N]   (`npm run build` first)
  *   node scripts/pg-test-cluster.mjs run -- node bench/split-pg.mjs                     (a throwaway server)
  */
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { openPostgresStore } from '../dist/postgres.js';
@@ -25,7 +29,29 @@ if (!url) {
 }
 const BLOCKS = numberArg('blocks', 12);
 const CALLS = numberArg('calls', 50);
-const WARMUP = 300;
+const WARMUP = numberArg('warm', 300);
+
+/** Whether the server is reached on this machine, so that its process ids are this machine's. */
+const LOCAL_SERVER = ['127.0.0.1', 'localhost', '[::1]', ''].includes(new URL(url).hostname);
+
+/**
+ * The CPU time in ns of the server's processes (every process in pg_stat_activity when the blocks start: the
+ * backends and the WAL writer among them), read from /proc; null when the server is not on this machine or one of
+ * them has gone (each must still be a `postgres` process).
+ */
+function serverCpuNs(pids) {
+  if (!LOCAL_SERVER) return null;
+  let total = 0;
+  for (const pid of pids) {
+    try {
+      if (!readFileSync(`/proc/${pid}/cmdline`, 'latin1').startsWith('postgres')) return null;
+      total += Number(readFileSync(`/proc/${pid}/schedstat`, 'latin1').split(' ')[0]);
+    } catch {
+      return null;
+    }
+  }
+  return total;
+}
 
 const { Client } = createRequire(join(ROOT, 'package.json'))('pg');
 const schemas = { call: `jw_split_call_${process.pid}`, rows: `jw_split_rows_${process.pid}`, floor: `jw_split_floor_${process.pid}` };
@@ -83,12 +109,13 @@ try {
     { name: 'floor', call: floor },
   ];
   for (const v of variants) for (let i = 0; i < WARMUP; i++) await v.call();
-  await alternateBlocks(variants, { blocks: BLOCKS, calls: CALLS });
-  const us = (x) => `${Math.round(x)} µs`;
+  const serverPids = (await client.query('SELECT pid FROM pg_stat_activity')).rows.map((r) => r.pid);
+  await alternateBlocks(variants, { blocks: BLOCKS, calls: CALLS, probe: () => serverCpuNs(serverPids) });
+  const us = (x) => (Number.isFinite(x) ? `${Math.round(x)} µs` : '—');
   const p = (name) => median(variants.find((v) => v.name === name).p50);
-  process.stdout.write(`where a durable call's time goes on PostgreSQL: ${BLOCKS} blocks of ${CALLS} calls a variant, medians over blocks\n\n`);
-  process.stdout.write('| variant | p50 a call | client user CPU a call | client system CPU a call |\n|---|---:|---:|---:|\n');
-  for (const v of variants) process.stdout.write(`| ${v.name} | ${us(median(v.p50))} | ${us(median(v.user))} | ${us(median(v.system))} |\n`);
+  process.stdout.write(`where a durable call's time goes on PostgreSQL: ${BLOCKS} blocks of ${CALLS} calls a variant after ${WARMUP} untimed, medians over blocks\n\n`);
+  process.stdout.write('| variant | p50 a call | client JS thread CPU a call | client other threads CPU a call | server CPU a call |\n|---|---:|---:|---:|---:|\n');
+  for (const v of variants) process.stdout.write(`| ${v.name} | ${us(median(v.p50))} | ${us(median(v.thread))} | ${us(median(v.others))} | ${us(median(v.probed))} |\n`);
   process.stdout.write(
     `\nrows ÷ floor ${(p('rows, raw SQL') / p('floor')).toFixed(2)}, Jingwei ÷ floor ${(p('Jingwei call') / p('floor')).toFixed(2)}, ` +
       `Jingwei ÷ rows ${(p('Jingwei call') / p('rows, raw SQL')).toFixed(2)}\n`,

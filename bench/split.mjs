@@ -3,8 +3,9 @@
  * diagnostic, attention row included) and its floor (the same bytes in the same two transactions), each measured
  * with synchronous=FULL, as the store runs, and with synchronous=OFF, the same writes without their fsyncs; and the
  * call on an in-memory database. Blocks of calls alternate between the variants (in a rotating order); per
- * variant the report gives the median over blocks of the p50 per call and of the user and system CPU per call, and
- * the WAL frames a call writes (counted once per variant with automatic checkpoints held off).
+ * variant the report gives the median over blocks of the p50 per call and of the CPU per call (the JS thread's,
+ * and the other threads': V8's compiler and collector), and the WAL frames a call writes (counted once per variant
+ * with automatic checkpoints held off).
  *
  *   node bench/split.mjs [--blocks=N] [--calls=N]      (run `npm run build` first)
  *
@@ -78,11 +79,11 @@ try {
     v.frames = (statSync(v.walPath).size - before) / (JOURNAL_PAGE_SIZE + 24) / CALLS;
     v.db.pragma('wal_autocheckpoint = 1000');
   }
-  const us = (x) => `${Math.round(x)} µs`;
+  const us = (x) => (Number.isFinite(x) ? `${Math.round(x)} µs` : '—');
   process.stdout.write(`where a durable call's time goes: ${BLOCKS} blocks of ${CALLS} calls a variant, medians over blocks\n\n`);
-  process.stdout.write('| variant | p50 a call | user CPU a call | system CPU a call | WAL frames a call |\n|---|---:|---:|---:|---:|\n');
+  process.stdout.write('| variant | p50 a call | JS thread CPU a call | other threads CPU a call | WAL frames a call |\n|---|---:|---:|---:|---:|\n');
   for (const v of variants) {
-    process.stdout.write(`| ${v.name} | ${us(median(v.p50))} | ${us(median(v.user))} | ${us(median(v.system))} | ${v.frames === undefined ? '—' : v.frames.toFixed(1)} |\n`);
+    process.stdout.write(`| ${v.name} | ${us(median(v.p50))} | ${us(median(v.thread))} | ${us(median(v.others))} | ${v.frames === undefined ? '—' : v.frames.toFixed(1)} |\n`);
   }
   const p = (name) => median(variants.find((v) => v.name === name).p50);
   const fsyncOf = (name) => p(`${name}, synchronous=FULL`) - p(`${name}, synchronous=OFF`);

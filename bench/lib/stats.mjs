@@ -8,6 +8,8 @@
  * median over runs of every figure and of every ratio, plus the spread of the ratio (min–max over runs).
  */
 
+import { readFileSync } from 'node:fs';
+
 const now = () => process.hrtime.bigint();
 const ms = (ns) => Number(ns) / 1e6;
 
@@ -145,29 +147,55 @@ export function fmtRatio(value) {
   return Number.isFinite(value) ? `${value.toFixed(2)}×` : 'n/a';
 }
 
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * The calling thread's CPU time in ns (Linux: /proc/thread-self/schedstat, user and kernel time alike), or null
+ * where the kernel does not report it. `process.cpuUsage` counts every thread of the process, V8's background
+ * compiler and garbage collector among them; this counts the thread that runs the calls. The kernel brings a
+ * running thread's figure up to date only when the thread is switched out or a tick lands, so the thread first
+ * sleeps for 20 µs.
+ */
+function threadCpuNs() {
+  Atomics.wait(PAUSE, 0, 0, 0.02);
+  try {
+    return Number(readFileSync('/proc/thread-self/schedstat', 'latin1').split(' ')[0]);
+  } catch {
+    return null;
+  }
+}
+
 /**
  * Diagnostics' loop (bench/split.mjs, bench/split-pg.mjs): `blocks` blocks of `calls` serial calls of each variant,
  * the variants in a rotating order from block to block; `before(v)` runs untimed before each block. Adds to each
- * variant its block p50s in µs (`p50`) and its user and system CPU per call in µs (`user`, `system`).
+ * variant its block p50s in µs (`p50`), and its CPU per call in µs: the JS thread's (`thread`, NaN where the kernel
+ * does not report it) and the rest of the process's (`others`: V8's compiler and collector threads, the thread pool).
+ * With `probe` (async, a CPU counter in ns outside this process, or null), read untimed before and after each block,
+ * also `probed`: its growth per call in µs (NaN when it gave null).
  */
-export async function alternateBlocks(variants, { blocks, calls, before = () => {} }) {
-  for (const v of variants) Object.assign(v, { p50: [], user: [], system: [] });
+export async function alternateBlocks(variants, { blocks, calls, before = () => {}, probe = async () => null }) {
+  for (const v of variants) Object.assign(v, { p50: [], thread: [], others: [], probed: [] });
   for (let b = 0; b < blocks; b++) {
     for (let k = 0; k < variants.length; k++) {
       const v = variants[(b + k) % variants.length];
       before(v);
+      const probed = await probe();
       const latencies = new Float64Array(calls);
       const cpu = process.cpuUsage();
+      const thread = threadCpuNs();
       for (let i = 0; i < calls; i++) {
         const t = now();
         await v.call();
         latencies[i] = Number(now() - t) / 1e3;
       }
+      const threadUs = thread === null ? Number.NaN : (threadCpuNs() - thread) / 1e3;
       const used = process.cpuUsage(cpu);
+      const probedAfter = await probe();
+      v.probed.push(probed === null || probedAfter === null ? Number.NaN : (probedAfter - probed) / 1e3 / calls);
       latencies.sort();
       v.p50.push(latencies[calls >> 1]);
-      v.user.push(used.user / calls);
-      v.system.push(used.system / calls);
+      v.thread.push(threadUs / calls);
+      v.others.push(Math.max(0, used.user + used.system - threadUs) / calls);
     }
   }
 }

@@ -82,6 +82,7 @@ describe('npm run bench -- --quick (B1–B3, B5, B6)', () => {
     ], stdout);
     for (const r of rows) {
       finitePositive(Number(r[2]), `${r[1]} p50`);
+      finitePositive(Number(r[3]), `${r[1]} JS thread CPU`);
       if (r[5] !== '—') finitePositive(Number(r[5]), `${r[1]} WAL frames`);
     }
     // Every call on disk writes WAL frames, and a Jingwei call more of them than its floor's same bytes.
@@ -97,9 +98,12 @@ describePostgres('bench/split-pg.mjs', (url) => {
       env: { ...process.env, JINGWEI_PG_URL: url },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    const rows = [...stdout.matchAll(/^\| ([^|]+) \| (\d+) µs \| (\d+) µs \| (\d+) µs \|$/gm)];
+    const rows = [...stdout.matchAll(/^\| ([^|]+) \| (\d+) µs \| (\d+) µs \| (\d+) µs \| (\d+ µs|—) \|$/gm)];
     assert.deepEqual(rows.map((r) => r[1]), ['Jingwei call', 'rows, raw SQL', 'floor'], stdout);
-    for (const r of rows) finitePositive(Number(r[2]), `${r[1]} p50`);
+    for (const r of rows) {
+      finitePositive(Number(r[2]), `${r[1]} p50`);
+      finitePositive(Number(r[3]), `${r[1]} JS thread CPU`);
+    }
     assert.match(stdout, /^rows ÷ floor [\d.]+, Jingwei ÷ floor [\d.]+, Jingwei ÷ rows [\d.]+$/m);
     const left = await adminPool(url).query("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'jw_split_%'");
     assert.deepEqual(left.rows, []);
