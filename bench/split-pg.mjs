@@ -16,11 +16,11 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { openPostgresStore } from '../dist/postgres.js';
-import { ATTENTION_COLUMNS } from '../dist/store/sql-rows.js';
+import { ATTENTION_COLUMNS, ATTENTION_UPDATE } from '../dist/store/sql-rows.js';
 import { sampleBodies } from './jingwei/b2.mjs';
 import { benchRuntime, NOOP, openRig } from './jingwei/rig.mjs';
 import { FAKE_HASH, numberArg, ROOT, scratchDir } from './lib/env.mjs';
-import { alternateBlocks, median } from './lib/stats.mjs';
+import { alternateBlocks, fmtUs, median } from './lib/stats.mjs';
 
 const url = process.env.JINGWEI_PG_URL;
 if (!url) {
@@ -72,10 +72,9 @@ try {
   await openRig(rowsStore, benchRuntime(), { sessionId: 'rows', taskId: 'rows-task' });
   await rowsStore.close();
   const R = `"${schemas.rows}"`;
-  const columns = ATTENTION_COLUMNS.split(', ');
   const attention = (from) =>
-    `a AS (INSERT INTO ${R}.jw_attention (${ATTENTION_COLUMNS}) VALUES (${columns.map((_, i) => `$${from + i}`).join(', ')}) ` +
-    `ON CONFLICT (session_id, task_id, key) DO UPDATE SET ${columns.slice(3).map((c) => `${c} = EXCLUDED.${c}`).join(', ')})`;
+    `a AS (INSERT INTO ${R}.jw_attention (${ATTENTION_COLUMNS}) VALUES (${ATTENTION_COLUMNS.split(', ').map((_, i) => `$${from + i}`).join(', ')}) ` +
+    `ON CONFLICT (session_id, task_id, key) DO UPDATE SET ${ATTENTION_UPDATE})`;
   const owner = `s AS (UPDATE ${R}.jw_sessions SET last_seq = $1, head_hash = $2, body_bytes = body_bytes + 1000 WHERE session_id = 'rows' RETURNING 1)`;
   const task = `t AS (UPDATE ${R}.jw_tasks SET charged_journal_bytes = charged_journal_bytes + 1000 WHERE session_id = 'rows' AND task_id = 'rows-task')`;
   const callText = `WITH ${owner}, e AS (INSERT INTO ${R}.jw_events VALUES ('rows', $3, $4, 1, $5, $2), ('rows', $6, $7, 1, $8, $2)), ${task}, ` +
@@ -111,11 +110,10 @@ try {
   for (const v of variants) for (let i = 0; i < WARMUP; i++) await v.call();
   const serverPids = (await client.query('SELECT pid FROM pg_stat_activity')).rows.map((r) => r.pid);
   await alternateBlocks(variants, { blocks: BLOCKS, calls: CALLS, probe: () => serverCpuNs(serverPids) });
-  const us = (x) => (Number.isFinite(x) ? `${Math.round(x)} µs` : '—');
   const p = (name) => median(variants.find((v) => v.name === name).p50);
   process.stdout.write(`where a durable call's time goes on PostgreSQL: ${BLOCKS} blocks of ${CALLS} calls a variant after ${WARMUP} untimed, medians over blocks\n\n`);
   process.stdout.write('| variant | p50 a call | client JS thread CPU a call | client other threads CPU a call | server CPU a call |\n|---|---:|---:|---:|---:|\n');
-  for (const v of variants) process.stdout.write(`| ${v.name} | ${us(median(v.p50))} | ${us(median(v.thread))} | ${us(median(v.others))} | ${us(median(v.probed))} |\n`);
+  for (const v of variants) process.stdout.write(`| ${v.name} | ${fmtUs(median(v.p50))} | ${fmtUs(median(v.thread))} | ${fmtUs(median(v.others))} | ${fmtUs(median(v.probed))} |\n`);
   process.stdout.write(
     `\nrows ÷ floor ${(p('rows, raw SQL') / p('floor')).toFixed(2)}, Jingwei ÷ floor ${(p('Jingwei call') / p('floor')).toFixed(2)}, ` +
       `Jingwei ÷ rows ${(p('Jingwei call') / p('rows, raw SQL')).toFixed(2)}\n`,

@@ -20,7 +20,7 @@ import { JOURNAL_PAGE_SIZE } from '../dist/store/sqlite/schema.js';
 import { floorCall, openRawShape, sampleBodies } from './jingwei/b2.mjs';
 import { benchRuntime, NOOP, openRig } from './jingwei/rig.mjs';
 import { numberArg, openFloor, scratchDir } from './lib/env.mjs';
-import { alternateBlocks, median } from './lib/stats.mjs';
+import { alternateBlocks, fmtUs, median } from './lib/stats.mjs';
 
 const BLOCKS = numberArg('blocks', 24);
 const CALLS = numberArg('calls', 50);
@@ -79,18 +79,17 @@ try {
     v.frames = (statSync(v.walPath).size - before) / (JOURNAL_PAGE_SIZE + 24) / CALLS;
     v.db.pragma('wal_autocheckpoint = 1000');
   }
-  const us = (x) => (Number.isFinite(x) ? `${Math.round(x)} µs` : '—');
   process.stdout.write(`where a durable call's time goes: ${BLOCKS} blocks of ${CALLS} calls a variant, medians over blocks\n\n`);
   process.stdout.write('| variant | p50 a call | JS thread CPU a call | other threads CPU a call | WAL frames a call |\n|---|---:|---:|---:|---:|\n');
   for (const v of variants) {
-    process.stdout.write(`| ${v.name} | ${us(median(v.p50))} | ${us(median(v.thread))} | ${us(median(v.others))} | ${v.frames === undefined ? '—' : v.frames.toFixed(1)} |\n`);
+    process.stdout.write(`| ${v.name} | ${fmtUs(median(v.p50))} | ${fmtUs(median(v.thread))} | ${fmtUs(median(v.others))} | ${v.frames === undefined ? '—' : v.frames.toFixed(1)} |\n`);
   }
   const p = (name) => median(variants.find((v) => v.name === name).p50);
   const fsyncOf = (name) => p(`${name}, synchronous=FULL`) - p(`${name}, synchronous=OFF`);
   process.stdout.write(
-    `\nfsync share of a call (FULL − OFF): Jingwei ${us(fsyncOf('Jingwei call'))}, rows ${us(fsyncOf('rows, raw SQL'))}, floor ${us(fsyncOf('floor'))}\n` +
-      `without fsync: Jingwei ${us(p('Jingwei call, synchronous=OFF'))}, rows ${us(p('rows, raw SQL, synchronous=OFF'))}, floor ${us(p('floor, synchronous=OFF'))}, ` +
-      `Jingwei in memory ${us(p('Jingwei call, in memory'))}\n`,
+    `\nfsync share of a call (FULL − OFF): Jingwei ${fmtUs(fsyncOf('Jingwei call'))}, rows ${fmtUs(fsyncOf('rows, raw SQL'))}, floor ${fmtUs(fsyncOf('floor'))}\n` +
+      `without fsync: Jingwei ${fmtUs(p('Jingwei call, synchronous=OFF'))}, rows ${fmtUs(p('rows, raw SQL, synchronous=OFF'))}, floor ${fmtUs(p('floor, synchronous=OFF'))}, ` +
+      `Jingwei in memory ${fmtUs(p('Jingwei call, in memory'))}\n`,
   );
 } finally {
   for (const close of closers) await close();

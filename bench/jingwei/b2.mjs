@@ -8,7 +8,7 @@
  *     of 2 raw transactions each on one connection.
  */
 import { openSqliteStore } from '../../dist/sqlite.js';
-import { ATTENTION_COLUMNS } from '../../dist/store/sql-rows.js';
+import { ATTENTION_COLUMNS, ATTENTION_UPDATE } from '../../dist/store/sql-rows.js';
 import { JOURNAL_PAGE_SIZE } from '../../dist/store/sqlite/schema.js';
 import { FAKE_HASH, openFloor, scratchDir } from '../lib/env.mjs';
 import { compare, timeConcurrent, timeSerial } from '../lib/stats.mjs';
@@ -47,10 +47,9 @@ export async function openRawShape(path, groups) {
   const operation = db.prepare(
     'INSERT INTO jw_operations VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, task_id, key) DO UPDATE SET call_id = excluded.call_id',
   );
-  const columns = ATTENTION_COLUMNS.split(', ');
   const attention = db.prepare(
-    `INSERT INTO jw_attention (${ATTENTION_COLUMNS}) VALUES (${columns.map(() => '?').join(', ')}) ` +
-      `ON CONFLICT (session_id, task_id, key) DO UPDATE SET ${columns.slice(3).map((c) => `${c} = excluded.${c}`).join(', ')}`,
+    `INSERT INTO jw_attention (${ATTENTION_COLUMNS}) VALUES (${ATTENTION_COLUMNS.split(', ').map(() => '?').join(', ')}) ` +
+      `ON CONFLICT (session_id, task_id, key) DO UPDATE SET ${ATTENTION_UPDATE}`,
   );
   const attentionOfCall = db.prepare('SELECT * FROM jw_attention WHERE session_id = ? AND call_id = ?');
   let call = 0;

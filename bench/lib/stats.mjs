@@ -143,6 +143,11 @@ export function fmtRate(value) {
   return value.toFixed(2);
 }
 
+/** Whole µs in one unit, so the columns of a diagnostic's table compare ('—' where there is no figure). */
+export function fmtUs(value) {
+  return Number.isFinite(value) ? `${Math.round(value)} µs` : '—';
+}
+
 export function fmtRatio(value) {
   return Number.isFinite(value) ? `${value.toFixed(2)}×` : 'n/a';
 }
