@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
-import { openSqliteStore } from '../../src/sqlite.js';
+import { openSqliteStore, SqliteIdempotencyStore } from '../../src/sqlite.js';
 import { newTurnId } from '../../src/ids.js';
+import { StoreBusyError } from '../../src/errors.js';
 import { ChildProcess } from '../support/child.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
 const script = fileURLToPath(new URL('./children/owner-child.js', import.meta.url));
+const writeLock = fileURLToPath(new URL('./children/write-lock-child.js', import.meta.url));
 const groupWriter = fileURLToPath(new URL('./children/group-writer-child.js', import.meta.url));
 const dir = tempDir();
 const text = (t: string) => ({ turnId: newTurnId(), kind: { type: 'user_message' as const, text: t } });
@@ -53,6 +55,47 @@ describe('SQLite ownership across real processes', () => {
         assert.equal(a.status, 'fulfilled', `round ${round}, opener ${i}: ${a.status === 'rejected' ? String(a.reason) : ''}`);
       }
     }
+  });
+
+  it('a new journal whose write lock another process holds opens once the lock is released, within the busy timeout', async () => {
+    const path = tempDbPath(dir);
+    const holder = new ChildProcess(writeLock, [path, '300']);
+    assert.deepEqual(await holder.next(), { held: true });
+    // Switching the file to WAL is the first write; SQLite refuses it at once, without its busy handler, while the
+    // lock is held. The open waits it out like any write.
+    const store = openSqliteStore(path, { busyTimeoutMs: 20_000 });
+    assert.deepEqual(await holder.next(), { released: true });
+    const owner = await store.acquire('s-locked', { owner: 'parent' });
+    await owner.append([text('after the lock')]);
+    assert.deepEqual((await store.loadHistory('s-locked')).map((e) => e.seq), [0]);
+    await store.close();
+    await holder.exited;
+  });
+
+  it('a write lock held past the busy timeout fails the open with StoreBusyError, and a later open creates the journal', async () => {
+    const path = tempDbPath(dir);
+    const holder = new ChildProcess(writeLock, [path, '600000']);
+    assert.deepEqual(await holder.next(), { held: true });
+    assert.throws(() => openSqliteStore(path, { busyTimeoutMs: 200 }), (error: unknown) => error instanceof StoreBusyError && error.code === 'store_busy');
+    holder.proc.kill('SIGKILL');
+    await holder.exited;
+    const store = openSqliteStore(path);
+    await (await store.acquire('s-later', { owner: 'parent' })).append([text('created')]);
+    assert.deepEqual((await store.loadHistory('s-later')).map((e) => e.seq), [0]);
+    await store.close();
+  });
+
+  it('the idempotency helper opening a new business database whose write lock another process holds waits for it too', async () => {
+    const path = tempDbPath(dir);
+    const holder = new ChildProcess(writeLock, [path, '300']);
+    assert.deepEqual(await holder.next(), { held: true });
+    const business = new SqliteIdempotencyStore(path, { busyTimeoutMs: 20_000 });
+    assert.deepEqual(await holder.next(), { released: true });
+    const request = { operation: { taskId: 't-1', key: 'k-1' }, arguments: { n: 1 } };
+    assert.deepEqual(business.run(request, () => 'written'), { result: 'written', replayed: false });
+    assert.equal(business.count(), 1);
+    business.close();
+    await holder.exited;
   });
 
   it('racing takeovers: epochs strictly increase, only the last owner appends, the journal verifies', async () => {

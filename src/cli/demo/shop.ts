@@ -8,6 +8,8 @@ import type { JsonObject } from '../../json/types.js';
 import { externalIdempotencyKey } from '../../tool/idempotency.js';
 import type { Database } from '../../store/sqlite/driver.js';
 import type { SqliteIdempotencyStore } from '../../store/sqlite/idempotency.js';
+import { switchToWal } from '../../store/sqlite/wal.js';
+import { STORE_DEFAULTS } from '../../limits.js';
 import { ToolMetadata } from '../../tool/metadata.js';
 import type { FaultPoint } from '../../fault.js';
 import type { Tool } from '../../tool/types.js';
@@ -27,8 +29,8 @@ export interface Shop {
 export async function openShop(path: string): Promise<Shop> {
   const { Database } = await import('../../store/sqlite/driver.js');
   const { SqliteIdempotencyStore } = await import('../../store/sqlite/idempotency.js');
-  const db = new Database(path, { timeout: 5000 });
-  db.pragma('journal_mode = WAL');
+  const db = new Database(path, { timeout: STORE_DEFAULTS.busyTimeoutMs });
+  switchToWal(db, STORE_DEFAULTS.busyTimeoutMs);
   db.pragma('synchronous = FULL');
   db.exec(`
     CREATE TABLE IF NOT EXISTS inventory (sku TEXT PRIMARY KEY, on_hand INTEGER NOT NULL);

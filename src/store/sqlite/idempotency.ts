@@ -5,6 +5,7 @@ import { idempotencyScope, reconcileAnswer, type IdempotencyRequest, type Idempo
 import type { ToolReconcileAnswer } from '../../tool/types.js';
 import { Database } from './driver.js';
 import type { SqliteDatabase } from './options.js';
+import { switchToWal } from './wal.js';
 
 const TABLE = `CREATE TABLE IF NOT EXISTS jw_idempotency (
   task_id TEXT NOT NULL, key TEXT NOT NULL, arguments_digest TEXT NOT NULL, result TEXT NOT NULL,
@@ -34,7 +35,7 @@ export class SqliteIdempotencyStore {
       : (database as unknown as Database);
     this.db = this.raw;
     if (this.owned) {
-      this.raw.pragma('journal_mode = WAL');
+      switchToWal(this.raw, options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs);
       this.raw.pragma('synchronous = FULL');
     }
     this.raw.exec(TABLE);

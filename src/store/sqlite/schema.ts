@@ -1,7 +1,8 @@
 import { JournalCorruptError, StorePathError, StoreUnavailableError } from '../../errors.js';
 import type { Database } from './driver.js';
-import { TASK_DEFAULTS } from '../../limits.js';
+import { STORE_DEFAULTS, TASK_DEFAULTS } from '../../limits.js';
 import { SQLITE_SCHEMA_VERSION, type SqliteStoreOptions } from './options.js';
+import { switchToWal } from './wal.js';
 
 export { SQLITE_SCHEMA_VERSION };
 
@@ -134,7 +135,7 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
   refuseForeign(db, path, options);
   // Takes effect only on a database that holds nothing yet: it must precede the switch to WAL, the first write.
   db.pragma(`page_size = ${JOURNAL_PAGE_SIZE}`);
-  const mode = db.pragma('journal_mode = WAL', { simple: true });
+  const mode = switchToWal(db, options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs);
   if (path !== ':memory:' && mode !== 'wal') {
     throw new StoreUnavailableError('store_failure', `SQLite refused WAL mode (got ${String(mode)}); is ${path} on a network filesystem?`);
   }
