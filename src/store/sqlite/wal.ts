@@ -1,4 +1,5 @@
 import type { Database } from './driver.js';
+import { isSqliteBusy } from './errors.js';
 
 /**
  * Puts the file in WAL mode, waiting out another process's write lock like any write does, and returns the mode
@@ -14,8 +15,7 @@ export function switchToWal(db: Database, timeoutMs: number): unknown {
     try {
       return db.pragma('journal_mode = WAL', { simple: true });
     } catch (error) {
-      const code = (error as { code?: unknown } | null)?.code;
-      if (typeof code !== 'string' || !code.startsWith('SQLITE_BUSY') || Date.now() + pauseMs > deadline) throw error;
+      if (!isSqliteBusy(error) || Date.now() + pauseMs > deadline) throw error;
       Atomics.wait(PAUSE, 0, 0, pauseMs);
     }
   }
