@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
+import pg from 'pg';
+import { JingweiError } from '../../src/errors.js';
 import type { PgClient } from '../../src/postgres.js';
 import { PostgresIdempotencyStore } from '../../src/postgres.js';
 import type { OperationKey, TaskId } from '../../src/ids.js';
@@ -55,6 +57,40 @@ describePostgres('PostgresIdempotencyStore', (url) => {
     assert.equal(outcomes.filter((o) => !o.replayed).length, 1);
     assert.equal(new Set(outcomes.map((o) => JSON.stringify(o.result))).size, 1);
     assert.equal(await orders(), 1);
+    await store.close();
+  });
+
+  it("the helper's own failures are typed; what the write throws, PostgreSQL's errors included, passes through unchanged", async () => {
+    const { store, insert } = await open();
+    let thrown: unknown;
+    await assert.rejects(store.run(request('t', 'k', {}), async (client) => {
+      try {
+        await client.query('SELECT * FROM no_such_table_here');
+      } catch (error) {
+        thrown = error;
+        throw error;
+      }
+      return 1;
+    }), (error: unknown) => error === thrown && !(error instanceof JingweiError) && (error as { code?: string }).code === '42P01');
+    assert.equal(await store.count(), 0, 'nothing recorded');
+    // The same kind of failure in the helper's own statement is the library's: its table dropped under it.
+    const table = (store as unknown as { table: string }).table;
+    await adminPool(url).query(`DROP TABLE ${table}`);
+    let writes = 0;
+    const counted = async (client: PgClient) => { writes += 1; return insert('x')(client); };
+    await assert.rejects(store.run(request('t', 'k', {}), counted), { name: 'StoreUnavailableError', code: 'store_failure', message: /missing/ });
+    await assert.rejects(store.reconcile(request('t', 'k', {})), { code: 'store_failure' });
+    await assert.rejects(store.count(), { code: 'store_failure' });
+    assert.equal(writes, 0);
+    await store.close();
+  });
+
+  it('a pool that can no longer connect is StoreUnavailableError, not the driver\'s error', async () => {
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    const store = await PostgresIdempotencyStore.open(pool, { schema: freshSchema() });
+    await pool.end();
+    await assert.rejects(store.run(request('t', 'k', {}), async () => 1), { code: 'store_failure' });
+    await assert.rejects(store.reconcile(request('t', 'k', {})), { code: 'store_failure' });
     await store.close();
   });
 });

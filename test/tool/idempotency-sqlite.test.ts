@@ -1,5 +1,10 @@
 import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import Database from 'better-sqlite3';
+import { JingweiError } from '../../src/errors.js';
+import { SqliteIdempotencyStore } from '../../src/sqlite.js';
 import { externalIdempotencyKey } from '../../src/tool/idempotency.js';
 import type { TaskId, OperationKey } from '../../src/ids.js';
 import { countOrders, openBusiness } from '../support/orders.js';
@@ -48,6 +53,66 @@ describe('SqliteIdempotencyStore', () => {
     const business = openBusiness(tempDbPath(dir, 'business'));
     assert.throws(() => business.run({ arguments: {} } as never, () => 1), { code: 'invalid_input' });
     assert.equal(externalIdempotencyKey(request('task-1', 'operation_x', {})), 'task-1:operation_x');
+    business.close();
+  });
+
+  it('refuses a business path it cannot open with StorePathError, and creates nothing', () => {
+    const missing = join(dir, 'no-such-dir', 'business.db');
+    assert.throws(() => new SqliteIdempotencyStore(missing), { name: 'StorePathError', code: 'store_directory_missing' });
+    assert.equal(existsSync(join(dir, 'no-such-dir')), false);
+    const folder = join(dir, 'a-folder');
+    mkdirSync(folder);
+    assert.throws(() => new SqliteIdempotencyStore(folder), { code: 'store_not_sqlite', message: /not a SQLite database file/ });
+    const text = join(dir, 'notes.txt');
+    writeFileSync(text, 'not a database at all');
+    assert.throws(() => new SqliteIdempotencyStore(text), { code: 'store_not_sqlite' });
+  });
+
+  it('another writer holding the business database past the busy timeout is StoreBusyError; the write never runs', () => {
+    const path = tempDbPath(dir, 'business');
+    const business = openBusiness(path);
+    business.close();
+    const busyBusiness = new SqliteIdempotencyStore(path, { busyTimeoutMs: 50 });
+    const holder = new Database(path);
+    holder.exec('BEGIN IMMEDIATE');
+    let writes = 0;
+    const write = () => { writes += 1; return { ok: true }; };
+    assert.throws(() => busyBusiness.run(request('t', 'k', {}), write), { name: 'StoreBusyError', code: 'store_busy', message: /business database is locked/ });
+    assert.throws(() => busyBusiness.reconcile(request('t', 'k', {})), { code: 'store_busy' });
+    assert.equal(writes, 0);
+    holder.exec('COMMIT');
+    holder.close();
+    assert.deepEqual(busyBusiness.run(request('t', 'k', {}), write), { result: { ok: true }, replayed: false }, 'once released, the attempt runs');
+    assert.equal(writes, 1);
+    busyBusiness.close();
+  });
+
+  it('a new business database whose write lock is held past the busy timeout fails to open with StoreBusyError', () => {
+    const path = tempDbPath(dir, 'business');
+    const holder = new Database(path);
+    holder.exec('BEGIN IMMEDIATE');
+    assert.throws(() => new SqliteIdempotencyStore(path, { busyTimeoutMs: 50 }), { code: 'store_busy' });
+    holder.exec('COMMIT');
+    holder.close();
+    const business = new SqliteIdempotencyStore(path, { busyTimeoutMs: 50 });
+    assert.equal(business.count(), 0, 'a later open creates the dedup table');
+    business.close();
+  });
+
+  it("what the write throws, SQLite's errors included, passes through unchanged and records nothing", () => {
+    const path = tempDbPath(dir, 'business');
+    const business = openBusiness(path);
+    let thrown: unknown;
+    assert.throws(() => business.run(request('t', 'k', {}), (db) => {
+      try {
+        db.prepare('INSERT INTO no_such_table VALUES (1)').run();
+      } catch (error) {
+        thrown = error;
+        throw error;
+      }
+      return 1;
+    }), (error: unknown) => error === thrown && !(error instanceof JingweiError) && (error as { code?: string }).code === 'SQLITE_ERROR');
+    assert.equal(business.count(), 0);
     business.close();
   });
 });

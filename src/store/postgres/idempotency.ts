@@ -1,15 +1,18 @@
-import { IdempotencyConflictError, InvalidInputError, StoreUnavailableError } from '../../errors.js';
+import { IdempotencyConflictError, InvalidInputError } from '../../errors.js';
 import type { JsonValue } from '../../json/types.js';
 import { idempotencyScope, reconcileAnswer, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
 import type { ToolReconcileAnswer } from '../../tool/types.js';
 import { Pool } from './driver.js';
 import type { PgClient, PgPool } from './driver-types.js';
+import { mapPostgresError } from './errors.js';
 import { IDENTIFIER } from './schema.js';
 
 /**
  * Deduplication for tools that write to PostgreSQL: the business write and its dedup record commit in one
  * transaction keyed by (taskId, operation key). The dedup row is inserted first, so a concurrent attempt of the
- * same key waits on it and then sees the committed record: two attempts of one key never both write.
+ * same key waits on it and then sees the committed record: two attempts of one key never both write. The helper's
+ * own failures are typed (StoreUnavailableError, or StoreBusyError for a lock or statement timeout); what `write`
+ * throws passes through unchanged.
  */
 export class PostgresIdempotencyStore {
   private constructor(readonly pool: PgPool, private readonly owned: boolean, private readonly table: string) {}
@@ -36,7 +39,7 @@ export class PostgresIdempotencyStore {
       );
     } catch (error) {
       if (owned) await pool.end();
-      throw new StoreUnavailableError('store_failure', `could not prepare ${table}: ${(error as Error).message}`, { cause: error });
+      throw mapPostgresError(error, `could not prepare ${table}`);
     }
     return new PostgresIdempotencyStore(pool, owned, table);
   }
@@ -48,7 +51,9 @@ export class PostgresIdempotencyStore {
    */
   async run<T extends JsonValue>(request: IdempotencyRequest, write: (client: PgClient) => Promise<T>): Promise<IdempotentOutcome<T>> {
     const scope = idempotencyScope(request);
-    const client = await this.pool.connect();
+    // What `write` throws is the tool's own failure and passes through unchanged; only the helper's statements are mapped.
+    let thrownByWrite: { error: unknown } | undefined;
+    const client = await this.connect();
     let done = false;
     try {
       await client.query('BEGIN');
@@ -68,13 +73,22 @@ export class PostgresIdempotencyStore {
         if (rows[0]!.arguments_digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
         return { result: rows[0]!.result, replayed: true };
       }
-      const result = await write(client);
+      let result: T;
+      try {
+        result = await write(client);
+      } catch (error) {
+        thrownByWrite = { error };
+        throw error;
+      }
       const text = JSON.stringify(result);
       if (typeof text !== 'string') throw new InvalidInputError('result', 'the write must return a JSON value');
       await client.query(`UPDATE ${this.table} SET result = $3::jsonb WHERE task_id = $1 AND key = $2`, [scope.taskId, scope.key, text]);
       await client.query('COMMIT');
       done = true;
       return { result, replayed: false };
+    } catch (error) {
+      if (thrownByWrite && thrownByWrite.error === error) throw error;
+      throw mapPostgresError(error, this.table);
     } finally {
       if (!done) await client.query('ROLLBACK').catch(() => undefined);
       client.release();
@@ -92,7 +106,7 @@ export class PostgresIdempotencyStore {
    */
   async reconcile(request: IdempotencyRequest): Promise<ToolReconcileAnswer> {
     const scope = idempotencyScope(request);
-    const client = await this.pool.connect();
+    const client = await this.connect();
     try {
       await client.query('BEGIN');
       const claimed = await client.query(
@@ -109,6 +123,8 @@ export class PostgresIdempotencyStore {
         record = { digest: rows[0]!.arguments_digest, result: rows[0]!.result };
       }
       return reconcileAnswer(scope.taskId, scope.key, scope.argumentsDigest, record);
+    } catch (error) {
+      throw mapPostgresError(error, this.table);
     } finally {
       await client.query('ROLLBACK').catch(() => undefined);
       client.release();
@@ -116,8 +132,20 @@ export class PostgresIdempotencyStore {
   }
 
   async count(): Promise<number> {
-    const { rows } = await this.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${this.table}`);
-    return Number(rows[0]!.n);
+    try {
+      const { rows } = await this.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${this.table}`);
+      return Number(rows[0]!.n);
+    } catch (error) {
+      throw mapPostgresError(error, this.table);
+    }
+  }
+
+  private async connect(): Promise<PgClient & { release(error?: Error | boolean): void }> {
+    try {
+      return await this.pool.connect();
+    } catch (error) {
+      throw mapPostgresError(error, this.table);
+    }
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,5 @@
-import { existsSync, openSync, readSync, closeSync, statSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { StaleOwnerError, StoreClosedError, StorePathError, StoreReplacedError } from '../../errors.js';
+import { statSync } from 'node:fs';
+import { StaleOwnerError, StoreClosedError, StoreReplacedError } from '../../errors.js';
 import type { SessionId } from '../../ids.js';
 import { STORE_DEFAULTS } from '../../limits.js';
 import { faultPoint } from '../../fault.js';
@@ -10,6 +9,7 @@ import { attentionScanSql, attentionValues, sessionValues, taskValues, toAttenti
 import type { SessionStore } from '../types.js';
 import { Database, type Transaction } from './driver.js';
 import { mapSqliteError } from './errors.js';
+import { checkSqlitePath } from './path-check.js';
 import type { SqliteStoreOptions } from './options.js';
 import { prepareDatabase } from './schema.js';
 import { eventRows, prepareStatements, type SqliteStatements } from './statements.js';
@@ -252,33 +252,6 @@ class FileIdentity {
   }
 }
 
-const SQLITE_HEADER = Buffer.from('SQLite format 3\u0000', 'latin1');
-
-/** Refuses, before the driver touches anything, a path in a missing directory, a missing file with `mustExist`, and a file that is not SQLite. */
-function checkPath(path: string, mustExist: boolean): void {
-  if (path === ':memory:' || path === '') return;
-  if (!existsSync(path)) {
-    if (mustExist) throw new StorePathError('store_not_found', path, 'no such file');
-    const dir = dirname(path);
-    if (!existsSync(dir)) throw new StorePathError('store_directory_missing', path, `the directory ${dir} does not exist`);
-    return;
-  }
-  if (statSync(path).isDirectory()) throw new StorePathError('store_not_sqlite', path, 'is a directory, not a SQLite journal file');
-  const header = Buffer.alloc(SQLITE_HEADER.length);
-  const fd = openSync(path, 'r');
-  let read: number;
-  try {
-    read = readSync(fd, header, 0, header.length, 0);
-  } finally {
-    closeSync(fd);
-  }
-  // An empty file is a database SQLite has not written yet; anything else must start with SQLite's header.
-  if (read > 0 && !header.subarray(0, read).equals(SQLITE_HEADER.subarray(0, read))) {
-    throw new StorePathError('store_not_sqlite', path, 'is not a SQLite database');
-  }
-  if (read > 0 && read < SQLITE_HEADER.length) throw new StorePathError('store_not_sqlite', path, 'is not a SQLite database (too short)');
-}
-
 /**
  * Opens (creating if needed, unless `mustExist` or `readonly`) a SQLite journal: WAL, synchronous=FULL, every
  * write an IMMEDIATE transaction, and a bounded busy timeout that surfaces as StoreBusyError.
@@ -286,7 +259,7 @@ function checkPath(path: string, mustExist: boolean): void {
 export function openSqliteStore(path: string, options: SqliteStoreOptions = {}): SessionStore {
   const readonly = options.readonly === true;
   const mustExist = readonly || options.mustExist === true;
-  checkPath(path, mustExist);
+  checkSqlitePath(path, mustExist);
   const timeout = options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs;
   let db: Database;
   try {

@@ -8,18 +8,23 @@ export function isSqliteBusy(error: unknown): boolean {
   return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'));
 }
 
-/** Maps better-sqlite3's errors onto the library's typed ones; our own errors pass through. */
+/** Maps better-sqlite3's errors on a journal onto the library's typed ones; our own errors pass through. */
 export function mapSqliteError(error: unknown, sessionId: string): unknown {
+  const code = sqliteCode(error);
+  if (!(error instanceof JingweiError) && (code === 'SQLITE_NOTADB' || (typeof code === 'string' && code.startsWith('SQLITE_CORRUPT')))) {
+    return new JournalCorruptError(sessionId, -1, 'storage', `the database file is damaged (${code})`, { cause: error });
+  }
+  return mapSqliteFailure(error, 'journal');
+}
+
+/**
+ * Busy → StoreBusyError, any other SQLite failure → StoreUnavailableError (`store_failure`); our own errors and
+ * errors that are not SQLite's pass through. `what` names the database in the message.
+ */
+export function mapSqliteFailure(error: unknown, what: string): unknown {
   if (error instanceof JingweiError) return error;
   const code = sqliteCode(error);
-  if (typeof code === 'string') {
-    if (isSqliteBusy(error)) {
-      return new StoreBusyError(`the SQLite database is locked by another writer (${code})`, { cause: error });
-    }
-    if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') {
-      return new JournalCorruptError(sessionId, -1, 'storage', `the database file is damaged (${code})`, { cause: error });
-    }
-    if (code.startsWith('SQLITE_')) return new StoreUnavailableError('store_failure', `SQLite failed: ${(error as Error).message}`, { cause: error });
-  }
-  return error;
+  if (typeof code !== 'string' || !code.startsWith('SQLITE_')) return error;
+  if (isSqliteBusy(error)) return new StoreBusyError(`the ${what} database is locked by another writer (${code})`, { cause: error });
+  return new StoreUnavailableError('store_failure', `SQLite failed on the ${what} database: ${(error as Error).message}`, { cause: error });
 }

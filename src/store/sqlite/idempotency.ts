@@ -3,9 +3,14 @@ import type { JsonValue } from '../../json/types.js';
 import { STORE_DEFAULTS } from '../../limits.js';
 import { idempotencyScope, reconcileAnswer, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
 import type { ToolReconcileAnswer } from '../../tool/types.js';
-import { Database } from './driver.js';
+import { Database, type Statement } from './driver.js';
+import { mapSqliteFailure } from './errors.js';
 import type { SqliteDatabase } from './options.js';
+import { checkSqlitePath } from './path-check.js';
 import { switchToWal } from './wal.js';
+
+/** How the helper's errors name the database it writes to. */
+const BUSINESS = 'business';
 
 const TABLE = `CREATE TABLE IF NOT EXISTS jw_idempotency (
   task_id TEXT NOT NULL, key TEXT NOT NULL, arguments_digest TEXT NOT NULL, result TEXT NOT NULL,
@@ -16,33 +21,52 @@ const TABLE = `CREATE TABLE IF NOT EXISTS jw_idempotency (
  * Deduplication for tools that write to a SQLite database: the business write and its dedup record commit in one
  * IMMEDIATE transaction, keyed by (taskId, operation key). The same key with the same canonical arguments returns
  * the stored result without running the write again; with different arguments it throws IdempotencyConflictError.
- * The write lock means two attempts of one key never run at once, in this process or any other.
+ * The write lock means two attempts of one key never run at once, in this process or any other. The helper's own
+ * failures are typed: StoreBusyError when another writer holds the database past the busy timeout, StoreUnavailableError
+ * for any other SQLite failure; what `write` throws passes through unchanged.
  */
 export class SqliteIdempotencyStore {
   /** The business database handle (a better-sqlite3 `Database`). */
   readonly db: SqliteDatabase;
   private readonly raw: Database;
   private readonly owned: boolean;
-  private readonly find;
-  private readonly insert;
+  private readonly find: Statement<[string, string], { arguments_digest: string; result: string }>;
+  private readonly insert: Statement<[string, string, string, string]>;
 
-  /** Give it the business database (a path, or an open better-sqlite3 handle that you keep owning). */
+  /**
+   * Give it the business database (a path, or an open better-sqlite3 handle that you keep owning). A path in a
+   * missing directory or a file that is not SQLite is refused with StorePathError; a database another writer holds
+   * past the busy timeout with StoreBusyError, any other SQLite failure with StoreUnavailableError.
+   */
   constructor(database: string | SqliteDatabase, options: { busyTimeoutMs?: number } = {}) {
+    const timeout = options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs;
     this.owned = typeof database === 'string';
-    // A handle passed in is a better-sqlite3 Database; its structural type only keeps the driver's types out of ours.
-    this.raw = typeof database === 'string'
-      ? new Database(database, { timeout: options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs })
-      : (database as unknown as Database);
-    this.db = this.raw;
-    if (this.owned) {
-      switchToWal(this.raw, options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs);
-      this.raw.pragma('synchronous = FULL');
+    if (typeof database === 'string') {
+      checkSqlitePath(database, false, 'database');
+      try {
+        this.raw = new Database(database, { timeout });
+      } catch (error) {
+        throw mapSqliteFailure(error, BUSINESS);
+      }
+    } else {
+      // A handle passed in is a better-sqlite3 Database; its structural type only keeps the driver's types out of ours.
+      this.raw = database as unknown as Database;
     }
-    this.raw.exec(TABLE);
-    this.find = this.raw.prepare<[string, string], { arguments_digest: string; result: string }>(
-      'SELECT arguments_digest, result FROM jw_idempotency WHERE task_id = ? AND key = ?',
-    );
-    this.insert = this.raw.prepare('INSERT INTO jw_idempotency (task_id, key, arguments_digest, result) VALUES (?, ?, ?, ?)');
+    this.db = this.raw;
+    try {
+      if (this.owned) {
+        switchToWal(this.raw, timeout);
+        this.raw.pragma('synchronous = FULL');
+      }
+      this.raw.exec(TABLE);
+      this.find = this.raw.prepare<[string, string], { arguments_digest: string; result: string }>(
+        'SELECT arguments_digest, result FROM jw_idempotency WHERE task_id = ? AND key = ?',
+      );
+      this.insert = this.raw.prepare('INSERT INTO jw_idempotency (task_id, key, arguments_digest, result) VALUES (?, ?, ?, ?)');
+    } catch (error) {
+      if (this.owned) this.raw.close();
+      throw mapSqliteFailure(error, BUSINESS);
+    }
   }
 
   /**
@@ -51,19 +75,32 @@ export class SqliteIdempotencyStore {
    */
   run<T extends JsonValue>(request: IdempotencyRequest, write: (db: SqliteDatabase) => T): IdempotentOutcome<T> {
     const scope = idempotencyScope(request);
+    // What `write` throws is the tool's own failure and passes through unchanged; only the helper's statements are mapped.
+    let thrownByWrite: { error: unknown } | undefined;
     const transaction = this.raw.transaction((): IdempotentOutcome<T> => {
       const existing = this.find.get(scope.taskId, scope.key);
       if (existing) {
         if (existing.arguments_digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
         return { result: JSON.parse(existing.result) as T, replayed: true };
       }
-      const result = write(this.db);
+      let result: T;
+      try {
+        result = write(this.db);
+      } catch (error) {
+        thrownByWrite = { error };
+        throw error;
+      }
       const text = JSON.stringify(result);
       if (typeof text !== 'string') throw new InvalidInputError('result', 'the write must return a JSON value');
       this.insert.run(scope.taskId, scope.key, scope.argumentsDigest, text);
       return { result, replayed: false };
     });
-    return transaction.immediate();
+    try {
+      return transaction.immediate();
+    } catch (error) {
+      if (thrownByWrite && thrownByWrite.error === error) throw error;
+      throw mapSqliteFailure(error, BUSINESS);
+    }
   }
 
   /**
@@ -77,13 +114,22 @@ export class SqliteIdempotencyStore {
   reconcile(request: IdempotencyRequest): ToolReconcileAnswer {
     const scope = idempotencyScope(request);
     const read = this.raw.transaction(() => this.find.get(scope.taskId, scope.key));
-    const existing = read.immediate();
+    let existing: { arguments_digest: string; result: string } | undefined;
+    try {
+      existing = read.immediate();
+    } catch (error) {
+      throw mapSqliteFailure(error, BUSINESS);
+    }
     return reconcileAnswer(scope.taskId, scope.key, scope.argumentsDigest, existing ? { digest: existing.arguments_digest, result: JSON.parse(existing.result) as JsonValue } : null);
   }
 
   /** How many dedup records exist (for tests and operators). */
   count(): number {
-    return (this.raw.prepare('SELECT count(*) AS n FROM jw_idempotency').get() as { n: number }).n;
+    try {
+      return (this.raw.prepare('SELECT count(*) AS n FROM jw_idempotency').get() as { n: number }).n;
+    } catch (error) {
+      throw mapSqliteFailure(error, BUSINESS);
+    }
   }
 
   close(): void {

@@ -1,0 +1,34 @@
+import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { StorePathError } from '../../errors.js';
+
+const SQLITE_HEADER = Buffer.from('SQLite format 3\u0000', 'latin1');
+
+/**
+ * Refuses, before the driver touches anything, a path in a missing directory, a missing file with `mustExist`, and a
+ * file that is not SQLite. `kind` names the file in the message (a journal, or a business database).
+ */
+export function checkSqlitePath(path: string, mustExist: boolean, kind = 'journal'): void {
+  if (path === ':memory:' || path === '') return;
+  if (!existsSync(path)) {
+    if (mustExist) throw new StorePathError('store_not_found', path, 'no such file');
+    const dir = dirname(path);
+    if (!existsSync(dir)) throw new StorePathError('store_directory_missing', path, `the directory ${dir} does not exist`);
+    return;
+  }
+  if (statSync(path).isDirectory()) throw new StorePathError('store_not_sqlite', path, `is a directory, not a SQLite ${kind} file`);
+  const header = Buffer.alloc(SQLITE_HEADER.length);
+  const fd = openSync(path, 'r');
+  let read: number;
+  try {
+    read = readSync(fd, header, 0, header.length, 0);
+  } finally {
+    closeSync(fd);
+  }
+  // An empty file is a database SQLite has not written yet; anything else must start with SQLite's header.
+  if (read > 0 && !header.subarray(0, read).equals(SQLITE_HEADER.subarray(0, read))) {
+    throw new StorePathError('store_not_sqlite', path, 'is not a SQLite database');
+  }
+  if (read > 0 && read < SQLITE_HEADER.length) throw new StorePathError('store_not_sqlite', path, 'is not a SQLite database (too short)');
+}
+
