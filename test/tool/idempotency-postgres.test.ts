@@ -93,4 +93,54 @@ describePostgres('PostgresIdempotencyStore', (url) => {
     await assert.rejects(store.reconcile(request('t', 'k', {})), { code: 'store_failure' });
     await store.close();
   });
+
+  it('an attempt stalled half-way through its write blocks its key only until the server ends it, and never writes', { timeout: 30_000 }, async () => {
+    const schema = freshSchema();
+    const stalling = await PostgresIdempotencyStore.open(url, { schema, idleInTransactionTimeoutMs: 400 });
+    const retrying = await PostgresIdempotencyStore.open(url, { schema, lockTimeoutMs: 100 });
+    await adminPool(url).query(`CREATE TABLE "${schema}".orders (id SERIAL PRIMARY KEY, item TEXT NOT NULL)`);
+    const insert = (item: string) => async (client: PgClient) => {
+      const { rows } = await client.query<{ id: number }>(`INSERT INTO "${schema}".orders (item) VALUES ($1) RETURNING id`, [item]);
+      return { orderId: rows[0]!.id };
+    };
+    let resume = () => {};
+    const paused = new Promise<void>((resolve) => { resume = resolve; });
+    let inWrite = () => {};
+    const writing = new Promise<void>((resolve) => { inWrite = resolve; });
+    // The first attempt inserts its order, then stalls with its transaction open (a paused or hung process).
+    const first = stalling.run(request('t', 'k', {}), async (client) => {
+      const order = await insert('first')(client);
+      inWrite();
+      await paused;
+      return order;
+    }).then(() => null, (error: unknown) => error);
+    try {
+      await writing;
+      let writes = 0;
+      const retry = async (client: PgClient) => { writes += 1; return insert('retry')(client); };
+      await assert.rejects(retrying.run(request('t', 'k', {}), retry), { name: 'StoreBusyError', code: 'store_busy' }, 'waits lockTimeoutMs, not for ever');
+      assert.equal(writes, 0);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const retried = await retrying.run(request('t', 'k', {}), retry);
+      assert.equal(retried.replayed, false, 'once the server ended the stalled transaction, the key is free');
+      assert.equal(writes, 1);
+      resume();
+      assert.equal(await first.then((error) => (error as { code?: unknown } | null)?.code), 'store_failure', 'the stalled attempt cannot commit');
+      const items = (await adminPool(url).query(`SELECT item FROM "${schema}".orders`)).rows.map((r: { item: string }) => r.item);
+      assert.deepEqual(items, ['retry'], 'exactly one order: the stalled one rolled back');
+      assert.deepEqual(await retrying.run(request('t', 'k', {}), retry), { result: retried.result, replayed: true });
+    } finally {
+      // Whatever failed above, the stalled attempt ends and both pools close, so the file's process can exit.
+      resume();
+      await first;
+      await stalling.close();
+      await retrying.close();
+    }
+  });
+
+  it('refuses timeouts that are not integers in range', async () => {
+    await assert.rejects(PostgresIdempotencyStore.open(url, { lockTimeoutMs: 0 }), { code: 'invalid_input' });
+    await assert.rejects(PostgresIdempotencyStore.open(url, { idleInTransactionTimeoutMs: -1 }), { code: 'invalid_input' });
+    await assert.rejects(PostgresIdempotencyStore.open(url, { lockTimeoutMs: 1.5 }), { code: 'invalid_input' });
+  });
 });

@@ -14,7 +14,7 @@ import { Pool, type PoolClient, type QueryResult, type QueryResultRow } from './
 import type { PgPool } from './driver-types.js';
 import { LostCreationRace, mapPostgresError, Passthrough } from './errors.js';
 import { beforeCommitHooks } from './hooks.js';
-import type { PostgresStoreOptions } from './options.js';
+import { checkMs, type PostgresStoreOptions } from './options.js';
 import { IDENTIFIER, migrate, POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { postgresStatements, type PostgresStatements } from './statements.js';
 import { commitStatement, type CommitStatement } from './commit-statement.js';
@@ -22,12 +22,6 @@ import { PostgresInbox } from './inbox.js';
 import { channelName, listenOn } from './notify.js';
 import { KnownSessions, sessionJson } from './known-rows.js';
 import type { DecisionRow } from '../inbox-rows.js';
-
-function checkMs(name: string, value: number | undefined, fallback: number, min: number): number {
-  const v = value ?? fallback;
-  if (!Number.isSafeInteger(v) || v < min) throw new InvalidInputError(name, `must be an integer >= ${min}, got ${String(v)}`);
-  return v;
-}
 
 /** A check of the known-rows path failed: a stored row is not the known one. */
 const MISSED = Symbol('known rows differ');

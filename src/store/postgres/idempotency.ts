@@ -1,10 +1,12 @@
 import { IdempotencyConflictError, InvalidInputError } from '../../errors.js';
+import { POSTGRES_DEFAULTS } from '../../limits.js';
 import type { JsonValue } from '../../json/types.js';
-import { idempotencyScope, reconcileAnswer, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
+import { idempotencyScope, reconcileAnswer, type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome } from '../../tool/idempotency.js';
 import type { ToolReconcileAnswer } from '../../tool/types.js';
 import { Pool } from './driver.js';
 import type { PgClient, PgPool } from './driver-types.js';
 import { mapPostgresError } from './errors.js';
+import { checkMs } from './options.js';
 import { IDENTIFIER } from './schema.js';
 
 /**
@@ -15,12 +17,33 @@ import { IDENTIFIER } from './schema.js';
  * throws passes through unchanged.
  */
 export class PostgresIdempotencyStore {
-  private constructor(readonly pool: PgPool, private readonly owned: boolean, private readonly table: string) {}
+  private constructor(
+    readonly pool: PgPool,
+    private readonly owned: boolean,
+    private readonly table: string,
+    /** BEGIN and the transaction's timeouts, sent as one round trip. */
+    private readonly begin: string,
+  ) {}
 
-  /** Opens on a URL (a pool of its own) or your pool, creating the dedup table in `schema` (default public). */
-  static async open(urlOrPool: string | PgPool, options: { schema?: string } = {}): Promise<PostgresIdempotencyStore> {
+  /**
+   * Opens on a URL (a pool of its own) or your pool, creating the dedup table in `schema` (default public). Each of
+   * its transactions sets `lock_timeout` (`lockTimeoutMs`, default 5,000: an attempt waiting longer for another
+   * attempt of the same key fails with StoreBusyError; a statement of your write waiting longer for a lock fails
+   * with PostgreSQL's own error, which passes through) and
+   * `idle_in_transaction_session_timeout` (`idleInTransactionTimeoutMs`, default 60,000; 0 leaves the server's
+   * setting: a process that stalls half-way through a write loses its connection after this long, so its
+   * transaction rolls back and releases the key instead of blocking every later attempt;
+   * docs/design.md#the-idempotency-helpers-wait-a-bounded-time).
+   */
+  static async open(
+    urlOrPool: string | PgPool,
+    options: { schema?: string; lockTimeoutMs?: number; idleInTransactionTimeoutMs?: number } = {},
+  ): Promise<PostgresIdempotencyStore> {
     const schema = options.schema ?? 'public';
     if (!IDENTIFIER.test(schema)) throw new InvalidInputError('schema', 'must be a plain SQL identifier');
+    const lock = checkMs('lockTimeoutMs', options.lockTimeoutMs, POSTGRES_DEFAULTS.lockTimeoutMs, 1);
+    const idle = checkMs('idleInTransactionTimeoutMs', options.idleInTransactionTimeoutMs, POSTGRES_DEFAULTS.idleInTransactionTimeoutMs, 0);
+    const begin = `BEGIN; SET LOCAL lock_timeout = ${lock}${idle > 0 ? `; SET LOCAL idle_in_transaction_session_timeout = ${idle}` : ''}`;
     const owned = typeof urlOrPool === 'string';
     let pool: PgPool;
     if (typeof urlOrPool === 'string') {
@@ -41,7 +64,7 @@ export class PostgresIdempotencyStore {
       if (owned) await pool.end();
       throw mapPostgresError(error, `could not prepare ${table}`);
     }
-    return new PostgresIdempotencyStore(pool, owned, table);
+    return new PostgresIdempotencyStore(pool, owned, table, begin);
   }
 
   /**
@@ -53,45 +76,30 @@ export class PostgresIdempotencyStore {
     const scope = idempotencyScope(request);
     // What `write` throws is the tool's own failure and passes through unchanged; only the helper's statements are mapped.
     let thrownByWrite: { error: unknown } | undefined;
-    const client = await this.connect();
-    let done = false;
     try {
-      await client.query('BEGIN');
-      // Waits while another transaction holds an uncommitted row for this key; sees it once that commits.
-      const claimed = await client.query(
-        `INSERT INTO ${this.table} (task_id, key, arguments_digest, result) VALUES ($1, $2, $3, 'null'::jsonb)
-         ON CONFLICT (task_id, key) DO NOTHING RETURNING 1`,
-        [scope.taskId, scope.key, scope.argumentsDigest],
-      );
-      if (claimed.rowCount === 0) {
-        const { rows } = await client.query<{ arguments_digest: string; result: T }>(
-          `SELECT arguments_digest, result FROM ${this.table} WHERE task_id = $1 AND key = $2`,
-          [scope.taskId, scope.key],
-        );
-        await client.query('ROLLBACK');
-        done = true;
-        if (rows[0]!.arguments_digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
-        return { result: rows[0]!.result, replayed: true };
-      }
-      let result: T;
-      try {
-        result = await write(client);
-      } catch (error) {
-        thrownByWrite = { error };
-        throw error;
-      }
-      const text = JSON.stringify(result);
-      if (typeof text !== 'string') throw new InvalidInputError('result', 'the write must return a JSON value');
-      await client.query(`UPDATE ${this.table} SET result = $3::jsonb WHERE task_id = $1 AND key = $2`, [scope.taskId, scope.key, text]);
-      await client.query('COMMIT');
-      done = true;
-      return { result, replayed: false };
+      return await this.inTransaction(async (client) => {
+        const record = await this.claim(client, scope);
+        if (record !== null) {
+          await client.query('ROLLBACK');
+          if (record.digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
+          return { result: record.result as T, replayed: true };
+        }
+        let result: T;
+        try {
+          result = await write(client);
+        } catch (error) {
+          thrownByWrite = { error };
+          throw error;
+        }
+        const text = JSON.stringify(result);
+        if (typeof text !== 'string') throw new InvalidInputError('result', 'the write must return a JSON value');
+        await client.query(`UPDATE ${this.table} SET result = $3::jsonb WHERE task_id = $1 AND key = $2`, [scope.taskId, scope.key, text]);
+        await client.query('COMMIT');
+        return { result, replayed: false };
+      });
     } catch (error) {
       if (thrownByWrite && thrownByWrite.error === error) throw error;
       throw mapPostgresError(error, this.table);
-    } finally {
-      if (!done) await client.query('ROLLBACK').catch(() => undefined);
-      client.release();
     }
   }
 
@@ -106,28 +114,63 @@ export class PostgresIdempotencyStore {
    */
   async reconcile(request: IdempotencyRequest): Promise<ToolReconcileAnswer> {
     const scope = idempotencyScope(request);
-    const client = await this.connect();
     try {
-      await client.query('BEGIN');
-      const claimed = await client.query(
-        `INSERT INTO ${this.table} (task_id, key, arguments_digest, result) VALUES ($1, $2, $3, 'null'::jsonb)
-         ON CONFLICT (task_id, key) DO NOTHING RETURNING 1`,
-        [scope.taskId, scope.key, scope.argumentsDigest],
-      );
-      let record: { digest: string; result: JsonValue } | null = null;
-      if (claimed.rowCount === 0) {
-        const { rows } = await client.query<{ arguments_digest: string; result: JsonValue }>(
-          `SELECT arguments_digest, result FROM ${this.table} WHERE task_id = $1 AND key = $2`,
-          [scope.taskId, scope.key],
-        );
-        record = { digest: rows[0]!.arguments_digest, result: rows[0]!.result };
-      }
+      const record = await this.inTransaction(async (client) => {
+        const found = await this.claim(client, scope);
+        await client.query('ROLLBACK');
+        return found;
+      });
       return reconcileAnswer(scope.taskId, scope.key, scope.argumentsDigest, record);
     } catch (error) {
       throw mapPostgresError(error, this.table);
+    }
+  }
+
+  /**
+   * Claims (taskId, key) with a placeholder row; when another attempt committed it first, returns its record. Waits
+   * while another transaction holds an uncommitted row for this key, and sees it once that commits.
+   */
+  private async claim(client: PgClient, scope: IdempotencyScope): Promise<{ digest: string; result: JsonValue } | null> {
+    const claimed = await client.query(
+      `INSERT INTO ${this.table} (task_id, key, arguments_digest, result) VALUES ($1, $2, $3, 'null'::jsonb)
+       ON CONFLICT (task_id, key) DO NOTHING RETURNING 1`,
+      [scope.taskId, scope.key, scope.argumentsDigest],
+    );
+    if (claimed.rowCount !== 0) return null;
+    const { rows } = await client.query<{ arguments_digest: string; result: JsonValue }>(
+      `SELECT arguments_digest, result FROM ${this.table} WHERE task_id = $1 AND key = $2`,
+      [scope.taskId, scope.key],
+    );
+    return { digest: rows[0]!.arguments_digest, result: rows[0]!.result };
+  }
+
+  /**
+   * Runs `body` on one pooled connection after BEGIN and the timeouts; `body` commits or rolls back itself, and a
+   * throw rolls back. An error the server sends while the connection is checked out (its session ended by the idle
+   * timeout, say) is kept rather than thrown into the process, and such a connection is destroyed, not returned.
+   */
+  private async inTransaction<R>(body: (client: PgClient) => Promise<R>): Promise<R> {
+    const client = await this.connect();
+    // A pg.PoolClient is an EventEmitter; the structural PgClient type leaves that out of the public types.
+    const events = client as unknown as { on(event: 'error', listener: (error: Error) => void): void; off(event: 'error', listener: (error: Error) => void): void };
+    let broken: Error | undefined;
+    const onError = (error: Error) => {
+      broken = error;
+    };
+    events.on('error', onError);
+    try {
+      await client.query(this.begin);
+      return await body(client);
+    } catch (error) {
+      if (broken === undefined) {
+        await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+          broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+        });
+      }
+      throw error;
     } finally {
-      await client.query('ROLLBACK').catch(() => undefined);
-      client.release();
+      events.off('error', onError);
+      client.release(broken);
     }
   }
 

@@ -1,3 +1,4 @@
+import { InvalidInputError } from '../../errors.js';
 import type { PgPool } from './driver-types.js';
 
 /** The schema version this code writes and understands. A database at a higher version is refused on open. */
@@ -39,3 +40,10 @@ export interface PostgresStoreOptions {
 }
 
 export type { PgPool };
+
+/** An option in milliseconds (or a count): `fallback` when not given, else an integer of at least `min`. */
+export function checkMs(name: string, value: number | undefined, fallback: number, min: number): number {
+  const v = value ?? fallback;
+  if (!Number.isSafeInteger(v) || v < min) throw new InvalidInputError(name, `must be an integer >= ${min}, got ${String(v)}`);
+  return v;
+}
