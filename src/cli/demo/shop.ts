@@ -8,8 +8,6 @@ import type { JsonObject } from '../../json/types.js';
 import { externalIdempotencyKey } from '../../tool/idempotency.js';
 import type { Database } from '../../store/sqlite/driver.js';
 import type { SqliteIdempotencyStore } from '../../store/sqlite/idempotency.js';
-import { switchToWal } from '../../store/sqlite/wal.js';
-import { STORE_DEFAULTS } from '../../limits.js';
 import { ToolMetadata } from '../../tool/metadata.js';
 import type { FaultPoint } from '../../fault.js';
 import type { Tool } from '../../tool/types.js';
@@ -27,11 +25,11 @@ export interface Shop {
 
 /** Loads the SQLite driver on demand, so the CLI starts (for its other commands) without better-sqlite3. */
 export async function openShop(path: string): Promise<Shop> {
-  const { Database } = await import('../../store/sqlite/driver.js');
   const { SqliteIdempotencyStore } = await import('../../store/sqlite/idempotency.js');
-  const db = new Database(path, { timeout: STORE_DEFAULTS.busyTimeoutMs });
-  switchToWal(db, STORE_DEFAULTS.busyTimeoutMs);
-  db.pragma('synchronous = FULL');
+  // The helper opens the business database it is given by path (WAL, synchronous=FULL, the busy timeout) and owns it.
+  const idempotency = new SqliteIdempotencyStore(path);
+  // Its handle is a better-sqlite3 Database; the helper's public type only keeps the driver's types out of ours.
+  const db = idempotency.db as unknown as Database;
   db.exec(`
     CREATE TABLE IF NOT EXISTS inventory (sku TEXT PRIMARY KEY, on_hand INTEGER NOT NULL);
     CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, task_id TEXT NOT NULL, key TEXT NOT NULL, order_ref TEXT NOT NULL, sku TEXT NOT NULL, qty INTEGER NOT NULL);
@@ -40,14 +38,7 @@ export async function openShop(path: string): Promise<Shop> {
     CREATE TABLE IF NOT EXISTS outbox (id INTEGER PRIMARY KEY, task_id TEXT NOT NULL, recipient TEXT NOT NULL, template TEXT NOT NULL);
     INSERT OR IGNORE INTO inventory VALUES ('${SKU}', 12);
   `);
-  const idempotency = new SqliteIdempotencyStore(db);
-  return {
-    db,
-    idempotency,
-    close: () => {
-      if (db.open) db.close();
-    },
-  };
+  return { db, idempotency, close: () => idempotency.close() };
 }
 
 export interface ShopCounts {
