@@ -12,7 +12,9 @@ import {
 import type { SessionStore } from '../types.js';
 import { Pool, type PoolClient, type QueryResult, type QueryResultRow } from './driver.js';
 import type { PgPool } from './driver-types.js';
-import { LostCreationRace, mapPostgresError, Passthrough } from './errors.js';
+import { Passthrough } from '../passthrough.js';
+import { LostCreationRace, mapPostgresError } from './errors.js';
+import { releasing } from './checked-out.js';
 import { beforeCommitHooks } from './hooks.js';
 import { checkMs, type PostgresStoreOptions } from './options.js';
 import { IDENTIFIER, migrate, POSTGRES_SCHEMA_VERSION } from './schema.js';
@@ -138,29 +140,15 @@ class PostgresBackend implements JournalBackend {
    */
   private async inTransaction<T>(begin: string | null, context: string, body: (client: PoolClient) => Promise<T>): Promise<T> {
     const client = await this.connect(context);
-    let broken: unknown;
-    const onError = (error: unknown) => {
-      broken = error;
-    };
-    client.on('error', onError);
     try {
-      // With `begin` null the body sends BEGIN and COMMIT itself, in the batches it pipelines around its own queries.
-      if (begin !== null) await client.query(begin);
-      const result = await body(client);
-      if (begin !== null) await client.query('COMMIT');
-      client.off('error', onError);
-      client.release();
-      return result;
+      return await releasing(client, async () => {
+        // With `begin` null the body sends BEGIN and COMMIT itself, in the batches it pipelines around its own queries.
+        if (begin !== null) await client.query(begin);
+        const result = await body(client);
+        if (begin !== null) await client.query('COMMIT');
+        return result;
+      });
     } catch (error) {
-      if (broken === undefined) {
-        try {
-          await client.query('ROLLBACK');
-        } catch (rollbackError) {
-          broken = rollbackError;
-        }
-      }
-      client.off('error', onError);
-      client.release(broken === undefined ? undefined : broken instanceof Error ? broken : new Error(String(broken)));
       if (error instanceof Passthrough || error instanceof LostCreationRace) throw error;
       if ((error as { code?: unknown }).code === '23505') throw new LostCreationRace(error);
       throw mapPostgresError(error, context);

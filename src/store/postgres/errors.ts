@@ -23,11 +23,6 @@ export function mapPostgresError(error: unknown, context: string): unknown {
   return new StoreUnavailableError('store_failure', `${context}: PostgreSQL failed: ${message}${typeof code === 'string' ? ` (${code})` : ''}`, { cause: error });
 }
 
-/** An error thrown by the pure decision (or our own checks): rolled back, then rethrown unchanged. */
-export class Passthrough {
-  constructor(readonly error: unknown) {}
-}
-
 /** A concurrent transaction created the same session or task first: the whole transaction runs once more. */
 export class LostCreationRace {
   constructor(readonly error: unknown) {}

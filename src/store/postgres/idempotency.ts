@@ -5,6 +5,8 @@ import { idempotencyScope, reconcileAnswer, type IdempotencyRequest, type Idempo
 import type { ToolReconcileAnswer } from '../../tool/types.js';
 import { Pool } from './driver.js';
 import type { PgClient, PgPool } from './driver-types.js';
+import { Passthrough } from '../passthrough.js';
+import { releasing, type CheckedOutClient } from './checked-out.js';
 import { mapPostgresError } from './errors.js';
 import { checkMs } from './options.js';
 import { IDENTIFIER } from './schema.js';
@@ -74,33 +76,26 @@ export class PostgresIdempotencyStore {
    */
   async run<T extends JsonValue>(request: IdempotencyRequest, write: (client: PgClient) => Promise<T>): Promise<IdempotentOutcome<T>> {
     const scope = idempotencyScope(request);
-    // What `write` throws is the tool's own failure and passes through unchanged; only the helper's statements are mapped.
-    let thrownByWrite: { error: unknown } | undefined;
-    try {
-      return await this.inTransaction(async (client) => {
-        const record = await this.claim(client, scope);
-        if (record !== null) {
-          await client.query('ROLLBACK');
-          if (record.digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
-          return { result: record.result as T, replayed: true };
-        }
-        let result: T;
-        try {
-          result = await write(client);
-        } catch (error) {
-          thrownByWrite = { error };
-          throw error;
-        }
-        const text = JSON.stringify(result);
-        if (typeof text !== 'string') throw new InvalidInputError('result', 'the write must return a JSON value');
-        await client.query(`UPDATE ${this.table} SET result = $3::jsonb WHERE task_id = $1 AND key = $2`, [scope.taskId, scope.key, text]);
-        await client.query('COMMIT');
-        return { result, replayed: false };
-      });
-    } catch (error) {
-      if (thrownByWrite && thrownByWrite.error === error) throw error;
-      throw mapPostgresError(error, this.table);
-    }
+    return this.inTransaction(async (client) => {
+      const record = await this.claim(client, scope);
+      if (record !== null) {
+        await client.query('ROLLBACK');
+        if (record.digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
+        return { result: record.result as T, replayed: true };
+      }
+      let result: T;
+      try {
+        result = await write(client);
+      } catch (error) {
+        // The tool's own failure: it passes through unchanged, not mapped as the helper's.
+        throw new Passthrough(error);
+      }
+      const text = JSON.stringify(result);
+      if (typeof text !== 'string') throw new InvalidInputError('result', 'the write must return a JSON value');
+      await client.query(`UPDATE ${this.table} SET result = $3::jsonb WHERE task_id = $1 AND key = $2`, [scope.taskId, scope.key, text]);
+      await client.query('COMMIT');
+      return { result, replayed: false };
+    });
   }
 
   /**
@@ -114,16 +109,12 @@ export class PostgresIdempotencyStore {
    */
   async reconcile(request: IdempotencyRequest): Promise<ToolReconcileAnswer> {
     const scope = idempotencyScope(request);
-    try {
-      const record = await this.inTransaction(async (client) => {
-        const found = await this.claim(client, scope);
-        await client.query('ROLLBACK');
-        return found;
-      });
-      return reconcileAnswer(scope.taskId, scope.key, scope.argumentsDigest, record);
-    } catch (error) {
-      throw mapPostgresError(error, this.table);
-    }
+    const record = await this.inTransaction(async (client) => {
+      const found = await this.claim(client, scope);
+      await client.query('ROLLBACK');
+      return found;
+    });
+    return reconcileAnswer(scope.taskId, scope.key, scope.argumentsDigest, record);
   }
 
   /**
@@ -146,31 +137,19 @@ export class PostgresIdempotencyStore {
 
   /**
    * Runs `body` on one pooled connection after BEGIN and the timeouts; `body` commits or rolls back itself, and a
-   * throw rolls back. An error the server sends while the connection is checked out (its session ended by the idle
-   * timeout, say) is kept rather than thrown into the process, and such a connection is destroyed, not returned.
+   * throw rolls back. The helper's own failures are mapped to typed errors; a Passthrough's error comes back unchanged.
    */
   private async inTransaction<R>(body: (client: PgClient) => Promise<R>): Promise<R> {
-    const client = await this.connect();
-    // A pg.PoolClient is an EventEmitter; the structural PgClient type leaves that out of the public types.
-    const events = client as unknown as { on(event: 'error', listener: (error: Error) => void): void; off(event: 'error', listener: (error: Error) => void): void };
-    let broken: Error | undefined;
-    const onError = (error: Error) => {
-      broken = error;
-    };
-    events.on('error', onError);
     try {
-      await client.query(this.begin);
-      return await body(client);
+      const client = await this.pool.connect();
+      // A pg.PoolClient is an EventEmitter; the structural PgPool type leaves that out of the public types.
+      return await releasing(client as unknown as CheckedOutClient, async () => {
+        await client.query(this.begin);
+        return body(client);
+      });
     } catch (error) {
-      if (broken === undefined) {
-        await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-          broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-        });
-      }
-      throw error;
-    } finally {
-      events.off('error', onError);
-      client.release(broken);
+      if (error instanceof Passthrough) throw error.error;
+      throw mapPostgresError(error, this.table);
     }
   }
 
@@ -178,14 +157,6 @@ export class PostgresIdempotencyStore {
     try {
       const { rows } = await this.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${this.table}`);
       return Number(rows[0]!.n);
-    } catch (error) {
-      throw mapPostgresError(error, this.table);
-    }
-  }
-
-  private async connect(): Promise<PgClient & { release(error?: Error | boolean): void }> {
-    try {
-      return await this.pool.connect();
     } catch (error) {
       throw mapPostgresError(error, this.table);
     }

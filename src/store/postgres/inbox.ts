@@ -5,7 +5,7 @@
 import type { SessionId } from '../../ids.js';
 import { DECISION_COLUMNS, decisionValues, toDecision, type DecisionQuery, type DecisionRecord, type DecisionRow, type InboxBackend } from '../inbox-rows.js';
 import type { Pool, PoolClient } from './driver.js';
-import { Passthrough } from './errors.js';
+import { Passthrough } from '../passthrough.js';
 import { channelName, listenOn } from './notify.js';
 
 /** The inbox table's DDL for schema `S` (already quoted): the fresh schema and the migration step share it. */

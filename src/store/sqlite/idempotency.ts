@@ -3,6 +3,7 @@ import type { JsonValue } from '../../json/types.js';
 import { STORE_DEFAULTS } from '../../limits.js';
 import { idempotencyScope, reconcileAnswer, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
 import type { ToolReconcileAnswer } from '../../tool/types.js';
+import { Passthrough } from '../passthrough.js';
 import { Database, type Statement } from './driver.js';
 import { mapSqliteFailure } from './errors.js';
 import type { SqliteDatabase } from './options.js';
@@ -75,8 +76,6 @@ export class SqliteIdempotencyStore {
    */
   run<T extends JsonValue>(request: IdempotencyRequest, write: (db: SqliteDatabase) => T): IdempotentOutcome<T> {
     const scope = idempotencyScope(request);
-    // What `write` throws is the tool's own failure and passes through unchanged; only the helper's statements are mapped.
-    let thrownByWrite: { error: unknown } | undefined;
     const transaction = this.raw.transaction((): IdempotentOutcome<T> => {
       const existing = this.find.get(scope.taskId, scope.key);
       if (existing) {
@@ -87,20 +86,15 @@ export class SqliteIdempotencyStore {
       try {
         result = write(this.db);
       } catch (error) {
-        thrownByWrite = { error };
-        throw error;
+        // The tool's own failure: it passes through unchanged, not mapped as the helper's.
+        throw new Passthrough(error);
       }
       const text = JSON.stringify(result);
       if (typeof text !== 'string') throw new InvalidInputError('result', 'the write must return a JSON value');
       this.insert.run(scope.taskId, scope.key, scope.argumentsDigest, text);
       return { result, replayed: false };
     });
-    try {
-      return transaction.immediate();
-    } catch (error) {
-      if (thrownByWrite && thrownByWrite.error === error) throw error;
-      throw mapSqliteFailure(error, BUSINESS);
-    }
+    return this.mapped(() => transaction.immediate());
   }
 
   /**
@@ -114,20 +108,21 @@ export class SqliteIdempotencyStore {
   reconcile(request: IdempotencyRequest): ToolReconcileAnswer {
     const scope = idempotencyScope(request);
     const read = this.raw.transaction(() => this.find.get(scope.taskId, scope.key));
-    let existing: { arguments_digest: string; result: string } | undefined;
-    try {
-      existing = read.immediate();
-    } catch (error) {
-      throw mapSqliteFailure(error, BUSINESS);
-    }
+    const existing = this.mapped(() => read.immediate());
     return reconcileAnswer(scope.taskId, scope.key, scope.argumentsDigest, existing ? { digest: existing.arguments_digest, result: JSON.parse(existing.result) as JsonValue } : null);
   }
 
   /** How many dedup records exist (for tests and operators). */
   count(): number {
+    return this.mapped(() => (this.raw.prepare('SELECT count(*) AS n FROM jw_idempotency').get() as { n: number }).n);
+  }
+
+  /** Runs one of the helper's own operations: SQLite's failures come out typed, a Passthrough's error unchanged. */
+  private mapped<R>(operation: () => R): R {
     try {
-      return (this.raw.prepare('SELECT count(*) AS n FROM jw_idempotency').get() as { n: number }).n;
+      return operation();
     } catch (error) {
+      if (error instanceof Passthrough) throw error.error;
       throw mapSqliteFailure(error, BUSINESS);
     }
   }
