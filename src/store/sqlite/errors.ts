@@ -11,7 +11,7 @@ export function isSqliteBusy(error: unknown): boolean {
 /** Maps better-sqlite3's errors on a journal onto the library's typed ones; our own errors pass through. */
 export function mapSqliteError(error: unknown, sessionId: string): unknown {
   const code = sqliteCode(error);
-  if (!(error instanceof JingweiError) && (code === 'SQLITE_NOTADB' || (typeof code === 'string' && code.startsWith('SQLITE_CORRUPT')))) {
+  if (code === 'SQLITE_NOTADB' || (typeof code === 'string' && code.startsWith('SQLITE_CORRUPT'))) {
     return new JournalCorruptError(sessionId, -1, 'storage', `the database file is damaged (${code})`, { cause: error });
   }
   return mapSqliteFailure(error, 'journal');

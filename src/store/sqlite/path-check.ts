@@ -31,4 +31,3 @@ export function checkSqlitePath(path: string, mustExist: boolean, kind = 'journa
   }
   if (read > 0 && read < SQLITE_HEADER.length) throw new StorePathError('store_not_sqlite', path, 'is not a SQLite database (too short)');
 }
-
