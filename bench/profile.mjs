@@ -13,7 +13,9 @@
  *   node bench/profile.mjs pg                 Jingwei on PostgreSQL: round trips and time inside queries per call
  *                                             (needs JINGWEI_PG_URL, e.g. via scripts/pg-test-cluster.mjs run -- ...)
  *
- * --top=N and --files=N set how many functions and files the report lists. Run `npm run build` first. --out=DIR also writes the .cpuprofile (open it in Chrome DevTools or speedscope).
+ * --top=N and --files=N set how many functions and files the report lists. --warm=N runs N untimed operations first
+ * (1 by default; a few thousand let V8 finish compiling the call path, so the profile shows the settled code) and
+ * --repeat=N profiles N operations instead of the target's default. Run `npm run build` first. --out=DIR also writes the .cpuprofile (open it in Chrome DevTools or speedscope).
  * Needs only dist/ and the root's better-sqlite3.
  */
 import { writeFileSync } from 'node:fs';
@@ -31,6 +33,8 @@ const target = process.argv[2];
 const out = process.argv.find((a) => a.startsWith('--out='))?.slice(6);
 const top = numberArg('top', 25);
 const files = numberArg('files', 15);
+const warm = numberArg('warm', 1);
+const repeatArg = numberArg('repeat', 0);
 
 async function prepare(scratch) {
   switch (target) {
@@ -162,8 +166,10 @@ function byFile(rows) {
 
 const scratch = scratchDir(`profile-${target}`);
 try {
-  const { repeat, op, close, start, report } = await prepare(scratch);
-  await op(); // warm up outside the profile
+  const prepared = await prepare(scratch);
+  const { op, close, start, report } = prepared;
+  for (let i = 0; i < warm; i++) await op(); // warm up outside the profile
+  const repeat = repeatArg || prepared.repeat;
   start?.();
   const session = new Session();
   session.connect();
