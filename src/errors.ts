@@ -75,6 +75,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   decision_wait_aborted: 'DecisionError',
   inbox_unsupported: 'DecisionError',
   operation_in_doubt: 'OperationInDoubtError',
+  run_busy: 'AgentRunBusyError',
 } as const);
 
 export type JingweiErrorCode = keyof typeof JINGWEI_ERROR_CODES;
@@ -506,6 +507,22 @@ export class OperationInDoubtError extends JingweiError {
     this.taskId = taskId;
     this.operationKey = operationKey;
     this.callId = callId;
+  }
+}
+
+/**
+ * `runAgent` or `resumeAgent` was asked to drive a run that is already being driven through the same owner (a second
+ * click on "resume" while the first is still running). Nothing was read or written; wait for the first to return.
+ * Two processes are kept apart by the session's fencing instead (docs/design.md#resumable-runs).
+ */
+export class AgentRunBusyError extends JingweiError {
+  declare readonly code: 'run_busy';
+  readonly sessionId: string;
+  readonly runId: string;
+  constructor(sessionId: string, runId: string) {
+    super('run_busy', `run ${runId} of session ${sessionId} is already running through this owner; wait for it to return`);
+    this.sessionId = sessionId;
+    this.runId = runId;
   }
 }
 

@@ -12,7 +12,7 @@
  * journaled model responses are not asked again, completed calls are replayed and never run, and each call left
  * open by a crash goes through the host's recovery policy; a finished run is returned as it finished.
  */
-import { InvalidInputError } from '../errors.js';
+import { AgentRunBusyError, InvalidInputError } from '../errors.js';
 import { faultPoint } from '../fault.js';
 import { uuidv7, type TurnId } from '../ids.js';
 import type { ActionContext } from '../event/types.js';
@@ -22,6 +22,7 @@ import type { Tool, ToolGateway } from '../tool/types.js';
 import { objectSchema, selectSchemas } from '../bridges/schema.js';
 import { preflightFailure } from '../bridges/outcome.js';
 import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse, type ChatToolDefinition } from './model.js';
+import { checkRunOptions } from './run-options.js';
 import { settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
 import { callRefusedEvent, checkRunId, journaledRefusal, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
@@ -55,7 +56,11 @@ export interface RunAgentOptions {
   readonly system?: string;
   /** Earlier conversation to send before the input (not journaled again). */
   readonly history?: readonly ChatMessage[];
-  /** The most model requests this run makes. Required: the loop is always bounded. */
+  /**
+   * The most model requests this run makes. Required: the loop is always bounded. A resumed run settles every step
+   * its journal already holds even when they are more (they are not new requests: their calls were asked for, and a
+   * call left open must surface), and then asks the model nothing more.
+   */
   readonly maxSteps: number;
   /** Only these tools are offered (each must be granted to the gateway's caller). Default: every granted tool. */
   readonly tools?: readonly string[];
@@ -111,34 +116,47 @@ export type ResumeAgentOptions = Omit<RunAgentOptions, 'input' | 'runId' | 'stor
 };
 
 export async function resumeAgent(options: ResumeAgentOptions): Promise<AgentRunResult> {
-  if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', 'must be an object');
+  checkRunOptions(options);
+  if (options.runId === undefined) throw new InvalidInputError('runId', 'is required to resume a run: the id runAgent returned');
   return drive(options, undefined);
 }
 
 /** Runs (or resumes) the bounded loop; see the module comment. Throws what the gateway throws for budget, task, owner and storage. */
 export async function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
+  checkRunOptions(options);
   if (typeof options.input !== 'string') throw new InvalidInputError('input', 'must be a string');
   return drive(options, options.input);
 }
 
+/**
+ * The runs each owner is driving in this process. The journal's fencing keeps two hosts apart, but two invocations
+ * through one owner would both be its writer: each would journal the run's start or the same step, and the run
+ * could never be read back.
+ */
+const ACTIVE_RUNS = new WeakMap<SessionOwner, Set<string>>();
+
 async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | undefined): Promise<AgentRunResult> {
-  const { model, owner, gateway, signal } = options;
-  if (!Number.isSafeInteger(options.maxSteps) || options.maxSteps <= 0) {
-    throw new InvalidInputError('maxSteps', `must be a positive integer, got ${String(options.maxSteps)}`);
+  const runId = options.runId === undefined ? `run_${uuidv7()}` : checkRunId(options.runId);
+  const active = ACTIVE_RUNS.get(options.owner) ?? new Set<string>();
+  if (active.has(runId)) throw new AgentRunBusyError(options.owner.sessionId, runId);
+  active.add(runId);
+  ACTIVE_RUNS.set(options.owner, active);
+  try {
+    return await driveRun(options, input, runId);
+  } finally {
+    active.delete(runId);
   }
+}
+
+async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string | undefined, runId: string): Promise<AgentRunResult> {
+  const { model, owner, gateway, signal } = options;
   if (owner.sessionId !== gateway.sessionId) {
     throw new InvalidInputError('gateway', `is bound to session ${gateway.sessionId}, not the owner's ${owner.sessionId}`);
   }
   const policy = options.recovery ?? 'suspend';
-  if (policy !== 'suspend' && policy !== 'retry_safe') throw new InvalidInputError('recovery', `must be 'suspend' or 'retry_safe', got ${String(policy)}`);
-  if (options.reconcilers !== undefined && !Array.isArray(options.reconcilers)) throw new InvalidInputError('reconcilers', 'must be an array of tools');
   let journaled: JournaledRun | null = null;
-  let runId: string;
-  if (options.runId === undefined) {
-    runId = `run_${uuidv7()}`;
-  } else {
-    runId = checkRunId(options.runId);
-    if (options.store === undefined || typeof options.store.loadHistory !== 'function') {
+  if (options.runId !== undefined) {
+    if (options.store === undefined) {
       throw new InvalidInputError('store', 'is required with runId: the run is read back from the session\'s journal');
     }
     journaled = readRun(await readOwnJournal(owner, options.store), runId);
@@ -160,6 +178,8 @@ async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | un
     { role: 'user', content: userInput },
   ];
   const toolCalls: AgentToolCall[] = [];
+  // A run cancelled before it starts journals nothing.
+  signal?.throwIfAborted();
   if (journaled === null) {
     await owner.append([runStartedEvent(turnId, runId, gateway.taskId, userInput), { turnId, kind: { type: 'user_message', text: userInput } }]);
   }
@@ -175,7 +195,7 @@ async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | un
   };
   const known = journaled?.responses ?? [];
   const available = new Set(gateway.schemas().map((s) => s.name));
-  const lastStep = replayOnly ? known.length : options.maxSteps;
+  const lastStep = replayOnly ? known.length : Math.max(options.maxSteps, known.length);
 
   let text: string | null = null;
   for (let step = 1; step <= lastStep; step += 1) {
@@ -200,13 +220,14 @@ async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | un
       // A cancelled run starts no further call (each would be journaled as an attempt).
       signal?.throwIfAborted();
       const action: ActionContext = { decision: { taskId: gateway.taskId as ActionContext['decision']['taskId'], stepId: `${runId}/${step}` }, actionIndex: index };
-      const refusal = journaledRefusal(journaled ?? null, step, index);
+      const key = runOperationKey(runId, step, index);
+      const refusal = await refusalToRead(journaled, step, index, owner, gateway.taskId, key);
       let call: AgentToolCall;
       if (refusal !== undefined) {
         // Refused before anything was recorded when the step ran: the model reads the same refusal again.
         call = { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, refusal), execution: null };
       } else {
-        const settled = await settleCall(ctx, requested, runOperationKey(runId, step, index), action, replayOnly);
+        const settled = await settleCall(ctx, requested, key, action, replayOnly);
         if (settled === null) return finish('uncertain_outcome', text, step);
         if (settled.kind === 'stop') return result(settled.reason, text, step, [settled.callId]);
         call = settled.call;
@@ -222,4 +243,16 @@ async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | un
     }
   }
   return finish('max_steps', text, lastStep);
+}
+
+/**
+ * The refusal the model reads again for the call at (step, index), or undefined when the call is settled from the
+ * journal. A refusal means nothing was recorded under the call's key, so a key that holds an attempt is settled from
+ * it: journals written before a completed call's replay refusal (a grant withdrawn since) stopped being journaled as
+ * a refusal hold such a `call_refused`, and the call it names ran.
+ */
+async function refusalToRead(journaled: JournaledRun | null, step: number, index: number, owner: SessionOwner, taskId: string, key: string) {
+  const refusal = journaledRefusal(journaled, step, index);
+  if (refusal === undefined) return undefined;
+  return (await owner.readOperation(taskId, key)) === undefined ? refusal : undefined;
 }

@@ -141,8 +141,10 @@ export async function settleCall(ctx: CallContext, requested: ChatToolCall, key:
   }
   const execution = recordedExecution(recorded);
   if (execution !== null && execution.result.outcome.status === 'succeeded') {
-    // Caller-key replay: checks the binding and the grant, runs nothing, writes nothing, charges nothing.
-    return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, keyed));
+    // Caller-key replay: checks the binding and the grant, runs nothing, writes nothing, charges nothing. Its refusal
+    // (the grant or the contract changed since) is thrown, not read by the model as a call refused before anything
+    // was recorded: this call ran, and neither the model nor the journal may be told otherwise.
+    return done(requested, await gateway.callWithOptions(requested.name, parseArguments(requested.arguments), keyed));
   }
   if (replayOnly) {
     if (execution !== null) return done(requested, execution);

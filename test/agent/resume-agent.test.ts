@@ -5,82 +5,16 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
-import { resumeAgent, runAgent, scriptedModel, type ChatResponse, type ChatToolCall, type ScriptedTurn } from '../../src/agent.js';
+import { resumeAgent, runAgent, scriptedModel } from '../../src/agent.js';
 import { setFaultHook } from '../../src/fault.js';
-import { openSqliteStore } from '../../src/sqlite.js';
 import { recordToolReview } from '../../src/tool/review.js';
-import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
-import type { Tool, ToolApprover } from '../../src/tool/types.js';
+import type { Tool } from '../../src/tool/types.js';
 import { exportRustJournal } from '../../src/store/rust-format.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { cli } from '../cli/helpers.js';
 import { decisionInbox } from '../../src/store/inbox.js';
-
-const schema = { type: 'object', properties: { item: { type: 'string' } }, required: ['item'] };
-const calls = (...list: Array<[string, string, string]>): ChatToolCall[] => list.map(([id, name, args]) => ({ id, name, arguments: args }));
-const reply = (text: string | null, toolCalls: ChatToolCall[] = []): ChatResponse => ({ text, toolCalls });
-
-class Crash extends Error {}
-
-/** The outside system: orders and e-mails, each keyed by the operation key its tool was called with. */
-function outside(options: { emailEffect?: 'idempotent' | 'non_idempotent'; emailApprover?: boolean } = {}) {
-  const orders = new Map<string, string>();
-  const emails = new Map<string, string>();
-  const bodies: string[] = [];
-  let emailMeta = new ToolMetadata('Sends the confirmation e-mail', schema).withEffect(options.emailEffect ?? 'idempotent', 'email-v1');
-  if (options.emailApprover === true) emailMeta = emailMeta.withApproval('operator');
-  const tools: Tool[] = [
-    {
-      name: 'place_order',
-      metadata: new ToolMetadata('Places an order', schema).withEffect('non_idempotent', 'order-v1'),
-      async execute(request) {
-        bodies.push('place_order');
-        orders.set(request.operation.key, (request.arguments as { item: string }).item);
-        return { orderId: orders.size };
-      },
-    },
-    {
-      name: 'send_email',
-      metadata: emailMeta,
-      async execute(request) {
-        bodies.push('send_email');
-        emails.set(request.operation.key, (request.arguments as { item: string }).item);
-        return 'sent';
-      },
-    },
-  ];
-  return { orders, emails, bodies, tools };
-}
-
-const orderStep = reply('Ordering.', calls(['c1', 'place_order', '{"item":"tea"}']));
-const emailStep = reply(null, calls(['c2', 'send_email', '{"item":"tea"}']));
-const doneStep = reply('Ordered and confirmed.');
-
-/** One "process": a store handle, a fenced owner (taking the session over), a runtime and a gateway. */
-async function host(path: string, tools: Tool[], approver?: ToolApprover) {
-  const store = openSqliteStore(path);
-  const owner = await store.acquire('shop', { owner: `host-${Math.random()}`, takeover: true });
-  await owner.startTask('task');
-  const runtime = createToolRuntime({ tools, grants: { agent: '*' }, ...(approver ? { approvers: { operator: approver } } : {}) });
-  const gateway = runtime.bind({ owner, taskId: 'task', caller: 'agent' });
-  return { store, owner, gateway };
-}
-
-const failing = (): ScriptedTurn => () => { throw new Crash('the host died before the model answered'); };
-
-/**
- * Runs `runId` (an order, then the e-mail) in one "process" that dies inside the e-mail's body (its start marker
- * durable, no result), then opens a second one on the same journal.
- */
-async function crashedInsideEmail(path: string, world: ReturnType<typeof outside>, runId: string) {
-  const first = await host(path, world.tools);
-  setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
-  await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 4, runId, store: first.store }), Crash);
-  setFaultHook(null);
-  await first.store.close();
-  return host(path, world.tools);
-}
+import { calls, Crash, crashedInsideEmail, doneStep, emailStep, failing, host, orderStep, outside, reply } from './fixtures/shop-run.js';
 
 describe('resumable agent runs (SQLite)', () => {
   afterEach(() => setFaultHook(null));

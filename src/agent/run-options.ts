@@ -1,0 +1,51 @@
+/**
+ * The options of `runAgent` and `resumeAgent`, checked before anything is read or journaled: a host's mistake (a
+ * missing model, history that is not a list of messages) is an InvalidInputError naming the option, never a
+ * TypeError half-way through a run whose start is already journaled.
+ */
+import { InvalidInputError } from '../errors.js';
+import { describeValue } from '../text.js';
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+function need(ok: boolean, option: string, expected: string, got: unknown): void {
+  if (!ok) throw new InvalidInputError(option, `must be ${expected}, got ${describeValue(got)}`);
+}
+
+const ROLES = new Set(['system', 'user', 'assistant', 'tool']);
+
+function checkHistory(history: unknown): void {
+  need(Array.isArray(history), 'history', 'an array of chat messages', history);
+  (history as unknown[]).forEach((message, i) => {
+    const at = `history[${i}]`;
+    need(isObject(message) && ROLES.has(message.role as string), at, "a chat message (role 'system', 'user', 'assistant' or 'tool')", message);
+    const m = message as Record<string, unknown>;
+    need(typeof m.content === 'string' || (m.role === 'assistant' && m.content === null), `${at}.content`, m.role === 'assistant' ? 'a string or null' : 'a string', m.content);
+    if (m.role === 'tool') need(typeof m.toolCallId === 'string', `${at}.toolCallId`, 'a string', m.toolCallId);
+    if (m.role === 'assistant' && m.toolCalls !== undefined) {
+      need(Array.isArray(m.toolCalls), `${at}.toolCalls`, 'an array', m.toolCalls);
+      (m.toolCalls as unknown[]).forEach((call, j) => {
+        const ok = isObject(call) && typeof call.id === 'string' && typeof call.name === 'string' && typeof call.arguments === 'string';
+        need(ok, `${at}.toolCalls[${j}]`, 'an object { id, name, arguments } of strings', call);
+      });
+    }
+  });
+}
+
+/** Throws InvalidInputError for the first option that is not what `runAgent` and `resumeAgent` take. */
+export function checkRunOptions(options: unknown): void {
+  need(isObject(options), 'options', 'an object', options);
+  const o = options as Record<string, unknown>;
+  need(isObject(o.model) && typeof o.model.complete === 'function', 'model', 'a ChatModel (an object with complete())', o.model);
+  need(isObject(o.owner) && typeof o.owner.sessionId === 'string' && typeof o.owner.append === 'function', 'owner', 'the session owner a store returned (acquire)', o.owner);
+  need(isObject(o.gateway) && typeof o.gateway.callWithOptions === 'function' && typeof o.gateway.schemas === 'function', 'gateway', 'a ToolGateway (runtime.bind)', o.gateway);
+  need(Number.isSafeInteger(o.maxSteps) && (o.maxSteps as number) > 0, 'maxSteps', 'a positive integer', o.maxSteps);
+  if (o.system !== undefined) need(typeof o.system === 'string', 'system', 'a string', o.system);
+  if (o.history !== undefined) checkHistory(o.history);
+  if (o.tools !== undefined) need(Array.isArray(o.tools) && o.tools.every((t) => typeof t === 'string'), 'tools', 'an array of tool names', o.tools);
+  if (o.reconcilers !== undefined) need(Array.isArray(o.reconcilers), 'reconcilers', 'an array of tools', o.reconcilers);
+  if (o.recovery !== undefined) need(o.recovery === 'suspend' || o.recovery === 'retry_safe', 'recovery', "'suspend' or 'retry_safe'", o.recovery);
+  if (o.stopOnUncertainOutcome !== undefined) need(typeof o.stopOnUncertainOutcome === 'boolean', 'stopOnUncertainOutcome', 'a boolean', o.stopOnUncertainOutcome);
+  if (o.signal !== undefined) need(o.signal instanceof AbortSignal, 'signal', 'an AbortSignal', o.signal);
+  if (o.store !== undefined) need(isObject(o.store) && typeof o.store.loadHistory === 'function', 'store', 'the store the owner belongs to', o.store);
+}
