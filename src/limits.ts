@@ -21,6 +21,11 @@ export const LIMITS = {
    * line must stay within maxJsonDepth so an exported journal can always be imported again.
    */
   maxArgumentsDepth: 256 - 3,
+  /**
+   * A call's deadline and a tool's timeout ceiling, in ms: Node's timers hold at most 2^31 − 1 ms (about 24.8 days)
+   * and fire at once for anything longer, which would time out every call the moment it starts.
+   */
+  maxTimeoutMs: 2_147_483_647,
   /** Failure code and message are truncated (never rejected) to this many bytes on a character boundary. */
   maxDiagnosticBytes: 1024,
   /** Untrusted JSON documents handed to the bounded parser, unless a caller passes a smaller bound. */

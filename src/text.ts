@@ -17,8 +17,11 @@ export function truncateUtf8(s: string, maxBytes: number): string {
   return s.slice(0, end);
 }
 
+const ANY_SURROGATE = /[\ud800-\udfff]/;
+
 /** The string with every lone surrogate replaced by U+FFFD, so it can be journaled (String#toWellFormed). */
 export function toWellFormed(s: string): string {
+  if (!ANY_SURROGATE.test(s)) return s;
   return s.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd');
 }
 

@@ -22,6 +22,7 @@ import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { InvalidInputError, McpUnavailableError } from '../errors.js';
 import { checkId, newTurnId, type TurnId } from '../ids.js';
 import type { JsonObject } from '../json/types.js';
+import { LIMITS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
 import type { ToolDenial } from '../tool/types.js';
 import { importFromSource, listMcpTools, mcpToolRevision, type McpImportOptions, type McpToolImport, type McpToolSource } from './mcp.js';
@@ -191,7 +192,7 @@ class ManagedConnection implements McpToolSource {
 
   private schedule(attempt: number): void {
     const b = this.backoff!;
-    const delay = Math.min(b.initialDelayMs * 2 ** (attempt - 1), b.maxDelayMs);
+    const delay = Math.min(b.initialDelayMs * 2 ** (attempt - 1), b.maxDelayMs, LIMITS.maxTimeoutMs);
     // Not unref'd: a bounded reconnect keeps the host up until it ends or close() stops it.
     this.timer = setTimeout(() => void this.attempt(attempt), delay);
   }

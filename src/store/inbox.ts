@@ -216,7 +216,7 @@ export async function awaitDecision(store: SessionStore, requestId: string, opti
       // With a push channel, polling is only the safety net for a missed notification.
       const interval = stop ? Math.max(pollMs, 5_000) : pollMs;
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, Math.min(left, interval));
+        const timer = setTimeout(done, Math.min(left, interval, LIMITS.maxTimeoutMs));
         function done() {
           clearTimeout(timer);
           wake = null;

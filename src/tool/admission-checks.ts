@@ -8,7 +8,7 @@ import { ToolEffect, type ToolCall, type ToolRecordedOutcome } from '../event/ty
 import { argumentsDigest } from '../store/attention.js';
 import type { SessionOwner } from '../store/types.js';
 import { LIMITS } from '../limits.js';
-import { truncateUtf8 } from '../text.js';
+import { toWellFormed, truncateUtf8 } from '../text.js';
 import type { CallControl, Interrupt } from './control.js';
 import type { Tool, ToolApprover, ToolDenial, ToolGuard, ToolHookContext } from './types.js';
 
@@ -21,14 +21,16 @@ export function failure(category: Failure['category'], code: RecordedFailureCode
 
 /**
  * A failure with code and message cut to the diagnostic limit on a character boundary (never rejected); the code
- * may be the host's own (a denial's, or a tool body's ToolBodyError).
+ * may be the host's own (a denial's, or a tool body's ToolBodyError). A lone surrogate in either (a message cut in
+ * the middle of an emoji) becomes U+FFFD: the journal holds well-formed text only, and a result that could not be
+ * journaled would leave a call that finished in doubt.
  */
 export function hostFailure(category: Failure['category'], code: string, message: string, retryable = false): Failure {
   return {
     status: 'failed',
     category,
-    code: truncateUtf8(code, LIMITS.maxDiagnosticBytes),
-    message: truncateUtf8(message, LIMITS.maxDiagnosticBytes),
+    code: truncateUtf8(toWellFormed(code), LIMITS.maxDiagnosticBytes),
+    message: truncateUtf8(toWellFormed(message), LIMITS.maxDiagnosticBytes),
     retryable,
   };
 }
@@ -131,7 +133,7 @@ export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, 
     case 'pending': {
       const note = (answer as { note?: unknown }).note;
       if (note !== undefined && typeof note !== 'string') return failure('approval_fault', 'tool_approval_malformed', 'a pending answer\'s note must be text');
-      return { pending: true, note: note === undefined ? null : truncateUtf8(note, LIMITS.maxDiagnosticBytes) };
+      return { pending: true, note: note === undefined ? null : truncateUtf8(toWellFormed(note), LIMITS.maxDiagnosticBytes) };
     }
     default:
       return failure('approval_fault', 'tool_approval_malformed', 'the approver answered neither approved, denied, unavailable nor pending');

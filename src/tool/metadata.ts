@@ -2,6 +2,7 @@ import { InvalidInputError } from '../errors.js';
 import { TOOL_EFFECTS, type ToolEffect, type ToolEffectContract } from '../event/types.js';
 import { checkId } from '../ids.js';
 import type { JsonObject } from '../json/types.js';
+import { LIMITS } from '../limits.js';
 
 /** A JSON Schema (draft 2020-12) object describing a tool's arguments. */
 export type JsonSchema = JsonObject | boolean;
@@ -9,9 +10,9 @@ export type JsonSchema = JsonObject | boolean;
 /** What a tool promises when nothing is declared: an unknown effect, which recovery treats as non-idempotent. */
 export const DEFAULT_CONTRACT: ToolEffectContract = Object.freeze({ effect: 'unknown', revision: 'unspecified' });
 
-function positiveInteger(field: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-    throw new InvalidInputError(field, `must be a positive integer, got ${String(value)}`);
+function positiveInteger(field: string, value: unknown, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0 || value > max) {
+    throw new InvalidInputError(field, `must be a positive integer${max < Number.MAX_SAFE_INTEGER ? ` of at most ${max}` : ''}, got ${String(value)}`);
   }
   return value;
 }
@@ -66,7 +67,7 @@ export class ToolMetadata {
   }
 
   withTimeoutCeiling(ms: number): ToolMetadata {
-    return this.with({ timeoutCeilingMs: positiveInteger('timeoutCeilingMs', ms) });
+    return this.with({ timeoutCeilingMs: positiveInteger('timeoutCeilingMs', ms, LIMITS.maxTimeoutMs) });
   }
 
   withOutputCeiling(bytes: number): ToolMetadata {

@@ -8,7 +8,7 @@ import { parseStringifiedJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS, OPERATION_KEY_LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { BudgetChange, CommitRequest, RecordedAttempt } from '../store/types.js';
-import { utf8Length } from '../text.js';
+import { toWellFormed, utf8Length } from '../text.js';
 import { askApproval, checkAvailability, checkGrantAndSchema, checkInDoubt, failure, hostFailure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
 import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
@@ -20,10 +20,10 @@ import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicContext, PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
 import { canCommit, commitAs } from '../store/owner-commit.js';
 
-function positive(field: string, value: number | undefined, fallback: number): number {
+function positive(field: string, value: number | undefined, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-    throw new ToolConfigError(`${field} must be a positive integer, got ${String(value)}`);
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0 || value > max) {
+    throw new ToolConfigError(`${field} must be a positive integer${max < Number.MAX_SAFE_INTEGER ? ` of at most ${max}` : ''}, got ${String(value)}`);
   }
   return value;
 }
@@ -125,7 +125,7 @@ class CanonicalRuntime implements ToolRuntime {
   inFlight = 0;
 
   constructor(config: ToolRuntimeConfig) {
-    this.defaultTimeoutMs = positive('defaultTimeoutMs', config.defaultTimeoutMs, RUNTIME_DEFAULTS.timeoutMs);
+    this.defaultTimeoutMs = positive('defaultTimeoutMs', config.defaultTimeoutMs, RUNTIME_DEFAULTS.timeoutMs, LIMITS.maxTimeoutMs);
     this.maxOutputBytes = positive('maxOutputBytes', config.maxOutputBytes, RUNTIME_DEFAULTS.maxOutputBytes);
     this.maxInFlight = positive('maxInFlight', config.maxInFlight, RUNTIME_DEFAULTS.maxInFlight);
     this.describePanic = config.describePanic ?? defaultPanicDescription;
@@ -409,7 +409,9 @@ class Gateway implements ToolGateway {
       const ran = await control.race(() => registered!.tool.execute(request, control.signal));
       if ('interrupt' in ran) outcome = ran.interrupt;
       else {
-        const output = typeof ran.value === 'string' ? ran.value : serializeOutput(ran.value);
+        // Text output is journaled well-formed (a lone surrogate becomes U+FFFD, as any UTF-8 encoder writes it);
+        // JSON output escapes one instead. Either way the result can be journaled, so a finished body is never in doubt.
+        const output = typeof ran.value === 'string' ? toWellFormed(ran.value) : serializeOutput(ran.value);
         if (typeof output !== 'string') outcome = output;
         else {
           const bytes = utf8Length(output);

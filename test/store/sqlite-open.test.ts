@@ -1,6 +1,6 @@
 /** How openSqliteStore treats its path: typed errors that name it, nothing created that was not asked for. */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
@@ -25,6 +25,21 @@ describe('openSqliteStore: paths', () => {
     const path = join(dir, 'no-such-dir', 'journal.db');
     assert.throws(() => openSqliteStore(path), pathError('store_directory_missing', path));
     assert.equal(existsSync(join(dir, 'no-such-dir')), false);
+  });
+
+  it('a path that is not one (not a string, empty, a NUL byte) and a bad busy timeout: invalid_input, and nothing is created', () => {
+    const folder = join(dir, 'nul-test');
+    mkdirSync(folder);
+    // SQLite stops reading a path at a NUL byte: it used to create a journal at the path cut there ('nul-test/a').
+    assert.throws(() => openSqliteStore(join(folder, 'a\u0000b.db')), { name: 'InvalidInputError', field: 'path', message: /NUL byte/ });
+    assert.throws(() => openSqliteStore(''), { name: 'InvalidInputError', field: 'path', message: /empty string/ });
+    for (const bad of [undefined, 5, null]) {
+      assert.throws(() => openSqliteStore(bad as unknown as string), { name: 'InvalidInputError', field: 'path' });
+    }
+    for (const busyTimeoutMs of [-1, 1.5, 2 ** 31, Number.NaN]) {
+      assert.throws(() => openSqliteStore(join(folder, 'b.db'), { busyTimeoutMs }), { name: 'InvalidInputError', field: 'busyTimeoutMs' });
+    }
+    assert.deepEqual(readdirSync(folder), []);
   });
 
   it('a file that is not SQLite: store_not_sqlite, and the file is left as it was', () => {

@@ -66,6 +66,17 @@ describe('SqliteIdempotencyStore', () => {
     const text = join(dir, 'notes.txt');
     writeFileSync(text, 'not a database at all');
     assert.throws(() => new SqliteIdempotencyStore(text), { code: 'store_not_sqlite' });
+    // Not a path or a handle, a closed handle, a NUL byte, a bad busy timeout: invalid_input, nothing created.
+    for (const bad of [undefined, null, 5, {}]) {
+      assert.throws(() => new SqliteIdempotencyStore(bad as unknown as string), { name: 'InvalidInputError', field: 'database' });
+    }
+    const closed = new Database(join(dir, 'closed.db'));
+    closed.close();
+    assert.throws(() => new SqliteIdempotencyStore(closed), { name: 'InvalidInputError', field: 'database', message: /closed/ });
+    assert.throws(() => new SqliteIdempotencyStore(join(dir, 'cut\u0000here.db')), { name: 'InvalidInputError', field: 'path' });
+    assert.equal(existsSync(join(dir, 'cut')), false);
+    assert.throws(() => new SqliteIdempotencyStore(join(dir, 'b.db'), { busyTimeoutMs: -1 }), { name: 'InvalidInputError', field: 'busyTimeoutMs' });
+    assert.equal(existsSync(join(dir, 'b.db')), false);
   });
 
   it('another writer holding the business database past the busy timeout is StoreBusyError; the write never runs', () => {

@@ -10,7 +10,7 @@ import { createMemoryStore } from '../../src/store/memory.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool, ToolDenial, ToolRuntimeConfig } from '../../src/tool/types.js';
-import { RUNTIME_DEFAULTS } from '../../src/limits.js';
+import { LIMITS, RUNTIME_DEFAULTS } from '../../src/limits.js';
 import { commitAs } from '../../src/store/owner-commit.js';
 
 async function setup(tools: Tool[], config: Partial<ToolRuntimeConfig> = {}) {
@@ -50,6 +50,18 @@ describe('call options above a ceiling are refused, never cut', () => {
       refused(/ceiling of 45000; to allow more, raise the tool's ceiling \(ToolMetadata\.withTimeoutCeiling on echo\)/));
     const { gateway: raised } = await setup([echo()], { defaultTimeoutMs: 120_000 });
     assert.equal((await raised.callWithOptions('echo', {}, { timeoutMs: 60_000 })).result.outcome.status, 'succeeded');
+  });
+
+  it("a timeout longer than Node's timers hold (2^31 ms) is refused at configuration; at the limit a call runs to its end", async () => {
+    const slow: Tool = { name: 'slow', metadata: new ToolMetadata('slow', { type: 'object' }), execute: () => new Promise((resolve) => setTimeout(() => resolve('done'), 30)) };
+    assert.throws(() => createToolRuntime({ tools: [slow], grants: { agent: '*' }, defaultTimeoutMs: LIMITS.maxTimeoutMs + 1 }),
+      { code: 'tool_config_invalid', message: /defaultTimeoutMs must be a positive integer of at most 2147483647, got 2147483648/ });
+    assert.throws(() => new ToolMetadata('slow', { type: 'object' }).withTimeoutCeiling(7 * LIMITS.maxTimeoutMs), { code: 'invalid_input', field: 'timeoutCeilingMs' });
+    // Node fires a longer timer at once: such a limit used to time out every call (tool_timeout after the start marker).
+    const { gateway } = await setup([slow], { defaultTimeoutMs: LIMITS.maxTimeoutMs });
+    assert.equal((await gateway.call('slow', {})).result.outcome.status, 'succeeded');
+    const ceiling = await setup([{ ...slow, metadata: slow.metadata.withTimeoutCeiling(LIMITS.maxTimeoutMs) }], { defaultTimeoutMs: LIMITS.maxTimeoutMs });
+    assert.equal((await ceiling.gateway.callWithOptions('slow', {}, { timeoutMs: LIMITS.maxTimeoutMs })).result.outcome.status, 'succeeded');
   });
 
   it('maxOutputBytes above the runtime maxOutputBytes (64 KiB): names maxOutputBytes', async () => {

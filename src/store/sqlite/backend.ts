@@ -9,7 +9,7 @@ import { attentionScanSql, attentionValues, sessionValues, taskValues, toAttenti
 import type { SessionStore } from '../types.js';
 import { Database, type Transaction } from './driver.js';
 import { mapSqliteError } from './errors.js';
-import { checkSqlitePath } from './path-check.js';
+import { checkBusyTimeout, checkSqlitePath } from './path-check.js';
 import type { SqliteStoreOptions } from './options.js';
 import { prepareDatabase } from './schema.js';
 import { eventRows, prepareStatements, type SqliteStatements } from './statements.js';
@@ -260,7 +260,7 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   const readonly = options.readonly === true;
   const mustExist = readonly || options.mustExist === true;
   checkSqlitePath(path, mustExist);
-  const timeout = options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs;
+  const timeout = checkBusyTimeout(options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs);
   let db: Database;
   try {
     db = new Database(path, { timeout, readonly, fileMustExist: mustExist });

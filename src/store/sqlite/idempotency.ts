@@ -1,13 +1,14 @@
 import { IdempotencyConflictError, InvalidInputError } from '../../errors.js';
 import type { JsonValue } from '../../json/types.js';
 import { STORE_DEFAULTS } from '../../limits.js';
+import { describeValue } from '../../text.js';
 import { idempotencyScope, reconcileAnswer, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
 import type { ToolReconcileAnswer } from '../../tool/types.js';
 import { Passthrough } from '../passthrough.js';
 import { Database, type Statement } from './driver.js';
 import { mapSqliteFailure } from './errors.js';
 import type { SqliteDatabase } from './options.js';
-import { checkSqlitePath } from './path-check.js';
+import { checkBusyTimeout, checkSqlitePath } from './path-check.js';
 import { switchToWal } from './wal.js';
 
 /** How the helper's errors name the database it writes to. */
@@ -40,7 +41,7 @@ export class SqliteIdempotencyStore {
    * past the busy timeout with StoreBusyError, any other SQLite failure with StoreUnavailableError.
    */
   constructor(database: string | SqliteDatabase, options: { busyTimeoutMs?: number } = {}) {
-    const timeout = options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs;
+    const timeout = checkBusyTimeout(options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs);
     this.owned = typeof database === 'string';
     if (typeof database === 'string') {
       checkSqlitePath(database, false, 'database');
@@ -50,6 +51,11 @@ export class SqliteIdempotencyStore {
         throw mapSqliteFailure(error, BUSINESS);
       }
     } else {
+      const handle = database as Partial<SqliteDatabase> | null | undefined;
+      if (typeof handle !== 'object' || handle === null || typeof handle.prepare !== 'function') {
+        throw new InvalidInputError('database', `must be a path or an open better-sqlite3 handle, got ${describeValue(database)}`);
+      }
+      if (handle.open !== true) throw new InvalidInputError('database', 'is a better-sqlite3 handle that is closed');
       // A handle passed in is a better-sqlite3 Database; its structural type only keeps the driver's types out of ours.
       this.raw = database as unknown as Database;
     }

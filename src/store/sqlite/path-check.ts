@@ -1,6 +1,8 @@
 import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { StorePathError } from '../../errors.js';
+import { InvalidInputError, StorePathError } from '../../errors.js';
+import { LIMITS } from '../../limits.js';
+import { describeValue } from '../../text.js';
 
 const SQLITE_HEADER = Buffer.from('SQLite format 3\u0000', 'latin1');
 
@@ -9,7 +11,12 @@ const SQLITE_HEADER = Buffer.from('SQLite format 3\u0000', 'latin1');
  * file that is not SQLite. `kind` names the file in the message (a journal, or a business database).
  */
 export function checkSqlitePath(path: string, mustExist: boolean, kind = 'journal'): void {
-  if (path === ':memory:' || path === '') return;
+  if (typeof path !== 'string') throw new InvalidInputError('path', `must be the path of a SQLite ${kind} file, got ${describeValue(path)}`);
+  if (path === ':memory:') return;
+  // SQLite would open a private temporary database for '' (a journal nobody can open again), and stop reading a
+  // path at a NUL byte, so it would create a file under the path cut there.
+  if (path === '') throw new InvalidInputError('path', `must be the path of a SQLite ${kind} file (or :memory:), got an empty string`);
+  if (path.includes('\u0000')) throw new InvalidInputError('path', 'contains a NUL byte');
   if (!existsSync(path)) {
     if (mustExist) throw new StorePathError('store_not_found', path, 'no such file');
     const dir = dirname(path);
@@ -30,4 +37,12 @@ export function checkSqlitePath(path: string, mustExist: boolean, kind = 'journa
     throw new StorePathError('store_not_sqlite', path, 'is not a SQLite database');
   }
   if (read > 0 && read < SQLITE_HEADER.length) throw new StorePathError('store_not_sqlite', path, 'is not a SQLite database (too short)');
+}
+
+/** The busy timeout a SQLite connection is opened with: 0 (fail at once) up to what Node's timers hold. */
+export function checkBusyTimeout(value: unknown): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0 || value > LIMITS.maxTimeoutMs) {
+    throw new InvalidInputError('busyTimeoutMs', `must be an integer from 0 to ${LIMITS.maxTimeoutMs}, got ${String(value)}`);
+  }
+  return value;
 }
