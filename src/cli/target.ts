@@ -8,7 +8,10 @@ import type { SessionStore } from '../store/types.js';
 import { StoreAccessError, UsageError } from './exit.js';
 
 export interface OpenTargetOptions {
-  /** SQLite only: create the file when it does not exist (import, demo). Reading commands never create one. */
+  /**
+   * Create the store when it does not exist (import, demo): a SQLite file, or a PostgreSQL schema and its tables.
+   * Every other command never creates one, and refuses (exit 3) a file, database or schema that holds no journal.
+   */
   readonly create?: boolean;
 }
 
@@ -28,7 +31,9 @@ export function describeTarget(target: string): string {
   }
 }
 
-type PostgresModule = { openPostgresStore?: (url: string, options?: { schema?: string }) => SessionStore | Promise<SessionStore> };
+type PostgresModule = {
+  openPostgresStore?: (url: string, options?: { schema?: string; mustExist?: boolean }) => SessionStore | Promise<SessionStore>;
+};
 
 /** Splits the CLI's own `schema` parameter off the URL; the rest goes to the driver unchanged. */
 function splitSchema(target: string): { url: string; schema: string | undefined } {
@@ -44,7 +49,7 @@ function splitSchema(target: string): { url: string; schema: string | undefined 
   return { url: url.toString(), schema };
 }
 
-async function openPostgres(target: string): Promise<SessionStore> {
+async function openPostgres(target: string, create: boolean): Promise<SessionStore> {
   // A computed specifier: the CLI must compile and run in a build that has no PostgreSQL store.
   const specifier = '../postgres.js';
   let mod: PostgresModule;
@@ -62,7 +67,8 @@ async function openPostgres(target: string): Promise<SessionStore> {
   }
   const { url, schema } = splitSchema(target);
   try {
-    return await mod.openPostgresStore(url, schema !== undefined ? { schema } : {});
+    // As for SQLite: only a command that creates a journal may create the schema or its tables.
+    return await mod.openPostgresStore(url, { ...(schema !== undefined ? { schema } : {}), mustExist: !create });
   } catch (error) {
     if ((error as { code?: unknown }).code === 'invalid_input') throw error;
     throw new StoreAccessError(`cannot open ${describeTarget(target)}: ${(error as Error).message}`, { cause: error });
@@ -84,11 +90,11 @@ async function loadSqlite(): Promise<SqliteModule> {
 /** Opens the store a CLI argument names. Throws UsageError or StoreAccessError; the store's own errors pass through. */
 export async function openStoreFromTarget(target: string, options: OpenTargetOptions = {}): Promise<SessionStore> {
   if (typeof target !== 'string' || target.trim() === '') throw new UsageError('the store argument is empty: give a SQLite file or a postgres:// URL');
-  if (isPostgresTarget(target)) return openPostgres(target);
+  const create = options.create === true;
+  if (isPostgresTarget(target)) return openPostgres(target, create);
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(target)) {
     throw new UsageError(`unsupported store URL ${JSON.stringify(target)}: give a SQLite file path or a postgres:// URL`);
   }
-  const create = options.create === true;
   const { openSqliteStore } = await loadSqlite();
   try {
     // Reading commands never create a file or a journal; the store refuses, untouched, a file that is not one.

@@ -8,7 +8,8 @@ import { parseStringifiedJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS, OPERATION_KEY_LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { BudgetChange, CommitRequest, RecordedAttempt } from '../store/types.js';
-import { toWellFormed, utf8Length } from '../text.js';
+import { describeValue, toWellFormed, utf8Length } from '../text.js';
+import { checkRuntimeConfig, checkSignal } from './runtime-config.js';
 import { askApproval, checkAvailability, checkGrantAndSchema, checkInDoubt, failure, hostFailure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
 import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
@@ -125,6 +126,7 @@ class CanonicalRuntime implements ToolRuntime {
   inFlight = 0;
 
   constructor(config: ToolRuntimeConfig) {
+    checkRuntimeConfig(config);
     this.defaultTimeoutMs = positive('defaultTimeoutMs', config.defaultTimeoutMs, RUNTIME_DEFAULTS.timeoutMs, LIMITS.maxTimeoutMs);
     this.maxOutputBytes = positive('maxOutputBytes', config.maxOutputBytes, RUNTIME_DEFAULTS.maxOutputBytes);
     this.maxInFlight = positive('maxInFlight', config.maxInFlight, RUNTIME_DEFAULTS.maxInFlight);
@@ -186,6 +188,7 @@ class Gateway implements ToolGateway {
     if (!binding?.owner) throw new InvalidInputError('owner', 'a gateway needs the session owner');
     // The runtime writes evidence through the store's own path, which only an owner a store returned has.
     if (!canCommit(binding.owner)) throw new InvalidInputError('owner', 'must be a session owner a jingwei store returned (acquire)');
+    checkSignal(binding.signal, 'signal');
     this.sessionId = binding.owner.sessionId;
     this.taskId = checkId<TaskId>('taskId', binding.taskId);
     this.caller = checkId<string>('caller', binding.caller);
@@ -207,6 +210,10 @@ class Gateway implements ToolGateway {
   }
 
   async callWithOptions(name: string, args: JsonValue, options: ToolCallOptions = {}): Promise<ToolExecution> {
+    if (typeof options !== 'object' || options === null) throw new ToolPreflightError('invalid_options', `options must be an object, got ${describeValue(options)}`);
+    if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
+      throw new ToolPreflightError('invalid_options', `signal must be an AbortSignal, got ${describeValue(options.signal)}`);
+    }
     const checked = preflight(name, args);
     const registered = this.runtime.tools.get(name);
     const metadata = registered?.tool.metadata;

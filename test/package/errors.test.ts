@@ -155,6 +155,7 @@ describe('the error catalogue', () => {
       new errors.DecisionError('decision_stale', 'approval_1', 'x'),
       new errors.DecisionError('inbox_unsupported', null, 'x'),
       new errors.OperationInDoubtError('task', 'key', 'call', 'x'),
+      new errors.AgentRunBusyError('session', 'run'),
     ];
     const sampled = new Set(samples.map((e) => e.constructor.name));
     for (const name of Object.values(JINGWEI_ERROR_CODES)) assert.ok(sampled.has(name), `no sample of ${name}`);

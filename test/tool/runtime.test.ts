@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import type { ToolOperation } from '../../src/event/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
+import { createMemoryStore } from '../../src/store/memory.js';
 import { never, rig, sleep, tool } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
 
@@ -32,6 +33,44 @@ describe('createToolRuntime refuses an inconsistent configuration', () => {
     const bad = tool('bad', async () => 'x', new ToolMetadata('b', { type: 'no-such-type' }));
     assert.throws(() => createToolRuntime({ tools: [bad], grants: {} }), { code: 'tool_config_invalid' });
     assert.throws(() => createToolRuntime({ tools: [], grants: {}, maxInFlight: 0 }), { code: 'tool_config_invalid' });
+  });
+
+  it('a configuration of the wrong shape is ToolConfigError naming the part, never a TypeError, and a tool without a body is refused before any call', () => {
+    const cases: Array<[unknown, RegExp]> = [
+      [undefined, /the runtime configuration must be an object/],
+      [null, /the runtime configuration must be an object/],
+      [{ grants: {} }, /tools must be an array of tools, got undefined/],
+      [{ tools: [null], grants: {} }, /tools\[0\] must be a tool/],
+      [{ tools: [{ name: 't', execute: async () => 'x' }], grants: {} }, /tool "t"\.metadata must be a ToolMetadata/],
+      [{ tools: [{ name: 't', metadata: { description: 'd', inputSchema: {} }, execute: async () => 'x' }], grants: {} }, /tool "t"\.metadata must be a ToolMetadata/],
+      [{ tools: [{ name: 't', metadata: t.metadata }], grants: {} }, /tool "t"\.execute must be a function/],
+      [{ tools: [{ ...t, reconcile: 'yes' }], grants: {} }, /tool "t"\.reconcile must be a function/],
+      [{ tools: [t] }, /grants must be an object/],
+      [{ tools: [t], grants: null }, /grants must be an object/],
+      [{ tools: [t], grants: { a: 'all' } }, /the grant of caller "a" must be '\*' or an array of tool names, got a string/],
+      [{ tools: [t], grants: { a: 5 } }, /the grant of caller "a"/],
+      [{ tools: [t], grants: {}, guards: 'no' }, /guards must be an array/],
+      [{ tools: [t], grants: {}, guards: [5] }, /guards\[0\] must be a function/],
+      [{ tools: [t], grants: {}, approvers: { boss: 'yes' } }, /approver "boss" must be a function/],
+      [{ tools: [t], grants: {}, describePanic: 'x' }, /describePanic must be a function/],
+    ];
+    for (const [config, message] of cases) {
+      assert.throws(() => createToolRuntime(config as Parameters<typeof createToolRuntime>[0]), { name: 'ToolConfigError', code: 'tool_config_invalid', message });
+    }
+  });
+});
+
+describe('a gateway refuses options of the wrong shape before anything is recorded', () => {
+  it('a binding signal or call options that are not what they say: typed, nothing journaled', async () => {
+    const store = createMemoryStore();
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('task');
+    const runtime = createToolRuntime({ tools: [tool('t', async () => 'x')], grants: { agent: '*' } });
+    assert.throws(() => runtime.bind({ owner, taskId: 'task', caller: 'agent', signal: {} as AbortSignal }), { name: 'InvalidInputError', field: 'signal' });
+    const gateway = runtime.bind({ owner, taskId: 'task', caller: 'agent' });
+    await assert.rejects(gateway.callWithOptions('t', {}, null as unknown as object), { name: 'ToolPreflightError', code: 'invalid_options', message: /options must be an object, got null/ });
+    await assert.rejects(gateway.callWithOptions('t', {}, { signal: {} as AbortSignal }), { name: 'ToolPreflightError', code: 'invalid_options', message: /signal must be an AbortSignal/ });
+    assert.deepEqual((await store.loadHistory('s')).map((e) => e.kind.type), ['task_ledger']);
   });
 });
 

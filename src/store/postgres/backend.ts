@@ -451,7 +451,8 @@ class PostgresBackend implements JournalBackend {
  * in the same transaction as the event inserts: a fenced owner's write changes 0 rows and fails with
  * StaleOwnerError, writing nothing. Lock waits and statements are bounded (`lockTimeoutMs`, `statementTimeoutMs`)
  * and fail with StoreBusyError; lost connections fail with StoreUnavailableError('store_failure'); a schema newer
- * than this code fails with StoreUnavailableError('schema_too_new').
+ * than this code fails with StoreUnavailableError('schema_too_new'). With `mustExist` a schema that is missing or
+ * holds no journal fails with StorePathError ('store_not_found', 'store_not_journal') and nothing is created.
  */
 export async function openPostgresStore(urlOrPool: string | PgPool, options: PostgresStoreOptions = {}): Promise<SessionStore> {
   const schema = options.schema ?? 'public';
@@ -488,7 +489,7 @@ export async function openPostgresStore(urlOrPool: string | PgPool, options: Pos
     throw new InvalidInputError('urlOrPool', 'must be a PostgreSQL connection URL or a pg.Pool');
   }
   try {
-    await migrate(pool, schema, lock, statement);
+    await migrate(pool, schema, lock, statement, options.mustExist === true);
   } catch (error) {
     if (ownsPool) await pool.end().catch(() => {});
     throw mapPostgresError(error, `open schema ${schema}`);

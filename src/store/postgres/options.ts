@@ -6,10 +6,17 @@ export const POSTGRES_SCHEMA_VERSION = 8;
 
 export interface PostgresStoreOptions {
   /**
-   * The PostgreSQL schema (namespace) that holds the store's tables, created on open if missing. A plain
+   * The PostgreSQL schema (namespace) that holds the store's tables, created on open if missing (unless `mustExist`). A plain
    * identifier: letters, digits and underscores, at most 63 bytes. Default `public`.
    */
   schema?: string;
+  /**
+   * The schema must exist and already hold a journal, as SQLite's `mustExist`: a missing schema fails with
+   * StorePathError('store_not_found'), a schema without the journal's tables (no `jw_schema_version`, or version 0)
+   * with StorePathError('store_not_journal'), both decided by one read of the catalog; nothing is created. A journal
+   * at an older schema version is upgraded as without this option. Default false (the schema and tables are created).
+   */
+  mustExist?: boolean;
   /**
    * How long a transaction waits for a row lock held by another writer (`SET LOCAL lock_timeout`) before it fails
    * with StoreBusyError. Default 5,000 ms.

@@ -1,4 +1,4 @@
-import { StoreUnavailableError } from '../../errors.js';
+import { StorePathError, StoreUnavailableError } from '../../errors.js';
 import { TASK_DEFAULTS } from '../../limits.js';
 import type { Pool } from './driver.js';
 
@@ -105,9 +105,11 @@ CREATE TABLE ${S}.jw_operations (
 /**
  * Creates or upgrades the store's tables. Fast path: the version is current, no lock and no DDL. Otherwise one
  * transaction under an advisory transaction lock (so concurrent openers never race), re-reading the version
- * inside it.
+ * inside it. With `mustExist` nothing is created: a missing schema is StorePathError('store_not_found'), a schema
+ * without a journal StorePathError('store_not_journal'), both found by one read of the catalog before any lock or
+ * DDL; a journal at an older version is upgraded as usual.
  */
-export async function migrate(pool: Pool, schema: string, lockTimeoutMs: number, statementTimeoutMs: number): Promise<void> {
+export async function migrate(pool: Pool, schema: string, lockTimeoutMs: number, statementTimeoutMs: number, mustExist = false): Promise<void> {
   const S = `"${schema}"`;
   const client = await pool.connect();
   let broken: unknown;
@@ -123,8 +125,28 @@ export async function migrate(pool: Pool, schema: string, lockTimeoutMs: number,
   };
   const tooNew = (version: number) =>
     new StoreUnavailableError('schema_too_new', `schema ${schema} is at version ${version}; this code understands up to ${POSTGRES_SCHEMA_VERSION}`);
+  /** The same location and wording as the SQLite store's refusals, naming the schema and its database. */
+  const notFound = (database: string) => new StorePathError('store_not_found', `schema ${schema}`, `no such schema in database ${database}`);
+  const notJournal = (database: string) =>
+    new StorePathError('store_not_journal', `schema ${schema}`, `holds no jingwei journal (in database ${database})`);
+  /**
+   * With `mustExist`: one read of the catalog, before anything could create the schema or a table, then the version
+   * (0, a version table with no row, is no journal either). Returns the version.
+   */
+  const existingVersion = async (): Promise<number> => {
+    const res = await client.query<{ db: string; ns: boolean; t: string | null }>(
+      'SELECT current_database() AS db, EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1) AS ns, to_regclass($2)::text AS t',
+      [schema, `${S}.jw_schema_version`],
+    );
+    const row = res.rows[0]!;
+    if (!row.ns) throw notFound(row.db);
+    if (row.t == null) throw notJournal(row.db);
+    const version = await readVersion();
+    if (version === 0) throw notJournal(row.db);
+    return version;
+  };
   try {
-    const seen = await readVersion();
+    const seen = mustExist ? await existingVersion() : await readVersion();
     if (seen > POSTGRES_SCHEMA_VERSION) throw tooNew(seen);
     if (seen === POSTGRES_SCHEMA_VERSION) return;
     await client.query(
@@ -132,6 +154,8 @@ export async function migrate(pool: Pool, schema: string, lockTimeoutMs: number,
     );
     try {
       await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`jingwei.migrate:${schema}`]);
+      // Under the lock again: with `mustExist`, a schema or journal dropped since the check is refused, not created.
+      if (mustExist) await existingVersion();
       const ns = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
       if (ns.rowCount === 0) await client.query(`CREATE SCHEMA ${S}`);
       const table = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [`${S}.jw_schema_version`]);
