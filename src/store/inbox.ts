@@ -7,7 +7,7 @@ import { DecisionError, InvalidInputError } from '../errors.js';
 import { checkId, uuidv7, type SessionId } from '../ids.js';
 import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../event/types.js';
 import { LIMITS } from '../limits.js';
-import { truncateUtf8, utf8Length } from '../text.js';
+import { describeValue, truncateUtf8, utf8Length } from '../text.js';
 import { JournalStore } from './journal-store.js';
 import type { DecisionKind, DecisionQuery, DecisionRow, DecisionState, InboxBackend } from './inbox-rows.js';
 import { DECISION_STATES } from './inbox-rows.js';
@@ -68,6 +68,10 @@ export interface AwaitDecisionOptions {
 }
 
 function inboxOf(store: SessionStore): InboxBackend {
+  if (typeof (store as unknown as { then?: unknown } | null)?.then === 'function') {
+    throw new InvalidInputError('store', 'is a Promise: await the store (openPostgresStore resolves to one) before asking for its inbox');
+  }
+  if (typeof store !== 'object' || store === null) throw new InvalidInputError('store', `must be a store, got ${describeValue(store)}`);
   const backend = store instanceof JournalStore ? store.backend : undefined;
   if (!backend?.inbox) throw new DecisionError('inbox_unsupported', null, `the ${store.kind} store has no decision inbox`);
   return backend.inbox;
@@ -170,7 +174,7 @@ export class DecisionInbox {
     const query: DecisionQuery = {
       ...(options.sessionId !== undefined ? { sessionId: checkId<string>('sessionId', options.sessionId) } : {}),
       ...(options.kind !== undefined ? { kind: options.kind } : {}),
-      ...(options.after !== undefined ? { after: checkId<string>('after', options.after) } : {}),
+      ...(options.after !== undefined ? { after: checkAfter(options.after, options.kind) } : {}),
       states,
       limit: limit + 1,
     };
@@ -178,6 +182,19 @@ export class DecisionInbox {
     const items = rows.slice(0, limit);
     return { items, next: rows.length > limit ? items[items.length - 1]!.id : null };
   }
+}
+
+/**
+ * A page's `after`: the id of a decision, of the listed kind when one is given. Pages are ordered by id, so any other
+ * text would silently skip every decision after it in that order ('garbage' sorts after every `approval_` id).
+ */
+function checkAfter(after: unknown, kind: 'approval' | 'review' | undefined): string {
+  const id = checkId<string>('after', after);
+  const prefix = kind === undefined ? '(approval|review)' : kind;
+  if (!new RegExp(`^${prefix}_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`).test(id)) {
+    throw new InvalidInputError('after', `must be the id of ${kind === undefined ? 'a decision' : `an ${kind} ${kind === 'approval' ? 'request' : 'decision'}`} (a page's next), got ${JSON.stringify(id)}`);
+  }
+  return id;
 }
 
 /** The operator's side of the inbox of `store`. Throws DecisionError `inbox_unsupported` when its backend has none. */

@@ -68,9 +68,10 @@ describe('jingwei approve, deny and review', () => {
     const { path, ranCallId } = await journal();
     const run = cli(['review', path, ranCallId, '--session', 's-1', '--outcome', 'completed', '--evidence', 'in the outbox', '--actor', 'alice', '--json']);
     assert.equal(run.code, 0, run.stderr);
-    const row = JSON.parse(run.stdout) as { id: string; kind: string; callId: string; decision: string; state: string; tool: string };
-    assert.match(row.id, /^review_/);
-    assert.deepEqual([row.kind, row.callId, row.decision, row.state, row.tool], ['review', ranCallId, 'completed', 'decided', 'mail']);
+    const row = JSON.parse(run.stdout) as Record<string, unknown>;
+    assert.match(row.id as string, /^review_/);
+    assert.deepEqual([row.kind, row.call_id, row.session_id, row.decision, row.state, row.tool, row.actor, row.reason, row.binding], ['review', ranCallId, 's-1', 'completed', 'decided', 'mail', 'alice', 'in the outbox', null]);
+    assert.deepEqual(Object.keys(row).filter((k) => /[A-Z]/.test(k)), [], 'keys are snake_case, as every command\'s JSON');
     const store = openSqliteStore(path);
     assert.deepEqual((await decisionInbox(store).list({ sessionId: 's-1', kind: 'review' })).items.map((d) => d.id), [row.id]);
     // The task's start, then the pending call (call, result) and the call that ran (call, marker, result).

@@ -59,6 +59,12 @@ describe('jingwei queue: approval requests waiting for a person', () => {
     assert.deepEqual([first.approvals.map((r) => r.request_id), first.approvals_next], [[a], a]);
     const second = JSON.parse(cli(['queue', path, '--json', '--limit', '1', '--approvals-after', a]).stdout) as QueueJson;
     assert.deepEqual([second.approvals.map((r) => r.request_id), second.approvals_next], [[b], null]);
+    // Pages go by id, so text that is not a request id ('garbage' sorts after them all) used to hide every approval.
+    for (const bad of ['garbage', 'review_01a2371f-a722-70c6-829e-c4766e7fbe08', `${a}x`]) {
+      const refused = cli(['queue', path, '--approvals-after', bad]);
+      assert.equal(refused.code, 2, `${bad}: ${refused.stdout}`);
+      assert.match(refused.stderr, /--approvals-after must be the id of an approval request/);
+    }
     assert.deepEqual((JSON.parse(cli(['queue', path, '--json', '--session', 's-b']).stdout) as QueueJson).approvals.map((r) => r.request_id), [b]);
     assert.deepEqual((JSON.parse(cli(['queue', path, '--json', '--tool', 'other']).stdout) as QueueJson).approvals, []);
     assert.deepEqual((JSON.parse(cli(['queue', path, '--json', '--older-than', '1d']).stdout) as QueueJson).approvals, [], 'nothing waits a day');

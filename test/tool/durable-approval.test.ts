@@ -245,4 +245,7 @@ it('the memory store has an inbox too; pending needs one', async () => {
   const requestId = execution.result.approval!.requestId;
   assert.equal((await decisionInbox(store).list()).items[0]?.id, requestId);
   await assert.rejects(async () => decisionInbox({ ...store, kind: 'fake' } as typeof store), { code: 'inbox_unsupported' });
+  // A store not awaited yet (openPostgresStore resolves to one) is named as such, not as "the undefined store".
+  assert.throws(() => decisionInbox(Promise.resolve(store) as unknown as typeof store), { name: 'InvalidInputError', field: 'store', message: /is a Promise: await the store/ });
+  assert.throws(() => decisionInbox(undefined as unknown as typeof store), { name: 'InvalidInputError', field: 'store' });
 });

@@ -23,10 +23,21 @@ function optionalText(value: string | boolean | undefined): string | undefined {
   return typeof value === 'string' ? value : undefined;
 }
 
+/** The decision row with the CLI's snake_case keys, as every command's JSON has them. */
+function decisionJson(row: DecisionRow) {
+  const b = row.binding;
+  return {
+    id: row.id, kind: row.kind, session_id: row.sessionId, call_id: row.callId, state: row.state,
+    binding: b === null ? null : { task_id: b.taskId, key: b.key, tool: b.tool, revision: b.revision, arguments_digest: b.argumentsDigest },
+    tool: row.tool, note: row.note, decision: row.decision, actor: row.actor, reason: row.reason,
+    created_at: row.createdAt, decided_at: row.decidedAt, consumed_at: row.consumedAt, consumed_by: row.consumedBy,
+  };
+}
+
 /** The decision as JSON (one line, journal text escaped) or a short readable report. */
 function report(ctx: CommandContext, row: DecisionRow, what: string): ExitCode {
   if (ctx.options.json === true) {
-    ctx.io.stdout.write(escapeOutput(JSON.stringify(row)) + '\n');
+    ctx.io.stdout.write(escapeOutput(JSON.stringify(decisionJson(row))) + '\n');
     return EXIT.ok;
   }
   ctx.out.line(`${what} ${safe(row.id)} (session ${safe(row.sessionId)}, call ${safe(row.callId)}${row.tool !== null ? `, tool ${safe(row.tool)}` : ''})`);

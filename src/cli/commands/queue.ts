@@ -113,15 +113,21 @@ and --status or --effect (which select operations) leave them out.`,
         if (error instanceof InvalidInputError) throw new UsageError(`jingwei queue: ${error.message}`);
         throw error;
       }
-      const approvals = status !== undefined || effect !== undefined
-        ? { items: [], next: null }
-        : await openApprovals(store, {
-          ...(typeof options.session === 'string' ? { sessionId: options.session } : {}),
-          ...(typeof options.tool === 'string' ? { tool: options.tool } : {}),
-          ...(olderThanMs !== undefined ? { calledAtMost: Date.now() - olderThanMs } : {}),
-          ...(typeof options['approvals-after'] === 'string' ? { after: options['approvals-after'] } : {}),
-          limit,
-        });
+      let approvals: Awaited<ReturnType<typeof openApprovals>> = { items: [], next: null };
+      if (status === undefined && effect === undefined) {
+        try {
+          approvals = await openApprovals(store, {
+            ...(typeof options.session === 'string' ? { sessionId: options.session } : {}),
+            ...(typeof options.tool === 'string' ? { tool: options.tool } : {}),
+            ...(olderThanMs !== undefined ? { calledAtMost: Date.now() - olderThanMs } : {}),
+            ...(typeof options['approvals-after'] === 'string' ? { after: options['approvals-after'] } : {}),
+            limit,
+          });
+        } catch (error) {
+          if (error instanceof InvalidInputError && error.field === 'after') throw new UsageError(`jingwei queue: --approvals-after ${error.message.replace(/^after: /, '')}`);
+          throw error;
+        }
+      }
       const now = new Date().toISOString();
       if (options.json === true) {
         out.line(JSON.stringify({
