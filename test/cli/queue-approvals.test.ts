@@ -1,11 +1,13 @@
 /**
  * `jingwei queue` lists the open approval requests (attempts recorded approval_pending) with their request id,
- * session, tool and since when they wait, in text and JSON, on a real SQLite journal; a decided one leaves the list.
+ * session, tool and since when they wait, in text and JSON, on a real SQLite journal; a decided one moves to the
+ * decided requests, which wait for the session's host, and leaves the queue when an attempt uses it.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
+import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { cli } from './helpers.js';
@@ -29,6 +31,28 @@ async function pendingRequests(path: string): Promise<string[]> {
   }
   await store.close();
   return ids;
+}
+
+/** Each session's host again: one retry of its pending call, which the operator's decision answers for. */
+async function retryEach(path: string): Promise<string[]> {
+  const store = openSqliteStore(path);
+  const outcomes: string[] = [];
+  for (const session of ['s-a', 's-b']) {
+    const owner = await store.acquire(session, { owner: 'host' });
+    const runtime = createToolRuntime({
+      tools: [{ name: 'mail', metadata: new ToolMetadata('mail', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'sent' }],
+      grants: { agent: '*' },
+      approvers: { ops: async () => ({ decision: 'pending' as const }) },
+    });
+    const history = await store.loadHistory(session);
+    const call = history.find((e) => e.kind.type === 'tool_call')!;
+    const plan = prepareToolRetry(history, call.kind.type === 'tool_call' ? call.kind.call.id : '');
+    const outcome = (await runtime.bind({ owner, taskId: 't', caller: 'agent' }).callWithOptions('mail', { to: session }, { retry: plan })).result.outcome;
+    outcomes.push(outcome.status === 'succeeded' ? 'succeeded' : outcome.category);
+    await owner.release();
+  }
+  await store.close();
+  return outcomes;
 }
 
 interface QueueJson {
@@ -71,6 +95,26 @@ describe('jingwei queue: approval requests waiting for a person', () => {
 
     assert.equal(cli(['approve', path, a, '--actor', 'alice']).code, 0);
     assert.equal(cli(['deny', path, b, '--actor', 'bob']).code, 0);
+    // Decided, not used: the hosts are gone, and the operator sees that the decisions wait for them.
+    const decided = cli(['queue', path]);
+    assert.equal(decided.code, 0);
+    assert.doesNotMatch(decided.stdout, /Nothing needs attention|Approval requests waiting for a person/);
+    assert.match(decided.stdout, /Decided, waiting for the session's host to use the decision \(2\):/);
+    assert.match(decided.stdout, new RegExp(`${a}\\s+s-a\\s+mail\\s+approved by alice`));
+    assert.match(decided.stdout, new RegExp(`${b}\\s+s-b\\s+mail\\s+denied by bob`));
+    const decidedJson = JSON.parse(cli(['queue', path, '--json']).stdout) as QueueJson & { decided: { request_id: string; decision: string; actor: string; decided_at: string }[]; decided_next: string | null };
+    assert.deepEqual(decidedJson.approvals, []);
+    assert.deepEqual(decidedJson.decided.map((r) => [r.request_id, r.decision, r.actor]), [[a, 'approved', 'alice'], [b, 'denied', 'bob']]);
+    assert.ok(decidedJson.decided.every((r) => !Number.isNaN(Date.parse(r.decided_at))));
+    const firstDecided = JSON.parse(cli(['queue', path, '--json', '--limit', '1']).stdout) as typeof decidedJson;
+    assert.deepEqual([firstDecided.decided.map((r) => r.request_id), firstDecided.decided_next], [[a], a]);
+    const nextDecided = JSON.parse(cli(['queue', path, '--json', '--limit', '1', '--decided-after', a]).stdout) as typeof decidedJson;
+    assert.deepEqual(nextDecided.decided.map((r) => r.request_id), [b]);
+    assert.equal(cli(['queue', path, '--decided-after', 'garbage']).code, 2);
+
+    // Each host comes back and makes its next attempt, which uses the decision: nothing is left waiting.
+    const outcomes = await retryEach(path);
+    assert.deepEqual(outcomes, ['succeeded', 'approval_denied']);
     const after = cli(['queue', path]);
     assert.equal(after.code, 0);
     assert.match(after.stdout, /Nothing needs attention\./);

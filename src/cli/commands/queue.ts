@@ -12,17 +12,20 @@ import { JournalStore } from '../../store/journal-store.js';
 import type { SessionStore } from '../../store/types.js';
 
 /**
- * One page of open approval requests (an attempt recorded approval_pending waits for a person), oldest first;
- * none when the store keeps no decision inbox. `tool` and `calledAtMost` filter the page.
+ * One page of approval requests in `state`, oldest first: `open` ones wait for a person (an attempt recorded
+ * approval_pending); `decided` ones wait for the session's host to use the decision on its next attempt, which a
+ * host that is gone never makes. None when the store keeps no decision inbox. `tool` and `calledAtMost` filter the
+ * page.
  */
-async function openApprovals(
+async function approvalsIn(
   store: SessionStore,
+  state: 'open' | 'decided',
   query: { sessionId?: string; tool?: string; calledAtMost?: number; after?: string; limit: number },
 ): Promise<{ items: DecisionRow[]; next: string | null }> {
   if (!(store instanceof JournalStore) || !store.backend.inbox) return { items: [], next: null };
   const page = await decisionInbox(store).list({
     kind: 'approval',
-    states: ['open'],
+    states: [state],
     ...(query.sessionId !== undefined ? { sessionId: query.sessionId } : {}),
     ...(query.after !== undefined ? { after: query.after } : {}),
     limit: query.limit,
@@ -65,6 +68,7 @@ export const queueCommand: Command = {
     limit: { type: 'string', value: 'n', help: 'at most n items (1..1000, default 100)' },
     cursor: { type: 'string', value: 'cursor', help: 'continue after the page that printed this cursor' },
     'approvals-after': { type: 'string', value: 'id', help: 'list the approval requests after this one (the next page of approvals)' },
+    'decided-after': { type: 'string', value: 'id', help: 'list the decided requests after this one (the next page of those)' },
     json: { type: 'boolean', help: 'print one JSON document instead of a table' },
   },
   description: `
@@ -80,7 +84,12 @@ assesses a whole journal.
 Below the operations, the open approval requests: attempts recorded approval_pending whose approver left the
 decision to a person. Each shows its request id (for 'jingwei approve' or 'jingwei deny'), session, tool and since
 when it waits; --session, --tool and --older-than filter them too, --limit pages them (--approvals-after continues),
-and --status or --effect (which select operations) leave them out.`,
+and --status or --effect (which select operations) leave them out.
+
+Last, the approval requests a person decided whose decision no attempt has used yet: the session's host uses each on
+its next attempt of the operation (a resumed run, or a retry), so one that stays here means that host has not come
+back (resume the run, or let the startup routine take the session over). The same filters apply; --decided-after
+continues them.`,
   exitCodes: 'This command exits 0 whether or not items are listed (use --json and count them in scripts).',
   examples: [
     'jingwei queue journal.db',
@@ -113,20 +122,26 @@ and --status or --effect (which select operations) leave them out.`,
         if (error instanceof InvalidInputError) throw new UsageError(`jingwei queue: ${error.message}`);
         throw error;
       }
-      let approvals: Awaited<ReturnType<typeof openApprovals>> = { items: [], next: null };
+      const none = { items: [], next: null };
+      let approvals: Awaited<ReturnType<typeof approvalsIn>> = none;
+      let decided: Awaited<ReturnType<typeof approvalsIn>> = none;
       if (status === undefined && effect === undefined) {
-        try {
-          approvals = await openApprovals(store, {
-            ...(typeof options.session === 'string' ? { sessionId: options.session } : {}),
-            ...(typeof options.tool === 'string' ? { tool: options.tool } : {}),
-            ...(olderThanMs !== undefined ? { calledAtMost: Date.now() - olderThanMs } : {}),
-            ...(typeof options['approvals-after'] === 'string' ? { after: options['approvals-after'] } : {}),
-            limit,
-          });
-        } catch (error) {
-          if (error instanceof InvalidInputError && error.field === 'after') throw new UsageError(`jingwei queue: --approvals-after ${error.message.replace(/^after: /, '')}`);
-          throw error;
-        }
+        const page = async (state: 'open' | 'decided', option: 'approvals-after' | 'decided-after') => {
+          try {
+            return await approvalsIn(store, state, {
+              ...(typeof options.session === 'string' ? { sessionId: options.session } : {}),
+              ...(typeof options.tool === 'string' ? { tool: options.tool } : {}),
+              ...(olderThanMs !== undefined ? { calledAtMost: Date.now() - olderThanMs } : {}),
+              ...(typeof options[option] === 'string' ? { after: options[option] } : {}),
+              limit,
+            });
+          } catch (error) {
+            if (error instanceof InvalidInputError && error.field === 'after') throw new UsageError(`jingwei queue: --${option} ${error.message.replace(/^after: /, '')}`);
+            throw error;
+          }
+        };
+        approvals = await page('open', 'approvals-after');
+        decided = await page('decided', 'decided-after');
       }
       const now = new Date().toISOString();
       if (options.json === true) {
@@ -142,12 +157,17 @@ and --status or --effect (which select operations) leave them out.`,
             key: r.binding?.key ?? null, revision: r.binding?.revision ?? null, note: r.note, since: r.createdAt,
           })),
           approvals_next: approvals.next,
+          decided: decided.items.map((r) => ({
+            request_id: r.id, session_id: r.sessionId, call_id: r.callId, tool: r.tool, task_id: r.binding?.taskId ?? null,
+            key: r.binding?.key ?? null, decision: r.decision, actor: r.actor, decided_at: r.decidedAt, since: r.createdAt,
+          })),
+          decided_next: decided.next,
         }, null, 2));
         return EXIT.ok;
       }
       const s = out.style;
-      if (page.items.length === 0 && approvals.items.length === 0) {
-        out.line(options.cursor || options['approvals-after'] ? 'No more items.' : s.green('Nothing needs attention.'));
+      if (page.items.length === 0 && approvals.items.length === 0 && decided.items.length === 0) {
+        out.line(options.cursor || options['approvals-after'] || options['decided-after'] ? 'No more items.' : s.green('Nothing needs attention.'));
         return EXIT.ok;
       }
       if (page.items.length > 0) {
@@ -184,6 +204,22 @@ and --status or --effect (which select operations) leave them out.`,
         ));
         out.line();
         out.line(s.dim(`Decide one: jingwei approve ${safe(args.store!)} <request> --actor <name> (or jingwei deny)` + (approvals.next ? `; more: --approvals-after ${approvals.next}` : '')));
+      }
+      if (decided.items.length > 0) {
+        if (page.items.length > 0 || approvals.items.length > 0) out.line();
+        out.line(s.bold(`Decided, waiting for the session's host to use the decision (${decided.items.length}):`));
+        out.line(table(
+          [{ header: 'DECIDED AT' }, { header: 'REQUEST' }, { header: 'SESSION' }, { header: 'TOOL' }, { header: 'DECISION' }, { header: 'UNUSED FOR' }],
+          decided.items.map((r) => [
+            timeText(r.decidedAt ?? r.createdAt), safe(r.id), safe(r.sessionId), safe(r.tool ?? '-'),
+            `${safe(r.decision ?? '-')} by ${safe(r.actor ?? '-')}`, durationText(r.decidedAt ?? r.createdAt, now) ?? '-',
+          ]),
+          s,
+          out.width !== undefined ? { width: out.width } : {},
+        ));
+        out.line();
+        out.line(s.dim('The session\'s host uses each on its next attempt of the operation; if that host is gone, resume the session\'s run on another'
+          + (decided.next ? `; more: --decided-after ${decided.next}` : '.')));
       }
       return EXIT.ok;
     });
