@@ -23,8 +23,8 @@ import { objectSchema, selectSchemas } from '../bridges/schema.js';
 import { preflightFailure } from '../bridges/outcome.js';
 import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse, type ChatToolDefinition } from './model.js';
 import { checkRunOptions } from './run-options.js';
-import { settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
-import { callRefusedEvent, checkRunId, journaledRefusal, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
+import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
+import { callRefusedEvent, checkRunId, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
 export type { AgentRecoveryPolicy, AgentToolCall } from './run-calls.js';
 
@@ -245,14 +245,3 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
   return finish('max_steps', text, lastStep);
 }
 
-/**
- * The refusal the model reads again for the call at (step, index), or undefined when the call is settled from the
- * journal. A refusal means nothing was recorded under the call's key, so a key that holds an attempt is settled from
- * it: journals written before a completed call's replay refusal (a grant withdrawn since) stopped being journaled as
- * a refusal hold such a `call_refused`, and the call it names ran.
- */
-async function refusalToRead(journaled: JournaledRun | null, step: number, index: number, owner: SessionOwner, taskId: string, key: string) {
-  const refusal = journaledRefusal(journaled, step, index);
-  if (refusal === undefined) return undefined;
-  return (await owner.readOperation(taskId, key)) === undefined ? refusal : undefined;
-}

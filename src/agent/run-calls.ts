@@ -18,6 +18,7 @@ import { RETRY_SAFE_ACTOR, type RecoveryPolicy } from '../tool/recover.js';
 import type { Tool, ToolExecution, ToolGateway } from '../tool/types.js';
 import { modelFacingOutcome, preflightFailure, type ModelFacingOutcome } from '../bridges/outcome.js';
 import type { ChatToolCall } from './model.js';
+import { journaledRefusal, type JournaledRun } from './run-journal.js';
 
 /**
  * What a resumed run does with a call whose outcome the journal leaves open (docs/design.md#resumable-runs): the
@@ -209,4 +210,16 @@ async function recoverOpen(
   }
   const chosen = plan;
   return attempt(requested, (args) => ctx.gateway.callWithOptions(requested.name, args, { ...options, retry: chosen }));
+}
+
+/**
+ * The refusal the model reads again for the call at (step, index), or undefined when the call is settled from the
+ * journal. A refusal means nothing was recorded under the call's key, so a key that holds an attempt is settled from
+ * it: journals written before a completed call's replay refusal (a grant withdrawn since) stopped being journaled as
+ * a refusal hold such a `call_refused`, and the call it names ran.
+ */
+export async function refusalToRead(journaled: JournaledRun | null, step: number, index: number, owner: SessionOwner, taskId: string, key: string) {
+  const refusal = journaledRefusal(journaled, step, index);
+  if (refusal === undefined) return undefined;
+  return (await owner.readOperation(taskId, key)) === undefined ? refusal : undefined;
 }

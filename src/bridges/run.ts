@@ -17,8 +17,8 @@ import { readOwnJournal } from '../store/owner-journal.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
-import { settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
-import { callRefusedEvent, checkRunId, journaledRefusal, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
+import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
+import { callRefusedEvent, checkRunId, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
 
 /** What a bridge run needs; the framework's loop does the rest. */
 export interface BridgeRunOptions {
@@ -131,7 +131,7 @@ export class BridgeRun {
       this.rebuilt.push({ response, calls });
       this.text = response.text;
       for (const [index, requested] of response.toolCalls.entries()) {
-        const refusal = journaledRefusal(journaled, step, index);
+        const refusal = await refusalToRead(journaled, step, index, this.options.owner, this.options.gateway.taskId, runOperationKey(this.runId, step, index));
         let call: AgentToolCall;
         if (refusal !== undefined) {
           call = { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, refusal), execution: null };
