@@ -8,7 +8,7 @@ import { ToolCallFailedError } from '../errors.js';
 import type { JsonValue } from '../json/types.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import type { AgentToolCall } from '../agent/run-calls.js';
-import { BridgeRun, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
+import { BridgeRun, checkBridgeOptions, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
 import { objectSchema, selectSchemas } from './schema.js';
 
 /** The model `generateText` and `streamText` take as an object (a provider's model, or the AI SDK's mock). */
@@ -136,9 +136,12 @@ function journalingMiddleware(run: BridgeRun): LanguageModelMiddleware {
  * in `stopWhen`: a call that waits on a person halts the loop). Killed anywhere, open it again with the same id.
  */
 export async function aiSdkRun(options: AiSdkRunOptions): Promise<AiSdkRun> {
-  const run = await BridgeRun.open(options);
+  // Checked before anything is journaled: a bad `tools` option must not leave a started run behind.
+  checkBridgeOptions(options);
+  const offered = selectSchemas(options.gateway, options.tools);
+  const run = await BridgeRun.open(options, new Set(offered.map((s) => s.name)));
   const tools: ToolSet = {};
-  for (const schema of selectSchemas(options.gateway, options.tools)) {
+  for (const schema of offered) {
     const name = schema.name;
     tools[name] = tool<JsonValue, string>({
       description: schema.description,

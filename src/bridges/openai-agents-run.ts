@@ -8,7 +8,7 @@ import { ToolCallFailedError, ToolRuntimeHaltedError } from '../errors.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import type { AgentToolCall } from '../agent/run-calls.js';
 import { exposedSchemas } from './openai-agents.js';
-import { BridgeRun, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
+import { BridgeRun, checkBridgeOptions, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
 import { objectSchema } from './schema.js';
 
 export interface OpenAiAgentsRunOptions extends BridgeRunOptions {
@@ -106,8 +106,10 @@ function journaling(run: BridgeRun, inner: Model, toJingwei: ReadonlyMap<string,
  * anywhere, open it again with the same id.
  */
 export async function openAiAgentsRun(options: OpenAiAgentsRunOptions): Promise<OpenAiAgentsRun> {
-  const run = await BridgeRun.open(options);
+  // Checked before anything is journaled: a bad `tools` option must not leave a started run behind.
+  checkBridgeOptions(options);
   const exposed = exposedSchemas(options.gateway, options.tools);
+  const run = await BridgeRun.open(options, new Set(exposed.map(({ schema }) => schema.name)));
   const toJingwei = new Map(exposed.map(({ schema, exposed: e }) => [e, schema.name]));
   const toExposed = new Map(exposed.map(({ schema, exposed: e }) => [schema.name, e]));
   const tools = exposed.map(({ schema, exposed: name }) => tool({

@@ -10,12 +10,13 @@
  * runAgent (reconcilers, then `retry_safe` or `suspend`), and a call never attempted runs now under its key. The
  * framework then continues its loop from the rebuilt conversation.
  */
-import { InvalidInputError, OperationInDoubtError, ToolRuntimeHaltedError } from '../errors.js';
+import { AgentRunBusyError, InvalidInputError, OperationInDoubtError, ToolRuntimeHaltedError } from '../errors.js';
 import type { ActionContext } from '../event/types.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
+import { describeValue } from '../text.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
 import { callRefusedEvent, checkRunId, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
@@ -65,6 +66,47 @@ interface Position {
   readonly requested: ChatToolCall;
 }
 
+/**
+ * The newest open of each run, per owner, and the open under way: opens of one run through one owner are serialized
+ * (the second reads what the first journaled, so the run is never started twice), and only the newest open may
+ * journal or call. An older one (a double-submitted request's first loop) fails its next step with
+ * AgentRunBusyError instead of journaling a step the newer one journals too, which would leave a run no reader
+ * accepts.
+ */
+const NEWEST = new WeakMap<SessionOwner, Map<string, BridgeRun>>();
+const OPENING = new WeakMap<SessionOwner, Map<string, Promise<unknown>>>();
+
+function runsOf<T>(map: WeakMap<SessionOwner, Map<string, T>>, owner: SessionOwner): Map<string, T> {
+  let runs = map.get(owner);
+  if (runs === undefined) {
+    runs = new Map();
+    map.set(owner, runs);
+  }
+  return runs;
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null;
+
+/** The options every bridge run takes, checked before anything is read or journaled. */
+export function checkBridgeOptions(options: BridgeRunOptions): void {
+  if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', 'must be an object');
+  const o = options as unknown as Record<string, unknown>;
+  const bad = (field: string, expected: string, got: unknown) => new InvalidInputError(field, `must be ${expected}, got ${describeValue(got)}`);
+  if (!isObject(o.owner) || typeof o.owner.sessionId !== 'string' || typeof o.owner.append !== 'function') throw bad('owner', 'the session owner a store returned (acquire)', o.owner);
+  if (!isObject(o.gateway) || typeof o.gateway.callWithOptions !== 'function' || typeof o.gateway.schemas !== 'function') throw bad('gateway', 'a ToolGateway (runtime.bind)', o.gateway);
+  if (options.owner.sessionId !== options.gateway.sessionId) {
+    throw new InvalidInputError('gateway', `is bound to session ${options.gateway.sessionId}, not the owner's ${options.owner.sessionId}`);
+  }
+  if (!isObject(o.store) || typeof o.store.loadHistory !== 'function') throw new InvalidInputError('store', 'is required: the run is read back from the session\'s journal');
+  if (o.recovery !== undefined && o.recovery !== 'suspend' && o.recovery !== 'retry_safe') throw bad('recovery', "'suspend' or 'retry_safe'", o.recovery);
+  if (o.reconcilers !== undefined && !Array.isArray(o.reconcilers)) throw bad('reconcilers', 'an array of tools', o.reconcilers);
+  if (o.prompt !== undefined && typeof o.prompt !== 'string') throw bad('prompt', 'a string', o.prompt);
+  if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw bad('signal', 'an AbortSignal', o.signal);
+}
+
+/** What the model reads, on a resume, about a call the framework did not run (it had moved on to the next step). */
+const NOT_RUN_BY_FRAMEWORK = { code: 'unavailable_tool', message: 'the framework did not run this call (the tool was not available to the model at that step)' };
+
 /** The state both bridges share; each bridge turns `rebuilt` into its framework's messages. */
 export class BridgeRun {
   readonly runId: string;
@@ -77,11 +119,22 @@ export class BridgeRun {
   readonly toolCalls: AgentToolCall[] = [];
   private readonly ctx: CallContext;
   private readonly available: ReadonlySet<string>;
-  /** The positions of the calls journaled by this process's model responses, by the model's call id. */
+  /**
+   * The positions of the calls of the latest step this process journaled that the framework may still run, by the
+   * model's call id: the framework runs a step's calls before it asks the model again, so a call of an earlier step
+   * that was never run (a tool the framework refused) never will be.
+   */
   private readonly positions = new Map<string, Position[]>();
   private journaledSteps: number;
 
-  private constructor(private readonly options: BridgeRunOptions, runId: string, prompt: string, journaledSteps: number) {
+  private constructor(
+    private readonly options: BridgeRunOptions,
+    runId: string,
+    prompt: string,
+    journaledSteps: number,
+    /** The tools the framework was given: it refuses a call to any other, so such a call is journaled refused. */
+    private readonly offered: ReadonlySet<string> | null,
+  ) {
     this.runId = runId;
     this.prompt = prompt;
     this.journaledSteps = journaledSteps;
@@ -90,25 +143,33 @@ export class BridgeRun {
     this.available = new Set(gateway.schemas().map((s) => s.name));
   }
 
-  /** Opens (starts or resumes) the run `options.runId`; see the module comment. */
-  static async open(options: BridgeRunOptions): Promise<BridgeRun> {
+  /**
+   * Opens (starts or resumes) the run `options.runId`; see the module comment. `offered`: the gateway tools the
+   * framework is given (null: every one).
+   */
+  static async open(options: BridgeRunOptions, offered: ReadonlySet<string> | null = null): Promise<BridgeRun> {
     if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', 'must be an object');
-    const { owner, gateway, store } = options;
-    if (owner.sessionId !== gateway.sessionId) {
-      throw new InvalidInputError('gateway', `is bound to session ${gateway.sessionId}, not the owner's ${owner.sessionId}`);
-    }
-    if (typeof store !== 'object' || store === null || typeof store.loadHistory !== 'function') {
-      throw new InvalidInputError('store', 'is required: the run is read back from the session\'s journal');
-    }
-    const policy = options.recovery ?? 'suspend';
-    if (policy !== 'suspend' && policy !== 'retry_safe') throw new InvalidInputError('recovery', `must be 'suspend' or 'retry_safe', got ${String(policy)}`);
-    if (options.reconcilers !== undefined && !Array.isArray(options.reconcilers)) throw new InvalidInputError('reconcilers', 'must be an array of tools');
-    if (options.prompt !== undefined && typeof options.prompt !== 'string') throw new InvalidInputError('prompt', 'must be a string');
+    checkBridgeOptions(options);
     const runId = checkRunId(options.runId);
+    const opening = runsOf(OPENING, options.owner);
+    const before = opening.get(runId) ?? Promise.resolve();
+    const mine = before.catch(() => undefined).then(() => BridgeRun.openNow(options, runId, offered));
+    opening.set(runId, mine);
+    try {
+      const run = await mine;
+      runsOf(NEWEST, options.owner).set(runId, run);
+      return run;
+    } finally {
+      if (opening.get(runId) === mine) opening.delete(runId);
+    }
+  }
+
+  private static async openNow(options: BridgeRunOptions, runId: string, offered: ReadonlySet<string> | null): Promise<BridgeRun> {
+    const { owner, gateway, store } = options;
     const journaled = readRun(await readOwnJournal(owner, store), runId);
     if (journaled === null) {
       if (options.prompt === undefined) throw new InvalidInputError('prompt', `is required: no run ${runId} is journaled in session ${owner.sessionId}`);
-      const run = new BridgeRun(options, runId, options.prompt, 0);
+      const run = new BridgeRun(options, runId, options.prompt, 0, offered);
       const turnId = gateway.turnId;
       await owner.append([runStartedEvent(turnId, runId, gateway.taskId, options.prompt), { turnId, kind: { type: 'user_message', text: options.prompt } }]);
       return run;
@@ -117,7 +178,7 @@ export class BridgeRun {
       throw new InvalidInputError('gateway', `is bound to task ${gateway.taskId}, but run ${runId} runs in task ${journaled.taskId}`);
     }
     if (options.prompt !== undefined && options.prompt !== journaled.input) throw new InvalidInputError('prompt', `differs from the prompt journaled for run ${runId}`);
-    const run = new BridgeRun(options, runId, journaled.input, journaled.responses.length);
+    const run = new BridgeRun(options, runId, journaled.input, journaled.responses.length, offered);
     await run.replay(journaled);
     return run;
   }
@@ -130,8 +191,13 @@ export class BridgeRun {
       const calls: AgentToolCall[] = [];
       this.rebuilt.push({ response, calls });
       this.text = response.text;
+      // The framework runs a step's calls before it asks the model again: in a step followed by another, a call with
+      // no attempt (and no journaled refusal) is one the framework did not run, and it is never run now.
+      const movedOn = step < journaled.responses.length;
       for (const [index, requested] of response.toolCalls.entries()) {
-        const refusal = await refusalToRead(journaled, step, index, this.options.owner, this.options.gateway.taskId, runOperationKey(this.runId, step, index));
+        const key = runOperationKey(this.runId, step, index);
+        let refusal = await refusalToRead(journaled, step, index, this.options.owner, this.options.gateway.taskId, key);
+        if (refusal === undefined && movedOn && (await this.options.owner.readOperation(this.options.gateway.taskId, key)) === undefined) refusal = NOT_RUN_BY_FRAMEWORK;
         let call: AgentToolCall;
         if (refusal !== undefined) {
           call = { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, refusal), execution: null };
@@ -186,23 +252,36 @@ export class BridgeRun {
    * remembers each call's position. A response without tool calls finishes the run.
    */
   async record(response: ChatResponse): Promise<void> {
+    this.checkNewest();
     const { owner, gateway } = this.options;
     const turnId = gateway.turnId;
     const step = this.journaledSteps + 1;
     const finishes = response.toolCalls.length === 0;
+    // A call to a tool the framework was not given: the framework refuses it without calling us, so its refusal is
+    // journaled with the step, and a resumed run never runs it.
+    const refused = response.toolCalls.flatMap((c, index) => (this.offered !== null && !this.offered.has(c.name) ? [index] : []));
     await owner.append([
       ...(response.text !== null && response.text.length > 0 ? [{ turnId, kind: { type: 'assistant_message', text: response.text } } as const] : []),
       modelResponseEvent(turnId, this.runId, step, response, this.available),
+      ...refused.map((index) => callRefusedEvent(turnId, this.runId, step, index, 'unavailable_tool', `tool ${JSON.stringify(response.toolCalls[index]!.name)} was not offered to the model in this run`)),
       ...(finishes ? [runFinishedEvent(turnId, this.runId, 'completed', step, response.text)] : []),
     ]);
     this.journaledSteps = step;
     this.text = response.text;
     if (finishes) this.status = 'finished';
+    // The framework has run (or refused) every call of the earlier steps before asking the model again.
+    this.positions.clear();
     for (const [index, requested] of response.toolCalls.entries()) {
+      if (refused.includes(index)) continue;
       const queue = this.positions.get(requested.id) ?? [];
       queue.push({ step, index, requested });
       this.positions.set(requested.id, queue);
     }
+  }
+
+  /** Only the newest open of a run in this process journals and calls (see NEWEST). */
+  private checkNewest(): void {
+    if (NEWEST.get(this.options.owner)?.get(this.runId) !== this) throw new AgentRunBusyError(this.options.owner.sessionId, this.runId);
   }
 
   /**
@@ -211,12 +290,28 @@ export class BridgeRun {
    * asked for throws ToolRuntimeHaltedError, so the framework's loop ends.
    */
   async call(name: string, providerCallId: string): Promise<AgentToolCall> {
-    const position = this.positions.get(providerCallId)?.shift();
+    try {
+      this.checkNewest();
+    } catch (error) {
+      throw new ToolRuntimeHaltedError(name, error);
+    }
+    // By the model's call id and the tool's name: a model may reuse an id, and the framework's call must run the
+    // tool the journaled call names, with its arguments.
+    const queue = this.positions.get(providerCallId) ?? [];
+    const at = queue.findIndex((p) => p.requested.name === name);
+    const position = at < 0 ? undefined : queue.splice(at, 1)[0];
     if (position === undefined) {
       throw new ToolRuntimeHaltedError(name, new InvalidInputError('model', `the call ${JSON.stringify(providerCallId)} was not asked for through the run's model: give the framework the run's model wrapper`));
     }
-    // Not replay-only, so never null.
-    const settled = (await this.settle(position, false))!;
+    let settled: SettledCall;
+    try {
+      // Not replay-only, so never null.
+      settled = (await this.settle(position, false))!;
+    } catch (error) {
+      // What the runtime refused (budget, a fenced owner, storage, a key another loop used meanwhile) halts the
+      // framework's loop; its text is model-safe, never the error's own (ids and keys are not for the model).
+      throw error instanceof ToolRuntimeHaltedError ? error : new ToolRuntimeHaltedError(name, error);
+    }
     if (settled.kind === 'stop') {
       this.stop(settled.reason, settled.callId);
       const key = runOperationKey(this.runId, position.step, position.index);

@@ -17,6 +17,9 @@ export function objectSchema(schema: JsonSchema): JsonObject {
 export function selectSchemas(gateway: ToolGateway, only: readonly string[] | undefined): ToolSchema[] {
   const schemas = gateway.schemas();
   if (only === undefined) return schemas;
+  if (!Array.isArray(only) || !only.every((name) => typeof name === 'string')) {
+    throw new InvalidInputError('tools', `must be an array of tool names, got ${Array.isArray(only) ? 'an array with a non-string' : typeof only}`);
+  }
   const byName = new Map(schemas.map((s) => [s.name, s]));
   return only.map((name) => {
     const schema = byName.get(name);

@@ -1,0 +1,167 @@
+/**
+ * What a framework's loop does that a resumable run must not turn into a write: the AI SDK refuses a call to a tool
+ * it was not given (or not given at that step) without calling us, a model may reuse a call id, and a host may open
+ * one run twice at once (a double-submitted request). None of these may run a tool the framework did not run, run
+ * one tool under another's name, or leave a run no reader accepts.
+ */
+import assert from 'node:assert/strict';
+import { afterEach, describe, it } from 'node:test';
+import { generateText, stepCountIs } from 'ai';
+import { MockLanguageModelV3 } from 'ai/test';
+import { aiSdkRun, jingweiHalted } from '../../src/ai-sdk.js';
+import { AgentRunBusyError } from '../../src/agent.js';
+import { setFaultHook } from '../../src/fault.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+import { Crash, hostOn, outsideWorld } from './fixtures/resume-world.js';
+
+type Result = Awaited<ReturnType<MockLanguageModelV3['doGenerate']>>;
+type Content = Result['content'][number];
+const usage = {
+  inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
+  outputTokens: { total: 1, text: 1, reasoning: undefined },
+};
+const answer = (content: Content[]): Result => ({
+  content, finishReason: { unified: content.some((p) => p.type === 'tool-call') ? 'tool-calls' : 'stop', raw: undefined }, usage, warnings: [],
+});
+const call = (toolCallId: string, toolName: string, item = 'tea'): Content => ({ type: 'tool-call', toolCallId, toolName, input: JSON.stringify({ item }) });
+const done = answer([{ type: 'text', text: 'Done.' }]);
+
+/** A mock model answering from a script; a function entry throws (the host "dies" while the model thinks). */
+function scripted(turns: Array<Result | (() => never)>): MockLanguageModelV3 {
+  let i = 0;
+  return new MockLanguageModelV3({
+    doGenerate: async () => {
+      const turn = turns[i++];
+      if (turn === undefined) throw new Error('the mock model ran out of answers');
+      return typeof turn === 'function' ? turn() : turn;
+    },
+  });
+}
+const dies = (): never => { throw new Crash('the host died while the model was thinking'); };
+
+const runEvents = async (store: { loadHistory(id: string): Promise<readonly { kind: { type: string; kind?: string; plugin?: string } }[]> }) =>
+  (await store.loadHistory('shop')).flatMap((e) => (e.kind.type === 'custom' && e.kind.plugin === 'jingwei.run' ? [e.kind.kind!] : []));
+
+describe('aiSdkRun: calls the framework did not run stay unrun', () => {
+  afterEach(() => setFaultHook(null));
+  const dir = tempDir();
+
+  it('a call to a tool the run did not offer is journaled refused with its step; killed in that step, the resume never runs it', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const first = await hostOn(() => openSqliteStore(path), world);
+    const run1 = await aiSdkRun({ ...first, runId: 'offered-1', prompt: 'Confirm.', tools: ['send_email'] });
+    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 0) throw new Crash('killed as the e-mail started'); });
+    await assert.rejects(generateText({
+      model: run1.model(scripted([answer([call('a', 'place_order'), call('b', 'send_email')]), dies])),
+      tools: run1.tools, messages: run1.messages, stopWhen: stepCountIs(5),
+    }), Crash);
+    setFaultHook(null);
+    assert.deepEqual(world.bodies, [], 'the SDK refused the order; the e-mail was killed as it started');
+    assert.ok((await runEvents(first.store)).includes('call_refused'), 'the refusal is journaled with its step');
+    await first.store.close();
+
+    const second = await hostOn(() => openSqliteStore(path), world);
+    const run2 = await aiSdkRun({ ...second, runId: 'offered-1', tools: ['send_email'], recovery: 'retry_safe' });
+    assert.equal(world.orders.size, 0, 'the order the framework refused is never placed');
+    assert.match(run2.toolCalls[0]!.outcome.ok ? '' : run2.toolCalls[0]!.outcome.text, /unavailable_tool/);
+    await generateText({ model: run2.model(scripted([done])), tools: run2.tools, messages: run2.messages, stopWhen: [stepCountIs(5), jingweiHalted] });
+    assert.equal(run2.status, 'finished');
+    assert.deepEqual(world.bodies, ['send_email']);
+    assert.equal(world.orders.size, 0);
+    await second.store.close();
+  });
+
+  it('a call the framework refused at a step (activeTools) is never run by a resume once a later step is journaled', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const first = await hostOn(() => openSqliteStore(path), world);
+    const run1 = await aiSdkRun({ ...first, runId: 'active-1', prompt: 'Confirm.' });
+    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 0) throw new Crash('killed as the e-mail started'); });
+    await assert.rejects(generateText({
+      model: run1.model(scripted([answer([call('a', 'place_order')]), answer([call('b', 'send_email')]), dies])),
+      tools: run1.tools, activeTools: ['send_email'], messages: run1.messages, stopWhen: stepCountIs(5),
+    }), Crash);
+    setFaultHook(null);
+    await first.store.close();
+
+    const second = await hostOn(() => openSqliteStore(path), world);
+    const run2 = await aiSdkRun({ ...second, runId: 'active-1', recovery: 'retry_safe' });
+    assert.equal(world.orders.size, 0, 'the framework moved on from step 1 without running the order: the resume does not run it');
+    await generateText({ model: run2.model(scripted([done])), tools: run2.tools, messages: run2.messages, stopWhen: [stepCountIs(5), jingweiHalted] });
+    assert.deepEqual(world.bodies, ['send_email']);
+    assert.equal(world.orders.size, 0);
+    await second.store.close();
+  });
+
+  it('a reused call id runs the tool the framework runs, with the arguments of its own step, never a refused call queued under the same id', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const h = await hostOn(() => openSqliteStore(path), world);
+    // The order is offered but not active: the SDK refuses it without calling us, and runs the e-mail, same id.
+    const run = await aiSdkRun({ ...h, runId: 'ids-1', prompt: 'Confirm.' });
+    await generateText({
+      model: run.model(scripted([answer([call('x', 'place_order'), call('x', 'send_email')]), done])),
+      tools: run.tools, activeTools: ['send_email'], messages: run.messages, stopWhen: [stepCountIs(5), jingweiHalted],
+    });
+    assert.equal(run.status, 'finished');
+    assert.deepEqual(world.bodies, ['send_email'], 'the e-mail call ran the e-mail');
+    assert.equal(world.orders.size, 0, 'no order was placed under the e-mail\'s name');
+
+    // The same id and tool at two steps, the first refused (nothing active yet): the second runs with its own
+    // arguments under its own key, not the first's.
+    const again = await aiSdkRun({ ...h, runId: 'ids-2', prompt: 'Confirm.' });
+    await generateText({
+      model: again.model(scripted([answer([call('z', 'send_email', 'tea')]), answer([call('z', 'send_email', 'cake')]), done])),
+      tools: again.tools, prepareStep: ({ stepNumber }) => ({ activeTools: stepNumber === 0 ? [] : ['send_email'] }),
+      messages: again.messages, stopWhen: [stepCountIs(5), jingweiHalted],
+    });
+    assert.deepEqual([...world.emails].filter(([key]) => key.startsWith('ids-2/')), [['ids-2/2/0', 'cake']]);
+    await h.store.close();
+  });
+
+  it('one run opened twice at once through one owner: the older loop fails with run_busy, the newer finishes, the run stays readable', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const h = await hostOn(() => openSqliteStore(path), world);
+    const [older, newer] = await Promise.all([
+      aiSdkRun({ ...h, runId: 'twice-1', prompt: 'Buy tea.' }),
+      aiSdkRun({ ...h, runId: 'twice-1', prompt: 'Buy tea.' }),
+    ]);
+    assert.deepEqual((await runEvents(h.store)).filter((k) => k === 'run_started'), ['run_started'], 'the run is started once');
+    await assert.rejects(generateText({
+      model: older.model(scripted([answer([call('a', 'place_order')]), done])), tools: older.tools, messages: older.messages, stopWhen: [stepCountIs(5), jingweiHalted],
+    }), (error: unknown) => error instanceof AgentRunBusyError && error.code === 'run_busy');
+    await generateText({
+      model: newer.model(scripted([answer([call('a', 'place_order')]), done])), tools: newer.tools, messages: newer.messages, stopWhen: [stepCountIs(5), jingweiHalted],
+    });
+    assert.equal(newer.status, 'finished');
+    assert.equal(world.orders.size, 1);
+    const again = await aiSdkRun({ ...h, runId: 'twice-1' });
+    assert.equal(again.status, 'finished');
+    assert.equal(again.toolCalls[0]!.execution!.replayed, true);
+    assert.equal(world.orders.size, 1);
+    await h.store.close();
+  });
+
+  it('bad options are InvalidInputError naming the option, and nothing is journaled', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const h = await hostOn(() => openSqliteStore(path), world);
+    const before = (await h.store.loadHistory('shop')).length;
+    const cases: Array<[string, unknown]> = [
+      ['tools', { ...h, runId: 'bad-1', prompt: 'x', tools: 'place_order' }],
+      ['tools', { ...h, runId: 'bad-1', prompt: 'x', tools: ['no_such_tool'] }],
+      ['owner', { gateway: h.gateway, store: h.store, runId: 'bad-1', prompt: 'x' }],
+      ['gateway', { owner: h.owner, store: h.store, runId: 'bad-1', prompt: 'x' }],
+      ['signal', { ...h, runId: 'bad-1', prompt: 'x', signal: 'x' }],
+      ['options', null],
+    ];
+    for (const [field, options] of cases) {
+      await assert.rejects(aiSdkRun(options as Parameters<typeof aiSdkRun>[0]), { name: 'InvalidInputError', field }, field);
+    }
+    assert.equal((await h.store.loadHistory('shop')).length, before);
+    await h.store.close();
+  });
+});
