@@ -602,8 +602,8 @@ export class ToolRuntimeHaltedError extends JingweiError {
 export class McpUnavailableError extends JingweiError {
   readonly server: string;
   readonly state: 'failed' | 'closed';
-  constructor(server: string, state: 'failed' | 'closed', detail: string) {
-    super('mcp_unavailable', `MCP server ${server} is unavailable (${state}): ${detail}`);
+  constructor(server: string, state: 'failed' | 'closed', detail: string, options?: { cause?: unknown }) {
+    super('mcp_unavailable', `MCP server ${server} is unavailable (${state}): ${detail}`, options);
     this.server = server;
     this.state = state;
   }

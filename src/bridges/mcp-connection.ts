@@ -297,11 +297,44 @@ class ManagedConnection implements McpToolSource {
   }
 }
 
+/** Checks an address before anything is started or sent, and names it for messages (the command, or the URL). */
+function checkAddress(address: unknown): string {
+  if (typeof address !== 'object' || address === null) throw new InvalidInputError('address', 'must be { stdio: { command, args? } } or { url }');
+  const a = address as { stdio?: { command?: unknown; args?: unknown }; url?: unknown };
+  if ('stdio' in a) {
+    if (typeof a.stdio !== 'object' || a.stdio === null || typeof a.stdio.command !== 'string' || a.stdio.command === '') {
+      throw new InvalidInputError('address.stdio.command', 'must be the command that starts the server');
+    }
+    if (a.stdio.args !== undefined && (!Array.isArray(a.stdio.args) || !a.stdio.args.every((x) => typeof x === 'string'))) {
+      throw new InvalidInputError('address.stdio.args', 'must be an array of strings');
+    }
+    return a.stdio.command;
+  }
+  if (typeof a.url !== 'string' && !(a.url instanceof URL)) throw new InvalidInputError('address', 'must be { stdio: { command, args? } } or { url }');
+  let url: URL;
+  try {
+    url = new URL(a.url);
+  } catch {
+    throw new InvalidInputError('address.url', `is not a URL: ${JSON.stringify(String(a.url))}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidInputError('address.url', `must be http or https, got ${url.protocol}`);
+  return `${url.origin}${url.pathname}`;
+}
+
 /** Connects the official SDK's client to a server, imports its tools, and keeps the connection managed (see above). */
 export async function connectMcpServer(address: McpServerAddress, options: McpConnectOptions = {}): Promise<McpConnection> {
+  const label = checkAddress(address);
+  if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', 'must be an object');
   if (options.journal?.turnId !== undefined) checkId<TurnId>('journal.turnId', options.journal.turnId);
   const managed = new ManagedConnection(address, options);
-  const client = await managed.open();
+  let client: Client;
+  try {
+    client = await managed.open();
+  } catch (error) {
+    // The server could not be started or reached (a missing command, a refused or unreachable URL): typed, with
+    // the transport's own error as the cause.
+    throw new McpUnavailableError(label, 'failed', `could not connect: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
   let imported: McpToolImport;
   try {
     const listing = await listMcpTools(client);

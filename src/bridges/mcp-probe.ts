@@ -4,7 +4,8 @@
  * answers the second from its record: the same result, applied once), then with other arguments (it must refuse:
  * a key names one logical action). Only a server that passes both earns the `idempotent` tier for that tool: the
  * host may then declare it idempotent (recovery retries an uncertain call under the same key). Anything else stays
- * `unknown` (a review before any retry).
+ * `unknown` (a review before any retry). The probe sees answers, not effects: a server that applies every call and
+ * answers the same fixed text passes too, so the report says to check the instance probed for a single effect.
  *
  * The probe really calls the tool: point it at a test instance, or at arguments whose effect is harmless.
  */
@@ -82,13 +83,13 @@ export async function probeMcpIdempotency(client: Client, options: McpProbeOptio
   const honoursKey = sameKeySameResult && otherArgumentsRefused;
   const findings = [
     sameKeySameResult
-      ? 'same key, same arguments: the same result (answered from its record)'
+      ? 'same key, same arguments: the same result (as a server answering from its record gives; the answers cannot show whether the effect was applied twice)'
       : `same key, same arguments: ${second.refused ? `refused (${second.reason})` : 'a different result (the key was not used to deduplicate)'}`,
     otherArgumentsRefused
       ? `same key, other arguments: refused (${(third as { reason: string }).reason})`
       : 'same key, other arguments: accepted (the key does not bind the arguments)',
     honoursKey
-      ? `tier: idempotent. The host may declare ${options.tool} idempotent for this server version (ToolMetadata.withEffect through the import's configure option).`
+      ? `tier: idempotent, as far as the answers show. Check in the instance probed that the first two calls took effect once (a server that applies every call and answers the same fixed text also passes); then the host may declare ${options.tool} idempotent for this server version (ToolMetadata.withEffect through the import's configure option).`
       : `tier: unknown. Keep ${options.tool} unknown: an uncertain call needs a review before any retry.`,
   ];
   return {

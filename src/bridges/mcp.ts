@@ -206,6 +206,7 @@ function mcpTool(source: McpToolSource, name: string, description: McpToolDescri
 
 /** The server's identity and every tool it lists (following pagination). */
 export async function listMcpTools(client: Client): Promise<{ server: { name: string; version: string }; listed: McpToolDescription[] }> {
+  if (typeof (client as Partial<Client> | null | undefined)?.getServerVersion !== 'function') throw new InvalidInputError('client', 'must be a connected MCP SDK Client');
   const identity = client.getServerVersion();
   if (identity === undefined) throw new InvalidInputError('client', 'is not connected: the server has not said who it is');
   const server = { name: identity.name, version: identity.version };

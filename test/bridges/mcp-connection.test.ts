@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { connectMcpServer, MCP_CONNECTION_EVENT, type McpConnectionEvent } from '../../src/mcp.js';
+import { connectMcpServer, MCP_CONNECTION_EVENT, McpUnavailableError, type McpConnectionEvent } from '../../src/mcp.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import { assessSession } from '../../src/tool/assess.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -27,6 +27,26 @@ async function session() {
 }
 
 const outcome = (e: ToolExecution) => (e.result.outcome.status === 'succeeded' ? 'succeeded' : `${e.result.outcome.category}/${e.result.outcome.code}`);
+
+describe('connecting: bad addresses and servers that cannot be reached are typed', () => {
+  it('an address of the wrong shape is InvalidInputError before anything starts; a missing command or a refused URL is mcp_unavailable', async () => {
+    const cases: Array<[unknown, string]> = [
+      [undefined, 'address'],
+      [{}, 'address'],
+      [{ stdio: {} }, 'address.stdio.command'],
+      [{ stdio: { command: 'node', args: 'x' } }, 'address.stdio.args'],
+      [{ url: 'not a url' }, 'address.url'],
+      [{ url: 'ftp://example.com/mcp' }, 'address.url'],
+    ];
+    for (const [address, field] of cases) {
+      await assert.rejects(connectMcpServer(address as Parameters<typeof connectMcpServer>[0], { reconnect: false }), { name: 'InvalidInputError', field }, field);
+    }
+    await assert.rejects(connectMcpServer({ stdio: { command: join(dir, 'no-such-server') } }, { reconnect: false, orphanGuard: false }),
+      (error: unknown) => error instanceof McpUnavailableError && error.code === 'mcp_unavailable' && /could not connect/.test(error.message));
+    await assert.rejects(connectMcpServer({ url: 'http://127.0.0.1:1/mcp' }, { reconnect: false }),
+      (error: unknown) => error instanceof McpUnavailableError && error.state === 'failed' && error.cause !== undefined);
+  });
+});
 
 describe('a managed MCP connection (real registry server over stdio)', () => {
   it('server killed: the next call is unavailable and unsent; the bridge reconnects, journals it, and the call after succeeds', async () => {
