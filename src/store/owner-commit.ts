@@ -27,3 +27,18 @@ export function commitAs(owner: SessionOwner, request: CommitRequest): Promise<C
   if (commit === undefined) return Promise.reject(new InvalidInputError('owner', 'is not a session owner a jingwei store returned'));
   return commit(request);
 }
+
+const heartbeatStoppers = new WeakMap<object, () => void>();
+
+/** Called by a store's owner once, as it is made: how to stop its heartbeat without giving the session up. */
+export function registerHeartbeatStopper(owner: SessionOwner, stop: () => void): void {
+  heartbeatStoppers.set(owner, stop);
+}
+
+/**
+ * Stops `owner`'s heartbeat and keeps the session held: its lease runs out and the session is abandoned again, for
+ * the next startup routine to find (internal: recovery uses it for a session it could not recover).
+ */
+export function stopRenewing(owner: SessionOwner): void {
+  heartbeatStoppers.get(owner)?.();
+}

@@ -8,6 +8,7 @@ import type { SessionEvent, ToolRetryReview } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import { isValidText } from '../ids.js';
 import { LEASE_LIMITS, LIMITS } from '../limits.js';
+import { stopRenewing } from '../store/owner-commit.js';
 import type { SessionOwner, SessionStore, SessionSummary } from '../store/types.js';
 import { truncateUtf8 } from '../text.js';
 import { assessSession, ToolAttention, ToolNextStep, type ToolCallAssessment } from './assess.js';
@@ -213,6 +214,7 @@ async function recoverOne(
     return { sessionId, action: 'failed', epoch: null, error: errorOf(error) };
   }
   let keep = false;
+  let failed = false;
   try {
     const signal = settings.signal;
     const inbox = await journalWaitingReviews(owner, store, await store.loadHistory(sessionId));
@@ -239,9 +241,14 @@ async function recoverOne(
     return { sessionId, action: 'taken_over', previousOwner: summary.owner, epoch: owner.epoch, reviewed: inbox.journaled, reconciled: reconciled.calls, retried, left, owner: keep ? owner : null };
   } catch (error) {
     if (error instanceof StoreUnavailableError) throw error;
+    failed = true;
     return { sessionId, action: 'failed', epoch: owner.epoch, error: errorOf(error) };
   } finally {
-    if (!keep) await owner.release().catch(() => undefined);
+    // A session this routine could not recover (a corrupt journal) is not released: released, it would drop out of
+    // every later startup routine and take new writes on top of what could not be read. It stays held, its lease
+    // left to run out, so it is abandoned again and reported by the next routine until a person deals with it.
+    if (failed) stopRenewing(owner);
+    else if (!keep) await owner.release().catch(() => undefined);
   }
 }
 

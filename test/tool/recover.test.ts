@@ -11,6 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { InvalidInputError, ToolBodyError } from '../../src/errors.js';
 import { createMemoryStore } from '../../src/store/memory.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import Database from 'better-sqlite3';
 import type { SessionStore } from '../../src/store/types.js';
 import { openCalls, recoverAbandoned, type RecoveryHost, type RecoveryReport } from '../../src/review.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
@@ -209,6 +211,35 @@ describe('recoverAbandoned in one process', () => {
     await live.append([{ turnId: 't1', kind: { type: 'user_message', text: 'still mine' } }]);
     assert.equal(live.epoch, 1);
     await live.release();
+    await store.close();
+  });
+
+  it('a session it cannot recover (a corrupt journal) stays held with its lease left to run out: not writable, and reported again by the next routine', async () => {
+    const path = tempDbPath(dir);
+    const store = openSqliteStore(path);
+    const { host } = failing();
+    await abandoned(store, host, 's-corrupt');
+    // Someone edits a journaled event: the chain no longer verifies.
+    const raw = new Database(path);
+    const edited = raw.prepare("UPDATE jw_events SET body = replace(body, 'lookup', 'lookuq') WHERE seq = (SELECT min(seq) FROM jw_events WHERE body LIKE '%lookup%')").run();
+    assert.equal(edited.changes, 1);
+    raw.close();
+    const failedOnce = async () => {
+      for (;;) {
+        const report = await recoverAbandoned(store, host, { policy: 'retry_safe', leaseMs: 300 });
+        const session = report.sessions.find((s) => s.sessionId === 's-corrupt');
+        if (session !== undefined) return session;
+        await pause(25);
+      }
+    };
+    const first = await failedOnce();
+    assert.ok(first.action === 'failed' && first.error.code === 'journal_corrupt', JSON.stringify(first));
+    const listed = (await store.listSessions()).find((s) => s.sessionId === 's-corrupt')!;
+    assert.deepEqual([listed.held, listed.owner], [true, 'jingwei-recover'], 'not released: held by the routine, its lease left to run out');
+    await assert.rejects(store.acquire('s-corrupt', { owner: 'another-host' }), { code: 'session_busy' });
+    // Its lease runs out (nothing renews it): the next routine finds it abandoned again and reports it again.
+    const again = await failedOnce();
+    assert.ok(again.action === 'failed' && again.error.code === 'journal_corrupt');
     await store.close();
   });
 
