@@ -233,10 +233,10 @@ describe('chained exports and jingwei import --key', () => {
   });
 
   it('an edit with recomputed hashes passes without a key and is refused with one', async () => {
-    const { file } = await chained();
+    const { file, anchors } = await chained();
     edit(file, (lines) => rechain(lines.map((l, i) => (i === 3 ? l.replace('on_hand', 'in_hand') : l))));
     assert.equal(cli(['import', tempDbPath(dir, 'target'), file]).code, 0);
-    const r = cli(['import', tempDbPath(dir, 'target'), file, '--key', PUBLIC]);
+    const r = cli(['import', tempDbPath(dir, 'target'), file, '--key', PUBLIC, '--anchors', anchors]);
     assert.equal(r.code, 1, r.stdout);
     assert.match(r.stderr, /anchor_mismatch: session alpha at seq 3 \(rewritten\)/);
   });
@@ -249,7 +249,10 @@ describe('chained exports and jingwei import --key', () => {
       trailer.jingwei_chain.checkpoints = [];
       return [...lines.slice(0, 5), JSON.stringify(trailer)];
     });
-    assert.equal(cli(['import', tempDbPath(dir, 'target'), file, '--key', PUBLIC]).code, 0, 'the file alone no longer claims more');
+    // The file alone no longer claims more, so a key without the anchors kept outside it cannot vouch for it: refused.
+    const alone = cli(['import', tempDbPath(dir, 'target'), file, '--key', PUBLIC]);
+    assert.equal(alone.code, 2, alone.stdout);
+    assert.match(alone.stderr, /--key needs --anchors <file>/);
     const r = cli(['import', tempDbPath(dir, 'target'), file, '--key', PUBLIC, '--anchors', anchors]);
     assert.equal(r.code, 1, r.stdout);
     assert.match(r.stderr, /\(truncated\): anchored events seq 5\.\.9 are missing/);
@@ -259,7 +262,9 @@ describe('chained exports and jingwei import --key', () => {
     const { path } = await anchoredJournal();
     const file = join(dir, `plain-${n}.jsonl`);
     assert.equal(cli(['export', path, 'alpha', '--out', file]).code, 0);
-    const r = cli(['import', tempDbPath(dir, 'target'), file, '--key', PUBLIC]);
+    const anchorsFile = join(dir, `plain-anchors-${n}.jsonl`);
+    writeFileSync(anchorsFile, '');
+    const r = cli(['import', tempDbPath(dir, 'target'), file, '--key', PUBLIC, '--anchors', anchorsFile]);
     assert.equal(r.code, 1);
     assert.match(r.stderr, /unanchored/);
   });

@@ -106,8 +106,8 @@ export const importCommand: Command = {
   options: {
     session: { type: 'string', value: 'id', help: 'refuse the file unless it belongs to this session' },
     owner: { type: 'string', value: 'name', help: 'the owner name recorded for the import (default jingwei-cli)' },
-    key: { ...KEY_OPTION, help: 'refuse the file unless it matches checkpoints signed by this Ed25519 public key (PEM file or text)' },
-    anchors: { ...ANCHORS_OPTION, help: 'with --key: also check against these signed checkpoints' },
+    key: { ...KEY_OPTION, help: 'refuse the file unless it matches the checkpoints in --anchors, signed by this Ed25519 public key (PEM file or text)' },
+    anchors: { ...ANCHORS_OPTION, help: 'with --key (required with it): the signed checkpoints kept outside the file' },
   },
   description: `
 Reads a JSONL journal (one wire event per line, as 'jingwei export' or the JSONL store of Jingwei for Rust writes it),
@@ -117,13 +117,17 @@ so a host can acquire it. A SQLite store file is created if it does not exist. N
 file is accepted; a session that already has events is never overwritten.
 
 A file written by 'jingwei export --format chain' ends with a trailer of chain hashes: a line changed after export
-is refused by seq. With --key (and --anchors), the file must also agree with every signed checkpoint of its session,
-so an edit whose hashes were recomputed, a truncated file and a rolled-back epoch are refused too.`,
+is refused by seq. With --key and --anchors, the file must also agree with every signed checkpoint of its session
+(those in the anchors file and those it carries), so an edit whose hashes were recomputed, a truncated file and a
+rolled-back epoch are refused too. --key needs --anchors: the checkpoints a file carries cannot vouch for it alone,
+since whoever rewrites or cuts the file can drop those that no longer match.`,
   exitCodes: 'This command exits 1 when the file is rejected (the first bad line is named) or the session already has events.',
   examples: ['jingwei import journal.db demo.jsonl', 'jingwei export old.db s1 | jingwei import new.db -'],
   async run({ out, err, args, options }) {
     const owner = typeof options.owner === 'string' ? options.owner : 'jingwei-cli';
-    const keys = anchorOptions('import', options, false);
+    // The file's own checkpoints cannot vouch for it: whoever edits or cuts the file can drop those that no longer
+    // match. Only checkpoints kept outside it (--anchors) catch a rewritten or truncated tail, as for verify.
+    const keys = anchorOptions('import', options, true);
     const text = readJournalFile(args.file!);
     const events = parseJournal(text); // rejected files never create or touch the store
     if (keys) {
