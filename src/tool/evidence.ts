@@ -98,6 +98,15 @@ export function validateReview(review: ToolRetryReview, where = 'the review'): v
   }
 }
 
+/**
+ * A review a host passes in (prepareToolRetry): the journal's rules, and the rule recordToolReview applies to the same
+ * text, so the two ways a review reaches the journal accept the same text (U+0000 is refused, as in every id).
+ */
+export function validatePassedReview(review: ToolRetryReview): void {
+  validateReview(review);
+  if (review.actor.includes('\u0000') || review.evidence.includes('\u0000')) invalid('the review actor and evidence must not contain U+0000');
+}
+
 function validateOperation(op: ToolOperation, at: string): void {
   if (!isValidText(op.taskId)) invalid(`${at}: operation task id must be 1..1024 bytes of non-blank text`);
   if (!isValidText(op.key)) invalid(`${at}: operation key must be 1..1024 bytes of non-blank text`);

@@ -12,7 +12,7 @@ import type {
 import type { CallId, EventId, OperationKey, SessionId, TaskId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
-import { collectEvidence, decideRetry, effectiveReview, locateAttempt, validateReview } from './evidence.js';
+import { collectEvidence, decideRetry, effectiveReview, locateAttempt, validatePassedReview } from './evidence.js';
 
 /** What the runtime is about to execute; all of it must match the plan's source call. */
 export interface ToolRetryBinding {
@@ -194,7 +194,7 @@ export function prepareToolRetry(
   review?: ToolRetryReview | null,
 ): ToolRetryPlan {
   const passedReview = review === undefined || review === null ? null : review;
-  if (passedReview !== null) validateReview(passedReview);
+  if (passedReview !== null) validatePassedReview(passedReview);
   const record = locateAttempt(collectEvidence(history, callId), callId);
   const checkedReview = effectiveReview(record, passedReview);
   const operation = record.call.operation ?? null;

@@ -121,6 +121,11 @@ forEachStore('journaled reviews', (target) => {
     await assert.rejects(recordToolReview(r.owner, all, callId, { ...review, outcome: 'maybe' as never }), codeOf('invalid_input'));
     await assert.rejects(recordToolReview(r.owner, all, callId, { ...review, source: 'model' as never }), codeOf('invalid_input'));
     await assert.rejects(recordToolReview(r.owner, [], callId, review), codeOf('invalid_input'));
+    // The same text is refused on both ways into the journal: recordToolReview and a review passed to prepareToolRetry.
+    const nul = { ...HUMAN, outcome: 'not_executed', evidence: 'checked\u0000the outbox' } as const;
+    await assert.rejects(recordToolReview(r.owner, all, callId, nul), codeOf('invalid_input'));
+    assert.throws(() => prepareToolRetry(all, callId, nul), codeOf('invalid_evidence'));
+    assert.throws(() => prepareToolRetry(all, callId, { ...nul, evidence: 'fine', actor: 'ops\u0000' }), codeOf('invalid_evidence'));
     await assert.rejects(
       r.owner.append([{ turnId: 'turn-x', kind: { type: 'tool_review', review: { callId: callId as never, ...review, source: 'human' } } }]),
       codeOf('invalid_input'),
