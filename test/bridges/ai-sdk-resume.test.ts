@@ -13,36 +13,15 @@ import { aiSdkRun, jingweiHalted, ToolRuntimeHaltedError } from '../../src/ai-sd
 import { resumeAgent, scriptedModel } from '../../src/agent.js';
 import { InvalidInputError } from '../../src/errors.js';
 import { setFaultHook } from '../../src/fault.js';
+import { answer, dies, scripted, usage, type MockContent } from './fixtures/ai-sdk-mock.js';
 import { Crash, hostOn, outsideWorld } from './fixtures/resume-world.js';
 import { forEachStore } from '../support/stores.js';
 
-type Result = Awaited<ReturnType<MockLanguageModelV3['doGenerate']>>;
-type Content = Result['content'][number];
-const usage = {
-  inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
-  outputTokens: { total: 1, text: 1, reasoning: undefined },
-};
-const answer = (content: Content[]): Result => ({
-  content, finishReason: { unified: content.some((p) => p.type === 'tool-call') ? 'tool-calls' : 'stop', raw: undefined }, usage, warnings: [],
-});
-const call = (toolCallId: string, toolName: string): Content => ({ type: 'tool-call', toolCallId, toolName, input: '{"item":"tea"}' });
+const call = (toolCallId: string, toolName: string): MockContent => ({ type: 'tool-call', toolCallId, toolName, input: '{"item":"tea"}' });
 const orderStep = answer([{ type: 'text', text: 'Ordering.' }, call('c1', 'place_order')]);
 // A real model mints new call ids on every request: the resumed run must not depend on them.
 const emailStep = (id = 'c2') => answer([call(id, 'send_email')]);
 const doneStep = answer([{ type: 'text', text: 'Ordered and confirmed.' }]);
-
-/** A mock model answering from a script; a function entry throws (the host "dies" while the model thinks). */
-function scripted(turns: Array<Result | (() => never)>): MockLanguageModelV3 {
-  let i = 0;
-  return new MockLanguageModelV3({
-    doGenerate: async () => {
-      const turn = turns[i++];
-      if (turn === undefined) throw new Error('the mock model ran out of answers');
-      return typeof turn === 'function' ? turn() : turn;
-    },
-  });
-}
-const dies = (): never => { throw new Crash('the host died while the model was thinking'); };
 
 /** The prompt roles and tool results the model was sent in its `n`-th request. */
 function sent(model: MockLanguageModelV3, n: number) {

@@ -7,38 +7,16 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { generateText, stepCountIs } from 'ai';
-import { MockLanguageModelV3 } from 'ai/test';
 import { aiSdkRun, jingweiHalted } from '../../src/ai-sdk.js';
 import { AgentRunBusyError } from '../../src/agent.js';
 import { setFaultHook } from '../../src/fault.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
+import { answer, dies, scripted, type MockContent } from './fixtures/ai-sdk-mock.js';
 import { Crash, hostOn, outsideWorld } from './fixtures/resume-world.js';
 
-type Result = Awaited<ReturnType<MockLanguageModelV3['doGenerate']>>;
-type Content = Result['content'][number];
-const usage = {
-  inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
-  outputTokens: { total: 1, text: 1, reasoning: undefined },
-};
-const answer = (content: Content[]): Result => ({
-  content, finishReason: { unified: content.some((p) => p.type === 'tool-call') ? 'tool-calls' : 'stop', raw: undefined }, usage, warnings: [],
-});
-const call = (toolCallId: string, toolName: string, item = 'tea'): Content => ({ type: 'tool-call', toolCallId, toolName, input: JSON.stringify({ item }) });
+const call = (toolCallId: string, toolName: string, item = 'tea'): MockContent => ({ type: 'tool-call', toolCallId, toolName, input: JSON.stringify({ item }) });
 const done = answer([{ type: 'text', text: 'Done.' }]);
-
-/** A mock model answering from a script; a function entry throws (the host "dies" while the model thinks). */
-function scripted(turns: Array<Result | (() => never)>): MockLanguageModelV3 {
-  let i = 0;
-  return new MockLanguageModelV3({
-    doGenerate: async () => {
-      const turn = turns[i++];
-      if (turn === undefined) throw new Error('the mock model ran out of answers');
-      return typeof turn === 'function' ? turn() : turn;
-    },
-  });
-}
-const dies = (): never => { throw new Crash('the host died while the model was thinking'); };
 
 const runEvents = async (store: { loadHistory(id: string): Promise<readonly { kind: { type: string; kind?: string; plugin?: string } }[]> }) =>
   (await store.loadHistory('shop')).flatMap((e) => (e.kind.type === 'custom' && e.kind.plugin === 'jingwei.run' ? [e.kind.kind!] : []));

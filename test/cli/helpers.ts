@@ -3,6 +3,8 @@
  * Importing this file does nothing by itself (node --test may run it as a file of no tests).
  */
 import { spawn, spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import type { SessionEvent } from '../../src/event/types.js';
@@ -204,4 +206,24 @@ export async function writeBigSession(path: string, sessionId: string, count: nu
     await store.close();
   }
   return { calls, open };
+}
+
+/** The CLI's PostgreSQL target for `schema` on the server at `url` (its own ?schema= parameter). */
+export function withSchema(url: string, schema: string): string {
+  const u = new URL(url);
+  u.searchParams.set('schema', schema);
+  return u.toString();
+}
+
+/**
+ * A fresh schema on the server at `url` holding session alpha (alphaHistory), imported through the CLI from a
+ * SQLite export written under `dir`. Returns the CLI target, the SQLite original and the import's run.
+ */
+export async function alphaOnPostgres(url: string, schema: string, dir: string): Promise<{ target: string; source: string; imported: Run }> {
+  const target = withSchema(url, schema);
+  const source = join(dir, `source-${schema}.db`);
+  await writeStore(source, { alpha: alphaHistory() });
+  const file = join(dir, `alpha-${schema}.jsonl`);
+  writeFileSync(file, cli(['export', source, 'alpha']).stdout);
+  return { target, source, imported: await cliAsync(['import', target, file]) };
 }

@@ -6,21 +6,14 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
 import { after, it } from 'node:test';
 import pg from 'pg';
 import { StorePathError } from '../../src/errors.js';
 import { describePostgres, adminPool, freshSchema, openPostgresStore } from '../support/postgres.js';
-import { tempDbPath, tempDir } from '../support/tmp.js';
-import { MAIN, alphaHistory, cli, cliAsync, writeStore } from './helpers.js';
+import { tempDir } from '../support/tmp.js';
+import { MAIN, alphaOnPostgres, cliAsync, withSchema } from './helpers.js';
 
 const dir = tempDir('jingwei-cli-pg-nojournal-');
-
-function withSchema(url: string, schema: string): string {
-  const u = new URL(url);
-  u.searchParams.set('schema', schema);
-  return u.toString();
-}
 
 function withDatabase(url: string, database: string): string {
   const u = new URL(url);
@@ -134,12 +127,7 @@ describePostgres('the CLI refuses a PostgreSQL database or schema without a jour
 
   it('on a real journal the same commands still work; a journal at an older version is upgraded, as SQLite reading commands do', async () => {
     const schema = freshSchema();
-    const target = withSchema(url, schema);
-    const source = tempDbPath(dir, 'source');
-    await writeStore(source, { alpha: alphaHistory() });
-    const file = `${dir}/alpha.jsonl`;
-    writeFileSync(file, cli(['export', source, 'alpha']).stdout);
-    const imported = await cliAsync(['import', target, file]);
+    const { target, imported } = await alphaOnPostgres(url, schema, dir);
     assert.equal(imported.code, 0, imported.stderr);
 
     const sessions = await cliAsync(['sessions', target]);

@@ -3,19 +3,12 @@
  * parameter) instead of a file. Runs when JINGWEI_PG_URL names a server (npm test starts a throwaway one).
  */
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
 import { it } from 'node:test';
 import { describePostgres, adminPool, freshSchema } from '../support/postgres.js';
-import { tempDbPath, tempDir } from '../support/tmp.js';
-import { alphaHistory, cli, cliAsync, writeStore } from './helpers.js';
+import { tempDir } from '../support/tmp.js';
+import { alphaOnPostgres, cli, cliAsync } from './helpers.js';
 
 const dir = tempDir('jingwei-cli-pg-');
-
-function withSchema(url: string, schema: string): string {
-  const u = new URL(url);
-  u.searchParams.set('schema', schema);
-  return u.toString();
-}
 
 it('an unreachable PostgreSQL URL: exit 3, password never shown', () => {
   const r = cli(['sessions', 'postgres://jw:s3cret-pw@127.0.0.1:1/nothing?schema=jw']);
@@ -29,13 +22,7 @@ it('an unreachable PostgreSQL URL: exit 3, password never shown', () => {
 describePostgres('the CLI on PostgreSQL', (url) => {
   it('import, sessions, events, inspect, verify and export through a postgres:// URL; verify finds tampering', async () => {
     const schema = freshSchema();
-    const target = withSchema(url, schema);
-    const source = tempDbPath(dir, 'source');
-    await writeStore(source, { alpha: alphaHistory() });
-    const file = `${dir}/alpha.jsonl`;
-    writeFileSync(file, cli(['export', source, 'alpha']).stdout);
-
-    const imported = await cliAsync(['import', target, file]);
+    const { target, source, imported } = await alphaOnPostgres(url, schema, dir);
     assert.equal(imported.code, 0, imported.stderr);
     assert.match(imported.stdout, /Imported 10 events into session alpha/);
 
