@@ -150,9 +150,6 @@ async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | un
 
 async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string | undefined, runId: string): Promise<AgentRunResult> {
   const { model, owner, gateway, signal } = options;
-  if (owner.sessionId !== gateway.sessionId) {
-    throw new InvalidInputError('gateway', `is bound to session ${gateway.sessionId}, not the owner's ${owner.sessionId}`);
-  }
   const policy = options.recovery ?? 'suspend';
   let journaled: JournaledRun | null = null;
   if (options.runId !== undefined) {

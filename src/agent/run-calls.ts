@@ -216,10 +216,19 @@ async function recoverOpen(
  * The refusal the model reads again for the call at (step, index), or undefined when the call is settled from the
  * journal. A refusal means nothing was recorded under the call's key, so a key that holds an attempt is settled from
  * it: journals written before a completed call's replay refusal (a grant withdrawn since) stopped being journaled as
- * a refusal hold such a `call_refused`, and the call it names ran.
+ * a refusal hold such a `call_refused`, and the call it names ran. `unattempted`: what the model reads when nothing
+ * is journaled for the call, neither a refusal nor an attempt (a bridge's call the framework moved on from).
  */
-export async function refusalToRead(journaled: JournaledRun | null, step: number, index: number, owner: SessionOwner, taskId: string, key: string) {
-  const refusal = journaledRefusal(journaled, step, index);
+export async function refusalToRead(
+  journaled: JournaledRun | null,
+  step: number,
+  index: number,
+  owner: SessionOwner,
+  taskId: string,
+  key: string,
+  unattempted?: { readonly code: string; readonly message: string },
+) {
+  const refusal = journaledRefusal(journaled, step, index) ?? unattempted;
   if (refusal === undefined) return undefined;
   return (await owner.readOperation(taskId, key)) === undefined ? refusal : undefined;
 }

@@ -1,7 +1,7 @@
 /**
- * The options of `runAgent` and `resumeAgent`, checked before anything is read or journaled: a host's mistake (a
- * missing model, history that is not a list of messages) is an InvalidInputError naming the option, never a
- * TypeError half-way through a run whose start is already journaled.
+ * The options of a run (`runAgent`, `resumeAgent`, and the bridges' runs), checked before anything is read or
+ * journaled: a host's mistake (a missing model, history that is not a list of messages) is an InvalidInputError
+ * naming the option, never a TypeError half-way through a run whose start is already journaled.
  */
 import { InvalidInputError } from '../errors.js';
 import { describeValue } from '../text.js';
@@ -32,20 +32,34 @@ function checkHistory(history: unknown): void {
   });
 }
 
-/** Throws InvalidInputError for the first option that is not what `runAgent` and `resumeAgent` take. */
-export function checkRunOptions(options: unknown): void {
+/**
+ * What every run takes, whichever loop drives it: the options object, the session's owner and a gateway bound to
+ * it, the recovery policy, reconcilers, a signal, and the store when given. Returns the options as a record for the
+ * loop's own checks.
+ */
+export function checkRunHost(options: unknown): Record<string, unknown> {
   need(isObject(options), 'options', 'an object', options);
   const o = options as Record<string, unknown>;
-  need(isObject(o.model) && typeof o.model.complete === 'function', 'model', 'a ChatModel (an object with complete())', o.model);
   need(isObject(o.owner) && typeof o.owner.sessionId === 'string' && typeof o.owner.append === 'function', 'owner', 'the session owner a store returned (acquire)', o.owner);
   need(isObject(o.gateway) && typeof o.gateway.callWithOptions === 'function' && typeof o.gateway.schemas === 'function', 'gateway', 'a ToolGateway (runtime.bind)', o.gateway);
+  const { owner, gateway } = o as { owner: { sessionId: string }; gateway: { sessionId: string } };
+  if (owner.sessionId !== gateway.sessionId) {
+    throw new InvalidInputError('gateway', `is bound to session ${gateway.sessionId}, not the owner's ${owner.sessionId}`);
+  }
+  if (o.reconcilers !== undefined) need(Array.isArray(o.reconcilers), 'reconcilers', 'an array of tools', o.reconcilers);
+  if (o.recovery !== undefined) need(o.recovery === 'suspend' || o.recovery === 'retry_safe', 'recovery', "'suspend' or 'retry_safe'", o.recovery);
+  if (o.signal !== undefined) need(o.signal instanceof AbortSignal, 'signal', 'an AbortSignal', o.signal);
+  if (o.store !== undefined) need(isObject(o.store) && typeof o.store.loadHistory === 'function', 'store', 'the store the owner belongs to', o.store);
+  return o;
+}
+
+/** Throws InvalidInputError for the first option that is not what `runAgent` and `resumeAgent` take. */
+export function checkRunOptions(options: unknown): void {
+  const o = checkRunHost(options);
+  need(isObject(o.model) && typeof o.model.complete === 'function', 'model', 'a ChatModel (an object with complete())', o.model);
   need(Number.isSafeInteger(o.maxSteps) && (o.maxSteps as number) > 0, 'maxSteps', 'a positive integer', o.maxSteps);
   if (o.system !== undefined) need(typeof o.system === 'string', 'system', 'a string', o.system);
   if (o.history !== undefined) checkHistory(o.history);
   if (o.tools !== undefined) need(Array.isArray(o.tools) && o.tools.every((t) => typeof t === 'string'), 'tools', 'an array of tool names', o.tools);
-  if (o.reconcilers !== undefined) need(Array.isArray(o.reconcilers), 'reconcilers', 'an array of tools', o.reconcilers);
-  if (o.recovery !== undefined) need(o.recovery === 'suspend' || o.recovery === 'retry_safe', 'recovery', "'suspend' or 'retry_safe'", o.recovery);
   if (o.stopOnUncertainOutcome !== undefined) need(typeof o.stopOnUncertainOutcome === 'boolean', 'stopOnUncertainOutcome', 'a boolean', o.stopOnUncertainOutcome);
-  if (o.signal !== undefined) need(o.signal instanceof AbortSignal, 'signal', 'an AbortSignal', o.signal);
-  if (o.store !== undefined) need(isObject(o.store) && typeof o.store.loadHistory === 'function', 'store', 'the store the owner belongs to', o.store);
 }

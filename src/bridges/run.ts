@@ -18,6 +18,7 @@ import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
 import { describeValue } from '../text.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
+import { checkRunHost } from '../agent/run-options.js';
 import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
 import { callRefusedEvent, checkRunId, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
 
@@ -85,23 +86,11 @@ function runsOf<T>(map: WeakMap<SessionOwner, Map<string, T>>, owner: SessionOwn
   return runs;
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null;
-
-/** The options every bridge run takes, checked before anything is read or journaled. */
+/** The options every bridge run takes, checked before anything is read or journaled: a run's, and its store and prompt. */
 export function checkBridgeOptions(options: BridgeRunOptions): void {
-  if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', 'must be an object');
-  const o = options as unknown as Record<string, unknown>;
-  const bad = (field: string, expected: string, got: unknown) => new InvalidInputError(field, `must be ${expected}, got ${describeValue(got)}`);
-  if (!isObject(o.owner) || typeof o.owner.sessionId !== 'string' || typeof o.owner.append !== 'function') throw bad('owner', 'the session owner a store returned (acquire)', o.owner);
-  if (!isObject(o.gateway) || typeof o.gateway.callWithOptions !== 'function' || typeof o.gateway.schemas !== 'function') throw bad('gateway', 'a ToolGateway (runtime.bind)', o.gateway);
-  if (options.owner.sessionId !== options.gateway.sessionId) {
-    throw new InvalidInputError('gateway', `is bound to session ${options.gateway.sessionId}, not the owner's ${options.owner.sessionId}`);
-  }
-  if (!isObject(o.store) || typeof o.store.loadHistory !== 'function') throw new InvalidInputError('store', 'is required: the run is read back from the session\'s journal');
-  if (o.recovery !== undefined && o.recovery !== 'suspend' && o.recovery !== 'retry_safe') throw bad('recovery', "'suspend' or 'retry_safe'", o.recovery);
-  if (o.reconcilers !== undefined && !Array.isArray(o.reconcilers)) throw bad('reconcilers', 'an array of tools', o.reconcilers);
-  if (o.prompt !== undefined && typeof o.prompt !== 'string') throw bad('prompt', 'a string', o.prompt);
-  if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw bad('signal', 'an AbortSignal', o.signal);
+  const o = checkRunHost(options);
+  if (o.store === undefined) throw new InvalidInputError('store', 'is required: the run is read back from the session\'s journal');
+  if (o.prompt !== undefined && typeof o.prompt !== 'string') throw new InvalidInputError('prompt', `must be a string, got ${describeValue(o.prompt)}`);
 }
 
 /** What the model reads, on a resume, about a call the framework did not run (it had moved on to the next step). */
@@ -148,7 +137,6 @@ export class BridgeRun {
    * framework is given (null: every one).
    */
   static async open(options: BridgeRunOptions, offered: ReadonlySet<string> | null = null): Promise<BridgeRun> {
-    if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', 'must be an object');
     checkBridgeOptions(options);
     const runId = checkRunId(options.runId);
     const opening = runsOf(OPENING, options.owner);
@@ -196,8 +184,7 @@ export class BridgeRun {
       const movedOn = step < journaled.responses.length;
       for (const [index, requested] of response.toolCalls.entries()) {
         const key = runOperationKey(this.runId, step, index);
-        let refusal = await refusalToRead(journaled, step, index, this.options.owner, this.options.gateway.taskId, key);
-        if (refusal === undefined && movedOn && (await this.options.owner.readOperation(this.options.gateway.taskId, key)) === undefined) refusal = NOT_RUN_BY_FRAMEWORK;
+        const refusal = await refusalToRead(journaled, step, index, this.options.owner, this.options.gateway.taskId, key, movedOn ? NOT_RUN_BY_FRAMEWORK : undefined);
         let call: AgentToolCall;
         if (refusal !== undefined) {
           call = { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, refusal), execution: null };

@@ -23,7 +23,7 @@ import { exportJournal, importJournal } from './jsonl.js';
 import { HeadAnchor } from './anchors.js';
 import type { EventRow, JournalBackend, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import { checkTaskLedger, type TaskLedgerReport } from './task-ledger.js';
-import { registerCommitter, registerHeartbeatStopper } from './owner-commit.js';
+import { registerOwner } from './owner-commit.js';
 import { registerJournalReader } from './owner-journal.js';
 import { verifyJournal } from './verify.js';
 import { AttemptIndex } from './attempt-index.js';
@@ -266,8 +266,7 @@ class FencedOwner implements SessionOwner {
   ) {
     this.sessionId = ref.sessionId;
     this.epoch = ref.epoch;
-    registerCommitter(this, (request) => this.#commit(request));
-    registerHeartbeatStopper(this, this.stopHeartbeat);
+    registerOwner(this, { commit: (request) => this.#commit(request), stopHeartbeat: this.stopHeartbeat });
     registerJournalReader(this, async () => (await this.readVerified()).history);
     this.leaseMs = ref.leaseMs ?? LEASE_LIMITS.defaultMs;
   }

@@ -88,8 +88,7 @@ and --status or --effect (which select operations) leave them out.
 
 Last, the approval requests a person decided whose decision no attempt has used yet: the session's host uses each on
 its next attempt of the operation (a resumed run, or a retry), so one that stays here means that host has not come
-back (resume the run, or let the startup routine take the session over). The same filters apply; --decided-after
-continues them.`,
+back: resume the session's run on another host. The same filters apply; --decided-after continues them.`,
   exitCodes: 'This command exits 0 whether or not items are listed (use --json and count them in scripts).',
   examples: [
     'jingwei queue journal.db',
