@@ -9,8 +9,8 @@ import { attentionScanSql, attentionValues, sessionValues, taskValues, toAttenti
 import type { SessionStore } from '../types.js';
 import { Database, type Transaction } from './driver.js';
 import { mapSqliteError } from './errors.js';
-import { checkBusyTimeout, checkSqlitePath } from './path-check.js';
-import type { SqliteStoreOptions } from './options.js';
+import { checkSqlitePath } from './path-check.js';
+import { checkBusyTimeout, type SqliteStoreOptions } from './options.js';
 import { prepareDatabase } from './schema.js';
 import { eventRows, prepareStatements, type SqliteStatements } from './statements.js';
 import { SqliteInbox } from './inbox.js';

@@ -7,8 +7,8 @@ import type { ToolReconcileAnswer } from '../../tool/types.js';
 import { Passthrough } from '../passthrough.js';
 import { Database, type Statement } from './driver.js';
 import { mapSqliteFailure } from './errors.js';
-import type { SqliteDatabase } from './options.js';
-import { checkBusyTimeout, checkSqlitePath } from './path-check.js';
+import { checkBusyTimeout, type SqliteDatabase } from './options.js';
+import { checkSqlitePath } from './path-check.js';
 import { switchToWal } from './wal.js';
 
 /** How the helper's errors name the database it writes to. */

@@ -1,7 +1,6 @@
 import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { InvalidInputError, StorePathError } from '../../errors.js';
-import { LIMITS } from '../../limits.js';
 import { describeValue } from '../../text.js';
 
 const SQLITE_HEADER = Buffer.from('SQLite format 3\u0000', 'latin1');
@@ -37,12 +36,4 @@ export function checkSqlitePath(path: string, mustExist: boolean, kind = 'journa
     throw new StorePathError('store_not_sqlite', path, 'is not a SQLite database');
   }
   if (read > 0 && read < SQLITE_HEADER.length) throw new StorePathError('store_not_sqlite', path, 'is not a SQLite database (too short)');
-}
-
-/** The busy timeout a SQLite connection is opened with: 0 (fail at once) up to what Node's timers hold. */
-export function checkBusyTimeout(value: unknown): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0 || value > LIMITS.maxTimeoutMs) {
-    throw new InvalidInputError('busyTimeoutMs', `must be an integer from 0 to ${LIMITS.maxTimeoutMs}, got ${String(value)}`);
-  }
-  return value;
 }
