@@ -1,8 +1,8 @@
 /**
  * The operation's idempotency key over HTTP: every attempt of one logical action (the first call and any retry
  * recovery plans for it) carries the same `Idempotency-Key` header, so an API that deduplicates on it applies the
- * action once. The key is `externalIdempotencyKey(request)`, `${taskId}:${operationKey}`: the same value the MCP
- * bridge sends in `_meta` (see docs/bridges-in-production.md).
+ * action once. The key is `externalIdempotencyKey(request)`, a digest of the operation (sessionId, taskId, key):
+ * the same value the MCP bridge sends in `_meta` (see docs/bridges-in-production.md).
  */
 import { InvalidInputError } from '../errors.js';
 import { externalIdempotencyKey } from '../tool/idempotency.js';
@@ -10,12 +10,13 @@ import { externalIdempotencyKey } from '../tool/idempotency.js';
 /** The header name the IETF draft and most payment APIs use. */
 export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
 
-/** What the helpers need of a tool body request: its operation (a ToolBodyRequest satisfies this). */
+/** What the helpers need of a tool body request: its session and operation (a ToolBodyRequest satisfies this). */
 export interface IdempotencyKeyed {
+  readonly sessionId: string;
   readonly operation: { readonly taskId: string; readonly key: string };
 }
 
-/** `{ 'Idempotency-Key': '<taskId>:<key>' }` for this request, to spread into any client's headers. */
+/** `{ 'Idempotency-Key': externalIdempotencyKey(request) }` for this request, to spread into any client's headers. */
 export function idempotencyHeaders(request: IdempotencyKeyed, header: string = IDEMPOTENCY_KEY_HEADER): Record<string, string> {
   if (typeof header !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(header)) {
     throw new InvalidInputError('header', `must be an HTTP header name, got ${JSON.stringify(header)}`);

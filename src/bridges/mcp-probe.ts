@@ -71,7 +71,7 @@ export async function probeMcpIdempotency(client: Client, options: McpProbeOptio
   const timeoutMs = options.timeoutMs ?? 10_000;
   const identity = client.getServerVersion();
   if (identity === undefined) throw new InvalidInputError('client', 'is not connected');
-  const key = externalIdempotencyKey({ operation: { taskId: `probe-${uuidv7()}`, key: newOperationKey() } });
+  const key = externalIdempotencyKey({ sessionId: `probe-${uuidv7()}`, operation: { taskId: 'probe', key: newOperationKey() } });
 
   const first = await call(client, options.tool, options.arguments, key, timeoutMs);
   if (first.refused) throw new McpProbeError(`the first call of ${options.tool} was refused (${first.reason}): choose arguments the tool accepts`);

@@ -25,7 +25,7 @@ import { externalIdempotencyKey } from '../tool/idempotency.js';
 import { ToolMetadata } from '../tool/metadata.js';
 import type { Tool, ToolDenial } from '../tool/types.js';
 
-/** The `_meta` key under which each `tools/call` carries `${taskId}:${operationKey}`, the same on every attempt. */
+/** The `_meta` key under which each `tools/call` carries `externalIdempotencyKey(request)`, the same on every attempt. */
 export const MCP_IDEMPOTENCY_META_KEY = 'jingwei/idempotency-key';
 
 /** MCP tool annotations (hints). */

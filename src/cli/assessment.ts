@@ -3,6 +3,7 @@
  * call the rows of the retry policy that apply. The decisions are the library's (assessSession); this
  * module only names them for people.
  */
+import { externalIdempotencyKey } from '../tool/idempotency.js';
 import type { SessionEvent, ToolCall, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { SessionAssessment, ToolCallAssessment } from '../tool/assess.js';
 import { evidenceRuleById, retryRuleById, type EvidenceRuleId, type RetryRuleId } from '../tool/retry-policy.js';
@@ -121,7 +122,7 @@ export function decisionRows(assessed: ToolCallAssessment | null): DecisionRow[]
 }
 
 /** What the host may do next, in one paragraph. */
-export function nextStepAdvice(call: ToolCall, assessed: ToolCallAssessment | null): string {
+export function nextStepAdvice(sessionId: string, call: ToolCall, assessed: ToolCallAssessment | null): string {
   if (assessed === null) return 'Nothing to do: the call succeeded. Never retry it.';
   const op = call.operation;
   switch (assessed.nextStep) {
@@ -143,7 +144,7 @@ export function nextStepAdvice(call: ToolCall, assessed: ToolCallAssessment | nu
     case 'needs_review':
       return (
         `Check the external system for the effect of this operation` +
-        (op ? ` (tools that follow the guide pass '${op.taskId}:${op.key}' as their reference)` : '') +
+        (op ? ` (tools that follow the guide pass externalIdempotencyKey, '${externalIdempotencyKey({ sessionId, operation: op })}', as their reference)` : '') +
         `. A tool that declares a reconciler is asked first by reconcileUncertainCalls (jingwei/review). Otherwise a ` +
         `trusted person checks: if it did not happen, the host journals recordToolReview(owner, history, '${call.id}', ` +
         `{ actor, evidence, outcome: 'not_executed' }) and prepareToolRetry uses it; if it did, a 'completed' review ` +

@@ -4,8 +4,13 @@ import { jsonDigest } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
 import type { ToolReconcileAnswer } from './types.js';
 
-/** Which logical action a write belongs to: the body request's operation scope and its arguments. */
+/**
+ * Which logical action a write belongs to: the body request's session, its operation (taskId, key) and the digest of
+ * its arguments. An operation is the session's own (docs/design.md#identity-is-per-session): two sessions may each
+ * run a task `checkout` with a key `cart/1`, and their writes are two.
+ */
 export interface IdempotencyScope {
+  readonly sessionId: string;
   readonly taskId: string;
   readonly key: string;
   readonly argumentsDigest: string;
@@ -17,36 +22,61 @@ export interface IdempotentOutcome<T> {
   readonly replayed: boolean;
 }
 
-/** A ToolBodyRequest satisfies this: what deduplication needs of it. */
+/** A ToolBodyRequest and a ToolReconcileRequest satisfy this: what deduplication needs of them. */
 export interface IdempotencyRequest {
+  readonly sessionId: string;
   readonly operation: { readonly taskId: string; readonly key: string };
   readonly arguments: JsonValue;
 }
 
-/** Derives the dedup scope from a body request: its (taskId, key) and the digest of its canonical arguments. */
-export function idempotencyScope(request: IdempotencyRequest): IdempotencyScope {
-  if (!request?.operation) throw new InvalidInputError('request.operation', 'is required: deduplicate on (taskId, key), never on the call id');
+/** The operation a request names, checked: (sessionId, taskId, key). */
+function operationOf(request: { readonly sessionId: string; readonly operation: { readonly taskId: string; readonly key: string } }) {
+  if (typeof request !== 'object' || request === null || !request.operation) {
+    throw new InvalidInputError('request.operation', 'is required: deduplicate on (sessionId, taskId, key), never on the call id');
+  }
   return {
+    sessionId: checkId<string>('request.sessionId', request.sessionId),
     taskId: checkId<string>('operation.taskId', request.operation.taskId),
     key: checkId<string>('operation.key', request.operation.key),
-    argumentsDigest: jsonDigest(request.arguments),
   };
 }
 
-/** The key to hand an external API that deduplicates by its own idempotency key (Stripe and the like). */
-export function externalIdempotencyKey(request: { readonly operation: { readonly taskId: string; readonly key: string } }): string {
-  return `${request.operation.taskId}:${request.operation.key}`;
+/** Derives the dedup scope from a body request: its (sessionId, taskId, key) and the digest of its canonical arguments. */
+export function idempotencyScope(request: IdempotencyRequest): IdempotencyScope {
+  return { ...operationOf(request), argumentsDigest: jsonDigest(request.arguments) };
+}
+
+/**
+ * The key to hand an external API that deduplicates by its own idempotency key (Stripe and the like): `jw-` and the
+ * base64url SHA-256 of the canonical JSON `[sessionId, taskId, key]`, 46 characters of `[A-Za-z0-9_-]`. The same on
+ * every attempt of one operation, different for every other operation (in any session), and within every provider's
+ * length limit whatever the ids' length.
+ */
+export function externalIdempotencyKey(request: { readonly sessionId: string; readonly operation: { readonly taskId: string; readonly key: string } }): string {
+  const { sessionId, taskId, key } = operationOf(request);
+  return `jw-${Buffer.from(jsonDigest([sessionId, taskId, key]), 'hex').toString('base64url')}`;
+}
+
+/**
+ * A stored dedup record. `legacy`: written before records named their session (an older version of the helpers),
+ * so it answers for its (taskId, key) in every session, as it did then: a write committed before an upgrade is
+ * replayed after it, never repeated.
+ */
+export interface IdempotencyRecord {
+  readonly digest: string;
+  readonly result: JsonValue;
+  readonly legacy: boolean;
 }
 
 /** What a dedup record says about one operation: the idempotency helpers' reconcilers answer from it alone. */
 export function reconcileAnswer(
-  taskId: string,
-  key: string,
-  argumentsDigest: string,
-  record: { readonly digest: string; readonly result: JsonValue } | null,
+  scope: IdempotencyScope,
+  record: IdempotencyRecord | null,
 ): ToolReconcileAnswer {
-  const where = `dedup record for task ${taskId}, key ${key}`;
+  const where = record?.legacy
+    ? `dedup record for task ${scope.taskId}, key ${scope.key} (written before records named their session)`
+    : `dedup record for session ${scope.sessionId}, task ${scope.taskId}, key ${scope.key}`;
   if (record === null) return { outcome: 'not_executed', evidence: `no ${where}: the write and its record commit together, so it never committed` };
-  if (record.digest !== argumentsDigest) return { outcome: 'unknown', evidence: `the ${where} holds other arguments` };
+  if (record.digest !== scope.argumentsDigest) return { outcome: 'unknown', evidence: `the ${where} holds other arguments` };
   return { outcome: 'completed', evidence: `the ${where} holds the committed result`, output: record.result };
 }

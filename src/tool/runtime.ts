@@ -409,7 +409,7 @@ class Gateway implements ToolGateway {
     observer?.bodyStarted();
 
     // The body gets its own copy: whatever it does to its arguments cannot change the recorded call.
-    const request = { callId: call.id, arguments: JSON.parse(argsText) as JsonValue, operation: op };
+    const request = { sessionId: this.sessionId, callId: call.id, arguments: JSON.parse(argsText) as JsonValue, operation: op };
     let outcome: Failure | { status: 'succeeded'; output: string };
     let charge = reserved;
     try {

@@ -6,8 +6,13 @@ import type { JsonSchema, ToolMetadata } from './metadata.js';
 import type { ToolRetryPlan } from './retry-plan.js';
 import type { ToolRuntimeEventHandler, ToolTelemetry } from './telemetry-types.js';
 
-/** What a tool body receives. `operation` is exactly the journaled call's: deduplicate on (taskId, key). */
+/**
+ * What a tool body receives. `operation` is exactly the journaled call's: deduplicate on the operation
+ * (sessionId, taskId, key), as the idempotency helpers do; a task id is unique within its session only.
+ */
 export interface ToolBodyRequest {
+  /** The session whose journal holds the call. */
+  readonly sessionId: string;
   readonly callId: CallId;
   readonly arguments: JsonValue;
   readonly operation: ToolOperation;

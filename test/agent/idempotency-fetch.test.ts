@@ -23,13 +23,14 @@ after(async () => {
   for (const api of apis) await api.close();
 });
 
-const request = { operation: { taskId: 'task-1', key: 'operation_1' } };
+const request = { sessionId: 'session-1', operation: { taskId: 'task-1', key: 'operation_1' } };
+const KEY = externalIdempotencyKey(request);
 
 describe('the Idempotency-Key helpers', () => {
   it('idempotencyHeaders uses the one key format, externalIdempotencyKey', () => {
-    assert.deepEqual(idempotencyHeaders(request), { 'Idempotency-Key': 'task-1:operation_1' });
+    assert.deepEqual(idempotencyHeaders(request), { 'Idempotency-Key': KEY });
     assert.equal(idempotencyHeaders(request)[IDEMPOTENCY_KEY_HEADER], externalIdempotencyKey(request));
-    assert.deepEqual(idempotencyHeaders(request, 'X-Request-Key'), { 'X-Request-Key': 'task-1:operation_1' });
+    assert.deepEqual(idempotencyHeaders(request, 'X-Request-Key'), { 'X-Request-Key': KEY });
     assert.throws(() => idempotencyHeaders(request, 'bad header'), { code: 'invalid_input' });
   });
 
@@ -42,7 +43,7 @@ describe('the Idempotency-Key helpers', () => {
     const f = jingweiFetch(request, { fetch: fake });
     await f('http://example.invalid/a', { headers: { 'Idempotency-Key': 'something-else', Accept: 'text/plain' } });
     await f(new Request('http://example.invalid/b', { headers: { 'X-Trace': '7' } }));
-    assert.deepEqual(seen.map((h) => h.get('idempotency-key')), ['task-1:operation_1', 'task-1:operation_1']);
+    assert.deepEqual(seen.map((h) => h.get('idempotency-key')), [KEY, KEY]);
     assert.equal(seen[0]!.get('accept'), 'text/plain');
     assert.equal(seen[1]!.get('x-trace'), '7');
   });
@@ -74,7 +75,7 @@ describe('an HTTP call killed after the API applied it', () => {
     assert.equal(retried.call.operation!.key, call.key);
     assert.deepEqual(JSON.parse((retried.result.outcome as { output: string }).output), { order: 1, item: 'tea' }, 'the first order, replayed');
 
-    const key = `order-task:${call.key}`;
+    const key = externalIdempotencyKey({ sessionId: 'fetch-session', operation: { taskId: 'order-task', key: call.key! } });
     assert.deepEqual(api.requests.map((r) => r.key), [key, key], 'both attempts carried the same key');
     assert.equal(api.applied.length, 1, 'applied once');
 

@@ -91,7 +91,7 @@ describe('SQLite ownership across real processes', () => {
     assert.deepEqual(await holder.next(), { held: true });
     const business = new SqliteIdempotencyStore(path, { busyTimeoutMs: 20_000 });
     assert.deepEqual(await holder.next(), { released: true });
-    const request = { operation: { taskId: 't-1', key: 'k-1' }, arguments: { n: 1 } };
+    const request = { sessionId: 's-1', operation: { taskId: 't-1', key: 'k-1' }, arguments: { n: 1 } };
     assert.deepEqual(business.run(request, () => 'written'), { result: 'written', replayed: false });
     assert.equal(business.count(), 1);
     business.close();

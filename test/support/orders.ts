@@ -35,10 +35,11 @@ export function countOrders(path: string): number {
   }
 }
 
-export function sqliteLedger(path: string): OrderLedger {
+export function sqliteLedger(path: string): OrderLedger & { readonly path: string } {
   const idem = openBusiness(path);
   const db = idem.db;
   return {
+    path,
     async place(request) {
       return idem.run(request, (handle) => {
         const info = handle.prepare('INSERT INTO orders (task_id, key, item) VALUES (?, ?, ?)').run(

@@ -5,9 +5,11 @@ import { JingweiError } from '../../src/errors.js';
 import type { PgClient } from '../../src/postgres.js';
 import { PostgresIdempotencyStore } from '../../src/postgres.js';
 import type { OperationKey, TaskId } from '../../src/ids.js';
+import { jsonDigest } from '../../src/json/canonical.js';
 import { adminPool, describePostgres, freshSchema } from '../support/postgres.js';
 
-const request = (taskId: string, key: string, args: Record<string, unknown>) => ({
+const request = (taskId: string, key: string, args: Record<string, unknown>, sessionId = 's-1') => ({
+  sessionId,
   operation: { taskId: taskId as TaskId, key: key as OperationKey },
   arguments: args as never,
 });
@@ -31,9 +33,41 @@ describePostgres('PostgresIdempotencyStore', (url) => {
     assert.deepEqual(await store.run(request('t', 'k', { b: 2, a: 1 }), insert('book')), { result: { orderId: 1 }, replayed: true });
     await assert.rejects(store.run(request('t', 'k', { a: 1, b: 3 }), insert('book')), { code: 'idempotency_conflict' });
     assert.equal((await store.run(request('other-task', 'k', { a: 1, b: 2 }), insert('pen'))).replayed, false, 'keys are scoped by task');
-    assert.equal(await orders(), 2);
-    assert.equal(await store.count(), 2);
+    // A task id is unique within its session only: another session's (t, k) is another operation, and it writes.
+    assert.deepEqual(await store.run(request('t', 'k', { a: 1, b: 2 }, 's-2'), insert('book')), { result: { orderId: 3 }, replayed: false }, 'keys are scoped by session');
+    assert.equal((await store.reconcile(request('t', 'k', { a: 1, b: 2 }, 's-3'))).outcome, 'not_executed');
+    assert.equal(await orders(), 3);
+    assert.equal(await store.count(), 3);
     await store.close();
+  });
+
+  it('upgrades a dedup table an older version keyed by (task, key): its records still replay, in every session', async () => {
+    const schema = freshSchema();
+    const admin = adminPool(url);
+    await admin.query(`CREATE SCHEMA "${schema}"`);
+    await admin.query(`CREATE TABLE "${schema}".jw_idempotency (task_id TEXT NOT NULL, key TEXT NOT NULL, arguments_digest TEXT NOT NULL,
+      result JSONB NOT NULL, created_at TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (task_id, key))`);
+    await admin.query(`INSERT INTO "${schema}".jw_idempotency (task_id, key, arguments_digest, result) VALUES ('t', 'k', $1, '{"orderId":"old"}')`, [jsonDigest({ a: 1 })]);
+    // Two processes open it at once: one upgrades, the other finds it upgraded.
+    const [store, other] = await Promise.all([PostgresIdempotencyStore.open(url, { schema }), PostgresIdempotencyStore.open(url, { schema })]);
+    await other.close();
+    let writes = 0;
+    const write = async () => ({ orderId: ++writes });
+    assert.deepEqual(await store.run(request('t', 'k', { a: 1 }, 's-9'), write), { result: { orderId: 'old' }, replayed: true });
+    const answer = await store.reconcile(request('t', 'k', { a: 1 }, 's-8'));
+    assert.equal(answer.outcome, 'completed');
+    assert.match(answer.evidence, /written before records named their session/);
+    await assert.rejects(store.run(request('t', 'k', { a: 2 }, 's-7'), write), { code: 'idempotency_conflict' });
+    assert.equal((await store.run(request('t', 'k2', {}, 's-1'), write)).replayed, false);
+    assert.equal((await store.run(request('t', 'k2', {}, 's-2'), write)).replayed, false);
+    assert.equal((await store.run(request('t', 'k2', {}, 's-1'), write)).replayed, true);
+    assert.equal(writes, 2);
+    await store.close();
+    const again = await PostgresIdempotencyStore.open(url, { schema });
+    assert.equal(await again.count(), 3);
+    const { rows } = await admin.query(`SELECT session_id, task_id, key FROM "${schema}".jw_idempotency ORDER BY session_id, key`);
+    assert.deepEqual(rows, [{ session_id: '', task_id: 't', key: 'k' }, { session_id: 's-1', task_id: 't', key: 'k2' }, { session_id: 's-2', task_id: 't', key: 'k2' }]);
+    await again.close();
   });
 
   it('a write that throws leaves neither the business row nor the dedup record', async () => {

@@ -6,12 +6,14 @@ import Database from 'better-sqlite3';
 import { JingweiError } from '../../src/errors.js';
 import { SqliteIdempotencyStore } from '../../src/sqlite.js';
 import { externalIdempotencyKey } from '../../src/tool/idempotency.js';
+import { jsonDigest } from '../../src/json/canonical.js';
 import type { TaskId, OperationKey } from '../../src/ids.js';
 import { countOrders, openBusiness } from '../support/orders.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
 const dir = tempDir();
-const request = (taskId: string, key: string, args: Record<string, unknown>) => ({
+const request = (taskId: string, key: string, args: Record<string, unknown>, sessionId = 's-1') => ({
+  sessionId,
   operation: { taskId: taskId as TaskId, key: key as OperationKey },
   arguments: args as never,
 });
@@ -30,8 +32,12 @@ describe('SqliteIdempotencyStore', () => {
     assert.deepEqual(business.run(request('t', 'k', { b: 2, a: 1 }), write), { result: { receipt: 1 }, replayed: true }, 'key order is not a different argument');
     assert.throws(() => business.run(request('t', 'k', { a: 1, b: 3 }), write), { code: 'idempotency_conflict' });
     assert.deepEqual(business.run(request('other-task', 'k', { a: 1, b: 2 }), write).replayed, false, 'keys are scoped by task');
-    assert.equal(writes, 2);
-    assert.equal(countOrders(path), 2);
+    // A task id is unique within its session only: another session's task `t` is another operation, and its write
+    // runs (before, it was skipped and handed this session's receipt).
+    assert.deepEqual(business.run(request('t', 'k', { a: 1, b: 2 }, 's-2'), write), { result: { receipt: 3 }, replayed: false }, 'keys are scoped by session');
+    assert.deepEqual(business.reconcile(request('t', 'k', { a: 1, b: 2 }, 's-3')).outcome, 'not_executed', 'a third session has no record');
+    assert.equal(writes, 3);
+    assert.equal(countOrders(path), 3);
     business.close();
   });
 
@@ -49,11 +55,53 @@ describe('SqliteIdempotencyStore', () => {
     business.close();
   });
 
-  it('refuses a request without an operation, and forms the external key from task and key', () => {
+  it('refuses a request without an operation or a session, and forms the external key from the whole operation', () => {
     const business = openBusiness(tempDbPath(dir, 'business'));
     assert.throws(() => business.run({ arguments: {} } as never, () => 1), { code: 'invalid_input' });
-    assert.equal(externalIdempotencyKey(request('task-1', 'operation_x', {})), 'task-1:operation_x');
+    assert.throws(() => business.run({ ...request('t', 'k', {}), sessionId: undefined } as never, () => 1), { code: 'invalid_input', message: /sessionId/ });
+    const key = externalIdempotencyKey(request('task-1', 'operation_x', {}));
+    assert.match(key, /^jw-[A-Za-z0-9_-]{43}$/, 'short and header-safe whatever the ids');
+    assert.equal(externalIdempotencyKey(request('task-1', 'operation_x', { other: 'arguments' })), key, 'the same on every attempt');
+    assert.notEqual(externalIdempotencyKey(request('task-1', 'operation_x', {}, 's-2')), key, 'another session, another key');
+    // Ids may hold ':', so a joined text would make these two operations one key.
+    assert.notEqual(externalIdempotencyKey(request('a:b', 'c', {}, 's')), externalIdempotencyKey(request('a', 'b:c', {}, 's')));
+    assert.match(externalIdempotencyKey(request('t'.repeat(1024), 'k'.repeat(200), {}, 's'.repeat(1024))), /^jw-[A-Za-z0-9_-]{43}$/);
     business.close();
+  });
+
+  it('upgrades a dedup table an older version keyed by (task, key): its records still replay, in every session', () => {
+    const path = tempDbPath(dir, 'business');
+    const old = new Database(path);
+    old.exec(`CREATE TABLE jw_idempotency (
+      task_id TEXT NOT NULL, key TEXT NOT NULL, arguments_digest TEXT NOT NULL, result TEXT NOT NULL,
+      created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')), PRIMARY KEY (task_id, key)
+    ) STRICT`);
+    // A write the older version committed before the upgrade, with its record.
+    old.prepare('INSERT INTO jw_idempotency (task_id, key, arguments_digest, result) VALUES (?, ?, ?, ?)').run('t', 'k', jsonDigest({ a: 1 }), '{"receipt":"old"}');
+    old.close();
+    const business = new SqliteIdempotencyStore(path);
+    let writes = 0;
+    const write = () => ({ receipt: ++writes });
+    // Its session is not known, so it answers in every session, as it did then: never a second write.
+    assert.deepEqual(business.run(request('t', 'k', { a: 1 }, 's-9'), write), { result: { receipt: 'old' }, replayed: true });
+    const answer = business.reconcile(request('t', 'k', { a: 1 }, 's-8'));
+    assert.equal(answer.outcome, 'completed');
+    assert.match(answer.evidence, /written before records named their session/);
+    assert.throws(() => business.run(request('t', 'k', { a: 2 }, 's-7'), write), { code: 'idempotency_conflict' });
+    // New records are the session's own.
+    assert.equal(business.run(request('t', 'k2', {}, 's-1'), write).replayed, false);
+    assert.equal(business.run(request('t', 'k2', {}, 's-2'), write).replayed, false);
+    assert.equal(business.run(request('t', 'k2', {}, 's-1'), write).replayed, true);
+    assert.equal(writes, 2);
+    business.close();
+    // Opening again finds it upgraded and leaves every record as it is.
+    const again = new SqliteIdempotencyStore(path);
+    assert.equal(again.count(), 3);
+    assert.deepEqual(
+      again.db.prepare('SELECT session_id, task_id, key FROM jw_idempotency ORDER BY session_id, key').all(),
+      [{ session_id: '', task_id: 't', key: 'k' }, { session_id: 's-1', task_id: 't', key: 'k2' }, { session_id: 's-2', task_id: 't', key: 'k2' }],
+    );
+    again.close();
   });
 
   it('refuses a business path it cannot open with StorePathError, and creates nothing', () => {

@@ -12,6 +12,10 @@ import { inspectToolRecovery, prepareToolRetry } from '../../src/tool/recovery.j
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { tool } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
+import { openBusiness, sqliteLedger } from '../support/orders.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+
+const dir = tempDir();
 
 function scenario(open: () => Promise<SessionStore>): void {
   it('a renamed import of a live session: the stale plan is refused and the live session still recovers', async () => {
@@ -58,5 +62,43 @@ function scenario(open: () => Promise<SessionStore>): void {
   });
 }
 
+/**
+ * The idempotency helpers dedupe on the operation as the journal knows it, (session, task, key). Before, they keyed
+ * on (task, key): a second session's task `checkout` with caller key `cart/1` was skipped, handed the first
+ * session's order id as its own, and a reconciler asked about a third session's unrun call answered `completed`.
+ */
+function helperScenario(open: () => Promise<SessionStore>): void {
+  it('two sessions running task checkout with key cart/1 place two orders; each reconciles its own', async () => {
+    const store = await open();
+    const ledger = sqliteLedger(tempDbPath(dir, 'orders'));
+    const seen: string[] = [];
+    const placeOrder = tool('place_order', async (request) => {
+      seen.push(request.sessionId);
+      return ledger.place(request);
+    }, new ToolMetadata('places an order', { type: 'object' }).withEffect('idempotent', 'v1'));
+    const runtime = createToolRuntime({ tools: [placeOrder], grants: { agent: '*' } });
+    const results = [];
+    for (const session of ['s-alice', 's-bob']) {
+      const owner = await store.acquire(session, { owner: 'host' });
+      await owner.startTask('checkout');
+      const gateway = runtime.bind({ owner, taskId: 'checkout', caller: 'agent' });
+      const execution = await gateway.callWithOptions('place_order', { cart: 1 }, { operationKey: 'cart/1' });
+      assert.equal(execution.result.outcome.status, 'succeeded');
+      results.push(JSON.parse((execution.result.outcome as { output: string }).output) as { orderId: number });
+    }
+    assert.deepEqual(seen, ['s-alice', 's-bob'], 'each body is told its session');
+    assert.equal(await ledger.count(), 2, 'two sessions, two orders');
+    assert.notEqual(results[0]!.orderId, results[1]!.orderId, "Bob is not handed Alice's order");
+    const ask = (sessionId: string) => ({ sessionId, operation: { taskId: 'checkout', key: 'cart/1' }, arguments: { cart: 1 } });
+    const idem = openBusiness(ledger.path);
+    assert.equal(idem.reconcile(ask('s-alice')).outcome, 'completed');
+    assert.equal(idem.reconcile(ask('s-carol')).outcome, 'not_executed', "a third session's unrun call is not Alice's");
+    idem.close();
+    await ledger.close();
+    await store.close();
+  });
+}
+
 describe('identity is per session on memory', () => scenario(async () => createMemoryStore()));
+describe('the idempotency helpers key on the session too', () => helperScenario(async () => createMemoryStore()));
 forEachStore('identity is per session', (target) => scenario(() => target.fresh().open()));

@@ -165,7 +165,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   out.line();
   const advice = waiting?.decision === 'completed' && assessed?.nextStep === 'completed' && assessed.rule !== 'reviewed_completed'
     ? `Nothing to do but journal it: the completed review ${waiting.id} in the decision inbox resolves this call; the session's owner journals it with journalInboxReviews (jingwei/review). Never retry it.`
-    : nextStepAdvice(call, assessed);
+    : nextStepAdvice(sessionId, call, assessed);
   out.line(paragraph(`${s.bold('What a host may do:')} ${safe(advice)}`, width, '  '));
   if (attempts.length > 1) {
     out.line();

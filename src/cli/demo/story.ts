@@ -16,6 +16,7 @@ import type { SessionOwner, SessionStore } from '../../store/types.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
 import { inspectToolRecovery, prepareToolRetry } from '../../tool/recovery.js';
 import { createToolRuntime } from '../../tool/runtime.js';
+import { externalIdempotencyKey } from '../../tool/idempotency.js';
 import type { ToolExecution } from '../../tool/types.js';
 import { callTable } from '../assessment.js';
 import type { CommandContext } from '../command.js';
@@ -303,10 +304,10 @@ async function tell(story: Story, store: SessionStore, shop: Shop, paths: Paths)
   story.part('4. An operator reviews the charge');
   const charge = before.calls.find((c) => c.name === 'charge_card')!;
   const chargeCall = callOf(history, charge.callId);
-  const reference = `${chargeCall.operation!.taskId}:${chargeCall.operation!.key}`;
+  const reference = externalIdempotencyKey({ sessionId, operation: chargeCall.operation! });
   const found = paymentsWithReference(shop, reference);
   story.say(
-    `charge_card sends every charge with the reference "<task>:<operation key>". An operator, ${OPERATOR}, looks the reference up ` +
+    `charge_card sends every charge with the reference externalIdempotencyKey gives its operation (here "${reference}"). An operator, ${OPERATOR}, looks the reference up ` +
       `in the payment provider's ledger: ${found === 0 ? s.bold('no charge') : s.red(`${found} charge(s)`)}. That matches the journal: the worker died right after ` +
       `the start marker, before the card was charged. Only a trusted host may say so; the model never can.`,
   );

@@ -1,7 +1,7 @@
 import { IdempotencyConflictError, InvalidInputError } from '../../errors.js';
 import { POSTGRES_DEFAULTS } from '../../limits.js';
 import type { JsonValue } from '../../json/types.js';
-import { idempotencyScope, reconcileAnswer, type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome } from '../../tool/idempotency.js';
+import { idempotencyScope, reconcileAnswer, type IdempotencyRecord, type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome } from '../../tool/idempotency.js';
 import type { ToolReconcileAnswer } from '../../tool/types.js';
 import { Pool } from './driver.js';
 import type { PgClient, PgPool } from './driver-types.js';
@@ -12,8 +12,37 @@ import { checkMs } from './options.js';
 import { IDENTIFIER } from './schema.js';
 
 /**
+ * Creates the dedup table, or re-keys one an older version created on (task_id, key): its records become legacy
+ * ones (session_id ''), which answer for their (task_id, key) in every session, as they did then. Under an advisory
+ * lock, so two processes opening at once never both upgrade.
+ */
+async function prepareTable(pool: PgPool, schema: string, table: string): Promise<void> {
+  await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+  const client = await pool.connect();
+  // A pg.PoolClient is an EventEmitter; the structural PgPool type leaves that out of the public types.
+  await releasing(client as unknown as CheckedOutClient, async () => {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`jingwei.idempotency:${schema}`]);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${table} (session_id TEXT NOT NULL DEFAULT '', task_id TEXT NOT NULL, key TEXT NOT NULL,
+        arguments_digest TEXT NOT NULL, result JSONB NOT NULL, created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        CONSTRAINT jw_idempotency_pkey PRIMARY KEY (session_id, task_id, key))`,
+    );
+    const { rows } = await client.query(
+      `SELECT 1 FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'jw_idempotency' AND column_name = 'session_id'`,
+      [schema],
+    );
+    if (rows.length === 0) {
+      await client.query(`ALTER TABLE ${table} ADD COLUMN session_id TEXT NOT NULL DEFAULT '',
+        DROP CONSTRAINT jw_idempotency_pkey, ADD CONSTRAINT jw_idempotency_pkey PRIMARY KEY (session_id, task_id, key)`);
+    }
+    await client.query('COMMIT');
+  });
+}
+
+/**
  * Deduplication for tools that write to PostgreSQL: the business write and its dedup record commit in one
- * transaction keyed by (taskId, operation key). The dedup row is inserted first, so a concurrent attempt of the
+ * transaction keyed by the operation (sessionId, taskId, key). The dedup row is inserted first, so a concurrent attempt of the
  * same key waits on it and then sees the committed record: two attempts of one key never both write. The helper's
  * own failures are typed (StoreUnavailableError, or StoreBusyError for a lock or statement timeout); what `write`
  * throws passes through unchanged.
@@ -57,11 +86,7 @@ export class PostgresIdempotencyStore {
     }
     const table = `"${schema}".jw_idempotency`;
     try {
-      await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
-      await pool.query(
-        `CREATE TABLE IF NOT EXISTS ${table} (task_id TEXT NOT NULL, key TEXT NOT NULL, arguments_digest TEXT NOT NULL,
-          result JSONB NOT NULL, created_at TIMESTAMPTZ NOT NULL DEFAULT now(), PRIMARY KEY (task_id, key))`,
-      );
+      await prepareTable(pool, schema, table);
     } catch (error) {
       if (owned) await pool.end();
       throw mapPostgresError(error, `could not prepare ${table}`);
@@ -92,7 +117,12 @@ export class PostgresIdempotencyStore {
       }
       const text = JSON.stringify(result);
       if (typeof text !== 'string') throw new InvalidInputError('result', 'the write must return a JSON value');
-      await client.query(`UPDATE ${this.table} SET result = $3::jsonb WHERE task_id = $1 AND key = $2`, [scope.taskId, scope.key, text]);
+      await client.query(`UPDATE ${this.table} SET result = $4::jsonb WHERE session_id = $1 AND task_id = $2 AND key = $3`, [
+        scope.sessionId,
+        scope.taskId,
+        scope.key,
+        text,
+      ]);
       await client.query('COMMIT');
       return { result, replayed: false };
     });
@@ -101,8 +131,8 @@ export class PostgresIdempotencyStore {
   /**
    * A reconciler for tools written with `run` (docs/design.md#reconcilers): declare
    * `reconcile: (request) => store.reconcile(request)` on the tool. The dedup row commits in the same transaction
-   * as the business write, so it answers exactly: `completed` with the stored result when the row for
-   * (taskId, key) holds these arguments, `not_executed` when there is none, `unknown` when it holds other
+   * as the business write, so it answers exactly: `completed` with the stored result when the row for the
+   * operation holds these arguments, `not_executed` when there is none, `unknown` when it holds other
    * arguments. It claims the key the way `run` does and rolls back, so it waits for an attempt in flight instead
    * of answering while one is half-way; a retry still goes through `run`, so an attempt that commits later is
    * replayed, never repeated.
@@ -114,25 +144,30 @@ export class PostgresIdempotencyStore {
       await client.query('ROLLBACK');
       return found;
     });
-    return reconcileAnswer(scope.taskId, scope.key, scope.argumentsDigest, record);
+    return reconcileAnswer(scope, record);
   }
 
   /**
-   * Claims (taskId, key) with a placeholder row; when another attempt committed it first, returns its record. Waits
-   * while another transaction holds an uncommitted row for this key, and sees it once that commits.
+   * Claims the operation with a placeholder row, unless a legacy record (session_id '') holds its (taskId, key); when
+   * a record exists, returns it (the session's own first). Waits while another transaction holds an uncommitted row
+   * for this operation, and sees it once that commits.
    */
-  private async claim(client: PgClient, scope: IdempotencyScope): Promise<{ digest: string; result: JsonValue } | null> {
+  private async claim(client: PgClient, scope: IdempotencyScope): Promise<IdempotencyRecord | null> {
     const claimed = await client.query(
-      `INSERT INTO ${this.table} (task_id, key, arguments_digest, result) VALUES ($1, $2, $3, 'null'::jsonb)
-       ON CONFLICT (task_id, key) DO NOTHING RETURNING 1`,
-      [scope.taskId, scope.key, scope.argumentsDigest],
+      `INSERT INTO ${this.table} (session_id, task_id, key, arguments_digest, result)
+       SELECT $1, $2, $3, $4, 'null'::jsonb
+       WHERE NOT EXISTS (SELECT 1 FROM ${this.table} WHERE session_id = '' AND task_id = $2 AND key = $3)
+       ON CONFLICT (session_id, task_id, key) DO NOTHING RETURNING 1`,
+      [scope.sessionId, scope.taskId, scope.key, scope.argumentsDigest],
     );
     if (claimed.rowCount !== 0) return null;
-    const { rows } = await client.query<{ arguments_digest: string; result: JsonValue }>(
-      `SELECT arguments_digest, result FROM ${this.table} WHERE task_id = $1 AND key = $2`,
-      [scope.taskId, scope.key],
+    const { rows } = await client.query<{ session_id: string; arguments_digest: string; result: JsonValue }>(
+      `SELECT session_id, arguments_digest, result FROM ${this.table} WHERE session_id IN ($1, '') AND task_id = $2 AND key = $3
+       ORDER BY session_id DESC LIMIT 1`,
+      [scope.sessionId, scope.taskId, scope.key],
     );
-    return { digest: rows[0]!.arguments_digest, result: rows[0]!.result };
+    const row = rows[0]!;
+    return { digest: row.arguments_digest, result: row.result, legacy: row.session_id === '' };
   }
 
   /**

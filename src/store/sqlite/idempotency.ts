@@ -14,14 +14,33 @@ import { switchToWal } from './wal.js';
 /** How the helper's errors name the database it writes to. */
 const BUSINESS = 'business';
 
-const TABLE = `CREATE TABLE IF NOT EXISTS jw_idempotency (
-  task_id TEXT NOT NULL, key TEXT NOT NULL, arguments_digest TEXT NOT NULL, result TEXT NOT NULL,
-  created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')), PRIMARY KEY (task_id, key)
-) STRICT`;
+/**
+ * Keyed by the operation's session, task and key. `session_id` '' marks a record written before records named their
+ * session (by an older version, which may still be running during an upgrade and inserts without the column): it
+ * answers for its (task_id, key) in every session, as it did then.
+ */
+const COLUMNS = `session_id TEXT NOT NULL DEFAULT '', task_id TEXT NOT NULL, key TEXT NOT NULL, arguments_digest TEXT NOT NULL,
+  result TEXT NOT NULL, created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')), PRIMARY KEY (session_id, task_id, key)`;
+const TABLE = `CREATE TABLE IF NOT EXISTS jw_idempotency (${COLUMNS}) STRICT`;
+
+/** Re-keys a table an older version created on (task_id, key): its records become legacy ones (session_id ''). */
+function upgradeTable(db: Database): void {
+  const keyed = () => db.prepare<[], { name: string }>('PRAGMA table_info(jw_idempotency)').all().some((c) => c.name === 'session_id');
+  if (keyed()) return;
+  db.transaction(() => {
+    // Under the write lock again: another process may have upgraded it since the look above.
+    if (keyed()) return;
+    db.exec(`CREATE TABLE jw_idempotency_keyed (${COLUMNS}) STRICT`);
+    db.exec(`INSERT INTO jw_idempotency_keyed (session_id, task_id, key, arguments_digest, result, created_at)
+      SELECT '', task_id, key, arguments_digest, result, created_at FROM jw_idempotency`);
+    db.exec('DROP TABLE jw_idempotency');
+    db.exec('ALTER TABLE jw_idempotency_keyed RENAME TO jw_idempotency');
+  }).immediate();
+}
 
 /**
  * Deduplication for tools that write to a SQLite database: the business write and its dedup record commit in one
- * IMMEDIATE transaction, keyed by (taskId, operation key). The same key with the same canonical arguments returns
+ * IMMEDIATE transaction, keyed by the operation (sessionId, taskId, key). The same key with the same canonical arguments returns
  * the stored result without running the write again; with different arguments it throws IdempotencyConflictError.
  * The write lock means two attempts of one key never run at once, in this process or any other. The helper's own
  * failures are typed: StoreBusyError when another writer holds the database past the busy timeout, StoreUnavailableError
@@ -32,8 +51,9 @@ export class SqliteIdempotencyStore {
   readonly db: SqliteDatabase;
   private readonly raw: Database;
   private readonly owned: boolean;
-  private readonly find: Statement<[string, string], { arguments_digest: string; result: string }>;
-  private readonly insert: Statement<[string, string, string, string]>;
+  /** The session's record, else a legacy one for the same (task, key). */
+  private readonly find: Statement<[string, string, string], { session_id: string; arguments_digest: string; result: string }>;
+  private readonly insert: Statement<[string, string, string, string, string]>;
 
   /**
    * Give it the business database (a path, or an open better-sqlite3 handle that you keep owning). A path in a
@@ -66,10 +86,12 @@ export class SqliteIdempotencyStore {
         this.raw.pragma('synchronous = FULL');
       }
       this.raw.exec(TABLE);
-      this.find = this.raw.prepare<[string, string], { arguments_digest: string; result: string }>(
-        'SELECT arguments_digest, result FROM jw_idempotency WHERE task_id = ? AND key = ?',
+      upgradeTable(this.raw);
+      this.find = this.raw.prepare<[string, string, string], { session_id: string; arguments_digest: string; result: string }>(
+        `SELECT session_id, arguments_digest, result FROM jw_idempotency WHERE session_id IN (?, '') AND task_id = ? AND key = ?
+         ORDER BY session_id DESC LIMIT 1`,
       );
-      this.insert = this.raw.prepare('INSERT INTO jw_idempotency (task_id, key, arguments_digest, result) VALUES (?, ?, ?, ?)');
+      this.insert = this.raw.prepare('INSERT INTO jw_idempotency (session_id, task_id, key, arguments_digest, result) VALUES (?, ?, ?, ?, ?)');
     } catch (error) {
       if (this.owned) this.raw.close();
       throw mapSqliteFailure(error, BUSINESS);
@@ -77,13 +99,13 @@ export class SqliteIdempotencyStore {
   }
 
   /**
-   * Runs `write` once per (taskId, key). `write` is synchronous and uses the handle it is given; everything it
+   * Runs `write` once per operation (sessionId, taskId, key). `write` is synchronous and uses the handle it is given; everything it
    * writes commits together with the dedup record, or not at all if it throws.
    */
   run<T extends JsonValue>(request: IdempotencyRequest, write: (db: SqliteDatabase) => T): IdempotentOutcome<T> {
     const scope = idempotencyScope(request);
     const transaction = this.raw.transaction((): IdempotentOutcome<T> => {
-      const existing = this.find.get(scope.taskId, scope.key);
+      const existing = this.find.get(scope.sessionId, scope.taskId, scope.key);
       if (existing) {
         if (existing.arguments_digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
         return { result: JSON.parse(existing.result) as T, replayed: true };
@@ -97,7 +119,7 @@ export class SqliteIdempotencyStore {
       }
       const text = JSON.stringify(result);
       if (typeof text !== 'string') throw new InvalidInputError('result', 'the write must return a JSON value');
-      this.insert.run(scope.taskId, scope.key, scope.argumentsDigest, text);
+      this.insert.run(scope.sessionId, scope.taskId, scope.key, scope.argumentsDigest, text);
       return { result, replayed: false };
     });
     return this.mapped(() => transaction.immediate());
@@ -107,15 +129,18 @@ export class SqliteIdempotencyStore {
    * A reconciler for tools written with `run` (docs/design.md#reconcilers): declare
    * `reconcile: (request) => store.reconcile(request)` on the tool. The dedup record commits in the same
    * transaction as the business write, so it answers exactly: `completed` with the stored result when the record
-   * for (taskId, key) holds these arguments, `not_executed` when there is none (read under the write lock, so no
+   * for the operation holds these arguments, `not_executed` when there is none (read under the write lock, so no
    * attempt is half-way; a retry still goes through `run`, so an attempt that commits later is replayed, never
    * repeated), `unknown` when the record holds other arguments.
    */
   reconcile(request: IdempotencyRequest): ToolReconcileAnswer {
     const scope = idempotencyScope(request);
-    const read = this.raw.transaction(() => this.find.get(scope.taskId, scope.key));
+    const read = this.raw.transaction(() => this.find.get(scope.sessionId, scope.taskId, scope.key));
     const existing = this.mapped(() => read.immediate());
-    return reconcileAnswer(scope.taskId, scope.key, scope.argumentsDigest, existing ? { digest: existing.arguments_digest, result: JSON.parse(existing.result) as JsonValue } : null);
+    return reconcileAnswer(
+      scope,
+      existing ? { digest: existing.arguments_digest, result: JSON.parse(existing.result) as JsonValue, legacy: existing.session_id === '' } : null,
+    );
   }
 
   /** How many dedup records exist (for tests and operators). */
