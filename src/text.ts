@@ -32,3 +32,19 @@ export function describeValue(v: unknown): string {
   if (Array.isArray(v)) return 'an array';
   return typeof v === 'object' ? 'an object' : `a ${typeof v}`;
 }
+
+/**
+ * What a thrown value says, for the journal: an Error's message when it is text, else a description of the value.
+ * Never throws, whatever was thrown (an Error whose message is an object, a Proxy, a getter that throws).
+ */
+export function thrownMessage(error: unknown): string {
+  try {
+    if (error instanceof Error) {
+      const message: unknown = error.message;
+      return typeof message === 'string' ? message : `an error whose message is ${describeValue(message)}`;
+    }
+    return String(error);
+  } catch {
+    return `a thrown ${typeof error} that cannot be described`;
+  }
+}

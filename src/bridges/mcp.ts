@@ -13,7 +13,7 @@
  * with `binding_changed`.
  */
 import type { Ajv2020 } from 'ajv/dist/2020.js';
-import { createSchemaAjv } from '../tool/schema-ajv.js';
+import { compileInputSchema, createSchemaAjv } from '../tool/schema-ajv.js';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InvalidInputError, ToolBodyError } from '../errors.js';
 import type { ToolEffect, ToolEffectContract } from '../event/types.js';
@@ -124,7 +124,7 @@ function runtimeSchema(ajv: Ajv2020, schema: McpToolDescription['inputSchema']):
   const copy = { ...schema } as Record<string, unknown>;
   if (typeof copy.$schema === 'string' && OLDER_DRAFTS.test(copy.$schema)) delete copy.$schema;
   try {
-    ajv.compile(copy);
+    compileInputSchema(ajv, copy);
   } catch (error) {
     return `its input schema does not compile as JSON Schema 2020-12: ${(error as Error).message}`;
   }

@@ -8,7 +8,7 @@ import { ToolEffect, type ToolCall, type ToolRecordedOutcome } from '../event/ty
 import { argumentsDigest } from '../store/attention.js';
 import type { SessionOwner } from '../store/types.js';
 import { LIMITS } from '../limits.js';
-import { toWellFormed, truncateUtf8 } from '../text.js';
+import { thrownMessage, toWellFormed, truncateUtf8 } from '../text.js';
 import type { CallControl, Interrupt } from './control.js';
 import type { Tool, ToolApprover, ToolDenial, ToolGuard, ToolHookContext } from './types.js';
 
@@ -35,12 +35,26 @@ export function hostFailure(category: Failure['category'], code: string, message
   };
 }
 
-const describe = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
-function isDenial(value: unknown): value is ToolDenial {
-  const v = value as ToolDenial | null;
-  return typeof v === 'object' && v !== null && typeof v.code === 'string' && typeof v.message === 'string'
-    && (v.retryable === undefined || typeof v.retryable === 'boolean');
+/**
+ * A hook's answer read once into plain data (a Proxy or getters are read here and only here); undefined when
+ * reading it threw, which the caller records as a malformed answer.
+ */
+function snapshot(value: unknown): Readonly<Record<string, unknown>> | null | undefined {
+  try {
+    if (typeof value !== 'object' || value === null) return value === null || value === undefined ? null : {};
+    const v = value as Record<string, unknown>;
+    return { decision: v.decision, code: v.code, message: v.message, retryable: v.retryable, note: v.note };
+  } catch {
+    return undefined;
+  }
+}
+
+/** A well-formed denial read from a snapshot. */
+function asDenial(v: Readonly<Record<string, unknown>> | null | undefined): ToolDenial | null {
+  if (!v || typeof v.code !== 'string' || typeof v.message !== 'string') return null;
+  if (v.retryable !== undefined && typeof v.retryable !== 'boolean') return null;
+  return { code: v.code, message: v.message, ...(v.retryable !== undefined ? { retryable: v.retryable } : {}) };
 }
 
 export interface RegisteredTool {
@@ -56,7 +70,7 @@ export function checkGrantAndSchema(registered: RegisteredTool | undefined, gran
   try {
     valid = registered.validate(call.arguments) as boolean;
   } catch (error) {
-    return failure('invalid_arguments', 'tool_arguments_validation_fault', describe(error));
+    return failure('invalid_arguments', 'tool_arguments_validation_fault', thrownMessage(error));
   }
   if (!valid) {
     const errors = (registered.validate.errors ?? []) as ErrorObject[];
@@ -74,11 +88,12 @@ export function checkAvailability(registered: RegisteredTool): Failure | null {
   try {
     answer = ask.call(registered.tool);
   } catch (error) {
-    return failure('unavailable', 'tool_availability_fault', `the tool could not say whether it can run: ${describe(error)}`);
+    return failure('unavailable', 'tool_availability_fault', `the tool could not say whether it can run: ${thrownMessage(error)}`);
   }
   if (answer === null || answer === undefined) return null;
-  if (!isDenial(answer)) return failure('unavailable', 'tool_availability_fault', 'the availability check returned something other than a denial or null');
-  return hostFailure('unavailable', answer.code, answer.message, answer.retryable ?? false);
+  const denial = asDenial(snapshot(answer));
+  if (denial === null) return failure('unavailable', 'tool_availability_fault', 'the availability check returned something other than a denial or null');
+  return hostFailure('unavailable', denial.code, denial.message, denial.retryable ?? false);
 }
 
 /** Guards in order under the call's control; the first denial or fault wins. */
@@ -88,12 +103,12 @@ export async function runGuards(guards: readonly ToolGuard[], ctx: ToolHookConte
     try {
       outcome = await control.race(async () => guard(ctx));
     } catch (error) {
-      return failure('guard_fault', 'tool_guard_panicked', describe(error));
+      return failure('guard_fault', 'tool_guard_panicked', thrownMessage(error));
     }
     if ('interrupt' in outcome) return outcome.interrupt;
-    const denial = outcome.value;
-    if (denial === null || denial === undefined) continue;
-    if (!isDenial(denial)) return failure('guard_fault', 'tool_guard_malformed', 'a guard returned something other than a denial or nothing');
+    if (outcome.value === null || outcome.value === undefined) continue;
+    const denial = asDenial(snapshot(outcome.value));
+    if (denial === null) return failure('guard_fault', 'tool_guard_malformed', 'a guard returned something other than a denial or nothing');
     return hostFailure('denied', denial.code, denial.message, denial.retryable ?? false);
   }
   return null;
@@ -111,18 +126,21 @@ export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, 
   try {
     outcome = await control.race(() => approver(ctx, control.signal));
   } catch (error) {
-    return failure('approval_fault', 'tool_authorizer_panicked', describe(error));
+    return failure('approval_fault', 'tool_authorizer_panicked', thrownMessage(error));
   }
   if ('interrupt' in outcome) return outcome.interrupt;
-  const answer = outcome.value as { decision?: unknown } | null;
+  const answer = snapshot(outcome.value);
+  if (answer === undefined) return failure('approval_fault', 'tool_approval_malformed', 'the approver\'s answer could not be read');
   switch (answer?.decision) {
     case 'approved':
       return null;
-    case 'denied':
-      if (!isDenial(answer)) return failure('approval_fault', 'tool_approval_malformed', 'a denial must carry a code and a message');
-      return hostFailure('approval_denied', answer.code, answer.message, answer.retryable ?? false);
+    case 'denied': {
+      const denial = asDenial(answer);
+      if (denial === null) return failure('approval_fault', 'tool_approval_malformed', 'a denial must carry a code and a message');
+      return hostFailure('approval_denied', denial.code, denial.message, denial.retryable ?? false);
+    }
     case 'unavailable': {
-      const a = answer as Partial<ToolDenial>;
+      const a = answer;
       return hostFailure(
         'approval_unavailable',
         typeof a.code === 'string' ? a.code : ('tool_approval_unavailable' satisfies RecordedFailureCode),
@@ -131,7 +149,7 @@ export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, 
       );
     }
     case 'pending': {
-      const note = (answer as { note?: unknown }).note;
+      const note = answer.note;
       if (note !== undefined && typeof note !== 'string') return failure('approval_fault', 'tool_approval_malformed', 'a pending answer\'s note must be text');
       return { pending: true, note: note === undefined ? null : truncateUtf8(toWellFormed(note), LIMITS.maxDiagnosticBytes) };
     }

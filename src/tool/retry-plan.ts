@@ -2,6 +2,7 @@
  * One explicit, single-use retry of a tool call (docs/design.md#retry-plans).
  * A plan is host evidence, not a permission and not a lock: the runtime still runs every current check.
  */
+import { deepFreeze } from '../json/freeze.js';
 import { ToolRetryError, ToolRetryPlanNotSerializableError } from '../errors.js';
 import type {
   SessionEvent,
@@ -41,14 +42,6 @@ interface PlanState {
 
 const MINT = Symbol('ToolRetryPlan.mint');
 let mint: (state: PlanState) => ToolRetryPlan;
-
-function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const child of Object.values(value)) deepFreeze(child);
-  }
-  return value;
-}
 
 function bindingChanged(what: string): never {
   throw new ToolRetryError('binding_changed', `${what} differs from the plan's source call; the plan was not consumed`);

@@ -4,6 +4,7 @@ import type { ApprovalChange } from '../store/types.js';
 import { approvalBinding, operatorDecision, pendingApproval } from './durable-approval.js';
 import { checkId, hasLoneSurrogate, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import { checkCanonicalJson, jsonEquals } from '../json/canonical.js';
+import { deepFreeze } from '../json/freeze.js';
 import { parseStringifiedJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS, OPERATION_KEY_LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
@@ -14,7 +15,7 @@ import { askApproval, checkAvailability, checkGrantAndSchema, checkInDoubt, fail
 import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
 import { DEFAULT_CONTRACT } from './metadata.js';
-import { createSchemaAjv } from './schema-ajv.js';
+import { compileInputSchema, createSchemaAjv } from './schema-ajv.js';
 import { ToolRetryPlan } from './retry-plan.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
@@ -152,7 +153,7 @@ class CanonicalRuntime implements ToolRuntime {
       }
       let validate;
       try {
-        validate = ajv.compile(tool.metadata.inputSchema);
+        validate = compileInputSchema(ajv, tool.metadata.inputSchema);
       } catch (error) {
         throw new ToolConfigError(`the input schema of ${tool.name} is invalid: ${(error as Error).message}`, { cause: error });
       }
@@ -328,7 +329,9 @@ class Gateway implements ToolGateway {
     observer: AttemptObserver | null,
   ): Promise<ToolExecution> {
     const op = call.operation!;
-    const ctx = { caller: this.caller, call };
+    // Guards and approvers read a frozen copy: whatever they do to it cannot change the call that is validated,
+    // journaled and run, nor the digests an operator's approval is bound to.
+    const ctx = { caller: this.caller, call: this.runtime.guards.length > 0 || registered?.tool.metadata.approval ? hookView(call, argsText) : call };
     const callDraft = this.draft({ type: 'tool_call', call });
     const admit: BudgetChange = { taskId: this.taskId, admit: { maxOutputBytes: outputLimit } };
     // A retry must still be the latest attempt; a caller-keyed first attempt must still be the first (two callers
@@ -501,6 +504,17 @@ class Gateway implements ToolGateway {
   }
 }
 
+/** A deep-frozen copy of `call` for the hooks, its arguments parsed again from their checked text. */
+function hookView(call: ToolCall, argsText: string): ToolCall {
+  const op = call.operation!;
+  return deepFreeze({
+    ...call,
+    arguments: JSON.parse(argsText) as JsonValue,
+    operation: { ...op, contract: { ...op.contract }, retry: op.retry === null ? null : structuredClone(op.retry) },
+    ...(call.action ? { action: structuredClone(call.action) } : {}),
+  });
+}
+
 function serializeOutput(value: unknown): string | Failure {
   try {
     const text = JSON.stringify(value);
@@ -512,16 +526,30 @@ function serializeOutput(value: unknown): string | Failure {
 }
 
 /**
- * A ToolBodyError (or any error carrying a string code that is not a Node system error) is the tool's own failure,
+ * The tool's own failure: an Error carrying a string code and a string message that is not a Node system error (nor
+ * a TypeError, RangeError or ReferenceError). Read once, here; anything that throws while being read is not one.
+ */
+function toolFailure(error: unknown): Failure | null {
+  try {
+    if (!(error instanceof Error) || error instanceof TypeError || error instanceof RangeError || error instanceof ReferenceError) return null;
+    const e = error as Error & { code?: unknown; retryable?: unknown; syscall?: unknown; errno?: unknown };
+    const { code, message, retryable } = e;
+    if (e.syscall !== undefined || typeof e.errno === 'number') return null;
+    if (typeof code !== 'string' || typeof message !== 'string') return null;
+    return hostFailure('body_failure', code, message, retryable === true);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A ToolBodyError (or any error carrying a string code and message that is not a Node system error) is the tool's own failure,
  * its message written for the model. Anything else is a panic: its detail (through the host's `describePanic`)
  * goes to the journal for operators, and the model reads only a fixed sentence (see bridges/outcome.ts).
  */
 function bodyFailure(error: unknown, describe: PanicDescriber, context: PanicContext): Failure {
-  if (error instanceof Error && !(error instanceof TypeError) && !(error instanceof RangeError) && !(error instanceof ReferenceError)) {
-    const e = error as Error & { code?: unknown; retryable?: unknown; syscall?: unknown; errno?: unknown };
-    const systemError = e.syscall !== undefined || typeof e.errno === 'number';
-    if (typeof e.code === 'string' && !systemError) return hostFailure('body_failure', e.code, e.message, e.retryable === true);
-  }
+  const own = toolFailure(error);
+  if (own !== null) return own;
   let detail: string;
   try {
     detail = describe(error, context);

@@ -4,6 +4,7 @@
  * schema's `format` is enforced rather than ignored.
  */
 import { createRequire } from 'node:module';
+import type { ValidateFunction } from 'ajv';
 import type { Ajv2020 } from 'ajv/dist/2020.js';
 
 type FormatsPlugin = (ajv: Ajv2020) => Ajv2020;
@@ -31,4 +32,17 @@ export function createSchemaAjv(): Ajv2020 {
   const ajv = new Ajv({ strict: false, allErrors: false });
   addFormats(ajv);
   return ajv;
+}
+
+/**
+ * Compiles a tool's input schema into the validator every attempt runs. Throws what ajv throws for a schema that
+ * does not compile, and refuses an `$async` schema: its validator answers with a promise, which a synchronous check
+ * would read as "valid" (every argument passing) and whose rejection nothing would handle.
+ */
+export function compileInputSchema(ajv: Ajv2020, schema: object | boolean): ValidateFunction {
+  const validate = ajv.compile(schema);
+  if ((validate as { $async?: unknown }).$async === true) {
+    throw new Error('it is an $async schema, whose validator answers later; tool arguments are checked synchronously, before the call is journaled');
+  }
+  return validate;
 }
