@@ -70,6 +70,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   export_unrepresentable: 'ExportUnrepresentableError',
   decision_not_found: 'DecisionError',
   decision_stale: 'DecisionError',
+  call_in_flight: 'DecisionError',
   decision_binding_changed: 'DecisionError',
   decision_wait_timeout: 'DecisionError',
   decision_wait_aborted: 'DecisionError',
@@ -619,6 +620,7 @@ export class McpProbeError extends JingweiError {
 export type DecisionErrorCode =
   | 'decision_not_found'
   | 'decision_stale'
+  | 'call_in_flight'
   | 'decision_binding_changed'
   | 'decision_wait_timeout'
   | 'decision_wait_aborted'
@@ -626,7 +628,8 @@ export type DecisionErrorCode =
 
 /**
  * The decision inbox refused something, and wrote nothing: an unknown request (`decision_not_found`), a request
- * already decided, used or superseded by a newer attempt (`decision_stale`), a decision offered to an attempt with
+ * already decided, used or superseded by a newer attempt (`decision_stale`), a review of a call that may
+ * still be running (`call_in_flight`), a decision offered to an attempt with
  * another binding (`decision_binding_changed`), a wait that ran out or was aborted, or a backend without an inbox.
  */
 export class DecisionError extends JingweiError {

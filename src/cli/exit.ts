@@ -47,6 +47,7 @@ const FINDING_CODES = new Set([
   'anchor_invalid',
   'export_unrepresentable',
   'decision_stale',
+  'call_in_flight',
   'decision_binding_changed',
 ]);
 

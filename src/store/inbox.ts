@@ -117,9 +117,17 @@ export class DecisionInbox {
     }
     const evidence = text('evidence', input.evidence, false)!;
     const actor = text('actor', input.actor, false)!;
-    const history = await this.store.loadHistory(sessionId);
+    const { history, inFlight } = await (this.store as JournalStore).callInFlight(sessionId, callId);
     const call = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId)?.kind;
     if (call?.type !== 'tool_call') throw new DecisionError('decision_not_found', callId, `session ${sessionId} has no call ${callId}`);
+    if (inFlight) {
+      throw new DecisionError(
+        'call_in_flight',
+        callId,
+        `call ${callId} may still be running: the host that made it still holds session ${sessionId} (its lease is live) and no result is journaled. ` +
+          'A review now could be overtaken by the call itself; review it once the host has stopped (its lease runs out) or recorded a result',
+      );
+    }
     const at = new Date().toISOString();
     const id = newReviewDecisionId();
     const row: DecisionRow = {

@@ -203,6 +203,24 @@ export class JournalStore implements SessionStore {
     return { epoch: session?.epoch ?? 0, rows: events, events: verifyJournal(id, session, events) };
   }
 
+  /**
+   * The session's verified journal, and whether the attempt `callId` may still be running: the session's holder
+   * wrote its call (the same ownership epoch), its lease is live by the store's clock, and no result is journaled.
+   * A review of such a call could be overtaken by its body (docs/design.md#a-review-waits-for-the-call-to-stop).
+   */
+  async callInFlight(sessionId: string, callId: string): Promise<{ history: SessionEvent[]; inFlight: boolean }> {
+    this.guard.check();
+    const id = checkId<SessionId>('sessionId', sessionId);
+    const { session, events: rows } = await this.backend.snapshot(id);
+    const history = verifyJournal(id, session, rows);
+    const call = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId);
+    if (!session || !call || !session.held) return { history, inFlight: false };
+    const settled = history.some((e) => e.kind.type === 'tool_result' && e.kind.result.callId === callId);
+    const writer = rows[call.seq]?.epoch;
+    const inFlight = !settled && writer === session.epoch && !leaseExpired(session, await storeClock(this.backend));
+    return { history, inFlight };
+  }
+
   /** Recomputes each journaled task's ledger from the verified chain and compares it with the stored task row. */
   async checkTaskLedger(sessionId: string): Promise<TaskLedgerReport> {
     const id = checkId<SessionId>('sessionId', sessionId);

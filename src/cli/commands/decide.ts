@@ -99,8 +99,10 @@ export const reviewCommand: Command = {
   description: `
 Records a review decision in the store's decision inbox, without taking the session over: the call's outcome as
 the outside system shows it (completed, not_executed or uncertain), the evidence and who gave it. The session's
-host journals it as the call's review when it next uses the inbox. The call must be in the session's journal.`,
-  exitCodes: 'This command exits 2 when the session has no such call.',
+host journals it as the call's review when it next uses the inbox. The call must be in the session's journal. A
+call that may still be running (its host holds the session with a live lease and no result is journaled) cannot be
+reviewed yet: review it once it has a result, the host's lease has run out, or the session was taken over.`,
+  exitCodes: 'This command exits 2 when the session has no such call, 1 (call_in_flight) when the call may still be running.',
   examples: ['jingwei review journal.db toolcall_0190… --session s-1 --outcome not_executed --evidence "no message in the outbox" --actor alice'],
   async run(ctx) {
     const sessionId = requiredText('review', 'session', ctx.options.session);
