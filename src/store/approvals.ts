@@ -34,6 +34,10 @@ export function decideApprovalChange(sessionId: SessionId, change: ApprovalChang
     }
     return [{ ...row, state: 'consumed', consumedAt: at, consumedBy: callId }];
   }
+  if ('settle' in change) {
+    return rows.filter((r) => r.kind === 'approval' && r.callId !== change.settle.callId && (r.state === 'open' || r.state === 'decided'))
+      .map((r): DecisionRow => ({ ...r, state: 'superseded' }));
+  }
   const { id, callId, binding, note, at } = change.request;
   const superseded = rows.filter((r) => r.kind === 'approval' && (r.state === 'open' || r.state === 'decided'))
     .map((r): DecisionRow => ({ ...r, state: 'superseded' }));

@@ -221,6 +221,16 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
             (op ? ` (latest is ${op.callId})` : ''),
         );
       }
+      // A backend that keeps no attention index returns no row: then only the latest-attempt check stands.
+      const row = latest.source ? state.attention?.find((r) => r.callId === latest.callId) : undefined;
+      if (row && (row.started !== latest.source!.started || row.status !== latest.source!.status)) {
+        throw new StoreConflictError(
+          'history_changed',
+          `the plan's source ${latest.callId} moved on since the history the plan was made from was read ` +
+            `(${latest.source!.started ? 'started' : 'not started'}, ${latest.source!.status}; now ${row.started ? 'started' : 'not started'}, ${row.status}): ` +
+            'load the history again and prepare a new plan; nothing was written',
+        );
+      }
     }
     const chained = chainEvents(session, owner.epoch, request.events, now);
     let task: TxWrites['task'];

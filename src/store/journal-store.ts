@@ -72,9 +72,13 @@ function refuseEvidence(draft: EventDraft, i: number): void {
 function approvalOperation(request: CommitRequest): { taskId: string; key: string } | undefined {
   const change = request.approval;
   if (change === undefined) return undefined;
-  const binding = 'use' in change ? change.use?.binding : change.request?.binding;
-  if (!binding) throw new InvalidInputError('approval', 'must carry a request or a use with its binding');
+  const binding = 'use' in change ? change.use?.binding : 'settle' in change ? change.settle?.binding : change.request?.binding;
+  if (!binding) throw new InvalidInputError('approval', 'must carry a request, a use or a settle with its binding');
   return { taskId: binding.taskId, key: binding.key };
+}
+
+function withoutApproval({ approval: _, ...rest }: CommitRequest): CommitRequest {
+  return rest;
 }
 
 /** Fails every call once the store is closed, whatever the backend would do with a closed handle. */
@@ -416,8 +420,10 @@ class FencedOwner implements SessionOwner {
   }
 
   /** The runtime's primitive, reached through `commitAs` (owner-commit.ts), never through the published type. */
-  async #commit(request: CommitRequest): Promise<CommitReceipt> {
+  async #commit(asked: CommitRequest): Promise<CommitReceipt> {
     this.guard.check();
+    // Without an inbox there are no requests for a settle to supersede.
+    const request: CommitRequest = asked.approval && 'settle' in asked.approval && !this.backend.inbox ? withoutApproval(asked) : asked;
     if (!Array.isArray(request.events)) throw new InvalidInputError('events', 'must be an array');
     const lastSeq = request.expectLastSeq;
     if (lastSeq !== undefined && (!Number.isSafeInteger(lastSeq) || lastSeq < -1)) {
@@ -433,6 +439,9 @@ class FencedOwner implements SessionOwner {
     }
     const condition = request.expectLatestAttempt ?? request.expectNewOperation;
     const attentionCalls = attentionCallIds(request.events);
+    // A retry plan's source row, to check the source did not move on since the plan's history was read.
+    const source = request.expectLatestAttempt?.source ? request.expectLatestAttempt.callId : undefined;
+    if (source !== undefined && !attentionCalls.includes(source)) attentionCalls.push(source);
     const approvalOp = approvalOperation(request);
     if (approvalOp && !this.backend.inbox) throw new DecisionError('inbox_unsupported', null, `the ${this.backend.kind} store has no decision inbox`);
     const reads = {

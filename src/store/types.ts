@@ -54,17 +54,30 @@ export interface LatestAttemptCondition {
   readonly taskId: TaskId;
   readonly key: OperationKey;
   readonly callId: CallId;
+  /**
+   * A retry plan's view of its source: the source's row of the attention index as the plan's history made it. The
+   * commit is refused (StoreConflictError `history_changed`) when the stored row says otherwise: the source started
+   * or got a result or a review after the history the plan was made from was read (docs/design.md#plans-are-checked-against-the-journal-at-use).
+   */
+  readonly source?: { readonly started: boolean; readonly status: AttentionStatus };
 }
 
 /**
  * The inbox change a commit makes in its own transaction (docs/design.md#durable-approvals): `request` leaves a new
  * open approval request (superseding the operation's older open or decided ones); `use` consumes a decided one,
+ * `settle` supersedes the requests earlier attempts left (the host's approver approved this one);
  * refused with DecisionError unless it is still decided and its binding equals this one. `at` is the writer's
  * ISO-8601 time, for people.
  */
 export type ApprovalChange =
   | { readonly request: { readonly id: string; readonly callId: string; readonly binding: ApprovalBinding; readonly note: string | null; readonly at: string } }
-  | { readonly use: { readonly id: string; readonly callId: string; readonly binding: ApprovalBinding; readonly at: string } };
+  | { readonly use: { readonly id: string; readonly callId: string; readonly binding: ApprovalBinding; readonly at: string } }
+  /**
+   * `settle`: the attempt `callId` was approved by the host's approver and runs, so the operation's requests left by
+   * earlier attempts (open or decided, unused) are superseded: a decision made later for an earlier attempt is never
+   * spent on a later one, and a request of an operation that moved on does not wait for ever.
+   */
+  | { readonly settle: { readonly callId: string; readonly binding: ApprovalBinding; readonly at: string } };
 
 /** A caller-keyed first attempt: the commit fails with OperationInDoubtError if the operation already has an attempt. */
 export interface NewOperationCondition {

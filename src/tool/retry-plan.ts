@@ -2,6 +2,8 @@
  * One explicit, single-use retry of a tool call (docs/design.md#retry-plans).
  * A plan is host evidence, not a permission and not a lock: the runtime still runs every current check.
  */
+import { attentionWrites } from '../store/attention.js';
+import type { AttentionStatus } from '../store/rows.js';
 import { deepFreeze } from '../json/freeze.js';
 import { ToolRetryError, ToolRetryPlanNotSerializableError } from '../errors.js';
 import type {
@@ -36,12 +38,31 @@ interface PlanState {
   readonly arguments: JsonValue;
   readonly operation: Omit<ToolOperation, 'retry' | 'startMarker'>;
   readonly review: ToolRetryReview | null;
+  /** The source's row of the attention index as the plan's history made it; the commit checks the store still holds it. */
+  readonly sourceRow: { readonly started: boolean; readonly status: AttentionStatus } | null;
   /** Shared by every clone: the single use. */
   readonly latch: { consumed: boolean };
 }
 
 const MINT = Symbol('ToolRetryPlan.mint');
 let mint: (state: PlanState) => ToolRetryPlan;
+let sourceRowOf: (plan: ToolRetryPlan) => PlanState['sourceRow'];
+
+/** For the runtime: what the plan's history said of its source, for the commit to check (internal, never exported publicly). */
+export function planSourceRow(plan: ToolRetryPlan): PlanState['sourceRow'] {
+  return sourceRowOf(plan);
+}
+
+/** The attention row the events of `callId` in `history` make, as a store holding that history keeps it. */
+function sourceRowIn(history: readonly SessionEvent[], callId: string): PlanState['sourceRow'] {
+  const own = history.filter((e) => {
+    const k = e.kind;
+    return (k.type === 'tool_call' && k.call.id === callId) || (k.type === 'tool_started' && k.callId === callId)
+      || (k.type === 'tool_result' && k.result.callId === callId) || (k.type === 'tool_review' && k.review.callId === callId);
+  });
+  const row = attentionWrites(own[0]?.sessionId ?? ('' as SessionId), own).find((r) => r.callId === callId);
+  return row ? { started: row.started, status: row.status } : null;
+}
 
 function bindingChanged(what: string): never {
   throw new ToolRetryError('binding_changed', `${what} differs from the plan's source call; the plan was not consumed`);
@@ -58,6 +79,7 @@ export class ToolRetryPlan {
 
   static {
     mint = (state) => new ToolRetryPlan(MINT, state);
+    sourceRowOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceRow;
   }
 
   /** Copies (structuredClone, spread, JSON round trip, a swapped prototype) carry no state and are refused. */
@@ -218,6 +240,7 @@ export function prepareToolRetry(
         checkedReview === null
           ? null
           : deepFreeze({ actor: checkedReview.actor, evidence: checkedReview.evidence, outcome: checkedReview.outcome }),
+      sourceRow: Object.freeze(sourceRowIn(history, record.call.id)),
       latch: { consumed: false },
     }),
   );

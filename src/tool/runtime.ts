@@ -16,7 +16,7 @@ import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
 import { DEFAULT_CONTRACT } from './metadata.js';
 import { compileInputSchema, createSchemaAjv } from './schema-ajv.js';
-import { ToolRetryPlan } from './retry-plan.js';
+import { planSourceRow, ToolRetryPlan } from './retry-plan.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicContext, PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
@@ -268,7 +268,7 @@ class Gateway implements ToolGateway {
         ...(options.action ? { action: options.action } : {}),
       };
       observer = this.runtime.observability?.attempt(this.sessionId, call, options.retry) ?? null;
-      const execution = await this.run(call, registered, outputLimit, control, checked.text, callerKey !== null, observer);
+      const execution = await this.run(call, registered, outputLimit, control, checked.text, callerKey !== null, observer, options.retry);
       observer?.recorded(execution.result.outcome);
       return execution;
     } catch (error) {
@@ -327,6 +327,7 @@ class Gateway implements ToolGateway {
     argsText: string,
     callerKeyed: boolean,
     observer: AttemptObserver | null,
+    plan: ToolRetryPlan | undefined,
   ): Promise<ToolExecution> {
     const op = call.operation!;
     // Guards and approvers read a frozen copy: whatever they do to it cannot change the call that is validated,
@@ -336,8 +337,9 @@ class Gateway implements ToolGateway {
     const admit: BudgetChange = { taskId: this.taskId, admit: { maxOutputBytes: outputLimit } };
     // A retry must still be the latest attempt; a caller-keyed first attempt must still be the first (two callers
     // racing on one new key: the second gets OperationInDoubtError naming the first).
+    const source = plan ? planSourceRow(plan) : null;
     const latest = op.retry
-      ? { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId } }
+      ? { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId, ...(source ? { source } : {}) } }
       : callerKeyed ? { expectNewOperation: { taskId: op.taskId, key: op.key } } : {};
 
     // Checks without side effects run before the call is written; a rejection is journaled with its call.
@@ -399,9 +401,14 @@ class Gateway implements ToolGateway {
         if (answer) return this.finish(call, callEvent, null, answer, 0, observer);
       }
       faultPoint('approval:after');
+      // Approved by the approver, an attempt that may follow another (a caller key or a retry) supersedes the
+      // requests earlier attempts left, so a decision made later for one of them is never spent on a later attempt.
+      const settle: ApprovalChange | undefined = operator === null && (callerKeyed || op.retry !== null)
+        ? { settle: { callId: call.id, binding, at: new Date().toISOString() } }
+        : undefined;
       // The marker is written only while this call is still the latest attempt of its operation: a retry made
       // while the approval was pending supersedes it, and its body never runs (docs/design.md#a-stale-attempt-cannot-start).
-      const marked = await this.writeStarted(call, op, started, operator?.change);
+      const marked = await this.writeStarted(call, op, started, operator?.change ?? settle);
       if (marked === null) {
         const superseded = failure('unavailable', 'tool_superseded', 'a newer attempt of this operation was made while this one waited; its body never ran');
         return this.finish(call, callEvent, null, superseded, 0, observer);
@@ -496,7 +503,7 @@ class Gateway implements ToolGateway {
       return await commitAs(this.binding.owner, request);
     } catch (error) {
       const code = (error as { code?: string }).code;
-      if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'not_latest_attempt' || code === 'journal_full' || code === 'operation_in_doubt')) {
+      if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'not_latest_attempt' || code === 'history_changed' || code === 'journal_full' || code === 'operation_in_doubt')) {
         throw error;
       }
       throw new ToolRecordingError(stage, call, result, error);

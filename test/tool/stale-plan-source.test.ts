@@ -1,0 +1,64 @@
+/**
+ * Plans are checked against the journal at use, including what became of their source. A host read a session while
+ * another host's call waited for approval (no start marker: `not_executed`, a free retry); the call was then
+ * approved and succeeded; the first host took the session over and retried from the history it had read. The
+ * latest-attempt check passed (the source was still the latest attempt), so the card was charged twice. The commit
+ * now also checks the source's row in the attention index against the plan's history: a source that started or got a
+ * result or review since is `history_changed`, nothing written, nothing run.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { createMemoryStore } from '../../src/store/memory.js';
+import type { SessionStore } from '../../src/store/types.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { prepareToolRetry } from '../../src/tool/recovery.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { sleep, tool } from '../support/runtime.js';
+import { forEachStore } from '../support/stores.js';
+
+function scenario(open: () => Promise<{ a: SessionStore; b: SessionStore }>): void {
+  it('a plan made before the source was approved and succeeded is refused at use; the card is charged once', async () => {
+    const { a, b } = await open();
+    let charges = 0;
+    let approve = () => {};
+    const charge = tool('charge', async () => { charges += 1; return 'charged'; },
+      new ToolMetadata('charges a card', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('boss'));
+    const host = (approver: () => Promise<{ decision: 'approved' }>) => createToolRuntime({ tools: [charge], grants: { agent: '*' }, approvers: { boss: approver } });
+    const owner = await a.acquire('s', { owner: 'host-a' });
+    await owner.startTask('t');
+    const first = host(() => new Promise((resolve) => { approve = () => resolve({ decision: 'approved' }); }))
+      .bind({ owner, taskId: 't', caller: 'agent' }).call('charge', { cents: 500 });
+    let early = await b.loadHistory('s');
+    while (!early.some((e) => e.kind.type === 'tool_call')) {
+      await sleep(10);
+      early = await b.loadHistory('s');
+    }
+    const sourceEvent = early.find((e) => e.kind.type === 'tool_call')!;
+    const sourceId = sourceEvent.kind.type === 'tool_call' ? sourceEvent.kind.call.id : '';
+    // Read while approval is pending: no marker, so the plan needs no review.
+    const stale = prepareToolRetry(early, sourceId);
+    approve();
+    assert.equal((await first).result.outcome.status, 'succeeded');
+    assert.equal(charges, 1);
+    const successor = await b.acquire('s', { owner: 'host-b', takeover: true });
+    const gateway = host(async () => ({ decision: 'approved' })).bind({ owner: successor, taskId: 't', caller: 'agent' });
+    const before = (await b.loadHistory('s')).length;
+    await assert.rejects(gateway.callWithOptions('charge', { cents: 500 }, { retry: stale }), { name: 'StoreConflictError', code: 'history_changed', message: /moved on/ });
+    assert.equal(charges, 1, 'charged once');
+    assert.equal((await b.loadHistory('s')).length, before, 'nothing written');
+    // Prepared again from the journal as it is now, the plan is refused for what it is: a completed call.
+    const now = await b.loadHistory('s');
+    assert.throws(() => prepareToolRetry(now, sourceId), { name: 'ToolRetryError', code: 'completed' });
+    await a.close();
+    if (b !== a) await b.close();
+  });
+}
+
+describe('a stale plan on memory', () => scenario(async () => {
+  const store = createMemoryStore();
+  return { a: store, b: store };
+}));
+forEachStore('a stale plan', (target) => scenario(async () => {
+  const location = target.fresh();
+  return { a: await location.open(), b: await location.open() };
+}));
