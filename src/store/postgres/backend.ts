@@ -21,7 +21,7 @@ import { IDENTIFIER, migrate, POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { postgresStatements, type PostgresStatements } from './statements.js';
 import { commitStatement, type CommitStatement } from './commit-statement.js';
 import { PostgresInbox } from './inbox.js';
-import { channelName, listenOn } from './notify.js';
+import { channelName, SharedListener } from './notify.js';
 import { KnownSessions, sessionJson } from './known-rows.js';
 import type { DecisionRow } from '../inbox-rows.js';
 
@@ -83,6 +83,8 @@ class PostgresBackend implements JournalBackend {
   private clockOffset = 0;
   /** Where commits that change the attention index are announced (docs/design.md#the-review-console). */
   private readonly attentionChannel: string;
+  /** One LISTEN connection for every live view of this store. */
+  private readonly attentionListener: SharedListener;
 
   constructor(
     private readonly pool: Pool,
@@ -108,6 +110,7 @@ class PostgresBackend implements JournalBackend {
     this.pipelining = (pool as unknown as { options?: { pipeline?: unknown } }).options?.pipeline === true;
     this.singleStatementCommits = this.pipelining && ownsPool;
     this.attentionChannel = channelName('jw_attention', schema);
+    this.attentionListener = new SharedListener(this.pool, this.attentionChannel, 'listen for attention changes');
     this.inbox = new PostgresInbox(S, schema, pool,
       (context, body) => this.inTransaction(this.beginWrite, context, body),
       (context, body) => this.inTransaction(this.beginRead, context, body));
@@ -414,7 +417,7 @@ class PostgresBackend implements JournalBackend {
 
   /** Calls `onChange(sessionId)` after any process commits a change to that session's attention rows. */
   watchAttention(onChange: (sessionId: string) => void): Promise<() => Promise<void>> {
-    return listenOn(this.pool, this.attentionChannel, 'listen for attention changes', onChange);
+    return this.attentionListener.subscribe(onChange);
   }
 
   async scanAttention(scan: AttentionScan): Promise<AttentionRow[]> {

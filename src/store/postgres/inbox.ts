@@ -6,7 +6,7 @@ import type { SessionId } from '../../ids.js';
 import { DECISION_COLUMNS, decisionValues, toDecision, type DecisionQuery, type DecisionRecord, type DecisionRow, type InboxBackend } from '../inbox-rows.js';
 import type { Pool, PoolClient } from './driver.js';
 import { Passthrough } from '../passthrough.js';
-import { channelName, listenOn } from './notify.js';
+import { channelName, SharedListener } from './notify.js';
 
 /** The inbox table's DDL for schema `S` (already quoted): the fresh schema and the migration step share it. */
 export const INBOX_DDL = (S: string): string => `
@@ -24,14 +24,17 @@ type Read = <T>(context: string, body: (client: PoolClient) => Promise<T>) => Pr
 export class PostgresInbox implements InboxBackend {
   /** The notification channel of this schema (a hash keeps it a short plain identifier). */
   private readonly channel: string;
+  /** One LISTEN connection for every waiter and view of this store. */
+  private readonly listener: SharedListener;
   constructor(
     private readonly S: string,
     schema: string,
-    private readonly pool: Pool,
+    pool: Pool,
     private readonly tx: Tx,
     private readonly read: Read,
   ) {
     this.channel = channelName('jw_inbox', schema);
+    this.listener = new SharedListener(pool, this.channel, 'listen for decisions');
   }
 
   /** Inside the caller's transaction: the operation's open and decided approval rows, locked. */
@@ -106,6 +109,6 @@ export class PostgresInbox implements InboxBackend {
 
   /** A dedicated connection LISTENs on the schema's channel until the returned function is called. */
   watchDecisions(onChange: (id: string) => void): Promise<() => Promise<void>> {
-    return listenOn(this.pool, this.channel, 'listen for decisions', onChange);
+    return this.listener.subscribe(onChange);
   }
 }

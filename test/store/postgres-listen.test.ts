@@ -1,0 +1,69 @@
+/**
+ * One listening connection per channel. Each `awaitDecision` used to hold a pool connection of its own for its whole
+ * wait: twenty hosts' waits on a pool of ten starved the store (waits failed with store_busy or store_failure, and
+ * heartbeats could not renew leases, so another host took over live sessions). And a LISTEN connection the server
+ * ended went unnoticed: no notification arrived again. Waiters and live views now share one connection per channel,
+ * opened again when the server ends it.
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { awaitDecision, decisionInbox } from '../../src/store/inbox.js';
+import { openPostgresStore } from '../../src/postgres.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { sleep, tool } from '../support/runtime.js';
+import { adminPool, describePostgres, freshSchema } from '../support/postgres.js';
+
+describePostgres('waiting for decisions on PostgreSQL', (url) => {
+  async function pendingRequests(schema: string, n: number): Promise<string[]> {
+    const store = await openPostgresStore(url, { schema, poolSize: 2 });
+    const mail = tool('send_mail', async () => 'sent', new ToolMetadata('mails', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('boss'));
+    const runtime = createToolRuntime({ tools: [mail], grants: { agent: '*' }, approvers: { boss: async () => ({ decision: 'pending' }) } });
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const owner = await store.acquire(`s-${i}`, { owner: 'host' });
+      await owner.startTask('t');
+      ids.push((await runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('send_mail', { n: i })).result.approval!.requestId);
+      await owner.release();
+    }
+    await store.close();
+    return ids;
+  }
+
+  it('twenty waits on a pool of four share one connection: every wait ends, and the store keeps writing meanwhile', { timeout: 60_000 }, async () => {
+    const schema = freshSchema();
+    const ids = await pendingRequests(schema, 20);
+    const store = await openPostgresStore(url, { schema, poolSize: 4, connectTimeoutMs: 2_000 });
+    const waits = ids.map((id) => awaitDecision(store, id, { timeoutMs: 30_000 }).then((row) => row.state, (error: { code?: string }) => error.code));
+    await sleep(300);
+    // A writer on the same store is not starved: it acquires a session and appends while twenty waits are open.
+    const owner = await store.acquire('busy-writer', { owner: 'writer', leaseMs: 1_000 });
+    await owner.startTask('t');
+    const operator = await openPostgresStore(url, { schema, poolSize: 2 });
+    for (const id of ids) await decisionInbox(operator).approve(id, { actor: 'alice' });
+    assert.deepEqual(await Promise.all(waits), ids.map(() => 'decided'));
+    await owner.startTask('t2');
+    await owner.release();
+    await operator.close();
+    await store.close();
+  });
+
+  it('a listening connection the server ends is opened again, and a later decision still wakes its waiter', { timeout: 60_000 }, async () => {
+    const schema = freshSchema();
+    const [first, second] = await pendingRequests(schema, 2);
+    const store = await openPostgresStore(url, { schema, poolSize: 3 });
+    const operator = await openPostgresStore(url, { schema, poolSize: 2 });
+    // pollMs far above the test: only a notification can wake the waiter in time.
+    const waiting = awaitDecision(store, second!, { timeoutMs: 20_000, pollMs: 60_000 });
+    await sleep(300);
+    const { rows } = await adminPool(url).query(`SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity WHERE query LIKE 'LISTEN jw_inbox_%' AND pid <> pg_backend_pid()`);
+    assert.ok(rows.length >= 1, 'the listening connection was found and ended');
+    await sleep(1_500);
+    await decisionInbox(operator).approve(first!, { actor: 'alice' });
+    await decisionInbox(operator).approve(second!, { actor: 'alice' });
+    // Its safety poll comes only after a minute, past its deadline: only a notification can end this wait decided.
+    assert.equal((await waiting).state, 'decided');
+    await operator.close();
+    await store.close();
+  });
+});
