@@ -34,6 +34,11 @@ export const LIMITS = {
   maxJsonDepth: 256,
   /** One line of a JSONL journal on import. */
   maxJsonlLineBytes: 16 * 1024 * 1024,
+  /**
+   * Pages of an MCP server's `tools/list` the bridge follows (`nextCursor`) before it gives up with
+   * McpUnavailableError: a server whose listing never ends (or repeats a cursor) cannot be imported.
+   */
+  maxMcpToolListPages: 1_000,
 } as const;
 
 /** Runtime defaults (docs/design.md#the-admission-order). */

@@ -27,7 +27,12 @@ import type { SessionOwner } from '../store/types.js';
 import type { ToolDenial } from '../tool/types.js';
 import { importFromSource, listMcpTools, mcpToolRevision, type McpImportOptions, type McpToolImport, type McpToolSource } from './mcp.js';
 
-/** Where the server is: a command to run over stdio, or a Streamable HTTP endpoint. */
+/**
+ * Where the server is: a command to run over stdio, or a Streamable HTTP endpoint. A stdio server does not inherit
+ * the host's environment: it gets the MCP SDK's default set (on POSIX HOME, LOGNAME, PATH, SHELL, TERM and USER;
+ * the SDK's own list on Windows) plus `stdio.env`: pass what it needs there (`jingwei mcp probe` passes the
+ * caller's whole environment).
+ */
 export type McpServerAddress =
   | { readonly stdio: StdioServerParameters }
   | { readonly url: string | URL; readonly headers?: Readonly<Record<string, string>> };

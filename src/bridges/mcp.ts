@@ -15,12 +15,13 @@
 import type { Ajv2020 } from 'ajv/dist/2020.js';
 import { compileInputSchema, createSchemaAjv } from '../tool/schema-ajv.js';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { InvalidInputError, ToolBodyError } from '../errors.js';
+import { InvalidInputError, McpUnavailableError, ToolBodyError } from '../errors.js';
+import { hasLoneSurrogate } from '../ids.js';
 import type { ToolEffect, ToolEffectContract } from '../event/types.js';
 import { jsonDigest } from '../json/canonical.js';
 import type { JsonObject, JsonValue } from '../json/types.js';
 import { LIMITS } from '../limits.js';
-import { truncateUtf8 } from '../text.js';
+import { truncateUtf8, utf8Length } from '../text.js';
 import { externalIdempotencyKey } from '../tool/idempotency.js';
 import { ToolMetadata } from '../tool/metadata.js';
 import type { Tool, ToolDenial } from '../tool/types.js';
@@ -81,7 +82,10 @@ export interface McpToolImport {
   readonly tools: Tool[];
   /** JSON data: what was imported and the contract each tool got. Hosts can journal it as a custom event. */
   readonly manifest: readonly McpImportedTool[];
-  /** Tools left out because their input schema cannot be validated here. */
+  /**
+   * Tools left out, each with the reason: an input schema that cannot be validated here, a name the runtime would
+   * refuse (createToolRuntime would then throw for every tool), or a name the server lists more than once.
+   */
   readonly skipped: ReadonlyArray<{ readonly mcpName: string; readonly reason: string }>;
 }
 
@@ -129,6 +133,23 @@ function runtimeSchema(ajv: Ajv2020, schema: McpToolDescription['inputSchema']):
     return `its input schema does not compile as JSON Schema 2020-12: ${(error as Error).message}`;
   }
   return copy as JsonObject;
+}
+
+/** Control characters, bidi and other invisible format overrides: the runtime's rule for tool names (src/tool/runtime.ts). */
+const NAME_FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]/;
+
+/**
+ * Why createToolRuntime would refuse `name` as a tool name, or null: empty, over LIMITS.maxToolNameBytes, a lone
+ * surrogate, or a control or format character (the same rule; test/bridges/mcp-listing.test.ts checks they agree).
+ */
+function toolNameProblem(name: string): string | null {
+  if (name.length === 0) return 'is empty';
+  const bytes = utf8Length(name);
+  if (bytes > LIMITS.maxToolNameBytes) return `is ${bytes} UTF-8 bytes, at most ${LIMITS.maxToolNameBytes} allowed`;
+  if (hasLoneSurrogate(name)) return 'contains a lone surrogate (malformed UTF-16)';
+  const bad = NAME_FORBIDDEN.exec(name);
+  if (bad) return `contains the control or format character U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
+  return null;
 }
 
 interface McpContent {
@@ -204,25 +225,50 @@ function mcpTool(source: McpToolSource, name: string, description: McpToolDescri
   return tool;
 }
 
-/** The server's identity and every tool it lists (following pagination). */
+/**
+ * The server's identity and every tool it lists, following pagination for at most LIMITS.maxMcpToolListPages pages.
+ * A cursor the server already sent, or a listing still going on after the last page allowed, is McpUnavailableError
+ * (state `failed`): such a listing would never end.
+ */
 export async function listMcpTools(client: Client): Promise<{ server: { name: string; version: string }; listed: McpToolDescription[] }> {
   if (typeof (client as Partial<Client> | null | undefined)?.getServerVersion !== 'function') throw new InvalidInputError('client', 'must be a connected MCP SDK Client');
   const identity = client.getServerVersion();
   if (identity === undefined) throw new InvalidInputError('client', 'is not connected: the server has not said who it is');
   const server = { name: identity.name, version: identity.version };
+  const label = `${truncateUtf8(server.name, 256)}@${truncateUtf8(server.version, 256)}`;
   const listed: McpToolDescription[] = [];
+  const cursors = new Set<string>();
   let cursor: string | undefined;
-  do {
+  for (let pages = 0; ; pages += 1) {
+    if (cursor !== undefined) {
+      if (cursors.has(cursor)) throw new McpUnavailableError(label, 'failed', `its tools/list sent a cursor a second time (after page ${pages}): the listing would never end`);
+      if (pages >= LIMITS.maxMcpToolListPages) throw new McpUnavailableError(label, 'failed', `its tools/list goes on after ${LIMITS.maxMcpToolListPages} pages (LIMITS.maxMcpToolListPages)`);
+      cursors.add(cursor);
+    }
     const page = await client.listTools(cursor === undefined ? undefined : { cursor });
     listed.push(...(page.tools as unknown as McpToolDescription[]));
     cursor = page.nextCursor;
-  } while (cursor !== undefined);
-  return { server, listed };
+    if (cursor === undefined) return { server, listed };
+  }
+}
+
+/**
+ * A fixed client's availability: a client the host closed (or whose connection was lost) has no transport, and a
+ * call through it is refused before its start marker, never sent.
+ */
+function fixedClient(client: Client): McpToolSource {
+  return {
+    client: () => client,
+    availability: () => client.transport === undefined
+      ? { code: 'mcp_disconnected', message: 'the MCP client is not connected (it was closed, or its connection was lost); the call was not sent', retryable: false }
+      : null,
+  };
 }
 
 /** Lists every tool of a connected client (following pagination) and makes Jingwei tools of them. */
 export async function importMcpTools(client: Client, options: McpImportOptions = {}): Promise<McpToolImport> {
-  return importFromSource({ client: () => client }, await listMcpTools(client), options);
+  const listing = await listMcpTools(client);
+  return importFromSource(fixedClient(client), listing, options);
 }
 
 /** Makes Jingwei tools of a listing, each calling through `source`. */
@@ -242,16 +288,39 @@ export function importFromSource(
   const tools: Tool[] = [];
   const manifest: McpImportedTool[] = [];
   const skipped: Array<{ mcpName: string; reason: string }> = [];
+  const listings = new Map<string, number>();
+  for (const description of listed) listings.set(description.name, (listings.get(description.name) ?? 0) + 1);
+  const duplicates = new Set<string>();
   for (const description of listed) {
     if (wanted !== null && !wanted.has(description.name)) continue;
+    const name = `${options.prefix ?? ''}${description.name}`;
+    const times = listings.get(description.name)!;
+    if (times > 1) {
+      // One entry for the name: a call by that name cannot say which of the listed tools it means.
+      if (!duplicates.has(description.name)) skipped.push({ mcpName: description.name, reason: `the server lists ${times} tools with this name: a call cannot say which one it means` });
+      duplicates.add(description.name);
+      continue;
+    }
+    const nameProblem = toolNameProblem(name);
+    if (nameProblem !== null) {
+      skipped.push({ mcpName: description.name, reason: `its tool name${name === description.name ? '' : ' (with the prefix)'} ${nameProblem}: createToolRuntime would refuse it` });
+      continue;
+    }
     const schema = runtimeSchema(ajv, description.inputSchema);
     if (typeof schema === 'string') {
       skipped.push({ mcpName: description.name, reason: schema });
       continue;
     }
-    const name = `${options.prefix ?? ''}${description.name}`;
+    let revision: string;
+    try {
+      revision = mcpToolRevision(server, description);
+    } catch (error) {
+      // Its schemas or annotations are not JSON the journal can hold (a lone surrogate, say): no revision for them.
+      skipped.push({ mcpName: description.name, reason: `its schemas or annotations cannot be digested: ${(error as Error).message}` });
+      continue;
+    }
     const derived = new ToolMetadata(description.description ?? description.title ?? '', schema)
-      .withEffect(mcpToolEffect(description.annotations, trusted), mcpToolRevision(server, description));
+      .withEffect(mcpToolEffect(description.annotations, trusted), revision);
     const metadata = options.configure ? options.configure(derived, description) : derived;
     tools.push(mcpTool(source, name, description, metadata));
     manifest.push({ name, mcpName: description.name, contract: metadata.effect, annotations: description.annotations ?? null });

@@ -62,6 +62,10 @@ export interface ToolRuntimeEventBase {
   readonly sessionId: string;
   readonly taskId: TaskId;
   readonly callId: CallId;
+  /**
+   * The tool name as the call gave it, even for a tool the caller cannot use (spans and metrics name such a call
+   * `_OTHER` instead: docs/api.md#observability).
+   */
   readonly tool: string;
   readonly operationKey: OperationKey;
   /** 1-based: 1 for a new operation, the plan's source attempt + 1 for a retry. */
@@ -126,7 +130,8 @@ export type ToolRuntimeEvent =
 export type ToolRuntimeEventType = ToolRuntimeEvent['type'];
 
 /**
- * Called synchronously, in order, for every runtime event. Whatever it throws (or a promise it returns rejects
- * with) is swallowed: the call goes on and its journal is unchanged. Keep it quick: the call waits for it.
+ * Called synchronously, in order, for every runtime event. Whatever it throws (or a promise or other thenable it
+ * returns rejects with, from any realm) is swallowed: the call goes on and its journal is unchanged. Keep it quick:
+ * the call waits for it.
  */
 export type ToolRuntimeEventHandler = (event: ToolRuntimeEvent) => void;

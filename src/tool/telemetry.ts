@@ -25,6 +25,18 @@ import type {
 const SPAN_KIND_INTERNAL = 0;
 const STATUS_ERROR = 2;
 
+/**
+ * The tool name spans and metrics give a call to a tool the caller cannot use (not registered, or not granted): a
+ * model may send any name, and each would otherwise become a span name and a metric series of its own. Spans keep
+ * the requested name in `jingwei.tool.requested_name`; the hook's events carry it as `tool`. OpenTelemetry's own
+ * placeholder for a value outside the known set (as `http.request.method` does).
+ */
+export const UNAVAILABLE_TOOL_LABEL = '_OTHER';
+
+/** The runtime's refusal of a call to a tool the caller cannot use (admission-checks.ts checkGrantAndSchema). */
+const isUnavailableTool = (outcome: ToolRecordedOutcome | null): boolean =>
+  outcome !== null && outcome.status === 'failed' && outcome.category === 'unavailable' && outcome.code === 'tool_unavailable';
+
 /** Seconds, as the GenAI conventions advise for durations: 10 ms to about 80 s, doubling. */
 const DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
 
@@ -58,10 +70,16 @@ function hasMethods(value: unknown, names: readonly string[]): boolean {
   return typeof value === 'object' && value !== null && names.every((n) => typeof (value as Record<string, unknown>)[n] === 'function');
 }
 
-/** Any throw of a hook, a tracer or a meter stops here: observing never changes a call. */
-function quietly(report: () => void): void {
+/**
+ * Any throw of a hook, a tracer or a meter stops here, and so does the rejection of a thenable one returns (not only
+ * this realm's Promise: one from a vm context, a library's own): observing never changes a call, nor ends the host
+ * with an unhandled rejection. Promise.resolve adopts the thenable and the catch handles its rejection.
+ */
+function quietly(report: () => unknown): void {
   try {
-    report();
+    const returned = report();
+    if (returned === undefined || returned === null || (typeof returned !== 'object' && typeof returned !== 'function')) return;
+    if (typeof (returned as { then?: unknown }).then === 'function') void Promise.resolve(returned).catch(() => undefined);
   } catch {
     // Swallowed on purpose (docs/design.md#observability).
   }
@@ -111,8 +129,8 @@ export class Observability {
 export class AttemptObserver {
   private readonly base: Omit<ToolRuntimeEventBase, 'time'>;
   private span: TelemetrySpan | null = null;
-  /** Low-cardinality attributes for metrics. */
-  private readonly labels: TelemetryAttributes;
+  /** Low-cardinality attributes for metrics; null until the span and metrics are opened. */
+  private labels: TelemetryAttributes | null = null;
   private readonly started = now();
   private approvalStarted: number | null = null;
   private approvalMs: number | null = null;
@@ -121,66 +139,89 @@ export class AttemptObserver {
   private bodyMs: number | null = null;
   private ended = false;
 
-  constructor(private readonly o: Observability, sessionId: string, call: ToolCall, plan: ToolRetryPlan | undefined) {
+  constructor(
+    private readonly o: Observability,
+    private readonly sessionId: string,
+    private readonly call: ToolCall,
+    plan: ToolRetryPlan | undefined,
+  ) {
     const op = call.operation!;
     const attempt = plan === undefined ? 1 : plan.sourceAttempt + 1;
     this.base = { sessionId, taskId: op.taskId, callId: call.id, tool: call.name, operationKey: op.key, attempt, effect: op.contract.effect, revision: op.contract.revision };
-    this.labels = { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': call.name, 'jingwei.tool.effect': op.contract.effect };
-    const tracer = o.tracer;
+    this.emit({ type: 'attempt_admitted' });
+    if (op.retry !== null) this.emit({ type: 'retry_plan_used', sourceCallId: op.retry.callId, review: op.retry.review?.outcome ?? null });
+    // The span and the metrics wait for the runtime's first admission check, which it runs synchronously right after
+    // admitting the attempt: a call to a tool the caller cannot use is refused there (`refused` opens them under
+    // UNAVAILABLE_TOOL_LABEL). Any other attempt opens them in this microtask, before the runtime's next step.
+    if (o.tracer !== null || o.instruments !== null) queueMicrotask(() => this.open(null));
+  }
+
+  /** Starts the span and counts the attempt in flight, once, named for the tool unless the first check refused it. */
+  private open(refusal: ToolRecordedOutcome | null): TelemetryAttributes {
+    if (this.labels !== null) return this.labels;
+    const call = this.call;
+    const op = call.operation!;
+    const unavailable = isUnavailableTool(refusal);
+    const name = unavailable ? UNAVAILABLE_TOOL_LABEL : call.name;
+    this.labels = { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': name, 'jingwei.tool.effect': op.contract.effect };
+    const tracer = this.o.tracer;
     if (tracer !== null) {
       quietly(() => {
         const attributes: Record<string, string | number | boolean> = {
           'gen_ai.operation.name': 'execute_tool',
-          'gen_ai.tool.name': call.name,
+          'gen_ai.tool.name': name,
           'gen_ai.tool.call.id': call.id,
-          'jingwei.session.id': sessionId,
+          'jingwei.session.id': this.sessionId,
           'jingwei.task.id': op.taskId,
           'jingwei.tool.effect': op.contract.effect,
           'jingwei.tool.revision': op.contract.revision,
           'jingwei.operation.key': op.key,
-          'jingwei.attempt': attempt,
+          'jingwei.attempt': this.base.attempt,
           'jingwei.retry': op.retry !== null,
         };
+        if (unavailable) attributes['jingwei.tool.requested_name'] = call.name;
         if (op.retry !== null) attributes['jingwei.retry.source_call_id'] = op.retry.callId;
-        this.span = tracer.startSpan(`execute_tool ${call.name}`, { kind: SPAN_KIND_INTERNAL, attributes });
+        this.span = tracer.startSpan(`execute_tool ${name}`, { kind: SPAN_KIND_INTERNAL, attributes });
       });
     }
     this.count('inFlight', 1, this.labels);
-    this.emit({ type: 'attempt_admitted' });
     if (op.retry !== null) {
-      const review = op.retry.review?.outcome ?? null;
-      this.event('jingwei.retry.plan_used', { 'jingwei.retry.source_call_id': op.retry.callId, 'jingwei.retry.review': review ?? 'none' });
-      this.emit({ type: 'retry_plan_used', sourceCallId: op.retry.callId, review });
+      this.event('jingwei.retry.plan_used', { 'jingwei.retry.source_call_id': op.retry.callId, 'jingwei.retry.review': op.retry.review?.outcome ?? 'none' });
     }
+    return this.labels;
   }
 
   /** The attempt will be recorded without its body: a check refused it, or it was interrupted before the marker. */
   refused(outcome: ToolRecordedOutcome): void {
+    this.open(outcome);
     if (outcome.status !== 'failed') return;
     this.event('jingwei.attempt.refused', { 'jingwei.failure.category': outcome.category, 'jingwei.failure.code': outcome.code });
     this.emit({ type: 'attempt_refused', category: outcome.category, code: outcome.code });
   }
 
   approvalRequested(approver: string): void {
+    const labels = this.open(null);
     this.approver = approver;
     this.approvalStarted = now();
-    this.count('approvalsWaiting', 1, this.labels);
+    this.count('approvalsWaiting', 1, labels);
     this.event('jingwei.approval.requested', { 'jingwei.approval.approver': approver });
     this.emit({ type: 'approval_requested', approver });
   }
 
   /** `refusal` is null when approved. */
   approvalAnswered(refusal: ToolRecordedOutcome | null): void {
+    const labels = this.open(null);
     const waited = now() - (this.approvalStarted ?? now());
     this.approvalMs = waited;
     const answer = refusal === null || refusal.status !== 'failed' ? 'approved' : refusal.category;
-    this.count('approvalsWaiting', -1, this.labels);
-    this.histogram('approvalDuration', seconds(waited), { ...this.labels, 'jingwei.approval.answer': answer });
+    this.count('approvalsWaiting', -1, labels);
+    this.histogram('approvalDuration', seconds(waited), { ...labels, 'jingwei.approval.answer': answer });
     this.event('jingwei.approval.answered', { 'jingwei.approval.approver': this.approver, 'jingwei.approval.answer': answer });
     this.emit({ type: 'approval_answered', approver: this.approver, answer, waitMs: waited });
   }
 
   bodyStarted(): void {
+    this.open(null);
     this.bodyStartedAt = now();
     this.event('jingwei.body.started', {});
     this.emit({ type: 'body_started' });
@@ -189,20 +230,21 @@ export class AttemptObserver {
   bodySettled(outcome: ToolRecordedOutcome): void {
     if (this.bodyStartedAt === null) return;
     this.bodyMs = now() - this.bodyStartedAt;
-    this.histogram('bodyDuration', seconds(this.bodyMs), { ...this.labels, ...outcomeLabels(outcome) });
+    this.histogram('bodyDuration', seconds(this.bodyMs), { ...this.open(null), ...outcomeLabels(outcome) });
   }
 
   /** The result is in the journal. */
   recorded(outcome: ToolRecordedOutcome): void {
     if (this.ended) return;
     this.ended = true;
+    const opened = this.open(null);
     const bodyStarted = this.bodyStartedAt !== null;
     const rule = evidenceRuleFor({ flagged: true, marker: bodyStarted, result: outcome });
     // The runtime never writes a contradiction; were one there, recovery would refuse it: for observers, unknown.
     const recoveryStatus: ToolRecoveryStatus = rule.status === 'invalid' ? 'outcome_unknown' : rule.status;
     const durationMs = now() - this.started;
     const failed = outcome.status === 'failed' ? outcome : null;
-    const labels = { ...this.labels, ...outcomeLabels(outcome) };
+    const labels = { ...opened, ...outcomeLabels(outcome) };
     this.count('attempts', 1, labels);
     if (failed !== null) this.count('failures', 1, { ...labels, 'jingwei.failure.pre_body': PRE_BODY_CATEGORIES.has(failed.category) });
     this.histogram('duration', seconds(durationMs), labels);
@@ -237,6 +279,7 @@ export class AttemptObserver {
   unrecorded(error: unknown): void {
     if (this.ended) return;
     this.ended = true;
+    const opened = this.open(null);
     const e = error as { code?: unknown; stage?: unknown; name?: unknown } | null;
     const code = typeof e?.code === 'string' ? e.code : typeof e?.name === 'string' ? e.name : 'unknown';
     // After admission only the writes throw: a ToolRecordingError names its stage; anything else is the store's
@@ -250,7 +293,7 @@ export class AttemptObserver {
       recoveryStatus = status === 'invalid' ? null : status;
     }
     const durationMs = now() - this.started;
-    const labels = { ...this.labels, 'jingwei.outcome': 'unrecorded', 'error.type': code };
+    const labels = { ...opened, 'jingwei.outcome': 'unrecorded', 'error.type': code };
     this.count('attempts', 1, labels);
     this.histogram('duration', seconds(durationMs), labels);
     const attributes: Record<string, string | number | boolean> = {
@@ -261,15 +304,17 @@ export class AttemptObserver {
     };
     if (recoveryStatus !== null) attributes['jingwei.recovery.status'] = recoveryStatus;
     this.event('jingwei.result.unrecorded', attributes);
-    this.finishSpan(attributes, `${code}: the result was not recorded`);
+    // `<category>: <code>` as for a recorded failure, with `unrecorded` where the category would be.
+    this.finishSpan(attributes, `unrecorded: ${code}`);
     this.end(recoveryStatus);
     this.emit({ type: 'attempt_unrecorded', stage, error: code, bodyStarted, recoveryStatus, durationMs });
   }
 
   private end(recoveryStatus: ToolRecoveryStatus | null): void {
-    if (this.approvalStarted !== null && this.approvalMs === null) this.count('approvalsWaiting', -1, this.labels);
-    if (recoveryStatus === 'outcome_unknown') this.count('inDoubt', 1, this.labels);
-    this.count('inFlight', -1, this.labels);
+    const labels = this.open(null);
+    if (this.approvalStarted !== null && this.approvalMs === null) this.count('approvalsWaiting', -1, labels);
+    if (recoveryStatus === 'outcome_unknown') this.count('inDoubt', 1, labels);
+    this.count('inFlight', -1, labels);
   }
 
   private finishSpan(attributes: TelemetryAttributes, error: string | null): void {
@@ -298,10 +343,7 @@ export class AttemptObserver {
   private emit(fields: DistributiveOmit<ToolRuntimeEvent, keyof ToolRuntimeEventBase>): void {
     const hook = this.o.onEvent;
     if (hook === null) return;
-    quietly(() => {
-      const returned: unknown = hook({ ...this.base, time: Date.now(), ...fields } as ToolRuntimeEvent);
-      if (returned instanceof Promise) returned.catch(() => undefined);
-    });
+    quietly(() => hook({ ...this.base, time: Date.now(), ...fields } as ToolRuntimeEvent));
   }
 }
 

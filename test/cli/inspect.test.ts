@@ -1,4 +1,5 @@
 /** `jingwei inspect` against real SQLite stores, run as the compiled program; a 100,000-event session included. */
+import { externalIdempotencyKey } from '../../src/tool/idempotency.js';
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { tempDbPath, tempDir } from '../support/tmp.js';
@@ -66,7 +67,8 @@ describe('jingwei inspect <session> <call>', () => {
     assert.match(r.stdout, /^ {2}evidence\/flagged_started: A flagged call whose start marker is recorded, without a success → The body started/m);
     assert.match(r.stdout, /^ {2}retry\/needs_review: Outcome uncertain, contract Unknown \/ NonIdempotent → Return NeedsReview/m);
     assert.match(r.stdout, /^Why: outcome unknown \(body started, no result\) and effect non_idempotent/m);
-    assert.match(r.stdout, /^What a host may do: Check the external system .*'retry-task:k-pay'.*outcome: 'not_executed'/m);
+    const reference = externalIdempotencyKey({ sessionId: 'alpha', operation: { taskId: 'retry-task', key: 'k-pay' } });
+    assert.match(r.stdout, new RegExp(`^What a host may do: Check the external system .*externalIdempotencyKey, '${reference}'.*outcome: 'not_executed'`, 'm'));
   });
 
   it('no start marker: the flagged_never_started row, retry_allowed even for a non_idempotent tool; exit 1', () => {

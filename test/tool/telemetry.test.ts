@@ -6,61 +6,16 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { metrics, trace } from '@opentelemetry/api';
-import { MeterProvider, MetricReader, type DataPoint, type Histogram } from '@opentelemetry/sdk-metrics';
+import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { createMemoryStore } from '../../src/store/memory.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/recovery.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
-import type { TelemetryMeter, TelemetryTracer, ToolRuntimeEvent } from '../../src/tool/telemetry-types.js';
+import type { ToolRuntimeEvent } from '../../src/tool/telemetry-types.js';
 import type { Tool, ToolGuard, ToolRuntimeConfig } from '../../src/tool/types.js';
 import { never, tool } from '../support/runtime.js';
-
-class CollectingReader extends MetricReader {
-  protected async onShutdown(): Promise<void> {}
-  protected async onForceFlush(): Promise<void> {}
-}
-
-interface Observed {
-  exporter: InMemorySpanExporter;
-  reader: CollectingReader;
-  tracer: TelemetryTracer;
-  meter: TelemetryMeter;
-  events: ToolRuntimeEvent[];
-}
-
-function observed(): Observed {
-  const exporter = new InMemorySpanExporter();
-  const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
-  const reader = new CollectingReader();
-  const meterProvider = new MeterProvider({ readers: [reader] });
-  // Typed as Jingwei's structural shapes: this assignment is the compile-time proof that OpenTelemetry's fit.
-  const tracer: TelemetryTracer = provider.getTracer('jingwei-test');
-  const meter: TelemetryMeter = meterProvider.getMeter('jingwei-test');
-  return { exporter, reader, tracer, meter, events: [] };
-}
-
-type Points = Array<DataPoint<number | Histogram>>;
-
-async function collect(reader: CollectingReader): Promise<Map<string, Points>> {
-  const { resourceMetrics } = await reader.collect();
-  const out = new Map<string, Points>();
-  for (const scope of resourceMetrics.scopeMetrics) {
-    for (const metric of scope.metrics) out.set(metric.descriptor.name, metric.dataPoints as Points);
-  }
-  return out;
-}
-
-/** The value of the one point whose attributes include `match`; 0 when none. */
-function counter(all: Map<string, Points>, name: string, match: Record<string, unknown> = {}): number {
-  const points = (all.get(name) ?? []).filter((p) => Object.entries(match).every(([k, v]) => p.attributes[k] === v));
-  return points.reduce((sum, p) => sum + (p.value as number), 0);
-}
-
-function histogramCount(all: Map<string, Points>, name: string, match: Record<string, unknown> = {}): number {
-  const points = (all.get(name) ?? []).filter((p) => Object.entries(match).every(([k, v]) => p.attributes[k] === v));
-  return points.reduce((sum, p) => sum + (p.value as Histogram).count, 0);
-}
+import { CollectingReader, collect, counter, histogramCount, observed, type Observed } from './telemetry-support.js';
 
 async function setup(o: Observed, tools: Tool[], extra: Partial<ToolRuntimeConfig> = {}) {
   const store = createMemoryStore();

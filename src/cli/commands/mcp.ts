@@ -1,6 +1,7 @@
 import { McpProbeError } from '../../errors.js';
 import { parseJson } from '../../json/parse.js';
 import type { JsonObject } from '../../json/types.js';
+import { LIMITS } from '../../limits.js';
 // The MCP SDK is an optional peer dependency: loaded only when this command runs.
 import type { McpProbeReport } from '../../bridges/mcp-probe.js';
 import { integerOption, type Command } from '../command.js';
@@ -16,6 +17,13 @@ function objectOption(name: string, value: string | boolean | undefined): JsonOb
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new UsageError(`jingwei mcp probe: --${name} must be a JSON object`);
   return parsed;
+}
+
+/** The caller's whole environment, for the server the probe starts (the SDK would pass only HOME, PATH, USER…). */
+function callerEnvironment(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [name, value] of Object.entries(process.env)) if (value !== undefined) env[name] = value;
+  return env;
 }
 
 function reportJson(r: McpProbeReport) {
@@ -42,7 +50,7 @@ export const mcpCommand: Command = {
     tool: { type: 'string', value: 'name', help: 'the MCP tool to call' },
     args: { type: 'string', value: 'json', help: 'arguments for the first two calls (a JSON object)' },
     'other-args': { type: 'string', value: 'json', help: 'different arguments for the third call (a JSON object)' },
-    'timeout-ms': { type: 'string', value: 'ms', help: 'per call (default 10000)' },
+    'timeout-ms': { type: 'string', value: 'ms', help: `per call, 1 to ${LIMITS.maxTimeoutMs} (default 10000); a call without an answer by then gives no verdict` },
     json: { type: 'boolean', help: 'print one JSON document instead of text' },
   },
   description: `
@@ -52,8 +60,15 @@ arguments, which must give the same result (answered from the server's record, a
 other arguments, which must be refused. A tool that passes both earns the idempotent tier: the host may declare
 it idempotent for this server version. Anything else stays unknown (a review before any retry).
 
+Only an answer is a refusal: a tool result with isError, or a JSON-RPC error the server sent. A call that gets no
+answer within --timeout-ms, or whose connection is lost (the server exited), gives no verdict and no tier: its
+effect may still be applying. The first call must succeed.
+
+The server is started with the caller's whole environment (ORDERS_DB=test.db jingwei mcp probe -- node server.js
+probes the instance ORDERS_DB names), in the current directory; its stderr is discarded.
+
 The probe really calls the tool: run it against a test instance, or with arguments whose effect is harmless.`,
-  exitCodes: 'This command exits 1 when the server does not honour the key, or the probe could not reach a verdict.',
+  exitCodes: 'This command exits 1 when the server does not honour the key, or the probe could not reach a verdict (no tier).',
   examples: [
     `jingwei mcp probe --tool create_order --args '{"item":"tea"}' --other-args '{"item":"cake"}' -- node orders-server.js`,
   ],
@@ -65,6 +80,9 @@ The probe really calls the tool: run it against a test instance, or with argumen
     const [command, ...commandArgs] = rest;
     if (command === undefined) throw new UsageError('jingwei mcp probe: missing <server command…>');
     const timeoutMs = integerOption('mcp probe', 'timeout-ms', options['timeout-ms'], 10_000);
+    if (timeoutMs < 1 || timeoutMs > LIMITS.maxTimeoutMs) {
+      throw new UsageError(`jingwei mcp probe: --timeout-ms must be 1 to ${LIMITS.maxTimeoutMs} (what Node's timers hold), got ${timeoutMs}`);
+    }
     let report: McpProbeReport;
     let probeMcpServer: typeof import('../../bridges/mcp-probe.js').probeMcpServer;
     try {
@@ -73,15 +91,15 @@ The probe really calls the tool: run it against a test instance, or with argumen
       throw new UsageError(`jingwei mcp probe: the MCP SDK is not installed (${(error as Error).message})`, 'Install it: npm install @modelcontextprotocol/sdk');
     }
     try {
-      report = await probeMcpServer({ stdio: { command, args: commandArgs, stderr: 'ignore' } }, {
+      report = await probeMcpServer({ stdio: { command, args: commandArgs, env: callerEnvironment(), stderr: 'ignore' } }, {
         tool: options.tool,
         arguments: objectOption('args', options.args),
         otherArguments: objectOption('other-args', options['other-args']),
-        timeoutMs: Math.max(1, timeoutMs),
+        timeoutMs,
       });
     } catch (error) {
       if (!(error instanceof McpProbeError)) throw error;
-      if (options.json === true) out.line(JSON.stringify({ verdict: null, error: { code: error.code, message: error.message } }, null, 2));
+      if (options.json === true) out.line(JSON.stringify({ verdict: null, tier: null, error: { code: error.code, message: error.message } }, null, 2));
       else out.line(`no verdict: ${error.message}`);
       return EXIT.findings;
     }
