@@ -2,7 +2,7 @@
 import type { SessionEvent } from '../event/types.js';
 import type { SessionStore, SessionSummary } from '../store/types.js';
 import { UsageError } from './exit.js';
-import { num } from './format.js';
+import { num, safe } from './format.js';
 import type { Io } from './io.js';
 import { Progress } from './progress.js';
 import { openStoreFromTarget, type OpenTargetOptions } from './target.js';
@@ -28,7 +28,7 @@ export function matchId<T>(items: readonly T[], idOf: (item: T) => string, wante
   if (part.length < 4) return undefined;
   const matches = items.filter((item) => idOf(item).includes(part));
   if (matches.length > 1) {
-    const shown = matches.slice(0, 5).map((m) => `  ${idOf(m)}`).join('\n');
+    const shown = matches.slice(0, 5).map((m) => `  ${safe(idOf(m))}`).join('\n');
     throw new UsageError(`${JSON.stringify(wanted)} matches ${num(matches.length)} ${what}s; give more of the id:\n${shown}`);
   }
   return matches[0];
@@ -51,7 +51,7 @@ export async function loadSession(store: SessionStore, wanted: string, io: Io): 
   const summary = matchId(sessions, (s) => s.sessionId, wanted, 'session') ?? null;
   const sessionId = summary?.sessionId ?? wanted;
   const progress = Progress.for(io, summary?.events ?? 0);
-  progress.update(`loading and verifying ${num(summary?.events ?? 0)} events of ${sessionId}`);
+  progress.update(`loading and verifying ${num(summary?.events ?? 0)} events of ${safe(sessionId)}`);
   let history: SessionEvent[];
   try {
     history = await store.loadHistory(sessionId);
@@ -61,7 +61,8 @@ export async function loadSession(store: SessionStore, wanted: string, io: Io): 
   }
   if (summary === null && history.length === 0) {
     progress.done();
-    const known = sessions.slice(0, 5).map((s) => `  ${s.sessionId}`).join('\n');
+    // Ids are journal text: one with a newline must not pass for two sessions (escape.ts).
+    const known = sessions.slice(0, 5).map((s) => `  ${safe(s.sessionId)}`).join('\n');
     throw new UsageError(
       `no session ${JSON.stringify(wanted)} in this store`,
       sessions.length === 0 ? 'The store holds no sessions.' : `Sessions (run 'jingwei sessions' for all):\n${known}`,

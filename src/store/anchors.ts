@@ -192,18 +192,33 @@ export interface ChainLink {
 export interface AnchorReport {
   /** Checkpoints of this session that were checked. */
   readonly checkpoints: number;
-  /** seq of the newest anchored head (-1 with no checkpoint). */
+  /** seq of the newest anchored head (-1 when only the empty journal was anchored, at acquire). */
   readonly anchoredSeq: number;
   /** Events after the newest checkpoint (appended since, not yet anchored). */
   readonly unanchoredEvents: number;
 }
 
 /**
+ * Why `checkpoints` vouch for none of `sessionId`, for a message: the sessions they are of, each id quoted (a
+ * trailing space or a look-alike then shows beside the real one), at most five.
+ */
+export function noCheckpointOf(sessionId: string, checkpoints: readonly Checkpoint[], given = 'given'): string {
+  const ids = [...new Set(checkpoints.map((c) => c.sessionId))];
+  const id = JSON.stringify(sessionId);
+  if (ids.length === 0) return `no signed checkpoint is of this id, ${id}; no checkpoints were ${given}`;
+  const shown = ids.slice(0, 5).map((other) => JSON.stringify(other)).join(', ') + (ids.length > 5 ? ` and ${ids.length - 5} more` : '');
+  return `no signed checkpoint is of this id, ${id}; the ${checkpoints.length === 1 ? 'checkpoint' : `${checkpoints.length} checkpoints`} ${given} ${checkpoints.length === 1 ? 'is' : 'are'} of ${shown}`;
+}
+
+/**
  * Checks a session's chain (`links[i]` for seq i; `ownerEpoch` from its owner row, or the newest epoch an export
- * carries) against signed checkpoints. Checkpoints of other sessions are ignored. Throws AnchorError on the first
- * disagreement: `bad_signature` for a checkpoint the key did not sign, `rolled_back` when the owner epoch is lower
- * than an anchored one, `rewritten` when the chain at an anchored seq has another hash (the first bad seq lies after
- * the previous checkpoint that still matches), `truncated` when anchored events are missing.
+ * carries) against signed checkpoints. Checkpoints of other sessions are ignored, but at least one must be of this
+ * session: with none, nothing vouches for it (a journal copied under another id, a look-alike of an anchored one,
+ * is not anchored by the original's checkpoints), and it fails as `unanchored`, naming the sessions the
+ * checkpoints are of. Throws AnchorError on the first disagreement: `bad_signature` for a checkpoint the key did not
+ * sign, `rolled_back` when the owner epoch is lower than an anchored one, `rewritten` when the chain at an anchored
+ * seq has another hash (the first bad seq lies after the previous checkpoint that still matches), `truncated` when
+ * anchored events are missing.
  */
 export function checkAnchors(
   sessionId: string,
@@ -214,6 +229,9 @@ export function checkAnchors(
 ): AnchorReport {
   const key = anchorPublicKey(publicKey);
   const mine = checkpoints.filter((c) => c.sessionId === sessionId);
+  if (mine.length === 0) {
+    throw new AnchorError(sessionId, -1, 'unanchored', noCheckpointOf(sessionId, checkpoints));
+  }
   for (const c of mine) verifyCheckpoint(key, c);
   const ordered = [...mine].sort((a, b) => a.seq - b.seq || a.epoch - b.epoch);
   const newestEpoch = ordered.reduce((max, c) => Math.max(max, c.epoch), 0);

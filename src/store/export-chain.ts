@@ -8,7 +8,7 @@ import type { KeyObject } from 'node:crypto';
 import { AnchorError, JournalImportError } from '../errors.js';
 import { parseJson } from '../json/parse.js';
 import type { JsonObject, JsonValue } from '../json/types.js';
-import { checkAnchors, decodeCheckpoint, encodeCheckpoint, type AnchorReport, type ChainLink, type Checkpoint } from './anchors.js';
+import { checkAnchors, decodeCheckpoint, encodeCheckpoint, noCheckpointOf, type AnchorReport, type ChainLink, type Checkpoint } from './anchors.js';
 import { chainHash, GENESIS_HASH } from './chain.js';
 import type { EventRow } from './rows.js';
 
@@ -100,19 +100,28 @@ export function checkChainTrailer(journal: string, trailer: ChainTrailer): reado
 }
 
 /**
- * Checks a chained export against signed checkpoints (its own and `external` ones, e.g. from an anchor file).
- * Without a trailer there is nothing to check against: that fails with AnchorError('unanchored').
+ * Checks a chained export against signed checkpoints: `external` ones, kept outside the file (e.g. an anchor file),
+ * and those the file carries. At least one external checkpoint must be of the file's session: the file's own
+ * cannot vouch for it alone (whoever rewrites or cuts it drops those that no longer match), and a file renamed to
+ * another session id, a look-alike of an anchored one, matches none. Fails with AnchorError: `unanchored` without a
+ * trailer or without such a checkpoint (naming the sessions `external` is of), else as `checkAnchors` does. The
+ * report's `unanchoredEvents` are the events after the newest checkpoint: nothing vouches for them.
  */
 export function checkExportAnchors(
   sessionId: string,
   journal: string,
   trailer: ChainTrailer | null,
   publicKey: KeyObject | string,
-  external: readonly Checkpoint[] = [],
+  external: readonly Checkpoint[],
 ): AnchorReport {
   if (!trailer) {
     throw new AnchorError(sessionId, -1, 'unanchored', "the file carries no chain trailer, so it cannot be checked against a key; export it with 'jingwei export --format chain'");
   }
   const links = checkChainTrailer(journal, trailer);
-  return checkAnchors(sessionId, links, trailer.epoch, [...trailer.checkpoints, ...external], publicKey);
+  if (!external.some((c) => c.sessionId === sessionId)) {
+    throw new AnchorError(sessionId, -1, 'unanchored', noCheckpointOf(sessionId, external, 'kept outside the file'));
+  }
+  // A checkpoint both carried and kept outside is one checkpoint.
+  const all = new Map([...trailer.checkpoints, ...external].map((c) => [JSON.stringify(encodeCheckpoint(c)), c]));
+  return checkAnchors(sessionId, links, trailer.epoch, [...all.values()], publicKey);
 }

@@ -1,4 +1,4 @@
-import { InvalidInputError, JournalImportError } from '../errors.js';
+import { InvalidInputError, JournalFullError, JournalImportError } from '../errors.js';
 import { decodeEvent, encodeEventText } from '../event/codec.js';
 import { validatePhysicalLog } from '../event/physical-log.js';
 import type { SessionEvent } from '../event/types.js';
@@ -7,7 +7,8 @@ import { parseJson } from '../json/parse.js';
 import { LIMITS } from '../limits.js';
 import { utf8Length } from '../text.js';
 import { checkToolEvidence } from '../tool/recovery.js';
-import { decideImport } from './decisions.js';
+import { chainEvents, decideImport } from './decisions.js';
+import { GENESIS_HASH } from './chain.js';
 import type { JournalBackend } from './rows.js';
 import { checkChainTrailer, splitChainTrailer } from './export-chain.js';
 import { checkLoaderRules } from './rust-format.js';
@@ -59,7 +60,49 @@ export function parseJournal(text: string): SessionEvent[] {
     const at = /\bevent (\d+)/.exec((error as Error).message);
     throw new JournalImportError(at ? Number(at[1]) + 1 : 1, (error as Error).message, { cause: error });
   }
+  checkStorable(events);
   return events;
+}
+
+/**
+ * Runs what the import's transaction runs on the events (decideImport → chainEvents: recorded times never
+ * decreasing, every record written and read back, the history limits) on a fresh session, so that a file the
+ * store would refuse is refused here, by line, before any store is opened or created.
+ */
+function checkStorable(events: readonly SessionEvent[]): void {
+  const fresh = { sessionId: events[0]!.sessionId, owner: null, held: false, epoch: 1, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0, recordedAt: null, leaseExpiresAt: null };
+  try {
+    chainEvents(fresh, 1, events.map((e) => ({
+      eventId: e.eventId,
+      turnId: e.turnId,
+      kind: e.kind,
+      ...(e.generationId !== undefined ? { generationId: e.generationId } : {}),
+      ...(e.messageId !== undefined ? { messageId: e.messageId } : {}),
+      ...(e.recordedAt !== undefined ? { recordedAt: e.recordedAt } : {}),
+    })));
+  } catch (error) {
+    if (error instanceof InvalidInputError) {
+      // The field names the draft (`events[3].recordedAt`); the file's words are its line and its wire field.
+      const at = /^events\[(\d+)\]\.?/.exec(error.field);
+      const index = at ? Number(at[1]) : 0;
+      const path = at ? error.field.slice(at[0].length) : error.field;
+      const detail = error.message.slice(error.field.length + 2);
+      const what = path === 'recordedAt' ? `recorded_at ${detail}` : path === '' ? detail : `${path}: ${detail}`;
+      throw new JournalImportError(index + 1, `event ${index}: ${what}`, { cause: error });
+    }
+    // checkToolEvidence measured the history as stored already; this is the transaction's own limit, kept in step.
+    if (error instanceof JournalFullError) throw new JournalImportError(events.length, error.message, { cause: error });
+    throw error;
+  }
+}
+
+/** The session of a parsed journal; refused (line 1) when the caller expected another one. */
+export function journalSession(events: readonly SessionEvent[], expected?: string): SessionId {
+  const sessionId = events[0]!.sessionId;
+  if (expected !== undefined && checkId<SessionId>('sessionId', expected) !== sessionId) {
+    throw new JournalImportError(1, `the journal belongs to session ${sessionId}, not ${expected}`);
+  }
+  return sessionId;
 }
 
 export async function importJournal(
@@ -69,10 +112,7 @@ export async function importJournal(
 ): Promise<ImportReport> {
   const owner = checkId<string>('owner', options?.owner);
   const events = parseJournal(text);
-  const sessionId = events[0]!.sessionId;
-  if (options.sessionId !== undefined && checkId<SessionId>('sessionId', options.sessionId) !== sessionId) {
-    throw new JournalImportError(1, `the journal belongs to session ${sessionId}, not ${options.sessionId}`);
-  }
+  const sessionId = journalSession(events, options.sessionId);
   const count = await backend.transact(sessionId, {}, decideImport(sessionId, owner, events));
   return { sessionId, events: count };
 }

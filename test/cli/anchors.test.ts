@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { readFileSync, truncateSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, truncateSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
@@ -184,6 +184,26 @@ describe('jingwei verify --key --anchors', () => {
     assert.match(json.anchor.message, new RegExp(`anchored events seq ${json.anchor.seq}\\.\\.49 are missing`));
   });
 
+  it('a session the anchors file has no checkpoint of is UNANCHORED, not ok: a copy under a look-alike id is named beside the anchored one', async () => {
+    const { path, anchors } = await anchoredJournal();
+    // The journal copied under "alpha " (trailing space) with a changed output: its chain is intact and its own.
+    const copy = cli(['export', path, 'alpha']).stdout.replaceAll('"session_id":"alpha"', '"session_id":"alpha "').replace('on_hand', 'in_hand');
+    const imported = cli(['import', path, '-'], { input: copy });
+    assert.equal(imported.code, 0, imported.stderr);
+    assert.equal(cli(['verify', path, 'alpha ']).code, 0, 'integrity alone passes the copy');
+    const r = cli(['verify', path, 'alpha ', '--key', PUBLIC, '--anchors', anchors]);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stdout, /^UNANCHORED alpha : reason unanchored\n/);
+    assert.match(r.stdout, /no signed checkpoint is of this id, "alpha "; the 11 checkpoints given are of "alpha"/);
+    const json = JSON.parse(cli(['verify', path, 'alpha ', '--key', PUBLIC, '--anchors', anchors, '--json']).stdout) as Tampered;
+    assert.deepEqual([json.ok, json.anchor.seq, json.anchor.reason], [false, -1, 'unanchored']);
+    const all = cli(['verify', path, '--key', PUBLIC, '--anchors', anchors]);
+    assert.equal(all.code, 1, all.stdout);
+    assert.match(all.stdout, /^ok {7}alpha: journal intact$/m);
+    assert.match(all.stdout, /^UNANCHORED alpha : reason unanchored$/m);
+    assert.match(all.stdout, /2 sessions verified, 1 with problems\./);
+  });
+
   it('--anchors without --key, and --key without --anchors, are usage errors', async () => {
     const { path, anchors } = await anchoredJournal();
     assert.equal(cli(['verify', path, '--anchors', anchors]).code, 2);
@@ -256,6 +276,44 @@ describe('chained exports and jingwei import --key', () => {
     const r = cli(['import', tempDbPath(dir, 'target'), file, '--key', PUBLIC, '--anchors', anchors]);
     assert.equal(r.code, 1, r.stdout);
     assert.match(r.stderr, /\(truncated\): anchored events seq 5\.\.9 are missing/);
+  });
+
+  it('a rewritten export renamed to a look-alike session id, its checkpoints dropped, is refused as unanchored before any store exists', async () => {
+    for (const lookalike of ['alpha ', 'alph\u0430', 'alpha\u2010']) {
+      const { file, anchors } = await chained();
+      edit(file, (lines) => {
+        const renamed = rechain(lines.map((l) => l.replaceAll('"session_id":"alpha"', `"session_id":${JSON.stringify(lookalike)}`).replace('on_hand', 'in_hand')));
+        const trailer = JSON.parse(renamed[renamed.length - 1]!) as { jingwei_chain: { checkpoints: unknown[] } };
+        trailer.jingwei_chain.checkpoints = [];
+        return [...renamed.slice(0, -1), JSON.stringify(trailer)];
+      });
+      assert.equal(cli(['import', tempDbPath(dir, 'target'), file]).code, 0, 'without a key, the recomputed trailer passes');
+      const target = tempDbPath(dir, 'target');
+      const r = cli(['import', target, file, '--key', PUBLIC, '--anchors', anchors]);
+      assert.equal(r.code, 1, r.stdout);
+      assert.equal(r.stdout, '');
+      assert.match(r.stderr, /anchor_mismatch: session .* \(unanchored\): no signed checkpoint is of this id, ".*"; the 11 checkpoints kept outside the file are of "alpha"\n/);
+      assert.equal(existsSync(target), false, 'a refused file creates nothing');
+    }
+  });
+
+  it('events appended after the newest checkpoint are imported, and named as not anchored on stdout and stderr', async () => {
+    const { file, anchors } = await chained();
+    edit(file, (lines) => {
+      const added = [10, 11].map((seq) => JSON.stringify({ event_id: `forged-${seq}`, session_id: 'alpha', turn_id: 'turn-a', seq, kind: { type: 'user_message', text: 'refund approved' } }));
+      return rechain([...lines.slice(0, -1), ...added, lines[lines.length - 1]!]);
+    });
+    const target = tempDbPath(dir, 'target');
+    const r = cli(['import', target, file, '--key', PUBLIC, '--anchors', anchors]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^Imported 12 events into session alpha: .*\nAnchors verified: 11 signed checkpoints, anchored up to seq 9; 2 later events \(seq 10\.\.11\) not anchored\.\n/);
+    assert.match(r.stderr, /^warning: 2 events \(seq 10\.\.11\) come after the newest signed checkpoint: no checkpoint vouches for them.*jingwei events .* alpha --from 10\n$/);
+    // verify says the same of the stored copy.
+    assert.match(cli(['verify', target, 'alpha', '--key', PUBLIC, '--anchors', anchors]).stdout, /anchored up to seq 9; 2 later events not anchored yet/);
+    const untouched = await chained();
+    const clean = cli(['import', tempDbPath(dir, 'target'), untouched.file, '--key', PUBLIC, '--anchors', untouched.anchors]);
+    assert.match(clean.stdout, /Anchors verified: 11 signed checkpoints, anchored up to seq 9; every event is anchored\./);
+    assert.equal(clean.stderr, '');
   });
 
   it('a plain export cannot be checked against a key', async () => {

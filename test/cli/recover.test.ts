@@ -42,6 +42,9 @@ it('plans the recovery of a SIGKILLed host\'s session without changing anything'
   assert.equal(planned.policy, 'retry_safe');
   assert.equal(planned.sessions.length, 1);
   assert.equal(planned.sessions[0]!.owner, 'crashing-host');
+  // The same field name as 'jingwei sessions --json': when the lease runs (ran) out.
+  assert.match(String((planned.sessions[0] as Record<string, unknown>).lease_expires_at), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+  assert.equal('lease_expired_at' in planned.sessions[0]!, false);
   assert.deepEqual(planned.sessions[0]!.calls.map((c) => [c.tool, c.reconciler_first, c.would]), [
     ['place_order', true, 'leave'],
     ['lookup', true, 'retry'],

@@ -94,6 +94,32 @@ describe('safe output', () => {
     assert.equal(wire[0]!.kind.text, `hi${ERASE}there\u009b31m`);
   });
 
+  it('verify, export --out, import and the list of sessions in a usage error escape session ids: no raw newline or colour', async () => {
+    // An id with the CLI's own colour sequence (which escapeOutput lets through as the CLI's) and a newline.
+    const id = 'ctl\u001b[31mRED\u001b[0m\nnewline\u202e-1';
+    const shown = /ctl\\u001B\[31mRED\\u001B\[0m\\u000Anewline\\u202E-1/;
+    const store = tempDbPath(dir, 'ids');
+    await writeStore(store, { [id]: evilHistory() });
+    const file = `${dir}/ids.jsonl`;
+    const runs: Array<[string, string[], number]> = [
+      ['verify', ['verify', store, 'newline'], 0],
+      ['verify (all)', ['verify', store], 0],
+      ['export --out', ['export', store, 'newline', '--out', file], 0],
+      ['import', ['import', tempDbPath(dir, 'ids-copy'), file], 0],
+      ['no such session', ['verify', store, 'nosuch'], 2],
+    ];
+    for (const [what, args, code] of runs) {
+      const r = cli(args);
+      assert.equal(r.code, code, `${what}: ${r.stdout}${r.stderr}`);
+      assertSafe(r.stdout, what);
+      assertSafe(r.stderr, `${what} (stderr)`);
+      assert.match(r.stdout + r.stderr, shown, `${what} shows the id as one escaped line`);
+      assert.doesNotMatch(r.stdout + r.stderr, /^newline/m, `${what} breaks the id over two lines`);
+    }
+    const json = JSON.parse(cli(['verify', store, 'newline', '--json']).stdout) as { session_id: string };
+    assert.equal(json.session_id, id, '--json still carries the exact id');
+  });
+
   it('a printed error escapes the journal text it quotes', () => {
     const r = cli(['inspect', path, 'broken']);
     assert.equal(r.code, 1);

@@ -29,6 +29,10 @@ const RUST_JOURNAL = [
   ev(7, '{"type":"done","status":"checkpointed"}'),
 ].join('\n') + '\n';
 
+/** RUST_JOURNAL with a recorded time on each of its first lines. */
+const timed = (times: readonly string[]): string =>
+  RUST_JOURNAL.split('\n').map((line, i) => (i < times.length ? line.replace(/"seq":(\d+),/, `"seq":$1,"recorded_at":"${times[i]}",`) : line)).join('\n');
+
 describe('jingwei export', () => {
   let path: string;
   before(async () => {
@@ -131,7 +135,8 @@ describe('jingwei import', () => {
     const target = tempDbPath(dir, 'stdin');
     const wrong = cli(['import', target, '-', '--session', 'someone-else'], { input: RUST_JOURNAL });
     assert.equal(wrong.code, 1);
-    assert.match(wrong.stderr, /belongs to session/);
+    assert.match(wrong.stderr, /import_rejected: line 1: the journal belongs to session/);
+    assert.equal(existsSync(target), false, 'a file of another session creates nothing');
     const r = cli(['import', target, '-', '--session', SESSION], { input: RUST_JOURNAL });
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /Imported 8 events/);
@@ -143,6 +148,11 @@ describe('jingwei import', () => {
       [RUST_JOURNAL.replace('"seq":5', '"seq":"5"'), /line 6:/],
       ['{"not":"an event"}\n', /line 1:/],
       ['', /line 1: the journal is empty/],
+      // Recorded times that go back: refused by line like every other problem of the file, not as a usage error.
+      [timed(['2026-12-01T10:00:00.000Z', '2026-12-01T10:00:01.000Z', '2026-12-01T10:00:02.000Z', '2020-01-01T00:00:00.000Z']),
+        /^error: jingwei import: import_rejected: line 4: event 3: recorded_at 2020-01-01T00:00:00\.000Z is earlier than the event before it \(2026-12-01T10:00:02\.000Z\)/],
+      // A record the store cannot journal: refused by line too, before the store exists.
+      [RUST_JOURNAL.replace('"amount":120', '"amount":1e20'), /^error: jingwei import: import_rejected: line 4: event 3: cannot be journaled: the integer 100000000000000000000/],
     ];
     for (const [text, message] of cases) {
       const file = `${dir}/bad-${Math.random().toString(16).slice(2)}.jsonl`;

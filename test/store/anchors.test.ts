@@ -5,7 +5,8 @@ import { describe, it } from 'node:test';
 import { AnchorError, InvalidInputError } from '../../src/errors.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import { checkAnchors, signCheckpoint, verifyCheckpoint, type Checkpoint } from '../../src/store/anchors.js';
-import { verifySessionAnchors } from '../../src/store/anchor-store.js';
+import { exportChainedJsonl, verifySessionAnchors } from '../../src/store/anchor-store.js';
+import { checkExportAnchors, splitChainTrailer } from '../../src/store/export-chain.js';
 
 const keys = generateKeyPairSync('ed25519');
 const message = (text: string) => [{ turnId: 't', kind: { type: 'user_message' as const, text } }];
@@ -49,6 +50,30 @@ describe('anchored owners', () => {
     await assert.rejects(store.acquire('s', { owner: 'h', anchor: { privateKey: keys.publicKey, sink: () => {} } }), InvalidInputError);
     await assert.rejects(store.acquire('s', { owner: 'h', anchor: { privateKey: keys.privateKey, sink: () => {}, every: 0 } }), InvalidInputError);
     assert.equal((await store.listSessions()).length, 0, 'a refused option acquires nothing');
+  });
+
+  it('nothing vouches for a session without a checkpoint of its own: checkAnchors, verifySessionAnchors and checkExportAnchors say unanchored', async () => {
+    const store = createMemoryStore();
+    const seen: Checkpoint[] = [];
+    const owner = await store.acquire('orders-1', { owner: 'h', anchor: { privateKey: keys.privateKey, sink: (c) => void seen.push(c) } });
+    await owner.append(message('refund 800'));
+    await owner.release();
+    // The same journal under a look-alike id (U+2010 for the hyphen), imported: a chain of its own, no checkpoint.
+    const lookalike = 'orders\u20101';
+    await store.importJsonl((await store.exportJsonl('orders-1')).replaceAll('"orders-1"', JSON.stringify(lookalike)), { owner: 'h' });
+    const unanchored = (e: unknown) => e instanceof AnchorError && e.reason === 'unanchored' && e.code === 'anchor_mismatch' && e.seq === -1 &&
+      e.message.includes(`no signed checkpoint is of this id, "${lookalike}"; the 2 checkpoints given are of "orders-1"`);
+    await assert.rejects(verifySessionAnchors(store, lookalike, { publicKey: keys.publicKey, checkpoints: seen }), unanchored);
+    assert.throws(() => checkAnchors(lookalike, [], 1, seen, keys.publicKey), unanchored);
+    assert.throws(() => checkAnchors('s', [], 1, [], keys.publicKey), /no checkpoints were given/);
+    assert.deepEqual(await verifySessionAnchors(store, 'orders-1', { publicKey: keys.publicKey, checkpoints: seen }), { checkpoints: 2, anchoredSeq: 0, unanchoredEvents: 0 });
+
+    // A chained export: the checkpoints it carries cannot vouch for it alone; those kept outside it must.
+    const text = await exportChainedJsonl(store, 'orders-1', seen);
+    const { journal, trailer } = splitChainTrailer(text);
+    assert.equal(trailer!.checkpoints.length, 2);
+    assert.throws(() => checkExportAnchors('orders-1', journal, trailer, keys.publicKey, []), /\(unanchored\): .*no checkpoints were kept outside the file/);
+    assert.deepEqual(checkExportAnchors('orders-1', journal, trailer, keys.publicKey, seen), { checkpoints: 2, anchoredSeq: 0, unanchoredEvents: 0 });
   });
 
   it('a checkpoint whose fields were changed no longer verifies', () => {

@@ -6,10 +6,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { decodeEvent, encodeEvent } from '../../src/event/codec.js';
-import { WireDecodeError } from '../../src/errors.js';
+import { JournalImportError, WireDecodeError } from '../../src/errors.js';
 import type { EventId } from '../../src/ids.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { createMemoryStore } from '../../src/store/memory.js';
+import { parseJournal } from '../../src/store/jsonl.js';
 import { cli, tamper } from '../cli/helpers.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
@@ -72,6 +73,22 @@ describe('recorded times', () => {
     const reopened = openSqliteStore(path);
     await assert.rejects(reopened.loadHistory('s'), { code: 'journal_corrupt' });
     await reopened.close();
+  });
+
+  it('an imported file whose times go back is refused at that line as import_rejected, by parseJournal and importJsonl alike, and nothing is written', async () => {
+    const times = ['2026-12-01T10:00:00.000Z', '2026-12-01T10:00:01.000Z', '2026-12-01T10:00:02.000Z', '2020-01-01T00:00:00.000Z', '2026-12-01T10:00:03.000Z'];
+    const text = times.map((at, seq) => JSON.stringify({ event_id: `e${seq}`, session_id: 's', turn_id: 't', seq, recorded_at: at, kind: { type: 'user_message', text: `m${seq}` } }) + '\n').join('');
+    const backwards = (e: unknown) => e instanceof JournalImportError && e.code === 'import_rejected' && e.line === 4 &&
+      e.message === 'line 4: event 3: recorded_at 2020-01-01T00:00:00.000Z is earlier than the event before it (2026-12-01T10:00:02.000Z); recorded times never decrease';
+    assert.throws(() => parseJournal(text), backwards);
+    for (const store of [createMemoryStore(), openSqliteStore(tempDbPath(dir, 'backwards'))]) {
+      await assert.rejects(store.importJsonl(text, { owner: 'h' }), backwards);
+      assert.deepEqual(await store.listSessions(), []);
+      await store.close();
+    }
+    // Equal times, and an event with no time between timed ones, are fine.
+    const fine = text.replace('2020-01-01T00:00:00.000Z', '2026-12-01T10:00:02.000Z').replace(/,"recorded_at":"2026-12-01T10:00:01.000Z"/, '');
+    assert.equal(parseJournal(fine).length, 5);
   });
 
   it('decode strictly: only the canonical ISO form with milliseconds; absent stays absent', () => {

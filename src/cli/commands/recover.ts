@@ -22,7 +22,7 @@ interface PlannedSession {
   readonly session_id: string;
   readonly owner: string | null;
   readonly epoch: number;
-  readonly lease_expired_at: string | null;
+  readonly lease_expires_at: string | null;
   readonly calls: readonly PlannedCall[];
   readonly problem: { readonly code: string; readonly message: string } | null;
 }
@@ -59,7 +59,7 @@ policy and reports what it did (docs/operator-guide.md).`,
           session_id: summary.sessionId,
           owner: summary.owner,
           epoch: summary.epoch,
-          lease_expired_at: summary.leaseExpiresAt === null ? null : new Date(summary.leaseExpiresAt).toISOString(),
+          lease_expires_at: summary.leaseExpiresAt === null ? null : new Date(summary.leaseExpiresAt).toISOString(),
         };
         try {
           planned.push({ ...base, calls: plan(await store.loadHistory(summary.sessionId), policy as RecoveryPolicy), problem: null });
@@ -80,7 +80,7 @@ policy and reports what it did (docs/operator-guide.md).`,
       out.line(`Dry run, policy ${policy}: ${plural(planned.length, 'abandoned session')}. Nothing was changed.`);
       for (const session of planned) {
         out.line();
-        out.line(s.bold(`Session ${safe(session.session_id)}`) + ` owner ${safe(session.owner ?? '-')}, epoch ${session.epoch}, lease expired ${session.lease_expired_at ?? '-'}`);
+        out.line(s.bold(`Session ${safe(session.session_id)}`) + ` owner ${safe(session.owner ?? '-')}, epoch ${session.epoch}, lease expired ${session.lease_expires_at ?? '-'}`);
         if (session.problem !== null) {
           out.line(s.red(`  ${session.problem.code}: ${safe(session.problem.message)}`));
           continue;

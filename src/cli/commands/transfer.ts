@@ -1,7 +1,8 @@
 import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { LIMITS } from '../../limits.js';
-import { exportJournal, parseJournal } from '../../store/jsonl.js';
+import { exportJournal, journalSession, parseJournal } from '../../store/jsonl.js';
 import { exportChainedJsonl } from '../../store/anchor-store.js';
+import type { AnchorReport } from '../../store/anchors.js';
 import { checkExportAnchors, splitChainTrailer } from '../../store/export-chain.js';
 import { exportRustJournal } from '../../store/rust-format.js';
 import { ANCHORS_OPTION, anchorOptions, KEY_OPTION, readCheckpointFile } from '../anchors.js';
@@ -10,7 +11,8 @@ import { JournalImportError, ToolRetryError } from '../../errors.js';
 import { attentionOf, attentionText } from '../assessment.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, StoreAccessError, UsageError } from '../exit.js';
-import { num, plural } from '../format.js';
+import { num, plural, safe } from '../format.js';
+import type { Printer } from '../io.js';
 import { loadSession, withStore } from '../session.js';
 
 /** Writes next to the destination and renames, so a failure never leaves half a journal under the real name. */
@@ -72,7 +74,7 @@ kind or failure category the original does not know.`,
         return EXIT.ok;
       }
       writeAtomically(target, text);
-      out.line(`Exported ${plural(history.length, 'event')} of session ${sessionId} to ${target} (${num(Buffer.byteLength(text))} bytes).`);
+      out.line(`Exported ${plural(history.length, 'event')} of session ${safe(sessionId)} to ${safe(target)} (${num(Buffer.byteLength(text))} bytes).`);
       return EXIT.ok;
     });
   },
@@ -99,6 +101,25 @@ function readJournalFile(file: string): string {
   }
 }
 
+/**
+ * What the anchors vouched for. Events after the newest checkpoint are imported, as verify reports them (not
+ * anchored yet: an owner anchors after its commit, so a crash or `every` > 1 leaves a legitimate tail), but nothing
+ * vouches for them, so they are named on stderr too.
+ */
+function reportAnchors(report: AnchorReport, store: string, id: string, out: Printer, err: Printer): void {
+  const upTo = report.anchoredSeq >= 0 ? `, anchored up to seq ${report.anchoredSeq}` : '';
+  if (report.unanchoredEvents === 0) {
+    out.line(`Anchors verified: ${plural(report.checkpoints, 'signed checkpoint')}${upTo}; every event is anchored.`);
+    return;
+  }
+  const first = report.anchoredSeq + 1;
+  const last = report.anchoredSeq + report.unanchoredEvents;
+  const range = first === last ? `seq ${first}` : `seq ${first}..${last}`;
+  out.line(`Anchors verified: ${plural(report.checkpoints, 'signed checkpoint')}${upTo}; ${plural(report.unanchoredEvents, 'later event')} (${range}) not anchored.`);
+  err.line(`warning: ${plural(report.unanchoredEvents, 'event')} (${range}) ${report.unanchoredEvents === 1 ? 'comes' : 'come'} after the newest signed checkpoint: no checkpoint vouches for them, ` +
+    `and they were imported as the file has them. Check them before relying on them: jingwei events ${safe(store)} ${id} --from ${first}`);
+}
+
 export const importCommand: Command = {
   name: 'import',
   summary: "import a JSONL journal (ours, or one from Jingwei for Rust) into a store, verified",
@@ -111,17 +132,23 @@ export const importCommand: Command = {
   },
   description: `
 Reads a JSONL journal (one wire event per line, as 'jingwei export' or the JSONL store of Jingwei for Rust writes it),
-verifies all of it (every record well-formed, one session, seq 0, 1, 2, ... in order, unique event ids, within
-100,000 events and 16 MiB), and stores it as a new session with a fresh hash chain. The session is left released,
-so a host can acquire it. A SQLite store file is created if it does not exist. Nothing is written unless the whole
-file is accepted; a session that already has events is never overwritten.
+verifies all of it (every record well-formed, one session, seq 0, 1, 2, ... in order, unique event ids, recorded
+times never going back, the tool evidence as recovery checks it, within 100,000 events and 16 MiB), and stores it as
+a new session with a fresh hash chain. The session is left released, so a host can acquire it. All of the file is
+checked before the store is opened: a rejected file (import_rejected, naming its first bad line) leaves the store
+untouched, and a missing SQLite file is not even created. A session that already has events is never overwritten.
 
 A file written by 'jingwei export --format chain' ends with a trailer of chain hashes: a line changed after export
 is refused by seq. With --key and --anchors, the file must also agree with every signed checkpoint of its session
 (those in the anchors file and those it carries), so an edit whose hashes were recomputed, a truncated file and a
-rolled-back epoch are refused too. --key needs --anchors: the checkpoints a file carries cannot vouch for it alone,
-since whoever rewrites or cuts the file can drop those that no longer match.`,
-  exitCodes: 'This command exits 1 when the file is rejected (the first bad line is named) or the session already has events.',
+rolled-back epoch are refused too. The anchors file must hold a checkpoint of the file's session: a file under a
+session id it has none of (a copy renamed to a look-alike id, with its checkpoints dropped) is refused as
+unanchored, naming the sessions it does have. Events after the newest checkpoint are imported as the file has
+them and reported as not anchored, on stdout and as a warning on stderr: nothing vouches for them (an owner signs
+after its commit, so a crash or 'every' > 1 leaves such a tail in a genuine journal). --key needs --anchors: the
+checkpoints a file carries cannot vouch for it alone, since whoever rewrites or cuts the file can drop those that
+no longer match.`,
+  exitCodes: 'This command exits 1 when the file is rejected (the first bad line is named), disagrees with the anchors or has none, or the session already has events.',
   examples: ['jingwei import journal.db demo.jsonl', 'jingwei export old.db s1 | jingwei import new.db -'],
   async run({ out, err, args, options }) {
     const owner = typeof options.owner === 'string' ? options.owner : 'jingwei-cli';
@@ -129,22 +156,28 @@ since whoever rewrites or cuts the file can drop those that no longer match.`,
     // match. Only checkpoints kept outside it (--anchors) catch a rewritten or truncated tail, as for verify.
     const keys = anchorOptions('import', options, true);
     const text = readJournalFile(args.file!);
-    const events = parseJournal(text); // rejected files never create or touch the store
+    // Every check of the file's content runs here: a rejected file never creates or touches the store.
+    const events = parseJournal(text);
+    const expected = typeof options.session === 'string' ? options.session : undefined;
+    const sessionId = journalSession(events, expected);
+    let anchored: AnchorReport | null = null;
     if (keys) {
       const { journal, trailer } = splitChainTrailer(text);
-      checkExportAnchors(events[0]!.sessionId, journal, trailer, keys.publicKey, keys.checkpoints);
+      anchored = checkExportAnchors(sessionId, journal, trailer, keys.publicKey, keys.checkpoints);
     }
     return withStore(args.store!, async (store) => {
-      const report = await store.importJsonl(text, { owner, ...(typeof options.session === 'string' ? { sessionId: options.session } : {}) });
-      out.line(`Imported ${plural(report.events, 'event')} into session ${report.sessionId}: verified, stored with a fresh hash chain, and left released.`);
+      const report = await store.importJsonl(text, { owner, ...(expected !== undefined ? { sessionId: expected } : {}) });
+      const id = safe(report.sessionId);
+      out.line(`Imported ${plural(report.events, 'event')} into session ${id}: verified, stored with a fresh hash chain, and left released.`);
+      if (anchored) reportAnchors(anchored, args.store!, id, out, err);
       try {
         const attention = attentionOf(assessSession(await store.loadHistory(report.sessionId)));
         out.line(attention.total > 0
-          ? `Calls needing attention: ${attentionText(attention)}. Run 'jingwei inspect ${args.store} ${report.sessionId}'.`
+          ? `Calls needing attention: ${attentionText(attention)}. Run 'jingwei inspect ${safe(args.store!)} ${id}'.`
           : 'No calls need attention.');
       } catch (error) {
         if (!(error instanceof ToolRetryError)) throw error;
-        err.line(`warning: recovery will refuse to plan from this journal: ${error.message}`);
+        err.line(`warning: recovery will refuse to plan from this journal: ${safe(error.message)}`);
       }
       return EXIT.ok;
     }, { create: true });

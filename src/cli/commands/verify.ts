@@ -8,7 +8,7 @@ import type { SessionStore } from '../../store/types.js';
 import { assessSession } from '../../tool/assess.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT } from '../exit.js';
-import { clip, num, plural } from '../format.js';
+import { clip, num, plural, safe } from '../format.js';
 import type { Io } from '../io.js';
 import { loadSession, withStore } from '../session.js';
 
@@ -121,8 +121,10 @@ Without --key this checks integrity only: a journal rewritten with its chain rec
 --key <public key> --anchors <file>, every session is also checked against the signed checkpoints of its chain
 head (see fileAnchorSink): an event changed under an anchored head (rewritten, with the first bad seq), anchored
 events missing (truncated, or a whole session gone), or an owner epoch lower than an anchored one (rolled_back) is
-reported, and so is a checkpoint the key did not sign.`,
-  exitCodes: 'This command exits 1 when a journal is corrupt or its tool evidence is invalid.',
+reported, and so is a checkpoint the key did not sign. A session the anchors file has no checkpoint of is reported
+UNANCHORED (reason unanchored), naming the sessions the file has checkpoints of: nothing vouches for it (a copy
+under a look-alike id passes integrity). Events after the newest checkpoint are reported as not anchored yet.`,
+  exitCodes: 'This command exits 1 when a journal is corrupt, its tool evidence is invalid, or (with --key) it disagrees with the anchors or has none.',
   examples: [
     'jingwei verify journal.db demo-1a2b3c4d',
     'jingwei verify journal.db            # every session',
@@ -147,10 +149,11 @@ reported, and so is a checkpoint the key did not sign.`,
       const s = out.style;
       if (verdicts.length === 0) out.line('No sessions in this store.');
       for (const v of verdicts) {
+        const id = safe(v.sessionId);
         if (v.ok) {
-          out.line(`${s.green('ok')}       ${v.sessionId}: journal intact`);
+          out.line(`${s.green('ok')}       ${id}: journal intact`);
           out.line(`         ${plural(v.events, 'event')}${v.events > 0 ? ` (seq 0..${v.events - 1} contiguous, event ids unique)` : ''}; hash chain verified up to the head on the owner row`);
-          if (v.epoch !== null) out.line(`         ownership epoch ${v.epoch}, ${v.held ? `held by ${v.owner}` : `released (last owner ${v.owner ?? '-'})`}`);
+          if (v.epoch !== null) out.line(`         ownership epoch ${v.epoch}, ${v.held ? `held by ${safe(v.owner ?? '-')}` : `released (last owner ${safe(v.owner ?? '-')})`}`);
           out.line(`         tool evidence valid: ${plural(v.calls, 'tool call')}, results paired with their calls, retries chained to their previous attempts`);
           if (v.tasks && v.tasks.covered.length > 0) out.line(`         task ledger matches the chain: ${v.tasks.covered.map((t) => clip(t, 40)).join(', ')}`);
           if (v.tasks && v.tasks.notCovered.length > 0) {
@@ -162,17 +165,21 @@ reported, and so is a checkpoint the key did not sign.`,
           } else {
             out.line(`         integrity only: no --key given, so the journal was not checked against signed anchors (a rewrite with a recomputed chain would pass)`);
           }
+        } else if ('anchor' in v && v.anchor.reason === 'unanchored') {
+          out.line(`${s.red('UNANCHORED')} ${id}: reason unanchored`);
+          out.line(`         ${safe(v.anchor.message)}`);
+          out.line(`         No signed checkpoint vouches for this journal, so only its integrity could be checked (a rewrite with a recomputed chain, or a copy under another id, would pass).`);
         } else if ('anchor' in v) {
-          out.line(`${s.red('TAMPERED')} ${v.sessionId}: ${v.anchor.seq >= 0 ? `seq ${v.anchor.seq}, ` : ''}reason ${v.anchor.reason}`);
-          out.line(`         ${v.anchor.message}`);
+          out.line(`${s.red('TAMPERED')} ${id}: ${v.anchor.seq >= 0 ? `seq ${v.anchor.seq}, ` : ''}reason ${v.anchor.reason}`);
+          out.line(`         ${safe(v.anchor.message)}`);
           out.line(`         The journal disagrees with a signed checkpoint of its head. Nothing was repaired.`);
         } else if ('corruption' in v) {
-          out.line(`${s.red('CORRUPT')}  ${v.sessionId}: seq ${v.corruption.seq}, reason ${v.corruption.reason}`);
-          out.line(`         ${v.corruption.message}`);
+          out.line(`${s.red('CORRUPT')}  ${id}: seq ${v.corruption.seq}, reason ${v.corruption.reason}`);
+          out.line(`         ${safe(v.corruption.message)}`);
           out.line(`         Nothing was repaired. Keep the file for investigation; restore the session from a verified export or backup.`);
         } else {
-          out.line(`${s.red('INVALID')}  ${v.sessionId}: tool evidence ${v.evidence.code}`);
-          out.line(`         ${v.evidence.message}`);
+          out.line(`${s.red('INVALID')}  ${id}: tool evidence ${v.evidence.code}`);
+          out.line(`         ${safe(v.evidence.message)}`);
           out.line(`         The journal's chain is intact, but recovery refuses to plan from this history.`);
         }
       }
