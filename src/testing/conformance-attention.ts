@@ -30,6 +30,10 @@ function call(taskId: string, key: OperationKey, id: CallId, effect: ToolEffect,
 const started = (callId: CallId): EventDraft => ({ turnId: turn, kind: { type: 'tool_started', callId } });
 const succeeded = (callId: CallId): EventDraft => ({ turnId: turn, kind: { type: 'tool_result', result: { callId, outcome: { status: 'succeeded', output: 'ok' } } } });
 
+/** Why the index cases did not run; a backend without the index also has no in-doubt guard. */
+const NO_INDEX = 'not run: this backend keeps no attention index (no scanAttention): store.attention() fails with store_failure, ' +
+  'and without findAttention the in-doubt guard is off';
+
 async function hasIndex(store: SessionStore): Promise<boolean> {
   try {
     await store.attention();
@@ -73,7 +77,7 @@ export function attentionRules(name: string, factory: Factory): void {
     it('the index follows each operation\'s latest attempt; the queue pages and filters it without loading journals', async (t) => {
       const { store } = await factory.open();
       if (!(await hasIndex(store))) {
-        t.skip('this backend keeps no attention index');
+        t.skip(NO_INDEX);
         return;
       }
       const a = await store.acquire('s-att-a', { owner: 'h' });
@@ -90,6 +94,8 @@ export function attentionRules(name: string, factory: Factory): void {
       await commitAs(b, { events: [started(c3), succeeded(c3)] });
 
       const all = await store.attention();
+      assert.deepEqual(new Set(all.items.map((i) => i.callId)), new Set([c1, c2]),
+        'attention() must list the two operations without a result: a backend stores every row of TxWrites.attention in the commit that carries it');
       assert.deepEqual(all.items.map((i) => i.callId), [c1, c2].sort((x, y) => {
         const kx = all.items.find((i) => i.callId === x)!.key;
         const ky = all.items.find((i) => i.callId === y)!.key;
@@ -127,7 +133,7 @@ export function attentionRules(name: string, factory: Factory): void {
       await assert.rejects(store.attention({ status: 'open' as never }), { code: 'invalid_input' });
 
       const inDoubt = await a.findInDoubt!({ taskId: 't-a', tool: 'mail', revision: 'v1', argsDigest: argumentsDigest({ to: 'a' }) });
-      assert.equal(inDoubt?.callId, c1);
+      assert.equal(inDoubt?.callId, c1, 'findInDoubt must find the started non-idempotent call: JournalBackend.findAttention (without it the in-doubt guard is off)');
       assert.equal(await a.findInDoubt!({ taskId: 't-a', tool: 'mail', revision: 'v2', argsDigest: argumentsDigest({ to: 'a' }) }), null);
 
       // A result of the latest attempt settles it: nothing left to look at in session a but the idempotent call.
@@ -138,7 +144,7 @@ export function attentionRules(name: string, factory: Factory): void {
     it('a review settles its call in the index: completed and not_executed resolve it, uncertain leaves it open', async (t) => {
       const { store } = await factory.open();
       if (!(await hasIndex(store))) {
-        t.skip('this backend keeps no attention index');
+        t.skip(NO_INDEX);
         return;
       }
       const owner = await store.acquire('s-att-review', { owner: 'h' });
@@ -148,7 +154,8 @@ export function attentionRules(name: string, factory: Factory): void {
       const [c1, c2] = [newCallId(), newCallId()];
       await commitAs(owner, { events: [call('t-r', newOperationKey(), c1, 'non_idempotent'), started(c1)] });
       await commitAs(owner, { events: [call('t-r', newOperationKey(), c2, 'unknown'), started(c2)] });
-      assert.deepEqual(new Set(await open()), new Set([c1, c2]));
+      assert.deepEqual(new Set(await open()), new Set([c1, c2]),
+        'attention() must list the two started calls: a backend stores every row of TxWrites.attention in the commit that carries it');
 
       await commitAs(owner, { events: [review(c1, 'uncertain')] });
       assert.deepEqual(new Set(await open()), new Set([c1, c2]), 'an uncertain review unblocks nothing');

@@ -14,13 +14,18 @@ import { attentionRules } from './conformance-attention.js';
 import { decisionInbox } from '../store/inbox.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { leaseRules, operationRules } from './lease-conformance.js';
+import { applyRules, concurrencyRules, NO_REOPEN } from './concurrency-conformance.js';
 
 export interface StoreConformanceOptions {
   /** Shown in the suite's title. */
   readonly name: string;
   /** A fresh, empty store; called once or twice per test. */
   open(): Promise<SessionStore> | SessionStore;
-  /** A second handle on the same data as `store` (for durable stores); omit to skip the two-handle test. */
+  /**
+   * A second handle on the same data as `store`, as a second process would open it. Without it the cases that need
+   * two handles (a second handle's reads and fencing, concurrent acquires, takeovers and appends) are reported as
+   * skipped, not passed.
+   */
   reopen?(store: SessionStore): Promise<SessionStore> | SessionStore;
   /** Disposes of a store the suite is done with (default: `store.close()`); called once per store, after it was closed or not. */
   close?(store: SessionStore): Promise<void> | void;
@@ -55,11 +60,16 @@ function resultDraft(callId: CallId): EventDraft {
 /** The tool-call and output charges of a snapshot (journal bytes are checked on their own). */
 const callsAndOutput = (charged: { toolCalls: number; toolOutputBytes: number }) => ({ toolCalls: charged.toolCalls, toolOutputBytes: charged.toolOutputBytes });
 
-async function rejects(promise: Promise<unknown>, code: string): Promise<void> {
-  await assert.rejects(promise, (error: unknown) => {
-    assert.equal((error as { code?: string }).code, code, `expected ${code}, got ${String(error)}`);
-    return true;
-  });
+/** Expects `promise` to fail with `code`; `why` says what a success would mean about the store. */
+async function rejects(promise: Promise<unknown>, code: string, why?: string): Promise<void> {
+  await assert.rejects(
+    promise,
+    (error: unknown) => {
+      assert.equal((error as { code?: string }).code, code, `expected ${code}, got ${String(error)}${why ? `: ${why}` : ''}`);
+      return true;
+    },
+    `expected ${code}, but the call succeeded${why ? `: ${why}` : ''}`,
+  );
 }
 
 function storeRules(name: string, factory: StoreFactory): void {
@@ -71,7 +81,9 @@ function storeRules(name: string, factory: StoreFactory): void {
       const first = await owner.append([message('one'), message('two')]);
       const second = await owner.append([message('three')]);
       assert.deepEqual([...first, ...second].map((e) => e.seq), [0, 1, 2]);
-      assert.deepEqual(await store.loadHistory('s-order'), [...first, ...second]);
+      const history = await store.loadHistory('s-order');
+      assert.equal(history.length, 3, `loadHistory returned ${history.length} events after appends acknowledged 3: every write transact resolved must be stored, all of it (a commit acknowledged but lost?)`);
+      assert.deepEqual(history, [...first, ...second], 'loadHistory must return exactly the acknowledged events, in seq order, as appended');
       assert.deepEqual(await store.loadHistory('never-written'), []);
       await store.close();
     });
@@ -102,7 +114,8 @@ function storeRules(name: string, factory: StoreFactory): void {
       await rejects(a.append([message('late')]), 'stale_owner');
       const sessions = await store.listSessions();
       const row = sessions.find((s) => s.sessionId === 's-release');
-      assert.equal(typeof row?.leaseExpiresAt, 'number');
+      assert.equal(typeof row?.leaseExpiresAt, 'number',
+        `lease: listSessions() reports leaseExpiresAt ${String(row?.leaseExpiresAt)} for a held session: a backend must store SessionRow.leaseExpiresAt exactly as written`);
       assert.deepEqual(row, { sessionId: 's-release', events: 0, epoch: 2, owner: 'host-b', held: true, leaseExpiresAt: row!.leaseExpiresAt, leaseExpired: false });
       await store.close();
     });
@@ -127,7 +140,8 @@ function storeRules(name: string, factory: StoreFactory): void {
         taskId: 't1', sessionId: 's-task', state: 'running', limits: { toolCalls: 2, toolOutputBytes: 16 * 1024 * 1024, journalBytes: 8 * 1024 * 1024 },
         charged: { toolCalls: 0, toolOutputBytes: 0, journalBytes: 0 }, reservedOutputBytes: 0, stopReason: null,
       });
-      assert.deepEqual(await owner.startTask('t1', { limits: { toolCalls: 99 } }), t);
+      assert.deepEqual(await owner.startTask('t1', { limits: { toolCalls: 99 } }), t,
+        'starting t1 again must return the stored task unchanged: the task row (TxWrites.task) commits with the events and owner row beside it');
       await rejects(owner.startTask('t-bad', { limits: { toolCalls: -1 } }), 'invalid_input');
       await rejects(owner.startTask('t-bad', { limits: { toolOutputBytes: 1.5 } }), 'invalid_input');
       await rejects(owner.task('missing'), 'task_not_found');
@@ -142,7 +156,8 @@ function storeRules(name: string, factory: StoreFactory): void {
       const stopped = await owner.stopTask('t1', 'operator pressed stop');
       assert.equal(stopped.state, 'stopped');
       assert.equal(stoppedBy, 'operator pressed stop');
-      await rejects(commitAs(owner, { events: [callDraft('t1', newOperationKey())], budget: { taskId: 't1' as TaskId, admit: { maxOutputBytes: 10 } } }), 'task_not_running');
+      await rejects(commitAs(owner, { events: [callDraft('t1', newOperationKey())], budget: { taskId: 't1' as TaskId, admit: { maxOutputBytes: 10 } } }), 'task_not_running',
+        'stopTask resolved, so the task row must be stored as stopped (a lost commit?)');
       assert.equal((await owner.startTask('t1')).state, 'stopped', 'a start never reopens a task');
       await owner.startTask('t2');
       assert.equal((await owner.completeTask('t2')).state, 'completed');
@@ -329,7 +344,7 @@ function storeRules(name: string, factory: StoreFactory): void {
       await owner.append([message('hello')]);
       await commitAs(owner, { events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
       const jsonl = await store.exportJsonl('s-export');
-      assert.equal(jsonl.trim().split('\n').length, 3);
+      assert.equal(jsonl.trim().split('\n').length, 3, `exportJsonl must hold the three acknowledged events: every write transact resolved must be stored, all of it (a commit acknowledged but lost?)`);
       await rejects(store.importJsonl(jsonl, { owner: 'importer' }), 'session_exists');
       const { store: target } = await factory.open();
       const report = await target.importJsonl(jsonl, { owner: 'importer' });
@@ -368,9 +383,9 @@ function storeRules(name: string, factory: StoreFactory): void {
       await store.close();
     });
 
-    it('a second handle sees committed events and is fenced like any other writer', async () => {
+    it('a second handle sees committed events and is fenced like any other writer', async (t) => {
       const { store, reopen } = await factory.open();
-      if (!reopen) return;
+      if (!reopen) return t.skip(NO_REOPEN);
       const a = await store.acquire('s-handles', { owner: 'a' });
       await a.append([message('from a')]);
       const other = await reopen();
@@ -448,6 +463,7 @@ function draftValidation(name: string, factory: StoreFactory): void {
       await commitAs(owner, { events: [callDraft(task, newOperationKey(), call)], budget: { taskId: task, admit: { maxOutputBytes: 16 } } });
       await commitAs(owner, { events: [resultDraft(call)], budget: { taskId: task, settle: { chargeOutputBytes: 2 } } });
       const lines = (await store.exportJsonl('s-forged')).trim().split('\n');
+      assert.equal(lines.length, 3, `exportJsonl must hold the task's start, the call and its result: every write transact resolved must be stored, all of it (a commit acknowledged but lost?)`);
       // Line 0 is the task's start, line 2 the result.
       const second = JSON.parse(lines[2]!) as Record<string, unknown>;
       const forged = [...lines, JSON.stringify({ ...second, event_id: 'evt-forged', seq: 3 })].join('\n') + '\n';
@@ -529,9 +545,13 @@ function inboxRules(name: string, factory: StoreFactory): void {
       const binding: ApprovalBinding = { taskId: task, key, tool: 'probe', revision: 'v1', argumentsDigest: 'a'.repeat(64) };
       const at = '2026-12-01T00:00:00.000Z';
       await commitAs(owner, { events: [callDraft(task, key, callId)], approval: { request: { id: 'approval_1', callId, binding, note: null, at } } });
-      assert.equal((await inbox.get('approval_1'))?.state, 'open');
+      assert.equal((await inbox.get('approval_1'))?.state, 'open',
+        'the approval request committed with its call must be stored in the inbox (TxWrites.decisions, in the same transaction)');
       await inbox.approve('approval_1', { actor: 'alice' });
-      await rejects(inbox.approve('approval_1', { actor: 'bob' }), 'decision_stale');
+      assert.equal((await inbox.get('approval_1'))?.state, 'decided',
+        'once approve() resolved, inbox.get() must read the approval as decided: transactDecision stores the row decide returns and hands the next decide the row as stored now, never an older copy');
+      await rejects(inbox.approve('approval_1', { actor: 'bob' }), 'decision_stale',
+        'a decision already decided was decided again: transactDecision must hand decide the row as it is stored now (locked), not an older copy');
       await rejects(inbox.deny('approval_none', { actor: 'bob' }), 'decision_not_found');
       assert.equal((await owner.decidedApproval?.(task, key))?.id, 'approval_1');
       const other = { ...binding, argumentsDigest: 'b'.repeat(64) };
@@ -556,7 +576,9 @@ function inboxRules(name: string, factory: StoreFactory): void {
  * SessionStore must show (ordering, fencing, release, id checks, tasks and budgets, settlement of abandoned
  * reservations, the latest-attempt check, history limits, JSONL export and import, write-time validation,
  * store_closed after close(), recorded times, the attention index and its queue, the decision inbox, leases and
- * `takeover: 'expired'`, and, with `reopen`, a second handle). Each test opens its own fresh stores.
+ * `takeover: 'expired'`, the backend's own refusal of a stale owner-row write, and, with `reopen`, a second handle
+ * and concurrent acquires, takeovers and appends over two handles; without `reopen` those cases are reported as
+ * skipped). Each test opens its own fresh stores. The cases are `node:test`'s: run the file with `node --test`.
  */
 export function runStoreConformance(options: StoreConformanceOptions): void {
   if (typeof options?.name !== 'string' || typeof options.open !== 'function') {
@@ -585,5 +607,7 @@ export function runStoreConformance(options: StoreConformanceOptions): void {
     inboxRules(options.name, factory);
     leaseRules(options.name, factory);
     operationRules(options.name, factory);
+    concurrencyRules(options.name, factory);
+    applyRules(options.name, factory);
   });
 }

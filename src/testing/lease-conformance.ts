@@ -1,7 +1,8 @@
 /**
  * Store conformance for leases and for the operation lookup of caller keys (docs/design.md#leases): every store records the holder's lease, renews it on writes
  * and heartbeats, lists expired ones, and lets `takeover: 'expired'` take over only a session whose lease ran out.
- * No case asserts a timing: each waits, by polling the store, for the order of events it needs.
+ * No case asserts a timing: each waits, by polling the store, for the order of events it needs, up to a deadline far
+ * beyond any lease it sets, so that a store that never gets there fails naming the lease rule instead of hanging.
  */
 import { commitAs } from '../store/owner-commit.js';
 import assert from 'node:assert/strict';
@@ -15,6 +16,8 @@ interface LeaseStoreFactory {
 }
 
 const SHORT = 100;
+/** How long a poll waits for what a SHORT lease makes happen within a few hundred milliseconds. */
+const DEADLINE_MS = 5_000;
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 async function code(promise: Promise<unknown>): Promise<string | undefined> {
@@ -26,9 +29,20 @@ async function code(promise: Promise<unknown>): Promise<string | undefined> {
   }
 }
 
-/** Waits until the store lists `sessionId` as expired (the store's clock decides; there is no deadline here). */
+/** Waits until the store lists `sessionId` as expired (the store's clock decides), failing after DEADLINE_MS. */
 async function untilExpired(store: SessionStore, sessionId: string): Promise<void> {
-  while (!(await store.listExpiredSessions()).some((s) => s.sessionId === sessionId)) await pause(SHORT / 4);
+  const deadline = Date.now() + DEADLINE_MS;
+  while (!(await store.listExpiredSessions()).some((s) => s.sessionId === sessionId)) {
+    if (Date.now() > deadline) {
+      const row = (await store.listSessions()).find((s) => s.sessionId === sessionId);
+      assert.fail(
+        `lease: session ${sessionId}, held under a ${SHORT} ms lease that nobody renews, was still not listed as expired after ` +
+        `${DEADLINE_MS} ms (listSessions: held ${String(row?.held)}, leaseExpiresAt ${String(row?.leaseExpiresAt)}, leaseExpired ${String(row?.leaseExpired)}). ` +
+        'A backend must store SessionRow.leaseExpiresAt exactly as written, and now() must read a clock that advances.',
+      );
+    }
+    await pause(SHORT / 4);
+  }
 }
 
 async function leaseOf(store: SessionStore, sessionId: string): Promise<number | null> {
@@ -43,13 +57,14 @@ export function leaseRules(name: string, factory: LeaseStoreFactory): void {
       assert.equal(owner.heartbeating, true);
       const [summary] = await store.listSessions();
       assert.equal(summary!.held, true);
-      assert.equal(typeof summary!.leaseExpiresAt, 'number');
-      assert.equal(summary!.leaseExpired, false);
+      assert.equal(typeof summary!.leaseExpiresAt, 'number',
+        `lease: acquire wrote a lease, but listSessions() reports leaseExpiresAt ${String(summary!.leaseExpiresAt)}: a backend must store SessionRow.leaseExpiresAt exactly as written`);
+      assert.equal(summary!.leaseExpired, false, 'lease: a lease just written is not expired');
       assert.deepEqual(await store.listExpiredSessions(), []);
       await owner.release();
       assert.equal(owner.heartbeating, false);
       const [released] = await store.listSessions();
-      assert.equal(released!.leaseExpiresAt, null);
+      assert.equal(released!.leaseExpiresAt, null, 'lease: release() writes leaseExpiresAt null, and the backend must store it');
       assert.equal(released!.leaseExpired, false);
       await store.close();
     });
@@ -106,9 +121,12 @@ export function leaseRules(name: string, factory: LeaseStoreFactory): void {
       await owner.append([{ turnId: 't' as never, kind: { type: 'user_message', text: 'alive after all' } }]);
       const afterWrite = (await leaseOf(store, 'l-renew'))!;
       assert.ok(afterWrite > before, 'a write renews the lease from the store clock');
+      // A pause, so that the renewal's expiry differs from the write's and a renewal left unstored shows.
+      await pause(SHORT / 4);
       const renewed = await owner.renewLease();
       assert.ok(renewed >= afterWrite);
-      assert.equal(await leaseOf(store, 'l-renew'), renewed);
+      assert.equal(await leaseOf(store, 'l-renew'), renewed,
+        'lease: renewLease() (a write of the owner row alone, as a heartbeat makes) must store the leaseExpiresAt it wrote');
       await store.close();
     });
 
@@ -116,7 +134,11 @@ export function leaseRules(name: string, factory: LeaseStoreFactory): void {
       const { store } = await factory.open();
       const fenced: SessionOwner = await store.acquire('l-fenced', { owner: 'host-a', leaseMs: SHORT });
       await store.acquire('l-fenced', { owner: 'host-b', takeover: true });
-      while (fenced.heartbeating) await pause(SHORT / 4);
+      const deadline = Date.now() + DEADLINE_MS;
+      while (fenced.heartbeating) {
+        assert.ok(Date.now() < deadline, `lease: the heartbeat of a fenced owner (a ${SHORT} ms lease) still ran after ${DEADLINE_MS} ms: its renewal must fail with stale_owner`);
+        await pause(SHORT / 4);
+      }
       assert.equal(await code(fenced.renewLease()), 'stale_owner');
       await store.close();
     });
@@ -170,7 +192,7 @@ export function operationRules(name: string, factory: LeaseStoreFactory): void {
         budget: { taskId: 'o-task' as TaskId, settle: { chargeOutputBytes: 2 } },
       });
       const found = await owner.readOperation('o-task', 'order-1');
-      assert.equal(found?.callId, id);
+      assert.equal(found?.callId, id, 'readOperation must find the attempt just committed (its operation row and its events)');
       // seq 0 is the task's start.
       assert.equal(found?.callEvent.seq, 1);
       assert.equal(found?.startedEvent, null);
@@ -192,7 +214,9 @@ export function operationRules(name: string, factory: LeaseStoreFactory): void {
       } catch (error) {
         refusal = error;
       }
-      assert.equal((refusal as { code?: string }).code, 'operation_in_doubt');
+      assert.equal((refusal as { code?: string } | undefined)?.code, 'operation_in_doubt',
+        `a second commit expecting a new operation must fail with operation_in_doubt, got ${refusal === undefined ? 'success' : String(refusal)}: ` +
+        "the first attempt's operation row must be stored with its commit (TxWrites.operations)");
       assert.equal((refusal as { callId?: string }).callId, first);
       assert.deepEqual((await store.loadHistory('o-new')).map((e) => e.kind.type), ['task_ledger', 'tool_call']);
       await store.close();
