@@ -16,14 +16,14 @@ import type { Ajv2020 } from 'ajv/dist/2020.js';
 import { compileInputSchema, createSchemaAjv } from '../tool/schema-ajv.js';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InvalidInputError, McpUnavailableError, ToolBodyError } from '../errors.js';
-import { hasLoneSurrogate } from '../ids.js';
 import type { ToolEffect, ToolEffectContract } from '../event/types.js';
 import { jsonDigest } from '../json/canonical.js';
 import type { JsonObject, JsonValue } from '../json/types.js';
 import { LIMITS } from '../limits.js';
-import { truncateUtf8, utf8Length } from '../text.js';
+import { truncateUtf8 } from '../text.js';
 import { externalIdempotencyKey } from '../tool/idempotency.js';
 import { ToolMetadata } from '../tool/metadata.js';
+import { toolNameProblem } from '../tool/names.js';
 import type { Tool, ToolDenial } from '../tool/types.js';
 
 /** The `_meta` key under which each `tools/call` carries `externalIdempotencyKey(request)`, the same on every attempt. */
@@ -133,23 +133,6 @@ function runtimeSchema(ajv: Ajv2020, schema: McpToolDescription['inputSchema']):
     return `its input schema does not compile as JSON Schema 2020-12: ${(error as Error).message}`;
   }
   return copy as JsonObject;
-}
-
-/** Control characters, bidi and other invisible format overrides: the runtime's rule for tool names (src/tool/runtime.ts). */
-const NAME_FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]/;
-
-/**
- * Why createToolRuntime would refuse `name` as a tool name, or null: empty, over LIMITS.maxToolNameBytes, a lone
- * surrogate, or a control or format character (the same rule; test/bridges/mcp-listing.test.ts checks they agree).
- */
-function toolNameProblem(name: string): string | null {
-  if (name.length === 0) return 'is empty';
-  const bytes = utf8Length(name);
-  if (bytes > LIMITS.maxToolNameBytes) return `is ${bytes} UTF-8 bytes, at most ${LIMITS.maxToolNameBytes} allowed`;
-  if (hasLoneSurrogate(name)) return 'contains a lone surrogate (malformed UTF-16)';
-  const bad = NAME_FORBIDDEN.exec(name);
-  if (bad) return `contains the control or format character U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
-  return null;
 }
 
 interface McpContent {
@@ -303,7 +286,7 @@ export function importFromSource(
     }
     const nameProblem = toolNameProblem(name);
     if (nameProblem !== null) {
-      skipped.push({ mcpName: description.name, reason: `its tool name${name === description.name ? '' : ' (with the prefix)'} ${nameProblem}: createToolRuntime would refuse it` });
+      skipped.push({ mcpName: description.name, reason: `its tool name${name === description.name ? '' : ' (with the prefix)'} ${nameProblem.reason}: createToolRuntime would refuse it` });
       continue;
     }
     const schema = runtimeSchema(ajv, description.inputSchema);

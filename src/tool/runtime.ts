@@ -2,7 +2,7 @@ import { InvalidInputError, JsonParseError, OperationInDoubtError, ToolConfigErr
 import type { EventDraft, SessionEvent, ToolApprovalRecord, ToolCall, ToolOperation, ToolResult } from '../event/types.js';
 import type { ApprovalChange } from '../store/types.js';
 import { approvalBinding, operatorDecision, pendingApproval } from './durable-approval.js';
-import { checkId, hasLoneSurrogate, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
+import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import { checkCanonicalJson, jsonEquals } from '../json/canonical.js';
 import { deepFreeze } from '../json/freeze.js';
 import { parseStringifiedJson } from '../json/parse.js';
@@ -14,6 +14,7 @@ import { checkRuntimeConfig, checkSignal } from './runtime-config.js';
 import { askApproval, checkAvailability, checkGrantAndSchema, checkInDoubt, failure, hostFailure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
 import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
+import { toolNameProblem } from './names.js';
 import { DEFAULT_CONTRACT } from './metadata.js';
 import { compileInputSchema, createSchemaAjv } from './schema-ajv.js';
 import { planSourceRow, ToolRetryPlan } from './retry-plan.js';
@@ -35,13 +36,11 @@ function positive(field: string, value: number | undefined, fallback: number, ma
  * value parsed back from it under the journal's bounds (plain JSON, detached from the caller's object).
  */
 function preflight(name: unknown, args: unknown): { text: string; value: JsonValue; bytes: number } {
-  if (typeof name !== 'string' || name.length === 0) throw new ToolPreflightError('empty_name', 'the tool name is empty');
-  const nameBytes = utf8Length(name);
-  if (nameBytes > LIMITS.maxToolNameBytes) {
-    throw new ToolPreflightError('name_too_long', `the tool name is ${nameBytes} bytes, at most ${LIMITS.maxToolNameBytes} allowed`);
+  if (typeof name !== 'string') throw new ToolPreflightError('empty_name', 'the tool name is empty');
+  const problem = toolNameProblem(name);
+  if (problem !== null) {
+    throw new ToolPreflightError(problem.code, `the tool name ${problem.reason}${problem.code === 'malformed_name' ? '; use plain text' : ''}`);
   }
-  const malformed = malformedNameReason(name);
-  if (malformed !== null) throw new ToolPreflightError('malformed_name', `the tool name ${malformed}; use plain text`);
   try {
     checkCanonicalJson(args);
   } catch (error) {
@@ -72,17 +71,6 @@ function checkOperationKey(key: unknown): OperationKey {
     throw new ToolPreflightError('invalid_options', 'operationKey may hold letters, digits and ._:/@- only, starting with a letter or digit');
   }
   return key as OperationKey;
-}
-
-/** Control characters, bidi and other invisible format overrides: never part of a tool name. */
-const NAME_FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]/;
-
-/** Why `name` is not well-formed text for a tool name, or null. */
-function malformedNameReason(name: string): string | null {
-  if (hasLoneSurrogate(name)) return 'contains a lone surrogate (malformed UTF-16)';
-  const bad = NAME_FORBIDDEN.exec(name);
-  if (bad) return `contains the control or format character U+${bad[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
-  return null;
 }
 
 /**

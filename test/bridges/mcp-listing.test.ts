@@ -79,7 +79,7 @@ describe('MCP tools the runtime could not hold', () => {
     const reasons = imported.skipped.map((s) => s.reason);
     assert.match(reasons[0]!, /contains the control or format character U\+202E: createToolRuntime would refuse it/);
     assert.match(reasons[1]!, /lists 2 tools with this name/);
-    assert.match(reasons[2]!, /is 300 UTF-8 bytes, at most 256 allowed/);
+    assert.match(reasons[2]!, /is 300 bytes, at most 256 allowed/);
     assert.match(reasons[3]!, /lone surrogate/);
     assert.match(reasons[4]!, /cannot be digested: .*lone surrogate/);
 
@@ -93,7 +93,7 @@ describe('MCP tools the runtime could not hold', () => {
     // The name judged is the Jingwei name, prefix included.
     const prefixed = await importMcpTools(client, { prefix: 'x'.repeat(251) });
     assert.deepEqual(prefixed.manifest.map((m) => m.name), []);
-    assert.match(prefixed.skipped.find((s) => s.mcpName === 'lookup')!.reason, /^its tool name \(with the prefix\) is 257 UTF-8 bytes, at most 256 allowed/);
+    assert.match(prefixed.skipped.find((s) => s.mcpName === 'lookup')!.reason, /^its tool name \(with the prefix\) is 257 bytes, at most 256 allowed/);
     await client.close();
   });
 
