@@ -92,12 +92,12 @@ describe('jingwei console in a browser', { skip: skip ?? false }, () => {
     assert.match(await noticeOf(page, 'done'), /Recorded review review_\S+: not_executed by alice/);
 
     // Approve one pending approval and deny the other, from their call pages.
-    await page.goto(`${consoleProcess.origin}/`);
+    await page.goto(`${consoleProcess.base}/`);
     await page.locator(`#approval-rows tr[data-request="${toApprove.requestId}"] a`).first().click();
     await page.locator('#a-reason').fill('customer confirmed the refund by phone');
     await page.locator('#approval-form button[value=approve]').click();
     assert.match(await noticeOf(page, 'done'), new RegExp(`Approved ${toApprove.requestId} as alice`));
-    await page.goto(`${consoleProcess.origin}/session/${toDeny.session}/call/${toDeny.callId}`);
+    await page.goto(`${consoleProcess.base}/session/${toDeny.session}/call/${toDeny.callId}`);
     await page.locator('#a-reason').fill('duplicate refund request');
     await page.locator('#approval-form button[value=deny]').click();
     assert.match(await noticeOf(page, 'done'), new RegExp(`Denied ${toDeny.requestId} as alice`));
@@ -137,17 +137,17 @@ describe('jingwei console in a browser', { skip: skip ?? false }, () => {
     }
 
     // The session's timeline now shows both attempts of the operation, the review and the retry's success.
-    await page.goto(`${consoleProcess.origin}/session/invoices-2c81`);
+    await page.goto(`${consoleProcess.base}/session/invoices-2c81`);
     assert.match(await textOf(page.locator('#timeline')), /send_invoice · 2 attempts/);
     assert.equal(await page.locator(`#timeline a[data-call="${recovered.retried[0]!.retryCallId}"]`).count(), 1);
     assert.match(await textOf(page.locator('dl.fields')), /released \(last owner host-b\)/);
     await shot(page, 'timeline');
 
     // The queue no longer lists the call; the page of the resolved call refuses a new review, with the reason.
-    await page.goto(`${consoleProcess.origin}/`);
+    await page.goto(`${consoleProcess.base}/`);
     await page.locator('#live-state b').waitFor();
     assert.equal(await page.locator(`#queue-rows tr[data-call="${callId}"]`).count(), 0);
-    await page.goto(`${consoleProcess.origin}/session/invoices-2c81/call/${callId}`);
+    await page.goto(`${consoleProcess.base}/session/invoices-2c81/call/${callId}`);
     assert.match(await textOf(page.locator('#no-review')), /No review can be recorded: the call is resolved: .*attempt 2 .* succeeded/);
   });
 });

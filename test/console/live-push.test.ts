@@ -67,6 +67,7 @@ describePostgres('the live queue on PostgreSQL is pushed', (url) => {
     try {
       const port = Number(new URL(running.origin).port);
       const token = new URL(running.link).searchParams.get('token')!;
+      const prefix = new URL(running.base).pathname;
       const events: string[] = [];
       let arrived!: (data: string) => void;
       let wanted = '';
@@ -75,7 +76,7 @@ describePostgres('the live queue on PostgreSQL is pushed', (url) => {
         setTimeout(() => rej(new Error(`the stream did not send the new request; it sent ${events.length} events`)), 60_000).unref();
       });
       const first = new Promise<void>((resolveFirst, reject) => {
-        const req = request({ host: '127.0.0.1', port, path: '/events', headers: { Host: `127.0.0.1:${port}`, Cookie: `jingwei_console=${token}` } }, (res) => {
+        const req = request({ host: '127.0.0.1', port, path: `${prefix}/events`, headers: { Host: `127.0.0.1:${port}`, Cookie: `jingwei_console=${token}` } }, (res) => {
           assert.equal(res.statusCode, 200);
           res.setEncoding('utf8');
           let buffer = '';

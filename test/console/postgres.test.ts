@@ -20,13 +20,13 @@ describePostgres('jingwei console on PostgreSQL', (url) => {
       const c = await startConsoleProcess(target.toString(), ['--actor', 'carol']);
       try {
         const cookie = await login(c);
-        const queue = await http(c.port, 'GET', '/', { cookie });
+        const queue = await http(c.port, 'GET', c.path('/'), { cookie });
         assert.equal(queue.status, 200);
         assert.match(queue.body, new RegExp(`data-request="${request.requestId}"`));
-        const page = await http(c.port, 'GET', `/session/${request.session}/call/${request.callId}`, { cookie });
+        const page = await http(c.port, 'GET', c.path(`/session/${request.session}/call/${request.callId}`), { cookie });
         assert.equal(page.status, 200);
         const csrf = hidden(page.body, 'csrf');
-        const approved = await http(c.port, 'POST', `/approval/${request.requestId}`, { cookie, form: { csrf, decision: 'approve', reason: 'checked' } });
+        const approved = await http(c.port, 'POST', c.path(`/approval/${request.requestId}`), { cookie, form: { csrf, decision: 'approve', reason: 'checked' } });
         assert.equal(approved.status, 200, said(approved));
         assert.match(said(approved), new RegExp(`Approved ${request.requestId} as carol`));
       } finally {

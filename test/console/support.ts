@@ -36,8 +36,14 @@ export interface ConsoleProcess {
   readonly proc: ChildProcessWithoutNullStreams;
   readonly link: string;
   readonly origin: string;
+  /** The console's random path, `/<prefix>`: every page is under it (`path` below prepends it). */
+  readonly prefix: string;
+  /** The origin and the prefix: `base + '/session/…'` is a page. */
+  readonly base: string;
   readonly port: number;
   readonly token: string;
+  /** A page's path under the console's prefix: `path('/')` is the queue. */
+  path(page: string): string;
   stop(): Promise<void>;
 }
 
@@ -51,15 +57,19 @@ export function startConsoleProcess(db: string, args: readonly string[]): Promis
     const onExit = () => reject(new Error(`the console exited before printing its link: ${stderr}`));
     proc.once('exit', onExit);
     createInterface({ input: proc.stdout }).on('line', (line) => {
-      const m = /^Open: (http:\/\/127\.0\.0\.1:(\d+))\/\?token=([A-Za-z0-9_-]+)$/.exec(line);
+      const m = /^Open: (http:\/\/127\.0\.0\.1:(\d+))(\/[A-Za-z0-9_-]{16,})\/\?token=([A-Za-z0-9_-]+)$/.exec(line);
       if (!m) return;
       proc.off('exit', onExit);
+      const prefix = m[3]!;
       resolve({
         proc,
-        link: `${m[1]}/?token=${m[3]}`,
+        link: `${m[1]}${prefix}/?token=${m[4]}`,
         origin: m[1]!,
+        prefix,
+        base: `${m[1]}${prefix}`,
         port: Number(m[2]),
-        token: m[3]!,
+        token: m[4]!,
+        path: (page: string) => `${prefix}${page}`,
         stop: async () => {
           if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
           await exited;
@@ -78,6 +88,23 @@ export async function crashAfterEffect(db: string, effects: string, session: str
   const exit = await host.exited;
   if (exit.signal !== 'SIGKILL') throw new Error(`the host was not killed: ${JSON.stringify(exit)}`);
   return line.callId;
+}
+
+/**
+ * Resolves once the lease of the SIGKILLed host on `session` has run out (a review of a call whose host may still
+ * be running is refused, call_in_flight); a guard fails the test if it never does.
+ */
+export async function leaseExpired(db: string, session: string): Promise<void> {
+  const store = openSqliteStore(db);
+  try {
+    for (const deadline = Date.now() + 30_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
+      const summary = (await store.listSessions()).find((s) => s.sessionId === session);
+      if (summary?.leaseExpired === true) return;
+    }
+    throw new Error(`the lease on ${session} did not run out`);
+  } finally {
+    await store.close();
+  }
 }
 
 /** Runs the host child in `recover` mode and returns its report. */
@@ -155,13 +182,15 @@ export function http(port: number, method: 'GET' | 'POST', path: string, options
   });
 }
 
-/** The cookie the printed link obtains. */
+/** The cookie the printed link obtains (HttpOnly, SameSite=Strict, and sent only under the console's path). */
 export async function login(c: ConsoleProcess): Promise<string> {
-  const reply = await http(c.port, 'GET', `/?token=${c.token}`);
+  const reply = await http(c.port, 'GET', c.path(`/?token=${c.token}`));
   assert.equal(reply.status, 303);
+  assert.equal(reply.headers.location, c.path('/'));
   const set = String(reply.headers['set-cookie']);
   assert.match(set, /HttpOnly/);
   assert.match(set, /SameSite=Strict/);
+  assert.match(set, new RegExp(`; Path=${c.prefix}(;|$)`));
   return set.split(';')[0]!;
 }
 

@@ -1,6 +1,6 @@
 /**
- * What the console shows, read through the library's API only: the attention queue (`store.attention`), the open
- * approval requests (the decision inbox), a session's journal assessed the way a recovering host does
+ * What the console shows, read through the library's API only: the attention queue (`store.attention`), the
+ * approval requests open or decided but unused (the decision inbox), a session's journal assessed the way a recovering host does
  * (`assessSession`, with the inbox's review decisions), its tasks' budgets and its lease. Nothing here writes.
  */
 import type { SessionEvent } from '../../event/types.js';
@@ -24,8 +24,15 @@ export interface QueueFilters {
   readonly olderThan?: { readonly text: string; readonly ms: number };
 }
 
+/** Where each list of the queue page starts: the `next` of the page before (the store's cursor, a request id). */
+export interface QueuePaging {
+  readonly cursor?: string;
+  readonly approvalsAfter?: string;
+  readonly decidedAfter?: string;
+}
+
 /** Reads the filters from a query string; a bad one is an error message, and the filter is left out. */
-export function queueFilters(params: URLSearchParams): { filters: QueueFilters; errors: string[] } {
+export function queueFilters(params: URLSearchParams): { filters: QueueFilters; paging: QueuePaging; errors: string[] } {
   const errors: string[] = [];
   const filters: { tool?: string; effect?: ToolEffect; status?: AttentionStatus; olderThan?: { text: string; ms: number } } = {};
   const tool = params.get('tool')?.trim();
@@ -46,25 +53,55 @@ export function queueFilters(params: URLSearchParams): { filters: QueueFilters; 
     if (ms === null) errors.push(`age ${JSON.stringify(age)} is not an age such as 90s, 30m, 4h or 2d`);
     else filters.olderThan = { text: age, ms };
   }
-  return { filters, errors };
+  const paging: { cursor?: string; approvalsAfter?: string; decidedAfter?: string } = {};
+  const cursor = params.get('cursor');
+  if (cursor) paging.cursor = cursor;
+  const approvalsAfter = params.get('approvals_after');
+  if (approvalsAfter) paging.approvalsAfter = approvalsAfter;
+  const decidedAfter = params.get('decided_after');
+  if (decidedAfter) paging.decidedAfter = decidedAfter;
+  return { filters, paging, errors };
+}
+
+/** The query string of the queue page with these filters and this paging (empty: none). */
+export function queueQuery(filters: QueueFilters, paging: QueuePaging = {}): string {
+  const q = new URLSearchParams();
+  if (filters.tool !== undefined) q.set('tool', filters.tool);
+  if (filters.effect !== undefined) q.set('effect', filters.effect);
+  if (filters.status !== undefined) q.set('status', filters.status);
+  if (filters.olderThan !== undefined) q.set('older_than', filters.olderThan.text);
+  if (paging.cursor !== undefined) q.set('cursor', paging.cursor);
+  if (paging.approvalsAfter !== undefined) q.set('approvals_after', paging.approvalsAfter);
+  if (paging.decidedAfter !== undefined) q.set('decided_after', paging.decidedAfter);
+  const text = q.toString();
+  return text === '' ? '' : `?${text}`;
+}
+
+/** One page of a list: its rows, and where the next page starts (null: this is the last). */
+export interface Listed<T> {
+  readonly items: readonly T[];
+  readonly next: string | null;
 }
 
 export interface QueueView {
-  /** Newest call first. */
-  readonly items: readonly AttentionItem[];
-  /** More matched than the console lists. */
-  readonly truncated: boolean;
+  /** The operations that need attention, newest call first; `next` is the store's cursor after them. */
+  readonly items: Listed<AttentionItem>;
   /** Open approval requests, oldest first (none when filtering by status or effect, which select operations). */
-  readonly approvals: readonly DecisionRow[];
+  readonly approvals: Listed<DecisionRow>;
+  /** Approval requests decided but not yet used by an attempt, oldest first (the same filters). */
+  readonly decided: Listed<DecisionRow>;
 }
 
-/** The most items one page lists. */
+/** The most rows one page lists, in each list. */
 export const QUEUE_MAX = 500;
 
-export async function readQueue(store: SessionStore, filters: QueueFilters): Promise<QueueView> {
+/**
+ * Reads one page of the queue: each list is filtered first (by the store, or here row by row), then cut at
+ * QUEUE_MAX, so a filter finds its rows however many others come first. An InvalidInputError means a bad cursor.
+ */
+export async function readQueue(store: SessionStore, filters: QueueFilters, paging: QueuePaging = {}): Promise<QueueView> {
   const items: AttentionItem[] = [];
-  let cursor: string | null = null;
-  let truncated = false;
+  let cursor: string | null = paging.cursor ?? null;
   do {
     const page = await store.attention({
       ...(filters.tool !== undefined ? { tool: filters.tool } : {}),
@@ -72,20 +109,41 @@ export async function readQueue(store: SessionStore, filters: QueueFilters): Pro
       ...(filters.status !== undefined ? { status: filters.status } : {}),
       ...(filters.olderThan !== undefined ? { olderThanMs: filters.olderThan.ms } : {}),
       ...(cursor !== null ? { cursor } : {}),
-      limit: 1000,
+      limit: Math.min(1000, QUEUE_MAX - items.length),
     });
     items.push(...page.items);
     cursor = page.next;
-    if (items.length >= QUEUE_MAX && cursor !== null) truncated = true;
-  } while (cursor !== null && !truncated);
+  } while (cursor !== null && items.length < QUEUE_MAX);
   items.sort((a, b) => (b.calledAt ?? '').localeCompare(a.calledAt ?? '') || a.callId.localeCompare(b.callId));
-  let approvals: DecisionRow[] = [];
-  if (filters.status === undefined && filters.effect === undefined && hasInbox(store)) {
-    const page = await decisionInbox(store).list({ kind: 'approval', states: ['open'], limit: QUEUE_MAX });
-    const cutoff = filters.olderThan !== undefined ? Date.now() - filters.olderThan.ms : undefined;
-    approvals = page.items.filter((r) => (filters.tool === undefined || r.tool === filters.tool) && (cutoff === undefined || Date.parse(r.createdAt) <= cutoff));
+  const none: Listed<DecisionRow> = { items: [], next: null };
+  const operationsOnly = filters.status !== undefined || filters.effect !== undefined || !hasInbox(store);
+  return {
+    items: { items, next: cursor },
+    approvals: operationsOnly ? none : await approvalsIn(store, 'open', filters, paging.approvalsAfter),
+    decided: operationsOnly ? none : await approvalsIn(store, 'decided', filters, paging.decidedAfter),
+  };
+}
+
+/**
+ * Up to QUEUE_MAX approval requests in `state` after `after` that pass the tool and age filters, oldest first: the
+ * inbox is read page by page and filtered before the cut; `next` is the last row listed when more may follow.
+ */
+async function approvalsIn(store: SessionStore, state: 'open' | 'decided', filters: QueueFilters, after: string | undefined): Promise<Listed<DecisionRow>> {
+  const inbox = decisionInbox(store);
+  const cutoff = filters.olderThan !== undefined ? Date.now() - filters.olderThan.ms : undefined;
+  const items: DecisionRow[] = [];
+  let from = after;
+  for (;;) {
+    const page = await inbox.list({ kind: 'approval', states: [state], ...(from !== undefined ? { after: from } : {}), limit: 1000 });
+    for (const row of page.items) {
+      if (filters.tool !== undefined && row.tool !== filters.tool) continue;
+      if (cutoff !== undefined && !(Date.parse(row.createdAt) <= cutoff)) continue;
+      if (items.length === QUEUE_MAX) return { items, next: items[items.length - 1]!.id };
+      items.push(row);
+    }
+    if (page.next === null) return { items, next: null };
+    from = page.next;
   }
-  return { items: items.slice(0, QUEUE_MAX), truncated, approvals };
 }
 
 export function hasInbox(store: SessionStore): boolean {
@@ -101,6 +159,8 @@ export interface SessionView {
   readonly inboxReviews: ReadonlyMap<string, DecisionRow>;
   /** Open approval requests of this session, by call. */
   readonly openApprovals: ReadonlyMap<string, DecisionRow>;
+  /** Approval requests of this session decided but not yet used by an attempt, by the call that asked. */
+  readonly decidedApprovals: ReadonlyMap<string, DecisionRow>;
   readonly calls: ReadonlyMap<string, CallRecord>;
   readonly tasks: readonly TaskRow[];
   /** When this view was read (ISO), the end of the timeline for what is still open. */
@@ -116,11 +176,12 @@ export async function readSession(store: SessionStore, sessionId: string): Promi
   const inboxReviews = (await pendingInboxReviews(store, sessionId)).get(sessionId) ?? new Map<string, DecisionRow>();
   if (assessment !== null) assessment = withInboxReviews(assessment, inboxReviews);
   const openApprovals = new Map<string, DecisionRow>();
+  const decidedApprovals = new Map<string, DecisionRow>();
   if (hasInbox(store)) {
     let after: string | undefined;
     do {
-      const page = await decisionInbox(store).list({ kind: 'approval', states: ['open'], sessionId, ...(after !== undefined ? { after } : {}), limit: 1000 });
-      for (const row of page.items) openApprovals.set(row.callId, row);
+      const page = await decisionInbox(store).list({ kind: 'approval', states: ['open', 'decided'], sessionId, ...(after !== undefined ? { after } : {}), limit: 1000 });
+      for (const row of page.items) (row.state === 'open' ? openApprovals : decidedApprovals).set(row.callId, row);
       after = page.next ?? undefined;
     } while (after !== undefined);
   }
@@ -134,7 +195,7 @@ export async function readSession(store: SessionStore, sessionId: string): Promi
       if (row) tasks.push(row);
     }
   }
-  return { sessionId, summary, history, assessment, inboxReviews, openApprovals, calls, tasks, readAt: new Date().toISOString() };
+  return { sessionId, summary, history, assessment, inboxReviews, openApprovals, decidedApprovals, calls, tasks, readAt: new Date().toISOString() };
 }
 
 export function assessedCall(view: SessionView, callId: string): ToolCallAssessment | null {

@@ -1,25 +1,54 @@
 /**
  * HTML for the console: one escape for every piece of text (journal text is model-controlled: tool names, arguments,
  * error messages), the page layout with its stylesheet and the small inline script that keeps the queue live.
- * Nothing is ever inserted into a page without going through `h` (or `attr`).
+ * Nothing is ever inserted into a page without going through `h`, `lines` (the same, keeping line breaks) or, for
+ * what the operator typed into a form that comes back, `formValue`.
  */
 import { createHash } from 'node:crypto';
 import { escapeControl } from '../escape.js';
 
+/** The five characters HTML gives a meaning to, as entities: nothing else of `text` changes. */
+function entities(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
+}
+
 /** Text made safe for HTML element content and quoted attribute values; control and bidi characters become visible escapes. */
 export function h(value: string | number | null | undefined): string {
   if (value === null || value === undefined) return '';
-  return escapeControl(String(value))
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;')
-    .replace(/'/g, '&#39;');
+  return entities(escapeControl(String(value)));
+}
+
+/**
+ * Text with its line breaks kept, for a block that shows them (a `<pre>`, or an element styled `white-space:
+ * pre-wrap`): every other control and bidi character still becomes a visible escape, as with `h`.
+ */
+export function lines(value: string | null | undefined): string {
+  if (value === null || value === undefined) return '';
+  return String(value).split(/\r?\n/).map(h).join('\n');
+}
+
+/**
+ * What an operator typed, put back into a form field (a `<textarea>` or an `<input value>`) exactly: only HTML's
+ * own characters become entities, so the browser shows and sends the same text again. Never for journal text.
+ */
+export function formValue(value: string | null | undefined): string {
+  if (value === null || value === undefined) return '';
+  return entities(String(value));
 }
 
 /** A path segment (ids are journal text too). */
 export function seg(value: string): string {
   return encodeURIComponent(value);
+}
+
+/** A session's page under the console's path `base` (`/<prefix>`). */
+export function sessionHref(base: string, sessionId: string): string {
+  return `${base}/session/${seg(sessionId)}`;
+}
+
+/** A call's page under the console's path `base`. */
+export function callHref(base: string, sessionId: string, callId: string): string {
+  return `${base}/session/${seg(sessionId)}/call/${seg(callId)}`;
 }
 
 export function shortText(id: string): string {
@@ -57,21 +86,26 @@ dl.fields dt { color: var(--muted); } dl.fields dd { margin: 0; }
 svg.timeline { background: #fff; border: 1px solid var(--line); }
 svg.timeline text { font: 11px system-ui, sans-serif; fill: var(--fg); }
 .legend span { display: inline-block; margin-right: 14px; font-size: 12px; color: var(--muted); }
+.lines, pre.card { white-space: pre-wrap; }
 .legend i { display: inline-block; width: 12px; height: 10px; margin-right: 4px; vertical-align: middle; }
 `;
 
-/** The queue's live update: server-sent events replace the table body with rows rendered (and escaped) by the server. */
+/**
+ * The queue's live update: server-sent events (from the address in the table's data-events) replace the parts of the
+ * page they name (the tables' bodies, the counts, the links to more) with HTML rendered and escaped by the server.
+ */
 const LIVE_SCRIPT = `
 (() => {
   const body = document.getElementById('queue-rows');
   const state = document.getElementById('live-state');
   if (!body || !window.EventSource) return;
-  const source = new EventSource('/events' + location.search);
+  const source = new EventSource(body.dataset.events);
   source.addEventListener('queue', (e) => {
     const data = JSON.parse(e.data);
-    body.innerHTML = data.rows;
-    document.getElementById('approval-rows').innerHTML = data.approvals;
-    document.getElementById('queue-count').textContent = data.count;
+    for (const [id, html] of Object.entries(data.parts)) {
+      const part = document.getElementById(id);
+      if (part) part.innerHTML = html;
+    }
     state.innerHTML = '<b>live</b> · updated ' + new Date().toLocaleTimeString();
   });
   source.onerror = () => { state.textContent = 'reconnecting…'; };
@@ -83,6 +117,8 @@ export const LIVE_SCRIPT_HASH = `'sha256-${createHash('sha256').update(LIVE_SCRI
 
 export interface PageOptions {
   readonly title: string;
+  /** The console's path (`/<prefix>`), or null on a page answered outside it, which must not name it. */
+  readonly base: string | null;
   readonly actor: string | null;
   readonly readOnly: boolean;
   readonly live?: boolean;
@@ -95,7 +131,7 @@ export function page(options: PageOptions, body: string): string {
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="same-origin">
 <title>${h(options.title)} · jingwei console</title><style>${STYLE}</style></head>
-<body><header><a class="brand" href="/">jingwei console</a><a href="/">Queue</a><span class="who">${who}</span></header>
+<body><header>${options.base === null ? '<span class="brand">jingwei console</span>' : `<a class="brand" href="${h(options.base)}/">jingwei console</a><a href="${h(options.base)}/">Queue</a>`}<span class="who">${who}</span></header>
 <main>${body}</main>${options.live === true ? `<script>${LIVE_SCRIPT}</script>` : ''}</body></html>`;
 }
 

@@ -1,12 +1,13 @@
 /**
  * The console's web server (docs/design.md#the-review-console): node:http on 127.0.0.1 only. Every request passes
- * the same gate, in this order: the socket's peer must be a loopback address; the Host header must name this
- * console (a DNS-rebinding page reaches 127.0.0.1 under its own host name); the request must carry the session
- * cookie, which only the token printed at start obtains; a form post is refused in read-only mode and needs the
- * page's CSRF token. A refusal changes nothing and says why, with its status code.
+ * the same gate (gate.ts), in this order: the socket's peer must be a loopback address; the Host header must name
+ * this console (a DNS-rebinding page reaches 127.0.0.1 under its own host name); the path must start with the
+ * console's random prefix, the only path its cookie is sent to; the request must carry that cookie, which only the
+ * token printed at start obtains; a form post is refused in read-only mode and needs the page's CSRF token. A
+ * refusal changes nothing and says why, with its status code. A failure says whether a decision was recorded.
  */
-import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import { createServer, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DecisionError, InvalidInputError } from '../../errors.js';
 import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../../event/types.js';
@@ -14,8 +15,12 @@ import { decisionInbox } from '../../store/inbox.js';
 import { watchQueue } from '../../store/queue-watch.js';
 import type { SessionStore } from '../../store/types.js';
 import { callBasis, queueFilters, readQueue, readSession, reviewRefusal } from './data.js';
-import { LIVE_SCRIPT_HASH, notice, page } from './html.js';
-import { approvalRows, callPage, queueCount, queuePage, queueRows, sessionPage, type CallNotice } from './views.js';
+import { checkActor, cookieValues, HttpRefusal, networkRefusal, readForm, same, SECURITY_HEADERS, sessionCookie, type Refusal } from './gate.js';
+import { callHref, h, notice, page } from './html.js';
+import { queuePage, queueParts } from './queue-page.js';
+import { callPage, sessionPage, type CallNotice, type TypedForm } from './views.js';
+
+export { checkActor, COOKIE, isLoopbackAddress, networkRefusal, type Refusal } from './gate.js';
 
 export interface ConsoleOptions {
   readonly store: SessionStore;
@@ -31,97 +36,27 @@ export interface ConsoleOptions {
 export interface RunningConsole {
   /** http://127.0.0.1:<port> */
   readonly origin: string;
-  /** The link to open: the origin with the token, which the console exchanges for its cookie. */
+  /** The origin and the console's random path, `http://127.0.0.1:<port>/<prefix>`: every page is under it. */
+  readonly base: string;
+  /** The link to open: the queue's address with the token, which the console exchanges for its cookie. */
   readonly link: string;
   close(): Promise<void>;
 }
 
-export const COOKIE = 'jingwei_console';
-const MAX_FORM_BYTES = 64 * 1024;
-
-/** 127.0.0.0/8, ::1 and IPv4-mapped 127.x. */
-export function isLoopbackAddress(address: string | undefined): boolean {
-  if (address === undefined) return false;
-  const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
-  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(v4) || address === '::1';
+/** A textarea's text as the operator typed it: browsers send its line breaks as CRLF. */
+function typed(form: URLSearchParams, name: string): string {
+  return (form.get(name) ?? '').replace(/\r\n?/g, '\n');
 }
 
-export interface Refusal {
-  readonly status: number;
-  readonly message: string;
-}
-
-/** The network half of the gate: who is asking (the socket's peer) and which host they think they reach. */
-export function networkRefusal(remoteAddress: string | undefined, host: string | undefined, port: number): Refusal | null {
-  if (!isLoopbackAddress(remoteAddress)) {
-    return { status: 403, message: `Refused: the console answers only this machine (loopback), not ${remoteAddress ?? 'an unknown peer'}. Nothing was changed.` };
-  }
-  const allowed = [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`];
-  if (host === undefined || !allowed.includes(host.toLowerCase())) {
-    return {
-      status: 421,
-      message: `Refused: the Host header ${JSON.stringify(host ?? '')} is not this console (${allowed[0]}); a page from another site may be trying to reach it (DNS rebinding). Nothing was changed.`,
-    };
-  }
-  return null;
-}
-
-function same(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
-}
-
-function cookieOf(req: IncomingMessage): string | undefined {
-  for (const part of (req.headers.cookie ?? '').split(';')) {
-    const [name, ...rest] = part.trim().split('=');
-    if (name === COOKIE) return rest.join('=');
-  }
-  return undefined;
-}
-
-const SECURITY_HEADERS = {
-  'Content-Security-Policy': `default-src 'none'; style-src 'unsafe-inline'; script-src ${LIVE_SCRIPT_HASH}; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
-  'X-Content-Type-Options': 'nosniff',
-  'X-Frame-Options': 'DENY',
-  'Referrer-Policy': 'same-origin',
-  'Cache-Control': 'no-store',
-};
-
-class HttpRefusal extends Error {
-  constructor(readonly status: number, message: string) {
-    super(message);
-  }
-}
-
-function readForm(req: IncomingMessage): Promise<URLSearchParams> {
-  return new Promise((resolve, reject) => {
-    const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-    if (type !== 'application/x-www-form-urlencoded') {
-      reject(new HttpRefusal(415, 'Refused: send the form as application/x-www-form-urlencoded. Nothing was changed.'));
-      req.resume();
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_FORM_BYTES) {
-        reject(new HttpRefusal(413, `Refused: the form is larger than ${MAX_FORM_BYTES} bytes. Nothing was changed.`));
-        req.destroy();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    req.on('end', () => resolve(new URLSearchParams(Buffer.concat(chunks).toString('utf8'))));
-    req.on('error', reject);
-  });
-}
+const message = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
 /** The console: a request handler over one store, and the live queue's event streams. */
 class Console {
   readonly token = randomBytes(32).toString('base64url');
   readonly csrf = randomBytes(32).toString('base64url');
+  /** The console's random path: every page is under `/<prefix>/`, and the cookie is sent there only. */
+  readonly prefix = randomBytes(18).toString('base64url');
+  readonly base = `/${this.prefix}`;
   private readonly streams = new Set<ServerResponse>();
   /** Each live stream's read of the queue, run again when the store announces a change. */
   private readonly refreshers = new Set<() => void>();
@@ -131,35 +66,47 @@ class Console {
 
   constructor(private readonly options: ConsoleOptions) {}
 
-  private send(res: ServerResponse, status: number, title: string, body: string, live = false): void {
-    const html = page({ title, actor: this.options.actor, readOnly: this.options.readOnly, live }, body);
-    res.writeHead(status, { 'Content-Type': 'text/html; charset=utf-8', ...SECURITY_HEADERS });
+  /**
+   * A page. `outside`: a refusal of the gate, answered to a request that may not know the console's path (a page of
+   * another site reading a DNS-rebound answer, another server's guess), so the page must not name it: no links.
+   */
+  send(res: ServerResponse, status: number, title: string, body: string, how: { live?: boolean; outside?: boolean; headers?: OutgoingHttpHeaders } = {}): void {
+    const html = page({ title, base: how.outside === true ? null : this.base, actor: this.options.actor, readOnly: this.options.readOnly, live: how.live === true }, body);
+    res.writeHead(status, { 'Content-Type': 'text/html; charset=utf-8', ...SECURITY_HEADERS, ...how.headers });
     res.end(html);
   }
 
-  private refuse(res: ServerResponse, refusal: Refusal): void {
-    this.send(res, refusal.status, 'Refused', `<h1>Refused</h1>${notice('error', refusal.message)}`);
+  private refuse(res: ServerResponse, refusal: Refusal, how: { outside?: boolean; headers?: OutgoingHttpHeaders } = {}): void {
+    this.send(res, refusal.status, 'Refused', `<h1>Refused</h1>${notice('error', refusal.message)}`, how);
   }
 
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const network = networkRefusal(req.socket.remoteAddress, req.headers.host, this.port);
-    if (network) return this.refuse(res, network);
+    if (network) return this.refuse(res, network, { outside: true });
     const url = new URL(req.url ?? '/', `http://127.0.0.1:${this.port}`);
+    const raw = url.pathname.split('/').filter((p) => p.length > 0);
+    if (!same(raw[0] ?? '', this.prefix)) {
+      req.resume();
+      return this.refuse(res, {
+        status: 404,
+        message: 'Refused: there is no page at this address. The console\'s pages are under the random path of the link it printed when it started: open that link. Nothing was changed.',
+      }, { outside: true });
+    }
     const offered = url.searchParams.get('token');
     if (offered !== null && req.method === 'GET') {
-      if (!same(offered, this.token)) return this.refuse(res, { status: 401, message: 'Refused: this link carries a wrong token. Open the link the console printed when it started. Nothing was changed.' });
+      if (!same(offered, this.token)) return this.refuse(res, { status: 401, message: 'Refused: this link carries a wrong token. Open the link the console printed when it started. Nothing was changed.' }, { outside: true });
       url.searchParams.delete('token');
-      res.writeHead(303, { Location: url.pathname + url.search, 'Set-Cookie': `${COOKIE}=${this.token}; HttpOnly; SameSite=Strict; Path=/`, ...SECURITY_HEADERS });
+      res.writeHead(303, { Location: url.pathname + url.search, 'Set-Cookie': sessionCookie(this.prefix, this.token), ...SECURITY_HEADERS });
       res.end();
       return;
     }
-    const cookie = cookieOf(req);
-    if (cookie === undefined || !same(cookie, this.token)) {
-      return this.refuse(res, { status: 401, message: 'Refused: no valid console token. Open the link the console printed when it started (it carries the token). Nothing was changed.' });
+    if (!cookieValues(req).some((value) => same(value, this.token))) {
+      req.resume();
+      return this.refuse(res, { status: 401, message: 'Refused: no valid console token. Open the link the console printed when it started (it carries the token). Nothing was changed.' }, { outside: true });
     }
     let parts: string[];
     try {
-      parts = url.pathname.split('/').filter((p) => p.length > 0).map((p) => decodeURIComponent(p));
+      parts = raw.slice(1).map((p) => decodeURIComponent(p));
     } catch {
       return this.refuse(res, { status: 400, message: 'Refused: the address is malformed.' });
     }
@@ -173,13 +120,19 @@ class Console {
   }
 
   private async queue(res: ServerResponse, params: URLSearchParams): Promise<void> {
-    const { filters, errors } = queueFilters(params);
-    const view = await readQueue(this.options.store, filters);
-    this.send(res, errors.length > 0 ? 400 : 200, 'Queue', queuePage(view, filters, errors, new Date().toISOString()), true);
+    const { filters, paging, errors } = queueFilters(params);
+    let view;
+    try {
+      view = await readQueue(this.options.store, filters, paging);
+    } catch (error) {
+      if (!(error instanceof InvalidInputError)) throw error;
+      return this.send(res, 400, 'Queue', `<h1>Needs attention</h1>${notice('error', `This page of the queue cannot be listed: ${error.message}.`)}<p><a href="${h(this.base)}/">Start again from the first page</a></p>`);
+    }
+    this.send(res, errors.length > 0 ? 400 : 200, 'Queue', queuePage(view, filters, paging, errors, new Date().toISOString(), this.base), { live: true });
   }
 
   private async events(req: IncomingMessage, res: ServerResponse, params: URLSearchParams): Promise<void> {
-    const { filters } = queueFilters(params);
+    const { filters, paging } = queueFilters(params);
     res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-store', Connection: 'keep-alive', 'X-Content-Type-Options': 'nosniff' });
     this.streams.add(res);
     let last = '';
@@ -195,16 +148,16 @@ class Console {
       busy = true;
       again = false;
       try {
-        const view = await readQueue(this.options.store, filters);
-        const signature = JSON.stringify([view.items.map((i) => [i.callId, i.status, i.category, i.endedAt]), view.approvals.map((r) => r.id)]);
+        const view = await readQueue(this.options.store, filters, paging);
+        const ids = (list: { items: readonly { id: string }[]; next: string | null }) => [list.items.map((r) => r.id), list.next];
+        const signature = JSON.stringify([view.items.items.map((i) => [i.callId, i.status, i.category, i.endedAt]), view.items.next, ids(view.approvals), ids(view.decided)]);
         if (signature !== last || Date.now() - lastSent > 10_000) {
           last = signature;
           lastSent = Date.now();
-          const now = new Date().toISOString();
-          res.write(`event: queue\ndata: ${JSON.stringify({ rows: queueRows(view, now), approvals: approvalRows(view.approvals, now), count: queueCount(view) })}\n\n`);
+          res.write(`event: queue\ndata: ${JSON.stringify({ parts: queueParts(view, filters, paging, new Date().toISOString(), this.base) })}\n\n`);
         }
       } catch (error) {
-        res.write(`event: failure\ndata: ${JSON.stringify({ message: (error as Error).message })}\n\n`);
+        res.write(`event: failure\ndata: ${JSON.stringify({ message: message(error) })}\n\n`);
       } finally {
         busy = false;
       }
@@ -227,15 +180,33 @@ class Console {
   private async session(res: ServerResponse, sessionId: string): Promise<void> {
     const view = await readSession(this.options.store, sessionId);
     if (view === null) return this.send(res, 404, 'No such session', `<h1>No such session</h1>${notice('error', `The store has no session ${sessionId}.`)}`);
-    this.send(res, 200, `Session ${sessionId}`, sessionPage(view));
+    this.send(res, 200, `Session ${sessionId}`, sessionPage(view, this.base));
   }
 
-  private async call(res: ServerResponse, sessionId: string, callId: string, status: number, shown: CallNotice | null, form: { outcome?: string; evidence?: string; reason?: string } = {}): Promise<void> {
+  private async call(res: ServerResponse, sessionId: string, callId: string, status: number, shown: CallNotice | null, form: TypedForm = {}): Promise<void> {
     const view = await readSession(this.options.store, sessionId);
     if (view === null || !view.calls.has(callId)) {
       return this.send(res, 404, 'No such call', `<h1>No such call</h1>${notice('error', `${shown ? `${shown.text} ` : ''}Session ${sessionId} has no call ${callId}.`)}`);
     }
-    this.send(res, status, `Call ${callId}`, callPage(view, callId, { readOnly: this.options.readOnly, csrf: this.csrf }, shown, form));
+    this.send(res, status, `Call ${callId}`, callPage(view, callId, { base: this.base, readOnly: this.options.readOnly, csrf: this.csrf }, shown, form));
+  }
+
+  /** A decision is recorded: the call's page is drawn again to show it; if that read fails, the page still says so. */
+  private async recorded(res: ServerResponse, sessionId: string, callId: string, done: string): Promise<void> {
+    try {
+      await this.call(res, sessionId, callId, 200, { kind: 'done', text: done });
+    } catch (error) {
+      if (res.headersSent) {
+        res.end();
+        return;
+      }
+      this.send(res, 200, 'Recorded', `<h1>Recorded</h1>${notice('done', done)}${notice('error', `The call's page could not be read again to show it: ${message(error)}. The decision is recorded all the same; do not send it again.`)}<p><a href="${h(this.base)}/">Back to the queue</a></p>`);
+    }
+  }
+
+  /** Writing a decision to the inbox failed for a reason other than the decision itself (the store refused the write). */
+  private writeFailed(res: ServerResponse, sessionId: string, callId: string, error: unknown): void {
+    this.send(res, 500, 'Not recorded', `<h1>The decision could not be written</h1>${notice('error', `Writing it to the store's decision inbox failed: ${message(error)}. Open the call's page again to see what is recorded before you decide again.`)}<p><a href="${h(callHref(this.base, sessionId, callId))}">The call's page</a></p>`);
   }
 
   private async post(req: IncomingMessage, res: ServerResponse, parts: string[]): Promise<void> {
@@ -252,7 +223,7 @@ class Console {
     try {
       form = await readForm(req);
     } catch (error) {
-      if (error instanceof HttpRefusal) return this.refuse(res, { status: error.status, message: error.message });
+      if (error instanceof HttpRefusal) return this.refuse(res, { status: error.status, message: error.message }, error.close ? { headers: { Connection: 'close' } } : {});
       throw error;
     }
     if (!same(form.get('csrf') ?? '', this.csrf)) {
@@ -266,7 +237,7 @@ class Console {
   private async review(res: ServerResponse, sessionId: string, callId: string, form: URLSearchParams): Promise<void> {
     const actor = this.options.actor!;
     const outcome = form.get('outcome') ?? '';
-    const evidence = form.get('evidence') ?? '';
+    const evidence = typed(form, 'evidence');
     const kept = { outcome, evidence };
     if (!(TOOL_REVIEW_OUTCOMES as readonly string[]).includes(outcome)) {
       return this.call(res, sessionId, callId, 400, { kind: 'error', text: `Nothing was recorded: choose an outcome (${TOOL_REVIEW_OUTCOMES.join(', ')}).` }, kept);
@@ -281,20 +252,22 @@ class Console {
     if (form.get('basis') !== callBasis(view, callId)) {
       return this.call(res, sessionId, callId, 409, { kind: 'error', text: 'Refused, nothing was recorded: the call changed since you opened this page (a result, a review or a newer attempt). Check it again below and decide anew.' }, kept);
     }
+    let row;
     try {
-      const row = await decisionInbox(this.options.store).recordReview({ sessionId, callId, outcome: outcome as ToolReviewOutcome, evidence, actor });
-      return this.call(res, sessionId, callId, 200, { kind: 'done', text: `Recorded review ${row.id}: ${outcome} by ${actor}. The session's host journals it when it next uses the decision inbox.` });
+      row = await decisionInbox(this.options.store).recordReview({ sessionId, callId, outcome: outcome as ToolReviewOutcome, evidence, actor });
     } catch (error) {
       if (error instanceof InvalidInputError) return this.call(res, sessionId, callId, 400, { kind: 'error', text: `Nothing was recorded: ${error.message}` }, kept);
       if (error instanceof DecisionError) return this.call(res, sessionId, callId, error.code === 'decision_not_found' ? 404 : 409, { kind: 'error', text: `Refused, nothing was recorded: ${error.message}` }, kept);
-      throw error;
+      return this.writeFailed(res, sessionId, callId, error);
     }
+    return this.recorded(res, sessionId, callId, `Recorded review ${row.id}: ${outcome} by ${actor}. The session's host journals it when it next uses the decision inbox.`);
   }
 
   private async decide(res: ServerResponse, requestId: string, form: URLSearchParams): Promise<void> {
     const actor = this.options.actor!;
     const decision = form.get('decision');
-    const reason = form.get('reason')?.trim() ?? '';
+    const reasonTyped = typed(form, 'reason');
+    const reason = reasonTyped.trim();
     const inbox = decisionInbox(this.options.store);
     let row;
     try {
@@ -304,17 +277,18 @@ class Console {
       throw error;
     }
     if (row?.kind !== 'approval') return this.send(res, 404, 'No such request', `<h1>No such request</h1>${notice('error', `Nothing was recorded: there is no approval request ${requestId}.`)}`);
-    const back = (status: number, shown: CallNotice) => this.call(res, row.sessionId, row.callId, status, shown, { reason });
+    const back = (status: number, shown: CallNotice) => this.call(res, row.sessionId, row.callId, status, shown, { reason: reasonTyped });
     if (decision !== 'approve' && decision !== 'deny') return back(400, { kind: 'error', text: 'Nothing was recorded: choose Approve or Deny.' });
+    let decided;
     try {
       const input = { actor, ...(reason !== '' ? { reason } : {}) };
-      const decided = decision === 'approve' ? await inbox.approve(requestId, input) : await inbox.deny(requestId, input);
-      return back(200, { kind: 'done', text: `${decision === 'approve' ? 'Approved' : 'Denied'} ${decided.id} as ${actor}. The session's host uses it on the next attempt of this operation.` });
+      decided = decision === 'approve' ? await inbox.approve(requestId, input) : await inbox.deny(requestId, input);
     } catch (error) {
       if (error instanceof InvalidInputError) return back(400, { kind: 'error', text: `Nothing was recorded: ${error.message}` });
       if (error instanceof DecisionError) return back(error.code === 'decision_not_found' ? 404 : 409, { kind: 'error', text: `Refused, nothing was recorded: the decision is stale: ${error.message}.` });
-      throw error;
+      return this.writeFailed(res, row.sessionId, row.callId, error);
     }
+    return this.recorded(res, row.sessionId, row.callId, `${decision === 'approve' ? 'Approved' : 'Denied'} ${decided.id} as ${actor}. The session's host uses it on the next attempt of this operation.`);
   }
 
   /** The store announced a change: every live stream reads the queue again (a read in progress reads once more). */
@@ -330,8 +304,9 @@ class Console {
 
 /** Starts the console on 127.0.0.1; the returned link carries the token (print it for the operator). */
 export async function startConsole(options: ConsoleOptions): Promise<RunningConsole> {
-  if (!options.readOnly && (options.actor === null || options.actor.trim() === '')) {
-    throw new InvalidInputError('actor', 'is required unless the console is read-only');
+  if (!options.readOnly) {
+    if (options.actor === null || options.actor.trim() === '') throw new InvalidInputError('actor', 'is required unless the console is read-only');
+    checkActor(options.actor);
   }
   const app = new Console(options);
   const stopWatching = await watchQueue(options.store, () => app.changed());
@@ -342,8 +317,8 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
         res.end();
         return;
       }
-      res.writeHead(500, { 'Content-Type': 'text/html; charset=utf-8', ...SECURITY_HEADERS });
-      res.end(page({ title: 'Error', actor: options.actor, readOnly: options.readOnly }, `<h1>The store could not be read</h1>${notice('error', `${(error as Error).message ?? String(error)}. Nothing was recorded.`)}`));
+      // Every write handles its own failure (review, decide): what fails here failed reading.
+      app.send(res, 500, 'Error', `<h1>The store could not be read</h1>${notice('error', `${message(error)}. Nothing was recorded.`)}`);
     });
   });
   try {
@@ -359,7 +334,8 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
   const origin = `http://127.0.0.1:${app.port}`;
   return {
     origin,
-    link: `${origin}/?token=${app.token}`,
+    base: `${origin}${app.base}`,
+    link: `${origin}${app.base}/?token=${app.token}`,
     close: async () => {
       await stopWatching?.();
       await new Promise<void>((resolve) => {

@@ -7,7 +7,7 @@
 import { durationText } from '../format.js';
 import type { CallRecord } from '../assessment.js';
 import type { SessionView } from './data.js';
-import { h, seg, shortText } from './html.js';
+import { callHref, h, shortText } from './html.js';
 
 const WIDTH = 1100;
 const LABEL = 230;
@@ -47,7 +47,7 @@ function colourOf(record: CallRecord): string {
 }
 
 /** The timeline, or a sentence when the journal carries no recorded times. */
-export function timelineSvg(view: SessionView): string {
+export function timelineSvg(view: SessionView, base: string): string {
   const times = view.history.map((e) => ms(e.recordedAt)).filter((t): t is number => t !== null);
   if (times.length === 0 || view.calls.size === 0) {
     return '<p class="muted">No timeline: this session has no tool calls with recorded times.</p>';
@@ -75,7 +75,7 @@ export function timelineSvg(view: SessionView): string {
     parts.push(`<text x="8" y="${y + 30}" fill="#5b6478">${h(lane.sub.length > 34 ? `${lane.sub.slice(0, 33)}…` : lane.sub)}</text>`);
     lane.attempts.forEach((record, n) => {
       const next = lane.attempts[n + 1];
-      parts.push(attemptSvg(view, record, n + 1, y, x, ms(next?.event.recordedAt)));
+      parts.push(attemptSvg(view, base, record, n + 1, y, x, ms(next?.event.recordedAt)));
     });
     // Reviews last, above the bars: a review is journaled when a later host uses it, often as the retry starts.
     for (const record of lane.attempts) {
@@ -96,14 +96,14 @@ export function timelineSvg(view: SessionView): string {
  * One attempt. An attempt without a result is drawn to the next attempt of its operation (it was given up for
  * that one) or, for the latest, to the time the page was read.
  */
-function attemptSvg(view: SessionView, record: CallRecord, n: number, y: number, x: (t: number) => number, nextCalled: number | null): string {
+function attemptSvg(view: SessionView, base: string, record: CallRecord, n: number, y: number, x: (t: number) => number, nextCalled: number | null): string {
   const called = ms(record.event.recordedAt);
   if (called === null) return '';
   const readAt = ms(view.readAt) ?? called;
   const started = ms(record.started?.recordedAt);
   const ended = ms(record.resultEvent?.recordedAt);
   const end = ended ?? nextCalled ?? readAt;
-  const href = `/session/${seg(view.sessionId)}/call/${seg(record.call.id)}`;
+  const href = callHref(base, view.sessionId, record.call.id);
   const out: string[] = [`<a href="${h(href)}" data-call="${h(record.call.id)}"><title>${h(`attempt ${n}: ${record.call.name} (${record.call.id})`)}</title>`];
   const bodyStart = started ?? end;
   const approvalWait = record.started?.kind.type === 'tool_started' && record.started.kind.approval !== undefined;
@@ -118,14 +118,16 @@ function attemptSvg(view: SessionView, record: CallRecord, n: number, y: number,
   if (approval !== undefined && ended !== null) {
     out.push(`<rect x="${x(ended).toFixed(1)}" y="${y + 9}" width="${Math.max(x(readAt) - x(ended), 2).toFixed(1)}" height="8" fill="#6d5bd0" opacity="0.3"/>`);
   }
-  const label = labelOf(record, nextCalled !== null && ended === null ? new Date(nextCalled).toISOString() : view.readAt, approval !== undefined);
+  const decided = view.decidedApprovals.get(record.call.id);
+  const waiting = approval !== undefined ? 'waiting for a person' : decided !== undefined ? `${decided.decision ?? 'decided'}, waiting for the host` : null;
+  const label = labelOf(record, nextCalled !== null && ended === null ? new Date(nextCalled).toISOString() : view.readAt, waiting);
   const labelX = Math.min(x(called) + 2, WIDTH - 260);
   out.push(`<text x="${labelX.toFixed(1)}" y="${y + 36 + ((n - 1) % 2) * 13}" fill="#5b6478">#${n} ${h(label)}${nextCalled !== null && ended === null ? ', then retried' : ''}</text>`);
   out.push('</a>');
   return out.join('');
 }
 
-function labelOf(record: CallRecord, readAt: string, waiting: boolean): string {
+function labelOf(record: CallRecord, readAt: string, waiting: string | null): string {
   const called = record.event.recordedAt;
   const started = record.started?.recordedAt;
   const ended = record.resultEvent?.recordedAt;
@@ -136,7 +138,7 @@ function labelOf(record: CallRecord, readAt: string, waiting: boolean): string {
     return ended ? `body ${ran}, ${result}` : `body started, no result for ${ran}`;
   }
   const waited = durationText(called, ended ?? readAt) ?? '?';
-  if (waiting) return `${result}, waiting for a person`;
+  if (waiting !== null) return `${result}, ${waiting}`;
   return ended ? `${result} after ${waited}` : `no result for ${waited}`;
 }
 

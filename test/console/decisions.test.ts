@@ -1,0 +1,219 @@
+/**
+ * The console's forms and what it says after them, against the real program over plain HTTP: what the operator
+ * typed comes back into the form exactly and is recorded as typed; multi-line blocks keep their line breaks while
+ * journal text's control and bidi characters stay visible; a failure after a decision was written says it was
+ * recorded, and a write the store refuses is reported as a failed write; a form over 64 KiB gets the 413 page; an
+ * approval decided but not yet used is shown on the queue and on its call page.
+ */
+import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { decisionInbox } from '../../src/decisions.js';
+import { createToolRuntime, ToolBodyError, ToolMetadata } from '../../src/index.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { tamper } from '../cli/helpers.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+import { crashAfterEffect, leaseExpired, hidden, http, login, said, startConsoleProcess, type ConsoleProcess, type Reply } from './support.js';
+
+const decode = (html: string): string => html.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&amp;/g, '&');
+
+/** What a browser's textarea holds: the element's text, entities decoded, less the one newline after the tag. */
+function textareaValue(reply: Reply, id: string): string {
+  const m = new RegExp(`<textarea id="${id}" name="\\w+">([\\s\\S]*?)</textarea>`).exec(reply.body);
+  assert.ok(m, `no textarea #${id}`);
+  return decode(m[1]!).replace(/^\n/, '');
+}
+
+/** The first event the live queue's stream sends. */
+function firstEvent(port: number, path: string, cookie: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let done = false;
+    const req = request({ host: '127.0.0.1', port, path, headers: { Host: `127.0.0.1:${port}`, Cookie: cookie } }, (res) => {
+      let buffer = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        buffer += chunk;
+        const end = buffer.indexOf('\n\n');
+        if (end >= 0 && !done) {
+          done = true;
+          resolve(buffer.slice(0, end));
+          req.destroy();
+        }
+      });
+    });
+    req.on('error', (error) => { if (!done) reject(error); });
+    req.end();
+  });
+}
+
+const RLO = '\u202E';
+
+describe('jingwei console forms and what it says after them', () => {
+  const dir = tempDir('jingwei-console-decisions-');
+  const db = tempDbPath(dir, 'decisions');
+  const requests: { session: string; requestId: string; callId: string }[] = [];
+  let failedCall = '';
+  let doubtCall = '';
+  let c: ConsoleProcess;
+  let cookie = '';
+
+  before(async () => {
+    const store = openSqliteStore(db);
+    try {
+      const runtime = createToolRuntime({
+        tools: [
+          { name: 'refund', metadata: new ToolMetadata('refunds', { type: 'object' }).withEffect('non_idempotent', 'r1').withApproval('finance'), execute: async () => 'refunded' },
+          { name: 'lookup', metadata: new ToolMetadata('fails', { type: 'object' }).withEffect('idempotent', 'l1'), execute: async () => { throw new ToolBodyError('bad_thing', `failure ${RLO}evil\u202C`); } },
+        ],
+        grants: { agent: '*' },
+        approvers: { finance: async () => ({ decision: 'pending' as const, note: 'a person decides' }) },
+      });
+      for (const session of ['refunds-forms', 'refunds-damaged', 'refunds-decided', 'refunds-readonly']) {
+        const owner = await store.acquire(session, { owner: 'host-d' });
+        await owner.startTask('t');
+        const gateway = runtime.bind({ owner, taskId: 't', caller: 'agent' });
+        const outcome = await gateway.call('refund', { order: session, amount: 740 });
+        requests.push({ session, requestId: outcome.result.approval!.requestId, callId: outcome.result.callId });
+        if (session === 'refunds-forms') failedCall = (await gateway.call('lookup', { q: 1 })).result.callId;
+        await owner.release();
+      }
+    } finally {
+      await store.close();
+    }
+    doubtCall = await crashAfterEffect(db, join(dir, 'effects.jsonl'), 'invoices-forms');
+    await leaseExpired(db, 'invoices-forms');
+    c = await startConsoleProcess(db, ['--actor', 'bob']);
+    cookie = await login(c);
+  });
+  after(async () => {
+    await c?.stop();
+  });
+
+  it('a form that comes back with an error holds exactly what was typed, and sends it again unchanged', async () => {
+    const path = c.path(`/session/invoices-forms/call/${doubtCall}`);
+    const page = await http(c.port, 'GET', path, { cookie });
+    const csrf = hidden(page.body, 'csrf');
+    const basis = hidden(page.body, 'basis');
+    // What a browser sends for a textarea: its line breaks as CRLF.
+    const typed = `Checked Stripe:\r\n- no charge for <b>ch_123</b> & "nothing" 'else'\r\n- ${RLO}no refund\r\n\r\n  indented`;
+    const asShown = typed.replace(/\r\n/g, '\n');
+    const noOutcome = await http(c.port, 'POST', `${path}/review`, { cookie, form: { csrf, basis, outcome: '', evidence: `\r\n${typed}` } });
+    assert.equal(noOutcome.status, 400);
+    assert.match(said(noOutcome), /Nothing was recorded: choose an outcome/);
+    assert.equal(textareaValue(noOutcome, 'r-evidence'), `\n${asShown}`, 'the textarea holds the text as typed, leading newline included');
+    assert.doesNotMatch(noOutcome.body, /\\u000D|\\u000A/);
+
+    const sent = await http(c.port, 'POST', `${path}/review`, { cookie, form: { csrf, basis, outcome: 'not_executed', evidence: textareaValue(noOutcome, 'r-evidence').replace(/\n/g, '\r\n') } });
+    assert.equal(sent.status, 200, said(sent));
+    const store = openSqliteStore(db);
+    try {
+      const reviews = (await decisionInbox(store).list({ kind: 'review', sessionId: 'invoices-forms' })).items;
+      assert.deepEqual(reviews.map((r) => r.reason), [`\n${asShown}`], 'recorded as typed, with line breaks, not escape text');
+    } finally {
+      await store.close();
+    }
+    // The evidence is shown with its line breaks; its bidi override stays visible, as journal text does.
+    const shown = /<dt>inbox review<\/dt><dd>[^<]*<span class="lines">([\s\S]*?)<\/span>/.exec(sent.body);
+    assert.ok(shown, 'the inbox review is shown');
+    assert.match(shown[1]!, /Checked Stripe:\n- no charge for &lt;b&gt;ch_123&lt;\/b&gt;/);
+    assert.match(shown[1]!, /- \\u202Eno refund/);
+    assert.ok(!sent.body.includes(RLO), 'no raw bidi override in a page of journal text');
+
+    const [forms] = requests;
+    const reason = `line one\r\nline "two" <i>${RLO}</i>`;
+    const noDecision = await http(c.port, 'POST', c.path(`/approval/${forms!.requestId}`), { cookie, form: { csrf, decision: 'later', reason } });
+    assert.equal(noDecision.status, 400);
+    assert.equal(textareaValue(noDecision, 'a-reason'), reason.replace(/\r\n/g, '\n'));
+
+    const tool = `mail${RLO}"<b>\t&`;
+    const queue = await http(c.port, 'GET', c.path(`/?tool=${encodeURIComponent(tool)}`), { cookie });
+    const value = /<input id="f-tool" name="tool" value="([^"]*)"/.exec(queue.body);
+    assert.equal(decode(value![1]!), tool, 'the tool filter comes back as typed');
+  });
+
+  it('the recorded result keeps its line breaks; its bidi override stays visible', async () => {
+    const page = await http(c.port, 'GET', c.path(`/session/refunds-forms/call/${failedCall}`), { cookie });
+    assert.equal(page.status, 200);
+    const pre = /<pre class="card mono" id="recorded-result">([\s\S]*?)<\/pre>/.exec(page.body);
+    assert.ok(pre, 'the recorded result is shown');
+    assert.match(pre[1]!, /^\{\n {2}&quot;call_id&quot;: /, 'one JSON member a line');
+    assert.ok(pre[1]!.split('\n').length > 5);
+    assert.doesNotMatch(pre[1]!, /\\u000A/);
+    assert.match(pre[1]!, /failure \\u202Eevil\\u202C/);
+  });
+
+  it('a form over 64 KiB gets the 413 page with the reason, then the connection closes', async () => {
+    const path = c.path(`/session/invoices-forms/call/${doubtCall}`);
+    const csrf = hidden((await http(c.port, 'GET', path, { cookie })).body, 'csrf');
+    const big = await http(c.port, 'POST', `${path}/review`, { cookie, form: { csrf, basis: 'x', outcome: 'completed', evidence: 'x'.repeat(70_000) } });
+    assert.equal(big.status, 413);
+    assert.match(said(big), /the form is larger than 65536 bytes, so it was not read \(the evidence and the reason hold at most 1024 bytes each\)\. Nothing was recorded\. Go back, shorten the text/);
+    assert.equal(big.headers.connection, 'close');
+  });
+
+  it('a decision written before the page fails to draw again says it was recorded', async () => {
+    const damaged = requests[1]!;
+    const page = await http(c.port, 'GET', c.path(`/session/${damaged.session}/call/${damaged.callId}`), { cookie });
+    const csrf = hidden(page.body, 'csrf');
+    tamper(db, `UPDATE jw_events SET body = replace(body, 'refund', 'refunx') WHERE session_id = '${damaged.session}' AND seq = 1`);
+    const reply = await http(c.port, 'POST', c.path(`/approval/${damaged.requestId}`), { cookie, form: { csrf, decision: 'approve' } });
+    assert.equal(reply.status, 200);
+    assert.match(said(reply), new RegExp(`^Approved ${damaged.requestId} as bob`));
+    assert.match(reply.body, /The call&#39;s page could not be read again to show it: .+\. The decision is recorded all the same; do not send it again\./);
+    assert.doesNotMatch(reply.body, /Nothing was recorded/);
+    const store = openSqliteStore(db);
+    try {
+      const row = await decisionInbox(store).get(damaged.requestId);
+      assert.deepEqual([row?.state, row?.decision, row?.actor], ['decided', 'approved', 'bob']);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a write the store refuses is reported as a failed write', async () => {
+    const target = requests[3]!;
+    const csrf = hidden((await http(c.port, 'GET', c.path(`/session/${target.session}/call/${target.callId}`), { cookie })).body, 'csrf');
+    tamper(db, `CREATE TRIGGER refuse_decisions BEFORE UPDATE ON jw_decisions BEGIN SELECT RAISE(ABORT, 'attempt to write a readonly database'); END`);
+    try {
+      const reply = await http(c.port, 'POST', c.path(`/approval/${target.requestId}`), { cookie, form: { csrf, decision: 'deny', reason: 'no' } });
+      assert.equal(reply.status, 500);
+      assert.match(reply.body, /<h1>The decision could not be written<\/h1>/);
+      assert.match(said(reply), /^Writing it to the store's decision inbox failed: .*readonly database.*Open the call's page again to see what is recorded/);
+      assert.doesNotMatch(reply.body, /could not be read/);
+    } finally {
+      tamper(db, 'DROP TRIGGER refuse_decisions');
+    }
+    const store = openSqliteStore(db);
+    try {
+      assert.equal((await decisionInbox(store).get(target.requestId))?.state, 'open');
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('an approval decided but not yet used is on the queue and on its call page, not as a pending one', async () => {
+    const decided = requests[2]!;
+    const store = openSqliteStore(db);
+    try {
+      await decisionInbox(store).approve(decided.requestId, { actor: 'carol', reason: 'checked by phone' });
+    } finally {
+      await store.close();
+    }
+    const queue = await http(c.port, 'GET', c.path('/'), { cookie });
+    const row = new RegExp(`<tr data-decided="${decided.requestId}">([\\s\\S]*?)</tr>`).exec(queue.body);
+    assert.ok(row, 'listed with the decided requests');
+    assert.match(row[1]!, /refund<\/td><td>approved by carol<\/td>/);
+    assert.doesNotMatch(queue.body, new RegExp(`data-request="${decided.requestId}"`), 'not with the requests waiting for a person');
+    const event = await firstEvent(c.port, c.path('/events'), cookie);
+    assert.ok((JSON.parse(event.split('\ndata: ')[1]!) as { parts: Record<string, string> }).parts['decided-rows']!.includes(decided.requestId), 'the live stream sends it too');
+
+    const page = await http(c.port, 'GET', c.path(`/session/${decided.session}/call/${decided.callId}`), { cookie });
+    assert.match(page.body, /<dt>decided since<\/dt><dd><b>approved<\/b> by carol: <span class="lines">checked by phone<\/span> \([^)]+\), not yet used: the session's host uses it on its next attempt/);
+    assert.match(page.body, /This result was journaled while the request waited; a person has decided it since/);
+    assert.match(page.body, new RegExp(`id="decided-approval">Approval request <span class="mono">${decided.requestId}</span> is decided`));
+    assert.doesNotMatch(page.body, /id="approval-form"/);
+    const session = await http(c.port, 'GET', c.path(`/session/${decided.session}`), { cookie });
+    assert.match(session.body, /approval_pending, approved, waiting for the host/);
+  });
+});
