@@ -16,7 +16,8 @@ import type { SessionStore } from './types.js';
 export const newApprovalRequestId = (): string => `approval_${uuidv7()}`;
 const newReviewDecisionId = (): string => `review_${uuidv7()}`;
 
-function text(field: string, value: unknown, optional: boolean): string | null {
+/** The inbox's rule for an actor, a reason or evidence: non-empty text of at most LIMITS.maxDiagnosticBytes, a valid id. */
+export function inboxText(field: string, value: unknown, optional: boolean): string | null {
   if (value === undefined && optional) return null;
   if (typeof value !== 'string' || value.trim().length === 0) throw new InvalidInputError(field, 'must be non-empty text');
   const bytes = utf8Length(value);
@@ -95,8 +96,8 @@ export class DecisionInbox {
 
   private decide(requestId: string, decision: 'approved' | 'denied', input: ApprovalDecisionInput): Promise<DecisionRow> {
     const id = checkId<string>('requestId', requestId);
-    const actor = text('actor', input?.actor, false)!;
-    const reason = text('reason', input?.reason, true);
+    const actor = inboxText('actor', input?.actor, false)!;
+    const reason = inboxText('reason', input?.reason, true);
     const at = new Date().toISOString();
     return this.inbox.transactDecision(id, (row) => {
       if (row?.kind !== 'approval') throw new DecisionError('decision_not_found', id, `no approval request ${id}`);
@@ -115,8 +116,8 @@ export class DecisionInbox {
     if (!(TOOL_REVIEW_OUTCOMES as readonly unknown[]).includes(input.outcome)) {
       throw new InvalidInputError('outcome', `must be one of ${TOOL_REVIEW_OUTCOMES.join(', ')}`);
     }
-    const evidence = text('evidence', input.evidence, false)!;
-    const actor = text('actor', input.actor, false)!;
+    const evidence = inboxText('evidence', input.evidence, false)!;
+    const actor = inboxText('actor', input.actor, false)!;
     const { history, inFlight } = await (this.store as JournalStore).callInFlight(sessionId, callId);
     const call = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId)?.kind;
     if (call?.type !== 'tool_call') throw new DecisionError('decision_not_found', callId, `session ${sessionId} has no call ${callId}`);
@@ -156,7 +157,7 @@ export class DecisionInbox {
    */
   async markReviewStale(decisionId: string, reason: string): Promise<DecisionRow> {
     const id = checkId<string>('decisionId', decisionId);
-    const why = text('reason', typeof reason === 'string' ? truncateUtf8(reason, LIMITS.maxDiagnosticBytes) : reason, false)!;
+    const why = inboxText('reason', typeof reason === 'string' ? truncateUtf8(reason, LIMITS.maxDiagnosticBytes) : reason, false)!;
     const at = new Date().toISOString();
     return this.inbox.transactDecision(id, (row) => {
       if (row?.kind !== 'review') throw new DecisionError('decision_not_found', id, `no review decision ${id}`);

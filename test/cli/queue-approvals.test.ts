@@ -119,4 +119,24 @@ describe('jingwei queue: approval requests waiting for a person', () => {
     assert.equal(after.code, 0);
     assert.match(after.stdout, /Nothing needs attention\./);
   });
+
+  it('filters by tool before the limit: a request of another tool behind more than a page of others is found', async () => {
+    const path = tempDbPath(dir, 'approvals-tools');
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('s-many', { owner: 'host' });
+    await owner.startTask('t', { limits: { toolCalls: 100 } });
+    const tool = (name: string) => ({ name, metadata: new ToolMetadata(name, { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'sent' });
+    const gateway = createToolRuntime({ tools: [tool('mail'), tool('fax')], grants: { agent: '*' }, approvers: { ops: async () => ({ decision: 'pending' as const }) } })
+      .bind({ owner, taskId: 't', caller: 'agent' });
+    for (let i = 0; i < 5; i++) await gateway.call('mail', { n: i });
+    const fax = (await gateway.call('fax', { n: 0 })).result.approval!.requestId;
+    await owner.release();
+    await store.close();
+    // Before, the limit cut the inbox first and the tool filter ran on what was left: nothing, and no next page.
+    const json = JSON.parse(cli(['queue', path, '--json', '--tool', 'fax', '--limit', '2']).stdout) as QueueJson & { approvals_next: string | null };
+    assert.deepEqual([json.approvals.map((r) => r.request_id), json.approvals_next], [[fax], null]);
+    const mail = JSON.parse(cli(['queue', path, '--json', '--tool', 'mail', '--limit', '2']).stdout) as QueueJson & { approvals_next: string | null };
+    assert.equal(mail.approvals.length, 2);
+    assert.equal(mail.approvals_next, mail.approvals[1]!.request_id, 'the next page starts after the last one shown');
+  });
 });

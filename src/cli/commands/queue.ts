@@ -23,16 +23,28 @@ async function approvalsIn(
   query: { sessionId?: string; tool?: string; calledAtMost?: number; after?: string; limit: number },
 ): Promise<{ items: DecisionRow[]; next: string | null }> {
   if (!(store instanceof JournalStore) || !store.backend.inbox) return { items: [], next: null };
-  const page = await decisionInbox(store).list({
-    kind: 'approval',
-    states: [state],
-    ...(query.sessionId !== undefined ? { sessionId: query.sessionId } : {}),
-    ...(query.after !== undefined ? { after: query.after } : {}),
-    limit: query.limit,
-  });
-  const items = page.items.filter((r) =>
-    (query.tool === undefined || r.tool === query.tool) && (query.calledAtMost === undefined || Date.parse(r.createdAt) <= query.calledAtMost));
-  return { items, next: page.next };
+  const inbox = decisionInbox(store);
+  const matches = (r: DecisionRow) =>
+    (query.tool === undefined || r.tool === query.tool) && (query.calledAtMost === undefined || Date.parse(r.createdAt) <= query.calledAtMost);
+  // The filters apply before the limit: the inbox is read page by page until `limit` rows match or it ends.
+  const items: DecisionRow[] = [];
+  let after = query.after;
+  for (;;) {
+    const page = await inbox.list({
+      kind: 'approval',
+      states: [state],
+      ...(query.sessionId !== undefined ? { sessionId: query.sessionId } : {}),
+      ...(after !== undefined ? { after } : {}),
+      limit: 1000,
+    });
+    for (const [i, row] of page.items.entries()) {
+      if (!matches(row)) continue;
+      items.push(row);
+      if (items.length === query.limit) return { items, next: i === page.items.length - 1 && page.next === null ? null : row.id };
+    }
+    if (page.next === null) return { items, next: null };
+    after = page.next;
+  }
 }
 
 function statusesOf(value: string | boolean | undefined): AttentionStatus[] | undefined {

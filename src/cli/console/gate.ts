@@ -2,12 +2,10 @@
  * The console's gate (docs/design.md#the-review-console): the checks every request passes before it reaches a page
  * or a form, and the one way a form is read. Pure functions and constants; the server applies them in order.
  */
+import { inboxText } from '../../store/inbox.js';
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { InvalidInputError } from '../../errors.js';
-import { checkId } from '../../ids.js';
 import { LIMITS } from '../../limits.js';
-import { utf8Length } from '../../text.js';
 import { LIVE_SCRIPT_HASH } from './html.js';
 
 /**
@@ -120,13 +118,9 @@ export function readForm(req: IncomingMessage): Promise<URLSearchParams> {
 }
 
 /**
- * The check the decision inbox makes on a decision's actor (src/store/inbox.ts, `text`): non-empty text of at most
- * LIMITS.maxDiagnosticBytes UTF-8 bytes that is a valid id text (no U+0000, no lone surrogate). The console makes
- * it at start, so an actor the inbox would refuse never serves a page whose every decision fails.
+ * The decision inbox's own check of a decision's actor. The console makes it at start, so an actor the inbox would
+ * refuse never serves a page whose every decision fails.
  */
 export function checkActor(actor: unknown): string {
-  if (typeof actor !== 'string' || actor.trim().length === 0) throw new InvalidInputError('actor', 'must be non-empty text');
-  const bytes = utf8Length(actor);
-  if (bytes > LIMITS.maxDiagnosticBytes) throw new InvalidInputError('actor', `is ${bytes} bytes, at most ${LIMITS.maxDiagnosticBytes} allowed`);
-  return checkId<string>('actor', actor);
+  return inboxText('actor', actor, false)!;
 }
