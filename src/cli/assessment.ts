@@ -214,7 +214,11 @@ export function reviewText(call: ToolCall): string | null {
 // Review decisions waiting in the decision inbox (docs/design.md#the-decision-inbox): part of the operator's picture
 // until the session's owner journals them (journalInboxReviews in jingwei/review)
 
-/** The latest decided, not yet journaled review decision of each call, by session then call (empty without an inbox). */
+/**
+ * The decided, not yet journaled review decision of each call that its owner's journaling will make count, by session
+ * then call (empty without an inbox). The owner journals them oldest first, and a `completed` one stands whatever
+ * came before it (a later `not_executed` one is refused as stale): so a waiting `completed` review, else the oldest.
+ */
 export async function pendingInboxReviews(store: SessionStore, sessionId?: string): Promise<Map<string, Map<string, InboxDecisionRow>>> {
   const bySession = new Map<string, Map<string, InboxDecisionRow>>();
   if (!(store instanceof JournalStore) || !store.backend.inbox) return bySession;
@@ -224,7 +228,8 @@ export async function pendingInboxReviews(store: SessionStore, sessionId?: strin
     const page = await inbox.list({ kind: 'review', states: ['decided'], ...(sessionId !== undefined ? { sessionId } : {}), ...(after !== undefined ? { after } : {}), limit: 1000 });
     for (const row of page.items) {
       const calls = bySession.get(row.sessionId) ?? new Map<string, InboxDecisionRow>();
-      calls.set(row.callId, row);
+      const shown = calls.get(row.callId);
+      if (shown === undefined || (shown.decision !== 'completed' && row.decision === 'completed')) calls.set(row.callId, row);
       bySession.set(row.sessionId, calls);
     }
     after = page.next ?? undefined;

@@ -127,6 +127,8 @@ describe('a review recorded with jingwei review', () => {
     const call = await uncertainCall(path, 'mail-3');
     const first = JSON.parse(cli(['review', path, call, '--session', 'mail-3', '--outcome', 'completed', '--evidence', 'sent', '--actor', 'a', '--json']).stdout) as { id: string };
     const second = JSON.parse(cli(['review', path, call, '--session', 'mail-3', '--outcome', 'not_executed', '--evidence', 'not sent', '--actor', 'b', '--json']).stdout) as { id: string };
+    // The operator's view shows the review the owner's journaling will make count (it showed the newest, b's).
+    assert.match(cli(['inspect', path, 'mail-3', call]).stdout, /inbox\s+completed by a:/);
     const store = openSqliteStore(path);
     const owner = await store.acquire('mail-3', { owner: 'recovery', takeover: true });
     const before = await store.loadHistory('mail-3');
@@ -140,6 +142,21 @@ describe('a review recorded with jingwei review', () => {
     assert.match(row?.note ?? '', /resolved for good/);
     const again = await journalInboxReviews(owner, store, await store.loadHistory('mail-3'));
     assert.deepEqual([again.journaled.length, again.stale.length], [0, 0], 'nothing is left to journal');
+    await owner.release();
+    await store.close();
+  });
+
+  it('a completed review waiting behind a not_executed one is what the operator sees: it resolves the call once journaled', async () => {
+    const path = tempDbPath(dir, 'completed-second');
+    const call = await uncertainCall(path, 'mail-4');
+    assert.equal(cli(['review', path, call, '--session', 'mail-4', '--outcome', 'not_executed', '--evidence', 'not in the outbox', '--actor', 'b']).code, 0);
+    assert.equal(cli(['review', path, call, '--session', 'mail-4', '--outcome', 'completed', '--evidence', 'the provider sent it', '--actor', 'a']).code, 0);
+    assert.match(cli(['inspect', path, 'mail-4', call]).stdout, /inbox\s+completed by a:/);
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('mail-4', { owner: 'recovery', takeover: true });
+    await journalInboxReviews(owner, store, await store.loadHistory('mail-4'));
+    const history = await store.loadHistory('mail-4');
+    assert.throws(() => prepareToolRetry(history, call), { name: 'ToolRetryError', code: 'completed' }, 'the completed review stands: no retry');
     await owner.release();
     await store.close();
   });
