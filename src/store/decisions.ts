@@ -91,6 +91,18 @@ export function historyBytes(events: number, bodyBytes: number): number {
 /** A draft with the time it was recorded at: what an import hands on from the file it reads. */
 type TimedDraft = EventDraft & { readonly recordedAt?: string };
 
+/** An imported history as the drafts its import chains again: ids, turns, kinds and recorded times kept. */
+export function importDrafts(events: readonly SessionEvent[]): TimedDraft[] {
+  return events.map((e) => ({
+    eventId: e.eventId,
+    turnId: e.turnId,
+    kind: e.kind,
+    ...(e.generationId !== undefined ? { generationId: e.generationId } : {}),
+    ...(e.messageId !== undefined ? { messageId: e.messageId } : {}),
+    ...(e.recordedAt !== undefined ? { recordedAt: e.recordedAt } : {}),
+  }));
+}
+
 /**
  * Turns drafts into positioned, hashed rows after the session's current head. With `now` (a commit), every event is
  * recorded at max(now, the session's last time), so times never decrease (docs/design.md#recorded-times); without it
@@ -446,15 +458,7 @@ export function decideImport(sessionId: SessionId, owner: string, events: readon
     const base: SessionRow = current
       ? { ...current, owner, epoch: current.epoch + 1 }
       : { sessionId, owner, held: false, epoch: 1, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0, recordedAt: null, leaseExpiresAt: null };
-    const drafts: TimedDraft[] = events.map((e) => ({
-      eventId: e.eventId,
-      turnId: e.turnId,
-      kind: e.kind,
-      ...(e.generationId !== undefined ? { generationId: e.generationId } : {}),
-      ...(e.messageId !== undefined ? { messageId: e.messageId } : {}),
-      ...(e.recordedAt !== undefined ? { recordedAt: e.recordedAt } : {}),
-    }));
-    const chained = chainEvents(base, base.epoch, drafts);
+    const chained = chainEvents(base, base.epoch, importDrafts(events));
     return {
       session: { row: { ...chained.head, held: false }, expect: current ? { epoch: current.epoch, lastSeq: current.lastSeq } : null },
       events: chained.rows,

@@ -7,7 +7,7 @@ import { parseJson } from '../json/parse.js';
 import { LIMITS } from '../limits.js';
 import { utf8Length } from '../text.js';
 import { checkToolEvidence } from '../tool/recovery.js';
-import { chainEvents, decideImport } from './decisions.js';
+import { chainEvents, decideImport, importDrafts } from './decisions.js';
 import { GENESIS_HASH } from './chain.js';
 import type { JournalBackend } from './rows.js';
 import { checkChainTrailer, splitChainTrailer } from './export-chain.js';
@@ -72,14 +72,7 @@ export function parseJournal(text: string): SessionEvent[] {
 function checkStorable(events: readonly SessionEvent[]): void {
   const fresh = { sessionId: events[0]!.sessionId, owner: null, held: false, epoch: 1, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0, recordedAt: null, leaseExpiresAt: null };
   try {
-    chainEvents(fresh, 1, events.map((e) => ({
-      eventId: e.eventId,
-      turnId: e.turnId,
-      kind: e.kind,
-      ...(e.generationId !== undefined ? { generationId: e.generationId } : {}),
-      ...(e.messageId !== undefined ? { messageId: e.messageId } : {}),
-      ...(e.recordedAt !== undefined ? { recordedAt: e.recordedAt } : {}),
-    })));
+    chainEvents(fresh, 1, importDrafts(events));
   } catch (error) {
     if (error instanceof InvalidInputError) {
       // The field names the draft (`events[3].recordedAt`); the file's words are its line and its wire field.
