@@ -20,7 +20,7 @@ const lookup: Tool = {
   },
 };
 
-// Idempotent: deduplicates on (taskId, operation key) in the same transaction as its write.
+// Idempotent: deduplicates on its operation (session, task, key) in the same transaction as its write.
 const placeOrder: Tool = {
   name: 'place_order',
   metadata: new ToolMetadata('Places an order', {
