@@ -220,7 +220,8 @@ class Gateway implements ToolGateway {
     }
     // A call to a tool this caller cannot use is journaled (with its `unavailable` result) only with small
     // arguments: otherwise calls to tools that do not exist could fill the session's journal.
-    if ((registered === undefined || !this.runtime.granted(this.caller, name)) && checked.bytes > LIMITS.maxUnavailableArgumentsBytes) {
+    const usable = registered !== undefined && this.runtime.granted(this.caller, name);
+    if (!usable && checked.bytes > LIMITS.maxUnavailableArgumentsBytes) {
       throw new ToolPreflightError(
         'unavailable_tool',
         `tool ${JSON.stringify(name)} is not available to this caller, and its ${checked.bytes} bytes of arguments (over ${LIMITS.maxUnavailableArgumentsBytes}) were not recorded`,
@@ -255,7 +256,7 @@ class Gateway implements ToolGateway {
         operation,
         ...(options.action ? { action: options.action } : {}),
       };
-      observer = this.runtime.observability?.attempt(this.sessionId, call, options.retry) ?? null;
+      observer = this.runtime.observability?.attempt(this.sessionId, call, options.retry, usable) ?? null;
       const execution = await this.run(call, registered, outputLimit, control, checked.text, callerKey !== null, observer, options.retry);
       observer?.recorded(execution.result.outcome);
       return execution;

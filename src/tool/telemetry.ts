@@ -33,10 +33,6 @@ const STATUS_ERROR = 2;
  */
 export const UNAVAILABLE_TOOL_LABEL = '_OTHER';
 
-/** The runtime's refusal of a call to a tool the caller cannot use (admission-checks.ts checkGrantAndSchema). */
-const isUnavailableTool = (outcome: ToolRecordedOutcome | null): boolean =>
-  outcome !== null && outcome.status === 'failed' && outcome.category === 'unavailable' && outcome.code === 'tool_unavailable';
-
 /** Seconds, as the GenAI conventions advise for durations: 10 ms to about 80 s, doubling. */
 const DURATION_BUCKETS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
 
@@ -120,9 +116,12 @@ export class Observability {
     return new Observability(tracer ?? null, instruments, onEvent ?? null);
   }
 
-  /** Reports an admitted attempt and returns what follows it to its end. */
-  attempt(sessionId: string, call: ToolCall, plan: ToolRetryPlan | undefined): AttemptObserver {
-    return new AttemptObserver(this, sessionId, call, plan);
+  /**
+   * Reports an admitted attempt and returns what follows it to its end. `usable`: the tool is registered and granted
+   * to the caller; otherwise spans and metrics name it UNAVAILABLE_TOOL_LABEL.
+   */
+  attempt(sessionId: string, call: ToolCall, plan: ToolRetryPlan | undefined, usable: boolean): AttemptObserver {
+    return new AttemptObserver(this, sessionId, call, plan, usable);
   }
 }
 
@@ -144,24 +143,22 @@ export class AttemptObserver {
     private readonly sessionId: string,
     private readonly call: ToolCall,
     plan: ToolRetryPlan | undefined,
+    private readonly usable: boolean,
   ) {
     const op = call.operation!;
     const attempt = plan === undefined ? 1 : plan.sourceAttempt + 1;
     this.base = { sessionId, taskId: op.taskId, callId: call.id, tool: call.name, operationKey: op.key, attempt, effect: op.contract.effect, revision: op.contract.revision };
     this.emit({ type: 'attempt_admitted' });
     if (op.retry !== null) this.emit({ type: 'retry_plan_used', sourceCallId: op.retry.callId, review: op.retry.review?.outcome ?? null });
-    // The span and the metrics wait for the runtime's first admission check, which it runs synchronously right after
-    // admitting the attempt: a call to a tool the caller cannot use is refused there (`refused` opens them under
-    // UNAVAILABLE_TOOL_LABEL). Any other attempt opens them in this microtask, before the runtime's next step.
-    if (o.tracer !== null || o.instruments !== null) queueMicrotask(() => this.open(null));
+    if (o.tracer !== null || o.instruments !== null) this.open();
   }
 
-  /** Starts the span and counts the attempt in flight, once, named for the tool unless the first check refused it. */
-  private open(refusal: ToolRecordedOutcome | null): TelemetryAttributes {
+  /** Starts the span and counts the attempt in flight, once, named for the tool unless the caller cannot use it. */
+  private open(): TelemetryAttributes {
     if (this.labels !== null) return this.labels;
     const call = this.call;
     const op = call.operation!;
-    const unavailable = isUnavailableTool(refusal);
+    const unavailable = !this.usable;
     const name = unavailable ? UNAVAILABLE_TOOL_LABEL : call.name;
     this.labels = { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': name, 'jingwei.tool.effect': op.contract.effect };
     const tracer = this.o.tracer;
@@ -193,14 +190,14 @@ export class AttemptObserver {
 
   /** The attempt will be recorded without its body: a check refused it, or it was interrupted before the marker. */
   refused(outcome: ToolRecordedOutcome): void {
-    this.open(outcome);
+    this.open();
     if (outcome.status !== 'failed') return;
     this.event('jingwei.attempt.refused', { 'jingwei.failure.category': outcome.category, 'jingwei.failure.code': outcome.code });
     this.emit({ type: 'attempt_refused', category: outcome.category, code: outcome.code });
   }
 
   approvalRequested(approver: string): void {
-    const labels = this.open(null);
+    const labels = this.open();
     this.approver = approver;
     this.approvalStarted = now();
     this.count('approvalsWaiting', 1, labels);
@@ -210,7 +207,7 @@ export class AttemptObserver {
 
   /** `refusal` is null when approved. */
   approvalAnswered(refusal: ToolRecordedOutcome | null): void {
-    const labels = this.open(null);
+    const labels = this.open();
     const waited = now() - (this.approvalStarted ?? now());
     this.approvalMs = waited;
     const answer = refusal === null || refusal.status !== 'failed' ? 'approved' : refusal.category;
@@ -221,7 +218,7 @@ export class AttemptObserver {
   }
 
   bodyStarted(): void {
-    this.open(null);
+    this.open();
     this.bodyStartedAt = now();
     this.event('jingwei.body.started', {});
     this.emit({ type: 'body_started' });
@@ -230,14 +227,14 @@ export class AttemptObserver {
   bodySettled(outcome: ToolRecordedOutcome): void {
     if (this.bodyStartedAt === null) return;
     this.bodyMs = now() - this.bodyStartedAt;
-    this.histogram('bodyDuration', seconds(this.bodyMs), { ...this.open(null), ...outcomeLabels(outcome) });
+    this.histogram('bodyDuration', seconds(this.bodyMs), { ...this.open(), ...outcomeLabels(outcome) });
   }
 
   /** The result is in the journal. */
   recorded(outcome: ToolRecordedOutcome): void {
     if (this.ended) return;
     this.ended = true;
-    const opened = this.open(null);
+    const opened = this.open();
     const bodyStarted = this.bodyStartedAt !== null;
     const rule = evidenceRuleFor({ flagged: true, marker: bodyStarted, result: outcome });
     // The runtime never writes a contradiction; were one there, recovery would refuse it: for observers, unknown.
@@ -279,7 +276,7 @@ export class AttemptObserver {
   unrecorded(error: unknown): void {
     if (this.ended) return;
     this.ended = true;
-    const opened = this.open(null);
+    const opened = this.open();
     const e = error as { code?: unknown; stage?: unknown; name?: unknown } | null;
     const code = typeof e?.code === 'string' ? e.code : typeof e?.name === 'string' ? e.name : 'unknown';
     // After admission only the writes throw: a ToolRecordingError names its stage; anything else is the store's
@@ -311,7 +308,7 @@ export class AttemptObserver {
   }
 
   private end(recoveryStatus: ToolRecoveryStatus | null): void {
-    const labels = this.open(null);
+    const labels = this.open();
     if (this.approvalStarted !== null && this.approvalMs === null) this.count('approvalsWaiting', -1, labels);
     if (recoveryStatus === 'outcome_unknown') this.count('inDoubt', 1, labels);
     this.count('inFlight', -1, labels);

@@ -58,6 +58,18 @@ class StorageContextManager implements ContextManager {
 }
 
 describe('observability: names a caller cannot multiply', () => {
+  it('a registered tool whose own availability check answers with the code tool_unavailable keeps its name', async () => {
+    const o = observed();
+    // The name follows whether the caller can use the tool, not the refusal's code (before, it was read from it).
+    const down: Tool = { ...tool('down', async () => 'x'), availability: () => ({ code: 'tool_unavailable', message: 'the provider is down' }) };
+    const owner = await createMemoryStore().acquire('s-down', { owner: 'host' });
+    await owner.startTask('t');
+    const runtime = createToolRuntime({ tools: [down], grants: { agent: '*' }, telemetry: { tracer: o.tracer, meter: o.meter } });
+    const outcome = (await runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('down', {})).result.outcome;
+    assert.deepEqual(outcome.status === 'failed' && [outcome.category, outcome.code], ['unavailable', 'tool_unavailable']);
+    assert.deepEqual(o.exporter.getFinishedSpans().map((span) => span.name), ['execute_tool down']);
+  });
+
   it('calls to tools the runtime lacks or does not grant: one fixed name in span names and metric attributes', async () => {
     const o = observed();
     const gateway = await gatewayFor(o);
