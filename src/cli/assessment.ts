@@ -211,6 +211,46 @@ export function reviewText(call: ToolCall): string | null {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+/** Whether the store keeps a decision inbox (every built-in store does; a third-party backend may not). */
+export function hasInbox(store: SessionStore): boolean {
+  return store instanceof JournalStore && store.backend.inbox !== undefined;
+}
+
+/**
+ * Up to `limit` approval requests in `state`, oldest first, after `after`, that pass the tool and age filters
+ * (`createdAtMost`, ms since the epoch): `open` ones wait for a person, `decided` ones for the session's host to use
+ * the decision on its next attempt. The inbox is read page by page and filtered before the cut, so a filter finds
+ * its rows however many others come first; `next` is the last row listed when another matching row follows, else
+ * null. None when the store keeps no inbox. The queue's CLI and console list approvals through this.
+ */
+export async function approvalRequests(
+  store: SessionStore,
+  state: 'open' | 'decided',
+  query: { readonly sessionId?: string; readonly tool?: string; readonly createdAtMost?: number; readonly after?: string; readonly limit: number },
+): Promise<{ items: InboxDecisionRow[]; next: string | null }> {
+  if (!hasInbox(store)) return { items: [], next: null };
+  const inbox = decisionInbox(store);
+  const items: InboxDecisionRow[] = [];
+  let after = query.after;
+  for (;;) {
+    const page = await inbox.list({
+      kind: 'approval',
+      states: [state],
+      ...(query.sessionId !== undefined ? { sessionId: query.sessionId } : {}),
+      ...(after !== undefined ? { after } : {}),
+      limit: 1000,
+    });
+    for (const row of page.items) {
+      if (query.tool !== undefined && row.tool !== query.tool) continue;
+      if (query.createdAtMost !== undefined && !(Date.parse(row.createdAt) <= query.createdAtMost)) continue;
+      if (items.length === query.limit) return { items, next: items[items.length - 1]!.id };
+      items.push(row);
+    }
+    if (page.next === null) return { items, next: null };
+    after = page.next;
+  }
+}
+
 // Review decisions waiting in the decision inbox (docs/design.md#the-decision-inbox): part of the operator's picture
 // until the session's owner journals them (journalInboxReviews in jingwei/review)
 
@@ -221,7 +261,7 @@ export function reviewText(call: ToolCall): string | null {
  */
 export async function pendingInboxReviews(store: SessionStore, sessionId?: string): Promise<Map<string, Map<string, InboxDecisionRow>>> {
   const bySession = new Map<string, Map<string, InboxDecisionRow>>();
-  if (!(store instanceof JournalStore) || !store.backend.inbox) return bySession;
+  if (!hasInbox(store)) return bySession;
   const inbox = decisionInbox(store);
   let after: string | undefined;
   do {

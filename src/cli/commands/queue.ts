@@ -6,46 +6,7 @@ import { integerOption, STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, UsageError } from '../exit.js';
 import { durationText, parseAge, safe, shortId, table, timeText } from '../format.js';
 import { withStore } from '../session.js';
-import type { DecisionRow } from '../../store/inbox-rows.js';
-import { decisionInbox } from '../../store/inbox.js';
-import { JournalStore } from '../../store/journal-store.js';
-import type { SessionStore } from '../../store/types.js';
-
-/**
- * One page of approval requests in `state`, oldest first: `open` ones wait for a person (an attempt recorded
- * approval_pending); `decided` ones wait for the session's host to use the decision on its next attempt, which a
- * host that is gone never makes. None when the store keeps no decision inbox. `tool` and `calledAtMost` filter the
- * page.
- */
-async function approvalsIn(
-  store: SessionStore,
-  state: 'open' | 'decided',
-  query: { sessionId?: string; tool?: string; calledAtMost?: number; after?: string; limit: number },
-): Promise<{ items: DecisionRow[]; next: string | null }> {
-  if (!(store instanceof JournalStore) || !store.backend.inbox) return { items: [], next: null };
-  const inbox = decisionInbox(store);
-  const matches = (r: DecisionRow) =>
-    (query.tool === undefined || r.tool === query.tool) && (query.calledAtMost === undefined || Date.parse(r.createdAt) <= query.calledAtMost);
-  // The filters apply before the limit: the inbox is read page by page until `limit` rows match or it ends.
-  const items: DecisionRow[] = [];
-  let after = query.after;
-  for (;;) {
-    const page = await inbox.list({
-      kind: 'approval',
-      states: [state],
-      ...(query.sessionId !== undefined ? { sessionId: query.sessionId } : {}),
-      ...(after !== undefined ? { after } : {}),
-      limit: 1000,
-    });
-    for (const [i, row] of page.items.entries()) {
-      if (!matches(row)) continue;
-      items.push(row);
-      if (items.length === query.limit) return { items, next: i === page.items.length - 1 && page.next === null ? null : row.id };
-    }
-    if (page.next === null) return { items, next: null };
-    after = page.next;
-  }
-}
+import { approvalRequests } from '../assessment.js';
 
 function statusesOf(value: string | boolean | undefined): AttentionStatus[] | undefined {
   if (typeof value !== 'string') return undefined;
@@ -134,15 +95,15 @@ back: resume the session's run on another host. The same filters apply; --decide
         throw error;
       }
       const none = { items: [], next: null };
-      let approvals: Awaited<ReturnType<typeof approvalsIn>> = none;
-      let decided: Awaited<ReturnType<typeof approvalsIn>> = none;
+      let approvals: Awaited<ReturnType<typeof approvalRequests>> = none;
+      let decided: Awaited<ReturnType<typeof approvalRequests>> = none;
       if (status === undefined && effect === undefined) {
         const page = async (state: 'open' | 'decided', option: 'approvals-after' | 'decided-after') => {
           try {
-            return await approvalsIn(store, state, {
+            return await approvalRequests(store, state, {
               ...(typeof options.session === 'string' ? { sessionId: options.session } : {}),
               ...(typeof options.tool === 'string' ? { tool: options.tool } : {}),
-              ...(olderThanMs !== undefined ? { calledAtMost: Date.now() - olderThanMs } : {}),
+              ...(olderThanMs !== undefined ? { createdAtMost: Date.now() - olderThanMs } : {}),
               ...(typeof options[option] === 'string' ? { after: options[option] } : {}),
               limit,
             });

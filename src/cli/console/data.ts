@@ -12,7 +12,7 @@ import { JournalStore } from '../../store/journal-store.js';
 import { ATTENTION_STATUSES, type AttentionStatus, type TaskRow } from '../../store/rows.js';
 import type { AttentionItem, SessionStore, SessionSummary } from '../../store/types.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
-import { indexCalls, pendingInboxReviews, withInboxReviews, type CallRecord } from '../assessment.js';
+import { approvalRequests, hasInbox, indexCalls, pendingInboxReviews, withInboxReviews, type CallRecord } from '../assessment.js';
 import { parseAge } from '../format.js';
 
 /** The queue's filters as the page's form sends them; every field is checked before the store sees it. */
@@ -117,37 +117,16 @@ export async function readQueue(store: SessionStore, filters: QueueFilters, pagi
   items.sort((a, b) => (b.calledAt ?? '').localeCompare(a.calledAt ?? '') || a.callId.localeCompare(b.callId));
   const none: Listed<DecisionRow> = { items: [], next: null };
   const operationsOnly = filters.status !== undefined || filters.effect !== undefined || !hasInbox(store);
+  const approvalFilters = {
+    ...(filters.tool !== undefined ? { tool: filters.tool } : {}),
+    ...(filters.olderThan !== undefined ? { createdAtMost: Date.now() - filters.olderThan.ms } : {}),
+    limit: QUEUE_MAX,
+  };
   return {
     items: { items, next: cursor },
-    approvals: operationsOnly ? none : await approvalsIn(store, 'open', filters, paging.approvalsAfter),
-    decided: operationsOnly ? none : await approvalsIn(store, 'decided', filters, paging.decidedAfter),
+    approvals: operationsOnly ? none : await approvalRequests(store, 'open', { ...approvalFilters, ...(paging.approvalsAfter !== undefined ? { after: paging.approvalsAfter } : {}) }),
+    decided: operationsOnly ? none : await approvalRequests(store, 'decided', { ...approvalFilters, ...(paging.decidedAfter !== undefined ? { after: paging.decidedAfter } : {}) }),
   };
-}
-
-/**
- * Up to QUEUE_MAX approval requests in `state` after `after` that pass the tool and age filters, oldest first: the
- * inbox is read page by page and filtered before the cut; `next` is the last row listed when more may follow.
- */
-async function approvalsIn(store: SessionStore, state: 'open' | 'decided', filters: QueueFilters, after: string | undefined): Promise<Listed<DecisionRow>> {
-  const inbox = decisionInbox(store);
-  const cutoff = filters.olderThan !== undefined ? Date.now() - filters.olderThan.ms : undefined;
-  const items: DecisionRow[] = [];
-  let from = after;
-  for (;;) {
-    const page = await inbox.list({ kind: 'approval', states: [state], ...(from !== undefined ? { after: from } : {}), limit: 1000 });
-    for (const row of page.items) {
-      if (filters.tool !== undefined && row.tool !== filters.tool) continue;
-      if (cutoff !== undefined && !(Date.parse(row.createdAt) <= cutoff)) continue;
-      if (items.length === QUEUE_MAX) return { items, next: items[items.length - 1]!.id };
-      items.push(row);
-    }
-    if (page.next === null) return { items, next: null };
-    from = page.next;
-  }
-}
-
-export function hasInbox(store: SessionStore): boolean {
-  return store instanceof JournalStore && store.backend.inbox !== undefined;
 }
 
 export interface SessionView {
