@@ -321,6 +321,9 @@ function applyBudget(task: TaskRow, epoch: number, request: CommitRequest, bytes
   }
   for (const e of request.events) {
     if (e.kind.type === 'tool_started') {
+      // A body starts only while its task runs: a call admitted before its task was stopped or completed (one
+      // waiting for approval) never starts (docs/design.md#tasks-and-budgets).
+      if (row.state !== 'running') throw new TaskNotRunningError(row.taskId, row.state);
       const callId = e.kind.callId;
       reservations = reservations.map((r) => (r.callId === callId ? { ...r, started: true } : r));
     } else if (e.kind.type === 'tool_result') {

@@ -237,6 +237,24 @@ function storeRules(name: string, factory: StoreFactory): void {
       await store.close();
     });
 
+    it('a start marker is refused once its task is stopped or completed; the call\'s result is still recorded', async () => {
+      const { store } = await factory.open();
+      const owner = await store.acquire('s-ended', { owner: 'h' });
+      for (const [task, end] of [['t-completed', () => owner.completeTask('t-completed')], ['t-stopped', () => owner.stopTask('t-stopped', 'operator')]] as const) {
+        await owner.startTask(task, { limits: { toolOutputBytes: 100 } });
+        const call = newCallId();
+        await commitAs(owner, { events: [callDraft(task as TaskId, newOperationKey(), call)], budget: { taskId: task as TaskId, admit: { maxOutputBytes: 100 } } });
+        await end();
+        const before = (await store.loadHistory('s-ended')).length;
+        await rejects(commitAs(owner, { events: [{ turnId: turn, kind: { type: 'tool_started', callId: call } }], budget: { taskId: task as TaskId } }), 'task_not_running');
+        assert.equal((await store.loadHistory('s-ended')).length, before, 'nothing written');
+        await commitAs(owner, { events: [resultDraft(call)], budget: { taskId: task as TaskId, settle: { chargeOutputBytes: 0 } } });
+        const snapshot = await owner.task(task);
+        assert.deepEqual([snapshot.charged.toolCalls, snapshot.charged.toolOutputBytes, snapshot.reservedOutputBytes], [1, 0, 0]);
+      }
+      await store.close();
+    });
+
     it('reservations left by a fenced owner are settled: refunded if never started, charged if started', async () => {
       const { store } = await factory.open();
       const a = await store.acquire('s-abandon', { owner: 'host-a' });

@@ -398,11 +398,8 @@ class Gateway implements ToolGateway {
       // The marker is written only while this call is still the latest attempt of its operation: a retry made
       // while the approval was pending supersedes it, and its body never runs (docs/design.md#a-stale-attempt-cannot-start).
       const marked = await this.writeStarted(call, op, started, operator?.change ?? settle);
-      if (marked === null) {
-        const superseded = failure('unavailable', 'tool_superseded', 'a newer attempt of this operation was made while this one waited; its body never ran');
-        return this.finish(call, callEvent, null, superseded, 0, observer);
-      }
-      startedEvent = marked;
+      if ('refused' in marked) return this.finish(call, callEvent, null, marked.refused, 0, observer);
+      startedEvent = marked.event;
     }
     faultPoint('started:after');
     observer?.bodyStarted();
@@ -466,8 +463,16 @@ class Gateway implements ToolGateway {
     }
   }
 
-  /** Writes the start marker conditioned on the latest attempt; null when a newer attempt superseded this call. */
-  private async writeStarted(call: ToolCall, op: NonNullable<ToolCall['operation']>, startedDraft: EventDraft, approval?: ApprovalChange): Promise<SessionEvent | null> {
+  /**
+   * Writes the start marker conditioned on the latest attempt and on a running task. Refused (nothing written, the
+   * body never runs) when a newer attempt superseded this call or its task was stopped or completed while it waited.
+   */
+  private async writeStarted(
+    call: ToolCall,
+    op: NonNullable<ToolCall['operation']>,
+    startedDraft: EventDraft,
+    approval?: ApprovalChange,
+  ): Promise<{ event: SessionEvent } | { refused: Failure }> {
     try {
       const receipt = await commitAs(this.binding.owner, {
         events: [startedDraft],
@@ -475,9 +480,15 @@ class Gateway implements ToolGateway {
         expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: call.id },
         ...(approval ? { approval } : {}),
       });
-      return receipt.events[0]!;
+      return { event: receipt.events[0]! };
     } catch (error) {
-      if ((error as { code?: string }).code === 'not_latest_attempt') return null;
+      const { code, state } = (error ?? {}) as { code?: unknown; state?: unknown };
+      if (code === 'task_not_running') {
+        return { refused: failure('budget', 'tool_budget_stopped', `the task was ${state === 'completed' ? 'completed' : 'stopped'} while this call waited; its body never ran`) };
+      }
+      if (code === 'not_latest_attempt') {
+        return { refused: failure('unavailable', 'tool_superseded', 'a newer attempt of this operation was made while this one waited; its body never ran') };
+      }
       throw new ToolRecordingError('started', call, null, error);
     }
   }

@@ -207,4 +207,20 @@ forEachStore('every failure category is recorded as evidence', (target) => {
     const execution = await r.gateway.call('waits', {});
     await check(r, execution, { category: 'budget', code: 'tool_budget_stopped', started: true, outputCharged: RESERVE, ledger: ['started', 'stopped'] });
   });
+
+  it('budget: the task is completed while the call waits for approval (the body never starts)', async () => {
+    let r: Rig | undefined;
+    let ran = 0;
+    // The approver approves only after the host has completed the task: the approval must not start the body.
+    const approver: ToolApprover = async () => { await r!.owner.completeTask(r!.taskId); return { decision: 'approved' }; };
+    r = await rig(target, {
+      tools: [tool('gated', async () => { ran++; return 'ran'; }, new ToolMetadata('gated', { type: 'object' }).withApproval('human'))],
+      approvers: { human: approver },
+      maxOutputBytes: RESERVE,
+    });
+    const execution = await r.gateway.call('gated', {});
+    assert.equal(ran, 0, 'the body never ran');
+    assert.match((execution.result.outcome as { message: string }).message, /task was completed while this call waited; its body never ran/);
+    await check(r, execution, { category: 'budget', code: 'tool_budget_stopped', started: false, outputCharged: 0, ledger: ['started', 'completed'] });
+  });
 });
