@@ -62,6 +62,35 @@ describe('a SQLite store whose file is removed or replaced while open', () => {
     await store.close();
   });
 
+  it('once its directory has settled, a deleted or replaced write-ahead log is still refused', async () => {
+    // After a while without changes in the directory, a store checks the log through the directory's change times
+    // instead of a stat of the log itself; deleting or renaming a file must still be noticed before the next write.
+    const open = async () => {
+      const path = tempDbPath(tempDir('jingwei-store-replaced-settled-'));
+      const store = openSqliteStore(path);
+      const owner = await store.acquire('s', { owner: 'host-1' });
+      await owner.append(message('one'));
+      return { path, store, owner };
+    };
+    const deleted = await open();
+    const renamed = await open();
+    const other = await open();
+    // Longer than a file system keeping whole seconds needs (docs/design.md#a-store-notices-its-file-was-replaced).
+    await new Promise((resolve) => setTimeout(resolve, 2_700));
+    for (const { owner } of [deleted, renamed, other]) {
+      await owner.append(message('two'));
+      await owner.append(message('three'));
+    }
+    rmSync(`${deleted.path}-wal`);
+    await assert.rejects(deleted.owner.append(message('four')), /write-ahead log was deleted/);
+    copyFileSync(`${other.path}-wal`, `${renamed.path}-wal.copy`);
+    renameSync(`${renamed.path}-wal.copy`, `${renamed.path}-wal`);
+    await assert.rejects(renamed.owner.append(message('four')), /write-ahead log was replaced by another file/);
+    await other.owner.append(message('four'));
+    assert.equal((await other.store.loadHistory('s')).length, 4);
+    for (const { store } of [deleted, renamed, other]) await store.close();
+  });
+
   it('an untouched journal keeps working across many writes and reopens', async () => {
     const path = tempDbPath(dir);
     for (let round = 0; round < 3; round++) {

@@ -1,5 +1,4 @@
-import { statSync } from 'node:fs';
-import { StaleOwnerError, StoreClosedError, StoreReplacedError } from '../../errors.js';
+import { StaleOwnerError, StoreClosedError } from '../../errors.js';
 import type { SessionId } from '../../ids.js';
 import { STORE_DEFAULTS } from '../../limits.js';
 import { faultPoint } from '../../fault.js';
@@ -16,6 +15,7 @@ import { eventRows, prepareStatements, type SqliteStatements } from './statement
 import { SqliteInbox } from './inbox.js';
 import { GROUP_MAX, type QueuedWrite, runGroup } from './group-commit.js';
 import { KnownRows } from './known-rows.js';
+import { FileIdentity } from './file-identity.js';
 
 type WriteTx = (sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) => unknown;
 
@@ -215,42 +215,6 @@ class SqliteBackend implements JournalBackend {
 }
 
 const optional = <R, T>(record: R | undefined, map: (record: R) => T): T | undefined => (record === undefined ? undefined : map(record));
-
-/**
- * The device and inode of the journal file and of its write-ahead log, taken when the store opened (the log's when
- * it first exists). Checked before every write transaction: a file deleted or replaced under an open store would
- * let another host start the session over on a fresh file while this one's acknowledged writes vanish
- * (docs/design.md#a-store-notices-its-file-was-replaced).
- */
-class FileIdentity {
-  private readonly main: string;
-  private wal: string | null = null;
-  constructor(private readonly path: string) {
-    this.main = FileIdentity.of(path) ?? '';
-    this.noteWal();
-  }
-
-  private static of(path: string): string | null {
-    const st = statSync(path, { throwIfNoEntry: false });
-    return st ? `${st.dev}:${st.ino}` : null;
-  }
-
-  /** Records the log's identity the first time it exists. */
-  noteWal(): void {
-    if (this.wal === null) this.wal = FileIdentity.of(`${this.path}-wal`);
-  }
-
-  check(): void {
-    const main = FileIdentity.of(this.path);
-    if (main === null) throw new StoreReplacedError(this.path, 'the journal file was deleted');
-    if (main !== this.main) throw new StoreReplacedError(this.path, 'the journal file was replaced by another file');
-    if (this.wal !== null) {
-      const wal = FileIdentity.of(`${this.path}-wal`);
-      if (wal === null) throw new StoreReplacedError(this.path, 'its write-ahead log was deleted');
-      if (wal !== this.wal) throw new StoreReplacedError(this.path, 'its write-ahead log was replaced by another file');
-    }
-  }
-}
 
 /**
  * Opens (creating if needed, unless `mustExist` or `readonly`) a SQLite journal: WAL, synchronous=FULL, every

@@ -1,0 +1,74 @@
+import { statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { StoreReplacedError } from '../../errors.js';
+
+/**
+ * How long ago the journal's directory must have last changed before its change times are trusted to stand for its
+ * entries, in ms. A file time is a clock reading rounded down to the file system's granularity (a tick of the
+ * kernel's coarse clock, a few ms; a second on ext3 or HFS+, two on FAT), so a change made within one granule of the
+ * one before it can leave the times as they were. Once the recorded times are older than a granule, no later change
+ * can give the same times again, short of the clock being set back. Times with no sub-second part are taken to come
+ * from a file system that keeps whole seconds.
+ */
+const SETTLED_MS = { subSecond: 50, wholeSeconds: 2500 } as const;
+const NS_PER_SECOND = 1_000_000_000n;
+
+/**
+ * The device and inode of the journal file and of its write-ahead log, taken when the store opened (the log's when
+ * it first exists). Checked before every write transaction: a file deleted or replaced under an open store would
+ * let another host start the session over on a fresh file while this one's acknowledged writes vanish
+ * (docs/design.md#a-store-notices-its-file-was-replaced).
+ *
+ * The log is the file every commit has just fsynced, and a `stat` of it right after makes the writing thread wait
+ * (one more context switch a commit, about a sixth of a durable call on a fast disk). Deleting, renaming or creating
+ * a file changes its directory's change times, so while the directory is the one it was and its times are what
+ * they were when the log last passed the check (and had settled then), the log's name still names the same file and
+ * its `stat` is skipped; the journal file's own `stat` (which does not wait) is made every time.
+ */
+export class FileIdentity {
+  private readonly main: string;
+  private readonly directory: string;
+  private wal: string | null = null;
+  /** The directory's identity and change times when the log last passed the check, if they had settled by then. */
+  private unchangedSince: string | null = null;
+
+  constructor(private readonly path: string) {
+    this.directory = dirname(path);
+    this.main = FileIdentity.of(path) ?? '';
+    this.noteWal();
+  }
+
+  private static of(path: string): string | null {
+    const st = statSync(path, { throwIfNoEntry: false });
+    return st ? `${st.dev}:${st.ino}` : null;
+  }
+
+  /** The directory's device, inode and change times, and whether they have settled (SETTLED_MS). */
+  private directoryState(): { readonly state: string; readonly settled: boolean } | null {
+    const st = statSync(this.directory, { bigint: true, throwIfNoEntry: false });
+    if (!st) return null;
+    const wholeSeconds = st.mtimeNs % NS_PER_SECOND === 0n || st.ctimeNs % NS_PER_SECOND === 0n;
+    const settledBeforeNs = BigInt(Date.now() - (wholeSeconds ? SETTLED_MS.wholeSeconds : SETTLED_MS.subSecond)) * 1_000_000n;
+    const settled = st.mtimeNs < settledBeforeNs && st.ctimeNs < settledBeforeNs;
+    return { state: `${st.dev}:${st.ino}:${st.mtimeNs}:${st.ctimeNs}`, settled };
+  }
+
+  /** Records the log's identity the first time it exists. */
+  noteWal(): void {
+    if (this.wal === null) this.wal = FileIdentity.of(`${this.path}-wal`);
+  }
+
+  check(): void {
+    const main = FileIdentity.of(this.path);
+    if (main === null) throw new StoreReplacedError(this.path, 'the journal file was deleted');
+    if (main !== this.main) throw new StoreReplacedError(this.path, 'the journal file was replaced by another file');
+    if (this.wal === null) return;
+    // The directory is read before the log: a change made between the two shows as changed times next time.
+    const directory = this.directoryState();
+    if (directory !== null && directory.state === this.unchangedSince) return;
+    const wal = FileIdentity.of(`${this.path}-wal`);
+    if (wal === null) throw new StoreReplacedError(this.path, 'its write-ahead log was deleted');
+    if (wal !== this.wal) throw new StoreReplacedError(this.path, 'its write-ahead log was replaced by another file');
+    this.unchangedSince = directory?.settled ? directory.state : null;
+  }
+}
