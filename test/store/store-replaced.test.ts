@@ -62,9 +62,9 @@ describe('a SQLite store whose file is removed or replaced while open', () => {
     await store.close();
   });
 
-  it('once its directory has settled, a deleted or replaced write-ahead log is still refused', async () => {
-    // After a while without changes in the directory, a store checks the log through the directory's change times
-    // instead of a stat of the log itself; deleting or renaming a file must still be noticed before the next write.
+  it('once its directory has settled, a deleted or replaced write-ahead log or journal file is still refused', async () => {
+    // After a while without changes in the directory, a store checks its files through the directory's change times
+    // instead of a stat of each; deleting or renaming a file must still be noticed before the next write.
     const open = async () => {
       const path = tempDbPath(tempDir('jingwei-store-replaced-settled-'));
       const store = openSqliteStore(path);
@@ -75,9 +75,10 @@ describe('a SQLite store whose file is removed or replaced while open', () => {
     const deleted = await open();
     const renamed = await open();
     const other = await open();
+    const journal = await open();
     // Longer than a file system keeping whole seconds needs (docs/design.md#a-store-notices-its-file-was-replaced).
     await new Promise((resolve) => setTimeout(resolve, 2_700));
-    for (const { owner } of [deleted, renamed, other]) {
+    for (const { owner } of [deleted, renamed, other, journal]) {
       await owner.append(message('two'));
       await owner.append(message('three'));
     }
@@ -86,9 +87,12 @@ describe('a SQLite store whose file is removed or replaced while open', () => {
     copyFileSync(`${other.path}-wal`, `${renamed.path}-wal.copy`);
     renameSync(`${renamed.path}-wal.copy`, `${renamed.path}-wal`);
     await assert.rejects(renamed.owner.append(message('four')), /write-ahead log was replaced by another file/);
+    copyFileSync(other.path, `${journal.path}.copy`);
+    renameSync(`${journal.path}.copy`, journal.path);
+    await assert.rejects(journal.owner.append(message('four')), /journal file was replaced by another file/);
     await other.owner.append(message('four'));
     assert.equal((await other.store.loadHistory('s')).length, 4);
-    for (const { store } of [deleted, renamed, other]) await store.close();
+    for (const { store } of [deleted, renamed, other, journal]) await store.close();
   });
 
   it('an untouched journal keeps working across many writes and reopens', async () => {

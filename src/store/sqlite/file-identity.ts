@@ -20,10 +20,10 @@ const NS_PER_SECOND = 1_000_000_000n;
  * (docs/design.md#a-store-notices-its-file-was-replaced).
  *
  * The log is the file every commit has just fsynced, and a `stat` of it right after makes the writing thread wait
- * (one more context switch a commit, about a sixth of a durable call on a fast disk). Deleting, renaming or creating
- * a file changes its directory's change times, so while the directory is the one it was and its times are what
- * they were when the log last passed the check (and had settled then), the log's name still names the same file and
- * its `stat` is skipped; the journal file's own `stat` (which does not wait) is made every time.
+ * (one more context switch a commit, about a seventh of a durable call on a fast disk). Deleting, renaming or
+ * creating a file changes its directory's change times, so while the directory is the one it was and its times are
+ * what they were when both files last passed the check (and had settled then), both names still name the same files
+ * and one `stat` of the directory stands for theirs.
  */
 export class FileIdentity {
   private readonly main: string;
@@ -59,16 +59,17 @@ export class FileIdentity {
   }
 
   check(): void {
+    // The directory is read before the files: a change made in between shows as changed times next time.
+    const directory = this.directoryState();
+    if (directory !== null && directory.state === this.unchangedSince) return;
     const main = FileIdentity.of(this.path);
     if (main === null) throw new StoreReplacedError(this.path, 'the journal file was deleted');
     if (main !== this.main) throw new StoreReplacedError(this.path, 'the journal file was replaced by another file');
-    if (this.wal === null) return;
-    // The directory is read before the log: a change made between the two shows as changed times next time.
-    const directory = this.directoryState();
-    if (directory !== null && directory.state === this.unchangedSince) return;
-    const wal = FileIdentity.of(`${this.path}-wal`);
-    if (wal === null) throw new StoreReplacedError(this.path, 'its write-ahead log was deleted');
-    if (wal !== this.wal) throw new StoreReplacedError(this.path, 'its write-ahead log was replaced by another file');
+    if (this.wal !== null) {
+      const wal = FileIdentity.of(`${this.path}-wal`);
+      if (wal === null) throw new StoreReplacedError(this.path, 'its write-ahead log was deleted');
+      if (wal !== this.wal) throw new StoreReplacedError(this.path, 'its write-ahead log was replaced by another file');
+    }
     this.unchangedSince = directory?.settled ? directory.state : null;
   }
 }
