@@ -3,8 +3,8 @@
  * kept by the commit transaction from the events it writes. The queue and the in-doubt guard read it instead of
  * loading journals. Pure functions only; the backends store the rows.
  */
-import { InvalidInputError } from '../errors.js';
-import { recordedAtText } from '../event/codec.js';
+import { InvalidInputError, JsonParseError, WireDecodeError } from '../errors.js';
+import { decodeEventText, recordedAtText } from '../event/codec.js';
 import { TOOL_EFFECTS, ToolEffect, type SessionEvent, type ToolReviewOutcome } from '../event/types.js';
 import type { SessionId, TaskId } from '../ids.js';
 import { jsonDigest } from '../json/canonical.js';
@@ -73,7 +73,7 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
     if (k.type === 'tool_call') {
       const op = k.call.operation;
       if (!op) continue;
-      const previous = [...changed.values(), ...existing].find((r) => r.taskId === op.taskId && r.key === op.key);
+      const previous = changed.get(JSON.stringify([op.taskId, op.key])) ?? existing.find((r) => r.taskId === op.taskId && r.key === op.key);
       if (previous) byCall.delete(previous.callId);
       put({
         sessionId,
@@ -115,6 +115,26 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
     }
   }
   return [...changed.values()];
+}
+
+/** The schema version, on SQLite and on PostgreSQL, from which a store keeps the index. */
+export const ATTENTION_SCHEMA_VERSION = 4;
+
+/**
+ * The rows a whole journal makes (its stored bodies in order), for a store upgraded from a version that kept no index
+ * (docs/design.md#an-upgrade-fills-the-attention-index). An event that does not decode (a corrupt journal, which
+ * `jingwei verify` reports) is left out: a result left out leaves its call open, so the guard errs towards refusing.
+ */
+export function attentionOfJournal(sessionId: SessionId, bodies: Iterable<string>): AttentionRow[] {
+  const events: SessionEvent[] = [];
+  for (const body of bodies) {
+    try {
+      events.push(decodeEventText(body));
+    } catch (error) {
+      if (!(error instanceof JsonParseError || error instanceof WireDecodeError)) throw error;
+    }
+  }
+  return attentionWrites(sessionId, events);
 }
 
 /**

@@ -14,6 +14,7 @@ import type { SessionStore } from '../../src/store/types.js';
 import { adminPool, describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
 import { runStoreConformance, setPostgresBeforeCommit } from '../../src/testing/index.js';
 import { commitAs } from '../../src/store/owner-commit.js';
+import { checkIndexFilled, writeMails } from '../support/pre-index-journal.js';
 
 const turn = newTurnId();
 const message = (text: string): EventDraft => ({ turnId: turn, kind: { type: 'user_message', text } });
@@ -109,6 +110,21 @@ describePostgres('PostgreSQL store', (url) => {
       assert.deepEqual(tasks.rows, [{ session_id: 's', task_id: 't' }, { session_id: 's-other', task_id: 't' }]);
       const ops = await admin.query(`SELECT session_id, task_id, key, call_id FROM ${S}.jw_operations`);
       assert.deepEqual(ops.rows, [{ session_id: 's', task_id: 't', key: 'op-k', call_id: 'call-old' }]);
+    });
+
+    it('fills the attention index from the journal when it upgrades a version-3 schema: the queue lists, and the guard refuses to repeat, a mail left in doubt', async () => {
+      const schema = freshSchema();
+      const S = `"${schema}"`;
+      const writer = await openPostgresStore(url, { schema });
+      const inDoubt = await writeMails(writer);
+      await writer.close();
+      // Version 3's layout: no attention index, no inbox, no recorded or lease times, no index of events by id.
+      await admin.query(`DROP TABLE ${S}.jw_attention; DROP TABLE ${S}.jw_decisions; DROP INDEX ${S}.jw_events_event_id;
+        ALTER TABLE ${S}.jw_sessions DROP COLUMN lease_expires_at, DROP COLUMN recorded_at;
+        UPDATE ${S}.jw_schema_version SET version = 3`);
+      const store = await openPostgresStore(url, { schema });
+      await checkIndexFilled(store, inDoubt);
+      await store.close();
     });
 
     it('migrates a version-7 schema to the index of attention rows by call id, and commits naming a stored call still find its row', async () => {

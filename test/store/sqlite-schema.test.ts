@@ -8,6 +8,7 @@ import { commitAs } from '../../src/store/owner-commit.js';
 import { JOURNAL_PAGE_SIZE } from '../../src/store/sqlite/schema.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
+import { checkIndexFilled, writeMails } from '../support/pre-index-journal.js';
 
 const dir = tempDir();
 
@@ -91,6 +92,22 @@ describe('SQLite schema versions', () => {
       { session_id: 's', task_id: 't', key: 'op-k', call_id: 'call-old', event_id: 'evt-old' },
     ]);
     raw.close();
+  });
+
+  it('fills the attention index from the journal when it upgrades a version-3 journal: the queue lists, and the guard refuses to repeat, a mail left in doubt', async () => {
+    const path = tempDbPath(dir, 'v3');
+    const writer = openSqliteStore(path);
+    const inDoubt = await writeMails(writer);
+    await writer.close();
+    // Version 3's layout: no attention index, no inbox, no recorded or lease times, no index of events by id.
+    const db = new Database(path);
+    db.exec(`DROP TABLE jw_attention; DROP TABLE jw_decisions; DROP INDEX jw_events_event_id;
+      ALTER TABLE jw_sessions DROP COLUMN lease_expires_at; ALTER TABLE jw_sessions DROP COLUMN recorded_at;
+      PRAGMA user_version = 3;`);
+    db.close();
+    const store = openSqliteStore(path);
+    await checkIndexFilled(store, inDoubt);
+    await store.close();
   });
 
   it('refuses a database that holds other tables, and leaves it untouched', () => {

@@ -4,6 +4,10 @@ import type { Pool } from './driver.js';
 
 import { POSTGRES_SCHEMA_VERSION } from './options.js';
 import { INBOX_DDL } from './inbox.js';
+import { ATTENTION_SCHEMA_VERSION, attentionOfJournal } from '../attention.js';
+import { ATTENTION_COLUMNS, attentionValues } from '../sql-rows.js';
+import type { SessionId } from '../../ids.js';
+import type { PoolClient } from './driver.js';
 
 /** Version 2 → 3: the decision inbox's table and indexes. */
 const MIGRATE_INBOX = (S: string): string => INBOX_DDL(S);
@@ -28,8 +32,8 @@ ALTER TABLE ${S}.jw_operations DROP CONSTRAINT jw_operations_pkey,
   ADD CONSTRAINT jw_operations_pkey PRIMARY KEY (session_id, task_id, key);`;
 
 /**
- * Version 4. Recorded times and the attention index: one row per operation, kept by each commit. Operations recorded before
- * the upgrade are not in the index.
+ * Version 4. Recorded times and the attention index: one row per operation, kept by each commit. The upgrade then fills the
+ * index from the journals (fillAttention).
  */
 const MIGRATE_ATTENTION = (S: string) => `
 ALTER TABLE ${S}.jw_sessions ADD COLUMN recorded_at BIGINT;
@@ -168,6 +172,7 @@ export async function migrate(pool: Pool, schema: string, lockTimeoutMs: number,
       const version = await readVersion();
       if (version > POSTGRES_SCHEMA_VERSION) throw tooNew(version);
       for (let v = version + 1; v <= POSTGRES_SCHEMA_VERSION; v++) await client.query(MIGRATIONS[v]!(S));
+      if (version > 0 && version < ATTENTION_SCHEMA_VERSION) await fillAttention(client, S);
       await client.query(`UPDATE ${S}.jw_schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION]);
       await client.query('COMMIT');
     } catch (error) {
@@ -177,5 +182,19 @@ export async function migrate(pool: Pool, schema: string, lockTimeoutMs: number,
   } finally {
     client.off('error', onError);
     client.release(broken === undefined ? undefined : broken instanceof Error ? broken : new Error(String(broken)));
+  }
+}
+
+/**
+ * Fills the attention index a migration has just created from every session's journal, in the migration's
+ * transaction, so the queue and the in-doubt guard know the operations recorded before the upgrade
+ * (docs/design.md#an-upgrade-fills-the-attention-index).
+ */
+async function fillAttention(client: PoolClient, S: string): Promise<void> {
+  const sessions = await client.query<{ session_id: SessionId }>(`SELECT session_id FROM ${S}.jw_sessions ORDER BY session_id`);
+  const insert = `INSERT INTO ${S}.jw_attention (${ATTENTION_COLUMNS}) VALUES (${ATTENTION_COLUMNS.split(', ').map((_, i) => `$${i + 1}`).join(', ')})`;
+  for (const { session_id: sessionId } of sessions.rows) {
+    const bodies = await client.query<{ body: string }>(`SELECT body FROM ${S}.jw_events WHERE session_id = $1 ORDER BY seq`, [sessionId]);
+    for (const row of attentionOfJournal(sessionId, bodies.rows.map((r) => r.body))) await client.query(insert, attentionValues(row, (b) => b));
   }
 }

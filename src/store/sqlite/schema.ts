@@ -3,6 +3,9 @@ import type { Database } from './driver.js';
 import { STORE_DEFAULTS, TASK_DEFAULTS } from '../../limits.js';
 import { SQLITE_SCHEMA_VERSION, type SqliteStoreOptions } from './options.js';
 import { switchToWal } from './wal.js';
+import { ATTENTION_SCHEMA_VERSION, attentionOfJournal } from '../attention.js';
+import { ATTENTION_COLUMNS, attentionValues } from '../sql-rows.js';
+import type { SessionId } from '../../ids.js';
 
 export { SQLITE_SCHEMA_VERSION };
 
@@ -99,8 +102,8 @@ ALTER TABLE jw_operations_by_session RENAME TO jw_operations;
 `;
 
 /**
- * Version 3 → 4: recorded times (the session's last one) and the attention index. Operations recorded before the
- * upgrade are not in the index (docs/design.md#the-attention-index).
+ * Version 3 → 4: recorded times (the session's last one) and the attention index. The upgrade then fills the index from
+ * the journals (fillAttention).
  */
 const MIGRATE_ATTENTION = `ALTER TABLE jw_sessions ADD COLUMN recorded_at INTEGER;
 ${ATTENTION_TABLE}`;
@@ -157,9 +160,24 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
       db.exec(INBOX_TABLE);
     } else {
       for (let v = version; v < SQLITE_SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
+      if (version < ATTENTION_SCHEMA_VERSION) fillAttention(db);
     }
     if (version !== SQLITE_SCHEMA_VERSION) db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
   }).immediate();
+}
+
+/**
+ * Fills the attention index a migration has just created from every session's journal, in the migration's
+ * transaction, so the queue and the in-doubt guard know the operations recorded before the upgrade
+ * (docs/design.md#an-upgrade-fills-the-attention-index).
+ */
+function fillAttention(db: Database): void {
+  const sessions = db.prepare('SELECT session_id FROM jw_sessions ORDER BY session_id').pluck().all() as SessionId[];
+  const bodies = db.prepare('SELECT body FROM jw_events WHERE session_id = ? ORDER BY seq').pluck();
+  const insert = db.prepare(`INSERT INTO jw_attention (${ATTENTION_COLUMNS}) VALUES (${ATTENTION_COLUMNS.split(', ').map(() => '?').join(', ')})`);
+  for (const sessionId of sessions) {
+    for (const row of attentionOfJournal(sessionId, bodies.all(sessionId) as string[])) insert.run(...attentionValues(row, (b) => (b ? 1 : 0)));
+  }
 }
 
 function refuseForeign(db: Database, path: string, options: SqliteStoreOptions): void {
