@@ -1,4 +1,4 @@
-import { DecisionError, InvalidInputError, StaleOwnerError, StoreClosedError, StoreUnavailableError, TaskNotFoundError } from '../errors.js';
+import { DecisionError, InvalidInputError, JournalCorruptError, StaleOwnerError, StoreBusyError, StoreClosedError, StoreUnavailableError, TaskNotFoundError } from '../errors.js';
 import type { DecisionRow } from './inbox-rows.js';
 import { checkId, type OperationKey, type SessionId, type TaskId } from '../ids.js';
 import { DECODED_WIRE_TYPES } from '../event/codec.js';
@@ -47,6 +47,9 @@ import type {
  * Wire types only the runtime and recovery write: the evidence a retry decision rests on. A review is written only
  * through recordToolReview (docs/design.md#reviews-are-journaled-evidence), which binds it to the latest attempt.
  */
+/** How many times checkTaskLedger reads a live session before it gives up (each time a commit came in between). */
+const LEDGER_CHECK_ATTEMPTS = 5;
+
 const EVIDENCE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_started', 'tool_result', 'tool_review']);
 
 /** The public append carries host events only (docs/design.md#only-the-runtime-writes-tool-evidence). */
@@ -225,17 +228,35 @@ export class JournalStore implements SessionStore {
     return { history, inFlight };
   }
 
-  /** Recomputes each journaled task's ledger from the verified chain and compares it with the stored task row. */
+  /**
+   * Recomputes each journaled task's ledger from the verified chain and compares it with the stored task row. The
+   * chain and the task rows are two reads, so a commit between them (a live session) makes them disagree without any
+   * damage: a disagreement counts only once the chain is read again unchanged, else the check starts over, a few
+   * times, and then gives up as StoreBusyError (docs/design.md#the-task-ledger-in-the-chain).
+   */
   async checkTaskLedger(sessionId: string): Promise<TaskLedgerReport> {
     const id = checkId<SessionId>('sessionId', sessionId);
-    const { rows, events } = await this.readChain(id);
-    const rowsByTask = new Map<string, TaskRow | undefined>();
-    for (const e of events) {
-      if (e.kind.type === 'task_ledger' && !rowsByTask.has(e.kind.ledger.taskId)) {
-        rowsByTask.set(e.kind.ledger.taskId, await this.backend.readTask(id, e.kind.ledger.taskId));
+    for (let attempt = 1; ; attempt++) {
+      const { rows, events } = await this.readChain(id);
+      const rowsByTask = new Map<string, TaskRow | undefined>();
+      for (const e of events) {
+        if (e.kind.type === 'task_ledger' && !rowsByTask.has(e.kind.ledger.taskId)) {
+          rowsByTask.set(e.kind.ledger.taskId, await this.backend.readTask(id, e.kind.ledger.taskId));
+        }
+      }
+      try {
+        return checkTaskLedger(id, events, rows, rowsByTask);
+      } catch (error) {
+        if (!(error instanceof JournalCorruptError) || error.reason !== 'task_ledger') throw error;
+        const { session } = await this.backend.snapshot(id);
+        const head = rows.at(-1);
+        const moved = (session?.lastSeq ?? -1) !== (head?.seq ?? -1) || (head !== undefined && session?.headHash !== head.hash);
+        if (!moved) throw error;
+        if (attempt === LEDGER_CHECK_ATTEMPTS) {
+          throw new StoreBusyError(`session ${id} kept changing while its task ledger was checked (${attempt} times); check it again when it is quieter`);
+        }
       }
     }
-    return checkTaskLedger(id, events, rows, rowsByTask);
   }
 
   async exportJsonl(sessionId: string): Promise<string> {

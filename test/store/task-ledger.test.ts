@@ -12,6 +12,8 @@ import { describe, it } from 'node:test';
 import type { EventDraft } from '../../src/event/types.js';
 import { newCallId, newOperationKey, newTurnId, type TaskId } from '../../src/ids.js';
 import { openSqliteStore } from '../../src/sqlite.js';
+import { createJournalStore } from '../../src/backend.js';
+import type { JournalBackend } from '../../src/store/rows.js';
 import { fileAnchorSink } from '../../src/store/anchors.js';
 import { exportRustJournal } from '../../src/store/rust-format.js';
 import { commitAs } from '../../src/store/owner-commit.js';
@@ -120,6 +122,39 @@ describe('task ledger in the chain: SQLite', () => {
     const events = cli(['events', path, 's-ledger']);
     assert.equal(events.code, 0, events.stderr);
     assert.match(events.stdout, /task t1 {2}stopped \(operator stop\) {2}calls 2\/5 {2}output 42\/100 B/);
+  });
+
+  it('a session written to while it is checked is not called corrupt: the check reads again, and gives up as store_busy if the writes never stop', async () => {
+    const path = tempDbPath(dir, 'live');
+    const store = openSqliteStore(path);
+    await build(store);
+    const host = await store.acquire('s-ledger', { owner: 'host-live', takeover: true });
+    // A reader over the same backend whose task reads let the host commit first, as a live session does between reads.
+    const backend = (store as unknown as { backend: JournalBackend }).backend;
+    let commitsBeforeRead = 0;
+    const racing: JournalBackend = Object.create(backend, {
+      readTask: {
+        value: async (sessionId: never, taskId: string) => {
+          if (commitsBeforeRead > 0 && taskId === 't3') {
+            commitsBeforeRead--;
+            await runCall(host, 't3');
+          }
+          return backend.readTask(sessionId, taskId);
+        },
+      },
+    });
+    const reader = createJournalStore(racing);
+    commitsBeforeRead = 2;
+    assert.deepEqual(await reader.checkTaskLedger!('s-ledger'), { covered: ['t1', 't2', 't3'], notCovered: [] });
+    assert.equal(commitsBeforeRead, 0, 'two checks met a commit between their reads');
+    commitsBeforeRead = 1_000;
+    await assert.rejects(reader.checkTaskLedger!('s-ledger'), { code: 'store_busy' });
+    // A real disagreement on a session that does not move is still corruption.
+    commitsBeforeRead = 0;
+    await host.release();
+    tamper(path, `UPDATE jw_tasks SET charged_tool_calls = 0 WHERE session_id = 's-ledger' AND task_id = 't3'`);
+    await assertLedgerBroken(reader, 't3', /charged 0 tool calls/);
+    await store.close();
   });
 
   for (const t of TAMPERINGS) {
