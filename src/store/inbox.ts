@@ -222,6 +222,13 @@ export async function awaitDecision(store: SessionStore, requestId: string, opti
   const id = checkId<string>('requestId', requestId);
   const pollMs = options.pollMs ?? 200;
   if (!Number.isSafeInteger(pollMs) || pollMs < 1) throw new InvalidInputError('pollMs', 'must be a positive integer');
+  const given = options.deadline as unknown;
+  if (given !== undefined && !(given instanceof Date && Number.isFinite(given.getTime()))) {
+    throw new InvalidInputError('deadline', `must be a valid Date, got ${given instanceof Date ? 'an invalid Date' : typeof given}`);
+  }
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
+    throw new InvalidInputError('signal', `must be an AbortSignal, got ${typeof options.signal}`);
+  }
   let deadline = options.deadline?.getTime() ?? Infinity;
   if (options.timeoutMs !== undefined) {
     if (!Number.isSafeInteger(options.timeoutMs) || options.timeoutMs < 0) throw new InvalidInputError('timeoutMs', 'must be a non-negative integer');

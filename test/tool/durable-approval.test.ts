@@ -165,6 +165,11 @@ forEachStore('durable approvals', (target) => {
     controller.abort(new Error('host shutting down'));
     await assert.rejects(awaitDecision(r.store, requestId, { signal: controller.signal }), { code: 'decision_wait_aborted' });
     await assert.rejects(awaitDecision(r.store, 'approval_missing'), { code: 'decision_not_found' });
+    // A deadline that is no time (a config value gone missing) would wait forever: refused, as a signal that is none.
+    // (The aborted signal ends the wait that the invalid deadline would otherwise make endless, should it be taken.)
+    await assert.rejects(awaitDecision(r.store, requestId, { deadline: new Date(Number.NaN), signal: controller.signal }), { code: 'invalid_input', field: 'deadline' });
+    await assert.rejects(awaitDecision(r.store, requestId, { deadline: '2026-12-03' as never }), { code: 'invalid_input', field: 'deadline' });
+    await assert.rejects(awaitDecision(r.store, requestId, { signal: { aborted: false } as never }), { code: 'invalid_input', field: 'signal' });
     const operator = await r.reopen();
     const waiting = awaitDecision(r.store, requestId, { pollMs: 20 });
     await decisionInbox(operator).approve(requestId, { actor: 'alice' });
