@@ -26,6 +26,12 @@ export const LIMITS = {
    * and fire at once for anything longer, which would time out every call the moment it starts.
    */
   maxTimeoutMs: 2_147_483_647,
+  /**
+   * Journal room an admitted call keeps, beyond its output reservation, until its result is recorded: its start
+   * marker, its result (a failure's code and message, an approval record) and one review, each at its largest
+   * (every id and text at its limit, every character escaped), measured by test/store/evidence-room.test.ts.
+   */
+  evidenceRoomBytes: 128 * 1024,
   /** Failure code and message are truncated (never rejected) to this many bytes on a character boundary. */
   maxDiagnosticBytes: 1024,
   /** Untrusted JSON documents handed to the bounded parser, unless a caller passes a smaller bound. */

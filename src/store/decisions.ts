@@ -168,7 +168,7 @@ export function chainEvents(session: SessionRow, epoch: number, drafts: readonly
   }
   const head: SessionRow = { ...session, lastSeq: session.lastSeq + drafts.length, headHash: hash, bodyBytes: bytes, recordedAt: last };
   // The new bodies' UTF-8 size, measured once here for the history limit and reused by the task's journal charge.
-  return { events, rows, head, addedBytes: bytes - session.bodyBytes };
+  return { events, rows, head, addedBytes: bytes - session.bodyBytes, historyBytes: total };
 }
 
 function operationsOf(sessionId: SessionId, events: readonly SessionEvent[]): OperationRow[] {
@@ -249,7 +249,7 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
     let reserved = 0;
     if (request.budget) {
       const bytes = chained.addedBytes;
-      const budgeted = applyBudget(requireTask(state.task, request.budget.taskId, session.sessionId), owner.epoch, request, bytes);
+      const budgeted = applyBudget(requireTask(state.task, request.budget.taskId, session.sessionId), owner.epoch, request, bytes, chained.historyBytes);
       task = { row: budgeted.row, insert: false };
       reserved = budgeted.reserved;
     }
@@ -292,7 +292,27 @@ export function journalLedger(row: TaskRow): { limit: number; charged: number } 
   return { limit: row.limitJournalBytes ?? TASK_DEFAULTS.journalBytes, charged: row.chargedJournalBytes ?? 0 };
 }
 
-function applyBudget(task: TaskRow, epoch: number, request: CommitRequest, bytes: number): { row: TaskRow; reserved: number } {
+/**
+ * The most a call reserves output bytes for, and whether it may be admitted, given the session's journal: after this
+ * commit the journal must still hold the evidence of every call of the task still open and of this one (each its
+ * output reservation and LIMITS.evidenceRoomBytes), so a body that runs can always have its result, and its call a
+ * review, recorded (docs/design.md#a-result-always-has-room). The output reservation shrinks to the room left, down
+ * to what the evidence room itself is; below that the call is refused before anything is written.
+ */
+function journalRoomForOutput(sessionId: SessionId, historyAfter: number, open: readonly Reservation[], wanted: number): number {
+  const openRoom = open.reduce((sum, r) => sum + r.bytes + LIMITS.evidenceRoomBytes, 0);
+  const room = LIMITS.maxHistoryBytes - historyAfter - openRoom - LIMITS.evidenceRoomBytes;
+  if (room < Math.min(wanted, LIMITS.evidenceRoomBytes)) {
+    throw new JournalFullError(
+      sessionId,
+      `${historyAfter} of ${LIMITS.maxHistoryBytes} bytes would be used with this call, and the results and reviews of ` +
+        `${open.length === 0 ? 'this call' : `this call and ${open.length} other open call${open.length === 1 ? '' : 's'}`} need room the journal no longer has; nothing was written`,
+    );
+  }
+  return Math.min(wanted, room);
+}
+
+function applyBudget(task: TaskRow, epoch: number, request: CommitRequest, bytes: number, historyAfter: number): { row: TaskRow; reserved: number } {
   const budget = request.budget!;
   let row = settleAbandoned(task, epoch);
   const journal = journalLedger(row);
@@ -314,8 +334,11 @@ function applyBudget(task: TaskRow, epoch: number, request: CommitRequest, bytes
     if (remaining <= 0) {
       throw new BudgetExhaustedError(row.taskId, 'tool_output_bytes', `${row.chargedOutputBytes} of ${row.limitOutputBytes} used`);
     }
-    reserved = Math.min(budget.admit.maxOutputBytes, remaining);
     const callId = (calls[0]!.kind as { call: { id: string } }).call.id;
+    reserved = Math.min(budget.admit.maxOutputBytes, remaining);
+    // A call refused before its body carries its result in this commit: it needs no room after it.
+    const resultHere = request.events.some((e) => e.kind.type === 'tool_result' && e.kind.result.callId === callId);
+    if (!resultHere) reserved = journalRoomForOutput(task.sessionId, historyAfter, reservations, reserved);
     reservations.push({ callId, bytes: reserved, started: false, epoch });
     row = { ...row, chargedToolCalls: row.chargedToolCalls + 1 };
   }

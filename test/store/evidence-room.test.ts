@@ -1,0 +1,112 @@
+/**
+ * A result always has room (docs/design.md#a-result-always-has-room): an admitted call keeps journal room for its
+ * output reservation and its evidence (marker, result, one review) until its result is recorded. The room kept for
+ * the evidence holds the largest marker, result and review there can be; near a full journal a call whose evidence
+ * would not fit is refused before anything is written, so no body runs whose result could not be recorded.
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { encodeEventText } from '../../src/event/codec.js';
+import { ToolEffect, type SessionEvent } from '../../src/event/types.js';
+import { newEventId, type CallId, type EventId, type SessionId, type TurnId } from '../../src/ids.js';
+import { LIMITS } from '../../src/limits.js';
+import { historyBytes } from '../../src/store/decisions.js';
+import type { SessionOwner, SessionStore } from '../../src/store/types.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { recordToolReview } from '../../src/tool/review.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { forEachStore } from '../support/stores.js';
+
+it('the room kept for a call\'s evidence holds its largest marker, result and review', () => {
+  // Every id and text at its limit, of a character JSON escapes to six (U+0001 is one UTF-8 byte, `\u0001` in JSON).
+  const text = '\u0001'.repeat(LIMITS.maxTextBytes);
+  const diagnostic = '\u0001'.repeat(LIMITS.maxDiagnosticBytes);
+  const envelope = { eventId: newEventId() as EventId, sessionId: text as SessionId, turnId: text as TurnId, seq: LIMITS.maxHistoryEvents - 1, recordedAt: '2026-12-03T04:35:00.000Z' };
+  const callId = text as CallId;
+  const approval = { requestId: text, decision: 'denied', actor: text, reason: text } as const;
+  const marker: SessionEvent = { ...envelope, kind: { type: 'tool_started', callId, approval } };
+  const result: SessionEvent = {
+    ...envelope,
+    kind: { type: 'tool_result', result: { callId, outcome: { status: 'failed', category: 'approval_denied', code: diagnostic, message: diagnostic, retryable: false }, approval } },
+  };
+  const review: SessionEvent = { ...envelope, kind: { type: 'tool_review', review: { callId, actor: text, outcome: 'not_executed', evidence: text, source: 'reconciler', decisionId: text } } };
+  // Each event also takes one separator in the history's compact JSON.
+  const largest = [marker, result, review].reduce((sum, e) => sum + Buffer.byteLength(encodeEventText(e)) + 1, 0);
+  assert.ok(largest <= LIMITS.evidenceRoomBytes, `the largest evidence of a call takes ${largest} bytes, more than the ${LIMITS.evidenceRoomBytes} kept`);
+});
+
+const OUTPUT_LIMIT = 200 * 1024;
+
+/** A mail tool whose body reports each run, returning `outputBytes` of text. */
+function mailer(outputBytes: number) {
+  const runs: string[] = [];
+  const tool = {
+    name: 'send_mail',
+    metadata: new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'mail-v1').withOutputCeiling(OUTPUT_LIMIT),
+    async execute(request: { callId: string }) {
+      runs.push(request.callId);
+      return 'x'.repeat(outputBytes);
+    },
+  };
+  return { runtime: createToolRuntime({ tools: [tool], grants: { agent: '*' }, maxOutputBytes: OUTPUT_LIMIT }), runs };
+}
+
+/** The compact-JSON size of the session's history, as the journal limit measures it. */
+async function used(store: SessionStore, sessionId: string): Promise<number> {
+  const history = await store.loadHistory(sessionId);
+  return historyBytes(history.length, history.reduce((sum, e) => sum + Buffer.byteLength(encodeEventText(e)), 0));
+}
+
+/** Appends user messages until at most `free` bytes (and at least `free` minus 1 KiB) of the journal are left. */
+async function fillUntil(store: SessionStore, owner: SessionOwner, free: number): Promise<void> {
+  for (;;) {
+    const left = LIMITS.maxHistoryBytes - (await used(store, owner.sessionId)) - free;
+    if (left <= 0) return;
+    const text = 'm'.repeat(Math.max(1, Math.min(left - 256, 1024 * 1024)));
+    await owner.append([{ turnId: 'turn-fill' as TurnId, kind: { type: 'user_message', text } }]);
+  }
+}
+
+forEachStore('a result always has room', (target) => {
+  async function session(free: number) {
+    const store = await target.fresh().open();
+    const owner = await store.acquire('s-full', { owner: 'host' });
+    await owner.startTask('t', { limits: { toolOutputBytes: 64 * 1024 * 1024, journalBytes: 64 * 1024 * 1024 } });
+    await fillUntil(store, owner, free);
+    return { store, owner };
+  }
+
+  it('refuses, before anything is written, a call whose result and review could not be recorded: the body never runs', async () => {
+    // Before the room was kept, this call ran, and its 150 KiB result did not fit in what was left: in doubt.
+    const { store, owner } = await session(LIMITS.evidenceRoomBytes);
+    const before = await used(store, 's-full');
+    const { runtime, runs } = mailer(150 * 1024);
+    const gateway = runtime.bind({ owner, taskId: 't', caller: 'agent' });
+    await assert.rejects(gateway.call('send_mail', { to: 'ana@example.com' }), { code: 'journal_full' });
+    assert.deepEqual(runs, [], 'the body never ran');
+    assert.equal(await used(store, 's-full'), before, 'nothing was written');
+    await store.close();
+  });
+
+  it('an admitted call near the end of the journal gets its result recorded, and an uncertain one its review', async () => {
+    // Room for the first call's whole output limit; after its 150 KiB, room for the second's evidence and less
+    // than its 150 KiB output.
+    const { store, owner } = await session(LIMITS.evidenceRoomBytes + OUTPUT_LIMIT + 90 * 1024);
+    const { runtime, runs } = mailer(150 * 1024);
+    const gateway = runtime.bind({ owner, taskId: 't', caller: 'agent' });
+    const sent = await gateway.call('send_mail', { to: 'ana@example.com' });
+    assert.equal(sent.result.outcome.status, 'succeeded');
+    assert.equal(runs.length, 1);
+    // The output reservation shrinks to the room left: an output over it is refused, recorded, and reviewable.
+    const next = await gateway.call('send_mail', { to: 'bob@example.com' });
+    const outcome = next.result.outcome;
+    assert.equal(outcome.status === 'failed' ? outcome.category : outcome.status, 'output_limit');
+    assert.equal(runs.length, 2, 'its body ran, and its result is in the journal');
+    const review = await recordToolReview(owner, await store.loadHistory('s-full'), next.call.id, {
+      turnId: 'turn-review', actor: 'alice', outcome: 'completed', evidence: 'the mail is in the outbox',
+    });
+    assert.equal(review.kind.type, 'tool_review');
+    assert.ok((await used(store, 's-full')) <= LIMITS.maxHistoryBytes);
+    await store.close();
+  });
+});
