@@ -9,7 +9,7 @@ import { it } from 'node:test';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { ChildProcess } from '../support/child.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { cli } from './helpers.js';
+import { cli, tamper } from './helpers.js';
 
 const crashing = fileURLToPath(new URL('../tool/children/recover-host.js', import.meta.url));
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -73,6 +73,19 @@ it('plans the recovery of a SIGKILLed host\'s session without changing anything'
   const clear = cli(['recover', path]);
   assert.equal(clear.code, 0);
   assert.match(clear.stdout, /No abandoned sessions/);
+});
+
+it('names the held sessions that have no lease to run out (held before leases were recorded) instead of calling every lease live', async () => {
+  const path = tempDbPath(tempDir(), 'unleased');
+  const store = openSqliteStore(path);
+  await store.acquire('s-old', { owner: 'old-host', heartbeat: false });
+  await store.close();
+  tamper(path, "UPDATE jw_sessions SET lease_expires_at = NULL WHERE session_id = 's-old'");
+  const r = cli(['recover', path]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.doesNotMatch(r.stdout, /every held session's lease is live/);
+  assert.match(r.stdout, /1 held session has no lease \(held before leases were recorded\), so it never expires by itself: s-old\./);
+  assert.match(r.stdout, /takeover: true/);
 });
 
 it('--help says it is a dry run and that the host recovers with the library', () => {

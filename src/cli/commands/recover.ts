@@ -74,7 +74,17 @@ policy and reports what it did (docs/operator-guide.md).`,
       }
       const s = out.style;
       if (planned.length === 0) {
-        out.line(s.green('No abandoned sessions: every held session\'s lease is live.'));
+        // A session held before leases were recorded has none to run out: never listed as abandoned, never live either.
+        const unleased = (await store.listSessions()).filter((x) => x.held && x.leaseExpiresAt === null);
+        if (unleased.length === 0) {
+          out.line(s.green('No abandoned sessions: every held session\'s lease is live.'));
+          return EXIT.ok;
+        }
+        const named = unleased.slice(0, 5).map((x) => safe(x.sessionId)).join(', ') + (unleased.length > 5 ? ', ...' : '');
+        out.line(`No abandoned sessions by lease, but ${plural(unleased.length, 'held session')} ${unleased.length === 1 ? 'has' : 'have'} no lease ` +
+          `(held before leases were recorded), so ${unleased.length === 1 ? 'it' : 'they'} never expire${unleased.length === 1 ? 's' : ''} by ` +
+          `${unleased.length === 1 ? 'itself' : 'themselves'}: ${named}.`);
+        out.line('Once you know the owner is gone, a host takes such a session over with acquire(id, { owner, takeover: true }).');
         return EXIT.ok;
       }
       out.line(`Dry run, policy ${policy}: ${plural(planned.length, 'abandoned session')}. Nothing was changed.`);
