@@ -5,43 +5,29 @@
  * queue lists the first mail and the in-doubt guard refuses to send it again.
  */
 import assert from 'node:assert/strict';
-import { ToolEffect } from '../../src/event/types.js';
-import type { SessionStore } from '../../src/store/types.js';
-import { ToolMetadata } from '../../src/tool/metadata.js';
+import type { SessionOwner, SessionStore } from '../../src/store/types.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
+import { mailer } from './mailer.js';
 
 export const MAIL_SESSION = 'mail-session';
 const TASK = 'mail-task';
 const ARGS = { to: 'ana@example.com', subject: 'Your order' };
 
-function mailRuntime(mode: { hang: boolean; giveUp?: () => void }, sent: unknown[]) {
-  const tool = {
-    name: 'send_mail',
-    metadata: new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'mail-v1'),
-    async execute(request: { arguments: unknown }, signal: AbortSignal) {
-      if (mode.hang) {
-        const stopped = new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
-        mode.giveUp?.();
-        await stopped;
-      }
-      sent.push(request.arguments);
-      return 'sent';
-    },
-  };
-  return createToolRuntime({ tools: [tool], grants: { agent: '*' } });
+/** A gateway of `owner`'s task onto a mail tool in `mode`, and the mails it sent. */
+function mailGateway(owner: SessionOwner, mode: { hang: boolean; giveUp?: () => void }) {
+  const { tool, sent } = mailer(mode);
+  return { gateway: createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: TASK, caller: 'agent' }), sent };
 }
 
 /** Writes the two mails and releases the session. Returns the call id of the mail in doubt. */
 export async function writeMails(store: SessionStore): Promise<string> {
   const caller = new AbortController();
-  const sent: unknown[] = [];
   const owner = await store.acquire(MAIL_SESSION, { owner: 'old-host' });
   await owner.startTask(TASK);
-  const gateway = mailRuntime({ hang: true, giveUp: () => caller.abort() }, sent).bind({ owner, taskId: TASK, caller: 'agent' });
-  const first = await gateway.callWithOptions('send_mail', ARGS, { signal: caller.signal });
+  const first = await mailGateway(owner, { hang: true, giveUp: () => caller.abort() }).gateway.callWithOptions('send_mail', ARGS, { signal: caller.signal });
   assert.ok(first.startedEvent, 'the first mail started');
-  const delivered = mailRuntime({ hang: false }, sent).bind({ owner, taskId: TASK, caller: 'agent' });
-  assert.equal((await delivered.call('send_mail', { ...ARGS, subject: 'Another' })).result.outcome.status, 'succeeded');
+  const delivered = await mailGateway(owner, { hang: false }).gateway.call('send_mail', { ...ARGS, subject: 'Another' });
+  assert.equal(delivered.result.outcome.status, 'succeeded');
   await owner.release();
   return first.call.id;
 }
@@ -52,9 +38,8 @@ export async function checkIndexFilled(store: SessionStore, inDoubtCallId: strin
   assert.deepEqual(queue.items.map((i) => [i.callId, i.status, i.inDoubt]), [[inDoubtCallId, 'outcome_unknown', true]]);
   const done = await store.attention({ status: 'completed' });
   assert.equal(done.items.length, 1, 'the mail that was sent is in the index as completed');
-  const sent: unknown[] = [];
   const owner = await store.acquire(MAIL_SESSION, { owner: 'new-host' });
-  const gateway = mailRuntime({ hang: false }, sent).bind({ owner, taskId: TASK, caller: 'agent' });
+  const { gateway, sent } = mailGateway(owner, { hang: false });
   const repeat = await gateway.call('send_mail', { subject: 'Your order', to: 'ana@example.com' });
   const outcome = repeat.result.outcome;
   assert.equal(outcome.status === 'failed' ? outcome.code : outcome.status, 'tool_in_doubt');

@@ -13,31 +13,10 @@ import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { exportRustJournal } from '../../src/store/rust-format.js';
+import { mailer } from '../support/mailer.js';
 import { forEachStore } from '../support/stores.js';
 
 const failed = (r: ToolResult) => (r.outcome.status === 'failed' ? r.outcome : null);
-
-/**
- * A mail tool whose server hangs while `hang` is set: the body has started, the caller gives up on it (`giveUp`, here
- * the test's abort, as a deadline would) and the mail never leaves. No timing is involved.
- */
-function mailer(mode: { hang: boolean; giveUp?: () => void }) {
-  const sent: unknown[] = [];
-  const tool = {
-    name: 'send_mail',
-    metadata: new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'mail-v1'),
-    async execute(request: { arguments: unknown }, signal: AbortSignal) {
-      if (mode.hang) {
-        const stopped = new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
-        mode.giveUp?.();
-        await stopped;
-      }
-      sent.push(request.arguments);
-      return 'sent';
-    },
-  };
-  return { tool, sent };
-}
 
 async function scenario(store: SessionStore) {
   const caller = new AbortController();
