@@ -1,4 +1,4 @@
-import { DecisionError, InvalidInputError, JournalCorruptError, StaleOwnerError, StoreBusyError, StoreClosedError, StoreUnavailableError, TaskNotFoundError } from '../errors.js';
+import { DecisionError, InvalidInputError, JournalCorruptError, StaleOwnerError, StoreClosedError, StoreUnavailableError, TaskNotFoundError } from '../errors.js';
 import type { DecisionRow } from './inbox-rows.js';
 import { checkId, type OperationKey, type SessionId, type TaskId } from '../ids.js';
 import { DECODED_WIRE_TYPES } from '../event/codec.js';
@@ -22,7 +22,7 @@ import { LEASE_LIMITS } from '../limits.js';
 import { exportJournal, importJournal } from './jsonl.js';
 import { HeadAnchor } from './anchors.js';
 import type { EventRow, JournalBackend, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
-import { checkTaskLedger, type TaskLedgerReport } from './task-ledger.js';
+import { checkTaskLedger, taskLedgerCoverage, type TaskLedgerReport } from './task-ledger.js';
 import { registerOwner } from './owner-commit.js';
 import { registerJournalReader } from './owner-journal.js';
 import { verifyJournal } from './verify.js';
@@ -47,9 +47,6 @@ import type {
  * Wire types only the runtime and recovery write: the evidence a retry decision rests on. A review is written only
  * through recordToolReview (docs/design.md#reviews-are-journaled-evidence), which binds it to the latest attempt.
  */
-/** How many times checkTaskLedger reads a live session before it gives up (each time a commit came in between). */
-const LEDGER_CHECK_ATTEMPTS = 5;
-
 const EVIDENCE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_started', 'tool_result', 'tool_review']);
 
 /** The public append carries host events only (docs/design.md#only-the-runtime-writes-tool-evidence). */
@@ -135,6 +132,24 @@ function succeeded(attempt: RecordedAttempt): boolean {
 /** The store's clock: the backend's when it has one (docs/design.md#leases). */
 async function storeClock(backend: JournalBackend): Promise<number> {
   return backend.now ? backend.now() : Date.now();
+}
+
+const isLedgerDisagreement = (error: unknown): boolean => error instanceof JournalCorruptError && error.reason === 'task_ledger';
+
+/**
+ * Whether the stored `row` of `taskId` is the task's ledger as the chain stood after some event from `from` events on:
+ * the row was read after the first `from` events and before the rest of `chain`.
+ */
+function matchesBetween(sessionId: SessionId, chain: { rows: EventRow[]; events: SessionEvent[] }, from: number, taskId: string, row: TaskRow): boolean {
+  for (let end = from; end <= chain.rows.length; end++) {
+    try {
+      checkTaskLedger(sessionId, chain.events.slice(0, end), chain.rows.slice(0, end), new Map([[taskId, row]]));
+      return true;
+    } catch (error) {
+      if (!isLedgerDisagreement(error)) throw error;
+    }
+  }
+  return false;
 }
 
 /** The one SessionStore implementation; engines differ only in their JournalBackend. */
@@ -230,32 +245,29 @@ export class JournalStore implements SessionStore {
 
   /**
    * Recomputes each journaled task's ledger from the verified chain and compares it with the stored task row. The
-   * chain and the task rows are two reads, so a commit between them (a live session) makes them disagree without any
-   * damage: a disagreement counts only once the chain is read again unchanged, else the check starts over, a few
-   * times, and then gives up as StoreBusyError (docs/design.md#the-task-ledger-in-the-chain).
+   * chain and the task rows are two reads, so on a live session a commit between them makes a row newer than the
+   * chain it is compared with, with nothing damaged. A disagreement therefore reads the chain again: each row must
+   * match the chain as it stood at some point between the two reads (docs/design.md#the-task-ledger-in-the-chain).
    */
   async checkTaskLedger(sessionId: string): Promise<TaskLedgerReport> {
     const id = checkId<SessionId>('sessionId', sessionId);
-    for (let attempt = 1; ; attempt++) {
-      const { rows, events } = await this.readChain(id);
-      const rowsByTask = new Map<string, TaskRow | undefined>();
-      for (const e of events) {
-        if (e.kind.type === 'task_ledger' && !rowsByTask.has(e.kind.ledger.taskId)) {
-          rowsByTask.set(e.kind.ledger.taskId, await this.backend.readTask(id, e.kind.ledger.taskId));
-        }
+    const { rows, events } = await this.readChain(id);
+    const rowsByTask = new Map<string, TaskRow | undefined>();
+    for (const e of events) {
+      if (e.kind.type === 'task_ledger' && !rowsByTask.has(e.kind.ledger.taskId)) {
+        rowsByTask.set(e.kind.ledger.taskId, await this.backend.readTask(id, e.kind.ledger.taskId));
       }
-      try {
-        return checkTaskLedger(id, events, rows, rowsByTask);
-      } catch (error) {
-        if (!(error instanceof JournalCorruptError) || error.reason !== 'task_ledger') throw error;
-        const { session } = await this.backend.snapshot(id);
-        const head = rows.at(-1);
-        const moved = (session?.lastSeq ?? -1) !== (head?.seq ?? -1) || (head !== undefined && session?.headHash !== head.hash);
-        if (!moved) throw error;
-        if (attempt === LEDGER_CHECK_ATTEMPTS) {
-          throw new StoreBusyError(`session ${id} kept changing while its task ledger was checked (${attempt} times); check it again when it is quieter`);
-        }
+    }
+    try {
+      return checkTaskLedger(id, events, rows, rowsByTask);
+    } catch (error) {
+      if (!isLedgerDisagreement(error)) throw error;
+      const later = await this.readChain(id);
+      if (later.rows.length === rows.length) throw error;
+      for (const [taskId, row] of rowsByTask) {
+        if (row !== undefined && !matchesBetween(id, later, rows.length, taskId, row)) throw error;
       }
+      return taskLedgerCoverage(events, rowsByTask);
     }
   }
 

@@ -148,3 +148,21 @@ export function checkTaskLedger(sessionId: SessionId, events: readonly SessionEv
   const covered = [...expected.keys()].filter((t) => !missing.includes(t));
   return { covered, notCovered: [...new Set([...withCalls].filter((t) => !expected.has(t)).concat(missing))] };
 }
+
+/**
+ * Which tasks checkTaskLedger covers, for rows each checked on its own (journal-store's check of a live session):
+ * tasks with journaled changes and a stored row are covered; those with calls but no journaled change, or with
+ * changes but no row, are not. The order is checkTaskLedger's.
+ */
+export function taskLedgerCoverage(events: readonly SessionEvent[], rows: ReadonlyMap<string, TaskRow | undefined>): TaskLedgerReport {
+  const journaled: string[] = [];
+  const withCalls = new Set<string>();
+  for (const event of events) {
+    const kind = event.kind;
+    if (kind.type === 'task_ledger' && !journaled.includes(kind.ledger.taskId)) journaled.push(kind.ledger.taskId);
+    else if (kind.type === 'tool_call' && kind.call.operation) withCalls.add(kind.call.operation.taskId);
+  }
+  const missing = journaled.filter((t) => !rows.get(t));
+  const covered = journaled.filter((t) => !missing.includes(t));
+  return { covered, notCovered: [...new Set([...withCalls].filter((t) => !journaled.includes(t)).concat(missing))] };
+}
