@@ -8,6 +8,7 @@ import { checkId, uuidv7, type SessionId } from '../ids.js';
 import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../event/types.js';
 import { LIMITS } from '../limits.js';
 import { describeValue, truncateUtf8, utf8Length } from '../text.js';
+import { checkSignal } from '../tool/runtime-config.js';
 import { JournalStore } from './journal-store.js';
 import type { DecisionKind, DecisionQuery, DecisionRow, DecisionState, InboxBackend } from './inbox-rows.js';
 import { DECISION_STATES } from './inbox-rows.js';
@@ -224,11 +225,9 @@ export async function awaitDecision(store: SessionStore, requestId: string, opti
   if (!Number.isSafeInteger(pollMs) || pollMs < 1) throw new InvalidInputError('pollMs', 'must be a positive integer');
   const given = options.deadline as unknown;
   if (given !== undefined && !(given instanceof Date && Number.isFinite(given.getTime()))) {
-    throw new InvalidInputError('deadline', `must be a valid Date, got ${given instanceof Date ? 'an invalid Date' : typeof given}`);
+    throw new InvalidInputError('deadline', `must be a valid Date, got ${given instanceof Date ? 'an invalid Date' : describeValue(given)}`);
   }
-  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
-    throw new InvalidInputError('signal', `must be an AbortSignal, got ${typeof options.signal}`);
-  }
+  checkSignal(options.signal, 'signal');
   let deadline = options.deadline?.getTime() ?? Infinity;
   if (options.timeoutMs !== undefined) {
     if (!Number.isSafeInteger(options.timeoutMs) || options.timeoutMs < 0) throw new InvalidInputError('timeoutMs', 'must be a non-negative integer');
