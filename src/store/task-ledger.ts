@@ -145,8 +145,16 @@ export function checkTaskLedger(sessionId: SessionId, events: readonly SessionEv
       }
     }
   }
-  const covered = [...expected.keys()].filter((t) => !missing.includes(t));
-  return { covered, notCovered: [...new Set([...withCalls].filter((t) => !expected.has(t)).concat(missing))] };
+  return ledgerReport([...expected.keys()], withCalls, missing);
+}
+
+/**
+ * The report of a check: tasks with journaled changes (`journaled`, in order) and a stored row are covered; those
+ * with calls but no journaled change, and those whose row is `missing`, are not.
+ */
+function ledgerReport(journaled: readonly string[], withCalls: ReadonlySet<string>, missing: readonly string[]): TaskLedgerReport {
+  const covered = journaled.filter((t) => !missing.includes(t));
+  return { covered, notCovered: [...new Set([...withCalls].filter((t) => !journaled.includes(t)).concat(missing))] };
 }
 
 /**
@@ -162,7 +170,5 @@ export function taskLedgerCoverage(events: readonly SessionEvent[], rows: Readon
     if (kind.type === 'task_ledger' && !journaled.includes(kind.ledger.taskId)) journaled.push(kind.ledger.taskId);
     else if (kind.type === 'tool_call' && kind.call.operation) withCalls.add(kind.call.operation.taskId);
   }
-  const missing = journaled.filter((t) => !rows.get(t));
-  const covered = journaled.filter((t) => !missing.includes(t));
-  return { covered, notCovered: [...new Set([...withCalls].filter((t) => !journaled.includes(t)).concat(missing))] };
+  return ledgerReport(journaled, withCalls, journaled.filter((t) => !rows.get(t)));
 }
