@@ -24,6 +24,7 @@ import { HeadAnchor } from './anchors.js';
 import type { EventRow, JournalBackend, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import { checkTaskLedger, taskLedgerCoverage, type TaskLedgerReport } from './task-ledger.js';
 import { registerOwner } from './owner-commit.js';
+import { LeaseWatch } from './lease-watch.js';
 import { registerJournalReader } from './owner-journal.js';
 import { verifyJournal } from './verify.js';
 import { AttemptIndex } from './attempt-index.js';
@@ -297,6 +298,7 @@ class FencedOwner implements SessionOwner {
   private readonly unwritten = new Map<string, UnwrittenSettlement[]>();
   private timer: NodeJS.Timeout | null = null;
   private beating = false;
+  private readonly lease: LeaseWatch;
   /**
    * The journal as this owner last read and verified it, with its attempts indexed; dropped by each of this owner's
    * own transactions (docs/design.md#a-resume-reads-the-journal-once).
@@ -321,9 +323,14 @@ class FencedOwner implements SessionOwner {
   ) {
     this.sessionId = ref.sessionId;
     this.epoch = ref.epoch;
-    registerOwner(this, { commit: (request) => this.#commit(request), stopHeartbeat: this.stopHeartbeat });
-    registerJournalReader(this, async () => (await this.readVerified()).history);
     this.leaseMs = ref.leaseMs ?? LEASE_LIMITS.defaultMs;
+    this.lease = new LeaseWatch(this.leaseMs);
+    registerOwner(this, {
+      commit: (request) => this.#commit(request),
+      stopHeartbeat: this.stopHeartbeat,
+      onLost: (listener) => this.lease.subscribe(listener),
+    });
+    registerJournalReader(this, async () => (await this.readVerified()).history);
   }
 
   /** The heartbeat renews the lease every third of it; unref'd, so it never keeps a process alive by itself. */
@@ -337,9 +344,15 @@ class FencedOwner implements SessionOwner {
     return this.timer !== null;
   }
 
-  /** One heartbeat. Fenced, released or closed: stop for good. Any other failure (busy, unreachable): try at the next beat. */
+  /**
+   * One heartbeat. A lease not renewed for a whole lease has run out: the running calls are told to stop first
+   * (docs/design.md#a-lost-session-stops-its-calls). Fenced, released or closed: stop for good. Any other failure
+   * (busy, unreachable): try at the next beat.
+   */
   private async beat(): Promise<void> {
     if (this.beating || this.timer === null) return;
+    const lapse = this.lease.lapse();
+    if (lapse !== null) this.lease.lost(lapse);
     this.beating = true;
     try {
       await this.renewLease();
@@ -352,7 +365,26 @@ class FencedOwner implements SessionOwner {
 
   async renewLease(): Promise<number> {
     this.guard.check();
-    return this.backend.transact(this.sessionId, {}, decideRenew({ ...this.ref, leaseMs: this.leaseMs }));
+    try {
+      const expiresAt = await this.backend.transact(this.sessionId, {}, decideRenew({ ...this.ref, leaseMs: this.leaseMs }));
+      this.lease.renewed();
+      return expiresAt;
+    } catch (error) {
+      this.noteFenced(error);
+      throw error;
+    }
+  }
+
+  /** A write refused because another owner holds the session: this owner's running calls are told to stop. */
+  private noteFenced(error: unknown): void {
+    if (error instanceof StaleOwnerError) this.lease.lost(`the session was taken over or released: ${error.message}`);
+  }
+
+  /** A transaction that renews the lease (decisions.ts: every owner write but a release). */
+  private async renewingTx<R>(reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R> {
+    const result = await this.tx(reads, decide);
+    this.lease.renewed();
+    return result;
   }
 
   /** One transaction; with an anchor, the owner row it wrote is handed to the anchor once it has committed. */
@@ -361,6 +393,9 @@ class FencedOwner implements SessionOwner {
     this.txBegun += 1;
     try {
       return await this.transact(reads, decide, force);
+    } catch (error) {
+      this.noteFenced(error);
+      throw error;
     } finally {
       this.txEnded += 1;
       this.verified = null;
@@ -414,7 +449,7 @@ class FencedOwner implements SessionOwner {
     this.guard.check();
     await this.releaseUnwritten();
     const id = checkId<TaskId>('taskId', taskId);
-    const row = await this.tx({ taskId: id }, decideStartTask(this.ref, id, options?.limits, readClock(this.clock)));
+    const row = await this.renewingTx({ taskId: id }, decideStartTask(this.ref, id, options?.limits, readClock(this.clock)));
     return taskSnapshot(row, this.epoch);
   }
 
@@ -423,7 +458,7 @@ class FencedOwner implements SessionOwner {
     const id = checkId<TaskId>('taskId', taskId);
     const why = checkId<string>('reason', reason);
     await this.releaseUnwritten();
-    const row = await this.tx({ taskId: id }, decideTaskState(this.ref, id, 'stopped', why, readClock(this.clock)));
+    const row = await this.renewingTx({ taskId: id }, decideTaskState(this.ref, id, 'stopped', why, readClock(this.clock)));
     if (row.state === 'stopped') for (const listener of this.listeners) listener(id, row.stopReason ?? why);
     return taskSnapshot(row, this.epoch);
   }
@@ -432,7 +467,7 @@ class FencedOwner implements SessionOwner {
     this.guard.check();
     const id = checkId<TaskId>('taskId', taskId);
     await this.releaseUnwritten();
-    return taskSnapshot(await this.tx({ taskId: id }, decideTaskState(this.ref, id, 'completed', null, readClock(this.clock))), this.epoch);
+    return taskSnapshot(await this.renewingTx({ taskId: id }, decideTaskState(this.ref, id, 'completed', null, readClock(this.clock))), this.epoch);
   }
 
   async task(taskId: string): Promise<TaskSnapshot> {
@@ -485,7 +520,7 @@ class FencedOwner implements SessionOwner {
       ...(attentionCalls.length > 0 ? { attentionCalls } : {}),
     };
     try {
-      return await this.tx(reads, decideCommit(this.ref, request, readClock(this.clock)));
+      return await this.renewingTx(reads, decideCommit(this.ref, request, readClock(this.clock)));
     } catch (error) {
       this.noteUnwritten(request, error);
       throw error;

@@ -3,17 +3,19 @@
  * tool evidence (calls, start markers, results) reaches a journal, so it is not on the published SessionOwner type
  * (docs/design.md#only-the-runtime-writes-tool-evidence): only the runtime, recovery tooling and the conformance
  * suite inside this package reach it, through `commitAs`. Beside it, recovery's one other need of an owner that the
- * published type leaves out: stopping its heartbeat while keeping the session held (`stopRenewing`).
+ * published type leaves out: stopping its heartbeat while keeping the session held (`stopRenewing`), and the
+ * runtime's: hearing that the owner lost its session (`onOwnerLost`).
  */
 import { InvalidInputError } from '../errors.js';
 import type { CommitReceipt, CommitRequest, SessionOwner } from './types.js';
 
 type Committer = (request: CommitRequest) => Promise<CommitReceipt>;
 
-/** What a store's owner hands this module as it is made: its write path, and how to stop its heartbeat. */
+/** What a store's owner hands this module as it is made: its write path, how to stop its heartbeat, who hears of a loss. */
 interface OwnerInternals {
   readonly commit: Committer;
   readonly stopHeartbeat: () => void;
+  readonly onLost: (listener: (why: string) => void) => () => void;
 }
 
 const owners = new WeakMap<object, OwnerInternals>();
@@ -41,4 +43,13 @@ export function commitAs(owner: SessionOwner, request: CommitRequest): Promise<C
  */
 export function stopRenewing(owner: SessionOwner): void {
   owners.get(owner)?.stopHeartbeat();
+}
+
+/**
+ * Calls `listener` each time `owner` learns, in this process, that its session is or may be lost: fenced by another
+ * owner, or its lease not renewed for a whole lease (docs/design.md#a-lost-session-stops-its-calls). Returns the
+ * unsubscribe; for an owner no store of this package made, nothing is ever heard.
+ */
+export function onOwnerLost(owner: SessionOwner, listener: (why: string) => void): () => void {
+  return owners.get(owner)?.onLost(listener) ?? (() => undefined);
 }

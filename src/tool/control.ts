@@ -4,21 +4,28 @@ import type { ToolRecordedOutcome } from '../event/types.js';
 export type Interrupt = Extract<ToolRecordedOutcome, { status: 'failed' }> & { category: 'budget' | 'cancelled' | 'timeout' };
 
 /**
- * The deadline, cancellation and task-stop of one attempt. `signal` fires on the first of them; `interrupt()`
- * names the one that applies, in this priority: task stop, then cancellation, then the call deadline
- * (docs/design.md#deadlines-cancellation-and-task-stops).
+ * The deadline, cancellation, task stop and session loss of one attempt. `signal` fires on the first of them;
+ * `interrupt()` names the one that applies, in this priority: task stop, then the session lost, then cancellation,
+ * then the call deadline (docs/design.md#deadlines-cancellation-and-task-stops,
+ * docs/design.md#a-lost-session-stops-its-calls).
  */
 export class CallControl {
   private readonly controller = new AbortController();
   private readonly cleanups: Array<() => void> = [];
   private stopped: string | null = null;
+  private lost: string | null = null;
   private cancelled = false;
   private expired = false;
   /** The races waiting: each is woken after the signal fired, once the signal's own listeners have run. */
   private readonly waiting = new Set<() => void>();
   readonly signal: AbortSignal = this.controller.signal;
 
-  constructor(timeoutMs: number, signals: readonly (AbortSignal | undefined)[], subscribeStop: (onStop: (reason: string) => void) => () => void) {
+  constructor(
+    timeoutMs: number,
+    signals: readonly (AbortSignal | undefined)[],
+    subscribeStop: (onStop: (reason: string) => void) => () => void,
+    subscribeLost: (onLost: (why: string) => void) => () => void = () => () => undefined,
+  ) {
     const timer = setTimeout(() => {
       this.expired = true;
       this.abort(new Error(`deadline of ${timeoutMs} ms passed`));
@@ -41,12 +48,19 @@ export class CallControl {
         this.stopped = reason;
         this.abort(new Error(`task stopped: ${reason}`));
       }),
+      subscribeLost((why) => {
+        this.lost ??= why;
+        this.abort(new Error(`the session may be lost: ${why}`));
+      }),
     );
   }
 
   interrupt(): Interrupt | null {
     if (this.stopped !== null) {
       return { status: 'failed', category: 'budget', code: 'tool_budget_stopped' satisfies RecordedFailureCode, message: `the task was stopped: ${this.stopped}`, retryable: false };
+    }
+    if (this.lost !== null) {
+      return { status: 'failed', category: 'cancelled', code: 'tool_cancelled' satisfies RecordedFailureCode, message: `this host lost its hold on the session, or may have, while the call ran (${this.lost})`, retryable: false };
     }
     if (this.cancelled) return { status: 'failed', category: 'cancelled', code: 'tool_cancelled' satisfies RecordedFailureCode, message: 'the call was cancelled', retryable: false };
     if (this.expired) return { status: 'failed', category: 'timeout', code: 'tool_timeout' satisfies RecordedFailureCode, message: 'the call deadline passed', retryable: true };

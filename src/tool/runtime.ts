@@ -21,7 +21,7 @@ import { planSourceRow, ToolRetryPlan } from './retry-plan.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicContext, PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
-import { canCommit, commitAs } from '../store/owner-commit.js';
+import { canCommit, commitAs, onOwnerLost } from '../store/owner-commit.js';
 
 function positive(field: string, value: number | undefined, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
   if (value === undefined) return fallback;
@@ -246,6 +246,7 @@ class Gateway implements ToolGateway {
       timeoutMs,
       [this.binding.signal, options.signal],
       (onStop) => this.binding.owner.onTaskStopped((taskId, reason) => { if (taskId === this.taskId) onStop(reason); }),
+      (onLost) => onOwnerLost(this.binding.owner, onLost),
     );
     let observer: AttemptObserver | null = null;
     try {

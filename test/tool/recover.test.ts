@@ -27,7 +27,12 @@ import { tempDbPath, tempDir } from '../support/tmp.js';
 const crashing = fileURLToPath(new URL('./children/recover-host.js', import.meta.url));
 const ownerChild = fileURLToPath(new URL('../store/children/owner-child.js', import.meta.url));
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-const DEAD_LEASE_MS = 200;
+/**
+ * The crashing host's lease: short, so recovery finds it soon after the SIGKILL, yet long enough that the host, alive
+ * and heartbeating on a loaded machine, keeps it while it runs (a host whose lease ran out stops its calls,
+ * docs/design.md#a-lost-session-stops-its-calls).
+ */
+const DEAD_LEASE_MS = 1_000;
 const LIVE_LEASE_MS = 1_500;
 const dir = tempDir();
 

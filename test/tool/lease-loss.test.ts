@@ -1,0 +1,130 @@
+/**
+ * A lost session stops its calls. A host whose lease ran out while it was alive (a stalled event loop, a suspended
+ * VM) was taken over; an operator reviewed its running call `not_executed`, the new host retried, and the old host's
+ * body, waiting on the bank with its abort signal, went on and made the transfer too. A host now tells its running
+ * calls to stop, through their signal, as soon as it learns its session is lost (a write or heartbeat refused as
+ * fenced) or may be (a heartbeat finding the lease not renewed for a whole lease), before the body goes on.
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { assessSession } from '../../src/tool/assess.js';
+import { decisionInbox } from '../../src/store/inbox.js';
+import { journalInboxReviews } from '../../src/tool/inbox-review.js';
+import { prepareToolRetry } from '../../src/tool/retry-plan.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { ToolExecution } from '../../src/tool/types.js';
+import { sleep, tool } from '../support/runtime.js';
+import { forEachStore } from '../support/stores.js';
+
+const TRANSFER = new ToolMetadata('moves money', { type: 'object' }).withEffect('non_idempotent', 'v1');
+
+/** A transfer whose body waits `waitMs` on "the bank", honouring its signal, then makes the transfer as `host`. */
+function transfer(host: string, made: string[], waitMs: number, seen?: { reason?: unknown }) {
+  return tool('transfer', async (_request, signal) => {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(resolve, waitMs);
+      signal.addEventListener('abort', () => {
+        clearTimeout(timer);
+        if (seen) seen.reason = signal.reason;
+        reject(signal.reason);
+      }, { once: true });
+    });
+    made.push(host);
+    return 'sent';
+  }, TRANSFER);
+}
+
+/** Blocks the event loop: no timer, heartbeat or I/O callback runs meanwhile. */
+function stall(ms: number): void {
+  const end = Date.now() + ms;
+  while (Date.now() < end) { /* a stalled process */ }
+}
+
+const settled = (call: Promise<ToolExecution>) => call.then((e) => ({ ok: e }), (error: unknown) => ({ error: error as { code?: string } }));
+
+forEachStore('a host that loses its session', (target) => {
+  it('stops its running call through the signal as soon as a heartbeat is refused as fenced', async () => {
+    const location = target.fresh();
+    const a = await location.open();
+    const b = await location.open();
+    const made: string[] = [];
+    const seen: { reason?: unknown } = {};
+    const owner = await a.acquire('s-fenced', { owner: 'host-a', leaseMs: 300 });
+    await owner.startTask('t');
+    const call = settled(createToolRuntime({ tools: [transfer('A', made, 5_000, seen)], grants: { agent: '*' } })
+      .bind({ owner, taskId: 't', caller: 'agent' }).call('transfer', {}));
+    while (!(await b.loadHistory('s-fenced')).some((e) => e.kind.type === 'tool_started')) await sleep(10);
+    const successor = await b.acquire('s-fenced', { owner: 'host-b', takeover: true });
+    const ended = await Promise.race([call, sleep(2_000).then(() => 'still running' as const)]);
+    assert.notEqual(ended, 'still running', 'the body was told to stop within a heartbeat');
+    assert.match(String((seen.reason as Error | undefined)?.message), /taken over or released/);
+    assert.deepEqual(made, [], 'no transfer from the fenced host');
+    assert.ok('error' in (ended as object), 'its result cannot be written by a fenced owner');
+    await successor.release();
+    await a.close();
+    await b.close();
+  });
+
+  it('stops its running call when a stall outlived its lease, before the body goes on; a retry after review runs once', async () => {
+    const location = target.fresh();
+    const a = await location.open();
+    const b = await location.open();
+    const operator = await location.open();
+    const made: string[] = [];
+    const seen: { reason?: unknown } = {};
+    const ownerA = await a.acquire('s-stall', { owner: 'host-a', leaseMs: 300 });
+    await ownerA.startTask('t');
+    const callA = settled(createToolRuntime({ tools: [transfer('A', made, 1_500, seen)], grants: { agent: '*' } })
+      .bind({ owner: ownerA, taskId: 't', caller: 'agent' }).call('transfer', {}));
+    while (!(await b.loadHistory('s-stall')).some((e) => e.kind.type === 'tool_started')) await sleep(10);
+    stall(600);
+    // Host B finds the lease run out and takes over; an operator, seeing no transfer at the bank, reviews the call.
+    const ownerB = await b.acquire('s-stall', { owner: 'host-b', takeover: 'expired', leaseMs: 30_000 });
+    await sleep(20);
+    assert.match(String((seen.reason as Error | undefined)?.message), /ran out: last renewed \d+ ms ago/, 'told to stop on the first heartbeat after the stall');
+    const history = await b.loadHistory('s-stall');
+    const started = history.find((e) => e.kind.type === 'tool_call');
+    assert.ok(started?.kind.type === 'tool_call');
+    const callId = started.kind.call.id;
+    await decisionInbox(operator).recordReview({ sessionId: 's-stall', callId, outcome: 'not_executed', evidence: 'the bank shows nothing', actor: 'ops' });
+    await journalInboxReviews(ownerB, b, await b.loadHistory('s-stall'));
+    const plan = prepareToolRetry(await b.loadHistory('s-stall'), callId);
+    const retried = await createToolRuntime({ tools: [transfer('B', made, 10)], grants: { agent: '*' } })
+      .bind({ owner: ownerB, taskId: 't', caller: 'agent' }).callWithOptions('transfer', {}, { retry: plan });
+    assert.equal(retried.result.outcome.status, 'succeeded');
+    await callA;
+    await sleep(1_600);
+    assert.deepEqual(made, ['B'], 'the transfer was made once, by the retry');
+    assert.equal(assessSession(await b.loadHistory('s-stall')).calls.at(-1)?.nextStep, 'completed');
+    await ownerB.release();
+    await a.close();
+    await b.close();
+    await operator.close();
+  });
+
+  it('records a call stopped by a lapse that nobody took over as cancelled after its start: in doubt, never not-run', async () => {
+    const location = target.fresh();
+    const store = await location.open();
+    const made: string[] = [];
+    const owner = await store.acquire('s-lapse', { owner: 'host-a', leaseMs: 300 });
+    await owner.startTask('t');
+    const gateway = createToolRuntime({ tools: [transfer('A', made, 1_500)], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const call = gateway.call('transfer', {});
+    while (!(await store.loadHistory('s-lapse')).some((e) => e.kind.type === 'tool_started')) await sleep(10);
+    stall(600);
+    const execution = await call;
+    assert.deepEqual(made, []);
+    assert.deepEqual(
+      { ...execution.result.outcome, message: undefined },
+      { status: 'failed', category: 'cancelled', code: 'tool_cancelled', message: undefined, retryable: false },
+    );
+    assert.match(execution.result.outcome.status === 'failed' ? execution.result.outcome.message : '', /lost its hold on the session, or may have/);
+    assert.equal(assessSession(await store.loadHistory('s-lapse')).calls[0]?.status, 'outcome_unknown', 'the body started: in doubt');
+    // The lease was renewed again: the next transfer (another one: the in-doubt guard holds the same one) runs as usual.
+    const next = await createToolRuntime({ tools: [transfer('A', made, 10)], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('transfer', { to: 'another' });
+    assert.deepEqual(next.result.outcome, { status: 'succeeded', output: 'sent' });
+    await owner.release();
+    await store.close();
+  });
+});
