@@ -99,7 +99,7 @@ class MapBackend implements JournalBackend {
   async findAttention(sessionId: SessionId, b: OperationBinding): Promise<AttentionRow[]> {
     this.ensureOpen();
     return [...this.attention.values()].filter((r) =>
-      r.sessionId === sessionId && r.taskId === b.taskId && r.tool === b.tool && r.revision === b.revision && r.argsDigest === b.argsDigest);
+      r.sessionId === sessionId && r.taskId === b.taskId && r.tool === b.tool && r.argsDigest === b.argsDigest);
   }
 
   async snapshot(sessionId: SessionId) {

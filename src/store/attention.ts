@@ -75,6 +75,10 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
       if (!op) continue;
       const previous = changed.get(JSON.stringify([op.taskId, op.key])) ?? existing.find((r) => r.taskId === op.taskId && r.key === op.key);
       if (previous) byCall.delete(previous.callId);
+      // A retry of an operation whose outcome is open (a free retry of an idempotent or read-only call, no review)
+      // keeps it open until an attempt succeeds or a review settles it: a retry refused before its body says
+      // nothing about what the earlier attempt did.
+      const stillOpen = previous !== undefined && outcomeOpen(previous);
       put({
         sessionId,
         taskId: op.taskId,
@@ -86,7 +90,7 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
         argsDigest: argumentsDigest(k.call.arguments),
         startMarker: op.startMarker === true,
         started: false,
-        status: 'no_result',
+        status: stillOpen ? 'outcome_unknown' : 'no_result',
         category: null,
         calledAt: at,
         startedAt: null,
@@ -100,9 +104,11 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
       const row = byCall.get(k.result.callId);
       if (!row) continue;
       const outcome = k.result.outcome;
+      const status = statusOfResult(row, outcome);
       put({
         ...row,
-        status: statusOfResult(row, outcome),
+        // Open before its result (an earlier attempt's outcome is unknown): only a success settles it.
+        status: row.status === 'outcome_unknown' && status !== 'completed' ? 'outcome_unknown' : status,
         category: outcome.status === 'failed' ? outcome.category : null,
         endedAt: at,
         updatedAt: at,
@@ -147,14 +153,27 @@ export function resolveAttention(row: AttentionRow, review: { readonly outcome: 
 }
 
 /**
- * Whether the row's operation is in doubt for the guard: an unknown or non-idempotent tool whose latest attempt's
- * outcome is unknown and unresolved (its body started, or may have, and no result says what happened).
+ * Whether the row's operation has an outcome that is unknown and unresolved: its latest attempt's body started, or
+ * may have, and no result says what happened; or an earlier attempt's did, and no attempt since succeeded.
  */
-export function isInDoubt(row: AttentionRow): boolean {
-  if (row.effect !== ToolEffect.Unknown && row.effect !== ToolEffect.NonIdempotent) return false;
+function outcomeOpen(row: AttentionRow): boolean {
   if (row.status === 'outcome_unknown') return true;
   if (row.status !== 'no_result') return false;
   return evidenceRuleFor({ flagged: row.startMarker, marker: row.started, result: null }).status === 'outcome_unknown';
+}
+
+/** Whether the row's operation is in doubt for a person: an unknown or non-idempotent tool whose outcome is open. */
+export function isInDoubt(row: AttentionRow): boolean {
+  return (row.effect === ToolEffect.Unknown || row.effect === ToolEffect.NonIdempotent) && outcomeOpen(row);
+}
+
+/**
+ * Whether the row's operation keeps the in-doubt guard shut for an identical new one (docs/design.md#the-in-doubt-guard):
+ * its outcome is open and its recorded effect may have written. An idempotent tool counts: its deduplication is keyed
+ * by operation, so a new operation, with a new key, writes again.
+ */
+export function blocksRepeat(row: AttentionRow): boolean {
+  return row.effect !== ToolEffect.ReadOnly && outcomeOpen(row);
 }
 
 /** The row as the public queue shows it: times as recorded-time text. */

@@ -3,7 +3,7 @@ import type { DecisionRow } from './inbox-rows.js';
 import { checkId, type OperationKey, type SessionId, type TaskId } from '../ids.js';
 import { DECODED_WIRE_TYPES } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
-import { attentionCallIds, attentionItem, attentionPage, attentionScan, isInDoubt } from './attention.js';
+import { attentionCallIds, attentionItem, attentionPage, attentionScan, blocksRepeat } from './attention.js';
 import {
   decideAcquire,
   decideCommit,
@@ -527,11 +527,11 @@ class FencedOwner implements SessionOwner {
     }
   }
 
-  async findInDoubt(binding: { readonly taskId: string; readonly tool: string; readonly revision: string; readonly argsDigest: string }): Promise<AttentionItem | null> {
+  async findInDoubt(binding: { readonly taskId: string; readonly tool: string; readonly argsDigest: string }): Promise<AttentionItem | null> {
     this.guard.check();
     if (!this.backend.findAttention) return null;
-    const rows = await this.backend.findAttention(this.sessionId, binding);
-    const row = rows.find(isInDoubt);
+    const rows = await this.backend.findAttention(this.sessionId, { taskId: binding.taskId, tool: binding.tool, argsDigest: binding.argsDigest });
+    const row = rows.find(blocksRepeat);
     return row ? attentionItem(row) : null;
   }
 

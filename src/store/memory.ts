@@ -94,7 +94,7 @@ class MemoryBackend implements JournalBackend {
   async findAttention(sessionId: SessionId, binding: OperationBinding): Promise<AttentionRow[]> {
     this.open();
     return [...(this.attention.get(sessionId)?.values() ?? [])].filter((r) =>
-      r.taskId === binding.taskId && r.tool === binding.tool && r.revision === binding.revision && r.argsDigest === binding.argsDigest);
+      r.taskId === binding.taskId && r.tool === binding.tool && r.argsDigest === binding.argsDigest);
   }
 
   async snapshot(sessionId: SessionId) {

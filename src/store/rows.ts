@@ -151,11 +151,13 @@ export interface AttentionScan {
   readonly limit: number;
 }
 
-/** The identity the in-doubt guard compares (docs/design.md#the-in-doubt-guard). */
+/**
+ * The identity the in-doubt guard compares (docs/design.md#the-in-doubt-guard): task, tool and arguments, of any
+ * contract revision, since a redeploy does not change what an earlier call may have done.
+ */
 export interface OperationBinding {
   readonly taskId: string;
   readonly tool: string;
-  readonly revision: string;
   readonly argsDigest: string;
 }
 
@@ -252,7 +254,7 @@ export interface JournalBackend {
    * alone, never from events. Optional: without it the store has no queue and no in-doubt guard.
    */
   scanAttention?(scan: AttentionScan): Promise<AttentionRow[]>;
-  /** The attention rows of one session with this binding (any status), read from the index alone. */
+  /** The attention rows of one session with this binding (any status, any revision), read from the index alone. */
   findAttention?(sessionId: SessionId, binding: OperationBinding): Promise<AttentionRow[]>;
   /**
    * Optional push: call `onChange(sessionId)` after a transaction that wrote that session's attention rows commits,

@@ -17,12 +17,12 @@ interface Factory {
 
 const turn = newTurnId();
 
-function call(taskId: string, key: OperationKey, id: CallId, effect: ToolEffect, name = 'mail'): EventDraft {
+function call(taskId: string, key: OperationKey, id: CallId, effect: ToolEffect, name = 'mail', revision = 'v1'): EventDraft {
   return {
     turnId: turn,
     kind: {
       type: 'tool_call',
-      call: { id, name, arguments: { to: 'a' }, operation: { taskId: taskId as TaskId, key, contract: { effect, revision: 'v1' }, retry: null, startMarker: true } },
+      call: { id, name, arguments: { to: 'a' }, operation: { taskId: taskId as TaskId, key, contract: { effect, revision }, retry: null, startMarker: true } },
     },
   };
 }
@@ -132,9 +132,9 @@ export function attentionRules(name: string, factory: Factory): void {
       await assert.rejects(store.attention({ limit: 0 }), { code: 'invalid_input' });
       await assert.rejects(store.attention({ status: 'open' as never }), { code: 'invalid_input' });
 
-      const inDoubt = await a.findInDoubt!({ taskId: 't-a', tool: 'mail', revision: 'v1', argsDigest: argumentsDigest({ to: 'a' }) });
+      const inDoubt = await a.findInDoubt!({ taskId: 't-a', tool: 'mail', argsDigest: argumentsDigest({ to: 'a' }) });
       assert.equal(inDoubt?.callId, c1, 'findInDoubt must find the started non-idempotent call: JournalBackend.findAttention (without it the in-doubt guard is off)');
-      assert.equal(await a.findInDoubt!({ taskId: 't-a', tool: 'mail', revision: 'v2', argsDigest: argumentsDigest({ to: 'a' }) }), null);
+      assert.equal(await a.findInDoubt!({ taskId: 't-a', tool: 'mail', argsDigest: argumentsDigest({ to: 'b' }) }), null, 'other arguments');
 
       // A result of the latest attempt settles it: nothing left to look at in session a but the idempotent call.
       await commitAs(a, { events: [succeeded(c1)] });
@@ -149,7 +149,7 @@ export function attentionRules(name: string, factory: Factory): void {
       }
       const owner = await store.acquire('s-att-review', { owner: 'h' });
       await owner.startTask('t-r');
-      const digest = { taskId: 't-r', tool: 'mail', revision: 'v1', argsDigest: argumentsDigest({ to: 'a' }) };
+      const digest = { taskId: 't-r', tool: 'mail', argsDigest: argumentsDigest({ to: 'a' }) };
       const open = async () => (await store.attention({ sessionId: 's-att-review' })).items.map((i) => i.callId);
       const [c1, c2] = [newCallId(), newCallId()];
       await commitAs(owner, { events: [call('t-r', newOperationKey(), c1, 'non_idempotent'), started(c1)] });
@@ -170,6 +170,14 @@ export function attentionRules(name: string, factory: Factory): void {
       await commitAs(owner, { events: [review(c2, 'not_executed')] });
       assert.deepEqual(await open(), [], 'nothing of this session is left in the queue');
       assert.equal(await owner.findInDoubt!(digest), null, 'the guard lets an identical operation through');
+
+      // A call of an earlier revision (a redeploy since) and a started idempotent call keep the guard shut too.
+      const [c4, c5] = [newCallId(), newCallId()];
+      await commitAs(owner, { events: [call('t-r', newOperationKey(), c4, 'non_idempotent', 'mail', 'v0'), started(c4)] });
+      assert.equal((await owner.findInDoubt!(digest))?.callId, c4,
+        'findInDoubt must find an identical call of another revision: JournalBackend.findAttention matches task, tool and arguments only');
+      await commitAs(owner, { events: [review(c4, 'not_executed'), call('t-r', newOperationKey(), c5, 'idempotent'), started(c5)] });
+      assert.equal((await owner.findInDoubt!(digest))?.callId, c5, 'a new key writes again even for an idempotent tool');
     });
   });
 }

@@ -159,14 +159,15 @@ export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, 
 }
 
 /**
- * The in-doubt guard (docs/design.md#the-in-doubt-guard): a new operation of an unknown or non-idempotent tool is
- * refused when the store's index holds an identical operation of the same task whose outcome is in doubt.
+ * The in-doubt guard (docs/design.md#the-in-doubt-guard): a new operation of a tool that may write (any effect but
+ * read-only) is refused when the store's index holds an identical operation of the same task, under any revision,
+ * whose outcome is in doubt and whose recorded effect may have written.
  */
 export async function checkInDoubt(owner: SessionOwner, call: ToolCall): Promise<Failure | null> {
   const op = call.operation;
   if (!op || op.retry !== null || !owner.findInDoubt) return null;
-  if (op.contract.effect !== ToolEffect.Unknown && op.contract.effect !== ToolEffect.NonIdempotent) return null;
-  const earlier = await owner.findInDoubt({ taskId: op.taskId, tool: call.name, revision: op.contract.revision, argsDigest: argumentsDigest(call.arguments) });
+  if (op.contract.effect === ToolEffect.ReadOnly) return null;
+  const earlier = await owner.findInDoubt({ taskId: op.taskId, tool: call.name, argsDigest: argumentsDigest(call.arguments) });
   if (earlier === null || earlier.key === op.key) return null;
   return failure(
     'in_doubt',

@@ -113,7 +113,7 @@ describe('the in-doubt guard on memory', () => {
     assert.throws(() => createToolRuntime({ tools: [tool], grants: {}, inDoubtGuard: 'yes' as unknown as boolean }), { code: 'tool_config_invalid' });
   });
 
-  it('leaves idempotent and read-only tools alone, and a body that never started is not in doubt', async () => {
+  it('refuses the repeat of an idempotent tool (a new key writes again), leaves read-only tools alone; a body that never started is not in doubt', async () => {
     const store = createMemoryStore();
     const owner = await store.acquire('s', { owner: 'host' });
     await owner.startTask('t');
@@ -139,9 +139,14 @@ describe('the in-doubt guard on memory', () => {
     caller = new AbortController();
     assert.equal(failed((await gateway.callWithOptions('get', { x: 1 }, { signal: caller.signal })).result)?.category, 'cancelled');
     hang.on = false;
-    assert.equal((await gateway.call('put', { x: 1 })).result.outcome.status, 'succeeded');
+    assert.equal(failed((await gateway.call('put', { x: 1 })).result)?.code, 'tool_in_doubt', 'an idempotent tool deduplicates by key: the repeat would write again');
     assert.equal((await gateway.call('get', { x: 1 })).result.outcome.status, 'succeeded');
-    assert.equal(runs, 4);
+    assert.equal(runs, 3);
+    // Refused before its body (an interrupt before the marker): provably never ran, so not in doubt.
+    const early = new AbortController();
+    early.abort();
+    assert.equal(failed((await gateway.callWithOptions('put', { x: 2 }, { signal: early.signal })).result)?.category, 'cancelled');
+    assert.equal((await gateway.call('put', { x: 2 })).result.outcome.status, 'succeeded');
   });
 
   it('in_doubt is a recorded pre-body code; the export for the original writes it as denied', async () => {
@@ -164,6 +169,85 @@ forEachStore('the in-doubt guard', (target) => {
       });
       assert.equal((await gateway.callWithOptions('send_mail', args, { retry: plan })).result.outcome.status, 'succeeded');
       assert.equal(sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, 1, 'the mail was sent exactly once');
+      assert.deepEqual((await store.attention()).items, []);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('refuses the repeat after a redeploy changed the revision or the effect: the journaled call is the evidence', async () => {
+    const store = await target.fresh().open();
+    try {
+      const { owner, sent, args } = await scenario(store);
+      const redeployed = (effect: ToolEffect, revision: string) => {
+        const { tool } = mailer({ hang: false });
+        const metadata = new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(effect, revision);
+        return createToolRuntime({ tools: [{ ...tool, metadata, execute: tool.execute }], grants: { agent: '*' } })
+          .bind({ owner, taskId: 'mail-task', caller: 'agent' });
+      };
+      for (const [effect, revision] of [[ToolEffect.NonIdempotent, 'mail-v2'], [ToolEffect.Idempotent, 'mail-v3'], [ToolEffect.Unknown, 'mail-v4']] as const) {
+        const repeat = await redeployed(effect, revision).call('send_mail', args);
+        assert.equal(failed(repeat.result)?.code, 'tool_in_doubt', `redeployed as ${effect} ${revision}`);
+        assert.equal(repeat.startedEvent, null);
+      }
+      assert.equal(sent.length, 1, 'only the other mail of the scenario left');
+      assert.equal((await store.attention()).items.length, 1, 'the first call still waits for its review');
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('keeps an operation in doubt when its free retry is refused before its body, so the repeat stays refused', async () => {
+    const store = await target.fresh().open();
+    try {
+      const owner = await store.acquire('s-idem', { owner: 'host' });
+      await owner.startTask('t');
+      const orders: unknown[] = [];
+      const caller = new AbortController();
+      const order = (approval: boolean) => {
+        const metadata = new ToolMetadata('Places an order', { type: 'object' }).withEffect(ToolEffect.Idempotent, 'orders-v1');
+        return {
+          name: 'place_order',
+          metadata: approval ? metadata.withApproval('desk') : metadata,
+          async execute(request: { arguments: unknown }, signal: AbortSignal) {
+            orders.push(request.arguments);
+            if (!caller.signal.aborted) {
+              const stopped = new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+              caller.abort();
+              await stopped;
+            }
+            return 'placed';
+          },
+        };
+      };
+      const args = { item: 'book' };
+      const first = await createToolRuntime({ tools: [order(false)], grants: { agent: '*' } })
+        .bind({ owner, taskId: 't', caller: 'agent' }).callWithOptions('place_order', args, { signal: caller.signal });
+      assert.equal(failed(first.result)?.category, 'cancelled');
+      assert.equal(orders.length, 1, 'the order was written, then the caller gave up on it');
+
+      // The free retry of the idempotent call meets an approver that is down: refused before its body.
+      const gated = createToolRuntime({ tools: [order(true)], grants: { agent: '*' }, approvers: { desk: async () => ({ decision: 'unavailable' }) } })
+        .bind({ owner, taskId: 't', caller: 'agent' });
+      const plan = prepareToolRetry(await store.loadHistory('s-idem'), first.call.id);
+      const retry = await gated.callWithOptions('place_order', args, { retry: plan });
+      assert.equal(failed(retry.result)?.category, 'approval_unavailable');
+      assert.equal(retry.startedEvent, null);
+      const queue = (await store.attention()).items;
+      assert.deepEqual(queue.map((i) => [i.key, i.callId, i.status]), [[first.call.operation!.key, retry.call.id, 'outcome_unknown']],
+        'the operation is still in doubt: the first attempt may have written');
+
+      // The model asks again, a new operation: refused, no second order.
+      const repeat = await createToolRuntime({ tools: [order(false)], grants: { agent: '*' } })
+        .bind({ owner, taskId: 't', caller: 'agent' }).call('place_order', args);
+      assert.equal(failed(repeat.result)?.code, 'tool_in_doubt');
+      assert.equal(orders.length, 1);
+
+      // A retry that succeeds settles it.
+      const again = prepareToolRetry(await store.loadHistory('s-idem'), retry.call.id);
+      const done = await createToolRuntime({ tools: [order(false)], grants: { agent: '*' } })
+        .bind({ owner, taskId: 't', caller: 'agent' }).callWithOptions('place_order', args, { retry: again });
+      assert.equal(done.result.outcome.status, 'succeeded');
       assert.deepEqual((await store.attention()).items, []);
     } finally {
       await store.close();

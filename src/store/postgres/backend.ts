@@ -430,7 +430,7 @@ class PostgresBackend implements JournalBackend {
 
   async findAttention(sessionId: SessionId, b: OperationBinding): Promise<AttentionRow[]> {
     return this.inTransaction(this.beginRead, `session ${sessionId}`, async (client) => {
-      const res = await this.run<AttentionRecord>(client, 'attentionByBinding', [sessionId, b.taskId, b.tool, b.argsDigest, b.revision]);
+      const res = await this.run<AttentionRecord>(client, 'attentionByBinding', [sessionId, b.taskId, b.tool, b.argsDigest]);
       return res.rows.map(toAttention);
     });
   }

@@ -46,7 +46,7 @@ export function postgresStatements(S: string) {
       `FROM ${S}.jw_sessions s ORDER BY s.session_id COLLATE "C"`,
     attentionByCalls: attentionOfCalls(S, ATTENTION_COLUMNS, '$1', '$2::text[]'),
     attentionByBinding:
-      `SELECT ${ATTENTION_COLUMNS} FROM ${S}.jw_attention WHERE session_id = $1 AND task_id = $2 AND tool = $3 AND args_digest = $4 AND revision = $5`,
+      `SELECT ${ATTENTION_COLUMNS} FROM ${S}.jw_attention WHERE session_id = $1 AND task_id = $2 AND tool = $3 AND args_digest = $4`,
   };
 }
 

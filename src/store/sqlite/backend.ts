@@ -204,7 +204,7 @@ class SqliteBackend implements JournalBackend {
   }
 
   async findAttention(sessionId: SessionId, b: OperationBinding): Promise<AttentionRow[]> {
-    return this.run(sessionId, () => this.stmt.attentionByBinding.all(sessionId, b.taskId, b.tool, b.argsDigest, b.revision).map(toAttention));
+    return this.run(sessionId, () => this.stmt.attentionByBinding.all(sessionId, b.taskId, b.tool, b.argsDigest).map(toAttention));
   }
 
   async close(): Promise<void> {

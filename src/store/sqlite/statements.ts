@@ -53,7 +53,7 @@ export interface SqliteStatements {
   readonly upsertOperation: Statement;
   readonly list: Statement<[], SessionRecord & { events: number }>;
   readonly attentionByCall: Statement<[string, string], AttentionRecord>;
-  readonly attentionByBinding: Statement<[string, string, string, string, string], AttentionRecord>;
+  readonly attentionByBinding: Statement<[string, string, string, string], AttentionRecord>;
   readonly upsertAttention: Statement;
 }
 
@@ -90,8 +90,8 @@ export function prepareStatements(db: Database): SqliteStatements {
         '(SELECT count(*) FROM jw_events e WHERE e.session_id = s.session_id) AS events FROM jw_sessions s ORDER BY s.session_id',
     ),
     attentionByCall: db.prepare<[string, string], AttentionRecord>(`SELECT ${ATTENTION_COLUMNS} FROM jw_attention WHERE session_id = ? AND call_id = ?`),
-    attentionByBinding: db.prepare<[string, string, string, string, string], AttentionRecord>(
-      `SELECT ${ATTENTION_COLUMNS} FROM jw_attention WHERE session_id = ? AND task_id = ? AND tool = ? AND args_digest = ? AND revision = ?`,
+    attentionByBinding: db.prepare<[string, string, string, string], AttentionRecord>(
+      `SELECT ${ATTENTION_COLUMNS} FROM jw_attention WHERE session_id = ? AND task_id = ? AND tool = ? AND args_digest = ?`,
     ),
     upsertAttention: db.prepare(
       `INSERT INTO jw_attention (${ATTENTION_COLUMNS}) VALUES (${params(ATTENTION_COLUMNS)}) ON CONFLICT (session_id, task_id, key) DO UPDATE SET ${ATTENTION_UPDATE}`,
