@@ -43,11 +43,16 @@ function modelFacingMessage(failure: { category: string; message: string }): str
   return INTERNAL_CATEGORIES.has(failure.category) ? INTERNAL_FAILURE_MESSAGE : failure.message;
 }
 
-/** The model-facing text of a recorded failure. */
-export function describeToolFailure(name: string, failure: { category: string; code: string; message: string }, started: boolean): string {
+/**
+ * The model-facing text of a recorded failure. `earlierMayHaveRun`: the call retried an earlier attempt that no
+ * `not_executed` review settled (a free retry), so "did not run" would hide that attempt, whose body may have run.
+ */
+export function describeToolFailure(name: string, failure: { category: string; code: string; message: string }, started: boolean, earlierMayHaveRun = false): string {
   const ran = started
     ? 'The tool started, so it may have taken effect before failing; check before doing it again.'
-    : 'The tool did not run.';
+    : earlierMayHaveRun
+      ? 'This attempt did not run, but it retried an earlier attempt of the same call that may have taken effect; check before doing it again.'
+      : 'The tool did not run.';
   return `Tool ${quoted(name)} failed: ${failure.category} (${failure.code}): ${sentence(modelFacingMessage(failure))}. ${ran}`;
 }
 
@@ -71,9 +76,11 @@ export function modelFacingOutcome(execution: ToolExecution): ModelFacingOutcome
   const outcome = execution.result.outcome;
   if (outcome.status === 'succeeded') return { ok: true, output: outcome.output };
   const started = execution.startedEvent !== null;
+  const retried = execution.call.operation?.retry;
+  const earlierMayHaveRun = !started && retried !== undefined && retried !== null && retried.review?.outcome !== 'not_executed';
   return {
     ok: false,
-    text: describeToolFailure(execution.call.name, outcome, started),
+    text: describeToolFailure(execution.call.name, outcome, started, earlierMayHaveRun),
     category: outcome.category,
     code: outcome.code,
     message: modelFacingMessage(outcome),

@@ -355,10 +355,14 @@ class Gateway implements ToolGateway {
 
     const approval = registered!.tool.metadata.approval;
     const startedDraft = this.draft({ type: 'tool_started', callId: call.id });
+    // A retry of a tool that no longer asks for approval (a redeploy dropped it) still takes an operator's decision on
+    // the request an earlier attempt left: a denial of this very action stands, and an approval is used, not left
+    // waiting in the queue (docs/design.md#durable-approvals).
+    const decidedEarlier = approval === null && op.retry !== null ? await operatorDecision(this.binding.owner, call, approvalBinding(call, op)) : null;
     let callEvent: SessionEvent;
     let startedEvent: SessionEvent;
     let reserved: number;
-    if (approval === null) {
+    if (approval === null && decidedEarlier === null) {
       const receipt = await this.write('call', call, null, { events: [callDraft, startedDraft], budget: admit, ...latest });
       [callEvent, startedEvent] = receipt.events as [SessionEvent, SessionEvent];
       reserved = receipt.reservedOutputBytes;
@@ -373,13 +377,13 @@ class Gateway implements ToolGateway {
       const binding = approvalBinding(call, op);
       // A decision answers only the request an earlier attempt of the same operation left, so a key minted for
       // this call (no caller key, no retry plan) has none to find: the inbox is read only for the others.
-      const operator = callerKeyed || op.retry !== null ? await operatorDecision(this.binding.owner, call, binding) : null;
+      const operator = decidedEarlier ?? (callerKeyed || op.retry !== null ? await operatorDecision(this.binding.owner, call, binding) : null);
       let started = startedDraft;
       if (operator) {
         const stop = operator.denial ?? control.interrupt();
         if (stop) return this.finish(call, callEvent, null, stop, 0, observer, operator.denial ? { change: operator.change, record: operator.record } : undefined);
         started = this.draft({ type: 'tool_started', callId: call.id, approval: operator.record });
-      } else {
+      } else if (approval !== null) {
         observer?.approvalRequested(approval);
         const answer = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control)) ?? control.interrupt();
         if (answer && 'pending' in answer) {

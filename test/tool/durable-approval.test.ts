@@ -119,6 +119,37 @@ forEachStore('durable approvals', (target) => {
     await r.store.close();
   });
 
+  it('a redeploy that dropped the approval still takes the decision: a denial stands, an approval is used', async () => {
+    for (const decision of ['deny', 'approve'] as const) {
+      const m = mailRig([]);
+      const r = await rig(target, m.config);
+      const { execution, requestId } = await pendingCall(r);
+      const inbox = decisionInbox(r.store);
+      await (decision === 'deny' ? inbox.deny(requestId, { actor: 'bob', reason: 'wrong recipient' }) : inbox.approve(requestId, { actor: 'alice' }));
+      // The next deploy keeps the tool, its revision and the arguments, but asks for no approval any more.
+      const sent: string[] = [];
+      const unguarded = createToolRuntime({
+        tools: [tool('send_mail', async (req) => {
+          sent.push((req.arguments as { to: string }).to);
+          return 'sent';
+        }, new ToolMetadata('send mail', mailSchema).withEffect('non_idempotent', 'mail-v1'))],
+        grants: { agent: '*' },
+      }).bind({ owner: r.owner, taskId: r.taskId, caller: 'agent' });
+      const plan = prepareToolRetry(await r.store.loadHistory(r.sessionId), execution.call.id);
+      const second = await unguarded.callWithOptions('send_mail', { to: 'ann@example.com' }, { retry: plan });
+      if (decision === 'deny') {
+        assert.equal(failedCategory(second), 'approval_denied/tool_approval_denied_by_operator', 'the operator said no to this very action');
+        assert.deepEqual(sent, []);
+      } else {
+        assert.equal(failedCategory(second), 'succeeded');
+        assert.equal(second.startedEvent?.kind.type === 'tool_started' && second.startedEvent.kind.approval?.actor, 'alice', 'the approval is journaled with the marker');
+        assert.deepEqual(sent, ['ann@example.com']);
+      }
+      assert.equal((await inbox.get(requestId))?.state, 'consumed', 'nothing left waiting in the queue');
+      await r.store.close();
+    }
+  });
+
   it('a decision is refused for another binding, and nothing is written', async () => {
     const m = mailRig([]);
     const r = await rig(target, m.config);

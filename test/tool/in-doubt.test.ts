@@ -13,6 +13,7 @@ import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { exportRustJournal } from '../../src/store/rust-format.js';
+import { modelFacingOutcome } from '../../src/bridges/outcome.js';
 import { mailer } from '../support/mailer.js';
 import { forEachStore } from '../support/stores.js';
 
@@ -233,6 +234,10 @@ forEachStore('the in-doubt guard', (target) => {
       const retry = await gated.callWithOptions('place_order', args, { retry: plan });
       assert.equal(failed(retry.result)?.category, 'approval_unavailable');
       assert.equal(retry.startedEvent, null);
+      const told = modelFacingOutcome(retry);
+      assert.ok(!told.ok);
+      assert.match(told.text, /This attempt did not run, but it retried an earlier attempt of the same call that may have taken effect/,
+        'the model is not told the order did not happen');
       const queue = (await store.attention()).items;
       assert.deepEqual(queue.map((i) => [i.key, i.callId, i.status]), [[first.call.operation!.key, retry.call.id, 'outcome_unknown']],
         'the operation is still in doubt: the first attempt may have written');
