@@ -77,6 +77,12 @@ export const POSTGRES_DEFAULTS = {
   idleInTransactionTimeoutMs: 60_000,
   poolSize: 10,
   connectTimeoutMs: 10_000,
+  /**
+   * How much longer than the statement timeout the client waits for an answer before it gives the connection up: the
+   * server enforces its timeouts only while it can be reached, and a network partition that drops packets without a
+   * reset would otherwise hold a call, a wait or close() until the network heals.
+   */
+  answerMarginMs: 5_000,
 } as const;
 
 /** Session leases (docs/design.md#leases): how long an owner's hold lasts without a write or a heartbeat. */

@@ -218,6 +218,34 @@ export function decisionInbox(store: SessionStore): DecisionInbox {
  * `decision_not_found` for an unknown request, `decision_wait_timeout` at the deadline, `decision_wait_aborted`
  * when the signal fires.
  */
+/** How long past the deadline a read already under way may still answer: a deadline of now still reads once. */
+const READ_GRACE_MS = 1_000;
+
+/**
+ * The read, unless the deadline (and its grace) passes or the signal fires first: a store that cannot answer (a
+ * network partition drops packets without a reset) must not hold the wait past its deadline. A read left behind
+ * settles unheard.
+ */
+function readWithin<T>(read: Promise<T>, id: string, deadline: number, signal: AbortSignal | undefined): Promise<T> {
+  if (deadline === Infinity && !signal) return read;
+  return new Promise<T>((resolve, reject) => {
+    const finish = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const onAbort = () => {
+      finish();
+      reject(new DecisionError('decision_wait_aborted', id, `stopped waiting for ${id}: aborted`, { cause: signal?.reason }));
+    };
+    const timer = deadline === Infinity ? undefined : setTimeout(() => {
+      finish();
+      reject(new DecisionError('decision_wait_timeout', id, `approval request ${id} was still open at the deadline (the store did not answer in time)`));
+    }, Math.min(Math.max(0, deadline - Date.now()) + READ_GRACE_MS, LIMITS.maxTimeoutMs));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    read.then((value) => { finish(); resolve(value); }, (error: unknown) => { finish(); reject(error); });
+  });
+}
+
 export async function awaitDecision(store: SessionStore, requestId: string, options: AwaitDecisionOptions = {}): Promise<DecisionRow> {
   const inbox = inboxOf(store);
   const id = checkId<string>('requestId', requestId);
@@ -240,7 +268,7 @@ export async function awaitDecision(store: SessionStore, requestId: string, opti
   try {
     for (;;) {
       if (options.signal?.aborted) throw new DecisionError('decision_wait_aborted', id, `stopped waiting for ${id}: aborted`, { cause: options.signal.reason });
-      const row = await inbox.transactDecision(id, (r) => ({ result: r }));
+      const row = await readWithin(inbox.transactDecision(id, (r) => ({ result: r })), id, deadline, options.signal);
       if (!row) throw new DecisionError('decision_not_found', id, `no approval request ${id}`);
       if (row.state !== 'open') return row;
       const left = deadline - Date.now();
@@ -259,6 +287,14 @@ export async function awaitDecision(store: SessionStore, requestId: string, opti
     }
   } finally {
     options.signal?.removeEventListener('abort', onAbort);
-    if (stop) await stop();
+    // Leaving the listening connection is waited for as long as a late read: a silent server does not hold the wait.
+    if (stop) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        stop().catch(() => undefined),
+        new Promise<void>((resolve) => { timer = setTimeout(resolve, READ_GRACE_MS); }),
+      ]);
+      clearTimeout(timer);
+    }
   }
 }

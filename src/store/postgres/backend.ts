@@ -13,7 +13,7 @@ import type { SessionStore } from '../types.js';
 import { Pool, type PoolClient, type QueryResult, type QueryResultRow } from './driver.js';
 import type { PgPool } from './driver-types.js';
 import { Passthrough } from '../passthrough.js';
-import { LostCreationRace, mapPostgresError } from './errors.js';
+import { listenForDriverErrors, LostCreationRace, mapPostgresError } from './errors.js';
 import { releasing } from './checked-out.js';
 import { beforeCommitHooks } from './hooks.js';
 import { checkMs, type PostgresStoreOptions } from './options.js';
@@ -446,8 +446,8 @@ class PostgresBackend implements JournalBackend {
 /**
  * Opens (creating or upgrading its tables if needed) a PostgreSQL journal. Asynchronous because the schema
  * migrations run on open. Pass a connection URL (the store creates, and on close() ends, its own pool) or a
- * `pg.Pool` you own (close() leaves it open; give it an 'error' listener, as pg requires, for idle connections the
- * server ends).
+ * `pg.Pool` you own (close() leaves it open; give it the two error listeners and the client-side `query_timeout`
+ * that docs/guide.md names).
  *
  * Every write is one READ COMMITTED transaction that locks the session's owner row (`SELECT ... FOR UPDATE`), runs
  * the store's pure decision, and updates the owner row only `WHERE epoch = <read epoch> AND last_seq = <read head>`
@@ -480,9 +480,11 @@ export async function openPostgresStore(urlOrPool: string | PgPool, options: Pos
       ...(idle > 0 ? { idle_in_transaction_session_timeout: idle } : {}),
       // Statements of one transaction go out together where they do not wait on each other's answers.
       pipeline: true,
+      // Bounded on the client too: a partitioned server enforces no statement timeout (POSTGRES_DEFAULTS.answerMarginMs).
+      query_timeout: statement + POSTGRES_DEFAULTS.answerMarginMs,
+      keepAlive: true,
     } as ConstructorParameters<typeof Pool>[0]);
-    // An idle pooled connection that the server ends is dropped by the pool; without a listener Node would crash.
-    pool.on('error', () => {});
+    listenForDriverErrors(pool);
     ownsPool = true;
   } else if (urlOrPool && typeof urlOrPool === 'object' && typeof (urlOrPool as PgPool).connect === 'function') {
     // A caller's pool is a pg.Pool; its structural type only keeps the driver's types out of ours.

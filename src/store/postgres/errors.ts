@@ -17,6 +17,10 @@ export function mapPostgresError(error: unknown, context: string): unknown {
   if (code === '42P01' || code === '3F000') {
     return new StoreUnavailableError('store_failure', `${context}: the store's tables are missing (${message})`, { cause: error });
   }
+  // pg's client-side answer timeout (query_timeout), which then closes the connection.
+  if (message === 'Query read timeout') {
+    return new StoreUnavailableError('store_failure', `${context}: PostgreSQL did not answer in time (the server or the network is down); the connection was closed`, { cause: error });
+  }
   if (typeof code === 'string' && NETWORK_CODES.has(code)) {
     return new StoreUnavailableError('store_failure', `${context}: PostgreSQL is unreachable (${code})`, { cause: error });
   }
@@ -26,4 +30,15 @@ export function mapPostgresError(error: unknown, context: string): unknown {
 /** A concurrent transaction created the same session or task first: the whole transaction runs once more. */
 export class LostCreationRace {
   constructor(readonly error: unknown) {}
+}
+
+/**
+ * pg emits a connection's errors as 'error' events, and an event nobody hears ends the process. The pool hears an idle
+ * connection's; every connection also gets a listener from its first moment, since a server that ends a connection
+ * as it finishes connecting (a restart, a failover, pg_terminate_backend) sends its error before anyone checked the
+ * connection out. The failure still reaches the query that meets it, as a typed store error.
+ */
+export function listenForDriverErrors(pool: { on(event: 'error', listener: () => void): unknown; on(event: 'connect', listener: (client: { on(event: 'error', listener: () => void): unknown }) => void): unknown }): void {
+  pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
 }

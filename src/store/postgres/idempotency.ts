@@ -7,7 +7,7 @@ import { Pool } from './driver.js';
 import type { PgClient, PgPool } from './driver-types.js';
 import { Passthrough } from '../passthrough.js';
 import { releasing, type CheckedOutClient } from './checked-out.js';
-import { mapPostgresError } from './errors.js';
+import { listenForDriverErrors, mapPostgresError } from './errors.js';
 import { checkMs } from './options.js';
 import { IDENTIFIER } from './schema.js';
 
@@ -78,8 +78,8 @@ export class PostgresIdempotencyStore {
     const owned = typeof urlOrPool === 'string';
     let pool: PgPool;
     if (typeof urlOrPool === 'string') {
-      const own = new Pool({ connectionString: urlOrPool, max: 4 });
-      own.on('error', () => {});
+      const own = new Pool({ connectionString: urlOrPool, max: 4, query_timeout: POSTGRES_DEFAULTS.statementTimeoutMs + POSTGRES_DEFAULTS.answerMarginMs, keepAlive: true });
+      listenForDriverErrors(own);
       pool = own;
     } else {
       pool = urlOrPool;
