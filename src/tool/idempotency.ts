@@ -80,3 +80,23 @@ export function reconcileAnswer(
   if (record.digest !== scope.argumentsDigest) return { outcome: 'unknown', evidence: `the ${where} holds other arguments` };
   return { outcome: 'completed', evidence: `the ${where} holds the committed result`, output: record.result };
 }
+
+/**
+ * The JSON text of a write's result, for the dedup record; a result JSON cannot hold (a BigInt, a function,
+ * undefined) is InvalidInputError, thrown inside the helper's transaction so that nothing of the write commits.
+ */
+export function recordedResultText(result: unknown): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(result);
+  } catch (error) {
+    throw new InvalidInputError('result', `the write must return a JSON value: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  if (typeof text !== 'string') throw new InvalidInputError('result', 'the write must return a JSON value');
+  return text;
+}
+
+/** Refuses a `write` that is not a function before anything is opened. */
+export function checkWrite(write: unknown): void {
+  if (typeof write !== 'function') throw new InvalidInputError('write', `must be a function, got ${write === null ? 'null' : typeof write}`);
+}

@@ -81,6 +81,20 @@ describePostgres('PostgresIdempotencyStore', (url) => {
     await store.close();
   });
 
+  it('a result JSON or PostgreSQL cannot hold (a BigInt, a lone surrogate) and a write that is no function are bad input, with nothing recorded', async () => {
+    const { store, orders, insert } = await open();
+    const returning = (value: unknown) => async (client: PgClient) => {
+      await insert('x')(client);
+      return value as never;
+    };
+    await assert.rejects(store.run(request('t', 'k', {}), returning({ n: 1n })), { code: 'invalid_input', field: 'result' });
+    await assert.rejects(store.run(request('t', 'k', {}), returning({ note: 'half \ud800 pair' })), { code: 'invalid_input', field: 'result', message: /lone surrogate/ });
+    await assert.rejects(store.run(request('t', 'k', {}), 'insert' as never), { code: 'invalid_input', field: 'write' });
+    assert.equal(await orders(), 0, 'the business writes rolled back');
+    assert.equal(await store.count(), 0);
+    await store.close();
+  });
+
   it('concurrent attempts of one key: exactly one writes, the others replay its result', async () => {
     const { store, orders, insert } = await open();
     const outcomes = await Promise.all(Array.from({ length: 8 }, () => store.run(request('t', 'same', { x: 1 }), async (client) => {

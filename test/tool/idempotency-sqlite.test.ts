@@ -55,6 +55,22 @@ describe('SqliteIdempotencyStore', () => {
     business.close();
   });
 
+  it('refuses an async write, a write that is no function and a result JSON cannot hold, with nothing recorded', () => {
+    const path = tempDbPath(dir, 'business');
+    const business = openBusiness(path);
+    // Plain JavaScript can hand the helper an async write: its record would commit before its writes ran.
+    const asyncWrite = (async (db: typeof business.db) => {
+      db.prepare('INSERT INTO orders (task_id, key, item) VALUES (?, ?, ?)').run('t', 'k', 'x');
+      return { ok: true };
+    }) as unknown as (db: typeof business.db) => { ok: boolean };
+    assert.throws(() => business.run(request('t', 'k', {}), asyncWrite), { code: 'invalid_input', field: 'write', message: /must be synchronous/ });
+    assert.throws(() => business.run(request('t', 'k', {}), 'insert' as never), { code: 'invalid_input', field: 'write' });
+    assert.throws(() => business.run(request('t', 'k', {}), () => ({ n: 1n }) as never), { code: 'invalid_input', field: 'result' });
+    assert.equal(business.count(), 0, 'no dedup record');
+    assert.equal(business.reconcile(request('t', 'k', {})).outcome, 'not_executed', 'the reconciler does not claim a write that never committed');
+    business.close();
+  });
+
   it('refuses a request without an operation or a session, and forms the external key from the whole operation', () => {
     const business = openBusiness(tempDbPath(dir, 'business'));
     assert.throws(() => business.run({ arguments: {} } as never, () => 1), { code: 'invalid_input' });

@@ -1,7 +1,7 @@
 import { IdempotencyConflictError, InvalidInputError } from '../../errors.js';
 import { POSTGRES_DEFAULTS } from '../../limits.js';
 import type { JsonValue } from '../../json/types.js';
-import { idempotencyScope, reconcileAnswer, type IdempotencyRecord, type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome } from '../../tool/idempotency.js';
+import { checkWrite, idempotencyScope, reconcileAnswer, recordedResultText, type IdempotencyRecord, type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome } from '../../tool/idempotency.js';
 import type { ToolReconcileAnswer } from '../../tool/types.js';
 import { Pool } from './driver.js';
 import type { PgClient, PgPool } from './driver-types.js';
@@ -101,6 +101,7 @@ export class PostgresIdempotencyStore {
    */
   async run<T extends JsonValue>(request: IdempotencyRequest, write: (client: PgClient) => Promise<T>): Promise<IdempotentOutcome<T>> {
     const scope = idempotencyScope(request);
+    checkWrite(write);
     return this.inTransaction(async (client) => {
       const record = await this.claim(client, scope);
       if (record !== null) {
@@ -115,8 +116,11 @@ export class PostgresIdempotencyStore {
         // The tool's own failure: it passes through unchanged, not mapped as the helper's.
         throw new Passthrough(error);
       }
-      const text = JSON.stringify(result);
-      if (typeof text !== 'string') throw new InvalidInputError('result', 'the write must return a JSON value');
+      const text = recordedResultText(result);
+      // JSON.stringify escapes a lone surrogate, and jsonb refuses the escape: say so instead of a store failure.
+      if (/\\ud[89a-f][0-9a-f]{2}/i.test(text)) {
+        throw new InvalidInputError('result', 'holds a lone surrogate (half of a UTF-16 pair), which PostgreSQL cannot store; nothing was recorded');
+      }
       await client.query(`UPDATE ${this.table} SET result = $4::jsonb WHERE session_id = $1 AND task_id = $2 AND key = $3`, [
         scope.sessionId,
         scope.taskId,

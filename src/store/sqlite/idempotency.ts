@@ -2,7 +2,7 @@ import { IdempotencyConflictError, InvalidInputError } from '../../errors.js';
 import type { JsonValue } from '../../json/types.js';
 import { STORE_DEFAULTS } from '../../limits.js';
 import { describeValue } from '../../text.js';
-import { idempotencyScope, reconcileAnswer, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
+import { checkWrite, idempotencyScope, reconcileAnswer, recordedResultText, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
 import type { ToolReconcileAnswer } from '../../tool/types.js';
 import { Passthrough } from '../passthrough.js';
 import { Database, type Statement } from './driver.js';
@@ -104,6 +104,7 @@ export class SqliteIdempotencyStore {
    */
   run<T extends JsonValue>(request: IdempotencyRequest, write: (db: SqliteDatabase) => T): IdempotentOutcome<T> {
     const scope = idempotencyScope(request);
+    checkWrite(write);
     const transaction = this.raw.transaction((): IdempotentOutcome<T> => {
       const existing = this.find.get(scope.sessionId, scope.taskId, scope.key);
       if (existing) {
@@ -117,8 +118,11 @@ export class SqliteIdempotencyStore {
         // The tool's own failure: it passes through unchanged, not mapped as the helper's.
         throw new Passthrough(error);
       }
-      const text = JSON.stringify(result);
-      if (typeof text !== 'string') throw new InvalidInputError('result', 'the write must return a JSON value');
+      // An async write's writes would land after this transaction, without their record: refused, nothing recorded.
+      if (typeof (result as { then?: unknown } | null)?.then === 'function') {
+        throw new InvalidInputError('write', 'must be synchronous: it returned a promise, so what it writes would not commit with the dedup record; nothing was recorded');
+      }
+      const text = recordedResultText(result);
       this.insert.run(scope.sessionId, scope.taskId, scope.key, scope.argumentsDigest, text);
       return { result, replayed: false };
     });
