@@ -1,3 +1,4 @@
+import { ChatModelError } from '../errors.js';
 import type { ChatModel, ChatRequest, ChatResponse } from './model.js';
 
 /** One scripted answer: a fixed response, or one computed from the request (say, from the last tool result). */
@@ -25,7 +26,7 @@ export function scriptedModel(turns: readonly ScriptedTurn[]): ScriptedModel {
     async complete(request) {
       requests.push(structuredClone(request) as ChatRequest);
       const turn = queue.shift();
-      if (turn === undefined) throw new Error(`the scripted model has no answer for request ${requests.length}`);
+      if (turn === undefined) throw new ChatModelError('model_script_exhausted', `the scripted model has no answer for request ${requests.length}`);
       return typeof turn === 'function' ? turn(request) : turn;
     },
   };

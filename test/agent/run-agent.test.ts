@@ -89,6 +89,12 @@ describe('runAgent', () => {
     assert.doesNotMatch(seen, /toolcall_|operation_|evt_/);
   });
 
+  it('a scripted model asked past its script fails typed, and the run journals nothing of that step', async () => {
+    const { owner, gateway, bodies } = await setup();
+    await assert.rejects(runAgent({ model: scriptedModel([]), owner, gateway, input: 'Anything.', maxSteps: 2 }), { name: 'ChatModelError', code: 'model_script_exhausted' });
+    assert.equal(bodies.length, 0);
+  });
+
   it('is bounded: at most maxSteps model requests, then max_steps', async () => {
     const { owner, gateway, bodies } = await setup();
     const forever = () => reply(null, calls(['x', 'lookup_price', '{"item":"tea"}']));
