@@ -14,6 +14,8 @@ export class CallControl {
   private readonly cleanups: Array<() => void> = [];
   private stopped: string | null = null;
   private lost: string | null = null;
+  /** Whether the body runs: only then does a lost session stop the attempt (its marker is what a fenced owner cannot write). */
+  private bodyRunning = false;
   private cancelled = false;
   private expired = false;
   /** The races waiting: each is woken after the signal fired, once the signal's own listeners have run. */
@@ -49,6 +51,7 @@ export class CallControl {
         this.abort(new Error(`task stopped: ${reason}`));
       }),
       subscribeLost((why) => {
+        if (!this.bodyRunning) return;
         this.lost ??= why;
         this.abort(new Error(`the session may be lost: ${why}`));
       }),
@@ -71,6 +74,14 @@ export class CallControl {
     this.controller.abort(reason);
     for (const wake of this.waiting) wake();
     this.waiting.clear();
+  }
+
+  /**
+   * The body starts now, its marker journaled: from here a lost session stops it. Before, nothing needs stopping: the
+   * marker's own commit fails for a fenced owner, and it renews the lease of an owner that was not.
+   */
+  bodyStarts(): void {
+    this.bodyRunning = true;
   }
 
   /** Awaits `work` unless an interrupt comes first; a late result of `work` is then discarded. */

@@ -414,6 +414,7 @@ class Gateway implements ToolGateway {
     let outcome: Failure | { status: 'succeeded'; output: string };
     let charge = reserved;
     try {
+      control.bodyStarts();
       const ran = await control.race(() => registered!.tool.execute(request, control.signal));
       if ('interrupt' in ran) outcome = ran.interrupt;
       else {

@@ -18,6 +18,11 @@ import { sleep, tool } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
 
 const TRANSFER = new ToolMetadata('moves money', { type: 'object' }).withEffect('non_idempotent', 'v1');
+/** Long enough that a loaded machine's own pauses do not outlast it; the stalls below do, twice over. */
+const LEASE_MS = 1_000;
+const STALL_MS = 2 * LEASE_MS;
+/** How long the old host's body waits on "the bank": past the stall, so it would go on after the host wakes. */
+const BANK_MS = STALL_MS + 1_500;
 
 /** A transfer whose body waits `waitMs` on "the bank", honouring its signal, then makes the transfer as `host`. */
 function transfer(host: string, made: string[], waitMs: number, seen?: { reason?: unknown }) {
@@ -50,13 +55,13 @@ forEachStore('a host that loses its session', (target) => {
     const b = await location.open();
     const made: string[] = [];
     const seen: { reason?: unknown } = {};
-    const owner = await a.acquire('s-fenced', { owner: 'host-a', leaseMs: 300 });
+    const owner = await a.acquire('s-fenced', { owner: 'host-a', leaseMs: LEASE_MS });
     await owner.startTask('t');
-    const call = settled(createToolRuntime({ tools: [transfer('A', made, 5_000, seen)], grants: { agent: '*' } })
+    const call = settled(createToolRuntime({ tools: [transfer('A', made, 10_000, seen)], grants: { agent: '*' } })
       .bind({ owner, taskId: 't', caller: 'agent' }).call('transfer', {}));
     while (!(await b.loadHistory('s-fenced')).some((e) => e.kind.type === 'tool_started')) await sleep(10);
     const successor = await b.acquire('s-fenced', { owner: 'host-b', takeover: true });
-    const ended = await Promise.race([call, sleep(2_000).then(() => 'still running' as const)]);
+    const ended = await Promise.race([call, sleep(5_000).then(() => 'still running' as const)]);
     assert.notEqual(ended, 'still running', 'the body was told to stop within a heartbeat');
     assert.match(String((seen.reason as Error | undefined)?.message), /taken over or released/);
     assert.deepEqual(made, [], 'no transfer from the fenced host');
@@ -73,12 +78,12 @@ forEachStore('a host that loses its session', (target) => {
     const operator = await location.open();
     const made: string[] = [];
     const seen: { reason?: unknown } = {};
-    const ownerA = await a.acquire('s-stall', { owner: 'host-a', leaseMs: 300 });
+    const ownerA = await a.acquire('s-stall', { owner: 'host-a', leaseMs: LEASE_MS });
     await ownerA.startTask('t');
-    const callA = settled(createToolRuntime({ tools: [transfer('A', made, 1_500, seen)], grants: { agent: '*' } })
+    const callA = settled(createToolRuntime({ tools: [transfer('A', made, BANK_MS, seen)], grants: { agent: '*' } })
       .bind({ owner: ownerA, taskId: 't', caller: 'agent' }).call('transfer', {}));
     while (!(await b.loadHistory('s-stall')).some((e) => e.kind.type === 'tool_started')) await sleep(10);
-    stall(600);
+    stall(STALL_MS);
     // Host B finds the lease run out and takes over; an operator, seeing no transfer at the bank, reviews the call.
     const ownerB = await b.acquire('s-stall', { owner: 'host-b', takeover: 'expired', leaseMs: 30_000 });
     await sleep(20);
@@ -94,7 +99,7 @@ forEachStore('a host that loses its session', (target) => {
       .bind({ owner: ownerB, taskId: 't', caller: 'agent' }).callWithOptions('transfer', {}, { retry: plan });
     assert.equal(retried.result.outcome.status, 'succeeded');
     await callA;
-    await sleep(1_600);
+    await sleep(BANK_MS);
     assert.deepEqual(made, ['B'], 'the transfer was made once, by the retry');
     assert.equal(assessSession(await b.loadHistory('s-stall')).calls.at(-1)?.nextStep, 'completed');
     await ownerB.release();
@@ -107,12 +112,12 @@ forEachStore('a host that loses its session', (target) => {
     const location = target.fresh();
     const store = await location.open();
     const made: string[] = [];
-    const owner = await store.acquire('s-lapse', { owner: 'host-a', leaseMs: 300 });
+    const owner = await store.acquire('s-lapse', { owner: 'host-a', leaseMs: LEASE_MS });
     await owner.startTask('t');
-    const gateway = createToolRuntime({ tools: [transfer('A', made, 1_500)], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const gateway = createToolRuntime({ tools: [transfer('A', made, BANK_MS)], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
     const call = gateway.call('transfer', {});
     while (!(await store.loadHistory('s-lapse')).some((e) => e.kind.type === 'tool_started')) await sleep(10);
-    stall(600);
+    stall(STALL_MS);
     const execution = await call;
     assert.deepEqual(made, []);
     assert.deepEqual(
@@ -124,6 +129,26 @@ forEachStore('a host that loses its session', (target) => {
     // The lease was renewed again: the next transfer (another one: the in-doubt guard holds the same one) runs as usual.
     const next = await createToolRuntime({ tools: [transfer('A', made, 10)], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('transfer', { to: 'another' });
     assert.deepEqual(next.result.outcome, { status: 'succeeded', output: 'sent' });
+    await owner.release();
+    await store.close();
+  });
+
+  it('leaves a call whose body has not started alone: its marker, not a heartbeat, settles whether the session is still its own', async () => {
+    const store = await target.fresh().open();
+    const made: string[] = [];
+    const owner = await store.acquire('s-before', { owner: 'host-a', leaseMs: LEASE_MS });
+    await owner.startTask('t');
+    // The approver stalls the process past the lease before it answers: nobody took over, so the call goes on.
+    const approver = async () => {
+      stall(STALL_MS);
+      await sleep(150);
+      return { decision: 'approved' as const };
+    };
+    const gateway = createToolRuntime({ tools: [{ ...transfer('A', made, 10), metadata: TRANSFER.withApproval('desk') }], grants: { agent: '*' }, approvers: { desk: approver } })
+      .bind({ owner, taskId: 't', caller: 'agent' });
+    const execution = await gateway.call('transfer', {});
+    assert.deepEqual(execution.result.outcome, { status: 'succeeded', output: 'sent' });
+    assert.deepEqual(made, ['A']);
     await owner.release();
     await store.close();
   });

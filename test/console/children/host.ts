@@ -13,7 +13,12 @@ import { recoverAbandoned } from '../../../src/review.js';
 import { openSqliteStore } from '../../../src/sqlite.js';
 
 const [mode, db, effects, session] = process.argv.slice(2) as [string, string, string, string | undefined];
-const LEASE_MS = 600;
+/**
+ * Short, so the recovering host finds the session soon after the SIGKILL, yet long enough that this host, alive and
+ * heartbeating on a loaded machine (a browser beside it), keeps it while it waits: a host whose lease ran out stops
+ * its running call (docs/design.md#a-lost-session-stops-its-calls), and the body would return before the kill.
+ */
+const LEASE_MS = 2_000;
 
 function tools(onEffect: (callId: string) => Promise<void>): Tool[] {
   return [{
