@@ -174,8 +174,9 @@ export class JournalStore implements SessionStore {
       throw new InvalidInputError('heartbeat', `must be a boolean, got ${typeof options.heartbeat}`);
     }
     const anchor = options.anchor !== undefined ? new HeadAnchor(options.anchor) : null;
+    const sentAt = LeaseWatch.now();
     const row = await this.backend.transact(id, {}, decideAcquire(id, ownerName, takeover, leaseMs));
-    const owner = new FencedOwner(this.backend, this.guard, { sessionId: id, epoch: row.epoch, leaseMs }, ownerName, anchor, this.clock);
+    const owner = new FencedOwner(this.backend, this.guard, { sessionId: id, epoch: row.epoch, leaseMs }, ownerName, anchor, this.clock, sentAt);
     if (options.heartbeat !== false) owner.startHeartbeat();
     if (anchor) await anchor.observe(row, true);
     return owner;
@@ -320,11 +321,12 @@ class FencedOwner implements SessionOwner {
     readonly owner: string,
     private readonly anchor: HeadAnchor | null = null,
     private readonly clock: () => number = Date.now,
+    acquireSentAt: number = LeaseWatch.now(),
   ) {
     this.sessionId = ref.sessionId;
     this.epoch = ref.epoch;
     this.leaseMs = ref.leaseMs ?? LEASE_LIMITS.defaultMs;
-    this.lease = new LeaseWatch(this.leaseMs);
+    this.lease = new LeaseWatch(this.leaseMs, acquireSentAt);
     registerOwner(this, {
       commit: (request) => this.#commit(request),
       stopHeartbeat: this.stopHeartbeat,
@@ -345,14 +347,17 @@ class FencedOwner implements SessionOwner {
   }
 
   /**
-   * One heartbeat. A lease not renewed for a whole lease has run out: the running calls are told to stop first
+   * One heartbeat. A lease not renewed for a whole lease may have run out: the running calls are told to stop first
    * (docs/design.md#a-lost-session-stops-its-calls). Fenced, released or closed: stop for good. Any other failure
    * (busy, unreachable): try at the next beat.
    */
   private async beat(): Promise<void> {
-    if (this.beating || this.timer === null) return;
+    if (this.timer === null) return;
+    // Checked on every beat, a renewal in flight or not: one sent before a stall and answered after it renewed
+    // nothing this process can count on.
     const lapse = this.lease.lapse();
     if (lapse !== null) this.lease.lost(lapse);
+    if (this.beating) return;
     this.beating = true;
     try {
       await this.renewLease();
@@ -365,9 +370,10 @@ class FencedOwner implements SessionOwner {
 
   async renewLease(): Promise<number> {
     this.guard.check();
+    const sentAt = LeaseWatch.now();
     try {
       const expiresAt = await this.backend.transact(this.sessionId, {}, decideRenew({ ...this.ref, leaseMs: this.leaseMs }));
-      this.lease.renewed();
+      this.lease.renewed(sentAt);
       return expiresAt;
     } catch (error) {
       this.noteFenced(error);
@@ -382,8 +388,9 @@ class FencedOwner implements SessionOwner {
 
   /** A transaction that renews the lease (decisions.ts: every owner write but a release). */
   private async renewingTx<R>(reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R> {
+    const sentAt = LeaseWatch.now();
     const result = await this.tx(reads, decide);
-    this.lease.renewed();
+    this.lease.renewed(sentAt);
     return result;
   }
 

@@ -11,28 +11,30 @@ export type LostListener = (why: string) => void;
 export class LeaseWatch {
   private readonly listeners = new Set<LostListener>();
   /**
-   * When the last transaction that renewed the lease was answered. The store renewed it no later than that, so once
-   * a whole lease has passed since, the lease has run out by the store's clock too (the clocks agreeing in rate).
+   * When the last transaction that renewed the lease was sent. The store renewed it no earlier than that, but maybe
+   * not much later: once a whole lease has passed since, the lease may have run out. Not when it was answered: a
+   * process that stalled with a renewal's answer waiting would count the lease from after the stall.
    */
-  private renewedAt: number;
+  private renewalSentAt: number;
 
-  constructor(private readonly leaseMs: number) {
-    this.renewedAt = LeaseWatch.now();
+  constructor(private readonly leaseMs: number, sentAt: number) {
+    this.renewalSentAt = sentAt;
   }
 
+  /** The monotonic now, for a renewing transaction's send time. */
   static now(): number {
     return performance.now();
   }
 
-  /** A transaction that renewed the lease was just answered. */
-  renewed(): void {
-    this.renewedAt = LeaseWatch.now();
+  /** A transaction sent at `sentAt` renewed the lease. */
+  renewed(sentAt: number): void {
+    if (sentAt > this.renewalSentAt) this.renewalSentAt = sentAt;
   }
 
-  /** Why the lease has run out (not renewed for a whole lease), or null while it may still be live. */
+  /** Why the lease may have run out (no renewal that succeeded was sent within the last lease), or null. */
   lapse(): string | null {
-    const since = LeaseWatch.now() - this.renewedAt;
-    return since >= this.leaseMs ? `its lease of ${this.leaseMs} ms ran out: last renewed ${Math.round(since)} ms ago` : null;
+    const since = LeaseWatch.now() - this.renewalSentAt;
+    return since >= this.leaseMs ? `its lease of ${this.leaseMs} ms may have run out: last renewed ${Math.round(since)} ms ago` : null;
   }
 
   subscribe(listener: LostListener): () => void {
