@@ -16,7 +16,7 @@ import { createMemoryStore } from '../../src/index.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { cli, MAIN } from '../cli/helpers.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { crashAfterEffect, hidden, http, login, pendingApprovals, said, startConsoleProcess, type ConsoleProcess } from './support.js';
+import { crashAfterEffect, hidden, http, leaseExpired, login, pendingApprovals, said, startConsoleProcess, type ConsoleProcess } from './support.js';
 
 describe('jingwei console refuses, changes nothing and says why', () => {
   const dir = tempDir('jingwei-console-refusals-');
@@ -42,6 +42,8 @@ describe('jingwei console refuses, changes nothing and says why', () => {
   before(async () => {
     [approval] = await pendingApprovals(db, ['refund-refusals']) as [typeof approval];
     callId = await crashAfterEffect(db, join(dir, 'effects.jsonl'), session);
+    // Its reviews below are taken once the killed host's lease ran out, as in the other console tests.
+    await leaseExpired(db, session);
     writer = await startConsoleProcess(db, ['--actor', 'bob']);
     reader = await startConsoleProcess(db, ['--read-only']);
   });
