@@ -13,6 +13,7 @@ import { journalInboxReviews } from '../../src/tool/inbox-review.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { SessionStore } from '../../src/store/types.js';
 import type { ToolExecution } from '../../src/tool/types.js';
 import { sleep, tool } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
@@ -46,6 +47,20 @@ function stall(ms: number): void {
   while (Date.now() < end) { /* a stalled process */ }
 }
 
+/**
+ * Host A holds `sessionId` with the test's lease, runs a task and starts a transfer whose body waits `bankMs`;
+ * resolves once `reader` sees the body's start marker journaled.
+ */
+async function startTransfer(a: SessionStore, reader: SessionStore, sessionId: string, made: string[], bankMs: number, seen?: { reason?: unknown }) {
+  const owner = await a.acquire(sessionId, { owner: 'host-a', leaseMs: LEASE_MS });
+  await owner.startTask('t');
+  const call = createToolRuntime({ tools: [transfer('A', made, bankMs, seen)], grants: { agent: '*' } })
+    .bind({ owner, taskId: 't', caller: 'agent' }).call('transfer', {});
+  call.catch(() => undefined);
+  while (!(await reader.loadHistory(sessionId)).some((e) => e.kind.type === 'tool_started')) await sleep(10);
+  return { owner, call };
+}
+
 const settled = (call: Promise<ToolExecution>) => call.then((e) => ({ ok: e }), (error: unknown) => ({ error: error as { code?: string } }));
 
 forEachStore('a host that loses its session', (target) => {
@@ -55,11 +70,7 @@ forEachStore('a host that loses its session', (target) => {
     const b = await location.open();
     const made: string[] = [];
     const seen: { reason?: unknown } = {};
-    const owner = await a.acquire('s-fenced', { owner: 'host-a', leaseMs: LEASE_MS });
-    await owner.startTask('t');
-    const call = settled(createToolRuntime({ tools: [transfer('A', made, 10_000, seen)], grants: { agent: '*' } })
-      .bind({ owner, taskId: 't', caller: 'agent' }).call('transfer', {}));
-    while (!(await b.loadHistory('s-fenced')).some((e) => e.kind.type === 'tool_started')) await sleep(10);
+    const call = settled((await startTransfer(a, b, 's-fenced', made, 10_000, seen)).call);
     const successor = await b.acquire('s-fenced', { owner: 'host-b', takeover: true });
     const ended = await Promise.race([call, sleep(5_000).then(() => 'still running' as const)]);
     assert.notEqual(ended, 'still running', 'the body was told to stop within a heartbeat');
@@ -78,11 +89,7 @@ forEachStore('a host that loses its session', (target) => {
     const operator = await location.open();
     const made: string[] = [];
     const seen: { reason?: unknown } = {};
-    const ownerA = await a.acquire('s-stall', { owner: 'host-a', leaseMs: LEASE_MS });
-    await ownerA.startTask('t');
-    const callA = settled(createToolRuntime({ tools: [transfer('A', made, BANK_MS, seen)], grants: { agent: '*' } })
-      .bind({ owner: ownerA, taskId: 't', caller: 'agent' }).call('transfer', {}));
-    while (!(await b.loadHistory('s-stall')).some((e) => e.kind.type === 'tool_started')) await sleep(10);
+    const callA = settled((await startTransfer(a, b, 's-stall', made, BANK_MS, seen)).call);
     stall(STALL_MS);
     // Host B finds the lease run out and takes over; an operator, seeing no transfer at the bank, reviews the call.
     const ownerB = await b.acquire('s-stall', { owner: 'host-b', takeover: 'expired', leaseMs: 30_000 });
@@ -112,11 +119,7 @@ forEachStore('a host that loses its session', (target) => {
     const location = target.fresh();
     const store = await location.open();
     const made: string[] = [];
-    const owner = await store.acquire('s-lapse', { owner: 'host-a', leaseMs: LEASE_MS });
-    await owner.startTask('t');
-    const gateway = createToolRuntime({ tools: [transfer('A', made, BANK_MS)], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
-    const call = gateway.call('transfer', {});
-    while (!(await store.loadHistory('s-lapse')).some((e) => e.kind.type === 'tool_started')) await sleep(10);
+    const { owner, call } = await startTransfer(store, store, 's-lapse', made, BANK_MS);
     stall(STALL_MS);
     const execution = await call;
     assert.deepEqual(made, []);
