@@ -212,14 +212,11 @@ export function decisionInbox(store: SessionStore): DecisionInbox {
   return new DecisionInbox(store);
 }
 
-/**
- * Waits until the approval request `requestId` is no longer open (decided, used or superseded) and returns its row.
- * PostgreSQL wakes the waiter with LISTEN/NOTIFY; other stores are polled. Throws DecisionError
- * `decision_not_found` for an unknown request, `decision_wait_timeout` at the deadline, `decision_wait_aborted`
- * when the signal fires.
- */
 /** How long past the deadline a read already under way may still answer: a deadline of now still reads once. */
 const READ_GRACE_MS = 1_000;
+
+const waitAborted = (id: string, signal: AbortSignal | undefined) =>
+  new DecisionError('decision_wait_aborted', id, `stopped waiting for ${id}: aborted`, { cause: signal?.reason });
 
 /**
  * The read, unless the deadline (and its grace) passes or the signal fires first: a store that cannot answer (a
@@ -235,7 +232,7 @@ function readWithin<T>(read: Promise<T>, id: string, deadline: number, signal: A
     };
     const onAbort = () => {
       finish();
-      reject(new DecisionError('decision_wait_aborted', id, `stopped waiting for ${id}: aborted`, { cause: signal?.reason }));
+      reject(waitAborted(id, signal));
     };
     const timer = deadline === Infinity ? undefined : setTimeout(() => {
       finish();
@@ -246,6 +243,12 @@ function readWithin<T>(read: Promise<T>, id: string, deadline: number, signal: A
   });
 }
 
+/**
+ * Waits until the approval request `requestId` is no longer open (decided, used or superseded) and returns its row.
+ * PostgreSQL wakes the waiter with LISTEN/NOTIFY; other stores are polled. Throws DecisionError
+ * `decision_not_found` for an unknown request, `decision_wait_timeout` at the deadline, `decision_wait_aborted`
+ * when the signal fires.
+ */
 export async function awaitDecision(store: SessionStore, requestId: string, options: AwaitDecisionOptions = {}): Promise<DecisionRow> {
   const inbox = inboxOf(store);
   const id = checkId<string>('requestId', requestId);
@@ -267,7 +270,7 @@ export async function awaitDecision(store: SessionStore, requestId: string, opti
   options.signal?.addEventListener('abort', onAbort);
   try {
     for (;;) {
-      if (options.signal?.aborted) throw new DecisionError('decision_wait_aborted', id, `stopped waiting for ${id}: aborted`, { cause: options.signal.reason });
+      if (options.signal?.aborted) throw waitAborted(id, options.signal);
       const row = await readWithin(inbox.transactDecision(id, (r) => ({ result: r })), id, deadline, options.signal);
       if (!row) throw new DecisionError('decision_not_found', id, `no approval request ${id}`);
       if (row.state !== 'open') return row;
@@ -287,14 +290,7 @@ export async function awaitDecision(store: SessionStore, requestId: string, opti
     }
   } finally {
     options.signal?.removeEventListener('abort', onAbort);
-    // Leaving the listening connection is waited for as long as a late read: a silent server does not hold the wait.
-    if (stop) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        stop().catch(() => undefined),
-        new Promise<void>((resolve) => { timer = setTimeout(resolve, READ_GRACE_MS); }),
-      ]);
-      clearTimeout(timer);
-    }
+    // Leaving the listening connection is bounded as a late read is: a silent server does not hold the wait.
+    if (stop) await readWithin(stop(), id, Date.now(), undefined).catch(() => undefined);
   }
 }

@@ -537,7 +537,7 @@ class FencedOwner implements SessionOwner {
   async findInDoubt(binding: { readonly taskId: string; readonly tool: string; readonly argsDigest: string }): Promise<AttentionItem | null> {
     this.guard.check();
     if (!this.backend.findAttention) return null;
-    const rows = await this.backend.findAttention(this.sessionId, { taskId: binding.taskId, tool: binding.tool, argsDigest: binding.argsDigest });
+    const rows = await this.backend.findAttention(this.sessionId, binding);
     const row = rows.find(blocksRepeat);
     return row ? attentionItem(row) : null;
   }
