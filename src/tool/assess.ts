@@ -4,7 +4,7 @@
  */
 import type { SessionEvent, ToolEffect, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
-import { ToolRecoveryStatus, classifyAttempt, collectEvidence, decideRetry, effectiveReview, latestReview } from './evidence.js';
+import { type AttemptRecord, ToolRecoveryStatus, classifyAttempt, collectEvidence, decideRetry, effectiveReview, latestReview } from './evidence.js';
 import type { EvidenceRuleId, RetryRuleId } from './retry-policy.js';
 
 export const ToolNextStep = {
@@ -110,11 +110,14 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
       succeeded += 1;
       continue;
     }
-    const { rule, reason } = decideRetry(record, effectiveReview(record, null)?.outcome ?? null);
-    const nextStep = rule.decision;
+    const decided = decideRetry(record, effectiveReview(record, null)?.outcome ?? null);
+    const nextStep = decided.rule.decision;
+    const rule = decided.rule;
     byNextStep[nextStep] += 1;
     const operation = record.call.operation;
-    const attention = attentionOf(status, nextStep, record.result !== null);
+    const open = status === ToolRecoveryStatus.OutcomeUnknown ? null : earlierOpenAttempt(record);
+    const reason = open === null ? decided.reason : `${decided.reason}; attempt ${open.attempt} (${open.call.id}) before it may have taken effect, and nothing has settled that`;
+    const attention = attentionOf(status === ToolRecoveryStatus.OutcomeUnknown || open !== null, nextStep, record.result !== null);
     byAttention[attention] += 1;
     calls.push({
       callId: record.call.id,
@@ -146,9 +149,28 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
   };
 }
 
+/**
+ * The earlier attempt whose outcome is still open for the operation of `record`, its latest attempt
+ * (docs/design.md#attention-means-attention): an attempt whose body may have run, with no success since and no review
+ * settling it, stays open through later attempts refused before their bodies, as the attention index keeps it. Null
+ * when nothing before `record` is open, or when `record` is not its operation's latest attempt.
+ */
+function earlierOpenAttempt(record: AttemptRecord): AttemptRecord | null {
+  const attempts = record.operation?.attempts;
+  if (attempts === undefined || attempts[attempts.length - 1] !== record) return null;
+  let open: AttemptRecord | null = null;
+  for (const earlier of attempts) {
+    if (earlier === record) break;
+    const review = latestReview(earlier)?.outcome;
+    if (review === 'completed' || review === 'not_executed') open = null;
+    else if (classifyAttempt(earlier).status === ToolRecoveryStatus.OutcomeUnknown) open = earlier;
+  }
+  return open;
+}
+
 /** Only a call a host could still act on (retry or review) can need attention; then the evidence says why. */
-function attentionOf(status: ToolRecoveryStatus, nextStep: ToolNextStep, recorded: boolean): ToolAttention {
+function attentionOf(outcomeOpen: boolean, nextStep: ToolNextStep, recorded: boolean): ToolAttention {
   if (nextStep !== ToolNextStep.RetryAllowed && nextStep !== ToolNextStep.NeedsReview) return ToolAttention.None;
-  if (status === ToolRecoveryStatus.OutcomeUnknown) return ToolAttention.InDoubt;
+  if (outcomeOpen) return ToolAttention.InDoubt;
   return recorded ? ToolAttention.None : ToolAttention.Interrupted;
 }

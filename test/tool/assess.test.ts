@@ -16,7 +16,7 @@ describe('assessSession', () => {
     h.result('a2', succeeded());
     // op-b: non_idempotent, no result -> needs review.
     h.call({ id: 'b1', key: 'op-b', effect: ToolEffect.NonIdempotent });
-    // op-c: idempotent timeout, retried and denied -> c1 superseded, c2 retry allowed (not executed).
+    // op-c: idempotent timeout, retried and denied -> c1 superseded, c2 retry allowed (not executed), c1's outcome open.
     const c1 = h.call({ id: 'c1', key: 'op-c', effect: ToolEffect.Idempotent });
     h.result('c1', failed('timeout', true));
     h.retry(c1, { id: 'c2' });
@@ -68,14 +68,40 @@ describe('assessSession', () => {
       listed: 8,
       byNextStep: { retry_allowed: 3, needs_review: 2, completed: 1, superseded: 1, legacy: 1 },
       byStatus: { completed: 1, not_executed: 2, outcome_unknown: 6 },
-      byAttention: { in_doubt: 3, interrupted: 1, none: 4 },
+      byAttention: { in_doubt: 4, interrupted: 1, none: 3 },
     });
-    // Attention means attention: in doubt (b1, e1, r1) or interrupted before any answer (d1); c2's denial was
-    // recorded before the body and delivered to its caller, so it is not pending work although a retry is allowed.
+    // Attention means attention: in doubt (b1, e1, r1) or interrupted before any answer (d1). c2's denial was
+    // recorded before the body, but c1's timeout, before it, may have taken effect and nothing settled it: the
+    // operation is still in doubt, and c2, its latest attempt, is the call to act on (the attention index agrees).
     assert.deepEqual(
       Object.fromEntries(report.calls.map((c) => [c.callId, c.attention])),
-      { a1: 'none', b1: 'in_doubt', c1: 'none', c2: 'none', d1: 'interrupted', e1: 'in_doubt', l1: 'none', r1: 'in_doubt' },
+      { a1: 'none', b1: 'in_doubt', c1: 'none', c2: 'in_doubt', d1: 'interrupted', e1: 'in_doubt', l1: 'none', r1: 'in_doubt' },
     );
+    assert.match(byId.get('c2')!.reason, /; attempt 1 \(c1\) before it may have taken effect, and nothing has settled that$/);
+  });
+
+  it("carries an operation's open outcome to its latest attempt until a success or a review settles it", () => {
+    const h = new HistoryBuilder();
+    // op-x: idempotent, body started then cancelled; two retries refused before their bodies: the latest is in doubt.
+    const x1 = h.call({ id: 'x1', key: 'op-x', effect: ToolEffect.Idempotent, startMarker: true });
+    h.started('x1');
+    h.result('x1', failed('cancelled'));
+    const x2 = h.retry(x1, { id: 'x2', startMarker: true });
+    h.result('x2', failed('approval_unavailable'));
+    h.retry(x2, { id: 'x3', startMarker: true });
+    h.result('x3', failed('denied'));
+    // op-y: non_idempotent, body started, reviewed not_executed, its retry refused: the review settled the doubt.
+    h.call({ id: 'y1', key: 'op-y', effect: ToolEffect.NonIdempotent, startMarker: true });
+    h.started('y1');
+    h.push({ type: 'tool_review', review: { callId: 'y1' as never, actor: 'ops:ana', outcome: 'not_executed', evidence: 'no order in the shop', source: 'human' } });
+    const review = { actor: 'ops:ana', outcome: 'not_executed', evidence: 'no order in the shop' } as const;
+    h.retry(h.events.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === 'y1')!, { id: 'y2', startMarker: true, review });
+    h.result('y2', failed('denied'));
+    const attention = Object.fromEntries(assessSession(h.build()).calls.map((c) => [c.callId, [c.nextStep, c.attention]]));
+    assert.deepEqual(attention, {
+      x1: ['superseded', 'none'], x2: ['superseded', 'none'], x3: ['retry_allowed', 'in_doubt'],
+      y1: ['superseded', 'none'], y2: ['retry_allowed', 'none'],
+    });
   });
 
   it('a corrupt history throws invalid_evidence; a changed binding throws binding_changed', () => {

@@ -11,6 +11,7 @@ import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
+import { assessSession } from '../../src/tool/assess.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { exportRustJournal } from '../../src/store/rust-format.js';
 import { modelFacingOutcome } from '../../src/bridges/outcome.js';
@@ -241,6 +242,13 @@ forEachStore('the in-doubt guard', (target) => {
       const queue = (await store.attention()).items;
       assert.deepEqual(queue.map((i) => [i.key, i.callId, i.status]), [[first.call.operation!.key, retry.call.id, 'outcome_unknown']],
         'the operation is still in doubt: the first attempt may have written');
+      // The session's assessment (jingwei inspect, recoverAbandoned) agrees with the queue: the retry is the call to act on.
+      const assessed = assessSession(await store.loadHistory('s-idem')).calls;
+      assert.deepEqual(assessed.map((c) => [c.callId, c.status, c.nextStep, c.attention]), [
+        [first.call.id, 'outcome_unknown', 'superseded', 'none'],
+        [retry.call.id, 'not_executed', 'retry_allowed', 'in_doubt'],
+      ]);
+      assert.match(assessed[1]!.reason, new RegExp(`attempt 1 \\(${first.call.id}\\) before it may have taken effect`));
 
       // The model asks again, a new operation: refused, no second order.
       const repeat = await createToolRuntime({ tools: [order(false)], grants: { agent: '*' } })
@@ -254,6 +262,8 @@ forEachStore('the in-doubt guard', (target) => {
         .bind({ owner, taskId: 't', caller: 'agent' }).callWithOptions('place_order', args, { retry: again });
       assert.equal(done.result.outcome.status, 'succeeded');
       assert.deepEqual((await store.attention()).items, []);
+      assert.deepEqual(assessSession(await store.loadHistory('s-idem')).calls.map((c) => c.attention), ['none', 'none', 'none'],
+        'settled by the success; the refused repeat was answered to its caller');
     } finally {
       await store.close();
     }
