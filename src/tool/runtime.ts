@@ -61,6 +61,14 @@ function preflight(name: unknown, args: unknown): { text: string; value: JsonVal
   }
 }
 
+/**
+ * A retry or a caller key's replay of a tool this runtime does not have (a deploy removed or renamed it). Its default
+ * contract never matches the recorded one, so this is `binding_changed`, as before, said plainly; not a preflight
+ * refusal, which a run would hand the model as "the tool did not run" for a call that may have run.
+ */
+const notRegistered = (name: string, consequence: string): ToolRetryError =>
+  new ToolRetryError('binding_changed', `tool ${JSON.stringify(name)} is not registered with this runtime (removed or renamed since it was called?); ${consequence}`);
+
 /** A caller's operation key: plain, bounded text (docs/design.md#caller-keys-and-replay). */
 function checkOperationKey(key: unknown): OperationKey {
   if (typeof key !== 'string') throw new ToolPreflightError('invalid_options', `operationKey must be a string, got ${typeof key}`);
@@ -235,10 +243,10 @@ class Gateway implements ToolGateway {
       }
       callerKey = checkOperationKey(options.operationKey);
       const recorded = await this.binding.owner.readOperation(this.taskId, callerKey);
-      if (recorded) return this.replay(recorded, name, checked.value, contract);
+      if (recorded) return this.replay(recorded, name, checked.value, contract, registered !== undefined);
     }
     const operation = callerKey === null
-      ? this.operationFor(name, checked.value, contract, options.retry)
+      ? this.operationFor(name, checked.value, contract, options.retry, registered !== undefined)
       : { taskId: this.taskId, key: callerKey, contract, retry: null, startMarker: true };
     if (this.runtime.inFlight >= this.runtime.maxInFlight) throw new ToolOverloadedError(this.runtime.maxInFlight);
     this.runtime.inFlight += 1;
@@ -271,9 +279,10 @@ class Gateway implements ToolGateway {
   }
 
   /** A new logical action gets a new key; a retry takes its key from the plan, which is consumed here. */
-  private operationFor(name: string, args: JsonValue, contract: ToolOperation['contract'], plan: ToolRetryPlan | undefined): ToolOperation {
+  private operationFor(name: string, args: JsonValue, contract: ToolOperation['contract'], plan: ToolRetryPlan | undefined, registered: boolean): ToolOperation {
     if (plan === undefined) return { taskId: this.taskId, key: newOperationKey(), contract, retry: null, startMarker: true };
     if (!(plan instanceof ToolRetryPlan)) throw new ToolRetryError('invalid_evidence', 'options.retry is not a plan from prepareToolRetry');
+    if (!registered) throw notRegistered(name, 'the plan was not consumed');
     const taken = plan.takeOperation({ sessionId: this.sessionId, taskId: this.taskId, name, arguments: args, contract });
     faultPoint('plan:taken');
     return { ...taken, startMarker: true };
@@ -283,9 +292,10 @@ class Gateway implements ToolGateway {
    * A caller key that already has an attempt: the recorded execution when it completed with this binding; nothing
    * runs, nothing is written, nothing is charged (docs/design.md#caller-keys-and-replay). Never a retry (D5).
    */
-  private replay(recorded: RecordedAttempt, name: string, args: JsonValue, contract: ToolOperation['contract']): ToolExecution {
+  private replay(recorded: RecordedAttempt, name: string, args: JsonValue, contract: ToolOperation['contract'], registered: boolean): ToolExecution {
     const kind = recorded.callEvent.kind;
     if (kind.type !== 'tool_call') throw new ToolRetryError('invalid_evidence', `the operation row of ${recorded.key} names no tool call`);
+    if (!registered) throw notRegistered(name, 'its recorded result was not returned');
     const call = kind.call;
     const was = call.operation?.contract;
     const changed = call.name !== name ? `the tool (${call.name}, now ${name})`

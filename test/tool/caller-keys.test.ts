@@ -68,7 +68,29 @@ describe('caller keys', () => {
     const revised = createToolRuntime({ tools: [tool('a', async () => 'ok', idempotent('a', 'v2'))], grants: { agent: '*' } })
       .bind({ owner: r.owner, taskId: 't', caller: 'agent' });
     await assert.rejects(revised.callWithOptions('a', { n: 1 }, { operationKey: 'k' }), { code: 'binding_changed' });
+    // A deploy that removed or renamed the tool: the message says so, rather than "another contract".
+    const renamed = createToolRuntime({ tools: [tool('a_v2', async () => 'ok', idempotent('a'))], grants: { agent: '*' } })
+      .bind({ owner: r.owner, taskId: 't', caller: 'agent' });
+    await assert.rejects(renamed.callWithOptions('a', { n: 1 }, { operationKey: 'k' }),
+      { code: 'binding_changed', message: /tool "a" is not registered with this runtime \(removed or renamed since it was called\?\); its recorded result was not returned/ });
     assert.deepEqual(await r.at(), before);
+    await r.store.close();
+  });
+
+  it('a retry of a tool the runtime no longer has is binding_changed naming the missing tool, and the plan stays usable', async () => {
+    const failing = tool('c', async () => { throw new ToolBodyError('upstream_503', 'try later'); }, idempotent('c'));
+    const r = await memoryRig([failing]);
+    const first = await r.gateway.call('c', { n: 1 });
+    const plan = prepareToolRetry(await r.store.loadHistory(r.owner.sessionId), first.call.id);
+    const before = await r.at();
+    const renamed = createToolRuntime({ tools: [tool('c_v2', async () => 'ok', idempotent('c'))], grants: { agent: '*' } })
+      .bind({ owner: r.owner, taskId: 't', caller: 'agent' });
+    await assert.rejects(renamed.callWithOptions('c', { n: 1 }, { retry: plan }),
+      { code: 'binding_changed', message: /tool "c" is not registered with this runtime .*; the plan was not consumed/ });
+    assert.deepEqual(await r.at(), before);
+    const restored = createToolRuntime({ tools: [tool('c', async () => 'ok', idempotent('c'))], grants: { agent: '*' } })
+      .bind({ owner: r.owner, taskId: 't', caller: 'agent' });
+    assert.equal((await restored.callWithOptions('c', { n: 1 }, { retry: plan })).result.outcome.status, 'succeeded');
     await r.store.close();
   });
 
