@@ -583,16 +583,25 @@ export class ToolCallFailedError extends JingweiError {
 
 /**
  * A call the runtime refused to admit or record (budget exhausted, task stopped, stale owner, storage failure,
- * overload, a closed gateway): nothing more should run in this session until the host looks. `cause` holds the
- * original error; the message is model-safe. `code` is the original JingweiError's code (e.g. `budget_exhausted`,
- * `stale_owner`, `recording_failed`), or `runtime_error` when the original is not a JingweiError.
+ * overload, a closed gateway), or whose recorded outcome the host's own `onExecution` hook failed to take: nothing
+ * more should run in this session until the host looks. `cause` holds the original error; the message is
+ * model-safe and true to what ran: a result that could not be recorded after the body started says the tool may
+ * have taken effect, and a failed hook (`recorded`: the outcome the journal holds) says the call was recorded.
+ * `code` is the original JingweiError's code (e.g. `budget_exhausted`, `stale_owner`, `recording_failed`), or
+ * `runtime_error` when the original is not a JingweiError.
  */
 export class ToolRuntimeHaltedError extends JingweiError {
   readonly tool: string;
 
-  constructor(tool: string, cause: unknown) {
+  constructor(tool: string, cause: unknown, recorded?: 'succeeded' | 'failed') {
     const code: JingweiErrorCode = cause instanceof JingweiError ? cause.code : 'runtime_error';
-    super(code, `Tool ${JSON.stringify(tool)} could not be run: the tool runtime refused the call (${code}). Do not call tools again.`, { cause });
+    const name = JSON.stringify(tool);
+    const what = recorded !== undefined
+      ? `The call of tool ${name} was recorded (${recorded}), but the host failed to handle its outcome (${code})`
+      : cause instanceof ToolRecordingError && cause.stage === 'result'
+        ? `Tool ${name} started, but its result could not be recorded (${code}): it may have taken effect; check before doing it again`
+        : `Tool ${name} could not be run: the tool runtime refused the call (${code})`;
+    super(code, `${what}. Do not call tools again.`, { cause });
     this.tool = tool;
   }
 }

@@ -90,7 +90,8 @@ export function modelFacingOutcome(execution: ToolExecution): ModelFacingOutcome
 
 /**
  * Runs one gateway call for a framework tool: the model-facing outcome, or a ToolRuntimeHaltedError (model-safe,
- * the original as `cause`) when the runtime refused to admit or record it.
+ * the original as `cause`) when the runtime refused to admit or record it, or when `onExecution` threw after it
+ * was recorded.
  */
 export async function runForModel(tool: string, call: () => Promise<ToolExecution>, onExecution?: (execution: ToolExecution) => void): Promise<ModelFacingOutcome> {
   let execution: ToolExecution;
@@ -100,6 +101,11 @@ export async function runForModel(tool: string, call: () => Promise<ToolExecutio
     if (error instanceof ToolPreflightError) return preflightFailure(tool, error);
     throw new ToolRuntimeHaltedError(tool, error);
   }
-  onExecution?.(execution);
+  try {
+    onExecution?.(execution);
+  } catch (error) {
+    // The call is recorded; a failure of the host's own hook must not read as one of the call ("did not run").
+    throw new ToolRuntimeHaltedError(tool, error, execution.result.outcome.status);
+  }
   return modelFacingOutcome(execution);
 }

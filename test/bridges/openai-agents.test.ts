@@ -118,6 +118,23 @@ describe('jingwei/openai-agents with Agent and run()', () => {
     await shop.store.close();
   });
 
+  it('a host onExecution hook that throws halts the run with the recorded outcome, never "did not run"', async () => {
+    const shop = await openShop(dir);
+    const model = new FakeModel([[call('c1', 'lookup_price', { item: 'tea' })], [say('never asked')]]);
+    const tools = openAiAgentsTools(shop.gateway, { onExecution: () => { throw new Error('metrics backend unreachable'); } });
+    const agent = new Agent({ name: 'shopper', model, tools });
+    const error = await run(agent, 'Price of tea?', { maxTurns: 3 }).then(() => null, (e: unknown) => e);
+    const chain: unknown[] = [];
+    for (let e: unknown = error; e instanceof Error && chain.length < 5; e = (e as { cause?: unknown }).cause ?? (e as { error?: unknown }).error) chain.push(e);
+    const halted = chain.find((e) => e instanceof ToolRuntimeHaltedError) as ToolRuntimeHaltedError | undefined;
+    assert.ok(halted, `ToolRuntimeHaltedError in ${chain.map((e) => (e as Error).name).join(' <- ')}`);
+    assert.match(halted.message, /^The call of tool "lookup_price" was recorded \(succeeded\), but the host failed to handle its outcome/);
+    assert.equal(model.requests.length, 1, 'the model was not told the tool did not run');
+    assert.deepEqual(journaledCalls(await shop.store.loadHistory(shop.sessionId)).map(outcomeOf), ['succeeded']);
+    assert.deepEqual(shop.log.bodies, ['lookup_price']);
+    await shop.store.close();
+  });
+
   it("maps names the SDK cannot take to its function tool names, and calls the tool by Jingwei's name", async () => {
     const store = createMemoryStore();
     const owner = await store.acquire('names', { owner: 'host' });

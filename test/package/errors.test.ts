@@ -165,5 +165,14 @@ describe('the error catalogue', () => {
     }
     const halted = new errors.ToolRuntimeHaltedError('t', new errors.TaskNotRunningError('t', 'stopped'));
     assert.equal(halted.code, 'task_not_running', 'a halted call carries the refusal\'s own code');
+    assert.match(halted.message, /^Tool "t" could not be run: the tool runtime refused the call \(task_not_running\)\. Do not call tools again\.$/);
+    // What the model reads is true to what ran: a result lost after the body started, and a host hook that failed.
+    for (const stage of ['call', 'started'] as const) {
+      assert.match(new errors.ToolRuntimeHaltedError('t', new errors.ToolRecordingError(stage, call, null, new Error('x'))).message, /could not be run/);
+    }
+    assert.equal(new errors.ToolRuntimeHaltedError('t', new errors.ToolRecordingError('result', call, null, new Error('fenced'))).message,
+      'Tool "t" started, but its result could not be recorded (recording_failed): it may have taken effect; check before doing it again. Do not call tools again.');
+    assert.equal(new errors.ToolRuntimeHaltedError('t', new Error('metrics backend unreachable'), 'succeeded').message,
+      'The call of tool "t" was recorded (succeeded), but the host failed to handle its outcome (runtime_error). Do not call tools again.');
   });
 });
