@@ -93,8 +93,15 @@ export function checkBridgeOptions(options: BridgeRunOptions): void {
   if (o.prompt !== undefined && typeof o.prompt !== 'string') throw new InvalidInputError('prompt', `must be a string, got ${describeValue(o.prompt)}`);
 }
 
-/** What the model reads, on a resume, about a call the framework did not run (it had moved on to the next step). */
-const NOT_RUN_BY_FRAMEWORK = { code: 'unavailable_tool', message: 'the framework did not run this call (the tool was not available to the model at that step)' };
+/**
+ * What the model reads, on a resume, about a journaled call with no attempt: the framework never handed it to its
+ * tool (docs/design.md#bridges-resume-from-the-journal). It refused it (a tool not available at that step, arguments
+ * it could not read, a response it rejected), or the process stopped first; either way it did not run.
+ */
+const NOT_RUN_BY_FRAMEWORK = {
+  code: 'not_run_by_framework',
+  message: 'the framework did not run this call (it refused it, or the process stopped before it ran); ask for it again if it is still needed',
+};
 
 /** The state both bridges share; each bridge turns `rebuilt` into its framework's messages. */
 export class BridgeRun {
@@ -179,12 +186,14 @@ export class BridgeRun {
       const calls: AgentToolCall[] = [];
       this.rebuilt.push({ response, calls });
       this.text = response.text;
-      // The framework runs a step's calls before it asks the model again: in a step followed by another, a call with
-      // no attempt (and no journaled refusal) is one the framework did not run, and it is never run now.
-      const movedOn = step < journaled.responses.length;
+      // A call the framework runs is journaled (its attempt) before its body, so a call with no attempt and no
+      // journaled refusal is one the framework never ran: it refused it without calling us (its own argument parsing,
+      // a tool not active at that step, a response it rejected), in the last step as in any other, or the process
+      // stopped first. Neither can be told from the other, and a resume must not make a call the framework refused:
+      // it is read as not run, and the model may ask for it again.
       for (const [index, requested] of response.toolCalls.entries()) {
         const key = runOperationKey(this.runId, step, index);
-        const refusal = await refusalToRead(journaled, step, index, this.options.owner, this.options.gateway.taskId, key, movedOn ? NOT_RUN_BY_FRAMEWORK : undefined);
+        const refusal = await refusalToRead(journaled, step, index, this.options.owner, this.options.gateway.taskId, key, NOT_RUN_BY_FRAMEWORK);
         let call: AgentToolCall;
         if (refusal !== undefined) {
           call = { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, refusal), execution: null };

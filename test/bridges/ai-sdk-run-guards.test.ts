@@ -73,6 +73,30 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     await second.store.close();
   });
 
+  it('a call the SDK refused for its arguments in the last step, with the loop at its bound, is never run by the next open', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const first = await hostOn(() => openSqliteStore(path), world);
+    const run1 = await aiSdkRun({ ...first, runId: 'parse-1', prompt: 'Buy tea.' });
+    // Jingwei's JSON reader accepts a __proto__ key; the SDK's refuses it and never calls the tool.
+    const refused: MockContent = { type: 'tool-call', toolCallId: 'a', toolName: 'place_order', input: '{"item":"cake","__proto__":{"x":1}}' };
+    const result = await generateText({ model: run1.model(scripted([answer([refused])])), tools: run1.tools, messages: run1.messages, stopWhen: stepCountIs(1) });
+    assert.equal(result.steps[0]!.content.find((p) => p.type === 'tool-error')?.type, 'tool-error', 'the SDK refused the call');
+    assert.deepEqual(world.bodies, []);
+    await first.store.close();
+
+    const second = await hostOn(() => openSqliteStore(path), world);
+    const run2 = await aiSdkRun({ ...second, runId: 'parse-1', recovery: 'retry_safe' });
+    assert.deepEqual(world.bodies, [], 'the order the framework refused is not placed by opening the run again');
+    assert.equal(run2.status, 'running');
+    const read = run2.toolCalls[0]!.outcome;
+    assert.ok(!read.ok && read.code === 'not_run_by_framework' && /The tool did not run\.$/.test(read.text), JSON.stringify(read));
+    await generateText({ model: run2.model(scripted([done])), tools: run2.tools, messages: run2.messages, stopWhen: [stepCountIs(5), jingweiHalted] });
+    assert.equal(run2.status, 'finished');
+    assert.equal(world.orders.size, 0);
+    await second.store.close();
+  });
+
   it('a reused call id runs the tool the framework runs, with the arguments of its own step, never a refused call queued under the same id', async () => {
     const path = tempDbPath(dir);
     const world = outsideWorld();

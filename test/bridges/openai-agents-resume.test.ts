@@ -117,6 +117,26 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
     await second.store.close();
   });
 
+  it('a response the SDK rejected (it also names an unknown tool) runs none of its calls, now or when the run is opened again', async () => {
+    const journal = target.fresh();
+    const open = () => journal.open();
+    const world = outsideWorld();
+    const first = await hostOn(open, world);
+    const run1 = await openAiAgentsRun({ ...first, runId: 'reject-1', prompt: 'Buy tea.' });
+    const agent1 = new Agent({ name: 'shop', model: run1.model(new ScriptedModel([[fn('c1', 'place_order'), fn('c2', 'nope')]])), tools: run1.tools });
+    await assert.rejects(run(agent1, run1.input, { maxTurns: 5 }), (e: unknown) => chain(e).some((x) => (x as Error).name === 'ModelBehaviorError'));
+    assert.deepEqual(world.bodies, [], 'the SDK ran none of the rejected response\'s calls');
+    await first.store.close();
+
+    const second = await hostOn(open, world);
+    const run2 = await openAiAgentsRun({ ...second, runId: 'reject-1', recovery: 'retry_safe' });
+    assert.deepEqual(world.bodies, [], 'opening the run again does not place the order the SDK never ran');
+    assert.equal(run2.status, 'running');
+    const read = run2.toolCalls[0]!.outcome;
+    assert.ok(!read.ok && read.code === 'not_run_by_framework', JSON.stringify(read));
+    await second.store.close();
+  });
+
   it('a tool name the SDK renames is journaled and called under its Jingwei name, and shown to the model under the SDK name again', async () => {
     const journal = target.fresh();
     const open = () => journal.open();
