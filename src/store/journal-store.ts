@@ -85,8 +85,12 @@ function withoutApproval({ approval: _, ...rest }: CommitRequest): CommitRequest
 /** Fails every call once the store is closed, whatever the backend would do with a closed handle. */
 class OpenGuard {
   closed = false;
+  /** close() has begun: no new call is taken while the calls in flight are stopped. */
+  closing = false;
   /** Stops the heartbeats of this store's live owners at close. */
   readonly heartbeats = new Set<() => void>();
+  /** Stops the calls of this store's owners with calls in flight, resolving once each has recorded its outcome. */
+  readonly callStoppers = new Set<(why: string) => Promise<void>>();
   constructor(private readonly backend: JournalBackend) {}
   check(): void {
     if (this.closed) throw new StoreClosedError(this.backend.kind, this.backend.location);
@@ -284,6 +288,11 @@ export class JournalStore implements SessionStore {
 
   async close(): Promise<void> {
     if (this.guard.closed) return;
+    // The calls in flight are stopped and record their outcomes first: none starts, or goes on unrecorded, after
+    // close() returns (docs/design.md#letting-a-session-go-stops-its-calls).
+    this.guard.closing = true;
+    await Promise.all([...this.guard.callStoppers].map((stop) => stop('the store is closing')));
+    if (this.guard.closed) return;
     this.guard.closed = true;
     for (const stop of [...this.guard.heartbeats]) stop();
     await this.backend.close();
@@ -308,6 +317,12 @@ class FencedOwner implements SessionOwner {
   /** This owner's transactions begun and ended: a read that overlapped one is not kept. */
   private txBegun = 0;
   private txEnded = 0;
+  /** Why this owner is letting its session go (its release, the store's close): it takes no new call. */
+  private lettingGo: string | null = null;
+  private readonly stopCalls = (why: string): Promise<void> => {
+    this.lettingGo ??= why;
+    return this.lease.stopAll(why);
+  };
   private readonly stopHeartbeat = () => {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
@@ -330,7 +345,14 @@ class FencedOwner implements SessionOwner {
     registerOwner(this, {
       commit: (request) => this.#commit(request),
       stopHeartbeat: this.stopHeartbeat,
-      onLost: (listener) => this.lease.subscribe(listener),
+      onLost: (listener) => {
+        const unsubscribe = this.lease.subscribe(listener);
+        this.guard.callStoppers.add(this.stopCalls);
+        return () => {
+          unsubscribe();
+          if (this.lease.calls === 0) this.guard.callStoppers.delete(this.stopCalls);
+        };
+      },
     });
     registerJournalReader(this, async () => (await this.readVerified()).history);
   }
@@ -497,6 +519,10 @@ class FencedOwner implements SessionOwner {
   /** The runtime's primitive, reached through `commitAs` (owner-commit.ts), never through the published type. */
   async #commit(asked: CommitRequest): Promise<CommitReceipt> {
     this.guard.check();
+    if ((this.lettingGo !== null || this.guard.closing) && Array.isArray(asked.events) && asked.events.some((e) => e?.kind?.type === 'tool_call')) {
+      if (this.lettingGo === null) throw new StoreClosedError(this.backend.kind, this.backend.location);
+      throw new StaleOwnerError(this.sessionId, this.epoch, `it takes no new call: ${this.lettingGo}`);
+    }
     // Without an inbox there are no requests for a settle to supersede.
     const request: CommitRequest = asked.approval && 'settle' in asked.approval && !this.backend.inbox ? withoutApproval(asked) : asked;
     if (!Array.isArray(request.events)) throw new InvalidInputError('events', 'must be an array');
@@ -592,7 +618,13 @@ class FencedOwner implements SessionOwner {
     return () => this.listeners.delete(listener);
   }
 
+  /**
+   * Stops this owner's calls in flight (their abort signal, started or not) and waits until each has recorded its
+   * outcome, then releases the session (docs/design.md#letting-a-session-go-stops-its-calls).
+   */
   async release(): Promise<void> {
+    this.guard.check();
+    await this.stopCalls('its owner is releasing the session');
     this.stopHeartbeat();
     this.guard.check();
     await this.releaseUnwritten();

@@ -6,7 +6,12 @@
  */
 import { performance } from 'node:perf_hooks';
 
-export type LostListener = (why: string) => void;
+/**
+ * Told that the session is, or may be, lost (`every` false: only running bodies need stopping, since a call that has
+ * not started writes its marker next, which a fenced owner cannot do), or that the owner is letting the session go
+ * (`every` true: its release, or the store's close), when no call of it may start or go on.
+ */
+export type LostListener = (why: string, every: boolean) => void;
 
 export class LeaseWatch {
   private readonly listeners = new Set<LostListener>();
@@ -37,13 +42,34 @@ export class LeaseWatch {
     return since >= this.leaseMs ? `its lease of ${this.leaseMs} ms may have run out: last renewed ${Math.round(since)} ms ago` : null;
   }
 
+  /** Each listener is one call of this owner, subscribed until it has recorded its outcome. */
   subscribe(listener: LostListener): () => void {
     this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size === 0) for (const wake of this.idle.splice(0)) wake();
+    };
+  }
+
+  private readonly idle: Array<() => void> = [];
+
+  /** How many calls are subscribed: in flight. */
+  get calls(): number {
+    return this.listeners.size;
   }
 
   /** Tells every running call of this owner that the session is, or may be, lost. */
   lost(why: string): void {
-    for (const listener of [...this.listeners]) listener(why);
+    for (const listener of [...this.listeners]) listener(why, false);
+  }
+
+  /**
+   * Tells every call of this owner, started or not, to stop (`why`: the owner is letting the session go), and resolves
+   * once each has recorded its outcome and unsubscribed.
+   */
+  stopAll(why: string): Promise<void> {
+    for (const listener of [...this.listeners]) listener(why, true);
+    if (this.listeners.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idle.push(resolve));
   }
 }

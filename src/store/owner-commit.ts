@@ -8,6 +8,7 @@
  */
 import { InvalidInputError } from '../errors.js';
 import type { CommitReceipt, CommitRequest, SessionOwner } from './types.js';
+import type { LostListener } from './lease-watch.js';
 
 type Committer = (request: CommitRequest) => Promise<CommitReceipt>;
 
@@ -15,7 +16,7 @@ type Committer = (request: CommitRequest) => Promise<CommitReceipt>;
 interface OwnerInternals {
   readonly commit: Committer;
   readonly stopHeartbeat: () => void;
-  readonly onLost: (listener: (why: string) => void) => () => void;
+  readonly onLost: (listener: LostListener) => () => void;
 }
 
 const owners = new WeakMap<object, OwnerInternals>();
@@ -47,9 +48,10 @@ export function stopRenewing(owner: SessionOwner): void {
 
 /**
  * Calls `listener` each time `owner` learns, in this process, that its session is or may be lost: fenced by another
- * owner, or its lease not renewed for a whole lease (docs/design.md#a-lost-session-stops-its-calls). Returns the
- * unsubscribe; for an owner no store of this package made, nothing is ever heard.
+ * owner, or its lease not renewed for a whole lease (docs/design.md#a-lost-session-stops-its-calls); and when the
+ * owner lets the session go (its release, the store's close), which waits for every subscriber to unsubscribe.
+ * Returns the unsubscribe; for an owner no store of this package made, nothing is ever heard.
  */
-export function onOwnerLost(owner: SessionOwner, listener: (why: string) => void): () => void {
+export function onOwnerLost(owner: SessionOwner, listener: LostListener): () => void {
   return owners.get(owner)?.onLost(listener) ?? (() => undefined);
 }

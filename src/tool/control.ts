@@ -5,8 +5,8 @@ export type Interrupt = Extract<ToolRecordedOutcome, { status: 'failed' }> & { c
 
 /**
  * The deadline, cancellation, task stop and session loss of one attempt. `signal` fires on the first of them;
- * `interrupt()` names the one that applies, in this priority: task stop, then the session lost, then cancellation,
- * then the call deadline (docs/design.md#deadlines-cancellation-and-task-stops,
+ * `interrupt()` names the one that applies, in this priority: task stop, then the session lost, then its owner
+ * letting the session go, then cancellation, then the call deadline (docs/design.md#deadlines-cancellation-and-task-stops,
  * docs/design.md#a-lost-session-stops-its-calls).
  */
 export class CallControl {
@@ -14,6 +14,8 @@ export class CallControl {
   private readonly cleanups: Array<() => void> = [];
   private stopped: string | null = null;
   private lost: string | null = null;
+  /** Why its owner stopped every call: it is letting the session go (a release, the store's close). */
+  private letGo: string | null = null;
   /** Whether the body runs: only then does a lost session stop the attempt (its marker is what a fenced owner cannot write). */
   private bodyRunning = false;
   private cancelled = false;
@@ -26,7 +28,7 @@ export class CallControl {
     timeoutMs: number,
     signals: readonly (AbortSignal | undefined)[],
     subscribeStop: (onStop: (reason: string) => void) => () => void,
-    subscribeLost: (onLost: (why: string) => void) => () => void = () => () => undefined,
+    subscribeLost: (onLost: (why: string, every: boolean) => void) => () => void = () => () => undefined,
   ) {
     const timer = setTimeout(() => {
       this.expired = true;
@@ -50,7 +52,13 @@ export class CallControl {
         this.stopped = reason;
         this.abort(new Error(`task stopped: ${reason}`));
       }),
-      subscribeLost((why) => {
+      subscribeLost((why, every) => {
+        // A lost session stops a running body; an owner letting the session go stops a call wherever it is.
+        if (every) {
+          this.letGo ??= why;
+          this.abort(new Error(`the call was stopped: ${why}`));
+          return;
+        }
         if (!this.bodyRunning) return;
         this.lost ??= why;
         this.abort(new Error(`the session may be lost: ${why}`));
@@ -64,6 +72,9 @@ export class CallControl {
     }
     if (this.lost !== null) {
       return { status: 'failed', category: 'cancelled', code: 'tool_cancelled' satisfies RecordedFailureCode, message: `this host lost its hold on the session, or may have, while the call ran (${this.lost})`, retryable: false };
+    }
+    if (this.letGo !== null) {
+      return { status: 'failed', category: 'cancelled', code: 'tool_cancelled' satisfies RecordedFailureCode, message: `the call was stopped: ${this.letGo}`, retryable: false };
     }
     if (this.cancelled) return { status: 'failed', category: 'cancelled', code: 'tool_cancelled' satisfies RecordedFailureCode, message: 'the call was cancelled', retryable: false };
     if (this.expired) return { status: 'failed', category: 'timeout', code: 'tool_timeout' satisfies RecordedFailureCode, message: 'the call deadline passed', retryable: true };
