@@ -560,11 +560,12 @@ class FencedOwner implements SessionOwner {
     }
   }
 
-  async findInDoubt(binding: { readonly taskId: string; readonly tool: string; readonly argsDigest: string }): Promise<AttentionItem | null> {
+  async findInDoubt(binding: { readonly taskId: string; readonly tool: string; readonly argsDigest: string; readonly running?: ReadonlySet<string> }): Promise<AttentionItem | null> {
     this.guard.check();
     if (!this.backend.findAttention) return null;
-    const rows = await this.backend.findAttention(this.sessionId, binding);
-    const row = rows.find(blocksRepeat);
+    const { running, ...match } = binding;
+    const rows = await this.backend.findAttention(this.sessionId, match);
+    const row = rows.find((r) => blocksRepeat(r) && running?.has(r.callId) !== true);
     return row ? attentionItem(row) : null;
   }
 

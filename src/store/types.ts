@@ -140,9 +140,10 @@ export interface SessionOwner {
    * The latest attempt of an operation of `binding.taskId` with the same tool and arguments (digest of their
    * canonical JSON), of any contract revision, whose outcome is in doubt and whose recorded effect is not read-only,
    * or null (docs/design.md#the-in-doubt-guard). Read from the store's attention index, never from the journal.
-   * Absent on a store whose backend keeps no index.
+   * `running`: call ids this host is still running, which are not in doubt and are passed over. Absent on a store
+   * whose backend keeps no index.
    */
-  findInDoubt?(binding: { readonly taskId: string; readonly tool: string; readonly argsDigest: string }): Promise<AttentionItem | null>;
+  findInDoubt?(binding: { readonly taskId: string; readonly tool: string; readonly argsDigest: string; readonly running?: ReadonlySet<string> }): Promise<AttentionItem | null>;
   /** Called in this process when this owner stops a task, so running calls of that task can be interrupted. */
   /**
    * Optional (stores with a decision inbox): the operator's decision, not yet used, for the latest approval request

@@ -161,13 +161,15 @@ export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, 
 /**
  * The in-doubt guard (docs/design.md#the-in-doubt-guard): a new operation of a tool that may write (any effect but
  * read-only) is refused when the store's index holds an identical operation of the same task, under any revision,
- * whose outcome is in doubt and whose recorded effect may have written.
+ * whose outcome is in doubt and whose recorded effect may have written. A call this process is still running
+ * (`running`: the owner's calls in flight) is not in doubt: an identical call beside it, as a model's parallel calls
+ * are, runs as it would after the first had finished.
  */
-export async function checkInDoubt(owner: SessionOwner, call: ToolCall): Promise<Failure | null> {
+export async function checkInDoubt(owner: SessionOwner, call: ToolCall, running: ReadonlySet<string>): Promise<Failure | null> {
   const op = call.operation;
   if (!op || op.retry !== null || !owner.findInDoubt) return null;
   if (op.contract.effect === ToolEffect.ReadOnly) return null;
-  const earlier = await owner.findInDoubt({ taskId: op.taskId, tool: call.name, argsDigest: argumentsDigest(call.arguments) });
+  const earlier = await owner.findInDoubt({ taskId: op.taskId, tool: call.name, argsDigest: argumentsDigest(call.arguments), running });
   if (earlier === null || earlier.key === op.key) return null;
   return failure(
     'in_doubt',

@@ -8,7 +8,7 @@ import { deepFreeze } from '../json/freeze.js';
 import { parseStringifiedJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS, OPERATION_KEY_LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
-import type { BudgetChange, CommitRequest, RecordedAttempt } from '../store/types.js';
+import type { BudgetChange, CommitRequest, RecordedAttempt, SessionOwner } from '../store/types.js';
 import { describeValue, toWellFormed, utf8Length } from '../text.js';
 import { checkRuntimeConfig, checkSignal } from './runtime-config.js';
 import { askApproval, checkAvailability, checkGrantAndSchema, checkInDoubt, failure, hostFailure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
@@ -68,6 +68,14 @@ function preflight(name: unknown, args: unknown): { text: string; value: JsonVal
  */
 const notRegistered = (name: string, consequence: string): ToolRetryError =>
   new ToolRetryError('binding_changed', `tool ${JSON.stringify(name)} is not registered with this runtime (removed or renamed since it was called?); ${consequence}`);
+
+/** The calls each owner has in flight in this process, whichever runtime runs them: the in-doubt guard passes them over. */
+const inFlightByOwner = new WeakMap<SessionOwner, Set<string>>();
+function runningCalls(owner: SessionOwner): Set<string> {
+  let calls = inFlightByOwner.get(owner);
+  if (calls === undefined) inFlightByOwner.set(owner, (calls = new Set()));
+  return calls;
+}
 
 /** A caller's operation key: plain, bounded text (docs/design.md#caller-keys-and-replay). */
 function checkOperationKey(key: unknown): OperationKey {
@@ -257,9 +265,12 @@ class Gateway implements ToolGateway {
       (onLost) => onOwnerLost(this.binding.owner, onLost),
     );
     let observer: AttemptObserver | null = null;
+    const running = runningCalls(this.binding.owner);
+    const callId = newCallId();
+    running.add(callId);
     try {
       const call: ToolCall = {
-        id: newCallId(),
+        id: callId,
         name,
         arguments: checked.value,
         operation,
@@ -273,6 +284,7 @@ class Gateway implements ToolGateway {
       observer?.unrecorded(error);
       throw error;
     } finally {
+      running.delete(callId);
       control.dispose();
       this.runtime.inFlight -= 1;
     }
@@ -473,7 +485,7 @@ class Gateway implements ToolGateway {
   /** The in-doubt guard's read; a store that cannot answer fails the call as a recording error, nothing written. */
   private async inDoubt(call: ToolCall) {
     try {
-      return await checkInDoubt(this.binding.owner, call);
+      return await checkInDoubt(this.binding.owner, call, runningCalls(this.binding.owner));
     } catch (error) {
       throw new ToolRecordingError('call', call, null, error);
     }

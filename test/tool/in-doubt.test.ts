@@ -199,6 +199,31 @@ forEachStore('the in-doubt guard', (target) => {
     }
   });
 
+  it('passes over an identical call this host is still running: parallel identical calls run whatever the timing', async () => {
+    const store = await target.fresh().open();
+    try {
+      const owner = await store.acquire('s-par', { owner: 'host' });
+      await owner.startTask('t');
+      const added: number[] = [];
+      const cart = {
+        name: 'add_to_cart',
+        metadata: new ToolMetadata('Adds an item', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'cart-v1'),
+        async execute() { await new Promise((r) => setTimeout(r, 60)); added.push(1); return 'added'; },
+      };
+      const gateway = createToolRuntime({ tools: [cart], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+      for (const gapMs of [0, 1, 5, 20]) {
+        const first = gateway.call('add_to_cart', { item: 'tea' });
+        await new Promise((r) => setTimeout(r, gapMs));
+        const second = await gateway.call('add_to_cart', { item: 'tea' });
+        assert.equal(second.result.outcome.status, 'succeeded', `gap ${gapMs} ms: ${JSON.stringify(second.result.outcome)}`);
+        assert.equal((await first).result.outcome.status, 'succeeded');
+      }
+      assert.equal(added.length, 8, 'both calls of each pair ran, as they would one after the other');
+    } finally {
+      await store.close();
+    }
+  });
+
   it('keeps an operation in doubt when its free retry is refused before its body, so the repeat stays refused', async () => {
     const store = await target.fresh().open();
     try {
