@@ -72,8 +72,10 @@ const notRegistered = (name: string, consequence: string): ToolRetryError =>
 /** The calls each owner has in flight in this process, whichever runtime runs them: the in-doubt guard passes them over. */
 const inFlightByOwner = new WeakMap<SessionOwner, Set<string>>();
 function runningCalls(owner: SessionOwner): Set<string> {
-  let calls = inFlightByOwner.get(owner);
-  if (calls === undefined) inFlightByOwner.set(owner, (calls = new Set()));
+  const known = inFlightByOwner.get(owner);
+  if (known !== undefined) return known;
+  const calls = new Set<string>();
+  inFlightByOwner.set(owner, calls);
   return calls;
 }
 
