@@ -4,7 +4,7 @@
  * evidence. Run before reconcilers and before any person is asked (docs/operator-guide.md, the routine).
  */
 import { DecisionError, InvalidInputError, ToolRetryError } from '../errors.js';
-import { TOOL_REVIEW_OUTCOMES, type SessionEvent, type ToolReviewOutcome } from '../event/types.js';
+import { TOOL_REVIEW_OUTCOMES, type SessionEvent, type ToolReviewOutcome, type ToolReviewRecord } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import type { DecisionRow } from '../store/inbox-rows.js';
 import { decisionInbox } from '../store/inbox.js';
@@ -65,6 +65,10 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
   let current: SessionEvent[] = [...history];
   const journaled: JournaledInboxReview[] = [];
   const stale: StaleInboxReview[] = [];
+  // Each call's latest journaled review: a review repeating it (same outcome, same actor) adds no evidence and is
+  // not journaled again, so a person or a job re-asserting it cannot fill the session's journal.
+  const latest = new Map<string, ToolReviewRecord>();
+  for (const e of history) if (e.kind.type === 'tool_review') latest.set(e.kind.review.callId, e.kind.review);
   for (const row of rows) {
     const outcome = row.decision as ToolReviewOutcome;
     const done = journaledEvent(current, row.id);
@@ -85,6 +89,11 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
       await refuse(`call ${row.callId} is not in the journal of session ${owner.sessionId}`);
       continue;
     }
+    const prior = latest.get(row.callId);
+    if (prior !== undefined && prior.outcome === outcome && prior.actor === row.actor) {
+      await refuse(`it repeats the ${outcome} review ${row.actor} already journaled for call ${row.callId}`);
+      continue;
+    }
     let event: SessionEvent;
     try {
       event = await recordToolReview(owner, current, row.callId, { actor: row.actor, outcome, evidence: row.reason, source: 'human', decisionId: row.id });
@@ -96,6 +105,7 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
       throw error;
     }
     current = [...current, event];
+    if (event.kind.type === 'tool_review') latest.set(row.callId, event.kind.review);
     await inbox.markReviewJournaled(row.id, event.eventId);
     journaled.push({ decisionId: row.id, callId: row.callId as CallId, outcome, actor: row.actor, event });
   }

@@ -61,6 +61,31 @@ async function recoveryPass(path: string): Promise<string[]> {
 const epochOf = (path: string, sessionId: string): number =>
   (JSON.parse(cli(['sessions', path, '--json']).stdout) as { sessions: { session_id: string; epoch: number }[] }).sessions.find((s) => s.session_id === sessionId)!.epoch;
 
+describe('reviews from the decision inbox, journaled by the owner', () => {
+  it('a review repeating the journaled one (same outcome, same actor) is marked stale, not journaled again', async () => {
+    const path = tempDbPath(dir);
+    const callId = await uncertainCall(path, 's-flood');
+    const store = openSqliteStore(path);
+    const inbox = decisionInbox(store);
+    const review = (outcome: 'uncertain' | 'not_executed', actor: string, i: number) =>
+      inbox.recordReview({ sessionId: 's-flood', callId, outcome, evidence: `check #${i}: the provider still shows pending`, actor });
+    for (let i = 0; i < 5; i++) await review('uncertain', 'cron', i);
+    await review('uncertain', 'ops:ana', 5);
+    await review('not_executed', 'cron', 6);
+    await review('not_executed', 'cron', 7);
+    const owner = await store.acquire('s-flood', { owner: 'host-b', takeover: true });
+    const report = await journalInboxReviews(owner, store, await store.loadHistory('s-flood'));
+    assert.deepEqual(report.journaled.map((j) => [j.actor, j.outcome]), [['cron', 'uncertain'], ['ops:ana', 'uncertain'], ['cron', 'not_executed']]);
+    assert.equal(report.stale.length, 5);
+    assert.match(report.stale[0]!.reason, /repeats the uncertain review cron already journaled/);
+    const reviews = (await store.loadHistory('s-flood')).filter((e) => e.kind.type === 'tool_review');
+    assert.equal(reviews.length, 3, 'the repeats took no room in the journal');
+    assert.equal((await inbox.list({ sessionId: 's-flood', kind: 'review', states: ['decided'] })).items.length, 0, 'none is left waiting');
+    await owner.release();
+    await store.close();
+  });
+});
+
 describe('a review recorded with jingwei review', () => {
   it('completed: inspect exits 0, the owner journals it, no plan can be prepared, the next pass takes nothing over', async () => {
     const path = tempDbPath(dir, 'completed');
