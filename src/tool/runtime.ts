@@ -416,7 +416,13 @@ class Gateway implements ToolGateway {
           return this.finish(call, callEvent, null, pending.outcome, 0, observer, { change: pending.change, record: pending.record });
         }
         observer?.approvalAnswered(answer);
-        if (answer) return this.finish(call, callEvent, null, answer, 0, observer);
+        if (answer) {
+          // Refused by the approver (or interrupted while asking), an attempt that may follow another supersedes the
+          // requests earlier attempts left, as an approved one does: none stays in the queue for a person to approve,
+          // which would let a later attempt run on it without asking the approver that refused this one.
+          const superseding = callerKeyed || op.retry !== null ? { change: { settle: { callId: call.id, binding, at: new Date().toISOString() } } } : undefined;
+          return this.finish(call, callEvent, null, answer, 0, observer, superseding);
+        }
       }
       faultPoint('approval:after');
       // Approved by the approver, an attempt that may follow another (a caller key or a retry) supersedes the
@@ -471,10 +477,10 @@ class Gateway implements ToolGateway {
     outcome: ToolResult['outcome'],
     charge: number,
     observer: AttemptObserver | null,
-    approval?: { change: ApprovalChange; record: ToolApprovalRecord },
+    approval?: { change: ApprovalChange; record?: ToolApprovalRecord },
   ): Promise<ToolExecution> {
     if (startedEvent === null) observer?.refused(outcome);
-    const result: ToolResult = approval ? { callId: call.id, outcome, approval: approval.record } : { callId: call.id, outcome };
+    const result: ToolResult = approval?.record ? { callId: call.id, outcome, approval: approval.record } : { callId: call.id, outcome };
     const receipt = await this.write('result', call, result, {
       events: [this.draft({ type: 'tool_result', result })],
       budget: { taskId: this.taskId, settle: { chargeOutputBytes: startedEvent ? charge : 0 } },

@@ -33,7 +33,7 @@ function mailRig(answers: ToolApproval[]) {
     asked.push(1);
     return answers.shift() ?? { decision: 'pending', note: 'a person must look at this' };
   };
-  return { sent, asked, config: { tools: [mail], approvers: { ops: approver } } };
+  return { sent, asked, answers, config: { tools: [mail], approvers: { ops: approver } } };
 }
 
 function failedCategory(execution: ToolExecution): string {
@@ -184,6 +184,21 @@ forEachStore('durable approvals', (target) => {
     await assert.rejects(decisionInbox(r.store).approve(newer, { actor: ' ' }), { code: 'invalid_input' });
     const page = await decisionInbox(r.store).list({ sessionId: r.sessionId });
     assert.deepEqual(page.items.map((d) => d.id), [newer]);
+    await r.store.close();
+  });
+
+  it('a newer attempt its approver denied supersedes the older request: approving the old one cannot let a later retry skip the approver', async () => {
+    const m = mailRig([]);
+    const r = await rig(target, m.config);
+    const first = await pendingCall(r);
+    m.answers.push({ decision: 'denied', code: 'over_limit', message: 'never send this mail' });
+    const second = await retry(r, first.execution.call.id);
+    assert.equal(failedCategory(second), 'approval_denied/over_limit');
+    assert.equal(second.result.approval, undefined, 'the approver\'s denial is not an operator\'s decision');
+    const waiting = await decisionInbox(r.store).list({ sessionId: r.sessionId });
+    assert.deepEqual(waiting.items, [], 'nothing is left in the queue for a person to approve');
+    await assert.rejects(decisionInbox(r.store).approve(first.requestId, { actor: 'alice' }), { code: 'decision_stale' });
+    assert.deepEqual(m.sent, []);
     await r.store.close();
   });
 
