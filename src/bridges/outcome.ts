@@ -9,6 +9,7 @@ import { LIMITS } from '../limits.js';
 import { truncateUtf8 } from '../text.js';
 import { ToolPreflightError, ToolRuntimeHaltedError } from '../errors.js';
 import type { ToolExecution } from '../tool/types.js';
+import { retriedAttemptMayHaveRun } from '../tool/retry-source.js';
 
 export type ModelFacingOutcome =
   | { readonly ok: true; readonly output: string }
@@ -77,15 +78,30 @@ export function modelFacingOutcome(execution: ToolExecution): ModelFacingOutcome
   if (outcome.status === 'succeeded') return { ok: true, output: outcome.output };
   const started = execution.startedEvent !== null;
   const retried = execution.call.operation?.retry;
-  const earlierMayHaveRun = !started && retried !== undefined && retried !== null && retried.review?.outcome !== 'not_executed';
+  const earlierMayHaveRun = !started && retried !== undefined && retried !== null && retried.review?.outcome !== 'not_executed'
+    && retriedAttemptMayHaveRun(execution);
+  const failure = { ...outcome, message: operatorDecisionMessage(execution) ?? outcome.message };
   return {
     ok: false,
-    text: describeToolFailure(execution.call.name, outcome, started, earlierMayHaveRun),
+    text: describeToolFailure(execution.call.name, failure, started, earlierMayHaveRun),
     category: outcome.category,
     code: outcome.code,
-    message: modelFacingMessage(outcome),
+    message: modelFacingMessage(failure),
     started,
   };
+}
+
+/**
+ * An operator's decision as the model may read it: that a person denied it, or that it waits for one, with their
+ * reason; never the operator's name or the request's id, which the recorded message carries for operators.
+ */
+function operatorDecisionMessage(execution: ToolExecution): string | null {
+  const approval = execution.result.approval;
+  if (approval === undefined) return null;
+  const why = approval.reason === undefined ? '' : `: ${approval.reason}`;
+  if (approval.decision === 'denied') return `an operator denied it${why}`;
+  if (approval.decision === 'pending') return `it waits for an operator's decision${why}`;
+  return null;
 }
 
 /**

@@ -18,6 +18,7 @@ import { toolNameProblem } from './names.js';
 import { DEFAULT_CONTRACT } from './metadata.js';
 import { compileInputSchema, createSchemaAjv } from './schema-ajv.js';
 import { planSourceRow, ToolRetryPlan } from './retry-plan.js';
+import { noteRetrySource } from './retry-source.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicContext, PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
@@ -280,6 +281,7 @@ class Gateway implements ToolGateway {
       };
       observer = this.runtime.observability?.attempt(this.sessionId, call, options.retry, usable) ?? null;
       const execution = await this.run(call, registered, outputLimit, control, checked.text, callerKey !== null, observer, options.retry);
+      if (options.retry instanceof ToolRetryPlan) noteRetrySource(execution, planSourceRow(options.retry));
       observer?.recorded(execution.result.outcome);
       return execution;
     } catch (error) {

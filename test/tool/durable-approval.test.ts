@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import type { ToolApprovalRecord } from '../../src/event/types.js';
 import { jsonDigest } from '../../src/json/canonical.js';
+import { modelFacingOutcome } from '../../src/bridges/outcome.js';
 import { awaitDecision, decisionInbox } from '../../src/store/inbox.js';
 import { exportRustJournal } from '../../src/store/rust-format.js';
 import { createMemoryStore } from '../../src/store/memory.js';
@@ -116,6 +117,15 @@ forEachStore('durable approvals', (target) => {
     assert.match((second.result.outcome as { message: string }).message, /denied by bob/);
     assert.deepEqual(m.sent, []);
     assert.equal((await decisionInbox(r.store).get(requestId))?.state, 'consumed');
+    // The model reads that a person denied it and why: not who, not the request id, and not that the attempt
+    // before (which waited for this decision, its body never started) may have taken effect.
+    const told = modelFacingOutcome(second);
+    assert.ok(!told.ok);
+    assert.equal(told.text, 'Tool "send_mail" failed: approval_denied (tool_approval_denied_by_operator): an operator denied it: wrong recipient. The tool did not run.');
+    const waiting = modelFacingOutcome(execution);
+    assert.ok(!waiting.ok);
+    assert.doesNotMatch(waiting.text, /approval_[0-9a-f]/);
+    assert.match(waiting.text, /it waits for an operator's decision: a person must look at this\. The tool did not run\.$/);
     await r.store.close();
   });
 
