@@ -82,7 +82,8 @@ function responseOf(content: readonly ContentLike[], streamedText: string | null
   for (const part of content) {
     if (part.type === 'text' && typeof part.text === 'string') text = (text ?? '') + part.text;
     if (part.type === 'tool-call' && part.providerExecuted !== true) {
-      toolCalls.push({ id: String(part.toolCallId), name: String(part.toolName), arguments: typeof part.input === 'string' ? part.input : JSON.stringify(part.input ?? {}) });
+      // A call without an id (some OpenAI-compatible servers send none) is journaled with '', as its tool gets it.
+      toolCalls.push({ id: typeof part.toolCallId === 'string' ? part.toolCallId : '', name: String(part.toolName), arguments: typeof part.input === 'string' ? part.input : JSON.stringify(part.input ?? {}) });
     }
   }
   return { text, toolCalls };
@@ -148,7 +149,7 @@ export async function aiSdkRun(options: AiSdkRunOptions): Promise<AiSdkRun> {
       inputSchema: jsonSchema<JsonValue>(objectSchema(schema.inputSchema) as JSONSchema7),
       async execute(_input, { toolCallId }) {
         // The input the model wrote is the one journaled with its step; the call runs with exactly that.
-        const call = await run.call(name, toolCallId);
+        const call = await run.call(name, typeof toolCallId === 'string' ? toolCallId : '');
         if (!call.outcome.ok) throw new ToolCallFailedError(name, call.outcome);
         return call.outcome.output;
       },

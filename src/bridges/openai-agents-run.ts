@@ -56,7 +56,8 @@ function responseOf(output: readonly OutputItemLike[], toJingwei: ReadonlyMap<st
       }
     } else if (item.type === 'function_call' && toJingwei.has(String(item.name))) {
       // Only calls of the run's tools are the run's: a handoff or another tool is the SDK's own business.
-      toolCalls.push({ id: String(item.callId), name: toJingwei.get(String(item.name))!, arguments: String(item.arguments ?? '') });
+      // A call without an id is journaled with '', as its tool gets it.
+      toolCalls.push({ id: typeof item.callId === 'string' ? item.callId : '', name: toJingwei.get(String(item.name))!, arguments: String(item.arguments ?? '') });
     }
   }
   return { text, toolCalls };
@@ -120,7 +121,8 @@ export async function openAiAgentsRun(options: OpenAiAgentsRunOptions): Promise<
     needsApproval: false,
     async execute(_input: unknown, _context, details) {
       // The arguments the model wrote are the ones journaled with its step; the call runs with exactly those.
-      const call = await run.call(schema.name, details?.toolCall?.callId ?? '');
+      const callId = details?.toolCall?.callId;
+      const call = await run.call(schema.name, typeof callId === 'string' ? callId : '');
       if (!call.outcome.ok) throw new ToolCallFailedError(schema.name, call.outcome);
       return call.outcome.output;
     },

@@ -97,6 +97,25 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     await second.store.close();
   });
 
+  it('calls without an id (some servers send none) run in the step that asked for them, each with its own arguments', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const h = await hostOn(() => openSqliteStore(path), world);
+    const run = await aiSdkRun({ ...h, runId: 'noid-1', prompt: 'Buy tea and cake.' });
+    const noId = (toolName: string, item: string) => ({ type: 'tool-call', toolName, input: JSON.stringify({ item }) }) as unknown as MockContent;
+    await generateText({
+      model: run.model(scripted([answer([noId('place_order', 'tea'), noId('place_order', 'cake'), noId('send_email', 'tea')]), done])),
+      tools: run.tools, messages: run.messages, stopWhen: [stepCountIs(5), jingweiHalted],
+    });
+    assert.equal(run.status, 'finished');
+    assert.deepEqual([...world.orders.entries()].sort(), [['noid-1/1/0', 'tea'], ['noid-1/1/1', 'cake']]);
+    assert.deepEqual([...world.emails.entries()], [['noid-1/1/2', 'tea']]);
+    const again = await aiSdkRun({ ...h, runId: 'noid-1' });
+    assert.equal(again.status, 'finished', 'the journal of a run without ids reads back');
+    assert.equal(world.bodies.length, 3);
+    await h.store.close();
+  });
+
   it('a reused call id runs the tool the framework runs, with the arguments of its own step, never a refused call queued under the same id', async () => {
     const path = tempDbPath(dir);
     const world = outsideWorld();
