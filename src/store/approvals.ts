@@ -35,14 +35,45 @@ export function decideApprovalChange(sessionId: SessionId, change: ApprovalChang
     return [{ ...row, state: 'consumed', consumedAt: at, consumedBy: callId }];
   }
   if ('settle' in change) {
+    // An operator's denial of this very action, decided while the approver was asked: it stands, not superseded.
+    refuseDecidedMeanwhile(rows, change.settle.callId, change.settle.binding, (r) => r.decision === 'denied');
     return rows.filter((r) => r.kind === 'approval' && r.callId !== change.settle.callId && (r.state === 'open' || r.state === 'decided'))
       .map((r): DecisionRow => ({ ...r, state: 'superseded' }));
   }
   const { id, callId, binding, note, at } = change.request;
+  // Any operator's decision of this very action, made while the approver was asked: it answers, not a new request.
+  refuseDecidedMeanwhile(rows, callId, binding, () => true);
   const superseded = rows.filter((r) => r.kind === 'approval' && (r.state === 'open' || r.state === 'decided'))
     .map((r): DecisionRow => ({ ...r, state: 'superseded' }));
   return [...superseded, {
     id, kind: 'approval', sessionId, callId, state: 'open', binding, tool: binding.tool, note,
     decision: null, actor: null, reason: null, createdAt: at, decidedAt: null, consumedAt: null, consumedBy: null,
   }];
+}
+
+/** The errors refuseDecidedMeanwhile threw: the runtime reads the operator's decision and uses it instead. */
+const decidedMeanwhile = new WeakSet<Error>();
+
+/**
+ * Whether `error` (or the recording error wrapping it) says an operator decided an earlier attempt's request of the
+ * same action while this attempt asked its approver (docs/design.md#durable-approvals).
+ */
+export function isDecidedMeanwhile(error: unknown): boolean {
+  const cause = error instanceof Error && !decidedMeanwhile.has(error) ? error.cause : error;
+  return cause instanceof Error && decidedMeanwhile.has(cause);
+}
+
+/**
+ * Refuses the commit (nothing written) when a request of the operation, left by another attempt with the same
+ * binding, was decided by an operator, unused, in a way `counts`: superseding it would drop the operator's answer
+ * after they were told the host would use it.
+ */
+function refuseDecidedMeanwhile(rows: readonly DecisionRow[], callId: string, binding: ApprovalBinding, counts: (row: DecisionRow) => boolean): void {
+  const decided = rows.find((r) => r.kind === 'approval' && r.callId !== callId && r.state === 'decided' && r.binding !== null
+    && sameBinding(r.binding, binding) && counts(r));
+  if (decided === undefined) return;
+  const error = new DecisionError('decision_stale', decided.id,
+    `approval request ${decided.id} was decided (${decided.decision ?? 'unknown'}) by an operator while this attempt asked its approver: the attempt takes that decision`);
+  decidedMeanwhile.add(error);
+  throw error;
 }

@@ -1,7 +1,9 @@
-import { InvalidInputError, JsonParseError, OperationInDoubtError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
+import { DecisionError, InvalidInputError, JsonParseError, OperationInDoubtError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
 import type { EventDraft, SessionEvent, ToolApprovalRecord, ToolCall, ToolOperation, ToolResult } from '../event/types.js';
 import type { ApprovalChange } from '../store/types.js';
-import { approvalBinding, operatorDecision, pendingApproval } from './durable-approval.js';
+import { isDecidedMeanwhile } from '../store/approvals.js';
+import type { ApprovalBinding } from '../store/inbox-rows.js';
+import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import { checkCanonicalJson, jsonEquals } from '../json/canonical.js';
 import { deepFreeze } from '../json/freeze.js';
@@ -78,6 +80,19 @@ function runningCalls(owner: SessionOwner): Set<string> {
   const calls = new Set<string>();
   inFlightByOwner.set(owner, calls);
   return calls;
+}
+
+/** The approval change of an attempt that may follow another: it supersedes the requests earlier attempts left. */
+const settling = (call: ToolCall, binding: ApprovalBinding): ApprovalChange => ({ settle: { callId: call.id, binding, at: new Date().toISOString() } });
+
+/** `work`'s result, or null when its commit was refused because an operator decided meanwhile (isDecidedMeanwhile). */
+async function unlessDecidedMeanwhile<T>(work: () => Promise<T>): Promise<T | null> {
+  try {
+    return await work();
+  } catch (error) {
+    if (isDecidedMeanwhile(error)) return null;
+    throw error;
+  }
 }
 
 /** A caller's operation key: plain, bounded text (docs/design.md#caller-keys-and-replay). */
@@ -403,38 +418,47 @@ class Gateway implements ToolGateway {
       const binding = approvalBinding(call, op);
       // A decision answers only the request an earlier attempt of the same operation left, so a key minted for
       // this call (no caller key, no retry plan) has none to find: the inbox is read only for the others.
-      const operator = decidedEarlier ?? (callerKeyed || op.retry !== null ? await operatorDecision(this.binding.owner, call, binding) : null);
+      const follows = callerKeyed || op.retry !== null;
+      let operator = decidedEarlier ?? (follows ? await operatorDecision(this.binding.owner, call, binding) : null);
+      if (operator === null && approval !== null) {
+        observer?.approvalRequested(approval);
+        const answer = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control)) ?? control.interrupt();
+        const pending = answer && 'pending' in answer ? pendingApproval(call, binding, answer) : null;
+        const refusal = pending !== null ? pending.outcome : answer && !('pending' in answer) ? answer : null;
+        observer?.approvalAnswered(refusal);
+        if (refusal) {
+          // A pending answer leaves a request. Refused by the approver (or interrupted while asking), an attempt that
+          // may follow another supersedes the requests earlier attempts left, as an approved one does: none stays in
+          // the queue for a person to approve, which would let a later attempt run on it without asking the
+          // approver that refused this one.
+          const change = pending !== null ? { change: pending.change, record: pending.record } : follows ? { change: settling(call, binding) } : undefined;
+          const ended = await unlessDecidedMeanwhile(() => this.finish(call, callEvent, null, refusal, 0, observer, change));
+          if (ended !== null) return ended;
+          // An operator decided an earlier attempt's request of this very action while the approver was asked:
+          // that decision is this attempt's answer.
+          operator = await this.decidedMeanwhile(call, binding);
+        }
+      }
       let started = startedDraft;
       if (operator) {
         const stop = operator.denial ?? control.interrupt();
         if (stop) return this.finish(call, callEvent, null, stop, 0, observer, operator.denial ? { change: operator.change, record: operator.record } : undefined);
         started = this.draft({ type: 'tool_started', callId: call.id, approval: operator.record });
-      } else if (approval !== null) {
-        observer?.approvalRequested(approval);
-        const answer = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control)) ?? control.interrupt();
-        if (answer && 'pending' in answer) {
-          const pending = pendingApproval(call, binding, answer);
-          observer?.approvalAnswered(pending.outcome);
-          return this.finish(call, callEvent, null, pending.outcome, 0, observer, { change: pending.change, record: pending.record });
-        }
-        observer?.approvalAnswered(answer);
-        if (answer) {
-          // Refused by the approver (or interrupted while asking), an attempt that may follow another supersedes the
-          // requests earlier attempts left, as an approved one does: none stays in the queue for a person to approve,
-          // which would let a later attempt run on it without asking the approver that refused this one.
-          const superseding = callerKeyed || op.retry !== null ? { change: { settle: { callId: call.id, binding, at: new Date().toISOString() } } } : undefined;
-          return this.finish(call, callEvent, null, answer, 0, observer, superseding);
-        }
       }
       faultPoint('approval:after');
       // Approved by the approver, an attempt that may follow another (a caller key or a retry) supersedes the
       // requests earlier attempts left, so a decision made later for one of them is never spent on a later attempt.
-      const settle: ApprovalChange | undefined = operator === null && (callerKeyed || op.retry !== null)
-        ? { settle: { callId: call.id, binding, at: new Date().toISOString() } }
-        : undefined;
+      const settle = operator === null && follows ? settling(call, binding) : undefined;
       // The marker is written only while this call is still the latest attempt of its operation: a retry made
       // while the approval was pending supersedes it, and its body never runs (docs/design.md#a-stale-attempt-cannot-start).
-      const marked = await this.writeStarted(call, op, started, operator?.change ?? settle);
+      let marked = await unlessDecidedMeanwhile(() => this.writeStarted(call, op, started, operator?.change ?? settle));
+      if (marked === null) {
+        // An operator decided an earlier attempt's request of this very action while the approver approved this
+        // one: a denial stands, an approval is used.
+        const late = await this.decidedMeanwhile(call, binding);
+        if (late.denial) return this.finish(call, callEvent, null, late.denial, 0, observer, { change: late.change, record: late.record });
+        marked = await this.writeStarted(call, op, this.draft({ type: 'tool_started', callId: call.id, approval: late.record }), late.change);
+      }
       if ('refused' in marked) return this.finish(call, callEvent, null, marked.refused, 0, observer);
       startedEvent = marked.event;
     }
@@ -529,6 +553,16 @@ class Gateway implements ToolGateway {
       }
       throw new ToolRecordingError('started', call, null, error);
     }
+  }
+
+  /**
+   * The operator's decision a commit was refused for (isDecidedMeanwhile): read again, it is this attempt's answer.
+   * Gone by then (another attempt used it), the attempt ends unrecorded, its body never started.
+   */
+  private async decidedMeanwhile(call: ToolCall, binding: ApprovalBinding): Promise<OperatorDecision> {
+    const decision = await operatorDecision(this.binding.owner, call, binding);
+    if (decision === null) throw new ToolRecordingError('started', call, null, new DecisionError('decision_stale', null, 'the decision an operator made while the approver was asked was used by another attempt'));
+    return decision;
   }
 
   private draft(kind: EventDraft['kind']): EventDraft {

@@ -23,7 +23,7 @@ import { commitAs } from '../../src/store/owner-commit.js';
 const mailSchema = { type: 'object', properties: { to: { type: 'string' } }, required: ['to'] };
 
 /** A non-idempotent mail tool that needs approval, whose approver answers from a queue (pending when empty). */
-function mailRig(answers: ToolApproval[]) {
+function mailRig(answers: Array<ToolApproval | (() => Promise<ToolApproval>)>) {
   const sent: string[] = [];
   const mail = tool('send_mail', async (req) => {
     sent.push((req.arguments as { to: string }).to);
@@ -32,7 +32,9 @@ function mailRig(answers: ToolApproval[]) {
   const asked: number[] = [];
   const approver = async (): Promise<ToolApproval> => {
     asked.push(1);
-    return answers.shift() ?? { decision: 'pending', note: 'a person must look at this' };
+    const next = answers.shift();
+    if (typeof next === 'function') return next();
+    return next ?? { decision: 'pending', note: 'a person must look at this' };
   };
   return { sent, asked, answers, config: { tools: [mail], approvers: { ops: approver } } };
 }
@@ -210,6 +212,36 @@ forEachStore('durable approvals', (target) => {
     await assert.rejects(decisionInbox(r.store).approve(first.requestId, { actor: 'alice' }), { code: 'decision_stale' });
     assert.deepEqual(m.sent, []);
     await r.store.close();
+  });
+
+  it('an operator decision made while the retry asks its approver is that attempt\'s answer: a denial stands, an approval is used', async () => {
+    for (const [operator, approverSays] of [['deny', 'approved'], ['approve', 'pending']] as const) {
+      const m = mailRig([]);
+      const r = await rig(target, m.config);
+      const first = await pendingCall(r);
+      // The operator answers the earlier request at the moment the host's approver is being asked.
+      m.answers.push(async () => {
+        const inbox = decisionInbox(r.store);
+        if (operator === 'deny') await inbox.deny(first.requestId, { actor: 'maria', reason: 'wrong recipient' });
+        else await inbox.approve(first.requestId, { actor: 'maria' });
+        return approverSays === 'approved' ? { decision: 'approved' } : { decision: 'pending', note: 'a person must look' };
+      });
+      const second = await retry(r, first.execution.call.id);
+      const row = await decisionInbox(r.store).get(first.requestId);
+      assert.equal(row?.state, 'consumed', `${operator}: the operator's decision was used, not superseded`);
+      assert.equal(row?.consumedBy, second.call.id);
+      if (operator === 'deny') {
+        assert.equal(failedCategory(second), 'approval_denied/tool_approval_denied_by_operator');
+        assert.deepEqual(m.sent, [], 'the denial stands: the mail is not sent');
+      } else {
+        assert.equal(failedCategory(second), 'succeeded');
+        assert.equal(second.startedEvent?.kind.type === 'tool_started' && second.startedEvent.kind.approval?.actor, 'maria');
+        assert.deepEqual(m.sent, ['ann@example.com']);
+        assert.deepEqual((await decisionInbox(r.store).list({ sessionId: r.sessionId })).items.filter((d) => d.state === 'open'), [],
+          'no new request waits for a person');
+      }
+      await r.store.close();
+    }
   });
 
   it('awaitDecision returns once an operator decides, and stops at a deadline or a signal', async () => {
