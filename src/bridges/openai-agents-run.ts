@@ -45,9 +45,13 @@ interface OutputItemLike {
   readonly arguments?: string;
 }
 
-/** The model's answer as the run journals it: its text and its calls of the run's tools, under their Jingwei names. */
-function responseOf(output: readonly OutputItemLike[], toJingwei: ReadonlyMap<string, string>): ChatResponse {
+/**
+ * The model's answer as the run journals it: its text and its calls of the run's tools, under their Jingwei names;
+ * `foreign` when it also made calls that are not the run's (a handoff, another tool, an unknown name).
+ */
+function responseOf(output: readonly OutputItemLike[], toJingwei: ReadonlyMap<string, string>): { response: ChatResponse; foreign: boolean } {
   let text: string | null = null;
+  let foreign = false;
   const toolCalls: ChatToolCall[] = [];
   for (const item of output) {
     if (item.type === 'message' && item.role === 'assistant' && Array.isArray(item.content)) {
@@ -58,9 +62,12 @@ function responseOf(output: readonly OutputItemLike[], toJingwei: ReadonlyMap<st
       // Only calls of the run's tools are the run's: a handoff or another tool is the SDK's own business.
       // A call without an id is journaled with '', as its tool gets it.
       toolCalls.push({ id: typeof item.callId === 'string' ? item.callId : '', name: toJingwei.get(String(item.name))!, arguments: String(item.arguments ?? '') });
+    } else if (item.type === 'function_call' || item.type === 'computer_call') {
+      // Run by the SDK on this side, or refused by it: not an answer. A hosted tool's call runs at the provider's, in the response.
+      foreign = true;
     }
   }
-  return { text, toolCalls };
+  return { response: { text, toolCalls }, foreign };
 }
 
 function inputOf(run: BridgeRun, toExposed: (name: string) => string): AgentInputItem[] {
@@ -84,13 +91,17 @@ function journaling(run: BridgeRun, inner: Model, toJingwei: ReadonlyMap<string,
   const wrapped: Model = {
     async getResponse(request) {
       const response = await inner.getResponse(request);
-      await run.record(responseOf(response.output as readonly OutputItemLike[], toJingwei));
+      const { response: journaled, foreign } = responseOf(response.output as readonly OutputItemLike[], toJingwei);
+      await run.record(journaled, foreign);
       return response;
     },
     async *getStreamedResponse(request) {
       // The SDK runs the calls once the response is done: journal it before passing that event on.
       for await (const event of inner.getStreamedResponse(request)) {
-        if (event.type === 'response_done') await run.record(responseOf(event.response.output as readonly OutputItemLike[], toJingwei));
+        if (event.type === 'response_done') {
+          const { response: journaled, foreign } = responseOf(event.response.output as readonly OutputItemLike[], toJingwei);
+          await run.record(journaled, foreign);
+        }
         yield event;
       }
     },

@@ -214,8 +214,9 @@ export class BridgeRun {
     if (journaled.finished !== null) {
       this.status = 'finished';
       this.text = journaled.finished.text;
-    } else if (last !== undefined && last.toolCalls.length === 0) {
-      // Journaled by runAgent, which records the end of a run in a later write: record it now.
+    } else if (last !== undefined && last.toolCalls.length === 0 && last.text !== null) {
+      // Journaled by runAgent, which records the end of a run in a later write: record it now. A step without calls
+      // or text is not an answer (a bridge journals a response of only the framework's own calls so): the run goes on.
       await this.options.owner.append([runFinishedEvent(this.options.gateway.turnId, this.runId, 'completed', journaled.responses.length, last.text)]);
       this.status = 'finished';
     }
@@ -245,14 +246,16 @@ export class BridgeRun {
 
   /**
    * Journals one model response of the framework's loop as the run's next step, before any of its calls runs, and
-   * remembers each call's position. A response without tool calls finishes the run.
+   * remembers each call's position. A response without tool calls finishes the run; one whose only calls are the
+   * framework's own (`foreignCalls`: an Agents SDK handoff, a tool the agent has besides the run's, a name the SDK
+   * rejects) does not: the framework goes on, or fails, and the run is not over.
    */
-  async record(response: ChatResponse): Promise<void> {
+  async record(response: ChatResponse, foreignCalls = false): Promise<void> {
     this.checkNewest();
     const { owner, gateway } = this.options;
     const turnId = gateway.turnId;
     const step = this.journaledSteps + 1;
-    const finishes = response.toolCalls.length === 0;
+    const finishes = response.toolCalls.length === 0 && !foreignCalls;
     // A call to a tool the framework was not given: the framework refuses it without calling us, so its refusal is
     // journaled with the step, and a resumed run never runs it.
     const refused = response.toolCalls.flatMap((c, index) => (this.offered !== null && !this.offered.has(c.name) ? [index] : []));

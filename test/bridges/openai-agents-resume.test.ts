@@ -137,6 +137,31 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
     await second.store.close();
   });
 
+  it('a response whose only call is a handoff does not end the run: killed after the handoff, the run opens as running', async () => {
+    const journal = target.fresh();
+    const open = () => journal.open();
+    const world = outsideWorld();
+    const first = await hostOn(open, world);
+    const run1 = await openAiAgentsRun({ ...first, runId: 'handoff-1', prompt: 'Buy tea.' });
+    const model = run1.model(new ScriptedModel([[fn('h1', 'transfer_to_billing')], dies]));
+    const billing = new Agent({ name: 'billing', model, tools: run1.tools });
+    const shop = new Agent({ name: 'shop', model, tools: run1.tools, handoffs: [billing] });
+    await assert.rejects(run(shop, run1.input, { maxTurns: 5 }), (e: unknown) => chain(e).some((x) => x instanceof Crash));
+    assert.equal(run1.status, 'running', 'the handoff is not an answer');
+    const kinds = (await first.store.loadHistory('shop')).flatMap((e) => (e.kind.type === 'custom' ? [e.kind.kind] : []));
+    assert.ok(!kinds.includes('run_finished'), `no run_finished: ${kinds.join(', ')}`);
+    await first.store.close();
+
+    const second = await hostOn(open, world);
+    const run2 = await openAiAgentsRun({ ...second, runId: 'handoff-1' });
+    assert.equal(run2.status, 'running', 'the user\'s request is not dropped: the run goes on');
+    const result = await run(new Agent({ name: 'shop', model: run2.model(new ScriptedModel([orderTurn, doneTurn])), tools: run2.tools }), run2.input, { maxTurns: 5 });
+    assert.equal(result.finalOutput, 'Ordered and confirmed.');
+    assert.equal(run2.status, 'finished');
+    assert.deepEqual(world.bodies, ['place_order']);
+    await second.store.close();
+  });
+
   it('a tool name the SDK renames is journaled and called under its Jingwei name, and shown to the model under the SDK name again', async () => {
     const journal = target.fresh();
     const open = () => journal.open();
