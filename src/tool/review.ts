@@ -212,7 +212,8 @@ export async function reconcileUncertainCalls(
     }
     const actor = reconcilerActor(tool.name, op.contract.revision);
     const outcome: ToolReviewOutcome = answer.outcome === 'unknown' ? 'uncertain' : answer.outcome;
-    if (outcome === 'uncertain' && latest?.actor === actor) {
+    // Its own earlier answer, not a person's review that happens to carry the reconciler's actor name.
+    if (outcome === 'uncertain' && latest?.actor === actor && latest.source === 'reconciler') {
       calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
       continue;
     }

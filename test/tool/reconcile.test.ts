@@ -9,7 +9,7 @@ import { ToolBodyError } from '../../src/errors.js';
 import { assessSession, inspectToolRecovery, prepareToolRetry } from '../../src/index.js';
 import type { JsonValue } from '../../src/json/types.js';
 import { PostgresIdempotencyStore } from '../../src/postgres.js';
-import { reconcileUncertainCalls } from '../../src/review.js';
+import { reconcileUncertainCalls, recordToolReview } from '../../src/review.js';
 import { SqliteIdempotencyStore } from '../../src/sqlite.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import type { IdempotencyRequest } from '../../src/tool/idempotency.js';
@@ -140,6 +140,23 @@ forEachStore('reconcilers', (target) => {
       assert.equal(report.needsReview.length, 1);
     }
     assert.equal((await r.store.loadHistory(r.sessionId)).length, history.length);
+    await r.store.close();
+  });
+
+  it("a person's review under the reconciler's actor name is not taken for the reconciler's own answer", async () => {
+    const unsure: Tool = {
+      ...tool('flaky', async () => { throw new ToolBodyError('reset', 'lost'); }, new ToolMetadata('flaky', { type: 'object' }).withEffect('non_idempotent', 'v1')),
+      reconcile: () => ({ outcome: 'unknown', evidence: 'the vendor does not say' }),
+    };
+    const r = await rig(target, { tools: [unsure] });
+    const call = await r.gateway.call('flaky', {});
+    await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), call.call.id,
+      { actor: 'reconciler:flaky@v1', outcome: 'uncertain', evidence: 'typed by a person', source: 'human' });
+    const report = await reconcileUncertainCalls(r.owner, [unsure], await r.store.loadHistory(r.sessionId));
+    assert.equal(report.calls[0]?.action, 'recorded', 'the reconciler records its own answer');
+    assert.equal(report.calls[0]?.review?.source, 'reconciler');
+    const again = await reconcileUncertainCalls(r.owner, [unsure], await r.store.loadHistory(r.sessionId));
+    assert.equal(again.calls[0]?.action, 'unchanged', 'and only its own answer stays unchanged');
     await r.store.close();
   });
 });
