@@ -78,8 +78,9 @@ export interface InboxBackend {
   transactDecision<R>(id: string, decide: (row: DecisionRow | undefined) => { readonly write?: DecisionRow; readonly result: R }): Promise<R>;
   listDecisions(query: DecisionQuery): Promise<DecisionRow[]>;
   /**
-   * Optional push: call `onChange(id)` after a transaction that wrote a decision row commits, in any process.
-   * Resolves once listening; the returned function stops it. Without it, waiters poll.
+   * Optional push: call `onChange(id)` after a transaction that wrote a decision row commits, in any process, and
+   * `onChange('')` when the store closes. Resolves once listening; the returned function stops it. Without it,
+   * waiters poll.
    */
   watchDecisions?(onChange: (id: string) => void): Promise<() => Promise<void>>;
 }

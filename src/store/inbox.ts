@@ -265,7 +265,8 @@ export async function awaitDecision(store: SessionStore, requestId: string, opti
     deadline = Math.min(deadline, Date.now() + options.timeoutMs);
   }
   let wake: (() => void) | null = null;
-  const stop = inbox.watchDecisions ? await inbox.watchDecisions((changed) => { if (changed === id) wake?.(); }) : null;
+  // '' names no request: the store is closing, and the next read meets it at once.
+  const stop = inbox.watchDecisions ? await inbox.watchDecisions((changed) => { if (changed === id || changed === '') wake?.(); }) : null;
   const onAbort = () => wake?.();
   options.signal?.addEventListener('abort', onAbort);
   try {

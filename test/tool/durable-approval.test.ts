@@ -268,6 +268,18 @@ forEachStore('durable approvals', (target) => {
     await r.store.close();
   });
 
+  it('a wait ends with store_closed when its store closes, not at its next re-read', { skip: target.name !== 'postgres' && 'only PostgreSQL pushes decisions' }, async () => {
+    const m = mailRig([]);
+    const r = await rig(target, m.config);
+    const { requestId } = await pendingCall(r);
+    // With push, a wait re-reads at most every max(pollMs, 5 s) as a safety net: here once a minute.
+    const waiting = awaitDecision(r.store, requestId, { pollMs: 60_000 }).then(() => null, (e: unknown) => e);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await r.store.close();
+    const ended = await Promise.race([waiting, new Promise((resolve) => setTimeout(() => resolve('still waiting'), 30_000))]);
+    assert.equal((ended as { code?: string }).code, 'store_closed');
+  });
+
   it('review decisions wait in the inbox, filtered by session and paged, until marked journaled', async () => {
     const m = mailRig([{ decision: 'approved' }, { decision: 'approved' }, { decision: 'approved' }]);
     const r = await rig(target, m.config);

@@ -439,6 +439,7 @@ class PostgresBackend implements JournalBackend {
     if (this.closed) return;
     this.closed = true;
     this.known.clear();
+    await this.inbox.stopWatching().catch(() => undefined);
     if (this.ownsPool) await this.pool.end();
   }
 }

@@ -111,4 +111,9 @@ export class PostgresInbox implements InboxBackend {
   watchDecisions(onChange: (id: string) => void): Promise<() => Promise<void>> {
     return this.listener.subscribe(onChange);
   }
+
+  /** The store is closing: every watcher hears `''` at once, then the listening connection is released. */
+  stopWatching(): Promise<void> {
+    return this.listener.shutdown();
+  }
 }

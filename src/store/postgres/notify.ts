@@ -121,6 +121,16 @@ export class SharedListener {
     this.retry.unref();
   }
 
+  /**
+   * The store is closing: every subscriber is told once (the payload `''`, which names nothing) so a wait reads
+   * again now, and meets the closed store, instead of at its next safety re-read; then the connection is released.
+   */
+  async shutdown(): Promise<void> {
+    for (const subscriber of [...this.subscribers]) subscriber('');
+    this.subscribers.clear();
+    await this.close();
+  }
+
   private async close(): Promise<void> {
     if (this.retry !== null) {
       clearTimeout(this.retry);
