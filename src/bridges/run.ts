@@ -16,7 +16,7 @@ import type { SessionOwner, SessionStore } from '../store/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
-import { describeValue } from '../text.js';
+import { describeValue, toWellFormed } from '../text.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import { checkRunHost } from '../agent/run-options.js';
 import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
@@ -91,6 +91,9 @@ export function checkBridgeOptions(options: BridgeRunOptions): void {
   const o = checkRunHost(options);
   if (o.store === undefined) throw new InvalidInputError('store', 'is required: the run is read back from the session\'s journal');
   if (o.prompt !== undefined && typeof o.prompt !== 'string') throw new InvalidInputError('prompt', `must be a string, got ${describeValue(o.prompt)}`);
+  if (typeof o.prompt === 'string' && toWellFormed(o.prompt) !== o.prompt) {
+    throw new InvalidInputError('prompt', 'holds a lone surrogate (a broken character), which the journal cannot hold');
+  }
 }
 
 /**

@@ -177,6 +177,7 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
       ['owner', { gateway: h.gateway, store: h.store, runId: 'bad-1', prompt: 'x' }],
       ['gateway', { owner: h.owner, store: h.store, runId: 'bad-1', prompt: 'x' }],
       ['signal', { ...h, runId: 'bad-1', prompt: 'x', signal: 'x' }],
+      ['prompt', { ...h, runId: 'bad-1', prompt: 'a\uD800b' }],
       ['options', null],
     ];
     for (const [field, options] of cases) {
