@@ -15,6 +15,8 @@ export type LostListener = (why: string, every: boolean) => void;
 
 export class LeaseWatch {
   private readonly listeners = new Set<LostListener>();
+  /** Who waits (stopAll) for the last call to unsubscribe. */
+  private readonly idle: Array<() => void> = [];
   /**
    * When the last transaction that renewed the lease was sent. The store renewed it no earlier than that, but maybe
    * not much later: once a whole lease has passed since, the lease may have run out. Not when it was answered: a
@@ -50,8 +52,6 @@ export class LeaseWatch {
       if (this.listeners.size === 0) for (const wake of this.idle.splice(0)) wake();
     };
   }
-
-  private readonly idle: Array<() => void> = [];
 
   /** How many calls are subscribed: in flight. */
   get calls(): number {
