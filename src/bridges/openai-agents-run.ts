@@ -88,20 +88,20 @@ function inputOf(run: BridgeRun, toExposed: (name: string) => string): AgentInpu
 }
 
 function journaling(run: BridgeRun, inner: Model, toJingwei: ReadonlyMap<string, string>): Model {
+  const record = (output: unknown): Promise<void> => {
+    const { response, foreign } = responseOf(output as readonly OutputItemLike[], toJingwei);
+    return run.record(response, foreign);
+  };
   const wrapped: Model = {
     async getResponse(request) {
       const response = await inner.getResponse(request);
-      const { response: journaled, foreign } = responseOf(response.output as readonly OutputItemLike[], toJingwei);
-      await run.record(journaled, foreign);
+      await record(response.output);
       return response;
     },
     async *getStreamedResponse(request) {
       // The SDK runs the calls once the response is done: journal it before passing that event on.
       for await (const event of inner.getStreamedResponse(request)) {
-        if (event.type === 'response_done') {
-          const { response: journaled, foreign } = responseOf(event.response.output as readonly OutputItemLike[], toJingwei);
-          await run.record(journaled, foreign);
-        }
+        if (event.type === 'response_done') await record(event.response.output);
         yield event;
       }
     },
