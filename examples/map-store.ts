@@ -50,6 +50,14 @@ class MapBackend implements JournalBackend {
       if (write) this.decisions.set(write.id, write);
       return result;
     },
+    transactReview: async (sessionId, callId, decide) => {
+      this.ensureOpen();
+      const { writes, result } = decide(
+        queryRows(this.decisions.values(), { sessionId, kind: 'review', states: ['decided'], limit: Infinity }).filter((r) => r.callId === callId),
+      );
+      for (const row of writes) this.decisions.set(row.id, row);
+      return result;
+    },
     listDecisions: async (query) => {
       this.ensureOpen();
       return queryRows(this.decisions.values(), query);

@@ -9,7 +9,8 @@ export type DecisionKind = 'approval' | 'review';
 /**
  * `open`: an approval request waiting for an operator. `decided`: an operator decided (every review decision starts
  * here), not yet used by the session's owner. `consumed`: the owner used it and journaled it. `superseded`: a newer
- * attempt of the same operation left a newer request; a decision for this one is refused. `stale`: a review the
+ * attempt of the same operation left a newer request; a decision for this one is refused (a review: a newer review
+ * of the same call replaced it before it was journaled; `note` names it). `stale`: a review the
  * owner could not journal (the call succeeded meanwhile, its outcome is not in doubt, or a newer attempt exists);
  * `note` says why, and nothing was written to the journal.
  */
@@ -76,6 +77,17 @@ export interface DecisionQuery {
  */
 export interface InboxBackend {
   transactDecision<R>(id: string, decide: (row: DecisionRow | undefined) => { readonly write?: DecisionRow; readonly result: R }): Promise<R>;
+  /**
+   * Reads the review rows of one call that are `decided` (recorded, not yet journaled), ordered by id, calls `decide`
+   * once with them, and writes the rows it returns, atomically with respect to every other `transactReview` of the
+   * same call and every `transactDecision` of those rows: two operators reviewing one call at the same moment must
+   * not both see none waiting. `decide` may throw: write nothing and reject with it.
+   */
+  transactReview<R>(
+    sessionId: SessionId,
+    callId: string,
+    decide: (waiting: readonly DecisionRow[]) => { readonly writes: readonly DecisionRow[]; readonly result: R },
+  ): Promise<R>;
   listDecisions(query: DecisionQuery): Promise<DecisionRow[]>;
   /**
    * Optional push: call `onChange(id)` after a transaction that wrote a decision row commits, in any process, and
@@ -132,4 +144,9 @@ export function matchesQuery(row: DecisionRow, q: DecisionQuery): boolean {
 /** Rows of a map, filtered, ordered by id and cut to the limit: the whole query for an in-memory backend. */
 export function queryRows(rows: Iterable<DecisionRow>, q: DecisionQuery): DecisionRow[] {
   return [...rows].filter((r) => matchesQuery(r, q)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).slice(0, q.limit);
+}
+
+/** A call's reviews recorded and not yet journaled, ordered by id: what an in-memory backend's `transactReview` reads. */
+export function waitingReviews(rows: Iterable<DecisionRow>, sessionId: string, callId: string): DecisionRow[] {
+  return queryRows(rows, { sessionId, kind: 'review', states: ['decided'], limit: Infinity }).filter((r) => r.callId === callId);
 }

@@ -3,11 +3,12 @@
  * without owning the session. The inbox is transport; the journal is the evidence: the session's owner journals a
  * decision when it uses it. Pure decisions first, then the API on a store.
  */
-import { DecisionError, InvalidInputError } from '../errors.js';
+import { DecisionError, InvalidInputError, ToolRetryError } from '../errors.js';
 import { checkId, uuidv7, type SessionId } from '../ids.js';
 import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../event/types.js';
 import { LIMITS } from '../limits.js';
 import { describeValue, truncateUtf8, utf8Length } from '../text.js';
+import { reviewableAttempt } from '../tool/evidence.js';
 import { checkSignal } from '../tool/runtime-config.js';
 import { JournalStore } from './journal-store.js';
 import type { DecisionKind, DecisionQuery, DecisionRow, DecisionState, InboxBackend } from './inbox-rows.js';
@@ -39,6 +40,12 @@ export interface ReviewDecisionInput {
   readonly outcome: ToolReviewOutcome;
   readonly evidence: string;
   readonly actor: string;
+  /**
+   * The id of the review of this call still waiting to be journaled that this one replaces, as the operator saw it.
+   * A call takes one waiting review: without it, a review is refused while another one waits (and with it, when that
+   * one is no longer the one waiting).
+   */
+  readonly replaces?: string;
 }
 
 export interface DecisionListOptions {
@@ -119,6 +126,7 @@ export class DecisionInbox {
     }
     const evidence = inboxText('evidence', input.evidence, false)!;
     const actor = inboxText('actor', input.actor, false)!;
+    const replaces = input.replaces === undefined ? undefined : checkId<string>('replaces', input.replaces);
     const { history, inFlight } = await (this.store as JournalStore).callInFlight(sessionId, callId);
     const call = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId)?.kind;
     if (call?.type !== 'tool_call') throw new DecisionError('decision_not_found', callId, `session ${sessionId} has no call ${callId}`);
@@ -130,13 +138,24 @@ export class DecisionInbox {
           'A review now could be overtaken by the call itself; review it once the host has stopped (its lease runs out) or recorded a result',
       );
     }
+    try {
+      reviewableAttempt(history, callId);
+    } catch (error) {
+      // What the owner would refuse to journal (and mark stale) is refused now, so the operator is not told "Recorded".
+      if (!(error instanceof ToolRetryError)) throw error;
+      throw new DecisionError('decision_stale', callId, `nothing was recorded: ${error.detail}`, { cause: error });
+    }
     const at = new Date().toISOString();
     const id = newReviewDecisionId();
     const row: DecisionRow = {
       id, kind: 'review', sessionId, callId, state: 'decided', binding: null, tool: call.call.name, note: null,
       decision: input.outcome, actor, reason: evidence, createdAt: at, decidedAt: at, consumedAt: null, consumedBy: null,
     };
-    return this.inbox.transactDecision(id, () => ({ write: row, result: row }));
+    return this.inbox.transactReview(sessionId, callId, (waiting) => {
+      refuseUnlessReplacing(callId, waiting, replaces);
+      const replaced = waiting.map((w): DecisionRow => ({ ...w, state: 'superseded', note: `replaced by review ${id} (${input.outcome} by ${actor}) before it was journaled`, consumedAt: at }));
+      return { writes: [...replaced, row], result: row };
+    });
   }
 
   /** Marks a review decision as journaled (by the event `eventId`); refused unless it is still decided. */
@@ -192,6 +211,29 @@ export class DecisionInbox {
     const items = rows.slice(0, limit);
     return { items, next: rows.length > limit ? items[items.length - 1]!.id : null };
   }
+}
+
+/**
+ * A call takes one review waiting to be journaled (docs/design.md#the-decision-inbox): a second operator's review is
+ * refused unless it names the waiting one it replaces, so two answers given at the same moment never both read
+ * "Recorded", and an operator who overrides a colleague has seen what they override.
+ */
+function refuseUnlessReplacing(callId: string, waiting: readonly DecisionRow[], replaces: string | undefined): void {
+  const latest = waiting[waiting.length - 1];
+  if (latest === undefined) {
+    if (replaces === undefined) return;
+    throw new DecisionError('decision_stale', replaces, `review ${replaces} of call ${callId} is no longer waiting (it was journaled or replaced meanwhile): check the call again and decide anew`);
+  }
+  if (replaces === latest.id) return;
+  const what = `${latest.decision} by ${latest.actor}, recorded ${latest.decidedAt}`;
+  throw new DecisionError(
+    'decision_stale',
+    latest.id,
+    replaces === undefined
+      ? `call ${callId} already has a review waiting for its host to journal it: ${latest.id} (${what}). A call takes one waiting review: ` +
+          `to replace it, review again naming it (replaces: ${latest.id}; jingwei review --replaces ${latest.id})`
+      : `review ${replaces} is not the review of call ${callId} waiting to be journaled; ${latest.id} is (${what}): check the call again and decide anew`,
+  );
 }
 
 /**

@@ -4,7 +4,7 @@ import { compareAttention, matchesScan } from './attention.js';
 import { JournalStore, type JournalStoreOptions } from './journal-store.js';
 import type { AttentionRow, AttentionScan, EventRow, JournalBackend, OperationBinding, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import type { SessionStore } from './types.js';
-import { queryRows, type DecisionRow, type InboxBackend } from './inbox-rows.js';
+import { queryRows, waitingReviews, type DecisionRow, type InboxBackend } from './inbox-rows.js';
 
 // Ids never contain U+0000 (checkId refuses it), so it separates the parts of a key unambiguously.
 const taskKey = (sessionId: string, taskId: string) => `${sessionId}\u0000${taskId}`;
@@ -32,6 +32,12 @@ class MemoryBackend implements JournalBackend {
       this.open();
       const { write, result } = decide(this.decisions.get(id));
       if (write) this.decisions.set(write.id, write);
+      return result;
+    },
+    transactReview: async (sessionId, callId, decide) => {
+      this.open();
+      const { writes, result } = decide(waitingReviews(this.decisions.values(), sessionId, callId));
+      for (const row of writes) this.decisions.set(row.id, row);
       return result;
     },
     listDecisions: async (query) => {

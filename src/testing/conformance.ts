@@ -586,6 +586,39 @@ function inboxRules(name: string, factory: StoreFactory): void {
       assert.equal(page.next, null);
       await store.close();
     });
+
+    it('a call takes one waiting review: reviews given at once are decided one at a time, and only a review naming the waiting one replaces it', async (t) => {
+      const { store, reopen } = await factory.open();
+      let inbox;
+      try {
+        inbox = decisionInbox(store);
+      } catch (error) {
+        if ((error as { code?: string }).code !== 'inbox_unsupported') throw error;
+        t.skip('this store has no decision inbox');
+        return;
+      }
+      const owner = await store.acquire('s-review', { owner: 'h' });
+      await owner.startTask('t-review');
+      const callId = newCallId();
+      await commitAs(owner, { events: [callDraft('t-review', newOperationKey(), callId)] });
+      await owner.release();
+      const other = reopen ? decisionInbox(await reopen()) : inbox;
+      const review = (by: typeof inbox, actor: string, outcome: 'completed' | 'not_executed', replaces?: string) =>
+        by.recordReview({ sessionId: 's-review', callId, outcome, evidence: `${actor} checked`, actor, ...(replaces ? { replaces } : {}) });
+      const answers = await Promise.allSettled([review(inbox, 'carol', 'not_executed'), review(other, 'dan', 'completed'), review(inbox, 'erin', 'completed')]);
+      const recorded = answers.filter((a) => a.status === 'fulfilled');
+      assert.equal(recorded.length, 1,
+        'three reviews of one call given at once were recorded side by side: transactReview must hand decide the call\'s waiting reviews as stored now, serialized with every other transactReview of that call');
+      for (const a of answers) if (a.status === 'rejected') assert.equal((a.reason as { code?: string }).code, 'decision_stale');
+      const first = (recorded[0] as PromiseFulfilledResult<Awaited<ReturnType<typeof review>>>).value;
+      await rejects(review(inbox, 'dan', 'completed', 'review_0'), 'decision_stale', 'a review naming one that is not the waiting review must be refused');
+      const second = await review(other, 'dan', 'completed', first.id);
+      assert.equal((await inbox.get(first.id))?.state, 'superseded', 'the review a newer one replaces must be marked superseded in the same transaction');
+      await rejects(review(inbox, 'carol', 'not_executed', first.id), 'decision_stale', 'a review naming one already replaced must be refused');
+      const waiting = await inbox.list({ sessionId: 's-review', kind: 'review' });
+      assert.deepEqual(waiting.items.map((d) => d.id), [second.id], 'one review of the call waits: the one that replaced the first');
+      await store.close();
+    });
   });
 }
 

@@ -446,3 +446,24 @@ export function decideRetry(record: AttemptRecord, review: ToolReviewOutcome | n
   const rule = retryRuleFor(facts);
   return { rule, reason: rule.reason(facts) };
 }
+
+/**
+ * The call's place and state allow a review: the latest attempt, outcome in doubt, not already resolved; otherwise
+ * ToolRetryError (`completed`, `not_in_doubt`, `not_latest_attempt`, `legacy_call`). The owner journals a review
+ * only then, and the inbox records one only then.
+ */
+export function reviewableAttempt(history: readonly SessionEvent[], callId: string): AttemptRecord {
+  const record = locateAttempt(collectEvidence(history, callId), callId);
+  const operation = record.call.operation;
+  if (operation === undefined) throw new ToolRetryError('legacy_call', `call ${callId} has no operation: a review cannot be bound to it`);
+  const { status, fact } = classifyAttempt(record);
+  if (status === ToolRecoveryStatus.Completed) throw new ToolRetryError('completed', `call ${callId} succeeded (${fact}): there is nothing to review`);
+  if (status !== ToolRecoveryStatus.OutcomeUnknown) {
+    throw new ToolRetryError('not_in_doubt', `call ${callId} is ${status} (${fact}): its outcome is not in doubt, so there is nothing to review`);
+  }
+  const latest = latestReview(record);
+  if (latest?.outcome === 'completed') {
+    throw new ToolRetryError('completed', `call ${callId} was resolved for good by a completed review from ${latest.actor}`);
+  }
+  return record;
+}

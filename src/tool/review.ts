@@ -3,7 +3,7 @@
  * (docs/design.md#reconcilers): the one way a review enters a journal, and the routine that asks each uncertain
  * call's tool before any person is asked.
  */
-import { InvalidInputError, ToolRetryError } from '../errors.js';
+import { InvalidInputError } from '../errors.js';
 import {
   TOOL_REVIEW_OUTCOMES,
   TOOL_REVIEW_SOURCES,
@@ -17,7 +17,7 @@ import type { JsonValue } from '../json/types.js';
 import { LIMITS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
 import { truncateUtf8 } from '../text.js';
-import { classifyAttempt, collectEvidence, latestReview, locateAttempt, type AttemptRecord } from './evidence.js';
+import { classifyAttempt, collectEvidence, latestReview, reviewableAttempt } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { assessSession } from './assess.js';
 import type { Tool, ToolReconcileAnswer, ToolReconcileRequest } from './types.js';
@@ -57,23 +57,6 @@ function checkInput(review: ToolReviewInput): Omit<ToolReviewRecord, 'callId'> &
   return review.decisionId === undefined ? base : { ...base, decisionId: text('review.decisionId', review.decisionId) };
 }
 
-/** The call's place and state allow a review: the latest attempt, outcome in doubt, not already resolved. */
-function reviewable(history: readonly SessionEvent[], callId: string): AttemptRecord {
-  const record = locateAttempt(collectEvidence(history, callId), callId);
-  const operation = record.call.operation;
-  if (operation === undefined) throw new ToolRetryError('legacy_call', `call ${callId} has no operation: a review cannot be bound to it`);
-  const { status, fact } = classifyAttempt(record);
-  if (status === ToolRecoveryStatus.Completed) throw new ToolRetryError('completed', `call ${callId} succeeded (${fact}): there is nothing to review`);
-  if (status !== ToolRecoveryStatus.OutcomeUnknown) {
-    throw new ToolRetryError('not_in_doubt', `call ${callId} is ${status} (${fact}): its outcome is not in doubt, so there is nothing to review`);
-  }
-  const latest = latestReview(record);
-  if (latest?.outcome === 'completed') {
-    throw new ToolRetryError('completed', `call ${callId} was resolved for good by a completed review from ${latest.actor}`);
-  }
-  return record;
-}
-
 /**
  * Journals a review of `callId` (docs/design.md#reviews-are-journaled-evidence), decided on `history`, the
  * session's confirmed journal as `store.loadHistory` returned it. The call must be the latest attempt of its
@@ -97,7 +80,7 @@ export async function recordToolReview(
   if (history[0]!.sessionId !== owner.sessionId) {
     throw new InvalidInputError('history', `is the journal of session ${history[0]!.sessionId}, not of ${owner.sessionId}`);
   }
-  const record = reviewable(history, id);
+  const record = reviewableAttempt(history, id);
   const op = record.call.operation!;
   const { turnId, ...fields } = input;
   const kind = { type: 'tool_review', review: { callId: id, ...fields } } as const;

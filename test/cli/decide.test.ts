@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { it, describe } from 'node:test';
+import { ToolBodyError } from '../../src/errors.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { decisionInbox } from '../../src/store/inbox.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
@@ -21,12 +22,13 @@ async function journal(): Promise<{ path: string; requestId: string; ranCallId: 
   await owner.startTask('t');
   const answers = [{ decision: 'pending' as const }, { decision: 'approved' as const }];
   const runtime = createToolRuntime({
-    tools: [{ name: 'mail', metadata: new ToolMetadata('mail', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'sent' }],
+    tools: [{ name: 'mail', metadata: new ToolMetadata('mail', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => { throw new ToolBodyError('connection_reset', 'the provider hung up'); } }],
     grants: { agent: '*' },
     approvers: { ops: async () => answers.shift()! },
   });
   const gateway = runtime.bind({ owner, taskId: 't', caller: 'agent' });
   const pending = await gateway.call('mail', { to: 'a' });
+  // Runs, and the provider hangs up: its outcome is unknown, a call to review.
   const ran = await gateway.call('mail', { to: 'b' });
   await store.close();
   return { path, requestId: pending.result.approval!.requestId, ranCallId: ran.call.id };

@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { ToolBodyError } from '../../src/errors.js';
 import { decisionInbox } from '../../src/decisions.js';
 import { createToolRuntime, prepareToolRetry } from '../../src/index.js';
-import { journalInboxReviews } from '../../src/review.js';
+import { journalInboxReviews, recordToolReview } from '../../src/review.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import type { SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
@@ -67,17 +67,22 @@ describe('reviews from the decision inbox, journaled by the owner', () => {
     const callId = await uncertainCall(path, 's-flood');
     const store = openSqliteStore(path);
     const inbox = decisionInbox(store);
-    const review = (outcome: 'uncertain' | 'not_executed', actor: string, i: number) =>
-      inbox.recordReview({ sessionId: 's-flood', callId, outcome, evidence: `check #${i}: the provider still shows pending`, actor });
-    for (let i = 0; i < 5; i++) await review('uncertain', 'cron', i);
-    await review('uncertain', 'ops:ana', 5);
-    await review('not_executed', 'cron', 6);
-    await review('not_executed', 'cron', 7);
     const owner = await store.acquire('s-flood', { owner: 'host-b', takeover: true });
-    const report = await journalInboxReviews(owner, store, await store.loadHistory('s-flood'));
-    assert.deepEqual(report.journaled.map((j) => [j.actor, j.outcome]), [['cron', 'uncertain'], ['ops:ana', 'uncertain'], ['cron', 'not_executed']]);
-    assert.equal(report.stale.length, 5);
-    assert.match(report.stale[0]!.reason, /repeats the uncertain review cron already journaled/);
+    // A job re-asserting its answer every few minutes, and the host journaling the inbox in between.
+    const answers: ['uncertain' | 'not_executed', string][] = [
+      ['uncertain', 'cron'], ['uncertain', 'cron'], ['uncertain', 'cron'], ['uncertain', 'ops:ana'], ['uncertain', 'ops:ana'], ['not_executed', 'cron'], ['not_executed', 'cron'],
+    ];
+    const journaled: string[][] = [];
+    const stale: string[] = [];
+    for (const [i, [outcome, actor]] of answers.entries()) {
+      await inbox.recordReview({ sessionId: 's-flood', callId, outcome, evidence: `check #${i}: the provider still shows pending`, actor });
+      const report = await journalInboxReviews(owner, store, await store.loadHistory('s-flood'));
+      journaled.push(...report.journaled.map((j) => [j.actor, j.outcome]));
+      stale.push(...report.stale.map((x) => x.reason));
+    }
+    assert.deepEqual(journaled, [['cron', 'uncertain'], ['ops:ana', 'uncertain'], ['cron', 'not_executed']]);
+    assert.equal(stale.length, 4);
+    assert.match(stale[0]!, /repeats the uncertain review cron already journaled/);
     const reviews = (await store.loadHistory('s-flood')).filter((e) => e.kind.type === 'tool_review');
     assert.equal(reviews.length, 3, 'the repeats took no room in the journal');
     assert.equal((await inbox.list({ sessionId: 's-flood', kind: 'review', states: ['decided'] })).items.length, 0, 'none is left waiting');
@@ -147,39 +152,51 @@ describe('a review recorded with jingwei review', () => {
     await store.close();
   });
 
-  it('a review the journal no longer admits is marked stale with the reason, and nothing is journaled', async () => {
+  it('a review the journal no longer admits when the owner comes to it is marked stale with the reason, and nothing is journaled', async () => {
     const path = tempDbPath(dir, 'stale');
     const call = await uncertainCall(path, 'mail-3');
-    const first = JSON.parse(cli(['review', path, call, '--session', 'mail-3', '--outcome', 'completed', '--evidence', 'sent', '--actor', 'a', '--json']).stdout) as { id: string };
-    const second = JSON.parse(cli(['review', path, call, '--session', 'mail-3', '--outcome', 'not_executed', '--evidence', 'not sent', '--actor', 'b', '--json']).stdout) as { id: string };
-    // The operator's view shows the review the owner's journaling will make count (it showed the newest, b's).
-    assert.match(cli(['inspect', path, 'mail-3', call]).stdout, /inbox\s+completed by a:/);
+    const waiting = JSON.parse(cli(['review', path, call, '--session', 'mail-3', '--outcome', 'not_executed', '--evidence', 'not sent', '--actor', 'b', '--json']).stdout) as { id: string };
     const store = openSqliteStore(path);
     const owner = await store.acquire('mail-3', { owner: 'recovery', takeover: true });
+    // Meanwhile the host itself journals what its provider says (a reconciler, or a person through the API).
+    await recordToolReview(owner, await store.loadHistory('mail-3'), call, { actor: 'a', outcome: 'completed', evidence: 'sent' });
     const before = await store.loadHistory('mail-3');
     const report = await journalInboxReviews(owner, store, before);
-    assert.deepEqual(report.journaled.map((j) => j.decisionId), [first.id]);
-    assert.deepEqual(report.stale.map((s) => s.decisionId), [second.id]);
+    assert.deepEqual(report.journaled, []);
+    assert.deepEqual(report.stale.map((x) => x.decisionId), [waiting.id]);
     assert.match(report.stale[0]!.reason, /^completed: /);
-    assert.equal((await store.loadHistory('mail-3')).length, before.length + 1, 'only the first review is journaled');
-    const row = await decisionInbox(store).get(second.id);
+    assert.equal((await store.loadHistory('mail-3')).length, before.length, 'nothing is journaled');
+    const row = await decisionInbox(store).get(waiting.id);
     assert.equal(row?.state, 'stale');
     assert.match(row?.note ?? '', /resolved for good/);
     const again = await journalInboxReviews(owner, store, await store.loadHistory('mail-3'));
     assert.deepEqual([again.journaled.length, again.stale.length], [0, 0], 'nothing is left to journal');
     await owner.release();
     await store.close();
+    const late = cli(['review', path, call, '--session', 'mail-3', '--outcome', 'not_executed', '--evidence', 'not sent', '--actor', 'c']);
+    assert.equal(late.code, 1, 'a review of a resolved call is refused when it is given, not taken and dropped later');
+    assert.match(late.stderr, /decision_stale.*nothing was recorded: call \S+ was resolved for good by a completed review from a/);
   });
 
-  it('a completed review waiting behind a not_executed one is what the operator sees: it resolves the call once journaled', async () => {
+  it('a call takes one waiting review: a second one is refused until it names the one it replaces, which is then never journaled', async () => {
     const path = tempDbPath(dir, 'completed-second');
     const call = await uncertainCall(path, 'mail-4');
-    assert.equal(cli(['review', path, call, '--session', 'mail-4', '--outcome', 'not_executed', '--evidence', 'not in the outbox', '--actor', 'b']).code, 0);
-    assert.equal(cli(['review', path, call, '--session', 'mail-4', '--outcome', 'completed', '--evidence', 'the provider sent it', '--actor', 'a']).code, 0);
+    const first = JSON.parse(cli(['review', path, call, '--session', 'mail-4', '--outcome', 'not_executed', '--evidence', 'not in the outbox', '--actor', 'b', '--json']).stdout) as { id: string };
+    const refused = cli(['review', path, call, '--session', 'mail-4', '--outcome', 'completed', '--evidence', 'the provider sent it', '--actor', 'a']);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, new RegExp(`decision_stale.*already has a review waiting for its host to journal it: ${first.id} \\(not_executed by b, .*--replaces ${first.id}`));
+    assert.equal(cli(['review', path, call, '--session', 'mail-4', '--outcome', 'completed', '--evidence', 'the provider sent it', '--actor', 'a', '--replaces', 'review_0']).code, 1,
+      'naming a review that is not the waiting one is refused');
+    const replacing = cli(['review', path, call, '--session', 'mail-4', '--outcome', 'completed', '--evidence', 'the provider sent it', '--actor', 'a', '--replaces', first.id]);
+    assert.equal(replacing.code, 0, replacing.stderr);
     assert.match(cli(['inspect', path, 'mail-4', call]).stdout, /inbox\s+completed by a:/);
     const store = openSqliteStore(path);
+    const replaced = await decisionInbox(store).get(first.id);
+    assert.equal(replaced?.state, 'superseded');
+    assert.match(replaced?.note ?? '', /^replaced by review review_\S+ \(completed by a\) before it was journaled$/);
     const owner = await store.acquire('mail-4', { owner: 'recovery', takeover: true });
-    await journalInboxReviews(owner, store, await store.loadHistory('mail-4'));
+    const report = await journalInboxReviews(owner, store, await store.loadHistory('mail-4'));
+    assert.deepEqual(report.journaled.map((j) => [j.outcome, j.actor]), [['completed', 'a']], 'the replaced review is never journaled');
     const history = await store.loadHistory('mail-4');
     assert.throws(() => prepareToolRetry(history, call), { name: 'ToolRetryError', code: 'completed' }, 'the completed review stands: no retry');
     await owner.release();

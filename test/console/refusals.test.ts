@@ -217,6 +217,20 @@ describe('jingwei console refuses, changes nothing and says why', () => {
     assert.equal(stale.status, 409);
     assert.match(said(stale), /Refused, nothing was recorded: the call changed since you opened this page/);
 
+    // Two tabs answer the page drawn now at the same moment: the page showed bob's review waiting, and only one
+    // answer replaces it; the other is refused, however the two requests interleave.
+    const fresh = await http(writer.port, 'GET', writer.path(path), { cookie });
+    assert.match(fresh.body, /It replaces the inbox review above \(review_/);
+    const basisNow = hidden(fresh.body, 'basis');
+    const both = await Promise.all(['not_executed', 'completed'].map((outcome) =>
+      http(writer.port, 'POST', writer.path(`${path}/review`), { cookie, form: { csrf, basis: basisNow, outcome, evidence: `tab answering ${outcome}` } })));
+    assert.deepEqual(both.map((r) => r.status).sort(), [200, 409], 'one answer at a time: exactly one tab is told Recorded');
+    const winner = both.find((r) => r.status === 200)!;
+    const loser = both.find((r) => r.status === 409)!;
+    assert.match(said(loser), /Refused, nothing was recorded: (the call changed since you opened this page|review review_\S+ of call \S+ is no longer waiting)/);
+    const won = /Recorded review (review_\S+): (\w+) by bob/.exec(said(winner));
+    assert.ok(won);
+
     // An approval decided once is stale for a second decision.
     const approved = await http(writer.port, 'POST', writer.path(`/approval/${approval.requestId}`), { cookie, form: { csrf, decision: 'approve' } });
     assert.equal(approved.status, 200);
@@ -227,7 +241,9 @@ describe('jingwei console refuses, changes nothing and says why', () => {
     const store = openSqliteStore(db);
     try {
       const rows = (await decisionInbox(store).list({ limit: 1000 })).items;
-      assert.deepEqual(rows.map((r) => [r.kind, r.decision, r.actor]).sort(), [['approval', 'approved', 'bob'], ['review', 'uncertain', 'bob']]);
+      assert.deepEqual(rows.map((r) => [r.kind, r.decision, r.actor]).sort(), [['approval', 'approved', 'bob'], ['review', won[2], 'bob']], 'one review waits: the answer that won');
+      const all = (await decisionInbox(store).list({ kind: 'review', states: ['superseded'] })).items;
+      assert.deepEqual(all.map((r) => [r.decision, r.note]), [['uncertain', `replaced by review ${won[1]} (${won[2]} by bob) before it was journaled`]]);
       assert.equal(JSON.stringify(JSON.parse(await state()).journals), JSON.stringify(JSON.parse(before).journals), 'the console never writes a journal');
     } finally {
       await store.close();

@@ -241,9 +241,12 @@ async function operatorReview(spec: StoreSpec, sessionId: string, callIds: reado
       const key = kind.call.operation.key;
       const rows = ledger.filter((r) => r.key === key && r.tool === kind.call.name).length;
       const outcome = rows > 0 ? 'completed' : 'not_executed';
+      // A call takes one waiting review: an answer an earlier round gave and no host has journaled yet is replaced.
+      const waiting = (await decisionInbox(store).list({ sessionId, kind: 'review', states: ['decided'] })).items.filter((d) => d.callId === callId).pop();
       await decisionInbox(store).recordReview({
         sessionId, callId, outcome, actor: 'operator (run crash matrix)',
         evidence: `looked in the outside system: ${rows} record(s) of ${kind.call.name} for key ${key}`,
+        ...(waiting ? { replaces: waiting.id } : {}),
       });
       reviews.push({ callId, outcome });
     }

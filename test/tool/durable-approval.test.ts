@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
+import { ToolBodyError } from '../../src/errors.js';
 import type { ToolApprovalRecord } from '../../src/event/types.js';
 import { jsonDigest } from '../../src/json/canonical.js';
 import { modelFacingOutcome } from '../../src/bridges/outcome.js';
@@ -23,10 +24,12 @@ import { commitAs } from '../../src/store/owner-commit.js';
 const mailSchema = { type: 'object', properties: { to: { type: 'string' } }, required: ['to'] };
 
 /** A non-idempotent mail tool that needs approval, whose approver answers from a queue (pending when empty). */
-function mailRig(answers: Array<ToolApproval | (() => Promise<ToolApproval>)>) {
+/** `hangUp`: the provider hangs up after taking each mail, so every call's outcome is unknown (a call to review). */
+function mailRig(answers: Array<ToolApproval | (() => Promise<ToolApproval>)>, options: { hangUp?: boolean } = {}) {
   const sent: string[] = [];
   const mail = tool('send_mail', async (req) => {
     sent.push((req.arguments as { to: string }).to);
+    if (options.hangUp) throw new ToolBodyError('connection_reset', 'the provider hung up');
     return 'sent';
   }, new ToolMetadata('send mail', mailSchema).withEffect('non_idempotent', 'mail-v1').withApproval('ops'));
   const asked: number[] = [];
@@ -281,7 +284,7 @@ forEachStore('durable approvals', (target) => {
   });
 
   it('review decisions wait in the inbox, filtered by session and paged, until marked journaled', async () => {
-    const m = mailRig([{ decision: 'approved' }, { decision: 'approved' }, { decision: 'approved' }]);
+    const m = mailRig([{ decision: 'approved' }, { decision: 'approved' }, { decision: 'approved' }], { hangUp: true });
     const r = await rig(target, m.config);
     const calls = [];
     for (let i = 0; i < 3; i++) calls.push(await r.gateway.call('send_mail', { to: `p${i}@example.com` }));
@@ -307,7 +310,7 @@ forEachStore('durable approvals', (target) => {
   });
 
   it('listings of many shapes, each asked twice, answer as the first time (a store may keep a statement per shape)', async () => {
-    const m = mailRig([{ decision: 'approved' }, { decision: 'approved' }]);
+    const m = mailRig([{ decision: 'approved' }, { decision: 'approved' }], { hangUp: true });
     const r = await rig(target, m.config);
     const calls = [await r.gateway.call('send_mail', { to: 'a@example.com' }), await r.gateway.call('send_mail', { to: 'b@example.com' })];
     const inbox = decisionInbox(r.store);

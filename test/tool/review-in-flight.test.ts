@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
+import { ToolBodyError } from '../../src/errors.js';
 import { decisionInbox } from '../../src/store/inbox.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -20,7 +21,13 @@ forEachStore('a review of a call that may still be running', (target) => {
     const operator = await location.open();
     const inbox = decisionInbox(operator);
     let release = () => {};
-    const wire = tool('wire', () => new Promise<string>((resolve) => { release = () => resolve('wired'); }),
+    let hangUp = () => {};
+    let bodies = 0;
+    const wire = tool('wire', () => new Promise<string>((resolve, reject) => {
+      bodies += 1;
+      release = () => resolve('wired');
+      hangUp = () => reject(new ToolBodyError('connection_reset', 'the bank hung up'));
+    }),
       new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'));
     const runtime = createToolRuntime({ tools: [wire], grants: { agent: '*' } });
     const review = (sessionId: string, callId: string) => inbox.recordReview({ sessionId, callId, outcome: 'not_executed', evidence: 'no transfer seen yet', actor: 'ops' });
@@ -39,9 +46,15 @@ forEachStore('a review of a call that may still be running', (target) => {
     const liveCall = await callIdOf('s-live');
     await assert.rejects(review('s-live', liveCall), { name: 'DecisionError', code: 'call_in_flight', message: /may still be running/ });
     assert.deepEqual((await inbox.list({ kind: 'review' })).items, [], 'nothing recorded');
-    release();
+    hangUp();
     await running;
-    assert.equal((await review('s-live', liveCall)).state, 'decided', 'a call with a result can be reviewed');
+    assert.equal((await review('s-live', liveCall)).state, 'decided', 'a call with a result that leaves its outcome unknown can be reviewed');
+    const second = runtime.bind({ owner: live, taskId: 't', caller: 'agent' }).call('wire', { to: 'another account' });
+    while (bodies < 2) await sleep(5);
+    release();
+    const succeeded = (await second).call.id;
+    await assert.rejects(review('s-live', succeeded), { name: 'DecisionError', code: 'decision_stale', message: /^nothing was recorded: call \S+ succeeded/ },
+      'a call that succeeded has nothing to review: refused when given, not taken and dropped by the host later');
 
     // The host stopped heartbeating (a dead process): refused until its lease runs out, then taken.
     const dying = await store.acquire('s-dead', { owner: 'host-b', leaseMs: 300, heartbeat: false });

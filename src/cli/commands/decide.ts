@@ -94,6 +94,7 @@ export const reviewCommand: Command = {
     outcome: { type: 'string', value: TOOL_REVIEW_OUTCOMES.join('|'), help: 'what the outside system shows happened (required)' },
     evidence: { type: 'string', value: 'text', help: 'what the outcome rests on (required)' },
     actor: DECIDE_OPTIONS.actor,
+    replaces: { type: 'string', value: 'id', help: 'the review of this call still waiting to be journaled that this one replaces (review_…)' },
     json: DECIDE_OPTIONS.json,
   },
   description: `
@@ -101,8 +102,14 @@ Records a review decision in the store's decision inbox, without taking the sess
 the outside system shows it (completed, not_executed or uncertain), the evidence and who gave it. The session's
 host journals it as the call's review when it next uses the inbox. The call must be in the session's journal. A
 call that may still be running (its host holds the session with a live lease and no result is journaled) cannot be
-reviewed yet: review it once it has a result, the host's lease has run out, or the session was taken over.`,
-  exitCodes: 'This command exits 2 when the session has no such call, 1 (call_in_flight) when the call may still be running.',
+reviewed yet: review it once it has a result, the host's lease has run out, or the session was taken over.
+
+A call takes one review waiting to be journaled: while one waits, another is refused (decision_stale, naming it),
+so two operators answering at the same moment never both read "Recorded". To replace the waiting review (a mistake,
+or new evidence), name it with --replaces; it is then marked superseded and never journaled.`,
+  exitCodes:
+    'This command exits 2 when the session has no such call, 1 when the call may still be running (call_in_flight) or another review of it ' +
+    'waits to be journaled and --replaces does not name it (decision_stale).',
   examples: ['jingwei review journal.db toolcall_0190… --session s-1 --outcome not_executed --evidence "no message in the outbox" --actor alice'],
   async run(ctx) {
     const sessionId = requiredText('review', 'session', ctx.options.session);
@@ -113,7 +120,10 @@ reviewed yet: review it once it has a result, the host's lease has run out, or t
     const evidence = requiredText('review', 'evidence', ctx.options.evidence);
     const actor = requiredText('review', 'actor', ctx.options.actor);
     return withStore(ctx.args.store!, async (store) => {
-      const row = await decisionInbox(store).recordReview({ sessionId, callId: ctx.args.call!, outcome: outcome as ToolReviewOutcome, evidence, actor });
+      const replaces = optionalText(ctx.options.replaces);
+      const row = await decisionInbox(store).recordReview({
+        sessionId, callId: ctx.args.call!, outcome: outcome as ToolReviewOutcome, evidence, actor, ...(replaces !== undefined ? { replaces } : {}),
+      });
       return report(ctx, row, 'Recorded review');
     });
   },

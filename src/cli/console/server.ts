@@ -254,7 +254,11 @@ class Console {
     }
     let row;
     try {
-      row = await decisionInbox(this.options.store).recordReview({ sessionId, callId, outcome: outcome as ToolReviewOutcome, evidence, actor });
+      // The basis matched, so the operator saw the review waiting now (if any): replacing exactly that one is atomic.
+      const replaces = view.inboxReviews.get(callId)?.id;
+      row = await decisionInbox(this.options.store).recordReview({
+        sessionId, callId, outcome: outcome as ToolReviewOutcome, evidence, actor, ...(replaces !== undefined ? { replaces } : {}),
+      });
     } catch (error) {
       if (error instanceof InvalidInputError) return this.call(res, sessionId, callId, 400, { kind: 'error', text: `Nothing was recorded: ${error.message}` }, kept);
       if (error instanceof DecisionError) return this.call(res, sessionId, callId, error.code === 'decision_not_found' ? 404 : 409, { kind: 'error', text: `Refused, nothing was recorded: ${error.message}` }, kept);

@@ -167,6 +167,7 @@ function decisionForms(
   d: { refusal: string | null; basis: string; approval: DecisionRow | undefined; decided: DecisionRow | undefined; form: TypedForm },
 ): string {
   const parts: string[] = ['<h2>Decide</h2>'];
+  const waiting = view.inboxReviews.get(callId);
   if (ctx.readOnly) {
     parts.push('<p class="notice info">This console is read-only (--read-only): decisions are made elsewhere.</p>');
     return parts.join('');
@@ -184,7 +185,7 @@ ${csrf}<p>Approval request <span class="mono">${h(d.approval.id)}</span>, waitin
   if (d.refusal === null) {
     parts.push(`<form class="card" method="post" action="${h(`${callHref(ctx.base, view.sessionId, callId)}/review`)}" id="review-form">
 ${csrf}<input type="hidden" name="basis" value="${formValue(d.basis)}">
-<p>Record a review: what the outside system shows happened to this operation. It waits in the decision inbox until the session's host journals it; a <b>not_executed</b> review lets the host retry once, a <b>completed</b> one resolves the call for good.</p>
+<p>Record a review: what the outside system shows happened to this operation. It waits in the decision inbox until the session's host journals it; a <b>not_executed</b> review lets the host retry once, a <b>completed</b> one resolves the call for good.${waiting ? ` It replaces the inbox review above (${h(waiting.id)}), which is then never journaled.` : ''}</p>
 <label for="r-outcome">Outcome</label><select id="r-outcome" name="outcome">${options(TOOL_REVIEW_OUTCOMES, d.form.outcome, 'choose…')}</select>
 <label for="r-evidence">Evidence you checked</label>${textarea('r-evidence', 'evidence', d.form.evidence)}
 <p><button type="submit">Record review</button></p></form>`);

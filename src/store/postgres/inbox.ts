@@ -65,16 +65,56 @@ export class PostgresInbox implements InboxBackend {
   }
 
   async transactDecision<R>(id: string, decide: (row: DecisionRow | undefined) => { readonly write?: DecisionRow; readonly result: R }): Promise<R> {
-    try {
-      return await this.tx(`decision ${id}`, async (client) => {
+    return this.transactRows(
+      `decision ${id}`,
+      async (client) => {
         const res = await client.query<DecisionRecord>(`SELECT ${DECISION_COLUMNS} FROM ${this.S}.jw_decisions WHERE id = $1 FOR UPDATE`, [id]);
-        let outcome: { readonly write?: DecisionRow; readonly result: R };
+        return res.rows[0] ? toDecision(res.rows[0]) : undefined;
+      },
+      (row) => {
+        const { write, result } = decide(row);
+        return { writes: write ? [write] : [], result };
+      },
+    );
+  }
+
+  async transactReview<R>(
+    sessionId: SessionId,
+    callId: string,
+    decide: (waiting: readonly DecisionRow[]) => { readonly writes: readonly DecisionRow[]; readonly result: R },
+  ): Promise<R> {
+    return this.transactRows(
+      `review of call ${callId}`,
+      async (client) => {
+        // Two first reviews of a call have no row to lock: a transaction-scoped lock on the call serializes them.
+        await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`${this.channel}:review:${sessionId}:${callId}`]);
+        const res = await client.query<DecisionRecord>(
+          `SELECT ${DECISION_COLUMNS} FROM ${this.S}.jw_decisions WHERE session_id = $1 AND call_id = $2 AND kind = 'review' AND state = 'decided' ` +
+            'ORDER BY id FOR UPDATE',
+          [sessionId, callId],
+        );
+        return res.rows.map(toDecision);
+      },
+      decide,
+    );
+  }
+
+  /** One transaction: read the rows (locked), decide, write what was decided; an error `decide` throws passes through. */
+  private async transactRows<S, R>(
+    context: string,
+    read: (client: PoolClient) => Promise<S>,
+    decide: (state: S) => { readonly writes: readonly DecisionRow[]; readonly result: R },
+  ): Promise<R> {
+    try {
+      return await this.tx(context, async (client) => {
+        const state = await read(client);
+        let outcome: { readonly writes: readonly DecisionRow[]; readonly result: R };
         try {
-          outcome = decide(res.rows[0] ? toDecision(res.rows[0]) : undefined);
+          outcome = decide(state);
         } catch (error) {
           throw new Passthrough(error);
         }
-        if (outcome.write) await this.write(client, [outcome.write]);
+        await this.write(client, outcome.writes);
         return outcome.result;
       });
     } catch (error) {

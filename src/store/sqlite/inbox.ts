@@ -16,6 +16,7 @@ export class SqliteInbox implements InboxBackend {
   private readonly listings = new Map<string, Statement<unknown[], DecisionRecord>>();
   private readonly byId: Statement<[string], DecisionRecord>;
   private readonly ofOperation: Statement<[string, string, string], DecisionRecord>;
+  private readonly waitingOfCall: Statement<[string, string], DecisionRecord>;
   private readonly upsert: Statement;
 
   constructor(
@@ -26,6 +27,9 @@ export class SqliteInbox implements InboxBackend {
     this.ofOperation = db.prepare<[string, string, string], DecisionRecord>(
       `SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE session_id = ? AND task_id = ? AND op_key = ? ` +
         "AND kind = 'approval' AND state IN ('open', 'decided') ORDER BY id",
+    );
+    this.waitingOfCall = db.prepare<[string, string], DecisionRecord>(
+      `SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE session_id = ? AND call_id = ? AND kind = 'review' AND state = 'decided' ORDER BY id`,
     );
     this.upsert = db.prepare(UPSERT);
   }
@@ -45,6 +49,18 @@ export class SqliteInbox implements InboxBackend {
       const record = this.byId.get(id);
       const { write, result } = decide(record ? toDecision(record) : undefined);
       if (write) this.write([write]);
+      return result;
+    }).immediate());
+  }
+
+  async transactReview<R>(
+    sessionId: SessionId,
+    callId: string,
+    decide: (waiting: readonly DecisionRow[]) => { readonly writes: readonly DecisionRow[]; readonly result: R },
+  ): Promise<R> {
+    return this.run('', () => this.db.transaction(() => {
+      const { writes, result } = decide(this.waitingOfCall.all(sessionId, callId).map(toDecision));
+      this.write(writes);
       return result;
     }).immediate());
   }
