@@ -520,7 +520,7 @@ class FencedOwner implements SessionOwner {
   async #commit(asked: CommitRequest): Promise<CommitReceipt> {
     this.guard.check();
     if ((this.lettingGo !== null || this.guard.closing) && Array.isArray(asked.events) && asked.events.some((e) => e?.kind?.type === 'tool_call')) {
-      if (this.lettingGo === null) throw new StoreClosedError(this.backend.kind, this.backend.location);
+      if (this.guard.closing) throw new StoreClosedError(this.backend.kind, this.backend.location);
       throw new StaleOwnerError(this.sessionId, this.epoch, `it takes no new call: ${this.lettingGo}`);
     }
     // Without an inbox there are no requests for a settle to supersede.

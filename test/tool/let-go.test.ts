@@ -14,6 +14,8 @@ import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { SessionOwner } from '../../src/store/types.js';
+import { commitAs } from '../../src/store/owner-commit.js';
+import { newCallId, newTurnId } from '../../src/ids.js';
 import { sleep, tool } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
 
@@ -100,11 +102,20 @@ forEachStore('letting a session go stops its calls', (target) => {
     await releasing;
     assert.equal((await first).result.outcome.status, 'failed');
 
+    const busy = await store.acquire('s4', { owner: 'host-a' });
+    await busy.startTask('t');
+    const running = call(busy, world);
+    while (world.entered.length < 2) await sleep(2);
     const other = await store.acquire('s3', { owner: 'host-a' });
     await other.startTask('t');
     const pending = call(other, world);
     for (let i = 0; i < 8; i++) await null;
-    await store.close();
+    const closing = store.close();
+    // While close() stops the calls in flight (no await in between): the store is closing, the owner is not stale.
+    const during = commitAs(busy, { events: [{ turnId: newTurnId(), kind: { type: 'tool_call', call: { id: newCallId(), name: 'transfer', arguments: {} } } }] });
+    await assert.rejects(during, { name: 'StoreClosedError', code: 'store_closed' }, 'a call made while the store closes is refused as store_closed, not as a stale owner');
+    await closing;
+    assert.equal((await running).result.outcome.status, 'failed');
     const settled = await pending.then((x) => x.result.outcome.status, (e: unknown) => (e as { code?: string }).code);
     await sleep(400);
     assert.equal(world.made.length, 0, 'no body goes on, or starts, after close() returned');
