@@ -27,6 +27,22 @@ export function inboxText(field: string, value: unknown, optional: boolean): str
   return checkId<string>(field, value);
 }
 
+/** Actor names the library gives its own decisions: a reconciler's answers, the `retry_safe` policy's reviews. */
+const RESERVED_ACTOR_PREFIXES = ['reconciler:', 'policy:'] as const;
+
+/**
+ * The actor of an operator's decision: the inbox's text rule, and not a name the library gives its own decisions,
+ * which the views and the audit would show as a reconciler's or a policy's.
+ */
+export function inboxActor(value: unknown): string {
+  const actor = inboxText('actor', value, false)!;
+  const reserved = RESERVED_ACTOR_PREFIXES.find((p) => actor.toLowerCase().startsWith(p));
+  if (reserved !== undefined) {
+    throw new InvalidInputError('actor', `names starting with ${reserved} are the library's own (a reconciler's answers, the retry_safe policy); an operator's decision needs the operator's name`);
+  }
+  return actor;
+}
+
 /** An operator's approval decision. */
 export interface ApprovalDecisionInput {
   readonly actor: string;
@@ -104,7 +120,7 @@ export class DecisionInbox {
 
   private decide(requestId: string, decision: 'approved' | 'denied', input: ApprovalDecisionInput): Promise<DecisionRow> {
     const id = checkId<string>('requestId', requestId);
-    const actor = inboxText('actor', input?.actor, false)!;
+    const actor = inboxActor(input?.actor);
     const reason = inboxText('reason', input?.reason, true);
     const at = new Date().toISOString();
     return this.inbox.transactDecision(id, (row) => {
@@ -125,7 +141,7 @@ export class DecisionInbox {
       throw new InvalidInputError('outcome', `must be one of ${TOOL_REVIEW_OUTCOMES.join(', ')}`);
     }
     const evidence = inboxText('evidence', input.evidence, false)!;
-    const actor = inboxText('actor', input.actor, false)!;
+    const actor = inboxActor(input.actor);
     const replaces = input.replaces === undefined ? undefined : checkId<string>('replaces', input.replaces);
     const { history, inFlight } = await (this.store as JournalStore).callInFlight(sessionId, callId);
     const call = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId)?.kind;

@@ -52,7 +52,7 @@ describe('jingwei approve, deny and review', () => {
     await store.close();
   });
 
-  it('usage errors exit 2: no actor, an unknown request, a bad outcome, a call not in the session', async () => {
+  it('usage errors exit 2: no actor, an unknown request, a bad outcome, a call not in the session, an actor name the library reserves', async () => {
     const { path, requestId, ranCallId } = await journal();
     assert.equal(cli(['approve', path, requestId]).code, 2);
     const unknown = cli(['deny', path, 'approval_unknown', '--actor', 'bob']);
@@ -60,6 +60,13 @@ describe('jingwei approve, deny and review', () => {
     assert.match(unknown.stderr, /decision_not_found/);
     assert.equal(cli(['review', path, ranCallId, '--session', 's-1', '--outcome', 'done', '--evidence', 'x', '--actor', 'a']).code, 2);
     assert.equal(cli(['review', path, 'toolcall_nope', '--session', 's-1', '--outcome', 'completed', '--evidence', 'x', '--actor', 'a']).code, 2);
+    // The names the library gives its own decisions: the views would show a person's answer as a reconciler's or a policy's.
+    for (const actor of ['reconciler:mail@v1', 'Policy:retry_safe']) {
+      const review = cli(['review', path, ranCallId, '--session', 's-1', '--outcome', 'not_executed', '--evidence', 'x', '--actor', actor]);
+      assert.equal(review.code, 2);
+      assert.match(review.stderr, /invalid_input: actor: names starting with (reconciler|policy): are the library's own/);
+      assert.equal(cli(['approve', path, requestId, '--actor', actor]).code, 2);
+    }
     const store = openSqliteStore(path);
     assert.equal((await decisionInbox(store).get(requestId))?.state, 'open');
     assert.deepEqual((await decisionInbox(store).list({ kind: 'review' })).items, []);

@@ -2,7 +2,7 @@
  * The console's gate (docs/design.md#the-review-console): the checks every request passes before it reaches a page
  * or a form, and the one way a form is read. Pure functions and constants; the server applies them in order.
  */
-import { inboxText } from '../../store/inbox.js';
+import { inboxActor } from '../../store/inbox.js';
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { LIMITS } from '../../limits.js';
@@ -122,5 +122,5 @@ export function readForm(req: IncomingMessage): Promise<URLSearchParams> {
  * refuse never serves a page whose every decision fails.
  */
 export function checkActor(actor: unknown): string {
-  return inboxText('actor', actor, false)!;
+  return inboxActor(actor);
 }
