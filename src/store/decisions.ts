@@ -326,16 +326,27 @@ function applyBudget(task: TaskRow, epoch: number, request: CommitRequest, bytes
       throw new BudgetExhaustedError(row.taskId, 'tool_calls', `${row.chargedToolCalls} of ${row.limitToolCalls} used`);
     }
     // Checked at admission only: the marker and result of an admitted call are always recorded, since refusing
-    // them would lose evidence (docs/design.md#budgets-are-exact).
-    if (journal.charged + bytes > journal.limit) {
-      throw new BudgetExhaustedError(row.taskId, 'journal_bytes', `${journal.charged} of ${journal.limit} used; this call needs ${bytes}`);
+    // them would lose evidence. The outputs the task's open calls may still record count as used, so that only the
+    // last call admitted can take the task past its limit (docs/design.md#budgets-are-exact).
+    const open = row.reservations.length;
+    if (journal.charged + row.reservedOutputBytes + bytes > journal.limit) {
+      throw new BudgetExhaustedError(row.taskId, 'journal_bytes',
+        `${journal.charged} of ${journal.limit} used${open > 0 ? `, ${row.reservedOutputBytes} held for the outputs of ${open} call${open === 1 ? '' : 's'} still open` : ''}; this call needs ${bytes}`);
     }
-    const remaining = row.limitOutputBytes - row.chargedOutputBytes - row.reservedOutputBytes;
-    if (remaining <= 0) {
+    const unused = row.limitOutputBytes - row.chargedOutputBytes;
+    if (unused <= 0) {
       throw new BudgetExhaustedError(row.taskId, 'tool_output_bytes', `${row.chargedOutputBytes} of ${row.limitOutputBytes} used`);
     }
+    // A reservation shrinks to what the task has not used, never to what its open calls hold: a body admitted with a
+    // limit its siblings had shrunk could do its write and then have its answer refused as output_limit.
+    const wanted = Math.min(budget.admit.maxOutputBytes, unused);
+    if (unused - row.reservedOutputBytes < wanted) {
+      throw new BudgetExhaustedError(row.taskId, 'tool_output_bytes',
+        `${row.chargedOutputBytes} of ${row.limitOutputBytes} used and ${row.reservedOutputBytes} reserved by ${open} call${open === 1 ? '' : 's'} still open; ` +
+          `this call needs ${wanted}: call it again once they have finished`);
+    }
     const callId = (calls[0]!.kind as { call: { id: string } }).call.id;
-    reserved = Math.min(budget.admit.maxOutputBytes, remaining);
+    reserved = wanted;
     // A call refused before its body carries its result in this commit: it needs no room after it.
     const resultHere = request.events.some((e) => e.kind.type === 'tool_result' && e.kind.result.callId === callId);
     if (!resultHere) reserved = journalRoomForOutput(task.sessionId, historyAfter, reservations, reserved);

@@ -175,8 +175,10 @@ function storeRules(name: string, factory: StoreFactory): void {
       const first = newCallId();
       const r1 = await commitAs(owner, { events: [callDraft(task, newOperationKey(), first)], budget: { taskId: task, admit: { maxOutputBytes: 64 } } });
       assert.equal(r1.reservedOutputBytes, 64);
-      const r2 = await commitAs(owner, { events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 64 } } });
-      assert.equal(r2.reservedOutputBytes, 36, 'the reservation is clamped to what remains');
+      await rejects(commitAs(owner, { events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 64 } } }), 'budget_exhausted',
+        'a call whose output limit fits what the task has not used, but not beside what its open calls hold, must be refused, not admitted with a limit its siblings shrank');
+      const r2 = await commitAs(owner, { events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 36 } } });
+      assert.equal(r2.reservedOutputBytes, 36, 'a call that fits beside the open ones is admitted with its whole limit');
       await rejects(commitAs(owner, { events: [callDraft(task, newOperationKey())], budget: { taskId: task, admit: { maxOutputBytes: 1 } } }), 'budget_exhausted');
       await rejects(commitAs(owner, { events: [message('no call')], budget: { taskId: task, admit: { maxOutputBytes: 1 } } }), 'invalid_input');
       await commitAs(owner, { events: [resultDraft(first)], budget: { taskId: task, settle: { chargeOutputBytes: 10 } } });
@@ -187,6 +189,15 @@ function storeRules(name: string, factory: StoreFactory): void {
       assert.equal((await store.loadHistory('s-budget')).length, 4);
       await rejects(commitAs(owner, { events: [message('x')], budget: { taskId: 'nope' as TaskId, admit: { maxOutputBytes: 1 } } }), 'task_not_found');
       assert.equal((await store.loadHistory('s-budget')).length, 4);
+      // What the task has used (not what its open calls hold) shrinks a reservation: one after the other, the second
+      // call gets what the first left.
+      const clamp = 't-clamp' as TaskId;
+      await owner.startTask(clamp, { limits: { toolOutputBytes: 100 } });
+      const used = newCallId();
+      await commitAs(owner, { events: [callDraft(clamp, newOperationKey(), used)], budget: { taskId: clamp, admit: { maxOutputBytes: 64 } } });
+      await commitAs(owner, { events: [resultDraft(used)], budget: { taskId: clamp, settle: { chargeOutputBytes: 64 } } });
+      const next = await commitAs(owner, { events: [callDraft(clamp, newOperationKey())], budget: { taskId: clamp, admit: { maxOutputBytes: 64 } } });
+      assert.equal(next.reservedOutputBytes, 36, 'the reservation is clamped to what the task has not used');
       await store.close();
     });
 
