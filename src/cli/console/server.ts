@@ -14,6 +14,7 @@ import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../../event/types.
 import { decisionInbox } from '../../store/inbox.js';
 import { watchQueue } from '../../store/queue-watch.js';
 import type { SessionStore } from '../../store/types.js';
+import { LatestUpdate } from './live-stream.js';
 import { callBasis, queueFilters, readQueue, readSession, reviewRefusal } from './data.js';
 import { checkActor, cookieValues, HttpRefusal, networkRefusal, readForm, same, SECURITY_HEADERS, sessionCookie, type Refusal } from './gate.js';
 import { callHref, h, notice, page } from './html.js';
@@ -135,6 +136,7 @@ class Console {
     const { filters, paging } = queueFilters(params);
     res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-store', Connection: 'keep-alive', 'X-Content-Type-Options': 'nosniff' });
     this.streams.add(res);
+    const live = new LatestUpdate(res);
     let last = '';
     let lastSent = 0;
     let busy = false;
@@ -154,10 +156,10 @@ class Console {
         if (signature !== last || Date.now() - lastSent > 10_000) {
           last = signature;
           lastSent = Date.now();
-          res.write(`event: queue\ndata: ${JSON.stringify({ parts: queueParts(view, filters, paging, new Date().toISOString(), this.base) })}\n\n`);
+          live.send(`event: queue\ndata: ${JSON.stringify({ parts: queueParts(view, filters, paging, new Date().toISOString(), this.base) })}\n\n`);
         }
       } catch (error) {
-        res.write(`event: failure\ndata: ${JSON.stringify({ message: message(error) })}\n\n`);
+        live.send(`event: failure\ndata: ${JSON.stringify({ message: message(error) })}\n\n`);
       } finally {
         busy = false;
       }
