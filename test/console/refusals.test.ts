@@ -204,6 +204,13 @@ describe('jingwei console refuses, changes nothing and says why', () => {
     const unknown = await http(writer.port, 'POST', writer.path('/approval/approval_nope'), { cookie, form: { csrf, decision: 'approve' } });
     assert.equal(unknown.status, 404);
     assert.match(said(unknown), /there is no approval request approval_nope/);
+    for (const evidence of ['%ZZ', '%E0%A4%A', '%ED%A0%80']) {
+      const lossy = await http(writer.port, 'POST', writer.path(`${path}/review`), {
+        cookie, rawForm: `csrf=${encodeURIComponent(csrf)}&basis=${encodeURIComponent(basis)}&outcome=completed&evidence=${evidence}`,
+      });
+      assert.equal(lossy.status, 400, `evidence ${evidence}`);
+      assert.match(said(lossy), /the form is not valid application\/x-www-form-urlencoded \(a malformed %-escape, or text that is not UTF-8\)\. Nothing was recorded/);
+    }
     const otherCall = await http(writer.port, 'GET', writer.path(`/session/${session}/call/toolcall_nope`), { cookie });
     assert.equal(otherCall.status, 404);
     assert.equal(await state(), before, 'bad input recorded nothing');

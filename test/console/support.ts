@@ -156,8 +156,9 @@ export interface Reply {
   readonly body: string;
 }
 
-export function http(port: number, method: 'GET' | 'POST', path: string, options: { host?: string; cookie?: string; form?: Record<string, string>; origin?: string } = {}): Promise<Reply> {
-  const body = options.form ? new URLSearchParams(options.form).toString() : undefined;
+/** `rawForm`: a form body sent as given, for what a browser never sends. */
+export function http(port: number, method: 'GET' | 'POST', path: string, options: { host?: string; cookie?: string; form?: Record<string, string>; rawForm?: string; origin?: string } = {}): Promise<Reply> {
+  const body = options.rawForm ?? (options.form ? new URLSearchParams(options.form).toString() : undefined);
   return new Promise((resolve, reject) => {
     const req = request({
       host: '127.0.0.1',

@@ -80,6 +80,22 @@ export class HttpRefusal extends Error {
   }
 }
 
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * A form body decoded without loss or refused: `URLSearchParams` alone turns a malformed escape or bytes that are not
+ * UTF-8 into replacement characters, which would be recorded as an operator's evidence.
+ */
+function strictForm(body: Buffer): URLSearchParams {
+  try {
+    const text = UTF8.decode(body);
+    for (const pair of text.split('&')) for (const part of pair.split('=')) decodeURIComponent(part.replace(/\+/g, ' '));
+    return new URLSearchParams(text);
+  } catch {
+    throw new HttpRefusal(400, 'Refused: the form is not valid application/x-www-form-urlencoded (a malformed %-escape, or text that is not UTF-8). Nothing was recorded.');
+  }
+}
+
 /**
  * The form of a POST. A form over MAX_FORM_BYTES is refused (413), but only once the browser has sent all of it:
  * a server that closes the connection while the browser still sends shows the operator an empty response instead
@@ -111,7 +127,13 @@ export function readForm(req: IncomingMessage): Promise<URLSearchParams> {
     });
     req.on('end', () => {
       if (size > MAX_FORM_BYTES) reject(tooLarge());
-      else resolve(new URLSearchParams(Buffer.concat(chunks).toString('utf8')));
+      else {
+        try {
+          resolve(strictForm(Buffer.concat(chunks)));
+        } catch (error) {
+          reject(error);
+        }
+      }
     });
     req.on('error', reject);
   });
