@@ -11,7 +11,7 @@ import type { SessionStore } from '../store/types.js';
 import { LIMITS } from '../limits.js';
 import { commitAs } from '../store/owner-commit.js';
 import { attentionRules } from './conformance-attention.js';
-import { decisionInbox } from '../store/inbox.js';
+import { decisionInbox, type DecisionInbox } from '../store/inbox.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { leaseRules, operationRules } from './lease-conformance.js';
 import { applyRules, concurrencyRules, NO_REOPEN } from './concurrency-conformance.js';
@@ -553,19 +553,24 @@ function draftValidation(name: string, factory: StoreFactory): void {
   });
 }
 
+/** The store's decision inbox, or null with the test skipped when the store has none (it refuses with inbox_unsupported). */
+function inboxOrSkip(store: SessionStore, t: { skip(message: string): void }): DecisionInbox | null {
+  try {
+    return decisionInbox(store);
+  } catch (error) {
+    if ((error as { code?: string }).code !== 'inbox_unsupported') throw error;
+    t.skip('this store has no decision inbox');
+    return null;
+  }
+}
+
 /** The decision inbox, for a store whose backend has one (a store without it refuses with inbox_unsupported). */
 function inboxRules(name: string, factory: StoreFactory): void {
   describe(`store decision inbox: ${name}`, () => {
     it('an approval request is left with its commit, decided once, used once with its binding, and superseded by a newer one', async (t) => {
       const { store } = await factory.open();
-      let inbox;
-      try {
-        inbox = decisionInbox(store);
-      } catch (error) {
-        if ((error as { code?: string }).code !== 'inbox_unsupported') throw error;
-        t.skip('this store has no decision inbox');
-        return;
-      }
+      const inbox = inboxOrSkip(store, t);
+      if (inbox === null) return;
       const owner = await store.acquire('s-inbox', { owner: 'h' });
       const task = 't-inbox' as TaskId;
       await owner.startTask(task);
@@ -600,21 +605,15 @@ function inboxRules(name: string, factory: StoreFactory): void {
 
     it('a call takes one waiting review: reviews given at once are decided one at a time, and only a review naming the waiting one replaces it', async (t) => {
       const { store, reopen } = await factory.open();
-      let inbox;
-      try {
-        inbox = decisionInbox(store);
-      } catch (error) {
-        if ((error as { code?: string }).code !== 'inbox_unsupported') throw error;
-        t.skip('this store has no decision inbox');
-        return;
-      }
+      const inbox = inboxOrSkip(store, t);
+      if (inbox === null) return;
       const owner = await store.acquire('s-review', { owner: 'h' });
       await owner.startTask('t-review');
       const callId = newCallId();
       await commitAs(owner, { events: [callDraft('t-review', newOperationKey(), callId)] });
       await owner.release();
       const other = reopen ? decisionInbox(await reopen()) : inbox;
-      const review = (by: typeof inbox, actor: string, outcome: 'completed' | 'not_executed', replaces?: string) =>
+      const review = (by: DecisionInbox, actor: string, outcome: 'completed' | 'not_executed', replaces?: string) =>
         by.recordReview({ sessionId: 's-review', callId, outcome, evidence: `${actor} checked`, actor, ...(replaces ? { replaces } : {}) });
       const answers = await Promise.allSettled([review(inbox, 'carol', 'not_executed'), review(other, 'dan', 'completed'), review(inbox, 'erin', 'completed')]);
       const recorded = answers.filter((a) => a.status === 'fulfilled');
