@@ -230,9 +230,9 @@ export class DecisionInbox {
 }
 
 /**
- * A call takes one review waiting to be journaled (docs/design.md#the-decision-inbox): a second operator's review is
- * refused unless it names the waiting one it replaces, so two answers given at the same moment never both read
- * "Recorded", and an operator who overrides a colleague has seen what they override.
+ * A call takes one review waiting to be journaled (docs/design.md#a-call-takes-one-waiting-review): a second
+ * operator's review is refused unless it names the waiting one it replaces, so two answers given at the same moment
+ * never both read "Recorded", and an operator who overrides a colleague has seen what they override.
  */
 function refuseUnlessReplacing(callId: string, waiting: readonly DecisionRow[], replaces: string | undefined): void {
   const latest = waiting[waiting.length - 1];
