@@ -174,15 +174,19 @@ export class DecisionInbox {
     });
   }
 
-  /** Marks a review decision as journaled (by the event `eventId`); refused unless it is still decided. */
+  /**
+   * Marks a review decision as journaled (by the event `eventId`); refused unless it is still decided, or superseded
+   * by a newer review after its owner had begun journaling it (the journal holds it, so the inbox says so).
+   */
   async markReviewJournaled(decisionId: string, eventId: string): Promise<DecisionRow> {
     const id = checkId<string>('decisionId', decisionId);
     const by = checkId<string>('eventId', eventId);
     const at = new Date().toISOString();
     return this.inbox.transactDecision(id, (row) => {
       if (row?.kind !== 'review') throw new DecisionError('decision_not_found', id, `no review decision ${id}`);
-      if (row.state !== 'decided') throw new DecisionError('decision_stale', id, `review decision ${id} is ${row.state}`);
-      const write: DecisionRow = { ...row, state: 'consumed', consumedAt: at, consumedBy: by };
+      if (row.state !== 'decided' && row.state !== 'superseded') throw new DecisionError('decision_stale', id, `review decision ${id} is ${row.state}`);
+      // A replaced review its owner journaled anyway: "replaced before it was journaled" no longer holds.
+      const write: DecisionRow = { ...row, state: 'consumed', consumedAt: at, consumedBy: by, ...(row.state === 'superseded' ? { note: null } : {}) };
       return { write, result: write };
     });
   }

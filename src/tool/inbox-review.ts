@@ -69,7 +69,10 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
   // not journaled again, so a person or a job re-asserting it cannot fill the session's journal.
   const latest = new Map<string, ToolReviewRecord>();
   for (const e of history) if (e.kind.type === 'tool_review') latest.set(e.kind.review.callId, e.kind.review);
-  for (const row of rows) {
+  for (const listed of rows) {
+    // Read again: an operator may have replaced it since the listing (a newer review of the call, which waits).
+    const row = await inbox.get(listed.id);
+    if (row === undefined || row.state !== 'decided') continue;
     const outcome = row.decision as ToolReviewOutcome;
     const done = journaledEvent(current, row.id);
     if (done !== undefined && done.kind.type === 'tool_review') {
