@@ -12,6 +12,7 @@ import { decisionInbox } from '../../src/store/inbox.js';
 import type { JournalStore } from '../../src/store/journal-store.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import type { JournalBackend } from '../../src/store/rows.js';
+import type { SessionStore } from '../../src/store/types.js';
 import { journalInboxReviews } from '../../src/tool/inbox-review.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -42,8 +43,8 @@ function storeWithRace() {
   return { store: createJournalStore(backend), race: (run: () => Promise<unknown>) => { meanwhile = run; } };
 }
 
-it('a review replaced after the owner listed it is not journaled, and the pass goes on; the replacement is journaled next', async () => {
-  const { store, race } = storeWithRace();
+/** A mail whose provider hung up (its outcome unknown), its host gone, and carol's `not_executed` review waiting. */
+async function reviewedMail(store: SessionStore) {
   const host = await store.acquire('s', { owner: 'host-a' });
   await host.startTask('t');
   const mail = tool('send_mail', async () => { throw new ToolBodyError('connection_reset', 'the provider hung up'); },
@@ -52,6 +53,12 @@ it('a review replaced after the owner listed it is not journaled, and the pass g
   await host.release();
   const inbox = decisionInbox(store);
   const first = await inbox.recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'not in the outbox', actor: 'carol' });
+  return { callId, inbox, first };
+}
+
+it('a review replaced after the owner listed it is not journaled, and the pass goes on; the replacement is journaled next', async () => {
+  const { store, race } = storeWithRace();
+  const { callId, inbox, first } = await reviewedMail(store);
   const owner = await store.acquire('s', { owner: 'host-b' });
   let second = '';
   race(async () => {
@@ -67,14 +74,7 @@ it('a review replaced after the owner listed it is not journaled, and the pass g
 
 it('a review superseded after its owner journaled it is marked consumed by that event: the journal holds it', async () => {
   const { store } = storeWithRace();
-  const host = await store.acquire('s', { owner: 'host-a' });
-  await host.startTask('t');
-  const mail = tool('send_mail', async () => { throw new ToolBodyError('connection_reset', 'the provider hung up'); },
-    new ToolMetadata('sends a mail', { type: 'object' }).withEffect('non_idempotent', 'v1'));
-  const callId = (await createToolRuntime({ tools: [mail], grants: { agent: '*' } }).bind({ owner: host, taskId: 't', caller: 'agent' }).call('send_mail', {})).call.id;
-  await host.release();
-  const inbox = decisionInbox(store);
-  const first = await inbox.recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'not in the outbox', actor: 'carol' });
+  const { callId, inbox, first } = await reviewedMail(store);
   await inbox.recordReview({ sessionId: 's', callId, outcome: 'completed', evidence: 'the provider sent it', actor: 'dan', replaces: first.id });
   const marked = await inbox.markReviewJournaled(first.id, 'event_1');
   assert.deepEqual([marked.state, marked.consumedBy, marked.note], ['consumed', 'event_1', null]);
