@@ -292,6 +292,9 @@ export function journalLedger(row: TaskRow): { limit: number; charged: number } 
   return { limit: row.limitJournalBytes ?? TASK_DEFAULTS.journalBytes, charged: row.chargedJournalBytes ?? 0 };
 }
 
+/** The noun for `n` calls, in the refusals' messages. */
+const callNoun = (n: number): string => (n === 1 ? 'call' : 'calls');
+
 /**
  * The most a call reserves output bytes for, and whether it may be admitted, given the session's journal: after this
  * commit the journal must still hold the evidence of every call of the task still open and of this one (each its
@@ -306,7 +309,7 @@ function journalRoomForOutput(sessionId: SessionId, historyAfter: number, open: 
     throw new JournalFullError(
       sessionId,
       `${historyAfter} of ${LIMITS.maxHistoryBytes} bytes would be used with this call, and the results and reviews of ` +
-        `${open.length === 0 ? 'this call' : `this call and ${open.length} other open call${open.length === 1 ? '' : 's'}`} need room the journal no longer has; nothing was written`,
+        `${open.length === 0 ? 'this call' : `this call and ${open.length} other open ${callNoun(open.length)}`} need room the journal no longer has; nothing was written`,
     );
   }
   return Math.min(wanted, room);
@@ -331,7 +334,7 @@ function applyBudget(task: TaskRow, epoch: number, request: CommitRequest, bytes
     const open = row.reservations.length;
     if (journal.charged + row.reservedOutputBytes + bytes > journal.limit) {
       throw new BudgetExhaustedError(row.taskId, 'journal_bytes',
-        `${journal.charged} of ${journal.limit} used${open > 0 ? `, ${row.reservedOutputBytes} held for the outputs of ${open} call${open === 1 ? '' : 's'} still open` : ''}; this call needs ${bytes}`);
+        `${journal.charged} of ${journal.limit} used${open > 0 ? `, ${row.reservedOutputBytes} held for the outputs of ${open} ${callNoun(open)} still open` : ''}; this call needs ${bytes}`);
     }
     const unused = row.limitOutputBytes - row.chargedOutputBytes;
     if (unused <= 0) {
@@ -342,7 +345,7 @@ function applyBudget(task: TaskRow, epoch: number, request: CommitRequest, bytes
     const wanted = Math.min(budget.admit.maxOutputBytes, unused);
     if (unused - row.reservedOutputBytes < wanted) {
       throw new BudgetExhaustedError(row.taskId, 'tool_output_bytes',
-        `${row.chargedOutputBytes} of ${row.limitOutputBytes} used and ${row.reservedOutputBytes} reserved by ${open} call${open === 1 ? '' : 's'} still open; ` +
+        `${row.chargedOutputBytes} of ${row.limitOutputBytes} used and ${row.reservedOutputBytes} reserved by ${open} ${callNoun(open)} still open; ` +
           `this call needs ${wanted}: call it again once they have finished`);
     }
     const callId = (calls[0]!.kind as { call: { id: string } }).call.id;
