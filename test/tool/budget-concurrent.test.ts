@@ -64,6 +64,24 @@ forEachStore('calls running at once share their task\'s budget', (target) => {
     await store.close();
   });
 
+  it('a call refused before its body, beside a running call holding the whole output budget, is recorded as refused, not thrown', async () => {
+    const store = await target.fresh().open();
+    const owner = await store.acquire('s-refused', { owner: 'host' });
+    await owner.startTask('t', { limits: { toolOutputBytes: 68000 } });
+    const world = mailer(100);
+    const strict = tool('send_strict', async () => 'sent', new ToolMetadata('sends a mail', { type: 'object', required: ['to'] }).withEffect('non_idempotent', 'v1'));
+    const gateway = createToolRuntime({ tools: [world.send, strict], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const first = gateway.call('send_mail', { to: 'a' });
+    await sleep(30);
+    // The running call holds 65,536 of the 68,000 bytes; a call refused by its schema needs none of them.
+    assert.deepEqual(await settle(gateway.call('send_strict', {})), { status: 'failed', category: 'invalid_arguments' });
+    assert.deepEqual(await settle(gateway.call('send_nothing', {})), { status: 'failed', category: 'unavailable' });
+    assert.deepEqual(await settle(first), { status: 'succeeded' });
+    const task = await owner.task('t');
+    assert.deepEqual([task.charged.toolCalls, task.charged.toolOutputBytes, task.reservedOutputBytes], [3, 5000, 0]);
+    await store.close();
+  });
+
   it('calls running at once take the task past its journal-bytes limit by one result at most', async () => {
     const store = await target.fresh().open();
     const owner = await store.acquire('s-journal', { owner: 'host' });
