@@ -107,6 +107,7 @@ export const RECORDED_FAILURE_CODES = Object.freeze([
   'tool_in_doubt',
   'tool_approval_pending',
   'tool_approval_denied_by_operator',
+  'tool_contract_changed',
 ] as const);
 
 export type RecordedFailureCode = (typeof RECORDED_FAILURE_CODES)[number];

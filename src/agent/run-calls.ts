@@ -11,10 +11,12 @@ import { parseJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS } from '../limits.js';
 import type { RecordedAttempt, SessionOwner, SessionStore } from '../store/types.js';
-import { prepareToolRetry, type ToolRetryPlan } from '../tool/retry-plan.js';
+import { prepareToolRetry, sourceRowBefore, type ToolRetryPlan } from '../tool/retry-plan.js';
+import { noteRetrySource } from '../tool/retry-source.js';
 import { journalWaitingReviews } from '../tool/inbox-review.js';
 import { reconcileUncertainCalls, type ReconcileReport } from '../tool/review.js';
 import { RETRY_SAFE_ACTOR, type RecoveryPolicy } from '../tool/recover.js';
+import { contractChangedFor } from '../tool/runtime.js';
 import type { Tool, ToolExecution, ToolGateway } from '../tool/types.js';
 import { modelFacingOutcome, preflightFailure, type ModelFacingOutcome } from '../bridges/outcome.js';
 import type { ChatToolCall } from './model.js';
@@ -127,6 +129,18 @@ async function history(ctx: CallContext): Promise<readonly SessionEvent[]> {
 }
 
 /**
+ * A recorded execution as the model read it when it ran: a retry refused before its body says "did not run" only
+ * when the attempt it retried provably did not either (one that waited for approval), which the live run knew from
+ * its plan and a read-back learns from the journal before the retry.
+ */
+async function readBack(ctx: CallContext, execution: ToolExecution): Promise<ToolExecution> {
+  if (execution.call.operation?.retry && execution.startedEvent === null && execution.result.outcome.status === 'failed') {
+    noteRetrySource(execution, sourceRowBefore(await history(ctx), execution.call.id));
+  }
+  return execution;
+}
+
+/**
  * Settles the `index`-th requested call of a step under `key`. `replayOnly` (a finished run read back) never runs
  * or recovers anything: a call with no recorded result answers null.
  */
@@ -148,7 +162,7 @@ export async function settleCall(ctx: CallContext, requested: ChatToolCall, key:
     return done(requested, await gateway.callWithOptions(requested.name, parseArguments(requested.arguments), keyed));
   }
   if (replayOnly) {
-    if (execution !== null) return done(requested, execution);
+    if (execution !== null) return done(requested, await readBack(ctx, execution));
     // Settled by a `completed` review when the run went past it: it reads the same way when the run is read back.
     const review = latestReview(await history(ctx), recorded.callId);
     return review?.outcome === 'completed' ? confirmedOutside(requested, undefined) : null;
@@ -156,13 +170,17 @@ export async function settleCall(ctx: CallContext, requested: ChatToolCall, key:
   if (execution !== null) {
     if (execution.result.outcome.status === 'failed' && execution.result.outcome.category === 'approval_pending') {
       const decided = owner.decidedApproval ? await owner.decidedApproval(gateway.taskId, key) : undefined;
-      if (decided === undefined) return { kind: 'stop', reason: 'awaiting_approval', callId: recorded.callId };
+      // A tool redeployed (or removed) since can never run on the request, whatever an operator decides: the retry
+      // records that the call did not run, for the model to read (docs/design.md#a-redeploy-while-a-call-waits-for-approval).
+      const contract = execution.call.operation?.contract;
+      const changed = contract !== undefined && contractChangedFor(gateway, execution.call.name, contract) === true;
+      if (decided === undefined && !changed) return { kind: 'stop', reason: 'awaiting_approval', callId: recorded.callId };
       // The operator decided: one more attempt of the same operation, which the decision answers for.
       const plan = prepareToolRetry(await history(ctx), recorded.callId);
       return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, retry: plan }));
     }
     // A recorded failure: the model reads it again, as it did when the step ran.
-    return done(requested, execution);
+    return done(requested, await readBack(ctx, execution));
   }
   return recoverOpen(ctx, requested, recorded, options);
 }

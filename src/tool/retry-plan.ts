@@ -40,6 +40,8 @@ interface PlanState {
   readonly review: ToolRetryReview | null;
   /** The source's row of the attention index as the plan's history made it; the commit checks the store still holds it. */
   readonly sourceRow: { readonly started: boolean; readonly status: AttentionStatus } | null;
+  /** The source attempt ended waiting for an operator's approval (`approval_pending`): its body never started. */
+  readonly sourceAwaitedApproval: boolean;
   /** Shared by every clone: the single use. */
   readonly latch: { consumed: boolean };
 }
@@ -47,10 +49,16 @@ interface PlanState {
 const MINT = Symbol('ToolRetryPlan.mint');
 let mint: (state: PlanState) => ToolRetryPlan;
 let sourceRowOf: (plan: ToolRetryPlan) => PlanState['sourceRow'];
+let awaitedApprovalOf: (plan: ToolRetryPlan) => boolean;
 
 /** For the runtime: what the plan's history said of its source, for the commit to check (internal, never exported publicly). */
 export function planSourceRow(plan: ToolRetryPlan): PlanState['sourceRow'] {
   return sourceRowOf(plan);
+}
+
+/** For the runtime: whether the plan's source attempt ended waiting for an operator's approval (internal). */
+export function planAwaitedApproval(plan: ToolRetryPlan): boolean {
+  return awaitedApprovalOf(plan);
 }
 
 /**
@@ -76,6 +84,17 @@ function sourceRowIn(history: readonly SessionEvent[], callId: string): PlanStat
   return row ? { started: row.started, status: row.status } : null;
 }
 
+/**
+ * For a retry read back from the journal (internal): its source attempt's row as the plan that made the retry read
+ * it, from the events before the retry's call; null when `retryCallId` is not a retry in `history`.
+ */
+export function sourceRowBefore(history: readonly SessionEvent[], retryCallId: string): PlanState['sourceRow'] {
+  const at = history.findIndex((e) => e.kind.type === 'tool_call' && e.kind.call.id === retryCallId);
+  const kind = at >= 0 ? history[at]!.kind : null;
+  const retry = kind?.type === 'tool_call' ? kind.call.operation?.retry : null;
+  return retry ? sourceRowIn(history.slice(0, at), retry.callId) : null;
+}
+
 function bindingChanged(what: string): never {
   throw new ToolRetryError('binding_changed', `${what} differs from the plan's source call; the plan was not consumed`);
 }
@@ -92,6 +111,7 @@ export class ToolRetryPlan {
   static {
     mint = (state) => new ToolRetryPlan(MINT, state);
     sourceRowOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceRow;
+    awaitedApprovalOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceAwaitedApproval;
   }
 
   /** Copies (structuredClone, spread, JSON round trip, a swapped prototype) carry no state and are refused. */
@@ -253,6 +273,7 @@ export function prepareToolRetry(
           ? null
           : deepFreeze({ actor: checkedReview.actor, evidence: checkedReview.evidence, outcome: checkedReview.outcome }),
       sourceRow: Object.freeze(sourceRowIn(history, record.call.id)),
+      sourceAwaitedApproval: record.startedEvent === null && record.result?.outcome.status === 'failed' && record.result.outcome.category === 'approval_pending',
       latch: { consumed: false },
     }),
   );

@@ -1,9 +1,9 @@
 import { DecisionError, InvalidInputError, JsonParseError, OperationInDoubtError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
-import type { EventDraft, SessionEvent, ToolApprovalRecord, ToolCall, ToolOperation, ToolResult } from '../event/types.js';
+import type { EventDraft, SessionEvent, ToolApprovalRecord, ToolCall, ToolEffectContract, ToolOperation, ToolResult } from '../event/types.js';
 import type { ApprovalChange } from '../store/types.js';
 import { isDecidedMeanwhile } from '../store/approvals.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
-import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
+import { approvalBinding, contractChangedWhileWaiting, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import { checkCanonicalJson, jsonEquals } from '../json/canonical.js';
 import { deepFreeze } from '../json/freeze.js';
@@ -201,6 +201,16 @@ class CanonicalRuntime implements ToolRuntime {
   }
 }
 
+/**
+ * Whether `gateway` no longer runs `name` under the contract a call recorded (the tool was removed, or redeployed with
+ * another effect or revision); null for a gateway this module did not make, which cannot say.
+ */
+export function contractChangedFor(gateway: ToolGateway, name: string, recorded: ToolEffectContract): boolean | null {
+  if (!(gateway instanceof Gateway)) return null;
+  const current = gateway.contractOf(name);
+  return current === null || current.effect !== recorded.effect || current.revision !== recorded.revision;
+}
+
 class Gateway implements ToolGateway {
   readonly sessionId: string;
   readonly taskId: TaskId;
@@ -216,6 +226,12 @@ class Gateway implements ToolGateway {
     this.taskId = checkId<TaskId>('taskId', binding.taskId);
     this.caller = checkId<string>('caller', binding.caller);
     this.turnId = binding.turnId === undefined ? newTurnId() : checkId<TurnId>('turnId', binding.turnId);
+  }
+
+  /** The contract `name` runs under in this runtime; null when it is not registered. */
+  contractOf(name: string): ToolEffectContract | null {
+    const registered = this.runtime.tools.get(name);
+    return registered ? (registered.tool.metadata.effect ?? DEFAULT_CONTRACT) : null;
   }
 
   schemas(): ToolSchema[] {
@@ -252,10 +268,15 @@ class Gateway implements ToolGateway {
     if (options.action && options.action.decision?.taskId !== this.taskId) {
       throw new InvalidInputError('action.decision.taskId', `must be the gateway's task ${this.taskId}`);
     }
+    // A retry of a call that waited for approval under a contract the tool no longer has is recorded refused before
+    // its body, under the contract its operation recorded (docs/design.md#a-redeploy-while-a-call-waits-for-approval).
+    const changed = options.retry instanceof ToolRetryPlan && options.operationKey === undefined
+      ? contractChangedWhileWaiting(options.retry, metadata?.effect ?? null) : null;
     // A call to a tool this caller cannot use is journaled (with its `unavailable` result) only with small
-    // arguments: otherwise calls to tools that do not exist could fill the session's journal.
+    // arguments: otherwise calls to tools that do not exist could fill the session's journal. A retry's arguments
+    // are in the journal already.
     const usable = registered !== undefined && this.runtime.granted(this.caller, name);
-    if (!usable && checked.bytes > LIMITS.maxUnavailableArgumentsBytes) {
+    if (!usable && changed === null && checked.bytes > LIMITS.maxUnavailableArgumentsBytes) {
       throw new ToolPreflightError(
         'unavailable_tool',
         `tool ${JSON.stringify(name)} is not available to this caller, and its ${checked.bytes} bytes of arguments (over ${LIMITS.maxUnavailableArgumentsBytes}) were not recorded`,
@@ -272,7 +293,7 @@ class Gateway implements ToolGateway {
       if (recorded) return this.replay(recorded, name, checked.value, contract, registered !== undefined);
     }
     const operation = callerKey === null
-      ? this.operationFor(name, checked.value, contract, options.retry, registered !== undefined)
+      ? this.operationFor(name, checked.value, changed ? options.retry!.contract : contract, options.retry, registered !== undefined || changed !== null)
       : { taskId: this.taskId, key: callerKey, contract, retry: null, startMarker: true };
     if (this.runtime.inFlight >= this.runtime.maxInFlight) throw new ToolOverloadedError(this.runtime.maxInFlight);
     this.runtime.inFlight += 1;
@@ -295,7 +316,9 @@ class Gateway implements ToolGateway {
         ...(options.action ? { action: options.action } : {}),
       };
       observer = this.runtime.observability?.attempt(this.sessionId, call, options.retry, usable) ?? null;
-      const execution = await this.run(call, registered, outputLimit, control, checked.text, callerKey !== null, observer, options.retry);
+      const execution = changed
+        ? await this.refuseChangedContract(call, changed, observer, options.retry!)
+        : await this.run(call, registered, outputLimit, control, checked.text, callerKey !== null, observer, options.retry);
       if (options.retry instanceof ToolRetryPlan) noteRetrySource(execution, planSourceRow(options.retry));
       observer?.recorded(execution.result.outcome);
       return execution;
@@ -514,6 +537,36 @@ class Gateway implements ToolGateway {
     });
     faultPoint('result:after');
     return { call, result, callEvent, startedEvent, resultEvent: receipt.events[0]! };
+  }
+
+  /**
+   * A retry of a call that waited for approval, whose tool changed since: recorded with its refusal in one commit that
+   * supersedes the operation's requests, so none waits for an operator who could never let it run. An operator's
+   * denial of this very action (decided before, or while this commit was made) is recorded instead, and used.
+   */
+  private async refuseChangedContract(call: ToolCall, refusal: Failure, observer: AttemptObserver | null, plan: ToolRetryPlan): Promise<ToolExecution> {
+    const op = call.operation!;
+    const binding = approvalBinding(call, op);
+    const source = planSourceRow(plan);
+    const latest = { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry!.callId, ...(source ? { source } : {}) } };
+    const record = async (outcome: Failure, change: ApprovalChange, approval?: ToolApprovalRecord): Promise<ToolExecution> => {
+      observer?.refused(outcome);
+      const result: ToolResult = approval ? { callId: call.id, outcome, approval } : { callId: call.id, outcome };
+      const { events } = await this.write('call', call, null, {
+        events: [this.draft({ type: 'tool_call', call }), this.draft({ type: 'tool_result', result })],
+        budget: { taskId: this.taskId, admit: { maxOutputBytes: 0 } },
+        approval: change,
+        ...latest,
+      });
+      faultPoint('result:after');
+      return { call, result, callEvent: events[0]!, startedEvent: null, resultEvent: events[1]! };
+    };
+    const denied = await operatorDecision(this.binding.owner, call, binding);
+    if (denied?.denial) return record(denied.denial, denied.change, denied.record);
+    const refused = await unlessDecidedMeanwhile(() => record(refusal, settling(call, binding)));
+    if (refused !== null) return refused;
+    const late = await this.decidedMeanwhile(call, binding);
+    return late.denial ? record(late.denial, late.change, late.record) : record(refusal, settling(call, binding));
   }
 
   /** The in-doubt guard's read; a store that cannot answer fails the call as a recording error, nothing written. */

@@ -341,6 +341,32 @@ forEachStore('durable approvals', (target) => {
     assert.equal(inspectToolRecovery(history, first.call.id).status, 'not_executed');
     await r.store.close();
   });
+
+  it('a retry of a call that waited for approval, its tool redeployed since, is recorded not run and supersedes the request; other retries under a new contract are still refused', async () => {
+    const m = mailRig([]);
+    const r = await rig(target, m.config);
+    const { execution, requestId } = await pendingCall(r);
+    await decisionInbox(r.store).approve(requestId, { actor: 'ops@example.com' });
+    const v2 = tool('send_mail', async () => 'sent', new ToolMetadata('send mail', mailSchema).withEffect('non_idempotent', 'mail-v2').withApproval('ops'));
+    const redeployed = createToolRuntime({ tools: [v2], approvers: m.config.approvers, grants: { agent: '*' } }).bind({ owner: r.owner, taskId: r.taskId, caller: 'agent' });
+    const plan = prepareToolRetry(await r.store.loadHistory(r.sessionId), execution.call.id);
+    const refused = await redeployed.callWithOptions('send_mail', { to: 'ann@example.com' }, { retry: plan });
+    assert.equal(failedCategory(refused), 'unavailable/tool_contract_changed');
+    assert.deepEqual(refused.call.operation?.contract, { effect: 'non_idempotent', revision: 'mail-v1' }, 'recorded under the operation\'s contract');
+    assert.equal(refused.call.operation?.retry?.callId, execution.call.id);
+    assert.equal(refused.startedEvent, null);
+    assert.equal(modelFacingOutcome(refused).ok, false);
+    assert.match(JSON.stringify(modelFacingOutcome(refused)), /mail-v1.*mail-v2.*The tool did not run/);
+    assert.equal((await decisionInbox(r.store).get(requestId))?.state, 'superseded');
+    const history = await r.store.loadHistory(r.sessionId);
+    assert.equal(inspectToolRecovery(history, refused.call.id).status, 'not_executed');
+    assert.deepEqual(m.sent, []);
+    // Its own retry did not wait for approval: under the new contract it is refused as before, nothing written.
+    const again = prepareToolRetry(history, refused.call.id);
+    await assert.rejects(redeployed.callWithOptions('send_mail', { to: 'ann@example.com' }, { retry: again }), { code: 'binding_changed' });
+    assert.equal((await r.store.loadHistory(r.sessionId)).length, history.length);
+    await r.store.close();
+  });
 });
 
 it('the memory store has an inbox too; pending needs one', async () => {

@@ -1,0 +1,113 @@
+/**
+ * A run's call waiting for an operator's approval while its tool is redeployed under a new contract
+ * (docs/design.md#resumable-runs): the request is bound to the contract the operator was shown, so it can never
+ * answer for the new one. The resume records the call as not executed (a retry refused before its body, the old
+ * request superseded), the model reads that and may ask again under the new contract, and the run goes on: it is
+ * never stuck waiting for a decision no host can use.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { resumeAgent, runAgent, scriptedModel, type ScriptedModel } from '../../src/agent.js';
+import { decisionInbox } from '../../src/decisions.js';
+import type { ToolApprover } from '../../src/tool/types.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+import { calls, doneStep, emailStep, host, orderStep, outside, reply } from './fixtures/shop-run.js';
+
+const pending: ToolApprover = async () => ({ decision: 'pending', note: 'check the address' });
+const emailAgain = reply(null, calls(['c3', 'send_email', '{"item":"tea"}']));
+
+/** The same outside system, its e-mail tool redeployed as `revision` (still asking an operator). */
+function redeployed(world: ReturnType<typeof outside>, revision: string) {
+  const next = outside({ emailApprover: true, emailRevision: revision });
+  return world.tools.map((t) => (t.name === 'send_email' ? { ...t, metadata: next.tools[1]!.metadata } : t));
+}
+
+/** What the model read for each tool call of its first request in this invocation. */
+const toolMessages = (model: ScriptedModel) => model.requests[0]!.messages.filter((m) => m.role === 'tool').map((m) => m.content);
+
+describe('a call waiting for approval when its tool is redeployed', () => {
+  const dir = tempDir();
+
+  async function waitingRun(runId: string) {
+    const path = tempDbPath(dir);
+    const world = outside({ emailApprover: true });
+    const first = await host(path, world.tools, pending);
+    const stopped = await runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 6, runId, store: first.store });
+    assert.equal(stopped.stopReason, 'awaiting_approval');
+    const inbox = decisionInbox(first.store);
+    const [request] = (await inbox.list({ sessionId: 'shop', kind: 'approval' })).items;
+    assert.equal(request?.binding?.revision, 'email-v1');
+    return { path, world, first, inbox, request: request! };
+  }
+
+  for (const decided of ['undecided', 'approved'] as const) {
+    it(`${decided} under the old contract: the model reads that it did not run, the old request leaves the queue, and the call asked again runs once, on its own approval`, async () => {
+      const { path, world, first, inbox, request } = await waitingRun(`redeploy-${decided}`);
+      if (decided === 'approved') await inbox.approve(request.id, { actor: 'ops@example.com' });
+      await first.store.close();
+
+      const second = await host(path, redeployed(world, 'email-v2'), pending);
+      const model = scriptedModel([emailAgain, doneStep]);
+      const resumed = await resumeAgent({ ...second, model, runId: `redeploy-${decided}`, store: second.store, maxSteps: 6 });
+      assert.equal(resumed.stopReason, 'awaiting_approval', 'the call asked again waits for its own approval');
+      assert.match(toolMessages(model)[1]!, /tool_contract_changed/);
+      assert.match(toolMessages(model)[1]!, /email-v1.*email-v2/);
+      assert.deepEqual(world.bodies, ['place_order'], 'nothing was sent on the old approval');
+      const now = decisionInbox(second.store);
+      assert.equal((await now.get(request.id))!.state, 'superseded', 'the old request no longer waits for an operator');
+      await assert.rejects(now.approve(request.id, { actor: 'late@example.com' }), { code: 'decision_stale' });
+      const open = (await now.list({ sessionId: 'shop', kind: 'approval' })).items;
+      assert.deepEqual(open.map((r) => r.binding?.revision), ['email-v2']);
+      await now.approve(open[0]!.id, { actor: 'ops@example.com' });
+      const done = await resumeAgent({ ...second, model: scriptedModel([doneStep]), runId: `redeploy-${decided}`, store: second.store, maxSteps: 6 });
+      assert.equal(done.stopReason, 'completed');
+      assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+      assert.equal(world.emails.size, 1);
+
+      // Read back by another host: the journal answers, the same refusal, nothing runs.
+      const third = await host(path, redeployed(world, 'email-v2'), pending);
+      const again = await runAgent({ ...third, model: scriptedModel([]), input: 'Buy tea.', maxSteps: 6, runId: `redeploy-${decided}`, store: third.store });
+      assert.equal(again.stopReason, 'completed');
+      assert.deepEqual(again.messages, done.messages);
+      assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+      await second.store.close();
+      await third.store.close();
+    });
+  }
+
+  it('denied under the old contract: the denial is what the model reads, not a request to ask again', async () => {
+    const { path, world, first, inbox, request } = await waitingRun('redeploy-denied');
+    await inbox.deny(request.id, { actor: 'ops@example.com', reason: 'wrong customer' });
+    await first.store.close();
+    const second = await host(path, redeployed(world, 'email-v2'), pending);
+    const model = scriptedModel([doneStep]);
+    const resumed = await resumeAgent({ ...second, model, runId: 'redeploy-denied', store: second.store, maxSteps: 6 });
+    assert.equal(resumed.stopReason, 'completed');
+    assert.match(toolMessages(model)[1]!, /approval_denied \(tool_approval_denied_by_operator\).*wrong customer/);
+    assert.equal((await decisionInbox(second.store).get(request.id))!.state, 'consumed');
+    assert.deepEqual(world.bodies, ['place_order']);
+    const again = await runAgent({ ...second, model: scriptedModel([]), input: 'Buy tea.', maxSteps: 6, runId: 'redeploy-denied', store: second.store });
+    assert.deepEqual(again.messages, resumed.messages, 'read back, the model reads the same denial');
+    await second.store.close();
+  });
+
+  it('the tool removed while the call waited: the model reads that it did not run', async () => {
+    const { path, world, first } = await waitingRun('redeploy-removed');
+    await first.store.close();
+    const second = await host(path, world.tools.filter((t) => t.name !== 'send_email'), pending);
+    const model = scriptedModel([doneStep]);
+    const resumed = await resumeAgent({ ...second, model, runId: 'redeploy-removed', store: second.store, maxSteps: 6 });
+    assert.equal(resumed.stopReason, 'completed');
+    assert.match(toolMessages(model)[1]!, /tool_contract_changed/);
+    assert.match(toolMessages(model)[1]!, /no longer registered/);
+    assert.deepEqual(world.bodies, ['place_order']);
+    // The tool deployed again as it was: the journal says the call did not run, and that stays what the model read.
+    const third = await host(path, world.tools, pending);
+    const again = await runAgent({ ...third, model: scriptedModel([]), input: 'Buy tea.', maxSteps: 6, runId: 'redeploy-removed', store: third.store });
+    assert.equal(again.stopReason, 'completed');
+    assert.deepEqual(again.messages, resumed.messages);
+    assert.deepEqual(world.bodies, ['place_order']);
+    await second.store.close();
+    await third.store.close();
+  });
+});
