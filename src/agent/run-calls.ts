@@ -171,7 +171,7 @@ export async function settleCall(ctx: CallContext, requested: ChatToolCall, key:
     if (execution.result.outcome.status === 'failed' && execution.result.outcome.category === 'approval_pending') {
       const decided = owner.decidedApproval ? await owner.decidedApproval(gateway.taskId, key) : undefined;
       // A tool redeployed (or removed) since can never run on the request, whatever an operator decides: the retry
-      // records that the call did not run, for the model to read (docs/design.md#a-redeploy-while-a-call-waits-for-approval).
+      // records that the call did not run, for the model to read (docs/design.md#a-redeploy-while-a-call-waits).
       const contract = execution.call.operation?.contract;
       const changed = contract !== undefined && contractChangedFor(gateway, execution.call.name, contract) === true;
       if (decided === undefined && !changed) return { kind: 'stop', reason: 'awaiting_approval', callId: recorded.callId };
@@ -227,7 +227,14 @@ async function recoverOpen(
     });
   }
   const chosen = plan;
-  return attempt(requested, (args) => ctx.gateway.callWithOptions(requested.name, args, { ...options, retry: chosen }));
+  try {
+    return await attempt(requested, (args) => ctx.gateway.callWithOptions(requested.name, args, { ...options, retry: chosen }));
+  } catch (error) {
+    // The tool was redeployed or removed since this call, which may have run: only a person can say whether it took
+    // effect; once a review says it did not, the retry is recorded as not run (docs/design.md#a-redeploy-while-a-call-waits).
+    if (error instanceof ToolRetryError && error.code === 'binding_changed') return { kind: 'stop', reason: 'needs_review', callId };
+    throw error;
+  }
 }
 
 /**

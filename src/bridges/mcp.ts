@@ -9,8 +9,9 @@
  * `idempotentHint` → `idempotent`, any other explicit hint → `non_idempotent`, no hints → `unknown`.
  *
  * The revision names the server and version and carries a digest of the tool's name, schemas and annotations, so
- * a changed tool (or a new server version) gets a new revision and a retry plan made for the old one is refused
- * with `binding_changed`.
+ * a changed tool (or a new server version) gets a new revision and a retry plan made for the old one never runs:
+ * it throws `binding_changed`, or is recorded as not run (`tool_contract_changed`) when the journal shows the
+ * retried attempt never ran (docs/design.md#a-redeploy-while-a-call-waits).
  */
 import type { Ajv2020 } from 'ajv/dist/2020.js';
 import { compileInputSchema, createSchemaAjv } from '../tool/schema-ajv.js';

@@ -8,9 +8,7 @@ import { sameBinding } from '../store/approvals.js';
 import type { ApprovalBinding, DecisionRow } from '../store/inbox-rows.js';
 import { newApprovalRequestId } from '../store/inbox.js';
 import type { ApprovalChange, SessionOwner } from '../store/types.js';
-import type { ToolEffectContract } from '../event/types.js';
 import { failure, type Failure, type PendingApproval } from './admission-checks.js';
-import { planAwaitedApproval, type ToolRetryPlan } from './retry-plan.js';
 
 export function approvalBinding(call: ToolCall, op: ToolOperation): ApprovalBinding {
   return { taskId: op.taskId, key: op.key, tool: call.name, revision: op.contract.revision, argumentsDigest: jsonDigest(call.arguments) };
@@ -57,18 +55,3 @@ export function pendingApproval(call: ToolCall, binding: ApprovalBinding, answer
   return { change, record, outcome };
 }
 
-/**
- * The refusal of a retry whose source waited for an operator's approval, made once its tool no longer runs under the
- * contract the call recorded (a redeploy changed it, or removed the tool): a request is bound to the contract the
- * operator was shown, so no decision can ever let this call run (docs/design.md#a-redeploy-while-a-call-waits-for-approval).
- * Null when the plan's source did not wait for approval, or the tool still runs under its recorded contract.
- */
-export function contractChangedWhileWaiting(plan: ToolRetryPlan, current: ToolEffectContract | null): Failure | null {
-  if (!planAwaitedApproval(plan)) return null;
-  const was = plan.contract;
-  if (current !== null && current.effect === was.effect && current.revision === was.revision) return null;
-  const now = current === null ? 'is no longer registered with this runtime' : `now runs as ${current.effect} revision ${current.revision}`;
-  return failure('unavailable', 'tool_contract_changed',
-    `${plan.toolName} waited for an operator's approval as ${was.effect} revision ${was.revision}, and the tool ${now}: no approval can ` +
-      'answer for this call any more. It did not run; call it again to ask under the current contract');
-}

@@ -11,11 +11,13 @@ import type {
   ToolEffectContract,
   ToolOperation,
   ToolRetryReview,
+  ToolReviewOutcome,
 } from '../event/types.js';
 import type { CallId, EventId, OperationKey, SessionId, TaskId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
-import { collectEvidence, decideRetry, effectiveReview, locateAttempt, validatePassedReview } from './evidence.js';
+import { classifyAttempt, collectEvidence, decideRetry, effectiveReview, locateAttempt, validatePassedReview, type AttemptRecord } from './evidence.js';
+import { ToolRecoveryStatus } from './retry-policy.js';
 
 /** What the runtime is about to execute; all of it must match the plan's source call. */
 export interface ToolRetryBinding {
@@ -40,8 +42,8 @@ interface PlanState {
   readonly review: ToolRetryReview | null;
   /** The source's row of the attention index as the plan's history made it; the commit checks the store still holds it. */
   readonly sourceRow: { readonly started: boolean; readonly status: AttentionStatus } | null;
-  /** The source attempt ended waiting for an operator's approval (`approval_pending`): its body never started. */
-  readonly sourceAwaitedApproval: boolean;
+  /** How the journal shows the source attempt's body never ran; null when it may have. */
+  readonly sourceNotRun: SourceNotRun | null;
   /** Shared by every clone: the single use. */
   readonly latch: { consumed: boolean };
 }
@@ -49,16 +51,23 @@ interface PlanState {
 const MINT = Symbol('ToolRetryPlan.mint');
 let mint: (state: PlanState) => ToolRetryPlan;
 let sourceRowOf: (plan: ToolRetryPlan) => PlanState['sourceRow'];
-let awaitedApprovalOf: (plan: ToolRetryPlan) => boolean;
+let notRunOf: (plan: ToolRetryPlan) => SourceNotRun | null;
+
+/**
+ * How the journal shows a plan's source attempt never ran its body: it ended waiting for an operator's approval,
+ * it stopped before its body (a failure recorded before it, or no start marker where one was due), or a
+ * `not_executed` review settled it.
+ */
+export type SourceNotRun = 'awaited_approval' | 'stopped_before_body' | 'reviewed_not_executed';
 
 /** For the runtime: what the plan's history said of its source, for the commit to check (internal, never exported publicly). */
 export function planSourceRow(plan: ToolRetryPlan): PlanState['sourceRow'] {
   return sourceRowOf(plan);
 }
 
-/** For the runtime: whether the plan's source attempt ended waiting for an operator's approval (internal). */
-export function planAwaitedApproval(plan: ToolRetryPlan): boolean {
-  return awaitedApprovalOf(plan);
+/** For the runtime: how the plan's history shows its source attempt never ran, or null (internal). */
+export function planSourceNotRun(plan: ToolRetryPlan): SourceNotRun | null {
+  return notRunOf(plan);
 }
 
 /**
@@ -95,6 +104,13 @@ export function sourceRowBefore(history: readonly SessionEvent[], retryCallId: s
   return retry ? sourceRowIn(history.slice(0, at), retry.callId) : null;
 }
 
+function sourceNotRun(record: AttemptRecord, review: ToolReviewOutcome | null): SourceNotRun | null {
+  const outcome = record.result?.outcome;
+  if (record.startedEvent === null && outcome?.status === 'failed' && outcome.category === 'approval_pending') return 'awaited_approval';
+  if (classifyAttempt(record).status === ToolRecoveryStatus.NotExecuted) return 'stopped_before_body';
+  return review === 'not_executed' ? 'reviewed_not_executed' : null;
+}
+
 function bindingChanged(what: string): never {
   throw new ToolRetryError('binding_changed', `${what} differs from the plan's source call; the plan was not consumed`);
 }
@@ -111,7 +127,7 @@ export class ToolRetryPlan {
   static {
     mint = (state) => new ToolRetryPlan(MINT, state);
     sourceRowOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceRow;
-    awaitedApprovalOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceAwaitedApproval;
+    notRunOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceNotRun;
   }
 
   /** Copies (structuredClone, spread, JSON round trip, a swapped prototype) carry no state and are refused. */
@@ -273,7 +289,7 @@ export function prepareToolRetry(
           ? null
           : deepFreeze({ actor: checkedReview.actor, evidence: checkedReview.evidence, outcome: checkedReview.outcome }),
       sourceRow: Object.freeze(sourceRowIn(history, record.call.id)),
-      sourceAwaitedApproval: record.startedEvent === null && record.result?.outcome.status === 'failed' && record.result.outcome.category === 'approval_pending',
+      sourceNotRun: sourceNotRun(record, checkedReview?.outcome ?? null),
       latch: { consumed: false },
     }),
   );

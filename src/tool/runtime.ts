@@ -3,7 +3,8 @@ import type { EventDraft, SessionEvent, ToolApprovalRecord, ToolCall, ToolEffect
 import type { ApprovalChange } from '../store/types.js';
 import { isDecidedMeanwhile } from '../store/approvals.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
-import { approvalBinding, contractChangedWhileWaiting, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
+import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
+import { contractChangedRefusal } from './contract-changed.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import { checkCanonicalJson, jsonEquals } from '../json/canonical.js';
 import { deepFreeze } from '../json/freeze.js';
@@ -268,10 +269,10 @@ class Gateway implements ToolGateway {
     if (options.action && options.action.decision?.taskId !== this.taskId) {
       throw new InvalidInputError('action.decision.taskId', `must be the gateway's task ${this.taskId}`);
     }
-    // A retry of a call that waited for approval under a contract the tool no longer has is recorded refused before
-    // its body, under the contract its operation recorded (docs/design.md#a-redeploy-while-a-call-waits-for-approval).
+    // A retry of a call that provably never ran, under a contract the tool no longer has, is recorded refused before
+    // its body, under the contract its operation recorded (docs/design.md#a-redeploy-while-a-call-waits).
     const changed = options.retry instanceof ToolRetryPlan && options.operationKey === undefined
-      ? contractChangedWhileWaiting(options.retry, metadata?.effect ?? null) : null;
+      ? contractChangedRefusal(options.retry, metadata?.effect ?? null) : null;
     // A call to a tool this caller cannot use is journaled (with its `unavailable` result) only with small
     // arguments: otherwise calls to tools that do not exist could fill the session's journal. A retry's arguments
     // are in the journal already.
@@ -540,9 +541,9 @@ class Gateway implements ToolGateway {
   }
 
   /**
-   * A retry of a call that waited for approval, whose tool changed since: recorded with its refusal in one commit that
-   * supersedes the operation's requests, so none waits for an operator who could never let it run. An operator's
-   * denial of this very action (decided before, or while this commit was made) is recorded instead, and used.
+   * A retry of a call that never ran, whose tool changed since: recorded with its refusal in one commit that
+   * supersedes the operation's approval requests, so none waits for an operator who could never let it run. An
+   * operator's denial of this very action (decided before, or while this commit was made) is recorded instead, and used.
    */
   private async refuseChangedContract(call: ToolCall, refusal: Failure, observer: AttemptObserver | null, plan: ToolRetryPlan): Promise<ToolExecution> {
     const op = call.operation!;

@@ -1,9 +1,10 @@
 /**
- * A run's call waiting for an operator's approval while its tool is redeployed under a new contract
- * (docs/design.md#resumable-runs): the request is bound to the contract the operator was shown, so it can never
- * answer for the new one. The resume records the call as not executed (a retry refused before its body, the old
- * request superseded), the model reads that and may ask again under the new contract, and the run goes on: it is
- * never stuck waiting for a decision no host can use.
+ * A run's call waiting for a person while its tool is redeployed under a new contract
+ * (docs/design.md#a-redeploy-while-a-call-waits): an approval request is bound to the contract the operator was
+ * shown, and a retry runs only under the contract its call recorded. A call that waited for approval is recorded as
+ * not run (a retry refused before its body, the old request superseded); a call in doubt stops the run for a review,
+ * and once a person says it did not run, it is recorded as not run too. The model reads that and may ask again under
+ * the new contract, and the run goes on: it is never stuck waiting for a decision no host can use.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -11,7 +12,8 @@ import { resumeAgent, runAgent, scriptedModel, type ScriptedModel } from '../../
 import { decisionInbox } from '../../src/decisions.js';
 import type { ToolApprover } from '../../src/tool/types.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { calls, doneStep, emailStep, host, orderStep, outside, reply } from './fixtures/shop-run.js';
+import { recordToolReview } from '../../src/tool/review.js';
+import { calls, crashedInsideEmail, doneStep, emailStep, host, orderStep, outside, reply } from './fixtures/shop-run.js';
 
 const pending: ToolApprover = async () => ({ decision: 'pending', note: 'check the address' });
 const emailAgain = reply(null, calls(['c3', 'send_email', '{"item":"tea"}']));
@@ -110,4 +112,28 @@ describe('a call waiting for approval when its tool is redeployed', () => {
     await second.store.close();
     await third.store.close();
   });
+
+  for (const effect of ['non_idempotent', 'idempotent'] as const) {
+    it(`a ${effect} call in doubt, its tool redeployed: the run stops for a review, not with an error; reviewed not executed, the model reads that it did not run`, async () => {
+      const path = tempDbPath(dir);
+      const world = outside({ emailEffect: effect });
+      const crashed = await crashedInsideEmail(path, world, `doubt-${effect}`);
+      await crashed.store.close();
+      const tools = world.tools.map((t) => (t.name === 'send_email' ? { ...t, metadata: outside({ emailEffect: effect, emailRevision: 'email-v2' }).tools[1]!.metadata } : t));
+      const second = await host(path, tools);
+      for (const recovery of ['suspend', 'retry_safe'] as const) {
+        const stopped = await resumeAgent({ ...second, model: scriptedModel([]), runId: `doubt-${effect}`, store: second.store, maxSteps: 6, recovery });
+        assert.equal(stopped.stopReason, 'needs_review', `${recovery}: a call that may have run is not retried under another contract`);
+      }
+      assert.deepEqual(world.bodies, ['place_order']);
+      const callId = (await resumeAgent({ ...second, model: scriptedModel([]), runId: `doubt-${effect}`, store: second.store, maxSteps: 6 })).pendingCallIds[0]!;
+      await recordToolReview(second.owner, await second.store.loadHistory('shop'), callId, { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'the mail server has no such message' });
+      const model = scriptedModel([doneStep]);
+      const result = await resumeAgent({ ...second, model, runId: `doubt-${effect}`, store: second.store, maxSteps: 6 });
+      assert.equal(result.stopReason, 'completed');
+      assert.match(toolMessages(model)[1]!, /tool_contract_changed.*reviewed as not executed.*email-v1.*email-v2.*The tool did not run\./);
+      assert.deepEqual(world.bodies, ['place_order'], 'nothing ran under the new contract on the old review');
+      await second.store.close();
+    });
+  }
 });

@@ -198,15 +198,35 @@ describe('jingwei/mcp: killed in the middle of a tool', () => {
     await store.close();
 
     // The same crash under an untrusted import, recovered by a host that now trusts the server: the contract
-    // changed (unknown → read_only), so the plan made from the journal is refused without being consumed.
+    // changed (unknown → read_only), so the retry never runs. A person reviewed the call as not executed, so the
+    // retry is recorded as not run (docs/design.md#a-redeploy-while-a-call-waits).
     const other = tempDbPath(dir, 'crash');
-    await crashInTheMiddle(other, 'crash-drift', 'untrusted', newLog());
-    const drift = await recoverWith(other, 'crash-drift', true, newLog());
+    const driftLog = newLog();
+    await crashInTheMiddle(other, 'crash-drift', 'untrusted', driftLog);
+    const drift = await recoverWith(other, 'crash-drift', true, driftLog);
     const driftHistory = await drift.store.loadHistory('crash-drift');
     const [drifted] = assessSession(driftHistory).calls;
     const plan = prepareToolRetry(driftHistory, drifted!.callId, { actor: 'ops@example.org', evidence: 'checked the server', outcome: 'not_executed' });
-    await assert.rejects(drift.gateway.callWithOptions('lookup_weather', { city: 'Hangzhou' }, { retry: plan }), { code: 'binding_changed' });
+    const refused = await drift.gateway.callWithOptions('lookup_weather', { city: 'Hangzhou' }, { retry: plan });
+    assert.deepEqual(refused.result.outcome.status === 'failed' ? [refused.result.outcome.category, refused.result.outcome.code] : [], ['unavailable', 'tool_contract_changed']);
+    assert.equal(refused.call.operation!.contract.effect, 'unknown', 'recorded under the contract its operation recorded');
+    assert.deepEqual(runs(driftLog), [], 'nothing was sent to the server');
     await drift.store.close();
+
+    // The reverse, with no review: a read_only call that may have run, recovered by a host that no longer trusts the
+    // server (read_only → unknown). The plan is refused without being consumed, and nothing is written.
+    const reverse = tempDbPath(dir, 'crash');
+    const reverseLog = newLog();
+    await crashInTheMiddle(reverse, 'crash-distrust', 'trusted', reverseLog);
+    const distrust = await recoverWith(reverse, 'crash-distrust', false, reverseLog);
+    const reverseHistory = await distrust.store.loadHistory('crash-distrust');
+    const [distrusted] = assessSession(reverseHistory).calls;
+    const free = prepareToolRetry(reverseHistory, distrusted!.callId, null);
+    await assert.rejects(distrust.gateway.callWithOptions('lookup_weather', { city: 'Hangzhou' }, { retry: free }), { code: 'binding_changed' });
+    assert.equal(free.consumed, false);
+    assert.equal((await distrust.store.loadHistory('crash-distrust')).length, reverseHistory.length);
+    assert.deepEqual(runs(reverseLog), []);
+    await distrust.store.close();
   });
 });
 

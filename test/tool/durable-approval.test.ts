@@ -342,7 +342,7 @@ forEachStore('durable approvals', (target) => {
     await r.store.close();
   });
 
-  it('a retry of a call that waited for approval, its tool redeployed since, is recorded not run and supersedes the request; other retries under a new contract are still refused', async () => {
+  it('a retry of a call that waited for approval, its tool redeployed since, is recorded not run and supersedes the request; so is a retry of that refused retry', async () => {
     const m = mailRig([]);
     const r = await rig(target, m.config);
     const { execution, requestId } = await pendingCall(r);
@@ -361,10 +361,11 @@ forEachStore('durable approvals', (target) => {
     const history = await r.store.loadHistory(r.sessionId);
     assert.equal(inspectToolRecovery(history, refused.call.id).status, 'not_executed');
     assert.deepEqual(m.sent, []);
-    // Its own retry did not wait for approval: under the new contract it is refused as before, nothing written.
-    const again = prepareToolRetry(history, refused.call.id);
-    await assert.rejects(redeployed.callWithOptions('send_mail', { to: 'ann@example.com' }, { retry: again }), { code: 'binding_changed' });
-    assert.equal((await r.store.loadHistory(r.sessionId)).length, history.length);
+    // Its own retry stopped before its body: under the new contract it is recorded as not run again, and says so.
+    const again = await redeployed.callWithOptions('send_mail', { to: 'ann@example.com' }, { retry: prepareToolRetry(history, refused.call.id) });
+    assert.equal(failedCategory(again), 'unavailable/tool_contract_changed');
+    assert.match(JSON.stringify(again.result.outcome), /stopped before its body when it ran as non_idempotent revision mail-v1/);
+    assert.deepEqual(m.sent, []);
     await r.store.close();
   });
 });

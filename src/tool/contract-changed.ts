@@ -1,0 +1,29 @@
+/**
+ * A retry made after its tool changed (docs/design.md#a-redeploy-while-a-call-waits): a call recorded under one
+ * contract is retried only under that contract, so a retry whose tool was redeployed under another effect or
+ * revision, or removed, never runs. When the journal shows the retried attempt never ran, that refusal is recorded
+ * with the retry, for the model and the operator to read; otherwise it is thrown (`binding_changed`).
+ */
+import type { ToolEffectContract } from '../event/types.js';
+import { failure, type Failure } from './admission-checks.js';
+import { planSourceNotRun, type ToolRetryPlan } from './retry-plan.js';
+
+const named = (c: ToolEffectContract) => `${c.effect} revision ${c.revision}`;
+
+/**
+ * The failure to record for a retry by `plan` whose tool now runs under `current` (null: not registered), or null
+ * when the tool still runs under the recorded contract or the retried attempt may have run.
+ */
+export function contractChangedRefusal(plan: ToolRetryPlan, current: ToolEffectContract | null): Failure | null {
+  const notRun = planSourceNotRun(plan);
+  if (notRun === null) return null;
+  const was = plan.contract;
+  if (current !== null && current.effect === was.effect && current.revision === was.revision) return null;
+  const now = current === null ? 'is no longer registered with this runtime' : `now runs as ${named(current)}`;
+  const before = notRun === 'awaited_approval' ? `waited for an operator's approval as ${named(was)}`
+    : notRun === 'reviewed_not_executed' ? `was reviewed as not executed when it ran as ${named(was)}`
+      : `stopped before its body when it ran as ${named(was)}`;
+  const why = notRun === 'awaited_approval' ? 'no approval can answer for this call any more' : 'a retry runs only under the contract its call recorded';
+  return failure('unavailable', 'tool_contract_changed',
+    `${plan.toolName} ${before}, and the tool ${now}: ${why}. It did not run; call it again to ${notRun === 'awaited_approval' ? 'ask' : 'run it'} under the current contract`);
+}
