@@ -157,6 +157,16 @@ async function recoverWith(journal: string, sessionId: string, trusted: boolean,
   return { store, gateway };
 }
 
+/** A child killed inside lookup_weather under one trust, then a host recovering it under `trustedNow`. */
+async function crashThenRecover(sessionId: string, trust: 'trusted' | 'untrusted', trustedNow: boolean) {
+  const journal = tempDbPath(dir, 'crash');
+  const log = newLog();
+  await crashInTheMiddle(journal, sessionId, trust, log);
+  const recovered = await recoverWith(journal, sessionId, trustedNow, log);
+  const history = await recovered.store.loadHistory(sessionId);
+  return { log, recovered, history, call: assessSession(history).calls[0] };
+}
+
 describe('jingwei/mcp: killed in the middle of a tool', () => {
   it('an untrusted server that claims readOnlyHint yields an unknown call that needs review; a review lets the host retry once', async () => {
     const journal = tempDbPath(dir, 'crash');
@@ -200,12 +210,7 @@ describe('jingwei/mcp: killed in the middle of a tool', () => {
     // The same crash under an untrusted import, recovered by a host that now trusts the server: the contract
     // changed (unknown → read_only), so the retry never runs. A person reviewed the call as not executed, so the
     // retry is recorded as not run (docs/design.md#a-redeploy-while-a-call-waits).
-    const other = tempDbPath(dir, 'crash');
-    const driftLog = newLog();
-    await crashInTheMiddle(other, 'crash-drift', 'untrusted', driftLog);
-    const drift = await recoverWith(other, 'crash-drift', true, driftLog);
-    const driftHistory = await drift.store.loadHistory('crash-drift');
-    const [drifted] = assessSession(driftHistory).calls;
+    const { log: driftLog, recovered: drift, history: driftHistory, call: drifted } = await crashThenRecover('crash-drift', 'untrusted', true);
     const plan = prepareToolRetry(driftHistory, drifted!.callId, { actor: 'ops@example.org', evidence: 'checked the server', outcome: 'not_executed' });
     const refused = await drift.gateway.callWithOptions('lookup_weather', { city: 'Hangzhou' }, { retry: plan });
     assert.deepEqual(refused.result.outcome.status === 'failed' ? [refused.result.outcome.category, refused.result.outcome.code] : [], ['unavailable', 'tool_contract_changed']);
@@ -215,12 +220,7 @@ describe('jingwei/mcp: killed in the middle of a tool', () => {
 
     // The reverse, with no review: a read_only call that may have run, recovered by a host that no longer trusts the
     // server (read_only → unknown). The plan is refused without being consumed, and nothing is written.
-    const reverse = tempDbPath(dir, 'crash');
-    const reverseLog = newLog();
-    await crashInTheMiddle(reverse, 'crash-distrust', 'trusted', reverseLog);
-    const distrust = await recoverWith(reverse, 'crash-distrust', false, reverseLog);
-    const reverseHistory = await distrust.store.loadHistory('crash-distrust');
-    const [distrusted] = assessSession(reverseHistory).calls;
+    const { log: reverseLog, recovered: distrust, history: reverseHistory, call: distrusted } = await crashThenRecover('crash-distrust', 'trusted', false);
     const free = prepareToolRetry(reverseHistory, distrusted!.callId, null);
     await assert.rejects(distrust.gateway.callWithOptions('lookup_weather', { city: 'Hangzhou' }, { retry: free }), { code: 'binding_changed' });
     assert.equal(free.consumed, false);
