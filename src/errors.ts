@@ -41,6 +41,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   name_too_long: 'ToolPreflightError',
   malformed_name: 'ToolPreflightError',
   unsafe_integer: 'ToolPreflightError',
+  duplicate_key: 'ToolPreflightError',
   unavailable_tool: 'ToolPreflightError',
   arguments_too_large: 'ToolPreflightError',
   arguments_not_serializable: 'ToolPreflightError',
@@ -417,6 +418,8 @@ export type ToolPreflightCode =
   | 'arguments_not_serializable'
   /** An integer beyond ±(2^53 − 1) in the arguments: it cannot be journaled exactly; send it as a string. */
   | 'unsafe_integer'
+  /** A model's argument text naming one key twice in an object: one of its values would go unread. */
+  | 'duplicate_key'
   /** A tool this caller cannot use (not registered or not granted), with arguments too large to journal for it. */
   | 'unavailable_tool'
   | 'invalid_options';

@@ -64,7 +64,8 @@ export interface CallContext {
  * and the schema check records it as `invalid_arguments` for the model to read. An integer the journal cannot hold
  * exactly (beyond ±(2^53 − 1)) is refused before anything is recorded (ToolPreflightError `unsafe_integer`, which
  * the model reads with its JSON path and the advice to send it as a string): rounding it would run the tool with a
- * value the model never sent.
+ * value the model never sent. So is an object naming one key twice (`duplicate_key`): which value counts would be a
+ * parser's choice, not the model's.
  */
 function parseArguments(text: string): JsonValue {
   if (text.trim() === '') return {};
@@ -73,6 +74,9 @@ function parseArguments(text: string): JsonValue {
   } catch (error) {
     if (error instanceof JsonParseError && error.reason === 'unsafe_integer') {
       throw new ToolPreflightError('unsafe_integer', error.message, { cause: error });
+    }
+    if (error instanceof JsonParseError && error.reason === 'duplicate_key') {
+      throw new ToolPreflightError('duplicate_key', `${error.message}: one of its values would go unread; send each key once`, { cause: error });
     }
     return text;
   }

@@ -126,6 +126,19 @@ describe('runAgent', () => {
     assert.equal(result.toolCalls[2]!.execution, null);
   });
 
+  it('refuses arguments naming one key twice before anything is recorded, naming the key; a resume reads the same refusal', async () => {
+    const { store, owner, gateway, bodies } = await setup();
+    const model = scriptedModel([reply(null, calls(['a', 'lookup_price', '{"item":"tea","item":"cake"}'])), reply('Sorry.')]);
+    const result = await runAgent({ model, owner, gateway, input: 'Go.', maxSteps: 3, runId: 'dup-1', store });
+    assert.equal(result.stopReason, 'completed');
+    assert.deepEqual(bodies, []);
+    const [told] = model.requests[1]!.messages.filter((m) => m.role === 'tool').map((m) => m.content);
+    assert.match(told!, /was refused before it ran: preflight \(duplicate_key\): duplicate key "item" .*send each key once/);
+    assert.equal((await store.loadHistory('agent-session')).filter((e) => e.kind.type === 'tool_call').length, 0);
+    const again = await resumeAgent({ model: scriptedModel([]), owner, gateway, runId: 'dup-1', store, maxSteps: 3 });
+    assert.deepEqual(again.messages, result.messages);
+  });
+
   it("asks Jingwei's approver on every call, and a denial is read by the model", async () => {
     let asked = 0;
     const { owner, gateway, bodies } = await setup({
