@@ -54,4 +54,3 @@ export function pendingApproval(call: ToolCall, binding: ApprovalBinding, answer
     `waiting for an operator's decision on approval request ${id}${answer.note !== null ? `: ${answer.note}` : ''}; the call did not run`, true);
   return { change, record, outcome };
 }
-

@@ -551,7 +551,6 @@ class Gateway implements ToolGateway {
     const source = planSourceRow(plan);
     const latest = { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry!.callId, ...(source ? { source } : {}) } };
     const record = async (outcome: Failure, change: ApprovalChange, approval?: ToolApprovalRecord): Promise<ToolExecution> => {
-      observer?.refused(outcome);
       const result: ToolResult = approval ? { callId: call.id, outcome, approval } : { callId: call.id, outcome };
       const { events } = await this.write('call', call, null, {
         events: [this.draft({ type: 'tool_call', call }), this.draft({ type: 'tool_result', result })],
@@ -559,6 +558,8 @@ class Gateway implements ToolGateway {
         approval: change,
         ...latest,
       });
+      // Told once written: a first write refused for an operator's late denial is made again with that denial.
+      observer?.refused(outcome);
       faultPoint('result:after');
       return { call, result, callEvent: events[0]!, startedEvent: null, resultEvent: events[1]! };
     };

@@ -368,6 +368,32 @@ forEachStore('durable approvals', (target) => {
     assert.deepEqual(m.sent, []);
     await r.store.close();
   });
+
+  it('an operator denying the request while such a retry is recorded: the denial is recorded and used, not superseded', async () => {
+    const m = mailRig([]);
+    const r = await rig(target, m.config);
+    const { execution, requestId } = await pendingCall(r);
+    const v2 = tool('send_mail', async () => 'sent', new ToolMetadata('send mail', mailSchema).withEffect('non_idempotent', 'mail-v2').withApproval('ops'));
+    const redeployed = createToolRuntime({ tools: [v2], approvers: m.config.approvers, grants: { agent: '*' } }).bind({ owner: r.owner, taskId: r.taskId, caller: 'agent' });
+    // The operator's denial lands after the runtime read the inbox (nothing decided) and before its commit.
+    const read = r.owner.decidedApproval!.bind(r.owner);
+    let denied = false;
+    r.owner.decidedApproval = async (taskId, key) => {
+      const row = await read(taskId, key);
+      if (!denied) {
+        denied = true;
+        await decisionInbox(r.store).deny(requestId, { actor: 'ops@example.com', reason: 'wrong customer' });
+      }
+      return row;
+    };
+    const plan = prepareToolRetry(await r.store.loadHistory(r.sessionId), execution.call.id);
+    const retried = await redeployed.callWithOptions('send_mail', { to: 'ann@example.com' }, { retry: plan });
+    assert.equal(failedCategory(retried), 'approval_denied/tool_approval_denied_by_operator');
+    assert.equal(retried.result.approval?.actor, 'ops@example.com');
+    assert.equal((await decisionInbox(r.store).get(requestId))?.state, 'consumed');
+    assert.deepEqual(m.sent, []);
+    await r.store.close();
+  });
 });
 
 it('the memory store has an inbox too; pending needs one', async () => {
