@@ -65,7 +65,8 @@ export interface LatestAttemptCondition {
 /**
  * The inbox change a commit makes in its own transaction (docs/design.md#durable-approvals): `request` leaves a new
  * open approval request (superseding the operation's older open or decided ones); `use` consumes a decided one,
- * `settle` supersedes the requests earlier attempts left (the host's approver approved this one);
+ * `settle` supersedes the requests earlier attempts left (this attempt was answered by the host's approver, or
+ * refused because its tool changed);
  * refused with DecisionError unless it is still decided and its binding equals this one. `at` is the writer's
  * ISO-8601 time, for people.
  */
@@ -73,9 +74,11 @@ export type ApprovalChange =
   | { readonly request: { readonly id: string; readonly callId: string; readonly binding: ApprovalBinding; readonly note: string | null; readonly at: string } }
   | { readonly use: { readonly id: string; readonly callId: string; readonly binding: ApprovalBinding; readonly at: string } }
   /**
-   * `settle`: the attempt `callId` was approved by the host's approver and runs, so the operation's requests left by
-   * earlier attempts (open or decided, unused) are superseded: a decision made later for an earlier attempt is never
-   * spent on a later one, and a request of an operation that moved on does not wait for ever.
+   * `settle`: the attempt `callId` was answered by the host's approver (approved, or refused), or was refused before
+   * its body because its tool changed (docs/design.md#a-redeploy-while-a-call-waits), so the operation's requests
+   * left by earlier attempts (open or decided, unused) are superseded: a decision made later for an earlier attempt
+   * is never spent on a later one, and a request of an operation that moved on does not wait for ever. Refused
+   * (nothing written) while an operator's denial of this very action waits unused: that denial is the answer.
    */
   | { readonly settle: { readonly callId: string; readonly binding: ApprovalBinding; readonly at: string } };
 
