@@ -126,8 +126,11 @@ export function eventSummary(event: SessionEvent, style: Style): string {
       parts.push(`args ${clip(JSON.stringify(call.arguments), 60)}`);
       return parts.join('  ');
     }
-    case 'tool_started':
-      return `call ${shortId(k.callId)}  body starting`;
+    case 'tool_started': {
+      // An operator's approval this start used: who answered, and which request (the journal's proof of the decision).
+      const by = k.approval?.actor !== undefined ? `  approved by ${clip(k.approval.actor, 40)} (request ${shortId(k.approval.requestId)})` : '';
+      return `call ${shortId(k.callId)}  body starting${by}`;
+    }
     case 'tool_result': {
       const o = k.result.outcome;
       const text = outcomeText(k.result);

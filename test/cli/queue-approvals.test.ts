@@ -118,6 +118,9 @@ describe('jingwei queue: approval requests waiting for a person', () => {
     const after = cli(['queue', path]);
     assert.equal(after.code, 0);
     assert.match(after.stdout, /Nothing needs attention\./);
+    // The journal names who approved the start, and who denied the other.
+    assert.match(cli(['events', path, 's-a']).stdout, new RegExp(`tool_started\\s+call \\S+\\s+body starting  approved by alice \\(request …${a.slice(-8)}\\)`));
+    assert.match(cli(['events', path, 's-b']).stdout, /tool_result\s+call \S+\s+failed approval_denied tool_approval_denied_by_operator: denied by bob/);
   });
 
   it('filters by tool before the limit: a request of another tool behind more than a page of others is found', async () => {
