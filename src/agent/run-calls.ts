@@ -7,6 +7,7 @@
 import { JsonParseError, ToolPreflightError, ToolRetryError } from '../errors.js';
 import type { ActionContext, SessionEvent, ToolReviewRecord } from '../event/types.js';
 import { isValidText } from '../ids.js';
+import { jsonEquals } from '../json/canonical.js';
 import { parseJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS } from '../limits.js';
@@ -16,7 +17,7 @@ import { noteRetrySource } from '../tool/retry-source.js';
 import { journalWaitingReviews } from '../tool/inbox-review.js';
 import { reconcileUncertainCalls, type ReconcileReport } from '../tool/review.js';
 import { RETRY_SAFE_ACTOR, type RecoveryPolicy } from '../tool/recover.js';
-import { contractChangedFor } from '../tool/runtime.js';
+import { contractChangeFor } from '../tool/runtime.js';
 import type { Tool, ToolExecution, ToolGateway } from '../tool/types.js';
 import { modelFacingOutcome, preflightFailure, type ModelFacingOutcome } from '../bridges/outcome.js';
 import type { ChatToolCall } from './model.js';
@@ -105,6 +106,18 @@ async function attempt(requested: ChatToolCall, run: (args: JsonValue) => Promis
   }
 }
 
+/**
+ * Whether a completed call is read back from the journal although its tool's contract changed since: the tool is
+ * still registered and offered to the gateway's caller, and the journaled call is this one (same tool and
+ * arguments). Anything else goes through the gateway's caller-key replay, which refuses it.
+ */
+function replaysDespiteRedeploy(gateway: ToolGateway, name: string, args: JsonValue, execution: ToolExecution): boolean {
+  const call = execution.call;
+  const contract = call.operation?.contract;
+  if (contract === undefined || contractChangeFor(gateway, name, contract) !== 'changed') return false;
+  return call.name === name && jsonEquals(call.arguments, args) && gateway.schemas().some((s) => s.name === name);
+}
+
 function recordedExecution(recorded: RecordedAttempt): ToolExecution | null {
   const callKind = recorded.callEvent.kind;
   const resultKind = recorded.resultEvent?.kind;
@@ -160,10 +173,14 @@ export async function settleCall(ctx: CallContext, requested: ChatToolCall, key:
   }
   const execution = recordedExecution(recorded);
   if (execution !== null && execution.result.outcome.status === 'succeeded') {
+    const args = parseArguments(requested.arguments);
+    // The tool redeployed since under another contract, still offered to this caller: the call ran under the
+    // contract it recorded, and its result is read back from the journal (docs/design.md#a-redeploy-while-a-call-waits).
+    if (replaysDespiteRedeploy(gateway, requested.name, args, execution)) return done(requested, execution);
     // Caller-key replay: checks the binding and the grant, runs nothing, writes nothing, charges nothing. Its refusal
-    // (the grant or the contract changed since) is thrown, not read by the model as a call refused before anything
-    // was recorded: this call ran, and neither the model nor the journal may be told otherwise.
-    return done(requested, await gateway.callWithOptions(requested.name, parseArguments(requested.arguments), keyed));
+    // (the grant withdrawn or the tool removed since) is thrown, not read by the model as a call refused before
+    // anything was recorded: this call ran, and neither the model nor the journal may be told otherwise.
+    return done(requested, await gateway.callWithOptions(requested.name, args, keyed));
   }
   if (replayOnly) {
     if (execution !== null) return done(requested, await readBack(ctx, execution));
@@ -177,7 +194,8 @@ export async function settleCall(ctx: CallContext, requested: ChatToolCall, key:
       // A tool redeployed (or removed) since can never run on the request, whatever an operator decides: the retry
       // records that the call did not run, for the model to read (docs/design.md#a-redeploy-while-a-call-waits).
       const contract = execution.call.operation?.contract;
-      const changed = contract !== undefined && contractChangedFor(gateway, execution.call.name, contract) === true;
+      const change = contract === undefined ? null : contractChangeFor(gateway, execution.call.name, contract);
+      const changed = change === 'changed' || change === 'removed';
       if (decided === undefined && !changed) return { kind: 'stop', reason: 'awaiting_approval', callId: recorded.callId };
       // The operator decided: one more attempt of the same operation, which the decision answers for.
       const plan = prepareToolRetry(await history(ctx), recorded.callId);

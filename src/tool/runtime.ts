@@ -203,13 +203,14 @@ class CanonicalRuntime implements ToolRuntime {
 }
 
 /**
- * Whether `gateway` no longer runs `name` under the contract a call recorded (the tool was removed, or redeployed with
- * another effect or revision); null for a gateway this module did not make, which cannot say.
+ * How `gateway` runs `name` now against the contract a call recorded: `same`, `changed` (redeployed with another
+ * effect or revision) or `removed` (not registered); null for a gateway this module did not make, which cannot say.
  */
-export function contractChangedFor(gateway: ToolGateway, name: string, recorded: ToolEffectContract): boolean | null {
+export function contractChangeFor(gateway: ToolGateway, name: string, recorded: ToolEffectContract): 'same' | 'changed' | 'removed' | null {
   if (!(gateway instanceof Gateway)) return null;
   const current = gateway.contractOf(name);
-  return current === null || current.effect !== recorded.effect || current.revision !== recorded.revision;
+  if (current === null) return 'removed';
+  return current.effect === recorded.effect && current.revision === recorded.revision ? 'same' : 'changed';
 }
 
 class Gateway implements ToolGateway {

@@ -136,4 +136,24 @@ describe('a call waiting for approval when its tool is redeployed', () => {
       await second.store.close();
     });
   }
+
+  it('a completed call of the run, its tool redeployed since: the resume replays its recorded result and goes on', async () => {
+    const { path, world, first, inbox, request } = await waitingRun('redeploy-completed');
+    await inbox.approve(request.id, { actor: 'ops@example.com' });
+    await first.store.close();
+    // The order tool is redeployed while the e-mail waited; the e-mail, approved, is unchanged.
+    const order = outside({ orderRevision: 'order-v2' }).tools[0]!;
+    const second = await host(path, world.tools.map((t) => (t.name === 'place_order' ? { ...t, metadata: order.metadata } : t)), pending);
+    const model = scriptedModel([doneStep]);
+    const resumed = await resumeAgent({ ...second, model, runId: 'redeploy-completed', store: second.store, maxSteps: 6 });
+    assert.equal(resumed.stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order', 'send_email'], 'the order is not placed again; the approved e-mail is sent');
+    assert.equal(toolMessages(model)[0], '{"orderId":1}', 'the model reads the order as it was recorded');
+    assert.equal(resumed.toolCalls[0]!.execution!.replayed, true);
+    // Read back later, by a host with the order tool as it is now: the same conversation, nothing runs.
+    const again = await runAgent({ ...second, model: scriptedModel([]), input: 'Buy tea.', maxSteps: 6, runId: 'redeploy-completed', store: second.store });
+    assert.deepEqual(again.messages, resumed.messages);
+    assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+    await second.store.close();
+  });
 });
