@@ -65,10 +65,11 @@ export interface CallContext {
  * and the schema check records it as `invalid_arguments` for the model to read. An integer the journal cannot hold
  * exactly (beyond ±(2^53 − 1)) is refused before anything is recorded (ToolPreflightError `unsafe_integer`, which
  * the model reads with its JSON path and the advice to send it as a string): rounding it would run the tool with a
- * value the model never sent. So is an object naming one key twice (`duplicate_key`): which value counts would be a
- * parser's choice, not the model's.
+ * value the model never sent. So is an object naming one key twice (`duplicate_key`), for a call not yet journaled
+ * (`fresh`): which value counts would be a parser's choice, not the model's. A journaled call's text is read as it
+ * was when the call was made (as text, before duplicate keys were refused), so its replay still matches it.
  */
-function parseArguments(text: string): JsonValue {
+function parseArguments(text: string, fresh: boolean): JsonValue {
   if (text.trim() === '') return {};
   try {
     return parseJson(text, { maxBytes: LIMITS.maxArgumentsBytes, maxDepth: LIMITS.maxArgumentsDepth });
@@ -76,7 +77,7 @@ function parseArguments(text: string): JsonValue {
     if (error instanceof JsonParseError && error.reason === 'unsafe_integer') {
       throw new ToolPreflightError('unsafe_integer', error.message, { cause: error });
     }
-    if (error instanceof JsonParseError && error.reason === 'duplicate_key') {
+    if (fresh && error instanceof JsonParseError && error.reason === 'duplicate_key') {
       throw new ToolPreflightError('duplicate_key', `${error.message}: one of its values would go unread; send each key once`, { cause: error });
     }
     return text;
@@ -94,10 +95,10 @@ function done(requested: ChatToolCall, execution: ToolExecution): SettledCall {
   return { kind: 'done', call: { providerCallId: requested.id, name: requested.name, outcome: modelFacingOutcome(execution), execution } };
 }
 
-/** Runs one gateway call; a preflight refusal (nothing recorded) is what the model reads. */
-async function attempt(requested: ChatToolCall, run: (args: JsonValue) => Promise<ToolExecution>): Promise<SettledCall> {
+/** Runs one gateway call (`fresh`: the call's first attempt); a preflight refusal (nothing recorded) is what the model reads. */
+async function attempt(requested: ChatToolCall, run: (args: JsonValue) => Promise<ToolExecution>, fresh = false): Promise<SettledCall> {
   try {
-    return done(requested, await run(parseArguments(requested.arguments)));
+    return done(requested, await run(parseArguments(requested.arguments, fresh)));
   } catch (error) {
     if (error instanceof ToolPreflightError) {
       return { kind: 'done', call: { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, error), execution: null } };
@@ -147,7 +148,7 @@ async function history(ctx: CallContext): Promise<readonly SessionEvent[]> {
 
 /**
  * A recorded execution as the model read it when it ran: a retry refused before its body says "did not run" only
- * when the attempt it retried provably did not either (one that waited for approval), which the live run knew from
+ * when the attempt it retried provably did not either (one that waited for approval, say), which the live run knew from
  * its plan and a read-back learns from the journal before the retry.
  */
 async function readBack(ctx: CallContext, execution: ToolExecution): Promise<ToolExecution> {
@@ -169,11 +170,11 @@ export async function settleCall(ctx: CallContext, requested: ChatToolCall, key:
   const recorded = await owner.readOperation(gateway.taskId, key);
   if (recorded === undefined) {
     if (replayOnly) return null;
-    return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, keyed));
+    return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, keyed), true);
   }
   const execution = recordedExecution(recorded);
   if (execution !== null && execution.result.outcome.status === 'succeeded') {
-    const args = parseArguments(requested.arguments);
+    const args = parseArguments(requested.arguments, false);
     // The tool redeployed since under another contract, still offered to this caller: the call ran under the
     // contract it recorded, and its result is read back from the journal (docs/design.md#a-redeploy-while-a-call-waits).
     if (replaysDespiteRedeploy(gateway, requested.name, args, execution)) return done(requested, execution);

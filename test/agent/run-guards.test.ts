@@ -7,7 +7,9 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { AgentRunBusyError, resumeAgent, runAgent, scriptedModel, type ChatResponse } from '../../src/agent.js';
-import { callRefusedEvent } from '../../src/agent/run-journal.js';
+import { callRefusedEvent, modelResponseEvent, runStartedEvent } from '../../src/agent/run-journal.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import type { Tool } from '../../src/tool/types.js';
 import { ToolPreflightError } from '../../src/errors.js';
 import { setFaultHook } from '../../src/fault.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
@@ -68,6 +70,29 @@ describe('agent runs: what a host does naturally', () => {
     assert.deepEqual(model.requests[0]!.messages.at(-1), { role: 'tool', toolCallId: 'c1', content: '{"orderId":1}' });
     assert.equal(result.toolCalls[0]!.execution!.replayed, true);
     assert.equal(world.orders.size, 1);
+    await h.store.close();
+  });
+
+  it('a journal whose completed call has arguments naming one key twice (made before such calls were refused) still replays it', async () => {
+    const path = tempDbPath(dir);
+    const bodies: unknown[] = [];
+    const echo: Tool = { name: 'echo', metadata: new ToolMetadata('Echoes', {}).withEffect('read_only', 'echo-v1'), execute: async (request) => { bodies.push(request.arguments); return 'echoed'; } };
+    const h = await host(path, [echo]);
+    // What the earlier version journaled: the step, then the call with the text as it came, which the schema took.
+    const text = '{"x":1,"x":2}';
+    const turn = h.gateway.turnId;
+    await h.owner.append([
+      runStartedEvent(turn, 'dup-old', 'task', 'Echo.'),
+      { turnId: turn, kind: { type: 'user_message', text: 'Echo.' } },
+      modelResponseEvent(turn, 'dup-old', 1, reply(null, calls(['e', 'echo', text])), new Set(['echo'])),
+    ]);
+    assert.equal((await h.gateway.callWithOptions('echo', text, { operationKey: 'dup-old/1/0' })).result.outcome.status, 'succeeded');
+    const model = scriptedModel([reply('Done.')]);
+    const result = await resumeAgent({ ...h, model, runId: 'dup-old', store: h.store, maxSteps: 3 });
+    assert.equal(result.stopReason, 'completed');
+    assert.equal(result.toolCalls[0]!.execution!.replayed, true);
+    assert.deepEqual(model.requests[0]!.messages.at(-1), { role: 'tool', toolCallId: 'e', content: 'echoed' });
+    assert.deepEqual(bodies, [text], 'replayed, not run again');
     await h.store.close();
   });
 
