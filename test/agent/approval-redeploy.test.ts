@@ -3,8 +3,9 @@
  * (docs/design.md#a-redeploy-while-a-call-waits): an approval request is bound to the contract the operator was
  * shown, and a retry runs only under the contract its call recorded. A call that waited for approval is recorded as
  * not run (a retry refused before its body, the old request superseded); a call in doubt stops the run for a review,
- * and once a person says it did not run, it is recorded as not run too. The model reads that and may ask again under
- * the new contract, and the run goes on: it is never stuck waiting for a decision no host can use.
+ * and once a person says it did not run, it is recorded as not run too; a completed call is read back as it ran. The
+ * model reads that and may ask again under the new contract, and the run goes on: it is never stuck waiting for a
+ * decision no host can use.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -27,7 +28,7 @@ function redeployed(world: ReturnType<typeof outside>, revision: string) {
 /** What the model read for each tool call of its first request in this invocation. */
 const toolMessages = (model: ScriptedModel) => model.requests[0]!.messages.filter((m) => m.role === 'tool').map((m) => m.content);
 
-describe('a call waiting for approval when its tool is redeployed', () => {
+describe('a run whose tools are redeployed while it waits for a person', () => {
   const dir = tempDir();
 
   async function waitingRun(runId: string) {
