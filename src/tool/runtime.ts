@@ -73,6 +73,19 @@ function preflight(name: unknown, args: unknown): { text: string; value: JsonVal
 const notRegistered = (name: string, consequence: string): ToolRetryError =>
   new ToolRetryError('binding_changed', `tool ${JSON.stringify(name)} is not registered with this runtime (removed or renamed since it was called?); ${consequence}`);
 
+type AttemptCondition = Pick<CommitRequest, 'expectLatestAttempt' | 'expectNewOperation'>;
+
+/**
+ * What the commit of an attempt's call requires: a retry must still be the latest attempt (and its source as its
+ * plan read it); a caller-keyed first attempt must still be the first (two callers racing on one new key: the second
+ * gets OperationInDoubtError naming the first).
+ */
+function attemptCondition(op: ToolOperation, plan: ToolRetryPlan | undefined, callerKeyed: boolean): AttemptCondition {
+  const source = plan ? planSourceRow(plan) : null;
+  if (op.retry) return { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId, ...(source ? { source } : {}) } };
+  return callerKeyed ? { expectNewOperation: { taskId: op.taskId, key: op.key } } : {};
+}
+
 /** The calls each owner has in flight in this process, whichever runtime runs them: the in-doubt guard passes them over. */
 const inFlightByOwner = new WeakMap<SessionOwner, Set<string>>();
 function runningCalls(owner: SessionOwner): Set<string> {
@@ -391,12 +404,7 @@ class Gateway implements ToolGateway {
     const ctx = { caller: this.caller, call: this.runtime.guards.length > 0 || registered?.tool.metadata.approval ? hookView(call, argsText) : call };
     const callDraft = this.draft({ type: 'tool_call', call });
     const admit: BudgetChange = { taskId: this.taskId, admit: { maxOutputBytes: outputLimit } };
-    // A retry must still be the latest attempt; a caller-keyed first attempt must still be the first (two callers
-    // racing on one new key: the second gets OperationInDoubtError naming the first).
-    const source = plan ? planSourceRow(plan) : null;
-    const latest = op.retry
-      ? { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId, ...(source ? { source } : {}) } }
-      : callerKeyed ? { expectNewOperation: { taskId: op.taskId, key: op.key } } : {};
+    const latest = attemptCondition(op, plan, callerKeyed);
 
     // Checks without side effects run before the call is written; a rejection is journaled with its call.
     // An interrupt that came before the call is written is recorded with it, without a start marker: provably unrun.
@@ -408,15 +416,7 @@ class Gateway implements ToolGateway {
     faultPoint('call:before');
     if (rejected) {
       observer?.refused(rejected);
-      const result: ToolResult = { callId: call.id, outcome: rejected };
-      // Admitted (one tool call charged, never refunded) with nothing reserved: the body never starts.
-      const { events } = await this.write('call', call, null, {
-        events: [callDraft, this.draft({ type: 'tool_result', result })],
-        budget: { taskId: this.taskId, admit: { maxOutputBytes: 0 } },
-        ...latest,
-      });
-      faultPoint('result:after');
-      return { call, result, callEvent: events[0]!, startedEvent: null, resultEvent: events[1]! };
+      return this.recordRefused(call, rejected, latest);
     }
 
     const approval = registered!.tool.metadata.approval;
@@ -549,20 +549,12 @@ class Gateway implements ToolGateway {
   private async refuseChangedContract(call: ToolCall, refusal: Failure, observer: AttemptObserver | null, plan: ToolRetryPlan): Promise<ToolExecution> {
     const op = call.operation!;
     const binding = approvalBinding(call, op);
-    const source = planSourceRow(plan);
-    const latest = { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry!.callId, ...(source ? { source } : {}) } };
+    const latest = attemptCondition(op, plan, false);
     const record = async (outcome: Failure, change: ApprovalChange, approval?: ToolApprovalRecord): Promise<ToolExecution> => {
-      const result: ToolResult = approval ? { callId: call.id, outcome, approval } : { callId: call.id, outcome };
-      const { events } = await this.write('call', call, null, {
-        events: [this.draft({ type: 'tool_call', call }), this.draft({ type: 'tool_result', result })],
-        budget: { taskId: this.taskId, admit: { maxOutputBytes: 0 } },
-        approval: change,
-        ...latest,
-      });
+      const execution = await this.recordRefused(call, outcome, latest, { change, ...(approval ? { record: approval } : {}) });
       // Told once written: a first write refused for an operator's late denial is made again with that denial.
       observer?.refused(outcome);
-      faultPoint('result:after');
-      return { call, result, callEvent: events[0]!, startedEvent: null, resultEvent: events[1]! };
+      return execution;
     };
     const denied = await operatorDecision(this.binding.owner, call, binding);
     if (denied?.denial) return record(denied.denial, denied.change, denied.record);
@@ -570,6 +562,27 @@ class Gateway implements ToolGateway {
     if (refused !== null) return refused;
     const late = await this.decidedMeanwhile(call, binding);
     return late.denial ? record(late.denial, late.change, late.record) : record(refusal, settling(call, binding));
+  }
+
+  /**
+   * A call refused before its body, written with its result in one commit: admitted (one tool call charged, never
+   * refunded) with nothing reserved, so the body never starts.
+   */
+  private async recordRefused(
+    call: ToolCall,
+    outcome: Failure,
+    condition: AttemptCondition,
+    approval?: { change: ApprovalChange; record?: ToolApprovalRecord },
+  ): Promise<ToolExecution> {
+    const result: ToolResult = approval?.record ? { callId: call.id, outcome, approval: approval.record } : { callId: call.id, outcome };
+    const { events } = await this.write('call', call, null, {
+      events: [this.draft({ type: 'tool_call', call }), this.draft({ type: 'tool_result', result })],
+      budget: { taskId: this.taskId, admit: { maxOutputBytes: 0 } },
+      ...(approval ? { approval: approval.change } : {}),
+      ...condition,
+    });
+    faultPoint('result:after');
+    return { call, result, callEvent: events[0]!, startedEvent: null, resultEvent: events[1]! };
   }
 
   /** The in-doubt guard's read; a store that cannot answer fails the call as a recording error, nothing written. */
