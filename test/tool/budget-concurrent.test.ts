@@ -10,6 +10,7 @@ import { it } from 'node:test';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { assessSession } from '../../src/tool/assess.js';
+import type { Tool } from '../../src/tool/types.js';
 import { sleep, tool } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
 
@@ -39,14 +40,23 @@ async function settle(pending: Promise<{ result: { outcome: { status: string; ca
 }
 
 forEachStore('calls running at once share their task\'s budget', (target) => {
-  it('a call its siblings leave too little output budget is refused with nothing written; no completed write is recorded as output_limit', async () => {
+  /**
+   * A task with a 68,000-byte output budget and one mail running in it (holding 65,536 of them), the gateway having
+   * `tools` beside the mail tool.
+   */
+  async function oneMailRunning(sessionId: string, tools: Tool[] = []) {
     const store = await target.fresh().open();
-    const owner = await store.acquire('s-share', { owner: 'host' });
+    const owner = await store.acquire(sessionId, { owner: 'host' });
     await owner.startTask('t', { limits: { toolOutputBytes: 68000 } });
     const world = mailer(100);
-    const gateway = createToolRuntime({ tools: [world.send], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const gateway = createToolRuntime({ tools: [world.send, ...tools], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
     const first = gateway.call('send_mail', { to: 'a' });
     await sleep(30);
+    return { store, owner, world, gateway, first };
+  }
+
+  it('a call its siblings leave too little output budget is refused with nothing written; no completed write is recorded as output_limit', async () => {
+    const { store, owner, world, gateway, first } = await oneMailRunning('s-share');
     const others = await Promise.all([settle(gateway.call('send_mail', { to: 'b' })), settle(gateway.call('send_mail', { to: 'c' }))]);
     assert.deepEqual(await settle(first), { status: 'succeeded' });
     for (const refused of others) {
@@ -65,14 +75,8 @@ forEachStore('calls running at once share their task\'s budget', (target) => {
   });
 
   it('a call refused before its body, beside a running call holding the whole output budget, is recorded as refused, not thrown', async () => {
-    const store = await target.fresh().open();
-    const owner = await store.acquire('s-refused', { owner: 'host' });
-    await owner.startTask('t', { limits: { toolOutputBytes: 68000 } });
-    const world = mailer(100);
     const strict = tool('send_strict', async () => 'sent', new ToolMetadata('sends a mail', { type: 'object', required: ['to'] }).withEffect('non_idempotent', 'v1'));
-    const gateway = createToolRuntime({ tools: [world.send, strict], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
-    const first = gateway.call('send_mail', { to: 'a' });
-    await sleep(30);
+    const { store, owner, gateway, first } = await oneMailRunning('s-refused', [strict]);
     // The running call holds 65,536 of the 68,000 bytes; a call refused by its schema needs none of them.
     assert.deepEqual(await settle(gateway.call('send_strict', {})), { status: 'failed', category: 'invalid_arguments' });
     assert.deepEqual(await settle(gateway.call('send_nothing', {})), { status: 'failed', category: 'unavailable' });
