@@ -2,7 +2,7 @@
  * The tool the benchmarks call: a no-op, read-only tool with an empty-object schema, optionally requiring an
  * approver that approves at once. A rig is one fenced session with a running task and a gateway onto it.
  */
-import { createToolRuntime, ToolMetadata } from '../../dist/index.js';
+import { createToolRuntime, LIMITS, ToolMetadata } from '../../dist/index.js';
 import { encodeEventText } from '../../dist/wire.js';
 
 export const NOOP = 'noop';
@@ -21,10 +21,13 @@ export function benchRuntime() {
   });
 }
 
-/** Acquires `sessionId` as `owner`, starts a task with room for every call the benchmark makes, binds a gateway. */
+/**
+ * Acquires `sessionId` as `owner`, starts a task with room for every call the benchmark makes (in calls and in
+ * journal bytes, up to what one session holds), binds a gateway.
+ */
 export async function openRig(store, runtime, { sessionId, owner = 'bench', taskId = `${sessionId}-task` }) {
   const held = await store.acquire(sessionId, { owner });
-  await held.startTask(taskId, { limits: { toolCalls: 1_000_000 } });
+  await held.startTask(taskId, { limits: { toolCalls: 1_000_000, journalBytes: LIMITS.maxHistoryBytes } });
   const gateway = runtime.bind({ owner: held, taskId, caller: 'agent', turnId: `${sessionId}-turn` });
   return { owner: held, gateway };
 }
