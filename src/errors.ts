@@ -57,6 +57,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   binding_changed: 'ToolRetryError',
   consumed: 'ToolRetryError',
   not_in_doubt: 'ToolRetryError',
+  body_running: 'ToolRetryError',
   plan_not_serializable: 'ToolRetryPlanNotSerializableError',
   model_unreachable: 'ChatModelError',
   model_http_error: 'ChatModelError',
@@ -484,7 +485,8 @@ export type ToolRetryErrorCode =
   | 'not_latest_attempt'
   | 'binding_changed'
   | 'consumed'
-  | 'not_in_doubt';
+  | 'not_in_doubt'
+  | 'body_running';
 
 /** Why a retry cannot be planned or used. `detail` says which evidence failed (docs/design.md, retries). */
 export class ToolRetryError extends JingweiError {

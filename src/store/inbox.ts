@@ -146,12 +146,20 @@ export class DecisionInbox {
     const { history, inFlight } = await (this.store as JournalStore).callInFlight(sessionId, callId);
     const call = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId)?.kind;
     if (call?.type !== 'tool_call') throw new DecisionError('decision_not_found', callId, `session ${sessionId} has no call ${callId}`);
-    if (inFlight) {
+    if (inFlight === 'no_result') {
       throw new DecisionError(
         'call_in_flight',
         callId,
         `call ${callId} may still be running: the host that made it still holds session ${sessionId} (its lease is live) and no result is journaled. ` +
           'A review now could be overtaken by the call itself; review it once the host has stopped (its lease runs out) or recorded a result',
+      );
+    }
+    if (inFlight === 'body_outlived_result') {
+      throw new DecisionError(
+        'call_in_flight',
+        callId,
+        `call ${callId} may still be running: its result records that it was interrupted while its body ran, the body may have gone on, and the host that made it still holds session ${sessionId} (its lease is live). ` +
+          'A review now could be overtaken by the body itself; review it once the host has journaled that the body ended (jingwei events shows it) or has stopped (its lease runs out)',
       );
     }
     try {

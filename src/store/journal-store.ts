@@ -28,6 +28,7 @@ import { LeaseWatch } from './lease-watch.js';
 import { registerJournalReader } from './owner-journal.js';
 import { verifyJournal } from './verify.js';
 import { AttemptIndex } from './attempt-index.js';
+import { bodyMayStillRun } from '../tool/late-bodies.js';
 import type {
   AttentionItem,
   AttentionListing,
@@ -158,6 +159,9 @@ function matchesBetween(sessionId: SessionId, chain: { rows: EventRow[]; events:
 }
 
 /** The one SessionStore implementation; engines differ only in their JournalBackend. */
+/** Why a call may still be running (see JournalStore.callInFlight). */
+export type CallInFlight = 'no_result' | 'body_outlived_result';
+
 export class JournalStore implements SessionStore {
   readonly kind: string;
   private readonly guard: OpenGuard;
@@ -233,20 +237,23 @@ export class JournalStore implements SessionStore {
 
   /**
    * The session's verified journal, and whether the attempt `callId` may still be running: the session's holder
-   * wrote its call (the same ownership epoch), its lease is live by the store's clock, and no result is journaled.
-   * A review of such a call could be overtaken by its body (docs/design.md#a-review-waits-for-the-call-to-stop).
+   * wrote its call (the same ownership epoch), its lease is live by the store's clock, and no result is journaled
+   * (`no_result`), or the result is a deadline, cancellation or task stop recorded while the body ran and no event
+   * says the body has ended since (`body_outlived_result`, docs/design.md#a-body-that-outlives-its-attempt). A
+   * review of such a call could be overtaken by its body (docs/design.md#a-review-waits-for-the-call-to-stop).
    */
-  async callInFlight(sessionId: string, callId: string): Promise<{ history: SessionEvent[]; inFlight: boolean }> {
+  async callInFlight(sessionId: string, callId: string): Promise<{ history: SessionEvent[]; inFlight: CallInFlight | null }> {
     this.guard.check();
     const id = checkId<SessionId>('sessionId', sessionId);
     const { session, events: rows } = await this.backend.snapshot(id);
     const history = verifyJournal(id, session, rows);
     const call = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId);
-    if (!session || !call || !session.held) return { history, inFlight: false };
+    if (!session || !call || !session.held) return { history, inFlight: null };
     const settled = history.some((e) => e.kind.type === 'tool_result' && e.kind.result.callId === callId);
+    const running: CallInFlight | null = !settled ? 'no_result' : bodyMayStillRun(history, callId) ? 'body_outlived_result' : null;
     const writer = rows[call.seq]?.epoch;
-    const inFlight = !settled && writer === session.epoch && !leaseExpired(session, await storeClock(this.backend));
-    return { history, inFlight };
+    const holds = running !== null && writer === session.epoch && !leaseExpired(session, await storeClock(this.backend));
+    return { history, inFlight: holds ? running : null };
   }
 
   /**

@@ -95,26 +95,28 @@ export class CallControl {
     this.bodyRunning = true;
   }
 
-  /** Awaits `work` unless an interrupt comes first; a late result of `work` is then discarded. */
-  race<T>(work: () => Promise<T>): Promise<{ value: T } | { interrupt: Interrupt }> {
+  /**
+   * Awaits `work` unless an interrupt comes first; a late result of `work` is then discarded. An interrupt that wins
+   * says when `work` ends (`ended`), or that it was never called (no `ended`).
+   */
+  race<T>(work: () => Promise<T>): Promise<{ value: T } | { interrupt: Interrupt; ended?: Promise<'returned' | 'threw'> }> {
     const early = this.interrupt();
     if (early) return Promise.resolve({ interrupt: early });
     return new Promise((resolve, reject) => {
+      const running = Promise.resolve().then(work);
       // Whichever settles first decides; the other's later resolve or reject is ignored (a late rejection included).
-      const wake = () => resolve({ interrupt: this.interrupt()! });
+      const wake = () => resolve({ interrupt: this.interrupt()!, ended: running.then(() => 'returned' as const, () => 'threw' as const) });
       this.waiting.add(wake);
-      Promise.resolve()
-        .then(work)
-        .then(
-          (value) => {
-            this.waiting.delete(wake);
-            resolve({ value });
-          },
-          (error: unknown) => {
-            this.waiting.delete(wake);
-            reject(error);
-          },
-        );
+      running.then(
+        (value) => {
+          this.waiting.delete(wake);
+          resolve({ value });
+        },
+        (error: unknown) => {
+          this.waiting.delete(wake);
+          reject(error);
+        },
+      );
     });
   }
 

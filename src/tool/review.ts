@@ -3,7 +3,7 @@
  * (docs/design.md#reconcilers): the one way a review enters a journal, and the routine that asks each uncertain
  * call's tool before any person is asked.
  */
-import { InvalidInputError } from '../errors.js';
+import { DecisionError, InvalidInputError } from '../errors.js';
 import {
   TOOL_REVIEW_OUTCOMES,
   TOOL_REVIEW_SOURCES,
@@ -20,6 +20,7 @@ import { truncateUtf8 } from '../text.js';
 import { classifyAttempt, collectEvidence, latestReview, reviewableAttempt } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { assessSession } from './assess.js';
+import { bodyStillRuns } from './late-bodies.js';
 import type { Tool, ToolReconcileAnswer, ToolReconcileRequest } from './types.js';
 import { commitAs } from '../store/owner-commit.js';
 
@@ -81,6 +82,13 @@ export async function recordToolReview(
     throw new InvalidInputError('history', `is the journal of session ${history[0]!.sessionId}, not of ${owner.sessionId}`);
   }
   const record = reviewableAttempt(history, id);
+  if (bodyStillRuns(owner, id)) {
+    throw new DecisionError(
+      'call_in_flight',
+      id,
+      `call ${id} is still running in this process: its result was recorded when it was interrupted, and its body has not ended; review it once it has (the journal records it)`,
+    );
+  }
   const op = record.call.operation!;
   const { turnId, ...fields } = input;
   const kind = { type: 'tool_review', review: { callId: id, ...fields } } as const;
@@ -100,9 +108,11 @@ export interface ReconciledCall {
    * `recorded`: the answer is journaled as a review; `unchanged`: `unknown` again, after an uncertain review by the
    * same reconciler (nothing written); `no_reconciler`: the tool is not given or declares none; `revision_changed`:
    * the tool's current contract is not the one the call was recorded with (its reconciler may not know the old
-   * operation); `failed`: the reconciler threw or answered something invalid (nothing written; `error` says what).
+   * operation); `failed`: the reconciler threw or answered something invalid (nothing written; `error` says what);
+   * `body_running`: the call's body is still running in this process after its result was recorded, so no answer
+   * about it can hold yet (not asked, nothing written; docs/design.md#a-body-that-outlives-its-attempt).
    */
-  readonly action: 'recorded' | 'unchanged' | 'no_reconciler' | 'revision_changed' | 'failed';
+  readonly action: 'recorded' | 'unchanged' | 'no_reconciler' | 'revision_changed' | 'failed' | 'body_running';
   readonly answer: ToolReconcileAnswer['outcome'] | null;
   /** The review journaled for it, when `recorded`. */
   readonly review: ToolReviewRecord | null;
@@ -169,6 +179,10 @@ export async function reconcileUncertainCalls(
     const latest = latestReview(record);
     if (latest !== null && latest.outcome !== 'uncertain') continue;
     const base = { callId: record.call.id, name: record.call.name };
+    if (bodyStillRuns(owner, record.call.id)) {
+      calls.push({ ...base, action: 'body_running', answer: null, review: null });
+      continue;
+    }
     const tool = byName.get(record.call.name);
     if (tool?.reconcile === undefined) {
       calls.push({ ...base, action: 'no_reconciler', answer: null, review: null });

@@ -5,6 +5,7 @@ import { isDecidedMeanwhile } from '../store/approvals.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
 import { contractChangedRefusal } from './contract-changed.js';
+import { lateBodyOf, trackLateBody, type LateBodyEnd } from './late-bodies.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import { checkCanonicalJson, jsonEquals } from '../json/canonical.js';
 import { deepFreeze } from '../json/freeze.js';
@@ -72,6 +73,21 @@ function preflight(name: unknown, args: unknown): { text: string; value: JsonVal
  */
 const notRegistered = (name: string, consequence: string): ToolRetryError =>
   new ToolRetryError('binding_changed', `tool ${JSON.stringify(name)} is not registered with this runtime (removed or renamed since it was called?); ${consequence}`);
+
+/**
+ * A retry while an earlier attempt's body still runs in this process (its deadline or a cancellation was recorded,
+ * the body went on): it would make the write a second time once that body gets through. Nothing is taken or written
+ * (docs/design.md#a-body-that-outlives-its-attempt).
+ */
+function refuseWhileBodyRuns(owner: SessionOwner, plan: ToolRetryPlan): void {
+  const running = lateBodyOf(owner, plan.taskId, plan.operationKey);
+  if (running !== undefined) {
+    throw new ToolRetryError(
+      'body_running',
+      `the body of call ${running} (operation ${plan.operationKey}) is still running in this process after its result was recorded; retry once it has ended (the journal records it)`,
+    );
+  }
+}
 
 type AttemptCondition = Pick<CommitRequest, 'expectLatestAttempt' | 'expectNewOperation'>;
 
@@ -283,6 +299,7 @@ class Gateway implements ToolGateway {
     if (options.action && options.action.decision?.taskId !== this.taskId) {
       throw new InvalidInputError('action.decision.taskId', `must be the gateway's task ${this.taskId}`);
     }
+    if (options.retry instanceof ToolRetryPlan) refuseWhileBodyRuns(this.binding.owner, options.retry);
     // A retry of a call that provably never ran, under a contract the tool no longer has, is recorded refused before
     // its body, under the contract its operation recorded (docs/design.md#a-redeploy-while-a-call-waits).
     const changed = options.retry instanceof ToolRetryPlan && options.operationKey === undefined
@@ -494,11 +511,15 @@ class Gateway implements ToolGateway {
     const request = { sessionId: this.sessionId, callId: call.id, arguments: JSON.parse(argsText) as JsonValue, operation: op };
     let outcome: Failure | { status: 'succeeded'; output: string };
     let charge = reserved;
+    /** How the body ends, when an interrupt was recorded first: the call is still running until then. */
+    let lateBody: Promise<LateBodyEnd> | null = null;
     try {
       control.bodyStarts();
       const ran = await control.race(() => registered!.tool.execute(request, control.signal));
-      if ('interrupt' in ran) outcome = ran.interrupt;
-      else {
+      if ('interrupt' in ran) {
+        outcome = ran.interrupt;
+        lateBody = ran.ended ?? Promise.resolve('not_called');
+      } else {
         // Text output is journaled well-formed (a lone surrogate becomes U+FFFD, as any UTF-8 encoder writes it);
         // JSON output escapes one instead. Either way the result can be journaled, so a finished body is never in doubt.
         const output = typeof ran.value === 'string' ? toWellFormed(ran.value) : serializeOutput(ran.value);
@@ -518,7 +539,9 @@ class Gateway implements ToolGateway {
     }
     faultPoint('body:after');
     observer?.bodySettled(outcome);
-    return this.finish(call, callEvent, startedEvent, outcome, charge, observer);
+    const recorded = this.finish(call, callEvent, startedEvent, outcome, charge, observer);
+    if (lateBody !== null) trackLateBody(this.binding.owner, call, callEvent.turnId, lateBody, recorded);
+    return recorded;
   }
 
   private async finish(

@@ -1,0 +1,89 @@
+/**
+ * Bodies that outlive their attempt (docs/design.md#a-body-that-outlives-its-attempt). A deadline, a cancellation or
+ * a task stop records the attempt's result while the body may go on running: a tool that ignores its AbortSignal
+ * still makes its write later. Until the body ends, the call is still running, whatever its result says: a review
+ * could be overtaken by it, and a retry would make the write a second time.
+ *
+ * In this process each owner keeps the calls whose bodies still run; when one ends, the owner journals that it did
+ * (a `custom` event of plugin `jingwei.runtime`, kind `body_ended`), which is how another process (the decision
+ * inbox, `jingwei review`) learns it.
+ */
+import type { SessionEvent, ToolCall } from '../event/types.js';
+import type { TurnId } from '../ids.js';
+import type { SessionOwner } from '../store/types.js';
+
+export const BODY_ENDED = { plugin: 'jingwei.runtime', kind: 'body_ended' } as const;
+
+/**
+ * How a late body ended: it returned (its output was not recorded) or threw; or an interrupt came between its marker
+ * and its start, and it was never called.
+ */
+export type LateBodyEnd = 'returned' | 'threw' | 'not_called';
+
+/** Failure codes recorded while the body may still run: the interrupts that win the race against a running body. */
+const INTERRUPT_CODES: ReadonlySet<string> = new Set(['tool_timeout', 'tool_cancelled', 'tool_budget_stopped']);
+
+interface LateBody {
+  readonly taskId: string;
+  readonly key: string;
+}
+
+const byOwner = new WeakMap<SessionOwner, Map<string, LateBody>>();
+
+/**
+ * Keeps `call` as running in this process until `ended` settles, then journals how it ended, once its result
+ * (`recorded`) has been written or has failed. A journal that cannot take the event (the owner released or fenced,
+ * the store closed) is left as it is: the inbox then waits for the lease, as for a call with no result.
+ */
+export function trackLateBody(owner: SessionOwner, call: ToolCall, turnId: TurnId, ended: Promise<LateBodyEnd>, recorded: Promise<unknown>): void {
+  const op = call.operation;
+  if (op === undefined) return;
+  let calls = byOwner.get(owner);
+  if (calls === undefined) {
+    calls = new Map();
+    byOwner.set(owner, calls);
+  }
+  calls.set(call.id, { taskId: op.taskId, key: op.key });
+  const settledRecord = recorded.then(() => undefined, () => undefined);
+  void Promise.all([ended, settledRecord]).then(async ([how]) => {
+    calls.delete(call.id);
+    try {
+      await owner.append([{ turnId, kind: { type: 'custom', ...BODY_ENDED, payload: { callId: call.id, ended: how } } }]);
+    } catch {
+      // Nothing to do: see above.
+    }
+  });
+}
+
+/** The call of operation (taskId, key) whose body still runs in this process under `owner`, if any. */
+export function lateBodyOf(owner: SessionOwner, taskId: string, key: string): string | undefined {
+  for (const [callId, body] of byOwner.get(owner) ?? []) if (body.taskId === taskId && body.key === key) return callId;
+  return undefined;
+}
+
+/** Whether the body of `callId` still runs in this process under `owner`. */
+export function bodyStillRuns(owner: SessionOwner, callId: string): boolean {
+  return byOwner.get(owner)?.has(callId) === true;
+}
+
+/**
+ * Whether the journal leaves the body of `callId` possibly running: its body started, its result is an interrupt
+ * that won against the running body, and no `body_ended` event followed. Whether its host still holds the session
+ * is the caller's question.
+ */
+export function bodyMayStillRun(history: readonly SessionEvent[], callId: string): boolean {
+  let started = false;
+  let interrupted = false;
+  for (const event of history) {
+    const kind = event.kind;
+    if (kind.type === 'tool_started' && kind.callId === callId) started = true;
+    else if (kind.type === 'tool_result' && kind.result.callId === callId) {
+      const outcome = kind.result.outcome;
+      interrupted = outcome.status === 'failed' && INTERRUPT_CODES.has(outcome.code);
+    } else if (kind.type === 'custom' && kind.plugin === BODY_ENDED.plugin && kind.kind === BODY_ENDED.kind) {
+      const payload = kind.payload;
+      if (typeof payload === 'object' && payload !== null && !Array.isArray(payload) && payload.callId === callId) return false;
+    }
+  }
+  return started && interrupted;
+}

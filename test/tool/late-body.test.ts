@@ -1,0 +1,112 @@
+/**
+ * A body that outlives its attempt. A non-idempotent transfer hit its deadline while its body, which ignored its
+ * AbortSignal, went on; the host stayed up. An operator who saw no transfer yet recorded `not_executed` from another
+ * process, which the inbox took (the call had a result: `tool_timeout`); the host journaled the review and retried,
+ * and the first body then got through: two transfers. Until the body ends, the call is still running: the inbox
+ * refuses a review (`call_in_flight`), so does recordToolReview in the host, reconcilers are not asked, and a retry
+ * is refused (`body_running`); once the body ends, the host journals it (`jingwei.runtime` / `body_ended`) and each of
+ * them is taken.
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { decisionInbox } from '../../src/store/inbox.js';
+import type { SessionEvent } from '../../src/event/types.js';
+import type { SessionStore } from '../../src/store/types.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { prepareToolRetry } from '../../src/tool/retry-plan.js';
+import { reconcileUncertainCalls, recordToolReview } from '../../src/tool/review.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { Tool } from '../../src/tool/types.js';
+import { sleep } from '../support/runtime.js';
+import { forEachStore } from '../support/stores.js';
+
+/** A tool whose body ignores its signal and ends when `end()` is called (returning) or `fail()` (throwing). */
+function lateTool(name: string, effect: 'non_idempotent' | 'idempotent') {
+  const state = { bodies: 0, end: () => {}, fail: () => {} };
+  const t: Tool = {
+    name,
+    metadata: new ToolMetadata(`the ${name} tool`, { type: 'object' }).withEffect(effect, 'v1').withTimeoutCeiling(40),
+    execute: () => new Promise<string>((resolve, reject) => {
+      state.bodies += 1;
+      if (state.bodies > 1) return resolve('done');
+      state.end = () => resolve('done late');
+      state.fail = () => reject(new Error('the bank hung up'));
+    }),
+    reconcile: async () => ({ outcome: 'not_executed', evidence: 'no transfer in the bank yet' }),
+  };
+  return { tool: t, state };
+}
+
+const bodyEnded = (history: readonly SessionEvent[], callId: string) =>
+  history.find((e) => e.kind.type === 'custom' && e.kind.plugin === 'jingwei.runtime' && e.kind.kind === 'body_ended'
+    && (e.kind.payload as { callId?: string }).callId === callId);
+
+async function untilBodyEnded(store: SessionStore, sessionId: string, callId: string): Promise<SessionEvent> {
+  for (;;) {
+    const found = bodyEnded(await store.loadHistory(sessionId), callId);
+    if (found) return found;
+    await sleep(5);
+  }
+}
+
+forEachStore('a body that outlives its attempt', (target) => {
+  it('keeps its call running until the body ends: a review from the inbox or the host is refused, reconcilers are not asked', async () => {
+    const location = target.fresh();
+    const store = await location.open();
+    const operator = await location.open();
+    const inbox = decisionInbox(operator);
+    const { tool, state } = lateTool('transfer', 'non_idempotent');
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('t');
+    const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const first = await gateway.call('transfer', { to: 'acme' });
+    assert.equal(first.result.outcome.status === 'failed' && first.result.outcome.code, 'tool_timeout');
+    const review = () => inbox.recordReview({ sessionId: 's', callId: first.call.id, outcome: 'not_executed', evidence: 'no transfer seen yet', actor: 'ops' });
+
+    await assert.rejects(review(), { name: 'DecisionError', code: 'call_in_flight', message: /interrupted while its body ran/ });
+    assert.deepEqual((await inbox.list({ kind: 'review' })).items, [], 'nothing recorded in the inbox');
+    const before = await store.loadHistory('s');
+    await assert.rejects(
+      recordToolReview(owner, before, first.call.id, { actor: 'ops', outcome: 'not_executed', evidence: 'no transfer seen yet' }),
+      { name: 'DecisionError', code: 'call_in_flight', message: /still running in this process/ },
+    );
+    const reconciled = await reconcileUncertainCalls(owner, [tool], before);
+    assert.deepEqual(reconciled.calls.map((c) => c.action), ['body_running']);
+    assert.deepEqual(reconciled.needsReview, [first.call.id]);
+    assert.equal((await store.loadHistory('s')).length, before.length, 'nothing journaled');
+
+    state.end();
+    const ended = await untilBodyEnded(store, 's', first.call.id);
+    assert.deepEqual(ended.kind.type === 'custom' && ended.kind.payload, { callId: first.call.id, ended: 'returned' });
+    assert.equal((await review()).state, 'decided', 'the body ended: the operator can look now');
+    await owner.release();
+    await store.close();
+    await operator.close();
+  });
+
+  it('refuses a retry while an earlier attempt\'s body still runs in this process, and takes the same plan once it ended', async () => {
+    const location = target.fresh();
+    const store = await location.open();
+    const { tool, state } = lateTool('lookup', 'idempotent');
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('t');
+    const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const first = await gateway.call('lookup', { order: 7 });
+    assert.equal(first.result.outcome.status === 'failed' && first.result.outcome.code, 'tool_timeout');
+    const history = await store.loadHistory('s');
+    const plan = prepareToolRetry(history, first.call.id);
+    await assert.rejects(gateway.callWithOptions('lookup', { order: 7 }, { retry: plan }), { name: 'ToolRetryError', code: 'body_running' });
+    assert.equal(plan.consumed, false, 'the plan was not taken');
+    assert.equal((await store.loadHistory('s')).length, history.length, 'nothing journaled');
+    assert.equal(state.bodies, 1);
+
+    state.fail();
+    const ended = await untilBodyEnded(store, 's', first.call.id);
+    assert.deepEqual(ended.kind.type === 'custom' && ended.kind.payload, { callId: first.call.id, ended: 'threw' });
+    const retry = await gateway.callWithOptions('lookup', { order: 7 }, { retry: plan });
+    assert.equal(retry.result.outcome.status, 'succeeded');
+    assert.equal(state.bodies, 2);
+    await owner.release();
+    await store.close();
+  });
+});
