@@ -14,6 +14,8 @@ import { LIMITS } from '../limits.js';
 import type { RecordedAttempt, SessionOwner, SessionStore } from '../store/types.js';
 import { prepareToolRetry, sourceRowBefore, type ToolRetryPlan } from '../tool/retry-plan.js';
 import { noteRetrySource } from '../tool/retry-source.js';
+import { classifyAttempt, collectEvidence, latestReview as latestAttemptReview } from '../tool/evidence.js';
+import { ToolRecoveryStatus } from '../tool/retry-policy.js';
 import { journalWaitingReviews } from '../tool/inbox-review.js';
 import { reconcileUncertainCalls, type ReconcileReport } from '../tool/review.js';
 import { RETRY_SAFE_ACTOR, type RecoveryPolicy } from '../tool/recover.js';
@@ -209,6 +211,19 @@ export async function settleCall(ctx: CallContext, requested: ChatToolCall, key:
 }
 
 /**
+ * Whether no attempt of `callId`'s operation can have taken effect: each stopped before its body (the journal proves
+ * it: no start marker where one was due), or a journaled review says it did not run. Such a call is not in doubt,
+ * and no review of it is taken (`not_in_doubt`): retrying it is what its first attempt would have done, under any
+ * policy (docs/design.md#resumable-runs).
+ */
+function operationNeverRan(history: readonly SessionEvent[], callId: string): boolean {
+  const record = collectEvidence(history, callId).calls.get(callId);
+  if (record === undefined) return false;
+  const attempts = record.operation?.attempts ?? [record];
+  return attempts.every((a) => classifyAttempt(a).status === ToolRecoveryStatus.NotExecuted || latestAttemptReview(a)?.outcome === 'not_executed');
+}
+
+/**
  * An attempt with no result: operators' reviews from the decision inbox are journaled first (a review recorded
  * with `jingwei review` from another process reaches the run without the host doing anything), then reconcilers,
  * then a journaled review decides, then the policy.
@@ -241,13 +256,16 @@ async function recoverOpen(
   }
   const review = latestReview(current, callId);
   if (review === null || review.outcome === 'uncertain') {
-    // No journaled review vouches for a retry: the policy decides.
-    if (ctx.policy === 'suspend') return { kind: 'stop', reason: 'needs_review', callId };
-    plan = prepareToolRetry(current, callId, {
-      actor: RETRY_SAFE_ACTOR,
-      outcome: 'uncertain',
-      evidence: `resumed run: the journal allows retrying ${requested.name} without a review (read-only, idempotent, or stopped before its body)`,
-    });
+    // No journaled review vouches for a retry: the policy decides, unless no attempt of the operation can have run.
+    if (ctx.policy === 'suspend') {
+      if (!operationNeverRan(current, callId)) return { kind: 'stop', reason: 'needs_review', callId };
+    } else {
+      plan = prepareToolRetry(current, callId, {
+        actor: RETRY_SAFE_ACTOR,
+        outcome: 'uncertain',
+        evidence: `resumed run: the journal allows retrying ${requested.name} without a review (read-only, idempotent, or stopped before its body)`,
+      });
+    }
   }
   const chosen = plan;
   try {

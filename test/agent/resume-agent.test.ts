@@ -102,6 +102,59 @@ describe('resumable agent runs (SQLite)', () => {
     await second.store.close();
   });
 
+  it('suspend: a call killed while its approver was asked never started, so the resume asks again and runs it once; no review is needed, none is taken', async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailEffect: 'non_idempotent', emailApprover: true });
+    const approve = async () => ({ decision: 'approved' as const });
+    const first = await host(path, world.tools, approve);
+    // The call is journaled (no start marker yet), then the process dies while its approver is asked.
+    setFaultHook((point) => { if (point === 'call:after' && world.bodies.length === 1) throw new Crash('killed while the approver was asked'); });
+    await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 4, runId: 'order-7', store: first.store }), Crash);
+    setFaultHook(null);
+    await first.store.close();
+
+    const second = await host(path, world.tools, approve);
+    const history = await second.store.loadHistory('shop');
+    const open = history.flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.name === 'send_email' ? [e.kind.call.id] : []));
+    assert.equal(open.length, 1);
+    assert.equal(history.some((e) => e.kind.type === 'tool_started' && e.kind.callId === open[0]), false, 'no start marker');
+    await assert.rejects(
+      decisionInbox(second.store).recordReview({ sessionId: 'shop', callId: open[0]!, outcome: 'not_executed', evidence: 'no mail', actor: 'ops' }),
+      { code: 'decision_stale', message: /not in doubt/ },
+      'a person cannot review a call that provably never started, so the run must not wait for one',
+    );
+    const result = await resumeAgent({ ...second, model: scriptedModel([doneStep]), runId: 'order-7', store: second.store, maxSteps: 4 });
+    assert.equal(result.stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+    assert.equal(world.emails.size, 1);
+    const retry = result.toolCalls[1]!.execution!.call.operation!.retry!;
+    assert.equal(retry.callId, open[0]);
+    assert.equal(retry.review, null, 'nobody decided anything: the journal shows the call never ran');
+    await second.store.close();
+  });
+
+  it('suspend: an operation whose earlier attempt may have run still waits for a review when its latest attempt never started', async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailApprover: true });
+    const approve = async () => ({ decision: 'approved' as const });
+    const first = await host(path, world.tools, approve);
+    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
+    await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 4, runId: 'order-8', store: first.store }), Crash);
+    await first.store.close();
+    // The idempotent e-mail is retried under retry_safe, and that process dies while the approver is asked.
+    const second = await host(path, world.tools, approve);
+    setFaultHook((point) => { if (point === 'call:after') throw new Crash('killed while the approver was asked'); });
+    await assert.rejects(resumeAgent({ ...second, model: scriptedModel([doneStep]), runId: 'order-8', store: second.store, maxSteps: 4, recovery: 'retry_safe' }), Crash);
+    setFaultHook(null);
+    await second.store.close();
+
+    const third = await host(path, world.tools, approve);
+    const stopped = await resumeAgent({ ...third, model: scriptedModel([doneStep]), runId: 'order-8', store: third.store, maxSteps: 4 });
+    assert.equal(stopped.stopReason, 'needs_review', 'the first attempt may have sent the e-mail');
+    assert.deepEqual(world.bodies, ['place_order']);
+    await third.store.close();
+  });
+
   for (const outcome of ['not_executed', 'completed'] as const) {
     it(`an operator's ${outcome} review from another process (jingwei review) reaches the run: running it again journals the review and continues`, async () => {
       const path = tempDbPath(dir);

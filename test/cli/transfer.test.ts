@@ -1,6 +1,7 @@
 /** `jingwei export` and `jingwei import` against real SQLite stores, run as the compiled program. */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { basename } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
@@ -65,6 +66,26 @@ describe('jingwei export', () => {
     const forced = cli(['export', path, 'quiet', '-o', out, '--force']);
     assert.equal(forced.code, 0, forced.stderr);
     assert.equal(readFileSync(out, 'utf8').split('\n').length, 5);
+  });
+
+  it('never writes over the store it reads, nor its companion files, even with --force (exit 2)', async () => {
+    const own = tempDbPath(dir, 'own');
+    await writeStore(own, { alpha: alphaHistory(), quiet: quietHistory() });
+    const before = readFileSync(own);
+    const link = `${dir}/own-link.db`;
+    symlinkSync(own, link);
+    for (const target of [own, link, `${own}-wal`, `${dir}/./${basename(own)}`]) {
+      const r = cli(['export', own, 'alpha', '--out', target, '--force']);
+      assert.equal(r.code, 2, `${target}: ${r.stderr}`);
+      assert.match(r.stderr, /is the store this command reads .*; write to another file/);
+    }
+    assert.deepEqual(readFileSync(own), before, 'the store is untouched');
+    assert.deepEqual(cli(['sessions', own, '--json']).code, 0);
+    const anchors = `${dir}/own.anchors.jsonl`;
+    writeFileSync(anchors, '');
+    const r = cli(['export', own, 'alpha', '--format', 'chain', '--anchors', anchors, '--out', anchors, '--force']);
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, /is the anchors file this command reads/);
   });
 
   it('never exports a corrupt journal, and leaves no file behind (exit 1)', async () => {

@@ -1,4 +1,5 @@
 import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { LIMITS } from '../../limits.js';
 import { exportJournal, journalSession, parseJournal } from '../../store/jsonl.js';
 import { exportChainedJsonl } from '../../store/anchor-store.js';
@@ -27,13 +28,36 @@ function writeAtomically(path: string, text: string): void {
   }
 }
 
+/** Whether `a` and `b` name one file: the same device and inode when both exist (links included), else the same path. */
+function sameFile(a: string, b: string): boolean {
+  try {
+    const x = statSync(a);
+    const y = statSync(b);
+    return x.dev === y.dev && x.ino === y.ino;
+  } catch {
+    return resolve(a) === resolve(b);
+  }
+}
+
+/**
+ * An --out that is a file this command reads (the store, a SQLite store's companion files, the anchors file): even
+ * with --force, writing it would replace the journal being exported, and every other session in it, with one
+ * session's JSONL.
+ */
+function refuseReadFile(target: string, store: string, anchors: string | undefined): void {
+  const read = /^postgres(ql)?:\/\//.test(store) ? [] : ['', '-wal', '-shm', '-journal'].map((suffix) => `${store}${suffix}`);
+  if (anchors !== undefined) read.push(anchors);
+  const hit = read.find((file) => sameFile(target, file));
+  if (hit !== undefined) throw new UsageError(`jingwei export: --out ${target} is ${hit === anchors ? 'the anchors file' : 'the store'} this command reads (${hit}); write to another file`);
+}
+
 export const exportCommand: Command = {
   name: 'export',
   summary: "write a session's verified journal as JSONL (stdout, or a file)",
   arguments: [STORE_ARGUMENT, { name: 'session', required: true, help: 'a session id, or a unique part of one' }],
   options: {
     out: { type: 'string', short: 'o', value: 'file', help: 'write to this file instead of standard output' },
-    force: { type: 'boolean', help: 'overwrite the --out file if it exists' },
+    force: { type: 'boolean', help: 'overwrite the --out file if it exists (never the store or anchors file being read)' },
     format: { type: 'string', value: 'jsonl|chain|rust', help: 'jsonl (default), chain (with hashes and checkpoints), or rust' },
     anchors: { ...ANCHORS_OPTION, help: 'with --format chain: carry this file\'s signed checkpoints of the session' },
   },
@@ -59,6 +83,7 @@ kind or failure category the original does not know.`,
     const target = typeof options.out === 'string' ? options.out : undefined;
     if (target !== undefined) {
       if (target === '') throw new UsageError('jingwei export: --out needs a file name');
+      refuseReadFile(target, args.store!, typeof options.anchors === 'string' ? options.anchors : undefined);
       if (existsSync(target) && options.force !== true) throw new UsageError(`jingwei export: ${target} exists; add --force to overwrite it`);
     }
     const format = options.format ?? 'jsonl';
