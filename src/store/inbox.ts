@@ -31,12 +31,19 @@ export function inboxText(field: string, value: unknown, optional: boolean): str
 const RESERVED_ACTOR_PREFIXES = ['reconciler:', 'policy:'] as const;
 
 /**
+ * The name as a reader sees it: compatibility forms folded (a fullwidth colon reads as a colon), white space and
+ * invisible format characters (zero-width spaces, joiners) dropped, case folded.
+ */
+const asRead = (name: string): string => name.normalize('NFKC').replace(/[\p{White_Space}\p{Cf}]/gu, '').toLowerCase();
+
+/**
  * The actor of an operator's decision: the inbox's text rule, and not a name the library gives its own decisions,
- * which the views and the audit would show as a reconciler's or a policy's.
+ * which the views and the audit would show as a reconciler's or a policy's, nor one that reads as such a name.
  */
 export function inboxActor(value: unknown): string {
   const actor = inboxText('actor', value, false)!;
-  const reserved = RESERVED_ACTOR_PREFIXES.find((p) => actor.toLowerCase().startsWith(p));
+  const read = asRead(actor);
+  const reserved = RESERVED_ACTOR_PREFIXES.find((p) => read.startsWith(p));
   if (reserved !== undefined) {
     throw new InvalidInputError('actor', `names starting with ${reserved} are the library's own (a reconciler's answers, the retry_safe policy); an operator's decision needs the operator's name`);
   }

@@ -61,7 +61,8 @@ describe('jingwei approve, deny and review', () => {
     assert.equal(cli(['review', path, ranCallId, '--session', 's-1', '--outcome', 'done', '--evidence', 'x', '--actor', 'a']).code, 2);
     assert.equal(cli(['review', path, 'toolcall_nope', '--session', 's-1', '--outcome', 'completed', '--evidence', 'x', '--actor', 'a']).code, 2);
     // The names the library gives its own decisions: the views would show a person's answer as a reconciler's or a policy's.
-    for (const actor of ['reconciler:mail@v1', 'Policy:retry_safe']) {
+    // Also what reads as one: a leading space, a fullwidth colon, a zero-width space, a space before the colon.
+    for (const actor of ['reconciler:mail@v1', 'Policy:retry_safe', ' policy:retry_safe', 'policy\uFF1Aretry_safe', '\u200Bpolicy:retry_safe', 'reconciler :mail@v1']) {
       const review = cli(['review', path, ranCallId, '--session', 's-1', '--outcome', 'not_executed', '--evidence', 'x', '--actor', actor]);
       assert.equal(review.code, 2);
       assert.match(review.stderr, /invalid_input: actor: names starting with (reconciler|policy): are the library's own/);
