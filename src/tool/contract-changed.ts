@@ -6,7 +6,7 @@
  */
 import type { ToolEffectContract } from '../event/types.js';
 import { failure, type Failure } from './admission-checks.js';
-import { planSourceNotRun, type ToolRetryPlan } from './retry-plan.js';
+import { planSourceNotRun, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
 
 const named = (c: ToolEffectContract) => `${c.effect} revision ${c.revision}`;
 
@@ -24,6 +24,10 @@ export function contractChangedRefusal(plan: ToolRetryPlan, current: ToolEffectC
     : notRun === 'reviewed_not_executed' ? `was reviewed as not executed when it ran as ${named(was)}`
       : `stopped before its body when it ran as ${named(was)}`;
   const why = notRun === 'awaited_approval' ? 'no approval can answer for this call any more' : 'a retry runs only under the contract its call recorded';
-  return failure('unavailable', 'tool_contract_changed',
-    `${plan.toolName} ${before}, and the tool ${now}: ${why}. It did not run; call it again to ${notRun === 'awaited_approval' ? 'ask' : 'run it'} under the current contract`);
+  // An earlier attempt of the operation may have run (nothing settled it): the model is not invited to call again,
+  // and reads that it should check first.
+  const source = planSourceRow(plan);
+  const earlierMayHaveRun = source !== null && (source.status === 'outcome_unknown' || source.status === 'no_result');
+  const next = earlierMayHaveRun ? '' : `; call it again to ${notRun === 'awaited_approval' ? 'ask' : 'run it'} under the current contract`;
+  return failure('unavailable', 'tool_contract_changed', `${plan.toolName} ${before}, and the tool ${now}: ${why}. It did not run${next}`);
 }

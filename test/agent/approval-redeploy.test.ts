@@ -14,7 +14,8 @@ import { decisionInbox } from '../../src/decisions.js';
 import type { ToolApprover } from '../../src/tool/types.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { recordToolReview } from '../../src/tool/review.js';
-import { calls, crashedInsideEmail, doneStep, emailStep, host, orderStep, outside, reply } from './fixtures/shop-run.js';
+import { setFaultHook } from '../../src/fault.js';
+import { calls, Crash, crashedInsideEmail, doneStep, emailStep, host, orderStep, outside, reply } from './fixtures/shop-run.js';
 
 const pending: ToolApprover = async () => ({ decision: 'pending', note: 'check the address' });
 const emailAgain = reply(null, calls(['c3', 'send_email', '{"item":"tea"}']));
@@ -111,6 +112,30 @@ describe('a run whose tools are redeployed while it waits for a person', () => {
     assert.deepEqual(again.messages, resumed.messages);
     assert.deepEqual(world.bodies, ['place_order']);
     await second.store.close();
+    await third.store.close();
+  });
+
+  it('an idempotent call that may have run, retried and left waiting for approval, its tool redeployed: the model reads that the retry did not run and to check first, and is not invited to call again', async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailApprover: true });
+    const first = await host(path, world.tools, async () => ({ decision: 'approved' }));
+    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
+    await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 6, runId: 'doubt-wait', store: first.store }), Crash);
+    setFaultHook(null);
+    await first.store.close();
+    const second = await host(path, world.tools, pending);
+    const waiting = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'doubt-wait', store: second.store, maxSteps: 6, recovery: 'retry_safe' });
+    assert.equal(waiting.stopReason, 'awaiting_approval');
+    await second.store.close();
+
+    const third = await host(path, redeployed(world, 'email-v2'), pending);
+    const model = scriptedModel([doneStep]);
+    const result = await resumeAgent({ ...third, model, runId: 'doubt-wait', store: third.store, maxSteps: 6 });
+    assert.equal(result.stopReason, 'completed');
+    const text = toolMessages(model)[1]!;
+    assert.match(text, /tool_contract_changed.*It did not run\. This attempt did not run, but it retried an earlier attempt of the same call that may have taken effect; check before doing it again\.$/);
+    assert.doesNotMatch(text, /call it again/);
+    assert.deepEqual(world.bodies, ['place_order']);
     await third.store.close();
   });
 
