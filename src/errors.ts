@@ -225,7 +225,9 @@ export type JournalCorruptReason =
   | 'wrong_session'
   | 'too_large'
   | 'storage'
-  | 'task_ledger';
+  | 'task_ledger'
+  | 'attention_index'
+  | 'operation_index';
 /** The stored journal failed verification. Nothing is repaired, skipped or truncated. */
 export class JournalCorruptError extends JingweiError {
   readonly sessionId: string;

@@ -3,7 +3,7 @@ import type { DecisionRow } from './inbox-rows.js';
 import { checkId, type OperationKey, type SessionId, type TaskId } from '../ids.js';
 import { DECODED_WIRE_TYPES } from '../event/codec.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
-import { attentionCallIds, attentionItem, attentionPage, attentionScan, blocksRepeat } from './attention.js';
+import { ATTENTION_PAGE, attentionCallIds, attentionItem, attentionPage, attentionScan, blocksRepeat } from './attention.js';
 import {
   decideAcquire,
   decideCommit,
@@ -21,7 +21,7 @@ import {
 import { LEASE_LIMITS } from '../limits.js';
 import { exportJournal, importJournal } from './jsonl.js';
 import { HeadAnchor } from './anchors.js';
-import type { EventRow, JournalBackend, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
+import { ATTENTION_STATUSES, type AttentionRow, type EventRow, type JournalBackend, type OperationRow, type SessionRow, type TaskRow, type TxReads, type TxState, type TxWrites } from './rows.js';
 import { checkTaskLedger, taskLedgerCoverage, type TaskLedgerReport } from './task-ledger.js';
 import { registerOwner } from './owner-commit.js';
 import { LeaseWatch } from './lease-watch.js';
@@ -29,6 +29,7 @@ import { registerJournalReader } from './owner-journal.js';
 import { verifyJournal } from './verify.js';
 import { AttemptIndex } from './attempt-index.js';
 import { bodyMayStillRun } from '../tool/late-bodies.js';
+import { latestAttempts, lookupRowsDisagreement, type LookupRowsReport } from './index-check.js';
 import type {
   AttentionItem,
   AttentionListing,
@@ -159,6 +160,19 @@ function matchesBetween(sessionId: SessionId, chain: { rows: EventRow[]; events:
 }
 
 /** The one SessionStore implementation; engines differ only in their JournalBackend. */
+/** Every attention row of one session, any status, read a page at a time. */
+async function allAttentionRows(backend: JournalBackend, sessionId: SessionId): Promise<AttentionRow[]> {
+  const rows: AttentionRow[] = [];
+  const limit = ATTENTION_PAGE.maxLimit;
+  for (let after: readonly [string, string, string] | undefined; ;) {
+    const page = await backend.scanAttention!({ sessionId, statuses: ATTENTION_STATUSES, limit, ...(after ? { after } : {}) });
+    rows.push(...page);
+    if (page.length < limit) return rows;
+    const last = page[page.length - 1]!;
+    after = [last.sessionId, last.taskId, last.key];
+  }
+}
+
 /** Why a call may still be running (see JournalStore.callInFlight). */
 export type CallInFlight = 'no_result' | 'body_outlived_result';
 
@@ -225,6 +239,33 @@ export class JournalStore implements SessionStore {
 
   async listExpiredSessions(): Promise<SessionSummary[]> {
     return (await this.listSessions()).filter((s) => s.leaseExpired);
+  }
+
+  /**
+   * Compares the session's lookup rows (its attention index and operation rows) with the ones its verified chain
+   * makes (docs/design.md#the-lookup-rows-are-checked): JournalCorruptError (reason `attention_index` or
+   * `operation_index`) at the first disagreement. The rows are read between two reads of the chain that found it
+   * unchanged, so a live session's commits are not taken for damage; a session that changed under four attempts is
+   * reported unchecked.
+   */
+  async checkLookupRows(sessionId: string): Promise<LookupRowsReport> {
+    this.guard.check();
+    const id = checkId<SessionId>('sessionId', sessionId);
+    const backend = this.backend;
+    for (let attempt = 0; attempt < 4; attempt += 1) {
+      const { events } = await this.readChain(id);
+      const attention = backend.scanAttention ? await allAttentionRows(backend, id) : null;
+      let operations: Map<string, OperationRow | undefined> | null = null;
+      if (backend.readOperation) {
+        operations = new Map();
+        for (const [k, op] of latestAttempts(events)) operations.set(k, await backend.readOperation(id, op.taskId, op.key));
+      }
+      if ((await backend.snapshot(id)).events.length !== events.length) continue;
+      const problem = lookupRowsDisagreement(id, events, attention, operations);
+      if (problem) throw problem;
+      return { checked: true, attentionRows: attention?.length ?? 0, operationRows: operations?.size ?? 0 };
+    }
+    return { checked: false, attentionRows: 0, operationRows: 0 };
   }
 
   /** The verified rows of a session with its owner epoch (for chained exports and anchor checks). */

@@ -1,4 +1,5 @@
 import type { TaskLedgerReport } from './task-ledger.js';
+import type { LookupRowsReport } from './index-check.js';
 import type { EventId, OperationKey, SessionId, TaskId, CallId } from '../ids.js';
 import type { EventDraft, SessionEvent, ToolEffect } from '../event/types.js';
 import type { AttentionStatus } from './rows.js';
@@ -287,6 +288,13 @@ export interface SessionStore {
    * task rows of its own has nothing to compare.
    */
   checkTaskLedger?(sessionId: string): Promise<TaskLedgerReport>;
+  /**
+   * Verifies the session as loadHistory does, then compares its lookup rows (the attention index and the operation
+   * rows, which the queue, the in-doubt guard and caller keys read) with the ones the chain makes
+   * (docs/design.md#the-lookup-rows-are-checked). JournalCorruptError (reason `attention_index` or
+   * `operation_index`) at the first disagreement. Optional: a store without such rows has nothing to compare.
+   */
+  checkLookupRows?(sessionId: string): Promise<LookupRowsReport>;
   /**
    * Imports a JSONL journal (ours, or one written by Jingwei for Rust) into a session that has no events yet, after verifying
    * it. The imported session is left released.

@@ -139,6 +139,9 @@ export function attentionRules(name: string, factory: Factory): void {
       // A result of the latest attempt settles it: nothing left to look at in session a but the idempotent call.
       await commitAs(a, { events: [succeeded(c1)] });
       assert.deepEqual((await store.attention({ sessionId: 's-att-a' })).items.map((i) => i.callId), [c2]);
+      // Every field of every stored attention and operation row is what the chain makes (a disagreement throws
+      // JournalCorruptError naming the row and the field).
+      for (const id of ['s-att-a', 's-att-b']) assert.notEqual((await store.checkLookupRows?.(id))?.checked, false);
     });
 
     it('a review settles its call in the index: completed and not_executed resolve it, uncertain leaves it open', async (t) => {
@@ -178,6 +181,7 @@ export function attentionRules(name: string, factory: Factory): void {
         'findInDoubt must find an identical call of another revision: JournalBackend.findAttention matches task, tool and arguments only');
       await commitAs(owner, { events: [review(c4, 'not_executed'), call('t-r', newOperationKey(), c5, 'idempotent'), started(c5)] });
       assert.equal((await owner.findInDoubt!(digest))?.callId, c5, 'a new key writes again even for an idempotent tool');
+      assert.notEqual((await store.checkLookupRows?.('s-att-review'))?.checked, false, 'the stored rows are what the chain makes');
     });
   });
 }

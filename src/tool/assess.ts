@@ -4,7 +4,7 @@
  */
 import type { SessionEvent, ToolEffect, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
-import { type AttemptRecord, ToolRecoveryStatus, classifyAttempt, collectEvidence, decideRetry, effectiveReview, latestReview } from './evidence.js';
+import { ToolRecoveryStatus, classifyAttempt, collectEvidence, decideRetry, earlierOpenAttempt, effectiveReview, latestReview } from './evidence.js';
 import type { EvidenceRuleId, RetryRuleId } from './retry-policy.js';
 
 export const ToolNextStep = {
@@ -147,25 +147,6 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
     calls,
     totals: { calls: evidence.attempts.length, succeeded, listed: calls.length, byNextStep, byStatus, byAttention },
   };
-}
-
-/**
- * The earlier attempt whose outcome is still open for the operation of `record`, its latest attempt
- * (docs/design.md#attention-means-attention): an attempt whose body may have run, with no success since and no review
- * settling it, stays open through later attempts refused before their bodies, as the attention index keeps it. Null
- * when nothing before `record` is open, or when `record` is not its operation's latest attempt.
- */
-function earlierOpenAttempt(record: AttemptRecord): AttemptRecord | null {
-  const attempts = record.operation?.attempts;
-  if (attempts === undefined || attempts[attempts.length - 1] !== record) return null;
-  let open: AttemptRecord | null = null;
-  for (const earlier of attempts) {
-    if (earlier === record) break;
-    const review = latestReview(earlier)?.outcome;
-    if (review === 'completed' || review === 'not_executed') open = null;
-    else if (classifyAttempt(earlier).status === ToolRecoveryStatus.OutcomeUnknown) open = earlier;
-  }
-  return open;
 }
 
 /** Only a call a host could still act on (retry or review) can need attention; then the evidence says why. */

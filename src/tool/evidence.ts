@@ -352,7 +352,8 @@ function checkReviewEvent(calls: ReadonlyMap<string, AttemptRecord>, review: Too
   if (latest !== record) invalid(`${at}: review of ${review.callId}, which attempt ${latest.call.id} had already superseded`);
   if (succeededSibling(record) !== null) invalid(`${at}: review of ${review.callId}, whose operation had already succeeded`);
   const rule = evidenceRuleFor(evidenceFactsOf(record));
-  if (rule.status !== ToolRecoveryStatus.OutcomeUnknown) {
+  // A latest attempt that never ran takes the review of its operation's doubt, left open by an earlier attempt.
+  if (rule.status !== ToolRecoveryStatus.OutcomeUnknown && !(rule.status === ToolRecoveryStatus.NotExecuted && earlierOpenAttempt(record) !== null)) {
     invalid(`${at}: review of ${review.callId}, whose outcome was not in doubt (${rule.status === 'invalid' ? 'invalid' : rule.status})`);
   }
   if (latestReview(record)?.outcome === 'completed') invalid(`${at}: review of ${review.callId}, which a completed review had already resolved`);
@@ -448,9 +449,31 @@ export function decideRetry(record: AttemptRecord, review: ToolReviewOutcome | n
 }
 
 /**
- * The call's place and state allow a review: the latest attempt, outcome in doubt, not already resolved; otherwise
- * ToolRetryError (`completed`, `not_in_doubt`, `not_latest_attempt`, `legacy_call`). The owner journals a review
- * only then, and the inbox records one only then.
+ * The earlier attempt whose outcome is still open for the operation of `record`, its latest attempt
+ * (docs/design.md#attention-means-attention): an attempt whose body may have run, with no success since and no review
+ * settling it, stays open through later attempts refused before their bodies, as the attention index keeps it. Null
+ * when nothing before `record` is open, when `record` is not its operation's latest attempt, or when a review of
+ * `record` itself settled the operation.
+ */
+export function earlierOpenAttempt(record: AttemptRecord): AttemptRecord | null {
+  const attempts = record.operation?.attempts;
+  if (attempts === undefined || attempts[attempts.length - 1] !== record) return null;
+  const own = latestReview(record)?.outcome;
+  if (own === 'completed' || own === 'not_executed') return null;
+  let open: AttemptRecord | null = null;
+  for (const earlier of attempts) {
+    if (earlier === record) break;
+    const review = latestReview(earlier)?.outcome;
+    if (review === 'completed' || review === 'not_executed') open = null;
+    else if (classifyAttempt(earlier).status === ToolRecoveryStatus.OutcomeUnknown) open = earlier;
+  }
+  return open;
+}
+
+/**
+ * The call's place and state allow a review: the latest attempt, its outcome in doubt (or its operation's, through an
+ * earlier attempt nothing settled), not already resolved; otherwise ToolRetryError (`completed`, `not_in_doubt`,
+ * `not_latest_attempt`, `legacy_call`). The owner journals a review only then, and the inbox records one only then.
  */
 export function reviewableAttempt(history: readonly SessionEvent[], callId: string): AttemptRecord {
   const record = locateAttempt(collectEvidence(history, callId), callId);
@@ -458,7 +481,9 @@ export function reviewableAttempt(history: readonly SessionEvent[], callId: stri
   if (operation === undefined) throw new ToolRetryError('legacy_call', `call ${callId} has no operation: a review cannot be bound to it`);
   const { status, fact } = classifyAttempt(record);
   if (status === ToolRecoveryStatus.Completed) throw new ToolRetryError('completed', `call ${callId} succeeded (${fact}): there is nothing to review`);
-  if (status !== ToolRecoveryStatus.OutcomeUnknown) {
+  // A latest attempt that never ran, after an earlier one that may have and that nothing settled, is where the
+  // operation's doubt is decided: its review settles the operation (docs/design.md#attention-means-attention).
+  if (status !== ToolRecoveryStatus.OutcomeUnknown && !(status === ToolRecoveryStatus.NotExecuted && earlierOpenAttempt(record) !== null)) {
     throw new ToolRetryError('not_in_doubt', `call ${callId} is ${status} (${fact}): its outcome is not in doubt, so there is nothing to review`);
   }
   const latest = latestReview(record);

@@ -15,6 +15,9 @@ import type { ToolApprover } from '../../src/tool/types.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { recordToolReview } from '../../src/tool/review.js';
 import { setFaultHook } from '../../src/fault.js';
+import { assessSession } from '../../src/tool/assess.js';
+import { journalInboxReviews } from '../../src/tool/inbox-review.js';
+import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { calls, Crash, crashedInsideEmail, doneStep, emailStep, host, orderStep, outside, reply } from './fixtures/shop-run.js';
 
 const pending: ToolApprover = async () => ({ decision: 'pending', note: 'check the address' });
@@ -115,27 +118,58 @@ describe('a run whose tools are redeployed while it waits for a person', () => {
     await third.store.close();
   });
 
-  it('an idempotent call that may have run, retried and left waiting for approval, its tool redeployed: the model reads that the retry did not run and to check first, and is not invited to call again', async () => {
+  /**
+   * The idempotent e-mail killed in its body (it may have been sent), retried by retry_safe and left waiting for
+   * approval, then its tool redeployed: the resume records the retry as not run (attempt 3), and the run completes.
+   */
+  async function doubtThenRedeploy(runId: string) {
     const path = tempDbPath(dir);
     const world = outside({ emailApprover: true });
     const first = await host(path, world.tools, async () => ({ decision: 'approved' }));
     setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
-    await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 6, runId: 'doubt-wait', store: first.store }), Crash);
+    await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 6, runId, store: first.store }), Crash);
     setFaultHook(null);
     await first.store.close();
     const second = await host(path, world.tools, pending);
-    const waiting = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'doubt-wait', store: second.store, maxSteps: 6, recovery: 'retry_safe' });
+    const waiting = await resumeAgent({ ...second, model: scriptedModel([]), runId, store: second.store, maxSteps: 6, recovery: 'retry_safe' });
     assert.equal(waiting.stopReason, 'awaiting_approval');
     await second.store.close();
 
     const third = await host(path, redeployed(world, 'email-v2'), pending);
     const model = scriptedModel([doneStep]);
-    const result = await resumeAgent({ ...third, model, runId: 'doubt-wait', store: third.store, maxSteps: 6 });
+    const result = await resumeAgent({ ...third, model, runId, store: third.store, maxSteps: 6 });
     assert.equal(result.stopReason, 'completed');
+    return { world, third, model };
+  }
+
+  it('an idempotent call that may have run, retried and left waiting for approval, its tool redeployed: the model reads that the retry did not run and to check first, and is not invited to call again', async () => {
+    const { world, third, model } = await doubtThenRedeploy('doubt-wait');
     const text = toolMessages(model)[1]!;
     assert.match(text, /tool_contract_changed.*It did not run\. This attempt did not run, but it retried an earlier attempt of the same call that may have taken effect; check before doing it again\.$/);
     assert.doesNotMatch(text, /call it again/);
     assert.deepEqual(world.bodies, ['place_order']);
+    await third.store.close();
+  });
+
+  it('that operation stays in doubt until an operator reviews its latest attempt, which settles it; the attempt that may have run is not the one to review', async () => {
+    const { third } = await doubtThenRedeploy('doubt-settle');
+    const inbox = decisionInbox(third.store);
+    const history = await third.store.loadHistory('shop');
+    const attempts = history.flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.name === 'send_email' ? [e.kind.call.id] : []));
+    assert.equal(attempts.length, 3);
+    const queued = (await third.store.attention({ sessionId: 'shop' })).items;
+    assert.deepEqual(queued.map((i) => [i.callId, i.status, i.inDoubt]), [[attempts[2], 'outcome_unknown', false]], 'idempotent: listed, not in doubt for a person');
+    assert.equal(assessSession(history).calls.find((c) => c.callId === attempts[2])?.attention, 'in_doubt');
+    const review = (callId: string) => inbox.recordReview({ sessionId: 'shop', callId, outcome: 'completed', evidence: 'the mail server sent it', actor: 'ops' });
+    await assert.rejects(review(attempts[0]!), { code: 'decision_stale', message: new RegExp(`attempt 3 \\(${attempts[2]}\\) is newer: decide on that attempt instead`) });
+    assert.equal((await review(attempts[2]!)).state, 'decided', 'the latest attempt never ran, but its review settles the operation');
+    const journaled = await journalInboxReviews(third.owner, third.store, await third.store.loadHistory('shop'));
+    assert.deepEqual(journaled.journaled.map((j) => [j.callId, j.outcome]), [[attempts[2], 'completed']]);
+    assert.deepEqual((await third.store.attention({ sessionId: 'shop' })).items, [], 'the queue is empty');
+    const after = assessSession(journaled.history).calls.find((c) => c.callId === attempts[2])!;
+    assert.deepEqual([after.attention, after.nextStep], ['none', 'completed']);
+    assert.throws(() => prepareToolRetry(journaled.history, attempts[2]!), { code: 'completed' }, 'resolved for good');
+    assert.equal((await third.store.checkLookupRows!('shop')).checked, true, 'the index agrees with the chain');
     await third.store.close();
   });
 

@@ -17,6 +17,11 @@ import { fileAnchorSink, parseCheckpoints } from '../../src/store/anchors.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { alphaHistory, cli } from './helpers.js';
 import { commitAs } from '../../src/store/owner-commit.js';
+import { decodeEventText } from '../../src/event/codec.js';
+import type { SessionId } from '../../src/ids.js';
+import { attentionWrites } from '../../src/store/attention.js';
+import { latestAttempts } from '../../src/store/index-check.js';
+import { ATTENTION_COLUMNS, attentionValues } from '../../src/store/sql-rows.js';
 
 const dir = tempDir('jingwei-cli-anchors-');
 const keys = generateKeyPairSync('ed25519');
@@ -43,8 +48,12 @@ async function anchoredJournal(privateKey: KeyObject = keys.privateKey): Promise
 
 interface Row { seq: number; event_id: string; epoch: number; body: string }
 
-/** Rewrites the session's rows through a raw connection: `edit` returns the new rows; seq, hashes and the owner row are recomputed. */
-function rewrite(path: string, edit: (rows: Row[]) => Row[]): void {
+/**
+ * Rewrites the session's rows through a raw connection: `edit` returns the new rows; seq, hashes and the owner row
+ * are recomputed, and so are the lookup rows beside the chain (its attention index and operation rows), which
+ * `jingwei verify` compares with the chain, unless `lookupRows` is `left` (a forger who forgot them).
+ */
+function rewrite(path: string, edit: (rows: Row[]) => Row[], lookupRows: 'rebuilt' | 'left' = 'rebuilt'): void {
   const db = new Database(path);
   try {
     db.transaction(() => {
@@ -63,6 +72,15 @@ function rewrite(path: string, edit: (rows: Row[]) => Row[]): void {
         insert.run('alpha', seq, row.event_id, row.epoch, body, hash);
       });
       db.prepare("UPDATE jw_sessions SET last_seq = ?, head_hash = ?, body_bytes = ? WHERE session_id = 'alpha'").run(next.length - 1, hash, bytes);
+      if (lookupRows === 'left') return;
+      const bodies = db.prepare("SELECT body FROM jw_events WHERE session_id = 'alpha' ORDER BY seq").pluck().all() as string[];
+      const events = bodies.map((body) => decodeEventText(body));
+      db.prepare("DELETE FROM jw_attention WHERE session_id = 'alpha'").run();
+      const attention = db.prepare(`INSERT INTO jw_attention (${ATTENTION_COLUMNS}) VALUES (${ATTENTION_COLUMNS.split(', ').map(() => '?').join(', ')})`);
+      for (const row of attentionWrites('alpha' as SessionId, events)) attention.run(...attentionValues(row, (b) => (b ? 1 : 0)));
+      db.prepare("DELETE FROM jw_operations WHERE session_id = 'alpha'").run();
+      const operation = db.prepare('INSERT INTO jw_operations (task_id, key, session_id, call_id, event_id) VALUES (?, ?, ?, ?, ?)');
+      for (const op of latestAttempts(events).values()) operation.run(op.taskId, op.key, 'alpha', op.callId, op.eventId);
     })();
   } finally {
     db.close();
@@ -100,6 +118,13 @@ describe('jingwei verify --key --anchors', () => {
   });
 
   it('dropping a start marker and recomputing the chain turns a charge into retry_allowed; the anchors name the seq', async () => {
+    // A forger who recomputes the chain but leaves the lookup rows is named without anchors: the charge's attention
+    // row still says its body started.
+    const half = await anchoredJournal();
+    rewrite(half.path, (rows) => rows.filter((r) => r.seq !== 8), 'left');
+    const caught = cli(['verify', half.path, 'alpha']);
+    assert.equal(caught.code, 1, caught.stdout + caught.stderr);
+    assert.match(caught.stdout, /^CORRUPT {2}alpha: seq 7, reason attention_index\n.*has started true; the chain gives false/s);
     const { path, anchors } = await anchoredJournal();
     // seq 8 is c-pay's tool_started: without it the non-idempotent charge would look not executed.
     rewrite(path, (rows) => rows.filter((r) => r.seq !== 8));

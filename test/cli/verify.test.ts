@@ -45,9 +45,11 @@ describe('jingwei verify', () => {
     // verify says so rather than calling it matching (docs/design.md#the-task-ledger-in-the-chain).
     assert.match(r.stdout, /task ledger not covered \(no task changes in the journal: imported, or written before tasks were journaled\): retry-task\n/);
     assert.doesNotMatch(r.stdout, /task ledger matches/);
+    assert.match(r.stdout, /lookup rows match the chain: 4 attention rows, 4 operation rows\n/);
     assert.deepEqual(JSON.parse(cli(['verify', path, 'alpha', '--json']).stdout), {
       session_id: 'alpha', ok: true, events: 10, epoch: 1, owner: 'test-host', held: false, tool_calls: 4, checked: 'integrity_only',
       task_ledger: { covered: [], not_covered: ['retry-task'] },
+      lookup_rows: { checked: true, attention_rows: 4, operation_rows: 4 },
     });
   });
 

@@ -4,6 +4,7 @@ import { checkAnchors, type Checkpoint } from '../../store/anchors.js';
 import { verifySessionAnchors } from '../../store/anchor-store.js';
 import { ANCHORS_OPTION, anchorOptions, KEY_OPTION } from '../anchors.js';
 import type { TaskLedgerReport } from '../../store/task-ledger.js';
+import type { LookupRowsReport } from '../../store/index-check.js';
 import type { SessionStore } from '../../store/types.js';
 import { assessSession } from '../../tool/assess.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
@@ -19,7 +20,7 @@ interface Anchored {
 }
 
 type Verdict =
-  | { readonly ok: true; readonly sessionId: string; readonly events: number; readonly epoch: number | null; readonly owner: string | null; readonly held: boolean; readonly calls: number; readonly anchors: Anchored | null; readonly tasks: TaskLedgerReport | null }
+  | { readonly ok: true; readonly sessionId: string; readonly events: number; readonly epoch: number | null; readonly owner: string | null; readonly held: boolean; readonly calls: number; readonly anchors: Anchored | null; readonly tasks: TaskLedgerReport | null; readonly lookups: LookupRowsReport | null }
   | { readonly ok: false; readonly sessionId: string; readonly anchor: { readonly seq: number; readonly reason: string; readonly message: string } }
   | { readonly ok: false; readonly sessionId: string; readonly corruption: { readonly seq: number; readonly reason: string; readonly message: string } }
   | { readonly ok: false; readonly sessionId: string; readonly evidence: { readonly code: string; readonly message: string } };
@@ -58,9 +59,12 @@ async function verifyOne(store: SessionStore, wanted: string, io: Io, keys: Keys
     }
   }
   let tasks: TaskLedgerReport | null = null;
+  let lookups: LookupRowsReport | null = null;
   try {
     progress.update('checking the task ledger against the chain');
     tasks = (await store.checkTaskLedger?.(sessionId)) ?? null;
+    progress.update('checking the attention index and the operation rows against the chain');
+    lookups = (await store.checkLookupRows?.(sessionId)) ?? null;
   } catch (error) {
     progress.done();
     if (error instanceof JournalCorruptError) return { ok: false, sessionId, corruption: { seq: error.seq, reason: error.reason, message: error.message } };
@@ -69,7 +73,7 @@ async function verifyOne(store: SessionStore, wanted: string, io: Io, keys: Keys
   try {
     progress.update(`checking the tool evidence of ${num(history.length)} events`);
     const calls = history.length === 0 ? 0 : assessSession(history).totals.calls;
-    return { ok: true, sessionId, events: history.length, epoch: summary?.epoch ?? null, owner: summary?.owner ?? null, held: summary?.held ?? false, calls, anchors, tasks };
+    return { ok: true, sessionId, events: history.length, epoch: summary?.epoch ?? null, owner: summary?.owner ?? null, held: summary?.held ?? false, calls, anchors, tasks, lookups };
   } catch (error) {
     if (error instanceof ToolRetryError) return { ok: false, sessionId, evidence: { code: error.code, message: error.detail } };
     throw error;
@@ -89,6 +93,7 @@ function verdictJson(v: Verdict) {
       checked: v.anchors ? 'integrity_and_anchors' : 'integrity_only',
       ...(v.anchors ? { anchors: { checkpoints: v.anchors.checkpoints, anchored_seq: v.anchors.anchoredSeq, unanchored_events: v.anchors.unanchoredEvents } } : {}),
       ...(v.tasks ? { task_ledger: { covered: v.tasks.covered, not_covered: v.tasks.notCovered } } : {}),
+      ...(v.lookups ? { lookup_rows: { checked: v.lookups.checked, attention_rows: v.lookups.attentionRows, operation_rows: v.lookups.operationRows } } : {}),
     };
   }
   if ('anchor' in v) return { session_id: v.sessionId, ok: false, anchor: v.anchor };
@@ -113,7 +118,9 @@ reported with its sequence number and reason (hash_mismatch, seq_gap, head_misma
 malformed_event, epoch, wrong_session, too_large, storage); nothing is repaired, skipped or truncated. Then each
 task's stored row (state, limits, charges, reservations) is recomputed from its journaled changes and its tool
 evidence (reason task_ledger, naming the task, when they disagree; a task with no journaled change, as in an
-imported session, is listed as not covered). Then the tool evidence is checked as recovery checks it: every
+imported session, is listed as not covered). Then the lookup rows beside the chain, which the queue, the in-doubt
+guard and caller keys read, are recomputed from it and compared: each operation's attention row (reason
+attention_index) and its operation row naming its latest attempt (reason operation_index). Then the tool evidence is checked as recovery checks it: every
 result after its call, every retry pointing at the attempt before it, arguments and contract unchanged across
 attempts.
 
@@ -159,6 +166,11 @@ under a look-alike id passes integrity). Events after the newest checkpoint are 
           if (v.tasks && v.tasks.notCovered.length > 0) {
             out.line(`         task ledger not covered (no task changes in the journal: imported, or written before tasks were journaled): ${v.tasks.notCovered.map((t) => clip(t, 40)).join(', ')}`);
           }
+          if (v.lookups?.checked === true) {
+            out.line(`         lookup rows match the chain: ${plural(v.lookups.attentionRows, 'attention row')}, ${plural(v.lookups.operationRows, 'operation row')}`);
+          } else if (v.lookups) {
+            out.line('         lookup rows not checked: the session kept changing while they were read (run verify again)');
+          }
           if (v.anchors) {
             out.line(`         anchors verified: ${plural(v.anchors.checkpoints, 'signed checkpoint')}${v.anchors.anchoredSeq >= 0 ? `, anchored up to seq ${v.anchors.anchoredSeq}` : ''}` +
               `${v.anchors.unanchoredEvents > 0 ? `; ${plural(v.anchors.unanchoredEvents, 'later event')} not anchored yet` : ''}`);
@@ -176,7 +188,9 @@ under a look-alike id passes integrity). Events after the newest checkpoint are 
         } else if ('corruption' in v) {
           out.line(`${s.red('CORRUPT')}  ${id}: seq ${v.corruption.seq}, reason ${v.corruption.reason}`);
           out.line(`         ${safe(v.corruption.message)}`);
-          out.line(`         Nothing was repaired. Keep the file for investigation; restore the session from a verified export or backup.`);
+          out.line(v.corruption.reason === 'attention_index' || v.corruption.reason === 'operation_index'
+            ? '         The chain is intact, but a row the queue, the in-doubt guard and caller keys read was changed outside the library: they may miss a call in doubt and let its repeat run. Nothing was repaired. Stop the hosts of this store, keep the file for investigation, and work from `jingwei inspect`, which reads the chain.'
+            : '         Nothing was repaired. Keep the file for investigation; restore the session from a verified export or backup.');
         } else {
           out.line(`${s.red('INVALID')}  ${id}: tool evidence ${v.evidence.code}`);
           out.line(`         ${safe(v.evidence.message)}`);

@@ -1,0 +1,163 @@
+/**
+ * The lookup rows are checked (docs/design.md#the-lookup-rows-are-checked). An attention row set to `resolved` by
+ * hand hid a charge in doubt from `jingwei queue` and turned off the in-doubt guard, so the model's repeat of the
+ * charge ran; a deleted operation row let a caller key run its step again. `jingwei verify` (with signed anchors
+ * too) said `ok` both times: neither row is in the hash chain. `checkLookupRows` recomputes both from the verified
+ * chain and names the first row that disagrees; a session written to while it is checked is not called corrupt.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { createJournalStore } from '../../src/backend.js';
+import { JournalCorruptError } from '../../src/errors.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import type { JournalBackend } from '../../src/store/rows.js';
+import type { SessionOwner, SessionStore } from '../../src/store/types.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { prepareToolRetry } from '../../src/tool/retry-plan.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { ToolGateway } from '../../src/tool/types.js';
+import { cli, tamper } from '../cli/helpers.js';
+import { adminPool, describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
+import { never } from '../support/runtime.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+
+const dir = tempDir('jingwei-lookup-rows-');
+
+function gatewayOf(owner: SessionOwner): ToolGateway {
+  const effect = (name: string, e: 'idempotent' | 'non_idempotent') => new ToolMetadata(name, { type: 'object' }).withEffect(e, 'v1');
+  return createToolRuntime({
+    tools: [
+      { name: 'lookup', metadata: effect('lookup', 'idempotent'), execute: async () => 'found' },
+      { name: 'flaky', metadata: effect('flaky', 'idempotent'), execute: async () => { throw new Error('upstream 502'); } },
+      { name: 'charge', metadata: effect('charge', 'non_idempotent'), execute: () => never() },
+    ],
+    grants: { agent: '*' },
+  }).bind({ owner, taskId: 't', caller: 'agent' });
+}
+
+/**
+ * Session `s`: a success, a failure and its retry, a caller-keyed success, and a charge whose host died in its body
+ * (another owner took the session over): five operations.
+ */
+async function build(store: SessionStore): Promise<void> {
+  const a = await store.acquire('s', { owner: 'host-a' });
+  await a.startTask('t');
+  const gateway = gatewayOf(a);
+  await gateway.call('lookup', { q: 1 });
+  const failed = await gateway.call('flaky', {});
+  await gateway.callWithOptions('flaky', {}, { retry: prepareToolRetry(await store.loadHistory('s'), failed.call.id) });
+  await gateway.callWithOptions('lookup', { q: 2 }, { operationKey: 'step-2' });
+  void gateway.call('charge', { order: 'order-1' }).catch(() => {});
+  for (;;) {
+    const history = await store.loadHistory('s');
+    const charge = history.flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.name === 'charge' ? [e.kind.call.id] : []))[0];
+    if (history.some((e) => e.kind.type === 'tool_started' && e.kind.callId === charge)) break;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  const b = await store.acquire('s', { owner: 'host-b', takeover: true });
+  await b.release();
+}
+
+async function assertNamed(store: SessionStore, reason: 'attention_index' | 'operation_index', pattern: RegExp): Promise<void> {
+  await assert.rejects(store.checkLookupRows!('s'), (error: unknown) => {
+    assert.ok(error instanceof JournalCorruptError);
+    assert.equal(error.reason, reason);
+    assert.match(error.message, pattern);
+    return true;
+  });
+}
+
+const TAMPERINGS = [
+  { name: 'a charge in doubt marked resolved', sql: (t: string) => `UPDATE ${t.replace('TABLE', 'jw_attention')} SET status = 'resolved' WHERE tool = 'charge'`, reason: 'attention_index', pattern: /status "resolved"; the chain gives "no_result"/ },
+  { name: 'the attention row of a charge in doubt deleted', sql: (t: string) => `DELETE FROM ${t.replace('TABLE', 'jw_attention')} WHERE tool = 'charge'`, reason: 'attention_index', pattern: /has no attention row; the chain gives it no_result/ },
+  { name: 'an operation row deleted', sql: (t: string) => `DELETE FROM ${t.replace('TABLE', 'jw_operations')} WHERE key = 'step-2'`, reason: 'operation_index', pattern: /operation step-2 of task t has no operation row/ },
+  { name: 'an operation row pointed at an earlier attempt', sql: (t: string) => `UPDATE ${t.replace('TABLE', 'jw_operations')} SET call_id = 'toolcall_forged' WHERE key = 'step-2'`, reason: 'operation_index', pattern: /names call toolcall_forged/ },
+] as const;
+
+describe('the lookup rows are checked against the chain (SQLite)', () => {
+  it('an untampered session verifies clean, with what was compared', async () => {
+    const path = tempDbPath(dir, 'clean');
+    const store = openSqliteStore(path);
+    await build(store);
+    assert.deepEqual(await store.checkLookupRows!('s'), { checked: true, attentionRows: 4, operationRows: 4 });
+    await store.close();
+    const r = cli(['verify', path, 's']);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /lookup rows match the chain: 4 attention rows, 4 operation rows\n/);
+    assert.deepEqual((JSON.parse(cli(['verify', path, 's', '--json']).stdout) as { lookup_rows: unknown }).lookup_rows, { checked: true, attention_rows: 4, operation_rows: 4 });
+  });
+
+  for (const t of TAMPERINGS) {
+    it(`${t.name}: named by checkLookupRows and by jingwei verify`, async () => {
+      const path = tempDbPath(dir, 'tampered');
+      const store = openSqliteStore(path);
+      await build(store);
+      await store.close();
+      tamper(path, t.sql('TABLE'));
+      const reopened = openSqliteStore(path);
+      await assertNamed(reopened, t.reason, t.pattern);
+      await reopened.close();
+      const r = cli(['verify', path, 's']);
+      assert.equal(r.code, 1, r.stdout + r.stderr);
+      assert.match(r.stdout, new RegExp(`^CORRUPT {2}s: seq \\d+, reason ${t.reason}\\n`));
+      assert.match(r.stdout, /The chain is intact, but a row the queue, the in-doubt guard and caller keys read was changed outside the library/);
+    });
+  }
+
+  it('a session written to while its rows are read is not called corrupt, and a tampered row on it still is', async () => {
+    const path = tempDbPath(dir, 'live');
+    const store = openSqliteStore(path);
+    await build(store);
+    const host = await store.acquire('s', { owner: 'host-live', takeover: true });
+    await host.startTask('t2');
+    const live = createToolRuntime({
+      tools: [{ name: 'lookup', metadata: new ToolMetadata('lookup', { type: 'object' }).withEffect('idempotent', 'v1'), execute: async () => 'found' }],
+      grants: { agent: '*' },
+    }).bind({ owner: host, taskId: 't2', caller: 'agent' });
+    // A reader over the same backend whose attention scan lets the host make a call first, as a live session does.
+    const backend = (store as unknown as { backend: JournalBackend }).backend;
+    let commitsBeforeRead = 0;
+    const racing: JournalBackend = Object.create(backend, {
+      scanAttention: {
+        value: async (scan: Parameters<NonNullable<JournalBackend['scanAttention']>>[0]) => {
+          if (commitsBeforeRead > 0) {
+            commitsBeforeRead--;
+            await live.call('lookup', { q: commitsBeforeRead });
+          }
+          return backend.scanAttention!(scan);
+        },
+      },
+    });
+    const reader = createJournalStore(racing);
+    commitsBeforeRead = 2;
+    const report = await reader.checkLookupRows!('s');
+    assert.equal(report.checked, true);
+    assert.equal(commitsBeforeRead, 0, 'the check met two commits between its reads');
+    assert.equal(report.attentionRows, 6);
+    commitsBeforeRead = 4;
+    assert.deepEqual(await reader.checkLookupRows!('s'), { checked: false, attentionRows: 0, operationRows: 0 }, 'a session that never holds still is reported unchecked, not corrupt');
+    tamper(path, TAMPERINGS[0].sql('TABLE'));
+    commitsBeforeRead = 1;
+    await assertNamed(reader, 'attention_index', TAMPERINGS[0].pattern);
+    await host.release();
+    await store.close();
+  });
+});
+
+describePostgres('the lookup rows are checked against the chain (PostgreSQL)', (url) => {
+  it('an untampered session verifies clean; every tampering is named', async () => {
+    const schema = freshSchema();
+    const store = await openPostgresStore(url, { schema });
+    await build(store);
+    assert.deepEqual(await store.checkLookupRows!('s'), { checked: true, attentionRows: 4, operationRows: 4 });
+    await store.close();
+    for (const t of TAMPERINGS) {
+      const fresh = freshSchema();
+      const s = await openPostgresStore(url, { schema: fresh });
+      await build(s);
+      await adminPool(url).query(t.sql(`"${fresh}".TABLE`));
+      await assertNamed(s, t.reason, t.pattern);
+      await s.close();
+    }
+  });
+});
