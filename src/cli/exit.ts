@@ -4,8 +4,8 @@
  *   1  findings: a corrupt journal, invalid tool evidence, a rejected import, or (inspect) calls that need a host
  *      decision
  *   2  usage: unknown command or option, a missing or extra argument, no such session or call
- *   3  store or IO: the store cannot be opened or read (missing file, not a jingwei store, locked, unreachable),
- *      a file cannot be read or written, or an unexpected error
+ *   3  store or IO: the store cannot be opened or read (missing file, not a jingwei store, a damaged file, locked,
+ *      unreachable), a file cannot be read or written, or an unexpected error
  */
 import { JingweiError, JournalCorruptError } from '../errors.js';
 import { escapeControl } from './escape.js';
@@ -56,6 +56,8 @@ const USAGE_CODES = new Set(['invalid_input', 'decision_not_found']);
 export function exitCodeFor(error: unknown): ExitCode {
   if (error instanceof UsageError) return EXIT.usage;
   if (error instanceof StoreAccessError) return EXIT.store;
+  // A store whose file is damaged as a whole cannot be read: exit 3, as for a file that is not a journal at all.
+  if (storeWide(error)) return EXIT.store;
   if (error instanceof JingweiError) {
     if (FINDING_CODES.has(error.code)) return EXIT.findings;
     if (USAGE_CODES.has(error.code)) return EXIT.usage;
@@ -64,12 +66,32 @@ export function exitCodeFor(error: unknown): ExitCode {
   return EXIT.store;
 }
 
+/** A failure as the JSON document a `--json` command prints instead of its result. */
+export function errorDocument(error: unknown): { ok: false; error: Record<string, unknown> } {
+  const code = error instanceof UsageError ? 'usage' : error instanceof StoreAccessError ? 'store_access'
+    : error instanceof JingweiError ? error.code : 'unexpected';
+  const detail = error instanceof JournalCorruptError
+    ? { ...(storeWide(error) ? {} : { session_id: error.sessionId }), ...(error.seq >= 0 ? { seq: error.seq } : {}), reason: error.reason }
+    : {};
+  return { ok: false, error: { code, exit_code: exitCodeFor(error), message: describeRaw(error), ...detail } };
+}
+
 /** One line (or a few) for stderr: what went wrong, in the operator's terms; journal text in it is made safe. */
 export function describeError(error: unknown): string {
   return describeRaw(error).split('\n').map(escapeControl).join('\n');
 }
 
+/** Damage to the store's file as a whole (the library names no session for it). */
+const storeWide = (error: unknown): boolean => error instanceof JournalCorruptError && error.seq < 0 && error.sessionId === '*';
+
+/** The part of a JournalCorruptError's message after "journal of session … is corrupt at seq … (reason): ". */
+const corruptDetail = (error: JournalCorruptError): string => error.message.replace(/^journal of session .* is corrupt at seq -?\d+ \([a-z_]+\): /s, '');
+
 function describeRaw(error: unknown): string {
+  // Damage to the store's file itself, found before any one session was read (a truncated or overwritten database).
+  if (storeWide(error)) return `the store's file is damaged (reason storage): ${corruptDetail(error as JournalCorruptError)}`;
+  // Damage found in a session's rows but at no one event (a malformed stored number).
+  if (error instanceof JournalCorruptError && error.seq < 0) return `journal corrupt: session ${error.sessionId}, reason ${error.reason}\n  ${corruptDetail(error)}`;
   if (error instanceof JournalCorruptError) {
     return `journal corrupt: session ${error.sessionId}, seq ${error.seq}, reason ${error.reason}\n  ${error.message}`;
   }

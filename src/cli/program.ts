@@ -14,7 +14,7 @@ import { sessionsCommand } from './commands/sessions.js';
 import { exportCommand, importCommand } from './commands/transfer.js';
 import { verifyCommand } from './commands/verify.js';
 import { demoCommand } from './demo/command.js';
-import { describeError, EXIT, EXIT_CODES_HELP, exitCodeFor, UsageError, type ExitCode } from './exit.js';
+import { describeError, errorDocument, EXIT, EXIT_CODES_HELP, exitCodeFor, UsageError, type ExitCode } from './exit.js';
 import { Printer, type Io } from './io.js';
 
 export const COMMANDS: readonly Command[] = [
@@ -116,6 +116,8 @@ export async function main(argv: readonly string[], io: Io): Promise<ExitCode> {
     const message = describeError(error);
     err.line(`${err.style.red('error:')} ${message.startsWith('jingwei') ? message : prefix + message}`);
     if (io.env.JINGWEI_DEBUG && error instanceof Error && error.stack) err.line(err.style.dim(error.stack));
+    // A script reading --json gets a document for a failure too, rather than an empty stdout it cannot tell from one.
+    if (command && rest.includes('--json')) out.line(JSON.stringify(errorDocument(error), null, 2));
     return exitCodeFor(error);
   }
 }

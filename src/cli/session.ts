@@ -17,11 +17,21 @@ export async function withStore<T>(target: string, fn: (store: SessionStore) => 
   }
 }
 
+/** `\uXXXX` escapes as the CLI prints invisible characters of an id (escape.ts), turned back into those characters. */
+const unescapeId = (text: string): string => text.replace(/\\u([0-9a-fA-F]{4})/g, (_, h: string) => String.fromCharCode(Number.parseInt(h, 16)));
+
 /**
  * Ids are the exact id, or any part of one that matches exactly one candidate (tables show `…` and the last 8
- * characters; a leading `…` is ignored).
+ * characters; a leading `…` is ignored). An id as the CLI printed it, its invisible characters shown as `\uXXXX`,
+ * names the id it was printed from when nothing matches it as typed.
  */
 export function matchId<T>(items: readonly T[], idOf: (item: T) => string, wanted: string, what: string): T | undefined {
+  const found = matchTyped(items, idOf, wanted, what);
+  if (found !== undefined || !/\\u[0-9a-fA-F]{4}/.test(wanted)) return found;
+  return matchTyped(items, idOf, unescapeId(wanted), what);
+}
+
+function matchTyped<T>(items: readonly T[], idOf: (item: T) => string, wanted: string, what: string): T | undefined {
   const exact = items.find((item) => idOf(item) === wanted);
   if (exact !== undefined) return exact;
   const part = wanted.replace(/^(…|\.\.\.)/, '');

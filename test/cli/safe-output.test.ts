@@ -120,6 +120,18 @@ describe('safe output', () => {
     assert.equal(json.session_id, id, '--json still carries the exact id');
   });
 
+  it('an id printed with its invisible characters escaped is found again when pasted back as printed', async () => {
+    const id = 's\u200Bx';
+    const store = tempDbPath(dir, 'pasted');
+    await writeStore(store, { [id]: evilHistory(), sx: evilHistory() });
+    const listed = cli(['sessions', store]);
+    assert.match(listed.stdout, /s\\u200Bx/, 'shown escaped');
+    const pasted = cli(['verify', store, 's\\u200Bx', '--json']);
+    assert.equal(pasted.code, 0, pasted.stdout + pasted.stderr);
+    assert.equal((JSON.parse(pasted.stdout) as { session_id: string }).session_id, id, 'the printed form names the id it was printed from');
+    assert.equal((JSON.parse(cli(['verify', store, 'sx', '--json']).stdout) as { session_id: string }).session_id, 'sx', 'the id as typed wins');
+  });
+
   it('a printed error escapes the journal text it quotes', () => {
     const r = cli(['inspect', path, 'broken']);
     assert.equal(r.code, 1);
