@@ -512,8 +512,9 @@ export class OperationInDoubtError extends JingweiError {
   readonly operationKey: string;
   /** The latest attempt of the operation: the call to recover. */
   readonly callId: string;
-  constructor(taskId: string, operationKey: string, callId: string, detail: string) {
-    super('operation_in_doubt', `operation ${operationKey} of task ${taskId} is not completed (latest attempt ${callId}: ${detail}); recover that call explicitly`);
+  /** `advice`: what to do; by default, recover that call (the runtime says to wait when it is still running here). */
+  constructor(taskId: string, operationKey: string, callId: string, detail: string, advice = 'recover that call explicitly') {
+    super('operation_in_doubt', `operation ${operationKey} of task ${taskId} is not completed (latest attempt ${callId}: ${detail}); ${advice}`);
     this.taskId = taskId;
     this.operationKey = operationKey;
     this.callId = callId;

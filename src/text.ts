@@ -30,6 +30,8 @@ export function describeValue(v: unknown): string {
   if (v === undefined) return 'undefined';
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'an array';
+  // A number or a boolean says which: "got a number (0)" tells what to change; text and objects stay undescribed.
+  if (typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') return `a ${typeof v} (${String(v)})`;
   return typeof v === 'object' ? 'an object' : `a ${typeof v}`;
 }
 

@@ -112,6 +112,14 @@ function runningCalls(owner: SessionOwner): Set<string> {
   return calls;
 }
 
+/**
+ * The same refusal, when the attempt it names is still running in this process (a double submit under one key): the
+ * advice is to wait for that call's result, which a call under the key then reads, not to recover it.
+ */
+const stillRunning = (e: OperationInDoubtError): OperationInDoubtError =>
+  new OperationInDoubtError(e.taskId, e.operationKey, e.callId, 'it is still running in this process',
+    'wait for its result: a call under this key then returns it, or the failure to recover');
+
 /** The approval change of an attempt that may follow another: it supersedes the requests earlier attempts left. */
 const settling = (call: ToolCall, binding: ApprovalBinding): ApprovalChange => ({ settle: { callId: call.id, binding, at: new Date().toISOString() } });
 
@@ -396,7 +404,8 @@ class Gateway implements ToolGateway {
     const resultKind = recorded.resultEvent?.kind;
     if (resultKind?.type !== 'tool_result') {
       const why = recorded.startedEvent ? 'its body started and no result is recorded' : 'no result is recorded';
-      throw new OperationInDoubtError(this.taskId, recorded.key, call.id, why);
+      const inDoubt = new OperationInDoubtError(this.taskId, recorded.key, call.id, why);
+      throw runningCalls(this.binding.owner).has(call.id) ? stillRunning(inDoubt) : inDoubt;
     }
     const result = resultKind.result;
     if (result.outcome.status !== 'succeeded') {
@@ -667,6 +676,7 @@ class Gateway implements ToolGateway {
       return await commitAs(this.binding.owner, request);
     } catch (error) {
       const code = (error as { code?: string }).code;
+      if (error instanceof OperationInDoubtError && runningCalls(this.binding.owner).has(error.callId)) throw stillRunning(error);
       if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'not_latest_attempt' || code === 'history_changed' || code === 'journal_full' || code === 'operation_in_doubt')) {
         throw error;
       }

@@ -104,7 +104,7 @@ describe('runAgent', () => {
     assert.equal(result.steps, 2);
     assert.equal(model.requests.length, 2);
     assert.equal(bodies.length, 2);
-    await assert.rejects(runAgent({ model, owner, gateway, input: 'x', maxSteps: 0 }), { code: 'invalid_input' });
+    await assert.rejects(runAgent({ model, owner, gateway, input: 'x', maxSteps: 0 }), { code: 'invalid_input', message: /maxSteps: must be a positive integer, got a number \(0\)/ });
   });
 
   it('journals calls the model gets wrong (bad JSON, unknown tool) and tells the model; a name over the limit is refused unrecorded', async () => {

@@ -564,3 +564,12 @@ describePostgres('PostgreSQL store', (url) => {
     });
   });
 });
+
+describe('openPostgresStore reads its URL before connecting', () => {
+  it('a URL of another database, or text that is not a URL, is invalid_input naming what it got, not "unreachable"', async () => {
+    const { openPostgresStore: open } = await import('../../src/postgres.js');
+    await assert.rejects(open('mysql://x@localhost/db'), { code: 'invalid_input', message: /must be a PostgreSQL connection URL \(postgres:\/\/user@host:5432\/db\), got a mysql: URL/ });
+    await assert.rejects(open('not a url'), { code: 'invalid_input', message: /got text that is not one/ });
+    await assert.rejects(open(''), { code: 'invalid_input' });
+  });
+});

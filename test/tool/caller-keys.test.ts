@@ -110,6 +110,7 @@ describe('caller keys', () => {
       assert.equal(error.code, 'operation_in_doubt');
       assert.equal(error.callId, failed.call.id);
       assert.equal(error.operationKey, 'order-7');
+      assert.match(error.message, /; recover that call explicitly$/, 'a failed attempt is not running: recover it');
       return true;
     });
     assert.equal(runs, 1, 'the library never retries by itself');
@@ -137,7 +138,11 @@ describe('caller keys', () => {
     const r = await memoryRig([slow]);
     const first = r.gateway.callWithOptions('slow', {}, { operationKey: 'same' });
     const second = r.gateway.callWithOptions('slow', {}, { operationKey: 'same' });
-    await assert.rejects(second, { code: 'operation_in_doubt' });
+    // The first is still running here: the advice is to wait for it, not to recover it.
+    await assert.rejects(second, { code: 'operation_in_doubt', message: /it is still running in this process\); wait for its result/ });
+    while (runs === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+    await assert.rejects(r.gateway.callWithOptions('slow', {}, { operationKey: 'same' }), { code: 'operation_in_doubt', message: /still running in this process\); wait for its result/ },
+      'a third call once the first is journaled and its body runs: the same advice');
     release();
     assert.equal((await first).result.outcome.status, 'succeeded');
     assert.equal(runs, 1);
