@@ -678,6 +678,7 @@ class FencedOwner implements SessionOwner {
     this.guard.check();
     await this.releaseUnwritten();
     await this.tx({}, decideRelease(this.ref), this.anchor?.unanchored === true);
+    this.lettingGo = 'its owner released the session';
     this.listeners.clear();
   }
 }

@@ -66,6 +66,11 @@ forEachStore('letting a session go stops its calls', (target) => {
       }
       await sleep(400);
       assert.deepEqual(world.made, [], 'the body was stopped, and no body started after release() returned');
+      // A call after release() returned is refused as after a release, not "while releasing".
+      await assert.rejects(call(owner, world), (error: Error & { cause?: Error }) => {
+        assert.match(error.cause?.message ?? '', /it takes no new call: its owner released the session$/);
+        return true;
+      });
 
       // An operator checks the bank (nothing) and reviews the call; the next host retries it.
       const ops = await journal.open();
