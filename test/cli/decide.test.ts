@@ -44,7 +44,9 @@ describe('jingwei approve, deny and review', () => {
     const again = cli(['deny', path, requestId, '--actor', 'bob', '--json']);
     assert.equal(again.code, 1);
     assert.match(again.stderr, /decision_stale/);
-    assert.equal(again.stdout, '');
+    // --json: the failure as a document, never a decision row.
+    assert.deepEqual({ ...(JSON.parse(again.stdout) as { ok: boolean; error: object }), error: undefined }, { ok: false, error: undefined });
+    assert.deepEqual([(JSON.parse(again.stdout) as { error: { code: string; exit_code: number } }).error.code, (JSON.parse(again.stdout) as { error: { exit_code: number } }).error.exit_code], ['decision_stale', 1]);
     const store = openSqliteStore(path);
     const row = await decisionInbox(store).get(requestId);
     assert.equal(row?.decision, 'approved');
