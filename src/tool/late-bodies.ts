@@ -66,6 +66,19 @@ export function bodyStillRuns(owner: SessionOwner, callId: string): boolean {
   return byOwner.get(owner)?.has(callId) === true;
 }
 
+/** The journaled end of the body of `callId` after its result, or null. */
+export function bodyEnded(history: readonly SessionEvent[], callId: string): { readonly ended: string; readonly event: SessionEvent } | null {
+  for (const event of history) {
+    const kind = event.kind;
+    if (kind.type !== 'custom' || kind.plugin !== BODY_ENDED.plugin || kind.kind !== BODY_ENDED.kind) continue;
+    const payload = kind.payload;
+    if (typeof payload === 'object' && payload !== null && !Array.isArray(payload) && payload.callId === callId) {
+      return { ended: typeof payload.ended === 'string' ? payload.ended : 'unknown', event };
+    }
+  }
+  return null;
+}
+
 /**
  * Whether the journal leaves the body of `callId` possibly running: its body started, its result is an interrupt
  * that won against the running body, and no `body_ended` event followed. Whether its host still holds the session
@@ -80,10 +93,7 @@ export function bodyMayStillRun(history: readonly SessionEvent[], callId: string
     else if (kind.type === 'tool_result' && kind.result.callId === callId) {
       const outcome = kind.result.outcome;
       interrupted = outcome.status === 'failed' && INTERRUPT_CODES.has(outcome.code);
-    } else if (kind.type === 'custom' && kind.plugin === BODY_ENDED.plugin && kind.kind === BODY_ENDED.kind) {
-      const payload = kind.payload;
-      if (typeof payload === 'object' && payload !== null && !Array.isArray(payload) && payload.callId === callId) return false;
     }
   }
-  return started && interrupted;
+  return started && interrupted && bodyEnded(history, callId) === null;
 }

@@ -17,6 +17,7 @@ import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { reconcileUncertainCalls, recordToolReview } from '../../src/tool/review.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool } from '../../src/tool/types.js';
+import { cli } from '../cli/helpers.js';
 import { sleep } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
 
@@ -74,10 +75,17 @@ forEachStore('a body that outlives its attempt', (target) => {
     assert.deepEqual(reconciled.calls.map((c) => c.action), ['body_running']);
     assert.deepEqual(reconciled.needsReview, [first.call.id]);
     assert.equal((await store.loadHistory('s')).length, before.length, 'nothing journaled');
+    const inspect = () => cli(['inspect', location.target, 's', first.call.id]).stdout;
+    if (target.name === 'sqlite') assert.match(inspect(), /late body {3}may still be running: its result records an interrupt while it ran/);
 
     state.end();
     const ended = await untilBodyEnded(store, 's', first.call.id);
     assert.deepEqual(ended.kind.type === 'custom' && ended.kind.payload, { callId: first.call.id, ended: 'returned' });
+    if (target.name === 'sqlite') {
+      assert.match(inspect(), new RegExp(`late body {3}went on after its result and ended: returned \\(its output was not recorded: it most likely made its write\\), .* \\(seq ${ended.seq}\\)`));
+      const json = JSON.parse(cli(['inspect', location.target, 's', first.call.id, '--json']).stdout) as { body_ended: { ended: string; seq: number }; body_may_still_run: boolean };
+      assert.deepEqual([json.body_ended.ended, json.body_ended.seq, json.body_may_still_run], ['returned', ended.seq, false]);
+    }
     assert.equal((await review()).state, 'decided', 'the body ended: the operator can look now');
     await owner.release();
     await store.close();

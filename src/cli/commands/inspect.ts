@@ -1,3 +1,4 @@
+import { bodyEnded, bodyMayStillRun } from '../../tool/late-bodies.js';
 import { encodeToolResult, encodeToolReviewRecord } from '../../event/codec.js';
 import type { SessionEvent } from '../../event/types.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
@@ -128,6 +129,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
       started_seq: record.started?.seq ?? null,
       result_seq: record.resultEvent?.seq ?? null,
       result: record.result ? encodeToolResult(record.result) : null,
+      ...lateBodyJson(history, call.id),
       reviews: record.reviews.map((r) => ({ seq: r.event.seq, ...encodeToolReviewRecord(r.review) })),
       inbox_review: inboxReviewJson(inbox.get(call.id)),
       status,
@@ -156,6 +158,8 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   const waiting = inbox.get(call.id);
   if (waiting) field('inbox', `${safe(waiting.decision ?? '')} by ${safe(waiting.actor ?? '')}: ${safe(waiting.reason ?? '')} (${safe(waiting.id)}, not yet journaled by the owner)`);
   field('result', record.result ? resultWord(record) + (record.result.outcome.status === 'failed' ? ` (${safe(record.result.outcome.code)}: ${safe(record.result.outcome.message)})` : '') : 'none recorded');
+  const late = lateBodyText(history, call.id);
+  if (late) field('late body', late);
   field('status', colourStatus(status, s));
   field('next step', colourStep(nextStep, s));
   out.line();
@@ -182,6 +186,28 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
     ));
   }
   return code;
+}
+
+/**
+ * What the journal says of a body that went on after its result (docs/design.md#a-body-that-outlives-its-attempt):
+ * how and when it ended, or that it may still be running; null for every other call.
+ */
+function lateBodyText(history: readonly SessionEvent[], callId: string): string | null {
+  const end = bodyEnded(history, callId);
+  if (end) {
+    const how = end.ended === 'returned' ? 'returned (its output was not recorded: it most likely made its write)'
+      : end.ended === 'threw' ? 'threw' : end.ended === 'not_called' ? 'was never called' : safe(end.ended);
+    return `went on after its result and ended: ${how}${end.event.recordedAt ? `, ${timeText(end.event.recordedAt)}` : ''} (seq ${end.event.seq})`;
+  }
+  return bodyMayStillRun(history, callId) ? 'may still be running: its result records an interrupt while it ran, and no end of it is journaled yet' : null;
+}
+
+function lateBodyJson(history: readonly SessionEvent[], callId: string) {
+  const end = bodyEnded(history, callId);
+  return {
+    body_ended: end ? { ended: end.ended, seq: end.event.seq, recorded_at: end.event.recordedAt ?? null } : null,
+    body_may_still_run: end === null && bodyMayStillRun(history, callId),
+  };
 }
 
 /** When the call, its start marker and its result were recorded, and the durations between them. */
