@@ -116,8 +116,9 @@ export async function main(argv: readonly string[], io: Io): Promise<ExitCode> {
     const message = describeError(error);
     err.line(`${err.style.red('error:')} ${message.startsWith('jingwei') ? message : prefix + message}`);
     if (io.env.JINGWEI_DEBUG && error instanceof Error && error.stack) err.line(err.style.dim(error.stack));
-    // A script reading --json gets a document for a failure too, rather than an empty stdout it cannot tell from one.
-    if (command && rest.includes('--json')) out.line(JSON.stringify(errorDocument(error), null, 2));
+    // A script reading --json gets a document for a failure too, rather than an empty stdout it cannot tell from one;
+    // on one line, so a reader of `events --json`, one record a line, can take it as well.
+    if (command && rest.includes('--json')) out.line(JSON.stringify(errorDocument(error)));
     return exitCodeFor(error);
   }
 }

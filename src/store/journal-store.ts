@@ -159,7 +159,6 @@ function matchesBetween(sessionId: SessionId, chain: { rows: EventRow[]; events:
   return false;
 }
 
-/** The one SessionStore implementation; engines differ only in their JournalBackend. */
 /** Every attention row of one session, any status, read a page at a time. */
 async function allAttentionRows(backend: JournalBackend, sessionId: SessionId): Promise<AttentionRow[]> {
   const rows: AttentionRow[] = [];
@@ -176,6 +175,7 @@ async function allAttentionRows(backend: JournalBackend, sessionId: SessionId): 
 /** Why a call may still be running (see JournalStore.callInFlight). */
 export type CallInFlight = 'no_result' | 'body_outlived_result';
 
+/** The one SessionStore implementation; engines differ only in their JournalBackend. */
 export class JournalStore implements SessionStore {
   readonly kind: string;
   private readonly guard: OpenGuard;

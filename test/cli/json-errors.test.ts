@@ -25,6 +25,7 @@ describe('jingwei --json on a failure', () => {
       const doc = JSON.parse(r.stdout) as ErrorDocument;
       assert.deepEqual({ ...doc.error, message: undefined }, { code: 'journal_corrupt', exit_code: 1, message: undefined, session_id: 'alpha', seq: 0, reason: 'hash_mismatch' });
       assert.match(r.stderr, /journal corrupt: session alpha, seq 0, reason hash_mismatch/, 'stderr says it as before');
+      assert.equal(r.stdout.trim().split('\n').length, 1, 'one line: a reader of events --json takes it as one record');
     }
   });
 
