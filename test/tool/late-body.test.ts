@@ -21,12 +21,15 @@ import { cli } from '../cli/helpers.js';
 import { sleep } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
 
-/** A tool whose body ignores its signal and ends when `end()` is called (returning) or `fail()` (throwing). */
+/**
+ * A tool whose body ignores its signal and ends when `end()` is called (returning) or `fail()` (throwing). Its
+ * deadline leaves the call's two commits ample time, so the body has started when it passes.
+ */
 function lateTool(name: string, effect: 'non_idempotent' | 'idempotent') {
   const state = { bodies: 0, end: () => {}, fail: () => {} };
   const t: Tool = {
     name,
-    metadata: new ToolMetadata(`the ${name} tool`, { type: 'object' }).withEffect(effect, 'v1').withTimeoutCeiling(40),
+    metadata: new ToolMetadata(`the ${name} tool`, { type: 'object' }).withEffect(effect, 'v1').withTimeoutCeiling(250),
     execute: () => new Promise<string>((resolve, reject) => {
       state.bodies += 1;
       if (state.bodies > 1) return resolve('done');
