@@ -8,6 +8,7 @@
 import { JournalCorruptError } from '../errors.js';
 import type { SessionEvent } from '../event/types.js';
 import type { SessionId } from '../ids.js';
+import { operationId } from '../tool/evidence.js';
 import { attentionWrites } from './attention.js';
 import type { AttentionRow, OperationRow } from './rows.js';
 
@@ -25,7 +26,7 @@ export function latestAttempts(events: readonly SessionEvent[]): Map<string, { t
   for (const e of events) {
     if (e.kind.type !== 'tool_call' || !e.kind.call.operation) continue;
     const { taskId, key } = e.kind.call.operation;
-    latest.set(JSON.stringify([taskId, key]), { taskId, key, callId: e.kind.call.id, eventId: e.eventId, seq: e.seq });
+    latest.set(operationId(taskId, key), { taskId, key, callId: e.kind.call.id, eventId: e.eventId, seq: e.seq });
   }
   return latest;
 }
@@ -49,10 +50,10 @@ export function lookupRowsDisagreement(
 ): JournalCorruptError | null {
   const latest = latestAttempts(events);
   const head = Math.max(events.length - 1, 0);
-  const where = (taskId: string, key: string) => latest.get(JSON.stringify([taskId, key]))?.seq ?? head;
+  const where = (taskId: string, key: string) => latest.get(operationId(taskId, key))?.seq ?? head;
   if (attention !== null) {
-    const expected = new Map(attentionWrites(sessionId, events).map((r) => [JSON.stringify([r.taskId, r.key]), r]));
-    const stored = new Map(attention.map((r) => [JSON.stringify([r.taskId, r.key]), r]));
+    const expected = new Map(attentionWrites(sessionId, events).map((r) => [operationId(r.taskId, r.key), r]));
+    const stored = new Map(attention.map((r) => [operationId(r.taskId, r.key), r]));
     for (const [id, want] of expected) {
       const have = stored.get(id);
       if (have === undefined) {

@@ -6,7 +6,9 @@
  */
 import type { ToolEffectContract } from '../event/types.js';
 import { failure, type Failure } from './admission-checks.js';
+import { sameContract } from './evidence.js';
 import { planSourceNotRun, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
+import { sourceMayHaveRun } from './retry-source.js';
 
 const named = (c: ToolEffectContract) => `${c.effect} revision ${c.revision}`;
 
@@ -18,7 +20,7 @@ export function contractChangedRefusal(plan: ToolRetryPlan, current: ToolEffectC
   const notRun = planSourceNotRun(plan);
   if (notRun === null) return null;
   const was = plan.contract;
-  if (current !== null && current.effect === was.effect && current.revision === was.revision) return null;
+  if (current !== null && sameContract(current, was)) return null;
   const now = current === null ? 'is no longer registered with this runtime' : `now runs as ${named(current)}`;
   const before = notRun === 'awaited_approval' ? `waited for an operator's approval as ${named(was)}`
     : notRun === 'reviewed_not_executed' ? `was reviewed as not executed when it ran as ${named(was)}`
@@ -27,7 +29,7 @@ export function contractChangedRefusal(plan: ToolRetryPlan, current: ToolEffectC
   // An earlier attempt of the operation may have run (nothing settled it): the model is not invited to call again,
   // and reads that it should check first.
   const source = planSourceRow(plan);
-  const earlierMayHaveRun = source !== null && (source.status === 'outcome_unknown' || source.status === 'no_result');
+  const earlierMayHaveRun = source !== null && sourceMayHaveRun(source);
   const next = earlierMayHaveRun ? '' : `; call it again to ${notRun === 'awaited_approval' ? 'ask' : 'run it'} under the current contract`;
   return failure('unavailable', 'tool_contract_changed', `${plan.toolName} ${before}, and the tool ${now}: ${why}. It did not run${next}`);
 }

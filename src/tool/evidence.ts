@@ -76,9 +76,10 @@ function invalid(detail: string): never {
 }
 
 /** The operations map key: a pair, not a concatenation, so no (task, key) split can collide with another. */
-const operationId = (taskId: string, key: string): string => JSON.stringify([taskId, key]);
+export const operationId = (taskId: string, key: string): string => JSON.stringify([taskId, key]);
 
-const sameContract = (a: ToolEffectContract, b: ToolEffectContract): boolean =>
+/** Two contracts are one: the same effect and revision. */
+export const sameContract = (a: ToolEffectContract, b: ToolEffectContract): boolean =>
   a.effect === b.effect && a.revision === b.revision;
 
 /** A contract is usable as evidence: effect one of the four, revision valid text. Throws invalid_evidence. */
@@ -352,8 +353,7 @@ function checkReviewEvent(calls: ReadonlyMap<string, AttemptRecord>, review: Too
   if (latest !== record) invalid(`${at}: review of ${review.callId}, which attempt ${latest.call.id} had already superseded`);
   if (succeededSibling(record) !== null) invalid(`${at}: review of ${review.callId}, whose operation had already succeeded`);
   const rule = evidenceRuleFor(evidenceFactsOf(record));
-  // A latest attempt that never ran takes the review of its operation's doubt, left open by an earlier attempt.
-  if (rule.status !== ToolRecoveryStatus.OutcomeUnknown && !(rule.status === ToolRecoveryStatus.NotExecuted && earlierOpenAttempt(record) !== null)) {
+  if (rule.status === 'invalid' || !inDoubtForReview(record, rule.status)) {
     invalid(`${at}: review of ${review.callId}, whose outcome was not in doubt (${rule.status === 'invalid' ? 'invalid' : rule.status})`);
   }
   if (latestReview(record)?.outcome === 'completed') invalid(`${at}: review of ${review.callId}, which a completed review had already resolved`);
@@ -471,6 +471,15 @@ export function earlierOpenAttempt(record: AttemptRecord): AttemptRecord | null 
 }
 
 /**
+ * Whether a review can be about `record`, the latest attempt of its operation, of evidence status `status`: its own
+ * outcome is unknown, or it never ran after an earlier attempt that may have and that nothing settled, which is where
+ * the operation's doubt is decided (docs/design.md#attention-means-attention).
+ */
+function inDoubtForReview(record: AttemptRecord, status: ToolRecoveryStatus): boolean {
+  return status === ToolRecoveryStatus.OutcomeUnknown || (status === ToolRecoveryStatus.NotExecuted && earlierOpenAttempt(record) !== null);
+}
+
+/**
  * The call's place and state allow a review: the latest attempt, its outcome in doubt (or its operation's, through an
  * earlier attempt nothing settled), not already resolved; otherwise ToolRetryError (`completed`, `not_in_doubt`,
  * `not_latest_attempt`, `legacy_call`). The owner journals a review only then, and the inbox records one only then.
@@ -481,9 +490,7 @@ export function reviewableAttempt(history: readonly SessionEvent[], callId: stri
   if (operation === undefined) throw new ToolRetryError('legacy_call', `call ${callId} has no operation: a review cannot be bound to it`);
   const { status, fact } = classifyAttempt(record);
   if (status === ToolRecoveryStatus.Completed) throw new ToolRetryError('completed', `call ${callId} succeeded (${fact}): there is nothing to review`);
-  // A latest attempt that never ran, after an earlier one that may have and that nothing settled, is where the
-  // operation's doubt is decided: its review settles the operation (docs/design.md#attention-means-attention).
-  if (status !== ToolRecoveryStatus.OutcomeUnknown && !(status === ToolRecoveryStatus.NotExecuted && earlierOpenAttempt(record) !== null)) {
+  if (!inDoubtForReview(record, status)) {
     throw new ToolRetryError('not_in_doubt', `call ${callId} is ${status} (${fact}): its outcome is not in doubt, so there is nothing to review`);
   }
   const latest = latestReview(record);

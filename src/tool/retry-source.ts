@@ -9,9 +9,14 @@ import type { ToolExecution } from './types.js';
 
 const sourceOpen = new WeakMap<ToolExecution, boolean>();
 
+/** Whether a source attempt's row, as a plan read it, leaves its operation's outcome open: it may have taken effect. */
+export function sourceMayHaveRun(source: { readonly status: AttentionStatus }): boolean {
+  return source.status === 'outcome_unknown' || source.status === 'no_result';
+}
+
 /** Notes, for a retry's execution, the standing of its source attempt as its plan read it (null: not known). */
 export function noteRetrySource(execution: ToolExecution, source: { readonly started: boolean; readonly status: AttentionStatus } | null): void {
-  if (source !== null) sourceOpen.set(execution, source.status === 'outcome_unknown' || source.status === 'no_result');
+  if (source !== null) sourceOpen.set(execution, sourceMayHaveRun(source));
 }
 
 /** Whether the attempt this execution retried may have taken effect: true when not known (a replay, another process). */

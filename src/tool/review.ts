@@ -17,7 +17,7 @@ import type { JsonValue } from '../json/types.js';
 import { LIMITS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
 import { truncateUtf8 } from '../text.js';
-import { classifyAttempt, collectEvidence, latestReview, reviewableAttempt } from './evidence.js';
+import { classifyAttempt, collectEvidence, latestReview, reviewableAttempt, sameContract } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { assessSession } from './assess.js';
 import { bodyStillRuns } from './late-bodies.js';
@@ -189,7 +189,7 @@ export async function reconcileUncertainCalls(
       continue;
     }
     const contract = tool.metadata.effect;
-    if (contract.effect !== op.contract.effect || contract.revision !== op.contract.revision) {
+    if (!sameContract(contract, op.contract)) {
       calls.push({ ...base, action: 'revision_changed', answer: null, review: null });
       continue;
     }

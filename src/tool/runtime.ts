@@ -5,6 +5,7 @@ import { isDecidedMeanwhile } from '../store/approvals.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
 import { contractChangedRefusal } from './contract-changed.js';
+import { sameContract } from './evidence.js';
 import { lateBodyOf, trackLateBody, type LateBodyEnd } from './late-bodies.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import { checkCanonicalJson, jsonEquals } from '../json/canonical.js';
@@ -247,7 +248,7 @@ export function contractChangeFor(gateway: ToolGateway, name: string, recorded: 
   if (!(gateway instanceof Gateway)) return null;
   const current = gateway.contractOf(name);
   if (current === null) return 'removed';
-  return current.effect === recorded.effect && current.revision === recorded.revision ? 'same' : 'changed';
+  return sameContract(current, recorded) ? 'same' : 'changed';
 }
 
 class Gateway implements ToolGateway {
@@ -394,7 +395,7 @@ class Gateway implements ToolGateway {
     const was = call.operation?.contract;
     const changed = call.name !== name ? `the tool (${call.name}, now ${name})`
       : !jsonEquals(call.arguments, args) ? 'the arguments'
-        : was?.effect !== contract.effect || was?.revision !== contract.revision ? "the tool's contract" : null;
+        : was === undefined || !sameContract(was, contract) ? "the tool's contract" : null;
     if (changed !== null) {
       throw new ToolRetryError('binding_changed', `operation ${recorded.key} was recorded by call ${call.id} with other ${changed.replace(/^the /, '')}; use a new operation key`);
     }

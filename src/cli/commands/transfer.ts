@@ -15,6 +15,7 @@ import { EXIT, StoreAccessError, UsageError } from '../exit.js';
 import { num, plural, safe } from '../format.js';
 import type { Printer } from '../io.js';
 import { loadSession, withStore } from '../session.js';
+import { isPostgresTarget } from '../target.js';
 
 /** Writes next to the destination and renames, so a failure never leaves half a journal under the real name. */
 function writeAtomically(path: string, text: string): void {
@@ -45,7 +46,7 @@ function sameFile(a: string, b: string): boolean {
  * session's JSONL.
  */
 function refuseReadFile(target: string, store: string, anchors: string | undefined): void {
-  const read = /^postgres(ql)?:\/\//.test(store) ? [] : ['', '-wal', '-shm', '-journal'].map((suffix) => `${store}${suffix}`);
+  const read = isPostgresTarget(store) ? [] : ['', '-wal', '-shm', '-journal'].map((suffix) => `${store}${suffix}`);
   if (anchors !== undefined) read.push(anchors);
   const hit = read.find((file) => sameFile(target, file));
   if (hit !== undefined) throw new UsageError(`jingwei export: --out ${target} is ${hit === anchors ? 'the anchors file' : 'the store'} this command reads (${hit}); write to another file`);
