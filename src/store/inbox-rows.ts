@@ -55,6 +55,13 @@ export interface DecisionRow {
   readonly consumedAt: string | null;
   /** The call id (approval) or event id (review) that used it. */
   readonly consumedBy: string | null;
+  /**
+   * A review: the seq of the last journal event it was recorded against, i.e. the evidence its operator could have
+   * seen. Its owner refuses a `not_executed` review that the call's own events have since overtaken (a start
+   * marker, a result, a late body's end journaled after it: docs/design.md#a-review-waits-for-the-call-to-stop).
+   * Absent on rows recorded before it existed.
+   */
+  readonly journalSeq?: number;
 }
 
 /** What `listDecisions` filters on; rows come ordered by id, at most `limit` of them, ids greater than `after`. */
@@ -127,6 +134,7 @@ export function toDecision(r: DecisionRecord): DecisionRow {
     decidedAt: detail.decidedAt ?? null,
     consumedAt: detail.consumedAt ?? null,
     consumedBy: detail.consumedBy ?? null,
+    ...(typeof detail.journalSeq === 'number' ? { journalSeq: detail.journalSeq } : {}),
   };
 }
 

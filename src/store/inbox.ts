@@ -181,6 +181,7 @@ export class DecisionInbox {
     const row: DecisionRow = {
       id, kind: 'review', sessionId, callId, state: 'decided', binding: null, tool: call.call.name, note: null,
       decision: input.outcome, actor, reason: evidence, createdAt: at, decidedAt: at, consumedAt: null, consumedBy: null,
+      journalSeq: history.length - 1,
     };
     return this.inbox.transactReview(sessionId, callId, (waiting) => {
       refuseUnlessReplacing(callId, waiting, replaces);

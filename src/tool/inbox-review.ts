@@ -10,6 +10,7 @@ import type { DecisionRow } from '../store/inbox-rows.js';
 import { decisionInbox } from '../store/inbox.js';
 import { JournalStore } from '../store/journal-store.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
+import { bodyEnded } from './late-bodies.js';
 import { recordToolReview } from './review.js';
 
 /** A review decision the owner journaled. */
@@ -44,11 +45,33 @@ function journaledEvent(history: readonly SessionEvent[], decisionId: string): S
 }
 
 /**
+ * What the call's own events recorded after a `not_executed` review was made, if anything: its start marker, its
+ * result, or the end of a body that ran on past its result (docs/design.md#a-review-waits-for-the-call-to-stop).
+ * A host whose lease ran out while it was only paused can write them once it runs again, and the review was then
+ * made on less than the journal now says. A row that does not say which seq it saw (recorded before rows did)
+ * counts as overtaken only by a late body that returned or threw, the events that say the body ran.
+ */
+function overtakingEvent(history: readonly SessionEvent[], row: DecisionRow): string | null {
+  const seen = row.journalSeq;
+  for (const e of history) {
+    const k = e.kind;
+    if (seen !== undefined && e.seq <= seen) continue;
+    if (seen !== undefined && k.type === 'tool_started' && k.callId === row.callId) return `a start marker (seq ${e.seq})`;
+    if (seen !== undefined && k.type === 'tool_result' && k.result.callId === row.callId) return `a result (seq ${e.seq})`;
+  }
+  const late = bodyEnded(history, row.callId);
+  if (late !== null && late.ended !== 'not_called' && (seen === undefined || late.event.seq > seen)) {
+    return `that its body ${late.ended} after its result (seq ${late.event.seq})`;
+  }
+  return null;
+}
+
+/**
  * Journals every decided review decision of the owner's session from `store`'s decision inbox, oldest first,
  * through recordToolReview with source `human` and the decision's id, and marks each one consumed by its event.
  * A decision the journal no longer admits (the call succeeded or was resolved meanwhile, its outcome is not in
- * doubt, a newer attempt exists, or its text does not fit a review) is marked `stale` with the reason and nothing
- * is journaled. A decision already journaled by an earlier pass that stopped before marking it is marked, not
+ * doubt, a newer attempt exists, its text does not fit a review, or it says `not_executed` and the call's own events
+ * have overtaken it) is marked `stale` with the reason and nothing is journaled. A decision already journaled by an earlier pass that stopped before marking it is marked, not
  * written again. `history` is the session's confirmed journal. Errors of the journal write propagate (a fenced
  * owner, a changed history, invalid evidence); a store without an inbox throws DecisionError `inbox_unsupported`.
  */
@@ -90,6 +113,14 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
     }
     if (!current.some((e) => e.kind.type === 'tool_call' && e.kind.call.id === row.callId)) {
       await refuse(`call ${row.callId} is not in the journal of session ${owner.sessionId}`);
+      continue;
+    }
+    const overtaken = outcome === 'not_executed' ? overtakingEvent(current, row) : null;
+    if (overtaken !== null) {
+      await refuse(
+        `the journal has recorded ${overtaken} of call ${row.callId} since this not_executed review was recorded: ` +
+          'it was decided without that evidence; review the call again',
+      );
       continue;
     }
     const prior = latest.get(row.callId);

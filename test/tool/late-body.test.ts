@@ -13,6 +13,7 @@ import { decisionInbox } from '../../src/store/inbox.js';
 import type { SessionEvent } from '../../src/event/types.js';
 import type { SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
+import { journalInboxReviews } from '../../src/tool/inbox-review.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { reconcileUncertainCalls, recordToolReview } from '../../src/tool/review.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -119,5 +120,87 @@ forEachStore('a body that outlives its attempt', (target) => {
     assert.equal(state.bodies, 2);
     await owner.release();
     await store.close();
+  });
+
+  it('a not_executed review taken while a paused host\'s lease had run out is refused once the body\'s end is journaled after it', async () => {
+    // The host is alive but its lease runs out (no heartbeat: a paused process), nobody takes the session over, and
+    // the inbox takes an operator's review while the body still runs. The body then returns (it made the transfer),
+    // the host journals that, and its startup routine must not journal the review and retry: a second transfer.
+    const location = target.fresh();
+    const store = await location.open();
+    const operator = await location.open();
+    const inbox = decisionInbox(operator);
+    const { tool, state } = lateTool('transfer', 'non_idempotent');
+    const owner = await store.acquire('s', { owner: 'host', leaseMs: 100, heartbeat: false });
+    await owner.startTask('t');
+    const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const first = await gateway.call('transfer', { to: 'acme' });
+    assert.equal(first.result.outcome.status === 'failed' && first.result.outcome.code, 'tool_timeout');
+    await sleep(150);
+    const blind = await inbox.recordReview({ sessionId: 's', callId: first.call.id, outcome: 'not_executed', evidence: 'no transfer seen yet', actor: 'ops' });
+    assert.equal(blind.state, 'decided', 'the lease ran out: the inbox cannot tell a paused host from a dead one');
+
+    state.end();
+    const ended = await untilBodyEnded(store, 's', first.call.id);
+    const report = await journalInboxReviews(owner, store, await store.loadHistory('s'));
+    assert.deepEqual(report.journaled, []);
+    assert.deepEqual(report.stale.map((r) => r.decisionId), [blind.id]);
+    assert.match(report.stale[0]!.reason, new RegExp(`its body returned after its result \\(seq ${ended.seq}\\).*review the call again`));
+    assert.equal((await inbox.get(blind.id))?.state, 'stale');
+    assert.throws(() => prepareToolRetry(report.history, first.call.id), { name: 'ToolRetryError', code: 'needs_review' });
+    assert.equal(state.bodies, 1, 'no second transfer');
+
+    // A review recorded with the body's end in the journal is the operator's informed decision: it is journaled.
+    const informed = await inbox.recordReview({ sessionId: 's', callId: first.call.id, outcome: 'completed', evidence: 'the bank shows the transfer', actor: 'ops' });
+    const again = await journalInboxReviews(owner, store, report.history);
+    assert.deepEqual(again.journaled.map((r) => [r.decisionId, r.outcome]), [[informed.id, 'completed']]);
+    await owner.release();
+    await store.close();
+    await operator.close();
+  });
+
+  it('a not_executed review is refused once the call\'s result is journaled after it', async () => {
+    // The same staleness without a late body: a review recorded while the call had a start marker and no result (its
+    // host paused in the body, its lease run out), then the host woke, the body went on and threw after its request
+    // went out, and the result says so. The call is in doubt, but the review was made before that evidence.
+    const location = target.fresh();
+    const store = await location.open();
+    const operator = await location.open();
+    const inbox = decisionInbox(operator);
+    let release: () => void = () => {};
+    let bodies = 0;
+    const transfer: Tool = {
+      name: 'transfer',
+      metadata: new ToolMetadata('the transfer tool', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+      execute: async () => {
+        bodies += 1;
+        await new Promise<void>((resolve) => { release = resolve; });
+        throw new Error('the bank hung up after the request went out');
+      },
+    };
+    const owner = await store.acquire('s', { owner: 'host', leaseMs: 100, heartbeat: false });
+    await owner.startTask('t');
+    const gateway = createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const running = gateway.call('transfer', { to: 'acme' });
+    while (bodies === 0) await sleep(5);
+    const callId = (await store.loadHistory('s')).flatMap((e) => (e.kind.type === 'tool_started' ? [e.kind.callId] : []))[0]!;
+    await sleep(150);
+    const blind = await inbox.recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'nothing sent', actor: 'ops' });
+    release();
+    const ran = await running;
+    assert.equal(ran.result.outcome.status === 'failed' && ran.result.outcome.category, 'body_panic', 'in doubt: the body started and threw');
+    const report = await journalInboxReviews(owner, store, await store.loadHistory('s'));
+    assert.deepEqual(report.journaled, []);
+    assert.deepEqual(report.stale.map((r) => r.decisionId), [blind.id]);
+    assert.match(report.stale[0]!.reason, /a result \(seq \d+\) of call .* since this not_executed review was recorded/);
+    assert.throws(() => prepareToolRetry(report.history, callId), { name: 'ToolRetryError', code: 'needs_review' });
+    // Recorded now, with the result in the journal, the same review is the operator's informed decision.
+    const informed = await inbox.recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'the bank shows nothing', actor: 'ops' });
+    const again = await journalInboxReviews(owner, store, report.history);
+    assert.deepEqual(again.journaled.map((r) => r.decisionId), [informed.id]);
+    assert.equal(bodies, 1);
+    await owner.release();
+    await store.close();
+    await operator.close();
   });
 });
