@@ -52,6 +52,12 @@ export const RUNTIME_DEFAULTS = {
   timeoutMs: 30_000,
   maxOutputBytes: 64 * 1024,
   maxInFlight: 1024,
+  /**
+   * Times a call's result is written while the store answers `store_busy` (a lock held past the store's busy or lock
+   * timeout): what the body did is known, and a busy store wrote nothing, so giving up at once would leave a finished
+   * call in doubt for a person to review (docs/design.md#a-busy-store-does-not-lose-a-result).
+   */
+  resultWriteAttempts: 3,
 } as const;
 
 /** Task budget defaults (docs/design.md#tasks-and-budgets). */

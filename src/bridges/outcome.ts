@@ -39,9 +39,21 @@ const INTERNAL_CATEGORIES: ReadonlySet<string> = new Set(['body_panic', 'guard_f
 /** The fixed sentence the model reads for an internal failure. */
 export const INTERNAL_FAILURE_MESSAGE = 'it failed unexpectedly; the details are kept for the operator';
 
-/** The message a model may read for a recorded failure: its own text, or the fixed sentence for internal ones. */
-function modelFacingMessage(failure: { category: string; message: string }): string {
-  return INTERNAL_CATEGORIES.has(failure.category) ? INTERNAL_FAILURE_MESSAGE : failure.message;
+/**
+ * A request to an MCP server that failed below the tool (bridges/mcp.ts: a JSON-RPC error, the SDK's own checks, a
+ * dropped connection): its text is the server's or the SDK's internals (a stack, a connection string, a schema
+ * dump), not the tool's words. A tool's own error result (`mcp_tool_error`) is.
+ */
+const isMcpRequestFailure = (failure: { category: string; code: string }): boolean =>
+  failure.category === 'body_failure' && (failure.code === 'mcp_request_failed' || failure.code.startsWith('mcp_error_'));
+
+/** The fixed sentence the model reads for a failed MCP request; its code says which kind. */
+export const MCP_REQUEST_FAILURE_MESSAGE = 'the request to its MCP server failed; the details are kept for the operator';
+
+/** The message a model may read for a recorded failure: its own text, or a fixed sentence for internal ones. */
+function modelFacingMessage(failure: { category: string; code: string; message: string }): string {
+  if (INTERNAL_CATEGORIES.has(failure.category)) return INTERNAL_FAILURE_MESSAGE;
+  return isMcpRequestFailure(failure) ? MCP_REQUEST_FAILURE_MESSAGE : failure.message;
 }
 
 /**

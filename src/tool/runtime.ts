@@ -439,7 +439,11 @@ class Gateway implements ToolGateway {
       ?? checkAvailability(registered!)
       ?? (await runGuards(this.runtime.guards, ctx, control))
       ?? (this.runtime.inDoubtGuard ? await this.inDoubt(call) : null)
-      ?? control.interrupt();
+      ?? control.interrupt()
+      // Asked again once the guards and the in-doubt read have waited: a tool that could run then may not now (its
+      // server's connection dropped, or came back with the tool changed), and the answer that counts is the last one
+      // before the start marker.
+      ?? checkAvailability(registered!);
     faultPoint('call:before');
     if (rejected) {
       observer?.refused(rejected);
@@ -498,6 +502,12 @@ class Gateway implements ToolGateway {
         started = this.draft({ type: 'tool_started', callId: call.id, approval: operator.record });
       }
       faultPoint('approval:after');
+      // Asking a person can take hours: whether the tool can run is asked again now, before its start marker, so an
+      // approved call never runs on a server whose tool changed meanwhile, nor is sent over a connection known to be
+      // down (docs/bridges-in-production.md). Recorded as `unavailable`, never started; a decision used here stays
+      // unused, for the next attempt of the same action.
+      const gone = checkAvailability(registered!);
+      if (gone) return this.finish(call, callEvent, null, gone, 0, observer);
       // Approved by the approver, an attempt that may follow another (a caller key or a retry) supersedes the
       // requests earlier attempts left, so a decision made later for one of them is never spent on a later attempt.
       const settle = operator === null && follows ? settling(call, binding) : undefined;
@@ -673,15 +683,19 @@ class Gateway implements ToolGateway {
 
   /** Budget refusals, a stopped task and D4 pass through untouched; any other failure to write is a recording error. */
   private async write(stage: 'call' | 'started' | 'result', call: ToolCall, result: ToolResult | null, request: CommitRequest) {
-    try {
-      return await commitAs(this.binding.owner, request);
-    } catch (error) {
-      const code = (error as { code?: string }).code;
-      if (error instanceof OperationInDoubtError && runningCalls(this.binding.owner).has(error.callId)) throw stillRunning(error);
-      if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'not_latest_attempt' || code === 'history_changed' || code === 'journal_full' || code === 'operation_in_doubt')) {
-        throw error;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await commitAs(this.binding.owner, request);
+      } catch (error) {
+        const code = (error as { code?: string }).code;
+        // A busy store rolled the write back: a result, which the call cannot get again, is written again.
+        if (stage === 'result' && code === 'store_busy' && attempt < RUNTIME_DEFAULTS.resultWriteAttempts) continue;
+        if (error instanceof OperationInDoubtError && runningCalls(this.binding.owner).has(error.callId)) throw stillRunning(error);
+        if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'not_latest_attempt' || code === 'history_changed' || code === 'journal_full' || code === 'operation_in_doubt')) {
+          throw error;
+        }
+        throw new ToolRecordingError(stage, call, result, error);
       }
-      throw new ToolRecordingError(stage, call, result, error);
     }
   }
 }

@@ -13,7 +13,7 @@ import { createMemoryStore } from '../../src/store/memory.js';
 import { assessSession } from '../../src/tool/assess.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { ToolExecution } from '../../src/tool/types.js';
-import { childrenOf, until } from './fixtures/processes.js';
+import { serverUnder, until } from './fixtures/processes.js';
 import { filesystemServer, keyedServer } from './fixtures/registry-server.js';
 import { tempDir } from '../support/tmp.js';
 
@@ -70,7 +70,7 @@ describe('a managed MCP connection (real registry server over stdio)', () => {
 
     assert.equal(outcome(await gateway.call('write_file', { path: join(root, 'a.txt'), content: 'one' })), 'succeeded');
     const guard = connection.processId!;
-    const [server] = childrenOf(guard);
+    const server = serverUnder(guard);
     assert.ok(server !== undefined, 'the server runs under the watch');
     process.kill(server, 'SIGKILL');
 
@@ -139,7 +139,7 @@ describe('a managed MCP connection (real registry server over stdio)', () => {
     // The allowed directory disappears: the server refuses to start again.
     const { rmSync } = await import('node:fs');
     rmSync(root, { recursive: true, force: true });
-    process.kill(childrenOf(connection.processId!)[0]!, 'SIGKILL');
+    process.kill(serverUnder(connection.processId!)!, 'SIGKILL');
     await until(() => connection.state === 'failed', 'the bridge to give up');
     await assert.rejects(connection.ready(), { code: 'mcp_unavailable' });
     assert.deepEqual(events.map((e) => e.type), ['disconnected', 'reconnect_failed', 'reconnect_failed']);
@@ -162,7 +162,7 @@ describe('a managed MCP connection (real registry server over stdio)', () => {
     const gateway = createToolRuntime({ tools: connection.tools, grants: { agent: '*' } }).bind({ owner, taskId: 'files', caller: 'agent' });
     assert.equal(outcome(await gateway.call('create_order', { item: 'tea' })), 'succeeded');
     writeFileSync(variant, 'create_order takes a note from now on');
-    process.kill(childrenOf(connection.processId!)[0]!, 'SIGKILL');
+    process.kill(serverUnder(connection.processId!)!, 'SIGKILL');
     await until(() => events.some((e) => e.type === 'reconnected'), 'the reconnect');
     const reconnected = events.find((e) => e.type === 'reconnected')!;
     assert.ok(reconnected.type === 'reconnected');
@@ -173,5 +173,41 @@ describe('a managed MCP connection (real registry server over stdio)', () => {
     assert.equal(readFileSync(log, 'utf8').trim().split('\n').length, 1, 'the changed tool was never called');
     await connection.close();
     await store.close();
+  });
+
+  it('a tool that changed while its call waited for a person is refused as mcp_tool_changed once approved, unsent', async () => {
+    const variant = join(dir, 'variant-flag-approval');
+    const log = join(dir, 'changed-approval.jsonl');
+    const { store, owner } = await session();
+    const events: McpConnectionEvent[] = [];
+    const connection = await connectMcpServer(keyedServer('conforming', log, variant), {
+      reconnect: { initialDelayMs: 50 },
+      configure: (metadata) => metadata.withApproval('human'),
+      onConnectionEvent: (event) => events.push(event),
+    });
+    let approve: () => void = () => {};
+    let asked = false;
+    const human = () => new Promise<{ decision: 'approved' }>((resolve) => {
+      asked = true;
+      approve = () => resolve({ decision: 'approved' });
+    });
+    try {
+      const gateway = createToolRuntime({ tools: connection.tools, grants: { agent: '*' }, approvers: { human } }).bind({ owner, taskId: 'files', caller: 'agent' });
+      const waiting = gateway.call('create_order', { item: 'cake' });
+      await until(() => asked, 'the approver to be asked');
+      writeFileSync(variant, 'create_order takes a note from now on');
+      process.kill(serverUnder(connection.processId!)!, 'SIGKILL');
+      await until(() => events.some((e) => e.type === 'reconnected'), 'the reconnect');
+      approve();
+      const refusedCall = await waiting;
+      assert.equal(outcome(refusedCall), 'unavailable/mcp_tool_changed');
+      assert.equal(refusedCall.startedEvent, null);
+      assert.ok(!existsSync(log) || !readFileSync(log, 'utf8').includes('"cake"'), 'the changed tool was never called');
+      const assessment = assessSession(await store.loadHistory('mcp-session'));
+      assert.deepEqual(assessment.calls.map((c) => c.status), ['not_executed']);
+    } finally {
+      await connection.close();
+      await store.close();
+    }
   });
 });

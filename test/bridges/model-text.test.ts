@@ -10,7 +10,13 @@ import { MockLanguageModelV3 } from 'ai/test';
 import { Agent, run, setTracingDisabled, Usage, type AgentOutputItem, type Model, type ModelRequest, type ModelResponse } from '@openai/agents';
 import { runAgent, scriptedModel } from '../../src/agent.js';
 import { aiSdkTools } from '../../src/ai-sdk.js';
-import { INTERNAL_FAILURE_MESSAGE } from '../../src/bridges/outcome.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { INTERNAL_FAILURE_MESSAGE, MCP_REQUEST_FAILURE_MESSAGE } from '../../src/bridges/outcome.js';
+import { importMcpTools } from '../../src/mcp.js';
 import { openAiAgentsTools } from '../../src/openai-agents.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
@@ -157,5 +163,63 @@ describe('a panic reaches the model as a fixed sentence; the journal keeps it', 
     assert.match(JSON.stringify(requests[1]!.input), /body_panic \(tool_body_panicked\): it failed unexpectedly/);
     assertNoSecret(requests);
     assert.match(recordedFailure(await store.loadHistory('s')).message, /hunter2/);
+  });
+});
+
+describe('a failed MCP request reaches the model as a fixed sentence; the journal keeps the server\'s words', () => {
+  /** A server whose one tool answers as `mode` says: an internal JSON-RPC error, a malformed result, or its own error result. */
+  async function mcpGateway(mode: 'internal_error' | 'malformed' | 'tool_error') {
+    const server = new Server({ name: 'leaky', version: '1.0.0' }, { capabilities: { tools: {} } });
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [{ name: 'pay', inputSchema: { type: 'object' as const } }] }));
+    server.setRequestHandler(CallToolRequestSchema, async () => {
+      if (mode === 'internal_error') throw new McpError(ErrorCode.InternalError, `Internal error: ${SECRET} at db.connect`);
+      if (mode === 'malformed') return { content: [{ type: 'text', text: 42, note: SECRET }] } as never;
+      return { isError: true, content: [{ type: 'text', text: 'the amount is over your daily limit' }] };
+    });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const client = new Client({ name: 'model-text', version: '1.0.0' });
+    await client.connect(clientSide);
+    const store = createMemoryStore();
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('task');
+    const runtime = createToolRuntime({ tools: (await importMcpTools(client)).tools, grants: { agent: '*' } });
+    return { client, store, owner, gateway: runtime.bind({ owner, taskId: 'task', caller: 'agent' }) };
+  }
+
+  for (const mode of ['internal_error', 'malformed'] as const) {
+    it(`${mode}: the model reads the code and the fixed sentence, the journal the server's or the SDK's text`, async () => {
+      const { client, store, owner, gateway } = await mcpGateway(mode);
+      const model = scriptedModel([
+        { text: null, toolCalls: [{ id: 'c1', name: 'pay', arguments: '{}' }] },
+        { text: 'Could not pay.', toolCalls: [] },
+      ]);
+      const result = await runAgent({ model, owner, gateway, input: 'Pay.', maxSteps: 3 });
+      const outcome = result.toolCalls[0]!.outcome;
+      assert.ok(!outcome.ok);
+      assert.equal(outcome.category, 'body_failure');
+      assert.match(outcome.code, mode === 'internal_error' ? /^mcp_error_-32603$/ : /^mcp_(request_failed|error_-?\d+)$/);
+      assert.equal(outcome.message, MCP_REQUEST_FAILURE_MESSAGE);
+      assert.match(outcome.text, new RegExp(`^Tool "pay" failed: body_failure \\(${outcome.code}\\): ${MCP_REQUEST_FAILURE_MESSAGE}\\. The tool started`));
+      assertNoSecret(model.requests);
+      const recorded = recordedFailure(await store.loadHistory('s'));
+      assert.equal(recorded.code, outcome.code);
+      if (mode === 'internal_error') assert.match(recorded.message, /hunter2/, 'the journal keeps the server\'s words for the operator');
+      await client.close();
+    });
+  }
+
+  it('the tool\'s own error result is its words for the model', async () => {
+    const { client, owner, gateway } = await mcpGateway('tool_error');
+    const model = scriptedModel([
+      { text: null, toolCalls: [{ id: 'c1', name: 'pay', arguments: '{}' }] },
+      { text: 'Over the limit.', toolCalls: [] },
+    ]);
+    const result = await runAgent({ model, owner, gateway, input: 'Pay.', maxSteps: 3 });
+    const outcome = result.toolCalls[0]!.outcome;
+    assert.ok(!outcome.ok);
+    assert.equal(outcome.code, 'mcp_tool_error');
+    assert.equal(outcome.message, 'the amount is over your daily limit');
+    await client.close();
   });
 });

@@ -108,6 +108,31 @@ describe("a tool's availability check", () => {
     assert.equal(assessment.totals.byNextStep.needs_review, 0);
   });
 
+  it('is asked again once an approver answered: a tool gone while a person decided is recorded unavailable, never started', async () => {
+    let down: ToolDenial | null = null;
+    let bodies = 0;
+    let asked = 0;
+    const tool: Tool = {
+      name: 'write',
+      metadata: new ToolMetadata('writes', { type: 'object' }).withApproval('human'),
+      execute: async () => { bodies += 1; return 'written'; },
+      availability: () => down,
+    };
+    const human = async () => {
+      asked += 1;
+      down = { code: 'mcp_disconnected', message: 'the server went away while a person decided; the call was not sent', retryable: true };
+      return { decision: 'approved' as const };
+    };
+    const { store, gateway } = await setup([tool], { approvers: { human } });
+    const gone = await gateway.call('write', {});
+    assert.equal(asked, 1);
+    assert.equal(gone.startedEvent, null);
+    assert.ok(gone.result.outcome.status === 'failed' && gone.result.outcome.category === 'unavailable' && gone.result.outcome.code === 'mcp_disconnected');
+    assert.equal(bodies, 0);
+    const assessment = assessSession(await store.loadHistory('s'));
+    assert.deepEqual(assessment.calls.map((c) => [c.status, c.nextStep]), [['not_executed', 'retry_allowed']]);
+  });
+
   it('a throwing or malformed check is recorded as unavailable too', async () => {
     const throwing: Tool = { ...echo(), availability: () => { throw new Error('boom'); } };
     const { gateway } = await setup([throwing]);
