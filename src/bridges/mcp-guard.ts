@@ -1,21 +1,21 @@
 /**
  * The stdio MCP server's parent-death watch: `node mcp-guard.js <command> [args…]`. The bridge starts this instead
- * of the server; it runs the server in a process group of its own, sharing this process's stdin, stdout and stderr
- * (so the protocol never passes through here), and ends that whole group when:
+ * of the server. It starts bridges/mcp-group.js as the leader of a process group of its own, which starts the
+ * server in that group; all three share this process's stdin, stdout and stderr (the protocol never passes through
+ * here). It ends that whole group when:
  * - the host dies, however it dies (SIGKILL included): this process is re-parented, which the watch notices;
  * - this process is asked to stop (SIGTERM, SIGINT, SIGHUP: the SDK's `close()` sends SIGTERM).
- * The group gets SIGTERM, then SIGKILL after a short grace. When the server exits by itself, this process exits with
- * its status, and anything left in its group is killed.
+ * A kill of the host's whole process group takes this process with the host; the group's leader then notices that
+ * its watch is gone and ends the group itself. The group gets SIGTERM, then SIGKILL after a short grace. When the
+ * server exits by itself, this process exits with its status, and anything left in its group is killed.
  *
  * POSIX only (process groups); see docs/bridges-in-production.md.
  */
 import { spawn } from 'node:child_process';
-import { constants } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { GUARD_GRACE_MS, GUARD_WATCH_MS, exitLike, startFailed } from './mcp-guard-common.js';
 
-/** How often the parent is checked. */
-const WATCH_MS = 100;
-/** Between SIGTERM and SIGKILL. */
-const GRACE_MS = 500;
+const GROUP_SCRIPT = fileURLToPath(new URL('./mcp-group.js', import.meta.url));
 
 const [command, ...args] = process.argv.slice(2);
 if (command === undefined) {
@@ -24,13 +24,13 @@ if (command === undefined) {
 }
 
 const parent = process.ppid;
-const server = spawn(command, args, { stdio: 'inherit', detached: true, env: process.env });
+const group = spawn(process.execPath, [GROUP_SCRIPT, command, ...args], { stdio: 'inherit', detached: true, env: process.env });
 let stopping = false;
 
 const signalGroup = (signal: NodeJS.Signals) => {
-  if (server.pid === undefined) return;
+  if (group.pid === undefined) return;
   try {
-    process.kill(-server.pid, signal);
+    process.kill(-group.pid, signal);
   } catch {
     // the group is already gone
   }
@@ -40,23 +40,22 @@ const stop = () => {
   if (stopping) return;
   stopping = true;
   signalGroup('SIGTERM');
-  setTimeout(() => signalGroup('SIGKILL'), GRACE_MS);
+  setTimeout(() => signalGroup('SIGKILL'), GUARD_GRACE_MS);
 };
 
 const watch = setInterval(() => {
   if (process.ppid !== parent) stop();
-}, WATCH_MS);
+}, GUARD_WATCH_MS);
 
 for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, stop);
 
-server.on('error', (error) => {
-  process.stderr.write(`mcp-guard: cannot start ${command}: ${error.message}\n`);
+group.on('error', (error) => {
   clearInterval(watch);
-  process.exit(127);
+  startFailed('mcp-guard', process.execPath, error);
 });
 
-server.on('exit', (code, signal) => {
+group.on('exit', (code, signal) => {
   clearInterval(watch);
   signalGroup('SIGKILL');
-  process.exit(code ?? (signal === null ? 1 : 128 + (constants.signals[signal] ?? 0)));
+  exitLike(code, signal);
 });
