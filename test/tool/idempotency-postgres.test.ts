@@ -41,6 +41,22 @@ describePostgres('PostgresIdempotencyStore', (url) => {
     await store.close();
   });
 
+  it('opened by several processes at once on a schema nobody created yet, beside the journal store: every open succeeds', async () => {
+    // A host's startup opens its journal and its dedup helper together, and several hosts start at once. A bare
+    // CREATE SCHEMA IF NOT EXISTS fails one of two sessions running it at the same moment (a unique violation).
+    const { openPostgresStore } = await import('../../src/postgres.js');
+    for (let round = 0; round < 5; round++) {
+      const schema = freshSchema();
+      const opened = await Promise.allSettled([
+        ...Array.from({ length: 6 }, () => PostgresIdempotencyStore.open(url, { schema })),
+        ...Array.from({ length: 2 }, () => openPostgresStore(url, { schema })),
+      ]);
+      const failed = opened.flatMap((o) => (o.status === 'rejected' ? [String((o.reason as Error).message)] : []));
+      for (const o of opened) if (o.status === 'fulfilled') await o.value.close();
+      assert.deepEqual(failed, [], `round ${round}`);
+    }
+  });
+
   it('upgrades a dedup table an older version keyed by (task, key): its records still replay, in every session', async () => {
     const schema = freshSchema();
     const admin = adminPool(url);

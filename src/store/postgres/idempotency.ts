@@ -9,20 +9,21 @@ import { Passthrough } from '../passthrough.js';
 import { releasing, type CheckedOutClient } from './checked-out.js';
 import { listenForDriverErrors, mapPostgresError } from './errors.js';
 import { checkMs } from './options.js';
-import { IDENTIFIER } from './schema.js';
+import { ensureSchema, IDENTIFIER } from './schema.js';
 
 /**
  * Creates the dedup table, or re-keys one an older version created on (task_id, key): its records become legacy
  * ones (session_id ''), which answer for their (task_id, key) in every session, as they did then. Under an advisory
- * lock, so two processes opening at once never both upgrade.
+ * lock, so two processes opening at once never both upgrade; the schema is created under the lock the store's
+ * migration takes for it too (ensureSchema).
  */
 async function prepareTable(pool: PgPool, schema: string, table: string): Promise<void> {
-  await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
   const client = await pool.connect();
   // A pg.PoolClient is an EventEmitter; the structural PgPool type leaves that out of the public types.
   await releasing(client as unknown as CheckedOutClient, async () => {
     await client.query('BEGIN');
     await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`jingwei.idempotency:${schema}`]);
+    await ensureSchema(client, schema);
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${table} (session_id TEXT NOT NULL DEFAULT '', task_id TEXT NOT NULL, key TEXT NOT NULL,
         arguments_digest TEXT NOT NULL, result JSONB NOT NULL, created_at TIMESTAMPTZ NOT NULL DEFAULT now(),

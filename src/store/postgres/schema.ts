@@ -107,6 +107,18 @@ CREATE TABLE ${S}.jw_operations (
 ];
 
 /**
+ * Creates `schema` unless it exists, inside the caller's transaction, under a lock every opener that may create it
+ * takes (the store's migration, the idempotency helper): `CREATE SCHEMA IF NOT EXISTS` alone fails one of two
+ * sessions running it at the same moment (a unique violation on the catalog), so a host starting both at once
+ * failed to open. Taken after the caller's own lock, always last, so no two openers wait on each other in a cycle.
+ */
+export async function ensureSchema(client: { query(text: string, values?: unknown[]): Promise<{ rowCount: number | null }> }, schema: string): Promise<void> {
+  await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`jingwei.schema:${schema}`]);
+  const ns = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
+  if (ns.rowCount === 0) await client.query(`CREATE SCHEMA "${schema}"`);
+}
+
+/**
  * Creates or upgrades the store's tables. Fast path: the version is current, no lock and no DDL. Otherwise one
  * transaction under an advisory transaction lock (so concurrent openers never race), re-reading the version
  * inside it. With `mustExist` nothing is created: a missing schema is StorePathError('store_not_found'), a schema
@@ -160,8 +172,7 @@ export async function migrate(pool: Pool, schema: string, lockTimeoutMs: number,
       await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`jingwei.migrate:${schema}`]);
       // Under the lock again: with `mustExist`, a schema or journal dropped since the check is refused, not created.
       if (mustExist) await existingVersion();
-      const ns = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema]);
-      if (ns.rowCount === 0) await client.query(`CREATE SCHEMA ${S}`);
+      await ensureSchema(client, schema);
       const table = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [`${S}.jw_schema_version`]);
       if (table.rows[0]?.t == null) {
         await client.query(
