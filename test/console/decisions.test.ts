@@ -12,6 +12,8 @@ import { after, before, describe, it } from 'node:test';
 import { decisionInbox } from '../../src/decisions.js';
 import { createToolRuntime, ToolBodyError, ToolMetadata } from '../../src/index.js';
 import { openSqliteStore } from '../../src/sqlite.js';
+import fc from 'fast-check';
+import { callHref, seg, segValue, sessionHref } from '../../src/cli/console/html.js';
 import { tamper } from '../cli/helpers.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { crashAfterEffect, leaseExpired, hidden, http, login, said, startConsoleProcess, type ConsoleProcess, type Reply } from './support.js';
@@ -55,6 +57,7 @@ describe('jingwei console forms and what it says after them', () => {
   const requests: { session: string; requestId: string; callId: string }[] = [];
   let failedCall = '';
   let doubtCall = '';
+  const dotCalls = new Map<string, string>();
   let c: ConsoleProcess;
   let cookie = '';
 
@@ -83,11 +86,82 @@ describe('jingwei console forms and what it says after them', () => {
     }
     doubtCall = await crashAfterEffect(db, join(dir, 'effects.jsonl'), 'invoices-forms');
     await leaseExpired(db, 'invoices-forms');
+    for (const id of ['.', '..']) {
+      dotCalls.set(id, await crashAfterEffect(db, join(dir, 'effects.jsonl'), id));
+      await leaseExpired(db, id);
+    }
     c = await startConsoleProcess(db, ['--actor', 'bob']);
     cookie = await login(c);
   });
   after(async () => {
     await c?.stop();
+  });
+
+  it('a call whose host holds the session with a live lease says it may still be running, and offers no review form', async () => {
+    // A host alive in this process, its transfer's body running, its lease long.
+    const store = openSqliteStore(db);
+    const owner = await store.acquire('invoices-live', { owner: 'host-live', leaseMs: 600_000 });
+    await owner.startTask('t');
+    let finish: () => void = () => {};
+    let started = false;
+    const gateway = createToolRuntime({
+      tools: [{
+        name: 'transfer',
+        metadata: new ToolMetadata('moves money', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+        execute: () => new Promise<string>((resolve) => { started = true; finish = () => resolve('sent'); }),
+      }],
+      grants: { agent: '*' },
+    }).bind({ owner, taskId: 't', caller: 'agent' });
+    const running = gateway.call('transfer', { to: 'acme' });
+    while (!started) await new Promise((r) => setTimeout(r, 5));
+    const liveCall = (await store.loadHistory('invoices-live')).flatMap((e) => (e.kind.type === 'tool_started' ? [e.kind.callId] : []))[0]!;
+    try {
+      await checkLive(liveCall);
+    } finally {
+      finish();
+      await running;
+      await owner.release();
+      await store.close();
+    }
+  });
+
+  async function checkLive(liveCall: string): Promise<void> {
+    const path = c.path(`/session/invoices-live/call/${liveCall}`);
+    const page = await http(c.port, 'GET', path, { cookie });
+    assert.equal(page.status, 200);
+    const running = /<div id="call-running">([\s\S]*?)<\/div>/.exec(page.body);
+    assert.ok(running, 'the page says the call may still be running');
+    assert.match(decode(running[1]!), /Not to be reviewed yet: the call may still be running: the host that made it holds the session with a live lease and no result is journaled/);
+    assert.match(decode(page.body), /id="no-review">No review can be recorded: the call may still be running/);
+    assert.doesNotMatch(page.body, /name="outcome"/, 'no review form');
+    // A form sent anyway (drawn before, or typed by hand) is refused with the same reason, nothing recorded.
+    const csrf = hidden((await http(c.port, 'GET', c.path(`/session/invoices-forms/call/${doubtCall}`), { cookie })).body, 'csrf');
+    const sent = await http(c.port, 'POST', `${path}/review`, { cookie, form: { csrf, basis: 'x', outcome: 'not_executed', evidence: 'nothing in the bank' } });
+    assert.equal(sent.status, 409);
+    assert.match(said(sent), /Refused, nothing was recorded: the decision is stale: the call may still be running/);
+  }
+
+  it('sessions named "." and ".." open from the queue\'s links as a browser resolves them, and their calls can be reviewed', async () => {
+    const queue = await http(c.port, 'GET', c.path('/'), { cookie });
+    for (const [id, callId] of dotCalls) {
+      for (const [href, heading] of [[sessionHref(c.prefix, id), `Session`], [callHref(c.prefix, id, callId), `Call`]] as const) {
+        assert.ok(queue.body.includes(`href="${href}"`), `the queue links ${href}`);
+        // What a browser sends for the link: dot segments resolved by the WHATWG URL rules.
+        const sentPath = new URL(href, `http://127.0.0.1:${c.port}`).pathname;
+        const reply = await http(c.port, 'GET', sentPath, { cookie });
+        assert.equal(reply.status, 200, `${href} → ${sentPath}: ${said(reply)}`);
+        assert.match(reply.body, new RegExp(`<h1>${heading} `));
+        if (heading === 'Call') assert.match(reply.body, /name="outcome"/, 'the call can be reviewed');
+        else assert.ok(reply.body.includes(`<h1>Session <span class="mono">${id}</span>`), 'the page is that session\'s');
+      }
+    }
+    fc.assert(fc.property(fc.string({ minLength: 1, maxLength: 12, unit: 'grapheme' }), fc.constantFrom('.', '..', '!', '!.', '%2E', '%2e%2e'), (tail, head) => {
+      for (const id of [head, tail, head + tail]) {
+        const written = seg(id);
+        assert.equal(new URL(`/p/${written}/x`, 'http://h').pathname, `/p/${written}/x`, 'no segment a browser would resolve');
+        assert.equal(segValue(written), id);
+      }
+    }));
   });
 
   it('a form that comes back with an error holds exactly what was typed, and sends it again unchanged', async () => {
@@ -162,6 +236,16 @@ describe('jingwei console forms and what it says after them', () => {
     assert.match(said(reply), new RegExp(`^Approved ${damaged.requestId} as bob`));
     assert.match(reply.body, /The call&#39;s page could not be read again to show it: .+\. The decision is recorded all the same; do not send it again\./);
     assert.doesNotMatch(reply.body, /Nothing was recorded/);
+    // The damaged session's pages say what to do, and a page address naming nothing a store could hold is bad input.
+    const sessionPage = await http(c.port, 'GET', c.path(`/session/${damaged.session}`), { cookie });
+    assert.equal(sessionPage.status, 500);
+    assert.match(sessionPage.body, /<h1>A damaged journal<\/h1>/);
+    assert.match(said(sessionPage), /Decide nothing about this session .* Run `jingwei verify` on the store/);
+    for (const bad of ['%00', 'x'.repeat(5000)]) {
+      const reply = await http(c.port, 'GET', c.path(`/session/${bad}`), { cookie });
+      assert.equal(reply.status, 400, said(reply));
+      assert.match(said(reply), /This address names nothing the store could hold: /);
+    }
     const store = openSqliteStore(db);
     try {
       const row = await decisionInbox(store).get(damaged.requestId);

@@ -8,7 +8,7 @@ import type { SessionId } from '../../ids.js';
 import { TOOL_EFFECTS, type ToolEffect } from '../../event/types.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
 import { decisionInbox } from '../../store/inbox.js';
-import { JournalStore } from '../../store/journal-store.js';
+import { JournalStore, type CallInFlight } from '../../store/journal-store.js';
 import { ATTENTION_STATUSES, type AttentionStatus, type TaskRow } from '../../store/rows.js';
 import type { AttentionItem, SessionStore, SessionSummary } from '../../store/types.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
@@ -144,10 +144,15 @@ export interface SessionView {
   readonly tasks: readonly TaskRow[];
   /** When this view was read (ISO), the end of the timeline for what is still open. */
   readonly readAt: string;
+  /**
+   * The calls read with `runningOf` that may still be running, and why: their host holds the session with a live
+   * lease and no result is journaled, or their body outlived an interrupted result (the inbox's own check).
+   */
+  readonly running: ReadonlyMap<string, CallInFlight>;
 }
 
 /** A session as the console shows it, or null when the store has no such session. */
-export async function readSession(store: SessionStore, sessionId: string): Promise<SessionView | null> {
+export async function readSession(store: SessionStore, sessionId: string, runningOf: readonly string[] = []): Promise<SessionView | null> {
   const summary = (await store.listSessions()).find((s) => s.sessionId === sessionId) ?? null;
   const history = await store.loadHistory(sessionId);
   if (summary === null && history.length === 0) return null;
@@ -174,7 +179,15 @@ export async function readSession(store: SessionStore, sessionId: string): Promi
       if (row) tasks.push(row);
     }
   }
-  return { sessionId, summary, history, assessment, inboxReviews, openApprovals, decidedApprovals, calls, tasks, readAt: new Date().toISOString() };
+  const running = new Map<string, CallInFlight>();
+  if (store instanceof JournalStore) {
+    for (const callId of runningOf) {
+      if (!calls.has(callId)) continue;
+      const { inFlight } = await store.callInFlight(sessionId, callId);
+      if (inFlight !== null) running.set(callId, inFlight);
+    }
+  }
+  return { sessionId, summary, history, assessment, inboxReviews, openApprovals, decidedApprovals, calls, tasks, readAt: new Date().toISOString(), running };
 }
 
 export function assessedCall(view: SessionView, callId: string): ToolCallAssessment | null {
@@ -193,7 +206,16 @@ export function reviewRefusal(view: SessionView, callId: string): string | null 
   if (assessed.nextStep === 'superseded') return 'a newer attempt of this operation exists: decide on that one';
   if (assessed.nextStep === 'completed') return `the call is resolved: ${assessed.reason}`;
   if (assessed.status !== 'outcome_unknown') return `the call's outcome is not in doubt (${assessed.status}: ${assessed.reason})`;
+  const running = view.running.get(callId);
+  if (running !== undefined) return runningText(running);
   return null;
+}
+
+/** Why a call may still be running, for a person: what the inbox would refuse a review of. */
+export function runningText(running: CallInFlight): string {
+  const why = running === 'no_result' ? 'no result is journaled' : 'its result records that it was interrupted while its body ran, and no end of that body is journaled';
+  return `the call may still be running: the host that made it holds the session with a live lease and ${why}. ` +
+    'What the outside system shows now can change before it ends; review it once its host has recorded a result or the end of its body, or has stopped (its lease runs out)';
 }
 
 /**

@@ -36,9 +36,20 @@ export function formValue(value: string | null | undefined): string {
   return entities(String(value));
 }
 
-/** A path segment (ids are journal text too). */
+/**
+ * A path segment (ids are journal text too). A browser resolves the segments `.` and `..` (and their `%2E` forms)
+ * before it sends a link, so a session or call whose id is one of them could not be opened: such an id is written
+ * `!` and the id, and a `!` that starts any other id is escaped (`%21`), so a segment that starts with a bare `!`
+ * is always this form. segValue reads a segment back.
+ */
 export function seg(value: string): string {
-  return encodeURIComponent(value);
+  if (value === '.' || value === '..') return `!${value}`;
+  return encodeURIComponent(value).replace(/^!/, '%21');
+}
+
+/** The id a path segment written by seg stands for (URIError on a malformed escape). */
+export function segValue(raw: string): string {
+  return decodeURIComponent(raw.startsWith('!') ? raw.slice(1) : raw);
 }
 
 /** A session's page under the console's path `base` (`/<prefix>`). */

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { DecisionError, InvalidInputError } from '../../errors.js';
+import { DecisionError, InvalidInputError, JournalCorruptError } from '../../errors.js';
 import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../../event/types.js';
 import { decisionInbox } from '../../store/inbox.js';
 import { watchQueue } from '../../store/queue-watch.js';
@@ -17,7 +17,7 @@ import type { SessionStore } from '../../store/types.js';
 import { LatestUpdate } from './live-stream.js';
 import { callBasis, queueFilters, readQueue, readSession, reviewRefusal } from './data.js';
 import { checkActor, cookieValues, HttpRefusal, networkRefusal, readForm, same, SECURITY_HEADERS, sessionCookie, type Refusal } from './gate.js';
-import { callHref, h, notice, page } from './html.js';
+import { callHref, h, notice, page, segValue } from './html.js';
 import { queuePage, queueParts } from './queue-page.js';
 import { callPage, sessionPage, type CallNotice, type TypedForm } from './views.js';
 
@@ -107,7 +107,7 @@ class Console {
     }
     let parts: string[];
     try {
-      parts = raw.slice(1).map((p) => decodeURIComponent(p));
+      parts = raw.slice(1).map(segValue);
     } catch {
       return this.refuse(res, { status: 400, message: 'Refused: the address is malformed.' });
     }
@@ -186,7 +186,7 @@ class Console {
   }
 
   private async call(res: ServerResponse, sessionId: string, callId: string, status: number, shown: CallNotice | null, form: TypedForm = {}): Promise<void> {
-    const view = await readSession(this.options.store, sessionId);
+    const view = await readSession(this.options.store, sessionId, [callId]);
     if (view === null || !view.calls.has(callId)) {
       return this.send(res, 404, 'No such call', `<h1>No such call</h1>${notice('error', `${shown ? `${shown.text} ` : ''}Session ${sessionId} has no call ${callId}.`)}`);
     }
@@ -247,7 +247,7 @@ class Console {
     if (evidence.trim() === '') {
       return this.call(res, sessionId, callId, 400, { kind: 'error', text: 'Nothing was recorded: say what you checked in the outside system (the evidence).' }, kept);
     }
-    const view = await readSession(this.options.store, sessionId);
+    const view = await readSession(this.options.store, sessionId, [callId]);
     if (view === null || !view.calls.has(callId)) return this.call(res, sessionId, callId, 404, { kind: 'error', text: 'Nothing was recorded.' });
     const refusal = reviewRefusal(view, callId);
     if (refusal !== null) return this.call(res, sessionId, callId, 409, { kind: 'error', text: `Refused, nothing was recorded: the decision is stale: ${refusal}.` }, kept);
@@ -324,7 +324,15 @@ export async function startConsole(options: ConsoleOptions): Promise<RunningCons
         return;
       }
       // Every write handles its own failure (review, decide): what fails here failed reading.
-      app.send(res, 500, 'Error', `<h1>The store could not be read</h1>${notice('error', `${message(error)}. Nothing was recorded.`)}`);
+      if (error instanceof InvalidInputError) {
+        app.send(res, 400, 'Bad request', `<h1>Bad request</h1>${notice('error', `This address names nothing the store could hold: ${message(error)}. Nothing was recorded.`)}`);
+      } else if (error instanceof JournalCorruptError) {
+        app.send(res, 500, 'Damaged journal', `<h1>A damaged journal</h1>${notice('error', `${message(error)}. Nothing was recorded. ` +
+          'Decide nothing about this session from the console or the queue: its evidence cannot be trusted. Run `jingwei verify` on the store, ' +
+          'then restore the session from a backup or an export (docs/operator-guide.md).')}`);
+      } else {
+        app.send(res, 500, 'Error', `<h1>The store could not be read</h1>${notice('error', `${message(error)}. Nothing was recorded.`)}`);
+      }
     });
   });
   try {

@@ -9,7 +9,7 @@ import { TOOL_REVIEW_OUTCOMES } from '../../event/types.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
 import { attemptsOf, decisionRows, nextStepAdvice, resultWord, type CallRecord } from '../assessment.js';
 import { durationText, timeText } from '../format.js';
-import { assessedCall, callBasis, reviewRefusal, type SessionView } from './data.js';
+import { assessedCall, callBasis, reviewRefusal, runningText, type SessionView } from './data.js';
 import { callHref, formValue, h, lines, notice, seg, sessionHref, shortText, type NoticeKind } from './html.js';
 import { TIMELINE_LEGEND, timelineSvg } from './timeline.js';
 
@@ -127,6 +127,8 @@ export function callPage(view: SessionView, callId: string, ctx: ViewContext, sh
   parts.push(`<h1>Call <span class="mono">${h(call.id)}</span></h1>`);
   parts.push(`<p>in session <a href="${h(sessionHref(ctx.base, view.sessionId))}">${h(view.sessionId)}</a></p>`);
   if (shown) parts.push(notice(shown.kind, shown.text));
+  const running = view.running.get(callId);
+  if (running !== undefined) parts.push(`<div id="call-running">${notice('info', `Not to be reviewed yet: ${runningText(running)}.`)}</div>`);
   parts.push(`<dl class="fields" id="evidence">
 ${field('tool', op ? `${h(call.name)} (${h(op.contract.effect)}, revision ${h(op.contract.revision)})` : `${h(call.name)} (legacy record: no operation)`)}
 ${op ? field('operation', `task ${h(op.taskId)}, key <span class="mono">${h(op.key)}</span>`) : ''}
