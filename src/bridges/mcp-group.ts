@@ -10,7 +10,7 @@
  * POSIX only (process groups); see docs/bridges-in-production.md.
  */
 import { spawn } from 'node:child_process';
-import { GUARD_GRACE_MS, GUARD_WATCH_MS, exitLike, startFailed } from './mcp-guard-common.js';
+import { exitLike, groupStopper, startFailed, stopWhenOrphaned } from './mcp-guard-common.js';
 
 const [command, ...args] = process.argv.slice(2);
 if (command === undefined) {
@@ -18,31 +18,10 @@ if (command === undefined) {
   process.exit(2);
 }
 
-const watcher = process.ppid;
 const server = spawn(command, args, { stdio: 'inherit', env: process.env });
-let stopping = false;
-
-const signalGroup = (signal: NodeJS.Signals) => {
-  try {
-    process.kill(-process.pid, signal);
-  } catch {
-    // the group is already gone
-  }
-};
-
 // The group's SIGTERM reaches this process too: it stays to send the SIGKILL that ends the group, itself included.
-const stop = () => {
-  if (stopping) return;
-  stopping = true;
-  signalGroup('SIGTERM');
-  setTimeout(() => signalGroup('SIGKILL'), GUARD_GRACE_MS);
-};
-
-const watch = setInterval(() => {
-  if (process.ppid !== watcher) stop();
-}, GUARD_WATCH_MS);
-
-for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, stop);
+const { stop } = groupStopper(() => process.pid);
+const watch = stopWhenOrphaned(stop);
 
 server.on('error', (error) => {
   clearInterval(watch);

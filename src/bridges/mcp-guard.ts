@@ -13,7 +13,7 @@
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { GUARD_GRACE_MS, GUARD_WATCH_MS, exitLike, startFailed } from './mcp-guard-common.js';
+import { exitLike, groupStopper, startFailed, stopWhenOrphaned } from './mcp-guard-common.js';
 
 const GROUP_SCRIPT = fileURLToPath(new URL('./mcp-group.js', import.meta.url));
 
@@ -23,31 +23,9 @@ if (command === undefined) {
   process.exit(2);
 }
 
-const parent = process.ppid;
 const group = spawn(process.execPath, [GROUP_SCRIPT, command, ...args], { stdio: 'inherit', detached: true, env: process.env });
-let stopping = false;
-
-const signalGroup = (signal: NodeJS.Signals) => {
-  if (group.pid === undefined) return;
-  try {
-    process.kill(-group.pid, signal);
-  } catch {
-    // the group is already gone
-  }
-};
-
-const stop = () => {
-  if (stopping) return;
-  stopping = true;
-  signalGroup('SIGTERM');
-  setTimeout(() => signalGroup('SIGKILL'), GUARD_GRACE_MS);
-};
-
-const watch = setInterval(() => {
-  if (process.ppid !== parent) stop();
-}, GUARD_WATCH_MS);
-
-for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, stop);
+const { signalGroup, stop } = groupStopper(() => group.pid);
+const watch = stopWhenOrphaned(stop);
 
 group.on('error', (error) => {
   clearInterval(watch);
