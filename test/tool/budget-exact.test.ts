@@ -9,6 +9,7 @@ import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool } from '../../src/tool/types.js';
 import { createJournalStore } from '../../src/backend.js';
+import { RUNTIME_DEFAULTS } from '../../src/limits.js';
 import { StoreBusyError } from '../../src/errors.js';
 import type { SessionId } from '../../src/ids.js';
 import type { JournalStore } from '../../src/store/journal-store.js';
@@ -33,16 +34,24 @@ describe('budgets are exact', () => {
   });
 });
 
-/** A memory store whose next write of a tool result fails as a busy store would, writing nothing. */
-function flakyResultStore(): { store: SessionStore; backend: JournalBackend; failNextResult: () => void } {
+/**
+ * A memory store that, while busy, fails as a busy store would (writing nothing) every write of a tool result and
+ * every release of a reservation (a task write without events): the runtime's attempts at the result all fail, and
+ * so do the releases its store runs before each, so the reservation is still held when the call gives up.
+ * `failNextResult` makes it busy until that call has given up; a busy count below the runtime's attempts lets a
+ * later attempt through.
+ */
+function flakyResultStore(): { store: SessionStore; backend: JournalBackend; failNextResult: (resultFailures?: number) => void } {
   const inner = (createMemoryStore() as JournalStore).backend;
-  let fail = false;
+  let resultFailures = 0;
   const backend: JournalBackend = {
     kind: inner.kind,
     transact: (sessionId, reads, decide) => inner.transact(sessionId, reads, (state) => {
       const writes = decide(state);
-      if (fail && writes.events?.some((e) => e.body.includes('"type":"tool_result"'))) {
-        fail = false;
+      const result = writes.events?.some((e) => e.body.includes('"type":"tool_result"')) === true;
+      const release = writes.task !== undefined && (writes.events?.length ?? 0) === 0;
+      if (resultFailures > 0 && (result || release)) {
+        if (result) resultFailures -= 1;
         throw new StoreBusyError('the store stayed busy');
       }
       return writes;
@@ -52,7 +61,7 @@ function flakyResultStore(): { store: SessionStore; backend: JournalBackend; fai
     listSessions: () => inner.listSessions(),
     close: () => inner.close(),
   };
-  return { store: createJournalStore(backend), backend, failNextResult: () => { fail = true; } };
+  return { store: createJournalStore(backend), backend, failNextResult: (times = RUNTIME_DEFAULTS.resultWriteAttempts) => { resultFailures = times; } };
 }
 
 describe('a result write that fails transiently releases its reservation', () => {
@@ -73,6 +82,17 @@ describe('a result write that fails transiently releases its reservation', () =>
     const next = await gateway.call('small', {});
     assert.equal(next.result.outcome.status, 'succeeded');
     assert.equal((await owner.task('task')).charged.toolOutputBytes, 20);
+  });
+
+  it('busy fewer times than the runtime tries: the result is written, charged exactly, nothing held', async () => {
+    const { store, failNextResult } = flakyResultStore();
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('task', { limits: { toolOutputBytes: 1000 } });
+    const gateway = createToolRuntime({ tools: [small], grants: { agent: '*' } }).bind({ owner, taskId: 'task', caller: 'agent', turnId: 'turn-1' });
+    failNextResult(RUNTIME_DEFAULTS.resultWriteAttempts - 1);
+    assert.equal((await gateway.call('small', {})).result.outcome.status, 'succeeded');
+    const task = await owner.task('task');
+    assert.deepEqual([task.reservedOutputBytes, task.charged.toolOutputBytes], [0, 10]);
   });
 
   it('at release, before the owner gives the session up', async () => {
