@@ -53,11 +53,12 @@ function journaledEvent(history: readonly SessionEvent[], decisionId: string): S
  */
 function overtakingEvent(history: readonly SessionEvent[], row: DecisionRow): string | null {
   const seen = row.journalSeq;
-  for (const e of history) {
-    const k = e.kind;
-    if (seen !== undefined && e.seq <= seen) continue;
-    if (seen !== undefined && k.type === 'tool_started' && k.callId === row.callId) return `a start marker (seq ${e.seq})`;
-    if (seen !== undefined && k.type === 'tool_result' && k.result.callId === row.callId) return `a result (seq ${e.seq})`;
+  if (seen !== undefined) {
+    for (const e of history.slice(seen + 1)) {
+      const k = e.kind;
+      if (k.type === 'tool_started' && k.callId === row.callId) return `a start marker (seq ${e.seq})`;
+      if (k.type === 'tool_result' && k.result.callId === row.callId) return `a result (seq ${e.seq})`;
+    }
   }
   const late = bodyEnded(history, row.callId);
   if (late !== null && late.ended !== 'not_called' && (seen === undefined || late.event.seq > seen)) {
@@ -71,8 +72,8 @@ function overtakingEvent(history: readonly SessionEvent[], row: DecisionRow): st
  * through recordToolReview with source `human` and the decision's id, and marks each one consumed by its event.
  * A decision the journal no longer admits (the call succeeded or was resolved meanwhile, its outcome is not in
  * doubt, a newer attempt exists, its text does not fit a review, or it says `not_executed` and the call's own events
- * have overtaken it) is marked `stale` with the reason and nothing is journaled. A decision already journaled by an earlier pass that stopped before marking it is marked, not
- * written again. `history` is the session's confirmed journal. Errors of the journal write propagate (a fenced
+ * have overtaken it) is marked `stale` with the reason and nothing is journaled. A decision already journaled by an
+ * earlier pass that stopped before marking it is marked, not written again. `history` is the session's confirmed journal. Errors of the journal write propagate (a fenced
  * owner, a changed history, invalid evidence); a store without an inbox throws DecisionError `inbox_unsupported`.
  */
 export async function journalInboxReviews(owner: SessionOwner, store: SessionStore, history: readonly SessionEvent[]): Promise<InboxReviewReport> {

@@ -502,24 +502,18 @@ class Gateway implements ToolGateway {
         started = this.draft({ type: 'tool_started', callId: call.id, approval: operator.record });
       }
       faultPoint('approval:after');
-      // Asking a person can take hours: whether the tool can run is asked again now, before its start marker, so an
-      // approved call never runs on a server whose tool changed meanwhile, nor is sent over a connection known to be
-      // down (docs/bridges-in-production.md). Recorded as `unavailable`, never started; a decision used here stays
-      // unused, for the next attempt of the same action.
-      const gone = checkAvailability(registered!);
-      if (gone) return this.finish(call, callEvent, null, gone, 0, observer);
       // Approved by the approver, an attempt that may follow another (a caller key or a retry) supersedes the
       // requests earlier attempts left, so a decision made later for one of them is never spent on a later attempt.
       const settle = operator === null && follows ? settling(call, binding) : undefined;
       // The marker is written only while this call is still the latest attempt of its operation: a retry made
       // while the approval was pending supersedes it, and its body never runs (docs/design.md#a-stale-attempt-cannot-start).
-      let marked = await unlessDecidedMeanwhile(() => this.writeStarted(call, op, started, operator?.change ?? settle));
+      let marked = await unlessDecidedMeanwhile(() => this.writeStarted(call, op, registered!, started, operator?.change ?? settle));
       if (marked === null) {
         // An operator decided an earlier attempt's request of this very action while the approver approved this
         // one: a denial stands, an approval is used.
         const late = await this.decidedMeanwhile(call, binding);
         if (late.denial) return this.finish(call, callEvent, null, late.denial, 0, observer, { change: late.change, record: late.record });
-        marked = await this.writeStarted(call, op, this.draft({ type: 'tool_started', callId: call.id, approval: late.record }), late.change);
+        marked = await this.writeStarted(call, op, registered!, this.draft({ type: 'tool_started', callId: call.id, approval: late.record }), late.change);
       }
       if ('refused' in marked) return this.finish(call, callEvent, null, marked.refused, 0, observer);
       startedEvent = marked.event;
@@ -644,9 +638,15 @@ class Gateway implements ToolGateway {
   private async writeStarted(
     call: ToolCall,
     op: NonNullable<ToolCall['operation']>,
+    registered: RegisteredTool,
     startedDraft: EventDraft,
     approval?: ApprovalChange,
   ): Promise<{ event: SessionEvent } | { refused: Failure }> {
+    // Asking a person can take hours: whether the tool can run is asked again before its start marker, so an
+    // approved call never runs on a server whose tool changed meanwhile, nor is sent over a connection known to be
+    // down (docs/bridges-in-production.md). Refused as `unavailable`, never started, the decision left unused.
+    const gone = checkAvailability(registered);
+    if (gone) return { refused: gone };
     try {
       const receipt = await commitAs(this.binding.owner, {
         events: [startedDraft],
