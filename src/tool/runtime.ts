@@ -1,176 +1,31 @@
-import { DecisionError, InvalidInputError, JsonParseError, OperationInDoubtError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
+import { DecisionError, InvalidInputError, OperationInDoubtError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
 import type { EventDraft, SessionEvent, ToolApprovalRecord, ToolCall, ToolEffectContract, ToolOperation, ToolResult } from '../event/types.js';
-import type { ApprovalChange } from '../store/types.js';
-import { isDecidedMeanwhile } from '../store/approvals.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
 import { contractChangedRefusal } from './contract-changed.js';
 import { sameContract } from './evidence.js';
-import { lateBodyOf, trackLateBody, type LateBodyEnd } from './late-bodies.js';
+import { trackLateBody, type LateBodyEnd } from './late-bodies.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
-import { checkCanonicalJson, jsonEquals } from '../json/canonical.js';
-import { deepFreeze } from '../json/freeze.js';
-import { parseStringifiedJson } from '../json/parse.js';
+import { jsonEquals } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
-import { LIMITS, OPERATION_KEY_LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
-import type { BudgetChange, CommitRequest, RecordedAttempt, SessionOwner } from '../store/types.js';
+import { LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
+import type { ApprovalChange, BudgetChange, CommitRequest, RecordedAttempt } from '../store/types.js';
 import { describeValue, toWellFormed, utf8Length } from '../text.js';
 import { checkRuntimeConfig, checkSignal } from './runtime-config.js';
-import { askApproval, checkAvailability, checkGrantAndSchema, checkInDoubt, failure, hostFailure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
+import { askApproval, checkAvailability, checkGrantAndSchema, checkInDoubt, failure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
 import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
-import { toolNameProblem } from './names.js';
 import { DEFAULT_CONTRACT } from './metadata.js';
 import { compileInputSchema, createSchemaAjv } from './schema-ajv.js';
 import { planSourceRow, ToolRetryPlan } from './retry-plan.js';
 import { noteRetrySource } from './retry-source.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
-import type { PanicContext, PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
+import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
 import { canCommit, commitAs, onOwnerLost } from '../store/owner-commit.js';
-
-function positive(field: string, value: number | undefined, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0 || value > max) {
-    throw new ToolConfigError(`${field} must be a positive integer${max < Number.MAX_SAFE_INTEGER ? ` of at most ${max}` : ''}, got ${String(value)}`);
-  }
-  return value;
-}
-
-/**
- * Checks names and arguments before anything is reserved or recorded. Returns the arguments' JSON text and the
- * value parsed back from it under the journal's bounds (plain JSON, detached from the caller's object).
- */
-function preflight(name: unknown, args: unknown): { text: string; value: JsonValue; bytes: number } {
-  if (typeof name !== 'string') throw new ToolPreflightError('empty_name', 'the tool name is empty');
-  const problem = toolNameProblem(name);
-  if (problem !== null) {
-    throw new ToolPreflightError(problem.code, `the tool name ${problem.reason}${problem.code === 'malformed_name' ? '; use plain text' : ''}`);
-  }
-  try {
-    checkCanonicalJson(args);
-  } catch (error) {
-    throw new ToolPreflightError('arguments_not_serializable', `the arguments are not JSON: ${(error as Error).message}`, { cause: error });
-  }
-  const text = JSON.stringify(args);
-  const bytes = utf8Length(text);
-  if (bytes > LIMITS.maxArgumentsBytes) {
-    throw new ToolPreflightError('arguments_too_large', `the arguments are ${bytes} bytes, at most ${LIMITS.maxArgumentsBytes} allowed`);
-  }
-  try {
-    return { text, value: parseStringifiedJson(text, { maxDepth: LIMITS.maxArgumentsDepth }), bytes };
-  } catch (error) {
-    if (error instanceof JsonParseError && error.reason === 'unsafe_integer') {
-      throw new ToolPreflightError('unsafe_integer', `the arguments cannot be journaled exactly: ${error.message}`, { cause: error });
-    }
-    throw new ToolPreflightError('arguments_not_serializable', `the arguments cannot be journaled: ${(error as Error).message}`, { cause: error });
-  }
-}
-
-/**
- * A retry or a caller key's replay of a tool this runtime does not have (a deploy removed or renamed it). Its default
- * contract never matches the recorded one, so this is `binding_changed`, as before, said plainly; not a preflight
- * refusal, which a run would hand the model as "the tool did not run" for a call that may have run.
- */
-const notRegistered = (name: string, consequence: string): ToolRetryError =>
-  new ToolRetryError('binding_changed', `tool ${JSON.stringify(name)} is not registered with this runtime (removed or renamed since it was called?); ${consequence}`);
-
-/**
- * A retry while an earlier attempt's body still runs in this process (its deadline or a cancellation was recorded,
- * the body went on): it would make the write a second time once that body gets through. Nothing is taken or written
- * (docs/design.md#a-body-that-outlives-its-attempt).
- */
-function refuseWhileBodyRuns(owner: SessionOwner, plan: ToolRetryPlan): void {
-  const running = lateBodyOf(owner, plan.taskId, plan.operationKey);
-  if (running !== undefined) {
-    throw new ToolRetryError(
-      'body_running',
-      `the body of call ${running} (operation ${plan.operationKey}) is still running in this process after its result was recorded; retry once it has ended (the journal records it)`,
-    );
-  }
-}
-
-type AttemptCondition = Pick<CommitRequest, 'expectLatestAttempt' | 'expectNewOperation'>;
-
-/**
- * What the commit of an attempt's call requires: a retry must still be the latest attempt (and its source as its
- * plan read it); a caller-keyed first attempt must still be the first (two callers racing on one new key: the second
- * gets OperationInDoubtError naming the first).
- */
-function attemptCondition(op: ToolOperation, plan: ToolRetryPlan | undefined, callerKeyed: boolean): AttemptCondition {
-  const source = plan ? planSourceRow(plan) : null;
-  if (op.retry) return { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId, ...(source ? { source } : {}) } };
-  return callerKeyed ? { expectNewOperation: { taskId: op.taskId, key: op.key } } : {};
-}
-
-/** The calls each owner has in flight in this process, whichever runtime runs them: the in-doubt guard passes them over. */
-const inFlightByOwner = new WeakMap<SessionOwner, Set<string>>();
-function runningCalls(owner: SessionOwner): Set<string> {
-  const known = inFlightByOwner.get(owner);
-  if (known !== undefined) return known;
-  const calls = new Set<string>();
-  inFlightByOwner.set(owner, calls);
-  return calls;
-}
-
-/**
- * The same refusal, when the attempt it names is still running in this process (a double submit under one key): the
- * advice is to wait for that call's result, which a call under the key then reads, not to recover it.
- */
-const stillRunning = (e: OperationInDoubtError): OperationInDoubtError =>
-  new OperationInDoubtError(e.taskId, e.operationKey, e.callId, 'it is still running in this process',
-    'wait for its result: a call under this key then returns it, or the failure to recover');
-
-/** The approval change of an attempt that may follow another: it supersedes the requests earlier attempts left. */
-const settling = (call: ToolCall, binding: ApprovalBinding): ApprovalChange => ({ settle: { callId: call.id, binding, at: new Date().toISOString() } });
-
-/** `work`'s result, or null when its commit was refused because an operator decided meanwhile (isDecidedMeanwhile). */
-async function unlessDecidedMeanwhile<T>(work: () => Promise<T>): Promise<T | null> {
-  try {
-    return await work();
-  } catch (error) {
-    if (isDecidedMeanwhile(error)) return null;
-    throw error;
-  }
-}
-
-/** A caller's operation key: plain, bounded text (docs/design.md#caller-keys-and-replay). */
-function checkOperationKey(key: unknown): OperationKey {
-  if (typeof key !== 'string') throw new ToolPreflightError('invalid_options', `operationKey must be a string, got ${typeof key}`);
-  if (key.length === 0 || key.length > OPERATION_KEY_LIMITS.maxBytes) {
-    throw new ToolPreflightError('invalid_options', `operationKey must be 1 to ${OPERATION_KEY_LIMITS.maxBytes} characters, got ${key.length}`);
-  }
-  if (!OPERATION_KEY_LIMITS.pattern.test(key)) {
-    throw new ToolPreflightError('invalid_options', 'operationKey may hold letters, digits and ._:/@- only, starting with a letter or digit');
-  }
-  return key as OperationKey;
-}
-
-/**
- * The effective limit of a call: its option, which may only tighten the ceiling (a positive integer at most the
- * ceiling; above it the call is refused, never silently cut, naming the setting that raises it), or the ceiling.
- * The ceiling is the lower of the runtime's limit and the tool's; the tool's setting is named only in a refusal.
- */
-function effectiveLimit(
-  field: string,
-  option: number | undefined,
-  runtimeValue: number,
-  runtimeSetting: string,
-  toolValue: number | null | undefined,
-  toolSetting: () => string,
-): number {
-  const byTool = typeof toolValue === 'number' && toolValue < runtimeValue;
-  const ceiling = byTool ? toolValue : runtimeValue;
-  if (option === undefined) return ceiling;
-  if (typeof option !== 'number' || !Number.isSafeInteger(option) || option <= 0) {
-    throw new ToolPreflightError('invalid_options', `${field} must be a positive integer, got ${String(option)}`);
-  }
-  if (option > ceiling) {
-    throw new ToolPreflightError('invalid_options', `${field} ${option} is above its ceiling of ${ceiling}; to allow more, raise ${byTool ? toolSetting() : runtimeSetting}`);
-  }
-  return option;
-}
-
+import { checkOperationKey, effectiveLimit, positiveSetting, preflight } from './call-inputs.js';
+import { type AttemptCondition, attemptCondition, notRegistered, refuseWhileBodyRuns, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
+import { bodyFailure, hookView, serializeOutput } from './body-outcome.js';
 
 /** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
 class CanonicalRuntime implements ToolRuntime {
@@ -189,9 +44,9 @@ class CanonicalRuntime implements ToolRuntime {
 
   constructor(config: ToolRuntimeConfig) {
     checkRuntimeConfig(config);
-    this.defaultTimeoutMs = positive('defaultTimeoutMs', config.defaultTimeoutMs, RUNTIME_DEFAULTS.timeoutMs, LIMITS.maxTimeoutMs);
-    this.maxOutputBytes = positive('maxOutputBytes', config.maxOutputBytes, RUNTIME_DEFAULTS.maxOutputBytes);
-    this.maxInFlight = positive('maxInFlight', config.maxInFlight, RUNTIME_DEFAULTS.maxInFlight);
+    this.defaultTimeoutMs = positiveSetting('defaultTimeoutMs', config.defaultTimeoutMs, RUNTIME_DEFAULTS.timeoutMs, LIMITS.maxTimeoutMs);
+    this.maxOutputBytes = positiveSetting('maxOutputBytes', config.maxOutputBytes, RUNTIME_DEFAULTS.maxOutputBytes);
+    this.maxInFlight = positiveSetting('maxInFlight', config.maxInFlight, RUNTIME_DEFAULTS.maxInFlight);
     this.describePanic = config.describePanic ?? defaultPanicDescription;
     if (config.inDoubtGuard !== undefined && typeof config.inDoubtGuard !== 'boolean') {
       throw new ToolConfigError(`inDoubtGuard must be a boolean, got ${String(config.inDoubtGuard)}`);
@@ -698,62 +553,6 @@ class Gateway implements ToolGateway {
       }
     }
   }
-}
-
-/** A deep-frozen copy of `call` for the hooks, its arguments parsed again from their checked text. */
-function hookView(call: ToolCall, argsText: string): ToolCall {
-  const op = call.operation!;
-  return deepFreeze({
-    ...call,
-    arguments: JSON.parse(argsText) as JsonValue,
-    operation: { ...op, contract: { ...op.contract }, retry: op.retry === null ? null : structuredClone(op.retry) },
-    ...(call.action ? { action: structuredClone(call.action) } : {}),
-  });
-}
-
-function serializeOutput(value: unknown): string | Failure {
-  try {
-    const text = JSON.stringify(value);
-    if (typeof text !== 'string') return failure('body_failure', 'tool_output_not_json', 'the tool returned a value with no JSON form');
-    return text;
-  } catch (error) {
-    return failure('body_failure', 'tool_output_not_json', `the tool's output cannot be serialized: ${(error as Error).message}`);
-  }
-}
-
-/**
- * The tool's own failure: an Error carrying a string code and a string message that is not a Node system error (nor
- * a TypeError, RangeError or ReferenceError). Read once, here; anything that throws while being read is not one.
- */
-function toolFailure(error: unknown): Failure | null {
-  try {
-    if (!(error instanceof Error) || error instanceof TypeError || error instanceof RangeError || error instanceof ReferenceError) return null;
-    const e = error as Error & { code?: unknown; retryable?: unknown; syscall?: unknown; errno?: unknown };
-    const { code, message, retryable } = e;
-    if (e.syscall !== undefined || typeof e.errno === 'number') return null;
-    if (typeof code !== 'string' || typeof message !== 'string') return null;
-    return hostFailure('body_failure', code, message, retryable === true);
-  } catch {
-    return null;
-  }
-}
-
-/**
- * A ToolBodyError (or any error carrying a string code and message that is not a Node system error) is the tool's own failure,
- * its message written for the model. Anything else is a panic: its detail (through the host's `describePanic`)
- * goes to the journal for operators, and the model reads only a fixed sentence (see bridges/outcome.ts).
- */
-function bodyFailure(error: unknown, describe: PanicDescriber, context: PanicContext): Failure {
-  const own = toolFailure(error);
-  if (own !== null) return own;
-  let detail: string;
-  try {
-    detail = describe(error, context);
-    if (typeof detail !== 'string') detail = 'describePanic returned no text';
-  } catch (hookError) {
-    detail = `describePanic threw: ${hookError instanceof Error ? hookError.name : typeof hookError}`;
-  }
-  return failure('body_panic', 'tool_body_panicked', detail);
 }
 
 /** Builds the canonical runtime. Throws ToolConfigError for duplicate names, unknown grants, missing approvers or invalid schemas. */

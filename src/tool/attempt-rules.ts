@@ -1,0 +1,76 @@
+/** What an attempt must respect about the other attempts of its operation: in flight, running late, superseded, decided meanwhile. */
+import { OperationInDoubtError, ToolRetryError } from '../errors.js';
+import type { ToolCall, ToolOperation } from '../event/types.js';
+import { isDecidedMeanwhile } from '../store/approvals.js';
+import type { ApprovalBinding } from '../store/inbox-rows.js';
+import { lateBodyOf } from './late-bodies.js';
+import type { ApprovalChange, CommitRequest, SessionOwner } from '../store/types.js';
+import { planSourceRow, type ToolRetryPlan } from './retry-plan.js';
+
+/**
+ * A retry or a caller key's replay of a tool this runtime does not have (a deploy removed or renamed it). Its default
+ * contract never matches the recorded one, so this is `binding_changed`, as before, said plainly; not a preflight
+ * refusal, which a run would hand the model as "the tool did not run" for a call that may have run.
+ */
+export const notRegistered = (name: string, consequence: string): ToolRetryError =>
+  new ToolRetryError('binding_changed', `tool ${JSON.stringify(name)} is not registered with this runtime (removed or renamed since it was called?); ${consequence}`);
+
+/**
+ * A retry while an earlier attempt's body still runs in this process (its deadline or a cancellation was recorded,
+ * the body went on): it would make the write a second time once that body gets through. Nothing is taken or written
+ * (docs/design.md#a-body-that-outlives-its-attempt).
+ */
+export function refuseWhileBodyRuns(owner: SessionOwner, plan: ToolRetryPlan): void {
+  const running = lateBodyOf(owner, plan.taskId, plan.operationKey);
+  if (running !== undefined) {
+    throw new ToolRetryError(
+      'body_running',
+      `the body of call ${running} (operation ${plan.operationKey}) is still running in this process after its result was recorded; retry once it has ended (the journal records it)`,
+    );
+  }
+}
+
+export type AttemptCondition = Pick<CommitRequest, 'expectLatestAttempt' | 'expectNewOperation'>;
+
+/**
+ * What the commit of an attempt's call requires: a retry must still be the latest attempt (and its source as its
+ * plan read it); a caller-keyed first attempt must still be the first (two callers racing on one new key: the second
+ * gets OperationInDoubtError naming the first).
+ */
+export function attemptCondition(op: ToolOperation, plan: ToolRetryPlan | undefined, callerKeyed: boolean): AttemptCondition {
+  const source = plan ? planSourceRow(plan) : null;
+  if (op.retry) return { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId, ...(source ? { source } : {}) } };
+  return callerKeyed ? { expectNewOperation: { taskId: op.taskId, key: op.key } } : {};
+}
+
+/** The calls each owner has in flight in this process, whichever runtime runs them: the in-doubt guard passes them over. */
+const inFlightByOwner = new WeakMap<SessionOwner, Set<string>>();
+
+export function runningCalls(owner: SessionOwner): Set<string> {
+  const known = inFlightByOwner.get(owner);
+  if (known !== undefined) return known;
+  const calls = new Set<string>();
+  inFlightByOwner.set(owner, calls);
+  return calls;
+}
+
+/**
+ * The same refusal, when the attempt it names is still running in this process (a double submit under one key): the
+ * advice is to wait for that call's result, which a call under the key then reads, not to recover it.
+ */
+export const stillRunning = (e: OperationInDoubtError): OperationInDoubtError =>
+  new OperationInDoubtError(e.taskId, e.operationKey, e.callId, 'it is still running in this process',
+    'wait for its result: a call under this key then returns it, or the failure to recover');
+
+/** The approval change of an attempt that may follow another: it supersedes the requests earlier attempts left. */
+export const settling = (call: ToolCall, binding: ApprovalBinding): ApprovalChange => ({ settle: { callId: call.id, binding, at: new Date().toISOString() } });
+
+/** `work`'s result, or null when its commit was refused because an operator decided meanwhile (isDecidedMeanwhile). */
+export async function unlessDecidedMeanwhile<T>(work: () => Promise<T>): Promise<T | null> {
+  try {
+    return await work();
+  } catch (error) {
+    if (isDecidedMeanwhile(error)) return null;
+    throw error;
+  }
+}

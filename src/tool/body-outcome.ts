@@ -1,0 +1,62 @@
+/** What a tool body is shown and what its ending is recorded as: the hooks' frozen view, its output's JSON, its failure or panic. */
+import type { ToolCall } from '../event/types.js';
+import { deepFreeze } from '../json/freeze.js';
+import type { JsonValue } from '../json/types.js';
+import { failure, hostFailure, type Failure } from './admission-checks.js';
+import type { PanicContext, PanicDescriber } from './types.js';
+
+/** A deep-frozen copy of `call` for the hooks, its arguments parsed again from their checked text. */
+export function hookView(call: ToolCall, argsText: string): ToolCall {
+  const op = call.operation!;
+  return deepFreeze({
+    ...call,
+    arguments: JSON.parse(argsText) as JsonValue,
+    operation: { ...op, contract: { ...op.contract }, retry: op.retry === null ? null : structuredClone(op.retry) },
+    ...(call.action ? { action: structuredClone(call.action) } : {}),
+  });
+}
+
+export function serializeOutput(value: unknown): string | Failure {
+  try {
+    const text = JSON.stringify(value);
+    if (typeof text !== 'string') return failure('body_failure', 'tool_output_not_json', 'the tool returned a value with no JSON form');
+    return text;
+  } catch (error) {
+    return failure('body_failure', 'tool_output_not_json', `the tool's output cannot be serialized: ${(error as Error).message}`);
+  }
+}
+
+/**
+ * The tool's own failure: an Error carrying a string code and a string message that is not a Node system error (nor
+ * a TypeError, RangeError or ReferenceError). Read once, here; anything that throws while being read is not one.
+ */
+function toolFailure(error: unknown): Failure | null {
+  try {
+    if (!(error instanceof Error) || error instanceof TypeError || error instanceof RangeError || error instanceof ReferenceError) return null;
+    const e = error as Error & { code?: unknown; retryable?: unknown; syscall?: unknown; errno?: unknown };
+    const { code, message, retryable } = e;
+    if (e.syscall !== undefined || typeof e.errno === 'number') return null;
+    if (typeof code !== 'string' || typeof message !== 'string') return null;
+    return hostFailure('body_failure', code, message, retryable === true);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A ToolBodyError (or any error carrying a string code and message that is not a Node system error) is the tool's own failure,
+ * its message written for the model. Anything else is a panic: its detail (through the host's `describePanic`)
+ * goes to the journal for operators, and the model reads only a fixed sentence (see bridges/outcome.ts).
+ */
+export function bodyFailure(error: unknown, describe: PanicDescriber, context: PanicContext): Failure {
+  const own = toolFailure(error);
+  if (own !== null) return own;
+  let detail: string;
+  try {
+    detail = describe(error, context);
+    if (typeof detail !== 'string') detail = 'describePanic returned no text';
+  } catch (hookError) {
+    detail = `describePanic threw: ${hookError instanceof Error ? hookError.name : typeof hookError}`;
+  }
+  return failure('body_panic', 'tool_body_panicked', detail);
+}
