@@ -1,103 +1,30 @@
-import { DecisionError, InvalidInputError, JournalCorruptError, StaleOwnerError, StoreClosedError, StoreUnavailableError, TaskNotFoundError } from '../errors.js';
-import type { DecisionRow } from './inbox-rows.js';
-import { checkId, type OperationKey, type SessionId, type TaskId } from '../ids.js';
-import { DECODED_WIRE_TYPES } from '../event/codec.js';
-import type { EventDraft, SessionEvent } from '../event/types.js';
-import { ATTENTION_PAGE, attentionCallIds, attentionItem, attentionPage, attentionScan, blocksRepeat } from './attention.js';
+import { InvalidInputError, JournalCorruptError, StoreUnavailableError, } from '../errors.js';
+import { checkId, type SessionId, } from '../ids.js';
+import type { SessionEvent } from '../event/types.js';
+import { ATTENTION_PAGE, attentionItem, attentionPage, attentionScan, } from './attention.js';
 import {
   decideAcquire,
-  decideCommit,
-  decideRelease,
-  decideReleaseUnwritten,
-  decideRenew,
-  decideStartTask,
-  decideTaskState,
-  draftEventIds,
   leaseExpired,
-  taskSnapshot,
-  type OwnerRef,
-  type UnwrittenSettlement,
 } from './decisions.js';
 import { LEASE_LIMITS } from '../limits.js';
 import { exportJournal, importJournal } from './jsonl.js';
 import { HeadAnchor } from './anchors.js';
-import { ATTENTION_STATUSES, type AttentionRow, type EventRow, type JournalBackend, type OperationRow, type SessionRow, type TaskRow, type TxReads, type TxState, type TxWrites } from './rows.js';
+import { ATTENTION_STATUSES, type AttentionRow, type EventRow, type JournalBackend, type OperationRow, type TaskRow, } from './rows.js';
 import { checkTaskLedger, taskLedgerCoverage, type TaskLedgerReport } from './task-ledger.js';
-import { registerOwner } from './owner-commit.js';
 import { LeaseWatch } from './lease-watch.js';
-import { registerJournalReader } from './owner-journal.js';
 import { verifyJournal } from './verify.js';
-import { AttemptIndex } from './attempt-index.js';
 import { bodyMayStillRun } from '../tool/late-bodies.js';
 import { latestAttempts, lookupRowsDisagreement, type LookupRowsReport } from './index-check.js';
+import { FencedOwner, OpenGuard, readClock, } from './fenced-owner.js';
 import type {
-  AttentionItem,
   AttentionListing,
   AttentionQuery,
   AcquireOptions,
-  RecordedAttempt,
-  CommitReceipt,
-  CommitRequest,
   ImportReport,
   SessionOwner,
   SessionStore,
   SessionSummary,
-  TaskLimits,
-  TaskSnapshot,
 } from './types.js';
-
-/**
- * Wire types only the runtime and recovery write: the evidence a retry decision rests on. A review is written only
- * through recordToolReview (docs/design.md#reviews-are-journaled-evidence), which binds it to the latest attempt.
- */
-const EVIDENCE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_started', 'tool_result', 'tool_review']);
-
-/** The public append carries host events only (docs/design.md#only-the-runtime-writes-tool-evidence). */
-function refuseEvidence(draft: EventDraft, i: number): void {
-  const kind = (draft as { kind?: unknown } | null)?.kind as { type?: unknown; wireType?: unknown } | undefined;
-  if (typeof kind !== 'object' || kind === null) return;
-  if (kind.type === 'tool_review') {
-    throw new InvalidInputError(`events[${i}].kind`, 'tool_review is tool evidence, written only through recordToolReview (jingwei/review); append takes host events only');
-  }
-  if (kind.type === 'task_ledger') {
-    throw new InvalidInputError(`events[${i}].kind`, 'task_ledger is written only by the store, with the task change it records (startTask, stopTask, completeTask); append takes host events only');
-  }
-  if (typeof kind.type === 'string' && EVIDENCE_TYPES.has(kind.type)) {
-    throw new InvalidInputError(`events[${i}].kind`, `${kind.type} is tool evidence, which only the tool runtime records; append takes host events only`);
-  }
-  // An opaque draft must not impersonate a wire type the codec gives a meaning to (nor be opaque twice).
-  if (kind.type === 'opaque' && typeof kind.wireType === 'string' && (DECODED_WIRE_TYPES.has(kind.wireType) || kind.wireType === 'opaque')) {
-    throw new InvalidInputError(`events[${i}].kind.wireType`, `an opaque event cannot carry the known kind ${kind.wireType}`);
-  }
-}
-
-/** The operation whose inbox rows a commit's approval change reads. */
-function approvalOperation(request: CommitRequest): { taskId: string; key: string } | undefined {
-  const change = request.approval;
-  if (change === undefined) return undefined;
-  const binding = 'use' in change ? change.use?.binding : 'settle' in change ? change.settle?.binding : change.request?.binding;
-  if (!binding) throw new InvalidInputError('approval', 'must carry a request, a use or a settle with its binding');
-  return { taskId: binding.taskId, key: binding.key };
-}
-
-function withoutApproval({ approval: _, ...rest }: CommitRequest): CommitRequest {
-  return rest;
-}
-
-/** Fails every call once the store is closed, whatever the backend would do with a closed handle. */
-class OpenGuard {
-  closed = false;
-  /** close() has begun: no new call is taken while the calls in flight are stopped. */
-  closing = false;
-  /** Stops the heartbeats of this store's live owners at close. */
-  readonly heartbeats = new Set<() => void>();
-  /** Stops the calls of this store's owners with calls in flight, resolving once each has recorded its outcome. */
-  readonly callStoppers = new Set<(why: string) => Promise<void>>();
-  constructor(private readonly backend: JournalBackend) {}
-  check(): void {
-    if (this.closed) throw new StoreClosedError(this.backend.kind, this.backend.location);
-  }
-}
 
 /** Options of a store built on a backend. */
 export interface JournalStoreOptions {
@@ -106,15 +33,6 @@ export interface JournalStoreOptions {
    * within a session whatever it returns (docs/design.md#recorded-times).
    */
   readonly clock?: () => number;
-}
-
-/** The store's clock, checked: a clock that returns no usable time is a configuration error, not a journal entry. */
-function readClock(clock: () => number): number {
-  const now = clock();
-  if (!Number.isSafeInteger(now) || now < 0 || now > 253_402_300_799_999) {
-    throw new InvalidInputError('clock', `returned ${String(now)}, not epoch milliseconds within the years 1970..9999`);
-  }
-  return now;
 }
 
 function checkLeaseMs(value: number | undefined): number {
@@ -129,11 +47,6 @@ function checkTakeover(value: unknown): boolean | 'expired' {
   if (value === undefined) return false;
   if (value === true || value === false || value === 'expired') return value;
   throw new InvalidInputError('takeover', `must be true, false or 'expired', got ${JSON.stringify(value) ?? String(value)}`);
-}
-
-function succeeded(attempt: RecordedAttempt): boolean {
-  const kind = attempt.resultEvent?.kind;
-  return kind?.type === 'tool_result' && kind.result.outcome.status === 'succeeded';
 }
 
 /** The store's clock: the backend's when it has one (docs/design.md#leases). */
@@ -344,341 +257,5 @@ export class JournalStore implements SessionStore {
     this.guard.closed = true;
     for (const stop of [...this.guard.heartbeats]) stop();
     await this.backend.close();
-  }
-}
-
-class FencedOwner implements SessionOwner {
-  readonly sessionId: SessionId;
-  readonly epoch: number;
-  readonly leaseMs: number;
-  private readonly listeners = new Set<(taskId: TaskId, reason: string) => void>();
-  /** Results whose write failed, by task: their reservations are released at this owner's next write or release. */
-  private readonly unwritten = new Map<string, UnwrittenSettlement[]>();
-  private timer: NodeJS.Timeout | null = null;
-  private beating = false;
-  private readonly lease: LeaseWatch;
-  /**
-   * The journal as this owner last read and verified it, with its attempts indexed; dropped by each of this owner's
-   * own transactions (docs/design.md#a-resume-reads-the-journal-once).
-   */
-  private verified: AttemptIndex | null = null;
-  /** This owner's transactions begun and ended: a read that overlapped one is not kept. */
-  private txBegun = 0;
-  private txEnded = 0;
-  /** Why this owner is letting its session go (its release, the store's close): it takes no new call. */
-  private lettingGo: string | null = null;
-  private readonly stopCalls = (why: string): Promise<void> => {
-    this.lettingGo ??= why;
-    return this.lease.stopAll(why);
-  };
-  private readonly stopHeartbeat = () => {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    this.guard.heartbeats.delete(this.stopHeartbeat);
-  };
-
-  constructor(
-    private readonly backend: JournalBackend,
-    private readonly guard: OpenGuard,
-    private readonly ref: OwnerRef,
-    readonly owner: string,
-    private readonly anchor: HeadAnchor | null = null,
-    private readonly clock: () => number = Date.now,
-    acquireSentAt: number = LeaseWatch.now(),
-  ) {
-    this.sessionId = ref.sessionId;
-    this.epoch = ref.epoch;
-    this.leaseMs = ref.leaseMs ?? LEASE_LIMITS.defaultMs;
-    this.lease = new LeaseWatch(this.leaseMs, acquireSentAt);
-    registerOwner(this, {
-      commit: (request) => this.#commit(request),
-      stopHeartbeat: this.stopHeartbeat,
-      onLost: (listener) => {
-        const unsubscribe = this.lease.subscribe(listener);
-        this.guard.callStoppers.add(this.stopCalls);
-        return () => {
-          unsubscribe();
-          if (this.lease.calls === 0) this.guard.callStoppers.delete(this.stopCalls);
-        };
-      },
-    });
-    registerJournalReader(this, async () => (await this.readVerified()).history);
-  }
-
-  /** The heartbeat renews the lease every third of it; unref'd, so it never keeps a process alive by itself. */
-  startHeartbeat(): void {
-    this.timer = setInterval(() => void this.beat(), Math.max(1, Math.floor(this.leaseMs / 3)));
-    this.timer.unref();
-    this.guard.heartbeats.add(this.stopHeartbeat);
-  }
-
-  get heartbeating(): boolean {
-    return this.timer !== null;
-  }
-
-  /**
-   * One heartbeat. A lease not renewed for a whole lease may have run out: the running calls are told to stop first
-   * (docs/design.md#a-lost-session-stops-its-calls). Fenced, released or closed: stop for good. Any other failure
-   * (busy, unreachable): try at the next beat.
-   */
-  private async beat(): Promise<void> {
-    if (this.timer === null) return;
-    // Checked on every beat, a renewal in flight or not: one sent before a stall and answered after it renewed
-    // nothing this process can count on.
-    const lapse = this.lease.lapse();
-    if (lapse !== null) this.lease.lost(lapse);
-    if (this.beating) return;
-    this.beating = true;
-    try {
-      await this.renewLease();
-    } catch (error) {
-      if (error instanceof StaleOwnerError || error instanceof StoreClosedError) this.stopHeartbeat();
-    } finally {
-      this.beating = false;
-    }
-  }
-
-  async renewLease(): Promise<number> {
-    this.guard.check();
-    const sentAt = LeaseWatch.now();
-    try {
-      const expiresAt = await this.backend.transact(this.sessionId, {}, decideRenew({ ...this.ref, leaseMs: this.leaseMs }));
-      this.lease.renewed(sentAt);
-      return expiresAt;
-    } catch (error) {
-      this.noteFenced(error);
-      throw error;
-    }
-  }
-
-  /** A write refused because another owner holds the session: this owner's running calls are told to stop. */
-  private noteFenced(error: unknown): void {
-    if (error instanceof StaleOwnerError) this.lease.lost(`the session was taken over or released: ${error.message}`);
-  }
-
-  /** A transaction that renews the lease (decisions.ts: every owner write but a release). */
-  private async renewingTx<R>(reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R> {
-    const sentAt = LeaseWatch.now();
-    const result = await this.tx(reads, decide);
-    this.lease.renewed(sentAt);
-    return result;
-  }
-
-  /** One transaction; with an anchor, the owner row it wrote is handed to the anchor once it has committed. */
-  private async tx<R>(reads: TxReads, decide: (state: TxState) => TxWrites<R>, force = false): Promise<R> {
-    this.verified = null;
-    this.txBegun += 1;
-    try {
-      return await this.transact(reads, decide, force);
-    } catch (error) {
-      this.noteFenced(error);
-      throw error;
-    } finally {
-      this.txEnded += 1;
-      this.verified = null;
-    }
-  }
-
-  private async transact<R>(reads: TxReads, decide: (state: TxState) => TxWrites<R>, force: boolean): Promise<R> {
-    if (!this.anchor) return this.backend.transact(this.sessionId, reads, decide);
-    let head: SessionRow | undefined;
-    const result = await this.backend.transact(this.sessionId, reads, (state) => {
-      const writes = decide(state);
-      head = writes.session?.row;
-      return writes;
-    });
-    if (head) await this.anchor.observe(head, force);
-    return result;
-  }
-
-  /** Remembers the reservation of a result that could not be written (nothing to release once this owner is fenced). */
-  private noteUnwritten(request: CommitRequest, error: unknown): void {
-    const code = (error as { code?: unknown } | null)?.code;
-    const settle = request.budget?.settle;
-    if (!settle || code === 'stale_owner' || code === 'store_closed') return;
-    const charge = settle.chargeOutputBytes;
-    if (!Number.isSafeInteger(charge) || charge < 0) return;
-    for (const draft of request.events) {
-      if (draft?.kind?.type !== 'tool_result') continue;
-      const list = this.unwritten.get(request.budget!.taskId) ?? [];
-      list.push({ callId: draft.kind.result.callId, chargeOutputBytes: charge });
-      this.unwritten.set(request.budget!.taskId, list);
-    }
-  }
-
-  /**
-   * Releases the reservations of unwritten results before this owner's next write (docs/design.md#budgets-are-exact).
-   * A release that fails is kept for the next write; once this owner is fenced, the next owner settles them instead.
-   */
-  private async releaseUnwritten(): Promise<void> {
-    for (const [taskId, list] of [...this.unwritten]) {
-      try {
-        await this.tx({ taskId }, decideReleaseUnwritten(this.ref, list));
-        this.unwritten.delete(taskId);
-      } catch (error) {
-        if ((error as { code?: unknown } | null)?.code === 'stale_owner') this.unwritten.clear();
-        return;
-      }
-    }
-  }
-
-  async startTask(taskId: string, options?: { limits?: Partial<TaskLimits> }): Promise<TaskSnapshot> {
-    this.guard.check();
-    await this.releaseUnwritten();
-    const id = checkId<TaskId>('taskId', taskId);
-    const row = await this.renewingTx({ taskId: id }, decideStartTask(this.ref, id, options?.limits, readClock(this.clock)));
-    return taskSnapshot(row, this.epoch);
-  }
-
-  async stopTask(taskId: string, reason: string): Promise<TaskSnapshot> {
-    this.guard.check();
-    const id = checkId<TaskId>('taskId', taskId);
-    const why = checkId<string>('reason', reason);
-    await this.releaseUnwritten();
-    const row = await this.renewingTx({ taskId: id }, decideTaskState(this.ref, id, 'stopped', why, readClock(this.clock)));
-    if (row.state === 'stopped') for (const listener of this.listeners) listener(id, row.stopReason ?? why);
-    return taskSnapshot(row, this.epoch);
-  }
-
-  async completeTask(taskId: string): Promise<TaskSnapshot> {
-    this.guard.check();
-    const id = checkId<TaskId>('taskId', taskId);
-    await this.releaseUnwritten();
-    return taskSnapshot(await this.renewingTx({ taskId: id }, decideTaskState(this.ref, id, 'completed', null, readClock(this.clock))), this.epoch);
-  }
-
-  async task(taskId: string): Promise<TaskSnapshot> {
-    this.guard.check();
-    const id = checkId<TaskId>('taskId', taskId);
-    const row = await this.backend.readTask(this.sessionId, id);
-    if (!row || row.sessionId !== this.sessionId) {
-      throw new TaskNotFoundError(id, this.sessionId);
-    }
-    return taskSnapshot(row, this.epoch);
-  }
-
-  async append(events: readonly EventDraft[]): Promise<SessionEvent[]> {
-    if (Array.isArray(events)) {
-      for (const [i, draft] of events.entries()) refuseEvidence(draft, i);
-    }
-    return (await this.#commit({ events })).events;
-  }
-
-  /** The runtime's primitive, reached through `commitAs` (owner-commit.ts), never through the published type. */
-  async #commit(asked: CommitRequest): Promise<CommitReceipt> {
-    this.guard.check();
-    if ((this.lettingGo !== null || this.guard.closing) && Array.isArray(asked.events) && asked.events.some((e) => e?.kind?.type === 'tool_call')) {
-      if (this.guard.closing) throw new StoreClosedError(this.backend.kind, this.backend.location);
-      throw new StaleOwnerError(this.sessionId, this.epoch, `it takes no new call: ${this.lettingGo}`);
-    }
-    // Without an inbox there are no requests for a settle to supersede.
-    const request: CommitRequest = asked.approval && 'settle' in asked.approval && !this.backend.inbox ? withoutApproval(asked) : asked;
-    if (!Array.isArray(request.events)) throw new InvalidInputError('events', 'must be an array');
-    const lastSeq = request.expectLastSeq;
-    if (lastSeq !== undefined && (!Number.isSafeInteger(lastSeq) || lastSeq < -1)) {
-      throw new InvalidInputError('expectLastSeq', `must be an integer of at least -1, got ${String(lastSeq)}`);
-    }
-    // Checked before any read: an id a store cannot even look up (U+0000) must fail as bad input, on every store.
-    request.events.forEach((draft, i) => {
-      if (draft?.eventId !== undefined) checkId<string>(`events[${i}].eventId`, draft.eventId);
-    });
-    await this.releaseUnwritten();
-    if (request.expectLatestAttempt && request.expectNewOperation) {
-      throw new InvalidInputError('expectNewOperation', 'cannot be combined with expectLatestAttempt');
-    }
-    const condition = request.expectLatestAttempt ?? request.expectNewOperation;
-    const attentionCalls = attentionCallIds(request.events);
-    // A retry plan's source row, to check the source did not move on since the plan's history was read.
-    const source = request.expectLatestAttempt?.source ? request.expectLatestAttempt.callId : undefined;
-    if (source !== undefined && !attentionCalls.includes(source)) attentionCalls.push(source);
-    const approvalOp = approvalOperation(request);
-    if (approvalOp && !this.backend.inbox) throw new DecisionError('inbox_unsupported', null, `the ${this.backend.kind} store has no decision inbox`);
-    const reads = {
-      ...(request.budget ? { taskId: request.budget.taskId } : {}),
-      ...(condition ? { operation: { taskId: condition.taskId, key: condition.key } } : {}),
-      ...(approvalOp ? { approvals: approvalOp } : {}),
-      eventIds: draftEventIds(request.events),
-      ...(attentionCalls.length > 0 ? { attentionCalls } : {}),
-    };
-    try {
-      return await this.renewingTx(reads, decideCommit(this.ref, request, readClock(this.clock)));
-    } catch (error) {
-      this.noteUnwritten(request, error);
-      throw error;
-    }
-  }
-
-  async findInDoubt(binding: { readonly taskId: string; readonly tool: string; readonly argsDigest: string; readonly running?: ReadonlySet<string> }): Promise<AttentionItem | null> {
-    this.guard.check();
-    if (!this.backend.findAttention) return null;
-    const { running, ...match } = binding;
-    const rows = await this.backend.findAttention(this.sessionId, match);
-    const row = rows.find((r) => blocksRepeat(r) && running?.has(r.callId) !== true);
-    return row ? attentionItem(row) : null;
-  }
-
-  async decidedApproval(taskId: string, key: string): Promise<DecisionRow | undefined> {
-    this.guard.check();
-    const inbox = this.backend.inbox;
-    if (!inbox) return undefined;
-    const rows = await inbox.listDecisions({ sessionId: this.sessionId, kind: 'approval', taskId, key, states: ['decided'], limit: 1 });
-    return rows[0];
-  }
-
-  async readOperation(taskId: string, key: string): Promise<RecordedAttempt | undefined> {
-    this.guard.check();
-    const task = checkId<TaskId>('taskId', taskId);
-    const opKey = checkId<OperationKey>('key', key);
-    // A key whose latest attempt in the kept read succeeded is settled for good: no attempt can follow a completed
-    // one (a retry plan refuses it, a caller key replays it), so no operation row can name another.
-    const settled = this.verified?.attempt(task, opKey, undefined);
-    if (settled !== undefined && succeeded(settled)) return settled;
-    let callId: string | undefined;
-    if (this.backend.readOperation) {
-      // Operations are keyed by (task, key) and a task lives in one session: the row must be this session's. A key
-      // with no row is new: decided without reading the journal.
-      const row = await this.backend.readOperation(this.sessionId, task, opKey);
-      if (!row || row.sessionId !== this.sessionId) return undefined;
-      callId = row.callId;
-      // The row names the latest attempt. The verified journal this owner read since its last own write answers for
-      // it when it holds that attempt with its result: a finished attempt never changes. An open one is read again.
-      const known = this.verified?.attempt(task, opKey, callId);
-      if (known?.resultEvent) return known;
-    }
-    return (await this.readVerified()).attempt(task, opKey, callId);
-  }
-
-  /**
-   * One fresh snapshot of the journal, verified and indexed. Kept for `readOperation` only with operation rows to
-   * name the latest attempt, and only when no write of this owner overlapped the read.
-   */
-  private async readVerified(): Promise<AttemptIndex> {
-    this.guard.check();
-    const begun = this.txBegun;
-    const clean = begun === this.txEnded;
-    const { session, events } = await this.backend.snapshot(this.sessionId);
-    const index = new AttemptIndex(verifyJournal(this.sessionId, session, events));
-    if (this.backend.readOperation && clean && this.txBegun === begun && this.txEnded === begun) this.verified = index;
-    return index;
-  }
-
-  onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-
-  /**
-   * Stops this owner's calls in flight (their abort signal, started or not) and waits until each has recorded its
-   * outcome, then releases the session (docs/design.md#letting-a-session-go-stops-its-calls).
-   */
-  async release(): Promise<void> {
-    this.guard.check();
-    await this.stopCalls('its owner is releasing the session');
-    this.stopHeartbeat();
-    this.guard.check();
-    await this.releaseUnwritten();
-    await this.tx({}, decideRelease(this.ref), this.anchor?.unanchored === true);
-    this.lettingGo = 'its owner released the session';
-    this.listeners.clear();
   }
 }
