@@ -3,9 +3,9 @@ import { OperationInDoubtError, ToolRetryError } from '../errors.js';
 import type { ToolCall, ToolOperation } from '../event/types.js';
 import { isDecidedMeanwhile } from '../store/approvals.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
-import { lateBodyOf } from './late-bodies.js';
+import { lateBodyEnd, lateBodyOf } from './late-bodies.js';
 import type { ApprovalChange, CommitRequest, SessionOwner } from '../store/types.js';
-import { planSourceRow, type ToolRetryPlan } from './retry-plan.js';
+import { planReviewedWhileBodyOpen, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
 
 /**
  * A retry or a caller key's replay of a tool this runtime does not have (a deploy removed or renamed it). Its default
@@ -21,11 +21,20 @@ export const notRegistered = (name: string, consequence: string): ToolRetryError
  * (docs/design.md#a-body-that-outlives-its-attempt).
  */
 export function refuseWhileBodyRuns(owner: SessionOwner, plan: ToolRetryPlan): void {
-  const running = lateBodyOf(owner, plan.taskId, plan.operationKey);
+  const running = lateBodyOf(owner, plan.taskId, plan.operationKey) ?? (runningCalls(owner).has(plan.sourceCallId) ? plan.sourceCallId : undefined);
   if (running !== undefined) {
     throw new ToolRetryError(
       'body_running',
-      `the body of call ${running} (operation ${plan.operationKey}) is still running in this process after its result was recorded; retry once it has ended (the journal records it)`,
+      `the body of call ${running} (operation ${plan.operationKey}) is still running in this process; retry once it has ended (the journal records it)`,
+    );
+  }
+  // A not_executed review decided while the source's body could still run, which has since returned or thrown here:
+  // the review was made without that evidence, as the inbox's overtaken reviews are (docs/design.md#a-body-that-outlives-its-attempt).
+  const ended = planReviewedWhileBodyOpen(plan) ? lateBodyEnd(owner, plan.sourceCallId) : undefined;
+  if (ended === 'returned' || ended === 'threw') {
+    throw new ToolRetryError(
+      'needs_review',
+      `the not_executed review of call ${plan.sourceCallId} was decided while its body could still run, and the body has since ${ended} in this process (the journal records it): review the call again with that evidence; the plan was not taken`,
     );
   }
 }

@@ -1,17 +1,24 @@
 /** What a tool body is shown and what its ending is recorded as: the hooks' frozen view, its output's JSON, its failure or panic. */
-import type { ToolCall } from '../event/types.js';
+import type { ToolCall, ToolOperation } from '../event/types.js';
 import { deepFreeze } from '../json/freeze.js';
 import type { JsonValue } from '../json/types.js';
 import { failure, hostFailure, type Failure } from './admission-checks.js';
 import type { PanicContext, PanicDescriber } from './types.js';
 
+/**
+ * A deep-frozen copy of an attempt's operation, for the hooks and the body: whatever they do to it cannot change the
+ * key the journal, the late-body tracking and a retry's checks read.
+ */
+export function operationView(op: ToolOperation): ToolOperation {
+  return deepFreeze({ ...op, contract: { ...op.contract }, retry: op.retry === null ? null : structuredClone(op.retry) });
+}
+
 /** A deep-frozen copy of `call` for the hooks, its arguments parsed again from their checked text. */
 export function hookView(call: ToolCall, argsText: string): ToolCall {
-  const op = call.operation!;
   return deepFreeze({
     ...call,
     arguments: JSON.parse(argsText) as JsonValue,
-    operation: { ...op, contract: { ...op.contract }, retry: op.retry === null ? null : structuredClone(op.retry) },
+    operation: operationView(call.operation!),
     ...(call.action ? { action: structuredClone(call.action) } : {}),
   });
 }

@@ -20,8 +20,12 @@ export const BODY_ENDED = { plugin: 'jingwei.runtime', kind: 'body_ended' } as c
  */
 export type LateBodyEnd = 'returned' | 'threw' | 'not_called';
 
-/** Failure codes recorded while the body may still run: the interrupts that win the race against a running body. */
-const INTERRUPT_CODES: ReadonlySet<string> = new Set(['tool_timeout', 'tool_cancelled', 'tool_budget_stopped']);
+/**
+ * The failures recorded while the body may still run: the interrupts that win the race against a running body, by
+ * code and the category the runtime gives each. A body's own error may carry any code, but always the category
+ * `body_failure`, so a body that throws `tool_timeout` has ended and is not taken for one.
+ */
+const INTERRUPTS: ReadonlyMap<string, string> = new Map([['tool_timeout', 'timeout'], ['tool_cancelled', 'cancelled'], ['tool_budget_stopped', 'budget']]);
 
 interface LateBody {
   readonly taskId: string;
@@ -29,6 +33,8 @@ interface LateBody {
 }
 
 const byOwner = new WeakMap<SessionOwner, Map<string, LateBody>>();
+/** How each late body of an owner ended in this process, by call id: a retry reads it (lateBodyEnd). */
+const endedByOwner = new WeakMap<SessionOwner, Map<string, LateBodyEnd>>();
 
 /**
  * Keeps `call` as running in this process until `ended` settles, then journals how it ended, once its result
@@ -47,6 +53,12 @@ export function trackLateBody(owner: SessionOwner, call: ToolCall, turnId: TurnI
   const settledRecord = recorded.then(() => undefined, () => undefined);
   void Promise.all([ended, settledRecord]).then(async ([how]) => {
     calls.delete(call.id);
+    let endings = endedByOwner.get(owner);
+    if (endings === undefined) {
+      endings = new Map();
+      endedByOwner.set(owner, endings);
+    }
+    endings.set(call.id, how);
     try {
       await owner.append([{ turnId, kind: { type: 'custom', ...BODY_ENDED, payload: { callId: call.id, ended: how } } }]);
     } catch {
@@ -59,6 +71,11 @@ export function trackLateBody(owner: SessionOwner, call: ToolCall, turnId: TurnI
 export function lateBodyOf(owner: SessionOwner, taskId: string, key: string): string | undefined {
   for (const [callId, body] of byOwner.get(owner) ?? []) if (body.taskId === taskId && body.key === key) return callId;
   return undefined;
+}
+
+/** How the late body of `callId` ended in this process under `owner`; undefined when none ended here. */
+export function lateBodyEnd(owner: SessionOwner, callId: string): LateBodyEnd | undefined {
+  return endedByOwner.get(owner)?.get(callId);
 }
 
 /** Whether the body of `callId` still runs in this process under `owner`. */
@@ -92,7 +109,7 @@ export function bodyMayStillRun(history: readonly SessionEvent[], callId: string
     if (kind.type === 'tool_started' && kind.callId === callId) started = true;
     else if (kind.type === 'tool_result' && kind.result.callId === callId) {
       const outcome = kind.result.outcome;
-      interrupted = outcome.status === 'failed' && INTERRUPT_CODES.has(outcome.code);
+      interrupted = outcome.status === 'failed' && INTERRUPTS.get(outcome.code) === outcome.category;
     }
   }
   return started && interrupted && bodyEnded(history, callId) === null;

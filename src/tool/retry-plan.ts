@@ -18,6 +18,7 @@ import { jsonEquals } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
 import { classifyAttempt, collectEvidence, decideRetry, effectiveReview, locateAttempt, validatePassedReview, type AttemptRecord } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
+import { bodyMayStillRun } from './late-bodies.js';
 
 /** What the runtime is about to execute; all of it must match the plan's source call. */
 export interface ToolRetryBinding {
@@ -44,6 +45,11 @@ interface PlanState {
   readonly sourceRow: { readonly started: boolean; readonly status: AttentionStatus } | null;
   /** How the journal shows the source attempt's body never ran; null when it may have. */
   readonly sourceNotRun: SourceNotRun | null;
+  /**
+   * A `not_executed` review decided while the plan's history left the source's body possibly running (an interrupt
+   * recorded, no end of the body yet): the review stands only if that body did not return or throw since.
+   */
+  readonly reviewedWhileBodyOpen: boolean;
   /** Shared by every clone: the single use. */
   readonly latch: { consumed: boolean };
 }
@@ -52,6 +58,7 @@ const MINT = Symbol('ToolRetryPlan.mint');
 let mint: (state: PlanState) => ToolRetryPlan;
 let sourceRowOf: (plan: ToolRetryPlan) => PlanState['sourceRow'];
 let notRunOf: (plan: ToolRetryPlan) => SourceNotRun | null;
+let reviewedWhileOpenOf: (plan: ToolRetryPlan) => boolean;
 
 /**
  * How the journal shows a plan's source attempt never ran its body: it ended waiting for an operator's approval,
@@ -63,6 +70,11 @@ export type SourceNotRun = 'awaited_approval' | 'stopped_before_body' | 'reviewe
 /** For the runtime: what the plan's history said of its source, for the commit to check (internal, never exported publicly). */
 export function planSourceRow(plan: ToolRetryPlan): PlanState['sourceRow'] {
   return sourceRowOf(plan);
+}
+
+/** For the runtime: whether the plan's `not_executed` review was decided while the source's body may have run on (internal). */
+export function planReviewedWhileBodyOpen(plan: ToolRetryPlan): boolean {
+  return reviewedWhileOpenOf(plan);
 }
 
 /** For the runtime: how the plan's history shows its source attempt never ran, or null (internal). */
@@ -128,6 +140,7 @@ export class ToolRetryPlan {
     mint = (state) => new ToolRetryPlan(MINT, state);
     sourceRowOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceRow;
     notRunOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceNotRun;
+    reviewedWhileOpenOf = (plan) => ToolRetryPlan.#stateOf(plan).reviewedWhileBodyOpen;
   }
 
   /** Copies (structuredClone, spread, JSON round trip, a swapped prototype) carry no state and are refused. */
@@ -290,6 +303,7 @@ export function prepareToolRetry(
           : deepFreeze({ actor: checkedReview.actor, evidence: checkedReview.evidence, outcome: checkedReview.outcome }),
       sourceRow: Object.freeze(sourceRowIn(history, record.call.id)),
       sourceNotRun: sourceNotRun(record, checkedReview?.outcome ?? null),
+      reviewedWhileBodyOpen: checkedReview?.outcome === 'not_executed' && bodyMayStillRun(history, record.call.id),
       latch: { consumed: false },
     }),
   );

@@ -25,7 +25,7 @@ import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOpti
 import { canCommit, commitAs, onOwnerLost } from '../store/owner-commit.js';
 import { checkOperationKey, effectiveLimit, positiveSetting, preflight } from './call-inputs.js';
 import { type AttemptCondition, attemptCondition, notRegistered, refuseWhileBodyRuns, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
-import { bodyFailure, hookView, serializeOutput } from './body-outcome.js';
+import { bodyFailure, hookView, operationView, serializeOutput } from './body-outcome.js';
 
 /** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
 class CanonicalRuntime implements ToolRuntime {
@@ -283,7 +283,8 @@ class Gateway implements ToolGateway {
     const op = call.operation!;
     // Guards and approvers read a frozen copy: whatever they do to it cannot change the call that is validated,
     // journaled and run, nor the digests an operator's approval is bound to.
-    const ctx = { caller: this.caller, call: this.runtime.guards.length > 0 || registered?.tool.metadata.approval ? hookView(call, argsText) : call };
+    // The context itself is frozen too: a guard cannot hand a later guard or the approver another call or caller.
+    const ctx = Object.freeze({ caller: this.caller, call: this.runtime.guards.length > 0 || registered?.tool.metadata.approval ? hookView(call, argsText) : call });
     const callDraft = this.draft({ type: 'tool_call', call });
     const admit: BudgetChange = { taskId: this.taskId, admit: { maxOutputBytes: outputLimit } };
     const latest = attemptCondition(op, plan, callerKeyed);
@@ -376,8 +377,9 @@ class Gateway implements ToolGateway {
     faultPoint('started:after');
     observer?.bodyStarted();
 
-    // The body gets its own copy: whatever it does to its arguments cannot change the recorded call.
-    const request = { sessionId: this.sessionId, callId: call.id, arguments: JSON.parse(argsText) as JsonValue, operation: op };
+    // The body gets its own copy of the arguments and a frozen one of the operation: whatever it does to them cannot
+    // change the recorded call, nor the key its late end is tracked under.
+    const request = { sessionId: this.sessionId, callId: call.id, arguments: JSON.parse(argsText) as JsonValue, operation: operationView(op) };
     let outcome: Failure | { status: 'succeeded'; output: string };
     let charge = reserved;
     /** How the body ends, when an interrupt was recorded first: the call is still running until then. */

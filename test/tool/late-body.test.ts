@@ -122,6 +122,72 @@ forEachStore('a body that outlives its attempt', (target) => {
     await store.close();
   });
 
+  it('a not_executed review passed to prepareToolRetry while the body ran is refused at use once that body returned or threw', async () => {
+    // The host's own path (no inbox): a plan prepared with a not_executed review on a history where the body could
+    // still run. The body then returns (it made the transfer): the plan must not make it a second time.
+    for (const how of ['end', 'fail'] as const) {
+      const location = target.fresh();
+      const store = await location.open();
+      const { tool, state } = lateTool('transfer', 'non_idempotent');
+      const owner = await store.acquire('s', { owner: 'host' });
+      await owner.startTask('t');
+      const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+      const first = await gateway.call('transfer', { to: 'acme' });
+      const history = await store.loadHistory('s');
+      const plan = prepareToolRetry(history, first.call.id, { actor: 'ops', evidence: 'no transfer seen yet', outcome: 'not_executed' });
+      await assert.rejects(gateway.callWithOptions('transfer', { to: 'acme' }, { retry: plan }), { name: 'ToolRetryError', code: 'body_running' });
+      state[how]();
+      await untilBodyEnded(store, 's', first.call.id);
+      const before = (await store.loadHistory('s')).length;
+      await assert.rejects(gateway.callWithOptions('transfer', { to: 'acme' }, { retry: plan }), {
+        name: 'ToolRetryError',
+        code: 'needs_review',
+        message: new RegExp(`decided while its body could still run, and the body has since ${how === 'end' ? 'returned' : 'threw'}`),
+      });
+      assert.equal(plan.consumed, false, 'the plan was not taken');
+      assert.equal((await store.loadHistory('s')).length, before, 'nothing journaled');
+      assert.equal(state.bodies, 1, 'no second transfer');
+      // Prepared again on the journal that records the body's end, the operator's review is an informed one.
+      const informed = prepareToolRetry(await store.loadHistory('s'), first.call.id, { actor: 'ops', evidence: 'the bank shows nothing', outcome: 'not_executed' });
+      const retry = await gateway.callWithOptions('transfer', { to: 'acme' }, { retry: informed });
+      assert.equal(retry.result.outcome.status, 'succeeded');
+      assert.equal(state.bodies, 2);
+      await owner.release();
+      await store.close();
+    }
+  });
+
+  it('refuses a retry of a call that is still running in this process, before any result', async () => {
+    const location = target.fresh();
+    const store = await location.open();
+    let release: () => void = () => {};
+    let bodies = 0;
+    const transfer: Tool = {
+      name: 'transfer',
+      metadata: new ToolMetadata('the transfer tool', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+      execute: async () => {
+        bodies += 1;
+        if (bodies === 1) await new Promise<void>((resolve) => { release = resolve; });
+        return 'sent';
+      },
+    };
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('t');
+    const gateway = createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const running = gateway.call('transfer', { to: 'acme' });
+    while (bodies === 0) await sleep(5);
+    const history = await store.loadHistory('s');
+    const callId = history.flatMap((e) => (e.kind.type === 'tool_started' ? [e.kind.callId] : []))[0]!;
+    const plan = prepareToolRetry(history, callId, { actor: 'ops', evidence: 'nothing sent', outcome: 'not_executed' });
+    await assert.rejects(gateway.callWithOptions('transfer', { to: 'acme' }, { retry: plan }), { name: 'ToolRetryError', code: 'body_running', message: new RegExp(`call ${callId} .* still running in this process`) });
+    assert.equal(plan.consumed, false);
+    release();
+    assert.equal((await running).result.outcome.status, 'succeeded');
+    assert.equal(bodies, 1, 'one transfer');
+    await owner.release();
+    await store.close();
+  });
+
   it('a not_executed review taken while a paused host\'s lease had run out is refused once the body\'s end is journaled after it', async () => {
     // The host is alive but its lease runs out (no heartbeat: a paused process), nobody takes the session over, and
     // the inbox takes an operator's review while the body still runs. The body then returns (it made the transfer),

@@ -1,0 +1,96 @@
+/**
+ * What hooks and bodies are handed cannot change what is journaled, checked and tracked: a body gets a frozen copy
+ * of its operation, guards and the approver one frozen context, and a body's own error code never reads as an
+ * interrupt of the runtime.
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { ToolBodyError } from '../../src/errors.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import { decisionInbox } from '../../src/store/inbox.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { Tool, ToolGuard } from '../../src/tool/types.js';
+
+async function session() {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t');
+  return { store, owner };
+}
+
+it('a body gets a frozen copy of its operation: changing its key fails and the journal, the execution and the tracking keep the real one', async () => {
+  const { store, owner } = await session();
+  const seen: { frozen?: boolean; threw?: string } = {};
+  const tool: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: async (request) => {
+      seen.frozen = Object.isFrozen(request.operation) && Object.isFrozen(request.operation?.contract);
+      try {
+        (request.operation as { key: string }).key = 'another-key';
+      } catch (error) {
+        seen.threw = (error as Error).name;
+      }
+      return 'sent';
+    },
+  };
+  const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  const ran = await gateway.call('transfer', { to: 'acme' });
+  assert.deepEqual(seen, { frozen: true, threw: 'TypeError' });
+  assert.equal(ran.result.outcome.status, 'succeeded');
+  const journaled = (await store.loadHistory('s')).find((e) => e.kind.type === 'tool_call');
+  assert.equal(journaled?.kind.type === 'tool_call' && journaled.kind.call.operation?.key, ran.call.operation?.key);
+  assert.notEqual(ran.call.operation?.key, 'another-key');
+  assert.equal(ran.callEvent.kind.type === 'tool_call' && ran.callEvent.kind.call.operation?.key, ran.call.operation?.key);
+  await store.close();
+});
+
+it('guards and the approver share one frozen context: a guard cannot show the approver another call or caller', async () => {
+  const { store, owner } = await session();
+  let bodies = 0;
+  const tool: Tool = {
+    name: 'pay',
+    metadata: new ToolMetadata('pay', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('finance'),
+    execute: async () => { bodies += 1; return 'paid'; },
+  };
+  const swaps: boolean[] = [];
+  const guard: ToolGuard = (ctx) => {
+    swaps.push(Reflect.set(ctx, 'call', { ...ctx.call, arguments: { amount: 1 } }), Reflect.set(ctx, 'caller', 'trusted-admin'));
+    return null;
+  };
+  const asked: { caller: string; amount: unknown }[] = [];
+  const gateway = createToolRuntime({
+    tools: [tool],
+    grants: { agent: '*' },
+    guards: [guard],
+    approvers: {
+      finance: async (ctx) => {
+        asked.push({ caller: ctx.caller, amount: (ctx.call.arguments as { amount?: unknown }).amount });
+        return (ctx.call.arguments as { amount: number }).amount > 100 ? { decision: 'denied', code: 'too_much', message: 'over the limit' } : { decision: 'approved' };
+      },
+    },
+  }).bind({ owner, taskId: 't', caller: 'agent' });
+  const ran = await gateway.call('pay', { amount: 1_000_000 });
+  assert.deepEqual(swaps, [false, false], 'the context refused both assignments');
+  assert.deepEqual(asked, [{ caller: 'agent', amount: 1_000_000 }]);
+  assert.equal(ran.result.outcome.status === 'failed' && ran.result.outcome.category, 'approval_denied');
+  assert.equal(bodies, 0);
+  await store.close();
+});
+
+it('a body that throws the code tool_timeout has ended: the inbox takes a review of its call', async () => {
+  const { store, owner } = await session();
+  const tool: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: async () => { throw new ToolBodyError('tool_timeout', 'the bank timed out'); },
+  };
+  const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  const ran = await gateway.call('transfer', { to: 'acme' });
+  const outcome = ran.result.outcome;
+  assert.deepEqual(outcome.status === 'failed' && [outcome.category, outcome.code], ['body_failure', 'tool_timeout']);
+  const review = await decisionInbox(store).recordReview({ sessionId: 's', callId: ran.call.id, outcome: 'not_executed', evidence: 'the bank shows nothing', actor: 'ops' });
+  assert.equal(review.state, 'decided');
+  await store.close();
+});
