@@ -21,7 +21,11 @@ export const notRegistered = (name: string, consequence: string): ToolRetryError
  * (docs/design.md#a-body-that-outlives-its-attempt).
  */
 export function refuseWhileBodyRuns(owner: SessionOwner, plan: ToolRetryPlan): void {
-  const running = lateBodyOf(owner, plan.taskId, plan.operationKey) ?? (runningCalls(owner).has(plan.sourceCallId) ? plan.sourceCallId : undefined);
+  // A source still in flight here whose body started (as the plan read it) is running too. One that had not started
+  // is superseded by the retry instead: its start marker is then refused (docs/design.md#a-stale-attempt-cannot-start),
+  // and if it started since, the commit finds its row changed.
+  const inFlight = planSourceRow(plan)?.started === true && runningCalls(owner).has(plan.sourceCallId);
+  const running = lateBodyOf(owner, plan.taskId, plan.operationKey) ?? (inFlight ? plan.sourceCallId : undefined);
   if (running !== undefined) {
     throw new ToolRetryError(
       'body_running',

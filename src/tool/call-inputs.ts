@@ -1,11 +1,13 @@
 /** What a caller hands the runtime, checked before anything is reserved or recorded: names, arguments, keys, limits. */
-import { JsonParseError, ToolConfigError, ToolPreflightError } from '../errors.js';
-import type { OperationKey } from '../ids.js';
+import { InvalidInputError, JsonParseError, ToolConfigError, ToolPreflightError } from '../errors.js';
+import type { ActionContext } from '../event/types.js';
+import { hasLoneSurrogate, type OperationKey, type TaskId } from '../ids.js';
 import { checkCanonicalJson } from '../json/canonical.js';
 import { parseStringifiedJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS, OPERATION_KEY_LIMITS } from '../limits.js';
-import { utf8Length } from '../text.js';
+import { describeValue, utf8Length } from '../text.js';
+import type { ToolRetryPlan } from './retry-plan.js';
 import { toolNameProblem } from './names.js';
 
 export function positiveSetting(field: string, value: number | undefined, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -81,4 +83,91 @@ export function effectiveLimit(
     throw new ToolPreflightError('invalid_options', `${field} ${option} is above its ceiling of ${ceiling}; to allow more, raise ${byTool ? toolSetting() : runtimeSetting}`);
   }
   return option;
+}
+
+/**
+ * A call's options read once, each field exactly one time, into plain values: a getter or a Proxy in the host's
+ * options cannot show one check a value and the attempt another.
+ */
+export interface CallOptionsRead {
+  readonly retry: ToolRetryPlan | undefined;
+  readonly timeoutMs: number | undefined;
+  readonly maxOutputBytes: number | undefined;
+  readonly signal: AbortSignal | undefined;
+  readonly action: ActionContext | undefined;
+  readonly operationKey: string | undefined;
+}
+
+/** Reads a call's options once (see CallOptionsRead); a field that cannot be read, or is not of its type, is refused. */
+export function readCallOptions(options: unknown, taskId: TaskId): CallOptionsRead {
+  if (typeof options !== 'object' || options === null) throw new ToolPreflightError('invalid_options', `options must be an object, got ${describeValue(options)}`);
+  let read: Record<keyof CallOptionsRead, unknown>;
+  try {
+    const { retry, timeoutMs, maxOutputBytes, signal, action, operationKey } = options as Record<string, unknown>;
+    read = { retry, timeoutMs, maxOutputBytes, signal, action, operationKey };
+  } catch (error) {
+    throw new ToolPreflightError('invalid_options', `the options could not be read: ${describeValue(error)}`, { cause: error });
+  }
+  if (read.signal !== undefined && !isAbortSignal(read.signal)) {
+    throw new ToolPreflightError('invalid_options', `signal must be an AbortSignal, got ${describeValue(read.signal)}`);
+  }
+  return {
+    retry: read.retry as ToolRetryPlan | undefined,
+    timeoutMs: read.timeoutMs as number | undefined,
+    maxOutputBytes: read.maxOutputBytes as number | undefined,
+    signal: read.signal as AbortSignal | undefined,
+    action: checkAction(read.action, taskId),
+    operationKey: read.operationKey as string | undefined,
+  };
+}
+
+const abortedGetter = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')!.get!;
+
+/** A real AbortSignal: its own `aborted` getter accepts it (an object made from its prototype is refused by it). */
+export function isAbortSignal(value: unknown): value is AbortSignal {
+  if (!(value instanceof AbortSignal)) return false;
+  try {
+    abortedGetter.call(value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A call's origin, read once into a detached copy by the journal's rules for it (a decision of this gateway's task,
+ * a step id, a non-negative action index, an optional provider call id; text without lone surrogates), so what is
+ * checked is what is journaled.
+ */
+function checkAction(action: unknown, taskId: TaskId): ActionContext | undefined {
+  if (action === undefined || action === null) return undefined;
+  const bad = (field: string, why: string): never => {
+    throw new InvalidInputError(field, why);
+  };
+  if (typeof action !== 'object') bad('action', `must be an object, got ${describeValue(action)}`);
+  let decision: unknown;
+  let actionIndex: unknown;
+  let providerCallId: unknown;
+  let decisionTask: unknown;
+  let stepId: unknown;
+  try {
+    ({ decision, actionIndex, providerCallId } = action as Record<string, unknown>);
+    if (typeof decision === 'object' && decision !== null) ({ taskId: decisionTask, stepId } = decision as Record<string, unknown>);
+  } catch (error) {
+    return bad('action', `could not be read: ${describeValue(error)}`);
+  }
+  if (typeof decision !== 'object' || decision === null) bad('action.decision', `must be an object, got ${describeValue(decision)}`);
+  if (decisionTask !== taskId) bad('action.decision.taskId', `must be the gateway's task ${taskId}`);
+  const text = (field: string, v: unknown): string => {
+    if (typeof v !== 'string') return bad(field, `must be a string, got ${describeValue(v)}`);
+    if (hasLoneSurrogate(v)) bad(field, 'contains a lone surrogate');
+    return v;
+  };
+  const step = text('action.decision.stepId', stepId);
+  if (typeof actionIndex !== 'number' || !Number.isSafeInteger(actionIndex) || actionIndex < 0) {
+    bad('action.actionIndex', `must be a non-negative integer, got ${describeValue(actionIndex)}`);
+  }
+  const index = (actionIndex as number) === 0 ? 0 : (actionIndex as number);
+  const copy = { decision: { taskId, stepId: step }, actionIndex: index };
+  return providerCallId === undefined ? copy : { ...copy, providerCallId: text('action.providerCallId', providerCallId) };
 }

@@ -30,6 +30,21 @@ export class CallControl {
     subscribeStop: (onStop: (reason: string) => void) => () => void,
     subscribeLost: (onLost: (why: string, every: boolean) => void) => () => void = () => () => undefined,
   ) {
+    try {
+      this.subscribe(timeoutMs, signals, subscribeStop, subscribeLost);
+    } catch (error) {
+      // Nothing of a control that could not be set up outlives it: no timer, no listener.
+      this.dispose();
+      throw error;
+    }
+  }
+
+  private subscribe(
+    timeoutMs: number,
+    signals: readonly (AbortSignal | undefined)[],
+    subscribeStop: (onStop: (reason: string) => void) => () => void,
+    subscribeLost: (onLost: (why: string, every: boolean) => void) => () => void,
+  ): void {
     const timer = setTimeout(() => {
       this.expired = true;
       this.abort(new Error(`deadline of ${timeoutMs} ms passed`));

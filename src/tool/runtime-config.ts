@@ -6,6 +6,7 @@
 import { InvalidInputError, ToolConfigError } from '../errors.js';
 import { describeValue } from '../text.js';
 import { ToolMetadata } from './metadata.js';
+import { isAbortSignal } from './call-inputs.js';
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
@@ -52,5 +53,5 @@ export function checkRuntimeConfig(config: unknown): void {
 
 /** Throws InvalidInputError when a binding's or a call's `signal` is given and is not an AbortSignal. */
 export function checkSignal(signal: unknown, field: string): void {
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidInputError(field, `must be an AbortSignal, got ${describeValue(signal)}`);
+  if (signal !== undefined && !isAbortSignal(signal)) throw new InvalidInputError(field, `must be an AbortSignal, got ${describeValue(signal)}`);
 }

@@ -10,7 +10,7 @@ import { jsonEquals } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { ApprovalChange, BudgetChange, CommitRequest, RecordedAttempt } from '../store/types.js';
-import { describeValue, toWellFormed, utf8Length } from '../text.js';
+import { toWellFormed, utf8Length } from '../text.js';
 import { checkRuntimeConfig, checkSignal } from './runtime-config.js';
 import { askApproval, checkAvailability, checkGrantAndSchema, checkInDoubt, failure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
 import { CallControl } from './control.js';
@@ -23,7 +23,7 @@ import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
 import { canCommit, commitAs, onOwnerLost } from '../store/owner-commit.js';
-import { checkOperationKey, effectiveLimit, positiveSetting, preflight } from './call-inputs.js';
+import { checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
 import { type AttemptCondition, attemptCondition, notRegistered, refuseWhileBodyRuns, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, hookView, operationView, serializeOutput } from './body-outcome.js';
 
@@ -144,30 +144,24 @@ class Gateway implements ToolGateway {
   }
 
   async callWithOptions(name: string, args: JsonValue, options: ToolCallOptions = {}): Promise<ToolExecution> {
-    if (typeof options !== 'object' || options === null) throw new ToolPreflightError('invalid_options', `options must be an object, got ${describeValue(options)}`);
-    if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
-      throw new ToolPreflightError('invalid_options', `signal must be an AbortSignal, got ${describeValue(options.signal)}`);
-    }
+    const given = readCallOptions(options, this.taskId);
     const checked = preflight(name, args);
     const registered = this.runtime.tools.get(name);
     const metadata = registered?.tool.metadata;
     const timeoutMs = effectiveLimit(
-      'timeoutMs', options.timeoutMs, this.runtime.defaultTimeoutMs, 'the runtime\'s defaultTimeoutMs (createToolRuntime)',
+      'timeoutMs', given.timeoutMs, this.runtime.defaultTimeoutMs, 'the runtime\'s defaultTimeoutMs (createToolRuntime)',
       metadata?.timeoutCeilingMs, () => `the tool's ceiling (ToolMetadata.withTimeoutCeiling on ${name})`,
     );
     const outputLimit = effectiveLimit(
-      'maxOutputBytes', options.maxOutputBytes, this.runtime.maxOutputBytes, 'the runtime\'s maxOutputBytes (createToolRuntime)',
+      'maxOutputBytes', given.maxOutputBytes, this.runtime.maxOutputBytes, 'the runtime\'s maxOutputBytes (createToolRuntime)',
       metadata?.outputCeilingBytes, () => `the tool's ceiling (ToolMetadata.withOutputCeiling on ${name})`,
     );
     if (this.binding.signal?.aborted) throw new ToolTurnClosedError();
-    if (options.action && options.action.decision?.taskId !== this.taskId) {
-      throw new InvalidInputError('action.decision.taskId', `must be the gateway's task ${this.taskId}`);
-    }
-    if (options.retry instanceof ToolRetryPlan) refuseWhileBodyRuns(this.binding.owner, options.retry);
+    if (given.retry instanceof ToolRetryPlan) refuseWhileBodyRuns(this.binding.owner, given.retry);
     // A retry of a call that provably never ran, under a contract the tool no longer has, is recorded refused before
     // its body, under the contract its operation recorded (docs/design.md#a-redeploy-while-a-call-waits).
-    const changed = options.retry instanceof ToolRetryPlan && options.operationKey === undefined
-      ? contractChangedRefusal(options.retry, metadata?.effect ?? null) : null;
+    const changed = given.retry instanceof ToolRetryPlan && given.operationKey === undefined
+      ? contractChangedRefusal(given.retry, metadata?.effect ?? null) : null;
     // A call to a tool this caller cannot use is journaled (with its `unavailable` result) only with small
     // arguments: otherwise calls to tools that do not exist could fill the session's journal. A retry's arguments
     // are in the journal already.
@@ -180,42 +174,43 @@ class Gateway implements ToolGateway {
     }
     const contract = metadata?.effect ?? DEFAULT_CONTRACT;
     let callerKey: OperationKey | null = null;
-    if (options.operationKey !== undefined) {
-      if (options.retry !== undefined) {
+    if (given.operationKey !== undefined) {
+      if (given.retry !== undefined) {
         throw new ToolPreflightError('invalid_options', 'operationKey cannot be combined with retry: a retry takes its key from its plan');
       }
-      callerKey = checkOperationKey(options.operationKey);
+      callerKey = checkOperationKey(given.operationKey);
       const recorded = await this.binding.owner.readOperation(this.taskId, callerKey);
       if (recorded) return this.replay(recorded, name, checked.value, contract, registered !== undefined);
     }
     const operation = callerKey === null
-      ? this.operationFor(name, checked.value, changed ? options.retry!.contract : contract, options.retry, registered !== undefined || changed !== null)
+      ? this.operationFor(name, checked.value, changed ? given.retry!.contract : contract, given.retry, registered !== undefined || changed !== null)
       : { taskId: this.taskId, key: callerKey, contract, retry: null, startMarker: true };
     if (this.runtime.inFlight >= this.runtime.maxInFlight) throw new ToolOverloadedError(this.runtime.maxInFlight);
     this.runtime.inFlight += 1;
-    const control = new CallControl(
-      timeoutMs,
-      [this.binding.signal, options.signal],
-      (onStop) => this.binding.owner.onTaskStopped((taskId, reason) => { if (taskId === this.taskId) onStop(reason); }),
-      (onLost) => onOwnerLost(this.binding.owner, onLost),
-    );
+    let control: CallControl | null = null;
     let observer: AttemptObserver | null = null;
     const running = runningCalls(this.binding.owner);
     const callId = newCallId();
     running.add(callId);
     try {
+      control = new CallControl(
+        timeoutMs,
+        [this.binding.signal, given.signal],
+        (onStop) => this.binding.owner.onTaskStopped((taskId, reason) => { if (taskId === this.taskId) onStop(reason); }),
+        (onLost) => onOwnerLost(this.binding.owner, onLost),
+      );
       const call: ToolCall = {
         id: callId,
         name,
         arguments: checked.value,
         operation,
-        ...(options.action ? { action: options.action } : {}),
+        ...(given.action ? { action: given.action } : {}),
       };
-      observer = this.runtime.observability?.attempt(this.sessionId, call, options.retry, usable) ?? null;
+      observer = this.runtime.observability?.attempt(this.sessionId, call, given.retry, usable) ?? null;
       const execution = changed
-        ? await this.refuseChangedContract(call, changed, observer, options.retry!)
-        : await this.run(call, registered, outputLimit, control, checked.text, callerKey !== null, observer, options.retry);
-      if (options.retry instanceof ToolRetryPlan) noteRetrySource(execution, planSourceRow(options.retry));
+        ? await this.refuseChangedContract(call, changed, observer, given.retry!)
+        : await this.run(call, registered, outputLimit, control, checked.text, callerKey !== null, observer, given.retry);
+      if (given.retry instanceof ToolRetryPlan) noteRetrySource(execution, planSourceRow(given.retry));
       observer?.recorded(execution.result.outcome);
       return execution;
     } catch (error) {
@@ -223,7 +218,7 @@ class Gateway implements ToolGateway {
       throw error;
     } finally {
       running.delete(callId);
-      control.dispose();
+      control?.dispose();
       this.runtime.inFlight -= 1;
     }
   }
