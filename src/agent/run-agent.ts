@@ -24,7 +24,7 @@ import { preflightFailure } from '../bridges/outcome.js';
 import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse, type ChatToolDefinition } from './model.js';
 import { checkRunOptions } from './run-options.js';
 import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
-import { callRefusedEvent, checkRunId, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
+import { callRefusedEvent, checkRunId, idFits, modelResponseEvent, NOT_JOURNALED, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
 export type { AgentRecoveryPolicy, AgentToolCall } from './run-calls.js';
 
@@ -218,7 +218,10 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
       signal?.throwIfAborted();
       const action: ActionContext = { decision: { taskId: gateway.taskId as ActionContext['decision']['taskId'], stepId: `${runId}/${step}` }, actionIndex: index };
       const key = runOperationKey(runId, step, index);
-      const refusal = await refusalToRead(journaled, step, index, owner, gateway.taskId, key);
+      // A call of a step asked now whose provider id the journal could not hold is refused as a read-back refuses it.
+      const refusal = step > known.length && !idFits(requested.id)
+        ? NOT_JOURNALED
+        : await refusalToRead(journaled, step, index, owner, gateway.taskId, key);
       let call: AgentToolCall;
       if (refusal !== undefined) {
         // Refused before anything was recorded when the step ran: the model reads the same refusal again.

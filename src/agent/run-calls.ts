@@ -160,16 +160,25 @@ async function readBack(ctx: CallContext, execution: ToolExecution): Promise<Too
   return execution;
 }
 
+/** The call an attempt recorded, as the model's request of it. */
+function asRecorded(requested: ChatToolCall, recorded: RecordedAttempt): ChatToolCall {
+  const kind = recorded.callEvent.kind;
+  return kind.type === 'tool_call' ? { id: requested.id, name: kind.call.name, arguments: JSON.stringify(kind.call.arguments) } : requested;
+}
+
 /**
  * Settles the `index`-th requested call of a step under `key`. `replayOnly` (a finished run read back) never runs
  * or recovers anything: a call with no recorded result answers null.
  */
-export async function settleCall(ctx: CallContext, requested: ChatToolCall, key: string, action: ActionContext, replayOnly: boolean): Promise<SettledCall | null> {
+export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCall, key: string, action: ActionContext, replayOnly: boolean): Promise<SettledCall | null> {
   const { gateway, owner, signal } = ctx;
+  const recorded = await owner.readOperation(gateway.taskId, key);
+  // A call journaled elided that has an attempt (a run journaled by an earlier version, which ran such calls) is
+  // settled as its attempt recorded it: no tool has an empty name.
+  const requested = recorded !== undefined && journaledRequest.name === '' ? asRecorded(journaledRequest, recorded) : journaledRequest;
   const act = withProvider(action, requested.id);
   const options = signal ? { action: act, signal } : { action: act };
   const keyed = signal ? { action: act, signal, operationKey: key } : { action: act, operationKey: key };
-  const recorded = await owner.readOperation(gateway.taskId, key);
   if (recorded === undefined) {
     if (replayOnly) return null;
     return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, keyed), true);

@@ -38,7 +38,7 @@ export interface JournaledRun {
 export function journaledRefusal(run: JournaledRun | null, step: number, index: number): { readonly code: string; readonly message: string } | undefined {
   if (run === null) return undefined;
   const at = `${step}/${index}`;
-  return run.refusals.get(at) ?? (run.omitted.has(at) ? { code: 'not_journaled', message: 'the call could not be journaled as the model wrote it' } : undefined);
+  return run.refusals.get(at) ?? (run.omitted.has(at) ? NOT_JOURNALED : undefined);
 }
 
 /** A run id: OPERATION_KEY_LIMITS's characters without `/`, at most RUN_LIMITS.maxRunIdBytes. */
@@ -78,13 +78,28 @@ export function runStartedEvent(turnId: string, runId: string, taskId: string, i
  * refuses such a call before recording it; its refusal is journaled as `call_refused`.
  */
 function journaledCall(c: ChatToolCall, available: ReadonlySet<string>): JsonValue {
-  const argBytes = utf8Length(c.arguments);
-  const fits = !hasLoneSurrogate(c.id) && utf8Length(c.id) <= LIMITS.maxTextBytes
-    && !hasLoneSurrogate(c.name) && utf8Length(c.name) <= LIMITS.maxToolNameBytes
-    && !hasLoneSurrogate(c.arguments) && argBytes <= LIMITS.maxArgumentsBytes
-    && (available.has(c.name) || argBytes <= LIMITS.maxUnavailableArgumentsBytes);
-  return fits ? { id: c.id, name: c.name, arguments: c.arguments } : { id: '', name: '', arguments: '', omitted: true };
+  if (journalsAsWritten(c, available)) return { id: c.id, name: c.name, arguments: c.arguments };
+  // What fits is kept, so the refusal read back names the tool and answers the model's own call id.
+  return { id: idFits(c.id) ? c.id : '', name: nameFits(c.name) ? c.name : '', arguments: '', omitted: true };
 }
+
+/**
+ * Whether the journal can hold a provider call id. The gateway refuses the name and arguments the journal cannot
+ * hold, but drops such an id and would run the call: a call whose id does not fit is refused by the run itself,
+ * when its step runs as when it is read back, so the journal never shows a call elided that ran.
+ */
+export const idFits = (id: string) => !hasLoneSurrogate(id) && utf8Length(id) <= LIMITS.maxTextBytes;
+const nameFits = (name: string) => !hasLoneSurrogate(name) && utf8Length(name) <= LIMITS.maxToolNameBytes;
+
+/** Whether the journal holds `c` as the model wrote it (see journaledCall). */
+function journalsAsWritten(c: ChatToolCall, available: ReadonlySet<string>): boolean {
+  const argBytes = utf8Length(c.arguments);
+  return idFits(c.id) && nameFits(c.name) && !hasLoneSurrogate(c.arguments) && argBytes <= LIMITS.maxArgumentsBytes
+    && (available.has(c.name) || argBytes <= LIMITS.maxUnavailableArgumentsBytes);
+}
+
+/** The refusal of a call the journal could not hold as the model wrote it (journalsAsWritten). */
+export const NOT_JOURNALED = Object.freeze({ code: 'not_journaled', message: 'the call could not be journaled as the model wrote it' });
 
 export function modelResponseEvent(turnId: string, runId: string, step: number, response: ChatResponse, available: ReadonlySet<string>): EventDraft {
   const toolCalls = response.toolCalls.map((c) => journaledCall(c, available));

@@ -270,6 +270,34 @@ describe('resumable agent runs (SQLite)', () => {
     await first.store.close();
   });
 
+  it('a call whose provider id the journal cannot hold is refused when its step runs and when it is read back, naming its tool', async () => {
+    // The gateway would run it (the provider id plays no part in the keys), but the journal keeps it elided: a call the
+    // journal shows elided never runs, and a resume after a crash reads the same refusal as the live run.
+    const path = tempDbPath(dir);
+    const world = outside();
+    const first = await host(path, world.tools);
+    const longId = `call_${'x'.repeat(1100)}`;
+    await assert.rejects(runAgent({
+      ...first, model: scriptedModel([reply(null, calls([longId, 'place_order', '{"item":"tea"}'], ['c2', 'place_order', '{"item":"milk"}'])), failing()]),
+      input: 'Buy.', maxSteps: 3, runId: 'long-id-1', store: first.store,
+    }), Crash);
+    assert.deepEqual([...world.orders.keys()], ['long-id-1/1/1'], 'only the call the journal holds as written ran');
+    const history = await first.store.loadHistory('shop');
+    const response = history.find((e) => e.kind.type === 'custom' && e.kind.kind === 'model_response');
+    const journaledCalls = response?.kind.type === 'custom' ? (response.kind.payload as { toolCalls: unknown[] }).toolCalls : [];
+    assert.deepEqual(journaledCalls[0], { id: '', name: 'place_order', arguments: '', omitted: true });
+
+    const model = scriptedModel([doneStep]);
+    const result = await resumeAgent({ ...first, model, runId: 'long-id-1', store: first.store, maxSteps: 3 });
+    assert.equal(result.stopReason, 'completed');
+    const tools = model.requests[0]!.messages.filter((m) => m.role === 'tool').map((m) => m.content);
+    assert.match(tools[0]!, /Tool "place_order" was refused before it ran: preflight \(not_journaled\)/);
+    assert.deepEqual([...world.orders.keys()], ['long-id-1/1/1'], 'the resume ran nothing');
+    const again = await runAgent({ ...first, model: scriptedModel([]), input: 'Buy.', maxSteps: 3, runId: 'long-id-1', store: first.store });
+    assert.equal(again.stopReason, 'completed', 'the finished run reads back');
+    await first.store.close();
+  });
+
   it('validates run ids and refuses a resume of a run that is not journaled or that belongs to another task', async () => {
     const path = tempDbPath(dir);
     const world = outside();
