@@ -6,7 +6,7 @@ import { checkCanonicalJson } from '../json/canonical.js';
 import { parseStringifiedJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS, OPERATION_KEY_LIMITS } from '../limits.js';
-import { describeValue, utf8Length } from '../text.js';
+import { describeValue, thrownMessage, utf8Length } from '../text.js';
 import type { ToolRetryPlan } from './retry-plan.js';
 import { toolNameProblem } from './names.js';
 
@@ -33,7 +33,15 @@ export function preflight(name: unknown, args: unknown): { text: string; value: 
   } catch (error) {
     throw new ToolPreflightError('arguments_not_serializable', `the arguments are not JSON: ${(error as Error).message}`, { cause: error });
   }
-  const text = JSON.stringify(args);
+  // A second read of the caller's object: a getter may answer it otherwise than the check (a cycle, a bigint, a
+  // throw). What it gives is what is journaled and run, parsed back below; a failure here is the same refusal.
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(args) as string | undefined;
+  } catch (error) {
+    throw new ToolPreflightError('arguments_not_serializable', `the arguments are not JSON: ${thrownMessage(error)}`, { cause: error });
+  }
+  if (typeof text !== 'string') throw new ToolPreflightError('arguments_not_serializable', 'the arguments are not JSON: they have no JSON form');
   const bytes = utf8Length(text);
   if (bytes > LIMITS.maxArgumentsBytes) {
     throw new ToolPreflightError('arguments_too_large', `the arguments are ${bytes} bytes, at most ${LIMITS.maxArgumentsBytes} allowed`);

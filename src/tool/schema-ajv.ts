@@ -29,7 +29,9 @@ function load(): { Ajv: typeof Ajv2020; addFormats: FormatsPlugin } {
 
 export function createSchemaAjv(): Ajv2020 {
   const { Ajv, addFormats } = load();
-  const ajv = new Ajv({ strict: false, allErrors: false });
+  // ownProperties: a property is present only as the arguments' own (`required: ['constructor']` is not met by
+  // Object.prototype's constructor), as the arguments are parsed JSON with no inherited members of their own.
+  const ajv = new Ajv({ strict: false, allErrors: false, ownProperties: true });
   addFormats(ajv);
   return ajv;
 }
@@ -40,9 +42,34 @@ export function createSchemaAjv(): Ajv2020 {
  * would read as "valid" (every argument passing) and whose rejection nothing would handle.
  */
 export function compileInputSchema(ajv: Ajv2020, schema: object | boolean): ValidateFunction {
+  const proto = protoProperty(schema, 0);
+  if (proto !== null) {
+    throw new Error(`it describes a property named __proto__ (at ${proto}), which the validator cannot check; name the property otherwise`);
+  }
   const validate = ajv.compile(schema);
   if ((validate as { $async?: unknown }).$async === true) {
     throw new Error('it is an $async schema, whose validator answers later; tool arguments are checked synchronously, before the call is journaled');
   }
   return validate;
+}
+
+/**
+ * Where `schema` has a `properties` entry named `__proto__`, or null: ajv leaves such an entry out of the validator
+ * it builds, so the property would pass unchecked. Walked to the depth ajv itself would compile.
+ */
+function protoProperty(schema: unknown, depth: number, path = '#'): string | null {
+  if (typeof schema !== 'object' || schema === null || depth > 256) return null;
+  if (Array.isArray(schema)) {
+    for (const [i, item] of schema.entries()) {
+      const found = protoProperty(item, depth + 1, `${path}/${i}`);
+      if (found !== null) return found;
+    }
+    return null;
+  }
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === 'properties' && typeof value === 'object' && value !== null && Object.hasOwn(value, '__proto__')) return `${path}/properties`;
+    const found = protoProperty(value, depth + 1, `${path}/${key}`);
+    if (found !== null) return found;
+  }
+  return null;
 }

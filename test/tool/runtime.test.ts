@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ToolOperation } from '../../src/event/types.js';
+import type { JsonValue } from '../../src/json/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { createMemoryStore } from '../../src/store/memory.js';
@@ -126,6 +127,16 @@ forEachStore('the gateway', (target) => {
     await assert.rejects(r.gateway.call('n'.repeat(257), {}), { code: 'name_too_long' });
     await assert.rejects(r.gateway.call('t', { big: 'x'.repeat(1024 * 1024) }), { code: 'arguments_too_large' });
     await assert.rejects(r.gateway.call('t', { bad: Number.NaN }), { code: 'arguments_not_serializable' });
+    // A getter that answers the check one way and the serialization another is refused the same way, typed.
+    const shifty = (second: () => unknown) => {
+      let reads = 0;
+      return { get v() { reads += 1; return reads === 1 ? 'fine' : second(); } } as unknown as JsonValue;
+    };
+    const cycle: { self?: unknown } = {};
+    cycle.self = cycle;
+    for (const second of [() => 10n, () => cycle, () => { throw new Error('second read'); }, () => { throw 'not an error'; }]) {
+      await assert.rejects(r.gateway.call('t', shifty(second)), { name: 'ToolPreflightError', code: 'arguments_not_serializable' });
+    }
     await assert.rejects(r.gateway.callWithOptions('t', {}, { timeoutMs: -1 }), { code: 'invalid_options' });
     await r.gateway.call('t', {});
     await assert.rejects(r.gateway.call('t', {}), { code: 'budget_exhausted' });
