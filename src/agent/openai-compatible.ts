@@ -81,7 +81,43 @@ function readResponse(body: JsonValue): ChatResponse {
       arguments: typeof args === 'string' ? args : args === undefined || args === null ? '{}' : JSON.stringify(args),
     };
   });
-  return { text: typeof content === 'string' ? content : null, toolCalls };
+  // A refusal comes in its own field, with no content: it is the model's answer, and the run journals it as such.
+  const refusal = typeof message.refusal === 'string' && message.refusal.length > 0 ? message.refusal : null;
+  return { text: typeof content === 'string' ? content : refusal, toolCalls };
+}
+
+/** Bytes of an error response read for its message (which is cut to 512 bytes). */
+const ERROR_BODY_BYTES = 4096;
+
+/**
+ * The response body as text, read as it arrives and never past `maxBytes`: a body without a Content-Length, or
+ * with a false one, is cut off there (`over`, the rest cancelled), not buffered whole.
+ */
+async function readBounded(response: Response, maxBytes: number): Promise<{ readonly text: string; readonly over: boolean }> {
+  const reader = response.body?.getReader();
+  if (reader === undefined) return { text: '', over: false };
+  const decoder = new TextDecoder();
+  let text = '';
+  let bytes = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return { text: text + decoder.decode(), over: false };
+    bytes += value.byteLength;
+    if (bytes > maxBytes) {
+      await reader.cancel().catch(() => undefined);
+      return { text: text + decoder.decode(value.subarray(0, value.byteLength - (bytes - maxBytes))), over: true };
+    }
+    text += decoder.decode(value, { stream: true });
+  }
+}
+
+/**
+ * What a failed exchange with the server is: the caller's own abort (its signal's reason, as when the signal was
+ * aborted before the run), or the server unreachable, before or while it answered.
+ */
+function exchangeFailure(error: unknown, signal: AbortSignal | undefined, url: string, when: string): unknown {
+  if (signal?.aborted) return signal.reason;
+  return new ChatModelError('model_unreachable', `${when} ${url}: ${error instanceof Error ? error.message : String(error)}`, null, { cause: error });
 }
 
 /** A ChatModel over an OpenAI-compatible `/chat/completions` endpoint. */
@@ -102,17 +138,24 @@ export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatMod
           ...(signal ? { signal } : {}),
         });
       } catch (error) {
-        throw new ChatModelError('model_unreachable', `could not reach ${url}: ${(error as Error).message}`, null, { cause: error });
+        throw exchangeFailure(error, signal, url, 'could not reach');
       }
       const declared = Number(response.headers.get('content-length'));
       if (Number.isFinite(declared) && declared > maxBytes) {
-        await response.body?.cancel();
+        await response.body?.cancel().catch(() => undefined);
         throw new ChatModelError('model_bad_response', `the response is ${declared} bytes, over the limit of ${maxBytes}`, response.status);
       }
-      const text = await response.text();
+      let read: { readonly text: string; readonly over: boolean };
+      try {
+        read = await readBounded(response, response.ok ? maxBytes : Math.min(maxBytes, ERROR_BODY_BYTES));
+      } catch (error) {
+        throw exchangeFailure(error, signal, url, 'the connection failed while reading the response of');
+      }
+      const text = read.text;
       if (!response.ok) {
         throw new ChatModelError('model_http_error', `${url} answered HTTP ${response.status}: ${truncateUtf8(text, 512)}`, response.status);
       }
+      if (read.over) throw new ChatModelError('model_bad_response', `the response is over the limit of ${maxBytes} bytes`, response.status);
       let body: JsonValue;
       try {
         body = parseJson(text, { maxBytes });

@@ -1,0 +1,68 @@
+/**
+ * How the OpenAI-compatible client reads a response body: as it arrives, never past maxResponseBytes (a chunked
+ * body included), every failure while reading typed, the caller's own abort as its signal's reason, and a refusal
+ * as the model's answer.
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { ChatModelError, openAiCompatibleModel } from '../../src/agent.js';
+
+const request = { messages: [{ role: 'user' as const, content: 'hi' }], tools: [] };
+const encoder = new TextEncoder();
+
+/** A fetch answering with a body streamed from `pull`, with no Content-Length. */
+function streaming(pull: (controller: ReadableStreamDefaultController<Uint8Array>) => void | Promise<void>, status = 200) {
+  const state = { pulled: 0, cancelled: false };
+  const fetch = (async () => new Response(new ReadableStream<Uint8Array>({
+    pull: async (controller) => {
+      state.pulled += 1;
+      await pull(controller);
+    },
+    cancel: () => { state.cancelled = true; },
+  }), { status })) as typeof globalThis.fetch;
+  return { fetch, state };
+}
+
+it('stops reading a chunked body at maxResponseBytes and cancels the rest', async () => {
+  const chunk = encoder.encode('x'.repeat(1024));
+  // 64 KiB in all, so a client that buffers the whole body fails this test rather than hanging it.
+  const { fetch, state } = streaming((controller) => (state.pulled > 64 ? controller.close() : controller.enqueue(chunk)));
+  const model = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', maxResponseBytes: 4096, fetch });
+  await assert.rejects(model.complete(request), (e: unknown) => e instanceof ChatModelError && e.code === 'model_bad_response' && /over the limit of 4096 bytes/.test(e.message));
+  assert.ok(state.pulled <= 6, `read ${state.pulled} chunks of 1 KiB`);
+  assert.equal(state.cancelled, true);
+});
+
+it('reads at most a few KiB of an error body, for its message', async () => {
+  const chunk = encoder.encode('overloaded '.repeat(100));
+  const { fetch, state } = streaming((controller) => (state.pulled > 64 ? controller.close() : controller.enqueue(chunk)), 503);
+  const model = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', fetch });
+  await assert.rejects(model.complete(request), (e: unknown) => e instanceof ChatModelError && e.code === 'model_http_error' && e.status === 503 && /answered HTTP 503: overloaded/.test(e.message));
+  assert.ok(state.pulled <= 6, `read ${state.pulled} chunks`);
+});
+
+it('a connection that fails while the body is read is model_unreachable; the caller\'s abort is its signal\'s reason', async () => {
+  const reset = streaming((controller) => controller.error(new TypeError('terminated')));
+  const model = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', fetch: reset.fetch });
+  await assert.rejects(model.complete(request), (e: unknown) => e instanceof ChatModelError && e.code === 'model_unreachable' && /while reading the response.*terminated/.test(e.message));
+
+  const controller = new AbortController();
+  const reason = new Error('the host gave up');
+  const slow = streaming(async (c) => {
+    controller.abort(reason);
+    c.error(new DOMException('This operation was aborted', 'AbortError'));
+  });
+  const aborting = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', fetch: slow.fetch });
+  await assert.rejects(aborting.complete(request, controller.signal), (e: unknown) => e === reason);
+
+  const before = new AbortController();
+  const refusing = (async () => { before.abort(reason); throw new DOMException('aborted', 'AbortError'); }) as typeof globalThis.fetch;
+  const early = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', fetch: refusing });
+  await assert.rejects(early.complete(request, before.signal), (e: unknown) => e === reason, 'not reported as an unreachable server');
+});
+
+it('a refusal is the model\'s answer text', async () => {
+  const body = JSON.stringify({ choices: [{ message: { role: 'assistant', content: null, refusal: 'I cannot help with that.' }, finish_reason: 'stop' }] });
+  const model = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', fetch: (async () => new Response(body)) as typeof globalThis.fetch });
+  assert.deepEqual(await model.complete(request), { text: 'I cannot help with that.', toolCalls: [] });
+});
