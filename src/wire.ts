@@ -8,7 +8,7 @@ export * from './event/index.js';
 export { PRE_BODY_CATEGORIES, TOOL_EFFECTS, TOOL_FAILURE_CATEGORIES, TOOL_REVIEW_OUTCOMES } from './event/types.js';
 export { exportJournal, parseJournal } from './store/jsonl.js';
 export { exportRustJournal, ORIGINAL_EVENT_KINDS } from './store/rust-format.js';
-export { canonicalJson, jsonDigest, jsonEquals } from './json/canonical.js';
+export { canonicalJson, compactJsonBytes, jsonDigest, jsonEquals } from './json/canonical.js';
 export { validateToolContract } from './tool/evidence.js';
 export { parseJson, type ParseJsonOptions } from './json/parse.js';
 export { CanonicalJsonError, ExportUnrepresentableError, JournalImportError, JsonParseError, PhysicalLogError, WireDecodeError } from './errors.js';
