@@ -119,7 +119,7 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
       const attention = rows.filter((r) => (r.attention?.total ?? 0) > 0).length;
       out.line();
       out.line(
-        `${plural(rows.length, 'session')}, ${num(total)} events; ` +
+        `${plural(rows.length, 'session')}, ${plural(total, 'event')}; ` +
           `${plural(attention, 'session')} with calls needing attention` +
           (damaged > 0 ? `; ${s.red(`${plural(damaged, 'damaged journal')}`)} (run 'jingwei verify' on it)` : ''),
       );
