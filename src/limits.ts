@@ -113,6 +113,12 @@ export const OPERATION_KEY_LIMITS = {
 export const RUN_LIMITS = {
   /** At most this many characters (ASCII), so the derived key stays within OPERATION_KEY_LIMITS.maxBytes. */
   maxRunIdBytes: 160,
+  /**
+   * The longest answer text a run journals for one step (UTF-8 bytes). A run keeps it with the assistant message,
+   * the step's model_response and, at its end, run_finished, none of them charged to a task: a longer answer is
+   * refused (ChatModelError `model_bad_response`) before any of it is journaled, so a model cannot fill the session.
+   */
+  maxAnswerBytes: 256 * 1024,
   /** OPERATION_KEY_LIMITS's characters without `/`, which separates the key's parts. */
   pattern: /^[A-Za-z0-9][A-Za-z0-9._:@-]*$/,
 } as const;

@@ -5,7 +5,8 @@
  */
 import { ChatModelError } from '../errors.js';
 import type { JsonObject } from '../json/types.js';
-import { describeValue } from '../text.js';
+import { RUN_LIMITS } from '../limits.js';
+import { describeValue, utf8Length } from '../text.js';
 
 /** One tool call the model asked for. */
 export interface ChatToolCall {
@@ -55,6 +56,12 @@ export function checkChatResponse(response: unknown): ChatResponse {
   if (typeof response !== 'object' || response === null || Array.isArray(response)) throw bad('the answer', 'an object { text, toolCalls }', response);
   const { text, toolCalls } = response as { text?: unknown; toolCalls?: unknown };
   if (text !== null && typeof text !== 'string') throw bad('text', 'a string or null', text);
+  if (text !== null && text.length > RUN_LIMITS.maxAnswerBytes / 3 && utf8Length(text) > RUN_LIMITS.maxAnswerBytes) {
+    throw new ChatModelError(
+      'model_bad_response',
+      `the model's answer text is ${utf8Length(text)} bytes, over a run's limit of ${RUN_LIMITS.maxAnswerBytes} (RUN_LIMITS.maxAnswerBytes); nothing of it is journaled`,
+    );
+  }
   if (!Array.isArray(toolCalls)) throw bad('toolCalls', 'an array (empty when the model is done)', toolCalls);
   toolCalls.forEach((call: unknown, i) => {
     if (typeof call !== 'object' || call === null || Array.isArray(call)) throw bad(`toolCalls[${i}]`, 'an object { id, name, arguments }', call);

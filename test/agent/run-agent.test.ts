@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { resumeAgent, runAgent, scriptedModel, type ChatModel, type ChatResponse, type ChatToolCall } from '../../src/agent.js';
 import { createMemoryStore } from '../../src/store/memory.js';
+import { RUN_LIMITS } from '../../src/limits.js';
 import { ChatModelError, ToolBodyError } from '../../src/errors.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -174,6 +175,8 @@ describe('runAgent', () => {
       [{ text: null, toolCalls: [null] }, /toolCalls\[0\] must be an object/],
       [{ text: null, toolCalls: [{ id: 'a', name: 'lookup_price', arguments: { item: 'tea' } }] }, /toolCalls\[0\]\.arguments must be JSON text \(a string\), got an object/],
       [{ text: null, toolCalls: [{ id: 'a', name: 'lookup_price', arguments: '{}' }, { name: 'lookup_price', arguments: '{}' }] }, /toolCalls\[1\]\.id must be a string, got undefined/],
+      // An answer a run would keep three times, uncharged: refused before it can fill the session's journal.
+      [{ text: 'é'.repeat(RUN_LIMITS.maxAnswerBytes / 2 + 1), toolCalls: [] }, /answer text is 262146 bytes, over a run's limit of 262144 \(RUN_LIMITS\.maxAnswerBytes\)/],
     ];
     for (const [answer, message] of answers) {
       const { store, owner, gateway, bodies } = await setup();
