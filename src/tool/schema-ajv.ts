@@ -27,11 +27,22 @@ function load(): { Ajv: typeof Ajv2020; addFormats: FormatsPlugin } {
   return loaded;
 }
 
+/**
+ * ajv, not strict, only warns of a `format` it does not know and then lets any value through it: the schema is
+ * refused instead (a ToolConfigError for the runtime, a skipped tool for an MCP import), and nothing is printed.
+ */
+function refuseUnknownFormat(...parts: unknown[]): void {
+  const text = parts.map(String).join(' ');
+  if (text.startsWith('unknown format')) {
+    throw new Error(`${text.replace(' ignored', '')}: the validator checks the standard formats only, and would let any value through this one`);
+  }
+}
+
 export function createSchemaAjv(): Ajv2020 {
   const { Ajv, addFormats } = load();
   // ownProperties: a property is present only as the arguments' own (`required: ['constructor']` is not met by
   // Object.prototype's constructor), as the arguments are parsed JSON with no inherited members of their own.
-  const ajv = new Ajv({ strict: false, allErrors: false, ownProperties: true });
+  const ajv = new Ajv({ strict: false, allErrors: false, ownProperties: true, logger: { log: () => undefined, warn: refuseUnknownFormat, error: () => undefined } });
   addFormats(ajv);
   return ajv;
 }

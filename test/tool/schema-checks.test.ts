@@ -1,10 +1,12 @@
 /**
  * A schema's `required` and `dependentRequired` are met only by the arguments' own properties: Object.prototype's
  * `constructor`, `toString` or `valueOf` do not make a missing property present. A schema that describes a property
- * named `__proto__` is refused, since the validator would leave it unchecked.
+ * named `__proto__`, or uses a `format` the validator does not know, is refused, since the validator would leave
+ * that part unchecked.
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
+import { importFromSource } from '../../src/bridges/mcp.js';
 import { ToolConfigError } from '../../src/errors.js';
 import { parseJson } from '../../src/json/parse.js';
 import type { JsonObject } from '../../src/json/types.js';
@@ -43,4 +45,26 @@ it('a schema describing a property named __proto__ is refused when the runtime i
     assert.match(error.message, /input schema of t is invalid: it describes a property named __proto__ \(at #\/properties\/inner\/properties\)/);
     return true;
   });
+});
+
+it('a schema with a format the validator does not know is refused, by the runtime and by an MCP import, printing nothing', () => {
+  const schema: JsonObject = { type: 'object', properties: { amount: { type: 'string', format: 'currency' }, to: { type: 'string', format: 'email' } } };
+  const warnings: unknown[] = [];
+  const warn = console.warn;
+  console.warn = (...args: unknown[]) => { warnings.push(args); };
+  try {
+    const t = tool('t', async () => 'ran', new ToolMetadata('t', schema));
+    assert.throws(() => createToolRuntime({ tools: [t], grants: { agent: '*' } }), (error: unknown) => {
+      assert.ok(error instanceof ToolConfigError);
+      assert.match(error.message, /input schema of t is invalid: unknown format "currency" in schema at path "#\/properties\/amount"/);
+      return true;
+    });
+    const listed = [{ name: 'pay', description: 'pays', inputSchema: schema }, { name: 'lookup', description: 'reads', inputSchema: { type: 'object' } }];
+    const imported = importFromSource({ client: () => { throw new Error('not called'); } }, { server: { name: 's', version: '1' }, listed: listed as never }, {});
+    assert.deepEqual(imported.tools.map((x) => x.name), ['lookup']);
+    assert.match(imported.skipped[0]!.reason, /unknown format "currency"/);
+  } finally {
+    console.warn = warn;
+  }
+  assert.deepEqual(warnings, [], 'nothing printed');
 });
