@@ -550,9 +550,15 @@ export class ChatModelError extends JingweiError {
   declare readonly code: ChatModelErrorCode;
   /** The HTTP status, when the server answered. */
   readonly status: number | null;
-  constructor(code: ChatModelErrorCode, message: string, status: number | null = null, options?: { cause?: unknown }) {
+  /**
+   * The server's `Retry-After` header as it sent it (seconds or an HTTP date), for an HTTP error that carried one;
+   * null otherwise. The library never retries a model request: this is for the host that does.
+   */
+  readonly retryAfter: string | null;
+  constructor(code: ChatModelErrorCode, message: string, status: number | null = null, options?: { cause?: unknown; retryAfter?: string | null }) {
     super(code, message, options);
     this.status = status;
+    this.retryAfter = options?.retryAfter ?? null;
   }
 }
 

@@ -153,7 +153,10 @@ export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatMod
       }
       const text = read.text;
       if (!response.ok) {
-        throw new ChatModelError('model_http_error', `${url} answered HTTP ${response.status}: ${truncateUtf8(text, 512)}`, response.status);
+        const retryAfter = response.headers.get('retry-after');
+        throw new ChatModelError('model_http_error', `${url} answered HTTP ${response.status}: ${truncateUtf8(text, 512)}`, response.status, {
+          retryAfter: retryAfter === null ? null : truncateUtf8(retryAfter, 256),
+        });
       }
       if (read.over) throw new ChatModelError('model_bad_response', `the response is over the limit of ${maxBytes} bytes`, response.status);
       let body: JsonValue;

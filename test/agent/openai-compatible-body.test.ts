@@ -66,3 +66,11 @@ it('a refusal is the model\'s answer text', async () => {
   const model = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', fetch: (async () => new Response(body)) as typeof globalThis.fetch });
   assert.deepEqual(await model.complete(request), { text: 'I cannot help with that.', toolCalls: [] });
 });
+
+it('an HTTP error carries the server\'s Retry-After for the host that retries', async () => {
+  const answer = (headers: Record<string, string>) => (async () => new Response('slow down', { status: 429, headers })) as typeof globalThis.fetch;
+  const limited = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', fetch: answer({ 'retry-after': '7' }) });
+  await assert.rejects(limited.complete(request), (e: unknown) => e instanceof ChatModelError && e.code === 'model_http_error' && e.status === 429 && e.retryAfter === '7');
+  const plain = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', fetch: answer({}) });
+  await assert.rejects(plain.complete(request), (e: unknown) => e instanceof ChatModelError && e.retryAfter === null);
+});
