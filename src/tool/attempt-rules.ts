@@ -3,7 +3,7 @@ import { OperationInDoubtError, ToolRetryError } from '../errors.js';
 import type { ToolCall, ToolOperation } from '../event/types.js';
 import { isDecidedMeanwhile } from '../store/approvals.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
-import { lateBodyEnd, lateBodyOf } from './late-bodies.js';
+import { bodyStillRuns, lateBodyEnd, lateBodyOf } from './late-bodies.js';
 import type { ApprovalChange, CommitRequest, SessionOwner } from '../store/types.js';
 import { planReviewedWhileBodyOpen, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
 
@@ -56,15 +56,31 @@ export function attemptCondition(op: ToolOperation, plan: ToolRetryPlan | undefi
   return callerKeyed ? { expectNewOperation: { taskId: op.taskId, key: op.key } } : {};
 }
 
-/** The calls each owner has in flight in this process, whichever runtime runs them: the in-doubt guard passes them over. */
-const inFlightByOwner = new WeakMap<SessionOwner, Set<string>>();
+/**
+ * The calls in flight in this process, by session, whichever runtime and whichever owner of the session runs them
+ * (a session released and acquired again in this process still sees the calls its earlier owner started): the
+ * in-doubt guard passes them over, and a review or a retry of one waits for it.
+ */
+const inFlightBySession = new Map<string, Set<string>>();
+const NONE: ReadonlySet<string> = new Set();
 
-export function runningCalls(owner: SessionOwner): Set<string> {
-  const known = inFlightByOwner.get(owner);
-  if (known !== undefined) return known;
-  const calls = new Set<string>();
-  inFlightByOwner.set(owner, calls);
-  return calls;
+/** The calls of `owner`'s session in flight in this process. */
+export function runningCalls(owner: SessionOwner): ReadonlySet<string> {
+  return inFlightBySession.get(owner.sessionId) ?? NONE;
+}
+
+/** Notes that `callId` of `owner`'s session is in flight here until `leaveCall`. */
+export function enterCall(owner: SessionOwner, callId: string): void {
+  const calls = inFlightBySession.get(owner.sessionId);
+  if (calls === undefined) inFlightBySession.set(owner.sessionId, new Set([callId]));
+  else calls.add(callId);
+}
+
+export function leaveCall(owner: SessionOwner, callId: string): void {
+  const calls = inFlightBySession.get(owner.sessionId);
+  if (calls === undefined) return;
+  calls.delete(callId);
+  if (calls.size === 0) inFlightBySession.delete(owner.sessionId);
 }
 
 /**
@@ -86,4 +102,14 @@ export async function unlessDecidedMeanwhile<T>(work: () => Promise<T>): Promise
     if (isDecidedMeanwhile(error)) return null;
     throw error;
   }
+}
+
+/**
+ * Why `callId` of `owner`'s session is still running in this process, or null: in flight (no result recorded yet), or
+ * a late body (its result recorded when it was interrupted, its body not ended). A review of it could be overtaken by
+ * it, and a retry would run beside it.
+ */
+export function runningHere(owner: SessionOwner, callId: string): 'in_flight' | 'late_body' | null {
+  if (runningCalls(owner).has(callId)) return 'in_flight';
+  return bodyStillRuns(owner, callId) ? 'late_body' : null;
 }

@@ -23,6 +23,7 @@ import { jsonEquals } from '../json/canonical.js';
 import { LIMITS } from '../limits.js';
 import { utf8Length } from '../text.js';
 import { ToolRetryError } from '../errors.js';
+import { BODY_ENDED } from './late-bodies.js';
 import {
   ToolRecoveryStatus,
   evidenceRuleFor,
@@ -48,6 +49,8 @@ export interface AttemptRecord {
   readonly attempt: number;
   /** Journaled reviews of this call, in physical order; the last one is the one recovery reads. */
   readonly reviews: ReviewEntry[];
+  /** The seq of the journaled end of a body that outlived its result and returned or threw (late-bodies.ts), if any. */
+  bodyRanOnSeq?: number;
 }
 
 /** One journaled review and the event holding it. */
@@ -309,6 +312,12 @@ export function collectEvidence(history: readonly SessionEvent[], callId?: strin
       if (rule.status === 'invalid') invalid(`${at}: call ${result.callId}: ${rule.fact(result.outcome)}`);
     } else if (kind.type === 'tool_review') {
       checkReviewEvent(calls, kind.review, at).reviews.push({ review: kind.review, event });
+    } else if (kind.type === 'custom' && kind.plugin === BODY_ENDED.plugin && kind.kind === BODY_ENDED.kind) {
+      // Read only to withhold trust (an overtaken review, below): a host could append such an event itself.
+      const payload = kind.payload;
+      const ended = typeof payload === 'object' && payload !== null && !Array.isArray(payload) ? payload : null;
+      const record = typeof ended?.callId === 'string' ? calls.get(ended.callId) : undefined;
+      if (record !== undefined && (ended!.ended === 'returned' || ended!.ended === 'threw')) record.bodyRanOnSeq ??= event.seq;
     }
   }
   return { sessionId, eventCount: history.length, calls, attempts };
@@ -374,7 +383,18 @@ export function effectiveReview(record: AttemptRecord, hostReview: ToolRetryRevi
   const journaled = latestReview(record);
   if (journaled?.outcome === 'completed') return journaled;
   if (hostReview !== null) return hostReview;
-  return journaled;
+  return journaled?.outcome === 'not_executed' && overtaken(record) ? null : journaled;
+}
+
+/**
+ * Whether the call's own evidence came after its latest journaled review: its start marker, its result, or the end
+ * of a body that outlived its result. A `not_executed` review made without that evidence is not used (the decision
+ * inbox marks such reviews stale the same way); the call needs a review again.
+ */
+function overtaken(record: AttemptRecord): boolean {
+  const seen = record.reviews[record.reviews.length - 1]?.event.seq;
+  if (seen === undefined) return false;
+  return (record.startedEvent?.seq ?? -1) > seen || (record.resultEvent?.seq ?? -1) > seen || (record.bodyRanOnSeq ?? -1) > seen;
 }
 
 /**

@@ -11,6 +11,7 @@
 import type { SessionEvent, ToolCall } from '../event/types.js';
 import type { TurnId } from '../ids.js';
 import type { SessionOwner } from '../store/types.js';
+import { setNewest } from '../bounded-map.js';
 
 export const BODY_ENDED = { plugin: 'jingwei.runtime', kind: 'body_ended' } as const;
 
@@ -32,55 +33,61 @@ interface LateBody {
   readonly key: string;
 }
 
-const byOwner = new WeakMap<SessionOwner, Map<string, LateBody>>();
-/** How each late body of an owner ended in this process, by call id: a retry reads it (lateBodyEnd). */
-const endedByOwner = new WeakMap<SessionOwner, Map<string, LateBodyEnd>>();
+/**
+ * The late bodies still running in this process, by session id, then call id: whichever owner of the session asks,
+ * including one that acquired it again after an earlier owner here let it go.
+ */
+const runningBySession = new Map<string, Map<string, LateBody>>();
+/** How late bodies ended in this process, by session id and call id (the newest ENDINGS_KEPT): a retry reads it. */
+const endings = new Map<string, LateBodyEnd>();
+const ENDINGS_KEPT = 100_000;
+const endingKey = (sessionId: string, callId: string) => `${sessionId}\n${callId}`;
 
 /**
  * Keeps `call` as running in this process until `ended` settles, then journals how it ended, once its result
  * (`recorded`) has been written or has failed. A journal that cannot take the event (the owner released or fenced,
- * the store closed) is left as it is: the inbox then waits for the lease, as for a call with no result.
+ * the store closed) is left as it is: the inbox then waits for the lease, as for a call with no result. The call's
+ * id and operation are read here, once: the caller's ToolExecution holds the same call object.
  */
 export function trackLateBody(owner: SessionOwner, call: ToolCall, turnId: TurnId, ended: Promise<LateBodyEnd>, recorded: Promise<unknown>): void {
   const op = call.operation;
   if (op === undefined) return;
-  let calls = byOwner.get(owner);
+  const { sessionId } = owner;
+  const callId = call.id;
+  let calls = runningBySession.get(sessionId);
   if (calls === undefined) {
     calls = new Map();
-    byOwner.set(owner, calls);
+    runningBySession.set(sessionId, calls);
   }
-  calls.set(call.id, { taskId: op.taskId, key: op.key });
+  calls.set(callId, { taskId: op.taskId, key: op.key });
   const settledRecord = recorded.then(() => undefined, () => undefined);
   void Promise.all([ended, settledRecord]).then(async ([how]) => {
-    calls.delete(call.id);
-    let endings = endedByOwner.get(owner);
-    if (endings === undefined) {
-      endings = new Map();
-      endedByOwner.set(owner, endings);
-    }
-    endings.set(call.id, how);
+    const still = runningBySession.get(sessionId);
+    still?.delete(callId);
+    if (still?.size === 0) runningBySession.delete(sessionId);
+    setNewest(endings, endingKey(sessionId, callId), how, ENDINGS_KEPT);
     try {
-      await owner.append([{ turnId, kind: { type: 'custom', ...BODY_ENDED, payload: { callId: call.id, ended: how } } }]);
+      await owner.append([{ turnId, kind: { type: 'custom', ...BODY_ENDED, payload: { callId, ended: how } } }]);
     } catch {
       // Nothing to do: see above.
     }
   });
 }
 
-/** The call of operation (taskId, key) whose body still runs in this process under `owner`, if any. */
+/** The call of operation (taskId, key) of `owner`'s session whose body still runs in this process, if any. */
 export function lateBodyOf(owner: SessionOwner, taskId: string, key: string): string | undefined {
-  for (const [callId, body] of byOwner.get(owner) ?? []) if (body.taskId === taskId && body.key === key) return callId;
+  for (const [callId, body] of runningBySession.get(owner.sessionId) ?? []) if (body.taskId === taskId && body.key === key) return callId;
   return undefined;
 }
 
-/** How the late body of `callId` ended in this process under `owner`; undefined when none ended here. */
+/** How the late body of `callId` of `owner`'s session ended in this process; undefined when none ended here. */
 export function lateBodyEnd(owner: SessionOwner, callId: string): LateBodyEnd | undefined {
-  return endedByOwner.get(owner)?.get(callId);
+  return endings.get(endingKey(owner.sessionId, callId));
 }
 
-/** Whether the body of `callId` still runs in this process under `owner`. */
+/** Whether the body of `callId` of `owner`'s session still runs in this process. */
 export function bodyStillRuns(owner: SessionOwner, callId: string): boolean {
-  return byOwner.get(owner)?.has(callId) === true;
+  return runningBySession.get(owner.sessionId)?.has(callId) === true;
 }
 
 /** The journaled end of the body of `callId` after its result, or null. */

@@ -20,7 +20,7 @@ import { truncateUtf8 } from '../text.js';
 import { classifyAttempt, collectEvidence, latestReview, reviewableAttempt, sameContract } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { assessSession } from './assess.js';
-import { bodyStillRuns } from './late-bodies.js';
+import { runningHere } from './attempt-rules.js';
 import type { Tool, ToolReconcileAnswer, ToolReconcileRequest } from './types.js';
 import { commitAs } from '../store/owner-commit.js';
 
@@ -82,11 +82,14 @@ export async function recordToolReview(
     throw new InvalidInputError('history', `is the journal of session ${history[0]!.sessionId}, not of ${owner.sessionId}`);
   }
   const record = reviewableAttempt(history, id);
-  if (bodyStillRuns(owner, id)) {
+  const running = runningHere(owner, id);
+  if (running !== null) {
     throw new DecisionError(
       'call_in_flight',
       id,
-      `call ${id} is still running in this process: its result was recorded when it was interrupted, and its body has not ended; review it once it has (the journal records it)`,
+      running === 'late_body'
+        ? `call ${id} is still running in this process: its result was recorded when it was interrupted, and its body has not ended; review it once it has (the journal records it)`
+        : `call ${id} is still running in this process: no result is recorded yet; review it once it has one`,
     );
   }
   const op = record.call.operation!;
@@ -109,8 +112,9 @@ export interface ReconciledCall {
    * same reconciler (nothing written); `no_reconciler`: the tool is not given or declares none; `revision_changed`:
    * the tool's current contract is not the one the call was recorded with (its reconciler may not know the old
    * operation); `failed`: the reconciler threw or answered something invalid (nothing written; `error` says what);
-   * `body_running`: the call's body is still running in this process after its result was recorded, so no answer
-   * about it can hold yet (not asked, nothing written; docs/design.md#a-body-that-outlives-its-attempt).
+   * `body_running`: the call is still running in this process (no result yet, or its body went on after its result
+   * was recorded), so no answer about it can hold yet (not asked, nothing written;
+   * docs/design.md#a-body-that-outlives-its-attempt).
    */
   readonly action: 'recorded' | 'unchanged' | 'no_reconciler' | 'revision_changed' | 'failed' | 'body_running';
   readonly answer: ToolReconcileAnswer['outcome'] | null;
@@ -179,7 +183,7 @@ export async function reconcileUncertainCalls(
     const latest = latestReview(record);
     if (latest !== null && latest.outcome !== 'uncertain') continue;
     const base = { callId: record.call.id, name: record.call.name };
-    if (bodyStillRuns(owner, record.call.id)) {
+    if (runningHere(owner, record.call.id) !== null) {
       calls.push({ ...base, action: 'body_running', answer: null, review: null });
       continue;
     }

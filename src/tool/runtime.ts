@@ -24,7 +24,7 @@ import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
 import { canCommit, commitAs, onOwnerLost } from '../store/owner-commit.js';
 import { checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
-import { type AttemptCondition, attemptCondition, notRegistered, refuseWhileBodyRuns, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
+import { type AttemptCondition, attemptCondition, enterCall, leaveCall, notRegistered, refuseWhileBodyRuns, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, hookView, operationView, serializeOutput } from './body-outcome.js';
 
 /** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
@@ -189,9 +189,8 @@ class Gateway implements ToolGateway {
     this.runtime.inFlight += 1;
     let control: CallControl | null = null;
     let observer: AttemptObserver | null = null;
-    const running = runningCalls(this.binding.owner);
     const callId = newCallId();
-    running.add(callId);
+    enterCall(this.binding.owner, callId);
     try {
       control = new CallControl(
         timeoutMs,
@@ -217,7 +216,7 @@ class Gateway implements ToolGateway {
       observer?.unrecorded(error);
       throw error;
     } finally {
-      running.delete(callId);
+      leaveCall(this.binding.owner, callId);
       control?.dispose();
       this.runtime.inFlight -= 1;
     }

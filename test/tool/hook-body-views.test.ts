@@ -94,3 +94,25 @@ it('a body that throws the code tool_timeout has ended: the inbox takes a review
   assert.equal(review.state, 'decided');
   await store.close();
 });
+
+it('the late-body tracking keeps its own copy of the call id: relabelling the returned execution changes nothing', async () => {
+  const { store, owner } = await session();
+  let finish: () => void = () => {};
+  const tool: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1').withTimeoutCeiling(100),
+    execute: () => new Promise<string>((resolve) => { finish = () => resolve('sent late'); }),
+  };
+  const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  const ran = await gateway.call('transfer', { to: 'acme' });
+  const realId = ran.call.id;
+  (ran.call as { id: string }).id = 'toolcall_relabelled';
+  finish();
+  let ended: unknown[] = [];
+  while (ended.length === 0) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    ended = (await store.loadHistory('s')).flatMap((e) => (e.kind.type === 'custom' && e.kind.kind === 'body_ended' ? [e.kind.payload] : []));
+  }
+  assert.deepEqual(ended, [{ callId: realId, ended: 'returned' }]);
+  await store.close();
+});

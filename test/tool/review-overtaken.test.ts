@@ -1,0 +1,119 @@
+/**
+ * A review of a call still running in this process is refused, whether it has no result yet or its body outlived
+ * its result: by recordToolReview, and reconcileUncertainCalls does not ask. A journaled not_executed review that
+ * the call's own start marker, result or late body's end came after is not used by prepareToolRetry: it was made
+ * without that evidence (the decision inbox marks such reviews stale the same way).
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import type { SessionEvent } from '../../src/event/types.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { prepareToolRetry } from '../../src/tool/retry-plan.js';
+import { reconcileUncertainCalls, recordToolReview } from '../../src/tool/review.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { Tool } from '../../src/tool/types.js';
+import { sleep } from '../support/runtime.js';
+
+/** `history` with the event at `from` moved to `to`, seqs renumbered: the same events, another physical order. */
+function moved(history: readonly SessionEvent[], from: number, to: number): SessionEvent[] {
+  const events = [...history];
+  const [event] = events.splice(from, 1);
+  events.splice(to, 0, event!);
+  return events.map((e, seq) => ({ ...e, seq }));
+}
+
+const types = (history: readonly SessionEvent[]) => history.map((e) => (e.kind.type === 'custom' ? e.kind.kind : e.kind.type));
+
+it('a call still in flight here (no result yet) cannot be reviewed, and no reconciler is asked about it', async () => {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t');
+  let release: () => void = () => {};
+  let asked = 0;
+  const transfer: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: () => new Promise<string>((resolve) => { release = () => resolve('sent'); }),
+    reconcile: async () => { asked += 1; return { outcome: 'not_executed', evidence: 'nothing at the bank yet' }; },
+  };
+  const gateway = createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  const running = gateway.call('transfer', { to: 'acme' });
+  let history: SessionEvent[] = [];
+  while (!types(history).includes('tool_started')) {
+    await sleep(2);
+    history = await store.loadHistory('s');
+  }
+  const callId = history.flatMap((e) => (e.kind.type === 'tool_started' ? [e.kind.callId] : []))[0]!;
+  await assert.rejects(recordToolReview(owner, history, callId, { actor: 'ops', evidence: 'nothing seen', outcome: 'not_executed' }), {
+    name: 'DecisionError', code: 'call_in_flight', message: /still running in this process: no result is recorded yet/,
+  });
+  const reconciled = await reconcileUncertainCalls(owner, [transfer], history);
+  assert.deepEqual(reconciled.calls.map((c) => c.action), ['body_running']);
+  assert.equal(asked, 0);
+  // Another owner of the same session in this process (released and acquired again) knows it runs too.
+  release();
+  assert.equal((await running).result.outcome.status, 'succeeded');
+  await store.close();
+});
+
+it('a journaled not_executed review that the call\'s result or its late body\'s end came after is not used', async () => {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t');
+  let finish: () => void = () => {};
+  const transfer: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1').withTimeoutCeiling(100),
+    execute: () => new Promise<string>((resolve) => { finish = () => resolve('sent late'); }),
+  };
+  const gateway = createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  const first = await gateway.call('transfer', { to: 'acme' });
+  finish();
+  let history: SessionEvent[] = [];
+  while (!types(history).includes('body_ended')) {
+    await sleep(2);
+    history = await store.loadHistory('s');
+  }
+  await recordToolReview(owner, history, first.call.id, { actor: 'ops', evidence: 'the bank shows nothing', outcome: 'not_executed' });
+  const informed = await store.loadHistory('s');
+  assert.deepEqual(types(informed), ['task_ledger', 'tool_call', 'tool_started', 'tool_result', 'body_ended', 'tool_review']);
+  assert.equal(prepareToolRetry(informed, first.call.id).review?.outcome, 'not_executed', 'made with every piece of evidence: used');
+
+  const beforeEnd = moved(informed, 5, 4);
+  assert.deepEqual(types(beforeEnd), ['task_ledger', 'tool_call', 'tool_started', 'tool_result', 'tool_review', 'body_ended']);
+  assert.throws(() => prepareToolRetry(beforeEnd, first.call.id), { name: 'ToolRetryError', code: 'needs_review' });
+  const beforeResult = moved(informed, 5, 3);
+  assert.throws(() => prepareToolRetry(beforeResult, first.call.id), { name: 'ToolRetryError', code: 'needs_review' });
+  // Before the marker the call was not in doubt: such a journal is refused as evidence no runtime writes.
+  assert.throws(() => prepareToolRetry(moved(informed, 5, 2), first.call.id), { name: 'ToolRetryError', code: 'invalid_evidence' });
+  // A review the host passes is its own, current decision: it is used.
+  assert.equal(prepareToolRetry(beforeEnd, first.call.id, { actor: 'ops', evidence: 'checked again: nothing', outcome: 'not_executed' }).review?.evidence, 'checked again: nothing');
+  await store.close();
+});
+
+it('a session released and acquired again in this process still knows a call of its earlier owner runs', async () => {
+  const store = createMemoryStore();
+  const first = await store.acquire('s', { owner: 'host' });
+  await first.startTask('t');
+  let finish: () => void = () => {};
+  let bodies = 0;
+  const transfer: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1').withTimeoutCeiling(100),
+    execute: () => new Promise<string>((resolve) => { bodies += 1; finish = () => resolve('sent late'); }),
+  };
+  const runtime = createToolRuntime({ tools: [transfer], grants: { agent: '*' } });
+  const ran = await runtime.bind({ owner: first, taskId: 't', caller: 'agent' }).call('transfer', { to: 'acme' });
+  assert.equal(ran.result.outcome.status === 'failed' && ran.result.outcome.code, 'tool_timeout');
+  await first.release();
+  const second = await store.acquire('s', { owner: 'host' });
+  const history = await store.loadHistory('s');
+  await assert.rejects(recordToolReview(second, history, ran.call.id, { actor: 'ops', evidence: 'nothing seen', outcome: 'not_executed' }), { code: 'call_in_flight' });
+  const plan = prepareToolRetry(history, ran.call.id, { actor: 'ops', evidence: 'nothing seen', outcome: 'not_executed' });
+  await assert.rejects(runtime.bind({ owner: second, taskId: 't', caller: 'agent' }).callWithOptions('transfer', { to: 'acme' }, { retry: plan }), { code: 'body_running' });
+  finish();
+  await sleep(20);
+  assert.equal(bodies, 1, 'no second transfer');
+  await store.close();
+});
