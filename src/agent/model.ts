@@ -54,7 +54,15 @@ export function checkChatResponse(response: unknown): ChatResponse {
   const bad = (field: string, expected: string, got: unknown) =>
     new ChatModelError('model_bad_response', `the model's answer is not a ChatResponse: ${field} must be ${expected}, got ${describeValue(got)}`);
   if (typeof response !== 'object' || response === null || Array.isArray(response)) throw bad('the answer', 'an object { text, toolCalls }', response);
-  const { text, toolCalls } = response as { text?: unknown; toolCalls?: unknown };
+  // Each field is read once, into a copy the run journals and acts on: an answer whose getters would read otherwise
+  // a second time cannot have one call journaled and another run.
+  let text: unknown;
+  let toolCalls: unknown;
+  try {
+    ({ text, toolCalls } = response as { text?: unknown; toolCalls?: unknown });
+  } catch (error) {
+    throw new ChatModelError('model_bad_response', `the model's answer could not be read: ${describeValue(error)}`, null, { cause: error });
+  }
   if (text !== null && typeof text !== 'string') throw bad('text', 'a string or null', text);
   if (text !== null && text.length > RUN_LIMITS.maxAnswerBytes / 3 && utf8Length(text) > RUN_LIMITS.maxAnswerBytes) {
     throw new ChatModelError(
@@ -63,12 +71,23 @@ export function checkChatResponse(response: unknown): ChatResponse {
     );
   }
   if (!Array.isArray(toolCalls)) throw bad('toolCalls', 'an array (empty when the model is done)', toolCalls);
-  toolCalls.forEach((call: unknown, i) => {
-    if (typeof call !== 'object' || call === null || Array.isArray(call)) throw bad(`toolCalls[${i}]`, 'an object { id, name, arguments }', call);
-    for (const field of ['id', 'name', 'arguments'] as const) {
-      const value = (call as Record<string, unknown>)[field];
-      if (typeof value !== 'string') throw bad(`toolCalls[${i}].${field}`, field === 'arguments' ? 'JSON text (a string)' : 'a string', value);
+  const calls: ChatToolCall[] = [];
+  for (let i = 0; i < toolCalls.length; i++) {
+    let call: unknown;
+    let read: Record<'id' | 'name' | 'arguments', unknown>;
+    try {
+      call = toolCalls[i];
+      if (typeof call !== 'object' || call === null || Array.isArray(call)) throw bad(`toolCalls[${i}]`, 'an object { id, name, arguments }', call);
+      const { id, name, arguments: args } = call as Record<string, unknown>;
+      read = { id, name, arguments: args };
+    } catch (error) {
+      if (error instanceof ChatModelError) throw error;
+      throw new ChatModelError('model_bad_response', `the model's answer could not be read: ${describeValue(error)}`, null, { cause: error });
     }
-  });
-  return response as ChatResponse;
+    for (const field of ['id', 'name', 'arguments'] as const) {
+      if (typeof read[field] !== 'string') throw bad(`toolCalls[${i}].${field}`, field === 'arguments' ? 'JSON text (a string)' : 'a string', read[field]);
+    }
+    calls.push({ id: read.id as string, name: read.name as string, arguments: read.arguments as string });
+  }
+  return { text, toolCalls: calls };
 }

@@ -3,10 +3,10 @@
  * over the platform's `fetch`: no SDK. It sends the conversation and the tool definitions, and reads back one
  * assistant message. It never retries: a failed request is an error for the caller.
  */
-import { ChatModelError } from '../errors.js';
+import { ChatModelError, InvalidInputError } from '../errors.js';
 import { parseJson } from '../json/parse.js';
 import type { JsonObject, JsonValue } from '../json/types.js';
-import { truncateUtf8 } from '../text.js';
+import { describeValue, truncateUtf8 } from '../text.js';
 import type { ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatToolCall } from './model.js';
 
 export interface OpenAiCompatibleOptions {
@@ -124,6 +124,9 @@ function exchangeFailure(error: unknown, signal: AbortSignal | undefined, url: s
 export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatModel {
   const url = `${String(options.baseUrl).replace(/\/+$/, '')}/chat/completions`;
   const maxBytes = options.maxResponseBytes ?? 8 * 1024 * 1024;
+  if (!Number.isSafeInteger(maxBytes) || maxBytes <= 0) {
+    throw new InvalidInputError('maxResponseBytes', `must be a positive integer, got ${describeValue(maxBytes)}`);
+  }
   const doFetch = options.fetch ?? fetch;
   return {
     async complete(request, signal) {
@@ -140,7 +143,8 @@ export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatMod
       } catch (error) {
         throw exchangeFailure(error, signal, url, 'could not reach');
       }
-      const declared = Number(response.headers.get('content-length'));
+      const length = response.headers.get('content-length');
+      const declared = length === null ? Number.NaN : Number(length);
       if (Number.isFinite(declared) && declared > maxBytes) {
         await response.body?.cancel().catch(() => undefined);
         throw new ChatModelError('model_bad_response', `the response is ${declared} bytes, over the limit of ${maxBytes}`, response.status);

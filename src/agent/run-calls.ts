@@ -173,9 +173,10 @@ function asRecorded(requested: ChatToolCall, recorded: RecordedAttempt): ChatToo
 export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCall, key: string, action: ActionContext, replayOnly: boolean): Promise<SettledCall | null> {
   const { gateway, owner, signal } = ctx;
   const recorded = await owner.readOperation(gateway.taskId, key);
-  // A call journaled elided that has an attempt (a run journaled by an earlier version, which ran such calls) is
-  // settled as its attempt recorded it: no tool has an empty name.
-  const requested = recorded !== undefined && journaledRequest.name === '' ? asRecorded(journaledRequest, recorded) : journaledRequest;
+  // A call journaled elided (its name or arguments empty) that has an attempt (a run journaled by an earlier version,
+  // which ran calls elided for their provider id) is settled as its attempt recorded it.
+  const elided = journaledRequest.name === '' || journaledRequest.arguments === '';
+  const requested = recorded !== undefined && elided ? asRecorded(journaledRequest, recorded) : journaledRequest;
   const act = withProvider(action, requested.id);
   const options = signal ? { action: act, signal } : { action: act };
   const keyed = signal ? { action: act, signal, operationKey: key } : { action: act, operationKey: key };

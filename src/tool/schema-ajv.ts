@@ -55,7 +55,7 @@ export function createSchemaAjv(): Ajv2020 {
 export function compileInputSchema(ajv: Ajv2020, schema: object | boolean): ValidateFunction {
   const proto = protoProperty(schema, 0);
   if (proto !== null) {
-    throw new Error(`it describes a property named __proto__ (at ${proto}), which the validator cannot check; name the property otherwise`);
+    throw new Error(`it has an entry named __proto__ (at ${proto}), which the validator cannot check; name it otherwise`);
   }
   const validate = ajv.compile(schema);
   if ((validate as { $async?: unknown }).$async === true) {
@@ -64,9 +64,13 @@ export function compileInputSchema(ajv: Ajv2020, schema: object | boolean): Vali
   return validate;
 }
 
+/** The keywords whose value maps names (or patterns) to schemas or lists: ajv drops a `__proto__` key from some. */
+const SCHEMA_MAPS: ReadonlySet<string> = new Set(['properties', 'patternProperties', 'dependentSchemas', 'dependentRequired', 'dependencies', '$defs', 'definitions']);
+
 /**
- * Where `schema` has a `properties` entry named `__proto__`, or null: ajv leaves such an entry out of the validator
- * it builds, so the property would pass unchecked. Walked to the depth ajv itself would compile.
+ * Where `schema` has an entry named `__proto__` in one of SCHEMA_MAPS, or null: ajv leaves such an entry of
+ * `properties` or `patternProperties` out of the validator it builds, so that part would pass unchecked (the others
+ * are refused alike, as no schema needs the name). Walked to the depth ajv itself would compile.
  */
 function protoProperty(schema: unknown, depth: number, path = '#'): string | null {
   if (typeof schema !== 'object' || schema === null || depth > 256) return null;
@@ -78,7 +82,7 @@ function protoProperty(schema: unknown, depth: number, path = '#'): string | nul
     return null;
   }
   for (const [key, value] of Object.entries(schema)) {
-    if (key === 'properties' && typeof value === 'object' && value !== null && Object.hasOwn(value, '__proto__')) return `${path}/properties`;
+    if (SCHEMA_MAPS.has(key) && typeof value === 'object' && value !== null && Object.hasOwn(value, '__proto__')) return `${path}/${key}`;
     const found = protoProperty(value, depth + 1, `${path}/${key}`);
     if (found !== null) return found;
   }

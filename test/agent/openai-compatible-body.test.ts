@@ -74,3 +74,9 @@ it('an HTTP error carries the server\'s Retry-After for the host that retries', 
   const plain = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', fetch: answer({}) });
   await assert.rejects(plain.complete(request), (e: unknown) => e instanceof ChatModelError && e.retryAfter === null);
 });
+
+it('maxResponseBytes must be a positive integer: NaN or a negative limit would bound nothing', () => {
+  for (const maxResponseBytes of [Number.NaN, -1, 0, 1.5, Number.POSITIVE_INFINITY]) {
+    assert.throws(() => openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', maxResponseBytes }), { name: 'InvalidInputError', message: /maxResponseBytes/ });
+  }
+});

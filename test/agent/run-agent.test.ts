@@ -207,3 +207,22 @@ describe('runAgent', () => {
     await assert.rejects(runAgent({ model: scriptedModel([]), owner, gateway, input: 'x', maxSteps: 1 }), { code: 'invalid_input' });
   });
 });
+
+describe('a model answer read once', () => {
+  it('journals and runs the same calls, whatever its getters answer on a second read', async () => {
+    const { store, owner, gateway, bodies } = await setup();
+    let reads = 0;
+    const shifty = {
+      text: null,
+      toolCalls: [{ get id() { reads += 1; return reads === 1 ? `call_${'x'.repeat(1100)}` : 'call_short'; }, name: 'lookup_price', arguments: '{"item":"tea"}' }],
+    };
+    let asked = 0;
+    const model: ChatModel = { complete: async () => (asked++ === 0 ? (shifty as unknown as ChatResponse) : reply('done')) };
+    const result = await runAgent({ model, owner, gateway, store, runId: 'run-once', input: 'Price?', maxSteps: 3 });
+    assert.equal(reads, 1, 'the id was read once');
+    assert.equal(result.toolCalls[0]!.outcome.ok, false, 'refused: the journal could not hold its id');
+    assert.deepEqual(bodies, []);
+    const again = await resumeAgent({ model: scriptedModel([]), owner, gateway, store, runId: 'run-once', maxSteps: 3 });
+    assert.equal(again.stopReason, 'completed', 'the finished run reads back');
+  });
+});

@@ -42,9 +42,12 @@ it('a schema describing a property named __proto__ is refused when the runtime i
   const t = tool('t', async () => 'ran', new ToolMetadata('t', schema));
   assert.throws(() => createToolRuntime({ tools: [t], grants: { agent: '*' } }), (error: unknown) => {
     assert.ok(error instanceof ToolConfigError);
-    assert.match(error.message, /input schema of t is invalid: it describes a property named __proto__ \(at #\/properties\/inner\/properties\)/);
+    assert.match(error.message, /input schema of t is invalid: it has an entry named __proto__ \(at #\/properties\/inner\/properties\)/);
     return true;
   });
+  const patterned = parseJson('{"type":"object","patternProperties":{"__proto__":{"type":"number","maximum":10}}}') as JsonObject;
+  const p = tool('p', async () => 'ran', new ToolMetadata('p', patterned));
+  assert.throws(() => createToolRuntime({ tools: [p], grants: { agent: '*' } }), /input schema of p is invalid: it has an entry named __proto__ \(at #\/patternProperties\)/);
 });
 
 it('a schema with a format the validator does not know is refused, by the runtime and by an MCP import, printing nothing', () => {
