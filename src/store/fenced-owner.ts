@@ -3,13 +3,14 @@ import { DecisionError, InvalidInputError, StaleOwnerError, StoreClosedError, Ta
 import type { DecisionRow } from './inbox-rows.js';
 import { checkId, type OperationKey, type SessionId, type TaskId } from '../ids.js';
 import { DECODED_WIRE_TYPES } from '../event/codec.js';
+import { BODY_ENDED } from '../tool/late-bodies.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
 import { attentionCallIds, attentionItem, blocksRepeat } from './attention.js';
 import { decideCommit, decideRelease, decideReleaseUnwritten, decideRenew, decideStartTask, decideTaskState, draftEventIds, taskSnapshot, type OwnerRef, type UnwrittenSettlement } from './decisions.js';
 import { LEASE_LIMITS } from '../limits.js';
 import type { HeadAnchor } from './anchors.js';
 import type { JournalBackend, SessionRow, TxReads, TxState, TxWrites } from './rows.js';
-import { registerOwner } from './owner-commit.js';
+import { forgetOwner, registerOwner } from './owner-commit.js';
 import { LeaseWatch } from './lease-watch.js';
 import { registerJournalReader } from './owner-journal.js';
 import { verifyJournal } from './verify.js';
@@ -64,6 +65,11 @@ function refuseEvidence(draft: EventDraft, i: number): void {
   }
   if (typeof kind.type === 'string' && EVIDENCE_TYPES.has(kind.type)) {
     throw new InvalidInputError(`events[${i}].kind`, `${kind.type} is tool evidence, which only the tool runtime records; append takes host events only`);
+  }
+  // The runtime's own custom events (the end of a body that outlived its result) are evidence too.
+  const custom = kind as { plugin?: unknown };
+  if (kind.type === 'custom' && custom.plugin === BODY_ENDED.plugin) {
+    throw new InvalidInputError(`events[${i}].kind.plugin`, `${BODY_ENDED.plugin} events are written only by the tool runtime; append takes host events only`);
   }
   // An opaque draft must not impersonate a wire type the codec gives a meaning to (nor be opaque twice).
   if (kind.type === 'opaque' && typeof kind.wireType === 'string' && (DECODED_WIRE_TYPES.has(kind.wireType) || kind.wireType === 'opaque')) {
@@ -128,6 +134,7 @@ export class FencedOwner implements SessionOwner {
     this.leaseMs = ref.leaseMs ?? LEASE_LIMITS.defaultMs;
     this.lease = new LeaseWatch(this.leaseMs, acquireSentAt);
     registerOwner(this, {
+      store: backend,
       commit: (request) => this.#commit(request),
       stopHeartbeat: this.stopHeartbeat,
       onLost: (listener) => {
@@ -416,6 +423,7 @@ export class FencedOwner implements SessionOwner {
     await this.releaseUnwritten();
     await this.tx({}, decideRelease(this.ref), this.anchor?.unanchored === true);
     this.lettingGo = 'its owner released the session';
+    forgetOwner(this);
     this.listeners.clear();
   }
 }

@@ -17,13 +17,47 @@ interface OwnerInternals {
   readonly commit: Committer;
   readonly stopHeartbeat: () => void;
   readonly onLost: (listener: LostListener) => () => void;
+  /** The store instance the owner belongs to (its backend): what "this process's view of a session" is scoped to. */
+  readonly store: object;
 }
 
 const owners = new WeakMap<object, OwnerInternals>();
+/** The newest owner each store made of each session in this process, until it lets the session go. */
+const newestOwners = new WeakMap<object, Map<string, SessionOwner>>();
 
-/** Called by a store's owner once, as it is made. */
+/** Called by a store's owner once, as it is made (an acquire): it becomes its session's newest owner here. */
 export function registerOwner(owner: SessionOwner, internals: OwnerInternals): void {
   owners.set(owner, internals);
+  let sessions = newestOwners.get(internals.store);
+  if (sessions === undefined) {
+    sessions = new Map();
+    newestOwners.set(internals.store, sessions);
+  }
+  sessions.set(owner.sessionId, owner);
+}
+
+/** Called by an owner that let its session go (released it): it is no longer the newest owner of anything. */
+export function forgetOwner(owner: SessionOwner): void {
+  const sessions = newestOwners.get(storeOf(owner));
+  if (sessions?.get(owner.sessionId) === owner) sessions.delete(owner.sessionId);
+}
+
+/**
+ * The store instance `owner` belongs to; the owner itself for one no store of this package made. Calls in flight and
+ * bodies running late are tracked per store and session: whichever owner of the session this store made asks (one
+ * acquired after another let the session go included), and another store's session of the same id is another.
+ */
+export function storeOf(owner: SessionOwner): object {
+  return owners.get(owner)?.store ?? owner;
+}
+
+/**
+ * The owner that holds `owner`'s session in this process now, as far as this process knows: the newest one its store
+ * made that has not let it go, or `owner` itself. What the runtime journals after a call's own owner let the session
+ * go (the end of a body that outlived its result) goes through it.
+ */
+export function currentOwner(owner: SessionOwner): SessionOwner {
+  return newestOwners.get(storeOf(owner))?.get(owner.sessionId) ?? owner;
 }
 
 /** Whether `owner` is an owner a store of this package made (the only kind the runtime can write through). */

@@ -137,6 +137,9 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
         await refuse(error.message);
         continue;
       }
+      // The call still runs in this process: the decision waits (neither journaled nor stale) for a pass after it
+      // has a result or its body has ended, which then judges it against that evidence.
+      if (error instanceof DecisionError && error.code === 'call_in_flight') continue;
       throw error;
     }
     current = [...current, event];

@@ -12,6 +12,7 @@ import type { SessionEvent, ToolCall } from '../event/types.js';
 import type { TurnId } from '../ids.js';
 import type { SessionOwner } from '../store/types.js';
 import { setNewest } from '../bounded-map.js';
+import { commitAs, currentOwner, storeOf } from '../store/owner-commit.js';
 
 export const BODY_ENDED = { plugin: 'jingwei.runtime', kind: 'body_ended' } as const;
 
@@ -34,40 +35,59 @@ interface LateBody {
 }
 
 /**
- * The late bodies still running in this process, by session id, then call id: whichever owner of the session asks,
- * including one that acquired it again after an earlier owner here let it go.
+ * The late bodies still running in this process, by store (storeOf), session id and call id: whichever owner of the
+ * session its store made asks, including one that acquired it after an earlier owner here let it go.
  */
-const runningBySession = new Map<string, Map<string, LateBody>>();
-/** How late bodies ended in this process, by session id and call id (the newest ENDINGS_KEPT): a retry reads it. */
-const endings = new Map<string, LateBodyEnd>();
+const runningByStore = new WeakMap<object, Map<string, Map<string, LateBody>>>();
+/** How late bodies ended in this process, by store, then session id and call id (the newest ENDINGS_KEPT a store). */
+const endingsByStore = new WeakMap<object, Map<string, LateBodyEnd>>();
 const ENDINGS_KEPT = 100_000;
 const endingKey = (sessionId: string, callId: string) => `${sessionId}\n${callId}`;
 
+function sessionBodies(owner: SessionOwner, create: boolean): Map<string, LateBody> | undefined {
+  const store = storeOf(owner);
+  let sessions = runningByStore.get(store);
+  if (sessions === undefined) {
+    if (!create) return undefined;
+    sessions = new Map();
+    runningByStore.set(store, sessions);
+  }
+  let calls = sessions.get(owner.sessionId);
+  if (calls === undefined && create) {
+    calls = new Map();
+    sessions.set(owner.sessionId, calls);
+  }
+  return calls;
+}
+
 /**
  * Keeps `call` as running in this process until `ended` settles, then journals how it ended, once its result
- * (`recorded`) has been written or has failed. A journal that cannot take the event (the owner released or fenced,
- * the store closed) is left as it is: the inbox then waits for the lease, as for a call with no result. The call's
- * id and operation are read here, once: the caller's ToolExecution holds the same call object.
+ * (`recorded`) has been written or has failed, through the owner that holds the session here by then (the call's own,
+ * or one acquired after it let the session go). A journal that cannot take the event (no owner here holds the
+ * session, or the store is closed) is left as it is: the inbox then waits for the lease, as for a call with no result.
+ * The call's id and operation are read here, once: the caller's ToolExecution holds the same call object.
  */
 export function trackLateBody(owner: SessionOwner, call: ToolCall, turnId: TurnId, ended: Promise<LateBodyEnd>, recorded: Promise<unknown>): void {
   const op = call.operation;
   if (op === undefined) return;
   const { sessionId } = owner;
   const callId = call.id;
-  let calls = runningBySession.get(sessionId);
-  if (calls === undefined) {
-    calls = new Map();
-    runningBySession.set(sessionId, calls);
-  }
-  calls.set(callId, { taskId: op.taskId, key: op.key });
+  const store = storeOf(owner);
+  sessionBodies(owner, true)!.set(callId, { taskId: op.taskId, key: op.key });
   const settledRecord = recorded.then(() => undefined, () => undefined);
   void Promise.all([ended, settledRecord]).then(async ([how]) => {
-    const still = runningBySession.get(sessionId);
+    const sessions = runningByStore.get(store);
+    const still = sessions?.get(sessionId);
     still?.delete(callId);
-    if (still?.size === 0) runningBySession.delete(sessionId);
+    if (still?.size === 0) sessions!.delete(sessionId);
+    let endings = endingsByStore.get(store);
+    if (endings === undefined) {
+      endings = new Map();
+      endingsByStore.set(store, endings);
+    }
     setNewest(endings, endingKey(sessionId, callId), how, ENDINGS_KEPT);
     try {
-      await owner.append([{ turnId, kind: { type: 'custom', ...BODY_ENDED, payload: { callId, ended: how } } }]);
+      await commitAs(currentOwner(owner), { events: [{ turnId, kind: { type: 'custom', ...BODY_ENDED, payload: { callId, ended: how } } }] });
     } catch {
       // Nothing to do: see above.
     }
@@ -76,18 +96,18 @@ export function trackLateBody(owner: SessionOwner, call: ToolCall, turnId: TurnI
 
 /** The call of operation (taskId, key) of `owner`'s session whose body still runs in this process, if any. */
 export function lateBodyOf(owner: SessionOwner, taskId: string, key: string): string | undefined {
-  for (const [callId, body] of runningBySession.get(owner.sessionId) ?? []) if (body.taskId === taskId && body.key === key) return callId;
+  for (const [callId, body] of sessionBodies(owner, false) ?? []) if (body.taskId === taskId && body.key === key) return callId;
   return undefined;
 }
 
 /** How the late body of `callId` of `owner`'s session ended in this process; undefined when none ended here. */
 export function lateBodyEnd(owner: SessionOwner, callId: string): LateBodyEnd | undefined {
-  return endings.get(endingKey(owner.sessionId, callId));
+  return endingsByStore.get(storeOf(owner))?.get(endingKey(owner.sessionId, callId));
 }
 
 /** Whether the body of `callId` of `owner`'s session still runs in this process. */
 export function bodyStillRuns(owner: SessionOwner, callId: string): boolean {
-  return runningBySession.get(owner.sessionId)?.has(callId) === true;
+  return sessionBodies(owner, false)?.has(callId) === true;
 }
 
 /** The journaled end of the body of `callId` after its result, or null. */

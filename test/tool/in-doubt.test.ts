@@ -166,7 +166,14 @@ forEachStore('the in-doubt guard', (target) => {
     const store = await target.fresh().open();
     try {
       const { gateway, first, sent, args } = await scenario(store);
-      const plan = prepareToolRetry(await store.loadHistory('mail-session'), first.call.id, {
+      // The cancelled body threw on its abort after its result was recorded: the operator reviews with its end in the
+      // journal (a review made while it could still run is refused once it has thrown).
+      let history = await store.loadHistory('mail-session');
+      while (!history.some((e) => e.kind.type === 'custom' && e.kind.kind === 'body_ended')) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        history = await store.loadHistory('mail-session');
+      }
+      const plan = prepareToolRetry(history, first.call.id, {
         actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed',
       });
       assert.equal((await gateway.callWithOptions('send_mail', args, { retry: plan })).result.outcome.status, 'succeeded');

@@ -11,6 +11,8 @@ import { createMemoryStore } from '../../src/store/memory.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { reconcileUncertainCalls, recordToolReview } from '../../src/tool/review.js';
+import { journalInboxReviews } from '../../src/tool/inbox-review.js';
+import { decisionInbox } from '../../src/store/inbox.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool } from '../../src/tool/types.js';
 import { sleep } from '../support/runtime.js';
@@ -115,5 +117,91 @@ it('a session released and acquired again in this process still knows a call of 
   finish();
   await sleep(20);
   assert.equal(bodies, 1, 'no second transfer');
+  await store.close();
+});
+
+it('the end of a late body is journaled through the owner that holds the session by then, and only the runtime writes it', async () => {
+  const store = createMemoryStore();
+  const first = await store.acquire('s', { owner: 'host' });
+  await first.startTask('t');
+  let finish: () => void = () => {};
+  const transfer: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1').withTimeoutCeiling(100),
+    execute: () => new Promise<string>((resolve) => { finish = () => resolve('sent late'); }),
+  };
+  const ran = await createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner: first, taskId: 't', caller: 'agent' }).call('transfer', {});
+  await first.release();
+  const second = await store.acquire('s', { owner: 'host' });
+  await assert.rejects(second.append([{ turnId: ran.callEvent.turnId, kind: { type: 'custom', plugin: 'jingwei.runtime', kind: 'body_ended', payload: { callId: ran.call.id, ended: 'not_called' } } }]), {
+    name: 'InvalidInputError', message: /jingwei\.runtime events are written only by the tool runtime/,
+  });
+  finish();
+  let ended: SessionEvent | undefined;
+  while (ended === undefined) {
+    await sleep(5);
+    ended = (await store.loadHistory('s')).find((e) => e.kind.type === 'custom' && e.kind.kind === 'body_ended');
+  }
+  assert.deepEqual(ended.kind.type === 'custom' && ended.kind.payload, { callId: ran.call.id, ended: 'returned' });
+  await store.close();
+});
+
+it('a session of the same id in another store of this process is another session: its running bodies refuse nothing here', async () => {
+  const stores = [createMemoryStore(), createMemoryStore()] as const;
+  let finish: () => void = () => {};
+  let bodies = 0;
+  const transfer: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('idempotent', 'v1').withTimeoutCeiling(100),
+    execute: () => new Promise<string>((resolve) => {
+      bodies += 1;
+      if (bodies === 1) finish = () => resolve('late');
+      else if (bodies === 2) throw new Error('refused by the bank');
+      else resolve('done');
+    }),
+  };
+  const runtime = createToolRuntime({ tools: [transfer], grants: { agent: '*' } });
+  const gateways = [];
+  for (const store of stores) {
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('t');
+    gateways.push(runtime.bind({ owner, taskId: 't', caller: 'agent' }));
+  }
+  const x = await gateways[0]!.callWithOptions('transfer', {}, { operationKey: 'k1' });
+  assert.equal(x.result.outcome.status === 'failed' && x.result.outcome.code, 'tool_timeout', 'store X: its body runs on');
+  const y = await gateways[1]!.callWithOptions('transfer', {}, { operationKey: 'k1' });
+  assert.equal(y.result.outcome.status === 'failed' && y.result.outcome.category, 'body_panic', 'store Y ran its own call');
+  const plan = prepareToolRetry(await stores[1].loadHistory('s'), y.call.id);
+  const retried = await gateways[1]!.callWithOptions('transfer', {}, { retry: plan });
+  assert.equal(retried.result.outcome.status, 'succeeded', 'not refused for store X\'s running body');
+  finish();
+  for (const store of stores) await store.close();
+});
+
+it('a decision about a call still running here waits in the inbox: journalInboxReviews neither journals nor fails on it', async () => {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'host', leaseMs: 100, heartbeat: false });
+  await owner.startTask('t');
+  let release: () => void = () => {};
+  const transfer: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: () => new Promise<string>((resolve) => { release = () => resolve('sent'); }),
+  };
+  const running = createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('transfer', {});
+  let history: SessionEvent[] = [];
+  while (!types(history).includes('tool_started')) {
+    await sleep(2);
+    history = await store.loadHistory('s');
+  }
+  const callId = history.flatMap((e) => (e.kind.type === 'tool_started' ? [e.kind.callId] : []))[0]!;
+  await sleep(150);
+  const inbox = decisionInbox(store);
+  const decided = await inbox.recordReview({ sessionId: 's', callId, outcome: 'uncertain', evidence: 'cannot tell yet', actor: 'ops' });
+  const report = await journalInboxReviews(owner, store, history);
+  assert.deepEqual([report.journaled, report.stale], [[], []]);
+  assert.equal((await inbox.get(decided.id))?.state, 'decided', 'left for a pass after the call has a result');
+  release();
+  assert.equal((await running).result.outcome.status, 'succeeded');
   await store.close();
 });
