@@ -27,6 +27,20 @@ function moved(history: readonly SessionEvent[], from: number, to: number): Sess
 
 const types = (history: readonly SessionEvent[]) => history.map((e) => (e.kind.type === 'custom' ? e.kind.kind : e.kind.type));
 
+/** A non-idempotent transfer whose body ignores its 100 ms deadline and ends (returning) when `late.finish()` is called. */
+function lateTransfer() {
+  const late = { bodies: 0, finish: () => {} };
+  const tool: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1').withTimeoutCeiling(100),
+    execute: () => new Promise<string>((resolve) => {
+      late.bodies += 1;
+      late.finish = () => resolve('sent late');
+    }),
+  };
+  return { tool, late };
+}
+
 it('a call still in flight here (no result yet) cannot be reviewed, and no reconciler is asked about it', async () => {
   const store = createMemoryStore();
   const owner = await store.acquire('s', { owner: 'host' });
@@ -53,7 +67,6 @@ it('a call still in flight here (no result yet) cannot be reviewed, and no recon
   const reconciled = await reconcileUncertainCalls(owner, [transfer], history);
   assert.deepEqual(reconciled.calls.map((c) => c.action), ['body_running']);
   assert.equal(asked, 0);
-  // Another owner of the same session in this process (released and acquired again) knows it runs too.
   release();
   assert.equal((await running).result.outcome.status, 'succeeded');
   await store.close();
@@ -63,15 +76,10 @@ it('a journaled not_executed review that the call\'s result or its late body\'s 
   const store = createMemoryStore();
   const owner = await store.acquire('s', { owner: 'host' });
   await owner.startTask('t');
-  let finish: () => void = () => {};
-  const transfer: Tool = {
-    name: 'transfer',
-    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1').withTimeoutCeiling(100),
-    execute: () => new Promise<string>((resolve) => { finish = () => resolve('sent late'); }),
-  };
+  const { tool: transfer, late } = lateTransfer();
   const gateway = createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
   const first = await gateway.call('transfer', { to: 'acme' });
-  finish();
+  late.finish();
   let history: SessionEvent[] = [];
   while (!types(history).includes('body_ended')) {
     await sleep(2);
@@ -98,13 +106,7 @@ it('a session released and acquired again in this process still knows a call of 
   const store = createMemoryStore();
   const first = await store.acquire('s', { owner: 'host' });
   await first.startTask('t');
-  let finish: () => void = () => {};
-  let bodies = 0;
-  const transfer: Tool = {
-    name: 'transfer',
-    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1').withTimeoutCeiling(100),
-    execute: () => new Promise<string>((resolve) => { bodies += 1; finish = () => resolve('sent late'); }),
-  };
+  const { tool: transfer, late } = lateTransfer();
   const runtime = createToolRuntime({ tools: [transfer], grants: { agent: '*' } });
   const ran = await runtime.bind({ owner: first, taskId: 't', caller: 'agent' }).call('transfer', { to: 'acme' });
   assert.equal(ran.result.outcome.status === 'failed' && ran.result.outcome.code, 'tool_timeout');
@@ -114,9 +116,9 @@ it('a session released and acquired again in this process still knows a call of 
   await assert.rejects(recordToolReview(second, history, ran.call.id, { actor: 'ops', evidence: 'nothing seen', outcome: 'not_executed' }), { code: 'call_in_flight' });
   const plan = prepareToolRetry(history, ran.call.id, { actor: 'ops', evidence: 'nothing seen', outcome: 'not_executed' });
   await assert.rejects(runtime.bind({ owner: second, taskId: 't', caller: 'agent' }).callWithOptions('transfer', { to: 'acme' }, { retry: plan }), { code: 'body_running' });
-  finish();
+  late.finish();
   await sleep(20);
-  assert.equal(bodies, 1, 'no second transfer');
+  assert.equal(late.bodies, 1, 'no second transfer');
   await store.close();
 });
 
@@ -124,19 +126,14 @@ it('the end of a late body is journaled through the owner that holds the session
   const store = createMemoryStore();
   const first = await store.acquire('s', { owner: 'host' });
   await first.startTask('t');
-  let finish: () => void = () => {};
-  const transfer: Tool = {
-    name: 'transfer',
-    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1').withTimeoutCeiling(100),
-    execute: () => new Promise<string>((resolve) => { finish = () => resolve('sent late'); }),
-  };
+  const { tool: transfer, late } = lateTransfer();
   const ran = await createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner: first, taskId: 't', caller: 'agent' }).call('transfer', {});
   await first.release();
   const second = await store.acquire('s', { owner: 'host' });
   await assert.rejects(second.append([{ turnId: ran.callEvent.turnId, kind: { type: 'custom', plugin: 'jingwei.runtime', kind: 'body_ended', payload: { callId: ran.call.id, ended: 'not_called' } } }]), {
     name: 'InvalidInputError', message: /jingwei\.runtime events are written only by the tool runtime/,
   });
-  finish();
+  late.finish();
   let ended: SessionEvent | undefined;
   while (ended === undefined) {
     await sleep(5);
