@@ -102,6 +102,7 @@ export const RECORDED_FAILURE_CODES = Object.freeze([
   'tool_timeout',
   'tool_cancelled',
   'tool_budget_stopped',
+  'tool_stopped_before_body',
   'tool_body_panicked',
   'tool_output_not_json',
   'tool_output_limit',

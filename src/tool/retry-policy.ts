@@ -35,7 +35,14 @@ export type ToolRecoveryStatus = (typeof ToolRecoveryStatus)[keyof typeof ToolRe
  * `interrupted`: timeout, cancellation or a stopped task, which the runtime records before or after the body;
  * `body`: a body failure, a panic or output over the limit, which exist only once the body ran.
  */
-export type ResultClass = 'none' | 'succeeded' | 'pre_body' | 'interrupted' | 'body';
+export type ResultClass = 'none' | 'succeeded' | 'pre_body' | 'interrupted' | 'not_called' | 'body';
+
+/**
+ * The code the runtime records for an interrupt that came after the start marker was written and before the body
+ * was called (a deadline or a cancellation during the marker's commit): the body never ran. Only the runtime writes
+ * a tool result, so the journal can be taken at its word.
+ */
+export const STOPPED_BEFORE_BODY = 'tool_stopped_before_body';
 
 const INTERRUPT_CATEGORIES: ReadonlySet<ToolFailureCategory> = new Set<ToolFailureCategory>(['timeout', 'cancelled', 'budget']);
 
@@ -43,7 +50,7 @@ function resultClassOf(outcome: ToolRecordedOutcome | null | undefined): ResultC
   if (outcome === null || outcome === undefined) return 'none';
   if (outcome.status === 'succeeded') return 'succeeded';
   if (PRE_BODY_CATEGORIES.has(outcome.category)) return 'pre_body';
-  if (INTERRUPT_CATEGORIES.has(outcome.category)) return 'interrupted';
+  if (INTERRUPT_CATEGORIES.has(outcome.category)) return outcome.code === STOPPED_BEFORE_BODY ? 'not_called' : 'interrupted';
   return 'body';
 }
 
@@ -60,6 +67,7 @@ export type EvidenceRuleId =
   | 'no_marker_but_body_ran'
   | 'succeeded'
   | 'flagged_never_started'
+  | 'stopped_before_call'
   | 'flagged_started'
   | 'rejected_before_body'
   | 'body_may_have_run';
@@ -110,11 +118,19 @@ export const EVIDENCE_RULES: readonly EvidenceRule[] = [
   },
   {
     id: 'flagged_never_started',
-    when: { flagged: true, marker: false, result: ['none', 'pre_body', 'interrupted'] },
+    when: { flagged: true, marker: false, result: ['none', 'pre_body', 'interrupted', 'not_called'] },
     status: ToolRecoveryStatus.NotExecuted,
     condition: 'A call flagged to record a start marker, with no marker, and no result or a failure recorded before the body',
     explanation: 'The body provably never started: not executed, even for an unknown or non-idempotent tool; a retry still passes every current check',
     fact: (o) => (o === null ? 'body never started: no start marker, no result' : `body never started: no start marker, ${categoryOf(o)} recorded before the body`),
+  },
+  {
+    id: 'stopped_before_call',
+    when: { flagged: true, marker: true, result: ['not_called'] },
+    status: ToolRecoveryStatus.NotExecuted,
+    condition: 'A flagged call whose start marker is recorded and whose result says an interrupt stopped it before its body was called',
+    explanation: 'The body was never called (the deadline or cancellation came while the marker was written): not executed; a retry still passes every current check',
+    fact: (o) => `start marker recorded, then ${categoryOf(o)} before the body was called`,
   },
   {
     id: 'flagged_started',

@@ -5,6 +5,7 @@ import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecisi
 import { contractChangedRefusal } from './contract-changed.js';
 import { sameContract } from './evidence.js';
 import { trackLateBody, type LateBodyEnd } from './late-bodies.js';
+import { STOPPED_BEFORE_BODY } from './retry-policy.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
@@ -381,9 +382,12 @@ class Gateway implements ToolGateway {
     try {
       control.bodyStarts();
       const ran = await control.race(() => registered!.tool.execute(request, control.signal));
-      if ('interrupt' in ran) {
+      if ('interrupt' in ran && ran.ended === undefined) {
+        // Interrupted while the marker was written: the body was never called, and the result says so.
+        outcome = { ...ran.interrupt, category: 'cancelled', code: STOPPED_BEFORE_BODY, message: `${ran.interrupt.message}, before the body was called` };
+      } else if ('interrupt' in ran) {
         outcome = ran.interrupt;
-        lateBody = ran.ended ?? Promise.resolve('not_called');
+        lateBody = ran.ended!;
       } else {
         // Text output is journaled well-formed (a lone surrogate becomes U+FFFD, as any UTF-8 encoder writes it);
         // JSON output escapes one instead. Either way the result can be journaled, so a finished body is never in doubt.

@@ -10,6 +10,9 @@ import { createMemoryStore } from '../../src/store/memory.js';
 import { decisionInbox } from '../../src/store/inbox.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
+import { inspectToolRecovery } from '../../src/tool/recovery.js';
+import { assessSession } from '../../src/tool/assess.js';
+import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import type { Tool, ToolGuard } from '../../src/tool/types.js';
 
 async function session() {
@@ -114,5 +117,34 @@ it('the late-body tracking keeps its own copy of the call id: relabelling the re
     ended = (await store.loadHistory('s')).flatMap((e) => (e.kind.type === 'custom' && e.kind.kind === 'body_ended' ? [e.kind.payload] : []));
   }
   assert.deepEqual(ended, [{ callId: realId, ended: 'returned' }]);
+  await store.close();
+});
+
+it('an interrupt between the start marker and the body is recorded as such: the body never ran, and recovery says not_executed', async () => {
+  const { store, owner } = await session();
+  let bodies = 0;
+  const tool: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: async () => { bodies += 1; return 'sent'; },
+  };
+  const caller = new AbortController();
+  const runtime = createToolRuntime({ tools: [tool], grants: { agent: '*' }, onEvent: (event) => { if (event.type === 'body_started') caller.abort(); } });
+  const ran = await runtime.bind({ owner, taskId: 't', caller: 'agent' }).callWithOptions('transfer', { to: 'acme' }, { signal: caller.signal });
+  const outcome = ran.result.outcome;
+  assert.deepEqual(outcome.status === 'failed' && [outcome.category, outcome.code], ['cancelled', 'tool_stopped_before_body']);
+  assert.ok(ran.startedEvent, 'the marker was written');
+  assert.equal(bodies, 0);
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  const history = await store.loadHistory('s');
+  assert.deepEqual(history.map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_started', 'tool_result'], 'no body_ended: there was no body');
+  const recovery = inspectToolRecovery(history, ran.call.id);
+  assert.equal(recovery.status, 'not_executed');
+  assert.match(recovery.fact, /start marker recorded, then cancelled before the body was called/);
+  assert.equal(assessSession(history).calls[0]!.nextStep, 'retry_allowed');
+  assert.deepEqual((await store.attention()).items, [], 'nothing in doubt for the queue');
+  const plan = prepareToolRetry(history, ran.call.id);
+  assert.equal((await runtime.bind({ owner, taskId: 't', caller: 'agent' }).callWithOptions('transfer', { to: 'acme' }, { retry: plan })).result.outcome.status, 'succeeded');
+  assert.equal(bodies, 1);
   await store.close();
 });

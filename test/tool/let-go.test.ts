@@ -57,7 +57,10 @@ forEachStore('letting a session go stops its calls', (target) => {
       await owner.release();
       const execution = await inFlight.then((x) => x, (e: unknown) => e as Error & { code?: string; stage?: string });
       if (!(execution instanceof Error)) {
-        assert.equal(execution.result.outcome.status === 'failed' && execution.result.outcome.code, 'tool_cancelled');
+        // Starting, the release may come while the start marker is written: then the body is never called, and the
+        // result says so (recovery reads it not_executed, nothing to review).
+        const stopped = moment === 'starting' ? ['tool_cancelled', 'tool_stopped_before_body'] : ['tool_cancelled'];
+        assert.ok(execution.result.outcome.status === 'failed' && stopped.includes(execution.result.outcome.code), JSON.stringify(execution.result.outcome));
         assert.match(execution.result.outcome.status === 'failed' ? execution.result.outcome.message : '', /the call was stopped: its owner is releasing the session/);
       } else {
         // Not yet journaled when the release began: refused, nothing written.

@@ -32,6 +32,8 @@ const outcomes: readonly (ToolRecordedOutcome | null)[] = [
   null,
   succeeded(),
   ...TOOL_FAILURE_CATEGORIES.map((category): ToolRecordedOutcome => ({ status: 'failed', category, code: 'c', message: 'm', retryable: false })),
+  // An interrupt the runtime recorded before calling the body (the marker written, the body never called).
+  { status: 'failed', category: 'cancelled', code: 'tool_stopped_before_body', message: 'm', retryable: false },
 ];
 const reviews = [null, ...Object.values(ToolReviewOutcome)];
 
