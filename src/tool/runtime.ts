@@ -26,7 +26,7 @@ import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOpti
 import { canCommit, commitAs, onOwnerLost } from '../store/owner-commit.js';
 import { checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
 import { type AttemptCondition, attemptCondition, enterCall, leaveCall, notRegistered, refuseWhileBodyRuns, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
-import { bodyFailure, hookView, operationView, serializeOutput } from './body-outcome.js';
+import { bodyFailure, frozenOperation, hookView, serializeOutput } from './body-outcome.js';
 
 /** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
 class CanonicalRuntime implements ToolRuntime {
@@ -183,9 +183,10 @@ class Gateway implements ToolGateway {
       const recorded = await this.binding.owner.readOperation(this.taskId, callerKey);
       if (recorded) return this.replay(recorded, name, checked.value, contract, registered !== undefined);
     }
-    const operation = callerKey === null
+    // Frozen where it is made: the hooks and the body are handed this very object, and nothing changes it after.
+    const operation = frozenOperation(callerKey === null
       ? this.operationFor(name, checked.value, changed ? given.retry!.contract : contract, given.retry, registered !== undefined || changed !== null)
-      : { taskId: this.taskId, key: callerKey, contract, retry: null, startMarker: true };
+      : { taskId: this.taskId, key: callerKey, contract, retry: null, startMarker: true });
     if (this.runtime.inFlight >= this.runtime.maxInFlight) throw new ToolOverloadedError(this.runtime.maxInFlight);
     this.runtime.inFlight += 1;
     let control: CallControl | null = null;
@@ -372,9 +373,9 @@ class Gateway implements ToolGateway {
     faultPoint('started:after');
     observer?.bodyStarted();
 
-    // The body gets its own copy of the arguments and a frozen one of the operation: whatever it does to them cannot
-    // change the recorded call, nor the key its late end is tracked under.
-    const request = { sessionId: this.sessionId, callId: call.id, arguments: JSON.parse(argsText) as JsonValue, operation: operationView(op) };
+    // The body gets its own copy of the arguments and the operation, frozen (callWithOptions froze it): whatever it
+    // does to them cannot change the recorded call, nor the key its late end is tracked under.
+    const request = { sessionId: this.sessionId, callId: call.id, arguments: JSON.parse(argsText) as JsonValue, operation: op };
     let outcome: Failure | { status: 'succeeded'; output: string };
     let charge = reserved;
     /** How the body ends, when an interrupt was recorded first: the call is still running until then. */
