@@ -102,12 +102,13 @@ export interface CallOptionsRead {
   readonly timeoutMs: number | undefined;
   readonly maxOutputBytes: number | undefined;
   readonly signal: AbortSignal | undefined;
-  readonly action: ActionContext | undefined;
+  /** As given: checked and copied by `checkAction` when an attempt is made (a caller key's replay uses none). */
+  readonly action: unknown;
   readonly operationKey: string | undefined;
 }
 
 /** Reads a call's options once (see CallOptionsRead); a field that cannot be read, or is not of its type, is refused. */
-export function readCallOptions(options: unknown, taskId: TaskId): CallOptionsRead {
+export function readCallOptions(options: unknown): CallOptionsRead {
   if (typeof options !== 'object' || options === null) throw new ToolPreflightError('invalid_options', `options must be an object, got ${describeValue(options)}`);
   let read: Record<keyof CallOptionsRead, unknown>;
   try {
@@ -124,7 +125,7 @@ export function readCallOptions(options: unknown, taskId: TaskId): CallOptionsRe
     timeoutMs: read.timeoutMs as number | undefined,
     maxOutputBytes: read.maxOutputBytes as number | undefined,
     signal: read.signal as AbortSignal | undefined,
-    action: checkAction(read.action, taskId),
+    action: read.action,
     operationKey: read.operationKey as string | undefined,
   };
 }
@@ -147,7 +148,7 @@ export function isAbortSignal(value: unknown): value is AbortSignal {
  * a step id, a non-negative action index, an optional provider call id; text without lone surrogates), so what is
  * checked is what is journaled.
  */
-function checkAction(action: unknown, taskId: TaskId): ActionContext | undefined {
+export function checkAction(action: unknown, taskId: TaskId): ActionContext | undefined {
   if (action === undefined || action === null) return undefined;
   const bad = (field: string, why: string): never => {
     throw new InvalidInputError(field, why);

@@ -24,7 +24,7 @@ import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
 import { canCommit, commitAs, onOwnerLost } from '../store/owner-commit.js';
-import { checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
+import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
 import { type AttemptCondition, attemptCondition, enterCall, leaveCall, notRegistered, refuseWhileBodyRuns, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, frozenOperation, hookView, serializeOutput } from './body-outcome.js';
 
@@ -145,7 +145,7 @@ class Gateway implements ToolGateway {
   }
 
   async callWithOptions(name: string, args: JsonValue, options: ToolCallOptions = {}): Promise<ToolExecution> {
-    const given = readCallOptions(options, this.taskId);
+    const given = readCallOptions(options);
     const checked = preflight(name, args);
     const registered = this.runtime.tools.get(name);
     const metadata = registered?.tool.metadata;
@@ -183,6 +183,8 @@ class Gateway implements ToolGateway {
       const recorded = await this.binding.owner.readOperation(this.taskId, callerKey);
       if (recorded) return this.replay(recorded, name, checked.value, contract, registered !== undefined);
     }
+    // The action is checked and copied for an attempt (a replay uses none), before a retry's plan is taken.
+    const action = checkAction(given.action, this.taskId);
     // Frozen where it is made: the hooks and the body are handed this very object, and nothing changes it after.
     const operation = frozenOperation(callerKey === null
       ? this.operationFor(name, checked.value, changed ? given.retry!.contract : contract, given.retry, registered !== undefined || changed !== null)
@@ -205,7 +207,7 @@ class Gateway implements ToolGateway {
         name,
         arguments: checked.value,
         operation,
-        ...(given.action ? { action: given.action } : {}),
+        ...(action ? { action } : {}),
       };
       observer = this.runtime.observability?.attempt(this.sessionId, call, given.retry, usable) ?? null;
       const execution = changed
