@@ -77,6 +77,15 @@ function refuseEvidence(draft: EventDraft, i: number): void {
   }
 }
 
+/** A host's draft as plain data, each field read once (structuredClone); what cannot be copied is refused. */
+function plainDraft(draft: EventDraft, i: number): EventDraft {
+  try {
+    return structuredClone(draft);
+  } catch (error) {
+    throw new InvalidInputError(`events[${i}]`, `must be plain data (no functions or Proxies): ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+}
+
 /** The operation whose inbox rows a commit's approval change reads. */
 function approvalOperation(request: CommitRequest): { taskId: string; key: string } | undefined {
   const change = request.approval;
@@ -302,10 +311,13 @@ export class FencedOwner implements SessionOwner {
   }
 
   async append(events: readonly EventDraft[]): Promise<SessionEvent[]> {
-    if (Array.isArray(events)) {
-      for (const [i, draft] of events.entries()) refuseEvidence(draft, i);
+    // Checked and written from one plain copy: a getter or a Proxy in the host's drafts cannot show the check one
+    // kind and the journal another.
+    const drafts = Array.isArray(events) ? events.map(plainDraft) : events;
+    if (Array.isArray(drafts)) {
+      for (const [i, draft] of drafts.entries()) refuseEvidence(draft, i);
     }
-    return (await this.#commit({ events })).events;
+    return (await this.#commit({ events: drafts })).events;
   }
 
   /** The runtime's primitive, reached through `commitAs` (owner-commit.ts), never through the published type. */

@@ -86,12 +86,21 @@ export function trackLateBody(owner: SessionOwner, call: ToolCall, turnId: TurnI
       endingsByStore.set(store, endings);
     }
     setNewest(endings, endingKey(sessionId, callId), how, ENDINGS_KEPT);
-    try {
-      await commitAs(currentOwner(owner), { events: [{ turnId, kind: { type: 'custom', ...BODY_ENDED, payload: { callId, ended: how } } }] });
-    } catch {
-      // Nothing to do: see above.
-    }
+    await journalBodyEnd(owner, callId, turnId, how);
   });
+}
+
+/**
+ * Journals that the body of `callId` ended, through the owner that holds the session in this process by then: a late
+ * body's end, or the end of a body whose result could not be written (its owner fenced by a takeover here). A
+ * journal that cannot take it is left as it is (see trackLateBody).
+ */
+export async function journalBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd): Promise<void> {
+  try {
+    await commitAs(currentOwner(owner), { events: [{ turnId, kind: { type: 'custom', ...BODY_ENDED, payload: { callId, ended: how } } }] });
+  } catch {
+    // Nothing to do: see above.
+  }
 }
 
 /** The call of operation (taskId, key) of `owner`'s session whose body still runs in this process, if any. */

@@ -4,7 +4,7 @@ import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
 import { contractChangedRefusal } from './contract-changed.js';
 import { sameContract } from './evidence.js';
-import { trackLateBody, type LateBodyEnd } from './late-bodies.js';
+import { journalBodyEnd, trackLateBody, type LateBodyEnd } from './late-bodies.js';
 import { STOPPED_BEFORE_BODY } from './retry-policy.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
@@ -413,6 +413,12 @@ class Gateway implements ToolGateway {
     observer?.bodySettled(outcome);
     const recorded = this.finish(call, callEvent, startedEvent, outcome, charge, observer);
     if (lateBody !== null) trackLateBody(this.binding.owner, call, callEvent.turnId, lateBody, recorded);
+    else if (outcome.status === 'succeeded' || outcome.code !== STOPPED_BEFORE_BODY) {
+      // The body ran and ended; if its result cannot be written (this owner was fenced meanwhile), its end is
+      // journaled through the owner that holds the session here by then, so no review is taken blind to it.
+      const ended = outcome.status === 'failed' && (outcome.category === 'body_failure' || outcome.category === 'body_panic') ? 'threw' : 'returned';
+      recorded.catch(() => journalBodyEnd(this.binding.owner, call.id, callEvent.turnId, ended));
+    }
     return recorded;
   }
 

@@ -112,7 +112,7 @@ it('the late-body tracking keeps its own copy of the call id: relabelling the re
   (ran.call as { id: string }).id = 'toolcall_relabelled';
   finish();
   let ended: unknown[] = [];
-  while (ended.length === 0) {
+  for (let waited = 0; ended.length === 0 && waited < 5000; waited += 5) {
     await new Promise((resolve) => setTimeout(resolve, 5));
     ended = (await store.loadHistory('s')).flatMap((e) => (e.kind.type === 'custom' && e.kind.kind === 'body_ended' ? [e.kind.payload] : []));
   }

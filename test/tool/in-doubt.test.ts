@@ -169,7 +169,7 @@ forEachStore('the in-doubt guard', (target) => {
       // The cancelled body threw on its abort after its result was recorded: the operator reviews with its end in the
       // journal (a review made while it could still run is refused once it has thrown).
       let history = await store.loadHistory('mail-session');
-      while (!history.some((e) => e.kind.type === 'custom' && e.kind.kind === 'body_ended')) {
+      for (let waited = 0; waited < 5000 && !history.some((e) => e.kind.type === 'custom' && e.kind.kind === 'body_ended'); waited += 5) {
         await new Promise((resolve) => setTimeout(resolve, 5));
         history = await store.loadHistory('mail-session');
       }

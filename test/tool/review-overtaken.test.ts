@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import type { SessionEvent } from '../../src/event/types.js';
+import type { SessionStore } from '../../src/store/types.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
@@ -26,6 +27,16 @@ function moved(history: readonly SessionEvent[], from: number, to: number): Sess
 }
 
 const types = (history: readonly SessionEvent[]) => history.map((e) => (e.kind.type === 'custom' ? e.kind.kind : e.kind.type));
+
+/** The session's journal once `shows` holds of it; fails after 5 s instead of waiting for ever. */
+async function journalShowing(store: SessionStore, shows: (history: SessionEvent[]) => boolean, what: string): Promise<SessionEvent[]> {
+  for (let waited = 0; waited < 5000; waited += 5) {
+    const history = await store.loadHistory('s');
+    if (shows(history)) return history;
+    await sleep(5);
+  }
+  throw new Error(`the journal never showed ${what}`);
+}
 
 /** A non-idempotent transfer whose body ignores its 100 ms deadline and ends (returning) when `late.finish()` is called. */
 function lateTransfer() {
@@ -55,11 +66,7 @@ it('a call still in flight here (no result yet) cannot be reviewed, and no recon
   };
   const gateway = createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
   const running = gateway.call('transfer', { to: 'acme' });
-  let history: SessionEvent[] = [];
-  while (!types(history).includes('tool_started')) {
-    await sleep(2);
-    history = await store.loadHistory('s');
-  }
+  const history = await journalShowing(store, (h) => types(h).includes('tool_started'), 'tool_started');
   const callId = history.flatMap((e) => (e.kind.type === 'tool_started' ? [e.kind.callId] : []))[0]!;
   await assert.rejects(recordToolReview(owner, history, callId, { actor: 'ops', evidence: 'nothing seen', outcome: 'not_executed' }), {
     name: 'DecisionError', code: 'call_in_flight', message: /still running in this process: no result is recorded yet/,
@@ -80,11 +87,7 @@ it('a journaled not_executed review that the call\'s result or its late body\'s 
   const gateway = createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
   const first = await gateway.call('transfer', { to: 'acme' });
   late.finish();
-  let history: SessionEvent[] = [];
-  while (!types(history).includes('body_ended')) {
-    await sleep(2);
-    history = await store.loadHistory('s');
-  }
+  const history = await journalShowing(store, (h) => types(h).includes('body_ended'), 'body_ended');
   await recordToolReview(owner, history, first.call.id, { actor: 'ops', evidence: 'the bank shows nothing', outcome: 'not_executed' });
   const informed = await store.loadHistory('s');
   assert.deepEqual(types(informed), ['task_ledger', 'tool_call', 'tool_started', 'tool_result', 'body_ended', 'tool_review']);
@@ -134,11 +137,7 @@ it('the end of a late body is journaled through the owner that holds the session
     name: 'InvalidInputError', message: /jingwei\.runtime events are written only by the tool runtime/,
   });
   late.finish();
-  let ended: SessionEvent | undefined;
-  while (ended === undefined) {
-    await sleep(5);
-    ended = (await store.loadHistory('s')).find((e) => e.kind.type === 'custom' && e.kind.kind === 'body_ended');
-  }
+  const ended = (await journalShowing(store, (h) => types(h).includes('body_ended'), 'body_ended')).find((e) => e.kind.type === 'custom' && e.kind.kind === 'body_ended')!;
   assert.deepEqual(ended.kind.type === 'custom' && ended.kind.payload, { callId: ran.call.id, ended: 'returned' });
   await store.close();
 });
@@ -186,11 +185,7 @@ it('a decision about a call still running here waits in the inbox: journalInboxR
     execute: () => new Promise<string>((resolve) => { release = () => resolve('sent'); }),
   };
   const running = createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('transfer', {});
-  let history: SessionEvent[] = [];
-  while (!types(history).includes('tool_started')) {
-    await sleep(2);
-    history = await store.loadHistory('s');
-  }
+  const history = await journalShowing(store, (h) => types(h).includes('tool_started'), 'tool_started');
   const callId = history.flatMap((e) => (e.kind.type === 'tool_started' ? [e.kind.callId] : []))[0]!;
   await sleep(150);
   const inbox = decisionInbox(store);
@@ -200,5 +195,43 @@ it('a decision about a call still running here waits in the inbox: journalInboxR
   assert.equal((await inbox.get(decided.id))?.state, 'decided', 'left for a pass after the call has a result');
   release();
   assert.equal((await running).result.outcome.status, 'succeeded');
+  await store.close();
+});
+
+it('append checks and writes one plain copy of each draft: a getter cannot show the check one kind and the journal another', async () => {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'host' });
+  let reads = 0;
+  const shifty = { type: 'custom', kind: 'body_ended', payload: { callId: 'toolcall_x', ended: 'not_called' }, get plugin() { reads += 1; return reads === 1 ? 'host.plugin' : 'jingwei.runtime'; } };
+  const [written] = await owner.append([{ turnId: 'turn_1' as never, kind: shifty as never }]);
+  assert.equal(reads, 1, 'read once');
+  assert.equal(written!.kind.type === 'custom' && written!.kind.plugin, 'host.plugin');
+  assert.deepEqual((await store.loadHistory('s')).map((e) => (e.kind.type === 'custom' ? e.kind.plugin : e.kind.type)), ['host.plugin']);
+  const proxied = new Proxy({ type: 'user_message', text: 'hi' }, {});
+  await assert.rejects(owner.append([{ turnId: 'turn_1' as never, kind: proxied as never }]), { name: 'InvalidInputError', message: /events\[0\]: must be plain data/ });
+  await store.close();
+});
+
+it('a body whose result cannot be written (its owner taken over here meanwhile) has its end journaled through the new owner', async () => {
+  const store = createMemoryStore();
+  const first = await store.acquire('s', { owner: 'host' });
+  await first.startTask('t');
+  let finish: () => void = () => {};
+  let started = false;
+  const transfer: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: () => new Promise<string>((resolve) => { started = true; finish = () => resolve('sent'); }),
+  };
+  const running = createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner: first, taskId: 't', caller: 'agent' }).call('transfer', {});
+  for (let waited = 0; !started && waited < 5000; waited += 2) await sleep(2);
+  const second = await store.acquire('s', { owner: 'host-2', takeover: true });
+  finish();
+  await assert.rejects(running, { name: 'ToolRecordingError' });
+  const history = await journalShowing(store, (h) => types(h).includes('body_ended'), 'body_ended');
+  assert.deepEqual(types(history), ['task_ledger', 'tool_call', 'tool_started', 'body_ended']);
+  const ended = history[3]!;
+  assert.equal(ended.kind.type === 'custom' && (ended.kind.payload as { ended?: string }).ended, 'returned', 'the journal shows the body returned: a review is not made blind to it');
+  await second.release();
   await store.close();
 });
