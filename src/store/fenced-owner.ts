@@ -10,7 +10,7 @@ import { decideCommit, decideRelease, decideReleaseUnwritten, decideRenew, decid
 import { LEASE_LIMITS } from '../limits.js';
 import type { HeadAnchor } from './anchors.js';
 import type { JournalBackend, SessionRow, TxReads, TxState, TxWrites } from './rows.js';
-import { forgetOwner, registerOwner } from './owner-commit.js';
+import { forgetOwner, registerOwner, storeScope } from './owner-commit.js';
 import { LeaseWatch } from './lease-watch.js';
 import { registerJournalReader } from './owner-journal.js';
 import { verifyJournal } from './verify.js';
@@ -143,7 +143,7 @@ export class FencedOwner implements SessionOwner {
     this.leaseMs = ref.leaseMs ?? LEASE_LIMITS.defaultMs;
     this.lease = new LeaseWatch(this.leaseMs, acquireSentAt);
     registerOwner(this, {
-      store: backend,
+      store: storeScope(backend),
       commit: (request) => this.#commit(request),
       stopHeartbeat: this.stopHeartbeat,
       onLost: (listener) => {

@@ -6,6 +6,7 @@
  * published type leaves out: stopping its heartbeat while keeping the session held (`stopRenewing`), and the
  * runtime's: hearing that the owner lost its session (`onOwnerLost`).
  */
+import { resolve } from 'node:path';
 import { InvalidInputError } from '../errors.js';
 import type { CommitReceipt, CommitRequest, SessionOwner } from './types.js';
 import type { LostListener } from './lease-watch.js';
@@ -24,6 +25,25 @@ interface OwnerInternals {
 const owners = new WeakMap<object, OwnerInternals>();
 /** The newest owner each store made of each session in this process, until it lets the session go. */
 const newestOwners = new WeakMap<object, Map<string, SessionOwner>>();
+
+const fileScopes = new Map<string, object>();
+
+/**
+ * What a store's view of its sessions in this process is scoped to: the store instance, or, for a SQLite file, the
+ * file (two handles on one file in one process, as two hosts would open it, see the same calls running). A
+ * PostgreSQL store's location names its schema only, not its database, so each of its instances is its own scope.
+ */
+export function storeScope(backend: { readonly kind: string; readonly location?: string }): object {
+  const location = backend.location;
+  if (backend.kind !== 'sqlite' || location === undefined || location === '' || location === ':memory:') return backend;
+  const key = resolve(location);
+  let scope = fileScopes.get(key);
+  if (scope === undefined) {
+    scope = { file: key };
+    fileScopes.set(key, scope);
+  }
+  return scope;
+}
 
 /** Called by a store's owner once, as it is made (an acquire): it becomes its session's newest owner here. */
 export function registerOwner(owner: SessionOwner, internals: OwnerInternals): void {

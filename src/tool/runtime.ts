@@ -23,7 +23,7 @@ import { noteRetrySource } from './retry-source.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
-import { canCommit, commitAs, onOwnerLost } from '../store/owner-commit.js';
+import { canCommit, commitAs, currentOwner, onOwnerLost } from '../store/owner-commit.js';
 import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
 import { type AttemptCondition, attemptCondition, enterCall, leaveCall, notRegistered, refuseWhileBodyRuns, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, frozenOperation, hookView, serializeOutput } from './body-outcome.js';
@@ -414,10 +414,12 @@ class Gateway implements ToolGateway {
     const recorded = this.finish(call, callEvent, startedEvent, outcome, charge, observer);
     if (lateBody !== null) trackLateBody(this.binding.owner, call, callEvent.turnId, lateBody, recorded);
     else if (outcome.status === 'succeeded' || outcome.code !== STOPPED_BEFORE_BODY) {
-      // The body ran and ended; if its result cannot be written (this owner was fenced meanwhile), its end is
-      // journaled through the owner that holds the session here by then, so no review is taken blind to it.
+      // The body ran and ended; if its result cannot be written because another owner here took the session over
+      // meanwhile, its end is journaled through that owner, so no review is taken blind to it. (This owner's own
+      // failed write is settled at its next write, as before.)
       const ended = outcome.status === 'failed' && (outcome.category === 'body_failure' || outcome.category === 'body_panic') ? 'threw' : 'returned';
-      recorded.catch(() => journalBodyEnd(this.binding.owner, call.id, callEvent.turnId, ended));
+      const owner = this.binding.owner;
+      recorded.catch(() => (currentOwner(owner) === owner ? undefined : journalBodyEnd(owner, call.id, callEvent.turnId, ended)));
     }
     return recorded;
   }

@@ -9,6 +9,8 @@ import { it } from 'node:test';
 import type { SessionEvent } from '../../src/event/types.js';
 import type { SessionStore } from '../../src/store/types.js';
 import { createMemoryStore } from '../../src/store/memory.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { reconcileUncertainCalls, recordToolReview } from '../../src/tool/review.js';
@@ -234,4 +236,29 @@ it('a body whose result cannot be written (its owner taken over here meanwhile) 
   assert.equal(ended.kind.type === 'custom' && (ended.kind.payload as { ended?: string }).ended, 'returned', 'the journal shows the body returned: a review is not made blind to it');
   await second.release();
   await store.close();
+});
+
+it('two handles on one SQLite file in one process see the same running bodies, as one store would', async () => {
+  const path = tempDbPath(tempDir(), 'journal');
+  const a = openSqliteStore(path);
+  const b = openSqliteStore(path);
+  const first = await a.acquire('s', { owner: 'host' });
+  await first.startTask('t');
+  const { tool: transfer, late } = lateTransfer();
+  const runtime = createToolRuntime({ tools: [transfer], grants: { agent: '*' } });
+  const ran = await runtime.bind({ owner: first, taskId: 't', caller: 'agent' }).call('transfer', {});
+  assert.equal(ran.result.outcome.status === 'failed' && ran.result.outcome.code, 'tool_timeout');
+  await first.release();
+  const second = await b.acquire('s', { owner: 'host' });
+  const history = await b.loadHistory('s');
+  await assert.rejects(recordToolReview(second, history, ran.call.id, { actor: 'ops', evidence: 'nothing seen', outcome: 'not_executed' }), { code: 'call_in_flight' });
+  const plan = prepareToolRetry(history, ran.call.id, { actor: 'ops', evidence: 'nothing seen', outcome: 'not_executed' });
+  await assert.rejects(runtime.bind({ owner: second, taskId: 't', caller: 'agent' }).callWithOptions('transfer', {}, { retry: plan }), { code: 'body_running' });
+  late.finish();
+  const ended = await journalShowing(b, (h) => types(h).includes('body_ended'), 'body_ended');
+  assert.equal(types(ended).at(-1), 'body_ended', 'journaled through the other handle\'s owner');
+  assert.equal(late.bodies, 1);
+  await second.release();
+  await a.close();
+  await b.close();
 });
