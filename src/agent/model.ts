@@ -72,7 +72,8 @@ export function checkChatResponse(response: unknown): ChatResponse {
   }
   if (!Array.isArray(toolCalls)) throw bad('toolCalls', 'an array (empty when the model is done)', toolCalls);
   const calls: ChatToolCall[] = [];
-  for (let i = 0; i < toolCalls.length; i++) {
+  const count = toolCalls.length;
+  for (let i = 0; i < count; i++) {
     let call: unknown;
     let read: Record<'id' | 'name' | 'arguments', unknown>;
     try {

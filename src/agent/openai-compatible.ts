@@ -6,7 +6,7 @@
 import { ChatModelError, InvalidInputError } from '../errors.js';
 import { parseJson } from '../json/parse.js';
 import type { JsonObject, JsonValue } from '../json/types.js';
-import { describeValue, truncateUtf8 } from '../text.js';
+import { describeValue, thrownMessage, truncateUtf8 } from '../text.js';
 import type { ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatToolCall } from './model.js';
 
 export interface OpenAiCompatibleOptions {
@@ -117,7 +117,7 @@ async function readBounded(response: Response, maxBytes: number): Promise<{ read
  */
 function exchangeFailure(error: unknown, signal: AbortSignal | undefined, url: string, when: string): unknown {
   if (signal?.aborted) return signal.reason;
-  return new ChatModelError('model_unreachable', `${when} ${url}: ${error instanceof Error ? error.message : String(error)}`, null, { cause: error });
+  return new ChatModelError('model_unreachable', `${when} ${url}: ${thrownMessage(error)}`, null, { cause: error });
 }
 
 /** A ChatModel over an OpenAI-compatible `/chat/completions` endpoint. */

@@ -4,6 +4,7 @@ import type { DecisionRow } from './inbox-rows.js';
 import { checkId, type OperationKey, type SessionId, type TaskId } from '../ids.js';
 import { DECODED_WIRE_TYPES } from '../event/codec.js';
 import { BODY_ENDED } from '../tool/late-bodies.js';
+import { thrownMessage } from '../text.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
 import { attentionCallIds, attentionItem, blocksRepeat } from './attention.js';
 import { decideCommit, decideRelease, decideReleaseUnwritten, decideRenew, decideStartTask, decideTaskState, draftEventIds, taskSnapshot, type OwnerRef, type UnwrittenSettlement } from './decisions.js';
@@ -82,7 +83,7 @@ function plainDraft(draft: EventDraft, i: number): EventDraft {
   try {
     return structuredClone(draft);
   } catch (error) {
-    throw new InvalidInputError(`events[${i}]`, `must be plain data (no functions or Proxies): ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw new InvalidInputError(`events[${i}]`, `must be plain data (no functions or Proxies): ${thrownMessage(error)}`, { cause: error });
   }
 }
 

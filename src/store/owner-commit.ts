@@ -23,8 +23,45 @@ interface OwnerInternals {
 }
 
 const owners = new WeakMap<object, OwnerInternals>();
+
+/**
+ * What this process keeps per store scope (storeOf) and session: what one owner of a session leaves there, a later
+ * owner of it that the same store (or another handle on the same SQLite file) made finds; another store's session of
+ * the same id is another.
+ */
+export class SessionTable<V> {
+  readonly #byStore = new WeakMap<object, Map<string, V>>();
+
+  get(owner: SessionOwner): V | undefined {
+    return this.#byStore.get(storeOf(owner))?.get(owner.sessionId);
+  }
+
+  /** The value of `owner`'s session, made by `make` when it has none yet. */
+  take(owner: SessionOwner, make: () => V): V {
+    const found = this.get(owner);
+    if (found !== undefined) return found;
+    const value = make();
+    this.set(owner, value);
+    return value;
+  }
+
+  set(owner: SessionOwner, value: V): void {
+    const store = storeOf(owner);
+    let sessions = this.#byStore.get(store);
+    if (sessions === undefined) {
+      sessions = new Map();
+      this.#byStore.set(store, sessions);
+    }
+    sessions.set(owner.sessionId, value);
+  }
+
+  delete(owner: SessionOwner): void {
+    this.#byStore.get(storeOf(owner))?.delete(owner.sessionId);
+  }
+}
+
 /** The newest owner each store made of each session in this process, until it lets the session go. */
-const newestOwners = new WeakMap<object, Map<string, SessionOwner>>();
+const newestOwners = new SessionTable<SessionOwner>();
 
 const fileScopes = new Map<string, object>();
 
@@ -48,18 +85,12 @@ export function storeScope(backend: { readonly kind: string; readonly location?:
 /** Called by a store's owner once, as it is made (an acquire): it becomes its session's newest owner here. */
 export function registerOwner(owner: SessionOwner, internals: OwnerInternals): void {
   owners.set(owner, internals);
-  let sessions = newestOwners.get(internals.store);
-  if (sessions === undefined) {
-    sessions = new Map();
-    newestOwners.set(internals.store, sessions);
-  }
-  sessions.set(owner.sessionId, owner);
+  newestOwners.set(owner, owner);
 }
 
 /** Called by an owner that let its session go (released it): it is no longer the newest owner of anything. */
 export function forgetOwner(owner: SessionOwner): void {
-  const sessions = newestOwners.get(storeOf(owner));
-  if (sessions?.get(owner.sessionId) === owner) sessions.delete(owner.sessionId);
+  if (newestOwners.get(owner) === owner) newestOwners.delete(owner);
 }
 
 /**
@@ -77,7 +108,7 @@ export function storeOf(owner: SessionOwner): object {
  * go (the end of a body that outlived its result) goes through it.
  */
 export function currentOwner(owner: SessionOwner): SessionOwner {
-  return newestOwners.get(storeOf(owner))?.get(owner.sessionId) ?? owner;
+  return newestOwners.get(owner) ?? owner;
 }
 
 /** Whether `owner` is an owner a store of this package made (the only kind the runtime can write through). */

@@ -5,7 +5,7 @@ import { isDecidedMeanwhile } from '../store/approvals.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { bodyStillRuns, lateBodyEnd, lateBodyOf } from './late-bodies.js';
 import type { ApprovalChange, CommitRequest, SessionOwner } from '../store/types.js';
-import { storeOf } from '../store/owner-commit.js';
+import { SessionTable } from '../store/owner-commit.js';
 import { planReviewedWhileBodyOpen, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
 
 /**
@@ -62,33 +62,23 @@ export function attemptCondition(op: ToolOperation, plan: ToolRetryPlan | undefi
  * session its store made runs them (a session released and acquired again here still sees the calls its earlier
  * owner started): the in-doubt guard passes them over, and a review or a retry of one waits for it.
  */
-const inFlightByStore = new WeakMap<object, Map<string, Set<string>>>();
+const inFlight = new SessionTable<Set<string>>();
 const NONE: ReadonlySet<string> = new Set();
 
 /** The calls of `owner`'s session in flight in this process. */
 export function runningCalls(owner: SessionOwner): ReadonlySet<string> {
-  return inFlightByStore.get(storeOf(owner))?.get(owner.sessionId) ?? NONE;
+  return inFlight.get(owner) ?? NONE;
 }
 
 /** Notes that `callId` of `owner`'s session is in flight here until `leaveCall`. */
 export function enterCall(owner: SessionOwner, callId: string): void {
-  const store = storeOf(owner);
-  let sessions = inFlightByStore.get(store);
-  if (sessions === undefined) {
-    sessions = new Map();
-    inFlightByStore.set(store, sessions);
-  }
-  const calls = sessions.get(owner.sessionId);
-  if (calls === undefined) sessions.set(owner.sessionId, new Set([callId]));
-  else calls.add(callId);
+  inFlight.take(owner, () => new Set()).add(callId);
 }
 
 export function leaveCall(owner: SessionOwner, callId: string): void {
-  const sessions = inFlightByStore.get(storeOf(owner));
-  const calls = sessions?.get(owner.sessionId);
-  if (calls === undefined) return;
-  calls.delete(callId);
-  if (calls.size === 0) sessions!.delete(owner.sessionId);
+  const calls = inFlight.get(owner);
+  calls?.delete(callId);
+  if (calls?.size === 0) inFlight.delete(owner);
 }
 
 /**

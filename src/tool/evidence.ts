@@ -23,7 +23,7 @@ import { jsonEquals } from '../json/canonical.js';
 import { LIMITS } from '../limits.js';
 import { utf8Length } from '../text.js';
 import { ToolRetryError } from '../errors.js';
-import { BODY_ENDED } from './late-bodies.js';
+import { bodyEndOf } from './late-bodies.js';
 import {
   ToolRecoveryStatus,
   evidenceRuleFor,
@@ -312,12 +312,12 @@ export function collectEvidence(history: readonly SessionEvent[], callId?: strin
       if (rule.status === 'invalid') invalid(`${at}: call ${result.callId}: ${rule.fact(result.outcome)}`);
     } else if (kind.type === 'tool_review') {
       checkReviewEvent(calls, kind.review, at).reviews.push({ review: kind.review, event });
-    } else if (kind.type === 'custom' && kind.plugin === BODY_ENDED.plugin && kind.kind === BODY_ENDED.kind) {
-      // Read only to withhold trust (an overtaken review, below): a host could append such an event itself.
-      const payload = kind.payload;
-      const ended = typeof payload === 'object' && payload !== null && !Array.isArray(payload) ? payload : null;
-      const record = typeof ended?.callId === 'string' ? calls.get(ended.callId) : undefined;
-      if (record !== undefined && (ended!.ended === 'returned' || ended!.ended === 'threw')) record.bodyRanOnSeq ??= event.seq;
+    } else if (kind.type === 'custom') {
+      // Read only to withhold trust (an overtaken review, below): a journal of an earlier version may hold one a host
+      // appended itself.
+      const end = bodyEndOf(kind);
+      const record = end !== null && (end.ended === 'returned' || end.ended === 'threw') ? calls.get(end.callId) : undefined;
+      if (record !== undefined) record.bodyRanOnSeq ??= event.seq;
     }
   }
   return { sessionId, eventCount: history.length, calls, attempts };

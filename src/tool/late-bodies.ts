@@ -12,7 +12,7 @@ import type { SessionEvent, ToolCall } from '../event/types.js';
 import type { TurnId } from '../ids.js';
 import type { SessionOwner } from '../store/types.js';
 import { setNewest } from '../bounded-map.js';
-import { commitAs, currentOwner, storeOf } from '../store/owner-commit.js';
+import { commitAs, currentOwner, SessionTable, storeOf } from '../store/owner-commit.js';
 
 export const BODY_ENDED = { plugin: 'jingwei.runtime', kind: 'body_ended' } as const;
 
@@ -38,27 +38,11 @@ interface LateBody {
  * The late bodies still running in this process, by store (storeOf), session id and call id: whichever owner of the
  * session its store made asks, including one that acquired it after an earlier owner here let it go.
  */
-const runningByStore = new WeakMap<object, Map<string, Map<string, LateBody>>>();
+const lateBodies = new SessionTable<Map<string, LateBody>>();
 /** How late bodies ended in this process, by store, then session id and call id (the newest ENDINGS_KEPT a store). */
 const endingsByStore = new WeakMap<object, Map<string, LateBodyEnd>>();
 const ENDINGS_KEPT = 100_000;
 const endingKey = (sessionId: string, callId: string) => `${sessionId}\n${callId}`;
-
-function sessionBodies(owner: SessionOwner, create: boolean): Map<string, LateBody> | undefined {
-  const store = storeOf(owner);
-  let sessions = runningByStore.get(store);
-  if (sessions === undefined) {
-    if (!create) return undefined;
-    sessions = new Map();
-    runningByStore.set(store, sessions);
-  }
-  let calls = sessions.get(owner.sessionId);
-  if (calls === undefined && create) {
-    calls = new Map();
-    sessions.set(owner.sessionId, calls);
-  }
-  return calls;
-}
 
 /**
  * Keeps `call` as running in this process until `ended` settles, then journals how it ended, once its result
@@ -70,22 +54,20 @@ function sessionBodies(owner: SessionOwner, create: boolean): Map<string, LateBo
 export function trackLateBody(owner: SessionOwner, call: ToolCall, turnId: TurnId, ended: Promise<LateBodyEnd>, recorded: Promise<unknown>): void {
   const op = call.operation;
   if (op === undefined) return;
-  const { sessionId } = owner;
   const callId = call.id;
   const store = storeOf(owner);
-  sessionBodies(owner, true)!.set(callId, { taskId: op.taskId, key: op.key });
+  lateBodies.take(owner, () => new Map()).set(callId, { taskId: op.taskId, key: op.key });
   const settledRecord = recorded.then(() => undefined, () => undefined);
   void Promise.all([ended, settledRecord]).then(async ([how]) => {
-    const sessions = runningByStore.get(store);
-    const still = sessions?.get(sessionId);
+    const still = lateBodies.get(owner);
     still?.delete(callId);
-    if (still?.size === 0) sessions!.delete(sessionId);
+    if (still?.size === 0) lateBodies.delete(owner);
     let endings = endingsByStore.get(store);
     if (endings === undefined) {
       endings = new Map();
       endingsByStore.set(store, endings);
     }
-    setNewest(endings, endingKey(sessionId, callId), how, ENDINGS_KEPT);
+    setNewest(endings, endingKey(owner.sessionId, callId), how, ENDINGS_KEPT);
     await journalBodyEnd(owner, callId, turnId, how);
   });
 }
@@ -105,7 +87,7 @@ export async function journalBodyEnd(owner: SessionOwner, callId: string, turnId
 
 /** The call of operation (taskId, key) of `owner`'s session whose body still runs in this process, if any. */
 export function lateBodyOf(owner: SessionOwner, taskId: string, key: string): string | undefined {
-  for (const [callId, body] of sessionBodies(owner, false) ?? []) if (body.taskId === taskId && body.key === key) return callId;
+  for (const [callId, body] of lateBodies.get(owner) ?? []) if (body.taskId === taskId && body.key === key) return callId;
   return undefined;
 }
 
@@ -116,20 +98,24 @@ export function lateBodyEnd(owner: SessionOwner, callId: string): LateBodyEnd | 
 
 /** Whether the body of `callId` of `owner`'s session still runs in this process. */
 export function bodyStillRuns(owner: SessionOwner, callId: string): boolean {
-  return sessionBodies(owner, false)?.has(callId) === true;
+  return lateBodies.get(owner)?.has(callId) === true;
 }
 
 /** The journaled end of the body of `callId` after its result, or null. */
 export function bodyEnded(history: readonly SessionEvent[], callId: string): { readonly ended: string; readonly event: SessionEvent } | null {
   for (const event of history) {
-    const kind = event.kind;
-    if (kind.type !== 'custom' || kind.plugin !== BODY_ENDED.plugin || kind.kind !== BODY_ENDED.kind) continue;
-    const payload = kind.payload;
-    if (typeof payload === 'object' && payload !== null && !Array.isArray(payload) && payload.callId === callId) {
-      return { ended: typeof payload.ended === 'string' ? payload.ended : 'unknown', event };
-    }
+    const end = bodyEndOf(event.kind);
+    if (end?.callId === callId) return { ended: end.ended, event };
   }
   return null;
+}
+
+/** The call and the end a `body_ended` event names (`unknown` for an end it does not say); null for any other event. */
+export function bodyEndOf(kind: SessionEvent['kind']): { readonly callId: string; readonly ended: string } | null {
+  if (kind.type !== 'custom' || kind.plugin !== BODY_ENDED.plugin || kind.kind !== BODY_ENDED.kind) return null;
+  const payload = kind.payload;
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload) || typeof payload.callId !== 'string') return null;
+  return { callId: payload.callId, ended: typeof payload.ended === 'string' ? payload.ended : 'unknown' };
 }
 
 /**

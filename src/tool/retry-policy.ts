@@ -17,7 +17,7 @@ import {
   type ToolRecordedOutcome,
   type ToolReviewOutcome,
 } from '../event/types.js';
-import { ToolRetryError, type ToolRetryErrorCode } from '../errors.js';
+import { ToolRetryError, type RecordedFailureCode, type ToolRetryErrorCode } from '../errors.js';
 
 export const ToolRecoveryStatus = {
   Completed: 'completed',
@@ -42,7 +42,7 @@ export type ResultClass = 'none' | 'succeeded' | 'pre_body' | 'interrupted' | 'n
  * was called (a deadline or a cancellation during the marker's commit): the body never ran. Only the runtime writes
  * a tool result, so the journal can be taken at its word.
  */
-export const STOPPED_BEFORE_BODY = 'tool_stopped_before_body';
+export const STOPPED_BEFORE_BODY = 'tool_stopped_before_body' satisfies RecordedFailureCode;
 
 const INTERRUPT_CATEGORIES: ReadonlySet<ToolFailureCategory> = new Set<ToolFailureCategory>(['timeout', 'cancelled', 'budget']);
 
