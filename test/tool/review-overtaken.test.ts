@@ -30,6 +30,14 @@ function moved(history: readonly SessionEvent[], from: number, to: number): Sess
 
 const types = (history: readonly SessionEvent[]) => history.map((e) => (e.kind.type === 'custom' ? e.kind.kind : e.kind.type));
 
+/** A memory store whose session `s` an owner `host` holds, with task `t` started. */
+async function session(options: { leaseMs?: number; heartbeat?: boolean } = {}) {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'host', ...options });
+  await owner.startTask('t');
+  return { store, owner };
+}
+
 /** The session's journal once `shows` holds of it; fails after 5 s instead of waiting for ever. */
 async function journalShowing(store: SessionStore, shows: (history: SessionEvent[]) => boolean, what: string): Promise<SessionEvent[]> {
   for (let waited = 0; waited < 5000; waited += 5) {
@@ -55,9 +63,7 @@ function lateTransfer() {
 }
 
 it('a call still in flight here (no result yet) cannot be reviewed, and no reconciler is asked about it', async () => {
-  const store = createMemoryStore();
-  const owner = await store.acquire('s', { owner: 'host' });
-  await owner.startTask('t');
+  const { store, owner } = await session();
   let release: () => void = () => {};
   let asked = 0;
   const transfer: Tool = {
@@ -82,9 +88,7 @@ it('a call still in flight here (no result yet) cannot be reviewed, and no recon
 });
 
 it('a journaled not_executed review that the call\'s result or its late body\'s end came after is not used', async () => {
-  const store = createMemoryStore();
-  const owner = await store.acquire('s', { owner: 'host' });
-  await owner.startTask('t');
+  const { store, owner } = await session();
   const { tool: transfer, late } = lateTransfer();
   const gateway = createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
   const first = await gateway.call('transfer', { to: 'acme' });
@@ -108,9 +112,7 @@ it('a journaled not_executed review that the call\'s result or its late body\'s 
 });
 
 it('a session released and acquired again in this process still knows a call of its earlier owner runs', async () => {
-  const store = createMemoryStore();
-  const first = await store.acquire('s', { owner: 'host' });
-  await first.startTask('t');
+  const { store, owner: first } = await session();
   const { tool: transfer, late } = lateTransfer();
   const runtime = createToolRuntime({ tools: [transfer], grants: { agent: '*' } });
   const ran = await runtime.bind({ owner: first, taskId: 't', caller: 'agent' }).call('transfer', { to: 'acme' });
@@ -128,9 +130,7 @@ it('a session released and acquired again in this process still knows a call of 
 });
 
 it('the end of a late body is journaled through the owner that holds the session by then, and only the runtime writes it', async () => {
-  const store = createMemoryStore();
-  const first = await store.acquire('s', { owner: 'host' });
-  await first.startTask('t');
+  const { store, owner: first } = await session();
   const { tool: transfer, late } = lateTransfer();
   const ran = await createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner: first, taskId: 't', caller: 'agent' }).call('transfer', {});
   await first.release();
@@ -177,9 +177,7 @@ it('a session of the same id in another store of this process is another session
 });
 
 it('a decision about a call still running here waits in the inbox: journalInboxReviews neither journals nor fails on it', async () => {
-  const store = createMemoryStore();
-  const owner = await store.acquire('s', { owner: 'host', leaseMs: 100, heartbeat: false });
-  await owner.startTask('t');
+  const { store, owner } = await session({ leaseMs: 100, heartbeat: false });
   let release: () => void = () => {};
   const transfer: Tool = {
     name: 'transfer',
@@ -215,9 +213,7 @@ it('append checks and writes one plain copy of each draft: a getter cannot show 
 });
 
 it('a body whose result cannot be written (its owner taken over here meanwhile) has its end journaled through the new owner', async () => {
-  const store = createMemoryStore();
-  const first = await store.acquire('s', { owner: 'host' });
-  await first.startTask('t');
+  const { store, owner: first } = await session();
   let finish: () => void = () => {};
   let started = false;
   const transfer: Tool = {
