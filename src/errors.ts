@@ -62,6 +62,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   model_unreachable: 'ChatModelError',
   model_http_error: 'ChatModelError',
   model_bad_response: 'ChatModelError',
+  model_incomplete: 'ChatModelError',
   model_script_exhausted: 'ChatModelError',
   tool_call_failed: 'ToolCallFailedError',
   runtime_error: 'ToolRuntimeHaltedError',
@@ -545,7 +546,7 @@ export class ToolRetryPlanNotSerializableError extends JingweiError {
   }
 }
 
-export type ChatModelErrorCode = 'model_unreachable' | 'model_http_error' | 'model_bad_response' | 'model_script_exhausted';
+export type ChatModelErrorCode = 'model_unreachable' | 'model_http_error' | 'model_bad_response' | 'model_incomplete' | 'model_script_exhausted';
 /** The model server could not be reached, refused the request, or answered something that is not a chat completion. */
 export class ChatModelError extends JingweiError {
   declare readonly code: ChatModelErrorCode;

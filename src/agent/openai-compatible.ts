@@ -20,6 +20,12 @@ export interface OpenAiCompatibleOptions {
   readonly body?: Readonly<JsonObject>;
   /** Largest accepted response body, in bytes. Default 8 MiB. */
   readonly maxResponseBytes?: number;
+  /**
+   * Longest a request may take, from sending it to the last byte of the answer, in milliseconds. Default 600,000
+   * (10 minutes): a server that stops answering, or trickles its answer, fails the run's step as `model_unreachable`
+   * rather than holding it for ever.
+   */
+  readonly timeoutMs?: number;
   /** Defaults to the global `fetch`. */
   readonly fetch?: typeof fetch;
 }
@@ -62,10 +68,24 @@ function bad(message: string): ChatModelError {
   return new ChatModelError('model_bad_response', `not a chat completion: ${message}`);
 }
 
+/**
+ * Why a choice's answer is not whole, by its `finish_reason`: cut at the token limit, or stopped by the server's
+ * content filter. Its text would read as the run's final answer and its tool calls may have lost their arguments'
+ * ends, so neither is taken: the run stops before anything of it is journaled, to be resumed (with a larger
+ * `max_tokens`, say). Every other reason, or none, is a whole answer.
+ */
+const INCOMPLETE: Readonly<Record<string, string>> = {
+  length: 'the answer was cut off at the token limit (finish_reason "length"); a larger max_tokens lets it finish',
+  content_filter: 'the server\'s content filter stopped the answer (finish_reason "content_filter")',
+};
+
 function readResponse(body: JsonValue): ChatResponse {
   if (!isObject(body) || !Array.isArray(body.choices) || body.choices.length === 0) throw bad('no choices');
-  const message = isObject(body.choices[0]) ? body.choices[0].message : undefined;
+  const choice = body.choices[0];
+  const message = isObject(choice) ? choice.message : undefined;
   if (!isObject(message)) throw bad('choices[0].message is missing');
+  const finish = isObject(choice) ? choice.finish_reason : undefined;
+  if (typeof finish === 'string' && Object.hasOwn(INCOMPLETE, finish)) throw new ChatModelError('model_incomplete', INCOMPLETE[finish] as string, 200);
   const content = message.content;
   if (content !== null && content !== undefined && typeof content !== 'string') throw bad('message.content is not text');
   const wireCalls = message.tool_calls ?? [];
@@ -93,14 +113,27 @@ const ERROR_BODY_BYTES = 4096;
  * The response body as text, read as it arrives and never past `maxBytes`: a body without a Content-Length, or
  * with a false one, is cut off there (`over`, the rest cancelled), not buffered whole.
  */
-async function readBounded(response: Response, maxBytes: number): Promise<{ readonly text: string; readonly over: boolean }> {
+async function readBounded(response: Response, maxBytes: number, signal: AbortSignal): Promise<{ readonly text: string; readonly over: boolean }> {
   const reader = response.body?.getReader();
   if (reader === undefined) return { text: '', over: false };
+  // A fetch that does not tie its body to the signal (a host's own fetch) still stops reading when it aborts.
+  const stop = () => void reader.cancel(signal.reason).catch(() => undefined);
+  signal.addEventListener('abort', stop, { once: true });
+  try {
+    return await readChunks(reader, maxBytes, signal);
+  } finally {
+    signal.removeEventListener('abort', stop);
+  }
+}
+
+async function readChunks(reader: ReadableStreamDefaultReader<Uint8Array>, maxBytes: number, signal: AbortSignal): Promise<{ readonly text: string; readonly over: boolean }> {
   const decoder = new TextDecoder();
   let text = '';
   let bytes = 0;
   for (;;) {
     const { done, value } = await reader.read();
+    // A cancelled read ends as if the body had: the abort, not the short text, is what happened.
+    if (signal.aborted) throw signal.reason;
     if (done) return { text: text + decoder.decode(), over: false };
     bytes += value.byteLength;
     if (bytes > maxBytes) {
@@ -111,13 +144,46 @@ async function readBounded(response: Response, maxBytes: number): Promise<{ read
   }
 }
 
+/** One request's deadline, and the caller's signal joined with it. */
+interface Exchange {
+  readonly signal: AbortSignal;
+  readonly caller: AbortSignal | undefined;
+  readonly timeoutMs: number;
+  readonly timedOut: () => boolean;
+  readonly done: () => void;
+}
+
+function startExchange(caller: AbortSignal | undefined, timeoutMs: number): Exchange {
+  const joined = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    joined.abort(new Error(`no whole answer within ${timeoutMs} ms`));
+  }, timeoutMs);
+  // A listener taken off when the request ends, so a host's one signal for a long run gathers nothing.
+  const follow = () => joined.abort(caller?.reason);
+  if (caller?.aborted) follow();
+  else caller?.addEventListener('abort', follow, { once: true });
+  return {
+    signal: joined.signal,
+    caller,
+    timeoutMs,
+    timedOut: () => timedOut && !caller?.aborted,
+    done: () => {
+      clearTimeout(timer);
+      caller?.removeEventListener('abort', follow);
+    },
+  };
+}
+
 /**
  * What a failed exchange with the server is: the caller's own abort (its signal's reason, as when the signal was
- * aborted before the run), or the server unreachable, before or while it answered.
+ * aborted before the run), or the server unreachable before or while it answered, or too slow to answer whole.
  */
-function exchangeFailure(error: unknown, signal: AbortSignal | undefined, url: string, when: string): unknown {
-  if (signal?.aborted) return signal.reason;
-  return new ChatModelError('model_unreachable', `${when} ${url}: ${thrownMessage(error)}`, null, { cause: error });
+function exchangeFailure(error: unknown, exchange: Exchange, url: string, when: string): unknown {
+  if (exchange.caller?.aborted) return exchange.caller.reason;
+  const what = exchange.timedOut() ? `${url} gave no whole answer within ${exchange.timeoutMs} ms` : `${when} ${url}: ${thrownMessage(error)}`;
+  return new ChatModelError('model_unreachable', what, null, { cause: error });
 }
 
 /** A ChatModel over an OpenAI-compatible `/chat/completions` endpoint. */
@@ -127,49 +193,63 @@ export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatMod
   if (!Number.isSafeInteger(maxBytes) || maxBytes <= 0) {
     throw new InvalidInputError('maxResponseBytes', `must be a positive integer, got ${describeValue(maxBytes)}`);
   }
+  const timeoutMs = options.timeoutMs ?? 600_000;
+  // setTimeout fires at once past 2^31 - 1 ms.
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0 || timeoutMs > 2_147_483_647) {
+    throw new InvalidInputError('timeoutMs', `must be a positive integer of milliseconds up to 2147483647, got ${describeValue(timeoutMs)}`);
+  }
   const doFetch = options.fetch ?? fetch;
   return {
     async complete(request, signal) {
-      const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json', ...(options.headers ?? {}) };
-      if (options.apiKey !== undefined) headers.authorization = `Bearer ${options.apiKey}`;
-      let response: Response;
+      const exchange = startExchange(signal, timeoutMs);
       try {
-        response = await doFetch(url, {
-          method: 'POST',
-          headers,
-          body: JSON.stringify(requestBody(options.model, request, options.body)),
-          ...(signal ? { signal } : {}),
-        });
-      } catch (error) {
-        throw exchangeFailure(error, signal, url, 'could not reach');
+        return await exchangeWith(request, exchange);
+      } finally {
+        exchange.done();
       }
-      const length = response.headers.get('content-length');
-      const declared = length === null ? Number.NaN : Number(length);
-      if (Number.isFinite(declared) && declared > maxBytes) {
-        await response.body?.cancel().catch(() => undefined);
-        throw new ChatModelError('model_bad_response', `the response is ${declared} bytes, over the limit of ${maxBytes}`, response.status);
-      }
-      let read: { readonly text: string; readonly over: boolean };
-      try {
-        read = await readBounded(response, response.ok ? maxBytes : Math.min(maxBytes, ERROR_BODY_BYTES));
-      } catch (error) {
-        throw exchangeFailure(error, signal, url, 'the connection failed while reading the response of');
-      }
-      const text = read.text;
-      if (!response.ok) {
-        const retryAfter = response.headers.get('retry-after');
-        throw new ChatModelError('model_http_error', `${url} answered HTTP ${response.status}: ${truncateUtf8(text, 512)}`, response.status, {
-          retryAfter: retryAfter === null ? null : truncateUtf8(retryAfter, 256),
-        });
-      }
-      if (read.over) throw new ChatModelError('model_bad_response', `the response is over the limit of ${maxBytes} bytes`, response.status);
-      let body: JsonValue;
-      try {
-        body = parseJson(text, { maxBytes });
-      } catch (error) {
-        throw new ChatModelError('model_bad_response', `the response is not JSON: ${(error as Error).message}`, response.status, { cause: error });
-      }
-      return readResponse(body);
     },
   };
+
+  async function exchangeWith(request: ChatRequest, exchange: Exchange): Promise<ChatResponse> {
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json', ...(options.headers ?? {}) };
+    if (options.apiKey !== undefined) headers.authorization = `Bearer ${options.apiKey}`;
+    let response: Response;
+    try {
+      response = await doFetch(url, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(requestBody(options.model, request, options.body)),
+        signal: exchange.signal,
+      });
+    } catch (error) {
+      throw exchangeFailure(error, exchange, url, 'could not reach');
+    }
+    const length = response.headers.get('content-length');
+    const declared = length === null ? Number.NaN : Number(length);
+    if (Number.isFinite(declared) && declared > maxBytes) {
+      await response.body?.cancel().catch(() => undefined);
+      throw new ChatModelError('model_bad_response', `the response is ${declared} bytes, over the limit of ${maxBytes}`, response.status);
+    }
+    let read: { readonly text: string; readonly over: boolean };
+    try {
+      read = await readBounded(response, response.ok ? maxBytes : Math.min(maxBytes, ERROR_BODY_BYTES), exchange.signal);
+    } catch (error) {
+      throw exchangeFailure(error, exchange, url, 'the connection failed while reading the response of');
+    }
+    const text = read.text;
+    if (!response.ok) {
+      const retryAfter = response.headers.get('retry-after');
+      throw new ChatModelError('model_http_error', `${url} answered HTTP ${response.status}: ${truncateUtf8(text, 512)}`, response.status, {
+        retryAfter: retryAfter === null ? null : truncateUtf8(retryAfter, 256),
+      });
+    }
+    if (read.over) throw new ChatModelError('model_bad_response', `the response is over the limit of ${maxBytes} bytes`, response.status);
+    let body: JsonValue;
+    try {
+      body = parseJson(text, { maxBytes });
+    } catch (error) {
+      throw new ChatModelError('model_bad_response', `the response is not JSON: ${(error as Error).message}`, response.status, { cause: error });
+    }
+    return readResponse(body);
+  }
 }

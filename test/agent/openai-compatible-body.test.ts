@@ -4,6 +4,7 @@
  * as the model's answer.
  */
 import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
 import { it } from 'node:test';
 import { ChatModelError, openAiCompatibleModel } from '../../src/agent.js';
 
@@ -78,5 +79,62 @@ it('an HTTP error carries the server\'s Retry-After for the host that retries', 
 it('maxResponseBytes must be a positive integer: NaN or a negative limit would bound nothing', () => {
   for (const maxResponseBytes of [Number.NaN, -1, 0, 1.5, Number.POSITIVE_INFINITY]) {
     assert.throws(() => openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', maxResponseBytes }), { name: 'InvalidInputError', message: /maxResponseBytes/ });
+  }
+});
+
+const answering = (choice: Record<string, unknown>) => (async () => new Response(JSON.stringify({ choices: [choice] }))) as typeof globalThis.fetch;
+const placeOrder = { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'place_order', arguments: '{"item":"te' } }] };
+
+it('an answer cut at the token limit or stopped by a content filter is model_incomplete, never a final answer or a call', async () => {
+  for (const [finish_reason, message, why] of [
+    ['length', placeOrder, /token limit.*max_tokens/],
+    ['length', { role: 'assistant', content: 'The refund was iss' }, /token limit/],
+    ['content_filter', { role: 'assistant', content: 'I will' }, /content filter/],
+  ] as const) {
+    const model = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', fetch: answering({ message, finish_reason }) });
+    await assert.rejects(model.complete(request), (e: unknown) => e instanceof ChatModelError && e.code === 'model_incomplete' && why.test(e.message), finish_reason);
+  }
+  // Every other reason, or none, is a whole answer.
+  for (const finish_reason of ['stop', 'tool_calls', 'function_call', 'eos', null, undefined]) {
+    const model = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', fetch: answering({ message: { role: 'assistant', content: 'Done.' }, finish_reason }) });
+    assert.deepEqual(await model.complete(request), { text: 'Done.', toolCalls: [] }, String(finish_reason));
+  }
+});
+
+it('a server that never answers, or trickles its answer, is model_unreachable once timeoutMs has passed', async () => {
+  // A fetch that honours its signal, and answers nothing.
+  const silent = (async (_url: unknown, init?: RequestInit) => new Promise<Response>((_resolve, reject) => {
+    init?.signal?.addEventListener('abort', () => reject(new DOMException('aborted', 'AbortError')), { once: true });
+  })) as typeof globalThis.fetch;
+  const quiet = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', timeoutMs: 50, fetch: silent });
+  await assert.rejects(quiet.complete(request), (e: unknown) => e instanceof ChatModelError && e.code === 'model_unreachable' && /no whole answer within 50 ms/.test(e.message));
+
+  // A body that trickles a byte at a time, from a fetch that does not tie its body to the signal: still cut off.
+  const byte = encoder.encode(' ');
+  const { fetch, state } = streaming(async (controller) => {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    controller.enqueue(byte);
+  });
+  const trickling = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', timeoutMs: 80, fetch });
+  await assert.rejects(trickling.complete(request), (e: unknown) => e instanceof ChatModelError && e.code === 'model_unreachable' && /within 80 ms/.test(e.message));
+  assert.equal(state.cancelled, true);
+
+  // The caller's own abort is still its reason, not a timeout.
+  const controller = new AbortController();
+  const reason = new Error('the host gave up');
+  setTimeout(() => controller.abort(reason), 5);
+  await assert.rejects(quiet.complete(request, controller.signal), (e: unknown) => e === reason);
+});
+
+it('a request takes its listener off the caller\'s signal when it ends, so one signal can serve a long run', async () => {
+  const controller = new AbortController();
+  const model = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', fetch: answering({ message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }) });
+  for (let i = 0; i < 20; i += 1) await model.complete(request, controller.signal);
+  assert.equal(EventEmitter.getEventListeners(controller.signal, 'abort').length, 0);
+});
+
+it('timeoutMs must be a positive integer of milliseconds a timer can wait', () => {
+  for (const timeoutMs of [Number.NaN, -1, 0, 1.5, Number.POSITIVE_INFINITY, 2 ** 31]) {
+    assert.throws(() => openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', timeoutMs }), { name: 'InvalidInputError', message: /timeoutMs/ });
   }
 });
