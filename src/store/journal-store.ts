@@ -13,7 +13,7 @@ import { ATTENTION_STATUSES, type AttentionRow, type EventRow, type JournalBacke
 import { checkTaskLedger, taskLedgerCoverage, type TaskLedgerReport } from './task-ledger.js';
 import { LeaseWatch } from './lease-watch.js';
 import { verifyJournal } from './verify.js';
-import { bodyMayStillRun } from '../tool/late-bodies.js';
+import { bodyMayStillRun, journalPendingBodyEnds } from '../tool/late-bodies.js';
 import { latestAttempts, lookupRowsDisagreement, type LookupRowsReport } from './index-check.js';
 import { FencedOwner, OpenGuard, readClock, } from './fenced-owner.js';
 import type {
@@ -114,6 +114,9 @@ export class JournalStore implements SessionStore {
     const owner = new FencedOwner(this.backend, this.guard, { sessionId: id, epoch: row.epoch, leaseMs }, ownerName, anchor, this.clock, sentAt);
     if (options.heartbeat !== false) owner.startHeartbeat();
     if (anchor) await anchor.observe(row, true);
+    // A body of this session that ended here while no owner here held it: its end reaches the journal now, before the
+    // new owner decides anything on it (docs/design.md#a-body-that-outlives-its-attempt).
+    await journalPendingBodyEnds(owner);
     return owner;
   }
 

@@ -6,7 +6,6 @@
  * published type leaves out: stopping its heartbeat while keeping the session held (`stopRenewing`), and the
  * runtime's: hearing that the owner lost its session (`onOwnerLost`).
  */
-import { resolve } from 'node:path';
 import { InvalidInputError } from '../errors.js';
 import type { CommitReceipt, CommitRequest, SessionOwner } from './types.js';
 import type { LostListener } from './lease-watch.js';
@@ -63,21 +62,22 @@ export class SessionTable<V> {
 /** The newest owner each store made of each session in this process, until it lets the session go. */
 const newestOwners = new SessionTable<SessionOwner>();
 
-const fileScopes = new Map<string, object>();
+const scopes = new Map<string, object>();
 
 /**
- * What a store's view of its sessions in this process is scoped to: the store instance, or, for a SQLite file, the
- * file (two handles on one file in one process, as two hosts would open it, see the same calls running). A
- * PostgreSQL store's location names its schema only, not its database, so each of its instances is its own scope.
+ * What a store's view of its sessions in this process is scoped to: the data its backend names by `scopeKey` (a
+ * SQLite file by its device and inode, however its path was spelled; a PostgreSQL schema of one database of one
+ * server), so two handles on one database in one process, as two hosts would open it, see the same calls running;
+ * the backend instance itself when it names none.
  */
-export function storeScope(backend: { readonly kind: string; readonly location?: string }): object {
-  const location = backend.location;
-  if (backend.kind !== 'sqlite' || location === undefined || location === '' || location === ':memory:') return backend;
-  const key = resolve(location);
-  let scope = fileScopes.get(key);
+export function storeScope(backend: { readonly kind: string; readonly scopeKey?: string | undefined }): object {
+  const key = backend.scopeKey;
+  if (typeof key !== 'string' || key === '') return backend;
+  const scoped = `${backend.kind}\n${key}`;
+  let scope = scopes.get(scoped);
   if (scope === undefined) {
-    scope = { file: key };
-    fileScopes.set(key, scope);
+    scope = { scope: scoped };
+    scopes.set(scoped, scope);
   }
   return scope;
 }

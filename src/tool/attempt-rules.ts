@@ -62,17 +62,29 @@ export function attemptCondition(op: ToolOperation, plan: ToolRetryPlan | undefi
  * session its store made runs them (a session released and acquired again here still sees the calls its earlier
  * owner started): the in-doubt guard passes them over, and a review or a retry of one waits for it.
  */
-const inFlight = new SessionTable<Set<string>>();
-const NONE: ReadonlySet<string> = new Set();
+const inFlight = new SessionTable<Map<string, SessionOwner>>();
+const NONE: ReadonlyMap<string, SessionOwner> = new Map();
 
-/** The calls of `owner`'s session in flight in this process. */
-export function runningCalls(owner: SessionOwner): ReadonlySet<string> {
+/** The calls of `owner`'s session in flight in this process, whichever owner of it entered them. */
+export function runningCalls(owner: SessionOwner): Pick<ReadonlySet<string>, 'has'> {
   return inFlight.get(owner) ?? NONE;
+}
+
+/**
+ * The calls `owner` itself has in flight: what the in-doubt guard passes over. A call an earlier owner of the session
+ * left running here when another took the session over is in doubt for the new owner, as it would be for a host in
+ * another process: its body may make the write while the new owner's identical call makes it again.
+ */
+export function callsRunningAs(owner: SessionOwner): ReadonlySet<string> {
+  const calls = inFlight.get(owner);
+  const mine = new Set<string>();
+  if (calls !== undefined) for (const [callId, by] of calls) if (by === owner) mine.add(callId);
+  return mine;
 }
 
 /** Notes that `callId` of `owner`'s session is in flight here until `leaveCall`. */
 export function enterCall(owner: SessionOwner, callId: string): void {
-  inFlight.take(owner, () => new Set()).add(callId);
+  inFlight.take(owner, () => new Map()).set(callId, owner);
 }
 
 export function leaveCall(owner: SessionOwner, callId: string): void {

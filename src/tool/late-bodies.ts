@@ -55,34 +55,84 @@ export function trackLateBody(owner: SessionOwner, call: ToolCall, turnId: TurnI
   const op = call.operation;
   if (op === undefined) return;
   const callId = call.id;
-  const store = storeOf(owner);
   lateBodies.take(owner, () => new Map()).set(callId, { taskId: op.taskId, key: op.key });
   const settledRecord = recorded.then(() => undefined, () => undefined);
   void Promise.all([ended, settledRecord]).then(async ([how]) => {
     const still = lateBodies.get(owner);
     still?.delete(callId);
     if (still?.size === 0) lateBodies.delete(owner);
-    let endings = endingsByStore.get(store);
-    if (endings === undefined) {
-      endings = new Map();
-      endingsByStore.set(store, endings);
-    }
-    setNewest(endings, endingKey(owner.sessionId, callId), how, ENDINGS_KEPT);
     await journalBodyEnd(owner, callId, turnId, how);
   });
 }
 
 /**
+ * The end of a body whose result could not be written. A plan reviewed while it ran finds it (lateBodyEnd); another
+ * owner here that took the session over journals it; this owner's own failed write is settled at its next write.
+ */
+export function unrecordedBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd): Promise<void> {
+  noteBodyEnd(owner, callId, how);
+  return currentOwner(owner) === owner ? Promise.resolve() : journalBodyEnd(owner, callId, turnId, how);
+}
+
+/** Notes how the body of `callId` of `owner`'s session ended in this process (lateBodyEnd answers it from then on). */
+function noteBodyEnd(owner: SessionOwner, callId: string, how: LateBodyEnd): void {
+  const store = storeOf(owner);
+  let endings = endingsByStore.get(store);
+  if (endings === undefined) {
+    endings = new Map();
+    endingsByStore.set(store, endings);
+  }
+  setNewest(endings, endingKey(owner.sessionId, callId), how, ENDINGS_KEPT);
+}
+
+interface PendingEnd {
+  readonly turnId: TurnId;
+  readonly how: LateBodyEnd;
+}
+
+/**
+ * Body ends this process knows of that no journal has taken yet (no owner here held the session when the body
+ * ended), by store and session: the next owner of the session here journals them before anything is decided on the
+ * journal without them (journalPendingBodyEnds).
+ */
+const pendingEnds = new SessionTable<Map<string, PendingEnd>>();
+
+/**
  * Journals that the body of `callId` ended, through the owner that holds the session in this process by then: a late
  * body's end, or the end of a body whose result could not be written (its owner fenced by a takeover here). A
- * journal that cannot take it is left as it is (see trackLateBody).
+ * journal that cannot take it now keeps it pending, for the next owner of the session here to journal.
  */
 export async function journalBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd): Promise<void> {
+  noteBodyEnd(owner, callId, how);
+  if (await commitBodyEnd(currentOwner(owner), callId, turnId, how)) return;
+  const pending = pendingEnds.take(owner, () => new Map());
+  setNewest(pending, callId, { turnId, how }, ENDINGS_KEPT);
+}
+
+async function commitBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd): Promise<boolean> {
   try {
-    await commitAs(currentOwner(owner), { events: [{ turnId, kind: { type: 'custom', ...BODY_ENDED, payload: { callId, ended: how } } }] });
+    await commitAs(owner, { events: [{ turnId, kind: { type: 'custom', ...BODY_ENDED, payload: { callId, ended: how } } }] });
+    return true;
   } catch {
-    // Nothing to do: see above.
+    return false;
   }
+}
+
+/**
+ * Journals, through `owner`, the body ends of its session this process knows of and no journal has taken yet.
+ * Returns how many it journaled: a history loaded before then lacks them, and a review decided on it is blind to them.
+ */
+export async function journalPendingBodyEnds(owner: SessionOwner): Promise<number> {
+  const pending = pendingEnds.get(owner);
+  if (pending === undefined) return 0;
+  let journaled = 0;
+  for (const [callId, end] of [...pending]) {
+    if (!(await commitBodyEnd(owner, callId, end.turnId, end.how))) continue;
+    pending.delete(callId);
+    journaled += 1;
+  }
+  if (pending.size === 0) pendingEnds.delete(owner);
+  return journaled;
 }
 
 /** The call of operation (taskId, key) of `owner`'s session whose body still runs in this process, if any. */

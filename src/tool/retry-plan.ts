@@ -18,7 +18,7 @@ import { jsonEquals } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
 import { classifyAttempt, collectEvidence, decideRetry, effectiveReview, locateAttempt, validatePassedReview, type AttemptRecord } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
-import { bodyMayStillRun } from './late-bodies.js';
+import { bodyEnded, bodyMayStillRun } from './late-bodies.js';
 
 /** What the runtime is about to execute; all of it must match the plan's source call. */
 export interface ToolRetryBinding {
@@ -303,7 +303,10 @@ export function prepareToolRetry(
           : deepFreeze({ actor: checkedReview.actor, evidence: checkedReview.evidence, outcome: checkedReview.outcome }),
       sourceRow: Object.freeze(sourceRowIn(history, record.call.id)),
       sourceNotRun: sourceNotRun(record, checkedReview?.outcome ?? null),
-      reviewedWhileBodyOpen: checkedReview?.outcome === 'not_executed' && bodyMayStillRun(history, record.call.id),
+      // A source with no result yet may be running still (in this process, under an owner since fenced): a review
+      // decided on a history that shows no end of its body is as blind to that end as one decided after an interrupt.
+      reviewedWhileBodyOpen: checkedReview?.outcome === 'not_executed' &&
+        (record.result === null ? bodyEnded(history, record.call.id) === null : bodyMayStillRun(history, record.call.id)),
       latch: { consumed: false },
     }),
   );

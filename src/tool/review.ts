@@ -21,6 +21,7 @@ import { classifyAttempt, collectEvidence, latestReview, reviewableAttempt, same
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { assessSession } from './assess.js';
 import { runningHere } from './attempt-rules.js';
+import { journalPendingBodyEnds } from './late-bodies.js';
 import type { Tool, ToolReconcileAnswer, ToolReconcileRequest } from './types.js';
 import { commitAs } from '../store/owner-commit.js';
 
@@ -81,6 +82,9 @@ export async function recordToolReview(
   if (history[0]!.sessionId !== owner.sessionId) {
     throw new InvalidInputError('history', `is the journal of session ${history[0]!.sessionId}, not of ${owner.sessionId}`);
   }
+  // A body end this process knows of and no journal has taken yet goes in first: the review's commit then finds the
+  // journal past `history` (history_changed), and the review is decided again on a history that shows it.
+  await journalPendingBodyEnds(owner);
   const record = reviewableAttempt(history, id);
   const running = runningHere(owner, id);
   if (running !== null) {

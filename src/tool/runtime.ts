@@ -4,7 +4,7 @@ import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
 import { contractChangedRefusal } from './contract-changed.js';
 import { sameContract } from './evidence.js';
-import { journalBodyEnd, trackLateBody, type LateBodyEnd } from './late-bodies.js';
+import { trackLateBody, unrecordedBodyEnd, type LateBodyEnd } from './late-bodies.js';
 import { STOPPED_BEFORE_BODY } from './retry-policy.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
@@ -23,9 +23,9 @@ import { noteRetrySource } from './retry-source.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
-import { canCommit, commitAs, currentOwner, onOwnerLost } from '../store/owner-commit.js';
+import { canCommit, commitAs, onOwnerLost } from '../store/owner-commit.js';
 import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
-import { type AttemptCondition, attemptCondition, enterCall, leaveCall, notRegistered, refuseWhileBodyRuns, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
+import { type AttemptCondition, attemptCondition, callsRunningAs, enterCall, leaveCall, notRegistered, refuseWhileBodyRuns, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, frozenOperation, hookView, serializeOutput } from './body-outcome.js';
 
 /** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
@@ -419,7 +419,7 @@ class Gateway implements ToolGateway {
       // failed write is settled at its next write, as before.)
       const ended = outcome.status === 'failed' && (outcome.category === 'body_failure' || outcome.category === 'body_panic') ? 'threw' : 'returned';
       const owner = this.binding.owner;
-      recorded.catch(() => (currentOwner(owner) === owner ? undefined : journalBodyEnd(owner, call.id, callEvent.turnId, ended)));
+      recorded.catch(() => unrecordedBodyEnd(owner, call.id, callEvent.turnId, ended));
     }
     return recorded;
   }
@@ -491,7 +491,7 @@ class Gateway implements ToolGateway {
   /** The in-doubt guard's read; a store that cannot answer fails the call as a recording error, nothing written. */
   private async inDoubt(call: ToolCall) {
     try {
-      return await checkInDoubt(this.binding.owner, call, runningCalls(this.binding.owner));
+      return await checkInDoubt(this.binding.owner, call, callsRunningAs(this.binding.owner));
     } catch (error) {
       throw new ToolRecordingError('call', call, null, error);
     }

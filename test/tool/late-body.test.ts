@@ -10,8 +10,6 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { decisionInbox } from '../../src/store/inbox.js';
-import type { SessionEvent } from '../../src/event/types.js';
-import type { SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { journalInboxReviews } from '../../src/tool/inbox-review.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
@@ -19,6 +17,7 @@ import { reconcileUncertainCalls, recordToolReview } from '../../src/tool/review
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool } from '../../src/tool/types.js';
 import { cli } from '../cli/helpers.js';
+import { untilBodyEnded } from '../support/body-ended.js';
 import { sleep } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
 
@@ -40,18 +39,6 @@ function lateTool(name: string, effect: 'non_idempotent' | 'idempotent') {
     reconcile: async () => ({ outcome: 'not_executed', evidence: 'no transfer in the bank yet' }),
   };
   return { tool: t, state };
-}
-
-const bodyEnded = (history: readonly SessionEvent[], callId: string) =>
-  history.find((e) => e.kind.type === 'custom' && e.kind.plugin === 'jingwei.runtime' && e.kind.kind === 'body_ended'
-    && (e.kind.payload as { callId?: string }).callId === callId);
-
-async function untilBodyEnded(store: SessionStore, sessionId: string, callId: string): Promise<SessionEvent> {
-  for (;;) {
-    const found = bodyEnded(await store.loadHistory(sessionId), callId);
-    if (found) return found;
-    await sleep(5);
-  }
 }
 
 forEachStore('a body that outlives its attempt', (target) => {

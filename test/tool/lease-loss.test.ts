@@ -15,6 +15,7 @@ import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { SessionStore } from '../../src/store/types.js';
 import type { ToolExecution } from '../../src/tool/types.js';
+import { untilBodyEnded } from '../support/body-ended.js';
 import { sleep, tool } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
 
@@ -99,6 +100,10 @@ forEachStore('a host that loses its session', (target) => {
     const started = history.find((e) => e.kind.type === 'tool_call');
     assert.ok(started?.kind.type === 'tool_call');
     const callId = started.kind.call.id;
+    // The stopped body's end reaches the journal through host B (the same database, in this process); the operator
+    // reviews once it has, as the operator guide asks (a decision made before it would be stale).
+    const end = await untilBodyEnded(b, 's-stall', callId);
+    assert.deepEqual(end.kind.type === 'custom' && end.kind.payload, { callId, ended: 'threw' });
     await decisionInbox(operator).recordReview({ sessionId: 's-stall', callId, outcome: 'not_executed', evidence: 'the bank shows nothing', actor: 'ops' });
     await journalInboxReviews(ownerB, b, await b.loadHistory('s-stall'));
     const plan = prepareToolRetry(await b.loadHistory('s-stall'), callId);

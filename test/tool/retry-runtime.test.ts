@@ -8,6 +8,7 @@ import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { inspectToolRecovery, prepareToolRetry } from '../../src/tool/recovery.js';
 import type { ToolApprover } from '../../src/tool/types.js';
+import { untilBodyEnded } from '../support/body-ended.js';
 import { never, rig, tool } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
 const review = { actor: 'ops@example.com', evidence: 'ledger query #42: no row', outcome: 'not_executed' as const };
@@ -60,9 +61,13 @@ forEachStore('retries through the runtime', (target) => {
     const owner = await store.acquire(r.sessionId, { owner: 'recovering-host', takeover: true });
     release();
     assert.equal(((await pending) as { code: string }).code, 'recording_failed', 'the fenced host cannot record its result');
+    const callId = ((await store.loadHistory(r.sessionId))[1]!.kind as { call: { id: string } }).call.id;
+    // The new owner (another handle on the same database, in this process) journals how the fenced body ended; a
+    // review is decided on a history that shows it.
+    const end = await untilBodyEnded(store, r.sessionId, callId);
+    assert.deepEqual(end.kind.type === 'custom' && end.kind.payload, { callId, ended: 'returned' });
     const history = await store.loadHistory(r.sessionId);
-    assert.deepEqual(history.map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_started']);
-    const callId = (history[1]!.kind as { call: { id: string } }).call.id;
+    assert.deepEqual(history.map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_started', 'custom']);
     assert.equal(inspectToolRecovery(history, callId).status, 'outcome_unknown');
     assert.throws(() => prepareToolRetry(history, callId, null), { code: 'needs_review' });
     assert.throws(() => prepareToolRetry(history, callId, { ...review, outcome: 'uncertain' }), { code: 'needs_review' });

@@ -6,6 +6,7 @@ import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import { never, rig, sleep, tool } from '../support/runtime.js';
+import { untilBodyEnded } from '../support/body-ended.js';
 import { forEachStore } from '../support/stores.js';
 
 describe('ToolMetadata', () => {
@@ -209,8 +210,11 @@ forEachStore('the gateway', (target) => {
       assert.equal(e.result.outcome.status, 'succeeded', 'the error carries what the body returned');
       return true;
     });
+    // The new owner, on the same database in this process, journals that the fenced body returned.
+    const callId = ((await other.loadHistory(r.sessionId))[1]!.kind as { call: { id: string } }).call.id;
+    await untilBodyEnded(other, r.sessionId, callId);
     const history = await other.loadHistory(r.sessionId);
-    assert.deepEqual(history.map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_started'], 'after the task\'s start');
+    assert.deepEqual(history.map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_started', 'custom'], 'after the task\'s start');
     assert.equal(next.epoch, 2);
     await other.close();
     await r.store.close();

@@ -59,6 +59,23 @@ async function batch(client: PoolClient, steps: readonly Step[]): Promise<void> 
   for (const r of settled) if (r.status === 'rejected') throw r.reason;
 }
 
+/**
+ * Which server, database and schema the pool reaches, however its URL was spelled (a host name or an address, another
+ * user, another pool): the server's system identifier, the database's oid and the schema. Undefined where the server
+ * will not tell (a proxy, a compatible engine without pg_control_system): that store is then a place of its own.
+ */
+async function databaseIdentity(pool: Pool, schema: string): Promise<string | undefined> {
+  try {
+    const { rows } = await pool.query<{ server: string; db: string }>(
+      'SELECT (SELECT system_identifier FROM pg_control_system())::text AS server, (SELECT oid FROM pg_database WHERE datname = current_database())::text AS db',
+    );
+    const row = rows[0];
+    return row?.server && row.db ? `${row.server}:${row.db}:${schema}` : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 class PostgresBackend implements JournalBackend {
   readonly kind = 'postgres';
   readonly location: string;
@@ -92,6 +109,8 @@ class PostgresBackend implements JournalBackend {
     schema: string,
     timeouts: { lock: number; statement: number; idle: number },
     prepare: boolean,
+    /** The server, database and schema (databaseIdentity), or undefined: this instance is its own place. */
+    readonly scopeKey: string | undefined,
   ) {
     const S = `"${schema}"`;
     this.schemaName = S;
@@ -506,6 +525,7 @@ export async function openPostgresStore(urlOrPool: string | PgPool, options: Pos
     if (ownsPool) await pool.end().catch(() => {});
     throw mapPostgresError(error, `open schema ${schema}`);
   }
-  const backend = new PostgresBackend(pool, ownsPool, schema, { lock, statement, idle }, options.prepare !== false);
+  const scopeKey = await databaseIdentity(pool, schema);
+  const backend = new PostgresBackend(pool, ownsPool, schema, { lock, statement, idle }, options.prepare !== false, scopeKey);
   return new JournalStore(backend, options.clock ? { clock: options.clock } : {});
 }

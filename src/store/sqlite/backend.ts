@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { StaleOwnerError, StoreClosedError } from '../../errors.js';
 import type { SessionId } from '../../ids.js';
 import { STORE_DEFAULTS } from '../../limits.js';
@@ -22,6 +23,8 @@ type WriteTx = (sessionId: SessionId, reads: TxReads, decide: (state: TxState) =
 class SqliteBackend implements JournalBackend {
   readonly kind = 'sqlite';
   readonly location: string;
+  /** The file's device and inode (its absolute path if it had none yet): symlinks and other spellings are one file. */
+  readonly scopeKey: string | undefined;
   private readonly stmt: SqliteStatements;
   private readonly writeTx: Transaction<WriteTx>;
   private readonly groupTx: Transaction<(group: QueuedWrite[]) => void>;
@@ -39,6 +42,7 @@ class SqliteBackend implements JournalBackend {
   constructor(private readonly db: Database, path: string) {
     this.location = path;
     this.identity = path === ':memory:' || path === '' ? null : new FileIdentity(path);
+    this.scopeKey = this.identity === null ? undefined : (this.identity.fileKey ?? `path:${resolve(path)}`);
     this.stmt = prepareStatements(db);
     this.known = new KnownRows(db.prepare<[], number>('PRAGMA data_version').pluck());
     this.inbox = new SqliteInbox(db, (sessionId, fn) => this.run(sessionId, () => {

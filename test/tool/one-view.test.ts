@@ -1,0 +1,168 @@
+/**
+ * One view of running calls per database in a process (docs/design.md#one-view-of-running-calls-per-database): two
+ * stores opened on one database (another handle, a symlink, another pool) see the same calls running and the same
+ * bodies ending, so a takeover in the same process cannot review, retry or repeat a write whose body still runs, and
+ * a body's end this process knows of reaches the journal before anything is decided on it.
+ */
+import assert from 'node:assert/strict';
+import { mkdirSync, symlinkSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { it } from 'node:test';
+import { openSqliteStore } from '../../src/sqlite.js';
+import type { SessionStore } from '../../src/store/types.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { prepareToolRetry } from '../../src/tool/retry-plan.js';
+import { recordToolReview } from '../../src/tool/review.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { Tool } from '../../src/tool/types.js';
+import { bodyEnded, untilBodyEnded } from '../support/body-ended.js';
+import { sleep } from '../support/runtime.js';
+import { forEachStore } from '../support/stores.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+
+const review = { actor: 'ops', outcome: 'not_executed', evidence: 'the bank shows nothing yet' } as const;
+
+/** A transfer whose first body ignores its signal and waits for `release`; every body counts itself in `runs`. */
+function heldTransfer() {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => { release = resolve; });
+  let entered!: () => void;
+  const inBody = new Promise<void>((resolve) => { entered = resolve; });
+  const state = { runs: 0 };
+  const transfer: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'wire-v1'),
+    async execute() {
+      state.runs += 1;
+      if (state.runs === 1) {
+        entered();
+        await gate;
+      }
+      return `transfer ${state.runs}`;
+    },
+  };
+  return { transfer, state, inBody, release, runtime: createToolRuntime({ tools: [transfer], grants: { agent: '*' } }) };
+}
+
+/** Host A's call of the held transfer, its body running; its call id. */
+async function callInFlight(store: SessionStore, held: ReturnType<typeof heldTransfer>, options: { timeoutMs?: number } = {}) {
+  const owner = await store.acquire('s', { owner: 'host-a' });
+  await owner.startTask('t');
+  const pending = held.runtime.bind({ owner, taskId: 't', caller: 'agent' }).callWithOptions('transfer', {}, options)
+    .then((execution) => execution, (error: unknown) => error);
+  await held.inBody;
+  const call = (await store.loadHistory('s')).find((e) => e.kind.type === 'tool_call');
+  assert.ok(call?.kind.type === 'tool_call');
+  return { owner, pending, callId: call.kind.call.id };
+}
+
+/** Another handle on the journal's file through a symlink to the file, or to its directory. */
+function linkedPath(path: string, how: 'file' | 'directory'): string {
+  if (how === 'file') {
+    const link = join(dirname(path), 'link-to-journal.db');
+    symlinkSync(path, link);
+    return link;
+  }
+  const linkDir = `${dirname(path)}-link`;
+  symlinkSync(dirname(path), linkDir);
+  return join(linkDir, path.slice(dirname(path).length + 1));
+}
+
+for (const how of ['file', 'directory'] as const) {
+  it(`a second handle through a symlink to the ${how} is the same file: no review or retry while the body runs, and its end is journaled`, async () => {
+    const dir = join(tempDir('jingwei-one-view-'), how);
+    mkdirSync(dir);
+    const path = tempDbPath(dir, 'journal');
+    const a = openSqliteStore(path);
+    const held = heldTransfer();
+    const { pending, callId } = await callInFlight(a, held);
+    const b = openSqliteStore(linkedPath(path, how));
+    const ownerB = await b.acquire('s', { owner: 'host-b', takeover: true });
+    await assert.rejects(recordToolReview(ownerB, await b.loadHistory('s'), callId, review), { code: 'call_in_flight' });
+    const plan = prepareToolRetry(await b.loadHistory('s'), callId, review);
+    const gateway = held.runtime.bind({ owner: ownerB, taskId: 't', caller: 'agent' });
+    await assert.rejects(gateway.callWithOptions('transfer', {}, { retry: plan }), { code: 'body_running' });
+    held.release();
+    await pending;
+    const end = await untilBodyEnded(b, 's', callId);
+    assert.deepEqual(end.kind.type === 'custom' && end.kind.payload, { callId, ended: 'returned' });
+    await assert.rejects(gateway.callWithOptions('transfer', {}, { retry: plan }), { code: 'needs_review' });
+    assert.equal(held.state.runs, 1, 'the transfer was made once');
+    await b.close();
+    await a.close();
+  });
+}
+
+forEachStore('one view of running calls per database', (target) => {
+  it('two stores opened on one database: a review of the other\'s running call is refused, and the body\'s end reaches the journal', async () => {
+    const location = target.fresh();
+    const a = await location.open();
+    const b = await location.open();
+    const held = heldTransfer();
+    const { pending, callId } = await callInFlight(a, held);
+    const ownerB = await b.acquire('s', { owner: 'host-b', takeover: true });
+    await assert.rejects(recordToolReview(ownerB, await b.loadHistory('s'), callId, review), { code: 'call_in_flight' });
+    held.release();
+    await pending;
+    await untilBodyEnded(b, 's', callId);
+    assert.equal(held.state.runs, 1);
+    await b.close();
+    await a.close();
+  });
+
+  it('a plan prepared while its source had no result, refused while the body ran, is not taken once the body has ended', async () => {
+    const location = target.fresh();
+    const store = await location.open();
+    const held = heldTransfer();
+    const { pending, callId } = await callInFlight(store, held);
+    const ownerB = await store.acquire('s', { owner: 'host-b', takeover: true });
+    const gateway = held.runtime.bind({ owner: ownerB, taskId: 't', caller: 'agent' });
+    const blind = prepareToolRetry(await store.loadHistory('s'), callId, review);
+    await assert.rejects(gateway.callWithOptions('transfer', {}, { retry: blind }), { code: 'body_running' });
+    held.release();
+    assert.equal((await pending as { code?: string }).code, 'recording_failed', 'the fenced host cannot record its result');
+    await untilBodyEnded(store, 's', callId);
+    await assert.rejects(gateway.callWithOptions('transfer', {}, { retry: blind }), { code: 'needs_review' });
+    assert.equal(held.state.runs, 1, 'the blind plan made no second transfer');
+    // A review decided on a history that shows how the body ended is the host's informed call, and is taken.
+    const informed = prepareToolRetry(await store.loadHistory('s'), callId, review);
+    assert.equal((await gateway.callWithOptions('transfer', {}, { retry: informed })).result.outcome.status, 'succeeded');
+    assert.equal(held.state.runs, 2);
+    await store.close();
+  });
+
+  it('the in-doubt guard passes over only the calls its own owner runs: after a takeover here, a repeat of the running call is in doubt', async () => {
+    const location = target.fresh();
+    const store = await location.open();
+    const held = heldTransfer();
+    const { pending } = await callInFlight(store, held);
+    const ownerB = await store.acquire('s', { owner: 'host-b', takeover: true });
+    const repeat = await held.runtime.bind({ owner: ownerB, taskId: 't', caller: 'agent' }).call('transfer', {});
+    assert.deepEqual([repeat.result.outcome.status, repeat.result.outcome.status === 'failed' && repeat.result.outcome.code], ['failed', 'tool_in_doubt']);
+    held.release();
+    await pending;
+    assert.equal(held.state.runs, 1, 'the repeat made no second transfer');
+    await store.close();
+  });
+
+  it('a late body that ends while no owner here holds its session: its end is journaled by the next owner here, as it acquires', async () => {
+    const location = target.fresh();
+    const a = await location.open();
+    const held = heldTransfer();
+    const { pending, callId } = await callInFlight(a, held, { timeoutMs: 100 });
+    assert.equal(((await pending) as { result: { outcome: { status: string } } }).result.outcome.status, 'failed', 'its deadline is recorded');
+    // Another handle takes the session over and lets it go: nobody here holds it when the body returns.
+    const b = await location.open();
+    await b.acquire('s', { owner: 'host-b', takeover: true });
+    await b.close();
+    held.release();
+    await sleep(50);
+    assert.equal(bodyEnded(await a.loadHistory('s'), callId), undefined, 'no owner could journal it yet');
+    const ownerC = await a.acquire('s', { owner: 'host-c', takeover: true });
+    const end = bodyEnded(await a.loadHistory('s'), callId);
+    assert.deepEqual(end?.kind.type === 'custom' && end.kind.payload, { callId, ended: 'returned' });
+    // So a review decided now is decided knowing it.
+    assert.ok((await recordToolReview(ownerC, await a.loadHistory('s'), callId, review)).seq > end!.seq);
+    await a.close();
+  });
+});
