@@ -67,11 +67,15 @@ export function trackLateBody(owner: SessionOwner, call: ToolCall, turnId: TurnI
 
 /**
  * The end of a body whose result could not be written. A plan reviewed while it ran finds it (lateBodyEnd); another
- * owner here that took the session over journals it; this owner's own failed write is settled at its next write.
+ * owner here that took the session over journals it now. When this owner is still the newest here (its own write
+ * failed: the store busy or full, or a host in another process fenced it), the end waits as a pending one, for this
+ * owner's next call or review, or the next owner of the session here, to journal.
  */
 export function unrecordedBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd): Promise<void> {
+  if (currentOwner(owner) !== owner) return journalBodyEnd(owner, callId, turnId, how);
   noteBodyEnd(owner, callId, how);
-  return currentOwner(owner) === owner ? Promise.resolve() : journalBodyEnd(owner, callId, turnId, how);
+  keepPending(owner, callId, { turnId, how });
+  return Promise.resolve();
 }
 
 /** Notes how the body of `callId` of `owner`'s session ended in this process (lateBodyEnd answers it from then on). */
@@ -104,35 +108,44 @@ const pendingEnds = new SessionTable<Map<string, PendingEnd>>();
  */
 export async function journalBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd): Promise<void> {
   noteBodyEnd(owner, callId, how);
-  if (await commitBodyEnd(currentOwner(owner), callId, turnId, how)) return;
-  const pending = pendingEnds.take(owner, () => new Map());
-  setNewest(pending, callId, { turnId, how }, ENDINGS_KEPT);
+  if ((await commitBodyEnd(currentOwner(owner), callId, turnId, how)) !== null) keepPending(owner, callId, { turnId, how });
 }
 
-async function commitBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd): Promise<boolean> {
+function keepPending(owner: SessionOwner, callId: string, end: PendingEnd): void {
+  setNewest(pendingEnds.take(owner, () => new Map()), callId, end, ENDINGS_KEPT);
+}
+
+/** Commits the end of `callId`'s body as `owner`; the commit's error, or null once it is journaled. */
+async function commitBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd): Promise<unknown> {
   try {
     await commitAs(owner, { events: [{ turnId, kind: { type: 'custom', ...BODY_ENDED, payload: { callId, ended: how } } }] });
-    return true;
-  } catch {
-    return false;
+    return null;
+  } catch (error) {
+    return error ?? new Error('the commit failed');
   }
 }
 
+const NOTHING_LEFT: ReadonlyMap<string, unknown> = new Map();
+
+/** Whether this process keeps body ends of `owner`'s session that no journal has taken yet (a lookup, no I/O). */
+export const hasPendingBodyEnds = (owner: SessionOwner): boolean => pendingEnds.get(owner) !== undefined;
+
 /**
- * Journals, through `owner`, the body ends of its session this process knows of and no journal has taken yet.
- * Returns how many it journaled: a history loaded before then lacks them, and a review decided on it is blind to them.
+ * Journals, through `owner`, the body ends of its session this process knows of and no journal has taken yet: a
+ * history loaded before then lacks them, and a review decided on it would be blind to them. Returns the ends it could
+ * not journal, by call id, with the commit's error.
  */
-export async function journalPendingBodyEnds(owner: SessionOwner): Promise<number> {
+export async function journalPendingBodyEnds(owner: SessionOwner): Promise<ReadonlyMap<string, unknown>> {
   const pending = pendingEnds.get(owner);
-  if (pending === undefined) return 0;
-  let journaled = 0;
+  if (pending === undefined) return NOTHING_LEFT;
+  const left = new Map<string, unknown>();
   for (const [callId, end] of [...pending]) {
-    if (!(await commitBodyEnd(owner, callId, end.turnId, end.how))) continue;
-    pending.delete(callId);
-    journaled += 1;
+    const error = await commitBodyEnd(owner, callId, end.turnId, end.how);
+    if (error === null) pending.delete(callId);
+    else left.set(callId, error);
   }
   if (pending.size === 0) pendingEnds.delete(owner);
-  return journaled;
+  return left;
 }
 
 /** The call of operation (taskId, key) of `owner`'s session whose body still runs in this process, if any. */

@@ -83,8 +83,10 @@ export async function recordToolReview(
     throw new InvalidInputError('history', `is the journal of session ${history[0]!.sessionId}, not of ${owner.sessionId}`);
   }
   // A body end this process knows of and no journal has taken yet goes in first: the review's commit then finds the
-  // journal past `history` (history_changed), and the review is decided again on a history that shows it.
-  await journalPendingBodyEnds(owner);
+  // journal past `history` (history_changed), and the review is decided again on a history that shows it. One of
+  // this call that cannot go in yet fails the review with the reason: it would be decided blind to it.
+  const left = await journalPendingBodyEnds(owner);
+  if (left.has(id)) throw left.get(id);
   const record = reviewableAttempt(history, id);
   const running = runningHere(owner, id);
   if (running !== null) {

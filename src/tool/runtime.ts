@@ -4,7 +4,7 @@ import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
 import { contractChangedRefusal } from './contract-changed.js';
 import { sameContract } from './evidence.js';
-import { trackLateBody, unrecordedBodyEnd, type LateBodyEnd } from './late-bodies.js';
+import { hasPendingBodyEnds, journalPendingBodyEnds, trackLateBody, unrecordedBodyEnd, type LateBodyEnd } from './late-bodies.js';
 import { STOPPED_BEFORE_BODY } from './retry-policy.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
@@ -158,6 +158,8 @@ class Gateway implements ToolGateway {
       metadata?.outputCeilingBytes, () => `the tool's ceiling (ToolMetadata.withOutputCeiling on ${name})`,
     );
     if (this.binding.signal?.aborted) throw new ToolTurnClosedError();
+    // A body end this process knows of and no journal has taken yet goes in before anything else this owner writes.
+    if (hasPendingBodyEnds(this.binding.owner)) await journalPendingBodyEnds(this.binding.owner);
     if (given.retry instanceof ToolRetryPlan) refuseWhileBodyRuns(this.binding.owner, given.retry);
     // A retry of a call that provably never ran, under a contract the tool no longer has, is recorded refused before
     // its body, under the contract its operation recorded (docs/design.md#a-redeploy-while-a-call-waits).

@@ -5,9 +5,10 @@
  * a body's end this process knows of reaches the journal before anything is decided on it.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, symlinkSync } from 'node:fs';
+import { mkdirSync, renameSync, symlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { it } from 'node:test';
+import Database from 'better-sqlite3';
 import { openSqliteStore } from '../../src/sqlite.js';
 import type { SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
@@ -92,6 +93,48 @@ for (const how of ['file', 'directory'] as const) {
     await a.close();
   });
 }
+
+it('a journal replaced at its path by a copy of itself (a compaction, a restore) is the same view: no review while the body runs', async () => {
+  const path = tempDbPath(tempDir('jingwei-one-view-'), 'journal');
+  const a = openSqliteStore(path);
+  const held = heldTransfer();
+  const { pending, callId } = await callInFlight(a, held);
+  const copy = `${path}.copy`;
+  const raw = new Database(path);
+  raw.exec(`VACUUM INTO '${copy.replaceAll("'", "''")}'`);
+  raw.close();
+  renameSync(copy, path);
+  const b = openSqliteStore(path);
+  const ownerB = await b.acquire('s', { owner: 'host-b', takeover: true });
+  await assert.rejects(recordToolReview(ownerB, await b.loadHistory('s'), callId, review), { code: 'call_in_flight' });
+  held.release();
+  await pending;
+  await untilBodyEnded(b, 's', callId);
+  assert.equal(held.state.runs, 1);
+  await b.close();
+  await a.close();
+});
+
+it('a body whose owner could not write its result (the store busy) has its end journaled before that owner reviews or calls again', async () => {
+  const path = tempDbPath(tempDir('jingwei-one-view-'), 'journal');
+  const store = openSqliteStore(path, { busyTimeoutMs: 50 });
+  const held = heldTransfer();
+  const { owner, pending, callId } = await callInFlight(store, held);
+  const locker = new Database(path);
+  locker.exec('BEGIN IMMEDIATE');
+  held.release();
+  assert.equal(((await pending) as { code?: string }).code, 'recording_failed', 'the result could not be written');
+  locker.exec('ROLLBACK');
+  locker.close();
+  const blind = await store.loadHistory('s');
+  assert.equal(bodyEnded(blind, callId), undefined);
+  // A review decided on the history without the end is refused: the end goes in first, and the history moved on.
+  await assert.rejects(recordToolReview(owner, blind, callId, review), { code: 'history_changed' });
+  const end = bodyEnded(await store.loadHistory('s'), callId);
+  assert.deepEqual(end?.kind.type === 'custom' && end.kind.payload, { callId, ended: 'returned' });
+  assert.equal(held.state.runs, 1);
+  await store.close();
+});
 
 forEachStore('one view of running calls per database', (target) => {
   it('two stores opened on one database: a review of the other\'s running call is refused, and the body\'s end reaches the journal', async () => {

@@ -61,19 +61,24 @@ async function batch(client: PoolClient, steps: readonly Step[]): Promise<void> 
 
 /**
  * Which server, database and schema the pool reaches, however its URL was spelled (a host name or an address, another
- * user, another pool): the server's system identifier, the database's oid and the schema. Undefined where the server
- * will not tell (a proxy, a compatible engine without pg_control_system): that store is then a place of its own.
+ * user, another pool): when the server started (two servers cloned from one backup share everything else), its system
+ * identifier where the role may read it, the database's oid and the schema. Undefined where the server will not tell
+ * (a proxy, a compatible engine): that store is then a place of its own.
  */
 async function databaseIdentity(pool: Pool, schema: string): Promise<string | undefined> {
-  try {
-    const { rows } = await pool.query<{ server: string; db: string }>(
-      'SELECT (SELECT system_identifier FROM pg_control_system())::text AS server, (SELECT oid FROM pg_database WHERE datname = current_database())::text AS db',
-    );
-    const row = rows[0];
-    return row?.server && row.db ? `${row.server}:${row.db}:${schema}` : undefined;
-  } catch {
-    return undefined;
-  }
+  const first = async <R extends QueryResultRow>(text: string): Promise<R | undefined> => {
+    try {
+      return (await pool.query<R>(text)).rows[0];
+    } catch {
+      return undefined;
+    }
+  };
+  const where = await first<{ started: string | null; db: string | null }>(
+    'SELECT pg_postmaster_start_time()::text AS started, (SELECT oid FROM pg_database WHERE datname = current_database())::text AS db',
+  );
+  if (!where?.started || !where.db) return undefined;
+  const system = await first<{ id: string | null }>('SELECT system_identifier::text AS id FROM pg_control_system()');
+  return `${system?.id ?? '-'}:${where.started}:${where.db}:${schema}`;
 }
 
 class PostgresBackend implements JournalBackend {

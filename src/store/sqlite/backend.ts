@@ -1,3 +1,4 @@
+import { realpathSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { StaleOwnerError, StoreClosedError } from '../../errors.js';
 import type { SessionId } from '../../ids.js';
@@ -20,10 +21,21 @@ import { FileIdentity } from './file-identity.js';
 
 type WriteTx = (sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) => unknown;
 
+const realPath = (path: string): string => {
+  try {
+    return realpathSync(path);
+  } catch {
+    return resolve(path);
+  }
+};
+
 class SqliteBackend implements JournalBackend {
   readonly kind = 'sqlite';
   readonly location: string;
-  /** The file's device and inode (its absolute path if it had none yet): symlinks and other spellings are one file. */
+  /**
+   * The file's real path, taken as it opens (symlinks and other spellings are one file, and so is a copy that replaced
+   * it at its path, which a compaction or a restore does while a handle is open).
+   */
   readonly scopeKey: string | undefined;
   private readonly stmt: SqliteStatements;
   private readonly writeTx: Transaction<WriteTx>;
@@ -42,7 +54,7 @@ class SqliteBackend implements JournalBackend {
   constructor(private readonly db: Database, path: string) {
     this.location = path;
     this.identity = path === ':memory:' || path === '' ? null : new FileIdentity(path);
-    this.scopeKey = this.identity === null ? undefined : (this.identity.fileKey ?? `path:${resolve(path)}`);
+    this.scopeKey = this.identity === null ? undefined : `path:${realPath(path)}`;
     this.stmt = prepareStatements(db);
     this.known = new KnownRows(db.prepare<[], number>('PRAGMA data_version').pluck());
     this.inbox = new SqliteInbox(db, (sessionId, fn) => this.run(sessionId, () => {
