@@ -12,6 +12,7 @@ import { LEASE_LIMITS } from '../limits.js';
 import type { HeadAnchor } from './anchors.js';
 import type { JournalBackend, SessionRow, TxReads, TxState, TxWrites } from './rows.js';
 import { forgetOwner, registerOwner, storeScope } from './owner-commit.js';
+import { journalPendingBodyEnds } from '../tool/late-bodies.js';
 import { LeaseWatch } from './lease-watch.js';
 import { registerJournalReader } from './owner-journal.js';
 import { verifyJournal } from './verify.js';
@@ -433,6 +434,9 @@ export class FencedOwner implements SessionOwner {
     await this.stopCalls('its owner is releasing the session');
     this.stopHeartbeat();
     this.guard.check();
+    // Body ends this process knows of and no journal has taken yet go in while this owner still holds the session:
+    // once it is let go, nothing here can write them (docs/design.md#one-view-of-running-calls-per-database).
+    await journalPendingBodyEnds(this);
     await this.releaseUnwritten();
     await this.tx({}, decideRelease(this.ref), this.anchor?.unanchored === true);
     this.lettingGo = 'its owner released the session';

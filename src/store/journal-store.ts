@@ -13,7 +13,8 @@ import { ATTENTION_STATUSES, type AttentionRow, type EventRow, type JournalBacke
 import { checkTaskLedger, taskLedgerCoverage, type TaskLedgerReport } from './task-ledger.js';
 import { LeaseWatch } from './lease-watch.js';
 import { verifyJournal } from './verify.js';
-import { bodyMayStillRun, journalPendingBodyEnds } from '../tool/late-bodies.js';
+import { bodyMayStillRun, journalPendingBodyEnds, journalPendingBodyEndsIn } from '../tool/late-bodies.js';
+import { storeScope } from './owner-commit.js';
 import { latestAttempts, lookupRowsDisagreement, type LookupRowsReport } from './index-check.js';
 import { FencedOwner, OpenGuard, readClock, } from './fenced-owner.js';
 import type {
@@ -256,6 +257,8 @@ export class JournalStore implements SessionStore {
     // close() returns (docs/design.md#letting-a-session-go-stops-its-calls).
     this.guard.closing = true;
     await Promise.all([...this.guard.callStoppers].map((stop) => stop('the store is closing')));
+    // Body ends no journal has taken yet, through the owners that hold their sessions here, while they still can.
+    await journalPendingBodyEndsIn(storeScope(this.backend));
     if (this.guard.closed) return;
     this.guard.closed = true;
     for (const stop of [...this.guard.heartbeats]) stop();

@@ -35,6 +35,11 @@ export class SessionTable<V> {
     return this.#byStore.get(storeOf(owner))?.get(owner.sessionId);
   }
 
+  /** The value of session `sessionId` in the view `scope` (storeScope). */
+  getIn(scope: object, sessionId: string): V | undefined {
+    return this.#byStore.get(scope)?.get(sessionId);
+  }
+
   /** The value of `owner`'s session, made by `make` when it has none yet. */
   take(owner: SessionOwner, make: () => V): V {
     const found = this.get(owner);
@@ -57,40 +62,64 @@ export class SessionTable<V> {
   delete(owner: SessionOwner): void {
     this.#byStore.get(storeOf(owner))?.delete(owner.sessionId);
   }
+
+  /** Forgets the value of session `sessionId` in the view `scope` if it is still `value`. */
+  deleteIn(scope: object, sessionId: string, value: V): void {
+    const sessions = this.#byStore.get(scope);
+    if (sessions?.get(sessionId) === value) sessions.delete(sessionId);
+  }
+
+  /** The session ids that have a value in the view `scope` (storeScope). */
+  sessionsIn(scope: object): string[] {
+    return [...(this.#byStore.get(scope)?.keys() ?? [])];
+  }
 }
 
-/** The newest owner each store made of each session in this process, until it lets the session go. */
-const newestOwners = new SessionTable<SessionOwner>();
+/**
+ * The newest owner each view made of each session in this process, until it lets the session go. Held weakly: an
+ * owner the host dropped without releasing it (its store closed, or it was taken over and left) is not kept alive by
+ * this table, with everything it holds; its entry goes with it.
+ */
+const newestOwners = new SessionTable<WeakRef<SessionOwner>>();
+const droppedOwners = new FinalizationRegistry<{ readonly scope: object; readonly sessionId: string; readonly ref: WeakRef<SessionOwner> }>(
+  ({ scope, sessionId, ref }) => newestOwners.deleteIn(scope, sessionId, ref),
+);
 
 const scopes = new Map<string, object>();
 
 /**
- * What a store's view of its sessions in this process is scoped to: the data its backend names by `scopeKey` (a
- * SQLite file by its device and inode, however its path was spelled; a PostgreSQL schema of one database of one
- * server), so two handles on one database in one process, as two hosts would open it, see the same calls running;
- * the backend instance itself when it names none.
+ * What a store's view of its sessions in this process is scoped to: the data its backend names by `scopeKeys` (a
+ * SQLite file by its real path and by its device and inode; a PostgreSQL schema by the oids of its database and of
+ * itself), so two handles on one database in one process, as two hosts would open it, see the same calls running;
+ * the backend instance itself when it names none. A backend that shares any key with an earlier one joins its view,
+ * and its other keys lead there too.
  */
-export function storeScope(backend: { readonly kind: string; readonly scopeKey?: string | undefined }): object {
-  const key = backend.scopeKey;
-  if (typeof key !== 'string' || key === '') return backend;
-  const scoped = `${backend.kind}\n${key}`;
-  let scope = scopes.get(scoped);
-  if (scope === undefined) {
-    scope = { scope: scoped };
-    scopes.set(scoped, scope);
-  }
+export function storeScope(backend: { readonly kind: string; readonly scopeKeys?: readonly string[] | undefined }): object {
+  const keys = (backend.scopeKeys ?? []).filter((key) => typeof key === 'string' && key !== '').map((key) => `${backend.kind}\n${key}`);
+  if (keys.length === 0) return backend;
+  let scope: object | undefined;
+  for (const key of keys) scope ??= scopes.get(key);
+  scope ??= { scope: keys[0] };
+  for (const key of keys) scopes.set(key, scope);
   return scope;
+}
+
+/** The newest owner of session `sessionId` in the view `scope` (storeScope) that has not let it go, if any. */
+export function newestOwnerIn(scope: object, sessionId: string): SessionOwner | undefined {
+  return newestOwners.getIn(scope, sessionId)?.deref();
 }
 
 /** Called by a store's owner once, as it is made (an acquire): it becomes its session's newest owner here. */
 export function registerOwner(owner: SessionOwner, internals: OwnerInternals): void {
   owners.set(owner, internals);
-  newestOwners.set(owner, owner);
+  const ref = new WeakRef(owner);
+  newestOwners.set(owner, ref);
+  droppedOwners.register(owner, { scope: internals.store, sessionId: owner.sessionId, ref });
 }
 
 /** Called by an owner that let its session go (released it): it is no longer the newest owner of anything. */
 export function forgetOwner(owner: SessionOwner): void {
-  if (newestOwners.get(owner) === owner) newestOwners.delete(owner);
+  if (newestOwners.get(owner)?.deref() === owner) newestOwners.delete(owner);
 }
 
 /**
@@ -108,7 +137,7 @@ export function storeOf(owner: SessionOwner): object {
  * go (the end of a body that outlived its result) goes through it.
  */
 export function currentOwner(owner: SessionOwner): SessionOwner {
-  return newestOwners.get(owner) ?? owner;
+  return newestOwners.get(owner)?.deref() ?? owner;
 }
 
 /** Whether `owner` is an owner a store of this package made (the only kind the runtime can write through). */

@@ -12,7 +12,7 @@ import type { SessionEvent, ToolCall } from '../event/types.js';
 import type { TurnId } from '../ids.js';
 import type { SessionOwner } from '../store/types.js';
 import { setNewest } from '../bounded-map.js';
-import { commitAs, currentOwner, SessionTable, storeOf } from '../store/owner-commit.js';
+import { commitAs, currentOwner, newestOwnerIn, SessionTable, storeOf } from '../store/owner-commit.js';
 
 export const BODY_ENDED = { plugin: 'jingwei.runtime', kind: 'body_ended' } as const;
 
@@ -92,6 +92,8 @@ function noteBodyEnd(owner: SessionOwner, callId: string, how: LateBodyEnd): voi
 interface PendingEnd {
   readonly turnId: TurnId;
   readonly how: LateBodyEnd;
+  /** The commit of this end under way, which a second flush waits for instead of journaling the end again. */
+  flushing?: Promise<unknown> | undefined;
 }
 
 /**
@@ -108,7 +110,11 @@ const pendingEnds = new SessionTable<Map<string, PendingEnd>>();
  */
 export async function journalBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd): Promise<void> {
   noteBodyEnd(owner, callId, how);
-  if ((await commitBodyEnd(currentOwner(owner), callId, turnId, how)) !== null) keepPending(owner, callId, { turnId, how });
+  // The call's own owner first, while it still holds its session: the newest owner of the view may hold a session of
+  // the same id in another copy of the database (two servers cloned from one backup are one view).
+  const newest = currentOwner(owner);
+  if (newest !== owner && (await commitBodyEnd(owner, callId, turnId, how)) === null) return;
+  if ((await commitBodyEnd(newest, callId, turnId, how)) !== null) keepPending(owner, callId, { turnId, how });
 }
 
 function keepPending(owner: SessionOwner, callId: string, end: PendingEnd): void {
@@ -140,12 +146,32 @@ export async function journalPendingBodyEnds(owner: SessionOwner): Promise<Reado
   if (pending === undefined) return NOTHING_LEFT;
   const left = new Map<string, unknown>();
   for (const [callId, end] of [...pending]) {
-    const error = await commitBodyEnd(owner, callId, end.turnId, end.how);
+    // Another flush of this end under way (another call or review, another owner here): its outcome first, then, if
+    // it failed, this owner's own try.
+    let error = end.flushing === undefined ? undefined : await end.flushing;
+    if (error !== null && pending.get(callId) === end) {
+      const commit = commitBodyEnd(owner, callId, end.turnId, end.how);
+      end.flushing = commit;
+      error = await commit;
+      if (end.flushing === commit) end.flushing = undefined;
+    }
+    if (pending.get(callId) !== end) continue; // journaled by another flush meanwhile
     if (error === null) pending.delete(callId);
     else left.set(callId, error);
   }
-  if (pending.size === 0) pendingEnds.delete(owner);
+  if (pending.size === 0 && pendingEnds.get(owner) === pending) pendingEnds.delete(owner);
   return left;
+}
+
+/**
+ * Journals the pending body ends of every session of the view `scope` (storeScope) through the newest owner here
+ * that holds it: what a store does as it closes, while its owners can still write.
+ */
+export async function journalPendingBodyEndsIn(scope: object): Promise<void> {
+  for (const sessionId of pendingEnds.sessionsIn(scope)) {
+    const owner = newestOwnerIn(scope, sessionId);
+    if (owner !== undefined) await journalPendingBodyEnds(owner);
+  }
 }
 
 /** The call of operation (taskId, key) of `owner`'s session whose body still runs in this process, if any. */

@@ -7,12 +7,14 @@
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
+import { watchQueue } from '../../src/decisions.js';
 import { awaitDecision, decisionInbox } from '../../src/store/inbox.js';
 import { openPostgresStore } from '../../src/postgres.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { sleep, tool } from '../support/runtime.js';
 import { adminPool, describePostgres, freshSchema } from '../support/postgres.js';
+import pg from 'pg';
 
 describePostgres('waiting for decisions on PostgreSQL', (url) => {
   async function pendingRequests(schema: string, n: number): Promise<string[]> {
@@ -65,5 +67,19 @@ describePostgres('waiting for decisions on PostgreSQL', (url) => {
     assert.equal((await waiting).state, 'decided');
     await operator.close();
     await store.close();
+  });
+
+  it('close() with a queue watcher still subscribed returns, and gives its listening connection back, on its own pool and on the host\'s', { timeout: 30_000 }, async () => {
+    const outcome = (closing: Promise<void>) => Promise.race([closing.then(() => 'closed'), sleep(10_000).then(() => 'still closing after 10 s')]);
+    const own = await openPostgresStore(url, { schema: freshSchema(), poolSize: 2 });
+    assert.notEqual(await watchQueue(own, () => {}), null);
+    assert.equal(await outcome(own.close()), 'closed');
+
+    const pool = new pg.Pool({ connectionString: url, max: 2 });
+    const hosted = await openPostgresStore(pool, { schema: freshSchema() });
+    assert.notEqual(await watchQueue(hosted, () => {}), null);
+    assert.equal(await outcome(hosted.close()), 'closed');
+    assert.equal(pool.totalCount - pool.idleCount, 0, 'no connection of the host\'s pool is still checked out');
+    assert.equal(await outcome(pool.end()), 'closed');
   });
 });

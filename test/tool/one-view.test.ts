@@ -136,6 +136,28 @@ it('a body whose owner could not write its result (the store busy) has its end j
   await store.close();
 });
 
+for (const how of ['release', 'close'] as const) {
+  it(`a body end its owner could not write yet is journaled as the host lets go: ${how}()`, async () => {
+    const path = tempDbPath(tempDir('jingwei-one-view-'), 'journal');
+    const store = openSqliteStore(path, { busyTimeoutMs: 50 });
+    const held = heldTransfer();
+    const { owner, pending, callId } = await callInFlight(store, held);
+    const locker = new Database(path);
+    locker.exec('BEGIN IMMEDIATE');
+    held.release();
+    assert.equal(((await pending) as { code?: string }).code, 'recording_failed');
+    locker.exec('ROLLBACK');
+    locker.close();
+    if (how === 'release') await owner.release();
+    else await store.close();
+    const reader = openSqliteStore(path);
+    const end = bodyEnded(await reader.loadHistory('s'), callId);
+    assert.deepEqual(end?.kind.type === 'custom' && end.kind.payload, { callId, ended: 'returned' }, 'the next process sees how the body ended');
+    await reader.close();
+    if (how === 'release') await store.close();
+  });
+}
+
 forEachStore('one view of running calls per database', (target) => {
   it('two stores opened on one database: a review of the other\'s running call is refused, and the body\'s end reaches the journal', async () => {
     const location = target.fresh();

@@ -60,25 +60,22 @@ async function batch(client: PoolClient, steps: readonly Step[]): Promise<void> 
 }
 
 /**
- * Which server, database and schema the pool reaches, however its URL was spelled (a host name or an address, another
- * user, another pool): when the server started (two servers cloned from one backup share everything else), its system
- * identifier where the role may read it, the database's oid and the schema. Undefined where the server will not tell
- * (a proxy, a compatible engine): that store is then a place of its own.
+ * Which database and schema the pool reaches, however its URL was spelled (a host name or an address, a pooler,
+ * another user or pool), across restarts of the server: the oids of the database and of the schema, which only
+ * dropping them changes, and which any role may read. Undefined where the server will not tell (a compatible
+ * engine): that store is then a view of its own. Two servers cloned from one backup share them, and are one view.
  */
 async function databaseIdentity(pool: Pool, schema: string): Promise<string | undefined> {
-  const first = async <R extends QueryResultRow>(text: string): Promise<R | undefined> => {
-    try {
-      return (await pool.query<R>(text)).rows[0];
-    } catch {
-      return undefined;
-    }
-  };
-  const where = await first<{ started: string | null; db: string | null }>(
-    'SELECT pg_postmaster_start_time()::text AS started, (SELECT oid FROM pg_database WHERE datname = current_database())::text AS db',
-  );
-  if (!where?.started || !where.db) return undefined;
-  const system = await first<{ id: string | null }>('SELECT system_identifier::text AS id FROM pg_control_system()');
-  return `${system?.id ?? '-'}:${where.started}:${where.db}:${schema}`;
+  try {
+    const { rows } = await pool.query<{ db: string | null; ns: string | null }>(
+      'SELECT (SELECT oid FROM pg_database WHERE datname = current_database())::text AS db, (SELECT oid FROM pg_namespace WHERE nspname = $1)::text AS ns',
+      [schema],
+    );
+    const row = rows[0];
+    return row?.db && row.ns ? `oids:${row.db}:${row.ns}` : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 class PostgresBackend implements JournalBackend {
@@ -114,8 +111,8 @@ class PostgresBackend implements JournalBackend {
     schema: string,
     timeouts: { lock: number; statement: number; idle: number },
     prepare: boolean,
-    /** The server, database and schema (databaseIdentity), or undefined: this instance is its own place. */
-    readonly scopeKey: string | undefined,
+    /** The database and schema (databaseIdentity), or undefined: this instance is a view of its own. */
+    readonly scopeKeys: readonly string[] | undefined,
   ) {
     const S = `"${schema}"`;
     this.schemaName = S;
@@ -463,7 +460,12 @@ class PostgresBackend implements JournalBackend {
     if (this.closed) return;
     this.closed = true;
     this.known.clear();
-    await this.inbox.stopWatching().catch(() => undefined);
+    // Both listening connections go back before the pool ends: a queue watcher still subscribed would otherwise
+    // hold one checked out, and pool.end() (the store's own, or the host's on its own pool) would wait for ever.
+    await Promise.all([
+      this.inbox.stopWatching().catch(() => undefined),
+      this.attentionListener.shutdown().catch(() => undefined),
+    ]);
     if (this.ownsPool) await this.pool.end();
   }
 }
@@ -531,6 +533,6 @@ export async function openPostgresStore(urlOrPool: string | PgPool, options: Pos
     throw mapPostgresError(error, `open schema ${schema}`);
   }
   const scopeKey = await databaseIdentity(pool, schema);
-  const backend = new PostgresBackend(pool, ownsPool, schema, { lock, statement, idle }, options.prepare !== false, scopeKey);
+  const backend = new PostgresBackend(pool, ownsPool, schema, { lock, statement, idle }, options.prepare !== false, scopeKey === undefined ? undefined : [scopeKey]);
   return new JournalStore(backend, options.clock ? { clock: options.clock } : {});
 }

@@ -33,10 +33,11 @@ class SqliteBackend implements JournalBackend {
   readonly kind = 'sqlite';
   readonly location: string;
   /**
-   * The file's real path, taken as it opens (symlinks and other spellings are one file, and so is a copy that replaced
-   * it at its path, which a compaction or a restore does while a handle is open).
+   * The file's real path and its device and inode, taken as it opens: symlinks and other spellings are one file, so is
+   * a copy that replaced it at its path (a compaction or a restore while a handle is open), and so is the file seen
+   * through a bind mount.
    */
-  readonly scopeKey: string | undefined;
+  readonly scopeKeys: readonly string[] | undefined;
   private readonly stmt: SqliteStatements;
   private readonly writeTx: Transaction<WriteTx>;
   private readonly groupTx: Transaction<(group: QueuedWrite[]) => void>;
@@ -54,7 +55,7 @@ class SqliteBackend implements JournalBackend {
   constructor(private readonly db: Database, path: string) {
     this.location = path;
     this.identity = path === ':memory:' || path === '' ? null : new FileIdentity(path);
-    this.scopeKey = this.identity === null ? undefined : `path:${realPath(path)}`;
+    this.scopeKeys = this.identity === null ? undefined : [`path:${realPath(path)}`, ...(this.identity.fileKey === null ? [] : [this.identity.fileKey])];
     this.stmt = prepareStatements(db);
     this.known = new KnownRows(db.prepare<[], number>('PRAGMA data_version').pluck());
     this.inbox = new SqliteInbox(db, (sessionId, fn) => this.run(sessionId, () => {
