@@ -44,7 +44,10 @@ if (isHostA) {
 } else {
   const path = join(mkdtempSync(join(tmpdir(), 'jingwei-recover-')), 'journal.db');
   const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), 'host-a', path], { stdio: ['ignore', 'pipe', 'inherit'] });
-  await new Promise<void>((resolve) => child.stdout.on('data', (chunk: Buffer) => { if (chunk.includes('inside the body')) resolve(); }));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (chunk: Buffer) => { if (chunk.includes('inside the body')) resolve(); });
+    child.on('exit', (code) => reject(new Error(`host A exited (${code}) before its body started`)));
+  });
   child.kill('SIGKILL');
   await new Promise((resolve) => child.on('exit', resolve));
   console.log('host A was killed inside the body');
