@@ -74,7 +74,7 @@ export function trackLateBody(owner: SessionOwner, call: ToolCall, turnId: TurnI
 export function unrecordedBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd): Promise<void> {
   if (currentOwner(owner) !== owner) return journalBodyEnd(owner, callId, turnId, how);
   noteBodyEnd(owner, callId, how);
-  keepPending(owner, callId, { turnId, how });
+  keepPending(owner, callId, { turnId, how, keptBy: owner });
   return Promise.resolve();
 }
 
@@ -92,6 +92,11 @@ function noteBodyEnd(owner: SessionOwner, callId: string, how: LateBodyEnd): voi
 interface PendingEnd {
   readonly turnId: TurnId;
   readonly how: LateBodyEnd;
+  /**
+   * The owner that kept it: held here so that the store's close() can still write it through that owner when the host
+   * dropped it (the registry of owners holds them weakly) while it still holds the session.
+   */
+  readonly keptBy: SessionOwner;
   /** The commit of this end under way, which a second flush waits for instead of journaling the end again. */
   flushing?: Promise<unknown> | undefined;
 }
@@ -114,7 +119,7 @@ export async function journalBodyEnd(owner: SessionOwner, callId: string, turnId
   // the same id in another copy of the database (two servers cloned from one backup are one view).
   const newest = currentOwner(owner);
   if (newest !== owner && (await commitBodyEnd(owner, callId, turnId, how)) === null) return;
-  if ((await commitBodyEnd(newest, callId, turnId, how)) !== null) keepPending(owner, callId, { turnId, how });
+  if ((await commitBodyEnd(newest, callId, turnId, how)) !== null) keepPending(owner, callId, { turnId, how, keptBy: owner });
 }
 
 function keepPending(owner: SessionOwner, callId: string, end: PendingEnd): void {
@@ -169,7 +174,8 @@ export async function journalPendingBodyEnds(owner: SessionOwner): Promise<Reado
  */
 export async function journalPendingBodyEndsIn(scope: object): Promise<void> {
   for (const sessionId of pendingEnds.sessionsIn(scope)) {
-    const owner = newestOwnerIn(scope, sessionId);
+    const kept = pendingEnds.getIn(scope, sessionId)?.values().next().value?.keptBy;
+    const owner = newestOwnerIn(scope, sessionId) ?? kept;
     if (owner !== undefined) await journalPendingBodyEnds(owner);
   }
 }

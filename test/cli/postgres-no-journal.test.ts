@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { after, it } from 'node:test';
 import pg from 'pg';
 import { StorePathError } from '../../src/errors.js';
+import { POSTGRES_SCHEMA_VERSION } from '../../src/postgres.js';
 import { describePostgres, adminPool, freshSchema, openPostgresStore } from '../support/postgres.js';
 import { tempDir } from '../support/tmp.js';
 import { MAIN, alphaOnPostgres, cliAsync, withSchema } from './helpers.js';
@@ -152,6 +153,6 @@ describePostgres('the CLI refuses a PostgreSQL database or schema without a jour
     const old = await cliAsync(['sessions', target]);
     assert.equal(old.code, 0, old.stderr);
     assert.match(old.stdout, /^alpha\s+10\s/m);
-    assert.equal((await admin.query<{ version: number }>(`SELECT version FROM "${schema}".jw_schema_version`)).rows[0]!.version, 8);
+    assert.equal((await admin.query<{ version: number }>(`SELECT version FROM "${schema}".jw_schema_version`)).rows[0]!.version, POSTGRES_SCHEMA_VERSION);
   });
 });

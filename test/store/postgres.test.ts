@@ -67,7 +67,14 @@ describePostgres('PostgreSQL store', (url) => {
       assert.deepEqual(version.rows, [{ version: POSTGRES_SCHEMA_VERSION }]);
       const tables = await admin.query<{ t: string }>(
         `SELECT table_name AS t FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, [schema]);
-      assert.deepEqual(tables.rows.map((r) => r.t), ['jw_attention', 'jw_decisions', 'jw_events', 'jw_operations', 'jw_schema_version', 'jw_sessions', 'jw_tasks']);
+      assert.deepEqual(tables.rows.map((r) => r.t), ['jw_attention', 'jw_decisions', 'jw_events', 'jw_journal', 'jw_operations', 'jw_schema_version', 'jw_sessions', 'jw_tasks']);
+      // The journal's id is drawn once, by the one migration, and another schema's is another.
+      const ids = await admin.query<{ id: string }>(`SELECT id FROM "${schema}".jw_journal`);
+      assert.equal(ids.rows.length, 1);
+      assert.match(ids.rows[0]!.id, /^[0-9a-f]{32}$/);
+      const other = freshSchema();
+      await (await openPostgresStore(url, { schema: other })).close();
+      assert.notEqual((await admin.query<{ id: string }>(`SELECT id FROM "${other}".jw_journal`)).rows[0]!.id, ids.rows[0]!.id);
       const owner = await stores[0]!.acquire('s-schema', { owner: 'h' });
       await owner.append([message('one')]);
       assert.equal((await stores[4]!.loadHistory('s-schema')).length, 1);

@@ -136,6 +136,23 @@ it('a body whose owner could not write its result (the store busy) has its end j
   await store.close();
 });
 
+it('a journal rotated away (renamed to an archive) and the new journal made at its path are two views: no body end crosses', async () => {
+  const path = tempDbPath(tempDir('jingwei-one-view-'), 'journal');
+  const a = openSqliteStore(path);
+  const held = heldTransfer();
+  const { pending, callId } = await callInFlight(a, held);
+  renameSync(path, `${path}.archive`);
+  renameSync(`${path}-wal`, `${path}.archive-wal`);
+  const b = openSqliteStore(path);
+  await (await b.acquire('s', { owner: 'host-b' })).startTask('t');
+  held.release();
+  await pending;
+  await sleep(50);
+  assert.equal(bodyEnded(await b.loadHistory('s'), callId), undefined, 'the archived journal\'s body end is not written into the new one');
+  await b.close();
+  await a.close();
+});
+
 for (const how of ['release', 'close'] as const) {
   it(`a body end its owner could not write yet is journaled as the host lets go: ${how}()`, async () => {
     const path = tempDbPath(tempDir('jingwei-one-view-'), 'journal');

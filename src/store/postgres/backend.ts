@@ -60,19 +60,16 @@ async function batch(client: PoolClient, steps: readonly Step[]): Promise<void> 
 }
 
 /**
- * Which database and schema the pool reaches, however its URL was spelled (a host name or an address, a pooler,
- * another user or pool), across restarts of the server: the oids of the database and of the schema, which only
- * dropping them changes, and which any role may read. Undefined where the server will not tell (a compatible
- * engine): that store is then a view of its own. Two servers cloned from one backup share them, and are one view.
+ * The journal's own id, drawn once when its tables were made (schema version 9): the same however the pool reaches
+ * it (a host name or an address, a pooler, another user or pool) and across restarts of the server, and another for
+ * every other journal, whatever its server, database or schema are called. Read by any role that may read the
+ * journal. Two servers cloned from one backup share it, and are one view.
  */
 async function databaseIdentity(pool: Pool, schema: string): Promise<string | undefined> {
   try {
-    const { rows } = await pool.query<{ db: string | null; ns: string | null }>(
-      'SELECT (SELECT oid FROM pg_database WHERE datname = current_database())::text AS db, (SELECT oid FROM pg_namespace WHERE nspname = $1)::text AS ns',
-      [schema],
-    );
-    const row = rows[0];
-    return row?.db && row.ns ? `oids:${row.db}:${row.ns}` : undefined;
+    const { rows } = await pool.query<{ id: string | null }>(`SELECT id FROM "${schema}".jw_journal`);
+    const id = rows[0]?.id;
+    return id ? `journal:${id}` : undefined;
   } catch {
     return undefined;
   }

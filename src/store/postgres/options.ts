@@ -2,7 +2,7 @@ import { InvalidInputError } from '../../errors.js';
 import type { PgPool } from './driver-types.js';
 
 /** The schema version this code writes and understands. A database at a higher version is refused on open. */
-export const POSTGRES_SCHEMA_VERSION = 8;
+export const POSTGRES_SCHEMA_VERSION = 9;
 
 export interface PostgresStoreOptions {
   /**

@@ -1,5 +1,3 @@
-import { realpathSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { StaleOwnerError, StoreClosedError } from '../../errors.js';
 import type { SessionId } from '../../ids.js';
 import { STORE_DEFAULTS } from '../../limits.js';
@@ -12,7 +10,7 @@ import { Database, type Transaction } from './driver.js';
 import { mapSqliteError } from './errors.js';
 import { checkSqlitePath } from './path-check.js';
 import { checkBusyTimeout, type SqliteStoreOptions } from './options.js';
-import { prepareDatabase } from './schema.js';
+import { journalId, prepareDatabase } from './schema.js';
 import { eventRows, prepareStatements, type SqliteStatements } from './statements.js';
 import { SqliteInbox } from './inbox.js';
 import { GROUP_MAX, type QueuedWrite, runGroup } from './group-commit.js';
@@ -21,21 +19,13 @@ import { FileIdentity } from './file-identity.js';
 
 type WriteTx = (sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) => unknown;
 
-const realPath = (path: string): string => {
-  try {
-    return realpathSync(path);
-  } catch {
-    return resolve(path);
-  }
-};
-
 class SqliteBackend implements JournalBackend {
   readonly kind = 'sqlite';
   readonly location: string;
   /**
-   * The file's real path and its device and inode, taken as it opens: symlinks and other spellings are one file, so is
-   * a copy that replaced it at its path (a compaction or a restore while a handle is open), and so is the file seen
-   * through a bind mount.
+   * The journal's own id (journalId), kept by the file whatever path reaches it (a symlink, a bind mount, another
+   * spelling) and by a copy that replaced it (a compaction or a restore while a handle is open); a journal of an older
+   * version opened read-only has none, and is a view of its own.
    */
   readonly scopeKeys: readonly string[] | undefined;
   private readonly stmt: SqliteStatements;
@@ -55,7 +45,8 @@ class SqliteBackend implements JournalBackend {
   constructor(private readonly db: Database, path: string) {
     this.location = path;
     this.identity = path === ':memory:' || path === '' ? null : new FileIdentity(path);
-    this.scopeKeys = this.identity === null ? undefined : [`path:${realPath(path)}`, ...(this.identity.fileKey === null ? [] : [this.identity.fileKey])];
+    const id = this.identity === null ? undefined : journalId(db);
+    this.scopeKeys = id === undefined ? undefined : [`journal:${id}`];
     this.stmt = prepareStatements(db);
     this.known = new KnownRows(db.prepare<[], number>('PRAGMA data_version').pluck());
     this.inbox = new SqliteInbox(db, (sessionId, fn) => this.run(sessionId, () => {

@@ -53,11 +53,6 @@ export class FileIdentity {
     return { state: `${st.dev}:${st.ino}:${st.mtimeNs}:${st.ctimeNs}`, settled };
   }
 
-  /** The journal file's device and inode when the store opened (null if it did not exist then). */
-  get fileKey(): string | null {
-    return this.main === '' ? null : `file:${this.main}`;
-  }
-
   /** Records the log's identity the first time it exists. */
   noteWal(): void {
     if (this.wal === null) this.wal = FileIdentity.of(`${this.path}-wal`);

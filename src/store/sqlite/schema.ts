@@ -117,7 +117,24 @@ const MIGRATE_LEASES = 'ALTER TABLE jw_sessions ADD COLUMN lease_expires_at INTE
  * is an index lookup rather than a scan of the session's events (docs/design.md#events-are-found-by-id).
  */
 const MIGRATE_EVENT_IDS = 'CREATE INDEX jw_events_event_id ON jw_events (session_id, event_id)';
-const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION, MIGRATE_INBOX, MIGRATE_LEASES, MIGRATE_EVENT_IDS];
+/**
+ * Version 8: the journal's own id, drawn once when its tables are made (or upgraded) and kept by every copy of the
+ * file: what names the journal in this process's one view of its running calls, whatever path it is opened by
+ * (docs/design.md#one-view-of-running-calls-per-database).
+ */
+const JOURNAL_ID_TABLE = `CREATE TABLE IF NOT EXISTS jw_journal (singleton INTEGER PRIMARY KEY CHECK (singleton = 1), id TEXT NOT NULL) STRICT;
+INSERT OR IGNORE INTO jw_journal (singleton, id) VALUES (1, lower(hex(randomblob(16))));`;
+const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION, MIGRATE_INBOX, MIGRATE_LEASES, MIGRATE_EVENT_IDS, JOURNAL_ID_TABLE];
+
+/** The journal's id (JOURNAL_ID_TABLE); undefined for a journal of an older version opened read-only. */
+export function journalId(db: Database): string | undefined {
+  try {
+    const id = db.prepare('SELECT id FROM jw_journal WHERE singleton = 1').pluck().get();
+    return typeof id === 'string' && id !== '' ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * The schema version and the number of tables, read by one statement, so from one snapshot: read one after the
@@ -158,6 +175,7 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
       if (options.mustExist) throw new StorePathError('store_not_journal', path, 'holds no jingwei journal (it is an empty database)');
       db.exec(SCHEMA);
       db.exec(INBOX_TABLE);
+      db.exec(JOURNAL_ID_TABLE);
     } else {
       for (let v = version; v < SQLITE_SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
       if (version < ATTENTION_SCHEMA_VERSION) fillAttention(db);
