@@ -8,8 +8,9 @@
  * (a `custom` event of plugin `jingwei.runtime`, kind `body_ended`), which is how another process (the decision
  * inbox, `jingwei review`) learns it.
  */
-import type { SessionEvent, ToolCall } from '../event/types.js';
-import type { TurnId } from '../ids.js';
+import { ToolRetryError } from '../errors.js';
+import type { SessionEvent, ToolCall, ToolOperation } from '../event/types.js';
+import type { CallId, TurnId } from '../ids.js';
 import type { SessionOwner } from '../store/types.js';
 import { setNewest } from '../bounded-map.js';
 import { commitAs, currentOwner, newestOwnerIn, SessionTable, storeOf } from '../store/owner-commit.js';
@@ -61,7 +62,7 @@ export function trackLateBody(owner: SessionOwner, call: ToolCall, turnId: TurnI
     const still = lateBodies.get(owner);
     still?.delete(callId);
     if (still?.size === 0) lateBodies.delete(owner);
-    await journalBodyEnd(owner, callId, turnId, how);
+    await journalBodyEnd(owner, callId, turnId, how, op);
   });
 }
 
@@ -71,10 +72,11 @@ export function trackLateBody(owner: SessionOwner, call: ToolCall, turnId: TurnI
  * failed: the store busy or full, or a host in another process fenced it), the end waits as a pending one, for this
  * owner's next call or review, or the next owner of the session here, to journal.
  */
-export function unrecordedBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd): Promise<void> {
-  if (currentOwner(owner) !== owner) return journalBodyEnd(owner, callId, turnId, how);
-  noteBodyEnd(owner, callId, how);
-  keepPending(owner, callId, { turnId, how, keptBy: owner });
+export function unrecordedBodyEnd(owner: SessionOwner, call: ToolCall, turnId: TurnId, how: LateBodyEnd): Promise<void> {
+  const op = call.operation;
+  if (currentOwner(owner) !== owner) return journalBodyEnd(owner, call.id, turnId, how, op);
+  noteBodyEnd(owner, call.id, how);
+  keepPending(owner, call.id, { turnId, how, op, keptBy: owner, refusedBy: new WeakSet() });
   return Promise.resolve();
 }
 
@@ -97,6 +99,10 @@ interface PendingEnd {
    * dropped it (the registry of owners holds them weakly) while it still holds the session.
    */
   readonly keptBy: SessionOwner;
+  /** The call's operation: the end is journaled only where it is that operation's latest attempt (commitBodyEnd). */
+  readonly op: ToolOperation | undefined;
+  /** Owners whose journal refused it as not holding the call as its latest attempt: they do not try again. */
+  readonly refusedBy?: WeakSet<SessionOwner>;
   /** The commit of this end under way, which a second flush waits for instead of journaling the end again. */
   flushing?: Promise<unknown> | undefined;
 }
@@ -113,23 +119,36 @@ const pendingEnds = new SessionTable<Map<string, PendingEnd>>();
  * body's end, or the end of a body whose result could not be written (its owner fenced by a takeover here). A
  * journal that cannot take it now keeps it pending, for the next owner of the session here to journal.
  */
-export async function journalBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd): Promise<void> {
+export async function journalBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd, op: ToolOperation | undefined): Promise<void> {
   noteBodyEnd(owner, callId, how);
   // The call's own owner first, while it still holds its session: the newest owner of the view may hold a session of
   // the same id in another copy of the database (two servers cloned from one backup are one view).
   const newest = currentOwner(owner);
-  if (newest !== owner && (await commitBodyEnd(owner, callId, turnId, how)) === null) return;
-  if ((await commitBodyEnd(newest, callId, turnId, how)) !== null) keepPending(owner, callId, { turnId, how, keptBy: owner });
+  if (newest !== owner && (await commitBodyEnd(owner, callId, turnId, how, op)) === null) return;
+  const error = await commitBodyEnd(newest, callId, turnId, how, op);
+  if (error === null) return;
+  // Kept for the next owner of the call's own journal here; one whose journal does not hold the call does not retry.
+  const refusedBy = new WeakSet<SessionOwner>();
+  if (movedOn(error)) refusedBy.add(newest);
+  keepPending(owner, callId, { turnId, how, op, keptBy: owner, refusedBy });
 }
 
 function keepPending(owner: SessionOwner, callId: string, end: PendingEnd): void {
   setNewest(pendingEnds.take(owner, () => new Map()), callId, end, ENDINGS_KEPT);
 }
 
-/** Commits the end of `callId`'s body as `owner`; the commit's error, or null once it is journaled. */
-async function commitBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd): Promise<unknown> {
+/**
+ * Commits the end of `callId`'s body as `owner`; the commit's error, or null once it is journaled. With the call's
+ * operation, only into a journal where the call is still that operation's latest attempt: a copy of the journal (a
+ * file copied from a template, a database restored from a dump) that another store of this process holds shares
+ * its id, and so its view, but not the call.
+ */
+async function commitBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd, op: ToolOperation | undefined): Promise<unknown> {
   try {
-    await commitAs(owner, { events: [{ turnId, kind: { type: 'custom', ...BODY_ENDED, payload: { callId, ended: how } } }] });
+    await commitAs(owner, {
+      events: [{ turnId, kind: { type: 'custom', ...BODY_ENDED, payload: { callId, ended: how } } }],
+      ...(op ? { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: callId as CallId } } : {}),
+    });
     return null;
   } catch (error) {
     return error ?? new Error('the commit failed');
@@ -137,6 +156,9 @@ async function commitBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId
 }
 
 const NOTHING_LEFT: ReadonlyMap<string, unknown> = new Map();
+
+/** A refusal that no later try can get past: the call is not (or no longer) its operation's latest attempt there. */
+const movedOn = (error: unknown): boolean => error instanceof ToolRetryError && error.code === 'not_latest_attempt';
 
 /** Whether this process keeps body ends of `owner`'s session that no journal has taken yet (a lookup, no I/O). */
 export const hasPendingBodyEnds = (owner: SessionOwner): boolean => pendingEnds.get(owner) !== undefined;
@@ -151,17 +173,21 @@ export async function journalPendingBodyEnds(owner: SessionOwner): Promise<Reado
   if (pending === undefined) return NOTHING_LEFT;
   const left = new Map<string, unknown>();
   for (const [callId, end] of [...pending]) {
+    if (end.refusedBy?.has(owner)) continue;
     // Another flush of this end under way (another call or review, another owner here): its outcome first, then, if
     // it failed, this owner's own try.
     let error = end.flushing === undefined ? undefined : await end.flushing;
     if (error !== null && pending.get(callId) === end) {
-      const commit = commitBodyEnd(owner, callId, end.turnId, end.how);
+      const commit = commitBodyEnd(owner, callId, end.turnId, end.how, end.op);
       end.flushing = commit;
       error = await commit;
       if (end.flushing === commit) end.flushing = undefined;
     }
     if (pending.get(callId) !== end) continue; // journaled by another flush meanwhile
     if (error === null) pending.delete(callId);
+    // This owner's journal does not hold the call as its operation's latest attempt: a copy of the call's journal,
+    // or one that moved past it (a later attempt made elsewhere). Not this journal's end, nor a reason to refuse here.
+    else if (movedOn(error)) end.refusedBy?.add(owner);
     else left.set(callId, error);
   }
   if (pending.size === 0 && pendingEnds.get(owner) === pending) pendingEnds.delete(owner);

@@ -421,7 +421,7 @@ class Gateway implements ToolGateway {
       // failed write is settled at its next write, as before.)
       const ended = outcome.status === 'failed' && (outcome.category === 'body_failure' || outcome.category === 'body_panic') ? 'threw' : 'returned';
       const owner = this.binding.owner;
-      recorded.catch(() => unrecordedBodyEnd(owner, call.id, callEvent.turnId, ended));
+      recorded.catch(() => unrecordedBodyEnd(owner, call, callEvent.turnId, ended));
     }
     return recorded;
   }

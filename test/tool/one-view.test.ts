@@ -5,7 +5,7 @@
  * a body's end this process knows of reaches the journal before anything is decided on it.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, renameSync, symlinkSync } from 'node:fs';
+import { copyFileSync, mkdirSync, renameSync, symlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { it } from 'node:test';
 import Database from 'better-sqlite3';
@@ -151,6 +151,47 @@ it('a journal rotated away (renamed to an archive) and the new journal made at i
   assert.equal(bodyEnded(await b.loadHistory('s'), callId), undefined, 'the archived journal\'s body end is not written into the new one');
   await b.close();
   await a.close();
+});
+
+it('two journals copied from one template share an id, and so a view, yet a body end of one is never written into the other', async () => {
+  const dir = tempDir('jingwei-one-view-');
+  const template = tempDbPath(dir, 'template');
+  await openSqliteStore(template).close();
+  const [one, two] = [tempDbPath(dir, 'tenant-1'), tempDbPath(dir, 'tenant-2')];
+  copyFileSync(template, one);
+  copyFileSync(template, two);
+  const a = openSqliteStore(one);
+  const b = openSqliteStore(two);
+  const held = heldTransfer();
+  const { owner, pending, callId } = await callInFlight(a, held, { timeoutMs: 100 });
+  await pending;
+  await owner.release();
+  // Tenant 2 holds a session of the same id: the newest owner of the shared view.
+  await (await b.acquire('s', { owner: 'tenant-2-host' })).startTask('t');
+  held.release();
+  await sleep(100);
+  assert.equal(bodyEnded(await b.loadHistory('s'), callId), undefined, 'not written into the other tenant\'s journal');
+  // The next owner of tenant 1's session journals it there.
+  await a.acquire('s', { owner: 'tenant-1-host' });
+  const end = bodyEnded(await a.loadHistory('s'), callId);
+  assert.deepEqual(end?.kind.type === 'custom' && end.kind.payload, { callId, ended: 'returned' });
+  await b.close();
+  await a.close();
+});
+
+it('a journal whose id row was removed gets a new one at its next open, rather than opening as a view of its own', async () => {
+  const path = tempDbPath(tempDir('jingwei-one-view-'), 'journal');
+  await openSqliteStore(path).close();
+  const raw = new Database(path);
+  const before = raw.prepare('SELECT id FROM jw_journal').pluck().get();
+  raw.exec('DELETE FROM jw_journal');
+  raw.close();
+  await openSqliteStore(path).close();
+  const check = new Database(path, { readonly: true });
+  const after = check.prepare('SELECT id FROM jw_journal').pluck().get();
+  check.close();
+  assert.match(String(after), /^[0-9a-f]{32}$/);
+  assert.notEqual(after, before);
 });
 
 for (const how of ['release', 'close'] as const) {

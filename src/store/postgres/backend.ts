@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { faultPoint } from '../../fault.js';
-import { InvalidInputError, JournalCorruptError, StaleOwnerError, StoreBusyError, StoreClosedError } from '../../errors.js';
+import { InvalidInputError, JournalCorruptError, StaleOwnerError, StoreBusyError, StoreClosedError, StoreUnavailableError } from '../../errors.js';
 import type { SessionId } from '../../ids.js';
 import { POSTGRES_DEFAULTS } from '../../limits.js';
 import { JournalStore } from '../journal-store.js';
@@ -62,17 +62,21 @@ async function batch(client: PoolClient, steps: readonly Step[]): Promise<void> 
 /**
  * The journal's own id, drawn once when its tables were made (schema version 9): the same however the pool reaches
  * it (a host name or an address, a pooler, another user or pool) and across restarts of the server, and another for
- * every other journal, whatever its server, database or schema are called. Read by any role that may read the
- * journal. Two servers cloned from one backup share it, and are one view.
+ * every other journal, whatever its server, database or schema are called (every role may read it: the migration
+ * grants it). A row removed since is drawn again. A journal whose id cannot be read is not opened: as a view of its
+ * own it would not see another handle's running calls.
  */
-async function databaseIdentity(pool: Pool, schema: string): Promise<string | undefined> {
-  try {
-    const { rows } = await pool.query<{ id: string | null }>(`SELECT id FROM "${schema}".jw_journal`);
-    const id = rows[0]?.id;
-    return id ? `journal:${id}` : undefined;
-  } catch {
-    return undefined;
+async function databaseIdentity(pool: Pool, schema: string): Promise<string> {
+  const read = async () => (await pool.query<{ id: string | null }>(`SELECT id FROM "${schema}".jw_journal`)).rows[0]?.id;
+  let id = await read();
+  if (!id) {
+    await pool.query(
+      `INSERT INTO "${schema}".jw_journal (id) VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text)) ON CONFLICT (singleton) DO NOTHING`,
+    );
+    id = await read();
   }
+  if (!id) throw new StoreUnavailableError('store_failure', `schema ${schema}: the journal has no id in jw_journal`);
+  return `journal:${id}`;
 }
 
 class PostgresBackend implements JournalBackend {
@@ -529,7 +533,13 @@ export async function openPostgresStore(urlOrPool: string | PgPool, options: Pos
     if (ownsPool) await pool.end().catch(() => {});
     throw mapPostgresError(error, `open schema ${schema}`);
   }
-  const scopeKey = await databaseIdentity(pool, schema);
-  const backend = new PostgresBackend(pool, ownsPool, schema, { lock, statement, idle }, options.prepare !== false, scopeKey === undefined ? undefined : [scopeKey]);
+  let scopeKey: string;
+  try {
+    scopeKey = await databaseIdentity(pool, schema);
+  } catch (error) {
+    if (ownsPool) await pool.end().catch(() => {});
+    throw error instanceof StoreUnavailableError ? error : mapPostgresError(error, `read the journal's id in schema ${schema}`);
+  }
+  const backend = new PostgresBackend(pool, ownsPool, schema, { lock, statement, idle }, options.prepare !== false, [scopeKey]);
   return new JournalStore(backend, options.clock ? { clock: options.clock } : {});
 }

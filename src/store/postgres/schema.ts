@@ -106,7 +106,8 @@ CREATE TABLE ${S}.jw_operations (
   MIGRATE_ATTENTION_CALL_IDS,
   // Version 9: the journal's own id, drawn once (docs/design.md#one-view-of-running-calls-per-database).
   (S) => `CREATE TABLE IF NOT EXISTS ${S}.jw_journal (singleton BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton), id TEXT NOT NULL);
-INSERT INTO ${S}.jw_journal (id) VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text)) ON CONFLICT (singleton) DO NOTHING;`,
+INSERT INTO ${S}.jw_journal (id) VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text)) ON CONFLICT (singleton) DO NOTHING;
+GRANT SELECT ON ${S}.jw_journal TO PUBLIC;`,
 ];
 
 /**

@@ -45,7 +45,7 @@ class SqliteBackend implements JournalBackend {
   constructor(private readonly db: Database, path: string) {
     this.location = path;
     this.identity = path === ':memory:' || path === '' ? null : new FileIdentity(path);
-    const id = this.identity === null ? undefined : journalId(db);
+    const id = this.identity === null ? undefined : journalId(db, path);
     this.scopeKeys = id === undefined ? undefined : [`journal:${id}`];
     this.stmt = prepareStatements(db);
     this.known = new KnownRows(db.prepare<[], number>('PRAGMA data_version').pluck());

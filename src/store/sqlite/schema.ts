@@ -126,14 +126,22 @@ const JOURNAL_ID_TABLE = `CREATE TABLE IF NOT EXISTS jw_journal (singleton INTEG
 INSERT OR IGNORE INTO jw_journal (singleton, id) VALUES (1, lower(hex(randomblob(16))));`;
 const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION, MIGRATE_INBOX, MIGRATE_LEASES, MIGRATE_EVENT_IDS, JOURNAL_ID_TABLE];
 
-/** The journal's id (JOURNAL_ID_TABLE); undefined for a journal of an older version opened read-only. */
-export function journalId(db: Database): string | undefined {
+/**
+ * The journal's id (JOURNAL_ID_TABLE). A journal of an older version opened read-only has none (undefined: a view of
+ * its own, which cannot write); any other journal without a readable one is refused, rather than opened as a view of
+ * its own beside another handle on it.
+ */
+export function journalId(db: Database, path: string): string | undefined {
+  let id: unknown;
   try {
-    const id = db.prepare('SELECT id FROM jw_journal WHERE singleton = 1').pluck().get();
-    return typeof id === 'string' && id !== '' ? id : undefined;
-  } catch {
-    return undefined;
+    id = db.prepare('SELECT id FROM jw_journal WHERE singleton = 1').pluck().get();
+  } catch (error) {
+    if (db.readonly && (db.pragma('user_version', { simple: true }) as number) < SQLITE_SCHEMA_VERSION) return undefined;
+    throw new StoreUnavailableError('store_failure', `${path}: the journal's id could not be read: ${(error as Error).message}`, { cause: error });
   }
+  if (typeof id === 'string' && id !== '') return id;
+  if (db.readonly) return undefined;
+  throw new StoreUnavailableError('store_failure', `${path}: the journal has no id (its jw_journal row was removed while it was open?); open it again`);
 }
 
 /**
@@ -181,6 +189,9 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
       if (version < ATTENTION_SCHEMA_VERSION) fillAttention(db);
     }
     if (version !== SQLITE_SCHEMA_VERSION) db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
+    // A row deleted since (by hand, by a restore tool) is drawn again: a journal without its id would be a view of
+    // its own, beside another handle on it.
+    db.exec(JOURNAL_ID_TABLE);
   }).immediate();
 }
 
