@@ -57,6 +57,19 @@ async function callInFlight(store: SessionStore, held: ReturnType<typeof heldTra
   return { owner, pending, callId: call.kind.call.id };
 }
 
+/**
+ * Another handle `b` on the journal takes the session over while host A's body runs: its review of the call is
+ * refused, the body's end reaches the journal through it once the body returns, and the transfer was made once.
+ */
+async function takeOverWhileItRuns(b: SessionStore, held: ReturnType<typeof heldTransfer>, pending: Promise<unknown>, callId: string) {
+  const ownerB = await b.acquire('s', { owner: 'host-b', takeover: true });
+  await assert.rejects(recordToolReview(ownerB, await b.loadHistory('s'), callId, review), { code: 'call_in_flight' });
+  held.release();
+  await pending;
+  await untilBodyEnded(b, 's', callId);
+  assert.equal(held.state.runs, 1, 'the transfer was made once');
+}
+
 /** Another handle on the journal's file through a symlink to the file, or to its directory. */
 function linkedPath(path: string, how: 'file' | 'directory'): string {
   if (how === 'file') {
@@ -105,12 +118,7 @@ it('a journal replaced at its path by a copy of itself (a compaction, a restore)
   raw.close();
   renameSync(copy, path);
   const b = openSqliteStore(path);
-  const ownerB = await b.acquire('s', { owner: 'host-b', takeover: true });
-  await assert.rejects(recordToolReview(ownerB, await b.loadHistory('s'), callId, review), { code: 'call_in_flight' });
-  held.release();
-  await pending;
-  await untilBodyEnded(b, 's', callId);
-  assert.equal(held.state.runs, 1);
+  await takeOverWhileItRuns(b, held, pending, callId);
   await b.close();
   await a.close();
 });
@@ -223,12 +231,7 @@ forEachStore('one view of running calls per database', (target) => {
     const b = await location.open();
     const held = heldTransfer();
     const { pending, callId } = await callInFlight(a, held);
-    const ownerB = await b.acquire('s', { owner: 'host-b', takeover: true });
-    await assert.rejects(recordToolReview(ownerB, await b.loadHistory('s'), callId, review), { code: 'call_in_flight' });
-    held.release();
-    await pending;
-    await untilBodyEnded(b, 's', callId);
-    assert.equal(held.state.runs, 1);
+    await takeOverWhileItRuns(b, held, pending, callId);
     await b.close();
     await a.close();
   });
