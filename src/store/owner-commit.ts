@@ -88,11 +88,10 @@ const droppedOwners = new FinalizationRegistry<{ readonly scope: object; readonl
 const scopes = new Map<string, object>();
 
 /**
- * What a store's view of its sessions in this process is scoped to: the data its backend names by `scopeKeys` (a
- * SQLite file by its real path and by its device and inode; a PostgreSQL schema by the oids of its database and of
- * itself), so two handles on one database in one process, as two hosts would open it, see the same calls running;
- * the backend instance itself when it names none. A backend that shares any key with an earlier one joins its view,
- * and its other keys lead there too.
+ * What a store's view of its sessions in this process is scoped to: the journal its backend names by `scopeKeys` (the
+ * built-in stores: the journal's own id, drawn once with its tables), so two handles on one journal in one process,
+ * as two hosts would open it, see the same calls running; the backend instance itself when it names none. A backend
+ * that shares any key with an earlier one joins its view, and its other keys lead there too.
  */
 export function storeScope(backend: { readonly kind: string; readonly scopeKeys?: readonly string[] | undefined }): object {
   const keys = (backend.scopeKeys ?? []).filter((key) => typeof key === 'string' && key !== '').map((key) => `${backend.kind}\n${key}`);
