@@ -88,18 +88,18 @@ const droppedOwners = new FinalizationRegistry<{ readonly scope: object; readonl
 const scopes = new Map<string, object>();
 
 /**
- * What a store's view of its sessions in this process is scoped to: the journal its backend names by `scopeKeys` (the
+ * What a store's view of its sessions in this process is scoped to: the journal its backend names by `scopeKey` (the
  * built-in stores: the journal's own id, drawn once with its tables), so two handles on one journal in one process,
- * as two hosts would open it, see the same calls running; the backend instance itself when it names none. A backend
- * that shares any key with an earlier one joins its view, and its other keys lead there too.
+ * as two hosts would open it, see the same calls running; the backend instance itself when it names none.
  */
-export function storeScope(backend: { readonly kind: string; readonly scopeKeys?: readonly string[] | undefined }): object {
-  const keys = (backend.scopeKeys ?? []).filter((key) => typeof key === 'string' && key !== '').map((key) => `${backend.kind}\n${key}`);
-  if (keys.length === 0) return backend;
-  let scope: object | undefined;
-  for (const key of keys) scope ??= scopes.get(key);
-  scope ??= { scope: keys[0] };
-  for (const key of keys) scopes.set(key, scope);
+export function storeScope(backend: { readonly kind: string; readonly scopeKey?: string | undefined }): object {
+  if (typeof backend.scopeKey !== 'string' || backend.scopeKey === '') return backend;
+  const key = `${backend.kind}\n${backend.scopeKey}`;
+  let scope = scopes.get(key);
+  if (scope === undefined) {
+    scope = { scope: key };
+    scopes.set(key, scope);
+  }
   return scope;
 }
 

@@ -237,11 +237,12 @@ export interface JournalBackend {
   /** Where the data lives (a path, a schema), for error messages; omit when there is no such place. */
   readonly location?: string;
   /**
-   * What the data is, whatever it was opened as: two backends of one kind that share any of these keys hold the same
-   * sessions (two handles on one database), and this process's view of the calls running in them is shared
-   * (docs/design.md#one-view-of-running-calls-per-database). Omit it and each backend instance is a place of its own.
+   * What the data is, whatever it was opened as (the built-in stores: the journal's own id): two backends of one kind
+   * with the same key hold the same sessions (two handles on one journal), and this process's view of the calls
+   * running in them is shared (docs/design.md#one-view-of-running-calls-per-database). Omit it and each backend
+   * instance is a view of its own.
    */
-  readonly scopeKeys?: readonly string[] | undefined;
+  readonly scopeKey?: string | undefined;
   transact<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R>;
   /** The owner row and every event row of a session, ordered by seq, read in one consistent snapshot. */
   snapshot(sessionId: SessionId): Promise<{ session: SessionRow | undefined; events: EventRow[] }>;

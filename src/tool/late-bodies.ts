@@ -102,7 +102,7 @@ interface PendingEnd {
   /** The call's operation: the end is journaled only where it is that operation's latest attempt (commitBodyEnd). */
   readonly op: ToolOperation | undefined;
   /** Owners whose journal refused it as not holding the call as its latest attempt: they do not try again. */
-  readonly refusedBy?: WeakSet<SessionOwner>;
+  readonly refusedBy: WeakSet<SessionOwner>;
   /** The commit of this end under way, which a second flush waits for instead of journaling the end again. */
   flushing?: Promise<unknown> | undefined;
 }
@@ -173,7 +173,7 @@ export async function journalPendingBodyEnds(owner: SessionOwner): Promise<Reado
   if (pending === undefined) return NOTHING_LEFT;
   const left = new Map<string, unknown>();
   for (const [callId, end] of [...pending]) {
-    if (end.refusedBy?.has(owner)) continue;
+    if (end.refusedBy.has(owner)) continue;
     // Another flush of this end under way (another call or review, another owner here): its outcome first, then, if
     // it failed, this owner's own try.
     let error = end.flushing === undefined ? undefined : await end.flushing;
@@ -187,7 +187,7 @@ export async function journalPendingBodyEnds(owner: SessionOwner): Promise<Reado
     if (error === null) pending.delete(callId);
     // This owner's journal does not hold the call as its operation's latest attempt: a copy of the call's journal,
     // or one that moved past it (a later attempt made elsewhere). Not this journal's end, nor a reason to refuse here.
-    else if (movedOn(error)) end.refusedBy?.add(owner);
+    else if (movedOn(error)) end.refusedBy.add(owner);
     else left.set(callId, error);
   }
   if (pending.size === 0 && pendingEnds.get(owner) === pending) pendingEnds.delete(owner);

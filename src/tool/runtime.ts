@@ -416,9 +416,9 @@ class Gateway implements ToolGateway {
     const recorded = this.finish(call, callEvent, startedEvent, outcome, charge, observer);
     if (lateBody !== null) trackLateBody(this.binding.owner, call, callEvent.turnId, lateBody, recorded);
     else if (outcome.status === 'succeeded' || outcome.code !== STOPPED_BEFORE_BODY) {
-      // The body ran and ended; if its result cannot be written because another owner here took the session over
-      // meanwhile, its end is journaled through that owner, so no review is taken blind to it. (This owner's own
-      // failed write is settled at its next write, as before.)
+      // The body ran and ended; if its result cannot be written, its end is journaled through another owner here that
+      // took the session over meanwhile, or kept until an owner here can write it (unrecordedBodyEnd), so no review is
+      // taken blind to it.
       const ended = outcome.status === 'failed' && (outcome.category === 'body_failure' || outcome.category === 'body_panic') ? 'threw' : 'returned';
       const owner = this.binding.owner;
       recorded.catch(() => unrecordedBodyEnd(owner, call, callEvent.turnId, ended));

@@ -70,6 +70,24 @@ async function takeOverWhileItRuns(b: SessionStore, held: ReturnType<typeof held
   assert.equal(held.state.runs, 1, 'the transfer was made once');
 }
 
+/** A fresh SQLite journal with host A's call of the held transfer in flight. */
+async function sqliteCallInFlight(options: { busyTimeoutMs?: number } = {}) {
+  const path = tempDbPath(tempDir('jingwei-one-view-'), 'journal');
+  const store = openSqliteStore(path, options);
+  const held = heldTransfer();
+  return { path, store, held, ...(await callInFlight(store, held)) };
+}
+
+/** The held body returns while another connection holds the write lock: its owner cannot write its result. */
+async function bodyEndsWhileBusy(path: string, held: ReturnType<typeof heldTransfer>, pending: Promise<unknown>) {
+  const locker = new Database(path);
+  locker.exec('BEGIN IMMEDIATE');
+  held.release();
+  assert.equal(((await pending) as { code?: string }).code, 'recording_failed', 'the result could not be written');
+  locker.exec('ROLLBACK');
+  locker.close();
+}
+
 /** Another handle on the journal's file through a symlink to the file, or to its directory. */
 function linkedPath(path: string, how: 'file' | 'directory'): string {
   if (how === 'file') {
@@ -108,10 +126,7 @@ for (const how of ['file', 'directory'] as const) {
 }
 
 it('a journal replaced at its path by a copy of itself (a compaction, a restore) is the same view: no review while the body runs', async () => {
-  const path = tempDbPath(tempDir('jingwei-one-view-'), 'journal');
-  const a = openSqliteStore(path);
-  const held = heldTransfer();
-  const { pending, callId } = await callInFlight(a, held);
+  const { path, store: a, held, pending, callId } = await sqliteCallInFlight();
   const copy = `${path}.copy`;
   const raw = new Database(path);
   raw.exec(`VACUUM INTO '${copy.replaceAll("'", "''")}'`);
@@ -124,16 +139,8 @@ it('a journal replaced at its path by a copy of itself (a compaction, a restore)
 });
 
 it('a body whose owner could not write its result (the store busy) has its end journaled before that owner reviews or calls again', async () => {
-  const path = tempDbPath(tempDir('jingwei-one-view-'), 'journal');
-  const store = openSqliteStore(path, { busyTimeoutMs: 50 });
-  const held = heldTransfer();
-  const { owner, pending, callId } = await callInFlight(store, held);
-  const locker = new Database(path);
-  locker.exec('BEGIN IMMEDIATE');
-  held.release();
-  assert.equal(((await pending) as { code?: string }).code, 'recording_failed', 'the result could not be written');
-  locker.exec('ROLLBACK');
-  locker.close();
+  const { path, store, held, owner, pending, callId } = await sqliteCallInFlight({ busyTimeoutMs: 50 });
+  await bodyEndsWhileBusy(path, held, pending);
   const blind = await store.loadHistory('s');
   assert.equal(bodyEnded(blind, callId), undefined);
   // A review decided on the history without the end is refused: the end goes in first, and the history moved on.
@@ -145,10 +152,7 @@ it('a body whose owner could not write its result (the store busy) has its end j
 });
 
 it('a journal rotated away (renamed to an archive) and the new journal made at its path are two views: no body end crosses', async () => {
-  const path = tempDbPath(tempDir('jingwei-one-view-'), 'journal');
-  const a = openSqliteStore(path);
-  const held = heldTransfer();
-  const { pending, callId } = await callInFlight(a, held);
+  const { path, store: a, held, pending, callId } = await sqliteCallInFlight();
   renameSync(path, `${path}.archive`);
   renameSync(`${path}-wal`, `${path}.archive-wal`);
   const b = openSqliteStore(path);
@@ -204,16 +208,8 @@ it('a journal whose id row was removed gets a new one at its next open, rather t
 
 for (const how of ['release', 'close'] as const) {
   it(`a body end its owner could not write yet is journaled as the host lets go: ${how}()`, async () => {
-    const path = tempDbPath(tempDir('jingwei-one-view-'), 'journal');
-    const store = openSqliteStore(path, { busyTimeoutMs: 50 });
-    const held = heldTransfer();
-    const { owner, pending, callId } = await callInFlight(store, held);
-    const locker = new Database(path);
-    locker.exec('BEGIN IMMEDIATE');
-    held.release();
-    assert.equal(((await pending) as { code?: string }).code, 'recording_failed');
-    locker.exec('ROLLBACK');
-    locker.close();
+    const { path, store, held, owner, pending, callId } = await sqliteCallInFlight({ busyTimeoutMs: 50 });
+    await bodyEndsWhileBusy(path, held, pending);
     if (how === 'release') await owner.release();
     else await store.close();
     const reader = openSqliteStore(path);

@@ -17,7 +17,7 @@ import { listenForDriverErrors, LostCreationRace, mapPostgresError } from './err
 import { releasing } from './checked-out.js';
 import { beforeCommitHooks } from './hooks.js';
 import { checkMs, type PostgresStoreOptions } from './options.js';
-import { IDENTIFIER, migrate, POSTGRES_SCHEMA_VERSION } from './schema.js';
+import { drawJournalId, IDENTIFIER, migrate, POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { postgresStatements, type PostgresStatements } from './statements.js';
 import { commitStatement, type CommitStatement } from './commit-statement.js';
 import { PostgresInbox } from './inbox.js';
@@ -66,13 +66,11 @@ async function batch(client: PoolClient, steps: readonly Step[]): Promise<void> 
  * grants it). A row removed since is drawn again. A journal whose id cannot be read is not opened: as a view of its
  * own it would not see another handle's running calls.
  */
-async function databaseIdentity(pool: Pool, schema: string): Promise<string> {
+async function journalKey(pool: Pool, schema: string): Promise<string> {
   const read = async () => (await pool.query<{ id: string | null }>(`SELECT id FROM "${schema}".jw_journal`)).rows[0]?.id;
   let id = await read();
   if (!id) {
-    await pool.query(
-      `INSERT INTO "${schema}".jw_journal (id) VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text)) ON CONFLICT (singleton) DO NOTHING`,
-    );
+    await pool.query(drawJournalId(`"${schema}"`));
     id = await read();
   }
   if (!id) throw new StoreUnavailableError('store_failure', `schema ${schema}: the journal has no id in jw_journal`);
@@ -112,8 +110,8 @@ class PostgresBackend implements JournalBackend {
     schema: string,
     timeouts: { lock: number; statement: number; idle: number },
     prepare: boolean,
-    /** The database and schema (databaseIdentity), or undefined: this instance is a view of its own. */
-    readonly scopeKeys: readonly string[] | undefined,
+    /** The journal's own id (journalKey). */
+    readonly scopeKey: string,
   ) {
     const S = `"${schema}"`;
     this.schemaName = S;
@@ -535,11 +533,11 @@ export async function openPostgresStore(urlOrPool: string | PgPool, options: Pos
   }
   let scopeKey: string;
   try {
-    scopeKey = await databaseIdentity(pool, schema);
+    scopeKey = await journalKey(pool, schema);
   } catch (error) {
     if (ownsPool) await pool.end().catch(() => {});
     throw error instanceof StoreUnavailableError ? error : mapPostgresError(error, `read the journal's id in schema ${schema}`);
   }
-  const backend = new PostgresBackend(pool, ownsPool, schema, { lock, statement, idle }, options.prepare !== false, [scopeKey]);
+  const backend = new PostgresBackend(pool, ownsPool, schema, { lock, statement, idle }, options.prepare !== false, scopeKey);
   return new JournalStore(backend, options.clock ? { clock: options.clock } : {});
 }

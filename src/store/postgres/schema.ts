@@ -106,9 +106,14 @@ CREATE TABLE ${S}.jw_operations (
   MIGRATE_ATTENTION_CALL_IDS,
   // Version 9: the journal's own id, drawn once (docs/design.md#one-view-of-running-calls-per-database).
   (S) => `CREATE TABLE IF NOT EXISTS ${S}.jw_journal (singleton BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton), id TEXT NOT NULL);
-INSERT INTO ${S}.jw_journal (id) VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text)) ON CONFLICT (singleton) DO NOTHING;
+${drawJournalId(S)};
 GRANT SELECT ON ${S}.jw_journal TO PUBLIC;`,
 ];
+
+/** Draws the journal's id into schema `S` (quoted) unless it has one: at version 9, and again for a row removed since. */
+export function drawJournalId(S: string): string {
+  return `INSERT INTO ${S}.jw_journal (id) VALUES (md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text)) ON CONFLICT (singleton) DO NOTHING`;
+}
 
 /**
  * Creates `schema` unless it exists, inside the caller's transaction, under a lock every opener that may create it

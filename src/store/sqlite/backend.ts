@@ -27,7 +27,7 @@ class SqliteBackend implements JournalBackend {
    * spelling) and by a copy that replaced it (a compaction or a restore while a handle is open); a journal of an older
    * version opened read-only has none, and is a view of its own.
    */
-  readonly scopeKeys: readonly string[] | undefined;
+  readonly scopeKey: string | undefined;
   private readonly stmt: SqliteStatements;
   private readonly writeTx: Transaction<WriteTx>;
   private readonly groupTx: Transaction<(group: QueuedWrite[]) => void>;
@@ -46,7 +46,7 @@ class SqliteBackend implements JournalBackend {
     this.location = path;
     this.identity = path === ':memory:' || path === '' ? null : new FileIdentity(path);
     const id = this.identity === null ? undefined : journalId(db, path);
-    this.scopeKeys = id === undefined ? undefined : [`journal:${id}`];
+    this.scopeKey = id === undefined ? undefined : `journal:${id}`;
     this.stmt = prepareStatements(db);
     this.known = new KnownRows(db.prepare<[], number>('PRAGMA data_version').pluck());
     this.inbox = new SqliteInbox(db, (sessionId, fn) => this.run(sessionId, () => {

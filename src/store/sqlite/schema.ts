@@ -6,6 +6,7 @@ import { switchToWal } from './wal.js';
 import { ATTENTION_SCHEMA_VERSION, attentionOfJournal } from '../attention.js';
 import { ATTENTION_COLUMNS, attentionValues } from '../sql-rows.js';
 import type { SessionId } from '../../ids.js';
+import { thrownMessage } from '../../text.js';
 
 export { SQLITE_SCHEMA_VERSION };
 
@@ -137,7 +138,7 @@ export function journalId(db: Database, path: string): string | undefined {
     id = db.prepare('SELECT id FROM jw_journal WHERE singleton = 1').pluck().get();
   } catch (error) {
     if (db.readonly && (db.pragma('user_version', { simple: true }) as number) < SQLITE_SCHEMA_VERSION) return undefined;
-    throw new StoreUnavailableError('store_failure', `${path}: the journal's id could not be read: ${(error as Error).message}`, { cause: error });
+    throw new StoreUnavailableError('store_failure', `${path}: the journal's id could not be read: ${thrownMessage(error)}`, { cause: error });
   }
   if (typeof id === 'string' && id !== '') return id;
   if (db.readonly) return undefined;
@@ -183,14 +184,13 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
       if (options.mustExist) throw new StorePathError('store_not_journal', path, 'holds no jingwei journal (it is an empty database)');
       db.exec(SCHEMA);
       db.exec(INBOX_TABLE);
-      db.exec(JOURNAL_ID_TABLE);
     } else {
       for (let v = version; v < SQLITE_SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
       if (version < ATTENTION_SCHEMA_VERSION) fillAttention(db);
     }
     if (version !== SQLITE_SCHEMA_VERSION) db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
-    // A row deleted since (by hand, by a restore tool) is drawn again: a journal without its id would be a view of
-    // its own, beside another handle on it.
+    // Drawn here for a new journal, and again for a row deleted since (by hand, by a restore tool): a journal without
+    // its id would be a view of its own, beside another handle on it.
     db.exec(JOURNAL_ID_TABLE);
   }).immediate();
 }
