@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { copyFileSync, renameSync, rmSync } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import { describe, it } from 'node:test';
 import { StoreReplacedError } from '../../src/errors.js';
 import { openSqliteStore } from '../../src/sqlite.js';
@@ -93,6 +94,29 @@ describe('a SQLite store whose file is removed or replaced while open', () => {
     await other.owner.append(message('four'));
     assert.equal((await other.store.loadHistory('s')).length, 4);
     for (const { store } of [deleted, renamed, other, journal]) await store.close();
+  });
+
+  it('a journal opened by a relative path keeps working after the process changes directory, and is still watched', async () => {
+    const path = tempDbPath(dir);
+    const home = process.cwd();
+    process.chdir(dirname(path));
+    let store: ReturnType<typeof openSqliteStore>;
+    try {
+      store = openSqliteStore(basename(path));
+    } finally {
+      process.chdir(home);
+    }
+    const owner = await store.acquire('s', { owner: 'host-1' });
+    process.chdir(tempDir('jingwei-elsewhere-'));
+    try {
+      await owner.append(message('written from another working directory'));
+      assert.equal((await store.loadHistory('s')).length, 1);
+      rmSync(path);
+      await assert.rejects(owner.append(message('after the delete')), /was deleted/);
+    } finally {
+      process.chdir(home);
+      await store.close();
+    }
   });
 
   it('an untouched journal keeps working across many writes and reopens', async () => {

@@ -1,5 +1,5 @@
 import { statSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { StoreReplacedError } from '../../errors.js';
 
 /**
@@ -26,15 +26,18 @@ const NS_PER_SECOND = 1_000_000_000n;
  * and one `stat` of the directory stands for theirs.
  */
 export class FileIdentity {
+  /** Absolute: SQLite keeps the file it opened whatever the process's working directory becomes later. */
+  private readonly path: string;
   private readonly main: string;
   private readonly directory: string;
   private wal: string | null = null;
   /** The directory's identity and change times when the log last passed the check, if they had settled by then. */
   private unchangedSince: string | null = null;
 
-  constructor(private readonly path: string) {
-    this.directory = dirname(path);
-    this.main = FileIdentity.of(path) ?? '';
+  constructor(path: string) {
+    this.path = resolve(path);
+    this.directory = dirname(this.path);
+    this.main = FileIdentity.of(this.path) ?? '';
     this.noteWal();
   }
 
