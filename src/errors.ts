@@ -26,6 +26,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   store_not_found: 'StorePathError',
   store_not_sqlite: 'StorePathError',
   store_not_journal: 'StorePathError',
+  store_hard_linked: 'StorePathError',
   driver_missing: 'DriverMissingError',
   schema_too_new: 'StoreUnavailableError',
   store_failure: 'StoreUnavailableError',
@@ -270,10 +271,11 @@ export class StoreClosedError extends StoreUnavailableError {
   }
 }
 
-export type StorePathErrorCode = 'store_directory_missing' | 'store_not_found' | 'store_not_sqlite' | 'store_not_journal';
+export type StorePathErrorCode = 'store_directory_missing' | 'store_not_found' | 'store_not_sqlite' | 'store_not_journal' | 'store_hard_linked';
 /**
  * A store path cannot be opened as asked: its directory does not exist, the file is missing (with `mustExist`),
- * the file is not a SQLite database, or it holds no journal (with `mustExist` or `readonly`). Nothing was created.
+ * the file is not a SQLite database, it holds no journal (with `mustExist` or `readonly`), or it has more than one
+ * name (hard links). Nothing was created.
  */
 export class StorePathError extends JingweiError {
   readonly path: string;

@@ -1,6 +1,6 @@
 /** How openSqliteStore treats its path: typed errors that name it, nothing created that was not asked for. */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
@@ -53,6 +53,31 @@ describe('openSqliteStore: paths', () => {
     writeFileSync(short, 'SQL');
     assert.throws(() => openSqliteStore(short), pathError('store_not_sqlite', short));
     assert.throws(() => openSqliteStore(dir), pathError('store_not_sqlite', dir));
+  });
+
+  it('a journal file with a second hard link: store_hard_linked at every open, the file left as it was; it opens again once the link is gone', async () => {
+    const path = tempDbPath(dir, 'linked');
+    const first = openSqliteStore(path);
+    await (await first.acquire('s', { owner: 'h' })).append([{ turnId: 't', kind: { type: 'user_message', text: 'kept' } }]);
+    await first.close();
+    const link = tempDbPath(dir, 'link');
+    linkSync(path, link);
+    const before = readFileSync(path);
+    for (const name of [path, link]) {
+      for (const options of [{}, { mustExist: true }, { readonly: true }]) {
+        assert.throws(() => openSqliteStore(name, options), (error: unknown) => {
+          assert.ok(pathError('store_hard_linked', name)(error));
+          assert.match((error as Error).message, /2 hard links/);
+          return true;
+        });
+      }
+    }
+    assert.deepEqual(readFileSync(path), before);
+    assert.equal(existsSync(`${link}-wal`), false, 'nothing was opened through the second name');
+    unlinkSync(link);
+    const again = openSqliteStore(path, { readonly: true });
+    assert.equal((await again.loadHistory('s')).length, 1);
+    await again.close();
   });
 
   it('mustExist: a missing file is store_not_found and is not created; an empty database is store_not_journal', async () => {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
@@ -130,6 +130,10 @@ describe('SqliteIdempotencyStore', () => {
     const text = join(dir, 'notes.txt');
     writeFileSync(text, 'not a database at all');
     assert.throws(() => new SqliteIdempotencyStore(text), { code: 'store_not_sqlite' });
+    const business = join(dir, 'linked-business.db');
+    new SqliteIdempotencyStore(business).close();
+    linkSync(business, join(dir, 'linked-business-2.db'));
+    assert.throws(() => new SqliteIdempotencyStore(business), { name: 'StorePathError', code: 'store_hard_linked', path: business });
     // Not a path or a handle, a closed handle, a NUL byte, a bad busy timeout: invalid_input, nothing created.
     for (const bad of [undefined, null, 5, {}]) {
       assert.throws(() => new SqliteIdempotencyStore(bad as unknown as string), { name: 'InvalidInputError', field: 'database' });

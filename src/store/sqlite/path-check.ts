@@ -22,7 +22,17 @@ export function checkSqlitePath(path: string, mustExist: boolean, kind = 'journa
     if (!existsSync(dir)) throw new StorePathError('store_directory_missing', path, `the directory ${dir} does not exist`);
     return;
   }
-  if (statSync(path).isDirectory()) throw new StorePathError('store_not_sqlite', path, `is a directory, not a SQLite ${kind} file`);
+  const stat = statSync(path);
+  if (stat.isDirectory()) throw new StorePathError('store_not_sqlite', path, `is a directory, not a SQLite ${kind} file`);
+  // SQLite keeps a database's write-ahead log beside the name it was opened by. Through another hard link a reader
+  // sees none of the commits still in that log, and a writer starts a log of its own (docs/design.md#one-name-per-journal-file).
+  if (stat.nlink > 1) {
+    throw new StorePathError(
+      'store_hard_linked',
+      path,
+      `has ${stat.nlink} hard links: SQLite keeps its write-ahead log beside the name it opened, so commits made through one name are not seen through another; remove the other links (a copy made while nothing writes is safe)`,
+    );
+  }
   const header = Buffer.alloc(SQLITE_HEADER.length);
   const fd = openSync(path, 'r');
   let read: number;
