@@ -97,12 +97,17 @@ function done(requested: ChatToolCall, execution: ToolExecution): SettledCall {
   return { kind: 'done', call: { providerCallId: requested.id, name: requested.name, outcome: modelFacingOutcome(execution), execution } };
 }
 
-/** Runs one gateway call (`fresh`: the call's first attempt); a preflight refusal (nothing recorded) is what the model reads. */
+/**
+ * Runs one gateway call (`fresh`: the call's first attempt). A first attempt's preflight refusal (nothing recorded) is
+ * what the model reads: the tool did not run. A retry's is thrown: its operation holds an attempt that may have run,
+ * or that a later invocation would retry, so "did not run" would be false, or would lead the model to do the action
+ * another way before the operation's own attempt is made after all.
+ */
 async function attempt(requested: ChatToolCall, run: (args: JsonValue) => Promise<ToolExecution>, fresh = false): Promise<SettledCall> {
   try {
     return done(requested, await run(parseArguments(requested.arguments, fresh)));
   } catch (error) {
-    if (error instanceof ToolPreflightError) {
+    if (fresh && error instanceof ToolPreflightError) {
       return { kind: 'done', call: { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, error), execution: null } };
     }
     throw error;

@@ -167,9 +167,10 @@ class Gateway implements ToolGateway {
       ? contractChangedRefusal(given.retry, metadata?.effect ?? null) : null;
     // A call to a tool this caller cannot use is journaled (with its `unavailable` result) only with small
     // arguments: otherwise calls to tools that do not exist could fill the session's journal. A retry's arguments
-    // are in the journal already.
+    // are in the journal already, and its refusal must be journaled whatever their size: it is what says that an
+    // earlier attempt may have run, where an unrecorded refusal would read as a call that never did.
     const usable = registered !== undefined && this.runtime.granted(this.caller, name);
-    if (!usable && changed === null && checked.bytes > LIMITS.maxUnavailableArgumentsBytes) {
+    if (!usable && changed === null && given.retry === undefined && checked.bytes > LIMITS.maxUnavailableArgumentsBytes) {
       throw new ToolPreflightError(
         'unavailable_tool',
         `tool ${JSON.stringify(name)} is not available to this caller, and its ${checked.bytes} bytes of arguments (over ${LIMITS.maxUnavailableArgumentsBytes}) were not recorded`,

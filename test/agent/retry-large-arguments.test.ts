@@ -1,0 +1,86 @@
+/**
+ * A resumed run's retry of a call whose arguments are larger than an unusable tool's calls are journaled with
+ * (LIMITS.maxUnavailableArgumentsBytes), made by a host whose caller may no longer use the tool: the retry's refusal
+ * is journaled like any other, so the model reads that an earlier attempt may have taken effect, or, for a call that
+ * only waited for a person, that it did not run, and a later resume reads that refusal back instead of making the
+ * operation's attempt after the model did the action another way. Before, the retry was refused unrecorded, as a
+ * first call with such arguments is: the model read "the tool did not run" for a call whose body may have run (and
+ * did the action with another tool), or for an approved call that the next resume, with the grant back, then made.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { resumeAgent, runAgent, scriptedModel, type ScriptedModel } from '../../src/agent.js';
+import { decisionInbox } from '../../src/decisions.js';
+import { setFaultHook } from '../../src/fault.js';
+import { LIMITS } from '../../src/limits.js';
+import type { ToolApprover } from '../../src/tool/types.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+import { calls, Crash, doneStep, failing, host, orderStep, outside, reply } from './fixtures/shop-run.js';
+
+const item = 'tea, '.repeat(1 + LIMITS.maxUnavailableArgumentsBytes / 5);
+const largeEmail = reply(null, calls(['c2', 'send_email', JSON.stringify({ item })]));
+const pending: ToolApprover = async () => ({ decision: 'pending', note: 'check the address' });
+const toolMessages = (model: ScriptedModel) => model.requests[0]!.messages.filter((m) => m.role === 'tool').map((m) => m.content);
+const attemptsOf = async (store: { loadHistory(id: string): Promise<readonly { kind: { type: string } }[]> }) =>
+  (await store.loadHistory('shop')).filter((e) => e.kind.type === 'tool_call').length;
+
+describe('a retry of a call with large arguments, by a caller no longer granted its tool', () => {
+  const dir = tempDir();
+
+  it('in doubt (its body started): the refusal is journaled and the model reads that an earlier attempt may have taken effect', async () => {
+    const path = tempDbPath(dir);
+    const world = outside();
+    const first = await host(path, world.tools);
+    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
+    try {
+      await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, largeEmail]), input: 'Buy tea.', maxSteps: 4, runId: 'large-1', store: first.store }), Crash);
+    } finally {
+      setFaultHook(null);
+    }
+    await first.store.close();
+
+    const second = await host(path, world.tools, undefined, ['place_order']);
+    const model = scriptedModel([doneStep]);
+    const resumed = await resumeAgent({ ...second, model, runId: 'large-1', store: second.store, maxSteps: 4, recovery: 'retry_safe' });
+    assert.equal(resumed.stopReason, 'completed');
+    const read = toolMessages(model)[1]!;
+    assert.doesNotMatch(read, /The tool did not run/);
+    assert.match(read, /may have taken effect/);
+    const retry = resumed.toolCalls[1]!.execution;
+    assert.ok(retry !== null, 'the retry was journaled');
+    assert.equal(retry.result.outcome.status === 'failed' && retry.result.outcome.category, 'unavailable');
+    assert.equal(retry.call.operation?.retry?.callId !== undefined, true);
+    assert.equal(await attemptsOf(second.store), 3, 'the order, the e-mail and its refused retry');
+    assert.deepEqual(world.bodies, ['place_order']);
+    await second.store.close();
+  });
+
+  it('approved while it waited: the model reads that it did not run, and a resume with the grant back makes no attempt of it', async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailApprover: true });
+    const first = await host(path, world.tools, pending);
+    const stopped = await runAgent({ ...first, model: scriptedModel([orderStep, largeEmail]), input: 'Buy tea.', maxSteps: 6, runId: 'large-2', store: first.store });
+    assert.equal(stopped.stopReason, 'awaiting_approval');
+    const inbox = decisionInbox(first.store);
+    const [request] = (await inbox.list({ sessionId: 'shop', kind: 'approval' })).items;
+    await inbox.approve(request!.id, { actor: 'ops@example.com' });
+    await first.store.close();
+
+    const narrowed = await host(path, world.tools, pending, ['place_order']);
+    const model = scriptedModel([failing()]);
+    await assert.rejects(resumeAgent({ ...narrowed, model, runId: 'large-2', store: narrowed.store, maxSteps: 6 }), Crash);
+    const read = toolMessages(model)[1]!;
+    assert.match(read, /unavailable/);
+    assert.match(read, /did not run/);
+    assert.equal(await attemptsOf(narrowed.store), 3, 'the order, the e-mail waiting for approval, and its refused retry');
+    await narrowed.store.close();
+
+    // The grant is back: the journal answers for the call with the refusal the model read; nothing is sent.
+    const restored = await host(path, world.tools, pending);
+    const done = await resumeAgent({ ...restored, model: scriptedModel([doneStep]), runId: 'large-2', store: restored.store, maxSteps: 6 });
+    assert.equal(done.stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order']);
+    assert.equal(await attemptsOf(restored.store), 3);
+    await restored.store.close();
+  });
+});
