@@ -115,7 +115,8 @@ export interface ReconciledCall {
   readonly name: string;
   /**
    * `recorded`: the answer is journaled as a review; `unchanged`: `unknown` again, after an uncertain review by the
-   * same reconciler (nothing written); `no_reconciler`: the tool is not given or declares none; `revision_changed`:
+   * same reconciler, or anything but `completed` about a call a `not_executed` review left to retry (nothing
+   * written); `no_reconciler`: the tool is not given or declares none; `revision_changed`:
    * the tool's current contract is not the one the call was recorded with (its reconciler may not know the old
    * operation); `failed`: the reconciler threw or answered something invalid (nothing written; `error` says what);
    * `body_running`: the call is still running in this process (no result yet, or its body went on after its result
@@ -160,8 +161,9 @@ function answerOf(value: unknown): ToolReconcileAnswer {
 /**
  * Asks the reconciler of every call whose outcome is in doubt (docs/design.md#reconcilers), in journal order, and
  * journals each answer through recordToolReview with source `reconciler` and actor `reconciler:<tool>@<revision>`:
- * `completed` and `not_executed` as they are, `unknown` as an `uncertain` review (which unblocks nothing). Run it
- * before any person is asked; what is left in `needsReview` is what a person must look at. `tools` are the
+ * `completed` and `not_executed` as they are, `unknown` as an `uncertain` review (which unblocks nothing). A call a
+ * `not_executed` review left to retry is asked too, and only a `completed` answer is journaled for it: the write
+ * the review says did not happen did. Run it before any person is asked; what is left in `needsReview` is what a person must look at. `tools` are the
  * tools as registered now (a call whose tool's contract changed since is not asked). Errors of the journal write
  * propagate (a fenced owner, a changed history); a reconciler's own failure is reported and writes nothing.
  */
@@ -187,7 +189,9 @@ export async function reconcileUncertainCalls(
     if (classifyAttempt(record).status !== ToolRecoveryStatus.OutcomeUnknown) continue;
     if (attempts.some((a) => a.result?.outcome.status === 'succeeded')) continue;
     const latest = latestReview(record);
-    if (latest !== null && latest.outcome !== 'uncertain') continue;
+    // A completed review settles the call. A not_executed one, not yet acted on, is checked against the outside
+    // system once more: an answer that the write happened overrides it, any other leaves it as it is.
+    if (latest?.outcome === 'completed') continue;
     const base = { callId: record.call.id, name: record.call.name };
     if (runningHere(owner, record.call.id) !== null) {
       calls.push({ ...base, action: 'body_running', answer: null, review: null });
@@ -218,6 +222,10 @@ export async function reconcileUncertainCalls(
       continue;
     }
     const actor = reconcilerActor(tool.name, op.contract.revision);
+    if (latest?.outcome === 'not_executed' && answer.outcome !== 'completed') {
+      calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
+      continue;
+    }
     const outcome: ToolReviewOutcome = answer.outcome === 'unknown' ? 'uncertain' : answer.outcome;
     // Its own earlier answer, not a person's review that happens to carry the reconciler's actor name.
     if (outcome === 'uncertain' && latest?.actor === actor && latest.source === 'reconciler') {

@@ -143,6 +143,33 @@ forEachStore('reconcilers', (target) => {
     await r.store.close();
   });
 
+  it("a person's not_executed review of a write that happened: the reconciler's completed answer overrides it, and nothing is retried", async () => {
+    const helper = await helperFor(target);
+    const bodies = { count: 0 };
+    const tools = [placeOrder(helper, bodies)];
+    const r = await rig(target, { tools });
+    const wrote = await r.gateway.call('place_order', { item: 'book', fail: 'after' });
+    const lost = await r.gateway.call('place_order', { item: 'pen', fail: 'before' });
+    for (const call of [wrote, lost]) {
+      await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), call.call.id,
+        { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'not in the bank view yet', source: 'human' });
+    }
+    const report = await reconcileUncertainCalls(r.owner, tools, await r.store.loadHistory(r.sessionId));
+    const byCall = new Map(report.calls.map((c) => [c.callId as string, c]));
+    assert.equal(byCall.get(wrote.call.id)?.action, 'recorded');
+    assert.equal(byCall.get(wrote.call.id)?.review?.outcome, 'completed');
+    assert.equal(byCall.get(lost.call.id)?.action, 'unchanged', 'an answer that agrees writes nothing');
+    assert.equal(byCall.get(lost.call.id)?.answer, 'not_executed');
+    const now = await r.store.loadHistory(r.sessionId);
+    assert.deepEqual(now, report.history);
+    assert.equal(inspectToolRecovery(now, wrote.call.id).resolved, true);
+    assert.throws(() => prepareToolRetry(now, wrote.call.id), { code: 'completed' });
+    assert.equal(prepareToolRetry(now, lost.call.id).review?.actor, 'ops@example.com');
+    assert.equal(await helper.rows(), 1, 'the order written once, and not again');
+    await helper.close();
+    await r.store.close();
+  });
+
   it("a person's review under the reconciler's actor name is not taken for the reconciler's own answer", async () => {
     const unsure: Tool = {
       ...tool('flaky', async () => { throw new ToolBodyError('reset', 'lost'); }, new ToolMetadata('flaky', { type: 'object' }).withEffect('non_idempotent', 'v1')),
