@@ -21,10 +21,10 @@ import type { SessionOwner, SessionStore } from '../store/types.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { objectSchema, selectSchemas } from '../bridges/schema.js';
 import { preflightFailure } from '../bridges/outcome.js';
-import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse, type ChatToolDefinition } from './model.js';
+import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse, type ChatToolCall, type ChatToolDefinition } from './model.js';
 import { checkRunOptions } from './run-options.js';
 import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
-import { callRefusedEvent, checkRunId, idFits, modelResponseEvent, NOT_JOURNALED, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
+import { callRefusedEvent, checkRunId, idFits, modelResponseEvent, NOT_JOURNALED, notOffered, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
 export type { AgentRecoveryPolicy, AgentToolCall } from './run-calls.js';
 
@@ -62,7 +62,10 @@ export interface RunAgentOptions {
    * call left open must surface), and then asks the model nothing more.
    */
   readonly maxSteps: number;
-  /** Only these tools are offered (each must be granted to the gateway's caller). Default: every granted tool. */
+  /**
+   * Only these tools are offered (each must be granted to the gateway's caller); a call the model makes to any other
+   * is refused before anything runs (`unavailable_tool`, journaled with its step). Default: every granted tool.
+   */
   readonly tools?: readonly string[];
   /**
    * Stop the run as soon as a tool fails after its body started (its effects may have happened), rather than let
@@ -168,6 +171,9 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
   }
   const userInput = journaled?.input ?? input!;
   const tools = definitions(gateway, options.tools);
+  // A model may name a tool it was not offered: with `tools` given, such a call is refused, as a framework refuses it.
+  const offered = options.tools === undefined ? null : new Set(tools.map((t) => t.name));
+  const refusedHere = (call: ChatToolCall) => offered !== null && !offered.has(call.name) && idFits(call.id);
   const turnId = gateway.turnId as TurnId;
   const messages: ChatMessage[] = [
     ...(options.system !== undefined ? [{ role: 'system', content: options.system } as const] : []),
@@ -203,9 +209,15 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
       response = known[step - 1]!;
     } else {
       response = checkChatResponse(await model.complete({ messages: [...messages], tools }, signal));
+      // A call to a tool not offered is journaled refused with its step, so a resumed run never makes it.
       await owner.append([
         ...(response.text !== null && response.text.length > 0 ? [{ turnId, kind: { type: 'assistant_message', text: response.text } } as const] : []),
         modelResponseEvent(turnId, runId, step, response, available),
+        ...response.toolCalls.flatMap((call, index) => {
+          if (!refusedHere(call)) return [];
+          const refusal = notOffered(call.name);
+          return [callRefusedEvent(turnId, runId, step, index, refusal.code, refusal.message)];
+        }),
       ]);
       faultPoint('step:after');
     }
@@ -219,9 +231,10 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
       const action: ActionContext = { decision: { taskId: gateway.taskId as ActionContext['decision']['taskId'], stepId: `${runId}/${step}` }, actionIndex: index };
       const key = runOperationKey(runId, step, index);
       // A call of a step asked now whose provider id the journal could not hold is refused as a read-back refuses it.
-      const refusal = step > known.length && !idFits(requested.id)
+      const asked = step > known.length;
+      const refusal = asked && !idFits(requested.id)
         ? NOT_JOURNALED
-        : await refusalToRead(journaled, step, index, owner, gateway.taskId, key);
+        : asked && refusedHere(requested) ? notOffered(requested.name) : await refusalToRead(journaled, step, index, owner, gateway.taskId, key);
       let call: AgentToolCall;
       if (refusal !== undefined) {
         // Refused before anything was recorded when the step ran: the model reads the same refusal again.

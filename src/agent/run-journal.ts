@@ -101,6 +101,11 @@ function journalsAsWritten(c: ChatToolCall, available: ReadonlySet<string>): boo
 /** The refusal of a call the journal could not hold as the model wrote it (journalsAsWritten). */
 export const NOT_JOURNALED = Object.freeze({ code: 'not_journaled', message: 'the call could not be journaled as the model wrote it' });
 
+/** The refusal of a call to a tool the run did not offer the model (its `tools` option): journaled with its step. */
+export function notOffered(name: string): { readonly code: 'unavailable_tool'; readonly message: string } {
+  return { code: 'unavailable_tool', message: `tool ${JSON.stringify(name)} was not offered to the model in this run` };
+}
+
 export function modelResponseEvent(turnId: string, runId: string, step: number, response: ChatResponse, available: ReadonlySet<string>): EventDraft {
   const toolCalls = response.toolCalls.map((c) => journaledCall(c, available));
   const text = response.text === null || !hasLoneSurrogate(response.text) ? response.text : toWellFormed(response.text);

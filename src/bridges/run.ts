@@ -20,7 +20,7 @@ import { describeValue, toWellFormed } from '../text.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import { checkRunHost } from '../agent/run-options.js';
 import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
-import { callRefusedEvent, checkRunId, modelResponseEvent, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
+import { callRefusedEvent, checkRunId, modelResponseEvent, notOffered, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
 
 /** What a bridge run needs; the framework's loop does the rest. */
 export interface BridgeRunOptions {
@@ -265,7 +265,10 @@ export class BridgeRun {
     await owner.append([
       ...(response.text !== null && response.text.length > 0 ? [{ turnId, kind: { type: 'assistant_message', text: response.text } } as const] : []),
       modelResponseEvent(turnId, this.runId, step, response, this.available),
-      ...refused.map((index) => callRefusedEvent(turnId, this.runId, step, index, 'unavailable_tool', `tool ${JSON.stringify(response.toolCalls[index]!.name)} was not offered to the model in this run`)),
+      ...refused.map((index) => {
+        const refusal = notOffered(response.toolCalls[index]!.name);
+        return callRefusedEvent(turnId, this.runId, step, index, refusal.code, refusal.message);
+      }),
       ...(finishes ? [runFinishedEvent(turnId, this.runId, 'completed', step, response.text)] : []),
     ]);
     this.journaledSteps = step;

@@ -140,6 +140,30 @@ describe('runAgent', () => {
     assert.deepEqual(again.messages, result.messages);
   });
 
+  it('offers only the tools it is given, and refuses a call to another granted tool: journaled with its step, read back the same, never run', async () => {
+    const { store, owner, gateway, bodies } = await setup();
+    const model = scriptedModel([
+      reply(null, calls(['a', 'charge_card', '{"item":"tea"}'], ['b', 'lookup_price', '{"item":"tea"}'])),
+      reply('I may only look prices up.'),
+    ]);
+    const result = await runAgent({ model, owner, gateway, input: 'Buy tea.', maxSteps: 3, runId: 'only-1', store, tools: ['lookup_price'] });
+    assert.equal(result.stopReason, 'completed');
+    assert.deepEqual(model.requests[0]!.tools.map((t) => t.name), ['lookup_price']);
+    assert.deepEqual(bodies, ['lookup_price'], 'the card was not charged');
+    const [told] = model.requests[1]!.messages.filter((m) => m.role === 'tool').map((m) => m.content);
+    assert.match(told!, /refused before it ran: preflight \(unavailable_tool\): tool "charge_card" was not offered to the model in this run/);
+    const history = await store.loadHistory('agent-session');
+    assert.deepEqual(history.filter((e) => e.kind.type === 'tool_call').map((e) => e.kind.type === 'tool_call' && e.kind.call.name), ['lookup_price']);
+    const refused = history.filter((e) => e.kind.type === 'custom' && e.kind.kind === 'call_refused');
+    assert.equal(refused.length, 1);
+    const stepEvent = history.findIndex((e) => e.kind.type === 'custom' && e.kind.kind === 'model_response');
+    assert.equal(history.indexOf(refused[0]!), stepEvent + 1, 'journaled with its step, before any call of it runs');
+    // Read back, even by a run that offers every tool: the refusal the model read, nothing run.
+    const again = await resumeAgent({ model: scriptedModel([]), owner, gateway, runId: 'only-1', store, maxSteps: 3 });
+    assert.deepEqual(again.messages, result.messages);
+    assert.deepEqual(bodies, ['lookup_price']);
+  });
+
   it("asks Jingwei's approver on every call, and a denial is read by the model", async () => {
     let asked = 0;
     const { owner, gateway, bodies } = await setup({
