@@ -17,6 +17,7 @@ import { faultPoint } from '../fault.js';
 import { uuidv7, type TurnId } from '../ids.js';
 import type { ActionContext } from '../event/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
+import { journalReviewsBeforeRun } from '../tool/inbox-review.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { objectSchema, selectSchemas } from '../bridges/schema.js';
@@ -183,6 +184,9 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
   const toolCalls: AgentToolCall[] = [];
   // A run cancelled before it starts journals nothing.
   signal?.throwIfAborted();
+  // An operator's review that waits in the inbox is journaled as the run is picked up, whatever it reviews: a call
+  // the run settles, or one that has a result and would otherwise stay in the queue (and in doubt) for ever.
+  if (options.store !== undefined) await journalReviewsBeforeRun(owner, options.store, () => readOwnJournal(owner, options.store!));
   if (journaled === null) {
     await owner.append([runStartedEvent(turnId, runId, gateway.taskId, userInput), { turnId, kind: { type: 'user_message', text: userInput } }]);
   }

@@ -14,6 +14,7 @@ import { AgentRunBusyError, InvalidInputError, OperationInDoubtError, ToolRuntim
 import type { ActionContext } from '../event/types.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
+import { journalReviewsBeforeRun } from '../tool/inbox-review.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
 import { describeValue, toWellFormed } from '../text.js';
@@ -167,6 +168,7 @@ export class BridgeRun {
     const journaled = readRun(await readOwnJournal(owner, store), runId);
     if (journaled === null) {
       if (options.prompt === undefined) throw new InvalidInputError('prompt', `is required: no run ${runId} is journaled in session ${owner.sessionId}`);
+      await journalReviewsBeforeRun(owner, store, () => readOwnJournal(owner, store));
       const run = new BridgeRun(options, runId, options.prompt, 0, offered);
       const turnId = gateway.turnId;
       await owner.append([runStartedEvent(turnId, runId, gateway.taskId, options.prompt), { turnId, kind: { type: 'user_message', text: options.prompt } }]);
@@ -176,6 +178,7 @@ export class BridgeRun {
       throw new InvalidInputError('gateway', `is bound to task ${gateway.taskId}, but run ${runId} runs in task ${journaled.taskId}`);
     }
     if (options.prompt !== undefined && options.prompt !== journaled.input) throw new InvalidInputError('prompt', `differs from the prompt journaled for run ${runId}`);
+    await journalReviewsBeforeRun(owner, store, () => readOwnJournal(owner, store));
     const run = new BridgeRun(options, runId, journaled.input, journaled.responses.length, offered);
     await run.replay(journaled);
     return run;

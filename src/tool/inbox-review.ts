@@ -168,3 +168,20 @@ export async function journalWaitingReviews(
     throw error;
   }
 }
+
+/**
+ * What a run does as it starts or resumes: journals the operators' review decisions waiting for the owner's session,
+ * reading the journal only when one waits. A review of a call that has a result (one whose deadline passed while its
+ * body ran) is journaled here too, where the open calls a resumed run settles are the only other place.
+ */
+export async function journalReviewsBeforeRun(owner: SessionOwner, store: Pick<SessionStore, 'loadHistory'>, history: () => Promise<readonly SessionEvent[]>): Promise<void> {
+  if (!(store instanceof JournalStore)) return;
+  try {
+    const waiting = await decisionInbox(store).list({ sessionId: owner.sessionId, kind: 'review', states: ['decided'], limit: 1 });
+    if (waiting.items.length === 0) return;
+  } catch (error) {
+    if (error instanceof DecisionError && error.code === 'inbox_unsupported') return;
+    throw error;
+  }
+  await journalInboxReviews(owner, store, await history());
+}
