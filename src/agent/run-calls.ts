@@ -258,6 +258,9 @@ async function recoverOpen(
   if (ctx.reconcilers.length > 0 && ctx.reconciled === null) {
     ctx.reconciled = await reconcileUncertainCalls(ctx.owner, ctx.reconcilers, current, ctx.signal ? { signal: ctx.signal } : {});
     current = ctx.reconciled.history;
+    // Cancelled while a reconciler was asked (which reports its rejection as a failed answer): a cancelled run starts
+    // no further call, and a retry made now would be recorded as cancelled, which later resumes read as its failure.
+    ctx.signal?.throwIfAborted();
   }
   let plan: ToolRetryPlan;
   try {

@@ -224,6 +224,32 @@ describe('resumable agent runs (SQLite)', () => {
     await second.store.close();
   });
 
+  it('cancelled while its reconciler is asked: the resume stops with the cancellation and records no retry; the next one retries once', async () => {
+    const path = tempDbPath(dir);
+    const world = outside();
+    const second = await crashedInsideEmail(path, world, 'order-cancel');
+    const email = world.tools[1]!;
+    const stop = new AbortController();
+    const waiting: Tool = {
+      ...email,
+      reconcile: (_request, signal) => new Promise((_resolve, reject) => {
+        signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+        stop.abort(new Error('the operator stopped the run'));
+      }),
+    };
+    const tools = [world.tools[0]!, waiting];
+    await assert.rejects(
+      resumeAgent({ ...second, model: scriptedModel([]), runId: 'order-cancel', store: second.store, maxSteps: 4, reconcilers: tools, recovery: 'retry_safe', signal: stop.signal }),
+      /the operator stopped the run/,
+    );
+    const attempts = (await second.store.loadHistory('shop')).filter((e) => e.kind.type === 'tool_call');
+    assert.equal(attempts.length, 2, 'the order and the e-mail: no retry was recorded');
+    const result = await resumeAgent({ ...second, model: scriptedModel([doneStep]), runId: 'order-cancel', store: second.store, maxSteps: 4, recovery: 'retry_safe' });
+    assert.equal(result.stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+    await second.store.close();
+  });
+
   it('a durable approval stops the run as awaiting_approval; after the operator approves, resuming continues', async () => {
     const path = tempDbPath(dir);
     const world = outside({ emailApprover: true });
