@@ -196,13 +196,18 @@ export async function journalPendingBodyEnds(owner: SessionOwner): Promise<Reado
 
 /**
  * Journals the pending body ends of every session of the view `scope` (storeScope) through the newest owner here
- * that holds it: what a store does as it closes, while its owners can still write.
+ * that holds it, then those it could not take through the owners that kept them: what a store does as it closes,
+ * while its owners can still write. The newest owner may hold a session of the same id in a copy of the journal
+ * (tenant files copied from one template share its id), which refuses an end its call's own journal would take.
  */
 export async function journalPendingBodyEndsIn(scope: object): Promise<void> {
   for (const sessionId of pendingEnds.sessionsIn(scope)) {
-    const kept = pendingEnds.getIn(scope, sessionId)?.values().next().value?.keptBy;
-    const owner = newestOwnerIn(scope, sessionId) ?? kept;
-    if (owner !== undefined) await journalPendingBodyEnds(owner);
+    const newest = newestOwnerIn(scope, sessionId);
+    if (newest !== undefined) await journalPendingBodyEnds(newest);
+    const left = pendingEnds.getIn(scope, sessionId);
+    for (const kept of new Set([...(left?.values() ?? [])].map((end) => end.keptBy))) {
+      if (kept !== newest) await journalPendingBodyEnds(kept);
+    }
   }
 }
 

@@ -191,6 +191,29 @@ it('two journals copied from one template share an id, and so a view, yet a body
   await a.close();
 });
 
+it('a tenant journal copied from one template: a body end its owner could not write is journaled as its store closes, though the other tenant holds a session of the same id', async () => {
+  const dir = tempDir('jingwei-one-view-');
+  const template = tempDbPath(dir, 'template');
+  await openSqliteStore(template).close();
+  const [one, two] = [tempDbPath(dir, 'tenant-1'), tempDbPath(dir, 'tenant-2')];
+  copyFileSync(template, one);
+  copyFileSync(template, two);
+  const a = openSqliteStore(one, { busyTimeoutMs: 50 });
+  const b = openSqliteStore(two);
+  const held = heldTransfer();
+  const { pending, callId } = await callInFlight(a, held);
+  await bodyEndsWhileBusy(one, held, pending);
+  // Tenant 2's owner of a session of the same id is now the newest owner of the shared view; its journal refuses the end.
+  await b.acquire('s', { owner: 'tenant-2-host' });
+  await a.close();
+  const reader = openSqliteStore(one);
+  const end = bodyEnded(await reader.loadHistory('s'), callId);
+  assert.deepEqual(end?.kind.type === 'custom' && end.kind.payload, { callId, ended: 'returned' }, 'written through the owner that kept it');
+  assert.equal(bodyEnded(await b.loadHistory('s'), callId), undefined);
+  await reader.close();
+  await b.close();
+});
+
 it('a journal whose id row was removed gets a new one at its next open, rather than opening as a view of its own', async () => {
   const path = tempDbPath(tempDir('jingwei-one-view-'), 'journal');
   await openSqliteStore(path).close();
