@@ -6,6 +6,7 @@ import type { SessionEvent, ToolEffect, ToolResult, ToolReviewRecord } from '../
 import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
 import { ToolRecoveryStatus, classifyAttempt, collectEvidence, decideRetry, earlierOpenAttempt, effectiveReview, latestReview } from './evidence.js';
 import type { EvidenceRuleId, RetryRuleId } from './retry-policy.js';
+import { withLateEnd } from './late-bodies.js';
 
 export const ToolNextStep = {
   /** prepareToolRetry without a review would give a plan. */
@@ -60,6 +61,8 @@ export interface ToolCallAssessment {
   readonly result: ToolResult | null;
   /** The latest journaled review of the call (docs/design.md#reviews-are-journaled-evidence), or null. */
   readonly review: ToolReviewRecord | null;
+  /** How its body went on after its result, as journaled (ToolRecoveryAssessment.bodyEnded), or null. */
+  readonly bodyEnded: { readonly ended: 'returned' | 'threw'; readonly event: SessionEvent } | null;
   readonly eventId: EventId;
   readonly turnId: TurnId;
   readonly seq: number;
@@ -116,7 +119,7 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
     byNextStep[nextStep] += 1;
     const operation = record.call.operation;
     const open = status === ToolRecoveryStatus.OutcomeUnknown ? null : earlierOpenAttempt(record);
-    const reason = open === null ? decided.reason : `${decided.reason}; attempt ${open.attempt} (${open.call.id}) before it may have taken effect, and nothing has settled that`;
+    const reason = withLateEnd(open === null ? decided.reason : `${decided.reason}; attempt ${open.attempt} (${open.call.id}) before it may have taken effect, and nothing has settled that`, record);
     const attention = attentionOf(status === ToolRecoveryStatus.OutcomeUnknown || open !== null, nextStep, record.result !== null);
     byAttention[attention] += 1;
     calls.push({
@@ -136,6 +139,7 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
       attempts: record.operation?.attempts.length ?? 1,
       result: record.result,
       review: latestReview(record),
+      bodyEnded: record.bodyRanOn ?? null,
       eventId: record.event.eventId,
       turnId: record.event.turnId,
       seq: record.event.seq,

@@ -49,8 +49,8 @@ export interface AttemptRecord {
   readonly attempt: number;
   /** Journaled reviews of this call, in physical order; the last one is the one recovery reads. */
   readonly reviews: ReviewEntry[];
-  /** The seq of the journaled end of a body that outlived its result and returned or threw (late-bodies.ts), if any. */
-  bodyRanOnSeq?: number;
+  /** The first journaled end of a body that outlived its result and returned or threw (late-bodies.ts), if any. */
+  bodyRanOn?: { readonly ended: 'returned' | 'threw'; readonly event: SessionEvent };
 }
 
 /** One journaled review and the event holding it. */
@@ -316,8 +316,9 @@ export function collectEvidence(history: readonly SessionEvent[], callId?: strin
       // Read only to withhold trust (an overtaken review, below): a journal of an earlier version may hold one a host
       // appended itself.
       const end = bodyEndOf(kind);
-      const record = end !== null && (end.ended === 'returned' || end.ended === 'threw') ? calls.get(end.callId) : undefined;
-      if (record !== undefined) record.bodyRanOnSeq ??= event.seq;
+      const ended = end?.ended === 'returned' || end?.ended === 'threw' ? end.ended : null;
+      const record = ended !== null ? calls.get(end!.callId) : undefined;
+      if (record !== undefined && ended !== null) record.bodyRanOn ??= { ended, event };
     }
   }
   return { sessionId, eventCount: history.length, calls, attempts };
@@ -394,7 +395,7 @@ export function effectiveReview(record: AttemptRecord, hostReview: ToolRetryRevi
 function overtaken(record: AttemptRecord): boolean {
   const seen = record.reviews[record.reviews.length - 1]?.event.seq;
   if (seen === undefined) return false;
-  return (record.startedEvent?.seq ?? -1) > seen || (record.resultEvent?.seq ?? -1) > seen || (record.bodyRanOnSeq ?? -1) > seen;
+  return (record.startedEvent?.seq ?? -1) > seen || (record.resultEvent?.seq ?? -1) > seen || (record.bodyRanOn?.event.seq ?? -1) > seen;
 }
 
 /**

@@ -236,6 +236,16 @@ export function bodyEnded(history: readonly SessionEvent[], callId: string): { r
   return null;
 }
 
+/** `text` (a call's fact or reason), followed by how its body went on after its result, when the journal says. */
+export function withLateEnd(text: string, record: { readonly bodyRanOn?: { readonly ended: 'returned' | 'threw' } }): string {
+  return record.bodyRanOn === undefined ? text : `${text}; then its body went on and ${lateEndText(record.bodyRanOn.ended)}`;
+}
+
+/** How a body that went on after its result ended, for people: `returned`, `threw` or `not_called`. */
+export function lateEndText(ended: 'returned' | 'threw' | 'not_called'): string {
+  return ended === 'returned' ? 'returned (its output was not recorded: it most likely made its write)' : ended === 'threw' ? 'threw' : 'was never called';
+}
+
 /** The call and the end a `body_ended` event names (`unknown` for an end it does not say); null for any other event. */
 export function bodyEndOf(kind: SessionEvent['kind']): { readonly callId: string; readonly ended: string } | null {
   if (kind.type !== 'custom' || kind.plugin !== BODY_ENDED.plugin || kind.kind !== BODY_ENDED.kind) return null;

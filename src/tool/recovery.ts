@@ -12,6 +12,8 @@ import {
   type ToolRecoveryStatus,
 } from './evidence.js';
 
+import { withLateEnd } from './late-bodies.js';
+
 export { ToolRecoveryStatus, validateToolContract } from './evidence.js';
 export { prepareToolRetry } from './retry-plan.js';
 
@@ -37,6 +39,12 @@ export interface ToolRecoveryAssessment {
    * will ever be planned for it and it needs no one's attention.
    */
   readonly resolved: boolean;
+  /**
+   * How the body went on after the call's result was recorded (a deadline, a cancellation or a task stop), as the
+   * journal records it: `returned` (its output was not recorded: it most likely made its write) or `threw`, and the
+   * `body_ended` event; null when no such end is journaled (docs/design.md#a-body-that-outlives-its-attempt).
+   */
+  readonly bodyEnded: { readonly ended: 'returned' | 'threw'; readonly event: SessionEvent } | null;
 }
 
 function assessmentOf(record: AttemptRecord): ToolRecoveryAssessment {
@@ -49,10 +57,11 @@ function assessmentOf(record: AttemptRecord): ToolRecoveryAssessment {
     startedEvent: record.startedEvent,
     resultEvent: record.resultEvent,
     attempt: record.attempt,
-    fact,
+    fact: withLateEnd(fact, record),
     review: latestReview(record),
     reviewEvent: record.reviews[record.reviews.length - 1]?.event ?? null,
     resolved: latestReview(record)?.outcome === 'completed',
+    bodyEnded: record.bodyRanOn ?? null,
   };
 }
 

@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { decisionInbox } from '../../src/store/inbox.js';
+import { assessSession, inspectToolRecovery } from '../../src/index.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { journalInboxReviews } from '../../src/tool/inbox-review.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
@@ -77,6 +78,16 @@ forEachStore('a body that outlives its attempt', (target) => {
       const json = JSON.parse(cli(['inspect', location.target, 's', first.call.id, '--json']).stdout) as { body_ended: { ended: string; seq: number }; body_may_still_run: boolean };
       assert.deepEqual([json.body_ended.ended, json.body_ended.seq, json.body_may_still_run], ['returned', ended.seq, false]);
     }
+    // The API says it too, for a host's own review screen: the end, and the fact and reason that name it.
+    const after = await store.loadHistory('s');
+    const inspected = inspectToolRecovery(after, first.call.id);
+    assert.equal(inspected.bodyEnded?.ended, 'returned');
+    assert.equal(inspected.bodyEnded?.event.eventId, ended.eventId);
+    assert.match(inspected.fact, /; then its body went on and returned \(its output was not recorded: it most likely made its write\)$/);
+    assert.equal(inspectToolRecovery(before, first.call.id).bodyEnded, null);
+    const [listed] = assessSession(after).calls;
+    assert.equal(listed?.bodyEnded?.event.seq, ended.seq);
+    assert.match(listed!.reason, /then its body went on and returned/);
     assert.equal((await review()).state, 'decided', 'the body ended: the operator can look now');
     await owner.release();
     await store.close();
