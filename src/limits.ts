@@ -58,6 +58,11 @@ export const RUNTIME_DEFAULTS = {
    * call in doubt for a person to review (docs/design.md#a-busy-store-does-not-lose-a-result).
    */
   resultWriteAttempts: 3,
+  /**
+   * How long reconcileUncertainCalls waits for one reconciler's answer before it reports it `failed` and goes on: a
+   * lookup that never answers would hold a resume, or a host's startup routine, for ever (docs/design.md#reconcilers).
+   */
+  reconcileTimeoutMs: 30_000,
 } as const;
 
 /** Task budget defaults (docs/design.md#tasks-and-budgets). */

@@ -14,7 +14,7 @@ import {
 } from '../event/types.js';
 import { checkId, isValidText, newTurnId, type CallId } from '../ids.js';
 import type { JsonValue } from '../json/types.js';
-import { LIMITS } from '../limits.js';
+import { LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
 import { truncateUtf8 } from '../text.js';
 import { classifyAttempt, collectEvidence, latestReview, reviewableAttempt, sameContract } from './evidence.js';
@@ -141,6 +141,30 @@ export interface ReconcileReport {
   readonly needsReview: readonly CallId[];
 }
 
+/**
+ * What `ask` answers, unless `timeoutMs` passes or `outer` aborts first: then the reason, whether or not the
+ * reconciler heeds the signal it is handed (which aborts with it).
+ */
+async function askWithin<T>(timeoutMs: number, outer: AbortSignal | undefined, ask: (signal: AbortSignal) => T | Promise<T>): Promise<T> {
+  const control = new AbortController();
+  const timer = setTimeout(() => control.abort(new Error(`the reconciler did not answer within ${timeoutMs} ms`)), timeoutMs);
+  const onOuter = () => control.abort(outer!.reason);
+  if (outer?.aborted) onOuter();
+  else outer?.addEventListener('abort', onOuter, { once: true });
+  let stop!: (reason: unknown) => void;
+  const stopped = new Promise<never>((_resolve, reject) => { stop = reject; });
+  const onStop = () => stop(control.signal.reason);
+  if (control.signal.aborted) onStop();
+  else control.signal.addEventListener('abort', onStop, { once: true });
+  try {
+    return await Promise.race([Promise.resolve().then(() => ask(control.signal)), stopped]);
+  } finally {
+    clearTimeout(timer);
+    outer?.removeEventListener('abort', onOuter);
+    control.signal.removeEventListener('abort', onStop);
+  }
+}
+
 /** The actor of a reconciler's reviews: the tool and the contract revision it answers for. */
 export function reconcilerActor(tool: string, revision: string): string {
   return truncateUtf8(`reconciler:${tool}@${revision}`, LIMITS.maxTextBytes);
@@ -171,15 +195,18 @@ export async function reconcileUncertainCalls(
   owner: SessionOwner,
   tools: readonly Tool[],
   history: readonly SessionEvent[],
-  options: { readonly signal?: AbortSignal } = {},
+  options: { readonly signal?: AbortSignal; readonly timeoutMs?: number } = {},
 ): Promise<ReconcileReport> {
   if (!Array.isArray(tools)) throw new InvalidInputError('tools', 'must be an array of tools');
+  const timeoutMs = options.timeoutMs ?? RUNTIME_DEFAULTS.reconcileTimeoutMs;
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0 || timeoutMs > LIMITS.maxTimeoutMs) {
+    throw new InvalidInputError('timeoutMs', `must be a positive integer of at most ${LIMITS.maxTimeoutMs}, got ${String(options.timeoutMs)}`);
+  }
   if (!Array.isArray(history)) throw new InvalidInputError('history', 'must be the session\'s confirmed journal (an array of events)');
   const byName = new Map(tools.map((t) => [t.name, t]));
   let current: SessionEvent[] = [...history];
   const calls: ReconciledCall[] = [];
   if (current.length === 0) return { calls, history: current, needsReview: [] };
-  const signal = options.signal ?? new AbortController().signal;
   // The array as given: a history a store returned keeps its recorded size (docs/design.md#a-loaded-history-keeps-its-size).
   const evidence = collectEvidence(history);
   for (const record of evidence.attempts) {
@@ -216,7 +243,7 @@ export async function reconcileUncertainCalls(
     };
     let answer: ToolReconcileAnswer;
     try {
-      answer = answerOf(await tool.reconcile(request, signal));
+      answer = answerOf(await askWithin(timeoutMs, options.signal, (signal) => tool.reconcile!(request, signal)));
     } catch (error) {
       calls.push({ ...base, action: 'failed', answer: null, review: null, error: error instanceof Error ? error.message : String(error) });
       continue;

@@ -139,6 +139,17 @@ forEachStore('reconcilers', (target) => {
       assert.equal(report.calls[0]?.action, action);
       assert.equal(report.needsReview.length, 1);
     }
+    // One that never answers, whether or not it heeds its signal, is given up after timeoutMs (30 s by default).
+    let heard: unknown = null;
+    for (const reconcile of [() => new Promise<never>(() => {}), (_: unknown, signal: AbortSignal) => new Promise<never>(() => { signal.addEventListener('abort', () => { heard = signal.reason; }); })]) {
+      const report = await reconcileUncertainCalls(r.owner, [failing(reconcile as NonNullable<Tool['reconcile']>)], history, { timeoutMs: 30 });
+      assert.equal(report.calls[0]?.action, 'failed');
+      assert.match(report.calls[0]?.error ?? '', /did not answer within 30 ms/);
+    }
+    assert.match(String(heard), /did not answer within 30 ms/, 'and its signal said why');
+    for (const timeoutMs of [0, -1, 1.5, Number.NaN, 2 ** 31]) {
+      await assert.rejects(reconcileUncertainCalls(r.owner, [], history, { timeoutMs }), { name: 'InvalidInputError', field: 'timeoutMs' });
+    }
     assert.equal((await r.store.loadHistory(r.sessionId)).length, history.length);
     await r.store.close();
   });
