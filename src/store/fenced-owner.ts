@@ -10,7 +10,7 @@ import { attentionCallIds, attentionItem, blocksRepeat } from './attention.js';
 import { decideCommit, decideRelease, decideReleaseUnwritten, decideRenew, decideStartTask, decideTaskState, draftEventIds, taskSnapshot, type OwnerRef, type UnwrittenSettlement } from './decisions.js';
 import { LEASE_LIMITS } from '../limits.js';
 import type { HeadAnchor } from './anchors.js';
-import type { JournalBackend, SessionRow, TxReads, TxState, TxWrites } from './rows.js';
+import type { JournalBackend, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import { forgetOwner, registerOwner, storeScope } from './owner-commit.js';
 import { journalPendingBodyEnds } from '../tool/late-bodies.js';
 import { LeaseWatch } from './lease-watch.js';
@@ -292,6 +292,7 @@ export class FencedOwner implements SessionOwner {
     await this.releaseUnwritten();
     const row = await this.renewingTx({ taskId: id }, decideTaskState(this.ref, id, 'stopped', why, readClock(this.clock)));
     if (row.state === 'stopped') for (const listener of this.listeners) listener(id, row.stopReason ?? why);
+    await this.supersedeApprovalsOf(row);
     return taskSnapshot(row, this.epoch);
   }
 
@@ -299,7 +300,26 @@ export class FencedOwner implements SessionOwner {
     this.guard.check();
     const id = checkId<TaskId>('taskId', taskId);
     await this.releaseUnwritten();
-    return taskSnapshot(await this.renewingTx({ taskId: id }, decideTaskState(this.ref, id, 'completed', null, readClock(this.clock))), this.epoch);
+    const row = await this.renewingTx({ taskId: id }, decideTaskState(this.ref, id, 'completed', null, readClock(this.clock)));
+    await this.supersedeApprovalsOf(row);
+    return taskSnapshot(row, this.epoch);
+  }
+
+  /**
+   * Supersedes the approval requests a task that ended leaves open or decided: no attempt of it can run any more, so
+   * none may wait in the queue for an operator, or for a host, who can do nothing with it. After the task's commit, so
+   * a failure here leaves the rows as they were, and stopping (or completing) the task again finishes the job.
+   */
+  private async supersedeApprovalsOf(task: TaskRow): Promise<void> {
+    const inbox = this.backend.inbox;
+    if (!inbox || task.state === 'running') return;
+    const ended = task.state === 'stopped' ? `its task was stopped (${task.stopReason ?? 'no reason given'})` : 'its task was completed';
+    const rows = await inbox.listDecisions({ sessionId: this.sessionId, kind: 'approval', taskId: task.taskId, states: ['open', 'decided'], limit: Number.POSITIVE_INFINITY });
+    for (const listed of rows) {
+      await inbox.transactDecision(listed.id, (row) => (row?.state === 'open' || row?.state === 'decided'
+        ? { write: { ...row, state: 'superseded', note: ended }, result: undefined }
+        : { result: undefined }));
+    }
   }
 
   async task(taskId: string): Promise<TaskSnapshot> {

@@ -202,6 +202,29 @@ forEachStore('durable approvals', (target) => {
     await r.store.close();
   });
 
+  for (const end of ['stopped', 'completed'] as const) {
+    it(`a task ${end} supersedes the requests it leaves open or decided: none waits for an operator or a host who can do nothing with it`, async () => {
+      const m = mailRig([]);
+      const r = await rig(target, m.config);
+      const open = await pendingCall(r);
+      const decidedCall = await r.gateway.call('send_mail', { to: 'bob@example.com' });
+      const decided = decidedCall.result.approval!.requestId;
+      const inbox = decisionInbox(r.store);
+      await inbox.approve(decided, { actor: 'alice' });
+      if (end === 'stopped') await r.owner.stopTask(r.taskId, 'the customer cancelled');
+      else await r.owner.completeTask(r.taskId);
+      for (const id of [open.requestId, decided]) {
+        const row = await inbox.get(id);
+        assert.equal(row?.state, 'superseded');
+        assert.match(row?.note ?? '', end === 'stopped' ? /its task was stopped \(the customer cancelled\)/ : /its task was completed/);
+      }
+      assert.deepEqual((await inbox.list({ sessionId: r.sessionId, kind: 'approval', states: ['open', 'decided'] })).items, []);
+      await assert.rejects(inbox.approve(open.requestId, { actor: 'alice' }), { code: 'decision_stale' });
+      assert.deepEqual(m.sent, []);
+      await r.store.close();
+    });
+  }
+
   it('a newer attempt its approver denied supersedes the older request: approving the old one cannot let a later retry skip the approver', async () => {
     const m = mailRig([]);
     const r = await rig(target, m.config);
