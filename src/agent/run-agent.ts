@@ -25,7 +25,7 @@ import { preflightFailure } from '../bridges/outcome.js';
 import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse, type ChatToolCall, type ChatToolDefinition } from './model.js';
 import { checkRunOptions } from './run-options.js';
 import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
-import { callRefusedEvent, checkRunId, idFits, modelResponseEvent, NOT_JOURNALED, notOffered, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
+import { callRefusedEvent, checkRunId, idFits, journaledRefusal, modelResponseEvent, NOT_JOURNALED, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
 export type { AgentRecoveryPolicy, AgentToolCall } from './run-calls.js';
 
@@ -236,13 +236,21 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
       const key = runOperationKey(runId, step, index);
       // A call of a step asked now whose provider id the journal could not hold is refused as a read-back refuses it.
       const asked = step > known.length;
+      // A journaled call with no attempt and no refusal: one a framework's loop never handed to its tool is never
+      // made (as its bridge reads it), nor one to a tool this run does not offer.
+      const unattempted = asked ? undefined
+        : journaled!.frameworkSteps.has(step) ? NOT_RUN_BY_FRAMEWORK : refusedHere(requested) ? notOffered(requested.name) : undefined;
       const refusal = asked && !idFits(requested.id)
         ? NOT_JOURNALED
-        : asked && refusedHere(requested) ? notOffered(requested.name) : await refusalToRead(journaled, step, index, owner, gateway.taskId, key);
+        : asked && refusedHere(requested) ? notOffered(requested.name) : await refusalToRead(journaled, step, index, owner, gateway.taskId, key, unattempted);
       let call: AgentToolCall;
       if (refusal !== undefined) {
         // Refused before anything was recorded when the step ran: the model reads the same refusal again.
         call = { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, refusal), execution: null };
+        // Refused now, with nothing journaled to say so: journaled, so every later reader reads the same.
+        if (!asked && !replayOnly && journaledRefusal(journaled, step, index) === undefined) {
+          await owner.append([callRefusedEvent(turnId, runId, step, index, refusal.code, refusal.message)]);
+        }
       } else {
         const settled = await settleCall(ctx, requested, key, action, replayOnly);
         if (settled === null) return finish('uncertain_outcome', text, step);

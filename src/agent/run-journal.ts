@@ -28,6 +28,11 @@ export interface JournaledRun {
   readonly omitted: ReadonlySet<string>;
   /** `<step>/<index>` of calls refused before anything was recorded, with the refusal the model read. */
   readonly refusals: ReadonlyMap<string, { readonly code: string; readonly message: string }>;
+  /**
+   * Steps a framework's loop journaled (through a bridge): a call of one with no attempt was never handed to the
+   * bridge's tool, and is never made by any loop that continues the run (NOT_RUN_BY_FRAMEWORK).
+   */
+  readonly frameworkSteps: ReadonlySet<number>;
   readonly finished: { readonly stopReason: FinishedStopReason; readonly steps: number; readonly text: string | null } | null;
 }
 
@@ -106,10 +111,22 @@ export function notOffered(name: string): { readonly code: 'unavailable_tool'; r
   return { code: 'unavailable_tool', message: `tool ${JSON.stringify(name)} was not offered to the model in this run` };
 }
 
-export function modelResponseEvent(turnId: string, runId: string, step: number, response: ChatResponse, available: ReadonlySet<string>): EventDraft {
+/**
+ * What the model reads about a journaled call with no attempt in a step a framework's loop journaled: the framework
+ * never handed it to its tool (docs/design.md#bridges-resume-from-the-journal). It refused it (a tool not available at
+ * that step, arguments it could not read, a response it rejected), or the process stopped first; either way it did
+ * not run, and no loop continuing the run makes it.
+ */
+export const NOT_RUN_BY_FRAMEWORK = Object.freeze({
+  code: 'not_run_by_framework',
+  message: 'the framework did not run this call (it refused it, or the process stopped before it ran); ask for it again if it is still needed',
+});
+
+/** A model step; `framework`: journaled by a bridge for a framework's loop, which may refuse its calls without a word. */
+export function modelResponseEvent(turnId: string, runId: string, step: number, response: ChatResponse, available: ReadonlySet<string>, framework = false): EventDraft {
   const toolCalls = response.toolCalls.map((c) => journaledCall(c, available));
   const text = response.text === null || !hasLoneSurrogate(response.text) ? response.text : toWellFormed(response.text);
-  return custom(turnId, 'model_response', { runId, step, text, toolCalls });
+  return custom(turnId, 'model_response', { runId, step, text, toolCalls, ...(framework ? { loop: 'framework' } : {}) });
 }
 
 /** A requested call refused before anything was recorded (a preflight refusal): what the model read. */
@@ -142,6 +159,7 @@ export function readRun(history: readonly SessionEvent[], runId: string): Journa
   const responses: ChatResponse[] = [];
   const omitted = new Set<string>();
   const refusals = new Map<string, { code: string; message: string }>();
+  const frameworkSteps = new Set<number>();
   let finished: JournaledRun['finished'] = null;
   for (const event of history) {
     const kind = event.kind;
@@ -156,6 +174,7 @@ export function readRun(history: readonly SessionEvent[], runId: string): Journa
       if (p.step !== responses.length + 1) bad(runId, event.seq, `step ${String(p.step)} out of order`);
       if (p.text !== null && typeof p.text !== 'string') bad(runId, event.seq, 'text is malformed');
       responses.push({ text: p.text, toolCalls: toolCallsOf(runId, event.seq, p.toolCalls) });
+      if (p.loop === 'framework') frameworkSteps.add(responses.length);
       if (Array.isArray(p.toolCalls)) p.toolCalls.forEach((c, i) => { if (isObj(c) && c.omitted === true) omitted.add(`${responses.length}/${i}`); });
     } else if (kind.kind === 'call_refused') {
       if (typeof p.step !== 'number' || typeof p.index !== 'number' || typeof p.code !== 'string' || typeof p.message !== 'string') bad(runId, event.seq, 'call_refused is malformed');
@@ -167,5 +186,5 @@ export function readRun(history: readonly SessionEvent[], runId: string): Journa
       finished = { stopReason: reason, steps: p.steps, text: p.text };
     }
   }
-  return started === null ? null : { runId, ...started, responses, omitted, refusals, finished };
+  return started === null ? null : { runId, ...started, responses, omitted, refusals, frameworkSteps, finished };
 }

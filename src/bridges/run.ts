@@ -21,7 +21,7 @@ import { describeValue, toWellFormed } from '../text.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import { checkRunHost } from '../agent/run-options.js';
 import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
-import { callRefusedEvent, checkRunId, modelResponseEvent, notOffered, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
+import { callRefusedEvent, checkRunId, journaledRefusal, modelResponseEvent, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
 
 /** What a bridge run needs; the framework's loop does the rest. */
 export interface BridgeRunOptions {
@@ -96,16 +96,6 @@ export function checkBridgeOptions(options: BridgeRunOptions): void {
     throw new InvalidInputError('prompt', 'holds a lone surrogate (a broken character), which the journal cannot hold');
   }
 }
-
-/**
- * What the model reads, on a resume, about a journaled call with no attempt: the framework never handed it to its
- * tool (docs/design.md#bridges-resume-from-the-journal). It refused it (a tool not available at that step, arguments
- * it could not read, a response it rejected), or the process stopped first; either way it did not run.
- */
-const NOT_RUN_BY_FRAMEWORK = {
-  code: 'not_run_by_framework',
-  message: 'the framework did not run this call (it refused it, or the process stopped before it ran); ask for it again if it is still needed',
-};
 
 /** The state both bridges share; each bridge turns `rebuilt` into its framework's messages. */
 export class BridgeRun {
@@ -203,6 +193,11 @@ export class BridgeRun {
         let call: AgentToolCall;
         if (refusal !== undefined) {
           call = { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, refusal), execution: null };
+          // Read as not run with nothing journaled to say so: journaled as refused, so that whichever loop goes on
+          // with the run (runAgent included) reads the same and never makes it.
+          if (!finished && journaledRefusal(journaled, step, index) === undefined) {
+            await this.options.owner.append([callRefusedEvent(this.options.gateway.turnId, this.runId, step, index, refusal.code, refusal.message)]);
+          }
         } else {
           const settled = await this.settle({ step, index, requested }, finished);
           if (settled === null) break;
@@ -267,7 +262,7 @@ export class BridgeRun {
     const refused = response.toolCalls.flatMap((c, index) => (this.offered !== null && !this.offered.has(c.name) ? [index] : []));
     await owner.append([
       ...(response.text !== null && response.text.length > 0 ? [{ turnId, kind: { type: 'assistant_message', text: response.text } } as const] : []),
-      modelResponseEvent(turnId, this.runId, step, response, this.available),
+      modelResponseEvent(turnId, this.runId, step, response, this.available, true),
       ...refused.map((index) => {
         const refusal = notOffered(response.toolCalls[index]!.name);
         return callRefusedEvent(turnId, this.runId, step, index, refusal.code, refusal.message);

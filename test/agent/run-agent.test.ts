@@ -5,6 +5,7 @@ import { resumeAgent, runAgent, scriptedModel, type ChatModel, type ChatResponse
 import { createMemoryStore } from '../../src/store/memory.js';
 import { RUN_LIMITS } from '../../src/limits.js';
 import { ChatModelError, ToolBodyError } from '../../src/errors.js';
+import { setFaultHook } from '../../src/fault.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool, ToolApprover } from '../../src/tool/types.js';
@@ -162,6 +163,26 @@ describe('runAgent', () => {
     const again = await resumeAgent({ model: scriptedModel([]), owner, gateway, runId: 'only-1', store, maxSteps: 3 });
     assert.deepEqual(again.messages, result.messages);
     assert.deepEqual(bodies, ['lookup_price']);
+  });
+
+  it('a journaled call never made (killed after its step), resumed with tools that no longer offer it: refused, journaled, never run', async () => {
+    const { store, owner, gateway, bodies } = await setup();
+    setFaultHook((point) => { if (point === 'step:after') throw new Error('killed after the step was journaled'); });
+    try {
+      await assert.rejects(runAgent({ model: scriptedModel([reply(null, calls(['a', 'charge_card', '{"item":"tea"}']))]), owner, gateway, input: 'Buy tea.', maxSteps: 3, runId: 'only-2', store }), /killed/);
+    } finally {
+      setFaultHook(null);
+    }
+    const model = scriptedModel([reply('I may only look prices up.')]);
+    const resumed = await resumeAgent({ model, owner, gateway, runId: 'only-2', store, maxSteps: 3, tools: ['lookup_price'] });
+    assert.equal(resumed.stopReason, 'completed');
+    assert.deepEqual(bodies, [], 'the card was not charged');
+    assert.match(model.requests[0]!.messages.at(-1)!.content ?? '', /unavailable_tool.*not offered/);
+    const refusals = (await store.loadHistory('agent-session')).filter((e) => e.kind.type === 'custom' && e.kind.kind === 'call_refused');
+    assert.equal(refusals.length, 1, 'journaled, so every later reader reads the same');
+    const again = await resumeAgent({ model: scriptedModel([]), owner, gateway, runId: 'only-2', store, maxSteps: 3 });
+    assert.deepEqual(again.messages, resumed.messages);
+    assert.deepEqual(bodies, []);
   });
 
   it("asks Jingwei's approver on every call, and a denial is read by the model", async () => {

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { generateText, stepCountIs } from 'ai';
 import { aiSdkRun, jingweiHalted } from '../../src/ai-sdk.js';
-import { AgentRunBusyError } from '../../src/agent.js';
+import { AgentRunBusyError, runAgent, scriptedModel } from '../../src/agent.js';
 import { setFaultHook } from '../../src/fault.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
@@ -96,6 +96,32 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     assert.equal(world.orders.size, 0);
     await second.store.close();
   });
+
+  for (const reopened of [false, true]) {
+    it(`a call the SDK refused, the loop at its bound: runAgent going on with the run never makes it${reopened ? ', after the bridge opened it again' : ''}`, async () => {
+      const path = tempDbPath(dir);
+      const world = outsideWorld();
+      const first = await hostOn(() => openSqliteStore(path), world);
+      const runId = `continued-${reopened}`;
+      const run1 = await aiSdkRun({ ...first, runId, prompt: 'Buy tea.' });
+      const refused: MockContent = { type: 'tool-call', toolCallId: 'a', toolName: 'place_order', input: '{"item":"cake","__proto__":{"x":1}}' };
+      await generateText({ model: run1.model(scripted([answer([refused])])), tools: run1.tools, messages: run1.messages, stopWhen: stepCountIs(1) });
+      assert.deepEqual(world.bodies, []);
+      if (reopened) {
+        await aiSdkRun({ ...first, runId });
+        assert.ok((await runEvents(first.store)).includes('call_refused'), 'the reading "not run" is journaled as the bridge opens the run');
+      }
+      await first.store.close();
+
+      const second = await hostOn(() => openSqliteStore(path), world);
+      const result = await runAgent({ ...second, model: scriptedModel([{ text: 'Nothing ordered.', toolCalls: [] }]), input: 'Buy tea.', runId, store: second.store, maxSteps: 3 });
+      assert.equal(result.stopReason, 'completed');
+      assert.deepEqual(world.bodies, [], 'the order the framework refused is never placed');
+      const read = result.toolCalls[0]!.outcome;
+      assert.ok(!read.ok && read.code === 'not_run_by_framework', JSON.stringify(read));
+      await second.store.close();
+    });
+  }
 
   it('calls without an id (some servers send none) run in the step that asked for them, each with its own arguments', async () => {
     const path = tempDbPath(dir);
