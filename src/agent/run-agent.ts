@@ -69,8 +69,9 @@ export interface RunAgentOptions {
    */
   readonly tools?: readonly string[];
   /**
-   * Stop the run as soon as a tool fails after its body started (its effects may have happened), rather than let
-   * the model decide what to do next. Default false: the model reads that the tool may have taken effect.
+   * Stop the run as soon as a call fails when its action may have taken effect (its body started, or it retried
+   * an earlier attempt that may have run), rather than let the model decide what to do next. Default false: the
+   * model reads that the tool may have taken effect.
    */
   readonly stopOnUncertainOutcome?: boolean;
   /** Cancels the model request in flight and the tool call in flight (recorded as `cancelled`). */
@@ -82,7 +83,7 @@ export type AgentStopReason =
   | 'completed'
   /** `maxSteps` model requests were made and the last still asked for tools (their results are in `messages`). */
   | 'max_steps'
-  /** `stopOnUncertainOutcome` was set and a tool failed after it started; later calls of that step were not run. */
+  /** `stopOnUncertainOutcome` was set and a call failed whose action may have taken effect; later calls of that step were not run. */
   | 'uncertain_outcome'
   /** A resumed run met a call whose outcome is open and that nothing allows retrying: a person reviews it. */
   | 'needs_review'
@@ -262,7 +263,7 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
       }
       toolCalls.push(call);
       messages.push({ role: 'tool', toolCallId: requested.id, content: call.outcome.ok ? call.outcome.output : call.outcome.text });
-      if (!replayOnly && options.stopOnUncertainOutcome === true && !call.outcome.ok && call.outcome.started) {
+      if (!replayOnly && options.stopOnUncertainOutcome === true && !call.outcome.ok && call.outcome.mayHaveTakenEffect) {
         return finish('uncertain_outcome', text, step);
       }
     }

@@ -23,6 +23,11 @@ export type ModelFacingOutcome =
       readonly message: string;
       /** Whether the body started (its `tool_started` marker is journaled): its effects may then have happened. */
       readonly started: boolean;
+      /**
+       * Whether the action may have taken effect: its body started, or this attempt (refused before its body)
+       * retried an earlier one that may have run and that nothing has settled.
+       */
+      readonly mayHaveTakenEffect: boolean;
     };
 
 /** The tool name as quoted to the model: cut to the name limit (a model can send any name). */
@@ -81,6 +86,7 @@ export function preflightFailure(name: string, error: { code: string; message: s
     code: error.code,
     message: error.message,
     started: false,
+    mayHaveTakenEffect: false,
   };
 }
 
@@ -100,6 +106,7 @@ export function modelFacingOutcome(execution: ToolExecution): ModelFacingOutcome
     code: outcome.code,
     message: modelFacingMessage(failure),
     started,
+    mayHaveTakenEffect: started || earlierMayHaveRun,
   };
 }
 

@@ -52,6 +52,25 @@ describe('a retry of a call with large arguments, by a caller no longer granted 
     assert.equal(retry.call.operation?.retry?.callId !== undefined, true);
     assert.equal(await attemptsOf(second.store), 3, 'the order, the e-mail and its refused retry');
     assert.deepEqual(world.bodies, ['place_order']);
+    assert.equal(resumed.toolCalls[1]!.outcome.ok === false && resumed.toolCalls[1]!.outcome.mayHaveTakenEffect, true);
+    await second.store.close();
+  });
+
+  it('in doubt, retried and refused under stopOnUncertainOutcome: the run stops instead of letting the model do it another way', async () => {
+    const path = tempDbPath(dir);
+    const world = outside();
+    const first = await host(path, world.tools);
+    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
+    try {
+      await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, largeEmail]), input: 'Buy tea.', maxSteps: 4, runId: 'large-3', store: first.store }), Crash);
+    } finally {
+      setFaultHook(null);
+    }
+    await first.store.close();
+    const second = await host(path, world.tools, undefined, ['place_order']);
+    const resumed = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'large-3', store: second.store, maxSteps: 4, recovery: 'retry_safe', stopOnUncertainOutcome: true });
+    assert.equal(resumed.stopReason, 'uncertain_outcome');
+    assert.deepEqual(world.bodies, ['place_order']);
     await second.store.close();
   });
 
