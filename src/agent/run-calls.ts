@@ -286,6 +286,8 @@ async function recoverOpen(
     }
   }
   const chosen = plan;
+  // Cancelled while the journal was read or the reconcilers asked: a cancelled run starts no further call.
+  ctx.signal?.throwIfAborted();
   try {
     return await attempt(requested, (args) => ctx.gateway.callWithOptions(requested.name, args, { ...options, retry: chosen }));
   } catch (error) {

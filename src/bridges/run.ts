@@ -155,6 +155,8 @@ export class BridgeRun {
 
   private static async openNow(options: BridgeRunOptions, runId: string, offered: ReadonlySet<string> | null): Promise<BridgeRun> {
     const { owner, gateway, store } = options;
+    // A run opened with a cancelled signal journals nothing, as runAgent's does not start.
+    options.signal?.throwIfAborted();
     const journaled = readRun(await readOwnJournal(owner, store), runId);
     if (journaled === null) {
       if (options.prompt === undefined) throw new InvalidInputError('prompt', `is required: no run ${runId} is journaled in session ${owner.sessionId}`);

@@ -250,6 +250,28 @@ describe('resumable agent runs (SQLite)', () => {
     await second.store.close();
   });
 
+  it('cancelled while the journal is read for an open call: the resume stops with the cancellation and records no retry', async () => {
+    const path = tempDbPath(dir);
+    const world = outside();
+    const second = await crashedInsideEmail(path, world, 'order-cancel-read');
+    const stop = new AbortController();
+    const store = {
+      loadHistory: async (id: string) => {
+        const history = await second.store.loadHistory(id);
+        stop.abort(new Error('the operator stopped the run'));
+        return history;
+      },
+    };
+    await assert.rejects(
+      resumeAgent({ ...second, store, model: scriptedModel([]), runId: 'order-cancel-read', maxSteps: 4, recovery: 'retry_safe', signal: stop.signal }),
+      /the operator stopped the run/,
+    );
+    const attempts = (await second.store.loadHistory('shop')).filter((e) => e.kind.type === 'tool_call');
+    assert.equal(attempts.length, 2, 'the order and the e-mail: no retry was recorded');
+    assert.deepEqual(world.bodies, ['place_order']);
+    await second.store.close();
+  });
+
   it('a durable approval stops the run as awaiting_approval; after the operator approves, resuming continues', async () => {
     const path = tempDbPath(dir);
     const world = outside({ emailApprover: true });

@@ -123,6 +123,26 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     });
   }
 
+  it('a run opened with a cancelled signal throws the cancellation and journals nothing, even with a call to retry', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const first = await hostOn(() => openSqliteStore(path), world);
+    const run1 = await aiSdkRun({ ...first, runId: 'cancelled-1', prompt: 'Buy tea.' });
+    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 0) throw new Crash('killed as the order started'); });
+    await assert.rejects(generateText({ model: run1.model(scripted([answer([call('a', 'place_order')]), dies])), tools: run1.tools, messages: run1.messages, stopWhen: stepCountIs(5) }), Crash);
+    setFaultHook(null);
+    await first.store.close();
+
+    const second = await hostOn(() => openSqliteStore(path), world);
+    const before = (await second.store.loadHistory('shop')).length;
+    const stop = new AbortController();
+    stop.abort(new Error('the operator stopped it'));
+    await assert.rejects(aiSdkRun({ ...second, runId: 'cancelled-1', recovery: 'retry_safe', signal: stop.signal }), /the operator stopped it/);
+    assert.equal((await second.store.loadHistory('shop')).length, before, 'nothing journaled');
+    assert.deepEqual(world.bodies, []);
+    await second.store.close();
+  });
+
   it('calls without an id (some servers send none) run in the step that asked for them, each with its own arguments', async () => {
     const path = tempDbPath(dir);
     const world = outsideWorld();
