@@ -217,6 +217,7 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
       if (decided === undefined && !changed) return { kind: 'stop', reason: 'awaiting_approval', callId: recorded.callId };
       // The operator decided: one more attempt of the same operation, which the decision answers for.
       const plan = prepareToolRetry(await history(ctx), recorded.callId);
+      signal?.throwIfAborted();
       return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, retry: plan }));
     }
     // A recorded failure: the model reads it again, as it did when the step ran.
