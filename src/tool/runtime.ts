@@ -304,7 +304,13 @@ class Gateway implements ToolGateway {
     faultPoint('call:before');
     if (rejected) {
       observer?.refused(rejected);
-      return this.recordRefused(call, rejected, latest);
+      if (!callerKeyed && op.retry === null) return this.recordRefused(call, rejected, latest);
+      // Refused before it was asked about, an attempt that follows another supersedes the requests earlier attempts
+      // left, as one its approver refused does: none stays in the queue waiting for a host, who will make no attempt
+      // of an operation the run has read as refused (docs/design.md#durable-approvals). An operator's denial of this
+      // very action, decided meanwhile, is left as it is.
+      const settled = await unlessDecidedMeanwhile(() => this.recordRefused(call, rejected, latest, { change: settling(call, approvalBinding(call, op)) }));
+      return settled ?? this.recordRefused(call, rejected, latest);
     }
 
     const approval = registered!.tool.metadata.approval;

@@ -92,6 +92,7 @@ describe('a retry of a call with large arguments, by a caller no longer granted 
     assert.match(read, /unavailable/);
     assert.match(read, /did not run/);
     assert.equal(await attemptsOf(narrowed.store), 3, 'the order, the e-mail waiting for approval, and its refused retry');
+    assert.equal((await decisionInbox(narrowed.store).get(request!.id))?.state, 'superseded', 'no host will use the approval: it leaves the queue');
     await narrowed.store.close();
 
     // The grant is back: the journal answers for the call with the refusal the model read; nothing is sent.
