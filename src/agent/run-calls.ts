@@ -4,7 +4,9 @@
  * recorded failure is what the model reads again; an open call (no result) goes through the host's recovery policy;
  * an attempt waiting on a durable approval is retried once the operator decided, and otherwise stops the run.
  */
-import { JsonParseError, ToolPreflightError, ToolRetryError } from '../errors.js';
+import { DecisionError, JsonParseError, ToolPreflightError, ToolRetryError } from '../errors.js';
+import { decisionInbox } from '../store/inbox.js';
+import { JournalStore } from '../store/journal-store.js';
 import type { ActionContext, SessionEvent, ToolReviewRecord } from '../event/types.js';
 import { isValidText } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
@@ -214,7 +216,7 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
       const contract = execution.call.operation?.contract;
       const change = contract === undefined ? null : contractChangeFor(gateway, execution.call.name, contract);
       const changed = change === 'changed' || change === 'removed';
-      if (decided === undefined && !changed) return { kind: 'stop', reason: 'awaiting_approval', callId: recorded.callId };
+      if (decided === undefined && !changed && !(await requestGone(ctx, execution))) return { kind: 'stop', reason: 'awaiting_approval', callId: recorded.callId };
       // The operator decided: one more attempt of the same operation, which the decision answers for.
       const plan = prepareToolRetry(await history(ctx), recorded.callId);
       signal?.throwIfAborted();
@@ -224,6 +226,22 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
     return done(requested, await readBack(ctx, execution));
   }
   return recoverOpen(ctx, requested, recorded, options);
+}
+
+/**
+ * Whether the approval request an attempt left is missing from the store's inbox: the journal was moved to another
+ * store (`jingwei export` and `import` carry the journal, not the inbox), so no operator can ever decide it. The
+ * attempt never ran, so the run makes the next one, which asks the approver again and leaves a request here.
+ */
+async function requestGone(ctx: CallContext, execution: ToolExecution): Promise<boolean> {
+  const requestId = execution.result.approval?.requestId;
+  if (requestId === undefined || !(ctx.store instanceof JournalStore)) return false;
+  try {
+    return (await decisionInbox(ctx.store).get(requestId)) === undefined;
+  } catch (error) {
+    if (error instanceof DecisionError && error.code === 'inbox_unsupported') return false;
+    throw error;
+  }
 }
 
 /**

@@ -12,6 +12,7 @@ import { describe, it } from 'node:test';
 import { resumeAgent, runAgent, scriptedModel, type ScriptedModel } from '../../src/agent.js';
 import { decisionInbox } from '../../src/decisions.js';
 import type { ToolApprover } from '../../src/tool/types.js';
+import { openSqliteStore } from '../../src/sqlite.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { recordToolReview } from '../../src/tool/review.js';
 import { setFaultHook } from '../../src/fault.js';
@@ -215,5 +216,30 @@ describe('a run whose tools are redeployed while it waits for a person', () => {
     assert.deepEqual(again.messages, resumed.messages);
     assert.deepEqual(world.bodies, ['place_order', 'send_email']);
     await second.store.close();
+  });
+
+  it('moved to another store with export and import while it waits: the resume asks the approver again there, and the call runs once on that approval', async () => {
+    const { path, world, first, request } = await waitingRun('moved-1');
+    const jsonl = await first.store.exportJsonl('shop');
+    await first.store.close();
+    const moved = tempDbPath(dir);
+    const target = openSqliteStore(moved);
+    await target.importJsonl(jsonl, { owner: 'importer' });
+    assert.equal(await decisionInbox(target).get(request.id), undefined, 'the inbox did not move with the journal');
+    await target.close();
+
+    const second = await host(moved, world.tools, pending);
+    const resumed = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'moved-1', store: second.store, maxSteps: 6 });
+    assert.equal(resumed.stopReason, 'awaiting_approval');
+    const inbox = decisionInbox(second.store);
+    const open = (await inbox.list({ sessionId: 'shop', kind: 'approval' })).items;
+    assert.equal(open.length, 1, 'a request an operator can decide, in the store the run lives in now');
+    assert.notEqual(open[0]!.id, request.id);
+    await inbox.approve(open[0]!.id, { actor: 'ops@example.com' });
+    const done = await resumeAgent({ ...second, model: scriptedModel([doneStep]), runId: 'moved-1', store: second.store, maxSteps: 6 });
+    assert.equal(done.stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+    await second.store.close();
+    assert.ok(path !== moved);
   });
 });
