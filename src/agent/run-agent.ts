@@ -12,7 +12,7 @@
  * journaled model responses are not asked again, completed calls are replayed and never run, and each call left
  * open by a crash goes through the host's recovery policy; a finished run is returned as it finished.
  */
-import { AgentRunBusyError, InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors.js';
 import { faultPoint } from '../fault.js';
 import { uuidv7, type TurnId } from '../ids.js';
 import type { ActionContext } from '../event/types.js';
@@ -24,6 +24,8 @@ import { objectSchema, selectSchemas } from '../bridges/schema.js';
 import { preflightFailure } from '../bridges/outcome.js';
 import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse, type ChatToolCall, type ChatToolDefinition } from './model.js';
 import { checkRunOptions } from './run-options.js';
+import { beginDrive } from './active-runs.js';
+import { quiesceBridgeRun } from '../bridges/run.js';
 import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
 import { callRefusedEvent, checkRunId, idFits, journaledRefusal, modelResponseEvent, NOT_JOURNALED, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
@@ -133,23 +135,16 @@ export async function runAgent(options: RunAgentOptions): Promise<AgentRunResult
   return drive(options, options.input);
 }
 
-/**
- * The runs each owner is driving in this process. The journal's fencing keeps two hosts apart, but two invocations
- * through one owner would both be its writer: each would journal the run's start or the same step, and the run
- * could never be read back.
- */
-const ACTIVE_RUNS = new WeakMap<SessionOwner, Set<string>>();
-
 async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | undefined): Promise<AgentRunResult> {
   const runId = options.runId === undefined ? `run_${uuidv7()}` : checkRunId(options.runId);
-  const active = ACTIVE_RUNS.get(options.owner) ?? new Set<string>();
-  if (active.has(runId)) throw new AgentRunBusyError(options.owner.sessionId, runId);
-  active.add(runId);
-  ACTIVE_RUNS.set(options.owner, active);
+  const done = beginDrive(options.owner, runId);
   try {
+    // A framework's loop on the same run through this owner (a bridge's open) stops journaling and calling, and the
+    // calls it has under way settle first: the journal is then read with their attempts in it.
+    await quiesceBridgeRun(options.owner, runId);
     return await driveRun(options, input, runId);
   } finally {
-    active.delete(runId);
+    done();
   }
 }
 

@@ -14,6 +14,7 @@ import { AgentRunBusyError, InvalidInputError, OperationInDoubtError, ToolRuntim
 import type { ActionContext } from '../event/types.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
+import { isDriving } from '../agent/active-runs.js';
 import { journalReviewsBeforeRun } from '../tool/inbox-review.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
@@ -97,9 +98,22 @@ export function checkBridgeOptions(options: BridgeRunOptions): void {
   }
 }
 
+/**
+ * Stops the newest open of run `runId` through `owner` in this process from journaling or calling anything more, and
+ * waits until the calls it has under way have settled: what a later open, or runAgent, does before it reads the run.
+ */
+export async function quiesceBridgeRun(owner: SessionOwner, runId: string): Promise<void> {
+  const previous = NEWEST.get(owner)?.get(runId);
+  if (previous === undefined) return;
+  NEWEST.get(owner)!.delete(runId);
+  await Promise.allSettled([...previous.calling]);
+}
+
 /** The state both bridges share; each bridge turns `rebuilt` into its framework's messages. */
 export class BridgeRun {
   readonly runId: string;
+  /** The calls this open is settling now (the framework's calls under way). */
+  readonly calling = new Set<Promise<unknown>>();
   readonly prompt: string;
   /** The journaled steps as opening the run settled them. */
   readonly rebuilt: BridgeRunStep[] = [];
@@ -140,9 +154,15 @@ export class BridgeRun {
   static async open(options: BridgeRunOptions, offered: ReadonlySet<string> | null = null): Promise<BridgeRun> {
     checkBridgeOptions(options);
     const runId = checkRunId(options.runId);
+    if (isDriving(options.owner, runId)) throw new AgentRunBusyError(options.owner.sessionId, runId);
     const opening = runsOf(OPENING, options.owner);
     const before = opening.get(runId) ?? Promise.resolve();
-    const mine = before.catch(() => undefined).then(() => BridgeRun.openNow(options, runId, offered));
+    // The open before this one stops journaling and calling, and its calls under way settle before the journal is
+    // read: a call it had started, not yet journaled, would otherwise read as one the framework never ran.
+    const mine = before.catch(() => undefined).then(async () => {
+      await quiesceBridgeRun(options.owner, runId);
+      return BridgeRun.openNow(options, runId, offered);
+    });
     opening.set(runId, mine);
     try {
       const run = await mine;
@@ -309,13 +329,17 @@ export class BridgeRun {
       throw new ToolRuntimeHaltedError(name, new InvalidInputError('model', `the call ${JSON.stringify(providerCallId)} was not asked for through the run's model: give the framework the run's model wrapper`));
     }
     let settled: SettledCall;
+    const settling = this.settle(position, false);
+    this.calling.add(settling);
     try {
       // Not replay-only, so never null.
-      settled = (await this.settle(position, false))!;
+      settled = (await settling)!;
     } catch (error) {
       // What the runtime refused (budget, a fenced owner, storage, a key another loop used meanwhile) halts the
       // framework's loop; its text is model-safe, never the error's own (ids and keys are not for the model).
       throw error instanceof ToolRuntimeHaltedError ? error : new ToolRuntimeHaltedError(name, error);
+    } finally {
+      this.calling.delete(settling);
     }
     if (settled.kind === 'stop') {
       this.stop(settled.reason, settled.callId);

@@ -11,6 +11,7 @@ import { aiSdkRun, jingweiHalted } from '../../src/ai-sdk.js';
 import { AgentRunBusyError, runAgent, scriptedModel } from '../../src/agent.js';
 import { setFaultHook } from '../../src/fault.js';
 import { openSqliteStore } from '../../src/sqlite.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { answer, dies, scripted, type MockContent } from './fixtures/ai-sdk-mock.js';
 import { Crash, hostOn, outsideWorld } from './fixtures/resume-world.js';
@@ -142,6 +143,44 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     assert.deepEqual(world.bodies, []);
     await second.store.close();
   });
+
+  for (const second of ['aiSdkRun', 'runAgent'] as const) {
+    it(`a second open of a run (${second}) while the first one's call is under way waits for it: the order is placed once, and read back as placed`, async () => {
+      const path = tempDbPath(dir);
+      const world = outsideWorld();
+      const { store, owner } = await hostOn(() => openSqliteStore(path), world);
+      // The first call waits in a guard, before anything of it is journaled, until the second open has begun.
+      let entered!: () => void;
+      const inGuard = new Promise<void>((resolve) => { entered = resolve; });
+      let waited = false;
+      const guard = async () => {
+        if (!waited) {
+          waited = true;
+          entered();
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        return null;
+      };
+      const gateway = createToolRuntime({ tools: world.tools, grants: { agent: '*' }, guards: [guard] }).bind({ owner, taskId: 'task', caller: 'agent' });
+      const runId = `twice-${second}`;
+      const run1 = await aiSdkRun({ owner, gateway, store, runId, prompt: 'Buy tea.' });
+      const firstLoop = generateText({ model: run1.model(scripted([answer([call('a', 'place_order')]), done])), tools: run1.tools, messages: run1.messages, stopWhen: [stepCountIs(5), jingweiHalted] })
+        .then(() => 'finished', (error: unknown) => (error instanceof Error ? error.message : String(error)));
+      await inGuard;
+      if (second === 'aiSdkRun') {
+        const run2 = await aiSdkRun({ owner, gateway, store, runId });
+        assert.equal(run2.toolCalls[0]!.outcome.ok, true, 'the second open reads the order as placed');
+      } else {
+        const result = await runAgent({ owner, gateway, store, runId, input: 'Buy tea.', model: scriptedModel([{ text: 'Ordered.', toolCalls: [] }]), maxSteps: 3 });
+        assert.equal(result.stopReason, 'completed');
+        assert.equal(result.toolCalls[0]!.execution?.replayed, true);
+      }
+      await firstLoop;
+      assert.deepEqual(world.bodies, ['place_order'], 'placed once');
+      assert.equal((await runEvents(store)).filter((k) => k === 'call_refused').length, 0, 'nothing says it did not run');
+      await store.close();
+    });
+  }
 
   it('calls without an id (some servers send none) run in the step that asked for them, each with its own arguments', async () => {
     const path = tempDbPath(dir);
