@@ -229,15 +229,18 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
 }
 
 /**
- * Whether the approval request an attempt left is missing from the store's inbox: the journal was moved to another
- * store (`jingwei export` and `import` carry the journal, not the inbox), so no operator can ever decide it. The
+ * Whether the approval request an attempt left can never be decided: missing from the store's inbox (the journal was
+ * moved to another store; `jingwei export` and `import` carry the journal, not the inbox), or superseded. The
  * attempt never ran, so the run makes the next one, which asks the approver again and leaves a request here.
  */
 async function requestGone(ctx: CallContext, execution: ToolExecution): Promise<boolean> {
   const requestId = execution.result.approval?.requestId;
   if (requestId === undefined || !(ctx.store instanceof JournalStore)) return false;
   try {
-    return (await decisionInbox(ctx.store).get(requestId)) === undefined;
+    // Superseded while its attempt is still the operation's latest: its task ended, and the next attempt is refused
+    // as the task's state says (task_not_running), rather than the run waiting on a request nobody can decide.
+    const row = await decisionInbox(ctx.store).get(requestId);
+    return row === undefined || row.state === 'superseded';
   } catch (error) {
     if (error instanceof DecisionError && error.code === 'inbox_unsupported') return false;
     throw error;
@@ -280,6 +283,13 @@ async function recoverOpen(
     // Cancelled while a reconciler was asked (which reports its rejection as a failed answer): a cancelled run starts
     // no further call, and a retry made now would be recorded as cancelled, which later resumes read as its failure.
     ctx.signal?.throwIfAborted();
+  }
+  // A person's not_executed review the tool's own reconciler could not check (it threw, or did not answer in time):
+  // the exact answer of the outside system is not overridden by a person's reading of it, so nothing is retried yet.
+  const asked = ctx.reconciled?.calls.find((c) => c.callId === callId);
+  const reviewed = latestReview(current, callId);
+  if (asked?.action === 'failed' && reviewed?.outcome === 'not_executed' && reviewed.source !== 'reconciler') {
+    return { kind: 'stop', reason: 'needs_review', callId };
   }
   let plan: ToolRetryPlan;
   try {

@@ -24,8 +24,9 @@ export type ModelFacingOutcome =
       /** Whether the body started (its `tool_started` marker is journaled): its effects may then have happened. */
       readonly started: boolean;
       /**
-       * Whether the action may have taken effect: its body started, or this attempt (refused before its body)
-       * retried an earlier one that may have run and that nothing has settled.
+       * Whether the action may have taken effect: its body started, this attempt (refused before its body) retried
+       * an earlier one that may have run and that nothing has settled, or it was refused because an identical
+       * action is in doubt (`tool_in_doubt`).
        */
       readonly mayHaveTakenEffect: boolean;
     };
@@ -106,7 +107,8 @@ export function modelFacingOutcome(execution: ToolExecution): ModelFacingOutcome
     code: outcome.code,
     message: modelFacingMessage(failure),
     started,
-    mayHaveTakenEffect: started || earlierMayHaveRun,
+    // Refused as in doubt: an identical action, made earlier, may have taken effect.
+    mayHaveTakenEffect: started || earlierMayHaveRun || outcome.code === 'tool_in_doubt',
   };
 }
 

@@ -242,4 +242,13 @@ describe('a run whose tools are redeployed while it waits for a person', () => {
     await second.store.close();
     assert.ok(path !== moved);
   });
+
+  it('its task stopped while it waits: the request leaves the queue, and a resume says the task is not running instead of waiting for ever', async () => {
+    const { world, first, inbox, request } = await waitingRun('stopped-1');
+    await first.owner.stopTask('task', 'the customer cancelled');
+    assert.equal((await inbox.get(request.id))?.state, 'superseded');
+    await assert.rejects(resumeAgent({ ...first, model: scriptedModel([]), runId: 'stopped-1', store: first.store, maxSteps: 6 }), { code: 'task_not_running' });
+    assert.deepEqual(world.bodies, ['place_order']);
+    await first.store.close();
+  });
 });

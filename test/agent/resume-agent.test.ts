@@ -272,6 +272,34 @@ describe('resumable agent runs (SQLite)', () => {
     await second.store.close();
   });
 
+  it("a person's not_executed review that the tool's reconciler cannot check (it throws): the run stops for a review, and retries nothing until it answers", async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailEffect: 'non_idempotent' });
+    const second = await crashedInsideEmail(path, world, 'order-unchecked');
+    const history = await second.store.loadHistory('shop');
+    const emailCall = history.filter((e) => e.kind.type === 'tool_call').at(-1)!;
+    assert.ok(emailCall.kind.type === 'tool_call');
+    await recordToolReview(second.owner, history, emailCall.kind.call.id, { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'not in the outbox view yet' });
+    let answer: 'throw' | 'completed' = 'throw';
+    const email = world.tools[1]!;
+    const checking: Tool = {
+      ...email,
+      reconcile: () => {
+        if (answer === 'throw') throw new Error('the mail provider is down');
+        return { outcome: 'completed', evidence: 'in the sent folder', output: 'sent' };
+      },
+    };
+    const tools = [world.tools[0]!, checking];
+    const stopped = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'order-unchecked', store: second.store, maxSteps: 4, reconcilers: tools });
+    assert.equal(stopped.stopReason, 'needs_review');
+    assert.deepEqual(world.bodies, ['place_order'], 'nothing retried on the unchecked review');
+    answer = 'completed';
+    const done = await resumeAgent({ ...second, model: scriptedModel([doneStep]), runId: 'order-unchecked', store: second.store, maxSteps: 4, reconcilers: tools });
+    assert.equal(done.stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order'], 'the reconciler found it sent: not sent again');
+    await second.store.close();
+  });
+
   it('a durable approval stops the run as awaiting_approval; after the operator approves, resuming continues', async () => {
     const path = tempDbPath(dir);
     const world = outside({ emailApprover: true });

@@ -185,6 +185,18 @@ describe('runAgent', () => {
     assert.deepEqual(bodies, []);
   });
 
+  it('with stopOnUncertainOutcome, stops on a call refused because an identical one is in doubt', async () => {
+    const { store, owner, gateway, bodies } = await setup();
+    const charge = reply(null, calls(['a', 'charge_card', '{"item":"tea"}']));
+    const first = await runAgent({ model: scriptedModel([charge, reply('It may have gone through.')]), owner, gateway, input: 'Buy tea.', maxSteps: 3, runId: 'charge-1', store });
+    assert.equal(first.stopReason, 'completed');
+    const again = await runAgent({ model: scriptedModel([charge]), owner, gateway, input: 'Buy tea again.', maxSteps: 3, runId: 'charge-2', store, stopOnUncertainOutcome: true });
+    assert.equal(again.stopReason, 'uncertain_outcome');
+    const refused = again.toolCalls[0]!.outcome;
+    assert.ok(!refused.ok && refused.code === 'tool_in_doubt' && refused.mayHaveTakenEffect, JSON.stringify(refused));
+    assert.deepEqual(bodies, ['charge_card'], 'charged once');
+  });
+
   it("asks Jingwei's approver on every call, and a denial is read by the model", async () => {
     let asked = 0;
     const { owner, gateway, bodies } = await setup({

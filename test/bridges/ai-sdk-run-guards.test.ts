@@ -12,6 +12,7 @@ import { AgentRunBusyError, runAgent, scriptedModel } from '../../src/agent.js';
 import { setFaultHook } from '../../src/fault.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
+import { modelResponseEvent, runStartedEvent } from '../../src/agent/run-journal.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { answer, dies, scripted, type MockContent } from './fixtures/ai-sdk-mock.js';
 import { Crash, hostOn, outsideWorld } from './fixtures/resume-world.js';
@@ -181,6 +182,20 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
       await store.close();
     });
   }
+
+  it('a step a framework journaled with text and no calls, and no end (text beside a handoff): opened again, the run goes on, not finished', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const h = await hostOn(() => openSqliteStore(path), world);
+    await h.owner.append([
+      runStartedEvent(h.gateway.turnId, 'handoff-1', 'task', 'Help me.'),
+      modelResponseEvent(h.gateway.turnId, 'handoff-1', 1, { text: 'Let me transfer you to billing.', toolCalls: [] }, new Set(), true),
+    ]);
+    const run = await aiSdkRun({ ...h, runId: 'handoff-1' });
+    assert.equal(run.status, 'running');
+    assert.ok(!(await runEvents(h.store)).includes('run_finished'), 'no answer is journaled for it');
+    await h.store.close();
+  });
 
   it('calls without an id (some servers send none) run in the step that asked for them, each with its own arguments', async () => {
     const path = tempDbPath(dir);
