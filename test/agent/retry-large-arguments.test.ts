@@ -11,11 +11,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { resumeAgent, runAgent, scriptedModel, type ScriptedModel } from '../../src/agent.js';
 import { decisionInbox } from '../../src/decisions.js';
-import { setFaultHook } from '../../src/fault.js';
 import { LIMITS } from '../../src/limits.js';
 import type { ToolApprover } from '../../src/tool/types.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { calls, Crash, doneStep, failing, host, orderStep, outside, reply } from './fixtures/shop-run.js';
+import { calls, Crash, crashedInsideEmail, doneStep, failing, host, orderStep, outside, reply } from './fixtures/shop-run.js';
 
 const item = 'tea, '.repeat(1 + LIMITS.maxUnavailableArgumentsBytes / 5);
 const largeEmail = reply(null, calls(['c2', 'send_email', JSON.stringify({ item })]));
@@ -28,18 +27,8 @@ describe('a retry of a call with large arguments, by a caller no longer granted 
   const dir = tempDir();
 
   it('in doubt (its body started): the refusal is journaled and the model reads that an earlier attempt may have taken effect', async () => {
-    const path = tempDbPath(dir);
     const world = outside();
-    const first = await host(path, world.tools);
-    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
-    try {
-      await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, largeEmail]), input: 'Buy tea.', maxSteps: 4, runId: 'large-1', store: first.store }), Crash);
-    } finally {
-      setFaultHook(null);
-    }
-    await first.store.close();
-
-    const second = await host(path, world.tools, undefined, ['place_order']);
+    const second = await crashedInsideEmail(tempDbPath(dir), world, 'large-1', { step: largeEmail, grant: ['place_order'] });
     const model = scriptedModel([doneStep]);
     const resumed = await resumeAgent({ ...second, model, runId: 'large-1', store: second.store, maxSteps: 4, recovery: 'retry_safe' });
     assert.equal(resumed.stopReason, 'completed');
@@ -57,17 +46,8 @@ describe('a retry of a call with large arguments, by a caller no longer granted 
   });
 
   it('in doubt, retried and refused under stopOnUncertainOutcome: the run stops instead of letting the model do it another way', async () => {
-    const path = tempDbPath(dir);
     const world = outside();
-    const first = await host(path, world.tools);
-    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
-    try {
-      await assert.rejects(runAgent({ ...first, model: scriptedModel([orderStep, largeEmail]), input: 'Buy tea.', maxSteps: 4, runId: 'large-3', store: first.store }), Crash);
-    } finally {
-      setFaultHook(null);
-    }
-    await first.store.close();
-    const second = await host(path, world.tools, undefined, ['place_order']);
+    const second = await crashedInsideEmail(tempDbPath(dir), world, 'large-3', { step: largeEmail, grant: ['place_order'] });
     const resumed = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'large-3', store: second.store, maxSteps: 4, recovery: 'retry_safe', stopOnUncertainOutcome: true });
     assert.equal(resumed.stopReason, 'uncertain_outcome');
     assert.deepEqual(world.bodies, ['place_order']);

@@ -100,6 +100,16 @@ function linkedPath(path: string, how: 'file' | 'directory'): string {
   return join(linkDir, path.slice(dirname(path).length + 1));
 }
 
+/** Two tenant journals copied from one template file: they share its journal id, and so one view here. */
+async function tenantCopies(): Promise<[string, string]> {
+  const dir = tempDir('jingwei-one-view-');
+  const template = tempDbPath(dir, 'template');
+  await openSqliteStore(template).close();
+  const copies: [string, string] = [tempDbPath(dir, 'tenant-1'), tempDbPath(dir, 'tenant-2')];
+  for (const copy of copies) copyFileSync(template, copy);
+  return copies;
+}
+
 for (const how of ['file', 'directory'] as const) {
   it(`a second handle through a symlink to the ${how} is the same file: no review or retry while the body runs, and its end is journaled`, async () => {
     const dir = join(tempDir('jingwei-one-view-'), how);
@@ -166,12 +176,7 @@ it('a journal rotated away (renamed to an archive) and the new journal made at i
 });
 
 it('two journals copied from one template share an id, and so a view, yet a body end of one is never written into the other', async () => {
-  const dir = tempDir('jingwei-one-view-');
-  const template = tempDbPath(dir, 'template');
-  await openSqliteStore(template).close();
-  const [one, two] = [tempDbPath(dir, 'tenant-1'), tempDbPath(dir, 'tenant-2')];
-  copyFileSync(template, one);
-  copyFileSync(template, two);
+  const [one, two] = await tenantCopies();
   const a = openSqliteStore(one);
   const b = openSqliteStore(two);
   const held = heldTransfer();
@@ -192,12 +197,7 @@ it('two journals copied from one template share an id, and so a view, yet a body
 });
 
 it('a tenant journal copied from one template: a body end its owner could not write is journaled as its store closes, though the other tenant holds a session of the same id', async () => {
-  const dir = tempDir('jingwei-one-view-');
-  const template = tempDbPath(dir, 'template');
-  await openSqliteStore(template).close();
-  const [one, two] = [tempDbPath(dir, 'tenant-1'), tempDbPath(dir, 'tenant-2')];
-  copyFileSync(template, one);
-  copyFileSync(template, two);
+  const [one, two] = await tenantCopies();
   const a = openSqliteStore(one, { busyTimeoutMs: 50 });
   const b = openSqliteStore(two);
   const held = heldTransfer();
