@@ -228,6 +228,13 @@ async function recoverOne(
         leave(`policy suspend: ${call.reason}`);
         continue;
       }
+      // A person's not_executed review that the tool's own reconciler could not check (it threw or timed out): the
+      // outside system's exact answer is not overridden by a person's reading of it (docs/design.md#reconcilers).
+      const asked = reconciled.calls.find((c) => c.callId === call.callId);
+      if (asked?.action === 'failed' && call.review?.outcome === 'not_executed' && call.review.source !== 'reconciler') {
+        leave(`the tool's reconciler could not check the not_executed review by ${call.review.actor}: ${asked.error ?? 'it failed'}`);
+        continue;
+      }
       const safe = safeRetryPlan(history, call);
       if ('reason' in safe) {
         leave(safe.reason);

@@ -14,7 +14,7 @@ import { createMemoryStore } from '../../src/store/memory.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import Database from 'better-sqlite3';
 import type { SessionStore } from '../../src/store/types.js';
-import { openCalls, recoverAbandoned, type RecoveryHost, type RecoveryReport } from '../../src/review.js';
+import { openCalls, recordToolReview, recoverAbandoned, type RecoveryHost, type RecoveryReport } from '../../src/review.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import type { Tool } from '../../src/tool/types.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -196,6 +196,36 @@ describe('recoverAbandoned in one process', () => {
     assert.match(session.retried[0]!.review.evidence, /reconciler:charge@c1: the processor has no charge under this key/);
     assert.deepEqual(session.left, []);
     assert.equal(charges.count, 2);
+    await store.close();
+  });
+
+  it("retry_safe leaves a call whose person's not_executed review the tool's reconciler could not check", async () => {
+    const store = createMemoryStore();
+    const charges = { count: 0 };
+    const charge: Tool = {
+      ...tool('charge', async () => {
+        charges.count += 1;
+        throw new ToolBodyError('connection_reset', 'lost after the charge');
+      }, new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1')),
+      reconcile: () => { throw new Error('the processor is unreachable'); },
+    };
+    const tools = [charge];
+    const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+    const owner = await store.acquire('s-4', { owner: 'gone', leaseMs: 100, heartbeat: false });
+    await owner.startTask('t');
+    const call = await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('charge', {});
+    await recordToolReview(owner, await store.loadHistory('s-4'), call.call.id, { actor: 'bob', outcome: 'not_executed', evidence: 'not in the dashboard yet' });
+    let report: RecoveryReport;
+    do {
+      await pause(25);
+      report = await recoverAbandoned(store, host, 'retry_safe');
+    } while (report.sessions.length === 0);
+    const session = report.sessions[0]!;
+    assert.ok(session.action === 'taken_over', JSON.stringify(session));
+    assert.deepEqual(session.reconciled.map((c) => c.action), ['failed']);
+    assert.deepEqual(session.retried, []);
+    assert.match(session.left[0]!.reason, /reconciler could not check the not_executed review by bob: the processor is unreachable/);
+    assert.equal(charges.count, 1, 'charged once');
     await store.close();
   });
 
