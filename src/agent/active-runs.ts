@@ -1,23 +1,140 @@
 /**
- * The runs `runAgent` and `resumeAgent` are driving in this process, per owner. The journal's fencing keeps two hosts
- * apart, but two loops through one owner would both be its writer: each would journal the run's start or the same
- * step, and the run could never be read back. A bridge's open of a run one of them drives is refused as well.
+ * Who may journal and call for a run in this process, per owner: one registry for `runAgent`/`resumeAgent` drives
+ * and bridges' opens. The journal's fencing keeps two hosts apart, but two loops through one owner are both its
+ * writer: each would journal the run's start or the same step, or read a call the other has under way (its attempt
+ * not yet journaled) as never run, and make it again.
+ *
+ * Entries (a drive or an open) take turns. In its turn an entry first waits until the work under way of every loop
+ * that held the run before (calls, step writes) has settled, so it reads the journal with their attempts in it; while
+ * it decides, the loop holding the run starts nothing new. An open that succeeds becomes the run's loop and the older
+ * loop's next call or step fails with AgentRunBusyError; an open that fails (a prompt that differs, another task)
+ * leaves the older loop running. A drive is exclusive: a second drive, or an open while one is pending or running, is
+ * refused with AgentRunBusyError.
  */
 import { AgentRunBusyError } from '../errors.js';
 import type { SessionOwner } from '../store/types.js';
 
-const DRIVING = new WeakMap<SessionOwner, Set<string>>();
-
-/** Whether `owner` drives run `runId` in this process now. */
-export function isDriving(owner: SessionOwner, runId: string): boolean {
-  return DRIVING.get(owner)?.has(runId) === true;
+class RunSlot {
+  /** A drive has entered (waiting for its turn or running). */
+  driving = false;
+  /** The loop whose work is admitted: a bridge's open, a drive, or none. */
+  holder: object | null = null;
+  /** The end of the latest entry's turn: the next entry waits for it. */
+  turn: Promise<void> = Promise.resolve();
+  /** Set while an entry decides: the holder's new work waits for it. */
+  deciding: Promise<void> | null = null;
+  /** Work under way of the loops that held the run (a dethroned loop's included). */
+  readonly work = new Set<Promise<unknown>>();
 }
 
-/** Marks run `runId` as driven through `owner` (AgentRunBusyError if it already is); returns the unmarking. */
-export function beginDrive(owner: SessionOwner, runId: string): () => void {
-  const driving = DRIVING.get(owner) ?? new Set<string>();
-  if (driving.has(runId)) throw new AgentRunBusyError(owner.sessionId, runId);
-  driving.add(runId);
-  DRIVING.set(owner, driving);
-  return () => driving.delete(runId);
+const SLOTS = new WeakMap<SessionOwner, Map<string, RunSlot>>();
+
+function slotOf(owner: SessionOwner, runId: string): RunSlot {
+  let runs = SLOTS.get(owner);
+  if (runs === undefined) {
+    runs = new Map();
+    SLOTS.set(owner, runs);
+  }
+  let slot = runs.get(runId);
+  if (slot === undefined) {
+    slot = new RunSlot();
+    runs.set(runId, slot);
+  }
+  return slot;
+}
+
+/** An entry's turn at a run: it reads the journal now, with no other loop's work under way. */
+export interface RunTurn {
+  /** Makes `holder` the run's loop: the loop that held it before starts nothing more. */
+  hold(holder: object): void;
+  /** Ends the turn (the next entry goes on). Without `hold`, the loop that held the run before goes on. */
+  end(): void;
+}
+
+/** Waits for `promise`, or throws the signal's reason once it aborts. */
+async function unlessAborted(promise: Promise<unknown>, signal: AbortSignal | undefined): Promise<void> {
+  if (signal === undefined) {
+    await promise;
+    return;
+  }
+  signal.throwIfAborted();
+  let onAbort!: () => void;
+  const aborted = new Promise<never>((_resolve, reject) => {
+    onAbort = () => reject(signal.reason);
+  });
+  signal.addEventListener('abort', onAbort, { once: true });
+  try {
+    await Promise.race([promise, aborted]);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/**
+ * Waits for the turn at run `runId` through `owner` (see the module comment); `signal` stops the wait (a loop's call
+ * that never ends would otherwise hold every later entry). AgentRunBusyError if a drive holds or waits for the run.
+ */
+export async function takeTurn(owner: SessionOwner, runId: string, kind: 'drive' | 'open', signal?: AbortSignal): Promise<RunTurn> {
+  const slot = slotOf(owner, runId);
+  if (slot.driving) throw new AgentRunBusyError(owner.sessionId, runId);
+  signal?.throwIfAborted();
+  if (kind === 'drive') slot.driving = true;
+  let endTurn!: () => void;
+  const mine = new Promise<void>((resolve) => {
+    endTurn = resolve;
+  });
+  const before = slot.turn;
+  slot.turn = before.then(() => mine);
+  let decided: (() => void) | null = null;
+  let held: object | null = null;
+  const stopDeciding = () => {
+    if (decided === null) return;
+    slot.deciding = null;
+    decided();
+    decided = null;
+  };
+  const end = () => {
+    stopDeciding();
+    if (kind === 'drive') {
+      slot.driving = false;
+      if (held !== null && slot.holder === held) slot.holder = null;
+    }
+    endTurn();
+  };
+  try {
+    await unlessAborted(before, signal);
+    slot.deciding = new Promise<void>((resolve) => {
+      decided = resolve;
+    });
+    while (slot.work.size > 0) await unlessAborted(Promise.allSettled([...slot.work]), signal);
+  } catch (error) {
+    end();
+    throw error;
+  }
+  return {
+    hold(holder: object) {
+      held = holder;
+      slot.holder = holder;
+      stopDeciding();
+    },
+    end,
+  };
+}
+
+/**
+ * Runs `work` for `holder` (a bridge's call or step write) if it still holds run `runId`, once no entry decides;
+ * AgentRunBusyError if a newer entry took the run. The check and the start are one step, so an entry that decides
+ * next waits for this work.
+ */
+export async function asHolder<T>(owner: SessionOwner, runId: string, holder: object, work: () => Promise<T>): Promise<T> {
+  const slot = slotOf(owner, runId);
+  while (slot.deciding !== null) await slot.deciding;
+  if (slot.holder !== holder) throw new AgentRunBusyError(owner.sessionId, runId);
+  const running = work();
+  slot.work.add(running);
+  try {
+    return await running;
+  } finally {
+    slot.work.delete(running);
+  }
 }

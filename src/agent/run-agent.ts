@@ -24,8 +24,7 @@ import { objectSchema, selectSchemas } from '../bridges/schema.js';
 import { preflightFailure } from '../bridges/outcome.js';
 import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse, type ChatToolCall, type ChatToolDefinition } from './model.js';
 import { checkRunOptions } from './run-options.js';
-import { beginDrive } from './active-runs.js';
-import { quiesceBridgeRun } from '../bridges/run.js';
+import { takeTurn, type RunTurn } from './active-runs.js';
 import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
 import { callRefusedEvent, checkRunId, idFits, journaledRefusal, modelResponseEvent, NOT_JOURNALED, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
@@ -137,18 +136,17 @@ export async function runAgent(options: RunAgentOptions): Promise<AgentRunResult
 
 async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | undefined): Promise<AgentRunResult> {
   const runId = options.runId === undefined ? `run_${uuidv7()}` : checkRunId(options.runId);
-  const done = beginDrive(options.owner, runId);
+  // In its turn: a framework's loop on the same run through this owner (a bridge's open) starts nothing new, and the
+  // calls and step writes it has under way settle first, so the journal is read with their attempts in it.
+  const turn = await takeTurn(options.owner, runId, 'drive', options.signal);
   try {
-    // A framework's loop on the same run through this owner (a bridge's open) stops journaling and calling, and the
-    // calls it has under way settle first: the journal is then read with their attempts in it.
-    await quiesceBridgeRun(options.owner, runId);
-    return await driveRun(options, input, runId);
+    return await driveRun(options, input, runId, turn);
   } finally {
-    done();
+    turn.end();
   }
 }
 
-async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string | undefined, runId: string): Promise<AgentRunResult> {
+async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string | undefined, runId: string, turn: RunTurn): Promise<AgentRunResult> {
   const { model, owner, gateway, signal } = options;
   const policy = options.recovery ?? 'suspend';
   let journaled: JournaledRun | null = null;
@@ -180,6 +178,8 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
   const toolCalls: AgentToolCall[] = [];
   // A run cancelled before it starts journals nothing.
   signal?.throwIfAborted();
+  // A refused run leaves a bridge's loop on it going; from here this run is the run's loop.
+  turn.hold(turn);
   // An operator's review that waits in the inbox is journaled as the run is picked up, whatever it reviews: a call
   // the run settles, or one that has a result and would otherwise stay in the queue (and in doubt) for ever.
   if (options.store !== undefined) await journalReviewsBeforeRun(owner, options.store, () => readOwnJournal(owner, options.store!));
@@ -222,6 +222,12 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
       faultPoint('step:after');
     }
     text = response.text;
+    if (response.toolCalls.length === 0 && step <= known.length && journaled!.frameworkSteps.has(step)) {
+      // A bridge journals the run's end with its last step, so its step without calls of the run's tools is not the
+      // model's answer (text beside a handoff, only the framework's own calls): the run goes on, as the bridge reads it.
+      if (response.text !== null) messages.push({ role: 'assistant', content: response.text });
+      continue;
+    }
     messages.push({ role: 'assistant', content: response.text, ...(response.toolCalls.length > 0 ? { toolCalls: [...response.toolCalls] } : {}) });
     if (response.toolCalls.length === 0) return finish('completed', text, step);
 

@@ -10,11 +10,11 @@
  * runAgent (reconcilers, then `retry_safe` or `suspend`), and a call never attempted runs now under its key. The
  * framework then continues its loop from the rebuilt conversation.
  */
-import { AgentRunBusyError, InvalidInputError, OperationInDoubtError, ToolRuntimeHaltedError } from '../errors.js';
+import { InvalidInputError, OperationInDoubtError, ToolRuntimeHaltedError } from '../errors.js';
 import type { ActionContext } from '../event/types.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
-import { isDriving } from '../agent/active-runs.js';
+import { asHolder, takeTurn, type RunTurn } from '../agent/active-runs.js';
 import { journalReviewsBeforeRun } from '../tool/inbox-review.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
@@ -69,25 +69,6 @@ interface Position {
   readonly requested: ChatToolCall;
 }
 
-/**
- * The newest open of each run, per owner, and the open under way: opens of one run through one owner are serialized
- * (the second reads what the first journaled, so the run is never started twice), and only the newest open may
- * journal or call. An older one (a double-submitted request's first loop) fails its next step with
- * AgentRunBusyError instead of journaling a step the newer one journals too, which would leave a run no reader
- * accepts.
- */
-const NEWEST = new WeakMap<SessionOwner, Map<string, BridgeRun>>();
-const OPENING = new WeakMap<SessionOwner, Map<string, Promise<unknown>>>();
-
-function runsOf<T>(map: WeakMap<SessionOwner, Map<string, T>>, owner: SessionOwner): Map<string, T> {
-  let runs = map.get(owner);
-  if (runs === undefined) {
-    runs = new Map();
-    map.set(owner, runs);
-  }
-  return runs;
-}
-
 /** The options every bridge run takes, checked before anything is read or journaled: a run's, and its store and prompt. */
 export function checkBridgeOptions(options: BridgeRunOptions): void {
   const o = checkRunHost(options);
@@ -98,22 +79,9 @@ export function checkBridgeOptions(options: BridgeRunOptions): void {
   }
 }
 
-/**
- * Stops the newest open of run `runId` through `owner` in this process from journaling or calling anything more, and
- * waits until the calls it has under way have settled: what a later open, or runAgent, does before it reads the run.
- */
-export async function quiesceBridgeRun(owner: SessionOwner, runId: string): Promise<void> {
-  const previous = NEWEST.get(owner)?.get(runId);
-  if (previous === undefined) return;
-  NEWEST.get(owner)!.delete(runId);
-  await Promise.allSettled([...previous.calling]);
-}
-
 /** The state both bridges share; each bridge turns `rebuilt` into its framework's messages. */
 export class BridgeRun {
   readonly runId: string;
-  /** The calls this open is settling now (the framework's calls under way). */
-  readonly calling = new Set<Promise<unknown>>();
   readonly prompt: string;
   /** The journaled steps as opening the run settled them. */
   readonly rebuilt: BridgeRunStep[] = [];
@@ -154,34 +122,26 @@ export class BridgeRun {
   static async open(options: BridgeRunOptions, offered: ReadonlySet<string> | null = null): Promise<BridgeRun> {
     checkBridgeOptions(options);
     const runId = checkRunId(options.runId);
-    if (isDriving(options.owner, runId)) throw new AgentRunBusyError(options.owner.sessionId, runId);
-    const opening = runsOf(OPENING, options.owner);
-    const before = opening.get(runId) ?? Promise.resolve();
-    // The open before this one stops journaling and calling, and its calls under way settle before the journal is
-    // read: a call it had started, not yet journaled, would otherwise read as one the framework never ran.
-    const mine = before.catch(() => undefined).then(async () => {
-      await quiesceBridgeRun(options.owner, runId);
-      return BridgeRun.openNow(options, runId, offered);
-    });
-    opening.set(runId, mine);
+    // In its turn, with the calls and step writes under way of the run's older loop in this process settled first: a
+    // call it had started, not yet journaled, would otherwise read as one the framework never ran.
+    const turn = await takeTurn(options.owner, runId, 'open', options.signal);
     try {
-      const run = await mine;
-      runsOf(NEWEST, options.owner).set(runId, run);
-      return run;
+      return await BridgeRun.openNow(options, runId, offered, turn);
     } finally {
-      if (opening.get(runId) === mine) opening.delete(runId);
+      turn.end();
     }
   }
 
-  private static async openNow(options: BridgeRunOptions, runId: string, offered: ReadonlySet<string> | null): Promise<BridgeRun> {
+  private static async openNow(options: BridgeRunOptions, runId: string, offered: ReadonlySet<string> | null, turn: RunTurn): Promise<BridgeRun> {
     const { owner, gateway, store } = options;
     // A run opened with a cancelled signal journals nothing, as runAgent's does not start.
     options.signal?.throwIfAborted();
     const journaled = readRun(await readOwnJournal(owner, store), runId);
     if (journaled === null) {
       if (options.prompt === undefined) throw new InvalidInputError('prompt', `is required: no run ${runId} is journaled in session ${owner.sessionId}`);
-      await journalReviewsBeforeRun(owner, store, () => readOwnJournal(owner, store));
       const run = new BridgeRun(options, runId, options.prompt, 0, offered);
+      turn.hold(run);
+      await journalReviewsBeforeRun(owner, store, () => readOwnJournal(owner, store));
       const turnId = gateway.turnId;
       await owner.append([runStartedEvent(turnId, runId, gateway.taskId, options.prompt), { turnId, kind: { type: 'user_message', text: options.prompt } }]);
       return run;
@@ -190,8 +150,10 @@ export class BridgeRun {
       throw new InvalidInputError('gateway', `is bound to task ${gateway.taskId}, but run ${runId} runs in task ${journaled.taskId}`);
     }
     if (options.prompt !== undefined && options.prompt !== journaled.input) throw new InvalidInputError('prompt', `differs from the prompt journaled for run ${runId}`);
-    await journalReviewsBeforeRun(owner, store, () => readOwnJournal(owner, store));
+    // Refused opens leave the older loop running; from here this open is the run's loop.
     const run = new BridgeRun(options, runId, journaled.input, journaled.responses.length, offered);
+    turn.hold(run);
+    await journalReviewsBeforeRun(owner, store, () => readOwnJournal(owner, store));
     await run.replay(journaled);
     return run;
   }
@@ -275,7 +237,11 @@ export class BridgeRun {
    * rejects) does not: the framework goes on, or fails, and the run is not over.
    */
   async record(response: ChatResponse, foreignCalls = false): Promise<void> {
-    this.checkNewest();
+    // A step write is work under way like a call: a newer open reads the journal after it.
+    await asHolder(this.options.owner, this.runId, this, () => this.recordNow(response, foreignCalls));
+  }
+
+  private async recordNow(response: ChatResponse, foreignCalls: boolean): Promise<void> {
     const { owner, gateway } = this.options;
     const turnId = gateway.turnId;
     const step = this.journaledSteps + 1;
@@ -305,46 +271,37 @@ export class BridgeRun {
     }
   }
 
-  /** Only the newest open of a run in this process journals and calls (see NEWEST). */
-  private checkNewest(): void {
-    if (NEWEST.get(this.options.owner)?.get(this.runId) !== this) throw new AgentRunBusyError(this.options.owner.sessionId, this.runId);
-  }
-
   /**
    * Runs the call the framework's loop asks for, identified by the model's call id, under the key of the position
    * `record` gave it. A call that stops the run (it waits on an operator's approval) or that no recorded response
    * asked for throws ToolRuntimeHaltedError, so the framework's loop ends.
    */
   async call(name: string, providerCallId: string): Promise<AgentToolCall> {
-    try {
-      this.checkNewest();
-    } catch (error) {
-      throw new ToolRuntimeHaltedError(name, error);
-    }
-    // By the model's call id and the tool's name: a model may reuse an id, and the framework's call must run the
-    // tool the journaled call names, with its arguments.
-    const queue = this.positions.get(providerCallId) ?? [];
-    const at = queue.findIndex((p) => p.requested.name === name);
-    const position = at < 0 ? undefined : queue.splice(at, 1)[0];
-    if (position === undefined) {
-      throw new ToolRuntimeHaltedError(name, new InvalidInputError('model', `the call ${JSON.stringify(providerCallId)} was not asked for through the run's model: give the framework the run's model wrapper`));
-    }
+    let position: Position | undefined;
     let settled: SettledCall;
-    const settling = this.settle(position, false);
-    this.calling.add(settling);
     try {
-      // Not replay-only, so never null.
-      settled = (await settling)!;
+      // Only the run's loop calls (a newer open or a drive took it: AgentRunBusyError), and its call is work under
+      // way that a newer entry waits for before it reads the journal.
+      settled = (await asHolder(this.options.owner, this.runId, this, async () => {
+        // By the model's call id and the tool's name: a model may reuse an id, and the framework's call must run the
+        // tool the journaled call names, with its arguments.
+        const queue = this.positions.get(providerCallId) ?? [];
+        const at = queue.findIndex((p) => p.requested.name === name);
+        position = at < 0 ? undefined : queue.splice(at, 1)[0];
+        if (position === undefined) {
+          throw new InvalidInputError('model', `the call ${JSON.stringify(providerCallId)} was not asked for through the run's model: give the framework the run's model wrapper`);
+        }
+        // Not replay-only, so never null.
+        return this.settle(position, false);
+      }))!;
     } catch (error) {
       // What the runtime refused (budget, a fenced owner, storage, a key another loop used meanwhile) halts the
       // framework's loop; its text is model-safe, never the error's own (ids and keys are not for the model).
       throw error instanceof ToolRuntimeHaltedError ? error : new ToolRuntimeHaltedError(name, error);
-    } finally {
-      this.calling.delete(settling);
     }
     if (settled.kind === 'stop') {
       this.stop(settled.reason, settled.callId);
-      const key = runOperationKey(this.runId, position.step, position.index);
+      const key = runOperationKey(this.runId, position!.step, position!.index);
       const detail = settled.reason === 'awaiting_approval' ? 'it waits on an operator\'s approval decision' : 'its outcome is open and needs a review';
       throw new ToolRuntimeHaltedError(name, new OperationInDoubtError(this.options.gateway.taskId, key, settled.callId, detail));
     }

@@ -197,6 +197,23 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     await h.store.close();
   });
 
+  it('the same step read by runAgent going on with the run: the model is asked again, the journaled text is not its answer', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const h = await hostOn(() => openSqliteStore(path), world);
+    await h.owner.append([
+      runStartedEvent(h.gateway.turnId, 'handoff-2', 'task', 'Help me.'),
+      modelResponseEvent(h.gateway.turnId, 'handoff-2', 1, { text: 'Let me transfer you to billing.', toolCalls: [] }, new Set(), true),
+    ]);
+    const model = scriptedModel([{ text: 'Billing here: your refund is on its way.', toolCalls: [] }]);
+    const result = await runAgent({ ...h, model, input: 'Help me.', runId: 'handoff-2', store: h.store, maxSteps: 3 });
+    assert.equal(result.stopReason, 'completed');
+    assert.equal(result.text, 'Billing here: your refund is on its way.');
+    assert.equal(result.steps, 2);
+    assert.deepEqual(model.requests[0]!.messages.map((m) => m.role), ['user', 'assistant'], 'the model read the journaled text');
+    await h.store.close();
+  });
+
   it('calls without an id (some servers send none) run in the step that asked for them, each with its own arguments', async () => {
     const path = tempDbPath(dir);
     const world = outsideWorld();
