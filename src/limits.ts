@@ -127,3 +127,8 @@ export const RUN_LIMITS = {
   /** OPERATION_KEY_LIMITS's characters without `/`, which separates the key's parts. */
   pattern: /^[A-Za-z0-9][A-Za-z0-9._:@-]*$/,
 } as const;
+
+/** A deadline in milliseconds the runtime accepts: a positive integer of at most LIMITS.maxTimeoutMs. */
+export function isTimeoutMs(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value > 0 && value <= LIMITS.maxTimeoutMs;
+}

@@ -5,6 +5,7 @@
  */
 import { InvalidInputError } from '../errors.js';
 import { describeValue } from '../text.js';
+import { isTimeoutMs, LIMITS } from '../limits.js';
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
@@ -46,7 +47,14 @@ export function checkRunHost(options: unknown): Record<string, unknown> {
   if (owner.sessionId !== gateway.sessionId) {
     throw new InvalidInputError('gateway', `is bound to session ${gateway.sessionId}, not the owner's ${owner.sessionId}`);
   }
-  if (o.reconcilers !== undefined) need(Array.isArray(o.reconcilers), 'reconcilers', 'an array of tools', o.reconcilers);
+  if (o.reconcilers !== undefined) {
+    need(Array.isArray(o.reconcilers), 'reconcilers', 'an array of tools', o.reconcilers);
+    (o.reconcilers as unknown[]).forEach((t, i) => {
+      if (isObject(t) && t.reconcileTimeoutMs !== undefined) {
+        need(isTimeoutMs(t.reconcileTimeoutMs), `reconcilers[${i}].reconcileTimeoutMs`, `a positive integer of milliseconds of at most ${LIMITS.maxTimeoutMs}`, t.reconcileTimeoutMs);
+      }
+    });
+  }
   if (o.recovery !== undefined) need(o.recovery === 'suspend' || o.recovery === 'retry_safe', 'recovery', "'suspend' or 'retry_safe'", o.recovery);
   if (o.signal !== undefined) need(o.signal instanceof AbortSignal, 'signal', 'an AbortSignal', o.signal);
   if (o.store !== undefined) need(isObject(o.store) && typeof o.store.loadHistory === 'function', 'store', 'the store the owner belongs to', o.store);

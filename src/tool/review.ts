@@ -14,7 +14,7 @@ import {
 } from '../event/types.js';
 import { checkId, isValidText, newTurnId, type CallId } from '../ids.js';
 import type { JsonValue } from '../json/types.js';
-import { LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
+import { isTimeoutMs, LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
 import { truncateUtf8 } from '../text.js';
 import { classifyAttempt, collectEvidence, latestReview, reviewableAttempt, sameContract } from './evidence.js';
@@ -198,10 +198,15 @@ export async function reconcileUncertainCalls(
   options: { readonly signal?: AbortSignal; readonly timeoutMs?: number } = {},
 ): Promise<ReconcileReport> {
   if (!Array.isArray(tools)) throw new InvalidInputError('tools', 'must be an array of tools');
-  const timeoutMs = options.timeoutMs ?? RUNTIME_DEFAULTS.reconcileTimeoutMs;
-  if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0 || timeoutMs > LIMITS.maxTimeoutMs) {
+  if (options.timeoutMs !== undefined && !isTimeoutMs(options.timeoutMs)) {
     throw new InvalidInputError('timeoutMs', `must be a positive integer of at most ${LIMITS.maxTimeoutMs}, got ${String(options.timeoutMs)}`);
   }
+  // Each tool's own deadline, checked before anything is asked or written.
+  tools.forEach((t, i) => {
+    if (t?.reconcileTimeoutMs !== undefined && !isTimeoutMs(t.reconcileTimeoutMs)) {
+      throw new InvalidInputError(`tools[${i}].reconcileTimeoutMs`, `must be a positive integer of at most ${LIMITS.maxTimeoutMs}, got ${String(t.reconcileTimeoutMs)}`);
+    }
+  });
   if (!Array.isArray(history)) throw new InvalidInputError('history', 'must be the session\'s confirmed journal (an array of events)');
   const byName = new Map(tools.map((t) => [t.name, t]));
   let current: SessionEvent[] = [...history];
@@ -243,7 +248,7 @@ export async function reconcileUncertainCalls(
     };
     let answer: ToolReconcileAnswer;
     try {
-      answer = answerOf(await askWithin(timeoutMs, options.signal, (signal) => tool.reconcile!(request, signal)));
+      answer = answerOf(await askWithin(options.timeoutMs ?? tool.reconcileTimeoutMs ?? RUNTIME_DEFAULTS.reconcileTimeoutMs, options.signal, (signal) => tool.reconcile!(request, signal)));
     } catch (error) {
       calls.push({ ...base, action: 'failed', answer: null, review: null, error: error instanceof Error ? error.message : String(error) });
       continue;

@@ -5,6 +5,7 @@
  */
 import { InvalidInputError, ToolConfigError } from '../errors.js';
 import { describeValue } from '../text.js';
+import { isTimeoutMs, LIMITS } from '../limits.js';
 import { ToolMetadata } from './metadata.js';
 import { isAbortSignal } from './call-inputs.js';
 
@@ -31,6 +32,7 @@ export function checkRuntimeConfig(config: unknown): void {
     need(t.metadata instanceof ToolMetadata, `${label}.metadata`, 'a ToolMetadata (new ToolMetadata(description, schema))', t.metadata);
     need(typeof t.execute === 'function', `${label}.execute`, 'a function (the tool body)', t.execute);
     optionalFunction(t.reconcile, `${label}.reconcile`);
+    if (t.reconcileTimeoutMs !== undefined) need(isTimeoutMs(t.reconcileTimeoutMs), `${label}.reconcileTimeoutMs`, `a positive integer of milliseconds of at most ${LIMITS.maxTimeoutMs}`, t.reconcileTimeoutMs);
   });
   need(isRecord(c.grants), 'grants', "an object mapping each caller to '*' or a list of tool names", c.grants);
   for (const [caller, grant] of Object.entries(c.grants as Record<string, unknown>)) {

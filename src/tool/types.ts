@@ -42,6 +42,13 @@ export interface Tool {
    * did not happen (and cannot still happen).
    */
   reconcile?(request: ToolReconcileRequest, signal: AbortSignal): ToolReconcileAnswer | Promise<ToolReconcileAnswer>;
+  /**
+   * Optional: how long `reconcile` is waited for, in milliseconds, wherever it is asked (a resumed run, a bridge's
+   * open, recoverAbandoned), unless reconcileUncertainCalls is given its own `timeoutMs`. A positive integer of at
+   * most LIMITS.maxTimeoutMs; default RUNTIME_DEFAULTS.reconcileTimeoutMs. Past it the answer counts as failed: the
+   * call waits for a person, and a person's `not_executed` review of it is not used until the reconciler answers.
+   */
+  readonly reconcileTimeoutMs?: number;
 }
 
 /** What a reconciler is asked about: one journaled call and its operation. Satisfies IdempotencyRequest. */

@@ -300,6 +300,38 @@ describe('resumable agent runs (SQLite)', () => {
     await second.store.close();
   });
 
+  it("a tool's reconcileTimeoutMs is the reconciler's deadline in a run: a slower answer than it does not unlock a person's not_executed review, a quicker one settles the call", async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailEffect: 'non_idempotent' });
+    const second = await crashedInsideEmail(path, world, 'order-deadline');
+    const history = await second.store.loadHistory('shop');
+    const emailCall = history.filter((e) => e.kind.type === 'tool_call').at(-1)!;
+    assert.ok(emailCall.kind.type === 'tool_call');
+    await recordToolReview(second.owner, history, emailCall.kind.call.id, { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'not in the outbox view yet' });
+    const email = world.tools[1]!;
+    const slowly = (reconcileTimeoutMs: number): Tool[] => [world.tools[0]!, {
+      ...email,
+      reconcileTimeoutMs,
+      reconcile: async () => {
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        return { outcome: 'completed', evidence: 'in the sent folder', output: 'sent' };
+      },
+    }];
+    const stopped = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'order-deadline', store: second.store, maxSteps: 4, reconcilers: slowly(20) });
+    assert.equal(stopped.stopReason, 'needs_review', 'the answer came after the tool\'s deadline: the review is not used');
+    assert.deepEqual(world.bodies, ['place_order']);
+    const done = await resumeAgent({ ...second, model: scriptedModel([doneStep]), runId: 'order-deadline', store: second.store, maxSteps: 4, reconcilers: slowly(5_000) });
+    assert.equal(done.stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order'], 'the reconciler found it sent: not sent again');
+    for (const bad of [0, 1.5, 2 ** 31, '100']) {
+      await assert.rejects(
+        resumeAgent({ ...second, model: scriptedModel([]), runId: 'order-deadline', store: second.store, maxSteps: 4, reconcilers: [{ ...email, reconcileTimeoutMs: bad as number }] }),
+        { name: 'InvalidInputError', field: 'reconcilers[0].reconcileTimeoutMs' },
+      );
+    }
+    await second.store.close();
+  });
+
   it('a durable approval stops the run as awaiting_approval; after the operator approves, resuming continues', async () => {
     const path = tempDbPath(dir);
     const world = outside({ emailApprover: true });

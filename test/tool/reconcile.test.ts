@@ -12,6 +12,7 @@ import { PostgresIdempotencyStore } from '../../src/postgres.js';
 import { reconcileUncertainCalls, recordToolReview } from '../../src/review.js';
 import { SqliteIdempotencyStore } from '../../src/sqlite.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { IdempotencyRequest } from '../../src/tool/idempotency.js';
 import type { Tool, ToolReconcileAnswer } from '../../src/tool/types.js';
 import { PG_URL, freshSchema } from '../support/postgres.js';
@@ -147,10 +148,27 @@ forEachStore('reconcilers', (target) => {
       assert.match(report.calls[0]?.error ?? '', /did not answer within 30 ms/);
     }
     assert.match(String(heard), /did not answer within 30 ms/, 'and its signal said why');
+    // The tool's own deadline, unless the call gives one.
+    const late = (reconcileTimeoutMs: number): Tool => ({
+      ...failing(async () => {
+        await new Promise((resolve) => setTimeout(resolve, 60));
+        return { outcome: 'unknown', evidence: 'no record either way' };
+      }),
+      reconcileTimeoutMs,
+    });
+    const cut = await reconcileUncertainCalls(r.owner, [late(20)], history);
+    assert.match(cut.calls[0]?.error ?? '', /did not answer within 20 ms/);
+    const overridden = await reconcileUncertainCalls(r.owner, [late(20)], history, { timeoutMs: 5_000 });
+    assert.equal(overridden.calls[0]?.action, 'recorded', 'the call\'s timeoutMs wins');
+    for (const reconcileTimeoutMs of [0, -1, 1.5, Number.NaN, 2 ** 31]) {
+      await assert.rejects(reconcileUncertainCalls(r.owner, [late(reconcileTimeoutMs)], history), { name: 'InvalidInputError', field: 'tools[0].reconcileTimeoutMs' });
+      assert.throws(() => createToolRuntime({ tools: [late(reconcileTimeoutMs)], grants: {} }), { name: 'ToolConfigError', message: /reconcileTimeoutMs must be a positive integer/ });
+    }
+    const written = (await r.store.loadHistory(r.sessionId)).length;
     for (const timeoutMs of [0, -1, 1.5, Number.NaN, 2 ** 31]) {
       await assert.rejects(reconcileUncertainCalls(r.owner, [], history, { timeoutMs }), { name: 'InvalidInputError', field: 'timeoutMs' });
     }
-    assert.equal((await r.store.loadHistory(r.sessionId)).length, history.length);
+    assert.equal((await r.store.loadHistory(r.sessionId)).length, written, 'a refused deadline writes nothing');
     await r.store.close();
   });
 
