@@ -25,6 +25,8 @@ class RunSlot {
   deciding: Promise<void> | null = null;
   /** Work under way of the loops that held the run (a dethroned loop's included). */
   readonly work = new Set<Promise<unknown>>();
+  /** Entries that have not ended their turn. */
+  entries = 0;
 }
 
 const SLOTS = new WeakMap<SessionOwner, Map<string, RunSlot>>();
@@ -79,6 +81,7 @@ export async function takeTurn(owner: SessionOwner, runId: string, kind: 'drive'
   if (slot.driving) throw new AgentRunBusyError(owner.sessionId, runId);
   signal?.throwIfAborted();
   if (kind === 'drive') slot.driving = true;
+  slot.entries += 1;
   let endTurn!: () => void;
   const mine = new Promise<void>((resolve) => {
     endTurn = resolve;
@@ -99,6 +102,9 @@ export async function takeTurn(owner: SessionOwner, runId: string, kind: 'drive'
       slot.driving = false;
       if (held !== null && slot.holder === held) slot.holder = null;
     }
+    slot.entries -= 1;
+    // A run nobody holds or waits for leaves no trace: an owner that drives many runs does not keep one per run.
+    if (slot.entries === 0 && slot.holder === null && slot.work.size === 0) SLOTS.get(owner)?.delete(runId);
     endTurn();
   };
   try {
