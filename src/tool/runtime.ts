@@ -308,9 +308,14 @@ class Gateway implements ToolGateway {
       // Refused before it was asked about, an attempt that follows another supersedes the requests earlier attempts
       // left, as one its approver refused does: none stays in the queue waiting for a host, who will make no attempt
       // of an operation the run has read as refused (docs/design.md#durable-approvals). An operator's denial of this
-      // very action, decided meanwhile, is left as it is.
-      const settled = await unlessDecidedMeanwhile(() => this.recordRefused(call, rejected, latest, { change: settling(call, approvalBinding(call, op)) }));
-      return settled ?? this.recordRefused(call, rejected, latest);
+      // very action is not superseded: it is this attempt's answer, recorded and used, as for a changed contract.
+      const binding = approvalBinding(call, op);
+      const settled = await unlessDecidedMeanwhile(() => this.recordRefused(call, rejected, latest, { change: settling(call, binding) }));
+      if (settled !== null) return settled;
+      const denied = await this.decidedMeanwhile(call, binding);
+      return denied.denial
+        ? this.recordRefused(call, denied.denial, latest, { change: denied.change, record: denied.record })
+        : this.recordRefused(call, rejected, latest, { change: settling(call, binding) });
     }
 
     const approval = registered!.tool.metadata.approval;
