@@ -6,6 +6,9 @@
 import { InvalidInputError } from '../errors.js';
 import { describeValue } from '../text.js';
 import { isTimeoutMs, LIMITS } from '../limits.js';
+import { boundOwnerOf } from '../tool/runtime.js';
+import type { SessionOwner } from '../store/types.js';
+import type { ToolGateway } from '../tool/types.js';
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
@@ -43,9 +46,15 @@ export function checkRunHost(options: unknown): Record<string, unknown> {
   const o = options as Record<string, unknown>;
   need(isObject(o.owner) && typeof o.owner.sessionId === 'string' && typeof o.owner.append === 'function', 'owner', 'the session owner a store returned (acquire)', o.owner);
   need(isObject(o.gateway) && typeof o.gateway.callWithOptions === 'function' && typeof o.gateway.schemas === 'function', 'gateway', 'a ToolGateway (runtime.bind)', o.gateway);
-  const { owner, gateway } = o as { owner: { sessionId: string }; gateway: { sessionId: string } };
+  const { owner, gateway } = o as { owner: SessionOwner; gateway: ToolGateway };
   if (owner.sessionId !== gateway.sessionId) {
     throw new InvalidInputError('gateway', `is bound to session ${gateway.sessionId}, not the owner's ${owner.sessionId}`);
+  }
+  // The run's steps go through `owner` and its calls through the gateway's owner: two owners (another store's session
+  // of the same id, a tenant's copy) would journal them in two journals, and neither read back the run.
+  const bound = boundOwnerOf(gateway);
+  if (bound !== null && bound !== owner) {
+    throw new InvalidInputError('gateway', `is bound to another owner of session ${owner.sessionId} (another store, or another acquire): bind it to the run's owner`);
   }
   if (o.reconcilers !== undefined) {
     need(Array.isArray(o.reconcilers), 'reconcilers', 'an array of tools', o.reconcilers);

@@ -10,7 +10,7 @@ import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type
 import { jsonEquals } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
-import type { ApprovalChange, BudgetChange, CommitRequest, RecordedAttempt } from '../store/types.js';
+import type { ApprovalChange, BudgetChange, CommitRequest, RecordedAttempt, SessionOwner } from '../store/types.js';
 import { toWellFormed, utf8Length } from '../text.js';
 import { checkRuntimeConfig, checkSignal } from './runtime-config.js';
 import { askApproval, checkAvailability, checkGrantAndSchema, checkInDoubt, failure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
@@ -107,6 +107,11 @@ export function contractChangeFor(gateway: ToolGateway, name: string, recorded: 
   return sameContract(current, recorded) ? 'same' : 'changed';
 }
 
+/** The owner `gateway` writes its evidence through; null for a gateway this module did not make. */
+export function boundOwnerOf(gateway: ToolGateway): SessionOwner | null {
+  return gateway instanceof Gateway ? gateway.boundOwner : null;
+}
+
 class Gateway implements ToolGateway {
   readonly sessionId: string;
   readonly taskId: TaskId;
@@ -122,6 +127,10 @@ class Gateway implements ToolGateway {
     this.taskId = checkId<TaskId>('taskId', binding.taskId);
     this.caller = checkId<string>('caller', binding.caller);
     this.turnId = binding.turnId === undefined ? newTurnId() : checkId<TurnId>('turnId', binding.turnId);
+  }
+
+  get boundOwner(): SessionOwner {
+    return this.binding.owner;
   }
 
   /** The contract `name` runs under in this runtime; null when it is not registered. */

@@ -47,6 +47,19 @@ const calls = (...list: Array<[string, string, string]>): ChatToolCall[] => list
 const reply = (text: string | null, toolCalls: ChatToolCall[] = []): ChatResponse => ({ text, toolCalls });
 
 describe('runAgent', () => {
+  it('refuses a gateway bound to another owner of a session with the same id (another store, a tenant copy), before anything is journaled', async () => {
+    const { owner, gateway, store } = await setup();
+    const other = createMemoryStore();
+    const elsewhere = await other.acquire('agent-session', { owner: 'host' });
+    await elsewhere.startTask('task');
+    const foreign = createToolRuntime({ tools: [], grants: { agent: '*' } }).bind({ owner: elsewhere, taskId: 'task', caller: 'agent' });
+    const before = [(await store.loadHistory('agent-session')).length, (await other.loadHistory('agent-session')).length];
+    await assert.rejects(runAgent({ model: scriptedModel([]), owner, gateway: foreign, input: 'Buy tea.', maxSteps: 2, runId: 'mixed', store }),
+      { name: 'InvalidInputError', field: 'gateway', message: /another owner of session agent-session/ });
+    await assert.rejects(runAgent({ model: scriptedModel([]), owner: elsewhere, gateway, input: 'Buy tea.', maxSteps: 2 }), { name: 'InvalidInputError', field: 'gateway' });
+    assert.deepEqual([(await store.loadHistory('agent-session')).length, (await other.loadHistory('agent-session')).length], before, 'nothing journaled');
+  });
+
   it('journals the user and assistant messages and every call; a failed tool is read by the model and never run again by the loop', async () => {
     const { store, owner, gateway, bodies } = await setup();
     const model = scriptedModel([
