@@ -199,10 +199,10 @@ export class BridgeRun {
     if (journaled.finished !== null) {
       this.status = 'finished';
       this.text = journaled.finished.text;
-    } else if (last !== undefined && last.toolCalls.length === 0 && last.text !== null && !journaled.frameworkSteps.has(journaled.responses.length)) {
-      // Journaled by runAgent, which records the end of a run in a later write: record it now. A step without calls
-      // or text is not an answer (a bridge journals a response of only the framework's own calls so), nor a step a
-      // bridge journaled without its end (text beside a handoff, say): the run goes on.
+    } else if (last !== undefined && last.toolCalls.length === 0 && !journaled.frameworkSteps.has(journaled.responses.length)) {
+      // Journaled by runAgent, which records the end of a run in a later write: its step without calls is its answer,
+      // with text or none, and runAgent reads it so: record the end now. A step a bridge journaled without its end
+      // (only the framework's own calls, text beside a handoff) is not an answer: the run goes on.
       await this.options.owner.append([runFinishedEvent(this.options.gateway.turnId, this.runId, 'completed', journaled.responses.length, last.text)]);
       this.status = 'finished';
     }

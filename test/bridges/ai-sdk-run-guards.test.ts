@@ -214,6 +214,23 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     await h.store.close();
   });
 
+  it('runAgent\'s answer with neither text nor calls, the host killed before the run\'s end was journaled: the bridge reads the run finished, as runAgent does, and runs nothing', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const h = await hostOn(() => openSqliteStore(path), world);
+    setFaultHook((point) => { if (point === 'step:after') throw new Crash('killed after the answer was journaled'); });
+    await assert.rejects(runAgent({ ...h, model: scriptedModel([{ text: null, toolCalls: [] }]), input: 'Buy tea.', runId: 'empty-1', store: h.store, maxSteps: 3 }), Crash);
+    setFaultHook(null);
+    const run = await aiSdkRun({ ...h, runId: 'empty-1' });
+    assert.equal(run.status, 'finished');
+    assert.ok((await runEvents(h.store)).includes('run_finished'), 'the end is journaled');
+    const again = await runAgent({ ...h, model: scriptedModel([]), input: 'Buy tea.', runId: 'empty-1', store: h.store, maxSteps: 3 });
+    assert.equal(again.stopReason, 'completed');
+    assert.equal(again.steps, 1);
+    assert.deepEqual(world.bodies, []);
+    await h.store.close();
+  });
+
   it('calls without an id (some servers send none) run in the step that asked for them, each with its own arguments', async () => {
     const path = tempDbPath(dir);
     const world = outsideWorld();
