@@ -6,16 +6,20 @@
  *
  * Entries (a drive or an open) take turns. In its turn an entry first waits until the work under way of every loop
  * that held the run before (calls, step writes) has settled, so it reads the journal with their attempts in it; while
- * it decides, the loop holding the run starts nothing new. An open that succeeds becomes the run's loop and the older
- * loop's next call or step fails with AgentRunBusyError; an open that fails (a prompt that differs, another task)
- * leaves the older loop running. A drive is exclusive: a second drive, or an open while one is pending or running, is
- * refused with AgentRunBusyError.
+ * an open decides, the loop holding the run starts nothing new. An entry that passes its checks becomes the run's
+ * loop and the older loop's next call or step fails with AgentRunBusyError; one refused before it journaled anything
+ * (a prompt that differs, another task, a completed call whose replay is refused) gives the run back, and the older
+ * loop goes on. A drive is exclusive: a second drive while one waits or runs, or an open while one runs, is refused
+ * with AgentRunBusyError.
  */
 import { AgentRunBusyError } from '../errors.js';
-import type { SessionOwner } from '../store/types.js';
+import { readOwnJournal } from '../store/owner-journal.js';
+import type { SessionOwner, SessionStore } from '../store/types.js';
 
 class RunSlot {
-  /** A drive has entered (waiting for its turn or running). */
+  /** Drives that have entered (waiting for their turn or running): at most one. */
+  drives = 0;
+  /** A drive has its turn (it runs). */
   driving = false;
   /** The loop whose work is admitted: a bridge's open, a drive, or none. */
   holder: object | null = null;
@@ -47,9 +51,18 @@ function slotOf(owner: SessionOwner, runId: string): RunSlot {
 
 /** An entry's turn at a run: it reads the journal now, with no other loop's work under way. */
 export interface RunTurn {
-  /** Makes `holder` the run's loop: the loop that held it before starts nothing more. */
+  /**
+   * Makes `holder` the run's loop, once the entry's checks passed. The loop that held it before starts nothing more:
+   * after an open's turn (its new work waits until then, so an open refused later can give the run back), at once
+   * for a drive (which runs long).
+   */
   hold(holder: object): void;
-  /** Ends the turn (the next entry goes on). Without `hold`, the loop that held the run before goes on. */
+  /**
+   * For an entry refused after `hold`: gives the run back to the loop that held it before, if `journaledNothing`
+   * says the entry journaled nothing (asked only when there is such a loop).
+   */
+  giveBack(journaledNothing: () => Promise<boolean>): Promise<void>;
+  /** Ends the turn: the next entry goes on. */
   end(): void;
 }
 
@@ -74,13 +87,14 @@ async function unlessAborted(promise: Promise<unknown>, signal: AbortSignal | un
 
 /**
  * Waits for the turn at run `runId` through `owner` (see the module comment); `signal` stops the wait (a loop's call
- * that never ends would otherwise hold every later entry). AgentRunBusyError if a drive holds or waits for the run.
+ * that never ends would otherwise hold every later entry). AgentRunBusyError for a drive while another drive waits
+ * or runs, and for an open while a drive runs; an open that arrives while a drive waits for its turn waits for it.
  */
 export async function takeTurn(owner: SessionOwner, runId: string, kind: 'drive' | 'open', signal?: AbortSignal): Promise<RunTurn> {
   const slot = slotOf(owner, runId);
-  if (slot.driving) throw new AgentRunBusyError(owner.sessionId, runId);
+  if (kind === 'drive' ? slot.drives > 0 : slot.driving) throw new AgentRunBusyError(owner.sessionId, runId);
   signal?.throwIfAborted();
-  if (kind === 'drive') slot.driving = true;
+  if (kind === 'drive') slot.drives += 1;
   slot.entries += 1;
   let endTurn!: () => void;
   const mine = new Promise<void>((resolve) => {
@@ -90,6 +104,7 @@ export async function takeTurn(owner: SessionOwner, runId: string, kind: 'drive'
   slot.turn = before.then(() => mine);
   let decided: (() => void) | null = null;
   let held: object | null = null;
+  let previous: object | null = null;
   const stopDeciding = () => {
     if (decided === null) return;
     slot.deciding = null;
@@ -99,6 +114,7 @@ export async function takeTurn(owner: SessionOwner, runId: string, kind: 'drive'
   const end = () => {
     stopDeciding();
     if (kind === 'drive') {
+      slot.drives -= 1;
       slot.driving = false;
       if (held !== null && slot.holder === held) slot.holder = null;
     }
@@ -117,14 +133,35 @@ export async function takeTurn(owner: SessionOwner, runId: string, kind: 'drive'
     end();
     throw error;
   }
+  if (kind === 'drive') slot.driving = true;
   return {
     hold(holder: object) {
+      previous = slot.holder;
       held = holder;
       slot.holder = holder;
-      stopDeciding();
+      if (kind === 'drive') stopDeciding();
+    },
+    async giveBack(journaledNothing: () => Promise<boolean>) {
+      if (held === null || previous === null || slot.holder !== held) return;
+      if (!(await journaledNothing())) return;
+      if (slot.holder === held) slot.holder = previous;
+      held = null;
     },
     end,
   };
+}
+
+/**
+ * Whether the session's journal, read through `owner`, still holds `length` events: an entry refused after it took
+ * the run journaled nothing, and may give it back. A journal that cannot be read counts as changed.
+ */
+export async function journalUnchanged(owner: SessionOwner, store: Pick<SessionStore, 'loadHistory'> | undefined, length: number | null): Promise<boolean> {
+  if (store === undefined || length === null) return false;
+  try {
+    return (await readOwnJournal(owner, store)).length === length;
+  } catch {
+    return false;
+  }
 }
 
 /**

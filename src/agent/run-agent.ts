@@ -24,7 +24,7 @@ import { objectSchema, selectSchemas } from '../bridges/schema.js';
 import { preflightFailure } from '../bridges/outcome.js';
 import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse, type ChatToolCall, type ChatToolDefinition } from './model.js';
 import { checkRunOptions } from './run-options.js';
-import { takeTurn, type RunTurn } from './active-runs.js';
+import { journalUnchanged, takeTurn, type RunTurn } from './active-runs.js';
 import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
 import { callRefusedEvent, checkRunId, idFits, journaledRefusal, modelResponseEvent, NOT_JOURNALED, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
@@ -139,14 +139,19 @@ async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | un
   // In its turn: a framework's loop on the same run through this owner (a bridge's open) starts nothing new, and the
   // calls and step writes it has under way settle first, so the journal is read with their attempts in it.
   const turn = await takeTurn(options.owner, runId, 'drive', options.signal);
+  const read = { length: null as number | null };
   try {
-    return await driveRun(options, input, runId, turn);
+    return await driveRun(options, input, runId, turn, read);
+  } catch (error) {
+    // Refused with nothing journaled: a bridge's loop that had the run keeps it.
+    await turn.giveBack(() => journalUnchanged(options.owner, options.store, read.length));
+    throw error;
   } finally {
     turn.end();
   }
 }
 
-async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string | undefined, runId: string, turn: RunTurn): Promise<AgentRunResult> {
+async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string | undefined, runId: string, turn: RunTurn, read: { length: number | null }): Promise<AgentRunResult> {
   const { model, owner, gateway, signal } = options;
   const policy = options.recovery ?? 'suspend';
   let journaled: JournaledRun | null = null;
@@ -154,7 +159,9 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
     if (options.store === undefined) {
       throw new InvalidInputError('store', 'is required with runId: the run is read back from the session\'s journal');
     }
-    journaled = readRun(await readOwnJournal(owner, options.store), runId);
+    const events = await readOwnJournal(owner, options.store);
+    read.length = events.length;
+    journaled = readRun(events, runId);
   }
   if (journaled !== null) {
     if (journaled.taskId !== gateway.taskId) {
@@ -178,7 +185,7 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
   const toolCalls: AgentToolCall[] = [];
   // A run cancelled before it starts journals nothing.
   signal?.throwIfAborted();
-  // A refused run leaves a bridge's loop on it going; from here this run is the run's loop.
+  // From here this drive is the run's loop (given back if it is refused before it journals anything).
   turn.hold(turn);
   // An operator's review that waits in the inbox is journaled as the run is picked up, whatever it reviews: a call
   // the run settles, or one that has a result and would otherwise stay in the queue (and in doubt) for ever.

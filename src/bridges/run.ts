@@ -14,7 +14,7 @@ import { InvalidInputError, OperationInDoubtError, ToolRuntimeHaltedError } from
 import type { ActionContext } from '../event/types.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
-import { asHolder, takeTurn, type RunTurn } from '../agent/active-runs.js';
+import { asHolder, journalUnchanged, takeTurn, type RunTurn } from '../agent/active-runs.js';
 import { journalReviewsBeforeRun } from '../tool/inbox-review.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
@@ -98,6 +98,8 @@ export class BridgeRun {
    */
   private readonly positions = new Map<string, Position[]>();
   private journaledSteps: number;
+  /** The step write under way: the next one follows it. */
+  private recording: Promise<void> = Promise.resolve();
 
   private constructor(
     private readonly options: BridgeRunOptions,
@@ -125,18 +127,25 @@ export class BridgeRun {
     // In its turn, with the calls and step writes under way of the run's older loop in this process settled first: a
     // call it had started, not yet journaled, would otherwise read as one the framework never ran.
     const turn = await takeTurn(options.owner, runId, 'open', options.signal);
+    const read = { length: null as number | null };
     try {
-      return await BridgeRun.openNow(options, runId, offered, turn);
+      return await BridgeRun.openNow(options, runId, offered, turn, read);
+    } catch (error) {
+      // Refused with nothing journaled: the loop that had the run keeps it.
+      await turn.giveBack(() => journalUnchanged(options.owner, options.store, read.length));
+      throw error;
     } finally {
       turn.end();
     }
   }
 
-  private static async openNow(options: BridgeRunOptions, runId: string, offered: ReadonlySet<string> | null, turn: RunTurn): Promise<BridgeRun> {
+  private static async openNow(options: BridgeRunOptions, runId: string, offered: ReadonlySet<string> | null, turn: RunTurn, read: { length: number | null }): Promise<BridgeRun> {
     const { owner, gateway, store } = options;
     // A run opened with a cancelled signal journals nothing, as runAgent's does not start.
     options.signal?.throwIfAborted();
-    const journaled = readRun(await readOwnJournal(owner, store), runId);
+    const events = await readOwnJournal(owner, store);
+    read.length = events.length;
+    const journaled = readRun(events, runId);
     if (journaled === null) {
       if (options.prompt === undefined) throw new InvalidInputError('prompt', `is required: no run ${runId} is journaled in session ${owner.sessionId}`);
       const run = new BridgeRun(options, runId, options.prompt, 0, offered);
@@ -150,7 +159,7 @@ export class BridgeRun {
       throw new InvalidInputError('gateway', `is bound to task ${gateway.taskId}, but run ${runId} runs in task ${journaled.taskId}`);
     }
     if (options.prompt !== undefined && options.prompt !== journaled.input) throw new InvalidInputError('prompt', `differs from the prompt journaled for run ${runId}`);
-    // Refused opens leave the older loop running; from here this open is the run's loop.
+    // From here this open is the run's loop (given back if it is refused before it journals anything).
     const run = new BridgeRun(options, runId, journaled.input, journaled.responses.length, offered);
     turn.hold(run);
     await journalReviewsBeforeRun(owner, store, () => readOwnJournal(owner, store));
@@ -237,8 +246,11 @@ export class BridgeRun {
    * rejects) does not: the framework goes on, or fails, and the run is not over.
    */
   async record(response: ChatResponse, foreignCalls = false): Promise<void> {
-    // A step write is work under way like a call: a newer open reads the journal after it.
-    await asHolder(this.options.owner, this.runId, this, () => this.recordNow(response, foreignCalls));
+    // A step write is work under way like a call: a newer open reads the journal after it. Two loops on one run
+    // object (two generateText calls on it) journal their steps one after the other, each under its own number.
+    const mine = this.recording.then(() => asHolder(this.options.owner, this.runId, this, () => this.recordNow(response, foreignCalls)));
+    this.recording = mine.catch(() => undefined);
+    await mine;
   }
 
   private async recordNow(response: ChatResponse, foreignCalls: boolean): Promise<void> {

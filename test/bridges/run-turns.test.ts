@@ -166,4 +166,66 @@ forEachStore('one run, several loops through one owner', (target) => {
       await h.store.close();
     });
   }
+
+  for (const refused of ['aiSdkRun', 'runAgent'] as const) {
+    it(`a ${refused} refused after it read the run (a completed call its caller may no longer use), having journaled nothing, gives the run back to the live loop`, async () => {
+      const world = outsideWorld();
+      const h = await hostOn(() => target.fresh().open(), world);
+      const runId = `given-back-${refused}`;
+      const narrow = createToolRuntime({ tools: world.tools, grants: { agent: ['send_email'] } }).bind({ owner: h.owner, taskId: 'task', caller: 'agent' });
+      const run1 = await aiSdkRun({ ...h, runId, prompt: 'Buy tea.' });
+      let asked!: () => void;
+      const waiting = new Promise<void>((resolve) => { asked = resolve; });
+      let answer2!: () => void;
+      const answered = new Promise<void>((resolve) => { answer2 = resolve; });
+      let turn = 0;
+      const model = new MockLanguageModelV3({
+        doGenerate: async () => {
+          turn += 1;
+          if (turn === 1) return answer([call('a', 'place_order')]);
+          asked();
+          await answered;
+          return done;
+        },
+      });
+      const loop = settledText(generateText({ model: run1.model(model), tools: run1.tools, messages: run1.messages, stopWhen: [stepCountIs(5), jingweiHalted] }));
+      await waiting;
+      const before = (await h.store.loadHistory('shop')).length;
+      const entry = refused === 'aiSdkRun'
+        ? aiSdkRun({ ...h, gateway: narrow, runId })
+        : runAgent({ ...h, gateway: narrow, runId, input: 'Buy tea.', model: scriptedModel([]), maxSteps: 3 });
+      await assert.rejects(entry, { code: 'unavailable_tool' });
+      assert.equal((await h.store.loadHistory('shop')).length, before, 'the refused entry journaled nothing');
+      answer2();
+      assert.equal(await loop, 'finished');
+      assert.equal(run1.status, 'finished', 'the live loop kept the run and finished it');
+      assert.deepEqual(world.bodies, ['place_order']);
+      await h.store.close();
+    });
+  }
+
+  it('a resumeAgent of a run not journaled yet, in the same tick as the open that starts it: the drive is refused for its input, the open goes on', async () => {
+    const world = outsideWorld();
+    const h = await hostOn(() => target.fresh().open(), world);
+    const drive = resumeAgent({ ...h, runId: 'not-yet', model: scriptedModel([]), maxSteps: 2 });
+    const open = aiSdkRun({ ...h, runId: 'not-yet', prompt: 'Buy tea.' });
+    await assert.rejects(drive, InvalidInputError);
+    const run = await open;
+    assert.equal(run.status, 'running');
+    assert.deepEqual((await runEvents(h.store)).filter((k) => k === 'run_started'), ['run_started']);
+    await h.store.close();
+  });
+
+  it('one run object given to two framework loops at once journals each step once, under its own number, and the run reads back', async () => {
+    const world = outsideWorld();
+    const h = await hostOn(() => target.fresh().open(), world);
+    const run = await aiSdkRun({ ...h, runId: 'two-loops', prompt: 'Buy tea.' });
+    const loop = (id: string) => settledText(generateText({ model: run.model(scripted([answer([call(id, 'place_order')]), done])), tools: run.tools, messages: run.messages, stopWhen: [stepCountIs(5), jingweiHalted] }));
+    await Promise.all([loop('a'), loop('b')]);
+    const steps = (await h.store.loadHistory('shop')).flatMap((e) => (e.kind.type === 'custom' && e.kind.kind === 'model_response' ? [(e.kind.payload as { step: number }).step] : []));
+    assert.deepEqual(steps, [...steps.keys()].map((i) => i + 1), 'steps 1, 2, ... each once');
+    const again = await aiSdkRun({ ...h, runId: 'two-loops' });
+    assert.ok(['running', 'finished'].includes(again.status), 'the run reads back');
+    await h.store.close();
+  });
 });
