@@ -323,6 +323,9 @@ async function recoverOpen(
     // The tool was redeployed or removed since this call, which may have run: only a person can say whether it took
     // effect; once a review says it did not, the retry is recorded as not run (docs/design.md#a-redeploy-while-a-call-waits).
     if (error instanceof ToolRetryError && error.code === 'binding_changed') return { kind: 'stop', reason: 'needs_review', callId };
+    // Its body still runs in this process (an owner this one took the session from): its outcome is open, so the run
+    // stops for it as for any open call, and a later resume reads what it did.
+    if (error instanceof ToolRetryError && error.code === 'body_running') return { kind: 'stop', reason: 'needs_review', callId };
     throw error;
   }
 }

@@ -47,6 +47,32 @@ const calls = (...list: Array<[string, string, string]>): ChatToolCall[] => list
 const reply = (text: string | null, toolCalls: ChatToolCall[] = []): ChatResponse => ({ text, toolCalls });
 
 describe('runAgent', () => {
+  it('a resume with retry_safe by an owner that took the session over while an idempotent body still runs here stops for it (needs_review), and runs nothing', async () => {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => { release = resolve; });
+    let entered!: () => void;
+    const inBody = new Promise<void>((resolve) => { entered = resolve; });
+    let bodies = 0;
+    const wrap: Tool = {
+      name: 'wrap',
+      metadata: new ToolMetadata('Wraps an item', schema).withEffect('idempotent', 'wrap-v1'),
+      async execute() { bodies += 1; entered(); await released; return 'wrapped'; },
+    };
+    const store = createMemoryStore();
+    const runtime = createToolRuntime({ tools: [wrap], grants: { agent: '*' } });
+    const first = await store.acquire('s', { owner: 'first' });
+    await first.startTask('task');
+    const running = runAgent({ model: scriptedModel([reply(null, calls(['a', 'wrap', '{"item":"tea"}'])), reply('Done.')]), owner: first, gateway: runtime.bind({ owner: first, taskId: 'task', caller: 'agent' }), input: 'Wrap it.', maxSteps: 3, runId: 'r', store });
+    await inBody;
+    const second = await store.acquire('s', { owner: 'second', takeover: true });
+    const resumed = await resumeAgent({ model: scriptedModel([]), owner: second, gateway: runtime.bind({ owner: second, taskId: 'task', caller: 'agent' }), runId: 'r', store, maxSteps: 3, recovery: 'retry_safe' });
+    assert.equal(resumed.stopReason, 'needs_review');
+    assert.equal(resumed.pendingCallIds.length, 1);
+    release();
+    await running.catch(() => undefined);
+    assert.equal(bodies, 1);
+  });
+
   it('refuses a gateway bound to another owner of a session with the same id (another store, a tenant copy), before anything is journaled', async () => {
     const { owner, gateway, store } = await setup();
     const other = createMemoryStore();
