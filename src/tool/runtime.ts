@@ -331,12 +331,14 @@ class Gateway implements ToolGateway {
     const startedDraft = this.draft({ type: 'tool_started', callId: call.id });
     // A retry of a tool that no longer asks for approval (a redeploy dropped it) still takes an operator's decision on
     // the request an earlier attempt left: a denial of this very action stands, and an approval is used, not left
-    // waiting in the queue (docs/design.md#durable-approvals).
+    // waiting in the queue (docs/design.md#durable-approvals). Without one, its start marker supersedes the requests
+    // earlier attempts left, as an approved attempt's does, and a denial decided meanwhile is its answer: so it is
+    // written as an approval tool's is, the call first.
     const decidedEarlier = approval === null && op.retry !== null ? await operatorDecision(this.binding.owner, call, approvalBinding(call, op)) : null;
     let callEvent: SessionEvent;
     let startedEvent: SessionEvent;
     let reserved: number;
-    if (approval === null && decidedEarlier === null) {
+    if (approval === null && op.retry === null) {
       const receipt = await this.write('call', call, null, { events: [callDraft, startedDraft], budget: admit, ...latest });
       [callEvent, startedEvent] = receipt.events as [SessionEvent, SessionEvent];
       reserved = receipt.reservedOutputBytes;

@@ -51,6 +51,41 @@ function scenario(open: () => Promise<SessionStore>): void {
     assert.equal(ran, 1);
     await store.close();
   });
+
+  it('the tool redeployed without its approval: the retry that runs supersedes the request attempt 1 left, and a denial made before it starts is its answer', async () => {
+    const store = await open();
+    let ran = 0;
+    const body = async () => { ran += 1; return 'wired'; };
+    const metadata = new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1');
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('t');
+    const asking = createToolRuntime({ tools: [tool('wire', body, metadata.withApproval('boss'))], grants: { agent: '*' }, approvers: { boss: async () => ({ decision: 'pending', note: 'a person must look' }) } })
+      .bind({ owner, taskId: 't', caller: 'agent' });
+    // The same contract, approval dropped by a redeploy.
+    const plain = createToolRuntime({ tools: [tool('wire', body, metadata)], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+
+    const first = await asking.call('wire', { to: 'acct-1' });
+    const requestId = first.result.approval?.requestId ?? '';
+    const second = await plain.callWithOptions('wire', { to: 'acct-1' }, { retry: prepareToolRetry(await store.loadHistory('s'), first.call.id) });
+    assert.equal(second.result.outcome.status, 'succeeded');
+    assert.equal((await decisionInbox(store).get(requestId))?.state, 'superseded', "attempt 1's request no longer waits for anyone");
+    await assert.rejects(decisionInbox(store).approve(requestId, { actor: 'alice' }), { code: 'decision_stale' });
+    assert.deepEqual((await decisionInbox(store).list({ kind: 'approval' })).items, []);
+
+    // Another operation: its request is denied while the retry is under way (in a guard, before it starts).
+    const other = await asking.call('wire', { to: 'acct-2' });
+    const otherRequest = other.result.approval?.requestId ?? '';
+    const plan = prepareToolRetry(await store.loadHistory('s'), other.call.id);
+    const denying = createToolRuntime({
+      tools: [tool('wire', body, metadata)], grants: { agent: '*' },
+      guards: [async () => { await decisionInbox(store).deny(otherRequest, { actor: 'alice', reason: 'wrong account' }); return null; }],
+    }).bind({ owner, taskId: 't', caller: 'agent' });
+    const third = await denying.callWithOptions('wire', { to: 'acct-2' }, { retry: plan });
+    assert.equal(third.result.outcome.status === 'failed' && third.result.outcome.category, 'approval_denied', 'the denial is the answer');
+    assert.equal((await decisionInbox(store).get(otherRequest))?.state, 'consumed');
+    assert.equal(ran, 1, 'the denied retry never ran');
+    await store.close();
+  });
 }
 
 describe('approval requests of earlier attempts on memory', () => scenario(async () => createMemoryStore()));
