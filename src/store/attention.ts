@@ -145,10 +145,15 @@ export function attentionOfJournal(sessionId: SessionId, bodies: Iterable<string
 
 /**
  * The row after a review of its call (docs/design.md#the-attention-index): `completed` and `not_executed` settle an
- * open or uncertain outcome (`resolved`); `uncertain` changes nothing; a row that is not open stays as it is.
+ * open or uncertain outcome (`resolved`); `uncertain` over a settled one opens it again (`outcome_unknown`), since the
+ * latest review is the one recovery reads (a reconciler that could not check a person's `not_executed`, say); a row
+ * that is neither open nor resolved stays as it is.
  */
 export function resolveAttention(row: AttentionRow, review: { readonly outcome: ToolReviewOutcome; readonly at: number | null }): AttentionRow {
-  if (review.outcome === 'uncertain' || !OPEN_ATTENTION_STATUSES.includes(row.status)) return row;
+  if (review.outcome === 'uncertain') {
+    return row.status === 'resolved' ? { ...row, status: 'outcome_unknown', updatedAt: review.at ?? row.updatedAt } : row;
+  }
+  if (!OPEN_ATTENTION_STATUSES.includes(row.status)) return row;
   return { ...row, status: 'resolved', updatedAt: review.at ?? row.updatedAt };
 }
 

@@ -173,6 +173,12 @@ export function attentionRules(name: string, factory: Factory): void {
       await commitAs(owner, { events: [review(c2, 'not_executed')] });
       assert.deepEqual(await open(), [], 'nothing of this session is left in the queue');
       assert.equal(await owner.findInDoubt!(digest), null, 'the guard lets an identical operation through');
+      // The latest review is what recovery reads: an uncertain one over a settled review opens the call again.
+      await commitAs(owner, { events: [review(c2, 'uncertain')] });
+      assert.deepEqual(await open(), [c2], 'an uncertain review after a settled one must list the call again: its outcome is open');
+      assert.equal((await owner.findInDoubt!(digest))?.callId, c2);
+      await commitAs(owner, { events: [review(c2, 'not_executed')] });
+      assert.deepEqual(await open(), []);
 
       // A call of an earlier revision (a redeploy since) and a started idempotent call keep the guard shut too.
       const [c4, c5] = [newCallId(), newCallId()];

@@ -230,7 +230,12 @@ async function recoverOne(
       }
       // A person's not_executed review that the tool's own reconciler could not check (it threw or timed out): the
       // outside system's exact answer is not overridden by a person's reading of it (docs/design.md#reconcilers).
+      // The pass journaled that as an uncertain review over the person's, so no host retries on it; it says why.
       const asked = reconciled.calls.find((c) => c.callId === call.callId);
+      if (asked?.action === 'failed' && asked.review !== null) {
+        leave(`the tool's reconciler ${asked.review.evidence}`);
+        continue;
+      }
       if (asked?.action === 'failed' && call.review?.outcome === 'not_executed' && call.review.source !== 'reconciler') {
         leave(`the tool's reconciler could not check the not_executed review by ${call.review.actor}: ${asked.error ?? 'it failed'}`);
         continue;

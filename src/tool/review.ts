@@ -246,14 +246,26 @@ export async function reconcileUncertainCalls(
       arguments: structuredClone(record.call.arguments),
       operation: structuredClone(op),
     };
+    const actor = reconcilerActor(tool.name, op.contract.revision);
     let answer: ToolReconcileAnswer;
     try {
       answer = answerOf(await askWithin(options.timeoutMs ?? tool.reconcileTimeoutMs ?? RUNTIME_DEFAULTS.reconcileTimeoutMs, options.signal, (signal) => tool.reconcile!(request, signal)));
     } catch (error) {
-      calls.push({ ...base, action: 'failed', answer: null, review: null, error: error instanceof Error ? error.message : String(error) });
+      const failure = error instanceof Error ? error.message : String(error);
+      // Cancelled: nothing is said about the call.
+      if (options.signal?.aborted === true || latest?.outcome !== 'not_executed' || latest.source === 'reconciler') {
+        calls.push({ ...base, action: 'failed', answer: null, review: null, error: failure });
+        continue;
+      }
+      // A person's not_executed review the exact reconciler could not check is not used until it answers: said in
+      // the journal (an uncertain review over it), so the call is back in the queue for everyone who reads it, and no
+      // host that reads the journal without asking this reconciler retries on that review.
+      const evidenceText = truncateUtf8(`could not check the not_executed review by ${latest.actor}: ${failure}; it is not used until this reconciler answers`, LIMITS.maxTextBytes);
+      const event = await recordToolReview(owner, current, record.call.id, { actor, outcome: 'uncertain', evidence: evidenceText, source: 'reconciler' });
+      current = [...current, event];
+      calls.push({ ...base, action: 'failed', answer: null, review: event.kind.type === 'tool_review' ? event.kind.review : null, error: failure });
       continue;
     }
-    const actor = reconcilerActor(tool.name, op.contract.revision);
     if (latest?.outcome === 'not_executed' && answer.outcome !== 'completed') {
       calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
       continue;

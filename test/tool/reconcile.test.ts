@@ -199,6 +199,38 @@ forEachStore('reconcilers', (target) => {
     await r.store.close();
   });
 
+  it("a person's not_executed review its reconciler cannot check is marked uncertain in the journal: no plan from it, and the call is back in the queue", async () => {
+    let answer: 'throw' | 'not_executed' = 'throw';
+    const checked: Tool = {
+      ...tool('wire', async () => { throw new ToolBodyError('reset', 'lost after the write'); }, new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1')),
+      reconcile: () => {
+        if (answer === 'throw') throw new Error('the bank is down');
+        return { outcome: 'not_executed', evidence: 'no transfer in the ledger' };
+      },
+    };
+    const r = await rig(target, { tools: [checked] });
+    const call = await r.gateway.call('wire', {});
+    await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), call.call.id,
+      { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'not in the bank view yet', source: 'human' });
+    const listed = async () => (await r.store.attention({ sessionId: r.sessionId })).items.map((i) => i.callId);
+    assert.deepEqual(await listed(), [], 'the review settled it in the queue');
+    const report = await reconcileUncertainCalls(r.owner, [checked], await r.store.loadHistory(r.sessionId));
+    assert.equal(report.calls[0]?.action, 'failed');
+    assert.equal(report.calls[0]?.review?.outcome, 'uncertain');
+    assert.equal(report.calls[0]?.review?.actor, 'reconciler:wire@v1');
+    assert.match(report.calls[0]?.review?.evidence ?? '', /could not check the not_executed review by ops@example\.com: the bank is down/);
+    assert.throws(() => prepareToolRetry(report.history, call.call.id), { name: 'ToolRetryError' }, 'the review no longer gives a plan');
+    assert.deepEqual(report.needsReview, [call.call.id]);
+    assert.deepEqual(await listed(), [call.call.id], 'back in the queue');
+    const again = await reconcileUncertainCalls(r.owner, [checked], await r.store.loadHistory(r.sessionId));
+    assert.equal(again.calls[0]?.review, null, 'failing again over its own uncertain review writes nothing more');
+    answer = 'not_executed';
+    const answered = await reconcileUncertainCalls(r.owner, [checked], await r.store.loadHistory(r.sessionId));
+    assert.equal(answered.calls[0]?.action, 'recorded');
+    assert.equal(prepareToolRetry(answered.history, call.call.id).review?.actor, 'reconciler:wire@v1', 'its own answer unlocks the retry');
+    await r.store.close();
+  });
+
   it("a person's review under the reconciler's actor name is not taken for the reconciler's own answer", async () => {
     const unsure: Tool = {
       ...tool('flaky', async () => { throw new ToolBodyError('reset', 'lost'); }, new ToolMetadata('flaky', { type: 'object' }).withEffect('non_idempotent', 'v1')),
