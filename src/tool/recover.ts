@@ -18,6 +18,7 @@ import { prepareToolRetry, type ToolRetryPlan } from './retry-plan.js';
 import { reconcileUncertainCalls, type ReconciledCall } from './review.js';
 import { journalWaitingReviews, type JournaledInboxReview } from './inbox-review.js';
 import type { Tool, ToolRuntime } from './types.js';
+import { registeredTools } from './runtime.js';
 
 /** `suspend` (the default) leaves every open call in the queue; `retry_safe` retries those no person must review. */
 export const RECOVERY_POLICIES = ['suspend', 'retry_safe'] as const;
@@ -153,6 +154,20 @@ function checkArguments(store: SessionStore, host: RecoveryHost, options: Recove
     throw new InvalidInputError('host.runtime', 'must be the ToolRuntime the host registered its tools in');
   }
   if (!Array.isArray(host.tools)) throw new InvalidInputError('host.tools', 'must be the array of tools registered in the runtime');
+  // Their reconcilers are asked before any person's review is used: a list that leaves one out (or a copy without its
+  // reconcile) would let a retry through on a review the tool's exact reconciler would have contradicted.
+  const registered = registeredTools(host.runtime);
+  if (registered !== null) {
+    for (const [i, t] of (host.tools as readonly unknown[]).entries()) {
+      const name = (t as { name?: unknown } | null)?.name;
+      if (typeof name !== 'string' || registered.get(name) !== t) {
+        throw new InvalidInputError(`host.tools[${i}]`, `must be a tool registered in host.runtime (the same object), got ${typeof name === 'string' ? `a ${JSON.stringify(name)} that is not it` : 'something else'}`);
+      }
+    }
+    const given = new Set(host.tools);
+    const missing = [...registered.values()].filter((t) => !given.has(t)).map((t) => t.name);
+    if (missing.length > 0) throw new InvalidInputError('host.tools', `must hold every tool registered in host.runtime; missing: ${missing.join(', ')}`);
+  }
   if (typeof host.caller !== 'string' || !isValidText(host.caller)) throw new InvalidInputError('host.caller', 'must name a caller of the runtime\'s grants');
   if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', 'must be a policy name or an options object');
   const policy = options.policy ?? 'suspend';

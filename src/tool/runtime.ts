@@ -22,7 +22,7 @@ import { planSourceRow, ToolRetryPlan } from './retry-plan.js';
 import { noteRetrySource } from './retry-source.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
-import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema } from './types.js';
+import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema, Tool } from './types.js';
 import { canCommit, commitAs, onOwnerLost } from '../store/owner-commit.js';
 import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
 import { type AttemptCondition, attemptCondition, callsRunningAs, enterCall, leaveCall, notRegistered, refuseWhileBodyRuns, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
@@ -105,6 +105,11 @@ export function contractChangeFor(gateway: ToolGateway, name: string, recorded: 
   const current = gateway.contractOf(name);
   if (current === null) return 'removed';
   return sameContract(current, recorded) ? 'same' : 'changed';
+}
+
+/** The tools registered in `runtime`, by name; null for a runtime this module did not make. */
+export function registeredTools(runtime: ToolRuntime): ReadonlyMap<string, Tool> | null {
+  return runtime instanceof CanonicalRuntime ? new Map([...runtime.tools].map(([name, r]) => [name, r.tool])) : null;
 }
 
 /** The owner `gateway` writes its evidence through; null for a gateway this module did not make. */

@@ -229,6 +229,21 @@ describe('recoverAbandoned in one process', () => {
     await store.close();
   });
 
+  it('host.tools must be exactly the tools registered in host.runtime: one left out, or a copy without its reconciler, is refused before anything is read', async () => {
+    const store = createMemoryStore();
+    const charge: Tool = {
+      ...tool('charge', async () => 'charged', new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1')),
+      reconcile: () => ({ outcome: 'completed', evidence: 'in the ledger' }),
+    };
+    const runtime = createToolRuntime({ tools: [charge], grants: { agent: '*' } });
+    const { reconcile: _dropped, ...copy } = charge;
+    await assert.rejects(recoverAbandoned(store, { runtime, tools: [], caller: 'agent' }, 'retry_safe'), { name: 'InvalidInputError', field: 'host.tools', message: /missing: charge/ });
+    await assert.rejects(recoverAbandoned(store, { runtime, tools: [copy as Tool], caller: 'agent' }, 'retry_safe'), { name: 'InvalidInputError', field: 'host.tools[0]' });
+    const report = await recoverAbandoned(store, { runtime, tools: [charge], caller: 'agent' }, 'retry_safe');
+    assert.deepEqual(report.sessions, []);
+    await store.close();
+  });
+
   it('a session that became live between listing and takeover is skipped and reported, never fenced', async () => {
     const store = createMemoryStore();
     const { host } = failing();
