@@ -534,8 +534,11 @@ export class AgentRunBusyError extends JingweiError {
   declare readonly code: 'run_busy';
   readonly sessionId: string;
   readonly runId: string;
-  constructor(sessionId: string, runId: string) {
-    super('run_busy', `run ${runId} of session ${sessionId} is already running through this owner; wait for it to return`);
+  /** `taken`: thrown to a loop whose run a newer open or a drive has taken since. */
+  constructor(sessionId: string, runId: string, taken = false) {
+    super('run_busy', taken
+      ? `run ${runId} of session ${sessionId} was taken by a newer open or runAgent through this owner; this loop journals and calls nothing more`
+      : `run ${runId} of session ${sessionId} is already running through this owner; wait for it to return`);
     this.sessionId = sessionId;
     this.runId = runId;
   }

@@ -172,7 +172,7 @@ export async function journalUnchanged(owner: SessionOwner, store: Pick<SessionS
 export async function asHolder<T>(owner: SessionOwner, runId: string, holder: object, work: () => Promise<T>): Promise<T> {
   const slot = slotOf(owner, runId);
   while (slot.deciding !== null) await slot.deciding;
-  if (slot.holder !== holder) throw new AgentRunBusyError(owner.sessionId, runId);
+  if (slot.holder !== holder) throw new AgentRunBusyError(owner.sessionId, runId, true);
   const running = work();
   slot.work.add(running);
   try {
