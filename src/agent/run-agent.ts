@@ -25,6 +25,7 @@ import { preflightFailure } from '../bridges/outcome.js';
 import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse, type ChatToolCall, type ChatToolDefinition } from './model.js';
 import { checkRunOptions } from './run-options.js';
 import { journalUnchanged, takeTurn, type RunTurn } from './active-runs.js';
+import { runReconcilers } from '../tool/runtime.js';
 import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
 import { callRefusedEvent, checkRunId, idFits, journaledRefusal, modelResponseEvent, NOT_JOURNALED, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
@@ -52,7 +53,10 @@ export interface RunAgentOptions {
    * `policy:retry_safe` in the retry's audit. Reconcilers (`reconcilers`) are asked first either way.
    */
   readonly recovery?: AgentRecoveryPolicy;
-  /** Tools whose `reconcile` is asked about open calls before the policy applies (usually the runtime's tools). */
+  /**
+   * More tools whose `reconcile` is asked about open calls before the policy applies. The reconcilers of the tools
+   * registered in the gateway's runtime are always asked (a copy here without one does not stand in for it).
+   */
   readonly reconcilers?: readonly Tool[];
   /** A system prompt, sent first and not journaled (it is configuration, not conversation). */
   readonly system?: string;
@@ -195,7 +199,7 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
   }
   const finished = journaled?.finished ?? null;
   const replayOnly = finished !== null;
-  const ctx: CallContext = { owner, gateway, store: options.store, policy, reconcilers: options.reconcilers ?? [], signal, reconciled: null, inboxJournaled: false };
+  const ctx: CallContext = { owner, gateway, store: options.store, policy, reconcilers: runReconcilers(gateway, options.reconcilers ?? []), signal, reconciled: null, inboxJournaled: false };
   const result = (stopReason: AgentStopReason, text: string | null, steps: number, pendingCallIds: readonly string[] = []): AgentRunResult =>
     ({ stopReason, text, runId, steps, pendingCallIds, toolCalls, messages });
   const finish = async (stopReason: FinishedStopReason, text: string | null, steps: number): Promise<AgentRunResult> => {

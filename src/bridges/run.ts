@@ -15,6 +15,7 @@ import type { ActionContext } from '../event/types.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
 import { asHolder, journalUnchanged, takeTurn, type RunTurn } from '../agent/active-runs.js';
+import { runReconcilers } from '../tool/runtime.js';
 import { journalReviewsBeforeRun } from '../tool/inbox-review.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
@@ -42,7 +43,10 @@ export interface BridgeRunOptions {
   readonly prompt?: string;
   /** What resuming does with a call left open (no result): `suspend` (default) or `retry_safe`, as for resumeAgent. */
   readonly recovery?: AgentRecoveryPolicy;
-  /** Tools whose `reconcile` is asked about open calls before the policy applies. */
+  /**
+   * More tools whose `reconcile` is asked about open calls before the policy applies. The reconcilers of the tools
+   * registered in the gateway's runtime are always asked (a copy here without one does not stand in for it).
+   */
   readonly reconcilers?: readonly Tool[];
   /** Cancels the calls the run makes (recorded as `cancelled`). */
   readonly signal?: AbortSignal;
@@ -113,7 +117,7 @@ export class BridgeRun {
     this.prompt = prompt;
     this.journaledSteps = journaledSteps;
     const { owner, gateway, store, signal } = options;
-    this.ctx = { owner, gateway, store, policy: options.recovery ?? 'suspend', reconcilers: options.reconcilers ?? [], signal, reconciled: null, inboxJournaled: false };
+    this.ctx = { owner, gateway, store, policy: options.recovery ?? 'suspend', reconcilers: runReconcilers(gateway, options.reconcilers ?? []), signal, reconciled: null, inboxJournaled: false };
     this.available = new Set(gateway.schemas().map((s) => s.name));
   }
 

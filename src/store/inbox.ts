@@ -131,7 +131,9 @@ export class DecisionInbox {
     const reason = inboxText('reason', input?.reason, true);
     const at = new Date().toISOString();
     return this.inbox.transactDecision(id, (row) => {
-      if (row?.kind !== 'approval') throw new DecisionError('decision_not_found', id, `no approval request ${id}`);
+      if (row?.kind !== 'approval') {
+        throw new DecisionError('decision_not_found', id, `no approval request ${id} in this store (a journal moved here with export and import leaves its requests in the old store: resume the session's run here, and it asks the approver again)`);
+      }
       if (row.state !== 'open') {
         throw new DecisionError('decision_stale', id, `approval request ${id} is ${row.state}${row.actor ? ` (by ${row.actor})` : ''}; it takes one decision`);
       }

@@ -112,6 +112,19 @@ export function registeredTools(runtime: ToolRuntime): ReadonlyMap<string, Tool>
   return runtime instanceof CanonicalRuntime ? new Map([...runtime.tools].map(([name, r]) => [name, r.tool])) : null;
 }
 
+/**
+ * The reconcilers a run asks through `gateway`: every tool registered in the gateway's runtime that has one, then those
+ * of `given` whose names the runtime has none for. A run must not use a person's review that the tool's own
+ * reconciler would contradict, whether or not its host remembered to pass it (or passed a copy without it).
+ */
+export function runReconcilers(gateway: ToolGateway, given: readonly Tool[]): readonly Tool[] {
+  const registered = gateway instanceof Gateway ? registeredTools(gateway.runtimeOf) : null;
+  if (registered === null) return given;
+  const own = [...registered.values()].filter((t) => t.reconcile !== undefined);
+  const named = new Set(own.map((t) => t.name));
+  return [...own, ...given.filter((t) => !named.has(t.name))];
+}
+
 /** The owner `gateway` writes its evidence through; null for a gateway this module did not make. */
 export function boundOwnerOf(gateway: ToolGateway): SessionOwner | null {
   return gateway instanceof Gateway ? gateway.boundOwner : null;
@@ -136,6 +149,10 @@ class Gateway implements ToolGateway {
 
   get boundOwner(): SessionOwner {
     return this.binding.owner;
+  }
+
+  get runtimeOf(): ToolRuntime {
+    return this.runtime;
   }
 
   /** The contract `name` runs under in this runtime; null when it is not registered. */

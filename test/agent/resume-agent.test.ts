@@ -300,6 +300,26 @@ describe('resumable agent runs (SQLite)', () => {
     await second.store.close();
   });
 
+  it("a person's wrong not_executed review: the reconciler of the tool registered in the gateway's runtime is asked, with no reconcilers given or a copy without one", async () => {
+    for (const given of ['none', 'copy'] as const) {
+      const path = tempDbPath(dir);
+      const world = outside({ emailEffect: 'non_idempotent' });
+      const crashed = await crashedInsideEmail(path, world, `order-own-${given}`);
+      const history = await crashed.store.loadHistory('shop');
+      const emailCall = history.filter((e) => e.kind.type === 'tool_call').at(-1)!;
+      assert.ok(emailCall.kind.type === 'tool_call');
+      await recordToolReview(crashed.owner, history, emailCall.kind.call.id, { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'not in the outbox view yet' });
+      await crashed.store.close();
+      const checking: Tool = { ...world.tools[1]!, reconcile: () => ({ outcome: 'completed', evidence: 'in the sent folder', output: 'sent' }) };
+      const { reconcile: _dropped, ...copy } = checking;
+      const h = await host(path, [world.tools[0]!, checking]);
+      const done = await resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: `order-own-${given}`, store: h.store, maxSteps: 4, ...(given === 'copy' ? { reconcilers: [copy as Tool] } : {}) });
+      assert.equal(done.stopReason, 'completed');
+      assert.deepEqual(world.bodies, ['place_order'], `${given}: the reconciler found it sent: not sent again`);
+      await h.store.close();
+    }
+  });
+
   it("a tool's reconcileTimeoutMs is the reconciler's deadline in a run: a slower answer than it does not unlock a person's not_executed review, a quicker one settles the call", async () => {
     const path = tempDbPath(dir);
     const world = outside({ emailEffect: 'non_idempotent' });
