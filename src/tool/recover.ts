@@ -230,6 +230,7 @@ async function recoverOne(
   }
   let keep = false;
   let failed = false;
+  let unchecked = false;
   try {
     const signal = settings.signal;
     const inbox = await journalWaitingReviews(owner, store, await store.loadHistory(sessionId));
@@ -249,10 +250,12 @@ async function recoverOne(
       const asked = reconciled.calls.find((c) => c.callId === call.callId);
       if (asked?.action === 'failed' && asked.review !== null) {
         leave(`the tool's reconciler ${asked.review.evidence}`);
+        unchecked = true;
         continue;
       }
       if (asked?.action === 'failed' && call.review?.outcome === 'not_executed' && call.review.source !== 'reconciler') {
         leave(`the tool's reconciler could not check the not_executed review by ${call.review.actor}: ${asked.error ?? 'it failed'}`);
+        unchecked = true;
         continue;
       }
       const safe = safeRetryPlan(history, call);
@@ -274,7 +277,9 @@ async function recoverOne(
     // A session this routine could not recover (a corrupt journal) is not released: released, it would drop out of
     // every later startup routine and take new writes on top of what could not be read. It stays held, its lease
     // left to run out, so it is abandoned again and reported by the next routine until a person deals with it.
-    if (failed) stopRenewing(owner);
+    // So is one with a call whose reconciler could not check a person's review (it failed, or the routine was
+    // cancelled while it was asked): released, no later routine would ask that reconciler again.
+    if (failed || (unchecked && !keep)) stopRenewing(owner);
     else if (!keep) await owner.release().catch(() => undefined);
   }
 }

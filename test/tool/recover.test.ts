@@ -207,25 +207,41 @@ describe('recoverAbandoned in one process', () => {
         charges.count += 1;
         throw new ToolBodyError('connection_reset', 'lost after the charge');
       }, new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1')),
-      reconcile: () => { throw new Error('the processor is unreachable'); },
+      reconcile: () => {
+        if (processorDown) throw new Error('the processor is unreachable');
+        return { outcome: 'completed', evidence: 'charge ch_1 in the processor' };
+      },
     };
+    let processorDown = true;
     const tools = [charge];
     const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
     const owner = await store.acquire('s-4', { owner: 'gone', leaseMs: 100, heartbeat: false });
     await owner.startTask('t');
     const call = await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('charge', {});
     await recordToolReview(owner, await store.loadHistory('s-4'), call.call.id, { actor: 'bob', outcome: 'not_executed', evidence: 'not in the dashboard yet' });
-    let report: RecoveryReport;
-    do {
-      await pause(25);
-      report = await recoverAbandoned(store, host, 'retry_safe');
-    } while (report.sessions.length === 0);
-    const session = report.sessions[0]!;
+    const pass = async () => {
+      let report: RecoveryReport;
+      let tries = 0;
+      do {
+        await pause(25);
+        report = await recoverAbandoned(store, host, { policy: 'retry_safe', leaseMs: 100 });
+        assert.ok((tries += 1) < 400, 'the session was never listed as abandoned again');
+      } while (report.sessions.length === 0);
+      return report.sessions[0]!;
+    };
+    const session = await pass();
     assert.ok(session.action === 'taken_over', JSON.stringify(session));
     assert.deepEqual(session.reconciled.map((c) => c.action), ['failed']);
     assert.deepEqual(session.retried, []);
     assert.match(session.left[0]!.reason, /reconciler could not check the not_executed review by bob: the processor is unreachable/);
     assert.equal(charges.count, 1, 'charged once');
+    // Not released: its lease runs out, and the next routine asks the reconciler again.
+    processorDown = false;
+    const later = await pass();
+    assert.ok(later.action === 'taken_over', JSON.stringify(later));
+    assert.deepEqual(later.reconciled.map((c) => [c.action, c.answer]), [['recorded', 'completed']]);
+    assert.deepEqual(later.left, []);
+    assert.equal(charges.count, 1, 'the reconciler found the charge: not charged again');
     await store.close();
   });
 
