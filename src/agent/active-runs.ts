@@ -14,6 +14,7 @@
  */
 import { AgentRunBusyError } from '../errors.js';
 import { readOwnJournal } from '../store/owner-journal.js';
+import { runFootprint } from './run-journal.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 
 class RunSlot {
@@ -152,13 +153,14 @@ export async function takeTurn(owner: SessionOwner, runId: string, kind: 'drive'
 }
 
 /**
- * Whether the session's journal, read through `owner`, still holds `length` events: an entry refused after it took
- * the run journaled nothing, and may give it back. A journal that cannot be read counts as changed.
+ * Whether the run's part of the session's journal, read through `owner`, is still `footprint` events (runFootprint):
+ * an entry refused after it took the run journaled nothing for it, and may give it back. Another run's writes in the
+ * session meanwhile do not count. A journal that cannot be read counts as changed.
  */
-export async function journalUnchanged(owner: SessionOwner, store: Pick<SessionStore, 'loadHistory'> | undefined, length: number | null): Promise<boolean> {
-  if (store === undefined || length === null) return false;
+export async function runUnchanged(owner: SessionOwner, store: Pick<SessionStore, 'loadHistory'> | undefined, runId: string, footprint: number | null): Promise<boolean> {
+  if (store === undefined || footprint === null) return false;
   try {
-    return (await readOwnJournal(owner, store)).length === length;
+    return runFootprint(await readOwnJournal(owner, store), runId) === footprint;
   } catch {
     return false;
   }

@@ -24,10 +24,10 @@ import { objectSchema, selectSchemas } from '../bridges/schema.js';
 import { preflightFailure } from '../bridges/outcome.js';
 import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse, type ChatToolCall, type ChatToolDefinition } from './model.js';
 import { checkRunOptions } from './run-options.js';
-import { journalUnchanged, takeTurn, type RunTurn } from './active-runs.js';
+import { runUnchanged, takeTurn, type RunTurn } from './active-runs.js';
 import { runReconcilers } from '../tool/runtime.js';
 import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
-import { callRefusedEvent, checkRunId, idFits, journaledRefusal, modelResponseEvent, NOT_JOURNALED, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
+import { callRefusedEvent, checkRunId, idFits, journaledRefusal, modelResponseEvent, NOT_JOURNALED, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runFootprint, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
 export type { AgentRecoveryPolicy, AgentToolCall } from './run-calls.js';
 
@@ -143,19 +143,19 @@ async function drive(options: Omit<RunAgentOptions, 'input'>, input: string | un
   // In its turn: a framework's loop on the same run through this owner (a bridge's open) starts nothing new, and the
   // calls and step writes it has under way settle first, so the journal is read with their attempts in it.
   const turn = await takeTurn(options.owner, runId, 'drive', options.signal);
-  const read = { length: null as number | null };
+  const read = { footprint: null as number | null };
   try {
     return await driveRun(options, input, runId, turn, read);
   } catch (error) {
     // Refused with nothing journaled: a bridge's loop that had the run keeps it.
-    await turn.giveBack(() => journalUnchanged(options.owner, options.store, read.length));
+    await turn.giveBack(() => runUnchanged(options.owner, options.store, runId, read.footprint));
     throw error;
   } finally {
     turn.end();
   }
 }
 
-async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string | undefined, runId: string, turn: RunTurn, read: { length: number | null }): Promise<AgentRunResult> {
+async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string | undefined, runId: string, turn: RunTurn, read: { footprint: number | null }): Promise<AgentRunResult> {
   const { model, owner, gateway, signal } = options;
   const policy = options.recovery ?? 'suspend';
   let journaled: JournaledRun | null = null;
@@ -164,7 +164,7 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
       throw new InvalidInputError('store', 'is required with runId: the run is read back from the session\'s journal');
     }
     const events = await readOwnJournal(owner, options.store);
-    read.length = events.length;
+    read.footprint = runFootprint(events, runId);
     journaled = readRun(events, runId);
   }
   if (journaled !== null) {

@@ -188,3 +188,31 @@ export function readRun(history: readonly SessionEvent[], runId: string): Journa
   }
   return started === null ? null : { runId, ...started, responses, omitted, refusals, frameworkSteps, finished };
 }
+
+/**
+ * How many events of `history` are run `runId`'s: its own events, and the attempts, markers, results and reviews of
+ * calls under its keys (`runId/step/index`). What an entry journaled for the run changes it; another run's writes in
+ * the same session do not.
+ */
+export function runFootprint(history: readonly SessionEvent[], runId: string): number {
+  const prefix = `${runId}/`;
+  const calls = new Set<string>();
+  let count = 0;
+  for (const { kind } of history) {
+    if (kind.type === 'custom') {
+      if (kind.plugin === RUN_PLUGIN && isObj(kind.payload) && kind.payload.runId === runId) count += 1;
+    } else if (kind.type === 'tool_call') {
+      if (kind.call.operation?.key.startsWith(prefix) === true) {
+        calls.add(kind.call.id);
+        count += 1;
+      }
+    } else if (kind.type === 'tool_started') {
+      if (calls.has(kind.callId)) count += 1;
+    } else if (kind.type === 'tool_result') {
+      if (calls.has(kind.result.callId)) count += 1;
+    } else if (kind.type === 'tool_review') {
+      if (calls.has(kind.review.callId)) count += 1;
+    }
+  }
+  return count;
+}

@@ -14,7 +14,7 @@ import { InvalidInputError, OperationInDoubtError, ToolRuntimeHaltedError } from
 import type { ActionContext } from '../event/types.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
-import { asHolder, journalUnchanged, takeTurn, type RunTurn } from '../agent/active-runs.js';
+import { asHolder, runUnchanged, takeTurn, type RunTurn } from '../agent/active-runs.js';
 import { runReconcilers } from '../tool/runtime.js';
 import { journalReviewsBeforeRun } from '../tool/inbox-review.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
@@ -23,7 +23,7 @@ import { describeValue, toWellFormed } from '../text.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import { checkRunHost } from '../agent/run-options.js';
 import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
-import { callRefusedEvent, checkRunId, journaledRefusal, modelResponseEvent, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
+import { callRefusedEvent, checkRunId, journaledRefusal, modelResponseEvent, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runFootprint, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
 
 /** What a bridge run needs; the framework's loop does the rest. */
 export interface BridgeRunOptions {
@@ -131,24 +131,24 @@ export class BridgeRun {
     // In its turn, with the calls and step writes under way of the run's older loop in this process settled first: a
     // call it had started, not yet journaled, would otherwise read as one the framework never ran.
     const turn = await takeTurn(options.owner, runId, 'open', options.signal);
-    const read = { length: null as number | null };
+    const read = { footprint: null as number | null };
     try {
       return await BridgeRun.openNow(options, runId, offered, turn, read);
     } catch (error) {
       // Refused with nothing journaled: the loop that had the run keeps it.
-      await turn.giveBack(() => journalUnchanged(options.owner, options.store, read.length));
+      await turn.giveBack(() => runUnchanged(options.owner, options.store, runId, read.footprint));
       throw error;
     } finally {
       turn.end();
     }
   }
 
-  private static async openNow(options: BridgeRunOptions, runId: string, offered: ReadonlySet<string> | null, turn: RunTurn, read: { length: number | null }): Promise<BridgeRun> {
+  private static async openNow(options: BridgeRunOptions, runId: string, offered: ReadonlySet<string> | null, turn: RunTurn, read: { footprint: number | null }): Promise<BridgeRun> {
     const { owner, gateway, store } = options;
     // A run opened with a cancelled signal journals nothing, as runAgent's does not start.
     options.signal?.throwIfAborted();
     const events = await readOwnJournal(owner, store);
-    read.length = events.length;
+    read.footprint = runFootprint(events, runId);
     const journaled = readRun(events, runId);
     if (journaled === null) {
       if (options.prompt === undefined) throw new InvalidInputError('prompt', `is required: no run ${runId} is journaled in session ${owner.sessionId}`);
@@ -258,6 +258,8 @@ export class BridgeRun {
   }
 
   private async recordNow(response: ChatResponse, foreignCalls: boolean): Promise<void> {
+    // A finished run takes no more steps: journaled after its end, they would be read by one loop and not the other.
+    if (this.status === 'finished') throw new InvalidInputError('run', `${this.runId} is finished: start a new run (another run id) to go on`);
     const { owner, gateway } = this.options;
     const turnId = gateway.turnId;
     const step = this.journaledSteps + 1;

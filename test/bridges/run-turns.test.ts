@@ -11,6 +11,7 @@ import { MockLanguageModelV3 } from 'ai/test';
 import { aiSdkRun, jingweiHalted } from '../../src/ai-sdk.js';
 import { AgentRunBusyError, resumeAgent, runAgent, scriptedModel } from '../../src/agent.js';
 import { InvalidInputError } from '../../src/errors.js';
+import { runStartedEvent } from '../../src/agent/run-journal.js';
 import { setFaultHook } from '../../src/fault.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { SessionStore } from '../../src/store/types.js';
@@ -226,6 +227,55 @@ forEachStore('one run, several loops through one owner', (target) => {
     assert.deepEqual(steps, [...steps.keys()].map((i) => i + 1), 'steps 1, 2, ... each once');
     const again = await aiSdkRun({ ...h, runId: 'two-loops' });
     assert.ok(['running', 'finished'].includes(again.status), 'the run reads back');
+    await h.store.close();
+  });
+
+  it('a runAgent that fails before it journals anything for the run gives it back, though another run of the session wrote meanwhile', async () => {
+    const world = outsideWorld();
+    const h = await hostOn(() => target.fresh().open(), world);
+    const run1 = await aiSdkRun({ ...h, runId: 'kept', prompt: 'Buy tea.' });
+    let asked!: () => void;
+    const waiting = new Promise<void>((resolve) => { asked = resolve; });
+    let answer2!: () => void;
+    const answered = new Promise<void>((resolve) => { answer2 = resolve; });
+    let turn = 0;
+    const model = new MockLanguageModelV3({
+      doGenerate: async () => {
+        turn += 1;
+        if (turn === 1) return answer([call('a', 'place_order')]);
+        asked();
+        await answered;
+        return done;
+      },
+    });
+    const loop = settledText(generateText({ model: run1.model(model), tools: run1.tools, messages: run1.messages, stopWhen: [stepCountIs(5), jingweiHalted] }));
+    await waiting;
+    const failingModel = {
+      async complete(): Promise<never> {
+        // Another run of the session writes while this entry holds the run.
+        await h.owner.append([runStartedEvent(h.gateway.turnId, 'another', 'task', 'Hello.')]);
+        throw new Error('the model is down');
+      },
+    };
+    await assert.rejects(runAgent({ ...h, runId: 'kept', input: 'Buy tea.', model: failingModel, maxSteps: 3 }), /the model is down/);
+    answer2();
+    assert.equal(await loop, 'finished');
+    assert.equal(run1.status, 'finished', 'the live loop kept the run');
+    assert.deepEqual(world.bodies, ['place_order']);
+    await h.store.close();
+  });
+
+  it('a finished run takes no more steps: a loop that goes on with its model is refused, and nothing is journaled or run', async () => {
+    const world = outsideWorld();
+    const h = await hostOn(() => target.fresh().open(), world);
+    const run = await aiSdkRun({ ...h, runId: 'over', prompt: 'Buy tea.' });
+    await generateText({ model: run.model(scripted([done])), tools: run.tools, messages: run.messages, stopWhen: [stepCountIs(5), jingweiHalted] });
+    assert.equal(run.status, 'finished');
+    const before = (await h.store.loadHistory('shop')).length;
+    await assert.rejects(generateText({ model: run.model(scripted([answer([call('a', 'place_order')]), done])), tools: run.tools, messages: run.messages, stopWhen: [stepCountIs(5), jingweiHalted] }),
+      /over is finished/);
+    assert.equal((await h.store.loadHistory('shop')).length, before);
+    assert.deepEqual(world.bodies, []);
     await h.store.close();
   });
 });

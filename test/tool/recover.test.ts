@@ -225,7 +225,8 @@ describe('recoverAbandoned in one process', () => {
       do {
         await pause(25);
         report = await recoverAbandoned(store, host, { policy: 'retry_safe', leaseMs: 100 });
-        assert.ok((tries += 1) < 400, 'the session was never listed as abandoned again');
+        tries += 1;
+        assert.ok(tries < 400, 'the session was never listed as abandoned again');
       } while (report.sessions.length === 0);
       return report.sessions[0]!;
     };
