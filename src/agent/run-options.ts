@@ -56,6 +56,11 @@ export function checkRunHost(options: unknown): Record<string, unknown> {
   if (bound !== null && bound !== owner) {
     throw new InvalidInputError('gateway', `is bound to another owner of session ${owner.sessionId} (another store, or another acquire): bind it to the run's owner`);
   }
+  // The reconcilers of a runtime's tools are found through a gateway it made; through a wrapper they cannot be, and a
+  // person's not_executed review would then be used unchecked.
+  if (bound === null && o.reconcilers === undefined) {
+    throw new InvalidInputError('reconcilers', 'is required with a gateway this package did not make (a wrapper of runtime.bind): pass the runtime\'s tools, whose reconcilers are asked before a person\'s review is used, or [] to have none asked');
+  }
   if (o.reconcilers !== undefined) {
     need(Array.isArray(o.reconcilers), 'reconcilers', 'an array of tools', o.reconcilers);
     (o.reconcilers as unknown[]).forEach((t, i) => {

@@ -260,6 +260,8 @@ export class BridgeRun {
   private async recordNow(response: ChatResponse, foreignCalls: boolean): Promise<void> {
     // A finished run takes no more steps: journaled after its end, they would be read by one loop and not the other.
     if (this.status === 'finished') throw new InvalidInputError('run', `${this.runId} is finished: start a new run (another run id) to go on`);
+    // Nor does a stopped one: steps past a call that waits on a person would end the run with that call still open.
+    if (this.status !== 'running') throw new InvalidInputError('run', `${this.runId} is ${this.status}: open it again once the call is decided`);
     const { owner, gateway } = this.options;
     const turnId = gateway.turnId;
     const step = this.journaledSteps + 1;

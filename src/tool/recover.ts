@@ -260,6 +260,8 @@ async function recoverOne(
       }
       const safe = safeRetryPlan(history, call);
       if ('reason' in safe) {
+        // A reconciler that failed on a call left open may answer in a later routine: that routine must find it.
+        if (asked?.action === 'failed') unchecked = true;
         leave(safe.reason);
         continue;
       }
@@ -277,8 +279,8 @@ async function recoverOne(
     // A session this routine could not recover (a corrupt journal) is not released: released, it would drop out of
     // every later startup routine and take new writes on top of what could not be read. It stays held, its lease
     // left to run out, so it is abandoned again and reported by the next routine until a person deals with it.
-    // So is one with a call whose reconciler could not check a person's review (it failed, or the routine was
-    // cancelled while it was asked): released, no later routine would ask that reconciler again.
+    // So is one with a call left open whose reconciler failed (or the routine was cancelled while it asked): released,
+    // no later routine would ask that reconciler again, though the outside system may answer then.
     if (failed || (unchecked && !keep)) stopRenewing(owner);
     else if (!keep) await owner.release().catch(() => undefined);
   }

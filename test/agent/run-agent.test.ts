@@ -73,6 +73,20 @@ describe('runAgent', () => {
     assert.equal(bodies, 1);
   });
 
+  it('with a gateway this package did not make (a wrapper), requires reconcilers to be given: it cannot find the runtime\'s own', async () => {
+    const { owner, gateway, store } = await setup();
+    const wrapper: typeof gateway = {
+      sessionId: gateway.sessionId, taskId: gateway.taskId, turnId: gateway.turnId,
+      schemas: () => gateway.schemas(),
+      call: (name, args) => gateway.call(name, args),
+      callWithOptions: (name, args, options) => gateway.callWithOptions(name, args, options),
+    };
+    await assert.rejects(runAgent({ model: scriptedModel([]), owner, gateway: wrapper, input: 'Buy tea.', maxSteps: 2, runId: 'wrapped', store }),
+      { name: 'InvalidInputError', field: 'reconcilers' });
+    const result = await runAgent({ model: scriptedModel([reply('Nothing to do.')]), owner, gateway: wrapper, input: 'Buy tea.', maxSteps: 2, runId: 'wrapped', store, reconcilers: [] });
+    assert.equal(result.stopReason, 'completed');
+  });
+
   it('refuses a gateway bound to another owner of a session with the same id (another store, a tenant copy), before anything is journaled', async () => {
     const { owner, gateway, store } = await setup();
     const other = createMemoryStore();

@@ -278,4 +278,17 @@ forEachStore('one run, several loops through one owner', (target) => {
     assert.deepEqual(world.bodies, []);
     await h.store.close();
   });
+
+  it('a run stopped for a person takes no more steps: a loop that goes on past the stop is refused, and the run is not finished over its open call', async () => {
+    const world = outsideWorld({ emailApproval: true });
+    const h = await hostOn(() => target.fresh().open(), world, async () => ({ decision: 'pending', note: 'check the address' }));
+    const run = await aiSdkRun({ ...h, runId: 'stopped', prompt: 'Mail them.' });
+    // No jingweiHalted: the host lets the framework go on after the call halted.
+    const loop = settledText(generateText({ model: run.model(scripted([answer([call('a', 'send_email')]), done])), tools: run.tools, messages: run.messages, stopWhen: stepCountIs(5) }));
+    assert.match(await loop, /stopped is awaiting_approval/);
+    assert.equal(run.status, 'awaiting_approval');
+    assert.ok(!(await runEvents(h.store)).includes('run_finished'), 'not finished over the waiting call');
+    assert.deepEqual(world.bodies, []);
+    await h.store.close();
+  });
 });

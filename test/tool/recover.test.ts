@@ -236,7 +236,11 @@ describe('recoverAbandoned in one process', () => {
     assert.deepEqual(session.retried, []);
     assert.match(session.left[0]!.reason, /reconciler could not check the not_executed review by bob: the processor is unreachable/);
     assert.equal(charges.count, 1, 'charged once');
-    // Not released: its lease runs out, and the next routine asks the reconciler again.
+    // Not released: its lease runs out, and the next routine asks the reconciler again; failing again, again.
+    const second = await pass();
+    assert.ok(second.action === 'taken_over', JSON.stringify(second));
+    assert.deepEqual(second.reconciled.map((c) => c.action), ['failed']);
+    assert.equal(second.left.length, 1);
     processorDown = false;
     const later = await pass();
     assert.ok(later.action === 'taken_over', JSON.stringify(later));
