@@ -44,6 +44,30 @@ function holdingGuard() {
   return { guard, held, release };
 }
 
+/**
+ * Starts a framework loop on `run` whose model places an order in step 1 and then waits before its second answer;
+ * resolves once it waits. `answer2` lets the model answer "Done.", `loop` settles with how the loop ended.
+ */
+async function placedThenWaiting(run: Awaited<ReturnType<typeof aiSdkRun>>) {
+  let asked!: () => void;
+  const waiting = new Promise<void>((resolve) => { asked = resolve; });
+  let answer2!: () => void;
+  const answered = new Promise<void>((resolve) => { answer2 = resolve; });
+  let turn = 0;
+  const model = new MockLanguageModelV3({
+    doGenerate: async () => {
+      turn += 1;
+      if (turn === 1) return answer([call('a', 'place_order')]);
+      asked();
+      await answered;
+      return done;
+    },
+  });
+  const loop = settledText(generateText({ model: run.model(model), tools: run.tools, messages: run.messages, stopWhen: [stepCountIs(5), jingweiHalted] }));
+  await waiting;
+  return { loop, answer2 };
+}
+
 forEachStore('one run, several loops through one owner', (target) => {
   afterEach(() => setFaultHook(null));
 
@@ -175,22 +199,7 @@ forEachStore('one run, several loops through one owner', (target) => {
       const runId = `given-back-${refused}`;
       const narrow = createToolRuntime({ tools: world.tools, grants: { agent: ['send_email'] } }).bind({ owner: h.owner, taskId: 'task', caller: 'agent' });
       const run1 = await aiSdkRun({ ...h, runId, prompt: 'Buy tea.' });
-      let asked!: () => void;
-      const waiting = new Promise<void>((resolve) => { asked = resolve; });
-      let answer2!: () => void;
-      const answered = new Promise<void>((resolve) => { answer2 = resolve; });
-      let turn = 0;
-      const model = new MockLanguageModelV3({
-        doGenerate: async () => {
-          turn += 1;
-          if (turn === 1) return answer([call('a', 'place_order')]);
-          asked();
-          await answered;
-          return done;
-        },
-      });
-      const loop = settledText(generateText({ model: run1.model(model), tools: run1.tools, messages: run1.messages, stopWhen: [stepCountIs(5), jingweiHalted] }));
-      await waiting;
+      const { loop, answer2 } = await placedThenWaiting(run1);
       const before = (await h.store.loadHistory('shop')).length;
       const entry = refused === 'aiSdkRun'
         ? aiSdkRun({ ...h, gateway: narrow, runId })
@@ -234,22 +243,7 @@ forEachStore('one run, several loops through one owner', (target) => {
     const world = outsideWorld();
     const h = await hostOn(() => target.fresh().open(), world);
     const run1 = await aiSdkRun({ ...h, runId: 'kept', prompt: 'Buy tea.' });
-    let asked!: () => void;
-    const waiting = new Promise<void>((resolve) => { asked = resolve; });
-    let answer2!: () => void;
-    const answered = new Promise<void>((resolve) => { answer2 = resolve; });
-    let turn = 0;
-    const model = new MockLanguageModelV3({
-      doGenerate: async () => {
-        turn += 1;
-        if (turn === 1) return answer([call('a', 'place_order')]);
-        asked();
-        await answered;
-        return done;
-      },
-    });
-    const loop = settledText(generateText({ model: run1.model(model), tools: run1.tools, messages: run1.messages, stopWhen: [stepCountIs(5), jingweiHalted] }));
-    await waiting;
+    const { loop, answer2 } = await placedThenWaiting(run1);
     const failingModel = {
       async complete(): Promise<never> {
         // Another run of the session writes while this entry holds the run.
