@@ -45,6 +45,12 @@ export const LIMITS = {
    * McpUnavailableError: a server whose listing never ends (or repeats a cursor) cannot be imported.
    */
   maxMcpToolListPages: 1_000,
+  /**
+   * Reconcilers one reconcile pass asks at the same time. They are asked at once so a pass over many calls in doubt
+   * takes about the longest answer, not the sum; the bound keeps a session with hundreds of them from sending as
+   * many lookups to the outside system at once.
+   */
+  maxConcurrentReconcilerAsks: 8,
 } as const;
 
 /** Runtime defaults (docs/design.md#the-admission-order). */

@@ -199,7 +199,7 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
   }
   const finished = journaled?.finished ?? null;
   const replayOnly = finished !== null;
-  const ctx: CallContext = { owner, gateway, store: options.store, policy, reconcilers: runReconcilers(gateway, options.reconcilers ?? []), signal, reconciled: null, inboxJournaled: false };
+  const ctx: CallContext = { owner, runId, gateway, store: options.store, policy, reconcilers: runReconcilers(gateway, options.reconcilers ?? []), signal, reconciled: null, inboxJournaled: false };
   const result = (stopReason: AgentStopReason, text: string | null, steps: number, pendingCallIds: readonly string[] = []): AgentRunResult =>
     ({ stopReason, text, runId, steps, pendingCallIds, toolCalls, messages });
   const finish = async (stopReason: FinishedStopReason, text: string | null, steps: number): Promise<AgentRunResult> => {

@@ -19,7 +19,7 @@ import { noteRetrySource } from '../tool/retry-source.js';
 import { classifyAttempt, collectEvidence, latestReview as latestAttemptReview } from '../tool/evidence.js';
 import { ToolRecoveryStatus } from '../tool/retry-policy.js';
 import { journalWaitingReviews } from '../tool/inbox-review.js';
-import { reconcileUncertainCalls, type ReconcileReport } from '../tool/review.js';
+import { reconcileCalls, type ReconcileReport } from '../tool/review.js';
 import { RETRY_SAFE_ACTOR, type RecoveryPolicy } from '../tool/recover.js';
 import { contractChangeFor } from '../tool/runtime.js';
 import type { Tool, ToolExecution, ToolGateway } from '../tool/types.js';
@@ -53,6 +53,8 @@ export type SettledCall =
 
 export interface CallContext {
   readonly owner: SessionOwner;
+  /** The run's calls are the ones whose operation key starts with `<runId>/`: the only ones its reconcilers are asked about. */
+  readonly runId: string;
   readonly gateway: ToolGateway;
   readonly store: Pick<SessionStore, 'loadHistory'> | undefined;
   readonly policy: AgentRecoveryPolicy;
@@ -278,7 +280,9 @@ async function recoverOpen(
     current = (await journalWaitingReviews(ctx.owner, ctx.store!, current)).history;
   }
   if (ctx.reconcilers.length > 0 && ctx.reconciled === null) {
-    ctx.reconciled = await reconcileUncertainCalls(ctx.owner, ctx.reconcilers, current, ctx.signal ? { signal: ctx.signal } : {});
+    const prefix = `${ctx.runId}/`;
+    const only = (key: string) => key.startsWith(prefix);
+    ctx.reconciled = await reconcileCalls(ctx.owner, ctx.reconcilers, current, ctx.signal ? { signal: ctx.signal, only } : { only });
     current = ctx.reconciled.history;
     // Cancelled while a reconciler was asked (which reports its rejection as a failed answer): a cancelled run starts
     // no further call, and a retry made now would be recorded as cancelled, which later resumes read as its failure.

@@ -17,7 +17,7 @@ import type { JsonValue } from '../json/types.js';
 import { isTimeoutMs, LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
 import { truncateUtf8 } from '../text.js';
-import { classifyAttempt, collectEvidence, latestReview, reviewableAttempt, sameContract } from './evidence.js';
+import { classifyAttempt, collectEvidence, latestReview, reviewableAttempt, sameContract, type AttemptRecord } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { assessSession } from './assess.js';
 import { runningHere } from './attempt-rules.js';
@@ -183,19 +183,37 @@ function answerOf(value: unknown): ToolReconcileAnswer {
 }
 
 /**
- * Asks the reconciler of every call whose outcome is in doubt (docs/design.md#reconcilers), in journal order, and
- * journals each answer through recordToolReview with source `reconciler` and actor `reconciler:<tool>@<revision>`:
- * `completed` and `not_executed` as they are, `unknown` as an `uncertain` review (which unblocks nothing). A call a
- * `not_executed` review left to retry is asked too, and only a `completed` answer is journaled for it: the write
- * the review says did not happen did. Run it before any person is asked; what is left in `needsReview` is what a person must look at. `tools` are the
- * tools as registered now (a call whose tool's contract changed since is not asked). Errors of the journal write
- * propagate (a fenced owner, a changed history); a reconciler's own failure is reported and writes nothing.
+ * Asks the reconciler of every call whose outcome is in doubt (docs/design.md#reconcilers) and journals each answer
+ * through recordToolReview with source `reconciler` and actor `reconciler:<tool>@<revision>`: `completed` and
+ * `not_executed` as they are, `unknown` as an `uncertain` review (which unblocks nothing). The reconcilers are asked
+ * at once (at most LIMITS.maxConcurrentReconcilerAsks at a time, each within its own deadline), and their answers
+ * are journaled in journal order. A call a `not_executed` review left to retry is asked too, and only a `completed`
+ * answer is journaled for it: the write the review says did not happen did. Run it before any person is asked; what
+ * is left in `needsReview` is what a person must look at. `tools` are the tools as registered now (a call whose
+ * tool's contract changed since is not asked). Errors of the journal write propagate (a fenced owner, a changed
+ * history); a reconciler's own failure is reported and writes nothing.
  */
 export async function reconcileUncertainCalls(
   owner: SessionOwner,
   tools: readonly Tool[],
   history: readonly SessionEvent[],
   options: { readonly signal?: AbortSignal; readonly timeoutMs?: number } = {},
+): Promise<ReconcileReport> {
+  return reconcileCalls(owner, tools, history, options);
+}
+
+/** A reconciler's answer, or why there is none. Never rejects, so answers that arrive after a failed write are dropped quietly. */
+type Asked = { readonly answer: ToolReconcileAnswer } | { readonly failure: string };
+
+/**
+ * reconcileUncertainCalls, restricted to the calls `only` selects (a run asks about its own calls, not about every
+ * call of its session).
+ */
+export async function reconcileCalls(
+  owner: SessionOwner,
+  tools: readonly Tool[],
+  history: readonly SessionEvent[],
+  options: { readonly signal?: AbortSignal; readonly timeoutMs?: number; readonly only?: (operationKey: string) => boolean },
 ): Promise<ReconcileReport> {
   if (!Array.isArray(tools)) throw new InvalidInputError('tools', 'must be an array of tools');
   if (options.timeoutMs !== undefined && !isTimeoutMs(options.timeoutMs)) {
@@ -212,12 +230,16 @@ export async function reconcileUncertainCalls(
   let current: SessionEvent[] = [...history];
   const calls: ReconciledCall[] = [];
   if (current.length === 0) return { calls, history: current, needsReview: [] };
+  const turn = takingTurns(LIMITS.maxConcurrentReconcilerAsks);
+  // Every call to ask, in journal order, each with its answer already on its way; skipped calls keep their place.
+  const planned: ({ readonly skipped: ReconciledCall } | { readonly record: AttemptRecord; readonly latest: ToolReviewRecord | null; readonly actor: string; readonly asked: Promise<Asked> })[] = [];
   // The array as given: a history a store returned keeps its recorded size (docs/design.md#a-loaded-history-keeps-its-size).
   const evidence = collectEvidence(history);
   for (const record of evidence.attempts) {
     const op = record.call.operation;
     const attempts = record.operation?.attempts;
     if (op === undefined || attempts === undefined || attempts[attempts.length - 1] !== record) continue;
+    if (options.only !== undefined && !options.only(op.key)) continue;
     if (classifyAttempt(record).status !== ToolRecoveryStatus.OutcomeUnknown) continue;
     if (attempts.some((a) => a.result?.outcome.status === 'succeeded')) continue;
     const latest = latestReview(record);
@@ -226,17 +248,16 @@ export async function reconcileUncertainCalls(
     if (latest?.outcome === 'completed') continue;
     const base = { callId: record.call.id, name: record.call.name };
     if (runningHere(owner, record.call.id) !== null) {
-      calls.push({ ...base, action: 'body_running', answer: null, review: null });
+      planned.push({ skipped: { ...base, action: 'body_running', answer: null, review: null } });
       continue;
     }
     const tool = byName.get(record.call.name);
     if (tool?.reconcile === undefined) {
-      calls.push({ ...base, action: 'no_reconciler', answer: null, review: null });
+      planned.push({ skipped: { ...base, action: 'no_reconciler', answer: null, review: null } });
       continue;
     }
-    const contract = tool.metadata.effect;
-    if (!sameContract(contract, op.contract)) {
-      calls.push({ ...base, action: 'revision_changed', answer: null, review: null });
+    if (!sameContract(tool.metadata.effect, op.contract)) {
+      planned.push({ skipped: { ...base, action: 'revision_changed', answer: null, review: null } });
       continue;
     }
     const request: ToolReconcileRequest = {
@@ -246,12 +267,23 @@ export async function reconcileUncertainCalls(
       arguments: structuredClone(record.call.arguments),
       operation: structuredClone(op),
     };
-    const actor = reconcilerActor(tool.name, op.contract.revision);
-    let answer: ToolReconcileAnswer;
-    try {
-      answer = answerOf(await askWithin(options.timeoutMs ?? tool.reconcileTimeoutMs ?? RUNTIME_DEFAULTS.reconcileTimeoutMs, options.signal, (signal) => tool.reconcile!(request, signal)));
-    } catch (error) {
-      const failure = error instanceof Error ? error.message : String(error);
+    const reconcile = tool.reconcile.bind(tool);
+    const timeoutMs = options.timeoutMs ?? tool.reconcileTimeoutMs ?? RUNTIME_DEFAULTS.reconcileTimeoutMs;
+    const asked = turn(() => askWithin(timeoutMs, options.signal, (signal) => reconcile(request, signal)))
+      .then((value): Asked => ({ answer: answerOf(value) }))
+      .catch((error: unknown): Asked => ({ failure: error instanceof Error ? error.message : String(error) }));
+    planned.push({ record, latest, actor: reconcilerActor(tool.name, op.contract.revision), asked });
+  }
+  for (const entry of planned) {
+    if ('skipped' in entry) {
+      calls.push(entry.skipped);
+      continue;
+    }
+    const { record, latest, actor } = entry;
+    const base = { callId: record.call.id, name: record.call.name };
+    const asked = await entry.asked;
+    if ('failure' in asked) {
+      const failure = asked.failure;
       // Cancelled: nothing is said about the call.
       if (options.signal?.aborted === true || latest?.outcome !== 'not_executed' || latest.source === 'reconciler') {
         calls.push({ ...base, action: 'failed', answer: null, review: null, error: failure });
@@ -266,6 +298,7 @@ export async function reconcileUncertainCalls(
       calls.push({ ...base, action: 'failed', answer: null, review: event.kind.type === 'tool_review' ? event.kind.review : null, error: failure });
       continue;
     }
+    const answer = asked.answer;
     if (latest?.outcome === 'not_executed' && answer.outcome !== 'completed') {
       calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
       continue;
@@ -285,4 +318,21 @@ export async function reconcileUncertainCalls(
   }
   const needsReview = assessSession(current).calls.filter((c) => c.nextStep === 'needs_review').map((c) => c.callId);
   return { calls, history: current, needsReview };
+}
+
+/** Runs the work handed to it with at most `max` pieces under way at once, in the order it was handed over. */
+function takingTurns(max: number): <T>(work: () => Promise<T>) => Promise<T> {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return async (work) => {
+    if (running >= max) await new Promise<void>((resolve) => waiting.push(resolve));
+    else running += 1;
+    try {
+      return await work();
+    } finally {
+      const next = waiting.shift();
+      if (next === undefined) running -= 1;
+      else next();
+    }
+  };
 }

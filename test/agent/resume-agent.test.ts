@@ -320,6 +320,32 @@ describe('resumable agent runs (SQLite)', () => {
     }
   });
 
+  it("a resume asks the reconcilers about its own run's calls only, not about every call of the session in doubt", async () => {
+    const path = tempDbPath(dir);
+    const other = outside({ emailEffect: 'non_idempotent' });
+    await (await crashedInsideEmail(path, other, 'order-other')).store.close();
+    const world = outside({ emailEffect: 'non_idempotent' });
+    // Another e-mail: the same one, still in doubt, would be refused before it ran.
+    await (await crashedInsideEmail(path, world, 'order-mine', { step: reply(null, calls(['c2', 'send_email', '{"item":"coffee"}'])) })).store.close();
+    const asked: string[] = [];
+    const checking: Tool = {
+      ...world.tools[1]!,
+      reconcile: (request) => {
+        asked.push(request.operation.key);
+        return { outcome: 'completed', evidence: 'in the sent folder', output: 'sent' };
+      },
+    };
+    const h = await host(path, [world.tools[0]!, checking]);
+    const done = await resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: 'order-mine', store: h.store, maxSteps: 4 });
+    assert.equal(done.stopReason, 'completed');
+    assert.deepEqual(asked, ['order-mine/2/0'], 'the other run\'s e-mail is not its business');
+    const resumed = await resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: 'order-other', store: h.store, maxSteps: 4 });
+    assert.equal(resumed.stopReason, 'completed');
+    assert.deepEqual(asked, ['order-mine/2/0', 'order-other/2/0'], 'its own resume asks about it');
+    assert.deepEqual([...world.bodies, ...other.bodies], ['place_order', 'place_order'], 'neither e-mail sent again');
+    await h.store.close();
+  });
+
   it("a tool's reconcileTimeoutMs is the reconciler's deadline in a run: a slower answer than it does not unlock a person's not_executed review, a quicker one settles the call", async () => {
     const path = tempDbPath(dir);
     const world = outside({ emailEffect: 'non_idempotent' });

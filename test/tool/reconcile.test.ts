@@ -8,6 +8,7 @@ import { it } from 'node:test';
 import { ToolBodyError } from '../../src/errors.js';
 import { assessSession, inspectToolRecovery, prepareToolRetry } from '../../src/index.js';
 import type { JsonValue } from '../../src/json/types.js';
+import { LIMITS } from '../../src/limits.js';
 import { PostgresIdempotencyStore } from '../../src/postgres.js';
 import { reconcileUncertainCalls, recordToolReview } from '../../src/review.js';
 import { SqliteIdempotencyStore } from '../../src/sqlite.js';
@@ -228,6 +229,35 @@ forEachStore('reconcilers', (target) => {
     const answered = await reconcileUncertainCalls(r.owner, [checked], await r.store.loadHistory(r.sessionId));
     assert.equal(answered.calls[0]?.action, 'recorded');
     assert.equal(prepareToolRetry(answered.history, call.call.id).review?.actor, 'reconciler:wire@v1', 'its own answer unlocks the retry');
+    await r.store.close();
+  });
+
+  it('asks the reconcilers of many calls at once, at most the bound at a time, and journals their answers in journal order', async () => {
+    let inFlight = 0;
+    let most = 0;
+    const calls = LIMITS.maxConcurrentReconcilerAsks + 4;
+    const flaky: Tool = {
+      ...tool('flaky', async () => { throw new ToolBodyError('reset', 'lost'); }, new ToolMetadata('flaky', { type: 'object' }).withEffect('non_idempotent', 'v1')),
+      // Later calls answer first, so answers arrive out of journal order.
+      reconcile: async (request) => {
+        const n = (request.arguments as { n: number }).n;
+        inFlight += 1;
+        most = Math.max(most, inFlight);
+        await new Promise((resolve) => setTimeout(resolve, (calls - n) * 3));
+        inFlight -= 1;
+        return { outcome: n % 2 === 0 ? 'completed' : 'not_executed', evidence: `order ${n}` };
+      },
+    };
+    const r = await rig(target, { tools: [flaky] });
+    const ids: string[] = [];
+    for (let n = 0; n < calls; n += 1) ids.push((await r.gateway.call('flaky', { n })).call.id);
+    const report = await reconcileUncertainCalls(r.owner, [flaky], await r.store.loadHistory(r.sessionId));
+    assert.equal(most, LIMITS.maxConcurrentReconcilerAsks, 'asked at once, up to the bound');
+    assert.deepEqual(report.calls.map((c) => c.callId), ids);
+    assert.ok(report.calls.every((c) => c.action === 'recorded'));
+    const reviews = (await r.store.loadHistory(r.sessionId)).flatMap((e) => (e.kind.type === 'tool_review' ? [e.kind.review] : []));
+    assert.deepEqual(reviews.map((v) => [v.callId, v.outcome, v.evidence]),
+      ids.map((id, n) => [id, n % 2 === 0 ? 'completed' : 'not_executed', `order ${n}`]), 'each answer under its own call, in journal order');
     await r.store.close();
   });
 
