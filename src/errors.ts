@@ -622,7 +622,10 @@ export class ToolRuntimeHaltedError extends JingweiError {
       ? `The call of tool ${name} was recorded (${recorded}), but the host failed to handle its outcome (${code})`
       : cause instanceof ToolRecordingError && cause.stage === 'result'
         ? `Tool ${name} started, but its result could not be recorded (${code}): it may have taken effect; check before doing it again`
-        : `Tool ${name} could not be run: the tool runtime refused the call (${code})`;
+        : cause instanceof OperationInDoubtError
+          // A run stopped at a call (waiting for an approval, or open for a review): the cause says which and why.
+          ? `Tool ${name} was not run now (${code}): ${cause.message}`
+          : `Tool ${name} could not be run: the tool runtime refused the call (${code})`;
     super(code, `${what}. Do not call tools again.`, { cause });
     this.tool = tool;
   }

@@ -17,7 +17,6 @@ import { faultPoint } from '../fault.js';
 import { uuidv7, type TurnId } from '../ids.js';
 import type { ActionContext } from '../event/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
-import { journalReviewsBeforeRun } from '../tool/inbox-review.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { objectSchema, selectSchemas } from '../bridges/schema.js';
@@ -26,7 +25,7 @@ import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse,
 import { checkRunOptions } from './run-options.js';
 import { runUnchanged, takeTurn, type RunTurn } from './active-runs.js';
 import { runReconcilers } from '../tool/runtime.js';
-import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
+import { journalReviewsAtStart, refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
 import { callRefusedEvent, checkRunId, idFits, journaledRefusal, modelResponseEvent, NOT_JOURNALED, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runFootprint, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
 export type { AgentRecoveryPolicy, AgentToolCall } from './run-calls.js';
@@ -193,13 +192,13 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
   turn.hold(turn);
   // An operator's review that waits in the inbox is journaled as the run is picked up, whatever it reviews: a call
   // the run settles, or one that has a result and would otherwise stay in the queue (and in doubt) for ever.
-  if (options.store !== undefined) await journalReviewsBeforeRun(owner, options.store, () => readOwnJournal(owner, options.store!));
+  const ctx: CallContext = { owner, runId, gateway, store: options.store, policy, reconcilers: runReconcilers(gateway, options.reconcilers ?? []), signal, reconciled: null, inboxJournaled: false };
+  await journalReviewsAtStart(ctx);
   if (journaled === null) {
     await owner.append([runStartedEvent(turnId, runId, gateway.taskId, userInput), { turnId, kind: { type: 'user_message', text: userInput } }]);
   }
   const finished = journaled?.finished ?? null;
   const replayOnly = finished !== null;
-  const ctx: CallContext = { owner, runId, gateway, store: options.store, policy, reconcilers: runReconcilers(gateway, options.reconcilers ?? []), signal, reconciled: null, inboxJournaled: false };
   const result = (stopReason: AgentStopReason, text: string | null, steps: number, pendingCallIds: readonly string[] = []): AgentRunResult =>
     ({ stopReason, text, runId, steps, pendingCallIds, toolCalls, messages });
   const finish = async (stopReason: FinishedStopReason, text: string | null, steps: number): Promise<AgentRunResult> => {

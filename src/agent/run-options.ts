@@ -59,7 +59,7 @@ export function checkRunHost(options: unknown): Record<string, unknown> {
   // The reconcilers of a runtime's tools are found through a gateway it made; through a wrapper they cannot be, and a
   // person's not_executed review would then be used unchecked.
   if (bound === null && o.reconcilers === undefined) {
-    throw new InvalidInputError('reconcilers', 'is required with a gateway this package did not make (a wrapper of runtime.bind): pass the runtime\'s tools, whose reconcilers are asked before a person\'s review is used, or [] to have none asked');
+    throw new InvalidInputError('reconcilers', 'is required with a gateway this package did not make (a wrapper of runtime.bind; a Proxy of the gateway needs none): pass every tool of the runtime that declares a reconciler, the same objects; a tool left out is not asked, and a person\'s not_executed review of its call is then used unchecked ([] asks none)');
   }
   if (o.reconcilers !== undefined) {
     need(Array.isArray(o.reconcilers), 'reconcilers', 'an array of tools', o.reconcilers);

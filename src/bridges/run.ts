@@ -16,13 +16,12 @@ import type { SessionOwner, SessionStore } from '../store/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
 import { asHolder, runUnchanged, takeTurn, type RunTurn } from '../agent/active-runs.js';
 import { runReconcilers } from '../tool/runtime.js';
-import { journalReviewsBeforeRun } from '../tool/inbox-review.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
 import { describeValue, toWellFormed } from '../text.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import { checkRunHost } from '../agent/run-options.js';
-import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
+import { journalReviewsAtStart, refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
 import { callRefusedEvent, checkRunId, journaledRefusal, modelResponseEvent, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runFootprint, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
 
 /** What a bridge run needs; the framework's loop does the rest. */
@@ -154,7 +153,7 @@ export class BridgeRun {
       if (options.prompt === undefined) throw new InvalidInputError('prompt', `is required: no run ${runId} is journaled in session ${owner.sessionId}`);
       const run = new BridgeRun(options, runId, options.prompt, 0, offered);
       turn.hold(run);
-      await journalReviewsBeforeRun(owner, store, () => readOwnJournal(owner, store));
+      await journalReviewsAtStart(run.ctx);
       const turnId = gateway.turnId;
       await owner.append([runStartedEvent(turnId, runId, gateway.taskId, options.prompt), { turnId, kind: { type: 'user_message', text: options.prompt } }]);
       return run;
@@ -166,7 +165,7 @@ export class BridgeRun {
     // From here this open is the run's loop (given back if it is refused before it journals anything).
     const run = new BridgeRun(options, runId, journaled.input, journaled.responses.length, offered);
     turn.hold(run);
-    await journalReviewsBeforeRun(owner, store, () => readOwnJournal(owner, store));
+    await journalReviewsAtStart(run.ctx);
     await run.replay(journaled);
     return run;
   }
@@ -322,8 +321,10 @@ export class BridgeRun {
     if (settled.kind === 'stop') {
       this.stop(settled.reason, settled.callId);
       const key = runOperationKey(this.runId, position!.step, position!.index);
-      const detail = settled.reason === 'awaiting_approval' ? 'it waits on an operator\'s approval decision' : 'its outcome is open and needs a review';
-      throw new ToolRuntimeHaltedError(name, new OperationInDoubtError(this.options.gateway.taskId, key, settled.callId, detail));
+      const [detail, advice] = settled.reason === 'awaiting_approval'
+        ? ['it waits on an operator\'s approval decision and has not run', 'open the run again once the operator decides']
+        : ['its outcome is open and needs a review', 'open the run again once a review or a reconciler settles it'];
+      throw new ToolRuntimeHaltedError(name, new OperationInDoubtError(this.options.gateway.taskId, key, settled.callId, detail, advice));
     }
     this.toolCalls.push(settled.call);
     return settled.call;

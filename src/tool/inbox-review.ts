@@ -171,17 +171,17 @@ export async function journalWaitingReviews(
 
 /**
  * What a run does as it starts or resumes: journals the operators' review decisions waiting for the owner's session,
- * reading the journal only when one waits. A review of a call that has a result (one whose deadline passed while its
+ * reading the journal only when one waits; true when it journaled any. A review of a call that has a result (one whose deadline passed while its
  * body ran) is journaled here too, where the open calls a resumed run settles are the only other place.
  */
-export async function journalReviewsBeforeRun(owner: SessionOwner, store: Pick<SessionStore, 'loadHistory'>, history: () => Promise<readonly SessionEvent[]>): Promise<void> {
-  if (!(store instanceof JournalStore)) return;
+export async function journalReviewsBeforeRun(owner: SessionOwner, store: Pick<SessionStore, 'loadHistory'>, history: () => Promise<readonly SessionEvent[]>): Promise<boolean> {
+  if (!(store instanceof JournalStore)) return false;
   try {
     const waiting = await decisionInbox(store).list({ sessionId: owner.sessionId, kind: 'review', states: ['decided'], limit: 1 });
-    if (waiting.items.length === 0) return;
+    if (waiting.items.length === 0) return false;
   } catch (error) {
-    if (error instanceof DecisionError && error.code === 'inbox_unsupported') return;
+    if (error instanceof DecisionError && error.code === 'inbox_unsupported') return false;
     throw error;
   }
-  await journalInboxReviews(owner, store, await history());
+  return (await journalInboxReviews(owner, store, await history())).journaled.length > 0;
 }

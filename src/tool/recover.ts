@@ -156,18 +156,20 @@ function checkArguments(store: SessionStore, host: RecoveryHost, options: Recove
   if (!Array.isArray(host.tools)) throw new InvalidInputError('host.tools', 'must be the array of tools registered in the runtime');
   // Their reconcilers are asked before any person's review is used: a list that leaves one out (or a copy without its
   // reconcile) would let a retry through on a review the tool's exact reconciler would have contradicted.
+  // A wrapper's tools cannot be listed, so a list that leaves one out could not be told from a complete one.
   const registered = registeredTools(host.runtime);
-  if (registered !== null) {
-    for (const [i, t] of (host.tools as readonly unknown[]).entries()) {
-      const name = (t as { name?: unknown } | null)?.name;
-      if (typeof name !== 'string' || registered.get(name) !== t) {
-        throw new InvalidInputError(`host.tools[${i}]`, `must be a tool registered in host.runtime (the same object), got ${typeof name === 'string' ? `a ${JSON.stringify(name)} that is not it` : 'something else'}`);
-      }
-    }
-    const given = new Set(host.tools);
-    const missing = [...registered.values()].filter((t) => !given.has(t)).map((t) => t.name);
-    if (missing.length > 0) throw new InvalidInputError('host.tools', `must hold every tool registered in host.runtime; missing: ${missing.join(', ')}`);
+  if (registered === null) {
+    throw new InvalidInputError('host.runtime', 'must be the runtime createToolRuntime returned (or a Proxy of it): host.tools is checked against the tools registered in it, which a wrapper does not show');
   }
+  for (const [i, t] of (host.tools as readonly unknown[]).entries()) {
+    const name = (t as { name?: unknown } | null)?.name;
+    if (typeof name !== 'string' || registered.get(name) !== t) {
+      throw new InvalidInputError(`host.tools[${i}]`, `must be a tool registered in host.runtime (the same object), got ${typeof name === 'string' ? `a ${JSON.stringify(name)} that is not it` : 'something else'}`);
+    }
+  }
+  const given = new Set(host.tools);
+  const missing = [...registered.values()].filter((t) => !given.has(t)).map((t) => t.name);
+  if (missing.length > 0) throw new InvalidInputError('host.tools', `must hold every tool registered in host.runtime; missing: ${missing.join(', ')}`);
   if (typeof host.caller !== 'string' || !isValidText(host.caller)) throw new InvalidInputError('host.caller', 'must name a caller of the runtime\'s grants');
   if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', 'must be a policy name or an options object');
   const policy = options.policy ?? 'suspend';
@@ -240,28 +242,27 @@ async function recoverOne(
     const left: RecoveryLeftCall[] = [];
     for (const call of openCalls(history)) {
       const leave = (reason: string) => left.push({ callId: call.callId, name: call.name, nextStep: call.nextStep, attention: call.attention, reason });
-      if (checked.policy === 'suspend') {
-        leave(`policy suspend: ${call.reason}`);
-        continue;
-      }
-      // A person's not_executed review that the tool's own reconciler could not check (it threw or timed out): the
-      // outside system's exact answer is not overridden by a person's reading of it (docs/design.md#reconcilers).
-      // The pass journaled that as an uncertain review over the person's, so no host retries on it; it says why.
       const asked = reconciled.calls.find((c) => c.callId === call.callId);
-      if (asked?.action === 'failed' && asked.review !== null) {
+      // A reconciler that failed on a call left open may answer in a later routine: that routine must find it, whatever
+      // the policy.
+      const failed = asked?.action === 'failed';
+      // A person's not_executed review that the tool's own reconciler could not check (it threw or timed out, or the
+      // routine was cancelled while it asked): the outside system's exact answer is not overridden by a person's
+      // reading of it (docs/design.md#reconcilers). The pass journaled that as an uncertain review over the person's,
+      // so no host retries on it; it says why.
+      if (failed && asked.review !== null) {
         leave(`the tool's reconciler ${asked.review.evidence}`);
         unchecked = true;
         continue;
       }
-      if (asked?.action === 'failed' && call.review?.outcome === 'not_executed' && call.review.source !== 'reconciler') {
-        leave(`the tool's reconciler could not check the not_executed review by ${call.review.actor}: ${asked.error ?? 'it failed'}`);
-        unchecked = true;
+      if (checked.policy === 'suspend') {
+        if (failed) unchecked = true;
+        leave(`policy suspend: ${call.reason}`);
         continue;
       }
       const safe = safeRetryPlan(history, call);
       if ('reason' in safe) {
-        // A reconciler that failed on a call left open may answer in a later routine: that routine must find it.
-        if (asked?.action === 'failed') unchecked = true;
+        if (failed) unchecked = true;
         leave(safe.reason);
         continue;
       }

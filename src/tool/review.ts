@@ -146,6 +146,8 @@ export interface ReconcileReport {
  * reconciler heeds the signal it is handed (which aborts with it).
  */
 async function askWithin<T>(timeoutMs: number, outer: AbortSignal | undefined, ask: (signal: AbortSignal) => T | Promise<T>): Promise<T> {
+  // Cancelled (or the pass ended) before its turn came: the reconciler is not called at all.
+  outer?.throwIfAborted();
   const control = new AbortController();
   const timer = setTimeout(() => control.abort(new Error(`the reconciler did not answer within ${timeoutMs} ms`)), timeoutMs);
   const onOuter = () => control.abort(outer!.reason);
@@ -179,7 +181,10 @@ function answerOf(value: unknown): ToolReconcileAnswer {
   if (typeof answer.evidence !== 'string' || !isValidText(truncateUtf8(answer.evidence, LIMITS.maxTextBytes))) {
     throw new Error('the reconciler answered no evidence text');
   }
-  return answer;
+  // A copy taken as it arrives: the pass journals it later, in journal order, and a reconciler that hands back one
+  // answer object it keeps changing must not change an answer given about another call.
+  const { outcome, evidence, output } = answer;
+  return output === undefined ? { outcome, evidence } : { outcome, evidence, output: structuredClone(output) };
 }
 
 /**
@@ -206,14 +211,15 @@ export async function reconcileUncertainCalls(
 type Asked = { readonly answer: ToolReconcileAnswer } | { readonly failure: string };
 
 /**
- * reconcileUncertainCalls, restricted to the calls `only` selects (a run asks about its own calls, not about every
- * call of its session).
+ * reconcileUncertainCalls, restricted `forRun`: a run asks about its own calls (its task's, keyed `<runId>/…`), and
+ * about any call of the session whose latest review is a person's `not_executed` (the run journals every review
+ * waiting in the inbox, and none may be left usable unchecked), not about every call of its session.
  */
 export async function reconcileCalls(
   owner: SessionOwner,
   tools: readonly Tool[],
   history: readonly SessionEvent[],
-  options: { readonly signal?: AbortSignal; readonly timeoutMs?: number; readonly only?: (operationKey: string) => boolean },
+  options: { readonly signal?: AbortSignal; readonly timeoutMs?: number; readonly forRun?: { readonly runId: string; readonly taskId: string } },
 ): Promise<ReconcileReport> {
   if (!Array.isArray(tools)) throw new InvalidInputError('tools', 'must be an array of tools');
   if (options.timeoutMs !== undefined && !isTimeoutMs(options.timeoutMs)) {
@@ -231,93 +237,115 @@ export async function reconcileCalls(
   const calls: ReconciledCall[] = [];
   if (current.length === 0) return { calls, history: current, needsReview: [] };
   const turn = takingTurns(LIMITS.maxConcurrentReconcilerAsks);
-  // Every call to ask, in journal order, each with its answer already on its way; skipped calls keep their place.
-  const planned: ({ readonly skipped: ReconciledCall } | { readonly record: AttemptRecord; readonly latest: ToolReviewRecord | null; readonly actor: string; readonly asked: Promise<Asked> })[] = [];
-  // The array as given: a history a store returned keeps its recorded size (docs/design.md#a-loaded-history-keeps-its-size).
-  const evidence = collectEvidence(history);
-  for (const record of evidence.attempts) {
-    const op = record.call.operation;
-    const attempts = record.operation?.attempts;
-    if (op === undefined || attempts === undefined || attempts[attempts.length - 1] !== record) continue;
-    if (options.only !== undefined && !options.only(op.key)) continue;
-    if (classifyAttempt(record).status !== ToolRecoveryStatus.OutcomeUnknown) continue;
-    if (attempts.some((a) => a.result?.outcome.status === 'succeeded')) continue;
-    const latest = latestReview(record);
-    // A completed review settles the call. A not_executed one, not yet acted on, is checked against the outside
-    // system once more: an answer that the write happened overrides it, any other leaves it as it is.
-    if (latest?.outcome === 'completed') continue;
-    const base = { callId: record.call.id, name: record.call.name };
-    if (runningHere(owner, record.call.id) !== null) {
-      planned.push({ skipped: { ...base, action: 'body_running', answer: null, review: null } });
-      continue;
-    }
-    const tool = byName.get(record.call.name);
-    if (tool?.reconcile === undefined) {
-      planned.push({ skipped: { ...base, action: 'no_reconciler', answer: null, review: null } });
-      continue;
-    }
-    if (!sameContract(tool.metadata.effect, op.contract)) {
-      planned.push({ skipped: { ...base, action: 'revision_changed', answer: null, review: null } });
-      continue;
-    }
-    const request: ToolReconcileRequest = {
-      sessionId: record.event.sessionId,
-      callId: record.call.id,
-      toolName: record.call.name,
-      arguments: structuredClone(record.call.arguments),
-      operation: structuredClone(op),
-    };
-    const reconcile = tool.reconcile.bind(tool);
-    const timeoutMs = options.timeoutMs ?? tool.reconcileTimeoutMs ?? RUNTIME_DEFAULTS.reconcileTimeoutMs;
-    const asked = turn(() => askWithin(timeoutMs, options.signal, (signal) => reconcile(request, signal)))
-      .then((value): Asked => ({ answer: answerOf(value) }))
-      .catch((error: unknown): Asked => ({ failure: error instanceof Error ? error.message : String(error) }));
-    planned.push({ record, latest, actor: reconcilerActor(tool.name, op.contract.revision), asked });
-  }
-  for (const entry of planned) {
-    if ('skipped' in entry) {
-      calls.push(entry.skipped);
-      continue;
-    }
-    const { record, latest, actor } = entry;
-    const base = { callId: record.call.id, name: record.call.name };
-    const asked = await entry.asked;
-    if ('failure' in asked) {
-      const failure = asked.failure;
-      // Cancelled: nothing is said about the call.
-      if (options.signal?.aborted === true || latest?.outcome !== 'not_executed' || latest.source === 'reconciler') {
-        calls.push({ ...base, action: 'failed', answer: null, review: null, error: failure });
+  // Ended when the pass does: a journal write that fails (a fenced owner) leaves no lookups queued or running.
+  const passEnded = new AbortController();
+  const signal = passEnded.signal;
+  const cancelled = () => passEnded.abort(options.signal!.reason);
+  if (options.signal?.aborted === true) cancelled();
+  else options.signal?.addEventListener('abort', cancelled, { once: true });
+  try {
+    // Every call to ask, in journal order, each with its answer already on its way; skipped calls keep their place.
+    const planned: ({ readonly skipped: ReconciledCall } | { readonly record: AttemptRecord; readonly latest: ToolReviewRecord | null; readonly actor: string; readonly asked: Promise<Asked> })[] = [];
+    // The array as given: a history a store returned keeps its recorded size (docs/design.md#a-loaded-history-keeps-its-size).
+    const evidence = collectEvidence(history);
+    for (const record of evidence.attempts) {
+      const op = record.call.operation;
+      const attempts = record.operation?.attempts;
+      if (op === undefined || attempts === undefined || attempts[attempts.length - 1] !== record) continue;
+      if (classifyAttempt(record).status !== ToolRecoveryStatus.OutcomeUnknown) continue;
+      if (attempts.some((a) => a.result?.outcome.status === 'succeeded')) continue;
+      const latest = latestReview(record);
+      const ofRun = (run: { readonly runId: string; readonly taskId: string }) => op.taskId === run.taskId && op.key.startsWith(`${run.runId}/`);
+      if (options.forRun !== undefined && !ofRun(options.forRun) && !(latest?.outcome === 'not_executed' && latest.source !== 'reconciler')) continue;
+      // A completed review settles the call. A not_executed one, not yet acted on, is checked against the outside
+      // system once more: an answer that the write happened overrides it, any other leaves it as it is.
+      if (latest?.outcome === 'completed') continue;
+      const base = { callId: record.call.id, name: record.call.name };
+      if (runningHere(owner, record.call.id) !== null) {
+        planned.push({ skipped: { ...base, action: 'body_running', answer: null, review: null } });
         continue;
       }
-      // A person's not_executed review the exact reconciler could not check is not used until it answers: said in
-      // the journal (an uncertain review over it), so the call is back in the queue for everyone who reads it, and no
-      // host that reads the journal without asking this reconciler retries on that review.
-      const evidenceText = truncateUtf8(`could not check the not_executed review by ${latest.actor}: ${failure}; it is not used until this reconciler answers`, LIMITS.maxTextBytes);
-      const event = await recordToolReview(owner, current, record.call.id, { actor, outcome: 'uncertain', evidence: evidenceText, source: 'reconciler' });
+      const tool = byName.get(record.call.name);
+      if (tool?.reconcile === undefined) {
+        planned.push({ skipped: { ...base, action: 'no_reconciler', answer: null, review: null } });
+        continue;
+      }
+      if (!sameContract(tool.metadata.effect, op.contract)) {
+        planned.push({ skipped: { ...base, action: 'revision_changed', answer: null, review: null } });
+        continue;
+      }
+      const request: ToolReconcileRequest = {
+        sessionId: record.event.sessionId,
+        callId: record.call.id,
+        toolName: record.call.name,
+        arguments: structuredClone(record.call.arguments),
+        operation: structuredClone(op),
+      };
+      const timeoutMs = options.timeoutMs ?? tool.reconcileTimeoutMs ?? RUNTIME_DEFAULTS.reconcileTimeoutMs;
+      const asking = tool;
+      const asked = turn(() => askWithin(timeoutMs, signal, (within) => asking.reconcile!(request, within)))
+        .then((value): Asked => ({ answer: answerOf(value) }))
+        .catch((error: unknown): Asked => ({ failure: error instanceof Error ? error.message : String(error) }));
+      planned.push({ record, latest, actor: reconcilerActor(tool.name, op.contract.revision), asked });
+    }
+    for (const entry of planned) {
+      if ('skipped' in entry) {
+        calls.push(entry.skipped);
+        continue;
+      }
+      const { record, latest, actor } = entry;
+      const base = { callId: record.call.id, name: record.call.name };
+      const asked = await entry.asked;
+      if ('failure' in asked) {
+        const failure = asked.failure;
+        if (latest?.outcome !== 'not_executed' || latest.source === 'reconciler' || decidedOverReconciler(record)) {
+          calls.push({ ...base, action: 'failed', answer: null, review: null, error: failure });
+          continue;
+        }
+        // A person's not_executed review the exact reconciler could not check (it failed, or the pass was cancelled
+        // while it was asked) is not used until it answers: said in the journal (an uncertain review over it), so the
+        // call is back in the queue for everyone who reads it, and no host that reads the journal without asking this
+        // reconciler retries on that review.
+        const evidenceText = truncateUtf8(`could not check the not_executed review by ${latest.actor}: ${failure}; it is not used until this reconciler answers`, LIMITS.maxTextBytes);
+        const event = await recordToolReview(owner, current, record.call.id, { actor, outcome: 'uncertain', evidence: evidenceText, source: 'reconciler' });
+        current = [...current, event];
+        calls.push({ ...base, action: 'failed', answer: null, review: event.kind.type === 'tool_review' ? event.kind.review : null, error: failure });
+        continue;
+      }
+      const answer = asked.answer;
+      if (latest?.outcome === 'not_executed' && answer.outcome !== 'completed') {
+        calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
+        continue;
+      }
+      const outcome: ToolReviewOutcome = answer.outcome === 'unknown' ? 'uncertain' : answer.outcome;
+      // Its own earlier answer, not a person's review that happens to carry the reconciler's actor name.
+      if (outcome === 'uncertain' && latest?.actor === actor && latest.source === 'reconciler') {
+        calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
+        continue;
+      }
+      const evidenceText = truncateUtf8(answer.evidence, LIMITS.maxTextBytes);
+      const event = await recordToolReview(owner, current, record.call.id, { actor, outcome, evidence: evidenceText, source: 'reconciler' });
       current = [...current, event];
-      calls.push({ ...base, action: 'failed', answer: null, review: event.kind.type === 'tool_review' ? event.kind.review : null, error: failure });
-      continue;
+      const review = event.kind.type === 'tool_review' ? event.kind.review : null;
+      const output = answer.outcome === 'completed' && answer.output !== undefined ? { output: answer.output } : {};
+      calls.push({ ...base, action: 'recorded', answer: answer.outcome, review, ...output });
     }
-    const answer = asked.answer;
-    if (latest?.outcome === 'not_executed' && answer.outcome !== 'completed') {
-      calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
-      continue;
-    }
-    const outcome: ToolReviewOutcome = answer.outcome === 'unknown' ? 'uncertain' : answer.outcome;
-    // Its own earlier answer, not a person's review that happens to carry the reconciler's actor name.
-    if (outcome === 'uncertain' && latest?.actor === actor && latest.source === 'reconciler') {
-      calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
-      continue;
-    }
-    const evidenceText = truncateUtf8(answer.evidence, LIMITS.maxTextBytes);
-    const event = await recordToolReview(owner, current, record.call.id, { actor, outcome, evidence: evidenceText, source: 'reconciler' });
-    current = [...current, event];
-    const review = event.kind.type === 'tool_review' ? event.kind.review : null;
-    const output = answer.outcome === 'completed' && answer.output !== undefined ? { output: answer.output } : {};
-    calls.push({ ...base, action: 'recorded', answer: answer.outcome, review, ...output });
+  } finally {
+    options.signal?.removeEventListener('abort', cancelled);
+    passEnded.abort(new Error('the reconcile pass ended'));
   }
   const needsReview = assessSession(current).calls.filter((c) => c.nextStep === 'needs_review').map((c) => c.callId);
   return { calls, history: current, needsReview };
+}
+
+/**
+ * Whether the call's latest review, a person's `not_executed`, was recorded after the reconciler had answered
+ * `unknown` or could not check an earlier review (an `uncertain` review of its own): the person decided knowing that
+ * the outside system could not say, so a reconciler that fails again does not set the decision aside. Only its
+ * `completed` answer still does.
+ */
+function decidedOverReconciler(record: AttemptRecord): boolean {
+  return record.reviews.slice(0, -1).some(({ review }) => review.source === 'reconciler' && review.outcome === 'uncertain');
 }
 
 /** Runs the work handed to it with at most `max` pieces under way at once, in the order it was handed over. */

@@ -101,16 +101,32 @@ class CanonicalRuntime implements ToolRuntime {
  * effect or revision) or `removed` (not registered); null for a gateway this module did not make, which cannot say.
  */
 export function contractChangeFor(gateway: ToolGateway, name: string, recorded: ToolEffectContract): 'same' | 'changed' | 'removed' | null {
-  if (!(gateway instanceof Gateway)) return null;
-  const current = gateway.contractOf(name);
+  const made = gatewayMadeHere(gateway);
+  if (made === null) return null;
+  const current = made.contractOf(name);
   if (current === null) return 'removed';
   return sameContract(current, recorded) ? 'same' : 'changed';
 }
 
 /** The tools registered in `runtime`, by name; null for a runtime this module did not make. */
 export function registeredTools(runtime: ToolRuntime): ReadonlyMap<string, Tool> | null {
-  return runtime instanceof CanonicalRuntime ? new Map([...runtime.tools].map(([name, r]) => [name, r.tool])) : null;
+  return isCanonical(runtime) ? new Map([...runtime.tools].map(([name, r]) => [name, r.tool])) : null;
 }
+
+/**
+ * A runtime createToolRuntime made, or a Proxy of one: an object that only borrows its prototype has none of its
+ * fields, and is a runtime this module did not make.
+ */
+function isCanonical(runtime: unknown): runtime is CanonicalRuntime {
+  return runtime instanceof CanonicalRuntime && runtime.tools instanceof Map;
+}
+
+/** The gateway `gateway` is, or reads through to (a Proxy of one); null for one this module did not make. */
+function gatewayMadeHere(gateway: ToolGateway): Gateway | null {
+  return gateway instanceof Gateway && isCanonical(gateway.runtimeOf) && isObjectLike(gateway.bindingOf) ? gateway : null;
+}
+
+const isObjectLike = (value: unknown): boolean => typeof value === 'object' && value !== null;
 
 /**
  * The reconcilers a run asks through `gateway`: every tool registered in the gateway's runtime that has one, then those
@@ -118,7 +134,8 @@ export function registeredTools(runtime: ToolRuntime): ReadonlyMap<string, Tool>
  * reconciler would contradict, whether or not its host remembered to pass it (or passed a copy without it).
  */
 export function runReconcilers(gateway: ToolGateway, given: readonly Tool[]): readonly Tool[] {
-  const registered = gateway instanceof Gateway ? registeredTools(gateway.runtimeOf) : null;
+  const made = gatewayMadeHere(gateway);
+  const registered = made === null ? null : registeredTools(made.runtimeOf);
   if (registered === null) return given;
   const own = [...registered.values()].filter((t) => t.reconcile !== undefined);
   const named = new Set(own.map((t) => t.name));
@@ -127,7 +144,7 @@ export function runReconcilers(gateway: ToolGateway, given: readonly Tool[]): re
 
 /** The owner `gateway` writes its evidence through; null for a gateway this module did not make. */
 export function boundOwnerOf(gateway: ToolGateway): SessionOwner | null {
-  return gateway instanceof Gateway ? gateway.boundOwner : null;
+  return gatewayMadeHere(gateway)?.boundOwner ?? null;
 }
 
 class Gateway implements ToolGateway {
@@ -153,6 +170,10 @@ class Gateway implements ToolGateway {
 
   get runtimeOf(): ToolRuntime {
     return this.runtime;
+  }
+
+  get bindingOf(): ToolBinding {
+    return this.binding;
   }
 
   /** The contract `name` runs under in this runtime; null when it is not registered. */

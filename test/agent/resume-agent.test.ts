@@ -8,6 +8,7 @@ import { afterEach, describe, it } from 'node:test';
 import { resumeAgent, runAgent, scriptedModel } from '../../src/agent.js';
 import { setFaultHook } from '../../src/fault.js';
 import { recordToolReview } from '../../src/tool/review.js';
+import { prepareToolRetry } from '../../src/index.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool } from '../../src/tool/types.js';
 import { exportRustJournal } from '../../src/store/rust-format.js';
@@ -300,6 +301,25 @@ describe('resumable agent runs (SQLite)', () => {
     await second.store.close();
   });
 
+  it("a person's new not_executed review after the reconciler could not check the first one is their decision: the run retries on it while the reconciler still fails", async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailEffect: 'non_idempotent' });
+    const second = await crashedInsideEmail(path, world, 'order-decided');
+    const emailCall = (await second.store.loadHistory('shop')).filter((e) => e.kind.type === 'tool_call').at(-1)!;
+    assert.ok(emailCall.kind.type === 'tool_call');
+    const callId = emailCall.kind.call.id;
+    await recordToolReview(second.owner, await second.store.loadHistory('shop'), callId, { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'not in the outbox view yet' });
+    const checking: Tool = { ...world.tools[1]!, reconcile: () => { throw new Error('the mail provider is down'); } };
+    const tools = [world.tools[0]!, checking];
+    const stopped = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'order-decided', store: second.store, maxSteps: 4, reconcilers: tools });
+    assert.equal(stopped.stopReason, 'needs_review');
+    await recordToolReview(second.owner, await second.store.loadHistory('shop'), callId, { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'the provider confirms nothing was sent' });
+    const done = await resumeAgent({ ...second, model: scriptedModel([doneStep]), runId: 'order-decided', store: second.store, maxSteps: 4, reconcilers: tools });
+    assert.equal(done.stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order', 'send_email'], 'sent once, on the person\'s decision');
+    await second.store.close();
+  });
+
   it("a person's wrong not_executed review: the reconciler of the tool registered in the gateway's runtime is asked, with no reconcilers given or a copy without one", async () => {
     for (const given of ['none', 'copy'] as const) {
       const path = tempDbPath(dir);
@@ -320,7 +340,7 @@ describe('resumable agent runs (SQLite)', () => {
     }
   });
 
-  it("a resume asks the reconcilers about its own run's calls only, not about every call of the session in doubt", async () => {
+  it("a run asks the reconcilers about its own calls in doubt and about any call whose person's not_executed review it journals, not about every call of the session", async () => {
     const path = tempDbPath(dir);
     const other = outside({ emailEffect: 'non_idempotent' });
     await (await crashedInsideEmail(path, other, 'order-other')).store.close();
@@ -339,9 +359,21 @@ describe('resumable agent runs (SQLite)', () => {
     const done = await resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: 'order-mine', store: h.store, maxSteps: 4 });
     assert.equal(done.stopReason, 'completed');
     assert.deepEqual(asked, ['order-mine/2/0'], 'the other run\'s e-mail is not its business');
+    // Until a person's not_executed review of it waits in the inbox: any run that journals that review asks the
+    // reconciler about the call at once, even a new run with no call of its own in doubt, so the review is never left
+    // usable in the journal unchecked.
+    const history = await h.store.loadHistory('shop');
+    const otherEmail = history.flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.operation?.key === 'order-other/2/0' ? [e.kind.call.id] : []))[0]!;
+    const review = cli(['review', path, otherEmail, '--session', 'shop', '--outcome', 'not_executed', '--evidence', 'not in the outbox view yet', '--actor', 'ops@example.com']);
+    assert.equal(review.code, 0, review.stderr);
+    const fresh = await runAgent({ ...h, model: scriptedModel([doneStep]), input: 'Hello.', runId: 'order-new', store: h.store, maxSteps: 4 });
+    assert.equal(fresh.stopReason, 'completed');
+    assert.deepEqual(asked, ['order-mine/2/0', 'order-other/2/0']);
+    const reviews = (await h.store.loadHistory('shop')).flatMap((e) => (e.kind.type === 'tool_review' && e.kind.review.callId === otherEmail ? [[e.kind.review.source, e.kind.review.outcome]] : []));
+    assert.deepEqual(reviews, [['human', 'not_executed'], ['reconciler', 'completed']], 'the reconciler\'s answer settles it over the person\'s review');
+    await assert.rejects(async () => prepareToolRetry(await h.store.loadHistory('shop'), otherEmail), { name: 'ToolRetryError', code: 'completed' });
     const resumed = await resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: 'order-other', store: h.store, maxSteps: 4 });
     assert.equal(resumed.stopReason, 'completed');
-    assert.deepEqual(asked, ['order-mine/2/0', 'order-other/2/0'], 'its own resume asks about it');
     assert.deepEqual([...world.bodies, ...other.bodies], ['place_order', 'place_order'], 'neither e-mail sent again');
     await h.store.close();
   });

@@ -82,6 +82,10 @@ describe('runAgent', () => {
       callWithOptions: (name, args, options) => gateway.callWithOptions(name, args, options),
     };
     await assert.rejects(runAgent({ model: scriptedModel([]), owner, gateway: wrapper, input: 'Buy tea.', maxSteps: 2, runId: 'wrapped', store }),
+      { name: 'InvalidInputError', field: 'reconcilers', message: /a tool left out is not asked/ });
+    // One that only borrows the gateway's prototype is a wrapper too, not a TypeError.
+    const borrowed = Object.setPrototypeOf({ ...wrapper }, Object.getPrototypeOf(gateway)) as typeof gateway;
+    await assert.rejects(runAgent({ model: scriptedModel([]), owner, gateway: borrowed, input: 'Buy tea.', maxSteps: 2, runId: 'wrapped', store }),
       { name: 'InvalidInputError', field: 'reconcilers' });
     const result = await runAgent({ model: scriptedModel([reply('Nothing to do.')]), owner, gateway: wrapper, input: 'Buy tea.', maxSteps: 2, runId: 'wrapped', store, reconcilers: [] });
     assert.equal(result.stopReason, 'completed');

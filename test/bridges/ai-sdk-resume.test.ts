@@ -123,6 +123,7 @@ forEachStore('aiSdkRun: kill and resume with generateText', (target) => {
     const error = halted.steps[1]!.content.find((p) => p.type === 'tool-error');
     assert.ok(error?.type === 'tool-error' && error.error instanceof ToolRuntimeHaltedError);
     assert.equal(error.error.code, 'operation_in_doubt');
+    assert.match(error.error.message, /^Tool "send_email" was not run now \(operation_in_doubt\): .*it waits on an operator's approval decision and has not run\); open the run again once the operator decides\. Do not call tools again\.$/);
     assert.equal(run1.status, 'awaiting_approval');
     assert.equal(run1.pendingCallIds.length, 1);
 

@@ -135,6 +135,7 @@ forEachStore('reconcilers', (target) => {
       [failing(() => ({ outcome: 'maybe', evidence: 'x' }) as never), 'failed'],
       [failing(() => ({ outcome: 'completed', evidence: '   ' })), 'failed'],
       [failing(() => ({ outcome: 'completed', evidence: 'seen' }), 'v2'), 'revision_changed'],
+      [failing('not a function' as never), 'failed'],
     ];
     for (const [t, action] of cases) {
       const report = await reconcileUncertainCalls(r.owner, [t], history);
@@ -232,6 +233,34 @@ forEachStore('reconcilers', (target) => {
     await r.store.close();
   });
 
+  it("a person's new not_executed review, recorded after the reconciler could not check one, is their decision: a reconciler that fails again leaves it, a completed answer still overrides it", async () => {
+    let answer: 'throw' | 'completed' = 'throw';
+    const checked: Tool = {
+      ...tool('wire', async () => { throw new ToolBodyError('reset', 'lost after the write'); }, new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1')),
+      reconcile: () => {
+        if (answer === 'throw') throw new Error('the bank is down');
+        return { outcome: 'completed', evidence: 'transfer tx_1 in the ledger' };
+      },
+    };
+    const r = await rig(target, { tools: [checked] });
+    const call = await r.gateway.call('wire', {});
+    const review = async (evidence: string) => recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), call.call.id,
+      { actor: 'ops@example.com', outcome: 'not_executed', evidence, source: 'human' });
+    await review('not in the bank view yet');
+    const marked = await reconcileUncertainCalls(r.owner, [checked], await r.store.loadHistory(r.sessionId));
+    assert.equal(marked.calls[0]?.review?.outcome, 'uncertain', 'the first review is marked unchecked');
+    await review('called the bank: no transfer under this reference');
+    const decided = await reconcileUncertainCalls(r.owner, [checked], await r.store.loadHistory(r.sessionId));
+    assert.equal(decided.calls[0]?.action, 'failed');
+    assert.equal(decided.calls[0]?.review, null, 'nothing written over the decision');
+    assert.equal(prepareToolRetry(decided.history, call.call.id).review?.evidence, 'called the bank: no transfer under this reference');
+    answer = 'completed';
+    const overridden = await reconcileUncertainCalls(r.owner, [checked], await r.store.loadHistory(r.sessionId));
+    assert.equal(overridden.calls[0]?.review?.outcome, 'completed');
+    assert.throws(() => prepareToolRetry(overridden.history, call.call.id), { name: 'ToolRetryError', code: 'completed' });
+    await r.store.close();
+  });
+
   it('asks the reconcilers of many calls at once, at most the bound at a time, and journals their answers in journal order', async () => {
     let inFlight = 0;
     let most = 0;
@@ -258,6 +287,54 @@ forEachStore('reconcilers', (target) => {
     const reviews = (await r.store.loadHistory(r.sessionId)).flatMap((e) => (e.kind.type === 'tool_review' ? [e.kind.review] : []));
     assert.deepEqual(reviews.map((v) => [v.callId, v.outcome, v.evidence]),
       ids.map((id, n) => [id, n % 2 === 0 ? 'completed' : 'not_executed', `order ${n}`]), 'each answer under its own call, in journal order');
+    await r.store.close();
+  });
+
+  it('a reconciler that hands back one answer object and changes it for the next call: each call keeps the answer given about it', async () => {
+    const shared = { outcome: 'unknown' as ToolReconcileAnswer['outcome'], evidence: '' };
+    const flaky: Tool = {
+      ...tool('flaky', async () => { throw new ToolBodyError('reset', 'lost'); }, new ToolMetadata('flaky', { type: 'object' }).withEffect('non_idempotent', 'v1')),
+      // The first call's answer comes last: by then the object says what was answered about the second.
+      reconcile: async (request) => {
+        const n = (request.arguments as { n: number }).n;
+        await new Promise((resolve) => setTimeout(resolve, n === 0 ? 20 : 0));
+        shared.outcome = n === 0 ? 'completed' : 'not_executed';
+        shared.evidence = `order ${n}`;
+        return shared;
+      },
+    };
+    const r = await rig(target, { tools: [flaky] });
+    const first = (await r.gateway.call('flaky', { n: 0 })).call.id;
+    const second = (await r.gateway.call('flaky', { n: 1 })).call.id;
+    const report = await reconcileUncertainCalls(r.owner, [flaky], await r.store.loadHistory(r.sessionId));
+    assert.deepEqual(report.calls.map((c) => [c.callId, c.answer, c.review?.evidence]), [[first, 'completed', 'order 0'], [second, 'not_executed', 'order 1']]);
+    await r.store.close();
+  });
+
+  it('a journal write that fails mid-pass (the owner fenced) ends the pass: no lookup still queued starts, and those under way are told to stop', async () => {
+    let started = 0;
+    let stopped = 0;
+    let fence = (): Promise<unknown> => Promise.resolve();
+    const flaky: Tool = {
+      ...tool('flaky', async () => { throw new ToolBodyError('reset', 'lost'); }, new ToolMetadata('flaky', { type: 'object' }).withEffect('non_idempotent', 'v1')),
+      reconcile: async (request, signal) => {
+        started += 1;
+        if ((request.arguments as { n: number }).n === 0) {
+          await fence();
+          return { outcome: 'completed', evidence: 'seen' };
+        }
+        return new Promise<never>((_resolve, reject) => signal.addEventListener('abort', () => { stopped += 1; reject(signal.reason); }));
+      },
+    };
+    const r = await rig(target, { tools: [flaky] });
+    const calls = LIMITS.maxConcurrentReconcilerAsks + 4;
+    for (let n = 0; n < calls; n += 1) await r.gateway.call('flaky', { n });
+    fence = () => r.store.acquire(r.sessionId, { owner: 'another host', takeover: true });
+    await assert.rejects(reconcileUncertainCalls(r.owner, [flaky], await r.store.loadHistory(r.sessionId), { timeoutMs: 200 }), { name: 'StaleOwnerError' });
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    // The first answer freed a turn, taken by the next lookup before the write failed; the last three never start.
+    assert.equal(started, LIMITS.maxConcurrentReconcilerAsks + 1, 'the queued lookups never started');
+    assert.equal(stopped, LIMITS.maxConcurrentReconcilerAsks, 'the ones under way were told to stop');
     await r.store.close();
   });
 

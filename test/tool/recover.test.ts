@@ -15,6 +15,7 @@ import { openSqliteStore } from '../../src/sqlite.js';
 import Database from 'better-sqlite3';
 import type { SessionStore } from '../../src/store/types.js';
 import { openCalls, recordToolReview, recoverAbandoned, type RecoveryHost, type RecoveryReport } from '../../src/review.js';
+import { prepareToolRetry } from '../../src/index.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import type { Tool } from '../../src/tool/types.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -199,7 +200,7 @@ describe('recoverAbandoned in one process', () => {
     await store.close();
   });
 
-  it("retry_safe leaves a call whose person's not_executed review the tool's reconciler could not check", async () => {
+  for (const policy of ['retry_safe', 'suspend'] as const) it(`${policy} leaves a call whose person's not_executed review the tool's reconciler could not check, and the session to its lease until it answers`, async () => {
     const store = createMemoryStore();
     const charges = { count: 0 };
     const charge: Tool = {
@@ -224,7 +225,7 @@ describe('recoverAbandoned in one process', () => {
       let tries = 0;
       do {
         await pause(25);
-        report = await recoverAbandoned(store, host, { policy: 'retry_safe', leaseMs: 100 });
+        report = await recoverAbandoned(store, host, { policy, leaseMs: 100 });
         tries += 1;
         assert.ok(tries < 400, 'the session was never listed as abandoned again');
       } while (report.sessions.length === 0);
@@ -247,6 +248,78 @@ describe('recoverAbandoned in one process', () => {
     assert.deepEqual(later.reconciled.map((c) => [c.action, c.answer]), [['recorded', 'completed']]);
     assert.deepEqual(later.left, []);
     assert.equal(charges.count, 1, 'the reconciler found the charge: not charged again');
+    await store.close();
+  });
+
+  it("a routine cancelled while the reconciler is asked about a person's not_executed review marks the review unchecked in the journal and leaves the session to its lease", async () => {
+    for (const policy of ['suspend', 'retry_safe'] as const) {
+      const store = createMemoryStore();
+      const charges = { count: 0 };
+      let answering = false;
+      const stop = new AbortController();
+      const charge: Tool = {
+        ...tool('charge', async () => {
+          charges.count += 1;
+          throw new ToolBodyError('connection_reset', 'lost after the charge');
+        }, new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1')),
+        reconcile: async () => {
+          if (!answering) {
+            stop.abort(new Error('the host is shutting down'));
+            return new Promise<never>(() => {});
+          }
+          return { outcome: 'completed', evidence: 'charge ch_1 in the processor' };
+        },
+      };
+      const tools = [charge];
+      const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+      const owner = await store.acquire('s-5', { owner: 'gone', leaseMs: 100, heartbeat: false });
+      await owner.startTask('t');
+      const call = await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('charge', {});
+      await recordToolReview(owner, await store.loadHistory('s-5'), call.call.id, { actor: 'bob', outcome: 'not_executed', evidence: 'not in the dashboard yet' });
+      const pass = async (signal?: AbortSignal) => {
+        let report: RecoveryReport;
+        let tries = 0;
+        do {
+          await pause(25);
+          report = await recoverAbandoned(store, host, { policy, leaseMs: 100, ...(signal ? { signal } : {}) });
+          tries += 1;
+          assert.ok(tries < 400, 'the session was never listed as abandoned again');
+        } while (report.sessions.length === 0);
+        return report.sessions[0]!;
+      };
+      const cancelled = await pass(stop.signal);
+      assert.ok(cancelled.action === 'taken_over', JSON.stringify(cancelled));
+      assert.deepEqual(cancelled.reconciled.map((c) => c.action), ['failed']);
+      assert.match(cancelled.reconciled[0]!.review?.evidence ?? '', /could not check the not_executed review by bob: the host is shutting down/);
+      assert.deepEqual(cancelled.retried, []);
+      const history = await store.loadHistory('s-5');
+      assert.throws(() => prepareToolRetry(history, call.call.id), { name: 'ToolRetryError' }, `${policy}: no host gets a plan from the unchecked review`);
+      assert.equal((await store.listSessions())[0]!.held, true, `${policy}: left to its lease, not released`);
+      answering = true;
+      const later = await pass();
+      assert.ok(later.action === 'taken_over', JSON.stringify(later));
+      assert.deepEqual(later.reconciled.map((c) => [c.action, c.answer]), [['recorded', 'completed']]);
+      assert.equal(charges.count, 1, `${policy}: the reconciler found the charge: not charged again`);
+      await store.close();
+    }
+  });
+
+  it('recoverAbandoned takes only the runtime createToolRuntime made (or a Proxy of it): a wrapper cannot show its tools, so host.tools could not be checked', async () => {
+    const store = createMemoryStore();
+    const charge: Tool = {
+      ...tool('charge', async () => 'charged', new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1')),
+      reconcile: () => ({ outcome: 'completed', evidence: 'in the ledger' }),
+    };
+    const runtime = createToolRuntime({ tools: [charge], grants: { agent: '*' } });
+    const wrapper: typeof runtime = { bind: (binding) => runtime.bind(binding), get inFlight() { return runtime.inFlight; } };
+    for (const tools of [[], [charge]]) {
+      await assert.rejects(recoverAbandoned(store, { runtime: wrapper, tools, caller: 'agent' }, 'retry_safe'), { name: 'InvalidInputError', field: 'host.runtime' });
+    }
+    const borrowed = Object.setPrototypeOf({ bind: wrapper.bind }, Object.getPrototypeOf(runtime)) as typeof runtime;
+    await assert.rejects(recoverAbandoned(store, { runtime: borrowed, tools: [charge], caller: 'agent' }, 'retry_safe'), { name: 'InvalidInputError', field: 'host.runtime' });
+    const proxied = new Proxy(runtime, {});
+    await assert.rejects(recoverAbandoned(store, { runtime: proxied, tools: [], caller: 'agent' }, 'retry_safe'), { name: 'InvalidInputError', field: 'host.tools' });
+    assert.deepEqual((await recoverAbandoned(store, { runtime: proxied, tools: [charge], caller: 'agent' }, 'retry_safe')).sessions, []);
     await store.close();
   });
 
