@@ -25,7 +25,8 @@ import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse,
 import { checkRunOptions } from './run-options.js';
 import { runUnchanged, takeTurn, type RunTurn } from './active-runs.js';
 import { runReconcilers } from '../tool/runtime.js';
-import { journalReviewsAtStart, refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
+import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
+import { journalReviewsAtStart } from './run-reviews.js';
 import { callRefusedEvent, checkRunId, idFits, journaledRefusal, modelResponseEvent, NOT_JOURNALED, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runFootprint, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
 export type { AgentRecoveryPolicy, AgentToolCall } from './run-calls.js';

@@ -18,9 +18,8 @@ import { prepareToolRetry, sourceRowBefore, type ToolRetryPlan } from '../tool/r
 import { noteRetrySource } from '../tool/retry-source.js';
 import { classifyAttempt, collectEvidence, latestReview as latestAttemptReview } from '../tool/evidence.js';
 import { ToolRecoveryStatus } from '../tool/retry-policy.js';
-import { journalReviewsBeforeRun, journalWaitingReviews } from '../tool/inbox-review.js';
-import { readOwnJournal } from '../store/owner-journal.js';
-import { reconcileCalls, type ReconcileReport } from '../tool/review.js';
+import type { ReconcileReport } from '../tool/review.js';
+import { reviewsBeforeDeciding } from './run-reviews.js';
 import { RETRY_SAFE_ACTOR, type RecoveryPolicy } from '../tool/recover.js';
 import { contractChangeFor } from '../tool/runtime.js';
 import type { Tool, ToolExecution, ToolGateway } from '../tool/types.js';
@@ -264,30 +263,6 @@ function operationNeverRan(history: readonly SessionEvent[], callId: string): bo
 }
 
 /**
- * Asks the reconcilers (once per invocation) about the run's calls in doubt and every call whose latest review is a
- * person's not_executed, and journals their answers; returns the journal with them.
- */
-async function reconcileForRun(ctx: CallContext, current: readonly SessionEvent[]): Promise<readonly SessionEvent[]> {
-  if (ctx.reconcilers.length === 0) return current;
-  const forRun = { runId: ctx.runId, taskId: ctx.gateway.taskId };
-  ctx.reconciled = await reconcileCalls(ctx.owner, ctx.reconcilers, current, ctx.signal ? { signal: ctx.signal, forRun } : { forRun });
-  return ctx.reconciled.history;
-}
-
-/**
- * What a run does as it starts or resumes: journals the operators' review decisions waiting in the inbox for its
- * session, whatever calls they review, and then, when it journaled any, asks the reconcilers at once: a person's
- * not_executed review is never left usable in the journal unchecked, whether or not the run reaches an open call.
- */
-export async function journalReviewsAtStart(ctx: CallContext): Promise<void> {
-  if (ctx.store === undefined) return;
-  const store = ctx.store;
-  if (!(await journalReviewsBeforeRun(ctx.owner, store, () => readOwnJournal(ctx.owner, store)))) return;
-  ctx.inboxJournaled = true;
-  await reconcileForRun(ctx, await readOwnJournal(ctx.owner, store));
-}
-
-/**
  * An attempt with no result: operators' reviews from the decision inbox are journaled first (a review recorded
  * with `jingwei review` from another process reaches the run without the host doing anything), then reconcilers,
  * then a journaled review decides, then the policy.
@@ -299,17 +274,10 @@ async function recoverOpen(
   options: { readonly action: ActionContext; readonly signal?: AbortSignal },
 ): Promise<SettledCall> {
   const callId = recorded.callId;
-  let current = await history(ctx);
-  if (!ctx.inboxJournaled) {
-    ctx.inboxJournaled = true;
-    current = (await journalWaitingReviews(ctx.owner, ctx.store!, current)).history;
-  }
-  if (ctx.reconciled === null) {
-    current = await reconcileForRun(ctx, current);
-    // Cancelled while a reconciler was asked (which reports its rejection as a failed answer): a cancelled run starts
-    // no further call, and a retry made now would be recorded as cancelled, which later resumes read as its failure.
-    ctx.signal?.throwIfAborted();
-  }
+  const current = await reviewsBeforeDeciding(ctx);
+  // Cancelled while a reconciler was asked (which reports its rejection as a failed answer): a cancelled run starts
+  // no further call, and a retry made now would be recorded as cancelled, which later resumes read as its failure.
+  ctx.signal?.throwIfAborted();
   // A person's not_executed review the tool's own reconciler could not check (it threw, or did not answer in time),
   // which the pass marked with an uncertain review of its own: the exact answer of the outside system is not
   // overridden by a person's reading of it, so nothing is retried yet.

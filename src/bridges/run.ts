@@ -21,7 +21,8 @@ import { preflightFailure } from './outcome.js';
 import { describeValue, toWellFormed } from '../text.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import { checkRunHost } from '../agent/run-options.js';
-import { journalReviewsAtStart, refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
+import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
+import { journalReviewsAtStart } from '../agent/run-reviews.js';
 import { callRefusedEvent, checkRunId, journaledRefusal, modelResponseEvent, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runFootprint, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
 
 /** What a bridge run needs; the framework's loop does the rest. */

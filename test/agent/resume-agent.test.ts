@@ -378,6 +378,31 @@ describe('resumable agent runs (SQLite)', () => {
     await h.store.close();
   });
 
+  it('three runs of one session resumed at once through one owner, operators\' reviews waiting in the inbox: each journals them in turn, none fails on the journal the others moved', async () => {
+    const path = tempDbPath(dir);
+    const worlds = ['tea', 'coffee', 'cocoa'].map(() => outside({ emailEffect: 'non_idempotent' }));
+    const runs = ['tea', 'coffee', 'cocoa'];
+    for (const [i, item] of runs.entries()) {
+      await (await crashedInsideEmail(path, worlds[i]!, `order-${item}`, { step: reply(null, calls(['c2', 'send_email', JSON.stringify({ item })])) })).store.close();
+    }
+    const history = await (async () => {
+      const h = await host(path, worlds[0]!.tools);
+      const events = await h.store.loadHistory('shop');
+      await h.store.close();
+      return events;
+    })();
+    for (const item of runs) {
+      const email = history.flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.operation?.key === `order-${item}/2/0` ? [e.kind.call.id] : []))[0]!;
+      const review = cli(['review', path, email, '--session', 'shop', '--outcome', 'not_executed', '--evidence', 'not sent: the provider has no message', '--actor', 'ops@example.com']);
+      assert.equal(review.code, 0, review.stderr);
+    }
+    const h = await host(path, worlds[0]!.tools);
+    const results = await Promise.all(runs.map((item) => resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: `order-${item}`, store: h.store, maxSteps: 4 })));
+    assert.deepEqual(results.map((r) => r.stopReason), ['completed', 'completed', 'completed']);
+    assert.deepEqual(worlds[0]!.bodies.filter((b) => b === 'send_email').length, 3, 'each e-mail sent once, on its review');
+    await h.store.close();
+  });
+
   it("a tool's reconcileTimeoutMs is the reconciler's deadline in a run: a slower answer than it does not unlock a person's not_executed review, a quicker one settles the call", async () => {
     const path = tempDbPath(dir);
     const world = outside({ emailEffect: 'non_idempotent' });
