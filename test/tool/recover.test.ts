@@ -304,26 +304,7 @@ describe('recoverAbandoned in one process', () => {
     }
   });
 
-  it('recoverAbandoned takes only the runtime createToolRuntime made (or a Proxy of it): a wrapper cannot show its tools, so host.tools could not be checked', async () => {
-    const store = createMemoryStore();
-    const charge: Tool = {
-      ...tool('charge', async () => 'charged', new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1')),
-      reconcile: () => ({ outcome: 'completed', evidence: 'in the ledger' }),
-    };
-    const runtime = createToolRuntime({ tools: [charge], grants: { agent: '*' } });
-    const wrapper: typeof runtime = { bind: (binding) => runtime.bind(binding), get inFlight() { return runtime.inFlight; } };
-    for (const tools of [[], [charge]]) {
-      await assert.rejects(recoverAbandoned(store, { runtime: wrapper, tools, caller: 'agent' }, 'retry_safe'), { name: 'InvalidInputError', field: 'host.runtime' });
-    }
-    const borrowed = Object.setPrototypeOf({ bind: wrapper.bind }, Object.getPrototypeOf(runtime)) as typeof runtime;
-    await assert.rejects(recoverAbandoned(store, { runtime: borrowed, tools: [charge], caller: 'agent' }, 'retry_safe'), { name: 'InvalidInputError', field: 'host.runtime' });
-    const proxied = new Proxy(runtime, {});
-    await assert.rejects(recoverAbandoned(store, { runtime: proxied, tools: [], caller: 'agent' }, 'retry_safe'), { name: 'InvalidInputError', field: 'host.tools' });
-    assert.deepEqual((await recoverAbandoned(store, { runtime: proxied, tools: [charge], caller: 'agent' }, 'retry_safe')).sessions, []);
-    await store.close();
-  });
-
-  it('host.tools must be exactly the tools registered in host.runtime: one left out, or a copy without its reconciler, is refused before anything is read', async () => {
+  it('host.runtime must be the runtime createToolRuntime made (a Proxy of it passes, a wrapper cannot show its tools) and host.tools exactly its tools: one left out, or a copy without its reconciler, is refused before anything is read', async () => {
     const store = createMemoryStore();
     const charge: Tool = {
       ...tool('charge', async () => 'charged', new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1')),
@@ -333,6 +314,14 @@ describe('recoverAbandoned in one process', () => {
     const { reconcile: _dropped, ...copy } = charge;
     await assert.rejects(recoverAbandoned(store, { runtime, tools: [], caller: 'agent' }, 'retry_safe'), { name: 'InvalidInputError', field: 'host.tools', message: /missing: charge/ });
     await assert.rejects(recoverAbandoned(store, { runtime, tools: [copy as Tool], caller: 'agent' }, 'retry_safe'), { name: 'InvalidInputError', field: 'host.tools[0]' });
+    const wrapper: typeof runtime = { bind: (binding) => runtime.bind(binding), get inFlight() { return runtime.inFlight; } };
+    const borrowed = Object.setPrototypeOf({ bind: wrapper.bind }, Object.getPrototypeOf(runtime)) as typeof runtime;
+    for (const [wrapped, tools] of [[wrapper, []], [wrapper, [charge]], [borrowed, [charge]]] as const) {
+      await assert.rejects(recoverAbandoned(store, { runtime: wrapped, tools: [...tools], caller: 'agent' }, 'retry_safe'), { name: 'InvalidInputError', field: 'host.runtime' });
+    }
+    const proxied = new Proxy(runtime, {});
+    await assert.rejects(recoverAbandoned(store, { runtime: proxied, tools: [], caller: 'agent' }, 'retry_safe'), { name: 'InvalidInputError', field: 'host.tools' });
+    assert.deepEqual((await recoverAbandoned(store, { runtime: proxied, tools: [charge], caller: 'agent' }, 'retry_safe')).sessions, []);
     const report = await recoverAbandoned(store, { runtime, tools: [charge], caller: 'agent' }, 'retry_safe');
     assert.deepEqual(report.sessions, []);
     await store.close();
