@@ -3,7 +3,7 @@
  * whose owner's lease ran out, ask the reconcilers about every uncertain call, then apply an explicit policy to what
  * is still open, and report what was done. Never takes a live session; never retries what needs a person.
  */
-import { InvalidInputError, JingweiError, SessionBusyError, StoreUnavailableError } from '../errors.js';
+import { InvalidInputError, JingweiError, SessionBusyError, StaleOwnerError, StoreUnavailableError, ToolRecordingError } from '../errors.js';
 import type { SessionEvent, ToolRetryReview } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import { isValidText } from '../ids.js';
@@ -59,7 +59,10 @@ export interface RecoveryRetry {
   readonly name: string;
   /** The new attempt's call id, or null when the runtime refused before recording one. */
   readonly retryCallId: CallId | null;
-  /** `succeeded`, the recorded failure category, or `refused` (the runtime threw; `error` says why). */
+  /**
+   * `succeeded`, the recorded failure category, `refused` (the runtime threw before it journaled the attempt; `error`
+   * says why), or `recording_failed` (the attempt was journaled, but its start or result could not be: in doubt).
+   */
   readonly outcome: string;
   /** The new attempt's recovery status, or null when nothing was recorded. */
   readonly status: ToolRecoveryStatus | null;
@@ -303,6 +306,12 @@ async function runRetry(
     return { ...base, retryCallId: execution.call.id, outcome: outcome.status === 'succeeded' ? 'succeeded' : outcome.category, status: null };
   } catch (error) {
     if (error instanceof StoreUnavailableError) throw error;
+    // Fenced (another host took the session over): the routine no longer holds it, and says so for the session.
+    if (error instanceof StaleOwnerError || (error instanceof ToolRecordingError && error.cause instanceof StaleOwnerError)) throw error;
+    // The attempt was journaled but its start or result could not be: its outcome is open, not refused.
+    if (error instanceof ToolRecordingError && error.stage !== 'call') {
+      return { ...base, retryCallId: error.call.id, outcome: 'recording_failed', status: null, error: errorOf(error) };
+    }
     return { ...base, retryCallId: null, outcome: 'refused', status: null, error: errorOf(error) };
   }
 }

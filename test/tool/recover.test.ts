@@ -20,6 +20,7 @@ import { ToolMetadata } from '../../src/tool/metadata.js';
 import type { Tool } from '../../src/tool/types.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { ChildProcess } from '../support/child.js';
+import { setFaultHook } from '../../src/fault.js';
 import { outsideSystem, recoverTools } from '../support/recover-tools.js';
 import { tool } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
@@ -302,6 +303,69 @@ describe('recoverAbandoned in one process', () => {
       assert.equal(charges.count, 1, `${policy}: the reconciler found the charge: not charged again`);
       await store.close();
     }
+  });
+
+  it('a routine fenced by another host while it retries reports the session failed (stale owner), not taken over with the retry refused', async () => {
+    const store = createMemoryStore();
+    let calls = 0;
+    const lookup = tool('lookup', async () => {
+      calls += 1;
+      if (calls === 1) throw new ToolBodyError('connection_reset', 'lost');
+      await store.acquire('s-6', { owner: 'another host', takeover: true });
+      return 'ok';
+    }, new ToolMetadata('reads', { type: 'object' }).withEffect('read_only', 'r1'));
+    const tools = [lookup];
+    const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+    const owner = await store.acquire('s-6', { owner: 'gone', leaseMs: 100, heartbeat: false });
+    await owner.startTask('t');
+    await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('lookup', {});
+    let report: RecoveryReport;
+    do {
+      await pause(25);
+      report = await recoverAbandoned(store, host, 'retry_safe');
+    } while (report.sessions.length === 0);
+    const session = report.sessions[0]!;
+    assert.equal(session.action, 'failed', JSON.stringify(session));
+    assert.ok(session.action === 'failed');
+    assert.match(`${session.error.code} ${session.error.message}`, /stale/);
+    assert.equal(calls, 2);
+    await store.close();
+  });
+
+  it('a retry whose result the store could not write is reported recording_failed with its call id, not refused: its body ran', async () => {
+    const store = openSqliteStore(tempDbPath(dir));
+    let calls = 0;
+    let breakCommits = false;
+    const lookup = tool('lookup', async () => {
+      calls += 1;
+      if (calls === 1) throw new ToolBodyError('connection_reset', 'lost');
+      breakCommits = true;
+      return 'ok';
+    }, new ToolMetadata('reads', { type: 'object' }).withEffect('read_only', 'r1'));
+    const tools = [lookup];
+    const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+    const owner = await store.acquire('s-7', { owner: 'gone', leaseMs: 100, heartbeat: false });
+    await owner.startTask('t');
+    await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('lookup', {});
+    setFaultHook((point) => { if (point === 'commit:before' && breakCommits) throw new Error('the disk is full'); });
+    try {
+      let report: RecoveryReport;
+      do {
+        await pause(25);
+        report = await recoverAbandoned(store, host, 'retry_safe');
+      } while (report.sessions.length === 0);
+      const session = report.sessions[0]!;
+      assert.ok(session.action === 'taken_over', JSON.stringify(session));
+      assert.equal(session.retried[0]?.outcome, 'recording_failed');
+      assert.match(session.retried[0]?.error?.message ?? '', /could not record the result of lookup/);
+      const retryCallId = session.retried[0]?.retryCallId;
+      assert.ok(typeof retryCallId === 'string');
+      breakCommits = false;
+      assert.ok((await store.loadHistory('s-7')).some((e) => e.kind.type === 'tool_call' && e.kind.call.id === retryCallId), 'the attempt is in the journal');
+    } finally {
+      setFaultHook(null);
+    }
+    await store.close();
   });
 
   it('host.runtime must be the runtime createToolRuntime made (a Proxy of it passes, a wrapper cannot show its tools) and host.tools exactly its tools: one left out, or a copy without its reconciler, is refused before anything is read', async () => {
