@@ -46,7 +46,8 @@ function journaledEvent(history: readonly SessionEvent[], decisionId: string): S
 
 /**
  * What the call's own events recorded after a `not_executed` review was made, if anything: its start marker, its
- * result, or the end of a body that ran on past its result (docs/design.md#a-review-waits-for-the-call-to-stop).
+ * result, its reconciler's `uncertain` review, or the end of a body that ran on past its result
+ * (docs/design.md#a-review-waits-for-the-call-to-stop).
  * A host whose lease ran out while it was only paused can write them once it runs again, and the review was then
  * made on less than the journal now says. A row that does not say which seq it saw (recorded before rows did)
  * counts as overtaken only by a late body that returned or threw, the events that say the body ran.
@@ -58,6 +59,15 @@ function overtakingEvent(history: readonly SessionEvent[], row: DecisionRow): st
       const k = e.kind;
       if (k.type === 'tool_started' && k.callId === row.callId) return `a start marker (seq ${e.seq})`;
       if (k.type === 'tool_result' && k.result.callId === row.callId) return `a result (seq ${e.seq})`;
+    }
+  }
+  // The call's reconciler journaled that it could not say (it answered unknown, or could not check a review) after
+  // the person decided: a later not_executed review is read as a decision taken knowing that
+  // (docs/design.md#reconcilers), which this one was not.
+  for (const e of seen === undefined ? history : history.slice(seen + 1)) {
+    const k = e.kind;
+    if (k.type === 'tool_review' && k.review.callId === row.callId && k.review.source === 'reconciler' && k.review.outcome === 'uncertain') {
+      return `the reconciler's uncertain review (seq ${e.seq})`;
     }
   }
   const late = bodyEnded(history, row.callId);

@@ -258,3 +258,35 @@ it('two handles on one SQLite file in one process see the same running bodies, a
   await a.close();
   await b.close();
 });
+
+it("an operator's not_executed decision made before the reconciler journaled that it could not say is stale: only one made after it is the operator's decision over the reconciler", async () => {
+  const { store, owner } = await session();
+  let answer: 'unknown' | 'throw' = 'unknown';
+  const wire: Tool = {
+    name: 'wire',
+    metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: async () => { throw new Error('lost after the write'); },
+    reconcile: () => {
+      if (answer === 'throw') throw new Error('the bank is down');
+      return { outcome: 'unknown', evidence: 'the bank view lags' };
+    },
+  };
+  const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  const callId = (await gateway.call('wire', {})).call.id;
+  const inbox = decisionInbox(store);
+  const early = await inbox.recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'not in the bank view', actor: 'ops' });
+  const asked = await reconcileUncertainCalls(owner, [wire], await store.loadHistory('s'));
+  assert.equal(asked.calls[0]?.review?.outcome, 'uncertain', 'the reconciler could not say');
+  const first = await journalInboxReviews(owner, store, await store.loadHistory('s'));
+  assert.deepEqual(first.journaled, []);
+  assert.match(first.stale[0]?.reason ?? '', /the reconciler's uncertain review \(seq \d+\) of call .* since this not_executed review was recorded/);
+  assert.equal((await inbox.get(early.id))?.state, 'stale');
+  await inbox.recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'called the bank: nothing under this reference', actor: 'ops' });
+  const second = await journalInboxReviews(owner, store, await store.loadHistory('s'));
+  assert.equal(second.journaled.length, 1);
+  answer = 'throw';
+  const failed = await reconcileUncertainCalls(owner, [wire], second.history);
+  assert.deepEqual([failed.calls[0]?.action, failed.calls[0]?.review], ['failed', null], 'the decision stands');
+  assert.equal(prepareToolRetry(failed.history, callId).review?.actor, 'ops');
+  await store.close();
+});
