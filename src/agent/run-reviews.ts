@@ -1,33 +1,18 @@
 /**
  * A run's reviews before it decides about an open call (docs/design.md#reconcilers): the operators' decisions waiting
  * in the inbox are journaled, then the reconcilers are asked. Several runs of one session driven through one owner
- * (a host resuming all its runs at startup) take turns at it, and each takes it again on a journal another run moved
- * meanwhile (a step or a call of its own), instead of failing with `history_changed`.
+ * (a host resuming all its runs at startup) write beside each other: a run whose journal another run moved between
+ * its read and its write (a step or a call of its own) reads it again, instead of failing with `history_changed`.
  */
 import { StoreConflictError } from '../errors.js';
 import type { SessionEvent } from '../event/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
-import type { SessionOwner } from '../store/types.js';
 import { journalReviewsBeforeRun, journalWaitingReviews } from '../tool/inbox-review.js';
 import { reconcileCalls } from '../tool/review.js';
 import type { CallContext } from './run-calls.js';
 
-/** Times a run takes its reviews again when another run of the session wrote between its read and its write. */
+/** Times a run journals the inbox's reviews again when another run of the session wrote between its read and its write. */
 const ATTEMPTS = 5;
-
-/** The review work under way for each owner: the next run's waits for it. */
-const underWay = new WeakMap<SessionOwner, Promise<unknown>>();
-
-async function oneAtATime<T>(owner: SessionOwner, work: () => Promise<T>): Promise<T> {
-  const before = underWay.get(owner) ?? Promise.resolve();
-  const mine = before.then(() => againOnMovedJournal(work), () => againOnMovedJournal(work));
-  const settled = mine.then(() => undefined, () => undefined);
-  underWay.set(owner, settled);
-  void settled.then(() => {
-    if (underWay.get(owner) === settled) underWay.delete(owner);
-  });
-  return mine;
-}
 
 async function againOnMovedJournal<T>(work: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt += 1) {
@@ -46,7 +31,9 @@ async function againOnMovedJournal<T>(work: () => Promise<T>): Promise<T> {
 async function reconcileForRun(ctx: CallContext, current: readonly SessionEvent[]): Promise<readonly SessionEvent[]> {
   if (ctx.reconcilers.length === 0) return current;
   const forRun = { runId: ctx.runId, taskId: ctx.gateway.taskId };
-  ctx.reconciled = await reconcileCalls(ctx.owner, ctx.reconcilers, current, ctx.signal ? { signal: ctx.signal, forRun } : { forRun });
+  const store = ctx.store;
+  const reload = store === undefined ? {} : { reload: () => store.loadHistory(ctx.owner.sessionId) };
+  ctx.reconciled = await reconcileCalls(ctx.owner, ctx.reconcilers, current, { ...(ctx.signal ? { signal: ctx.signal } : {}), forRun, ...reload });
   return ctx.reconciled.history;
 }
 
@@ -58,25 +45,21 @@ async function reconcileForRun(ctx: CallContext, current: readonly SessionEvent[
 export async function journalReviewsAtStart(ctx: CallContext): Promise<void> {
   const store = ctx.store;
   if (store === undefined) return;
-  await oneAtATime(ctx.owner, async () => {
-    if (!(await journalReviewsBeforeRun(ctx.owner, store, () => readOwnJournal(ctx.owner, store)))) return;
-    ctx.inboxJournaled = true;
-    await reconcileForRun(ctx, await readOwnJournal(ctx.owner, store));
-  });
+  if (!(await againOnMovedJournal(() => journalReviewsBeforeRun(ctx.owner, store, () => readOwnJournal(ctx.owner, store))))) return;
+  ctx.inboxJournaled = true;
+  await reconcileForRun(ctx, await readOwnJournal(ctx.owner, store));
 }
 
 /**
  * The journal a run decides about an open call on: the inbox's waiting reviews journaled and the reconcilers asked,
  * each once per invocation.
  */
-export function reviewsBeforeDeciding(ctx: CallContext): Promise<readonly SessionEvent[]> {
+export async function reviewsBeforeDeciding(ctx: CallContext): Promise<readonly SessionEvent[]> {
   const store = ctx.store!;
-  return oneAtATime(ctx.owner, async () => {
-    let current: readonly SessionEvent[] = await store.loadHistory(ctx.owner.sessionId);
-    if (!ctx.inboxJournaled) {
-      current = (await journalWaitingReviews(ctx.owner, store, current)).history;
-      ctx.inboxJournaled = true;
-    }
-    return ctx.reconciled === null ? reconcileForRun(ctx, current) : current;
-  });
+  let current: readonly SessionEvent[] = await store.loadHistory(ctx.owner.sessionId);
+  if (!ctx.inboxJournaled) {
+    current = await againOnMovedJournal(async () => (await journalWaitingReviews(ctx.owner, store, await store.loadHistory(ctx.owner.sessionId))).history);
+    ctx.inboxJournaled = true;
+  }
+  return ctx.reconciled === null ? reconcileForRun(ctx, current) : current;
 }

@@ -15,7 +15,7 @@ import { assessSession, ToolAttention, ToolNextStep, type ToolCallAssessment } f
 import { inspectToolRecovery } from './recovery.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { prepareToolRetry, type ToolRetryPlan } from './retry-plan.js';
-import { reconcileUncertainCalls, type ReconciledCall } from './review.js';
+import { personDecided, reconcileUncertainCalls, type ReconciledCall } from './review.js';
 import { journalWaitingReviews, type JournaledInboxReview } from './inbox-review.js';
 import type { Tool, ToolRuntime } from './types.js';
 import { registeredTools } from './runtime.js';
@@ -259,7 +259,8 @@ async function recoverOne(
         continue;
       }
       if (checked.policy === 'suspend') {
-        if (failed) unchecked = true;
+        // A person who decided over a reconciler that could not say has decided: nothing is waiting for it.
+        if (failed && !personDecided(history, call.callId)) unchecked = true;
         leave(`policy suspend: ${call.reason}`);
         continue;
       }

@@ -3,7 +3,7 @@
  * (docs/design.md#reconcilers): the one way a review enters a journal, and the routine that asks each uncertain
  * call's tool before any person is asked.
  */
-import { DecisionError, InvalidInputError } from '../errors.js';
+import { DecisionError, InvalidInputError, StoreConflictError } from '../errors.js';
 import {
   TOOL_REVIEW_OUTCOMES,
   TOOL_REVIEW_SOURCES,
@@ -207,6 +207,9 @@ export async function reconcileUncertainCalls(
   return reconcileCalls(owner, tools, history, options);
 }
 
+/** Times a run's pass writes one answer on a journal the session's other runs keep moving. */
+const REVIEW_WRITE_ATTEMPTS = 5;
+
 /** A reconciler's answer, or why there is none. Never rejects, so answers that arrive after a failed write are dropped quietly. */
 type Asked = { readonly answer: ToolReconcileAnswer } | { readonly failure: string };
 
@@ -219,7 +222,13 @@ export async function reconcileCalls(
   owner: SessionOwner,
   tools: readonly Tool[],
   history: readonly SessionEvent[],
-  options: { readonly signal?: AbortSignal; readonly timeoutMs?: number; readonly forRun?: { readonly runId: string; readonly taskId: string } },
+  options: {
+    readonly signal?: AbortSignal;
+    readonly timeoutMs?: number;
+    readonly forRun?: { readonly runId: string; readonly taskId: string };
+    /** The session's journal read again, when other writers of the owner (a session's other runs) may move it. */
+    readonly reload?: () => Promise<readonly SessionEvent[]>;
+  },
 ): Promise<ReconcileReport> {
   if (!Array.isArray(tools)) throw new InvalidInputError('tools', 'must be an array of tools');
   if (options.timeoutMs !== undefined && !isTimeoutMs(options.timeoutMs)) {
@@ -246,6 +255,24 @@ export async function reconcileCalls(
   try {
     // Every call to ask, in journal order, each with its answer already on its way; skipped calls keep their place.
     const planned: ({ readonly skipped: ReconciledCall } | { readonly record: AttemptRecord; readonly latest: ToolReviewRecord | null; readonly actor: string; readonly asked: Promise<Asked> })[] = [];
+    // Journals one answer about `record`. With `reload`, a journal another writer moved meanwhile is read again and
+    // the answer written on it, unless the call is no longer in doubt or, for any answer but `completed` (the write
+    // happened, whatever a review says), its reviews changed: the answer was about a review that is no longer latest.
+    const journal = async (record: AttemptRecord, review: ToolReviewInput, always: boolean): Promise<ToolReviewRecord | null> => {
+      for (let attempt = 1; ; attempt += 1) {
+        try {
+          const event = await recordToolReview(owner, current, record.call.id, review);
+          current = [...current, event];
+          return event.kind.type === 'tool_review' ? event.kind.review : null;
+        } catch (error) {
+          if (options.reload === undefined || attempt >= REVIEW_WRITE_ATTEMPTS || !(error instanceof StoreConflictError && error.code === 'history_changed')) throw error;
+          current = [...(await options.reload())];
+          const now = collectEvidence(current).calls.get(record.call.id);
+          if (now === undefined || now.operation?.attempts.at(-1) !== now || classifyAttempt(now).status !== ToolRecoveryStatus.OutcomeUnknown) return null;
+          if (!always && now.reviews.length !== record.reviews.length) return null;
+        }
+      }
+    };
     // The array as given: a history a store returned keeps its recorded size (docs/design.md#a-loaded-history-keeps-its-size).
     const evidence = collectEvidence(history);
     for (const record of evidence.attempts) {
@@ -307,9 +334,8 @@ export async function reconcileCalls(
         // call is back in the queue for everyone who reads it, and no host that reads the journal without asking this
         // reconciler retries on that review.
         const evidenceText = truncateUtf8(`could not check the not_executed review by ${latest.actor}: ${failure}; it is not used until this reconciler answers`, LIMITS.maxTextBytes);
-        const event = await recordToolReview(owner, current, record.call.id, { actor, outcome: 'uncertain', evidence: evidenceText, source: 'reconciler' });
-        current = [...current, event];
-        calls.push({ ...base, action: 'failed', answer: null, review: event.kind.type === 'tool_review' ? event.kind.review : null, error: failure });
+        const review = await journal(record, { actor, outcome: 'uncertain', evidence: evidenceText, source: 'reconciler' }, false);
+        calls.push({ ...base, action: 'failed', answer: null, review, error: failure });
         continue;
       }
       const answer = asked.answer;
@@ -324,9 +350,11 @@ export async function reconcileCalls(
         continue;
       }
       const evidenceText = truncateUtf8(answer.evidence, LIMITS.maxTextBytes);
-      const event = await recordToolReview(owner, current, record.call.id, { actor, outcome, evidence: evidenceText, source: 'reconciler' });
-      current = [...current, event];
-      const review = event.kind.type === 'tool_review' ? event.kind.review : null;
+      const review = await journal(record, { actor, outcome, evidence: evidenceText, source: 'reconciler' }, answer.outcome === 'completed');
+      if (review === null) {
+        calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
+        continue;
+      }
       const output = answer.outcome === 'completed' && answer.output !== undefined ? { output: answer.output } : {};
       calls.push({ ...base, action: 'recorded', answer: answer.outcome, review, ...output });
     }
@@ -346,6 +374,13 @@ export async function reconcileCalls(
  */
 function decidedOverReconciler(record: AttemptRecord): boolean {
   return record.reviews.slice(0, -1).some(({ review }) => review.source === 'reconciler' && review.outcome === 'uncertain');
+}
+
+/** Whether the latest review of `callId` in `history` is a person's `not_executed` decided over its reconciler (decidedOverReconciler). */
+export function personDecided(history: readonly SessionEvent[], callId: string): boolean {
+  const record = collectEvidence(history).calls.get(callId);
+  const latest = record === undefined ? null : latestReview(record);
+  return record !== undefined && latest?.outcome === 'not_executed' && latest.source !== 'reconciler' && decidedOverReconciler(record);
 }
 
 /** Runs the work handed to it with at most `max` pieces under way at once, in the order it was handed over. */

@@ -403,6 +403,59 @@ describe('resumable agent runs (SQLite)', () => {
     await h.store.close();
   });
 
+  it("a run's reconciler answer written while another run of the session writes is written on the journal read again, not lost, and the person's review is not left unchecked", async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailEffect: 'non_idempotent' });
+    await (await crashedInsideEmail(path, world, 'order-busy')).store.close();
+    const first = await host(path, world.tools);
+    const history = await first.store.loadHistory('shop');
+    await first.store.close();
+    const email = history.flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.operation?.key === 'order-busy/2/0' ? [e.kind.call.id] : []))[0]!;
+    const review = cli(['review', path, email, '--session', 'shop', '--outcome', 'not_executed', '--evidence', 'not in the outbox view yet', '--actor', 'ops@example.com']);
+    assert.equal(review.code, 0, review.stderr);
+    const holder: { owner?: Awaited<ReturnType<typeof host>>['owner'] } = {};
+    const checking: Tool = {
+      ...world.tools[1]!,
+      // Another run of the session journals a step while the reconciler is asked.
+      reconcile: async () => {
+        await holder.owner!.append([{ turnId: 'other-run', kind: { type: 'user_message', text: 'meanwhile' } }]);
+        return { outcome: 'completed', evidence: 'in the sent folder', output: 'sent' };
+      },
+    };
+    const h = await host(path, [world.tools[0]!, checking]);
+    holder.owner = h.owner;
+    const fresh = await runAgent({ ...h, model: scriptedModel([doneStep]), input: 'Hello.', runId: 'order-next', store: h.store, maxSteps: 4 });
+    assert.equal(fresh.stopReason, 'completed');
+    const reviews = (await h.store.loadHistory('shop')).flatMap((e) => (e.kind.type === 'tool_review' && e.kind.review.callId === email ? [[e.kind.review.source, e.kind.review.outcome]] : []));
+    assert.deepEqual(reviews, [['human', 'not_executed'], ['reconciler', 'completed']]);
+    await h.store.close();
+  });
+
+  it('a run with nothing to review does not wait for another run\'s reconcile pass on the same owner', { timeout: 20_000 }, async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailEffect: 'non_idempotent' });
+    await (await crashedInsideEmail(path, world, 'order-slow')).store.close();
+    let answer: () => void = () => {};
+    let asked: () => void = () => {};
+    const askedOnce = new Promise<void>((resolve) => { asked = resolve; });
+    const checking: Tool = {
+      ...world.tools[1]!,
+      reconcile: () => new Promise((resolve) => {
+        answer = () => resolve({ outcome: 'completed', evidence: 'in the sent folder', output: 'sent' });
+        asked();
+      }),
+    };
+    const h = await host(path, [world.tools[0]!, checking]);
+    const slow = resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: 'order-slow', store: h.store, maxSteps: 4 });
+    await askedOnce;
+    // The other run's model answers only once this run is past its reviews: waiting for the slow pass would never end.
+    const other = await runAgent({ ...h, model: scriptedModel([() => { answer(); return doneStep; }]), input: 'Hello.', runId: 'order-quick', store: h.store, maxSteps: 4 });
+    assert.equal(other.stopReason, 'completed');
+    assert.equal((await slow).stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order'], 'the e-mail was found sent: not sent again');
+    await h.store.close();
+  });
+
   it("a tool's reconcileTimeoutMs is the reconciler's deadline in a run: a slower answer than it does not unlock a person's not_executed review, a quicker one settles the call", async () => {
     const path = tempDbPath(dir);
     const world = outside({ emailEffect: 'non_idempotent' });

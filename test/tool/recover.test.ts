@@ -252,6 +252,39 @@ describe('recoverAbandoned in one process', () => {
     await store.close();
   });
 
+  it("suspend: a person's not_executed review recorded after the reconciler could not check one is their decision: the session is released, not held for the reconciler", async () => {
+    const store = createMemoryStore();
+    const charge: Tool = {
+      ...tool('charge', async () => { throw new ToolBodyError('connection_reset', 'lost after the charge'); }, new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1')),
+      reconcile: () => { throw new Error('the processor is unreachable'); },
+    };
+    const tools = [charge];
+    const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+    const owner = await store.acquire('s-8', { owner: 'gone', leaseMs: 100, heartbeat: false });
+    await owner.startTask('t');
+    const call = await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('charge', {});
+    await recordToolReview(owner, await store.loadHistory('s-8'), call.call.id, { actor: 'bob', outcome: 'not_executed', evidence: 'not in the dashboard yet' });
+    const pass = async () => {
+      let report: RecoveryReport;
+      do {
+        await pause(25);
+        report = await recoverAbandoned(store, host, { leaseMs: 100 });
+      } while (report.sessions.length === 0);
+      return report.sessions[0]!;
+    };
+    const first = await pass();
+    assert.ok(first.action === 'taken_over' && first.reconciled[0]?.review?.outcome === 'uncertain', JSON.stringify(first));
+    assert.equal((await store.listSessions())[0]!.held, true, 'held for the reconciler');
+    await pause(150);
+    const again = await store.acquire('s-8', { owner: 'ops console', takeover: 'expired', leaseMs: 100, heartbeat: false });
+    await recordToolReview(again, await store.loadHistory('s-8'), call.call.id, { actor: 'bob', outcome: 'not_executed', evidence: 'the processor confirmed by phone: no charge' });
+    const decided = await pass();
+    assert.ok(decided.action === 'taken_over', JSON.stringify(decided));
+    assert.deepEqual([decided.reconciled[0]?.action, decided.reconciled[0]?.review], ['failed', null]);
+    assert.equal((await store.listSessions())[0]!.held, false, 'released: the person decided');
+    await store.close();
+  });
+
   it("a routine cancelled while the reconciler is asked about a person's not_executed review marks the review unchecked in the journal and leaves the session to its lease", async () => {
     for (const policy of ['suspend', 'retry_safe'] as const) {
       const store = createMemoryStore();
