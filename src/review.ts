@@ -4,14 +4,8 @@
  * startup routine that recovers abandoned sessions with them (docs/design.md#recovering-abandoned-sessions).
  * Recovery (inspectToolRecovery, prepareToolRetry, assessSession) reads the journaled reviews by itself.
  */
-export {
-  reconcileUncertainCalls,
-  reconcilerActor,
-  recordToolReview,
-  type ReconcileReport,
-  type ReconciledCall,
-  type ToolReviewInput,
-} from './tool/review.js';
+export { recordToolReview, type ToolReviewInput } from './tool/review.js';
+export { reconcileUncertainCalls, reconcilerActor, type ReconcileReport, type ReconciledCall } from './tool/reconcile.js';
 export { journalInboxReviews, type InboxReviewReport, type JournaledInboxReview, type StaleInboxReview } from './tool/inbox-review.js';
 export type { ToolReconcileAnswer, ToolReconcileRequest } from './tool/types.js';
 export type { ToolReviewRecord, ToolReviewSource } from './event/types.js';

@@ -18,7 +18,7 @@ import { prepareToolRetry, sourceRowBefore, type ToolRetryPlan } from '../tool/r
 import { noteRetrySource } from '../tool/retry-source.js';
 import { classifyAttempt, collectEvidence, latestReview as latestAttemptReview } from '../tool/evidence.js';
 import { ToolRecoveryStatus } from '../tool/retry-policy.js';
-import type { ReconcileReport } from '../tool/review.js';
+import type { ReconcileReport } from '../tool/reconcile.js';
 import { reviewsBeforeDeciding } from './run-reviews.js';
 import { RETRY_SAFE_ACTOR, type RecoveryPolicy } from '../tool/recover.js';
 import { contractChangeFor } from '../tool/runtime.js';

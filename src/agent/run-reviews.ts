@@ -8,7 +8,7 @@ import { StoreConflictError } from '../errors.js';
 import type { SessionEvent } from '../event/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
 import { journalReviewsBeforeRun, journalWaitingReviews } from '../tool/inbox-review.js';
-import { reconcileCalls } from '../tool/review.js';
+import { reconcileCalls } from '../tool/reconcile.js';
 import type { CallContext } from './run-calls.js';
 
 /** Times a run journals the inbox's reviews again when another run of the session wrote between its read and its write. */

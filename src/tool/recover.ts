@@ -15,7 +15,7 @@ import { assessSession, ToolAttention, ToolNextStep, type ToolCallAssessment } f
 import { inspectToolRecovery } from './recovery.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { prepareToolRetry, type ToolRetryPlan } from './retry-plan.js';
-import { personDecided, reconcileUncertainCalls, type ReconciledCall } from './review.js';
+import { personDecided, reconcileUncertainCalls, type ReconciledCall } from './reconcile.js';
 import { journalWaitingReviews, type JournaledInboxReview } from './inbox-review.js';
 import type { Tool, ToolRuntime } from './types.js';
 import { registeredTools } from './runtime.js';

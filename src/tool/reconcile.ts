@@ -1,0 +1,309 @@
+/**
+ * Reconcilers (docs/design.md#reconcilers): the routine that asks each uncertain call's tool before any person is
+ * asked, and journals the answers as reviews through recordToolReview.
+ */
+import { InvalidInputError, StoreConflictError } from '../errors.js';
+import type { SessionEvent, ToolReviewOutcome, ToolReviewRecord } from '../event/types.js';
+import type { CallId } from '../ids.js';
+import { isValidText } from '../ids.js';
+import type { JsonValue } from '../json/types.js';
+import { isTimeoutMs, LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
+import type { SessionOwner } from '../store/types.js';
+import { truncateUtf8 } from '../text.js';
+import { classifyAttempt, collectEvidence, latestReview, sameContract, type AttemptRecord } from './evidence.js';
+import { ToolRecoveryStatus } from './retry-policy.js';
+import { assessSession } from './assess.js';
+import { runningHere } from './attempt-rules.js';
+import { recordToolReview, type ToolReviewInput } from './review.js';
+import type { Tool, ToolReconcileAnswer, ToolReconcileRequest } from './types.js';
+
+/** What reconcileUncertainCalls did about one uncertain call. */
+export interface ReconciledCall {
+  readonly callId: CallId;
+  readonly name: string;
+  /**
+   * `recorded`: the answer is journaled as a review; `unchanged`: `unknown` again, after an uncertain review by the
+   * same reconciler, or anything but `completed` about a call a `not_executed` review left to retry (nothing
+   * written); `no_reconciler`: the tool is not given or declares none; `revision_changed`:
+   * the tool's current contract is not the one the call was recorded with (its reconciler may not know the old
+   * operation); `failed`: the reconciler threw or answered something invalid (nothing written; `error` says what);
+   * `body_running`: the call is still running in this process (no result yet, or its body went on after its result
+   * was recorded), so no answer about it can hold yet (not asked, nothing written;
+   * docs/design.md#a-body-that-outlives-its-attempt).
+   */
+  readonly action: 'recorded' | 'unchanged' | 'no_reconciler' | 'revision_changed' | 'failed' | 'body_running';
+  readonly answer: ToolReconcileAnswer['outcome'] | null;
+  /** The review journaled for it, when `recorded`. */
+  readonly review: ToolReviewRecord | null;
+  /** With a `completed` answer: the output the outside system kept, if the reconciler returned it. */
+  readonly output?: JsonValue;
+  readonly error?: string;
+}
+
+export interface ReconcileReport {
+  /** Every call asked or skipped, in journal order. */
+  readonly calls: readonly ReconciledCall[];
+  /** The confirmed history with the reviews written by this pass appended: decide on it next. */
+  readonly history: readonly SessionEvent[];
+  /** The calls that still need a person's review (next step `needs_review` after this pass). */
+  readonly needsReview: readonly CallId[];
+}
+
+/**
+ * What `ask` answers, unless `timeoutMs` passes or `outer` aborts first: then the reason, whether or not the
+ * reconciler heeds the signal it is handed (which aborts with it).
+ */
+async function askWithin<T>(timeoutMs: number, outer: AbortSignal | undefined, ask: (signal: AbortSignal) => T | Promise<T>): Promise<T> {
+  // Cancelled (or the pass ended) before its turn came: the reconciler is not called at all.
+  outer?.throwIfAborted();
+  const control = new AbortController();
+  const timer = setTimeout(() => control.abort(new Error(`the reconciler did not answer within ${timeoutMs} ms`)), timeoutMs);
+  const onOuter = () => control.abort(outer!.reason);
+  if (outer?.aborted) onOuter();
+  else outer?.addEventListener('abort', onOuter, { once: true });
+  let stop!: (reason: unknown) => void;
+  const stopped = new Promise<never>((_resolve, reject) => { stop = reject; });
+  const onStop = () => stop(control.signal.reason);
+  if (control.signal.aborted) onStop();
+  else control.signal.addEventListener('abort', onStop, { once: true });
+  try {
+    return await Promise.race([Promise.resolve().then(() => ask(control.signal)), stopped]);
+  } finally {
+    clearTimeout(timer);
+    outer?.removeEventListener('abort', onOuter);
+    control.signal.removeEventListener('abort', onStop);
+  }
+}
+
+/** The actor of a reconciler's reviews: the tool and the contract revision it answers for. */
+export function reconcilerActor(tool: string, revision: string): string {
+  return truncateUtf8(`reconciler:${tool}@${revision}`, LIMITS.maxTextBytes);
+}
+
+function answerOf(value: unknown): ToolReconcileAnswer {
+  const answer = value as ToolReconcileAnswer | null;
+  if (typeof answer !== 'object' || answer === null) throw new Error('the reconciler answered no object');
+  if (answer.outcome !== 'completed' && answer.outcome !== 'not_executed' && answer.outcome !== 'unknown') {
+    throw new Error(`the reconciler answered outcome ${JSON.stringify(answer.outcome)}, not completed, not_executed or unknown`);
+  }
+  if (typeof answer.evidence !== 'string' || !isValidText(truncateUtf8(answer.evidence, LIMITS.maxTextBytes))) {
+    throw new Error('the reconciler answered no evidence text');
+  }
+  // A copy taken as it arrives: the pass journals it later, in journal order, and a reconciler that hands back one
+  // answer object it keeps changing must not change an answer given about another call.
+  const { outcome, evidence, output } = answer;
+  return output === undefined ? { outcome, evidence } : { outcome, evidence, output: structuredClone(output) };
+}
+
+/**
+ * Asks the reconciler of every call whose outcome is in doubt (docs/design.md#reconcilers) and journals each answer
+ * through recordToolReview with source `reconciler` and actor `reconciler:<tool>@<revision>`: `completed` and
+ * `not_executed` as they are, `unknown` as an `uncertain` review (which unblocks nothing). The reconcilers are asked
+ * at once (at most LIMITS.maxConcurrentReconcilerAsks at a time, each within its own deadline), and their answers
+ * are journaled in journal order. A call a `not_executed` review left to retry is asked too, and only a `completed`
+ * answer is journaled for it: the write the review says did not happen did. Run it before any person is asked; what
+ * is left in `needsReview` is what a person must look at. `tools` are the tools as registered now (a call whose
+ * tool's contract changed since is not asked). Errors of the journal write propagate (a fenced owner, a changed
+ * history); a reconciler's own failure is reported and writes nothing.
+ */
+export async function reconcileUncertainCalls(
+  owner: SessionOwner,
+  tools: readonly Tool[],
+  history: readonly SessionEvent[],
+  options: { readonly signal?: AbortSignal; readonly timeoutMs?: number } = {},
+): Promise<ReconcileReport> {
+  return reconcileCalls(owner, tools, history, options);
+}
+
+/** Times a run's pass writes one answer on a journal the session's other runs keep moving. */
+const REVIEW_WRITE_ATTEMPTS = 5;
+
+/** A reconciler's answer, or why there is none. Never rejects, so answers that arrive after a failed write are dropped quietly. */
+type Asked = { readonly answer: ToolReconcileAnswer } | { readonly failure: string };
+
+/**
+ * reconcileUncertainCalls, restricted `forRun`: a run asks about its own calls (its task's, keyed `<runId>/…`), and
+ * about any call of the session whose latest review is a person's `not_executed` (the run journals every review
+ * waiting in the inbox, and none may be left usable unchecked), not about every call of its session.
+ */
+export async function reconcileCalls(
+  owner: SessionOwner,
+  tools: readonly Tool[],
+  history: readonly SessionEvent[],
+  options: {
+    readonly signal?: AbortSignal;
+    readonly timeoutMs?: number;
+    readonly forRun?: { readonly runId: string; readonly taskId: string };
+    /** The session's journal read again, when other writers of the owner (a session's other runs) may move it. */
+    readonly reload?: () => Promise<readonly SessionEvent[]>;
+  },
+): Promise<ReconcileReport> {
+  if (!Array.isArray(tools)) throw new InvalidInputError('tools', 'must be an array of tools');
+  if (options.timeoutMs !== undefined && !isTimeoutMs(options.timeoutMs)) {
+    throw new InvalidInputError('timeoutMs', `must be a positive integer of at most ${LIMITS.maxTimeoutMs}, got ${String(options.timeoutMs)}`);
+  }
+  // Each tool's own deadline, checked before anything is asked or written.
+  tools.forEach((t, i) => {
+    if (t?.reconcileTimeoutMs !== undefined && !isTimeoutMs(t.reconcileTimeoutMs)) {
+      throw new InvalidInputError(`tools[${i}].reconcileTimeoutMs`, `must be a positive integer of at most ${LIMITS.maxTimeoutMs}, got ${String(t.reconcileTimeoutMs)}`);
+    }
+  });
+  if (!Array.isArray(history)) throw new InvalidInputError('history', 'must be the session\'s confirmed journal (an array of events)');
+  const byName = new Map(tools.map((t) => [t.name, t]));
+  let current: SessionEvent[] = [...history];
+  const calls: ReconciledCall[] = [];
+  if (current.length === 0) return { calls, history: current, needsReview: [] };
+  const turn = takingTurns(LIMITS.maxConcurrentReconcilerAsks);
+  // Ended when the pass does: a journal write that fails (a fenced owner) leaves no lookups queued or running.
+  const passEnded = new AbortController();
+  const signal = passEnded.signal;
+  const cancelled = () => passEnded.abort(options.signal!.reason);
+  if (options.signal?.aborted === true) cancelled();
+  else options.signal?.addEventListener('abort', cancelled, { once: true });
+  try {
+    // Every call to ask, in journal order, each with its answer already on its way; skipped calls keep their place.
+    const planned: ({ readonly skipped: ReconciledCall } | { readonly record: AttemptRecord; readonly latest: ToolReviewRecord | null; readonly actor: string; readonly asked: Promise<Asked> })[] = [];
+    // Journals one answer about `record`. With `reload`, a journal another writer moved meanwhile is read again and
+    // the answer written on it, unless the call is no longer in doubt or, for any answer but `completed` (the write
+    // happened, whatever a review says), its reviews changed: the answer was about a review that is no longer latest.
+    const journal = async (record: AttemptRecord, review: ToolReviewInput, always: boolean): Promise<ToolReviewRecord | null> => {
+      for (let attempt = 1; ; attempt += 1) {
+        try {
+          const event = await recordToolReview(owner, current, record.call.id, review);
+          current = [...current, event];
+          return event.kind.type === 'tool_review' ? event.kind.review : null;
+        } catch (error) {
+          if (options.reload === undefined || attempt >= REVIEW_WRITE_ATTEMPTS || !(error instanceof StoreConflictError && error.code === 'history_changed')) throw error;
+          current = [...(await options.reload())];
+          const now = collectEvidence(current).calls.get(record.call.id);
+          if (now === undefined || now.operation?.attempts.at(-1) !== now || classifyAttempt(now).status !== ToolRecoveryStatus.OutcomeUnknown) return null;
+          if (!always && now.reviews.length !== record.reviews.length) return null;
+        }
+      }
+    };
+    // The array as given: a history a store returned keeps its recorded size (docs/design.md#a-loaded-history-keeps-its-size).
+    const evidence = collectEvidence(history);
+    for (const record of evidence.attempts) {
+      const op = record.call.operation;
+      const attempts = record.operation?.attempts;
+      if (op === undefined || attempts === undefined || attempts[attempts.length - 1] !== record) continue;
+      if (classifyAttempt(record).status !== ToolRecoveryStatus.OutcomeUnknown) continue;
+      if (attempts.some((a) => a.result?.outcome.status === 'succeeded')) continue;
+      const latest = latestReview(record);
+      const ofRun = (run: { readonly runId: string; readonly taskId: string }) => op.taskId === run.taskId && op.key.startsWith(`${run.runId}/`);
+      if (options.forRun !== undefined && !ofRun(options.forRun) && !(latest?.outcome === 'not_executed' && latest.source !== 'reconciler')) continue;
+      // A completed review settles the call. A not_executed one, not yet acted on, is checked against the outside
+      // system once more: an answer that the write happened overrides it, any other leaves it as it is.
+      if (latest?.outcome === 'completed') continue;
+      const base = { callId: record.call.id, name: record.call.name };
+      if (runningHere(owner, record.call.id) !== null) {
+        planned.push({ skipped: { ...base, action: 'body_running', answer: null, review: null } });
+        continue;
+      }
+      const tool = byName.get(record.call.name);
+      if (tool?.reconcile === undefined) {
+        planned.push({ skipped: { ...base, action: 'no_reconciler', answer: null, review: null } });
+        continue;
+      }
+      if (!sameContract(tool.metadata.effect, op.contract)) {
+        planned.push({ skipped: { ...base, action: 'revision_changed', answer: null, review: null } });
+        continue;
+      }
+      const request: ToolReconcileRequest = {
+        sessionId: record.event.sessionId,
+        callId: record.call.id,
+        toolName: record.call.name,
+        arguments: structuredClone(record.call.arguments),
+        operation: structuredClone(op),
+      };
+      const timeoutMs = options.timeoutMs ?? tool.reconcileTimeoutMs ?? RUNTIME_DEFAULTS.reconcileTimeoutMs;
+      const asking = tool;
+      const asked = turn(() => askWithin(timeoutMs, signal, (within) => asking.reconcile!(request, within)))
+        .then((value): Asked => ({ answer: answerOf(value) }))
+        .catch((error: unknown): Asked => ({ failure: error instanceof Error ? error.message : String(error) }));
+      planned.push({ record, latest, actor: reconcilerActor(tool.name, op.contract.revision), asked });
+    }
+    for (const entry of planned) {
+      if ('skipped' in entry) {
+        calls.push(entry.skipped);
+        continue;
+      }
+      const { record, latest, actor } = entry;
+      const base = { callId: record.call.id, name: record.call.name };
+      const asked = await entry.asked;
+      if ('failure' in asked) {
+        const failure = asked.failure;
+        if (latest?.outcome !== 'not_executed' || latest.source === 'reconciler' || decidedOverReconciler(record)) {
+          calls.push({ ...base, action: 'failed', answer: null, review: null, error: failure });
+          continue;
+        }
+        // A person's not_executed review the exact reconciler could not check (it failed, or the pass was cancelled
+        // while it was asked) is not used until it answers: said in the journal (an uncertain review over it), so the
+        // call is back in the queue for everyone who reads it, and no host that reads the journal without asking this
+        // reconciler retries on that review.
+        const evidenceText = truncateUtf8(`could not check the not_executed review by ${latest.actor}: ${failure}; it is not used until this reconciler answers`, LIMITS.maxTextBytes);
+        const review = await journal(record, { actor, outcome: 'uncertain', evidence: evidenceText, source: 'reconciler' }, false);
+        calls.push({ ...base, action: 'failed', answer: null, review, error: failure });
+        continue;
+      }
+      const answer = asked.answer;
+      if (latest?.outcome === 'not_executed' && answer.outcome !== 'completed') {
+        calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
+        continue;
+      }
+      const outcome: ToolReviewOutcome = answer.outcome === 'unknown' ? 'uncertain' : answer.outcome;
+      // Its own earlier answer, not a person's review that happens to carry the reconciler's actor name.
+      if (outcome === 'uncertain' && latest?.actor === actor && latest.source === 'reconciler') {
+        calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
+        continue;
+      }
+      const evidenceText = truncateUtf8(answer.evidence, LIMITS.maxTextBytes);
+      const review = await journal(record, { actor, outcome, evidence: evidenceText, source: 'reconciler' }, answer.outcome === 'completed');
+      if (review === null) {
+        calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
+        continue;
+      }
+      const output = answer.outcome === 'completed' && answer.output !== undefined ? { output: answer.output } : {};
+      calls.push({ ...base, action: 'recorded', answer: answer.outcome, review, ...output });
+    }
+  } finally {
+    options.signal?.removeEventListener('abort', cancelled);
+    passEnded.abort(new Error('the reconcile pass ended'));
+  }
+  const needsReview = assessSession(current).calls.filter((c) => c.nextStep === 'needs_review').map((c) => c.callId);
+  return { calls, history: current, needsReview };
+}
+
+/**
+ * Whether the call's latest review, a person's `not_executed`, was recorded after the reconciler had answered
+ * `unknown` or could not check an earlier review (an `uncertain` review of its own): the person decided knowing that
+ * the outside system could not say, so a reconciler that fails again does not set the decision aside. Only its
+ * `completed` answer still does.
+ */
+function decidedOverReconciler(record: AttemptRecord): boolean {
+  return record.reviews.slice(0, -1).some(({ review }) => review.source === 'reconciler' && review.outcome === 'uncertain');
+}
+
+/** Whether the latest review of `callId` in `history` is a person's `not_executed` decided over its reconciler (decidedOverReconciler). */
+export function personDecided(history: readonly SessionEvent[], callId: string): boolean {
+  const record = collectEvidence(history).calls.get(callId);
+  const latest = record === undefined ? null : latestReview(record);
+  return record !== undefined && latest?.outcome === 'not_executed' && latest.source !== 'reconciler' && decidedOverReconciler(record);
+}
+
+/** Runs the work handed to it with at most `max` pieces under way at once, in the order it was handed over. */
+function takingTurns(max: number): <T>(work: () => Promise<T>) => Promise<T> {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return async (work) => {
+    if (running >= max) await new Promise<void>((resolve) => waiting.push(resolve));
+    else running += 1;
+    try {
+      return await work();
+    } finally {
+      const next = waiting.shift();
+      if (next === undefined) running -= 1;
+      else next();
+    }
+  };
+}
