@@ -18,7 +18,7 @@ import { prepareToolRetry, sourceRowBefore, type ToolRetryPlan } from '../tool/r
 import { noteRetrySource } from '../tool/retry-source.js';
 import { classifyAttempt, collectEvidence, latestReview as latestAttemptReview } from '../tool/evidence.js';
 import { ToolRecoveryStatus } from '../tool/retry-policy.js';
-import type { ReconcileReport } from '../tool/reconcile.js';
+import type { PassReport } from '../tool/reconcile.js';
 import { reviewsBeforeDeciding } from './run-reviews.js';
 import { RETRY_SAFE_ACTOR, type RecoveryPolicy } from '../tool/recover.js';
 import { contractChangeFor } from '../tool/runtime.js';
@@ -61,7 +61,7 @@ export interface CallContext {
   readonly reconcilers: readonly Tool[];
   readonly signal: AbortSignal | undefined;
   /** Reconcilers are asked at most once per invocation. */
-  reconciled: ReconcileReport | null;
+  reconciled: PassReport | null;
   /** Operators' reviews waiting in the decision inbox are journaled at most once per invocation. */
   inboxJournaled: boolean;
 }
@@ -262,6 +262,14 @@ function operationNeverRan(history: readonly SessionEvent[], callId: string): bo
   return attempts.every((a) => classifyAttempt(a).status === ToolRecoveryStatus.NotExecuted || latestAttemptReview(a)?.outcome === 'not_executed');
 }
 
+function uncheckedPersonReview(ctx: CallContext, tool: string, history: readonly SessionEvent[], callId: string): boolean {
+  const reviewed = latestReview(history, callId);
+  if (reviewed?.outcome !== 'not_executed' || reviewed.source === 'reconciler') return false;
+  if (!ctx.reconcilers.some((t) => t.name === tool && t.reconcile !== undefined)) return false;
+  const reviews = history.filter((e) => e.kind.type === 'tool_review' && e.kind.review.callId === callId).length;
+  return ctx.reconciled?.seen.get(callId) !== reviews;
+}
+
 /**
  * An attempt with no result: operators' reviews from the decision inbox are journaled first (a review recorded
  * with `jingwei review` from another process reaches the run without the host doing anything), then reconcilers,
@@ -283,6 +291,9 @@ async function recoverOpen(
   // overridden by a person's reading of it, so nothing is retried yet.
   const asked = ctx.reconciled?.calls.find((c) => c.callId === callId);
   if (asked?.action === 'failed' && asked.review !== null) return { kind: 'stop', reason: 'needs_review', callId };
+  // A person's not_executed review this run's pass did not see (journaled since by another run of the session, from
+  // the inbox): the tool's reconciler has not been asked about it, so it is not used yet; the next resume asks.
+  if (uncheckedPersonReview(ctx, requested.name, current, callId)) return { kind: 'stop', reason: 'needs_review', callId };
   let plan: ToolRetryPlan;
   try {
     plan = prepareToolRetry(current, callId);

@@ -3,7 +3,7 @@
  * `jingwei review` is transport until the session's owner journals it as the call's review; the journal is the
  * evidence. Run before reconcilers and before any person is asked (docs/operator-guide.md, the routine).
  */
-import { DecisionError, InvalidInputError, ToolRetryError } from '../errors.js';
+import { DecisionError, InvalidInputError, StoreConflictError, ToolRetryError } from '../errors.js';
 import { TOOL_REVIEW_OUTCOMES, type SessionEvent, type ToolReviewOutcome, type ToolReviewRecord } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import type { DecisionRow } from '../store/inbox-rows.js';
@@ -36,6 +36,9 @@ export interface InboxReviewReport {
   /** The confirmed history with the reviews written by this pass appended: decide on it next. */
   readonly history: readonly SessionEvent[];
 }
+
+/** Times one decision is judged and written again on a journal another writer of the owner moved meanwhile. */
+const INBOX_WRITE_ATTEMPTS = 5;
 
 /** Refusals that say the review no longer applies to the call (as opposed to a damaged journal or a fenced owner). */
 const STALE_CODES: ReadonlySet<string> = new Set(['completed', 'not_in_doubt', 'not_latest_attempt', 'legacy_call']);
@@ -103,16 +106,20 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
   // not journaled again, so a person or a job re-asserting it cannot fill the session's journal.
   const latest = new Map<string, ToolReviewRecord>();
   for (const e of history) if (e.kind.type === 'tool_review') latest.set(e.kind.review.callId, e.kind.review);
-  for (const listed of rows) {
-    // Read again: an operator may have replaced it since the listing (a newer review of the call, which waits).
-    const row = await inbox.get(listed.id);
-    if (row === undefined || row.state !== 'decided') continue;
+  /** Judges one decided review on `current` and journals it, or marks it stale. */
+  const journalOne = async (row: DecisionRow): Promise<void> => {
     const outcome = row.decision as ToolReviewOutcome;
     const done = journaledEvent(current, row.id);
     if (done !== undefined && done.kind.type === 'tool_review') {
-      await inbox.markReviewJournaled(row.id, done.eventId);
+      try {
+        await inbox.markReviewJournaled(row.id, done.eventId);
+      } catch (error) {
+        // Marked meanwhile by another pass of the owner (a run of the session), which reports it.
+        if (error instanceof DecisionError && error.code === 'decision_stale') return;
+        throw error;
+      }
       journaled.push({ decisionId: row.id, callId: done.kind.review.callId, outcome: done.kind.review.outcome, actor: done.kind.review.actor, event: done });
-      continue;
+      return;
     }
     const refuse = async (reason: string) => {
       await inbox.markReviewStale(row.id, reason);
@@ -120,11 +127,11 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
     };
     if (!TOOL_REVIEW_OUTCOMES.includes(outcome) || row.actor === null || row.reason === null) {
       await refuse(`the decision carries no review outcome, actor and evidence`);
-      continue;
+      return;
     }
     if (!current.some((e) => e.kind.type === 'tool_call' && e.kind.call.id === row.callId)) {
       await refuse(`call ${row.callId} is not in the journal of session ${owner.sessionId}`);
-      continue;
+      return;
     }
     const overtaken = outcome === 'not_executed' ? overtakingEvent(current, row) : null;
     if (overtaken !== null) {
@@ -132,12 +139,12 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
         `the journal has recorded ${overtaken} of call ${row.callId} since this not_executed review was recorded: ` +
           'it was decided without that evidence; review the call again',
       );
-      continue;
+      return;
     }
     const prior = latest.get(row.callId);
     if (prior !== undefined && prior.outcome === outcome && prior.actor === row.actor) {
       await refuse(`it repeats the ${outcome} review ${row.actor} already journaled for call ${row.callId}`);
-      continue;
+      return;
     }
     let event: SessionEvent;
     try {
@@ -145,17 +152,36 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
     } catch (error) {
       if ((error instanceof ToolRetryError && STALE_CODES.has(error.code)) || error instanceof InvalidInputError) {
         await refuse(error.message);
-        continue;
+        return;
       }
       // The call still runs in this process: the decision waits (neither journaled nor stale) for a pass after it
       // has a result or its body has ended, which then judges it against that evidence.
-      if (error instanceof DecisionError && error.code === 'call_in_flight') continue;
+      if (error instanceof DecisionError && error.code === 'call_in_flight') return;
       throw error;
     }
     current = [...current, event];
     if (event.kind.type === 'tool_review') latest.set(row.callId, event.kind.review);
     await inbox.markReviewJournaled(row.id, event.eventId);
     journaled.push({ decisionId: row.id, callId: row.callId as CallId, outcome, actor: row.actor, event });
+  };
+  for (const listed of rows) {
+    for (let attempt = 1; ; attempt += 1) {
+      // Read again: an operator may have replaced it since the listing (a newer review of the call, which waits), or
+      // another pass of the owner journaled it.
+      const row = await inbox.get(listed.id);
+      if (row === undefined || row.state !== 'decided') break;
+      try {
+        await journalOne(row);
+        break;
+      } catch (error) {
+        // Another writer of the owner (a run of the session) moved the journal since it was read: judged again on the
+        // journal read anew.
+        if (attempt >= INBOX_WRITE_ATTEMPTS || !(error instanceof StoreConflictError && error.code === 'history_changed')) throw error;
+        current = [...(await store.loadHistory(owner.sessionId))];
+        latest.clear();
+        for (const e of current) if (e.kind.type === 'tool_review') latest.set(e.kind.review.callId, e.kind.review);
+      }
+    }
   }
   return { journaled, stale, history: current };
 }

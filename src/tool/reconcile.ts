@@ -112,7 +112,16 @@ export async function reconcileUncertainCalls(
   history: readonly SessionEvent[],
   options: { readonly signal?: AbortSignal; readonly timeoutMs?: number } = {},
 ): Promise<ReconcileReport> {
-  return reconcileCalls(owner, tools, history, options);
+  const { calls, history: current, needsReview } = await reconcileCalls(owner, tools, history, options);
+  return { calls, history: current, needsReview };
+}
+
+/**
+ * A pass as a run reads it: with, for each call in doubt it looked at, how many reviews the call had then. A review
+ * journaled since (by another run of the session, from the inbox) was not checked by this pass.
+ */
+export interface PassReport extends ReconcileReport {
+  readonly seen: ReadonlyMap<string, number>;
 }
 
 /** Times a run's pass writes one answer on a journal the session's other runs keep moving. */
@@ -137,7 +146,7 @@ export async function reconcileCalls(
     /** The session's journal read again, when other writers of the owner (a session's other runs) may move it. */
     readonly reload?: () => Promise<readonly SessionEvent[]>;
   },
-): Promise<ReconcileReport> {
+): Promise<PassReport> {
   if (!Array.isArray(tools)) throw new InvalidInputError('tools', 'must be an array of tools');
   if (options.timeoutMs !== undefined && !isTimeoutMs(options.timeoutMs)) {
     throw new InvalidInputError('timeoutMs', `must be a positive integer of at most ${LIMITS.maxTimeoutMs}, got ${String(options.timeoutMs)}`);
@@ -152,7 +161,8 @@ export async function reconcileCalls(
   const byName = new Map(tools.map((t) => [t.name, t]));
   let current: SessionEvent[] = [...history];
   const calls: ReconciledCall[] = [];
-  if (current.length === 0) return { calls, history: current, needsReview: [] };
+  const seen = new Map<string, number>();
+  if (current.length === 0) return { calls, history: current, needsReview: [], seen };
   const turn = takingTurns(LIMITS.maxConcurrentReconcilerAsks);
   // Ended when the pass does: a journal write that fails (a fenced owner) leaves no lookups queued or running.
   const passEnded = new AbortController();
@@ -177,6 +187,8 @@ export async function reconcileCalls(
           current = [...(await options.reload())];
           const now = collectEvidence(current).calls.get(record.call.id);
           if (now === undefined || now.operation?.attempts.at(-1) !== now || classifyAttempt(now).status !== ToolRecoveryStatus.OutcomeUnknown) return null;
+          // Settled by someone else meanwhile (a person, another run's pass): nothing to add.
+          if (latestReview(now)?.outcome === 'completed') return null;
           if (!always && now.reviews.length !== record.reviews.length) return null;
         }
       }
@@ -195,6 +207,7 @@ export async function reconcileCalls(
       // A completed review settles the call. A not_executed one, not yet acted on, is checked against the outside
       // system once more: an answer that the write happened overrides it, any other leaves it as it is.
       if (latest?.outcome === 'completed') continue;
+      seen.set(record.call.id, record.reviews.length);
       const base = { callId: record.call.id, name: record.call.name };
       if (runningHere(owner, record.call.id) !== null) {
         planned.push({ skipped: { ...base, action: 'body_running', answer: null, review: null } });
@@ -271,7 +284,7 @@ export async function reconcileCalls(
     passEnded.abort(new Error('the reconcile pass ended'));
   }
   const needsReview = assessSession(current).calls.filter((c) => c.nextStep === 'needs_review').map((c) => c.callId);
-  return { calls, history: current, needsReview };
+  return { calls, history: current, needsReview, seen };
 }
 
 /**

@@ -431,6 +431,62 @@ describe('resumable agent runs (SQLite)', () => {
     await h.store.close();
   });
 
+  it("a person's not_executed review journaled by another run while this run's pass asked the reconcilers is not used: the run stops for a review, nothing is retried", async () => {
+    const path = tempDbPath(dir);
+    const other = outside({ emailEffect: 'non_idempotent' });
+    await (await crashedInsideEmail(path, other, 'order-other')).store.close();
+    const world = outside({ emailEffect: 'non_idempotent' });
+    await (await crashedInsideEmail(path, world, 'order-x', { step: reply(null, calls(['c2', 'send_email', '{"item":"coffee"}'])) })).store.close();
+    const first = await host(path, world.tools);
+    const history = await first.store.loadHistory('shop');
+    await first.store.close();
+    const emailOf = (run: string) => history.flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.operation?.key === `${run}/2/0` ? [e.kind.call.id] : []))[0]!;
+    // A review of the other run's e-mail waits in the inbox, so this run's start pass asks the reconcilers.
+    const waiting = cli(['review', path, emailOf('order-other'), '--session', 'shop', '--outcome', 'uncertain', '--evidence', 'cannot tell', '--actor', 'ops@example.com']);
+    assert.equal(waiting.code, 0, waiting.stderr);
+    const holder: { h?: Awaited<ReturnType<typeof host>> } = {};
+    const checking: Tool = {
+      ...world.tools[1]!,
+      // While it is asked, another run journals an operator's not_executed review of this run's e-mail.
+      reconcile: async (request) => {
+        if (request.operation.key === 'order-x/2/0') {
+          const h = holder.h!;
+          await recordToolReview(h.owner, await h.store.loadHistory('shop'), emailOf('order-x'), { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'not in the outbox view yet' });
+        }
+        throw new Error('the mail provider is down');
+      },
+    };
+    const h = await host(path, [world.tools[0]!, checking]);
+    holder.h = h;
+    const result = await resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: 'order-x', store: h.store, maxSteps: 4 });
+    assert.equal(result.stopReason, 'needs_review');
+    assert.deepEqual(world.bodies, ['place_order'], 'not sent again on a review no reconciler checked');
+    await h.store.close();
+  });
+
+  it("a reconciler's completed answer about a call another writer settled meanwhile is not written again, and the run goes on", async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailEffect: 'non_idempotent' });
+    await (await crashedInsideEmail(path, world, 'order-settled')).store.close();
+    const holder: { h?: Awaited<ReturnType<typeof host>> } = {};
+    const checking: Tool = {
+      ...world.tools[1]!,
+      reconcile: async (request) => {
+        const h = holder.h!;
+        await recordToolReview(h.owner, await h.store.loadHistory('shop'), request.callId, { actor: 'ops@example.com', outcome: 'completed', evidence: 'seen in the outbox' });
+        return { outcome: 'completed', evidence: 'in the sent folder', output: 'sent' };
+      },
+    };
+    const h = await host(path, [world.tools[0]!, checking]);
+    holder.h = h;
+    const result = await resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: 'order-settled', store: h.store, maxSteps: 4 });
+    assert.equal(result.stopReason, 'completed');
+    const reviews = (await h.store.loadHistory('shop')).flatMap((e) => (e.kind.type === 'tool_review' ? [[e.kind.review.source, e.kind.review.outcome]] : []));
+    assert.deepEqual(reviews, [['human', 'completed']]);
+    assert.deepEqual(world.bodies, ['place_order']);
+    await h.store.close();
+  });
+
   it('a run with nothing to review does not wait for another run\'s reconcile pass on the same owner', { timeout: 20_000 }, async () => {
     const path = tempDbPath(dir);
     const world = outside({ emailEffect: 'non_idempotent' });

@@ -291,3 +291,22 @@ it("an operator's not_executed decision made before the reconciler journaled tha
   assert.equal(prepareToolRetry(failed.history, callId).review?.actor, 'ops');
   await store.close();
 });
+
+it('journalInboxReviews judges and writes a decision again on a journal another writer of the owner moved since it was read', async () => {
+  const { store, owner } = await session();
+  const wire: Tool = {
+    name: 'wire',
+    metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: async () => { throw new Error('lost after the write'); },
+  };
+  const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  const callId = (await gateway.call('wire', {})).call.id;
+  await decisionInbox(store).recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'called the bank', actor: 'ops' });
+  const read = await store.loadHistory('s');
+  await owner.append([{ turnId: 'another-run', kind: { type: 'user_message', text: 'meanwhile' } }]);
+  const report = await journalInboxReviews(owner, store, read);
+  assert.equal(report.journaled.length, 1);
+  assert.equal(report.history.at(-1)?.kind.type, 'tool_review');
+  assert.equal(report.history.length, read.length + 2, 'on the journal read again');
+  await store.close();
+});
