@@ -106,23 +106,32 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
   // not journaled again, so a person or a job re-asserting it cannot fill the session's journal.
   const latest = new Map<string, ToolReviewRecord>();
   for (const e of history) if (e.kind.type === 'tool_review') latest.set(e.kind.review.callId, e.kind.review);
+  const reload = async () => {
+    current = [...(await store.loadHistory(owner.sessionId))];
+    latest.clear();
+    for (const e of current) if (e.kind.type === 'tool_review') latest.set(e.kind.review.callId, e.kind.review);
+  };
+  /** Marks a row; false when another pass of the owner (a run of the session) marked it meanwhile, and reports it. */
+  const marked = async (mark: () => Promise<unknown>): Promise<boolean> => {
+    try {
+      await mark();
+      return true;
+    } catch (error) {
+      if (error instanceof DecisionError && error.code === 'decision_stale') return false;
+      throw error;
+    }
+  };
   /** Judges one decided review on `current` and journals it, or marks it stale. */
   const journalOne = async (row: DecisionRow): Promise<void> => {
     const outcome = row.decision as ToolReviewOutcome;
     const done = journaledEvent(current, row.id);
     if (done !== undefined && done.kind.type === 'tool_review') {
-      try {
-        await inbox.markReviewJournaled(row.id, done.eventId);
-      } catch (error) {
-        // Marked meanwhile by another pass of the owner (a run of the session), which reports it.
-        if (error instanceof DecisionError && error.code === 'decision_stale') return;
-        throw error;
-      }
+      if (!(await marked(() => inbox.markReviewJournaled(row.id, done.eventId)))) return;
       journaled.push({ decisionId: row.id, callId: done.kind.review.callId, outcome: done.kind.review.outcome, actor: done.kind.review.actor, event: done });
       return;
     }
     const refuse = async (reason: string) => {
-      await inbox.markReviewStale(row.id, reason);
+      if (!(await marked(() => inbox.markReviewStale(row.id, reason)))) return;
       stale.push({ decisionId: row.id, callId: row.callId, reason });
     };
     if (!TOOL_REVIEW_OUTCOMES.includes(outcome) || row.actor === null || row.reason === null) {
@@ -161,7 +170,7 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
     }
     current = [...current, event];
     if (event.kind.type === 'tool_review') latest.set(row.callId, event.kind.review);
-    await inbox.markReviewJournaled(row.id, event.eventId);
+    await marked(() => inbox.markReviewJournaled(row.id, event.eventId));
     journaled.push({ decisionId: row.id, callId: row.callId as CallId, outcome, actor: row.actor, event });
   };
   for (const listed of rows) {
@@ -170,6 +179,8 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
       // another pass of the owner journaled it.
       const row = await inbox.get(listed.id);
       if (row === undefined || row.state !== 'decided') break;
+      // Recorded on a journal newer than the one read (a review or an answer journaled since): judged on that one.
+      if (row.journalSeq !== undefined && row.journalSeq > (current.at(-1)?.seq ?? -1)) await reload();
       try {
         await journalOne(row);
         break;
@@ -177,9 +188,7 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
         // Another writer of the owner (a run of the session) moved the journal since it was read: judged again on the
         // journal read anew.
         if (attempt >= INBOX_WRITE_ATTEMPTS || !(error instanceof StoreConflictError && error.code === 'history_changed')) throw error;
-        current = [...(await store.loadHistory(owner.sessionId))];
-        latest.clear();
-        for (const e of current) if (e.kind.type === 'tool_review') latest.set(e.kind.review.callId, e.kind.review);
+        await reload();
       }
     }
   }

@@ -310,3 +310,29 @@ it('journalInboxReviews judges and writes a decision again on a journal another 
   assert.equal(report.history.length, read.length + 2, 'on the journal read again');
   await store.close();
 });
+
+it('two passes judging one inbox decision at once: the second finds it marked and goes on; a decision recorded on a journal newer than the one read is judged on that one', async () => {
+  const { store, owner } = await session();
+  const wire: Tool = {
+    name: 'wire',
+    metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: async () => { throw new Error('lost after the write'); },
+  };
+  const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  const callId = (await gateway.call('wire', {})).call.id;
+  await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'not in the bank view' });
+  const inbox = decisionInbox(store);
+  // The same review again: both passes mark it stale as a repeat, and the second finds it marked.
+  const repeat = await inbox.recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'not in the bank view', actor: 'ops' });
+  const read = await store.loadHistory('s');
+  const [a, b] = await Promise.all([journalInboxReviews(owner, store, read), journalInboxReviews(owner, store, read)]);
+  assert.equal(a.stale.length + b.stale.length, 1);
+  assert.equal((await inbox.get(repeat.id))?.state, 'stale');
+  // The reconciler could not say, then the operator decided again, both after the journal a pass had read.
+  const older = await store.loadHistory('s');
+  await recordToolReview(owner, older, callId, { actor: 'reconciler:wire@v1', outcome: 'uncertain', evidence: 'the bank view lags', source: 'reconciler' });
+  await inbox.recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'called the bank: nothing sent', actor: 'ops' });
+  const report = await journalInboxReviews(owner, store, older);
+  assert.deepEqual([report.journaled.length, report.stale], [1, []], 'not taken for a repeat of the review before the reconciler\'s');
+  await store.close();
+});
