@@ -14,7 +14,7 @@ import { createMemoryStore } from '../../src/store/memory.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import Database from 'better-sqlite3';
 import type { SessionStore } from '../../src/store/types.js';
-import { openCalls, recordToolReview, recoverAbandoned, type RecoveryHost, type RecoveryReport } from '../../src/review.js';
+import { openCalls, recordToolReview, recoverAbandoned, type RecoverOptions, type RecoveryHost, type RecoveryPolicy, type RecoveryReport, type SessionRecovery } from '../../src/review.js';
 import { prepareToolRetry } from '../../src/index.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import type { Tool } from '../../src/tool/types.js';
@@ -123,6 +123,16 @@ forEachStore('recoverAbandoned across real processes', (target) => {
 });
 
 describe('recoverAbandoned in one process', () => {
+  /** The routine's report of the session once it lists it as abandoned again (its lease ran out). */
+  async function recoveredOnce(store: SessionStore, host: RecoveryHost, options: RecoveryPolicy | RecoverOptions): Promise<SessionRecovery> {
+    for (let tries = 0; tries < 400; tries += 1) {
+      await pause(25);
+      const report = await recoverAbandoned(store, host, options);
+      if (report.sessions.length > 0) return report.sessions[0]!;
+    }
+    throw new Error('the session was never listed as abandoned again');
+  }
+
   const failing = () => {
     const lookups = { count: 0 };
     const tools = [
@@ -221,17 +231,7 @@ describe('recoverAbandoned in one process', () => {
     await owner.startTask('t');
     const call = await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('charge', {});
     await recordToolReview(owner, await store.loadHistory('s-4'), call.call.id, { actor: 'bob', outcome: 'not_executed', evidence: 'not in the dashboard yet' });
-    const pass = async () => {
-      let report: RecoveryReport;
-      let tries = 0;
-      do {
-        await pause(25);
-        report = await recoverAbandoned(store, host, { policy, leaseMs: 100 });
-        tries += 1;
-        assert.ok(tries < 400, 'the session was never listed as abandoned again');
-      } while (report.sessions.length === 0);
-      return report.sessions[0]!;
-    };
+    const pass = () => recoveredOnce(store, host, { policy, leaseMs: 100 });
     const session = await pass();
     assert.ok(session.action === 'taken_over', JSON.stringify(session));
     assert.deepEqual(session.reconciled.map((c) => c.action), ['failed']);
@@ -264,14 +264,7 @@ describe('recoverAbandoned in one process', () => {
     await owner.startTask('t');
     const call = await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('charge', {});
     await recordToolReview(owner, await store.loadHistory('s-8'), call.call.id, { actor: 'bob', outcome: 'not_executed', evidence: 'not in the dashboard yet' });
-    const pass = async () => {
-      let report: RecoveryReport;
-      do {
-        await pause(25);
-        report = await recoverAbandoned(store, host, { leaseMs: 100 });
-      } while (report.sessions.length === 0);
-      return report.sessions[0]!;
-    };
+    const pass = () => recoveredOnce(store, host, { leaseMs: 100 });
     const first = await pass();
     assert.ok(first.action === 'taken_over' && first.reconciled[0]?.review?.outcome === 'uncertain', JSON.stringify(first));
     assert.equal((await store.listSessions())[0]!.held, true, 'held for the reconciler');
@@ -310,17 +303,7 @@ describe('recoverAbandoned in one process', () => {
       await owner.startTask('t');
       const call = await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('charge', {});
       await recordToolReview(owner, await store.loadHistory('s-5'), call.call.id, { actor: 'bob', outcome: 'not_executed', evidence: 'not in the dashboard yet' });
-      const pass = async (signal?: AbortSignal) => {
-        let report: RecoveryReport;
-        let tries = 0;
-        do {
-          await pause(25);
-          report = await recoverAbandoned(store, host, { policy, leaseMs: 100, ...(signal ? { signal } : {}) });
-          tries += 1;
-          assert.ok(tries < 400, 'the session was never listed as abandoned again');
-        } while (report.sessions.length === 0);
-        return report.sessions[0]!;
-      };
+      const pass = (signal?: AbortSignal) => recoveredOnce(store, host, { policy, leaseMs: 100, ...(signal ? { signal } : {}) });
       const cancelled = await pass(stop.signal);
       assert.ok(cancelled.action === 'taken_over', JSON.stringify(cancelled));
       assert.deepEqual(cancelled.reconciled.map((c) => c.action), ['failed']);
@@ -352,12 +335,7 @@ describe('recoverAbandoned in one process', () => {
     const owner = await store.acquire('s-6', { owner: 'gone', leaseMs: 100, heartbeat: false });
     await owner.startTask('t');
     await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('lookup', {});
-    let report: RecoveryReport;
-    do {
-      await pause(25);
-      report = await recoverAbandoned(store, host, 'retry_safe');
-    } while (report.sessions.length === 0);
-    const session = report.sessions[0]!;
+    const session = await recoveredOnce(store, host, 'retry_safe');
     assert.equal(session.action, 'failed', JSON.stringify(session));
     assert.ok(session.action === 'failed');
     assert.match(`${session.error.code} ${session.error.message}`, /stale/);
@@ -382,12 +360,7 @@ describe('recoverAbandoned in one process', () => {
     await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('lookup', {});
     setFaultHook((point) => { if (point === 'commit:before' && breakCommits) throw new Error('the disk is full'); });
     try {
-      let report: RecoveryReport;
-      do {
-        await pause(25);
-        report = await recoverAbandoned(store, host, 'retry_safe');
-      } while (report.sessions.length === 0);
-      const session = report.sessions[0]!;
+      const session = await recoveredOnce(store, host, 'retry_safe');
       assert.ok(session.action === 'taken_over', JSON.stringify(session));
       assert.equal(session.retried[0]?.outcome, 'recording_failed');
       assert.match(session.retried[0]?.error?.message ?? '', /could not record the result of lookup/);

@@ -293,14 +293,7 @@ it("an operator's not_executed decision made before the reconciler journaled tha
 });
 
 it('journalInboxReviews judges and writes a decision again on a journal another writer of the owner moved since it was read', async () => {
-  const { store, owner } = await session();
-  const wire: Tool = {
-    name: 'wire',
-    metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'),
-    execute: async () => { throw new Error('lost after the write'); },
-  };
-  const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
-  const callId = (await gateway.call('wire', {})).call.id;
+  const { store, owner, callId } = await wireInDoubt();
   await decisionInbox(store).recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'called the bank', actor: 'ops' });
   const read = await store.loadHistory('s');
   await owner.append([{ turnId: 'another-run', kind: { type: 'user_message', text: 'meanwhile' } }]);
@@ -312,14 +305,7 @@ it('journalInboxReviews judges and writes a decision again on a journal another 
 });
 
 it('two passes judging one inbox decision at once: the second finds it marked and goes on; a decision recorded on a journal newer than the one read is judged on that one', async () => {
-  const { store, owner } = await session();
-  const wire: Tool = {
-    name: 'wire',
-    metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'),
-    execute: async () => { throw new Error('lost after the write'); },
-  };
-  const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
-  const callId = (await gateway.call('wire', {})).call.id;
+  const { store, owner, callId } = await wireInDoubt();
   await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'not in the bank view' });
   const inbox = decisionInbox(store);
   // The same review again: both passes mark it stale as a repeat, and the second finds it marked.
@@ -336,3 +322,16 @@ it('two passes judging one inbox decision at once: the second finds it marked an
   assert.deepEqual([report.journaled.length, report.stale], [1, []], 'not taken for a repeat of the review before the reconciler\'s');
   await store.close();
 });
+
+/** A session `s` whose non-idempotent transfer failed after its write: its call in doubt. */
+async function wireInDoubt() {
+  const { store, owner } = await session();
+  const wire: Tool = {
+    name: 'wire',
+    metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: async () => { throw new Error('lost after the write'); },
+  };
+  const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  const callId = (await gateway.call('wire', {})).call.id;
+  return { store, owner, callId };
+}
