@@ -202,9 +202,10 @@ export class DecisionInbox {
     const at = new Date().toISOString();
     return this.inbox.transactDecision(id, (row) => {
       if (row?.kind !== 'review') throw new DecisionError('decision_not_found', id, `no review decision ${id}`);
-      if (row.state !== 'decided' && row.state !== 'superseded') throw new DecisionError('decision_stale', id, `review decision ${id} is ${row.state}`);
-      // A replaced review its owner journaled anyway: "replaced before it was journaled" no longer holds.
-      const write: DecisionRow = { ...row, state: 'consumed', consumedAt: at, consumedBy: by, ...(row.state === 'superseded' ? { note: null } : {}) };
+      if (row.state !== 'decided' && row.state !== 'superseded' && row.state !== 'stale') throw new DecisionError('decision_stale', id, `review decision ${id} is ${row.state}`);
+      // A replaced review its owner journaled anyway, or one another pass refused meanwhile on an older read of the
+      // journal: "replaced before it was journaled" or the refusal no longer holds, since the journal holds it.
+      const write: DecisionRow = { ...row, state: 'consumed', consumedAt: at, consumedBy: by, ...(row.state !== 'decided' ? { note: null } : {}) };
       return { write, result: write };
     });
   }

@@ -121,74 +121,91 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
       throw error;
     }
   };
-  /** Judges one decided review on `current` and journals it, or marks it stale. */
-  const journalOne = async (row: DecisionRow): Promise<void> => {
+  /**
+   * Judges one decided review on `current` and journals it, or marks it stale. A refusal that rests on the journal
+   * is made on a fresh read only (`fresh`): a refusal writes nothing, so no conflict would show that another writer
+   * of the owner (a run of the session) moved the journal since it was read; false asks for that read first.
+   */
+  const journalOne = async (row: DecisionRow, fresh: boolean): Promise<boolean> => {
     const outcome = row.decision as ToolReviewOutcome;
     const done = journaledEvent(current, row.id);
     if (done !== undefined && done.kind.type === 'tool_review') {
-      if (!(await marked(() => inbox.markReviewJournaled(row.id, done.eventId)))) return;
+      if (!(await marked(() => inbox.markReviewJournaled(row.id, done.eventId)))) return true;
       journaled.push({ decisionId: row.id, callId: done.kind.review.callId, outcome: done.kind.review.outcome, actor: done.kind.review.actor, event: done });
-      return;
+      return true;
     }
     const refuse = async (reason: string) => {
-      if (!(await marked(() => inbox.markReviewStale(row.id, reason)))) return;
+      if (!(await marked(() => inbox.markReviewStale(row.id, reason)))) return true;
       stale.push({ decisionId: row.id, callId: row.callId, reason });
     };
     if (!TOOL_REVIEW_OUTCOMES.includes(outcome) || row.actor === null || row.reason === null) {
       await refuse(`the decision carries no review outcome, actor and evidence`);
-      return;
+      return true;
     }
     if (!current.some((e) => e.kind.type === 'tool_call' && e.kind.call.id === row.callId)) {
+      if (!fresh) return false;
       await refuse(`call ${row.callId} is not in the journal of session ${owner.sessionId}`);
-      return;
+      return true;
     }
     const overtaken = outcome === 'not_executed' ? overtakingEvent(current, row) : null;
     if (overtaken !== null) {
+      if (!fresh) return false;
       await refuse(
         `the journal has recorded ${overtaken} of call ${row.callId} since this not_executed review was recorded: ` +
           'it was decided without that evidence; review the call again',
       );
-      return;
+      return true;
     }
     const prior = latest.get(row.callId);
     if (prior !== undefined && prior.outcome === outcome && prior.actor === row.actor) {
+      if (!fresh) return false;
       await refuse(`it repeats the ${outcome} review ${row.actor} already journaled for call ${row.callId}`);
-      return;
+      return true;
     }
     let event: SessionEvent;
     try {
       event = await recordToolReview(owner, current, row.callId, { actor: row.actor, outcome, evidence: row.reason, source: 'human', decisionId: row.id });
     } catch (error) {
       if ((error instanceof ToolRetryError && STALE_CODES.has(error.code)) || error instanceof InvalidInputError) {
+        if (!fresh && error instanceof ToolRetryError) return false;
         await refuse(error.message);
-        return;
+        return true;
       }
       // The call still runs in this process: the decision waits (neither journaled nor stale) for a pass after it
       // has a result or its body has ended, which then judges it against that evidence.
-      if (error instanceof DecisionError && error.code === 'call_in_flight') return;
+      if (error instanceof DecisionError && error.code === 'call_in_flight') return true;
       throw error;
     }
     current = [...current, event];
     if (event.kind.type === 'tool_review') latest.set(row.callId, event.kind.review);
+    // A row another pass refused meanwhile on an older read is marked journaled all the same (the journal holds it);
+    // one that pass found journaled and marked first is left as it marked it.
     await marked(() => inbox.markReviewJournaled(row.id, event.eventId));
     journaled.push({ decisionId: row.id, callId: row.callId as CallId, outcome, actor: row.actor, event });
+    return true;
   };
   for (const listed of rows) {
+    let fresh = false;
     for (let attempt = 1; ; attempt += 1) {
       // Read again: an operator may have replaced it since the listing (a newer review of the call, which waits), or
       // another pass of the owner journaled it.
       const row = await inbox.get(listed.id);
       if (row === undefined || row.state !== 'decided') break;
       // Recorded on a journal newer than the one read (a review or an answer journaled since): judged on that one.
-      if (row.journalSeq !== undefined && row.journalSeq > (current.at(-1)?.seq ?? -1)) await reload();
+      if (row.journalSeq !== undefined && row.journalSeq > (current.at(-1)?.seq ?? -1)) {
+        await reload();
+        fresh = true;
+      }
       try {
-        await journalOne(row);
-        break;
+        if (await journalOne(row, fresh)) break;
+        await reload();
+        fresh = true;
       } catch (error) {
         // Another writer of the owner (a run of the session) moved the journal since it was read: judged again on the
         // journal read anew.
         if (attempt >= INBOX_WRITE_ATTEMPTS || !(error instanceof StoreConflictError && error.code === 'history_changed')) throw error;
         await reload();
+        fresh = true;
       }
     }
   }

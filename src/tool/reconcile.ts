@@ -2,7 +2,7 @@
  * Reconcilers (docs/design.md#reconcilers): the routine that asks each uncertain call's tool before any person is
  * asked, and journals the answers as reviews through recordToolReview.
  */
-import { InvalidInputError, StoreConflictError } from '../errors.js';
+import { InvalidInputError, StoreConflictError, ToolRetryError } from '../errors.js';
 import type { SessionEvent, ToolReviewOutcome, ToolReviewRecord } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import { isValidText } from '../ids.js';
@@ -127,6 +127,9 @@ export interface PassReport extends ReconcileReport {
 /** Times a run's pass writes one answer on a journal the session's other runs keep moving. */
 const REVIEW_WRITE_ATTEMPTS = 5;
 
+/** recordToolReview's refusals of a call that is no longer in doubt, or no longer the operation's latest attempt. */
+const SETTLED_CODES: ReadonlySet<string> = new Set(['completed', 'not_in_doubt', 'not_latest_attempt']);
+
 /** A reconciler's answer, or why there is none. Never rejects, so answers that arrive after a failed write are dropped quietly. */
 type Asked = { readonly answer: ToolReconcileAnswer } | { readonly failure: string };
 
@@ -183,6 +186,8 @@ export async function reconcileCalls(
           current = [...current, event];
           return event.kind.type === 'tool_review' ? event.kind.review : null;
         } catch (error) {
+          // Settled or retried meanwhile by another writer of the owner, whose journal a reload brought in: nothing to add.
+          if (options.reload !== undefined && error instanceof ToolRetryError && SETTLED_CODES.has(error.code)) return null;
           if (options.reload === undefined || attempt >= REVIEW_WRITE_ATTEMPTS || !(error instanceof StoreConflictError && error.code === 'history_changed')) throw error;
           current = [...(await options.reload())];
           const now = collectEvidence(current).calls.get(record.call.id);

@@ -11,6 +11,7 @@ import type { JsonValue } from '../../src/json/types.js';
 import { LIMITS } from '../../src/limits.js';
 import { PostgresIdempotencyStore } from '../../src/postgres.js';
 import { reconcileUncertainCalls, recordToolReview } from '../../src/review.js';
+import { reconcileCalls } from '../../src/tool/reconcile.js';
 import { SqliteIdempotencyStore } from '../../src/sqlite.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -335,6 +336,28 @@ forEachStore('reconcilers', (target) => {
     // The first answer freed a turn, taken by the next lookup before the write failed; the last three never start.
     assert.equal(started, LIMITS.maxConcurrentReconcilerAsks + 1, 'the queued lookups never started');
     assert.equal(stopped, LIMITS.maxConcurrentReconcilerAsks, 'the ones under way were told to stop');
+    await r.store.close();
+  });
+
+  it("a run's pass that reads the journal again (another writer moved it) skips a call that writer settled meanwhile, instead of failing on it", async () => {
+    const holder: { settle?: () => Promise<unknown> } = {};
+    const flaky: Tool = {
+      ...tool('flaky', async () => { throw new ToolBodyError('reset', 'lost'); }, new ToolMetadata('flaky', { type: 'object' }).withEffect('non_idempotent', 'v1')),
+      reconcile: async (request) => {
+        if ((request.arguments as { n: number }).n === 0) await holder.settle!();
+        return { outcome: 'completed', evidence: `order ${(request.arguments as { n: number }).n}` };
+      },
+    };
+    const r = await rig(target, { tools: [flaky] });
+    const first = (await r.gateway.call('flaky', { n: 0 })).call.id;
+    const second = (await r.gateway.call('flaky', { n: 1 })).call.id;
+    const read = await r.store.loadHistory(r.sessionId);
+    // Another run's pass settles the second call while this pass asks about the first.
+    holder.settle = async () => recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), second, { actor: 'reconciler:flaky@v1', outcome: 'completed', evidence: 'order 1', source: 'reconciler' });
+    const report = await reconcileCalls(r.owner, [flaky], read, { reload: () => r.store.loadHistory(r.sessionId) });
+    assert.deepEqual(report.calls.map((c) => [c.callId, c.action]), [[first, 'recorded'], [second, 'unchanged']]);
+    const reviews = (await r.store.loadHistory(r.sessionId)).flatMap((e) => (e.kind.type === 'tool_review' ? [e.kind.review.callId] : []));
+    assert.deepEqual(reviews, [second, first], 'each settled once');
     await r.store.close();
   });
 

@@ -323,6 +323,24 @@ it('two passes judging one inbox decision at once: the second finds it marked an
   await store.close();
 });
 
+it('a decision is refused as a repeat only on a journal read again: another writer may have journaled a review since the pass read it; one another pass refused meanwhile but this one journaled is marked journaled', async () => {
+  const { store, owner, callId } = await wireInDoubt();
+  await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'not in the bank view' });
+  const inbox = decisionInbox(store);
+  const read = await store.loadHistory('s');
+  const decision = await inbox.recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'called the bank: nothing sent', actor: 'ops' });
+  // Another pass journals a colleague's review after this pass read the journal.
+  await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops-2', outcome: 'uncertain', evidence: 'the bank cannot say' });
+  const report = await journalInboxReviews(owner, store, read);
+  assert.deepEqual([report.journaled.map((j) => j.decisionId), report.stale], [[decision.id], []], 'not a repeat of the latest review');
+  // A row refused meanwhile (on an older read) whose review this pass journaled says what the journal holds.
+  const again = await inbox.recordReview({ sessionId: 's', callId, outcome: 'uncertain', evidence: 'asking the bank again', actor: 'ops-3' });
+  await inbox.markReviewStale(again.id, 'refused on an older read');
+  const marked = await inbox.markReviewJournaled(again.id, 'event_x');
+  assert.deepEqual([marked.state, marked.consumedBy, marked.note], ['consumed', 'event_x', null]);
+  await store.close();
+});
+
 /** A session `s` whose non-idempotent transfer failed after its write: its call in doubt. */
 async function wireInDoubt() {
   const { store, owner } = await session();
