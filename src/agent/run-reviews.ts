@@ -1,28 +1,15 @@
 /**
  * A run's reviews before it decides about an open call (docs/design.md#reconcilers): the operators' decisions waiting
  * in the inbox are journaled, then the reconcilers are asked. Several runs of one session driven through one owner
- * (a host resuming all its runs at startup) write beside each other: a run whose journal another run moved between
- * its read and its write (a step or a call of its own) reads it again, instead of failing with `history_changed`.
+ * (a host resuming all its runs at startup) write beside each other: the inbox's journaling and the reconcile pass
+ * read the journal again where another run moved it between their read and their write (a step or a call of its
+ * own), instead of failing with `history_changed`.
  */
-import { StoreConflictError } from '../errors.js';
 import type { SessionEvent } from '../event/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
 import { journalReviewsBeforeRun, journalWaitingReviews } from '../tool/inbox-review.js';
 import { reconcileCalls } from '../tool/reconcile.js';
 import type { CallContext } from './run-calls.js';
-
-/** Times a run journals the inbox's reviews again when another run of the session wrote between its read and its write. */
-const ATTEMPTS = 5;
-
-async function againOnMovedJournal<T>(work: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt += 1) {
-    try {
-      return await work();
-    } catch (error) {
-      if (attempt >= ATTEMPTS || !(error instanceof StoreConflictError && error.code === 'history_changed')) throw error;
-    }
-  }
-}
 
 /**
  * Asks the reconcilers (once per invocation) about the run's calls in doubt and every call whose latest review is a
@@ -45,7 +32,7 @@ async function reconcileForRun(ctx: CallContext, current: readonly SessionEvent[
 export async function journalReviewsAtStart(ctx: CallContext): Promise<void> {
   const store = ctx.store;
   if (store === undefined) return;
-  if (!(await againOnMovedJournal(() => journalReviewsBeforeRun(ctx.owner, store, () => readOwnJournal(ctx.owner, store))))) return;
+  if (!(await journalReviewsBeforeRun(ctx.owner, store, () => readOwnJournal(ctx.owner, store)))) return;
   ctx.inboxJournaled = true;
   await reconcileForRun(ctx, await readOwnJournal(ctx.owner, store));
 }
@@ -58,7 +45,7 @@ export async function reviewsBeforeDeciding(ctx: CallContext): Promise<readonly 
   const store = ctx.store!;
   let current: readonly SessionEvent[] = await store.loadHistory(ctx.owner.sessionId);
   if (!ctx.inboxJournaled) {
-    current = await againOnMovedJournal(async () => (await journalWaitingReviews(ctx.owner, store, await store.loadHistory(ctx.owner.sessionId))).history);
+    current = (await journalWaitingReviews(ctx.owner, store, current)).history;
     ctx.inboxJournaled = true;
   }
   return ctx.reconciled === null ? reconcileForRun(ctx, current) : current;

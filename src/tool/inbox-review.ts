@@ -105,11 +105,14 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
   // Each call's latest journaled review: a review repeating it (same outcome, same actor) adds no evidence and is
   // not journaled again, so a person or a job re-asserting it cannot fill the session's journal.
   const latest = new Map<string, ToolReviewRecord>();
-  for (const e of history) if (e.kind.type === 'tool_review') latest.set(e.kind.review.callId, e.kind.review);
-  const reload = async () => {
-    current = [...(await store.loadHistory(owner.sessionId))];
+  const indexReviews = () => {
     latest.clear();
     for (const e of current) if (e.kind.type === 'tool_review') latest.set(e.kind.review.callId, e.kind.review);
+  };
+  indexReviews();
+  const reload = async () => {
+    current = [...(await store.loadHistory(owner.sessionId))];
+    indexReviews();
   };
   /** Marks a row; false when another pass of the owner (a run of the session) marked it meanwhile, and reports it. */
   const marked = async (mark: () => Promise<unknown>): Promise<boolean> => {
@@ -135,8 +138,7 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
       return true;
     }
     const refuse = async (reason: string) => {
-      if (!(await marked(() => inbox.markReviewStale(row.id, reason)))) return true;
-      stale.push({ decisionId: row.id, callId: row.callId, reason });
+      if (await marked(() => inbox.markReviewStale(row.id, reason))) stale.push({ decisionId: row.id, callId: row.callId, reason });
     };
     if (!TOOL_REVIEW_OUTCOMES.includes(outcome) || row.actor === null || row.reason === null) {
       await refuse(`the decision carries no review outcome, actor and evidence`);

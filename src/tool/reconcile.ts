@@ -3,7 +3,7 @@
  * asked, and journals the answers as reviews through recordToolReview.
  */
 import { InvalidInputError, StoreConflictError, ToolRetryError } from '../errors.js';
-import type { SessionEvent, ToolReviewOutcome, ToolReviewRecord } from '../event/types.js';
+import type { SessionEvent, ToolOperation, ToolReviewOutcome, ToolReviewRecord } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import { isValidText } from '../ids.js';
 import type { JsonValue } from '../json/types.js';
@@ -190,14 +190,13 @@ export async function reconcileCalls(
           if (options.reload !== undefined && error instanceof ToolRetryError && SETTLED_CODES.has(error.code)) return null;
           if (options.reload === undefined || attempt >= REVIEW_WRITE_ATTEMPTS || !(error instanceof StoreConflictError && error.code === 'history_changed')) throw error;
           current = [...(await options.reload())];
-          const now = collectEvidence(current).calls.get(record.call.id);
-          if (now === undefined || now.operation?.attempts.at(-1) !== now || classifyAttempt(now).status !== ToolRecoveryStatus.OutcomeUnknown) return null;
-          // Settled by someone else meanwhile (a person, another run's pass): nothing to add.
-          if (latestReview(now)?.outcome === 'completed') return null;
-          if (!always && now.reviews.length !== record.reviews.length) return null;
+          // A call settled or retried meanwhile is refused by the next write (SETTLED_CODES, above).
+          if (!always && collectEvidence(current).calls.get(record.call.id)?.reviews.length !== record.reviews.length) return null;
         }
       }
     };
+    const forRun = options.forRun;
+    const ofRun = forRun === undefined ? null : (op: ToolOperation) => op.taskId === forRun.taskId && op.key.startsWith(`${forRun.runId}/`);
     // The array as given: a history a store returned keeps its recorded size (docs/design.md#a-loaded-history-keeps-its-size).
     const evidence = collectEvidence(history);
     for (const record of evidence.attempts) {
@@ -207,8 +206,7 @@ export async function reconcileCalls(
       if (classifyAttempt(record).status !== ToolRecoveryStatus.OutcomeUnknown) continue;
       if (attempts.some((a) => a.result?.outcome.status === 'succeeded')) continue;
       const latest = latestReview(record);
-      const ofRun = (run: { readonly runId: string; readonly taskId: string }) => op.taskId === run.taskId && op.key.startsWith(`${run.runId}/`);
-      if (options.forRun !== undefined && !ofRun(options.forRun) && !(latest?.outcome === 'not_executed' && latest.source !== 'reconciler')) continue;
+      if (ofRun !== null && !ofRun(op) && !(latest?.outcome === 'not_executed' && latest.source !== 'reconciler')) continue;
       // A completed review settles the call. A not_executed one, not yet acted on, is checked against the outside
       // system once more: an answer that the write happened overrides it, any other leaves it as it is.
       if (latest?.outcome === 'completed') continue;
@@ -235,8 +233,7 @@ export async function reconcileCalls(
         operation: structuredClone(op),
       };
       const timeoutMs = options.timeoutMs ?? tool.reconcileTimeoutMs ?? RUNTIME_DEFAULTS.reconcileTimeoutMs;
-      const asking = tool;
-      const asked = turn(() => askWithin(timeoutMs, signal, (within) => asking.reconcile!(request, within)))
+      const asked = turn(() => askWithin(timeoutMs, signal, (within) => tool.reconcile!(request, within)))
         .then((value): Asked => ({ answer: answerOf(value) }))
         .catch((error: unknown): Asked => ({ failure: error instanceof Error ? error.message : String(error) }));
       planned.push({ record, latest, actor: reconcilerActor(tool.name, op.contract.revision), asked });

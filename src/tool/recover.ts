@@ -248,25 +248,25 @@ async function recoverOne(
       const asked = reconciled.calls.find((c) => c.callId === call.callId);
       // A reconciler that failed on a call left open may answer in a later routine: that routine must find it, whatever
       // the policy.
-      const failed = asked?.action === 'failed';
+      const reconcilerFailed = asked?.action === 'failed';
       // A person's not_executed review that the tool's own reconciler could not check (it threw or timed out, or the
       // routine was cancelled while it asked): the outside system's exact answer is not overridden by a person's
       // reading of it (docs/design.md#reconcilers). The pass journaled that as an uncertain review over the person's,
       // so no host retries on it; it says why.
-      if (failed && asked.review !== null) {
+      if (reconcilerFailed && asked.review !== null) {
         leave(`the tool's reconciler ${asked.review.evidence}`);
         unchecked = true;
         continue;
       }
       if (checked.policy === 'suspend') {
         // A person who decided over a reconciler that could not say has decided: nothing is waiting for it.
-        if (failed && !personDecided(history, call.callId)) unchecked = true;
+        if (reconcilerFailed && !personDecided(history, call.callId)) unchecked = true;
         leave(`policy suspend: ${call.reason}`);
         continue;
       }
       const safe = safeRetryPlan(history, call);
       if ('reason' in safe) {
-        if (failed) unchecked = true;
+        if (reconcilerFailed) unchecked = true;
         leave(safe.reason);
         continue;
       }
