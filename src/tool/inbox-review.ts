@@ -11,7 +11,7 @@ import { decisionInbox } from '../store/inbox.js';
 import { JournalStore } from '../store/journal-store.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import { bodyEnded } from './late-bodies.js';
-import { recordToolReview } from './review.js';
+import { NO_LONGER_REVIEWABLE, recordToolReview } from './review.js';
 
 /** A review decision the owner journaled. */
 export interface JournaledInboxReview {
@@ -39,9 +39,6 @@ export interface InboxReviewReport {
 
 /** Times one decision is judged and written again on a journal another writer of the owner moved meanwhile. */
 const INBOX_WRITE_ATTEMPTS = 5;
-
-/** Refusals that say the review no longer applies to the call (as opposed to a damaged journal or a fenced owner). */
-const STALE_CODES: ReadonlySet<string> = new Set(['completed', 'not_in_doubt', 'not_latest_attempt', 'legacy_call']);
 
 function journaledEvent(history: readonly SessionEvent[], decisionId: string): SessionEvent | undefined {
   return history.find((e) => e.kind.type === 'tool_review' && e.kind.review.decisionId === decisionId);
@@ -168,7 +165,7 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
     try {
       event = await recordToolReview(owner, current, row.callId, { actor: row.actor, outcome, evidence: row.reason, source: 'human', decisionId: row.id });
     } catch (error) {
-      if ((error instanceof ToolRetryError && STALE_CODES.has(error.code)) || error instanceof InvalidInputError) {
+      if ((error instanceof ToolRetryError && NO_LONGER_REVIEWABLE.has(error.code)) || error instanceof InvalidInputError) {
         if (!fresh && error instanceof ToolRetryError) return false;
         await refuse(error.message);
         return true;

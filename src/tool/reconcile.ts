@@ -14,7 +14,7 @@ import { classifyAttempt, collectEvidence, latestReview, sameContract, type Atte
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { assessSession } from './assess.js';
 import { runningHere } from './attempt-rules.js';
-import { recordToolReview, type ToolReviewInput } from './review.js';
+import { NO_LONGER_REVIEWABLE, recordToolReview, type ToolReviewInput } from './review.js';
 import type { Tool, ToolReconcileAnswer, ToolReconcileRequest } from './types.js';
 
 /** What reconcileUncertainCalls did about one uncertain call. */
@@ -127,9 +127,6 @@ export interface PassReport extends ReconcileReport {
 /** Times a run's pass writes one answer on a journal the session's other runs keep moving. */
 const REVIEW_WRITE_ATTEMPTS = 5;
 
-/** recordToolReview's refusals of a call that is no longer in doubt, or no longer the operation's latest attempt. */
-const SETTLED_CODES: ReadonlySet<string> = new Set(['completed', 'not_in_doubt', 'not_latest_attempt']);
-
 /** A reconciler's answer, or why there is none. Never rejects, so answers that arrive after a failed write are dropped quietly. */
 type Asked = { readonly answer: ToolReconcileAnswer } | { readonly failure: string };
 
@@ -187,10 +184,10 @@ export async function reconcileCalls(
           return event.kind.type === 'tool_review' ? event.kind.review : null;
         } catch (error) {
           // Settled or retried meanwhile by another writer of the owner, whose journal a reload brought in: nothing to add.
-          if (options.reload !== undefined && error instanceof ToolRetryError && SETTLED_CODES.has(error.code)) return null;
+          if (options.reload !== undefined && error instanceof ToolRetryError && NO_LONGER_REVIEWABLE.has(error.code)) return null;
           if (options.reload === undefined || attempt >= REVIEW_WRITE_ATTEMPTS || !(error instanceof StoreConflictError && error.code === 'history_changed')) throw error;
           current = [...(await options.reload())];
-          // A call settled or retried meanwhile is refused by the next write (SETTLED_CODES, above).
+          // A call settled or retried meanwhile is refused by the next write (NO_LONGER_REVIEWABLE, above).
           if (!always && collectEvidence(current).calls.get(record.call.id)?.reviews.length !== record.reviews.length) return null;
         }
       }

@@ -19,6 +19,13 @@ import { reviewableAttempt } from './evidence.js';
 import { journalPendingBodyEnds } from './late-bodies.js';
 import { commitAs } from '../store/owner-commit.js';
 
+/**
+ * recordToolReview's refusals (ToolRetryError codes) that say the review no longer applies to the call: it was
+ * resolved, is not in doubt, or is no longer its operation's latest attempt (as opposed to a damaged journal or a
+ * fenced owner).
+ */
+export const NO_LONGER_REVIEWABLE: ReadonlySet<string> = new Set(['completed', 'not_in_doubt', 'not_latest_attempt', 'legacy_call']);
+
 /** What a host hands recordToolReview. It must come from a trusted person or process, never from model output. */
 export interface ToolReviewInput {
   readonly actor: string;
