@@ -110,6 +110,26 @@ function inboxOf(store: SessionStore): InboxBackend {
 }
 
 /** The operator's side of the inbox, on any store built by this library whose backend has one. */
+function markStale(inbox: InboxBackend, decisionId: string, reason: string, again: boolean): Promise<DecisionRow> {
+  const id = checkId<string>('decisionId', decisionId);
+  const why = inboxText('reason', typeof reason === 'string' ? truncateUtf8(reason, LIMITS.maxDiagnosticBytes) : reason, false)!;
+  const at = new Date().toISOString();
+  return inbox.transactDecision(id, (row) => {
+    if (row?.kind !== 'review') throw new DecisionError('decision_not_found', id, `no review decision ${id}`);
+    if (row.state !== 'decided' && !(again && row.state === 'stale')) throw new DecisionError('decision_stale', id, `review decision ${id} is ${row.state}`);
+    const write: DecisionRow = { ...row, state: 'stale', note: why, consumedAt: at };
+    return { write, result: write };
+  });
+}
+
+/**
+ * markReviewStale for an owner that judges a decision again on a journal that moved since it refused it (internal):
+ * a row it marked stale is marked again, the newer reason replacing the older.
+ */
+export function markReviewStaleAgain(store: SessionStore, decisionId: string, reason: string): Promise<DecisionRow> {
+  return markStale(inboxOf(store), decisionId, reason, true);
+}
+
 export class DecisionInbox {
   private readonly inbox: InboxBackend;
   constructor(private readonly store: SessionStore) {
@@ -215,15 +235,7 @@ export class DecisionInbox {
    * Refused unless it is still decided.
    */
   async markReviewStale(decisionId: string, reason: string): Promise<DecisionRow> {
-    const id = checkId<string>('decisionId', decisionId);
-    const why = inboxText('reason', typeof reason === 'string' ? truncateUtf8(reason, LIMITS.maxDiagnosticBytes) : reason, false)!;
-    const at = new Date().toISOString();
-    return this.inbox.transactDecision(id, (row) => {
-      if (row?.kind !== 'review') throw new DecisionError('decision_not_found', id, `no review decision ${id}`);
-      if (row.state !== 'decided') throw new DecisionError('decision_stale', id, `review decision ${id} is ${row.state}`);
-      const write: DecisionRow = { ...row, state: 'stale', note: why, consumedAt: at };
-      return { write, result: write };
-    });
+    return markStale(this.inbox, decisionId, reason, false);
   }
 
   async get(id: string): Promise<DecisionRow | undefined> {

@@ -7,7 +7,7 @@ import { DecisionError, InvalidInputError, StoreConflictError, ToolRetryError } 
 import { TOOL_REVIEW_OUTCOMES, type SessionEvent, type ToolReviewOutcome, type ToolReviewRecord } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import type { DecisionRow } from '../store/inbox-rows.js';
-import { decisionInbox } from '../store/inbox.js';
+import { decisionInbox, markReviewStaleAgain } from '../store/inbox.js';
 import { JournalStore } from '../store/journal-store.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import { bodyEnded } from './late-bodies.js';
@@ -99,6 +99,12 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
   let current: SessionEvent[] = [...history];
   const journaled: JournaledInboxReview[] = [];
   const stale: StaleInboxReview[] = [];
+  /** Rows this pass refused as repeats on a journal that moved before the refusal was checked: judged again. */
+  const rejudge = new Set<string>();
+  const dropStale = (decisionId: string) => {
+    const at = stale.findIndex((s) => s.decisionId === decisionId);
+    if (at >= 0) stale.splice(at, 1);
+  };
   // Each call's latest journaled review: a review repeating it (same outcome, same actor) adds no evidence and is
   // not journaled again, so a person or a job re-asserting it cannot fill the session's journal.
   const latest = new Map<string, ToolReviewRecord>();
@@ -131,11 +137,15 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
     const done = journaledEvent(current, row.id);
     if (done !== undefined && done.kind.type === 'tool_review') {
       if (!(await marked(() => inbox.markReviewJournaled(row.id, done.eventId)))) return true;
+      dropStale(row.id);
       journaled.push({ decisionId: row.id, callId: done.kind.review.callId, outcome: done.kind.review.outcome, actor: done.kind.review.actor, event: done });
       return true;
     }
     const refuse = async (reason: string) => {
-      if (await marked(() => inbox.markReviewStale(row.id, reason))) stale.push({ decisionId: row.id, callId: row.callId, reason });
+      const mark = rejudge.has(row.id) ? () => markReviewStaleAgain(store, row.id, reason) : () => inbox.markReviewStale(row.id, reason);
+      if (!(await marked(mark))) return;
+      dropStale(row.id);
+      stale.push({ decisionId: row.id, callId: row.callId, reason });
     };
     if (!TOOL_REVIEW_OUTCOMES.includes(outcome) || row.actor === null || row.reason === null) {
       await refuse(`the decision carries no review outcome, actor and evidence`);
@@ -158,8 +168,15 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
     const prior = latest.get(row.callId);
     if (prior !== undefined && prior.outcome === outcome && prior.actor === row.actor) {
       if (!fresh) return false;
+      const judgedOn = current.at(-1)?.seq;
       await refuse(`it repeats the ${outcome} review ${row.actor} already journaled for call ${row.callId}`);
-      return true;
+      // The one refusal a later write can make false (a review of the call journaled between the read and the mark,
+      // which this decision then no longer repeats), and a refusal writes nothing for a conflict to show: the journal
+      // is read once more, and the decision judged again on it if it moved.
+      await reload();
+      if (current.at(-1)?.seq === judgedOn) return true;
+      rejudge.add(row.id);
+      return false;
     }
     let event: SessionEvent;
     try {
@@ -180,6 +197,7 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
     // A row another pass refused meanwhile on an older read is marked journaled all the same (the journal holds it);
     // one that pass found journaled and marked first is left as it marked it.
     await marked(() => inbox.markReviewJournaled(row.id, event.eventId));
+    dropStale(row.id);
     journaled.push({ decisionId: row.id, callId: row.callId as CallId, outcome, actor: row.actor, event });
     return true;
   };
@@ -189,7 +207,11 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
       // Read again: an operator may have replaced it since the listing (a newer review of the call, which waits), or
       // another pass of the owner journaled it.
       const row = await inbox.get(listed.id);
-      if (row === undefined || row.state !== 'decided') break;
+      if (row === undefined || !(row.state === 'decided' || (row.state === 'stale' && rejudge.has(row.id)))) {
+        // Journaled by another pass since this one refused it: what this pass said of it no longer holds.
+        if (rejudge.has(listed.id)) dropStale(listed.id);
+        break;
+      }
       // Recorded on a journal newer than the one read (a review or an answer journaled since): judged on that one.
       if (row.journalSeq !== undefined && row.journalSeq > (current.at(-1)?.seq ?? -1)) {
         await reload();
@@ -197,6 +219,11 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
       }
       try {
         if (await journalOne(row, fresh)) break;
+        // A journal that kept moving under every judgement: the last refusal stands.
+        if (rejudge.has(row.id)) {
+          if (attempt >= INBOX_WRITE_ATTEMPTS) break;
+          continue;
+        }
         await reload();
         fresh = true;
       } catch (error) {

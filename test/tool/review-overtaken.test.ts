@@ -341,6 +341,29 @@ it('a decision is refused as a repeat only on a journal read again: another writ
   await store.close();
 });
 
+it("a decision refused as a repeat on a read another writer of the owner overtook before the refusal was marked is judged again, and journaled", async () => {
+  const { store, owner, callId } = await wireInDoubt();
+  await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'not in the bank view' });
+  const inbox = decisionInbox(store);
+  const decision = await inbox.recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'called the bank: nothing sent', actor: 'ops' });
+  const read = await store.loadHistory('s');
+  // The pass's own fresh read returns a journal another run of the session writes past before the pass marks the row.
+  const load = store.loadHistory.bind(store);
+  let reads = 0;
+  store.loadHistory = async (sessionId) => {
+    const history = await load(sessionId);
+    reads += 1;
+    if (reads === 1) await recordToolReview(owner, history, callId, { actor: 'ops-2', outcome: 'uncertain', evidence: 'the bank cannot say' });
+    return history;
+  };
+  const report = await journalInboxReviews(owner, store, read);
+  assert.deepEqual([report.journaled.map((j) => j.decisionId), report.stale], [[decision.id], []], 'not a repeat of the latest review, ops-2\'s');
+  assert.equal((await inbox.get(decision.id))?.state, 'consumed');
+  const reviews = (await load('s')).flatMap((e) => (e.kind.type === 'tool_review' ? [`${e.kind.review.actor} ${e.kind.review.outcome}`] : []));
+  assert.deepEqual(reviews, ['ops not_executed', 'ops-2 uncertain', 'ops not_executed']);
+  await store.close();
+});
+
 /** A session `s` whose non-idempotent transfer failed after its write: its call in doubt. */
 async function wireInDoubt() {
   const { store, owner } = await session();
