@@ -59,6 +59,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   consumed: 'ToolRetryError',
   not_in_doubt: 'ToolRetryError',
   body_running: 'ToolRetryError',
+  being_reconciled: 'ToolRetryError',
   plan_not_serializable: 'ToolRetryPlanNotSerializableError',
   model_unreachable: 'ChatModelError',
   model_http_error: 'ChatModelError',
@@ -492,7 +493,8 @@ export type ToolRetryErrorCode =
   | 'binding_changed'
   | 'consumed'
   | 'not_in_doubt'
-  | 'body_running';
+  | 'body_running'
+  | 'being_reconciled';
 
 /** Why a retry cannot be planned or used. `detail` says which evidence failed (docs/design.md, retries). */
 export class ToolRetryError extends JingweiError {

@@ -1,12 +1,13 @@
 /** What an attempt must respect about the other attempts of its operation: in flight, running late, superseded, decided meanwhile. */
-import { OperationInDoubtError, ToolRetryError } from '../errors.js';
+import { OperationInDoubtError, StoreConflictError, ToolRetryError } from '../errors.js';
 import type { ToolCall, ToolOperation } from '../event/types.js';
 import { isDecidedMeanwhile } from '../store/approvals.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { bodyStillRuns, lateBodyEnd, lateBodyOf } from './late-bodies.js';
 import type { ApprovalChange, CommitRequest, SessionOwner } from '../store/types.js';
 import { SessionTable } from '../store/owner-commit.js';
-import { planReviewedWhileBodyOpen, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
+import { planReviewedWhileBodyOpen, planSourceReviews, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
+import { setNewest } from '../bounded-map.js';
 
 /**
  * A retry or a caller key's replay of a tool this runtime does not have (a deploy removed or renamed it). Its default
@@ -17,11 +18,13 @@ export const notRegistered = (name: string, consequence: string): ToolRetryError
   new ToolRetryError('binding_changed', `tool ${JSON.stringify(name)} is not registered with this runtime (removed or renamed since it was called?); ${consequence}`);
 
 /**
- * A retry while an earlier attempt's body still runs in this process (its deadline or a cancellation was recorded,
- * the body went on): it would make the write a second time once that body gets through. Nothing is taken or written
- * (docs/design.md#a-body-that-outlives-its-attempt).
+ * What this process knows and a retry plan's history may not, checked before the plan is taken (nothing is taken or
+ * written when it refuses): an earlier attempt's body still running here (its deadline or a cancellation was
+ * recorded, the body went on; docs/design.md#a-body-that-outlives-its-attempt), which would make the write a second
+ * time once it gets through; a review of the source journaled here since the plan's history was read; a reconciler
+ * asked about the source here right now (docs/design.md#reconcilers).
  */
-export function refuseWhileBodyRuns(owner: SessionOwner, plan: ToolRetryPlan): void {
+export function refuseUnsafeRetryHere(owner: SessionOwner, plan: ToolRetryPlan): void {
   // A source still in flight here whose body started (as the plan read it) is running too. One that had not started
   // is superseded by the retry instead: its start marker is then refused (docs/design.md#a-stale-attempt-cannot-start),
   // and if it started since, the commit finds its row changed.
@@ -31,6 +34,21 @@ export function refuseWhileBodyRuns(owner: SessionOwner, plan: ToolRetryPlan): v
     throw new ToolRetryError(
       'body_running',
       `the body of call ${running} (operation ${plan.operationKey}) is still running in this process; retry once it has ended (the journal records it)`,
+    );
+  }
+  // A review journaled here since the plan's history was read (a reconciler's completed answer over the not_executed
+  // review the plan rests on): the store's check of the source's row cannot tell one settled review from another.
+  const reviews = reviewsHere.get(owner)?.get(plan.sourceCallId);
+  if (reviews !== undefined && reviews > planSourceReviews(plan)) {
+    throw new StoreConflictError(
+      'history_changed',
+      `call ${plan.sourceCallId} was reviewed again since the history the plan was made from was read: load the history again and prepare a new plan; the plan was not taken, nothing was written`,
+    );
+  }
+  if (askedHere.get(owner)?.has(plan.sourceCallId) === true) {
+    throw new ToolRetryError(
+      'being_reconciled',
+      `a reconcile pass in this process is asking the reconciler of call ${plan.sourceCallId} (operation ${plan.operationKey}) whether it took effect; the plan was not taken: prepare a retry on the journal once its answer is journaled`,
     );
   }
   // A not_executed review decided while the source's body could still run, which has since returned or thrown here:
@@ -80,6 +98,51 @@ export function callsRunningAs(owner: SessionOwner): ReadonlySet<string> {
   const mine = new Set<string>();
   if (calls !== undefined) for (const [callId, by] of calls) if (by === owner) mine.add(callId);
   return mine;
+}
+
+/**
+ * The calls whose reconciler a pass in this process is asking (askAbout), and the source calls of the retries under
+ * way here (enterRetry), by store and session, each with how many hold it. Neither waits for the other: a retry of a
+ * call being asked is refused before its plan is taken (refuseUnsafeRetryHere), and a pass does not ask about a call a
+ * retry here has begun to supersede. Otherwise the answer, about an attempt a retry then superseded, could not be
+ * journaled (a review binds the latest attempt) and the retry would make a write the reconciler was saying happened.
+ */
+const askedHere = new SessionTable<Map<string, number>>();
+const retriesHere = new SessionTable<Map<string, number>>();
+
+function hold(table: SessionTable<Map<string, number>>, owner: SessionOwner, callId: string): () => void {
+  const held = table.take(owner, () => new Map());
+  held.set(callId, (held.get(callId) ?? 0) + 1);
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    const now = table.get(owner);
+    const count = (now?.get(callId) ?? 1) - 1;
+    if (count > 0) now!.set(callId, count);
+    else now?.delete(callId);
+    if (now?.size === 0) table.delete(owner);
+  };
+}
+
+/** How many reviews each call of a session has, as of the last one journaled in this process (the newest REVIEWS_KEPT calls). */
+const reviewsHere = new SessionTable<Map<string, number>>();
+const REVIEWS_KEPT = 100_000;
+
+/** Notes that a review journaled here made `count` reviews of `callId`. */
+export function noteReviewJournaled(owner: SessionOwner, callId: string, count: number): void {
+  setNewest(reviewsHere.take(owner, () => new Map()), callId, count, REVIEWS_KEPT);
+}
+
+/** Holds `sourceCallId` as retried here until the release it returns is called (after the retry's call is recorded or refused). */
+export function enterRetry(owner: SessionOwner, sourceCallId: string): () => void {
+  return hold(retriesHere, owner, sourceCallId);
+}
+
+/** Holds `callId` as asked about here until the release it returns is called; null when a retry of it is under way here. */
+export function askAbout(owner: SessionOwner, callId: string): (() => void) | null {
+  if (retriesHere.get(owner)?.has(callId) === true) return null;
+  return hold(askedHere, owner, callId);
 }
 
 /** Notes that `callId` of `owner`'s session is in flight here until `leaveCall`. */

@@ -13,7 +13,7 @@ import { truncateUtf8 } from '../text.js';
 import { classifyAttempt, collectEvidence, latestReview, sameContract, type AttemptRecord } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { assessSession } from './assess.js';
-import { runningHere } from './attempt-rules.js';
+import { askAbout, runningHere } from './attempt-rules.js';
 import { NO_LONGER_REVIEWABLE, recordToolReview, type ToolReviewInput } from './review.js';
 import type { Tool, ToolReconcileAnswer, ToolReconcileRequest } from './types.js';
 
@@ -26,10 +26,11 @@ export interface ReconciledCall {
    * same reconciler, or anything but `completed` about a call a `not_executed` review left to retry (nothing
    * written); `no_reconciler`: the tool is not given or declares none; `revision_changed`:
    * the tool's current contract is not the one the call was recorded with (its reconciler may not know the old
-   * operation); `failed`: the reconciler threw or answered something invalid (nothing written; `error` says what);
+   * operation); `failed`: the reconciler threw or answered something invalid, or answered `completed` about an
+   * attempt a retry superseded before the answer could be journaled (nothing written; `error` says what);
    * `body_running`: the call is still running in this process (no result yet, or its body went on after its result
-   * was recorded), so no answer about it can hold yet (not asked, nothing written;
-   * docs/design.md#a-body-that-outlives-its-attempt).
+   * was recorded), or a retry of it is under way here, so no answer about it can hold yet (not asked, nothing
+   * written; docs/design.md#a-body-that-outlives-its-attempt).
    */
   readonly action: 'recorded' | 'unchanged' | 'no_reconciler' | 'revision_changed' | 'failed' | 'body_running';
   readonly answer: ToolReconcileAnswer['outcome'] | null;
@@ -166,17 +167,18 @@ export async function reconcileCalls(
   const turn = takingTurns(LIMITS.maxConcurrentReconcilerAsks);
   // Ended when the pass does: a journal write that fails (a fenced owner) leaves no lookups queued or running.
   const passEnded = new AbortController();
+  const releases: (() => void)[] = [];
   const signal = passEnded.signal;
   const cancelled = () => passEnded.abort(options.signal!.reason);
   if (options.signal?.aborted === true) cancelled();
   else options.signal?.addEventListener('abort', cancelled, { once: true });
   try {
     // Every call to ask, in journal order, each with its answer already on its way; skipped calls keep their place.
-    const planned: ({ readonly skipped: ReconciledCall } | { readonly record: AttemptRecord; readonly latest: ToolReviewRecord | null; readonly actor: string; readonly asked: Promise<Asked> })[] = [];
+    const planned: ({ readonly skipped: ReconciledCall } | { readonly record: AttemptRecord; readonly latest: ToolReviewRecord | null; readonly actor: string; readonly asked: Promise<Asked>; readonly release: () => void })[] = [];
     // Journals one answer about `record`. With `reload`, a journal another writer moved meanwhile is read again and
     // the answer written on it, unless the call is no longer in doubt or, for any answer but `completed` (the write
     // happened, whatever a review says), its reviews changed: the answer was about a review that is no longer latest.
-    const journal = async (record: AttemptRecord, review: ToolReviewInput, always: boolean): Promise<ToolReviewRecord | null> => {
+    const journal = async (record: AttemptRecord, review: ToolReviewInput, always: boolean): Promise<ToolReviewRecord | 'superseded' | null> => {
       for (let attempt = 1; ; attempt += 1) {
         try {
           const event = await recordToolReview(owner, current, record.call.id, review);
@@ -184,7 +186,9 @@ export async function reconcileCalls(
           return event.kind.type === 'tool_review' ? event.kind.review : null;
         } catch (error) {
           // Settled or retried meanwhile by another writer of the owner, whose journal a reload brought in: nothing to add.
-          if (options.reload !== undefined && error instanceof ToolRetryError && NO_LONGER_REVIEWABLE.has(error.code)) return null;
+          if (options.reload !== undefined && error instanceof ToolRetryError && NO_LONGER_REVIEWABLE.has(error.code)) {
+            return always && error.code === 'not_latest_attempt' ? 'superseded' : null;
+          }
           if (options.reload === undefined || attempt >= REVIEW_WRITE_ATTEMPTS || !(error instanceof StoreConflictError && error.code === 'history_changed')) throw error;
           current = [...(await options.reload())];
           // A call settled or retried meanwhile is refused by the next write (NO_LONGER_REVIEWABLE, above).
@@ -222,6 +226,14 @@ export async function reconcileCalls(
         planned.push({ skipped: { ...base, action: 'revision_changed', answer: null, review: null } });
         continue;
       }
+      // Held until its answer is journaled (or the pass ends): a retry of the call here is refused meanwhile. A retry
+      // already under way here supersedes the call, and an answer about it could no longer be journaled.
+      const release = askAbout(owner, record.call.id);
+      if (release === null) {
+        planned.push({ skipped: { ...base, action: 'body_running', answer: null, review: null } });
+        continue;
+      }
+      releases.push(release);
       const request: ToolReconcileRequest = {
         sessionId: record.event.sessionId,
         callId: record.call.id,
@@ -233,54 +245,66 @@ export async function reconcileCalls(
       const asked = turn(() => askWithin(timeoutMs, signal, (within) => tool.reconcile!(request, within)))
         .then((value): Asked => ({ answer: answerOf(value) }))
         .catch((error: unknown): Asked => ({ failure: error instanceof Error ? error.message : String(error) }));
-      planned.push({ record, latest, actor: reconcilerActor(tool.name, op.contract.revision), asked });
+      planned.push({ record, latest, actor: reconcilerActor(tool.name, op.contract.revision), asked, release });
     }
     for (const entry of planned) {
       if ('skipped' in entry) {
         calls.push(entry.skipped);
         continue;
       }
-      const { record, latest, actor } = entry;
-      const base = { callId: record.call.id, name: record.call.name };
-      const asked = await entry.asked;
-      if ('failure' in asked) {
-        const failure = asked.failure;
-        if (latest?.outcome !== 'not_executed' || latest.source === 'reconciler' || decidedOverReconciler(record)) {
-          calls.push({ ...base, action: 'failed', answer: null, review: null, error: failure });
+      const { record, latest, actor, release } = entry;
+      try {
+        const base = { callId: record.call.id, name: record.call.name };
+        const asked = await entry.asked;
+        if ('failure' in asked) {
+          const failure = asked.failure;
+          if (latest?.outcome !== 'not_executed' || latest.source === 'reconciler' || decidedOverReconciler(record)) {
+            calls.push({ ...base, action: 'failed', answer: null, review: null, error: failure });
+            continue;
+          }
+          // A person's not_executed review the exact reconciler could not check (it failed, or the pass was cancelled
+          // while it was asked) is not used until it answers: said in the journal (an uncertain review over it), so the
+          // call is back in the queue for everyone who reads it, and no host that reads the journal without asking this
+          // reconciler retries on that review.
+          const evidenceText = truncateUtf8(`could not check the not_executed review by ${latest.actor}: ${failure}; it is not used until this reconciler answers`, LIMITS.maxTextBytes);
+          const review = await journal(record, { actor, outcome: 'uncertain', evidence: evidenceText, source: 'reconciler' }, false);
+          calls.push({ ...base, action: 'failed', answer: null, review: review === 'superseded' ? null : review, error: failure });
           continue;
         }
-        // A person's not_executed review the exact reconciler could not check (it failed, or the pass was cancelled
-        // while it was asked) is not used until it answers: said in the journal (an uncertain review over it), so the
-        // call is back in the queue for everyone who reads it, and no host that reads the journal without asking this
-        // reconciler retries on that review.
-        const evidenceText = truncateUtf8(`could not check the not_executed review by ${latest.actor}: ${failure}; it is not used until this reconciler answers`, LIMITS.maxTextBytes);
-        const review = await journal(record, { actor, outcome: 'uncertain', evidence: evidenceText, source: 'reconciler' }, false);
-        calls.push({ ...base, action: 'failed', answer: null, review, error: failure });
-        continue;
+        const answer = asked.answer;
+        if (latest?.outcome === 'not_executed' && answer.outcome !== 'completed') {
+          calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
+          continue;
+        }
+        const outcome: ToolReviewOutcome = answer.outcome === 'unknown' ? 'uncertain' : answer.outcome;
+        // Its own earlier answer, not a person's review that happens to carry the reconciler's actor name.
+        if (outcome === 'uncertain' && latest?.actor === actor && latest.source === 'reconciler') {
+          calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
+          continue;
+        }
+        const evidenceText = truncateUtf8(answer.evidence, LIMITS.maxTextBytes);
+        const review = await journal(record, { actor, outcome, evidence: evidenceText, source: 'reconciler' }, answer.outcome === 'completed');
+        if (review === 'superseded') {
+          // A retry recorded a newer attempt before the answer came (before this pass asked): a review binds the latest
+          // attempt, so the answer cannot be journaled, and the retry may have made the write again.
+          const error = `the reconciler answered completed (${evidenceText}), but a newer attempt of operation ${record.call.operation!.key} was recorded meanwhile: nothing was journaled about this attempt, and the operation may have been made twice; check the outside system`;
+          calls.push({ ...base, action: 'failed', answer: answer.outcome, review: null, error: truncateUtf8(error, LIMITS.maxDiagnosticBytes) });
+          continue;
+        }
+        if (review === null) {
+          calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
+          continue;
+        }
+        const output = answer.outcome === 'completed' && answer.output !== undefined ? { output: answer.output } : {};
+        calls.push({ ...base, action: 'recorded', answer: answer.outcome, review, ...output });
+      } finally {
+        release();
       }
-      const answer = asked.answer;
-      if (latest?.outcome === 'not_executed' && answer.outcome !== 'completed') {
-        calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
-        continue;
-      }
-      const outcome: ToolReviewOutcome = answer.outcome === 'unknown' ? 'uncertain' : answer.outcome;
-      // Its own earlier answer, not a person's review that happens to carry the reconciler's actor name.
-      if (outcome === 'uncertain' && latest?.actor === actor && latest.source === 'reconciler') {
-        calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
-        continue;
-      }
-      const evidenceText = truncateUtf8(answer.evidence, LIMITS.maxTextBytes);
-      const review = await journal(record, { actor, outcome, evidence: evidenceText, source: 'reconciler' }, answer.outcome === 'completed');
-      if (review === null) {
-        calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
-        continue;
-      }
-      const output = answer.outcome === 'completed' && answer.output !== undefined ? { output: answer.output } : {};
-      calls.push({ ...base, action: 'recorded', answer: answer.outcome, review, ...output });
     }
   } finally {
     options.signal?.removeEventListener('abort', cancelled);
     passEnded.abort(new Error('the reconcile pass ended'));
+    for (const release of releases) release();
   }
   const needsReview = assessSession(current).calls.filter((c) => c.nextStep === 'needs_review').map((c) => c.callId);
   return { calls, history: current, needsReview, seen };

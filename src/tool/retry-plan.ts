@@ -50,6 +50,8 @@ interface PlanState {
    * recorded, no end of the body yet): the review stands only if that body did not return or throw since.
    */
   readonly reviewedWhileBodyOpen: boolean;
+  /** How many reviews of the source the plan's history holds. */
+  readonly sourceReviews: number;
   /** Shared by every clone: the single use. */
   readonly latch: { consumed: boolean };
 }
@@ -58,6 +60,7 @@ const MINT = Symbol('ToolRetryPlan.mint');
 let mint: (state: PlanState) => ToolRetryPlan;
 let sourceRowOf: (plan: ToolRetryPlan) => PlanState['sourceRow'];
 let notRunOf: (plan: ToolRetryPlan) => SourceNotRun | null;
+let sourceReviewsOf: (plan: ToolRetryPlan) => number;
 let reviewedWhileOpenOf: (plan: ToolRetryPlan) => boolean;
 
 /**
@@ -75,6 +78,11 @@ export function planSourceRow(plan: ToolRetryPlan): PlanState['sourceRow'] {
 /** For the runtime: whether the plan's `not_executed` review was decided while the source's body may have run on (internal). */
 export function planReviewedWhileBodyOpen(plan: ToolRetryPlan): boolean {
   return reviewedWhileOpenOf(plan);
+}
+
+/** For the runtime: how many reviews of its source the plan's history holds (internal). */
+export function planSourceReviews(plan: ToolRetryPlan): number {
+  return sourceReviewsOf(plan);
 }
 
 /** For the runtime: how the plan's history shows its source attempt never ran, or null (internal). */
@@ -140,6 +148,7 @@ export class ToolRetryPlan {
     mint = (state) => new ToolRetryPlan(MINT, state);
     sourceRowOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceRow;
     notRunOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceNotRun;
+    sourceReviewsOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceReviews;
     reviewedWhileOpenOf = (plan) => ToolRetryPlan.#stateOf(plan).reviewedWhileBodyOpen;
   }
 
@@ -307,6 +316,7 @@ export function prepareToolRetry(
       // decided on a history that shows no end of its body is as blind to that end as one decided after an interrupt.
       reviewedWhileBodyOpen: checkedReview?.outcome === 'not_executed' &&
         (record.result === null ? bodyEnded(history, record.call.id) === null : bodyMayStillRun(history, record.call.id)),
+      sourceReviews: record.reviews.length,
       latch: { consumed: false },
     }),
   );

@@ -14,7 +14,7 @@ import {
 import { checkId, isValidText, newTurnId, type CallId } from '../ids.js';
 import { LIMITS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
-import { runningHere } from './attempt-rules.js';
+import { noteReviewJournaled, runningHere } from './attempt-rules.js';
 import { reviewableAttempt } from './evidence.js';
 import { journalPendingBodyEnds } from './late-bodies.js';
 import { commitAs } from '../store/owner-commit.js';
@@ -107,5 +107,6 @@ export async function recordToolReview(
     expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: id },
     expectLastSeq: history[history.length - 1]!.seq,
   });
+  noteReviewJournaled(owner, id, record.reviews.length + 1);
   return receipt.events[0]!;
 }

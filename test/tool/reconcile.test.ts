@@ -361,6 +361,75 @@ forEachStore('reconcilers', (target) => {
     await r.store.close();
   });
 
+  it("a retry of a call whose reconciler a pass here is asking is refused, plan untaken, and the answer journaled; a pass does not ask about a call a retry here supersedes", async () => {
+    const writes: string[] = [];
+    const gate: { asked?: () => void; answer?: () => void } = {};
+    const asked = new Promise<void>((resolve) => { gate.asked = resolve; });
+    const answered = new Promise<void>((resolve) => { gate.answer = resolve; });
+    let asks = 0;
+    const wire: Tool = {
+      ...tool('wire', async (request) => {
+        writes.push(request.operation.retry === null ? 'first' : 'retry');
+        if (request.operation.retry === null) throw new Error('lost after the write');
+        return 'sent';
+      }, new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'v1')),
+      reconcile: async () => {
+        asks += 1;
+        gate.asked!();
+        await answered;
+        return { outcome: 'completed', evidence: 'the ledger shows it' };
+      },
+    };
+    const r = await rig(target, { tools: [wire] });
+    const callId = (await r.gateway.call('wire', {})).call.id;
+    // A person's wrong review: the write was made.
+    await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+    const pass = reconcileCalls(r.owner, [wire], await r.store.loadHistory(r.sessionId), { reload: () => r.store.loadHistory(r.sessionId) });
+    await asked;
+    const plan = prepareToolRetry(await r.store.loadHistory(r.sessionId), callId);
+    await assert.rejects(r.gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'ToolRetryError', code: 'being_reconciled' });
+    gate.answer!();
+    const report = await pass;
+    assert.deepEqual(report.calls.map((c) => c.action), ['recorded']);
+    assert.deepEqual(writes, ['first'], 'the retry made no second write');
+    assert.equal(inspectToolRecovery(report.history, callId).review?.outcome, 'completed', "the reconciler's answer is journaled");
+    // The plan was not taken by the refusal, and is refused now for the review journaled since its history was read:
+    // the store's row of the source says "settled" before and after.
+    await assert.rejects(r.gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'StoreConflictError', code: 'history_changed' });
+    assert.deepEqual(writes, ['first']);
+
+    // The other way round: a retry under way here when a pass begins; the pass does not ask about the call it supersedes.
+    const second = (await r.gateway.call('wire', { n: 2 })).call.id;
+    await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), second, { actor: 'ops', outcome: 'not_executed', evidence: 'checked the bank: nothing' });
+    const read = await r.store.loadHistory(r.sessionId);
+    const retry = r.gateway.callWithOptions('wire', { n: 2 }, { retry: prepareToolRetry(read, second) });
+    const during = await reconcileCalls(r.owner, [wire], read, { reload: () => r.store.loadHistory(r.sessionId) });
+    assert.deepEqual(during.calls.map((c) => [c.callId, c.action]), [[second, 'body_running']]);
+    assert.equal(asks, 1, 'not asked');
+    assert.equal((await retry).result.outcome.status, 'succeeded');
+    await r.store.close();
+  });
+
+  it("a reconciler's completed answer about an attempt a retry superseded before the pass asked is reported, not dropped as unchanged", async () => {
+    const wire: Tool = {
+      ...tool('wire', async (request) => {
+        if (request.operation.retry === null) throw new Error('lost after the write');
+        return 'sent';
+      }, new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'v1')),
+      reconcile: async () => ({ outcome: 'completed', evidence: 'the ledger shows it' }),
+    };
+    const r = await rig(target, { tools: [wire] });
+    const callId = (await r.gateway.call('wire', {})).call.id;
+    await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+    // The pass read the journal before the retry was made and recorded.
+    const read = await r.store.loadHistory(r.sessionId);
+    await r.gateway.callWithOptions('wire', {}, { retry: prepareToolRetry(read, callId) });
+    const report = await reconcileCalls(r.owner, [wire], read, { reload: () => r.store.loadHistory(r.sessionId) });
+    assert.deepEqual(report.calls.map((c) => [c.callId, c.action, c.answer]), [[callId, 'failed', 'completed']]);
+    assert.match(report.calls[0]?.error ?? '', /may have been made twice/);
+    await r.store.close();
+  });
+
   it("a person's review under the reconciler's actor name is not taken for the reconciler's own answer", async () => {
     const unsure: Tool = {
       ...tool('flaky', async () => { throw new ToolBodyError('reset', 'lost'); }, new ToolMetadata('flaky', { type: 'object' }).withEffect('non_idempotent', 'v1')),

@@ -12,6 +12,7 @@ import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/recovery.js';
+import { recordToolReview } from '../../src/tool/review.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { sleep, tool } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
@@ -62,3 +63,30 @@ forEachStore('a stale plan', (target) => scenario(async () => {
   const location = target.fresh();
   return { a: await location.open(), b: await location.open() };
 }));
+
+forEachStore('a plan made before a completed review', (target) => {
+  it("a plan made on a person's not_executed review is refused once a completed review is journaled here, though the source's row says settled before and after", async () => {
+    const store = await target.fresh().open();
+    let writes = 0;
+    const wire = tool('wire', async () => {
+      writes += 1;
+      if (writes === 1) throw new Error('lost after the write');
+      return 'sent';
+    }, new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'));
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('t');
+    const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const callId = (await gateway.call('wire', {})).call.id;
+    await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+    const plan = prepareToolRetry(await store.loadHistory('s'), callId);
+    // The ledger says otherwise, and a colleague records it (or the reconciler answers it) before the plan is used.
+    await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops-2', outcome: 'completed', evidence: 'the ledger shows the transfer' });
+    const before = (await store.loadHistory('s')).length;
+    await assert.rejects(gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'StoreConflictError', code: 'history_changed', message: /reviewed again/ });
+    assert.equal(writes, 1, 'written once');
+    assert.equal((await store.loadHistory('s')).length, before, 'nothing written');
+    const now = await store.loadHistory('s');
+    assert.throws(() => prepareToolRetry(now, callId), { name: 'ToolRetryError', code: 'completed' });
+    await store.close();
+  });
+});
