@@ -8,6 +8,7 @@ import { afterEach, describe, it } from 'node:test';
 import { resumeAgent, runAgent, scriptedModel } from '../../src/agent.js';
 import { setFaultHook } from '../../src/fault.js';
 import { recordToolReview } from '../../src/tool/review.js';
+import { reconcileUncertainCalls } from '../../src/review.js';
 import { prepareToolRetry } from '../../src/index.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool } from '../../src/tool/types.js';
@@ -461,6 +462,41 @@ describe('resumable agent runs (SQLite)', () => {
     const result = await resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: 'order-x', store: h.store, maxSteps: 4 });
     assert.equal(result.stopReason, 'needs_review');
     assert.deepEqual(world.bodies, ['place_order'], 'not sent again on a review no reconciler checked');
+    await h.store.close();
+  });
+
+  it("a run whose retry meets another pass here asking the call's reconciler stops instead of failing, and retries nothing; the next resume reads the answer", async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailEffect: 'non_idempotent' });
+    await (await crashedInsideEmail(path, world, 'order-asked')).store.close();
+    let asks = 0;
+    let answer: () => void = () => {};
+    let asked: () => void = () => {};
+    const firstAsked = new Promise<void>((resolve) => { asked = resolve; });
+    const checking: Tool = {
+      ...world.tools[1]!,
+      // The first lookup (another pass) waits; the run's own pass gets a quick answer that leaves the person's review.
+      reconcile: () => {
+        asks += 1;
+        if (asks > 1) return { outcome: 'not_executed', evidence: 'the outbox view shows nothing yet' };
+        asked();
+        return new Promise((resolve) => { answer = () => resolve({ outcome: 'completed', evidence: 'in the sent folder', output: 'sent' }); });
+      },
+    };
+    const h = await host(path, [world.tools[0]!, checking]);
+    const history = await h.store.loadHistory('shop');
+    const email = history.flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.operation?.key === 'order-asked/2/0' ? [e.kind.call.id] : []))[0]!;
+    await recordToolReview(h.owner, history, email, { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'not in the outbox view' });
+    const pass = reconcileUncertainCalls(h.owner, [checking], await h.store.loadHistory('shop'));
+    await firstAsked;
+    const stopped = await resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: 'order-asked', store: h.store, maxSteps: 4 });
+    assert.equal(stopped.stopReason, 'needs_review');
+    assert.deepEqual(world.bodies, ['place_order'], 'not sent again while the other lookup was under way');
+    answer();
+    assert.deepEqual((await pass).calls.map((c) => c.action), ['recorded']);
+    const resumed = await resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: 'order-asked', store: h.store, maxSteps: 4 });
+    assert.equal(resumed.stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order']);
     await h.store.close();
   });
 
