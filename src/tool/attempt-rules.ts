@@ -38,11 +38,13 @@ export function refuseUnsafeRetryHere(owner: SessionOwner, plan: ToolRetryPlan):
   }
   // A review journaled here since the plan's history was read (a reconciler's completed answer over the not_executed
   // review the plan rests on): the store's check of the source's row cannot tell one settled review from another.
+  // One being journaled counts already: the store holds it before its commit returns (an anchor sink still writing).
   const reviews = reviewsHere.get(owner)?.get(plan.sourceCallId);
-  if (reviews !== undefined && reviews > planSourceReviews(plan)) {
+  const journaling = reviewingHere.get(owner)?.has(plan.sourceCallId) === true;
+  if (journaling || (reviews !== undefined && reviews > planSourceReviews(plan))) {
     throw new StoreConflictError(
       'history_changed',
-      `call ${plan.sourceCallId} was reviewed again since the history the plan was made from was read: load the history again and prepare a new plan; the plan was not taken, nothing was written`,
+      `a review of call ${plan.sourceCallId} ${journaling ? 'is being journaled' : 'was journaled'} in this process that the history the plan was made from does not hold: load the history again and prepare a new plan; the plan was not taken, nothing was written`,
     );
   }
   if (askedHere.get(owner)?.has(plan.sourceCallId) === true) {
@@ -129,9 +131,22 @@ function hold(table: SessionTable<Map<string, number>>, owner: SessionOwner, cal
 const reviewsHere = new SessionTable<Map<string, number>>();
 const REVIEWS_KEPT = 100_000;
 
-/** Notes that a review journaled here made `count` reviews of `callId`. */
-export function noteReviewJournaled(owner: SessionOwner, callId: string, count: number): void {
-  setNewest(reviewsHere.take(owner, () => new Map()), callId, count, REVIEWS_KEPT);
+/** The calls a review of which is being journaled here, each with how many are. */
+const reviewingHere = new SessionTable<Map<string, number>>();
+
+/**
+ * Journals a review of `callId` through `commit`, which makes `count` reviews of it: a retry plan of the call made on
+ * fewer is refused from the start of the commit on, and after it once it succeeded.
+ */
+export async function journalingReview<T>(owner: SessionOwner, callId: string, count: number, commit: () => Promise<T>): Promise<T> {
+  const release = hold(reviewingHere, owner, callId);
+  try {
+    const done = await commit();
+    setNewest(reviewsHere.take(owner, () => new Map()), callId, count, REVIEWS_KEPT);
+    return done;
+  } finally {
+    release();
+  }
 }
 
 /** Holds `sourceCallId` as retried here until the release it returns is called (after the retry's call is recorded or refused). */

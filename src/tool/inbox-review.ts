@@ -6,7 +6,7 @@
 import { DecisionError, InvalidInputError, StoreConflictError, ToolRetryError } from '../errors.js';
 import { TOOL_REVIEW_OUTCOMES, type SessionEvent, type ToolReviewOutcome, type ToolReviewRecord } from '../event/types.js';
 import type { CallId } from '../ids.js';
-import type { DecisionRow } from '../store/inbox-rows.js';
+import { DECISION_STATES, type DecisionRow } from '../store/inbox-rows.js';
 import { decisionInbox, markReviewStaleAgain } from '../store/inbox.js';
 import { JournalStore } from '../store/journal-store.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
@@ -99,6 +99,17 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
   let current: SessionEvent[] = [...history];
   const journaled: JournaledInboxReview[] = [];
   const stale: StaleInboxReview[] = [];
+  /** The id of a review decision of `row`'s call recorded after it (ids are in the order decisions are recorded), or null. */
+  const newerDecision = async (row: DecisionRow): Promise<string | null> => {
+    let after: string | undefined = row.id;
+    do {
+      const page = await inbox.list({ sessionId: owner.sessionId, kind: 'review', states: [...DECISION_STATES], after, limit: 1000 });
+      const found = page.items.find((r) => r.callId === row.callId);
+      if (found !== undefined) return found.id;
+      after = page.next ?? undefined;
+    } while (after !== undefined);
+    return null;
+  };
   /** Rows this pass refused as repeats on a journal that moved before the refusal was checked: judged again. */
   const rejudge = new Set<string>();
   const dropStale = (decisionId: string) => {
@@ -147,6 +158,15 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
       dropStale(row.id);
       stale.push({ decisionId: row.id, callId: row.callId, reason });
     };
+    // Refused once, the decision no longer waited: an operator may have recorded a newer one for the call since,
+    // without replacing it. That one is their word now, and this one is not journaled after it.
+    if (rejudge.has(row.id)) {
+      const newer = await newerDecision(row);
+      if (newer !== null) {
+        await refuse(`the review decision ${newer} of call ${row.callId} was recorded after this one was refused, and is the operator's word now`);
+        return true;
+      }
+    }
     if (!TOOL_REVIEW_OUTCOMES.includes(outcome) || row.actor === null || row.reason === null) {
       await refuse(`the decision carries no review outcome, actor and evidence`);
       return true;

@@ -14,7 +14,7 @@ import {
 import { checkId, isValidText, newTurnId, type CallId } from '../ids.js';
 import { LIMITS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
-import { noteReviewJournaled, runningHere } from './attempt-rules.js';
+import { journalingReview, runningHere } from './attempt-rules.js';
 import { reviewableAttempt } from './evidence.js';
 import { journalPendingBodyEnds } from './late-bodies.js';
 import { commitAs } from '../store/owner-commit.js';
@@ -102,11 +102,10 @@ export async function recordToolReview(
   const op = record.call.operation!;
   const { turnId, ...fields } = input;
   const kind = { type: 'tool_review', review: { callId: id, ...fields } } as const;
-  const receipt = await commitAs(owner, {
+  const receipt = await journalingReview(owner, id, record.reviews.length + 1, () => commitAs(owner, {
     events: [{ turnId, kind }],
     expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: id },
     expectLastSeq: history[history.length - 1]!.seq,
-  });
-  noteReviewJournaled(owner, id, record.reviews.length + 1);
+  }));
   return receipt.events[0]!;
 }

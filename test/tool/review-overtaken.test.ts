@@ -364,6 +364,32 @@ it("a decision refused as a repeat on a read another writer of the owner overtoo
   await store.close();
 });
 
+it("a decision refused as a repeat is not journaled on a second judgement once the operator recorded a newer one for the call: that one is their word", async () => {
+  const { store, owner, callId } = await wireInDoubt();
+  await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'not in the bank view' });
+  const inbox = decisionInbox(store);
+  const repeat = await inbox.recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'still not in the bank view', actor: 'ops' });
+  const read = await store.loadHistory('s');
+  const load = store.loadHistory.bind(store);
+  let newer: { id: string } | undefined;
+  store.loadHistory = async (sessionId) => {
+    // Once the repeat is refused (stale, so no longer waiting), the operator changes their mind and another pass
+    // journals it, before this pass reads the journal again.
+    if (newer === undefined && (await inbox.get(repeat.id))?.state === 'stale') {
+      newer = await inbox.recordReview({ sessionId: 's', callId, outcome: 'uncertain', evidence: 'a pending item showed up', actor: 'ops' });
+      await journalInboxReviews(owner, store, await load(sessionId));
+    }
+    return load(sessionId);
+  };
+  const report = await journalInboxReviews(owner, store, read);
+  assert.deepEqual(report.journaled, []);
+  assert.match(report.stale[0]?.reason ?? '', /recorded after this one was refused/);
+  assert.equal((await inbox.get(repeat.id))?.state, 'stale');
+  const reviews = (await load('s')).flatMap((e) => (e.kind.type === 'tool_review' ? [`${e.kind.review.actor} ${e.kind.review.outcome}`] : []));
+  assert.deepEqual(reviews, ['ops not_executed', 'ops uncertain'], "the operator's newer review stays the latest");
+  await store.close();
+});
+
 /** A session `s` whose non-idempotent transfer failed after its write: its call in doubt. */
 async function wireInDoubt() {
   const { store, owner } = await session();

@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { generateKeyPairSync } from 'node:crypto';
 import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
@@ -82,11 +83,45 @@ forEachStore('a plan made before a completed review', (target) => {
     // The ledger says otherwise, and a colleague records it (or the reconciler answers it) before the plan is used.
     await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops-2', outcome: 'completed', evidence: 'the ledger shows the transfer' });
     const before = (await store.loadHistory('s')).length;
-    await assert.rejects(gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'StoreConflictError', code: 'history_changed', message: /reviewed again/ });
+    await assert.rejects(gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'StoreConflictError', code: 'history_changed', message: /was journaled in this process/ });
     assert.equal(writes, 1, 'written once');
     assert.equal((await store.loadHistory('s')).length, before, 'nothing written');
     const now = await store.loadHistory('s');
     assert.throws(() => prepareToolRetry(now, callId), { name: 'ToolRetryError', code: 'completed' });
+    await store.close();
+  });
+
+  it('a plan is refused from the moment a review of its source is being journaled, before the commit returns (an anchor sink still writing)', async () => {
+    const store = await target.fresh().open();
+    let writes = 0;
+    const wire = tool('wire', async () => {
+      writes += 1;
+      if (writes === 1) throw new Error('lost after the write');
+      return 'sent';
+    }, new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'));
+    let sinking: () => void = () => {};
+    let hold = false;
+    const sunk = new Promise<void>((resolve) => { sinking = resolve; });
+    let release: () => void = () => {};
+    const sink = async () => {
+      if (!hold) return;
+      sinking();
+      await new Promise<void>((resolve) => { release = resolve; });
+    };
+    const owner = await store.acquire('s', { owner: 'host', anchor: { privateKey: generateKeyPairSync('ed25519').privateKey, sink } });
+    await owner.startTask('t');
+    const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const callId = (await gateway.call('wire', {})).call.id;
+    await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+    const plan = prepareToolRetry(await store.loadHistory('s'), callId);
+    hold = true;
+    const review = recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops-2', outcome: 'completed', evidence: 'the ledger shows the transfer' });
+    await sunk;
+    await assert.rejects(gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'StoreConflictError', code: 'history_changed', message: /is being journaled/ });
+    hold = false;
+    release();
+    await review;
+    assert.equal(writes, 1, 'written once');
     await store.close();
   });
 });
