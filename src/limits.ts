@@ -32,6 +32,12 @@ export const LIMITS = {
    * (every id and text at its limit, every character escaped), measured by test/store/evidence-room.test.ts.
    */
   evidenceRoomBytes: 128 * 1024,
+  /**
+   * The session id, task id and operation key of one idempotency helper record together, in UTF-8 bytes: PostgreSQL
+   * keys the record on them, and a B-tree entry holds at most about 2,700 bytes. Every operation the runtime makes
+   * fits (its ids at most 1,024 bytes each, a key at most 200); the helpers refuse a request over it on both engines.
+   */
+  maxIdempotencyIdBytes: 2_400,
   /** Failure code and message are truncated (never rejected) to this many bytes on a character boundary. */
   maxDiagnosticBytes: 1024,
   /** Untrusted JSON documents handed to the bounded parser, unless a caller passes a smaller bound. */

@@ -1,6 +1,8 @@
 import { InvalidInputError } from '../errors.js';
 import { checkId } from '../ids.js';
-import { jsonDigest } from '../json/canonical.js';
+import { checkCanonicalJson, jsonDigest } from '../json/canonical.js';
+import { LIMITS } from '../limits.js';
+import { utf8Length } from '../text.js';
 import type { JsonValue } from '../json/types.js';
 import type { ToolReconcileAnswer } from './types.js';
 
@@ -43,7 +45,15 @@ function operationOf(request: { readonly sessionId: string; readonly operation: 
 
 /** Derives the dedup scope from a body request: its (sessionId, taskId, key) and the digest of its canonical arguments. */
 export function idempotencyScope(request: IdempotencyRequest): IdempotencyScope {
-  return { ...operationOf(request), argumentsDigest: jsonDigest(request.arguments) };
+  const operation = operationOf(request);
+  const bytes = utf8Length(operation.sessionId) + utf8Length(operation.taskId) + utf8Length(operation.key);
+  if (bytes > LIMITS.maxIdempotencyIdBytes) {
+    throw new InvalidInputError(
+      'request',
+      `its session id, task id and operation key take ${bytes} bytes together, over the ${LIMITS.maxIdempotencyIdBytes} a dedup record is keyed on; nothing was run or recorded`,
+    );
+  }
+  return { ...operation, argumentsDigest: jsonDigest(request.arguments) };
 }
 
 /**
@@ -82,21 +92,33 @@ export function reconcileAnswer(
 }
 
 /**
- * The JSON text of a write's result, for the dedup record; a result JSON cannot hold (a BigInt, a function,
- * undefined) is InvalidInputError, thrown inside the helper's transaction so that nothing of the write commits.
+ * The JSON text of a write's result, for the dedup record. Only JSON data is recorded, checked as arguments are (the
+ * canonical-JSON rule): JSON.stringify would record a Map as `{}`, NaN as null, a Date as its text, and drop
+ * undefined fields, so every replay would return something other than the first attempt did. Anything else is
+ * InvalidInputError, thrown inside the helper's transaction so that nothing of the write commits.
  */
 export function recordedResultText(result: unknown): string {
-  let text: string | undefined;
   try {
-    text = JSON.stringify(result);
+    checkCanonicalJson(result);
   } catch (error) {
-    throw new InvalidInputError('result', `the write must return a JSON value: ${error instanceof Error ? error.message : String(error)}`);
+    throw new InvalidInputError('result', `the write must return JSON data, which every replay returns as it was: ${error instanceof Error ? error.message : String(error)}; nothing was recorded`);
   }
-  if (typeof text !== 'string') throw new InvalidInputError('result', 'the write must return a JSON value');
-  return text;
+  return JSON.stringify(result);
 }
 
 /** Refuses a `write` that is not a function before anything is opened. */
 export function checkWrite(write: unknown): void {
   if (typeof write !== 'function') throw new InvalidInputError('write', `must be a function, got ${write === null ? 'null' : typeof write}`);
+}
+
+/**
+ * Refuses an `async function` as a synchronous helper's write before anything is opened: what it writes after its
+ * first `await` would run after the transaction, without the dedup record. (A plain function that returns a promise
+ * is caught after it returns.)
+ */
+export function checkSynchronousWrite(write: unknown): void {
+  checkWrite(write);
+  if ((write as { constructor?: { name?: unknown } }).constructor?.name === 'AsyncFunction') {
+    throw new InvalidInputError('write', 'must be synchronous, not an async function: what it wrote after an await would commit without the dedup record; nothing was run or recorded');
+  }
 }

@@ -206,5 +206,61 @@ describePostgres('PostgresIdempotencyStore', (url) => {
     await assert.rejects(PostgresIdempotencyStore.open(url, { lockTimeoutMs: 0 }), { code: 'invalid_input' });
     await assert.rejects(PostgresIdempotencyStore.open(url, { idleInTransactionTimeoutMs: -1 }), { code: 'invalid_input' });
     await assert.rejects(PostgresIdempotencyStore.open(url, { lockTimeoutMs: 1.5 }), { code: 'invalid_input' });
+    // PostgreSQL takes at most 2^31 - 1 ms: a larger one opened, then failed every run and every reconcile.
+    await assert.rejects(PostgresIdempotencyStore.open(url, { lockTimeoutMs: 2 ** 31 }), { code: 'invalid_input', field: 'lockTimeoutMs' });
+    await assert.rejects(PostgresIdempotencyStore.open(url, { idleInTransactionTimeoutMs: 3e9 }), { code: 'invalid_input', field: 'idleInTransactionTimeoutMs' });
+    await assert.rejects(PostgresIdempotencyStore.open(url, null as never), { code: 'invalid_input', field: 'options' });
+    await assert.rejects(PostgresIdempotencyStore.open('http://example.invalid/db'), { code: 'invalid_input', field: 'url' });
+    const client = new pg.Client({ connectionString: url });
+    await assert.rejects(PostgresIdempotencyStore.open(client as never), { code: 'invalid_input', field: 'urlOrPool' });
+  });
+
+  it('a result is recorded as the JSON data it is: text holding backslashes is stored and replayed as it was, anything JSON would change is refused', async () => {
+    const { store, orders, insert } = await open();
+    // What Python's json.dumps makes of an emoji: plain backslashes, no surrogate. It was refused as a lone surrogate.
+    const body = { body: '{"msg": "hi \\ud83d\\ude00"}', path: 'C:\\ud800data' };
+    const wrote = async (client: PgClient) => {
+      await insert('x')(client);
+      return body;
+    };
+    assert.deepEqual(await store.run(request('t', 'py', {}), wrote), { result: body, replayed: false });
+    assert.deepEqual(await store.run(request('t', 'py', {}), wrote), { result: body, replayed: true });
+    assert.deepEqual((await store.reconcile(request('t', 'py', {}))).output, body);
+    const returning = (value: unknown) => async (client: PgClient) => {
+      await insert('y')(client);
+      return value as never;
+    };
+    for (const value of [new Map([[1, 2]]), { n: Number.NaN }, { at: new Date(0) }, { a: undefined }]) {
+      await assert.rejects(store.run(request('t', 'odd', {}), returning(value)), { code: 'invalid_input', field: 'result' });
+    }
+    assert.equal(await orders(), 1, 'only the first write committed');
+    await store.close();
+  });
+
+  it("a write that ends the helper's transaction itself is refused and rolled back: no business row without its record", async () => {
+    const { store, orders, insert } = await open();
+    const sneaky = async (client: PgClient) => {
+      await client.query('ROLLBACK');
+      await client.query('BEGIN');
+      return insert('x')(client);
+    };
+    await assert.rejects(store.run(request('t', 'k', {}), sneaky), { code: 'invalid_input', field: 'write' });
+    assert.equal(await orders(), 0);
+    assert.equal((await store.reconcile(request('t', 'k', {}))).outcome, 'not_executed');
+    assert.deepEqual(await store.run(request('t', 'k', {}), insert('x')), { result: { orderId: 2 }, replayed: false });
+    assert.equal(await orders(), 1, 'written once');
+    await store.close();
+    await assert.rejects(store.run(request('t', 'k2', {}), insert('x')), { name: 'StoreClosedError' });
+  });
+
+  it('opened at once by pools whose transactions default to REPEATABLE READ: every open succeeds', async () => {
+    for (const level of ['repeatable read', 'serializable']) {
+      const schema = freshSchema();
+      const pools = Array.from({ length: 4 }, () => new pg.Pool({ connectionString: url, max: 2, options: `-c default_transaction_isolation=${level.replace(' ', '\\ ')}` }));
+      const opened = await Promise.allSettled(pools.map((pool) => PostgresIdempotencyStore.open(pool as never, { schema })));
+      const failed = opened.flatMap((o) => (o.status === 'rejected' ? [String((o.reason as Error).message)] : []));
+      for (const pool of pools) await pool.end();
+      assert.deepEqual(failed, [], level);
+    }
   });
 });

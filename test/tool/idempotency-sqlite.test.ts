@@ -66,8 +66,42 @@ describe('SqliteIdempotencyStore', () => {
     assert.throws(() => business.run(request('t', 'k', {}), asyncWrite), { code: 'invalid_input', field: 'write', message: /must be synchronous/ });
     assert.throws(() => business.run(request('t', 'k', {}), 'insert' as never), { code: 'invalid_input', field: 'write' });
     assert.throws(() => business.run(request('t', 'k', {}), () => ({ n: 1n }) as never), { code: 'invalid_input', field: 'result' });
+    // What JSON.stringify would have changed: every replay returned something other than the first attempt.
+    for (const value of [new Map([[1, 2]]), { n: Number.NaN }, { at: new Date(0) }, { a: undefined }, [undefined]]) {
+      assert.throws(() => business.run(request('t', 'k', {}), () => value as never), { code: 'invalid_input', field: 'result' });
+    }
     assert.equal(business.count(), 0, 'no dedup record');
     assert.equal(business.reconcile(request('t', 'k', {})).outcome, 'not_executed', 'the reconciler does not claim a write that never committed');
+    business.close();
+  });
+
+  it('an async function is refused before it runs at all: what it wrote after an await would commit without a record', async () => {
+    const path = tempDbPath(dir, 'business');
+    const business = openBusiness(path);
+    let ran = false;
+    const asyncWrite = (async (db: typeof business.db) => {
+      ran = true;
+      await null;
+      db.prepare('INSERT INTO orders (task_id, key, item) VALUES (?, ?, ?)').run('t', 'k', 'late');
+      return { ok: true };
+    }) as unknown as (db: typeof business.db) => { ok: boolean };
+    assert.throws(() => business.run(request('t', 'k', {}), asyncWrite), { code: 'invalid_input', field: 'write', message: /not an async function/ });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.equal(ran, false);
+    assert.equal(countOrders(path), 0);
+    business.close();
+    assert.throws(() => business.run(request('t', 'k', {}), () => ({ ok: true })), { name: 'StoreClosedError' });
+    assert.throws(() => business.reconcile(request('t', 'k', {})), { name: 'StoreClosedError' });
+    assert.throws(() => new SqliteIdempotencyStore(path, null as never), { code: 'invalid_input', field: 'options' });
+  });
+
+  it('refuses ids the dedup record cannot be keyed on on every engine, with nothing run', () => {
+    const business = openBusiness(tempDbPath(dir, 'business'));
+    const long = 'x'.repeat(1024);
+    assert.throws(() => business.run(request(long, long, {}, long), () => ({ ok: true })), { code: 'invalid_input', field: 'request' });
+    assert.throws(() => business.reconcile(request(long, long, {}, long)), { code: 'invalid_input', field: 'request' });
+    // The largest operation the runtime makes (ids of 1,024 bytes, a key of 200) fits.
+    assert.deepEqual(business.run(request(long, 'k'.repeat(200), {}, long), () => ({ ok: true })), { result: { ok: true }, replayed: false });
     business.close();
   });
 

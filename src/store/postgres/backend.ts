@@ -16,7 +16,7 @@ import { Passthrough } from '../passthrough.js';
 import { listenForDriverErrors, LostCreationRace, mapPostgresError } from './errors.js';
 import { releasing } from './checked-out.js';
 import { beforeCommitHooks } from './hooks.js';
-import { checkMs, type PostgresStoreOptions } from './options.js';
+import { checkConnectionUrl, checkMs, type PostgresStoreOptions } from './options.js';
 import { drawJournalId, IDENTIFIER, migrate, POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { postgresStatements, type PostgresStatements } from './statements.js';
 import { commitStatement, type CommitStatement } from './commit-statement.js';
@@ -494,13 +494,7 @@ export async function openPostgresStore(urlOrPool: string | PgPool, options: Pos
   let pool: Pool;
   let ownsPool: boolean;
   if (typeof urlOrPool === 'string') {
-    if (urlOrPool.trim() === '') throw new InvalidInputError('url', 'must be a PostgreSQL connection URL');
-    // What node-postgres reads as a connection string: a postgres:// or postgresql:// URL, a socket: URL, or a socket
-    // directory. Anything else would reach the network as a host name and read as "unreachable".
-    if (!/^(postgres(ql)?:\/\/|socket:|\/)/i.test(urlOrPool.trim())) {
-      const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(urlOrPool.trim())?.[1];
-      throw new InvalidInputError('url', `must be a PostgreSQL connection URL (postgres://user@host:5432/db), got ${scheme ? `a ${scheme}: URL` : 'text that is not one'}`);
-    }
+    checkConnectionUrl(urlOrPool);
     pool = new Pool({
       connectionString: urlOrPool,
       max: checkMs('poolSize', options.poolSize, POSTGRES_DEFAULTS.poolSize, 1),

@@ -1,4 +1,4 @@
-import { IdempotencyConflictError, InvalidInputError } from '../../errors.js';
+import { IdempotencyConflictError, InvalidInputError, StoreBusyError, StoreClosedError } from '../../errors.js';
 import { POSTGRES_DEFAULTS } from '../../limits.js';
 import type { JsonValue } from '../../json/types.js';
 import { checkWrite, idempotencyScope, reconcileAnswer, recordedResultText, type IdempotencyRecord, type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome } from '../../tool/idempotency.js';
@@ -8,7 +8,7 @@ import type { PgClient, PgPool } from './driver-types.js';
 import { Passthrough } from '../passthrough.js';
 import { releasing, type CheckedOutClient } from './checked-out.js';
 import { listenForDriverErrors, mapPostgresError } from './errors.js';
-import { checkMs } from './options.js';
+import { checkConnectionUrl, checkMs } from './options.js';
 import { ensureSchema, IDENTIFIER } from './schema.js';
 
 /**
@@ -21,7 +21,9 @@ async function prepareTable(pool: PgPool, schema: string, table: string): Promis
   const client = await pool.connect();
   // A pg.PoolClient is an EventEmitter; the structural PgPool type leaves that out of the public types.
   await releasing(client as unknown as CheckedOutClient, async () => {
-    await client.query('BEGIN');
+    // READ COMMITTED whatever the pool's default: under REPEATABLE READ the snapshot would be taken by the lock's own
+    // statement, before the lock is granted, and miss the column an opener that held it had just added.
+    await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
     await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`jingwei.idempotency:${schema}`]);
     await ensureSchema(client, schema);
     await client.query(
@@ -41,6 +43,9 @@ async function prepareTable(pool: PgPool, schema: string, table: string): Promis
   });
 }
 
+/** Connections of the pool the helper opens on a URL. */
+const IDEMPOTENCY_POOL_SIZE = 4;
+
 /**
  * Deduplication for tools that write to PostgreSQL: the business write and its dedup record commit in one
  * transaction keyed by the operation (sessionId, taskId, key). The dedup row is inserted first, so a concurrent attempt of the
@@ -49,6 +54,8 @@ async function prepareTable(pool: PgPool, schema: string, table: string): Promis
  * throws passes through unchanged.
  */
 export class PostgresIdempotencyStore {
+  private closed = false;
+
   private constructor(
     readonly pool: PgPool,
     private readonly owned: boolean,
@@ -71,6 +78,7 @@ export class PostgresIdempotencyStore {
     urlOrPool: string | PgPool,
     options: { schema?: string; lockTimeoutMs?: number; idleInTransactionTimeoutMs?: number } = {},
   ): Promise<PostgresIdempotencyStore> {
+    if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', 'must be an object');
     const schema = options.schema ?? 'public';
     if (!IDENTIFIER.test(schema)) throw new InvalidInputError('schema', 'must be a plain SQL identifier');
     const lock = checkMs('lockTimeoutMs', options.lockTimeoutMs, POSTGRES_DEFAULTS.lockTimeoutMs, 1);
@@ -79,11 +87,22 @@ export class PostgresIdempotencyStore {
     const owned = typeof urlOrPool === 'string';
     let pool: PgPool;
     if (typeof urlOrPool === 'string') {
-      const own = new Pool({ connectionString: urlOrPool, max: 4, query_timeout: POSTGRES_DEFAULTS.statementTimeoutMs + POSTGRES_DEFAULTS.answerMarginMs, keepAlive: true });
+      checkConnectionUrl(urlOrPool);
+      // A wait for one of its connections is bounded too (StoreBusyError once all stay busy past connectTimeoutMs):
+      // writes that stall, or that call the helper again inside themselves, would otherwise hold every later one.
+      const own = new Pool({
+        connectionString: urlOrPool,
+        max: IDEMPOTENCY_POOL_SIZE,
+        connectionTimeoutMillis: POSTGRES_DEFAULTS.connectTimeoutMs,
+        query_timeout: POSTGRES_DEFAULTS.statementTimeoutMs + POSTGRES_DEFAULTS.answerMarginMs,
+        keepAlive: true,
+      });
       listenForDriverErrors(own);
       pool = own;
-    } else {
+    } else if (typeof urlOrPool === 'object' && urlOrPool !== null && typeof urlOrPool.connect === 'function' && typeof (urlOrPool as { totalCount?: unknown }).totalCount === 'number') {
       pool = urlOrPool;
+    } else {
+      throw new InvalidInputError('urlOrPool', 'must be a PostgreSQL connection URL or a pg.Pool (a pg.Client holds one connection, which concurrent attempts cannot share)');
     }
     const table = `"${schema}".jw_idempotency`;
     try {
@@ -117,17 +136,19 @@ export class PostgresIdempotencyStore {
         // The tool's own failure: it passes through unchanged, not mapped as the helper's.
         throw new Passthrough(error);
       }
+      // JSON data only (a lone surrogate, which jsonb cannot store, is refused with the rest).
       const text = recordedResultText(result);
-      // JSON.stringify escapes a lone surrogate, and jsonb refuses the escape: say so instead of a store failure.
-      if (/\\ud[89a-f][0-9a-f]{2}/i.test(text)) {
-        throw new InvalidInputError('result', 'holds a lone surrogate (half of a UTF-16 pair), which PostgreSQL cannot store; nothing was recorded');
-      }
-      await client.query(`UPDATE ${this.table} SET result = $4::jsonb WHERE session_id = $1 AND task_id = $2 AND key = $3`, [
+      const recorded = await client.query(`UPDATE ${this.table} SET result = $4::jsonb WHERE session_id = $1 AND task_id = $2 AND key = $3`, [
         scope.sessionId,
         scope.taskId,
         scope.key,
         text,
       ]);
+      // The claim is gone: the write ended the helper's transaction on its client (a COMMIT or ROLLBACK of its own),
+      // so what it wrote next would commit without the record. Rolled back instead.
+      if (recorded.rowCount !== 1) {
+        throw new InvalidInputError('write', 'ended the helper\'s transaction itself (COMMIT or ROLLBACK on the client it was given): its writes since were rolled back, and nothing was recorded');
+      }
       await client.query('COMMIT');
       return { result, replayed: false };
     });
@@ -180,8 +201,17 @@ export class PostgresIdempotencyStore {
    * throw rolls back. The helper's own failures are mapped to typed errors; a Passthrough's error comes back unchanged.
    */
   private async inTransaction<R>(body: (client: PgClient) => Promise<R>): Promise<R> {
+    if (this.closed) throw new StoreClosedError('idempotency', this.table);
     try {
-      const client = await this.pool.connect();
+      let client: PgClient;
+      try {
+        client = await this.pool.connect();
+      } catch (error) {
+        if (error instanceof Error && /timeout exceeded when trying to connect/.test(error.message)) {
+          throw new StoreBusyError(`${this.table}: every pooled connection stayed busy (attempts in flight, or a write that calls the helper again inside itself)`, { cause: error });
+        }
+        throw error;
+      }
       // A pg.PoolClient is an EventEmitter; the structural PgPool type leaves that out of the public types.
       return await releasing(client as unknown as CheckedOutClient, async () => {
         await client.query(this.begin);
@@ -194,6 +224,7 @@ export class PostgresIdempotencyStore {
   }
 
   async count(): Promise<number> {
+    if (this.closed) throw new StoreClosedError('idempotency', this.table);
     try {
       const { rows } = await this.pool.query<{ n: string }>(`SELECT count(*) AS n FROM ${this.table}`);
       return Number(rows[0]!.n);
@@ -203,6 +234,8 @@ export class PostgresIdempotencyStore {
   }
 
   async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
     if (this.owned) await this.pool.end();
   }
 }

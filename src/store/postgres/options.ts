@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../../errors.js';
+import { LIMITS } from '../../limits.js';
 import type { PgPool } from './driver-types.js';
 
 /** The schema version this code writes and understands. A database at a higher version is refused on open. */
@@ -48,9 +49,26 @@ export interface PostgresStoreOptions {
 
 export type { PgPool };
 
-/** An option in milliseconds (or a count): `fallback` when not given, else an integer of at least `min`. */
+/**
+ * An option in milliseconds (or a count): `fallback` when not given, else an integer from `min` to 2^31 − 1, the
+ * most PostgreSQL's timeout settings (and Node's timers) take: a larger one would fail every transaction later.
+ */
 export function checkMs(name: string, value: number | undefined, fallback: number, min: number): number {
   const v = value ?? fallback;
-  if (!Number.isSafeInteger(v) || v < min) throw new InvalidInputError(name, `must be an integer >= ${min}, got ${String(v)}`);
+  if (!Number.isSafeInteger(v) || v < min || v > LIMITS.maxTimeoutMs) {
+    throw new InvalidInputError(name, `must be an integer from ${min} to ${LIMITS.maxTimeoutMs}, got ${String(v)}`);
+  }
   return v;
+}
+
+/**
+ * Refuses what node-postgres would not read as a connection string: a postgres:// or postgresql:// URL, a socket:
+ * URL, or a socket directory. Anything else would reach the network as a host name and read as "unreachable".
+ */
+export function checkConnectionUrl(url: string): void {
+  if (url.trim() === '') throw new InvalidInputError('url', 'must be a PostgreSQL connection URL');
+  if (!/^(postgres(ql)?:\/\/|socket:|\/)/i.test(url.trim())) {
+    const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url.trim())?.[1];
+    throw new InvalidInputError('url', `must be a PostgreSQL connection URL (postgres://user@host:5432/db), got ${scheme ? `a ${scheme}: URL` : 'text that is not one'}`);
+  }
 }

@@ -1,8 +1,8 @@
-import { IdempotencyConflictError, InvalidInputError } from '../../errors.js';
+import { IdempotencyConflictError, InvalidInputError, StoreClosedError } from '../../errors.js';
 import type { JsonValue } from '../../json/types.js';
 import { STORE_DEFAULTS } from '../../limits.js';
 import { describeValue } from '../../text.js';
-import { checkWrite, idempotencyScope, reconcileAnswer, recordedResultText, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
+import { checkSynchronousWrite, idempotencyScope, reconcileAnswer, recordedResultText, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
 import type { ToolReconcileAnswer } from '../../tool/types.js';
 import { Passthrough } from '../passthrough.js';
 import { Database, type Statement } from './driver.js';
@@ -51,6 +51,7 @@ export class SqliteIdempotencyStore {
   readonly db: SqliteDatabase;
   private readonly raw: Database;
   private readonly owned: boolean;
+  private closed = false;
   /** The session's record, else a legacy one for the same (task, key). */
   private readonly find: Statement<[string, string, string], { session_id: string; arguments_digest: string; result: string }>;
   private readonly insert: Statement<[string, string, string, string, string]>;
@@ -61,6 +62,7 @@ export class SqliteIdempotencyStore {
    * past the busy timeout with StoreBusyError, any other SQLite failure with StoreUnavailableError.
    */
   constructor(database: string | SqliteDatabase, options: { busyTimeoutMs?: number } = {}) {
+    if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', `must be an object, got ${describeValue(options)}`);
     const timeout = checkBusyTimeout(options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs);
     this.owned = typeof database === 'string';
     if (typeof database === 'string') {
@@ -104,7 +106,8 @@ export class SqliteIdempotencyStore {
    */
   run<T extends JsonValue>(request: IdempotencyRequest, write: (db: SqliteDatabase) => T): IdempotentOutcome<T> {
     const scope = idempotencyScope(request);
-    checkWrite(write);
+    checkSynchronousWrite(write);
+    this.checkOpen();
     const transaction = this.raw.transaction((): IdempotentOutcome<T> => {
       const existing = this.find.get(scope.sessionId, scope.taskId, scope.key);
       if (existing) {
@@ -118,9 +121,13 @@ export class SqliteIdempotencyStore {
         // The tool's own failure: it passes through unchanged, not mapped as the helper's.
         throw new Passthrough(error);
       }
-      // An async write's writes would land after this transaction, without their record: refused, nothing recorded.
+      // What it wrote before returning rolls back with this refusal; what it writes once its promise goes on runs
+      // outside the transaction, with no record: say so, since no helper can stop it.
       if (typeof (result as { then?: unknown } | null)?.then === 'function') {
-        throw new InvalidInputError('write', 'must be synchronous: it returned a promise, so what it writes would not commit with the dedup record; nothing was recorded');
+        throw new InvalidInputError(
+          'write',
+          'must be synchronous: it returned a promise; what it wrote before returning was rolled back and nothing was recorded, but anything it writes after an await runs outside the transaction, without a dedup record',
+        );
       }
       const text = recordedResultText(result);
       this.insert.run(scope.sessionId, scope.taskId, scope.key, scope.argumentsDigest, text);
@@ -139,6 +146,7 @@ export class SqliteIdempotencyStore {
    */
   reconcile(request: IdempotencyRequest): ToolReconcileAnswer {
     const scope = idempotencyScope(request);
+    this.checkOpen();
     const read = this.raw.transaction(() => this.find.get(scope.sessionId, scope.taskId, scope.key));
     const existing = this.mapped(() => read.immediate());
     return reconcileAnswer(
@@ -154,6 +162,7 @@ export class SqliteIdempotencyStore {
 
   /** Runs one of the helper's own operations: SQLite's failures come out typed, a Passthrough's error unchanged. */
   private mapped<R>(operation: () => R): R {
+    this.checkOpen();
     try {
       return operation();
     } catch (error) {
@@ -162,7 +171,13 @@ export class SqliteIdempotencyStore {
     }
   }
 
+  /** After close(), whether or not it owned the handle, the helper is done: StoreClosedError, not the driver's TypeError. */
+  private checkOpen(): void {
+    if (this.closed || !this.raw.open) throw new StoreClosedError('idempotency', this.raw.name);
+  }
+
   close(): void {
+    this.closed = true;
     if (this.owned && this.raw.open) this.raw.close();
   }
 }
