@@ -2,13 +2,14 @@
  * Reconcilers (docs/design.md#reconcilers): the routine that asks each uncertain call's tool before any person is
  * asked, and journals the answers as reviews through recordToolReview.
  */
-import { InvalidInputError, StoreConflictError, ToolRetryError } from '../errors.js';
+import { InvalidInputError, StaleOwnerError, StoreConflictError, ToolRetryError } from '../errors.js';
 import type { SessionEvent, ToolOperation, ToolReviewOutcome, ToolReviewRecord } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import { isValidText } from '../ids.js';
 import type { JsonValue } from '../json/types.js';
 import { isTimeoutMs, LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
+import { currentOwner } from '../store/owner-commit.js';
 import { truncateUtf8 } from '../text.js';
 import { classifyAttempt, collectEvidence, latestReview, sameContract, type AttemptRecord } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
@@ -168,6 +169,8 @@ export async function reconcileCalls(
   // Ended when the pass does: a journal write that fails (a fenced owner) leaves no lookups queued or running.
   const passEnded = new AbortController();
   const releases: (() => void)[] = [];
+  /** Who writes the answers: `owner`, or the owner of the session this process made since, should one fence it. */
+  let writer = owner;
   const signal = passEnded.signal;
   const cancelled = () => passEnded.abort(options.signal!.reason);
   if (options.signal?.aborted === true) cancelled();
@@ -181,7 +184,7 @@ export async function reconcileCalls(
     const journal = async (record: AttemptRecord, review: ToolReviewInput, always: boolean): Promise<ToolReviewRecord | 'superseded' | null> => {
       for (let attempt = 1; ; attempt += 1) {
         try {
-          const event = await recordToolReview(owner, current, record.call.id, review);
+          const event = await recordToolReview(writer, current, record.call.id, review);
           current = [...current, event];
           return event.kind.type === 'tool_review' ? event.kind.review : null;
         } catch (error) {
@@ -189,7 +192,13 @@ export async function reconcileCalls(
           if (options.reload !== undefined && error instanceof ToolRetryError && NO_LONGER_REVIEWABLE.has(error.code)) {
             return always && error.code === 'not_latest_attempt' ? 'superseded' : null;
           }
-          if (options.reload === undefined || attempt >= REVIEW_WRITE_ATTEMPTS || !(error instanceof StoreConflictError && error.code === 'history_changed')) throw error;
+          // Fenced by an owner of the session made here since (a takeover in this process): the answer outlives the owner
+          // that asked, as a late body's end does, and is written through the owner that holds the session now. Lost,
+          // the retry a host here then makes (refused while the lookup ran) would write a second time.
+          const newer = error instanceof StaleOwnerError ? currentOwner(writer) : writer;
+          const moved = error instanceof StoreConflictError && error.code === 'history_changed';
+          if (options.reload === undefined || attempt >= REVIEW_WRITE_ATTEMPTS || !(moved || newer !== writer)) throw error;
+          writer = newer;
           current = [...(await options.reload())];
           // A call settled or retried meanwhile is refused by the next write (NO_LONGER_REVIEWABLE, above).
           if (!always && collectEvidence(current).calls.get(record.call.id)?.reviews.length !== record.reviews.length) return null;

@@ -410,6 +410,41 @@ forEachStore('reconcilers', (target) => {
     await r.store.close();
   });
 
+  it("an answer that comes after another owner here took the session over is written through that owner: the retry it refused while asking stays refused", async () => {
+    const gate: { asked?: () => void; answer?: () => void } = {};
+    const asked = new Promise<void>((resolve) => { gate.asked = resolve; });
+    const answered = new Promise<void>((resolve) => { gate.answer = resolve; });
+    let writes = 0;
+    const wire: Tool = {
+      ...tool('wire', async () => {
+        writes += 1;
+        if (writes === 1) throw new Error('lost after the write');
+        return 'sent';
+      }, new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'v1')),
+      reconcile: async () => {
+        gate.asked!();
+        await answered;
+        return { outcome: 'completed', evidence: 'the ledger shows it' };
+      },
+    };
+    const r = await rig(target, { tools: [wire] });
+    const callId = (await r.gateway.call('wire', {})).call.id;
+    await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+    const pass = reconcileCalls(r.owner, [wire], await r.store.loadHistory(r.sessionId), { reload: () => r.store.loadHistory(r.sessionId) });
+    await asked;
+    const successor = await r.store.acquire(r.sessionId, { owner: 'another host here', takeover: true });
+    const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner: successor, taskId: r.taskId, caller: 'agent' });
+    const plan = prepareToolRetry(await r.store.loadHistory(r.sessionId), callId);
+    await assert.rejects(gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'ToolRetryError', code: 'being_reconciled' });
+    gate.answer!();
+    assert.deepEqual((await pass).calls.map((c) => c.action), ['recorded']);
+    const now = await r.store.loadHistory(r.sessionId);
+    assert.equal(inspectToolRecovery(now, callId).review?.outcome, 'completed');
+    assert.throws(() => prepareToolRetry(now, callId), { name: 'ToolRetryError', code: 'completed' });
+    assert.equal(writes, 1, 'written once');
+    await r.store.close();
+  });
+
   it("a reconciler's completed answer about an attempt a retry superseded before the pass asked is reported, not dropped as unchanged", async () => {
     const wire: Tool = {
       ...tool('wire', async (request) => {
