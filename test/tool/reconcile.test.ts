@@ -362,86 +362,49 @@ forEachStore('reconcilers', (target) => {
   });
 
   it("a retry of a call whose reconciler a pass here is asking is refused, plan untaken, and the answer journaled; a pass does not ask about a call a retry here supersedes", async () => {
-    const writes: string[] = [];
-    const gate: { asked?: () => void; answer?: () => void } = {};
-    const asked = new Promise<void>((resolve) => { gate.asked = resolve; });
-    const answered = new Promise<void>((resolve) => { gate.answer = resolve; });
-    let asks = 0;
-    const wire: Tool = {
-      ...tool('wire', async (request) => {
-        writes.push(request.operation.retry === null ? 'first' : 'retry');
-        if (request.operation.retry === null) throw new Error('lost after the write');
-        return 'sent';
-      }, new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'v1')),
-      reconcile: async () => {
-        asks += 1;
-        gate.asked!();
-        await answered;
-        return { outcome: 'completed', evidence: 'the ledger shows it' };
-      },
-    };
-    const r = await rig(target, { tools: [wire] });
-    const callId = (await r.gateway.call('wire', {})).call.id;
-    // A person's wrong review: the write was made.
-    await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
-    const pass = reconcileCalls(r.owner, [wire], await r.store.loadHistory(r.sessionId), { reload: () => r.store.loadHistory(r.sessionId) });
-    await asked;
+    const held = heldWire();
+    const { r, callId } = await misreviewed(target, held.wire);
+    const pass = reconcileCalls(r.owner, [held.wire], await r.store.loadHistory(r.sessionId), { reload: () => r.store.loadHistory(r.sessionId) });
+    await held.asked;
     const plan = prepareToolRetry(await r.store.loadHistory(r.sessionId), callId);
     await assert.rejects(r.gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'ToolRetryError', code: 'being_reconciled' });
-    gate.answer!();
+    held.answer();
     const report = await pass;
     assert.deepEqual(report.calls.map((c) => c.action), ['recorded']);
-    assert.deepEqual(writes, ['first'], 'the retry made no second write');
+    assert.deepEqual(held.writes, ['first'], 'the retry made no second write');
     assert.equal(inspectToolRecovery(report.history, callId).review?.outcome, 'completed', "the reconciler's answer is journaled");
     // The plan was not taken by the refusal, and is refused now for the review journaled since its history was read:
     // the store's row of the source says "settled" before and after.
     await assert.rejects(r.gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'StoreConflictError', code: 'history_changed' });
-    assert.deepEqual(writes, ['first']);
+    assert.deepEqual(held.writes, ['first']);
 
     // The other way round: a retry under way here when a pass begins; the pass does not ask about the call it supersedes.
     const second = (await r.gateway.call('wire', { n: 2 })).call.id;
     await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), second, { actor: 'ops', outcome: 'not_executed', evidence: 'checked the bank: nothing' });
     const read = await r.store.loadHistory(r.sessionId);
     const retry = r.gateway.callWithOptions('wire', { n: 2 }, { retry: prepareToolRetry(read, second) });
-    const during = await reconcileCalls(r.owner, [wire], read, { reload: () => r.store.loadHistory(r.sessionId) });
+    const during = await reconcileCalls(r.owner, [held.wire], read, { reload: () => r.store.loadHistory(r.sessionId) });
     assert.deepEqual(during.calls.map((c) => [c.callId, c.action]), [[second, 'body_running']]);
-    assert.equal(asks, 1, 'not asked');
+    assert.equal(held.asks(), 1, 'not asked');
     assert.equal((await retry).result.outcome.status, 'succeeded');
     await r.store.close();
   });
 
   it("an answer that comes after another owner here took the session over is written through that owner: the retry it refused while asking stays refused", async () => {
-    const gate: { asked?: () => void; answer?: () => void } = {};
-    const asked = new Promise<void>((resolve) => { gate.asked = resolve; });
-    const answered = new Promise<void>((resolve) => { gate.answer = resolve; });
-    let writes = 0;
-    const wire: Tool = {
-      ...tool('wire', async () => {
-        writes += 1;
-        if (writes === 1) throw new Error('lost after the write');
-        return 'sent';
-      }, new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'v1')),
-      reconcile: async () => {
-        gate.asked!();
-        await answered;
-        return { outcome: 'completed', evidence: 'the ledger shows it' };
-      },
-    };
-    const r = await rig(target, { tools: [wire] });
-    const callId = (await r.gateway.call('wire', {})).call.id;
-    await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
-    const pass = reconcileCalls(r.owner, [wire], await r.store.loadHistory(r.sessionId), { reload: () => r.store.loadHistory(r.sessionId) });
-    await asked;
+    const held = heldWire();
+    const { r, callId } = await misreviewed(target, held.wire);
+    const pass = reconcileCalls(r.owner, [held.wire], await r.store.loadHistory(r.sessionId), { reload: () => r.store.loadHistory(r.sessionId) });
+    await held.asked;
     const successor = await r.store.acquire(r.sessionId, { owner: 'another host here', takeover: true });
-    const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner: successor, taskId: r.taskId, caller: 'agent' });
+    const gateway = createToolRuntime({ tools: [held.wire], grants: { agent: '*' } }).bind({ owner: successor, taskId: r.taskId, caller: 'agent' });
     const plan = prepareToolRetry(await r.store.loadHistory(r.sessionId), callId);
     await assert.rejects(gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'ToolRetryError', code: 'being_reconciled' });
-    gate.answer!();
+    held.answer();
     assert.deepEqual((await pass).calls.map((c) => c.action), ['recorded']);
     const now = await r.store.loadHistory(r.sessionId);
     assert.equal(inspectToolRecovery(now, callId).review?.outcome, 'completed');
     assert.throws(() => prepareToolRetry(now, callId), { name: 'ToolRetryError', code: 'completed' });
-    assert.equal(writes, 1, 'written once');
+    assert.deepEqual(held.writes, ['first'], 'written once');
     await r.store.close();
   });
 
@@ -482,3 +445,38 @@ forEachStore('reconcilers', (target) => {
     await r.store.close();
   });
 });
+
+/**
+ * A non-idempotent transfer whose first attempt fails after its write, and whose reconciler, once asked, waits for
+ * `answer()` and then says the write happened (`completed`).
+ */
+function heldWire() {
+  const writes: string[] = [];
+  let asks = 0;
+  let answer: () => void = () => {};
+  let asked: () => void = () => {};
+  const askedOnce = new Promise<void>((resolve) => { asked = resolve; });
+  const answered = new Promise<void>((resolve) => { answer = resolve; });
+  const wire: Tool = {
+    ...tool('wire', async (request) => {
+      writes.push(request.operation.retry === null ? 'first' : 'retry');
+      if (request.operation.retry === null) throw new Error('lost after the write');
+      return 'sent';
+    }, new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'v1')),
+    reconcile: async () => {
+      asks += 1;
+      asked();
+      await answered;
+      return { outcome: 'completed', evidence: 'the ledger shows it' };
+    },
+  };
+  return { wire, writes, asked: askedOnce, answer: () => answer(), asks: () => asks };
+}
+
+/** A rig whose first call of `wire` is in doubt, with a person's wrong `not_executed` review of it journaled. */
+async function misreviewed(target: StoreTarget, wire: Tool) {
+  const r = await rig(target, { tools: [wire] });
+  const callId = (await r.gateway.call('wire', {})).call.id;
+  await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+  return { r, callId };
+}

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { generateKeyPairSync } from 'node:crypto';
 import { createMemoryStore } from '../../src/store/memory.js';
-import type { SessionStore } from '../../src/store/types.js';
+import type { SessionOwner, SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/recovery.js';
 import { recordToolReview } from '../../src/tool/review.js';
@@ -68,23 +68,13 @@ forEachStore('a stale plan', (target) => scenario(async () => {
 forEachStore('a plan made before a completed review', (target) => {
   it("a plan made on a person's not_executed review is refused once a completed review is journaled here, though the source's row says settled before and after", async () => {
     const store = await target.fresh().open();
-    let writes = 0;
-    const wire = tool('wire', async () => {
-      writes += 1;
-      if (writes === 1) throw new Error('lost after the write');
-      return 'sent';
-    }, new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'));
-    const owner = await store.acquire('s', { owner: 'host' });
-    await owner.startTask('t');
-    const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
-    const callId = (await gateway.call('wire', {})).call.id;
-    await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+    const { owner, gateway, callId, writes } = await reviewedNotExecuted(store, await store.acquire('s', { owner: 'host' }));
     const plan = prepareToolRetry(await store.loadHistory('s'), callId);
     // The ledger says otherwise, and a colleague records it (or the reconciler answers it) before the plan is used.
     await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops-2', outcome: 'completed', evidence: 'the ledger shows the transfer' });
     const before = (await store.loadHistory('s')).length;
     await assert.rejects(gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'StoreConflictError', code: 'history_changed', message: /was journaled in this process/ });
-    assert.equal(writes, 1, 'written once');
+    assert.equal(writes(), 1, 'written once');
     assert.equal((await store.loadHistory('s')).length, before, 'nothing written');
     const now = await store.loadHistory('s');
     assert.throws(() => prepareToolRetry(now, callId), { name: 'ToolRetryError', code: 'completed' });
@@ -93,12 +83,6 @@ forEachStore('a plan made before a completed review', (target) => {
 
   it('a plan is refused from the moment a review of its source is being journaled, before the commit returns (an anchor sink still writing)', async () => {
     const store = await target.fresh().open();
-    let writes = 0;
-    const wire = tool('wire', async () => {
-      writes += 1;
-      if (writes === 1) throw new Error('lost after the write');
-      return 'sent';
-    }, new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'));
     let sinking: () => void = () => {};
     let hold = false;
     const sunk = new Promise<void>((resolve) => { sinking = resolve; });
@@ -108,11 +92,8 @@ forEachStore('a plan made before a completed review', (target) => {
       sinking();
       await new Promise<void>((resolve) => { release = resolve; });
     };
-    const owner = await store.acquire('s', { owner: 'host', anchor: { privateKey: generateKeyPairSync('ed25519').privateKey, sink } });
-    await owner.startTask('t');
-    const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
-    const callId = (await gateway.call('wire', {})).call.id;
-    await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+    const anchored = await store.acquire('s', { owner: 'host', anchor: { privateKey: generateKeyPairSync('ed25519').privateKey, sink } });
+    const { owner, gateway, callId, writes } = await reviewedNotExecuted(store, anchored);
     const plan = prepareToolRetry(await store.loadHistory('s'), callId);
     hold = true;
     const review = recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops-2', outcome: 'completed', evidence: 'the ledger shows the transfer' });
@@ -121,7 +102,25 @@ forEachStore('a plan made before a completed review', (target) => {
     hold = false;
     release();
     await review;
-    assert.equal(writes, 1, 'written once');
+    assert.equal(writes(), 1, 'written once');
     await store.close();
   });
 });
+
+/**
+ * On `owner`'s session `s`: a non-idempotent transfer whose first attempt failed after its write, and a person's
+ * wrong `not_executed` review of it journaled.
+ */
+async function reviewedNotExecuted(store: SessionStore, owner: SessionOwner) {
+  let writes = 0;
+  const wire = tool('wire', async () => {
+    writes += 1;
+    if (writes === 1) throw new Error('lost after the write');
+    return 'sent';
+  }, new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'));
+  await owner.startTask('t');
+  const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  const callId = (await gateway.call('wire', {})).call.id;
+  await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+  return { owner, gateway, callId, writes: () => writes };
+}
