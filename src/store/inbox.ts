@@ -109,7 +109,6 @@ function inboxOf(store: SessionStore): InboxBackend {
   return backend.inbox;
 }
 
-/** The operator's side of the inbox, on any store built by this library whose backend has one. */
 function markStale(inbox: InboxBackend, decisionId: string, reason: string, again: boolean): Promise<DecisionRow> {
   const id = checkId<string>('decisionId', decisionId);
   const why = inboxText('reason', typeof reason === 'string' ? truncateUtf8(reason, LIMITS.maxDiagnosticBytes) : reason, false)!;
@@ -130,6 +129,7 @@ export function markReviewStaleAgain(store: SessionStore, decisionId: string, re
   return markStale(inboxOf(store), decisionId, reason, true);
 }
 
+/** The operator's side of the inbox, on any store built by this library whose backend has one. */
 export class DecisionInbox {
   private readonly inbox: InboxBackend;
   constructor(private readonly store: SessionStore) {

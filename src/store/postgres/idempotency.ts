@@ -3,7 +3,7 @@ import { POSTGRES_DEFAULTS } from '../../limits.js';
 import type { JsonValue } from '../../json/types.js';
 import { checkWrite, idempotencyScope, reconcileAnswer, recordedResultText, type IdempotencyRecord, type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome } from '../../tool/idempotency.js';
 import type { ToolReconcileAnswer } from '../../tool/types.js';
-import { Pool } from './driver.js';
+import { Client, Pool } from './driver.js';
 import type { PgClient, PgPool } from './driver-types.js';
 import { Passthrough } from '../passthrough.js';
 import { releasing, type CheckedOutClient } from './checked-out.js';
@@ -99,7 +99,7 @@ export class PostgresIdempotencyStore {
       });
       listenForDriverErrors(own);
       pool = own;
-    } else if (typeof urlOrPool === 'object' && urlOrPool !== null && typeof urlOrPool.connect === 'function' && typeof (urlOrPool as { totalCount?: unknown }).totalCount === 'number') {
+    } else if (typeof urlOrPool === 'object' && urlOrPool !== null && typeof urlOrPool.connect === 'function' && !(urlOrPool instanceof Client)) {
       pool = urlOrPool;
     } else {
       throw new InvalidInputError('urlOrPool', 'must be a PostgreSQL connection URL or a pg.Pool (a pg.Client holds one connection, which concurrent attempts cannot share)');
