@@ -142,7 +142,10 @@ export async function journalingReview<T>(owner: SessionOwner, callId: string, c
   const release = hold(reviewingHere, owner, callId);
   try {
     const done = await commit();
-    setNewest(reviewsHere.take(owner, () => new Map()), callId, count, REVIEWS_KEPT);
+    // The most any commit here made: an older review's commit that returns after a newer one's (an anchor sink slower
+    // for it) must not take the count back.
+    const counts = reviewsHere.take(owner, () => new Map());
+    setNewest(counts, callId, Math.max(count, counts.get(callId) ?? 0), REVIEWS_KEPT);
     return done;
   } finally {
     release();

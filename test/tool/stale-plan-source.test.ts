@@ -105,6 +105,34 @@ forEachStore('a plan made before a completed review', (target) => {
     assert.equal(writes(), 1, 'written once');
     await store.close();
   });
+
+  it("an older review's commit that returns after a newer one's does not take the count back", async () => {
+    const store = await target.fresh().open();
+    let holdNext = false;
+    let held: () => void = () => {};
+    let sinking: () => void = () => {};
+    const sunk = new Promise<void>((resolve) => { sinking = resolve; });
+    const sink = async () => {
+      if (!holdNext) return;
+      holdNext = false;
+      sinking();
+      await new Promise<void>((resolve) => { held = resolve; });
+    };
+    const anchored = await store.acquire('s', { owner: 'host', anchor: { privateKey: generateKeyPairSync('ed25519').privateKey, sink } });
+    const { owner, gateway, callId, writes } = await reviewedNotExecuted(store, anchored);
+    // A colleague's not_executed, whose commit's anchor is slow to write; a plan made on it.
+    holdNext = true;
+    const slow = recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops-2', outcome: 'not_executed', evidence: 'nothing in the bank view either' });
+    await sunk;
+    const plan = prepareToolRetry(await store.loadHistory('s'), callId);
+    // The reconciler's completed answer, whose commit returns first; then the colleague's.
+    await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'reconciler:wire@v1', outcome: 'completed', evidence: 'the ledger shows it', source: 'reconciler' });
+    held();
+    await slow;
+    await assert.rejects(gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'StoreConflictError', code: 'history_changed' });
+    assert.equal(writes(), 1, 'written once');
+    await store.close();
+  });
 });
 
 /**
