@@ -6,7 +6,7 @@
 import { DecisionError, InvalidInputError, StoreConflictError, ToolRetryError } from '../errors.js';
 import { TOOL_REVIEW_OUTCOMES, type SessionEvent, type ToolReviewOutcome, type ToolReviewRecord } from '../event/types.js';
 import type { CallId } from '../ids.js';
-import { DECISION_STATES, type DecisionRow } from '../store/inbox-rows.js';
+import type { DecisionRow } from '../store/inbox-rows.js';
 import { decisionInbox, markReviewStaleAgain } from '../store/inbox.js';
 import { JournalStore } from '../store/journal-store.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
@@ -39,6 +39,15 @@ export interface InboxReviewReport {
 
 /** Times one decision is judged and written again on a journal another writer of the owner moved meanwhile. */
 const INBOX_WRITE_ATTEMPTS = 5;
+
+/** The latest `tool_review` event of `callId` after seq `after`, or null. */
+function latestReviewAfter(history: readonly SessionEvent[], callId: string, after: number): (SessionEvent & { kind: { type: 'tool_review' } }) | null {
+  for (let i = history.length - 1; i >= 0 && history[i]!.seq > after; i -= 1) {
+    const e = history[i]!;
+    if (e.kind.type === 'tool_review' && e.kind.review.callId === callId) return e as SessionEvent & { kind: { type: 'tool_review' } };
+  }
+  return null;
+}
 
 function journaledEvent(history: readonly SessionEvent[], decisionId: string): SessionEvent | undefined {
   return history.find((e) => e.kind.type === 'tool_review' && e.kind.review.decisionId === decisionId);
@@ -99,23 +108,6 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
   let current: SessionEvent[] = [...history];
   const journaled: JournaledInboxReview[] = [];
   const stale: StaleInboxReview[] = [];
-  /** The id of a review decision of `row`'s call recorded after it (ids are in the order decisions are recorded), or null. */
-  const newerDecision = async (row: DecisionRow): Promise<string | null> => {
-    let after: string | undefined = row.id;
-    do {
-      const page = await inbox.list({ sessionId: owner.sessionId, kind: 'review', states: [...DECISION_STATES], after, limit: 1000 });
-      const found = page.items.find((r) => r.callId === row.callId);
-      if (found !== undefined) return found.id;
-      after = page.next ?? undefined;
-    } while (after !== undefined);
-    return null;
-  };
-  /** Rows this pass refused as repeats on a journal that moved before the refusal was checked: judged again. */
-  const rejudge = new Set<string>();
-  const dropStale = (decisionId: string) => {
-    const at = stale.findIndex((s) => s.decisionId === decisionId);
-    if (at >= 0) stale.splice(at, 1);
-  };
   // Each call's latest journaled review: a review repeating it (same outcome, same actor) adds no evidence and is
   // not journaled again, so a person or a job re-asserting it cannot fill the session's journal.
   const latest = new Map<string, ToolReviewRecord>();
@@ -148,25 +140,15 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
     const done = journaledEvent(current, row.id);
     if (done !== undefined && done.kind.type === 'tool_review') {
       if (!(await marked(() => inbox.markReviewJournaled(row.id, done.eventId)))) return true;
-      dropStale(row.id);
       journaled.push({ decisionId: row.id, callId: done.kind.review.callId, outcome: done.kind.review.outcome, actor: done.kind.review.actor, event: done });
       return true;
     }
-    const refuse = async (reason: string) => {
-      const mark = rejudge.has(row.id) ? () => markReviewStaleAgain(store, row.id, reason) : () => inbox.markReviewStale(row.id, reason);
-      if (!(await marked(mark))) return;
-      dropStale(row.id);
-      stale.push({ decisionId: row.id, callId: row.callId, reason });
+    const refuse = async (reason: string): Promise<StaleInboxReview | null> => {
+      if (!(await marked(() => inbox.markReviewStale(row.id, reason)))) return null;
+      const refused = { decisionId: row.id, callId: row.callId, reason };
+      stale.push(refused);
+      return refused;
     };
-    // Refused once, the decision no longer waited: an operator may have recorded a newer one for the call since,
-    // without replacing it. That one is their word now, and this one is not journaled after it.
-    if (rejudge.has(row.id)) {
-      const newer = await newerDecision(row);
-      if (newer !== null) {
-        await refuse(`the review decision ${newer} of call ${row.callId} was recorded after this one was refused, and is the operator's word now`);
-        return true;
-      }
-    }
     if (!TOOL_REVIEW_OUTCOMES.includes(outcome) || row.actor === null || row.reason === null) {
       await refuse(`the decision carries no review outcome, actor and evidence`);
       return true;
@@ -188,15 +170,21 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
     const prior = latest.get(row.callId);
     if (prior !== undefined && prior.outcome === outcome && prior.actor === row.actor) {
       if (!fresh) return false;
-      const judgedOn = current.at(-1)?.seq;
-      await refuse(`it repeats the ${outcome} review ${row.actor} already journaled for call ${row.callId}`);
+      const judgedOn = current.at(-1)?.seq ?? -1;
+      const refused = await refuse(`it repeats the ${outcome} review ${row.actor} already journaled for call ${row.callId}`);
       // The one refusal a later write can make false (a review of the call journaled between the read and the mark,
       // which this decision then no longer repeats), and a refusal writes nothing for a conflict to show: the journal
-      // is read once more, and the decision judged again on it if it moved.
+      // is read once more, and the reason says what it holds now. The decision is not journaled after it was refused:
+      // the operator, who saw it refused and may have decided again since (an order no clock can be trusted to give),
+      // decides again, on the review that came between.
+      if (refused === null) return true;
       await reload();
-      if (current.at(-1)?.seq === judgedOn) return true;
-      rejudge.add(row.id);
-      return false;
+      const since = latestReviewAfter(current, row.callId, judgedOn);
+      if (since === null) return true;
+      const reason = `it repeated the ${outcome} review ${row.actor} had journaled for call ${row.callId} when it was judged, but the journal ` +
+        `has since recorded the ${since.kind.review.outcome} review by ${since.kind.review.actor} (seq ${since.seq}): it was not journaled; record it again if it still holds`;
+      if (await marked(() => markReviewStaleAgain(store, row.id, reason))) stale[stale.indexOf(refused)] = { ...refused, reason };
+      return true;
     }
     let event: SessionEvent;
     try {
@@ -217,7 +205,6 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
     // A row another pass refused meanwhile on an older read is marked journaled all the same (the journal holds it);
     // one that pass found journaled and marked first is left as it marked it.
     await marked(() => inbox.markReviewJournaled(row.id, event.eventId));
-    dropStale(row.id);
     journaled.push({ decisionId: row.id, callId: row.callId as CallId, outcome, actor: row.actor, event });
     return true;
   };
@@ -227,11 +214,7 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
       // Read again: an operator may have replaced it since the listing (a newer review of the call, which waits), or
       // another pass of the owner journaled it.
       const row = await inbox.get(listed.id);
-      if (row === undefined || !(row.state === 'decided' || (row.state === 'stale' && rejudge.has(row.id)))) {
-        // Journaled by another pass since this one refused it: what this pass said of it no longer holds.
-        if (rejudge.has(listed.id)) dropStale(listed.id);
-        break;
-      }
+      if (row === undefined || row.state !== 'decided') break;
       // Recorded on a journal newer than the one read (a review or an answer journaled since): judged on that one.
       if (row.journalSeq !== undefined && row.journalSeq > (current.at(-1)?.seq ?? -1)) {
         await reload();
@@ -239,11 +222,6 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
       }
       try {
         if (await journalOne(row, fresh)) break;
-        // A journal that kept moving under every judgement: the last refusal stands.
-        if (rejudge.has(row.id)) {
-          if (attempt >= INBOX_WRITE_ATTEMPTS) break;
-          continue;
-        }
         await reload();
         fresh = true;
       } catch (error) {

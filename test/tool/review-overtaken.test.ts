@@ -341,7 +341,7 @@ it('a decision is refused as a repeat only on a journal read again: another writ
   await store.close();
 });
 
-it("a decision refused as a repeat on a read another writer of the owner overtook before the refusal was marked is judged again, and journaled", async () => {
+it("a decision refused as a repeat on a read another writer of the owner overtook before the refusal was marked says so, truly, and is not journaled after it", async () => {
   const { store, owner, callId } = await wireInDoubt();
   await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'not in the bank view' });
   const inbox = decisionInbox(store);
@@ -357,14 +357,19 @@ it("a decision refused as a repeat on a read another writer of the owner overtoo
     return history;
   };
   const report = await journalInboxReviews(owner, store, read);
-  assert.deepEqual([report.journaled.map((j) => j.decisionId), report.stale], [[decision.id], []], 'not a repeat of the latest review, ops-2\'s');
-  assert.equal((await inbox.get(decision.id))?.state, 'consumed');
+  assert.deepEqual(report.journaled, []);
+  // Not "it repeats": the journal's latest review of the call is ops-2's now, and the reason says so.
+  const reason = /has since recorded the uncertain review by ops-2 \(seq \d+\): it was not journaled; record it again/;
+  assert.match(report.stale[0]?.reason ?? '', reason);
+  const row = await inbox.get(decision.id);
+  assert.equal(row?.state, 'stale');
+  assert.match(row?.note ?? '', reason);
   const reviews = (await load('s')).flatMap((e) => (e.kind.type === 'tool_review' ? [`${e.kind.review.actor} ${e.kind.review.outcome}`] : []));
-  assert.deepEqual(reviews, ['ops not_executed', 'ops-2 uncertain', 'ops not_executed']);
+  assert.deepEqual(reviews, ['ops not_executed', 'ops-2 uncertain'], 'the call is in doubt again, for the operator to decide on what came between');
   await store.close();
 });
 
-it("a decision refused as a repeat is not journaled on a second judgement once the operator recorded a newer one for the call: that one is their word", async () => {
+it("a decision refused as a repeat is never journaled after an operator's newer decision for the call, whatever the clocks of the processes that recorded them", async () => {
   const { store, owner, callId } = await wireInDoubt();
   await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'not in the bank view' });
   const inbox = decisionInbox(store);
@@ -383,7 +388,7 @@ it("a decision refused as a repeat is not journaled on a second judgement once t
   };
   const report = await journalInboxReviews(owner, store, read);
   assert.deepEqual(report.journaled, []);
-  assert.match(report.stale[0]?.reason ?? '', /recorded after this one was refused/);
+  assert.match(report.stale[0]?.reason ?? '', /has since recorded the uncertain review by ops/);
   assert.equal((await inbox.get(repeat.id))?.state, 'stale');
   const reviews = (await load('s')).flatMap((e) => (e.kind.type === 'tool_review' ? [`${e.kind.review.actor} ${e.kind.review.outcome}`] : []));
   assert.deepEqual(reviews, ['ops not_executed', 'ops uncertain'], "the operator's newer review stays the latest");
