@@ -329,8 +329,9 @@ async function recoverOpen(
     // Its body still runs in this process (an owner this one took the session from): its outcome is open, so the run
     // stops for it as for any open call, and a later resume reads what it did.
     if (error instanceof ToolRetryError && error.code === 'body_running') return { kind: 'stop', reason: 'needs_review', callId };
-    // Another run's pass here is asking the call's reconciler: a later resume reads its answer.
-    if (error instanceof ToolRetryError && error.code === 'being_reconciled') return { kind: 'stop', reason: 'needs_review', callId };
+    // Another run's pass here is asking the call's reconciler, or an operator's review decision of the call came into
+    // the inbox since the run journaled it: a later resume reads the answer, or journals the decision first.
+    if (error instanceof ToolRetryError && (error.code === 'being_reconciled' || error.code === 'needs_review')) return { kind: 'stop', reason: 'needs_review', callId };
     throw error;
   }
 }

@@ -148,12 +148,17 @@ export interface SessionOwner {
    * whose backend keeps no index.
    */
   findInDoubt?(binding: { readonly taskId: string; readonly tool: string; readonly argsDigest: string; readonly running?: ReadonlySet<string> }): Promise<AttentionItem | null>;
-  /** Called in this process when this owner stops a task, so running calls of that task can be interrupted. */
   /**
    * Optional (stores with a decision inbox): the operator's decision, not yet used, for the latest approval request
    * of this operation in this session; undefined when there is none.
    */
   decidedApproval?(taskId: string, key: string): Promise<DecisionRow | undefined>;
+  /**
+   * Optional (stores with a decision inbox): the oldest review decision of call `callId` of this session recorded in
+   * the inbox and not journaled yet; undefined when none waits. A retry of the call is refused while one does.
+   */
+  waitingReview?(callId: string): Promise<DecisionRow | undefined>;
+  /** Called in this process when this owner stops a task, so running calls of that task can be interrupted. */
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void;
   /**
    * The latest attempt of operation (taskId, key) in this session, or undefined when the key has none. The store's

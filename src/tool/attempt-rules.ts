@@ -64,6 +64,22 @@ export function refuseUnsafeRetryHere(owner: SessionOwner, plan: ToolRetryPlan):
   }
 }
 
+/**
+ * A retry of a call a review decision waits for in the decision inbox (recorded by an operator, not journaled yet):
+ * the plan rests on the journal's latest review, which that decision may contradict (a colleague's `completed` after
+ * a wrong `not_executed`). Refused before the plan is taken; the owner journals the decision first
+ * (journalInboxReviews), and a plan is made on the journal then. Stores without an inbox have none waiting.
+ */
+export async function refuseWhileReviewWaits(owner: SessionOwner, plan: ToolRetryPlan): Promise<void> {
+  const source = plan.sourceCallId;
+  const waiting = await owner.waitingReview?.(source);
+  if (waiting === undefined) return;
+  throw new ToolRetryError(
+    'needs_review',
+    `review decision ${waiting.id} of call ${source} (${String(waiting.decision)} by ${waiting.actor ?? 'an operator'}) waits in the decision inbox: journal it (journalInboxReviews) and decide on the journal; the plan was not taken, nothing was written`,
+  );
+}
+
 export type AttemptCondition = Pick<CommitRequest, 'expectLatestAttempt' | 'expectNewOperation'>;
 
 /**

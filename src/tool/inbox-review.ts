@@ -10,6 +10,7 @@ import type { DecisionRow } from '../store/inbox-rows.js';
 import { decisionInbox, markReviewStaleAgain } from '../store/inbox.js';
 import { JournalStore } from '../store/journal-store.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
+import { collectEvidence } from './evidence.js';
 import { bodyEnded } from './late-bodies.js';
 import { NO_LONGER_REVIEWABLE, recordToolReview } from './review.js';
 
@@ -39,6 +40,21 @@ export interface InboxReviewReport {
 
 /** Times one decision is judged and written again on a journal another writer of the owner moved meanwhile. */
 const INBOX_WRITE_ATTEMPTS = 5;
+
+/**
+ * What a `completed` decision about an attempt a later one superseded says (a retry made on an earlier review while
+ * this one waited): the write may have been made twice. Null when no later attempt exists.
+ */
+function madeAgain(history: readonly SessionEvent[], row: DecisionRow): string | null {
+  const attempts = collectEvidence(history, row.callId).calls.get(row.callId)?.operation?.attempts ?? [];
+  const at = attempts.findIndex((a) => a.call.id === row.callId);
+  const later = at < 0 ? [] : attempts.slice(at + 1);
+  if (later.length === 0) return null;
+  const last = later[later.length - 1]!;
+  const how = last.result === null ? 'has no result yet' : last.result.outcome.status === 'succeeded' ? 'succeeded' : `failed (${last.result.outcome.category})`;
+  return `${row.actor ?? 'the operator'} says call ${row.callId} completed, but attempt ${last.attempt} of its operation (call ${last.call.id}) ` +
+    `was made since and ${how}: the operation may have been made twice; check the outside system. Not journaled: a review binds the latest attempt`;
+}
 
 /** The latest `tool_review` event of `callId` after seq `after`, or null. */
 function latestReviewAfter(history: readonly SessionEvent[], callId: string, after: number): (SessionEvent & { kind: { type: 'tool_review' } }) | null {
@@ -192,7 +208,7 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
     } catch (error) {
       if ((error instanceof ToolRetryError && NO_LONGER_REVIEWABLE.has(error.code)) || error instanceof InvalidInputError) {
         if (!fresh && error instanceof ToolRetryError) return false;
-        await refuse(error.message);
+        await refuse((outcome === 'completed' ? madeAgain(current, row) : null) ?? error.message);
         return true;
       }
       // The call still runs in this process: the decision waits (neither journaled nor stale) for a pass after it

@@ -25,7 +25,7 @@ import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema, Tool } from './types.js';
 import { canCommit, commitAs, onOwnerLost } from '../store/owner-commit.js';
 import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
-import { type AttemptCondition, attemptCondition, callsRunningAs, enterCall, enterRetry, leaveCall, notRegistered, refuseUnsafeRetryHere, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
+import { type AttemptCondition, attemptCondition, callsRunningAs, enterCall, enterRetry, leaveCall, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, frozenOperation, hookView, serializeOutput } from './body-outcome.js';
 
 /** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
@@ -212,7 +212,10 @@ class Gateway implements ToolGateway {
     if (this.binding.signal?.aborted) throw new ToolTurnClosedError();
     // A body end this process knows of and no journal has taken yet goes in before anything else this owner writes.
     if (hasPendingBodyEnds(this.binding.owner)) await journalPendingBodyEnds(this.binding.owner);
-    if (given.retry instanceof ToolRetryPlan) refuseUnsafeRetryHere(this.binding.owner, given.retry);
+    if (given.retry instanceof ToolRetryPlan) {
+      await refuseWhileReviewWaits(this.binding.owner, given.retry);
+      refuseUnsafeRetryHere(this.binding.owner, given.retry);
+    }
     // A retry of a call that provably never ran, under a contract the tool no longer has, is recorded refused before
     // its body, under the contract its operation recorded (docs/design.md#a-redeploy-while-a-call-waits).
     const changed = given.retry instanceof ToolRetryPlan && given.operationKey === undefined

@@ -383,9 +383,11 @@ forEachStore('reconcilers', (target) => {
     await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), second, { actor: 'ops', outcome: 'not_executed', evidence: 'checked the bank: nothing' });
     const read = await r.store.loadHistory(r.sessionId);
     const retry = r.gateway.callWithOptions('wire', { n: 2 }, { retry: prepareToolRetry(read, second) });
+    await held.retrying;
     const during = await reconcileCalls(r.owner, [held.wire], read, { reload: () => r.store.loadHistory(r.sessionId) });
     assert.deepEqual(during.calls.map((c) => [c.callId, c.action]), [[second, 'body_running']]);
     assert.equal(held.asks(), 1, 'not asked');
+    held.finishRetry();
     assert.equal((await retry).result.outcome.status, 'succeeded');
     await r.store.close();
   });
@@ -448,19 +450,26 @@ forEachStore('reconcilers', (target) => {
 
 /**
  * A non-idempotent transfer whose first attempt fails after its write, and whose reconciler, once asked, waits for
- * `answer()` and then says the write happened (`completed`).
+ * `answer()` and then says the write happened (`completed`). A retry's body, once running (`retrying`), waits for
+ * `finishRetry()`.
  */
 function heldWire() {
   const writes: string[] = [];
   let asks = 0;
   let answer: () => void = () => {};
   let asked: () => void = () => {};
+  let started: () => void = () => {};
+  let finish: () => void = () => {};
   const askedOnce = new Promise<void>((resolve) => { asked = resolve; });
   const answered = new Promise<void>((resolve) => { answer = resolve; });
+  const retrying = new Promise<void>((resolve) => { started = resolve; });
+  const finished = new Promise<void>((resolve) => { finish = resolve; });
   const wire: Tool = {
     ...tool('wire', async (request) => {
       writes.push(request.operation.retry === null ? 'first' : 'retry');
       if (request.operation.retry === null) throw new Error('lost after the write');
+      started();
+      await finished;
       return 'sent';
     }, new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'v1')),
     reconcile: async () => {
@@ -470,7 +479,7 @@ function heldWire() {
       return { outcome: 'completed', evidence: 'the ledger shows it' };
     },
   };
-  return { wire, writes, asked: askedOnce, answer: () => answer(), asks: () => asks };
+  return { wire, writes, asked: askedOnce, answer: () => answer(), asks: () => asks, retrying, finishRetry: () => finish() };
 }
 
 /** A rig whose first call of `wire` is in doubt, with a person's wrong `not_executed` review of it journaled. */

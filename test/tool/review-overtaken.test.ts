@@ -395,15 +395,49 @@ it("a decision refused as a repeat is never journaled after an operator's newer 
   await store.close();
 });
 
+it("a retry is refused while an operator's review decision of its source waits in the inbox, and a completed decision that comes after a retry says the write may have been made twice", async () => {
+  const { store, owner, callId, gateway, bodies } = await wireInDoubt();
+  await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+  const plan = prepareToolRetry(await store.loadHistory('s'), callId);
+  // A colleague, looking at the ledger, records that the transfer was made; the host's plan is older.
+  const inbox = decisionInbox(store);
+  const completed = await inbox.recordReview({ sessionId: 's', callId, outcome: 'completed', evidence: 'the ledger shows the transfer', actor: 'ops-2' });
+  const before = (await store.loadHistory('s')).length;
+  await assert.rejects(gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'ToolRetryError', code: 'needs_review', message: new RegExp(`${completed.id}.*waits in the decision inbox`) });
+  assert.equal(bodies(), 1, 'not run again');
+  assert.equal((await store.loadHistory('s')).length, before, 'nothing written');
+  const report = await journalInboxReviews(owner, store, await store.loadHistory('s'));
+  assert.deepEqual(report.journaled.map((j) => j.decisionId), [completed.id]);
+  assert.throws(() => prepareToolRetry(report.history, callId), { name: 'ToolRetryError', code: 'completed' });
+
+  // A decision recorded just after the retry's look at the inbox (stood in for here): the retry goes ahead, and the
+  // decision, which can no longer be journaled, says the write may have been made twice instead of "never retry it".
+  const second = await wireInDoubt();
+  await recordToolReview(second.owner, await second.store.loadHistory('s'), second.callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+  const racing = prepareToolRetry(await second.store.loadHistory('s'), second.callId);
+  await decisionInbox(second.store).recordReview({ sessionId: 's', callId: second.callId, outcome: 'completed', evidence: 'the ledger shows the transfer', actor: 'ops-2' });
+  Object.assign(second.owner, { waitingReview: async () => undefined });
+  await second.gateway.callWithOptions('wire', {}, { retry: racing });
+  const late = await journalInboxReviews(second.owner, second.store, await second.store.loadHistory('s'));
+  assert.equal(late.stale.length, 1);
+  assert.match(late.stale[0]!.reason, /ops-2 says call .* completed, but attempt 2 of its operation .* may have been made twice/);
+  await store.close();
+  await second.store.close();
+});
+
 /** A session `s` whose non-idempotent transfer failed after its write: its call in doubt. */
 async function wireInDoubt() {
   const { store, owner } = await session();
+  let bodies = 0;
   const wire: Tool = {
     name: 'wire',
     metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'),
-    execute: async () => { throw new Error('lost after the write'); },
+    execute: async () => {
+      bodies += 1;
+      throw new Error('lost after the write');
+    },
   };
   const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
   const callId = (await gateway.call('wire', {})).call.id;
-  return { store, owner, callId };
+  return { store, owner, callId, gateway, bodies: () => bodies };
 }
