@@ -91,6 +91,12 @@ export const TASK_DEFAULTS = {
 /** Store defaults: how long a writer waits for a lock before a typed busy error. */
 export const STORE_DEFAULTS = {
   busyTimeoutMs: 5_000,
+  /**
+   * How far ahead of the reader's clock a call's recorded time may be and still count as recent for an age filter
+   * (`--older-than`): ordinary skew between hosts. A time further ahead says nothing of the call's age, and the call
+   * is listed (docs/design.md#recorded-times).
+   */
+  clockAheadMs: 60_000,
 } as const;
 
 /** PostgreSQL store defaults: bounded waits surface as StoreBusyError instead of hanging. */

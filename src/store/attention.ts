@@ -8,6 +8,7 @@ import { decodeEventText, recordedAtText } from '../event/codec.js';
 import { TOOL_EFFECTS, ToolEffect, type SessionEvent, type ToolReviewOutcome } from '../event/types.js';
 import type { SessionId, TaskId } from '../ids.js';
 import { jsonDigest } from '../json/canonical.js';
+import { STORE_DEFAULTS } from '../limits.js';
 import { evidenceRuleFor } from '../tool/retry-policy.js';
 import { ATTENTION_STATUSES, type AttentionRow, type AttentionScan, type AttentionStatus } from './rows.js';
 import type { AttentionItem, AttentionQuery } from './types.js';
@@ -246,7 +247,7 @@ export function attentionScan(query: AttentionQuery, now: number): AttentionScan
     ...(q.tool !== undefined ? { tool: q.tool } : {}),
     ...(q.effect !== undefined ? { effect: q.effect } : {}),
     statuses: [...new Set(statuses)],
-    ...(q.olderThanMs !== undefined ? { calledAtMost: now - q.olderThanMs } : {}),
+    ...(q.olderThanMs !== undefined ? { calledAtMost: now - q.olderThanMs, orCalledAfter: now + STORE_DEFAULTS.clockAheadMs } : {}),
     ...(q.cursor !== undefined && q.cursor !== null ? { after: decodeCursor(q.cursor) } : {}),
     limit: limit + 1,
   };
@@ -272,7 +273,10 @@ export function matchesScan(row: AttentionRow, scan: AttentionScan): boolean {
   if (scan.tool !== undefined && row.tool !== scan.tool) return false;
   if (scan.effect !== undefined && row.effect !== scan.effect) return false;
   if (!scan.statuses.includes(row.status)) return false;
-  if (scan.calledAtMost !== undefined && (row.calledAt === null || row.calledAt > scan.calledAtMost)) return false;
+  if (scan.calledAtMost !== undefined) {
+    if (row.calledAt === null) return false;
+    if (row.calledAt > scan.calledAtMost && (scan.orCalledAfter === undefined || row.calledAt <= scan.orCalledAfter)) return false;
+  }
   if (scan.after) {
     const [s, t, k] = scan.after;
     const c = compare(row.sessionId, s) || compare(row.taskId, t) || compare(row.key, k);

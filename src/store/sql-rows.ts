@@ -125,7 +125,9 @@ export function attentionScanSql(table: string, scan: AttentionScan, param: (i: 
   if (scan.sessionId !== undefined) where.push(`session_id = ${p(scan.sessionId)}`);
   if (scan.tool !== undefined) where.push(`tool = ${p(scan.tool)}`);
   if (scan.effect !== undefined) where.push(`effect = ${p(scan.effect)}`);
-  if (scan.calledAtMost !== undefined) where.push(`called_at <= ${p(scan.calledAtMost)}`);
+  if (scan.calledAtMost !== undefined) {
+    where.push(scan.orCalledAfter === undefined ? `called_at <= ${p(scan.calledAtMost)}` : `(called_at <= ${p(scan.calledAtMost)} OR called_at > ${p(scan.orCalledAfter)})`);
+  }
   if (scan.after) {
     const [s, t, k] = scan.after;
     where.push(`(session_id${order}, task_id${order}, key${order}) > (${p(s)}, ${p(t)}, ${p(k)})`);

@@ -10,6 +10,11 @@ import { JournalImportError, WireDecodeError } from '../../src/errors.js';
 import type { EventId } from '../../src/ids.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { createMemoryStore } from '../../src/store/memory.js';
+import type { SessionStore } from '../../src/store/types.js';
+import { openPostgresStore } from '../../src/postgres.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { PG_URL, freshSchema } from '../support/postgres.js';
 import { parseJournal } from '../../src/store/jsonl.js';
 import { cli, tamper } from '../cli/helpers.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
@@ -101,4 +106,34 @@ describe('recorded times', () => {
       assert.throws(() => decodeEvent({ ...base, recorded_at: bad }), (e: unknown) => e instanceof WireDecodeError && e.path === 'recorded_at', String(bad));
     }
   });
+  it('a call recorded while the clock ran ahead is not hidden from an age filter once it is right again: every later event of its session repeats that time', async () => {
+    const day = 24 * 60 * 60 * 1000;
+    let ahead = day;
+    const clock = () => Date.now() + ahead;
+    const stores: [string, SessionStore][] = [['memory', createMemoryStore({ clock })], ['sqlite', openSqliteStore(tempDbPath(dir, 'ahead'), { clock })]];
+    if (PG_URL !== undefined) stores.push(['postgres', await openPostgresStore(PG_URL, { schema: freshSchema(), clock })]);
+    for (const [name, store] of stores) {
+      ahead = day;
+      const callId = await callInDoubt(store);
+      ahead = 0;
+      const listed = await store.attention({ olderThanMs: 10 * 60 * 1000 });
+      assert.deepEqual(listed.items.map((i) => i.callId), [callId], `${name}: a time a day ahead says nothing of its age`);
+      assert.deepEqual((await store.attention({ olderThanMs: 2 * day })).items.map((i) => i.callId), [callId], name);
+      await store.close();
+    }
+    // A call just recorded on a clock within the skew the filter allows is recent.
+    ahead = 1_000;
+    const near = createMemoryStore({ clock });
+    await callInDoubt(near);
+    ahead = 0;
+    assert.deepEqual((await near.attention({ olderThanMs: 10 * 60 * 1000 })).items, []);
+  });
 });
+
+/** A non-idempotent transfer in session `s` of `store` that failed after its write: its call in doubt. */
+async function callInDoubt(store: SessionStore): Promise<string> {
+  const owner = await store.acquire('s', { owner: 'h' });
+  await owner.startTask('t');
+  const wire = { name: 'wire', metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'), execute: async () => { throw new Error('lost after the write'); } };
+  return (await createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('wire', {})).call.id;
+}
