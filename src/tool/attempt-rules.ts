@@ -47,6 +47,13 @@ export function refuseUnsafeRetryHere(owner: SessionOwner, plan: ToolRetryPlan):
       `a review of call ${plan.sourceCallId} ${journaling ? 'is being journaled' : 'was journaled'} in this process that the history the plan was made from does not hold: load the history again and prepare a new plan; the plan was not taken, nothing was written`,
     );
   }
+  const unjournaled = answersHere.get(owner)?.get(plan.sourceCallId);
+  if (unjournaled !== undefined) {
+    throw new ToolRetryError(
+      'completed',
+      `${unjournaled.actor} answered in this process that call ${plan.sourceCallId} completed (${unjournaled.evidence}), and the owner that asked was taken over before it could journal that: the write happened; record that review instead of retrying (the plan was not taken, nothing was written)`,
+    );
+  }
   if (askedHere.get(owner)?.has(plan.sourceCallId) === true) {
     throw new ToolRetryError(
       'being_reconciled',
@@ -147,6 +154,18 @@ function hold(table: SessionTable<Map<string, number>>, owner: SessionOwner, cal
 const reviewsHere = new SessionTable<Map<string, number>>();
 const REVIEWS_KEPT = 100_000;
 
+/**
+ * Reconcilers' `completed` answers this process got and could not journal (the owner that asked was fenced, and no
+ * owner of the session here took over to write them), by call: a retry of the call here is refused, since the write
+ * happened. Forgotten once a review of the call is journaled here (the newest KEPT calls).
+ */
+const answersHere = new SessionTable<Map<string, { readonly actor: string; readonly evidence: string }>>();
+
+/** Notes a reconciler's `completed` answer about `callId` that could not be journaled. */
+export function keepUnjournaledCompleted(owner: SessionOwner, callId: string, actor: string, evidence: string): void {
+  setNewest(answersHere.take(owner, () => new Map()), callId, { actor, evidence }, REVIEWS_KEPT);
+}
+
 /** The calls a review of which is being journaled here, each with how many are. */
 const reviewingHere = new SessionTable<Map<string, number>>();
 
@@ -162,6 +181,7 @@ export async function journalingReview<T>(owner: SessionOwner, callId: string, c
     // for it) must not take the count back.
     const counts = reviewsHere.take(owner, () => new Map());
     setNewest(counts, callId, Math.max(count, counts.get(callId) ?? 0), REVIEWS_KEPT);
+    answersHere.get(owner)?.delete(callId);
     return done;
   } finally {
     release();

@@ -14,7 +14,7 @@ import { truncateUtf8 } from '../text.js';
 import { classifyAttempt, collectEvidence, latestReview, sameContract, type AttemptRecord } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { assessSession } from './assess.js';
-import { askAbout, runningHere } from './attempt-rules.js';
+import { askAbout, keepUnjournaledCompleted, runningHere } from './attempt-rules.js';
 import { NO_LONGER_REVIEWABLE, recordToolReview, type ToolReviewInput } from './review.js';
 import type { Tool, ToolReconcileAnswer, ToolReconcileRequest } from './types.js';
 
@@ -196,6 +196,11 @@ export async function reconcileCalls(
           // that asked, as a late body's end does, and is written through the owner that holds the session now. Lost,
           // the retry a host here then makes (refused while the lookup ran) would write a second time.
           const newer = error instanceof StaleOwnerError ? currentOwner(writer) : writer;
+          // Fenced, and no owner here holds the session now (one took it over and let it go): the answer cannot be
+          // journaled, but this process keeps it, and refuses a retry of the call (the write happened).
+          if (error instanceof StaleOwnerError && newer === writer && review.outcome === 'completed') {
+            keepUnjournaledCompleted(owner, record.call.id, review.actor, review.evidence);
+          }
           const moved = error instanceof StoreConflictError && error.code === 'history_changed';
           if (options.reload === undefined || attempt >= REVIEW_WRITE_ATTEMPTS || !(moved || newer !== writer)) throw error;
           writer = newer;

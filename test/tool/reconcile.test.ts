@@ -410,6 +410,26 @@ forEachStore('reconcilers', (target) => {
     await r.store.close();
   });
 
+  it("an answer no owner here can journal any more (the session taken over here and let go) is kept: a retry of the call here is refused, the write having happened", async () => {
+    const held = heldWire();
+    const { r, callId } = await misreviewed(target, held.wire);
+    const pass = reconcileCalls(r.owner, [held.wire], await r.store.loadHistory(r.sessionId), { reload: () => r.store.loadHistory(r.sessionId) });
+    await held.asked;
+    await (await r.store.acquire(r.sessionId, { owner: 'another host here', takeover: true })).release();
+    held.answer();
+    await assert.rejects(pass, { name: 'StaleOwnerError' });
+    const next = await r.store.acquire(r.sessionId, { owner: 'the host again' });
+    const gateway = createToolRuntime({ tools: [held.wire], grants: { agent: '*' } }).bind({ owner: next, taskId: r.taskId, caller: 'agent' });
+    const plan = prepareToolRetry(await r.store.loadHistory(r.sessionId), callId);
+    await assert.rejects(gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'ToolRetryError', code: 'completed', message: /answered in this process that call .* completed/ });
+    assert.deepEqual(held.writes, ['first'], 'written once');
+    // Once that answer is journaled (a person records it, or a later pass), the journal itself refuses the retry.
+    await recordToolReview(next, await r.store.loadHistory(r.sessionId), callId, { actor: 'ops', outcome: 'completed', evidence: 'the reconciler said so' });
+    const now = await r.store.loadHistory(r.sessionId);
+    assert.throws(() => prepareToolRetry(now, callId), { name: 'ToolRetryError', code: 'completed' });
+    await r.store.close();
+  });
+
   it("a reconciler's completed answer about an attempt a retry superseded before the pass asked is reported, not dropped as unchanged", async () => {
     const wire: Tool = {
       ...tool('wire', async (request) => {
