@@ -144,10 +144,13 @@ export class PostgresIdempotencyStore {
         scope.key,
         text,
       ]);
-      // The claim is gone: the write ended the helper's transaction on its client (a COMMIT or ROLLBACK of its own),
-      // so what it wrote next would commit without the record. Rolled back instead.
+      // The claim is gone: the write rolled the helper's transaction back on its client. What it wrote in a transaction
+      // it began again is rolled back with this refusal; what it wrote outside one has committed, without a record.
       if (recorded.rowCount !== 1) {
-        throw new InvalidInputError('write', 'ended the helper\'s transaction itself (COMMIT or ROLLBACK on the client it was given): its writes since were rolled back, and nothing was recorded');
+        throw new InvalidInputError(
+          'write',
+          'ended the helper\'s transaction itself (a ROLLBACK on the client it was given): nothing was recorded, and what it wrote after that, unless in a transaction of its own that this refusal rolls back, may have committed; check before any retry',
+        );
       }
       await client.query('COMMIT');
       return { result, replayed: false };
