@@ -97,6 +97,11 @@ export const STORE_DEFAULTS = {
    * is listed (docs/design.md#recorded-times).
    */
   clockAheadMs: 60_000,
+  /**
+   * How far ahead of the importing host's clock an imported event's recorded time may be: past it, the file is
+   * refused at that line. Times never decrease, so one such event would stamp every later event of the session.
+   */
+  importAheadMs: 24 * 60 * 60 * 1000,
 } as const;
 
 /** PostgreSQL store defaults: bounded waits surface as StoreBusyError instead of hanging. */

@@ -4,7 +4,7 @@ import { validatePhysicalLog } from '../event/physical-log.js';
 import type { SessionEvent } from '../event/types.js';
 import { checkId, type SessionId } from '../ids.js';
 import { parseJson } from '../json/parse.js';
-import { LIMITS } from '../limits.js';
+import { LIMITS, STORE_DEFAULTS } from '../limits.js';
 import { utf8Length } from '../text.js';
 import { checkToolEvidence } from '../tool/recovery.js';
 import { chainEvents, decideImport, importDrafts } from './decisions.js';
@@ -61,7 +61,21 @@ export function parseJournal(text: string): SessionEvent[] {
     throw new JournalImportError(at ? Number(at[1]) + 1 : 1, (error as Error).message, { cause: error });
   }
   checkStorable(events);
+  checkNotAhead(events);
   return events;
+}
+
+/**
+ * Refuses an event recorded further ahead of this host's clock than STORE_DEFAULTS.importAheadMs: no store records a
+ * time it has not reached, give or take skew, and since times never decrease, the session's every later event would
+ * repeat it (docs/design.md#recorded-times).
+ */
+function checkNotAhead(events: readonly SessionEvent[]): void {
+  const limit = Date.now() + STORE_DEFAULTS.importAheadMs;
+  const at = events.findIndex((e) => e.recordedAt !== undefined && Date.parse(e.recordedAt) > limit);
+  if (at >= 0) {
+    throw new JournalImportError(at + 1, `event ${at}: recorded_at ${events[at]!.recordedAt} is more than ${STORE_DEFAULTS.importAheadMs / 3_600_000} hours ahead of this host's clock (${new Date().toISOString()}); no store records a time it has not reached`);
+  }
 }
 
 /**

@@ -96,6 +96,20 @@ describe('recorded times', () => {
     assert.equal(parseJournal(fine).length, 5);
   });
 
+  it('an imported event recorded more than a day ahead of this host\'s clock is refused at its line: every later event of the session would repeat it', async () => {
+    const hour = 60 * 60 * 1000;
+    const file = (ahead: number) => [Date.now() - hour, Date.now() + ahead].map((ms, seq) => JSON.stringify({ event_id: `e${seq}`, session_id: 's', turn_id: 't', seq, recorded_at: new Date(ms).toISOString(), kind: { type: 'user_message', text: `m${seq}` } }) + '\n').join('');
+    const future = file(365 * 24 * hour);
+    const refused = (e: unknown) => e instanceof JournalImportError && e.code === 'import_rejected' && e.line === 2 && /event 1: recorded_at .* is more than 24 hours ahead of this host's clock/.test(e.message);
+    assert.throws(() => parseJournal(future), refused);
+    const store = openSqliteStore(tempDbPath(dir, 'ahead-import'));
+    await assert.rejects(store.importJsonl(future, { owner: 'h' }), refused);
+    assert.deepEqual(await store.listSessions(), []);
+    // An hour ahead (a host's clock that ran fast) is imported.
+    assert.equal((await store.importJsonl(file(hour), { owner: 'h' })).events, 2);
+    await store.close();
+  });
+
   it('decode strictly: only the canonical ISO form with milliseconds; absent stays absent', () => {
     const base = { event_id: 'e', session_id: 's', turn_id: 't', seq: 0, kind: { type: 'user_message', text: 'x' } };
     assert.equal(decodeEvent(base).recordedAt, undefined);
