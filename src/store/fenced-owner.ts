@@ -403,14 +403,15 @@ export class FencedOwner implements SessionOwner {
     return rows[0];
   }
 
-  async waitingReview(callId: string): Promise<DecisionRow | undefined> {
+  async waitingReview(callIds: readonly string[]): Promise<DecisionRow | undefined> {
     this.guard.check();
     const inbox = this.backend.inbox;
     if (!inbox) return undefined;
+    const calls = new Set(callIds);
     let after: string | undefined;
     for (;;) {
       const rows = await inbox.listDecisions({ sessionId: this.sessionId, kind: 'review', states: ['decided'], ...(after !== undefined ? { after } : {}), limit: 1000 });
-      const found = rows.find((r) => r.callId === callId);
+      const found = rows.find((r) => calls.has(r.callId));
       if (found !== undefined || rows.length < 1000) return found;
       after = rows[rows.length - 1]!.id;
     }

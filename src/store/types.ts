@@ -154,10 +154,11 @@ export interface SessionOwner {
    */
   decidedApproval?(taskId: string, key: string): Promise<DecisionRow | undefined>;
   /**
-   * Optional (stores with a decision inbox): the oldest review decision of call `callId` of this session recorded in
-   * the inbox and not journaled yet; undefined when none waits. A retry of the call is refused while one does.
+   * Optional (stores with a decision inbox): the oldest review decision of any of `callIds` (the attempts of one
+   * operation) of this session recorded in the inbox and not journaled yet; undefined when none waits. A retry of the
+   * operation is refused while one does.
    */
-  waitingReview?(callId: string): Promise<DecisionRow | undefined>;
+  waitingReview?(callIds: readonly string[]): Promise<DecisionRow | undefined>;
   /** Called in this process when this owner stops a task, so running calls of that task can be interrupted. */
   onTaskStopped(listener: (taskId: TaskId, reason: string) => void): () => void;
   /**

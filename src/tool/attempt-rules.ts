@@ -6,7 +6,7 @@ import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { bodyStillRuns, lateBodyEnd, lateBodyOf } from './late-bodies.js';
 import type { ApprovalChange, CommitRequest, SessionOwner } from '../store/types.js';
 import { SessionTable } from '../store/owner-commit.js';
-import { planReviewedWhileBodyOpen, planSourceReviews, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
+import { planOperationCalls, planReviewedWhileBodyOpen, planSourceReviews, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
 import { setNewest } from '../bounded-map.js';
 
 /**
@@ -78,12 +78,13 @@ export function refuseUnsafeRetryHere(owner: SessionOwner, plan: ToolRetryPlan):
  * (journalInboxReviews), and a plan is made on the journal then. Stores without an inbox have none waiting.
  */
 export async function refuseWhileReviewWaits(owner: SessionOwner, plan: ToolRetryPlan): Promise<void> {
-  const source = plan.sourceCallId;
-  const waiting = await owner.waitingReview?.(source);
+  // Any attempt of the operation: an earlier one whose outcome is open (a later one refused before its body) is
+  // what an operator reviews, and what a retry may write again.
+  const waiting = await owner.waitingReview?.(planOperationCalls(plan));
   if (waiting === undefined) return;
   throw new ToolRetryError(
     'needs_review',
-    `review decision ${waiting.id} of call ${source} (${String(waiting.decision)} by ${waiting.actor ?? 'an operator'}) waits in the decision inbox: journal it (journalInboxReviews) and decide on the journal; the plan was not taken, nothing was written`,
+    `review decision ${waiting.id} of call ${waiting.callId} (${String(waiting.decision)} by ${waiting.actor ?? 'an operator'}), an attempt of operation ${plan.operationKey}, waits in the decision inbox: journal it (journalInboxReviews) and decide on the journal; the plan was not taken, nothing was written`,
   );
 }
 
@@ -157,7 +158,8 @@ const REVIEWS_KEPT = 100_000;
 /**
  * Reconcilers' `completed` answers this process got and could not journal (the owner that asked was fenced, and no
  * owner of the session here took over to write them), by call: a retry of the call here is refused, since the write
- * happened. Forgotten once a review of the call is journaled here (the newest KEPT calls).
+ * happened. Forgotten once a `completed` review of the call is journaled here, after which the journal refuses the
+ * retry itself; a person's `not_executed` does not override the reconciler's answer (the newest REVIEWS_KEPT calls).
  */
 const answersHere = new SessionTable<Map<string, { readonly actor: string; readonly evidence: string }>>();
 
@@ -173,7 +175,7 @@ const reviewingHere = new SessionTable<Map<string, number>>();
  * Journals a review of `callId` through `commit`, which makes `count` reviews of it: a retry plan of the call made on
  * fewer is refused from the start of the commit on, and after it once it succeeded.
  */
-export async function journalingReview<T>(owner: SessionOwner, callId: string, count: number, commit: () => Promise<T>): Promise<T> {
+export async function journalingReview<T>(owner: SessionOwner, callId: string, count: number, completed: boolean, commit: () => Promise<T>): Promise<T> {
   const release = hold(reviewingHere, owner, callId);
   try {
     const done = await commit();
@@ -181,7 +183,7 @@ export async function journalingReview<T>(owner: SessionOwner, callId: string, c
     // for it) must not take the count back.
     const counts = reviewsHere.take(owner, () => new Map());
     setNewest(counts, callId, Math.max(count, counts.get(callId) ?? 0), REVIEWS_KEPT);
-    answersHere.get(owner)?.delete(callId);
+    if (completed) answersHere.get(owner)?.delete(callId);
     return done;
   } finally {
     release();

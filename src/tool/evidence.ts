@@ -493,11 +493,22 @@ export function earlierOpenAttempt(record: AttemptRecord): AttemptRecord | null 
 
 /**
  * Whether a review can be about `record`, the latest attempt of its operation, of evidence status `status`: its own
- * outcome is unknown, or it never ran after an earlier attempt that may have and that nothing settled, which is where
- * the operation's doubt is decided (docs/design.md#attention-means-attention).
+ * outcome is unknown, or it never ran after an earlier attempt that may have, which is where the operation's doubt is
+ * decided (docs/design.md#attention-means-attention). Also when a `not_executed` review had settled that earlier
+ * attempt: a colleague who finds the write was made after all (a retry refused before its body since) must be able to
+ * say so, and the earlier attempt, no longer the latest, cannot be reviewed.
  */
 function inDoubtForReview(record: AttemptRecord, status: ToolRecoveryStatus): boolean {
-  return status === ToolRecoveryStatus.OutcomeUnknown || (status === ToolRecoveryStatus.NotExecuted && earlierOpenAttempt(record) !== null);
+  if (status === ToolRecoveryStatus.OutcomeUnknown) return true;
+  if (status !== ToolRecoveryStatus.NotExecuted) return false;
+  return earlierOpenAttempt(record) !== null || earlierMayHaveRun(record);
+}
+
+/** Whether an attempt of `record`'s operation before it may have made the write by its own records (reviews aside). */
+function earlierMayHaveRun(record: AttemptRecord): boolean {
+  const attempts = record.operation?.attempts ?? [];
+  const at = attempts.indexOf(record);
+  return attempts.slice(0, Math.max(at, 0)).some((a) => classifyAttempt(a).status === ToolRecoveryStatus.OutcomeUnknown);
 }
 
 /**

@@ -10,7 +10,8 @@ import type { DecisionRow } from '../store/inbox-rows.js';
 import { decisionInbox, markReviewStaleAgain } from '../store/inbox.js';
 import { JournalStore } from '../store/journal-store.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
-import { collectEvidence } from './evidence.js';
+import { classifyAttempt, collectEvidence } from './evidence.js';
+import { ToolRecoveryStatus } from './retry-policy.js';
 import { bodyEnded } from './late-bodies.js';
 import { NO_LONGER_REVIEWABLE, recordToolReview } from './review.js';
 
@@ -51,9 +52,20 @@ function madeAgain(history: readonly SessionEvent[], row: DecisionRow): string |
   const later = at < 0 ? [] : attempts.slice(at + 1);
   if (later.length === 0) return null;
   const last = later[later.length - 1]!;
+  // Later attempts that all never ran carry the decision instead (laterNeverRan): nothing was made twice.
+  if (later.every((a) => classifyAttempt(a).status === ToolRecoveryStatus.NotExecuted)) return null;
+  const who = `${row.actor ?? 'the operator'} says call ${row.callId} completed, but attempt ${last.attempt} of its operation (call ${last.call.id}) was made since`;
   const how = last.result === null ? 'has no result yet' : last.result.outcome.status === 'succeeded' ? 'succeeded' : `failed (${last.result.outcome.category})`;
-  return `${row.actor ?? 'the operator'} says call ${row.callId} completed, but attempt ${last.attempt} of its operation (call ${last.call.id}) ` +
-    `was made since and ${how}: the operation may have been made twice; check the outside system. Not journaled: a review binds the latest attempt`;
+  return `${who} and ${how}: the operation may have been made twice; check the outside system. Not journaled: a review binds the latest attempt`;
+}
+
+/** The latest attempt of `callId`'s operation when it is a later one and no later one ran; else null. */
+function laterNeverRan(history: readonly SessionEvent[], callId: string): CallId | null {
+  const attempts = collectEvidence(history, callId).calls.get(callId)?.operation?.attempts ?? [];
+  const at = attempts.findIndex((a) => a.call.id === callId);
+  const later = at < 0 ? [] : attempts.slice(at + 1);
+  if (later.length === 0 || later.some((a) => classifyAttempt(a).status !== ToolRecoveryStatus.NotExecuted)) return null;
+  return later[later.length - 1]!.call.id;
 }
 
 /** The latest `tool_review` event of `callId` after seq `after`, or null. */
@@ -203,8 +215,13 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
       return true;
     }
     let event: SessionEvent;
+    const review = { actor: row.actor, outcome, evidence: row.reason, source: 'human', decisionId: row.id } as const;
     try {
-      event = await recordToolReview(owner, current, row.callId, { actor: row.actor, outcome, evidence: row.reason, source: 'human', decisionId: row.id });
+      // A decision about an attempt whose later attempts never ran (refused before their bodies) is about the
+      // operation's doubt, which its latest attempt carries: journaled there (docs/design.md#the-decision-inbox).
+      // A not_executed one is not moved: the later attempts say nothing the earlier review did not.
+      const carrier = outcome === 'not_executed' ? null : laterNeverRan(current, row.callId);
+      event = await recordToolReview(owner, current, carrier ?? row.callId, review);
     } catch (error) {
       if ((error instanceof ToolRetryError && NO_LONGER_REVIEWABLE.has(error.code)) || error instanceof InvalidInputError) {
         if (!fresh && error instanceof ToolRetryError) return false;
@@ -217,11 +234,12 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
       throw error;
     }
     current = [...current, event];
-    if (event.kind.type === 'tool_review') latest.set(row.callId, event.kind.review);
+    const reviewed = event.kind.type === 'tool_review' ? event.kind.review.callId : (row.callId as CallId);
+    if (event.kind.type === 'tool_review') latest.set(reviewed, event.kind.review);
     // A row another pass refused meanwhile on an older read is marked journaled all the same (the journal holds it);
     // one that pass found journaled and marked first is left as it marked it.
     await marked(() => inbox.markReviewJournaled(row.id, event.eventId));
-    journaled.push({ decisionId: row.id, callId: row.callId as CallId, outcome, actor: row.actor, event });
+    journaled.push({ decisionId: row.id, callId: reviewed, outcome, actor: row.actor, event });
     return true;
   };
   for (const listed of rows) {

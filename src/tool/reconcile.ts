@@ -196,9 +196,10 @@ export async function reconcileCalls(
           // that asked, as a late body's end does, and is written through the owner that holds the session now. Lost,
           // the retry a host here then makes (refused while the lookup ran) would write a second time.
           const newer = error instanceof StaleOwnerError ? currentOwner(writer) : writer;
-          // Fenced, and no owner here holds the session now (one took it over and let it go): the answer cannot be
-          // journaled, but this process keeps it, and refuses a retry of the call (the write happened).
-          if (error instanceof StaleOwnerError && newer === writer && review.outcome === 'completed') {
+          // Fenced, and no owner here to write it through (one took the session over and let it go, or the caller gave no
+          // way to read the journal again): the answer cannot be journaled, but this process keeps it, and refuses a
+          // retry of the call (the write happened).
+          if (error instanceof StaleOwnerError && (newer === writer || options.reload === undefined) && review.outcome === 'completed') {
             keepUnjournaledCompleted(owner, record.call.id, review.actor, review.evidence);
           }
           const moved = error instanceof StoreConflictError && error.code === 'history_changed';

@@ -52,6 +52,8 @@ interface PlanState {
   readonly reviewedWhileBodyOpen: boolean;
   /** How many reviews of the source the plan's history holds. */
   readonly sourceReviews: number;
+  /** Every attempt of the source's operation in the plan's history, the source among them. */
+  readonly operationCalls: readonly CallId[];
   /** Shared by every clone: the single use. */
   readonly latch: { consumed: boolean };
 }
@@ -61,6 +63,7 @@ let mint: (state: PlanState) => ToolRetryPlan;
 let sourceRowOf: (plan: ToolRetryPlan) => PlanState['sourceRow'];
 let notRunOf: (plan: ToolRetryPlan) => SourceNotRun | null;
 let sourceReviewsOf: (plan: ToolRetryPlan) => number;
+let operationCallsOf: (plan: ToolRetryPlan) => readonly CallId[];
 let reviewedWhileOpenOf: (plan: ToolRetryPlan) => boolean;
 
 /**
@@ -83,6 +86,11 @@ export function planReviewedWhileBodyOpen(plan: ToolRetryPlan): boolean {
 /** For the runtime: how many reviews of its source the plan's history holds (internal). */
 export function planSourceReviews(plan: ToolRetryPlan): number {
   return sourceReviewsOf(plan);
+}
+
+/** For the runtime: every attempt of the plan's operation in its history (internal). */
+export function planOperationCalls(plan: ToolRetryPlan): readonly CallId[] {
+  return operationCallsOf(plan);
 }
 
 /** For the runtime: how the plan's history shows its source attempt never ran, or null (internal). */
@@ -149,6 +157,7 @@ export class ToolRetryPlan {
     sourceRowOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceRow;
     notRunOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceNotRun;
     sourceReviewsOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceReviews;
+    operationCallsOf = (plan) => ToolRetryPlan.#stateOf(plan).operationCalls;
     reviewedWhileOpenOf = (plan) => ToolRetryPlan.#stateOf(plan).reviewedWhileBodyOpen;
   }
 
@@ -317,6 +326,7 @@ export function prepareToolRetry(
       reviewedWhileBodyOpen: checkedReview?.outcome === 'not_executed' &&
         (record.result === null ? bodyEnded(history, record.call.id) === null : bodyMayStillRun(history, record.call.id)),
       sourceReviews: record.reviews.length,
+      operationCalls: Object.freeze((record.operation?.attempts ?? [record]).map((a) => a.call.id)),
       latch: { consumed: false },
     }),
   );

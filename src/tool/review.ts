@@ -102,7 +102,7 @@ export async function recordToolReview(
   const op = record.call.operation!;
   const { turnId, ...fields } = input;
   const kind = { type: 'tool_review', review: { callId: id, ...fields } } as const;
-  const receipt = await journalingReview(owner, id, record.reviews.length + 1, () => commitAs(owner, {
+  const receipt = await journalingReview(owner, id, record.reviews.length + 1, input.outcome === 'completed', () => commitAs(owner, {
     events: [{ turnId, kind }],
     expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: id },
     expectLastSeq: history[history.length - 1]!.seq,

@@ -359,6 +359,9 @@ class Gateway implements ToolGateway {
       // server's connection dropped, or came back with the tool changed), and the answer that counts is the last one
       // before the start marker.
       ?? checkAvailability(registered!);
+    // A retry that may run looks in the inbox once more after the guards and the in-doubt read have waited: an
+    // operator's review decision recorded meanwhile is not written over (the plan is spent, nothing is written).
+    if (rejected === null && plan !== undefined) await refuseWhileReviewWaits(this.binding.owner, plan);
     faultPoint('call:before');
     if (rejected) {
       observer?.refused(rejected);
