@@ -423,10 +423,29 @@ forEachStore('reconcilers', (target) => {
     const plan = prepareToolRetry(await r.store.loadHistory(r.sessionId), callId);
     await assert.rejects(gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'ToolRetryError', code: 'completed', message: /answered in this process that call .* completed/ });
     assert.deepEqual(held.writes, ['first'], 'written once');
+    // Another person's not_executed, who never saw the answer, does not set it aside.
+    await recordToolReview(next, await r.store.loadHistory(r.sessionId), callId, { actor: 'ops-2', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+    const again = prepareToolRetry(await r.store.loadHistory(r.sessionId), callId);
+    await assert.rejects(gateway.callWithOptions('wire', {}, { retry: again }), { name: 'ToolRetryError', code: 'completed' });
+    assert.deepEqual(held.writes, ['first']);
     // Once that answer is journaled (a person records it, or a later pass), the journal itself refuses the retry.
     await recordToolReview(next, await r.store.loadHistory(r.sessionId), callId, { actor: 'ops', outcome: 'completed', evidence: 'the reconciler said so' });
     const now = await r.store.loadHistory(r.sessionId);
     assert.throws(() => prepareToolRetry(now, callId), { name: 'ToolRetryError', code: 'completed' });
+    await r.store.close();
+  });
+
+  it("reconcileUncertainCalls, fenced by another owner here that keeps the session, keeps a completed answer it cannot write: that owner's retry is refused", async () => {
+    const held = heldWire();
+    const { r, callId } = await misreviewed(target, held.wire);
+    const pass = reconcileUncertainCalls(r.owner, [held.wire], await r.store.loadHistory(r.sessionId));
+    await held.asked;
+    const successor = await r.store.acquire(r.sessionId, { owner: 'another host here', takeover: true });
+    held.answer();
+    await assert.rejects(pass, { name: 'StaleOwnerError' });
+    const gateway = createToolRuntime({ tools: [held.wire], grants: { agent: '*' } }).bind({ owner: successor, taskId: r.taskId, caller: 'agent' });
+    await assert.rejects(gateway.callWithOptions('wire', {}, { retry: prepareToolRetry(await r.store.loadHistory(r.sessionId), callId) }), { name: 'ToolRetryError', code: 'completed' });
+    assert.deepEqual(held.writes, ['first'], 'written once');
     await r.store.close();
   });
 
