@@ -13,6 +13,7 @@ import type { DecisionRow as InboxDecisionRow } from '../store/inbox-rows.js';
 import { decisionInbox } from '../store/inbox.js';
 import { JournalStore } from '../store/journal-store.js';
 import type { SessionStore } from '../store/types.js';
+import { STORE_DEFAULTS } from '../limits.js';
 
 /**
  * A call needs attention when its outcome is in doubt or it was interrupted before anyone saw an answer
@@ -217,6 +218,15 @@ export function hasInbox(store: SessionStore): boolean {
 }
 
 /**
+ * Whether a request recorded at `createdAt` passes an age filter: at most `createdAtMost`, or recorded more than
+ * STORE_DEFAULTS.clockAheadMs ahead of this host's clock, a time that says nothing of its age (as for calls).
+ */
+function oldEnough(createdAt: string, createdAtMost: number): boolean {
+  const at = Date.parse(createdAt);
+  return at <= createdAtMost || at > Date.now() + STORE_DEFAULTS.clockAheadMs;
+}
+
+/**
  * Up to `limit` approval requests in `state`, oldest first, after `after`, that pass the tool and age filters
  * (`createdAtMost`, ms since the epoch): `open` ones wait for a person, `decided` ones for the session's host to use
  * the decision on its next attempt. The inbox is read page by page and filtered before the cut, so a filter finds
@@ -242,7 +252,7 @@ export async function approvalRequests(
     });
     for (const row of page.items) {
       if (query.tool !== undefined && row.tool !== query.tool) continue;
-      if (query.createdAtMost !== undefined && !(Date.parse(row.createdAt) <= query.createdAtMost)) continue;
+      if (query.createdAtMost !== undefined && !oldEnough(row.createdAt, query.createdAtMost)) continue;
       if (items.length === query.limit) return { items, next: items[items.length - 1]!.id };
       items.push(row);
     }
