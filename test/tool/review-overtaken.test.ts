@@ -305,9 +305,7 @@ it('journalInboxReviews judges and writes a decision again on a journal another 
 });
 
 it('two passes judging one inbox decision at once: the second finds it marked and goes on; a decision recorded on a journal newer than the one read is judged on that one', async () => {
-  const { store, owner, callId } = await wireInDoubt();
-  await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'not in the bank view' });
-  const inbox = decisionInbox(store);
+  const { store, owner, callId, inbox } = await reviewedInDoubt();
   // The same review again: both passes mark it stale as a repeat, and the second finds it marked.
   const repeat = await inbox.recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'not in the bank view', actor: 'ops' });
   const read = await store.loadHistory('s');
@@ -324,9 +322,7 @@ it('two passes judging one inbox decision at once: the second finds it marked an
 });
 
 it('a decision is refused as a repeat only on a journal read again: another writer may have journaled a review since the pass read it; one another pass refused meanwhile but this one journaled is marked journaled', async () => {
-  const { store, owner, callId } = await wireInDoubt();
-  await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'not in the bank view' });
-  const inbox = decisionInbox(store);
+  const { store, owner, callId, inbox } = await reviewedInDoubt();
   const read = await store.loadHistory('s');
   const decision = await inbox.recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'called the bank: nothing sent', actor: 'ops' });
   // Another pass journals a colleague's review after this pass read the journal.
@@ -342,9 +338,7 @@ it('a decision is refused as a repeat only on a journal read again: another writ
 });
 
 it("a decision refused as a repeat on a read another writer of the owner overtook before the refusal was marked says so, truly, and is not journaled after it", async () => {
-  const { store, owner, callId } = await wireInDoubt();
-  await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'not in the bank view' });
-  const inbox = decisionInbox(store);
+  const { store, owner, callId, inbox } = await reviewedInDoubt();
   const decision = await inbox.recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'called the bank: nothing sent', actor: 'ops' });
   const read = await store.loadHistory('s');
   // The pass's own fresh read returns a journal another run of the session writes past before the pass marks the row.
@@ -364,15 +358,13 @@ it("a decision refused as a repeat on a read another writer of the owner overtoo
   const row = await inbox.get(decision.id);
   assert.equal(row?.state, 'stale');
   assert.match(row?.note ?? '', reason);
-  const reviews = (await load('s')).flatMap((e) => (e.kind.type === 'tool_review' ? [`${e.kind.review.actor} ${e.kind.review.outcome}`] : []));
+  const reviews = reviewLines(await load('s'));
   assert.deepEqual(reviews, ['ops not_executed', 'ops-2 uncertain'], 'the call is in doubt again, for the operator to decide on what came between');
   await store.close();
 });
 
 it("a decision refused as a repeat is never journaled after an operator's newer decision for the call, whatever the clocks of the processes that recorded them", async () => {
-  const { store, owner, callId } = await wireInDoubt();
-  await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'not in the bank view' });
-  const inbox = decisionInbox(store);
+  const { store, owner, callId, inbox } = await reviewedInDoubt();
   const repeat = await inbox.recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'still not in the bank view', actor: 'ops' });
   const read = await store.loadHistory('s');
   const load = store.loadHistory.bind(store);
@@ -390,7 +382,7 @@ it("a decision refused as a repeat is never journaled after an operator's newer 
   assert.deepEqual(report.journaled, []);
   assert.match(report.stale[0]?.reason ?? '', /has since recorded the uncertain review by ops/);
   assert.equal((await inbox.get(repeat.id))?.state, 'stale');
-  const reviews = (await load('s')).flatMap((e) => (e.kind.type === 'tool_review' ? [`${e.kind.review.actor} ${e.kind.review.outcome}`] : []));
+  const reviews = reviewLines(await load('s'));
   assert.deepEqual(reviews, ['ops not_executed', 'ops uncertain'], "the operator's newer review stays the latest");
   await store.close();
 });
@@ -472,6 +464,18 @@ it("a retry is refused while a review decision waits for any attempt of its oper
   assert.equal(bodies, 1);
   await store.close();
 });
+
+/** The journal's reviews as "actor outcome" lines, in order. */
+function reviewLines(history: readonly SessionEvent[]): string[] {
+  return history.flatMap((e) => (e.kind.type === 'tool_review' ? [`${e.kind.review.actor} ${e.kind.review.outcome}`] : []));
+}
+
+/** wireInDoubt, with ops's not_executed review of the call journaled, and the store's decision inbox. */
+async function reviewedInDoubt() {
+  const wired = await wireInDoubt();
+  await recordToolReview(wired.owner, await wired.store.loadHistory('s'), wired.callId, { actor: 'ops', outcome: 'not_executed', evidence: 'not in the bank view' });
+  return { ...wired, inbox: decisionInbox(wired.store) };
+}
 
 /** A session `s` whose non-idempotent transfer failed after its write: its call in doubt. */
 async function wireInDoubt() {
