@@ -192,7 +192,7 @@ export class DecisionInbox {
       );
     }
     try {
-      reviewableAttempt(history, callId);
+      reviewableAttempt(history, callId, input.outcome);
     } catch (error) {
       // What the owner would refuse to journal (and mark stale) is refused now, so the operator is not told "Recorded".
       if (!(error instanceof ToolRetryError)) throw error;

@@ -47,17 +47,23 @@ export function refuseUnsafeRetryHere(owner: SessionOwner, plan: ToolRetryPlan):
       `a review of call ${plan.sourceCallId} ${journaling ? 'is being journaled' : 'was journaled'} in this process that the history the plan was made from does not hold: load the history again and prepare a new plan; the plan was not taken, nothing was written`,
     );
   }
-  const unjournaled = answersHere.get(owner)?.get(plan.sourceCallId);
-  if (unjournaled !== undefined) {
+  // Any attempt of the operation: a later one refused before its body (another host's) leaves an earlier one's
+  // answer, or lookup, about the same write.
+  const attempts = planOperationCalls(plan);
+  const kept = answersHere.get(owner);
+  const answered = attempts.find((id) => kept?.has(id));
+  if (answered !== undefined) {
+    const unjournaled = kept!.get(answered)!;
     throw new ToolRetryError(
       'completed',
-      `${unjournaled.actor} answered in this process that call ${plan.sourceCallId} completed (${unjournaled.evidence}), and the owner that asked was taken over before it could journal that: the write happened; record that review instead of retrying (the plan was not taken, nothing was written)`,
+      `${unjournaled.actor} answered in this process that call ${answered} (operation ${plan.operationKey}) completed (${unjournaled.evidence}), and the owner that asked was taken over before it could journal that: the write happened; record that review instead of retrying (the plan was not taken, nothing was written)`,
     );
   }
-  if (askedHere.get(owner)?.has(plan.sourceCallId) === true) {
+  const asked = attempts.find((id) => askedHere.get(owner)?.has(id) === true);
+  if (asked !== undefined) {
     throw new ToolRetryError(
       'being_reconciled',
-      `a reconcile pass in this process is asking the reconciler of call ${plan.sourceCallId} (operation ${plan.operationKey}) whether it took effect; the plan was not taken: prepare a retry on the journal once its answer is journaled`,
+      `a reconcile pass in this process is asking the reconciler of call ${asked} (operation ${plan.operationKey}) whether it took effect; the plan was not taken: prepare a retry on the journal once its answer is journaled`,
     );
   }
   // A not_executed review decided while the source's body could still run, which has since returned or thrown here:

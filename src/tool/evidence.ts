@@ -363,7 +363,7 @@ function checkReviewEvent(calls: ReadonlyMap<string, AttemptRecord>, review: Too
   if (latest !== record) invalid(`${at}: review of ${review.callId}, which attempt ${latest.call.id} had already superseded`);
   if (succeededSibling(record) !== null) invalid(`${at}: review of ${review.callId}, whose operation had already succeeded`);
   const rule = evidenceRuleFor(evidenceFactsOf(record));
-  if (rule.status === 'invalid' || !inDoubtForReview(record, rule.status)) {
+  if (rule.status === 'invalid' || !inDoubtForReview(record, rule.status, review.outcome)) {
     invalid(`${at}: review of ${review.callId}, whose outcome was not in doubt (${rule.status === 'invalid' ? 'invalid' : rule.status})`);
   }
   if (latestReview(record)?.outcome === 'completed') invalid(`${at}: review of ${review.callId}, which a completed review had already resolved`);
@@ -494,21 +494,26 @@ export function earlierOpenAttempt(record: AttemptRecord): AttemptRecord | null 
 /**
  * Whether a review can be about `record`, the latest attempt of its operation, of evidence status `status`: its own
  * outcome is unknown, or it never ran after an earlier attempt that may have, which is where the operation's doubt is
- * decided (docs/design.md#attention-means-attention). Also when a `not_executed` review had settled that earlier
- * attempt: a colleague who finds the write was made after all (a retry refused before its body since) must be able to
- * say so, and the earlier attempt, no longer the latest, cannot be reviewed.
+ * decided (docs/design.md#attention-means-attention). A `completed` review also when a `not_executed` review had
+ * settled that earlier attempt: a colleague who finds the write was made after all (a retry refused before its body
+ * since) must be able to say so, and the earlier attempt, no longer the latest, cannot be reviewed. Only `completed`:
+ * any other review there would be read as about an attempt that never ran, and retry the operation.
  */
-function inDoubtForReview(record: AttemptRecord, status: ToolRecoveryStatus): boolean {
+function inDoubtForReview(record: AttemptRecord, status: ToolRecoveryStatus, outcome: ToolReviewOutcome): boolean {
   if (status === ToolRecoveryStatus.OutcomeUnknown) return true;
   if (status !== ToolRecoveryStatus.NotExecuted) return false;
-  return earlierOpenAttempt(record) !== null || earlierMayHaveRun(record);
+  return earlierOpenAttempt(record) !== null || (outcome === 'completed' && earlierMayHaveRun(record));
 }
 
-/** Whether an attempt of `record`'s operation before it may have made the write by its own records (reviews aside). */
+/**
+ * Whether an attempt of `record`'s operation before it may have made the write by its own records, and no review
+ * said it completed (the operation resolved for good then).
+ */
 function earlierMayHaveRun(record: AttemptRecord): boolean {
   const attempts = record.operation?.attempts ?? [];
-  const at = attempts.indexOf(record);
-  return attempts.slice(0, Math.max(at, 0)).some((a) => classifyAttempt(a).status === ToolRecoveryStatus.OutcomeUnknown);
+  const earlier = attempts.slice(0, Math.max(attempts.indexOf(record), 0));
+  if (earlier.some((a) => a.reviews.some(({ review }) => review.outcome === 'completed'))) return false;
+  return earlier.some((a) => classifyAttempt(a).status === ToolRecoveryStatus.OutcomeUnknown);
 }
 
 /**
@@ -516,13 +521,13 @@ function earlierMayHaveRun(record: AttemptRecord): boolean {
  * earlier attempt nothing settled), not already resolved; otherwise ToolRetryError (`completed`, `not_in_doubt`,
  * `not_latest_attempt`, `legacy_call`). The owner journals a review only then, and the inbox records one only then.
  */
-export function reviewableAttempt(history: readonly SessionEvent[], callId: string): AttemptRecord {
+export function reviewableAttempt(history: readonly SessionEvent[], callId: string, outcome: ToolReviewOutcome): AttemptRecord {
   const record = locateAttempt(collectEvidence(history, callId), callId);
   const operation = record.call.operation;
   if (operation === undefined) throw new ToolRetryError('legacy_call', `call ${callId} has no operation: a review cannot be bound to it`);
   const { status, fact } = classifyAttempt(record);
   if (status === ToolRecoveryStatus.Completed) throw new ToolRetryError('completed', `call ${callId} succeeded (${fact}): there is nothing to review`);
-  if (!inDoubtForReview(record, status)) {
+  if (!inDoubtForReview(record, status, outcome)) {
     throw new ToolRetryError('not_in_doubt', `call ${callId} is ${status} (${fact}): its outcome is not in doubt, so there is nothing to review`);
   }
   const latest = latestReview(record);

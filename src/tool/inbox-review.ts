@@ -219,8 +219,8 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
     try {
       // A decision about an attempt whose later attempts never ran (refused before their bodies) is about the
       // operation's doubt, which its latest attempt carries: journaled there (docs/design.md#the-decision-inbox).
-      // A not_executed one is not moved: the later attempts say nothing the earlier review did not.
-      const carrier = outcome === 'not_executed' ? null : laterNeverRan(current, row.callId);
+      // Only a `completed` one: the only review such an attempt takes after its earlier attempt was settled.
+      const carrier = outcome === 'completed' ? laterNeverRan(current, row.callId) : null;
       event = await recordToolReview(owner, current, carrier ?? row.callId, review);
     } catch (error) {
       if ((error instanceof ToolRetryError && NO_LONGER_REVIEWABLE.has(error.code)) || error instanceof InvalidInputError) {

@@ -88,7 +88,7 @@ export async function recordToolReview(
   // this call that cannot go in yet fails the review with the reason: it would be decided blind to it.
   const left = await journalPendingBodyEnds(owner);
   if (left.has(id)) throw left.get(id);
-  const record = reviewableAttempt(history, id);
+  const record = reviewableAttempt(history, id, input.outcome);
   const running = runningHere(owner, id);
   if (running !== null) {
     throw new DecisionError(

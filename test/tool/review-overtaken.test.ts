@@ -15,6 +15,7 @@ import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { reconcileUncertainCalls } from '../../src/tool/reconcile.js';
 import { recordToolReview } from '../../src/tool/review.js';
+import { keepUnjournaledCompleted } from '../../src/tool/attempt-rules.js';
 import { journalInboxReviews } from '../../src/tool/inbox-review.js';
 import { decisionInbox } from '../../src/store/inbox.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -462,6 +463,38 @@ it("a retry is refused while a review decision waits for any attempt of its oper
   // Resolved for good: another decision about it is refused.
   await assert.rejects(decisionInbox(store).recordReview({ sessionId: 's', callId: second, outcome: 'completed', evidence: 'again', actor: 'ops-3' }), { code: 'decision_stale' });
   assert.equal(bodies, 1);
+  await store.close();
+});
+
+it("after a retry that never ran, its attempt takes only a completed review, and a completed answer kept here about the earlier attempt refuses a retry planned from the later one", async () => {
+  const { store, owner } = await session();
+  let bodies = 0;
+  let refuse = false;
+  const wire: Tool = {
+    name: 'wire',
+    metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: async () => {
+      bodies += 1;
+      throw new Error('lost after the write');
+    },
+  };
+  const guard = () => (refuse ? { code: 'rate_limited', message: 'too many transfers this minute' } : null);
+  const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' }, guards: [guard] }).bind({ owner, taskId: 't', caller: 'agent' });
+  const first = (await gateway.call('wire', {})).call.id;
+  await recordToolReview(owner, await store.loadHistory('s'), first, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+  refuse = true;
+  const second = (await gateway.callWithOptions('wire', {}, { retry: prepareToolRetry(await store.loadHistory('s'), first) })).call.id;
+  refuse = false;
+  // An uncertain review of the attempt that never ran would be read as about that attempt, and change nothing: refused.
+  await assert.rejects(recordToolReview(owner, await store.loadHistory('s'), second, { actor: 'ops-2', outcome: 'uncertain', evidence: 'not sure' }), { name: 'ToolRetryError', code: 'not_in_doubt' });
+  // A reconciler's completed answer about the first attempt that this process could not journal (its owner fenced).
+  keepUnjournaledCompleted(owner, first, 'reconciler:wire@v1', 'the ledger shows it');
+  await assert.rejects(gateway.callWithOptions('wire', {}, { retry: prepareToolRetry(await store.loadHistory('s'), second) }), { name: 'ToolRetryError', code: 'completed', message: new RegExp(`call ${first}`) });
+  assert.equal(bodies, 1, 'written once');
+  // A completed review is taken there, and settles the operation.
+  await recordToolReview(owner, await store.loadHistory('s'), second, { actor: 'ops-2', outcome: 'completed', evidence: 'the ledger shows it' });
+  const settled = await store.loadHistory('s');
+  assert.throws(() => prepareToolRetry(settled, second), { name: 'ToolRetryError', code: 'completed' });
   await store.close();
 });
 
