@@ -204,14 +204,20 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
     // anything was recorded: this call ran, and neither the model nor the journal may be told otherwise.
     return done(requested, await gateway.callWithOptions(requested.name, args, keyed));
   }
+  const pending = execution !== null && execution.result.outcome.status === 'failed' && execution.result.outcome.category === 'approval_pending';
   if (replayOnly) {
-    if (execution !== null) return done(requested, await readBack(ctx, execution));
-    // Settled by a `completed` review when the run went past it: it reads the same way when the run is read back.
+    if (execution !== null && !pending) return done(requested, await readBack(ctx, execution));
+    // Settled by a `completed` review when the run went past it (an attempt with no result, or one waiting for an
+    // approval): it reads the same way when the run is read back.
     const review = latestReview(await history(ctx), recorded.callId);
-    return review?.outcome === 'completed' ? confirmedOutside(requested, undefined) : null;
+    if (review?.outcome === 'completed') return confirmedOutside(requested, undefined);
+    return execution !== null ? done(requested, await readBack(ctx, execution)) : null;
   }
   if (execution !== null) {
-    if (execution.result.outcome.status === 'failed' && execution.result.outcome.category === 'approval_pending') {
+    if (pending) {
+      // A journaled `completed` review of the attempt waiting for approval says the operation's write was made (by
+      // an earlier attempt): nothing is asked or made again, whatever the operator decides on the request.
+      if (latestReview(await history(ctx), recorded.callId)?.outcome === 'completed') return confirmedOutside(requested, undefined);
       const decided = owner.decidedApproval ? await owner.decidedApproval(gateway.taskId, key) : undefined;
       // A tool redeployed (or removed) since can never run on the request, whatever an operator decides: the retry
       // records that the call did not run, for the model to read (docs/design.md#a-redeploy-while-a-call-waits).

@@ -580,6 +580,36 @@ describe('resumable agent runs (SQLite)', () => {
     await second.store.close();
   });
 
+  it("a retry waiting for approval whose operation a completed review says was written reads as done, on this resume and the next: nothing is asked or made again", async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailEffect: 'non_idempotent', emailApprover: true });
+    let answer: 'approved' | 'pending' = 'approved';
+    const approver = async () => (answer === 'approved' ? { decision: 'approved' as const } : { decision: 'pending' as const, note: 'check again' });
+    // Approved, the e-mail's attempt is killed once its start marker is durable: it may have been sent.
+    const crashed = await host(path, world.tools, approver);
+    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
+    try {
+      await assert.rejects(runAgent({ ...crashed, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 4, runId: 'order-approved', store: crashed.store }), Crash);
+    } finally {
+      setFaultHook(null);
+    }
+    await crashed.store.close();
+    const h = await host(path, world.tools, approver);
+    const emailCalls = async () => (await h.store.loadHistory('shop')).flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.name === 'send_email' ? [e.kind.call.id] : []));
+    await recordToolReview(h.owner, await h.store.loadHistory('shop'), (await emailCalls())[0]!, { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'not in the outbox' });
+    answer = 'pending';
+    const waiting = await resumeAgent({ ...h, model: scriptedModel([]), runId: 'order-approved', store: h.store, maxSteps: 4 });
+    assert.equal(waiting.stopReason, 'awaiting_approval');
+    // A colleague finds the message in the customer's inbox: the operation's write was made, by the first attempt.
+    await recordToolReview(h.owner, await h.store.loadHistory('shop'), (await emailCalls())[1]!, { actor: 'ops-2@example.com', outcome: 'completed', evidence: 'the customer has the e-mail' });
+    const done = await resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: 'order-approved', store: h.store, maxSteps: 4 });
+    assert.equal(done.stopReason, 'completed');
+    const again = await resumeAgent({ ...h, model: scriptedModel([]), runId: 'order-approved', store: h.store, maxSteps: 4 });
+    assert.equal(again.stopReason, 'completed', 'read back the same way');
+    assert.equal(world.emails.size, 0, 'not sent by any retry');
+    await h.store.close();
+  });
+
   it('a durable approval stops the run as awaiting_approval; after the operator approves, resuming continues', async () => {
     const path = tempDbPath(dir);
     const world = outside({ emailApprover: true });
