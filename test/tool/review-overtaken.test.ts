@@ -419,84 +419,79 @@ it("a retry is refused while an operator's review decision of its source waits i
 });
 
 it("a retry is refused while a review decision waits for any attempt of its operation, also one recorded while the retry's guards ran", async () => {
-  const { store, owner } = await session();
-  let bodies = 0;
-  let duringGuard: (() => Promise<unknown>) | null = null;
-  let refuse = false;
-  const wire: Tool = {
-    name: 'wire',
-    metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'),
-    execute: async () => {
-      bodies += 1;
-      throw new Error('lost after the write');
-    },
-  };
-  const guard = async () => {
-    const record = duringGuard;
-    duringGuard = null;
-    if (record !== null) await record();
-    return refuse ? { code: 'rate_limited', message: 'too many transfers this minute', retryable: true } : null;
-  };
-  const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' }, guards: [guard] }).bind({ owner, taskId: 't', caller: 'agent' });
-  const first = (await gateway.call('wire', {})).call.id;
-  await recordToolReview(owner, await store.loadHistory('s'), first, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+  const guarded = await guardedInDoubt();
+  const { store, owner, gateway, first } = guarded;
   // While the retry's guard runs (after its first look at the inbox), a colleague records that the transfer was made.
   const inbox = decisionInbox(store);
   let decision: { id: string } | undefined;
-  duringGuard = async () => { decision = await inbox.recordReview({ sessionId: 's', callId: first, outcome: 'completed', evidence: 'the ledger shows the transfer', actor: 'ops-2' }); };
+  guarded.duringGuard = async () => { decision = await inbox.recordReview({ sessionId: 's', callId: first, outcome: 'completed', evidence: 'the ledger shows the transfer', actor: 'ops-2' }); };
   await assert.rejects(gateway.callWithOptions('wire', {}, { retry: prepareToolRetry(await store.loadHistory('s'), first) }), { name: 'ToolRetryError', code: 'needs_review' });
-  assert.equal(bodies, 1, 'not run: the decision was seen once the guard had answered');
+  assert.equal(guarded.bodies, 1, 'not run: the decision was seen once the guard had answered');
   await inbox.markReviewStale(decision!.id, 'set aside for the next part of this test');
 
   // A retry the guard refuses never runs; a decision about the first attempt, recorded meanwhile, holds back the next.
-  refuse = true;
-  duringGuard = async () => { decision = await inbox.recordReview({ sessionId: 's', callId: first, outcome: 'completed', evidence: 'the ledger shows the transfer', actor: 'ops-2' }); };
+  guarded.refuse = true;
+  guarded.duringGuard = async () => { decision = await inbox.recordReview({ sessionId: 's', callId: first, outcome: 'completed', evidence: 'the ledger shows the transfer', actor: 'ops-2' }); };
   const second = (await gateway.callWithOptions('wire', {}, { retry: prepareToolRetry(await store.loadHistory('s'), first) })).call.id;
-  refuse = false;
+  guarded.refuse = false;
   const plan = prepareToolRetry(await store.loadHistory('s'), second);
   await assert.rejects(gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'ToolRetryError', code: 'needs_review', message: new RegExp(`${decision!.id} of call ${first}`) });
-  assert.equal(bodies, 1, 'written once');
+  assert.equal(guarded.bodies, 1, 'written once');
   // Journaled on the operation's latest attempt, which never ran and carries its doubt: no retry is planned after it.
   const report = await journalInboxReviews(owner, store, await store.loadHistory('s'));
   assert.deepEqual(report.journaled.map((j) => [j.decisionId, j.callId, j.outcome]), [[decision!.id, second, 'completed']]);
   assert.throws(() => prepareToolRetry(report.history, second), { name: 'ToolRetryError', code: 'completed' });
   // Resolved for good: another decision about it is refused.
   await assert.rejects(decisionInbox(store).recordReview({ sessionId: 's', callId: second, outcome: 'completed', evidence: 'again', actor: 'ops-3' }), { code: 'decision_stale' });
-  assert.equal(bodies, 1);
+  assert.equal(guarded.bodies, 1);
   await store.close();
 });
 
 it("after a retry that never ran, its attempt takes only a completed review, and a completed answer kept here about the earlier attempt refuses a retry planned from the later one", async () => {
-  const { store, owner } = await session();
-  let bodies = 0;
-  let refuse = false;
-  const wire: Tool = {
-    name: 'wire',
-    metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'),
-    execute: async () => {
-      bodies += 1;
-      throw new Error('lost after the write');
-    },
-  };
-  const guard = () => (refuse ? { code: 'rate_limited', message: 'too many transfers this minute' } : null);
-  const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' }, guards: [guard] }).bind({ owner, taskId: 't', caller: 'agent' });
-  const first = (await gateway.call('wire', {})).call.id;
-  await recordToolReview(owner, await store.loadHistory('s'), first, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
-  refuse = true;
+  const guarded = await guardedInDoubt();
+  const { store, owner, gateway, first } = guarded;
+  guarded.refuse = true;
   const second = (await gateway.callWithOptions('wire', {}, { retry: prepareToolRetry(await store.loadHistory('s'), first) })).call.id;
-  refuse = false;
+  guarded.refuse = false;
   // An uncertain review of the attempt that never ran would be read as about that attempt, and change nothing: refused.
   await assert.rejects(recordToolReview(owner, await store.loadHistory('s'), second, { actor: 'ops-2', outcome: 'uncertain', evidence: 'not sure' }), { name: 'ToolRetryError', code: 'not_in_doubt' });
   // A reconciler's completed answer about the first attempt that this process could not journal (its owner fenced).
   keepUnjournaledCompleted(owner, first, 'reconciler:wire@v1', 'the ledger shows it');
   await assert.rejects(gateway.callWithOptions('wire', {}, { retry: prepareToolRetry(await store.loadHistory('s'), second) }), { name: 'ToolRetryError', code: 'completed', message: new RegExp(`call ${first}`) });
-  assert.equal(bodies, 1, 'written once');
+  assert.equal(guarded.bodies, 1, 'written once');
   // A completed review is taken there, and settles the operation.
   await recordToolReview(owner, await store.loadHistory('s'), second, { actor: 'ops-2', outcome: 'completed', evidence: 'the ledger shows it' });
   const settled = await store.loadHistory('s');
   assert.throws(() => prepareToolRetry(settled, second), { name: 'ToolRetryError', code: 'completed' });
   await store.close();
 });
+
+/**
+ * A session `s` whose non-idempotent transfer failed after its write, reviewed `not_executed` by ops, behind a guard
+ * that runs `duringGuard` once when set and refuses while `refuse` is true; `bodies` counts the transfer's runs.
+ */
+async function guardedInDoubt() {
+  const { store, owner } = await session();
+  const state = { bodies: 0, refuse: false, duringGuard: null as (() => Promise<unknown>) | null };
+  const wire: Tool = {
+    name: 'wire',
+    metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: async () => {
+      state.bodies += 1;
+      throw new Error('lost after the write');
+    },
+  };
+  const guard = async () => {
+    const record = state.duringGuard;
+    state.duringGuard = null;
+    if (record !== null) await record();
+    return state.refuse ? { code: 'rate_limited', message: 'too many transfers this minute', retryable: true } : null;
+  };
+  const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' }, guards: [guard] }).bind({ owner, taskId: 't', caller: 'agent' });
+  const first = (await gateway.call('wire', {})).call.id;
+  await recordToolReview(owner, await store.loadHistory('s'), first, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+  return Object.assign(state, { store, owner, gateway, first });
+}
 
 /** The journal's reviews as "actor outcome" lines, in order. */
 function reviewLines(history: readonly SessionEvent[]): string[] {
