@@ -10,7 +10,7 @@ import type { DecisionRow } from '../store/inbox-rows.js';
 import { decisionInbox, markReviewStaleAgain } from '../store/inbox.js';
 import { JournalStore } from '../store/journal-store.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
-import { classifyAttempt, collectEvidence } from './evidence.js';
+import { classifyAttempt, collectEvidence, type AttemptRecord } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { bodyEnded } from './late-bodies.js';
 import { NO_LONGER_REVIEWABLE, recordToolReview } from './review.js';
@@ -42,18 +42,24 @@ export interface InboxReviewReport {
 /** Times one decision is judged and written again on a journal another writer of the owner moved meanwhile. */
 const INBOX_WRITE_ATTEMPTS = 5;
 
+/** The attempts of `callId`'s operation after it, in order. */
+function laterAttempts(history: readonly SessionEvent[], callId: string): AttemptRecord[] {
+  const attempts = collectEvidence(history, callId).calls.get(callId)?.operation?.attempts ?? [];
+  const at = attempts.findIndex((a) => a.call.id === callId);
+  return at < 0 ? [] : attempts.slice(at + 1);
+}
+
+const neverRan = (attempt: AttemptRecord): boolean => classifyAttempt(attempt).status === ToolRecoveryStatus.NotExecuted;
+
 /**
  * What a `completed` decision about an attempt a later one superseded says (a retry made on an earlier review while
- * this one waited): the write may have been made twice. Null when no later attempt exists.
+ * this one waited): the write may have been made twice. Null when no later attempt exists, or none ran (they carry
+ * the decision instead: laterNeverRan).
  */
 function madeAgain(history: readonly SessionEvent[], row: DecisionRow): string | null {
-  const attempts = collectEvidence(history, row.callId).calls.get(row.callId)?.operation?.attempts ?? [];
-  const at = attempts.findIndex((a) => a.call.id === row.callId);
-  const later = at < 0 ? [] : attempts.slice(at + 1);
-  if (later.length === 0) return null;
+  const later = laterAttempts(history, row.callId);
+  if (later.length === 0 || later.every(neverRan)) return null;
   const last = later[later.length - 1]!;
-  // Later attempts that all never ran carry the decision instead (laterNeverRan): nothing was made twice.
-  if (later.every((a) => classifyAttempt(a).status === ToolRecoveryStatus.NotExecuted)) return null;
   const who = `${row.actor ?? 'the operator'} says call ${row.callId} completed, but attempt ${last.attempt} of its operation (call ${last.call.id}) was made since`;
   const how = last.result === null ? 'has no result yet' : last.result.outcome.status === 'succeeded' ? 'succeeded' : `failed (${last.result.outcome.category})`;
   return `${who} and ${how}: the operation may have been made twice; check the outside system. Not journaled: a review binds the latest attempt`;
@@ -61,11 +67,8 @@ function madeAgain(history: readonly SessionEvent[], row: DecisionRow): string |
 
 /** The latest attempt of `callId`'s operation when it is a later one and no later one ran; else null. */
 function laterNeverRan(history: readonly SessionEvent[], callId: string): CallId | null {
-  const attempts = collectEvidence(history, callId).calls.get(callId)?.operation?.attempts ?? [];
-  const at = attempts.findIndex((a) => a.call.id === callId);
-  const later = at < 0 ? [] : attempts.slice(at + 1);
-  if (later.length === 0 || later.some((a) => classifyAttempt(a).status !== ToolRecoveryStatus.NotExecuted)) return null;
-  return later[later.length - 1]!.call.id;
+  const later = laterAttempts(history, callId);
+  return later.length > 0 && later.every(neverRan) ? later[later.length - 1]!.call.id : null;
 }
 
 /** The latest `tool_review` event of `callId` after seq `after`, or null. */
