@@ -52,8 +52,11 @@ class MapBackend implements JournalBackend {
     },
     transactReview: async (sessionId, callId, decide) => {
       this.ensureOpen();
+      // The call's attention row as it stands: a review of a call not yet started is refused once it has started.
+      const progress = [...this.attention.values()].find((r) => r.sessionId === sessionId && r.callId === callId);
       const { writes, result } = decide(
         queryRows(this.decisions.values(), { sessionId, kind: 'review', states: ['decided'], limit: Infinity }).filter((r) => r.callId === callId),
+        progress ? { started: progress.started, status: progress.status } : null,
       );
       for (const row of writes) this.decisions.set(row.id, row);
       return result;
@@ -79,6 +82,9 @@ class MapBackend implements JournalBackend {
       attention: [...this.attention.values()].filter((r) => r.sessionId === sessionId && reads.attentionCalls?.includes(r.callId)),
       ...(reads.approvals
         ? { approvals: queryRows(this.decisions.values(), { sessionId, kind: 'approval', ...reads.approvals, states: ['open', 'decided'], limit: Infinity }) }
+        : {}),
+      ...(reads.reviews
+        ? { reviews: queryRows(this.decisions.values(), { sessionId, kind: 'review', states: ['decided'], limit: Infinity }).filter((r) => reads.reviews!.includes(r.callId)) }
         : {}),
       // The clock leases are measured on; a backend shared by several hosts would read its engine's clock here.
       now: Date.now(),

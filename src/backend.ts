@@ -25,7 +25,7 @@ export type {
 export type { AttentionItem, AttentionListing, AttentionQuery, SessionStore, TaskState } from './store/types.js';
 export type { JournalStoreOptions } from './store/journal-store.js';
 export { attentionWrites, compareAttention, isInDoubt, matchesScan, resolveAttention } from './store/attention.js';
-export type { ApprovalBinding, DecisionKind, DecisionQuery, DecisionRow, DecisionState, InboxBackend } from './store/inbox-rows.js';
+export type { ApprovalBinding, CallProgress, DecisionKind, DecisionQuery, DecisionRow, DecisionState, InboxBackend } from './store/inbox-rows.js';
 export { queryRows } from './store/inbox-rows.js';
 export type { SessionId, TaskId } from './ids.js';
 export {

@@ -244,6 +244,14 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
         );
       }
     }
+    const waiting = state.reviews?.[0];
+    if (waiting !== undefined) {
+      throw new ToolRetryError(
+        'needs_review',
+        `review decision ${waiting.id} of call ${waiting.callId} (${String(waiting.decision)} by ${waiting.actor ?? 'an operator'}) waits in the decision inbox: ` +
+          'journal it (journalInboxReviews) and decide on the journal; nothing was written',
+      );
+    }
     const chained = chainEvents(session, owner.epoch, request.events, now);
     let task: TxWrites['task'];
     let reserved = 0;

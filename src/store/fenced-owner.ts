@@ -97,6 +97,12 @@ function approvalOperation(request: CommitRequest): { taskId: string; key: strin
   return { taskId: binding.taskId, key: binding.key };
 }
 
+/** The calls a commit's `expectNoWaitingReview` names, checked as ids (a store cannot look up U+0000). */
+function checkCallIds(callIds: readonly string[]): string[] {
+  if (!Array.isArray(callIds)) throw new InvalidInputError('expectNoWaitingReview', 'must be an array of call ids');
+  return callIds.map((id, i) => checkId<string>(`expectNoWaitingReview[${i}]`, id));
+}
+
 function withoutApproval({ approval: _, ...rest }: CommitRequest): CommitRequest {
   return rest;
 }
@@ -371,10 +377,12 @@ export class FencedOwner implements SessionOwner {
     if (source !== undefined && !attentionCalls.includes(source)) attentionCalls.push(source);
     const approvalOp = approvalOperation(request);
     if (approvalOp && !this.backend.inbox) throw new DecisionError('inbox_unsupported', null, `the ${this.backend.kind} store has no decision inbox`);
+    const waitingFor = this.backend.inbox && request.expectNoWaitingReview?.length ? checkCallIds(request.expectNoWaitingReview) : undefined;
     const reads = {
       ...(request.budget ? { taskId: request.budget.taskId } : {}),
       ...(condition ? { operation: { taskId: condition.taskId, key: condition.key } } : {}),
       ...(approvalOp ? { approvals: approvalOp } : {}),
+      ...(waitingFor !== undefined ? { reviews: waitingFor } : {}),
       eventIds: draftEventIds(request.events),
       ...(attentionCalls.length > 0 ? { attentionCalls } : {}),
     };

@@ -3,6 +3,7 @@
  * request or review decision, keyed by id. A backend stores the row; the rules live in src/store/inbox.ts.
  */
 import type { SessionId } from '../ids.js';
+import type { AttentionStatus } from './rows.js';
 
 export type DecisionKind = 'approval' | 'review';
 
@@ -77,6 +78,12 @@ export interface DecisionQuery {
   readonly limit: number;
 }
 
+/** How far a call has got, as its attention row says (started: its start marker is journaled). */
+export interface CallProgress {
+  readonly started: boolean;
+  readonly status: AttentionStatus;
+}
+
 /**
  * A backend's inbox. `transactDecision` reads the row with this id, calls `decide` once, and writes (inserts or
  * replaces) the row it returns, atomically with respect to every other writer of that row (including a
@@ -88,12 +95,15 @@ export interface InboxBackend {
    * Reads the review rows of one call that are `decided` (recorded, not yet journaled), ordered by id, calls `decide`
    * once with them, and writes the rows it returns, atomically with respect to every other `transactReview` of the
    * same call and every `transactDecision` of those rows: two operators reviewing one call at the same moment must
-   * not both see none waiting. `decide` may throw: write nothing and reject with it.
+   * not both see none waiting. `decide` may throw: write nothing and reject with it. `progress` is the call's
+   * attention row as it stands, read serialized with the session's commits (null when the backend keeps none, or
+   * the call is not its operation's latest attempt): a review of a call that had not started when the journal was
+   * read is refused once its start marker is in.
    */
   transactReview<R>(
     sessionId: SessionId,
     callId: string,
-    decide: (waiting: readonly DecisionRow[]) => { readonly writes: readonly DecisionRow[]; readonly result: R },
+    decide: (waiting: readonly DecisionRow[], progress: CallProgress | null) => { readonly writes: readonly DecisionRow[]; readonly result: R },
   ): Promise<R>;
   listDecisions(query: DecisionQuery): Promise<DecisionRow[]>;
   /**
@@ -154,7 +164,10 @@ export function queryRows(rows: Iterable<DecisionRow>, q: DecisionQuery): Decisi
   return [...rows].filter((r) => matchesQuery(r, q)).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).slice(0, q.limit);
 }
 
-/** A call's reviews recorded and not yet journaled, ordered by id: what an in-memory backend's `transactReview` reads. */
-export function waitingReviews(rows: Iterable<DecisionRow>, sessionId: string, callId: string): DecisionRow[] {
-  return queryRows(rows, { sessionId, kind: 'review', states: ['decided'], limit: Infinity }).filter((r) => r.callId === callId);
+/**
+ * The reviews of these calls recorded and not yet journaled, ordered by id: what an in-memory backend's
+ * `transactReview` and `TxReads.reviews` read.
+ */
+export function waitingReviews(rows: Iterable<DecisionRow>, sessionId: string, callIds: readonly string[]): DecisionRow[] {
+  return queryRows(rows, { sessionId, kind: 'review', states: ['decided'], limit: Infinity }).filter((r) => callIds.includes(r.callId));
 }

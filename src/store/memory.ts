@@ -36,7 +36,8 @@ class MemoryBackend implements JournalBackend {
     },
     transactReview: async (sessionId, callId, decide) => {
       this.open();
-      const { writes, result } = decide(waitingReviews(this.decisions.values(), sessionId, callId));
+      const row = [...(this.attention.get(sessionId)?.values() ?? [])].find((r) => r.callId === callId);
+      const { writes, result } = decide(waitingReviews(this.decisions.values(), sessionId, [callId]), row ? { started: row.started, status: row.status } : null);
       for (const row of writes) this.decisions.set(row.id, row);
       return result;
     },
@@ -63,6 +64,9 @@ class MemoryBackend implements JournalBackend {
         : [],
       ...(reads.approvals
         ? { approvals: queryRows(this.decisions.values(), { sessionId, kind: 'approval', ...reads.approvals, states: ['open', 'decided'], limit: Infinity }) }
+        : {}),
+      ...(reads.reviews
+        ? { reviews: waitingReviews(this.decisions.values(), sessionId, reads.reviews) }
         : {}),
     };
     const writes = decide(state);

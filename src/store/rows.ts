@@ -181,6 +181,8 @@ export interface TxReads {
   readonly attentionCalls?: readonly string[];
   /** Optional (backends with an inbox): read, locked, the approval rows of this operation in this session that are `open` or `decided`. */
   readonly approvals?: { readonly taskId: string; readonly key: string };
+  /** Optional (backends with an inbox): read the review rows of this session about these calls that are `decided` (waiting to be journaled). */
+  readonly reviews?: readonly string[];
 }
 
 /** What the backend read for a decision; `undefined` where no such row exists (or it was not asked for). */
@@ -194,6 +196,8 @@ export interface TxState {
   readonly attention?: readonly AttentionRow[];
   /** The rows `reads.approvals` asked for (absent when not asked). */
   readonly approvals?: readonly DecisionRow[];
+  /** The rows `reads.reviews` asked for, ordered by id (absent when not asked). */
+  readonly reviews?: readonly DecisionRow[];
   /**
    * The store's notion of now (ms since the Unix epoch), read inside the transaction: the clock leases are measured
    * on. Optional: when a backend leaves it out, the store uses this process's clock.

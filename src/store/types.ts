@@ -103,6 +103,13 @@ export interface CommitRequest {
   readonly expectLastSeq?: number;
   /** Exclusive with `expectLatestAttempt`: the first attempt of a caller-keyed operation (docs/design.md#caller-keys-and-replay). */
   readonly expectNewOperation?: NewOperationCondition;
+  /**
+   * The commit goes through only while no review decision about one of these calls waits in the store's decision
+   * inbox (recorded, not journaled): a retry's start marker, which an operator's decision about its operation must
+   * stop (docs/design.md#a-review-decision-stops-a-retry-before-its-body). Otherwise ToolRetryError `needs_review`,
+   * nothing written. Stores without an inbox have none waiting.
+   */
+  readonly expectNoWaitingReview?: readonly string[];
 }
 
 /** The latest attempt of one operation as journaled: its call and whatever of its marker and result is recorded. */

@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import type { EventDraft } from '../event/types.js';
-import { newCallId, newOperationKey, newTurnId, type CallId, type EventId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
+import { newCallId, newOperationKey, newTurnId, type CallId, type EventId, type OperationKey, type SessionId, type TaskId, type TurnId } from '../ids.js';
+import { JournalStore } from '../store/journal-store.js';
 import type { SessionStore } from '../store/types.js';
 import { LIMITS } from '../limits.js';
 import { commitAs } from '../store/owner-commit.js';
@@ -38,7 +39,7 @@ interface StoreFactory {
 const turn = newTurnId();
 const message = (text: string, turnId: TurnId = turn): EventDraft => ({ turnId, kind: { type: 'user_message', text } });
 
-function callDraft(taskId: string, key: OperationKey, id: CallId = newCallId()): EventDraft {
+function callDraft(taskId: string, key: OperationKey, id: CallId = newCallId(), startMarker?: true): EventDraft {
   return {
     turnId: turn,
     kind: {
@@ -47,7 +48,7 @@ function callDraft(taskId: string, key: OperationKey, id: CallId = newCallId()):
         id,
         name: 'probe',
         arguments: { ok: true },
-        operation: { taskId: taskId as TaskId, key, contract: { effect: 'idempotent', revision: 'v1' }, retry: null },
+        operation: { taskId: taskId as TaskId, key, contract: { effect: 'idempotent', revision: 'v1' }, retry: null, ...(startMarker ? { startMarker } : {}) },
       },
     },
   };
@@ -627,6 +628,38 @@ function inboxRules(name: string, factory: StoreFactory): void {
       await rejects(review(inbox, 'carol', 'not_executed', first.id), 'decision_stale', 'a review naming one already replaced must be refused');
       const waiting = await inbox.list({ sessionId: 's-review', kind: 'review' });
       assert.deepEqual(waiting.items.map((d) => d.id), [second.id], 'one review of the call waits: the one that replaced the first');
+      await store.close();
+    });
+
+    it('a commit is refused while a review of a call it names waits, and transactReview reads the call\'s progress as committed', async (t) => {
+      const { store } = await factory.open();
+      const inbox = inboxOrSkip(store, t);
+      if (inbox === null) return;
+      const backend = store instanceof JournalStore ? store.backend.inbox : undefined;
+      const task = 't-wait' as TaskId;
+      const first = newCallId();
+      const earlier = await store.acquire('s-wait', { owner: 'h' });
+      await earlier.startTask(task);
+      await commitAs(earlier, { events: [callDraft(task, newOperationKey(), first, true), { turnId: turn, kind: { type: 'tool_started', callId: first } }] });
+      await earlier.release();
+      const owner = await store.acquire('s-wait', { owner: 'h2' });
+      const review = await inbox.recordReview({ sessionId: 's-wait', callId: first, outcome: 'completed', evidence: 'the receipt', actor: 'carol' });
+      const before = (await store.loadHistory('s-wait')).length;
+      await rejects(commitAs(owner, { events: [message('start')], expectNoWaitingReview: [newCallId(), first] }), 'needs_review',
+        'a commit naming a call whose review decision waits in the inbox went through: TxReads.reviews must read the decided review rows of those calls in the transaction, and TxState.reviews carry them');
+      assert.equal((await store.loadHistory('s-wait')).length, before, 'a refused commit writes nothing');
+      await commitAs(owner, { events: [message('other')], expectNoWaitingReview: [newCallId()] });
+      await inbox.markReviewStale(review.id, 'not needed');
+      await commitAs(owner, { events: [message('start')], expectNoWaitingReview: [first] });
+      const progress = (callId: CallId) => backend!.transactReview('s-wait' as SessionId, callId, (_waiting, now) => ({ writes: [], result: now }));
+      const next = newCallId();
+      await commitAs(owner, { events: [callDraft(task, newOperationKey(), next, true)] });
+      assert.deepEqual(await progress(next), { started: false, status: 'no_result' },
+        'transactReview must hand decide the call\'s attention row as committed (started, status)');
+      await commitAs(owner, { events: [{ turnId: turn, kind: { type: 'tool_started', callId: next } }] });
+      assert.deepEqual(await progress(next), { started: true, status: 'no_result' },
+        'transactReview handed decide the call\'s progress from before its start marker was committed');
+      assert.equal(await progress(newCallId()), null, 'a call with no attention row has no progress');
       await store.close();
     });
   });

@@ -223,6 +223,7 @@ class PostgresBackend implements JournalBackend {
     let idsRes: QueryResult<{ event_id: string }> | undefined;
     let attentionRes: QueryResult<AttentionRecord> | undefined;
     let approvals: DecisionRow[] | undefined;
+    let reviews: DecisionRow[] | undefined;
     let nowRes: QueryResult<{ now_ms: string | number }> | undefined;
     const readSteps: Step[] = [
       () => client.query(this.beginWrite),
@@ -248,6 +249,10 @@ class PostgresBackend implements JournalBackend {
       const op = reads.approvals;
       readSteps.push(async () => { approvals = await this.inbox.approvalsOf(client, sessionId, op); });
     }
+    if (reads.reviews) {
+      const calls = reads.reviews;
+      readSteps.push(async () => { reviews = await this.inbox.reviewsOf(client, sessionId, calls); });
+    }
     readSteps.push(async () => { nowRes = await this.run<{ now_ms: string | number }>(client, 'now', []); });
     await batch(client, readSteps);
     const s = sessionRes?.rows[0];
@@ -262,6 +267,7 @@ class PostgresBackend implements JournalBackend {
       existingEventIds: idsRes?.rows.map((r) => r.event_id) ?? [],
       attention: attentionRes?.rows.map(toAttention) ?? [],
       ...(approvals ? { approvals } : {}),
+      ...(reviews ? { reviews } : {}),
       now,
     };
     let writes: TxWrites<R>;

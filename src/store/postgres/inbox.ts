@@ -3,7 +3,8 @@
  * `pg_notify` in the writing transaction so that a waiting host wakes as soon as it commits (LISTEN/NOTIFY).
  */
 import type { SessionId } from '../../ids.js';
-import { DECISION_COLUMNS, decisionValues, toDecision, type DecisionQuery, type DecisionRecord, type DecisionRow, type InboxBackend } from '../inbox-rows.js';
+import { DECISION_COLUMNS, decisionValues, toDecision, type CallProgress, type DecisionQuery, type DecisionRecord, type DecisionRow, type InboxBackend } from '../inbox-rows.js';
+import type { AttentionStatus } from '../rows.js';
 import type { Pool, PoolClient } from './driver.js';
 import { Passthrough } from '../passthrough.js';
 import { channelName, SharedListener } from './notify.js';
@@ -47,6 +48,15 @@ export class PostgresInbox implements InboxBackend {
     return res.rows.map(toDecision);
   }
 
+  /** Inside the caller's transaction: the review decisions about these calls waiting to be journaled. */
+  async reviewsOf(client: PoolClient, sessionId: SessionId, callIds: readonly string[]): Promise<DecisionRow[]> {
+    const res = await client.query<DecisionRecord>(
+      `SELECT ${DECISION_COLUMNS} FROM ${this.S}.jw_decisions WHERE session_id = $1 AND call_id = ANY($2::text[]) AND kind = 'review' AND state = 'decided' ORDER BY id`,
+      [sessionId, [...callIds]],
+    );
+    return res.rows.map(toDecision);
+  }
+
   /** Inside the caller's transaction: upserts the rows and notifies waiters (delivered at commit). */
   async write(client: PoolClient, rows: readonly DecisionRow[]): Promise<void> {
     for (const step of this.writeSteps(client, rows)) await step();
@@ -81,21 +91,30 @@ export class PostgresInbox implements InboxBackend {
   async transactReview<R>(
     sessionId: SessionId,
     callId: string,
-    decide: (waiting: readonly DecisionRow[]) => { readonly writes: readonly DecisionRow[]; readonly result: R },
+    decide: (waiting: readonly DecisionRow[], progress: CallProgress | null) => { readonly writes: readonly DecisionRow[]; readonly result: R },
   ): Promise<R> {
     return this.transactRows(
       `review of call ${callId}`,
       async (client) => {
         // Two first reviews of a call have no row to lock: a transaction-scoped lock on the call serializes them.
         await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`${this.channel}:review:${sessionId}:${callId}`]);
+        // The owner row, shared: a commit of the session (which locks it for update first) either committed before
+        // the call's attention row is read below, or waits for this transaction and then reads its review.
+        await client.query(`SELECT 1 FROM ${this.S}.jw_sessions WHERE session_id = $1 FOR SHARE`, [sessionId]);
+        const attention = await client.query<{ started: boolean; status: string }>(
+          `SELECT started, status FROM ${this.S}.jw_attention WHERE session_id = $1 AND call_id = $2`,
+          [sessionId, callId],
+        );
         const res = await client.query<DecisionRecord>(
           `SELECT ${DECISION_COLUMNS} FROM ${this.S}.jw_decisions WHERE session_id = $1 AND call_id = $2 AND kind = 'review' AND state = 'decided' ` +
             'ORDER BY id FOR UPDATE',
           [sessionId, callId],
         );
-        return res.rows.map(toDecision);
+        const row = attention.rows[0];
+        const progress = row ? { started: row.started === true, status: row.status as AttentionStatus } : null;
+        return { waiting: res.rows.map(toDecision), progress };
       },
-      decide,
+      ({ waiting, progress }) => decide(waiting, progress),
     );
   }
 

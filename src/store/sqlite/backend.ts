@@ -148,6 +148,7 @@ class SqliteBackend implements JournalBackend {
         return r ? [toAttention(r)] : [];
       }),
       ...(reads.approvals ? { approvals: this.inbox.approvalsOf(sessionId, reads.approvals) } : {}),
+      ...(reads.reviews ? { reviews: this.inbox.reviewsOf(sessionId, reads.reviews) } : {}),
       // The SQLite file is shared by the processes of one host, so this host's clock is the store's clock.
       now: Date.now(),
     });

@@ -1,7 +1,8 @@
 /** The SQLite decision inbox: rows in `jw_decisions`, every write an IMMEDIATE transaction; waiters poll. */
 import { setNewest } from '../../bounded-map.js';
 import type { SessionId } from '../../ids.js';
-import { DECISION_COLUMNS, decisionValues, toDecision, type DecisionQuery, type DecisionRecord, type DecisionRow, type InboxBackend } from '../inbox-rows.js';
+import { DECISION_COLUMNS, decisionValues, toDecision, type CallProgress, type DecisionQuery, type DecisionRecord, type DecisionRow, type InboxBackend } from '../inbox-rows.js';
+import type { AttentionStatus } from '../rows.js';
 import type { Database, Statement } from './driver.js';
 
 const UPSERT =
@@ -17,6 +18,8 @@ export class SqliteInbox implements InboxBackend {
   private readonly byId: Statement<[string], DecisionRecord>;
   private readonly ofOperation: Statement<[string, string, string], DecisionRecord>;
   private readonly waitingOfCall: Statement<[string, string], DecisionRecord>;
+  private readonly waitingOfCalls: Statement<[string, string], DecisionRecord>;
+  private readonly attentionOfCall: Statement<[string, string], { started: number; status: string }>;
   private readonly upsert: Statement;
 
   constructor(
@@ -31,7 +34,19 @@ export class SqliteInbox implements InboxBackend {
     this.waitingOfCall = db.prepare<[string, string], DecisionRecord>(
       `SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE session_id = ? AND call_id = ? AND kind = 'review' AND state = 'decided' ORDER BY id`,
     );
+    this.waitingOfCalls = db.prepare<[string, string], DecisionRecord>(
+      `SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE session_id = ? AND kind = 'review' AND state = 'decided' ` +
+        'AND call_id IN (SELECT value FROM json_each(?)) ORDER BY id',
+    );
+    this.attentionOfCall = db.prepare<[string, string], { started: number; status: string }>(
+      'SELECT started, status FROM jw_attention WHERE session_id = ? AND call_id = ?',
+    );
     this.upsert = db.prepare(UPSERT);
+  }
+
+  /** Inside the caller's write transaction: the review decisions about these calls waiting to be journaled. */
+  reviewsOf(sessionId: SessionId, callIds: readonly string[]): DecisionRow[] {
+    return this.waitingOfCalls.all(sessionId, JSON.stringify(callIds)).map(toDecision);
   }
 
   /** Inside the caller's write transaction: the approval rows a commit's approval change reads. */
@@ -56,10 +71,12 @@ export class SqliteInbox implements InboxBackend {
   async transactReview<R>(
     sessionId: SessionId,
     callId: string,
-    decide: (waiting: readonly DecisionRow[]) => { readonly writes: readonly DecisionRow[]; readonly result: R },
+    decide: (waiting: readonly DecisionRow[], progress: CallProgress | null) => { readonly writes: readonly DecisionRow[]; readonly result: R },
   ): Promise<R> {
     return this.run('', () => this.db.transaction(() => {
-      const { writes, result } = decide(this.waitingOfCall.all(sessionId, callId).map(toDecision));
+      const row = this.attentionOfCall.get(sessionId, callId);
+      const progress = row ? { started: row.started === 1, status: row.status as AttentionStatus } : null;
+      const { writes, result } = decide(this.waitingOfCall.all(sessionId, callId).map(toDecision), progress);
       this.write(writes);
       return result;
     }).immediate());
