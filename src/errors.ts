@@ -114,6 +114,7 @@ export const RECORDED_FAILURE_CODES = Object.freeze([
   'tool_approval_pending',
   'tool_approval_denied_by_operator',
   'tool_contract_changed',
+  'tool_review_waiting',
 ] as const);
 
 export type RecordedFailureCode = (typeof RECORDED_FAILURE_CODES)[number];

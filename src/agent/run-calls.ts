@@ -94,10 +94,18 @@ function withProvider(action: ActionContext, providerCallId: string): ActionCont
   return isValidText(providerCallId) ? { decision: action.decision, actionIndex: action.actionIndex, providerCallId } : action;
 }
 
+function reviewWaited(execution: ToolExecution): boolean {
+  const outcome = execution.result.outcome;
+  return outcome.status === 'failed' && outcome.code === 'tool_review_waiting';
+}
+
 function done(requested: ChatToolCall, execution: ToolExecution): SettledCall {
   if (execution.result.outcome.status === 'failed' && execution.result.outcome.category === 'approval_pending') {
     return { kind: 'stop', reason: 'awaiting_approval', callId: execution.call.id };
   }
+  // A retry stopped before its body by an operator's review decision about its operation, waiting in the inbox: the
+  // model is not told it failed; the next resume journals the decision and reads the call by it.
+  if (reviewWaited(execution)) return { kind: 'stop', reason: 'needs_review', callId: execution.call.id };
   return { kind: 'done', call: { providerCallId: requested.id, name: requested.name, outcome: modelFacingOutcome(execution), execution } };
 }
 
@@ -205,10 +213,11 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
     return done(requested, await gateway.callWithOptions(requested.name, args, keyed));
   }
   const pending = execution !== null && execution.result.outcome.status === 'failed' && execution.result.outcome.category === 'approval_pending';
+  const waited = execution !== null && reviewWaited(execution);
   if (replayOnly) {
-    if (execution !== null && !pending) return done(requested, await readBack(ctx, execution));
-    // Settled by a `completed` review when the run went past it (an attempt with no result, or one waiting for an
-    // approval): it reads the same way when the run is read back.
+    if (execution !== null && !pending && !waited) return done(requested, await readBack(ctx, execution));
+    // Settled by a `completed` review when the run went past it (an attempt with no result, one waiting for an
+    // approval, or one an operator's review stopped before its body): it reads the same way when the run is read back.
     const review = latestReview(await history(ctx), recorded.callId);
     if (review?.outcome === 'completed') return confirmedOutside(requested, undefined);
     return execution !== null ? done(requested, await readBack(ctx, execution)) : null;
@@ -230,6 +239,9 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
       signal?.throwIfAborted();
       return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, retry: plan }));
     }
+    // Stopped before its body by an operator's review decision about the operation: decided as an open call is,
+    // once the decision is journaled (a `completed` one settles it; otherwise its operation is retried).
+    if (waited) return recoverOpen(ctx, requested, recorded, options);
     // A recorded failure: the model reads it again, as it did when the step ran.
     return done(requested, await readBack(ctx, execution));
   }

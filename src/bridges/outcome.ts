@@ -107,8 +107,9 @@ export function modelFacingOutcome(execution: ToolExecution): ModelFacingOutcome
     code: outcome.code,
     message: modelFacingMessage(failure),
     started,
-    // Refused as in doubt: an identical action, made earlier, may have taken effect.
-    mayHaveTakenEffect: started || earlierMayHaveRun || outcome.code === 'tool_in_doubt',
+    // Refused as in doubt: an identical action, made earlier, may have taken effect; or an operator's review of this
+    // operation, waiting to be journaled, may say an earlier attempt made it.
+    mayHaveTakenEffect: started || earlierMayHaveRun || outcome.code === 'tool_in_doubt' || outcome.code === 'tool_review_waiting',
   };
 }
 

@@ -175,7 +175,12 @@ export class DecisionInbox {
     const { history, inFlight } = await (this.store as JournalStore).callInFlight(sessionId, callId);
     const call = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId)?.kind;
     if (call?.type !== 'tool_call') throw new DecisionError('decision_not_found', callId, `session ${sessionId} has no call ${callId}`);
-    if (inFlight === 'no_result') {
+    // A retry whose start marker is not journaled (its approver is asked) has not run: a review of it is taken, and
+    // its start marker is then refused while the review waits (docs/design.md#a-review-decision-stops-a-retry-before-its-body).
+    // Only if the store can say, when the review is written, that the marker is still not in.
+    const beforeMarker = inFlight === 'no_result' && call.call.operation?.retry != null &&
+      !history.some((e) => e.kind.type === 'tool_started' && e.kind.callId === callId);
+    if (inFlight === 'no_result' && !beforeMarker) {
       throw new DecisionError(
         'call_in_flight',
         callId,
@@ -205,7 +210,16 @@ export class DecisionInbox {
       decision: input.outcome, actor, reason: evidence, createdAt: at, decidedAt: at, consumedAt: null, consumedBy: null,
       journalSeq: history.length - 1,
     };
-    return this.inbox.transactReview(sessionId, callId, (waiting) => {
+    return this.inbox.transactReview(sessionId, callId, (waiting, progress) => {
+      if (beforeMarker && (progress?.started !== false || progress.status !== 'no_result')) {
+        throw new DecisionError(
+          'call_in_flight',
+          callId,
+          progress == null
+            ? `call ${callId} is a retry waiting to start (its approver is asked): the ${this.store.kind} store cannot say when the review is written whether it has started since, so nothing was recorded; deny its approval request, or review it once it has a result`
+            : `call ${callId} started while the review was recorded (its start marker is journaled now), so nothing was recorded: review it once it has a result`,
+        );
+      }
       refuseUnlessReplacing(callId, waiting, replaces);
       const replaced = waiting.map((w): DecisionRow => ({ ...w, state: 'superseded', note: `replaced by review ${id} (${input.outcome} by ${actor}) before it was journaled`, consumedAt: at }));
       return { writes: [...replaced, row], result: row };

@@ -18,7 +18,7 @@ import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
 import { DEFAULT_CONTRACT } from './metadata.js';
 import { compileInputSchema, createSchemaAjv } from './schema-ajv.js';
-import { planSourceRow, ToolRetryPlan } from './retry-plan.js';
+import { planOperationCalls, planSourceRow, ToolRetryPlan } from './retry-plan.js';
 import { noteRetrySource } from './retry-source.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
@@ -438,13 +438,16 @@ class Gateway implements ToolGateway {
       const settle = operator === null && follows ? settling(call, binding) : undefined;
       // The marker is written only while this call is still the latest attempt of its operation: a retry made
       // while the approval was pending supersedes it, and its body never runs (docs/design.md#a-stale-attempt-cannot-start).
-      let marked = await unlessDecidedMeanwhile(() => this.writeStarted(call, op, registered!, started, operator?.change ?? settle));
+      // A retry's marker is refused while an operator's review decision about its operation waits in the inbox:
+      // recorded since the inbox was last looked at (while the approver was asked), it may say the write was made.
+      const reviewCalls = plan !== undefined ? [...planOperationCalls(plan), call.id] : undefined;
+      let marked = await unlessDecidedMeanwhile(() => this.writeStarted(call, op, registered!, started, operator?.change ?? settle, reviewCalls));
       if (marked === null) {
         // An operator decided an earlier attempt's request of this very action while the approver approved this
         // one: a denial stands, an approval is used.
         const late = await this.decidedMeanwhile(call, binding);
         if (late.denial) return this.finish(call, callEvent, null, late.denial, 0, observer, { change: late.change, record: late.record });
-        marked = await this.writeStarted(call, op, registered!, this.draft({ type: 'tool_started', callId: call.id, approval: late.record }), late.change);
+        marked = await this.writeStarted(call, op, registered!, this.draft({ type: 'tool_started', callId: call.id, approval: late.record }), late.change, reviewCalls);
       }
       if ('refused' in marked) return this.finish(call, callEvent, null, marked.refused, 0, observer);
       startedEvent = marked.event;
@@ -584,6 +587,7 @@ class Gateway implements ToolGateway {
     registered: RegisteredTool,
     startedDraft: EventDraft,
     approval?: ApprovalChange,
+    reviewCalls?: readonly string[],
   ): Promise<{ event: SessionEvent } | { refused: Failure }> {
     // Asking a person can take hours: whether the tool can run is asked again before its start marker, so an
     // approved call never runs on a server whose tool changed meanwhile, nor is sent over a connection known to be
@@ -596,6 +600,7 @@ class Gateway implements ToolGateway {
         budget: { taskId: this.taskId },
         expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: call.id },
         ...(approval ? { approval } : {}),
+        ...(reviewCalls ? { expectNoWaitingReview: reviewCalls } : {}),
       });
       return { event: receipt.events[0]! };
     } catch (error) {
@@ -605,6 +610,9 @@ class Gateway implements ToolGateway {
       }
       if (code === 'not_latest_attempt') {
         return { refused: failure('unavailable', 'tool_superseded', 'a newer attempt of this operation was made while this one waited; its body never ran') };
+      }
+      if (code === 'needs_review' && error instanceof ToolRetryError) {
+        return { refused: failure('in_doubt', 'tool_review_waiting', `${error.detail.replace(/; nothing was written$/, '')}; its body never ran`) };
       }
       throw new ToolRecordingError('started', call, null, error);
     }

@@ -9,6 +9,9 @@ import { it } from 'node:test';
 import type { SessionEvent } from '../../src/event/types.js';
 import type { SessionStore } from '../../src/store/types.js';
 import { createMemoryStore } from '../../src/store/memory.js';
+import { JournalStore } from '../../src/store/journal-store.js';
+import type { JournalBackend, TxReads, TxState, TxWrites } from '../../src/store/rows.js';
+import type { SessionId } from '../../src/ids.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
@@ -33,8 +36,7 @@ function moved(history: readonly SessionEvent[], from: number, to: number): Sess
 const types = (history: readonly SessionEvent[]) => history.map((e) => (e.kind.type === 'custom' ? e.kind.kind : e.kind.type));
 
 /** A memory store whose session `s` an owner `host` holds, with task `t` started. */
-async function session(options: { leaseMs?: number; heartbeat?: boolean } = {}) {
-  const store = createMemoryStore();
+async function session(options: { leaseMs?: number; heartbeat?: boolean } = {}, store: SessionStore = createMemoryStore()) {
   const owner = await store.acquire('s', { owner: 'host', ...options });
   await owner.startTask('t');
   return { store, owner };
@@ -403,19 +405,38 @@ it("a retry is refused while an operator's review decision of its source waits i
   assert.deepEqual(report.journaled.map((j) => j.decisionId), [completed.id]);
   assert.throws(() => prepareToolRetry(report.history, callId), { name: 'ToolRetryError', code: 'completed' });
 
-  // A decision recorded just after the retry's look at the inbox (stood in for here): the retry goes ahead, and the
-  // decision, which can no longer be journaled, says the write may have been made twice instead of "never retry it".
+  // A decision recorded just after the retry's looks at the inbox (stood in for here): the store finds it when the
+  // retry's start marker is committed, so the retry is recorded refused before its body, and the decision, journaled
+  // on it, settles the operation.
   const second = await wireInDoubt();
   await recordToolReview(second.owner, await second.store.loadHistory('s'), second.callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
   const racing = prepareToolRetry(await second.store.loadHistory('s'), second.callId);
   await decisionInbox(second.store).recordReview({ sessionId: 's', callId: second.callId, outcome: 'completed', evidence: 'the ledger shows the transfer', actor: 'ops-2' });
   Object.assign(second.owner, { waitingReview: async () => undefined });
-  await second.gateway.callWithOptions('wire', {}, { retry: racing });
-  const late = await journalInboxReviews(second.owner, second.store, await second.store.loadHistory('s'));
+  const refused = await second.gateway.callWithOptions('wire', {}, { retry: racing });
+  assert.deepEqual([refused.result.outcome.status === 'failed' && refused.result.outcome.code, refused.startedEvent], ['tool_review_waiting', null]);
+  assert.equal(second.bodies(), 1, 'not run again');
+  const settled = await journalInboxReviews(second.owner, second.store, await second.store.loadHistory('s'));
+  assert.deepEqual(settled.journaled.map((j) => [j.callId, j.outcome]), [[refused.call.id, 'completed']]);
+
+  // A backend that does not read the inbox in that transaction (written before TxReads.reviews): the retry goes ahead,
+  // and the decision, which can no longer be journaled, says the write may have been made twice, not "never retry it".
+  const inner = createMemoryStore() as JournalStore;
+  const backend: JournalBackend = Object.assign(Object.create(inner.backend) as JournalBackend, {
+    transact: (sessionId: SessionId, { reviews: _, ...reads }: TxReads, decide: (state: TxState) => TxWrites<unknown>) => inner.backend.transact(sessionId, reads, decide),
+  });
+  const third = await wireInDoubt(new JournalStore(backend));
+  await recordToolReview(third.owner, await third.store.loadHistory('s'), third.callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+  const unchecked = prepareToolRetry(await third.store.loadHistory('s'), third.callId);
+  await decisionInbox(third.store).recordReview({ sessionId: 's', callId: third.callId, outcome: 'completed', evidence: 'the ledger shows the transfer', actor: 'ops-2' });
+  Object.assign(third.owner, { waitingReview: async () => undefined });
+  await third.gateway.callWithOptions('wire', {}, { retry: unchecked });
+  const late = await journalInboxReviews(third.owner, third.store, await third.store.loadHistory('s'));
   assert.equal(late.stale.length, 1);
   assert.match(late.stale[0]!.reason, /ops-2 says call .* completed, but attempt 2 of its operation .* may have been made twice/);
   await store.close();
   await second.store.close();
+  await third.store.close();
 });
 
 it("a retry is refused while a review decision waits for any attempt of its operation, also one recorded while the retry's guards ran", async () => {
@@ -506,8 +527,9 @@ async function reviewedInDoubt() {
 }
 
 /** A session `s` whose non-idempotent transfer failed after its write: its call in doubt. */
-async function wireInDoubt() {
-  const { store, owner } = await session();
+async function wireInDoubt(store?: SessionStore) {
+  const { store: opened, owner } = await session({}, store);
+  store = opened;
   let bodies = 0;
   const wire: Tool = {
     name: 'wire',
