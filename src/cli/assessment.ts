@@ -287,26 +287,40 @@ export async function pendingInboxReviews(store: SessionStore, sessionId?: strin
   return bySession;
 }
 
-/** Whether the owner would journal a review of this call (it is the latest attempt and its outcome is in doubt). */
+/**
+ * Whether a review decision waiting about this call's operation decides what happens next: the call is its operation's
+ * latest attempt, and its outcome is in doubt, or it never ran (a retry of it is refused while the decision waits, and
+ * a `completed` one is journaled on it).
+ */
 function reviewable(c: ToolCallAssessment): boolean {
-  return c.status === 'outcome_unknown' && (c.nextStep === 'needs_review' || c.nextStep === 'retry_allowed');
+  if (c.nextStep !== 'needs_review' && c.nextStep !== 'retry_allowed') return false;
+  return c.status === 'outcome_unknown' || (c.status === 'not_executed' && c.attempt === c.attempts);
+}
+
+/** The waiting review decision about any attempt of `c`'s operation (a `completed` one first), or undefined. */
+function operationDecision(c: ToolCallAssessment, calls: readonly ToolCallAssessment[], pending: ReadonlyMap<string, InboxDecisionRow>): InboxDecisionRow | undefined {
+  const attempts = c.key === null ? [c] : calls.filter((other) => other.taskId === c.taskId && other.key === c.key);
+  const rows = attempts.flatMap((a) => { const row = pending.get(a.callId); return row ? [row] : []; });
+  return rows.find((r) => r.decision === 'completed') ?? rows[0];
 }
 
 /**
  * The assessment as the operator should see it with the inbox's review decisions: a decided `completed` review of a
- * call in doubt resolves it (next step `completed`, no attention), waiting to be journaled by the owner; any other
- * decided review is named in the reason (a `not_executed` one is what the retry will use).
+ * call in doubt, or of an attempt of its operation, resolves it (next step `completed`, no attention), waiting to be
+ * journaled by the owner; any other decided review is named in the reason (a `not_executed` one is what the retry
+ * will use).
  */
 export function withInboxReviews(assessment: SessionAssessment, pending: ReadonlyMap<string, InboxDecisionRow> | undefined): SessionAssessment {
   if (!pending || pending.size === 0) return assessment;
   const calls = assessment.calls.map((c): ToolCallAssessment => {
-    const row = pending.get(c.callId);
-    if (!row || !reviewable(c)) return c;
-    const by = `${row.decision} review by ${clip(row.actor ?? '?', 60)} (${row.id})`;
+    const row = reviewable(c) ? operationDecision(c, assessment.calls, pending) : undefined;
+    if (!row) return c;
+    const by = `${row.decision} review by ${clip(row.actor ?? '?', 60)} (${row.id}${row.callId !== c.callId ? `, of call ${row.callId}, an earlier attempt` : ''})`;
     if (row.decision === 'completed') {
       return { ...c, nextStep: 'completed', attention: 'none', reason: `a ${by} in the decision inbox resolves it; it waits to be journaled by the session's owner` };
     }
-    const use = row.decision === 'not_executed' ? 'the retry will use it once the owner journals it' : 'it unblocks nothing';
+    const use = row.callId !== c.callId ? 'no retry is made while it waits, and the owner judges it when it journals the inbox'
+      : row.decision === 'not_executed' ? 'the retry will use it once the owner journals it' : 'it unblocks nothing';
     return { ...c, reason: `${c.reason}; a ${by} waits in the decision inbox: ${use}` };
   });
   const byNextStep = { retry_allowed: 0, needs_review: 0, completed: 0, superseded: 0, legacy: 0 };
