@@ -11,6 +11,7 @@ import { jsonDigest } from '../json/canonical.js';
 import { STORE_DEFAULTS } from '../limits.js';
 import { evidenceRuleFor } from '../tool/retry-policy.js';
 import { ATTENTION_STATUSES, type AttentionRow, type AttentionScan, type AttentionStatus } from './rows.js';
+import type { CallProgress } from './inbox-rows.js';
 import type { AttentionItem, AttentionQuery } from './types.js';
 
 /** The statuses the queue lists unless told otherwise: an outcome nobody has seen, or one that stays uncertain. */
@@ -122,6 +123,30 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
     }
   }
   return [...changed.values()];
+}
+
+/**
+ * How far `callId` has got as the attention row the events of `history` make says, as a store holding that history
+ * keeps it: from the events of every attempt of its operation, since an earlier attempt's open outcome stays open
+ * across a retry. Null when the call is not its operation's latest attempt in `history` (or has no operation).
+ */
+export function callProgressIn(history: readonly SessionEvent[], callId: string): CallProgress | null {
+  const source = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId);
+  const op = source?.kind.type === 'tool_call' ? source.kind.call.operation : undefined;
+  const attempts = new Set<string>([callId]);
+  if (op) {
+    for (const e of history) {
+      const k = e.kind;
+      if (k.type === 'tool_call' && k.call.operation?.taskId === op.taskId && k.call.operation.key === op.key) attempts.add(k.call.id);
+    }
+  }
+  const own = history.filter((e) => {
+    const k = e.kind;
+    return (k.type === 'tool_call' && attempts.has(k.call.id)) || (k.type === 'tool_started' && attempts.has(k.callId))
+      || (k.type === 'tool_result' && attempts.has(k.result.callId)) || (k.type === 'tool_review' && attempts.has(k.review.callId));
+  });
+  const row = attentionWrites(own[0]?.sessionId ?? ('' as SessionId), own).find((r) => r.callId === callId);
+  return row ? { started: row.started, status: row.status } : null;
 }
 
 /** The schema version, on SQLite and on PostgreSQL, from which a store keeps the index. */

@@ -96,14 +96,14 @@ export interface InboxBackend {
    * once with them, and writes the rows it returns, atomically with respect to every other `transactReview` of the
    * same call and every `transactDecision` of those rows: two operators reviewing one call at the same moment must
    * not both see none waiting. `decide` may throw: write nothing and reject with it. `progress` is the call's
-   * attention row as it stands, read serialized with the session's commits (null when the backend keeps none, or
-   * the call is not its operation's latest attempt): a review of a call that had not started when the journal was
-   * read is refused once its start marker is in.
+   * attention row as it stands, read serialized with the session's commits (null when the call has none: it is not
+   * its operation's latest attempt); a backend that keeps no attention index leaves it out. A review is written only
+   * while the call is where the operator's read of the journal left it.
    */
   transactReview<R>(
     sessionId: SessionId,
     callId: string,
-    decide: (waiting: readonly DecisionRow[], progress: CallProgress | null) => { readonly writes: readonly DecisionRow[]; readonly result: R },
+    decide: (waiting: readonly DecisionRow[], progress?: CallProgress | null) => { readonly writes: readonly DecisionRow[]; readonly result: R },
   ): Promise<R>;
   listDecisions(query: DecisionQuery): Promise<DecisionRow[]>;
   /**

@@ -11,7 +11,8 @@ import { describeValue, truncateUtf8, utf8Length } from '../text.js';
 import { reviewableAttempt } from '../tool/evidence.js';
 import { checkSignal } from '../tool/runtime-config.js';
 import { JournalStore } from './journal-store.js';
-import type { DecisionKind, DecisionQuery, DecisionRow, DecisionState, InboxBackend } from './inbox-rows.js';
+import { callProgressIn } from './attention.js';
+import type { CallProgress, DecisionKind, DecisionQuery, DecisionRow, DecisionState, InboxBackend } from './inbox-rows.js';
 import { DECISION_STATES } from './inbox-rows.js';
 import type { SessionStore } from './types.js';
 
@@ -107,6 +108,17 @@ function inboxOf(store: SessionStore): InboxBackend {
   const backend = store instanceof JournalStore ? store.backend : undefined;
   if (!backend?.inbox) throw new DecisionError('inbox_unsupported', null, `the ${store.kind} store has no decision inbox`);
   return backend.inbox;
+}
+
+function sameProgress(a: CallProgress | null, b: CallProgress | null): boolean {
+  return a === null || b === null ? a === b : a.started === b.started && a.status === b.status;
+}
+
+/** What changed in a call's progress between the operator's read and the review's write, in words. */
+function movedOn(seen: CallProgress | null, now: CallProgress | null): string {
+  if (now === null) return 'a newer attempt of its operation was journaled';
+  if (seen !== null && !seen.started && now.started) return 'its start marker was journaled';
+  return `its journal went from ${seen === null ? 'no row' : seen.status} to ${now.status}`;
 }
 
 function markStale(inbox: InboxBackend, decisionId: string, reason: string, again: boolean): Promise<DecisionRow> {
@@ -210,15 +222,21 @@ export class DecisionInbox {
       decision: input.outcome, actor, reason: evidence, createdAt: at, decidedAt: at, consumedAt: null, consumedBy: null,
       journalSeq: history.length - 1,
     };
+    // The call as the journal read above leaves it: the review is written only while the store's row still says so.
+    const seen = callProgressIn(history, callId);
     return this.inbox.transactReview(sessionId, callId, (waiting, progress) => {
-      if (beforeMarker && (progress?.started !== false || progress.status !== 'no_result')) {
+      if (progress === undefined && beforeMarker) {
         throw new DecisionError(
           'call_in_flight',
           callId,
-          progress == null
-            ? `call ${callId} is a retry waiting to start (its approver is asked): the ${this.store.kind} store cannot say when the review is written whether it has started since, so nothing was recorded; deny its approval request, or review it once it has a result`
-            : `call ${callId} started while the review was recorded (its start marker is journaled now), so nothing was recorded: review it once it has a result`,
+          `call ${callId} is a retry waiting to start (its approver is asked): the ${this.store.kind} store cannot say when the review is written whether it has started since, so nothing was recorded; deny its approval request, or review it once it has a result`,
         );
+      }
+      if (progress !== undefined && !sameProgress(progress, seen)) {
+        if (beforeMarker && progress?.started === true) {
+          throw new DecisionError('call_in_flight', callId, `call ${callId} started while the review was recorded (its start marker is journaled now), so nothing was recorded: review it once it has a result`);
+        }
+        throw new DecisionError('decision_stale', callId, `call ${callId} moved on while the review was recorded (${movedOn(seen, progress)}), so nothing was recorded: look at it again`);
       }
       refuseUnlessReplacing(callId, waiting, replaces);
       const replaced = waiting.map((w): DecisionRow => ({ ...w, state: 'superseded', note: `replaced by review ${id} (${input.outcome} by ${actor}) before it was journaled`, consumedAt: at }));

@@ -2,7 +2,7 @@
  * One explicit, single-use retry of a tool call (docs/design.md#retry-plans).
  * A plan is host evidence, not a permission and not a lock: the runtime still runs every current check.
  */
-import { attentionWrites } from '../store/attention.js';
+import { callProgressIn } from '../store/attention.js';
 import type { AttentionStatus } from '../store/rows.js';
 import { deepFreeze } from '../json/freeze.js';
 import { ToolRetryError, ToolRetryPlanNotSerializableError } from '../errors.js';
@@ -98,27 +98,9 @@ export function planSourceNotRun(plan: ToolRetryPlan): SourceNotRun | null {
   return notRunOf(plan);
 }
 
-/**
- * The attention row the events of `callId` in `history` make, as a store holding that history keeps it: from the
- * events of every attempt of its operation, since an earlier attempt's open outcome stays open across a retry.
- */
+/** The attention row the events of `callId` in `history` make (callProgressIn), as the plan's source row. */
 function sourceRowIn(history: readonly SessionEvent[], callId: string): PlanState['sourceRow'] {
-  const source = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId);
-  const op = source?.kind.type === 'tool_call' ? source.kind.call.operation : undefined;
-  const attempts = new Set<string>([callId]);
-  if (op) {
-    for (const e of history) {
-      const k = e.kind;
-      if (k.type === 'tool_call' && k.call.operation?.taskId === op.taskId && k.call.operation.key === op.key) attempts.add(k.call.id);
-    }
-  }
-  const own = history.filter((e) => {
-    const k = e.kind;
-    return (k.type === 'tool_call' && attempts.has(k.call.id)) || (k.type === 'tool_started' && attempts.has(k.callId))
-      || (k.type === 'tool_result' && attempts.has(k.result.callId)) || (k.type === 'tool_review' && attempts.has(k.review.callId));
-  });
-  const row = attentionWrites(own[0]?.sessionId ?? ('' as SessionId), own).find((r) => r.callId === callId);
-  return row ? { started: row.started, status: row.status } : null;
+  return callProgressIn(history, callId);
 }
 
 /**

@@ -184,6 +184,43 @@ function cases(open: () => SessionStore | Promise<SessionStore>): void {
     assert.deepEqual((await inbox.list({ sessionId: 's', kind: 'review', states: ['decided'] })).items, [], 'nothing waits');
     await store.close();
   });
+
+  it('a review of an attempt read while it was the latest and written after a retry of it was journaled is refused', async () => {
+    const store = await open();
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('t');
+    let writes = 0;
+    const wire: Tool = {
+      name: 'wire',
+      metadata: new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'w1'),
+      execute: async () => {
+        writes += 1;
+        if (writes === 1) throw new ToolBodyError('reset', 'the connection reset after the transfer was sent');
+        return 'sent';
+      },
+    };
+    const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const first = (await gateway.call('wire', { amount: 5 })).call.id;
+    const inbox = decisionInbox(store);
+    await inbox.recordReview({ sessionId: 's', callId: first, outcome: 'not_executed', evidence: 'the bank shows nothing', actor: 'ops' });
+    const { history } = await journalInboxReviews(owner, store, await store.loadHistory('s'));
+    // The colleague's read of the journal shows the first attempt as the latest; the host's retry is made before the
+    // review is written.
+    const journal = store as JournalStore;
+    const read = journal.callInFlight.bind(journal);
+    (journal as { callInFlight: JournalStore['callInFlight'] }).callInFlight = async (sessionId, callId) => {
+      const seen = await read(sessionId, callId);
+      const plan = prepareToolRetry(history, first);
+      assert.equal((await gateway.callWithOptions('wire', plan.arguments, { retry: plan })).result.outcome.status, 'succeeded');
+      return seen;
+    };
+    await assert.rejects(
+      inbox.recordReview({ sessionId: 's', callId: first, outcome: 'completed', evidence: 'the provider sent a receipt', actor: 'ops-2' }),
+      (e: unknown) => e instanceof DecisionError && e.code === 'decision_stale' && /a newer attempt of its operation was journaled/.test(e.message),
+    );
+    assert.deepEqual((await inbox.list({ sessionId: 's', kind: 'review', states: ['decided'] })).items, [], 'the colleague is told at once; nothing waits');
+    await store.close();
+  });
 }
 
 describe('a review decision recorded while a retry waits for its approver, on memory', () => cases(() => createMemoryStore()));

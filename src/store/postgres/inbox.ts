@@ -91,7 +91,7 @@ export class PostgresInbox implements InboxBackend {
   async transactReview<R>(
     sessionId: SessionId,
     callId: string,
-    decide: (waiting: readonly DecisionRow[], progress: CallProgress | null) => { readonly writes: readonly DecisionRow[]; readonly result: R },
+    decide: (waiting: readonly DecisionRow[], progress?: CallProgress | null) => { readonly writes: readonly DecisionRow[]; readonly result: R },
   ): Promise<R> {
     return this.transactRows(
       `review of call ${callId}`,

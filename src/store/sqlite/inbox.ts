@@ -71,7 +71,7 @@ export class SqliteInbox implements InboxBackend {
   async transactReview<R>(
     sessionId: SessionId,
     callId: string,
-    decide: (waiting: readonly DecisionRow[], progress: CallProgress | null) => { readonly writes: readonly DecisionRow[]; readonly result: R },
+    decide: (waiting: readonly DecisionRow[], progress?: CallProgress | null) => { readonly writes: readonly DecisionRow[]; readonly result: R },
   ): Promise<R> {
     return this.run('', () => this.db.transaction(() => {
       const row = this.attentionOfCall.get(sessionId, callId);
