@@ -86,6 +86,9 @@ class MapBackend implements JournalBackend {
       ...(reads.reviews
         ? { reviews: queryRows(this.decisions.values(), { sessionId, kind: 'review', states: ['decided'], limit: Infinity }).filter((r) => reads.reviews!.includes(r.callId)) }
         : {}),
+      ...(reads.writtenSince
+        ? { writtenSince: (this.events.get(sessionId) ?? []).find((e) => e.seq > reads.writtenSince!.seq && e.epoch < reads.writtenSince!.epoch)?.seq ?? null }
+        : {}),
       // The clock leases are measured on; a backend shared by several hosts would read its engine's clock here.
       now: Date.now(),
     });

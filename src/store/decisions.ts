@@ -243,6 +243,14 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
             'load the history again and prepare a new plan; nothing was written',
         );
       }
+      const since = latest.source ? state.writtenSince : undefined;
+      if (since !== undefined && since !== null) {
+        throw new StoreConflictError(
+          'history_changed',
+          `event ${since} of session ${session.sessionId} was written by an earlier owner of the session after the history the plan was made from (up to seq ${latest.source!.seenSeq}): ` +
+            'load the history again and prepare a new plan; nothing was written',
+        );
+      }
     }
     const waiting = state.reviews?.[0];
     if (waiting !== undefined) {

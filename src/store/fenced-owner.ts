@@ -377,12 +377,17 @@ export class FencedOwner implements SessionOwner {
     if (source !== undefined && !attentionCalls.includes(source)) attentionCalls.push(source);
     const approvalOp = approvalOperation(request);
     if (approvalOp && !this.backend.inbox) throw new DecisionError('inbox_unsupported', null, `the ${this.backend.kind} store has no decision inbox`);
+    const seenSeq = request.expectLatestAttempt?.source?.seenSeq;
+    if (seenSeq !== undefined && (!Number.isSafeInteger(seenSeq) || seenSeq < -1)) {
+      throw new InvalidInputError('expectLatestAttempt.source.seenSeq', `must be an integer of at least -1, got ${String(seenSeq)}`);
+    }
     const waitingFor = this.backend.inbox && request.expectNoWaitingReview?.length ? checkCallIds(request.expectNoWaitingReview) : undefined;
     const reads = {
       ...(request.budget ? { taskId: request.budget.taskId } : {}),
       ...(condition ? { operation: { taskId: condition.taskId, key: condition.key } } : {}),
       ...(approvalOp ? { approvals: approvalOp } : {}),
       ...(waitingFor !== undefined ? { reviews: waitingFor } : {}),
+      ...(seenSeq !== undefined ? { writtenSince: { seq: seenSeq, epoch: this.epoch } } : {}),
       eventIds: draftEventIds(request.events),
       ...(attentionCalls.length > 0 ? { attentionCalls } : {}),
     };

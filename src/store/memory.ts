@@ -68,6 +68,9 @@ class MemoryBackend implements JournalBackend {
       ...(reads.reviews
         ? { reviews: waitingReviews(this.decisions.values(), sessionId, reads.reviews) }
         : {}),
+      ...(reads.writtenSince
+        ? { writtenSince: (this.events.get(sessionId) ?? []).find((e) => e.seq > reads.writtenSince!.seq && e.epoch < reads.writtenSince!.epoch)?.seq ?? null }
+        : {}),
     };
     const writes = decide(state);
     if (writes.session) {

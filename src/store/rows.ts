@@ -183,6 +183,8 @@ export interface TxReads {
   readonly approvals?: { readonly taskId: string; readonly key: string };
   /** Optional (backends with an inbox): read the review rows of this session about these calls that are `decided` (waiting to be journaled). */
   readonly reviews?: readonly string[];
+  /** Read the seq of the first event of this session after `seq` written under an epoch below `epoch` (optional). */
+  readonly writtenSince?: { readonly seq: number; readonly epoch: number };
 }
 
 /** What the backend read for a decision; `undefined` where no such row exists (or it was not asked for). */
@@ -198,6 +200,8 @@ export interface TxState {
   readonly approvals?: readonly DecisionRow[];
   /** The rows `reads.reviews` asked for, ordered by id (absent when not asked). */
   readonly reviews?: readonly DecisionRow[];
+  /** What `reads.writtenSince` asked for: that event's seq, or null when there is none (absent when not asked). */
+  readonly writtenSince?: number | null;
   /**
    * The store's notion of now (ms since the Unix epoch), read inside the transaction: the clock leases are measured
    * on. Optional: when a backend leaves it out, the store uses this process's clock.

@@ -60,7 +60,16 @@ export interface LatestAttemptCondition {
    * commit is refused (StoreConflictError `history_changed`) when the stored row says otherwise: the source started
    * or got a result or a review after the history the plan was made from was read (docs/design.md#plans-are-checked-against-the-journal-at-use).
    */
-  readonly source?: { readonly started: boolean; readonly status: AttentionStatus };
+  readonly source?: {
+    readonly started: boolean;
+    readonly status: AttentionStatus;
+    /**
+     * The seq of the last event of the plan's history: the commit is refused (`history_changed`) when an event after it
+     * was written by an earlier owner of the session than the committing one (a host that held the session in
+     * between, which may have journaled a review of the source that leaves its row as it was).
+     */
+    readonly seenSeq?: number;
+  };
 }
 
 /**

@@ -323,6 +323,31 @@ function storeRules(name: string, factory: StoreFactory): void {
       await store.close();
     });
 
+    it("a retry's commit is refused once an earlier owner of the session wrote after the history its plan was made from", async () => {
+      const { store } = await factory.open();
+      const first = await store.acquire('s-seen', { owner: 'h' });
+      const task = 't-seen' as TaskId;
+      await first.startTask(task);
+      const key = newOperationKey();
+      const firstId = newCallId();
+      await commitAs(first, { events: [callDraft(task, key, firstId)] });
+      const row = (await store.attention({ sessionId: 's-seen' })).items.find((r) => r.callId === firstId);
+      const source = { started: row?.started ?? false, status: row?.status ?? 'no_result' };
+      const seen = (await store.loadHistory('s-seen')).length - 1;
+      const latest = (seenSeq: number) => ({ taskId: task, key, callId: firstId, source: { ...source, seenSeq } });
+      // The plan's owner writes on: its own events after the plan's history are no reason to refuse.
+      await commitAs(first, { events: [message('more')] });
+      await commitAs(first, { events: [message('checked')], expectLatestAttempt: latest(seen) });
+      await first.release();
+      const next = await store.acquire('s-seen', { owner: 'h2' });
+      const before = (await store.loadHistory('s-seen')).length;
+      await rejects(commitAs(next, { events: [message('retry')], expectLatestAttempt: latest(seen) }), 'history_changed',
+        'a commit whose plan was made before another owner wrote went through: TxReads.writtenSince must find the first event after seq under an earlier epoch');
+      assert.equal((await store.loadHistory('s-seen')).length, before, 'a refused commit writes nothing');
+      await commitAs(next, { events: [message('retry')], expectLatestAttempt: latest(before - 1) });
+      await store.close();
+    });
+
     it('identity is per session: a live session exported, renamed and imported into the same store leaves its operations alone', async () => {
       const { store } = await factory.open();
       const live = await store.acquire('s-live', { owner: 'h' });

@@ -6,7 +6,7 @@ import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { bodyStillRuns, lateBodyEnd, lateBodyOf } from './late-bodies.js';
 import type { ApprovalChange, CommitRequest, SessionOwner } from '../store/types.js';
 import { SessionTable } from '../store/owner-commit.js';
-import { planOperationCalls, planReviewedWhileBodyOpen, planSourceReviews, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
+import { planHistorySeq, planOperationCalls, planReviewedWhileBodyOpen, planSourceReviews, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
 import { setNewest } from '../bounded-map.js';
 
 /**
@@ -102,7 +102,8 @@ export type AttemptCondition = Pick<CommitRequest, 'expectLatestAttempt' | 'expe
  * gets OperationInDoubtError naming the first).
  */
 export function attemptCondition(op: ToolOperation, plan: ToolRetryPlan | undefined, callerKeyed: boolean): AttemptCondition {
-  const source = plan ? planSourceRow(plan) : null;
+  const row = plan ? planSourceRow(plan) : null;
+  const source = row && plan ? { ...row, seenSeq: planHistorySeq(plan) } : null;
   if (op.retry) return { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId, ...(source ? { source } : {}) } };
   return callerKeyed ? { expectNewOperation: { taskId: op.taskId, key: op.key } } : {};
 }

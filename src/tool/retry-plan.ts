@@ -43,6 +43,8 @@ interface PlanState {
   readonly review: ToolRetryReview | null;
   /** The source's row of the attention index as the plan's history made it; the commit checks the store still holds it. */
   readonly sourceRow: { readonly started: boolean; readonly status: AttentionStatus } | null;
+  /** The seq of the plan's history's last event: the commit checks no earlier owner of the session wrote after it. */
+  readonly historySeq: number;
   /** How the journal shows the source attempt's body never ran; null when it may have. */
   readonly sourceNotRun: SourceNotRun | null;
   /**
@@ -65,6 +67,7 @@ let notRunOf: (plan: ToolRetryPlan) => SourceNotRun | null;
 let sourceReviewsOf: (plan: ToolRetryPlan) => number;
 let operationCallsOf: (plan: ToolRetryPlan) => readonly CallId[];
 let reviewedWhileOpenOf: (plan: ToolRetryPlan) => boolean;
+let historySeqOf: (plan: ToolRetryPlan) => number;
 
 /**
  * How the journal shows a plan's source attempt never ran its body: it ended waiting for an operator's approval,
@@ -76,6 +79,11 @@ export type SourceNotRun = 'awaited_approval' | 'stopped_before_body' | 'reviewe
 /** For the runtime: what the plan's history said of its source, for the commit to check (internal, never exported publicly). */
 export function planSourceRow(plan: ToolRetryPlan): PlanState['sourceRow'] {
   return sourceRowOf(plan);
+}
+
+/** For the runtime: the seq of the last event of the history the plan was made from (internal). */
+export function planHistorySeq(plan: ToolRetryPlan): number {
+  return historySeqOf(plan);
 }
 
 /** For the runtime: whether the plan's `not_executed` review was decided while the source's body may have run on (internal). */
@@ -137,6 +145,7 @@ export class ToolRetryPlan {
   static {
     mint = (state) => new ToolRetryPlan(MINT, state);
     sourceRowOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceRow;
+    historySeqOf = (plan) => ToolRetryPlan.#stateOf(plan).historySeq;
     notRunOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceNotRun;
     sourceReviewsOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceReviews;
     operationCallsOf = (plan) => ToolRetryPlan.#stateOf(plan).operationCalls;
@@ -302,6 +311,7 @@ export function prepareToolRetry(
           ? null
           : deepFreeze({ actor: checkedReview.actor, evidence: checkedReview.evidence, outcome: checkedReview.outcome }),
       sourceRow: Object.freeze(sourceRowIn(history, record.call.id)),
+      historySeq: history[history.length - 1]?.seq ?? -1,
       sourceNotRun: sourceNotRun(record, checkedReview?.outcome ?? null),
       // A source with no result yet may be running still (in this process, under an owner since fenced): a review
       // decided on a history that shows no end of its body is as blind to that end as one decided after an interrupt.

@@ -17,6 +17,10 @@ import { recordToolReview } from '../../src/tool/review.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { sleep, tool } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const reviewHost = fileURLToPath(new URL('./children/review-host.js', import.meta.url));
 
 function scenario(open: () => Promise<{ a: SessionStore; b: SessionStore }>): void {
   it('a plan made before the source was approved and succeeded is refused at use; the card is charged once', async () => {
@@ -152,3 +156,29 @@ async function reviewedNotExecuted(store: SessionStore, owner: SessionOwner) {
   await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
   return { owner, gateway, callId, writes: () => writes };
 }
+
+forEachStore('a plan held across another host\'s takeover', (target) => {
+  it("a plan made on a person's not_executed review is refused after another process journaled a completed review and let the session go", async () => {
+    const location = target.fresh();
+    const store = await location.open();
+    let writes = 0;
+    const wire = tool('wire', async () => { writes += 1; throw new Error('the connection reset after the transfer was sent'); },
+      new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'));
+    const runtime = createToolRuntime({ tools: [wire], grants: { agent: '*' } });
+    const owner = await store.acquire('s', { owner: 'host-a' });
+    await owner.startTask('t');
+    const first = (await runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('wire', { cents: 500 })).call.id;
+    await recordToolReview(owner, await store.loadHistory('s'), first, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+    const plan = prepareToolRetry(await store.loadHistory('s'), first);
+    // Another host takes the session over, journals that the transfer was made, and lets the session go; the
+    // source's row says settled before and after, and no review of it was journaled in this process.
+    const other = JSON.parse(execFileSync(process.execPath, [reviewHost, location.target, location.schema ?? '-', 's', first, 'completed'], { encoding: 'utf8' })) as { reviewed: number };
+    assert.ok(other.reviewed > 0);
+    const again = await store.acquire('s', { owner: 'host-a', takeover: true });
+    const gateway = runtime.bind({ owner: again, taskId: 't', caller: 'agent' });
+    await assert.rejects(gateway.callWithOptions('wire', { cents: 500 }, { retry: plan }), { code: 'history_changed', message: /written by an earlier owner/ });
+    assert.equal(writes, 1, 'the transfer was made once');
+    await assert.rejects(async () => prepareToolRetry(await store.loadHistory('s'), first), { code: 'completed' });
+    await store.close();
+  });
+});

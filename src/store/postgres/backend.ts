@@ -224,6 +224,7 @@ class PostgresBackend implements JournalBackend {
     let attentionRes: QueryResult<AttentionRecord> | undefined;
     let approvals: DecisionRow[] | undefined;
     let reviews: DecisionRow[] | undefined;
+    let sinceRes: QueryResult<{ seq: string | number }> | undefined;
     let nowRes: QueryResult<{ now_ms: string | number }> | undefined;
     const readSteps: Step[] = [
       () => client.query(this.beginWrite),
@@ -249,6 +250,10 @@ class PostgresBackend implements JournalBackend {
       const op = reads.approvals;
       readSteps.push(async () => { approvals = await this.inbox.approvalsOf(client, sessionId, op); });
     }
+    if (reads.writtenSince) {
+      const { seq, epoch } = reads.writtenSince;
+      readSteps.push(async () => { sinceRes = await this.run<{ seq: string | number }>(client, 'earlierEpochSince', [sessionId, seq, epoch]); });
+    }
     if (reads.reviews) {
       const calls = reads.reviews;
       readSteps.push(async () => { reviews = await this.inbox.reviewsOf(client, sessionId, calls); });
@@ -268,6 +273,7 @@ class PostgresBackend implements JournalBackend {
       attention: attentionRes?.rows.map(toAttention) ?? [],
       ...(approvals ? { approvals } : {}),
       ...(reviews ? { reviews } : {}),
+      ...(sinceRes ? { writtenSince: sinceRes.rows[0] ? int(sinceRes.rows[0].seq, 'seq', sessionId) : null } : {}),
       now,
     };
     let writes: TxWrites<R>;

@@ -36,6 +36,7 @@ export function postgresStatements(S: string) {
     now: `SELECT ${CLOCK} AS now_ms`,
     events: `SELECT seq, event_id, epoch, body, hash FROM ${S}.jw_events WHERE session_id = $1 ORDER BY seq`,
     existingEventIds: `SELECT DISTINCT event_id FROM ${S}.jw_events WHERE session_id = $1 AND event_id = ANY($2::text[])`,
+    earlierEpochSince: `SELECT seq FROM ${S}.jw_events WHERE session_id = $1 AND seq > $2 AND epoch < $3 ORDER BY seq LIMIT 1`,
     task: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE session_id = $1 AND task_id = $2`,
     lockTask: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE session_id = $1 AND task_id = $2 FOR UPDATE`,
     operation: `SELECT session_id, call_id, event_id FROM ${S}.jw_operations WHERE session_id = $1 AND task_id = $2 AND key = $3`,

@@ -149,6 +149,7 @@ class SqliteBackend implements JournalBackend {
       }),
       ...(reads.approvals ? { approvals: this.inbox.approvalsOf(sessionId, reads.approvals) } : {}),
       ...(reads.reviews ? { reviews: this.inbox.reviewsOf(sessionId, reads.reviews) } : {}),
+      ...(reads.writtenSince ? { writtenSince: s.earlierEpochSince.get(sessionId, reads.writtenSince.seq, reads.writtenSince.epoch)?.seq ?? null } : {}),
       // The SQLite file is shared by the processes of one host, so this host's clock is the store's clock.
       now: Date.now(),
     });

@@ -47,6 +47,7 @@ export interface SqliteStatements {
   /** A session's events after a seq, in seq order, at most a count of them, as raw rows. */
   readonly eventsAfter: Statement<[string, number, number], EventRowArray>;
   readonly eventIdExists: Statement<[string, string], { one: number }>;
+  readonly earlierEpochSince: Statement<[string, number, number], { seq: number }>;
   readonly task: Statement<[string, string], TaskRecord>;
   readonly upsertTask: Statement;
   readonly operation: Statement<[string, string, string], OperationRecord>;
@@ -73,6 +74,7 @@ export function prepareStatements(db: Database): SqliteStatements {
       'SELECT seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?',
     ).raw(true),
     eventIdExists: db.prepare<[string, string], { one: number }>('SELECT 1 AS one FROM jw_events WHERE session_id = ? AND event_id = ? LIMIT 1'),
+    earlierEpochSince: db.prepare<[string, number, number], { seq: number }>('SELECT seq FROM jw_events WHERE session_id = ? AND seq > ? AND epoch < ? ORDER BY seq LIMIT 1'),
     task: db.prepare<[string, string], TaskRecord>(`SELECT ${TASK_COLUMNS} FROM jw_tasks WHERE session_id = ? AND task_id = ?`),
     upsertTask: db.prepare(
       `INSERT INTO jw_tasks (${TASK_COLUMNS}) VALUES (${params(TASK_COLUMNS)}) ON CONFLICT (session_id, task_id) DO UPDATE SET ` +
