@@ -155,6 +155,26 @@ function confirmedOutside(requested: ChatToolCall, output: JsonValue | undefined
   return { kind: 'done', call: { providerCallId: requested.id, name: requested.name, outcome: { ok: true, output: text }, execution: null } };
 }
 
+/** A retry refused before its body (denied, unavailable, interrupted while it waited): its operation's doubt is still open. */
+function retryNeverRan(execution: ToolExecution): boolean {
+  return execution.startedEvent === null && execution.result.outcome.status === 'failed' && (execution.call.operation?.retry ?? null) !== null;
+}
+
+/**
+ * A retry that ended before its body while an operator's review decision about its operation waits in the inbox (its
+ * approver denied it while a colleague recorded that the earlier attempt made the write): the run stops for a resume,
+ * which journals the decision first, instead of telling the model the call did not run.
+ */
+async function unlessReviewWaits(ctx: CallContext, settled: SettledCall): Promise<SettledCall> {
+  const execution = settled.kind === 'done' ? settled.call.execution : null;
+  if (execution === null || !retryNeverRan(execution) || ctx.owner.waitingReview === undefined) return settled;
+  const op = execution.call.operation!;
+  const calls = (await history(ctx)).flatMap((e) =>
+    (e.kind.type === 'tool_call' && e.kind.call.operation?.taskId === op.taskId && e.kind.call.operation.key === op.key ? [e.kind.call.id] : []));
+  const waiting = await ctx.owner.waitingReview([...calls, execution.call.id]);
+  return waiting === undefined ? settled : { kind: 'stop', reason: 'needs_review', callId: execution.call.id };
+}
+
 function latestReview(history: readonly SessionEvent[], callId: string): ToolReviewRecord | null {
   let latest: ToolReviewRecord | null = null;
   for (const event of history) if (event.kind.type === 'tool_review' && event.kind.review.callId === callId) latest = event.kind.review;
@@ -214,8 +234,9 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
   }
   const pending = execution !== null && execution.result.outcome.status === 'failed' && execution.result.outcome.category === 'approval_pending';
   const waited = execution !== null && reviewWaited(execution);
+  const neverRan = execution !== null && retryNeverRan(execution);
   if (replayOnly) {
-    if (execution !== null && !pending && !waited) return done(requested, await readBack(ctx, execution));
+    if (execution !== null && !pending && !neverRan) return done(requested, await readBack(ctx, execution));
     // Settled by a `completed` review when the run went past it (an attempt with no result, one waiting for an
     // approval, or one an operator's review stopped before its body): it reads the same way when the run is read back.
     const review = latestReview(await history(ctx), recorded.callId);
@@ -237,11 +258,14 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
       // The operator decided: one more attempt of the same operation, which the decision answers for.
       const plan = prepareToolRetry(await history(ctx), recorded.callId);
       signal?.throwIfAborted();
-      return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, retry: plan }));
+      return unlessReviewWaits(ctx, await attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, retry: plan })));
     }
     // Stopped before its body by an operator's review decision about the operation: decided as an open call is,
     // once the decision is journaled (a `completed` one settles it; otherwise its operation is retried).
     if (waited) return recoverOpen(ctx, requested, recorded, options);
+    // A retry refused before its body (its approver denied it, say) while a colleague recorded that an earlier attempt
+    // made the write: that journaled review, not the refusal, is what the model reads.
+    if (neverRan && latestReview(await history(ctx), recorded.callId)?.outcome === 'completed') return confirmedOutside(requested, undefined);
     // A recorded failure: the model reads it again, as it did when the step ran.
     return done(requested, await readBack(ctx, execution));
   }
@@ -339,7 +363,7 @@ async function recoverOpen(
   // Cancelled while the journal was read or the reconcilers asked: a cancelled run starts no further call.
   ctx.signal?.throwIfAborted();
   try {
-    return await attempt(requested, (args) => ctx.gateway.callWithOptions(requested.name, args, { ...options, retry: chosen }));
+    return await unlessReviewWaits(ctx, await attempt(requested, (args) => ctx.gateway.callWithOptions(requested.name, args, { ...options, retry: chosen })));
   } catch (error) {
     // The tool was redeployed or removed since this call, which may have run: only a person can say whether it took
     // effect; once a review says it did not, the retry is recorded as not run (docs/design.md#a-redeploy-while-a-call-waits).

@@ -396,7 +396,11 @@ class Gateway implements ToolGateway {
       reserved = receipt.reservedOutputBytes;
       faultPoint('call:after');
     } else {
-      const receipt = await this.write('call', call, null, { events: [callDraft], budget: admit, ...latest });
+      // With no wait before the call's commit: a review the owner journaled here while the guards ran (its own inbox
+      // pass) is seen, and the commit itself is refused while a review decision about the operation waits in the inbox.
+      if (plan !== undefined) refuseUnsafeRetryHere(this.binding.owner, plan, true);
+      const waiting = plan !== undefined ? { expectNoWaitingReview: [...planOperationCalls(plan), call.id] } : {};
+      const receipt = await this.write('call', call, null, { events: [callDraft], budget: admit, ...latest, ...waiting });
       callEvent = receipt.events[0]!;
       reserved = receipt.reservedOutputBytes;
       faultPoint('call:after');
@@ -642,7 +646,7 @@ class Gateway implements ToolGateway {
         // A busy store rolled the write back: a result, which the call cannot get again, is written again.
         if (stage === 'result' && code === 'store_busy' && attempt < RUNTIME_DEFAULTS.resultWriteAttempts) continue;
         if (error instanceof OperationInDoubtError && runningCalls(this.binding.owner).has(error.callId)) throw stillRunning(error);
-        if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'not_latest_attempt' || code === 'history_changed' || code === 'journal_full' || code === 'operation_in_doubt')) {
+        if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'not_latest_attempt' || code === 'history_changed' || code === 'journal_full' || code === 'operation_in_doubt' || code === 'needs_review')) {
           throw error;
         }
         throw new ToolRecordingError(stage, call, result, error);

@@ -113,48 +113,54 @@ function cases(open: () => SessionStore | Promise<SessionStore>): void {
     await store.close();
   });
 
-  it('about the earlier attempt, recorded after the last look at the inbox before the retry was journaled', async () => {
-    const store = await open();
-    const owner = await store.acquire('s', { owner: 'host' });
-    await owner.startTask('t');
-    // The decision lands just after the runtime's look at the inbox following the guards (a narrow race, made here
-    // by wrapping that look): the retry's call is journaled, and then its approver is asked.
-    let lateDecision: (() => Promise<unknown>) | null = null;
-    const look = owner.waitingReview!.bind(owner);
-    let looks = 0;
-    (owner as { waitingReview: SessionOwner['waitingReview'] }).waitingReview = async (ids) => {
-      const found = await look(ids);
-      looks += 1;
-      if (looks === 2 && lateDecision !== null) await lateDecision();
-      return found;
-    };
-    let writes = 0;
-    let retrying = false;
-    const wire: Tool = {
-      name: 'wire',
-      metadata: new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'w1').withApproval('finance'),
-      execute: async () => {
-        writes += 1;
-        if (!retrying) throw new ToolBodyError('reset', 'the connection reset after the transfer was sent');
-        return 'sent';
-      },
-    };
-    const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' }, approvers: { finance: async () => ({ decision: 'approved' as const }) } })
-      .bind({ owner, taskId: 't', caller: 'agent' });
-    const first = await gateway.call('wire', { amount: 5 });
-    const inbox = decisionInbox(store);
-    await inbox.recordReview({ sessionId: 's', callId: first.call.id, outcome: 'not_executed', evidence: 'the bank shows nothing', actor: 'ops' });
-    const { history } = await journalInboxReviews(owner, store, await store.loadHistory('s'));
-    retrying = true;
-    const plan = prepareToolRetry(history, first.call.id);
-    lateDecision = () => inbox.recordReview({ sessionId: 's', callId: first.call.id, outcome: 'completed', evidence: 'the provider sent a receipt', actor: 'ops-2' });
-    const retried = await gateway.callWithOptions('wire', plan.arguments, { retry: plan });
-    assert.equal(looks, 2, 'the runtime looked at the inbox twice, and the decision landed after the second look');
-    refusedForReview(retried);
-    assert.equal(writes, 1, 'the transfer was made once');
-    await settledForGood(owner, store, [first.call.id, retried.call.id]);
-    await store.close();
-  });
+  for (const outcome of ['completed', 'uncertain'] as const) {
+    it(`a ${outcome} decision about the earlier attempt, recorded after the last look at the inbox, refuses the retry's call commit; then it is journaled there`, async () => {
+      const store = await open();
+      const owner = await store.acquire('s', { owner: 'host' });
+      await owner.startTask('t');
+      // The decision lands just after the runtime's look at the inbox following the guards (a narrow race, made here
+      // by wrapping that look), before the retry's call is committed.
+      let lateDecision: (() => Promise<unknown>) | null = null;
+      const look = owner.waitingReview!.bind(owner);
+      let looks = 0;
+      (owner as { waitingReview: SessionOwner['waitingReview'] }).waitingReview = async (ids) => {
+        const found = await look(ids);
+        looks += 1;
+        if (looks === 2 && lateDecision !== null) await lateDecision();
+        return found;
+      };
+      let writes = 0;
+      let retrying = false;
+      const wire: Tool = {
+        name: 'wire',
+        metadata: new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'w1').withApproval('finance'),
+        execute: async () => {
+          writes += 1;
+          if (!retrying) throw new ToolBodyError('reset', 'the connection reset after the transfer was sent');
+          return 'sent';
+        },
+      };
+      const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' }, approvers: { finance: async () => ({ decision: 'approved' as const }) } })
+        .bind({ owner, taskId: 't', caller: 'agent' });
+      const first = await gateway.call('wire', { amount: 5 });
+      const inbox = decisionInbox(store);
+      await inbox.recordReview({ sessionId: 's', callId: first.call.id, outcome: 'not_executed', evidence: 'the bank shows nothing', actor: 'ops' });
+      const { history } = await journalInboxReviews(owner, store, await store.loadHistory('s'));
+      retrying = true;
+      const plan = prepareToolRetry(history, first.call.id);
+      lateDecision = () => inbox.recordReview({ sessionId: 's', callId: first.call.id, outcome, evidence: 'the provider shows something', actor: 'ops-2' });
+      const before = (await store.loadHistory('s')).length;
+      await assert.rejects(gateway.callWithOptions('wire', plan.arguments, { retry: plan }), (e: unknown) => e instanceof ToolRetryError && e.code === 'needs_review');
+      assert.equal(looks, 2, 'the runtime looked at the inbox twice, and the decision landed after the second look');
+      assert.equal(writes, 1, 'the transfer was made once');
+      assert.equal((await store.loadHistory('s')).length, before, 'nothing was written');
+      // The earlier attempt is still the latest: the decision is journaled there, as recorded.
+      const report = await journalInboxReviews(owner, store, await store.loadHistory('s'));
+      assert.deepEqual(report.journaled.map((j) => [j.callId, j.outcome]), [[first.call.id, outcome]]);
+      assert.throws(() => prepareToolRetry(report.history, first.call.id), (e: unknown) => e instanceof ToolRetryError && e.code === (outcome === 'completed' ? 'completed' : 'needs_review'));
+      await store.close();
+    });
+  }
 
   it('a review read before the retry started and written after its start marker is refused, and the retry runs', async () => {
     const store = await open();

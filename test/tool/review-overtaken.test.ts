@@ -406,18 +406,16 @@ it("a retry is refused while an operator's review decision of its source waits i
   assert.throws(() => prepareToolRetry(report.history, callId), { name: 'ToolRetryError', code: 'completed' });
 
   // A decision recorded just after the retry's looks at the inbox (stood in for here): the store finds it when the
-  // retry's start marker is committed, so the retry is recorded refused before its body, and the decision, journaled
-  // on it, settles the operation.
+  // retry's call is committed, so nothing is written, and the decision, journaled on the source, settles the operation.
   const second = await wireInDoubt();
   await recordToolReview(second.owner, await second.store.loadHistory('s'), second.callId, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
   const racing = prepareToolRetry(await second.store.loadHistory('s'), second.callId);
   await decisionInbox(second.store).recordReview({ sessionId: 's', callId: second.callId, outcome: 'completed', evidence: 'the ledger shows the transfer', actor: 'ops-2' });
   Object.assign(second.owner, { waitingReview: async () => undefined });
-  const refused = await second.gateway.callWithOptions('wire', {}, { retry: racing });
-  assert.deepEqual([refused.result.outcome.status === 'failed' && refused.result.outcome.code, refused.startedEvent], ['tool_review_waiting', null]);
+  await assert.rejects(second.gateway.callWithOptions('wire', {}, { retry: racing }), { name: 'ToolRetryError', code: 'needs_review' });
   assert.equal(second.bodies(), 1, 'not run again');
   const settled = await journalInboxReviews(second.owner, second.store, await second.store.loadHistory('s'));
-  assert.deepEqual(settled.journaled.map((j) => [j.callId, j.outcome]), [[refused.call.id, 'completed']]);
+  assert.deepEqual(settled.journaled.map((j) => [j.callId, j.outcome]), [[second.callId, 'completed']]);
 
   // A backend that does not read the inbox in that transaction (written before TxReads.reviews): the retry goes ahead,
   // and the decision, which can no longer be journaled, says the write may have been made twice, not "never retry it".
@@ -491,6 +489,24 @@ it("after a retry that never ran, its attempt takes only a completed review, and
  * A session `s` whose non-idempotent transfer failed after its write, reviewed `not_executed` by ops, behind a guard
  * that runs `duringGuard` once when set and refuses while `refuse` is true; `bodies` counts the transfer's runs.
  */
+it("a completed review the owner's own inbox pass journals while the retry's guard runs refuses the retry before its call is committed", async () => {
+  const guarded = await guardedInDoubt();
+  const { store, owner, gateway, first } = guarded;
+  const plan = prepareToolRetry(await store.loadHistory('s'), first);
+  // While the guard runs, a colleague records that the transfer was made, and the host's own routine journals it: the
+  // source's row says settled before and after, and nothing waits in the inbox any more.
+  guarded.duringGuard = async () => {
+    await decisionInbox(store).recordReview({ sessionId: 's', callId: first, outcome: 'completed', evidence: 'the ledger shows the transfer', actor: 'ops-2' });
+    assert.equal((await journalInboxReviews(owner, store, await store.loadHistory('s'))).journaled.length, 1);
+  };
+  const before = (await store.loadHistory('s')).length;
+  await assert.rejects(gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'StoreConflictError', code: 'history_changed', message: /the plan is spent/ });
+  assert.equal(guarded.bodies, 1, 'written once');
+  const after = await store.loadHistory('s');
+  assert.deepEqual(after.slice(before).map((e) => e.kind.type), ['tool_review'], 'nothing written but the review');
+  await store.close();
+});
+
 async function guardedInDoubt() {
   const { store, owner } = await session();
   const state = { bodies: 0, refuse: false, duringGuard: null as (() => Promise<unknown>) | null };
