@@ -236,7 +236,34 @@ function oldEnough(createdAt: string, createdAtMost: number): boolean {
 export async function approvalRequests(
   store: SessionStore,
   state: 'open' | 'decided',
-  query: { readonly sessionId?: string; readonly tool?: string; readonly createdAtMost?: number; readonly after?: string; readonly limit: number },
+  query: InboxListing,
+): Promise<{ items: InboxDecisionRow[]; next: string | null }> {
+  return inboxRows(store, 'approval', state, query);
+}
+
+/** The filters and page of an inbox listing (approvalRequests, waitingReviewDecisions). */
+export interface InboxListing {
+  readonly sessionId?: string;
+  readonly tool?: string;
+  readonly createdAtMost?: number;
+  readonly after?: string;
+  readonly limit: number;
+}
+
+/**
+ * Up to `limit` review decisions recorded and not yet journaled by their session's owner, oldest first, with the same
+ * filters and paging as approvalRequests: the queue lists them, since until a host journals one nothing acts on it
+ * (a retry of its operation is refused meanwhile).
+ */
+export async function waitingReviewDecisions(store: SessionStore, query: InboxListing): Promise<{ items: InboxDecisionRow[]; next: string | null }> {
+  return inboxRows(store, 'review', 'decided', query);
+}
+
+async function inboxRows(
+  store: SessionStore,
+  kind: 'approval' | 'review',
+  state: 'open' | 'decided',
+  query: InboxListing,
 ): Promise<{ items: InboxDecisionRow[]; next: string | null }> {
   if (!hasInbox(store)) return { items: [], next: null };
   const inbox = decisionInbox(store);
@@ -244,7 +271,7 @@ export async function approvalRequests(
   let after = query.after;
   for (;;) {
     const page = await inbox.list({
-      kind: 'approval',
+      kind,
       states: [state],
       ...(query.sessionId !== undefined ? { sessionId: query.sessionId } : {}),
       ...(after !== undefined ? { after } : {}),

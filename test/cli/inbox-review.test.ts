@@ -114,8 +114,15 @@ describe('a review recorded with jingwei review', () => {
     const one = cli(['inspect', path, 'mail-1', call]);
     assert.equal(one.code, 0);
     assert.match(one.stdout, /inbox\s+completed by ops:maria: the provider shows the mail as sent/);
+    // The queue lists the decision until a host journals it: nothing acts on it before.
+    const queued = cli(['queue', path]);
+    assert.match(queued.stdout, /Review decisions waiting for the session's host to journal them \(1\):/);
+    assert.match(queued.stdout, new RegExp(`${decision.id}\\s+mail-1\\s+\\S+\\s+send_mail\\s+completed by ops:maria`));
+    const queuedJson = JSON.parse(cli(['queue', path, '--json']).stdout) as { reviews: { decision_id: string; call_id: string; outcome: string }[]; reviews_next: string | null };
+    assert.deepEqual([queuedJson.reviews.map((r) => [r.decision_id, r.call_id, r.outcome]), queuedJson.reviews_next], [[[decision.id, call, 'completed']], null]);
 
     assert.deepEqual(await recoveryPass(path), ['mail-1'], 'the first pass takes the session over to journal the review');
+    assert.match(cli(['queue', path]).stdout, /Nothing needs attention\./, 'journaled, the decision leaves the queue');
     const epoch = epochOf(path, 'mail-1');
     const store = openSqliteStore(path);
     const history = await store.loadHistory('mail-1');

@@ -6,7 +6,7 @@ import { integerOption, STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, UsageError } from '../exit.js';
 import { durationText, parseAge, safe, shortId, table, timeText } from '../format.js';
 import { withStore } from '../session.js';
-import { approvalRequests } from '../assessment.js';
+import { approvalRequests, type InboxListing, waitingReviewDecisions } from '../assessment.js';
 
 function statusesOf(value: string | boolean | undefined): AttentionStatus[] | undefined {
   if (typeof value !== 'string') return undefined;
@@ -42,6 +42,7 @@ export const queueCommand: Command = {
     cursor: { type: 'string', value: 'cursor', help: 'continue after the page that printed this cursor' },
     'approvals-after': { type: 'string', value: 'id', help: 'list the approval requests after this one (the next page of approvals)' },
     'decided-after': { type: 'string', value: 'id', help: 'list the decided requests after this one (the next page of those)' },
+    'reviews-after': { type: 'string', value: 'id', help: 'list the waiting review decisions after this one (the next page of those)' },
     json: { type: 'boolean', help: 'print one JSON document instead of a table' },
   },
   description: `
@@ -61,7 +62,11 @@ and --status or --effect (which select operations) leave them out.
 
 Last, the approval requests a person decided whose decision no attempt has used yet: the session's host uses each on
 its next attempt of the operation (a resumed run, or a retry), so one that stays here means that host has not come
-back: resume the session's run on another host. The same filters apply; --decided-after continues them.`,
+back: resume the session's run on another host. The same filters apply; --decided-after continues them.
+
+And the review decisions recorded ('jingwei review') that the session's host has not journaled yet: nothing acts on
+one until then (a retry of its operation is refused meanwhile), so one that stays here means that host has not come
+back: resume the session's run, or run the recovery routine, on another host. --reviews-after continues them.`,
   exitCodes: 'This command exits 0 whether or not items are listed (use --json and count them in scripts).',
   examples: [
     'jingwei queue journal.db',
@@ -97,10 +102,11 @@ back: resume the session's run on another host. The same filters apply; --decide
       const none = { items: [], next: null };
       let approvals: Awaited<ReturnType<typeof approvalRequests>> = none;
       let decided: Awaited<ReturnType<typeof approvalRequests>> = none;
+      let reviews: Awaited<ReturnType<typeof approvalRequests>> = none;
       if (status === undefined && effect === undefined) {
-        const page = async (state: 'open' | 'decided', option: 'approvals-after' | 'decided-after') => {
+        const page = async (option: 'approvals-after' | 'decided-after' | 'reviews-after', list: (query: InboxListing) => ReturnType<typeof approvalRequests>) => {
           try {
-            return await approvalRequests(store, state, {
+            return await list({
               ...(typeof options.session === 'string' ? { sessionId: options.session } : {}),
               ...(typeof options.tool === 'string' ? { tool: options.tool } : {}),
               ...(olderThanMs !== undefined ? { createdAtMost: Date.now() - olderThanMs } : {}),
@@ -112,8 +118,9 @@ back: resume the session's run on another host. The same filters apply; --decide
             throw error;
           }
         };
-        approvals = await page('open', 'approvals-after');
-        decided = await page('decided', 'decided-after');
+        approvals = await page('approvals-after', (q) => approvalRequests(store, 'open', q));
+        decided = await page('decided-after', (q) => approvalRequests(store, 'decided', q));
+        reviews = await page('reviews-after', (q) => waitingReviewDecisions(store, q));
       }
       const now = new Date().toISOString();
       if (options.json === true) {
@@ -134,12 +141,17 @@ back: resume the session's run on another host. The same filters apply; --decide
             key: r.binding?.key ?? null, decision: r.decision, actor: r.actor, decided_at: r.decidedAt, since: r.createdAt,
           })),
           decided_next: decided.next,
+          reviews: reviews.items.map((r) => ({
+            decision_id: r.id, session_id: r.sessionId, call_id: r.callId, tool: r.tool, outcome: r.decision, actor: r.actor,
+            evidence: r.reason, recorded_at: r.createdAt,
+          })),
+          reviews_next: reviews.next,
         }, null, 2));
         return EXIT.ok;
       }
       const s = out.style;
-      if (page.items.length === 0 && approvals.items.length === 0 && decided.items.length === 0) {
-        out.line(options.cursor || options['approvals-after'] || options['decided-after'] ? 'No more items.' : s.green('Nothing needs attention.'));
+      if (page.items.length === 0 && approvals.items.length === 0 && decided.items.length === 0 && reviews.items.length === 0) {
+        out.line(options.cursor || options['approvals-after'] || options['decided-after'] || options['reviews-after'] ? 'No more items.' : s.green('Nothing needs attention.'));
         return EXIT.ok;
       }
       if (page.items.length > 0) {
@@ -192,6 +204,22 @@ back: resume the session's run on another host. The same filters apply; --decide
         out.line();
         out.line(s.dim('The session\'s host uses each on its next attempt of the operation; if that host is gone, resume the session\'s run on another'
           + (decided.next ? `; more: --decided-after ${decided.next}` : '.')));
+      }
+      if (reviews.items.length > 0) {
+        if (page.items.length > 0 || approvals.items.length > 0 || decided.items.length > 0) out.line();
+        out.line(s.bold(`Review decisions waiting for the session's host to journal them (${reviews.items.length}):`));
+        out.line(table(
+          [{ header: 'RECORDED AT' }, { header: 'DECISION' }, { header: 'SESSION' }, { header: 'CALL' }, { header: 'TOOL' }, { header: 'OUTCOME' }, { header: 'WAITING' }],
+          reviews.items.map((r) => [
+            timeText(r.createdAt), safe(r.id), safe(r.sessionId), shortId(r.callId), safe(r.tool ?? '-'),
+            `${safe(r.decision ?? '-')} by ${safe(r.actor ?? '-')}`, durationText(r.createdAt, now) ?? '-',
+          ]),
+          s,
+          out.width !== undefined ? { width: out.width } : {},
+        ));
+        out.line();
+        out.line(s.dim('The session\'s host journals each when it next uses the inbox (a resumed run, its recovery routine); no retry of the operation is made meanwhile. If that host is gone, resume the session\'s run on another'
+          + (reviews.next ? `; more: --reviews-after ${reviews.next}` : '.')));
       }
       return EXIT.ok;
     });
