@@ -34,6 +34,10 @@ export function decideApprovalChange(sessionId: SessionId, change: ApprovalChang
     }
     return [{ ...row, state: 'consumed', consumedAt: at, consumedBy: callId }];
   }
+  if ('resolve' in change) {
+    return rows.filter((r) => r.kind === 'approval' && (r.state === 'open' || r.state === 'decided'))
+      .map((r): DecisionRow => ({ ...r, state: 'superseded' }));
+  }
   if ('settle' in change) {
     // An operator's denial of this very action, decided while the approver was asked: it stands, not superseded.
     refuseDecidedMeanwhile(rows, change.settle.callId, change.settle.binding, (r) => r.decision === 'denied');

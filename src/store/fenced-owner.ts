@@ -92,8 +92,13 @@ function plainDraft(draft: EventDraft, i: number): EventDraft {
 function approvalOperation(request: CommitRequest): { taskId: string; key: string } | undefined {
   const change = request.approval;
   if (change === undefined) return undefined;
+  if ('resolve' in change) {
+    const { taskId, key } = change.resolve ?? {};
+    if (typeof taskId !== 'string' || typeof key !== 'string') throw new InvalidInputError('approval', 'a resolve must name its operation (taskId and key)');
+    return { taskId, key };
+  }
   const binding = 'use' in change ? change.use?.binding : 'settle' in change ? change.settle?.binding : change.request?.binding;
-  if (!binding) throw new InvalidInputError('approval', 'must carry a request, a use or a settle with its binding');
+  if (!binding) throw new InvalidInputError('approval', 'must carry a request, a use, a settle with its binding, or a resolve');
   return { taskId: binding.taskId, key: binding.key };
 }
 
@@ -355,8 +360,8 @@ export class FencedOwner implements SessionOwner {
       if (this.guard.closing) throw new StoreClosedError(this.backend.kind, this.backend.location);
       throw new StaleOwnerError(this.sessionId, this.epoch, `it takes no new call: ${this.lettingGo}`);
     }
-    // Without an inbox there are no requests for a settle to supersede.
-    const request: CommitRequest = asked.approval && 'settle' in asked.approval && !this.backend.inbox ? withoutApproval(asked) : asked;
+    // Without an inbox there are no requests for a settle or a resolve to supersede.
+    const request: CommitRequest = asked.approval && ('settle' in asked.approval || 'resolve' in asked.approval) && !this.backend.inbox ? withoutApproval(asked) : asked;
     if (!Array.isArray(request.events)) throw new InvalidInputError('events', 'must be an array');
     const lastSeq = request.expectLastSeq;
     if (lastSeq !== undefined && (!Number.isSafeInteger(lastSeq) || lastSeq < -1)) {

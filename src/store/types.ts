@@ -90,7 +90,12 @@ export type ApprovalChange =
    * is never spent on a later one, and a request of an operation that moved on does not wait for ever. Refused
    * (nothing written) while an operator's denial of this very action waits unused: that denial is the answer.
    */
-  | { readonly settle: { readonly callId: string; readonly binding: ApprovalBinding; readonly at: string } };
+  | { readonly settle: { readonly callId: string; readonly binding: ApprovalBinding; readonly at: string } }
+  /**
+   * `resolve`: a `completed` review settled the operation for good, so no attempt of it will ever be made: its
+   * requests, open or decided and unused, are superseded (none waits in the queue for a person or a host).
+   */
+  | { readonly resolve: { readonly taskId: string; readonly key: string; readonly at: string } };
 
 /** A caller-keyed first attempt: the commit fails with OperationInDoubtError if the operation already has an attempt. */
 export interface NewOperationCondition {

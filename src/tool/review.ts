@@ -106,6 +106,8 @@ export async function recordToolReview(
     events: [{ turnId, kind }],
     expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: id },
     expectLastSeq: history[history.length - 1]!.seq,
+    // Settled for good: the operation's approval requests can never be used, and are superseded with the review.
+    ...(input.outcome === 'completed' ? { approval: { resolve: { taskId: op.taskId, key: op.key, at: new Date().toISOString() } } } : {}),
   }));
   return receipt.events[0]!;
 }

@@ -227,6 +227,40 @@ function cases(open: () => SessionStore | Promise<SessionStore>): void {
     assert.deepEqual((await inbox.list({ sessionId: 's', kind: 'review', states: ['decided'] })).items, [], 'the colleague is told at once; nothing waits');
     await store.close();
   });
+
+  it("a completed review journaled on a retry waiting for a person's approval supersedes its request: nothing is left to approve", async () => {
+    const store = await open();
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('t');
+    let writes = 0;
+    let retrying = false;
+    const wire: Tool = {
+      name: 'wire',
+      metadata: new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'w1').withApproval('finance'),
+      execute: async () => {
+        writes += 1;
+        throw new ToolBodyError('reset', 'the connection reset after the transfer was sent');
+      },
+    };
+    const approver = async () => (retrying ? { decision: 'pending' as const, note: 'a person decides' } : { decision: 'approved' as const });
+    const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' }, approvers: { finance: approver } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const first = (await gateway.call('wire', { amount: 5 })).call.id;
+    const inbox = decisionInbox(store);
+    await inbox.recordReview({ sessionId: 's', callId: first, outcome: 'not_executed', evidence: 'the bank shows nothing', actor: 'ops' });
+    const { history } = await journalInboxReviews(owner, store, await store.loadHistory('s'));
+    retrying = true;
+    const plan = prepareToolRetry(history, first);
+    const pending = await gateway.callWithOptions('wire', plan.arguments, { retry: plan });
+    assert.equal(pending.result.outcome.status === 'failed' && pending.result.outcome.category, 'approval_pending');
+    const open_ = () => inbox.list({ sessionId: 's', kind: 'approval', states: ['open', 'decided'] });
+    assert.equal((await open_()).items.length, 1, 'a request waits for a person');
+    await inbox.recordReview({ sessionId: 's', callId: pending.call.id, outcome: 'completed', evidence: 'the provider sent a receipt for the first attempt', actor: 'ops-2' });
+    const report = await journalInboxReviews(owner, store, await store.loadHistory('s'));
+    assert.deepEqual(report.journaled.map((j) => [j.callId, j.outcome]), [[pending.call.id, 'completed']]);
+    assert.deepEqual((await open_()).items, [], 'the request was superseded with the review');
+    assert.equal(writes, 1);
+    await store.close();
+  });
 }
 
 describe('a review decision recorded while a retry waits for its approver, on memory', () => cases(() => createMemoryStore()));
