@@ -586,15 +586,7 @@ describe('resumable agent runs (SQLite)', () => {
     let answer: 'approved' | 'pending' = 'approved';
     const approver = async () => (answer === 'approved' ? { decision: 'approved' as const } : { decision: 'pending' as const, note: 'check again' });
     // Approved, the e-mail's attempt is killed once its start marker is durable: it may have been sent.
-    const crashed = await host(path, world.tools, approver);
-    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
-    try {
-      await assert.rejects(runAgent({ ...crashed, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 4, runId: 'order-approved', store: crashed.store }), Crash);
-    } finally {
-      setFaultHook(null);
-    }
-    await crashed.store.close();
-    const h = await host(path, world.tools, approver);
+    const h = await crashedInsideEmail(path, world, 'order-approved', { approver });
     const emailCalls = async () => (await h.store.loadHistory('shop')).flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.name === 'send_email' ? [e.kind.call.id] : []));
     await recordToolReview(h.owner, await h.store.loadHistory('shop'), (await emailCalls())[0]!, { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'not in the outbox' });
     answer = 'pending';
@@ -611,51 +603,43 @@ describe('resumable agent runs (SQLite)', () => {
   });
 
   for (const decision of ['approved', 'denied'] as const) {
-  it(`a completed review recorded while the resumed run's retry waits for its approver (who then answers ${decision}) stops the run before the model reads the call; the next resume reads it as done`, async () => {
-    const path = tempDbPath(dir);
-    const world = outside({ emailEffect: 'non_idempotent', emailApprover: true });
-    let gate: Promise<void> | null = null;
-    let approve: () => void = () => {};
-    let onAsked: () => void = () => {};
-    const asked = new Promise<void>((resolve) => { onAsked = resolve; });
-    const approver = async () => {
-      if (gate !== null) {
-        onAsked();
-        await gate;
-      }
-      return gate === null || decision === 'approved' ? { decision: 'approved' as const } : { decision: 'denied' as const, code: 'cfo_no', message: 'not this one' };
-    };
-    // Approved, the e-mail's attempt is killed once its start marker is durable: it may have been sent.
-    const crashed = await host(path, world.tools, approver);
-    setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
-    try {
-      await assert.rejects(runAgent({ ...crashed, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 4, runId: `order-waiting-${decision}`, store: crashed.store }), Crash);
-    } finally {
-      setFaultHook(null);
-    }
-    await crashed.store.close();
-    const h = await host(path, world.tools, approver);
-    const emailCalls = async () => (await h.store.loadHistory('shop')).flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.name === 'send_email' ? [e.kind.call.id] : []));
-    await recordToolReview(h.owner, await h.store.loadHistory('shop'), (await emailCalls())[0]!, { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'not in the outbox' });
-    gate = new Promise<void>((resolve) => { approve = resolve; });
-    const resumed = resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: `order-waiting-${decision}`, store: h.store, maxSteps: 4 });
-    await asked;
-    // While the retry waits for its approver, a colleague finds the message in the customer's inbox.
-    await decisionInbox(h.store).recordReview({ sessionId: 'shop', callId: (await emailCalls())[1]!, outcome: 'completed', evidence: 'the customer has the e-mail', actor: 'ops-2@example.com' });
-    approve();
-    const stopped = await resumed;
-    assert.equal(stopped.stopReason, 'needs_review', 'the model is not told the e-mail failed, nor that it was denied');
-    assert.equal(world.emails.size, 0, 'the retry did not send it');
-    gate = null;
-    const done = await resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: `order-waiting-${decision}`, store: h.store, maxSteps: 4 });
-    assert.equal(done.stopReason, 'completed');
-    const email = done.toolCalls.find((c) => c.name === 'send_email');
-    assert.ok(email?.outcome.ok, JSON.stringify(email?.outcome));
-    const again = await resumeAgent({ ...h, model: scriptedModel([]), runId: `order-waiting-${decision}`, store: h.store, maxSteps: 4 });
-    assert.equal(again.stopReason, 'completed', 'read back the same way');
-    assert.equal(world.emails.size, 0, 'not sent by any retry');
-    await h.store.close();
-  });
+    it(`a completed review recorded while the resumed run's retry waits for its approver (who then answers ${decision}) stops the run before the model reads the call; the next resume reads it as done`, async () => {
+      const path = tempDbPath(dir);
+      const world = outside({ emailEffect: 'non_idempotent', emailApprover: true });
+      let gate: Promise<void> | null = null;
+      let approve: () => void = () => {};
+      let onAsked: () => void = () => {};
+      const asked = new Promise<void>((resolve) => { onAsked = resolve; });
+      const approver = async () => {
+        if (gate !== null) {
+          onAsked();
+          await gate;
+        }
+        return gate === null || decision === 'approved' ? { decision: 'approved' as const } : { decision: 'denied' as const, code: 'cfo_no', message: 'not this one' };
+      };
+      // Approved, the e-mail's attempt is killed once its start marker is durable: it may have been sent.
+      const h = await crashedInsideEmail(path, world, `order-waiting-${decision}`, { approver });
+      const emailCalls = async () => (await h.store.loadHistory('shop')).flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.name === 'send_email' ? [e.kind.call.id] : []));
+      await recordToolReview(h.owner, await h.store.loadHistory('shop'), (await emailCalls())[0]!, { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'not in the outbox' });
+      gate = new Promise<void>((resolve) => { approve = resolve; });
+      const resumed = resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: `order-waiting-${decision}`, store: h.store, maxSteps: 4 });
+      await asked;
+      // While the retry waits for its approver, a colleague finds the message in the customer's inbox.
+      await decisionInbox(h.store).recordReview({ sessionId: 'shop', callId: (await emailCalls())[1]!, outcome: 'completed', evidence: 'the customer has the e-mail', actor: 'ops-2@example.com' });
+      approve();
+      const stopped = await resumed;
+      assert.equal(stopped.stopReason, 'needs_review', 'the model is not told the e-mail failed, nor that it was denied');
+      assert.equal(world.emails.size, 0, 'the retry did not send it');
+      gate = null;
+      const done = await resumeAgent({ ...h, model: scriptedModel([doneStep]), runId: `order-waiting-${decision}`, store: h.store, maxSteps: 4 });
+      assert.equal(done.stopReason, 'completed');
+      const email = done.toolCalls.find((c) => c.name === 'send_email');
+      assert.ok(email?.outcome.ok, JSON.stringify(email?.outcome));
+      const again = await resumeAgent({ ...h, model: scriptedModel([]), runId: `order-waiting-${decision}`, store: h.store, maxSteps: 4 });
+      assert.equal(again.stopReason, 'completed', 'read back the same way');
+      assert.equal(world.emails.size, 0, 'not sent by any retry');
+      await h.store.close();
+    });
   }
 
   it('a durable approval stops the run as awaiting_approval; after the operator approves, resuming continues', async () => {

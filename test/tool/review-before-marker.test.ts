@@ -18,55 +18,60 @@ import { journalInboxReviews } from '../../src/tool/inbox-review.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
-import type { Tool, ToolExecution } from '../../src/tool/types.js';
+import type { Tool, ToolApproval, ToolExecution } from '../../src/tool/types.js';
 import { forEachStore } from '../support/stores.js';
 
 
 const calls = (history: readonly SessionEvent[]) => history.flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call.id] : []));
 
 /**
- * A wire transfer with approval whose first attempt wrote and then failed (`writes` counts the bodies that ran), a
- * person's wrong `not_executed` about it journaled, and a retry planned on it. The approver approves the first attempt
- * at once; the retry's approval waits for `approve()`, and `asked` resolves when it is asked.
+ * A wire transfer (with approval when `approver` is given) whose first attempt wrote and then failed, and a person's
+ * wrong `not_executed` about it journaled from the inbox. `writes` counts the bodies that ran; `retrying()` is true
+ * once the history a retry is planned on has been read.
  */
-async function wrongNotExecutedThenRetry(store: SessionStore) {
+async function wrongNotExecuted(store: SessionStore, approver?: (retrying: boolean) => Promise<ToolApproval>) {
   const owner = await store.acquire('s', { owner: 'host' });
   await owner.startTask('t');
   const state = { writes: 0, retrying: false };
-  let approve: () => void = () => {};
-  let onAsked: () => void = () => {};
-  const asked = new Promise<void>((resolve) => { onAsked = resolve; });
+  const metadata = new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'w1');
   const wire: Tool = {
     name: 'wire',
-    metadata: new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'w1').withApproval('finance'),
+    metadata: approver ? metadata.withApproval('finance') : metadata,
     execute: async () => {
       state.writes += 1;
       if (!state.retrying) throw new ToolBodyError('reset', 'the connection reset after the transfer was sent');
       return 'sent';
     },
   };
-  const runtime = createToolRuntime({
-    tools: [wire],
-    grants: { agent: '*' },
-    approvers: {
-      finance: async () => {
-        if (!state.retrying) return { decision: 'approved' as const };
-        onAsked();
-        await new Promise<void>((resolve) => { approve = resolve; });
-        return { decision: 'approved' as const };
-      },
-    },
-  });
-  const gateway = runtime.bind({ owner, taskId: 't', caller: 'agent' });
+  const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' }, ...(approver ? { approvers: { finance: () => approver(state.retrying) } } : {}) })
+    .bind({ owner, taskId: 't', caller: 'agent' });
   const first = await gateway.call('wire', { amount: 5 });
   assert.equal(first.result.outcome.status, 'failed');
   const inbox = decisionInbox(store);
   await inbox.recordReview({ sessionId: 's', callId: first.call.id, outcome: 'not_executed', evidence: 'the bank shows nothing', actor: 'ops' });
   const { history } = await journalInboxReviews(owner, store, await store.loadHistory('s'));
   state.retrying = true;
-  const plan = prepareToolRetry(history, first.call.id);
-  const retry = gateway.callWithOptions('wire', plan.arguments, { retry: plan });
-  return { owner, inbox, state, first: first.call.id, retry, asked, approve: () => approve() };
+  return { owner, inbox, state, gateway, history, first: first.call.id };
+}
+
+/**
+ * wrongNotExecuted with a retry planned and started: the approver approves the first attempt at once; the retry's
+ * approval waits for `approve()`, and `asked` resolves when it is asked.
+ */
+async function wrongNotExecutedThenRetry(store: SessionStore) {
+  let approve: () => void = () => {};
+  let onAsked: () => void = () => {};
+  const asked = new Promise<void>((resolve) => { onAsked = resolve; });
+  const wired = await wrongNotExecuted(store, async (retrying) => {
+    if (retrying) {
+      onAsked();
+      await new Promise<void>((resolve) => { approve = resolve; });
+    }
+    return { decision: 'approved' as const };
+  });
+  const plan = prepareToolRetry(wired.history, wired.first);
+  const retry = wired.gateway.callWithOptions('wire', plan.arguments, { retry: plan });
+  return { ...wired, retry, asked, approve: () => approve() };
 }
 
 function refusedForReview(execution: ToolExecution): void {
@@ -116,48 +121,27 @@ function cases(open: () => SessionStore | Promise<SessionStore>): void {
   for (const outcome of ['completed', 'uncertain'] as const) {
     it(`a ${outcome} decision about the earlier attempt, recorded after the last look at the inbox, refuses the retry's call commit; then it is journaled there`, async () => {
       const store = await open();
-      const owner = await store.acquire('s', { owner: 'host' });
-      await owner.startTask('t');
+      const { owner, inbox, state, gateway, history, first } = await wrongNotExecuted(store, async () => ({ decision: 'approved' as const }));
       // The decision lands just after the runtime's look at the inbox following the guards (a narrow race, made here
       // by wrapping that look), before the retry's call is committed.
-      let lateDecision: (() => Promise<unknown>) | null = null;
       const look = owner.waitingReview!.bind(owner);
       let looks = 0;
       (owner as { waitingReview: SessionOwner['waitingReview'] }).waitingReview = async (ids) => {
         const found = await look(ids);
         looks += 1;
-        if (looks === 2 && lateDecision !== null) await lateDecision();
+        if (looks === 2) await inbox.recordReview({ sessionId: 's', callId: first, outcome, evidence: 'the provider shows something', actor: 'ops-2' });
         return found;
       };
-      let writes = 0;
-      let retrying = false;
-      const wire: Tool = {
-        name: 'wire',
-        metadata: new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'w1').withApproval('finance'),
-        execute: async () => {
-          writes += 1;
-          if (!retrying) throw new ToolBodyError('reset', 'the connection reset after the transfer was sent');
-          return 'sent';
-        },
-      };
-      const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' }, approvers: { finance: async () => ({ decision: 'approved' as const }) } })
-        .bind({ owner, taskId: 't', caller: 'agent' });
-      const first = await gateway.call('wire', { amount: 5 });
-      const inbox = decisionInbox(store);
-      await inbox.recordReview({ sessionId: 's', callId: first.call.id, outcome: 'not_executed', evidence: 'the bank shows nothing', actor: 'ops' });
-      const { history } = await journalInboxReviews(owner, store, await store.loadHistory('s'));
-      retrying = true;
-      const plan = prepareToolRetry(history, first.call.id);
-      lateDecision = () => inbox.recordReview({ sessionId: 's', callId: first.call.id, outcome, evidence: 'the provider shows something', actor: 'ops-2' });
+      const plan = prepareToolRetry(history, first);
       const before = (await store.loadHistory('s')).length;
       await assert.rejects(gateway.callWithOptions('wire', plan.arguments, { retry: plan }), (e: unknown) => e instanceof ToolRetryError && e.code === 'needs_review');
       assert.equal(looks, 2, 'the runtime looked at the inbox twice, and the decision landed after the second look');
-      assert.equal(writes, 1, 'the transfer was made once');
+      assert.equal(state.writes, 1, 'the transfer was made once');
       assert.equal((await store.loadHistory('s')).length, before, 'nothing was written');
       // The earlier attempt is still the latest: the decision is journaled there, as recorded.
       const report = await journalInboxReviews(owner, store, await store.loadHistory('s'));
-      assert.deepEqual(report.journaled.map((j) => [j.callId, j.outcome]), [[first.call.id, outcome]]);
-      assert.throws(() => prepareToolRetry(report.history, first.call.id), (e: unknown) => e instanceof ToolRetryError && e.code === (outcome === 'completed' ? 'completed' : 'needs_review'));
+      assert.deepEqual(report.journaled.map((j) => [j.callId, j.outcome]), [[first, outcome]]);
+      assert.throws(() => prepareToolRetry(report.history, first), (e: unknown) => e instanceof ToolRetryError && e.code === (outcome === 'completed' ? 'completed' : 'needs_review'));
       await store.close();
     });
   }
@@ -193,23 +177,7 @@ function cases(open: () => SessionStore | Promise<SessionStore>): void {
 
   it('a review of an attempt read while it was the latest and written after a retry of it was journaled is refused', async () => {
     const store = await open();
-    const owner = await store.acquire('s', { owner: 'host' });
-    await owner.startTask('t');
-    let writes = 0;
-    const wire: Tool = {
-      name: 'wire',
-      metadata: new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'w1'),
-      execute: async () => {
-        writes += 1;
-        if (writes === 1) throw new ToolBodyError('reset', 'the connection reset after the transfer was sent');
-        return 'sent';
-      },
-    };
-    const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
-    const first = (await gateway.call('wire', { amount: 5 })).call.id;
-    const inbox = decisionInbox(store);
-    await inbox.recordReview({ sessionId: 's', callId: first, outcome: 'not_executed', evidence: 'the bank shows nothing', actor: 'ops' });
-    const { history } = await journalInboxReviews(owner, store, await store.loadHistory('s'));
+    const { inbox, gateway, history, first } = await wrongNotExecuted(store);
     // The colleague's read of the journal shows the first attempt as the latest; the host's retry is made before the
     // review is written.
     const journal = store as JournalStore;
@@ -230,35 +198,18 @@ function cases(open: () => SessionStore | Promise<SessionStore>): void {
 
   it("a completed review journaled on a retry waiting for a person's approval supersedes its request: nothing is left to approve", async () => {
     const store = await open();
-    const owner = await store.acquire('s', { owner: 'host' });
-    await owner.startTask('t');
-    let writes = 0;
-    let retrying = false;
-    const wire: Tool = {
-      name: 'wire',
-      metadata: new ToolMetadata('wire', { type: 'object' }).withEffect('non_idempotent', 'w1').withApproval('finance'),
-      execute: async () => {
-        writes += 1;
-        throw new ToolBodyError('reset', 'the connection reset after the transfer was sent');
-      },
-    };
-    const approver = async () => (retrying ? { decision: 'pending' as const, note: 'a person decides' } : { decision: 'approved' as const });
-    const gateway = createToolRuntime({ tools: [wire], grants: { agent: '*' }, approvers: { finance: approver } }).bind({ owner, taskId: 't', caller: 'agent' });
-    const first = (await gateway.call('wire', { amount: 5 })).call.id;
-    const inbox = decisionInbox(store);
-    await inbox.recordReview({ sessionId: 's', callId: first, outcome: 'not_executed', evidence: 'the bank shows nothing', actor: 'ops' });
-    const { history } = await journalInboxReviews(owner, store, await store.loadHistory('s'));
-    retrying = true;
+    const { owner, inbox, state, gateway, history, first } = await wrongNotExecuted(store, async (retrying) =>
+      (retrying ? { decision: 'pending' as const, note: 'a person decides' } : { decision: 'approved' as const }));
     const plan = prepareToolRetry(history, first);
     const pending = await gateway.callWithOptions('wire', plan.arguments, { retry: plan });
     assert.equal(pending.result.outcome.status === 'failed' && pending.result.outcome.category, 'approval_pending');
-    const open_ = () => inbox.list({ sessionId: 's', kind: 'approval', states: ['open', 'decided'] });
-    assert.equal((await open_()).items.length, 1, 'a request waits for a person');
+    const requests = () => inbox.list({ sessionId: 's', kind: 'approval', states: ['open', 'decided'] });
+    assert.equal((await requests()).items.length, 1, 'a request waits for a person');
     await inbox.recordReview({ sessionId: 's', callId: pending.call.id, outcome: 'completed', evidence: 'the provider sent a receipt for the first attempt', actor: 'ops-2' });
     const report = await journalInboxReviews(owner, store, await store.loadHistory('s'));
     assert.deepEqual(report.journaled.map((j) => [j.callId, j.outcome]), [[pending.call.id, 'completed']]);
-    assert.deepEqual((await open_()).items, [], 'the request was superseded with the review');
-    assert.equal(writes, 1);
+    assert.deepEqual((await requests()).items, [], 'the request was superseded with the review');
+    assert.equal(state.writes, 1);
     await store.close();
   });
 }
