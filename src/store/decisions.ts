@@ -210,6 +210,7 @@ function refuseDuplicateIds(sessionId: SessionId, drafts: readonly EventDraft[],
 export function decideCommit(owner: OwnerRef, request: CommitRequest, now: number) {
   return (state: TxState): TxWrites<CommitOutcome> => {
     const session = renewLease(requireOwner(state.session, owner), owner, state);
+    request.recheck?.();
     refuseDuplicateIds(session.sessionId, request.events, state.existingEventIds);
     const lastSeq = request.expectLastSeq;
     if (lastSeq !== undefined && lastSeq !== session.lastSeq) {

@@ -327,7 +327,7 @@ function checkAfter(after: unknown, kind: 'approval' | 'review' | undefined): st
   const id = checkId<string>('after', after);
   const prefix = kind === undefined ? '(approval|review)' : kind;
   if (!new RegExp(`^${prefix}_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`).test(id)) {
-    throw new InvalidInputError('after', `must be the id of ${kind === undefined ? 'a decision' : `an ${kind} ${kind === 'approval' ? 'request' : 'decision'}`} (a page's next), got ${JSON.stringify(id)}`);
+    throw new InvalidInputError('after', `must be the id of ${kind === undefined ? 'a decision' : kind === 'approval' ? 'an approval request' : 'a review decision'} (a page's next), got ${JSON.stringify(id)}`);
   }
   return id;
 }

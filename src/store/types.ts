@@ -124,6 +124,13 @@ export interface CommitRequest {
    * nothing written. Stores without an inbox have none waiting.
    */
   readonly expectNoWaitingReview?: readonly string[];
+  /**
+   * Internal to the runtime: a condition of this process the commit must still meet when its state is read, run
+   * synchronously inside the transaction before anything is written; what it throws rejects the commit unchanged,
+   * nothing written. A retry's checks of what was journaled here: a review the owner's own inbox pass journals while
+   * the retry's commit waits for its connection (or its turn) is seen (docs/design.md#a-review-decision-stops-a-retry-before-its-body).
+   */
+  readonly recheck?: () => void;
 }
 
 /** The latest attempt of one operation as journaled: its call and whatever of its marker and result is recorded. */

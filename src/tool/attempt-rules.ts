@@ -97,17 +97,24 @@ export async function refuseWhileReviewWaits(owner: SessionOwner, plan: ToolRetr
   );
 }
 
-export type AttemptCondition = Pick<CommitRequest, 'expectLatestAttempt' | 'expectNewOperation'>;
+export type AttemptCondition = Pick<CommitRequest, 'expectLatestAttempt' | 'expectNewOperation' | 'expectNoWaitingReview' | 'recheck'>;
 
 /**
  * What the commit of an attempt's call requires: a retry must still be the latest attempt (and its source as its
- * plan read it); a caller-keyed first attempt must still be the first (two callers racing on one new key: the second
- * gets OperationInDoubtError naming the first).
+ * plan read it, with no earlier owner writing since), no review decision about its operation may wait in the inbox,
+ * and this process's checks (refuseUnsafeRetryHere) must still pass when the commit's state is read, whether the call
+ * is recorded to run or refused; a caller-keyed first attempt must still be the first (two callers racing on one new
+ * key: the second gets OperationInDoubtError naming the first).
  */
-export function attemptCondition(op: ToolOperation, plan: ToolRetryPlan | undefined, callerKeyed: boolean): AttemptCondition {
+export function attemptCondition(owner: SessionOwner, op: ToolOperation, plan: ToolRetryPlan | undefined, callerKeyed: boolean): AttemptCondition {
   const row = plan ? planSourceRow(plan) : null;
   const source = row && plan ? { ...row, seenSeq: planHistorySeq(plan) } : null;
-  if (op.retry) return { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId, ...(source ? { source } : {}) } };
+  if (op.retry) {
+    return {
+      expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId, ...(source ? { source } : {}) },
+      ...(plan ? { expectNoWaitingReview: planOperationCalls(plan), recheck: () => refuseUnsafeRetryHere(owner, plan, true) } : {}),
+    };
+  }
   return callerKeyed ? { expectNewOperation: { taskId: op.taskId, key: op.key } } : {};
 }
 

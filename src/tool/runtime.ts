@@ -346,7 +346,7 @@ class Gateway implements ToolGateway {
     const ctx = Object.freeze({ caller: this.caller, call: this.runtime.guards.length > 0 || registered?.tool.metadata.approval ? hookView(call, argsText) : call });
     const callDraft = this.draft({ type: 'tool_call', call });
     const admit: BudgetChange = { taskId: this.taskId, admit: { maxOutputBytes: outputLimit } };
-    const latest = attemptCondition(op, plan, callerKeyed);
+    const latest = attemptCondition(this.binding.owner, op, plan, callerKeyed);
 
     // Checks without side effects run before the call is written; a rejection is journaled with its call.
     // An interrupt that came before the call is written is recorded with it, without a start marker: provably unrun.
@@ -396,11 +396,10 @@ class Gateway implements ToolGateway {
       reserved = receipt.reservedOutputBytes;
       faultPoint('call:after');
     } else {
-      // With no wait before the call's commit: a review the owner journaled here while the guards ran (its own inbox
-      // pass) is seen, and the commit itself is refused while a review decision about the operation waits in the inbox.
-      if (plan !== undefined) refuseUnsafeRetryHere(this.binding.owner, plan, true);
-      const waiting = plan !== undefined ? { expectNoWaitingReview: [...planOperationCalls(plan), call.id] } : {};
-      const receipt = await this.write('call', call, null, { events: [callDraft], budget: admit, ...latest, ...waiting });
+      // A retry's commit (`latest`) is refused while a review decision about its operation waits in the inbox, and
+      // checks again, inside its transaction, what was journaled here: a review the owner's own inbox pass journaled
+      // while the guards ran, or while this commit waited for its connection, is seen.
+      const receipt = await this.write('call', call, null, { events: [callDraft], budget: admit, ...latest });
       callEvent = receipt.events[0]!;
       reserved = receipt.reservedOutputBytes;
       faultPoint('call:after');
@@ -536,7 +535,7 @@ class Gateway implements ToolGateway {
   private async refuseChangedContract(call: ToolCall, refusal: Failure, observer: AttemptObserver | null, plan: ToolRetryPlan): Promise<ToolExecution> {
     const op = call.operation!;
     const binding = approvalBinding(call, op);
-    const latest = attemptCondition(op, plan, false);
+    const latest = attemptCondition(this.binding.owner, op, plan, false);
     const record = async (outcome: Failure, change: ApprovalChange, approval?: ToolApprovalRecord): Promise<ToolExecution> => {
       const execution = await this.recordRefused(call, outcome, latest, { change, ...(approval ? { record: approval } : {}) });
       // Told once written: a first write refused for an operator's late denial is made again with that denial.
@@ -646,7 +645,9 @@ class Gateway implements ToolGateway {
         // A busy store rolled the write back: a result, which the call cannot get again, is written again.
         if (stage === 'result' && code === 'store_busy' && attempt < RUNTIME_DEFAULTS.resultWriteAttempts) continue;
         if (error instanceof OperationInDoubtError && runningCalls(this.binding.owner).has(error.callId)) throw stillRunning(error);
-        if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'not_latest_attempt' || code === 'history_changed' || code === 'journal_full' || code === 'operation_in_doubt' || code === 'needs_review')) {
+        // A retry's own conditions (attemptCondition): refused as they would be before its plan was taken.
+        if (stage === 'call' && error instanceof ToolRetryError) throw error;
+        if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'not_latest_attempt' || code === 'history_changed' || code === 'journal_full' || code === 'operation_in_doubt')) {
           throw error;
         }
         throw new ToolRecordingError(stage, call, result, error);

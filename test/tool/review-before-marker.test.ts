@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { DecisionError, ToolBodyError, ToolRetryError } from '../../src/errors.js';
+import { DecisionError, StoreConflictError, ToolBodyError, ToolRetryError } from '../../src/errors.js';
 import type { SessionEvent } from '../../src/event/types.js';
 import { pendingInboxReviews, withInboxReviews } from '../../src/cli/assessment.js';
 import { decisionInbox } from '../../src/store/inbox.js';
@@ -172,6 +172,30 @@ function cases(open: () => SessionStore | Promise<SessionStore>): void {
     assert.equal((await body).result.outcome.status, 'succeeded');
     assert.equal(state.writes, writes + 1);
     assert.deepEqual((await inbox.list({ sessionId: 's', kind: 'review', states: ['decided'] })).items, [], 'nothing waits');
+    await store.close();
+  });
+
+  it("a completed review the owner's own inbox pass journals while the retry's call commit waits for its turn refuses that commit", async () => {
+    const store = await open();
+    const { owner, inbox, state, gateway, history, first } = await wrongNotExecuted(store);
+    const plan = prepareToolRetry(history, first);
+    // The retry's checks before its commit have passed; its transaction has not begun (a busy pool, a slow connect):
+    // meanwhile a colleague's completed review is recorded and the host's own routine journals it.
+    const backend = (store as JournalStore).backend;
+    const transact = backend.transact.bind(backend);
+    let held = true;
+    (backend as { transact: typeof transact }).transact = async (sessionId, reads, decide) => {
+      if (held && reads.writtenSince !== undefined) {
+        held = false;
+        await inbox.recordReview({ sessionId: 's', callId: first, outcome: 'completed', evidence: 'the provider sent a receipt', actor: 'ops-2' });
+        assert.equal((await journalInboxReviews(owner, store, await store.loadHistory('s'))).journaled.length, 1);
+      }
+      return transact(sessionId, reads, decide);
+    };
+    await assert.rejects(gateway.callWithOptions('wire', plan.arguments, { retry: plan }), (e: unknown) => e instanceof StoreConflictError && e.code === 'history_changed');
+    assert.equal(held, false, 'the review was journaled while the commit waited');
+    assert.equal(state.writes, 1, 'the transfer was made once');
+    await assert.rejects(async () => prepareToolRetry(await store.loadHistory('s'), first), (e: unknown) => e instanceof ToolRetryError && e.code === 'completed');
     await store.close();
   });
 

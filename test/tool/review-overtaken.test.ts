@@ -448,15 +448,27 @@ it("a retry is refused while a review decision waits for any attempt of its oper
   assert.equal(guarded.bodies, 1, 'not run: the decision was seen once the guard had answered');
   await inbox.markReviewStale(decision!.id, 'set aside for the next part of this test');
 
-  // A retry the guard refuses never runs; a decision about the first attempt, recorded meanwhile, holds back the next.
+  // A retry the guard refuses is not recorded while a decision about the first attempt, recorded meanwhile, waits:
+  // the decision stays on the attempt it names (an uncertain one was marked stale once a refused retry existed).
   guarded.refuse = true;
-  guarded.duringGuard = async () => { decision = await inbox.recordReview({ sessionId: 's', callId: first, outcome: 'completed', evidence: 'the ledger shows the transfer', actor: 'ops-2' }); };
+  guarded.duringGuard = async () => { decision = await inbox.recordReview({ sessionId: 's', callId: first, outcome: 'uncertain', evidence: 'the bank may have sent it', actor: 'ops-2' }); };
+  const before = (await store.loadHistory('s')).length;
+  await assert.rejects(gateway.callWithOptions('wire', {}, { retry: prepareToolRetry(await store.loadHistory('s'), first) }), { name: 'ToolRetryError', code: 'needs_review' });
+  assert.equal((await store.loadHistory('s')).length, before, 'the refused retry was not recorded');
+  const doubt = await journalInboxReviews(owner, store, await store.loadHistory('s'));
+  assert.deepEqual(doubt.journaled.map((j) => [j.decisionId, j.callId, j.outcome]), [[decision!.id, first, 'uncertain']]);
+  assert.throws(() => prepareToolRetry(doubt.history, first), { name: 'ToolRetryError', code: 'needs_review' });
+  await recordToolReview(owner, doubt.history, first, { actor: 'ops', outcome: 'not_executed', evidence: 'the bank confirms nothing was sent' });
+
+  // A retry the guard refuses never runs; a decision about the first attempt, recorded after it, holds back the next.
+  guarded.refuse = true;
   const second = (await gateway.callWithOptions('wire', {}, { retry: prepareToolRetry(await store.loadHistory('s'), first) })).call.id;
   guarded.refuse = false;
+  decision = await inbox.recordReview({ sessionId: 's', callId: second, outcome: 'completed', evidence: 'the ledger shows the transfer', actor: 'ops-2' });
   const plan = prepareToolRetry(await store.loadHistory('s'), second);
-  await assert.rejects(gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'ToolRetryError', code: 'needs_review', message: new RegExp(`${decision!.id} of call ${first}`) });
+  await assert.rejects(gateway.callWithOptions('wire', {}, { retry: plan }), { name: 'ToolRetryError', code: 'needs_review', message: new RegExp(`${decision!.id} of call ${second}`) });
   assert.equal(guarded.bodies, 1, 'written once');
-  // Journaled on the operation's latest attempt, which never ran and carries its doubt: no retry is planned after it.
+  // Journaled on the operation's latest attempt, which never ran: no retry is planned after it.
   const report = await journalInboxReviews(owner, store, await store.loadHistory('s'));
   assert.deepEqual(report.journaled.map((j) => [j.decisionId, j.callId, j.outcome]), [[decision!.id, second, 'completed']]);
   assert.throws(() => prepareToolRetry(report.history, second), { name: 'ToolRetryError', code: 'completed' });
