@@ -4,7 +4,7 @@
  * recorded failure is what the model reads again; an open call (no result) goes through the host's recovery policy;
  * an attempt waiting on a durable approval is retried once the operator decided, and otherwise stops the run.
  */
-import { DecisionError, JsonParseError, ToolPreflightError, ToolRetryError } from '../errors.js';
+import { DecisionError, JsonParseError, StoreConflictError, ToolPreflightError, ToolRetryError } from '../errors.js';
 import { decisionInbox } from '../store/inbox.js';
 import { JournalStore } from '../store/journal-store.js';
 import type { ActionContext, SessionEvent, ToolReviewRecord } from '../event/types.js';
@@ -372,8 +372,13 @@ async function recoverOpen(
     // stops for it as for any open call, and a later resume reads what it did.
     if (error instanceof ToolRetryError && error.code === 'body_running') return { kind: 'stop', reason: 'needs_review', callId };
     // Another run's pass here is asking the call's reconciler, or an operator's review decision of the call came into
-    // the inbox since the run journaled it: a later resume reads the answer, or journals the decision first.
-    if (error instanceof ToolRetryError && (error.code === 'being_reconciled' || error.code === 'needs_review')) return { kind: 'stop', reason: 'needs_review', callId };
+    // the inbox since the run journaled it, or a review of it was journaled here (the host's own inbox pass) while the
+    // retry was under way, or a reconciler's completed answer is kept here: nothing was written, and a later resume
+    // reads the answer, or journals the decision first.
+    if (error instanceof ToolRetryError && (error.code === 'being_reconciled' || error.code === 'needs_review' || error.code === 'completed' || error.code === 'not_latest_attempt')) {
+      return { kind: 'stop', reason: 'needs_review', callId };
+    }
+    if (error instanceof StoreConflictError && error.code === 'history_changed') return { kind: 'stop', reason: 'needs_review', callId };
     throw error;
   }
 }

@@ -298,13 +298,17 @@ export async function journalWaitingReviews(
  * body ran) is journaled here too, where the open calls a resumed run settles are the only other place.
  */
 export async function journalReviewsBeforeRun(owner: SessionOwner, store: Pick<SessionStore, 'loadHistory'>, history: () => Promise<readonly SessionEvent[]>): Promise<boolean> {
+  if (!(store instanceof JournalStore) || !(await reviewDecisionsWaiting(store, owner.sessionId))) return false;
+  return (await journalInboxReviews(owner, store, await history())).journaled.length > 0;
+}
+
+/** Whether a review decision of `sessionId` waits in `store`'s decision inbox to be journaled (false without an inbox). */
+export async function reviewDecisionsWaiting(store: Pick<SessionStore, 'loadHistory'>, sessionId: string): Promise<boolean> {
   if (!(store instanceof JournalStore)) return false;
   try {
-    const waiting = await decisionInbox(store).list({ sessionId: owner.sessionId, kind: 'review', states: ['decided'], limit: 1 });
-    if (waiting.items.length === 0) return false;
+    return (await decisionInbox(store).list({ sessionId, kind: 'review', states: ['decided'], limit: 1 })).items.length > 0;
   } catch (error) {
     if (error instanceof DecisionError && error.code === 'inbox_unsupported') return false;
     throw error;
   }
-  return (await journalInboxReviews(owner, store, await history())).journaled.length > 0;
 }

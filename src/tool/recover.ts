@@ -16,7 +16,7 @@ import { inspectToolRecovery } from './recovery.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { prepareToolRetry, type ToolRetryPlan } from './retry-plan.js';
 import { personDecided, reconcileUncertainCalls, type ReconciledCall } from './reconcile.js';
-import { journalWaitingReviews, type JournaledInboxReview } from './inbox-review.js';
+import { journalWaitingReviews, reviewDecisionsWaiting, type JournaledInboxReview } from './inbox-review.js';
 import type { Tool, ToolRuntime } from './types.js';
 import { registeredTools } from './runtime.js';
 
@@ -235,7 +235,7 @@ async function recoverOne(
   }
   let keep = false;
   let failed = false;
-  let unchecked = false;
+  let revisit = false;
   try {
     const signal = settings.signal;
     const inbox = await journalWaitingReviews(owner, store, await store.loadHistory(sessionId));
@@ -255,25 +255,36 @@ async function recoverOne(
       // so no host retries on it; it says why.
       if (reconcilerFailed && asked.review !== null) {
         leave(`the tool's reconciler ${asked.review.evidence}`);
-        unchecked = true;
+        revisit = true;
         continue;
       }
       if (checked.policy === 'suspend') {
         // A person who decided over a reconciler that could not say has decided: nothing is waiting for it.
-        if (reconcilerFailed && !personDecided(history, call.callId)) unchecked = true;
+        if (reconcilerFailed && !personDecided(history, call.callId)) revisit = true;
         leave(`policy suspend: ${call.reason}`);
         continue;
       }
       const safe = safeRetryPlan(history, call);
       if ('reason' in safe) {
-        if (reconcilerFailed) unchecked = true;
+        if (reconcilerFailed) revisit = true;
         leave(safe.reason);
         continue;
       }
       const retry = await runRetry(host, owner, call, safe.plan, safe.review, signal);
+      // Refused with nothing written because the call's evidence moved while the retry was under way (an operator's
+      // review decision came into the inbox, or a review was journaled here): the call is still open. The session is
+      // kept held, its lease left to run out, so the next routine journals the decision first and decides again;
+      // released, no routine would ever come back to it.
+      if (retry.outcome === 'refused' && (retry.error?.code === 'needs_review' || retry.error?.code === 'history_changed' || retry.error?.code === 'being_reconciled')) {
+        leave(`the retry was refused, nothing written: ${retry.error.message}; the next routine decides it again`);
+        revisit = true;
+      }
       history = await store.loadHistory(sessionId);
       retried.push(retry.retryCallId === null ? retry : { ...retry, status: inspectToolRecovery(history, retry.retryCallId).status });
     }
+    // A review decision recorded while the routine ran (after it journaled the inbox): the next routine journals it
+    // first, so the session is kept held for it; released, no routine would come back to the session.
+    if (await reviewDecisionsWaiting(store, sessionId)) revisit = true;
     keep = checked.keep;
     return { sessionId, action: 'taken_over', previousOwner: summary.owner, epoch: owner.epoch, reviewed: inbox.journaled, reconciled: reconciled.calls, retried, left, owner: keep ? owner : null };
   } catch (error) {
@@ -285,8 +296,10 @@ async function recoverOne(
     // every later startup routine and take new writes on top of what could not be read. It stays held, its lease
     // left to run out, so it is abandoned again and reported by the next routine until a person deals with it.
     // So is one with a call left open whose reconciler failed (or the routine was cancelled while it asked): released,
-    // no later routine would ask that reconciler again, though the outside system may answer then.
-    if (failed || (unchecked && !keep)) stopRenewing(owner);
+    // no later routine would ask that reconciler again, though the outside system may answer then. And one with a
+    // review decision recorded while the routine ran, or a retry refused because the call's evidence moved meanwhile:
+    // the next routine journals the decision and decides again.
+    if (failed || (revisit && !keep)) stopRenewing(owner);
     else if (!keep) await owner.release().catch(() => undefined);
   }
 }

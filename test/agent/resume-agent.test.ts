@@ -8,7 +8,7 @@ import { afterEach, describe, it } from 'node:test';
 import { resumeAgent, runAgent, scriptedModel } from '../../src/agent.js';
 import { setFaultHook } from '../../src/fault.js';
 import { recordToolReview } from '../../src/tool/review.js';
-import { reconcileUncertainCalls } from '../../src/review.js';
+import { journalInboxReviews, reconcileUncertainCalls } from '../../src/review.js';
 import { prepareToolRetry } from '../../src/index.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool } from '../../src/tool/types.js';
@@ -641,6 +641,32 @@ describe('resumable agent runs (SQLite)', () => {
       await h.store.close();
     });
   }
+
+  it("a review the host's own inbox pass journals while the resumed run's retry is under way stops the run instead of throwing; the next resume reads it", async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailEffect: 'non_idempotent' });
+    const h = await crashedInsideEmail(path, world, 'order-own-pass');
+    const email = (await h.store.loadHistory('shop')).flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.name === 'send_email' ? [e.kind.call.id] : []))[0]!;
+    await recordToolReview(h.owner, await h.store.loadHistory('shop'), email, { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'not in the outbox' });
+    // While the retry's guard runs, a colleague finds the e-mail and the host's own routine journals that at once.
+    let during: (() => Promise<unknown>) | null = async () => {
+      await decisionInbox(h.store).recordReview({ sessionId: 'shop', callId: email, outcome: 'completed', evidence: 'the customer has the e-mail', actor: 'ops-2@example.com' });
+      await journalInboxReviews(h.owner, h.store, await h.store.loadHistory('shop'));
+    };
+    const guard = async () => {
+      const record = during;
+      during = null;
+      if (record !== null) await record();
+      return null;
+    };
+    const gateway = createToolRuntime({ tools: world.tools, grants: { agent: '*' }, guards: [guard] }).bind({ owner: h.owner, taskId: 'task', caller: 'agent' });
+    const stopped = await resumeAgent({ ...h, gateway, model: scriptedModel([doneStep]), runId: 'order-own-pass', store: h.store, maxSteps: 4 });
+    assert.equal(stopped.stopReason, 'needs_review');
+    const done = await resumeAgent({ ...h, gateway, model: scriptedModel([doneStep]), runId: 'order-own-pass', store: h.store, maxSteps: 4 });
+    assert.equal(done.stopReason, 'completed');
+    assert.equal(world.emails.size, 0, 'not sent by any retry');
+    await h.store.close();
+  });
 
   it('a durable approval stops the run as awaiting_approval; after the operator approves, resuming continues', async () => {
     const path = tempDbPath(dir);

@@ -16,6 +16,7 @@ import Database from 'better-sqlite3';
 import type { SessionStore } from '../../src/store/types.js';
 import { openCalls, recordToolReview, recoverAbandoned, type RecoverOptions, type RecoveryHost, type RecoveryPolicy, type RecoveryReport, type SessionRecovery } from '../../src/review.js';
 import { prepareToolRetry } from '../../src/index.js';
+import { decisionInbox } from '../../src/decisions.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import type { Tool } from '../../src/tool/types.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -177,6 +178,42 @@ describe('recoverAbandoned in one process', () => {
     assert.equal(session.owner.heartbeating, true);
     assert.equal((await store.listSessions())[0]!.held, true);
     await session.owner.release();
+    await store.close();
+  });
+
+  it('retry_safe keeps a session held when a review decision arrives while its retry is under way: the next routine journals it and decides again', async () => {
+    const store = createMemoryStore();
+    const puts = { count: 0 };
+    let during: (() => Promise<unknown>) | null = null;
+    const put = tool('put', async () => {
+      puts.count += 1;
+      if (puts.count === 1) throw new ToolBodyError('connection_reset', 'lost after the write');
+      return 'stored';
+    }, new ToolMetadata('stores a record', { type: 'object' }).withEffect('idempotent', 'p1'));
+    const guard = async () => {
+      const record = during;
+      during = null;
+      if (record !== null) await record();
+      return null;
+    };
+    const host: RecoveryHost = { runtime: createToolRuntime({ tools: [put], grants: { agent: '*' }, guards: [guard] }), tools: [put], caller: 'agent' };
+    const gone = await store.acquire('s-decided', { owner: 'gone', leaseMs: 100, heartbeat: false });
+    await gone.startTask('t');
+    const first = (await host.runtime.bind({ owner: gone, taskId: 't', caller: 'agent' }).call('put', {})).call.id;
+    // While the routine's retry runs its guard, an operator records that the write was made.
+    during = () => decisionInbox(store).recordReview({ sessionId: 's-decided', callId: first, outcome: 'completed', evidence: 'the record is there', actor: 'ops' });
+    const refused = await recoveredOnce(store, host, { policy: 'retry_safe', leaseMs: 100 });
+    assert.ok(refused.action === 'taken_over', JSON.stringify(refused));
+    assert.deepEqual(refused.retried.map((r) => [r.outcome, r.error?.code]), [['refused', 'needs_review']]);
+    assert.match(refused.left[0]?.reason ?? '', /the next routine decides it again/);
+    assert.equal((await store.listSessions())[0]!.held, true, 'kept held, its lease left to run out');
+    // The next routine finds it abandoned again, journals the decision first, and the call is settled.
+    const settled = await recoveredOnce(store, host, { policy: 'retry_safe', leaseMs: 100 });
+    assert.ok(settled.action === 'taken_over', JSON.stringify(settled));
+    assert.deepEqual(settled.reviewed.map((r) => [r.callId, r.outcome]), [[first, 'completed']]);
+    assert.deepEqual(settled.retried, []);
+    assert.equal(puts.count, 1, 'written once');
+    assert.equal((await store.listSessions())[0]!.held, false, 'released');
     await store.close();
   });
 
