@@ -23,11 +23,11 @@ export const notRegistered = (name: string, consequence: string): ToolRetryError
  * recorded, the body went on; docs/design.md#a-body-that-outlives-its-attempt), which would make the write a second
  * time once it gets through; a review of the source journaled here since the plan's history was read; a reconciler
  * asked about the source here right now (docs/design.md#reconcilers). Checked before the plan is taken, and again
- * (`taken`) just before the retry's call is committed, with no wait between: a review the owner journaled here while
- * the retry's guards ran is seen.
+ * (`taken`) inside the transaction of the retry's call commit (attemptCondition): a review the owner journaled here
+ * while the retry's guards ran, or while its commit waited for a connection, is seen.
  */
 export function refuseUnsafeRetryHere(owner: SessionOwner, plan: ToolRetryPlan, taken = false): void {
-  const plan_ = taken ? 'the plan is spent' : 'the plan was not taken';
+  const planState = taken ? 'the plan is spent' : 'the plan was not taken';
   // A source still in flight here whose body started (as the plan read it) is running too. One that had not started
   // is superseded by the retry instead: its start marker is then refused (docs/design.md#a-stale-attempt-cannot-start),
   // and if it started since, the commit finds its row changed.
@@ -47,7 +47,7 @@ export function refuseUnsafeRetryHere(owner: SessionOwner, plan: ToolRetryPlan, 
   if (journaling || (reviews !== undefined && reviews > planSourceReviews(plan))) {
     throw new StoreConflictError(
       'history_changed',
-      `a review of call ${plan.sourceCallId} ${journaling ? 'is being journaled' : 'was journaled'} in this process that the history the plan was made from does not hold: load the history again and prepare a new plan; ${plan_}, nothing was written`,
+      `a review of call ${plan.sourceCallId} ${journaling ? 'is being journaled' : 'was journaled'} in this process that the history the plan was made from does not hold: load the history again and prepare a new plan; ${planState}, nothing was written`,
     );
   }
   // Any attempt of the operation: a later one refused before its body (another host's) leaves an earlier one's
@@ -59,14 +59,14 @@ export function refuseUnsafeRetryHere(owner: SessionOwner, plan: ToolRetryPlan, 
     const unjournaled = kept!.get(answered)!;
     throw new ToolRetryError(
       'completed',
-      `${unjournaled.actor} answered in this process that call ${answered} (operation ${plan.operationKey}) completed (${unjournaled.evidence}), and the owner that asked was taken over before it could journal that: the write happened; record that review instead of retrying (${plan_}, nothing was written)`,
+      `${unjournaled.actor} answered in this process that call ${answered} (operation ${plan.operationKey}) completed (${unjournaled.evidence}), and the owner that asked was taken over before it could journal that: the write happened; record that review instead of retrying (${planState}, nothing was written)`,
     );
   }
   const asked = attempts.find((id) => askedHere.get(owner)?.has(id) === true);
   if (asked !== undefined) {
     throw new ToolRetryError(
       'being_reconciled',
-      `a reconcile pass in this process is asking the reconciler of call ${asked} (operation ${plan.operationKey}) whether it took effect; ${plan_}: prepare a retry on the journal once its answer is journaled`,
+      `a reconcile pass in this process is asking the reconciler of call ${asked} (operation ${plan.operationKey}) whether it took effect; ${planState}: prepare a retry on the journal once its answer is journaled`,
     );
   }
   // A not_executed review decided while the source's body could still run, which has since returned or thrown here:
@@ -75,7 +75,7 @@ export function refuseUnsafeRetryHere(owner: SessionOwner, plan: ToolRetryPlan, 
   if (ended === 'returned' || ended === 'threw') {
     throw new ToolRetryError(
       'needs_review',
-      `the not_executed review of call ${plan.sourceCallId} was decided while its body could still run, and the body has since ${ended} in this process (the journal records it): review the call again with that evidence; ${plan_}`,
+      `the not_executed review of call ${plan.sourceCallId} was decided while its body could still run, and the body has since ${ended} in this process (the journal records it): review the call again with that evidence; ${planState}`,
     );
   }
 }
