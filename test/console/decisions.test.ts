@@ -276,6 +276,25 @@ describe('jingwei console forms and what it says after them', () => {
     }
   });
 
+  it('a review decision waiting to be journaled is on the queue until the session\'s host journals it', async () => {
+    const callId = await crashAfterEffect(db, join(dir, 'effects.jsonl'), 'invoices-queue');
+    await leaseExpired(db, 'invoices-queue');
+    const store = openSqliteStore(db);
+    let decisionId: string;
+    try {
+      decisionId = (await decisionInbox(store).recordReview({ sessionId: 'invoices-queue', callId, outcome: 'completed', evidence: 'the invoice is in the ledger', actor: 'dana' })).id;
+    } finally {
+      await store.close();
+    }
+    const queue = await http(c.port, 'GET', c.path('/'), { cookie });
+    const row = new RegExp(`<tr data-review="${decisionId}">([\\s\\S]*?)</tr>`).exec(queue.body);
+    assert.ok(row, 'listed with the review decisions waiting');
+    assert.match(row[1]!, /completed by dana<\/td>/);
+    assert.match(queue.body, /id="queue-count">[^<]*, \d+ review decisions? not yet journaled</);
+    const event = await firstEvent(c.port, c.path('/events'), cookie);
+    assert.ok((JSON.parse(event.split('\ndata: ')[1]!) as { parts: Record<string, string> }).parts['review-rows']!.includes(decisionId), 'the live stream sends it too');
+  });
+
   it('an approval decided but not yet used is on the queue and on its call page, not as a pending one', async () => {
     const decided = requests[2]!;
     const store = openSqliteStore(db);

@@ -12,7 +12,7 @@ import { JournalStore, type CallInFlight } from '../../store/journal-store.js';
 import { ATTENTION_STATUSES, type AttentionStatus, type TaskRow } from '../../store/rows.js';
 import type { AttentionItem, SessionStore, SessionSummary } from '../../store/types.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
-import { approvalRequests, hasInbox, indexCalls, pendingInboxReviews, withInboxReviews, type CallRecord } from '../assessment.js';
+import { approvalRequests, waitingReviewDecisions, hasInbox, indexCalls, pendingInboxReviews, withInboxReviews, type CallRecord } from '../assessment.js';
 import { parseAge } from '../format.js';
 
 /** The queue's filters as the page's form sends them; every field is checked before the store sees it. */
@@ -29,6 +29,7 @@ export interface QueuePaging {
   readonly cursor?: string;
   readonly approvalsAfter?: string;
   readonly decidedAfter?: string;
+  readonly reviewsAfter?: string;
 }
 
 /** Reads the filters from a query string; a bad one is an error message, and the filter is left out. */
@@ -53,13 +54,15 @@ export function queueFilters(params: URLSearchParams): { filters: QueueFilters; 
     if (ms === null) errors.push(`age ${JSON.stringify(age)} is not an age such as 90s, 30m, 4h or 2d`);
     else filters.olderThan = { text: age, ms };
   }
-  const paging: { cursor?: string; approvalsAfter?: string; decidedAfter?: string } = {};
+  const paging: { cursor?: string; approvalsAfter?: string; decidedAfter?: string; reviewsAfter?: string } = {};
   const cursor = params.get('cursor');
   if (cursor) paging.cursor = cursor;
   const approvalsAfter = params.get('approvals_after');
   if (approvalsAfter) paging.approvalsAfter = approvalsAfter;
   const decidedAfter = params.get('decided_after');
   if (decidedAfter) paging.decidedAfter = decidedAfter;
+  const reviewsAfter = params.get('reviews_after');
+  if (reviewsAfter) paging.reviewsAfter = reviewsAfter;
   return { filters, paging, errors };
 }
 
@@ -73,6 +76,7 @@ export function queueQuery(filters: QueueFilters, paging: QueuePaging = {}): str
   if (paging.cursor !== undefined) q.set('cursor', paging.cursor);
   if (paging.approvalsAfter !== undefined) q.set('approvals_after', paging.approvalsAfter);
   if (paging.decidedAfter !== undefined) q.set('decided_after', paging.decidedAfter);
+  if (paging.reviewsAfter !== undefined) q.set('reviews_after', paging.reviewsAfter);
   const text = q.toString();
   return text === '' ? '' : `?${text}`;
 }
@@ -90,6 +94,8 @@ export interface QueueView {
   readonly approvals: Listed<DecisionRow>;
   /** Approval requests decided but not yet used by an attempt, oldest first (the same filters). */
   readonly decided: Listed<DecisionRow>;
+  /** Review decisions recorded and not yet journaled by their session's host, oldest first (the same filters). */
+  readonly reviews: Listed<DecisionRow>;
 }
 
 /** The most rows one page lists, in each list. */
@@ -126,6 +132,7 @@ export async function readQueue(store: SessionStore, filters: QueueFilters, pagi
     items: { items, next: cursor },
     approvals: operationsOnly ? none : await approvalRequests(store, 'open', { ...approvalFilters, ...(paging.approvalsAfter !== undefined ? { after: paging.approvalsAfter } : {}) }),
     decided: operationsOnly ? none : await approvalRequests(store, 'decided', { ...approvalFilters, ...(paging.decidedAfter !== undefined ? { after: paging.decidedAfter } : {}) }),
+    reviews: operationsOnly ? none : await waitingReviewDecisions(store, { ...approvalFilters, ...(paging.reviewsAfter !== undefined ? { after: paging.reviewsAfter } : {}) }),
   };
 }
 

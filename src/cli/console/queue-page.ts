@@ -1,6 +1,7 @@
 /**
  * The queue page, rendered on the server: the operations that need attention, the approval requests waiting for a
- * person, and those decided whose decision no attempt has used yet (as `jingwei queue` lists them). Each list is
+ * person, those decided whose decision no attempt has used yet, and the review decisions waiting to be journaled (as
+ * `jingwei queue` lists them). Each list is
  * filtered, then cut at QUEUE_MAX rows with a link to the next page; the live stream sends the same parts again.
  * Store text goes through `h`; the filters the operator typed go back into their fields through `formValue`.
  */
@@ -53,6 +54,17 @@ export function decidedRows(view: QueueView, now: string, base: string): string 
 <td>${h(r.tool ?? '-')}</td><td>${h(`${r.decision ?? '-'} by ${r.actor ?? '-'}`)}</td><td>${h(durationText(r.decidedAt ?? r.createdAt, now) ?? '-')}</td></tr>`).join('\n');
 }
 
+/** The rows of the review decisions waiting for their session's host to journal them. */
+export function reviewRows(view: QueueView, now: string, base: string): string {
+  const rows = view.reviews.items;
+  if (rows.length === 0) return '<tr><td colspan="6" class="muted">No review decision is waiting to be journaled.</td></tr>';
+  return rows.map((r) => `<tr data-review="${h(r.id)}">
+<td class="mono">${h(timeText(r.createdAt))}</td>
+<td class="mono"><a href="${h(callHref(base, r.sessionId, r.callId))}">${h(r.id)}</a></td>
+<td><a href="${h(sessionHref(base, r.sessionId))}">${h(r.sessionId)}</a></td>
+<td>${h(r.tool ?? '-')}</td><td>${h(`${r.decision ?? '-'} by ${r.actor ?? '-'}`)}</td><td>${h(durationText(r.createdAt, now) ?? '-')}</td></tr>`).join('\n');
+}
+
 const counted = (n: number, more: boolean, one: string, many: string) => `${num(n)}${more ? '+' : ''} ${n === 1 && !more ? one : many}`;
 
 /** The counts above the tables, `+` where a list goes on past this page. */
@@ -61,6 +73,7 @@ export function queueCount(view: QueueView): string {
     counted(view.items.items.length, view.items.next !== null, 'item', 'items'),
     counted(view.approvals.items.length, view.approvals.next !== null, 'approval request waiting', 'approval requests waiting'),
     counted(view.decided.items.length, view.decided.next !== null, 'decision not yet used', 'decisions not yet used'),
+    counted(view.reviews.items.length, view.reviews.next !== null, 'review decision not yet journaled', 'review decisions not yet journaled'),
   ].join(', ');
 }
 
@@ -76,8 +89,8 @@ function cliFrom(filters: QueueFilters, option: string, next: string): string {
 }
 
 /** Under a list: whether it goes on, the link to its next page and the command that lists the rest; back to its start. */
-function moreLine(base: string, filters: QueueFilters, paging: QueuePaging, which: 'cursor' | 'approvalsAfter' | 'decidedAfter', next: string | null, what: string): string {
-  const option = which === 'cursor' ? 'cursor' : which === 'approvalsAfter' ? 'approvals-after' : 'decided-after';
+function moreLine(base: string, filters: QueueFilters, paging: QueuePaging, which: 'cursor' | 'approvalsAfter' | 'decidedAfter' | 'reviewsAfter', next: string | null, what: string): string {
+  const option = { cursor: 'cursor', approvalsAfter: 'approvals-after', decidedAfter: 'decided-after', reviewsAfter: 'reviews-after' }[which];
   const parts: string[] = [];
   if (next !== null) {
     parts.push(`More ${h(what)} than this page lists (at most ${num(QUEUE_MAX)}, after filtering): <a href="${h(`${base}/${queueQuery(filters, { ...paging, [which]: next })}`)}" data-more="${h(which)}">the next ${num(QUEUE_MAX)}</a>, or in a terminal <span class="mono">${h(cliFrom(filters, option, next))}</span>.`);
@@ -99,6 +112,8 @@ export function queueParts(view: QueueView, filters: QueueFilters, paging: Queue
     'approvals-more': moreLine(base, filters, paging, 'approvalsAfter', view.approvals.next, 'approval requests'),
     'decided-rows': decidedRows(view, now, base),
     'decided-more': moreLine(base, filters, paging, 'decidedAfter', view.decided.next, 'decided requests'),
+    'review-rows': reviewRows(view, now, base),
+    'reviews-more': moreLine(base, filters, paging, 'reviewsAfter', view.reviews.next, 'review decisions'),
   };
 }
 
@@ -129,5 +144,9 @@ ${errors.map((e) => notice('error', `Filter ignored: ${e}.`)).join('')}
 <table id="decided"><thead><tr><th>Decided at</th><th>Request</th><th>Session</th><th>Tool</th><th>Decision</th><th>Unused for</th></tr></thead>
 <tbody id="decided-rows">${p['decided-rows']}</tbody></table>
 <p class="muted" id="decided-more">${p['decided-more']}</p>
-<p class="muted">IN DOUBT: an unknown or non-idempotent tool whose body started or may have. Find out in the outside system what happened, then record a review on the call's page. Operations newest first, requests oldest first; the lists update by themselves. A decided request is used once, by the session's host on its next attempt of the operation; one that stays listed means that host has not come back: resume the session's run on another host.</p>`;
+<h2>Review decisions waiting for the session's host to journal them</h2>
+<table id="reviews"><thead><tr><th>Recorded at</th><th>Decision</th><th>Session</th><th>Tool</th><th>Outcome</th><th>Waiting</th></tr></thead>
+<tbody id="review-rows">${p['review-rows']}</tbody></table>
+<p class="muted" id="reviews-more">${p['reviews-more']}</p>
+<p class="muted">IN DOUBT: an unknown or non-idempotent tool whose body started or may have. Find out in the outside system what happened, then record a review on the call's page. Operations newest first, requests oldest first; the lists update by themselves. A decided request is used once, by the session's host on its next attempt of the operation; one that stays listed means that host has not come back: resume the session's run on another host. So does a review decision that stays listed: nothing acts on it (a retry of its operation is refused) until the session's host journals it.</p>`;
 }
