@@ -14,7 +14,7 @@ import { truncateUtf8 } from '../text.js';
 import { classifyAttempt, collectEvidence, latestReview, sameContract, type AttemptRecord } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { assessSession } from './assess.js';
-import { askAbout, keepUnjournaledCompleted, runningHere } from './attempt-rules.js';
+import { askAbout, keepUnjournaledCompleted, keptCompletedAnswer, runningHere } from './attempt-rules.js';
 import { NO_LONGER_REVIEWABLE, recordToolReview, type ToolReviewInput } from './review.js';
 import type { Tool, ToolReconcileAnswer, ToolReconcileRequest } from './types.js';
 
@@ -257,9 +257,15 @@ export async function reconcileCalls(
         operation: structuredClone(op),
       };
       const timeoutMs = options.timeoutMs ?? tool.reconcileTimeoutMs ?? RUNTIME_DEFAULTS.reconcileTimeoutMs;
-      const asked = turn(() => askWithin(timeoutMs, signal, (within) => tool.reconcile!(request, within)))
-        .then((value): Asked => ({ answer: answerOf(value) }))
-        .catch((error: unknown): Asked => ({ failure: error instanceof Error ? error.message : String(error) }));
+      // The reconciler's `completed` answer this process kept when the owner that asked was fenced before it could
+      // journal it: the write happened, and this owner journals that instead of asking again (an `unknown` answer now
+      // would leave the call open while every retry of it here is refused).
+      const kept = keptCompletedAnswer(owner, record.call.id);
+      const asked = kept !== undefined
+        ? Promise.resolve<Asked>({ answer: { outcome: 'completed', evidence: kept.evidence } })
+        : turn(() => askWithin(timeoutMs, signal, (within) => tool.reconcile!(request, within)))
+          .then((value): Asked => ({ answer: answerOf(value) }))
+          .catch((error: unknown): Asked => ({ failure: error instanceof Error ? error.message : String(error) }));
       planned.push({ record, latest, actor: reconcilerActor(tool.name, op.contract.revision), asked, release });
     }
     for (const entry of planned) {

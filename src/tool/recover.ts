@@ -101,8 +101,15 @@ export type SessionRecovery =
       readonly reconciled: readonly ReconciledCall[];
       readonly retried: readonly RecoveryRetry[];
       readonly left: readonly RecoveryLeftCall[];
-      /** With `keep`: the owner now holding the session; otherwise null (released). */
+      /** With `keep`: the owner now holding the session; otherwise null (released, or held: `heldForNextRoutine`). */
       readonly owner: SessionOwner | null;
+      /**
+       * Not released: held with its heartbeat stopped, its lease left to run out, so the next routine finds it
+       * abandoned again and decides again (a reconciler failed on a call left open, a review decision came into the
+       * inbox while the routine ran, or a retry was refused because the call's evidence moved meanwhile). A host that
+       * wants the session before then acquires it with `takeover: 'expired'` once that lease has run out.
+       */
+      readonly heldForNextRoutine: boolean;
     }
   | {
       readonly sessionId: string;
@@ -286,7 +293,10 @@ async function recoverOne(
     // first, so the session is kept held for it; released, no routine would come back to the session.
     if (await reviewDecisionsWaiting(store, sessionId)) revisit = true;
     keep = checked.keep;
-    return { sessionId, action: 'taken_over', previousOwner: summary.owner, epoch: owner.epoch, reviewed: inbox.journaled, reconciled: reconciled.calls, retried, left, owner: keep ? owner : null };
+    return {
+      sessionId, action: 'taken_over', previousOwner: summary.owner, epoch: owner.epoch, reviewed: inbox.journaled, reconciled: reconciled.calls, retried, left,
+      owner: keep ? owner : null, heldForNextRoutine: revisit && !keep,
+    };
   } catch (error) {
     if (error instanceof StoreUnavailableError) throw error;
     failed = true;

@@ -435,6 +435,24 @@ forEachStore('reconcilers', (target) => {
     await r.store.close();
   });
 
+  it("a completed answer kept here is journaled by the next pass of an owner here, without asking the reconciler again: the call is settled", async () => {
+    const held = heldWire();
+    const { r, callId } = await misreviewed(target, held.wire);
+    const pass = reconcileCalls(r.owner, [held.wire], await r.store.loadHistory(r.sessionId), { reload: () => r.store.loadHistory(r.sessionId) });
+    await held.asked;
+    await (await r.store.acquire(r.sessionId, { owner: 'another host here', takeover: true })).release();
+    held.answer();
+    await assert.rejects(pass, { name: 'StaleOwnerError' });
+    // The startup routine's owner (or a resumed run's) asks about the call again: the answer this process has is used.
+    const next = await r.store.acquire(r.sessionId, { owner: 'the routine' });
+    const report = await reconcileUncertainCalls(next, [held.wire], await r.store.loadHistory(r.sessionId));
+    assert.deepEqual(report.calls.map((c) => [c.callId, c.action, c.answer]), [[callId, 'recorded', 'completed']]);
+    assert.equal(held.asks(), 1, 'the reconciler was not asked again');
+    assert.throws(() => prepareToolRetry(report.history, callId), { name: 'ToolRetryError', code: 'completed' });
+    assert.deepEqual(held.writes, ['first'], 'written once');
+    await r.store.close();
+  });
+
   it("reconcileUncertainCalls, fenced by another owner here that keeps the session, keeps a completed answer it cannot write: that owner's retry is refused", async () => {
     const held = heldWire();
     const { r, callId } = await misreviewed(target, held.wire);

@@ -207,6 +207,7 @@ describe('recoverAbandoned in one process', () => {
     assert.deepEqual(refused.retried.map((r) => [r.outcome, r.error?.code]), [['refused', 'needs_review']]);
     assert.match(refused.left[0]?.reason ?? '', /the next routine decides it again/);
     assert.equal((await store.listSessions())[0]!.held, true, 'kept held, its lease left to run out');
+    assert.deepEqual([refused.owner, refused.heldForNextRoutine], [null, true], 'and the report says so');
     // The next routine finds it abandoned again, journals the decision first, and the call is settled.
     const settled = await recoveredOnce(store, host, { policy: 'retry_safe', leaseMs: 100 });
     assert.ok(settled.action === 'taken_over', JSON.stringify(settled));
@@ -214,6 +215,7 @@ describe('recoverAbandoned in one process', () => {
     assert.deepEqual(settled.retried, []);
     assert.equal(puts.count, 1, 'written once');
     assert.equal((await store.listSessions())[0]!.held, false, 'released');
+    assert.equal(settled.heldForNextRoutine, false);
     await store.close();
   });
 
