@@ -65,6 +65,15 @@ describe('the console queue filters before it cuts, and pages', () => {
     assert.equal(moreLink(filtered, 'approvalsAfter'), null);
   });
 
+  it('an effect filter, which selects operations, says the decisions are not listed rather than that none wait', async () => {
+    const filtered = await http(c.port, 'GET', c.path('/?effect=non_idempotent'), { cookie });
+    assert.equal(filtered.status, 200);
+    assert.equal(rows(filtered, 'data-request'), 0);
+    assert.match(section(filtered, 'queue-count'), /decisions not listed with an effect or status filter/);
+    assert.doesNotMatch(filtered.body, /No approval request is waiting/);
+    assert.match(filtered.body, /Approval requests are not listed with an effect or status filter/);
+  });
+
   it('the unfiltered page says it is cut, links to the next page and names the command', async () => {
     const first = await http(c.port, 'GET', c.path('/'), { cookie });
     assert.equal(rows(first, 'data-request'), 500);

@@ -96,6 +96,8 @@ export interface QueueView {
   readonly decided: Listed<DecisionRow>;
   /** Review decisions recorded and not yet journaled by their session's host, oldest first (the same filters). */
   readonly reviews: Listed<DecisionRow>;
+  /** Why the inbox's lists are not read (an effect or status filter, which select operations; a store without an inbox), or null. */
+  readonly decisionsNotListed: string | null;
 }
 
 /** The most rows one page lists, in each list. */
@@ -133,6 +135,8 @@ export async function readQueue(store: SessionStore, filters: QueueFilters, pagi
     approvals: operationsOnly ? none : await approvalRequests(store, 'open', { ...approvalFilters, ...(paging.approvalsAfter !== undefined ? { after: paging.approvalsAfter } : {}) }),
     decided: operationsOnly ? none : await approvalRequests(store, 'decided', { ...approvalFilters, ...(paging.decidedAfter !== undefined ? { after: paging.decidedAfter } : {}) }),
     reviews: operationsOnly ? none : await waitingReviewDecisions(store, { ...approvalFilters, ...(paging.reviewsAfter !== undefined ? { after: paging.reviewsAfter } : {}) }),
+    decisionsNotListed: !hasInbox(store) ? 'this store keeps no decision inbox'
+      : operationsOnly ? 'not listed with an effect or status filter, which select operations' : null,
   };
 }
 

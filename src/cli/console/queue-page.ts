@@ -35,6 +35,7 @@ export function queueRows(view: QueueView, now: string, base: string): string {
 /** The rows of the open approval requests. */
 export function approvalRows(view: QueueView, now: string, base: string): string {
   const rows = view.approvals.items;
+  if (view.decisionsNotListed !== null) return `<tr><td colspan="6" class="muted">Approval requests are ${h(notListed(view))}.</td></tr>`;
   if (rows.length === 0) return '<tr><td colspan="6" class="muted">No approval request is waiting.</td></tr>';
   return rows.map((r) => `<tr data-request="${h(r.id)}">
 <td class="mono">${h(timeText(r.createdAt))}</td>
@@ -46,6 +47,7 @@ export function approvalRows(view: QueueView, now: string, base: string): string
 /** The rows of the approval requests decided but not yet used by an attempt. */
 export function decidedRows(view: QueueView, now: string, base: string): string {
   const rows = view.decided.items;
+  if (view.decisionsNotListed !== null) return `<tr><td colspan="6" class="muted">Decided requests are ${h(notListed(view))}.</td></tr>`;
   if (rows.length === 0) return '<tr><td colspan="6" class="muted">No decision is waiting to be used.</td></tr>';
   return rows.map((r) => `<tr data-decided="${h(r.id)}">
 <td class="mono">${h(timeText(r.decidedAt ?? r.createdAt))}</td>
@@ -57,6 +59,7 @@ export function decidedRows(view: QueueView, now: string, base: string): string 
 /** The rows of the review decisions waiting for their session's host to journal them. */
 export function reviewRows(view: QueueView, now: string, base: string): string {
   const rows = view.reviews.items;
+  if (view.decisionsNotListed !== null) return `<tr><td colspan="6" class="muted">Review decisions are ${h(notListed(view))}.</td></tr>`;
   if (rows.length === 0) return '<tr><td colspan="6" class="muted">No review decision is waiting to be journaled.</td></tr>';
   return rows.map((r) => `<tr data-review="${h(r.id)}">
 <td class="mono">${h(timeText(r.createdAt))}</td>
@@ -67,8 +70,14 @@ export function reviewRows(view: QueueView, now: string, base: string): string {
 
 const counted = (n: number, more: boolean, one: string, many: string) => `${num(n)}${more ? '+' : ''} ${n === 1 && !more ? one : many}`;
 
+/** Why the decision lists are empty when they were not read, as the end of a sentence. */
+function notListed(view: QueueView): string {
+  return view.decisionsNotListed === 'this store keeps no decision inbox' ? 'not kept: this store keeps no decision inbox' : view.decisionsNotListed ?? '';
+}
+
 /** The counts above the tables, `+` where a list goes on past this page. */
 export function queueCount(view: QueueView): string {
+  if (view.decisionsNotListed !== null) return `${counted(view.items.items.length, view.items.next !== null, 'item', 'items')}; decisions ${notListed(view)}`;
   return [
     counted(view.items.items.length, view.items.next !== null, 'item', 'items'),
     counted(view.approvals.items.length, view.approvals.next !== null, 'approval request waiting', 'approval requests waiting'),
