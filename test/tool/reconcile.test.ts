@@ -411,13 +411,7 @@ forEachStore('reconcilers', (target) => {
   });
 
   it("an answer no owner here can journal any more (the session taken over here and let go) is kept: a retry of the call here is refused, the write having happened", async () => {
-    const held = heldWire();
-    const { r, callId } = await misreviewed(target, held.wire);
-    const pass = reconcileCalls(r.owner, [held.wire], await r.store.loadHistory(r.sessionId), { reload: () => r.store.loadHistory(r.sessionId) });
-    await held.asked;
-    await (await r.store.acquire(r.sessionId, { owner: 'another host here', takeover: true })).release();
-    held.answer();
-    await assert.rejects(pass, { name: 'StaleOwnerError' });
+    const { held, r, callId } = await keptAnswer(target);
     const next = await r.store.acquire(r.sessionId, { owner: 'the host again' });
     const gateway = createToolRuntime({ tools: [held.wire], grants: { agent: '*' } }).bind({ owner: next, taskId: r.taskId, caller: 'agent' });
     const plan = prepareToolRetry(await r.store.loadHistory(r.sessionId), callId);
@@ -436,13 +430,7 @@ forEachStore('reconcilers', (target) => {
   });
 
   it("a completed answer kept here is journaled by the next pass of an owner here, without asking the reconciler again: the call is settled", async () => {
-    const held = heldWire();
-    const { r, callId } = await misreviewed(target, held.wire);
-    const pass = reconcileCalls(r.owner, [held.wire], await r.store.loadHistory(r.sessionId), { reload: () => r.store.loadHistory(r.sessionId) });
-    await held.asked;
-    await (await r.store.acquire(r.sessionId, { owner: 'another host here', takeover: true })).release();
-    held.answer();
-    await assert.rejects(pass, { name: 'StaleOwnerError' });
+    const { held, r, callId } = await keptAnswer(target);
     // The startup routine's owner (or a resumed run's) asks about the call again: the answer this process has is used.
     const next = await r.store.acquire(r.sessionId, { owner: 'the routine' });
     const report = await reconcileUncertainCalls(next, [held.wire], await r.store.loadHistory(r.sessionId));
@@ -537,6 +525,21 @@ function heldWire() {
     },
   };
   return { wire, writes, asked: askedOnce, answer: () => answer(), asks: () => asks, retrying, finishRetry: () => finish() };
+}
+
+/**
+ * misreviewed, with the reconciler's completed answer kept by this process: the session was taken over here and let
+ * go while the pass asked, so no owner here could journal it.
+ */
+async function keptAnswer(target: StoreTarget) {
+  const held = heldWire();
+  const { r, callId } = await misreviewed(target, held.wire);
+  const pass = reconcileCalls(r.owner, [held.wire], await r.store.loadHistory(r.sessionId), { reload: () => r.store.loadHistory(r.sessionId) });
+  await held.asked;
+  await (await r.store.acquire(r.sessionId, { owner: 'another host here', takeover: true })).release();
+  held.answer();
+  await assert.rejects(pass, { name: 'StaleOwnerError' });
+  return { held, r, callId };
 }
 
 /** A rig whose first call of `wire` is in doubt, with a person's wrong `not_executed` review of it journaled. */
