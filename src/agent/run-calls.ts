@@ -168,10 +168,9 @@ function retryNeverRan(execution: ToolExecution): boolean {
 async function unlessReviewWaits(ctx: CallContext, settled: SettledCall): Promise<SettledCall> {
   const execution = settled.kind === 'done' ? settled.call.execution : null;
   if (execution === null || !retryNeverRan(execution) || ctx.owner.waitingReview === undefined) return settled;
-  const op = execution.call.operation!;
-  const calls = (await history(ctx)).flatMap((e) =>
-    (e.kind.type === 'tool_call' && e.kind.call.operation?.taskId === op.taskId && e.kind.call.operation.key === op.key ? [e.kind.call.id] : []));
-  const waiting = await ctx.owner.waitingReview([...calls, execution.call.id]);
+  const id = execution.call.id;
+  const attempts = collectEvidence(await history(ctx), id).calls.get(id)?.operation?.attempts.map((a) => a.call.id) ?? [id];
+  const waiting = await ctx.owner.waitingReview(attempts);
   return waiting === undefined ? settled : { kind: 'stop', reason: 'needs_review', callId: execution.call.id };
 }
 

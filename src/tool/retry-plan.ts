@@ -106,11 +106,6 @@ export function planSourceNotRun(plan: ToolRetryPlan): SourceNotRun | null {
   return notRunOf(plan);
 }
 
-/** The attention row the events of `callId` in `history` make (callProgressIn), as the plan's source row. */
-function sourceRowIn(history: readonly SessionEvent[], callId: string): PlanState['sourceRow'] {
-  return callProgressIn(history, callId);
-}
-
 /**
  * For a retry read back from the journal (internal): its source attempt's row as the plan that made the retry read
  * it, from the events before the retry's call; null when `retryCallId` is not a retry in `history`.
@@ -119,7 +114,7 @@ export function sourceRowBefore(history: readonly SessionEvent[], retryCallId: s
   const at = history.findIndex((e) => e.kind.type === 'tool_call' && e.kind.call.id === retryCallId);
   const kind = at >= 0 ? history[at]!.kind : null;
   const retry = kind?.type === 'tool_call' ? kind.call.operation?.retry : null;
-  return retry ? sourceRowIn(history.slice(0, at), retry.callId) : null;
+  return retry ? callProgressIn(history.slice(0, at), retry.callId) : null;
 }
 
 function sourceNotRun(record: AttemptRecord, review: ToolReviewOutcome | null): SourceNotRun | null {
@@ -310,7 +305,7 @@ export function prepareToolRetry(
         checkedReview === null
           ? null
           : deepFreeze({ actor: checkedReview.actor, evidence: checkedReview.evidence, outcome: checkedReview.outcome }),
-      sourceRow: Object.freeze(sourceRowIn(history, record.call.id)),
+      sourceRow: Object.freeze(callProgressIn(history, record.call.id)),
       historySeq: history[history.length - 1]?.seq ?? -1,
       sourceNotRun: sourceNotRun(record, checkedReview?.outcome ?? null),
       // A source with no result yet may be running still (in this process, under an owner since fenced): a review

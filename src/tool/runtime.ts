@@ -647,7 +647,7 @@ class Gateway implements ToolGateway {
         if (error instanceof OperationInDoubtError && runningCalls(this.binding.owner).has(error.callId)) throw stillRunning(error);
         // A retry's own conditions (attemptCondition): refused as they would be before its plan was taken.
         if (stage === 'call' && error instanceof ToolRetryError) throw error;
-        if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'not_latest_attempt' || code === 'history_changed' || code === 'journal_full' || code === 'operation_in_doubt')) {
+        if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'history_changed' || code === 'journal_full' || code === 'operation_in_doubt')) {
           throw error;
         }
         throw new ToolRecordingError(stage, call, result, error);

@@ -49,10 +49,14 @@ class SqliteBackend implements JournalBackend {
     this.scopeKey = id === undefined ? undefined : `journal:${id}`;
     this.stmt = prepareStatements(db);
     this.known = new KnownRows(db.prepare<[], number>('PRAGMA data_version').pluck());
-    this.inbox = new SqliteInbox(db, (sessionId, fn) => this.run(sessionId, () => {
-      this.identity?.check();
-      return fn();
-    }));
+    this.inbox = new SqliteInbox(
+      db,
+      (sessionId, fn) => this.run(sessionId, () => {
+        this.identity?.check();
+        return fn();
+      }),
+      (sessionId, callId) => optional(this.stmt.attentionByCall.get(sessionId, callId), toAttention),
+    );
     // Built once, like the statements: better-sqlite3 makes four wrapper functions per db.transaction() call.
     this.writeTx = db.transaction((sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) =>
       this.readDecideWrite(sessionId, reads, decide));

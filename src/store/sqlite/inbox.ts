@@ -2,7 +2,7 @@
 import { setNewest } from '../../bounded-map.js';
 import type { SessionId } from '../../ids.js';
 import { DECISION_COLUMNS, decisionValues, toDecision, type CallProgress, type DecisionQuery, type DecisionRecord, type DecisionRow, type InboxBackend } from '../inbox-rows.js';
-import type { AttentionStatus } from '../rows.js';
+import type { AttentionRow } from '../rows.js';
 import type { Database, Statement } from './driver.js';
 
 const UPSERT =
@@ -17,29 +17,23 @@ export class SqliteInbox implements InboxBackend {
   private readonly listings = new Map<string, Statement<unknown[], DecisionRecord>>();
   private readonly byId: Statement<[string], DecisionRecord>;
   private readonly ofOperation: Statement<[string, string, string], DecisionRecord>;
-  private readonly waitingOfCall: Statement<[string, string], DecisionRecord>;
   private readonly waitingOfCalls: Statement<[string, string], DecisionRecord>;
-  private readonly attentionOfCall: Statement<[string, string], { started: number; status: string }>;
   private readonly upsert: Statement;
 
   constructor(
     private readonly db: Database,
     private readonly run: <T>(sessionId: string, fn: () => T) => T,
+    /** The attention row of a call, read inside the caller's transaction (the backend's own statement). */
+    private readonly attentionOf: (sessionId: SessionId, callId: string) => AttentionRow | undefined,
   ) {
     this.byId = db.prepare<[string], DecisionRecord>(`SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE id = ?`);
     this.ofOperation = db.prepare<[string, string, string], DecisionRecord>(
       `SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE session_id = ? AND task_id = ? AND op_key = ? ` +
         "AND kind = 'approval' AND state IN ('open', 'decided') ORDER BY id",
     );
-    this.waitingOfCall = db.prepare<[string, string], DecisionRecord>(
-      `SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE session_id = ? AND call_id = ? AND kind = 'review' AND state = 'decided' ORDER BY id`,
-    );
     this.waitingOfCalls = db.prepare<[string, string], DecisionRecord>(
       `SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE session_id = ? AND kind = 'review' AND state = 'decided' ` +
         'AND call_id IN (SELECT value FROM json_each(?)) ORDER BY id',
-    );
-    this.attentionOfCall = db.prepare<[string, string], { started: number; status: string }>(
-      'SELECT started, status FROM jw_attention WHERE session_id = ? AND call_id = ?',
     );
     this.upsert = db.prepare(UPSERT);
   }
@@ -74,9 +68,8 @@ export class SqliteInbox implements InboxBackend {
     decide: (waiting: readonly DecisionRow[], progress?: CallProgress | null) => { readonly writes: readonly DecisionRow[]; readonly result: R },
   ): Promise<R> {
     return this.run('', () => this.db.transaction(() => {
-      const row = this.attentionOfCall.get(sessionId, callId);
-      const progress = row ? { started: row.started === 1, status: row.status as AttentionStatus } : null;
-      const { writes, result } = decide(this.waitingOfCall.all(sessionId, callId).map(toDecision), progress);
+      const row = this.attentionOf(sessionId, callId);
+      const { writes, result } = decide(this.reviewsOf(sessionId, [callId]), row ? { started: row.started, status: row.status } : null);
       this.write(writes);
       return result;
     }).immediate());
