@@ -40,13 +40,12 @@ async function uncertainCall(path: string, sessionId: string): Promise<string> {
  * attention or has review decisions waiting in the inbox; the owner journals those first. Returns the sessions taken over.
  */
 async function recoveryPass(path: string): Promise<string[]> {
-  const listed = JSON.parse(cli(['sessions', path, '--json']).stdout) as { sessions: { session_id: string; needs_attention: number }[] };
+  const listed = JSON.parse(cli(['sessions', path, '--json']).stdout) as { sessions: { session_id: string; needs_attention: number; reviews_waiting: number }[] };
   const store: SessionStore = openSqliteStore(path);
   const taken: string[] = [];
   try {
     for (const s of listed.sessions) {
-      const waiting = (await decisionInbox(store).list({ sessionId: s.session_id, kind: 'review', states: ['decided'] })).items.length;
-      if (s.needs_attention === 0 && waiting === 0) continue;
+      if (s.needs_attention === 0 && s.reviews_waiting === 0) continue;
       const owner = await store.acquire(s.session_id, { owner: 'recovery', takeover: true });
       taken.push(s.session_id);
       await journalInboxReviews(owner, store, await store.loadHistory(s.session_id));
@@ -120,6 +119,12 @@ describe('a review recorded with jingwei review', () => {
     assert.match(queued.stdout, new RegExp(`${decision.id}\\s+mail-1\\s+\\S+\\s+send_mail\\s+completed by ops:maria`));
     const queuedJson = JSON.parse(cli(['queue', path, '--json']).stdout) as { reviews: { decision_id: string; call_id: string; outcome: string }[]; reviews_next: string | null };
     assert.deepEqual([queuedJson.reviews.map((r) => [r.decision_id, r.call_id, r.outcome]), queuedJson.reviews_next], [[[decision.id, call, 'completed']], null]);
+    // So does the store's session list: the call needs nothing more, but the session's host still has to journal it.
+    const listed = cli(['sessions', path]);
+    assert.match(listed.stdout, /mail-1 .* 0; 1 review decision waiting to be journaled/);
+    assert.match(listed.stdout, /1 session with review decisions waiting for a host to journal them/);
+    const listedJson = JSON.parse(cli(['sessions', path, '--json']).stdout) as { sessions: { needs_attention: number; reviews_waiting: number }[] };
+    assert.deepEqual(listedJson.sessions.map((s) => [s.needs_attention, s.reviews_waiting]), [[0, 1]]);
 
     assert.deepEqual(await recoveryPass(path), ['mail-1'], 'the first pass takes the session over to journal the review');
     assert.match(cli(['queue', path]).stdout, /Nothing needs attention\./, 'journaled, the decision leaves the queue');
@@ -138,6 +143,7 @@ describe('a review recorded with jingwei review', () => {
     const after = cli(['inspect', path, 'mail-1', '--json']);
     assert.equal(after.code, 0);
     assert.equal((JSON.parse(after.stdout) as { inbox_reviews: number }).inbox_reviews, 0);
+    assert.doesNotMatch(cli(['sessions', path]).stdout, /waiting to be journaled|waiting for a host/);
     assert.deepEqual(await recoveryPass(path), [], 'the next pass takes nothing over');
     assert.equal(epochOf(path, 'mail-1'), epoch);
   });

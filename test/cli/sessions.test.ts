@@ -35,7 +35,7 @@ describe('jingwei sessions', () => {
     const alpha = doc.sessions.find((s) => s.session_id === 'alpha')!;
     assert.deepEqual(alpha, {
       session_id: 'alpha', events: 10, epoch: 1, owner: 'test-host', held: false, lease_expires_at: null, lease_expired: false,
-      needs_attention: 3, needs_review: 1, retry_allowed: 2, handled_failures: 0, problem: null,
+      needs_attention: 3, needs_review: 1, retry_allowed: 2, handled_failures: 0, reviews_waiting: 0, problem: null,
     });
   });
 

@@ -4,6 +4,7 @@ import { attentionOf, attentionText, pendingInboxReviews, withInboxReviews, type
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT } from '../exit.js';
 import { num, plural, safe, table } from '../format.js';
+import type { Style } from '../io.js';
 import { Progress } from '../progress.js';
 import { withStore } from '../session.js';
 
@@ -20,6 +21,8 @@ interface Row {
   readonly leaseExpiresAt: number | null;
   readonly leaseExpired: boolean;
   readonly attention: Attention | null;
+  /** Review decisions recorded in the inbox about this session's calls and not yet journaled by its host. */
+  readonly reviewsWaiting: number;
   readonly problem: Problem | null;
 }
 
@@ -38,7 +41,9 @@ is in doubt (needs_review: a trusted review is required before any retry) or tha
 an answer (retry_allowed: a host may prepare one retry). A failure recorded before the body and delivered to its
 caller is not pending work, even when a retry would be allowed: the caller saw it and decided ('jingwei inspect'
 shows such calls); nor is a call a completed review resolved, journaled or recorded with 'jingwei review' and
-waiting in the decision inbox for the owner to journal it. Every journal is loaded and verified on the way, so a damaged one
+waiting in the decision inbox for the owner to journal it. Such decisions are counted apart (reviews waiting to be
+journaled): until a host of the session journals them nothing acts on them, and a retry of their operation is
+refused meanwhile ('jingwei queue' lists them). Every journal is loaded and verified on the way, so a damaged one
 shows up here with the sequence number and reason of the damage.`,
   exitCodes: `This command exits 1 when a journal is corrupt or its tool evidence is invalid; calls needing
 attention alone do not make it fail (use 'jingwei inspect' for that).`,
@@ -65,7 +70,7 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
           }
           rows.push({
             sessionId: s.sessionId, events: s.events, epoch: s.epoch, owner: s.owner, held: s.held,
-            leaseExpiresAt: s.leaseExpiresAt, leaseExpired: s.leaseExpired, attention, problem,
+            leaseExpiresAt: s.leaseExpiresAt, leaseExpired: s.leaseExpired, attention, reviewsWaiting: inbox.get(s.sessionId)?.size ?? 0, problem,
           });
         }
       } finally {
@@ -86,6 +91,7 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
             needs_review: r.attention?.needsReview ?? null,
             retry_allowed: r.attention?.retryAllowed ?? null,
             handled_failures: r.attention?.handled ?? null,
+            reviews_waiting: r.reviewsWaiting,
             problem: r.problem,
           })),
         }, null, 2));
@@ -106,9 +112,7 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
           ? s.red(`CORRUPT at seq ${r.problem.seq} (${r.problem.reason})`)
           : r.problem
             ? s.red(`INVALID EVIDENCE (${r.problem.code})`)
-            : r.attention!.total > 0
-              ? s.yellow(attentionText(r.attention!))
-              : s.dim('0'),
+            : attentionCell(r, s),
       ]);
       out.line(table(
         [{ header: 'SESSION' }, { header: 'EVENTS', align: 'right' }, { header: 'EPOCH', align: 'right' }, { header: 'OWNER' }, { header: 'STATE' }, { header: 'NEEDS ATTENTION' }],
@@ -117,13 +121,21 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
         out.width !== undefined ? { width: out.width } : {},
       ));
       const attention = rows.filter((r) => (r.attention?.total ?? 0) > 0).length;
+      const waiting = rows.filter((r) => r.reviewsWaiting > 0).length;
       out.line();
       out.line(
         `${plural(rows.length, 'session')}, ${plural(total, 'event')}; ` +
           `${plural(attention, 'session')} with calls needing attention` +
+          (waiting > 0 ? `; ${plural(waiting, 'session')} with review decisions waiting for a host to journal them ('jingwei queue' lists them)` : '') +
           (damaged > 0 ? `; ${s.red(`${plural(damaged, 'damaged journal')}`)} (run 'jingwei verify' on it)` : ''),
       );
       return damaged > 0 ? EXIT.findings : EXIT.ok;
     });
   },
 };
+
+/** "2 (1 needs_review, 1 retry_allowed)", then the review decisions waiting to be journaled, if any. */
+function attentionCell(r: Row, s: Style): string {
+  const calls = r.attention!.total > 0 ? s.yellow(attentionText(r.attention!)) : s.dim('0');
+  return r.reviewsWaiting > 0 ? `${calls}; ${s.yellow(`${plural(r.reviewsWaiting, 'review decision')} waiting to be journaled`)}` : calls;
+}
