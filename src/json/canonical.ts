@@ -196,6 +196,14 @@ export function jsonEquals(a: unknown, b: unknown): boolean {
 }
 
 /**
+ * UTF-8 length of `text` inside a JSON string, as the journal stores a text (JSON.stringify without its quotes): a
+ * quote or a backslash takes two bytes, a control character two or six. What a tool's output takes in the journal.
+ */
+export function jsonTextBytes(text: string): number {
+  return NEEDS_CARE.test(text) ? utf8Length(JSON.stringify(text)) - 2 : utf8Length(text);
+}
+
+/**
  * UTF-8 length of JSON.stringify(value): the "compact JSON" size every byte limit counts. Throws CanonicalJsonError
  * when JSON.stringify produces nothing (undefined, a function, a symbol) or fails (a cycle, a bigint, too deep).
  */

@@ -7,7 +7,7 @@ import { sameContract } from './evidence.js';
 import { hasPendingBodyEnds, journalPendingBodyEnds, trackLateBody, unrecordedBodyEnd, type LateBodyEnd } from './late-bodies.js';
 import { STOPPED_BEFORE_BODY } from './retry-policy.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
-import { jsonEquals } from '../json/canonical.js';
+import { jsonEquals, jsonTextBytes } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { ApprovalChange, BudgetChange, CommitRequest, RecordedAttempt, SessionOwner } from '../store/types.js';
@@ -480,12 +480,17 @@ class Gateway implements ToolGateway {
         const output = typeof ran.value === 'string' ? toWellFormed(ran.value) : serializeOutput(ran.value);
         if (typeof output !== 'string') outcome = output;
         else {
-          const bytes = utf8Length(output);
+          // Counted as the journal stores it, JSON-escaped: the room kept for the result and the task's journal
+          // budget hold what is written (docs/design.md#output-is-counted-as-it-is-journaled).
+          const text = utf8Length(output);
+          const bytes = text > reserved ? text : jsonTextBytes(output);
           // Refused output is never charged past the reservation (docs/design.md#budgets-are-exact).
           charge = Math.min(bytes, reserved);
           // The store reserved min(outputLimit, what the task's budget had left): that is this call's limit.
           outcome = bytes > reserved
-            ? failure('output_limit', 'tool_output_limit', `the output is ${bytes} bytes, over the limit of ${reserved}`)
+            ? failure('output_limit', 'tool_output_limit', bytes === text
+              ? `the output is ${bytes} bytes, over the limit of ${reserved}`
+              : `the output is ${text} bytes, ${bytes} as the journal stores it (JSON-escaped), over the limit of ${reserved}`)
             : { status: 'succeeded', output };
         }
       }

@@ -37,15 +37,15 @@ it('the room kept for a call\'s evidence holds its largest marker, result and re
 
 const OUTPUT_LIMIT = 200 * 1024;
 
-/** A mail tool whose body reports each run, returning `outputBytes` of text. */
-function mailer(outputBytes: number) {
+/** A mail tool whose body reports each run, returning `outputBytes` of text (of `char`, one UTF-8 byte). */
+function mailer(outputBytes: number, char = 'x') {
   const runs: string[] = [];
   const tool = {
     name: 'send_mail',
     metadata: new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'mail-v1').withOutputCeiling(OUTPUT_LIMIT),
     async execute(request: { callId: string }) {
       runs.push(request.callId);
-      return 'x'.repeat(outputBytes);
+      return char.repeat(outputBytes);
     },
   };
   return { runtime: createToolRuntime({ tools: [tool], grants: { agent: '*' }, maxOutputBytes: OUTPUT_LIMIT }), runs };
@@ -106,6 +106,22 @@ forEachStore('a result always has room', (target) => {
       turnId: 'turn-review', actor: 'alice', outcome: 'completed', evidence: 'the mail is in the outbox',
     });
     assert.equal(review.kind.type, 'tool_review');
+    assert.ok((await used(store, 's-full')) <= LIMITS.maxHistoryBytes);
+    await store.close();
+  });
+
+  it('an output that grows when JSON-escaped is counted as the journal stores it: its result is recorded', async () => {
+    // 200 KiB of U+0001 is 200 KiB of UTF-8, within the limit by that count, and 1.2 MiB in the journal (`\u0001`):
+    // its result did not fit in the room kept for it, and the sent mail was left in doubt.
+    const { store, owner } = await session(LIMITS.evidenceRoomBytes + OUTPUT_LIMIT + 90 * 1024);
+    const { runtime, runs } = mailer(OUTPUT_LIMIT, '\u0001');
+    const gateway = runtime.bind({ owner, taskId: 't', caller: 'agent' });
+    const sent = await gateway.call('send_mail', { to: 'ana@example.com' });
+    const outcome = sent.result.outcome;
+    assert.equal(outcome.status === 'failed' ? outcome.category : outcome.status, 'output_limit');
+    assert.match(outcome.status === 'failed' ? outcome.message : '', new RegExp(`the output is ${OUTPUT_LIMIT} bytes, ${6 * OUTPUT_LIMIT} as the journal stores it \\(JSON-escaped\\)`));
+    assert.equal(runs.length, 1);
+    assert.equal((await owner.task('t')).charged.toolOutputBytes, OUTPUT_LIMIT, 'charged its reservation, no more');
     assert.ok((await used(store, 's-full')) <= LIMITS.maxHistoryBytes);
     await store.close();
   });

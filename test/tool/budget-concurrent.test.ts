@@ -106,4 +106,19 @@ forEachStore('calls running at once share their task\'s budget', (target) => {
       `charged ${task.charged.journalBytes} journal bytes against a limit of 20000: more than one result (${largest} bytes) over it`);
     await store.close();
   });
+
+  it('an output that grows when JSON-escaped takes the task past its journal-bytes limit by its reservation at most', async () => {
+    // 6,000 ESC characters (terminal colours) are 6,000 UTF-8 bytes and 36,000 in the journal (`\u001b`): one such
+    // result took a task five times its reservation past its limit (docs/design.md#output-is-counted-as-it-is-journaled).
+    const store = await target.fresh().open();
+    const owner = await store.acquire('s-escaped', { owner: 'host' });
+    await owner.startTask('t', { limits: { journalBytes: 10000 } });
+    const shell = tool('shell', async () => '\u001b'.repeat(6000));
+    const gateway = createToolRuntime({ tools: [shell], grants: { agent: '*' }, maxOutputBytes: 6000 }).bind({ owner, taskId: 't', caller: 'agent' });
+    const outcome = (await gateway.call('shell', {})).result.outcome;
+    assert.equal(outcome.status === 'failed' ? outcome.category : outcome.status, 'output_limit');
+    const task = await owner.task('t');
+    assert.ok(task.charged.journalBytes <= 10000 + 6000, `charged ${task.charged.journalBytes} journal bytes against a limit of 10000 and a 6,000-byte reservation`);
+    await store.close();
+  });
 });

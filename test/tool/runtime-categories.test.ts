@@ -200,6 +200,24 @@ forEachStore('every failure category is recorded as evidence', (target) => {
     await check(r, await r.gateway.call('euro', {}), { category: 'output_limit', code: 'tool_output_limit', started: true, outputCharged: RESERVE });
   });
 
+  it('output_limit: counted as the journal stores the output, JSON-escaped', async () => {
+    // 200 bytes of text, 1,200 in the journal (`\u0001`): over the limit as written (docs/design.md#output-is-counted-as-it-is-journaled).
+    const control = tool('control', async () => '\u0001'.repeat(200));
+    const r = await rig(target, { tools: [control], maxOutputBytes: RESERVE });
+    const execution = await r.gateway.call('control', {});
+    assert.match(execution.result.outcome.status === 'failed' ? execution.result.outcome.message : '', /the output is 200 bytes, 1200 as the journal stores it \(JSON-escaped\), over the limit of 1000/);
+    await check(r, execution, { category: 'output_limit', code: 'tool_output_limit', started: true, outputCharged: RESERVE });
+  });
+
+  it('an output at its limit as the journal stores it succeeds, charged what it takes there', async () => {
+    const quotes = tool('quotes', async () => '"'.repeat(RESERVE / 2));
+    const r = await rig(target, { tools: [quotes], maxOutputBytes: RESERVE });
+    const execution = await r.gateway.call('quotes', {});
+    assert.equal(execution.result.outcome.status, 'succeeded');
+    assert.deepEqual((await r.owner.task(r.taskId)).charged.toolOutputBytes, RESERVE);
+    await r.store.close();
+  });
+
   it('budget: the task is stopped while the body runs', async () => {
     let r: Rig | undefined;
     const waits = tool('waits', async () => { await r!.owner.stopTask(r!.taskId, 'operator stop'); return never(); });
