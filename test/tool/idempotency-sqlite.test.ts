@@ -55,6 +55,40 @@ describe('SqliteIdempotencyStore', () => {
     business.close();
   });
 
+  it('a write that ends the helper\'s transaction itself is refused, its operation marked unknown until a person deletes the mark', () => {
+    const path = tempDbPath(dir, 'business');
+    const business = openBusiness(path);
+    const order = (db: typeof business.db) => db.prepare('INSERT INTO orders (task_id, key, item) VALUES (?, ?, ?)').run('t', 'k', 'book');
+    // COMMIT, then a throw: the order is in, with no record; the reconciler said not_executed and a retry ordered again.
+    assert.throws(() => business.run(request('t', 'k', {}), (db) => {
+      order(db);
+      db.exec('COMMIT');
+      throw new Error('the provider timed out');
+    }), (error: unknown) => error instanceof JingweiError && error.code === 'invalid_input' &&
+      /ended the helper's transaction itself \(a COMMIT or ROLLBACK on the handle it was given\) and then threw: whether what it wrote committed is unknown/.test(error.message) &&
+      (error.cause as Error).message === 'the provider timed out');
+    assert.equal(countOrders(path), 1);
+    const answer = business.reconcile(request('t', 'k', {}));
+    assert.equal(answer.outcome, 'unknown');
+    assert.match(answer.evidence, /whether it committed is unknown/);
+    let ran = 0;
+    assert.throws(() => business.run(request('t', 'k', {}), (db) => { ran += 1; order(db); return 'ordered'; }), { code: 'invalid_input', message: /an earlier attempt's write ended the helper's transaction itself/ });
+    assert.equal(ran, 0, 'a later attempt does not run');
+    assert.equal(countOrders(path), 1);
+    // ROLLBACK, then a normal return: before, the record committed on its own and answered completed for no order.
+    assert.throws(() => business.run(request('t', 'k2', {}), (db) => {
+      order(db);
+      db.exec('ROLLBACK');
+      return 'ordered';
+    }), { code: 'invalid_input', message: /ended the helper's transaction itself \(a COMMIT or ROLLBACK on the handle it was given\): whether/ });
+    assert.equal(business.reconcile(request('t', 'k2', {})).outcome, 'unknown');
+    // A person who checked deletes the mark; the operation is the helper's again.
+    business.db.prepare('DELETE FROM jw_idempotency WHERE task_id = ? AND key = ?').run('t', 'k2');
+    assert.deepEqual(business.run(request('t', 'k2', {}), (db) => { order(db); return 'ordered'; }), { result: 'ordered', replayed: false });
+    assert.equal(countOrders(path), 2);
+    business.close();
+  });
+
   it('refuses an async write, a write that is no function and a result JSON cannot hold, with nothing recorded', () => {
     const path = tempDbPath(dir, 'business');
     const business = openBusiness(path);

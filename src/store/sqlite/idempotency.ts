@@ -2,7 +2,7 @@ import { IdempotencyConflictError, InvalidInputError, StoreClosedError } from '.
 import type { JsonValue } from '../../json/types.js';
 import { STORE_DEFAULTS } from '../../limits.js';
 import { describeValue } from '../../text.js';
-import { checkSynchronousWrite, idempotencyScope, reconcileAnswer, recordedResultText, type IdempotencyRequest, type IdempotentOutcome } from '../../tool/idempotency.js';
+import { checkSynchronousWrite, idempotencyScope, reconcileAnswer, recordedResultText, type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome } from '../../tool/idempotency.js';
 import type { ToolReconcileAnswer } from '../../tool/types.js';
 import { Passthrough } from '../passthrough.js';
 import { Database, type Statement } from './driver.js';
@@ -37,6 +37,15 @@ function upgradeTable(db: Database): void {
     db.exec('ALTER TABLE jw_idempotency_keyed RENAME TO jw_idempotency');
   }).immediate();
 }
+
+const INSERT = 'INSERT INTO jw_idempotency (session_id, task_id, key, arguments_digest, result) VALUES (?, ?, ?, ?, ?)';
+
+/** The digest column's prefix on the record of an operation whose write ended the helper's transaction itself. */
+const ENDED_BY_WRITE = 'ended-by-write:';
+
+const endedText = (scope: IdempotencyScope) =>
+  `The operation is marked so in jw_idempotency (session ${scope.sessionId}, task ${scope.taskId}, key ${scope.key}): every attempt of it is refused ` +
+  'and its reconciler answers unknown until a person has checked the business data and deleted that row';
 
 /**
  * Deduplication for tools that write to a SQLite database: the business write and its dedup record commit in one
@@ -93,7 +102,7 @@ export class SqliteIdempotencyStore {
         `SELECT session_id, arguments_digest, result FROM jw_idempotency WHERE session_id IN (?, '') AND task_id = ? AND key = ?
          ORDER BY session_id DESC LIMIT 1`,
       );
-      this.insert = this.raw.prepare('INSERT INTO jw_idempotency (session_id, task_id, key, arguments_digest, result) VALUES (?, ?, ?, ?, ?)');
+      this.insert = this.raw.prepare(INSERT);
     } catch (error) {
       if (this.owned) this.raw.close();
       throw mapSqliteFailure(error, BUSINESS);
@@ -111,6 +120,9 @@ export class SqliteIdempotencyStore {
     const transaction = this.raw.transaction((): IdempotentOutcome<T> => {
       const existing = this.find.get(scope.sessionId, scope.taskId, scope.key);
       if (existing) {
+        if (existing.arguments_digest.startsWith(ENDED_BY_WRITE)) {
+          throw new InvalidInputError('request', `an earlier attempt's write ended the helper's transaction itself, so whether it committed is unknown; nothing was run. ${endedText(scope)}`);
+        }
         if (existing.arguments_digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
         return { result: JSON.parse(existing.result) as T, replayed: true };
       }
@@ -118,9 +130,11 @@ export class SqliteIdempotencyStore {
       try {
         result = write(this.db);
       } catch (error) {
+        this.refuseEndedTransaction(scope, error);
         // The tool's own failure: it passes through unchanged, not mapped as the helper's.
         throw new Passthrough(error);
       }
+      this.refuseEndedTransaction(scope);
       // What it wrote before returning rolls back with this refusal; what it writes once its promise goes on runs
       // outside the transaction, with no record: say so, since no helper can stop it.
       if (typeof (result as { then?: unknown } | null)?.then === 'function') {
@@ -149,10 +163,33 @@ export class SqliteIdempotencyStore {
     this.checkOpen();
     const read = this.raw.transaction(() => this.find.get(scope.sessionId, scope.taskId, scope.key));
     const existing = this.mapped(() => read.immediate());
+    if (existing?.arguments_digest.startsWith(ENDED_BY_WRITE)) {
+      return { outcome: 'unknown', evidence: `an attempt's write ended the helper's transaction itself: whether it committed is unknown (${endedText(scope)})` };
+    }
     return reconcileAnswer(
       scope,
       existing ? { digest: existing.arguments_digest, result: JSON.parse(existing.result) as JsonValue, legacy: existing.session_id === '' } : null,
     );
+  }
+
+  /**
+   * A write that ended the helper's transaction itself (a `COMMIT` or `ROLLBACK` on the handle) broke the one thing the
+   * record stands for: what it wrote may have committed without it (or the record would commit without what it wrote).
+   * That cannot be told apart afterwards, so the operation is marked ended-by-write, outside any transaction, and
+   * refused: its reconciler answers `unknown` and every later attempt is refused until a person has checked the
+   * business data and deleted the record.
+   */
+  private refuseEndedTransaction(scope: IdempotencyScope, thrown?: unknown): void {
+    if (this.raw.inTransaction) return;
+    // Outside any transaction now; over a record another process wrote once the lock was free, which is as unsure.
+    this.raw.prepare(`${INSERT} ON CONFLICT (session_id, task_id, key) DO UPDATE SET arguments_digest = excluded.arguments_digest, result = excluded.result`)
+      .run(scope.sessionId, scope.taskId, scope.key, `${ENDED_BY_WRITE}${scope.argumentsDigest}`, 'null');
+    throw new Passthrough(new InvalidInputError(
+      'write',
+      `ended the helper's transaction itself (a COMMIT or ROLLBACK on the handle it was given)${thrown === undefined ? '' : ' and then threw'}: ` +
+        `whether what it wrote committed is unknown. ${endedText(scope)}`,
+      thrown === undefined ? undefined : { cause: thrown },
+    ));
   }
 
   /** How many dedup records exist (for tests and operators). */
