@@ -25,13 +25,15 @@ export function hookView(call: ToolCall, argsText: string): ToolCall {
   });
 }
 
-export function serializeOutput(value: unknown): string | Failure {
+export function serializeOutput(value: unknown, describe: PanicDescriber, context: PanicContext): string | Failure {
   try {
     const text = JSON.stringify(value);
     if (typeof text !== 'string') return failure('body_failure', 'tool_output_not_json', 'the tool returned a value with no JSON form');
     return text;
   } catch (error) {
-    return failure('body_failure', 'tool_output_not_json', `the tool's output cannot be serialized: ${(error as Error).message}`);
+    // Thrown by the output's own code (a toJSON, a getter, a proxy) or by the serializer (a cycle, a bigint): an
+    // unexpected throw like a body's, so its text is the host's to redact and the model reads a fixed sentence.
+    return failure('body_panic', 'tool_output_not_json', `the tool's output cannot be serialized: ${panicDetail(error, describe, context)}`);
   }
 }
 
@@ -60,12 +62,15 @@ function toolFailure(error: unknown): Failure | null {
 export function bodyFailure(error: unknown, describe: PanicDescriber, context: PanicContext): Failure {
   const own = toolFailure(error);
   if (own !== null) return own;
-  let detail: string;
+  return failure('body_panic', 'tool_body_panicked', panicDetail(error, describe, context));
+}
+
+/** An unexpected throw as the host's `describePanic` describes it for the journal. */
+function panicDetail(error: unknown, describe: PanicDescriber, context: PanicContext): string {
   try {
-    detail = describe(error, context);
-    if (typeof detail !== 'string') detail = 'describePanic returned no text';
+    const detail = describe(error, context);
+    return typeof detail === 'string' ? detail : 'describePanic returned no text';
   } catch (hookError) {
-    detail = `describePanic threw: ${hookError instanceof Error ? hookError.name : typeof hookError}`;
+    return `describePanic threw: ${hookError instanceof Error ? hookError.name : typeof hookError}`;
   }
-  return failure('body_panic', 'tool_body_panicked', detail);
 }

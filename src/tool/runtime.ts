@@ -477,7 +477,9 @@ class Gateway implements ToolGateway {
       } else {
         // Text output is journaled well-formed (a lone surrogate becomes U+FFFD, as any UTF-8 encoder writes it);
         // JSON output escapes one instead. Either way the result can be journaled, so a finished body is never in doubt.
-        const output = typeof ran.value === 'string' ? toWellFormed(ran.value) : serializeOutput(ran.value);
+        const output = typeof ran.value === 'string'
+          ? toWellFormed(ran.value)
+          : serializeOutput(ran.value, this.runtime.describePanic, { tool: call.name, callId: call.id });
         if (typeof output !== 'string') outcome = output;
         else {
           // Counted as the journal stores it, JSON-escaped: the room kept for the result and the task's journal

@@ -102,6 +102,47 @@ describe('a panic reaches the model as a fixed sentence; the journal keeps it', 
     assertNoSecret(model.requests);
   });
 
+  it('an output whose serialization throws is a panic too: describePanic describes it, the model reads the fixed sentence', async () => {
+    const store = createMemoryStore();
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('task');
+    const described: unknown[] = [];
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    const outputs: unknown[] = [{ toJSON() { throw new Error(SECRET); } }, cyclic];
+    const runtime = createToolRuntime({
+      tools: [{
+        name: 'read_orders',
+        metadata: new ToolMetadata('Reads the orders', { type: 'object' }).withEffect('read_only', 'orders-v1'),
+        async execute() {
+          return outputs.shift() as never;
+        },
+      }],
+      grants: { agent: '*' },
+      describePanic: (error) => {
+        described.push(error);
+        return (error as Error).message.replace(/password=\S+/g, 'password=[redacted]');
+      },
+    });
+    const gateway = runtime.bind({ owner, taskId: 'task', caller: 'agent' });
+    const model = scriptedModel([
+      { text: null, toolCalls: [{ id: 'c1', name: 'read_orders', arguments: '{}' }, { id: 'c2', name: 'read_orders', arguments: '{"again":true}' }] },
+      { text: 'Sorry.', toolCalls: [] },
+    ]);
+    const result = await runAgent({ model, owner, gateway, input: 'Read my orders.', maxSteps: 3 });
+    for (const call of result.toolCalls) {
+      assert.ok(!call.outcome.ok);
+      assert.equal(call.outcome.text, `Tool "read_orders" failed: body_panic (tool_output_not_json): ${INTERNAL_FAILURE_MESSAGE}. The tool started, so it may have taken effect before failing; check before doing it again.`);
+    }
+    assertNoSecret(model.requests);
+    assertNoSecret(result.messages);
+    assert.equal(described.length, 2, 'the host describes both throws');
+    const failures = (await store.loadHistory('s')).flatMap((e) => (e.kind.type === 'tool_result' && e.kind.result.outcome.status === 'failed' ? [e.kind.result.outcome] : []));
+    assert.deepEqual(failures.map((f) => [f.category, f.code]), [['body_panic', 'tool_output_not_json'], ['body_panic', 'tool_output_not_json']]);
+    assert.equal(failures[0]!.message, "the tool's output cannot be serialized: ECONNREFUSED 10.0.0.7:5432 password=[redacted]");
+    assert.match(failures[1]!.message, /^the tool's output cannot be serialized: Converting circular structure to JSON/);
+  });
+
   it('a Node system error with a string code is a panic too, not the tool’s own failure text', async () => {
     const store = createMemoryStore();
     const owner = await store.acquire('s', { owner: 'host' });
