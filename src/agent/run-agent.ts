@@ -25,7 +25,7 @@ import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse,
 import { checkRunOptions } from './run-options.js';
 import { runUnchanged, takeTurn, type RunTurn } from './active-runs.js';
 import { runReconcilers } from '../tool/runtime.js';
-import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
+import { alsoWaiting, refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
 import { journalReviewsAtStart } from './run-reviews.js';
 import { callRefusedEvent, checkRunId, idFits, journaledRefusal, modelResponseEvent, NOT_JOURNALED, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runFootprint, runOperationKey, runStartedEvent, type FinishedStopReason, type JournaledRun } from './run-journal.js';
 
@@ -265,9 +265,16 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
           await owner.append([callRefusedEvent(turnId, runId, step, index, refusal.code, refusal.message)]);
         }
       } else {
-        const settled = await settleCall(ctx, requested, key, action, replayOnly);
+        const settled = await settleCall(ctx, requested, key, action, replayOnly ? 'replay' : 'run');
         if (settled === null) return finish('uncertain_outcome', text, step);
-        if (settled.kind === 'stop') return result(settled.reason, text, step, [settled.callId]);
+        if (settled.kind === 'stop') {
+          const later = response.toolCalls.slice(index + 1).map((c, i) => ({
+            requested: c,
+            key: runOperationKey(runId, step, index + 1 + i),
+            action: { ...action, actionIndex: index + 1 + i },
+          }));
+          return result(settled.reason, text, step, [settled.callId, ...(await alsoWaiting(ctx, later))]);
+        }
         call = settled.call;
         if (!replayOnly && !call.outcome.ok && call.outcome.category === 'preflight') {
           await owner.append([callRefusedEvent(turnId, runId, step, index, call.outcome.code, call.outcome.message)]);

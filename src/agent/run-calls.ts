@@ -203,11 +203,18 @@ function asRecorded(requested: ChatToolCall, recorded: RecordedAttempt): ChatToo
 }
 
 /**
- * Settles the `index`-th requested call of a step under `key`. `replayOnly` (a finished run read back) never runs
- * or recovers anything: a call with no recorded result answers null.
+ * How a call is settled: `run` makes, replays or recovers it; `replay` (a finished run read back) never runs or
+ * recovers anything, and a call with no recorded result answers null; `peek` only says whether the call would stop
+ * the run (a `stop`): it makes no attempt and runs nothing, and answers null wherever `run` would act or read back
+ * (it may journal the inbox's waiting reviews and the reconcilers' answers, as deciding about any open call does).
  */
-export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCall, key: string, action: ActionContext, replayOnly: boolean): Promise<SettledCall | null> {
+export type SettleMode = 'run' | 'replay' | 'peek';
+
+/** Settles the `index`-th requested call of a step under `key`, as `mode` says. */
+export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCall, key: string, action: ActionContext, mode: SettleMode): Promise<SettledCall | null> {
   const { gateway, owner, signal } = ctx;
+  const replayOnly = mode === 'replay';
+  const peek = mode === 'peek';
   const recorded = await owner.readOperation(gateway.taskId, key);
   // A call journaled elided (its name or arguments empty) that has an attempt (a run journaled by an earlier version,
   // which ran calls elided for their provider id) is settled as its attempt recorded it.
@@ -217,11 +224,12 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
   const options = signal ? { action: act, signal } : { action: act };
   const keyed = signal ? { action: act, signal, operationKey: key } : { action: act, operationKey: key };
   if (recorded === undefined) {
-    if (replayOnly) return null;
+    if (replayOnly || peek) return null;
     return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, keyed), true);
   }
   const execution = recordedExecution(recorded);
   if (execution !== null && execution.result.outcome.status === 'succeeded') {
+    if (peek) return null;
     const args = parseArguments(requested.arguments, false);
     // The tool redeployed since under another contract, still offered to this caller: the call ran under the
     // contract it recorded, and its result is read back from the journal (docs/design.md#a-redeploy-while-a-call-waits).
@@ -254,6 +262,7 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
       const change = contract === undefined ? null : contractChangeFor(gateway, execution.call.name, contract);
       const changed = change === 'changed' || change === 'removed';
       if (decided === undefined && !changed && !(await requestGone(ctx, execution))) return { kind: 'stop', reason: 'awaiting_approval', callId: recorded.callId };
+      if (peek) return null;
       // The operator decided: one more attempt of the same operation, which the decision answers for.
       const plan = prepareToolRetry(await history(ctx), recorded.callId);
       signal?.throwIfAborted();
@@ -261,14 +270,27 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
     }
     // Stopped before its body by an operator's review decision about the operation: decided as an open call is,
     // once the decision is journaled (a `completed` one settles it; otherwise its operation is retried).
-    if (waited) return recoverOpen(ctx, requested, recorded, options);
+    if (waited) return recoverOpen(ctx, requested, recorded, options, peek);
     // A retry refused before its body (its approver denied it, say) while a colleague recorded that an earlier attempt
     // made the write: that journaled review, not the refusal, is what the model reads.
     if (neverRan && latestReview(await history(ctx), recorded.callId)?.outcome === 'completed') return confirmedOutside(requested, undefined);
     // A recorded failure: the model reads it again, as it did when the step ran.
-    return done(requested, await readBack(ctx, execution));
+    return peek ? null : done(requested, await readBack(ctx, execution));
   }
-  return recoverOpen(ctx, requested, recorded, options);
+  return recoverOpen(ctx, requested, recorded, options, peek);
+}
+
+/**
+ * The calls after the one a run stopped at, of the same step, that would stop it too (each `peek`ed: no attempt is
+ * made): so a run names every call of its step that waits on a person, not one per opening.
+ */
+export async function alsoWaiting(ctx: CallContext, later: readonly { readonly requested: ChatToolCall; readonly key: string; readonly action: ActionContext }[]): Promise<string[]> {
+  const ids: string[] = [];
+  for (const { requested, key, action } of later) {
+    const settled = await settleCall(ctx, requested, key, action, 'peek');
+    if (settled?.kind === 'stop' && !ids.includes(settled.callId)) ids.push(settled.callId);
+  }
+  return ids;
 }
 
 /**
@@ -321,7 +343,8 @@ async function recoverOpen(
   requested: ChatToolCall,
   recorded: RecordedAttempt,
   options: { readonly action: ActionContext; readonly signal?: AbortSignal },
-): Promise<SettledCall> {
+  peek: boolean,
+): Promise<SettledCall | null> {
   const callId = recorded.callId;
   const current = await reviewsBeforeDeciding(ctx);
   // Cancelled while a reconciler was asked (which reports its rejection as a failed answer): a cancelled run starts
@@ -340,7 +363,7 @@ async function recoverOpen(
     plan = prepareToolRetry(current, callId);
   } catch (error) {
     if (error instanceof ToolRetryError && error.code === 'completed') {
-      return confirmedOutside(requested, ctx.reconciled?.calls.find((c) => c.callId === callId)?.output);
+      return peek ? null : confirmedOutside(requested, ctx.reconciled?.calls.find((c) => c.callId === callId)?.output);
     }
     if (error instanceof ToolRetryError) return { kind: 'stop', reason: 'needs_review', callId };
     throw error;
@@ -358,6 +381,7 @@ async function recoverOpen(
       });
     }
   }
+  if (peek) return null;
   const chosen = plan;
   // Cancelled while the journal was read or the reconcilers asked: a cancelled run starts no further call.
   ctx.signal?.throwIfAborted();

@@ -21,7 +21,7 @@ import { preflightFailure } from './outcome.js';
 import { describeValue, toWellFormed } from '../text.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import { checkRunHost } from '../agent/run-options.js';
-import { refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
+import { alsoWaiting, refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
 import { journalReviewsAtStart } from '../agent/run-reviews.js';
 import { callRefusedEvent, checkRunId, journaledRefusal, modelResponseEvent, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runFootprint, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
 
@@ -200,6 +200,8 @@ export class BridgeRun {
           if (settled === null) break;
           if (settled.kind === 'stop') {
             this.stop(settled.reason, settled.callId);
+            const later = response.toolCalls.slice(index + 1).map((c, i) => ({ requested: c, key: runOperationKey(this.runId, step, index + 1 + i), action: this.actionAt(step, index + 1 + i) }));
+            for (const id of await alsoWaiting(this.ctx, later)) this.stop(settled.reason, id);
             return;
           }
           call = settled.call;
@@ -226,11 +228,14 @@ export class BridgeRun {
     if (!this.pendingCallIds.includes(callId)) this.pendingCallIds.push(callId);
   }
 
+  private actionAt(step: number, index: number): ActionContext {
+    return { decision: { taskId: this.options.gateway.taskId as ActionContext['decision']['taskId'], stepId: `${this.runId}/${step}` }, actionIndex: index };
+  }
+
   private async settle(position: Position, replayOnly: boolean): Promise<SettledCall | null> {
     const { gateway, owner } = this.options;
     const { step, index, requested } = position;
-    const action: ActionContext = { decision: { taskId: gateway.taskId as ActionContext['decision']['taskId'], stepId: `${this.runId}/${step}` }, actionIndex: index };
-    const settled = await settleCall(this.ctx, requested, runOperationKey(this.runId, step, index), action, replayOnly);
+    const settled = await settleCall(this.ctx, requested, runOperationKey(this.runId, step, index), this.actionAt(step, index), replayOnly ? 'replay' : 'run');
     if (!replayOnly && settled?.kind === 'done' && settled.call.execution === null && !settled.call.outcome.ok && settled.call.outcome.category === 'preflight') {
       // Refused before anything was recorded: journaled so a resumed run shows the model the same refusal.
       await owner.append([callRefusedEvent(gateway.turnId, this.runId, step, index, settled.call.outcome.code, settled.call.outcome.message)]);

@@ -145,6 +145,45 @@ forEachStore('aiSdkRun: kill and resume with generateText', (target) => {
     await first.store.close();
   });
 
+  it('several calls of one step waiting on people: opening the run names every one of them, not one per opening', async () => {
+    const journal = target.fresh();
+    const open = () => journal.open();
+    // Two e-mails in one step, each killed inside its body (start marker durable, no result).
+    const world = outsideWorld();
+    const first = await hostOn(open, world);
+    const run1 = await aiSdkRun({ ...first, runId: 'doubts', prompt: 'Buy tea.' });
+    setFaultHook((point) => { if (point === 'body:after') throw new Crash('killed inside the e-mail'); });
+    const twoEmails = answer([call('e1', 'send_email'), { type: 'tool-call', toolCallId: 'e2', toolName: 'send_email', input: '{"item":"cake"}' }]);
+    await assert.rejects(generateText({ model: run1.model(scripted([twoEmails, dies])), tools: run1.tools, messages: run1.messages, stopWhen: stepCountIs(5) }), Crash);
+    setFaultHook(null);
+    assert.deepEqual(world.bodies, ['send_email', 'send_email']);
+    await first.store.close();
+    const second = await hostOn(open, world);
+    const reopened = await aiSdkRun({ ...second, runId: 'doubts' });
+    assert.equal(reopened.status, 'needs_review');
+    const attempts = (await second.store.loadHistory('shop')).flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call.id] : []));
+    assert.deepEqual([...reopened.pendingCallIds].sort(), [...attempts].sort(), 'both e-mails wait on a person');
+    assert.deepEqual(world.bodies, ['send_email', 'send_email'], 'nothing ran while the run was opened');
+    // runAgent, resuming the same run, names both too.
+    const resumed = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'doubts', store: second.store, maxSteps: 4 });
+    assert.equal(resumed.stopReason, 'needs_review');
+    assert.deepEqual([...resumed.pendingCallIds].sort(), [...attempts].sort());
+    assert.deepEqual(world.bodies, ['send_email', 'send_email']);
+
+    // Two approvals asked in one step, both left to a person (another journal: the e-mails above are in doubt).
+    await second.store.close();
+    const other = target.fresh();
+    const approvals = outsideWorld({ emailApproval: true });
+    const host = await hostOn(() => other.open(), approvals, async () => ({ decision: 'pending' }));
+    const run2 = await aiSdkRun({ ...host, runId: 'approvals', prompt: 'Buy tea.' });
+    await generateText({ model: run2.model(scripted([twoEmails])), tools: run2.tools, messages: run2.messages, stopWhen: [stepCountIs(5), jingweiHalted] });
+    const waiting = await aiSdkRun({ ...host, runId: 'approvals' });
+    assert.equal(waiting.status, 'awaiting_approval');
+    assert.equal(waiting.pendingCallIds.length, 2, 'both requests wait');
+    assert.deepEqual(approvals.bodies, []);
+    await host.store.close();
+  });
+
   it('one run id is one conversation whichever loop wrote it: resumeAgent continues a run the AI SDK loop started', async () => {
     const journal = target.fresh();
     const open = () => journal.open();
