@@ -7,12 +7,12 @@ import { externalIdempotencyKey } from '../tool/idempotency.js';
 import type { SessionEvent, ToolCall, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { SessionAssessment, ToolCallAssessment } from '../tool/assess.js';
 import { evidenceRuleById, retryRuleById, type EvidenceRuleId, type RetryRuleId } from '../tool/retry-policy.js';
-import { clip, safe, shortId, table, type Column } from './format.js';
+import { clip, durationText, safe, shortId, table, type Column } from './format.js';
 import type { Style } from './io.js';
 import type { DecisionRow as InboxDecisionRow } from '../store/inbox-rows.js';
 import { decisionInbox } from '../store/inbox.js';
 import { JournalStore } from '../store/journal-store.js';
-import type { SessionStore } from '../store/types.js';
+import type { AttentionItem, SessionStore } from '../store/types.js';
 import { STORE_DEFAULTS } from '../limits.js';
 
 /**
@@ -363,4 +363,25 @@ export function withInboxReviews(assessment: SessionAssessment, pending: Readonl
 export function inboxReviewJson(row: InboxDecisionRow | undefined): Record<string, string | null> | null {
   if (!row) return null;
   return { decision_id: row.id, outcome: row.decision, actor: row.actor, evidence: row.reason, decided_at: row.decidedAt, state: row.state };
+}
+
+/** Results that interrupt a running body: the body may have gone on after them (docs/design.md#a-body-that-outlives-its-attempt). */
+const INTERRUPTS: ReadonlySet<string> = new Set(['timeout', 'cancelled', 'budget']);
+
+/**
+ * What an attention item's times say, for people (the queue, on the command line and in the console): how long its
+ * body ran, or has been running, or waited to start. A body an interrupt was recorded against did not stop with it:
+ * the index does not say how it ended, so the text says where to look instead of how long it ran.
+ */
+export function attentionTimes(item: AttentionItem, now: string): string {
+  const ran = item.startedAt ? durationText(item.startedAt, item.endedAt ?? now) : null;
+  if (ran !== null) {
+    if (!item.endedAt) return `body started ${ran} ago, no result`;
+    return item.category !== null && INTERRUPTS.has(item.category)
+      ? `interrupted after ${ran}; its body may have gone on (the call's journal says how it ended)`
+      : `body ran ${ran}`;
+  }
+  const waited = durationText(item.calledAt, item.endedAt ?? now);
+  if (waited === null) return '-';
+  return item.endedAt ? `ended after ${waited}` : `no result for ${waited}`;
 }

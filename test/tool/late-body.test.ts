@@ -22,6 +22,8 @@ import { cli } from '../cli/helpers.js';
 import { untilBodyEnded } from '../support/body-ended.js';
 import { sleep } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
 
 /**
  * A tool whose body ignores its signal and ends when `end()` is called (returning) or `fail()` (throwing). Its
@@ -268,4 +270,35 @@ forEachStore('a body that outlives its attempt', (target) => {
     await store.close();
     await operator.close();
   });
+});
+
+it('the queue does not say how long an interrupted body ran, and jingwei review asks before not_executed once it returned', async () => {
+  const path = tempDbPath(tempDir(), 'journal');
+  const location = { target: path, open: async () => openSqliteStore(path) };
+  const store = await location.open();
+  const { tool, state } = lateTool('transfer', 'non_idempotent');
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t');
+  const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  const first = await gateway.call('transfer', { to: 'acme' });
+  state.end();
+  const ended = await untilBodyEnded(store, 's', first.call.id);
+  await owner.release();
+  await store.close();
+  // Before, the queue read "timeout  body ran 250 ms": the body ran on and made the transfer.
+  const queued = cli(['queue', location.target]).stdout;
+  assert.match(queued, /timeout\s+interrupted after \d+ (ms|s); its body may have gone on \(the call's journal says how it ended\)/);
+  assert.doesNotMatch(queued, /body ran/);
+  const review = (...extra: string[]) => cli(['review', location.target, first.call.id, '--session', 's', '--outcome', 'not_executed', '--evidence', 'no transfer in the bank', '--actor', 'ops', ...extra]);
+  const refused = review();
+  assert.equal(refused.code, 1, refused.stdout + refused.stderr);
+  assert.match(refused.stderr, new RegExp(`nothing was recorded: the journal records that the body of call ${first.call.id} went on after its result and returned \\(seq ${ended.seq}, .*\\), so it most likely made its write\\. .*--despite-late-return`));
+  const inbox = await location.open();
+  assert.deepEqual((await decisionInbox(inbox).list({ kind: 'review' })).items, [], 'nothing recorded');
+  const recorded = review('--despite-late-return');
+  assert.equal(recorded.code, 0, recorded.stderr);
+  assert.equal((await decisionInbox(inbox).list({ kind: 'review' })).items.length, 1);
+  // completed needs no confirmation.
+  assert.equal(cli(['review', location.target, first.call.id, '--session', 's', '--outcome', 'completed', '--evidence', 'the bank shows it', '--actor', 'ops', '--replaces', (await decisionInbox(inbox).list({ kind: 'review' })).items[0]!.id]).code, 0);
+  await inbox.close();
 });

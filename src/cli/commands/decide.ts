@@ -2,7 +2,9 @@
  * `approve`, `deny` and `review`: an operator's decisions, written to the store's decision inbox without taking the
  * session over (docs/design.md#the-decision-inbox). The session's owner journals a decision when it uses it.
  */
-import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../../event/types.js';
+import { DecisionError } from '../../errors.js';
+import { TOOL_REVIEW_OUTCOMES, type SessionEvent, type ToolReviewOutcome } from '../../event/types.js';
+import { bodyEnded } from '../../tool/late-bodies.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
 import { decisionInbox } from '../../store/inbox.js';
 import { STORE_ARGUMENT, type Command, type CommandContext } from '../command.js';
@@ -85,6 +87,22 @@ This command ${verb} the request only; it never runs a tool.`,
 export const approveCommand = approvalCommand('approve');
 export const denyCommand = approvalCommand('deny');
 
+/**
+ * A not_executed review of a call whose body the runtime saw return after its result (its deadline or a cancel was
+ * recorded first) contradicts what the journal holds; the operator must say they checked (--despite-late-return).
+ */
+function refuseAfterLateReturn(history: readonly SessionEvent[], callId: string): void {
+  const end = bodyEnded(history, callId);
+  if (end?.ended !== 'returned') return;
+  throw new DecisionError(
+    'decision_stale',
+    callId,
+    `nothing was recorded: the journal records that the body of call ${callId} went on after its result and returned ` +
+      `(seq ${end.event.seq}${end.event.recordedAt ? `, ${end.event.recordedAt}` : ''}), so it most likely made its write. ` +
+      'Check the outside system; if it shows the write was not made, record the review again with --despite-late-return',
+  );
+}
+
 export const reviewCommand: Command = {
   name: 'review',
   summary: "record an operator's review of a call, for the session's host to journal",
@@ -95,6 +113,7 @@ export const reviewCommand: Command = {
     evidence: { type: 'string', value: 'text', help: 'what the outcome rests on (required)' },
     actor: DECIDE_OPTIONS.actor,
     replaces: { type: 'string', value: 'id', help: 'the review of this call still waiting to be journaled that this one replaces (review_…)' },
+    'despite-late-return': { type: 'boolean', help: 'record not_executed although the journal records that the body returned after its result' },
     json: DECIDE_OPTIONS.json,
   },
   description: `
@@ -108,10 +127,14 @@ the review settles its operation; one that starts while the review is recorded i
 
 A call takes one review waiting to be journaled: while one waits, another is refused (decision_stale, naming it),
 so two operators answering at the same moment never both read "Recorded". To replace the waiting review (a mistake,
-or new evidence), name it with --replaces; it is then marked superseded and never journaled.`,
+or new evidence), name it with --replaces; it is then marked superseded and never journaled.
+
+not_executed is refused, and nothing recorded, for a call whose journal records that its body went on after its
+result (a timeout, a cancel) and returned: it most likely made its write ('jingwei inspect' shows the call). If the
+outside system shows the write was not made all the same, say so with --despite-late-return.`,
   exitCodes:
-    'This command exits 2 when the session has no such call, 1 when the call may still be running (call_in_flight) or another review of it ' +
-    'waits to be journaled and --replaces does not name it (decision_stale).',
+    'This command exits 2 when the session has no such call, 1 when the call may still be running (call_in_flight), another review of it ' +
+    'waits to be journaled and --replaces does not name it, or not_executed meets a body that returned after its result (decision_stale).',
   examples: ['jingwei review journal.db toolcall_0190… --session s-1 --outcome not_executed --evidence "no message in the outbox" --actor alice'],
   async run(ctx) {
     const sessionId = requiredText('review', 'session', ctx.options.session);
@@ -123,6 +146,7 @@ or new evidence), name it with --replaces; it is then marked superseded and neve
     const actor = requiredText('review', 'actor', ctx.options.actor);
     return withStore(ctx.args.store!, async (store) => {
       const replaces = optionalText(ctx.options.replaces);
+      if (outcome === 'not_executed' && ctx.options['despite-late-return'] !== true) refuseAfterLateReturn(await store.loadHistory(sessionId), ctx.args.call!);
       const row = await decisionInbox(store).recordReview({
         sessionId, callId: ctx.args.call!, outcome: outcome as ToolReviewOutcome, evidence, actor, ...(replaces !== undefined ? { replaces } : {}),
       });

@@ -1,12 +1,11 @@
 import { InvalidInputError } from '../../errors.js';
 import { TOOL_EFFECTS, type ToolEffect } from '../../event/types.js';
 import { ATTENTION_STATUSES, type AttentionStatus } from '../../store/rows.js';
-import type { AttentionItem } from '../../store/types.js';
 import { integerOption, STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, UsageError } from '../exit.js';
 import { durationText, parseAge, safe, shortId, table, timeText } from '../format.js';
 import { withStore } from '../session.js';
-import { approvalRequests, type InboxListing, waitingReviewDecisions } from '../assessment.js';
+import { approvalRequests, attentionTimes, type InboxListing, waitingReviewDecisions } from '../assessment.js';
 
 function statusesOf(value: string | boolean | undefined): AttentionStatus[] | undefined {
   if (typeof value !== 'string') return undefined;
@@ -17,15 +16,6 @@ function statusesOf(value: string | boolean | undefined): AttentionStatus[] | un
     }
   }
   return list as AttentionStatus[];
-}
-
-/** What the item's times say, for people: how long its body ran, or has been running, or waited to start. */
-function timesOf(item: AttentionItem, now: string): string {
-  const ran = item.startedAt ? durationText(item.startedAt, item.endedAt ?? now) : null;
-  if (ran !== null) return item.endedAt ? `body ran ${ran}` : `body started ${ran} ago, no result`;
-  const waited = durationText(item.calledAt, item.endedAt ?? now);
-  if (waited === null) return '-';
-  return item.endedAt ? `ended after ${waited}` : `no result for ${waited}`;
 }
 
 export const queueCommand: Command = {
@@ -163,7 +153,7 @@ back: resume the session's run, or run the recovery routine, on another host. --
           i.effect,
           i.inDoubt ? s.yellow(`${i.status} IN DOUBT`) : i.status === 'outcome_unknown' || i.status === 'no_result' ? s.cyan(i.status) : s.dim(i.status),
           i.category ?? '-',
-          timesOf(i, now),
+          attentionTimes(i, now),
         ]);
         out.line(table(
           [{ header: 'CALLED AT' }, { header: 'SESSION' }, { header: 'CALL' }, { header: 'TOOL' }, { header: 'EFFECT' }, { header: 'STATUS' }, { header: 'RESULT' }, { header: 'TIMES' }],

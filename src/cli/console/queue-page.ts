@@ -7,18 +7,10 @@
  */
 import { TOOL_EFFECTS } from '../../event/types.js';
 import { ATTENTION_STATUSES } from '../../store/rows.js';
-import type { AttentionItem } from '../../store/types.js';
+import { attentionTimes } from '../assessment.js';
 import { durationText, num, timeText } from '../format.js';
 import { QUEUE_MAX, queueQuery, type QueueFilters, type QueuePaging, type QueueView } from './data.js';
 import { callHref, formValue, h, notice, sessionHref, shortText } from './html.js';
-
-function itemTimes(item: AttentionItem, now: string): string {
-  const ran = item.startedAt ? durationText(item.startedAt, item.endedAt ?? now) : null;
-  if (ran !== null) return item.endedAt ? `body ran ${ran}` : `body started ${ran} ago, no result`;
-  const waited = durationText(item.calledAt, item.endedAt ?? now);
-  if (waited === null) return '-';
-  return item.endedAt ? `ended after ${waited}` : `no result for ${waited}`;
-}
 
 /** The rows of the operations table. */
 export function queueRows(view: QueueView, now: string, base: string): string {
@@ -29,7 +21,7 @@ export function queueRows(view: QueueView, now: string, base: string): string {
 <td class="mono"><a href="${h(callHref(base, i.sessionId, i.callId))}" title="${h(i.callId)}">${h(shortText(i.callId))}</a></td>
 <td>${h(i.tool)}</td><td>${h(i.effect)}</td>
 <td class="${i.inDoubt ? 'doubt' : ''}">${h(i.status)}${i.inDoubt ? ' · IN DOUBT' : ''}</td>
-<td>${h(i.category ?? '-')}</td><td>${h(itemTimes(i, now))}</td></tr>`).join('\n');
+<td>${h(i.category ?? '-')}</td><td>${h(attentionTimes(i, now))}</td></tr>`).join('\n');
 }
 
 /** The rows of the open approval requests. */
