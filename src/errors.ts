@@ -108,6 +108,7 @@ export const RECORDED_FAILURE_CODES = Object.freeze([
   'tool_stopped_before_body',
   'tool_body_panicked',
   'tool_output_not_json',
+  'tool_output_panicked',
   'tool_output_limit',
   'tool_superseded',
   'tool_in_doubt',

@@ -33,7 +33,7 @@ export function serializeOutput(value: unknown, describe: PanicDescriber, contex
   } catch (error) {
     // Thrown by the output's own code (a toJSON, a getter, a proxy) or by the serializer (a cycle, a bigint): an
     // unexpected throw like a body's, so its text is the host's to redact and the model reads a fixed sentence.
-    return failure('body_panic', 'tool_output_not_json', `the tool's output cannot be serialized: ${panicDetail(error, describe, context)}`);
+    return failure('body_panic', 'tool_output_panicked', `the tool's output cannot be serialized: ${panicDetail(error, describe, context)}`);
   }
 }
 

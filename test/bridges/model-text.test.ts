@@ -132,13 +132,13 @@ describe('a panic reaches the model as a fixed sentence; the journal keeps it', 
     const result = await runAgent({ model, owner, gateway, input: 'Read my orders.', maxSteps: 3 });
     for (const call of result.toolCalls) {
       assert.ok(!call.outcome.ok);
-      assert.equal(call.outcome.text, `Tool "read_orders" failed: body_panic (tool_output_not_json): ${INTERNAL_FAILURE_MESSAGE}. The tool started, so it may have taken effect before failing; check before doing it again.`);
+      assert.equal(call.outcome.text, `Tool "read_orders" failed: body_panic (tool_output_panicked): ${INTERNAL_FAILURE_MESSAGE}. The tool started, so it may have taken effect before failing; check before doing it again.`);
     }
     assertNoSecret(model.requests);
     assertNoSecret(result.messages);
     assert.equal(described.length, 2, 'the host describes both throws');
     const failures = (await store.loadHistory('s')).flatMap((e) => (e.kind.type === 'tool_result' && e.kind.result.outcome.status === 'failed' ? [e.kind.result.outcome] : []));
-    assert.deepEqual(failures.map((f) => [f.category, f.code]), [['body_panic', 'tool_output_not_json'], ['body_panic', 'tool_output_not_json']]);
+    assert.deepEqual(failures.map((f) => [f.category, f.code]), [['body_panic', 'tool_output_panicked'], ['body_panic', 'tool_output_panicked']]);
     assert.equal(failures[0]!.message, "the tool's output cannot be serialized: ECONNREFUSED 10.0.0.7:5432 password=[redacted]");
     assert.match(failures[1]!.message, /^the tool's output cannot be serialized: Converting circular structure to JSON/);
   });
