@@ -79,14 +79,44 @@ export interface IdempotencyRecord {
 }
 
 /** What a dedup record says about one operation: the idempotency helpers' reconcilers answer from it alone. */
+/**
+ * The digest column's prefix on the row of an attempt its helper has not finished. Each attempt writes the row so
+ * marked in its transaction before the write runs, and replaces the mark with the record once the write has
+ * returned; so the mark is seen outside that transaction only when the write ended the transaction itself: its own
+ * `COMMIT` commits the mark with what it wrote, even if the process dies at once or another writer comes next.
+ * Whether everything the write meant to write committed can then no longer be told.
+ */
+const UNFINISHED = 'ended-by-write:';
+
+/** The digest column of the row an attempt writes before its write runs (UNFINISHED). */
+export const unfinishedDigest = (scope: IdempotencyScope): string => `${UNFINISHED}${scope.argumentsDigest}`;
+
+/** Whether a record's digest is an attempt's mark: its write ended the helper's transaction itself. */
+export const endedByWrite = (digest: string): boolean => digest.startsWith(UNFINISHED);
+
+/** What a person has to do about an operation whose write ended the helper's transaction itself. */
+export function endedByWriteText(scope: IdempotencyScope, table: string): string {
+  return `The operation is marked so in ${table} (session ${scope.sessionId}, task ${scope.taskId}, key ${scope.key}): every attempt of it is refused ` +
+    'and its reconciler answers unknown until a person has checked the business data and deleted that row';
+}
+
+/** Refuses an attempt of an operation an earlier attempt's write left marked (endedByWrite): nothing runs. */
+export function refuseEndedByWrite(scope: IdempotencyScope, table: string): never {
+  throw new InvalidInputError('request', `an earlier attempt's write ended the helper's transaction itself, so whether it committed is unknown; nothing was run. ${endedByWriteText(scope, table)}`);
+}
+
 export function reconcileAnswer(
   scope: IdempotencyScope,
   record: IdempotencyRecord | null,
+  table: string,
 ): ToolReconcileAnswer {
   const where = record?.legacy
     ? `dedup record for task ${scope.taskId}, key ${scope.key} (written before records named their session)`
     : `dedup record for session ${scope.sessionId}, task ${scope.taskId}, key ${scope.key}`;
   if (record === null) return { outcome: 'not_executed', evidence: `no ${where}: the write and its record commit together, so it never committed` };
+  if (endedByWrite(record.digest)) {
+    return { outcome: 'unknown', evidence: `an attempt's write ended the helper's transaction itself: whether it committed is unknown (${endedByWriteText(scope, table)})` };
+  }
   if (record.digest !== scope.argumentsDigest) return { outcome: 'unknown', evidence: `the ${where} holds other arguments` };
   return { outcome: 'completed', evidence: `the ${where} holds the committed result`, output: record.result };
 }

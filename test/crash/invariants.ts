@@ -88,7 +88,8 @@ export interface TaskCharge {
 function outputCharge(a: Attempt, reservation: number): number | null {
   if (!a.started) return 0;
   if (a.outcome === null) return reservation;
-  if (a.outcome.status === 'succeeded') return Buffer.byteLength(a.outcome.output, 'utf8');
+  // Output is charged as the journal stores it, JSON-escaped (docs/design.md#output-is-counted-as-it-is-journaled).
+  if (a.outcome.status === 'succeeded') return Buffer.byteLength(JSON.stringify(a.outcome.output), 'utf8') - 2;
   return a.outcome.category === 'output_limit' ? null : reservation;
 }
 

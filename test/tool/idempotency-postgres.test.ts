@@ -24,7 +24,7 @@ describePostgres('PostgresIdempotencyStore', (url) => {
       const { rows } = await client.query<{ id: number }>(`INSERT INTO "${schema}".orders (item) VALUES ($1) RETURNING id`, [item]);
       return { orderId: rows[0]!.id };
     };
-    return { store, orders, insert };
+    return { store, orders, insert, schema };
   }
 
   it('runs a write once per (task, key), replays the stored result, rejects changed arguments', async () => {
@@ -251,6 +251,33 @@ describePostgres('PostgresIdempotencyStore', (url) => {
     assert.equal(await orders(), 1, 'written once');
     await store.close();
     await assert.rejects(store.run(request('t', 'k2', {}), insert('x')), { name: 'StoreClosedError' });
+  });
+
+  it("a write that commits the helper's transaction itself commits the claim's mark with it: unknown, refused, until a person deletes it", async () => {
+    const { store, orders, insert, schema } = await open();
+    const other = await PostgresIdempotencyStore.open(url, { schema });
+    let seenMeanwhile: string | undefined;
+    // Before, the claim committed holding the arguments' digest and a null result: a host that died here left a
+    // record answering completed with a null output for whatever the write had not got to.
+    const dies = async (client: PgClient) => {
+      await insert('x')(client);
+      await client.query('COMMIT');
+      seenMeanwhile = (await other.reconcile(request('t', 'k', {}))).outcome;
+      throw new Error('the host died here');
+    };
+    await assert.rejects(store.run(request('t', 'k', {}), dies), /the host died here/);
+    assert.equal(seenMeanwhile, 'unknown');
+    assert.equal(await orders(), 1);
+    const answer = await store.reconcile(request('t', 'k', {}));
+    assert.equal(answer.outcome, 'unknown');
+    assert.match(answer.evidence, /ended the helper's transaction itself: whether it committed is unknown/);
+    let ran = 0;
+    await assert.rejects(store.run(request('t', 'k', {}), async (client) => { ran += 1; return insert('x')(client); }), { code: 'invalid_input', field: 'request' });
+    assert.equal(ran, 0);
+    await adminPool(url).query(`DELETE FROM "${schema}".jw_idempotency WHERE key = 'k'`);
+    assert.equal((await store.run(request('t', 'k', {}), insert('x'))).replayed, false);
+    await other.close();
+    await store.close();
   });
 
   it('opened at once by pools whose transactions default to REPEATABLE READ: every open succeeds', async () => {

@@ -60,14 +60,21 @@ describe('SqliteIdempotencyStore', () => {
     const business = openBusiness(path);
     const order = (db: typeof business.db) => db.prepare('INSERT INTO orders (task_id, key, item) VALUES (?, ?, ?)').run('t', 'k', 'book');
     // COMMIT, then a throw: the order is in, with no record; the reconciler said not_executed and a retry ordered again.
+    // What another process sees the moment the write has committed (before the helper gets control back, as if this
+    // one died there): the mark committed with the order.
+    const other = openBusiness(path);
+    let seenMeanwhile: string | undefined;
     assert.throws(() => business.run(request('t', 'k', {}), (db) => {
       order(db);
       db.exec('COMMIT');
+      seenMeanwhile = other.reconcile(request('t', 'k', {})).outcome;
       throw new Error('the provider timed out');
     }), (error: unknown) => error instanceof JingweiError && error.code === 'invalid_input' &&
       /ended the helper's transaction itself \(a COMMIT or ROLLBACK on the handle it was given\) and then threw: whether what it wrote committed is unknown/.test(error.message) &&
       (error.cause as Error).message === 'the provider timed out');
     assert.equal(countOrders(path), 1);
+    assert.equal(seenMeanwhile, 'unknown', 'the mark is durable with the order, before the helper writes anything more');
+    other.close();
     const answer = business.reconcile(request('t', 'k', {}));
     assert.equal(answer.outcome, 'unknown');
     assert.match(answer.evidence, /whether it committed is unknown/);

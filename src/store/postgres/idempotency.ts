@@ -1,7 +1,10 @@
 import { IdempotencyConflictError, InvalidInputError, StoreBusyError, StoreClosedError } from '../../errors.js';
 import { POSTGRES_DEFAULTS } from '../../limits.js';
 import type { JsonValue } from '../../json/types.js';
-import { checkWrite, idempotencyScope, reconcileAnswer, recordedResultText, type IdempotencyRecord, type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome } from '../../tool/idempotency.js';
+import {
+  checkWrite, endedByWrite, idempotencyScope, reconcileAnswer, recordedResultText, refuseEndedByWrite, unfinishedDigest,
+  type IdempotencyRecord, type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome,
+} from '../../tool/idempotency.js';
 import type { ToolReconcileAnswer } from '../../tool/types.js';
 import { Client, Pool } from './driver.js';
 import type { PgClient, PgPool } from './driver-types.js';
@@ -126,6 +129,7 @@ export class PostgresIdempotencyStore {
       const record = await this.claim(client, scope);
       if (record !== null) {
         await client.query('ROLLBACK');
+        if (endedByWrite(record.digest)) refuseEndedByWrite(scope, this.table);
         if (record.digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
         return { result: record.result as T, replayed: true };
       }
@@ -138,11 +142,13 @@ export class PostgresIdempotencyStore {
       }
       // JSON data only (a lone surrogate, which jsonb cannot store, is refused with the rest).
       const text = recordedResultText(result);
-      const recorded = await client.query(`UPDATE ${this.table} SET result = $4::jsonb WHERE session_id = $1 AND task_id = $2 AND key = $3`, [
+      // The record replaces the claim's mark (unfinishedDigest): a claim committed by the write itself keeps it.
+      const recorded = await client.query(`UPDATE ${this.table} SET result = $4::jsonb, arguments_digest = $5 WHERE session_id = $1 AND task_id = $2 AND key = $3`, [
         scope.sessionId,
         scope.taskId,
         scope.key,
         text,
+        scope.argumentsDigest,
       ]);
       // The claim is gone: the write rolled the helper's transaction back on its client. What it wrote in a transaction
       // it began again is rolled back with this refusal; what it wrote outside one has committed, without a record.
@@ -173,11 +179,11 @@ export class PostgresIdempotencyStore {
       await client.query('ROLLBACK');
       return found;
     });
-    return reconcileAnswer(scope, record);
+    return reconcileAnswer(scope, record, this.table);
   }
 
   /**
-   * Claims the operation with a placeholder row, unless a legacy record (session_id '') holds its (taskId, key); when
+   * Claims the operation with a placeholder row marked unfinished (unfinishedDigest), unless a legacy record (session_id '') holds its (taskId, key); when
    * a record exists, returns it (the session's own first). Waits while another transaction holds an uncommitted row
    * for this operation, and sees it once that commits.
    */
@@ -187,7 +193,7 @@ export class PostgresIdempotencyStore {
        SELECT $1, $2, $3, $4, 'null'::jsonb
        WHERE NOT EXISTS (SELECT 1 FROM ${this.table} WHERE session_id = '' AND task_id = $2 AND key = $3)
        ON CONFLICT (session_id, task_id, key) DO NOTHING RETURNING 1`,
-      [scope.sessionId, scope.taskId, scope.key, scope.argumentsDigest],
+      [scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope)],
     );
     if (claimed.rowCount !== 0) return null;
     const { rows } = await client.query<{ session_id: string; arguments_digest: string; result: JsonValue }>(

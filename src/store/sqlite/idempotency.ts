@@ -2,7 +2,10 @@ import { IdempotencyConflictError, InvalidInputError, StoreClosedError } from '.
 import type { JsonValue } from '../../json/types.js';
 import { STORE_DEFAULTS } from '../../limits.js';
 import { describeValue } from '../../text.js';
-import { checkSynchronousWrite, idempotencyScope, reconcileAnswer, recordedResultText, type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome } from '../../tool/idempotency.js';
+import {
+  checkSynchronousWrite, endedByWrite, endedByWriteText, idempotencyScope, reconcileAnswer, recordedResultText, refuseEndedByWrite, unfinishedDigest,
+  type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome,
+} from '../../tool/idempotency.js';
 import type { ToolReconcileAnswer } from '../../tool/types.js';
 import { Passthrough } from '../passthrough.js';
 import { Database, type Statement } from './driver.js';
@@ -21,7 +24,8 @@ const BUSINESS = 'business';
  */
 const COLUMNS = `session_id TEXT NOT NULL DEFAULT '', task_id TEXT NOT NULL, key TEXT NOT NULL, arguments_digest TEXT NOT NULL,
   result TEXT NOT NULL, created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')), PRIMARY KEY (session_id, task_id, key)`;
-const TABLE = `CREATE TABLE IF NOT EXISTS jw_idempotency (${COLUMNS}) STRICT`;
+const TABLE_NAME = 'jw_idempotency';
+const TABLE = `CREATE TABLE IF NOT EXISTS ${TABLE_NAME} (${COLUMNS}) STRICT`;
 
 /** Re-keys a table an older version created on (task_id, key): its records become legacy ones (session_id ''). */
 function upgradeTable(db: Database): void {
@@ -40,12 +44,7 @@ function upgradeTable(db: Database): void {
 
 const INSERT = 'INSERT INTO jw_idempotency (session_id, task_id, key, arguments_digest, result) VALUES (?, ?, ?, ?, ?)';
 
-/** The digest column's prefix on the record of an operation whose write ended the helper's transaction itself. */
-const ENDED_BY_WRITE = 'ended-by-write:';
-
-const endedText = (scope: IdempotencyScope) =>
-  `The operation is marked so in jw_idempotency (session ${scope.sessionId}, task ${scope.taskId}, key ${scope.key}): every attempt of it is refused ` +
-  'and its reconciler answers unknown until a person has checked the business data and deleted that row';
+const RECORD = 'UPDATE jw_idempotency SET arguments_digest = ?, result = ? WHERE session_id = ? AND task_id = ? AND key = ?';
 
 /**
  * Deduplication for tools that write to a SQLite database: the business write and its dedup record commit in one
@@ -64,6 +63,7 @@ export class SqliteIdempotencyStore {
   /** The session's record, else a legacy one for the same (task, key). */
   private readonly find: Statement<[string, string, string], { session_id: string; arguments_digest: string; result: string }>;
   private readonly insert: Statement<[string, string, string, string, string]>;
+  private readonly record: Statement<[string, string, string, string, string]>;
 
   /**
    * Give it the business database (a path, or an open better-sqlite3 handle that you keep owning). A path in a
@@ -103,6 +103,7 @@ export class SqliteIdempotencyStore {
          ORDER BY session_id DESC LIMIT 1`,
       );
       this.insert = this.raw.prepare(INSERT);
+      this.record = this.raw.prepare(RECORD);
     } catch (error) {
       if (this.owned) this.raw.close();
       throw mapSqliteFailure(error, BUSINESS);
@@ -120,12 +121,12 @@ export class SqliteIdempotencyStore {
     const transaction = this.raw.transaction((): IdempotentOutcome<T> => {
       const existing = this.find.get(scope.sessionId, scope.taskId, scope.key);
       if (existing) {
-        if (existing.arguments_digest.startsWith(ENDED_BY_WRITE)) {
-          throw new InvalidInputError('request', `an earlier attempt's write ended the helper's transaction itself, so whether it committed is unknown; nothing was run. ${endedText(scope)}`);
-        }
+        if (endedByWrite(existing.arguments_digest)) refuseEndedByWrite(scope, TABLE_NAME);
         if (existing.arguments_digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
         return { result: JSON.parse(existing.result) as T, replayed: true };
       }
+      // Marked unfinished until the record replaces the mark: a write that commits on its own commits the mark too.
+      this.insert.run(scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope), 'null');
       let result: T;
       try {
         result = write(this.db);
@@ -144,7 +145,7 @@ export class SqliteIdempotencyStore {
         );
       }
       const text = recordedResultText(result);
-      this.insert.run(scope.sessionId, scope.taskId, scope.key, scope.argumentsDigest, text);
+      this.record.run(scope.argumentsDigest, text, scope.sessionId, scope.taskId, scope.key);
       return { result, replayed: false };
     });
     return this.mapped(() => transaction.immediate());
@@ -163,12 +164,10 @@ export class SqliteIdempotencyStore {
     this.checkOpen();
     const read = this.raw.transaction(() => this.find.get(scope.sessionId, scope.taskId, scope.key));
     const existing = this.mapped(() => read.immediate());
-    if (existing?.arguments_digest.startsWith(ENDED_BY_WRITE)) {
-      return { outcome: 'unknown', evidence: `an attempt's write ended the helper's transaction itself: whether it committed is unknown (${endedText(scope)})` };
-    }
     return reconcileAnswer(
       scope,
       existing ? { digest: existing.arguments_digest, result: JSON.parse(existing.result) as JsonValue, legacy: existing.session_id === '' } : null,
+      TABLE_NAME,
     );
   }
 
@@ -181,13 +180,14 @@ export class SqliteIdempotencyStore {
    */
   private refuseEndedTransaction(scope: IdempotencyScope, thrown?: unknown): void {
     if (this.raw.inTransaction) return;
-    // Outside any transaction now; over a record another process wrote once the lock was free, which is as unsure.
+    // A COMMIT committed the mark already; a ROLLBACK took it back with the rest, so it is written again, outside any
+    // transaction now (over a record another process wrote once the lock was free, which is as unsure).
     this.raw.prepare(`${INSERT} ON CONFLICT (session_id, task_id, key) DO UPDATE SET arguments_digest = excluded.arguments_digest, result = excluded.result`)
-      .run(scope.sessionId, scope.taskId, scope.key, `${ENDED_BY_WRITE}${scope.argumentsDigest}`, 'null');
+      .run(scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope), 'null');
     throw new Passthrough(new InvalidInputError(
       'write',
       `ended the helper's transaction itself (a COMMIT or ROLLBACK on the handle it was given)${thrown === undefined ? '' : ' and then threw'}: ` +
-        `whether what it wrote committed is unknown. ${endedText(scope)}`,
+        `whether what it wrote committed is unknown. ${endedByWriteText(scope, TABLE_NAME)}`,
       thrown === undefined ? undefined : { cause: thrown },
     ));
   }
