@@ -378,10 +378,18 @@ export function attentionTimes(item: AttentionItem, now: string): string {
   if (ran !== null) {
     if (!item.endedAt) return `body started ${ran} ago, no result`;
     return item.category !== null && INTERRUPTS.has(item.category)
-      ? `interrupted after ${ran}; its body may have gone on (the call's journal says how it ended)`
+      ? `${interruptedText(ran)} (the call's journal says how it ended)`
       : `body ran ${ran}`;
   }
   const waited = durationText(item.calledAt, item.endedAt ?? now);
   if (waited === null) return '-';
   return item.endedAt ? `ended after ${waited}` : `no result for ${waited}`;
+}
+
+const interruptedText = (ran: string) => `interrupted after ${ran}; its body may have gone on`;
+
+/** How long a call's body ran until its result, for the call's page: an interrupt recorded against it did not stop it. */
+export function bodyRanText(record: CallRecord, ran: string): string {
+  const o = record.result?.outcome;
+  return o?.status === 'failed' && INTERRUPTS.has(o.category) ? interruptedText(ran) : `body ran ${ran}`;
 }

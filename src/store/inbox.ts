@@ -9,6 +9,7 @@ import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../event/types.js'
 import { LIMITS } from '../limits.js';
 import { describeValue, truncateUtf8, utf8Length } from '../text.js';
 import { reviewableAttempt } from '../tool/evidence.js';
+import { bodyEnded } from '../tool/late-bodies.js';
 import { checkSignal } from '../tool/runtime-config.js';
 import { JournalStore } from './journal-store.js';
 import { callProgressIn } from './attention.js';
@@ -70,6 +71,12 @@ export interface ReviewDecisionInput {
    * one is no longer the one waiting).
    */
   readonly replaces?: string;
+  /**
+   * `not_executed` although the journal records that the call's body went on after its result (a timeout, a cancel)
+   * and returned: the person checked the outside system and says the write was not made all the same. Without it
+   * such a review is refused (`decision_stale`), since a body that returned most likely made its write.
+   */
+  readonly despiteLateReturn?: boolean;
 }
 
 export interface DecisionListOptions {
@@ -184,6 +191,9 @@ export class DecisionInbox {
     const evidence = inboxText('evidence', input.evidence, false)!;
     const actor = inboxActor(input.actor);
     const replaces = input.replaces === undefined ? undefined : checkId<string>('replaces', input.replaces);
+    if (input.despiteLateReturn !== undefined && typeof input.despiteLateReturn !== 'boolean') {
+      throw new InvalidInputError('despiteLateReturn', `must be a boolean, got ${describeValue(input.despiteLateReturn)}`);
+    }
     const { history, inFlight } = await (this.store as JournalStore).callInFlight(sessionId, callId);
     const call = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId)?.kind;
     if (call?.type !== 'tool_call') throw new DecisionError('decision_not_found', callId, `session ${sessionId} has no call ${callId}`);
@@ -206,6 +216,17 @@ export class DecisionInbox {
         callId,
         `call ${callId} may still be running: its result records that it was interrupted while its body ran, the body may have gone on, and the host that made it still holds session ${sessionId} (its lease is live). ` +
           'A review now could be overtaken by the body itself; review it once the host has journaled that the body ended (jingwei events shows it) or has stopped (its lease runs out)',
+      );
+    }
+    const lateEnd = bodyEnded(history, callId);
+    if (input.outcome === 'not_executed' && lateEnd?.ended === 'returned' && input.despiteLateReturn !== true) {
+      throw new DecisionError(
+        'decision_stale',
+        callId,
+        `nothing was recorded: the journal records that the body of call ${callId} went on after its result and returned ` +
+          `(seq ${lateEnd.event.seq}${lateEnd.event.recordedAt ? `, ${lateEnd.event.recordedAt}` : ''}), so it most likely made its write. ` +
+          'Check the outside system; if it shows the write was not made, record the review again saying so ' +
+          '(despiteLateReturn; jingwei review --despite-late-return; the console\'s box under the review form)',
       );
     }
     try {

@@ -16,6 +16,7 @@ import fc from 'fast-check';
 import { callHref, seg, segValue, sessionHref } from '../../src/cli/console/html.js';
 import { tamper } from '../cli/helpers.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
+import { untilBodyEnded } from '../support/body-ended.js';
 import { crashAfterEffect, leaseExpired, hidden, http, login, said, startConsoleProcess, type ConsoleProcess, type Reply } from './support.js';
 
 const decode = (html: string): string => html.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&amp;/g, '&');
@@ -51,12 +52,35 @@ function firstEvent(port: number, path: string, cookie: string): Promise<string>
 
 const RLO = '\u202E';
 
+/** A transfer whose deadline was recorded while its body, ignoring it, went on and returned; its host then let go. */
+async function lateReturn(db: string, sessionId: string): Promise<string> {
+  const store = openSqliteStore(db);
+  try {
+    let finish = () => {};
+    const transfer = {
+      name: 'transfer',
+      metadata: new ToolMetadata('moves money', { type: 'object' }).withEffect('non_idempotent', 't1').withTimeoutCeiling(100),
+      execute: () => new Promise<string>((resolve) => { finish = () => resolve('sent late'); }),
+    };
+    const owner = await store.acquire(sessionId, { owner: 'host-late' });
+    await owner.startTask('t');
+    const call = await createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('transfer', { to: 'acme' });
+    finish();
+    await untilBodyEnded(store, sessionId, call.call.id);
+    await owner.release();
+    return call.call.id;
+  } finally {
+    await store.close();
+  }
+}
+
 describe('jingwei console forms and what it says after them', () => {
   const dir = tempDir('jingwei-console-decisions-');
   const db = tempDbPath(dir, 'decisions');
   const requests: { session: string; requestId: string; callId: string }[] = [];
   let failedCall = '';
   let doubtCall = '';
+  let lateCall = '';
   const dotCalls = new Map<string, string>();
   let c: ConsoleProcess;
   let cookie = '';
@@ -84,6 +108,7 @@ describe('jingwei console forms and what it says after them', () => {
     } finally {
       await store.close();
     }
+    lateCall = await lateReturn(db, 'transfers-late');
     doubtCall = await crashAfterEffect(db, join(dir, 'effects.jsonl'), 'invoices-forms');
     await leaseExpired(db, 'invoices-forms');
     for (const id of ['.', '..']) {
@@ -204,6 +229,26 @@ describe('jingwei console forms and what it says after them', () => {
     const queue = await http(c.port, 'GET', c.path(`/?tool=${encodeURIComponent(tool)}`), { cookie });
     const value = /<input id="f-tool" name="tool" value="([^"]*)"/.exec(queue.body);
     assert.equal(decode(value![1]!), tool, 'the tool filter comes back as typed');
+  });
+
+  it('not_executed on a call whose body returned after its timeout needs the box saying the outside system was checked', async () => {
+    const path = c.path(`/session/transfers-late/call/${lateCall}`);
+    const page = await http(c.port, 'GET', path, { cookie });
+    assert.match(page.body, /body started [^;]*; result [^(]*\(interrupted after [^;]*; its body may have gone on\)/, 'not "body ran"');
+    assert.match(page.body, /id="late-return".*name="despite_late_return"/);
+    const form = { csrf: hidden(page.body, 'csrf'), basis: hidden(page.body, 'basis'), outcome: 'not_executed', evidence: 'the bank shows nothing' };
+    const refused = await http(c.port, 'POST', `${path}/review`, { cookie, form });
+    assert.equal(refused.status, 409, said(refused));
+    assert.match(said(refused), /Refused, nothing was recorded: the journal records that the body of call \S+ went on after its result and returned/);
+    const store = openSqliteStore(db);
+    try {
+      assert.deepEqual((await decisionInbox(store).list({ kind: 'review', sessionId: 'transfers-late' })).items, []);
+      const sent = await http(c.port, 'POST', `${path}/review`, { cookie, form: { ...form, despite_late_return: 'yes' } });
+      assert.equal(sent.status, 200, said(sent));
+      assert.deepEqual((await decisionInbox(store).list({ kind: 'review', sessionId: 'transfers-late' })).items.map((r) => r.decision), ['not_executed']);
+    } finally {
+      await store.close();
+    }
   });
 
   it('the recorded result keeps its line breaks; its bidi override stays visible', async () => {

@@ -91,7 +91,12 @@ forEachStore('a body that outlives its attempt', (target) => {
     const [listed] = assessSession(after).calls;
     assert.equal(listed?.bodyEnded?.event.seq, ended.seq);
     assert.match(listed!.reason, /then its body went on and returned/);
-    assert.equal((await review()).state, 'decided', 'the body ended: the operator can look now');
+    // The body ended: the operator can look now. It returned, so not_executed takes their word that they checked.
+    await assert.rejects(review(), { name: 'DecisionError', code: 'decision_stale', message: /went on after its result and returned .*most likely made its write/ });
+    await assert.rejects(inbox.recordReview({ sessionId: 's', callId: first.call.id, outcome: 'not_executed', evidence: 'x', actor: 'ops', despiteLateReturn: 'yes' as never }), { name: 'InvalidInputError', field: 'despiteLateReturn' });
+    assert.deepEqual((await inbox.list({ kind: 'review' })).items, [], 'nothing recorded');
+    const checked = await inbox.recordReview({ sessionId: 's', callId: first.call.id, outcome: 'not_executed', evidence: 'the bank shows no transfer', actor: 'ops', despiteLateReturn: true });
+    assert.equal(checked.state, 'decided');
     await owner.release();
     await store.close();
     await operator.close();

@@ -2,9 +2,7 @@
  * `approve`, `deny` and `review`: an operator's decisions, written to the store's decision inbox without taking the
  * session over (docs/design.md#the-decision-inbox). The session's owner journals a decision when it uses it.
  */
-import { DecisionError } from '../../errors.js';
-import { TOOL_REVIEW_OUTCOMES, type SessionEvent, type ToolReviewOutcome } from '../../event/types.js';
-import { bodyEnded } from '../../tool/late-bodies.js';
+import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../../event/types.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
 import { decisionInbox } from '../../store/inbox.js';
 import { STORE_ARGUMENT, type Command, type CommandContext } from '../command.js';
@@ -87,22 +85,6 @@ This command ${verb} the request only; it never runs a tool.`,
 export const approveCommand = approvalCommand('approve');
 export const denyCommand = approvalCommand('deny');
 
-/**
- * A not_executed review of a call whose body the runtime saw return after its result (its deadline or a cancel was
- * recorded first) contradicts what the journal holds; the operator must say they checked (--despite-late-return).
- */
-function refuseAfterLateReturn(history: readonly SessionEvent[], callId: string): void {
-  const end = bodyEnded(history, callId);
-  if (end?.ended !== 'returned') return;
-  throw new DecisionError(
-    'decision_stale',
-    callId,
-    `nothing was recorded: the journal records that the body of call ${callId} went on after its result and returned ` +
-      `(seq ${end.event.seq}${end.event.recordedAt ? `, ${end.event.recordedAt}` : ''}), so it most likely made its write. ` +
-      'Check the outside system; if it shows the write was not made, record the review again with --despite-late-return',
-  );
-}
-
 export const reviewCommand: Command = {
   name: 'review',
   summary: "record an operator's review of a call, for the session's host to journal",
@@ -146,9 +128,9 @@ outside system shows the write was not made all the same, say so with --despite-
     const actor = requiredText('review', 'actor', ctx.options.actor);
     return withStore(ctx.args.store!, async (store) => {
       const replaces = optionalText(ctx.options.replaces);
-      if (outcome === 'not_executed' && ctx.options['despite-late-return'] !== true) refuseAfterLateReturn(await store.loadHistory(sessionId), ctx.args.call!);
       const row = await decisionInbox(store).recordReview({
         sessionId, callId: ctx.args.call!, outcome: outcome as ToolReviewOutcome, evidence, actor, ...(replaces !== undefined ? { replaces } : {}),
+        ...(ctx.options['despite-late-return'] === true ? { despiteLateReturn: true } : {}),
       });
       return report(ctx, row, 'Recorded review');
     });

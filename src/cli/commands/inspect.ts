@@ -5,6 +5,7 @@ import type { DecisionRow } from '../../store/inbox-rows.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
 import {
   attemptsOf,
+  bodyRanText,
   attentionOf,
   attentionText,
   callTable,
@@ -219,7 +220,7 @@ function timesText(record: CallRecord): string {
   const waited = durationText(called, started);
   if (started) parts.push(`body started ${timeText(started)}` + (waited && waited !== '0 ms' ? ` (waited ${waited}: approval or checks)` : ''));
   const ran = durationText(started, ended);
-  if (ended) parts.push(ran ? `result ${timeText(ended)} (body ran ${ran})` : `result ${timeText(ended)}`);
+  if (ended) parts.push(ran ? `result ${timeText(ended)} (${bodyRanText(record, ran)})` : `result ${timeText(ended)}`);
   else parts.push('no result yet');
   return parts.join('; ');
 }

@@ -260,10 +260,11 @@ class Console {
       const replaces = view.inboxReviews.get(callId)?.id;
       row = await decisionInbox(this.options.store).recordReview({
         sessionId, callId, outcome: outcome as ToolReviewOutcome, evidence, actor, ...(replaces !== undefined ? { replaces } : {}),
+        ...(form.get('despite_late_return') === 'yes' ? { despiteLateReturn: true } : {}),
       });
     } catch (error) {
       if (error instanceof InvalidInputError) return this.call(res, sessionId, callId, 400, { kind: 'error', text: `Nothing was recorded: ${error.message}` }, kept);
-      if (error instanceof DecisionError) return this.call(res, sessionId, callId, error.code === 'decision_not_found' ? 404 : 409, { kind: 'error', text: `Refused, nothing was recorded: ${error.message}` }, kept);
+      if (error instanceof DecisionError) return this.call(res, sessionId, callId, error.code === 'decision_not_found' ? 404 : 409, { kind: 'error', text: `Refused, nothing was recorded: ${error.message.replace(/^nothing was recorded: /, '')}` }, kept);
       return this.writeFailed(res, sessionId, callId, error);
     }
     return this.recorded(res, sessionId, callId, `Recorded review ${row.id}: ${outcome} by ${actor}. The session's host journals it when it next uses the decision inbox.`);

@@ -7,7 +7,7 @@
 import { encodeToolResult } from '../../event/codec.js';
 import { TOOL_REVIEW_OUTCOMES } from '../../event/types.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
-import { attemptsOf, decisionRows, nextStepAdvice, resultWord, type CallRecord } from '../assessment.js';
+import { attemptsOf, bodyRanText, decisionRows, nextStepAdvice, resultWord, type CallRecord } from '../assessment.js';
 import { durationText, timeText } from '../format.js';
 import { assessedCall, callBasis, reviewRefusal, runningText, type SessionView } from './data.js';
 import { callHref, formValue, h, lines, notice, seg, sessionHref, shortText, type NoticeKind } from './html.js';
@@ -93,7 +93,7 @@ function timesHtml(record: CallRecord, readAt: string): string {
   const ended = record.resultEvent?.recordedAt;
   const parts = [`called ${h(timeText(called))}`];
   if (started) parts.push(`body started ${h(timeText(started))} (after ${h(durationText(called, started) ?? '?')})`);
-  if (ended) parts.push(`result ${h(timeText(ended))}${started ? ` (body ran ${h(durationText(started, ended) ?? '?')})` : ''}`);
+  if (ended) parts.push(`result ${h(timeText(ended))}${started ? ` (${h(bodyRanText(record, durationText(started, ended) ?? '?'))})` : ''}`);
   else parts.push(`no result for ${h(durationText(started ?? called, readAt) ?? '?')}`);
   return parts.join('; ');
 }
@@ -190,6 +190,9 @@ ${csrf}<input type="hidden" name="basis" value="${formValue(d.basis)}">
 <p>Record a review: what the outside system shows happened to this operation. It waits in the decision inbox until the session's host journals it; a <b>not_executed</b> review lets the host retry once, a <b>completed</b> one resolves the call for good.${waiting ? ` It replaces the inbox review above (${h(waiting.id)}), which is then never journaled.` : ''}</p>
 <label for="r-outcome">Outcome</label><select id="r-outcome" name="outcome">${options(TOOL_REVIEW_OUTCOMES, d.form.outcome, 'choose…')}</select>
 <label for="r-evidence">Evidence you checked</label>${textarea('r-evidence', 'evidence', d.form.evidence)}
+${assessedCall(view, callId)?.bodyEnded?.ended === 'returned'
+  ? '<p id="late-return"><label><input type="checkbox" name="despite_late_return" value="yes"> Its body went on after its result and returned, so it most likely made its write: I checked the outside system, and the write was not made (needed for <b>not_executed</b>).</label></p>'
+  : ''}
 <p><button type="submit">Record review</button></p></form>`);
   } else if (!d.approval && !d.decided) {
     parts.push(`<p class="muted" id="no-review">No review can be recorded: ${h(d.refusal)}.</p>`);
