@@ -56,9 +56,13 @@ const isMcpRequestFailure = (failure: { category: string; code: string }): boole
 /** The fixed sentence the model reads for a failed MCP request; its code says which kind. */
 export const MCP_REQUEST_FAILURE_MESSAGE = 'the request to its MCP server failed; the details are kept for the operator';
 
+/** The fixed sentence the model reads when a tool's availability check threw: its text is the host's internals. */
+export const AVAILABILITY_FAULT_MESSAGE = 'it could not say whether it can run; the details are kept for the operator';
+
 /** The message a model may read for a recorded failure: its own text, or a fixed sentence for internal ones. */
 function modelFacingMessage(failure: { category: string; code: string; message: string }): string {
   if (INTERNAL_CATEGORIES.has(failure.category)) return INTERNAL_FAILURE_MESSAGE;
+  if (failure.code === 'tool_availability_fault') return AVAILABILITY_FAULT_MESSAGE;
   return isMcpRequestFailure(failure) ? MCP_REQUEST_FAILURE_MESSAGE : failure.message;
 }
 

@@ -80,15 +80,21 @@ export function checkGrantAndSchema(registered: RegisteredTool | undefined, gran
   return null;
 }
 
+/**
+ * What an unexpected throw from a host's hook (an availability check, a guard, an approver) is recorded as: the
+ * host's `describePanic` text, as for a tool body's panic, so a secret in it can be redacted before the journal.
+ */
+export type ThrownDescriber = (error: unknown) => string;
+
 /** The tool's own availability (a known-down connection, say): a denial is recorded as `unavailable`, before any marker. */
-export function checkAvailability(registered: RegisteredTool): Failure | null {
+export function checkAvailability(registered: RegisteredTool, describe: ThrownDescriber): Failure | null {
   const ask = registered.tool.availability;
   if (ask === undefined) return null;
   let answer: unknown;
   try {
     answer = ask.call(registered.tool);
   } catch (error) {
-    return failure('unavailable', 'tool_availability_fault', `the tool could not say whether it can run: ${thrownMessage(error)}`);
+    return failure('unavailable', 'tool_availability_fault', `the tool could not say whether it can run: ${describe(error)}`);
   }
   if (answer === null || answer === undefined) return null;
   const denial = asDenial(snapshot(answer));
@@ -97,13 +103,13 @@ export function checkAvailability(registered: RegisteredTool): Failure | null {
 }
 
 /** Guards in order under the call's control; the first denial or fault wins. */
-export async function runGuards(guards: readonly ToolGuard[], ctx: ToolHookContext, control: CallControl): Promise<Failure | Interrupt | null> {
+export async function runGuards(guards: readonly ToolGuard[], ctx: ToolHookContext, control: CallControl, describe: ThrownDescriber): Promise<Failure | Interrupt | null> {
   for (const guard of guards) {
     let outcome: { value: unknown } | { interrupt: Interrupt };
     try {
       outcome = await control.race(async () => guard(ctx));
     } catch (error) {
-      return failure('guard_fault', 'tool_guard_panicked', thrownMessage(error));
+      return failure('guard_fault', 'tool_guard_panicked', describe(error));
     }
     if ('interrupt' in outcome) return outcome.interrupt;
     if (outcome.value === null || outcome.value === undefined) continue;
@@ -121,12 +127,12 @@ export interface PendingApproval {
 }
 
 /** Asks the keyed approver, afresh on every attempt. Null means approved. */
-export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, control: CallControl): Promise<Failure | Interrupt | PendingApproval | null> {
+export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, control: CallControl, describe: ThrownDescriber): Promise<Failure | Interrupt | PendingApproval | null> {
   let outcome;
   try {
     outcome = await control.race(() => approver(ctx, control.signal));
   } catch (error) {
-    return failure('approval_fault', 'tool_authorizer_panicked', thrownMessage(error));
+    return failure('approval_fault', 'tool_authorizer_panicked', describe(error));
   }
   if ('interrupt' in outcome) return outcome.interrupt;
   const answer = snapshot(outcome.value);

@@ -66,7 +66,7 @@ export function bodyFailure(error: unknown, describe: PanicDescriber, context: P
 }
 
 /** An unexpected throw as the host's `describePanic` describes it for the journal. */
-function panicDetail(error: unknown, describe: PanicDescriber, context: PanicContext): string {
+export function panicDetail(error: unknown, describe: PanicDescriber, context: PanicContext): string {
   try {
     const detail = describe(error, context);
     return typeof detail === 'string' ? detail : 'describePanic returned no text';

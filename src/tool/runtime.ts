@@ -26,7 +26,7 @@ import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOpti
 import { canCommit, commitAs, onOwnerLost } from '../store/owner-commit.js';
 import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
 import { type AttemptCondition, attemptCondition, callsRunningAs, enterCall, enterRetry, leaveCall, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
-import { bodyFailure, frozenOperation, hookView, serializeOutput } from './body-outcome.js';
+import { bodyFailure, frozenOperation, hookView, panicDetail, serializeOutput } from './body-outcome.js';
 
 /** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
 class CanonicalRuntime implements ToolRuntime {
@@ -350,15 +350,16 @@ class Gateway implements ToolGateway {
 
     // Checks without side effects run before the call is written; a rejection is journaled with its call.
     // An interrupt that came before the call is written is recorded with it, without a start marker: provably unrun.
+    const describe = this.describeThrown(call);
     const rejected = checkGrantAndSchema(registered, this.runtime.granted(this.caller, call.name), call)
-      ?? checkAvailability(registered!)
-      ?? (await runGuards(this.runtime.guards, ctx, control))
+      ?? checkAvailability(registered!, describe)
+      ?? (await runGuards(this.runtime.guards, ctx, control, describe))
       ?? (this.runtime.inDoubtGuard ? await this.inDoubt(call) : null)
       ?? control.interrupt()
       // Asked again once the guards and the in-doubt read have waited: a tool that could run then may not now (its
       // server's connection dropped, or came back with the tool changed), and the answer that counts is the last one
       // before the start marker.
-      ?? checkAvailability(registered!);
+      ?? checkAvailability(registered!, describe);
     // A retry that may run looks in the inbox once more after the guards and the in-doubt read have waited: an
     // operator's review decision recorded meanwhile is not written over (the plan is spent, nothing is written).
     if (rejected === null && plan !== undefined) await refuseWhileReviewWaits(this.binding.owner, plan);
@@ -412,7 +413,7 @@ class Gateway implements ToolGateway {
       let operator = decidedEarlier ?? (follows ? await operatorDecision(this.binding.owner, call, binding) : null);
       if (operator === null && approval !== null) {
         observer?.approvalRequested(approval);
-        const answer = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control)) ?? control.interrupt();
+        const answer = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control, this.describeThrown(call))) ?? control.interrupt();
         const pending = answer && 'pending' in answer ? pendingApproval(call, binding, answer) : null;
         const refusal = pending !== null ? pending.outcome : answer && !('pending' in answer) ? answer : null;
         observer?.approvalAnswered(refusal);
@@ -587,6 +588,11 @@ class Gateway implements ToolGateway {
     }
   }
 
+  /** How a hook's unexpected throw about `call` is recorded: through the host's describePanic. */
+  private describeThrown(call: ToolCall): (error: unknown) => string {
+    return (error) => panicDetail(error, this.runtime.describePanic, { tool: call.name, callId: call.id });
+  }
+
   /**
    * Writes the start marker conditioned on the latest attempt and on a running task. Refused (nothing written, the
    * body never runs) when a newer attempt superseded this call or its task was stopped or completed while it waited.
@@ -602,7 +608,7 @@ class Gateway implements ToolGateway {
     // Asking a person can take hours: whether the tool can run is asked again before its start marker, so an
     // approved call never runs on a server whose tool changed meanwhile, nor is sent over a connection known to be
     // down (docs/bridges-in-production.md). Refused as `unavailable`, never started, the decision left unused.
-    const gone = checkAvailability(registered);
+    const gone = checkAvailability(registered, this.describeThrown(call));
     if (gone) return { refused: gone };
     try {
       const receipt = await commitAs(this.binding.owner, {

@@ -143,6 +143,38 @@ describe('a panic reaches the model as a fixed sentence; the journal keeps it', 
     assert.match(failures[1]!.message, /^the tool's output cannot be serialized: Converting circular structure to JSON/);
   });
 
+  it('a guard, an approver or an availability check that throws: describePanic describes it for the journal, the model reads a fixed sentence', async () => {
+    const store = createMemoryStore();
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('task');
+    const boom = () => { throw new Error(SECRET); };
+    const runtime = createToolRuntime({
+      tools: [
+        { name: 'guarded', metadata: new ToolMetadata('guarded', { type: 'object' }).withEffect('read_only', 'g1'), execute: async () => 'ran' },
+        { name: 'approved', metadata: new ToolMetadata('approved', { type: 'object' }).withEffect('read_only', 'a1').withApproval('finance'), execute: async () => 'ran' },
+        { name: 'flaky', metadata: new ToolMetadata('flaky', { type: 'object' }).withEffect('read_only', 'f1'), availability: boom, execute: async () => 'ran' },
+      ],
+      grants: { agent: '*' },
+      guards: [(ctx) => (ctx.call.name === 'guarded' ? boom() : undefined)],
+      approvers: { finance: boom },
+      describePanic: (error) => (error as Error).message.replace(/password=\S+/g, 'password=[redacted]'),
+    });
+    const gateway = runtime.bind({ owner, taskId: 'task', caller: 'agent' });
+    const model = scriptedModel([
+      { text: null, toolCalls: [{ id: 'c1', name: 'guarded', arguments: '{}' }, { id: 'c2', name: 'approved', arguments: '{}' }, { id: 'c3', name: 'flaky', arguments: '{}' }] },
+      { text: 'Sorry.', toolCalls: [] },
+    ]);
+    const result = await runAgent({ model, owner, gateway, input: 'Go.', maxSteps: 3 });
+    assertNoSecret(model.requests);
+    assertNoSecret(result.messages);
+    const failures = (await store.loadHistory('s')).flatMap((e) => (e.kind.type === 'tool_result' && e.kind.result.outcome.status === 'failed' ? [e.kind.result.outcome] : []));
+    assert.deepEqual(failures.map((f) => [f.category, f.code]), [['guard_fault', 'tool_guard_panicked'], ['approval_fault', 'tool_authorizer_panicked'], ['unavailable', 'tool_availability_fault']]);
+    for (const f of failures) {
+      assert.ok(!f.message.includes('hunter2'), `the journal keeps the redacted text: ${f.message}`);
+      assert.match(f.message, /password=\[redacted\]/);
+    }
+  });
+
   it('a Node system error with a string code is a panic too, not the tool’s own failure text', async () => {
     const store = createMemoryStore();
     const owner = await store.acquire('s', { owner: 'host' });
