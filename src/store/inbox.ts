@@ -9,7 +9,7 @@ import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../event/types.js'
 import { LIMITS } from '../limits.js';
 import { describeValue, truncateUtf8, utf8Length } from '../text.js';
 import { reviewableAttempt } from '../tool/evidence.js';
-import { bodyEnded } from '../tool/late-bodies.js';
+import { refuseAfterLateReturn } from '../tool/late-bodies.js';
 import { checkSignal } from '../tool/runtime-config.js';
 import { JournalStore } from './journal-store.js';
 import { callProgressIn } from './attention.js';
@@ -218,17 +218,7 @@ export class DecisionInbox {
           'A review now could be overtaken by the body itself; review it once the host has journaled that the body ended (jingwei events shows it) or has stopped (its lease runs out)',
       );
     }
-    const lateEnd = bodyEnded(history, callId);
-    if (input.outcome === 'not_executed' && lateEnd?.ended === 'returned' && input.despiteLateReturn !== true) {
-      throw new DecisionError(
-        'decision_stale',
-        callId,
-        `nothing was recorded: the journal records that the body of call ${callId} went on after its result and returned ` +
-          `(seq ${lateEnd.event.seq}${lateEnd.event.recordedAt ? `, ${lateEnd.event.recordedAt}` : ''}), so it most likely made its write. ` +
-          'Check the outside system; if it shows the write was not made, record the review again saying so ' +
-          '(despiteLateReturn; jingwei review --despite-late-return; the console\'s box under the review form)',
-      );
-    }
+    if (input.outcome === 'not_executed' && input.despiteLateReturn !== true) refuseAfterLateReturn(history, callId);
     try {
       reviewableAttempt(history, callId, input.outcome);
     } catch (error) {

@@ -8,7 +8,7 @@
  * (a `custom` event of plugin `jingwei.runtime`, kind `body_ended`), which is how another process (the decision
  * inbox, `jingwei review`) learns it.
  */
-import { ToolRetryError } from '../errors.js';
+import { DecisionError, ToolRetryError } from '../errors.js';
 import type { SessionEvent, ToolCall, ToolOperation } from '../event/types.js';
 import type { CallId, TurnId } from '../ids.js';
 import type { SessionOwner } from '../store/types.js';
@@ -271,4 +271,22 @@ export function bodyMayStillRun(history: readonly SessionEvent[], callId: string
     }
   }
   return started && interrupted && bodyEnded(history, callId) === null;
+}
+
+/**
+ * Refuses a person's `not_executed` review of a call whose journal records that its body went on after its result
+ * and returned (it most likely made its write), unless they said they checked the outside system: the decision
+ * inbox's and recordToolReview's rule (docs/design.md#a-body-that-outlives-its-attempt).
+ */
+export function refuseAfterLateReturn(history: readonly SessionEvent[], callId: string): void {
+  const end = bodyEnded(history, callId);
+  if (end?.ended !== 'returned') return;
+  throw new DecisionError(
+    'decision_stale',
+    callId,
+    `nothing was recorded: the journal records that the body of call ${callId} went on after its result and returned ` +
+      `(seq ${end.event.seq}${end.event.recordedAt ? `, ${end.event.recordedAt}` : ''}), so it most likely made its write. ` +
+      'Check the outside system; if it shows the write was not made, record the review again saying so ' +
+      '(despiteLateReturn; jingwei review --despite-late-return; the console\'s box under the review form)',
+  );
 }

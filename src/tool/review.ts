@@ -16,7 +16,7 @@ import { LIMITS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
 import { journalingReview, runningHere } from './attempt-rules.js';
 import { reviewableAttempt } from './evidence.js';
-import { journalPendingBodyEnds } from './late-bodies.js';
+import { journalPendingBodyEnds, refuseAfterLateReturn } from './late-bodies.js';
 import { commitAs } from '../store/owner-commit.js';
 
 /**
@@ -37,6 +37,12 @@ export interface ToolReviewInput {
   readonly decisionId?: string;
   /** The turn the review event is journaled in. Default: a fresh turn id. */
   readonly turnId?: string;
+  /**
+   * A person's `not_executed` although the journal records that the call's body went on after its result and
+   * returned: they checked the outside system. Without it such a review is refused (`decision_stale`), as the
+   * decision inbox refuses it; a reconciler's answer and a decision the inbox took (`decisionId`) need none.
+   */
+  readonly despiteLateReturn?: boolean;
 }
 
 function text(field: string, value: unknown): string {
@@ -88,6 +94,12 @@ export async function recordToolReview(
   // this call that cannot go in yet fails the review with the reason: it would be decided blind to it.
   const left = await journalPendingBodyEnds(owner);
   if (left.has(id)) throw left.get(id);
+  if (review.despiteLateReturn !== undefined && typeof review.despiteLateReturn !== 'boolean') {
+    throw new InvalidInputError('review.despiteLateReturn', 'must be a boolean');
+  }
+  if (input.outcome === 'not_executed' && input.source === 'human' && input.decisionId === undefined && review.despiteLateReturn !== true) {
+    refuseAfterLateReturn(history, id);
+  }
   const record = reviewableAttempt(history, id, input.outcome);
   const running = runningHere(owner, id);
   if (running !== null) {

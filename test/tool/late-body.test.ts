@@ -102,6 +102,27 @@ forEachStore('a body that outlives its attempt', (target) => {
     await operator.close();
   });
 
+  it('the host\'s recordToolReview refuses a person\'s not_executed after the body returned late, unless they say they checked', async () => {
+    const location = target.fresh();
+    const store = await location.open();
+    const { tool, state } = lateTool('transfer', 'non_idempotent');
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('t');
+    const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const first = await gateway.call('transfer', { to: 'acme' });
+    state.end();
+    await untilBodyEnded(store, 's', first.call.id);
+    const history = await store.loadHistory('s');
+    const review = { actor: 'ops', outcome: 'not_executed', evidence: 'no transfer in the bank' } as const;
+    await assert.rejects(recordToolReview(owner, history, first.call.id, review), { name: 'DecisionError', code: 'decision_stale', message: /went on after its result and returned/ });
+    await assert.rejects(recordToolReview(owner, history, first.call.id, { ...review, despiteLateReturn: 1 as never }), { name: 'InvalidInputError' });
+    assert.equal((await store.loadHistory('s')).length, history.length, 'nothing journaled');
+    const event = await recordToolReview(owner, history, first.call.id, { ...review, despiteLateReturn: true });
+    assert.equal(event.kind.type === 'tool_review' && event.kind.review.outcome, 'not_executed');
+    await owner.release();
+    await store.close();
+  });
+
   it('refuses a retry while an earlier attempt\'s body still runs in this process, and takes the same plan once it ended', async () => {
     const location = target.fresh();
     const store = await location.open();

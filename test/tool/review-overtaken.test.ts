@@ -98,7 +98,7 @@ it('a journaled not_executed review that the call\'s result or its late body\'s 
   const first = await gateway.call('transfer', { to: 'acme' });
   late.finish();
   const history = await journalShowing(store, (h) => types(h).includes('body_ended'), 'body_ended');
-  await recordToolReview(owner, history, first.call.id, { actor: 'ops', evidence: 'the bank shows nothing', outcome: 'not_executed' });
+  await recordToolReview(owner, history, first.call.id, { actor: 'ops', evidence: 'the bank shows nothing', outcome: 'not_executed', despiteLateReturn: true });
   const informed = await store.loadHistory('s');
   assert.deepEqual(types(informed), ['task_ledger', 'tool_call', 'tool_started', 'tool_result', 'body_ended', 'tool_review']);
   assert.equal(prepareToolRetry(informed, first.call.id).review?.outcome, 'not_executed', 'made with every piece of evidence: used');
