@@ -238,16 +238,29 @@ describePostgres('PostgresIdempotencyStore', (url) => {
   });
 
   it("a write that ends the helper's transaction itself is refused and rolled back: no business row without its record", async () => {
-    const { store, orders, insert } = await open();
+    const { store, orders, insert, schema } = await open();
     const sneaky = async (client: PgClient) => {
       await client.query('ROLLBACK');
       await client.query('BEGIN');
       return insert('x')(client);
     };
+    // Autocommit after its ROLLBACK: the order commits at once, and nothing but the mark can say so.
+    const autocommit = async (client: PgClient) => {
+      await client.query('ROLLBACK');
+      return insert('y')(client);
+    };
+    await assert.rejects(store.run(request('t', 'auto', {}), autocommit), { code: 'invalid_input', field: 'write' });
+    assert.equal(await orders(), 1);
+    assert.equal((await store.reconcile(request('t', 'auto', {}))).outcome, 'unknown');
+    await adminPool(url).query(`DELETE FROM "${schema}".orders`);
     await assert.rejects(store.run(request('t', 'k', {}), sneaky), { code: 'invalid_input', field: 'write' });
     assert.equal(await orders(), 0);
-    assert.equal((await store.reconcile(request('t', 'k', {}))).outcome, 'not_executed');
-    assert.deepEqual(await store.run(request('t', 'k', {}), insert('x')), { result: { orderId: 2 }, replayed: false });
+    // What it wrote outside a transaction after its ROLLBACK would have committed: the operation is marked unknown,
+    // and refused, until a person has checked (before, the reconciler said not_executed and a retry wrote again).
+    assert.equal((await store.reconcile(request('t', 'k', {}))).outcome, 'unknown');
+    await assert.rejects(store.run(request('t', 'k', {}), insert('x')), { code: 'invalid_input', field: 'request' });
+    await adminPool(url).query(`DELETE FROM "${schema}".jw_idempotency WHERE key = 'k'`);
+    assert.equal((await store.run(request('t', 'k', {}), insert('x'))).replayed, false);
     assert.equal(await orders(), 1, 'written once');
     await store.close();
     await assert.rejects(store.run(request('t', 'k2', {}), insert('x')), { name: 'StoreClosedError' });

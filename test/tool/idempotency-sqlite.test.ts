@@ -89,6 +89,16 @@ describe('SqliteIdempotencyStore', () => {
       return 'ordered';
     }), { code: 'invalid_input', message: /ended the helper's transaction itself \(a COMMIT or ROLLBACK on the handle it was given\): whether/ });
     assert.equal(business.reconcile(request('t', 'k2', {})).outcome, 'unknown');
+    // ROLLBACK, then a transaction of its own: the mark went with the helper's transaction and the record matched
+    // nothing, so the order committed with no record (before). Now that transaction is rolled back and the operation
+    // marked.
+    assert.throws(() => business.run(request('t', 'k3', {}), (db) => {
+      db.exec('ROLLBACK; BEGIN');
+      order(db);
+      return 'ordered';
+    }), { code: 'invalid_input', message: /ended the helper's transaction itself and began another/ });
+    assert.equal(countOrders(path), 1, 'the order in its own transaction was rolled back');
+    assert.equal(business.reconcile(request('t', 'k3', {})).outcome, 'unknown');
     // A person who checked deletes the mark; the operation is the helper's again.
     business.db.prepare('DELETE FROM jw_idempotency WHERE task_id = ? AND key = ?').run('t', 'k2');
     assert.deepEqual(business.run(request('t', 'k2', {}), (db) => { order(db); return 'ordered'; }), { result: 'ordered', replayed: false });

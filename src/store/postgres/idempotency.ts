@@ -2,7 +2,7 @@ import { IdempotencyConflictError, InvalidInputError, StoreBusyError, StoreClose
 import { POSTGRES_DEFAULTS } from '../../limits.js';
 import type { JsonValue } from '../../json/types.js';
 import {
-  checkWrite, endedByWrite, idempotencyScope, reconcileAnswer, recordedResultText, refuseEndedByWrite, unfinishedDigest,
+  checkWrite, endedByWrite, endedByWriteText, idempotencyScope, reconcileAnswer, recordedResultText, refuseEndedByWrite, unfinishedDigest,
   type IdempotencyRecord, type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome,
 } from '../../tool/idempotency.js';
 import type { ToolReconcileAnswer } from '../../tool/types.js';
@@ -153,9 +153,18 @@ export class PostgresIdempotencyStore {
       // The claim is gone: the write rolled the helper's transaction back on its client. What it wrote in a transaction
       // it began again is rolled back with this refusal; what it wrote outside one has committed, without a record.
       if (recorded.rowCount !== 1) {
+        // Whatever transaction the write began is rolled back; then the operation is marked as one a write ended,
+        // outside any transaction: what the write wrote outside one has committed, with no record.
+        await client.query('ROLLBACK');
+        await client.query(
+          `INSERT INTO ${this.table} (session_id, task_id, key, arguments_digest, result) VALUES ($1, $2, $3, $4, 'null'::jsonb)
+           ON CONFLICT (session_id, task_id, key) DO UPDATE SET arguments_digest = EXCLUDED.arguments_digest, result = EXCLUDED.result`,
+          [scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope)],
+        );
         throw new InvalidInputError(
           'write',
-          'ended the helper\'s transaction itself (a ROLLBACK on the client it was given): nothing was recorded, and what it wrote after that, unless in a transaction of its own that this refusal rolls back, may have committed; check before any retry',
+          'ended the helper\'s transaction itself (a ROLLBACK on the client it was given): nothing was recorded, and what it wrote after that, unless in a transaction of its own that this refusal rolls back, may have committed; ' +
+            `check before any retry. ${endedByWriteText(scope, this.table)}`,
         );
       }
       await client.query('COMMIT');

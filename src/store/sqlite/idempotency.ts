@@ -44,6 +44,9 @@ function upgradeTable(db: Database): void {
 
 const INSERT = 'INSERT INTO jw_idempotency (session_id, task_id, key, arguments_digest, result) VALUES (?, ?, ?, ?, ?)';
 
+/** Thrown inside the helper's transaction when the attempt's mark is gone, so the transaction rolls back first. */
+class MarkGone extends Error {}
+
 const RECORD = 'UPDATE jw_idempotency SET arguments_digest = ?, result = ? WHERE session_id = ? AND task_id = ? AND key = ?';
 
 /**
@@ -145,10 +148,24 @@ export class SqliteIdempotencyStore {
         );
       }
       const text = recordedResultText(result);
-      this.record.run(scope.argumentsDigest, text, scope.sessionId, scope.taskId, scope.key);
+      // The mark is gone when the write rolled the helper's transaction back and began one of its own (or deleted
+      // it): what it wrote since commits with no record unless this refusal rolls it back.
+      if (this.record.run(scope.argumentsDigest, text, scope.sessionId, scope.taskId, scope.key).changes !== 1) throw new Passthrough(new MarkGone());
       return { result, replayed: false };
     });
-    return this.mapped(() => transaction.immediate());
+    try {
+      return this.mapped(() => transaction.immediate());
+    } catch (error) {
+      if (!(error instanceof MarkGone)) throw error;
+      // Rolled back now, with whatever the write wrote in its own transaction; what it wrote outside one between may
+      // have committed, so the operation is marked as one a write ended.
+      this.mapped(() => this.markEnded(scope));
+      throw new InvalidInputError(
+        'write',
+        'ended the helper\'s transaction itself and began another (or removed the helper\'s mark): what it wrote in that one was rolled back, ' +
+          `and nothing was recorded; what it wrote outside any transaction may have committed. ${endedByWriteText(scope, TABLE_NAME)}`,
+      );
+    }
   }
 
   /**
@@ -180,16 +197,23 @@ export class SqliteIdempotencyStore {
    */
   private refuseEndedTransaction(scope: IdempotencyScope, thrown?: unknown): void {
     if (this.raw.inTransaction) return;
-    // A COMMIT committed the mark already; a ROLLBACK took it back with the rest, so it is written again, outside any
-    // transaction now (over a record another process wrote once the lock was free, which is as unsure).
-    this.raw.prepare(`${INSERT} ON CONFLICT (session_id, task_id, key) DO UPDATE SET arguments_digest = excluded.arguments_digest, result = excluded.result`)
-      .run(scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope), 'null');
+    // A COMMIT committed the mark already; a ROLLBACK took it back with the rest, so it is written again.
+    this.markEnded(scope);
     throw new Passthrough(new InvalidInputError(
       'write',
       `ended the helper's transaction itself (a COMMIT or ROLLBACK on the handle it was given)${thrown === undefined ? '' : ' and then threw'}: ` +
         `whether what it wrote committed is unknown. ${endedByWriteText(scope, TABLE_NAME)}`,
       thrown === undefined ? undefined : { cause: thrown },
     ));
+  }
+
+  /**
+   * Marks the operation as one whose write ended the helper's transaction, outside any transaction (over a record
+   * another process wrote once the lock was free, which is as unsure).
+   */
+  private markEnded(scope: IdempotencyScope): void {
+    this.raw.prepare(`${INSERT} ON CONFLICT (session_id, task_id, key) DO UPDATE SET arguments_digest = excluded.arguments_digest, result = excluded.result`)
+      .run(scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope), 'null');
   }
 
   /** How many dedup records exist (for tests and operators). */
