@@ -271,11 +271,20 @@ export class ToolRetryPlan {
 export function prepareToolRetry(
   history: readonly SessionEvent[],
   callId: string,
-  review?: ToolRetryReview | null,
+  review?: (ToolRetryReview & { readonly despiteLateReturn?: boolean }) | null,
 ): ToolRetryPlan {
   const passedReview = review === undefined || review === null ? null : review;
   if (passedReview !== null) validatePassedReview(passedReview);
   const record = locateAttempt(collectEvidence(history, callId), callId);
+  // A person's not_executed for a body the journal saw return after its result: only if they say they checked, as
+  // the decision inbox and recordToolReview ask (docs/design.md#a-body-that-outlives-its-attempt).
+  if (passedReview?.outcome === 'not_executed' && record.bodyRanOn?.ended === 'returned' && passedReview.despiteLateReturn !== true) {
+    throw new ToolRetryError(
+      'needs_review',
+      `the body of call ${callId} went on after its result and returned (seq ${record.bodyRanOn.event.seq}), so it most likely made its write: ` +
+        'a not_executed review passed for it must say the outside system was checked (despiteLateReturn: true)',
+    );
+  }
   const checkedReview = effectiveReview(record, passedReview);
   const operation = record.call.operation ?? null;
   // The retry table decides; its refusal is the error code, its reason the detail.

@@ -175,7 +175,8 @@ forEachStore('a body that outlives its attempt', (target) => {
       assert.equal((await store.loadHistory('s')).length, before, 'nothing journaled');
       assert.equal(state.bodies, 1, 'no second transfer');
       // Prepared again on the journal that records the body's end, the operator's review is an informed one.
-      const informed = prepareToolRetry(await store.loadHistory('s'), first.call.id, { actor: 'ops', evidence: 'the bank shows nothing', outcome: 'not_executed' });
+      // It returned: the operator says they checked the bank all the same.
+      const informed = prepareToolRetry(await store.loadHistory('s'), first.call.id, { actor: 'ops', evidence: 'the bank shows nothing', outcome: 'not_executed', despiteLateReturn: how === 'end' });
       const retry = await gateway.callWithOptions('transfer', { to: 'acme' }, { retry: informed });
       assert.equal(retry.result.outcome.status, 'succeeded');
       assert.equal(state.bodies, 2);

@@ -270,7 +270,7 @@ forEachStore('one view of running calls per database', (target) => {
     await assert.rejects(gateway.callWithOptions('transfer', {}, { retry: blind }), { code: 'needs_review' });
     assert.equal(held.state.runs, 1, 'the blind plan made no second transfer');
     // A review decided on a history that shows how the body ended is the host's informed call, and is taken.
-    const informed = prepareToolRetry(await store.loadHistory('s'), callId, review);
+    const informed = prepareToolRetry(await store.loadHistory('s'), callId, { ...review, despiteLateReturn: true });
     assert.equal((await gateway.callWithOptions('transfer', {}, { retry: informed })).result.outcome.status, 'succeeded');
     assert.equal(held.state.runs, 2);
     await store.close();

@@ -71,7 +71,9 @@ forEachStore('retries through the runtime', (target) => {
     assert.equal(inspectToolRecovery(history, callId).status, 'outcome_unknown');
     assert.throws(() => prepareToolRetry(history, callId, null), { code: 'needs_review' });
     assert.throws(() => prepareToolRetry(history, callId, { ...review, outcome: 'uncertain' }), { code: 'needs_review' });
-    const plan = prepareToolRetry(history, callId, review);
+    // The fenced body returned: a not_executed review says the person checked all the same.
+    assert.throws(() => prepareToolRetry(history, callId, review), { code: 'needs_review' });
+    const plan = prepareToolRetry(history, callId, { ...review, despiteLateReturn: true });
     const runtime = createToolRuntime({ tools: [tool('charge_card', async () => 'charged', charge.metadata)], grants: { agent: '*' } });
     const retry = await runtime.bind({ owner, taskId: r.taskId, caller: 'agent' }).callWithOptions('charge_card', { cents: 500 }, { retry: plan });
     assert.equal(retry.result.outcome.status, 'succeeded');

@@ -110,8 +110,12 @@ it('a journaled not_executed review that the call\'s result or its late body\'s 
   assert.throws(() => prepareToolRetry(beforeResult, first.call.id), { name: 'ToolRetryError', code: 'needs_review' });
   // Before the marker the call was not in doubt: such a journal is refused as evidence no runtime writes.
   assert.throws(() => prepareToolRetry(moved(informed, 5, 2), first.call.id), { name: 'ToolRetryError', code: 'invalid_evidence' });
-  // A review the host passes is its own, current decision: it is used.
-  assert.equal(prepareToolRetry(beforeEnd, first.call.id, { actor: 'ops', evidence: 'checked again: nothing', outcome: 'not_executed' }).review?.evidence, 'checked again: nothing');
+  // A review the host passes is its own, current decision: it is used, once it says the person checked although the
+  // body returned.
+  const passed = { actor: 'ops', evidence: 'checked again: nothing', outcome: 'not_executed' } as const;
+  assert.throws(() => prepareToolRetry(beforeEnd, first.call.id, passed), { name: 'ToolRetryError', code: 'needs_review', message: /went on after its result and returned .*despiteLateReturn/ });
+  const plan = prepareToolRetry(beforeEnd, first.call.id, { ...passed, despiteLateReturn: true });
+  assert.deepEqual(plan.review, passed, 'the audit keeps the review, not the flag');
   await store.close();
 });
 
