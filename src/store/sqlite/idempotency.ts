@@ -45,7 +45,7 @@ function upgradeTable(db: Database): void {
 const INSERT = 'INSERT INTO jw_idempotency (session_id, task_id, key, arguments_digest, result) VALUES (?, ?, ?, ?, ?)';
 
 /** Thrown inside the helper's transaction when the attempt's mark is gone, so the transaction rolls back first. */
-class MarkGone extends Error {}
+const MARK_GONE: unique symbol = Symbol('the attempt\'s mark is gone');
 
 const RECORD = 'UPDATE jw_idempotency SET arguments_digest = ?, result = ? WHERE session_id = ? AND task_id = ? AND key = ?';
 
@@ -150,13 +150,13 @@ export class SqliteIdempotencyStore {
       const text = recordedResultText(result);
       // The mark is gone when the write rolled the helper's transaction back and began one of its own (or deleted
       // it): what it wrote since commits with no record unless this refusal rolls it back.
-      if (this.record.run(scope.argumentsDigest, text, scope.sessionId, scope.taskId, scope.key).changes !== 1) throw new Passthrough(new MarkGone());
+      if (this.record.run(scope.argumentsDigest, text, scope.sessionId, scope.taskId, scope.key).changes !== 1) throw new Passthrough(MARK_GONE);
       return { result, replayed: false };
     });
     try {
       return this.mapped(() => transaction.immediate());
     } catch (error) {
-      if (!(error instanceof MarkGone)) throw error;
+      if (error !== MARK_GONE) throw error;
       // Rolled back now, with whatever the write wrote in its own transaction; what it wrote outside one between may
       // have committed, so the operation is marked as one a write ended.
       this.mapped(() => this.markEnded(scope));
