@@ -9,6 +9,7 @@ import type { SessionEvent } from '../event/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
 import { journalReviewsBeforeRun, journalWaitingReviews } from '../tool/inbox-review.js';
 import { reconcileCalls } from '../tool/reconcile.js';
+import { gatewayPanicDescriber } from '../tool/runtime.js';
 import type { CallContext } from './run-calls.js';
 
 /**
@@ -20,7 +21,10 @@ async function reconcileForRun(ctx: CallContext, current: readonly SessionEvent[
   const forRun = { runId: ctx.runId, taskId: ctx.gateway.taskId };
   const store = ctx.store;
   const reload = store === undefined ? {} : { reload: () => store.loadHistory(ctx.owner.sessionId) };
-  ctx.reconciled = await reconcileCalls(ctx.owner, ctx.reconcilers, current, { ...(ctx.signal ? { signal: ctx.signal } : {}), forRun, ...reload });
+  const describePanic = gatewayPanicDescriber(ctx.gateway);
+  ctx.reconciled = await reconcileCalls(ctx.owner, ctx.reconcilers, current, {
+    ...(ctx.signal ? { signal: ctx.signal } : {}), forRun, ...reload, ...(describePanic === undefined ? {} : { describePanic }),
+  });
   return ctx.reconciled.history;
 }
 

@@ -16,7 +16,8 @@ import { ToolRecoveryStatus } from './retry-policy.js';
 import { assessSession } from './assess.js';
 import { askAbout, keepUnjournaledCompleted, keptCompletedAnswer, runningHere } from './attempt-rules.js';
 import { NO_LONGER_REVIEWABLE, recordToolReview, type ToolReviewInput } from './review.js';
-import type { Tool, ToolReconcileAnswer, ToolReconcileRequest } from './types.js';
+import type { PanicDescriber, Tool, ToolReconcileAnswer, ToolReconcileRequest } from './types.js';
+import { panicDetail } from './body-outcome.js';
 
 /** What reconcileUncertainCalls did about one uncertain call. */
 export interface ReconciledCall {
@@ -112,7 +113,7 @@ export async function reconcileUncertainCalls(
   owner: SessionOwner,
   tools: readonly Tool[],
   history: readonly SessionEvent[],
-  options: { readonly signal?: AbortSignal; readonly timeoutMs?: number } = {},
+  options: { readonly signal?: AbortSignal; readonly timeoutMs?: number; readonly describePanic?: PanicDescriber } = {},
 ): Promise<ReconcileReport> {
   const { calls, history: current, needsReview } = await reconcileCalls(owner, tools, history, options);
   return { calls, history: current, needsReview };
@@ -147,6 +148,8 @@ export async function reconcileCalls(
     readonly forRun?: { readonly runId: string; readonly taskId: string };
     /** The session's journal read again, when other writers of the owner (a session's other runs) may move it. */
     readonly reload?: () => Promise<readonly SessionEvent[]>;
+    /** How a reconciler's throw is described for the journal and the report (the runtime's describePanic). */
+    readonly describePanic?: PanicDescriber;
   },
 ): Promise<PassReport> {
   if (!Array.isArray(tools)) throw new InvalidInputError('tools', 'must be an array of tools');
@@ -265,7 +268,11 @@ export async function reconcileCalls(
         ? Promise.resolve<Asked>({ answer: { outcome: 'completed', evidence: kept.evidence } })
         : turn(() => askWithin(timeoutMs, signal, (within) => tool.reconcile!(request, within)))
           .then((value): Asked => ({ answer: answerOf(value) }))
-          .catch((error: unknown): Asked => ({ failure: error instanceof Error ? error.message : String(error) }));
+          .catch((error: unknown): Asked => ({
+            failure: options.describePanic === undefined
+              ? error instanceof Error ? error.message : String(error)
+              : panicDetail(error, options.describePanic, { tool: record.call.name, callId: record.call.id }),
+          }));
       planned.push({ record, latest, actor: reconcilerActor(tool.name, op.contract.revision), asked, release });
     }
     for (const entry of planned) {

@@ -18,7 +18,7 @@ import { prepareToolRetry, type ToolRetryPlan } from './retry-plan.js';
 import { personDecided, reconcileUncertainCalls, type ReconciledCall } from './reconcile.js';
 import { journalWaitingReviews, reviewDecisionsWaiting, type JournaledInboxReview } from './inbox-review.js';
 import type { Tool, ToolRuntime } from './types.js';
-import { registeredTools } from './runtime.js';
+import { hostPanicDescriber, registeredTools } from './runtime.js';
 
 /** `suspend` (the default) leaves every open call in the queue; `retry_safe` retries those no person must review. */
 export const RECOVERY_POLICIES = ['suspend', 'retry_safe'] as const;
@@ -246,7 +246,11 @@ async function recoverOne(
   try {
     const signal = settings.signal;
     const inbox = await journalWaitingReviews(owner, store, await store.loadHistory(sessionId));
-    const reconciled = await reconcileUncertainCalls(owner, host.tools, inbox.history, signal === undefined ? {} : { signal });
+    const describePanic = hostPanicDescriber(host.runtime);
+    const reconciled = await reconcileUncertainCalls(owner, host.tools, inbox.history, {
+      ...(signal === undefined ? {} : { signal }),
+      ...(describePanic === undefined ? {} : { describePanic }),
+    });
     let history = reconciled.history;
     const retried: RecoveryRetry[] = [];
     const left: RecoveryLeftCall[] = [];

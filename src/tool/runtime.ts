@@ -108,6 +108,20 @@ export function contractChangeFor(gateway: ToolGateway, name: string, recorded: 
   return sameContract(current, recorded) ? 'same' : 'changed';
 }
 
+/**
+ * The describePanic hook the host gave `runtime` (undefined when it gave none, or for a runtime this module did not
+ * make): what a reconcile pass describes a reconciler's throw with, so a host that redacts its panics redacts those.
+ */
+export function hostPanicDescriber(runtime: ToolRuntime): PanicDescriber | undefined {
+  return isCanonical(runtime) && runtime.describePanic !== defaultPanicDescription ? runtime.describePanic : undefined;
+}
+
+/** The describePanic hook the host gave the runtime `gateway` was bound from, as hostPanicDescriber. */
+export function gatewayPanicDescriber(gateway: ToolGateway): PanicDescriber | undefined {
+  const made = gatewayMadeHere(gateway);
+  return made === null ? undefined : hostPanicDescriber(made.runtimeOf);
+}
+
 /** The tools registered in `runtime`, by name; null for a runtime this module did not make. */
 export function registeredTools(runtime: ToolRuntime): ReadonlyMap<string, Tool> | null {
   return isCanonical(runtime) ? new Map([...runtime.tools].map(([name, r]) => [name, r.tool])) : null;

@@ -14,7 +14,7 @@ import { reconcileUncertainCalls, recordToolReview } from '../../src/review.js';
 import { reconcileCalls } from '../../src/tool/reconcile.js';
 import { SqliteIdempotencyStore } from '../../src/sqlite.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
-import { createToolRuntime } from '../../src/tool/runtime.js';
+import { createToolRuntime, gatewayPanicDescriber, hostPanicDescriber } from '../../src/tool/runtime.js';
 import type { IdempotencyRequest } from '../../src/tool/idempotency.js';
 import type { Tool, ToolReconcileAnswer } from '../../src/tool/types.js';
 import { PG_URL, freshSchema } from '../support/postgres.js';
@@ -231,6 +231,29 @@ forEachStore('reconcilers', (target) => {
     const answered = await reconcileUncertainCalls(r.owner, [checked], await r.store.loadHistory(r.sessionId));
     assert.equal(answered.calls[0]?.action, 'recorded');
     assert.equal(prepareToolRetry(answered.history, call.call.id).review?.actor, 'reconciler:wire@v1', 'its own answer unlocks the retry');
+    await r.store.close();
+  });
+
+  it("a reconciler's throw is described by the host's describePanic, for the journal and the report", async () => {
+    const secret = 'GET https://bank/api?token=SECRET-TOKEN 500';
+    const checked: Tool = {
+      ...tool('wire', async () => { throw new ToolBodyError('reset', 'lost after the write'); }, new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1')),
+      reconcile: () => { throw new Error(secret); },
+    };
+    const describePanic = (error: unknown) => String((error as Error).message).replace(/token=\S+/, 'token=[redacted]');
+    const r = await rig(target, { tools: [checked], describePanic });
+    const call = await r.gateway.call('wire', {});
+    await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), call.call.id,
+      { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'not in the bank view yet', source: 'human' });
+    // The runtime's hook, as recoverAbandoned and a run's pass take it (none when the host gave none).
+    assert.equal(hostPanicDescriber(createToolRuntime({ tools: [checked], grants: { agent: '*' }, describePanic })), describePanic);
+    assert.equal(hostPanicDescriber(createToolRuntime({ tools: [checked], grants: { agent: '*' } })), undefined);
+    assert.equal(gatewayPanicDescriber(r.gateway), describePanic);
+    const report = await reconcileUncertainCalls(r.owner, [checked], await r.store.loadHistory(r.sessionId), { describePanic });
+    assert.equal(report.calls[0]?.action, 'failed');
+    assert.ok(!JSON.stringify(report.calls).includes('SECRET-TOKEN'), 'the report holds the described text');
+    assert.match(report.calls[0]?.review?.evidence ?? '', /could not check the not_executed review by ops@example\.com: GET https:\/\/bank\/api\?token=\[redacted\] 500/);
+    assert.ok(!JSON.stringify(await r.store.loadHistory(r.sessionId)).includes('SECRET-TOKEN'));
     await r.store.close();
   });
 
