@@ -21,7 +21,7 @@ import type { Tool } from '../../src/tool/types.js';
 import { cli } from '../cli/helpers.js';
 import { untilBodyEnded } from '../support/body-ended.js';
 import { sleep } from '../support/runtime.js';
-import { forEachStore } from '../support/stores.js';
+import { forEachStore, type StoreTarget } from '../support/stores.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
@@ -43,6 +43,17 @@ function lateTool(name: string, effect: 'non_idempotent' | 'idempotent') {
     reconcile: async () => ({ outcome: 'not_executed', evidence: 'no transfer in the bank yet' }),
   };
   return { tool: t, state };
+}
+
+/** A session `s` with task `t` and a gateway over lateTool(`name`, `effect`), on a fresh journal of `target`. */
+async function lateSession(target: StoreTarget, name: string, effect: 'non_idempotent' | 'idempotent') {
+  const location = target.fresh();
+  const store = await location.open();
+  const { tool, state } = lateTool(name, effect);
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t');
+  const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  return { location, store, owner, gateway, tool, state };
 }
 
 forEachStore('a body that outlives its attempt', (target) => {
@@ -103,12 +114,7 @@ forEachStore('a body that outlives its attempt', (target) => {
   });
 
   it('the host\'s recordToolReview refuses a person\'s not_executed after the body returned late, unless they say they checked', async () => {
-    const location = target.fresh();
-    const store = await location.open();
-    const { tool, state } = lateTool('transfer', 'non_idempotent');
-    const owner = await store.acquire('s', { owner: 'host' });
-    await owner.startTask('t');
-    const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const { store, owner, gateway, state } = await lateSession(target, 'transfer', 'non_idempotent');
     const first = await gateway.call('transfer', { to: 'acme' });
     state.end();
     await untilBodyEnded(store, 's', first.call.id);
@@ -124,12 +130,7 @@ forEachStore('a body that outlives its attempt', (target) => {
   });
 
   it('refuses a retry while an earlier attempt\'s body still runs in this process, and takes the same plan once it ended', async () => {
-    const location = target.fresh();
-    const store = await location.open();
-    const { tool, state } = lateTool('lookup', 'idempotent');
-    const owner = await store.acquire('s', { owner: 'host' });
-    await owner.startTask('t');
-    const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const { store, owner, gateway, state } = await lateSession(target, 'lookup', 'idempotent');
     const first = await gateway.call('lookup', { order: 7 });
     assert.equal(first.result.outcome.status === 'failed' && first.result.outcome.code, 'tool_timeout');
     const history = await store.loadHistory('s');
@@ -153,12 +154,7 @@ forEachStore('a body that outlives its attempt', (target) => {
     // The host's own path (no inbox): a plan prepared with a not_executed review on a history where the body could
     // still run. The body then returns (it made the transfer): the plan must not make it a second time.
     for (const how of ['end', 'fail'] as const) {
-      const location = target.fresh();
-      const store = await location.open();
-      const { tool, state } = lateTool('transfer', 'non_idempotent');
-      const owner = await store.acquire('s', { owner: 'host' });
-      await owner.startTask('t');
-      const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+      const { store, owner, gateway, state } = await lateSession(target, 'transfer', 'non_idempotent');
       const first = await gateway.call('transfer', { to: 'acme' });
       const history = await store.loadHistory('s');
       const plan = prepareToolRetry(history, first.call.id, { actor: 'ops', evidence: 'no transfer seen yet', outcome: 'not_executed' });
