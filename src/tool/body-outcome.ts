@@ -47,11 +47,22 @@ function toolFailure(error: unknown): Failure | null {
     const e = error as Error & { code?: unknown; retryable?: unknown; syscall?: unknown; errno?: unknown };
     const { code, message, retryable } = e;
     if (e.syscall !== undefined || typeof e.errno === 'number') return null;
+    if (isDriverError(error)) return null;
     if (typeof code !== 'string' || typeof message !== 'string') return null;
     return hostFailure('body_failure', code, message, retryable === true);
   } catch {
     return null;
   }
+}
+
+/**
+ * A database driver's error (pg's, whose SQLSTATE is its `code`, or better-sqlite3's `SQLITE_…` ones): the
+ * server's or the library's words, which may quote the data (a key, a token) the statement carried, not the tool's.
+ */
+function isDriverError(error: Error): boolean {
+  const e = error as Error & { severity?: unknown; routine?: unknown; file?: unknown };
+  if (error.name === 'SqliteError' || error.constructor?.name === 'SqliteError') return true;
+  return error.constructor?.name === 'DatabaseError' || (typeof e.severity === 'string' && (typeof e.routine === 'string' || typeof e.file === 'string'));
 }
 
 /**

@@ -218,7 +218,9 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
       return true;
     }
     let event: SessionEvent;
-    const review = { actor: row.actor, outcome, evidence: row.reason, source: 'human', decisionId: row.id } as const;
+    // The inbox asked the person about a body that returned late when it took the decision, and one it overtook
+    // since is stale (above).
+    const review = { actor: row.actor, outcome, evidence: row.reason, source: 'human', decisionId: row.id, despiteLateReturn: true } as const;
     try {
       // A decision about an attempt whose later attempts never ran (refused before their bodies) is about the
       // operation's doubt, which its latest attempt carries: journaled there (docs/design.md#the-decision-inbox).

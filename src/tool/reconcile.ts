@@ -311,7 +311,8 @@ export async function reconcileCalls(
           continue;
         }
         const evidenceText = truncateUtf8(answer.evidence, LIMITS.maxTextBytes);
-        const review = await journal(record, { actor, outcome, evidence: evidenceText, source: 'reconciler' }, answer.outcome === 'completed');
+        // The reconciler asked the outside system itself: its not_executed stands whatever the body did after its result.
+        const review = await journal(record, { actor, outcome, evidence: evidenceText, source: 'reconciler', despiteLateReturn: true }, answer.outcome === 'completed');
         if (review === 'superseded') {
           // A retry recorded a newer attempt before the answer came (before this pass asked): a review binds the latest
           // attempt, so the answer cannot be journaled, and the retry may have made the write again.

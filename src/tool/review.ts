@@ -38,9 +38,9 @@ export interface ToolReviewInput {
   /** The turn the review event is journaled in. Default: a fresh turn id. */
   readonly turnId?: string;
   /**
-   * A person's `not_executed` although the journal records that the call's body went on after its result and
-   * returned: they checked the outside system. Without it such a review is refused (`decision_stale`), as the
-   * decision inbox refuses it; a reconciler's answer and a decision the inbox took (`decisionId`) need none.
+   * `not_executed` although the journal records that the call's body went on after its result and returned: the
+   * person (or the reconciler) checked the outside system. Without it such a review is refused (`decision_stale`), as
+   * the decision inbox refuses it; journalInboxReviews and the reconcile pass set it for what they journal.
    */
   readonly despiteLateReturn?: boolean;
 }
@@ -97,9 +97,7 @@ export async function recordToolReview(
   if (review.despiteLateReturn !== undefined && typeof review.despiteLateReturn !== 'boolean') {
     throw new InvalidInputError('review.despiteLateReturn', 'must be a boolean');
   }
-  if (input.outcome === 'not_executed' && input.source === 'human' && input.decisionId === undefined && review.despiteLateReturn !== true) {
-    refuseAfterLateReturn(history, id);
-  }
+  if (input.outcome === 'not_executed' && review.despiteLateReturn !== true) refuseAfterLateReturn(history, id);
   const record = reviewableAttempt(history, id, input.outcome);
   const running = runningHere(owner, id);
   if (running !== null) {

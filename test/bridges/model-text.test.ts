@@ -4,6 +4,7 @@
  * with its category; the journal keeps the detail for operators, and the host's describePanic hook can redact it.
  */
 import assert from 'node:assert/strict';
+import Database from 'better-sqlite3';
 import { describe, it } from 'node:test';
 import { generateText, stepCountIs } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
@@ -191,6 +192,32 @@ describe('a panic reaches the model as a fixed sentence; the journal keeps it', 
     });
     const execution = await runtime.bind({ owner, taskId: 'task', caller: 'agent' }).call('connect', {});
     assert.deepEqual(execution.result.outcome.status === 'failed' && [execution.result.outcome.category, execution.result.outcome.code], ['body_panic', 'tool_body_panicked']);
+  });
+
+  it("a database driver's error with a string code is a panic too: the model never reads the data its text quotes", async () => {
+    const store = createMemoryStore();
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('task');
+    const db = new Database(':memory:');
+    db.exec('CREATE TABLE cards (token TEXT UNIQUE)');
+    db.prepare('INSERT INTO cards VALUES (?)').run('sk_live_4242');
+    const pgLike = Object.assign(new Error('invalid input syntax for type bigint: "sk_live_4242"'), { code: '22P02', severity: 'ERROR', routine: 'pg_strtoint64' });
+    const runtime = createToolRuntime({
+      tools: [
+        { name: 'save_card', metadata: new ToolMetadata('Saves', { type: 'object' }), async execute() { db.prepare('INSERT INTO cards VALUES (?)').run('sk_live_4242'); return 'saved'; } },
+        { name: 'charge', metadata: new ToolMetadata('Charges', { type: 'object' }), async execute() { throw pgLike; } },
+      ],
+      grants: { agent: '*' },
+      describePanic: () => 'a database error (detail redacted)',
+    });
+    const gateway = runtime.bind({ owner, taskId: 'task', caller: 'agent' });
+    for (const name of ['save_card', 'charge']) {
+      const execution = await gateway.call(name, {});
+      const o = execution.result.outcome;
+      assert.deepEqual(o.status === 'failed' && [o.category, o.code, o.message], ['body_panic', 'tool_body_panicked', 'a database error (detail redacted)'], name);
+    }
+    assert.ok(!JSON.stringify(await store.loadHistory('s')).includes('sk_live_4242'));
+    db.close();
   });
 
   it('the AI SDK bridge: the tool error the model reads has no part of the message', async () => {

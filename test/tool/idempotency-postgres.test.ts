@@ -252,6 +252,17 @@ describePostgres('PostgresIdempotencyStore', (url) => {
     await assert.rejects(store.run(request('t', 'auto', {}), autocommit), { code: 'invalid_input', field: 'write' });
     assert.equal(await orders(), 1);
     assert.equal((await store.reconcile(request('t', 'auto', {}))).outcome, 'unknown');
+    // The same, then a throw: before, the throw passed through with nothing marked, and the next attempt paid again.
+    const autocommitThenThrow = async (client: PgClient) => {
+      await autocommit(client);
+      throw new Error('the receipt could not be read');
+    };
+    await assert.rejects(store.run(request('t', 'auto-throw', {}), autocommitThenThrow), { code: 'invalid_input', field: 'write', message: /and then threw/ });
+    assert.equal(await orders(), 2);
+    assert.equal((await store.reconcile(request('t', 'auto-throw', {}))).outcome, 'unknown');
+    // A write whose own statement failed aborted the helper's transaction: its failure passes through, nothing marked.
+    await assert.rejects(store.run(request('t', 'bad-sql', {}), async (client) => { await client.query('SELECT no_such_column FROM pg_class'); return 'never'; }), { code: '42703' });
+    assert.equal((await store.reconcile(request('t', 'bad-sql', {}))).outcome, 'not_executed');
     await adminPool(url).query(`DELETE FROM "${schema}".orders`);
     await assert.rejects(store.run(request('t', 'k', {}), sneaky), { code: 'invalid_input', field: 'write' });
     assert.equal(await orders(), 0);

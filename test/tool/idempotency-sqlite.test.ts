@@ -99,10 +99,21 @@ describe('SqliteIdempotencyStore', () => {
     }), { code: 'invalid_input', message: /ended the helper's transaction itself and began another/ });
     assert.equal(countOrders(path), 1, 'the order in its own transaction was rolled back');
     assert.equal(business.reconcile(request('t', 'k3', {})).outcome, 'unknown');
+    // ROLLBACK, an order outside any transaction, a transaction of its own, then a throw: the order is in; before,
+    // nothing marked it, the reconciler said not_executed and the next attempt ordered again.
+    assert.throws(() => business.run(request('t', 'k4', {}), (db) => {
+      db.exec('ROLLBACK');
+      order(db);
+      db.exec('BEGIN');
+      throw new Error('the receipt could not be read');
+    }), (error: unknown) => error instanceof JingweiError && error.code === 'invalid_input' && /and then threw/.test(error.message) &&
+      (error.cause as Error).message === 'the receipt could not be read');
+    assert.equal(countOrders(path), 2);
+    assert.equal(business.reconcile(request('t', 'k4', {})).outcome, 'unknown');
     // A person who checked deletes the mark; the operation is the helper's again.
     business.db.prepare('DELETE FROM jw_idempotency WHERE task_id = ? AND key = ?').run('t', 'k2');
     assert.deepEqual(business.run(request('t', 'k2', {}), (db) => { order(db); return 'ordered'; }), { result: 'ordered', replayed: false });
-    assert.equal(countOrders(path), 2);
+    assert.equal(countOrders(path), 3);
     business.close();
   });
 

@@ -108,6 +108,9 @@ forEachStore('a body that outlives its attempt', (target) => {
     assert.deepEqual((await inbox.list({ kind: 'review' })).items, [], 'nothing recorded');
     const checked = await inbox.recordReview({ sessionId: 's', callId: first.call.id, outcome: 'not_executed', evidence: 'the bank shows no transfer', actor: 'ops', despiteLateReturn: true });
     assert.equal(checked.state, 'decided');
+    // The owner journals it as taken: the person said they checked when the inbox asked.
+    const journaled = await journalInboxReviews(owner, store, await store.loadHistory('s'));
+    assert.deepEqual(journaled.journaled.map((j) => [j.decisionId, j.outcome]), [[checked.id, 'not_executed']]);
     await owner.release();
     await store.close();
     await operator.close();
@@ -122,6 +125,9 @@ forEachStore('a body that outlives its attempt', (target) => {
     const review = { actor: 'ops', outcome: 'not_executed', evidence: 'no transfer in the bank' } as const;
     await assert.rejects(recordToolReview(owner, history, first.call.id, review), { name: 'DecisionError', code: 'decision_stale', message: /went on after its result and returned/ });
     await assert.rejects(recordToolReview(owner, history, first.call.id, { ...review, despiteLateReturn: 1 as never }), { name: 'InvalidInputError' });
+    // Neither a ticket id nor a claimed source stands for having checked.
+    await assert.rejects(recordToolReview(owner, history, first.call.id, { ...review, decisionId: 'OPS-4711' }), { code: 'decision_stale' });
+    await assert.rejects(recordToolReview(owner, history, first.call.id, { ...review, source: 'reconciler' }), { code: 'decision_stale' });
     assert.equal((await store.loadHistory('s')).length, history.length, 'nothing journaled');
     const event = await recordToolReview(owner, history, first.call.id, { ...review, despiteLateReturn: true });
     assert.equal(event.kind.type === 'tool_review' && event.kind.review.outcome, 'not_executed');

@@ -137,6 +137,17 @@ export class PostgresIdempotencyStore {
       try {
         result = await write(client);
       } catch (error) {
+        // Its claim gone: it rolled the helper's transaction back before throwing, and what it wrote outside a
+        // transaction since has committed with nothing to say so.
+        if (!(await this.claimHeld(client, scope))) {
+          await this.markEnded(client, scope);
+          throw new InvalidInputError(
+            'write',
+            'ended the helper\'s transaction itself (a ROLLBACK on the client it was given) and then threw: nothing was recorded, and what it wrote after that, ' +
+              `unless in a transaction of its own that this refusal rolls back, may have committed; check before any retry. ${endedByWriteText(scope, this.table)}`,
+            { cause: error },
+          );
+        }
         // The tool's own failure: it passes through unchanged, not mapped as the helper's.
         throw new Passthrough(error);
       }
@@ -153,14 +164,7 @@ export class PostgresIdempotencyStore {
       // The claim is gone: the write rolled the helper's transaction back on its client. What it wrote in a transaction
       // it began again is rolled back with this refusal; what it wrote outside one has committed, without a record.
       if (recorded.rowCount !== 1) {
-        // Whatever transaction the write began is rolled back; then the operation is marked as one a write ended,
-        // outside any transaction: what the write wrote outside one has committed, with no record.
-        await client.query('ROLLBACK');
-        await client.query(
-          `INSERT INTO ${this.table} (session_id, task_id, key, arguments_digest, result) VALUES ($1, $2, $3, $4, 'null'::jsonb)
-           ON CONFLICT (session_id, task_id, key) DO UPDATE SET arguments_digest = EXCLUDED.arguments_digest, result = EXCLUDED.result`,
-          [scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope)],
-        );
+        await this.markEnded(client, scope);
         throw new InvalidInputError(
           'write',
           'ended the helper\'s transaction itself (a ROLLBACK on the client it was given): nothing was recorded, and what it wrote after that, unless in a transaction of its own that this refusal rolls back, may have committed; ' +
@@ -170,6 +174,36 @@ export class PostgresIdempotencyStore {
       await client.query('COMMIT');
       return { result, replayed: false };
     });
+  }
+
+  /**
+   * Whether the attempt's claim (its mark) is still there as `client` sees it. A transaction a failed statement of the
+   * write aborted is the helper's own, its claim in it.
+   */
+  private async claimHeld(client: PgClient, scope: IdempotencyScope): Promise<boolean> {
+    try {
+      const { rowCount } = await client.query(
+        `SELECT 1 FROM ${this.table} WHERE session_id = $1 AND task_id = $2 AND key = $3 AND arguments_digest = $4`,
+        [scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope)],
+      );
+      return rowCount === 1;
+    } catch (error) {
+      if ((error as { code?: unknown }).code === '25P02') return true;
+      throw error;
+    }
+  }
+
+  /**
+   * Rolls back whatever transaction the write began, then marks the operation as one a write ended, outside any
+   * transaction: what the write wrote outside one has committed, with no record.
+   */
+  private async markEnded(client: PgClient, scope: IdempotencyScope): Promise<void> {
+    await client.query('ROLLBACK');
+    await client.query(
+      `INSERT INTO ${this.table} (session_id, task_id, key, arguments_digest, result) VALUES ($1, $2, $3, $4, 'null'::jsonb)
+       ON CONFLICT (session_id, task_id, key) DO UPDATE SET arguments_digest = EXCLUDED.arguments_digest, result = EXCLUDED.result`,
+      [scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope)],
+    );
   }
 
   /**

@@ -67,6 +67,8 @@ export class SqliteIdempotencyStore {
   private readonly find: Statement<[string, string, string], { session_id: string; arguments_digest: string; result: string }>;
   private readonly insert: Statement<[string, string, string, string, string]>;
   private readonly record: Statement<[string, string, string, string, string]>;
+  /** The attempt's own mark, as this connection sees it. */
+  private readonly mark: Statement<[string, string, string, string], { one: number }>;
 
   /**
    * Give it the business database (a path, or an open better-sqlite3 handle that you keep owning). A path in a
@@ -107,6 +109,9 @@ export class SqliteIdempotencyStore {
       );
       this.insert = this.raw.prepare(INSERT);
       this.record = this.raw.prepare(RECORD);
+      this.mark = this.raw.prepare<[string, string, string, string], { one: number }>(
+        'SELECT 1 AS one FROM jw_idempotency WHERE session_id = ? AND task_id = ? AND key = ? AND arguments_digest = ?',
+      );
     } catch (error) {
       if (this.owned) this.raw.close();
       throw mapSqliteFailure(error, BUSINESS);
@@ -121,6 +126,8 @@ export class SqliteIdempotencyStore {
     const scope = idempotencyScope(request);
     checkSynchronousWrite(write);
     this.checkOpen();
+    /** What the write threw when its mark was found gone afterwards (MARK_GONE). */
+    let thrown: { readonly error: unknown } | undefined;
     const transaction = this.raw.transaction((): IdempotentOutcome<T> => {
       const existing = this.find.get(scope.sessionId, scope.taskId, scope.key);
       if (existing) {
@@ -135,6 +142,12 @@ export class SqliteIdempotencyStore {
         result = write(this.db);
       } catch (error) {
         this.refuseEndedTransaction(scope, error);
+        // Its mark gone although a transaction is open: it rolled the helper's back and began its own before throwing;
+        // what it wrote outside a transaction in between has committed with nothing to say so.
+        if (this.mark.get(scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope)) === undefined) {
+          thrown = { error };
+          throw new Passthrough(MARK_GONE);
+        }
         // The tool's own failure: it passes through unchanged, not mapped as the helper's.
         throw new Passthrough(error);
       }
@@ -162,8 +175,10 @@ export class SqliteIdempotencyStore {
       this.mapped(() => this.markEnded(scope));
       throw new InvalidInputError(
         'write',
-        'ended the helper\'s transaction itself and began another (or removed the helper\'s mark): what it wrote in that one was rolled back, ' +
-          `and nothing was recorded; what it wrote outside any transaction may have committed. ${endedByWriteText(scope, TABLE_NAME)}`,
+        `ended the helper's transaction itself and began another (or removed the helper's mark)${thrown === undefined ? '' : ' and then threw'}: ` +
+          'what it wrote in that one was rolled back, and nothing was recorded; what it wrote outside any transaction may have committed. ' +
+          endedByWriteText(scope, TABLE_NAME),
+        thrown === undefined ? undefined : { cause: thrown.error },
       );
     }
   }
