@@ -100,6 +100,11 @@ export function endedByWriteText(scope: IdempotencyScope, table: string): string
     'and its reconciler answers unknown until a person has checked the business data and deleted that row';
 }
 
+/** Refuses a write that calls its helper again for the operation it is writing: the inner call runs nothing. */
+export function refuseReentry(scope: IdempotencyScope): never {
+  throw new InvalidInputError('write', `calls the helper again for the operation it is writing (session ${scope.sessionId}, task ${scope.taskId}, key ${scope.key}); the inner call ran nothing`);
+}
+
 /** Refuses an attempt of an operation an earlier attempt's write left marked (endedByWrite): nothing runs. */
 export function refuseEndedByWrite(scope: IdempotencyScope, table: string): never {
   throw new InvalidInputError('request', `an earlier attempt's write ended the helper's transaction itself, so whether it committed is unknown; nothing was run. ${endedByWriteText(scope, table)}`);

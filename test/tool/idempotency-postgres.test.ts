@@ -260,6 +260,27 @@ describePostgres('PostgresIdempotencyStore', (url) => {
     await assert.rejects(store.run(request('t', 'auto-throw', {}), autocommitThenThrow), { code: 'invalid_input', field: 'write', message: /and then threw/ });
     assert.equal(await orders(), 2);
     assert.equal((await store.reconcile(request('t', 'auto-throw', {}))).outcome, 'unknown');
+    // The same, then a transaction of its own that a failed statement aborts: before, the helper took the aborted
+    // transaction for its own, and nothing was marked.
+    const abortedOwn = async (client: PgClient) => {
+      await autocommit(client);
+      await client.query('BEGIN');
+      await client.query('SELECT 1 / 0');
+      return 'never';
+    };
+    await assert.rejects(store.run(request('t', 'aborted', {}), abortedOwn), { code: 'invalid_input', field: 'write', message: /and then threw/ });
+    assert.equal((await store.reconcile(request('t', 'aborted', {}))).outcome, 'unknown');
+    // A ROLLBACK lets another attempt of the key in, which pays and records; this one's record must not go over it.
+    const other = await PostgresIdempotencyStore.open(url, { schema });
+    const letsAnotherIn = async (client: PgClient) => {
+      await client.query('ROLLBACK');
+      assert.equal((await other.run(request('t', 'raced', {}), insert('other'))).replayed, false);
+      await client.query('BEGIN');
+      return insert('this')(client);
+    };
+    await assert.rejects(store.run(request('t', 'raced', {}), letsAnotherIn), { code: 'invalid_input', field: 'write' });
+    assert.equal((await store.reconcile(request('t', 'raced', {}))).outcome, 'unknown', 'not completed: two attempts wrote');
+    await other.close();
     // A write whose own statement failed aborted the helper's transaction: its failure passes through, nothing marked.
     await assert.rejects(store.run(request('t', 'bad-sql', {}), async (client) => { await client.query('SELECT no_such_column FROM pg_class'); return 'never'; }), { code: '42703' });
     assert.equal((await store.reconcile(request('t', 'bad-sql', {}))).outcome, 'not_executed');
@@ -289,7 +310,8 @@ describePostgres('PostgresIdempotencyStore', (url) => {
       seenMeanwhile = (await other.reconcile(request('t', 'k', {}))).outcome;
       throw new Error('the host died here');
     };
-    await assert.rejects(store.run(request('t', 'k', {}), dies), /the host died here/);
+    await assert.rejects(store.run(request('t', 'k', {}), dies), (error: unknown) => error instanceof JingweiError && error.code === 'invalid_input' &&
+      /ended the helper's transaction itself \(a COMMIT or ROLLBACK on the client it was given\) and then threw/.test(error.message) && (error.cause as Error).message === 'the host died here');
     assert.equal(seenMeanwhile, 'unknown');
     assert.equal(await orders(), 1);
     const answer = await store.reconcile(request('t', 'k', {}));

@@ -70,7 +70,7 @@ describe('SqliteIdempotencyStore', () => {
       seenMeanwhile = other.reconcile(request('t', 'k', {})).outcome;
       throw new Error('the provider timed out');
     }), (error: unknown) => error instanceof JingweiError && error.code === 'invalid_input' &&
-      /ended the helper's transaction itself \(a COMMIT or ROLLBACK on the handle it was given\) and then threw: whether what it wrote committed is unknown/.test(error.message) &&
+      /ended the helper's transaction and then threw \(a COMMIT or ROLLBACK on the handle it was given, or SQLite rolling .*\): whether what it wrote committed is unknown/.test(error.message) &&
       (error.cause as Error).message === 'the provider timed out');
     assert.equal(countOrders(path), 1);
     assert.equal(seenMeanwhile, 'unknown', 'the mark is durable with the order, before the helper writes anything more');
@@ -110,10 +110,30 @@ describe('SqliteIdempotencyStore', () => {
       (error.cause as Error).message === 'the receipt could not be read');
     assert.equal(countOrders(path), 2);
     assert.equal(business.reconcile(request('t', 'k4', {})).outcome, 'unknown');
+    // ROLLBACK let another attempt of the key in (here a second helper on the file), which ordered and recorded it;
+    // then a transaction of its own, an order, a return: before, its record went over the other's and both read as
+    // one completed operation. Now its transaction is rolled back and the operation marked.
+    const second = openBusiness(path);
+    assert.throws(() => business.run(request('t', 'k5', {}), (db) => {
+      db.exec('ROLLBACK');
+      assert.equal(second.run(request('t', 'k5', {}), (other) => { order(other); return 'by the other'; }).replayed, false);
+      db.exec('BEGIN');
+      order(db);
+      return 'ordered';
+    }), { code: 'invalid_input', message: /ended the helper's transaction itself and began another/ });
+    second.close();
+    assert.equal(countOrders(path), 3, 'the other attempt ordered; this one was rolled back');
+    assert.equal(business.reconcile(request('t', 'k5', {})).outcome, 'unknown');
+    // A write that calls the helper again for its own operation is told so, and the inner call runs nothing.
+    let inner = 0;
+    assert.throws(() => business.run(request('t', 'k6', {}), () => business.run(request('t', 'k6', {}), () => { inner += 1; return 'inner'; }).result),
+      { code: 'invalid_input', message: /calls the helper again for the operation it is writing/ });
+    assert.equal(inner, 0);
+    assert.equal(business.reconcile(request('t', 'k6', {})).outcome, 'not_executed', 'nothing recorded, nothing marked');
     // A person who checked deletes the mark; the operation is the helper's again.
     business.db.prepare('DELETE FROM jw_idempotency WHERE task_id = ? AND key = ?').run('t', 'k2');
     assert.deepEqual(business.run(request('t', 'k2', {}), (db) => { order(db); return 'ordered'; }), { result: 'ordered', replayed: false });
-    assert.equal(countOrders(path), 3);
+    assert.equal(countOrders(path), 4);
     business.close();
   });
 

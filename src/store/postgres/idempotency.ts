@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { IdempotencyConflictError, InvalidInputError, StoreBusyError, StoreClosedError } from '../../errors.js';
 import { POSTGRES_DEFAULTS } from '../../limits.js';
 import type { JsonValue } from '../../json/types.js';
@@ -133,17 +134,20 @@ export class PostgresIdempotencyStore {
         if (record.digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
         return { result: record.result as T, replayed: true };
       }
+      // A savepoint of this attempt's own: whether the transaction open when the write ends is still the helper's.
+      const savepoint = `jingwei_write_${randomBytes(8).toString('hex')}`;
+      await client.query(`SAVEPOINT ${savepoint}`);
       let result: T;
       try {
         result = await write(client);
       } catch (error) {
-        // Its claim gone: it rolled the helper's transaction back before throwing, and what it wrote outside a
-        // transaction since has committed with nothing to say so.
-        if (!(await this.claimHeld(client, scope))) {
+        // Not the helper's transaction any more: the write rolled it back (or committed it) before throwing, and what
+        // it wrote outside a transaction since has committed with nothing to say so.
+        if (!(await this.stillOwn(client, savepoint))) {
           await this.markEnded(client, scope);
           throw new InvalidInputError(
             'write',
-            'ended the helper\'s transaction itself (a ROLLBACK on the client it was given) and then threw: nothing was recorded, and what it wrote after that, ' +
+            'ended the helper\'s transaction itself (a COMMIT or ROLLBACK on the client it was given) and then threw: nothing was recorded, and what it wrote, ' +
               `unless in a transaction of its own that this refusal rolls back, may have committed; check before any retry. ${endedByWriteText(scope, this.table)}`,
             { cause: error },
           );
@@ -154,13 +158,12 @@ export class PostgresIdempotencyStore {
       // JSON data only (a lone surrogate, which jsonb cannot store, is refused with the rest).
       const text = recordedResultText(result);
       // The record replaces the claim's mark (unfinishedDigest): a claim committed by the write itself keeps it.
-      const recorded = await client.query(`UPDATE ${this.table} SET result = $4::jsonb, arguments_digest = $5 WHERE session_id = $1 AND task_id = $2 AND key = $3`, [
-        scope.sessionId,
-        scope.taskId,
-        scope.key,
-        text,
-        scope.argumentsDigest,
-      ]);
+      // Only over this attempt's own mark: another attempt let in by a write that rolled the claim back may have
+      // recorded the key since, and its record is not this one's.
+      const recorded = await client.query(
+        `UPDATE ${this.table} SET result = $4::jsonb, arguments_digest = $5 WHERE session_id = $1 AND task_id = $2 AND key = $3 AND arguments_digest = $6`,
+        [scope.sessionId, scope.taskId, scope.key, text, scope.argumentsDigest, unfinishedDigest(scope)],
+      );
       // The claim is gone: the write rolled the helper's transaction back on its client. What it wrote in a transaction
       // it began again is rolled back with this refusal; what it wrote outside one has committed, without a record.
       if (recorded.rowCount !== 1) {
@@ -177,18 +180,17 @@ export class PostgresIdempotencyStore {
   }
 
   /**
-   * Whether the attempt's claim (its mark) is still there as `client` sees it. A transaction a failed statement of the
-   * write aborted is the helper's own, its claim in it.
+   * Whether the transaction open on `client` is still the helper's, with its claim: rolled back to the attempt's own
+   * savepoint (allowed in a transaction a failed statement aborted), everything the write did undone and the claim
+   * kept. Refused when the write ended that transaction (no transaction, or one of its own without the savepoint).
    */
-  private async claimHeld(client: PgClient, scope: IdempotencyScope): Promise<boolean> {
+  private async stillOwn(client: PgClient, savepoint: string): Promise<boolean> {
     try {
-      const { rowCount } = await client.query(
-        `SELECT 1 FROM ${this.table} WHERE session_id = $1 AND task_id = $2 AND key = $3 AND arguments_digest = $4`,
-        [scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope)],
-      );
-      return rowCount === 1;
+      await client.query(`ROLLBACK TO SAVEPOINT ${savepoint}`);
+      return true;
     } catch (error) {
-      if ((error as { code?: unknown }).code === '25P02') return true;
+      const code = (error as { code?: unknown }).code;
+      if (code === '3B001' || code === '25P01') return false;
       throw error;
     }
   }

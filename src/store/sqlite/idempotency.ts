@@ -3,7 +3,7 @@ import type { JsonValue } from '../../json/types.js';
 import { STORE_DEFAULTS } from '../../limits.js';
 import { describeValue } from '../../text.js';
 import {
-  checkSynchronousWrite, endedByWrite, endedByWriteText, idempotencyScope, reconcileAnswer, recordedResultText, refuseEndedByWrite, unfinishedDigest,
+  checkSynchronousWrite, endedByWrite, endedByWriteText, idempotencyScope, reconcileAnswer, recordedResultText, refuseEndedByWrite, refuseReentry, unfinishedDigest,
   type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome,
 } from '../../tool/idempotency.js';
 import type { ToolReconcileAnswer } from '../../tool/types.js';
@@ -47,7 +47,8 @@ const INSERT = 'INSERT INTO jw_idempotency (session_id, task_id, key, arguments_
 /** Thrown inside the helper's transaction when the attempt's mark is gone, so the transaction rolls back first. */
 const MARK_GONE: unique symbol = Symbol('the attempt\'s mark is gone');
 
-const RECORD = 'UPDATE jw_idempotency SET arguments_digest = ?, result = ? WHERE session_id = ? AND task_id = ? AND key = ?';
+/** Only over the attempt's own mark: another attempt a write let in by rolling the mark back may have recorded the key. */
+const RECORD = 'UPDATE jw_idempotency SET arguments_digest = ?, result = ? WHERE session_id = ? AND task_id = ? AND key = ? AND arguments_digest = ?';
 
 /**
  * Deduplication for tools that write to a SQLite database: the business write and its dedup record commit in one
@@ -63,10 +64,12 @@ export class SqliteIdempotencyStore {
   private readonly raw: Database;
   private readonly owned: boolean;
   private closed = false;
+  /** The operations whose write runs now, so a write that calls the helper again for its own is told so. */
+  private readonly writing = new Set<string>();
   /** The session's record, else a legacy one for the same (task, key). */
   private readonly find: Statement<[string, string, string], { session_id: string; arguments_digest: string; result: string }>;
   private readonly insert: Statement<[string, string, string, string, string]>;
-  private readonly record: Statement<[string, string, string, string, string]>;
+  private readonly record: Statement<[string, string, string, string, string, string]>;
   /** The attempt's own mark, as this connection sees it. */
   private readonly mark: Statement<[string, string, string, string], { one: number }>;
 
@@ -126,6 +129,8 @@ export class SqliteIdempotencyStore {
     const scope = idempotencyScope(request);
     checkSynchronousWrite(write);
     this.checkOpen();
+    const operation = JSON.stringify([scope.sessionId, scope.taskId, scope.key]);
+    if (this.writing.has(operation)) refuseReentry(scope);
     /** What the write threw when its mark was found gone afterwards (MARK_GONE). */
     let thrown: { readonly error: unknown } | undefined;
     const transaction = this.raw.transaction((): IdempotentOutcome<T> => {
@@ -138,9 +143,11 @@ export class SqliteIdempotencyStore {
       // Marked unfinished until the record replaces the mark: a write that commits on its own commits the mark too.
       this.insert.run(scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope), 'null');
       let result: T;
+      this.writing.add(operation);
       try {
         result = write(this.db);
       } catch (error) {
+        this.writing.delete(operation);
         this.refuseEndedTransaction(scope, error);
         // Its mark gone although a transaction is open: it rolled the helper's back and began its own before throwing;
         // what it wrote outside a transaction in between has committed with nothing to say so.
@@ -151,6 +158,7 @@ export class SqliteIdempotencyStore {
         // The tool's own failure: it passes through unchanged, not mapped as the helper's.
         throw new Passthrough(error);
       }
+      this.writing.delete(operation);
       this.refuseEndedTransaction(scope);
       // What it wrote before returning rolls back with this refusal; what it writes once its promise goes on runs
       // outside the transaction, with no record: say so, since no helper can stop it.
@@ -163,7 +171,7 @@ export class SqliteIdempotencyStore {
       const text = recordedResultText(result);
       // The mark is gone when the write rolled the helper's transaction back and began one of its own (or deleted
       // it): what it wrote since commits with no record unless this refusal rolls it back.
-      if (this.record.run(scope.argumentsDigest, text, scope.sessionId, scope.taskId, scope.key).changes !== 1) throw new Passthrough(MARK_GONE);
+      if (this.record.run(scope.argumentsDigest, text, scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope)).changes !== 1) throw new Passthrough(MARK_GONE);
       return { result, replayed: false };
     });
     try {
@@ -216,7 +224,10 @@ export class SqliteIdempotencyStore {
     this.markEnded(scope);
     throw new Passthrough(new InvalidInputError(
       'write',
-      `ended the helper's transaction itself (a COMMIT or ROLLBACK on the handle it was given)${thrown === undefined ? '' : ' and then threw'}: ` +
+      (thrown === undefined
+        ? 'ended the helper\'s transaction itself (a COMMIT or ROLLBACK on the handle it was given): '
+        : 'ended the helper\'s transaction and then threw (a COMMIT or ROLLBACK on the handle it was given, or SQLite rolling the ' +
+          'transaction back on the error it threw, an ON CONFLICT ROLLBACK or a RAISE(ROLLBACK)): ') +
         `whether what it wrote committed is unknown. ${endedByWriteText(scope, TABLE_NAME)}`,
       thrown === undefined ? undefined : { cause: thrown },
     ));
