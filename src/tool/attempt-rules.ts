@@ -180,12 +180,12 @@ const REVIEWS_KEPT = 100_000;
  */
 const answersHere = new SessionTable<Map<string, { readonly actor: string; readonly evidence: string }>>();
 
-/** Notes a reconciler's `completed` answer about `callId` that could not be journaled. */
 /** A reconciler's `completed` answer about `callId` this process keeps because it could not journal it (keepUnjournaledCompleted). */
 export function keptCompletedAnswer(owner: SessionOwner, callId: string): { readonly actor: string; readonly evidence: string } | undefined {
   return answersHere.get(owner)?.get(callId);
 }
 
+/** Notes a reconciler's `completed` answer about `callId` that could not be journaled. */
 export function keepUnjournaledCompleted(owner: SessionOwner, callId: string, actor: string, evidence: string): void {
   setNewest(answersHere.take(owner, () => new Map()), callId, { actor, evidence }, REVIEWS_KEPT);
 }

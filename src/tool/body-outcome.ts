@@ -2,7 +2,7 @@
 import type { ToolCall, ToolOperation } from '../event/types.js';
 import { deepFreeze } from '../json/freeze.js';
 import type { JsonValue } from '../json/types.js';
-import { failure, hostFailure, type Failure } from './admission-checks.js';
+import { failure, hostFailure, type Failure, type ThrownDescriber } from './admission-checks.js';
 import type { PanicContext, PanicDescriber } from './types.js';
 
 /**
@@ -25,7 +25,7 @@ export function hookView(call: ToolCall, argsText: string): ToolCall {
   });
 }
 
-export function serializeOutput(value: unknown, describe: PanicDescriber, context: PanicContext): string | Failure {
+export function serializeOutput(value: unknown, describe: ThrownDescriber): string | Failure {
   try {
     const text = JSON.stringify(value);
     if (typeof text !== 'string') return failure('body_failure', 'tool_output_not_json', 'the tool returned a value with no JSON form');
@@ -33,7 +33,7 @@ export function serializeOutput(value: unknown, describe: PanicDescriber, contex
   } catch (error) {
     // Thrown by the output's own code (a toJSON, a getter, a proxy) or by the serializer (a cycle, a bigint): an
     // unexpected throw like a body's, so its text is the host's to redact and the model reads a fixed sentence.
-    return failure('body_panic', 'tool_output_panicked', `the tool's output cannot be serialized: ${panicDetail(error, describe, context)}`);
+    return failure('body_panic', 'tool_output_panicked', `the tool's output cannot be serialized: ${describe(error)}`);
   }
 }
 
@@ -66,14 +66,14 @@ function isDriverError(error: Error): boolean {
 }
 
 /**
- * A ToolBodyError (or any error carrying a string code and message that is not a Node system error) is the tool's own failure,
+ * A ToolBodyError (or any error carrying a string code and message that is not a Node system error nor a driver's) is the tool's own failure,
  * its message written for the model. Anything else is a panic: its detail (through the host's `describePanic`)
  * goes to the journal for operators, and the model reads only a fixed sentence (see bridges/outcome.ts).
  */
-export function bodyFailure(error: unknown, describe: PanicDescriber, context: PanicContext): Failure {
+export function bodyFailure(error: unknown, describe: ThrownDescriber): Failure {
   const own = toolFailure(error);
   if (own !== null) return own;
-  return failure('body_panic', 'tool_body_panicked', panicDetail(error, describe, context));
+  return failure('body_panic', 'tool_body_panicked', describe(error));
 }
 
 /** An unexpected throw as the host's `describePanic` describes it for the journal. */

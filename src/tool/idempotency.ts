@@ -78,7 +78,6 @@ export interface IdempotencyRecord {
   readonly legacy: boolean;
 }
 
-/** What a dedup record says about one operation: the idempotency helpers' reconcilers answer from it alone. */
 /**
  * The digest column's prefix on the row of an attempt its helper has not finished. Each attempt writes the row so
  * marked in its transaction before the write runs, and replaces the mark with the record once the write has
@@ -110,6 +109,7 @@ export function refuseEndedByWrite(scope: IdempotencyScope, table: string): neve
   throw new InvalidInputError('request', `an earlier attempt's write ended the helper's transaction itself, so whether it committed is unknown; nothing was run. ${endedByWriteText(scope, table)}`);
 }
 
+/** What a dedup record says about one operation: the idempotency helpers' reconcilers answer from it alone. */
 export function reconcileAnswer(
   scope: IdempotencyScope,
   record: IdempotencyRecord | null,

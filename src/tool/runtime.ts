@@ -364,6 +364,7 @@ class Gateway implements ToolGateway {
 
     // Checks without side effects run before the call is written; a rejection is journaled with its call.
     // An interrupt that came before the call is written is recorded with it, without a start marker: provably unrun.
+    // How an unexpected throw of a hook, the body or its output's serialization is recorded: through describePanic.
     const describe = this.describeThrown(call);
     const rejected = checkGrantAndSchema(registered, this.runtime.granted(this.caller, call.name), call)
       ?? checkAvailability(registered!, describe)
@@ -427,7 +428,7 @@ class Gateway implements ToolGateway {
       let operator = decidedEarlier ?? (follows ? await operatorDecision(this.binding.owner, call, binding) : null);
       if (operator === null && approval !== null) {
         observer?.approvalRequested(approval);
-        const answer = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control, this.describeThrown(call))) ?? control.interrupt();
+        const answer = (await askApproval(this.runtime.approvers.get(approval)!, ctx, control, describe)) ?? control.interrupt();
         const pending = answer && 'pending' in answer ? pendingApproval(call, binding, answer) : null;
         const refusal = pending !== null ? pending.outcome : answer && !('pending' in answer) ? answer : null;
         observer?.approvalAnswered(refusal);
@@ -494,7 +495,7 @@ class Gateway implements ToolGateway {
         // JSON output escapes one instead. Either way the result can be journaled, so a finished body is never in doubt.
         const output = typeof ran.value === 'string'
           ? toWellFormed(ran.value)
-          : serializeOutput(ran.value, this.runtime.describePanic, { tool: call.name, callId: call.id });
+          : serializeOutput(ran.value, describe);
         if (typeof output !== 'string') outcome = output;
         else {
           // Counted as the journal stores it, JSON-escaped: the room kept for the result and the task's journal
@@ -512,7 +513,7 @@ class Gateway implements ToolGateway {
         }
       }
     } catch (error) {
-      outcome = bodyFailure(error, this.runtime.describePanic, { tool: call.name, callId: call.id });
+      outcome = bodyFailure(error, describe);
     }
     faultPoint('body:after');
     observer?.bodySettled(outcome);
