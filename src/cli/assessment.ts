@@ -4,6 +4,7 @@
  * module only names them for people.
  */
 import { externalIdempotencyKey } from '../tool/idempotency.js';
+import { bodyEndOf, lateEndText } from '../tool/late-bodies.js';
 import type { SessionEvent, ToolCall, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { SessionAssessment, ToolCallAssessment } from '../tool/assess.js';
 import { evidenceRuleById, retryRuleById, type EvidenceRuleId, type RetryRuleId } from '../tool/retry-policy.js';
@@ -165,13 +166,15 @@ export interface CallRecord {
   result: ToolResult | null;
   /** Journaled reviews of the call, in journal order. */
   reviews: { review: ToolReviewRecord; event: SessionEvent }[];
+  /** The first journaled end of a body that went on after its result (a `body_ended` event), if any. */
+  bodyEnd: { readonly ended: string; readonly event: SessionEvent } | null;
 }
 
 export function indexCalls(history: readonly SessionEvent[]): Map<string, CallRecord> {
   const calls = new Map<string, CallRecord>();
   for (const event of history) {
     const k = event.kind;
-    if (k.type === 'tool_call') calls.set(k.call.id, { call: k.call, event, started: null, resultEvent: null, result: null, reviews: [] });
+    if (k.type === 'tool_call') calls.set(k.call.id, { call: k.call, event, started: null, resultEvent: null, result: null, reviews: [], bodyEnd: null });
     else if (k.type === 'tool_review') calls.get(k.review.callId)?.reviews.push({ review: k.review, event });
     else if (k.type === 'tool_started') {
       const record = calls.get(k.callId);
@@ -182,6 +185,10 @@ export function indexCalls(history: readonly SessionEvent[]): Map<string, CallRe
         record.resultEvent = event;
         record.result = k.result;
       }
+    } else {
+      const end = bodyEndOf(k);
+      const record = end ? calls.get(end.callId) : undefined;
+      if (end && record && record.bodyEnd === null) record.bodyEnd = { ended: end.ended, event };
     }
   }
   return calls;
@@ -392,4 +399,9 @@ const interruptedText = (ran: string) => `interrupted after ${ran}; its body may
 export function bodyRanText(record: CallRecord, ran: string): string {
   const o = record.result?.outcome;
   return o?.status === 'failed' && INTERRUPTS.has(o.category) ? interruptedText(ran) : `body ran ${ran}`;
+}
+
+/** How a journaled `body_ended` event says a late body ended, in words (`ended` as the event records it). */
+export function bodyEndWords(ended: string): string {
+  return ended === 'returned' || ended === 'threw' || ended === 'not_called' ? lateEndText(ended) : `ended (${safe(ended)})`;
 }

@@ -234,7 +234,8 @@ describe('jingwei console forms and what it says after them', () => {
   it('not_executed on a call whose body returned after its timeout needs the box saying the outside system was checked', async () => {
     const path = c.path(`/session/transfers-late/call/${lateCall}`);
     const page = await http(c.port, 'GET', path, { cookie });
-    assert.match(page.body, /body started [^;]*; result [^(]*\(interrupted after [^;]*; its body may have gone on\)/, 'not "body ran"');
+    assert.match(page.body, /body started [^;]*; result [^(]*\(interrupted after [^;]*; its body may have gone on\); body ended /, 'not "body ran"');
+    assert.match(page.body, /tool_result at seq \d+; body_ended at seq \d+: after its result its body returned \(its output was not recorded: it most likely made its write\)/, 'the journal row lists the late end');
     assert.match(page.body, /id="late-return".*name="despite_late_return"/);
     const form = { csrf: hidden(page.body, 'csrf'), basis: hidden(page.body, 'basis'), outcome: 'not_executed', evidence: 'the bank shows nothing' };
     const refused = await http(c.port, 'POST', `${path}/review`, { cookie, form });

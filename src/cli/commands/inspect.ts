@@ -1,10 +1,11 @@
-import { bodyEnded, bodyMayStillRun, lateEndText } from '../../tool/late-bodies.js';
+import { bodyEnded, bodyMayStillRun } from '../../tool/late-bodies.js';
 import { encodeToolResult, encodeToolReviewRecord } from '../../event/codec.js';
 import type { SessionEvent } from '../../event/types.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
 import {
   attemptsOf,
+  bodyEndWords,
   bodyRanText,
   attentionOf,
   attentionText,
@@ -196,8 +197,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
 function lateBodyText(history: readonly SessionEvent[], callId: string): string | null {
   const end = bodyEnded(history, callId);
   if (end) {
-    const how = end.ended === 'returned' || end.ended === 'threw' || end.ended === 'not_called' ? lateEndText(end.ended) : safe(end.ended);
-    return `went on after its result and ended: ${how}${end.event.recordedAt ? `, ${timeText(end.event.recordedAt)}` : ''} (seq ${end.event.seq})`;
+    return `went on after its result and ended: ${bodyEndWords(end.ended)}${end.event.recordedAt ? `, ${timeText(end.event.recordedAt)}` : ''} (seq ${end.event.seq})`;
   }
   return bodyMayStillRun(history, callId) ? 'may still be running: its result records an interrupt while it ran, and no end of it is journaled yet' : null;
 }

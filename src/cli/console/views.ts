@@ -7,7 +7,7 @@
 import { encodeToolResult } from '../../event/codec.js';
 import { TOOL_REVIEW_OUTCOMES } from '../../event/types.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
-import { attemptsOf, bodyRanText, decisionRows, nextStepAdvice, resultWord, type CallRecord } from '../assessment.js';
+import { attemptsOf, bodyEndWords, bodyRanText, decisionRows, nextStepAdvice, resultWord, type CallRecord } from '../assessment.js';
 import { durationText, timeText } from '../format.js';
 import { assessedCall, callBasis, reviewRefusal, runningText, type SessionView } from './data.js';
 import { callHref, formValue, h, lines, notice, seg, sessionHref, shortText, type NoticeKind } from './html.js';
@@ -95,6 +95,8 @@ function timesHtml(record: CallRecord, readAt: string): string {
   if (started) parts.push(`body started ${h(timeText(started))} (after ${h(durationText(called, started) ?? '?')})`);
   if (ended) parts.push(`result ${h(timeText(ended))}${started ? ` (${h(bodyRanText(record, durationText(started, ended) ?? '?'))})` : ''}`);
   else parts.push(`no result for ${h(durationText(started ?? called, readAt) ?? '?')}`);
+  const end = record.bodyEnd?.event.recordedAt;
+  if (end) parts.push(`body ended ${h(timeText(end))}`);
   return parts.join('; ');
 }
 
@@ -134,7 +136,7 @@ ${field('tool', op ? `${h(call.name)} (${h(op.contract.effect)}, revision ${h(op
 ${op ? field('operation', `task ${h(op.taskId)}, key <span class="mono">${h(op.key)}</span>`) : ''}
 ${field('arguments', `<span class="mono">${h(JSON.stringify(call.arguments))}</span>`)}
 ${field('attempt', `${n} of ${attempts.length}${op?.retry ? `, retry of <span class="mono">${h(op.retry.callId)}</span>` : ''}`)}
-${field('journal', `tool_call at seq ${h(record.event.seq)}; ${h(marker)}; ${record.resultEvent ? `tool_result at seq ${h(record.resultEvent.seq)}` : 'no tool_result'}`)}
+${field('journal', `tool_call at seq ${h(record.event.seq)}; ${h(marker)}; ${record.resultEvent ? `tool_result at seq ${h(record.resultEvent.seq)}` : 'no tool_result'}${record.bodyEnd ? `; body_ended at seq ${h(record.bodyEnd.event.seq)}: after its result its body ${h(bodyEndWords(record.bodyEnd.ended))}` : ''}`)}
 ${field('times', timesHtml(record, view.readAt))}
 ${approvalRecord ? field('approval', `${h(approvalRecord.decision)}${approvalRecord.actor ? ` by ${h(approvalRecord.actor)}` : ''}${approvalRecord.reason ? `: ${h(approvalRecord.reason)}` : ''} <span class="mono">${h(approvalRecord.requestId)}</span>${decided ? ' <span class="muted">(as journaled when this attempt ended)</span>' : ''}`) : ''}
 ${decided ? field('decided since', decidedHtml(decided)) : ''}
