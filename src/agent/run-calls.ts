@@ -7,7 +7,7 @@
 import { DecisionError, JsonParseError, StoreConflictError, ToolPreflightError, ToolRetryError } from '../errors.js';
 import { decisionInbox } from '../store/inbox.js';
 import { JournalStore } from '../store/journal-store.js';
-import type { ActionContext, SessionEvent, ToolReviewRecord } from '../event/types.js';
+import { ToolEffect, type ActionContext, type SessionEvent, type ToolReviewRecord } from '../event/types.js';
 import { isValidText } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
 import { parseJson } from '../json/parse.js';
@@ -18,10 +18,11 @@ import { prepareToolRetry, sourceRowBefore, type ToolRetryPlan } from '../tool/r
 import { noteRetrySource } from '../tool/retry-source.js';
 import { classifyAttempt, collectEvidence, latestReview as latestAttemptReview } from '../tool/evidence.js';
 import { ToolRecoveryStatus } from '../tool/retry-policy.js';
+import { argumentsDigest } from '../store/attention.js';
 import type { PassReport } from '../tool/reconcile.js';
 import { reviewsBeforeDeciding } from './run-reviews.js';
 import { RETRY_SAFE_ACTOR, type RecoveryPolicy } from '../tool/recover.js';
-import { contractChangeFor } from '../tool/runtime.js';
+import { contractChangeFor, inDoubtGuardOn } from '../tool/runtime.js';
 import type { Tool, ToolExecution, ToolGateway } from '../tool/types.js';
 import { modelFacingOutcome, preflightFailure, type ModelFacingOutcome } from '../bridges/outcome.js';
 import type { ChatToolCall } from './model.js';
@@ -155,6 +156,19 @@ function confirmedOutside(requested: ChatToolCall, output: JsonValue | undefined
   return { kind: 'done', call: { providerCallId: requested.id, name: requested.name, outcome: { ok: true, output: text }, execution: null } };
 }
 
+/**
+ * The call in doubt (outcome unknown, no review settling it) that `execution` or an identical call of its task left, when
+ * its tool, one that may write, is no longer offered to the gateway's caller; null otherwise, or when the guard is off.
+ */
+async function doubtOfWithdrawnTool(ctx: CallContext, execution: ToolExecution): Promise<string | null> {
+  const call = execution.call;
+  const op = call.operation;
+  if (!op || op.contract.effect === ToolEffect.ReadOnly || !ctx.owner.findInDoubt || !inDoubtGuardOn(ctx.gateway)) return null;
+  if (ctx.gateway.schemas().some((s) => s.name === call.name)) return null;
+  const earlier = await ctx.owner.findInDoubt({ taskId: op.taskId, tool: call.name, argsDigest: argumentsDigest(call.arguments) });
+  return earlier?.callId ?? null;
+}
+
 /** A retry refused before its body (denied, unavailable, interrupted while it waited): its operation's doubt is still open. */
 function retryNeverRan(execution: ToolExecution): boolean {
   return execution.startedEvent === null && execution.result.outcome.status === 'failed' && (execution.call.operation?.retry ?? null) !== null;
@@ -274,6 +288,11 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
     // A retry refused before its body (its approver denied it, say) while a colleague recorded that an earlier attempt
     // made the write: that journaled review, not the refusal, is what the model reads.
     if (neverRan && latestReview(await history(ctx), recorded.callId)?.outcome === 'completed') return confirmedOutside(requested, undefined);
+    // A recorded failure still in doubt, of a tool this caller is no longer offered (renamed or removed by a
+    // redeploy): the in-doubt guard knows a repeat by its tool's name, so the model could make the write again under
+    // the new one. The run stops for a person instead (docs/design.md#the-in-doubt-guard).
+    const doubt = await doubtOfWithdrawnTool(ctx, execution);
+    if (doubt !== null) return { kind: 'stop', reason: 'needs_review', callId: doubt };
     // A recorded failure: the model reads it again, as it did when the step ran.
     return peek ? null : done(requested, await readBack(ctx, execution));
   }

@@ -122,6 +122,12 @@ export function gatewayPanicDescriber(gateway: ToolGateway): PanicDescriber | un
   return made === null ? undefined : hostPanicDescriber(made.runtimeOf);
 }
 
+/** Whether the in-doubt guard is on for calls through `gateway`; true for a gateway this module did not make (which cannot say). */
+export function inDoubtGuardOn(gateway: ToolGateway): boolean {
+  const runtime = gatewayMadeHere(gateway)?.runtimeOf;
+  return !isCanonical(runtime) || runtime.inDoubtGuard;
+}
+
 /** The tools registered in `runtime`, by name; null for a runtime this module did not make. */
 export function registeredTools(runtime: ToolRuntime): ReadonlyMap<string, Tool> | null {
   return isCanonical(runtime) ? new Map([...runtime.tools].map(([name, r]) => [name, r.tool])) : null;

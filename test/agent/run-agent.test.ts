@@ -9,6 +9,7 @@ import { setFaultHook } from '../../src/fault.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool, ToolApprover } from '../../src/tool/types.js';
+import { recordToolReview } from '../../src/tool/review.js';
 
 const schema = { type: 'object', properties: { item: { type: 'string' } }, required: ['item'] };
 
@@ -252,6 +253,47 @@ describe('runAgent', () => {
     const refused = again.toolCalls[0]!.outcome;
     assert.ok(!refused.ok && refused.code === 'tool_in_doubt' && refused.mayHaveTakenEffect, JSON.stringify(refused));
     assert.deepEqual(bodies, ['charge_card'], 'charged once');
+  });
+
+  it('a resume after a redeploy that renamed a tool whose call is in doubt stops for a person: the guard knows a repeat by name only', async () => {
+    const { store, owner, gateway, bodies } = await setup();
+    const hostDied = () => { throw new Error('the host died before the next step'); };
+    await assert.rejects(runAgent({ model: scriptedModel([reply(null, calls(['a', 'charge_card', '{"item":"tea"}'])), hostDied]), owner, gateway, input: 'Buy tea.', maxSteps: 3, runId: 'renamed', store }), /host died/);
+    const charged = (await store.loadHistory('agent-session')).find((e) => e.kind.type === 'tool_call')!;
+    const chargedId = charged.kind.type === 'tool_call' ? charged.kind.call.id : '';
+    // The next deploy calls the same tool pay_card: the model, told the charge may have gone through, asks again under it.
+    const payCard: Tool = {
+      name: 'pay_card',
+      metadata: new ToolMetadata('Charges the card', schema).withEffect('non_idempotent', 'charge-v2'),
+      async execute() { bodies.push('pay_card'); return 'charged'; },
+    };
+    const redeployed = createToolRuntime({ tools: [payCard], grants: { agent: '*' } }).bind({ owner, taskId: 'task', caller: 'agent' });
+    const repeat = scriptedModel([reply(null, calls(['b', 'pay_card', '{"item":"tea"}'])), reply('Charged.')]);
+    const stopped = await resumeAgent({ model: repeat, owner, gateway: redeployed, runId: 'renamed', store, maxSteps: 3 });
+    assert.equal(stopped.stopReason, 'needs_review');
+    assert.deepEqual(stopped.pendingCallIds, [chargedId]);
+    assert.equal(repeat.requests.length, 0, 'the model is not asked while the charge is in doubt');
+    assert.deepEqual(bodies, ['charge_card']);
+    // With the guard off, the run goes on and the model reads the failure again, as before.
+    const unguarded = createToolRuntime({ tools: [payCard], grants: { agent: '*' }, inDoubtGuard: false }).bind({ owner, taskId: 'task', caller: 'agent' });
+    const told = scriptedModel([reply('It may have gone through; I will not charge again.')]);
+    const onward = await resumeAgent({ model: told, owner, gateway: unguarded, runId: 'renamed', store, maxSteps: 3 });
+    assert.equal(onward.stopReason, 'completed');
+    assert.match(told.requests[0]!.messages.find((m) => m.role === 'tool')!.content ?? '', /may have taken effect/);
+  });
+
+  it('once a person settles the renamed tool\'s call, the resume goes on', async () => {
+    const { store, owner, gateway, bodies } = await setup();
+    const hostDied = () => { throw new Error('the host died before the next step'); };
+    await assert.rejects(runAgent({ model: scriptedModel([reply(null, calls(['a', 'charge_card', '{"item":"tea"}'])), hostDied]), owner, gateway, input: 'Buy tea.', maxSteps: 3, runId: 'renamed-2', store }), /host died/);
+    const history = await store.loadHistory('agent-session');
+    const charged = history.find((e) => e.kind.type === 'tool_call')!;
+    const chargedId = charged.kind.type === 'tool_call' ? charged.kind.call.id : '';
+    await recordToolReview(owner, history, chargedId, { actor: 'ops@example.com', evidence: 'the card network shows the charge', outcome: 'completed' });
+    const redeployed = createToolRuntime({ tools: [], grants: { agent: '*' } }).bind({ owner, taskId: 'task', caller: 'agent' });
+    const resumed = await resumeAgent({ model: scriptedModel([reply('It went through.')]), owner, gateway: redeployed, runId: 'renamed-2', store, maxSteps: 3 });
+    assert.equal(resumed.stopReason, 'completed');
+    assert.deepEqual(bodies, ['charge_card']);
   });
 
   it("asks Jingwei's approver on every call, and a denial is read by the model", async () => {
