@@ -128,15 +128,17 @@ async function attempt(requested: ChatToolCall, run: (args: JsonValue) => Promis
 }
 
 /**
- * Whether a completed call is read back from the journal although its tool's contract changed since: the tool is
- * still registered and offered to the gateway's caller, and the journaled call is this one (same tool and
- * arguments). Anything else goes through the gateway's caller-key replay, which refuses it.
+ * Whether a completed call is read back from the journal although its tool was redeployed since: under another
+ * contract and still offered to the gateway's caller, or no longer registered at all (removed, or renamed), and the
+ * journaled call is this one (same tool and arguments). Anything else, a grant withdrawn from the caller among it,
+ * goes through the gateway's caller-key replay, which refuses it.
  */
 function replaysDespiteRedeploy(gateway: ToolGateway, name: string, args: JsonValue, execution: ToolExecution): boolean {
   const call = execution.call;
   const contract = call.operation?.contract;
-  if (contract === undefined || contractChangeFor(gateway, name, contract) !== 'changed') return false;
-  return call.name === name && jsonEquals(call.arguments, args) && gateway.schemas().some((s) => s.name === name);
+  const change = contract === undefined ? null : contractChangeFor(gateway, name, contract);
+  if (change !== 'changed' && change !== 'removed') return false;
+  return call.name === name && jsonEquals(call.arguments, args) && (change === 'removed' || gateway.schemas().some((s) => s.name === name));
 }
 
 function recordedExecution(recorded: RecordedAttempt): ToolExecution | null {
@@ -245,8 +247,8 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
   if (execution !== null && execution.result.outcome.status === 'succeeded') {
     if (peek) return null;
     const args = parseArguments(requested.arguments, false);
-    // The tool redeployed since under another contract, still offered to this caller: the call ran under the
-    // contract it recorded, and its result is read back from the journal (docs/design.md#a-redeploy-while-a-call-waits).
+    // The tool redeployed since under another contract and still offered to this caller, or removed: the call ran
+    // under the contract it recorded, and its result is read back from the journal (docs/design.md#resumable-runs).
     if (replaysDespiteRedeploy(gateway, requested.name, args, execution)) return done(requested, execution);
     // Caller-key replay: checks the binding and the grant, runs nothing, writes nothing, charges nothing. Its refusal
     // (the grant withdrawn or the tool removed since) is thrown, not read by the model as a call refused before

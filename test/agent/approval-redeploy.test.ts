@@ -218,6 +218,22 @@ describe('a run whose tools are redeployed while it waits for a person', () => {
     await second.store.close();
   });
 
+  it('a completed call of the run, its tool renamed since: the resume reads its recorded result back and goes on', async () => {
+    const { path, world, first, inbox, request } = await waitingRun('renamed-completed');
+    await inbox.approve(request.id, { actor: 'ops@example.com' });
+    await first.store.close();
+    // Before, every resume of the run threw binding_changed ("not registered"), with no way on short of registering
+    // the old name again.
+    const second = await host(path, world.tools.map((t) => (t.name === 'place_order' ? { ...t, name: 'order_item' } : t)), pending);
+    const model = scriptedModel([doneStep]);
+    const resumed = await resumeAgent({ ...second, model, runId: 'renamed-completed', store: second.store, maxSteps: 6 });
+    assert.equal(resumed.stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order', 'send_email'], 'the order is not placed again; the approved e-mail is sent');
+    assert.equal(toolMessages(model)[0], '{"orderId":1}', 'the model reads the order as it was recorded');
+    assert.equal(resumed.toolCalls[0]!.execution!.replayed, true);
+    await second.store.close();
+  });
+
   it('moved to another store with export and import while it waits: the resume asks the approver again there, and the call runs once on that approval', async () => {
     const { path, world, first, request } = await waitingRun('moved-1');
     const jsonl = await first.store.exportJsonl('shop');
