@@ -27,9 +27,9 @@ export function contractChangedRefusal(plan: ToolRetryPlan, current: ToolEffectC
       : `stopped before its body when it ran as ${named(was)}`;
   const why = notRun === 'awaited_approval' ? 'no approval can answer for this call any more' : 'a retry runs only under the contract its call recorded';
   // An earlier attempt of the operation may have run (nothing settled it): the model is not invited to call again,
-  // and reads that it should check first.
+  // and reads that it should check first. A tool no longer registered cannot be called again at all.
   const source = planSourceRow(plan);
   const earlierMayHaveRun = source !== null && sourceMayHaveRun(source);
-  const next = earlierMayHaveRun ? '' : `; call it again to ${notRun === 'awaited_approval' ? 'ask' : 'run it'} under the current contract`;
+  const next = earlierMayHaveRun || current === null ? '' : `; call it again to ${notRun === 'awaited_approval' ? 'ask' : 'run it'} under the current contract`;
   return failure('unavailable', 'tool_contract_changed', `${plan.toolName} ${before}, and the tool ${now}: ${why}. It did not run${next}`);
 }

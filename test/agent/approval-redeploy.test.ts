@@ -108,6 +108,7 @@ describe('a run whose tools are redeployed while it waits for a person', () => {
     assert.equal(resumed.stopReason, 'completed');
     assert.match(toolMessages(model)[1]!, /tool_contract_changed/);
     assert.match(toolMessages(model)[1]!, /no longer registered/);
+    assert.doesNotMatch(toolMessages(model)[1]!, /call it again/, 'a tool that is gone is not offered to be called again');
     assert.deepEqual(world.bodies, ['place_order']);
     // The tool deployed again as it was: the journal says the call did not run, and that stays what the model read.
     const third = await host(path, world.tools, pending);
