@@ -289,6 +289,10 @@ async function recoverOne(
       if (retry.outcome === 'refused' && (retry.error?.code === 'needs_review' || retry.error?.code === 'history_changed' || retry.error?.code === 'being_reconciled')) {
         leave(`the retry was refused, nothing written: ${retry.error.message}; the next routine decides it again`);
         revisit = true;
+      } else if (retry.outcome === 'refused') {
+        // Refused for good under this deploy (its tool redeployed under another contract since, say): the call is still
+        // open, and only a person can settle it now.
+        leave(`the retry was refused, nothing written: ${retry.error?.message ?? 'no reason given'}; a person reviews the call`);
       }
       history = await store.loadHistory(sessionId);
       retried.push(retry.retryCallId === null ? retry : { ...retry, status: inspectToolRecovery(history, retry.retryCallId).status });

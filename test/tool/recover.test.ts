@@ -219,6 +219,27 @@ describe('recoverAbandoned in one process', () => {
     await store.close();
   });
 
+  it('retry_safe: a retry refused for good (the tool redeployed under another revision since) is left for a person, not dropped from the report', async () => {
+    const store = createMemoryStore();
+    let puts = 0;
+    const putAs = (revision: string) => tool('put', async () => {
+      puts += 1;
+      throw new ToolBodyError('connection_reset', 'lost after the write');
+    }, new ToolMetadata('stores a record', { type: 'object' }).withEffect('idempotent', revision));
+    const before = putAs('p1');
+    const gone = await store.acquire('s-redeployed', { owner: 'gone', leaseMs: 100, heartbeat: false });
+    await gone.startTask('t');
+    const first = (await createToolRuntime({ tools: [before], grants: { agent: '*' } }).bind({ owner: gone, taskId: 't', caller: 'agent' }).call('put', {})).call.id;
+    const after = putAs('p2');
+    const report = await recoveredOnce(store, { runtime: createToolRuntime({ tools: [after], grants: { agent: '*' } }), tools: [after], caller: 'agent' }, { policy: 'retry_safe', leaseMs: 100 });
+    assert.ok(report.action === 'taken_over', JSON.stringify(report));
+    assert.deepEqual(report.retried.map((r) => [r.outcome, r.error?.code]), [['refused', 'binding_changed']]);
+    assert.deepEqual(report.left.map((c) => c.callId), [first], 'a host paging a person for what is left sees it');
+    assert.match(report.left[0]!.reason, /^the retry was refused, nothing written: .*; a person reviews the call$/);
+    assert.equal(puts, 1, 'nothing ran under the new revision');
+    await store.close();
+  });
+
   it("retry_safe retries a non-idempotent call only on a reconciler's not_executed, and its review says so", async () => {
     const store = createMemoryStore();
     const charges = { count: 0 };
