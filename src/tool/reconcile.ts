@@ -9,7 +9,7 @@ import { isValidText } from '../ids.js';
 import type { JsonValue } from '../json/types.js';
 import { isTimeoutMs, LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
-import { currentOwner } from '../store/owner-commit.js';
+import { currentOwner, onOwnerLost } from '../store/owner-commit.js';
 import { truncateUtf8 } from '../text.js';
 import { classifyAttempt, collectEvidence, latestReview, sameContract, type AttemptRecord } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
@@ -178,6 +178,11 @@ export async function reconcileCalls(
   const cancelled = () => passEnded.abort(options.signal!.reason);
   if (options.signal?.aborted === true) cancelled();
   else options.signal?.addEventListener('abort', cancelled, { once: true });
+  // The owner letting the session go (released, or its store closing on a shutdown) cancels the pass as the signal
+  // does, so the shutdown does not wait out every reconciler's timeout; it waits for what the pass journals on its way out.
+  const stopListening = onOwnerLost(owner, (why, lettingGo) => {
+    if (lettingGo) passEnded.abort(new Error(`the reconcile pass was stopped: ${why}`));
+  });
   try {
     // Every call to ask, in journal order, each with its answer already on its way; skipped calls keep their place.
     const planned: ({ readonly skipped: ReconciledCall } | { readonly record: AttemptRecord; readonly latest: ToolReviewRecord | null; readonly actor: string; readonly asked: Promise<Asked>; readonly release: () => void })[] = [];
@@ -332,6 +337,7 @@ export async function reconcileCalls(
     }
   } finally {
     options.signal?.removeEventListener('abort', cancelled);
+    stopListening();
     passEnded.abort(new Error('the reconcile pass ended'));
     for (const release of releases) release();
   }

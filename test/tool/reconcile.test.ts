@@ -175,6 +175,32 @@ forEachStore('reconcilers', (target) => {
     await r.store.close();
   });
 
+  it('the store closing (a shutdown) or the owner releasing stops a pass waiting on a reconciler, whatever its deadline', async () => {
+    for (const end of ['close', 'release'] as const) {
+      let heard: AbortSignal | null = null;
+      let asked!: () => void;
+      const asking = new Promise<void>((resolve) => { asked = resolve; });
+      const slow: Tool = {
+        ...tool('slow_lookup', async () => { throw new ToolBodyError('reset', 'lost'); }, new ToolMetadata('slow', { type: 'object' }).withEffect('non_idempotent', 'v1')),
+        // A batch lookup given minutes, which ignores its signal.
+        reconcile: (_request, signal) => { heard = signal; asked(); return new Promise<never>(() => undefined); },
+        reconcileTimeoutMs: 600_000,
+      };
+      const r = await rig(target, { tools: [slow] });
+      await r.gateway.call('slow_lookup', {});
+      const pass = reconcileUncertainCalls(r.owner, [slow], await r.store.loadHistory(r.sessionId));
+      await asking;
+      if (end === 'close') await r.store.close();
+      else await r.owner.release();
+      assert.equal(heard!.aborted, true, `${end}: the reconciler's signal is aborted before ${end} returns`);
+      assert.match(String(heard!.reason), /the reconcile pass was stopped/);
+      const report = await pass;
+      assert.equal(report.calls[0]?.action, 'failed');
+      assert.match(report.calls[0]?.error ?? '', /the reconcile pass was stopped/);
+      if (end === 'release') await r.store.close();
+    }
+  });
+
   it("a person's not_executed review of a write that happened: the reconciler's completed answer overrides it, and nothing is retried", async () => {
     const helper = await helperFor(target);
     const bodies = { count: 0 };
