@@ -4,7 +4,7 @@
  * module only names them for people.
  */
 import { externalIdempotencyKey } from '../tool/idempotency.js';
-import { bodyEndOf, lateEndText } from '../tool/late-bodies.js';
+import { bodyCouldOutlive, bodyEndOf, lateEndText } from '../tool/late-bodies.js';
 import type { SessionEvent, ToolCall, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { SessionAssessment, ToolCallAssessment } from '../tool/assess.js';
 import { evidenceRuleById, retryRuleById, type EvidenceRuleId, type RetryRuleId } from '../tool/retry-policy.js';
@@ -188,7 +188,7 @@ export function indexCalls(history: readonly SessionEvent[]): Map<string, CallRe
     } else {
       const end = bodyEndOf(k);
       const record = end ? calls.get(end.callId) : undefined;
-      if (end && record && record.bodyEnd === null) record.bodyEnd = { ended: end.ended, event };
+      if (end && record && record.bodyEnd === null && bodyCouldOutlive(record.result)) record.bodyEnd = { ended: end.ended, event };
     }
   }
   return calls;

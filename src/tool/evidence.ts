@@ -23,7 +23,7 @@ import { jsonEquals } from '../json/canonical.js';
 import { LIMITS } from '../limits.js';
 import { utf8Length } from '../text.js';
 import { ToolRetryError } from '../errors.js';
-import { bodyEndOf } from './late-bodies.js';
+import { bodyCouldOutlive, bodyEndOf } from './late-bodies.js';
 import {
   ToolRecoveryStatus,
   evidenceRuleFor,
@@ -318,7 +318,7 @@ export function collectEvidence(history: readonly SessionEvent[], callId?: strin
       const end = bodyEndOf(kind);
       const ended = end?.ended === 'returned' || end?.ended === 'threw' ? end.ended : null;
       const record = ended !== null ? calls.get(end!.callId) : undefined;
-      if (record !== undefined && ended !== null) record.bodyRanOn ??= { ended, event };
+      if (record !== undefined && ended !== null && bodyCouldOutlive(record.result)) record.bodyRanOn ??= { ended, event };
     }
   }
   return { sessionId, eventCount: history.length, calls, attempts };

@@ -9,7 +9,7 @@
  * inbox, `jingwei review`) learns it.
  */
 import { DecisionError, ToolRetryError } from '../errors.js';
-import type { SessionEvent, ToolCall, ToolOperation } from '../event/types.js';
+import type { SessionEvent, ToolCall, ToolOperation, ToolResult } from '../event/types.js';
 import type { CallId, TurnId } from '../ids.js';
 import type { SessionOwner } from '../store/types.js';
 import { setNewest } from '../bounded-map.js';
@@ -229,11 +229,29 @@ export function bodyStillRuns(owner: SessionOwner, callId: string): boolean {
 
 /** The journaled end of the body of `callId` after its result, or null. */
 export function bodyEnded(history: readonly SessionEvent[], callId: string): { readonly ended: string; readonly event: SessionEvent } | null {
+  let result: ToolResult | null = null;
   for (const event of history) {
-    const end = bodyEndOf(event.kind);
-    if (end?.callId === callId) return { ended: end.ended, event };
+    const kind = event.kind;
+    if (kind.type === 'tool_result') {
+      if (kind.result.callId === callId) result ??= kind.result;
+      continue;
+    }
+    const end = bodyEndOf(kind);
+    if (end?.callId === callId && bodyCouldOutlive(result)) return { ended: end.ended, event };
   }
   return null;
+}
+
+/**
+ * Whether a call's body could still be running once `result` was journaled (null: none yet): nothing recorded, or an
+ * interrupt recorded while it ran. After any other result, the body's own, a `body_ended` event says nothing more:
+ * the runtime journals one when it could not tell that the result's commit landed (its answer lost on the way back),
+ * and it is not a body that went on.
+ */
+export function bodyCouldOutlive(result: ToolResult | null): boolean {
+  if (result === null) return true;
+  const outcome = result.outcome;
+  return outcome.status === 'failed' && INTERRUPTS.get(outcome.code) === outcome.category;
 }
 
 /** `text` (a call's fact or reason), followed by how its body went on after its result, when the journal says. */

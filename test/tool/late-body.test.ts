@@ -23,6 +23,7 @@ import { untilBodyEnded } from '../support/body-ended.js';
 import { sleep } from '../support/runtime.js';
 import { forEachStore, type StoreTarget } from '../support/stores.js';
 import { openSqliteStore } from '../../src/sqlite.js';
+import { setFaultHook } from '../../src/fault.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
 /**
@@ -330,4 +331,43 @@ it('the queue does not say how long an interrupted body ran, and jingwei review 
   // completed needs no confirmation.
   assert.equal(cli(['review', location.target, first.call.id, '--session', 's', '--outcome', 'completed', '--evidence', 'the bank shows it', '--actor', 'ops', '--replaces', (await decisionInbox(inbox).list({ kind: 'review' })).items[0]!.id]).code, 0);
   await inbox.close();
+});
+
+it('a result whose commit landed but whose answer was lost: the body end journaled after it is not read as a body that went on', async () => {
+  const path = tempDbPath(tempDir(), 'journal');
+  const store = openSqliteStore(path);
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t');
+  const transfer: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('moves money', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: async () => 'sent',
+  };
+  const gateway = createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  // The result is durable, and then the answer is lost on the way back (a connection cut after COMMIT).
+  let lost = true;
+  setFaultHook((point) => {
+    if (point === 'result:after' && lost) {
+      lost = false;
+      throw new Error('the connection was cut after COMMIT');
+    }
+  });
+  try {
+    await assert.rejects(gateway.call('transfer', { to: 'acme' }), /cut after COMMIT/);
+  } finally {
+    setFaultHook(null);
+  }
+  await gateway.call('transfer', { to: 'bank' }); // the owner's next write journals the end it kept
+  const history = await store.loadHistory('s');
+  const first = history.find((e) => e.kind.type === 'tool_call')!;
+  const callId = first.kind.type === 'tool_call' ? first.kind.call.id : '';
+  assert.ok(history.some((e) => e.kind.type === 'custom' && e.kind.kind === 'body_ended'), 'the runtime could not tell the result landed, so it journaled the end');
+  const recovery = inspectToolRecovery(history, callId);
+  assert.equal(recovery.status, 'completed');
+  assert.equal(recovery.bodyEnded, null, 'not a body that went on after its result');
+  assert.doesNotMatch(recovery.fact, /went on/);
+  await owner.release();
+  await store.close();
+  const inspected = cli(['inspect', path, 's', callId]).stdout;
+  assert.doesNotMatch(inspected, /late body|went on/, inspected);
 });
