@@ -199,9 +199,15 @@ export class SessionBusyError extends JingweiError {
   readonly epoch: number;
   /** When the holder's lease runs out (ms since the Unix epoch, the store's clock); null when no lease is recorded. */
   readonly leaseExpiresAt: number | null;
-  constructor(sessionId: string, holder: string, epoch: number, leaseExpiresAt: number | null = null) {
+  /** `requestedBy`: the owner name the refused acquire gave, when known. */
+  constructor(sessionId: string, holder: string, epoch: number, leaseExpiresAt: number | null = null, requestedBy?: string) {
     const lease = leaseExpiresAt === null ? '' : `; its lease runs until ${new Date(leaseExpiresAt).toISOString()}`;
-    super('session_busy', `session ${sessionId} is held by ${holder} (epoch ${epoch})${lease}`);
+    // The acquire's own name: an earlier acquire whose commit landed but whose answer was lost holds it, or another
+    // process using the same name.
+    const same = requestedBy === holder
+      ? `. That is the name this acquire gives: an earlier acquire under it whose answer was lost (a connection cut after it committed) may hold the session, or another process using the same name; it can be taken with takeover 'expired' once that lease runs out, or with takeover true if no other process uses the name`
+      : '';
+    super('session_busy', `session ${sessionId} is held by ${holder} (epoch ${epoch})${lease}${same}`);
     this.sessionId = sessionId;
     this.holder = holder;
     this.epoch = epoch;

@@ -54,7 +54,7 @@ export function decideAcquire(sessionId: SessionId, owner: string, takeover: Tak
     const current = state.session;
     const now = storeNow(state);
     if (current?.held && takeover !== true && !(takeover === 'expired' && leaseExpired(current, now))) {
-      throw new SessionBusyError(sessionId, current.owner ?? '?', current.epoch, current.leaseExpiresAt ?? null);
+      throw new SessionBusyError(sessionId, current.owner ?? '?', current.epoch, current.leaseExpiresAt ?? null, owner);
     }
     const leaseExpiresAt = now + leaseMs;
     const row: SessionRow = current

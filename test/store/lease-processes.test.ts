@@ -105,3 +105,16 @@ describePostgres('PostgreSQL leases across real processes', (url) => {
   const schema = freshSchema();
   leaseCases(() => ({ args: (session) => [url, session, 'owner', schema], open: () => openPostgresStore(url, { schema }) }));
 });
+
+describe('an acquire refused by a holder of its own name', () => {
+  it('says that an earlier acquire under the name, whose answer was lost, may hold the session, and how to take it', async () => {
+    const store = openSqliteStore(tempDbPath(tempDir(), 'journal'));
+    // What a host sees after an acquire whose commit landed and whose answer was lost: the session is held under its
+    // own name, by an owner object it never got.
+    await store.acquire('s', { owner: 'host-1' });
+    await assert.rejects(store.acquire('s', { owner: 'host-1' }), (error: unknown) => error instanceof SessionBusyError && error.holder === 'host-1' &&
+      /is held by host-1 \(epoch 1\); its lease runs until .*\. That is the name this acquire gives: an earlier acquire under it whose answer was lost .* may hold the session.*takeover 'expired' once that lease runs out/.test(error.message));
+    await assert.rejects(store.acquire('s', { owner: 'host-2' }), (error: unknown) => error instanceof SessionBusyError && !/That is the name/.test(error.message), 'another name: the plain refusal');
+    await store.close();
+  });
+});
