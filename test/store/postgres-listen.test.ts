@@ -69,6 +69,23 @@ describePostgres('waiting for decisions on PostgreSQL', (url) => {
     await store.close();
   });
 
+  it('a pool the listening connections fill: a write fails store_busy saying what holds the connections', { timeout: 30_000 }, async () => {
+    const schema = freshSchema();
+    const [id] = await pendingRequests(schema, 1);
+    const store = await openPostgresStore(url, { schema, poolSize: 2, connectTimeoutMs: 300 });
+    const watching = await watchQueue(store, () => {});
+    const waiting = awaitDecision(store, id!, { timeoutMs: 20_000 }).then(() => 'decided', (error: { code?: string }) => error.code);
+    try {
+      await sleep(200);
+      await assert.rejects(store.acquire('starved', { owner: 'host' }), (error: { code?: string; message?: string }) =>
+        error.code === 'store_busy' && /all 2 pool connections stayed busy \(2 of them held to listen: a wait for a decision and a live view; give the pool room/.test(error.message ?? ''));
+    } finally {
+      await watching?.();
+      await store.close();
+    }
+    assert.ok(['store_busy', 'store_closed'].includes(String(await waiting)), 'the wait ends too: its own reads find the pool as full');
+  });
+
   it('close() with a queue watcher still subscribed returns, and gives its listening connection back, on its own pool and on the host\'s', { timeout: 30_000 }, async () => {
     const outcome = (closing: Promise<void>) => Promise.race([closing.then(() => 'closed'), sleep(10_000).then(() => 'still closing after 10 s')]);
     const own = await openPostgresStore(url, { schema: freshSchema(), poolSize: 2 });

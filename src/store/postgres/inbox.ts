@@ -38,6 +38,11 @@ export class PostgresInbox implements InboxBackend {
     this.listener = new SharedListener(pool, this.channel, 'listen for decisions');
   }
 
+  /** Whether a wait for a decision holds a pool connection to listen on. */
+  get listening(): boolean {
+    return this.listener.listening;
+  }
+
   /** Inside the caller's transaction: the operation's open and decided approval rows, locked. */
   async approvalsOf(client: PoolClient, sessionId: SessionId, op: { taskId: string; key: string }): Promise<DecisionRow[]> {
     const res = await client.query<DecisionRecord>(

@@ -73,6 +73,11 @@ export class SharedListener {
 
   constructor(private readonly pool: Pool, private readonly channel: string, private readonly what: string) {}
 
+  /** Whether it holds (or is opening) its pool connection: someone listens. */
+  get listening(): boolean {
+    return this.current !== null;
+  }
+
   /** Calls `onPayload` for each notification on the channel until the returned function is called. */
   async subscribe(onPayload: (payload: string) => void): Promise<() => Promise<void>> {
     this.subscribers.add(onPayload);
