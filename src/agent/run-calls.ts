@@ -251,9 +251,20 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
     // under the contract it recorded, and its result is read back from the journal (docs/design.md#resumable-runs).
     if (replaysDespiteRedeploy(gateway, requested.name, args, execution)) return done(requested, execution);
     // Caller-key replay: checks the binding and the grant, runs nothing, writes nothing, charges nothing. Its refusal
-    // (the grant withdrawn or the tool removed since) is thrown, not read by the model as a call refused before
-    // anything was recorded: this call ran, and neither the model nor the journal may be told otherwise.
-    return done(requested, await gateway.callWithOptions(requested.name, args, keyed));
+    // (the grant withdrawn since) is thrown, not read by the model as a call refused before anything was recorded:
+    // this call ran, and neither the model nor the journal may be told otherwise.
+    try {
+      return done(requested, await gateway.callWithOptions(requested.name, args, keyed));
+    } catch (error) {
+      // A gateway this package did not make (a wrapper of runtime.bind) cannot say whether the tool was redeployed:
+      // its replay refuses a contract changed or a tool removed since as `binding_changed`, and the call, this same
+      // tool and these arguments, is read back from the journal as it is through the gateway itself.
+      const contract = execution.call.operation?.contract;
+      const wrapped = contract !== undefined && contractChangeFor(gateway, requested.name, contract) === null;
+      if (wrapped && error instanceof ToolRetryError && error.code === 'binding_changed' && execution.call.name === requested.name &&
+        jsonEquals(execution.call.arguments, args)) return done(requested, execution);
+      throw error;
+    }
   }
   const pending = execution !== null && execution.result.outcome.status === 'failed' && execution.result.outcome.category === 'approval_pending';
   const waited = execution !== null && reviewWaited(execution);

@@ -92,6 +92,33 @@ describe('runAgent', () => {
     assert.equal(result.stopReason, 'completed');
   });
 
+  it('through a wrapper gateway, a completed call whose tool was redeployed under another revision, or removed, is read back from the journal', async () => {
+    const { owner, gateway, store, bodies } = await setup();
+    const hostDied = () => { throw new Error('the host died before the next step'); };
+    await assert.rejects(runAgent({ model: scriptedModel([reply(null, calls(['a', 'lookup_price', '{"item":"tea"}'])), hostDied]), owner, gateway, input: 'Price of tea?', maxSteps: 3, runId: 'wrapped-redeploy', store, reconcilers: [] }), /host died/);
+    const wrap = (inner: typeof gateway): typeof gateway => ({
+      sessionId: inner.sessionId, taskId: inner.taskId, turnId: inner.turnId,
+      schemas: () => inner.schemas(),
+      call: (name, args) => inner.call(name, args),
+      callWithOptions: (name, args, options) => inner.callWithOptions(name, args, options),
+    });
+    const lookupV2: Tool = {
+      name: 'lookup_price',
+      metadata: new ToolMetadata('Price of an item', schema).withEffect('read_only', 'prices-v2'),
+      async execute() { bodies.push('lookup_price v2'); return { cents: 1 }; },
+    };
+    for (const tools of [[lookupV2], []]) {
+      const redeployed = wrap(createToolRuntime({ tools, grants: { agent: '*' } }).bind({ owner, taskId: 'task', caller: 'agent' }));
+      // Before, every resume (and, once finished, every read-back) threw binding_changed ("use a new operation key",
+      // which a run cannot).
+      const resumed = await resumeAgent({ model: scriptedModel([reply('Tea is 12.99.')]), owner, gateway: redeployed, runId: 'wrapped-redeploy', store, maxSteps: 3, reconcilers: [] });
+      assert.equal(resumed.stopReason, 'completed');
+      assert.equal(resumed.toolCalls[0]!.execution!.replayed, true);
+      assert.match(resumed.messages.find((m) => m.role === 'tool')!.content ?? '', /1299/, 'the price as it was recorded');
+    }
+    assert.deepEqual(bodies, ['lookup_price'], 'nothing ran again');
+  });
+
   it('refuses a gateway bound to another owner of a session with the same id (another store, a tenant copy), before anything is journaled', async () => {
     const { owner, gateway, store } = await setup();
     const other = createMemoryStore();
