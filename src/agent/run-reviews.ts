@@ -9,6 +9,7 @@ import type { SessionEvent } from '../event/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
 import { journalReviewsBeforeRun, journalWaitingReviews } from '../tool/inbox-review.js';
 import { reconcileCalls } from '../tool/reconcile.js';
+import { hasPendingBodyEnds, journalPendingBodyEnds } from '../tool/late-bodies.js';
 import { gatewayPanicDescriber } from '../tool/runtime.js';
 import type { CallContext } from './run-calls.js';
 
@@ -34,6 +35,8 @@ async function reconcileForRun(ctx: CallContext, current: readonly SessionEvent[
  * not_executed review is never left usable in the journal unchecked, whether or not the run reaches an open call.
  */
 export async function journalReviewsAtStart(ctx: CallContext): Promise<void> {
+  // A body end this process knows of and no journal has taken yet goes in first, as before any call or review.
+  if (hasPendingBodyEnds(ctx.owner)) await journalPendingBodyEnds(ctx.owner);
   const store = ctx.store;
   if (store === undefined) return;
   if (!(await journalReviewsBeforeRun(ctx.owner, store, () => readOwnJournal(ctx.owner, store)))) return;

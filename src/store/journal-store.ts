@@ -13,7 +13,7 @@ import { ATTENTION_STATUSES, type AttentionRow, type EventRow, type JournalBacke
 import { checkTaskLedger, taskLedgerCoverage, type TaskLedgerReport } from './task-ledger.js';
 import { LeaseWatch } from './lease-watch.js';
 import { verifyJournal } from './verify.js';
-import { bodyMayStillRun, journalPendingBodyEnds, journalPendingBodyEndsIn } from '../tool/late-bodies.js';
+import { bodyEnded, bodyMayStillRun, journalPendingBodyEnds, journalPendingBodyEndsIn } from '../tool/late-bodies.js';
 import { storeScope } from './owner-commit.js';
 import { latestAttempts, lookupRowsDisagreement, type LookupRowsReport } from './index-check.js';
 import { FencedOwner, OpenGuard, readClock, } from './fenced-owner.js';
@@ -208,7 +208,10 @@ export class JournalStore implements SessionStore {
     const call = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId);
     if (!session || !call || !session.held) return { history, inFlight: null };
     const settled = history.some((e) => e.kind.type === 'tool_result' && e.kind.result.callId === callId);
-    const running: CallInFlight | null = !settled ? 'no_result' : bodyMayStillRun(history, callId) ? 'body_outlived_result' : null;
+    // With no result, a body end the host journaled (its result could not be written, or its start marker's commit
+    // landed unconfirmed and the body was never called) says the call is not running.
+    const running: CallInFlight | null = !settled ? (bodyEnded(history, callId) === null ? 'no_result' : null)
+      : bodyMayStillRun(history, callId) ? 'body_outlived_result' : null;
     const writer = rows[call.seq]?.epoch;
     const holds = running !== null && writer === session.epoch && !leaseExpired(session, await storeClock(this.backend));
     return { history, inFlight: holds ? running : null };

@@ -413,7 +413,8 @@ class Gateway implements ToolGateway {
     let startedEvent: SessionEvent;
     let reserved: number;
     if (approval === null && op.retry === null) {
-      const receipt = await this.write('call', call, null, { events: [callDraft, startedDraft], budget: admit, ...latest });
+      const receipt = await this.write('call', call, null, { events: [callDraft, startedDraft], budget: admit, ...latest })
+        .catch((error: unknown) => this.neverCalled(call, error));
       [callEvent, startedEvent] = receipt.events as [SessionEvent, SessionEvent];
       reserved = receipt.reservedOutputBytes;
       faultPoint('call:after');
@@ -651,8 +652,20 @@ class Gateway implements ToolGateway {
       if (code === 'needs_review' && error instanceof ToolRetryError) {
         return { refused: failure('in_doubt', 'tool_review_waiting', `${error.detail.replace(/; nothing was written$/, '')}; its body never ran`) };
       }
-      throw new ToolRecordingError('started', call, null, error);
+      return this.neverCalled(call, new ToolRecordingError('started', call, null, error));
     }
+  }
+
+  /**
+   * A commit of the call's start marker failed (`error`): it may have landed all the same, its answer lost on the way
+   * back (a connection cut after COMMIT), and then the journal says the body started while this process knows it was
+   * never called. That end is kept like a late body's (unrecordedBodyEnd), journaled by this owner's next write or
+   * review, or a run's start, so the inbox no longer waits for a body this host will never run; a journal that does not
+   * hold the call refuses it. Then throws `error`.
+   */
+  private neverCalled(call: ToolCall, error: unknown): never {
+    if (error instanceof ToolRecordingError) void unrecordedBodyEnd(this.binding.owner, call, this.turnId, 'not_called');
+    throw error;
   }
 
   /**

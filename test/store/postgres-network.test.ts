@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { POSTGRES_DEFAULTS } from '../../src/limits.js';
-import { awaitDecision } from '../../src/store/inbox.js';
+import { awaitDecision, decisionInbox } from '../../src/store/inbox.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { startPgProxy } from '../support/pg-proxy.js';
@@ -53,5 +53,38 @@ describePostgres('a PostgreSQL store on a failing network', (url) => {
     assert.equal(await Promise.race([settled(store.close()), sleep(bound).then(() => 'still closing')]), 'ok', 'close() returned');
     proxy.thaw();
     await proxy.close();
+  });
+
+  it("a start marker's commit that landed with its answer lost: the body never runs, and once the host journals that, an operator's review is taken while the host lives", { timeout: 60_000 }, async () => {
+    const proxy = await startPgProxy(url);
+    const schema = freshSchema();
+    const store = await openPostgresStore(proxy.url, { schema });
+    const operator = await openPostgresStore(url, { schema });
+    try {
+      let bodies = 0;
+      const pay = tool('pay', async () => { bodies += 1; return 'paid'; }, new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', 'v1'));
+      const look = tool('look', async () => 'seen', new ToolMetadata('looks', { type: 'object' }).withEffect('read_only', 'v1'));
+      const owner = await store.acquire('s', { owner: 'host' });
+      await owner.startTask('t');
+      const gateway = createToolRuntime({ tools: [pay, look], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+      proxy.loseAnswerTo('tool_started');
+      await assert.rejects(gateway.call('pay', { to: 'acme' }), { code: 'recording_failed' });
+      assert.equal(bodies, 0, 'the body was never called');
+      const landed = await operator.loadHistory('s');
+      const callId = landed.flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.name === 'pay' ? [e.kind.call.id] : []))[0]!;
+      assert.ok(landed.some((e) => e.kind.type === 'tool_started' && e.kind.callId === callId), 'the call and its marker landed');
+      // Before, an operator's review was refused call_in_flight for as long as this host held the session.
+      await gateway.call('look', {});
+      const told = await operator.loadHistory('s');
+      assert.ok(told.some((e) => e.kind.type === 'custom' && e.kind.kind === 'body_ended' && JSON.stringify(e.kind.payload) === JSON.stringify({ callId, ended: 'not_called' })),
+        "the host's next write journals that the body was never called");
+      const row = await decisionInbox(operator).recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'the bank shows no payment', actor: 'ops' });
+      assert.equal(row.decision, 'not_executed');
+      await owner.release();
+    } finally {
+      await operator.close();
+      await store.close();
+      await proxy.close();
+    }
   });
 });

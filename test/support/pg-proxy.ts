@@ -13,6 +13,11 @@ export interface PgProxy {
   thaw(): void;
   /** The next connection: once its startup answer is complete, `terminate(pid)` ends its backend; both reach the client in one write. */
   killNextAtStartup(terminate: (pid: number) => Promise<void>): void;
+  /**
+   * The next message from a client that contains `marker` reaches the server; the server's whole answer to it (up to
+   * its ReadyForQuery) is dropped and the connection cut: a commit that landed, whose answer was lost on the way back.
+   */
+  loseAnswerTo(marker: string): void;
   close(): Promise<void>;
 }
 
@@ -34,6 +39,7 @@ export async function startPgProxy(serverUrl: string): Promise<PgProxy> {
   const frozen: Array<() => void> = [];
   let isFrozen = false;
   let killer: ((pid: number) => Promise<void>) | null = null;
+  let loseAfter: Buffer | null = null;
   const sockets = new Set<net.Socket>();
   const pass = (to: net.Socket, bytes: Buffer) => {
     if (isFrozen) frozen.push(() => to.write(bytes));
@@ -46,8 +52,23 @@ export async function startPgProxy(serverUrl: string): Promise<PgProxy> {
     killer = null;
     let held: Buffer | null = terminate ? Buffer.alloc(0) : null;
     let terminating = false;
-    client.on('data', (bytes) => pass(upstream, bytes));
+    /** The answer being dropped, once a message with the marker went through. */
+    let dropping: Buffer | null = null;
+    client.on('data', (bytes) => {
+      if (loseAfter !== null && bytes.includes(loseAfter)) {
+        loseAfter = null;
+        dropping = Buffer.alloc(0);
+      }
+      pass(upstream, bytes);
+    });
     upstream.on('data', (bytes) => {
+      if (dropping !== null) {
+        dropping = Buffer.concat([dropping, bytes]);
+        // ReadyForQuery ('Z', length 5, a status byte) ends the answer: the server has committed or rolled back.
+        const z = dropping.length - 6;
+        if (z >= 0 && dropping[z] === 0x5a && dropping.readInt32BE(z + 1) === 5) end();
+        return;
+      }
       if (held === null) return pass(client, bytes);
       held = Buffer.concat([held, bytes]);
       const pid = readyBackend(held);
@@ -83,6 +104,7 @@ export async function startPgProxy(serverUrl: string): Promise<PgProxy> {
       for (const write of frozen.splice(0)) write();
     },
     killNextAtStartup: (terminate) => { killer = terminate; },
+    loseAnswerTo: (marker) => { loseAfter = Buffer.from(marker); },
     close: async () => {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -197,7 +197,9 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
 function lateBodyText(history: readonly SessionEvent[], callId: string): string | null {
   const end = bodyEnded(history, callId);
   if (end) {
-    return `went on after its result and ended: ${bodyEndWords(end.ended)}${end.event.recordedAt ? `, ${timeText(end.event.recordedAt)}` : ''} (seq ${end.event.seq})`;
+    const resulted = history.some((e) => e.kind.type === 'tool_result' && e.kind.result.callId === callId);
+    const what = resulted ? 'went on after its result and ended:' : 'no result is journaled; its host journaled that the body';
+    return `${what} ${bodyEndWords(end.ended)}${end.event.recordedAt ? `, ${timeText(end.event.recordedAt)}` : ''} (seq ${end.event.seq})`;
   }
   return bodyMayStillRun(history, callId) ? 'may still be running: its result records an interrupt while it ran, and no end of it is journaled yet' : null;
 }

@@ -136,7 +136,7 @@ ${field('tool', op ? `${h(call.name)} (${h(op.contract.effect)}, revision ${h(op
 ${op ? field('operation', `task ${h(op.taskId)}, key <span class="mono">${h(op.key)}</span>`) : ''}
 ${field('arguments', `<span class="mono">${h(JSON.stringify(call.arguments))}</span>`)}
 ${field('attempt', `${n} of ${attempts.length}${op?.retry ? `, retry of <span class="mono">${h(op.retry.callId)}</span>` : ''}`)}
-${field('journal', `tool_call at seq ${h(record.event.seq)}; ${h(marker)}; ${record.resultEvent ? `tool_result at seq ${h(record.resultEvent.seq)}` : 'no tool_result'}${record.bodyEnd ? `; body_ended at seq ${h(record.bodyEnd.event.seq)}: after its result its body ${h(bodyEndWords(record.bodyEnd.ended))}` : ''}`)}
+${field('journal', `tool_call at seq ${h(record.event.seq)}; ${h(marker)}; ${record.resultEvent ? `tool_result at seq ${h(record.resultEvent.seq)}` : 'no tool_result'}${record.bodyEnd ? `; body_ended at seq ${h(record.bodyEnd.event.seq)}: ${record.result ? 'after its result its body' : 'its host journaled that its body'} ${h(bodyEndWords(record.bodyEnd.ended))}` : ''}`)}
 ${field('times', timesHtml(record, view.readAt))}
 ${approvalRecord ? field('approval', `${h(approvalRecord.decision)}${approvalRecord.actor ? ` by ${h(approvalRecord.actor)}` : ''}${approvalRecord.reason ? `: ${h(approvalRecord.reason)}` : ''} <span class="mono">${h(approvalRecord.requestId)}</span>${decided ? ' <span class="muted">(as journaled when this attempt ended)</span>' : ''}`) : ''}
 ${decided ? field('decided since', decidedHtml(decided)) : ''}
