@@ -202,10 +202,10 @@ export class SessionBusyError extends JingweiError {
   /** `requestedBy`: the owner name the refused acquire gave, when known. */
   constructor(sessionId: string, holder: string, epoch: number, leaseExpiresAt: number | null = null, requestedBy?: string) {
     const lease = leaseExpiresAt === null ? '' : `; its lease runs until ${new Date(leaseExpiresAt).toISOString()}`;
-    // The acquire's own name: an earlier acquire whose commit landed but whose answer was lost holds it, or another
-    // process using the same name.
+    // The acquire's own name: an owner this process has not released, another process using the name, or an earlier
+    // acquire whose commit landed and whose answer was lost.
     const same = requestedBy === holder
-      ? `. That is the name this acquire gives: an earlier acquire under it whose answer was lost (a connection cut after it committed) may hold the session, or another process using the same name; it can be taken with takeover 'expired' once that lease runs out, or with takeover true if no other process uses the name`
+      ? `. That is the name this acquire gives: an owner acquired under it and not released holds the session (one this process still holds, another process using the name, or an earlier acquire whose answer was lost on a network store); release that owner, or take the session with takeover 'expired' once its lease runs out`
       : '';
     super('session_busy', `session ${sessionId} is held by ${holder} (epoch ${epoch})${lease}${same}`);
     this.sessionId = sessionId;

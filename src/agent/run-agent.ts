@@ -193,7 +193,7 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
   turn.hold(turn);
   // An operator's review that waits in the inbox is journaled as the run is picked up, whatever it reviews: a call
   // the run settles, or one that has a result and would otherwise stay in the queue (and in doubt) for ever.
-  const ctx: CallContext = { owner, runId, gateway, store: options.store, policy, reconcilers: runReconcilers(gateway, options.reconcilers ?? []), signal, reconciled: null, inboxJournaled: false };
+  const ctx: CallContext = { owner, runId, gateway, store: options.store, policy, reconcilers: runReconcilers(gateway, options.reconcilers ?? []), signal, reconciled: null, inboxJournaled: false, offered };
   await journalReviewsAtStart(ctx);
   if (journaled === null) {
     await owner.append([runStartedEvent(turnId, runId, gateway.taskId, userInput), { turnId, kind: { type: 'user_message', text: userInput } }]);

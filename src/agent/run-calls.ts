@@ -43,7 +43,8 @@ export interface AgentToolCall {
   readonly outcome: ModelFacingOutcome;
   /**
    * The journaled execution (`replayed: true` when read back from the journal); null when preflight refused the
-   * call before anything was recorded, or when a journaled review says its open attempt completed.
+   * call before anything was recorded, or when a journaled `completed` review settled its attempt (one left open, or
+   * one whose recorded failure left its outcome in doubt).
    */
   readonly execution: ToolExecution | null;
 }
@@ -65,6 +66,8 @@ export interface CallContext {
   reconciled: PassReport | null;
   /** Operators' reviews waiting in the decision inbox are journaled at most once per invocation. */
   inboxJournaled: boolean;
+  /** The tools offered to the model (the run's `tools`, the framework's), by the names it calls them; null: every tool granted. */
+  readonly offered: ReadonlySet<string> | null;
 }
 
 /**
@@ -160,15 +163,22 @@ function confirmedOutside(requested: ChatToolCall, output: JsonValue | undefined
 
 /**
  * The call in doubt (outcome unknown, no review settling it) that `execution` or an identical call of its task left, when
- * its tool, one that may write, is no longer offered to the gateway's caller; null otherwise, or when the guard is off.
+ * its tool, one that may write, is no longer offered to the model under the name it was `requested` by (redeployed
+ * under another name, removed, its grant withdrawn, or left out of the run's `tools`); null otherwise, or when the
+ * guard is off.
  */
-async function doubtOfWithdrawnTool(ctx: CallContext, execution: ToolExecution): Promise<string | null> {
+async function doubtOfWithdrawnTool(ctx: CallContext, requested: ChatToolCall, execution: ToolExecution): Promise<string | null> {
   const call = execution.call;
   const op = call.operation;
   if (!op || op.contract.effect === ToolEffect.ReadOnly || !ctx.owner.findInDoubt || !inDoubtGuardOn(ctx.gateway)) return null;
-  if (ctx.gateway.schemas().some((s) => s.name === call.name)) return null;
+  if (offeredNow(ctx, requested.name)) return null;
   const earlier = await ctx.owner.findInDoubt({ taskId: op.taskId, tool: call.name, argsDigest: argumentsDigest(call.arguments) });
   return earlier?.callId ?? null;
+}
+
+/** Whether the model is offered the tool `name` (the name it calls it by) in this invocation. */
+function offeredNow(ctx: CallContext, name: string): boolean {
+  return (ctx.offered === null || ctx.offered.has(name)) && ctx.gateway.schemas().some((s) => s.name === name);
 }
 
 /** A retry refused before its body (denied, unavailable, interrupted while it waited): its operation's doubt is still open. */
@@ -257,12 +267,12 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
       return done(requested, await gateway.callWithOptions(requested.name, args, keyed));
     } catch (error) {
       // A gateway this package did not make (a wrapper of runtime.bind) cannot say whether the tool was redeployed:
-      // its replay refuses a contract changed or a tool removed since as `binding_changed`, and the call, this same
-      // tool and these arguments, is read back from the journal as it is through the gateway itself.
+      // its replay refuses a contract changed or a tool removed since as `binding_changed`, and the call, these same
+      // arguments (under the name the wrapper gives the tool, which may not be the runtime's), is read back from the
+      // journal as it is through the gateway itself.
       const contract = execution.call.operation?.contract;
       const wrapped = contract !== undefined && contractChangeFor(gateway, requested.name, contract) === null;
-      if (wrapped && error instanceof ToolRetryError && error.code === 'binding_changed' && execution.call.name === requested.name &&
-        jsonEquals(execution.call.arguments, args)) return done(requested, execution);
+      if (wrapped && error instanceof ToolRetryError && error.code === 'binding_changed' && jsonEquals(execution.call.arguments, args)) return done(requested, execution);
       throw error;
     }
   }
@@ -270,7 +280,7 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
   const waited = execution !== null && reviewWaited(execution);
   const neverRan = execution !== null && retryNeverRan(execution);
   if (replayOnly) {
-    if (execution !== null && !pending && !neverRan) return done(requested, await readBack(ctx, execution));
+    if (execution !== null && !pending && !neverRan) return settledFailure(ctx, requested, recorded, execution);
     // Settled by a `completed` review when the run went past it (an attempt with no result, one waiting for an
     // approval, or one an operator's review stopped before its body): it reads the same way when the run is read back.
     const review = latestReview(await history(ctx), recorded.callId);
@@ -304,12 +314,22 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
     // A recorded failure still in doubt, of a tool this caller is no longer offered (renamed or removed by a
     // redeploy): the in-doubt guard knows a repeat by its tool's name, so the model could make the write again under
     // the new one. The run stops for a person instead (docs/design.md#the-in-doubt-guard).
-    const doubt = await doubtOfWithdrawnTool(ctx, execution);
+    const doubt = await doubtOfWithdrawnTool(ctx, requested, execution);
     if (doubt !== null) return { kind: 'stop', reason: 'needs_review', callId: doubt };
-    // A recorded failure: the model reads it again, as it did when the step ran.
-    return peek ? null : done(requested, await readBack(ctx, execution));
+    return peek ? null : settledFailure(ctx, requested, recorded, execution);
   }
   return recoverOpen(ctx, requested, recorded, options, peek);
+}
+
+/**
+ * A recorded failure as the model reads it: again, as it did when the step ran; unless a person's `completed` review
+ * of the call has settled it since. Then the model reads that the write was made: told only that it "may have taken
+ * effect" while the in-doubt guard, the call no longer in doubt, lets an identical call through, it could make the write
+ * again.
+ */
+async function settledFailure(ctx: CallContext, requested: ChatToolCall, recorded: RecordedAttempt, execution: ToolExecution): Promise<SettledCall> {
+  if (execution.result.outcome.status === 'failed' && latestReview(await history(ctx), recorded.callId)?.outcome === 'completed') return confirmedOutside(requested, undefined);
+  return done(requested, await readBack(ctx, execution));
 }
 
 /**

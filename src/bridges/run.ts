@@ -117,7 +117,7 @@ export class BridgeRun {
     this.prompt = prompt;
     this.journaledSteps = journaledSteps;
     const { owner, gateway, store, signal } = options;
-    this.ctx = { owner, runId, gateway, store, policy: options.recovery ?? 'suspend', reconcilers: runReconcilers(gateway, options.reconcilers ?? []), signal, reconciled: null, inboxJournaled: false };
+    this.ctx = { owner, runId, gateway, store, policy: options.recovery ?? 'suspend', reconcilers: runReconcilers(gateway, options.reconcilers ?? []), signal, reconciled: null, inboxJournaled: false, offered };
     this.available = new Set(gateway.schemas().map((s) => s.name));
   }
 

@@ -107,6 +107,18 @@ describe('runAgent', () => {
       metadata: new ToolMetadata('Price of an item', schema).withEffect('read_only', 'prices-v2'),
       async execute() { bodies.push('lookup_price v2'); return { cents: 1 }; },
     };
+    // A wrapper that renames the tools for the model too (the runtime's lookup_price is lookup-price to it).
+    const renamed = (inner: typeof gateway): typeof gateway => ({
+      sessionId: inner.sessionId, taskId: inner.taskId, turnId: inner.turnId,
+      schemas: () => inner.schemas().map((t) => ({ ...t, name: t.name.replace('_', '-') })),
+      call: (name, args) => inner.call(name.replace('-', '_'), args),
+      callWithOptions: (name, args, options) => inner.callWithOptions(name.replace('-', '_'), args, options),
+    });
+    await assert.rejects(runAgent({ model: scriptedModel([reply(null, calls(['a', 'lookup-price', '{"item":"tea"}'])), hostDied]), owner, gateway: renamed(gateway), input: 'Price of tea?', maxSteps: 3, runId: 'renamed-redeploy', store, reconcilers: [] }), /host died/);
+    const renamedV2 = renamed(createToolRuntime({ tools: [lookupV2], grants: { agent: '*' } }).bind({ owner, taskId: 'task', caller: 'agent' }));
+    const readBack = await resumeAgent({ model: scriptedModel([reply('Tea is 12.99.')]), owner, gateway: renamedV2, runId: 'renamed-redeploy', store, maxSteps: 3, reconcilers: [] });
+    assert.equal(readBack.stopReason, 'completed');
+    assert.match(readBack.messages.find((m) => m.role === 'tool')!.content ?? '', /1299/);
     for (const tools of [[lookupV2], []]) {
       const redeployed = wrap(createToolRuntime({ tools, grants: { agent: '*' } }).bind({ owner, taskId: 'task', caller: 'agent' }));
       // Before, every resume (and, once finished, every read-back) threw binding_changed ("use a new operation key",
@@ -116,7 +128,7 @@ describe('runAgent', () => {
       assert.equal(resumed.toolCalls[0]!.execution!.replayed, true);
       assert.match(resumed.messages.find((m) => m.role === 'tool')!.content ?? '', /1299/, 'the price as it was recorded');
     }
-    assert.deepEqual(bodies, ['lookup_price'], 'nothing ran again');
+    assert.deepEqual(bodies, ['lookup_price', 'lookup_price'], 'nothing ran again');
   });
 
   it('refuses a gateway bound to another owner of a session with the same id (another store, a tenant copy), before anything is journaled', async () => {
@@ -318,9 +330,39 @@ describe('runAgent', () => {
     const chargedId = charged.kind.type === 'tool_call' ? charged.kind.call.id : '';
     await recordToolReview(owner, history, chargedId, { actor: 'ops@example.com', evidence: 'the card network shows the charge', outcome: 'completed' });
     const redeployed = createToolRuntime({ tools: [], grants: { agent: '*' } }).bind({ owner, taskId: 'task', caller: 'agent' });
-    const resumed = await resumeAgent({ model: scriptedModel([reply('It went through.')]), owner, gateway: redeployed, runId: 'renamed-2', store, maxSteps: 3 });
+    const model = scriptedModel([reply('It went through.')]);
+    const resumed = await resumeAgent({ model, owner, gateway: redeployed, runId: 'renamed-2', store, maxSteps: 3 });
     assert.equal(resumed.stopReason, 'completed');
     assert.deepEqual(bodies, ['charge_card']);
+    // Told only that it "may have taken effect", with the guard cleared by the review, the model could charge again.
+    assert.match(model.requests[0]!.messages.find((m) => m.role === 'tool')!.content ?? '', /The tool completed; its output was confirmed outside the journal/);
+  });
+
+  it('a call in doubt whose tool the resumed run leaves out of its tools stops it too, while one a wrapper offers under another name does not', async () => {
+    const { store, owner, gateway, bodies } = await setup();
+    const hostDied = () => { throw new Error('the host died before the next step'); };
+    await assert.rejects(runAgent({ model: scriptedModel([reply(null, calls(['a', 'charge_card', '{"item":"tea"}'])), hostDied]), owner, gateway, input: 'Buy tea.', maxSteps: 3, runId: 'left-out', store }), /host died/);
+    const charged = (await store.loadHistory('agent-session')).find((e) => e.kind.type === 'tool_call')!;
+    const chargedId = charged.kind.type === 'tool_call' ? charged.kind.call.id : '';
+    // Still registered and granted, but the run offers the model only lookup_price: a repeat through another tool is
+    // not the guard's to see.
+    const narrowed = await resumeAgent({ model: scriptedModel([]), owner, gateway, runId: 'left-out', store, maxSteps: 3, tools: ['lookup_price'] });
+    assert.equal(narrowed.stopReason, 'needs_review');
+    assert.deepEqual(narrowed.pendingCallIds, [chargedId]);
+    // A wrapper that gives the tools other names (a provider's naming rule), nothing redeployed: the model's repeat is
+    // the guard's to refuse, and the run goes on.
+    const renaming: typeof gateway = {
+      sessionId: gateway.sessionId, taskId: gateway.taskId, turnId: gateway.turnId,
+      schemas: () => gateway.schemas().map((t) => ({ ...t, name: t.name.replace('_', '-') })),
+      call: (name, args) => gateway.call(name.replace('-', '_'), args),
+      callWithOptions: (name, args, options) => gateway.callWithOptions(name.replace('-', '_'), args, options),
+    };
+    await assert.rejects(runAgent({ model: scriptedModel([reply(null, calls(['a', 'charge-card', '{"item":"cake"}'])), hostDied]), owner, gateway: renaming, input: 'Buy cake.', maxSteps: 3, runId: 'wrapped-doubt', store, reconcilers: [] }), /host died/);
+    const model = scriptedModel([reply(null, calls(['b', 'charge-card', '{"item":"cake"}'])), reply('I will check first.')]);
+    const wrapped = await resumeAgent({ model, owner, gateway: renaming, runId: 'wrapped-doubt', store, maxSteps: 3, reconcilers: [] });
+    assert.equal(wrapped.stopReason, 'completed');
+    assert.match(JSON.stringify(wrapped.toolCalls[1]!.outcome), /tool_in_doubt/);
+    assert.deepEqual(bodies, ['charge_card', 'charge_card'], 'each item charged once');
   });
 
   it("asks Jingwei's approver on every call, and a denial is read by the model", async () => {

@@ -113,7 +113,7 @@ describe('an acquire refused by a holder of its own name', () => {
     // own name, by an owner object it never got.
     await store.acquire('s', { owner: 'host-1' });
     await assert.rejects(store.acquire('s', { owner: 'host-1' }), (error: unknown) => error instanceof SessionBusyError && error.holder === 'host-1' &&
-      /is held by host-1 \(epoch 1\); its lease runs until .*\. That is the name this acquire gives: an earlier acquire under it whose answer was lost .* may hold the session.*takeover 'expired' once that lease runs out/.test(error.message));
+      /is held by host-1 \(epoch 1\); its lease runs until .*\. That is the name this acquire gives: an owner acquired under it and not released holds the session .*takeover 'expired' once its lease runs out/.test(error.message));
     await assert.rejects(store.acquire('s', { owner: 'host-2' }), (error: unknown) => error instanceof SessionBusyError && !/That is the name/.test(error.message), 'another name: the plain refusal');
     await store.close();
   });
