@@ -8,7 +8,7 @@ import { ChatModelError, ToolBodyError } from '../../src/errors.js';
 import { setFaultHook } from '../../src/fault.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
-import type { Tool, ToolApprover } from '../../src/tool/types.js';
+import type { Tool, ToolApprover, ToolGateway } from '../../src/tool/types.js';
 import { recordToolReview } from '../../src/tool/review.js';
 
 const schema = { type: 'object', properties: { item: { type: 'string' } }, required: ['item'] };
@@ -44,8 +44,28 @@ async function setup(options: { approver?: ToolApprover } = {}) {
   return { store, owner, gateway, bodies };
 }
 
+/** A gateway this package did not make, offering the tools under other names (a provider's naming rule: `_` → `-`). */
+function renamingWrapper(inner: ToolGateway): ToolGateway {
+  return {
+    sessionId: inner.sessionId, taskId: inner.taskId, turnId: inner.turnId,
+    schemas: () => inner.schemas().map((t) => ({ ...t, name: t.name.replace('_', '-') })),
+    call: (name, args) => inner.call(name.replace('-', '_'), args),
+    callWithOptions: (name, args, options) => inner.callWithOptions(name.replace('-', '_'), args, options),
+  };
+}
+
 const calls = (...list: Array<[string, string, string]>): ChatToolCall[] => list.map(([id, name, args]) => ({ id, name, arguments: args }));
 const reply = (text: string | null, toolCalls: ChatToolCall[] = []): ChatResponse => ({ text, toolCalls });
+
+/** A run `runId` whose host died after charge_card failed in its body (in doubt), before the model's next step. */
+async function chargeInDoubt(runId: string) {
+  const rig = await setup();
+  const hostDied = () => { throw new Error('the host died before the next step'); };
+  const { store, owner, gateway } = rig;
+  await assert.rejects(runAgent({ model: scriptedModel([reply(null, calls(['a', 'charge_card', '{"item":"tea"}'])), hostDied]), owner, gateway, input: 'Buy tea.', maxSteps: 3, runId, store }), /host died/);
+  const charged = (await store.loadHistory('agent-session')).find((e) => e.kind.type === 'tool_call')!;
+  return { ...rig, hostDied, chargedId: charged.kind.type === 'tool_call' ? charged.kind.call.id : '' };
+}
 
 describe('runAgent', () => {
   it('a resume with retry_safe by an owner that took the session over while an idempotent body still runs here stops for it (needs_review), and runs nothing', async () => {
@@ -108,12 +128,7 @@ describe('runAgent', () => {
       async execute() { bodies.push('lookup_price v2'); return { cents: 1 }; },
     };
     // A wrapper that renames the tools for the model too (the runtime's lookup_price is lookup-price to it).
-    const renamed = (inner: typeof gateway): typeof gateway => ({
-      sessionId: inner.sessionId, taskId: inner.taskId, turnId: inner.turnId,
-      schemas: () => inner.schemas().map((t) => ({ ...t, name: t.name.replace('_', '-') })),
-      call: (name, args) => inner.call(name.replace('-', '_'), args),
-      callWithOptions: (name, args, options) => inner.callWithOptions(name.replace('-', '_'), args, options),
-    });
+    const renamed = renamingWrapper;
     await assert.rejects(runAgent({ model: scriptedModel([reply(null, calls(['a', 'lookup-price', '{"item":"tea"}'])), hostDied]), owner, gateway: renamed(gateway), input: 'Price of tea?', maxSteps: 3, runId: 'renamed-redeploy', store, reconcilers: [] }), /host died/);
     const renamedV2 = renamed(createToolRuntime({ tools: [lookupV2], grants: { agent: '*' } }).bind({ owner, taskId: 'task', caller: 'agent' }));
     const readBack = await resumeAgent({ model: scriptedModel([reply('Tea is 12.99.')]), owner, gateway: renamedV2, runId: 'renamed-redeploy', store, maxSteps: 3, reconcilers: [] });
@@ -295,11 +310,7 @@ describe('runAgent', () => {
   });
 
   it('a resume after a redeploy that renamed a tool whose call is in doubt stops for a person: the guard knows a repeat by name only', async () => {
-    const { store, owner, gateway, bodies } = await setup();
-    const hostDied = () => { throw new Error('the host died before the next step'); };
-    await assert.rejects(runAgent({ model: scriptedModel([reply(null, calls(['a', 'charge_card', '{"item":"tea"}'])), hostDied]), owner, gateway, input: 'Buy tea.', maxSteps: 3, runId: 'renamed', store }), /host died/);
-    const charged = (await store.loadHistory('agent-session')).find((e) => e.kind.type === 'tool_call')!;
-    const chargedId = charged.kind.type === 'tool_call' ? charged.kind.call.id : '';
+    const { store, owner, bodies, chargedId } = await chargeInDoubt('renamed');
     // The next deploy calls the same tool pay_card: the model, told the charge may have gone through, asks again under it.
     const payCard: Tool = {
       name: 'pay_card',
@@ -322,12 +333,8 @@ describe('runAgent', () => {
   });
 
   it('once a person settles the renamed tool\'s call, the resume goes on', async () => {
-    const { store, owner, gateway, bodies } = await setup();
-    const hostDied = () => { throw new Error('the host died before the next step'); };
-    await assert.rejects(runAgent({ model: scriptedModel([reply(null, calls(['a', 'charge_card', '{"item":"tea"}'])), hostDied]), owner, gateway, input: 'Buy tea.', maxSteps: 3, runId: 'renamed-2', store }), /host died/);
+    const { store, owner, bodies, chargedId } = await chargeInDoubt('renamed-2');
     const history = await store.loadHistory('agent-session');
-    const charged = history.find((e) => e.kind.type === 'tool_call')!;
-    const chargedId = charged.kind.type === 'tool_call' ? charged.kind.call.id : '';
     await recordToolReview(owner, history, chargedId, { actor: 'ops@example.com', evidence: 'the card network shows the charge', outcome: 'completed' });
     const redeployed = createToolRuntime({ tools: [], grants: { agent: '*' } }).bind({ owner, taskId: 'task', caller: 'agent' });
     const model = scriptedModel([reply('It went through.')]);
@@ -339,11 +346,7 @@ describe('runAgent', () => {
   });
 
   it('a call in doubt whose tool the resumed run leaves out of its tools stops it too, while one a wrapper offers under another name does not', async () => {
-    const { store, owner, gateway, bodies } = await setup();
-    const hostDied = () => { throw new Error('the host died before the next step'); };
-    await assert.rejects(runAgent({ model: scriptedModel([reply(null, calls(['a', 'charge_card', '{"item":"tea"}'])), hostDied]), owner, gateway, input: 'Buy tea.', maxSteps: 3, runId: 'left-out', store }), /host died/);
-    const charged = (await store.loadHistory('agent-session')).find((e) => e.kind.type === 'tool_call')!;
-    const chargedId = charged.kind.type === 'tool_call' ? charged.kind.call.id : '';
+    const { store, owner, gateway, bodies, chargedId, hostDied } = await chargeInDoubt('left-out');
     // Still registered and granted, but the run offers the model only lookup_price: a repeat through another tool is
     // not the guard's to see.
     const narrowed = await resumeAgent({ model: scriptedModel([]), owner, gateway, runId: 'left-out', store, maxSteps: 3, tools: ['lookup_price'] });
@@ -351,12 +354,7 @@ describe('runAgent', () => {
     assert.deepEqual(narrowed.pendingCallIds, [chargedId]);
     // A wrapper that gives the tools other names (a provider's naming rule), nothing redeployed: the model's repeat is
     // the guard's to refuse, and the run goes on.
-    const renaming: typeof gateway = {
-      sessionId: gateway.sessionId, taskId: gateway.taskId, turnId: gateway.turnId,
-      schemas: () => gateway.schemas().map((t) => ({ ...t, name: t.name.replace('_', '-') })),
-      call: (name, args) => gateway.call(name.replace('-', '_'), args),
-      callWithOptions: (name, args, options) => gateway.callWithOptions(name.replace('-', '_'), args, options),
-    };
+    const renaming = renamingWrapper(gateway);
     await assert.rejects(runAgent({ model: scriptedModel([reply(null, calls(['a', 'charge-card', '{"item":"cake"}'])), hostDied]), owner, gateway: renaming, input: 'Buy cake.', maxSteps: 3, runId: 'wrapped-doubt', store, reconcilers: [] }), /host died/);
     const model = scriptedModel([reply(null, calls(['b', 'charge-card', '{"item":"cake"}'])), reply('I will check first.')]);
     const wrapped = await resumeAgent({ model, owner, gateway: renaming, runId: 'wrapped-doubt', store, maxSteps: 3, reconcilers: [] });
