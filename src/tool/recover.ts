@@ -289,12 +289,14 @@ async function recoverOne(
       if (retry.outcome === 'refused' && (retry.error?.code === 'needs_review' || retry.error?.code === 'history_changed' || retry.error?.code === 'being_reconciled')) {
         leave(`the retry was refused, nothing written: ${retry.error.message}; the next routine decides it again`);
         revisit = true;
-      } else if (retry.outcome === 'refused') {
-        // Refused for good under this deploy (its tool redeployed under another contract since, say): the call is still
-        // open, and only a person can settle it now.
-        leave(`the retry was refused, nothing written: ${retry.error?.message ?? 'no reason given'}; a person reviews the call`);
       }
       history = await store.loadHistory(sessionId);
+      // Refused for another reason (its tool redeployed under another contract since, say) and still open: only a
+      // person can settle it now. One settled meanwhile (another host's attempt succeeded) is not left.
+      const refusedForGood = retry.outcome === 'refused' && !left.some((c) => c.callId === call.callId);
+      if (refusedForGood && openCalls(history).some((c) => c.callId === call.callId)) {
+        leave(`the retry was refused, nothing written: ${retry.error?.message ?? 'no reason given'}; a person reviews the call`);
+      }
       retried.push(retry.retryCallId === null ? retry : { ...retry, status: inspectToolRecovery(history, retry.retryCallId).status });
     }
     // A review decision recorded while the routine ran (after it journaled the inbox): the next routine journals it
