@@ -12,7 +12,7 @@ import { LEASE_LIMITS } from '../limits.js';
 import type { HeadAnchor } from './anchors.js';
 import type { JournalBackend, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import { forgetOwner, registerOwner, storeScope } from './owner-commit.js';
-import { journalPendingBodyEnds } from '../tool/late-bodies.js';
+import { hasPendingBodyEnds, journalPendingBodyEnds } from '../tool/late-bodies.js';
 import { LeaseWatch } from './lease-watch.js';
 import { registerJournalReader } from './owner-journal.js';
 import { verifyJournal } from './verify.js';
@@ -197,6 +197,10 @@ export class FencedOwner implements SessionOwner {
     this.beating = true;
     try {
       await this.renewLease();
+      // A body end this owner keeps and no journal has taken yet (a start marker whose commit landed unconfirmed, a
+      // result that could not be written) goes in now too: a host that sits idle after such a failure would otherwise
+      // leave the inbox waiting for a body it will never run.
+      if (hasPendingBodyEnds(this)) await journalPendingBodyEnds(this);
     } catch (error) {
       if (error instanceof StaleOwnerError || error instanceof StoreClosedError) this.stopHeartbeat();
     } finally {

@@ -299,10 +299,11 @@ export function bodyMayStillRun(history: readonly SessionEvent[], callId: string
 export function refuseAfterLateReturn(history: readonly SessionEvent[], callId: string): void {
   const end = bodyEnded(history, callId);
   if (end?.ended !== 'returned') return;
+  const resulted = history.some((e) => e.kind.type === 'tool_result' && e.kind.result.callId === callId);
   throw new DecisionError(
     'decision_stale',
     callId,
-    `nothing was recorded: the journal records that the body of call ${callId} went on after its result and returned ` +
+    `nothing was recorded: the journal records that the body of call ${callId} ${resulted ? 'went on after its result and returned' : 'returned, its result not written'} ` +
       `(seq ${end.event.seq}${end.event.recordedAt ? `, ${end.event.recordedAt}` : ''}), so it most likely made its write. ` +
       'Check the outside system; if it shows the write was not made, record the review again saying so ' +
       '(despiteLateReturn; jingwei review --despite-late-return; the console\'s box under the review form)',

@@ -659,8 +659,8 @@ class Gateway implements ToolGateway {
   /**
    * A commit of the call's start marker failed (`error`): it may have landed all the same, its answer lost on the way
    * back (a connection cut after COMMIT), and then the journal says the body started while this process knows it was
-   * never called. That end is kept like a late body's (unrecordedBodyEnd), journaled by this owner's next write or
-   * review, or a run's start, so the inbox no longer waits for a body this host will never run; a journal that does not
+   * never called. That end is kept like a late body's (unrecordedBodyEnd), journaled by this owner's next write,
+   * review, run start or heartbeat, so the inbox no longer waits for a body this host will never run; a journal that does not
    * hold the call refuses it. Then throws `error`.
    */
   private neverCalled(call: ToolCall, error: unknown): never {

@@ -371,3 +371,34 @@ it('a result whose commit landed but whose answer was lost: the body end journal
   const inspected = cli(['inspect', path, 's', callId]).stdout;
   assert.doesNotMatch(inspected, /late body|went on/, inspected);
 });
+
+it("a start marker whose commit landed with its answer lost, the host then idle: its heartbeat journals that the body was never called, and an operator's review is taken", { timeout: 30_000 }, async () => {
+  const store = openSqliteStore(tempDbPath(tempDir(), 'journal'));
+  // The backend's commit of the call and its marker lands, and its answer is lost (a connection cut after COMMIT).
+  const backend = (store as unknown as { backend: { transact: (...args: unknown[]) => Promise<unknown> } }).backend;
+  const transact = backend.transact.bind(backend);
+  let armed = true;
+  backend.transact = async (...args: unknown[]) => {
+    const result = await transact(...args);
+    if (armed && JSON.stringify(result).includes('tool_started')) {
+      armed = false;
+      throw Object.assign(new Error('the connection was cut after COMMIT'), { code: 'store_unavailable' });
+    }
+    return result;
+  };
+  const owner = await store.acquire('s', { owner: 'host', leaseMs: 300 });
+  await owner.startTask('t');
+  let bodies = 0;
+  const pay: Tool = { name: 'pay', metadata: new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', 'v1'), execute: async () => { bodies += 1; return 'paid'; } };
+  const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  await assert.rejects(gateway.call('pay', {}), { code: 'recording_failed' });
+  assert.equal(bodies, 0);
+  const callId = (await store.loadHistory('s')).flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call.id] : []))[0]!;
+  // The host makes no other call: before, nothing journaled it, and the inbox refused every review (call_in_flight).
+  const ended = await untilBodyEnded(store, 's', callId);
+  assert.deepEqual(ended.kind.type === 'custom' ? ended.kind.payload : null, { callId, ended: 'not_called' });
+  const row = await decisionInbox(store).recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'the bank shows nothing', actor: 'ops' });
+  assert.equal(row.decision, 'not_executed');
+  await owner.release();
+  await store.close();
+});
