@@ -227,8 +227,11 @@ export function bodyStillRuns(owner: SessionOwner, callId: string): boolean {
   return lateBodies.get(owner)?.has(callId) === true;
 }
 
-/** The journaled end of the body of `callId` after its result, or null. */
-export function bodyEnded(history: readonly SessionEvent[], callId: string): { readonly ended: string; readonly event: SessionEvent } | null {
+/**
+ * The journaled end of the body of `callId` that says it went on (bodyCouldOutlive), or null; `afterResult`: the
+ * call's result was journaled before it (an interrupt), else none was (a result that could not be written).
+ */
+export function bodyEnded(history: readonly SessionEvent[], callId: string): { readonly ended: string; readonly event: SessionEvent; readonly afterResult: boolean } | null {
   let result: ToolResult | null = null;
   for (const event of history) {
     const kind = event.kind;
@@ -237,7 +240,7 @@ export function bodyEnded(history: readonly SessionEvent[], callId: string): { r
       continue;
     }
     const end = bodyEndOf(kind);
-    if (end?.callId === callId && bodyCouldOutlive(result)) return { ended: end.ended, event };
+    if (end?.callId === callId && bodyCouldOutlive(result)) return { ended: end.ended, event, afterResult: result !== null };
   }
   return null;
 }
@@ -299,11 +302,10 @@ export function bodyMayStillRun(history: readonly SessionEvent[], callId: string
 export function refuseAfterLateReturn(history: readonly SessionEvent[], callId: string): void {
   const end = bodyEnded(history, callId);
   if (end?.ended !== 'returned') return;
-  const resulted = history.some((e) => e.kind.type === 'tool_result' && e.kind.result.callId === callId);
   throw new DecisionError(
     'decision_stale',
     callId,
-    `nothing was recorded: the journal records that the body of call ${callId} ${resulted ? 'went on after its result and returned' : 'returned, its result not written'} ` +
+    `nothing was recorded: the journal records that the body of call ${callId} ${end.afterResult ? 'went on after its result and returned' : 'returned, its result not written'} ` +
       `(seq ${end.event.seq}${end.event.recordedAt ? `, ${end.event.recordedAt}` : ''}), so it most likely made its write. ` +
       'Check the outside system; if it shows the write was not made, record the review again saying so ' +
       '(despiteLateReturn; jingwei review --despite-late-return; the console\'s box under the review form)',

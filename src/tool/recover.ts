@@ -286,15 +286,15 @@ async function recoverOne(
       // review decision came into the inbox, or a review was journaled here): the call is still open. The session is
       // kept held, its lease left to run out, so the next routine journals the decision first and decides again;
       // released, no routine would ever come back to it.
-      if (retry.outcome === 'refused' && (retry.error?.code === 'needs_review' || retry.error?.code === 'history_changed' || retry.error?.code === 'being_reconciled')) {
-        leave(`the retry was refused, nothing written: ${retry.error.message}; the next routine decides it again`);
+      const moved = retry.outcome === 'refused' && (retry.error?.code === 'needs_review' || retry.error?.code === 'history_changed' || retry.error?.code === 'being_reconciled');
+      if (moved) {
+        leave(`the retry was refused, nothing written: ${retry.error!.message}; the next routine decides it again`);
         revisit = true;
       }
       history = await store.loadHistory(sessionId);
       // Refused for another reason (its tool redeployed under another contract since, say) and still open: only a
       // person can settle it now. One settled meanwhile (another host's attempt succeeded) is not left.
-      const refusedForGood = retry.outcome === 'refused' && !left.some((c) => c.callId === call.callId);
-      if (refusedForGood && openCalls(history).some((c) => c.callId === call.callId)) {
+      if (retry.outcome === 'refused' && !moved && openCalls(history).some((c) => c.callId === call.callId)) {
         leave(`the retry was refused, nothing written: ${retry.error?.message ?? 'no reason given'}; a person reviews the call`);
       }
       retried.push(retry.retryCallId === null ? retry : { ...retry, status: inspectToolRecovery(history, retry.retryCallId).status });

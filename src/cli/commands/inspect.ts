@@ -1,4 +1,4 @@
-import { bodyEnded, bodyMayStillRun } from '../../tool/late-bodies.js';
+import { bodyMayStillRun } from '../../tool/late-bodies.js';
 import { encodeToolResult, encodeToolReviewRecord } from '../../event/codec.js';
 import type { SessionEvent } from '../../event/types.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
@@ -131,7 +131,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
       started_seq: record.started?.seq ?? null,
       result_seq: record.resultEvent?.seq ?? null,
       result: record.result ? encodeToolResult(record.result) : null,
-      ...lateBodyJson(history, call.id),
+      ...lateBodyJson(history, record),
       reviews: record.reviews.map((r) => ({ seq: r.event.seq, ...encodeToolReviewRecord(r.review) })),
       inbox_review: inboxReviewJson(inbox.get(call.id)),
       status,
@@ -160,7 +160,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   const waiting = inbox.get(call.id);
   if (waiting) field('inbox', `${safe(waiting.decision ?? '')} by ${safe(waiting.actor ?? '')}: ${safe(waiting.reason ?? '')} (${safe(waiting.id)}, not yet journaled by the owner)`);
   field('result', record.result ? resultWord(record) + (record.result.outcome.status === 'failed' ? ` (${safe(record.result.outcome.code)}: ${safe(record.result.outcome.message)})` : '') : 'none recorded');
-  const late = lateBodyText(history, call.id);
+  const late = lateBodyText(history, record);
   if (late) field('late body', late);
   field('status', colourStatus(status, s));
   field('next step', colourStep(nextStep, s));
@@ -194,21 +194,20 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
  * What the journal says of a body that went on after its result (docs/design.md#a-body-that-outlives-its-attempt):
  * how and when it ended, or that it may still be running; null for every other call.
  */
-function lateBodyText(history: readonly SessionEvent[], callId: string): string | null {
-  const end = bodyEnded(history, callId);
+function lateBodyText(history: readonly SessionEvent[], record: CallRecord): string | null {
+  const end = record.bodyEnd;
   if (end) {
-    const resulted = history.some((e) => e.kind.type === 'tool_result' && e.kind.result.callId === callId);
-    const what = resulted ? 'went on after its result and ended:' : 'no result is journaled; its host journaled that the body';
+    const what = record.result ? 'went on after its result and ended:' : 'no result is journaled; its host journaled that the body';
     return `${what} ${bodyEndWords(end.ended)}${end.event.recordedAt ? `, ${timeText(end.event.recordedAt)}` : ''} (seq ${end.event.seq})`;
   }
-  return bodyMayStillRun(history, callId) ? 'may still be running: its result records an interrupt while it ran, and no end of it is journaled yet' : null;
+  return bodyMayStillRun(history, record.call.id) ? 'may still be running: its result records an interrupt while it ran, and no end of it is journaled yet' : null;
 }
 
-function lateBodyJson(history: readonly SessionEvent[], callId: string) {
-  const end = bodyEnded(history, callId);
+function lateBodyJson(history: readonly SessionEvent[], record: CallRecord) {
+  const end = record.bodyEnd;
   return {
     body_ended: end ? { ended: end.ended, seq: end.event.seq, recorded_at: end.event.recordedAt ?? null } : null,
-    body_may_still_run: end === null && bodyMayStillRun(history, callId),
+    body_may_still_run: end === null && bodyMayStillRun(history, record.call.id),
   };
 }
 

@@ -151,8 +151,8 @@ class PostgresBackend implements JournalBackend {
     } catch (error) {
       const max = this.pool.options.max;
       if (error instanceof Error && /timeout exceeded when trying to connect/.test(error.message) && typeof max === 'number' && this.pool.totalCount >= max) {
-        const listening = Number(this.inbox.listening) + Number(this.attentionListener.listening);
-        const held = listening === 0 ? '' : ` (${listening} of them held to listen: ${listening === 2 ? 'a wait for a decision and a live view' : this.inbox.listening ? 'a wait for a decision' : 'a live view'}; give the pool room for those besides the writes, docs/guide.md)`;
+        const listening = [this.inbox.listening && 'a wait for a decision', this.attentionListener.listening && 'a live view'].filter((what) => what !== false);
+        const held = listening.length === 0 ? '' : ` (${listening.length} of them held to listen: ${listening.join(' and ')}; give the pool room for those besides the writes, docs/guide.md)`;
         throw new StoreBusyError(`${context}: all ${max} pool connections stayed busy${held}`, { cause: error });
       }
       throw mapPostgresError(error, context);

@@ -147,7 +147,6 @@ export class SqliteIdempotencyStore {
       try {
         result = write(this.db);
       } catch (error) {
-        this.writing.delete(operation);
         this.refuseEndedTransaction(scope, error);
         // Its mark gone although a transaction is open: it rolled the helper's back and began its own before throwing;
         // what it wrote outside a transaction in between has committed with nothing to say so.
@@ -157,8 +156,9 @@ export class SqliteIdempotencyStore {
         }
         // The tool's own failure: it passes through unchanged, not mapped as the helper's.
         throw new Passthrough(error);
+      } finally {
+        this.writing.delete(operation);
       }
-      this.writing.delete(operation);
       this.refuseEndedTransaction(scope);
       // What it wrote before returning rolls back with this refusal; what it writes once its promise goes on runs
       // outside the transaction, with no record: say so, since no helper can stop it.
