@@ -461,6 +461,9 @@ export class ToolTurnClosedError extends JingweiError {
   }
 }
 
+const MARKER_MAY_HAVE_LANDED =
+  '. The body was not called. If the commit landed all the same (its answer lost on the way back), the journal reads the call as started, in doubt until a person reviews it; this host journals that its body was not called at its next write or heartbeat';
+
 /**
  * Evidence could not be written (the owner was fenced, or storage failed). `stage` says which write; at stage
  * `call` nothing ran; at `started` the body never ran; at `result` the body ran and its outcome is in `result`.
@@ -469,8 +472,8 @@ export class ToolRecordingError extends JingweiError {
   readonly stage: 'call' | 'started' | 'result';
   readonly call: ToolCall;
   readonly result: ToolResult | null;
-  constructor(stage: 'call' | 'started' | 'result', call: ToolCall, result: ToolResult | null, cause: unknown) {
-    super('recording_failed', `could not record the ${stage} of ${call.name} (${call.id}): ${String((cause as Error)?.message ?? cause)}`, { cause });
+  constructor(stage: 'call' | 'started' | 'result', call: ToolCall, result: ToolResult | null, cause: unknown, markerMayHaveLanded = false) {
+    super('recording_failed', `could not record the ${stage} of ${call.name} (${call.id}): ${String((cause as Error)?.message ?? cause)}${markerMayHaveLanded ? MARKER_MAY_HAVE_LANDED : ''}`, { cause });
     this.stage = stage;
     this.call = call;
     this.result = result;

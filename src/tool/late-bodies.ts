@@ -127,6 +127,9 @@ export async function journalBodyEnd(owner: SessionOwner, callId: string, turnId
   if (newest !== owner && (await commitBodyEnd(owner, callId, turnId, how, op)) === null) return;
   const error = await commitBodyEnd(newest, callId, turnId, how, op);
   if (error === null) return;
+  // The call's own journal does not hold it as its operation's latest attempt (a start marker whose commit did not
+  // land, or an attempt made since): no journal this end is for would take it.
+  if (newest === owner && movedOn(error)) return;
   // Kept for the next owner of the call's own journal here; one whose journal does not hold the call does not retry.
   const refusedBy = new WeakSet<SessionOwner>();
   if (movedOn(error)) refusedBy.add(newest);
@@ -184,7 +187,9 @@ export async function journalPendingBodyEnds(owner: SessionOwner): Promise<Reado
       if (end.flushing === commit) end.flushing = undefined;
     }
     if (pending.get(callId) !== end) continue; // journaled by another flush meanwhile
-    if (error === null) pending.delete(callId);
+    // Journaled, or refused by the call's own journal (it does not hold the call as its operation's latest attempt):
+    // nothing more to do with it.
+    if (error === null || (movedOn(error) && owner === end.keptBy)) pending.delete(callId);
     // This owner's journal does not hold the call as its operation's latest attempt: a copy of the call's journal,
     // or one that moved past it (a later attempt made elsewhere). Not this journal's end, nor a reason to refuse here.
     else if (movedOn(error)) end.refusedBy.add(owner);

@@ -661,11 +661,12 @@ class Gateway implements ToolGateway {
    * back (a connection cut after COMMIT), and then the journal says the body started while this process knows it was
    * never called. That end is kept like a late body's (unrecordedBodyEnd), journaled by this owner's next write,
    * review, run start or heartbeat, so the inbox no longer waits for a body this host will never run; a journal that does not
-   * hold the call refuses it. Then throws `error`.
+   * hold the call refuses it. Then throws `error`, a recording error saying so.
    */
   private neverCalled(call: ToolCall, error: unknown): never {
-    if (error instanceof ToolRecordingError) void unrecordedBodyEnd(this.binding.owner, call, this.turnId, 'not_called');
-    throw error;
+    if (!(error instanceof ToolRecordingError)) throw error;
+    void unrecordedBodyEnd(this.binding.owner, call, this.turnId, 'not_called');
+    throw new ToolRecordingError(error.stage, call, null, error.cause, true);
   }
 
   /**

@@ -13,6 +13,7 @@ import { decisionInbox } from '../../src/store/inbox.js';
 import { assessSession, inspectToolRecovery } from '../../src/index.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { journalInboxReviews } from '../../src/tool/inbox-review.js';
+import { hasPendingBodyEnds } from '../../src/tool/late-bodies.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { reconcileUncertainCalls } from '../../src/tool/reconcile.js';
 import { recordToolReview } from '../../src/tool/review.js';
@@ -391,7 +392,8 @@ it("a start marker whose commit landed with its answer lost, the host then idle:
   let bodies = 0;
   const pay: Tool = { name: 'pay', metadata: new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', 'v1'), execute: async () => { bodies += 1; return 'paid'; } };
   const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
-  await assert.rejects(gateway.call('pay', {}), { code: 'recording_failed' });
+  // The host is told its body was not called, and what the journal may say all the same.
+  await assert.rejects(gateway.call('pay', {}), { code: 'recording_failed', message: /The body was not called\. If the commit landed all the same .*in doubt until a person reviews it/ });
   assert.equal(bodies, 0);
   const callId = (await store.loadHistory('s')).flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call.id] : []))[0]!;
   // The host makes no other call: before, nothing journaled it, and the inbox refused every review (call_in_flight).
@@ -399,6 +401,35 @@ it("a start marker whose commit landed with its answer lost, the host then idle:
   assert.deepEqual(ended.kind.type === 'custom' ? ended.kind.payload : null, { callId, ended: 'not_called' });
   const row = await decisionInbox(store).recordReview({ sessionId: 's', callId, outcome: 'not_executed', evidence: 'the bank shows nothing', actor: 'ops' });
   assert.equal(row.decision, 'not_executed');
+  await owner.release();
+  await store.close();
+});
+
+it('a start marker whose commit did not land: the end kept for it goes once its own journal refuses it, not kept for every later call to try', async () => {
+  const store = openSqliteStore(tempDbPath(tempDir(), 'journal'));
+  const backend = (store as unknown as { backend: { transact: (...args: unknown[]) => Promise<unknown> } }).backend;
+  const transact = backend.transact.bind(backend);
+  let armed = false;
+  backend.transact = async (...args: unknown[]) => {
+    if (armed) {
+      armed = false;
+      throw Object.assign(new Error('the connection was cut before COMMIT'), { code: 'store_unavailable' });
+    }
+    return transact(...args);
+  };
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t');
+  let bodies = 0;
+  const pay: Tool = { name: 'pay', metadata: new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', 'v1'), execute: async () => { bodies += 1; return 'paid'; } };
+  const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  armed = true; // the call's one commit, of the call and its start marker, is refused
+  await assert.rejects(gateway.call('pay', {}), { code: 'recording_failed' });
+  assert.equal(armed, false, 'the commit of the call and its start marker was refused');
+  assert.ok(hasPendingBodyEnds(owner), 'the end is kept until a journal says whether it holds the call');
+  await gateway.call('pay', { again: true }); // the owner's next write tries it: its journal does not hold the call
+  assert.equal(bodies, 1);
+  assert.ok(!(await store.loadHistory('s')).some((e) => e.kind.type === 'custom' && e.kind.kind === 'body_ended'), 'nothing journaled for a call the journal never held');
+  assert.equal(hasPendingBodyEnds(owner), false, 'dropped: no later call of the session tries it again');
   await owner.release();
   await store.close();
 });
