@@ -27,6 +27,7 @@ import type { Tool, ToolExecution, ToolGateway } from '../tool/types.js';
 import { modelFacingOutcome, preflightFailure, type ModelFacingOutcome } from '../bridges/outcome.js';
 import type { ChatToolCall } from './model.js';
 import { journaledRefusal, type JournaledRun } from './run-journal.js';
+import { keptOwnJournal } from '../store/owner-journal.js';
 
 /**
  * What a resumed run does with a call whose outcome the journal leaves open (docs/design.md#resumable-runs): the
@@ -211,13 +212,21 @@ async function history(ctx: CallContext): Promise<readonly SessionEvent[]> {
 }
 
 /**
+ * The journal to look a recorded call's reviews up in: the owner's kept read when it has written nothing since, so
+ * that a resumed run reading back its recorded failures reads the journal once, not once for each of them.
+ */
+function lookupHistory(ctx: CallContext): Promise<readonly SessionEvent[]> {
+  return keptOwnJournal(ctx.owner, ctx.store!);
+}
+
+/**
  * A recorded execution as the model read it when it ran: a retry refused before its body says "did not run" only
  * when the attempt it retried provably did not either (one that waited for approval, say), which the live run knew from
  * its plan and a read-back learns from the journal before the retry.
  */
 async function readBack(ctx: CallContext, execution: ToolExecution): Promise<ToolExecution> {
   if (execution.call.operation?.retry && execution.startedEvent === null && execution.result.outcome.status === 'failed') {
-    noteRetrySource(execution, sourceRowBefore(await history(ctx), execution.call.id));
+    noteRetrySource(execution, sourceRowBefore(await lookupHistory(ctx), execution.call.id));
   }
   return execution;
 }
@@ -283,7 +292,7 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
     if (execution !== null && !pending && !neverRan) return settledFailure(ctx, requested, recorded, execution);
     // Settled by a `completed` review when the run went past it (an attempt with no result, one waiting for an
     // approval, or one an operator's review stopped before its body): it reads the same way when the run is read back.
-    const review = latestReview(await history(ctx), recorded.callId);
+    const review = latestReview(await lookupHistory(ctx), recorded.callId);
     if (review?.outcome === 'completed') return confirmedOutside(requested, undefined);
     return execution !== null ? done(requested, await readBack(ctx, execution)) : null;
   }
@@ -291,7 +300,7 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
     if (pending) {
       // A journaled `completed` review of the attempt waiting for approval says the operation's write was made (by
       // an earlier attempt): nothing is asked or made again, whatever the operator decides on the request.
-      if (latestReview(await history(ctx), recorded.callId)?.outcome === 'completed') return confirmedOutside(requested, undefined);
+      if (latestReview(await lookupHistory(ctx), recorded.callId)?.outcome === 'completed') return confirmedOutside(requested, undefined);
       const decided = owner.decidedApproval ? await owner.decidedApproval(gateway.taskId, key) : undefined;
       // A tool redeployed (or removed) since can never run on the request, whatever an operator decides: the retry
       // records that the call did not run, for the model to read (docs/design.md#a-redeploy-while-a-call-waits).
@@ -310,7 +319,7 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
     if (waited) return recoverOpen(ctx, requested, recorded, options, peek);
     // A retry refused before its body (its approver denied it, say) while a colleague recorded that an earlier attempt
     // made the write: that journaled review, not the refusal, is what the model reads.
-    if (neverRan && latestReview(await history(ctx), recorded.callId)?.outcome === 'completed') return confirmedOutside(requested, undefined);
+    if (neverRan && latestReview(await lookupHistory(ctx), recorded.callId)?.outcome === 'completed') return confirmedOutside(requested, undefined);
     // A recorded failure still in doubt, of a tool this caller is no longer offered (renamed or removed by a
     // redeploy): the in-doubt guard knows a repeat by its tool's name, so the model could make the write again under
     // the new one. The run stops for a person instead (docs/design.md#the-in-doubt-guard).
@@ -328,7 +337,7 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
  * again.
  */
 async function settledFailure(ctx: CallContext, requested: ChatToolCall, recorded: RecordedAttempt, execution: ToolExecution): Promise<SettledCall> {
-  if (execution.result.outcome.status === 'failed' && latestReview(await history(ctx), recorded.callId)?.outcome === 'completed') return confirmedOutside(requested, undefined);
+  if (execution.result.outcome.status === 'failed' && latestReview(await lookupHistory(ctx), recorded.callId)?.outcome === 'completed') return confirmedOutside(requested, undefined);
   return done(requested, await readBack(ctx, execution));
 }
 

@@ -168,7 +168,7 @@ export class FencedOwner implements SessionOwner {
         };
       },
     });
-    registerJournalReader(this, async () => (await this.readVerified()).history);
+    registerJournalReader(this, { read: async () => (await this.readVerified()).history, kept: () => this.verified?.history ?? null });
   }
 
   /** The heartbeat renews the lease every third of it; unref'd, so it never keeps a process alive by itself. */

@@ -38,19 +38,27 @@ function countSnapshots(store: SessionStore): { readonly count: number } {
 
 const STOP = 'stopped before the last answer';
 
-/** A run of `steps` steps of `perStep` no-op calls that stops where the model would answer; then resumed once. */
-async function runAndResume(open: () => SessionStore, steps: number, perStep: number) {
+/**
+ * A run of `steps` steps of `perStep` no-op calls that stops where the model would answer; then resumed once. With
+ * `failing`, every other call fails (the tool's own error), so the resume reads back recorded failures too.
+ */
+async function runAndResume(open: () => SessionStore, steps: number, perStep: number, failing = false) {
   const store = open();
   const reads = countSnapshots(store);
   let executed = 0;
   const metadata = new ToolMetadata('does nothing', { type: 'object' }).withEffect('read_only', 'r1');
-  const runtime = createToolRuntime({ tools: [{ name: 'noop', metadata, execute: async () => { executed++; return 'ok'; } }], grants: { agent: '*' } });
+  const execute = async (request: { readonly arguments: unknown }) => {
+    executed++;
+    if ((request.arguments as { fail?: boolean }).fail === true) throw new ToolBodyError('declined', 'the upstream declined');
+    return 'ok';
+  };
+  const runtime = createToolRuntime({ tools: [{ name: 'noop', metadata, execute }], grants: { agent: '*' } });
   const owner = await store.acquire('s', { owner: 'host' });
   await owner.startTask('t', { limits: { toolCalls: 10_000 } });
   const gateway = runtime.bind({ owner, taskId: 't', caller: 'agent' });
   const turns: ChatResponse[] = Array.from({ length: steps }, (_, s) => ({
     text: null,
-    toolCalls: Array.from({ length: perStep }, (_, c) => ({ id: `m-${s}-${c}`, name: 'noop', arguments: '{}' })),
+    toolCalls: Array.from({ length: perStep }, (_, c) => ({ id: `m-${s}-${c}`, name: 'noop', arguments: failing && c % 2 === 0 ? '{"fail":true}' : '{}' })),
   }));
   const stop = () => { throw new Error(STOP); };
   const options = { owner, gateway, store, maxSteps: steps + 1 };
@@ -83,6 +91,9 @@ describe('whole-journal reads per call', () => {
       // The run is read back once, and its replayed calls are checked against that one verified read.
       assert.equal(small.resumeReads, 1, `4 replayed calls read the journal ${small.resumeReads} times`);
       assert.equal(large.resumeReads, 1, `50 replayed calls read the journal ${large.resumeReads} times`);
+      // Recorded failures are read back from that one read too (a `completed` review of one is looked up in it).
+      const failing = await runAndResume(open, 10, 5, true);
+      assert.equal(failing.resumeReads, 1, `50 replayed calls, 25 of them failed, read the journal ${failing.resumeReads} times`);
     });
   }
 
