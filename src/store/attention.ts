@@ -149,12 +149,9 @@ export function callProgressIn(history: readonly SessionEvent[], callId: string)
   return row ? { started: row.started, status: row.status } : null;
 }
 
-/** The schema version, on SQLite and on PostgreSQL, from which a store keeps the index. */
-export const ATTENTION_SCHEMA_VERSION = 4;
-
 /**
  * The rows a whole journal makes (its stored bodies in order), for a store upgraded from a version that kept no index
- * (docs/design.md#an-upgrade-fills-the-attention-index). An event that does not decode (a corrupt journal, which
+ * (docs/design.md#an-upgrade-computes-the-attention-index). An event that does not decode (a corrupt journal, which
  * `jingwei verify` reports) is left out: a result left out leaves its call open, so the guard errs towards refusing.
  */
 export function attentionOfJournal(sessionId: SessionId, bodies: Iterable<string>): AttentionRow[] {

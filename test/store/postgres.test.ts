@@ -162,11 +162,26 @@ describePostgres('PostgreSQL store', (url) => {
       await store.close();
     });
 
+    it('computes the attention index again when it upgrades the previous version: a row an older release kept by rules since corrected is replaced', async () => {
+      const schema = freshSchema();
+      const S = `"${schema}"`;
+      const writer = await openPostgresStore(url, { schema });
+      const inDoubt = await writeMails(writer);
+      await writer.close();
+      // The previous release, whose rules left this mail's row settled (its index said so; its journal never did).
+      await admin.query(`UPDATE ${S}.jw_attention SET status = 'resolved' WHERE call_id = $1`, [inDoubt]);
+      await admin.query(`UPDATE ${S}.jw_schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION - 1]);
+      const store = await openPostgresStore(url, { schema });
+      await checkIndexFilled(store, inDoubt);
+      await store.close();
+    });
+
     it('refuses a schema newer than the code with schema_too_new, touching nothing', async () => {
       const schema = freshSchema();
       await (await openPostgresStore(url, { schema })).close();
       await admin.query(`UPDATE "${schema}".jw_schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION + 1]);
-      await rejects(openPostgresStore(url, { schema }), 'schema_too_new');
+      const refused = await rejects(openPostgresStore(url, { schema }), 'schema_too_new');
+      assert.match(String((refused as Error).message), /a newer release of jingwei has opened it.*open it with that release or a later one/);
       const version = await admin.query(`SELECT version FROM "${schema}".jw_schema_version`);
       assert.deepEqual(version.rows, [{ version: POSTGRES_SCHEMA_VERSION + 1 }]);
     });

@@ -110,6 +110,24 @@ describe('SQLite schema versions', () => {
     await store.close();
   });
 
+  it('computes the attention index again when it upgrades the previous version: a row an older release kept by rules since corrected is replaced', async () => {
+    const path = tempDbPath(dir, 'previous');
+    const writer = openSqliteStore(path);
+    const inDoubt = await writeMails(writer);
+    await writer.close();
+    // The previous release, whose rules left this mail's row settled (its index said so; its journal never did).
+    const db = new Database(path);
+    db.prepare("UPDATE jw_attention SET status = 'resolved' WHERE call_id = ?").run(inDoubt);
+    db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION - 1}`);
+    db.close();
+    const store = openSqliteStore(path);
+    await checkIndexFilled(store, inDoubt);
+    await store.close();
+    const raw = new Database(path, { readonly: true });
+    assert.equal(raw.pragma('user_version', { simple: true }), SQLITE_SCHEMA_VERSION);
+    raw.close();
+  });
+
   it('refuses a database that holds other tables, and leaves it untouched', () => {
     const path = tempDbPath(dir, 'foreign');
     const db = new Database(path);
@@ -127,7 +145,7 @@ describe('SQLite schema versions', () => {
     const db = new Database(path);
     db.pragma('user_version = 99');
     db.close();
-    assert.throws(() => openSqliteStore(path), { code: 'schema_too_new' });
+    assert.throws(() => openSqliteStore(path), { code: 'schema_too_new', message: /version 99; this code understands up to \d+: a newer release of jingwei has opened it/ });
   });
 
   it('creates a new journal with small pages, and keeps the pages of one created with other pages', async () => {

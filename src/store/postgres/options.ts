@@ -3,7 +3,7 @@ import { LIMITS } from '../../limits.js';
 import type { PgPool } from './driver-types.js';
 
 /** The schema version this code writes and understands. A database at a higher version is refused on open. */
-export const POSTGRES_SCHEMA_VERSION = 9;
+export const POSTGRES_SCHEMA_VERSION = 10;
 
 export interface PostgresStoreOptions {
   /**

@@ -1,10 +1,11 @@
-import { StorePathError, StoreUnavailableError } from '../../errors.js';
+import { StorePathError } from '../../errors.js';
 import { TASK_DEFAULTS } from '../../limits.js';
 import type { Pool } from './driver.js';
 
 import { POSTGRES_SCHEMA_VERSION } from './options.js';
 import { INBOX_DDL } from './inbox.js';
-import { ATTENTION_SCHEMA_VERSION, attentionOfJournal } from '../attention.js';
+import { attentionOfJournal } from '../attention.js';
+import { schemaTooNew } from '../driver.js';
 import { ATTENTION_COLUMNS, attentionValues } from '../sql-rows.js';
 import type { SessionId } from '../../ids.js';
 import type { PoolClient } from './driver.js';
@@ -13,6 +14,7 @@ import type { PoolClient } from './driver.js';
 const MIGRATE_INBOX = (S: string): string => INBOX_DDL(S);
 
 export { POSTGRES_SCHEMA_VERSION };
+
 
 /** A plain SQL identifier: the only schema names the store accepts (they are quoted into its SQL). */
 export const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
@@ -108,6 +110,10 @@ CREATE TABLE ${S}.jw_operations (
   (S) => `CREATE TABLE IF NOT EXISTS ${S}.jw_journal (singleton BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (singleton), id TEXT NOT NULL);
 ${drawJournalId(S)};
 GRANT SELECT ON ${S}.jw_journal TO PUBLIC;`,
+  // Version 10: no table changes. This release reads the journal differently from the ones before it, which misread
+  // what it writes, so they refuse a store it has opened (docs/design.md#one-release-at-a-time); the upgrade
+  // computes the attention index again (fillAttention).
+  () => '',
 ];
 
 /** Draws the journal's id into schema `S` (quoted) unless it has one: at version 9, and again for a row removed since. */
@@ -149,7 +155,7 @@ export async function migrate(pool: Pool, schema: string, lockTimeoutMs: number,
     return res.rows[0]?.version ?? 0;
   };
   const tooNew = (version: number) =>
-    new StoreUnavailableError('schema_too_new', `schema ${schema} is at version ${version}; this code understands up to ${POSTGRES_SCHEMA_VERSION}`);
+    schemaTooNew(`schema ${schema}`, version, POSTGRES_SCHEMA_VERSION);
   /** The same location and wording as the SQLite store's refusals, naming the schema and its database. */
   const notFound = (database: string) => new StorePathError('store_not_found', `schema ${schema}`, `no such schema in database ${database}`);
   const notJournal = (database: string) =>
@@ -191,8 +197,11 @@ export async function migrate(pool: Pool, schema: string, lockTimeoutMs: number,
       await client.query(`INSERT INTO ${S}.jw_schema_version (version) VALUES (0) ON CONFLICT (singleton) DO NOTHING`);
       const version = await readVersion();
       if (version > POSTGRES_SCHEMA_VERSION) throw tooNew(version);
-      for (let v = version + 1; v <= POSTGRES_SCHEMA_VERSION; v++) await client.query(MIGRATIONS[v]!(S));
-      if (version > 0 && version < ATTENTION_SCHEMA_VERSION) await fillAttention(client, S);
+      for (let v = version + 1; v <= POSTGRES_SCHEMA_VERSION; v++) {
+        const ddl = MIGRATIONS[v]!(S);
+        if (ddl !== '') await client.query(ddl);
+      }
+      if (version > 0) await fillAttention(client, S);
       await client.query(`UPDATE ${S}.jw_schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION]);
       await client.query('COMMIT');
     } catch (error) {
@@ -206,11 +215,13 @@ export async function migrate(pool: Pool, schema: string, lockTimeoutMs: number,
 }
 
 /**
- * Fills the attention index a migration has just created from every session's journal, in the migration's
- * transaction, so the queue and the in-doubt guard know the operations recorded before the upgrade
- * (docs/design.md#an-upgrade-fills-the-attention-index).
+ * Computes the attention index again from every session's journal, in the upgrade's transaction, so the queue and
+ * the in-doubt guard know the operations recorded before the upgrade, by this release's rules: an index the upgrade
+ * has just created is empty, and rows an older release kept may follow rules since corrected
+ * (docs/design.md#an-upgrade-computes-the-attention-index).
  */
 async function fillAttention(client: PoolClient, S: string): Promise<void> {
+  await client.query(`DELETE FROM ${S}.jw_attention`);
   const sessions = await client.query<{ session_id: SessionId }>(`SELECT session_id FROM ${S}.jw_sessions ORDER BY session_id`);
   const insert = `INSERT INTO ${S}.jw_attention (${ATTENTION_COLUMNS}) VALUES (${ATTENTION_COLUMNS.split(', ').map((_, i) => `$${i + 1}`).join(', ')})`;
   for (const { session_id: sessionId } of sessions.rows) {

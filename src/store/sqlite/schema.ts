@@ -3,12 +3,14 @@ import type { Database } from './driver.js';
 import { STORE_DEFAULTS, TASK_DEFAULTS } from '../../limits.js';
 import { SQLITE_SCHEMA_VERSION, type SqliteStoreOptions } from './options.js';
 import { switchToWal } from './wal.js';
-import { ATTENTION_SCHEMA_VERSION, attentionOfJournal } from '../attention.js';
+import { attentionOfJournal } from '../attention.js';
+import { schemaTooNew } from '../driver.js';
 import { ATTENTION_COLUMNS, attentionValues } from '../sql-rows.js';
 import type { SessionId } from '../../ids.js';
 import { thrownMessage } from '../../text.js';
 
 export { SQLITE_SCHEMA_VERSION };
+
 
 /**
  * The page size of a journal this code creates. Every B-tree a commit touches writes one whole page to the WAL, and
@@ -125,7 +127,13 @@ const MIGRATE_EVENT_IDS = 'CREATE INDEX jw_events_event_id ON jw_events (session
  */
 const JOURNAL_ID_TABLE = `CREATE TABLE IF NOT EXISTS jw_journal (singleton INTEGER PRIMARY KEY CHECK (singleton = 1), id TEXT NOT NULL) STRICT;
 INSERT OR IGNORE INTO jw_journal (singleton, id) VALUES (1, lower(hex(randomblob(16))));`;
-const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION, MIGRATE_INBOX, MIGRATE_LEASES, MIGRATE_EVENT_IDS, JOURNAL_ID_TABLE];
+/**
+ * Version 9: no table changes. This release reads the journal differently from the ones before it, which misread what
+ * it writes, so they refuse a journal it has opened (docs/design.md#one-release-at-a-time); the upgrade computes the
+ * attention index again (fillAttention).
+ */
+const MIGRATE_ONE_RELEASE = '';
+const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION, MIGRATE_INBOX, MIGRATE_LEASES, MIGRATE_EVENT_IDS, JOURNAL_ID_TABLE, MIGRATE_ONE_RELEASE];
 
 /**
  * The journal's id (JOURNAL_ID_TABLE). A journal of an older version opened read-only has none (undefined: a view of
@@ -175,7 +183,7 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
   db.transaction(() => {
     const { version, tables } = schemaState(db);
     if (version > SQLITE_SCHEMA_VERSION) {
-      throw new StoreUnavailableError('schema_too_new', `${path} has schema version ${version}; this code understands up to ${SQLITE_SCHEMA_VERSION}`);
+      throw schemaTooNew(path, version, SQLITE_SCHEMA_VERSION);
     }
     if (version === 0) {
       if (tables > 0) {
@@ -184,9 +192,9 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
       if (options.mustExist) throw new StorePathError('store_not_journal', path, 'holds no jingwei journal (it is an empty database)');
       db.exec(SCHEMA);
       db.exec(INBOX_TABLE);
-    } else {
-      for (let v = version; v < SQLITE_SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
-      if (version < ATTENTION_SCHEMA_VERSION) fillAttention(db);
+    } else if (version < SQLITE_SCHEMA_VERSION) {
+      for (let v = version; v < SQLITE_SCHEMA_VERSION; v++) if (MIGRATIONS[v] !== '') db.exec(MIGRATIONS[v]!);
+      fillAttention(db);
     }
     if (version !== SQLITE_SCHEMA_VERSION) db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
     // Drawn here for a new journal, and again for a row deleted since (by hand, by a restore tool): a journal without
@@ -196,11 +204,13 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
 }
 
 /**
- * Fills the attention index a migration has just created from every session's journal, in the migration's
- * transaction, so the queue and the in-doubt guard know the operations recorded before the upgrade
- * (docs/design.md#an-upgrade-fills-the-attention-index).
+ * Computes the attention index again from every session's journal, in the upgrade's transaction, so the queue and
+ * the in-doubt guard know the operations recorded before the upgrade, by this release's rules: an index the upgrade
+ * has just created is empty, and rows an older release kept may follow rules since corrected
+ * (docs/design.md#an-upgrade-computes-the-attention-index).
  */
 function fillAttention(db: Database): void {
+  db.exec('DELETE FROM jw_attention');
   const sessions = db.prepare('SELECT session_id FROM jw_sessions ORDER BY session_id').pluck().all() as SessionId[];
   const bodies = db.prepare('SELECT body FROM jw_events WHERE session_id = ? ORDER BY seq').pluck();
   const insert = db.prepare(`INSERT INTO jw_attention (${ATTENTION_COLUMNS}) VALUES (${ATTENTION_COLUMNS.split(', ').map(() => '?').join(', ')})`);
@@ -223,7 +233,7 @@ function prepareReadonly(db: Database, path: string, options: SqliteStoreOptions
   quickCheck(db, options);
   const { version, tables } = schemaState(db);
   if (version > SQLITE_SCHEMA_VERSION) {
-    throw new StoreUnavailableError('schema_too_new', `${path} has schema version ${version}; this code understands up to ${SQLITE_SCHEMA_VERSION}`);
+    throw schemaTooNew(path, version, SQLITE_SCHEMA_VERSION);
   }
   if (version === 0) {
     throw new StorePathError('store_not_journal', path, tables === 0
