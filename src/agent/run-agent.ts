@@ -250,9 +250,12 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
       // A call of a step asked now whose provider id the journal could not hold is refused as a read-back refuses it.
       const asked = step > known.length;
       // A journaled call with no attempt and no refusal: one a framework's loop never handed to its tool is never
-      // made (as its bridge reads it), nor one to a tool this run does not offer.
+      // made (as its bridge reads it), nor one to a tool this run does not offer, nor one of a step the run went past
+      // (a later step is journaled): this loop settles every call of a step before it asks the next, so only a
+      // framework's loop leaves one behind, in a step journaled before bridges marked theirs.
       const unattempted = asked ? undefined
-        : journaled!.frameworkSteps.has(step) ? NOT_RUN_BY_FRAMEWORK : refusedHere(requested) ? notOffered(requested.name) : undefined;
+        : journaled!.frameworkSteps.has(step) ? NOT_RUN_BY_FRAMEWORK : refusedHere(requested) ? notOffered(requested.name)
+        : step < known.length ? NOT_RUN_BY_FRAMEWORK : undefined;
       const refusal = asked && !idFits(requested.id)
         ? NOT_JOURNALED
         : asked && refusedHere(requested) ? notOffered(requested.name) : await refusalToRead(journaled, step, index, owner, gateway.taskId, key, unattempted);

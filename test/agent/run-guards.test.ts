@@ -96,6 +96,34 @@ describe('agent runs: what a host does naturally', () => {
     await h.store.close();
   });
 
+  it("a call of a step the run went past with no attempt (a framework's step journaled before bridges marked theirs) is read as not run, never made", async () => {
+    const path = tempDbPath(dir);
+    const world = outside();
+    const h = await host(path, world.tools);
+    const turn = h.gateway.turnId;
+    // What a bridge of an earlier version journaled: the framework refused step 1's order without calling the tool, and
+    // the model ordered again in step 2, which ran. Neither step carries the framework's mark.
+    await h.owner.append([
+      runStartedEvent(turn, 'old-bridge', 'task', 'Buy tea.'),
+      { turnId: turn, kind: { type: 'user_message', text: 'Buy tea.' } },
+      modelResponseEvent(turn, 'old-bridge', 1, reply(null, calls(['r1', 'place_order', '{"item":"tea","note":1}'])), new Set(['place_order'])),
+      modelResponseEvent(turn, 'old-bridge', 2, reply(null, calls(['r2', 'place_order', '{"item":"tea"}'])), new Set(['place_order'])),
+    ]);
+    const ran = await h.gateway.callWithOptions('place_order', { item: 'tea' }, { operationKey: 'old-bridge/2/0' });
+    assert.equal(ran.result.outcome.status, 'succeeded');
+    assert.equal(world.orders.size, 1);
+    const model = scriptedModel([reply('Ordered.')]);
+    const result = await resumeAgent({ ...h, model, runId: 'old-bridge', store: h.store, maxSteps: 4 });
+    assert.equal(result.stopReason, 'completed');
+    assert.equal(world.orders.size, 1, "step 1's order, which the framework never ran, is not placed now");
+    assert.deepEqual(world.bodies, ['place_order']);
+    const first = result.toolCalls[0]!;
+    assert.equal(first.outcome.ok, false);
+    assert.match(first.outcome.ok ? '' : first.outcome.text, /did not run this call/);
+    assert.ok((await runEvents(h)).includes('call_refused'), 'journaled, so every later reader reads the same');
+    await h.store.close();
+  });
+
   it('resumed with maxSteps below the journaled steps: an open call still stops the run as needs_review, and a journaled step still runs its calls', async () => {
     const path = tempDbPath(dir);
     const world = outside({ emailEffect: 'non_idempotent' });
