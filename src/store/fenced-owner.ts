@@ -159,6 +159,7 @@ export class FencedOwner implements SessionOwner {
       store: storeScope(backend),
       commit: (request) => this.#commit(request),
       stopHeartbeat: this.stopHeartbeat,
+      mayBeLost: () => this.lease.mayBeLost(),
       onLost: (listener) => {
         const unsubscribe = this.lease.subscribe(listener);
         this.guard.callStoppers.add(this.stopCalls);
@@ -223,7 +224,7 @@ export class FencedOwner implements SessionOwner {
 
   /** A write refused because another owner holds the session: this owner's running calls are told to stop. */
   private noteFenced(error: unknown): void {
-    if (error instanceof StaleOwnerError) this.lease.lost(`the session was taken over or released: ${error.message}`);
+    if (error instanceof StaleOwnerError) this.lease.fenced(`the session was taken over or released: ${error.message}`);
   }
 
   /** A transaction that renews the lease (decisions.ts: every owner write but a release). */

@@ -23,6 +23,8 @@ export class LeaseWatch {
    * process that stalled with a renewal's answer waiting would count the lease from after the stall.
    */
   private renewalSentAt: number;
+  /** Why a write was refused as fenced: the session is lost for good. */
+  private fencedWhy: string | null = null;
 
   constructor(private readonly leaseMs: number, sentAt: number) {
     this.renewalSentAt = sentAt;
@@ -42,6 +44,21 @@ export class LeaseWatch {
   lapse(): string | null {
     const since = LeaseWatch.now() - this.renewalSentAt;
     return since >= this.leaseMs ? `its lease of ${this.leaseMs} ms may have run out: last renewed ${Math.round(since)} ms ago` : null;
+  }
+
+  /**
+   * Why the session is lost (a write was refused as fenced) or may be (lapse), or null: checked as a body is about to
+   * be called, since a stalled event loop (a synchronous body beside it, a paused process) may resume with a start
+   * marker's answer before the heartbeat or a timer has run to tell it (docs/design.md#a-lost-session-stops-its-calls).
+   */
+  mayBeLost(): string | null {
+    return this.fencedWhy ?? this.lapse();
+  }
+
+  /** A write was refused because another owner holds the session: lost for good, and every running call is told. */
+  fenced(why: string): void {
+    this.fencedWhy ??= why;
+    this.lost(why);
   }
 
   /** Each listener is one call of this owner, subscribed until it has recorded its outcome. */

@@ -17,6 +17,8 @@ interface OwnerInternals {
   readonly commit: Committer;
   readonly stopHeartbeat: () => void;
   readonly onLost: (listener: LostListener) => () => void;
+  /** Why the owner's session is or may be lost, in this process's knowledge now; null while it is held. */
+  readonly mayBeLost: () => string | null;
   /** The store instance the owner belongs to (its backend): what "this process's view of a session" is scoped to. */
   readonly store: object;
 }
@@ -167,4 +169,12 @@ export function stopRenewing(owner: SessionOwner): void {
  */
 export function onOwnerLost(owner: SessionOwner, listener: LostListener): () => void {
   return owners.get(owner)?.onLost(listener) ?? (() => undefined);
+}
+
+/**
+ * Why `owner`'s session is lost (fenced) or may be (its lease not renewed for a whole lease), as this process knows
+ * now, without waiting for the heartbeat; null while it is held, and for an owner no store of this package made.
+ */
+export function ownerMayBeLost(owner: SessionOwner): string | null {
+  return owners.get(owner)?.mayBeLost() ?? null;
 }

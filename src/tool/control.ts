@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { RecordedFailureCode } from '../errors.js';
 import type { ToolRecordedOutcome } from '../event/types.js';
 
@@ -20,6 +21,9 @@ export class CallControl {
   private bodyRunning = false;
   private cancelled = false;
   private expired = false;
+  /** When the deadline passes, on the monotonic clock: its timer may not have run yet when the loop stalled. */
+  private readonly deadline: number;
+  private readonly timeoutMs: number;
   /** The races waiting: each is woken after the signal fired, once the signal's own listeners have run. */
   private readonly waiting = new Set<() => void>();
   readonly signal: AbortSignal = this.controller.signal;
@@ -29,7 +33,11 @@ export class CallControl {
     signals: readonly (AbortSignal | undefined)[],
     subscribeStop: (onStop: (reason: string) => void) => () => void,
     subscribeLost: (onLost: (why: string, every: boolean) => void) => () => void = () => () => undefined,
+    /** Why the session is or may be lost now (ownerMayBeLost), asked as the body is about to be called. */
+    private readonly mayBeLost: () => string | null = () => null,
   ) {
+    this.timeoutMs = timeoutMs;
+    this.deadline = performance.now() + timeoutMs;
     try {
       this.subscribe(timeoutMs, signals, subscribeStop, subscribeLost);
     } catch (error) {
@@ -45,10 +53,7 @@ export class CallControl {
     subscribeStop: (onStop: (reason: string) => void) => () => void,
     subscribeLost: (onLost: (why: string, every: boolean) => void) => () => void,
   ): void {
-    const timer = setTimeout(() => {
-      this.expired = true;
-      this.abort(new Error(`deadline of ${timeoutMs} ms passed`));
-    }, timeoutMs);
+    const timer = setTimeout(() => this.expire(timeoutMs), timeoutMs);
     this.cleanups.push(() => clearTimeout(timer));
     for (const s of signals) {
       if (!s) continue;
@@ -96,6 +101,12 @@ export class CallControl {
     return null;
   }
 
+  private expire(timeoutMs: number): void {
+    if (this.expired) return;
+    this.expired = true;
+    this.abort(new Error(`deadline of ${timeoutMs} ms passed`));
+  }
+
   private abort(reason: Error): void {
     this.controller.abort(reason);
     for (const wake of this.waiting) wake();
@@ -108,30 +119,66 @@ export class CallControl {
    */
   bodyStarts(): void {
     this.bodyRunning = true;
+    this.checkStillHeld();
+  }
+
+  /**
+   * Whether the work may still be called: its deadline passed (its timer may not have run: the event loop may have
+   * stalled, under a synchronous body of another call or a paused process) or, once the body is to run, the session
+   * may have been lost meanwhile (another host may have taken it over and retried this very call), and the control
+   * is interrupted instead. A marker's commit that answered after such a stall is where it matters.
+   */
+  private checkStillHeld(): void {
+    if (performance.now() >= this.deadline) this.expire(this.timeoutMs);
+    if (!this.bodyRunning || this.lost !== null) return;
+    const why = this.mayBeLost();
+    if (why === null) return;
+    this.lost = why;
+    this.abort(new Error(`the session may be lost: ${why}`));
   }
 
   /**
    * Awaits `work` unless an interrupt comes first; a late result of `work` is then discarded. An interrupt that wins
-   * says when `work` ends (`ended`), or that it was never called (no `ended`).
+   * says when `work` ends (`ended`), or that it was never called (no `ended`): the control is checked again just
+   * before `work` is called, and an interrupt by then leaves it uncalled.
    */
   race<T>(work: () => Promise<T>): Promise<{ value: T } | { interrupt: Interrupt; ended?: Promise<'returned' | 'threw'> }> {
+    this.checkStillHeld();
     const early = this.interrupt();
     if (early) return Promise.resolve({ interrupt: early });
     return new Promise((resolve, reject) => {
-      const running = Promise.resolve().then(work);
+      let called = false;
+      let settle: (how: 'returned' | 'threw') => void = () => undefined;
+      const ended = new Promise<'returned' | 'threw'>((done) => { settle = done; });
       // Whichever settles first decides; the other's later resolve or reject is ignored (a late rejection included).
-      const wake = () => resolve({ interrupt: this.interrupt()!, ended: running.then(() => 'returned' as const, () => 'threw' as const) });
+      const wake = () => {
+        const interrupt = this.interrupt()!;
+        resolve(called ? { interrupt, ended } : { interrupt });
+      };
       this.waiting.add(wake);
-      running.then(
-        (value) => {
-          this.waiting.delete(wake);
-          resolve({ value });
-        },
-        (error: unknown) => {
-          this.waiting.delete(wake);
-          reject(error);
-        },
-      );
+      void Promise.resolve().then(() => {
+        this.checkStillHeld();
+        if (this.signal.aborted) return; // woken already: never called
+        called = true;
+        let running: Promise<T>;
+        try {
+          running = work(); // at once: a microtask in between could be another call's stalling body
+        } catch (error) {
+          running = Promise.reject(error);
+        }
+        running.then(
+          (value) => {
+            settle('returned');
+            this.waiting.delete(wake);
+            resolve({ value });
+          },
+          (error: unknown) => {
+            settle('threw');
+            this.waiting.delete(wake);
+            reject(error);
+          },
+        );
+      });
     });
   }
 

@@ -23,7 +23,7 @@ import { noteRetrySource } from './retry-source.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema, Tool } from './types.js';
-import { canCommit, commitAs, onOwnerLost } from '../store/owner-commit.js';
+import { canCommit, commitAs, onOwnerLost, ownerMayBeLost } from '../store/owner-commit.js';
 import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
 import { type AttemptCondition, attemptCondition, callsRunningAs, enterCall, enterRetry, leaveCall, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, frozenOperation, hookView, panicDetail, serializeOutput } from './body-outcome.js';
@@ -281,6 +281,7 @@ class Gateway implements ToolGateway {
         [this.binding.signal, given.signal],
         (onStop) => this.binding.owner.onTaskStopped((taskId, reason) => { if (taskId === this.taskId) onStop(reason); }),
         (onLost) => onOwnerLost(this.binding.owner, onLost),
+        () => ownerMayBeLost(this.binding.owner),
       );
       const call: ToolCall = {
         id: callId,
@@ -533,6 +534,11 @@ class Gateway implements ToolGateway {
       const ended = outcome.status === 'failed' && (outcome.category === 'body_failure' || outcome.category === 'body_panic') ? 'threw' : 'returned';
       const owner = this.binding.owner;
       recorded.catch(() => unrecordedBodyEnd(owner, call, callEvent.turnId, ended));
+    } else {
+      // Its marker journaled and its body never called (the session may have been lost meanwhile): a result that
+      // cannot be written leaves that end to journal, as a lost marker's answer does (neverCalled).
+      const owner = this.binding.owner;
+      recorded.catch(() => unrecordedBodyEnd(owner, call, callEvent.turnId, 'not_called'));
     }
     return recorded;
   }

@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { assessSession } from '../../src/tool/assess.js';
+import { inspectToolRecovery } from '../../src/index.js';
 import { decisionInbox } from '../../src/store/inbox.js';
 import { journalInboxReviews } from '../../src/tool/inbox-review.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
@@ -17,6 +18,7 @@ import type { SessionStore } from '../../src/store/types.js';
 import type { ToolExecution } from '../../src/tool/types.js';
 import { untilBodyEnded } from '../support/body-ended.js';
 import { sleep, tool } from '../support/runtime.js';
+import { setFaultHook } from '../../src/fault.js';
 import { forEachStore } from '../support/stores.js';
 
 const TRANSFER = new ToolMetadata('moves money', { type: 'object' }).withEffect('non_idempotent', 'v1');
@@ -137,6 +139,34 @@ forEachStore('a host that loses its session', (target) => {
     // The lease was renewed again: the next transfer (another one: the in-doubt guard holds the same one) runs as usual.
     const next = await createToolRuntime({ tools: [transfer('A', made, 10)], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('transfer', { to: 'another' });
     assert.deepEqual(next.result.outcome, { status: 'succeeded', output: 'sent' });
+    await owner.release();
+    await store.close();
+  });
+
+  it("does not call a body whose marker's commit answered after a stall that outlived the lease: another host may have retried it meanwhile", async () => {
+    const store = await target.fresh().open();
+    const made: string[] = [];
+    const owner = await store.acquire('s-woken', { owner: 'host-a', leaseMs: LEASE_MS });
+    await owner.startTask('t');
+    // The process stalls as the marker's commit answers (another call's synchronous body, a paused process): the
+    // heartbeat and the call's timers have not run when it wakes.
+    let stalled = false;
+    setFaultHook((point) => {
+      if (point === 'started:after' && !stalled) {
+        stalled = true;
+        stall(STALL_MS);
+      }
+    });
+    const gateway = createToolRuntime({ tools: [transfer('A', made, 10)], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const execution = await gateway.call('transfer', {}).finally(() => setFaultHook(null));
+    assert.equal(stalled, true);
+    assert.deepEqual(made, [], 'the body was never called');
+    const outcome = execution.result.outcome;
+    assert.equal(outcome.status === 'failed' ? outcome.code : outcome.status, 'tool_stopped_before_body');
+    assert.match(outcome.status === 'failed' ? outcome.message : '', /may have run out.*before the body was called/);
+    const history = await store.loadHistory('s-woken');
+    const recovery = inspectToolRecovery(history, execution.call.id);
+    assert.equal(recovery.status, 'not_executed', `read as a body never called, which a retry may follow: ${recovery.fact}`);
     await owner.release();
     await store.close();
   });
