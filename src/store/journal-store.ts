@@ -203,6 +203,9 @@ export class JournalStore implements SessionStore {
   async callInFlight(sessionId: string, callId: string): Promise<{ history: SessionEvent[]; inFlight: CallInFlight | null }> {
     this.guard.check();
     const id = checkId<SessionId>('sessionId', sessionId);
+    // The store's clock first, the lease after: a lease renewed while this reader paused between the two reads is
+    // still seen live, where a clock read after the snapshot would find the lease it holds run out.
+    const now = await storeClock(this.backend);
     const { session, events: rows } = await this.backend.snapshot(id);
     const history = verifyJournal(id, session, rows);
     const call = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId);
@@ -213,7 +216,7 @@ export class JournalStore implements SessionStore {
     const running: CallInFlight | null = !settled ? (bodyEnded(history, callId) === null ? 'no_result' : null)
       : bodyMayStillRun(history, callId) ? 'body_outlived_result' : null;
     const writer = rows[call.seq]?.epoch;
-    const holds = running !== null && writer === session.epoch && !leaseExpired(session, await storeClock(this.backend));
+    const holds = running !== null && writer === session.epoch && !leaseExpired(session, now);
     return { history, inFlight: holds ? running : null };
   }
 

@@ -78,4 +78,42 @@ forEachStore('a review of a call that may still be running', (target) => {
     await store.close();
     await operator.close();
   });
+
+  it("is refused though the reviewer paused between reading the store's clock and the session's lease, longer than the lease", async () => {
+    const location = target.fresh();
+    const store = await location.open();
+    const operator = await location.open();
+    // The reviewer's process pauses (a stopped terminal, a debugger, a laptop lid) after each read, longer than the
+    // host's lease, while the host, alive, renews it: whichever read comes first, the other sees a later world.
+    const backend = (operator as unknown as { backend: { now?: () => Promise<number>; snapshot: (id: string) => Promise<unknown> } }).backend;
+    const now = backend.now?.bind(backend) ?? (async () => Date.now());
+    const snapshot = backend.snapshot.bind(backend);
+    const PAUSE_MS = 1_200;
+    backend.now = async () => {
+      const at = await now();
+      await sleep(PAUSE_MS);
+      return at;
+    };
+    backend.snapshot = async (id: string) => {
+      const read = await snapshot(id);
+      await sleep(PAUSE_MS);
+      return read;
+    };
+    let bodies = 0;
+    const wire = tool('wire', () => new Promise<string>(() => { bodies += 1; }),
+      new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'));
+    const owner = await store.acquire('s-paused', { owner: 'host-a', leaseMs: 1_000 });
+    await owner.startTask('t');
+    void createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('wire', {}).catch(() => {});
+    while (bodies === 0) await sleep(5);
+    const callId = (await store.loadHistory('s-paused')).flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call.id] : []))[0]!;
+    await assert.rejects(
+      decisionInbox(operator).recordReview({ sessionId: 's-paused', callId, outcome: 'not_executed', evidence: 'no transfer seen yet', actor: 'ops' }),
+      { code: 'call_in_flight' },
+      'the host renewed its lease all along: its call may still be running',
+    );
+    await owner.release();
+    await store.close();
+    await operator.close();
+  });
 });
