@@ -3,6 +3,7 @@
  * without owning the session. The inbox is transport; the journal is the evidence: the session's owner journals a
  * decision when it uses it. Pure decisions first, then the API on a store.
  */
+import { performance } from 'node:perf_hooks';
 import { DecisionError, InvalidInputError, ToolRetryError } from '../errors.js';
 import { checkId, uuidv7, type SessionId } from '../ids.js';
 import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../event/types.js';
@@ -355,7 +356,7 @@ const waitAborted = (id: string, signal: AbortSignal | undefined) =>
   new DecisionError('decision_wait_aborted', id, `stopped waiting for ${id}: aborted`, { cause: signal?.reason });
 
 /**
- * The read, unless the deadline (and its grace) passes or the signal fires first: a store that cannot answer (a
+ * The read, unless the deadline (monotonic, and its grace) passes or the signal fires first: a store that cannot answer (a
  * network partition drops packets without a reset) must not hold the wait past its deadline. A read left behind
  * settles unheard.
  */
@@ -373,7 +374,7 @@ function readWithin<T>(read: Promise<T>, id: string, deadline: number, signal: A
     const timer = deadline === Infinity ? undefined : setTimeout(() => {
       finish();
       reject(new DecisionError('decision_wait_timeout', id, `approval request ${id} was still open at the deadline (the store did not answer in time)`));
-    }, Math.min(Math.max(0, deadline - Date.now()) + READ_GRACE_MS, LIMITS.maxTimeoutMs));
+    }, Math.min(Math.max(0, deadline - performance.now()) + READ_GRACE_MS, LIMITS.maxTimeoutMs));
     signal?.addEventListener('abort', onAbort, { once: true });
     read.then((value) => { finish(); resolve(value); }, (error: unknown) => { finish(); reject(error); });
   });
@@ -395,10 +396,13 @@ export async function awaitDecision(store: SessionStore, requestId: string, opti
     throw new InvalidInputError('deadline', `must be a valid Date, got ${given instanceof Date ? 'an invalid Date' : describeValue(given)}`);
   }
   checkSignal(options.signal, 'signal');
-  let deadline = options.deadline?.getTime() ?? Infinity;
+  // Waited out on the monotonic clock: a wall clock stepped back an hour held a wait of seconds for that hour. A
+  // `deadline` is a wall-clock instant, so it becomes the time left until it, once, here.
+  const started = performance.now();
+  let deadline = options.deadline ? started + (options.deadline.getTime() - Date.now()) : Infinity;
   if (options.timeoutMs !== undefined) {
     if (!Number.isSafeInteger(options.timeoutMs) || options.timeoutMs < 0) throw new InvalidInputError('timeoutMs', 'must be a non-negative integer');
-    deadline = Math.min(deadline, Date.now() + options.timeoutMs);
+    deadline = Math.min(deadline, started + options.timeoutMs);
   }
   let wake: (() => void) | null = null;
   // '' names no request: the store is closing, and the next read meets it at once.
@@ -411,7 +415,7 @@ export async function awaitDecision(store: SessionStore, requestId: string, opti
       const row = await readWithin(inbox.transactDecision(id, (r) => ({ result: r })), id, deadline, options.signal);
       if (!row) throw new DecisionError('decision_not_found', id, `no approval request ${id}`);
       if (row.state !== 'open') return row;
-      const left = deadline - Date.now();
+      const left = deadline - performance.now();
       if (left <= 0) throw new DecisionError('decision_wait_timeout', id, `approval request ${id} was still open at the deadline`);
       // With a push channel, polling is only the safety net for a missed notification.
       const interval = stop ? Math.max(pollMs, 5_000) : pollMs;
@@ -428,6 +432,6 @@ export async function awaitDecision(store: SessionStore, requestId: string, opti
   } finally {
     options.signal?.removeEventListener('abort', onAbort);
     // Leaving the listening connection is bounded as a late read is: a silent server does not hold the wait.
-    if (stop) await readWithin(stop(), id, Date.now(), undefined).catch(() => undefined);
+    if (stop) await readWithin(stop(), id, performance.now(), undefined).catch(() => undefined);
   }
 }

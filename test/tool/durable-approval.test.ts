@@ -270,6 +270,25 @@ forEachStore('durable approvals', (target) => {
     }
   });
 
+  it('awaitDecision ends at its timeout though the wall clock steps back an hour while it waits', async () => {
+    const m = mailRig([]);
+    const r = await rig(target, m.config);
+    const { requestId } = await pendingCall(r);
+    const realNow = Date.now;
+    const waiting = awaitDecision(r.store, requestId, { timeoutMs: 300, pollMs: 20 });
+    Date.now = () => realNow() - 3_600_000;
+    try {
+      const ended = await Promise.race([
+        waiting.then(() => 'decided', (error: { code?: string }) => error.code ?? 'error'),
+        new Promise((resolve) => setTimeout(resolve, 5_000, 'still waiting')),
+      ]);
+      assert.equal(ended, 'decision_wait_timeout', 'a wait of 300 ms is measured on a clock that does not step');
+    } finally {
+      Date.now = realNow;
+    }
+    await r.store.close();
+  });
+
   it('awaitDecision returns once an operator decides, and stops at a deadline or a signal', async () => {
     const m = mailRig([]);
     const r = await rig(target, m.config);

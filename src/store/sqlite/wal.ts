@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import type { Database } from './driver.js';
 import { isSqliteBusy } from './errors.js';
 
@@ -10,12 +11,12 @@ import { isSqliteBusy } from './errors.js';
  */
 export function switchToWal(db: Database, timeoutMs: number): unknown {
   if (db.pragma('journal_mode', { simple: true }) === 'wal') return 'wal';
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   for (let pauseMs = 1; ; pauseMs = Math.min(pauseMs * 2, 50)) {
     try {
       return db.pragma('journal_mode = WAL', { simple: true });
     } catch (error) {
-      if (!isSqliteBusy(error) || Date.now() + pauseMs > deadline) throw error;
+      if (!isSqliteBusy(error) || performance.now() + pauseMs > deadline) throw error;
       Atomics.wait(PAUSE, 0, 0, pauseMs);
     }
   }
