@@ -128,6 +128,25 @@ describe('SQLite schema versions', () => {
     raw.close();
   });
 
+  it('opens a current journal without its write lock: another process paused inside a write does not keep the queue from being read', async () => {
+    const path = tempDbPath(dir, 'paused-writer');
+    const writer = openSqliteStore(path);
+    const inDoubt = await writeMails(writer);
+    await writer.close();
+    // A host paused (SIGSTOP, a debugger) inside a write holds the file's write lock for as long as it stays paused.
+    const paused = new Database(path);
+    paused.prepare('BEGIN IMMEDIATE').run();
+    try {
+      const reader = openSqliteStore(path, { mustExist: true, busyTimeoutMs: 200 });
+      const queue = await reader.attention();
+      assert.deepEqual(queue.items.map((i) => i.callId), [inDoubt], 'the call in doubt is in view');
+      await reader.close();
+    } finally {
+      paused.prepare('ROLLBACK').run();
+      paused.close();
+    }
+  });
+
   it('refuses a database that holds other tables, and leaves it untouched', () => {
     const path = tempDbPath(dir, 'foreign');
     const db = new Database(path);

@@ -25,6 +25,6 @@ export function mapSqliteFailure(error: unknown, what: string): unknown {
   if (error instanceof JingweiError) return error;
   const code = sqliteCode(error);
   if (typeof code !== 'string' || !code.startsWith('SQLITE_')) return error;
-  if (isSqliteBusy(error)) return new StoreBusyError(`the ${what} database is locked by another writer (${code})`, { cause: error });
+  if (isSqliteBusy(error)) return new StoreBusyError(`the ${what} database is locked by another writer (${code}); a process paused inside a write (stopped, in a debugger) holds the lock until it goes on or ends`, { cause: error });
   return new StoreUnavailableError('store_failure', `SQLite failed on the ${what} database: ${(error as Error).message}`, { cause: error });
 }

@@ -180,6 +180,9 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
   db.pragma('foreign_keys = ON');
   db.pragma('trusted_schema = OFF');
   quickCheck(db, options);
+  // A journal already at this version, with its id, needs no write to open: opened without the write lock, it can be
+  // read (the queue, verify) while another process holds that lock, even one paused inside a write for good.
+  if (isCurrent(db)) return;
   db.transaction(() => {
     const { version, tables } = schemaState(db);
     if (version > SQLITE_SCHEMA_VERSION) {
@@ -201,6 +204,17 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
     // its id would be a view of its own, beside another handle on it.
     db.exec(JOURNAL_ID_TABLE);
   }).immediate();
+}
+
+/** Whether the journal is at this code's schema version and holds its id (JOURNAL_ID_TABLE): read, no lock taken. */
+function isCurrent(db: Database): boolean {
+  if (schemaState(db).version !== SQLITE_SCHEMA_VERSION) return false;
+  try {
+    const id: unknown = db.prepare('SELECT id FROM jw_journal WHERE singleton = 1').pluck().get();
+    return typeof id === 'string' && id !== '';
+  } catch {
+    return false;
+  }
 }
 
 /**
