@@ -162,7 +162,9 @@ export class CallControl {
         called = true;
         let running: Promise<T>;
         try {
-          running = work(); // at once: a microtask in between could be another call's stalling body
+          // At once: a microtask in between could be another call's stalling body. A plain function's value or throw
+          // (a body written without `async`) settles it as an async one's would.
+          running = Promise.resolve(work());
         } catch (error) {
           running = Promise.reject(error);
         }

@@ -489,11 +489,14 @@ class Gateway implements ToolGateway {
     let charge = reserved;
     /** How the body ends, when an interrupt was recorded first: the call is still running until then. */
     let lateBody: Promise<LateBodyEnd> | null = null;
+    /** Interrupted before its body was called: known from the race, never from a code a body's own failure may carry. */
+    let neverCalled = false;
     try {
       control.bodyStarts();
       const ran = await control.race(() => registered!.tool.execute(request, control.signal));
       if ('interrupt' in ran && ran.ended === undefined) {
         // Interrupted while the marker was written: the body was never called, and the result says so.
+        neverCalled = true;
         outcome = { ...ran.interrupt, category: 'cancelled', code: STOPPED_BEFORE_BODY, message: `${ran.interrupt.message}, before the body was called` };
       } else if ('interrupt' in ran) {
         outcome = ran.interrupt;
@@ -527,7 +530,7 @@ class Gateway implements ToolGateway {
     observer?.bodySettled(outcome);
     const recorded = this.finish(call, callEvent, startedEvent, outcome, charge, observer);
     if (lateBody !== null) trackLateBody(this.binding.owner, call, callEvent.turnId, lateBody, recorded);
-    else if (outcome.status === 'succeeded' || outcome.code !== STOPPED_BEFORE_BODY) {
+    else if (!neverCalled) {
       // The body ran and ended; if its result cannot be written, its end is journaled through another owner here that
       // took the session over meanwhile, or kept until an owner here can write it (unrecordedBodyEnd), so no review is
       // taken blind to it.

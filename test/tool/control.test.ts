@@ -58,3 +58,12 @@ it('a body called while the session is held runs, and an interrupt after it star
   assert.equal(await outcome.ended, 'returned');
   control.dispose();
 });
+
+it('a body written as a plain function (no async) settles the race with its value or its throw, as an async one does', async () => {
+  const control = new CallControl(10_000, [], never, never, () => null);
+  control.bodyStarts();
+  const value = await control.race((() => 'paid') as unknown as () => Promise<string>);
+  assert.deepEqual(value, { value: 'paid' });
+  await assert.rejects(control.race((() => { throw new Error('the bank said no'); }) as unknown as () => Promise<string>), { message: 'the bank said no' });
+  control.dispose();
+});

@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
+import { ToolBodyError } from '../../src/errors.js';
 import { decisionInbox } from '../../src/store/inbox.js';
 import { assessSession, inspectToolRecovery } from '../../src/index.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
@@ -430,6 +431,41 @@ it('a start marker whose commit did not land: the end kept for it goes once its 
   assert.equal(bodies, 1);
   assert.ok(!(await store.loadHistory('s')).some((e) => e.kind.type === 'custom' && e.kind.kind === 'body_ended'), 'nothing journaled for a call the journal never held');
   assert.equal(hasPendingBodyEnds(owner), false, 'dropped: no later call of the session tries it again');
+  await owner.release();
+  await store.close();
+});
+
+it("a body that ran and threw a failure carrying the runtime's stopped-before-body code, its result unwritten: its end is journaled as thrown, never as not called", async () => {
+  const store = openSqliteStore(tempDbPath(tempDir(), 'journal'));
+  const backend = (store as unknown as { backend: { transact: (...args: unknown[]) => Promise<unknown> } }).backend;
+  const transact = backend.transact.bind(backend);
+  let armed = false;
+  backend.transact = async (...args: unknown[]) => {
+    if (armed) {
+      armed = false;
+      throw Object.assign(new Error('the connection was cut'), { code: 'store_unavailable' });
+    }
+    return transact(...args);
+  };
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t');
+  let paid = 0;
+  const pay: Tool = {
+    name: 'pay',
+    metadata: new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: async () => {
+      paid += 1;
+      armed = true; // the result's commit fails
+      throw new ToolBodyError('tool_stopped_before_body', 'forwarded from a nested gateway');
+    },
+  };
+  const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  await assert.rejects(gateway.call('pay', {}), { code: 'recording_failed' });
+  assert.equal(paid, 1);
+  await gateway.call('pay', { again: true }).catch(() => undefined); // the owner's next write journals the end it kept
+  const ends = (await store.loadHistory('s')).flatMap((e) => (e.kind.type === 'custom' && e.kind.kind === 'body_ended' ? [e.kind.payload] : []));
+  assert.equal(ends.length, 1);
+  assert.equal((ends[0] as { ended: string }).ended, 'threw', 'the body ran: it is never journaled as not called');
   await owner.release();
   await store.close();
 });
