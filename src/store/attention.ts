@@ -3,14 +3,15 @@
  * kept by the commit transaction from the events it writes. The queue and the in-doubt guard read it instead of
  * loading journals. Pure functions only; the backends store the rows.
  */
-import { InvalidInputError, JsonParseError, WireDecodeError } from '../errors.js';
+import { InvalidInputError, JournalCorruptError, JsonParseError, WireDecodeError } from '../errors.js';
 import { decodeEventText, recordedAtText } from '../event/codec.js';
 import { TOOL_EFFECTS, ToolEffect, type SessionEvent, type ToolReviewOutcome } from '../event/types.js';
 import type { SessionId, TaskId } from '../ids.js';
 import { jsonDigest } from '../json/canonical.js';
 import { STORE_DEFAULTS } from '../limits.js';
 import { evidenceRuleFor } from '../tool/retry-policy.js';
-import { ATTENTION_STATUSES, type AttentionRow, type AttentionScan, type AttentionStatus } from './rows.js';
+import { ATTENTION_STATUSES, type AttentionRow, type AttentionScan, type AttentionStatus, type EventRow, type SessionRow } from './rows.js';
+import { verifyJournal } from './verify.js';
 import type { CallProgress } from './inbox-rows.js';
 import type { AttentionItem, AttentionQuery } from './types.js';
 
@@ -150,9 +151,24 @@ export function callProgressIn(history: readonly SessionEvent[], callId: string)
 }
 
 /**
- * The rows a whole journal makes (its stored bodies in order), for a store upgraded from a version that kept no index
- * (docs/design.md#an-upgrade-computes-the-attention-index). An event that does not decode (a corrupt journal, which
- * `jingwei verify` reports) is left out: a result left out leaves its call open, so the guard errs towards refusing.
+ * The rows a session's stored journal makes, for an upgrade (docs/design.md#an-upgrade-computes-the-attention-index):
+ * from its verified events, or null when it does not verify (a corrupt journal, which `jingwei verify` reports): an
+ * event edited or damaged since its commit would make rows that hide or misstate a call in doubt, so the upgrade keeps
+ * the rows the commits kept, and only a session with none (a store from before the index) gets attentionOfJournal's.
+ */
+export function attentionOfStoredJournal(sessionId: SessionId, session: SessionRow | undefined, rows: Iterable<EventRow>): AttentionRow[] | null {
+  try {
+    return attentionWrites(sessionId, verifyJournal(sessionId, session, rows));
+  } catch (error) {
+    if (error instanceof JournalCorruptError) return null;
+    throw error;
+  }
+}
+
+/**
+ * The rows a whole journal makes from its stored bodies in order, decoding what decodes: an event that does not (a
+ * corrupt journal) is left out, and a result left out leaves its call open, so the guard errs towards refusing. For a
+ * corrupt journal of a store upgraded from a version that kept no index (attentionOfStoredJournal).
  */
 export function attentionOfJournal(sessionId: SessionId, bodies: Iterable<string>): AttentionRow[] {
   const events: SessionEvent[] = [];

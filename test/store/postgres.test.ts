@@ -176,6 +176,22 @@ describePostgres('PostgreSQL store', (url) => {
       await store.close();
     });
 
+    it('keeps the rows its commits kept for a journal damaged since, when it computes the index again on an upgrade', async () => {
+      const schema = freshSchema();
+      const S = `"${schema}"`;
+      const writer = await openPostgresStore(url, { schema });
+      const inDoubt = await writeMails(writer);
+      await writer.close();
+      const marker = await admin.query<{ seq: string }>(`SELECT seq FROM ${S}.jw_events WHERE body LIKE '%tool_started%' AND body LIKE $1 ORDER BY seq LIMIT 1`, [`%${inDoubt}%`]);
+      assert.equal(marker.rows.length, 1);
+      await admin.query(`UPDATE ${S}.jw_events SET body = '{"damaged":' WHERE seq = $1`, [marker.rows[0]!.seq]);
+      await admin.query(`UPDATE ${S}.jw_schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION - 1]);
+      const store = await openPostgresStore(url, { schema });
+      const queue = await store.attention();
+      assert.deepEqual(queue.items.map((i) => [i.callId, i.status, i.inDoubt]), [[inDoubt, 'outcome_unknown', true]], 'still listed, in doubt');
+      await store.close();
+    });
+
     it('refuses a schema newer than the code with schema_too_new, touching nothing', async () => {
       const schema = freshSchema();
       await (await openPostgresStore(url, { schema })).close();

@@ -8,7 +8,7 @@ import { commitAs } from '../../src/store/owner-commit.js';
 import { JOURNAL_PAGE_SIZE } from '../../src/store/sqlite/schema.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
-import { checkIndexFilled, writeMails } from '../support/pre-index-journal.js';
+import { checkIndexFilled, MAIL_SESSION, writeMails } from '../support/pre-index-journal.js';
 
 const dir = tempDir();
 
@@ -126,6 +126,26 @@ describe('SQLite schema versions', () => {
     const raw = new Database(path, { readonly: true });
     assert.equal(raw.pragma('user_version', { simple: true }), SQLITE_SCHEMA_VERSION);
     raw.close();
+  });
+
+  it('keeps the rows its commits kept for a journal damaged since, when it computes the index again on an upgrade', async () => {
+    const path = tempDbPath(dir, 'damaged');
+    const writer = openSqliteStore(path);
+    const inDoubt = await writeMails(writer);
+    await writer.close();
+    // The start marker of the mail in doubt is damaged on disk: computed from what still decodes, its call would read
+    // as never started, out of the queue, and the guard would let the mail go again.
+    const db = new Database(path);
+    const marker = db.prepare("SELECT seq FROM jw_events WHERE body LIKE '%tool_started%' AND body LIKE ? ORDER BY seq LIMIT 1").pluck().get(`%${inDoubt}%`);
+    assert.equal(typeof marker, 'number');
+    db.prepare("UPDATE jw_events SET body = '{\"damaged\":' WHERE seq = ?").run(marker);
+    db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION - 1}`);
+    db.close();
+    const store = openSqliteStore(path);
+    const queue = await store.attention();
+    assert.deepEqual(queue.items.map((i) => [i.callId, i.status, i.inDoubt]), [[inDoubt, 'outcome_unknown', true]], 'still listed, in doubt');
+    await assert.rejects(store.loadHistory(MAIL_SESSION), { code: 'journal_corrupt' }, 'and the journal is reported corrupt');
+    await store.close();
   });
 
   it('opens a current journal without its write lock: another process paused inside a write does not keep the queue from being read', async () => {

@@ -3,10 +3,10 @@ import type { Database } from './driver.js';
 import { STORE_DEFAULTS, TASK_DEFAULTS } from '../../limits.js';
 import { SQLITE_SCHEMA_VERSION, type SqliteStoreOptions } from './options.js';
 import { switchToWal } from './wal.js';
-import { attentionOfJournal } from '../attention.js';
+import { attentionOfJournal, attentionOfStoredJournal } from '../attention.js';
 import { schemaTooNew } from '../driver.js';
-import { ATTENTION_COLUMNS, attentionValues } from '../sql-rows.js';
-import type { SessionId } from '../../ids.js';
+import { ATTENTION_COLUMNS, attentionValues, SESSION_COLUMNS, toSession, type SessionRecord } from '../sql-rows.js';
+import type { EventRow } from '../rows.js';
 import { thrownMessage } from '../../text.js';
 
 export { SQLITE_SCHEMA_VERSION };
@@ -221,15 +221,24 @@ function isCurrent(db: Database): boolean {
  * Computes the attention index again from every session's journal, in the upgrade's transaction, so the queue and
  * the in-doubt guard know the operations recorded before the upgrade, by this release's rules: an index the upgrade
  * has just created is empty, and rows an older release kept may follow rules since corrected
- * (docs/design.md#an-upgrade-computes-the-attention-index).
+ * (docs/design.md#an-upgrade-computes-the-attention-index). A session whose journal does not verify keeps the rows its
+ * commits kept (attentionOfStoredJournal).
  */
 function fillAttention(db: Database): void {
-  db.exec('DELETE FROM jw_attention');
-  const sessions = db.prepare('SELECT session_id FROM jw_sessions ORDER BY session_id').pluck().all() as SessionId[];
-  const bodies = db.prepare('SELECT body FROM jw_events WHERE session_id = ? ORDER BY seq').pluck();
+  db.exec('DELETE FROM jw_attention WHERE session_id NOT IN (SELECT session_id FROM jw_sessions)');
+  const sessions = db.prepare(`SELECT ${SESSION_COLUMNS} FROM jw_sessions ORDER BY session_id`).all() as SessionRecord[];
+  const events = db.prepare<[string], [number, string, number, string, string]>('SELECT seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw();
+  const kept = db.prepare<[string], number>('SELECT count(*) FROM jw_attention WHERE session_id = ?').pluck();
+  const clear = db.prepare('DELETE FROM jw_attention WHERE session_id = ?');
   const insert = db.prepare(`INSERT INTO jw_attention (${ATTENTION_COLUMNS}) VALUES (${ATTENTION_COLUMNS.split(', ').map(() => '?').join(', ')})`);
-  for (const sessionId of sessions) {
-    for (const row of attentionOfJournal(sessionId, bodies.all(sessionId) as string[])) insert.run(...attentionValues(row, (b) => (b ? 1 : 0)));
+  for (const record of sessions) {
+    const session = toSession(record);
+    const id = session.sessionId;
+    const rows: EventRow[] = events.all(id).map(([seq, eventId, epoch, body, hash]) => ({ sessionId: id, seq, eventId, epoch, body, hash }));
+    const verified = attentionOfStoredJournal(id, session, rows);
+    if (verified === null && (kept.get(id) ?? 0) > 0) continue;
+    clear.run(id);
+    for (const row of verified ?? attentionOfJournal(id, rows.map((r) => r.body))) insert.run(...attentionValues(row, (b) => (b ? 1 : 0)));
   }
 }
 
