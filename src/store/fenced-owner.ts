@@ -13,7 +13,7 @@ import type { HeadAnchor } from './anchors.js';
 import type { JournalBackend, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import { forgetOwner, registerOwner, storeScope } from './owner-commit.js';
 import { hasPendingBodyEnds, journalPendingBodyEnds } from '../tool/late-bodies.js';
-import { LeaseWatch } from './lease-watch.js';
+import { LeaseWatch, type SentAt } from './lease-watch.js';
 import { registerJournalReader } from './owner-journal.js';
 import { verifyJournal } from './verify.js';
 import { AttemptIndex } from './attempt-index.js';
@@ -149,7 +149,7 @@ export class FencedOwner implements SessionOwner {
     readonly owner: string,
     private readonly anchor: HeadAnchor | null = null,
     private readonly clock: () => number = Date.now,
-    acquireSentAt: number = LeaseWatch.now(),
+    acquireSentAt: SentAt = LeaseWatch.now(),
   ) {
     this.sessionId = ref.sessionId;
     this.epoch = ref.epoch;

@@ -13,6 +13,16 @@ import { performance } from 'node:perf_hooks';
  */
 export type LostListener = (why: string, every: boolean) => void;
 
+/**
+ * When a renewing transaction was sent, on both clocks: the monotonic one does not step, but on Linux it stands still
+ * while the machine or VM is suspended; the wall clock counts a suspend, but steps. A lease may have run out once
+ * either says a whole lease has passed.
+ */
+export interface SentAt {
+  readonly monotonic: number;
+  readonly wall: number;
+}
+
 export class LeaseWatch {
   private readonly listeners = new Set<LostListener>();
   /** Who waits (stopAll) for the last call to unsubscribe. */
@@ -22,27 +32,28 @@ export class LeaseWatch {
    * not much later: once a whole lease has passed since, the lease may have run out. Not when it was answered: a
    * process that stalled with a renewal's answer waiting would count the lease from after the stall.
    */
-  private renewalSentAt: number;
+  private renewalSentAt: SentAt;
   /** Why a write was refused as fenced: the session is lost for good. */
   private fencedWhy: string | null = null;
 
-  constructor(private readonly leaseMs: number, sentAt: number) {
+  constructor(private readonly leaseMs: number, sentAt: SentAt) {
     this.renewalSentAt = sentAt;
   }
 
-  /** The monotonic now, for a renewing transaction's send time. */
-  static now(): number {
-    return performance.now();
+  /** Now, for a renewing transaction's send time. */
+  static now(): SentAt {
+    return { monotonic: performance.now(), wall: Date.now() };
   }
 
   /** A transaction sent at `sentAt` renewed the lease. */
-  renewed(sentAt: number): void {
-    if (sentAt > this.renewalSentAt) this.renewalSentAt = sentAt;
+  renewed(sentAt: SentAt): void {
+    if (sentAt.monotonic > this.renewalSentAt.monotonic) this.renewalSentAt = sentAt;
   }
 
-  /** Why the lease may have run out (no renewal that succeeded was sent within the last lease), or null. */
+  /** Why the lease may have run out (no renewal that succeeded was sent within the last lease, by either clock), or null. */
   lapse(): string | null {
-    const since = LeaseWatch.now() - this.renewalSentAt;
+    const now = LeaseWatch.now();
+    const since = Math.max(now.monotonic - this.renewalSentAt.monotonic, now.wall - this.renewalSentAt.wall);
     return since >= this.leaseMs ? `its lease of ${this.leaseMs} ms may have run out: last renewed ${Math.round(since)} ms ago` : null;
   }
 

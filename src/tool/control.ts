@@ -1,4 +1,4 @@
-import { performance } from 'node:perf_hooks';
+import { LeaseWatch, type SentAt } from '../store/lease-watch.js';
 import type { RecordedFailureCode } from '../errors.js';
 import type { ToolRecordedOutcome } from '../event/types.js';
 
@@ -21,8 +21,11 @@ export class CallControl {
   private bodyRunning = false;
   private cancelled = false;
   private expired = false;
-  /** When the deadline passes, on the monotonic clock: its timer may not have run yet when the loop stalled. */
-  private readonly deadline: number;
+  /**
+   * When the deadline passes, on both clocks (SentAt: the monotonic one stands still through a suspend, the wall one
+   * steps): its timer may not have run yet when the loop stalled or the machine slept.
+   */
+  private readonly deadline: SentAt;
   private readonly timeoutMs: number;
   /** The races waiting: each is woken after the signal fired, once the signal's own listeners have run. */
   private readonly waiting = new Set<() => void>();
@@ -37,7 +40,8 @@ export class CallControl {
     private readonly mayBeLost: () => string | null = () => null,
   ) {
     this.timeoutMs = timeoutMs;
-    this.deadline = performance.now() + timeoutMs;
+    const now = LeaseWatch.now();
+    this.deadline = { monotonic: now.monotonic + timeoutMs, wall: now.wall + timeoutMs };
     try {
       this.subscribe(timeoutMs, signals, subscribeStop, subscribeLost);
     } catch (error) {
@@ -129,7 +133,8 @@ export class CallControl {
    * is interrupted instead. A marker's commit that answered after such a stall is where it matters.
    */
   private checkStillHeld(): void {
-    if (performance.now() >= this.deadline) this.expire(this.timeoutMs);
+    const now = LeaseWatch.now();
+    if (now.monotonic >= this.deadline.monotonic || now.wall >= this.deadline.wall) this.expire(this.timeoutMs);
     if (!this.bodyRunning || this.lost !== null) return;
     const why = this.mayBeLost();
     if (why === null) return;

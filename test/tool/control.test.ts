@@ -5,7 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
+import { performance } from 'node:perf_hooks';
 import { CallControl } from '../../src/tool/control.js';
+import { LeaseWatch } from '../../src/store/lease-watch.js';
 
 const never = () => () => undefined;
 
@@ -66,4 +68,36 @@ it('a body written as a plain function (no async) settles the race with its valu
   assert.deepEqual(value, { value: 'paid' });
   await assert.rejects(control.race((() => { throw new Error('the bank said no'); }) as unknown as () => Promise<string>), { message: 'the bank said no' });
   control.dispose();
+});
+
+it('a lease counts a suspend: the monotonic clock stands still through one, the wall clock does not', async () => {
+  const watch = new LeaseWatch(100, LeaseWatch.now());
+  assert.equal(watch.lapse(), null);
+  const frozen = performance.now();
+  const realNow = performance.now.bind(performance);
+  performance.now = () => frozen; // a suspended machine: on Linux the monotonic clock does not count the suspend
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    assert.match(watch.lapse() ?? '', /its lease of 100 ms may have run out/);
+  } finally {
+    performance.now = realNow;
+  }
+});
+
+it("a call's deadline counts a suspend too", async () => {
+  const frozen = performance.now();
+  const realNow = performance.now.bind(performance);
+  performance.now = () => frozen;
+  try {
+    const control = new CallControl(50, [], never, never, () => null);
+    stall(80);
+    control.bodyStarts();
+    let called = false;
+    const outcome = await control.race(async () => { called = true; return 'paid'; });
+    assert.equal(called, false);
+    assert.ok('interrupt' in outcome && outcome.interrupt.code === 'tool_timeout');
+    control.dispose();
+  } finally {
+    performance.now = realNow;
+  }
 });
