@@ -152,13 +152,18 @@ export function callProgressIn(history: readonly SessionEvent[], callId: string)
 
 /**
  * The rows a session's stored journal makes, for an upgrade (docs/design.md#an-upgrade-computes-the-attention-index):
- * from its verified events, or null when it does not verify (a corrupt journal, which `jingwei verify` reports): an
+ * from its verified events, or null when it does not verify, its stored rows included (a corrupt journal, which `jingwei verify` reports): an
  * event edited or damaged since its commit would make rows that hide or misstate a call in doubt, so the upgrade keeps
  * the rows the commits kept, and only a session with none (a store from before the index) gets attentionOfJournal's.
  */
-export function attentionOfStoredJournal(sessionId: SessionId, session: SessionRow | undefined, rows: Iterable<EventRow>): AttentionRow[] | null {
+export function attentionOfStoredJournal(
+  sessionId: SessionId,
+  session: () => SessionRow | undefined,
+  rows: Iterable<EventRow> | (() => Iterable<EventRow>),
+): AttentionRow[] | null {
   try {
-    return attentionWrites(sessionId, verifyJournal(sessionId, session, rows));
+    // The rows as stored, read here: a stored value no row can hold (a count past 2^53) is a corrupt journal too.
+    return attentionWrites(sessionId, verifyJournal(sessionId, session(), typeof rows === 'function' ? rows() : rows));
   } catch (error) {
     if (error instanceof JournalCorruptError) return null;
     throw error;
@@ -166,9 +171,10 @@ export function attentionOfStoredJournal(sessionId: SessionId, session: SessionR
 }
 
 /**
- * The rows a whole journal makes from its stored bodies in order, decoding what decodes: an event that does not (a
- * corrupt journal) is left out, and a result left out leaves its call open, so the guard errs towards refusing. For a
- * corrupt journal of a store upgraded from a version that kept no index (attentionOfStoredJournal).
+ * The rows a corrupt journal makes, for a session whose commits kept none (a store upgraded from a version that kept
+ * no index; attentionOfStoredJournal), from the events that still decode. An event left out may have been the one that
+ * settled a call, or its start marker: every call without a success is listed as in doubt, started, so the queue
+ * shows it and the guard refuses to repeat it until a person has looked.
  */
 export function attentionOfJournal(sessionId: SessionId, bodies: Iterable<string>): AttentionRow[] {
   const events: SessionEvent[] = [];
@@ -179,7 +185,7 @@ export function attentionOfJournal(sessionId: SessionId, bodies: Iterable<string
       if (!(error instanceof JsonParseError || error instanceof WireDecodeError)) throw error;
     }
   }
-  return attentionWrites(sessionId, events);
+  return attentionWrites(sessionId, events).map((row) => (row.status === 'completed' ? row : { ...row, started: true, status: 'outcome_unknown' }));
 }
 
 /**

@@ -14,7 +14,7 @@ import type { SessionStore } from '../../src/store/types.js';
 import { adminPool, describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
 import { runStoreConformance, setPostgresBeforeCommit } from '../../src/testing/index.js';
 import { commitAs } from '../../src/store/owner-commit.js';
-import { checkIndexFilled, writeMails } from '../support/pre-index-journal.js';
+import { checkIndexFilled, MAIL_SESSION, writeMails } from '../support/pre-index-journal.js';
 
 const turn = newTurnId();
 const message = (text: string): EventDraft => ({ turnId: turn, kind: { type: 'user_message', text } });
@@ -189,6 +189,21 @@ describePostgres('PostgreSQL store', (url) => {
       const store = await openPostgresStore(url, { schema });
       const queue = await store.attention();
       assert.deepEqual(queue.items.map((i) => [i.callId, i.status, i.inDoubt]), [[inDoubt, 'outcome_unknown', true]], 'still listed, in doubt');
+      await store.close();
+    });
+
+    it('an upgrade keeps the rows of a session whose owner row is missing or unreadable, and still computes the others', async () => {
+      const schema = freshSchema();
+      const S = `"${schema}"`;
+      const writer = await openPostgresStore(url, { schema });
+      const inDoubt = await writeMails(writer);
+      await (await writer.acquire('other', { owner: 'h' })).release();
+      await writer.close();
+      await admin.query(`DELETE FROM ${S}.jw_sessions WHERE session_id = $1`, [MAIL_SESSION]);
+      await admin.query(`UPDATE ${S}.jw_sessions SET epoch = 9007199254740993 WHERE session_id = 'other'`);
+      await admin.query(`UPDATE ${S}.jw_schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION - 1]);
+      const store = await openPostgresStore(url, { schema });
+      assert.deepEqual((await store.attention()).items.map((i) => [i.callId, i.status]), [[inDoubt, 'outcome_unknown']], 'the mail in doubt is still listed');
       await store.close();
     });
 

@@ -148,6 +148,42 @@ describe('SQLite schema versions', () => {
     await store.close();
   });
 
+  it('an upgrade keeps the rows of a session whose owner row is missing or unreadable, and still computes the others', async () => {
+    const path = tempDbPath(dir, 'odd-sessions');
+    const writer = openSqliteStore(path);
+    const inDoubt = await writeMails(writer);
+    const other = await writer.acquire('other', { owner: 'h' });
+    await other.release();
+    await writer.close();
+    const db = new Database(path);
+    // One session's owner row is gone; another's holds a number no row can (past 2^53): neither journal verifies.
+    db.prepare('DELETE FROM jw_sessions WHERE session_id = ?').run(MAIL_SESSION);
+    db.prepare("UPDATE jw_sessions SET epoch = 9007199254740993 WHERE session_id = 'other'").run();
+    db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION - 1}`);
+    db.close();
+    const store = openSqliteStore(path);
+    assert.deepEqual((await store.attention()).items.map((i) => [i.callId, i.status]), [[inDoubt, 'outcome_unknown']], 'the mail in doubt is still listed');
+    await store.close();
+  });
+
+  it('a damaged journal from before the index lists every call it cannot show settled as in doubt', async () => {
+    const path = tempDbPath(dir, 'v3-damaged');
+    const writer = openSqliteStore(path);
+    const inDoubt = await writeMails(writer);
+    await writer.close();
+    const db = new Database(path);
+    const marker = db.prepare("SELECT seq FROM jw_events WHERE body LIKE '%tool_started%' AND body LIKE ? ORDER BY seq LIMIT 1").pluck().get(`%${inDoubt}%`);
+    db.prepare("UPDATE jw_events SET body = '{\"damaged\":' WHERE seq = ?").run(marker);
+    db.exec(`DROP TABLE jw_attention; DROP TABLE jw_decisions; DROP INDEX jw_events_event_id;
+      ALTER TABLE jw_sessions DROP COLUMN lease_expires_at; ALTER TABLE jw_sessions DROP COLUMN recorded_at;
+      PRAGMA user_version = 3;`);
+    db.close();
+    const store = openSqliteStore(path);
+    const open = (await store.attention()).items.map((i) => [i.callId, i.status, i.inDoubt]);
+    assert.deepEqual(open, [[inDoubt, 'outcome_unknown', true]], 'its start marker unreadable, the mail is in doubt, not never started');
+    await store.close();
+  });
+
   it('opens a current journal without its write lock: another process paused inside a write does not keep the queue from being read', async () => {
     const path = tempDbPath(dir, 'paused-writer');
     const writer = openSqliteStore(path);

@@ -7,7 +7,7 @@ import { INBOX_DDL } from './inbox.js';
 import { attentionOfJournal, attentionOfStoredJournal } from '../attention.js';
 import { schemaTooNew } from '../driver.js';
 import { ATTENTION_COLUMNS, attentionValues, int, SESSION_COLUMNS, toSession, type SessionRecord } from '../sql-rows.js';
-import type { EventRow } from '../rows.js';
+import type { SessionId } from '../../ids.js';
 import type { PoolClient } from './driver.js';
 
 /** Version 2 → 3: the decision inbox's table and indexes. */
@@ -222,22 +222,20 @@ export async function migrate(pool: Pool, schema: string, lockTimeoutMs: number,
  * commits kept (attentionOfStoredJournal).
  */
 async function fillAttention(client: PoolClient, S: string): Promise<void> {
-  await client.query(`DELETE FROM ${S}.jw_attention WHERE session_id NOT IN (SELECT session_id FROM ${S}.jw_sessions)`);
   const sessions = await client.query<SessionRecord>(`SELECT ${SESSION_COLUMNS} FROM ${S}.jw_sessions ORDER BY session_id`);
   const insert = `INSERT INTO ${S}.jw_attention (${ATTENTION_COLUMNS}) VALUES (${ATTENTION_COLUMNS.split(', ').map((_, i) => `$${i + 1}`).join(', ')})`;
   for (const record of sessions.rows) {
-    const session = toSession(record);
-    const id = session.sessionId;
+    const id = record.session_id as SessionId;
     const stored = await client.query<[string, string, string, string, string]>({
       text: `SELECT seq, event_id, epoch, body, hash FROM ${S}.jw_events WHERE session_id = $1 ORDER BY seq`, values: [id], rowMode: 'array',
     });
-    const rows: EventRow[] = stored.rows.map(([seq, eventId, epoch, body, hash]) => ({ sessionId: id, seq: int(seq, 'seq', id), eventId, epoch: int(epoch, 'epoch', id), body, hash }));
-    const verified = attentionOfStoredJournal(id, session, rows);
+    const verified = attentionOfStoredJournal(id, () => toSession(record), () => stored.rows.map(([seq, eventId, epoch, body, hash]) =>
+      ({ sessionId: id, seq: int(seq, 'seq', id), eventId, epoch: int(epoch, 'epoch', id), body, hash })));
     if (verified === null) {
       const kept = await client.query(`SELECT 1 FROM ${S}.jw_attention WHERE session_id = $1 LIMIT 1`, [id]);
       if (kept.rows.length > 0) continue;
     }
     await client.query(`DELETE FROM ${S}.jw_attention WHERE session_id = $1`, [id]);
-    for (const row of verified ?? attentionOfJournal(id, rows.map((r) => r.body))) await client.query(insert, attentionValues(row, (b) => b));
+    for (const row of verified ?? attentionOfJournal(id, stored.rows.map((r) => r[3]))) await client.query(insert, attentionValues(row, (b) => b));
   }
 }

@@ -7,6 +7,7 @@ import { attentionOfJournal, attentionOfStoredJournal } from '../attention.js';
 import { schemaTooNew } from '../driver.js';
 import { ATTENTION_COLUMNS, attentionValues, SESSION_COLUMNS, toSession, type SessionRecord } from '../sql-rows.js';
 import type { EventRow } from '../rows.js';
+import type { SessionId } from '../../ids.js';
 import { thrownMessage } from '../../text.js';
 
 export { SQLITE_SCHEMA_VERSION };
@@ -225,17 +226,15 @@ function isCurrent(db: Database): boolean {
  * commits kept (attentionOfStoredJournal).
  */
 function fillAttention(db: Database): void {
-  db.exec('DELETE FROM jw_attention WHERE session_id NOT IN (SELECT session_id FROM jw_sessions)');
   const sessions = db.prepare(`SELECT ${SESSION_COLUMNS} FROM jw_sessions ORDER BY session_id`).all() as SessionRecord[];
   const events = db.prepare<[string], [number, string, number, string, string]>('SELECT seq, event_id, epoch, body, hash FROM jw_events WHERE session_id = ? ORDER BY seq').raw();
   const kept = db.prepare<[string], number>('SELECT count(*) FROM jw_attention WHERE session_id = ?').pluck();
   const clear = db.prepare('DELETE FROM jw_attention WHERE session_id = ?');
   const insert = db.prepare(`INSERT INTO jw_attention (${ATTENTION_COLUMNS}) VALUES (${ATTENTION_COLUMNS.split(', ').map(() => '?').join(', ')})`);
   for (const record of sessions) {
-    const session = toSession(record);
-    const id = session.sessionId;
+    const id = record.session_id as SessionId;
     const rows: EventRow[] = events.all(id).map(([seq, eventId, epoch, body, hash]) => ({ sessionId: id, seq, eventId, epoch, body, hash }));
-    const verified = attentionOfStoredJournal(id, session, rows);
+    const verified = attentionOfStoredJournal(id, () => toSession(record), rows);
     if (verified === null && (kept.get(id) ?? 0) > 0) continue;
     clear.run(id);
     for (const row of verified ?? attentionOfJournal(id, rows.map((r) => r.body))) insert.run(...attentionValues(row, (b) => (b ? 1 : 0)));
