@@ -153,12 +153,12 @@ export class CallControl {
     if (early) return Promise.resolve({ interrupt: early });
     return new Promise((resolve, reject) => {
       let called = false;
-      let settle: (how: 'returned' | 'threw') => void = () => undefined;
-      const ended = new Promise<'returned' | 'threw'>((done) => { settle = done; });
+      // How the work ends, made only when an interrupt wins after the work was called (a rare path).
+      let settle: ((how: 'returned' | 'threw') => void) | null = null;
       // Whichever settles first decides; the other's later resolve or reject is ignored (a late rejection included).
       const wake = () => {
         const interrupt = this.interrupt()!;
-        resolve(called ? { interrupt, ended } : { interrupt });
+        resolve(called ? { interrupt, ended: new Promise<'returned' | 'threw'>((done) => { settle = done; }) } : { interrupt });
       };
       this.waiting.add(wake);
       void Promise.resolve().then(() => {
@@ -175,12 +175,12 @@ export class CallControl {
         }
         running.then(
           (value) => {
-            settle('returned');
+            settle?.('returned');
             this.waiting.delete(wake);
             resolve({ value });
           },
           (error: unknown) => {
-            settle('threw');
+            settle?.('threw');
             this.waiting.delete(wake);
             reject(error);
           },
