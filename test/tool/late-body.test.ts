@@ -20,6 +20,7 @@ import { reconcileUncertainCalls } from '../../src/tool/reconcile.js';
 import { recordToolReview } from '../../src/tool/review.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool } from '../../src/tool/types.js';
+import type { SessionStore } from '../../src/store/types.js';
 import { cli } from '../cli/helpers.js';
 import { untilBodyEnded } from '../support/body-ended.js';
 import { sleep } from '../support/runtime.js';
@@ -406,7 +407,8 @@ it("a start marker whose commit landed with its answer lost, the host then idle:
   await store.close();
 });
 
-it('a start marker whose commit did not land: the end kept for it goes once its own journal refuses it, not kept for every later call to try', async () => {
+/** A SQLite store whose next commit, once armed, is cut before COMMIT (nothing lands): `arm()` arms it. */
+function cuttingStore(): { store: SessionStore; arm: () => void; armed: () => boolean } {
   const store = openSqliteStore(tempDbPath(tempDir(), 'journal'));
   const backend = (store as unknown as { backend: { transact: (...args: unknown[]) => Promise<unknown> } }).backend;
   const transact = backend.transact.bind(backend);
@@ -418,14 +420,19 @@ it('a start marker whose commit did not land: the end kept for it goes once its 
     }
     return transact(...args);
   };
+  return { store, arm: () => { armed = true; }, armed: () => armed };
+}
+
+it('a start marker whose commit did not land: the end kept for it goes once its own journal refuses it, not kept for every later call to try', async () => {
+  const { store, arm, armed } = cuttingStore();
   const owner = await store.acquire('s', { owner: 'host' });
   await owner.startTask('t');
   let bodies = 0;
   const pay: Tool = { name: 'pay', metadata: new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', 'v1'), execute: async () => { bodies += 1; return 'paid'; } };
   const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
-  armed = true; // the call's one commit, of the call and its start marker, is refused
+  arm(); // the call's one commit, of the call and its start marker, is refused
   await assert.rejects(gateway.call('pay', {}), { code: 'recording_failed' });
-  assert.equal(armed, false, 'the commit of the call and its start marker was refused');
+  assert.equal(armed(), false, 'the commit of the call and its start marker was refused');
   assert.ok(hasPendingBodyEnds(owner), 'the end is kept until a journal says whether it holds the call');
   await gateway.call('pay', { again: true }); // the owner's next write tries it: its journal does not hold the call
   assert.equal(bodies, 1);
@@ -436,17 +443,7 @@ it('a start marker whose commit did not land: the end kept for it goes once its 
 });
 
 it("a body that ran and threw a failure carrying the runtime's stopped-before-body code, its result unwritten: its end is journaled as thrown, never as not called", async () => {
-  const store = openSqliteStore(tempDbPath(tempDir(), 'journal'));
-  const backend = (store as unknown as { backend: { transact: (...args: unknown[]) => Promise<unknown> } }).backend;
-  const transact = backend.transact.bind(backend);
-  let armed = false;
-  backend.transact = async (...args: unknown[]) => {
-    if (armed) {
-      armed = false;
-      throw Object.assign(new Error('the connection was cut'), { code: 'store_unavailable' });
-    }
-    return transact(...args);
-  };
+  const { store, arm } = cuttingStore();
   const owner = await store.acquire('s', { owner: 'host' });
   await owner.startTask('t');
   let paid = 0;
@@ -455,7 +452,7 @@ it("a body that ran and threw a failure carrying the runtime's stopped-before-bo
     metadata: new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', 'v1'),
     execute: async () => {
       paid += 1;
-      armed = true; // the result's commit fails
+      arm(); // the result's commit fails
       throw new ToolBodyError('tool_stopped_before_body', 'forwarded from a nested gateway');
     },
   };
