@@ -3,7 +3,7 @@
  * transaction, so fencing, sequencing, the hash chain, budgets and the D4 latest-attempt check are written once.
  */
 import { decideApprovalChange } from './approvals.js';
-import { BudgetExhaustedError, InvalidInputError, OperationInDoubtError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError, ToolRetryError, WireDecodeError } from '../errors.js';
+import { BudgetExhaustedError, InvalidInputError, JournalCorruptError, OperationInDoubtError, JournalFullError, SessionBusyError, StaleOwnerError, StoreConflictError, TaskNotFoundError, TaskNotRunningError, ToolRetryError, WireDecodeError } from '../errors.js';
 import { apiFieldPath } from '../event/api-path.js';
 import { decodeEncodedEventText, encodeEventText, recordedAtText } from '../event/codec.js';
 import type { EventDraft, SessionEvent, TaskLedgerChange, TaskLedgerRecord } from '../event/types.js';
@@ -55,6 +55,11 @@ export function decideAcquire(sessionId: SessionId, owner: string, takeover: Tak
     const now = storeNow(state);
     if (current?.held && takeover !== true && !(takeover === 'expired' && leaseExpired(current, now))) {
       throw new SessionBusyError(sessionId, current.owner ?? '?', current.epoch, current.leaseExpiresAt ?? null, owner);
+    }
+    // No owner row, yet events of the session (an owner row deleted by hand, a partial restore): a new row at epoch 1
+    // would sit under a journal it does not head, and every write would fail on a key the events already hold.
+    if (!current && typeof state.writtenSince === 'number') {
+      throw new JournalCorruptError(sessionId, state.writtenSince, 'head_mismatch', 'the session has events but no owner row: restore the owner row (jingwei verify reports the journal) before taking the session');
     }
     const leaseExpiresAt = now + leaseMs;
     const row: SessionRow = current

@@ -111,7 +111,9 @@ export class JournalStore implements SessionStore {
     }
     const anchor = options.anchor !== undefined ? new HeadAnchor(options.anchor) : null;
     const sentAt = LeaseWatch.now();
-    const row = await this.backend.transact(id, {}, decideAcquire(id, ownerName, takeover, leaseMs));
+    // Any event of the session (the first after seq -1 under any epoch): an acquire that would create its owner row
+    // refuses a journal that already has events (decideAcquire).
+    const row = await this.backend.transact(id, { writtenSince: { seq: -1, epoch: Number.MAX_SAFE_INTEGER } }, decideAcquire(id, ownerName, takeover, leaseMs));
     const owner = new FencedOwner(this.backend, this.guard, { sessionId: id, epoch: row.epoch, leaseMs }, ownerName, anchor, this.clock, sentAt);
     if (options.heartbeat !== false) owner.startHeartbeat();
     if (anchor) await anchor.observe(row, true);
