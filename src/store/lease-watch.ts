@@ -45,6 +45,11 @@ export class LeaseWatch {
     return { monotonic: performance.now(), wall: Date.now() };
   }
 
+  /** Whether `at` has been reached, by either clock. */
+  static reached(at: SentAt): boolean {
+    return performance.now() >= at.monotonic || Date.now() >= at.wall;
+  }
+
   /** A transaction sent at `sentAt` renewed the lease. */
   renewed(sentAt: SentAt): void {
     if (sentAt.monotonic > this.renewalSentAt.monotonic) this.renewalSentAt = sentAt;
@@ -52,8 +57,7 @@ export class LeaseWatch {
 
   /** Why the lease may have run out (no renewal that succeeded was sent within the last lease, by either clock), or null. */
   lapse(): string | null {
-    const now = LeaseWatch.now();
-    const since = Math.max(now.monotonic - this.renewalSentAt.monotonic, now.wall - this.renewalSentAt.wall);
+    const since = Math.max(performance.now() - this.renewalSentAt.monotonic, Date.now() - this.renewalSentAt.wall);
     return since >= this.leaseMs ? `its lease of ${this.leaseMs} ms may have run out: last renewed ${Math.round(since)} ms ago` : null;
   }
 

@@ -123,7 +123,6 @@ export class CallControl {
    */
   bodyStarts(): void {
     this.bodyRunning = true;
-    this.checkStillHeld();
   }
 
   /**
@@ -133,8 +132,7 @@ export class CallControl {
    * is interrupted instead. A marker's commit that answered after such a stall is where it matters.
    */
   private checkStillHeld(): void {
-    const now = LeaseWatch.now();
-    if (now.monotonic >= this.deadline.monotonic || now.wall >= this.deadline.wall) this.expire(this.timeoutMs);
+    if (LeaseWatch.reached(this.deadline)) this.expire(this.timeoutMs);
     if (!this.bodyRunning || this.lost !== null) return;
     const why = this.mayBeLost();
     if (why === null) return;
@@ -148,7 +146,6 @@ export class CallControl {
    * before `work` is called, and an interrupt by then leaves it uncalled.
    */
   race<T>(work: () => Promise<T>): Promise<{ value: T } | { interrupt: Interrupt; ended?: Promise<'returned' | 'threw'> }> {
-    this.checkStillHeld();
     const early = this.interrupt();
     if (early) return Promise.resolve({ interrupt: early });
     return new Promise((resolve, reject) => {
