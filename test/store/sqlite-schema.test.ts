@@ -221,6 +221,15 @@ describe('SQLite schema versions', () => {
     db.pragma('user_version = 99');
     db.close();
     assert.throws(() => openSqliteStore(path), { code: 'schema_too_new', message: /version 99; this code understands up to \d+: a newer release of jingwei has opened it/ });
+    // Refused without taking the write lock: a writer of the newer release holding it does not turn this into store_busy.
+    const writer = new Database(path);
+    writer.prepare('BEGIN IMMEDIATE').run();
+    try {
+      assert.throws(() => openSqliteStore(path, { busyTimeoutMs: 100 }), { code: 'schema_too_new' });
+    } finally {
+      writer.prepare('ROLLBACK').run();
+      writer.close();
+    }
   });
 
   it('creates a new journal with small pages, and keeps the pages of one created with other pages', async () => {

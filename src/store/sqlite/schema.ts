@@ -12,7 +12,6 @@ import { thrownMessage } from '../../text.js';
 
 export { SQLITE_SCHEMA_VERSION };
 
-
 /**
  * The page size of a journal this code creates. Every B-tree a commit touches writes one whole page to the WAL, and
  * a call touches about a dozen (events, owner row, task ledger, operation and attention rows and their indexes): with
@@ -184,6 +183,9 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
   // A journal already at this version, with its id, needs no write to open: opened without the write lock, it can be
   // read (the queue, verify) while another process holds that lock, even one paused inside a write for good.
   if (isCurrent(db)) return;
+  // A newer journal is refused before this code takes its write lock.
+  const seen = schemaState(db).version;
+  if (seen > SQLITE_SCHEMA_VERSION) throw schemaTooNew(path, seen, SQLITE_SCHEMA_VERSION);
   db.transaction(() => {
     const { version, tables } = schemaState(db);
     if (version > SQLITE_SCHEMA_VERSION) {
