@@ -219,6 +219,11 @@ function lookupHistory(ctx: CallContext): Promise<readonly SessionEvent[]> {
   return keptOwnJournal(ctx.owner, ctx.store!);
 }
 
+/** Whether a person's `completed` review is the latest journaled review of `callId`: its write was made. */
+async function settledCompleted(ctx: CallContext, callId: string): Promise<boolean> {
+  return latestReview(await lookupHistory(ctx), callId)?.outcome === 'completed';
+}
+
 /**
  * A recorded execution as the model read it when it ran: a retry refused before its body says "did not run" only
  * when the attempt it retried provably did not either (one that waited for approval, say), which the live run knew from
@@ -292,15 +297,14 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
     if (execution !== null && !pending && !neverRan) return settledFailure(ctx, requested, recorded, execution);
     // Settled by a `completed` review when the run went past it (an attempt with no result, one waiting for an
     // approval, or one an operator's review stopped before its body): it reads the same way when the run is read back.
-    const review = latestReview(await lookupHistory(ctx), recorded.callId);
-    if (review?.outcome === 'completed') return confirmedOutside(requested, undefined);
+    if (await settledCompleted(ctx, recorded.callId)) return confirmedOutside(requested, undefined);
     return execution !== null ? done(requested, await readBack(ctx, execution)) : null;
   }
   if (execution !== null) {
     if (pending) {
       // A journaled `completed` review of the attempt waiting for approval says the operation's write was made (by
       // an earlier attempt): nothing is asked or made again, whatever the operator decides on the request.
-      if (latestReview(await lookupHistory(ctx), recorded.callId)?.outcome === 'completed') return confirmedOutside(requested, undefined);
+      if ((await settledCompleted(ctx, recorded.callId))) return confirmedOutside(requested, undefined);
       const decided = owner.decidedApproval ? await owner.decidedApproval(gateway.taskId, key) : undefined;
       // A tool redeployed (or removed) since can never run on the request, whatever an operator decides: the retry
       // records that the call did not run, for the model to read (docs/design.md#a-redeploy-while-a-call-waits).
@@ -319,7 +323,7 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
     if (waited) return recoverOpen(ctx, requested, recorded, options, peek);
     // A retry refused before its body (its approver denied it, say) while a colleague recorded that an earlier attempt
     // made the write: that journaled review, not the refusal, is what the model reads.
-    if (neverRan && latestReview(await lookupHistory(ctx), recorded.callId)?.outcome === 'completed') return confirmedOutside(requested, undefined);
+    if (neverRan && (await settledCompleted(ctx, recorded.callId))) return confirmedOutside(requested, undefined);
     // A recorded failure still in doubt, of a tool this caller is no longer offered (renamed or removed by a
     // redeploy): the in-doubt guard knows a repeat by its tool's name, so the model could make the write again under
     // the new one. The run stops for a person instead (docs/design.md#the-in-doubt-guard).
@@ -337,7 +341,7 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
  * again.
  */
 async function settledFailure(ctx: CallContext, requested: ChatToolCall, recorded: RecordedAttempt, execution: ToolExecution): Promise<SettledCall> {
-  if (execution.result.outcome.status === 'failed' && latestReview(await lookupHistory(ctx), recorded.callId)?.outcome === 'completed') return confirmedOutside(requested, undefined);
+  if (execution.result.outcome.status === 'failed' && (await settledCompleted(ctx, recorded.callId))) return confirmedOutside(requested, undefined);
   return done(requested, await readBack(ctx, execution));
 }
 

@@ -152,18 +152,14 @@ export function callProgressIn(history: readonly SessionEvent[], callId: string)
 
 /**
  * The rows a session's stored journal makes, for an upgrade (docs/design.md#an-upgrade-computes-the-attention-index):
- * from its verified events, or null when it does not verify, its stored rows included (a corrupt journal, which `jingwei verify` reports): an
+ * from its verified events, or null when it does not verify (a corrupt journal, which `jingwei verify` reports): an
  * event edited or damaged since its commit would make rows that hide or misstate a call in doubt, so the upgrade keeps
  * the rows the commits kept, and only a session with none (a store from before the index) gets attentionOfJournal's.
+ * `session` and `rows` turn the stored values into rows here: one no row can hold (past 2^53) is corruption too.
  */
-export function attentionOfStoredJournal(
-  sessionId: SessionId,
-  session: () => SessionRow | undefined,
-  rows: Iterable<EventRow> | (() => Iterable<EventRow>),
-): AttentionRow[] | null {
+export function attentionOfStoredJournal(sessionId: SessionId, session: () => SessionRow | undefined, rows: () => Iterable<EventRow>): AttentionRow[] | null {
   try {
-    // The rows as stored, read here: a stored value no row can hold (a count past 2^53) is a corrupt journal too.
-    return attentionWrites(sessionId, verifyJournal(sessionId, session(), typeof rows === 'function' ? rows() : rows));
+    return attentionWrites(sessionId, verifyJournal(sessionId, session(), rows()));
   } catch (error) {
     if (error instanceof JournalCorruptError) return null;
     throw error;

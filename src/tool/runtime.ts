@@ -490,13 +490,13 @@ class Gateway implements ToolGateway {
     /** How the body ends, when an interrupt was recorded first: the call is still running until then. */
     let lateBody: Promise<LateBodyEnd> | null = null;
     /** Interrupted before its body was called: known from the race, never from a code a body's own failure may carry. */
-    let neverCalled = false;
+    let bodyNotCalled = false;
     try {
       control.bodyStarts();
       const ran = await control.race(() => registered!.tool.execute(request, control.signal));
       if ('interrupt' in ran && ran.ended === undefined) {
         // Interrupted while the marker was written: the body was never called, and the result says so.
-        neverCalled = true;
+        bodyNotCalled = true;
         outcome = { ...ran.interrupt, category: 'cancelled', code: STOPPED_BEFORE_BODY, message: `${ran.interrupt.message}, before the body was called` };
       } else if ('interrupt' in ran) {
         outcome = ran.interrupt;
@@ -530,18 +530,14 @@ class Gateway implements ToolGateway {
     observer?.bodySettled(outcome);
     const recorded = this.finish(call, callEvent, startedEvent, outcome, charge, observer);
     if (lateBody !== null) trackLateBody(this.binding.owner, call, callEvent.turnId, lateBody, recorded);
-    else if (!neverCalled) {
-      // The body ran and ended; if its result cannot be written, its end is journaled through another owner here that
-      // took the session over meanwhile, or kept until an owner here can write it (unrecordedBodyEnd), so no review is
-      // taken blind to it.
-      const ended = outcome.status === 'failed' && (outcome.category === 'body_failure' || outcome.category === 'body_panic') ? 'threw' : 'returned';
+    else {
+      // The body ended, or was never called after its marker (the session may have been lost meanwhile): if its
+      // result cannot be written, that end is journaled through another owner here that took the session over
+      // meanwhile, or kept until an owner here can write it (unrecordedBodyEnd), so no review is taken blind to it.
+      const ended: LateBodyEnd = bodyNotCalled ? 'not_called'
+        : outcome.status === 'failed' && (outcome.category === 'body_failure' || outcome.category === 'body_panic') ? 'threw' : 'returned';
       const owner = this.binding.owner;
       recorded.catch(() => unrecordedBodyEnd(owner, call, callEvent.turnId, ended));
-    } else {
-      // Its marker journaled and its body never called (the session may have been lost meanwhile): a result that
-      // cannot be written leaves that end to journal, as a lost marker's answer does (neverCalled).
-      const owner = this.binding.owner;
-      recorded.catch(() => unrecordedBodyEnd(owner, call, callEvent.turnId, 'not_called'));
     }
     return recorded;
   }

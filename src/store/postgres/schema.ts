@@ -15,7 +15,6 @@ const MIGRATE_INBOX = (S: string): string => INBOX_DDL(S);
 
 export { POSTGRES_SCHEMA_VERSION };
 
-
 /** A plain SQL identifier: the only schema names the store accepts (they are quoted into its SQL). */
 export const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 

@@ -236,7 +236,7 @@ function fillAttention(db: Database): void {
   for (const record of sessions) {
     const id = record.session_id as SessionId;
     const rows: EventRow[] = events.all(id).map(([seq, eventId, epoch, body, hash]) => ({ sessionId: id, seq, eventId, epoch, body, hash }));
-    const verified = attentionOfStoredJournal(id, () => toSession(record), rows);
+    const verified = attentionOfStoredJournal(id, () => toSession(record), () => rows);
     if (verified === null && (kept.get(id) ?? 0) > 0) continue;
     clear.run(id);
     for (const row of verified ?? attentionOfJournal(id, rows.map((r) => r.body))) insert.run(...attentionValues(row, (b) => (b ? 1 : 0)));
