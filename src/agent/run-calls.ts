@@ -13,6 +13,7 @@ import { jsonEquals } from '../json/canonical.js';
 import { parseJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS } from '../limits.js';
+import type { DecisionRow } from '../store/inbox-rows.js';
 import type { RecordedAttempt, SessionOwner, SessionStore } from '../store/types.js';
 import { prepareToolRetry, sourceRowBefore, type ToolRetryPlan } from '../tool/retry-plan.js';
 import { noteRetrySource } from '../tool/retry-source.js';
@@ -22,7 +23,7 @@ import { argumentsDigest } from '../store/attention.js';
 import type { PassReport } from '../tool/reconcile.js';
 import { reviewsBeforeDeciding } from './run-reviews.js';
 import { RETRY_SAFE_ACTOR, type RecoveryPolicy } from '../tool/recover.js';
-import { contractChangeFor, inDoubtGuardOn } from '../tool/runtime.js';
+import { approverFor, contractChangeFor, inDoubtGuardOn } from '../tool/runtime.js';
 import type { Tool, ToolExecution, ToolGateway } from '../tool/types.js';
 import { modelFacingOutcome, preflightFailure, type ModelFacingOutcome } from '../bridges/outcome.js';
 import type { ChatToolCall } from './model.js';
@@ -311,7 +312,7 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
       const contract = execution.call.operation?.contract;
       const change = contract === undefined ? null : contractChangeFor(gateway, execution.call.name, contract);
       const changed = change === 'changed' || change === 'removed';
-      if (decided === undefined && !changed && !(await requestGone(ctx, execution))) return { kind: 'stop', reason: 'awaiting_approval', callId: recorded.callId };
+      if (decided === undefined && !changed && (await waitsForDecision(ctx, execution))) return { kind: 'stop', reason: 'awaiting_approval', callId: recorded.callId };
       if (peek) return null;
       // The operator decided: one more attempt of the same operation, which the decision answers for.
       const plan = prepareToolRetry(await history(ctx), recorded.callId);
@@ -359,22 +360,31 @@ export async function alsoWaiting(ctx: CallContext, later: readonly { readonly r
 }
 
 /**
- * Whether the approval request an attempt left can never be decided: missing from the store's inbox (the journal was
- * moved to another store; `jingwei export` and `import` carry the journal, not the inbox), or superseded. The
- * attempt never ran, so the run makes the next one, which asks the approver again and leaves a request here.
+ * Whether the run waits for an operator's decision on the approval request an attempt left. It does not when the
+ * request can never be decided: missing from the store's inbox (the journal was moved to another store; `jingwei
+ * export` and `import` carry the journal, not the inbox), or superseded. Nor when the tool no longer asks the approver
+ * the request was left for (a redeploy dropped its approval, or moved it to another approver): no decision on it
+ * could let the call run. The attempt never ran, so the run makes the next one, which asks the approver the tool
+ * requires now (leaving its request here), or runs as a first call of the tool would, and supersedes the request.
  */
-async function requestGone(ctx: CallContext, execution: ToolExecution): Promise<boolean> {
+async function waitsForDecision(ctx: CallContext, execution: ToolExecution): Promise<boolean> {
   const requestId = execution.result.approval?.requestId;
-  if (requestId === undefined || !(ctx.store instanceof JournalStore)) return false;
+  if (requestId === undefined) return true;
+  if (approverFor(ctx.gateway, execution.call.name) === null) return false;
+  if (!(ctx.store instanceof JournalStore)) return true;
+  let row: DecisionRow | undefined;
   try {
-    // Superseded while its attempt is still the operation's latest: its task ended, and the next attempt is refused
-    // as the task's state says (task_not_running), rather than the run waiting on a request nobody can decide.
-    const row = await decisionInbox(ctx.store).get(requestId);
-    return row === undefined || row.state === 'superseded';
+    row = await decisionInbox(ctx.store).get(requestId);
   } catch (error) {
-    if (error instanceof DecisionError && error.code === 'inbox_unsupported') return false;
+    if (error instanceof DecisionError && error.code === 'inbox_unsupported') return true;
     throw error;
   }
+  // Superseded while its attempt is still the operation's latest: its task ended, and the next attempt is refused
+  // as the task's state says (task_not_running), rather than the run waiting on a request nobody can decide.
+  if (row === undefined || row.state === 'superseded') return false;
+  // A request left before approvers were recorded with it says nothing about its approver: it is waited for.
+  const askedOf = row.binding?.approver;
+  return askedOf === undefined || askedOf === approverFor(ctx.gateway, execution.call.name);
 }
 
 /**

@@ -7,12 +7,24 @@ import type { SessionId } from '../ids.js';
 import type { ApprovalBinding, DecisionRow } from './inbox-rows.js';
 import type { ApprovalChange } from './types.js';
 
-export function sameBinding(a: ApprovalBinding, b: ApprovalBinding): boolean {
+function sameAction(a: ApprovalBinding, b: ApprovalBinding): boolean {
   return a.taskId === b.taskId && a.key === b.key && a.tool === b.tool && a.revision === b.revision && a.argumentsDigest === b.argumentsDigest;
 }
 
+/**
+ * Whether a decided row answers for an attempt bound to `attempt`: the same action, and for an approval, one made for
+ * the approver the attempt's tool requires (or a tool that requires none). An approval given on a request of one
+ * approver never stands in for another's: a redeploy that moved the tool to a stricter approver asks that approver.
+ * A denial of the same action answers whatever approver the tool now requires: a person said no to this very action.
+ */
+export function decisionAnswers(row: DecisionRow, attempt: ApprovalBinding): boolean {
+  if (row.binding === null || !sameAction(row.binding, attempt)) return false;
+  return row.decision !== 'approved' || attempt.approver === undefined || row.binding.approver === attempt.approver;
+}
+
 function describeBinding(b: ApprovalBinding): string {
-  return `tool ${b.tool} revision ${b.revision}, operation ${b.key} of task ${b.taskId}, arguments ${b.argumentsDigest.slice(0, 12)}`;
+  const approver = b.approver !== undefined ? `, approver ${b.approver}` : '';
+  return `tool ${b.tool} revision ${b.revision}, operation ${b.key} of task ${b.taskId}, arguments ${b.argumentsDigest.slice(0, 12)}${approver}`;
 }
 
 /**
@@ -28,7 +40,7 @@ export function decideApprovalChange(sessionId: SessionId, change: ApprovalChang
       throw new DecisionError('decision_stale', id, `approval request ${id} is not a decided request of this operation in session ${sessionId}`);
     }
     if (row.state !== 'decided') throw new DecisionError('decision_stale', id, `approval request ${id} is ${row.state}, not decided`);
-    if (!row.binding || !sameBinding(row.binding, binding)) {
+    if (!decisionAnswers(row, binding)) {
       throw new DecisionError('decision_binding_changed', id,
         `approval request ${id} was decided for ${row.binding ? describeBinding(row.binding) : 'nothing'}, not for ${describeBinding(binding)}`);
     }
@@ -73,8 +85,7 @@ export function isDecidedMeanwhile(error: unknown): boolean {
  * after they were told the host would use it.
  */
 function refuseDecidedMeanwhile(rows: readonly DecisionRow[], callId: string, binding: ApprovalBinding, counts: (row: DecisionRow) => boolean): void {
-  const decided = rows.find((r) => r.kind === 'approval' && r.callId !== callId && r.state === 'decided' && r.binding !== null
-    && sameBinding(r.binding, binding) && counts(r));
+  const decided = rows.find((r) => r.kind === 'approval' && r.callId !== callId && r.state === 'decided' && decisionAnswers(r, binding) && counts(r));
   if (decided === undefined) return;
   const error = new DecisionError('decision_stale', decided.id,
     `approval request ${decided.id} was decided (${decided.decision ?? 'unknown'}) by an operator while this attempt asked its approver: the attempt takes that decision`);

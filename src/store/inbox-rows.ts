@@ -28,6 +28,11 @@ export interface ApprovalBinding {
   readonly revision: string;
   /** SHA-256 (hex) of the canonical JSON of the call's arguments. */
   readonly argumentsDigest: string;
+  /**
+   * The approver key the tool required when the attempt was made (absent: none, or a row written before this field).
+   * An approval answers only an attempt whose tool requires the same approver, or none.
+   */
+  readonly approver?: string;
 }
 
 /** One inbox row. Store and return every field unchanged. */

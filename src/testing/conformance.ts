@@ -602,11 +602,13 @@ function inboxRules(name: string, factory: StoreFactory): void {
       await owner.startTask(task);
       const key = newOperationKey();
       const callId = newCallId();
-      const binding: ApprovalBinding = { taskId: task, key, tool: 'probe', revision: 'v1', argumentsDigest: 'a'.repeat(64) };
+      const binding: ApprovalBinding = { taskId: task, key, tool: 'probe', revision: 'v1', argumentsDigest: 'a'.repeat(64), approver: 'lead' };
       const at = '2026-12-01T00:00:00.000Z';
       await commitAs(owner, { events: [callDraft(task, key, callId)], approval: { request: { id: 'approval_1', callId, binding, note: null, at } } });
       assert.equal((await inbox.get('approval_1'))?.state, 'open',
         'the approval request committed with its call must be stored in the inbox (TxWrites.decisions, in the same transaction)');
+      assert.deepEqual((await inbox.get('approval_1'))?.binding, binding,
+        'the binding must be stored and returned unchanged, its approver included: an approval is used only by an attempt asking the same approver');
       await inbox.approve('approval_1', { actor: 'alice' });
       assert.equal((await inbox.get('approval_1'))?.state, 'decided',
         'once approve() resolved, inbox.get() must read the approval as decided: transactDecision stores the row decide returns and hands the next decide the row as stored now, never an older copy');
@@ -616,6 +618,7 @@ function inboxRules(name: string, factory: StoreFactory): void {
       assert.equal((await owner.decidedApproval?.(task, key))?.id, 'approval_1');
       const other = { ...binding, argumentsDigest: 'b'.repeat(64) };
       await rejects(commitAs(owner, { events: [message('x')], approval: { use: { id: 'approval_1', callId, binding: other, at } } }), 'decision_binding_changed');
+      await rejects(commitAs(owner, { events: [message('x')], approval: { use: { id: 'approval_1', callId, binding: { ...binding, approver: 'cfo' }, at } } }), 'decision_binding_changed');
       assert.deepEqual((await store.loadHistory('s-inbox')).map((e) => e.kind.type), ['task_ledger', 'tool_call'], 'a refused use writes nothing');
       await commitAs(owner, { events: [message('used')], approval: { use: { id: 'approval_1', callId, binding, at } } });
       assert.equal((await inbox.get('approval_1'))?.state, 'consumed');

@@ -4,14 +4,16 @@
  */
 import type { ToolApprovalRecord, ToolCall, ToolOperation } from '../event/types.js';
 import { jsonDigest } from '../json/canonical.js';
-import { sameBinding } from '../store/approvals.js';
+import { decisionAnswers } from '../store/approvals.js';
 import type { ApprovalBinding, DecisionRow } from '../store/inbox-rows.js';
 import { newApprovalRequestId } from '../store/inbox.js';
 import type { ApprovalChange, SessionOwner } from '../store/types.js';
 import { failure, type Failure, type PendingApproval } from './admission-checks.js';
 
-export function approvalBinding(call: ToolCall, op: ToolOperation): ApprovalBinding {
-  return { taskId: op.taskId, key: op.key, tool: call.name, revision: op.contract.revision, argumentsDigest: jsonDigest(call.arguments) };
+/** The binding of an attempt whose tool requires `approver` (null: none). */
+export function approvalBinding(call: ToolCall, op: ToolOperation, approver: string | null): ApprovalBinding {
+  const binding = { taskId: op.taskId, key: op.key, tool: call.name, revision: op.contract.revision, argumentsDigest: jsonDigest(call.arguments) };
+  return approver === null ? binding : { ...binding, approver };
 }
 
 /** An operator's decision that answers for this attempt. */
@@ -29,7 +31,7 @@ export interface OperatorDecision {
 export async function operatorDecision(owner: SessionOwner, call: ToolCall, binding: ApprovalBinding): Promise<OperatorDecision | null> {
   if (!owner.decidedApproval) return null;
   const row: DecisionRow | undefined = await owner.decidedApproval(binding.taskId, binding.key);
-  if (!row?.binding || !sameBinding(row.binding, binding) || row.actor === null) return null;
+  if (row === undefined || !decisionAnswers(row, binding) || row.actor === null) return null;
   const approved = row.decision === 'approved';
   const record: ToolApprovalRecord = {
     requestId: row.id,

@@ -108,6 +108,11 @@ export function contractChangeFor(gateway: ToolGateway, name: string, recorded: 
   return sameContract(current, recorded) ? 'same' : 'changed';
 }
 
+/** The approver key `name` requires through `gateway` now (null: none), or undefined for a gateway this module did not make. */
+export function approverFor(gateway: ToolGateway, name: string): string | null | undefined {
+  return gatewayMadeHere(gateway)?.approverOf(name);
+}
+
 /**
  * The describePanic hook the host gave `runtime` (undefined when it gave none, or for a runtime this module did not
  * make): what a reconcile pass describes a reconciler's throw with, so a host that redacts its panics redacts those.
@@ -194,6 +199,11 @@ class Gateway implements ToolGateway {
 
   get bindingOf(): ToolBinding {
     return this.binding;
+  }
+
+  /** The approver key `name` requires in this runtime; null when it requires none or is not registered. */
+  approverOf(name: string): string | null {
+    return this.runtime.tools.get(name)?.tool.metadata.approval ?? null;
   }
 
   /** The contract `name` runs under in this runtime; null when it is not registered. */
@@ -368,6 +378,7 @@ class Gateway implements ToolGateway {
     const callDraft = this.draft({ type: 'tool_call', call });
     const admit: BudgetChange = { taskId: this.taskId, admit: { maxOutputBytes: outputLimit } };
     const latest = attemptCondition(this.binding.owner, op, plan, callerKeyed);
+    const approval = registered?.tool.metadata.approval ?? null;
 
     // Checks without side effects run before the call is written; a rejection is journaled with its call.
     // An interrupt that came before the call is written is recorded with it, without a start marker: provably unrun.
@@ -393,7 +404,7 @@ class Gateway implements ToolGateway {
       // left, as one its approver refused does: none stays in the queue waiting for a host, who will make no attempt
       // of an operation the run has read as refused (docs/design.md#durable-approvals). An operator's denial of this
       // very action is not superseded: it is this attempt's answer, recorded and used, as for a changed contract.
-      const binding = approvalBinding(call, op);
+      const binding = approvalBinding(call, op, approval);
       const settled = await unlessDecidedMeanwhile(() => this.recordRefused(call, rejected, latest, { change: settling(call, binding) }));
       if (settled !== null) return settled;
       const denied = await this.decidedMeanwhile(call, binding);
@@ -402,14 +413,13 @@ class Gateway implements ToolGateway {
         : this.recordRefused(call, rejected, latest, { change: settling(call, binding) });
     }
 
-    const approval = registered!.tool.metadata.approval;
     const startedDraft = this.draft({ type: 'tool_started', callId: call.id });
     // A retry of a tool that no longer asks for approval (a redeploy dropped it) still takes an operator's decision on
     // the request an earlier attempt left: a denial of this very action stands, and an approval is used, not left
     // waiting in the queue (docs/design.md#durable-approvals). Without one, its start marker supersedes the requests
     // earlier attempts left, as an approved attempt's does, and a denial decided meanwhile is its answer: so it is
     // written as an approval tool's is, the call first.
-    const decidedEarlier = approval === null && op.retry !== null ? await operatorDecision(this.binding.owner, call, approvalBinding(call, op)) : null;
+    const decidedEarlier = approval === null && op.retry !== null ? await operatorDecision(this.binding.owner, call, approvalBinding(call, op, null)) : null;
     let callEvent: SessionEvent;
     let startedEvent: SessionEvent;
     let reserved: number;
@@ -429,7 +439,7 @@ class Gateway implements ToolGateway {
       faultPoint('call:after');
       // An operator's decision from the decision inbox answers for this attempt in place of the approver, used
       // (and journaled) in the same transaction as the marker or the denial (docs/design.md#durable-approvals).
-      const binding = approvalBinding(call, op);
+      const binding = approvalBinding(call, op, approval);
       // A decision answers only the request an earlier attempt of the same operation left, so a key minted for
       // this call (no caller key, no retry plan) has none to find: the inbox is read only for the others.
       const follows = callerKeyed || op.retry !== null;
@@ -569,7 +579,7 @@ class Gateway implements ToolGateway {
    */
   private async refuseChangedContract(call: ToolCall, refusal: Failure, observer: AttemptObserver | null, plan: ToolRetryPlan): Promise<ToolExecution> {
     const op = call.operation!;
-    const binding = approvalBinding(call, op);
+    const binding = approvalBinding(call, op, this.approverOf(call.name));
     const latest = attemptCondition(this.binding.owner, op, plan, false);
     const record = async (outcome: Failure, change: ApprovalChange, approval?: ToolApprovalRecord): Promise<ToolExecution> => {
       const execution = await this.recordRefused(call, outcome, latest, { change, ...(approval ? { record: approval } : {}) });

@@ -75,7 +75,7 @@ forEachStore('durable approvals', (target) => {
     assert.equal(row?.callId, execution.call.id);
     assert.deepEqual(row?.binding, {
       taskId: r.taskId, key: execution.call.operation!.key, tool: 'send_mail', revision: 'mail-v1',
-      argumentsDigest: jsonDigest({ to: 'ann@example.com' }),
+      argumentsDigest: jsonDigest({ to: 'ann@example.com' }), approver: 'ops',
     });
     assert.deepEqual(m.sent, []);
     // The original's form reads it as an approval that could not be given, without the inbox's record.

@@ -28,7 +28,7 @@ function decisionJson(row: DecisionRow) {
   const b = row.binding;
   return {
     id: row.id, kind: row.kind, session_id: row.sessionId, call_id: row.callId, state: row.state,
-    binding: b === null ? null : { task_id: b.taskId, key: b.key, tool: b.tool, revision: b.revision, arguments_digest: b.argumentsDigest },
+    binding: b === null ? null : { task_id: b.taskId, key: b.key, tool: b.tool, revision: b.revision, arguments_digest: b.argumentsDigest, approver: b.approver ?? null },
     tool: row.tool, note: row.note, decision: row.decision, actor: row.actor, reason: row.reason,
     created_at: row.createdAt, decided_at: row.decidedAt, consumed_at: row.consumedAt, consumed_by: row.consumedBy,
   };

@@ -123,7 +123,7 @@ back: resume the session's run, or run the recovery routine, on another host. --
           next: page.next,
           approvals: approvals.items.map((r) => ({
             request_id: r.id, session_id: r.sessionId, call_id: r.callId, tool: r.tool, task_id: r.binding?.taskId ?? null,
-            key: r.binding?.key ?? null, revision: r.binding?.revision ?? null, note: r.note, since: r.createdAt,
+            key: r.binding?.key ?? null, revision: r.binding?.revision ?? null, approver: r.binding?.approver ?? null, note: r.note, since: r.createdAt,
           })),
           approvals_next: approvals.next,
           decided: decided.items.map((r) => ({
