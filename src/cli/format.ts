@@ -5,6 +5,7 @@
  */
 import type { SessionEvent, ToolResult } from '../event/types.js';
 import { escapeControl } from './escape.js';
+import { describeTarget } from './target.js';
 import { visibleLength, type Style } from './io.js';
 
 /** Journal text made safe for a terminal, whole (see escape.ts). */
@@ -12,9 +13,33 @@ export function safe(text: string): string {
   return escapeControl(String(text));
 }
 
+/**
+ * One word of a command line for a person to paste into a POSIX shell: single-quoted unless it holds only characters
+ * no shell treats specially, so an id or a name from the journal (`ord-7 $(touch x)`) is never run as a command, and
+ * terminal-safe.
+ */
+export function shellWord(text: string): string {
+  const word = /^[\w.,:@/+-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`;
+  return safe(word);
+}
+
+/** The store argument of a command line shown to a person: a PostgreSQL URL's password masked (they fill it in), quoted. */
+export function storeWord(target: string): string {
+  return shellWord(describeTarget(target));
+}
+
+/**
+ * An id for people, whole: terminal-safe, and unambiguous. A backslash that would read as the start of a printed
+ * escape and a space (which makes one table cell look like two) are escaped too, so two ids never print alike and a
+ * reading command given the printed form finds the id it came from.
+ */
+export function safeId(id: string): string {
+  return safe(String(id).replace(/\\(?=u[0-9a-fA-F]{4})/g, '\\u005C').replace(/ /g, '\\u0020'));
+}
+
 /** Ids minted by the library are a prefix and a UUID; tables show the last 8 characters, which are random. */
 export function shortId(id: string): string {
-  const text = safe(id);
+  const text = safeId(id);
   return text.length <= 16 ? text : `…${text.slice(-8)}`;
 }
 

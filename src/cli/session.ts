@@ -2,7 +2,7 @@
 import type { SessionEvent } from '../event/types.js';
 import type { SessionStore, SessionSummary } from '../store/types.js';
 import { UsageError } from './exit.js';
-import { num, safe } from './format.js';
+import { num, safe, safeId } from './format.js';
 import type { Io } from './io.js';
 import { Progress } from './progress.js';
 import { openStoreFromTarget, type OpenTargetOptions } from './target.js';
@@ -22,13 +22,13 @@ const unescapeId = (text: string): string => text.replace(/\\u([0-9a-fA-F]{4})/g
 
 /**
  * Ids are the exact id, or any part of one that matches exactly one candidate (tables show `…` and the last 8
- * characters; a leading `…` is ignored). An id as the CLI printed it, its invisible characters shown as `\uXXXX`,
- * names the id it was printed from when nothing matches it as typed.
+ * characters; a leading `…` is ignored). An id as the CLI printed it, its invisible characters (and a backslash that
+ * would read as an escape) shown as `\uXXXX`, names the id it was printed from; an id holding such text literally is
+ * found as typed when no id matches the printed form's meaning.
  */
 export function matchId<T>(items: readonly T[], idOf: (item: T) => string, wanted: string, what: string): T | undefined {
-  const found = matchTyped(items, idOf, wanted, what);
-  if (found !== undefined || !/\\u[0-9a-fA-F]{4}/.test(wanted)) return found;
-  return matchTyped(items, idOf, unescapeId(wanted), what);
+  if (!/\\u[0-9a-fA-F]{4}/.test(wanted)) return matchTyped(items, idOf, wanted, what);
+  return matchTyped(items, idOf, unescapeId(wanted), what) ?? matchTyped(items, idOf, wanted, what);
 }
 
 function matchTyped<T>(items: readonly T[], idOf: (item: T) => string, wanted: string, what: string): T | undefined {
@@ -61,7 +61,7 @@ export async function loadSession(store: SessionStore, wanted: string, io: Io): 
   const summary = matchId(sessions, (s) => s.sessionId, wanted, 'session') ?? null;
   const sessionId = summary?.sessionId ?? wanted;
   const progress = Progress.for(io, summary?.events ?? 0);
-  progress.update(`loading and verifying ${num(summary?.events ?? 0)} events of ${safe(sessionId)}`);
+  progress.update(`loading and verifying ${num(summary?.events ?? 0)} events of ${safeId(sessionId)}`);
   let history: SessionEvent[];
   try {
     history = await store.loadHistory(sessionId);
@@ -72,7 +72,7 @@ export async function loadSession(store: SessionStore, wanted: string, io: Io): 
   if (summary === null && history.length === 0) {
     progress.done();
     // Ids are journal text: one with a newline must not pass for two sessions (escape.ts).
-    const known = sessions.slice(0, 5).map((s) => `  ${safe(s.sessionId)}`).join('\n');
+    const known = sessions.slice(0, 5).map((s) => `  ${safeId(s.sessionId)}`).join('\n');
     throw new UsageError(
       `no session ${JSON.stringify(wanted)} in this store`,
       sessions.length === 0 ? 'The store holds no sessions.' : `Sessions (run 'jingwei sessions' for all):\n${known}`,

@@ -44,4 +44,21 @@ describePostgres('the CLI on PostgreSQL', (url) => {
     assert.equal(verify.code, 1, verify.stderr);
     assert.match(verify.stdout, /^CORRUPT {2}alpha: seq 0, reason hash_mismatch$/m);
   });
+
+  it('the commands a person is told to run next show the URL with its password masked (pass r50: queue, inspect and import printed it)', async () => {
+    const schema = freshSchema();
+    const withPassword = (target: string) => { const u = new URL(target); u.username ||= 'postgres'; u.password = 'sekrit-pw'; return u.toString(); };
+    const { target, imported } = await alphaOnPostgres(url, schema, dir);
+    assert.equal(imported.code, 0, imported.stderr);
+    const secret = withPassword(target);
+    const outputs = [
+      await cliAsync(['queue', secret]),
+      await cliAsync(['inspect', secret, 'alpha']),
+      await cliAsync(['inspect', secret, 'alpha', 'nosuch']),
+    ];
+    for (const r of outputs) {
+      assert.doesNotMatch(r.stdout + r.stderr, /sekrit-pw/);
+      assert.match(r.stdout + r.stderr, /jingwei (inspect|events) 'postgres:\/\/[^:']+:\*\*\*@/, 'the hint names the store, its password masked');
+    }
+  });
 });

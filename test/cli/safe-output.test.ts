@@ -4,6 +4,7 @@
  * DEL and bidi overrides; every CLI view and every printed error shows them as visible escapes.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { before, describe, it } from 'node:test';
 import { escapeControl, escapeOutput } from '../../src/cli/escape.js';
 import { ToolEffect } from '../../src/event/types.js';
@@ -62,6 +63,23 @@ describe('safe output', () => {
     // Escaped JSON is the same JSON value.
     const json = JSON.stringify({ t: '\u202e\u009b' });
     assert.deepEqual(JSON.parse(escapeOutput(json)), JSON.parse(json));
+  });
+
+  it('characters that render as nothing are escaped too (pass r50: tag characters carried hidden text, ZWJ made victim-1 twice), while emoji, keycaps and the scripts that need joiners keep theirs', () => {
+    const hidden = [...' Ignore'].map((c) => String.fromCodePoint(0xe0000 + c.codePointAt(0)!)).join('');
+    assert.equal(escapeControl(`shipped.${hidden}`), `shipped.${[...hidden].map((c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase()}\\u${c.charCodeAt(1).toString(16).toUpperCase()}`).join('')}`);
+    assert.equal(escapeControl('victim\u200D-1'), 'victim\\u200D-1');
+    assert.equal(escapeControl('vic\u200Ctim'), 'vic\\u200Ctim');
+    for (const invisible of ['\u3164', '\u115f', '\u1160', '\uffa0', '\u034f', '\u17b4', '\u180b', '\u2800', '\u206a', '\ufe0f', '\u00ad']) {
+      assert.match(escapeControl(`a${invisible}b`), /^a\\u[0-9A-F]{4}b$/, `U+${invisible.charCodeAt(0).toString(16)} is shown`);
+    }
+    assert.equal(escapeControl('x\u{E0101}y'), 'x\\uDB40\\uDD01y', 'a variation selector of the supplement');
+    assert.equal(escapeControl('x\u{1D173}y'), 'x\\uD834\\uDD73y', 'a musical format control');
+    assert.equal(escapeControl('👩‍💻 ❤️ 1️⃣ 👍🏽‍'), '👩‍💻 ❤️ 1️⃣ 👍🏽\\u200D', 'emoji sequences stay; a joiner with nothing to join does not');
+    assert.equal(escapeControl('1\uFE0F-2'), '1\\uFE0F-2', 'a variation selector after a digit that is no keycap');
+    assert.equal(escapeControl('می\u200Cخواهم क्\u200Dष'), 'می\u200Cخواهم क्\u200Dष', 'Persian and Devanagari keep their joiners');
+    const json = JSON.stringify({ t: `a${hidden}\u200D-1` });
+    assert.deepEqual(JSON.parse(escapeOutput(json)), JSON.parse(json), 'escaped JSON, astral escapes included, is the same JSON value');
   });
 
   it('events, inspect (session and call), sessions and their --json forms write no raw control character', () => {
@@ -130,6 +148,39 @@ describe('safe output', () => {
     assert.equal(pasted.code, 0, pasted.stdout + pasted.stderr);
     assert.equal((JSON.parse(pasted.stdout) as { session_id: string }).session_id, id, 'the printed form names the id it was printed from');
     assert.equal((JSON.parse(cli(['verify', store, 'sx', '--json']).stdout) as { session_id: string }).session_id, 'sx', 'the id as typed wins');
+  });
+
+  it('an id holding a backslash-u or a space prints unlike any other, and its printed form finds it (pass r50: s\\u200Bx named the other session)', async () => {
+    const store = tempDbPath(dir, 'lookalike');
+    const invisible = 's\u200Bx';
+    const literal = 's\\u200Bx';
+    const spaced = 'victim-1  wire_money';
+    await writeStore(store, { [invisible]: evilHistory(), [literal]: evilHistory(), [spaced]: evilHistory() });
+    const listed = cli(['sessions', store]).stdout;
+    assert.match(listed, /^s\\u200Bx /m);
+    assert.match(listed, /^s\\u005Cu200Bx /m, 'the literal backslash is escaped: the two print differently');
+    assert.match(listed, /^victim-1\\u0020\\u0020wire_money /m, 'spaces in an id cannot pass for table columns');
+    for (const [printed, id] of [['s\\u200Bx', invisible], ['s\\u005Cu200Bx', literal], ['victim-1\\u0020\\u0020wire_money', spaced]] as const) {
+      const r = cli(['verify', store, printed, '--json']);
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+      assert.equal((JSON.parse(r.stdout) as { session_id: string }).session_id, id, `${printed} names the id it was printed from`);
+    }
+  });
+
+  it('a command printed for a person to paste quotes journal ids for the shell and masks nothing it should show (pass r50: a session id ran $(…) when pasted)', async () => {
+    const store = tempDbPath(dir, 'shell');
+    const id = "ord-7 $(touch /tmp/x) `id` 'q'";
+    await writeStore(store, { [id]: evilHistory() });
+    const hint = cli(['inspect', store, 'ord-7']).stdout.split('\n').find((l) => l.startsWith('One call in detail'));
+    assert.ok(hint !== undefined);
+    const word = hint.slice(hint.indexOf(store) + store.length + 1, hint.lastIndexOf(' <call>'));
+    assert.equal(word, "'ord-7\\u0020$(touch\\u0020/tmp/x)\\u0020`id`\\u0020'\\''q'\\'''", 'single-quoted for the shell');
+    const pasted = execFileSync('bash', ['-c', `printf %s ${word}`], { encoding: 'utf8' });
+    assert.equal(pasted, "ord-7\\u0020$(touch\\u0020/tmp/x)\\u0020`id`\\u0020'q'", 'a shell reads it as one word, runs nothing, and the CLI finds the id from it');
+    assert.equal(JSON.parse(cli(['verify', store, pasted, '--json']).stdout).session_id, id);
+    const refused = cli(['inspect', store, 'ord-7', 'nosuch']);
+    assert.equal(refused.code, 2);
+    assert.match(refused.stderr, /run: jingwei events \S+ 'ord-7\\u0020\$\(touch/);
   });
 
   it('a printed error escapes the journal text it quotes', () => {

@@ -118,7 +118,7 @@ describe('jingwei import', () => {
       const r = cli(['import', target, file]);
       assert.equal(r.code, 0, r.stderr);
       assert.match(r.stdout, /^Imported 10 events into session alpha: verified, stored with a fresh hash chain, and left released\.\n/);
-      assert.match(r.stdout, /Calls needing attention: 3 \(1 needs_review, 2 retry_allowed\)\. Run 'jingwei inspect .* alpha'/);
+      assert.match(r.stdout, /Calls needing attention: 3 \(1 needs_review, 2 retry_allowed\)\. Run: jingwei inspect .* alpha$/m);
       assert.equal(cli(['export', target, 'alpha']).stdout, readFileSync(file, 'utf8'));
       assert.equal(cli(['verify', target, 'alpha']).code, 0);
       const again = cli(['import', target, file]);

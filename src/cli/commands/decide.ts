@@ -8,7 +8,7 @@ import { decisionInbox } from '../../store/inbox.js';
 import { STORE_ARGUMENT, type Command, type CommandContext } from '../command.js';
 import { escapeOutput } from '../escape.js';
 import { EXIT, UsageError, type ExitCode } from '../exit.js';
-import { safe } from '../format.js';
+import { safe, safeId } from '../format.js';
 import { withStore } from '../session.js';
 
 const DECISION_EXIT_CODES = `This command exits 1 when the request was already decided, used, or superseded by a newer attempt (nothing
@@ -40,7 +40,7 @@ function report(ctx: CommandContext, row: DecisionRow, what: string): ExitCode {
     ctx.io.stdout.write(escapeOutput(JSON.stringify(decisionJson(row))) + '\n');
     return EXIT.ok;
   }
-  ctx.out.line(`${what} ${safe(row.id)} (session ${safe(row.sessionId)}, call ${safe(row.callId)}${row.tool !== null ? `, tool ${safe(row.tool)}` : ''})`);
+  ctx.out.line(`${what} ${safeId(row.id)} (session ${safeId(row.sessionId)}, call ${safeId(row.callId)}${row.tool !== null ? `, tool ${safe(row.tool)}` : ''})`);
   ctx.out.line(`  by ${safe(row.actor ?? '')}${row.reason !== null ? `: ${safe(row.reason)}` : ''}`);
   ctx.out.line(row.kind === 'approval'
     ? '  The session\'s host uses it on the next attempt of this operation (same tool, contract revision and arguments).'

@@ -25,7 +25,7 @@ import {
 } from '../assessment.js';
 import { STORE_ARGUMENT, type Command, type CommandContext } from '../command.js';
 import { EXIT, UsageError, type ExitCode } from '../exit.js';
-import { durationText, num, paragraph, plural, safe, shortId, table, timeText } from '../format.js';
+import { durationText, num, paragraph, plural, safe, safeId, shellWord, shortId, storeWord, table, timeText } from '../format.js';
 import { loadSession, matchId, withStore } from '../session.js';
 
 function assessedJson(c: ToolCallAssessment, inbox: ReadonlyMap<string, DecisionRow>) {
@@ -72,7 +72,7 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
   }
   const s = out.style;
   const t = assessment.totals;
-  out.line(s.bold(`Session ${safe(sessionId)}: ${plural(assessment.events, 'event')}, ${plural(t.calls, 'tool call')}, ${num(t.succeeded)} succeeded.`));
+  out.line(s.bold(`Session ${safeId(sessionId)}: ${plural(assessment.events, 'event')}, ${plural(t.calls, 'tool call')}, ${num(t.succeeded)} succeeded.`));
   out.line(attention.total > 0 ? s.yellow(`Needs attention: ${attentionText(attention).replace(/^\d+/, (n) => plural(Number(n), 'call'))}.`) : s.green('Nothing needs attention.'));
   if (attention.handled > 0) {
     out.line(s.dim(`${plural(attention.handled, 'failure')} recorded before the body and delivered to the caller: shown below, not pending work.`));
@@ -85,7 +85,7 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
   out.line(`Calls without their own success (${num(assessment.calls.length)}), in journal order:`);
   out.line(callTable(assessment.calls, s, out.width !== undefined ? { width: out.width } : {}));
   out.line();
-  out.line(s.dim(`One call in detail: jingwei inspect ${safe(args.store!)} ${safe(sessionId)} <call>`));
+  out.line(s.dim(`One call in detail: jingwei inspect ${storeWord(args.store!)} ${shellWord(safeId(sessionId))} <call>`));
   return code;
 }
 
@@ -93,7 +93,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   const { out, options, args } = ctx;
   const calls = indexCalls(history);
   const record = matchId([...calls.values()], (r) => r.call.id, args.call!, 'call');
-  if (!record) throw new UsageError(`no call ${JSON.stringify(args.call)} in session ${safe(sessionId)}`, `Run 'jingwei events ${safe(args.store!)} ${safe(sessionId)}' to see its calls.`);
+  if (!record) throw new UsageError(`no call ${JSON.stringify(args.call)} in session ${safeId(sessionId)}`, `To see its calls, run: jingwei events ${storeWord(args.store!)} ${shellWord(safeId(sessionId))}`);
   const byId = new Map(assessment.calls.map((c) => [c.callId as string, c]));
   const assessed = byId.get(record.call.id) ?? null;
   const call = record.call;
@@ -146,11 +146,11 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   }
   const s = out.style;
   const field = (name: string, value: string) => out.line(`  ${name.padEnd(10)}  ${value}`);
-  out.line(s.bold(`Call ${safe(call.id)}`) + ` in session ${safe(sessionId)}`);
+  out.line(s.bold(`Call ${safeId(call.id)}`) + ` in session ${safeId(sessionId)}`);
   field('tool', op ? `${safe(call.name)} (${op.contract.effect}, revision ${safe(op.contract.revision)})` : `${safe(call.name)} (legacy record: no operation)`);
-  if (op) field('operation', `task ${safe(op.taskId)}, key ${safe(op.key)}`);
+  if (op) field('operation', `task ${safeId(op.taskId)}, key ${safeId(op.key)}`);
   field('arguments', safe(JSON.stringify(call.arguments)));
-  field('attempt', `${attemptIndex} of ${attempts.length}` + (op?.retry ? `, retry of ${safe(op.retry.callId)}` : ''));
+  field('attempt', `${attemptIndex} of ${attempts.length}` + (op?.retry ? `, retry of ${safeId(op.retry.callId)}` : ''));
   const review = reviewText(call);
   if (review) field('review', review);
   const marker = op?.startMarker === true ? (record.started ? `tool_started at seq ${record.started.seq}` : 'no tool_started (the body never started)') : 'records no start marker (not the canonical runtime)';
@@ -158,7 +158,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   field('times', timesText(record));
   for (const r of record.reviews) field('reviewed', `${journaledReviewText(r.review)} (seq ${r.event.seq})`);
   const waiting = inbox.get(call.id);
-  if (waiting) field('inbox', `${safe(waiting.decision ?? '')} by ${safe(waiting.actor ?? '')}: ${safe(waiting.reason ?? '')} (${safe(waiting.id)}, not yet journaled by the owner)`);
+  if (waiting) field('inbox', `${safe(waiting.decision ?? '')} by ${safe(waiting.actor ?? '')}: ${safe(waiting.reason ?? '')} (${safeId(waiting.id)}, not yet journaled by the owner)`);
   field('result', record.result ? resultWord(record) + (record.result.outcome.status === 'failed' ? ` (${safe(record.result.outcome.code)}: ${safe(record.result.outcome.message)})` : '') : 'none recorded');
   const late = lateBodyText(history, record);
   if (late) field('late body', late);

@@ -3,7 +3,7 @@ import { TOOL_EFFECTS, type ToolEffect } from '../../event/types.js';
 import { ATTENTION_STATUSES, type AttentionStatus } from '../../store/rows.js';
 import { integerOption, STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, UsageError } from '../exit.js';
-import { durationText, parseAge, safe, shortId, table, timeText } from '../format.js';
+import { durationText, parseAge, safe, safeId, shortId, storeWord, table, timeText } from '../format.js';
 import { withStore } from '../session.js';
 import { approvalRequests, attentionTimes, type InboxListing, waitingReviewDecisions } from '../assessment.js';
 
@@ -147,7 +147,7 @@ back: resume the session's run, or run the recovery routine, on another host. --
       if (page.items.length > 0) {
         const cells = page.items.map((i) => [
           timeText(i.calledAt),
-          safe(i.sessionId),
+          safeId(i.sessionId),
           shortId(i.callId),
           safe(i.tool),
           i.effect,
@@ -163,7 +163,7 @@ back: resume the session's run, or run the recovery routine, on another host. --
         ));
         out.line();
         out.line(`${page.items.length} item${page.items.length === 1 ? '' : 's'}` + (page.next ? `; more: --cursor ${page.next}` : '.'));
-        out.line(s.dim(`One call in detail: jingwei inspect ${safe(args.store!)} <session> <call>`));
+        out.line(s.dim(`One call in detail: jingwei inspect ${storeWord(args.store!)} <session> <call>`));
       }
       if (approvals.items.length > 0) {
         if (page.items.length > 0) out.line();
@@ -171,13 +171,13 @@ back: resume the session's run, or run the recovery routine, on another host. --
         out.line(table(
           [{ header: 'SINCE' }, { header: 'REQUEST' }, { header: 'SESSION' }, { header: 'TOOL' }, { header: 'WAITING' }, { header: 'NOTE' }],
           approvals.items.map((r) => [
-            timeText(r.createdAt), safe(r.id), safe(r.sessionId), safe(r.tool ?? '-'), durationText(r.createdAt, now) ?? '-', safe(r.note ?? '-'),
+            timeText(r.createdAt), safeId(r.id), safeId(r.sessionId), safe(r.tool ?? '-'), durationText(r.createdAt, now) ?? '-', safe(r.note ?? '-'),
           ]),
           s,
           out.width !== undefined ? { width: out.width } : {},
         ));
         out.line();
-        out.line(s.dim(`Decide one: jingwei approve ${safe(args.store!)} <request> --actor <name> (or jingwei deny)` + (approvals.next ? `; more: --approvals-after ${approvals.next}` : '')));
+        out.line(s.dim(`Decide one: jingwei approve ${storeWord(args.store!)} <request> --actor <name> (or jingwei deny)` + (approvals.next ? `; more: --approvals-after ${approvals.next}` : '')));
       }
       if (decided.items.length > 0) {
         if (page.items.length > 0 || approvals.items.length > 0) out.line();
@@ -185,7 +185,7 @@ back: resume the session's run, or run the recovery routine, on another host. --
         out.line(table(
           [{ header: 'DECIDED AT' }, { header: 'REQUEST' }, { header: 'SESSION' }, { header: 'TOOL' }, { header: 'DECISION' }, { header: 'UNUSED FOR' }],
           decided.items.map((r) => [
-            timeText(r.decidedAt ?? r.createdAt), safe(r.id), safe(r.sessionId), safe(r.tool ?? '-'),
+            timeText(r.decidedAt ?? r.createdAt), safeId(r.id), safeId(r.sessionId), safe(r.tool ?? '-'),
             `${safe(r.decision ?? '-')} by ${safe(r.actor ?? '-')}`, durationText(r.decidedAt ?? r.createdAt, now) ?? '-',
           ]),
           s,
@@ -201,7 +201,7 @@ back: resume the session's run, or run the recovery routine, on another host. --
         out.line(table(
           [{ header: 'RECORDED AT' }, { header: 'DECISION' }, { header: 'SESSION' }, { header: 'CALL' }, { header: 'TOOL' }, { header: 'OUTCOME' }, { header: 'WAITING' }],
           reviews.items.map((r) => [
-            timeText(r.createdAt), safe(r.id), safe(r.sessionId), shortId(r.callId), safe(r.tool ?? '-'),
+            timeText(r.createdAt), safeId(r.id), safeId(r.sessionId), shortId(r.callId), safe(r.tool ?? '-'),
             `${safe(r.decision ?? '-')} by ${safe(r.actor ?? '-')}`, durationText(r.createdAt, now) ?? '-',
           ]),
           s,

@@ -3,7 +3,7 @@ import { RECOVERY_POLICIES, openCalls, safeRetryPlan, type RecoveryPolicy } from
 import { ToolRecoveryStatus } from '../../tool/retry-policy.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, UsageError } from '../exit.js';
-import { plural, safe, shortId, table } from '../format.js';
+import { plural, safe, safeId, shortId, table } from '../format.js';
 import { withStore } from '../session.js';
 
 interface PlannedCall {
@@ -80,7 +80,7 @@ policy and reports what it did (docs/operator-guide.md).`,
           out.line(s.green('No abandoned sessions: every held session\'s lease is live.'));
           return EXIT.ok;
         }
-        const named = unleased.slice(0, 5).map((x) => safe(x.sessionId)).join(', ') + (unleased.length > 5 ? ', ...' : '');
+        const named = unleased.slice(0, 5).map((x) => safeId(x.sessionId)).join(', ') + (unleased.length > 5 ? ', ...' : '');
         out.line(`No abandoned sessions by lease, but ${plural(unleased.length, 'held session')} ${unleased.length === 1 ? 'has' : 'have'} no lease ` +
           `(held before leases were recorded), so ${unleased.length === 1 ? 'it' : 'they'} never expire${unleased.length === 1 ? 's' : ''} by ` +
           `${unleased.length === 1 ? 'itself' : 'themselves'}: ${named}.`);

@@ -3,7 +3,7 @@ import { assessSession } from '../../tool/assess.js';
 import { attentionOf, attentionText, pendingInboxReviews, withInboxReviews, type Attention } from '../assessment.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT } from '../exit.js';
-import { num, plural, safe, table } from '../format.js';
+import { num, plural, safe, safeId, table } from '../format.js';
 import type { Style } from '../io.js';
 import { Progress } from '../progress.js';
 import { withStore } from '../session.js';
@@ -103,7 +103,7 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
         return EXIT.ok;
       }
       const cells = rows.map((r) => [
-        safe(r.sessionId),
+        safeId(r.sessionId),
         num(r.events),
         String(r.epoch),
         r.owner === null || r.owner === undefined ? '-' : safe(r.owner),

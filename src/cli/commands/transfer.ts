@@ -12,7 +12,7 @@ import { JournalImportError, ToolRetryError } from '../../errors.js';
 import { attentionOf, attentionText } from '../assessment.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, StoreAccessError, UsageError } from '../exit.js';
-import { num, plural, safe } from '../format.js';
+import { num, plural, safe, safeId, shellWord, storeWord } from '../format.js';
 import type { Printer } from '../io.js';
 import { loadSession, withStore } from '../session.js';
 import { isPostgresTarget } from '../target.js';
@@ -100,7 +100,7 @@ kind or failure category the original does not know.`,
         return EXIT.ok;
       }
       writeAtomically(target, text);
-      out.line(`Exported ${plural(history.length, 'event')} of session ${safe(sessionId)} to ${safe(target)} (${num(Buffer.byteLength(text))} bytes).`);
+      out.line(`Exported ${plural(history.length, 'event')} of session ${safeId(sessionId)} to ${safe(target)} (${num(Buffer.byteLength(text))} bytes).`);
       return EXIT.ok;
     });
   },
@@ -143,7 +143,7 @@ function reportAnchors(report: AnchorReport, store: string, id: string, out: Pri
   const range = first === last ? `seq ${first}` : `seq ${first}..${last}`;
   out.line(`Anchors verified: ${plural(report.checkpoints, 'signed checkpoint')}${upTo}; ${plural(report.unanchoredEvents, 'later event')} (${range}) not anchored.`);
   err.line(`warning: ${plural(report.unanchoredEvents, 'event')} (${range}) ${report.unanchoredEvents === 1 ? 'comes' : 'come'} after the newest signed checkpoint: no checkpoint vouches for them, ` +
-    `and they were imported as the file has them. Check them before relying on them: jingwei events ${safe(store)} ${id} --from ${first}`);
+    `and they were imported as the file has them. Check them before relying on them: jingwei events ${storeWord(store)} ${shellWord(id)} --from ${first}`);
 }
 
 export const importCommand: Command = {
@@ -193,13 +193,13 @@ no longer match.`,
     }
     return withStore(args.store!, async (store) => {
       const report = await store.importJsonl(text, { owner, ...(expected !== undefined ? { sessionId: expected } : {}) });
-      const id = safe(report.sessionId);
+      const id = safeId(report.sessionId);
       out.line(`Imported ${plural(report.events, 'event')} into session ${id}: verified, stored with a fresh hash chain, and left released.`);
       if (anchored) reportAnchors(anchored, args.store!, id, out, err);
       try {
         const attention = attentionOf(assessSession(await store.loadHistory(report.sessionId)));
         out.line(attention.total > 0
-          ? `Calls needing attention: ${attentionText(attention)}. Run 'jingwei inspect ${safe(args.store!)} ${id}'.`
+          ? `Calls needing attention: ${attentionText(attention)}. Run: jingwei inspect ${storeWord(args.store!)} ${shellWord(id)}`
           : 'No calls need attention.');
       } catch (error) {
         if (!(error instanceof ToolRetryError)) throw error;

@@ -9,7 +9,7 @@ import type { SessionStore } from '../../store/types.js';
 import { assessSession } from '../../tool/assess.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT } from '../exit.js';
-import { clip, num, plural, safe } from '../format.js';
+import { clip, num, plural, safe, safeId } from '../format.js';
 import type { Io } from '../io.js';
 import { loadSession, withStore } from '../session.js';
 
@@ -156,7 +156,7 @@ under a look-alike id passes integrity). Events after the newest checkpoint are 
       const s = out.style;
       if (verdicts.length === 0) out.line('No sessions in this store.');
       for (const v of verdicts) {
-        const id = safe(v.sessionId);
+        const id = safeId(v.sessionId);
         if (v.ok) {
           out.line(`${s.green('ok')}       ${id}: journal intact`);
           out.line(`         ${plural(v.events, 'event')}${v.events > 0 ? ` (seq 0..${v.events - 1} contiguous, event ids unique)` : ''}; hash chain verified up to the head on the owner row`);

@@ -8,7 +8,7 @@
 import { TOOL_EFFECTS } from '../../event/types.js';
 import { ATTENTION_STATUSES } from '../../store/rows.js';
 import { attentionTimes } from '../assessment.js';
-import { durationText, num, timeText } from '../format.js';
+import { durationText, num, shellWord, timeText } from '../format.js';
 import { QUEUE_MAX, queueQuery, type QueueFilters, type QueuePaging, type QueueView } from './data.js';
 import { callHref, formValue, h, notice, sessionHref, shortText } from './html.js';
 
@@ -80,12 +80,11 @@ export function queueCount(view: QueueView): string {
 
 /** The same command in a terminal, from where this list stops. */
 function cliFrom(filters: QueueFilters, option: string, next: string): string {
-  const quoted = (text: string) => (/^[\w.:@/-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`);
   return [
     'jingwei queue <store>',
-    ...(filters.tool !== undefined ? [`--tool ${quoted(filters.tool)}`] : []),
-    ...(filters.olderThan !== undefined ? [`--older-than ${quoted(filters.olderThan.text)}`] : []),
-    `--${option} ${quoted(next)}`,
+    ...(filters.tool !== undefined ? [`--tool ${shellWord(filters.tool)}`] : []),
+    ...(filters.olderThan !== undefined ? [`--older-than ${shellWord(filters.olderThan.text)}`] : []),
+    `--${option} ${shellWord(next)}`,
   ].join(' ');
 }
 
