@@ -130,7 +130,9 @@ export function paragraph(text: string, width: number | undefined, indent = ''):
 export function outcomeText(result: ToolResult): string {
   const o = result.outcome;
   if (o.status === 'succeeded') return `succeeded ${clip(o.output, 60)}`;
-  return `failed ${o.category} ${safe(o.code)}: ${clip(o.message, 60)}${o.retryable ? ' (retryable)' : ''}`;
+  // The approval request a result names is how a person finds it in the queue: never cut off with the message.
+  const notes = [...(o.retryable ? ['retryable'] : []), ...(result.approval !== undefined ? [`request ${shortId(result.approval.requestId)}`] : [])];
+  return `failed ${o.category} ${safe(o.code)}: ${clip(o.message, 60)}${notes.length > 0 ? ` (${notes.join(', ')})` : ''}`;
 }
 
 /** One event on one line: what happened, with the ids an operator needs next (shortened; --json has them whole). */

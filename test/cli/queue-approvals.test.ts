@@ -69,8 +69,9 @@ describe('jingwei queue: approval requests waiting for a person', () => {
     const text = cli(['queue', path]);
     assert.equal(text.code, 0, text.stderr);
     assert.match(text.stdout, /Approval requests waiting for a person \(2\):/);
-    assert.match(text.stdout, new RegExp(`${a}\\s+s-a\\s+mail\\s+\\S`));
-    assert.match(text.stdout, new RegExp(`${b}\\s+s-b\\s+mail`));
+    assert.match(text.stdout, new RegExp(`${a}\\s+s-a\\s+…\\S{8}\\s+mail\\s+\\S`), 'each request names its call: two requests of one tool are told apart');
+    assert.match(text.stdout, new RegExp(`${b}\\s+s-b\\s+…\\S{8}\\s+mail`));
+    assert.match(text.stdout, /the call and its arguments in full\): jingwei inspect .* <request>/);
     assert.match(text.stdout, /ask the finance team/);
     assert.match(text.stdout, /jingwei approve .* <request> --actor <name>/);
 
@@ -121,6 +122,22 @@ describe('jingwei queue: approval requests waiting for a person', () => {
     // The journal names who approved the start, and who denied the other.
     assert.match(cli(['events', path, 's-a']).stdout, new RegExp(`tool_started\\s+call \\S+\\s+body starting  approved by alice \\(request …${a.slice(-8)}\\)`));
     assert.match(cli(['events', path, 's-b']).stdout, /tool_result\s+call \S+\s+failed approval_denied tool_approval_denied_by_operator: denied by bob/);
+  });
+
+  it('inspect given a request id shows the call it would let run, its arguments in full (pass r50: approvals were decided blind)', async () => {
+    const path = tempDbPath(dir, 'inspect-request');
+    const [a] = (await pendingRequests(path)) as [string, string];
+    const r = cli(['inspect', path, a]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, new RegExp(`^Approval request ${a} \\(open, asked of approver ops\\) is about this call:$`, 'm'));
+    assert.match(r.stdout, /^Call toolcall_\S+ in session s-a$/m);
+    assert.match(r.stdout, /^ {2}arguments {3}\{"to":"s-a"\}$/m);
+    const json = JSON.parse(cli(['inspect', path, a, '--json']).stdout) as { session_id: string; call: { id: string } };
+    assert.equal(json.session_id, 's-a');
+    assert.equal((JSON.parse(cli(['queue', path, '--json']).stdout) as { approvals: { approver: string }[] }).approvals[0]!.approver, 'ops');
+    assert.match(cli(['events', path, 's-a']).stdout, new RegExp(`failed approval_pending .*\\(retryable, request …${a.slice(-8)}\\)`), 'events names the request a long message would cut off');
+    const unknown = cli(['inspect', path, 'approval_01a2371f-a722-70c6-829e-c4766e7fbe08']);
+    assert.equal(unknown.code, 2, 'an id that names no request and no session is refused');
   });
 
   it('filters by tool before the limit: a request of another tool behind more than a page of others is found', async () => {

@@ -341,6 +341,35 @@ describe('jingwei console forms and what it says after them', () => {
     assert.ok((JSON.parse(event.split('\ndata: ')[1]!) as { parts: Record<string, string> }).parts['review-rows']!.includes(decisionId), 'the live stream sends it too');
   });
 
+  it('a completed review clicked by mistake, still waiting in the inbox, can be replaced from its call page as from the CLI (pass r50 #6)', async () => {
+    const callId = await crashAfterEffect(db, join(dir, 'effects.jsonl'), 'invoices-misclick');
+    await leaseExpired(db, 'invoices-misclick');
+    const store = openSqliteStore(db);
+    let misclick: string;
+    try {
+      misclick = (await decisionInbox(store).recordReview({ sessionId: 'invoices-misclick', callId, outcome: 'completed', evidence: 'misclick', actor: 'dana' })).id;
+    } finally {
+      await store.close();
+    }
+    const path = c.path(`/session/invoices-misclick/call/${callId}`);
+    const page = await http(c.port, 'GET', path, { cookie });
+    assert.match(page.body, /name="outcome"/, 'the review form is offered');
+    assert.ok(page.body.includes(`It replaces the inbox review above (${misclick})`));
+    const sent = await http(c.port, 'POST', `${path}/review`, {
+      cookie, form: { csrf: hidden(page.body, 'csrf'), basis: hidden(page.body, 'basis'), outcome: 'uncertain', evidence: 'checked the ledger again: not sure' },
+    });
+    assert.equal(sent.status, 200, said(sent));
+    const after = openSqliteStore(db);
+    try {
+      const inbox = decisionInbox(after);
+      assert.equal((await inbox.get(misclick))!.state, 'superseded', 'the misclick will never be journaled');
+      const waiting = (await inbox.list({ sessionId: 'invoices-misclick', kind: 'review' })).items;
+      assert.deepEqual(waiting.map((r) => [r.decision, r.actor]), [['uncertain', 'bob']]);
+    } finally {
+      await after.close();
+    }
+  });
+
   it('an approval decided but not yet used is on the queue and on its call page, not as a pending one', async () => {
     const decided = requests[2]!;
     const store = openSqliteStore(db);

@@ -1,7 +1,10 @@
 import { bodyMayStillRun } from '../../tool/late-bodies.js';
 import { encodeToolResult, encodeToolReviewRecord } from '../../event/codec.js';
 import type { SessionEvent } from '../../event/types.js';
+import { DecisionError } from '../../errors.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
+import { decisionInbox } from '../../store/inbox.js';
+import type { SessionStore } from '../../store/types.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
 import {
   attemptsOf,
@@ -49,6 +52,24 @@ function assessedJson(c: ToolCallAssessment, inbox: ReadonlyMap<string, Decision
     review: c.review ? encodeToolReviewRecord(c.review) : null,
     inbox_review: inboxReviewJson(inbox.get(c.callId)),
   };
+}
+
+/** The inbox decision `id` names exactly (an approval request or a review decision), when it names one. */
+async function decisionNamed(store: SessionStore, id: string): Promise<DecisionRow | undefined> {
+  if (!/^(approval|review)_/.test(id)) return undefined;
+  try {
+    return await decisionInbox(store).get(id);
+  } catch (error) {
+    if (error instanceof DecisionError && error.code === 'inbox_unsupported') return undefined;
+    throw error;
+  }
+}
+
+function decisionHeading(row: DecisionRow): string {
+  const what = row.kind === 'approval' ? 'Approval request' : 'Review decision';
+  const approver = row.binding?.approver !== undefined ? `, asked of approver ${safe(row.binding.approver)}` : '';
+  const decided = row.decision !== null ? `, ${safe(row.decision)} by ${safe(row.actor ?? '')}` : '';
+  return `${what} ${safeId(row.id)} (${row.state}${decided}${approver}) is about this call:`;
 }
 
 function sessionView(ctx: CommandContext, sessionId: string, assessment: SessionAssessment, inbox: ReadonlyMap<string, DecisionRow>): ExitCode {
@@ -231,7 +252,7 @@ export const inspectCommand: Command = {
   summary: 'assess a session after a crash: every call without success, its status, next step and why',
   arguments: [
     STORE_ARGUMENT,
-    { name: 'session', required: true, help: 'a session id, or a unique part of one' },
+    { name: 'session', required: true, help: 'a session id, or a unique part of one; or an approval request or review decision id (approval_…, review_…): the call it is about' },
     { name: 'call', required: false, help: 'a call id, or a unique part of one: show that call and the decision-table row that applies' },
   ],
   options: {
@@ -245,15 +266,20 @@ call's journal records, every attempt of its operation, the rows of the retry po
 what a host may do, and the reviews journaled for it (the latest one counts: a completed review resolves the
 call). A review decision recorded with 'jingwei review' and not yet journaled by the session's owner is part of
 the picture: a completed one resolves its call (it waits to be journaled), a not_executed one is what the retry
-will use. This command never writes: retries and reviews go through the host API.`,
+will use. Given an approval request's id in place of the session (as 'jingwei queue' lists it), it shows the call
+that request would let run, its arguments in full: what an approval answers for. This command never writes:
+retries and reviews go through the host API.`,
   exitCodes: `This command exits 1 when a call needs attention (its outcome is in doubt, or it was interrupted before
 anyone saw an answer; for one call: that call), or when the journal is corrupt or its tool evidence invalid. A
 failure recorded before the body and delivered to its caller is shown but does not need attention, and so is a
 call a completed review resolved, journaled or waiting in the decision inbox.`,
-  examples: ['jingwei inspect journal.db demo-1a2b3c4d', 'jingwei inspect journal.db demo-1a2b3c4d 9f3e2a71'],
-  async run(ctx) {
-    const { io, args, out } = ctx;
-    return withStore(args.store!, async (store) => {
+  examples: ['jingwei inspect journal.db demo-1a2b3c4d', 'jingwei inspect journal.db demo-1a2b3c4d 9f3e2a71', 'jingwei inspect journal.db approval_0190…'],
+  async run(given) {
+    return withStore(given.args.store!, async (store) => {
+      const decision = given.args.call === undefined ? await decisionNamed(store, given.args.session!) : undefined;
+      const ctx = decision === undefined ? given : { ...given, args: { ...given.args, session: decision.sessionId, call: decision.callId } };
+      const { io, args, out } = ctx;
+      if (decision !== undefined && ctx.options.json !== true) out.line(ctx.out.style.bold(decisionHeading(decision)));
       const { history, sessionId, progress } = await loadSession(store, args.session!, io);
       let assessment: SessionAssessment | null = null;
       let inbox: ReadonlyMap<string, DecisionRow> = new Map();

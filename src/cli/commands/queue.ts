@@ -169,14 +169,15 @@ back: resume the session's run, or run the recovery routine, on another host. --
         if (page.items.length > 0) out.line();
         out.line(s.bold(`Approval requests waiting for a person (${approvals.items.length}):`));
         out.line(table(
-          [{ header: 'SINCE' }, { header: 'REQUEST' }, { header: 'SESSION' }, { header: 'TOOL' }, { header: 'WAITING' }, { header: 'NOTE' }],
+          [{ header: 'SINCE' }, { header: 'REQUEST' }, { header: 'SESSION' }, { header: 'CALL' }, { header: 'TOOL' }, { header: 'WAITING' }, { header: 'NOTE' }],
           approvals.items.map((r) => [
-            timeText(r.createdAt), safeId(r.id), safeId(r.sessionId), safe(r.tool ?? '-'), durationText(r.createdAt, now) ?? '-', safe(r.note ?? '-'),
+            timeText(r.createdAt), safeId(r.id), safeId(r.sessionId), shortId(r.callId), safe(r.tool ?? '-'), durationText(r.createdAt, now) ?? '-', safe(r.note ?? '-'),
           ]),
           s,
           out.width !== undefined ? { width: out.width } : {},
         ));
         out.line();
+        out.line(s.dim(`What one would do (the call and its arguments in full): jingwei inspect ${storeWord(args.store!)} <request>`));
         out.line(s.dim(`Decide one: jingwei approve ${storeWord(args.store!)} <request> --actor <name> (or jingwei deny)` + (approvals.next ? `; more: --approvals-after ${approvals.next}` : '')));
       }
       if (decided.items.length > 0) {

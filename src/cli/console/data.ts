@@ -215,7 +215,10 @@ export function reviewRefusal(view: SessionView, callId: string): string | null 
   const assessed = assessedCall(view, callId);
   if (assessed === null) return 'the call succeeded: there is nothing to review';
   if (assessed.nextStep === 'superseded') return 'a newer attempt of this operation exists: decide on that one';
-  if (assessed.nextStep === 'completed') return `the call is resolved: ${assessed.reason}`;
+  // Resolved only by a `completed` review still waiting in the inbox: a person may replace it (a misclick), as
+  // `jingwei review --replaces` does; once the owner journals it, it is settled for good.
+  const waitingCompleted = view.inboxReviews.get(callId)?.decision === 'completed' && assessed.rule !== 'reviewed_completed';
+  if (assessed.nextStep === 'completed' && !waitingCompleted) return `the call is resolved: ${assessed.reason}`;
   if (assessed.status !== 'outcome_unknown') return `the call's outcome is not in doubt (${assessed.status}: ${assessed.reason})`;
   const running = view.running.get(callId);
   if (running !== undefined) return runningText(running);
