@@ -35,20 +35,6 @@ type PostgresModule = {
   openPostgresStore?: (url: string, options?: { schema?: string; mustExist?: boolean }) => SessionStore | Promise<SessionStore>;
 };
 
-/** Splits the CLI's own `schema` parameter off the URL; the rest goes to the driver unchanged. */
-function splitSchema(target: string): { url: string; schema: string | undefined } {
-  let url: URL;
-  try {
-    url = new URL(target);
-  } catch {
-    throw new UsageError('the PostgreSQL URL cannot be parsed (postgres://user:password@host:port/database?schema=name)');
-  }
-  const schema = url.searchParams.get('schema') ?? undefined;
-  if (schema === undefined) return { url: target, schema };
-  url.searchParams.delete('schema');
-  return { url: url.toString(), schema };
-}
-
 async function openPostgres(target: string, create: boolean): Promise<SessionStore> {
   // A computed specifier: the CLI must compile and run in a build that has no PostgreSQL store.
   const specifier = '../postgres.js';
@@ -65,10 +51,10 @@ async function openPostgres(target: string, create: boolean): Promise<SessionSto
   if (typeof mod.openPostgresStore !== 'function') {
     throw new StoreAccessError('PostgreSQL is not available in this build of jingwei: openPostgresStore is missing');
   }
-  const { url, schema } = splitSchema(target);
   try {
-    // As for SQLite: only a command that creates a journal may create the schema or its tables.
-    return await mod.openPostgresStore(url, { ...(schema !== undefined ? { schema } : {}), mustExist: !create });
+    // As for SQLite: only a command that creates a journal may create the schema or its tables. The URL's
+    // `?schema=` is the store's, read by openPostgresStore as it is for a host given the same URL.
+    return await mod.openPostgresStore(target, { mustExist: !create });
   } catch (error) {
     if ((error as { code?: unknown }).code === 'invalid_input') throw error;
     throw new StoreAccessError(`cannot open ${describeTarget(target)}: ${(error as Error).message}`, { cause: error });

@@ -16,7 +16,7 @@ import { Passthrough } from '../passthrough.js';
 import { listenForDriverErrors, LostCreationRace, mapPostgresError } from './errors.js';
 import { releasing } from './checked-out.js';
 import { beforeCommitHooks } from './hooks.js';
-import { checkConnectionUrl, checkMs, type PostgresStoreOptions } from './options.js';
+import { checkMs, connectionAndSchema, type PostgresStoreOptions } from './options.js';
 import { drawJournalId, IDENTIFIER, migrate, POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { postgresStatements, type PostgresStatements } from './statements.js';
 import { commitStatement, type CommitStatement } from './commit-statement.js';
@@ -498,7 +498,8 @@ class PostgresBackend implements JournalBackend {
  * holds no journal fails with StorePathError ('store_not_found', 'store_not_journal') and nothing is created.
  */
 export async function openPostgresStore(urlOrPool: string | PgPool, options: PostgresStoreOptions = {}): Promise<SessionStore> {
-  const schema = options.schema ?? 'public';
+  const target = typeof urlOrPool === 'string' ? connectionAndSchema(urlOrPool, options.schema) : null;
+  const schema = target?.schema ?? options.schema ?? 'public';
   if (typeof schema !== 'string' || !IDENTIFIER.test(schema)) {
     throw new InvalidInputError('schema', 'must be a plain identifier (letters, digits, underscores; at most 63 bytes)');
   }
@@ -507,10 +508,9 @@ export async function openPostgresStore(urlOrPool: string | PgPool, options: Pos
   const idle = checkMs('idleInTransactionTimeoutMs', options.idleInTransactionTimeoutMs, POSTGRES_DEFAULTS.idleInTransactionTimeoutMs, 0);
   let pool: Pool;
   let ownsPool: boolean;
-  if (typeof urlOrPool === 'string') {
-    checkConnectionUrl(urlOrPool);
+  if (target !== null) {
     pool = new Pool({
-      connectionString: urlOrPool,
+      connectionString: target.url,
       max: checkMs('poolSize', options.poolSize, POSTGRES_DEFAULTS.poolSize, 1),
       connectionTimeoutMillis: checkMs('connectTimeoutMs', options.connectTimeoutMs, POSTGRES_DEFAULTS.connectTimeoutMs, 1),
       application_name: 'jingwei',

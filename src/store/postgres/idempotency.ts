@@ -12,7 +12,7 @@ import type { PgClient, PgPool } from './driver-types.js';
 import { Passthrough } from '../passthrough.js';
 import { releasing, type CheckedOutClient } from './checked-out.js';
 import { listenForDriverErrors, mapPostgresError } from './errors.js';
-import { checkConnectionUrl, checkMs } from './options.js';
+import { checkMs, connectionAndSchema } from './options.js';
 import { ensureSchema, IDENTIFIER } from './schema.js';
 
 /**
@@ -83,19 +83,19 @@ export class PostgresIdempotencyStore {
     options: { schema?: string; lockTimeoutMs?: number; idleInTransactionTimeoutMs?: number } = {},
   ): Promise<PostgresIdempotencyStore> {
     if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', 'must be an object');
-    const schema = options.schema ?? 'public';
+    const target = typeof urlOrPool === 'string' ? connectionAndSchema(urlOrPool, options.schema) : null;
+    const schema = target?.schema ?? options.schema ?? 'public';
     if (!IDENTIFIER.test(schema)) throw new InvalidInputError('schema', 'must be a plain SQL identifier');
     const lock = checkMs('lockTimeoutMs', options.lockTimeoutMs, POSTGRES_DEFAULTS.lockTimeoutMs, 1);
     const idle = checkMs('idleInTransactionTimeoutMs', options.idleInTransactionTimeoutMs, POSTGRES_DEFAULTS.idleInTransactionTimeoutMs, 0);
     const begin = `BEGIN; SET LOCAL lock_timeout = ${lock}${idle > 0 ? `; SET LOCAL idle_in_transaction_session_timeout = ${idle}` : ''}`;
     const owned = typeof urlOrPool === 'string';
     let pool: PgPool;
-    if (typeof urlOrPool === 'string') {
-      checkConnectionUrl(urlOrPool);
+    if (target !== null) {
       // A wait for one of its connections is bounded too (StoreBusyError once all stay busy past connectTimeoutMs):
       // writes that stall, or that call the helper again inside themselves, would otherwise hold every later one.
       const own = new Pool({
-        connectionString: urlOrPool,
+        connectionString: target.url,
         max: IDEMPOTENCY_POOL_SIZE,
         connectionTimeoutMillis: POSTGRES_DEFAULTS.connectTimeoutMs,
         query_timeout: POSTGRES_DEFAULTS.statementTimeoutMs + POSTGRES_DEFAULTS.answerMarginMs,

@@ -2,6 +2,9 @@ import { InvalidInputError } from '../../errors.js';
 import { LIMITS } from '../../limits.js';
 import type { PgPool } from './driver-types.js';
 
+/** A schema name the store accepts: a plain SQL identifier, at most 63 bytes. */
+export const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
 /** The schema version this code writes and understands. A database at a higher version is refused on open. */
 export const POSTGRES_SCHEMA_VERSION = 10;
 
@@ -71,4 +74,39 @@ export function checkConnectionUrl(url: string): void {
     const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(url.trim())?.[1];
     throw new InvalidInputError('url', `must be a PostgreSQL connection URL (postgres://user@host:5432/db), got ${scheme ? `a ${scheme}: URL` : 'text that is not one'}`);
   }
+}
+
+/**
+ * The connection string for the driver and the schema the store uses: `?schema=name` in a postgres:// URL (the form
+ * the CLI and the docs give a store) names the schema, and is taken off before the URL reaches the driver, which
+ * would ignore it and leave the store in `public`, outside the fencing of every host that opened the named schema.
+ * A URL and an option that name two different schemas are refused: no one can tell which was meant.
+ */
+export function connectionAndSchema(url: string, option: string | undefined): { url: string; schema: string } {
+  checkConnectionUrl(url);
+  let inUrl: string | undefined;
+  let rest = url;
+  if (/^postgres(ql)?:\/\//i.test(url.trim())) {
+    let parsed: URL;
+    try {
+      parsed = new URL(url.trim());
+    } catch {
+      throw new InvalidInputError('url', 'must be a PostgreSQL connection URL (postgres://user:password@host:5432/db?schema=name) that parses');
+    }
+    const named = parsed.searchParams.getAll('schema');
+    if (named.length > 1) throw new InvalidInputError('url', `names the schema ${named.length} times (?schema=): give it once`);
+    if (named.length === 1) {
+      inUrl = named[0]!;
+      parsed.searchParams.delete('schema');
+      rest = parsed.toString();
+    }
+  }
+  if (inUrl !== undefined && option !== undefined && inUrl !== option) {
+    throw new InvalidInputError('schema', `the URL names schema ${JSON.stringify(inUrl)} (?schema=) and the schema option ${JSON.stringify(option)}: give one, or the same`);
+  }
+  const schema = option ?? inUrl ?? 'public';
+  if (typeof schema !== 'string' || !IDENTIFIER.test(schema)) {
+    throw new InvalidInputError('schema', 'must be a plain identifier (letters, digits, underscores; at most 63 bytes)');
+  }
+  return { url: rest, schema };
 }

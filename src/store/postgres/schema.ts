@@ -16,7 +16,7 @@ const MIGRATE_INBOX = (S: string): string => INBOX_DDL(S);
 export { POSTGRES_SCHEMA_VERSION };
 
 /** A plain SQL identifier: the only schema names the store accepts (they are quoted into its SQL). */
-export const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+export { IDENTIFIER } from './options.js';
 
 /**
  * Version 3. Identity is per session: tasks keyed by (session_id, task_id), operations by (session_id, task_id, key)
