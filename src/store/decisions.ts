@@ -37,8 +37,12 @@ function renewLease(session: SessionRow, owner: OwnerRef, state: TxState): Sessi
   return owner.leaseMs === undefined ? session : { ...session, leaseExpiresAt: storeNow(state) + owner.leaseMs };
 }
 
-/** How an acquire treats a session another owner holds: refuse, fence it unconditionally, or only once its lease ran out. */
-export type TakeoverMode = boolean | 'expired';
+/**
+ * How an acquire treats a session another owner holds: refuse, fence it unconditionally, or only once its lease ran
+ * out; `abandoned` as `expired`, and refuses a session nobody holds (released since it was listed): there is nothing
+ * to recover.
+ */
+export type TakeoverMode = boolean | 'expired' | 'abandoned';
 
 function requireOwner(session: SessionRow | undefined, owner: OwnerRef): SessionRow {
   if (!session) throw new StaleOwnerError(owner.sessionId, owner.epoch, 'the session does not exist');
@@ -53,7 +57,12 @@ export function decideAcquire(sessionId: SessionId, owner: string, takeover: Tak
   return (state: TxState): TxWrites<SessionRow> => {
     const current = state.session;
     const now = storeNow(state);
-    if (current?.held && takeover !== true && !(takeover === 'expired' && leaseExpired(current, now))) {
+    if (takeover === 'abandoned' && !current?.held) {
+      throw new StaleOwnerError(sessionId, current?.epoch ?? 0,
+        current ? `released by ${current.owner ?? 'its owner'} at epoch ${current.epoch}: nobody abandoned it, so there is nothing to take over` : 'the session does not exist');
+    }
+    const expiredMayGo = (takeover === 'expired' || takeover === 'abandoned') && current !== undefined && leaseExpired(current, now);
+    if (current?.held && takeover !== true && !expiredMayGo) {
       throw new SessionBusyError(sessionId, current.owner ?? '?', current.epoch, current.leaseExpiresAt ?? null, owner);
     }
     // No owner row, yet events of the session (an owner row deleted by hand, a partial restore): a new row at epoch 1

@@ -4,6 +4,7 @@ import type { SessionEvent } from '../event/types.js';
 import { ATTENTION_PAGE, attentionItem, attentionPage, attentionScan, } from './attention.js';
 import {
   decideAcquire,
+  type TakeoverMode,
   leaseExpired,
 } from './decisions.js';
 import { LEASE_LIMITS } from '../limits.js';
@@ -44,10 +45,10 @@ function checkLeaseMs(value: number | undefined): number {
   return v;
 }
 
-function checkTakeover(value: unknown): boolean | 'expired' {
+function checkTakeover(value: unknown): TakeoverMode {
   if (value === undefined) return false;
-  if (value === true || value === false || value === 'expired') return value;
-  throw new InvalidInputError('takeover', `must be true, false or 'expired', got ${JSON.stringify(value) ?? String(value)}`);
+  if (value === true || value === false || value === 'expired' || value === 'abandoned') return value;
+  throw new InvalidInputError('takeover', `must be true, false, 'expired' or 'abandoned', got ${JSON.stringify(value) ?? String(value)}`);
 }
 
 /** The store's clock: the backend's when it has one (docs/design.md#leases). */

@@ -218,9 +218,11 @@ export interface AcquireOptions {
   /**
    * What to do while another owner holds the session: `false` (the default) fails with SessionBusyError; `'expired'`
    * takes over only once the holder's lease has run out (SessionBusyError naming the holder and its expiry
-   * otherwise); `true` fences the holder unconditionally.
+   * otherwise); `true` fences the holder unconditionally. `'abandoned'` is `'expired'` for a startup routine that
+   * listed the session as abandoned: a session nobody holds any more (another routine recovered and released it
+   * since) is refused with StaleOwnerError, nothing written, instead of being acquired and recovered twice.
    */
-  readonly takeover?: boolean | 'expired';
+  readonly takeover?: boolean | 'expired' | 'abandoned';
   /** The lease length in ms (LEASE_LIMITS: default 30 s, at least 100 ms, at most one day). */
   readonly leaseMs?: number;
   /**

@@ -113,6 +113,22 @@ export function leaseRules(name: string, factory: LeaseStoreFactory): void {
       await store.close();
     });
 
+    it("takeover 'abandoned' takes over an expired session only: a live one is busy, a released or missing one is stale_owner, nothing written", async () => {
+      const { store } = await factory.open();
+      const gone = await store.acquire('l-abandoned', { owner: 'host-gone', leaseMs: SHORT, heartbeat: false });
+      assert.equal(await code(store.acquire('l-abandoned', { owner: 'host-recover', takeover: 'abandoned' })), 'session_busy', 'a live lease is not abandoned');
+      await untilExpired(store, 'l-abandoned');
+      const recovered = await store.acquire('l-abandoned', { owner: 'host-recover', takeover: 'abandoned' });
+      assert.equal(recovered.epoch, gone.epoch + 1);
+      await recovered.release();
+      assert.equal(await code(store.acquire('l-abandoned', { owner: 'host-late', takeover: 'abandoned' })), 'stale_owner',
+        "a session released since it was listed is not abandoned: takeover 'abandoned' must refuse a session nobody holds (decideAcquire)");
+      assert.equal(await code(store.acquire('l-never', { owner: 'host-late', takeover: 'abandoned' })), 'stale_owner');
+      assert.deepEqual((await store.listSessions()).filter((x) => x.sessionId === 'l-abandoned').map((x) => [x.epoch, x.held]), [[recovered.epoch, false]], 'the refusal wrote nothing');
+      assert.equal((await store.listSessions()).some((x) => x.sessionId === 'l-never'), false);
+      await store.close();
+    });
+
     it('writes and renewLease move the expiry forward; an expired owner that writes holds its lease again', async () => {
       const { store } = await factory.open();
       const owner = await store.acquire('l-renew', { owner: 'host-a', leaseMs: SHORT, heartbeat: false });

@@ -92,8 +92,20 @@ export type SessionRecovery =
     }
   | {
       readonly sessionId: string;
+      readonly action: 'skipped';
+      /**
+       * `released`: nobody holds it any more: another host's routine (or its owner) took it and released it between
+       * listing and takeover. That routine recovered it and reported what it did; this one does nothing twice.
+       */
+      readonly reason: 'released';
+    }
+  | {
+      readonly sessionId: string;
       readonly action: 'taken_over';
-      /** The abandoned owner, as listed. */
+      /**
+       * The abandoned owner, as listed; null when the session was taken over since it was listed (another host's
+       * routine that stopped before it released it): the owner fenced is not the one listed.
+       */
       readonly previousOwner: string | null;
       readonly epoch: number;
       /** Operators' review decisions from the decision inbox, journaled first (`journalInboxReviews`). */
@@ -197,8 +209,8 @@ function checkArguments(store: SessionStore, host: RecoveryHost, options: Recove
 
 /**
  * Recovers every abandoned session of `store` (docs/design.md#recovering-abandoned-sessions): for each session
- * whose owner's lease ran out, acquires it with `takeover: 'expired'` (a session that became live meanwhile is
- * skipped and reported, never fenced), asks the reconcilers of `host.tools` about every uncertain call, then, with
+ * whose owner's lease ran out, acquires it with `takeover: 'abandoned'` (a session that became live meanwhile, or
+ * that another host's routine recovered and released since the listing, is skipped and reported, never fenced), asks the reconcilers of `host.tools` about every uncertain call, then, with
  * policy `retry_safe`, executes one retry of each open call prepareToolRetry plans without a review passed by
  * anyone, its audit carrying a review by `policy:retry_safe`. Everything else stays in the queue for a person.
  * Releases each session unless `keep`. Throws InvalidInputError for bad arguments (an unknown policy, a bad
@@ -228,15 +240,18 @@ async function recoverOne(
   const { sessionId } = summary;
   let owner: SessionOwner;
   try {
+    // Only a session still held and abandoned: one another host's routine recovered and released since the listing
+    // is not taken and recovered again (its calls reported twice, a safe retry made again).
     owner = await store.acquire(sessionId, {
       owner: checked.owner,
-      takeover: 'expired',
+      takeover: 'abandoned',
       ...(settings.leaseMs === undefined ? {} : { leaseMs: settings.leaseMs }),
     });
   } catch (error) {
     if (error instanceof SessionBusyError) {
       return { sessionId, action: 'skipped', reason: 'live', holder: error.holder, leaseExpiresAt: error.leaseExpiresAt };
     }
+    if (error instanceof StaleOwnerError) return { sessionId, action: 'skipped', reason: 'released' };
     if (error instanceof StoreUnavailableError || error instanceof InvalidInputError) throw error;
     return { sessionId, action: 'failed', epoch: null, error: errorOf(error) };
   }
@@ -304,7 +319,7 @@ async function recoverOne(
     if (await reviewDecisionsWaiting(store, sessionId)) revisit = true;
     keep = checked.keep;
     return {
-      sessionId, action: 'taken_over', previousOwner: summary.owner, epoch: owner.epoch, reviewed: inbox.journaled, reconciled: reconciled.calls, retried, left,
+      sessionId, action: 'taken_over', previousOwner: owner.epoch === summary.epoch + 1 ? summary.owner : null, epoch: owner.epoch, reviewed: inbox.journaled, reconciled: reconciled.calls, retried, left,
       owner: keep ? owner : null, heldForNextRoutine: revisit && !keep,
     };
   } catch (error) {

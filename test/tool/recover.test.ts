@@ -467,13 +467,44 @@ describe('recoverAbandoned in one process', () => {
     assert.equal(report.sessions.length, 1);
     const session = report.sessions[0]!;
     assert.equal(session.action, 'skipped');
-    assert.ok(session.action === 'skipped');
-    assert.equal(session.reason, 'live');
+    assert.ok(session.action === 'skipped' && session.reason === 'live');
     assert.equal(session.holder, 'alive');
     assert.equal(typeof session.leaseExpiresAt, 'number');
     await live.append([{ turnId: 't1', kind: { type: 'user_message', text: 'still mine' } }]);
     assert.equal(live.epoch, 1);
     await live.release();
+    await store.close();
+  });
+
+  it('routines that start together do not recover one session twice: one another routine recovered and released since the listing is skipped, one it left abandoned again is taken over (pass r51 #2)', async () => {
+    const store = createMemoryStore();
+    const { host, lookups } = failing();
+    await abandoned(store, host, 's-done');
+    await abandoned(store, host, 's-again');
+    await pause(150);
+    // The listing a second routine made as the first began: both sessions abandoned.
+    const stale = await store.listExpiredSessions();
+    assert.deepEqual(stale.map((x) => x.sessionId).sort(), ['s-again', 's-done']);
+    const before = lookups.count;
+    // The first routine recovered s-done and released it, and died inside s-again (its owner never released).
+    const first = await recoverAbandoned(Object.create(store, { listExpiredSessions: { value: async () => stale.filter((x) => x.sessionId === 's-done') } }), host, 'retry_safe');
+    assert.equal(first.sessions[0]!.action, 'taken_over');
+    assert.equal(lookups.count, before + 1, 'the first routine retried s-done\'s failed lookup once');
+    const dying = await store.acquire('s-again', { owner: 'routine-1', takeover: 'abandoned', leaseMs: 100, heartbeat: false });
+    await pause(150);
+    const done = (await store.loadHistory('s-done')).length;
+
+    const second = await recoverAbandoned(Object.create(store, { listExpiredSessions: { value: async () => stale } }), host, 'retry_safe');
+    const by = new Map(second.sessions.map((x) => [x.sessionId, x]));
+    assert.deepEqual(by.get('s-done'), { sessionId: 's-done', action: 'skipped', reason: 'released' }, 'recovered and released by the first routine: not again');
+    assert.equal((await store.loadHistory('s-done')).length, done, 'nothing journaled in it twice');
+    const again = by.get('s-again')!;
+    assert.ok(again.action === 'taken_over', JSON.stringify(again));
+    assert.equal(again.epoch, dying.epoch + 1);
+    assert.equal(again.previousOwner, null, 'not the owner the stale listing named: the routine that took it since');
+    assert.equal(lookups.count, before + 1, 'no second retry of s-done\'s lookup');
+    assert.deepEqual(again.left.map((c) => c.name), ['charge'], 'the charge in doubt reported once more, by the routine that now holds it');
+    await assert.rejects(store.acquire('s-done', { owner: 'x', takeover: 'abandoned' }), { code: 'stale_owner' });
     await store.close();
   });
 
