@@ -314,3 +314,24 @@ export async function reviewDecisionsWaiting(store: Pick<SessionStore, 'loadHist
     throw error;
   }
 }
+
+/**
+ * The sessions with operators' review decisions waiting to be journaled, across the store (none for a store without
+ * an inbox), in the inbox's order, each once.
+ */
+export async function sessionsWithWaitingReviews(store: Pick<SessionStore, 'loadHistory'>): Promise<string[]> {
+  if (!(store instanceof JournalStore)) return [];
+  const sessions = new Set<string>();
+  try {
+    let after: string | undefined;
+    for (;;) {
+      const page = await decisionInbox(store).list({ kind: 'review', states: ['decided'], limit: 500, ...(after === undefined ? {} : { after }) });
+      for (const row of page.items) sessions.add(row.sessionId);
+      if (page.next === null) return [...sessions];
+      after = page.next;
+    }
+  } catch (error) {
+    if (error instanceof DecisionError && error.code === 'inbox_unsupported') return [];
+    throw error;
+  }
+}

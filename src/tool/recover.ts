@@ -16,7 +16,7 @@ import { inspectToolRecovery } from './recovery.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { prepareToolRetry, type ToolRetryPlan } from './retry-plan.js';
 import { personDecided, reconcileUncertainCalls, type ReconciledCall } from './reconcile.js';
-import { journalWaitingReviews, reviewDecisionsWaiting, type JournaledInboxReview } from './inbox-review.js';
+import { journalWaitingReviews, reviewDecisionsWaiting, sessionsWithWaitingReviews, type JournaledInboxReview } from './inbox-review.js';
 import type { Tool, ToolRuntime } from './types.js';
 import { hostPanicDescriber, registeredTools } from './runtime.js';
 
@@ -125,6 +125,16 @@ export type SessionRecovery =
     }
   | {
       readonly sessionId: string;
+      /**
+       * A session nobody held, with operators' review decisions waiting in the inbox (its run finished and its host
+       * released it, say): acquired, the decisions journaled, released. Nothing else is decided or retried there.
+       */
+      readonly action: 'reviews_journaled';
+      readonly epoch: number;
+      readonly reviewed: readonly JournaledInboxReview[];
+    }
+  | {
+      readonly sessionId: string;
       readonly action: 'failed';
       /** The owner taken over, or null when the takeover itself failed. */
       readonly epoch: number | null;
@@ -133,7 +143,10 @@ export type SessionRecovery =
 
 export interface RecoveryReport {
   readonly policy: RecoveryPolicy;
-  /** Every session whose lease had expired when listed, in listing order. */
+  /**
+   * Every session whose lease had expired when listed, in listing order; then every session nobody held whose
+   * operators' review decisions waited in the inbox (`reviews_journaled`).
+   */
   readonly sessions: readonly SessionRecovery[];
 }
 
@@ -213,7 +226,8 @@ function checkArguments(store: SessionStore, host: RecoveryHost, options: Recove
  * that another host's routine recovered and released since the listing, is skipped and reported, never fenced), asks the reconcilers of `host.tools` about every uncertain call, then, with
  * policy `retry_safe`, executes one retry of each open call prepareToolRetry plans without a review passed by
  * anyone, its audit carrying a review by `policy:retry_safe`. Everything else stays in the queue for a person.
- * Releases each session unless `keep`. Throws InvalidInputError for bad arguments (an unknown policy, a bad
+ * Releases each session unless `keep`. Then journals the operators' review decisions waiting in the inbox for sessions
+ * nobody holds (a finished run's, released by its host), which no host would come back to. Throws InvalidInputError for bad arguments (an unknown policy, a bad
  * `leaseMs`) and the store's own errors when the store is closed or unreachable; a failure inside one session is
  * reported for that session and the routine goes on.
  */
@@ -227,7 +241,48 @@ export async function recoverAbandoned(
   const expired = await store.listExpiredSessions();
   const sessions: SessionRecovery[] = [];
   for (const summary of expired) sessions.push(await recoverOne(store, host, summary, checked, settings));
+  const listed = new Set<string>(expired.map((summary) => summary.sessionId));
+  for (const sessionId of await sessionsWithWaitingReviews(store)) {
+    if (listed.has(sessionId)) continue;
+    const journaled = await journalReleasedReviews(store, sessionId, checked, settings);
+    if (journaled !== null) sessions.push(journaled);
+  }
   return { policy: checked.policy, sessions };
+}
+
+/**
+ * A session nobody holds whose operators' review decisions wait in the inbox: no host would ever come back to journal
+ * them (its run finished, its host released it), and the queue would show the call in doubt for good. Acquired
+ * without a takeover (a session some host holds is left to it: null), the reviews journaled, released.
+ */
+async function journalReleasedReviews(
+  store: SessionStore,
+  sessionId: string,
+  checked: { owner: string },
+  settings: RecoverOptions,
+): Promise<SessionRecovery | null> {
+  let owner: SessionOwner;
+  try {
+    owner = await store.acquire(sessionId, { owner: checked.owner, ...(settings.leaseMs === undefined ? {} : { leaseMs: settings.leaseMs }) });
+  } catch (error) {
+    if (error instanceof SessionBusyError) return null;
+    if (error instanceof StoreUnavailableError || error instanceof InvalidInputError) throw error;
+    return { sessionId, action: 'failed', epoch: null, error: errorOf(error) };
+  }
+  let failed = false;
+  try {
+    const inbox = await journalWaitingReviews(owner, store, await store.loadHistory(sessionId));
+    return { sessionId, action: 'reviews_journaled', epoch: owner.epoch, reviewed: inbox.journaled };
+  } catch (error) {
+    if (error instanceof StoreUnavailableError) throw error;
+    failed = true;
+    return { sessionId, action: 'failed', epoch: owner.epoch, error: errorOf(error) };
+  } finally {
+    // As for a session taken over: one whose journal cannot be read stays held, its lease left to run out, so every
+    // later routine reports it until a person deals with it.
+    if (failed) stopRenewing(owner);
+    else await owner.release().catch(() => undefined);
+  }
 }
 
 async function recoverOne(

@@ -508,6 +508,36 @@ describe('recoverAbandoned in one process', () => {
     await store.close();
   });
 
+  it("a released session's review decisions waiting in the inbox are journaled by the routine; a held session's are left to its host (pass r51 #1)", async () => {
+    const store = createMemoryStore();
+    const { host } = failing();
+    const finished = async (sessionId: string) => {
+      const owner = await store.acquire(sessionId, { owner: 'worker' });
+      await owner.startTask('t');
+      await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('charge', {});
+      return owner;
+    };
+    const done = await finished('s-finished');
+    await done.release();
+    const live = await finished('s-live');
+    const inbox = decisionInbox(store);
+    const callOf = async (sessionId: string) => openCalls(await store.loadHistory(sessionId))[0]!.callId;
+    const review = await inbox.recordReview({ sessionId: 's-finished', callId: await callOf('s-finished'), outcome: 'completed', evidence: 'in the provider log', actor: 'ana' });
+    await inbox.recordReview({ sessionId: 's-live', callId: await callOf('s-live'), outcome: 'completed', evidence: 'in the provider log', actor: 'ana' });
+
+    const report = await recoverAbandoned(store, host, 'retry_safe');
+    assert.deepEqual(report.sessions.map((x) => [x.sessionId, x.action]), [['s-finished', 'reviews_journaled']], 'the live host\'s session is its own');
+    const entry = report.sessions[0]!;
+    assert.ok(entry.action === 'reviews_journaled');
+    assert.deepEqual(entry.reviewed.map((r) => r.decisionId), [review.id]);
+    assert.deepEqual(openCalls(await store.loadHistory('s-finished')), [], 'the call is settled in its journal');
+    assert.equal((await store.listSessions()).find((x) => x.sessionId === 's-finished')?.held, false, 'released again');
+    assert.equal((await inbox.get(review.id))!.state, 'consumed');
+    assert.deepEqual((await recoverAbandoned(store, host, 'retry_safe')).sessions, [], 'nothing left for a next routine');
+    await live.release();
+    await store.close();
+  });
+
   it('a session it cannot recover (a corrupt journal) stays held with its lease left to run out: not writable, and reported again by the next routine', async () => {
     const path = tempDbPath(dir);
     const store = openSqliteStore(path);

@@ -56,7 +56,8 @@ back: resume the session's run on another host. The same filters apply; --decide
 
 And the review decisions recorded ('jingwei review') that the session's host has not journaled yet: nothing acts on
 one until then (a retry of its operation is refused meanwhile), so one that stays here means that host has not come
-back: resume the session's run, or run the recovery routine, on another host. --reviews-after continues them.`,
+back: resume the session's run, or run the recovery routine, on another host (it journals them for a session
+abandoned or released alike). --reviews-after continues them.`,
   exitCodes: 'This command exits 0 whether or not items are listed (use --json and count them in scripts).',
   examples: [
     'jingwei queue journal.db',
