@@ -268,7 +268,7 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
           await owner.append([callRefusedEvent(turnId, runId, step, index, refusal.code, refusal.message)]);
         }
       } else {
-        const settled = await settleCall(ctx, requested, key, action, replayOnly ? 'replay' : 'run');
+        const settled = await settleCall(ctx, requested, key, action, replayOnly ? 'replay' : 'run', step < known.length);
         if (settled === null) return finish('uncertain_outcome', text, step);
         if (settled.kind === 'stop') {
           const later = response.toolCalls.slice(index + 1).map((c, i) => ({

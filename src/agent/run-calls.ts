@@ -18,7 +18,7 @@ import type { RecordedAttempt, SessionOwner, SessionStore } from '../store/types
 import { prepareToolRetry, sourceRowBefore, type ToolRetryPlan } from '../tool/retry-plan.js';
 import { noteRetrySource } from '../tool/retry-source.js';
 import { classifyAttempt, collectEvidence, latestReview as latestAttemptReview } from '../tool/evidence.js';
-import { ToolRecoveryStatus } from '../tool/retry-policy.js';
+import { STOPPED_BEFORE_BODY, ToolRecoveryStatus } from '../tool/retry-policy.js';
 import { argumentsDigest } from '../store/attention.js';
 import type { PassReport } from '../tool/reconcile.js';
 import { reviewsBeforeDeciding } from './run-reviews.js';
@@ -251,8 +251,22 @@ function asRecorded(requested: ChatToolCall, recorded: RecordedAttempt): ChatToo
  */
 export type SettleMode = 'run' | 'replay' | 'peek';
 
-/** Settles the `index`-th requested call of a step under `key`, as `mode` says. */
-export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCall, key: string, action: ActionContext, mode: SettleMode): Promise<SettledCall | null> {
+/**
+ * An attempt stopped before its body by an interrupt (the store closing or the session released in a graceful
+ * shutdown, the host's hold on the session lost, the caller's cancel): provably not run, whatever the tool's effect.
+ */
+function interruptedBeforeBody(execution: ToolExecution): boolean {
+  const outcome = execution.result.outcome;
+  if (outcome.status !== 'failed' || outcome.category !== 'cancelled') return false;
+  return execution.startedEvent === null || outcome.code === STOPPED_BEFORE_BODY;
+}
+
+/**
+ * Settles the `index`-th requested call of a step under `key`, as `mode` says. `wentPast`: a later step of the run is
+ * journaled, so the model read this step's outcomes; false for the step a run stopped in (a bridge's steps count as
+ * gone past: its framework's loop decides what it asks again).
+ */
+export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCall, key: string, action: ActionContext, mode: SettleMode, wentPast = true): Promise<SettledCall | null> {
   const { gateway, owner, signal } = ctx;
   const replayOnly = mode === 'replay';
   const peek = mode === 'peek';
@@ -322,6 +336,15 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
     // Stopped before its body by an operator's review decision about the operation: decided as an open call is,
     // once the decision is journaled (a `completed` one settles it; otherwise its operation is retried).
     if (waited) return recoverOpen(ctx, requested, recorded, options, peek);
+    // Stopped before its body by an interrupt in the step the run stopped in (a graceful shutdown closed the store
+    // while the approver was asked, say): no model read that outcome, so the call is made again, once, as a crash at
+    // the same moment would have had it made. Read to the model instead, the shutdown lost the action.
+    if (!wentPast && interruptedBeforeBody(execution)) {
+      if (peek) return null;
+      const plan = prepareToolRetry(await history(ctx), recorded.callId);
+      signal?.throwIfAborted();
+      return unlessReviewWaits(ctx, await attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, retry: plan })));
+    }
     // A retry refused before its body (its approver denied it, say) while a colleague recorded that an earlier attempt
     // made the write: that journaled review, not the refusal, is what the model reads.
     if (neverRan && (await settledCompleted(ctx, recorded.callId))) return confirmedOutside(requested, undefined);
