@@ -393,7 +393,10 @@ export async function alsoWaiting(ctx: CallContext, later: readonly { readonly r
 async function waitsForDecision(ctx: CallContext, execution: ToolExecution): Promise<boolean> {
   const requestId = execution.result.approval?.requestId;
   if (requestId === undefined) return true;
-  if (approverFor(ctx.gateway, execution.call.name) === null) return false;
+  // A gateway this package did not make (a wrapper of runtime.bind) cannot say which approver its tool asks: waited for.
+  const asksNow = approverFor(ctx.gateway, execution.call.name);
+  if (asksNow === undefined) return true;
+  if (asksNow === null) return false;
   if (!(ctx.store instanceof JournalStore)) return true;
   let row: DecisionRow | undefined;
   try {
@@ -407,7 +410,7 @@ async function waitsForDecision(ctx: CallContext, execution: ToolExecution): Pro
   if (row === undefined || row.state === 'superseded') return false;
   // A request left before approvers were recorded with it says nothing about its approver: it is waited for.
   const askedOf = row.binding?.approver;
-  return askedOf === undefined || askedOf === approverFor(ctx.gateway, execution.call.name);
+  return askedOf === undefined || askedOf === asksNow;
 }
 
 /**

@@ -16,10 +16,13 @@ function sameAction(a: ApprovalBinding, b: ApprovalBinding): boolean {
  * the approver the attempt's tool requires (or a tool that requires none). An approval given on a request of one
  * approver never stands in for another's: a redeploy that moved the tool to a stricter approver asks that approver.
  * A denial of the same action answers whatever approver the tool now requires: a person said no to this very action.
+ * A request left before requests recorded their approver answers as before (its approver unknown).
  */
 export function decisionAnswers(row: DecisionRow, attempt: ApprovalBinding): boolean {
   if (row.binding === null || !sameAction(row.binding, attempt)) return false;
-  return row.decision !== 'approved' || attempt.approver === undefined || row.binding.approver === attempt.approver;
+  // A request left before requests recorded their approver says nothing about it: its approval answers as it always did.
+  const approver = row.binding.approver;
+  return row.decision !== 'approved' || attempt.approver === undefined || approver === undefined || approver === attempt.approver;
 }
 
 function describeBinding(b: ApprovalBinding): string {

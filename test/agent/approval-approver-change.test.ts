@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import Database from 'better-sqlite3';
 import { resumeAgent, runAgent, scriptedModel, type ScriptedModel } from '../../src/agent.js';
 import { decisionInbox } from '../../src/decisions.js';
 import { openSqliteStore } from '../../src/sqlite.js';
@@ -107,6 +108,45 @@ describe('a run whose call waits for approval while a redeploy changes its appro
     assert.equal(resumed.stopReason, 'completed');
     assert.deepEqual(world.bodies, ['place_order']);
     assert.match(toolMessages(model)[1]!, /wrong customer/);
+    await second.store.close();
+  });
+
+  it('resumed through a wrapper gateway, which cannot say which approver its tool asks: the run waits for the operator, and the approval is used (pass r52 #1)', async () => {
+    const { path, world, first, request } = await waiting('wrapped');
+    await first.store.close();
+    const second = await host(path, emailAsks(world, 'operator'), { operator: pending });
+    const g = second.gateway;
+    const wrapper: typeof g = {
+      sessionId: g.sessionId, taskId: g.taskId, turnId: g.turnId,
+      schemas: () => g.schemas(),
+      call: (name, args) => g.call(name, args),
+      callWithOptions: (name, args, options) => g.callWithOptions(name, args, options),
+    };
+    const run = { ...second, gateway: wrapper, reconcilers: [], runId: 'wrapped', store: second.store, maxSteps: 6 };
+    assert.equal((await resumeAgent({ ...run, model: scriptedModel([]) })).stopReason, 'awaiting_approval');
+    assert.equal((await decisionInbox(second.store).get(request.id))!.state, 'open', 'the request the operator sees is still the one to decide');
+    await decisionInbox(second.store).approve(request.id, { actor: 'lead-bob' });
+    assert.equal((await resumeAgent({ ...run, model: scriptedModel([doneStep]) })).stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+    await second.store.close();
+  });
+
+  it('a request left before requests recorded their approver is waited for, and its approval is used (pass r52 #2)', async () => {
+    const { path, world, first, request } = await waiting('old-request');
+    await first.store.close();
+    const db = new Database(path);
+    const row = db.prepare<[string], { detail: string }>('SELECT detail FROM jw_decisions WHERE id = ?').get(request.id)!;
+    const detail = JSON.parse(row.detail) as { binding: Record<string, unknown> };
+    delete detail.binding.approver;
+    db.prepare('UPDATE jw_decisions SET detail = ? WHERE id = ?').run(JSON.stringify(detail), request.id);
+    db.close();
+    const second = await host(path, emailAsks(world, 'operator'), { operator: pending });
+    assert.equal((await resumeAgent({ ...second, model: scriptedModel([]), runId: 'old-request', store: second.store, maxSteps: 6 })).stopReason, 'awaiting_approval');
+    await decisionInbox(second.store).approve(request.id, { actor: 'lead-bob' });
+    const done = await resumeAgent({ ...second, model: scriptedModel([doneStep]), runId: 'old-request', store: second.store, maxSteps: 6 });
+    assert.equal(done.stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order', 'send_email'], 'sent on the approval, not asked again');
+    assert.equal((await decisionInbox(second.store).get(request.id))!.state, 'consumed');
     await second.store.close();
   });
 
