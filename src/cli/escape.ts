@@ -11,11 +11,13 @@
  * Characters never written raw. Newline and ESC are handled separately below. Beyond the controls, every character
  * that renders as nothing by default (so `victim\u200D-1` reads as `victim-1`, and tag characters carry text nobody
  * sees): soft hyphen, combining grapheme joiner, Hangul fillers, Khmer and Mongolian invisibles, the zero-width and
- * bidi marks, the invisible operators, braille blank, variation selectors, interlinear annotations, shorthand and
- * musical format controls, the tag characters. Astral ones are matched as their surrogate pairs.
+ * bidi marks, the invisible operators, braille blank, variation selectors, interlinear annotations and the unassigned
+ * specials beside them, shorthand, hieroglyph and musical format controls, and all of U+E0000–E0FFF (the tag
+ * characters, the variation selectors supplement, and the unassigned rest, which renders as nothing). Astral ones
+ * are matched as their surrogate pairs.
  */
 const UNSAFE =
-  /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u2800\u3164\ufeff\uffa0\ufff9-\ufffb]|\u034f|\u17b4|\u17b5|[\u180b-\u180d]|\u180f|[\ufe00-\ufe0f]|\ud804[\udcbd\udccd]|\ud82f[\udca0-\udca3]|\ud834[\udd73-\udd7a]|\udb40[\udc00-\udc7f\udd00-\uddef]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+  /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u2800\u3164\ufeff\uffa0\ufff0-\ufffb]|\u034f|\u17b4|\u17b5|[\u180b-\u180d]|\u180f|[\ufe00-\ufe0f]|\ud804[\udcbd\udccd]|\ud82f[\udca0-\udca3]|\ud80d[\udc30-\udc3f]|\ud834[\udd73-\udd7a]|[\udb40-\udb43][\udc00-\udfff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 /** Every UTF-16 unit of `c` as a `\uXXXX` escape: valid inside a JSON string, and visible. */
 const hex = (c: string): string => {

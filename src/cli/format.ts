@@ -30,11 +30,12 @@ export function storeWord(target: string): string {
 
 /**
  * An id for people, whole: terminal-safe, and unambiguous. A backslash that would read as the start of a printed
- * escape and a space (which makes one table cell look like two) are escaped too, so two ids never print alike and a
+ * escape and every space character (one makes a table cell look like two; a no-break or wide one looks like a plain
+ * one) are escaped too, so two ids never print alike and a
  * reading command given the printed form finds the id it came from.
  */
 export function safeId(id: string): string {
-  return safe(String(id).replace(/\\(?=u[0-9a-fA-F]{4})/g, '\\u005C').replace(/ /g, '\\u0020'));
+  return safe(String(id).replace(/\\(?=u[0-9a-fA-F]{4})/g, '\\u005C').replace(/\p{Zs}/gu, (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`));
 }
 
 /** Ids minted by the library are a prefix and a UUID; tables show the last 8 characters, which are random. */
@@ -130,8 +131,8 @@ export function paragraph(text: string, width: number | undefined, indent = ''):
 export function outcomeText(result: ToolResult): string {
   const o = result.outcome;
   if (o.status === 'succeeded') return `succeeded ${clip(o.output, 60)}`;
-  // The approval request a result names is how a person finds it in the queue: never cut off with the message.
-  const notes = [...(o.retryable ? ['retryable'] : []), ...(result.approval !== undefined ? [`request ${shortId(result.approval.requestId)}`] : [])];
+  // The approval request a result names, whole: what `jingwei approve` and `inspect` take, never cut off with the message.
+  const notes = [...(o.retryable ? ['retryable'] : []), ...(result.approval !== undefined ? [`request ${safeId(result.approval.requestId)}`] : [])];
   return `failed ${o.category} ${safe(o.code)}: ${clip(o.message, 60)}${notes.length > 0 ? ` (${notes.join(', ')})` : ''}`;
 }
 

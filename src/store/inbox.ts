@@ -172,7 +172,10 @@ export class DecisionInbox {
     const at = new Date().toISOString();
     return this.inbox.transactDecision(id, (row) => {
       if (row?.kind !== 'approval') {
-        throw new DecisionError('decision_not_found', id, `no approval request ${id} in this store (a journal moved here with export and import leaves its requests in the old store: resume the session's run here, and it asks the approver again)`);
+        const why = /^approval_[0-9a-f-]{36}$/.test(id)
+          ? 'a journal moved here with export and import leaves its requests in the old store: resume the session\'s run here, and it asks the approver again'
+          : 'a decision takes the request\'s whole id, approval_ and 36 characters, as jingwei queue and jingwei events print it';
+        throw new DecisionError('decision_not_found', id, `no approval request ${id} in this store (${why})`);
       }
       if (row.state !== 'open') {
         throw new DecisionError('decision_stale', id, `approval request ${id} is ${row.state}${row.actor ? ` (by ${row.actor})` : ''}; it takes one decision`);

@@ -269,19 +269,17 @@ async function journalReleasedReviews(
     if (error instanceof StoreUnavailableError || error instanceof InvalidInputError) throw error;
     return { sessionId, action: 'failed', epoch: null, error: errorOf(error) };
   }
-  let failed = false;
   try {
     const inbox = await journalWaitingReviews(owner, store, await store.loadHistory(sessionId));
     return { sessionId, action: 'reviews_journaled', epoch: owner.epoch, reviewed: inbox.journaled };
   } catch (error) {
     if (error instanceof StoreUnavailableError) throw error;
-    failed = true;
     return { sessionId, action: 'failed', epoch: owner.epoch, error: errorOf(error) };
   } finally {
-    // As for a session taken over: one whose journal cannot be read stays held, its lease left to run out, so every
-    // later routine reports it until a person deals with it.
-    if (failed) stopRenewing(owner);
-    else await owner.release().catch(() => undefined);
+    // Released as it was found, whatever happened: a session whose journal cannot be read is reported again by every
+    // routine while its review waits, and is not made to look abandoned (held by the routine, a host's acquire
+    // refused until the lease ran out, then taken over and failed by every routine).
+    await owner.release().catch(() => undefined);
   }
 }
 

@@ -135,7 +135,10 @@ describe('jingwei queue: approval requests waiting for a person', () => {
     const json = JSON.parse(cli(['inspect', path, a, '--json']).stdout) as { session_id: string; call: { id: string } };
     assert.equal(json.session_id, 's-a');
     assert.equal((JSON.parse(cli(['queue', path, '--json']).stdout) as { approvals: { approver: string }[] }).approvals[0]!.approver, 'ops');
-    assert.match(cli(['events', path, 's-a']).stdout, new RegExp(`failed approval_pending .*\\(retryable, request …${a.slice(-8)}\\)`), 'events names the request a long message would cut off');
+    assert.match(cli(['events', path, 's-a']).stdout, new RegExp(`failed approval_pending .*\\(retryable, request ${a}\\)`), 'events names the request, whole, that a long message would cut off: what approve takes');
+    const short = cli(['approve', path, `…${a.slice(-8)}`, '--actor', 'alice']);
+    assert.equal(short.code, 2);
+    assert.match(short.stderr, /takes the request's whole id, approval_ and 36 characters/, 'a shortened id is named as such, not as a journal moved from another store');
     const unknown = cli(['inspect', path, 'approval_01a2371f-a722-70c6-829e-c4766e7fbe08']);
     assert.equal(unknown.code, 2, 'an id that names no request and no session is refused');
   });

@@ -75,6 +75,9 @@ describe('safe output', () => {
     }
     assert.equal(escapeControl('x\u{E0101}y'), 'x\\uDB40\\uDD01y', 'a variation selector of the supplement');
     assert.equal(escapeControl('x\u{1D173}y'), 'x\\uD834\\uDD73y', 'a musical format control');
+    for (const cp of [0xe0080, 0xe00ff, 0xe01f0, 0xe0fff, 0x13430, 0x1343f, 0xfff0, 0xfff8]) {
+      assert.match(escapeControl(`a${String.fromCodePoint(cp)}b`), /^a(\\u[0-9A-F]{4}){1,2}b$/, `U+${cp.toString(16)} renders as nothing: shown (pass r52)`);
+    }
     assert.equal(escapeControl('👩‍💻 ❤️ 1️⃣ 👍🏽‍'), '👩‍💻 ❤️ 1️⃣ 👍🏽\\u200D', 'emoji sequences stay; a joiner with nothing to join does not');
     assert.equal(escapeControl('1\uFE0F-2'), '1\\uFE0F-2', 'a variation selector after a digit that is no keycap');
     assert.equal(escapeControl('می\u200Cخواهم क्\u200Dष'), 'می\u200Cخواهم क्\u200Dष', 'Persian and Devanagari keep their joiners');
@@ -155,12 +158,14 @@ describe('safe output', () => {
     const invisible = 's\u200Bx';
     const literal = 's\\u200Bx';
     const spaced = 'victim-1  wire_money';
-    await writeStore(store, { [invisible]: evilHistory(), [literal]: evilHistory(), [spaced]: evilHistory() });
+    const nbsp = 'victim-1\u00A0x';
+    await writeStore(store, { [invisible]: evilHistory(), [literal]: evilHistory(), [spaced]: evilHistory(), [nbsp]: evilHistory() });
     const listed = cli(['sessions', store]).stdout;
     assert.match(listed, /^s\\u200Bx /m);
     assert.match(listed, /^s\\u005Cu200Bx /m, 'the literal backslash is escaped: the two print differently');
     assert.match(listed, /^victim-1\\u0020\\u0020wire_money /m, 'spaces in an id cannot pass for table columns');
-    for (const [printed, id] of [['s\\u200Bx', invisible], ['s\\u005Cu200Bx', literal], ['victim-1\\u0020\\u0020wire_money', spaced]] as const) {
+    assert.match(listed, /^victim-1\\u00A0x /m, 'nor can a no-break space pass for a plain one');
+    for (const [printed, id] of [['s\\u200Bx', invisible], ['s\\u005Cu200Bx', literal], ['victim-1\\u0020\\u0020wire_money', spaced], ['victim-1\\u00A0x', nbsp]] as const) {
       const r = cli(['verify', store, printed, '--json']);
       assert.equal(r.code, 0, r.stdout + r.stderr);
       assert.equal((JSON.parse(r.stdout) as { session_id: string }).session_id, id, `${printed} names the id it was printed from`);

@@ -26,7 +26,15 @@ it('the schema is read off the URL and taken off it before the driver sees it; t
   assert.throws(() => connectionAndSchema('postgres://h/db?schema=a', 'b'), (e) => e instanceof InvalidInputError && /names schema "a" .* option "b"/.test(e.message));
   assert.throws(() => connectionAndSchema('postgres://h/db?schema=a&schema=a', undefined), (e) => e instanceof InvalidInputError && /2 times/.test(e.message));
   assert.throws(() => connectionAndSchema('postgres://h/db?schema=no-dashes', undefined), (e) => e instanceof InvalidInputError && e.field === 'schema');
-  assert.throws(() => connectionAndSchema('postgres://h:notaport/db', undefined), InvalidInputError);
+  // The rest of the URL reaches the driver byte for byte, in every form the driver reads (pass r52 #4: a socket URL
+  // with an empty host was refused, a socket: URL's and an upper-case ?SCHEMA= were left to the driver to ignore).
+  assert.deepEqual(connectionAndSchema('postgres://user@/db?host=/run/postgresql', undefined), { url: 'postgres://user@/db?host=/run/postgresql', schema: 'public' });
+  assert.deepEqual(connectionAndSchema('postgres://user@/db?host=/run/postgresql&schema=t1', undefined), { url: 'postgres://user@/db?host=/run/postgresql', schema: 't1' });
+  assert.deepEqual(connectionAndSchema('socket:/run/postgresql?db=x&schema=t2', undefined), { url: 'socket:/run/postgresql?db=x', schema: 't2' });
+  assert.deepEqual(connectionAndSchema('postgres://h/db?SCHEMA=t3&options=-c%20x%3Dy', undefined), { url: 'postgres://h/db?options=-c%20x%3Dy', schema: 't3' });
+  assert.deepEqual(connectionAndSchema('postgres://h/db?schema=a%5Fb', undefined), { url: 'postgres://h/db', schema: 'a_b' });
+  assert.throws(() => connectionAndSchema('postgres://h/db?schema=', undefined), (e) => e instanceof InvalidInputError && /as the URL's \?schema= gives it/.test(e.message));
+  assert.throws(() => connectionAndSchema('postgres://h/db?schema=a&SCHEMA=a', undefined), (e) => e instanceof InvalidInputError && /2 times/.test(e.message));
 });
 
 describePostgres('a store URL with ?schema=', (url) => {

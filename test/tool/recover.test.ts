@@ -538,6 +538,29 @@ describe('recoverAbandoned in one process', () => {
     await store.close();
   });
 
+  it("a released session whose journal does not verify, with a review waiting, is reported failed and left released: a host's acquire is not refused (pass r52 #6)", async () => {
+    const path = tempDbPath(dir);
+    const store = openSqliteStore(path);
+    const { host } = failing();
+    const owner = await store.acquire('s-damaged', { owner: 'worker' });
+    await owner.startTask('t');
+    await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('charge', {});
+    await owner.release();
+    await decisionInbox(store).recordReview({ sessionId: 's-damaged', callId: openCalls(await store.loadHistory('s-damaged'))[0]!.callId, outcome: 'completed', evidence: 'in the ledger', actor: 'ana' });
+    const raw = new Database(path);
+    assert.equal(raw.prepare("UPDATE jw_events SET body = replace(body, 'charge', 'chargf') WHERE seq = (SELECT min(seq) FROM jw_events WHERE body LIKE '%charge%')").run().changes, 1);
+    raw.close();
+    for (let i = 0; i < 2; i += 1) {
+      const report = await recoverAbandoned(store, host, 'retry_safe');
+      const entry = report.sessions.find((x) => x.sessionId === 's-damaged');
+      assert.ok(entry?.action === 'failed' && entry.error.code === 'journal_corrupt', JSON.stringify(entry));
+      assert.equal((await store.listSessions()).find((x) => x.sessionId === 's-damaged')?.held, false, 'released as it was found');
+    }
+    const next = await store.acquire('s-damaged', { owner: 'another-host' });
+    await next.release();
+    await store.close();
+  });
+
   it('a session it cannot recover (a corrupt journal) stays held with its lease left to run out: not writable, and reported again by the next routine', async () => {
     const path = tempDbPath(dir);
     const store = openSqliteStore(path);

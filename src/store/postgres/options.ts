@@ -77,28 +77,26 @@ export function checkConnectionUrl(url: string): void {
 }
 
 /**
- * The connection string for the driver and the schema the store uses: `?schema=name` in a postgres:// URL (the form
- * the CLI and the docs give a store) names the schema, and is taken off before the URL reaches the driver, which
- * would ignore it and leave the store in `public`, outside the fencing of every host that opened the named schema.
- * A URL and an option that name two different schemas are refused: no one can tell which was meant.
+ * The connection string for the driver and the schema the store uses: `schema=name` in the query of a connection URL
+ * (the form the CLI and the docs give a store; the name matched in any case) names the schema, and is taken off
+ * before the URL reaches the driver, which would ignore it and leave the store in `public`, outside the fencing of
+ * every host that opened the named schema. The rest of the URL reaches the driver byte for byte (a socket URL
+ * `postgres://user@/db?host=/run/postgresql` included). A URL and an option that name two different schemas are
+ * refused: no one can tell which was meant.
  */
 export function connectionAndSchema(url: string, option: string | undefined): { url: string; schema: string } {
   checkConnectionUrl(url);
+  const query = url.startsWith('/') ? -1 : url.indexOf('?');
   let inUrl: string | undefined;
   let rest = url;
-  if (/^postgres(ql)?:\/\//i.test(url.trim())) {
-    let parsed: URL;
-    try {
-      parsed = new URL(url.trim());
-    } catch {
-      throw new InvalidInputError('url', 'must be a PostgreSQL connection URL (postgres://user:password@host:5432/db?schema=name) that parses');
-    }
-    const named = parsed.searchParams.getAll('schema');
+  if (query >= 0) {
+    const parts = url.slice(query + 1).split('&');
+    const named = parts.filter((part) => part.split('=')[0]!.toLowerCase() === 'schema');
     if (named.length > 1) throw new InvalidInputError('url', `names the schema ${named.length} times (?schema=): give it once`);
     if (named.length === 1) {
-      inUrl = named[0]!;
-      parsed.searchParams.delete('schema');
-      rest = parsed.toString();
+      inUrl = new URLSearchParams(named[0]).values().next().value ?? '';
+      const kept = parts.filter((part) => part !== named[0]);
+      rest = url.slice(0, query) + (kept.length > 0 ? `?${kept.join('&')}` : '');
     }
   }
   if (inUrl !== undefined && option !== undefined && inUrl !== option) {
@@ -106,7 +104,7 @@ export function connectionAndSchema(url: string, option: string | undefined): { 
   }
   const schema = option ?? inUrl ?? 'public';
   if (typeof schema !== 'string' || !IDENTIFIER.test(schema)) {
-    throw new InvalidInputError('schema', 'must be a plain identifier (letters, digits, underscores; at most 63 bytes)');
+    throw new InvalidInputError('schema', `must be a plain identifier (letters, digits, underscores; at most 63 bytes)${inUrl !== undefined && option === undefined ? `, as the URL's ?schema= gives it` : ''}`);
   }
   return { url: rest, schema };
 }
