@@ -262,6 +262,27 @@ function interruptedBeforeBody(execution: ToolExecution): boolean {
 }
 
 /**
+ * An attempt this run just made (a call's first, or a retry), stopped before its body by the runtime, not by the
+ * run's caller: the store closing or the session released under it, or this host's hold on the session lost (or
+ * possibly lost, a stall longer than its lease). Its action is not handed to the model as a failure: it is made again, once, now, through every check. The
+ * retry's own commit says whether this host still holds the session: fenced, released or closed, it throws, and the
+ * run stops without asking the model again (a resume makes the call); still held, the call runs. Null: nothing to do.
+ */
+async function againAfterInterrupt(ctx: CallContext, requested: ChatToolCall, first: SettledCall, options: { readonly action: ActionContext; readonly signal?: AbortSignal }): Promise<SettledCall | null> {
+  const execution = first.kind === 'done' ? first.call.execution : null;
+  if (execution === null || !interruptedBeforeBody(execution) || ctx.signal?.aborted === true || ctx.store === undefined) return null;
+  try {
+    const plan = prepareToolRetry(await history(ctx), execution.call.id);
+    return await unlessReviewWaits(ctx, await attempt(requested, (args) => ctx.gateway.callWithOptions(requested.name, args, { ...options, retry: plan })));
+  } catch (error) {
+    // Refused with nothing written (a review decision came into the inbox meanwhile, say): the model reads the
+    // interrupted attempt, as it did before any retry was made here.
+    if (error instanceof ToolRetryError) return null;
+    throw error;
+  }
+}
+
+/**
  * Settles the `index`-th requested call of a step under `key`, as `mode` says. `wentPast`: a later step of the run is
  * journaled, so the model read this step's outcomes; false for the step a run stopped in (a bridge's steps count as
  * gone past: its framework's loop decides what it asks again).
@@ -280,7 +301,8 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
   const keyed = signal ? { action: act, signal, operationKey: key } : { action: act, operationKey: key };
   if (recorded === undefined) {
     if (replayOnly || peek) return null;
-    return attempt(requested, (args) => gateway.callWithOptions(requested.name, args, keyed), true);
+    const first = await attempt(requested, (args) => gateway.callWithOptions(requested.name, args, keyed), true);
+    return (await againAfterInterrupt(ctx, requested, first, options)) ?? first;
   }
   const execution = recordedExecution(recorded);
   if (execution !== null && execution.result.outcome.status === 'succeeded') {
@@ -331,20 +353,17 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
       // The operator decided: one more attempt of the same operation, which the decision answers for.
       const plan = prepareToolRetry(await history(ctx), recorded.callId);
       signal?.throwIfAborted();
-      return unlessReviewWaits(ctx, await attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, retry: plan })));
+      const decidedAttempt = await attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, retry: plan }));
+      return unlessReviewWaits(ctx, (await againAfterInterrupt(ctx, requested, decidedAttempt, options)) ?? decidedAttempt);
     }
     // Stopped before its body by an operator's review decision about the operation: decided as an open call is,
     // once the decision is journaled (a `completed` one settles it; otherwise its operation is retried).
     if (waited) return recoverOpen(ctx, requested, recorded, options, peek);
     // Stopped before its body by an interrupt in the step the run stopped in (a graceful shutdown closed the store
-    // while the approver was asked, say): no model read that outcome, so the call is made again, once, as a crash at
-    // the same moment would have had it made. Read to the model instead, the shutdown lost the action.
-    if (!wentPast && interruptedBeforeBody(execution)) {
-      if (peek) return null;
-      const plan = prepareToolRetry(await history(ctx), recorded.callId);
-      signal?.throwIfAborted();
-      return unlessReviewWaits(ctx, await attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, retry: plan })));
-    }
+    // while the approver was asked, say): no model read that outcome, so the call is decided as an open call is,
+    // as a crash at the same moment would have had it decided (a `completed` review settles it; an earlier attempt
+    // that may have run waits for a review under `suspend`). Read to the model instead, the shutdown lost the action.
+    if (!wentPast && interruptedBeforeBody(execution)) return recoverOpen(ctx, requested, recorded, options, peek);
     // A retry refused before its body (its approver denied it, say) while a colleague recorded that an earlier attempt
     // made the write: that journaled review, not the refusal, is what the model reads.
     if (neverRan && (await settledCompleted(ctx, recorded.callId))) return confirmedOutside(requested, undefined);
@@ -487,7 +506,8 @@ async function recoverOpen(
   // Cancelled while the journal was read or the reconcilers asked: a cancelled run starts no further call.
   ctx.signal?.throwIfAborted();
   try {
-    return await unlessReviewWaits(ctx, await attempt(requested, (args) => ctx.gateway.callWithOptions(requested.name, args, { ...options, retry: chosen })));
+    const retried = await attempt(requested, (args) => ctx.gateway.callWithOptions(requested.name, args, { ...options, retry: chosen }));
+    return await unlessReviewWaits(ctx, (await againAfterInterrupt(ctx, requested, retried, options)) ?? retried);
   } catch (error) {
     // The tool was redeployed or removed since this call, which may have run: only a person can say whether it took
     // effect; once a review says it did not, the retry is recorded as not run (docs/design.md#a-redeploy-while-a-call-waits).

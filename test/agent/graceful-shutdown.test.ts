@@ -7,10 +7,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { resumeAgent, runAgent, scriptedModel } from '../../src/agent.js';
+import { decisionInbox } from '../../src/decisions.js';
 import { modelResponseEvent } from '../../src/agent/run-journal.js';
 import type { ToolApprover } from '../../src/tool/types.js';
+import { setFaultHook } from '../../src/fault.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { doneStep, emailStep, host, orderStep, outside, reply } from './fixtures/shop-run.js';
+import { crashedInsideEmail, doneStep, emailStep, host, orderStep, outside, reply } from './fixtures/shop-run.js';
 
 /** An approver still deciding when the store closes: it answers only once told to. */
 function slowApprover() {
@@ -34,10 +38,12 @@ describe('a run whose host shuts down gracefully while a call waits on its appro
     const world = outside({ emailApprover: true });
     const { approver, beingAsked } = slowApprover();
     const first = await host(path, world.tools, approver);
-    const running = runAgent({ ...first, model: scriptedModel([orderStep, emailStep, doneStep]), input: 'Buy tea.', maxSteps: 6, runId, store: first.store });
+    const model = scriptedModel([orderStep, emailStep, doneStep]);
+    const running = runAgent({ ...first, model, input: 'Buy tea.', maxSteps: 6, runId, store: first.store });
     await beingAsked;
     await first.store.close();
-    await running.catch(() => undefined);
+    await assert.rejects(running, { code: 'store_closed' }, 'the run stops with the store');
+    assert.equal(model.requests.length, 2, 'the model is not asked again after the shutdown (pass r53 #7)');
     return { path, world };
   }
 
@@ -90,5 +96,84 @@ describe('a run whose host shuts down gracefully while a call waits on its appro
     assert.equal(resumed.stopReason, 'completed');
     assert.deepEqual(world.bodies, ['place_order', 'send_email']);
     await second.store.close();
+  });
+});
+
+describe('a retry of a call in doubt, stopped before its body by a shutdown', () => {
+  const dir = tempDir();
+
+  it('is decided on resume as after a crash: under suspend the run stops for a review, nothing made again (pass r53 #2)', async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailApprover: true });
+    const second = await crashedInsideEmail(path, world, 'doubt-shutdown', { approver: approves });
+    await second.store.close();
+    const { approver, beingAsked } = slowApprover();
+    const third = await host(path, world.tools, approver);
+    const running = resumeAgent({ ...third, model: scriptedModel([doneStep]), runId: 'doubt-shutdown', store: third.store, maxSteps: 6, recovery: 'retry_safe' });
+    await beingAsked;
+    await third.store.close();
+    await assert.rejects(running, { code: 'store_closed' });
+    assert.deepEqual(world.bodies, ['place_order'], 'the e-mail body never ran: its first attempt was killed after its marker, its retry stopped while asked');
+    const fourth = await host(path, world.tools, approves);
+    const suspended = await resumeAgent({ ...fourth, model: scriptedModel([doneStep]), runId: 'doubt-shutdown', store: fourth.store, maxSteps: 6, recovery: 'suspend' });
+    assert.equal(suspended.stopReason, 'needs_review', 'the first attempt may have sent it: a person decides');
+    assert.deepEqual(world.bodies, ['place_order']);
+    await fourth.store.close();
+  });
+  it('an operator\'s completed review of the interrupted retry settles it: the resume reads it done, makes nothing and does not fail (pass r53 #1)', async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailApprover: true });
+    const second = await crashedInsideEmail(path, world, 'doubt-reviewed', { approver: approves });
+    await second.store.close();
+    const { approver, beingAsked } = slowApprover();
+    const third = await host(path, world.tools, approver);
+    const running = resumeAgent({ ...third, model: scriptedModel([doneStep]), runId: 'doubt-reviewed', store: third.store, maxSteps: 6, recovery: 'retry_safe' });
+    await beingAsked;
+    await third.store.close();
+    await assert.rejects(running, { code: 'store_closed' });
+    const fourth = await host(path, world.tools, approves);
+    const history = await fourth.store.loadHistory('shop');
+    const retry = history.flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.name === 'send_email' ? [e.kind.call.id] : [])).at(-1)!;
+    await decisionInbox(fourth.store).recordReview({ sessionId: 'shop', callId: retry, outcome: 'completed', evidence: 'the first attempt sent it: in the outbox', actor: 'ana' });
+    const model = scriptedModel([doneStep]);
+    const resumed = await resumeAgent({ ...fourth, model, runId: 'doubt-reviewed', store: fourth.store, maxSteps: 6 });
+    assert.equal(resumed.stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order'], 'not sent again: a person said it was');
+    assert.match(model.requests[0]!.messages.filter((m) => m.role === 'tool')[1]!.content, /confirmed outside/);
+    await fourth.store.close();
+  });
+});
+
+describe('a live run whose host stalls longer than its lease just before a body', () => {
+  const dir = tempDir();
+
+  it('the call stopped before its body is made again at once, while the host still holds the session, and the model reads it ran (CI run matrix, a loaded machine)', async () => {
+    const path = tempDbPath(dir);
+    const world = outside();
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('shop', { owner: 'stalling-host', leaseMs: 100, heartbeat: false });
+    await owner.startTask('task');
+    const gateway = createToolRuntime({ tools: world.tools, grants: { agent: '*' } }).bind({ owner, taskId: 'task', caller: 'agent' });
+    let stalls = 0;
+    setFaultHook((point) => {
+      if (point !== 'started:after' || stalls > 0) return;
+      stalls += 1;
+      const until = Date.now() + 250;
+      while (Date.now() < until) { /* the event loop held past the lease, as a loaded machine holds it */ }
+    });
+    try {
+      const model = scriptedModel([orderStep, doneStep]);
+      const result = await runAgent({ model, owner, gateway, input: 'Buy tea.', maxSteps: 4, runId: 'stall-1', store });
+      assert.equal(result.stopReason, 'completed');
+      assert.equal(stalls, 1);
+      assert.deepEqual(world.bodies, ['place_order'], 'made once: the first attempt never called the body');
+      const read = model.requests[1]!.messages.filter((m) => m.role === 'tool').map((m) => m.content);
+      assert.doesNotMatch(read[0]!, /stopped|cancelled/, 'the model reads the order placed, not the stop');
+      const attempts = (await store.loadHistory('shop')).filter((e) => e.kind.type === 'tool_result').map((e) => (e.kind.type === 'tool_result' && e.kind.result.outcome.status === 'failed' ? e.kind.result.outcome.code : 'succeeded'));
+      assert.deepEqual(attempts, ['tool_stopped_before_body', 'succeeded']);
+    } finally {
+      setFaultHook(null);
+      await store.close();
+    }
   });
 });

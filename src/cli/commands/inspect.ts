@@ -96,7 +96,7 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
   out.line(s.bold(`Session ${safeId(sessionId)}: ${plural(assessment.events, 'event')}, ${plural(t.calls, 'tool call')}, ${num(t.succeeded)} succeeded.`));
   out.line(attention.total > 0 ? s.yellow(`Needs attention: ${attentionText(attention).replace(/^\d+/, (n) => plural(Number(n), 'call'))}.`) : s.green('Nothing needs attention.'));
   if (attention.handled > 0) {
-    out.line(s.dim(`${plural(attention.handled, 'failure')} recorded before the body and delivered to the caller: shown below, not pending work.`));
+    out.line(s.dim(`${plural(attention.handled, 'failure')} recorded before the body, provably not run: shown below, not pending work for a person (a resumed agent run makes one again that a shutdown or a lost lease interrupted in the step it stopped in).`));
   }
   if (inbox.size > 0) {
     out.line(s.dim(`${plural(inbox.size, 'review decision')} in the decision inbox ${inbox.size === 1 ? 'waits' : 'wait'} to be journaled by the session's owner (journalInboxReviews, jingwei/review).`));
