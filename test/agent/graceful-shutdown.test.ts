@@ -102,36 +102,35 @@ describe('a run whose host shuts down gracefully while a call waits on its appro
 describe('a retry of a call in doubt, stopped before its body by a shutdown', () => {
   const dir = tempDir();
 
-  it('is decided on resume as after a crash: under suspend the run stops for a review, nothing made again (pass r53 #2)', async () => {
+  /**
+   * The e-mail killed after its start marker (in doubt), then a resume under retry_safe whose retry is stopped while
+   * its approver is asked, by a shutdown: a fourth "process" opens the journal.
+   */
+  async function retryShutDown(runId: string) {
     const path = tempDbPath(dir);
     const world = outside({ emailApprover: true });
-    const second = await crashedInsideEmail(path, world, 'doubt-shutdown', { approver: approves });
+    const second = await crashedInsideEmail(path, world, runId, { approver: approves });
     await second.store.close();
     const { approver, beingAsked } = slowApprover();
     const third = await host(path, world.tools, approver);
-    const running = resumeAgent({ ...third, model: scriptedModel([doneStep]), runId: 'doubt-shutdown', store: third.store, maxSteps: 6, recovery: 'retry_safe' });
+    const running = resumeAgent({ ...third, model: scriptedModel([doneStep]), runId, store: third.store, maxSteps: 6, recovery: 'retry_safe' });
     await beingAsked;
     await third.store.close();
     await assert.rejects(running, { code: 'store_closed' });
     assert.deepEqual(world.bodies, ['place_order'], 'the e-mail body never ran: its first attempt was killed after its marker, its retry stopped while asked');
-    const fourth = await host(path, world.tools, approves);
+    return { world, fourth: await host(path, world.tools, approves) };
+  }
+
+  it('is decided on resume as after a crash: under suspend the run stops for a review, nothing made again (pass r53 #2)', async () => {
+    const { world, fourth } = await retryShutDown('doubt-shutdown');
     const suspended = await resumeAgent({ ...fourth, model: scriptedModel([doneStep]), runId: 'doubt-shutdown', store: fourth.store, maxSteps: 6, recovery: 'suspend' });
     assert.equal(suspended.stopReason, 'needs_review', 'the first attempt may have sent it: a person decides');
     assert.deepEqual(world.bodies, ['place_order']);
     await fourth.store.close();
   });
+
   it('an operator\'s completed review of the interrupted retry settles it: the resume reads it done, makes nothing and does not fail (pass r53 #1)', async () => {
-    const path = tempDbPath(dir);
-    const world = outside({ emailApprover: true });
-    const second = await crashedInsideEmail(path, world, 'doubt-reviewed', { approver: approves });
-    await second.store.close();
-    const { approver, beingAsked } = slowApprover();
-    const third = await host(path, world.tools, approver);
-    const running = resumeAgent({ ...third, model: scriptedModel([doneStep]), runId: 'doubt-reviewed', store: third.store, maxSteps: 6, recovery: 'retry_safe' });
-    await beingAsked;
-    await third.store.close();
-    await assert.rejects(running, { code: 'store_closed' });
-    const fourth = await host(path, world.tools, approves);
+    const { world, fourth } = await retryShutDown('doubt-reviewed');
     const history = await fourth.store.loadHistory('shop');
     const retry = history.flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.name === 'send_email' ? [e.kind.call.id] : [])).at(-1)!;
     await decisionInbox(fourth.store).recordReview({ sessionId: 'shop', callId: retry, outcome: 'completed', evidence: 'the first attempt sent it: in the outbox', actor: 'ana' });
