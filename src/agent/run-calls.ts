@@ -4,7 +4,7 @@
  * recorded failure is what the model reads again; an open call (no result) goes through the host's recovery policy;
  * an attempt waiting on a durable approval is retried once the operator decided, and otherwise stops the run.
  */
-import { DecisionError, JsonParseError, StoreConflictError, ToolPreflightError, ToolRetryError } from '../errors.js';
+import { BudgetExhaustedError, DecisionError, JsonParseError, StoreConflictError, TaskNotRunningError, ToolPreflightError, ToolRetryError } from '../errors.js';
 import { decisionInbox } from '../store/inbox.js';
 import { JournalStore } from '../store/journal-store.js';
 import { ToolEffect, type ActionContext, type SessionEvent, type ToolReviewRecord } from '../event/types.js';
@@ -275,9 +275,9 @@ async function againAfterInterrupt(ctx: CallContext, requested: ChatToolCall, fi
     const plan = prepareToolRetry(await history(ctx), execution.call.id);
     return await unlessReviewWaits(ctx, await attempt(requested, (args) => ctx.gateway.callWithOptions(requested.name, args, { ...options, retry: plan })));
   } catch (error) {
-    // Refused with nothing written (a review decision came into the inbox meanwhile, say): the model reads the
-    // interrupted attempt, as it did before any retry was made here.
-    if (error instanceof ToolRetryError) return null;
+    // Refused with nothing written (a review decision came into the inbox meanwhile, the task's budget spent by the
+    // interrupted attempt, the task stopped): the model reads the interrupted attempt, as it did before any retry.
+    if (error instanceof ToolRetryError || error instanceof BudgetExhaustedError || error instanceof TaskNotRunningError) return null;
     throw error;
   }
 }

@@ -10,6 +10,7 @@ import { truncateUtf8 } from '../text.js';
 import { ToolPreflightError, ToolRuntimeHaltedError } from '../errors.js';
 import type { ToolExecution } from '../tool/types.js';
 import { retriedAttemptMayHaveRun } from '../tool/retry-source.js';
+import { STOPPED_BEFORE_BODY } from '../tool/retry-policy.js';
 
 export type ModelFacingOutcome =
   | { readonly ok: true; readonly output: string }
@@ -21,7 +22,10 @@ export type ModelFacingOutcome =
       readonly category: ToolFailureCategory | 'preflight';
       readonly code: string;
       readonly message: string;
-      /** Whether the body started (its `tool_started` marker is journaled): its effects may then have happened. */
+      /**
+       * Whether the body started (its `tool_started` marker is journaled, and it was not stopped before the body was
+       * called): its effects may then have happened.
+       */
       readonly started: boolean;
       /**
        * Whether the action may have taken effect: its body started, this attempt (refused before its body) retried
@@ -99,7 +103,8 @@ export function preflightFailure(name: string, error: { code: string; message: s
 export function modelFacingOutcome(execution: ToolExecution): ModelFacingOutcome {
   const outcome = execution.result.outcome;
   if (outcome.status === 'succeeded') return { ok: true, output: outcome.output };
-  const started = execution.startedEvent !== null;
+  // A start marker followed by a stop before the body was called: the body never started.
+  const started = execution.startedEvent !== null && outcome.code !== STOPPED_BEFORE_BODY;
   const retried = execution.call.operation?.retry;
   const earlierMayHaveRun = !started && retried !== undefined && retried !== null && retried.review?.outcome !== 'not_executed'
     && retriedAttemptMayHaveRun(execution);

@@ -1,4 +1,4 @@
-import { InvalidInputError, JournalCorruptError, StoreUnavailableError, } from '../errors.js';
+import { InvalidInputError, JournalCorruptError, StoreClosedError, StoreUnavailableError, } from '../errors.js';
 import { checkId, type SessionId, } from '../ids.js';
 import type { SessionEvent } from '../event/types.js';
 import { ATTENTION_PAGE, attentionItem, attentionPage, attentionScan, } from './attention.js';
@@ -126,6 +126,8 @@ export class JournalStore implements SessionStore {
 
   async loadHistory(sessionId: string): Promise<SessionEvent[]> {
     this.guard.check();
+    // A read begun while close() stops the calls in flight would wait on a connection the close is about to end.
+    if (this.guard.closing) throw new StoreClosedError(this.backend.kind, this.backend.location);
     const id = checkId<SessionId>('sessionId', sessionId);
     if (this.backend.scanSnapshot) return this.backend.scanSnapshot(id, (session, events) => verifyJournal(id, session, events));
     const { session, events } = await this.backend.snapshot(id);

@@ -505,9 +505,12 @@ class Gateway implements ToolGateway {
       control.bodyStarts();
       const ran = await control.race(() => registered!.tool.execute(request, control.signal));
       if ('interrupt' in ran && ran.ended === undefined) {
-        // Interrupted while the marker was written: the body was never called, and the result says so.
+        // Interrupted while the marker was written: the body was never called, and the result says so, under the
+        // interrupt's own category (a deadline stays a timeout, a stopped task `budget`), and nothing is charged for
+        // output it never produced (docs/design.md#tasks-and-budgets).
         bodyNotCalled = true;
-        outcome = { ...ran.interrupt, category: 'cancelled', code: STOPPED_BEFORE_BODY, message: `${ran.interrupt.message}, before the body was called` };
+        charge = 0;
+        outcome = { ...ran.interrupt, code: STOPPED_BEFORE_BODY, message: `${ran.interrupt.message}, before the body was called` };
       } else if ('interrupt' in ran) {
         outcome = ran.interrupt;
         lateBody = ran.ended!;

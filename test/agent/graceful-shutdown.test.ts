@@ -146,6 +146,33 @@ describe('a retry of a call in doubt, stopped before its body by a shutdown', ()
 describe('a live run whose host stalls longer than its lease just before a body', () => {
   const dir = tempDir();
 
+  it('with the task\'s last tool call spent by the stopped attempt, the model reads the stop and the run goes on, not stranded (pass r54 #2)', async () => {
+    const path = tempDbPath(dir);
+    const world = outside();
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('shop', { owner: 'stalling-host', leaseMs: 100, heartbeat: false });
+    await owner.startTask('task', { limits: { toolCalls: 1 } });
+    const gateway = createToolRuntime({ tools: world.tools, grants: { agent: '*' } }).bind({ owner, taskId: 'task', caller: 'agent' });
+    let stalls = 0;
+    setFaultHook((point) => {
+      if (point !== 'started:after' || stalls > 0) return;
+      stalls += 1;
+      const until = Date.now() + 250;
+      while (Date.now() < until) { /* held past the lease */ }
+    });
+    try {
+      const model = scriptedModel([orderStep, doneStep]);
+      const result = await runAgent({ model, owner, gateway, input: 'Buy tea.', maxSteps: 4, runId: 'stall-budget', store });
+      assert.equal(result.stopReason, 'completed');
+      assert.deepEqual(world.bodies, []);
+      assert.match(model.requests[1]!.messages.filter((m) => m.role === 'tool')[0]!.content, /before the body was called/);
+      assert.doesNotMatch(model.requests[1]!.messages.filter((m) => m.role === 'tool')[0]!.content, /may have taken effect/);
+    } finally {
+      setFaultHook(null);
+      await store.close();
+    }
+  });
+
   it('the call stopped before its body is made again at once, while the host still holds the session, and the model reads it ran (CI run matrix, a loaded machine)', async () => {
     const path = tempDbPath(dir);
     const world = outside();

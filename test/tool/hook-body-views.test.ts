@@ -14,6 +14,8 @@ import { inspectToolRecovery } from '../../src/tool/recovery.js';
 import { assessSession } from '../../src/tool/assess.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import type { Tool, ToolGuard } from '../../src/tool/types.js';
+import { modelFacingOutcome } from '../../src/bridges/outcome.js';
+import { setFaultHook } from '../../src/fault.js';
 
 async function session() {
   const store = createMemoryStore();
@@ -143,8 +145,39 @@ it('an interrupt between the start marker and the body is recorded as such: the 
   assert.match(recovery.fact, /start marker recorded, then cancelled before the body was called/);
   assert.equal(assessSession(history).calls[0]!.nextStep, 'retry_allowed');
   assert.deepEqual((await store.attention()).items, [], 'nothing in doubt for the queue');
+  // What the model reads: the body never started, so nothing may have taken effect (pass r54 #3).
+  const facing = modelFacingOutcome(ran);
+  assert.ok(!facing.ok && !facing.started && !facing.mayHaveTakenEffect);
+  assert.doesNotMatch(facing.ok ? '' : facing.text, /may have taken effect/);
+  // Nothing charged for output a body never produced (pass r54 #5).
+  assert.equal((await owner.task('t')).charged.toolOutputBytes, 0);
   const plan = prepareToolRetry(history, ran.call.id);
   assert.equal((await runtime.bind({ owner, taskId: 't', caller: 'agent' }).callWithOptions('transfer', { to: 'acme' }, { retry: plan })).result.outcome.status, 'succeeded');
   assert.equal(bodies, 1);
   await store.close();
+});
+
+it('a deadline that passes between the start marker and the body is recorded as a timeout before the body, not a cancel (pass r54 #4)', async () => {
+  const { store, owner } = await session();
+  let bodies = 0;
+  const tool: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: async () => { bodies += 1; return 'sent'; },
+  };
+  setFaultHook((point) => {
+    if (point !== 'started:after') return;
+    const until = Date.now() + 80;
+    while (Date.now() < until) { /* the deadline passes while the event loop is held */ }
+  });
+  try {
+    const ran = await createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).callWithOptions('transfer', { to: 'acme' }, { timeoutMs: 30 });
+    const outcome = ran.result.outcome;
+    assert.deepEqual(outcome.status === 'failed' && [outcome.category, outcome.code], ['timeout', 'tool_stopped_before_body']);
+    assert.equal(bodies, 0);
+    assert.equal(inspectToolRecovery(await store.loadHistory('s'), ran.call.id).status, 'not_executed');
+  } finally {
+    setFaultHook(null);
+    await store.close();
+  }
 });

@@ -122,6 +122,8 @@ forEachStore('letting a session go stops its calls', (target) => {
     // While close() stops the calls in flight (no await in between): the store is closing, the owner is not stale.
     const during = commitAs(busy, { events: [{ turnId: newTurnId(), kind: { type: 'tool_call', call: { id: newCallId(), name: 'transfer', arguments: {} } } }] });
     await assert.rejects(during, { name: 'StoreClosedError', code: 'store_closed' }, 'a call made while the store closes is refused as store_closed, not as a stale owner');
+    // So is a read (pass r54 #1: on PostgreSQL one waited for a connection the close then ended, and never answered).
+    await assert.rejects(store.loadHistory('s4'), { name: 'StoreClosedError', code: 'store_closed' }, 'a journal read begun while the store closes is refused at once');
     await closing;
     assert.equal((await running).result.outcome.status, 'failed');
     const settled = await pending.then((x) => x.result.outcome.status, (e: unknown) => (e as { code?: string }).code);
