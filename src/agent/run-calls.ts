@@ -18,7 +18,7 @@ import type { RecordedAttempt, SessionOwner, SessionStore } from '../store/types
 import { prepareToolRetry, sourceRowBefore, type ToolRetryPlan } from '../tool/retry-plan.js';
 import { noteRetrySource } from '../tool/retry-source.js';
 import { classifyAttempt, collectEvidence, latestReview as latestAttemptReview } from '../tool/evidence.js';
-import { STOPPED_BEFORE_BODY, ToolRecoveryStatus } from '../tool/retry-policy.js';
+import { stoppedBeforeBody, ToolRecoveryStatus } from '../tool/retry-policy.js';
 import { argumentsDigest } from '../store/attention.js';
 import type { PassReport } from '../tool/reconcile.js';
 import { reviewsBeforeDeciding } from './run-reviews.js';
@@ -258,7 +258,7 @@ export type SettleMode = 'run' | 'replay' | 'peek';
 function interruptedBeforeBody(execution: ToolExecution): boolean {
   const outcome = execution.result.outcome;
   if (outcome.status !== 'failed' || outcome.category !== 'cancelled') return false;
-  return execution.startedEvent === null || outcome.code === STOPPED_BEFORE_BODY;
+  return execution.startedEvent === null || stoppedBeforeBody(outcome);
 }
 
 /**

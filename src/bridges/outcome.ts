@@ -10,7 +10,7 @@ import { truncateUtf8 } from '../text.js';
 import { ToolPreflightError, ToolRuntimeHaltedError } from '../errors.js';
 import type { ToolExecution } from '../tool/types.js';
 import { retriedAttemptMayHaveRun } from '../tool/retry-source.js';
-import { STOPPED_BEFORE_BODY } from '../tool/retry-policy.js';
+import { stoppedBeforeBody } from '../tool/retry-policy.js';
 
 export type ModelFacingOutcome =
   | { readonly ok: true; readonly output: string }
@@ -104,7 +104,7 @@ export function modelFacingOutcome(execution: ToolExecution): ModelFacingOutcome
   const outcome = execution.result.outcome;
   if (outcome.status === 'succeeded') return { ok: true, output: outcome.output };
   // A start marker followed by a stop before the body was called: the body never started.
-  const started = execution.startedEvent !== null && outcome.code !== STOPPED_BEFORE_BODY;
+  const started = execution.startedEvent !== null && !stoppedBeforeBody(outcome);
   const retried = execution.call.operation?.retry;
   const earlierMayHaveRun = !started && retried !== undefined && retried !== null && retried.review?.outcome !== 'not_executed'
     && retriedAttemptMayHaveRun(execution);

@@ -7,7 +7,7 @@ import { externalIdempotencyKey } from '../tool/idempotency.js';
 import { bodyCouldOutlive, bodyEndOf, lateEndText } from '../tool/late-bodies.js';
 import type { SessionEvent, ToolCall, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { SessionAssessment, ToolCallAssessment } from '../tool/assess.js';
-import { evidenceRuleById, retryRuleById, type EvidenceRuleId, type RetryRuleId } from '../tool/retry-policy.js';
+import { evidenceRuleById, retryRuleById, stoppedBeforeBody, type EvidenceRuleId, type RetryRuleId } from '../tool/retry-policy.js';
 import { clip, durationText, safe, shortId, table, type Column } from './format.js';
 import type { Style } from './io.js';
 import type { DecisionRow as InboxDecisionRow } from '../store/inbox-rows.js';
@@ -382,6 +382,8 @@ const INTERRUPTS: ReadonlySet<string> = new Set(['timeout', 'cancelled', 'budget
  */
 export function attentionTimes(item: AttentionItem, now: string): string {
   const ran = item.startedAt ? durationText(item.startedAt, item.endedAt ?? now) : null;
+  // A start marker, then an interrupt before the body was called (not executed): no body ran, none goes on.
+  if (ran !== null && item.status === 'not_executed' && item.endedAt) return `stopped before its body was called, ${ran} after its start marker`;
   if (ran !== null) {
     if (!item.endedAt) return `body started ${ran} ago, no result`;
     return item.category !== null && INTERRUPTS.has(item.category)
@@ -398,6 +400,7 @@ const interruptedText = (ran: string) => `interrupted after ${ran}; its body may
 /** How long a call's body ran until its result, for the call's page: an interrupt recorded against it did not stop it. */
 export function bodyRanText(record: CallRecord, ran: string): string {
   const o = record.result?.outcome;
+  if (stoppedBeforeBody(o)) return `stopped before its body was called, ${ran} after its start marker`;
   return o?.status === 'failed' && INTERRUPTS.has(o.category) ? interruptedText(ran) : `body ran ${ran}`;
 }
 

@@ -46,11 +46,20 @@ export const STOPPED_BEFORE_BODY = 'tool_stopped_before_body' satisfies Recorded
 
 const INTERRUPT_CATEGORIES: ReadonlySet<ToolFailureCategory> = new Set<ToolFailureCategory>(['timeout', 'cancelled', 'budget']);
 
+/**
+ * Whether a result says an interrupt stopped its attempt between the start marker and the body, the body never
+ * called: the code under an interrupt's category. A body's own failure that carries the same code (passed on from a
+ * nested call, say) is the body's failure: its body ran.
+ */
+export function stoppedBeforeBody(outcome: ToolRecordedOutcome | null | undefined): boolean {
+  return outcome?.status === 'failed' && INTERRUPT_CATEGORIES.has(outcome.category) && outcome.code === STOPPED_BEFORE_BODY;
+}
+
 function resultClassOf(outcome: ToolRecordedOutcome | null | undefined): ResultClass {
   if (outcome === null || outcome === undefined) return 'none';
   if (outcome.status === 'succeeded') return 'succeeded';
   if (PRE_BODY_CATEGORIES.has(outcome.category)) return 'pre_body';
-  if (INTERRUPT_CATEGORIES.has(outcome.category)) return outcome.code === STOPPED_BEFORE_BODY ? 'not_called' : 'interrupted';
+  if (INTERRUPT_CATEGORIES.has(outcome.category)) return stoppedBeforeBody(outcome) ? 'not_called' : 'interrupted';
   return 'body';
 }
 

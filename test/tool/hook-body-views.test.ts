@@ -15,6 +15,7 @@ import { assessSession } from '../../src/tool/assess.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import type { Tool, ToolGuard } from '../../src/tool/types.js';
 import { modelFacingOutcome } from '../../src/bridges/outcome.js';
+import { attentionTimes } from '../../src/cli/assessment.js';
 import { setFaultHook } from '../../src/fault.js';
 
 async function session() {
@@ -151,9 +152,29 @@ it('an interrupt between the start marker and the body is recorded as such: the 
   assert.doesNotMatch(facing.ok ? '' : facing.text, /may have taken effect/);
   // Nothing charged for output a body never produced (pass r54 #5).
   assert.equal((await owner.task('t')).charged.toolOutputBytes, 0);
+  // An operator reads that it stopped before its body, not that a body may have gone on (pass r55 #2).
+  const [item] = (await store.attention({ status: 'not_executed' })).items;
+  assert.match(attentionTimes(item!, new Date().toISOString()), /^stopped before its body was called/);
   const plan = prepareToolRetry(history, ran.call.id);
   assert.equal((await runtime.bind({ owner, taskId: 't', caller: 'agent' }).callWithOptions('transfer', { to: 'acme' }, { retry: plan })).result.outcome.status, 'succeeded');
   assert.equal(bodies, 1);
+  await store.close();
+});
+
+it('a body that made its write and threw the code of a stop before the body is a body failure: the model reads it may have taken effect (pass r55 #1)', async () => {
+  const { store, owner } = await session();
+  let bodies = 0;
+  const tool: Tool = {
+    name: 'transfer',
+    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: async () => { bodies += 1; throw new ToolBodyError('tool_stopped_before_body', 'passed on from the nested gateway'); },
+  };
+  const ran = await createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('transfer', { to: 'acme' });
+  assert.equal(bodies, 1);
+  const facing = modelFacingOutcome(ran);
+  assert.ok(!facing.ok && facing.started && facing.mayHaveTakenEffect, JSON.stringify(facing));
+  assert.match(facing.ok ? '' : facing.text, /may have taken effect/);
+  assert.equal(inspectToolRecovery(await store.loadHistory('s'), ran.call.id).status, 'outcome_unknown');
   await store.close();
 });
 
