@@ -146,20 +146,28 @@ describe('a retry of a call in doubt, stopped before its body by a shutdown', ()
 describe('a live run whose host stalls longer than its lease just before a body', () => {
   const dir = tempDir();
 
-  it('with the task\'s last tool call spent by the stopped attempt, the model reads the stop and the run goes on, not stranded (pass r54 #2)', async () => {
-    const path = tempDbPath(dir);
+  /**
+   * A host on a 100 ms lease without a heartbeat, whose event loop is held 250 ms once, between the first start
+   * marker's commit and its body, as a loaded machine holds it.
+   */
+  async function stallingHost(limits?: { toolCalls: number }) {
     const world = outside();
-    const store = openSqliteStore(path);
+    const store = openSqliteStore(tempDbPath(dir));
     const owner = await store.acquire('shop', { owner: 'stalling-host', leaseMs: 100, heartbeat: false });
-    await owner.startTask('task', { limits: { toolCalls: 1 } });
+    await owner.startTask('task', limits === undefined ? undefined : { limits });
     const gateway = createToolRuntime({ tools: world.tools, grants: { agent: '*' } }).bind({ owner, taskId: 'task', caller: 'agent' });
-    let stalls = 0;
+    const stalled = { count: 0 };
     setFaultHook((point) => {
-      if (point !== 'started:after' || stalls > 0) return;
-      stalls += 1;
+      if (point !== 'started:after' || stalled.count > 0) return;
+      stalled.count += 1;
       const until = Date.now() + 250;
       while (Date.now() < until) { /* held past the lease */ }
     });
+    return { world, store, owner, gateway, stalled };
+  }
+
+  it('with the task\'s last tool call spent by the stopped attempt, the model reads the stop and the run goes on, not stranded (pass r54 #2)', async () => {
+    const { world, store, owner, gateway } = await stallingHost({ toolCalls: 1 });
     try {
       const model = scriptedModel([orderStep, doneStep]);
       const result = await runAgent({ model, owner, gateway, input: 'Buy tea.', maxSteps: 4, runId: 'stall-budget', store });
@@ -174,24 +182,12 @@ describe('a live run whose host stalls longer than its lease just before a body'
   });
 
   it('the call stopped before its body is made again at once, while the host still holds the session, and the model reads it ran (CI run matrix, a loaded machine)', async () => {
-    const path = tempDbPath(dir);
-    const world = outside();
-    const store = openSqliteStore(path);
-    const owner = await store.acquire('shop', { owner: 'stalling-host', leaseMs: 100, heartbeat: false });
-    await owner.startTask('task');
-    const gateway = createToolRuntime({ tools: world.tools, grants: { agent: '*' } }).bind({ owner, taskId: 'task', caller: 'agent' });
-    let stalls = 0;
-    setFaultHook((point) => {
-      if (point !== 'started:after' || stalls > 0) return;
-      stalls += 1;
-      const until = Date.now() + 250;
-      while (Date.now() < until) { /* the event loop held past the lease, as a loaded machine holds it */ }
-    });
+    const { world, store, owner, gateway, stalled } = await stallingHost();
     try {
       const model = scriptedModel([orderStep, doneStep]);
       const result = await runAgent({ model, owner, gateway, input: 'Buy tea.', maxSteps: 4, runId: 'stall-1', store });
       assert.equal(result.stopReason, 'completed');
-      assert.equal(stalls, 1);
+      assert.equal(stalled.count, 1);
       assert.deepEqual(world.bodies, ['place_order'], 'made once: the first attempt never called the body');
       const read = model.requests[1]!.messages.filter((m) => m.role === 'tool').map((m) => m.content);
       assert.doesNotMatch(read[0]!, /stopped|cancelled/, 'the model reads the order placed, not the stop');

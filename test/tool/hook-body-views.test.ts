@@ -18,6 +18,13 @@ import { modelFacingOutcome } from '../../src/bridges/outcome.js';
 import { attentionTimes } from '../../src/cli/assessment.js';
 import { setFaultHook } from '../../src/fault.js';
 
+/** A non-idempotent transfer whose body is `execute`. */
+const transfer = (execute: Tool['execute']): Tool => ({
+  name: 'transfer',
+  metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+  execute,
+});
+
 async function session() {
   const store = createMemoryStore();
   const owner = await store.acquire('s', { owner: 'host' });
@@ -87,11 +94,7 @@ it('guards and the approver share one frozen context: a guard cannot show the ap
 
 it('a body that throws the code tool_timeout has ended: the inbox takes a review of its call', async () => {
   const { store, owner } = await session();
-  const tool: Tool = {
-    name: 'transfer',
-    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1'),
-    execute: async () => { throw new ToolBodyError('tool_timeout', 'the bank timed out'); },
-  };
+  const tool = transfer(async () => { throw new ToolBodyError('tool_timeout', 'the bank timed out'); });
   const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
   const ran = await gateway.call('transfer', { to: 'acme' });
   const outcome = ran.result.outcome;
@@ -126,11 +129,7 @@ it('the late-body tracking keeps its own copy of the call id: relabelling the re
 it('an interrupt between the start marker and the body is recorded as such: the body never ran, and recovery says not_executed', async () => {
   const { store, owner } = await session();
   let bodies = 0;
-  const tool: Tool = {
-    name: 'transfer',
-    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1'),
-    execute: async () => { bodies += 1; return 'sent'; },
-  };
+  const tool = transfer(async () => { bodies += 1; return 'sent'; });
   const caller = new AbortController();
   const runtime = createToolRuntime({ tools: [tool], grants: { agent: '*' }, onEvent: (event) => { if (event.type === 'body_started') caller.abort(); } });
   const ran = await runtime.bind({ owner, taskId: 't', caller: 'agent' }).callWithOptions('transfer', { to: 'acme' }, { signal: caller.signal });
@@ -164,11 +163,7 @@ it('an interrupt between the start marker and the body is recorded as such: the 
 it('a body that made its write and threw the code of a stop before the body is a body failure: the model reads it may have taken effect (pass r55 #1)', async () => {
   const { store, owner } = await session();
   let bodies = 0;
-  const tool: Tool = {
-    name: 'transfer',
-    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1'),
-    execute: async () => { bodies += 1; throw new ToolBodyError('tool_stopped_before_body', 'passed on from the nested gateway'); },
-  };
+  const tool = transfer(async () => { bodies += 1; throw new ToolBodyError('tool_stopped_before_body', 'passed on from the nested gateway'); });
   const ran = await createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('transfer', { to: 'acme' });
   assert.equal(bodies, 1);
   const facing = modelFacingOutcome(ran);
@@ -181,11 +176,7 @@ it('a body that made its write and threw the code of a stop before the body is a
 it('a deadline that passes between the start marker and the body is recorded as a timeout before the body, not a cancel (pass r54 #4)', async () => {
   const { store, owner } = await session();
   let bodies = 0;
-  const tool: Tool = {
-    name: 'transfer',
-    metadata: new ToolMetadata('transfer', { type: 'object' }).withEffect('non_idempotent', 'v1'),
-    execute: async () => { bodies += 1; return 'sent'; },
-  };
+  const tool = transfer(async () => { bodies += 1; return 'sent'; });
   setFaultHook((point) => {
     if (point !== 'started:after') return;
     const until = Date.now() + 80;
