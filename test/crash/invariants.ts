@@ -4,6 +4,7 @@
  * the recovery code it is checking; only the last step asks assessSession whether every call is classified.
  */
 import { assessSession } from '../../src/index.js';
+import { stoppedBeforeBody } from '../../src/tool/retry-policy.js';
 import type { SessionEvent, ToolCall, ToolRecordedOutcome } from '../../src/event/types.js';
 import type { LedgerRow } from './tools.js';
 
@@ -88,6 +89,9 @@ export interface TaskCharge {
 function outputCharge(a: Attempt, reservation: number): number | null {
   if (!a.started) return 0;
   if (a.outcome === null) return reservation;
+  // Stopped between its start marker and its body: the body never ran, and its reservation is refunded
+  // (docs/design.md#tasks-and-budgets).
+  if (stoppedBeforeBody(a.outcome)) return 0;
   // Output is charged as the journal stores it, JSON-escaped (docs/design.md#output-is-counted-as-it-is-journaled).
   if (a.outcome.status === 'succeeded') return Buffer.byteLength(JSON.stringify(a.outcome.output), 'utf8') - 2;
   return a.outcome.category === 'output_limit' ? null : reservation;
