@@ -4,16 +4,14 @@
  * recorded failure is what the model reads again; an open call (no result) goes through the host's recovery policy;
  * an attempt waiting on a durable approval is retried once the operator decided, and otherwise stops the run.
  */
-import { BudgetExhaustedError, DecisionError, JsonParseError, StoreConflictError, TaskNotRunningError, ToolPreflightError, ToolRetryError } from '../errors.js';
-import { decisionInbox } from '../store/inbox.js';
-import { JournalStore } from '../store/journal-store.js';
+import { BudgetExhaustedError, JsonParseError, StoreConflictError, TaskNotRunningError, ToolPreflightError, ToolRetryError } from '../errors.js';
+import { decisionInboxIfAny } from '../store/inbox.js';
 import { ToolEffect, type ActionContext, type SessionEvent, type ToolReviewRecord } from '../event/types.js';
 import { isValidText } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
 import { parseJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS } from '../limits.js';
-import type { DecisionRow } from '../store/inbox-rows.js';
 import type { RecordedAttempt, SessionOwner, SessionStore } from '../store/types.js';
 import { prepareToolRetry, sourceRowBefore, type ToolRetryPlan } from '../tool/retry-plan.js';
 import { noteRetrySource } from '../tool/retry-source.js';
@@ -264,22 +262,34 @@ function interruptedBeforeBody(execution: ToolExecution): boolean {
 /**
  * An attempt this run just made (a call's first, or a retry), stopped before its body by the runtime, not by the
  * run's caller: the store closing or the session released under it, or this host's hold on the session lost (or
- * possibly lost, a stall longer than its lease). Its action is not handed to the model as a failure: it is made again, once, now, through every check. The
- * retry's own commit says whether this host still holds the session: fenced, released or closed, it throws, and the
- * run stops without asking the model again (a resume makes the call); still held, the call runs. Null: nothing to do.
+ * possibly lost, a stall longer than its lease). Its action is not handed to the model as a failure: it is made
+ * again, once, now, through every check. The retry's own commit says whether this host still holds the session:
+ * fenced, released or closed, it throws, and the run stops without asking the model again (a resume makes the call);
+ * still held, the call runs. Null: nothing to do.
  */
-async function againAfterInterrupt(ctx: CallContext, requested: ChatToolCall, first: SettledCall, options: { readonly action: ActionContext; readonly signal?: AbortSignal }): Promise<SettledCall | null> {
+async function againAfterInterrupt(ctx: CallContext, requested: ChatToolCall, first: SettledCall, options: CallOptions): Promise<SettledCall | null> {
   const execution = first.kind === 'done' ? first.call.execution : null;
   if (execution === null || !interruptedBeforeBody(execution) || ctx.signal?.aborted === true || ctx.store === undefined) return null;
   try {
     const plan = prepareToolRetry(await history(ctx), execution.call.id);
-    return await unlessReviewWaits(ctx, await attempt(requested, (args) => ctx.gateway.callWithOptions(requested.name, args, { ...options, retry: plan })));
+    return await attempt(requested, (args) => ctx.gateway.callWithOptions(requested.name, args, { ...options, retry: plan }));
   } catch (error) {
     // Refused with nothing written (a review decision came into the inbox meanwhile, the task's budget spent by the
     // interrupted attempt, the task stopped): the model reads the interrupted attempt, as it did before any retry.
     if (error instanceof ToolRetryError || error instanceof BudgetExhaustedError || error instanceof TaskNotRunningError) return null;
     throw error;
   }
+}
+
+type CallOptions = { readonly action: ActionContext; readonly signal?: AbortSignal };
+
+/**
+ * One attempt of the run (`attempt`'s `run` and `fresh`), made again at once if the runtime stopped it before its
+ * body (againAfterInterrupt), and read as unlessReviewWaits says.
+ */
+async function attemptOnce(ctx: CallContext, requested: ChatToolCall, options: CallOptions, run: (args: JsonValue) => Promise<ToolExecution>, fresh = false): Promise<SettledCall> {
+  const first = await attempt(requested, run, fresh);
+  return unlessReviewWaits(ctx, (await againAfterInterrupt(ctx, requested, first, options)) ?? first);
 }
 
 /**
@@ -301,8 +311,7 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
   const keyed = signal ? { action: act, signal, operationKey: key } : { action: act, operationKey: key };
   if (recorded === undefined) {
     if (replayOnly || peek) return null;
-    const first = await attempt(requested, (args) => gateway.callWithOptions(requested.name, args, keyed), true);
-    return (await againAfterInterrupt(ctx, requested, first, options)) ?? first;
+    return attemptOnce(ctx, requested, options, (args) => gateway.callWithOptions(requested.name, args, keyed), true);
   }
   const execution = recordedExecution(recorded);
   if (execution !== null && execution.result.outcome.status === 'succeeded') {
@@ -353,8 +362,7 @@ export async function settleCall(ctx: CallContext, journaledRequest: ChatToolCal
       // The operator decided: one more attempt of the same operation, which the decision answers for.
       const plan = prepareToolRetry(await history(ctx), recorded.callId);
       signal?.throwIfAborted();
-      const decidedAttempt = await attempt(requested, (args) => gateway.callWithOptions(requested.name, args, { ...options, retry: plan }));
-      return unlessReviewWaits(ctx, (await againAfterInterrupt(ctx, requested, decidedAttempt, options)) ?? decidedAttempt);
+      return attemptOnce(ctx, requested, options, (args) => gateway.callWithOptions(requested.name, args, { ...options, retry: plan }));
     }
     // Stopped before its body by an operator's review decision about the operation: decided as an open call is,
     // once the decision is journaled (a `completed` one settles it; otherwise its operation is retried).
@@ -416,14 +424,9 @@ async function waitsForDecision(ctx: CallContext, execution: ToolExecution): Pro
   const asksNow = approverFor(ctx.gateway, execution.call.name);
   if (asksNow === undefined) return true;
   if (asksNow === null) return false;
-  if (!(ctx.store instanceof JournalStore)) return true;
-  let row: DecisionRow | undefined;
-  try {
-    row = await decisionInbox(ctx.store).get(requestId);
-  } catch (error) {
-    if (error instanceof DecisionError && error.code === 'inbox_unsupported') return true;
-    throw error;
-  }
+  const inbox = ctx.store === undefined ? null : decisionInboxIfAny(ctx.store);
+  if (inbox === null) return true;
+  const row = await inbox.get(requestId);
   // Superseded while its attempt is still the operation's latest: its task ended, and the next attempt is refused
   // as the task's state says (task_not_running), rather than the run waiting on a request nobody can decide.
   if (row === undefined || row.state === 'superseded') return false;
@@ -506,8 +509,7 @@ async function recoverOpen(
   // Cancelled while the journal was read or the reconcilers asked: a cancelled run starts no further call.
   ctx.signal?.throwIfAborted();
   try {
-    const retried = await attempt(requested, (args) => ctx.gateway.callWithOptions(requested.name, args, { ...options, retry: chosen }));
-    return await unlessReviewWaits(ctx, (await againAfterInterrupt(ctx, requested, retried, options)) ?? retried);
+    return await attemptOnce(ctx, requested, options, (args) => ctx.gateway.callWithOptions(requested.name, args, { ...options, retry: chosen }));
   } catch (error) {
     // The tool was redeployed or removed since this call, which may have run: only a person can say whether it took
     // effect; once a review says it did not, the retry is recorded as not run (docs/design.md#a-redeploy-while-a-call-waits).

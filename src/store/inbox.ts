@@ -352,6 +352,11 @@ export function decisionInbox(store: SessionStore): DecisionInbox {
   return new DecisionInbox(store);
 }
 
+/** The inbox of `store`, or null for a store without one (not built on a backend, or a backend with none). */
+export function decisionInboxIfAny(store: Pick<SessionStore, 'loadHistory'>): DecisionInbox | null {
+  return store instanceof JournalStore && store.backend.inbox ? new DecisionInbox(store) : null;
+}
+
 /** How long past the deadline a read already under way may still answer: a deadline of now still reads once. */
 const READ_GRACE_MS = 1_000;
 

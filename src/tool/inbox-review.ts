@@ -7,7 +7,7 @@ import { DecisionError, InvalidInputError, StoreConflictError, ToolRetryError } 
 import { TOOL_REVIEW_OUTCOMES, type SessionEvent, type ToolReviewOutcome, type ToolReviewRecord } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import type { DecisionRow } from '../store/inbox-rows.js';
-import { decisionInbox, markReviewStaleAgain } from '../store/inbox.js';
+import { decisionInbox, decisionInboxIfAny, markReviewStaleAgain } from '../store/inbox.js';
 import { JournalStore } from '../store/journal-store.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import { classifyAttempt, collectEvidence, type AttemptRecord } from './evidence.js';
@@ -306,13 +306,8 @@ export async function journalReviewsBeforeRun(owner: SessionOwner, store: Pick<S
 
 /** Whether a review decision of `sessionId` waits in `store`'s decision inbox to be journaled (false without an inbox). */
 export async function reviewDecisionsWaiting(store: Pick<SessionStore, 'loadHistory'>, sessionId: string): Promise<boolean> {
-  if (!(store instanceof JournalStore)) return false;
-  try {
-    return (await decisionInbox(store).list({ sessionId, kind: 'review', states: ['decided'], limit: 1 })).items.length > 0;
-  } catch (error) {
-    if (error instanceof DecisionError && error.code === 'inbox_unsupported') return false;
-    throw error;
-  }
+  const inbox = decisionInboxIfAny(store);
+  return inbox !== null && (await inbox.list({ sessionId, kind: 'review', states: ['decided'], limit: 1 })).items.length > 0;
 }
 
 /**
@@ -320,18 +315,14 @@ export async function reviewDecisionsWaiting(store: Pick<SessionStore, 'loadHist
  * an inbox), in the inbox's order, each once.
  */
 export async function sessionsWithWaitingReviews(store: Pick<SessionStore, 'loadHistory'>): Promise<string[]> {
-  if (!(store instanceof JournalStore)) return [];
+  const inbox = decisionInboxIfAny(store);
+  if (inbox === null) return [];
   const sessions = new Set<string>();
-  try {
-    let after: string | undefined;
-    for (;;) {
-      const page = await decisionInbox(store).list({ kind: 'review', states: ['decided'], limit: 500, ...(after === undefined ? {} : { after }) });
-      for (const row of page.items) sessions.add(row.sessionId);
-      if (page.next === null) return [...sessions];
-      after = page.next;
-    }
-  } catch (error) {
-    if (error instanceof DecisionError && error.code === 'inbox_unsupported') return [];
-    throw error;
+  let after: string | undefined;
+  for (;;) {
+    const page = await inbox.list({ kind: 'review', states: ['decided'], limit: 500, ...(after === undefined ? {} : { after }) });
+    for (const row of page.items) sessions.add(row.sessionId);
+    if (page.next === null) return [...sessions];
+    after = page.next;
   }
 }

@@ -223,12 +223,13 @@ function checkArguments(store: SessionStore, host: RecoveryHost, options: Recove
 /**
  * Recovers every abandoned session of `store` (docs/design.md#recovering-abandoned-sessions): for each session
  * whose owner's lease ran out, acquires it with `takeover: 'abandoned'` (a session that became live meanwhile, or
- * that another host's routine recovered and released since the listing, is skipped and reported, never fenced), asks the reconcilers of `host.tools` about every uncertain call, then, with
- * policy `retry_safe`, executes one retry of each open call prepareToolRetry plans without a review passed by
- * anyone, its audit carrying a review by `policy:retry_safe`. Everything else stays in the queue for a person.
- * Releases each session unless `keep`. Then journals the operators' review decisions waiting in the inbox for sessions
- * nobody holds (a finished run's, released by its host), which no host would come back to. Throws InvalidInputError for bad arguments (an unknown policy, a bad
- * `leaseMs`) and the store's own errors when the store is closed or unreachable; a failure inside one session is
+ * that another host's routine recovered and released since the listing, is skipped and reported, never fenced),
+ * asks the reconcilers of `host.tools` about every uncertain call, then, with policy `retry_safe`, executes one retry
+ * of each open call prepareToolRetry plans without a review passed by anyone, its audit carrying a review by
+ * `policy:retry_safe`. Everything else stays in the queue for a person. Releases each session unless `keep`. Then
+ * journals the operators' review decisions waiting in the inbox for sessions nobody holds (a finished run's, released
+ * by its host), which no host would come back to. Throws InvalidInputError for bad arguments (an unknown policy, a
+ * bad `leaseMs`) and the store's own errors when the store is closed or unreachable; a failure inside one session is
  * reported for that session and the routine goes on.
  */
 export async function recoverAbandoned(

@@ -1,9 +1,8 @@
 import { bodyMayStillRun } from '../../tool/late-bodies.js';
 import { encodeToolResult, encodeToolReviewRecord } from '../../event/codec.js';
 import type { SessionEvent } from '../../event/types.js';
-import { DecisionError } from '../../errors.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
-import { decisionInbox } from '../../store/inbox.js';
+import { decisionInboxIfAny } from '../../store/inbox.js';
 import type { SessionStore } from '../../store/types.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
 import {
@@ -57,12 +56,7 @@ function assessedJson(c: ToolCallAssessment, inbox: ReadonlyMap<string, Decision
 /** The inbox decision `id` names exactly (an approval request or a review decision), when it names one. */
 async function decisionNamed(store: SessionStore, id: string): Promise<DecisionRow | undefined> {
   if (!/^(approval|review)_/.test(id)) return undefined;
-  try {
-    return await decisionInbox(store).get(id);
-  } catch (error) {
-    if (error instanceof DecisionError && error.code === 'inbox_unsupported') return undefined;
-    throw error;
-  }
+  return decisionInboxIfAny(store)?.get(id);
 }
 
 function decisionHeading(row: DecisionRow): string {
