@@ -20,7 +20,7 @@ const UNSAFE =
   /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\u2800\u3164\ufeff\uffa0\ufff0-\ufffb]|\u034f|\u17b4|\u17b5|[\u180b-\u180d]|\u180f|[\ufe00-\ufe0f]|\ud804[\udcbd\udccd]|\ud82f[\udca0-\udca3]|\ud80d[\udc30-\udc3f]|\ud834[\udd73-\udd7a]|[\udb40-\udb43][\udc00-\udfff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 /** Every UTF-16 unit of `c` as a `\uXXXX` escape: valid inside a JSON string, and visible. */
-const hex = (c: string): string => {
+export const hex = (c: string): string => {
   let out = '';
   for (let i = 0; i < c.length; i++) out += `\\u${c.charCodeAt(i).toString(16).toUpperCase().padStart(4, '0')}`;
   return out;
@@ -35,7 +35,8 @@ const JOINING_LETTER_AFTER = /^(?![\p{Script=Latin}\p{Script=Greek}\p{Script=Cyr
 /**
  * Whether the joiner or variation selector at `offset` does the work it exists for, and so stays: ZWJ inside an emoji
  * sequence, ZWJ and ZWNJ between two letters of a script that uses them, the text and emoji variation selectors after
- * an emoji, or a keycap's digit before its enclosing keycap. Anywhere else (an id, between Latin letters, after a hyphen) it only hides something.
+ * an emoji, or a keycap's digit before its enclosing keycap. Anywhere else (an id, between Latin letters, after a
+ * hyphen) it only hides something.
  */
 function doesItsWork(c: string, offset: number, text: string): boolean {
   const before = text.slice(Math.max(0, offset - 8), offset);

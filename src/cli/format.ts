@@ -4,7 +4,7 @@
  * lone surrogates become visible escapes.
  */
 import type { SessionEvent, ToolResult } from '../event/types.js';
-import { escapeControl } from './escape.js';
+import { escapeControl, hex } from './escape.js';
 import { describeTarget } from './target.js';
 import { visibleLength, type Style } from './io.js';
 
@@ -31,11 +31,11 @@ export function storeWord(target: string): string {
 /**
  * An id for people, whole: terminal-safe, and unambiguous. A backslash that would read as the start of a printed
  * escape and every space character (one makes a table cell look like two; a no-break or wide one looks like a plain
- * one) are escaped too, so two ids never print alike and a
- * reading command given the printed form finds the id it came from.
+ * one) are escaped too, so two ids never print alike and a reading command given the printed form finds the id it
+ * came from.
  */
 export function safeId(id: string): string {
-  return safe(String(id).replace(/\\(?=u[0-9a-fA-F]{4})/g, '\\u005C').replace(/\p{Zs}/gu, (c) => `\\u${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')}`));
+  return safe(String(id).replace(/\\(?=u[0-9a-fA-F]{4})|\p{Zs}/gu, hex));
 }
 
 /** Ids minted by the library are a prefix and a UUID; tables show the last 8 characters, which are random. */
