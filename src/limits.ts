@@ -129,6 +129,12 @@ export const LEASE_LIMITS = {
   maxMs: 24 * 60 * 60 * 1000,
 } as const;
 
+/** The startup routine (docs/design.md#recovering-abandoned-sessions). */
+export const RECOVERY_LIMITS = {
+  /** At most this many sessions recovered at once (`concurrency`); each holds a store connection while it works. */
+  maxConcurrency: 64,
+} as const;
+
 /** Caller-given operation keys (docs/design.md#caller-keys-and-replay). */
 export const OPERATION_KEY_LIMITS = {
   /** At most this many bytes (all ASCII, so also characters). */

@@ -7,7 +7,7 @@ import { InvalidInputError, JingweiError, SessionBusyError, StaleOwnerError, Sto
 import type { SessionEvent, ToolRetryReview } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import { isValidText } from '../ids.js';
-import { LEASE_LIMITS, LIMITS } from '../limits.js';
+import { LEASE_LIMITS, LIMITS, RECOVERY_LIMITS } from '../limits.js';
 import { stopRenewing } from '../store/owner-commit.js';
 import type { SessionOwner, SessionStore, SessionSummary } from '../store/types.js';
 import { truncateUtf8 } from '../text.js';
@@ -50,6 +50,13 @@ export interface RecoverOptions {
   readonly keep?: boolean;
   /** Passed to reconcilers and to the retries' gateway. */
   readonly signal?: AbortSignal;
+  /**
+   * How many sessions are recovered at once, default 1 (one after the other). A session's own calls are always
+   * reconciled and retried in order; with more, the retries of different sessions run side by side, so a host
+   * restarting over many abandoned sessions is not held for the sum of their bodies' times. The report keeps the
+   * listing order. At most 64.
+   */
+  readonly concurrency?: number;
 }
 
 /** One retry the `retry_safe` policy made. */
@@ -181,7 +188,7 @@ function errorOf(error: unknown): { code: string; message: string } {
   return { code: 'unexpected', message: error instanceof Error ? error.message : String(error) };
 }
 
-function checkArguments(store: SessionStore, host: RecoveryHost, options: RecoverOptions): Required<Pick<RecoverOptions, 'policy' | 'owner' | 'keep'>> {
+function checkArguments(store: SessionStore, host: RecoveryHost, options: RecoverOptions): Required<Pick<RecoverOptions, 'policy' | 'owner' | 'keep' | 'concurrency'>> {
   if (typeof store !== 'object' || store === null || typeof store.listExpiredSessions !== 'function') {
     throw new InvalidInputError('store', 'must be a SessionStore');
   }
@@ -217,7 +224,35 @@ function checkArguments(store: SessionStore, host: RecoveryHost, options: Recove
   }
   const owner = options.owner ?? 'jingwei-recover';
   if (typeof owner !== 'string' || !isValidText(owner)) throw new InvalidInputError('owner', 'must be 1..1024 bytes of non-blank text');
-  return { policy, owner, keep: options.keep === true };
+  const concurrency = options.concurrency ?? 1;
+  if (!Number.isSafeInteger(concurrency) || concurrency < 1 || concurrency > RECOVERY_LIMITS.maxConcurrency) {
+    throw new InvalidInputError('concurrency', `must be an integer from 1 to ${RECOVERY_LIMITS.maxConcurrency}, got ${String(concurrency)}`);
+  }
+  return { policy, owner, keep: options.keep === true, concurrency };
+}
+
+/**
+ * `work` applied to every item, at most `limit` at once, the results in the items' order. After the first failure no
+ * further item is started; the ones under way are waited for (each releases or keeps its session as it decides)
+ * before that failure is thrown, so nothing the routine started is left running behind its caller.
+ */
+async function inOrder<T, R>(items: readonly T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array<R>(items.length);
+  const failures: unknown[] = [];
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (failures.length === 0 && next < items.length) {
+      const index = next++;
+      try {
+        results[index] = await work(items[index]!);
+      } catch (error) {
+        failures.push(error);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  if (failures.length > 0) throw failures[0];
+  return results;
 }
 
 /**
@@ -228,9 +263,10 @@ function checkArguments(store: SessionStore, host: RecoveryHost, options: Recove
  * of each open call prepareToolRetry plans without a review passed by anyone, its audit carrying a review by
  * `policy:retry_safe`. Everything else stays in the queue for a person. Releases each session unless `keep`. Then
  * journals the operators' review decisions waiting in the inbox for sessions nobody holds (a finished run's, released
- * by its host), which no host would come back to. Throws InvalidInputError for bad arguments (an unknown policy, a
- * bad `leaseMs`) and the store's own errors when the store is closed or unreachable; a failure inside one session is
- * reported for that session and the routine goes on.
+ * by its host), which no host would come back to. With `concurrency`, that many sessions at once, each one's calls in
+ * order and the report in listing order. Throws InvalidInputError for bad arguments (an unknown policy, a bad
+ * `leaseMs` or `concurrency`) and the store's own errors when the store is closed or unreachable, once the sessions
+ * under way have finished; a failure inside one session is reported for that session and the routine goes on.
  */
 export async function recoverAbandoned(
   store: SessionStore,
@@ -240,14 +276,11 @@ export async function recoverAbandoned(
   const settings: RecoverOptions = typeof options === 'string' ? { policy: options } : options;
   const checked = checkArguments(store, host, settings);
   const expired = await store.listExpiredSessions();
-  const sessions: SessionRecovery[] = [];
-  for (const summary of expired) sessions.push(await recoverOne(store, host, summary, checked, settings));
+  const sessions: SessionRecovery[] = await inOrder(expired, checked.concurrency, (summary) => recoverOne(store, host, summary, checked, settings));
   const listed = new Set<string>(expired.map((summary) => summary.sessionId));
-  for (const sessionId of await sessionsWithWaitingReviews(store)) {
-    if (listed.has(sessionId)) continue;
-    const journaled = await journalReleasedReviews(store, sessionId, checked, settings);
-    if (journaled !== null) sessions.push(journaled);
-  }
+  const released = (await sessionsWithWaitingReviews(store)).filter((sessionId) => !listed.has(sessionId));
+  const journaled = await inOrder(released, checked.concurrency, (sessionId) => journalReleasedReviews(store, sessionId, checked, settings));
+  for (const session of journaled) if (session !== null) sessions.push(session);
   return { policy: checked.policy, sessions };
 }
 

@@ -1,0 +1,132 @@
+/**
+ * The startup routine's `concurrency` (docs/design.md#recovering-abandoned-sessions): sessions recovered side by
+ * side, each session's calls still in order, the report in listing order; one at a time by default; a store that
+ * becomes unusable stops new sessions, waits for the ones under way and then throws. No assertion depends on how
+ * long anything took: overlap is proven by bodies that wait for each other.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { StoreUnavailableError, ToolBodyError } from '../../src/errors.js';
+import { recoverAbandoned, type RecoveryHost } from '../../src/review.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import type { SessionStore } from '../../src/store/types.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { tool } from '../support/runtime.js';
+
+const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A read-only `lookup` whose first attempt in each session fails (so a `retry_safe` routine retries it). Its retries
+ * record which session and which call ran, and how many ran at once; with `meet`, a retry waits until that many
+ * retries are running together (or a second has passed, which the test then sees as no overlap).
+ */
+function lookups(meet = 1) {
+  const state = { recovering: false, running: 0, most: 0, order: [] as string[] };
+  const arrived: Array<() => void> = [];
+  const lookup = tool('lookup', async (request) => {
+    const { session, n } = request.arguments as { session: string; n: number };
+    if (!state.recovering) throw new ToolBodyError('connection_reset', 'lost');
+    state.running += 1;
+    state.most = Math.max(state.most, state.running);
+    state.order.push(`${session}#${n}`);
+    if (state.running >= meet) for (const go of arrived.splice(0)) go();
+    else await Promise.race([new Promise<void>((resolve) => arrived.push(resolve)), pause(1_000)]);
+    state.running -= 1;
+    return 'ok';
+  }, new ToolMetadata('reads', { type: 'object' }).withEffect('read_only', 'r1'));
+  const tools = [lookup];
+  const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+  return { state, host };
+}
+
+/** `count` sessions, each with two failed lookups, whose owners stopped writing and heartbeating. */
+async function abandonedSessions(store: SessionStore, host: RecoveryHost, count: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i += 1) {
+    const sessionId = `s-${i}`;
+    const owner = await store.acquire(sessionId, { owner: 'gone', leaseMs: 100, heartbeat: false });
+    await owner.startTask('t');
+    const gateway = host.runtime.bind({ owner, taskId: 't', caller: 'agent' });
+    await gateway.call('lookup', { session: sessionId, n: 1 });
+    await gateway.call('lookup', { session: sessionId, n: 2 });
+    ids.push(sessionId);
+  }
+  while ((await store.listExpiredSessions()).length < count) await pause(25);
+  return ids;
+}
+
+describe('recoverAbandoned: concurrency', () => {
+  it('recovers sessions side by side, each session\'s calls in order, the report in listing order', async () => {
+    const store = createMemoryStore();
+    const { state, host } = lookups(3);
+    const ids = await abandonedSessions(store, host, 6);
+    const listed = (await store.listExpiredSessions()).map((s) => s.sessionId);
+    state.recovering = true;
+    const report = await recoverAbandoned(store, host, { policy: 'retry_safe', concurrency: 3 });
+    assert.equal(state.most, 3, 'three sessions\' retries ran at once');
+    assert.deepEqual(report.sessions.map((s) => s.sessionId), listed, 'the listing order, whatever finished first');
+    for (const session of report.sessions) {
+      assert.ok(session.action === 'taken_over', JSON.stringify(session));
+      assert.deepEqual(session.retried.map((r) => r.outcome), ['succeeded', 'succeeded']);
+      assert.deepEqual(session.left, []);
+      assert.equal(session.owner, null);
+    }
+    for (const id of ids) {
+      const mine = state.order.filter((x) => x.startsWith(`${id}#`));
+      assert.deepEqual(mine, [`${id}#1`, `${id}#2`], `${id}'s calls in order`);
+    }
+    assert.ok((await store.listSessions()).every((s) => !s.held), 'every session released');
+    await store.close();
+  });
+
+  it('one session at a time by default', async () => {
+    const store = createMemoryStore();
+    const { state, host } = lookups();
+    await abandonedSessions(store, host, 4);
+    const listed = (await store.listExpiredSessions()).map((s) => s.sessionId);
+    state.recovering = true;
+    const report = await recoverAbandoned(store, host, 'retry_safe');
+    assert.equal(report.sessions.length, 4);
+    assert.equal(state.most, 1);
+    assert.deepEqual(state.order, listed.flatMap((id) => [`${id}#1`, `${id}#2`]), 'each session finished before the next began');
+    await store.close();
+  });
+
+  it('a store that becomes unusable starts no further session, lets the ones under way finish, then throws', async () => {
+    const store = createMemoryStore();
+    const { state, host } = lookups();
+    await abandonedSessions(store, host, 6);
+    const listed = (await store.listExpiredSessions()).map((s) => s.sessionId);
+    state.recovering = true;
+    const acquired: string[] = [];
+    const failing: SessionStore = Object.create(store, {
+      acquire: {
+        value: async (...[sessionId, options]: Parameters<SessionStore['acquire']>) => {
+          acquired.push(sessionId);
+          if (sessionId === listed[2]) throw new StoreUnavailableError('store_failure', 'the database went away');
+          return store.acquire(sessionId, options);
+        },
+      },
+    });
+    await assert.rejects(recoverAbandoned(failing, host, { policy: 'retry_safe', concurrency: 2 }), { code: 'store_failure' });
+    assert.ok(!acquired.includes(listed[4]!) && !acquired.includes(listed[5]!), `no session started after the failure: ${acquired.join(', ')}`);
+    const sessions = new Map((await store.listSessions()).map((s) => [String(s.sessionId), s]));
+    for (const id of acquired.filter((x) => x !== listed[2])) {
+      assert.equal(sessions.get(id)!.held, false, `${id}, under way, finished and released its session`);
+      assert.equal(state.order.filter((x) => x.startsWith(`${id}#`)).length, 2, `${id}'s retries ran`);
+    }
+    await store.close();
+  });
+
+  it('a concurrency outside 1..64 is a typed error and takes nothing over', async () => {
+    const store = createMemoryStore();
+    const { host } = lookups();
+    await abandonedSessions(store, host, 1);
+    for (const concurrency of [0, 65, 1.5, -1, Number.NaN, '2' as never]) {
+      await assert.rejects(recoverAbandoned(store, host, { policy: 'retry_safe', concurrency }), (e: unknown) => e instanceof Error && (e as { code?: string }).code === 'invalid_input' && /concurrency/.test(e.message), String(concurrency));
+    }
+    assert.equal((await store.listSessions())[0]!.owner, 'gone', 'nothing was taken over');
+    await store.close();
+  });
+});
