@@ -1,6 +1,7 @@
 /**
  * A reconciler for an HTTP API that deduplicates on an idempotency key and lets you look a key up (as mail, payment
- * and messaging providers do). The tool sends `<task>:<operation key>` as the key; after a crash, its reconciler asks
+ * and messaging providers do). The tool sends `externalIdempotencyKey(request)` as the key (`jw-` and a digest of the
+ * session, task and operation key: the same on every attempt of one operation); after a crash, its reconciler asks
  * the provider what became of that key, so no person has to (docs/design.md#reconcilers).
  *
  * The provider in this example: `POST /emails` with an `Idempotency-Key` header sends a mail once per key, and

@@ -101,9 +101,11 @@ function readResponse(body: JsonValue): ChatResponse {
       arguments: typeof args === 'string' ? args : args === undefined || args === null ? '{}' : JSON.stringify(args),
     };
   });
-  // A refusal comes in its own field, with no content: it is the model's answer, and the run journals it as such.
+  // A refusal comes in its own field, with no content (null, absent, or an empty string, as some servers send it): it
+  // is the model's answer, and the run journals it as such.
   const refusal = typeof message.refusal === 'string' && message.refusal.length > 0 ? message.refusal : null;
-  return { text: typeof content === 'string' ? content : refusal, toolCalls };
+  const text = typeof content === 'string' ? content : null;
+  return { text: (text === null || text === '') && refusal !== null ? refusal : text, toolCalls };
 }
 
 /** Bytes of an error response read for its message (which is cut to 512 bytes). */

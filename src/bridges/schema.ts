@@ -14,7 +14,7 @@ export function objectSchema(schema: JsonSchema): JsonObject {
 }
 
 /** The gateway's tools, restricted to `only` when given; a name in `only` that the caller may not use is an error. */
-export function selectSchemas(gateway: ToolGateway, only: readonly string[] | undefined): ToolSchema[] {
+export function selectSchemas(gateway: ToolGateway, only?: readonly string[]): ToolSchema[] {
   if (typeof (gateway as Partial<ToolGateway> | null | undefined)?.schemas !== 'function') throw new InvalidInputError('gateway', 'must be a ToolGateway (runtime.bind)');
   const schemas = gateway.schemas();
   if (only === undefined) return schemas;

@@ -62,10 +62,17 @@ it('a connection that fails while the body is read is model_unreachable; the cal
   await assert.rejects(early.complete(request, before.signal), (e: unknown) => e === reason, 'not reported as an unreachable server');
 });
 
-it('a refusal is the model\'s answer text', async () => {
-  const body = JSON.stringify({ choices: [{ message: { role: 'assistant', content: null, refusal: 'I cannot help with that.' }, finish_reason: 'stop' }] });
-  const model = openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', fetch: (async () => new Response(body)) as typeof globalThis.fetch });
-  assert.deepEqual(await model.complete(request), { text: 'I cannot help with that.', toolCalls: [] });
+it('a refusal is the model\'s answer text, whether its content is null, absent or empty (pass r56 #3); content wins when it has text', async () => {
+  const answer = (message: Record<string, unknown>) => {
+    const body = JSON.stringify({ choices: [{ message: { role: 'assistant', ...message }, finish_reason: 'stop' }] });
+    return openAiCompatibleModel({ baseUrl: 'http://model.invalid/v1', model: 'm', fetch: (async () => new Response(body)) as typeof globalThis.fetch }).complete(request);
+  };
+  const refusal = 'I cannot help with that.';
+  for (const content of [{ content: null }, {}, { content: '' }]) {
+    assert.deepEqual(await answer({ ...content, refusal }), { text: refusal, toolCalls: [] }, JSON.stringify(content));
+  }
+  assert.deepEqual(await answer({ content: 'Here it is.', refusal }), { text: 'Here it is.', toolCalls: [] });
+  assert.deepEqual(await answer({ content: '' }), { text: '', toolCalls: [] }, 'no refusal: the empty text as sent');
 });
 
 it('an HTTP error carries the server\'s Retry-After for the host that retries', async () => {
