@@ -70,6 +70,11 @@ export class LeaseWatch {
     return this.fencedWhy ?? this.lapse();
   }
 
+  /** Whether a write was refused because another owner holds the session. */
+  get isFenced(): boolean {
+    return this.fencedWhy !== null;
+  }
+
   /** A write was refused because another owner holds the session: lost for good, and every running call is told. */
   fenced(why: string): void {
     this.fencedWhy ??= why;

@@ -21,6 +21,10 @@ interface OwnerInternals {
   readonly mayBeLost: () => string | null;
   /** The store instance the owner belongs to (its backend): what "this process's view of a session" is scoped to. */
   readonly store: object;
+  /** Keeps the session held (its release, the store's close, waiting) until `ended` settles: a body still running. */
+  readonly holdUntil: (ended: Promise<unknown>) => void;
+  /** Settles once every body `holdUntil` was given has ended (and its end was journaled or kept). */
+  readonly bodiesEnded: () => Promise<void>;
 }
 
 const owners = new WeakMap<object, OwnerInternals>();
@@ -159,6 +163,21 @@ export function commitAs(owner: SessionOwner, request: CommitRequest): Promise<C
  */
 export function stopRenewing(owner: SessionOwner): void {
   owners.get(owner)?.stopHeartbeat();
+}
+
+/**
+ * A body of `owner`'s session still runs in this process after its attempt's result was recorded (a deadline, a
+ * cancel, a release or a close stopped it, and it ignores its signal): the owner keeps the session held, its lease
+ * renewed, until `ended` settles, so no other host takes it over and retries while the body can still make its write
+ * (docs/design.md#letting-a-session-go-stops-its-calls).
+ */
+export function holdWhileBodyRuns(owner: SessionOwner, ended: Promise<unknown>): void {
+  owners.get(owner)?.holdUntil(ended);
+}
+
+/** Settles once the bodies of `owner`'s session still running in this process have ended (holdWhileBodyRuns). */
+export function bodiesEnded(owner: SessionOwner): Promise<void> {
+  return owners.get(owner)?.bodiesEnded() ?? Promise.resolve();
 }
 
 /**

@@ -13,7 +13,7 @@ import type { SessionEvent, ToolCall, ToolOperation, ToolResult } from '../event
 import type { CallId, TurnId } from '../ids.js';
 import type { SessionOwner } from '../store/types.js';
 import { setNewest } from '../bounded-map.js';
-import { commitAs, currentOwner, newestOwnerIn, SessionTable, storeOf } from '../store/owner-commit.js';
+import { commitAs, currentOwner, holdWhileBodyRuns, newestOwnerIn, SessionTable, storeOf } from '../store/owner-commit.js';
 
 export const BODY_ENDED = { plugin: 'jingwei.runtime', kind: 'body_ended' } as const;
 
@@ -58,12 +58,13 @@ export function trackLateBody(owner: SessionOwner, call: ToolCall, turnId: TurnI
   const callId = call.id;
   lateBodies.take(owner, () => new Map()).set(callId, { taskId: op.taskId, key: op.key });
   const settledRecord = recorded.then(() => undefined, () => undefined);
-  void Promise.all([ended, settledRecord]).then(async ([how]) => {
+  const journaled = Promise.all([ended, settledRecord]).then(async ([how]) => {
     const still = lateBodies.get(owner);
     still?.delete(callId);
     if (still?.size === 0) lateBodies.delete(owner);
     await journalBodyEnd(owner, callId, turnId, how, op);
-  });
+  }).catch(() => undefined);
+  holdWhileBodyRuns(owner, journaled);
 }
 
 /**

@@ -3,12 +3,13 @@
  * whose owner's lease ran out, ask the reconcilers about every uncertain call, then apply an explicit policy to what
  * is still open, and report what was done. Never takes a live session; never retries what needs a person.
  */
+import { setMaxListeners } from 'node:events';
 import { InvalidInputError, JingweiError, SessionBusyError, StaleOwnerError, StoreUnavailableError, ToolRecordingError } from '../errors.js';
 import type { SessionEvent, ToolRetryReview } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import { isValidText } from '../ids.js';
 import { LEASE_LIMITS, LIMITS, RECOVERY_LIMITS } from '../limits.js';
-import { stopRenewing } from '../store/owner-commit.js';
+import { bodiesEnded, stopRenewing } from '../store/owner-commit.js';
 import type { SessionOwner, SessionStore, SessionSummary } from '../store/types.js';
 import { truncateUtf8 } from '../text.js';
 import { assessSession, ToolAttention, ToolNextStep, type ToolCallAssessment } from './assess.js';
@@ -125,7 +126,8 @@ export type SessionRecovery =
       /**
        * Not released: held with its heartbeat stopped, its lease left to run out, so the next routine finds it
        * abandoned again and decides again (a reconciler failed on a call left open, a review decision came into the
-       * inbox while the routine ran, or a retry was refused because the call's evidence moved meanwhile). A host that
+       * inbox while the routine ran, a retry was refused because the call's evidence moved meanwhile, or the routine
+       * was cancelled while it worked there). A host that
        * wants the session before then acquires it with `takeover: 'expired'` once that lease has run out.
        */
       readonly heldForNextRoutine: boolean;
@@ -236,12 +238,12 @@ function checkArguments(store: SessionStore, host: RecoveryHost, options: Recove
  * further item is started; the ones under way are waited for (each releases or keeps its session as it decides)
  * before that failure is thrown, so nothing the routine started is left running behind its caller.
  */
-async function inOrder<T, R>(items: readonly T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
-  const results: R[] = new Array<R>(items.length);
+async function inOrder<T, R>(items: readonly T[], limit: number, stopped: () => boolean, work: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = [];
   const failures: unknown[] = [];
   let next = 0;
   const worker = async (): Promise<void> => {
-    while (failures.length === 0 && next < items.length) {
+    while (failures.length === 0 && !stopped() && next < items.length) {
       const index = next++;
       try {
         results[index] = await work(items[index]!);
@@ -252,7 +254,8 @@ async function inOrder<T, R>(items: readonly T[], limit: number, work: (item: T)
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   if (failures.length > 0) throw failures[0];
-  return results;
+  // Cancelled: the items never started are left out (sparse slots dropped), the rest in order.
+  return results.filter(() => true);
 }
 
 /**
@@ -276,12 +279,34 @@ export async function recoverAbandoned(
   const settings: RecoverOptions = typeof options === 'string' ? { policy: options } : options;
   const checked = checkArguments(store, host, settings);
   const expired = await store.listExpiredSessions();
-  const sessions: SessionRecovery[] = await inOrder(expired, checked.concurrency, (summary) => recoverOne(store, host, summary, checked, settings));
-  const listed = new Set<string>(expired.map((summary) => summary.sessionId));
-  const released = (await sessionsWithWaitingReviews(store)).filter((sessionId) => !listed.has(sessionId));
-  const journaled = await inOrder(released, checked.concurrency, (sessionId) => journalReleasedReviews(store, sessionId, checked, settings));
-  for (const session of journaled) if (session !== null) sessions.push(session);
-  return { policy: checked.policy, sessions };
+  // One listener on the caller's signal, however many sessions are under way (each session's calls listen to it).
+  const cancel = new AbortController();
+  const outer = settings.signal;
+  const forward = () => cancel.abort(outer?.reason);
+  if (outer?.aborted === true) forward();
+  else outer?.addEventListener('abort', forward, { once: true });
+  setMaxListeners(0, cancel.signal);
+  const inner: RecoverOptions = outer === undefined ? settings : { ...settings, signal: cancel.signal };
+  const stopped = () => cancel.signal.aborted;
+  // Sessions kept for the host (`keep`) whose report cannot reach it, the routine failing after them: released, or
+  // their owners would renew leases nobody can use or let go until the process exits.
+  const kept: SessionOwner[] = [];
+  try {
+    const sessions: SessionRecovery[] = await inOrder(expired, checked.concurrency, stopped, async (summary) => {
+      const recovered = await recoverOne(store, host, summary, checked, inner);
+      if (recovered.action === 'taken_over' && recovered.owner !== null) kept.push(recovered.owner);
+      return recovered;
+    });
+    const listed = new Set<string>(expired.map((summary) => summary.sessionId));
+    const released = stopped() ? [] : (await sessionsWithWaitingReviews(store)).filter((sessionId) => !listed.has(sessionId));
+    const journaled = await inOrder(released, checked.concurrency, stopped, (sessionId) => journalReleasedReviews(store, sessionId, checked, inner));
+    for (const session of journaled) if (session !== null) sessions.push(session);
+    kept.length = 0;
+    return { policy: checked.policy, sessions };
+  } finally {
+    outer?.removeEventListener('abort', forward);
+    await Promise.all(kept.map((owner) => owner.release().catch(() => stopRenewing(owner))));
+  }
 }
 
 /**
@@ -404,14 +429,18 @@ async function recoverOne(
     // A review decision recorded while the routine ran (after it journaled the inbox): the next routine journals it
     // first, so the session is kept held for it; released, no routine would come back to the session.
     if (await reviewDecisionsWaiting(store, sessionId)) revisit = true;
+    // Cancelled while it worked here: a reconciler not asked, a retry stopped. The next routine decides again.
+    if (signal?.aborted === true) revisit = true;
     keep = checked.keep;
     return {
       sessionId, action: 'taken_over', previousOwner: owner.epoch === summary.epoch + 1 ? summary.owner : null, epoch: owner.epoch, reviewed: inbox.journaled, reconciled: reconciled.calls, retried, left,
       owner: keep ? owner : null, heldForNextRoutine: revisit && !keep,
     };
   } catch (error) {
-    if (error instanceof StoreUnavailableError) throw error;
+    // The store failed (or closed) in the middle of the session: held for the next routine, not released with calls
+    // a reconciler could settle still open and no routine to come back to them.
     failed = true;
+    if (error instanceof StoreUnavailableError) throw error;
     return { sessionId, action: 'failed', epoch: owner.epoch, error: errorOf(error) };
   } finally {
     // A session this routine could not recover (a corrupt journal) is not released: released, it would drop out of
@@ -421,8 +450,13 @@ async function recoverOne(
     // no later routine would ask that reconciler again, though the outside system may answer then. And one with a
     // review decision recorded while the routine ran, or a retry refused because the call's evidence moved meanwhile:
     // the next routine journals the decision and decides again.
-    if (failed || (revisit && !keep)) stopRenewing(owner);
-    else if (!keep) await owner.release().catch(() => undefined);
+    // Either way, not before the bodies of its calls still running here have ended (a retry's, stopped by a cancel,
+    // that ignores its signal): until then its lease is renewed, so no other routine asks a reconciler, or retries, under
+    // a body that can still make its write.
+    if (failed || (revisit && !keep)) {
+      await bodiesEnded(owner);
+      stopRenewing(owner);
+    } else if (!keep) await owner.release().catch(() => undefined);
   }
 }
 

@@ -25,8 +25,9 @@ describe('reviews waiting in the inbox, journaled as a run starts', () => {
       name: 'pay',
       metadata: new ToolMetadata('Pays', { type: 'object' }).withEffect('non_idempotent', 'pay-v1'),
       // Ignores its abort signal, as many HTTP clients do: the deadline is recorded, the payment still goes through.
+      // The deadline leaves the call's two commits ample time on a loaded machine, so it passes while the body runs.
       async execute(request) {
-        await sleep(80);
+        await sleep(600);
         payments.push(request.operation.key);
         return 'paid';
       },
@@ -34,7 +35,7 @@ describe('reviews waiting in the inbox, journaled as a run starts', () => {
     const store = openSqliteStore(tempDbPath(dir));
     const owner = await store.acquire('s', { owner: 'host' });
     await owner.startTask('task');
-    const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' }, defaultTimeoutMs: 20 }).bind({ owner, taskId: 'task', caller: 'agent' });
+    const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' }, defaultTimeoutMs: 250 }).bind({ owner, taskId: 'task', caller: 'agent' });
     const payStep = { text: null, toolCalls: [{ id: 'p', name: 'pay', arguments: '{}' }] };
     const first = await runAgent({ model: scriptedModel([payStep, { text: 'It may have been paid.', toolCalls: [] }]), owner, gateway, store, input: 'Pay.', runId: 'pay-1', maxSteps: 3 });
     assert.equal(first.stopReason, 'completed');
@@ -52,7 +53,7 @@ describe('reviews waiting in the inbox, journaled as a run starts', () => {
 
     // A new run's payment is a new action, no longer held back by a call in doubt.
     const next = await runAgent({ model: scriptedModel([payStep, { text: 'Paid.', toolCalls: [] }]), owner, gateway, store, input: 'Pay again.', runId: 'pay-2', maxSteps: 3 });
-    assert.equal(next.toolCalls[0]!.execution?.result.outcome.status, 'failed', 'a deadline of 20 ms again');
+    assert.equal(next.toolCalls[0]!.execution?.result.outcome.status, 'failed', 'its deadline passed again');
     assert.notEqual(next.toolCalls[0]!.execution?.result.outcome.status === 'failed' && next.toolCalls[0]!.execution.result.outcome.code, 'tool_in_doubt');
     await untilBodyEnded(store, 's', next.toolCalls[0]!.execution!.call.id);
     assert.equal(payments.length, 2);

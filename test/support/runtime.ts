@@ -43,4 +43,14 @@ export async function rig(
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-export const never = () => new Promise<never>(() => undefined);
+const hung = new Set<(reason: Error) => void>();
+/**
+ * A body (or an approver) that never settles by itself, until endHungBodies(): a test ends it before its store
+ * closes, since a close waits, the session held, for the bodies still running (docs/design.md#letting-a-session-go-stops-its-calls).
+ */
+export const never = () => new Promise<never>((_, reject) => { hung.add(reject); });
+/** Ends every never() still pending: each throws now. */
+export function endHungBodies(): void {
+  for (const end of hung) end(new Error('ended by the test'));
+  hung.clear();
+}

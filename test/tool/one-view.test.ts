@@ -182,13 +182,15 @@ it('two journals copied from one template share an id, and so a view, yet a body
   const held = heldTransfer();
   const { owner, pending, callId } = await callInFlight(a, held, { timeoutMs: 100 });
   await pending;
-  await owner.release();
+  // Its release waits, the session held, for the body its deadline stopped (it ignores its signal).
+  const releasing = owner.release();
   // Tenant 2 holds a session of the same id: the newest owner of the shared view.
   await (await b.acquire('s', { owner: 'tenant-2-host' })).startTask('t');
   held.release();
+  await releasing;
   await sleep(100);
   assert.equal(bodyEnded(await b.loadHistory('s'), callId), undefined, 'not written into the other tenant\'s journal');
-  // The next owner of tenant 1's session journals it there.
+  // Tenant 1's own journal has it, written by its owner before it let the session go.
   await a.acquire('s', { owner: 'tenant-1-host' });
   const end = bodyEnded(await a.loadHistory('s'), callId);
   assert.deepEqual(end?.kind.type === 'custom' && end.kind.payload, { callId, ended: 'returned' });

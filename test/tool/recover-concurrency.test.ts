@@ -9,6 +9,9 @@ import { describe, it } from 'node:test';
 import { StoreUnavailableError, ToolBodyError } from '../../src/errors.js';
 import { recoverAbandoned, type RecoveryHost } from '../../src/review.js';
 import { createMemoryStore } from '../../src/store/memory.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { bodyEnded } from '../support/body-ended.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
 import type { SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -117,6 +120,108 @@ describe('recoverAbandoned: concurrency', () => {
       assert.equal(state.order.filter((x) => x.startsWith(`${id}#`)).length, 2, `${id}'s retries ran`);
     }
     await store.close();
+  });
+
+  it('kept sessions whose report cannot reach the host (the routine failed after them) are released, not left renewing for nobody (pass r57 #2)', async () => {
+    const store = createMemoryStore();
+    const { state, host } = lookups();
+    await abandonedSessions(store, host, 3);
+    const listed = (await store.listExpiredSessions()).map((s) => s.sessionId);
+    state.recovering = true;
+    const failing: SessionStore = Object.create(store, {
+      acquire: {
+        value: async (...[sessionId, options]: Parameters<SessionStore['acquire']>) => {
+          if (sessionId === listed[2]) throw new StoreUnavailableError('store_failure', 'the database went away');
+          return store.acquire(sessionId, options);
+        },
+      },
+    });
+    await assert.rejects(recoverAbandoned(failing, host, { policy: 'retry_safe', keep: true }), { code: 'store_failure' });
+    const held = (await store.listSessions()).filter((s) => s.held && s.owner !== 'gone').map((s) => String(s.sessionId));
+    assert.deepEqual(held, [], 'the two sessions recovered and kept were released');
+    await store.close();
+  });
+
+  it('a cancelled routine starts no further session: those it did not reach are left to the next routine, untouched (pass r57 #5)', async () => {
+    const store = createMemoryStore();
+    // Two sessions under way, their retries waiting for a third that never comes while the routine is cancelled.
+    const { state, host } = lookups(3);
+    await abandonedSessions(store, host, 4);
+    state.recovering = true;
+    const cancel = new AbortController();
+    const routine = recoverAbandoned(store, host, { policy: 'retry_safe', concurrency: 2, signal: cancel.signal, leaseMs: 200 });
+    while (state.order.length === 0) await pause(5);
+    cancel.abort(new Error('shutting down'));
+    const report = await routine;
+    assert.ok(report.sessions.length <= 2, `only the sessions under way: ${report.sessions.map((s) => s.sessionId).join(', ')}`);
+    for (const session of report.sessions) {
+      assert.ok(session.action === 'taken_over', JSON.stringify(session));
+      assert.equal(session.heldForNextRoutine, true, 'cancelled while it worked there: the next routine decides again');
+    }
+    const untouched = (await store.listSessions()).filter((s) => s.owner === 'gone');
+    assert.equal(untouched.length, 4 - report.sessions.length, 'never taken over');
+    await store.close();
+  });
+
+  it('a signal shared by many sessions under way raises no MaxListenersExceededWarning (pass r57 #6)', async () => {
+    const store = createMemoryStore();
+    const { state, host } = lookups();
+    await abandonedSessions(store, host, 20);
+    state.recovering = true;
+    const warnings: string[] = [];
+    const heard = (warning: Error) => warnings.push(warning.name);
+    process.on('warning', heard);
+    try {
+      const report = await recoverAbandoned(store, host, { policy: 'retry_safe', concurrency: 16, signal: new AbortController().signal });
+      assert.equal(report.sessions.length, 20);
+      await pause(10);
+    } finally {
+      process.off('warning', heard);
+    }
+    assert.deepEqual(warnings.filter((name) => name === 'MaxListenersExceededWarning'), []);
+    await store.close();
+  });
+
+  it('a store closed while a retry\'s body runs: the close and the routine wait for the body, its session held and live meanwhile, so no other routine retries under it (pass r57 #1)', async () => {
+    const path = tempDbPath(tempDir());
+    const store = openSqliteStore(path);
+    const other = openSqliteStore(path);
+    const body = { recovering: false, end: () => {}, runs: 0 };
+    let started = () => {};
+    const running = new Promise<void>((resolve) => { started = resolve; });
+    const tools = [tool('lookup', async () => {
+      if (!body.recovering) throw new ToolBodyError('connection_reset', 'lost');
+      body.runs += 1;
+      started();
+      // Ignores its signal, as many HTTP clients do.
+      return new Promise<string>((resolve) => { body.end = () => resolve('late'); });
+    }, new ToolMetadata('reads', { type: 'object' }).withEffect('read_only', 'r1'))];
+    const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+    try {
+      await abandonedSessions(store, host, 1);
+      body.recovering = true;
+      let settled = false;
+      const routine = recoverAbandoned(store, host, { policy: 'retry_safe', concurrency: 2, leaseMs: 200 }).finally(() => { settled = true; });
+      routine.catch(() => undefined);
+      await running;
+      const closing = store.close();
+      await pause(600);
+      assert.equal(settled, false, 'the routine waits for the body it started');
+      assert.deepEqual(await other.listExpiredSessions(), [], 'the session is held and its lease renewed: no other routine takes it');
+      const second = await recoverAbandoned(other, host, { policy: 'retry_safe' });
+      assert.deepEqual(second.sessions.map((s) => s.action), [], 'nothing to recover while the body runs');
+      assert.equal(body.runs, 1);
+      body.end();
+      await closing;
+      await assert.rejects(routine, { code: 'store_closed' });
+      const history = await other.loadHistory('s-0');
+      const retries = history.filter((e) => e.kind.type === 'tool_call').map((e) => (e.kind as { call: { id: string } }).call.id);
+      assert.ok(bodyEnded(history, retries.at(-1)!), 'the retry body\'s end is journaled');
+    } finally {
+      body.end();
+      await other.close();
+      await store.close();
+    }
   });
 
   it('a concurrency outside 1..64 is a typed error and takes nothing over', async () => {

@@ -23,8 +23,12 @@ forEachStore('a review of a call that may still be running', (target) => {
     let release = () => {};
     let hangUp = () => {};
     let bodies = 0;
+    // Every body's end, so the test can let them all end before the stores close (a close waits for the bodies of
+    // the sessions it holds).
+    const ends: Array<() => void> = [];
     const wire = tool('wire', () => new Promise<string>((resolve, reject) => {
       bodies += 1;
+      ends.push(() => resolve('wired'));
       release = () => resolve('wired');
       hangUp = () => reject(new ToolBodyError('connection_reset', 'the bank hung up'));
     }),
@@ -74,7 +78,7 @@ forEachStore('a review of a call that may still be running', (target) => {
     const successor = await operator.acquire('s-taken', { owner: 'host-d', takeover: true });
     assert.equal((await review('s-taken', takenCall)).state, 'decided', 'the writer of the call is fenced');
     await successor.release();
-    release();
+    for (const end of ends) end();
     await store.close();
     await operator.close();
   });
@@ -100,7 +104,11 @@ forEachStore('a review of a call that may still be running', (target) => {
       return read;
     };
     let bodies = 0;
-    const wire = tool('wire', () => new Promise<string>(() => { bodies += 1; }),
+    let end = () => {};
+    const wire = tool('wire', () => new Promise<string>((resolve) => {
+      bodies += 1;
+      end = () => resolve('wired');
+    }),
       new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'));
     const owner = await store.acquire('s-paused', { owner: 'host-a', leaseMs: 1_000 });
     await owner.startTask('t');
@@ -112,6 +120,8 @@ forEachStore('a review of a call that may still be running', (target) => {
       { code: 'call_in_flight' },
       'the host renewed its lease all along: its call may still be running',
     );
+    // Its release would wait for the body: it ends first.
+    end();
     await owner.release();
     await store.close();
     await operator.close();

@@ -119,14 +119,15 @@ it('a journaled not_executed review that the call\'s result or its late body\'s 
   await store.close();
 });
 
-it('a session released and acquired again in this process still knows a call of its earlier owner runs', async () => {
+it('a session taken over in this process still knows a call of its earlier owner runs', async () => {
   const { store, owner: first } = await session();
   const { tool: transfer, late } = lateTransfer();
   const runtime = createToolRuntime({ tools: [transfer], grants: { agent: '*' } });
   const ran = await runtime.bind({ owner: first, taskId: 't', caller: 'agent' }).call('transfer', { to: 'acme' });
   assert.equal(ran.result.outcome.status === 'failed' && ran.result.outcome.code, 'tool_timeout');
-  await first.release();
-  const second = await store.acquire('s', { owner: 'host' });
+  // Its release would wait for the body (docs/design.md#letting-a-session-go-stops-its-calls): a takeover here fences
+  // the first owner while the body runs.
+  const second = await store.acquire('s', { owner: 'host', takeover: true });
   const history = await store.loadHistory('s');
   await assert.rejects(recordToolReview(second, history, ran.call.id, { actor: 'ops', evidence: 'nothing seen', outcome: 'not_executed' }), { code: 'call_in_flight' });
   const plan = prepareToolRetry(history, ran.call.id, { actor: 'ops', evidence: 'nothing seen', outcome: 'not_executed' });
@@ -141,8 +142,7 @@ it('the end of a late body is journaled through the owner that holds the session
   const { store, owner: first } = await session();
   const { tool: transfer, late } = lateTransfer();
   const ran = await createToolRuntime({ tools: [transfer], grants: { agent: '*' } }).bind({ owner: first, taskId: 't', caller: 'agent' }).call('transfer', {});
-  await first.release();
-  const second = await store.acquire('s', { owner: 'host' });
+  const second = await store.acquire('s', { owner: 'host', takeover: true });
   await assert.rejects(second.append([{ turnId: ran.callEvent.turnId, kind: { type: 'custom', plugin: 'jingwei.runtime', kind: 'body_ended', payload: { callId: ran.call.id, ended: 'not_called' } } }]), {
     name: 'InvalidInputError', message: /jingwei\.runtime events are written only by the tool runtime/,
   });
@@ -252,8 +252,8 @@ it('two handles on one SQLite file in one process see the same running bodies, a
   const runtime = createToolRuntime({ tools: [transfer], grants: { agent: '*' } });
   const ran = await runtime.bind({ owner: first, taskId: 't', caller: 'agent' }).call('transfer', {});
   assert.equal(ran.result.outcome.status === 'failed' && ran.result.outcome.code, 'tool_timeout');
-  await first.release();
-  const second = await b.acquire('s', { owner: 'host' });
+  // Taken over through the other handle while the body runs (a release would wait for it).
+  const second = await b.acquire('s', { owner: 'host', takeover: true });
   const history = await b.loadHistory('s');
   await assert.rejects(recordToolReview(second, history, ran.call.id, { actor: 'ops', evidence: 'nothing seen', outcome: 'not_executed' }), { code: 'call_in_flight' });
   const plan = prepareToolRetry(history, ran.call.id, { actor: 'ops', evidence: 'nothing seen', outcome: 'not_executed' });

@@ -9,7 +9,7 @@ import { ToolBodyError } from '../../src/errors.js';
 import { encodeEventText } from '../../src/event/codec.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import type { ToolApprover, ToolExecution, ToolGuard } from '../../src/tool/types.js';
-import { never, rig, tool, type Rig } from '../support/runtime.js';
+import { endHungBodies, never, rig, tool, type Rig } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
 
 const RESERVE = 1000;
@@ -41,6 +41,7 @@ async function check(
   assert.deepEqual([task.charged.toolCalls, task.charged.toolOutputBytes], [1, expected.outputCharged]);
   assert.equal(task.charged.journalBytes, history.reduce((sum, e) => sum + Buffer.byteLength(encodeEventText(e)), 0), 'the task is charged its events\' wire bytes');
   assert.equal(task.reservedOutputBytes, 0, 'every reservation is settled');
+  endHungBodies();
   await r.store.close();
 }
 

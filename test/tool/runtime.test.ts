@@ -5,7 +5,7 @@ import type { JsonValue } from '../../src/json/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { createMemoryStore } from '../../src/store/memory.js';
-import { never, rig, sleep, tool } from '../support/runtime.js';
+import { endHungBodies, never, rig, sleep, tool } from '../support/runtime.js';
 import { untilBodyEnded } from '../support/body-ended.js';
 import { forEachStore } from '../support/stores.js';
 
@@ -118,6 +118,7 @@ forEachStore('the gateway', (target) => {
     assert.deepEqual((await r.store.loadHistory(r.sessionId)).map((e) => e.kind.type), ['task_ledger']);
     const execution = await r.gateway.callWithOptions('slow', {}, { timeoutMs: 20 });
     assert.equal((execution.result.outcome as { category: string }).category, 'timeout');
+    endHungBodies();
     await r.store.close();
   });
 

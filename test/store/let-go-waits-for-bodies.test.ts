@@ -1,0 +1,75 @@
+/**
+ * Letting a session go waits for the bodies still running (docs/design.md#letting-a-session-go-stops-its-calls).
+ * `release()` and `store.close()` stop every call and record its outcome; a body that ignores its signal goes on and
+ * can still make its write. Before, the session was let go at once (released, or its lease left to run out after a
+ * close) and another host's routine asked the reconciler, heard `not_executed`, retried, and the first body's write
+ * then landed too: a charge made twice, the journal showing one (pass r57 #1). Now the session stays held, its lease
+ * renewed, until the body ends and its end is journaled. No assertion depends on how long anything took: the lease
+ * is checked after it would have run out without renewal.
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { Tool } from '../../src/tool/types.js';
+import { bodyEnded } from '../support/body-ended.js';
+import { sleep } from '../support/runtime.js';
+import { forEachStore } from '../support/stores.js';
+
+const LEASE_MS = 300;
+
+/** A non-idempotent charge whose body ignores its signal and returns when `end()` is called. */
+function ignoringCharge() {
+  const state = { started: false, end: () => {} };
+  let started = () => {};
+  const running = new Promise<void>((resolve) => { started = resolve; });
+  const charge: Tool = {
+    name: 'charge',
+    metadata: new ToolMetadata('charges a card', { type: 'object' }).withEffect('non_idempotent', 'v1'),
+    execute: () => new Promise<string>((resolve) => {
+      state.started = true;
+      state.end = () => resolve('charged');
+      started();
+    }),
+  };
+  return { charge, state, running };
+}
+
+forEachStore('letting a session go waits for its bodies still running', (target) => {
+  for (const how of ['release', 'close'] as const) {
+    it(`${how}(): the session stays held, its lease renewed, until the stopped body ends; its end is journaled first`, async () => {
+      const location = target.fresh();
+      const store = await location.open();
+      const other = await location.open();
+      try {
+        const { charge, state, running } = ignoringCharge();
+        const owner = await store.acquire('s', { owner: 'host', leaseMs: LEASE_MS });
+        await owner.startTask('t');
+        const gateway = createToolRuntime({ tools: [charge], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+        const call = gateway.call('charge', {});
+        await running;
+        let letGo = false;
+        const going = (how === 'release' ? owner.release() : store.close()).then(() => { letGo = true; });
+        const stopped = await call;
+        const outcome = stopped.result.outcome;
+        assert.equal(outcome.status === 'failed' && outcome.category, 'cancelled', 'the attempt is recorded stopped at once');
+        // Three leases later, with the body still running: the session is held and live, so no other host takes it.
+        await sleep(3 * LEASE_MS);
+        assert.equal(letGo, false, `${how}() waits for the body`);
+        await assert.rejects(other.acquire('s', { owner: 'rescuer', takeover: 'abandoned' }), { code: 'session_busy' });
+        assert.equal((await other.listExpiredSessions()).length, 0, 'not listed as abandoned');
+        assert.ok(state.started);
+        state.end();
+        await going;
+        const history = await other.loadHistory('s');
+        const ended = bodyEnded(history, stopped.call.id);
+        assert.ok(ended, 'the body\'s end is journaled before the session is let go');
+        assert.deepEqual((ended.kind as { payload: unknown }).payload, { callId: stopped.call.id, ended: 'returned' });
+        if (how === 'release') assert.equal((await other.listSessions())[0]!.held, false, 'released once the body ended');
+      } finally {
+        await other.close();
+        await store.close();
+      }
+    });
+  }
+});
