@@ -11,7 +11,7 @@ import { decideCommit, decideRelease, decideReleaseUnwritten, decideRenew, decid
 import { LEASE_LIMITS } from '../limits.js';
 import type { HeadAnchor } from './anchors.js';
 import type { JournalBackend, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
-import { forgetOwner, registerOwner, storeScope } from './owner-commit.js';
+import { bodiesEnded, forgetOwner, registerOwner, storeScope } from './owner-commit.js';
 import { hasPendingBodyEnds, journalPendingBodyEnds } from '../tool/late-bodies.js';
 import { LeaseWatch, type SentAt } from './lease-watch.js';
 import { registerJournalReader } from './owner-journal.js';
@@ -28,20 +28,6 @@ export class OpenGuard {
   readonly heartbeats = new Set<() => void>();
   /** Stops the calls of this store's owners with calls in flight, resolving once each has recorded its outcome. */
   readonly callStoppers = new Set<(why: string) => Promise<void>>();
-  /**
-   * The bodies of this store's owners still running after their attempts' results, each with whether its owner still
-   * holds the session (not fenced): close() waits for those, its heartbeats renewing their leases.
-   */
-  readonly runningBodies = new Map<Promise<unknown>, () => boolean>();
-
-  /** Settles once the bodies of owners still holding their sessions have ended, including those added while it waits. */
-  async bodiesEnded(): Promise<void> {
-    for (;;) {
-      const waiting = [...this.runningBodies].filter(([, holds]) => holds()).map(([ended]) => ended);
-      if (waiting.length === 0) return;
-      await Promise.all(waiting);
-    }
-  }
   constructor(private readonly backend: JournalBackend) {}
   check(): void {
     if (this.closed) throw new StoreClosedError(this.backend.kind, this.backend.location);
@@ -146,16 +132,6 @@ export class FencedOwner implements SessionOwner {
   private txEnded = 0;
   /** Why this owner is letting its session go (its release, the store's close): it takes no new call. */
   private lettingGo: string | null = null;
-  /** This owner's bodies still running after their attempts' results (holdWhileBodyRuns): its release waits for them. */
-  private readonly runningBodies = new Set<Promise<unknown>>();
-
-  /**
-   * Settles once this owner's bodies still running have ended, or at once when it no longer holds the session (fenced:
-   * its lease cannot be renewed, so waiting protects nothing).
-   */
-  private async bodiesEnded(): Promise<void> {
-    while (this.runningBodies.size > 0 && !this.lease.isFenced) await Promise.all(this.runningBodies);
-  }
   private readonly stopCalls = (why: string): Promise<void> => {
     this.lettingGo ??= why;
     return this.lease.stopAll(why);
@@ -183,16 +159,8 @@ export class FencedOwner implements SessionOwner {
       store: storeScope(backend),
       commit: (request) => this.#commit(request),
       stopHeartbeat: this.stopHeartbeat,
-      holdUntil: (ended) => {
-        const settled = ended.then(() => undefined, () => undefined);
-        this.runningBodies.add(settled);
-        this.guard.runningBodies.set(settled, () => !this.lease.isFenced);
-        void settled.then(() => {
-          this.runningBodies.delete(settled);
-          this.guard.runningBodies.delete(settled);
-        });
-      },
-      bodiesEnded: () => this.bodiesEnded(),
+      holds: () => !this.lease.isFenced,
+      madeBy: this.guard,
       mayBeLost: () => this.lease.mayBeLost(),
       onLost: (listener) => {
         const unsubscribe = this.lease.subscribe(listener);
@@ -526,7 +494,7 @@ export class FencedOwner implements SessionOwner {
     // A stopped body that ignores its signal can still make its write: the session stays held, its lease renewed,
     // until it ends and its end is journaled. Released before, another host's retry (or an operator's not_executed)
     // could come first and the write be made twice.
-    await this.bodiesEnded();
+    await bodiesEnded(this);
     this.stopHeartbeat();
     this.guard.check();
     // Body ends this process knows of and no journal has taken yet go in while this owner still holds the session:

@@ -15,7 +15,7 @@ import { checkTaskLedger, taskLedgerCoverage, type TaskLedgerReport } from './ta
 import { LeaseWatch } from './lease-watch.js';
 import { verifyJournal } from './verify.js';
 import { bodyEnded, bodyMayStillRun, journalPendingBodyEnds, journalPendingBodyEndsIn } from '../tool/late-bodies.js';
-import { storeScope } from './owner-commit.js';
+import { heldBodiesEnded, storeScope } from './owner-commit.js';
 import { latestAttempts, lookupRowsDisagreement, type LookupRowsReport } from './index-check.js';
 import { FencedOwner, OpenGuard, readClock } from './fenced-owner.js';
 import type {
@@ -270,7 +270,7 @@ export class JournalStore implements SessionStore {
     await Promise.all([...this.guard.callStoppers].map((stop) => stop('the store is closing')));
     // A stopped body that ignores its signal can still make its write: its session stays held, the heartbeats
     // running, until it ends and its end is journaled; closed before, the lease ran out under a body still running.
-    await this.guard.bodiesEnded();
+    await heldBodiesEnded(storeScope(this.backend), this.guard);
     // Body ends no journal has taken yet, through the owners that hold their sessions here, while they still can.
     await journalPendingBodyEndsIn(storeScope(this.backend));
     if (this.guard.closed) return;

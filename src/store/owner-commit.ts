@@ -21,10 +21,10 @@ interface OwnerInternals {
   readonly mayBeLost: () => string | null;
   /** The store instance the owner belongs to (its backend): what "this process's view of a session" is scoped to. */
   readonly store: object;
-  /** Keeps the session held (its release, the store's close, waiting) until `ended` settles: a body still running. */
-  readonly holdUntil: (ended: Promise<unknown>) => void;
-  /** Settles once every body `holdUntil` was given has ended (and its end was journaled or kept). */
-  readonly bodiesEnded: () => Promise<void>;
+  /** Whether the owner may still hold its session: not fenced (a write refused because another owner holds it). */
+  readonly holds: () => boolean;
+  /** What made the owner (its store's guard): a store's close() waits only for the sessions its own owners hold. */
+  readonly madeBy: object;
 }
 
 const owners = new WeakMap<object, OwnerInternals>();
@@ -166,18 +166,59 @@ export function stopRenewing(owner: SessionOwner): void {
 }
 
 /**
- * A body of `owner`'s session still runs in this process after its attempt's result was recorded (a deadline, a
- * cancel, a release or a close stopped it, and it ignores its signal): the owner keeps the session held, its lease
- * renewed, until `ended` settles, so no other host takes it over and retries while the body can still make its write
+ * The bodies still running in this process after their attempts' results (a deadline, a cancel, a release or a close
+ * stopped them, and they ignore their signal), by view and session: whichever owner here holds the session waits for
+ * them before it lets the session go, the one that started them or one that took the session over since.
+ */
+const runningBodies = new SessionTable<Set<Promise<void>>>();
+
+/**
+ * A body of `owner`'s session still runs in this process: until `ended` settles, whichever owner here holds the
+ * session keeps it held, its lease renewed, when it would let it go (a release, its store's close, the startup
+ * routine), so no other host takes it over and retries while the body can still make its write
  * (docs/design.md#letting-a-session-go-stops-its-calls).
  */
 export function holdWhileBodyRuns(owner: SessionOwner, ended: Promise<unknown>): void {
-  owners.get(owner)?.holdUntil(ended);
+  const settled = ended.then(() => undefined, () => undefined);
+  const bodies = runningBodies.take(owner, () => new Set());
+  bodies.add(settled);
+  const scope = storeOf(owner);
+  void settled.then(() => {
+    bodies.delete(settled);
+    if (bodies.size === 0) runningBodies.deleteIn(scope, owner.sessionId, bodies);
+  });
 }
 
-/** Settles once the bodies of `owner`'s session still running in this process have ended (holdWhileBodyRuns). */
-export function bodiesEnded(owner: SessionOwner): Promise<void> {
-  return owners.get(owner)?.bodiesEnded() ?? Promise.resolve();
+const holds = (owner: SessionOwner): boolean => owners.get(owner)?.holds() === true;
+
+/**
+ * Settles once the bodies of `owner`'s session still running in this process have ended (holdWhileBodyRuns), whoever
+ * started them; at once when `owner` no longer holds the session (fenced: its lease cannot be renewed, so waiting
+ * protects nothing).
+ */
+export async function bodiesEnded(owner: SessionOwner): Promise<void> {
+  for (;;) {
+    const bodies = runningBodies.get(owner);
+    if (bodies === undefined || bodies.size === 0 || !holds(owner)) return;
+    await Promise.all(bodies);
+  }
+}
+
+/**
+ * Settles once the bodies still running in view `scope` of the sessions that owners `madeBy` made hold here have
+ * ended: a store's close() waits for them, its heartbeats renewing those sessions' leases.
+ */
+export async function heldBodiesEnded(scope: object, madeBy: object): Promise<void> {
+  for (;;) {
+    const waiting: Promise<void>[] = [];
+    for (const sessionId of runningBodies.sessionsIn(scope)) {
+      const holder = newestOwnerIn(scope, sessionId);
+      if (holder === undefined || owners.get(holder)?.madeBy !== madeBy || !holds(holder)) continue;
+      waiting.push(...(runningBodies.getIn(scope, sessionId) ?? []));
+    }
+    if (waiting.length === 0) return;
+    await Promise.all(waiting);
+  }
 }
 
 /**

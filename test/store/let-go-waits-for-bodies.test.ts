@@ -35,6 +35,13 @@ function ignoringCharge() {
   return { charge, state, running };
 }
 
+/** A non-idempotent charge with a deadline its body ignores: the attempt is recorded `tool_timeout`, the body goes on. */
+function lateCharge() {
+  const made = ignoringCharge();
+  const charge: Tool = { ...made.charge, metadata: made.charge.metadata.withTimeoutCeiling(150) };
+  return { ...made, charge };
+}
+
 forEachStore('letting a session go waits for its bodies still running', (target) => {
   for (const how of ['release', 'close'] as const) {
     it(`${how}(): the session stays held, its lease renewed, until the stopped body ends; its end is journaled first`, async () => {
@@ -68,6 +75,40 @@ forEachStore('letting a session go waits for its bodies still running', (target)
         if (how === 'release') assert.equal((await other.listSessions())[0]!.held, false, 'released once the body ended');
       } finally {
         await other.close();
+        await store.close();
+      }
+    });
+  }
+
+  for (const how of ['release', 'close', 'close of the handle that took it over'] as const) {
+    it(`a session taken over in this process while its earlier owner's body runs: ${how}() waits for that body too (pass r58 #1)`, async () => {
+      const location = target.fresh();
+      const store = await location.open();
+      const taker = how === 'close of the handle that took it over' ? await location.open() : store;
+      const other = await location.open();
+      try {
+        const { charge, state, running } = lateCharge();
+        const first = await store.acquire('s', { owner: 'host', leaseMs: LEASE_MS });
+        await first.startTask('t');
+        const runtime = createToolRuntime({ tools: [charge], grants: { agent: '*' } });
+        const timedOut = await runtime.bind({ owner: first, taskId: 't', caller: 'agent' }).call('charge', {});
+        const outcome = timedOut.result.outcome;
+        assert.equal(outcome.status === 'failed' && outcome.code, 'tool_timeout');
+        await running;
+        const second = await taker.acquire('s', { owner: 'host', leaseMs: LEASE_MS, takeover: true });
+        let letGo = false;
+        const going = (how === 'release' ? second.release() : taker.close()).then(() => { letGo = true; });
+        await sleep(3 * LEASE_MS);
+        assert.equal(letGo, false, `${how}() waits for the body the first owner started`);
+        await assert.rejects(other.acquire('s', { owner: 'rescuer', takeover: 'abandoned' }), { code: 'session_busy' });
+        assert.ok(state.started);
+        state.end();
+        await going;
+        const ended = bodyEnded(await other.loadHistory('s'), timedOut.call.id);
+        assert.deepEqual(ended && (ended.kind as { payload: unknown }).payload, { callId: timedOut.call.id, ended: 'returned' }, 'journaled through the owner that took the session over');
+      } finally {
+        await other.close();
+        if (taker !== store) await taker.close();
         await store.close();
       }
     });

@@ -292,19 +292,23 @@ forEachStore('one view of running calls per database', (target) => {
     await store.close();
   });
 
-  it('a late body that ends while no owner here holds its session: its end is journaled by the next owner here, as it acquires', async () => {
+  it('a late body whose session another handle here took over: that handle\'s close waits for it and journals its end before letting go', async () => {
     const location = target.fresh();
     const a = await location.open();
     const held = heldTransfer();
     const { pending, callId } = await callInFlight(a, held, { timeoutMs: 100 });
     assert.equal(((await pending) as { result: { outcome: { status: string } } }).result.outcome.status, 'failed', 'its deadline is recorded');
-    // Another handle takes the session over and lets it go: nobody here holds it when the body returns.
+    // Another handle takes the session over and closes: the close waits, the session held, for the body to return
+    // (before, it let the session go and nobody here could journal the end until the next owner acquired).
     const b = await location.open();
     await b.acquire('s', { owner: 'host-b', takeover: true });
-    await b.close();
-    held.release();
+    let closed = false;
+    const closing = b.close().then(() => { closed = true; });
     await sleep(50);
-    assert.equal(bodyEnded(await a.loadHistory('s'), callId), undefined, 'no owner could journal it yet');
+    assert.equal(closed, false, 'the close waits for the body');
+    assert.equal(bodyEnded(await a.loadHistory('s'), callId), undefined, 'the body has not ended yet');
+    held.release();
+    await closing;
     const ownerC = await a.acquire('s', { owner: 'host-c', takeover: true });
     const end = bodyEnded(await a.loadHistory('s'), callId);
     assert.deepEqual(end?.kind.type === 'custom' && end.kind.payload, { callId, ended: 'returned' });

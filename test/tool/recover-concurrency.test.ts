@@ -224,6 +224,36 @@ describe('recoverAbandoned: concurrency', () => {
     }
   });
 
+  it('a session whose abandoned owner\'s body still runs in this process: the routine that takes it over waits for that body before it lets the session go (pass r58 #2)', async () => {
+    const store = createMemoryStore();
+    const state = { end: () => {} };
+    let started = () => {};
+    const running = new Promise<void>((resolve) => { started = resolve; });
+    const tools = [tool('charge', () => new Promise<string>((resolve) => {
+      state.end = () => resolve('charged');
+      started();
+    }), new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1').withTimeoutCeiling(100))];
+    const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+    const gone = await store.acquire('s-late', { owner: 'gone', leaseMs: 100, heartbeat: false });
+    await gone.startTask('t');
+    const timedOut = await host.runtime.bind({ owner: gone, taskId: 't', caller: 'agent' }).call('charge', {});
+    assert.equal(timedOut.result.outcome.status === 'failed' && timedOut.result.outcome.code, 'tool_timeout');
+    await running;
+    while ((await store.listExpiredSessions()).length === 0) await pause(25);
+    let settled = false;
+    const routine = recoverAbandoned(store, host, { policy: 'retry_safe' }).finally(() => { settled = true; });
+    await pause(300);
+    assert.equal(settled, false, 'the routine waits for the body before it lets the session go');
+    assert.equal((await store.listSessions())[0]!.owner, 'jingwei-recover', 'held by the routine meanwhile');
+    state.end();
+    const report = await routine;
+    const session = report.sessions[0]!;
+    assert.ok(session.action === 'taken_over', JSON.stringify(session));
+    assert.deepEqual(session.reconciled.map((c) => c.action), ['body_running']);
+    assert.ok(bodyEnded(await store.loadHistory('s-late'), timedOut.call.id), 'its end journaled before the session was let go');
+    await store.close();
+  });
+
   it('a concurrency outside 1..64 is a typed error and takes nothing over', async () => {
     const store = createMemoryStore();
     const { host } = lookups();
