@@ -102,8 +102,9 @@ export const reviewCommand: Command = {
 Records a review decision in the store's decision inbox, without taking the session over: the call's outcome as
 the outside system shows it (completed, not_executed or uncertain), the evidence and who gave it. The session's
 host journals it as the call's review when it next uses the inbox. The call must be in the session's journal. A
-call that may still be running (its host holds the session with a live lease and no result is journaled) cannot be
-reviewed yet: review it once it has a result, the host's lease has run out, or the session was taken over. A
+call that may still be running (its host holds the session with a live lease, and no result is journaled, or its
+result was recorded while its body went on and the body's end is not) cannot be reviewed yet: review it once its
+body has ended, the host's lease has run out, or the session was taken over. A
 takeover fences the old host's writes, not its body: before not_executed, make sure the process that ran the call
 has stopped (a rolling deploy can leave it running), or its body may still make the write. A retry
 whose body has not started (its approver is asked) can be reviewed completed: its body is then never started, and
