@@ -127,8 +127,8 @@ export type SessionRecovery =
        * Not released: held with its heartbeat stopped, its lease left to run out, so the next routine finds it
        * abandoned again and decides again (a reconciler failed on a call left open, a review decision came into the
        * inbox while the routine ran, a retry was refused because the call's evidence moved meanwhile, or the routine
-       * was cancelled while it worked there). A host that
-       * wants the session before then acquires it with `takeover: 'expired'` once that lease has run out.
+       * was cancelled while it worked there). A host that wants the session before then acquires it with
+       * `takeover: 'expired'` once that lease has run out.
        */
       readonly heldForNextRoutine: boolean;
     }
