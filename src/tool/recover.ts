@@ -182,7 +182,13 @@ export function safeRetryPlan(history: readonly SessionEvent[], call: ToolCallAs
   const outcome = call.status === ToolRecoveryStatus.NotExecuted || journaled?.outcome === 'not_executed' ? 'not_executed' : 'uncertain';
   const grounds = journaled === null ? call.reason : `${call.reason}; journaled review by ${journaled.actor}: ${journaled.evidence}`;
   const review: ToolRetryReview = { actor: RETRY_SAFE_ACTOR, outcome, evidence: truncateUtf8(grounds, LIMITS.maxTextBytes) };
-  return { plan: prepareToolRetry(history, call.callId, review), review };
+  try {
+    return { plan: prepareToolRetry(history, call.callId, review), review };
+  } catch (error) {
+    // The policy's own review refused where the journaled one was taken (a body that went on after its result and
+    // returned: a not_executed must say the outside system was checked, which no policy can): left for a person.
+    return { reason: error instanceof Error ? error.message : String(error) };
+  }
 }
 
 function errorOf(error: unknown): { code: string; message: string } {

@@ -254,6 +254,33 @@ describe('recoverAbandoned: concurrency', () => {
     await store.close();
   });
 
+  it('a call whose body went on after its deadline and returned, its reconciler answering not_executed, is left for a person: the session is not reported failed', async () => {
+    const store = createMemoryStore();
+    let bodies = 0;
+    const tools = [{
+      ...tool('pay', async () => {
+        bodies += 1;
+        await pause(200);
+        return 'paid';
+      }, new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', 'p1').withTimeoutCeiling(50)),
+      reconcile: async () => ({ outcome: 'not_executed' as const, evidence: 'the bank shows nothing yet' }),
+    }];
+    const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+    const gone = await store.acquire('s-paid', { owner: 'gone', leaseMs: 100, heartbeat: false });
+    await gone.startTask('t');
+    const timedOut = await host.runtime.bind({ owner: gone, taskId: 't', caller: 'agent' }).call('pay', {});
+    assert.equal(timedOut.result.outcome.status === 'failed' && timedOut.result.outcome.code, 'tool_timeout');
+    while (!bodyEnded(await store.loadHistory('s-paid'), timedOut.call.id)) await pause(20);
+    while ((await store.listExpiredSessions()).length === 0) await pause(25);
+    const session = (await recoverAbandoned(store, host, 'retry_safe')).sessions[0]!;
+    assert.ok(session.action === 'taken_over', JSON.stringify(session));
+    assert.deepEqual(session.retried, []);
+    assert.deepEqual(session.left.map((c) => c.name), ['pay']);
+    assert.match(session.left[0]!.reason, /despiteLateReturn/);
+    assert.equal(bodies, 1);
+    await store.close();
+  });
+
   it('a concurrency outside 1..64 is a typed error and takes nothing over', async () => {
     const store = createMemoryStore();
     const { host } = lookups();
