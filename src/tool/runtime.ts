@@ -23,7 +23,7 @@ import { noteRetrySource } from './retry-source.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema, Tool } from './types.js';
-import { canCommit, commitAs, onOwnerLost, ownerMayBeLost } from '../store/owner-commit.js';
+import { canCommit, commitAs, holdWhileBodyRuns, onOwnerLost, ownerMayBeLost } from '../store/owner-commit.js';
 import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
 import { type AttemptCondition, attemptCondition, callsRunningAs, enterCall, enterRetry, leaveCall, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, frozenOperation, hookView, panicDetail, serializeOutput } from './body-outcome.js';
@@ -501,6 +501,11 @@ class Gateway implements ToolGateway {
     let lateBody: Promise<LateBodyEnd> | null = null;
     /** Interrupted before its body was called: known from the race, never from a code a body's own failure may carry. */
     let bodyNotCalled = false;
+    // Until the body has ended and its end is journaled, whichever owner here holds the session keeps it held when it
+    // would let it go: an owner that took it over in this process learns nothing of this body until this owner hears
+    // of the takeover, and a session let go under it could be retried elsewhere while it makes its write.
+    let bodyJournaled!: () => void;
+    holdWhileBodyRuns(this.binding.owner, new Promise<void>((resolve) => { bodyJournaled = resolve; }));
     try {
       control.bodyStarts();
       const ran = await control.race(() => registered!.tool.execute(request, control.signal));
@@ -539,18 +544,26 @@ class Gateway implements ToolGateway {
     } catch (error) {
       outcome = bodyFailure(error, describe);
     }
-    faultPoint('body:after');
-    observer?.bodySettled(outcome);
-    const recorded = this.finish(call, callEvent, startedEvent, outcome, charge, observer);
-    if (lateBody !== null) trackLateBody(this.binding.owner, call, callEvent.turnId, lateBody, recorded);
-    else {
+    let recorded: Promise<ToolExecution>;
+    try {
+      faultPoint('body:after');
+      observer?.bodySettled(outcome);
+      recorded = this.finish(call, callEvent, startedEvent, outcome, charge, observer);
+    } catch (error) {
+      bodyJournaled();
+      throw error;
+    }
+    if (lateBody !== null) {
+      trackLateBody(this.binding.owner, call, callEvent.turnId, lateBody, recorded);
+      bodyJournaled();
+    } else {
       // The body ended, or was never called after its marker (the session may have been lost meanwhile): if its
       // result cannot be written, that end is journaled through another owner here that took the session over
       // meanwhile, or kept until an owner here can write it (unrecordedBodyEnd), so no review is taken blind to it.
       const ended: LateBodyEnd = bodyNotCalled ? 'not_called'
         : outcome.status === 'failed' && (outcome.category === 'body_failure' || outcome.category === 'body_panic') ? 'threw' : 'returned';
       const owner = this.binding.owner;
-      recorded.catch(() => unrecordedBodyEnd(owner, call, callEvent.turnId, ended));
+      recorded.then(() => undefined, () => unrecordedBodyEnd(owner, call, callEvent.turnId, ended)).then(bodyJournaled, bodyJournaled);
     }
     return recorded;
   }

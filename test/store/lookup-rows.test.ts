@@ -18,7 +18,7 @@ import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { ToolGateway } from '../../src/tool/types.js';
 import { cli, tamper } from '../cli/helpers.js';
 import { adminPool, describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
-import { never } from '../support/runtime.js';
+import { endHungBodies, never } from '../support/runtime.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
 const dir = tempDir('jingwei-lookup-rows-');
@@ -36,8 +36,8 @@ function gatewayOf(owner: SessionOwner): ToolGateway {
 }
 
 /**
- * Session `s`: a success, a failure and its retry, a caller-keyed success, and a charge whose host died in its body
- * (another owner took the session over): five operations.
+ * Session `s`: a success, a failure and its retry, a caller-keyed success, and a charge whose host was fenced in its body
+ * (another owner took the session over), the body ending with no result: five operations.
  */
 async function build(store: SessionStore): Promise<void> {
   const a = await store.acquire('s', { owner: 'host-a' });
@@ -55,6 +55,8 @@ async function build(store: SessionStore): Promise<void> {
     await new Promise((r) => setTimeout(r, 5));
   }
   const b = await store.acquire('s', { owner: 'host-b', takeover: true });
+  // The charge's body ends (it throws) with no result written: its owner was fenced. A release here waits for it.
+  endHungBodies();
   await b.release();
 }
 

@@ -77,8 +77,9 @@ forEachStore('a review of a call that may still be running', (target) => {
     await assert.rejects(review('s-taken', takenCall), { code: 'call_in_flight' });
     const successor = await operator.acquire('s-taken', { owner: 'host-d', takeover: true });
     assert.equal((await review('s-taken', takenCall)).state, 'decided', 'the writer of the call is fenced');
-    await successor.release();
+    // Host-c's body still runs in this process: the successor's release waits for it, since it can still make its write.
     for (const end of ends) end();
+    await successor.release();
     await store.close();
     await operator.close();
   });
