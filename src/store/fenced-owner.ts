@@ -160,6 +160,7 @@ export class FencedOwner implements SessionOwner {
       commit: (request) => this.#commit(request),
       stopHeartbeat: this.stopHeartbeat,
       holds: () => !this.lease.isFenced,
+      whenFenced: () => this.lease.whenFenced(),
       madeBy: this.guard,
       mayBeLost: () => this.lease.mayBeLost(),
       onLost: (listener) => {
@@ -494,8 +495,16 @@ export class FencedOwner implements SessionOwner {
     // A stopped body that ignores its signal can still make its write: the session stays held, its lease renewed,
     // until it ends and its end is journaled. Released before, another host's retry (or an operator's not_executed)
     // could come first and the write be made twice.
-    await bodiesEnded(this);
+    const waited = await bodiesEnded(this);
     this.stopHeartbeat();
+    if (waited === 'lost') {
+      // Taken over (or found fenced) while a body of the session still runs here: nothing is released, and the host
+      // hears that the session was lost under a body that may still make its write.
+      this.lettingGo = 'its session was taken over';
+      forgetOwner(this);
+      this.listeners.clear();
+      throw new StaleOwnerError(this.sessionId, this.epoch, 'the session was taken over while a body of it still runs in this process; that body may still make its write, its end unjournaled');
+    }
     this.guard.check();
     // Body ends this process knows of and no journal has taken yet go in while this owner still holds the session:
     // once it is let go, nothing here can write them (docs/design.md#one-view-of-running-calls-per-database).

@@ -35,6 +35,8 @@ export class LeaseWatch {
   private renewalSentAt: SentAt;
   /** Why a write was refused as fenced: the session is lost for good. */
   private fencedWhy: string | null = null;
+  /** Settles when the session is found fenced (made on first ask: most owners are never asked). */
+  private fencedSignal: { readonly promise: Promise<void>; readonly resolve: () => void } | null = null;
 
   constructor(private readonly leaseMs: number, sentAt: SentAt) {
     this.renewalSentAt = sentAt;
@@ -78,7 +80,19 @@ export class LeaseWatch {
   /** A write was refused because another owner holds the session: lost for good, and every running call is told. */
   fenced(why: string): void {
     this.fencedWhy ??= why;
+    this.fencedSignal?.resolve();
     this.lost(why);
+  }
+
+  /** Settles once a write or heartbeat is refused as fenced (at once if one was): what a wait for bodies listens for. */
+  whenFenced(): Promise<void> {
+    if (this.fencedWhy !== null) return Promise.resolve();
+    if (this.fencedSignal === null) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => { resolve = r; });
+      this.fencedSignal = { promise, resolve };
+    }
+    return this.fencedSignal.promise;
   }
 
   /** Each listener is one call of this owner, subscribed until it has recorded its outcome. */

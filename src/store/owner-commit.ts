@@ -23,6 +23,8 @@ interface OwnerInternals {
   readonly store: object;
   /** Whether the owner may still hold its session: not fenced (a write refused because another owner holds it). */
   readonly holds: () => boolean;
+  /** Settles once the owner is found fenced: a wait for bodies ends then, since its lease can no longer be renewed. */
+  readonly whenFenced: () => Promise<void>;
   /** What made the owner (its store's guard): a store's close() waits only for the sessions its own owners hold. */
   readonly madeBy: object;
 }
@@ -190,18 +192,35 @@ export function holdWhileBodyRuns(owner: SessionOwner, ended: Promise<unknown>):
 }
 
 const holds = (owner: SessionOwner): boolean => owners.get(owner)?.holds() === true;
+const fenced = (owner: SessionOwner): Promise<void> => owners.get(owner)?.whenFenced() ?? Promise.resolve();
 
 /**
  * Settles once the bodies of `owner`'s session still running in this process have ended (holdWhileBodyRuns), whoever
- * started them; at once when `owner` no longer holds the session (fenced: its lease cannot be renewed, so waiting
- * protects nothing).
+ * started them: `ended`. `lost` at once when `owner` no longer holds the session with bodies still running, and as
+ * soon as it learns it was fenced while it waits (its lease cannot be renewed: waiting protects nothing). `aborted`
+ * when `signal` aborted first: the bodies may still run, and the session must not be let go yet.
  */
-export async function bodiesEnded(owner: SessionOwner): Promise<void> {
+export async function bodiesEnded(owner: SessionOwner, signal?: AbortSignal): Promise<'ended' | 'lost' | 'aborted'> {
   for (;;) {
     const bodies = runningBodies.get(owner);
-    if (bodies === undefined || bodies.size === 0 || !holds(owner)) return;
-    await Promise.all(bodies);
+    if (bodies === undefined || bodies.size === 0) return 'ended';
+    if (!holds(owner)) return 'lost';
+    if (signal?.aborted === true) return 'aborted';
+    const stop = stopOf(signal);
+    try {
+      await Promise.race([Promise.all(bodies), fenced(owner), stop.aborted]);
+    } finally {
+      stop.forget();
+    }
   }
+}
+
+function stopOf(signal: AbortSignal | undefined): { readonly aborted: Promise<void>; readonly forget: () => void } {
+  if (signal === undefined) return { aborted: new Promise<void>(() => undefined), forget: () => undefined };
+  let onAbort!: () => void;
+  const aborted = new Promise<void>((resolve) => { onAbort = resolve; });
+  signal.addEventListener('abort', onAbort, { once: true });
+  return { aborted, forget: () => signal.removeEventListener('abort', onAbort) };
 }
 
 /**
@@ -211,13 +230,16 @@ export async function bodiesEnded(owner: SessionOwner): Promise<void> {
 export async function heldBodiesEnded(scope: object, madeBy: object): Promise<void> {
   for (;;) {
     const waiting: Promise<void>[] = [];
+    const lost: Promise<void>[] = [];
     for (const sessionId of runningBodies.sessionsIn(scope)) {
       const holder = newestOwnerIn(scope, sessionId);
       if (holder === undefined || owners.get(holder)?.madeBy !== madeBy || !holds(holder)) continue;
       waiting.push(...(runningBodies.getIn(scope, sessionId) ?? []));
+      lost.push(fenced(holder));
     }
     if (waiting.length === 0) return;
-    await Promise.all(waiting);
+    // A holder found fenced meanwhile stops holding: the sessions are counted again without it.
+    await Promise.race([Promise.all(waiting), ...lost]);
   }
 }
 

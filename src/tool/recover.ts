@@ -457,13 +457,25 @@ async function recoverOne(
     // review decision recorded while the routine ran, or a retry refused because the call's evidence moved meanwhile:
     // the next routine journals the decision and decides again.
     // Either way, not before the bodies of its calls still running here have ended (a retry's, stopped by a cancel,
-    // that ignores its signal): until then its lease is renewed, so no other routine asks a reconciler, or retries, under
-    // a body that can still make its write.
-    if (failed || (revisit && !keep)) {
-      await bodiesEnded(owner);
-      stopRenewing(owner);
-    } else if (!keep) await owner.release().catch(() => undefined);
+    // that ignores its signal, or one an earlier owner here started): until then its lease is renewed, so no other
+    // routine asks a reconciler, or retries, under a body that can still make its write. A routine cancelled while it
+    // waits returns, and the session is let go once they end (a body that never ends would hold the routine for ever).
+    if (failed || (revisit && !keep)) await afterBodiesEnd(owner, settings.signal, () => stopRenewing(owner));
+    else if (!keep) await afterBodiesEnd(owner, settings.signal, () => owner.release());
   }
+}
+
+/** Lets `owner`'s session go (`letGo`) once its bodies still running here have ended; after them, if `signal` aborts first. */
+async function afterBodiesEnd(owner: SessionOwner, signal: AbortSignal | undefined, letGo: () => unknown): Promise<void> {
+  const letGoQuietly = async () => {
+    try {
+      await letGo();
+    } catch {
+      // A release that fails leaves the session to its lease, as a host that stopped would.
+    }
+  };
+  if (await bodiesEnded(owner, signal) !== 'aborted') await letGoQuietly();
+  else void bodiesEnded(owner).then(letGoQuietly);
 }
 
 async function runRetry(

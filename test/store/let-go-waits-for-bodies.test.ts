@@ -113,4 +113,69 @@ forEachStore('letting a session go waits for its bodies still running', (target)
       }
     });
   }
+
+  for (const how of ['release', 'close', 'close of the handle that took it over'] as const) {
+    it(`a session taken over in this process while its earlier owner's body runs with no result yet: ${how}() waits for it (pass r59 #1)`, async () => {
+      const location = target.fresh();
+      const store = await location.open();
+      const taker = how === 'close of the handle that took it over' ? await location.open() : store;
+      const other = await location.open();
+      try {
+        // No deadline, no stop: the earlier owner learns of the takeover only at its next write or heartbeat, so its
+        // body is not a stopped one when the new owner lets the session go.
+        const { charge, state, running } = ignoringCharge();
+        const first = await store.acquire('s', { owner: 'host', leaseMs: LEASE_MS });
+        await first.startTask('t');
+        const call = createToolRuntime({ tools: [charge], grants: { agent: '*' } }).bind({ owner: first, taskId: 't', caller: 'agent' }).call('charge', {});
+        call.catch(() => undefined);
+        await running;
+        const second = await taker.acquire('s', { owner: 'host', leaseMs: LEASE_MS, takeover: true });
+        let letGo = false;
+        const going = (how === 'release' ? second.release() : taker.close()).then(() => { letGo = true; });
+        await sleep(3 * LEASE_MS);
+        assert.equal(letGo, false, `${how}() waits for the body the first owner started`);
+        await assert.rejects(other.acquire('s', { owner: 'rescuer', takeover: 'abandoned' }), { code: 'session_busy' });
+        assert.equal((await other.listExpiredSessions()).length, 0, 'not listed as abandoned');
+        state.end();
+        await going;
+        const history = await other.loadHistory('s');
+        const callId = history.flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call.id] : []))[0]!;
+        const ended = bodyEnded(history, callId);
+        assert.deepEqual(ended && (ended.kind as { payload: unknown }).payload, { callId, ended: 'returned' }, 'the end is journaled through the owner that took the session over, before it let go');
+      } finally {
+        await other.close();
+        if (taker !== store) await taker.close();
+        await store.close();
+      }
+    });
+  }
+
+  it('release() stops waiting once its owner learns it was fenced meanwhile, and says the session is lost (pass r59 #3)', { timeout: 30_000 }, async () => {
+    const location = target.fresh();
+    const store = await location.open();
+    const other = await location.open();
+    const { charge, state, running } = lateCharge();
+    // The body holds no handle of its own and the heartbeat is unref'd: this keeps the process up while it waits.
+    const alive = setInterval(() => undefined, 1_000);
+    try {
+      const owner = await store.acquire('s', { owner: 'host', leaseMs: LEASE_MS });
+      await owner.startTask('t');
+      await createToolRuntime({ tools: [charge], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('charge', {});
+      await running;
+      let settled = false;
+      const going = owner.release().finally(() => { settled = true; });
+      going.catch(() => undefined);
+      await sleep(LEASE_MS);
+      assert.equal(settled, false, 'release() waits for the late body');
+      // An operator forces the session over (it could be another process): the wait protects nothing any more.
+      await other.acquire('s', { owner: 'operator', takeover: true });
+      await assert.rejects(going, { code: 'stale_owner' }, 'the release ends with the session lost, while the body still runs');
+      assert.equal(state.started, true);
+    } finally {
+      clearInterval(alive);
+      state.end();
+      await other.close();
+      await store.close();
+    }
+  });
 });

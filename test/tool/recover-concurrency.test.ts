@@ -254,6 +254,43 @@ describe('recoverAbandoned: concurrency', () => {
     await store.close();
   });
 
+  it('a routine cancelled while it waits for such a body returns; the session stays held, its lease renewed, and is let go once the body ends (pass r59 #2)', { timeout: 30_000 }, async () => {
+    const store = createMemoryStore();
+    const state = { end: () => {} };
+    let started = () => {};
+    const running = new Promise<void>((resolve) => { started = resolve; });
+    const tools = [tool('charge', () => new Promise<string>((resolve) => {
+      state.end = () => resolve('charged');
+      started();
+    }), new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1').withTimeoutCeiling(100))];
+    const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+    try {
+      const gone = await store.acquire('s-late', { owner: 'gone', leaseMs: 100, heartbeat: false });
+      await gone.startTask('t');
+      await host.runtime.bind({ owner: gone, taskId: 't', caller: 'agent' }).call('charge', {});
+      await running;
+      while ((await store.listExpiredSessions()).length === 0) await pause(25);
+      const cancel = new AbortController();
+      let settled = false;
+      const routine = recoverAbandoned(store, host, { policy: 'retry_safe', signal: cancel.signal, leaseMs: 200 }).finally(() => { settled = true; });
+      await pause(300);
+      assert.equal(settled, false, 'the routine waits for the body');
+      cancel.abort(new Error('shutting down'));
+      const report = await routine;
+      assert.deepEqual(report.sessions.map((s) => s.action), ['taken_over'], 'the cancelled routine returns with its report');
+      await pause(600);
+      const [held] = await store.listSessions();
+      assert.equal(held!.owner, 'jingwei-recover');
+      assert.equal(held!.held, true, 'still held while the body runs');
+      assert.deepEqual(await store.listExpiredSessions(), [], 'its lease renewed: no other routine takes it under the body');
+      state.end();
+      while ((await store.listSessions())[0]!.held) await pause(25);
+    } finally {
+      state.end();
+      await store.close();
+    }
+  });
+
   it('a call whose body went on after its deadline and returned, its reconciler answering not_executed, is left for a person: the session is not reported failed', async () => {
     const store = createMemoryStore();
     let bodies = 0;
