@@ -159,6 +159,9 @@ export class FencedOwner implements SessionOwner {
       store: storeScope(backend),
       commit: (request) => this.#commit(request),
       stopHeartbeat: this.stopHeartbeat,
+      keepRenewing: () => {
+        if (this.timer === null) this.startHeartbeat();
+      },
       holds: () => !this.lease.isFenced,
       whenFenced: () => this.lease.whenFenced(),
       madeBy: this.guard,

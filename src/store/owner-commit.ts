@@ -16,6 +16,8 @@ type Committer = (request: CommitRequest) => Promise<CommitReceipt>;
 interface OwnerInternals {
   readonly commit: Committer;
   readonly stopHeartbeat: () => void;
+  /** Starts the heartbeat when it is not running (an owner acquired with `heartbeat: false`): a wait for bodies renews. */
+  readonly keepRenewing: () => void;
   readonly onLost: (listener: LostListener) => () => void;
   /** Why the owner's session is or may be lost, in this process's knowledge now; null while it is held. */
   readonly mayBeLost: () => string | null;
@@ -196,9 +198,11 @@ const fenced = (owner: SessionOwner): Promise<void> => owners.get(owner)?.whenFe
 
 /**
  * Settles once the bodies of `owner`'s session still running in this process have ended (holdWhileBodyRuns), whoever
- * started them: `ended`. `lost` at once when `owner` no longer holds the session with bodies still running, and as
- * soon as it learns it was fenced while it waits (its lease cannot be renewed: waiting protects nothing). `aborted`
- * when `signal` aborted first: the bodies may still run, and the session must not be let go yet.
+ * started them: `ended`. Meanwhile the owner's lease is renewed, its heartbeat started if it was acquired without one
+ * (`heartbeat: false`: nothing else would renew it while it waits). `lost` at once when `owner` no longer holds the
+ * session with bodies still running, and as soon as it learns it was fenced while it waits (its lease cannot be
+ * renewed: waiting protects nothing). `aborted` when `signal` aborted first: the bodies may still run, and the session
+ * must not be let go yet.
  */
 export async function bodiesEnded(owner: SessionOwner, signal?: AbortSignal): Promise<'ended' | 'lost' | 'aborted'> {
   for (;;) {
@@ -206,6 +210,7 @@ export async function bodiesEnded(owner: SessionOwner, signal?: AbortSignal): Pr
     if (bodies === undefined || bodies.size === 0) return 'ended';
     if (!holds(owner)) return 'lost';
     if (signal?.aborted === true) return 'aborted';
+    owners.get(owner)?.keepRenewing();
     const stop = stopOf(signal);
     try {
       await Promise.race([Promise.all(bodies), fenced(owner), stop.aborted]);
@@ -236,6 +241,7 @@ export async function heldBodiesEnded(scope: object, madeBy: object): Promise<vo
       if (holder === undefined || owners.get(holder)?.madeBy !== madeBy || !holds(holder)) continue;
       waiting.push(...(runningBodies.getIn(scope, sessionId) ?? []));
       lost.push(fenced(holder));
+      owners.get(holder)?.keepRenewing();
     }
     if (waiting.length === 0) return;
     // A holder found fenced meanwhile stops holding: the sessions are counted again without it.

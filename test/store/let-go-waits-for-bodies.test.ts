@@ -150,6 +150,32 @@ forEachStore('letting a session go waits for its bodies still running', (target)
     });
   }
 
+  for (const how of ['release', 'close'] as const) {
+    it(`an owner acquired without a heartbeat: ${how}() renews the lease itself while it waits (pass r60 #1)`, async () => {
+      const location = target.fresh();
+      const store = await location.open();
+      const other = await location.open();
+      const { charge, state, running } = lateCharge();
+      try {
+        const owner = await store.acquire('s', { owner: 'host', leaseMs: LEASE_MS, heartbeat: false });
+        await owner.startTask('t');
+        await createToolRuntime({ tools: [charge], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('charge', {});
+        await running;
+        let letGo = false;
+        const going = (how === 'release' ? owner.release() : store.close()).then(() => { letGo = true; });
+        await sleep(3 * LEASE_MS);
+        assert.equal(letGo, false);
+        await assert.rejects(other.acquire('s', { owner: 'rescuer', takeover: 'abandoned' }), { code: 'session_busy' }, 'nothing renewed the lease before: another host took over and retried');
+        state.end();
+        await going;
+      } finally {
+        state.end();
+        await other.close();
+        await store.close();
+      }
+    });
+  }
+
   it('release() stops waiting once its owner learns it was fenced meanwhile, and says the session is lost (pass r59 #3)', { timeout: 30_000 }, async () => {
     const location = target.fresh();
     const store = await location.open();
