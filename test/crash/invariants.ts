@@ -251,3 +251,23 @@ export function normalizeIds<T>(value: T, hostIds: Readonly<Record<string, strin
 export function normalizeTimes<T>(value: T): T {
   return JSON.parse(JSON.stringify(value, (key, v: unknown) => (key === 'recordedAt' && typeof v === 'string' ? '<time>' : v))) as T;
 }
+
+/** One line per event, with what the checker reads of it: what a failed case prints, so a rare failure can be read. */
+export function journalSketch(history: readonly SessionEvent[]): string {
+  return history.map((event) => {
+    const kind = event.kind;
+    const line = `${event.seq} ${kind.type}`;
+    if (kind.type === 'tool_call') {
+      const op = kind.call.operation;
+      const retry = op?.retry ? ` retry-of=${op.retry.callId} review=${op.retry.review?.outcome ?? 'none'}` : '';
+      return `${line} ${kind.call.name} ${kind.call.id} key=${op?.key ?? '-'}${retry}`;
+    }
+    if (kind.type === 'tool_started') return `${line} ${kind.callId}`;
+    if (kind.type === 'tool_result') {
+      const outcome = kind.result.outcome;
+      return `${line} ${kind.result.callId} ${outcome.status === 'succeeded' ? 'succeeded' : `${outcome.category}/${outcome.code}`}`;
+    }
+    if (kind.type === 'tool_review') return `${line} ${kind.review.callId} ${kind.review.outcome} by ${kind.review.source}`;
+    return line;
+  }).join('\n');
+}

@@ -20,6 +20,7 @@ import type { CaseEnv } from './harness.js';
 import { checkRun, RUN_POINTS, runRunCase, type RunCaseResult, type RunCaseSpec } from './run-harness.js';
 import { enabledStoreKinds, type StoreKind, type StoreSpec } from './stores.js';
 import { EFFECTS } from './tools.js';
+import { journalSketch } from './invariants.js';
 import { tempDir } from '../support/tmp.js';
 
 const KINDS = enabledStoreKinds();
@@ -73,7 +74,7 @@ for (const [kindIndex, kind] of KINDS.entries()) {
           const r = await runRunCase(spec, caseEnv(kind, `${kind}-${point.id}-${effect}`));
           results.push(r);
           const label = `${kind} ${point.id} ${effect}`;
-          assert.deepEqual(r.check.problems, [], `${label}: ${JSON.stringify(r.resumes)}`);
+          assert.deepEqual(r.check.problems, [], `${label}: ${JSON.stringify(r.resumes)}\n${journalSketch(r.history)}`);
           assert.equal(r.resumes.at(-1)!.stopReason, 'completed', `${label}: the run finished`);
           // A person is asked exactly where nothing else can know: an unknown effect whose outcome is in doubt.
           const person = effect === 'unknown' && point.uncertain;
