@@ -169,28 +169,50 @@ export function stopRenewing(owner: SessionOwner): void {
   owners.get(owner)?.stopHeartbeat();
 }
 
-/**
- * The bodies still running in this process after their attempts' results (a deadline, a cancel, a release or a close
- * stopped them, and they ignore their signal), by view and session: whichever owner here holds the session waits for
- * them before it lets the session go, the one that started them or one that took the session over since.
- */
-const runningBodies = new SessionTable<Set<Promise<void>>>();
+/** How many bodies of one session run in this process, and who waits for none to. */
+interface RunningBodies {
+  running: number;
+  readonly idle: Array<() => void>;
+}
 
 /**
- * A body of `owner`'s session still runs in this process: until `ended` settles, whichever owner here holds the
- * session keeps it held, its lease renewed, when it would let it go (a release, its store's close, the startup
- * routine), so no other host takes it over and retries while the body can still make its write
- * (docs/design.md#letting-a-session-go-stops-its-calls).
+ * The bodies running in this process, by view and session, from the moment each is called until its end is journaled
+ * (its result, or `body_ended` for one that outlived it): whichever owner here holds the session waits for them before
+ * it lets the session go, the one that started them or one that took the session over since.
  */
+const runningBodies = new SessionTable<RunningBodies>();
+
+/**
+ * A body of `owner`'s session runs in this process: until the returned function is called (once is enough; more do
+ * nothing), whichever owner here holds the session keeps it held, its lease renewed, when it would let it go (a
+ * release, its store's close, the startup routine), so no other host takes it over and retries while the body can
+ * still make its write (docs/design.md#letting-a-session-go-stops-its-calls). Counted, not kept as a promise: it is
+ * taken for every call.
+ */
+export function holdSessionForBody(owner: SessionOwner): () => void {
+  const bodies = runningBodies.take(owner, () => ({ running: 0, idle: [] }));
+  bodies.running += 1;
+  let held = true;
+  return () => {
+    if (!held) return;
+    held = false;
+    bodies.running -= 1;
+    if (bodies.running > 0) return;
+    runningBodies.deleteIn(storeOf(owner), owner.sessionId, bodies);
+    if (bodies.idle.length > 0) for (const wake of bodies.idle.splice(0)) wake();
+  };
+}
+
+/** The same, until `ended` settles: a body that outlived its attempt's result, until its end is journaled. */
 export function holdWhileBodyRuns(owner: SessionOwner, ended: Promise<unknown>): void {
-  const settled = ended.then(() => undefined, () => undefined);
-  const bodies = runningBodies.take(owner, () => new Set());
-  bodies.add(settled);
-  const scope = storeOf(owner);
-  void settled.then(() => {
-    bodies.delete(settled);
-    if (bodies.size === 0) runningBodies.deleteIn(scope, owner.sessionId, bodies);
-  });
+  const done = holdSessionForBody(owner);
+  void ended.then(done, done);
+}
+
+/** Settles once no body of the session `bodies` counts runs (at once if none does). */
+function noneRunning(bodies: RunningBodies | undefined): Promise<void> {
+  if (bodies === undefined || bodies.running === 0) return Promise.resolve();
+  return new Promise((resolve) => bodies.idle.push(resolve));
 }
 
 const holds = (owner: SessionOwner): boolean => owners.get(owner)?.holds() === true;
@@ -207,13 +229,13 @@ const fenced = (owner: SessionOwner): Promise<void> => owners.get(owner)?.whenFe
 export async function bodiesEnded(owner: SessionOwner, signal?: AbortSignal): Promise<'ended' | 'lost' | 'aborted'> {
   for (;;) {
     const bodies = runningBodies.get(owner);
-    if (bodies === undefined || bodies.size === 0) return 'ended';
+    if (bodies === undefined || bodies.running === 0) return 'ended';
     if (!holds(owner)) return 'lost';
     if (signal?.aborted === true) return 'aborted';
     owners.get(owner)?.keepRenewing();
     const stop = stopOf(signal);
     try {
-      await Promise.race([Promise.all(bodies), fenced(owner), stop.aborted]);
+      await Promise.race([noneRunning(bodies), fenced(owner), stop.aborted]);
     } finally {
       stop.forget();
     }
@@ -239,7 +261,7 @@ export async function heldBodiesEnded(scope: object, madeBy: object): Promise<vo
     for (const sessionId of runningBodies.sessionsIn(scope)) {
       const holder = newestOwnerIn(scope, sessionId);
       if (holder === undefined || owners.get(holder)?.madeBy !== madeBy || !holds(holder)) continue;
-      waiting.push(...(runningBodies.getIn(scope, sessionId) ?? []));
+      waiting.push(noneRunning(runningBodies.getIn(scope, sessionId)));
       lost.push(fenced(holder));
       owners.get(holder)?.keepRenewing();
     }

@@ -23,7 +23,7 @@ import { noteRetrySource } from './retry-source.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema, Tool } from './types.js';
-import { canCommit, commitAs, holdWhileBodyRuns, onOwnerLost, ownerMayBeLost } from '../store/owner-commit.js';
+import { canCommit, commitAs, holdSessionForBody, onOwnerLost, ownerMayBeLost } from '../store/owner-commit.js';
 import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
 import { type AttemptCondition, attemptCondition, callsRunningAs, enterCall, enterRetry, leaveCall, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, frozenOperation, hookView, panicDetail, serializeOutput } from './body-outcome.js';
@@ -504,8 +504,7 @@ class Gateway implements ToolGateway {
     // Until the body has ended and its end is journaled, whichever owner here holds the session keeps it held when it
     // would let it go: an owner that took it over in this process learns nothing of this body until this owner hears
     // of the takeover, and a session let go under it could be retried elsewhere while it makes its write.
-    let bodyJournaled!: () => void;
-    holdWhileBodyRuns(this.binding.owner, new Promise<void>((resolve) => { bodyJournaled = resolve; }));
+    const bodyJournaled = holdSessionForBody(this.binding.owner);
     try {
       control.bodyStarts();
       const ran = await control.race(() => registered!.tool.execute(request, control.signal));
@@ -563,7 +562,7 @@ class Gateway implements ToolGateway {
       const ended: LateBodyEnd = bodyNotCalled ? 'not_called'
         : outcome.status === 'failed' && (outcome.category === 'body_failure' || outcome.category === 'body_panic') ? 'threw' : 'returned';
       const owner = this.binding.owner;
-      recorded.then(() => undefined, () => unrecordedBodyEnd(owner, call, callEvent.turnId, ended)).then(bodyJournaled, bodyJournaled);
+      recorded.then(bodyJournaled, () => unrecordedBodyEnd(owner, call, callEvent.turnId, ended).then(bodyJournaled, bodyJournaled));
     }
     return recorded;
   }
