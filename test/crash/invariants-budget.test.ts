@@ -32,3 +32,19 @@ it("a body's own failure carrying that code ran: it justifies its whole reservat
   assert.deepEqual(checkInvariants(history, [], charges(RESERVATION), RESERVATION).problems, []);
   assert.match(checkInvariants(history, [], charges(0), RESERVATION).problems.join('\n'), /0 output bytes charged, the journal justifies 65536/);
 });
+
+/** A non-idempotent attempt with a start marker, interrupted as `code` says, then retried without a review. */
+function retriedAfter(code: string): ReturnType<HistoryBuilder['build']> {
+  const h = new HistoryBuilder();
+  const first = h.call({ id: 'attempt-1', effect: ToolEffect.NonIdempotent, startMarker: true });
+  h.started('attempt-1');
+  h.result('attempt-1', { status: 'failed', category: 'cancelled', code, message: 'm', retryable: false });
+  h.retry(first, { id: 'attempt-2', effect: ToolEffect.NonIdempotent, startMarker: true });
+  return h.build();
+}
+
+it('a retry without a review of an attempt stopped before its body is no re-execution; of one stopped in its body, it is', () => {
+  const problems = (code: string) => checkInvariants(retriedAfter(code), [], { [FIXTURE.task]: { toolCalls: 2, toolOutputBytes: 0, reservedOutputBytes: RESERVATION } }, RESERVATION);
+  assert.equal(problems('tool_stopped_before_body').unreviewedReexecutions, 0);
+  assert.equal(problems('tool_cancelled').unreviewedReexecutions, 1);
+});

@@ -66,6 +66,10 @@ interface Attempt {
 /** What the journal proves about one attempt at this point of the walk (docs/design.md#recovery-status). */
 function statusOf(a: Attempt): 'completed' | 'not_executed' | 'outcome_unknown' {
   if (a.outcome?.status === 'succeeded') return 'completed';
+  // Stopped after its start marker and before its body was called (a lease that may have run out, on a loaded machine
+  // where the crash child's 100 ms lease lapses between the marker and the call): recorded so only when the body was
+  // never called, so a retry of it is not a re-execution. The ledger's duplicate count checks that independently.
+  if (stoppedBeforeBody(a.outcome)) return 'not_executed';
   if (a.call.operation?.startMarker === true) return a.started ? 'outcome_unknown' : 'not_executed';
   if (a.outcome === null) return 'outcome_unknown';
   return PRE_BODY.has(a.outcome.category) ? 'not_executed' : 'outcome_unknown';
