@@ -506,7 +506,7 @@ export class FencedOwner implements SessionOwner {
       this.lettingGo = 'its session was taken over';
       forgetOwner(this);
       this.listeners.clear();
-      throw new StaleOwnerError(this.sessionId, this.epoch, 'the session was taken over while a body of it still runs in this process; that body may still make its write, its end unjournaled');
+      throw new StaleOwnerError(this.sessionId, this.epoch, 'the session was taken over while a body of it still runs in this process, and that body may still make its write; its end is journaled through the owner here that holds the session, if one does, once it ends');
     }
     this.guard.check();
     // Body ends this process knows of and no journal has taken yet go in while this owner still holds the session:

@@ -124,11 +124,13 @@ export function registerOwner(owner: SessionOwner, internals: OwnerInternals): v
   const ref = new WeakRef(owner);
   newestOwners.set(owner, ref);
   droppedOwners.register(owner, { scope: internals.store, sessionId: owner.sessionId, ref });
+  runningBodies.get(owner)?.holders.add(owner);
 }
 
 /** Called by an owner that let its session go (released it): it is no longer the newest owner of anything. */
 export function forgetOwner(owner: SessionOwner): void {
   if (newestOwners.get(owner)?.deref() === owner) newestOwners.delete(owner);
+  runningBodies.get(owner)?.holders.delete(owner);
 }
 
 /**
@@ -169,10 +171,16 @@ export function stopRenewing(owner: SessionOwner): void {
   owners.get(owner)?.stopHeartbeat();
 }
 
-/** How many bodies of one session run in this process, and who waits for none to. */
+/** How many bodies of one session run in this process, who waits for none to, and who held the session meanwhile. */
 interface RunningBodies {
   running: number;
   readonly idle: Array<() => void>;
+  /**
+   * The owners here that started one of the bodies or acquired the session while one ran, until they let it go: a
+   * store's close() waits for the bodies when one of them is its own. Held strongly while the bodies run: an owner
+   * the host dropped (one acquired with `heartbeat: false` has nothing else keeping it) is still waited through.
+   */
+  readonly holders: Set<SessionOwner>;
 }
 
 /**
@@ -190,7 +198,11 @@ const runningBodies = new SessionTable<RunningBodies>();
  * taken for every call.
  */
 export function holdSessionForBody(owner: SessionOwner): () => void {
-  const bodies = runningBodies.take(owner, () => ({ running: 0, idle: [] }));
+  const bodies = runningBodies.take(owner, () => {
+    const newest = newestOwners.get(owner)?.deref();
+    return { running: 0, idle: [], holders: new Set(newest === undefined ? [owner] : [owner, newest]) };
+  });
+  bodies.holders.add(owner);
   bodies.running += 1;
   let held = true;
   return () => {
@@ -252,18 +264,24 @@ function stopOf(signal: AbortSignal | undefined): { readonly aborted: Promise<vo
 
 /**
  * Settles once the bodies still running in view `scope` of the sessions that owners `madeBy` made hold here have
- * ended: a store's close() waits for them, its heartbeats renewing those sessions' leases.
+ * ended (an owner of it that started one, or acquired the session while one ran, and has neither let it go nor learned
+ * it was fenced): a store's close() waits for them, those owners' heartbeats renewing the sessions' leases. Not the
+ * newest owner of the session in the view alone: a journal copied from the same template shares the view, and its
+ * owner of a session with the same id would stand in for this store's.
  */
 export async function heldBodiesEnded(scope: object, madeBy: object): Promise<void> {
   for (;;) {
     const waiting: Promise<void>[] = [];
     const lost: Promise<void>[] = [];
     for (const sessionId of runningBodies.sessionsIn(scope)) {
-      const holder = newestOwnerIn(scope, sessionId);
-      if (holder === undefined || owners.get(holder)?.madeBy !== madeBy || !holds(holder)) continue;
-      waiting.push(noneRunning(runningBodies.getIn(scope, sessionId)));
-      lost.push(fenced(holder));
-      owners.get(holder)?.keepRenewing();
+      const bodies = runningBodies.getIn(scope, sessionId);
+      const mine = [...(bodies?.holders ?? [])].filter((holder) => owners.get(holder)?.madeBy === madeBy && holds(holder));
+      if (mine.length === 0) continue;
+      waiting.push(noneRunning(bodies));
+      for (const holder of mine) {
+        lost.push(fenced(holder));
+        owners.get(holder)?.keepRenewing();
+      }
     }
     if (waiting.length === 0) return;
     // A holder found fenced meanwhile stops holding: the sessions are counted again without it.

@@ -8,6 +8,8 @@ import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync, renameSync, symlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { it } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import Database from 'better-sqlite3';
 import { openSqliteStore } from '../../src/sqlite.js';
 import type { SessionStore } from '../../src/store/types.js';
@@ -46,9 +48,10 @@ function heldTransfer() {
 }
 
 /** Host A's call of the held transfer, its body running; its call id. */
-async function callInFlight(store: SessionStore, held: ReturnType<typeof heldTransfer>, options: { timeoutMs?: number } = {}) {
+async function callInFlight(store: SessionStore, held: ReturnType<typeof heldTransfer>, options: { timeoutMs?: number } = {}, beforeCall = async () => {}) {
   const owner = await store.acquire('s', { owner: 'host-a' });
   await owner.startTask('t');
+  await beforeCall();
   const pending = held.runtime.bind({ owner, taskId: 't', caller: 'agent' }).callWithOptions('transfer', {}, options)
     .then((execution) => execution, (error: unknown) => error);
   await held.inBody;
@@ -214,6 +217,60 @@ it('a tenant journal copied from one template: a body end its owner could not wr
   assert.equal(bodyEnded(await b.loadHistory('s'), callId), undefined);
   await reader.close();
   await b.close();
+});
+
+for (const how of ['holds', 'held and released'] as const) {
+  it(`a tenant journal copied from one template: its store's close waits for its body though the other tenant ${how} a session of the same id (pass r61 #1)`, async () => {
+    const [one, two] = await tenantCopies();
+    const a = openSqliteStore(one);
+    const b = openSqliteStore(two);
+    const held = heldTransfer();
+    // Released after tenant 1's acquire and before its body starts (a release while it ran would wait for it: one
+    // view, one session id): the view's newest owner of the id, tenant 1's, was replaced, then let go.
+    const tenant2 = async () => { await (await b.acquire('s', { owner: 'tenant-2-host' })).release(); };
+    const { pending, callId } = await callInFlight(a, held, {}, how === 'held and released' ? tenant2 : undefined);
+    if (how === 'holds') await b.acquire('s', { owner: 'tenant-2-host' });
+    let closed = false;
+    const closing = a.close().then(() => { closed = true; });
+    await sleep(300);
+    assert.equal(closed, false, 'tenant 1\'s close waits for its own body, still running');
+    held.release();
+    await closing;
+    await pending;
+    const reader = openSqliteStore(one);
+    const end = bodyEnded(await reader.loadHistory('s'), callId);
+    assert.deepEqual(end?.kind.type === 'custom' && end.kind.payload, { callId, ended: 'returned' }, 'journaled before the close returned');
+    assert.equal(held.state.runs, 1);
+    await reader.close();
+    await b.close();
+  });
+}
+
+it('an owner that took the session over without a heartbeat and that the host dropped: its store\'s close still waits for the body, renewing the lease (pass r61 #2)', async () => {
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const path = tempDbPath(tempDir('jingwei-one-view-'), 'journal');
+  const a = openSqliteStore(path);
+  const b = openSqliteStore(path);
+  const rescuer = openSqliteStore(path);
+  const held = heldTransfer();
+  const { pending } = await callInFlight(a, held);
+  await (async () => { await b.acquire('s', { owner: 'host-b', takeover: true, heartbeat: false, leaseMs: 300 }); })();
+  for (let i = 0; i < 5; i += 1) {
+    gc();
+    await sleep(20);
+  }
+  let closed = false;
+  const closing = b.close().then(() => { closed = true; });
+  await sleep(900);
+  assert.equal(closed, false, 'the close waits for the body the first owner started');
+  await assert.rejects(rescuer.acquire('s', { owner: 'rescuer', takeover: 'abandoned' }), { code: 'session_busy' }, 'its lease renewed meanwhile');
+  held.release();
+  await closing;
+  await pending;
+  assert.equal(held.state.runs, 1);
+  await rescuer.close();
+  await a.close();
 });
 
 it('a journal whose id row was removed gets a new one at its next open, rather than opening as a view of its own', async () => {
