@@ -215,6 +215,15 @@ export function holdSessionForBody(owner: SessionOwner): () => void {
   };
 }
 
+/**
+ * The owners here that started a body of `owner`'s session still running, or acquired the session while one ran, and
+ * have not let it go nor learned they were fenced: where a body's end can still be journaled when neither its own
+ * owner nor the newest of the view (maybe of a copy of the journal) can take it.
+ */
+export function bodyHolders(owner: SessionOwner): SessionOwner[] {
+  return [...(runningBodies.get(owner)?.holders ?? [])].filter(holds);
+}
+
 /** The same, until `ended` settles: a body that outlived its attempt's result, until its end is journaled. */
 export function holdWhileBodyRuns(owner: SessionOwner, ended: Promise<unknown>): void {
   const done = holdSessionForBody(owner);

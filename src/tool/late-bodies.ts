@@ -13,7 +13,7 @@ import type { SessionEvent, ToolCall, ToolOperation, ToolResult } from '../event
 import type { CallId, TurnId } from '../ids.js';
 import type { SessionOwner } from '../store/types.js';
 import { setNewest } from '../bounded-map.js';
-import { commitAs, currentOwner, holdWhileBodyRuns, newestOwnerIn, SessionTable, storeOf } from '../store/owner-commit.js';
+import { bodyHolders, commitAs, currentOwner, holdWhileBodyRuns, newestOwnerIn, SessionTable, storeOf } from '../store/owner-commit.js';
 
 export const BODY_ENDED = { plugin: 'jingwei.runtime', kind: 'body_ended' } as const;
 
@@ -131,9 +131,17 @@ export async function journalBodyEnd(owner: SessionOwner, callId: string, turnId
   // The call's own journal does not hold it as its operation's latest attempt (a start marker whose commit did not
   // land, or an attempt made since): no journal this end is for would take it.
   if (newest === owner && movedOn(error)) return;
-  // Kept for the next owner of the call's own journal here; one whose journal does not hold the call does not retry.
+  // An owner of the call's own journal that took the session over here while the body ran, when the newest owner of
+  // the view holds a copy's session of the same id: it holds the session, and its store's close waits for this end.
   const refusedBy = new WeakSet<SessionOwner>();
   if (movedOn(error)) refusedBy.add(newest);
+  for (const holder of bodyHolders(owner)) {
+    if (holder === owner || holder === newest) continue;
+    const refused = await commitBodyEnd(holder, callId, turnId, how, op);
+    if (refused === null) return;
+    if (movedOn(refused)) refusedBy.add(holder);
+  }
+  // Kept for the next owner of the call's own journal here; one whose journal does not hold the call does not retry.
   keepPending(owner, callId, { turnId, how, op, keptBy: owner, refusedBy });
 }
 

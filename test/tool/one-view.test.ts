@@ -246,6 +246,32 @@ for (const how of ['holds', 'held and released'] as const) {
   });
 }
 
+it('a tenant journal copied from one template, its session taken over by another handle while a late body runs: that handle\'s close journals the end, though the other tenant holds the same id (pass r62 #1)', async () => {
+  const [one, two] = await tenantCopies();
+  const a = openSqliteStore(one);
+  const taker = openSqliteStore(one);
+  const b = openSqliteStore(two);
+  const held = heldTransfer();
+  const { pending, callId } = await callInFlight(a, held, { timeoutMs: 100 });
+  await pending;
+  await taker.acquire('s', { owner: 'host-b', takeover: true });
+  // Tenant 2's owner of a session of the same id: the newest owner of the shared view, whose journal refuses the end.
+  await b.acquire('s', { owner: 'tenant-2-host' });
+  let closed = false;
+  const closing = taker.close().then(() => { closed = true; });
+  await sleep(300);
+  assert.equal(closed, false, 'the close waits for the body');
+  held.release();
+  await closing;
+  const reader = openSqliteStore(one);
+  const end = bodyEnded(await reader.loadHistory('s'), callId);
+  assert.deepEqual(end?.kind.type === 'custom' && end.kind.payload, { callId, ended: 'returned' }, 'journaled through the owner that took the session over, before its store closed');
+  assert.equal(bodyEnded(await b.loadHistory('s'), callId), undefined, 'not into the other tenant\'s journal');
+  await reader.close();
+  await b.close();
+  await a.close();
+});
+
 it('an owner that took the session over without a heartbeat and that the host dropped: its store\'s close still waits for the body, renewing the lease (pass r61 #2)', async () => {
   setFlagsFromString('--expose-gc');
   const gc = runInNewContext('gc') as () => void;
