@@ -59,6 +59,28 @@ async function abandonedSessions(store: SessionStore, host: RecoveryHost, count:
   return ids;
 }
 
+/**
+ * Session `s-late` of an owner that stopped heartbeating, abandoned once its lease ran out, with a charge whose body
+ * went on after its 100 ms deadline and still runs in this process until `state.end()`.
+ */
+async function abandonedLateCharge(store: SessionStore) {
+  const state = { end: () => {} };
+  let started = () => {};
+  const running = new Promise<void>((resolve) => { started = resolve; });
+  const tools = [tool('charge', () => new Promise<string>((resolve) => {
+    state.end = () => resolve('charged');
+    started();
+  }), new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1').withTimeoutCeiling(100))];
+  const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+  const gone = await store.acquire('s-late', { owner: 'gone', leaseMs: 100, heartbeat: false });
+  await gone.startTask('t');
+  const timedOut = await host.runtime.bind({ owner: gone, taskId: 't', caller: 'agent' }).call('charge', {});
+  assert.equal(timedOut.result.outcome.status === 'failed' && timedOut.result.outcome.code, 'tool_timeout');
+  await running;
+  while ((await store.listExpiredSessions()).length === 0) await pause(25);
+  return { state, host, timedOut };
+}
+
 describe('recoverAbandoned: concurrency', () => {
   it('recovers sessions side by side, each session\'s calls in order, the report in listing order', async () => {
     const store = createMemoryStore();
@@ -226,20 +248,7 @@ describe('recoverAbandoned: concurrency', () => {
 
   it('a session whose abandoned owner\'s body still runs in this process: the routine that takes it over waits for that body before it lets the session go (pass r58 #2)', async () => {
     const store = createMemoryStore();
-    const state = { end: () => {} };
-    let started = () => {};
-    const running = new Promise<void>((resolve) => { started = resolve; });
-    const tools = [tool('charge', () => new Promise<string>((resolve) => {
-      state.end = () => resolve('charged');
-      started();
-    }), new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1').withTimeoutCeiling(100))];
-    const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
-    const gone = await store.acquire('s-late', { owner: 'gone', leaseMs: 100, heartbeat: false });
-    await gone.startTask('t');
-    const timedOut = await host.runtime.bind({ owner: gone, taskId: 't', caller: 'agent' }).call('charge', {});
-    assert.equal(timedOut.result.outcome.status === 'failed' && timedOut.result.outcome.code, 'tool_timeout');
-    await running;
-    while ((await store.listExpiredSessions()).length === 0) await pause(25);
+    const { state, host, timedOut } = await abandonedLateCharge(store);
     let settled = false;
     const routine = recoverAbandoned(store, host, { policy: 'retry_safe' }).finally(() => { settled = true; });
     await pause(300);
@@ -256,20 +265,8 @@ describe('recoverAbandoned: concurrency', () => {
 
   it('a routine cancelled while it waits for such a body returns; the session stays held, its lease renewed, and is let go once the body ends (pass r59 #2)', { timeout: 30_000 }, async () => {
     const store = createMemoryStore();
-    const state = { end: () => {} };
-    let started = () => {};
-    const running = new Promise<void>((resolve) => { started = resolve; });
-    const tools = [tool('charge', () => new Promise<string>((resolve) => {
-      state.end = () => resolve('charged');
-      started();
-    }), new ToolMetadata('charges', { type: 'object' }).withEffect('non_idempotent', 'c1').withTimeoutCeiling(100))];
-    const host: RecoveryHost = { runtime: createToolRuntime({ tools, grants: { agent: '*' } }), tools, caller: 'agent' };
+    const { state, host } = await abandonedLateCharge(store);
     try {
-      const gone = await store.acquire('s-late', { owner: 'gone', leaseMs: 100, heartbeat: false });
-      await gone.startTask('t');
-      await host.runtime.bind({ owner: gone, taskId: 't', caller: 'agent' }).call('charge', {});
-      await running;
-      while ((await store.listExpiredSessions()).length === 0) await pause(25);
       const cancel = new AbortController();
       let settled = false;
       const routine = recoverAbandoned(store, host, { policy: 'retry_safe', signal: cancel.signal, leaseMs: 200 }).finally(() => { settled = true; });
