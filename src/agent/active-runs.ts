@@ -12,6 +12,7 @@
  * loop goes on. A drive is exclusive: a second drive while one waits or runs, or an open while one runs, is refused
  * with AgentRunBusyError.
  */
+import { unlessAborted } from '../abort.js';
 import { AgentRunBusyError } from '../errors.js';
 import { readOwnJournal } from '../store/owner-journal.js';
 import { runFootprint } from './run-journal.js';
@@ -65,25 +66,6 @@ export interface RunTurn {
   giveBack(journaledNothing: () => Promise<boolean>): Promise<void>;
   /** Ends the turn: the next entry goes on. */
   end(): void;
-}
-
-/** Waits for `promise`, or throws the signal's reason once it aborts. */
-async function unlessAborted(promise: Promise<unknown>, signal: AbortSignal | undefined): Promise<void> {
-  if (signal === undefined) {
-    await promise;
-    return;
-  }
-  signal.throwIfAborted();
-  let onAbort!: () => void;
-  const aborted = new Promise<never>((_resolve, reject) => {
-    onAbort = () => reject(signal.reason);
-  });
-  signal.addEventListener('abort', onAbort, { once: true });
-  try {
-    await Promise.race([promise, aborted]);
-  } finally {
-    signal.removeEventListener('abort', onAbort);
-  }
 }
 
 /**

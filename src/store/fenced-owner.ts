@@ -505,9 +505,7 @@ export class FencedOwner implements SessionOwner {
     if (waited === 'lost') {
       // Taken over (or found fenced) while a body of the session still runs here: nothing is released, and the host
       // hears that the session was lost under a body that may still make its write.
-      this.lettingGo = 'its session was taken over';
-      forgetOwner(this);
-      this.listeners.clear();
+      this.letGo('its session was taken over');
       throw new StaleOwnerError(this.sessionId, this.epoch, 'the session was taken over while a body of it still runs in this process, and that body may still make its write; its end is journaled through the owner here that holds the session, if one does, once it ends');
     }
     this.guard.check();
@@ -516,7 +514,12 @@ export class FencedOwner implements SessionOwner {
     await journalPendingBodyEnds(this);
     await this.releaseUnwritten();
     await this.tx({}, decideRelease(this.ref), this.anchor?.unanchored === true);
-    this.lettingGo = 'its owner released the session';
+    this.letGo('its owner released the session');
+  }
+
+  /** This owner no longer holds its session here (`why`): it takes no new call, and is nobody's newest owner. */
+  private letGo(why: string): void {
+    this.lettingGo = why;
     forgetOwner(this);
     this.listeners.clear();
   }

@@ -6,6 +6,7 @@
  * published type leaves out: stopping its heartbeat while keeping the session held (`stopRenewing`), and the
  * runtime's: hearing that the owner lost its session (`onOwnerLost`).
  */
+import { unlessAborted } from '../abort.js';
 import { InvalidInputError } from '../errors.js';
 import type { CommitReceipt, CommitRequest, SessionOwner } from './types.js';
 import type { LostListener } from './lease-watch.js';
@@ -200,7 +201,7 @@ const runningBodies = new SessionTable<RunningBodies>();
 export function holdSessionForBody(owner: SessionOwner): () => void {
   const bodies = runningBodies.take(owner, () => {
     const newest = newestOwners.get(owner)?.deref();
-    return { running: 0, idle: [], holders: new Set(newest === undefined ? [owner] : [owner, newest]) };
+    return { running: 0, idle: [], holders: new Set(newest === undefined ? [] : [newest]) };
   });
   bodies.holders.add(owner);
   bodies.running += 1;
@@ -254,21 +255,13 @@ export async function bodiesEnded(owner: SessionOwner, signal?: AbortSignal): Pr
     if (!holds(owner)) return 'lost';
     if (signal?.aborted === true) return 'aborted';
     owners.get(owner)?.keepRenewing();
-    const stop = stopOf(signal);
     try {
-      await Promise.race([noneRunning(bodies), fenced(owner), stop.aborted]);
-    } finally {
-      stop.forget();
+      await unlessAborted(Promise.race([noneRunning(bodies), fenced(owner)]), signal);
+    } catch {
+      // Neither wait rejects: only the signal's abort does.
+      return 'aborted';
     }
   }
-}
-
-function stopOf(signal: AbortSignal | undefined): { readonly aborted: Promise<void>; readonly forget: () => void } {
-  if (signal === undefined) return { aborted: new Promise<void>(() => undefined), forget: () => undefined };
-  let onAbort!: () => void;
-  const aborted = new Promise<void>((resolve) => { onAbort = resolve; });
-  signal.addEventListener('abort', onAbort, { once: true });
-  return { aborted, forget: () => signal.removeEventListener('abort', onAbort) };
 }
 
 /**
