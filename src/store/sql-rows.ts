@@ -92,6 +92,15 @@ export const ATTENTION_COLUMNS =
 /** The columns an upsert replaces: every one but the key. */
 export const ATTENTION_UPDATE = ATTENTION_COLUMNS.split(', ').slice(3).map((c) => `${c} = excluded.${c}`).join(', ');
 
+/**
+ * The columns of an attention row outside the secondary indexes' call id, tool and arguments digest: what the later
+ * commits of one attempt change. SQLite rewrites the entries of every index that holds a column an UPDATE sets, whether
+ * or not its value changed, so setting only these leaves the pages of the by-call and by-binding indexes untouched.
+ */
+export const ATTENTION_STATE_COLUMNS = [
+  'effect', 'revision', 'start_marker', 'started', 'status', 'category', 'called_at', 'started_at', 'ended_at', 'updated_at',
+] as const;
+
 const time = (v: IntColumn | null, column: string, sessionId: string): number | null => (v === null || v === undefined ? null : int(v, column, sessionId));
 
 export const toAttention = (r: AttentionRecord): AttentionRow => ({
@@ -110,6 +119,19 @@ export function attentionValues<B>(r: AttentionRow, flag: (b: boolean) => B): un
     r.status, r.category, r.calledAt, r.startedAt, r.endedAt, r.updatedAt,
   ];
 }
+
+/** An attention row's state columns (ATTENTION_STATE_COLUMNS), then its key, as the narrow UPDATE takes them. */
+export function attentionStateValues<B>(r: AttentionRow, flag: (b: boolean) => B): unknown[] {
+  return [
+    r.effect, r.revision, flag(r.startMarker), flag(r.started), r.status, r.category, r.calledAt, r.startedAt, r.endedAt, r.updatedAt,
+    r.sessionId, r.taskId, r.key,
+  ];
+}
+
+/** Whether `next` changes `prior` only in its state columns: same key, call id, tool and arguments digest. */
+export const onlyStateChanges = (prior: AttentionRow, next: AttentionRow): boolean =>
+  prior.sessionId === next.sessionId && prior.taskId === next.taskId && prior.key === next.key && prior.callId === next.callId &&
+  prior.tool === next.tool && prior.argsDigest === next.argsDigest;
 
 /**
  * The SELECT of one attention scan: only the index table, filtered and ordered by its key. `param(i)` writes the

@@ -4,7 +4,7 @@ import { STORE_DEFAULTS } from '../../limits.js';
 import { faultPoint } from '../../fault.js';
 import { JournalStore } from '../journal-store.js';
 import type { AttentionRow, AttentionScan, EventRow, JournalBackend, OperationBinding, SessionRow, TaskRow, TxReads, TxState, TxWrites } from '../rows.js';
-import { attentionScanSql, attentionValues, sessionValues, taskValues, toAttention, toOperation, toSession, toTask, type AttentionRecord } from '../sql-rows.js';
+import { attentionScanSql, attentionStateValues, attentionValues, onlyStateChanges, sessionValues, taskValues, toAttention, toOperation, toSession, toTask, type AttentionRecord } from '../sql-rows.js';
 import type { SessionStore } from '../types.js';
 import { Database, type Transaction } from './driver.js';
 import { mapSqliteError } from './errors.js';
@@ -142,15 +142,16 @@ class SqliteBackend implements JournalBackend {
     const session = this.known.session(sessionId) ?? optional(s.session.get(sessionId), toSession);
     const task = reads.taskId === undefined ? undefined : this.known.task(sessionId, reads.taskId) ?? optional(s.task.get(sessionId, reads.taskId), toTask);
     const op = reads.operation ? s.operation.get(sessionId, reads.operation.taskId, reads.operation.key) : undefined;
+    const attention = (reads.attentionCalls ?? []).flatMap((id) => {
+      const r = s.attentionByCall.get(sessionId, id);
+      return r ? [toAttention(r)] : [];
+    });
     const writes = decide({
       session,
       task,
       operation: op && reads.operation ? toOperation(reads.operation, op) : undefined,
       existingEventIds: (reads.eventIds ?? []).filter((id) => s.eventIdExists.get(sessionId, id) !== undefined),
-      attention: (reads.attentionCalls ?? []).flatMap((id) => {
-        const r = s.attentionByCall.get(sessionId, id);
-        return r ? [toAttention(r)] : [];
-      }),
+      attention,
       ...(reads.approvals ? { approvals: this.inbox.approvalsOf(sessionId, reads.approvals) } : {}),
       ...(reads.reviews ? { reviews: this.inbox.reviewsOf(sessionId, reads.reviews) } : {}),
       ...(reads.writtenSince ? { writtenSince: s.earlierEpochSince.get(sessionId, reads.writtenSince.seq, reads.writtenSince.epoch)?.seq ?? null } : {}),
@@ -161,7 +162,7 @@ class SqliteBackend implements JournalBackend {
     for (const e of writes.events ?? []) s.insertEvent.run(e.sessionId, e.seq, e.eventId, e.epoch, e.body, e.hash);
     if (writes.task) this.writeTask(writes.task.row);
     for (const o of writes.operations ?? []) s.upsertOperation.run(o.taskId, o.key, o.sessionId, o.callId, o.eventId);
-    for (const a of writes.attention ?? []) s.upsertAttention.run(...attentionValues(a, (b) => (b ? 1 : 0)));
+    for (const a of writes.attention ?? []) this.writeAttention(a, attention);
     if (writes.decisions?.length) this.inbox.write(writes.decisions);
     faultPoint('commit:before');
     this.known.note(sessionId, writes.session?.row ?? session, [task, writes.task?.row]);
@@ -176,6 +177,17 @@ class SqliteBackend implements JournalBackend {
     }
     const info = this.stmt.updateSession.run(...rest, sessionId, expect.epoch, expect.lastSeq);
     if (info.changes !== 1) throw new StaleOwnerError(row.sessionId, expect.epoch, 'the owner row changed');
+  }
+
+  /**
+   * One attention row. A row this transaction read, whose key, call and binding stay, gets only its state columns
+   * set: the by-call and by-binding index pages stay out of the commit (ATTENTION_STATE_COLUMNS). Anything else, the
+   * whole row.
+   */
+  private writeAttention(row: AttentionRow, read: readonly AttentionRow[]): void {
+    const flag = (b: boolean) => (b ? 1 : 0);
+    if (read.some((prior) => onlyStateChanges(prior, row)) && this.stmt.updateAttentionState.run(...attentionStateValues(row, flag)).changes === 1) return;
+    this.stmt.upsertAttention.run(...attentionValues(row, flag));
   }
 
   private writeTask(row: TaskRow): void {

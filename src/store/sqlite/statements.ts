@@ -1,4 +1,4 @@
-import { ATTENTION_COLUMNS, ATTENTION_UPDATE, SESSION_COLUMNS, TASK_CHANGING_COLUMNS, TASK_COLUMNS, type AttentionRecord, type OperationRecord, type SessionRecord, type TaskRecord } from '../sql-rows.js';
+import { ATTENTION_COLUMNS, ATTENTION_STATE_COLUMNS, ATTENTION_UPDATE, SESSION_COLUMNS, TASK_CHANGING_COLUMNS, TASK_COLUMNS, type AttentionRecord, type OperationRecord, type SessionRecord, type TaskRecord } from '../sql-rows.js';
 import type { SessionId } from '../../ids.js';
 import type { EventRow } from '../rows.js';
 import type { Database, Statement } from './driver.js';
@@ -56,6 +56,8 @@ export interface SqliteStatements {
   readonly attentionByCall: Statement<[string, string], AttentionRecord>;
   readonly attentionByBinding: Statement<[string, string, string, string], AttentionRecord>;
   readonly upsertAttention: Statement;
+  /** The columns an attempt's later commit changes, for a row whose key, call and binding stay (see narrowAttention). */
+  readonly updateAttentionState: Statement;
 }
 
 export function prepareStatements(db: Database): SqliteStatements {
@@ -97,6 +99,9 @@ export function prepareStatements(db: Database): SqliteStatements {
     ),
     upsertAttention: db.prepare(
       `INSERT INTO jw_attention (${ATTENTION_COLUMNS}) VALUES (${params(ATTENTION_COLUMNS)}) ON CONFLICT (session_id, task_id, key) DO UPDATE SET ${ATTENTION_UPDATE}`,
+    ),
+    updateAttentionState: db.prepare(
+      `UPDATE jw_attention SET ${ATTENTION_STATE_COLUMNS.map((c) => `${c} = ?`).join(', ')} WHERE session_id = ? AND task_id = ? AND key = ?`,
     ),
   };
 }
