@@ -20,6 +20,7 @@ import { personDecided, reconcileUncertainCalls, type ReconciledCall } from './r
 import { journalWaitingReviews, reviewDecisionsWaiting, sessionsWithWaitingReviews, type JournaledInboxReview } from './inbox-review.js';
 import type { Tool, ToolRuntime } from './types.js';
 import { hostPanicDescriber, registeredTools } from './runtime.js';
+import { quietly } from './telemetry.js';
 
 /** `suspend` (the default) leaves every open call in the queue; `retry_safe` retries those no person must review. */
 export const RECOVERY_POLICIES = ['suspend', 'retry_safe'] as const;
@@ -58,6 +59,14 @@ export interface RecoverOptions {
    * listing order. At most 64.
    */
   readonly concurrency?: number;
+  /**
+   * Told each session's recovery as soon as it is final, before the routine returns (with `concurrency`, in the order
+   * they finish): what a host logs, and what it still knows if the routine throws later (the store lost, say), since
+   * the report is then never returned. An owner kept (`keep`) that it was told of is the host's from then on, and
+   * stays held if the routine throws; the others are released as the routine ends. Called synchronously; whatever it
+   * throws, or a promise it returns rejects with, is swallowed.
+   */
+  readonly onSession?: (recovery: SessionRecovery) => unknown;
 }
 
 /** One retry the `retry_safe` policy made. */
@@ -196,7 +205,15 @@ function errorOf(error: unknown): { code: string; message: string } {
   return { code: 'unexpected', message: error instanceof Error ? error.message : String(error) };
 }
 
-function checkArguments(store: SessionStore, host: RecoveryHost, options: RecoverOptions): Required<Pick<RecoverOptions, 'policy' | 'owner' | 'keep' | 'concurrency'>> {
+const tell = (onSession: RecoverOptions['onSession'], recovery: SessionRecovery): void => {
+  if (onSession !== undefined) quietly(() => onSession(recovery));
+};
+
+function checkArguments(
+  store: SessionStore,
+  host: RecoveryHost,
+  options: RecoverOptions,
+): Required<Pick<RecoverOptions, 'policy' | 'owner' | 'keep' | 'concurrency'>> & Pick<RecoverOptions, 'onSession'> {
   if (typeof store !== 'object' || store === null || typeof store.listExpiredSessions !== 'function') {
     throw new InvalidInputError('store', 'must be a SessionStore');
   }
@@ -236,7 +253,9 @@ function checkArguments(store: SessionStore, host: RecoveryHost, options: Recove
   if (!Number.isSafeInteger(concurrency) || concurrency < 1 || concurrency > RECOVERY_LIMITS.maxConcurrency) {
     throw new InvalidInputError('concurrency', `must be an integer from 1 to ${RECOVERY_LIMITS.maxConcurrency}, got ${String(concurrency)}`);
   }
-  return { policy, owner, keep: options.keep === true, concurrency };
+  const onSession = options.onSession;
+  if (onSession !== undefined && typeof onSession !== 'function') throw new InvalidInputError('onSession', 'must be a function');
+  return { policy, owner, keep: options.keep === true, concurrency, ...(onSession === undefined ? {} : { onSession }) };
 }
 
 /**
@@ -300,12 +319,18 @@ export async function recoverAbandoned(
   try {
     const sessions: SessionRecovery[] = await inOrder(expired, checked.concurrency, stopped, async (summary) => {
       const recovered = await recoverOne(store, host, summary, checked, inner);
-      if (recovered.action === 'taken_over' && recovered.owner !== null) kept.push(recovered.owner);
+      // Handed to the host through onSession, a kept owner is the host's: not released if the routine throws later.
+      if (recovered.action === 'taken_over' && recovered.owner !== null && checked.onSession === undefined) kept.push(recovered.owner);
+      tell(checked.onSession, recovered);
       return recovered;
     });
     const listed = new Set<string>(expired.map((summary) => summary.sessionId));
     const released = stopped() ? [] : (await sessionsWithWaitingReviews(store)).filter((sessionId) => !listed.has(sessionId));
-    const journaled = await inOrder(released, checked.concurrency, stopped, (sessionId) => journalReleasedReviews(store, sessionId, checked, inner));
+    const journaled = await inOrder(released, checked.concurrency, stopped, async (sessionId) => {
+      const recovery = await journalReleasedReviews(store, sessionId, checked, inner);
+      if (recovery !== null) tell(checked.onSession, recovery);
+      return recovery;
+    });
     for (const session of journaled) if (session !== null) sessions.push(session);
     kept.length = 0;
     return { policy: checked.policy, sessions };

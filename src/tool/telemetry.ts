@@ -71,7 +71,7 @@ function hasMethods(value: unknown, names: readonly string[]): boolean {
  * this realm's Promise: one from a vm context, a library's own): observing never changes a call, nor ends the host
  * with an unhandled rejection. Promise.resolve adopts the thenable and the catch handles its rejection.
  */
-function quietly(report: () => unknown): void {
+export function quietly(report: () => unknown): void {
   try {
     const returned = report();
     if (returned === undefined || returned === null || (typeof returned !== 'object' && typeof returned !== 'function')) return;

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { StoreUnavailableError, ToolBodyError } from '../../src/errors.js';
-import { recoverAbandoned, type RecoveryHost } from '../../src/review.js';
+import { recoverAbandoned, type RecoveryHost, type SessionRecovery } from '../../src/review.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { bodyEnded } from '../support/body-ended.js';
@@ -161,6 +161,43 @@ describe('recoverAbandoned: concurrency', () => {
     await assert.rejects(recoverAbandoned(failing, host, { policy: 'retry_safe', keep: true }), { code: 'store_failure' });
     const held = (await store.listSessions()).filter((s) => s.held && s.owner !== 'gone').map((s) => String(s.sessionId));
     assert.deepEqual(held, [], 'the two sessions recovered and kept were released');
+    await store.close();
+  });
+
+  it('onSession tells the host each session\'s recovery as it is final, so a routine that then throws loses none; kept owners it was told of stay the host\'s (pass r57 #4)', async () => {
+    const store = createMemoryStore();
+    const { state, host } = lookups();
+    await abandonedSessions(store, host, 3);
+    const listed = (await store.listExpiredSessions()).map((s) => s.sessionId);
+    state.recovering = true;
+    const failing: SessionStore = Object.create(store, {
+      acquire: {
+        value: async (...[sessionId, options]: Parameters<SessionStore['acquire']>) => {
+          if (sessionId === listed[2]) throw new StoreUnavailableError('store_failure', 'the database went away');
+          return store.acquire(sessionId, options);
+        },
+      },
+    });
+    const told: SessionRecovery[] = [];
+    let throws = 0;
+    const onSession = (recovery: SessionRecovery) => {
+      told.push(recovery);
+      throws += 1;
+      // A throwing hook, then a rejecting one: neither changes the routine.
+      if (throws === 1) throw new Error('a logger that throws');
+      return Promise.reject(new Error('a logger that rejects'));
+    };
+    await assert.rejects(recoverAbandoned(failing, host, { policy: 'retry_safe', keep: true, onSession }), { code: 'store_failure' });
+    assert.deepEqual(told.map((r) => [r.sessionId, r.action]), [[listed[0], 'taken_over'], [listed[1], 'taken_over']]);
+    for (const recovery of told) {
+      assert.ok(recovery.action === 'taken_over');
+      assert.deepEqual(recovery.retried.map((r) => r.outcome), ['succeeded', 'succeeded'], 'what was retried is known');
+      assert.equal(recovery.owner?.sessionId, recovery.sessionId);
+    }
+    const held = (await store.listSessions()).filter((s) => s.held && s.owner !== 'gone').map((s) => String(s.sessionId)).sort();
+    assert.deepEqual(held, [listed[0], listed[1]].sort(), 'the owners handed to the host are still held');
+    for (const recovery of told) if (recovery.action === 'taken_over') await recovery.owner!.release();
+    await assert.rejects(recoverAbandoned(store, host, { onSession: 'log' as never }), { code: 'invalid_input', field: 'onSession' });
     await store.close();
   });
 
