@@ -81,6 +81,33 @@ async function abandonedLateCharge(store: SessionStore) {
   return { state, host, timedOut };
 }
 
+/** `store`, whose acquire of `sessionId` fails as if the database went away; every session asked for is noted in `acquired`. */
+function failingAt(store: SessionStore, sessionId: string, acquired: string[] = []): SessionStore {
+  return Object.create(store, {
+    acquire: {
+      value: async (...[id, options]: Parameters<SessionStore['acquire']>) => {
+        acquired.push(id);
+        if (id === sessionId) throw new StoreUnavailableError('store_failure', 'the database went away');
+        return store.acquire(id, options);
+      },
+    },
+  });
+}
+
+/** Three abandoned sessions of failed lookups, and the store seen through `failingAt` the last of them. */
+async function threeAbandonedTheLastFailing() {
+  const store = createMemoryStore();
+  const { state, host } = lookups();
+  await abandonedSessions(store, host, 3);
+  const listed = (await store.listExpiredSessions()).map((s) => s.sessionId);
+  state.recovering = true;
+  return { store, host, listed, failing: failingAt(store, listed[2]!) };
+}
+
+/** The sessions held by someone other than their abandoned owner, sorted. */
+const heldByRoutine = async (store: SessionStore) =>
+  (await store.listSessions()).filter((s) => s.held && s.owner !== 'gone').map((s) => String(s.sessionId)).sort();
+
 describe('recoverAbandoned: concurrency', () => {
   it('recovers sessions side by side, each session\'s calls in order, the report in listing order', async () => {
     const store = createMemoryStore();
@@ -125,15 +152,7 @@ describe('recoverAbandoned: concurrency', () => {
     const listed = (await store.listExpiredSessions()).map((s) => s.sessionId);
     state.recovering = true;
     const acquired: string[] = [];
-    const failing: SessionStore = Object.create(store, {
-      acquire: {
-        value: async (...[sessionId, options]: Parameters<SessionStore['acquire']>) => {
-          acquired.push(sessionId);
-          if (sessionId === listed[2]) throw new StoreUnavailableError('store_failure', 'the database went away');
-          return store.acquire(sessionId, options);
-        },
-      },
-    });
+    const failing = failingAt(store, listed[2]!, acquired);
     await assert.rejects(recoverAbandoned(failing, host, { policy: 'retry_safe', concurrency: 2 }), { code: 'store_failure' });
     assert.ok(!acquired.includes(listed[4]!) && !acquired.includes(listed[5]!), `no session started after the failure: ${acquired.join(', ')}`);
     const sessions = new Map((await store.listSessions()).map((s) => [String(s.sessionId), s]));
@@ -145,39 +164,14 @@ describe('recoverAbandoned: concurrency', () => {
   });
 
   it('kept sessions whose report cannot reach the host (the routine failed after them) are released, not left renewing for nobody (pass r57 #2)', async () => {
-    const store = createMemoryStore();
-    const { state, host } = lookups();
-    await abandonedSessions(store, host, 3);
-    const listed = (await store.listExpiredSessions()).map((s) => s.sessionId);
-    state.recovering = true;
-    const failing: SessionStore = Object.create(store, {
-      acquire: {
-        value: async (...[sessionId, options]: Parameters<SessionStore['acquire']>) => {
-          if (sessionId === listed[2]) throw new StoreUnavailableError('store_failure', 'the database went away');
-          return store.acquire(sessionId, options);
-        },
-      },
-    });
+    const { store, host, failing } = await threeAbandonedTheLastFailing();
     await assert.rejects(recoverAbandoned(failing, host, { policy: 'retry_safe', keep: true }), { code: 'store_failure' });
-    const held = (await store.listSessions()).filter((s) => s.held && s.owner !== 'gone').map((s) => String(s.sessionId));
-    assert.deepEqual(held, [], 'the two sessions recovered and kept were released');
+    assert.deepEqual(await heldByRoutine(store), [], 'the two sessions recovered and kept were released');
     await store.close();
   });
 
   it('onSession tells the host each session\'s recovery as it is final, so a routine that then throws loses none; kept owners it was told of stay the host\'s (pass r57 #4)', async () => {
-    const store = createMemoryStore();
-    const { state, host } = lookups();
-    await abandonedSessions(store, host, 3);
-    const listed = (await store.listExpiredSessions()).map((s) => s.sessionId);
-    state.recovering = true;
-    const failing: SessionStore = Object.create(store, {
-      acquire: {
-        value: async (...[sessionId, options]: Parameters<SessionStore['acquire']>) => {
-          if (sessionId === listed[2]) throw new StoreUnavailableError('store_failure', 'the database went away');
-          return store.acquire(sessionId, options);
-        },
-      },
-    });
+    const { store, host, listed, failing } = await threeAbandonedTheLastFailing();
     const told: SessionRecovery[] = [];
     let throws = 0;
     const onSession = (recovery: SessionRecovery) => {
@@ -194,8 +188,7 @@ describe('recoverAbandoned: concurrency', () => {
       assert.deepEqual(recovery.retried.map((r) => r.outcome), ['succeeded', 'succeeded'], 'what was retried is known');
       assert.equal(recovery.owner?.sessionId, recovery.sessionId);
     }
-    const held = (await store.listSessions()).filter((s) => s.held && s.owner !== 'gone').map((s) => String(s.sessionId)).sort();
-    assert.deepEqual(held, [listed[0], listed[1]].sort(), 'the owners handed to the host are still held');
+    assert.deepEqual(await heldByRoutine(store), [listed[0], listed[1]].sort(), 'the owners handed to the host are still held');
     for (const recovery of told) if (recovery.action === 'taken_over') await recovery.owner!.release();
     await assert.rejects(recoverAbandoned(store, host, { onSession: 'log' as never }), { code: 'invalid_input', field: 'onSession' });
     await store.close();
