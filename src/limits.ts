@@ -102,6 +102,11 @@ export const STORE_DEFAULTS = {
    * refused at that line. Times never decrease, so one such event would stamp every later event of the session.
    */
   importAheadMs: 24 * 60 * 60 * 1000,
+  /**
+   * How long a release, a close or the startup routine waits for tool bodies still running in the process before it
+   * says so once, as a process warning: a body that ignores its abort signal would otherwise hold a shutdown silently.
+   */
+  bodyWaitWarningMs: 5_000,
 } as const;
 
 /** PostgreSQL store defaults: bounded waits surface as StoreBusyError instead of hanging. */

@@ -500,7 +500,7 @@ export class FencedOwner implements SessionOwner {
     // A stopped body that ignores its signal can still make its write: the session stays held, its lease renewed,
     // until it ends and its end is journaled. Released before, another host's retry (or an operator's not_executed)
     // could come first and the write be made twice.
-    const waited = await bodiesEnded(this);
+    const waited = await bodiesEnded(this, 'release()');
     this.stopHeartbeat();
     if (waited === 'lost') {
       // Taken over (or found fenced) while a body of the session still runs here: nothing is released, and the host

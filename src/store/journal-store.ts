@@ -270,7 +270,7 @@ export class JournalStore implements SessionStore {
     await Promise.all([...this.guard.callStoppers].map((stop) => stop('the store is closing')));
     // A stopped body that ignores its signal can still make its write: its session stays held, the heartbeats
     // running, until it ends and its end is journaled; closed before, the lease ran out under a body still running.
-    await heldBodiesEnded(storeScope(this.backend), this.guard);
+    await heldBodiesEnded(storeScope(this.backend), this.guard, `close() of the ${this.backend.kind} store${this.backend.location === undefined ? '' : ` at ${this.backend.location}`}`);
     // Body ends no journal has taken yet, through the owners that hold their sessions here, while they still can.
     await journalPendingBodyEndsIn(storeScope(this.backend));
     if (this.guard.closed) return;

@@ -8,6 +8,7 @@
  */
 import { unlessAborted } from '../abort.js';
 import { InvalidInputError } from '../errors.js';
+import { STORE_DEFAULTS } from '../limits.js';
 import type { CommitReceipt, CommitRequest, SessionOwner } from './types.js';
 import type { LostListener } from './lease-watch.js';
 
@@ -248,20 +249,50 @@ const fenced = (owner: SessionOwner): Promise<void> => owners.get(owner)?.whenFe
  * renewed: waiting protects nothing). `aborted` when `signal` aborted first: the bodies may still run, and the session
  * must not be let go yet.
  */
-export async function bodiesEnded(owner: SessionOwner, signal?: AbortSignal): Promise<'ended' | 'lost' | 'aborted'> {
-  for (;;) {
-    const bodies = runningBodies.get(owner);
-    if (bodies === undefined || bodies.running === 0) return 'ended';
-    if (!holds(owner)) return 'lost';
-    if (signal?.aborted === true) return 'aborted';
-    owners.get(owner)?.keepRenewing();
-    try {
-      await unlessAborted(Promise.race([noneRunning(bodies), fenced(owner)]), signal);
-    } catch {
-      // Neither wait rejects: only the signal's abort does.
-      return 'aborted';
+export async function bodiesEnded(owner: SessionOwner, waiter: string, signal?: AbortSignal): Promise<'ended' | 'lost' | 'aborted'> {
+  const warning = warnWhileWaiting(waiter, () => {
+    const running = runningBodies.get(owner)?.running ?? 0;
+    return running === 0 ? [] : [{ sessionId: owner.sessionId, running }];
+  });
+  try {
+    for (;;) {
+      const bodies = runningBodies.get(owner);
+      if (bodies === undefined || bodies.running === 0) return 'ended';
+      if (!holds(owner)) return 'lost';
+      if (signal?.aborted === true) return 'aborted';
+      owners.get(owner)?.keepRenewing();
+      try {
+        await unlessAborted(Promise.race([noneRunning(bodies), fenced(owner)]), signal);
+      } catch {
+        // Neither wait rejects: only the signal's abort does.
+        return 'aborted';
+      }
     }
+  } finally {
+    clearTimeout(warning);
   }
+}
+
+/**
+ * Once the wait `waiter` has lasted STORE_DEFAULTS.bodyWaitWarningMs, a process warning (code
+ * JINGWEI_WAITING_FOR_BODIES) naming the sessions whose bodies it still waits for, so that a shutdown held by a body
+ * that ignores its abort signal says why. Returns the timer, unref'd, for the waiter to clear when it ends.
+ */
+function warnWhileWaiting(waiter: string, waitingFor: () => Array<{ sessionId: string; running: number }>): NodeJS.Timeout {
+  const timer = setTimeout(() => {
+    const sessions = waitingFor();
+    if (sessions.length === 0) return;
+    const bodies = sessions.reduce((n, s) => n + s.running, 0);
+    const named = sessions.slice(0, 5).map((s) => JSON.stringify(s.sessionId)).join(', ') + (sessions.length > 5 ? `, and ${sessions.length - 5} more` : '');
+    process.emitWarning(
+      `${waiter} has waited ${STORE_DEFAULTS.bodyWaitWarningMs / 1000} s for ${bodies} tool ${bodies === 1 ? 'body' : 'bodies'} still running in this ` +
+        `process (session ${named}): a body that ignores its abort signal keeps its session held, the lease renewed, until it ends ` +
+        '(docs/design.md#letting-a-session-go-stops-its-calls)',
+      { code: 'JINGWEI_WAITING_FOR_BODIES' },
+    );
+  }, STORE_DEFAULTS.bodyWaitWarningMs);
+  timer.unref();
+  return timer;
 }
 
 /**
@@ -271,24 +302,31 @@ export async function bodiesEnded(owner: SessionOwner, signal?: AbortSignal): Pr
  * newest owner of the session in the view alone: a journal copied from the same template shares the view, and its
  * owner of a session with the same id would stand in for this store's.
  */
-export async function heldBodiesEnded(scope: object, madeBy: object): Promise<void> {
-  for (;;) {
-    const waiting: Promise<void>[] = [];
-    const lost: Promise<void>[] = [];
-    for (const sessionId of runningBodies.sessionsIn(scope)) {
-      const bodies = runningBodies.getIn(scope, sessionId);
-      const mine = [...(bodies?.holders ?? [])].filter((holder) => owners.get(holder)?.madeBy === madeBy && holds(holder));
-      if (mine.length === 0) continue;
-      waiting.push(noneRunning(bodies));
-      for (const holder of mine) {
-        lost.push(fenced(holder));
-        owners.get(holder)?.keepRenewing();
-      }
+export async function heldBodiesEnded(scope: object, madeBy: object, waiter: string): Promise<void> {
+  const warning = warnWhileWaiting(waiter, () => heldBodies(scope, madeBy).map(({ sessionId, bodies }) => ({ sessionId, running: bodies.running })));
+  try {
+    for (;;) {
+      const held = heldBodies(scope, madeBy);
+      if (held.length === 0) return;
+      for (const { mine } of held) for (const holder of mine) owners.get(holder)?.keepRenewing();
+      // A holder found fenced meanwhile stops holding: the sessions are counted again without it.
+      await Promise.race([Promise.all(held.map(({ bodies }) => noneRunning(bodies))), ...held.flatMap(({ mine }) => mine.map(fenced))]);
     }
-    if (waiting.length === 0) return;
-    // A holder found fenced meanwhile stops holding: the sessions are counted again without it.
-    await Promise.race([Promise.all(waiting), ...lost]);
+  } finally {
+    clearTimeout(warning);
   }
+}
+
+/** The sessions of view `scope` with bodies running that owners `madeBy` made hold here, and those owners. */
+function heldBodies(scope: object, madeBy: object): Array<{ sessionId: string; bodies: RunningBodies; mine: SessionOwner[] }> {
+  const held: Array<{ sessionId: string; bodies: RunningBodies; mine: SessionOwner[] }> = [];
+  for (const sessionId of runningBodies.sessionsIn(scope)) {
+    const bodies = runningBodies.getIn(scope, sessionId);
+    if (bodies === undefined || bodies.running === 0) continue;
+    const mine = [...bodies.holders].filter((holder) => owners.get(holder)?.madeBy === madeBy && holds(holder));
+    if (mine.length > 0) held.push({ sessionId, bodies, mine });
+  }
+  return held;
 }
 
 /**

@@ -499,8 +499,9 @@ async function afterBodiesEnd(owner: SessionOwner, signal: AbortSignal | undefin
       // A release that fails leaves the session to its lease, as a host that stopped would.
     }
   };
-  if (await bodiesEnded(owner, signal) !== 'aborted') await letGoQuietly();
-  else void bodiesEnded(owner).then(letGoQuietly);
+  const waiter = 'the startup routine (recoverAbandoned)';
+  if (await bodiesEnded(owner, waiter, signal) !== 'aborted') await letGoQuietly();
+  else void bodiesEnded(owner, waiter).then(letGoQuietly);
 }
 
 async function runRetry(

@@ -15,6 +15,8 @@ import type { Tool } from '../../src/tool/types.js';
 import { bodyEnded } from '../support/body-ended.js';
 import { sleep } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import { STORE_DEFAULTS } from '../../src/limits.js';
 
 const LEASE_MS = 300;
 
@@ -177,4 +179,41 @@ forEachStore('letting a session go waits for its bodies still running', (target)
       await store.close();
     }
   });
+});
+
+it('a release or close that has waited STORE_DEFAULTS.bodyWaitWarningMs for a body says so once, as a process warning naming the session', { timeout: 30_000 }, async () => {
+  const warnings: Array<{ code?: string; message: string }> = [];
+  const listen = (warning: Error & { code?: string }) => {
+    if (warning.code === 'JINGWEI_WAITING_FOR_BODIES') warnings.push({ code: warning.code, message: warning.message });
+  };
+  process.on('warning', listen);
+  const stores = [createMemoryStore(), createMemoryStore()];
+  try {
+    const waits = await Promise.all(stores.map(async (store, i) => {
+      const { charge, state, running } = ignoringCharge();
+      const owner = await store.acquire(`held-${i}`, { owner: 'host' });
+      await owner.startTask('t');
+      const call = createToolRuntime({ tools: [charge], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('charge', {});
+      await running;
+      const going = i === 0 ? owner.release() : store.close();
+      await call;
+      return { state, going };
+    }));
+    await sleep(STORE_DEFAULTS.bodyWaitWarningMs + 500);
+    // Let the warnings' own next-tick emission run.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    const messages = warnings.map((w) => w.message).sort();
+    assert.equal(messages.length, 2, messages.join('\n'));
+    assert.match(messages[0]!, /^close\(\) of the memory store has waited 5 s for 1 tool body still running in this process \(session "held-1"\)/);
+    assert.match(messages[1]!, /^release\(\) has waited 5 s for 1 tool body still running in this process \(session "held-0"\)/);
+    for (const { state, going } of waits) {
+      state.end();
+      await going;
+    }
+    await sleep(50);
+    assert.equal(warnings.length, 2, 'said once, not again when the wait ends');
+  } finally {
+    process.off('warning', listen);
+    await Promise.all(stores.map((store) => store.close()));
+  }
 });
