@@ -190,6 +190,25 @@ export function readRun(history: readonly SessionEvent[], runId: string): Journa
 }
 
 /**
+ * The id of the finished run whose call operation (`taskId`, `key`) is, or null: a key `runId/step/index` of a run
+ * started for that task whose `run_finished` is journaled. Such a call's result, a failure in doubt included, was read
+ * by the run's model, which then gave its answer: the run is over.
+ */
+export function finishedRunOf(history: readonly SessionEvent[], taskId: string, key: string): string | null {
+  const match = /^([^/]+)\/[1-9][0-9]*\/(?:0|[1-9][0-9]*)$/.exec(key);
+  if (match === null) return null;
+  const runId = match[1]!;
+  let startedForTask = false;
+  for (const event of history) {
+    const kind = event.kind;
+    if (kind.type !== 'custom' || kind.plugin !== RUN_PLUGIN || !isObj(kind.payload) || kind.payload.runId !== runId) continue;
+    if (kind.kind === 'run_started') startedForTask = kind.payload.taskId === taskId;
+    else if (kind.kind === 'run_finished' && startedForTask) return runId;
+  }
+  return null;
+}
+
+/**
  * How many events of `history` are run `runId`'s: its own events, and the attempts, markers, results and reviews of
  * calls under its keys (`runId/step/index`). What an entry journaled for the run changes it; another run's writes in
  * the same session do not.

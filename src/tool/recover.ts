@@ -21,6 +21,7 @@ import { journalWaitingReviews, reviewDecisionsWaiting, sessionsWithWaitingRevie
 import type { Tool, ToolRuntime } from './types.js';
 import { hostPanicDescriber, registeredTools } from './runtime.js';
 import { quietly } from './telemetry.js';
+import { finishedRunOf } from '../agent/run-journal.js';
 
 /** `suspend` (the default) leaves every open call in the queue; `retry_safe` retries those no person must review. */
 export const RECOVERY_POLICIES = ['suspend', 'retry_safe'] as const;
@@ -181,6 +182,12 @@ export function openCalls(history: readonly SessionEvent[]): ToolCallAssessment[
  */
 export function safeRetryPlan(history: readonly SessionEvent[], call: ToolCallAssessment): { plan: ToolRetryPlan; review: ToolRetryReview } | { reason: string } {
   if (call.nextStep !== ToolNextStep.RetryAllowed) return { reason: call.reason };
+  // The run's model read this call's result and gave its answer: a retry now would make a write the user was told
+  // may not have happened, whoever left the session held (docs/design.md#recovering-abandoned-sessions).
+  const run = call.taskId === null || call.key === null ? null : finishedRunOf(history, call.taskId, call.key);
+  if (run !== null) {
+    return { reason: `agent run ${run} finished after its model read this call's result: the run is over, and a person or a new run decides the next step` };
+  }
   let unreviewed: ToolRetryPlan;
   try {
     unreviewed = prepareToolRetry(history, call.callId);
