@@ -10,7 +10,8 @@ import type { CallId } from '../ids.js';
 import { isValidText } from '../ids.js';
 import { LEASE_LIMITS, LIMITS, RECOVERY_LIMITS } from '../limits.js';
 import { bodiesEnded, stopRenewing } from '../store/owner-commit.js';
-import type { SessionOwner, SessionStore, SessionSummary } from '../store/types.js';
+import type { AcquireOptions, SessionOwner, SessionStore, SessionSummary } from '../store/types.js';
+import { HeadAnchor, type AnchorOptions } from '../store/anchors.js';
 import { truncateUtf8 } from '../text.js';
 import { assessSession, ToolAttention, ToolNextStep, type ToolCallAssessment } from './assess.js';
 import { inspectToolRecovery } from './recovery.js';
@@ -68,6 +69,12 @@ export interface RecoverOptions {
    * throws, or a promise it returns rejects with, is swallowed.
    */
   readonly onSession?: (recovery: SessionRecovery) => unknown;
+  /**
+   * The host's anchoring (docs/design.md#anchored-signed-heads): each owner the routine acquires signs checkpoints of
+   * what it writes (its takeover, the reviews and reconcilers' answers it journals, its retries), as the host's own
+   * owners do. Without it a journal rolled back to before the routine still verifies against the anchors.
+   */
+  readonly anchor?: AnchorOptions;
 }
 
 /** One retry the `retry_safe` policy made. */
@@ -212,6 +219,12 @@ function errorOf(error: unknown): { code: string; message: string } {
   return { code: 'unexpected', message: error instanceof Error ? error.message : String(error) };
 }
 
+/** The acquire options the routine passes on from its own: the lease and the anchoring. */
+const leaseAndAnchor = (settings: RecoverOptions): Pick<AcquireOptions, 'leaseMs' | 'anchor'> => ({
+  ...(settings.leaseMs === undefined ? {} : { leaseMs: settings.leaseMs }),
+  ...(settings.anchor === undefined ? {} : { anchor: settings.anchor }),
+});
+
 const tell = (onSession: RecoverOptions['onSession'], recovery: SessionRecovery): void => {
   if (onSession !== undefined) quietly(() => onSession(recovery));
 };
@@ -262,6 +275,8 @@ function checkArguments(
   }
   const onSession = options.onSession;
   if (onSession !== undefined && typeof onSession !== 'function') throw new InvalidInputError('onSession', 'must be a function');
+  // Checked before anything is taken over, as each acquire checks it again.
+  if (options.anchor !== undefined) new HeadAnchor(options.anchor);
   return { policy, owner, keep: options.keep === true, concurrency, ...(onSession === undefined ? {} : { onSession }) };
 }
 
@@ -360,7 +375,7 @@ async function journalReleasedReviews(
 ): Promise<SessionRecovery | null> {
   let owner: SessionOwner;
   try {
-    owner = await store.acquire(sessionId, { owner: checked.owner, ...(settings.leaseMs === undefined ? {} : { leaseMs: settings.leaseMs }) });
+    owner = await store.acquire(sessionId, { owner: checked.owner, ...leaseAndAnchor(settings) });
   } catch (error) {
     if (error instanceof SessionBusyError) return null;
     if (error instanceof StoreUnavailableError || error instanceof InvalidInputError) throw error;
@@ -392,11 +407,7 @@ async function recoverOne(
   try {
     // Only a session still held and abandoned: one another host's routine recovered and released since the listing
     // is not taken and recovered again (its calls reported twice, a safe retry made again).
-    owner = await store.acquire(sessionId, {
-      owner: checked.owner,
-      takeover: 'abandoned',
-      ...(settings.leaseMs === undefined ? {} : { leaseMs: settings.leaseMs }),
-    });
+    owner = await store.acquire(sessionId, { owner: checked.owner, takeover: 'abandoned', ...leaseAndAnchor(settings) });
   } catch (error) {
     if (error instanceof SessionBusyError) {
       return { sessionId, action: 'skipped', reason: 'live', holder: error.holder, leaseExpiresAt: error.leaseExpiresAt };

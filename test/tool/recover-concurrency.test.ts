@@ -16,6 +16,13 @@ import type { SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { tool } from '../support/runtime.js';
+import { generateKeyPairSync } from 'node:crypto';
+import { AnchorError } from '../../src/errors.js';
+import { checkAnchors, type Checkpoint } from '../../src/store/anchors.js';
+import { verifySessionAnchors } from '../../src/store/anchor-store.js';
+import type { JournalStore } from '../../src/store/journal-store.js';
+
+const keys = generateKeyPairSync('ed25519');
 
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -191,6 +198,33 @@ describe('recoverAbandoned: concurrency', () => {
     assert.deepEqual(await heldByRoutine(store), [listed[0], listed[1]].sort(), 'the owners handed to the host are still held');
     for (const recovery of told) if (recovery.action === 'taken_over') await recovery.owner!.release();
     await assert.rejects(recoverAbandoned(store, host, { onSession: 'log' as never }), { code: 'invalid_input', field: 'onSession' });
+    await store.close();
+  });
+
+  it('with the host\'s anchor, every owner the routine acquires signs what it writes: all of it is anchored, and a journal rolled back to before it does not verify (pass r64 #1)', async () => {
+    const store = createMemoryStore();
+    const { state, host } = lookups();
+    await abandonedSessions(store, host, 2);
+    state.recovering = true;
+    const checkpoints: Checkpoint[] = [];
+    const anchor = { privateKey: keys.privateKey, sink: (c: Checkpoint) => void checkpoints.push(c) };
+    await assert.rejects(recoverAbandoned(store, host, { anchor: { ...anchor, every: 0 } }), { code: 'invalid_input', field: 'anchor.every' });
+    assert.equal((await store.listExpiredSessions()).length, 2, 'a bad anchor takes nothing over');
+    // Each session's chain as it was before the routine (what a restored backup holds).
+    const before = new Map<string, { epoch: number; links: Array<{ epoch: number; hash: string }> }>();
+    for (const s of await store.listExpiredSessions()) {
+      const { epoch, rows } = await (store as unknown as JournalStore).readChain(s.sessionId);
+      before.set(s.sessionId, { epoch, links: rows.map((r) => ({ epoch: r.epoch, hash: r.hash })) });
+    }
+    const report = await recoverAbandoned(store, host, { policy: 'retry_safe', anchor });
+    assert.deepEqual(report.sessions.map((s) => s.action), ['taken_over', 'taken_over']);
+    for (const [sessionId, earlier] of before) {
+      const verified = await verifySessionAnchors(store, sessionId, { publicKey: keys.publicKey, checkpoints });
+      assert.equal(verified.unanchoredEvents, 0, `${sessionId}: the takeover, the retries and the release are anchored`);
+      assert.ok(verified.anchoredSeq > earlier.links.length - 1);
+      // The journal as it was before the routine: it no longer reaches what was anchored.
+      assert.throws(() => checkAnchors(sessionId, earlier.links, earlier.epoch, checkpoints, keys.publicKey), AnchorError);
+    }
     await store.close();
   });
 
