@@ -185,6 +185,11 @@ export class JournalStore implements SessionStore {
       if ((await backend.snapshot(id)).events.length !== events.length) continue;
       const problem = lookupRowsDisagreement(id, events, attention, operations);
       if (problem) throw problem;
+      const storage = await backend.checkLookupStorage?.();
+      if (storage) {
+        throw new JournalCorruptError(id, Math.max(events.length - 1, 0), storage.table === 'attention' ? 'attention_index' : 'operation_index',
+          `the ${storage.table} table's rows agree with the chain, but an index over them does not (the queue and the in-doubt guard read through it): ${storage.problem}`);
+      }
       return { checked: true, attentionRows: attention?.length ?? 0, operationRows: operations?.size ?? 0 };
     }
     return { checked: false, attentionRows: 0, operationRows: 0 };

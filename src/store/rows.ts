@@ -294,5 +294,11 @@ export interface JournalBackend {
    * Optional: without it the store finds the latest attempt by reading the session's history.
    */
   readOperation?(sessionId: SessionId, taskId: string, key: string): Promise<OperationRow | undefined>;
+  /**
+   * Optional: the engine's own check that the lookup tables' indexes agree with their rows (SQLite: `integrity_check`
+   * of the attention and operation tables; `quick_check` skips that). The rows can be right while an index over them
+   * is damaged, and the queue and the in-doubt guard read through the index. The first problem found, or null.
+   */
+  checkLookupStorage?(): Promise<{ readonly table: 'attention' | 'operations'; readonly problem: string } | null>;
   close(): Promise<void>;
 }

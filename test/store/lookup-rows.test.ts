@@ -16,6 +16,7 @@ import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { ToolGateway } from '../../src/tool/types.js';
+import Database from 'better-sqlite3';
 import { cli, tamper } from '../cli/helpers.js';
 import { adminPool, describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
 import { endHungBodies, never } from '../support/runtime.js';
@@ -102,7 +103,36 @@ describe('the lookup rows are checked against the chain (SQLite)', () => {
       const r = cli(['verify', path, 's']);
       assert.equal(r.code, 1, r.stdout + r.stderr);
       assert.match(r.stdout, new RegExp(`^CORRUPT {2}s: seq \\d+, reason ${t.reason}\\n`));
-      assert.match(r.stdout, /The chain is intact, but a row the queue, the in-doubt guard and caller keys read was changed outside the library/);
+      assert.match(r.stdout, /The chain is intact, but a row the queue, the in-doubt guard and caller keys read \(or an index over those rows\) was changed outside the library or damaged/);
+    });
+  }
+
+  for (const index of [
+    { name: 'jw_attention_binding', damaged: 'session_id, task_id, args_digest, tool', stated: 'session_id, task_id, tool, args_digest' },
+    { name: 'jw_attention_status', damaged: 'session_id, status, task_id, key', stated: 'status, session_id, task_id, key' },
+  ]) {
+    it(`${index.name} damaged under rows that are right (the in-doubt guard and the queue read through it): named by checkLookupRows and jingwei verify (pass r64 #2)`, async () => {
+      const path = tempDbPath(dir, 'index');
+      const store = openSqliteStore(path);
+      await build(store);
+      await store.close();
+      // An index whose entries no longer match its stated columns, as a damaged page leaves it; quick_check passes.
+      const raw = new Database(path);
+      try {
+        raw.exec(`DROP INDEX ${index.name}; CREATE INDEX ${index.name} ON jw_attention (${index.damaged})`);
+        raw.unsafeMode(true);
+        raw.pragma('writable_schema = ON');
+        raw.prepare('UPDATE sqlite_schema SET sql = ? WHERE name = ?').run(`CREATE INDEX ${index.name} ON jw_attention (${index.stated})`, index.name);
+        raw.pragma('writable_schema = OFF');
+      } finally {
+        raw.close();
+      }
+      const reopened = openSqliteStore(path, { verifyOnOpen: true });
+      await assertNamed(reopened, 'attention_index', new RegExp(`rows agree with the chain, but an index over them does not .*${index.name}`));
+      await reopened.close();
+      const r = cli(['verify', path]);
+      assert.equal(r.code, 1, r.stdout + r.stderr);
+      assert.match(r.stdout, /^CORRUPT {2}s: seq \d+, reason attention_index\n/);
     });
   }
 

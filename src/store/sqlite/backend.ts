@@ -6,7 +6,7 @@ import { JournalStore } from '../journal-store.js';
 import type { AttentionRow, AttentionScan, EventRow, JournalBackend, OperationBinding, SessionRow, TaskRow, TxReads, TxState, TxWrites } from '../rows.js';
 import { attentionScanSql, attentionStateValues, attentionValues, onlyStateChanges, sessionValues, taskValues, toAttention, toOperation, toSession, toTask, type AttentionRecord } from '../sql-rows.js';
 import type { SessionStore } from '../types.js';
-import { Database, type Transaction } from './driver.js';
+import { Database, type Statement, type Transaction } from './driver.js';
 import { mapSqliteError } from './errors.js';
 import { checkSqlitePath } from './path-check.js';
 import { checkBusyTimeout, type SqliteStoreOptions } from './options.js';
@@ -38,6 +38,10 @@ class SqliteBackend implements JournalBackend {
   private readonly scanTx: Transaction<(sessionId: SessionId, read: (session: SessionRow | undefined, events: Iterable<EventRow>) => unknown) => unknown>;
 
   private readonly identity: FileIdentity | null;
+  /** The last checkLookupStorage answer, and the commit state it was found at. */
+  private lookupStorage: { version: string; found: { table: 'attention' | 'operations'; problem: string } | null } | null = null;
+  private readonly dataVersion: Statement<[], number>;
+  private readonly totalChanges: Statement<[], number>;
   /** The owner and task rows this connection's writes last left, trusted while no other connection commits. */
   private readonly known: KnownRows;
   readonly inbox: SqliteInbox;
@@ -48,7 +52,9 @@ class SqliteBackend implements JournalBackend {
     const id = this.identity === null ? undefined : journalId(db, path);
     this.scopeKey = id === undefined ? undefined : `journal:${id}`;
     this.stmt = prepareStatements(db);
-    this.known = new KnownRows(db.prepare<[], number>('PRAGMA data_version').pluck());
+    this.dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
+    this.totalChanges = db.prepare<[], number>('SELECT total_changes()').pluck();
+    this.known = new KnownRows(this.dataVersion);
     this.inbox = new SqliteInbox(
       db,
       (sessionId, fn) => this.run(sessionId, () => {
@@ -216,6 +222,24 @@ class SqliteBackend implements JournalBackend {
   async readOperation(sessionId: SessionId, taskId: string, key: string) {
     const row = this.run(sessionId, () => this.stmt.operation.get(sessionId, taskId, key));
     return row && row.session_id === sessionId ? toOperation({ taskId, key }, row) : undefined;
+  }
+
+  async checkLookupStorage() {
+    return this.run('', () => {
+      // Once for as long as nothing commits: a store-wide verify asks for every session.
+      const version = `${String(this.dataVersion.get())}/${String(this.totalChanges.get())}`;
+      if (this.lookupStorage?.version !== version) {
+        const problem = (table: string): string | null => {
+          const lines = this.db.prepare(`PRAGMA integrity_check(${table})`).pluck().all() as string[];
+          return lines.length === 1 && lines[0] === 'ok' ? null : lines.slice(0, 3).join('; ');
+        };
+        const attention = problem('jw_attention');
+        const operations = attention === null ? problem('jw_operations') : null;
+        const found = attention !== null ? { table: 'attention' as const, problem: attention } : operations !== null ? { table: 'operations' as const, problem: operations } : null;
+        this.lookupStorage = { version, found };
+      }
+      return this.lookupStorage.found;
+    });
   }
 
   async listSessions() {
