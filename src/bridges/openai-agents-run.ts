@@ -67,6 +67,9 @@ function responseOf(output: readonly OutputItemLike[], toJingwei: ReadonlyMap<st
       foreign = true;
     }
   }
+  // No message and no call of the run's (a reasoning item alone, an empty output): the SDK asks the model again, so
+  // this is not the run's answer either, and journaled as one it dropped the user's request for good.
+  if (text === null && toolCalls.length === 0) foreign = true;
   return { response: { text, toolCalls }, foreign };
 }
 

@@ -252,7 +252,8 @@ export class BridgeRun {
    * Journals one model response of the framework's loop as the run's next step, before any of its calls runs, and
    * remembers each call's position. A response without tool calls finishes the run; one whose only calls are the
    * framework's own (`foreignCalls`: an Agents SDK handoff, a tool the agent has besides the run's, a name the SDK
-   * rejects) does not: the framework goes on, or fails, and the run is not over.
+   * rejects), or that the framework does not take as an answer (the Agents SDK: no message at all), does not: the
+   * framework goes on, or fails, and the run is not over.
    */
   async record(response: ChatResponse, foreignCalls = false): Promise<void> {
     // A step write is work under way like a call: a newer open reads the journal after it. Two loops on one run

@@ -162,6 +162,22 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
     await second.store.close();
   });
 
+  for (const [what, output] of [['a reasoning item alone', [{ type: 'reasoning', id: 'rs_1', content: [] }]], ['an empty output', []]] as const) {
+    it(`a response with no message (${what}) is not the run's answer: the SDK asks again and the run goes on (pass r63 #4)`, async () => {
+      const journal = target.fresh();
+      const world = outsideWorld();
+      const host = await hostOn(() => journal.open(), world);
+      const opened = await openAiAgentsRun({ ...host, runId: 'quiet-1', prompt: 'Buy tea.' });
+      const model = new ScriptedModel([output as unknown as AgentOutputItem[], orderTurn, doneTurn]);
+      const result = await run(new Agent({ name: 'shop', model: opened.model(model), tools: opened.tools }), opened.input, { maxTurns: 5 });
+      assert.equal(result.finalOutput, 'Ordered and confirmed.');
+      assert.equal(opened.status, 'finished');
+      assert.equal(opened.text, 'Ordered and confirmed.');
+      assert.deepEqual(world.bodies, ['place_order'], 'the order the user asked for is made');
+      await host.store.close();
+    });
+  }
+
   it('a tool name the SDK renames is journaled and called under its Jingwei name, and shown to the model under the SDK name again', async () => {
     const journal = target.fresh();
     const open = () => journal.open();
