@@ -39,8 +39,8 @@ const FIELDS: readonly (keyof AttentionRow)[] = [
 /**
  * The first disagreement between the stored lookup rows and the ones `events` make, as a JournalCorruptError (reason
  * `attention_index` or `operation_index`, at the seq of the operation's latest call), or null when they agree.
- * `operations` holds the stored operation row of each operation in the chain (undefined: none), or is null for a
- * store without operation rows; `attention` every stored attention row of the session, or null without an index.
+ * `operations` holds the stored operation rows by operation (every row of the session, or those of the chain's
+ * operations, undefined for none), or is null for a store without operation rows; `attention` every stored attention row of the session, or null without an index.
  */
 export function lookupRowsDisagreement(
   sessionId: SessionId,
@@ -72,6 +72,11 @@ export function lookupRowsDisagreement(
     }
   }
   if (operations !== null) {
+    for (const [id, have] of operations) {
+      if (have !== undefined && !latest.has(id)) {
+        return new JournalCorruptError(sessionId, head, 'operation_index', `an operation row names operation ${have.key} of task ${have.taskId} (call ${have.callId}), which the chain does not hold`);
+      }
+    }
     for (const [id, want] of latest) {
       const have = operations.get(id);
       if (have === undefined) {

@@ -17,6 +17,7 @@ import { verifyJournal } from './verify.js';
 import { bodyEnded, bodyMayStillRun, journalPendingBodyEnds, journalPendingBodyEndsIn } from '../tool/late-bodies.js';
 import { heldBodiesEnded, storeScope } from './owner-commit.js';
 import { latestAttempts, lookupRowsDisagreement, type LookupRowsReport } from './index-check.js';
+import { operationId } from '../tool/evidence.js';
 import { FencedOwner, OpenGuard, readClock } from './fenced-owner.js';
 import type {
   AttentionListing,
@@ -178,7 +179,9 @@ export class JournalStore implements SessionStore {
       const { events } = await this.readChain(id);
       const attention = backend.scanAttention ? await allAttentionRows(backend, id) : null;
       let operations: Map<string, OperationRow | undefined> | null = null;
-      if (backend.readOperation) {
+      if (backend.scanOperations) {
+        operations = new Map((await backend.scanOperations(id)).map((op) => [operationId(op.taskId, op.key), op]));
+      } else if (backend.readOperation) {
         operations = new Map();
         for (const [k, op] of latestAttempts(events)) operations.set(k, await backend.readOperation(id, op.taskId, op.key));
       }

@@ -131,6 +131,11 @@ class MemoryBackend implements JournalBackend {
     return op?.sessionId === sessionId ? op : undefined;
   }
 
+  async scanOperations(sessionId: SessionId) {
+    this.open();
+    return [...this.operations.values()].filter((op) => op.sessionId === sessionId);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
   }

@@ -299,6 +299,11 @@ export interface JournalBackend {
    * of the attention and operation tables; `quick_check` skips that). The rows can be right while an index over them
    * is damaged, and the queue and the in-doubt guard read through the index. The first problem found, or null.
    */
+  /**
+   * Optional: every operation row of a session, in any order. checkLookupRows reads them so that a row naming an
+   * operation the chain does not hold is found too; without it, only the chain's operations' rows are compared.
+   */
+  scanOperations?(sessionId: SessionId): Promise<OperationRow[]>;
   checkLookupStorage?(): Promise<{ readonly table: 'attention' | 'operations'; readonly problem: string } | null>;
   close(): Promise<void>;
 }

@@ -74,6 +74,7 @@ const TAMPERINGS = [
   { name: 'a charge in doubt marked resolved', sql: (t: string) => `UPDATE ${t.replace('TABLE', 'jw_attention')} SET status = 'resolved' WHERE tool = 'charge'`, reason: 'attention_index', pattern: /status "resolved"; the chain gives "no_result"/ },
   { name: 'the attention row of a charge in doubt deleted', sql: (t: string) => `DELETE FROM ${t.replace('TABLE', 'jw_attention')} WHERE tool = 'charge'`, reason: 'attention_index', pattern: /has no attention row; the chain gives it no_result/ },
   { name: 'an operation row deleted', sql: (t: string) => `DELETE FROM ${t.replace('TABLE', 'jw_operations')} WHERE key = 'step-2'`, reason: 'operation_index', pattern: /operation step-2 of task t has no operation row/ },
+  { name: 'an operation row planted for an operation the chain does not hold (pass r64 #4)', sql: (t: string) => `INSERT INTO ${t.replace('TABLE', 'jw_operations')} (task_id, key, session_id, call_id, event_id) VALUES ('t', 'order-9', 's', 'toolcall_ghost', 'evt_ghost')`, reason: 'operation_index', pattern: /an operation row names operation order-9 of task t \(call toolcall_ghost\), which the chain does not hold/ },
   { name: 'an operation row pointed at an earlier attempt', sql: (t: string) => `UPDATE ${t.replace('TABLE', 'jw_operations')} SET call_id = 'toolcall_forged' WHERE key = 'step-2'`, reason: 'operation_index', pattern: /names call toolcall_forged/ },
 ] as const;
 

@@ -434,6 +434,11 @@ class PostgresBackend implements JournalBackend {
     });
   }
 
+  async scanOperations(sessionId: SessionId) {
+    return this.inTransaction(this.beginRead, `session ${sessionId}`, async (client) =>
+      (await this.run<OperationRecord & { task_id: string; key: string }>(client, 'sessionOperations', [sessionId])).rows.map((r) => toOperation({ taskId: r.task_id, key: r.key }, r)));
+  }
+
   /** The database's clock, read after the row lock of a write and here: every host measures leases on it. */
   async now(): Promise<number> {
     return this.inTransaction(this.beginRead, 'read the clock', async (client) => {

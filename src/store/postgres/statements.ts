@@ -40,6 +40,7 @@ export function postgresStatements(S: string) {
     task: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE session_id = $1 AND task_id = $2`,
     lockTask: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE session_id = $1 AND task_id = $2 FOR UPDATE`,
     operation: `SELECT session_id, call_id, event_id FROM ${S}.jw_operations WHERE session_id = $1 AND task_id = $2 AND key = $3`,
+    sessionOperations: `SELECT task_id, key, session_id, call_id, event_id FROM ${S}.jw_operations WHERE session_id = $1`,
     lockOperation: `SELECT session_id, call_id, event_id FROM ${S}.jw_operations WHERE session_id = $1 AND task_id = $2 AND key = $3 FOR UPDATE`,
     list:
       `SELECT ${sessionCols.split(', ').map((c) => `s.${c}`).join(', ')}, ` +

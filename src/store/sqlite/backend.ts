@@ -224,6 +224,10 @@ class SqliteBackend implements JournalBackend {
     return row && row.session_id === sessionId ? toOperation({ taskId, key }, row) : undefined;
   }
 
+  async scanOperations(sessionId: SessionId) {
+    return this.run(sessionId, () => this.stmt.sessionOperations.all(sessionId)).map((r) => toOperation({ taskId: r.task_id, key: r.key }, r));
+  }
+
   async checkLookupStorage() {
     return this.run('', () => {
       // Once for as long as nothing commits: a store-wide verify asks for every session.

@@ -51,6 +51,7 @@ export interface SqliteStatements {
   readonly task: Statement<[string, string], TaskRecord>;
   readonly upsertTask: Statement;
   readonly operation: Statement<[string, string, string], OperationRecord>;
+  readonly sessionOperations: Statement<[string], OperationRecord & { task_id: string; key: string }>;
   readonly upsertOperation: Statement;
   readonly list: Statement<[], SessionRecord & { events: number }>;
   readonly attentionByCall: Statement<[string, string], AttentionRecord>;
@@ -84,6 +85,9 @@ export function prepareStatements(db: Database): SqliteStatements {
     ),
     operation: db.prepare<[string, string, string], OperationRecord>(
       'SELECT session_id, call_id, event_id FROM jw_operations WHERE session_id = ? AND task_id = ? AND key = ?',
+    ),
+    sessionOperations: db.prepare<[string], OperationRecord & { task_id: string; key: string }>(
+      'SELECT task_id, key, session_id, call_id, event_id FROM jw_operations WHERE session_id = ?',
     ),
     upsertOperation: db.prepare(
       'INSERT INTO jw_operations (task_id, key, session_id, call_id, event_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, task_id, key) DO UPDATE SET ' +
