@@ -20,7 +20,7 @@ export type * from './event/types.js';
 export type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from './ids.js';
 export type { JsonObject, JsonPrimitive, JsonValue } from './json/types.js';
 export { LIMITS, RUNTIME_DEFAULTS, TASK_DEFAULTS } from './limits.js';
-export { externalIdempotencyKey, idempotencyScope, type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome } from './tool/idempotency.js';
+export { externalIdempotencyKey, idempotencyScope, type ExternalKeyRequest, type IdempotencyRequest, type IdempotencyScope, type IdempotentOutcome } from './tool/idempotency.js';
 
 // Stores: the contract every store meets, and the in-memory one (SQLite and PostgreSQL have their own entries).
 export type * from './store/types.js';

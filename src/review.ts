@@ -22,3 +22,4 @@ export {
   type RecoveryRetry,
   type SessionRecovery,
 } from './tool/recover.js';
+export { operationOriginIn } from './tool/idempotency.js';

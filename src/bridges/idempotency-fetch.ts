@@ -1,7 +1,8 @@
 /**
  * The operation's idempotency key over HTTP: every attempt of one logical action (the first call and any retry
  * recovery plans for it) carries the same `Idempotency-Key` header, so an API that deduplicates on it applies the
- * action once. The key is `externalIdempotencyKey(request)`, a digest of the operation (sessionId, taskId, key):
+ * action once. The key is `externalIdempotencyKey(request)`, a digest of the operation (its origin, sessionId,
+ * taskId, key):
  * the same value the MCP bridge sends in `_meta` (see docs/bridges-in-production.md).
  */
 import { InvalidInputError } from '../errors.js';
@@ -10,9 +11,10 @@ import { externalIdempotencyKey } from '../tool/idempotency.js';
 /** The header name the IETF draft and most payment APIs use. */
 export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
 
-/** What the helpers need of a tool body request: its session and operation (a ToolBodyRequest satisfies this). */
+/** What the helpers need of a tool body request: its session, its operation and the operation's origin (a ToolBodyRequest satisfies this). */
 export interface IdempotencyKeyed {
   readonly sessionId: string;
+  readonly operationOrigin: string;
   readonly operation: { readonly taskId: string; readonly key: string };
 }
 

@@ -17,7 +17,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { CallToolResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { InvalidInputError, McpProbeError } from '../errors.js';
 import type { ToolEffect } from '../event/types.js';
-import { newOperationKey, uuidv7 } from '../ids.js';
+import { newEventId, newOperationKey, uuidv7 } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
 import type { JsonObject, JsonValue } from '../json/types.js';
 import { LIMITS } from '../limits.js';
@@ -109,7 +109,7 @@ export async function probeMcpIdempotency(client: Client, options: McpProbeOptio
   }
   const identity = client.getServerVersion();
   if (identity === undefined) throw new InvalidInputError('client', 'is not connected');
-  const key = externalIdempotencyKey({ sessionId: `probe-${uuidv7()}`, operation: { taskId: 'probe', key: newOperationKey() } });
+  const key = externalIdempotencyKey({ sessionId: `probe-${uuidv7()}`, operationOrigin: newEventId(), operation: { taskId: 'probe', key: newOperationKey() } });
 
   const first = await call(client, options.tool, options.arguments, key, timeoutMs, 0);
   if (first.refused) throw new McpProbeError(`the first call of ${options.tool} was refused (${first.reason}): choose arguments the tool accepts`);

@@ -124,7 +124,8 @@ export function decisionRows(assessed: ToolCallAssessment | null): DecisionRow[]
 }
 
 /** What the host may do next, in one paragraph. */
-export function nextStepAdvice(sessionId: string, call: ToolCall, assessed: ToolCallAssessment | null): string {
+/** `operationOrigin`: the operation's origin in the history (operationOriginIn), which its external key is derived from. */
+export function nextStepAdvice(sessionId: string, operationOrigin: string | undefined, call: ToolCall, assessed: ToolCallAssessment | null): string {
   if (assessed === null) return 'Nothing to do: the call succeeded. Never retry it.';
   const op = call.operation;
   switch (assessed.nextStep) {
@@ -146,7 +147,7 @@ export function nextStepAdvice(sessionId: string, call: ToolCall, assessed: Tool
     case 'needs_review':
       return (
         `Check the external system for the effect of this operation` +
-        (op ? ` (tools that follow the guide pass externalIdempotencyKey, '${externalIdempotencyKey({ sessionId, operation: op })}', as their reference)` : '') +
+        (op && operationOrigin !== undefined ? ` (tools that follow the guide pass externalIdempotencyKey, '${externalIdempotencyKey({ sessionId, operationOrigin, operation: op })}', as their reference)` : '') +
         `. A tool that declares a reconciler is asked first by reconcileUncertainCalls (jingwei/review). Otherwise a ` +
         `trusted person checks: if it did not happen, the host journals recordToolReview(owner, history, '${call.id}', ` +
         `{ actor, evidence, outcome: 'not_executed' }) and prepareToolRetry uses it; if it did, a 'completed' review ` +

@@ -5,6 +5,7 @@ import { LIMITS } from '../limits.js';
 import { utf8Length } from '../text.js';
 import type { JsonValue } from '../json/types.js';
 import type { ToolReconcileAnswer } from './types.js';
+import type { SessionEvent } from '../event/types.js';
 
 /**
  * Which logical action a write belongs to: the body request's session, its operation (taskId, key) and the digest of
@@ -56,15 +57,35 @@ export function idempotencyScope(request: IdempotencyRequest): IdempotencyScope 
   return { ...operation, argumentsDigest: jsonDigest(request.arguments) };
 }
 
+/** What externalIdempotencyKey names an operation by: its ids and its origin (ToolBodyRequest.operationOrigin). */
+export interface ExternalKeyRequest {
+  readonly sessionId: string;
+  readonly operationOrigin: string;
+  readonly operation: { readonly taskId: string; readonly key: string };
+}
+
 /**
  * The key to hand an external API that deduplicates by its own idempotency key (Stripe and the like): `jw-` and the
- * base64url SHA-256 of the canonical JSON `[sessionId, taskId, key]`, 46 characters of `[A-Za-z0-9_-]`. The same on
- * every attempt of one operation, different for every other operation (in any session), and within every provider's
- * length limit whatever the ids' length.
+ * base64url SHA-256 of the canonical JSON `[operationOrigin, sessionId, taskId, key]`, 46 characters of
+ * `[A-Za-z0-9_-]`. The same on every attempt of one operation, different for every other operation: in any session,
+ * and in another journal holding a session of the same id (the origin, the event id minted for the operation's first
+ * attempt, tells them apart); within every provider's length limit whatever the ids' length.
  */
-export function externalIdempotencyKey(request: { readonly sessionId: string; readonly operation: { readonly taskId: string; readonly key: string } }): string {
+export function externalIdempotencyKey(request: ExternalKeyRequest): string {
   const { sessionId, taskId, key } = operationOf(request);
-  return `jw-${Buffer.from(jsonDigest([sessionId, taskId, key]), 'hex').toString('base64url')}`;
+  const origin = checkId<string>('request.operationOrigin', (request as { operationOrigin?: unknown }).operationOrigin);
+  return `jw-${Buffer.from(jsonDigest([origin, sessionId, taskId, key]), 'hex').toString('base64url')}`;
+}
+
+/**
+ * The origin of operation (taskId, key) in `history`: the event id of its first attempt's call, or undefined when the
+ * history holds no attempt of it. What the runtime hands the operation's bodies and reconcilers as `operationOrigin`.
+ */
+export function operationOriginIn(history: readonly SessionEvent[], operation: { readonly taskId: string; readonly key: string }): string | undefined {
+  for (const e of history) {
+    if (e.kind.type === 'tool_call' && e.kind.call.operation?.taskId === operation.taskId && e.kind.call.operation.key === operation.key) return e.eventId;
+  }
+  return undefined;
 }
 
 /**

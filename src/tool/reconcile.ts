@@ -18,6 +18,7 @@ import { askAbout, keepUnjournaledCompleted, keptCompletedAnswer, runningHere } 
 import { NO_LONGER_REVIEWABLE, recordToolReview, type ToolReviewInput } from './review.js';
 import type { PanicDescriber, Tool, ToolReconcileAnswer, ToolReconcileRequest } from './types.js';
 import { panicDetail } from './body-outcome.js';
+import { operationOriginIn } from './idempotency.js';
 
 /** What reconcileUncertainCalls did about one uncertain call. */
 export interface ReconciledCall {
@@ -259,6 +260,7 @@ export async function reconcileCalls(
       releases.push(release);
       const request: ToolReconcileRequest = {
         sessionId: record.event.sessionId,
+        operationOrigin: operationOriginIn(current, op)!,
         callId: record.call.id,
         toolName: record.call.name,
         arguments: structuredClone(record.call.arguments),

@@ -56,6 +56,8 @@ interface PlanState {
   readonly sourceReviews: number;
   /** Every attempt of the source's operation in the plan's history, the source among them. */
   readonly operationCalls: readonly CallId[];
+  /** The event id of the operation's first attempt's call (ToolBodyRequest.operationOrigin). */
+  readonly operationOrigin: EventId;
   /** Shared by every clone: the single use. */
   readonly latch: { consumed: boolean };
 }
@@ -68,6 +70,7 @@ let sourceReviewsOf: (plan: ToolRetryPlan) => number;
 let operationCallsOf: (plan: ToolRetryPlan) => readonly CallId[];
 let reviewedWhileOpenOf: (plan: ToolRetryPlan) => boolean;
 let historySeqOf: (plan: ToolRetryPlan) => number;
+let operationOriginOf: (plan: ToolRetryPlan) => EventId;
 
 /**
  * How the journal shows a plan's source attempt never ran its body: it ended waiting for an operator's approval,
@@ -99,6 +102,11 @@ export function planSourceReviews(plan: ToolRetryPlan): number {
 /** For the runtime: every attempt of the plan's operation in its history (internal). */
 export function planOperationCalls(plan: ToolRetryPlan): readonly CallId[] {
   return operationCallsOf(plan);
+}
+
+/** For the runtime: the event id of the plan's operation's first attempt's call, its external key's origin (internal). */
+export function planOperationOrigin(plan: ToolRetryPlan): EventId {
+  return operationOriginOf(plan);
 }
 
 /** For the runtime: how the plan's history shows its source attempt never ran, or null (internal). */
@@ -145,6 +153,7 @@ export class ToolRetryPlan {
     sourceReviewsOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceReviews;
     operationCallsOf = (plan) => ToolRetryPlan.#stateOf(plan).operationCalls;
     reviewedWhileOpenOf = (plan) => ToolRetryPlan.#stateOf(plan).reviewedWhileBodyOpen;
+    operationOriginOf = (plan) => ToolRetryPlan.#stateOf(plan).operationOrigin;
   }
 
   /** Copies (structuredClone, spread, JSON round trip, a swapped prototype) carry no state and are refused. */
@@ -323,6 +332,7 @@ export function prepareToolRetry(
         (record.result === null ? bodyEnded(history, record.call.id) === null : bodyMayStillRun(history, record.call.id)),
       sourceReviews: record.reviews.length,
       operationCalls: Object.freeze((record.operation?.attempts ?? [record]).map((a) => a.call.id)),
+      operationOrigin: (record.operation?.attempts ?? [record])[0]!.event.eventId,
       latch: { consumed: false },
     }),
   );

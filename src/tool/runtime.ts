@@ -18,7 +18,7 @@ import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
 import { DEFAULT_CONTRACT } from './metadata.js';
 import { compileInputSchema, createSchemaAjv } from './schema-ajv.js';
-import { planOperationCalls, planSourceRow, ToolRetryPlan } from './retry-plan.js';
+import { planOperationCalls, planOperationOrigin, planSourceRow, ToolRetryPlan } from './retry-plan.js';
 import { noteRetrySource } from './retry-source.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
@@ -494,7 +494,9 @@ class Gateway implements ToolGateway {
 
     // The body gets its own copy of the arguments and the operation, frozen (callWithOptions froze it): whatever it
     // does to them cannot change the recorded call, nor the key its late end is tracked under.
-    const request = { sessionId: this.sessionId, callId: call.id, arguments: JSON.parse(argsText) as JsonValue, operation: op };
+    // The operation's first attempt's call event (ToolBodyRequest.operationOrigin): this one's, unless it is a retry.
+    const operationOrigin = plan ? planOperationOrigin(plan) : callEvent.eventId;
+    const request = { sessionId: this.sessionId, operationOrigin, callId: call.id, arguments: JSON.parse(argsText) as JsonValue, operation: op };
     let outcome: Failure | { status: 'succeeded'; output: string };
     let charge = reserved;
     /** How the body ends, when an interrupt was recorded first: the call is still running until then. */

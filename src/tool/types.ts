@@ -13,6 +13,12 @@ import type { ToolRuntimeEventHandler, ToolTelemetry } from './telemetry-types.j
 export interface ToolBodyRequest {
   /** The session whose journal holds the call. */
   readonly sessionId: string;
+  /**
+   * The event id of the operation's first attempt's call: minted for this operation, the same on every later attempt
+   * of it, so the key a provider dedupes on (externalIdempotencyKey) names it apart from any other operation with the
+   * same ids (another journal's session of the same id, or this journal re-created).
+   */
+  readonly operationOrigin: string;
   readonly callId: CallId;
   readonly arguments: JsonValue;
   readonly operation: ToolOperation;
@@ -54,6 +60,8 @@ export interface Tool {
 /** What a reconciler is asked about: one journaled call and its operation. Satisfies IdempotencyRequest. */
 export interface ToolReconcileRequest {
   readonly sessionId: string;
+  /** As ToolBodyRequest.operationOrigin: a reconciler looks the write up by the key its body sent. */
+  readonly operationOrigin: string;
   readonly callId: CallId;
   readonly toolName: string;
   readonly arguments: JsonValue;

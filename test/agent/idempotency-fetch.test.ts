@@ -10,7 +10,7 @@ import { after, describe, it } from 'node:test';
 import { IDEMPOTENCY_KEY_HEADER, idempotencyHeaders, jingweiFetch } from '../../src/agent.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { assessSession } from '../../src/tool/assess.js';
-import { externalIdempotencyKey } from '../../src/tool/idempotency.js';
+import { externalIdempotencyKey, operationOriginIn } from '../../src/tool/idempotency.js';
 import { prepareToolRetry } from '../../src/tool/recovery.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { createOrderTool, startOrdersApi, type OrdersApi } from './fixtures/orders-http.js';
@@ -23,7 +23,7 @@ after(async () => {
   for (const api of apis) await api.close();
 });
 
-const request = { sessionId: 'session-1', operation: { taskId: 'task-1', key: 'operation_1' } };
+const request = { sessionId: 'session-1', operationOrigin: 'evt_first', operation: { taskId: 'task-1', key: 'operation_1' } };
 const KEY = externalIdempotencyKey(request);
 
 describe('the Idempotency-Key helpers', () => {
@@ -75,7 +75,7 @@ describe('an HTTP call killed after the API applied it', () => {
     assert.equal(retried.call.operation!.key, call.key);
     assert.deepEqual(JSON.parse((retried.result.outcome as { output: string }).output), { order: 1, item: 'tea' }, 'the first order, replayed');
 
-    const key = externalIdempotencyKey({ sessionId: 'fetch-session', operation: { taskId: 'order-task', key: call.key! } });
+    const key = externalIdempotencyKey({ sessionId: 'fetch-session', operationOrigin: operationOriginIn(history, { taskId: 'order-task', key: call.key! })!, operation: { taskId: 'order-task', key: call.key! } });
     assert.deepEqual(api.requests.map((r) => r.key), [key, key], 'both attempts carried the same key');
     assert.equal(api.applied.length, 1, 'applied once');
 

@@ -1,6 +1,6 @@
 /** The MCP bridge against a real MCP server built with the official SDK: over stdio, and over Streamable HTTP. */
 import assert from 'node:assert/strict';
-import { externalIdempotencyKey } from '../../src/tool/idempotency.js';
+import { externalIdempotencyKey, operationOriginIn } from '../../src/tool/idempotency.js';
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -80,7 +80,7 @@ describe('jingwei/mcp over stdio, against a real server', () => {
     // The server saw three calls (not the invalid one), each with its operation's external key in `_meta`.
     const seen = runs(log);
     assert.deepEqual(seen.map((r) => r.tool), ['lookup_weather', 'set_status', 'mailbox_full']);
-    assert.deepEqual(seen.map((r) => r.meta?.[MCP_IDEMPOTENCY_META_KEY]), calls.slice(0, 3).map((c) => externalIdempotencyKey({ sessionId: 'untrusted-calls', operation: c.call.operation! })));
+    assert.deepEqual(seen.map((r) => r.meta?.[MCP_IDEMPOTENCY_META_KEY]), calls.slice(0, 3).map((c) => externalIdempotencyKey({ sessionId: 'untrusted-calls', operationOrigin: operationOriginIn(history, c.call.operation!)!, operation: c.call.operation! })));
     await store.close();
   });
 
@@ -185,7 +185,7 @@ describe('jingwei/mcp: killed in the middle of a tool', () => {
     const retried = await gateway.callWithOptions('lookup_weather', { city: 'Hangzhou' }, { retry: plan });
     assert.deepEqual(retried.result.outcome, { status: 'succeeded', output: 'Sunny in Hangzhou' });
     assert.equal(retried.call.operation!.key, call.key, 'the retry reuses the operation key');
-    assert.deepEqual(runs(log).map((r) => r.meta?.[MCP_IDEMPOTENCY_META_KEY]), [externalIdempotencyKey({ sessionId: 'crash-untrusted', operation: { taskId: 'weather-task', key: call.key! } })]);
+    assert.deepEqual(runs(log).map((r) => r.meta?.[MCP_IDEMPOTENCY_META_KEY]), [externalIdempotencyKey({ sessionId: 'crash-untrusted', operationOrigin: operationOriginIn(history, { taskId: 'weather-task', key: call.key! })!, operation: { taskId: 'weather-task', key: call.key! } })]);
     assert.throws(() => plan.takeOperation({ sessionId: 'crash-untrusted', taskId: 'weather-task', name: 'lookup_weather', arguments: { city: 'Hangzhou' }, contract: retried.call.operation!.contract }), { code: 'consumed' });
     await store.close();
   });

@@ -1,8 +1,9 @@
 /** `jingwei inspect` against real SQLite stores, run as the compiled program; a 100,000-event session included. */
-import { externalIdempotencyKey } from '../../src/tool/idempotency.js';
+import { externalIdempotencyKey, operationOriginIn } from '../../src/tool/idempotency.js';
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { tempDbPath, tempDir } from '../support/tmp.js';
+import { openSqliteStore } from '../../src/sqlite.js';
 import { alphaHistory, cli, cliAsync, cliOnTty, COLOUR, haveScript, quietHistory, writeBigSession, writeStore } from './helpers.js';
 
 const dir = tempDir('jingwei-cli-inspect-');
@@ -57,7 +58,7 @@ describe('jingwei inspect <session> <call>', () => {
     await writeStore(path, { alpha: alphaHistory() });
   });
 
-  it('needs_review: the policy rows flagged_started and needs_review, why, what a host may do; exit 1', () => {
+  it('needs_review: the policy rows flagged_started and needs_review, why, what a host may do; exit 1', async () => {
     const r = cli(['inspect', path, 'alpha', 'c-pay']);
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stdout, /^Call c-pay in session alpha\n/);
@@ -67,7 +68,10 @@ describe('jingwei inspect <session> <call>', () => {
     assert.match(r.stdout, /^ {2}evidence\/flagged_started: A flagged call whose start marker is recorded, without a success → The body started/m);
     assert.match(r.stdout, /^ {2}retry\/needs_review: Outcome uncertain, contract Unknown \/ NonIdempotent → Return NeedsReview/m);
     assert.match(r.stdout, /^Why: outcome unknown \(body started, no result\) and effect non_idempotent/m);
-    const reference = externalIdempotencyKey({ sessionId: 'alpha', operation: { taskId: 'retry-task', key: 'k-pay' } });
+    const store = openSqliteStore(path, { readonly: true });
+    const history = await store.loadHistory('alpha');
+    await store.close();
+    const reference = externalIdempotencyKey({ sessionId: 'alpha', operationOrigin: operationOriginIn(history, { taskId: 'retry-task', key: 'k-pay' })!, operation: { taskId: 'retry-task', key: 'k-pay' } });
     assert.match(r.stdout, new RegExp(`^What a host may do: Check the external system .*externalIdempotencyKey, '${reference}'.*outcome: 'not_executed'`, 'm'));
   });
 

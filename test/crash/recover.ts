@@ -12,6 +12,7 @@ import type { SessionAssessment } from '../../src/tool/assess.js';
 import type { ToolRecoveryAssessment } from '../../src/tool/recovery.js';
 import type { ToolRetryPlan } from '../../src/tool/retry-plan.js';
 import type { SqliteIdempotencyStore } from '../../src/store/sqlite/idempotency.js';
+import { operationOriginIn } from '../../src/tool/idempotency.js';
 import type { ToolRuntime } from '../../src/tool/types.js';
 import type { TaskCharge } from './invariants.js';
 import { TAKEOVER_POINT, type Killer } from './killer.js';
@@ -243,7 +244,7 @@ async function askReconcilers(ctx: RecoveryContext, history: readonly SessionEve
       answers[call.id] = 'none';
       continue;
     }
-    const request = { sessionId: ctx.sessionId, callId: call.id, toolName: call.name, arguments: call.arguments, operation: call.operation };
+    const request = { sessionId: ctx.sessionId, operationOrigin: operationOriginIn(history, call.operation)!, callId: call.id, toolName: call.name, arguments: call.arguments, operation: call.operation };
     const answer = await tool.reconcile(request, new AbortController().signal);
     answers[call.id] = answer.outcome;
     const rows = (ctx.business.db.prepare('SELECT count(*) AS n FROM orders WHERE task_id = ? AND key = ?').get(call.operation.taskId, call.operation.key) as { n: number }).n;

@@ -12,8 +12,9 @@ import { countOrders, openBusiness } from '../support/orders.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
 const dir = tempDir();
-const request = (taskId: string, key: string, args: Record<string, unknown>, sessionId = 's-1') => ({
+const request = (taskId: string, key: string, args: Record<string, unknown>, sessionId = 's-1', operationOrigin = 'evt_first') => ({
   sessionId,
+  operationOrigin,
   operation: { taskId: taskId as TaskId, key: key as OperationKey },
   arguments: args as never,
 });
@@ -195,6 +196,8 @@ describe('SqliteIdempotencyStore', () => {
     assert.match(key, /^jw-[A-Za-z0-9_-]{43}$/, 'short and header-safe whatever the ids');
     assert.equal(externalIdempotencyKey(request('task-1', 'operation_x', { other: 'arguments' })), key, 'the same on every attempt');
     assert.notEqual(externalIdempotencyKey(request('task-1', 'operation_x', {}, 's-2')), key, 'another session, another key');
+    assert.notEqual(externalIdempotencyKey(request('task-1', 'operation_x', {}, 's-1', 'evt_other')), key, 'a session of the same id in another journal, another key');
+    assert.throws(() => externalIdempotencyKey({ ...request('task-1', 'operation_x', {}), operationOrigin: undefined } as never), { code: 'invalid_input', message: /operationOrigin/ });
     // Ids may hold ':', so a joined text would make these two operations one key.
     assert.notEqual(externalIdempotencyKey(request('a:b', 'c', {}, 's')), externalIdempotencyKey(request('a', 'b:c', {}, 's')));
     assert.match(externalIdempotencyKey(request('t'.repeat(1024), 'k'.repeat(200), {}, 's'.repeat(1024))), /^jw-[A-Za-z0-9_-]{43}$/);

@@ -29,6 +29,7 @@ import { STORE_ARGUMENT, type Command, type CommandContext } from '../command.js
 import { EXIT, UsageError, type ExitCode } from '../exit.js';
 import { durationText, num, paragraph, plural, safe, safeId, shellWord, shortId, storeWord, table, timeText } from '../format.js';
 import { loadSession, matchId, withStore } from '../session.js';
+import { operationOriginIn } from '../../tool/idempotency.js';
 
 function assessedJson(c: ToolCallAssessment, inbox: ReadonlyMap<string, DecisionRow>) {
   return {
@@ -186,7 +187,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   out.line();
   const advice = waiting?.decision === 'completed' && assessed?.nextStep === 'completed' && assessed.rule !== 'reviewed_completed'
     ? `Nothing to do but journal it: the completed review ${waiting.id} in the decision inbox resolves this call; the session's owner journals it with journalInboxReviews (jingwei/review). Never retry it.`
-    : nextStepAdvice(sessionId, call, assessed);
+    : nextStepAdvice(sessionId, call.operation ? operationOriginIn(history, call.operation) : undefined, call, assessed);
   out.line(paragraph(`${s.bold('What a host may do:')} ${safe(advice)}`, width, '  '));
   if (attempts.length > 1) {
     out.line();

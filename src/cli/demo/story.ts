@@ -16,7 +16,7 @@ import type { SessionOwner, SessionStore } from '../../store/types.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
 import { inspectToolRecovery, prepareToolRetry } from '../../tool/recovery.js';
 import { createToolRuntime } from '../../tool/runtime.js';
-import { externalIdempotencyKey } from '../../tool/idempotency.js';
+import { externalIdempotencyKey, operationOriginIn } from '../../tool/idempotency.js';
 import type { ToolExecution } from '../../tool/types.js';
 import { callTable } from '../assessment.js';
 import type { CommandContext } from '../command.js';
@@ -304,7 +304,7 @@ async function tell(story: Story, store: SessionStore, shop: Shop, paths: Paths)
   story.part('4. An operator reviews the charge');
   const charge = before.calls.find((c) => c.name === 'charge_card')!;
   const chargeCall = callOf(history, charge.callId);
-  const reference = externalIdempotencyKey({ sessionId, operation: chargeCall.operation! });
+  const reference = externalIdempotencyKey({ sessionId, operationOrigin: operationOriginIn(history, chargeCall.operation!)!, operation: chargeCall.operation! });
   const found = paymentsWithReference(shop, reference);
   story.say(
     `charge_card sends every charge with the reference externalIdempotencyKey gives its operation (here "${reference}"). An operator, ${OPERATOR}, looks the reference up ` +
