@@ -7,6 +7,8 @@ import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { it } from 'node:test';
 import { openSqliteStore } from '../../src/sqlite.js';
+import { decisionInbox } from '../../src/decisions.js';
+import { assessSession } from '../../src/tool/assess.js';
 import { ChildProcess } from '../support/child.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { cli, tamper } from './helpers.js';
@@ -17,7 +19,7 @@ const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 interface Planned {
   dry_run: boolean;
   policy: string;
-  sessions: Array<{ session_id: string; owner: string; calls: Array<{ tool: string; would: string; reconciler_first: boolean; reason: string }> }>;
+  sessions: Array<{ session_id: string; owner: string; calls: Array<{ tool: string; would: string; reconciler_first: boolean; reason: string; inbox_review: { decision: string } | null }> }>;
 }
 
 it('plans the recovery of a SIGKILLed host\'s session without changing anything', async () => {
@@ -65,6 +67,19 @@ it('plans the recovery of a SIGKILLed host\'s session without changing anything'
   assert.match(bad.stderr, /--policy "retry_all" is not one of suspend, retry_safe/);
 
   const store = await openSqliteStore(path);
+  // Operators' review decisions waiting in the inbox: the routine journals them first and decides on them, and so
+  // does the dry run (pass r63 #1b: it said "leave" for a call the routine then retried on a person's review).
+  const callOf = (name: string) => assessSession(history).calls.find((c) => c.name === name)!.callId;
+  const history = await store.loadHistory('s-crash');
+  await decisionInbox(store).recordReview({ sessionId: 's-crash', callId: callOf('send_mail'), outcome: 'not_executed', evidence: 'no mail in the outbox', actor: 'alice' });
+  await decisionInbox(store).recordReview({ sessionId: 's-crash', callId: callOf('place_order'), outcome: 'completed', evidence: 'the order is in the shop', actor: 'bob' });
+  const reviewed = JSON.parse(cli(['recover', path, '--policy', 'retry_safe', '--json']).stdout) as Planned;
+  assert.deepEqual(reviewed.sessions[0]!.calls.map((c) => [c.tool, c.would, c.inbox_review?.decision ?? null]), [
+    ['place_order', 'settled', 'completed'],
+    ['lookup', 'retry', null],
+    ['send_mail', 'retry', 'not_executed'],
+  ]);
+  assert.match(cli(['recover', path, '--policy', 'retry_safe']).stdout, /journal alice's not_executed review, then reconciler first, then retry/);
   const [summary] = await store.listSessions();
   assert.equal(summary!.epoch, 1, 'the dry run took nothing over');
   assert.equal(summary!.owner, 'crashing-host');

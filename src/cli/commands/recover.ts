@@ -5,6 +5,10 @@ import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, UsageError } from '../exit.js';
 import { plural, safe, safeId, shortId, table } from '../format.js';
 import { withStore } from '../session.js';
+import { pendingInboxReviews } from '../assessment.js';
+import type { DecisionRow as InboxDecisionRow } from '../../store/inbox-rows.js';
+import type { SessionEvent, ToolReviewOutcome } from '../../event/types.js';
+import type { CallId, EventId } from '../../ids.js';
 
 interface PlannedCall {
   readonly call_id: string;
@@ -14,8 +18,10 @@ interface PlannedCall {
   /** Its outcome is uncertain: the host's reconciler, if its tool declares one, is asked first. */
   readonly reconciler_first: boolean;
   /** What the library's routine would do with this policy, unless a reconciler settles it first. */
-  readonly would: 'retry' | 'leave';
+  readonly would: 'retry' | 'leave' | 'settled';
   readonly reason: string;
+  /** An operator's review decision of the call waiting in the inbox: the routine journals it first, and `would` is decided on it. */
+  readonly inbox_review: { readonly id: string; readonly decision: string; readonly actor: string } | null;
 }
 
 interface PlannedSession {
@@ -42,6 +48,9 @@ and what the startup routine would do with each under the policy: with retry_saf
 review (read-only or idempotent, or provably never started); leave everything else in the queue for a person.
 This command holds no tools, so it cannot ask reconcilers or run retries: calls marked "reconciler first" are
 asked by the host's reconciler, when its tool declares one, before the policy applies, and may be settled by it.
+An operator's review decision waiting in the decision inbox is journaled by the routine before it decides, so the
+plan is made on it ("journal alice's not_executed review, then ..."): a not_executed one lets retry_safe retry the
+call, a completed one settles it. A call of an agent run that finished is left for a person or a new run.
 To recover for real, the host calls recoverAbandoned(store, { runtime, tools, caller }, policy) from
 'jingwei/review' at startup: it takes each abandoned session over (never a live one), reconciles, applies the
 policy and reports what it did (docs/operator-guide.md).`,
@@ -62,7 +71,8 @@ policy and reports what it did (docs/operator-guide.md).`,
           lease_expires_at: summary.leaseExpiresAt === null ? null : new Date(summary.leaseExpiresAt).toISOString(),
         };
         try {
-          planned.push({ ...base, calls: plan(await store.loadHistory(summary.sessionId), policy as RecoveryPolicy), problem: null });
+          const waiting = (await pendingInboxReviews(store, summary.sessionId)).get(summary.sessionId) ?? new Map<string, InboxDecisionRow>();
+          planned.push({ ...base, calls: plan(await store.loadHistory(summary.sessionId), policy as RecoveryPolicy, waiting), problem: null });
         } catch (error) {
           if (!(error instanceof JournalCorruptError) && !(error instanceof ToolRetryError)) throw error;
           planned.push({ ...base, calls: [], problem: { code: error.code, message: error.message } });
@@ -103,7 +113,9 @@ policy and reports what it did (docs/operator-guide.md).`,
           [{ header: 'CALL' }, { header: 'TOOL' }, { header: 'EFFECT' }, { header: 'STATUS' }, { header: 'WOULD' }, { header: 'WHY' }],
           session.calls.map((c) => [
             shortId(c.call_id), safe(c.tool), c.effect ?? '-', c.status,
-            (c.reconciler_first ? 'reconciler first, then ' : '') + (c.would === 'retry' ? s.green('retry') : s.yellow('leave for a person')),
+            (c.inbox_review ? `journal ${c.inbox_review.actor}'s ${c.inbox_review.decision} review, then ` : '') +
+              (c.reconciler_first ? 'reconciler first, then ' : '') +
+              (c.would === 'retry' ? s.green('retry') : c.would === 'settled' ? s.green('nothing: settled') : s.yellow('leave for a person')),
             safe(c.reason),
           ]),
           s,
@@ -117,17 +129,26 @@ policy and reports what it did (docs/operator-guide.md).`,
   },
 };
 
-function plan(history: Parameters<typeof openCalls>[0], policy: RecoveryPolicy): PlannedCall[] {
+/**
+ * What the routine would do with each open call. A call whose review decision waits in the inbox is decided as the
+ * routine decides it, after journaling that review first: on the history with the review appended.
+ */
+function plan(history: readonly SessionEvent[], policy: RecoveryPolicy, waiting: ReadonlyMap<string, InboxDecisionRow>): PlannedCall[] {
   return openCalls(history).map((call) => {
-    const safeRetry = policy === 'retry_safe' ? safeRetryPlan(history, call) : { reason: `policy suspend: ${call.reason}` };
-    return {
-      call_id: call.callId,
-      tool: call.name,
-      effect: call.effect,
-      status: call.status,
-      reconciler_first: call.status === ToolRecoveryStatus.OutcomeUnknown,
-      would: 'reason' in safeRetry ? 'leave' : 'retry',
-      reason: 'reason' in safeRetry ? safeRetry.reason : call.reason,
-    };
+    const row = waiting.get(call.callId);
+    const decided = row === undefined ? history : withReview(history, call.callId, row);
+    const after = row === undefined ? call : openCalls(decided).find((c) => c.callId === call.callId);
+    const inbox = row === undefined ? null : { id: row.id, decision: row.decision ?? '', actor: row.actor ?? '' };
+    const base = { call_id: call.callId, tool: call.name, effect: call.effect, status: call.status, reconciler_first: call.status === ToolRecoveryStatus.OutcomeUnknown, inbox_review: inbox };
+    if (after === undefined) return { ...base, would: 'settled' as const, reason: `${inbox!.actor}'s ${inbox!.decision} review settles it` };
+    const safeRetry = policy === 'retry_safe' ? safeRetryPlan(decided, after) : { reason: `policy suspend: ${after.reason}` };
+    return { ...base, would: 'reason' in safeRetry ? 'leave' as const : 'retry' as const, reason: 'reason' in safeRetry ? safeRetry.reason : after.reason };
   });
+}
+
+/** `history` with the inbox's review decision `row` of `callId` journaled after it, as the routine journals it. */
+function withReview(history: readonly SessionEvent[], callId: string, row: InboxDecisionRow): SessionEvent[] {
+  const last = history[history.length - 1]!;
+  const review = { callId: callId as CallId, actor: row.actor ?? '', outcome: row.decision as ToolReviewOutcome, evidence: row.reason ?? '', source: 'human' as const, decisionId: row.id };
+  return [...history, { eventId: 'evt_dry_run' as EventId, sessionId: last.sessionId, turnId: last.turnId, seq: last.seq + 1, kind: { type: 'tool_review', review } }];
 }
