@@ -135,6 +135,11 @@ export class JournalStore implements SessionStore {
     return verifyJournal(id, session, events);
   }
 
+  async sessionsWithoutOwnerRow(): Promise<string[]> {
+    this.guard.check();
+    return (await this.backend.sessionsWithoutOwnerRow?.()) ?? [];
+  }
+
   async listSessions(): Promise<SessionSummary[]> {
     this.guard.check();
     const rows = await this.backend.listSessions();

@@ -304,6 +304,8 @@ export interface JournalBackend {
    * operation the chain does not hold is found too; without it, only the chain's operations' rows are compared.
    */
   scanOperations?(sessionId: SessionId): Promise<OperationRow[]>;
+  /** Optional: SessionStore.sessionsWithoutOwnerRow, in session id order. */
+  sessionsWithoutOwnerRow?(): Promise<string[]>;
   checkLookupStorage?(): Promise<{ readonly table: 'attention' | 'operations'; readonly problem: string } | null>;
   close(): Promise<void>;
 }

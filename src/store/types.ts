@@ -332,6 +332,11 @@ export interface SessionStore {
    */
   checkLookupRows?(sessionId: string): Promise<LookupRowsReport>;
   /**
+   * The session ids with rows (events, tasks, operations, attention) but no owner row, which listSessions cannot
+   * name: a deleted owner row would otherwise hide a damaged session from a store-wide verify. Optional.
+   */
+  sessionsWithoutOwnerRow?(): Promise<string[]>;
+  /**
    * Imports a JSONL journal (ours, or one written by Jingwei for Rust) into a session that has no events yet, after verifying
    * it. The imported session is left released.
    */

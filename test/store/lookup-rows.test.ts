@@ -137,6 +137,25 @@ describe('the lookup rows are checked against the chain (SQLite)', () => {
     });
   }
 
+  it('a session whose owner row was deleted is still named by a store-wide verify (pass r64 #5)', async () => {
+    const path = tempDbPath(dir, 'orphan');
+    const store = openSqliteStore(path);
+    await build(store);
+    const other = await store.acquire('t-only', { owner: 'h' });
+    await other.startTask('t');
+    await other.release();
+    await store.close();
+    tamper(path, "DELETE FROM jw_sessions WHERE session_id = 's'");
+    const reopened = openSqliteStore(path);
+    assert.deepEqual((await reopened.listSessions()).map((x) => x.sessionId), ['t-only']);
+    assert.deepEqual(await reopened.sessionsWithoutOwnerRow!(), ['s']);
+    await reopened.close();
+    const r = cli(['verify', path]);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stdout, /^CORRUPT {2}s: seq 0, reason head_mismatch\n/m);
+    assert.match(r.stdout, /^ok {7}t-only: journal intact/m);
+  });
+
   it('a session written to while its rows are read is not called corrupt, and a tampered row on it still is', async () => {
     const path = tempDbPath(dir, 'live');
     const store = openSqliteStore(path);
@@ -183,7 +202,14 @@ describePostgres('the lookup rows are checked against the chain (PostgreSQL)', (
     const store = await openPostgresStore(url, { schema });
     await build(store);
     assert.deepEqual(await store.checkLookupRows!('s'), { checked: true, attentionRows: 4, operationRows: 4 });
+    assert.deepEqual(await store.sessionsWithoutOwnerRow!(), []);
     await store.close();
+    const orphaned = freshSchema();
+    const o = await openPostgresStore(url, { schema: orphaned });
+    await build(o);
+    await adminPool(url).query(`DELETE FROM "${orphaned}".jw_sessions WHERE session_id = 's'`);
+    assert.deepEqual(await o.sessionsWithoutOwnerRow!(), ['s'], 'a session whose owner row was deleted is named (pass r64 #5)');
+    await o.close();
     for (const t of TAMPERINGS) {
       const fresh = freshSchema();
       const s = await openPostgresStore(url, { schema: fresh });

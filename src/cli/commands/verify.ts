@@ -141,12 +141,14 @@ under a look-alike id passes integrity). Events after the newest checkpoint are 
     const keys = anchorOptions('verify', options, true);
     return withStore(args.store!, async (store) => {
       const stored: string[] = (await store.listSessions()).map((s) => s.sessionId);
-      const wanted: string[] = args.session !== undefined ? [args.session] : [...stored];
+      // Rows of a session whose owner row is gone: listSessions cannot name it, and a store-wide verify must.
+      const orphans = args.session !== undefined ? [] : (await store.sessionsWithoutOwnerRow?.()) ?? [];
+      const wanted: string[] = args.session !== undefined ? [args.session] : [...stored, ...orphans];
       if (keys && args.session === undefined) {
         for (const c of keys.checkpoints) if (!wanted.includes(c.sessionId)) wanted.push(c.sessionId);
       }
       const verdicts: Verdict[] = [];
-      for (const id of wanted) verdicts.push(await verifyOne(store, id, io, keys, args.session !== undefined || stored.includes(id)));
+      for (const id of wanted) verdicts.push(await verifyOne(store, id, io, keys, args.session !== undefined || stored.includes(id) || orphans.includes(id)));
       const failed = verdicts.filter((v) => !v.ok).length;
       const code = failed > 0 ? EXIT.findings : EXIT.ok;
       if (options.json === true) {

@@ -434,6 +434,11 @@ class PostgresBackend implements JournalBackend {
     });
   }
 
+  async sessionsWithoutOwnerRow() {
+    return this.inTransaction(this.beginRead, 'list sessions', async (client) =>
+      (await client.query<{ session_id: string }>(this.sql.withoutOwnerRow)).rows.map((r) => r.session_id));
+  }
+
   async scanOperations(sessionId: SessionId) {
     return this.inTransaction(this.beginRead, `session ${sessionId}`, async (client) =>
       (await this.run<OperationRecord & { task_id: string; key: string }>(client, 'sessionOperations', [sessionId])).rows.map((r) => toOperation({ taskId: r.task_id, key: r.key }, r)));

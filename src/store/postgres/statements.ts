@@ -40,6 +40,7 @@ export function postgresStatements(S: string) {
     task: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE session_id = $1 AND task_id = $2`,
     lockTask: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE session_id = $1 AND task_id = $2 FOR UPDATE`,
     operation: `SELECT session_id, call_id, event_id FROM ${S}.jw_operations WHERE session_id = $1 AND task_id = $2 AND key = $3`,
+    withoutOwnerRow: `SELECT session_id FROM (SELECT session_id FROM ${S}.jw_events UNION SELECT session_id FROM ${S}.jw_tasks UNION SELECT session_id FROM ${S}.jw_operations UNION SELECT session_id FROM ${S}.jw_attention EXCEPT SELECT session_id FROM ${S}.jw_sessions) o ORDER BY session_id COLLATE "C"`,
     sessionOperations: `SELECT task_id, key, session_id, call_id, event_id FROM ${S}.jw_operations WHERE session_id = $1`,
     lockOperation: `SELECT session_id, call_id, event_id FROM ${S}.jw_operations WHERE session_id = $1 AND task_id = $2 AND key = $3 FOR UPDATE`,
     list:

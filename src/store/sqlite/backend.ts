@@ -224,6 +224,10 @@ class SqliteBackend implements JournalBackend {
     return row && row.session_id === sessionId ? toOperation({ taskId, key }, row) : undefined;
   }
 
+  async sessionsWithoutOwnerRow() {
+    return this.run('', () => this.stmt.withoutOwnerRow.all());
+  }
+
   async scanOperations(sessionId: SessionId) {
     return this.run(sessionId, () => this.stmt.sessionOperations.all(sessionId)).map((r) => toOperation({ taskId: r.task_id, key: r.key }, r));
   }

@@ -51,6 +51,7 @@ export interface SqliteStatements {
   readonly task: Statement<[string, string], TaskRecord>;
   readonly upsertTask: Statement;
   readonly operation: Statement<[string, string, string], OperationRecord>;
+  readonly withoutOwnerRow: Statement<[], string>;
   readonly sessionOperations: Statement<[string], OperationRecord & { task_id: string; key: string }>;
   readonly upsertOperation: Statement;
   readonly list: Statement<[], SessionRecord & { events: number }>;
@@ -86,6 +87,7 @@ export function prepareStatements(db: Database): SqliteStatements {
     operation: db.prepare<[string, string, string], OperationRecord>(
       'SELECT session_id, call_id, event_id FROM jw_operations WHERE session_id = ? AND task_id = ? AND key = ?',
     ),
+    withoutOwnerRow: db.prepare<[], string>(`SELECT session_id FROM jw_events UNION SELECT session_id FROM jw_tasks UNION SELECT session_id FROM jw_operations UNION SELECT session_id FROM jw_attention EXCEPT SELECT session_id FROM jw_sessions ORDER BY 1`).pluck(),
     sessionOperations: db.prepare<[string], OperationRecord & { task_id: string; key: string }>(
       'SELECT task_id, key, session_id, call_id, event_id FROM jw_operations WHERE session_id = ?',
     ),
