@@ -21,7 +21,7 @@ import { argumentsDigest } from '../store/attention.js';
 import type { PassReport } from '../tool/reconcile.js';
 import { reviewsBeforeDeciding } from './run-reviews.js';
 import { RETRY_SAFE_ACTOR, type RecoveryPolicy } from '../tool/recover.js';
-import { approverFor, contractChangeFor, inDoubtGuardOn } from '../tool/runtime.js';
+import { approverFor, argumentsFitNow, contractChangeFor, inDoubtGuardOn } from '../tool/runtime.js';
 import type { Tool, ToolExecution, ToolGateway } from '../tool/types.js';
 import { modelFacingOutcome, preflightFailure, type ModelFacingOutcome } from '../bridges/outcome.js';
 import type { ChatToolCall } from './model.js';
@@ -164,14 +164,15 @@ function confirmedOutside(requested: ChatToolCall, output: JsonValue | undefined
 /**
  * The call in doubt (outcome unknown, no review settling it) that `execution` or an identical call of its task left, when
  * its tool, one that may write, is no longer offered to the model under the name it was `requested` by (redeployed
- * under another name, removed, its grant withdrawn, or left out of the run's `tools`); null otherwise, or when the
- * guard is off.
+ * under another name, removed, its grant withdrawn, or left out of the run's `tools`), or is offered under an input
+ * schema its recorded arguments no longer fit (no repeat can be identical, so the guard could not stop one); null
+ * otherwise, or when the guard is off.
  */
 async function doubtOfWithdrawnTool(ctx: CallContext, requested: ChatToolCall, execution: ToolExecution): Promise<string | null> {
   const call = execution.call;
   const op = call.operation;
   if (!op || op.contract.effect === ToolEffect.ReadOnly || !ctx.owner.findInDoubt || !inDoubtGuardOn(ctx.gateway)) return null;
-  if (offeredNow(ctx, requested.name)) return null;
+  if (offeredNow(ctx, requested.name) && argumentsFitNow(ctx.gateway, call.name, call.arguments) !== false) return null;
   const earlier = await ctx.owner.findInDoubt({ taskId: op.taskId, tool: call.name, argsDigest: argumentsDigest(call.arguments) });
   return earlier?.callId ?? null;
 }

@@ -147,6 +147,17 @@ function isCanonical(runtime: unknown): runtime is CanonicalRuntime {
 }
 
 /** The gateway `gateway` is, or reads through to (a Proxy of one); null for one this module did not make. */
+/**
+ * Whether `args` fit the current input schema of tool `name` in `gateway`'s runtime; null for a gateway this module did
+ * not make, or a tool it does not register. A call in doubt whose recorded arguments no longer fit cannot be repeated
+ * identically, so the in-doubt guard, which matches identical arguments, cannot stop its repeat.
+ */
+export function argumentsFitNow(gateway: ToolGateway, name: string, args: JsonValue): boolean | null {
+  const made = gatewayMadeHere(gateway);
+  const registered = made === null ? undefined : (made.runtimeOf as CanonicalRuntime).tools.get(name);
+  return registered === undefined ? null : registered.validate(args) === true;
+}
+
 function gatewayMadeHere(gateway: ToolGateway): Gateway | null {
   return gateway instanceof Gateway && isCanonical(gateway.runtimeOf) && isObjectLike(gateway.bindingOf) ? gateway : null;
 }
