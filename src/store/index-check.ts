@@ -10,7 +10,8 @@ import type { SessionEvent } from '../event/types.js';
 import type { SessionId } from '../ids.js';
 import { operationId } from '../tool/evidence.js';
 import { attentionWrites } from './attention.js';
-import type { AttentionRow, OperationRow } from './rows.js';
+import type { AttentionRow, EventRow, OperationRow, SessionRow } from './rows.js';
+import { utf8Length } from '../text.js';
 
 /** What a check of a session's lookup rows covered. */
 export interface LookupRowsReport {
@@ -89,6 +90,31 @@ export function lookupRowsDisagreement(
         );
       }
     }
+  }
+  return null;
+}
+
+/**
+ * The owner row's running totals against the chain: the bytes of its events (what the 16 MiB limit is counted from)
+ * and the last recorded time (no next event is stamped earlier). Neither is in the hash chain, and an edit of either
+ * went unnoticed: a time set ahead stamped every later event with it, a byte count set low let a session grow past
+ * what a load accepts. A JournalCorruptError (`head_mismatch`, at the head), or null when they agree.
+ */
+export function ownerRowDisagreement(sessionId: SessionId, session: SessionRow | undefined, rows: readonly EventRow[], events: readonly SessionEvent[]): JournalCorruptError | null {
+  if (session === undefined || rows.length === 0) return null;
+  const head = rows.length - 1;
+  let bytes = 0;
+  for (const row of rows) bytes += utf8Length(row.body);
+  if (session.bodyBytes !== bytes) {
+    return new JournalCorruptError(sessionId, head, 'head_mismatch', `the owner row counts ${session.bodyBytes} bytes of events; the journal holds ${bytes}`);
+  }
+  let last: string | undefined;
+  for (const e of events) if (e.recordedAt !== undefined) last = e.recordedAt;
+  const want = last === undefined ? null : Date.parse(last);
+  const have = session.recordedAt ?? null;
+  if (have !== want) {
+    return new JournalCorruptError(sessionId, head, 'head_mismatch',
+      `the owner row's last recorded time is ${have === null ? 'none' : Math.abs(have) <= 8.64e15 ? new Date(have).toISOString() : String(have)}; the journal's last event was recorded at ${last ?? 'no time'}`);
   }
   return null;
 }

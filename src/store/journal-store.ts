@@ -16,7 +16,7 @@ import { LeaseWatch } from './lease-watch.js';
 import { verifyJournal } from './verify.js';
 import { bodyEnded, bodyMayStillRun, journalPendingBodyEnds, journalPendingBodyEndsIn } from '../tool/late-bodies.js';
 import { heldBodiesEnded, storeScope } from './owner-commit.js';
-import { latestAttempts, lookupRowsDisagreement, type LookupRowsReport } from './index-check.js';
+import { latestAttempts, lookupRowsDisagreement, ownerRowDisagreement, type LookupRowsReport } from './index-check.js';
 import { operationId } from '../tool/evidence.js';
 import { FencedOwner, OpenGuard, readClock } from './fenced-owner.js';
 import type {
@@ -181,7 +181,8 @@ export class JournalStore implements SessionStore {
     const id = checkId<SessionId>('sessionId', sessionId);
     const backend = this.backend;
     for (let attempt = 0; attempt < 4; attempt += 1) {
-      const { events } = await this.readChain(id);
+      const { session, events: rows } = await backend.snapshot(id);
+      const events = verifyJournal(id, session, rows);
       const attention = backend.scanAttention ? await allAttentionRows(backend, id) : null;
       let operations: Map<string, OperationRow | undefined> | null = null;
       if (backend.scanOperations) {
@@ -191,7 +192,7 @@ export class JournalStore implements SessionStore {
         for (const [k, op] of latestAttempts(events)) operations.set(k, await backend.readOperation(id, op.taskId, op.key));
       }
       if ((await backend.snapshot(id)).events.length !== events.length) continue;
-      const problem = lookupRowsDisagreement(id, events, attention, operations);
+      const problem = lookupRowsDisagreement(id, events, attention, operations) ?? ownerRowDisagreement(id, session, rows, events);
       if (problem) throw problem;
       const storage = await backend.checkLookupStorage?.();
       if (storage) {

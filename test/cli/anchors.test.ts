@@ -62,16 +62,19 @@ function rewrite(path: string, edit: (rows: Row[]) => Row[], lookupRows: 'rebuil
       db.prepare("DELETE FROM jw_events WHERE session_id = 'alpha'").run();
       let hash = GENESIS_HASH;
       let bytes = 0;
+      // A thorough forger keeps the owner row's totals in step too: the bytes, and the last recorded time.
+      let recordedAt: number | null = null;
       const insert = db.prepare('INSERT INTO jw_events (session_id, seq, event_id, epoch, body, hash) VALUES (?, ?, ?, ?, ?, ?)');
       next.forEach((row, seq) => {
-        const wire = JSON.parse(row.body) as { seq: number };
+        const wire = JSON.parse(row.body) as { seq: number; recorded_at?: string };
         wire.seq = seq;
+        if (wire.recorded_at !== undefined) recordedAt = Date.parse(wire.recorded_at);
         const body = JSON.stringify(wire);
         hash = chainHash(hash, row.epoch, body);
         bytes += Buffer.byteLength(body);
         insert.run('alpha', seq, row.event_id, row.epoch, body, hash);
       });
-      db.prepare("UPDATE jw_sessions SET last_seq = ?, head_hash = ?, body_bytes = ? WHERE session_id = 'alpha'").run(next.length - 1, hash, bytes);
+      db.prepare("UPDATE jw_sessions SET last_seq = ?, head_hash = ?, body_bytes = ?, recorded_at = ? WHERE session_id = 'alpha'").run(next.length - 1, hash, bytes, recordedAt);
       if (lookupRows === 'left') return;
       const bodies = db.prepare("SELECT body FROM jw_events WHERE session_id = 'alpha' ORDER BY seq").pluck().all() as string[];
       const events = bodies.map((body) => decodeEventText(body));

@@ -61,7 +61,7 @@ async function build(store: SessionStore): Promise<void> {
   await b.release();
 }
 
-async function assertNamed(store: SessionStore, reason: 'attention_index' | 'operation_index', pattern: RegExp): Promise<void> {
+async function assertNamed(store: SessionStore, reason: 'attention_index' | 'operation_index' | 'head_mismatch', pattern: RegExp): Promise<void> {
   await assert.rejects(store.checkLookupRows!('s'), (error: unknown) => {
     assert.ok(error instanceof JournalCorruptError);
     assert.equal(error.reason, reason);
@@ -75,6 +75,8 @@ const TAMPERINGS = [
   { name: 'the attention row of a charge in doubt deleted', sql: (t: string) => `DELETE FROM ${t.replace('TABLE', 'jw_attention')} WHERE tool = 'charge'`, reason: 'attention_index', pattern: /has no attention row; the chain gives it no_result/ },
   { name: 'an operation row deleted', sql: (t: string) => `DELETE FROM ${t.replace('TABLE', 'jw_operations')} WHERE key = 'step-2'`, reason: 'operation_index', pattern: /operation step-2 of task t has no operation row/ },
   { name: 'an operation row planted for an operation the chain does not hold (pass r64 #4)', sql: (t: string) => `INSERT INTO ${t.replace('TABLE', 'jw_operations')} (task_id, key, session_id, call_id, event_id) VALUES ('t', 'order-9', 's', 'toolcall_ghost', 'evt_ghost')`, reason: 'operation_index', pattern: /an operation row names operation order-9 of task t \(call toolcall_ghost\), which the chain does not hold/ },
+  { name: 'the owner row\'s last recorded time set ahead (pass r64 #7)', sql: (t: string) => `UPDATE ${t.replace('TABLE', 'jw_sessions')} SET recorded_at = 4102444800000 WHERE session_id = 's'`, reason: 'head_mismatch', pattern: /the owner row's last recorded time is 2100-01-01T00:00:00.000Z; the journal's last event was recorded at 20/ },
+  { name: 'the owner row\'s byte count set low (pass r64 #7)', sql: (t: string) => `UPDATE ${t.replace('TABLE', 'jw_sessions')} SET body_bytes = 0 WHERE session_id = 's'`, reason: 'head_mismatch', pattern: /the owner row counts 0 bytes of events; the journal holds \d+/ },
   { name: 'an operation row pointed at an earlier attempt', sql: (t: string) => `UPDATE ${t.replace('TABLE', 'jw_operations')} SET call_id = 'toolcall_forged' WHERE key = 'step-2'`, reason: 'operation_index', pattern: /names call toolcall_forged/ },
 ] as const;
 
@@ -104,7 +106,9 @@ describe('the lookup rows are checked against the chain (SQLite)', () => {
       const r = cli(['verify', path, 's']);
       assert.equal(r.code, 1, r.stdout + r.stderr);
       assert.match(r.stdout, new RegExp(`^CORRUPT {2}s: seq \\d+, reason ${t.reason}\\n`));
-      assert.match(r.stdout, /The chain is intact, but a row the queue, the in-doubt guard and caller keys read \(or an index over those rows\) was changed outside the library or damaged/);
+      if (t.reason !== 'head_mismatch') {
+        assert.match(r.stdout, /The chain is intact, but a row the queue, the in-doubt guard and caller keys read \(or an index over those rows\) was changed outside the library or damaged/);
+      }
     });
   }
 

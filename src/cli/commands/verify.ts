@@ -8,7 +8,7 @@ import type { LookupRowsReport } from '../../store/index-check.js';
 import type { SessionStore } from '../../store/types.js';
 import { assessSession } from '../../tool/assess.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
-import { EXIT } from '../exit.js';
+import { EXIT, UsageError } from '../exit.js';
 import { clip, num, plural, safe, safeId } from '../format.js';
 import type { Io } from '../io.js';
 import { loadSession, withStore } from '../session.js';
@@ -26,6 +26,20 @@ type Verdict =
   | { readonly ok: false; readonly sessionId: string; readonly evidence: { readonly code: string; readonly message: string } };
 
 type Keys = { readonly publicKey: KeyObject; readonly checkpoints: readonly Checkpoint[] } | null;
+
+/**
+ * A session with rows but no owner row (sessionsWithoutOwnerRow): checked against the anchors as a missing session is,
+ * then verified; with neither an owner row nor events, its remaining rows (tasks, operations, attention) are reported.
+ */
+async function verifyOrphan(store: SessionStore, wanted: string, io: Io, keys: Keys): Promise<Verdict> {
+  try {
+    return await verifyOne(store, wanted, io, keys, false);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+  }
+  const message = `rows of session ${wanted} remain (its tasks, operations or attention rows), but its owner row and its events are gone`;
+  return { ok: false, sessionId: wanted, corruption: { seq: 0, reason: 'head_mismatch', message } };
+}
 
 async function verifyOne(store: SessionStore, wanted: string, io: Io, keys: Keys, known: boolean): Promise<Verdict> {
   if (keys && !known) {
@@ -148,7 +162,10 @@ under a look-alike id passes integrity). Events after the newest checkpoint are 
         for (const c of keys.checkpoints) if (!wanted.includes(c.sessionId)) wanted.push(c.sessionId);
       }
       const verdicts: Verdict[] = [];
-      for (const id of wanted) verdicts.push(await verifyOne(store, id, io, keys, args.session !== undefined || stored.includes(id) || orphans.includes(id)));
+      for (const id of wanted) {
+        const known = args.session !== undefined || stored.includes(id);
+        verdicts.push(!known && orphans.includes(id) ? await verifyOrphan(store, id, io, keys) : await verifyOne(store, id, io, keys, known));
+      }
       const failed = verdicts.filter((v) => !v.ok).length;
       const code = failed > 0 ? EXIT.findings : EXIT.ok;
       if (options.json === true) {
