@@ -12,6 +12,7 @@ import { operationId } from '../tool/evidence.js';
 import { attentionWrites } from './attention.js';
 import type { AttentionRow, EventRow, OperationRow, SessionRow } from './rows.js';
 import { utf8Length } from '../text.js';
+import { knownWireBytes } from '../event/decoded-history.js';
 
 /** What a check of a session's lookup rows covered. */
 export interface LookupRowsReport {
@@ -103,8 +104,10 @@ export function lookupRowsDisagreement(
 export function ownerRowDisagreement(sessionId: SessionId, session: SessionRow | undefined, rows: readonly EventRow[], events: readonly SessionEvent[]): JournalCorruptError | null {
   if (session === undefined || rows.length === 0) return null;
   const head = rows.length - 1;
+  // The sizes verification measured as it decoded the rows; measured again only for a history it did not decode.
+  const known = knownWireBytes(events);
   let bytes = 0;
-  for (const row of rows) bytes += utf8Length(row.body);
+  rows.forEach((row, i) => { bytes += known(i) ?? utf8Length(row.body); });
   if (session.bodyBytes !== bytes) {
     return new JournalCorruptError(sessionId, head, 'head_mismatch', `the owner row counts ${session.bodyBytes} bytes of events; the journal holds ${bytes}`);
   }

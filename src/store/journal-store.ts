@@ -10,7 +10,7 @@ import {
 import { LEASE_LIMITS } from '../limits.js';
 import { exportJournal, importJournal } from './jsonl.js';
 import { HeadAnchor } from './anchors.js';
-import { ATTENTION_STATUSES, type AttentionRow, type EventRow, type JournalBackend, type OperationRow, type TaskRow, } from './rows.js';
+import { ATTENTION_STATUSES, type AttentionRow, type EventRow, type JournalBackend, type OperationRow, type SessionRow, type TaskRow, } from './rows.js';
 import { checkTaskLedger, taskLedgerCoverage, type TaskLedgerReport } from './task-ledger.js';
 import { LeaseWatch } from './lease-watch.js';
 import { verifyJournal } from './verify.js';
@@ -181,8 +181,7 @@ export class JournalStore implements SessionStore {
     const id = checkId<SessionId>('sessionId', sessionId);
     const backend = this.backend;
     for (let attempt = 0; attempt < 4; attempt += 1) {
-      const { session, events: rows } = await backend.snapshot(id);
-      const events = verifyJournal(id, session, rows);
+      const { session, rows, events } = await this.readChain(id);
       const attention = backend.scanAttention ? await allAttentionRows(backend, id) : null;
       let operations: Map<string, OperationRow | undefined> | null = null;
       if (backend.scanOperations) {
@@ -204,12 +203,12 @@ export class JournalStore implements SessionStore {
     return { checked: false, attentionRows: 0, operationRows: 0 };
   }
 
-  /** The verified rows of a session with its owner epoch (for chained exports and anchor checks). */
-  async readChain(sessionId: string): Promise<{ epoch: number; rows: EventRow[]; events: SessionEvent[] }> {
+  /** The verified rows of a session with its owner row and epoch (for chained exports, anchor and lookup-row checks). */
+  async readChain(sessionId: string): Promise<{ epoch: number; session: SessionRow | undefined; rows: EventRow[]; events: SessionEvent[] }> {
     this.guard.check();
     const id = checkId<SessionId>('sessionId', sessionId);
     const { session, events } = await this.backend.snapshot(id);
-    return { epoch: session?.epoch ?? 0, rows: events, events: verifyJournal(id, session, events) };
+    return { epoch: session?.epoch ?? 0, session, rows: events, events: verifyJournal(id, session, events) };
   }
 
   /**

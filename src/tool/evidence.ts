@@ -81,6 +81,9 @@ function invalid(detail: string): never {
 /** The operations map key: a pair, not a concatenation, so no (task, key) split can collide with another. */
 export const operationId = (taskId: string, key: string): string => JSON.stringify([taskId, key]);
 
+/** The event id of the call of `record`'s operation's first attempt: the operation's origin (ToolBodyRequest.operationOrigin). */
+export const operationOriginOf = (record: AttemptRecord): string => (record.operation?.attempts ?? [record])[0]!.event.eventId;
+
 /** Two contracts are one: the same effect and revision. */
 export const sameContract = (a: ToolEffectContract, b: ToolEffectContract): boolean =>
   a.effect === b.effect && a.revision === b.revision;

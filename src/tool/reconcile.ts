@@ -11,14 +11,13 @@ import { isTimeoutMs, LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
 import { currentOwner, onOwnerLost } from '../store/owner-commit.js';
 import { truncateUtf8 } from '../text.js';
-import { classifyAttempt, collectEvidence, latestReview, sameContract, type AttemptRecord } from './evidence.js';
+import { classifyAttempt, collectEvidence, latestReview, operationOriginOf, sameContract, type AttemptRecord } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { assessSession } from './assess.js';
 import { askAbout, keepUnjournaledCompleted, keptCompletedAnswer, runningHere } from './attempt-rules.js';
 import { NO_LONGER_REVIEWABLE, recordToolReview, type ToolReviewInput } from './review.js';
 import type { PanicDescriber, Tool, ToolReconcileAnswer, ToolReconcileRequest } from './types.js';
 import { panicDetail } from './body-outcome.js';
-import { operationOriginIn } from './idempotency.js';
 
 /** What reconcileUncertainCalls did about one uncertain call. */
 export interface ReconciledCall {
@@ -260,7 +259,7 @@ export async function reconcileCalls(
       releases.push(release);
       const request: ToolReconcileRequest = {
         sessionId: record.event.sessionId,
-        operationOrigin: operationOriginIn(current, op)!,
+        operationOrigin: operationOriginOf(record),
         callId: record.call.id,
         toolName: record.call.name,
         arguments: structuredClone(record.call.arguments),

@@ -16,7 +16,7 @@ import type {
 import type { CallId, EventId, OperationKey, SessionId, TaskId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
-import { classifyAttempt, collectEvidence, decideRetry, effectiveReview, locateAttempt, validatePassedReview, type AttemptRecord } from './evidence.js';
+import { classifyAttempt, collectEvidence, decideRetry, effectiveReview, locateAttempt, operationOriginOf, validatePassedReview, type AttemptRecord } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { bodyEnded, bodyMayStillRun } from './late-bodies.js';
 
@@ -70,7 +70,7 @@ let sourceReviewsOf: (plan: ToolRetryPlan) => number;
 let operationCallsOf: (plan: ToolRetryPlan) => readonly CallId[];
 let reviewedWhileOpenOf: (plan: ToolRetryPlan) => boolean;
 let historySeqOf: (plan: ToolRetryPlan) => number;
-let operationOriginOf: (plan: ToolRetryPlan) => EventId;
+let planOriginOf: (plan: ToolRetryPlan) => EventId;
 
 /**
  * How the journal shows a plan's source attempt never ran its body: it ended waiting for an operator's approval,
@@ -106,7 +106,7 @@ export function planOperationCalls(plan: ToolRetryPlan): readonly CallId[] {
 
 /** For the runtime: the event id of the plan's operation's first attempt's call, its external key's origin (internal). */
 export function planOperationOrigin(plan: ToolRetryPlan): EventId {
-  return operationOriginOf(plan);
+  return planOriginOf(plan);
 }
 
 /** For the runtime: how the plan's history shows its source attempt never ran, or null (internal). */
@@ -153,7 +153,7 @@ export class ToolRetryPlan {
     sourceReviewsOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceReviews;
     operationCallsOf = (plan) => ToolRetryPlan.#stateOf(plan).operationCalls;
     reviewedWhileOpenOf = (plan) => ToolRetryPlan.#stateOf(plan).reviewedWhileBodyOpen;
-    operationOriginOf = (plan) => ToolRetryPlan.#stateOf(plan).operationOrigin;
+    planOriginOf = (plan) => ToolRetryPlan.#stateOf(plan).operationOrigin;
   }
 
   /** Copies (structuredClone, spread, JSON round trip, a swapped prototype) carry no state and are refused. */
@@ -332,7 +332,7 @@ export function prepareToolRetry(
         (record.result === null ? bodyEnded(history, record.call.id) === null : bodyMayStillRun(history, record.call.id)),
       sourceReviews: record.reviews.length,
       operationCalls: Object.freeze((record.operation?.attempts ?? [record]).map((a) => a.call.id)),
-      operationOrigin: (record.operation?.attempts ?? [record])[0]!.event.eventId,
+      operationOrigin: operationOriginOf(record) as EventId,
       latch: { consumed: false },
     }),
   );

@@ -237,13 +237,14 @@ class SqliteBackend implements JournalBackend {
       // Once for as long as nothing commits: a store-wide verify asks for every session.
       const version = `${String(this.dataVersion.get())}/${String(this.totalChanges.get())}`;
       if (this.lookupStorage?.version !== version) {
-        const problem = (table: string): string | null => {
-          const lines = this.db.prepare(`PRAGMA integrity_check(${table})`).pluck().all() as string[];
-          return lines.length === 1 && lines[0] === 'ok' ? null : lines.slice(0, 3).join('; ');
-        };
-        const attention = problem('jw_attention');
-        const operations = attention === null ? problem('jw_operations') : null;
-        const found = attention !== null ? { table: 'attention' as const, problem: attention } : operations !== null ? { table: 'operations' as const, problem: operations } : null;
+        let found: { table: 'attention' | 'operations'; problem: string } | null = null;
+        for (const table of ['attention', 'operations'] as const) {
+          const lines = this.db.prepare(`PRAGMA integrity_check(jw_${table})`).pluck().all() as string[];
+          if (lines.length !== 1 || lines[0] !== 'ok') {
+            found = { table, problem: lines.slice(0, 3).join('; ') };
+            break;
+          }
+        }
         this.lookupStorage = { version, found };
       }
       return this.lookupStorage.found;
