@@ -118,11 +118,12 @@ export function importDrafts(events: readonly SessionEvent[]): TimedDraft[] {
 }
 
 /**
- * Turns drafts into positioned, hashed rows after the session's current head. With `now` (a commit), every event is
- * recorded at max(now, the session's last time), so times never decrease (docs/design.md#recorded-times); without it
- * (an import), each keeps the time it carries, and those must not decrease.
+ * Turns drafts into positioned, hashed rows after the session's current head, written by `epochs` (one epoch for all,
+ * or, for an import that keeps a chained export's, draft i's). With `now` (a commit), every event is recorded at
+ * max(now, the session's last time), so times never decrease (docs/design.md#recorded-times); without it (an
+ * import), each keeps the time it carries, and those must not decrease.
  */
-export function chainEvents(session: SessionRow, epoch: number, drafts: readonly TimedDraft[], now: number | null = null) {
+export function chainEvents(session: SessionRow, epochs: number | readonly number[], drafts: readonly TimedDraft[], now: number | null = null) {
   const events: SessionEvent[] = [];
   const rows: EventRow[] = [];
   const count = session.lastSeq + 1 + drafts.length;
@@ -171,6 +172,7 @@ export function chainEvents(session: SessionRow, epoch: number, drafts: readonly
       }
       throw new InvalidInputError(`events[${i}]`, `cannot be journaled: ${(error as Error).message}`, { cause: error });
     }
+    const epoch = typeof epochs === 'number' ? epochs : epochs[i]!;
     hash = chainHash(hash, epoch, body);
     bytes += utf8Length(body);
     events.push(event);
@@ -518,18 +520,23 @@ function fenceOnly(session: SessionRow): NonNullable<TxWrites['session']> {
   return { row: session, expect: { epoch: session.epoch, lastSeq: session.lastSeq } };
 }
 
-/** Imports verified events into an empty session, under a fresh epoch, leaving the session released. */
-export function decideImport(sessionId: SessionId, owner: string, events: readonly SessionEvent[]) {
+/**
+ * Stores an imported history as a new session, left released. A chained export's epochs are kept, and its owner's
+ * (or a newer one, past an empty session row already there): the chain is the exported one, so the checkpoints
+ * signed over it still match (docs/design.md#anchored-signed-heads). Otherwise every event is the importer's epoch.
+ */
+export function decideImport(sessionId: SessionId, owner: string, events: readonly SessionEvent[], chain: { readonly epochs: readonly number[]; readonly ownerEpoch: number } | null = null) {
   return (state: TxState): TxWrites<number> => {
     const current = state.session;
     if (current && current.lastSeq >= 0) {
       throw new StoreConflictError('session_exists', `session ${sessionId} already has ${current.lastSeq + 1} events`);
     }
     if (current?.held) throw new SessionBusyError(sessionId, current.owner ?? '?', current.epoch);
+    const epoch = Math.max(current ? current.epoch + 1 : 1, chain?.ownerEpoch ?? 1);
     const base: SessionRow = current
-      ? { ...current, owner, epoch: current.epoch + 1 }
-      : { sessionId, owner, held: false, epoch: 1, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0, recordedAt: null, leaseExpiresAt: null };
-    const chained = chainEvents(base, base.epoch, importDrafts(events));
+      ? { ...current, owner, epoch }
+      : { sessionId, owner, held: false, epoch, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0, recordedAt: null, leaseExpiresAt: null };
+    const chained = chainEvents(base, chain?.epochs ?? epoch, importDrafts(events));
     return {
       session: { row: { ...chained.head, held: false }, expect: current ? { epoch: current.epoch, lastSeq: current.lastSeq } : null },
       events: chained.rows,

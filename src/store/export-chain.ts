@@ -89,9 +89,15 @@ export function checkChainTrailer(journal: string, trailer: ChainTrailer): reado
       `the chain trailer records ${trailer.links.length} events, the file holds ${lines.length}`);
   }
   let previous = GENESIS_HASH;
+  let previousEpoch = 1;
   lines.forEach((raw, i) => {
     const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
     const link = trailer.links[i]!;
+    // The epochs a store accepts: from 1, never decreasing, none newer than the owner's (an import keeps them).
+    if (link.epoch < previousEpoch || link.epoch > trailer.epoch) {
+      throw new JournalImportError(i + 1, `the chain trailer gives seq ${i} epoch ${link.epoch}, after epoch ${previousEpoch} and with the owner at epoch ${trailer.epoch}; epochs start at 1, never decrease and never pass the owner's`);
+    }
+    previousEpoch = link.epoch;
     const hash = chainHash(previous, link.epoch, line);
     if (hash !== link.hash) throw new JournalImportError(i + 1, `seq ${i} does not match the chain hash recorded at export (the line was changed)`);
     previous = hash;

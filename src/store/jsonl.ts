@@ -9,7 +9,7 @@ import { utf8Length } from '../text.js';
 import { checkToolEvidence } from '../tool/recovery.js';
 import { chainEvents, decideImport, importDrafts } from './decisions.js';
 import { GENESIS_HASH } from './chain.js';
-import type { JournalBackend } from './rows.js';
+import type { EventRow, JournalBackend } from './rows.js';
 import { checkChainTrailer, splitChainTrailer } from './export-chain.js';
 import { checkLoaderRules } from './rust-format.js';
 import type { ImportReport } from './types.js';
@@ -23,6 +23,23 @@ export function exportJournal(events: readonly SessionEvent[]): string {
 
 /** Parses and verifies a JSONL journal (ours or one written by Jingwei for Rust) without touching any store. */
 export function parseJournal(text: string): SessionEvent[] {
+  return parseJournalFile(text).events;
+}
+
+/**
+ * The epochs a chained export carries, which its import keeps (docs/design.md#anchored-signed-heads): each event's,
+ * and the owner's when it was exported. `differsAt`: null when the lines as this version stores them chain to the
+ * file's hashes, so the imported chain is the exported one and the checkpoints signed over it still match; else the
+ * first seq whose line this version stores in another form (written by an earlier version), from which they cannot.
+ */
+export interface ImportedChain {
+  readonly epochs: readonly number[];
+  readonly ownerEpoch: number;
+  readonly differsAt: number | null;
+}
+
+/** A parsed and verified journal file, with the chain its trailer carries (null: a file without one). */
+export function parseJournalFile(text: string): { events: SessionEvent[]; chain: ImportedChain | null } {
   if (typeof text !== 'string') throw new InvalidInputError('jsonl', 'must be a string');
   // A chained export ends with a trailer of hashes and checkpoints: the lines must still match it.
   const { journal, trailer } = splitChainTrailer(text);
@@ -60,9 +77,12 @@ export function parseJournal(text: string): SessionEvent[] {
     const at = /\bevent (\d+)/.exec((error as Error).message);
     throw new JournalImportError(at ? Number(at[1]) + 1 : 1, (error as Error).message, { cause: error });
   }
-  checkStorable(events);
+  const epochs = trailer ? trailer.links.map((l) => l.epoch) : null;
+  const rows = checkStorable(events, epochs);
   checkNotAhead(events);
-  return events;
+  if (!trailer) return { events, chain: null };
+  const differs = rows.findIndex((row, i) => row.hash !== trailer.links[i]!.hash);
+  return { events, chain: { epochs: epochs!, ownerEpoch: trailer.epoch, differsAt: differs === -1 ? null : differs } };
 }
 
 /**
@@ -83,10 +103,10 @@ function checkNotAhead(events: readonly SessionEvent[]): void {
  * decreasing, every record written and read back, the history limits) on a fresh session, so that a file the
  * store would refuse is refused here, by line, before any store is opened or created.
  */
-function checkStorable(events: readonly SessionEvent[]): void {
+function checkStorable(events: readonly SessionEvent[], epochs: readonly number[] | null): readonly EventRow[] {
   const fresh = { sessionId: events[0]!.sessionId, owner: null, held: false, epoch: 1, lastSeq: -1, headHash: GENESIS_HASH, bodyBytes: 0, recordedAt: null, leaseExpiresAt: null };
   try {
-    chainEvents(fresh, 1, importDrafts(events));
+    return chainEvents(fresh, epochs ?? 1, importDrafts(events)).rows;
   } catch (error) {
     if (error instanceof InvalidInputError) {
       // The field names the draft (`events[3].recordedAt`); the file's words are its line and its wire field.
@@ -118,8 +138,8 @@ export async function importJournal(
   options: { owner: string; sessionId?: string },
 ): Promise<ImportReport> {
   const owner = checkId<string>('owner', options?.owner);
-  const events = parseJournal(text);
+  const { events, chain } = parseJournalFile(text);
   const sessionId = journalSession(events, options.sessionId);
-  const count = await backend.transact(sessionId, {}, decideImport(sessionId, owner, events));
+  const count = await backend.transact(sessionId, {}, decideImport(sessionId, owner, events, chain));
   return { sessionId, events: count };
 }

@@ -8,6 +8,7 @@ import { afterEach, describe, it } from 'node:test';
 import type { EventDraft } from '../event/types.js';
 import { newCallId, newOperationKey, newTurnId, type CallId, type EventId, type OperationKey, type SessionId, type TaskId, type TurnId } from '../ids.js';
 import { JournalStore } from '../store/journal-store.js';
+import { exportChainedJsonl } from '../store/anchor-store.js';
 import type { SessionStore } from '../store/types.js';
 import { LIMITS } from '../limits.js';
 import { commitAs } from '../store/owner-commit.js';
@@ -412,6 +413,23 @@ function storeRules(name: string, factory: StoreFactory): void {
       const lines = jsonl.trim().split('\n');
       await rejects(target.importJsonl(`${lines[1]}\n${lines[0]}\n`, { owner: 'i' }), 'import_rejected');
       await rejects(target.importJsonl(jsonl.slice(0, jsonl.length - 10), { owner: 'i' }), 'import_rejected');
+      await store.close();
+      await target.close();
+    });
+
+    it('a chained export imports with its epochs: the imported chain is the exported one, for a session taken over too', async () => {
+      const { store } = await factory.open();
+      const first = await store.acquire('s-chained', { owner: 'h1' });
+      await first.append([message('before the takeover')]);
+      const second = await store.acquire('s-chained', { owner: 'h2', takeover: true });
+      await second.append([message('after it')]);
+      await second.release();
+      const text = await exportChainedJsonl(store, 's-chained');
+      const { store: target } = await factory.open();
+      assert.deepEqual(await target.importJsonl(text, { owner: 'importer' }), { sessionId: 's-chained', events: 2 });
+      assert.equal(await exportChainedJsonl(target, 's-chained'), text, 'the same lines, epochs, hashes and owner epoch as the source');
+      const next = await target.acquire('s-chained', { owner: 'next' });
+      assert.equal(next.epoch, second.epoch + 1, "past the exported owner's epoch");
       await store.close();
       await target.close();
     });

@@ -344,6 +344,75 @@ describe('chained exports and jingwei import --key', () => {
     assert.equal(clean.stderr, '');
   });
 
+  it('a session taken over moves with --key, verifies where it lands with the same anchors, and moves again', async () => {
+    const { path, anchors } = await anchoredJournal();
+    const store = openSqliteStore(path);
+    const again = await store.acquire('alpha', { owner: 'host-2', takeover: true, anchor: { privateKey: keys.privateKey, sink: fileAnchorSink(anchors) } });
+    await again.append([{ turnId: 'turn-b', kind: { type: 'user_message', text: 'after the takeover' } }]);
+    await again.release();
+    await store.close();
+    const epochs = (db: string) => {
+      const raw = new Database(db, { readonly: true });
+      try {
+        return raw.prepare("SELECT epoch FROM jw_events WHERE session_id = 'alpha' ORDER BY seq").pluck().all();
+      } finally {
+        raw.close();
+      }
+    };
+    let from = path;
+    for (const move of [1, 2]) {
+      const file = join(dir, `moved-${n}-${move}.chain.jsonl`);
+      assert.equal(cli(['export', from, 'alpha', '--format', 'chain', '--anchors', anchors, '--out', file]).code, 0);
+      const target = tempDbPath(dir, 'moved');
+      const r = cli(['import', target, file, '--key', PUBLIC, '--anchors', anchors]);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /^Imported 11 events into session alpha: verified, stored with the file's hash chain and epochs, and left released\.\nAnchors verified: .*every event is anchored\./);
+      assert.deepEqual(epochs(target), epochs(path), `move ${move}: the epochs that wrote each event are kept`);
+      const verified = cli(['verify', target, 'alpha', '--key', PUBLIC, '--anchors', anchors]);
+      assert.equal(verified.code, 0, `move ${move}: ${verified.stdout}${verified.stderr}`);
+      from = target;
+    }
+  });
+
+  it('a line this version stores in another form keeps its epoch but not its hash, and the import says so', async () => {
+    const { file } = await chained();
+    edit(file, (lines) => rechain(lines.map((l, i) => {
+      if (i !== 3) return l;
+      const { seq, ...rest } = JSON.parse(l) as { seq: number };
+      return JSON.stringify({ ...rest, seq });
+    })));
+    const r = cli(['import', tempDbPath(dir, 'target'), file]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^Imported 10 events into session alpha: verified, stored with the file's epochs and a hash chain of its own from seq 3, and left released\.\n/);
+    assert.match(r.stderr, /^warning: seq 3 and later are stored in the form this version writes, not as the file has them/);
+  });
+
+  it('a trailer whose epochs a store would refuse is refused by line, even without a key', async () => {
+    const cases: Array<[string, (links: Array<[number, string]>, t: { epoch: number }) => void, RegExp]> = [
+      ['an epoch 0', (links) => { links[0]![0] = 0; }, /line 1: the chain trailer gives seq 0 epoch 0/],
+      ['a decreasing epoch', (links, t) => { links[4]![0] = 2; t.epoch = 2; }, /line 6: the chain trailer gives seq 5 epoch 1, after epoch 2/],
+      ['an epoch past the owner\'s', (_links, t) => { t.epoch = 0; }, /line 1: the chain trailer gives seq 0 epoch 1, after epoch 1 and with the owner at epoch 0/],
+    ];
+    for (const [what, change, refusal] of cases) {
+      const { file } = await chained();
+      edit(file, (lines) => {
+        const trailer = JSON.parse(lines[lines.length - 1]!) as { jingwei_chain: { epoch: number; links: Array<[number, string]> } };
+        change(trailer.jingwei_chain.links, trailer.jingwei_chain);
+        let hash = GENESIS_HASH;
+        trailer.jingwei_chain.links = trailer.jingwei_chain.links.map(([epoch], i) => {
+          hash = chainHash(hash, epoch, lines[i]!);
+          return [epoch, hash];
+        });
+        return [...lines.slice(0, -1), JSON.stringify(trailer)];
+      });
+      const target = tempDbPath(dir, 'target');
+      const r = cli(['import', target, file]);
+      assert.equal(r.code, 1, `${what}: ${r.stdout}`);
+      assert.match(r.stderr, refusal, what);
+      assert.equal(existsSync(target), false, `${what}: a refused file creates nothing`);
+    }
+  });
+
   it('a plain export cannot be checked against a key', async () => {
     const { path } = await anchoredJournal();
     const file = join(dir, `plain-${n}.jsonl`);

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { LIMITS } from '../../limits.js';
-import { exportJournal, journalSession, parseJournal } from '../../store/jsonl.js';
+import { exportJournal, journalSession, parseJournalFile, type ImportedChain } from '../../store/jsonl.js';
 import { exportChainedJsonl } from '../../store/anchor-store.js';
 import type { AnchorReport } from '../../store/anchors.js';
 import { checkExportAnchors, splitChainTrailer } from '../../store/export-chain.js';
@@ -146,6 +146,12 @@ function reportAnchors(report: AnchorReport, store: string, id: string, out: Pri
     `and they were imported as the file has them. Check them before relying on them: jingwei events ${storeWord(store)} ${shellWord(id)} --from ${first}`);
 }
 
+/** How the import stored the chain: the file's (a chained export), or a fresh one. */
+function chainStored(chain: ImportedChain | null): string {
+  if (chain === null) return 'with a fresh hash chain';
+  return chain.differsAt === null ? "with the file's hash chain and epochs" : "with the file's epochs and a hash chain of its own from seq " + chain.differsAt;
+}
+
 export const importCommand: Command = {
   name: 'import',
   summary: "import a JSONL journal (ours, or one from Jingwei for Rust) into a store, verified",
@@ -160,9 +166,11 @@ export const importCommand: Command = {
 Reads a JSONL journal (one wire event per line, as 'jingwei export' or the JSONL store of Jingwei for Rust writes it),
 verifies all of it (every record well-formed, one session, seq 0, 1, 2, ... in order, unique event ids, recorded
 times never going back, the tool evidence as recovery checks it, within 100,000 events and 16 MiB), and stores it as
-a new session with a fresh hash chain. The session is left released, so a host can acquire it. All of the file is
-checked before the store is opened: a rejected file (import_rejected, naming its first bad line) leaves the store
-untouched, and a missing SQLite file is not even created. A session that already has events is never overwritten.
+a new session, left released so a host can acquire it. A file 'jingwei export --format chain' wrote keeps its
+chain: every event's epoch and hash, and the owner's epoch, so the checkpoints signed over it still verify the
+imported session; any other file is stored with a fresh hash chain. All of the file is checked before the store is
+opened: a rejected file (import_rejected, naming its first bad line) leaves the store untouched, and a missing
+SQLite file is not even created. A session that already has events is never overwritten.
 
 A file written by 'jingwei export --format chain' ends with a trailer of chain hashes: a line changed after export
 is refused by seq. With --key and --anchors, the file must also agree with every signed checkpoint of its session
@@ -183,7 +191,7 @@ no longer match.`,
     const keys = anchorOptions('import', options, true);
     const text = readJournalFile(args.file!);
     // Every check of the file's content runs here: a rejected file never creates or touches the store.
-    const events = parseJournal(text);
+    const { events, chain } = parseJournalFile(text);
     const expected = typeof options.session === 'string' ? options.session : undefined;
     const sessionId = journalSession(events, expected);
     let anchored: AnchorReport | null = null;
@@ -194,7 +202,10 @@ no longer match.`,
     return withStore(args.store!, async (store) => {
       const report = await store.importJsonl(text, { owner, ...(expected !== undefined ? { sessionId: expected } : {}) });
       const id = safeId(report.sessionId);
-      out.line(`Imported ${plural(report.events, 'event')} into session ${id}: verified, stored with a fresh hash chain, and left released.`);
+      out.line(`Imported ${plural(report.events, 'event')} into session ${id}: verified, stored ${chainStored(chain)}, and left released.`);
+      if (chain?.differsAt != null) {
+        err.line(`warning: seq ${chain.differsAt} and later are stored in the form this version writes, not as the file has them (an earlier version wrote them), so their chain hashes differ from the file's${anchored ? ' and the checkpoints signed over those will not match the store' : ''}`);
+      }
       if (anchored) reportAnchors(anchored, args.store!, id, out, err);
       try {
         const attention = attentionOf(assessSession(await store.loadHistory(report.sessionId)));
