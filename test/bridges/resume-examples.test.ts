@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import { tempDir } from '../support/tmp.js';
+import { openSqliteStore } from '../../src/sqlite.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 const doc = readFileSync(`${root}docs/bridges-in-production.md`, 'utf8');
@@ -25,7 +26,7 @@ function host(name: string, dir: string, env: Record<string, string> = {}) {
   return { stdout: result.stdout, stderr: result.stderr, status: result.status, signal: result.signal };
 }
 
-for (const [name, runId] of [['ai-sdk', 'order-7-run'], ['openai-agents', 'order-8-run']] as const) {
+for (const [name, runId, sessionId] of [['ai-sdk', 'order-7-run', 'chat-42'], ['openai-agents', 'order-8-run', 'chat-43']] as const) {
   describe(`kill-and-resume example ${name}`, () => {
     const outbox = `order tea ${runId}/1/0\ne-mail tea ${runId}/2/0`;
 
@@ -34,7 +35,7 @@ for (const [name, runId] of [['ai-sdk', 'order-7-run'], ['openai-agents', 'order
       assert.ok(section.includes('```ts\n' + source + '```'), `test/bridges/fixtures/resume/${name}.ts differs from the page`);
     });
 
-    it('killed at the model step after the order: the next start replays the order, sends one e-mail and prints what the page says', () => {
+    it('killed at the model step after the order: the next start replays the order, sends one e-mail, prints what the page says and lets the session go', async () => {
       const dir = tempDir(`jingwei-resume-${name}-`);
       const killed = host(name, dir, { KILL_AT_STEP: '2' });
       assert.equal(killed.signal, 'SIGKILL', killed.stderr);
@@ -44,6 +45,13 @@ for (const [name, runId] of [['ai-sdk', 'order-7-run'], ['openai-agents', 'order
       assert.equal(resumed.status, 0, resumed.stderr);
       assert.ok(section.includes('```\n' + resumed.stdout + '```'), `the page does not show this output:\n${resumed.stdout}`);
       assert.equal(resumed.stdout, `start: running after 1 journaled steps\nend: finished: Ordered tea and confirmed it.\n${outbox}\n`);
+      const store = openSqliteStore(`${dir}/journal.db`);
+      try {
+        const next = await store.acquire(sessionId, { owner: 'next-host' });
+        await next.release();
+      } finally {
+        await store.close();
+      }
       const again = host(name, dir, { KILL_AT_STEP: '1' });
       assert.equal(again.status, 0, 'a finished run asks no model (which would kill the host here)');
       assert.equal(again.stdout, `start: finished after 3 journaled steps\nend: finished: Ordered tea and confirmed it.\n${outbox}\n`);
