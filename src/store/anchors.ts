@@ -148,17 +148,29 @@ export function decodeCheckpoint(wire: JsonValue, where = 'checkpoint'): Checkpo
   };
 }
 
-/** Parses an anchor file: one checkpoint per line (blank lines ignored). */
-export function parseCheckpoints(text: string): Checkpoint[] {
+/**
+ * Parses an anchor file: one checkpoint per line (blank lines ignored). A last line that lacks its newline and is
+ * not JSON was torn by a sink that died while appending it: the checkpoints before it still count, and the torn
+ * line is passed to `onTorn` (default: a process warning). Any other bad line fails with AnchorError('malformed').
+ */
+export function parseCheckpoints(text: string, onTorn?: (line: number, detail: string) => void): Checkpoint[] {
   const out: Checkpoint[] = [];
-  text.split('\n').forEach((raw, i) => {
+  const lines = text.split('\n');
+  lines.forEach((raw, i) => {
     const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
     if (line.trim() === '') return;
     let value: JsonValue;
     try {
       value = parseJson(line);
     } catch (error) {
-      throw new AnchorError('?', -1, 'malformed', `line ${i + 1}: ${(error as Error).message}`, { cause: error });
+      const detail = `line ${i + 1}: ${(error as Error).message}`;
+      if (i === lines.length - 1) {
+        const torn = `line ${i + 1} has no newline and is not a whole checkpoint (torn by an interrupted append), so it was skipped`;
+        if (onTorn) onTorn(i + 1, torn);
+        else process.emitWarning(`jingwei: anchor file ${torn}`, { code: 'JINGWEI_ANCHOR' });
+        return;
+      }
+      throw new AnchorError('?', -1, 'malformed', detail, { cause: error });
     }
     out.push(decodeCheckpoint(value, `line ${i + 1}`));
   });

@@ -232,6 +232,26 @@ describe('jingwei verify --key --anchors', () => {
     assert.match(all.stdout, /2 sessions verified, 1 with problems\./);
   });
 
+  it('a last line of the anchors file torn mid-append: the checkpoints before it are checked and the torn line named on stderr', async () => {
+    const { path, anchors } = await anchoredJournal();
+    const whole = readFileSync(anchors, 'utf8');
+    const lines = whole.split('\n').filter((l) => l !== '');
+    writeFileSync(anchors, whole + lines[lines.length - 1]!.slice(0, 50));
+    const r = cli(['verify', path, 'alpha', '--key', PUBLIC, '--anchors', anchors]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /anchors verified: 11 signed checkpoints, anchored up to seq 9/);
+    assert.match(r.stderr, /^warning: anchor file .*: line 12 has no newline and is not a whole checkpoint \(torn by an interrupted append\), so it was skipped$/m);
+    // Written whole (it ends in a newline), the same line is refused, as is a bad line in the middle.
+    writeFileSync(anchors, whole + lines[lines.length - 1]!.slice(0, 50) + '\n');
+    const refused = cli(['verify', path, 'alpha', '--key', PUBLIC, '--anchors', anchors]);
+    assert.notEqual(refused.code, 0, refused.stdout);
+    assert.match(refused.stderr, /malformed.*line 12/);
+    writeFileSync(anchors, lines.slice(0, 5).join('\n') + '\n' + lines[5]!.slice(0, 50) + '\n' + lines.slice(6).join('\n') + '\n');
+    const middle = cli(['verify', path, 'alpha', '--key', PUBLIC, '--anchors', anchors]);
+    assert.notEqual(middle.code, 0, middle.stdout);
+    assert.match(middle.stderr, /malformed.*line 6/);
+  });
+
   it('--anchors without --key, and --key without --anchors, are usage errors', async () => {
     const { path, anchors } = await anchoredJournal();
     assert.equal(cli(['verify', path, '--anchors', anchors]).code, 2);

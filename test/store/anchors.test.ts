@@ -4,7 +4,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { AnchorError, InvalidInputError } from '../../src/errors.js';
 import { createMemoryStore } from '../../src/store/memory.js';
-import { checkAnchors, signCheckpoint, verifyCheckpoint, type Checkpoint } from '../../src/store/anchors.js';
+import { checkAnchors, encodeCheckpoint, parseCheckpoints, signCheckpoint, verifyCheckpoint, type Checkpoint } from '../../src/store/anchors.js';
 import { exportChainedJsonl, verifySessionAnchors } from '../../src/store/anchor-store.js';
 import { checkExportAnchors, splitChainTrailer } from '../../src/store/export-chain.js';
 
@@ -80,5 +80,24 @@ describe('anchored owners', () => {
     const c = signCheckpoint(keys.privateKey, { sessionId: 's', seq: 4, headHash: 'a'.repeat(64), epoch: 2 });
     assert.throws(() => verifyCheckpoint(keys.publicKey, { ...c, seq: 5 }), (e: unknown) => e instanceof AnchorError && e.code === 'anchor_invalid');
     assert.throws(() => checkAnchors('s', [], 2, [{ ...c, epoch: 1 }], keys.publicKey), /bad_signature/);
+  });
+
+  it('a last line torn mid-append is skipped and reported; any other bad line is refused', () => {
+    const lines = [0, 1, 2].map((seq) => JSON.stringify(encodeCheckpoint(signCheckpoint(keys.privateKey, { sessionId: 's', seq, headHash: 'a'.repeat(64), epoch: 1 }))));
+    const whole = lines.join('\n') + '\n';
+    const torn = whole + lines[2]!.slice(0, 40);
+    const reported: [number, string][] = [];
+    const kept = parseCheckpoints(torn, (line, text) => void reported.push([line, text]));
+    assert.deepEqual(kept.map((c) => c.seq), [0, 1, 2]);
+    assert.equal(reported.length, 1);
+    assert.equal(reported[0]![0], 4);
+    assert.match(reported[0]![1], /line 4 has no newline and is not a whole checkpoint/);
+    const malformed = (e: unknown) => e instanceof AnchorError && e.code === 'anchor_invalid' && e.reason === 'malformed';
+    // Ending in a newline, the same line was written whole and is refused; so is a bad line in the middle.
+    assert.throws(() => parseCheckpoints(torn + '\n', () => assert.fail('not torn')), malformed);
+    assert.throws(() => parseCheckpoints(lines[0] + '\n' + lines[2]!.slice(0, 40) + '\n' + lines[1], () => assert.fail('not torn')), malformed);
+    // A last line without its newline that is whole JSON but not a checkpoint was not torn.
+    assert.throws(() => parseCheckpoints(whole + '{"checkpoint":1}', () => assert.fail('not torn')), malformed);
+    assert.deepEqual(parseCheckpoints(whole + lines[2], () => assert.fail('not torn')).map((c) => c.seq), [0, 1, 2, 2]);
   });
 });

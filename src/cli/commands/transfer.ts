@@ -80,7 +80,7 @@ kind or failure category the original does not know.`,
     'jingwei export journal.db demo-1a2b3c4d --format rust --out demo.rust.jsonl',
     'jingwei export journal.db demo-1a2b3c4d --format chain --anchors anchors.jsonl --out demo.chain.jsonl',
   ],
-  async run({ io, out, args, options }) {
+  async run({ io, out, err, args, options }) {
     const target = typeof options.out === 'string' ? options.out : undefined;
     if (target !== undefined) {
       if (target === '') throw new UsageError('jingwei export: --out needs a file name');
@@ -90,7 +90,7 @@ kind or failure category the original does not know.`,
     const format = options.format ?? 'jsonl';
     if (format !== 'jsonl' && format !== 'chain' && format !== 'rust') throw new UsageError(`jingwei export: --format must be jsonl, chain or rust, not ${JSON.stringify(format)}`);
     if (options.anchors !== undefined && format !== 'chain') throw new UsageError('jingwei export: --anchors goes with --format chain');
-    const checkpoints = typeof options.anchors === 'string' ? readCheckpointFile(options.anchors) : [];
+    const checkpoints = typeof options.anchors === 'string' ? readCheckpointFile(options.anchors, err) : [];
     return withStore(args.store!, async (store) => {
       const { history, sessionId, progress } = await loadSession(store, args.session!, io);
       progress.done();
@@ -188,7 +188,7 @@ no longer match.`,
     const owner = typeof options.owner === 'string' ? options.owner : 'jingwei-cli';
     // The file's own checkpoints cannot vouch for it: whoever edits or cuts the file can drop those that no longer
     // match. Only checkpoints kept outside it (--anchors) catch a rewritten or truncated tail, as for verify.
-    const keys = anchorOptions('import', options, true);
+    const keys = anchorOptions('import', options, true, err);
     const text = readJournalFile(args.file!);
     // Every check of the file's content runs here: a rejected file never creates or touches the store.
     const { events, chain } = parseJournalFile(text);

@@ -144,15 +144,17 @@ head (see fileAnchorSink): an event changed under an anchored head (rewritten, w
 events missing (truncated, or a whole session gone), or an owner epoch lower than an anchored one (rolled_back) is
 reported, and so is a checkpoint the key did not sign. A session the anchors file has no checkpoint of is reported
 UNANCHORED (reason unanchored), naming the sessions the file has checkpoints of: nothing vouches for it (a copy
-under a look-alike id passes integrity). Events after the newest checkpoint are reported as not anchored yet.`,
+under a look-alike id passes integrity). Events after the newest checkpoint are reported as not anchored yet.
+A torn last line of the anchors file (no newline, not JSON: a sink that died mid-append) is skipped with a
+warning on stderr; any other bad line is refused.`,
   exitCodes: 'This command exits 1 when a journal is corrupt, its tool evidence is invalid, or (with --key) it disagrees with the anchors or has none.',
   examples: [
     'jingwei verify journal.db demo-1a2b3c4d',
     'jingwei verify journal.db            # every session',
     'jingwei verify journal.db --key anchor.pub.pem --anchors anchors.jsonl',
   ],
-  async run({ io, out, args, options }) {
-    const keys = anchorOptions('verify', options, true);
+  async run({ io, out, err, args, options }) {
+    const keys = anchorOptions('verify', options, true, err);
     return withStore(args.store!, async (store) => {
       const stored: string[] = (await store.listSessions()).map((s) => s.sessionId);
       // Rows of a session whose owner row is gone: listSessions cannot name it, and a store-wide verify must.
