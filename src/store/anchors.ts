@@ -240,6 +240,14 @@ export function checkAnchors(
   publicKey: KeyObject | string,
 ): AnchorReport {
   const key = anchorPublicKey(publicKey);
+  if (!Array.isArray(links)) throw new InvalidInputError('links', 'must be an array of chain links { epoch, hash }');
+  // An index loop, not forEach: a hole in a sparse array must be seen.
+  for (let i = 0; i < links.length; i++) {
+    const link: unknown = links[i];
+    if (typeof link !== 'object' || link === null || typeof (link as ChainLink).hash !== 'string') {
+      throw new InvalidInputError(`links[${i}]`, `must be a chain link { epoch, hash }${i in links ? '' : ' (the array has a hole there)'}`);
+    }
+  }
   const mine = checkpoints.filter((c) => c.sessionId === sessionId);
   if (mine.length === 0) {
     throw new AnchorError(sessionId, -1, 'unanchored', noCheckpointOf(sessionId, checkpoints));

@@ -100,4 +100,15 @@ describe('anchored owners', () => {
     assert.throws(() => parseCheckpoints(whole + '{"checkpoint":1}', () => assert.fail('not torn')), malformed);
     assert.deepEqual(parseCheckpoints(whole + lines[2], () => assert.fail('not torn')).map((c) => c.seq), [0, 1, 2, 2]);
   });
+
+  it('links with a hole, or a link that is not { epoch, hash }, are refused as invalid_input', () => {
+    const c = signCheckpoint(keys.privateKey, { sessionId: 's', seq: 1, headHash: 'a'.repeat(64), epoch: 1 });
+    const link = { epoch: 1, hash: 'a'.repeat(64) };
+    assert.deepEqual(checkAnchors('s', [link, link], 1, [c], keys.publicKey), { checkpoints: 1, anchoredSeq: 1, unanchoredEvents: 0 });
+    const sparse: { epoch: number; hash: string }[] = [];
+    sparse[1] = link;
+    const invalid = (field: string) => (e: unknown) => e instanceof InvalidInputError && e.code === 'invalid_input' && e.field === field;
+    assert.throws(() => checkAnchors('s', sparse, 1, [c], keys.publicKey), invalid('links[0]'));
+    assert.throws(() => checkAnchors('s', [link, null as unknown as typeof link], 1, [c], keys.publicKey), invalid('links[1]'));
+  });
 });
