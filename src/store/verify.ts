@@ -8,6 +8,15 @@ import { chainHash, GENESIS_HASH } from './chain.js';
 import type { EventRow, SessionRow } from './rows.js';
 
 /**
+ * A stored seq for a message. A driver reading an integer column as a number rounds one beyond 2^53 - 1 to a
+ * neighbour, so such a value is named by its range rather than printed as a number it is not.
+ */
+function storedSeq(seq: number): string {
+  if (!Number.isInteger(seq) || Number.isSafeInteger(seq)) return String(seq);
+  return seq > 0 ? 'a seq beyond 2^53 - 1 (not exactly representable, so not shown)' : 'a seq below -(2^53 - 1) (not exactly representable, so not shown)';
+}
+
+/**
  * Verifies a session's stored journal against its owner row and returns the decoded events. Checks, row by row in
  * seq order: contiguous seq from 0, well-formed wire JSON, payload seq and session, unique event ids, non-decreasing
  * recorded times, non-decreasing epochs no newer than the owner's, and the hash chain; then that the last row is the owner row's head. The first
@@ -31,7 +40,7 @@ export function verifyJournal(sessionId: SessionId, session: SessionRow | undefi
   for (const row of rows) {
     const i = events.length;
     if (!session) throw new JournalCorruptError(sessionId, 0, 'head_mismatch', 'events exist but the owner row is missing');
-    if (row.seq !== i) throw corrupt(i, 'seq_gap', `expected seq ${i}, found ${row.seq}`);
+    if (row.seq !== i) throw corrupt(i, 'seq_gap', `expected seq ${i}, found ${storedSeq(row.seq)}`);
     let event: SessionEvent;
     try {
       event = decodeEvent(JSON.parse(row.body));

@@ -230,6 +230,22 @@ describe('a journal longer than one read page (the store reads 1,000 rows a stat
     await expectCorruptBothWays(path, 0, 'seq_gap');
   });
 
+  it('a seq stored as 2^53 + 1 is not reported as the number it reads as (2^53)', async () => {
+    const path = await journalFile(10);
+    tamper(path, 'UPDATE jw_events SET seq = 9007199254740993 WHERE seq = 9');
+    const store = openSqliteStore(path);
+    try {
+      await assert.rejects(store.loadHistory(SESSION), (error: unknown) => {
+        assert.ok(error instanceof JournalCorruptError && error.reason === 'seq_gap' && error.seq === 9, String(error));
+        assert.doesNotMatch(error.message, /9007199254740992/);
+        assert.match(error.message, /expected seq 9, found a seq beyond 2\^53 - 1/);
+        return true;
+      });
+    } finally {
+      await store.close();
+    }
+  });
+
   it('rows moved past 2^53 (no longer exact as numbers), one ending the first page: seq_gap where they start', async () => {
     const path = await longJournal(2_345);
     // Seqs from 999 on become 2^60 + seq: the first page ends with the first of them, which cannot be bound exactly.
