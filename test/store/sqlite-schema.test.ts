@@ -215,6 +215,26 @@ describe('SQLite schema versions', () => {
     assert.deepEqual(tables, [{ name: 'customers' }]);
   });
 
+  it('refuses a journal whose recorded schema version was set back below its tables, naming the mismatch', async () => {
+    const path = tempDbPath(dir, 'set-back');
+    const store = openSqliteStore(path);
+    await (await store.acquire('s', { owner: 'h' })).release();
+    await store.close();
+    for (const version of [1, 2, 3, 4, 5, 6]) {
+      const db = new Database(path);
+      db.pragma(`user_version = ${version}`);
+      db.close();
+      assert.throws(() => openSqliteStore(path), (error: unknown) => {
+        assert.equal((error as { code?: unknown }).code, 'store_failure', String(error));
+        assert.match((error as Error).message, new RegExp(`records schema version ${version}, but its tables do not match that version: the upgrade to version \\d+ found what it adds already there \\(.*\\)\\. The file was edited or damaged`));
+        return true;
+      });
+      const raw = new Database(path, { readonly: true });
+      assert.equal(raw.pragma('user_version', { simple: true }), version, 'nothing was changed');
+      raw.close();
+    }
+  });
+
   it('refuses a newer schema than this code understands', () => {
     const path = tempDbPath(dir, 'newer');
     const db = new Database(path);

@@ -199,7 +199,7 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
       db.exec(SCHEMA);
       db.exec(INBOX_TABLE);
     } else if (version < SQLITE_SCHEMA_VERSION) {
-      for (let v = version; v < SQLITE_SCHEMA_VERSION; v++) if (MIGRATIONS[v] !== '') db.exec(MIGRATIONS[v]!);
+      for (let v = version; v < SQLITE_SCHEMA_VERSION; v++) if (MIGRATIONS[v] !== '') migrate(db, path, version, v);
       fillAttention(db);
     }
     if (version !== SQLITE_SCHEMA_VERSION) db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION}`);
@@ -207,6 +207,23 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
     // its id would be a view of its own, beside another handle on it.
     db.exec(JOURNAL_ID_TABLE);
   }).immediate();
+}
+
+/**
+ * Runs the step from version `v` to `v + 1` of a journal that recorded `recorded`. A step that finds what it adds
+ * already there means the recorded version is lower than the tables: the file was edited or damaged, and SQLite's
+ * own "duplicate column name" would not say so.
+ */
+function migrate(db: Database, path: string, recorded: number, v: number): void {
+  try {
+    db.exec(MIGRATIONS[v]!);
+  } catch (error) {
+    const message = thrownMessage(error);
+    if (!/duplicate column name|already exists/.test(message)) throw error;
+    throw new StoreUnavailableError('store_failure',
+      `${path} records schema version ${recorded}, but its tables do not match that version: the upgrade to version ${v + 1} ` +
+      `found what it adds already there (${message}). The file was edited or damaged; restore it from a backup`, { cause: error });
+  }
 }
 
 /** Whether the journal is at this code's schema version and holds its id (JOURNAL_ID_TABLE): read, no lock taken. */
