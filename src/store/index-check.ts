@@ -82,7 +82,7 @@ export function lookupRowsDisagreement(
     for (const [id, want] of latest) {
       const have = operations.get(id);
       if (have === undefined) {
-        return new JournalCorruptError(sessionId, want.seq, 'operation_index', `operation ${want.key} of task ${want.taskId} has no operation row; its latest attempt is call ${want.callId}`);
+        return new JournalCorruptError(sessionId, want.seq, 'operation_index', `operation ${want.key} of task ${want.taskId} has no operation row, or the index over those rows is damaged; its latest attempt is call ${want.callId}`);
       }
       if (have.callId !== want.callId || have.eventId !== want.eventId || have.sessionId !== sessionId) {
         return new JournalCorruptError(

@@ -73,7 +73,7 @@ async function assertNamed(store: SessionStore, reason: 'attention_index' | 'ope
 const TAMPERINGS = [
   { name: 'a charge in doubt marked resolved', sql: (t: string) => `UPDATE ${t.replace('TABLE', 'jw_attention')} SET status = 'resolved' WHERE tool = 'charge'`, reason: 'attention_index', pattern: /status "resolved"; the chain gives "no_result"/ },
   { name: 'the attention row of a charge in doubt deleted', sql: (t: string) => `DELETE FROM ${t.replace('TABLE', 'jw_attention')} WHERE tool = 'charge'`, reason: 'attention_index', pattern: /has no attention row; the chain gives it no_result/ },
-  { name: 'an operation row deleted', sql: (t: string) => `DELETE FROM ${t.replace('TABLE', 'jw_operations')} WHERE key = 'step-2'`, reason: 'operation_index', pattern: /operation step-2 of task t has no operation row/ },
+  { name: 'an operation row deleted', sql: (t: string) => `DELETE FROM ${t.replace('TABLE', 'jw_operations')} WHERE key = 'step-2'`, reason: 'operation_index', pattern: /operation step-2 of task t has no operation row, or the index over those rows is damaged; its latest attempt is call /u },
   { name: 'an operation row planted for an operation the chain does not hold (pass r64 #4)', sql: (t: string) => `INSERT INTO ${t.replace('TABLE', 'jw_operations')} (task_id, key, session_id, call_id, event_id) VALUES ('t', 'order-9', 's', 'toolcall_ghost', 'evt_ghost')`, reason: 'operation_index', pattern: /an operation row names operation order-9 of task t \(call toolcall_ghost\), which the chain does not hold/ },
   { name: 'the owner row\'s last recorded time set ahead (pass r64 #7)', sql: (t: string) => `UPDATE ${t.replace('TABLE', 'jw_sessions')} SET recorded_at = 4102444800000 WHERE session_id = 's'`, reason: 'head_mismatch', pattern: /the owner row's last recorded time is 2100-01-01T00:00:00.000Z; the journal's last event was recorded at 20/ },
   { name: 'the owner row\'s byte count set low (pass r64 #7)', sql: (t: string) => `UPDATE ${t.replace('TABLE', 'jw_sessions')} SET body_bytes = 0 WHERE session_id = 's'`, reason: 'head_mismatch', pattern: /the owner row counts 0 bytes of events; the journal holds \d+/ },
@@ -140,6 +140,33 @@ describe('the lookup rows are checked against the chain (SQLite)', () => {
       assert.match(r.stdout, /^CORRUPT {2}s: seq \d+, reason attention_index\n/);
     });
   }
+
+  it('the primary-key index of jw_operations damaged under a row that is right: the message allows for the index, not only a missing row', async () => {
+    const path = tempDbPath(dir, 'operations-index');
+    const store = openSqliteStore(path);
+    await build(store);
+    await store.close();
+    // The table rebuilt with its key columns in another order, its schema text then put back: the key's index no
+    // longer matches its stated columns, as a damaged page leaves it, while every row is still there.
+    const stated = (raw: Database.Database) => raw.prepare("SELECT sql FROM sqlite_schema WHERE name = 'jw_operations'").pluck().get() as string;
+    const raw = new Database(path);
+    try {
+      const original = stated(raw);
+      raw.exec(`CREATE TABLE jw_operations_damaged (${original.slice(original.indexOf('(') + 1).replace('PRIMARY KEY (session_id, task_id, key)', 'PRIMARY KEY (key, session_id, task_id)')};
+        INSERT INTO jw_operations_damaged SELECT * FROM jw_operations; DROP TABLE jw_operations; ALTER TABLE jw_operations_damaged RENAME TO jw_operations`);
+      raw.unsafeMode(true);
+      raw.pragma('writable_schema = ON');
+      raw.prepare("UPDATE sqlite_schema SET sql = ? WHERE name = 'jw_operations'").run(original);
+      raw.pragma('writable_schema = OFF');
+      assert.equal((raw.prepare('SELECT count(*) FROM jw_operations').pluck().get() as number), 4, 'every operation row is still there');
+    } finally {
+      raw.close();
+    }
+    const r = cli(['verify', path, 's']);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stdout, /^CORRUPT {2}s: seq \d+, reason operation_index\n/);
+    assert.match(r.stdout, /has no operation row, or the index over those rows is damaged/);
+  });
 
   it('a session whose owner row was deleted is still named by a store-wide verify (pass r64 #5)', async () => {
     const path = tempDbPath(dir, 'orphan');
