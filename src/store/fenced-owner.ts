@@ -17,7 +17,7 @@ import { LeaseWatch, type SentAt } from './lease-watch.js';
 import { registerJournalReader } from './owner-journal.js';
 import { verifyJournal } from './verify.js';
 import { AttemptIndex } from './attempt-index.js';
-import type { AttentionItem, RecordedAttempt, CommitReceipt, CommitRequest, SessionOwner, TaskLimits, TaskSnapshot } from './types.js';
+import type { AttentionItem, RecordedAttempt, CommitReceipt, CommitRequest, InDoubtQuery, SessionOwner, TaskLimits, TaskSnapshot } from './types.js';
 
 /** Fails every call once the store is closed, whatever the backend would do with a closed handle. */
 export class OpenGuard {
@@ -417,12 +417,12 @@ export class FencedOwner implements SessionOwner {
     }
   }
 
-  async findInDoubt(binding: { readonly taskId: string; readonly tool: string; readonly argsDigest: string; readonly running?: ReadonlySet<string> }): Promise<AttentionItem | null> {
+  async findInDoubt(binding: InDoubtQuery): Promise<AttentionItem | null> {
     this.guard.check();
     if (!this.backend.findAttention) return null;
-    const { running, ...match } = binding;
+    const { running, exceptKey, ...match } = binding;
     const rows = await this.backend.findAttention(this.sessionId, match);
-    const row = rows.find((r) => blocksRepeat(r) && running?.has(r.callId) !== true);
+    const row = rows.find((r) => blocksRepeat(r) && running?.has(r.callId) !== true && r.key !== exceptKey);
     return row ? attentionItem(row) : null;
   }
 

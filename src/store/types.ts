@@ -149,6 +149,18 @@ export interface CommitReceipt {
   readonly reservedOutputBytes: number;
 }
 
+/** What the in-doubt guard asks a session owner: an operation's task, tool and argument digest. */
+export interface InDoubtQuery {
+  readonly taskId: string;
+  readonly tool: string;
+  /** The digest of the canonical JSON of the arguments (argumentsDigest). */
+  readonly argsDigest: string;
+  /** Call ids this host is still running, which are not in doubt and are passed over. */
+  readonly running?: ReadonlySet<string>;
+  /** The operation asking: its own attempts are passed over (a retry of an operation in doubt is not a repeat of it). */
+  readonly exceptKey?: string;
+}
+
 /**
  * The current, fenced writer of one session. Every write checks this owner's epoch in the same transaction; once
  * another acquire has raised the epoch, or after `release()`, every write fails with StaleOwnerError.
@@ -172,10 +184,9 @@ export interface SessionOwner {
    * The latest attempt of an operation of `binding.taskId` with the same tool and arguments (digest of their
    * canonical JSON), of any contract revision, whose outcome is in doubt and whose recorded effect is not read-only,
    * or null (docs/design.md#the-in-doubt-guard). Read from the store's attention index, never from the journal.
-   * `running`: call ids this host is still running, which are not in doubt and are passed over. Absent on a store
-   * whose backend keeps no index.
+   * Absent on a store whose backend keeps no index.
    */
-  findInDoubt?(binding: { readonly taskId: string; readonly tool: string; readonly argsDigest: string; readonly running?: ReadonlySet<string> }): Promise<AttentionItem | null>;
+  findInDoubt?(binding: InDoubtQuery): Promise<AttentionItem | null>;
   /**
    * Optional (stores with a decision inbox): the operator's decision, not yet used, for the latest approval request
    * of this operation in this session; undefined when there is none.

@@ -173,10 +173,12 @@ export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, 
  */
 export async function checkInDoubt(owner: SessionOwner, call: ToolCall, running: ReadonlySet<string>): Promise<Failure | null> {
   const op = call.operation;
-  if (!op || op.retry !== null || !owner.findInDoubt) return null;
+  if (!op || !owner.findInDoubt) return null;
   if (op.contract.effect === ToolEffect.ReadOnly) return null;
-  const earlier = await owner.findInDoubt({ taskId: op.taskId, tool: call.name, argsDigest: argumentsDigest(call.arguments), running });
-  if (earlier === null || earlier.key === op.key) return null;
+  // A retry passes over its own operation's attempts only: a retry of a repeat this guard refused is that repeat
+  // made after all, while the identical operation before it is still in doubt (docs/design.md#the-in-doubt-guard).
+  const earlier = await owner.findInDoubt({ taskId: op.taskId, tool: call.name, argsDigest: argumentsDigest(call.arguments), running, exceptKey: op.key });
+  if (earlier === null) return null;
   return failure(
     'in_doubt',
     'tool_in_doubt',

@@ -58,7 +58,7 @@ async function scenario(store: SessionStore) {
   const other = await gateway.call('send_mail', { ...args, subject: 'Another' });
   assert.equal(other.result.outcome.status, 'succeeded');
   assert.equal(sent.length, 1);
-  return { owner, gateway, first, sent, args };
+  return { owner, gateway, first, second, sent, args };
 }
 
 describe('the in-doubt guard on memory', () => {
@@ -75,6 +75,21 @@ describe('the in-doubt guard on memory', () => {
     // Once the operation succeeded, the same mail again is a new, deliberate action: the guard has nothing in doubt.
     const again = await gateway.call('send_mail', args);
     assert.equal(again.result.outcome.status, 'succeeded');
+  });
+
+  it('a retry of the refused repeat is refused too while the first is in doubt; the first\'s own retry runs', async () => {
+    const store = createMemoryStore();
+    const { gateway, first, second, sent, args } = await scenario(store);
+    const repeatPlan = prepareToolRetry(await store.loadHistory('mail-session'), second.call.id);
+    const repeatRetry = await gateway.callWithOptions('send_mail', args, { retry: repeatPlan });
+    assert.equal(failed(repeatRetry.result)?.code, 'tool_in_doubt', 'the repeat, retried, is still a repeat of a call in doubt');
+    assert.match(failed(repeatRetry.result)!.message, new RegExp(first.call.id));
+    assert.equal(repeatRetry.startedEvent, null);
+    assert.equal(sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, 0, 'no mail while the first is in doubt');
+    const plan = prepareToolRetry(await store.loadHistory('mail-session'), first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
+    const retry = await gateway.callWithOptions('send_mail', args, { retry: plan });
+    assert.equal(retry.result.outcome.status, 'succeeded', 'a retry of the operation in doubt is not a repeat of it');
+    assert.equal(sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, 1);
   });
 
   it('the issue\'s case with a real deadline: the call times out after its body started, the repeat is refused', async () => {
