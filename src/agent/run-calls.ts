@@ -290,7 +290,21 @@ type CallOptions = { readonly action: ActionContext; readonly signal?: AbortSign
  */
 async function attemptOnce(ctx: CallContext, requested: ChatToolCall, options: CallOptions, run: (args: JsonValue) => Promise<ToolExecution>, fresh = false): Promise<SettledCall> {
   const first = await attempt(requested, run, fresh);
-  return unlessReviewWaits(ctx, (await againAfterInterrupt(ctx, requested, first, options)) ?? first);
+  const settled = await unlessReviewWaits(ctx, (await againAfterInterrupt(ctx, requested, first, options)) ?? first);
+  return fresh ? settled : unlessToolWithdrawn(ctx, requested, settled);
+}
+
+/**
+ * A retry this run just made that failed and left its operation in doubt (refused before its body because a redeploy
+ * moved the caller's grant to a renamed tool, say), of a tool the model is no longer offered under the name it asked
+ * for: the run stops for a person, as for such a failure read back, before the model is asked again and makes the
+ * write under the new name, which the in-doubt guard does not know it by (docs/design.md#the-in-doubt-guard).
+ */
+async function unlessToolWithdrawn(ctx: CallContext, requested: ChatToolCall, settled: SettledCall): Promise<SettledCall> {
+  const execution = settled.kind === 'done' ? settled.call.execution : null;
+  if (execution === null || execution.result.outcome.status !== 'failed') return settled;
+  const doubt = await doubtOfWithdrawnTool(ctx, requested, execution);
+  return doubt === null ? settled : { kind: 'stop', reason: 'needs_review', callId: doubt };
 }
 
 /**

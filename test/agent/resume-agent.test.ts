@@ -83,6 +83,21 @@ describe('resumable agent runs (SQLite)', () => {
     await second.store.close();
   });
 
+  it('retry_safe: the open call\'s retry refused because a redeploy moved the grant to a renamed tool stops the run needs_review before the model is asked again', async () => {
+    const path = tempDbPath(dir);
+    const world = outside();
+    await (await crashedInsideEmail(path, world, 'order-renamed')).store.close();
+    // The redeploy: the agent now sends e-mails through email_customer; send_email stays registered, not granted to it.
+    const renamed: Tool = { ...world.tools[1]!, name: 'email_customer' };
+    const second = await host(path, [...world.tools, renamed], undefined, ['place_order', 'email_customer']);
+    const model = scriptedModel([reply(null, calls(['c3', 'email_customer', '{"item":"tea"}'])), doneStep]);
+    const result = await resumeAgent({ ...second, model, runId: 'order-renamed', store: second.store, maxSteps: 4, recovery: 'retry_safe' });
+    assert.equal(result.stopReason, 'needs_review');
+    assert.equal(result.pendingCallIds.length, 1);
+    assert.equal(world.emails.size, 0, 'no e-mail under the new name while the one that may have been sent is in doubt');
+    await second.store.close();
+  });
+
   it('suspend: an open non-idempotent call stops the run as needs_review; after a person reviews it, the run continues', async () => {
     const path = tempDbPath(dir);
     const world = outside({ emailEffect: 'non_idempotent' });

@@ -1,8 +1,9 @@
 /**
  * A resumed run's retry of a call whose arguments are larger than an unusable tool's calls are journaled with
  * (LIMITS.maxUnavailableArgumentsBytes), made by a host whose caller may no longer use the tool: the retry's refusal
- * is journaled like any other, so the model reads that an earlier attempt may have taken effect, or, for a call that
- * only waited for a person, that it did not run, and a later resume reads that refusal back instead of making the
+ * is journaled like any other, so the run stops for a person while an earlier attempt may have taken effect (the model,
+ * no longer offered the tool, could do the action another way), or, for a call that only waited for a person, the
+ * model reads that it did not run, and a later resume reads that refusal back instead of making the
  * operation's attempt after the model did the action another way. Before, the retry was refused unrecorded, as a
  * first call with such arguments is: the model read "the tool did not run" for a call whose body may have run (and
  * did the action with another tool), or for an approved call that the next resume, with the grant back, then made.
@@ -26,30 +27,30 @@ const attemptsOf = async (store: { loadHistory(id: string): Promise<readonly { k
 describe('a retry of a call with large arguments, by a caller no longer granted its tool', () => {
   const dir = tempDir();
 
-  it('in doubt (its body started): the refusal is journaled and the model reads that an earlier attempt may have taken effect', async () => {
+  it('in doubt (its body started): the refusal is journaled and the run stops for a person, the model not asked to do it another way', async () => {
     const world = outside();
     const second = await crashedInsideEmail(tempDbPath(dir), world, 'large-1', { step: largeEmail, grant: ['place_order'] });
     const model = scriptedModel([doneStep]);
     const resumed = await resumeAgent({ ...second, model, runId: 'large-1', store: second.store, maxSteps: 4, recovery: 'retry_safe' });
-    assert.equal(resumed.stopReason, 'completed');
-    const read = toolMessages(model)[1]!;
-    assert.doesNotMatch(read, /The tool did not run/);
-    assert.match(read, /may have taken effect/);
-    const retry = resumed.toolCalls[1]!.execution;
-    assert.ok(retry !== null, 'the retry was journaled');
-    assert.equal(retry.result.outcome.status === 'failed' && retry.result.outcome.category, 'unavailable');
-    assert.equal(retry.call.operation?.retry?.callId !== undefined, true);
+    assert.equal(resumed.stopReason, 'needs_review', 'the tool is no longer offered to the model and its call is still in doubt');
+    assert.equal(model.requests.length, 0, 'the model is not asked again');
+    const history = await second.store.loadHistory('shop');
+    const attempts = history.flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.name === 'send_email' ? [e.kind.call] : []));
+    assert.equal(attempts.length, 2, 'the e-mail and its retry');
+    const retryResult = history.find((e) => e.kind.type === 'tool_result' && e.kind.result.callId === attempts[1]!.id);
+    assert.equal(retryResult?.kind.type === 'tool_result' && retryResult.kind.result.outcome.status === 'failed' && retryResult.kind.result.outcome.category, 'unavailable', 'the retry\'s refusal was journaled');
+    assert.equal(attempts[1]!.operation?.retry?.callId, attempts[0]!.id);
+    assert.deepEqual(resumed.pendingCallIds, [attempts[1]!.id], 'the call in doubt is named as the queue lists it: its operation\'s latest attempt');
     assert.equal(await attemptsOf(second.store), 3, 'the order, the e-mail and its refused retry');
     assert.deepEqual(world.bodies, ['place_order']);
-    assert.equal(resumed.toolCalls[1]!.outcome.ok === false && resumed.toolCalls[1]!.outcome.mayHaveTakenEffect, true);
     await second.store.close();
   });
 
-  it('in doubt, retried and refused under stopOnUncertainOutcome: the run stops instead of letting the model do it another way', async () => {
+  it('in doubt, retried and refused under stopOnUncertainOutcome: the run stops for a person instead of letting the model do it another way', async () => {
     const world = outside();
     const second = await crashedInsideEmail(tempDbPath(dir), world, 'large-3', { step: largeEmail, grant: ['place_order'] });
     const resumed = await resumeAgent({ ...second, model: scriptedModel([]), runId: 'large-3', store: second.store, maxSteps: 4, recovery: 'retry_safe', stopOnUncertainOutcome: true });
-    assert.equal(resumed.stopReason, 'uncertain_outcome');
+    assert.equal(resumed.stopReason, 'needs_review');
     assert.deepEqual(world.bodies, ['place_order']);
     await second.store.close();
   });
