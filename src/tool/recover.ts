@@ -468,10 +468,16 @@ async function recoverOne(
         revisit = true;
       }
       history = await store.loadHistory(sessionId);
-      // Refused for another reason (its tool redeployed under another contract since, say) and still open: only a
-      // person can settle it now. One settled meanwhile (another host's attempt succeeded) is not left.
-      if (retry.outcome === 'refused' && !moved && openCalls(history).some((c) => c.callId === call.callId)) {
-        leave(`the retry was refused, nothing written: ${retry.error?.message ?? 'no reason given'}; a person reviews the call`);
+      // Still open after the retry, which settled nothing: refused for another reason (its tool redeployed under another
+      // contract since, say), recorded refused before its body (the caller's grant withdrawn, a guard), or ended in doubt
+      // itself. Only a person can settle it now, and the open call named is the one the queue lists (the retry, when it
+      // is the operation's latest attempt). One settled meanwhile (another host's attempt succeeded) is not left.
+      const open = moved ? undefined : openCalls(history).find((c) => c.callId === call.callId || c.callId === retry.retryCallId);
+      if (open !== undefined) {
+        const why = retry.outcome === 'refused'
+          ? `the retry was refused, nothing written: ${retry.error?.message ?? 'no reason given'}`
+          : `the retry (call ${retry.retryCallId}) ended ${retry.outcome} and settled nothing`;
+        left.push({ callId: open.callId, name: open.name, nextStep: open.nextStep, attention: open.attention, reason: `${why}; a person reviews the call` });
       }
       retried.push(retry.retryCallId === null ? retry : { ...retry, status: inspectToolRecovery(history, retry.retryCallId).status });
     }

@@ -240,6 +240,27 @@ describe('recoverAbandoned in one process', () => {
     await store.close();
   });
 
+  it('retry_safe: a retry recorded refused before its body (the grant withdrawn since) settles nothing, and the open call is left for a person', async () => {
+    const store = createMemoryStore();
+    let puts = 0;
+    const put = tool('put', async () => {
+      puts += 1;
+      throw new ToolBodyError('connection_reset', 'lost after the write');
+    }, new ToolMetadata('stores a record', { type: 'object' }).withEffect('idempotent', 'p1'));
+    const gone = await store.acquire('s-withdrawn', { owner: 'gone', leaseMs: 100, heartbeat: false });
+    await gone.startTask('t');
+    await createToolRuntime({ tools: [put], grants: { agent: '*' } }).bind({ owner: gone, taskId: 't', caller: 'agent' }).call('put', {});
+    const report = await recoveredOnce(store, { runtime: createToolRuntime({ tools: [put], grants: { ops: '*' } }), tools: [put], caller: 'agent' }, { policy: 'retry_safe', leaseMs: 100 });
+    assert.ok(report.action === 'taken_over', JSON.stringify(report));
+    assert.deepEqual(report.retried.map((r) => r.outcome), ['unavailable']);
+    const open = openCalls(await store.loadHistory('s-withdrawn'));
+    assert.deepEqual(open.map((c) => c.callId), [report.retried[0]!.retryCallId], 'the retry is the operation\'s latest attempt, and it is still open');
+    assert.deepEqual(report.left.map((c) => [c.callId, c.attention]), open.map((c) => [c.callId, c.attention]), 'a host paging a person for what is left sees it');
+    assert.match(report.left[0]!.reason, /^the retry \(call .*\) ended unavailable and settled nothing; a person reviews the call$/);
+    assert.equal(puts, 1, 'the retry never ran');
+    await store.close();
+  });
+
   it("retry_safe retries a non-idempotent call only on a reconciler's not_executed, and its review says so", async () => {
     const store = createMemoryStore();
     const charges = { count: 0 };
