@@ -18,3 +18,27 @@ export async function unlessAborted(promise: Promise<unknown>, signal: AbortSign
     signal.removeEventListener('abort', onAbort);
   }
 }
+
+/**
+ * A signal that aborts, with the reason, when either of two does, for one piece of work: `done` takes its listeners
+ * off, so a signal that outlives many such pieces (a run's, a host's) gathers none. Either may be undefined.
+ */
+export function eitherSignal(a: AbortSignal | undefined, b: AbortSignal | undefined): { readonly signal: AbortSignal | undefined; done(): void } {
+  if (a === undefined || b === undefined) return { signal: a ?? b, done: () => undefined };
+  const joined = new AbortController();
+  const follows = [a, b].map((source) => {
+    const follow = () => joined.abort(source.reason);
+    return { source, follow };
+  });
+  for (const { source, follow } of follows) {
+    if (joined.signal.aborted) break;
+    if (source.aborted) follow();
+    else source.addEventListener('abort', follow, { once: true });
+  }
+  return {
+    signal: joined.signal,
+    done: () => {
+      for (const { source, follow } of follows) source.removeEventListener('abort', follow);
+    },
+  };
+}

@@ -136,7 +136,7 @@ export async function openAiAgentsRun(options: OpenAiAgentsRunOptions): Promise<
     async execute(_input: unknown, _context, details) {
       // The arguments the model wrote are the ones journaled with its step; the call runs with exactly those.
       const callId = details?.toolCall?.callId;
-      const call = await run.call(schema.name, typeof callId === 'string' ? callId : '');
+      const call = await run.call(schema.name, typeof callId === 'string' ? callId : '', details?.signal);
       if (!call.outcome.ok) throw new ToolCallFailedError(schema.name, call.outcome);
       return call.outcome.output;
     },

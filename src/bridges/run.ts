@@ -22,6 +22,7 @@ import { describeValue, toWellFormed } from '../text.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import { checkRunHost } from '../agent/run-options.js';
 import { alsoWaiting, refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
+import { eitherSignal } from '../abort.js';
 import { journalReviewsAtStart } from '../agent/run-reviews.js';
 import { callRefusedEvent, checkRunId, journaledRefusal, modelResponseEvent, NOT_RUN_BY_FRAMEWORK, notOffered, readRun, runFinishedEvent, runFootprint, runOperationKey, runStartedEvent, type JournaledRun } from '../agent/run-journal.js';
 
@@ -48,7 +49,10 @@ export interface BridgeRunOptions {
    * registered in the gateway's runtime are always asked (a copy here without one does not stand in for it).
    */
   readonly reconcilers?: readonly Tool[];
-  /** Cancels the calls the run makes (recorded as `cancelled`). */
+  /**
+   * Cancels the calls the run makes (recorded as `cancelled`), as the framework's own signal for a call does
+   * (`generateText`'s `abortSignal`, the Agents SDK's `run(…, { signal })`).
+   */
   readonly signal?: AbortSignal;
 }
 
@@ -232,15 +236,31 @@ export class BridgeRun {
     return { decision: { taskId: this.options.gateway.taskId as ActionContext['decision']['taskId'], stepId: `${this.runId}/${step}` }, actionIndex: index };
   }
 
-  private async settle(position: Position, replayOnly: boolean): Promise<SettledCall | null> {
+  private async settle(position: Position, replayOnly: boolean, ctx: CallContext = this.ctx): Promise<SettledCall | null> {
     const { gateway, owner } = this.options;
     const { step, index, requested } = position;
-    const settled = await settleCall(this.ctx, requested, runOperationKey(this.runId, step, index), this.actionAt(step, index), replayOnly ? 'replay' : 'run');
+    const settled = await settleCall(ctx, requested, runOperationKey(this.runId, step, index), this.actionAt(step, index), replayOnly ? 'replay' : 'run');
     if (!replayOnly && settled?.kind === 'done' && settled.call.execution === null && !settled.call.outcome.ok && settled.call.outcome.category === 'preflight') {
       // Refused before anything was recorded: journaled so a resumed run shows the model the same refusal.
       await owner.append([callRefusedEvent(gateway.turnId, this.runId, step, index, settled.call.outcome.code, settled.call.outcome.message)]);
     }
     return settled;
+  }
+
+  /**
+   * The run's context with another signal, for one call the framework may cancel: what the run learns meanwhile
+   * (reconcilers asked, inbox reviews journaled) is still the run's, once for all its calls.
+   */
+  private withSignal(signal: AbortSignal | undefined): CallContext {
+    const shared = this.ctx;
+    return {
+      ...shared,
+      signal,
+      get reconciled() { return shared.reconciled; },
+      set reconciled(value) { shared.reconciled = value; },
+      get inboxJournaled() { return shared.inboxJournaled; },
+      set inboxJournaled(value) { shared.inboxJournaled = value; },
+    };
   }
 
   /** The number of model responses journaled so far (this run's steps, the resumed ones included). */
@@ -300,11 +320,13 @@ export class BridgeRun {
   /**
    * Runs the call the framework's loop asks for, identified by the model's call id, under the key of the position
    * `record` gave it. A call that stops the run (it waits on an operator's approval) or that no recorded response
-   * asked for throws ToolRuntimeHaltedError, so the framework's loop ends.
+   * asked for throws ToolRuntimeHaltedError, so the framework's loop ends. `signal`: the framework's own for this
+   * call; it cancels the call as the run's `signal` does.
    */
-  async call(name: string, providerCallId: string): Promise<AgentToolCall> {
+  async call(name: string, providerCallId: string, signal?: AbortSignal): Promise<AgentToolCall> {
     let position: Position | undefined;
     let settled: SettledCall;
+    const either = eitherSignal(this.ctx.signal, signal);
     try {
       // Only the run's loop calls (a newer open or a drive took it: AgentRunBusyError), and its call is work under
       // way that a newer entry waits for before it reads the journal.
@@ -318,12 +340,14 @@ export class BridgeRun {
           throw new InvalidInputError('model', `the call ${JSON.stringify(providerCallId)} was not asked for through the run's model: give the framework the run's model wrapper`);
         }
         // Not replay-only, so never null.
-        return this.settle(position, false);
+        return this.settle(position, false, either.signal === this.ctx.signal ? this.ctx : this.withSignal(either.signal));
       }))!;
     } catch (error) {
       // What the runtime refused (budget, a fenced owner, storage, a key another loop used meanwhile) halts the
       // framework's loop; its text is model-safe, never the error's own (ids and keys are not for the model).
       throw error instanceof ToolRuntimeHaltedError ? error : new ToolRuntimeHaltedError(name, error);
+    } finally {
+      either.done();
     }
     if (settled.kind === 'stop') {
       this.stop(settled.reason, settled.callId);
