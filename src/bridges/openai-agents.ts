@@ -8,7 +8,7 @@ import { InvalidInputError, ToolCallFailedError, ToolRuntimeHaltedError } from '
 import type { JsonValue } from '../json/types.js';
 import type { ToolExecution, ToolGateway, ToolSchema } from '../tool/types.js';
 import { runForModel } from './outcome.js';
-import { objectSchema, selectSchemas } from './schema.js';
+import { bridgeCallLimits, objectSchema, selectSchemas } from './schema.js';
 
 export interface OpenAiAgentsToolsOptions {
   /** Only these tools (each must be granted to the gateway's caller). Default: every tool the caller may use. */
@@ -47,6 +47,7 @@ export function exposedSchemas(gateway: ToolGateway, only: readonly string[] | u
  * (budget, stopped task, stale owner, storage) fails the run with ToolRuntimeHaltedError.
  */
 export function openAiAgentsTools(gateway: ToolGateway, options: OpenAiAgentsToolsOptions = {}): FunctionTool[] {
+  const limits = bridgeCallLimits(options);
   return exposedSchemas(gateway, options.tools).map(({ schema, exposed }) => {
     const name = schema.name;
     const parameters = { type: 'object', ...objectSchema(schema.inputSchema) };
@@ -61,8 +62,7 @@ export function openAiAgentsTools(gateway: ToolGateway, options: OpenAiAgentsToo
           name,
           () => gateway.callWithOptions(name, input as JsonValue, {
             ...(details?.signal ? { signal: details.signal } : {}),
-            ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),
-            ...(options.maxOutputBytes !== undefined ? { maxOutputBytes: options.maxOutputBytes } : {}),
+            ...limits,
           }),
           options.onExecution ? (execution) => options.onExecution!(execution, { toolCallId: details?.toolCall?.callId ?? null }) : undefined,
         );

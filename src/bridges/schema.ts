@@ -1,6 +1,7 @@
 import { InvalidInputError } from '../errors.js';
 import type { JsonObject } from '../json/types.js';
 import type { JsonSchema } from '../tool/metadata.js';
+import { checkLimitOption } from '../tool/call-inputs.js';
 import type { ToolGateway, ToolSchema } from '../tool/types.js';
 
 /**
@@ -27,4 +28,15 @@ export function selectSchemas(gateway: ToolGateway, only?: readonly string[]): T
     if (schema === undefined) throw new InvalidInputError('tools', `${JSON.stringify(name)} is not available to this gateway's caller`);
     return schema;
   });
+}
+
+/**
+ * A bridge's `timeoutMs` and `maxOutputBytes`, checked when it is built as each call would check them (the same
+ * ToolPreflightError `invalid_options`): refused only at call time, every call would reach the model as a refusal
+ * instead of the host as a configuration error. Returns them as call options.
+ */
+export function bridgeCallLimits(options: { readonly timeoutMs?: number; readonly maxOutputBytes?: number }): { timeoutMs?: number; maxOutputBytes?: number } {
+  const timeoutMs = checkLimitOption('timeoutMs', options.timeoutMs);
+  const maxOutputBytes = checkLimitOption('maxOutputBytes', options.maxOutputBytes);
+  return { ...(timeoutMs !== undefined ? { timeoutMs } : {}), ...(maxOutputBytes !== undefined ? { maxOutputBytes } : {}) };
 }

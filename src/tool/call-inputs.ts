@@ -69,6 +69,18 @@ export function checkOperationKey(key: unknown): OperationKey {
 }
 
 /**
+ * A call's `timeoutMs` or `maxOutputBytes` as given, before any ceiling applies: a positive integer, or undefined
+ * (the ceiling). Anything else is refused (`invalid_options`); a bridge checks its own such option with it when built.
+ */
+export function checkLimitOption(field: string, option: unknown): number | undefined {
+  if (option === undefined) return undefined;
+  if (typeof option !== 'number' || !Number.isSafeInteger(option) || option <= 0) {
+    throw new ToolPreflightError('invalid_options', `${field} must be a positive integer, got ${String(option)}`);
+  }
+  return option;
+}
+
+/**
  * The effective limit of a call: its option, which may only tighten the ceiling (a positive integer at most the
  * ceiling; above it the call is refused, never silently cut, naming the setting that raises it), or the ceiling.
  * The ceiling is the lower of the runtime's limit and the tool's; the tool's setting is named only in a refusal.
@@ -83,14 +95,12 @@ export function effectiveLimit(
 ): number {
   const byTool = typeof toolValue === 'number' && toolValue < runtimeValue;
   const ceiling = byTool ? toolValue : runtimeValue;
-  if (option === undefined) return ceiling;
-  if (typeof option !== 'number' || !Number.isSafeInteger(option) || option <= 0) {
-    throw new ToolPreflightError('invalid_options', `${field} must be a positive integer, got ${String(option)}`);
+  const checked = checkLimitOption(field, option);
+  if (checked === undefined) return ceiling;
+  if (checked > ceiling) {
+    throw new ToolPreflightError('invalid_options', `${field} ${checked} is above its ceiling of ${ceiling}; to allow more, raise ${byTool ? toolSetting() : runtimeSetting}`);
   }
-  if (option > ceiling) {
-    throw new ToolPreflightError('invalid_options', `${field} ${option} is above its ceiling of ${ceiling}; to allow more, raise ${byTool ? toolSetting() : runtimeSetting}`);
-  }
-  return option;
+  return checked;
 }
 
 /**
