@@ -5,6 +5,7 @@
  * on from there (the model reads the cancelled call).
  */
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { it } from 'node:test';
 import { generateText, stepCountIs } from 'ai';
 import { Agent, run, setTracingDisabled, Usage, type AgentOutputItem, type Model, type ModelResponse, type StreamEvent } from '@openai/agents';
@@ -69,7 +70,8 @@ for (const runSignal of [false, true]) {
   it(`aiSdkRun${runSignal ? ' (with a signal of its own)' : ''}: generateText's abortSignal cancels the running call, which is journaled cancelled without its write, and the run goes on when opened again`, async () => {
     const world = bank();
     const { store, owner, gateway } = await host(world.tool);
-    const options = { owner, gateway, store, runId: 'pay-1', ...(runSignal ? { signal: new AbortController().signal } : {}) };
+    const ofRun = new AbortController().signal;
+    const options = { owner, gateway, store, runId: 'pay-1', ...(runSignal ? { signal: ofRun } : {}) };
     const first = await aiSdkRun({ ...options, prompt: 'Send 5.' });
     const cancel = new AbortController();
     void world.bodyStarted.then(() => cancel.abort());
@@ -80,6 +82,7 @@ for (const runSignal of [false, true]) {
     assert.equal(outcome.status === 'failed' ? outcome.category : undefined, 'cancelled');
     await new Promise((resolve) => setTimeout(resolve, 50));
     assert.deepEqual(world.sent, [], 'the body stopped before its write');
+    assert.equal(getEventListeners(ofRun, 'abort').length, 0, 'the run\'s signal keeps no listener of the call once it ended');
 
     // Opened again: the cancelled call is read back (not run again), and the loop goes on from it.
     const again = await aiSdkRun(options);
