@@ -141,6 +141,15 @@ export class CallControl {
   }
 
   /**
+   * A body that held the event loop past its deadline (CPU-bound, its signal ignored) settles before the deadline's
+   * timer can run: the deadline is checked as it settles, so it wins as the timer would have made it win, and the race
+   * is woken with the timeout and the body's end (docs/design.md#deadlines-cancellation-and-task-stops).
+   */
+  private checkSettledInTime(): void {
+    if (this.bodyRunning && !this.signal.aborted && LeaseWatch.reached(this.deadline)) this.expire(this.timeoutMs);
+  }
+
+  /**
    * Awaits `work` unless an interrupt comes first; a late result of `work` is then discarded. An interrupt that wins
    * says when `work` ends (`ended`), or that it was never called (no `ended`): the control is checked again just
    * before `work` is called, and an interrupt by then leaves it uncalled.
@@ -172,11 +181,13 @@ export class CallControl {
         }
         running.then(
           (value) => {
+            this.checkSettledInTime();
             settle?.('returned');
             this.waiting.delete(wake);
             resolve({ value });
           },
           (error: unknown) => {
+            this.checkSettledInTime();
             settle?.('threw');
             this.waiting.delete(wake);
             reject(error);

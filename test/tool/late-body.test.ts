@@ -466,3 +466,40 @@ it("a body that ran and threw a failure carrying the runtime's stopped-before-bo
   await owner.release();
   await store.close();
 });
+
+it('a body that holds the event loop past its deadline and then returns is recorded as the timeout the timer records, its output discarded', async () => {
+  const store = await openSqliteStore(tempDbPath(tempDir(), 'journal'));
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t');
+  const metadata = (name: string) => new ToolMetadata(`the ${name} tool`, { type: 'object' }).withEffect('non_idempotent', 'v1');
+  const tools: Tool[] = [
+    // CPU-bound, its signal ignored: the deadline's timer cannot run before it returns.
+    { name: 'render', metadata: metadata('render'), execute: async () => {
+      const until = Date.now() + 250;
+      while (Date.now() < until) { /* rendering */ }
+      return 'rendered';
+    } },
+    // Awaits: the deadline's timer runs, and the body returns once it is told.
+    { name: 'wait', metadata: metadata('wait'), execute: (_request, signal) => new Promise<string>((resolve) => {
+      signal.addEventListener('abort', () => resolve('waited'), { once: true });
+    }) },
+    { name: 'quick', metadata: metadata('quick'), execute: async () => 'quick' },
+  ];
+  const gateway = createToolRuntime({ tools, grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  const rendered = await gateway.callWithOptions('render', {}, { timeoutMs: 100 });
+  const waited = await gateway.callWithOptions('wait', {}, { timeoutMs: 100 });
+  assert.deepEqual(waited.result.outcome, { status: 'failed', category: 'timeout', code: 'tool_timeout', message: 'the call deadline passed', retryable: true });
+  assert.deepEqual(rendered.result.outcome, waited.result.outcome);
+  assert.ok(rendered.startedEvent !== null, 'the body started');
+  for (const ran of [rendered, waited]) {
+    const ended = await untilBodyEnded(store, 's', ran.call.id);
+    assert.deepEqual(ended.kind.type === 'custom' && ended.kind.payload, { callId: ran.call.id, ended: 'returned' });
+  }
+  const history = await store.loadHistory('s');
+  assert.equal(inspectToolRecovery(history, rendered.call.id).status, inspectToolRecovery(history, waited.call.id).status);
+  // A body that returns in time still succeeds.
+  const quick = await gateway.callWithOptions('quick', {}, { timeoutMs: 100 });
+  assert.deepEqual(quick.result.outcome, { status: 'succeeded', output: 'quick' });
+  await owner.release();
+  await store.close();
+});
