@@ -1,4 +1,5 @@
-import { ChatModelError } from '../errors.js';
+import { ChatModelError, InvalidInputError } from '../errors.js';
+import { describeValue } from '../text.js';
 import type { ChatModel, ChatRequest, ChatResponse } from './model.js';
 
 /** One scripted answer: a fixed response, or one computed from the request (say, from the last tool result). */
@@ -19,6 +20,7 @@ export interface ScriptedModel extends ChatModel {
  * at the step the run resumes at.
  */
 export function scriptedModel(turns: readonly ScriptedTurn[]): ScriptedModel {
+  if (!Array.isArray(turns)) throw new InvalidInputError('turns', `must be an array of scripted turns, got ${describeValue(turns)}`);
   const queue = [...turns];
   const requests: ChatRequest[] = [];
   return {

@@ -6,8 +6,8 @@
  */
 import type { ToolFailureCategory } from '../event/types.js';
 import { LIMITS } from '../limits.js';
-import { truncateUtf8 } from '../text.js';
-import { ToolPreflightError, ToolRuntimeHaltedError } from '../errors.js';
+import { describeValue, truncateUtf8 } from '../text.js';
+import { InvalidInputError, ToolPreflightError, ToolRuntimeHaltedError } from '../errors.js';
 import type { ToolExecution } from '../tool/types.js';
 import { retriedAttemptMayHaveRun } from '../tool/retry-source.js';
 import { stoppedBeforeBody } from '../tool/retry-policy.js';
@@ -75,6 +75,11 @@ function modelFacingMessage(failure: { category: string; code: string; message: 
  * `not_executed` review settled (a free retry), so "did not run" would hide that attempt, whose body may have run.
  */
 export function describeToolFailure(name: string, failure: { category: string; code: string; message: string }, started: boolean, earlierMayHaveRun = false): string {
+  if (typeof name !== 'string') throw new InvalidInputError('name', `must be a string, got ${describeValue(name)}`);
+  const f = failure as Partial<typeof failure> | null;
+  if (typeof f !== 'object' || f === null || typeof f.category !== 'string' || typeof f.code !== 'string' || typeof f.message !== 'string') {
+    throw new InvalidInputError('failure', `must be a recorded failure ({ category, code, message }, each a string), got ${describeValue(failure)}`);
+  }
   const ran = started
     ? 'The tool started, so it may have taken effect before failing; check before doing it again.'
     : earlierMayHaveRun
@@ -101,6 +106,11 @@ export function preflightFailure(name: string, error: { code: string; message: s
 
 /** Reduces an execution to what the model may see. */
 export function modelFacingOutcome(execution: ToolExecution): ModelFacingOutcome {
+  const given = execution as { call?: unknown; result?: { outcome?: unknown } | null } | null;
+  if (typeof given !== 'object' || given === null || typeof given.call !== 'object' || given.call === null
+    || typeof given.result?.outcome !== 'object' || given.result.outcome === null) {
+    throw new InvalidInputError('execution', `must be a ToolExecution (what a gateway call returns), got ${describeValue(execution)}`);
+  }
   const outcome = execution.result.outcome;
   if (outcome.status === 'succeeded') return { ok: true, output: outcome.output };
   // A start marker followed by a stop before the body was called: the body never started.

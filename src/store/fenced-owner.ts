@@ -4,7 +4,7 @@ import type { DecisionRow } from './inbox-rows.js';
 import { checkId, type OperationKey, type SessionId, type TaskId } from '../ids.js';
 import { DECODED_WIRE_TYPES } from '../event/codec.js';
 import { BODY_ENDED } from '../tool/late-bodies.js';
-import { thrownMessage } from '../text.js';
+import { describeValue, thrownMessage } from '../text.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
 import { attentionCallIds, attentionItem, blocksRepeat } from './attention.js';
 import { decideCommit, decideRelease, decideReleaseUnwritten, decideRenew, decideStartTask, decideTaskState, draftEventIds, taskSnapshot, type OwnerRef, type UnwrittenSettlement } from './decisions.js';
@@ -81,11 +81,14 @@ function refuseEvidence(draft: EventDraft, i: number): void {
 
 /** A host's draft as plain data, each field read once (structuredClone); what cannot be copied is refused. */
 function plainDraft(draft: EventDraft, i: number): EventDraft {
+  let copy: unknown;
   try {
-    return structuredClone(draft);
+    copy = structuredClone(draft);
   } catch (error) {
     throw new InvalidInputError(`events[${i}]`, `must be plain data (no functions or Proxies): ${thrownMessage(error)}`, { cause: error });
   }
+  if (typeof copy !== 'object' || copy === null || Array.isArray(copy)) throw new InvalidInputError(`events[${i}]`, `must be an event draft (an object), got ${describeValue(copy)}`);
+  return copy as EventDraft;
 }
 
 /** The operation whose inbox rows a commit's approval change reads. */
@@ -419,8 +422,14 @@ export class FencedOwner implements SessionOwner {
 
   async findInDoubt(binding: InDoubtQuery): Promise<AttentionItem | null> {
     this.guard.check();
-    if (!this.backend.findAttention) return null;
+    if (typeof binding !== 'object' || binding === null) throw new InvalidInputError('binding', `must be an object with taskId, tool and argsDigest, got ${describeValue(binding)}`);
     const { running, exceptKey, ...match } = binding;
+    for (const field of ['taskId', 'tool', 'argsDigest'] as const) checkId<string>(`binding.${field}`, match[field]);
+    if (exceptKey !== undefined) checkId<string>('binding.exceptKey', exceptKey);
+    if (running !== undefined && typeof (running as Partial<ReadonlySet<string>> | null)?.has !== 'function') {
+      throw new InvalidInputError('binding.running', `must be a set of call ids, got ${describeValue(running)}`);
+    }
+    if (!this.backend.findAttention) return null;
     const rows = await this.backend.findAttention(this.sessionId, match);
     const row = rows.find((r) => blocksRepeat(r) && running?.has(r.callId) !== true && r.key !== exceptKey);
     return row ? attentionItem(row) : null;

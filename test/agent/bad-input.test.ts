@@ -1,0 +1,33 @@
+/**
+ * Bad input to a public function is refused with the package's typed error (InvalidInputError, `invalid_input`,
+ * naming the field), as docs/api.md#errors promises of every error, never a bare TypeError from deeper in.
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { createMemoryStore } from '../../src/index.js';
+import { describeToolFailure, modelFacingOutcome, scriptedModel } from '../../src/agent.js';
+import type { ToolExecution } from '../../src/tool/types.js';
+
+const invalid = (field: string) => ({ name: 'InvalidInputError', code: 'invalid_input', field });
+
+it('append, findInDoubt, modelFacingOutcome, describeToolFailure and scriptedModel refuse bad input as invalid_input, naming the field', async () => {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'h' });
+  await owner.startTask('t');
+  await assert.rejects(owner.append([null as never]), invalid('events[0]'));
+  await assert.rejects(owner.append([{ turnId: 'x', kind: { type: 'custom', plugin: 'p', kind: 'k', payload: 1 } }, 7 as never]), invalid('events[1]'));
+  await assert.rejects(owner.findInDoubt!(null as never), invalid('binding'));
+  await assert.rejects(owner.findInDoubt!({ taskId: 't', tool: 'w' } as never), invalid('binding.argsDigest'));
+  await assert.rejects(owner.findInDoubt!({ taskId: 't', tool: 'w', argsDigest: 'd', running: 3 } as never), invalid('binding.running'));
+  assert.equal(await owner.findInDoubt!({ taskId: 't', tool: 'w', argsDigest: 'd' }), null, 'a good binding is still answered');
+  assert.throws(() => modelFacingOutcome(null as never), invalid('execution'));
+  assert.throws(() => modelFacingOutcome({ call: { name: 'w' }, result: null } as unknown as ToolExecution), invalid('execution'));
+  assert.throws(() => describeToolFailure('w', null as never, false), invalid('failure'));
+  assert.throws(() => describeToolFailure('w', { category: 'denied', code: 'no' } as never, false), invalid('failure'));
+  assert.throws(() => describeToolFailure(null as never, { category: 'denied', code: 'no', message: 'not today' }, false), invalid('name'));
+  assert.match(describeToolFailure('w', { category: 'denied', code: 'no', message: 'not today' }, false), /^Tool "w" failed: denied \(no\): not today\. The tool did not run\.$/);
+  assert.throws(() => scriptedModel(null as never), invalid('turns'));
+  assert.throws(() => scriptedModel('turn' as never), invalid('turns'));
+  await owner.release();
+  await store.close();
+});
