@@ -36,6 +36,16 @@ export function describeValue(v: unknown): string {
 }
 
 /**
+ * A setting that should have been a number, as an error message shows it: a number as itself, text quoted (so "100"
+ * does not read as the valid 100), anything else described (describeValue).
+ */
+export function describeSetting(v: unknown): string {
+  if (typeof v === 'number') return String(v);
+  if (typeof v === 'string') return JSON.stringify(v.length > 64 ? `${truncateUtf8(v, 64)}…` : v);
+  return describeValue(v);
+}
+
+/**
  * What a thrown value says, for the journal: an Error's message when it is text, else a description of the value.
  * Never throws, whatever was thrown (an Error whose message is an object, a Proxy, a getter that throws).
  */

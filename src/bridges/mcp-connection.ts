@@ -26,6 +26,7 @@ import { LIMITS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
 import type { ToolDenial } from '../tool/types.js';
 import { importFromSource, listMcpTools, mcpToolRevision, type McpImportOptions, type McpToolImport, type McpToolSource } from './mcp.js';
+import { describeSetting } from '../text.js';
 
 /**
  * Where the server is: a command to run over stdio, or a Streamable HTTP endpoint. A stdio server does not inherit
@@ -95,7 +96,7 @@ const GUARD_SCRIPT = fileURLToPath(new URL('./mcp-guard.js', import.meta.url));
 
 function positiveOption(field: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value <= 0) throw new InvalidInputError(field, `must be a positive integer, got ${String(value)}`);
+  if (!Number.isSafeInteger(value) || value <= 0) throw new InvalidInputError(field, `must be a positive integer, got ${describeSetting(value)}`);
   return value;
 }
 

@@ -24,6 +24,7 @@ import { LIMITS } from '../limits.js';
 import { externalIdempotencyKey } from '../tool/idempotency.js';
 import { connectMcpServer, type McpServerAddress } from './mcp-connection.js';
 import { MCP_IDEMPOTENCY_META_KEY } from './mcp.js';
+import { describeSetting } from '../text.js';
 
 export interface McpProbeOptions {
   /** The MCP tool to call (its MCP name). */
@@ -105,7 +106,7 @@ export async function probeMcpIdempotency(client: Client, options: McpProbeOptio
   if (jsonEquals(options.arguments, options.otherArguments)) throw new InvalidInputError('otherArguments', 'must differ from arguments');
   const timeoutMs = options.timeoutMs ?? 10_000;
   if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0 || timeoutMs > LIMITS.maxTimeoutMs) {
-    throw new InvalidInputError('timeoutMs', `must be a positive integer of at most ${LIMITS.maxTimeoutMs} (LIMITS.maxTimeoutMs), got ${String(timeoutMs)}`);
+    throw new InvalidInputError('timeoutMs', `must be a positive integer of at most ${LIMITS.maxTimeoutMs} (LIMITS.maxTimeoutMs), got ${describeSetting(timeoutMs)}`);
   }
   const identity = client.getServerVersion();
   if (identity === undefined) throw new InvalidInputError('client', 'is not connected');

@@ -14,6 +14,7 @@ import { ATTENTION_STATUSES, type AttentionRow, type AttentionScan, type Attenti
 import { verifyJournal } from './verify.js';
 import type { CallProgress } from './inbox-rows.js';
 import type { AttentionItem, AttentionQuery } from './types.js';
+import { describeSetting } from '../text.js';
 
 /** The statuses the queue lists unless told otherwise: an outcome nobody has seen, or one that stays uncertain. */
 export const OPEN_ATTENTION_STATUSES: readonly AttentionStatus[] = ['no_result', 'outcome_unknown'];
@@ -273,10 +274,10 @@ export function attentionScan(query: AttentionQuery, now: number): AttentionScan
   }
   const limit = q.limit ?? ATTENTION_PAGE.defaultLimit;
   if (!Number.isSafeInteger(limit) || limit < 1 || limit > ATTENTION_PAGE.maxLimit) {
-    throw new InvalidInputError('limit', `must be an integer from 1 to ${ATTENTION_PAGE.maxLimit}, got ${String(limit)}`);
+    throw new InvalidInputError('limit', `must be an integer from 1 to ${ATTENTION_PAGE.maxLimit}, got ${describeSetting(limit)}`);
   }
   if (q.olderThanMs !== undefined && (!Number.isSafeInteger(q.olderThanMs) || q.olderThanMs < 0)) {
-    throw new InvalidInputError('olderThanMs', `must be a non-negative integer, got ${String(q.olderThanMs)}`);
+    throw new InvalidInputError('olderThanMs', `must be a non-negative integer, got ${describeSetting(q.olderThanMs)}`);
   }
   for (const field of ['sessionId', 'tool'] as const) {
     const v = q[field];

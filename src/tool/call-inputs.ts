@@ -6,14 +6,14 @@ import { checkCanonicalJson } from '../json/canonical.js';
 import { parseStringifiedJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS, OPERATION_KEY_LIMITS } from '../limits.js';
-import { describeValue, thrownMessage, utf8Length } from '../text.js';
+import { describeSetting, describeValue, thrownMessage, utf8Length } from '../text.js';
 import type { ToolRetryPlan } from './retry-plan.js';
 import { toolNameProblem } from './names.js';
 
 export function positiveSetting(field: string, value: number | undefined, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0 || value > max) {
-    throw new ToolConfigError(`${field} must be a positive integer${max < Number.MAX_SAFE_INTEGER ? ` of at most ${max}` : ''}, got ${String(value)}`);
+    throw new ToolConfigError(`${field} must be a positive integer${max < Number.MAX_SAFE_INTEGER ? ` of at most ${max}` : ''}, got ${describeSetting(value)}`);
   }
   return value;
 }
@@ -75,7 +75,7 @@ export function checkOperationKey(key: unknown): OperationKey {
 export function checkLimitOption(field: string, option: unknown): number | undefined {
   if (option === undefined) return undefined;
   if (typeof option !== 'number' || !Number.isSafeInteger(option) || option <= 0) {
-    throw new ToolPreflightError('invalid_options', `${field} must be a positive integer, got ${String(option)}`);
+    throw new ToolPreflightError('invalid_options', `${field} must be a positive integer, got ${describeSetting(option)}`);
   }
   return option;
 }

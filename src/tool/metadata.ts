@@ -3,6 +3,7 @@ import { TOOL_EFFECTS, type ToolEffect, type ToolEffectContract } from '../event
 import { checkId } from '../ids.js';
 import type { JsonObject } from '../json/types.js';
 import { LIMITS } from '../limits.js';
+import { describeSetting } from '../text.js';
 
 /** A JSON Schema (draft 2020-12) object describing a tool's arguments. */
 export type JsonSchema = JsonObject | boolean;
@@ -12,7 +13,7 @@ export const DEFAULT_CONTRACT: ToolEffectContract = Object.freeze({ effect: 'unk
 
 function positiveInteger(field: string, value: unknown, max = Number.MAX_SAFE_INTEGER): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0 || value > max) {
-    throw new InvalidInputError(field, `must be a positive integer${max < Number.MAX_SAFE_INTEGER ? ` of at most ${max}` : ''}, got ${String(value)}`);
+    throw new InvalidInputError(field, `must be a positive integer${max < Number.MAX_SAFE_INTEGER ? ` of at most ${max}` : ''}, got ${describeSetting(value)}`);
   }
   return value;
 }

@@ -10,7 +10,7 @@ import type { JsonValue } from '../json/types.js';
 import { isTimeoutMs, LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
 import { currentOwner, onOwnerLost } from '../store/owner-commit.js';
-import { truncateUtf8 } from '../text.js';
+import { describeSetting, truncateUtf8 } from '../text.js';
 import { classifyAttempt, collectEvidence, latestReview, operationOriginOf, sameContract, type AttemptRecord } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { assessSession } from './assess.js';
@@ -154,12 +154,12 @@ export async function reconcileCalls(
 ): Promise<PassReport> {
   if (!Array.isArray(tools)) throw new InvalidInputError('tools', 'must be an array of tools');
   if (options.timeoutMs !== undefined && !isTimeoutMs(options.timeoutMs)) {
-    throw new InvalidInputError('timeoutMs', `must be a positive integer of at most ${LIMITS.maxTimeoutMs}, got ${String(options.timeoutMs)}`);
+    throw new InvalidInputError('timeoutMs', `must be a positive integer of at most ${LIMITS.maxTimeoutMs}, got ${describeSetting(options.timeoutMs)}`);
   }
   // Each tool's own deadline, checked before anything is asked or written.
   tools.forEach((t, i) => {
     if (t?.reconcileTimeoutMs !== undefined && !isTimeoutMs(t.reconcileTimeoutMs)) {
-      throw new InvalidInputError(`tools[${i}].reconcileTimeoutMs`, `must be a positive integer of at most ${LIMITS.maxTimeoutMs}, got ${String(t.reconcileTimeoutMs)}`);
+      throw new InvalidInputError(`tools[${i}].reconcileTimeoutMs`, `must be a positive integer of at most ${LIMITS.maxTimeoutMs}, got ${describeSetting(t.reconcileTimeoutMs)}`);
     }
   });
   if (!Array.isArray(history)) throw new InvalidInputError('history', 'must be the session\'s confirmed journal (an array of events)');

@@ -12,7 +12,7 @@ import { LEASE_LIMITS, LIMITS, RECOVERY_LIMITS } from '../limits.js';
 import { bodiesEnded, stopRenewing } from '../store/owner-commit.js';
 import type { AcquireOptions, SessionOwner, SessionStore, SessionSummary } from '../store/types.js';
 import { HeadAnchor, type AnchorOptions } from '../store/anchors.js';
-import { truncateUtf8 } from '../text.js';
+import { describeSetting, truncateUtf8 } from '../text.js';
 import { assessSession, ToolAttention, ToolNextStep, type ToolCallAssessment } from './assess.js';
 import { inspectToolRecovery } from './recovery.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
@@ -265,13 +265,13 @@ function checkArguments(
   }
   const lease = options.leaseMs;
   if (lease !== undefined && (!Number.isSafeInteger(lease) || lease < LEASE_LIMITS.minMs || lease > LEASE_LIMITS.maxMs)) {
-    throw new InvalidInputError('leaseMs', `must be an integer from ${LEASE_LIMITS.minMs} to ${LEASE_LIMITS.maxMs} ms, got ${String(lease)}`);
+    throw new InvalidInputError('leaseMs', `must be an integer from ${LEASE_LIMITS.minMs} to ${LEASE_LIMITS.maxMs} ms, got ${describeSetting(lease)}`);
   }
   const owner = options.owner ?? 'jingwei-recover';
   if (typeof owner !== 'string' || !isValidText(owner)) throw new InvalidInputError('owner', 'must be 1..1024 bytes of non-blank text');
   const concurrency = options.concurrency ?? 1;
   if (!Number.isSafeInteger(concurrency) || concurrency < 1 || concurrency > RECOVERY_LIMITS.maxConcurrency) {
-    throw new InvalidInputError('concurrency', `must be an integer from 1 to ${RECOVERY_LIMITS.maxConcurrency}, got ${String(concurrency)}`);
+    throw new InvalidInputError('concurrency', `must be an integer from 1 to ${RECOVERY_LIMITS.maxConcurrency}, got ${describeSetting(concurrency)}`);
   }
   const onSession = options.onSession;
   if (onSession !== undefined && typeof onSession !== 'function') throw new InvalidInputError('onSession', 'must be a function');

@@ -11,7 +11,7 @@ import { jsonEquals, jsonTextBytes } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { ApprovalChange, BudgetChange, CommitRequest, RecordedAttempt, SessionOwner } from '../store/types.js';
-import { toWellFormed, utf8Length } from '../text.js';
+import { describeSetting, toWellFormed, utf8Length } from '../text.js';
 import { checkRuntimeConfig, checkSignal } from './runtime-config.js';
 import { askApproval, checkAvailability, checkGrantAndSchema, checkInDoubt, failure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
 import { CallControl } from './control.js';
@@ -50,7 +50,7 @@ class CanonicalRuntime implements ToolRuntime {
     this.maxInFlight = positiveSetting('maxInFlight', config.maxInFlight, RUNTIME_DEFAULTS.maxInFlight);
     this.describePanic = config.describePanic ?? defaultPanicDescription;
     if (config.inDoubtGuard !== undefined && typeof config.inDoubtGuard !== 'boolean') {
-      throw new ToolConfigError(`inDoubtGuard must be a boolean, got ${String(config.inDoubtGuard)}`);
+      throw new ToolConfigError(`inDoubtGuard must be a boolean, got ${describeSetting(config.inDoubtGuard)}`);
     }
     this.inDoubtGuard = config.inDoubtGuard !== false;
     this.observability = Observability.from(config.telemetry, config.onEvent);

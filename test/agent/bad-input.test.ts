@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import { createMemoryStore } from '../../src/index.js';
+import { createMemoryStore, createToolRuntime, ToolMetadata } from '../../src/index.js';
 import { describeToolFailure, modelFacingOutcome, scriptedModel } from '../../src/agent.js';
 import type { ToolExecution } from '../../src/tool/types.js';
 
@@ -28,6 +28,23 @@ it('append, findInDoubt, modelFacingOutcome, describeToolFailure and scriptedMod
   assert.match(describeToolFailure('w', { category: 'denied', code: 'no', message: 'not today' }, false), /^Tool "w" failed: denied \(no\): not today\. The tool did not run\.$/);
   assert.throws(() => scriptedModel(null as never), invalid('turns'));
   assert.throws(() => scriptedModel('turn' as never), invalid('turns'));
+  await owner.release();
+  await store.close();
+});
+
+it('a number setting given as text is shown quoted, so "100" does not read as the valid 100', async () => {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'h' });
+  await owner.startTask('t');
+  const tool = { name: 'w', metadata: new ToolMetadata('w', { type: 'object' }).withEffect('idempotent', 'v1'), execute: async () => 'ok' };
+  const gateway = createToolRuntime({ tools: [tool], grants: { a: '*' } }).bind({ owner, taskId: 't', caller: 'a' });
+  const refused = (message: string) => ({ name: 'ToolPreflightError', code: 'invalid_options', message });
+  await assert.rejects(gateway.callWithOptions('w', {}, { timeoutMs: '100' as never }), refused('timeoutMs must be a positive integer, got "100"'));
+  await assert.rejects(gateway.callWithOptions('w', {}, { maxOutputBytes: '5' as never }), refused('maxOutputBytes must be a positive integer, got "5"'));
+  await assert.rejects(gateway.callWithOptions('w', {}, { timeoutMs: -1 }), refused('timeoutMs must be a positive integer, got -1'));
+  await assert.rejects(gateway.callWithOptions('w', {}, { timeoutMs: {} as never }), refused('timeoutMs must be a positive integer, got an object'));
+  assert.throws(() => createToolRuntime({ tools: [tool], grants: { a: '*' }, maxInFlight: '4' as never }), { name: 'ToolConfigError', message: /maxInFlight must be a positive integer, got "4"$/ });
+  assert.throws(() => new ToolMetadata('w', { type: 'object' }).withTimeoutCeiling('100' as never), { code: 'invalid_input', message: /got "100"$/ });
   await owner.release();
   await store.close();
 });

@@ -1,6 +1,7 @@
 import { InvalidInputError } from '../../errors.js';
 import { LIMITS } from '../../limits.js';
 import type { PgPool } from './driver-types.js';
+import { describeSetting } from '../../text.js';
 
 /** A schema name the store accepts: a plain SQL identifier, at most 63 bytes. */
 export const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
@@ -59,7 +60,7 @@ export type { PgPool };
 export function checkMs(name: string, value: number | undefined, fallback: number, min: number): number {
   const v = value ?? fallback;
   if (!Number.isSafeInteger(v) || v < min || v > LIMITS.maxTimeoutMs) {
-    throw new InvalidInputError(name, `must be an integer from ${min} to ${LIMITS.maxTimeoutMs}, got ${String(v)}`);
+    throw new InvalidInputError(name, `must be an integer from ${min} to ${LIMITS.maxTimeoutMs}, got ${describeSetting(v)}`);
   }
   return v;
 }

@@ -1,5 +1,6 @@
 import { InvalidInputError } from '../../errors.js';
 import { LIMITS } from '../../limits.js';
+import { describeSetting } from '../../text.js';
 
 /** The schema version this code writes and understands (`PRAGMA user_version`). A newer file is refused on open. */
 export const SQLITE_SCHEMA_VERSION = 9;
@@ -49,7 +50,7 @@ export interface SqliteDatabase {
 /** The busy timeout a SQLite connection is opened with: 0 (fail at once) up to what Node's timers hold. */
 export function checkBusyTimeout(value: unknown): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0 || value > LIMITS.maxTimeoutMs) {
-    throw new InvalidInputError('busyTimeoutMs', `must be an integer from 0 to ${LIMITS.maxTimeoutMs}, got ${String(value)}`);
+    throw new InvalidInputError('busyTimeoutMs', `must be an integer from 0 to ${LIMITS.maxTimeoutMs}, got ${describeSetting(value)}`);
   }
   return value;
 }
