@@ -10,7 +10,7 @@ import type { EventDraft, SessionEvent } from '../event/types.js';
 import type { JsonValue } from '../json/types.js';
 import { hasLoneSurrogate } from '../ids.js';
 import { LIMITS, OPERATION_KEY_LIMITS, RUN_LIMITS } from '../limits.js';
-import { toWellFormed, truncateUtf8, utf8Length } from '../text.js';
+import { describeSetting, toWellFormed, truncateUtf8, utf8Length } from '../text.js';
 import type { ChatResponse, ChatToolCall } from './model.js';
 
 export const RUN_PLUGIN = 'jingwei.run';
@@ -60,6 +60,9 @@ export function checkRunId(runId: unknown): string {
 
 /** The operation key of the `index`-th call (0-based) the model asked for at `step` (1-based) of run `runId`. */
 export function runOperationKey(runId: string, step: number, index: number): string {
+  checkRunId(runId);
+  if (!Number.isSafeInteger(step) || step < 1) throw new InvalidInputError('step', `must be an integer of at least 1 (steps count from 1), got ${describeSetting(step)}`);
+  if (!Number.isSafeInteger(index) || index < 0) throw new InvalidInputError('index', `must be an integer of at least 0 (calls count from 0), got ${describeSetting(index)}`);
   const key = `${runId}/${step}/${index}`;
   // A run id within its limit and safe-integer step and index always fit; checked so a change of limits cannot
   // silently produce keys the runtime refuses.

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { createMemoryStore, createToolRuntime, ToolMetadata } from '../../src/index.js';
-import { describeToolFailure, modelFacingOutcome, scriptedModel } from '../../src/agent.js';
+import { describeToolFailure, modelFacingOutcome, runOperationKey, scriptedModel } from '../../src/agent.js';
 import type { ToolExecution } from '../../src/tool/types.js';
 
 const invalid = (field: string) => ({ name: 'InvalidInputError', code: 'invalid_input', field });
@@ -47,4 +47,17 @@ it('a number setting given as text is shown quoted, so "100" does not read as th
   assert.throws(() => new ToolMetadata('w', { type: 'object' }).withTimeoutCeiling('100' as never), { code: 'invalid_input', message: /got "100"$/ });
   await owner.release();
   await store.close();
+});
+
+it('runOperationKey checks its run id as runAgent does, and its step (from 1) and index (from 0)', () => {
+  assert.equal(runOperationKey('run-1', 1, 0), 'run-1/1/0');
+  assert.equal(runOperationKey('run-1', 12, 3), 'run-1/12/3');
+  assert.throws(() => runOperationKey(null as never, 1, 0), invalid('runId'));
+  assert.throws(() => runOperationKey('a/b', 1, 0), invalid('runId'));
+  assert.throws(() => runOperationKey('', 1, 0), invalid('runId'));
+  assert.throws(() => runOperationKey('run-1', 0, 0), invalid('step'));
+  assert.throws(() => runOperationKey('run-1', 1.5, 0), invalid('step'));
+  assert.throws(() => runOperationKey('run-1', '1' as never, 0), { ...invalid('step'), message: /got "1"$/ });
+  assert.throws(() => runOperationKey('run-1', 1, -1), invalid('index'));
+  assert.throws(() => runOperationKey('run-1', 1, Number.NaN), invalid('index'));
 });
