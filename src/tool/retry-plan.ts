@@ -132,8 +132,9 @@ function sourceNotRun(record: AttemptRecord, review: ToolReviewOutcome | null): 
   return review === 'not_executed' ? 'reviewed_not_executed' : null;
 }
 
-function bindingChanged(what: string): never {
-  throw new ToolRetryError('binding_changed', `${what} differs from the plan's source call; the plan was not consumed`);
+/** `change` is a whole clause, its verb agreeing with its noun ("the arguments differ"). */
+function bindingChanged(change: string): never {
+  throw new ToolRetryError('binding_changed', `${change} from the plan's source call; the plan was not consumed`);
 }
 
 export class ToolRetryPlan {
@@ -220,17 +221,17 @@ export class ToolRetryPlan {
    */
   takeOperation(binding: ToolRetryBinding): ToolOperation {
     const state = ToolRetryPlan.#stateOf(this);
-    if (typeof binding !== 'object' || binding === null) bindingChanged('the binding');
-    if (binding.sessionId !== state.sessionId) bindingChanged('the session');
-    if (binding.taskId !== state.operation.taskId) bindingChanged('the task');
-    if (binding.name !== state.name) bindingChanged('the tool name');
+    if (typeof binding !== 'object' || binding === null) bindingChanged('the binding differs');
+    if (binding.sessionId !== state.sessionId) bindingChanged('the session differs');
+    if (binding.taskId !== state.operation.taskId) bindingChanged('the task differs');
+    if (binding.name !== state.name) bindingChanged('the tool name differs');
     let sameArguments = false;
     try {
       sameArguments = jsonEquals(binding.arguments, state.arguments);
     } catch {
       sameArguments = false;
     }
-    if (!sameArguments) bindingChanged('the arguments');
+    if (!sameArguments) bindingChanged('the arguments differ');
     const contract = binding.contract;
     if (
       typeof contract !== 'object' ||
@@ -238,7 +239,7 @@ export class ToolRetryPlan {
       contract.effect !== state.operation.contract.effect ||
       contract.revision !== state.operation.contract.revision
     ) {
-      bindingChanged("the tool's current contract");
+      bindingChanged("the tool's current contract differs");
     }
     // Test-and-set with no await in between: JavaScript runs this to completion, so exactly one caller wins.
     if (state.latch.consumed) {

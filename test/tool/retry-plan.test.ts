@@ -173,6 +173,22 @@ describe('ToolRetryPlan properties', () => {
     );
   });
 
+  it('the binding_changed message names what changed, its verb agreeing with it', () => {
+    const { plan, binding } = planFor(ToolEffect.Idempotent);
+    const cases: Array<[Partial<ToolRetryBinding>, string]> = [
+      [{ sessionId: 'other' }, 'the session differs'],
+      [{ taskId: 'other' }, 'the task differs'],
+      [{ name: 'other' }, 'the tool name differs'],
+      [{ arguments: { other: true } }, 'the arguments differ'],
+      [{ contract: { effect: binding.contract.effect, revision: 'other' } }, "the tool's current contract differs"],
+    ];
+    for (const [change, clause] of cases) {
+      assert.throws(() => plan.takeOperation({ ...binding, ...change }), { name: 'ToolRetryError', code: 'binding_changed', message: `binding_changed: ${clause} from the plan's source call; the plan was not consumed` });
+    }
+    assert.throws(() => plan.takeOperation(null as never), { code: 'binding_changed', message: /^binding_changed: the binding differs from/ });
+    assert.equal(plan.consumed, false);
+  });
+
   it('a plan and all its clones succeed exactly once in total', () => {
     fc.assert(
       fc.property(fc.integer({ min: 0, max: 6 }), fc.array(fc.nat(), { minLength: 1, maxLength: 20 }), (clones, uses) => {
