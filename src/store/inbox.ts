@@ -239,7 +239,7 @@ export class DecisionInbox {
     };
     // The call as the journal read above leaves it: the review is written only while the store's row still says so.
     const seen = callProgressIn(history, callId);
-    return this.inbox.transactReview(sessionId, callId, (waiting, progress) => {
+    const recording = this.inbox.transactReview(sessionId, callId, (waiting, progress) => {
       if (progress === undefined && beforeMarker) {
         throw new DecisionError(
           'call_in_flight',
@@ -257,6 +257,16 @@ export class DecisionInbox {
       const replaced = waiting.map((w): DecisionRow => ({ ...w, state: 'superseded', note: `replaced by review ${id} (${input.outcome} by ${actor}) before it was journaled`, consumedAt: at }));
       return { writes: [...replaced, row], result: row };
     });
+    try {
+      return await recording;
+    } catch (error) {
+      // Refused for the review it names: said truly when that review is of another call, or does not exist.
+      if (replaces === undefined || !(error instanceof DecisionError) || error.code !== 'decision_stale' || error.decisionId === callId) throw error;
+      const named = await this.get(replaces);
+      if (named?.kind !== 'review') throw new DecisionError('decision_not_found', replaces, `no review decision ${replaces}; nothing was recorded`, { cause: error });
+      if (named.callId !== callId) throw new InvalidInputError('replaces', `review ${replaces} is of call ${named.callId}, not of call ${callId}; nothing was recorded`, { cause: error });
+      throw error;
+    }
   }
 
   /**

@@ -191,6 +191,24 @@ describe('a review recorded with jingwei review', () => {
     assert.match(late.stderr, /decision_stale.*nothing was recorded: call \S+ was resolved for good by a completed review from a/);
   });
 
+  it('--replaces naming a review of another call, or one that never existed, is refused for that reason, nothing recorded', async () => {
+    const path = tempDbPath(dir, 'replaces-other');
+    const a = await uncertainCall(path, 'mail-5');
+    const b = await uncertainCall(path, 'mail-6');
+    const ofA = JSON.parse(cli(['review', path, a, '--session', 'mail-5', '--outcome', 'not_executed', '--evidence', 'not in the outbox', '--actor', 'alice', '--json']).stdout) as { id: string };
+    const other = cli(['review', path, b, '--session', 'mail-6', '--outcome', 'completed', '--evidence', 'sent', '--actor', 'bob', '--replaces', ofA.id]);
+    assert.equal(other.code, 2, other.stderr);
+    assert.match(other.stderr, new RegExp(`invalid_input: replaces: review ${ofA.id} is of call ${a}, not of call ${b}; nothing was recorded`));
+    const never = cli(['review', path, b, '--session', 'mail-6', '--outcome', 'completed', '--evidence', 'sent', '--actor', 'bob', '--replaces', 'review_01a24800-0000-7000-8000-000000000000']);
+    assert.equal(never.code, 2, never.stderr);
+    assert.match(never.stderr, /decision_not_found: no review decision review_01a24800-0000-7000-8000-000000000000; nothing was recorded/);
+    const store = openSqliteStore(path);
+    const inbox = decisionInbox(store);
+    assert.equal((await inbox.get(ofA.id))?.state, 'decided', "alice's review still waits");
+    assert.deepEqual((await inbox.list({ sessionId: 'mail-6', kind: 'review' })).items, [], 'nothing recorded for the other call');
+    await store.close();
+  });
+
   it('a call takes one waiting review: a second one is refused until it names the one it replaces, which is then never journaled', async () => {
     const path = tempDbPath(dir, 'completed-second');
     const call = await uncertainCall(path, 'mail-4');
@@ -198,8 +216,9 @@ describe('a review recorded with jingwei review', () => {
     const refused = cli(['review', path, call, '--session', 'mail-4', '--outcome', 'completed', '--evidence', 'the provider sent it', '--actor', 'a']);
     assert.equal(refused.code, 1);
     assert.match(refused.stderr, new RegExp(`decision_stale.*already has a review waiting for its host to journal it: ${first.id} \\(not_executed by b, .*--replaces ${first.id}`));
-    assert.equal(cli(['review', path, call, '--session', 'mail-4', '--outcome', 'completed', '--evidence', 'the provider sent it', '--actor', 'a', '--replaces', 'review_0']).code, 1,
-      'naming a review that is not the waiting one is refused');
+    const unknown = cli(['review', path, call, '--session', 'mail-4', '--outcome', 'completed', '--evidence', 'the provider sent it', '--actor', 'a', '--replaces', 'review_0']);
+    assert.equal(unknown.code, 2, 'naming a review that does not exist is refused as an unknown id');
+    assert.match(unknown.stderr, /decision_not_found: no review decision review_0; nothing was recorded/);
     const replacing = cli(['review', path, call, '--session', 'mail-4', '--outcome', 'completed', '--evidence', 'the provider sent it', '--actor', 'a', '--replaces', first.id]);
     assert.equal(replacing.code, 0, replacing.stderr);
     assert.match(cli(['inspect', path, 'mail-4', call]).stdout, /inbox\s+completed by a:/);
