@@ -668,7 +668,7 @@ function inboxRules(name: string, factory: StoreFactory): void {
         'three reviews of one call given at once were recorded side by side: transactReview must hand decide the call\'s waiting reviews as stored now, serialized with every other transactReview of that call');
       for (const a of answers) if (a.status === 'rejected') assert.equal((a.reason as { code?: string }).code, 'decision_stale');
       const first = (recorded[0] as PromiseFulfilledResult<Awaited<ReturnType<typeof review>>>).value;
-      await rejects(review(inbox, 'dan', 'completed', 'review_0'), 'decision_stale', 'a review naming one that is not the waiting review must be refused');
+      await rejects(review(inbox, 'dan', 'completed', 'review_0'), 'decision_not_found', 'a review naming one that does not exist must be refused, as an unknown id');
       const second = await review(other, 'dan', 'completed', first.id);
       assert.equal((await inbox.get(first.id))?.state, 'superseded', 'the review a newer one replaces must be marked superseded in the same transaction');
       await rejects(review(inbox, 'carol', 'not_executed', first.id), 'decision_stale', 'a review naming one already replaced must be refused');
