@@ -18,7 +18,7 @@ import {
   type ToolRetryReview,
   type ToolReviewRecord,
 } from '../event/types.js';
-import { hasLoneSurrogate, isValidText, type SessionId } from '../ids.js';
+import { hasLoneSurrogate, isValidText, type EventId, type SessionId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
 import { LIMITS } from '../limits.js';
 import { utf8Length } from '../text.js';
@@ -82,7 +82,7 @@ function invalid(detail: string): never {
 export const operationId = (taskId: string, key: string): string => JSON.stringify([taskId, key]);
 
 /** The event id of the call of `record`'s operation's first attempt: the operation's origin (ToolBodyRequest.operationOrigin). */
-export const operationOriginOf = (record: AttemptRecord): string => (record.operation?.attempts ?? [record])[0]!.event.eventId;
+export const operationOriginOf = (record: AttemptRecord): EventId => (record.operation?.attempts ?? [record])[0]!.event.eventId;
 
 /** Two contracts are one: the same effect and revision. */
 export const sameContract = (a: ToolEffectContract, b: ToolEffectContract): boolean =>

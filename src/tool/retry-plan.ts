@@ -333,7 +333,7 @@ export function prepareToolRetry(
         (record.result === null ? bodyEnded(history, record.call.id) === null : bodyMayStillRun(history, record.call.id)),
       sourceReviews: record.reviews.length,
       operationCalls: Object.freeze((record.operation?.attempts ?? [record]).map((a) => a.call.id)),
-      operationOrigin: operationOriginOf(record) as EventId,
+      operationOrigin: operationOriginOf(record),
       latch: { consumed: false },
     }),
   );

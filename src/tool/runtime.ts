@@ -146,7 +146,6 @@ function isCanonical(runtime: unknown): runtime is CanonicalRuntime {
   return runtime instanceof CanonicalRuntime && runtime.tools instanceof Map;
 }
 
-/** The gateway `gateway` is, or reads through to (a Proxy of one); null for one this module did not make. */
 /**
  * Whether `args` fit the current input schema of tool `name` in `gateway`'s runtime; null for a gateway this module did
  * not make, or a tool it does not register. A call in doubt whose recorded arguments no longer fit cannot be repeated
@@ -158,6 +157,7 @@ export function argumentsFitNow(gateway: ToolGateway, name: string, args: JsonVa
   return registered === undefined ? null : registered.validate(args) === true;
 }
 
+/** The gateway `gateway` is, or reads through to (a Proxy of one); null for one this module did not make. */
 function gatewayMadeHere(gateway: ToolGateway): Gateway | null {
   return gateway instanceof Gateway && isCanonical(gateway.runtimeOf) && isObjectLike(gateway.bindingOf) ? gateway : null;
 }
