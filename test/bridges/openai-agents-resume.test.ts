@@ -7,36 +7,17 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, it } from 'node:test';
-import { Agent, run, setTracingDisabled, Usage, type AgentOutputItem, type Model, type ModelRequest, type ModelResponse, type StreamEvent } from '@openai/agents';
+import { Agent, run, setTracingDisabled, type AgentOutputItem, type ModelRequest } from '@openai/agents';
 import { openAiAgentsRun } from '../../src/openai-agents.js';
 import { setFaultHook } from '../../src/fault.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { Crash, hostOn, outsideWorld, type World } from './fixtures/resume-world.js';
+import { say, ScriptedAgentsModel } from './fixtures/agents-mock.js';
 import { forEachStore } from '../support/stores.js';
 
 setTracingDisabled(true);
 
-type Turn = AgentOutputItem[] | (() => never);
-/** A model answering from a script (a function entry throws: the host "dies"), keeping every request it got. */
-class ScriptedModel implements Model {
-  readonly requests: ModelRequest[] = [];
-  constructor(private readonly turns: Turn[]) {}
-  async getResponse(request: ModelRequest): Promise<ModelResponse> {
-    this.requests.push(structuredClone(request));
-    const turn = this.turns.shift();
-    if (turn === undefined) throw new Error('the scripted model ran out of answers');
-    if (typeof turn === 'function') turn();
-    return { usage: new Usage(), output: turn as AgentOutputItem[] };
-  }
-  async *getStreamedResponse(request: ModelRequest): AsyncIterable<StreamEvent> {
-    const response = await this.getResponse(request);
-    yield { type: 'response_started' };
-    yield { type: 'response_done', response: { id: `r${this.requests.length}`, usage: { inputTokens: 1, outputTokens: 1, totalTokens: 2 }, output: response.output } } as StreamEvent;
-  }
-}
-
 const fn = (callId: string, name: string): AgentOutputItem => ({ type: 'function_call', callId, name, arguments: '{"item":"tea"}', status: 'completed' });
-const say = (text: string): AgentOutputItem => ({ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text }] });
 const orderTurn = [say('Ordering.'), fn('c1', 'place_order')];
 const emailTurn = (id = 'c2') => [fn(id, 'send_email')];
 const doneTurn = [say('Ordered and confirmed.')];
@@ -57,7 +38,7 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
     const world = outsideWorld();
     const first = await hostOn(open, world);
     const run1 = await openAiAgentsRun({ ...first, runId: 'order-1', prompt: 'Buy tea.' });
-    const agent1 = new Agent({ name: 'shop', model: run1.model(new ScriptedModel([orderTurn, dies])), tools: run1.tools });
+    const agent1 = new Agent({ name: 'shop', model: run1.model(new ScriptedAgentsModel([orderTurn, dies])), tools: run1.tools });
     await assert.rejects(run(agent1, run1.input, { maxTurns: 5 }), (e: unknown) => chain(e).some((x) => x instanceof Crash));
     assert.deepEqual(world.bodies, ['place_order']);
     await first.store.close();
@@ -67,7 +48,7 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
     assert.equal(run2.status, 'running');
     assert.equal(run2.steps, 1);
     assert.equal(run2.toolCalls[0]!.execution!.replayed, true);
-    const model = new ScriptedModel([emailTurn('fresh-id'), doneTurn]);
+    const model = new ScriptedAgentsModel([emailTurn('fresh-id'), doneTurn]);
     const result = await run(new Agent({ name: 'shop', model: run2.model(model), tools: run2.tools }), run2.input, { maxTurns: 5 - run2.steps });
     assert.equal(result.finalOutput, 'Ordered and confirmed.');
     assert.equal(run2.status, 'finished');
@@ -91,7 +72,7 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
     const first = await hostOn(open, world);
     const run1 = await openAiAgentsRun({ ...first, runId: 'order-2', prompt: 'Buy tea.' });
     setFaultHook((point) => { if (point === 'started:after' && world.bodies.length === 1) throw new Crash('killed after the e-mail started'); });
-    const agent1 = new Agent({ name: 'shop', model: run1.model(new ScriptedModel([orderTurn, emailTurn(), dies])), tools: run1.tools });
+    const agent1 = new Agent({ name: 'shop', model: run1.model(new ScriptedAgentsModel([orderTurn, emailTurn(), dies])), tools: run1.tools });
     const streamed = await run(agent1, run1.input, { maxTurns: 5, stream: true });
     await streamed.completed.catch(() => undefined);
     assert.ok(chain(streamed.error).some((x) => x instanceof Crash), String(streamed.error));
@@ -108,7 +89,7 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
     assert.equal(resumed.status, 'running');
     assert.deepEqual(world.bodies, ['place_order', 'send_email']);
     assert.equal(resumed.toolCalls[1]!.execution!.call.operation!.retry!.review!.actor, 'policy:retry_safe');
-    const model = new ScriptedModel([doneTurn]);
+    const model = new ScriptedAgentsModel([doneTurn]);
     const result = await run(new Agent({ name: 'shop', model: resumed.model(model), tools: resumed.tools }), resumed.input, { maxTurns: 3 });
     assert.equal(result.finalOutput, 'Ordered and confirmed.');
     assert.deepEqual(resultsIn(model.requests[0]!), ['order 1 placed', 'sent']);
@@ -123,7 +104,7 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
     const world = outsideWorld();
     const first = await hostOn(open, world);
     const run1 = await openAiAgentsRun({ ...first, runId: 'reject-1', prompt: 'Buy tea.' });
-    const agent1 = new Agent({ name: 'shop', model: run1.model(new ScriptedModel([[fn('c1', 'place_order'), fn('c2', 'nope')]])), tools: run1.tools });
+    const agent1 = new Agent({ name: 'shop', model: run1.model(new ScriptedAgentsModel([[fn('c1', 'place_order'), fn('c2', 'nope')]])), tools: run1.tools });
     await assert.rejects(run(agent1, run1.input, { maxTurns: 5 }), (e: unknown) => chain(e).some((x) => (x as Error).name === 'ModelBehaviorError'));
     assert.deepEqual(world.bodies, [], 'the SDK ran none of the rejected response\'s calls');
     await first.store.close();
@@ -143,7 +124,7 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
     const world = outsideWorld();
     const first = await hostOn(open, world);
     const run1 = await openAiAgentsRun({ ...first, runId: 'handoff-1', prompt: 'Buy tea.' });
-    const model = run1.model(new ScriptedModel([[fn('h1', 'transfer_to_billing')], dies]));
+    const model = run1.model(new ScriptedAgentsModel([[fn('h1', 'transfer_to_billing')], dies]));
     const billing = new Agent({ name: 'billing', model, tools: run1.tools });
     const shop = new Agent({ name: 'shop', model, tools: run1.tools, handoffs: [billing] });
     await assert.rejects(run(shop, run1.input, { maxTurns: 5 }), (e: unknown) => chain(e).some((x) => x instanceof Crash));
@@ -155,7 +136,7 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
     const second = await hostOn(open, world);
     const run2 = await openAiAgentsRun({ ...second, runId: 'handoff-1' });
     assert.equal(run2.status, 'running', 'the user\'s request is not dropped: the run goes on');
-    const result = await run(new Agent({ name: 'shop', model: run2.model(new ScriptedModel([orderTurn, doneTurn])), tools: run2.tools }), run2.input, { maxTurns: 5 });
+    const result = await run(new Agent({ name: 'shop', model: run2.model(new ScriptedAgentsModel([orderTurn, doneTurn])), tools: run2.tools }), run2.input, { maxTurns: 5 });
     assert.equal(result.finalOutput, 'Ordered and confirmed.');
     assert.equal(run2.status, 'finished');
     assert.deepEqual(world.bodies, ['place_order']);
@@ -168,7 +149,7 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
       const world = outsideWorld();
       const host = await hostOn(() => journal.open(), world);
       const opened = await openAiAgentsRun({ ...host, runId: 'quiet-1', prompt: 'Buy tea.' });
-      const model = new ScriptedModel([output as unknown as AgentOutputItem[], orderTurn, doneTurn]);
+      const model = new ScriptedAgentsModel([output as unknown as AgentOutputItem[], orderTurn, doneTurn]);
       const result = await run(new Agent({ name: 'shop', model: opened.model(model), tools: opened.tools }), opened.input, { maxTurns: 5 });
       assert.equal(result.finalOutput, 'Ordered and confirmed.');
       assert.equal(opened.status, 'finished');
@@ -189,7 +170,7 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
     });
     const first = await hostOn(open, world);
     const run1 = await openAiAgentsRun({ ...first, runId: 'stock-1', prompt: 'How many?' });
-    await assert.rejects(run(new Agent({ name: 'shop', model: run1.model(new ScriptedModel([[fn('s1', 'stock_count')], dies])), tools: run1.tools }), run1.input));
+    await assert.rejects(run(new Agent({ name: 'shop', model: run1.model(new ScriptedAgentsModel([[fn('s1', 'stock_count')], dies])), tools: run1.tools }), run1.input));
     const history = await first.store.loadHistory('shop');
     assert.deepEqual(history.flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call.name] : [])), ['stock.count']);
     await first.store.close();

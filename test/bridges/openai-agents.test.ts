@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Agent, run, setTracingDisabled, Usage, type AgentOutputItem, type Model, type ModelRequest, type ModelResponse } from '@openai/agents';
+import { say } from './fixtures/agents-mock.js';
 import { openAiAgentsTools, ToolRuntimeHaltedError } from '../../src/openai-agents.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
@@ -30,9 +31,6 @@ class FakeModel implements Model {
 
 const call = (callId: string, name: string, args: unknown): AgentOutputItem => ({
   type: 'function_call', callId, name, arguments: JSON.stringify(args), status: 'completed',
-});
-const say = (text: string): AgentOutputItem => ({
-  type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text }],
 });
 
 /** The function results the model was sent in its last request, by call id. */

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { getEventListeners } from 'node:events';
 import { it } from 'node:test';
 import { generateText, stepCountIs } from 'ai';
-import { Agent, run, setTracingDisabled, Usage, type AgentOutputItem, type Model, type ModelResponse, type StreamEvent } from '@openai/agents';
+import { Agent, run, setTracingDisabled } from '@openai/agents';
 import { aiSdkRun, jingweiHalted } from '../../src/ai-sdk.js';
 import { openAiAgentsRun } from '../../src/openai-agents.js';
 import { createMemoryStore } from '../../src/store/memory.js';
@@ -17,6 +17,7 @@ import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { SessionStore } from '../../src/store/types.js';
 import type { Tool } from '../../src/tool/types.js';
 import { answer, scripted } from './fixtures/ai-sdk-mock.js';
+import { say, ScriptedAgentsModel } from './fixtures/agents-mock.js';
 
 setTracingDisabled(true);
 
@@ -100,21 +101,6 @@ for (const runSignal of [false, true]) {
   });
 }
 
-class Scripted implements Model {
-  constructor(private readonly turns: AgentOutputItem[][]) {}
-  async getResponse(): Promise<ModelResponse> {
-    const turn = this.turns.shift();
-    if (turn === undefined) throw new Error('the scripted model ran out of answers');
-    return { usage: new Usage(), output: turn };
-  }
-  async *getStreamedResponse(): AsyncIterable<StreamEvent> {
-    const response = await this.getResponse();
-    yield { type: 'response_done', response: { id: 'r', usage: { inputTokens: 1, outputTokens: 1, totalTokens: 2 }, output: response.output } } as StreamEvent;
-  }
-}
-
-const say = (text: string): AgentOutputItem => ({ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text }] });
-
 it('openAiAgentsRun: run()\'s signal cancels the running call, which is journaled cancelled without its write, and the run goes on when opened again', async () => {
   const world = bank();
   const { store, owner, gateway } = await host(world.tool);
@@ -122,7 +108,7 @@ it('openAiAgentsRun: run()\'s signal cancels the running call, which is journale
   const first = await openAiAgentsRun({ ...options, prompt: 'Send 5.' });
   const cancel = new AbortController();
   void world.bodyStarted.then(() => cancel.abort());
-  const model = new Scripted([[{ type: 'function_call', callId: 'c1', name: 'transfer', arguments: '{"amount":5}', status: 'completed' }], [say('Sent.')]]);
+  const model = new ScriptedAgentsModel([[{ type: 'function_call', callId: 'c1', name: 'transfer', arguments: '{"amount":5}', status: 'completed' }], [say('Sent.')]]);
   await assert.rejects(run(new Agent({ name: 'bank', model: first.model(model), tools: first.tools }), first.input, { signal: cancel.signal, maxTurns: 3 }));
   const outcome = await journaledOutcome(store);
   assert.equal(outcome?.status, 'failed');
@@ -136,7 +122,7 @@ it('openAiAgentsRun: run()\'s signal cancels the running call, which is journale
   const read = again.toolCalls[0]!;
   assert.equal(read.execution?.replayed, true);
   assert.ok(!read.outcome.ok && read.outcome.category === 'cancelled' && read.outcome.mayHaveTakenEffect);
-  const result = await run(new Agent({ name: 'bank', model: again.model(new Scripted([[say('The transfer was cancelled.')]])), tools: again.tools }), again.input, { maxTurns: 3 });
+  const result = await run(new Agent({ name: 'bank', model: again.model(new ScriptedAgentsModel([[say('The transfer was cancelled.')]])), tools: again.tools }), again.input, { maxTurns: 3 });
   assert.equal(result.finalOutput, 'The transfer was cancelled.');
   assert.equal(again.status, 'finished');
   assert.deepEqual(world.sent, []);
