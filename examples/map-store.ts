@@ -81,7 +81,10 @@ class MapBackend implements JournalBackend {
       existingEventIds: (this.events.get(sessionId) ?? []).filter((e) => reads.eventIds?.includes(e.eventId)).map((e) => e.eventId),
       attention: [...this.attention.values()].filter((r) => r.sessionId === sessionId && reads.attentionCalls?.includes(r.callId)),
       ...(reads.approvals
-        ? { approvals: queryRows(this.decisions.values(), { sessionId, kind: 'approval', ...reads.approvals, states: ['open', 'decided'], limit: Infinity }) }
+        ? {
+          approvals: queryRows(this.decisions.values(), { sessionId, kind: 'approval', taskId: reads.approvals.taskId, key: reads.approvals.key, limit: Infinity })
+            .filter((r) => r.state === 'open' || r.state === 'decided' || r.id === reads.approvals!.spent),
+        }
         : {}),
       ...(reads.reviews
         ? { reviews: queryRows(this.decisions.values(), { sessionId, kind: 'review', states: ['decided'], limit: Infinity }).filter((r) => reads.reviews!.includes(r.callId)) }

@@ -2,9 +2,11 @@
  * The inbox rows an approval change of a commit writes, decided inside the commit's transaction
  * (docs/design.md#durable-approvals).
  */
-import { DecisionError } from '../errors.js';
+import { DecisionError, InvalidInputError } from '../errors.js';
+import type { EventDraft } from '../event/types.js';
 import type { SessionId } from '../ids.js';
 import type { ApprovalBinding, DecisionRow } from './inbox-rows.js';
+import { STOPPED_BEFORE_BODY } from '../tool/retry-policy.js';
 import type { ApprovalChange } from './types.js';
 
 function sameAction(a: ApprovalBinding, b: ApprovalBinding): boolean {
@@ -35,7 +37,8 @@ function describeBinding(b: ApprovalBinding): string {
  * same transaction. Throws DecisionError (nothing written) for a `use` of a row that is missing, no longer
  * decided, or bound to something else.
  */
-export function decideApprovalChange(sessionId: SessionId, change: ApprovalChange, rows: readonly DecisionRow[]): DecisionRow[] {
+export function decideApprovalChange(sessionId: SessionId, change: ApprovalChange, rows: readonly DecisionRow[], events: readonly EventDraft[]): DecisionRow[] {
+  if ('restore' in change) return restoreSpent(sessionId, change.restore, rows, events);
   if ('use' in change) {
     const { id, callId, binding, at } = change.use;
     const row = rows.find((r) => r.id === id);
@@ -68,6 +71,21 @@ export function decideApprovalChange(sessionId: SessionId, change: ApprovalChang
     id, kind: 'approval', sessionId, callId, state: 'open', binding, tool: binding.tool, note,
     decision: null, actor: null, reason: null, createdAt: at, decidedAt: null, consumedAt: null, consumedBy: null,
   }];
+}
+
+/**
+ * The approval an attempt's start marker spent, put back to decided and unused: only in the commit that records that
+ * attempt's body was never called. A row not spent by that call (a backend that reads no spent row) stays as it is.
+ */
+function restoreSpent(sessionId: SessionId, restore: { id: string; callId: string; at: string }, rows: readonly DecisionRow[], events: readonly EventDraft[]): DecisionRow[] {
+  const neverCalled = events.some(({ kind }) => kind.type === 'tool_result' && kind.result.callId === restore.callId &&
+    kind.result.outcome.status === 'failed' && kind.result.outcome.code === STOPPED_BEFORE_BODY);
+  if (!neverCalled) {
+    throw new InvalidInputError('approval', `an approval is restored only with the result that says the body of ${restore.callId} was never called (${STOPPED_BEFORE_BODY})`);
+  }
+  const row = rows.find((r) => r.id === restore.id);
+  if (row?.kind !== 'approval' || row.sessionId !== sessionId || row.state !== 'consumed' || row.consumedBy !== restore.callId) return [];
+  return [{ ...row, state: 'decided', consumedAt: null, consumedBy: null }];
 }
 
 /** The errors refuseDecidedMeanwhile threw: the runtime reads the operator's decision and uses it instead. */

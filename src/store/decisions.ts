@@ -286,7 +286,7 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
       task = { row: budgeted.row, insert: false };
       reserved = budgeted.reserved;
     }
-    const decisions = request.approval ? decideApprovalChange(session.sessionId, request.approval, state.approvals ?? []) : undefined;
+    const decisions = request.approval ? decideApprovalChange(session.sessionId, request.approval, state.approvals ?? [], request.events) : undefined;
     return {
       session: { row: chained.head, expect: { epoch: session.epoch, lastSeq: session.lastSeq } },
       events: chained.rows,

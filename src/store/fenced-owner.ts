@@ -92,7 +92,7 @@ function plainDraft(draft: EventDraft, i: number): EventDraft {
 }
 
 /** The operation whose inbox rows a commit's approval change reads. */
-function approvalOperation(request: CommitRequest): { taskId: string; key: string } | undefined {
+function approvalOperation(request: CommitRequest): { taskId: string; key: string; spent?: string } | undefined {
   const change = request.approval;
   if (change === undefined) return undefined;
   if ('resolve' in change) {
@@ -100,8 +100,15 @@ function approvalOperation(request: CommitRequest): { taskId: string; key: strin
     if (typeof taskId !== 'string' || typeof key !== 'string') throw new InvalidInputError('approval', 'a resolve must name its operation (taskId and key)');
     return { taskId, key };
   }
+  if ('restore' in change) {
+    const { taskId, key, id } = change.restore ?? {};
+    if (typeof taskId !== 'string' || typeof key !== 'string' || typeof id !== 'string') {
+      throw new InvalidInputError('approval', 'a restore must name its operation (taskId and key) and the approval (id)');
+    }
+    return { taskId, key, spent: checkId<string>('approval.restore.id', id) };
+  }
   const binding = 'use' in change ? change.use?.binding : 'settle' in change ? change.settle?.binding : change.request?.binding;
-  if (!binding) throw new InvalidInputError('approval', 'must carry a request, a use, a settle with its binding, or a resolve');
+  if (!binding) throw new InvalidInputError('approval', 'must carry a request, a use, a settle with its binding, a resolve or a restore');
   return { taskId: binding.taskId, key: binding.key };
 }
 

@@ -170,6 +170,15 @@ export function queryRows(rows: Iterable<DecisionRow>, q: DecisionQuery): Decisi
 }
 
 /**
+ * What `TxReads.approvals` reads from an in-memory backend's rows: the operation's open and decided approval rows, and
+ * the row `spent` names whatever its state, ordered by id.
+ */
+export function operationApprovals(rows: Iterable<DecisionRow>, sessionId: string, op: { taskId: string; key: string; spent?: string }): DecisionRow[] {
+  return queryRows(rows, { sessionId, kind: 'approval', taskId: op.taskId, key: op.key, limit: Infinity })
+    .filter((r) => r.state === 'open' || r.state === 'decided' || r.id === op.spent);
+}
+
+/**
  * The reviews of these calls recorded and not yet journaled, ordered by id: what an in-memory backend's
  * `transactReview` and `TxReads.reviews` read.
  */

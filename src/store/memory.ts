@@ -4,7 +4,7 @@ import { compareAttention, matchesScan } from './attention.js';
 import { JournalStore, type JournalStoreOptions } from './journal-store.js';
 import type { AttentionRow, AttentionScan, EventRow, JournalBackend, OperationBinding, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import type { SessionStore } from './types.js';
-import { queryRows, waitingReviews, type DecisionRow, type InboxBackend } from './inbox-rows.js';
+import { operationApprovals, queryRows, waitingReviews, type DecisionRow, type InboxBackend } from './inbox-rows.js';
 
 // Ids never contain U+0000 (checkId refuses it), so it separates the parts of a key unambiguously.
 const taskKey = (sessionId: string, taskId: string) => `${sessionId}\u0000${taskId}`;
@@ -63,7 +63,7 @@ class MemoryBackend implements JournalBackend {
         ? [...(this.attention.get(sessionId)?.values() ?? [])].filter((r) => reads.attentionCalls!.includes(r.callId))
         : [],
       ...(reads.approvals
-        ? { approvals: queryRows(this.decisions.values(), { sessionId, kind: 'approval', ...reads.approvals, states: ['open', 'decided'], limit: Infinity }) }
+        ? { approvals: operationApprovals(this.decisions.values(), sessionId, reads.approvals) }
         : {}),
       ...(reads.reviews
         ? { reviews: waitingReviews(this.decisions.values(), sessionId, reads.reviews) }

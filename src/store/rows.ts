@@ -179,8 +179,11 @@ export interface TxReads {
   readonly eventIds?: readonly string[];
   /** Read the attention rows of this session whose `callId` is one of these (the calls a commit's markers and results name). */
   readonly attentionCalls?: readonly string[];
-  /** Optional (backends with an inbox): read, locked, the approval rows of this operation in this session that are `open` or `decided`. */
-  readonly approvals?: { readonly taskId: string; readonly key: string };
+  /**
+   * Optional (backends with an inbox): read, locked, the approval rows of this operation in this session that are
+   * `open` or `decided`, and the row with the id `spent`, whatever its state (the approval a `restore` puts back).
+   */
+  readonly approvals?: { readonly taskId: string; readonly key: string; readonly spent?: string };
   /** Optional (backends with an inbox): read the review rows of this session about these calls that are `decided` (waiting to be journaled). */
   readonly reviews?: readonly string[];
   /** Read the seq of the first event of this session after `seq` written under an epoch below `epoch` (optional). */

@@ -95,7 +95,15 @@ export type ApprovalChange =
    * `resolve`: a `completed` review settled the operation for good, so no attempt of it will ever be made: its
    * requests, open or decided and unused, are superseded (none waits in the queue for a person or a host).
    */
-  | { readonly resolve: { readonly taskId: string; readonly key: string; readonly at: string } };
+  | { readonly resolve: { readonly taskId: string; readonly key: string; readonly at: string } }
+  /**
+   * `restore`: the attempt `callId` spent the approval `id` in its start marker, and this commit records that its body
+   * was never called (its `tool_stopped_before_body` result is among the commit's events): the approval goes back to
+   * decided and unused, and answers the operation's next attempt. An approval lets at most one body run, and a
+   * person's decision is not spent on an attempt the journal proves never ran. Nothing changes when the row is not
+   * spent by that call; refused (InvalidInputError, nothing written) without that result.
+   */
+  | { readonly restore: { readonly id: string; readonly callId: string; readonly taskId: string; readonly key: string; readonly at: string } };
 
 /** A caller-keyed first attempt: the commit fails with OperationInDoubtError if the operation already has an attempt. */
 export interface NewOperationCondition {

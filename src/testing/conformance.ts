@@ -650,6 +650,48 @@ function inboxRules(name: string, factory: StoreFactory): void {
       await store.close();
     });
 
+    it('an approval a start marker spent goes back to decided, with the result that says that body was never called, and only then', async (t) => {
+      const { store } = await factory.open();
+      const inbox = inboxOrSkip(store, t);
+      if (inbox === null) return;
+      const owner = await store.acquire('s-restore', { owner: 'h' });
+      const task = 't-restore' as TaskId;
+      await owner.startTask(task);
+      const key = newOperationKey();
+      const asked = newCallId();
+      const spender = newCallId();
+      const binding: ApprovalBinding = { taskId: task, key, tool: 'probe', revision: 'v1', argumentsDigest: 'a'.repeat(64), approver: 'lead' };
+      const at = '2026-12-01T00:00:00.000Z';
+      await commitAs(owner, { events: [callDraft(task, key, asked)], approval: { request: { id: 'approval_r', callId: asked, binding, note: null, at } } });
+      await inbox.approve('approval_r', { actor: 'alice' });
+      const approval = { requestId: 'approval_r', decision: 'approved' as const, actor: 'alice' };
+      await commitAs(owner, { events: [callDraft(task, key, spender), { turnId: turn, kind: { type: 'tool_started', callId: spender, approval } }], approval: { use: { id: 'approval_r', callId: spender, binding, at } } });
+      const result = (callId: CallId, code: string): EventDraft => ({
+        turnId: turn,
+        kind: { type: 'tool_result', result: { callId, outcome: { status: 'failed', category: 'cancelled', code, message: 'stopped', retryable: false } } },
+      });
+      const restore = { restore: { id: 'approval_r', callId: spender, taskId: task, key, at } };
+      const before = (await store.loadHistory('s-restore')).length;
+      await rejects(commitAs(owner, { events: [message('x')], approval: restore }), 'invalid_input', 'a restore without its call\'s stopped-before-body result must be refused');
+      await rejects(commitAs(owner, { events: [result(spender, 'tool_cancelled')], approval: restore }), 'invalid_input',
+        'a restore with a result that does not say the body was never called must be refused: that body may have run');
+      await rejects(commitAs(owner, { events: [result(asked, 'tool_stopped_before_body')], approval: restore }), 'invalid_input',
+        'a restore with another call\'s result must be refused');
+      assert.equal((await store.loadHistory('s-restore')).length, before, 'a refused restore writes nothing');
+      assert.equal((await inbox.get('approval_r'))?.state, 'consumed');
+      await commitAs(owner, { events: [result(spender, 'tool_stopped_before_body')], approval: restore });
+      const row = await inbox.get('approval_r');
+      assert.deepEqual([row?.state, row?.consumedBy, row?.consumedAt, row?.actor], ['decided', null, null, 'alice'],
+        'the approval the marker spent must be decided and unused again: TxReads.approvals must read the row `spent` names whatever its state');
+      assert.equal((await owner.decidedApproval?.(task, key))?.id, 'approval_r', 'the next attempt finds it');
+      const next = newCallId();
+      await commitAs(owner, { events: [callDraft(task, key, next), { turnId: turn, kind: { type: 'tool_started', callId: next, approval } }], approval: { use: { id: 'approval_r', callId: next, binding, at } } });
+      assert.equal((await inbox.get('approval_r'))?.consumedBy, next);
+      await commitAs(owner, { events: [result(spender, 'tool_stopped_before_body')], approval: restore });
+      assert.equal((await inbox.get('approval_r'))?.consumedBy, next, 'a restore names the call that spent the approval: spent by another since, it stays spent');
+      await store.close();
+    });
+
     it('a call takes one waiting review: reviews given at once are decided one at a time, and only a review naming the waiting one replaces it', async (t) => {
       const { store, reopen } = await factory.open();
       const inbox = inboxOrSkip(store, t);

@@ -3,6 +3,7 @@ import { OperationInDoubtError, StoreConflictError, ToolRetryError } from '../er
 import type { ToolCall, ToolOperation } from '../event/types.js';
 import { isDecidedMeanwhile } from '../store/approvals.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
+import type { Failure } from './admission-checks.js';
 import { bodyStillRuns, lateBodyEnd, lateBodyOf } from './late-bodies.js';
 import type { ApprovalChange, CommitRequest, SessionOwner } from '../store/types.js';
 import { SessionTable } from '../store/owner-commit.js';
@@ -244,6 +245,14 @@ export const stillRunning = (e: OperationInDoubtError): OperationInDoubtError =>
 
 /** The approval change of an attempt that may follow another: it supersedes the requests earlier attempts left. */
 export const settling = (call: ToolCall, binding: ApprovalBinding): ApprovalChange => ({ settle: { callId: call.id, binding, at: new Date().toISOString() } });
+
+/**
+ * Whether an attempt that ends before its body ends for an interrupt only (cancelled, its deadline, its session let
+ * go or lost): that says nothing about the action, so the attempt leaves the operation's approval requests as they
+ * are, an operator's decision on one included, for the attempt the run makes next (docs/design.md#durable-approvals).
+ * A stopped task (`budget`) is no interrupt here: no attempt of its operations will be made.
+ */
+export const interruptedOnly = (outcome: Failure): boolean => outcome.category === 'cancelled' || outcome.category === 'timeout';
 
 /** `work`'s result, or null when its commit was refused because an operator decided meanwhile (isDecidedMeanwhile). */
 export async function unlessDecidedMeanwhile<T>(work: () => Promise<T>): Promise<T | null> {

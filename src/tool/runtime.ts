@@ -25,7 +25,7 @@ import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema, Tool } from './types.js';
 import { canCommit, commitAs, holdSessionForBody, onOwnerLost, ownerMayBeLost } from '../store/owner-commit.js';
 import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
-import { type AttemptCondition, attemptCondition, callsRunningAs, enterCall, enterRetry, leaveCall, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
+import { type AttemptCondition, attemptCondition, callsRunningAs, enterCall, enterRetry, leaveCall, interruptedOnly, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, frozenOperation, hookView, panicDetail, serializeOutput } from './body-outcome.js';
 
 /** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
@@ -410,7 +410,8 @@ class Gateway implements ToolGateway {
     faultPoint('call:before');
     if (rejected) {
       observer?.refused(rejected);
-      if (!callerKeyed && op.retry === null) return this.recordRefused(call, rejected, latest);
+      // Interrupted, an attempt leaves the operation's requests for the next one (interruptedOnly).
+      if ((!callerKeyed && op.retry === null) || interruptedOnly(rejected)) return this.recordRefused(call, rejected, latest);
       // Refused before it was asked about, an attempt that follows another supersedes the requests earlier attempts
       // left, as one its approver refused does: none stays in the queue waiting for a host, who will make no attempt
       // of an operation the run has read as refused (docs/design.md#durable-approvals). An operator's denial of this
@@ -434,6 +435,8 @@ class Gateway implements ToolGateway {
     let callEvent: SessionEvent;
     let startedEvent: SessionEvent;
     let reserved: number;
+    /** The operator's approval the start marker spent: put back if the body is then never called. */
+    let spent: ApprovalChange | undefined;
     if (approval === null && op.retry === null) {
       const receipt = await this.write('call', call, null, { events: [callDraft, startedDraft], budget: admit, ...latest })
         .catch((error: unknown) => this.neverCalled(call, error));
@@ -462,11 +465,12 @@ class Gateway implements ToolGateway {
         const refusal = pending !== null ? pending.outcome : answer && !('pending' in answer) ? answer : null;
         observer?.approvalAnswered(refusal);
         if (refusal) {
-          // A pending answer leaves a request. Refused by the approver (or interrupted while asking), an attempt that
-          // may follow another supersedes the requests earlier attempts left, as an approved one does: none stays in
-          // the queue for a person to approve, which would let a later attempt run on it without asking the
-          // approver that refused this one.
-          const change = pending !== null ? { change: pending.change, record: pending.record } : follows ? { change: settling(call, binding) } : undefined;
+          // A pending answer leaves a request. Refused by the approver, an attempt that may follow another supersedes
+          // the requests earlier attempts left, as an approved one does: none stays in the queue for a person to
+          // approve, which would let a later attempt run on it without asking the approver that refused this one.
+          // Interrupted while asking, it leaves them, and an operator's decision made meanwhile, for the next attempt.
+          const change = pending !== null ? { change: pending.change, record: pending.record }
+            : follows && !interruptedOnly(refusal) ? { change: settling(call, binding) } : undefined;
           const ended = await unlessDecidedMeanwhile(() => this.finish(call, callEvent, null, refusal, 0, observer, change));
           if (ended !== null) return ended;
           // An operator decided an earlier attempt's request of this very action while the approver was asked:
@@ -496,7 +500,8 @@ class Gateway implements ToolGateway {
         const late = await this.decidedMeanwhile(call, binding);
         if (late.denial) return this.finish(call, callEvent, null, late.denial, 0, observer, { change: late.change, record: late.record });
         marked = await this.writeStarted(call, op, registered!, this.draft({ type: 'tool_started', callId: call.id, approval: late.record }), late.change, reviewCalls);
-      }
+        spent = late.change;
+      } else if (operator !== null) spent = operator.change;
       if ('refused' in marked) return this.finish(call, callEvent, null, marked.refused, 0, observer);
       startedEvent = marked.event;
     }
@@ -560,7 +565,12 @@ class Gateway implements ToolGateway {
     try {
       faultPoint('body:after');
       observer?.bodySettled(outcome);
-      recorded = this.finish(call, callEvent, startedEvent, outcome, charge, observer);
+      // Never called, the body leaves the operator's approval unspent: it answers the operation's next attempt
+      // (docs/design.md#durable-approvals).
+      const restore = bodyNotCalled && spent !== undefined && 'use' in spent
+        ? { change: { restore: { id: spent.use.id, callId: call.id, taskId: op.taskId, key: op.key, at: new Date().toISOString() } } }
+        : undefined;
+      recorded = this.finish(call, callEvent, startedEvent, outcome, charge, observer, restore);
     } catch (error) {
       bodyJournaled();
       throw error;

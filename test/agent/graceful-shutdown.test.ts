@@ -199,3 +199,80 @@ describe('a live run whose host stalls longer than its lease just before a body'
     }
   });
 });
+
+describe('an operator\'s approval spent by an attempt then stopped before its body (r65 #4)', () => {
+  const dir = tempDir();
+
+  /** An approver that leaves every request to a person, counting how often it is asked. */
+  function personDecides() {
+    const asked = { count: 0 };
+    const approver: ToolApprover = async () => { asked.count += 1; return { decision: 'pending', note: 'a person decides' }; };
+    return { approver, asked };
+  }
+
+  /** Runs the order and the e-mail until the e-mail waits for a person, then approves its request as `alice`. */
+  async function approvedWhileWaiting(first: Awaited<ReturnType<typeof host>>, runId: string) {
+    const waiting = await runAgent({ ...first, model: scriptedModel([orderStep, emailStep]), input: 'Buy tea.', maxSteps: 6, runId, store: first.store });
+    assert.equal(waiting.stopReason, 'awaiting_approval');
+    const [request] = (await decisionInbox(first.store).list({ kind: 'approval' })).items;
+    await decisionInbox(first.store).approve(request!.id, { actor: 'alice' });
+    return request!.id;
+  }
+
+  const emailResults = async (store: Awaited<ReturnType<typeof host>>['store']) => (await store.loadHistory('shop')).flatMap((e) =>
+    e.kind.type === 'tool_result' && e.kind.result.outcome.status === 'failed' ? [e.kind.result.outcome.code] : e.kind.type === 'tool_result' ? ['succeeded'] : []);
+
+  it('a stall past the lease right after the marker: the run\'s next attempt runs on the same approval, once, without asking again', async () => {
+    const world = outside({ emailApprover: true });
+    const { approver, asked } = personDecides();
+    const store = openSqliteStore(tempDbPath(dir));
+    const owner = await store.acquire('shop', { owner: 'stalling-host', leaseMs: 100, heartbeat: false });
+    await owner.startTask('task');
+    const gateway = createToolRuntime({ tools: world.tools, grants: { agent: '*' }, approvers: { operator: approver } }).bind({ owner, taskId: 'task', caller: 'agent' });
+    try {
+      const requestId = await approvedWhileWaiting({ store, owner, gateway }, 'spent-stall');
+      let stalls = 0;
+      setFaultHook((point) => {
+        if (point !== 'started:after' || stalls > 0) return;
+        stalls += 1;
+        const until = Date.now() + 250;
+        while (Date.now() < until) { /* held past the lease */ }
+      });
+      const resumed = await resumeAgent({ model: scriptedModel([doneStep]), owner, gateway, runId: 'spent-stall', store, maxSteps: 6 });
+      assert.equal(resumed.stopReason, 'completed');
+      assert.equal(stalls, 1);
+      assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+      assert.deepEqual(await emailResults(store), ['succeeded', 'tool_approval_pending', 'tool_stopped_before_body', 'succeeded']);
+      assert.equal(asked.count, 1, 'the approver was asked once, by the first attempt: the operator\'s approval answered the rest');
+      const row = await decisionInbox(store).get(requestId);
+      const lastCall = (await store.loadHistory('shop')).flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call.id] : [])).at(-1);
+      assert.deepEqual([row?.state, row?.consumedBy], ['consumed', lastCall]);
+    } finally {
+      setFaultHook(null);
+      await store.close();
+    }
+  });
+
+  it('a close right after the marker: after the restart the run sends the e-mail on the same approval, once', async () => {
+    const path = tempDbPath(dir);
+    const world = outside({ emailApprover: true });
+    const { approver, asked } = personDecides();
+    const first = await host(path, world.tools, approver);
+    const requestId = await approvedWhileWaiting(first, 'spent-close');
+    setFaultHook((point) => { if (point === 'started:after') void first.store.close(); });
+    try {
+      await assert.rejects(resumeAgent({ ...first, model: scriptedModel([doneStep]), runId: 'spent-close', store: first.store, maxSteps: 6 }), { code: 'store_closed' });
+    } finally {
+      setFaultHook(null);
+    }
+    assert.deepEqual(world.bodies, ['place_order']);
+    const second = await host(path, world.tools, approver);
+    assert.deepEqual([(await decisionInbox(second.store).get(requestId))?.state], ['decided'], 'the approval waits for the host again');
+    const resumed = await resumeAgent({ ...second, model: scriptedModel([doneStep]), runId: 'spent-close', store: second.store, maxSteps: 6 });
+    assert.equal(resumed.stopReason, 'completed');
+    assert.deepEqual(world.bodies, ['place_order', 'send_email']);
+    assert.equal(asked.count, 1);
+    assert.deepEqual((await decisionInbox(second.store).list({ kind: 'approval' })).items, [], 'nothing waits for a person');
+    await second.store.close();
+  });
+});

@@ -43,12 +43,12 @@ export class PostgresInbox implements InboxBackend {
     return this.listener.listening;
   }
 
-  /** Inside the caller's transaction: the operation's open and decided approval rows, locked. */
-  async approvalsOf(client: PoolClient, sessionId: SessionId, op: { taskId: string; key: string }): Promise<DecisionRow[]> {
+  /** Inside the caller's transaction: the approval rows a commit's approval change reads (TxReads.approvals), locked. */
+  async approvalsOf(client: PoolClient, sessionId: SessionId, op: { taskId: string; key: string; spent?: string }): Promise<DecisionRow[]> {
     const res = await client.query<DecisionRecord>(
       `SELECT ${DECISION_COLUMNS} FROM ${this.S}.jw_decisions WHERE session_id = $1 AND task_id = $2 AND op_key = $3 ` +
-        "AND kind = 'approval' AND state IN ('open', 'decided') ORDER BY id FOR UPDATE",
-      [sessionId, op.taskId, op.key],
+        "AND kind = 'approval' AND (state IN ('open', 'decided') OR id = $4) ORDER BY id FOR UPDATE",
+      [sessionId, op.taskId, op.key, op.spent ?? null],
     );
     return res.rows.map(toDecision);
   }

@@ -16,7 +16,7 @@ export class SqliteInbox implements InboxBackend {
   /** Prepared once per shape and kept: a call that needs approval lists its operation's decisions every attempt. */
   private readonly listings = new Map<string, Statement<unknown[], DecisionRecord>>();
   private readonly byId: Statement<[string], DecisionRecord>;
-  private readonly ofOperation: Statement<[string, string, string], DecisionRecord>;
+  private readonly ofOperation: Statement<[string, string, string, string | null], DecisionRecord>;
   private readonly waitingOfCalls: Statement<[string, string], DecisionRecord>;
   private readonly upsert: Statement;
 
@@ -27,9 +27,9 @@ export class SqliteInbox implements InboxBackend {
     private readonly attentionOf: (sessionId: SessionId, callId: string) => AttentionRow | undefined,
   ) {
     this.byId = db.prepare<[string], DecisionRecord>(`SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE id = ?`);
-    this.ofOperation = db.prepare<[string, string, string], DecisionRecord>(
+    this.ofOperation = db.prepare<[string, string, string, string | null], DecisionRecord>(
       `SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE session_id = ? AND task_id = ? AND op_key = ? ` +
-        "AND kind = 'approval' AND state IN ('open', 'decided') ORDER BY id",
+        "AND kind = 'approval' AND (state IN ('open', 'decided') OR id = ?) ORDER BY id",
     );
     this.waitingOfCalls = db.prepare<[string, string], DecisionRecord>(
       `SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE session_id = ? AND kind = 'review' AND state = 'decided' ` +
@@ -43,9 +43,9 @@ export class SqliteInbox implements InboxBackend {
     return this.waitingOfCalls.all(sessionId, JSON.stringify(callIds)).map(toDecision);
   }
 
-  /** Inside the caller's write transaction: the approval rows a commit's approval change reads. */
-  approvalsOf(sessionId: SessionId, op: { taskId: string; key: string }): DecisionRow[] {
-    return this.ofOperation.all(sessionId, op.taskId, op.key).map(toDecision);
+  /** Inside the caller's write transaction: the approval rows a commit's approval change reads (TxReads.approvals). */
+  approvalsOf(sessionId: SessionId, op: { taskId: string; key: string; spent?: string }): DecisionRow[] {
+    return this.ofOperation.all(sessionId, op.taskId, op.key, op.spent ?? null).map(toDecision);
   }
 
   /** Inside the caller's write transaction. */
