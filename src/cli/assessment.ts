@@ -17,6 +17,12 @@ import type { AttentionItem, SessionStore } from '../store/types.js';
 import { STORE_DEFAULTS } from '../limits.js';
 
 /**
+ * What an operator who approves is told besides "the host uses it on the next attempt": an approval, unlike a denial,
+ * is superseded when the host's approver answers that attempt before the approval is read (docs/design.md#durable-approvals).
+ */
+export const APPROVER_FIRST = ', unless the host\'s approver answers that attempt first';
+
+/**
  * A call needs attention when its outcome is in doubt or it was interrupted before anyone saw an answer
  * (docs/design.md#attention-means-attention); a failure recorded before the body and delivered to its caller does
  * not, even when a retry would be allowed: the caller has seen it and decided (`handled` counts those).

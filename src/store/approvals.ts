@@ -27,6 +27,9 @@ export function decisionAnswers(row: DecisionRow, attempt: ApprovalBinding): boo
   return row.decision !== 'approved' || attempt.approver === undefined || approver === undefined || approver === attempt.approver;
 }
 
+/** The rows superseded, each noting why: an operator who decided one reads what became of it. */
+const supersede = (rows: readonly DecisionRow[], why: string): DecisionRow[] => rows.map((r) => ({ ...r, state: 'superseded', note: `superseded: ${why}` }));
+
 function describeBinding(b: ApprovalBinding): string {
   const approver = b.approver !== undefined ? `, approver ${b.approver}` : '';
   return `tool ${b.tool} revision ${b.revision}, operation ${b.key} of task ${b.taskId}, arguments ${b.argumentsDigest.slice(0, 12)}${approver}`;
@@ -53,20 +56,19 @@ export function decideApprovalChange(sessionId: SessionId, change: ApprovalChang
     return [{ ...row, state: 'consumed', consumedAt: at, consumedBy: callId }];
   }
   if ('resolve' in change) {
-    return rows.filter((r) => r.kind === 'approval' && (r.state === 'open' || r.state === 'decided'))
-      .map((r): DecisionRow => ({ ...r, state: 'superseded' }));
+    return supersede(rows.filter((r) => r.kind === 'approval' && (r.state === 'open' || r.state === 'decided')), 'a completed review settled the operation');
   }
   if ('settle' in change) {
     // An operator's denial of this very action, decided while the approver was asked: it stands, not superseded.
     refuseDecidedMeanwhile(rows, change.settle.callId, change.settle.binding, (r) => r.decision === 'denied');
-    return rows.filter((r) => r.kind === 'approval' && r.callId !== change.settle.callId && (r.state === 'open' || r.state === 'decided'))
-      .map((r): DecisionRow => ({ ...r, state: 'superseded' }));
+    return supersede(rows.filter((r) => r.kind === 'approval' && r.callId !== change.settle.callId && (r.state === 'open' || r.state === 'decided')),
+      `attempt ${change.settle.callId} of the operation was answered without it (by the host's approver, or refused before it was asked)`);
   }
   const { id, callId, binding, note, at } = change.request;
   // Any operator's decision of this very action, made while the approver was asked: it answers, not a new request.
   refuseDecidedMeanwhile(rows, callId, binding, () => true);
-  const superseded = rows.filter((r) => r.kind === 'approval' && (r.state === 'open' || r.state === 'decided'))
-    .map((r): DecisionRow => ({ ...r, state: 'superseded' }));
+  const superseded = supersede(rows.filter((r) => r.kind === 'approval' && (r.state === 'open' || r.state === 'decided')),
+    `attempt ${callId} of the operation asked again`);
   return [...superseded, {
     id, kind: 'approval', sessionId, callId, state: 'open', binding, tool: binding.tool, note,
     decision: null, actor: null, reason: null, createdAt: at, decidedAt: null, consumedAt: null, consumedBy: null,

@@ -5,6 +5,7 @@
 import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../../event/types.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
 import { decisionInbox } from '../../store/inbox.js';
+import { APPROVER_FIRST } from '../assessment.js';
 import { STORE_ARGUMENT, type Command, type CommandContext } from '../command.js';
 import { escapeOutput } from '../escape.js';
 import { EXIT, UsageError, type ExitCode } from '../exit.js';
@@ -43,7 +44,7 @@ function report(ctx: CommandContext, row: DecisionRow, what: string): ExitCode {
   ctx.out.line(`${what} ${safeId(row.id)} (session ${safeId(row.sessionId)}, call ${safeId(row.callId)}${row.tool !== null ? `, tool ${safe(row.tool)}` : ''})`);
   ctx.out.line(`  by ${safe(row.actor ?? '')}${row.reason !== null ? `: ${safe(row.reason)}` : ''}`);
   ctx.out.line(row.kind === 'approval'
-    ? '  The session\'s host uses it on the next attempt of this operation (same tool, contract revision and arguments).'
+    ? `  The session's host uses it on the next attempt of this operation (same tool, contract revision and arguments)${row.decision === 'approved' ? APPROVER_FIRST : ''}.`
     : '  The session\'s host journals it as the review of this call.');
   return EXIT.ok;
 }

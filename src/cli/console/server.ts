@@ -14,6 +14,7 @@ import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../../event/types.
 import { decisionInbox } from '../../store/inbox.js';
 import { watchQueue } from '../../store/queue-watch.js';
 import type { SessionStore } from '../../store/types.js';
+import { APPROVER_FIRST } from '../assessment.js';
 import { LatestUpdate } from './live-stream.js';
 import { callBasis, queueFilters, readQueue, readSession, reviewRefusal } from './data.js';
 import { checkActor, cookieValues, HttpRefusal, networkRefusal, readForm, same, SECURITY_HEADERS, sessionCookie, type Refusal } from './gate.js';
@@ -295,7 +296,7 @@ class Console {
       if (error instanceof DecisionError) return back(error.code === 'decision_not_found' ? 404 : 409, { kind: 'error', text: `Refused, nothing was recorded: the decision is stale: ${error.message}.` });
       return this.writeFailed(res, row.sessionId, row.callId, error);
     }
-    return this.recorded(res, row.sessionId, row.callId, `${decision === 'approve' ? 'Approved' : 'Denied'} ${decided.id} as ${actor}. The session's host uses it on the next attempt of this operation.`);
+    return this.recorded(res, row.sessionId, row.callId, `${decision === 'approve' ? 'Approved' : 'Denied'} ${decided.id} as ${actor}. The session's host uses it on the next attempt of this operation${decision === 'approve' ? APPROVER_FIRST : ''}.`);
   }
 
   /** The store announced a change: every live stream reads the queue again (a read in progress reads once more). */
