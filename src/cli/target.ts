@@ -19,12 +19,18 @@ export function isPostgresTarget(target: string): boolean {
   return /^postgres(ql)?:\/\//i.test(target);
 }
 
-/** A URL without its password, for messages. */
+/**
+ * A URL without its passwords, for messages: the one in its userinfo, and any query parameter node-postgres reads as
+ * one (`password`, `sslpassword`).
+ */
 export function describeTarget(target: string): string {
   if (!isPostgresTarget(target)) return target;
   try {
     const url = new URL(target);
     if (url.password) url.password = '***';
+    for (const name of [...url.searchParams.keys()]) {
+      if (/password/i.test(name)) url.searchParams.set(name, '***');
+    }
     return url.toString();
   } catch {
     return 'the PostgreSQL URL';

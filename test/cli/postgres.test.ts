@@ -15,6 +15,13 @@ it('an unreachable PostgreSQL URL: exit 3, password never shown', () => {
   assert.equal(r.code, 3);
   assert.match(r.stderr, /cannot open postgres:\/\/jw:\*\*\*@127\.0\.0\.1:1\/nothing/);
   assert.doesNotMatch(r.stderr, /s3cret-pw/);
+  // node-postgres also reads a password from the query (r69 #0): masked there too, in the text and the JSON failure.
+  for (const json of [[], ['--json']]) {
+    const query = cli(['sessions', 'postgres://jw@127.0.0.1:1/nothing?schema=jw&password=s3cret-pw&sslpassword=k3y-pw', ...json]);
+    assert.equal(query.code, 3);
+    assert.match(query.stderr + query.stdout, /cannot open postgres:\/\/jw@127\.0\.0\.1:1\/nothing\?schema=jw&password=\*\*\*&sslpassword=\*\*\*/);
+    assert.doesNotMatch(query.stderr + query.stdout, /s3cret-pw|k3y-pw/);
+  }
   const bad = cli(['sessions', 'postgres://127.0.0.1:1/nothing?schema=no-dashes']);
   assert.equal(bad.code, 2, 'a schema that is not an identifier is a usage error');
 });
