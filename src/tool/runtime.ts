@@ -409,20 +409,24 @@ class Gateway implements ToolGateway {
     if (rejected === null && plan !== undefined) await refuseWhileReviewWaits(this.binding.owner, plan);
     faultPoint('call:before');
     if (rejected) {
-      observer?.refused(rejected);
-      // Interrupted, an attempt leaves the operation's requests for the next one (interruptedOnly).
-      if ((!callerKeyed && op.retry === null) || interruptedOnly(rejected)) return this.recordRefused(call, rejected, latest);
-      // Refused before it was asked about, an attempt that follows another supersedes the requests earlier attempts
-      // left, as one its approver refused does: none stays in the queue waiting for a host, who will make no attempt
-      // of an operation the run has read as refused (docs/design.md#durable-approvals). An operator's denial of this
-      // very action is not superseded: it is this attempt's answer, recorded and used, as for a changed contract.
-      const binding = approvalBinding(call, op, approval);
-      const settled = await unlessDecidedMeanwhile(() => this.recordRefused(call, rejected, latest, { change: settling(call, binding) }));
-      if (settled !== null) return settled;
-      const denied = await this.decidedMeanwhile(call, binding);
-      return denied.denial
-        ? this.recordRefused(call, denied.denial, latest, { change: denied.change, record: denied.record })
-        : this.recordRefused(call, rejected, latest, { change: settling(call, binding) });
+      const recorded = await (async () => {
+        // Interrupted, an attempt leaves the operation's requests for the next one (interruptedOnly).
+        if ((!callerKeyed && op.retry === null) || interruptedOnly(rejected)) return this.recordRefused(call, rejected, latest);
+        // Refused before it was asked about, an attempt that follows another supersedes the requests earlier attempts
+        // left, as one its approver refused does: none stays in the queue waiting for a host, who will make no attempt
+        // of an operation the run has read as refused (docs/design.md#durable-approvals). An operator's denial of this
+        // very action is not superseded: it is this attempt's answer, recorded and used, as for a changed contract.
+        const binding = approvalBinding(call, op, approval);
+        const settled = await unlessDecidedMeanwhile(() => this.recordRefused(call, rejected, latest, { change: settling(call, binding) }));
+        if (settled !== null) return settled;
+        const denied = await this.decidedMeanwhile(call, binding);
+        return denied.denial
+          ? this.recordRefused(call, denied.denial, latest, { change: denied.change, record: denied.record })
+          : this.recordRefused(call, rejected, latest, { change: settling(call, binding) });
+      })();
+      // Told once written, with the outcome written: an operator's denial may have taken the check's place.
+      observer?.refused(recorded.result.outcome);
+      return recorded;
     }
 
     const startedDraft = this.draft({ type: 'tool_started', callId: call.id });
@@ -531,6 +535,7 @@ class Gateway implements ToolGateway {
         // interrupt's own category (a deadline stays a timeout, a stopped task `budget`), and nothing is charged for
         // output it never produced (docs/design.md#tasks-and-budgets).
         bodyNotCalled = true;
+        observer?.bodyNotCalled();
         charge = 0;
         outcome = { ...ran.interrupt, code: STOPPED_BEFORE_BODY, message: `${ran.interrupt.message}, before the body was called` };
       } else if ('interrupt' in ran) {
@@ -599,13 +604,14 @@ class Gateway implements ToolGateway {
     observer: AttemptObserver | null,
     approval?: { change: ApprovalChange; record?: ToolApprovalRecord },
   ): Promise<ToolExecution> {
-    if (startedEvent === null) observer?.refused(outcome);
     const result: ToolResult = approval?.record ? { callId: call.id, outcome, approval: approval.record } : { callId: call.id, outcome };
     const receipt = await this.write('result', call, result, {
       events: [this.draft({ type: 'tool_result', result })],
       budget: { taskId: this.taskId, settle: { chargeOutputBytes: startedEvent ? charge : 0 } },
       ...(approval ? { approval: approval.change } : {}),
     });
+    // Told once written: a refusal whose commit an operator's decision overtook is not one.
+    if (startedEvent === null) observer?.refused(outcome);
     faultPoint('result:after');
     return { call, result, callEvent, startedEvent, resultEvent: receipt.events[0]! };
   }

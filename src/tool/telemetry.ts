@@ -135,6 +135,8 @@ export class AttemptObserver {
   private approvalMs: number | null = null;
   private approver = '';
   private bodyStartedAt: number | null = null;
+  /** Whether the start marker is journaled: what recovery reads, whether or not the body was then called. */
+  private marker = false;
   private bodyMs: number | null = null;
   private ended = false;
 
@@ -188,7 +190,7 @@ export class AttemptObserver {
     return this.labels;
   }
 
-  /** The attempt will be recorded without its body: a check refused it, or it was interrupted before the marker. */
+  /** The attempt was recorded without its body (told once journaled): a check refused it, or it was interrupted first. */
   refused(outcome: ToolRecordedOutcome): void {
     this.open();
     if (outcome.status !== 'failed') return;
@@ -219,9 +221,15 @@ export class AttemptObserver {
 
   bodyStarted(): void {
     this.open();
+    this.marker = true;
     this.bodyStartedAt = now();
     this.event('jingwei.body.started', {});
     this.emit({ type: 'body_started' });
+  }
+
+  /** An interrupt stopped the attempt after its marker, before the body was called: no body ran, none is timed. */
+  bodyNotCalled(): void {
+    this.bodyStartedAt = null;
   }
 
   bodySettled(outcome: ToolRecordedOutcome): void {
@@ -236,7 +244,7 @@ export class AttemptObserver {
     this.ended = true;
     const opened = this.open();
     const bodyStarted = this.bodyStartedAt !== null;
-    const rule = evidenceRuleFor({ flagged: true, marker: bodyStarted, result: outcome });
+    const rule = evidenceRuleFor({ flagged: true, marker: this.marker, result: outcome });
     // The runtime never writes a contradiction; were one there, recovery would refuse it: for observers, unknown.
     const recoveryStatus: ToolRecoveryStatus = rule.status === 'invalid' ? 'outcome_unknown' : rule.status;
     const durationMs = now() - this.started;
@@ -286,7 +294,7 @@ export class AttemptObserver {
     const bodyStarted = this.bodyStartedAt !== null;
     let recoveryStatus: ToolRecoveryStatus | null = null;
     if (callWritten) {
-      const status = evidenceRuleFor({ flagged: true, marker: bodyStarted, result: null }).status;
+      const status = evidenceRuleFor({ flagged: true, marker: this.marker, result: null }).status;
       recoveryStatus = status === 'invalid' ? null : status;
     }
     const durationMs = now() - this.started;

@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 import { metrics, trace } from '@opentelemetry/api';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { decisionInbox } from '../../src/store/inbox.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/recovery.js';
@@ -268,6 +269,60 @@ describe('observability', () => {
     const m = await collect(o.reader);
     assert.equal(counter(m, 'jingwei.tool.in_doubt'), 0);
     assert.equal(counter(m, 'jingwei.tool.in_flight'), 0);
+  });
+
+  it('a refusal is told once journaled: not for a guard denial the store then refuses, nor for a pending answer an operator\'s approval overtook (r69 #1)', async () => {
+    const o = observed();
+    const store = createMemoryStore();
+    const owner = await store.acquire('s-told', { owner: 'host' });
+    await owner.startTask('t', { limits: { toolCalls: 1 } });
+    const deny: ToolGuard = () => ({ code: 'policy_says_no', message: 'not now' });
+    const gateway = createToolRuntime({ tools: [echo], grants: { agent: '*' }, guards: [deny], telemetry: { tracer: o.tracer, meter: o.meter }, onEvent: (e) => { o.events.push(e); } })
+      .bind({ owner, taskId: 't', caller: 'agent' });
+    await gateway.call('echo', {});
+    o.events.length = 0;
+    await assert.rejects(gateway.call('echo', {}), { code: 'budget_exhausted' });
+    assert.deepEqual(types(o.events), ['attempt_admitted', 'attempt_unrecorded'], 'the denial was never journaled');
+    assert.deepEqual(spanEvents(o.exporter.getFinishedSpans()[1]!), ['jingwei.result.unrecorded']);
+
+    const p = observed();
+    const approvals = createMemoryStore();
+    const holder = await approvals.acquire('s-ok', { owner: 'host' });
+    await holder.startTask('t');
+    let asked = 0;
+    let requestId = '';
+    const wire = tool('wire', async () => 'wired', new ToolMetadata('wires', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('boss'));
+    const approving = createToolRuntime({
+      tools: [wire], grants: { agent: '*' }, telemetry: { tracer: p.tracer, meter: p.meter }, onEvent: (e) => { p.events.push(e); },
+      approvers: {
+        boss: async () => {
+          asked += 1;
+          if (asked === 2) await decisionInbox(approvals).approve(requestId, { actor: 'alice' });
+          return { decision: 'pending' };
+        },
+      },
+    }).bind({ owner: holder, taskId: 't', caller: 'agent' });
+    const first = await approving.call('wire', {});
+    requestId = first.result.approval?.requestId ?? '';
+    p.events.length = 0;
+    const second = await approving.callWithOptions('wire', {}, { retry: prepareToolRetry(await approvals.loadHistory('s-ok'), first.call.id) });
+    assert.equal(second.result.outcome.status, 'succeeded', "the operator's approval answered: the body ran");
+    assert.deepEqual(types(p.events), ['attempt_admitted', 'retry_plan_used', 'approval_requested', 'approval_answered', 'body_started', 'result_recorded']);
+    assert.ok(!spanEvents(p.exporter.getFinishedSpans()[1]!).includes('jingwei.attempt.refused'));
+  });
+
+  it('an interrupt between the marker and the body: body.started false, no body duration, not_executed (r69 #6)', async () => {
+    const o = observed();
+    const controller = new AbortController();
+    const { gateway } = await setup(o, [echo], { onEvent: (e) => { o.events.push(e); if (e.type === 'body_started') controller.abort(); } });
+    const execution = await gateway.callWithOptions('echo', {}, { signal: controller.signal });
+    assert.equal(execution.result.outcome.status === 'failed' && execution.result.outcome.code, 'tool_stopped_before_body');
+    const [span] = o.exporter.getFinishedSpans();
+    assert.equal(span!.attributes['jingwei.body.started'], false);
+    assert.equal(span!.attributes['jingwei.recovery.status'], 'not_executed');
+    const recorded = o.events.at(-1) as Extract<ToolRuntimeEvent, { type: 'result_recorded' }>;
+    assert.deepEqual([recorded.bodyStarted, recorded.bodyMs, recorded.recoveryStatus], [false, null, 'not_executed']);
+    assert.equal(histogramCount(await collect(o.reader), 'jingwei.tool.body.duration'), 0);
   });
 
   it('a throwing hook, tracer and meter never change a call or its journal', async () => {
