@@ -31,12 +31,17 @@ export function storeWord(target: string): string {
 /**
  * An id for people, whole: terminal-safe, and unambiguous. A backslash that would read as the start of a printed
  * escape and every space character (one makes a table cell look like two; a no-break or wide one looks like a plain
- * one) are escaped too, so two ids never print alike and a reading command given the printed form finds the id it
- * came from.
+ * one) are escaped too, and so is every combining mark of an id not in Unicode's composed form (NFC): `cafe` and a
+ * combining acute print as `cafe\u0301`, never as the composed `café` of another id. So two ids never print alike,
+ * and a reading command given the printed form finds the id it came from.
  */
 export function safeId(id: string): string {
-  return safe(String(id).replace(/\\(?=u[0-9a-fA-F]{4})|\p{Zs}/gu, hex));
+  const text = String(id);
+  return safe(text.replace(text.normalize('NFC') === text ? ID_ESCAPES : ID_ESCAPES_AND_MARKS, hex));
 }
+
+const ID_ESCAPES = /\\(?=u[0-9a-fA-F]{4})|\p{Zs}/gu;
+const ID_ESCAPES_AND_MARKS = /\\(?=u[0-9a-fA-F]{4})|\p{Zs}|\p{M}/gu;
 
 /** Ids minted by the library are a prefix and a UUID; tables show the last 8 characters, which are random. */
 export function shortId(id: string): string {

@@ -172,6 +172,21 @@ describe('safe output', () => {
     }
   });
 
+  it('two ids that differ only in Unicode normalization print unlike each other, and each printed form finds its own (r69 #2)', async () => {
+    const store = tempDbPath(dir, 'normalization');
+    const composed = 'caf\u00e9';
+    const decomposed = 'cafe\u0301';
+    await writeStore(store, { [composed]: evilHistory(), [decomposed]: evilHistory() });
+    const listed = cli(['sessions', store]).stdout;
+    assert.match(listed, /^caf\u00e9 /m, 'the composed form (NFC) prints as itself');
+    assert.match(listed, /^cafe\\u0301 /m, 'the decomposed one shows its combining mark');
+    for (const [printed, id] of [[composed, composed], ['cafe\\u0301', decomposed]] as const) {
+      const r = cli(['verify', store, printed, '--json']);
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+      assert.equal((JSON.parse(r.stdout) as { session_id: string }).session_id, id, `${printed} names the id it was printed from`);
+    }
+  });
+
   it('a command printed for a person to paste quotes journal ids for the shell and masks nothing it should show (pass r50: a session id ran $(…) when pasted)', async () => {
     const store = tempDbPath(dir, 'shell');
     const id = "ord-7 $(touch /tmp/x) `id` 'q'";
