@@ -356,13 +356,13 @@ export function withInboxReviews(assessment: SessionAssessment, pending: Readonl
   const calls = assessment.calls.map((c): ToolCallAssessment => {
     const row = reviewable(c) ? operationDecision(c, assessment.calls, pending) : undefined;
     if (!row) return c;
-    const by = `${row.decision} review by ${clip(row.actor ?? '?', 60)} (${row.id}${row.callId !== c.callId ? `, of call ${row.callId}, an earlier attempt` : ''})`;
+    const by = `${/^[aeiou]/.test(row.decision ?? '') ? 'an' : 'a'} ${row.decision} review by ${clip(row.actor ?? '?', 60)} (${row.id}${row.callId !== c.callId ? `, of call ${row.callId}, an earlier attempt` : ''})`;
     if (row.decision === 'completed') {
-      return { ...c, nextStep: 'completed', attention: 'none', reason: `a ${by} in the decision inbox resolves it; it waits to be journaled by the session's owner` };
+      return { ...c, nextStep: 'completed', attention: 'none', reason: `${by} in the decision inbox resolves it; it waits to be journaled by the session's owner` };
     }
     const use = row.callId !== c.callId ? 'no retry is made while it waits, and the owner judges it when it journals the inbox'
       : row.decision === 'not_executed' ? 'the retry will use it once the owner journals it' : 'it unblocks nothing';
-    return { ...c, reason: `${c.reason}; a ${by} waits in the decision inbox: ${use}` };
+    return { ...c, reason: `${c.reason}; ${by} waits in the decision inbox: ${use}` };
   });
   const byNextStep = { retry_allowed: 0, needs_review: 0, completed: 0, superseded: 0, legacy: 0 };
   const byAttention = { in_doubt: 0, interrupted: 0, none: 0 };

@@ -135,11 +135,13 @@ export async function runCommand(command: Command, argv: readonly string[], io: 
   return command.run({ io, out, err, args, rest, options: parsed.values });
 }
 
-/** A string option as a non-negative integer, or a UsageError. */
-export function integerOption(command: string, name: string, value: string | boolean | undefined, fallback: number): number {
+/** A string option as a non-negative integer (from `range.min` to `range.max` when given), or a UsageError. */
+export function integerOption(command: string, name: string, value: string | boolean | undefined, fallback: number, range?: { min: number; max: number }): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'string' || !/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) {
-    throw new UsageError(`jingwei ${command}: --${name} must be a non-negative integer, got ${JSON.stringify(value)}`);
+  const n = typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : Number.NaN;
+  if (!Number.isSafeInteger(n) || (range !== undefined && (n < range.min || n > range.max))) {
+    const want = range === undefined ? 'a non-negative integer' : `an integer from ${range.min} to ${range.max}`;
+    throw new UsageError(`jingwei ${command}: --${name} must be ${want}, got ${JSON.stringify(value)}`);
   }
-  return Number(value);
+  return n;
 }

@@ -14,7 +14,8 @@ import { openSqliteStore } from '../../src/sqlite.js';
 import type { SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { cli } from './helpers.js';
+import { HistoryBuilder } from '../support/history.js';
+import { cli, writeStore } from './helpers.js';
 
 const dir = tempDir();
 
@@ -148,6 +149,26 @@ describe('a review recorded with jingwei review', () => {
     assert.equal(epochOf(path, 'mail-1'), epoch);
   });
 
+  it('the operator\'s small print (r69 #7): an uncertain review, a one-event journal, a released store\'s recover, one rule for --limit', async () => {
+    const path = tempDbPath(dir, 'small-print');
+    const call = await uncertainCall(path, 'mail-u');
+    assert.equal(cli(['review', path, call, '--session', 'mail-u', '--outcome', 'uncertain', '--evidence', 'cannot tell', '--actor', 'ops:li']).code, 0);
+    assert.match(cli(['inspect', path, 'mail-u']).stdout, /; an uncertain review by ops:li /);
+    const recover = cli(['recover', path]);
+    assert.equal(recover.code, 0);
+    assert.match(recover.stdout, /^No abandoned sessions: no session is held\.\nThe calls of released sessions are not the startup routine's/);
+    for (const limit of ['0', '1e3', '1001']) {
+      const r = cli(['queue', path, '--limit', limit]);
+      assert.equal(r.code, 2);
+      assert.match(r.stderr, new RegExp(`--limit must be an integer from 1 to 1000, got "${limit}"`));
+    }
+    const one = tempDbPath(dir, 'one-event');
+    const solo = new HistoryBuilder('solo', 'turn-s');
+    solo.message('hi');
+    await writeStore(one, { solo: solo.build() });
+    assert.match(cli(['events', one, 'solo']).stdout, /^Session solo: 1 event$/m);
+  });
+
   it('not_executed: shown as the review the retry will use; once journaled, the plan carries it', async () => {
     const path = tempDbPath(dir, 'not-executed');
     const call = await uncertainCall(path, 'mail-2');
@@ -156,7 +177,7 @@ describe('a review recorded with jingwei review', () => {
     assert.equal(waiting.code, 1, 'the call still needs its retry');
     const json = JSON.parse(waiting.stdout) as { calls: { next_step: string; reason: string }[] };
     assert.equal(json.calls[0]?.next_step, 'needs_review');
-    assert.match(json.calls[0]!.reason, /not_executed review by ops:li .* the retry will use it once the owner journals it/);
+    assert.match(json.calls[0]!.reason, /; a not_executed review by ops:li .* the retry will use it once the owner journals it/);
 
     assert.deepEqual(await recoveryPass(path), ['mail-2']);
     const store = openSqliteStore(path);

@@ -2,7 +2,7 @@ import { encodeEventText } from '../../event/codec.js';
 import { integerOption, STORE_ARGUMENT, type Command } from '../command.js';
 import { escapeOutput } from '../escape.js';
 import { EXIT } from '../exit.js';
-import { eventSummary, eventType, num, safeId, shortId, table, timeText } from '../format.js';
+import { eventSummary, eventType, num, plural, safeId, shortId, table, timeText } from '../format.js';
 import { loadSession, withStore } from '../session.js';
 
 export const eventsCommand: Command = {
@@ -37,7 +37,7 @@ wire records instead.`,
         return EXIT.ok;
       }
       const s = out.style;
-      out.line(s.bold(`Session ${safeId(sessionId)}: ${num(history.length)} events`) + (slice.length < history.length ? `, showing ${num(slice.length)} from seq ${num(from)}` : ''));
+      out.line(s.bold(`Session ${safeId(sessionId)}: ${plural(history.length, 'event')}`) + (slice.length < history.length ? `, showing ${num(slice.length)} from seq ${num(from)}` : ''));
       if (slice.length === 0) return EXIT.ok;
       const rows = slice.map((e) => [String(e.seq), timeText(e.recordedAt), shortId(e.turnId), eventType(e), eventSummary(e, s)]);
       out.line(table(

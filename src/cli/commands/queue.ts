@@ -72,7 +72,7 @@ abandoned or released alike). --reviews-after continues them.`,
     const age = options['older-than'];
     const olderThanMs = typeof age === 'string' ? parseAge(age) : undefined;
     if (olderThanMs === null) throw new UsageError(`jingwei queue: --older-than ${JSON.stringify(age)} is not an age such as 90s, 30m, 4h or 2d`);
-    const limit = integerOption('queue', 'limit', options.limit, 100);
+    const limit = integerOption('queue', 'limit', options.limit, 100, { min: 1, max: 1000 });
     const status = statusesOf(options.status);
     return withStore(args.store!, async (store) => {
       let page;

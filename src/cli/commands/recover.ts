@@ -85,9 +85,11 @@ policy and reports what it did (docs/operator-guide.md).`,
       const s = out.style;
       if (planned.length === 0) {
         // A session held before leases were recorded has none to run out: never listed as abandoned, never live either.
-        const unleased = (await store.listSessions()).filter((x) => x.held && x.leaseExpiresAt === null);
+        const held = (await store.listSessions()).filter((x) => x.held);
+        const unleased = held.filter((x) => x.leaseExpiresAt === null);
         if (unleased.length === 0) {
-          out.line(s.green('No abandoned sessions: every held session\'s lease is live.'));
+          out.line(s.green(held.length === 0 ? 'No abandoned sessions: no session is held.' : 'No abandoned sessions: every held session\'s lease is live.'));
+          if (held.length === 0) out.line('The calls of released sessions are not the startup routine\'s: see `jingwei sessions` and `jingwei queue`.');
           return EXIT.ok;
         }
         const named = unleased.slice(0, 5).map((x) => safeId(x.sessionId)).join(', ') + (unleased.length > 5 ? ', ...' : '');
