@@ -12,9 +12,16 @@ import { clip, durationText, safe, shortId, table, type Column } from './format.
 import type { Style } from './io.js';
 import type { DecisionRow as InboxDecisionRow } from '../store/inbox-rows.js';
 import { decisionInbox } from '../store/inbox.js';
-import { JournalStore } from '../store/journal-store.js';
+import { JournalStore, type CallInFlight } from '../store/journal-store.js';
 import type { AttentionItem, SessionStore } from '../store/types.js';
 import { STORE_DEFAULTS } from '../limits.js';
+
+/** Why a call may still be running, for a person: what the inbox would refuse a review of. */
+export function runningText(running: CallInFlight): string {
+  const why = running === 'no_result' ? 'no result is journaled' : 'its result records that it was interrupted while its body ran, and no end of that body is journaled';
+  return `the call may still be running: the host that made it holds the session with a live lease and ${why}. ` +
+    'What the outside system shows now can change before it ends; review it once its host has recorded a result or the end of its body, or has stopped (its lease runs out)';
+}
 
 /**
  * What an operator who approves is told besides "the host uses it on the next attempt": an approval, unlike a denial,

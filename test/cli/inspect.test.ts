@@ -4,6 +4,8 @@ import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { openSqliteStore } from '../../src/sqlite.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
 import { alphaHistory, cli, cliAsync, cliOnTty, COLOUR, haveScript, quietHistory, writeBigSession, writeStore } from './helpers.js';
 
 const dir = tempDir('jingwei-cli-inspect-');
@@ -153,5 +155,41 @@ describe('jingwei inspect on a 100,000-event session', () => {
     const tty = cliOnTty(['inspect', small, 'quiet']);
     assert.equal(tty.code, 0);
     assert.doesNotMatch(tty.stdout, /loading and verifying/);
+  });
+});
+
+describe('jingwei inspect <call> of a call whose body is running now', () => {
+  it('says the call may still be running and that nothing is to be done yet, as the inbox refuses its review (r69 #4)', async () => {
+    const path = tempDbPath(dir, 'running');
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('live', { owner: 'host-a' });
+    await owner.startTask('t');
+    let finish: () => void = () => {};
+    let started: () => void = () => {};
+    const inBody = new Promise<void>((resolve) => { started = resolve; });
+    const mail = {
+      name: 'send_mail',
+      metadata: new ToolMetadata('sends a mail', { type: 'object' }).withEffect('non_idempotent', 'mail-v1'),
+      execute: async () => { started(); await new Promise<void>((resolve) => { finish = resolve; }); return 'sent'; },
+    };
+    const gateway = createToolRuntime({ tools: [mail], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const call = gateway.call('send_mail', { to: 'ann@example.com' });
+    await inBody;
+    try {
+      const callId = (await store.loadHistory('live')).flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call.id] : []))[0]!;
+      const r = await cliAsync(['inspect', path, 'live', callId]);
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stdout, /running\s+the call may still be running: the host that made it holds the session with a live lease and no result is journaled/);
+      assert.match(r.stdout, /What a host may do: Not yet: wait for the call's host/);
+      const json = await cliAsync(['inspect', path, 'live', callId, '--json']);
+      assert.equal((JSON.parse(json.stdout) as { in_flight: string | null }).in_flight, 'no_result');
+    } finally {
+      finish();
+      await call;
+    }
+    const after = await cliAsync(['inspect', path, 'live', (await call).call.id, '--json']);
+    assert.equal((JSON.parse(after.stdout) as { in_flight: string | null }).in_flight, null, 'once its result is journaled, it is not');
+    await owner.release();
+    await store.close();
   });
 });

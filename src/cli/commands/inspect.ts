@@ -3,6 +3,7 @@ import { encodeToolResult, encodeToolReviewRecord } from '../../event/codec.js';
 import type { SessionEvent } from '../../event/types.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
 import { decisionInboxIfAny } from '../../store/inbox.js';
+import { JournalStore } from '../../store/journal-store.js';
 import type { SessionStore } from '../../store/types.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
 import {
@@ -23,6 +24,7 @@ import {
   nextStepAdvice,
   resultWord,
   reviewText,
+  runningText,
   type CallRecord,
 } from '../assessment.js';
 import { STORE_ARGUMENT, type Command, type CommandContext } from '../command.js';
@@ -105,11 +107,20 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
   return code;
 }
 
-function callView(ctx: CommandContext, sessionId: string, history: readonly SessionEvent[], assessment: SessionAssessment, inbox: ReadonlyMap<string, DecisionRow>): ExitCode {
+async function callView(
+  ctx: CommandContext,
+  store: SessionStore,
+  sessionId: string,
+  history: readonly SessionEvent[],
+  assessment: SessionAssessment,
+  inbox: ReadonlyMap<string, DecisionRow>,
+): Promise<ExitCode> {
   const { out, options, args } = ctx;
   const calls = indexCalls(history);
   const record = matchId([...calls.values()], (r) => r.call.id, args.call!, 'call');
   if (!record) throw new UsageError(`no call ${JSON.stringify(args.call)} in session ${safeId(sessionId)}`, `To see its calls, run: jingwei events ${storeWord(args.store!)} ${shellWord(safeId(sessionId))}`);
+  // What the inbox would refuse a review of: its host holds the session with a live lease and the call is not over.
+  const inFlight = store instanceof JournalStore ? (await store.callInFlight(sessionId, record.call.id)).inFlight : null;
   const byId = new Map(assessment.calls.map((c) => [c.callId as string, c]));
   const assessed = byId.get(record.call.id) ?? null;
   const call = record.call;
@@ -148,6 +159,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
       result_seq: record.resultEvent?.seq ?? null,
       result: record.result ? encodeToolResult(record.result) : null,
       ...lateBodyJson(history, record),
+      in_flight: inFlight,
       reviews: record.reviews.map((r) => ({ seq: r.event.seq, ...encodeToolReviewRecord(r.review) })),
       inbox_review: inboxReviewJson(inbox.get(call.id)),
       status,
@@ -178,6 +190,7 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   field('result', record.result ? resultWord(record) + (record.result.outcome.status === 'failed' ? ` (${safe(record.result.outcome.code)}: ${safe(record.result.outcome.message)})` : '') : 'none recorded');
   const late = lateBodyText(history, record);
   if (late) field('late body', late);
+  if (inFlight !== null) field('running', s.yellow(`${runningText(inFlight)}.`));
   field('status', colourStatus(status, s));
   field('next step', colourStep(nextStep, s));
   out.line();
@@ -185,7 +198,8 @@ function callView(ctx: CommandContext, sessionId: string, history: readonly Sess
   for (const row of rows) out.line('  ' + paragraph(`${row.rule}: ${row.condition} → ${row.explanation}`, width === undefined ? undefined : width - 2, '    '));
   out.line(paragraph(`${s.bold('Why:')} ${safe(assessed?.reason ?? 'its own result is a success')}`, width, '  '));
   out.line();
-  const advice = waiting?.decision === 'completed' && assessed?.nextStep === 'completed' && assessed.rule !== 'reviewed_completed'
+  const advice = inFlight !== null ? 'Not yet: wait for the call\'s host to record its result or the end of its body, or to stop (its lease runs out); then look again.'
+    : waiting?.decision === 'completed' && assessed?.nextStep === 'completed' && assessed.rule !== 'reviewed_completed'
     ? `Nothing to do but journal it: the completed review ${waiting.id} in the decision inbox resolves this call; the session's owner journals it with journalInboxReviews (jingwei/review). Never retry it.`
     : nextStepAdvice(sessionId, call.operation ? operationOriginIn(history, call.operation) : undefined, call, assessed);
   out.line(paragraph(`${s.bold('What a host may do:')} ${safe(advice)}`, width, '  '));
@@ -294,7 +308,7 @@ call a completed review resolved, journaled or waiting in the decision inbox.`,
         else out.line(`Session ${sessionId} has no events yet. Nothing needs attention.`);
         return EXIT.ok;
       }
-      return args.call === undefined ? sessionView(ctx, sessionId, assessment, inbox) : callView(ctx, sessionId, history, assessment, inbox);
+      return args.call === undefined ? sessionView(ctx, sessionId, assessment, inbox) : callView(ctx, store, sessionId, history, assessment, inbox);
     });
   },
 };

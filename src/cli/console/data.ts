@@ -12,7 +12,7 @@ import { JournalStore, type CallInFlight } from '../../store/journal-store.js';
 import { ATTENTION_STATUSES, type AttentionStatus, type TaskRow } from '../../store/rows.js';
 import type { AttentionItem, SessionStore, SessionSummary } from '../../store/types.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
-import { approvalRequests, waitingReviewDecisions, hasInbox, indexCalls, pendingInboxReviews, withInboxReviews, type CallRecord } from '../assessment.js';
+import { approvalRequests, waitingReviewDecisions, hasInbox, indexCalls, pendingInboxReviews, runningText, withInboxReviews, type CallRecord } from '../assessment.js';
 import { parseAge } from '../format.js';
 
 /** The queue's filters as the page's form sends them; every field is checked before the store sees it. */
@@ -225,12 +225,6 @@ export function reviewRefusal(view: SessionView, callId: string): string | null 
   return null;
 }
 
-/** Why a call may still be running, for a person: what the inbox would refuse a review of. */
-export function runningText(running: CallInFlight): string {
-  const why = running === 'no_result' ? 'no result is journaled' : 'its result records that it was interrupted while its body ran, and no end of that body is journaled';
-  return `the call may still be running: the host that made it holds the session with a live lease and ${why}. ` +
-    'What the outside system shows now can change before it ends; review it once its host has recorded a result or the end of its body, or has stopped (its lease runs out)';
-}
 
 /**
  * What the operator saw when the page was drawn, sent back with a decision: if the call changed since (a result, a
