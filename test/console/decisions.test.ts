@@ -231,6 +231,14 @@ describe('jingwei console forms and what it says after them', () => {
     assert.equal(decode(value![1]!), tool, 'the tool filter comes back as typed');
   });
 
+  it('the review form of a call whose body started and left no result says to make sure its process has stopped first (r69 #5)', async () => {
+    const doubt = await http(c.port, 'GET', c.path(`/session/invoices-forms/call/${doubtCall}`), { cookie });
+    assert.match(doubt.body, /id="review-form"/);
+    assert.match(doubt.body, /id="stopped-first">Its body started and no result is journaled\. A takeover fences the old host's writes, not its body/);
+    const failed = await http(c.port, 'GET', c.path(`/session/refunds-forms/call/${failedCall}`), { cookie });
+    assert.doesNotMatch(failed.body, /id="stopped-first"/, 'a call with a result has nothing running');
+  });
+
   it('not_executed on a call whose body returned after its timeout needs the box saying the outside system was checked', async () => {
     const path = c.path(`/session/transfers-late/call/${lateCall}`);
     const page = await http(c.port, 'GET', path, { cookie });

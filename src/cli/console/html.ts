@@ -84,6 +84,7 @@ td.mono, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; fo
 .notice.error { background: #fdecea; border-color: #f3b4ad; color: #7a1c12; }
 .notice.done { background: #e8f5ec; border-color: #a7d8b4; color: #14532d; }
 .notice.info { background: #eef3fd; border-color: #bcd0f7; color: #1e3a8a; }
+.notice.warn { background: #fff7e6; border-color: #f5c97a; color: #7a4a00; }
 form.filters { display: flex; gap: 10px; flex-wrap: wrap; align-items: end; margin-bottom: 12px; }
 label { display: block; font-size: 12px; color: var(--muted); }
 input, select, textarea { font: inherit; padding: 4px 6px; border: 1px solid var(--line); border-radius: 4px; background: #fff; }

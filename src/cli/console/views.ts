@@ -166,6 +166,16 @@ ${field('next step', `<b id="call-next-step">${h(assessed?.nextStep ?? 'complete
   return parts.join('\n');
 }
 
+/**
+ * The review CLI's own warning, on the form of a call whose body started and left no result: a takeover fences the
+ * old host's writes, not its body, which may still be running in a process nobody stopped.
+ */
+function stoppedFirst(view: SessionView, callId: string): string {
+  const record = view.calls.get(callId);
+  if (!record?.started || record.result !== null) return '';
+  return '<p class="notice warn" id="stopped-first">Its body started and no result is journaled. A takeover fences the old host\'s writes, not its body: before <b>not_executed</b>, make sure the process that ran the call has stopped.</p>';
+}
+
 function decisionForms(
   view: SessionView,
   callId: string,
@@ -194,7 +204,7 @@ ${csrf}<input type="hidden" name="basis" value="${formValue(d.basis)}">
 <p>Record a review: what the outside system shows happened to this operation. It waits in the decision inbox until the session's host journals it; a <b>not_executed</b> review lets the host retry once, a <b>completed</b> one resolves the call for good.${waiting ? ` It replaces the inbox review above (${h(waiting.id)}), which is then never journaled.` : ''}</p>
 <label for="r-outcome">Outcome</label><select id="r-outcome" name="outcome">${options(TOOL_REVIEW_OUTCOMES, d.form.outcome, 'choose…')}</select>
 <label for="r-evidence">Evidence you checked</label>${textarea('r-evidence', 'evidence', d.form.evidence)}
-${assessedCall(view, callId)?.bodyEnded?.ended === 'returned'
+${stoppedFirst(view, callId)}${assessedCall(view, callId)?.bodyEnded?.ended === 'returned'
   ? '<p id="late-return"><label><input type="checkbox" name="despite_late_return" value="yes"> Its body went on after its result and returned, so it most likely made its write: I checked the outside system, and the write was not made (needed for <b>not_executed</b>).</label></p>'
   : ''}
 <p><button type="submit">Record review</button></p></form>`);
