@@ -6,7 +6,7 @@ import { DecisionError, InvalidInputError } from '../errors.js';
 import type { EventDraft } from '../event/types.js';
 import type { SessionId } from '../ids.js';
 import type { ApprovalBinding, DecisionRow } from './inbox-rows.js';
-import { STOPPED_BEFORE_BODY } from '../tool/retry-policy.js';
+import { STOPPED_BEFORE_BODY, stoppedBeforeBody } from '../tool/retry-policy.js';
 import type { ApprovalChange } from './types.js';
 
 function sameAction(a: ApprovalBinding, b: ApprovalBinding): boolean {
@@ -80,8 +80,9 @@ export function decideApprovalChange(sessionId: SessionId, change: ApprovalChang
  * attempt's body was never called. A row not spent by that call (a backend that reads no spent row) stays as it is.
  */
 function restoreSpent(sessionId: SessionId, restore: { id: string; callId: string; at: string }, rows: readonly DecisionRow[], events: readonly EventDraft[]): DecisionRow[] {
-  const neverCalled = events.some(({ kind }) => kind.type === 'tool_result' && kind.result.callId === restore.callId &&
-    kind.result.outcome.status === 'failed' && kind.result.outcome.code === STOPPED_BEFORE_BODY);
+  // The journal's own reading of "never called" (an interrupt's category and that code), never a code alone, which a
+  // body's own failure may carry.
+  const neverCalled = events.some(({ kind }) => kind.type === 'tool_result' && kind.result.callId === restore.callId && stoppedBeforeBody(kind.result.outcome));
   if (!neverCalled) {
     throw new InvalidInputError('approval', `an approval is restored only with the result that says the body of ${restore.callId} was never called (${STOPPED_BEFORE_BODY})`);
   }

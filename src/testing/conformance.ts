@@ -677,6 +677,12 @@ function inboxRules(name: string, factory: StoreFactory): void {
         'a restore with a result that does not say the body was never called must be refused: that body may have run');
       await rejects(commitAs(owner, { events: [result(asked, 'tool_stopped_before_body')], approval: restore }), 'invalid_input',
         'a restore with another call\'s result must be refused');
+      const thrown: EventDraft = {
+        turnId: turn,
+        kind: { type: 'tool_result', result: { callId: spender, outcome: { status: 'failed', category: 'body_failure', code: 'tool_stopped_before_body', message: 'a body\'s own code', retryable: false } } },
+      };
+      await rejects(commitAs(owner, { events: [thrown], approval: restore }), 'invalid_input',
+        'a restore with a body\'s own failure that carries the code must be refused: that body ran');
       assert.equal((await store.loadHistory('s-restore')).length, before, 'a refused restore writes nothing');
       assert.equal((await inbox.get('approval_r'))?.state, 'consumed');
       await commitAs(owner, { events: [result(spender, 'tool_stopped_before_body')], approval: restore });
