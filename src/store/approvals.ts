@@ -28,7 +28,7 @@ export function decisionAnswers(row: DecisionRow, attempt: ApprovalBinding): boo
 }
 
 /** The rows superseded, each noting why: an operator who decided one reads what became of it. */
-const supersede = (rows: readonly DecisionRow[], why: string): DecisionRow[] => rows.map((r) => ({ ...r, state: 'superseded', note: `superseded: ${why}` }));
+const supersede = (rows: readonly DecisionRow[], why: string): DecisionRow[] => rows.map((r) => ({ ...r, state: 'superseded', note: why }));
 
 function describeBinding(b: ApprovalBinding): string {
   const approver = b.approver !== undefined ? `, approver ${b.approver}` : '';

@@ -178,7 +178,9 @@ export class DecisionInbox {
         throw new DecisionError('decision_not_found', id, `no approval request ${id} in this store (${why})`);
       }
       if (row.state !== 'open') {
-        throw new DecisionError('decision_stale', id, `approval request ${id} is ${row.state}${row.actor ? ` (by ${row.actor})` : ''}; it takes one decision`);
+        // A superseded row's note says why (a later attempt asked again, was answered without it, its task ended).
+        const why = row.state === 'superseded' && row.note !== null ? ` (${row.note})` : row.actor ? ` (by ${row.actor})` : '';
+        throw new DecisionError('decision_stale', id, `approval request ${id} is ${row.state}${why}; it takes one decision`);
       }
       const write: DecisionRow = { ...row, state: 'decided', decision, actor, reason, decidedAt: at };
       return { write, result: write };

@@ -8,6 +8,7 @@ import { ToolBodyError } from '../../src/errors.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { decisionInbox } from '../../src/store/inbox.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
+import { prepareToolRetry } from '../../src/tool/recovery.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { cli } from './helpers.js';
@@ -89,5 +90,30 @@ describe('jingwei approve, deny and review', () => {
     // The task's start, then the pending call (call, result) and the call that ran (call, marker, result).
     assert.equal((await store.loadHistory('s-1')).length, 6, 'the journal is untouched');
     await store.close();
+  });
+});
+
+describe('a superseded approval request says why', () => {
+  it('inspect <request> and a refused approve name what superseded it (r70 F3)', async () => {
+    const path = tempDbPath(dir, 'superseded');
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('s-2', { owner: 'host' });
+    await owner.startTask('t');
+    const answers = [{ decision: 'pending' as const }, { decision: 'pending' as const }];
+    const gateway = createToolRuntime({
+      tools: [{ name: 'mail', metadata: new ToolMetadata('mail', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'sent' }],
+      grants: { agent: '*' },
+      approvers: { ops: async () => answers.shift()! },
+    }).bind({ owner, taskId: 't', caller: 'agent' });
+    const first = await gateway.call('mail', { to: 'ann' });
+    const second = await gateway.callWithOptions('mail', { to: 'ann' }, { retry: prepareToolRetry(await store.loadHistory('s-2'), first.call.id) });
+    await owner.release();
+    await store.close();
+    const requestId = first.result.approval!.requestId;
+    const seen = cli(['inspect', path, requestId]);
+    assert.match(seen.stdout, new RegExp(`^Approval request ${requestId} \\(superseded, asked of approver ops: attempt ${second.call.id} of the operation asked again\\) is about this call:`, 'm'));
+    const approve = cli(['approve', path, requestId, '--actor', 'alice']);
+    assert.equal(approve.code, 1);
+    assert.match(approve.stderr, new RegExp(`is superseded \\(attempt ${second.call.id} of the operation asked again\\); it takes one decision`));
   });
 });

@@ -41,7 +41,10 @@ function scenario(open: () => Promise<SessionStore>): void {
     const second = await gateway.callWithOptions('wire', { to: 'acct-1' }, { retry: prepareToolRetry(await store.loadHistory('s'), first.call.id) });
     assert.ok(second.startedEvent, 'approved by the approver, attempt 2 ran');
     assert.equal((await decisionInbox(store).get(requestId))?.state, 'superseded', "attempt 1's request no longer waits");
-    await assert.rejects(decisionInbox(store).approve(requestId, { actor: 'alice' }), { code: 'decision_stale' });
+    await assert.rejects(decisionInbox(store).approve(requestId, { actor: 'alice' }), {
+      code: 'decision_stale',
+      message: new RegExp(`is superseded \\(attempt ${second.call.id} of the operation was answered without it \\(by the host's approver, or refused before it was asked\\)\\); it takes one decision`),
+    }, 'the refusal says why the request was superseded (r70 F3)');
     assert.deepEqual((await decisionInbox(store).list({ kind: 'approval' })).items, [], 'nothing waits in the queue');
 
     const review = { actor: 'ops', evidence: 'the bank has no transfer', outcome: 'not_executed' as const };

@@ -66,7 +66,8 @@ function decisionHeading(row: DecisionRow): string {
   const what = row.kind === 'approval' ? 'Approval request' : 'Review decision';
   const approver = row.binding?.approver !== undefined ? `, asked of approver ${safe(row.binding.approver)}` : '';
   const decided = row.decision !== null ? `, ${safe(row.decision)} by ${safe(row.actor ?? '')}` : '';
-  return `${what} ${safeId(row.id)} (${row.state}${decided}${approver}) is about this call:`;
+  const why = row.state === 'superseded' && row.note !== null ? `: ${safe(row.note)}` : '';
+  return `${what} ${safeId(row.id)} (${row.state}${decided}${approver}${why}) is about this call:`;
 }
 
 function sessionView(ctx: CommandContext, sessionId: string, assessment: SessionAssessment, inbox: ReadonlyMap<string, DecisionRow>): ExitCode {
