@@ -193,3 +193,28 @@ describe('jingwei inspect <call> of a call whose body is running now', () => {
     await store.close();
   });
 });
+
+describe('jingwei inspect <call> of an attempt stopped between its marker and its body', () => {
+  it('gives the marker\'s time as the start marker\'s, not as a body that started (r70 F4)', async () => {
+    const path = tempDbPath(dir, 'stopped');
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('stopped', { owner: 'host-a' });
+    await owner.startTask('t');
+    let ran = 0;
+    const mail = {
+      name: 'send_mail',
+      metadata: new ToolMetadata('sends a mail', { type: 'object' }).withEffect('non_idempotent', 'mail-v1'),
+      execute: async () => { ran += 1; return 'sent'; },
+    };
+    const controller = new AbortController();
+    const gateway = createToolRuntime({ tools: [mail], grants: { agent: '*' }, onEvent: (e) => { if (e.type === 'body_started') controller.abort(); } })
+      .bind({ owner, taskId: 't', caller: 'agent' });
+    const call = await gateway.callWithOptions('send_mail', { to: 'ann@example.com' }, { signal: controller.signal });
+    assert.equal(ran, 0);
+    await owner.release();
+    await store.close();
+    const r = await cliAsync(['inspect', path, 'stopped', call.call.id]);
+    assert.match(r.stdout, /times\s+called [^;]+; start marker [^;]+; result [^(]+\(stopped before its body was called/);
+    assert.doesNotMatch(r.stdout, /body started/);
+  });
+});

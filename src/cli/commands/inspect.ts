@@ -25,6 +25,7 @@ import {
   resultWord,
   reviewText,
   runningText,
+  markerWord,
   type CallRecord,
 } from '../assessment.js';
 import { STORE_ARGUMENT, type Command, type CommandContext } from '../command.js';
@@ -250,7 +251,7 @@ function timesText(record: CallRecord): string {
   const started = record.started?.recordedAt;
   const ended = record.resultEvent?.recordedAt;
   const waited = durationText(called, started);
-  if (started) parts.push(`body started ${timeText(started)}` + (waited && waited !== '0 ms' ? ` (waited ${waited}: approval or checks)` : ''));
+  if (started) parts.push(`${markerWord(record)} ${timeText(started)}` + (waited && waited !== '0 ms' ? ` (waited ${waited}: approval or checks)` : ''));
   const ran = durationText(started, ended);
   if (ended) parts.push(ran ? `result ${timeText(ended)} (${bodyRanText(record, ran)})` : `result ${timeText(ended)}`);
   else parts.push('no result yet');

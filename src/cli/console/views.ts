@@ -7,9 +7,8 @@
 import { encodeToolResult } from '../../event/codec.js';
 import { TOOL_REVIEW_OUTCOMES } from '../../event/types.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
-import { attemptsOf, bodyEndWords, bodyRanText, decisionRows, nextStepAdvice, resultWord, type CallRecord } from '../assessment.js';
+import { attemptsOf, bodyEndWords, bodyRanText, decisionRows, markerWord, nextStepAdvice, resultWord, runningText, type CallRecord } from '../assessment.js';
 import { durationText, timeText } from '../format.js';
-import { runningText } from '../assessment.js';
 import { assessedCall, callBasis, reviewRefusal, type SessionView } from './data.js';
 import { callHref, formValue, h, lines, notice, seg, sessionHref, shortText, type NoticeKind } from './html.js';
 import { TIMELINE_LEGEND, timelineSvg } from './timeline.js';
@@ -94,7 +93,7 @@ function timesHtml(record: CallRecord, readAt: string): string {
   const started = record.started?.recordedAt;
   const ended = record.resultEvent?.recordedAt;
   const parts = [`called ${h(timeText(called))}`];
-  if (started) parts.push(`body started ${h(timeText(started))} (after ${h(durationText(called, started) ?? '?')})`);
+  if (started) parts.push(`${markerWord(record)} ${h(timeText(started))} (after ${h(durationText(called, started) ?? '?')})`);
   if (ended) parts.push(`result ${h(timeText(ended))}${started ? ` (${h(bodyRanText(record, durationText(started, ended) ?? '?'))})` : ''}`);
   else parts.push(`no result for ${h(durationText(started ?? called, readAt) ?? '?')}`);
   const end = record.bodyEnd?.event.recordedAt;
