@@ -6,6 +6,7 @@ import { tempDbPath, tempDir } from '../support/tmp.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { ToolRuntimeConfig } from '../../src/tool/types.js';
 import { alphaHistory, cli, cliAsync, cliOnTty, COLOUR, haveScript, quietHistory, writeBigSession, writeStore } from './helpers.js';
 
 const dir = tempDir('jingwei-cli-inspect-');
@@ -158,21 +159,27 @@ describe('jingwei inspect on a 100,000-event session', () => {
   });
 });
 
+/** A SQLite journal whose session `sessionId` holds a task and a gateway to a non-idempotent `send_mail` running `body`. */
+async function mailHost(name: string, sessionId: string, body: () => Promise<string>, config: Pick<ToolRuntimeConfig, 'onEvent'> = {}) {
+  const path = tempDbPath(dir, name);
+  const store = openSqliteStore(path);
+  const owner = await store.acquire(sessionId, { owner: 'host-a' });
+  await owner.startTask('t');
+  const mail = { name: 'send_mail', metadata: new ToolMetadata('sends a mail', { type: 'object' }).withEffect('non_idempotent', 'mail-v1'), execute: body };
+  const gateway = createToolRuntime({ tools: [mail], grants: { agent: '*' }, ...config }).bind({ owner, taskId: 't', caller: 'agent' });
+  return { path, store, owner, gateway };
+}
+
 describe('jingwei inspect <call> of a call whose body is running now', () => {
   it('says the call may still be running and that nothing is to be done yet, as the inbox refuses its review (r69 #4)', async () => {
-    const path = tempDbPath(dir, 'running');
-    const store = openSqliteStore(path);
-    const owner = await store.acquire('live', { owner: 'host-a' });
-    await owner.startTask('t');
     let finish: () => void = () => {};
     let started: () => void = () => {};
     const inBody = new Promise<void>((resolve) => { started = resolve; });
-    const mail = {
-      name: 'send_mail',
-      metadata: new ToolMetadata('sends a mail', { type: 'object' }).withEffect('non_idempotent', 'mail-v1'),
-      execute: async () => { started(); await new Promise<void>((resolve) => { finish = resolve; }); return 'sent'; },
-    };
-    const gateway = createToolRuntime({ tools: [mail], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+    const { path, store, owner, gateway } = await mailHost('running', 'live', async () => {
+      started();
+      await new Promise<void>((resolve) => { finish = resolve; });
+      return 'sent';
+    });
     const call = gateway.call('send_mail', { to: 'ann@example.com' });
     await inBody;
     try {
@@ -196,19 +203,11 @@ describe('jingwei inspect <call> of a call whose body is running now', () => {
 
 describe('jingwei inspect <call> of an attempt stopped between its marker and its body', () => {
   it('gives the marker\'s time as the start marker\'s, not as a body that started (r70 F4)', async () => {
-    const path = tempDbPath(dir, 'stopped');
-    const store = openSqliteStore(path);
-    const owner = await store.acquire('stopped', { owner: 'host-a' });
-    await owner.startTask('t');
     let ran = 0;
-    const mail = {
-      name: 'send_mail',
-      metadata: new ToolMetadata('sends a mail', { type: 'object' }).withEffect('non_idempotent', 'mail-v1'),
-      execute: async () => { ran += 1; return 'sent'; },
-    };
     const controller = new AbortController();
-    const gateway = createToolRuntime({ tools: [mail], grants: { agent: '*' }, onEvent: (e) => { if (e.type === 'body_started') controller.abort(); } })
-      .bind({ owner, taskId: 't', caller: 'agent' });
+    const { path, store, owner, gateway } = await mailHost('stopped', 'stopped', async () => { ran += 1; return 'sent'; }, {
+      onEvent: (e) => { if (e.type === 'body_started') controller.abort(); },
+    });
     const call = await gateway.callWithOptions('send_mail', { to: 'ann@example.com' }, { signal: controller.signal });
     assert.equal(ran, 0);
     await owner.release();
