@@ -411,12 +411,12 @@ export function attentionTimes(item: AttentionItem, now: string): string {
 
 const interruptedText = (ran: string) => `interrupted after ${ran}; its body may have gone on`;
 
-/** How long a call's body ran until its result, for the call's page: an interrupt recorded against it did not stop it. */
 /** What the start marker's time is, in words: when the body started, unless the result says it was never called. */
 export function markerWord(record: CallRecord): string {
   return stoppedBeforeBody(record.result?.outcome) ? 'start marker' : 'body started';
 }
 
+/** How long a call's body ran until its result, for the call's page: an interrupt recorded against it did not stop it. */
 export function bodyRanText(record: CallRecord, ran: string): string {
   const o = record.result?.outcome;
   if (stoppedBeforeBody(o)) return `stopped before its body was called, ${ran} after its start marker`;

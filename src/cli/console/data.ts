@@ -225,7 +225,6 @@ export function reviewRefusal(view: SessionView, callId: string): string | null 
   return null;
 }
 
-
 /**
  * What the operator saw when the page was drawn, sent back with a decision: if the call changed since (a result, a
  * review journaled or waiting, a newer attempt), the decision is stale and refused.
