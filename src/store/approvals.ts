@@ -6,6 +6,7 @@ import { DecisionError, InvalidInputError } from '../errors.js';
 import type { EventDraft } from '../event/types.js';
 import type { SessionId } from '../ids.js';
 import type { ApprovalBinding, DecisionRow } from './inbox-rows.js';
+import { bodyEndOf } from '../tool/late-bodies.js';
 import { STOPPED_BEFORE_BODY, stoppedBeforeBody } from '../tool/retry-policy.js';
 import type { ApprovalChange } from './types.js';
 
@@ -80,9 +81,11 @@ export function decideApprovalChange(sessionId: SessionId, change: ApprovalChang
  * attempt's body was never called. A row not spent by that call (a backend that reads no spent row) stays as it is.
  */
 function restoreSpent(sessionId: SessionId, restore: { id: string; callId: string; at: string }, rows: readonly DecisionRow[], events: readonly EventDraft[]): DecisionRow[] {
-  // The journal's own reading of "never called" (an interrupt's category and that code), never a code alone, which a
-  // body's own failure may carry.
-  const neverCalled = events.some(({ kind }) => kind.type === 'tool_result' && kind.result.callId === restore.callId && stoppedBeforeBody(kind.result.outcome));
+  // The journal's own reading of "never called": its result (an interrupt's category and that code, never a code
+  // alone, which a body's own failure may carry), or, when that result could not be written, the runtime's own
+  // `body_ended` event saying so (hosts cannot append one).
+  const neverCalled = events.some(({ kind }) => (kind.type === 'tool_result' && kind.result.callId === restore.callId && stoppedBeforeBody(kind.result.outcome)) ||
+    (bodyEndOf(kind)?.callId === restore.callId && bodyEndOf(kind)?.ended === 'not_called'));
   if (!neverCalled) {
     throw new InvalidInputError('approval', `an approval is restored only with the result that says the body of ${restore.callId} was never called (${STOPPED_BEFORE_BODY})`);
   }

@@ -98,10 +98,11 @@ export type ApprovalChange =
   | { readonly resolve: { readonly taskId: string; readonly key: string; readonly at: string } }
   /**
    * `restore`: the attempt `callId` spent the approval `id` in its start marker, and this commit records that its body
-   * was never called (its `tool_stopped_before_body` result is among the commit's events): the approval goes back to
-   * decided and unused, and answers the operation's next attempt. An approval lets at most one body run, and a
-   * person's decision is not spent on an attempt the journal proves never ran. Nothing changes when the row is not
-   * spent by that call; refused (InvalidInputError, nothing written) without that result.
+   * was never called (its `tool_stopped_before_body` result, or, when that result could not be written, the runtime's
+   * `body_ended` event saying `not_called`, is among the commit's events): the approval goes back to decided and
+   * unused, and answers the operation's next attempt. An approval lets at most one body run, and a person's decision
+   * is not spent on an attempt the journal proves never ran. Nothing changes when the row is not spent by that call;
+   * refused (InvalidInputError, nothing written) without such an event.
    */
   | { readonly restore: { readonly id: string; readonly callId: string; readonly taskId: string; readonly key: string; readonly at: string } };
 

@@ -73,11 +73,12 @@ export function trackLateBody(owner: SessionOwner, call: ToolCall, turnId: TurnI
  * failed: the store busy or full, or a host in another process fenced it), the end waits as a pending one, for this
  * owner's next call or review, or the next owner of the session here, to journal.
  */
-export function unrecordedBodyEnd(owner: SessionOwner, call: ToolCall, turnId: TurnId, how: LateBodyEnd): Promise<void> {
+export function unrecordedBodyEnd(owner: SessionOwner, call: ToolCall, turnId: TurnId, how: LateBodyEnd, spentApproval?: string): Promise<void> {
   const op = call.operation;
-  if (currentOwner(owner) !== owner) return journalBodyEnd(owner, call.id, turnId, how, op);
+  const restore = how === 'not_called' ? spentApproval : undefined;
+  if (currentOwner(owner) !== owner) return journalBodyEnd(owner, call.id, turnId, how, op, restore);
   noteBodyEnd(owner, call.id, how);
-  keepPending(owner, call.id, { turnId, how, op, keptBy: owner, refusedBy: new WeakSet() });
+  keepPending(owner, call.id, { turnId, how, op, keptBy: owner, refusedBy: new WeakSet(), ...(restore !== undefined ? { restore } : {}) });
   return Promise.resolve();
 }
 
@@ -102,6 +103,8 @@ interface PendingEnd {
   readonly keptBy: SessionOwner;
   /** The call's operation: the end is journaled only where it is that operation's latest attempt (commitBodyEnd). */
   readonly op: ToolOperation | undefined;
+  /** The operator's approval the call's start marker spent, put back with a `not_called` end (ApprovalChange restore). */
+  readonly restore?: string;
   /** Owners whose journal refused it as not holding the call as its latest attempt: they do not try again. */
   readonly refusedBy: WeakSet<SessionOwner>;
   /** The commit of this end under way, which a second flush waits for instead of journaling the end again. */
@@ -120,13 +123,13 @@ const pendingEnds = new SessionTable<Map<string, PendingEnd>>();
  * body's end, or the end of a body whose result could not be written (its owner fenced by a takeover here). A
  * journal that cannot take it now keeps it pending, for the next owner of the session here to journal.
  */
-export async function journalBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd, op: ToolOperation | undefined): Promise<void> {
+export async function journalBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd, op: ToolOperation | undefined, restore?: string): Promise<void> {
   noteBodyEnd(owner, callId, how);
   // The call's own owner first, while it still holds its session: the newest owner of the view may hold a session of
   // the same id in another copy of the database (two servers cloned from one backup are one view).
   const newest = currentOwner(owner);
-  if (newest !== owner && (await commitBodyEnd(owner, callId, turnId, how, op)) === null) return;
-  const error = await commitBodyEnd(newest, callId, turnId, how, op);
+  if (newest !== owner && (await commitBodyEnd(owner, callId, turnId, how, op, restore)) === null) return;
+  const error = await commitBodyEnd(newest, callId, turnId, how, op, restore);
   if (error === null) return;
   // The call's own journal does not hold it as its operation's latest attempt (a start marker whose commit did not
   // land, or an attempt made since): no journal this end is for would take it.
@@ -137,12 +140,12 @@ export async function journalBodyEnd(owner: SessionOwner, callId: string, turnId
   if (movedOn(error)) refusedBy.add(newest);
   for (const holder of bodyHolders(owner)) {
     if (holder === owner || holder === newest) continue;
-    const refused = await commitBodyEnd(holder, callId, turnId, how, op);
+    const refused = await commitBodyEnd(holder, callId, turnId, how, op, restore);
     if (refused === null) return;
     if (movedOn(refused)) refusedBy.add(holder);
   }
   // Kept for the next owner of the call's own journal here; one whose journal does not hold the call does not retry.
-  keepPending(owner, callId, { turnId, how, op, keptBy: owner, refusedBy });
+  keepPending(owner, callId, { turnId, how, op, keptBy: owner, refusedBy, ...(restore !== undefined ? { restore } : {}) });
 }
 
 function keepPending(owner: SessionOwner, callId: string, end: PendingEnd): void {
@@ -155,11 +158,15 @@ function keepPending(owner: SessionOwner, callId: string, end: PendingEnd): void
  * file copied from a template, a database restored from a dump) that another store of this process holds shares
  * its id, and so its view, but not the call.
  */
-async function commitBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd, op: ToolOperation | undefined): Promise<unknown> {
+async function commitBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd, op: ToolOperation | undefined, restore?: string): Promise<unknown> {
   try {
     await commitAs(owner, {
       events: [{ turnId, kind: { type: 'custom', ...BODY_ENDED, payload: { callId, ended: how } } }],
       ...(op ? { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: callId as CallId } } : {}),
+      // A body never called leaves the approval its marker spent unspent (docs/design.md#durable-approvals).
+      ...(op && restore !== undefined && how === 'not_called'
+        ? { approval: { restore: { id: restore, callId, taskId: op.taskId, key: op.key, at: new Date().toISOString() } } }
+        : {}),
     });
     return null;
   } catch (error) {
@@ -190,7 +197,7 @@ export async function journalPendingBodyEnds(owner: SessionOwner): Promise<Reado
     // it failed, this owner's own try.
     let error = end.flushing === undefined ? undefined : await end.flushing;
     if (error !== null && pending.get(callId) === end) {
-      const commit = commitBodyEnd(owner, callId, end.turnId, end.how, end.op);
+      const commit = commitBodyEnd(owner, callId, end.turnId, end.how, end.op, end.restore);
       end.flushing = commit;
       error = await commit;
       if (end.flushing === commit) end.flushing = undefined;

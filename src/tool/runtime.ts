@@ -590,7 +590,8 @@ class Gateway implements ToolGateway {
       const ended: LateBodyEnd = bodyNotCalled ? 'not_called'
         : outcome.status === 'failed' && (outcome.category === 'body_failure' || outcome.category === 'body_panic') ? 'threw' : 'returned';
       const owner = this.binding.owner;
-      recorded.then(bodyJournaled, () => unrecordedBodyEnd(owner, call, callEvent.turnId, ended).then(bodyJournaled, bodyJournaled));
+      const spentId = spent !== undefined && 'use' in spent ? spent.use.id : undefined;
+      recorded.then(bodyJournaled, () => unrecordedBodyEnd(owner, call, callEvent.turnId, ended, spentId).then(bodyJournaled, bodyJournaled));
     }
     return recorded;
   }

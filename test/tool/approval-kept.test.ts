@@ -138,4 +138,45 @@ function scenario(open: () => Promise<SessionStore>): void {
 }
 
 describe('operator decisions kept past attempts that never ran, on memory', () => scenario(async () => createMemoryStore()));
-forEachStore('operator decisions kept past attempts that never ran', (target) => scenario(() => target.fresh().open()));
+forEachStore('operator decisions kept past attempts that never ran', (target) => {
+  scenario(() => target.fresh().open());
+
+  it('an approval spent by a marker whose body was never called goes back with the body\'s end when its result could not be written (r70 F1)', async () => {
+    const store = await target.fresh().open();
+    const idempotent = new ToolMetadata('wires money', { type: 'object' }).withEffect('idempotent', 'v1').withApproval('boss');
+    let ran = 0;
+    let asked = 0;
+    const owner = await store.acquire('s', { owner: 'host-1' });
+    await owner.startTask('t');
+    const gateway = createToolRuntime({
+      tools: [tool('wire', async () => { ran += 1; return 'wired'; }, idempotent)], grants: { agent: '*' },
+      approvers: { boss: async () => { asked += 1; return pending; } },
+    }).bind({ owner, taskId: 't', caller: 'agent' });
+    const first = await gateway.call('wire', { to: 'acct-1' });
+    const requestId = first.result.approval?.requestId ?? '';
+    await decisionInbox(store).approve(requestId, { actor: 'alice' });
+    const controller = new AbortController();
+    let armed = false;
+    let failed = false;
+    // The caller cancels as the marker is journaled, and the commit of the result that says so fails once.
+    setFaultHook((point) => {
+      if (point === 'started:after') { controller.abort(); armed = true; }
+      else if (point === 'commit:before' && armed && !failed) { failed = true; throw new Error('the disk went away'); }
+    });
+    try {
+      await assert.rejects(gateway.callWithOptions('wire', { to: 'acct-1' }, { signal: controller.signal, retry: prepareToolRetry(await store.loadHistory('s'), first.call.id) }),
+        { code: 'recording_failed' });
+    } finally {
+      setFaultHook(null);
+    }
+    assert.equal((await decisionInbox(store).get(requestId))?.state, 'consumed', 'spent by the marker, its result unwritten');
+    const history = await store.loadHistory('s');
+    const second = history.flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call.id] : [])).at(-1)!;
+    // The next write journals the body's end (never called) and puts the approval back; the retry runs on it.
+    const third = await gateway.callWithOptions('wire', { to: 'acct-1' }, { retry: prepareToolRetry(history, second) });
+    assert.equal(third.result.outcome.status, 'succeeded');
+    assert.deepEqual(third.startedEvent?.kind.type === 'tool_started' && third.startedEvent.kind.approval, { requestId, decision: 'approved', actor: 'alice' });
+    assert.deepEqual([ran, asked], [1, 1], 'one body, and the approver asked only by the first attempt');
+    await store.close();
+  });
+});
