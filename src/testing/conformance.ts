@@ -683,6 +683,9 @@ function inboxRules(name: string, factory: StoreFactory): void {
       };
       await rejects(commitAs(owner, { events: [thrown], approval: restore }), 'invalid_input',
         'a restore with a body\'s own failure that carries the code must be refused: that body ran');
+      const returned: EventDraft = { turnId: turn, kind: { type: 'custom', plugin: 'jingwei.runtime', kind: 'body_ended', payload: { callId: spender, ended: 'returned' } } };
+      await rejects(commitAs(owner, { events: [returned], approval: restore }), 'invalid_input',
+        'a restore with a body end that says the body returned must be refused: only not_called is evidence');
       assert.equal((await store.loadHistory('s-restore')).length, before, 'a refused restore writes nothing');
       assert.equal((await inbox.get('approval_r'))?.state, 'consumed');
       await commitAs(owner, { events: [result(spender, 'tool_stopped_before_body')], approval: restore });
