@@ -87,7 +87,8 @@ function restoreSpent(sessionId: SessionId, restore: { id: string; callId: strin
   const neverCalled = events.some(({ kind }) => (kind.type === 'tool_result' && kind.result.callId === restore.callId && stoppedBeforeBody(kind.result.outcome)) ||
     (bodyEndOf(kind)?.callId === restore.callId && bodyEndOf(kind)?.ended === 'not_called'));
   if (!neverCalled) {
-    throw new InvalidInputError('approval', `an approval is restored only with the result that says the body of ${restore.callId} was never called (${STOPPED_BEFORE_BODY})`);
+    throw new InvalidInputError('approval',
+      `an approval is restored only with the result that says the body of ${restore.callId} was never called (${STOPPED_BEFORE_BODY}), or the runtime's journaled end of that body saying not_called`);
   }
   const row = rows.find((r) => r.id === restore.id);
   if (row?.kind !== 'approval' || row.sessionId !== sessionId || row.state !== 'consumed' || row.consumedBy !== restore.callId) return [];
