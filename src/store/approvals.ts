@@ -84,8 +84,11 @@ function restoreSpent(sessionId: SessionId, restore: { id: string; callId: strin
   // The journal's own reading of "never called": its result (an interrupt's category and that code, never a code
   // alone, which a body's own failure may carry), or, when that result could not be written, the runtime's own
   // `body_ended` event saying so (hosts cannot append one).
-  const neverCalled = events.some(({ kind }) => (kind.type === 'tool_result' && kind.result.callId === restore.callId && stoppedBeforeBody(kind.result.outcome)) ||
-    (bodyEndOf(kind)?.callId === restore.callId && bodyEndOf(kind)?.ended === 'not_called'));
+  const neverCalled = events.some(({ kind }) => {
+    if (kind.type === 'tool_result') return kind.result.callId === restore.callId && stoppedBeforeBody(kind.result.outcome);
+    const end = bodyEndOf(kind);
+    return end?.callId === restore.callId && end.ended === 'not_called';
+  });
   if (!neverCalled) {
     throw new InvalidInputError('approval',
       `an approval is restored only with the result that says the body of ${restore.callId} was never called (${STOPPED_BEFORE_BODY}), or the runtime's journaled end of that body saying not_called`);

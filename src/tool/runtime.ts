@@ -439,8 +439,8 @@ class Gateway implements ToolGateway {
     let callEvent: SessionEvent;
     let startedEvent: SessionEvent;
     let reserved: number;
-    /** The operator's approval the start marker spent: put back if the body is then never called. */
-    let spent: ApprovalChange | undefined;
+    /** The request of the operator's approval the start marker spent: put back if the body is then never called. */
+    let spentApproval: string | undefined;
     if (approval === null && op.retry === null) {
       const receipt = await this.write('call', call, null, { events: [callDraft, startedDraft], budget: admit, ...latest })
         .catch((error: unknown) => this.neverCalled(call, error));
@@ -504,8 +504,8 @@ class Gateway implements ToolGateway {
         const late = await this.decidedMeanwhile(call, binding);
         if (late.denial) return this.finish(call, callEvent, null, late.denial, 0, observer, { change: late.change, record: late.record });
         marked = await this.writeStarted(call, op, registered!, this.draft({ type: 'tool_started', callId: call.id, approval: late.record }), late.change, reviewCalls);
-        spent = late.change;
-      } else if (operator !== null) spent = operator.change;
+        spentApproval = late.record.requestId;
+      } else if (operator !== null) spentApproval = operator.record.requestId;
       if ('refused' in marked) return this.finish(call, callEvent, null, marked.refused, 0, observer);
       startedEvent = marked.event;
     }
@@ -572,8 +572,8 @@ class Gateway implements ToolGateway {
       observer?.bodySettled(outcome);
       // Never called, the body leaves the operator's approval unspent: it answers the operation's next attempt
       // (docs/design.md#durable-approvals).
-      const restore = bodyNotCalled && spent !== undefined && 'use' in spent
-        ? { change: { restore: { id: spent.use.id, callId: call.id, taskId: op.taskId, key: op.key, at: new Date().toISOString() } } }
+      const restore = bodyNotCalled && spentApproval !== undefined
+        ? { change: { restore: { id: spentApproval, callId: call.id, taskId: op.taskId, key: op.key, at: new Date().toISOString() } } }
         : undefined;
       recorded = this.finish(call, callEvent, startedEvent, outcome, charge, observer, restore);
     } catch (error) {
@@ -590,8 +590,7 @@ class Gateway implements ToolGateway {
       const ended: LateBodyEnd = bodyNotCalled ? 'not_called'
         : outcome.status === 'failed' && (outcome.category === 'body_failure' || outcome.category === 'body_panic') ? 'threw' : 'returned';
       const owner = this.binding.owner;
-      const spentId = spent !== undefined && 'use' in spent ? spent.use.id : undefined;
-      recorded.then(bodyJournaled, () => unrecordedBodyEnd(owner, call, callEvent.turnId, ended, spentId).then(bodyJournaled, bodyJournaled));
+      recorded.then(bodyJournaled, () => unrecordedBodyEnd(owner, call, callEvent.turnId, ended, spentApproval).then(bodyJournaled, bodyJournaled));
     }
     return recorded;
   }
