@@ -394,7 +394,16 @@ const INTERRUPTS: ReadonlySet<string> = new Set(['timeout', 'cancelled', 'budget
  * body ran, or has been running, or waited to start. A body an interrupt was recorded against did not stop with it:
  * the index does not say how it ended, so the text says where to look instead of how long it ran.
  */
+/** What an operator does about a `reviewed_not_executed` item of the queue. */
+export const REVIEWED_NOT_EXECUTED_HINT = 'reviewed_not_executed: a review says the write did not happen, so it is still to be made; ' +
+  'nothing makes it until a host resumes the session\'s run, whose retry uses the review';
+
 export function attentionTimes(item: AttentionItem, now: string): string {
+  const times = attemptTimes(item, now);
+  return item.status === 'reviewed_not_executed' ? `${times}; reviewed: not executed` : times;
+}
+
+function attemptTimes(item: AttentionItem, now: string): string {
   const ran = item.startedAt ? durationText(item.startedAt, item.endedAt ?? now) : null;
   // A start marker, then an interrupt before the body was called (not executed): no body ran, none goes on.
   if (ran !== null && item.status === 'not_executed' && item.endedAt) return `stopped before its body was called, ${ran} after its start marker`;

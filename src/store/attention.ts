@@ -16,8 +16,15 @@ import type { CallProgress } from './inbox-rows.js';
 import type { AttentionItem, AttentionQuery } from './types.js';
 import { describeSetting } from '../text.js';
 
-/** The statuses the queue lists unless told otherwise: an outcome nobody has seen, or one that stays uncertain. */
+/** The statuses of an outcome nobody has settled: none seen yet, or one that stays uncertain. */
 export const OPEN_ATTENTION_STATUSES: readonly AttentionStatus[] = ['no_result', 'outcome_unknown'];
+
+/**
+ * The statuses the queue lists unless told otherwise: the open ones, and an operation a review says did not happen,
+ * whose write is still to be made and which nothing retries until a host resumes its run
+ * (docs/design.md#the-attention-index).
+ */
+export const QUEUE_ATTENTION_STATUSES: readonly AttentionStatus[] = [...OPEN_ATTENTION_STATUSES, 'reviewed_not_executed'];
 
 export const ATTENTION_PAGE = { defaultLimit: 100, maxLimit: 1000 } as const;
 
@@ -185,18 +192,23 @@ export function attentionOfJournal(sessionId: SessionId, bodies: Iterable<string
   return attentionWrites(sessionId, events).map((row) => (row.status === 'completed' ? row : { ...row, started: true, status: 'outcome_unknown' }));
 }
 
+/** The statuses a review gave: what a later review of the same call may change again. */
+const REVIEWED: readonly AttentionStatus[] = ['resolved', 'reviewed_not_executed'];
+
 /**
- * The row after a review of its call (docs/design.md#the-attention-index): `completed` and `not_executed` settle an
- * open or uncertain outcome (`resolved`); `uncertain` over a settled one opens it again (`outcome_unknown`), since the
- * latest review is the one recovery reads (a reconciler that could not check a person's `not_executed`, say); a row
- * that is neither open nor resolved stays as it is.
+ * The row after a review of its call (docs/design.md#the-attention-index). The latest review is the one recovery reads:
+ * `completed` settles an open or reviewed outcome for good (`resolved`); `not_executed` settles an open one as not
+ * happened, with its write still to be made (`reviewed_not_executed`, which the queue lists until a retry replaces the
+ * row); `uncertain` over a reviewed one opens it again (`outcome_unknown`: a reconciler that could not check a person's
+ * `not_executed`, say). A row that is neither open nor reviewed stays as it is, and so does `resolved` under a
+ * `not_executed` review (the evidence pass refuses a review after a `completed` one).
  */
 export function resolveAttention(row: AttentionRow, review: { readonly outcome: ToolReviewOutcome; readonly at: number | null }): AttentionRow {
-  if (review.outcome === 'uncertain') {
-    return row.status === 'resolved' ? { ...row, status: 'outcome_unknown', updatedAt: review.at ?? row.updatedAt } : row;
-  }
-  if (!OPEN_ATTENTION_STATUSES.includes(row.status)) return row;
-  return { ...row, status: 'resolved', updatedAt: review.at ?? row.updatedAt };
+  const to = (status: AttentionStatus): AttentionRow => (status === row.status ? row : { ...row, status, updatedAt: review.at ?? row.updatedAt });
+  if (review.outcome === 'uncertain') return REVIEWED.includes(row.status) ? to('outcome_unknown') : row;
+  const open = OPEN_ATTENTION_STATUSES.includes(row.status);
+  if (review.outcome === 'completed') return open || row.status === 'reviewed_not_executed' ? to('resolved') : row;
+  return open ? to('reviewed_not_executed') : row;
 }
 
 /**
@@ -262,7 +274,7 @@ function decodeCursor(cursor: string): [string, string, string] {
 /** Checks a public query and turns it into the backend's scan (`now`: the store's clock, for the age filter). */
 export function attentionScan(query: AttentionQuery, now: number): AttentionScan {
   const q = query ?? {};
-  const statuses = q.status === undefined ? OPEN_ATTENTION_STATUSES : Array.isArray(q.status) ? q.status : [q.status];
+  const statuses = q.status === undefined ? QUEUE_ATTENTION_STATUSES : Array.isArray(q.status) ? q.status : [q.status];
   for (const s of statuses) {
     if (!ATTENTION_STATUSES.includes(s as AttentionStatus)) {
       throw new InvalidInputError('status', `unknown status ${JSON.stringify(s)}, expected one of ${ATTENTION_STATUSES.join(', ')}`);

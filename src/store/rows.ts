@@ -96,11 +96,12 @@ export interface OperationRow {
 /**
  * Where an operation's latest attempt stands, as far as the store's index knows (docs/design.md#the-attention-index):
  * `no_result` (admitted, no result yet: running, waiting, or interrupted), `outcome_unknown` (a result that leaves
- * the outside effect uncertain), `not_executed` (a result recorded before the body: provably never ran), `completed`
- * (the body ran and its result is known), `resolved` (a review settled an uncertain outcome).
+ * the outside effect uncertain), `reviewed_not_executed` (a review says an uncertain outcome did not happen: the
+ * write is still to be made, by a retry), `not_executed` (a result recorded before the body: provably never ran),
+ * `completed` (the body ran and its result is known), `resolved` (a review says an uncertain outcome happened).
  */
-export type AttentionStatus = 'no_result' | 'outcome_unknown' | 'not_executed' | 'completed' | 'resolved';
-export const ATTENTION_STATUSES: readonly AttentionStatus[] = ['no_result', 'outcome_unknown', 'not_executed', 'completed', 'resolved'];
+export type AttentionStatus = 'no_result' | 'outcome_unknown' | 'reviewed_not_executed' | 'not_executed' | 'completed' | 'resolved';
+export const ATTENTION_STATUSES: readonly AttentionStatus[] = ['no_result', 'outcome_unknown', 'reviewed_not_executed', 'not_executed', 'completed', 'resolved'];
 
 /**
  * One row of the attention index, keyed by (sessionId, taskId, key): the latest attempt of one operation, kept in

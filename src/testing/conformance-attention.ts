@@ -144,7 +144,7 @@ export function attentionRules(name: string, factory: Factory): void {
       for (const id of ['s-att-a', 's-att-b']) assert.notEqual((await store.checkLookupRows?.(id))?.checked, false);
     });
 
-    it('a review settles its call in the index: completed and not_executed resolve it, uncertain leaves it open', async (t) => {
+    it('a review settles its call in the index: completed resolves it, not_executed leaves its write due, uncertain leaves it open', async (t) => {
       const { store } = await factory.open();
       if (!(await hasIndex(store))) {
         t.skip(NO_INDEX);
@@ -154,9 +154,9 @@ export function attentionRules(name: string, factory: Factory): void {
       await owner.startTask('t-r');
       const digest = { taskId: 't-r', tool: 'mail', argsDigest: argumentsDigest({ to: 'a' }) };
       const open = async () => (await store.attention({ sessionId: 's-att-review' })).items.map((i) => i.callId);
-      const [c1, c2] = [newCallId(), newCallId()];
+      const [c1, c2, c2Key] = [newCallId(), newCallId(), newOperationKey()];
       await commitAs(owner, { events: [call('t-r', newOperationKey(), c1, 'non_idempotent'), started(c1)] });
-      await commitAs(owner, { events: [call('t-r', newOperationKey(), c2, 'unknown'), started(c2)] });
+      await commitAs(owner, { events: [call('t-r', c2Key, c2, 'unknown'), started(c2)] });
       assert.deepEqual(new Set(await open()), new Set([c1, c2]),
         'attention() must list the two started calls: a backend stores every row of TxWrites.attention in the commit that carries it');
 
@@ -170,15 +170,25 @@ export function attentionRules(name: string, factory: Factory): void {
       assert.deepEqual(resolved.map((i) => [i.callId, i.inDoubt]), [[c1, false]]);
       assert.equal((await owner.findInDoubt!(digest))?.callId, c2, 'only the unreviewed identical call is still in doubt');
 
+      // A review saying the write did not happen settles the doubt, but the write is still to be made: the queue keeps
+      // the operation, no longer in doubt, until a retry (or a completed review) replaces it.
+      const listed = async () => (await store.attention({ sessionId: 's-att-review' })).items.map((i) => [i.callId, i.status, i.inDoubt]);
       await commitAs(owner, { events: [review(c2, 'not_executed')] });
-      assert.deepEqual(await open(), [], 'nothing of this session is left in the queue');
+      assert.deepEqual(await listed(), [[c2, 'reviewed_not_executed', false]],
+        'a not_executed review must leave its operation in the queue as reviewed_not_executed: the write it says did not happen is still due');
       assert.equal(await owner.findInDoubt!(digest), null, 'the guard lets an identical operation through');
       // The latest review is what recovery reads: an uncertain one over a settled review opens the call again.
       await commitAs(owner, { events: [review(c2, 'uncertain')] });
       assert.deepEqual(await open(), [c2], 'an uncertain review after a settled one must list the call again: its outcome is open');
       assert.equal((await owner.findInDoubt!(digest))?.callId, c2);
       await commitAs(owner, { events: [review(c2, 'not_executed')] });
-      assert.deepEqual(await open(), []);
+      assert.deepEqual(await listed(), [[c2, 'reviewed_not_executed', false]]);
+      // A retry of it replaces the row; the retry's success leaves nothing of this session in the queue.
+      const retry = newCallId();
+      await commitAs(owner, { events: [call('t-r', c2Key, retry, 'unknown'), started(retry)] });
+      assert.deepEqual(await listed(), [[retry, 'no_result', true]], 'the retry is the operation\'s latest attempt, started with no result');
+      await commitAs(owner, { events: [succeeded(retry)] });
+      assert.deepEqual(await listed(), [], 'nothing of this session is left in the queue');
 
       // A call of an earlier revision (a redeploy since) and a started idempotent call keep the guard shut too.
       const [c4, c5] = [newCallId(), newCallId()];

@@ -14,7 +14,7 @@ import type { SessionStore } from '../../src/store/types.js';
 import { adminPool, describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
 import { runStoreConformance, setPostgresBeforeCommit } from '../../src/testing/index.js';
 import { commitAs } from '../../src/store/owner-commit.js';
-import { checkIndexFilled, MAIL_SESSION, writeMails } from '../support/pre-index-journal.js';
+import { checkIndexFilled, checkReviewedListed, MAIL_SESSION, reviewNotExecuted, writeMails } from '../support/pre-index-journal.js';
 
 const turn = newTurnId();
 const message = (text: string): EventDraft => ({ turnId: turn, kind: { type: 'user_message', text } });
@@ -173,6 +173,22 @@ describePostgres('PostgreSQL store', (url) => {
       await admin.query(`UPDATE ${S}.jw_schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION - 1]);
       const store = await openPostgresStore(url, { schema });
       await checkIndexFilled(store, inDoubt);
+      await store.close();
+    });
+
+    it('an upgrade from the previous version lists a call a not_executed review left resolved there as reviewed_not_executed', async () => {
+      const schema = freshSchema();
+      const S = `"${schema}"`;
+      const writer = await openPostgresStore(url, { schema });
+      const mail = await writeMails(writer);
+      await reviewNotExecuted(writer, mail);
+      await checkReviewedListed(writer, mail);
+      await writer.close();
+      // What the last release before the status (schema version 10) kept for that review.
+      await admin.query(`UPDATE ${S}.jw_attention SET status = 'resolved' WHERE call_id = $1`, [mail]);
+      await admin.query(`UPDATE ${S}.jw_schema_version SET version = 10`);
+      const store = await openPostgresStore(url, { schema });
+      await checkReviewedListed(store, mail);
       await store.close();
     });
 

@@ -8,7 +8,7 @@ import { commitAs } from '../../src/store/owner-commit.js';
 import { JOURNAL_PAGE_SIZE } from '../../src/store/sqlite/schema.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
-import { checkIndexFilled, MAIL_SESSION, writeMails } from '../support/pre-index-journal.js';
+import { checkIndexFilled, checkReviewedListed, MAIL_SESSION, reviewNotExecuted, writeMails } from '../support/pre-index-journal.js';
 
 const dir = tempDir();
 
@@ -126,6 +126,23 @@ describe('SQLite schema versions', () => {
     const raw = new Database(path, { readonly: true });
     assert.equal(raw.pragma('user_version', { simple: true }), SQLITE_SCHEMA_VERSION);
     raw.close();
+  });
+
+  it('an upgrade from the previous version lists a call a not_executed review left resolved there as reviewed_not_executed', async () => {
+    const path = tempDbPath(dir, 'reviewed');
+    const writer = openSqliteStore(path);
+    const mail = await writeMails(writer);
+    await reviewNotExecuted(writer, mail);
+    await checkReviewedListed(writer, mail);
+    await writer.close();
+    // What the last release before the status (schema version 9) kept for that review.
+    const db = new Database(path);
+    db.prepare("UPDATE jw_attention SET status = 'resolved' WHERE call_id = ?").run(mail);
+    db.pragma('user_version = 9');
+    db.close();
+    const store = openSqliteStore(path);
+    await checkReviewedListed(store, mail);
+    await store.close();
   });
 
   it('keeps the rows its commits kept for a journal damaged since, when it computes the index again on an upgrade', async () => {

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import type { SessionOwner, SessionStore } from '../../src/store/types.js';
+import { recordToolReview } from '../../src/tool/review.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { mailer } from './mailer.js';
 
@@ -45,4 +46,20 @@ export async function checkIndexFilled(store: SessionStore, inDoubtCallId: strin
   assert.equal(outcome.status === 'failed' ? outcome.code : outcome.status, 'tool_in_doubt');
   assert.deepEqual(sent, [], 'the mail left in doubt before the upgrade is not sent again');
   await owner.release();
+}
+
+/** Journals a person's `not_executed` review of the mail in doubt: the write it says did not happen is still due. */
+export async function reviewNotExecuted(store: SessionStore, callId: string): Promise<void> {
+  const owner = await store.acquire(MAIL_SESSION, { owner: 'reviewer' });
+  await recordToolReview(owner, await store.loadHistory(MAIL_SESSION), callId, { actor: 'alice', outcome: 'not_executed', evidence: 'not in the outbox' });
+  await owner.release();
+}
+
+/**
+ * The upgraded store lists the mail a review said was not sent as `reviewed_not_executed`, not in doubt: a release
+ * before it made such a row `resolved`, and the queue never listed a write still to be made.
+ */
+export async function checkReviewedListed(store: SessionStore, callId: string): Promise<void> {
+  const queue = await store.attention();
+  assert.deepEqual(queue.items.map((i) => [i.callId, i.status, i.inDoubt]), [[callId, 'reviewed_not_executed', false]]);
 }

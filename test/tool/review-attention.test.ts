@@ -62,13 +62,14 @@ forEachStore('a review settles its call for the queue, the guard and assessSessi
     await r.store.close();
   });
 
-  it('not_executed: not queued, and the retry plan built from the journaled review runs once, not refused', async () => {
+  it('not_executed: queued as a write still due, not in doubt, until the retry plan built from the journaled review runs it once', async () => {
     const sent = { count: 0 };
     const r = await rig(target, { tools: [mailer(sent)] });
     const callId = await inDoubt(r);
     await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), callId, { actor: 'ops:maria', evidence: 'nothing in the outbox', outcome: 'not_executed' });
     const history = await r.store.loadHistory(r.sessionId);
-    assert.deepEqual((await r.store.attention({ sessionId: r.sessionId })).items, []);
+    const listed = (await r.store.attention({ sessionId: r.sessionId })).items;
+    assert.deepEqual(listed.map((i) => [i.callId, i.status, i.inDoubt]), [[callId, 'reviewed_not_executed', false]]);
     assert.equal(assessSession(history).calls.find((c) => c.callId === callId)?.nextStep, 'retry_allowed');
     const plan = prepareToolRetry(history, callId);
     const retry = await r.gateway.callWithOptions('send_mail', ARGS, { retry: plan });

@@ -5,7 +5,8 @@ import { integerOption, STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, UsageError } from '../exit.js';
 import { durationText, parseAge, safe, safeId, shortId, storeWord, table, timeText } from '../format.js';
 import { withStore } from '../session.js';
-import { approvalRequests, attentionTimes, type InboxListing, waitingReviewDecisions } from '../assessment.js';
+import { approvalRequests, attentionTimes, type InboxListing, REVIEWED_NOT_EXECUTED_HINT, waitingReviewDecisions } from '../assessment.js';
+import { QUEUE_ATTENTION_STATUSES } from '../../store/attention.js';
 
 function statusesOf(value: string | boolean | undefined): AttentionStatus[] | undefined {
   if (typeof value !== 'string') return undefined;
@@ -26,7 +27,7 @@ export const queueCommand: Command = {
     session: { type: 'string', value: 'id', help: 'only this session' },
     tool: { type: 'string', value: 'name', help: 'only calls of this tool' },
     effect: { type: 'string', value: 'effect', help: `only this effect (${TOOL_EFFECTS.join(', ')})` },
-    status: { type: 'string', value: 'list', help: `comma-separated statuses (default no_result,outcome_unknown; also ${ATTENTION_STATUSES.filter((s) => s !== 'no_result' && s !== 'outcome_unknown').join(', ')})` },
+    status: { type: 'string', value: 'list', help: `comma-separated statuses (default ${QUEUE_ATTENTION_STATUSES.join(',')}; also ${ATTENTION_STATUSES.filter((s) => !QUEUE_ATTENTION_STATUSES.includes(s)).join(', ')})` },
     'older-than': { type: 'string', value: 'age', help: 'only calls recorded at least this long ago: 90s, 30m, 4h, 2d' },
     limit: { type: 'string', value: 'n', help: 'at most n items (1..1000, default 100)' },
     cursor: { type: 'string', value: 'cursor', help: 'continue after the page that printed this cursor' },
@@ -38,8 +39,10 @@ export const queueCommand: Command = {
   description: `
 Lists, across every session, the operations whose latest attempt needs attention, read from the index the store
 keeps in each commit: no journal is loaded, so it stays fast on any number of sessions. By default that is every
-operation without a result (running, waiting, or interrupted) and every one whose outcome is unknown; a failure
-recorded before the body and delivered to its caller is not listed. IN DOUBT marks an unknown or non-idempotent
+operation without a result (running, waiting, or interrupted), every one whose outcome is unknown, and every one a
+review says did not happen (reviewed_not_executed: its write is still to be made, and nothing makes it until a host
+resumes the session's run, whose retry uses the review); a failure recorded before the body and delivered to its
+caller is not listed. IN DOUBT marks an unknown or non-idempotent
 tool whose body started or may have: a host must find out what happened (a review) before anything repeats it.
 Times are when the store recorded the call; durations come from the recorded times (how long the body ran, or has
 been without a result). Operations recorded before the store kept the index are not listed; 'jingwei inspect'
@@ -152,7 +155,7 @@ abandoned or released alike). --reviews-after continues them.`,
           shortId(i.callId),
           safe(i.tool),
           i.effect,
-          i.inDoubt ? s.yellow(`${i.status} IN DOUBT`) : i.status === 'outcome_unknown' || i.status === 'no_result' ? s.cyan(i.status) : s.dim(i.status),
+          i.inDoubt ? s.yellow(`${i.status} IN DOUBT`) : (QUEUE_ATTENTION_STATUSES as readonly string[]).includes(i.status) ? s.cyan(i.status) : s.dim(i.status),
           i.category ?? '-',
           attentionTimes(i, now),
         ]);
@@ -164,6 +167,7 @@ abandoned or released alike). --reviews-after continues them.`,
         ));
         out.line();
         out.line(`${page.items.length} item${page.items.length === 1 ? '' : 's'}` + (page.next ? `; more: --cursor ${page.next}` : '.'));
+        if (page.items.some((i) => i.status === 'reviewed_not_executed')) out.line(s.dim(`${REVIEWED_NOT_EXECUTED_HINT}.`));
         out.line(s.dim(`One call in detail: jingwei inspect ${storeWord(args.store!)} <session> <call>`));
       }
       if (approvals.items.length > 0) {

@@ -7,7 +7,7 @@
  */
 import { TOOL_EFFECTS } from '../../event/types.js';
 import { ATTENTION_STATUSES } from '../../store/rows.js';
-import { attentionTimes } from '../assessment.js';
+import { attentionTimes, REVIEWED_NOT_EXECUTED_HINT } from '../assessment.js';
 import { durationText, num, shellWord, timeText } from '../format.js';
 import { QUEUE_MAX, queueQuery, type QueueFilters, type QueuePaging, type QueueView } from './data.js';
 import { callHref, formValue, h, notice, sessionHref, shortText } from './html.js';
@@ -128,7 +128,7 @@ ${errors.map((e) => notice('error', `Filter ignored: ${e}.`)).join('')}
 <form class="filters" method="get" action="${h(base)}/">
 <div><label for="f-tool">Tool</label><input id="f-tool" name="tool" value="${formValue(filters.tool)}" placeholder="any"></div>
 <div><label for="f-effect">Effect</label><select id="f-effect" name="effect">${options(TOOL_EFFECTS, filters.effect, 'any')}</select></div>
-<div><label for="f-status">Status</label><select id="f-status" name="status">${options(ATTENTION_STATUSES, filters.status, 'open (no result, unknown)')}</select></div>
+<div><label for="f-status">Status</label><select id="f-status" name="status">${options(ATTENTION_STATUSES, filters.status, 'needs attention (no result, unknown, reviewed not executed)')}</select></div>
 <div><label for="f-age">Older than</label><input id="f-age" name="older_than" size="6" value="${formValue(filters.olderThan?.text)}" placeholder="10m"></div>
 <div><button type="submit">Filter</button> <a href="${h(base)}/">clear</a></div>
 </form>
@@ -148,5 +148,5 @@ ${errors.map((e) => notice('error', `Filter ignored: ${e}.`)).join('')}
 <table id="reviews"><thead><tr><th>Recorded at</th><th>Decision</th><th>Session</th><th>Tool</th><th>Outcome</th><th>Waiting</th></tr></thead>
 <tbody id="review-rows">${p['review-rows']}</tbody></table>
 <p class="muted" id="reviews-more">${p['reviews-more']}</p>
-<p class="muted">IN DOUBT: an unknown or non-idempotent tool whose body started or may have. Find out in the outside system what happened, then record a review on the call's page. Operations newest first, requests oldest first; the lists update by themselves. A decided request is used once, by the session's host on its next attempt of the operation; one that stays listed means that host has not come back: resume the session's run on another host. So does a review decision that stays listed: nothing acts on it (a retry of its operation is refused) until the session's host journals it.</p>`;
+<p class="muted">IN DOUBT: an unknown or non-idempotent tool whose body started or may have. Find out in the outside system what happened, then record a review on the call's page. ${h(REVIEWED_NOT_EXECUTED_HINT)}. Operations newest first, requests oldest first; the lists update by themselves. A decided request is used once, by the session's host on its next attempt of the operation; one that stays listed means that host has not come back: resume the session's run on another host. So does a review decision that stays listed: nothing acts on it (a retry of its operation is refused) until the session's host journals it.</p>`;
 }

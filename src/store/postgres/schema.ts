@@ -113,6 +113,10 @@ GRANT SELECT ON ${S}.jw_journal TO PUBLIC;`,
   // what it writes, so they refuse a store it has opened (docs/design.md#one-release-at-a-time); the upgrade
   // computes the attention index again (fillAttention).
   () => '',
+  // Version 11: no table changes. The attention index tells an operation a review says did not happen (its write
+  // still to be made, listed by the queue) from one a review says happened, which the releases before it made both
+  // `resolved`; the upgrade computes the index again (fillAttention).
+  () => '',
 ];
 
 /** Draws the journal's id into schema `S` (quoted) unless it has one: at version 9, and again for a row removed since. */

@@ -133,7 +133,16 @@ INSERT OR IGNORE INTO jw_journal (singleton, id) VALUES (1, lower(hex(randomblob
  * attention index again (fillAttention).
  */
 const MIGRATE_ONE_RELEASE = '';
-const MIGRATIONS: readonly string[] = [SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION, MIGRATE_INBOX, MIGRATE_LEASES, MIGRATE_EVENT_IDS, JOURNAL_ID_TABLE, MIGRATE_ONE_RELEASE];
+/**
+ * Version 10: no table changes. The attention index tells an operation a review says did not happen (its write still
+ * to be made, listed by the queue) from one a review says happened; the releases before it made both `resolved`, and
+ * read the new status as none they know. The upgrade computes the index again (fillAttention).
+ */
+const MIGRATE_REVIEWED_NOT_EXECUTED = '';
+const MIGRATIONS: readonly string[] = [
+  SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION, MIGRATE_INBOX, MIGRATE_LEASES, MIGRATE_EVENT_IDS, JOURNAL_ID_TABLE,
+  MIGRATE_ONE_RELEASE, MIGRATE_REVIEWED_NOT_EXECUTED,
+];
 
 /**
  * The journal's id (JOURNAL_ID_TABLE). A journal of an older version opened read-only has none (undefined: a view of

@@ -1,0 +1,40 @@
+/**
+ * A call a person reviewed `not_executed` stays in `jingwei queue` until its write is made: the review says the mail
+ * was not sent, so it is still due, and under the default `suspend` policy nothing sends it until a host resumes the
+ * session's run. Before, the index made the row `resolved`: the queue (and the console) dropped it while `sessions` and
+ * `inspect` still counted it as needing attention.
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { decisionInbox } from '../../src/decisions.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { recoverAbandoned } from '../../src/tool/recover.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { mailer } from '../support/mailer.js';
+import { MAIL_SESSION, writeMails } from '../support/pre-index-journal.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
+import { cli } from './helpers.js';
+
+it('a not_executed review leaves its call in the queue as reviewed_not_executed until a retry makes the write', async () => {
+  const path = tempDbPath(tempDir(), 'reviewed');
+  const store = openSqliteStore(path);
+  const mail = await writeMails(store);
+  await decisionInbox(store).recordReview({ sessionId: MAIL_SESSION, callId: mail, outcome: 'not_executed', evidence: 'not in the outbox', actor: 'alice' });
+  const { tool, sent } = mailer({ hang: false });
+  const host = { runtime: createToolRuntime({ tools: [tool], grants: { agent: '*' } }), tools: [tool], caller: 'agent' };
+  // The startup routine journals the waiting review of the released session and, under `suspend`, retries nothing.
+  await recoverAbandoned(store, host, 'suspend');
+  assert.deepEqual(sent, [], 'nothing sent the mail');
+  await store.close();
+
+  const queue = cli(['queue', path]);
+  assert.equal(queue.code, 0, queue.stderr);
+  assert.match(queue.stdout, new RegExp(`${mail.slice(-8)}\\s+send_mail\\s+non_idempotent\\s+reviewed_not_executed\\s`), 'listed, not in doubt');
+  assert.doesNotMatch(queue.stdout, /IN DOUBT/);
+  assert.match(queue.stdout, /reviewed: not executed/);
+  assert.match(queue.stdout, /reviewed_not_executed: a review says the write did not happen, so it is still to be made; nothing makes it until a host resumes the session's run/);
+  const listed = JSON.parse(cli(['queue', path, '--json']).stdout) as { items: Array<{ call_id: string; status: string; in_doubt: boolean }> };
+  assert.deepEqual(listed.items.map((i) => [i.call_id, i.status, i.in_doubt]), [[mail, 'reviewed_not_executed', false]]);
+  assert.match(cli(['sessions', path]).stdout, /1 \(1 retry_allowed\)/, 'the session view counts the same call');
+  assert.equal(JSON.parse(cli(['queue', path, '--status', 'resolved', '--json']).stdout).items.length, 0, 'a not_executed review does not resolve it');
+});
