@@ -300,7 +300,7 @@ export function attentionScan(query: AttentionQuery, now: number): AttentionScan
     ...(q.tool !== undefined ? { tool: q.tool } : {}),
     ...(q.effect !== undefined ? { effect: q.effect } : {}),
     statuses: [...new Set(statuses)],
-    ...(q.olderThanMs !== undefined ? { calledAtMost: now - q.olderThanMs, orCalledAfter: now + STORE_DEFAULTS.clockAheadMs } : {}),
+    ...(q.olderThanMs !== undefined ? { activeAtMost: now - q.olderThanMs, orActiveAfter: now + STORE_DEFAULTS.clockAheadMs } : {}),
     ...(q.cursor !== undefined && q.cursor !== null ? { after: decodeCursor(q.cursor) } : {}),
     limit: limit + 1,
   };
@@ -320,15 +320,25 @@ export function compareAttention(a: AttentionRow, b: AttentionRow): number {
   return compare(a.sessionId, b.sessionId) || compare(a.taskId, b.taskId) || compare(a.key, b.key);
 }
 
+/**
+ * When the row's operation was last active, for the queue's age filter: its latest attempt's start marker, or its
+ * call before the marker. Aged from the call alone, a body that started a moment ago after a long wait for an
+ * approver passed `--older-than` as an item to check in the outside system, while its owner was at work on it.
+ */
+export function attentionActiveAt(row: Pick<AttentionRow, 'calledAt' | 'startedAt'>): number | null {
+  return row.startedAt ?? row.calledAt;
+}
+
 /** Whether a row passes a scan's filters: the reference for a backend that filters in memory. */
 export function matchesScan(row: AttentionRow, scan: AttentionScan): boolean {
   if (scan.sessionId !== undefined && row.sessionId !== scan.sessionId) return false;
   if (scan.tool !== undefined && row.tool !== scan.tool) return false;
   if (scan.effect !== undefined && row.effect !== scan.effect) return false;
   if (!scan.statuses.includes(row.status)) return false;
-  if (scan.calledAtMost !== undefined) {
-    if (row.calledAt === null) return false;
-    if (row.calledAt > scan.calledAtMost && (scan.orCalledAfter === undefined || row.calledAt <= scan.orCalledAfter)) return false;
+  if (scan.activeAtMost !== undefined) {
+    const at = attentionActiveAt(row);
+    if (at === null) return false;
+    if (at > scan.activeAtMost && (scan.orActiveAfter === undefined || at <= scan.orActiveAfter)) return false;
   }
   if (scan.after) {
     const [s, t, k] = scan.after;

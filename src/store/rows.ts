@@ -144,14 +144,17 @@ export interface AttentionScan {
   readonly tool?: string;
   readonly effect?: ToolEffect;
   readonly statuses: readonly AttentionStatus[];
-  /** Only rows whose `calledAt` is at most this (epoch ms); rows without a time are left out when set. */
-  readonly calledAtMost?: number;
   /**
-   * With `calledAtMost`: rows whose `calledAt` is after this are kept too. A time ahead of the reader's clock (a host
-   * clock that ran ahead, an imported event stamped in the future, which every later event of the session then
+   * Only rows whose last activity, `startedAt` when set and `calledAt` otherwise (attentionActiveAt), is at most this
+   * (epoch ms); rows without a time are left out when set.
+   */
+  readonly activeAtMost?: number;
+  /**
+   * With `activeAtMost`: rows whose last activity is after this are kept too. A time ahead of the reader's clock (a
+   * host clock that ran ahead, an imported event stamped in the future, which every later event of the session then
    * repeats, times never decreasing) says nothing of how old the call is, and must not hide it from an age filter.
    */
-  readonly orCalledAfter?: number;
+  readonly orActiveAfter?: number;
   /** Only rows after this (sessionId, taskId, key), in that order. */
   readonly after?: readonly [string, string, string];
   /** At most this many rows. */

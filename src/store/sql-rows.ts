@@ -147,8 +147,10 @@ export function attentionScanSql(table: string, scan: AttentionScan, param: (i: 
   if (scan.sessionId !== undefined) where.push(`session_id = ${p(scan.sessionId)}`);
   if (scan.tool !== undefined) where.push(`tool = ${p(scan.tool)}`);
   if (scan.effect !== undefined) where.push(`effect = ${p(scan.effect)}`);
-  if (scan.calledAtMost !== undefined) {
-    where.push(scan.orCalledAfter === undefined ? `called_at <= ${p(scan.calledAtMost)}` : `(called_at <= ${p(scan.calledAtMost)} OR called_at > ${p(scan.orCalledAfter)})`);
+  if (scan.activeAtMost !== undefined) {
+    // attentionActiveAt: the start marker's time, or the call's before it.
+    const at = 'COALESCE(started_at, called_at)';
+    where.push(scan.orActiveAfter === undefined ? `${at} <= ${p(scan.activeAtMost)}` : `(${at} <= ${p(scan.activeAtMost)} OR ${at} > ${p(scan.orActiveAfter)})`);
   }
   if (scan.after) {
     const [s, t, k] = scan.after;

@@ -271,9 +271,13 @@ export interface AttentionQuery {
   readonly sessionId?: string;
   readonly tool?: string;
   readonly effect?: ToolEffect;
-  /** One status or several; default `no_result` and `outcome_unknown` (what needs attention). */
+  /** One status or several; default `no_result`, `outcome_unknown` and `reviewed_not_executed` (what needs attention). */
   readonly status?: AttentionStatus | readonly AttentionStatus[];
-  /** Only operations whose call was recorded at least this many milliseconds ago (operations without a time are left out). */
+  /**
+   * Only operations whose latest attempt was last active at least this many milliseconds ago: its start marker's
+   * time, or its call's before the marker (operations without a time are left out). A body that started a moment ago
+   * after a long wait for approval is young: its owner is at work.
+   */
   readonly olderThanMs?: number;
   /** Page size, 1..1000; default 100. */
   readonly limit?: number;

@@ -142,12 +142,34 @@ describe('recorded times', () => {
     ahead = 0;
     assert.deepEqual((await near.attention({ olderThanMs: 10 * 60 * 1000 })).items, []);
   });
+  it('the age filter measures an operation from its start marker: a body that started a moment ago after a long wait for its approver is young', async () => {
+    const hour = 60 * 60 * 1000;
+    let offset = -hour;
+    const clock = () => Date.now() + offset;
+    const stores: [string, SessionStore][] = [['memory', createMemoryStore({ clock })], ['sqlite', openSqliteStore(tempDbPath(dir, 'aged-from-marker'), { clock })]];
+    if (PG_URL !== undefined) stores.push(['postgres', await openPostgresStore(PG_URL, { schema: freshSchema(), clock })]);
+    for (const [name, store] of stores) {
+      offset = -hour;
+      // The call is recorded an hour ago; its approver answers now, and the body starts (and is lost after its write).
+      const callId = await callInDoubt(store, () => { offset = 0; });
+      const [item] = (await store.attention()).items;
+      assert.ok(item !== undefined && item.callId === callId && Date.parse(item.startedAt!) - Date.parse(item.calledAt!) >= hour - 1_000, `${name}: ${JSON.stringify(item)}`);
+      assert.deepEqual((await store.attention({ olderThanMs: 10 * 60 * 1000 })).items, [],
+        `${name}: a body that started a moment ago is young, however long ago its call was recorded`);
+      assert.deepEqual((await store.attention({ olderThanMs: 0 })).items.map((i) => i.callId), [callId], name);
+      offset = 20 * 60 * 1000;
+      assert.deepEqual((await store.attention({ olderThanMs: 10 * 60 * 1000 })).items.map((i) => i.callId), [callId], `${name}: twenty minutes after its marker`);
+      await store.close();
+    }
+  });
 });
 
 /** A non-idempotent transfer in session `s` of `store` that failed after its write: its call in doubt. */
-async function callInDoubt(store: SessionStore): Promise<string> {
+async function callInDoubt(store: SessionStore, whenApproved?: () => void): Promise<string> {
   const owner = await store.acquire('s', { owner: 'h' });
   await owner.startTask('t');
-  const wire = { name: 'wire', metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'), execute: async () => { throw new Error('lost after the write'); } };
-  return (await createToolRuntime({ tools: [wire], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('wire', {})).call.id;
+  const metadata = new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1');
+  const wire = { name: 'wire', metadata: whenApproved ? metadata.withApproval('ops') : metadata, execute: async () => { throw new Error('lost after the write'); } };
+  const approvers = { ops: async () => { whenApproved?.(); return { decision: 'approved' as const }; } };
+  return (await createToolRuntime({ tools: [wire], grants: { agent: '*' }, approvers }).bind({ owner, taskId: 't', caller: 'agent' }).call('wire', {})).call.id;
 }
