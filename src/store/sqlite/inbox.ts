@@ -12,6 +12,14 @@ const UPSERT =
 /** Listing statements kept per shape: the filters a listing uses (their combinations, and how many states). */
 const LISTINGS_KEPT = 64;
 
+/**
+ * The approval rows a commit's approval change reads (session, task, operation key). Without the index named, SQLite
+ * plans it through jw_decisions_by_session (its ORDER BY id comes free there) and reads every decision of the session
+ * on each approval commit: 2.5 ms a commit at 5,000 decisions, against 25 µs through the operation's index.
+ */
+export const APPROVALS_OF_OPERATION = `SELECT ${DECISION_COLUMNS} FROM jw_decisions INDEXED BY jw_decisions_by_operation ` +
+  "WHERE session_id = ? AND task_id = ? AND op_key = ? AND kind = 'approval' AND (state IN ('open', 'decided') OR id = ?) ORDER BY id";
+
 export class SqliteInbox implements InboxBackend {
   /** Prepared once per shape and kept: a call that needs approval lists its operation's decisions every attempt. */
   private readonly listings = new Map<string, Statement<unknown[], DecisionRecord>>();
@@ -27,10 +35,7 @@ export class SqliteInbox implements InboxBackend {
     private readonly attentionOf: (sessionId: SessionId, callId: string) => AttentionRow | undefined,
   ) {
     this.byId = db.prepare<[string], DecisionRecord>(`SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE id = ?`);
-    this.ofOperation = db.prepare<[string, string, string, string | null], DecisionRecord>(
-      `SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE session_id = ? AND task_id = ? AND op_key = ? ` +
-        "AND kind = 'approval' AND (state IN ('open', 'decided') OR id = ?) ORDER BY id",
-    );
+    this.ofOperation = db.prepare<[string, string, string, string | null], DecisionRecord>(APPROVALS_OF_OPERATION);
     this.waitingOfCalls = db.prepare<[string, string], DecisionRecord>(
       `SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE session_id = ? AND kind = 'review' AND state = 'decided' ` +
         'AND call_id IN (SELECT value FROM json_each(?)) ORDER BY id',
