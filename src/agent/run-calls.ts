@@ -174,7 +174,8 @@ async function doubtOfWithdrawnTool(ctx: CallContext, requested: ChatToolCall, e
   if (!op || op.contract.effect === ToolEffect.ReadOnly || !ctx.owner.findInDoubt || !inDoubtGuardOn(ctx.gateway)) return null;
   if (offeredNow(ctx, requested.name) && argumentsFitNow(ctx.gateway, call.name, call.arguments) !== false) return null;
   const earlier = await ctx.owner.findInDoubt({ taskId: op.taskId, tool: call.name, argsDigest: argumentsDigest(call.arguments) });
-  return earlier?.callId ?? null;
+  // A write a review left due is not in doubt: nobody needs to review it again, and the queue keeps it listed.
+  return earlier !== null && earlier.status !== 'reviewed_not_executed' ? earlier.callId : null;
 }
 
 /** Whether the model is offered the tool `name` (the name it calls it by) in this invocation. */

@@ -228,11 +228,12 @@ export function isInDoubt(row: AttentionRow): boolean {
 
 /**
  * Whether the row's operation keeps the in-doubt guard shut for an identical new one (docs/design.md#the-in-doubt-guard):
- * its outcome is open and its recorded effect may have written. An idempotent tool counts: its deduplication is keyed
- * by operation, so a new operation, with a new key, writes again.
+ * its recorded effect may write, and its outcome is open, or a review says it did not happen and its retry is still due
+ * (`reviewed_not_executed`): a new operation beside that retry would make the write twice. An idempotent tool counts:
+ * its deduplication is keyed by operation, so a new operation, with a new key, writes again.
  */
 export function blocksRepeat(row: AttentionRow): boolean {
-  return row.effect !== ToolEffect.ReadOnly && outcomeOpen(row);
+  return row.effect !== ToolEffect.ReadOnly && (outcomeOpen(row) || row.status === 'reviewed_not_executed');
 }
 
 /** The row as the public queue shows it: times as recorded-time text. */

@@ -176,26 +176,30 @@ export function attentionRules(name: string, factory: Factory): void {
       await commitAs(owner, { events: [review(c2, 'not_executed')] });
       assert.deepEqual(await listed(), [[c2, 'reviewed_not_executed', false]],
         'a not_executed review must leave its operation in the queue as reviewed_not_executed: the write it says did not happen is still due');
-      assert.equal(await owner.findInDoubt!(digest), null, 'the guard lets an identical operation through');
+      assert.equal((await owner.findInDoubt!(digest))?.status, 'reviewed_not_executed',
+        'the guard refuses an identical new operation while the reviewed one\'s retry is due: both would make the write');
+      assert.equal(await owner.findInDoubt!({ ...digest, exceptKey: c2Key }), null, 'the reviewed operation\'s own retry passes');
       // The latest review is what recovery reads: an uncertain one over a settled review opens the call again.
       await commitAs(owner, { events: [review(c2, 'uncertain')] });
       assert.deepEqual(await open(), [c2], 'an uncertain review after a settled one must list the call again: its outcome is open');
       assert.equal((await owner.findInDoubt!(digest))?.callId, c2);
       await commitAs(owner, { events: [review(c2, 'not_executed')] });
       assert.deepEqual(await listed(), [[c2, 'reviewed_not_executed', false]]);
-      // A retry of it replaces the row; the retry's success leaves nothing of this session in the queue.
+      // A retry of it replaces the row; the retry's success leaves nothing of this session in the queue, and lets an
+      // identical new operation through.
       const retry = newCallId();
       await commitAs(owner, { events: [call('t-r', c2Key, retry, 'unknown'), started(retry)] });
       assert.deepEqual(await listed(), [[retry, 'no_result', true]], 'the retry is the operation\'s latest attempt, started with no result');
       await commitAs(owner, { events: [succeeded(retry)] });
       assert.deepEqual(await listed(), [], 'nothing of this session is left in the queue');
+      assert.equal(await owner.findInDoubt!(digest), null, 'the guard lets an identical operation through');
 
       // A call of an earlier revision (a redeploy since) and a started idempotent call keep the guard shut too.
       const [c4, c5] = [newCallId(), newCallId()];
       await commitAs(owner, { events: [call('t-r', newOperationKey(), c4, 'non_idempotent', 'mail', 'v0'), started(c4)] });
       assert.equal((await owner.findInDoubt!(digest))?.callId, c4,
         'findInDoubt must find an identical call of another revision: JournalBackend.findAttention matches task, tool and arguments only');
-      await commitAs(owner, { events: [review(c4, 'not_executed'), call('t-r', newOperationKey(), c5, 'idempotent'), started(c5)] });
+      await commitAs(owner, { events: [review(c4, 'completed'), call('t-r', newOperationKey(), c5, 'idempotent'), started(c5)] });
       assert.equal((await owner.findInDoubt!(digest))?.callId, c5, 'a new key writes again even for an idempotent tool');
       assert.notEqual((await store.checkLookupRows?.('s-att-review'))?.checked, false, 'the stored rows are what the chain makes');
     });

@@ -167,7 +167,8 @@ export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, 
 /**
  * The in-doubt guard (docs/design.md#the-in-doubt-guard): a new operation of a tool that may write (any effect but
  * read-only) is refused when the store's index holds an identical operation of the same task, under any revision,
- * whose outcome is in doubt and whose recorded effect may have written. A call this process is still running
+ * whose recorded effect may have written and whose outcome is in doubt, or whose retry a `not_executed` review left
+ * due. A call this process is still running
  * (`running`: the owner's calls in flight) is not in doubt: an identical call beside it, as a model's parallel calls
  * are, runs as it would after the first had finished.
  */
@@ -179,6 +180,14 @@ export async function checkInDoubt(owner: SessionOwner, call: ToolCall, running:
   // made after all, while the identical operation before it is still in doubt (docs/design.md#the-in-doubt-guard).
   const earlier = await owner.findInDoubt({ taskId: op.taskId, tool: call.name, argsDigest: argumentsDigest(call.arguments), running, exceptKey: op.key });
   if (earlier === null) return null;
+  if (earlier.status === 'reviewed_not_executed') {
+    return failure(
+      'in_doubt',
+      'tool_in_doubt',
+      `an identical ${call.name} call (${earlier.callId}) was reviewed as not made, and its retry is still due: its host makes it ` +
+        'when it resumes that call\'s run, and a repeat now would make it twice. Do not call it again: tell the user it is pending.',
+    );
+  }
   return failure(
     'in_doubt',
     'tool_in_doubt',

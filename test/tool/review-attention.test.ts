@@ -1,7 +1,8 @@
 /**
  * A journaled review, or a reconciler's answer, settles its call everywhere an operator or the runtime looks, on
- * every store: assessSession needs no attention for it, the queue (the attention index) no longer lists it, and the
- * in-doubt guard no longer refuses an identical operation; after `not_executed` the retry plan runs it once.
+ * every store: after `completed`, assessSession needs no attention for it, the queue (the attention index) no longer
+ * lists it, and the in-doubt guard no longer refuses an identical operation; after `not_executed` the queue lists it
+ * as a write still due, the guard refuses an identical new operation, and the retry plan runs it once.
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
@@ -71,7 +72,14 @@ forEachStore('a review settles its call for the queue, the guard and assessSessi
     const listed = (await r.store.attention({ sessionId: r.sessionId })).items;
     assert.deepEqual(listed.map((i) => [i.callId, i.status, i.inDoubt]), [[callId, 'reviewed_not_executed', false]]);
     assert.equal(assessSession(history).calls.find((c) => c.callId === callId)?.nextStep, 'retry_allowed');
-    const plan = prepareToolRetry(history, callId);
+    // The user asks again (a new run of the task, a new operation) while the reviewed mail's retry is due: made
+    // beside that retry, it would send the mail twice (pass r72 #1). The guard refuses it before its body.
+    const repeat = await r.gateway.call('send_mail', ARGS);
+    const refused = repeat.result.outcome;
+    assert.equal(refused.status === 'failed' && refused.code, 'tool_in_doubt');
+    assert.match(refused.status === 'failed' ? refused.message : '', new RegExp(`identical send_mail call \\(${callId}\\) was reviewed as not made, and its retry is still due`));
+    assert.equal(sent.count, 0);
+    const plan = prepareToolRetry(await r.store.loadHistory(r.sessionId), callId);
     const retry = await r.gateway.callWithOptions('send_mail', ARGS, { retry: plan });
     assert.equal(retry.result.outcome.status, 'succeeded');
     assert.equal(sent.count, 1, 'sent exactly once');
