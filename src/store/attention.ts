@@ -35,6 +35,9 @@ export function argumentsDigest(args: unknown): string {
 
 const ms = (text: string | undefined): number | null => (text === undefined ? null : Date.parse(text));
 
+/** The refusals that decide against a write, rather than fail to make it: they settle a write a review left due. */
+const DENIALS: ReadonlySet<string | null> = new Set(['denied', 'approval_denied']);
+
 /** The status a recorded result gives, by the same evidence table recovery uses (a contradiction counts as unknown). */
 function statusOfResult(row: AttentionRow, outcome: Parameters<typeof evidenceRuleFor>[0]['result']): AttentionStatus {
   const rule = evidenceRuleFor({ flagged: row.startMarker, marker: row.started, result: outcome });
@@ -90,6 +93,8 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
       // keeps it open until an attempt succeeds or a review settles it: a retry refused before its body says
       // nothing about what the earlier attempt did.
       const stillOpen = previous !== undefined && outcomeOpen(previous);
+      // So does the write a `not_executed` review left due, until an attempt starts its body, or is denied.
+      const stillDue = previous?.status === 'reviewed_not_executed';
       put({
         sessionId,
         taskId: op.taskId,
@@ -101,7 +106,7 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
         argsDigest: argumentsDigest(k.call.arguments),
         startMarker: op.startMarker === true,
         started: false,
-        status: stillOpen ? 'outcome_unknown' : 'no_result',
+        status: stillOpen ? 'outcome_unknown' : stillDue ? 'reviewed_not_executed' : 'no_result',
         category: null,
         calledAt: at,
         startedAt: null,
@@ -110,7 +115,8 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
       });
     } else if (k.type === 'tool_started') {
       const row = byCall.get(k.callId);
-      if (row) put({ ...row, started: true, startedAt: at, updatedAt: at });
+      // A retry of a reviewed operation that starts its body is that body's outcome from here on.
+      if (row) put({ ...row, started: true, startedAt: at, updatedAt: at, ...(row.status === 'reviewed_not_executed' ? { status: 'no_result' as const } : {}) });
     } else if (k.type === 'tool_result') {
       const row = byCall.get(k.result.callId);
       if (!row) continue;
@@ -118,8 +124,12 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
       const status = statusOfResult(row, outcome);
       put({
         ...row,
-        // Open before its result (an earlier attempt's outcome is unknown): only a success settles it.
-        status: row.status === 'outcome_unknown' && status !== 'completed' ? 'outcome_unknown' : status,
+        // Open before its result (an earlier attempt's outcome is unknown): only a success settles it. Due before
+        // it (a review said the earlier attempt did not happen): a retry refused before its body leaves it due,
+        // unless a person or a policy denied it.
+        status: row.status === 'outcome_unknown' && status !== 'completed' ? 'outcome_unknown'
+          : row.status === 'reviewed_not_executed' && status === 'not_executed' && !DENIALS.has(outcome.status === 'failed' ? outcome.category : null) ? 'reviewed_not_executed'
+          : status,
         category: outcome.status === 'failed' ? outcome.category : null,
         endedAt: at,
         updatedAt: at,

@@ -9,7 +9,8 @@ import { encodeEventText } from '../event/codec.js';
 import type { EventDraft, SessionEvent, ToolEffect } from '../event/types.js';
 import { newCallId, newOperationKey, newTurnId, type CallId, type OperationKey, type TaskId } from '../ids.js';
 import { argumentsDigest } from '../store/attention.js';
-import type { SessionStore } from '../store/types.js';
+import { ATTENTION_STATUSES } from '../store/rows.js';
+import type { LatestAttemptCondition, SessionStore } from '../store/types.js';
 
 interface Factory {
   open(): Promise<{ store: SessionStore }>;
@@ -29,6 +30,11 @@ function call(taskId: string, key: OperationKey, id: CallId, effect: ToolEffect,
 
 const started = (callId: CallId): EventDraft => ({ turnId: turn, kind: { type: 'tool_started', callId } });
 const succeeded = (callId: CallId): EventDraft => ({ turnId: turn, kind: { type: 'tool_result', result: { callId, outcome: { status: 'succeeded', output: 'ok' } } } });
+/** A result recorded before the body: `unavailable` (a grant withdrawn) or `approval_denied`. */
+const refused = (callId: CallId, category: 'unavailable' | 'approval_denied'): EventDraft => ({
+  turnId: turn,
+  kind: { type: 'tool_result', result: { callId, outcome: { status: 'failed', category, code: category === 'unavailable' ? 'tool_unavailable' : 'tool_approval_denied', message: 'refused', retryable: false } } },
+});
 
 /** Why the index cases did not run; a backend without the index also has no in-doubt guard. */
 const NO_INDEX = 'not run: this backend keeps no attention index (no scanAttention): store.attention() fails with store_failure, ' +
@@ -185,10 +191,25 @@ export function attentionRules(name: string, factory: Factory): void {
       assert.equal((await owner.findInDoubt!(digest))?.callId, c2);
       await commitAs(owner, { events: [review(c2, 'not_executed')] });
       assert.deepEqual(await listed(), [[c2, 'reviewed_not_executed', false]]);
+      // A retry refused before its body, not denied (its grant withdrawn), makes nothing: the write is still due. One an
+      // approver denies is decided against: it leaves the queue (pass r72 #2).
+      const [withdrawn, denied] = [newCallId(), newCallId()];
+      // As the runtime commits a retry: on the condition that its source, the operation's latest attempt, is where the
+      // plan saw it (which also hands the commit the source's row).
+      const retryOf = async (): Promise<{ expectLatestAttempt: LatestAttemptCondition }> => {
+        const row = (await store.attention({ sessionId: 's-att-review', status: ATTENTION_STATUSES })).items.find((i) => i.key === c2Key)!;
+        return { expectLatestAttempt: { taskId: 't-r' as TaskId, key: c2Key, callId: row.callId as CallId, source: { started: row.started, status: row.status } } };
+      };
+      await commitAs(owner, { events: [call('t-r', c2Key, withdrawn, 'unknown'), refused(withdrawn, 'unavailable')], ...(await retryOf()) });
+      assert.deepEqual(await listed(), [[withdrawn, 'reviewed_not_executed', false]],
+        'a retry of a reviewed operation refused before its body must keep the operation listed as reviewed_not_executed: nothing made the write');
+      assert.equal((await owner.findInDoubt!(digest))?.callId, withdrawn);
+      await commitAs(owner, { events: [call('t-r', c2Key, denied, 'unknown'), refused(denied, 'approval_denied')], ...(await retryOf()) });
+      assert.deepEqual(await listed(), [], 'a denied retry settles the operation: decided against');
       // A retry of it replaces the row; the retry's success leaves nothing of this session in the queue, and lets an
       // identical new operation through.
       const retry = newCallId();
-      await commitAs(owner, { events: [call('t-r', c2Key, retry, 'unknown'), started(retry)] });
+      await commitAs(owner, { events: [call('t-r', c2Key, retry, 'unknown'), started(retry)], ...(await retryOf()) });
       assert.deepEqual(await listed(), [[retry, 'no_result', true]], 'the retry is the operation\'s latest attempt, started with no result');
       await commitAs(owner, { events: [succeeded(retry)] });
       assert.deepEqual(await listed(), [], 'nothing of this session is left in the queue');

@@ -4,7 +4,7 @@
  */
 import type { SessionEvent, ToolEffect, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
-import { ToolRecoveryStatus, classifyAttempt, collectEvidence, decideRetry, earlierOpenAttempt, effectiveReview, latestReview } from './evidence.js';
+import { ToolRecoveryStatus, classifyAttempt, collectEvidence, decideRetry, earlierDueAttempt, earlierOpenAttempt, effectiveReview, latestReview } from './evidence.js';
 import type { EvidenceRuleId, RetryRuleId } from './retry-policy.js';
 import { withLateEnd } from './late-bodies.js';
 
@@ -25,7 +25,8 @@ export type ToolNextStep = (typeof ToolNextStep)[keyof typeof ToolNextStep];
 /**
  * Whether a call needs a person or a host to act (docs/design.md#attention-means-attention):
  * `in_doubt`: its outcome is unknown (the body started, or may have) and nothing settled it;
- * `interrupted`: it never started and no result was recorded, so its caller never had an answer;
+ * `interrupted`: it never started and no result was recorded, so its caller never had an answer; or it is a retry,
+ *   refused before its body but not denied, of a write a `not_executed` review left due: nothing has made the write;
  * `none`: nothing to do: it succeeded, another attempt settled it, or its failure was recorded before the body and
  * delivered to its caller, who has already seen it (shown, but not pending work).
  */
@@ -119,8 +120,11 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
     byNextStep[nextStep] += 1;
     const operation = record.call.operation;
     const open = status === ToolRecoveryStatus.OutcomeUnknown ? null : earlierOpenAttempt(record);
-    const reason = withLateEnd(open === null ? decided.reason : `${decided.reason}; attempt ${open.attempt} (${open.call.id}) before it may have taken effect, and nothing has settled that`, record);
-    const attention = attentionOf(status === ToolRecoveryStatus.OutcomeUnknown || open !== null, nextStep, record.result !== null);
+    const due = open === null && status === ToolRecoveryStatus.NotExecuted ? earlierDueAttempt(record) : null;
+    const why = open !== null ? `; attempt ${open.attempt} (${open.call.id}) before it may have taken effect, and nothing has settled that`
+      : due !== null ? `; a review said attempt ${due.attempt} (${due.call.id}) before it was not made, and its write is still due` : '';
+    const reason = withLateEnd(`${decided.reason}${why}`, record);
+    const attention = attentionOf(status === ToolRecoveryStatus.OutcomeUnknown || open !== null, nextStep, record.result !== null && due === null);
     byAttention[attention] += 1;
     calls.push({
       callId: record.call.id,
@@ -153,9 +157,12 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
   };
 }
 
-/** Only a call a host could still act on (retry or review) can need attention; then the evidence says why. */
-function attentionOf(outcomeOpen: boolean, nextStep: ToolNextStep, recorded: boolean): ToolAttention {
+/**
+ * Only a call a host could still act on (retry or review) can need attention; then the evidence says why. `answered`:
+ * its caller had a result it could act on (a retry of a write a review left due, refused before its body, had none).
+ */
+function attentionOf(outcomeOpen: boolean, nextStep: ToolNextStep, answered: boolean): ToolAttention {
   if (nextStep !== ToolNextStep.RetryAllowed && nextStep !== ToolNextStep.NeedsReview) return ToolAttention.None;
   if (outcomeOpen) return ToolAttention.InDoubt;
-  return recorded ? ToolAttention.None : ToolAttention.Interrupted;
+  return answered ? ToolAttention.None : ToolAttention.Interrupted;
 }

@@ -495,6 +495,31 @@ export function earlierOpenAttempt(record: AttemptRecord): AttemptRecord | null 
 }
 
 /**
+ * The earlier attempt of `record`'s operation whose write a `not_executed` review left due, when `record`, its
+ * operation's latest attempt, and every attempt since the review were refused before their bodies without being
+ * denied (a grant withdrawn, an approver down): nothing has made the write, and nobody decided against it
+ * (docs/design.md#the-attention-index, as the index's `reviewed_not_executed` keeps it). Null otherwise.
+ */
+export function earlierDueAttempt(record: AttemptRecord): AttemptRecord | null {
+  const attempts = record.operation?.attempts;
+  if (attempts === undefined || attempts[attempts.length - 1] !== record || record.reviews.length > 0) return null;
+  let due: AttemptRecord | null = null;
+  for (const attempt of attempts) {
+    const review = latestReview(attempt)?.outcome;
+    if (review === 'not_executed') due = attempt;
+    else if (review !== undefined || !refusedWithoutDenial(attempt)) due = null;
+  }
+  return due === record ? null : due;
+}
+
+/** An attempt without a start marker whose result says it never ran, for a reason other than a denial. */
+function refusedWithoutDenial(attempt: AttemptRecord): boolean {
+  const outcome = attempt.result?.outcome;
+  return attempt.startedEvent === null && outcome?.status === 'failed' && outcome.category !== 'denied' && outcome.category !== 'approval_denied'
+    && classifyAttempt(attempt).status === ToolRecoveryStatus.NotExecuted;
+}
+
+/**
  * Whether a review can be about `record`, the latest attempt of its operation, of evidence status `status`: its own
  * outcome is unknown, or it never ran after an earlier attempt that may have, which is where the operation's doubt is
  * decided (docs/design.md#attention-means-attention). A `completed` review also when a `not_executed` review had

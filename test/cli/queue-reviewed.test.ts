@@ -38,3 +38,34 @@ it('a not_executed review leaves its call in the queue as reviewed_not_executed 
   assert.match(cli(['sessions', path]).stdout, /1 \(1 retry_allowed\)/, 'the session view counts the same call');
   assert.equal(JSON.parse(cli(['queue', path, '--status', 'resolved', '--json']).stdout).items.length, 0, 'a not_executed review does not resolve it');
 });
+
+it('a retry of a reviewed mail refused before its body keeps the write due in every view: the queue, sessions, inspect', async () => {
+  const path = tempDbPath(tempDir(), 'reviewed-refused');
+  const writer = openSqliteStore(path);
+  // A host whose caller gave up on the mail mid-body, and which then stopped without letting the session go.
+  const owner = await writer.acquire('s-mail', { owner: 'old-host', leaseMs: 200 });
+  await owner.startTask('t');
+  const caller = new AbortController();
+  const first = await createToolRuntime({ tools: [mailer({ hang: true, giveUp: () => caller.abort() }).tool], grants: { agent: '*' } })
+    .bind({ owner, taskId: 't', caller: 'agent' }).callWithOptions('send_mail', { to: 'ana' }, { signal: caller.signal });
+  await writer.close();
+  const store = openSqliteStore(path);
+  while ((await store.listExpiredSessions()).length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
+  await decisionInbox(store).recordReview({ sessionId: 's-mail', callId: first.call.id, outcome: 'not_executed', evidence: 'not in the outbox', actor: 'alice' });
+  // The recovering host's caller lost its grant for the tool: the routine's retry is refused before its body.
+  const { tool, sent } = mailer({ hang: false });
+  const report = await recoverAbandoned(store, { runtime: createToolRuntime({ tools: [tool], grants: { other: '*' } }), tools: [tool], caller: 'agent' }, 'retry_safe');
+  const retried = report.sessions[0]?.action === 'taken_over' ? report.sessions[0].retried : [];
+  assert.deepEqual(retried.map((r) => r.outcome), ['unavailable']);
+  assert.deepEqual(sent, []);
+  await store.close();
+
+  const retryId = retried[0]!.retryCallId!;
+  const listed = JSON.parse(cli(['queue', path, '--json']).stdout) as { items: Array<{ call_id: string; status: string; in_doubt: boolean }> };
+  assert.deepEqual(listed.items.map((i) => [i.call_id, i.status, i.in_doubt]), [[retryId, 'reviewed_not_executed', false]],
+    'nothing made the write and nobody decided against it: the queue keeps it');
+  assert.match(cli(['sessions', path]).stdout, /1 \(1 retry_allowed\)/);
+  const inspect = cli(['inspect', path, 's-mail']);
+  assert.equal(inspect.code, 1, 'inspect counts it as needing attention');
+  assert.match(inspect.stdout, /a review said attempt 1 \(\S+\) before it was not made, and its write is still due/);
+});

@@ -242,7 +242,8 @@ forEachStore('reconcilers', (target) => {
     await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), call.call.id,
       { actor: 'ops@example.com', outcome: 'not_executed', evidence: 'not in the bank view yet', source: 'human' });
     const listed = async () => (await r.store.attention({ sessionId: r.sessionId })).items.map((i) => i.callId);
-    assert.deepEqual(await listed(), [], 'the review settled it in the queue');
+    const statuses = async () => (await r.store.attention({ sessionId: r.sessionId })).items.map((i) => [i.status, i.inDoubt]);
+    assert.deepEqual(await statuses(), [['reviewed_not_executed', false]], 'the review settled the doubt; the write is still due');
     const report = await reconcileUncertainCalls(r.owner, [checked], await r.store.loadHistory(r.sessionId));
     assert.equal(report.calls[0]?.action, 'failed');
     assert.equal(report.calls[0]?.review?.outcome, 'uncertain');
@@ -250,7 +251,8 @@ forEachStore('reconcilers', (target) => {
     assert.match(report.calls[0]?.review?.evidence ?? '', /could not check the not_executed review by ops@example\.com: the bank is down/);
     assert.throws(() => prepareToolRetry(report.history, call.call.id), { name: 'ToolRetryError' }, 'the review no longer gives a plan');
     assert.deepEqual(report.needsReview, [call.call.id]);
-    assert.deepEqual(await listed(), [call.call.id], 'back in the queue');
+    assert.deepEqual(await listed(), [call.call.id]);
+    assert.deepEqual(await statuses(), [['outcome_unknown', true]], 'back in the queue, in doubt');
     const again = await reconcileUncertainCalls(r.owner, [checked], await r.store.loadHistory(r.sessionId));
     assert.equal(again.calls[0]?.review, null, 'failing again over its own uncertain review writes nothing more');
     answer = 'not_executed';
