@@ -8,7 +8,7 @@ import { bodyCouldOutlive, bodyEndOf, lateEndText } from '../tool/late-bodies.js
 import type { SessionEvent, ToolCall, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { SessionAssessment, ToolCallAssessment } from '../tool/assess.js';
 import { evidenceRuleById, retryRuleById, stoppedBeforeBody, type EvidenceRuleId, type RetryRuleId } from '../tool/retry-policy.js';
-import { clip, durationText, safe, shortId, table, type Column } from './format.js';
+import { clip, durationText, safe, shortId, table, timeText, type Column } from './format.js';
 import type { Style } from './io.js';
 import type { DecisionRow as InboxDecisionRow } from '../store/inbox-rows.js';
 import { decisionInbox } from '../store/inbox.js';
@@ -399,8 +399,11 @@ export const REVIEWED_NOT_EXECUTED_HINT = 'reviewed_not_executed: a review says 
   'nothing makes it until a host resumes the session\'s run, whose retry uses the review';
 
 export function attentionTimes(item: AttentionItem, now: string): string {
-  const times = attemptTimes(item, now);
-  return item.status === 'reviewed_not_executed' ? `${times}; reviewed: not executed` : times;
+  if (item.status !== 'reviewed_not_executed') return attemptTimes(item, now);
+  // Not "started … ago" nor "may have gone on": nothing runs, and a review says the body did not write.
+  if (item.startedAt === null) return `reviewed: not executed (${attemptTimes(item, now)})`;
+  const ended = item.endedAt === null ? 'no result' : `ended ${item.category ?? 'with a result'} after ${durationText(item.startedAt, item.endedAt) ?? '-'}`;
+  return `reviewed: not executed (body started ${timeText(item.startedAt)}, ${ended})`;
 }
 
 function attemptTimes(item: AttentionItem, now: string): string {
