@@ -396,7 +396,8 @@ const INTERRUPTS: ReadonlySet<string> = new Set(['timeout', 'cancelled', 'budget
  */
 /** What an operator does about a `reviewed_not_executed` item of the queue. */
 export const REVIEWED_NOT_EXECUTED_HINT = 'reviewed_not_executed: a review says the write did not happen, so it is still to be made; ' +
-  'nothing makes it until a host resumes the session\'s run, whose retry uses the review';
+  'nothing makes it until a host retries it: a resumed run, or prepareToolRetry where no run will (a finished run, a call outside a run). ' +
+  'A write made by hand instead is recorded with a completed review';
 
 export function attentionTimes(item: AttentionItem, now: string): string {
   if (item.status !== 'reviewed_not_executed') return attemptTimes(item, now);

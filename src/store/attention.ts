@@ -21,7 +21,7 @@ export const OPEN_ATTENTION_STATUSES: readonly AttentionStatus[] = ['no_result',
 
 /**
  * The statuses the queue lists unless told otherwise: the open ones, and an operation a review says did not happen,
- * whose write is still to be made and which nothing retries until a host resumes its run
+ * whose write is still to be made and which nothing retries until a host does (a resumed run, or prepareToolRetry)
  * (docs/design.md#the-attention-index).
  */
 export const QUEUE_ATTENTION_STATUSES: readonly AttentionStatus[] = [...OPEN_ATTENTION_STATUSES, 'reviewed_not_executed'];

@@ -184,8 +184,8 @@ export async function checkInDoubt(owner: SessionOwner, call: ToolCall, running:
     return failure(
       'in_doubt',
       'tool_in_doubt',
-      `an identical ${call.name} call (${earlier.callId}) was reviewed as not made, and its retry is still due: its host makes it ` +
-        'when it resumes that call\'s run, and a repeat now would make it twice. Do not call it again: tell the user it is pending.',
+      `an identical ${call.name} call (${earlier.callId}) was reviewed as not made, and its retry is still due: a host makes it ` +
+        'from the review, and a repeat now would make it twice. Do not call it again: tell the user it is pending.',
     );
   }
   return failure(

@@ -33,7 +33,7 @@ it('a not_executed review leaves its call in the queue as reviewed_not_executed 
   assert.doesNotMatch(queue.stdout, /IN DOUBT/);
   assert.match(queue.stdout, /reviewed: not executed \(body started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z, ended cancelled after \d+ ms\)/);
   assert.doesNotMatch(queue.stdout, / ago|may have gone on/, 'nothing runs, and the review says the body did not write');
-  assert.match(queue.stdout, /reviewed_not_executed: a review says the write did not happen, so it is still to be made; nothing makes it until a host resumes the session's run/);
+  assert.match(queue.stdout, /reviewed_not_executed: a review says the write did not happen, so it is still to be made; nothing makes it until a host retries it: a resumed run, or prepareToolRetry where no run will/);
   const listed = JSON.parse(cli(['queue', path, '--json']).stdout) as { items: Array<{ call_id: string; status: string; in_doubt: boolean }> };
   assert.deepEqual(listed.items.map((i) => [i.call_id, i.status, i.in_doubt]), [[mail, 'reviewed_not_executed', false]]);
   assert.match(cli(['sessions', path]).stdout, /1 \(1 retry_allowed\)/, 'the session view counts the same call');
