@@ -332,12 +332,14 @@ export function compareAttention(a: AttentionRow, b: AttentionRow): number {
 }
 
 /**
- * When the row's operation was last active, for the queue's age filter: its latest attempt's start marker, or its
- * call before the marker. Aged from the call alone, a body that started a moment ago after a long wait for an
- * approver passed `--older-than` as an item to check in the outside system, while its owner was at work on it.
+ * When the row's operation was last active, for the queue's age filter: its latest attempt's result, or its start
+ * marker before the result, or its call before the marker (times never decrease, so that is the latest of the three).
+ * Aged from the call alone, a body that started a moment ago after a long wait for an approver passed `--older-than`
+ * as an item to check in the outside system while its owner was at work on it; so did a deadline its owner recorded a
+ * moment ago against a body that may still be running.
  */
-export function attentionActiveAt(row: Pick<AttentionRow, 'calledAt' | 'startedAt'>): number | null {
-  return row.startedAt ?? row.calledAt;
+export function attentionActiveAt(row: Pick<AttentionRow, 'calledAt' | 'startedAt' | 'endedAt'>): number | null {
+  return row.endedAt ?? row.startedAt ?? row.calledAt;
 }
 
 /** Whether a row passes a scan's filters: the reference for a backend that filters in memory. */

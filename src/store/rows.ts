@@ -145,8 +145,8 @@ export interface AttentionScan {
   readonly effect?: ToolEffect;
   readonly statuses: readonly AttentionStatus[];
   /**
-   * Only rows whose last activity, `startedAt` when set and `calledAt` otherwise (attentionActiveAt), is at most this
-   * (epoch ms); rows without a time are left out when set.
+   * Only rows whose last activity, the first of `endedAt`, `startedAt` and `calledAt` that is set (attentionActiveAt),
+   * is at most this (epoch ms); rows without a time are left out when set.
    */
   readonly activeAtMost?: number;
   /**

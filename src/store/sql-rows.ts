@@ -148,8 +148,8 @@ export function attentionScanSql(table: string, scan: AttentionScan, param: (i: 
   if (scan.tool !== undefined) where.push(`tool = ${p(scan.tool)}`);
   if (scan.effect !== undefined) where.push(`effect = ${p(scan.effect)}`);
   if (scan.activeAtMost !== undefined) {
-    // attentionActiveAt: the start marker's time, or the call's before it.
-    const at = 'COALESCE(started_at, called_at)';
+    // attentionActiveAt: the result's time, or the start marker's before it, or the call's before that.
+    const at = 'COALESCE(ended_at, started_at, called_at)';
     where.push(scan.orActiveAfter === undefined ? `${at} <= ${p(scan.activeAtMost)}` : `(${at} <= ${p(scan.activeAtMost)} OR ${at} > ${p(scan.orActiveAfter)})`);
   }
   if (scan.after) {

@@ -274,9 +274,10 @@ export interface AttentionQuery {
   /** One status or several; default `no_result`, `outcome_unknown` and `reviewed_not_executed` (what needs attention). */
   readonly status?: AttentionStatus | readonly AttentionStatus[];
   /**
-   * Only operations whose latest attempt was last active at least this many milliseconds ago: its start marker's
-   * time, or its call's before the marker (operations without a time are left out). A body that started a moment ago
-   * after a long wait for approval is young: its owner is at work.
+   * Only operations whose latest attempt was last active at least this many milliseconds ago: its result's time, or
+   * its start marker's before the result, or its call's before the marker (operations without a time are left out).
+   * A body that started a moment ago after a long wait for approval is young, and so is a deadline recorded a moment
+   * ago: its owner is at work.
    */
   readonly olderThanMs?: number;
   /** Page size, 1..1000; default 100. */

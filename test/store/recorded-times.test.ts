@@ -162,14 +162,37 @@ describe('recorded times', () => {
       await store.close();
     }
   });
+
+  it('the age filter measures an operation from its result: a body that ran two hours and whose failure was recorded a moment ago is young', async () => {
+    const hour = 60 * 60 * 1000;
+    let offset = -2 * hour;
+    const clock = () => Date.now() + offset;
+    const stores: [string, SessionStore][] = [['memory', createMemoryStore({ clock })], ['sqlite', openSqliteStore(tempDbPath(dir, 'aged-from-result'), { clock })]];
+    if (PG_URL !== undefined) stores.push(['postgres', await openPostgresStore(PG_URL, { schema: freshSchema(), clock })]);
+    for (const [name, store] of stores) {
+      offset = -2 * hour;
+      // Called and started two hours ago; its body fails now, after a write that may have been made.
+      const callId = await callInDoubt(store, undefined, () => { offset = 0; });
+      const [item] = (await store.attention()).items;
+      assert.ok(item !== undefined && item.callId === callId && Date.parse(item.endedAt!) - Date.parse(item.startedAt!) >= 2 * hour - 1_000, `${name}: ${JSON.stringify(item)}`);
+      assert.deepEqual((await store.attention({ olderThanMs: 10 * 60 * 1000 })).items, [], `${name}: a result recorded a moment ago is young`);
+      offset = 20 * 60 * 1000;
+      assert.deepEqual((await store.attention({ olderThanMs: 10 * 60 * 1000 })).items.map((i) => i.callId), [callId], `${name}: twenty minutes after its result`);
+      await store.close();
+    }
+  });
 });
 
 /** A non-idempotent transfer in session `s` of `store` that failed after its write: its call in doubt. */
-async function callInDoubt(store: SessionStore, whenApproved?: () => void): Promise<string> {
+async function callInDoubt(store: SessionStore, whenApproved?: () => void, whenBodyRuns?: () => void): Promise<string> {
   const owner = await store.acquire('s', { owner: 'h' });
   await owner.startTask('t');
   const metadata = new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1');
-  const wire = { name: 'wire', metadata: whenApproved ? metadata.withApproval('ops') : metadata, execute: async () => { throw new Error('lost after the write'); } };
+  const wire = {
+    name: 'wire',
+    metadata: whenApproved ? metadata.withApproval('ops') : metadata,
+    execute: async () => { whenBodyRuns?.(); throw new Error('lost after the write'); },
+  };
   const approvers = { ops: async () => { whenApproved?.(); return { decision: 'approved' as const }; } };
   return (await createToolRuntime({ tools: [wire], grants: { agent: '*' }, approvers }).bind({ owner, taskId: 't', caller: 'agent' }).call('wire', {})).call.id;
 }

@@ -28,7 +28,7 @@ export const queueCommand: Command = {
     tool: { type: 'string', value: 'name', help: 'only calls of this tool' },
     effect: { type: 'string', value: 'effect', help: `only this effect (${TOOL_EFFECTS.join(', ')})` },
     status: { type: 'string', value: 'list', help: `comma-separated statuses (default ${QUEUE_ATTENTION_STATUSES.join(',')}; also ${ATTENTION_STATUSES.filter((s) => !QUEUE_ATTENTION_STATUSES.includes(s)).join(', ')})` },
-    'older-than': { type: 'string', value: 'age', help: 'only operations last active (start marker, or call before it) at least this long ago: 90s, 30m, 4h, 2d' },
+    'older-than': { type: 'string', value: 'age', help: 'only operations last active (result, start marker, or call) at least this long ago: 90s, 30m, 4h, 2d' },
     limit: { type: 'string', value: 'n', help: 'at most n items (1..1000, default 100)' },
     cursor: { type: 'string', value: 'cursor', help: 'continue after the page that printed this cursor' },
     'approvals-after': { type: 'string', value: 'id', help: 'list the approval requests after this one (the next page of approvals)' },
