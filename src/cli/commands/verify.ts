@@ -210,7 +210,7 @@ warning on stderr; any other bad line is refused.`,
           out.line(`${s.red('CORRUPT')}  ${id}: seq ${v.corruption.seq}, reason ${v.corruption.reason}`);
           out.line(`         ${safe(v.corruption.message)}`);
           out.line(v.corruption.reason === 'attention_index' || v.corruption.reason === 'operation_index'
-            ? '         The chain is intact, but a row the queue, the in-doubt guard and caller keys read (or an index over those rows) was changed outside the library or damaged: they may miss a call in doubt and let its repeat run. Nothing was repaired. Stop the hosts of this store, keep the file for investigation, and work from `jingwei inspect`, which reads the chain.'
+            ? '         The chain is intact, but a row the queue, the in-doubt guard and caller keys read (or an index over those rows) was changed outside the library or damaged, or written by a process of an older release still running after this release upgraded the store: they may miss a call in doubt and let its repeat run. Nothing was repaired. Stop the hosts of this store, keep the file for investigation, and work from `jingwei inspect`, which reads the chain.'
             : '         Nothing was repaired. Keep the file for investigation; restore the session from a verified export or backup.');
         } else {
           out.line(`${s.red('INVALID')}  ${id}: tool evidence ${v.evidence.code}`);
