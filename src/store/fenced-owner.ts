@@ -438,7 +438,9 @@ export class FencedOwner implements SessionOwner {
     }
     if (!this.backend.findAttention) return null;
     const rows = await this.backend.findAttention(this.sessionId, match);
-    const row = rows.find((r) => blocksRepeat(r) && running?.has(r.callId) !== true && r.key !== exceptKey);
+    const blocking = rows.filter((r) => blocksRepeat(r) && running?.has(r.callId) !== true && r.key !== exceptKey);
+    // An operation in doubt before one whose reviewed retry is due: the caller may act on the doubt alone.
+    const row = blocking.find((r) => r.status !== 'reviewed_not_executed') ?? blocking[0];
     return row ? attentionItem(row) : null;
   }
 

@@ -191,9 +191,10 @@ export interface SessionOwner {
   append(events: readonly EventDraft[]): Promise<SessionEvent[]>;
   /**
    * The latest attempt of an operation of `binding.taskId` with the same tool and arguments (digest of their
-   * canonical JSON), of any contract revision, whose outcome is in doubt and whose recorded effect is not read-only,
-   * or null (docs/design.md#the-in-doubt-guard). Read from the store's attention index, never from the journal.
-   * Absent on a store whose backend keeps no index.
+   * canonical JSON), of any contract revision, whose recorded effect is not read-only and whose outcome is in doubt,
+   * or, when none is, whose reviewed retry is still due (status `reviewed_not_executed`); or null
+   * (docs/design.md#the-in-doubt-guard). Read from the store's attention index, never from the journal. Absent on a
+   * store whose backend keeps no index.
    */
   findInDoubt?(binding: InDoubtQuery): Promise<AttentionItem | null>;
   /**

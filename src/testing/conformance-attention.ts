@@ -185,6 +185,11 @@ export function attentionRules(name: string, factory: Factory): void {
       assert.equal((await owner.findInDoubt!(digest))?.status, 'reviewed_not_executed',
         'the guard refuses an identical new operation while the reviewed one\'s retry is due: both would make the write');
       assert.equal(await owner.findInDoubt!({ ...digest, exceptKey: c2Key }), null, 'the reviewed operation\'s own retry passes');
+      // An identical operation in doubt beside it is what findInDoubt names first: a caller may act on the doubt alone.
+      const c3 = newCallId();
+      await commitAs(owner, { events: [call('t-r', newOperationKey(), c3, 'unknown'), started(c3)] });
+      assert.equal((await owner.findInDoubt!(digest))?.callId, c3, 'findInDoubt must name an operation in doubt before one whose reviewed retry is due');
+      await commitAs(owner, { events: [review(c3, 'completed')] });
       // The latest review is what recovery reads: an uncertain one over a settled review opens the call again.
       await commitAs(owner, { events: [review(c2, 'uncertain')] });
       assert.deepEqual(await open(), [c2], 'an uncertain review after a settled one must list the call again: its outcome is open');
