@@ -16,7 +16,7 @@ import { prepareToolRetry } from '../../src/tool/recovery.js';
 import { recordToolReview } from '../../src/tool/review.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { sleep, tool } from '../support/runtime.js';
-import { forEachStore } from '../support/stores.js';
+import { forEachStore, type StoreTarget } from '../support/stores.js';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
@@ -157,50 +157,45 @@ async function reviewedNotExecuted(store: SessionStore, owner: SessionOwner) {
   return { owner, gateway, callId, writes: () => writes };
 }
 
+/**
+ * Host A's transfer lost after its write, a person's not_executed review of it, and a plan made on that review; then
+ * another process takes the session over, journals a review with `outcome`, and lets it go; host A takes it back.
+ */
+async function planHeldAcrossTakeover(target: StoreTarget, outcome: 'completed' | 'not_executed') {
+  const location = target.fresh();
+  const store = await location.open();
+  let writes = 0;
+  const wire = tool('wire', async () => { writes += 1; throw new Error('the connection reset after the transfer was sent'); },
+    new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'));
+  const runtime = createToolRuntime({ tools: [wire], grants: { agent: '*' } });
+  const owner = await store.acquire('s', { owner: 'host-a' });
+  await owner.startTask('t');
+  const first = (await runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('wire', { cents: 500 })).call.id;
+  await recordToolReview(owner, await store.loadHistory('s'), first, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
+  const plan = prepareToolRetry(await store.loadHistory('s'), first);
+  const other = JSON.parse(execFileSync(process.execPath, [reviewHost, location.target, location.schema ?? '-', 's', first, outcome], { encoding: 'utf8' })) as { reviewed: number };
+  assert.ok(other.reviewed > 0);
+  const again = await store.acquire('s', { owner: 'host-a', takeover: true });
+  const retry = () => runtime.bind({ owner: again, taskId: 't', caller: 'agent' }).callWithOptions('wire', { cents: 500 }, { retry: plan });
+  return { store, first, retry, writes: () => writes };
+}
+
 forEachStore('a plan held across another host\'s takeover', (target) => {
   it("a plan made on a person's not_executed review is refused after another process journaled a completed review and let the session go", async () => {
-    const location = target.fresh();
-    const store = await location.open();
-    let writes = 0;
-    const wire = tool('wire', async () => { writes += 1; throw new Error('the connection reset after the transfer was sent'); },
-      new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'));
-    const runtime = createToolRuntime({ tools: [wire], grants: { agent: '*' } });
-    const owner = await store.acquire('s', { owner: 'host-a' });
-    await owner.startTask('t');
-    const first = (await runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('wire', { cents: 500 })).call.id;
-    await recordToolReview(owner, await store.loadHistory('s'), first, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
-    const plan = prepareToolRetry(await store.loadHistory('s'), first);
-    // Another host takes the session over, journals that the transfer was made, and lets the session go; no review
-    // of it was journaled in this process. The source's row went from reviewed_not_executed to resolved.
-    const other = JSON.parse(execFileSync(process.execPath, [reviewHost, location.target, location.schema ?? '-', 's', first, 'completed'], { encoding: 'utf8' })) as { reviewed: number };
-    assert.ok(other.reviewed > 0);
-    const again = await store.acquire('s', { owner: 'host-a', takeover: true });
-    const gateway = runtime.bind({ owner: again, taskId: 't', caller: 'agent' });
-    await assert.rejects(gateway.callWithOptions('wire', { cents: 500 }, { retry: plan }), { code: 'history_changed', message: /moved on since the history the plan was made from was read \(started, reviewed_not_executed; now started, resolved\)/ });
-    assert.equal(writes, 1, 'the transfer was made once');
+    // No review was journaled in this process. The source's row went from reviewed_not_executed to resolved.
+    const { store, first, retry, writes } = await planHeldAcrossTakeover(target, 'completed');
+    await assert.rejects(retry(), { code: 'history_changed', message: /moved on since the history the plan was made from was read \(started, reviewed_not_executed; now started, resolved\)/ });
+    assert.equal(writes(), 1, 'the transfer was made once');
     await assert.rejects(async () => prepareToolRetry(await store.loadHistory('s'), first), { code: 'completed' });
     await store.close();
   });
 
   it("a plan is refused after another process journaled a review that left its source's row as it was, and let the session go", async () => {
-    const location = target.fresh();
-    const store = await location.open();
-    let writes = 0;
-    const wire = tool('wire', async () => { writes += 1; throw new Error('the connection reset after the transfer was sent'); },
-      new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'));
-    const runtime = createToolRuntime({ tools: [wire], grants: { agent: '*' } });
-    const owner = await store.acquire('s', { owner: 'host-a' });
-    await owner.startTask('t');
-    const first = (await runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('wire', { cents: 500 })).call.id;
-    await recordToolReview(owner, await store.loadHistory('s'), first, { actor: 'ops', outcome: 'not_executed', evidence: 'nothing in the bank view' });
-    const plan = prepareToolRetry(await store.loadHistory('s'), first);
-    // Another host journals a second not_executed review: the source's row says reviewed_not_executed before and
-    // after, and only the events an earlier owner wrote since the plan's history tell the plan that it is stale.
-    execFileSync(process.execPath, [reviewHost, location.target, location.schema ?? '-', 's', first, 'not_executed'], { encoding: 'utf8' });
-    const again = await store.acquire('s', { owner: 'host-a', takeover: true });
-    const gateway = runtime.bind({ owner: again, taskId: 't', caller: 'agent' });
-    await assert.rejects(gateway.callWithOptions('wire', { cents: 500 }, { retry: plan }), { code: 'history_changed', message: /written by an earlier owner/ });
-    assert.equal(writes, 1, 'nothing was retried on the stale plan');
+    // A second not_executed review: the source's row says reviewed_not_executed before and after, and only the events
+    // an earlier owner wrote since the plan's history tell the plan that it is stale.
+    const { store, retry, writes } = await planHeldAcrossTakeover(target, 'not_executed');
+    await assert.rejects(retry(), { code: 'history_changed', message: /written by an earlier owner/ });
+    assert.equal(writes(), 1, 'nothing was retried on the stale plan');
     await store.close();
   });
 });
