@@ -386,6 +386,11 @@ export function inboxReviewJson(row: InboxDecisionRow | undefined): Record<strin
   return { decision_id: row.id, outcome: row.decision, actor: row.actor, evidence: row.reason, decided_at: row.decidedAt, state: row.state };
 }
 
+/** What an operator does about a `reviewed_not_executed` item of the queue. */
+export const REVIEWED_NOT_EXECUTED_HINT = 'reviewed_not_executed: a review says the write did not happen, so it is still to be made; ' +
+  'nothing makes it until a host retries it: a resumed run, or prepareToolRetry where no run will (a finished run, a call outside a run). ' +
+  'A write made by hand instead is recorded with a completed review';
+
 /** Results that interrupt a running body: the body may have gone on after them (docs/design.md#a-body-that-outlives-its-attempt). */
 const INTERRUPTS: ReadonlySet<string> = new Set(['timeout', 'cancelled', 'budget']);
 
@@ -394,11 +399,6 @@ const INTERRUPTS: ReadonlySet<string> = new Set(['timeout', 'cancelled', 'budget
  * body ran, or has been running, or waited to start. A body an interrupt was recorded against did not stop with it:
  * the index does not say how it ended, so the text says where to look instead of how long it ran.
  */
-/** What an operator does about a `reviewed_not_executed` item of the queue. */
-export const REVIEWED_NOT_EXECUTED_HINT = 'reviewed_not_executed: a review says the write did not happen, so it is still to be made; ' +
-  'nothing makes it until a host retries it: a resumed run, or prepareToolRetry where no run will (a finished run, a call outside a run). ' +
-  'A write made by hand instead is recorded with a completed review';
-
 export function attentionTimes(item: AttentionItem, now: string): string {
   if (item.status !== 'reviewed_not_executed') return attemptTimes(item, now);
   // Not "started … ago" nor "may have gone on": nothing runs, and a review says the body did not write.

@@ -41,9 +41,9 @@ Lists, across every session, the operations whose latest attempt needs attention
 keeps in each commit: no journal is loaded, so it stays fast on any number of sessions. By default that is every
 operation without a result (running, waiting, or interrupted), every one whose outcome is unknown, and every one a
 review says did not happen (reviewed_not_executed: its write is still to be made, and nothing makes it until a host
-retries it, by resuming the session's run or, where no run will, with prepareToolRetry); a failure recorded before the body and delivered to its
-caller is not listed. IN DOUBT marks an unknown or non-idempotent
-tool whose body started or may have: a host must find out what happened (a review) before anything repeats it.
+retries it, by resuming the session's run or, where no run will, with prepareToolRetry); a failure recorded before
+the body and delivered to its caller is not listed. IN DOUBT marks an unknown or non-idempotent tool whose body
+started or may have: a host must find out what happened (a review) before anything repeats it.
 Times are when the store recorded the call; durations come from the recorded times (how long the body ran, or has
 been without a result). Operations recorded before the store kept the index are not listed; 'jingwei inspect'
 assesses a whole journal.
