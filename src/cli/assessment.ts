@@ -389,7 +389,8 @@ export function inboxReviewJson(row: InboxDecisionRow | undefined): Record<strin
 /** What an operator does about a `reviewed_not_executed` item of the queue. */
 export const REVIEWED_NOT_EXECUTED_HINT = 'reviewed_not_executed: a review says the write did not happen, so it is still to be made; ' +
   'nothing makes it until a host retries it: a resumed run, or prepareToolRetry where no run will (a finished run, a call outside a run). ' +
-  'A write made by hand instead is recorded with a completed review';
+  'Look in the outside system first (a later call, of a tool renamed since, say, may have made it): a write made there is ' +
+  'recorded with a completed review, never made again';
 
 /** Results that interrupt a running body: the body may have gone on after them (docs/design.md#a-body-that-outlives-its-attempt). */
 const INTERRUPTS: ReadonlySet<string> = new Set(['timeout', 'cancelled', 'budget']);

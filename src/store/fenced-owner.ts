@@ -438,7 +438,14 @@ export class FencedOwner implements SessionOwner {
     }
     if (!this.backend.findAttention) return null;
     const rows = await this.backend.findAttention(this.sessionId, match);
-    const blocking = rows.filter((r) => blocksRepeat(r) && running?.has(r.callId) !== true && r.key !== exceptKey);
+    // The asking operation's own row: a retry of a write a review left due is one of two identical writes meant (a
+    // model's parallel calls, both reviewed), and another such write is not a repeat of it.
+    const asDue = exceptKey !== undefined && rows.some((r) => r.key === exceptKey && r.status === 'reviewed_not_executed');
+    const blocking = rows.filter((r) => r.key !== exceptKey && blocksRepeat(r)
+      // A running call is not in doubt, only running; but a due write's retry still waiting to start its body (for its
+      // approver, say) is that write, and an identical new operation beside it would make it twice.
+      && (running?.has(r.callId) !== true || r.status === 'reviewed_not_executed')
+      && !(asDue && r.status === 'reviewed_not_executed'));
     // An operation in doubt before one whose reviewed retry is due: the caller may act on the doubt alone.
     const row = blocking.find((r) => r.status !== 'reviewed_not_executed') ?? blocking[0];
     return row ? attentionItem(row) : null;

@@ -189,6 +189,11 @@ export function attentionRules(name: string, factory: Factory): void {
       const c3 = newCallId();
       await commitAs(owner, { events: [call('t-r', newOperationKey(), c3, 'unknown'), started(c3)] });
       assert.equal((await owner.findInDoubt!(digest))?.callId, c3, 'findInDoubt must name an operation in doubt before one whose reviewed retry is due');
+      // Two identical writes meant (a model's parallel calls), both reviewed not made: neither one's retry is a repeat
+      // of the other, or each would refuse the other for ever.
+      await commitAs(owner, { events: [review(c3, 'not_executed')] });
+      assert.equal(await owner.findInDoubt!({ ...digest, exceptKey: c2Key }), null, 'a due write\'s retry must pass over another due write');
+      assert.notEqual(await owner.findInDoubt!(digest), null, 'a new operation is still refused');
       await commitAs(owner, { events: [review(c3, 'completed')] });
       // The latest review is what recovery reads: an uncertain one over a settled review opens the call again.
       await commitAs(owner, { events: [review(c2, 'uncertain')] });

@@ -25,8 +25,9 @@ export type ToolNextStep = (typeof ToolNextStep)[keyof typeof ToolNextStep];
 /**
  * Whether a call needs a person or a host to act (docs/design.md#attention-means-attention):
  * `in_doubt`: its outcome is unknown (the body started, or may have) and nothing settled it;
- * `interrupted`: it never started and no result was recorded, so its caller never had an answer; or it is a retry,
- *   refused before its body but not denied, of a write a `not_executed` review left due: nothing has made the write;
+ * `interrupted`: it never started and no result was recorded, so its caller never had an answer; or its write is
+ *   due: a `not_executed` review said it was not made, or it is a retry, refused before its body but not denied, of a
+ *   write such a review left due;
  * `none`: nothing to do: it succeeded, another attempt settled it, or its failure was recorded before the body and
  * delivered to its caller, who has already seen it (shown, but not pending work).
  */
@@ -114,7 +115,8 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
       succeeded += 1;
       continue;
     }
-    const decided = decideRetry(record, effectiveReview(record, null)?.outcome ?? null);
+    const reviewed = effectiveReview(record, null)?.outcome ?? null;
+    const decided = decideRetry(record, reviewed);
     const nextStep = decided.rule.decision;
     const rule = decided.rule;
     byNextStep[nextStep] += 1;
@@ -124,7 +126,11 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
     const why = open !== null ? `; attempt ${open.attempt} (${open.call.id}) before it may have taken effect, and nothing has settled that`
       : due !== null ? `; a review said attempt ${due.attempt} (${due.call.id}) before it was not made, and its write is still due` : '';
     const reason = withLateEnd(`${decided.reason}${why}`, record);
-    const attention = attentionOf(status === ToolRecoveryStatus.OutcomeUnknown || open !== null, nextStep, record.result !== null && due === null);
+    // A `not_executed` review settles the doubt, not the write: the call needs a host's retry, as the index's
+    // `reviewed_not_executed` says, and is no longer in doubt.
+    const reviewedDue = status === ToolRecoveryStatus.OutcomeUnknown && reviewed === 'not_executed';
+    const attention = attentionOf((status === ToolRecoveryStatus.OutcomeUnknown && !reviewedDue) || open !== null, nextStep,
+      record.result !== null && due === null && !reviewedDue);
     byAttention[attention] += 1;
     calls.push({
       callId: record.call.id,

@@ -10,7 +10,7 @@ import { ToolBodyError } from '../../src/errors.js';
 import { assessSession, prepareToolRetry } from '../../src/index.js';
 import { reconcileUncertainCalls, recordToolReview } from '../../src/review.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
-import type { Tool } from '../../src/tool/types.js';
+import type { Tool, ToolApprover } from '../../src/tool/types.js';
 import { rig, tool, type Rig } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
 
@@ -71,7 +71,9 @@ forEachStore('a review settles its call for the queue, the guard and assessSessi
     const history = await r.store.loadHistory(r.sessionId);
     const listed = (await r.store.attention({ sessionId: r.sessionId })).items;
     assert.deepEqual(listed.map((i) => [i.callId, i.status, i.inDoubt]), [[callId, 'reviewed_not_executed', false]]);
-    assert.equal(assessSession(history).calls.find((c) => c.callId === callId)?.nextStep, 'retry_allowed');
+    const assessed = assessSession(history).calls.find((c) => c.callId === callId);
+    assert.deepEqual([assessed?.nextStep, assessed?.attention], ['retry_allowed', 'interrupted'],
+      'settled as not made: a host must retry it, and it is no longer in doubt, as the queue says (pass r73 #6)');
     // The user asks again (a new run of the task, a new operation) while the reviewed mail's retry is due: made
     // beside that retry, it would send the mail twice (pass r72 #1). The guard refuses it before its body.
     const repeat = await r.gateway.call('send_mail', ARGS);
@@ -85,6 +87,35 @@ forEachStore('a review settles its call for the queue, the guard and assessSessi
     assert.equal(sent.count, 1, 'sent exactly once');
     assert.deepEqual((await r.store.attention({ sessionId: r.sessionId })).items, []);
     assert.equal(assessSession(await r.store.loadHistory(r.sessionId)).totals.byAttention.in_doubt, 0);
+    await r.store.close();
+  });
+
+  it('not_executed: an identical new operation is refused while the reviewed retry waits for its approver (pass r73 #1)', async () => {
+    const sent = { count: 0 };
+    let hold: Promise<void> | null = null;
+    let release!: () => void;
+    const approver: ToolApprover = async () => {
+      if (hold !== null) await hold;
+      return { decision: 'approved' };
+    };
+    const base = mailer(sent);
+    const gated = { ...base, metadata: base.metadata.withApproval('ops') };
+    const r = await rig(target, { tools: [gated], approvers: { ops: approver } });
+    const callId = await inDoubt(r);
+    await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), callId, { actor: 'ops:maria', evidence: 'nothing in the outbox', outcome: 'not_executed' });
+    const plan = prepareToolRetry(await r.store.loadHistory(r.sessionId), callId);
+    hold = new Promise<void>((resolve) => { release = resolve; });
+    const retry = r.gateway.callWithOptions('send_mail', ARGS, { retry: plan });
+    while ((await r.store.loadHistory(r.sessionId)).filter((e) => e.kind.type === 'tool_call').length < 3) await new Promise((resolve) => setTimeout(resolve, 5));
+    // The retry is recorded and asks its approver, running in this process: the user's identical new call beside it
+    // would send the mail a second time.
+    hold = null;
+    const repeat = await r.gateway.call('send_mail', { subject: ARGS.subject, to: ARGS.to });
+    const refused = repeat.result.outcome;
+    assert.equal(refused.status === 'failed' && refused.code, 'tool_in_doubt', 'refused while the reviewed retry runs');
+    release();
+    assert.equal((await retry).result.outcome.status, 'succeeded');
+    assert.equal(sent.count, 1, 'sent exactly once');
     await r.store.close();
   });
 
