@@ -477,7 +477,10 @@ async function recoverOne(
         const why = retry.outcome === 'refused'
           ? `the retry was refused, nothing written: ${retry.error?.message ?? 'no reason given'}`
           : `the retry (call ${retry.retryCallId}) ended ${retry.outcome} and settled nothing`;
-        left.push({ callId: open.callId, name: open.name, nextStep: open.nextStep, attention: open.attention, reason: `${why}; a person reviews the call` });
+        // Still in doubt: a person finds out what happened. Not in doubt (a write a review left due, its retry refused
+        // before its body): nothing is left to review, only the cause of the refusal to fix.
+        const next = open.attention === ToolAttention.InDoubt ? 'a person reviews the call' : 'a host retries it once what refused it is fixed';
+        left.push({ callId: open.callId, name: open.name, nextStep: open.nextStep, attention: open.attention, reason: `${why}; ${next}` });
       }
       retried.push(retry.retryCallId === null ? retry : { ...retry, status: inspectToolRecovery(history, retry.retryCallId).status });
     }

@@ -58,6 +58,9 @@ it('a retry of a reviewed mail refused before its body keeps the write due in ev
   const report = await recoverAbandoned(store, { runtime: createToolRuntime({ tools: [tool], grants: { other: '*' } }), tools: [tool], caller: 'agent' }, 'retry_safe');
   const retried = report.sessions[0]?.action === 'taken_over' ? report.sessions[0].retried : [];
   assert.deepEqual(retried.map((r) => r.outcome), ['unavailable']);
+  const left = report.sessions[0]?.action === 'taken_over' ? report.sessions[0].left : [];
+  assert.match(left[0]?.reason ?? '', /ended unavailable and settled nothing; a host retries it once what refused it is fixed$/,
+    'nothing is left to review: the inbox refuses a review of it');
   assert.deepEqual(sent, []);
   await store.close();
 
