@@ -5,7 +5,7 @@
  */
 import { InvalidInputError, JournalCorruptError, JsonParseError, WireDecodeError } from '../errors.js';
 import { decodeEventText, recordedAtText } from '../event/codec.js';
-import { TOOL_EFFECTS, ToolEffect, type SessionEvent, type ToolReviewOutcome } from '../event/types.js';
+import { DENIAL_CATEGORIES, TOOL_EFFECTS, ToolEffect, type SessionEvent, type ToolReviewOutcome } from '../event/types.js';
 import type { SessionId, TaskId } from '../ids.js';
 import { jsonDigest } from '../json/canonical.js';
 import { STORE_DEFAULTS } from '../limits.js';
@@ -34,9 +34,6 @@ export function argumentsDigest(args: unknown): string {
 }
 
 const ms = (text: string | undefined): number | null => (text === undefined ? null : Date.parse(text));
-
-/** The refusals that decide against a write, rather than fail to make it: they settle a write a review left due. */
-const DENIALS: ReadonlySet<string | null> = new Set(['denied', 'approval_denied']);
 
 /** The status a recorded result gives, by the same evidence table recovery uses (a contradiction counts as unknown). */
 function statusOfResult(row: AttentionRow, outcome: Parameters<typeof evidenceRuleFor>[0]['result']): AttentionStatus {
@@ -128,7 +125,7 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
         // it (a review said the earlier attempt did not happen): a retry refused before its body leaves it due,
         // unless a person or a policy denied it.
         status: row.status === 'outcome_unknown' && status !== 'completed' ? 'outcome_unknown'
-          : row.status === 'reviewed_not_executed' && status === 'not_executed' && !DENIALS.has(outcome.status === 'failed' ? outcome.category : null) ? 'reviewed_not_executed'
+          : row.status === 'reviewed_not_executed' && status === 'not_executed' && !(outcome.status === 'failed' && DENIAL_CATEGORIES.has(outcome.category)) ? 'reviewed_not_executed'
           : status,
         category: outcome.status === 'failed' ? outcome.category : null,
         endedAt: at,

@@ -7,6 +7,7 @@ import { encodeEvent } from '../event/codec.js';
 import { knownWireBytes, type WireBytesOf } from '../event/decoded-history.js';
 import { validatePhysicalLog } from '../event/physical-log.js';
 import {
+  DENIAL_CATEGORIES,
   TOOL_EFFECTS,
   TOOL_REVIEW_OUTCOMES,
   type ToolReviewOutcome,
@@ -515,7 +516,7 @@ export function earlierDueAttempt(record: AttemptRecord): AttemptRecord | null {
 /** An attempt without a start marker whose result says it never ran, for a reason other than a denial. */
 function refusedWithoutDenial(attempt: AttemptRecord): boolean {
   const outcome = attempt.result?.outcome;
-  return attempt.startedEvent === null && outcome?.status === 'failed' && outcome.category !== 'denied' && outcome.category !== 'approval_denied'
+  return attempt.startedEvent === null && outcome?.status === 'failed' && !DENIAL_CATEGORIES.has(outcome.category)
     && classifyAttempt(attempt).status === ToolRecoveryStatus.NotExecuted;
 }
 
