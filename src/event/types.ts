@@ -119,12 +119,6 @@ export const PRE_BODY_CATEGORIES: ReadonlySet<ToolFailureCategory> = new Set<Too
   'approval_pending',
 ]);
 
-/**
- * The pre-body categories that decide against a call (a guard's or an approver's denial), rather than fail to make
- * it: they settle a write a `not_executed` review left due (docs/design.md#the-attention-index).
- */
-export const DENIAL_CATEGORIES: ReadonlySet<ToolFailureCategory> = new Set<ToolFailureCategory>(['denied', 'approval_denied']);
-
 export type ToolRecordedOutcome =
   | { readonly status: 'succeeded'; readonly output: string }
   | {

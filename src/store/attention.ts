@@ -5,11 +5,11 @@
  */
 import { InvalidInputError, JournalCorruptError, JsonParseError, WireDecodeError } from '../errors.js';
 import { decodeEventText, recordedAtText } from '../event/codec.js';
-import { DENIAL_CATEGORIES, TOOL_EFFECTS, ToolEffect, type SessionEvent, type ToolReviewOutcome } from '../event/types.js';
+import { TOOL_EFFECTS, ToolEffect, type SessionEvent, type ToolReviewOutcome } from '../event/types.js';
 import type { SessionId, TaskId } from '../ids.js';
 import { jsonDigest } from '../json/canonical.js';
 import { STORE_DEFAULTS } from '../limits.js';
-import { evidenceRuleFor } from '../tool/retry-policy.js';
+import { DENIAL_CATEGORIES, evidenceRuleFor } from '../tool/retry-policy.js';
 import { ATTENTION_STATUSES, type AttentionRow, type AttentionScan, type AttentionStatus, type EventRow, type SessionRow } from './rows.js';
 import { verifyJournal } from './verify.js';
 import type { CallProgress } from './inbox-rows.js';

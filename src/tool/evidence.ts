@@ -7,7 +7,6 @@ import { encodeEvent } from '../event/codec.js';
 import { knownWireBytes, type WireBytesOf } from '../event/decoded-history.js';
 import { validatePhysicalLog } from '../event/physical-log.js';
 import {
-  DENIAL_CATEGORIES,
   TOOL_EFFECTS,
   TOOL_REVIEW_OUTCOMES,
   type ToolReviewOutcome,
@@ -26,6 +25,7 @@ import { utf8Length } from '../text.js';
 import { ToolRetryError } from '../errors.js';
 import { bodyCouldOutlive, bodyEndOf } from './late-bodies.js';
 import {
+  DENIAL_CATEGORIES,
   ToolRecoveryStatus,
   evidenceRuleFor,
   retryRuleFor,

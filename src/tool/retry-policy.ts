@@ -19,6 +19,12 @@ import {
 } from '../event/types.js';
 import { ToolRetryError, type RecordedFailureCode, type ToolRetryErrorCode } from '../errors.js';
 
+/**
+ * The pre-body categories that decide against a call (a guard's or an approver's denial), rather than fail to make
+ * it: they settle a write a `not_executed` review left due (docs/design.md#the-attention-index).
+ */
+export const DENIAL_CATEGORIES: ReadonlySet<ToolFailureCategory> = new Set<ToolFailureCategory>(['denied', 'approval_denied']);
+
 export const ToolRecoveryStatus = {
   Completed: 'completed',
   NotExecuted: 'not_executed',
