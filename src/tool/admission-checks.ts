@@ -180,18 +180,10 @@ export async function checkInDoubt(owner: SessionOwner, call: ToolCall, running:
   // made after all, while the identical operation before it is still in doubt (docs/design.md#the-in-doubt-guard).
   const earlier = await owner.findInDoubt({ taskId: op.taskId, tool: call.name, argsDigest: argumentsDigest(call.arguments), running, exceptKey: op.key });
   if (earlier === null) return null;
-  if (earlier.status === 'reviewed_not_executed') {
-    return failure(
-      'in_doubt',
-      'tool_in_doubt',
-      `an identical ${call.name} call (${earlier.callId}) was reviewed as not made, and its retry is still due: a host makes it ` +
-        'from the review, and a repeat now would make it twice. Do not call it again: tell the user it is pending.',
-    );
-  }
-  return failure(
-    'in_doubt',
-    'tool_in_doubt',
-    `an identical ${call.name} call (${earlier.callId}) may already have taken effect and its outcome is unknown; ` +
-      'it needs review by the host, not a repeat. Do not call it again: tell the user it is being checked.',
-  );
+  const identical = `an identical ${call.name} call (${earlier.callId})`;
+  return failure('in_doubt', 'tool_in_doubt', earlier.status === 'reviewed_not_executed'
+    ? `${identical} was reviewed as not made, and its retry is still due: a host makes it from the review, and a repeat ` +
+      'now would make it twice. Do not call it again: tell the user it is pending.'
+    : `${identical} may already have taken effect and its outcome is unknown; it needs review by the host, not a repeat. ` +
+      'Do not call it again: tell the user it is being checked.');
 }

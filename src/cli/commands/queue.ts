@@ -155,7 +155,7 @@ abandoned or released alike). --reviews-after continues them.`,
           shortId(i.callId),
           safe(i.tool),
           i.effect,
-          i.inDoubt ? s.yellow(`${i.status} IN DOUBT`) : (QUEUE_ATTENTION_STATUSES as readonly string[]).includes(i.status) ? s.cyan(i.status) : s.dim(i.status),
+          i.inDoubt ? s.yellow(`${i.status} IN DOUBT`) : QUEUE_ATTENTION_STATUSES.includes(i.status) ? s.cyan(i.status) : s.dim(i.status),
           i.category ?? '-',
           attentionTimes(i, now),
         ]);
