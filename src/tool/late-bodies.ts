@@ -11,7 +11,7 @@
 import { DecisionError, ToolRetryError } from '../errors.js';
 import type { SessionEvent, ToolCall, ToolOperation, ToolResult } from '../event/types.js';
 import type { CallId, TurnId } from '../ids.js';
-import type { SessionOwner } from '../store/types.js';
+import type { ApprovalChange, SessionOwner } from '../store/types.js';
 import { setNewest } from '../bounded-map.js';
 import { bodyHolders, commitAs, currentOwner, holdWhileBodyRuns, newestOwnerIn, SessionTable, storeOf } from '../store/owner-commit.js';
 
@@ -158,15 +158,18 @@ function keepPending(owner: SessionOwner, callId: string, end: PendingEnd): void
  * file copied from a template, a database restored from a dump) that another store of this process holds shares
  * its id, and so its view, but not the call.
  */
+/** The change that puts back the approval `id` a start marker of `callId` spent, its body never called. */
+export function approvalRestore(id: string, callId: string, op: Pick<ToolOperation, 'taskId' | 'key'>): ApprovalChange {
+  return { restore: { id, callId, taskId: op.taskId, key: op.key, at: new Date().toISOString() } };
+}
+
 async function commitBodyEnd(owner: SessionOwner, callId: string, turnId: TurnId, how: LateBodyEnd, op: ToolOperation | undefined, restore?: string): Promise<unknown> {
   try {
     await commitAs(owner, {
       events: [{ turnId, kind: { type: 'custom', ...BODY_ENDED, payload: { callId, ended: how } } }],
       ...(op ? { expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: callId as CallId } } : {}),
       // A body never called leaves the approval its marker spent unspent (docs/design.md#durable-approvals).
-      ...(op && restore !== undefined && how === 'not_called'
-        ? { approval: { restore: { id: restore, callId, taskId: op.taskId, key: op.key, at: new Date().toISOString() } } }
-        : {}),
+      ...(op && restore !== undefined && how === 'not_called' ? { approval: approvalRestore(restore, callId, op) } : {}),
     });
     return null;
   } catch (error) {

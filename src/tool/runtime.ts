@@ -4,7 +4,7 @@ import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
 import { contractChangedRefusal } from './contract-changed.js';
 import { sameContract } from './evidence.js';
-import { hasPendingBodyEnds, journalPendingBodyEnds, trackLateBody, unrecordedBodyEnd, type LateBodyEnd } from './late-bodies.js';
+import { approvalRestore, hasPendingBodyEnds, journalPendingBodyEnds, trackLateBody, unrecordedBodyEnd, type LateBodyEnd } from './late-bodies.js';
 import { STOPPED_BEFORE_BODY } from './retry-policy.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import { jsonEquals, jsonTextBytes } from '../json/canonical.js';
@@ -572,9 +572,7 @@ class Gateway implements ToolGateway {
       observer?.bodySettled(outcome);
       // Never called, the body leaves the operator's approval unspent: it answers the operation's next attempt
       // (docs/design.md#durable-approvals).
-      const restore = bodyNotCalled && spentApproval !== undefined
-        ? { change: { restore: { id: spentApproval, callId: call.id, taskId: op.taskId, key: op.key, at: new Date().toISOString() } } }
-        : undefined;
+      const restore = bodyNotCalled && spentApproval !== undefined ? { change: approvalRestore(spentApproval, call.id, op) } : undefined;
       recorded = this.finish(call, callEvent, startedEvent, outcome, charge, observer, restore);
     } catch (error) {
       bodyJournaled();
