@@ -222,6 +222,21 @@ function refuseDuplicateIds(sessionId: SessionId, drafts: readonly EventDraft[],
   }
 }
 
+/**
+ * The reviewed call's task, when it has ended: a review commit reads its task row (reviewTaskRead), and a review made
+ * after the task stopped or completed settles the write it finds not made instead of leaving it due.
+ */
+function endedTaskOf(request: CommitRequest, task: TaskRow | undefined): string[] {
+  const taskId = reviewTaskRead(request);
+  return taskId !== undefined && task?.taskId === taskId && task.state !== 'running' ? [taskId] : [];
+}
+
+/** The task row a commit carrying a review reads: the task of the operation whose latest attempt it reviews. */
+export function reviewTaskRead(request: CommitRequest): string | undefined {
+  if (request.budget || !request.expectLatestAttempt) return undefined;
+  return request.events.some((e) => (e as { kind?: { type?: unknown } } | null)?.kind?.type === 'tool_review') ? request.expectLatestAttempt.taskId : undefined;
+}
+
 /** `now`: the store's clock when the commit began, in epoch milliseconds. */
 export function decideCommit(owner: OwnerRef, request: CommitRequest, now: number) {
   return (state: TxState): TxWrites<CommitOutcome> => {
@@ -293,7 +308,7 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
       ...(task ? { task } : {}),
       ...(decisions ? { decisions } : {}),
       operations: operationsOf(session.sessionId, chained.events),
-      attention: attentionWrites(session.sessionId, chained.events, state.attention),
+      attention: attentionWrites(session.sessionId, chained.events, state.attention, endedTaskOf(request, state.task)),
       result: { events: chained.events, reservedOutputBytes: reserved },
     };
   };
@@ -471,7 +486,8 @@ export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial
       reservations: [],
       stopReason: null,
     };
-    return { ...ledgerWrites(session, owner.epoch, row, 'started', now), task: { row, insert: true }, result: row };
+    const ledger = ledgerWrites(session, owner.epoch, row, 'started', now);
+    return { session: ledger.session, events: ledger.events, task: { row, insert: true }, result: row };
   };
 }
 
@@ -481,7 +497,10 @@ export function decideTaskState(owner: OwnerRef, taskId: string, next: Exclude<T
     const task = settleAbandoned(requireTask(state.task, taskId, session.sessionId), owner.epoch);
     if (task.state !== 'running') return { session: fenceOnly(session), result: task };
     const row: TaskRow = { ...task, state: next, stopReason: reason };
-    return { ...ledgerWrites(session, owner.epoch, row, next, now), task: { row, insert: false }, result: row };
+    const ledger = ledgerWrites(session, owner.epoch, row, next, now);
+    // The end settles the rows of what the task never made (endsWithItsTask), read with `attentionOfTask`.
+    const attention = attentionWrites(session.sessionId, ledger.chained, state.attention);
+    return { session: ledger.session, events: ledger.events, attention, task: { row, insert: false }, result: row };
   };
 }
 
@@ -512,6 +531,7 @@ function ledgerWrites(session: SessionRow, epoch: number, row: TaskRow, change: 
   return {
     session: { row: chained.head, expect: { epoch: session.epoch, lastSeq: session.lastSeq } },
     events: chained.rows,
+    chained: chained.events,
   };
 }
 
