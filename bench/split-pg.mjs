@@ -83,7 +83,7 @@ try {
   let seq = 1000;
   let call = 0;
   const attentionValues = (status, now, ended) =>
-    ['rows', 'rows-task', `op_${call}`, `tc_${call}`, 'noop', 'read_only', 'bench-1', FAKE_HASH, true, true, status, null, now, now, ended, now];
+    ['rows', 'rows-task', `op_${call}`, `tc_${call}`, 'noop', 'read_only', 'bench-1', FAKE_HASH, true, true, status, null, now, now, ended, now, null];
   const rows = async () => {
     call++;
     const now = Date.now();

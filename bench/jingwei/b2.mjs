@@ -71,7 +71,7 @@ export async function openRawShape(path, groups) {
       const last = g === groups.length - 1;
       const now = Date.now();
       attention.run('bench-b2-shape', 'bench-b2-shape-task', `operation_${call}`, `toolcall_${call}`, 'noop', 'read_only', 'bench-1', FAKE_HASH,
-        1, 1, last ? 'completed' : 'no_result', null, now, now, last ? now : null, now);
+        1, 1, last ? 'completed' : 'no_result', null, now, now, last ? now : null, now, null);
     }),
   );
   return { db, txns };

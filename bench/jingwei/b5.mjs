@@ -15,7 +15,7 @@ import { compare, timeSerial } from '../lib/stats.mjs';
 
 const BASE = Date.UTC(2026, 0, 1, 10, 0, 0, 0);
 const CLI = join(ROOT, 'dist', 'cli', 'main.js');
-const OPEN = "SELECT session_id, task_id, key, call_id, tool, effect, revision, args_digest, start_marker, started, status, category, called_at, started_at, ended_at, updated_at FROM jw_attention WHERE status IN ('no_result', 'outcome_unknown', 'reviewed_not_executed') ORDER BY session_id, task_id, key LIMIT 1000";
+const OPEN = "SELECT session_id, task_id, key, call_id, tool, effect, revision, args_digest, start_marker, started, status, category, called_at, started_at, ended_at, updated_at, pending_since FROM jw_attention WHERE status IN ('no_result', 'outcome_unknown', 'reviewed_not_executed') ORDER BY session_id, task_id, key LIMIT 1000";
 
 /** Session i as a JSONL journal: a started non-idempotent call (every tenth without a result) and `messages` messages. */
 function journal(i, messages) {

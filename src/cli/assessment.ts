@@ -401,11 +401,14 @@ const INTERRUPTS: ReadonlySet<string> = new Set(['timeout', 'cancelled', 'budget
  * the index does not say how it ended, so the text says where to look instead of how long it ran.
  */
 export function attentionTimes(item: AttentionItem, now: string): string {
-  if (item.status !== 'reviewed_not_executed') return attemptTimes(item, now);
+  // An outcome open, or a write due, since an earlier attempt: the latest one's times are a retry's that made nothing.
+  const since = item.pendingSince === null ? ''
+    : `; ${item.status === 'reviewed_not_executed' ? 'due' : 'open'} since ${timeText(item.pendingSince)}, no later attempt started its body`;
+  if (item.status !== 'reviewed_not_executed') return `${attemptTimes(item, now)}${since}`;
   // Not "started … ago" nor "may have gone on": nothing runs, and a review says the body did not write.
-  if (item.startedAt === null) return `reviewed: not executed (${attemptTimes(item, now)})`;
+  if (item.startedAt === null) return `reviewed: not executed (${attemptTimes(item, now)})${since}`;
   const ended = item.endedAt === null ? 'no result' : `ended ${item.category ?? 'with a result'} after ${durationText(item.startedAt, item.endedAt) ?? '-'}`;
-  return `reviewed: not executed (body started ${timeText(item.startedAt)}, ${ended})`;
+  return `reviewed: not executed (body started ${timeText(item.startedAt)}, ${ended})${since}`;
 }
 
 function attemptTimes(item: AttentionItem, now: string): string {

@@ -19,6 +19,9 @@ import { describeSetting } from '../text.js';
 /** The statuses of an outcome nobody has settled: none seen yet, or one that stays uncertain. */
 export const OPEN_ATTENTION_STATUSES: readonly AttentionStatus[] = ['no_result', 'outcome_unknown'];
 
+/** The statuses an earlier attempt leaves for its retries to carry, with their age (AttentionRow.pendingSince). */
+const PENDING: readonly AttentionStatus[] = ['outcome_unknown', 'reviewed_not_executed'];
+
 /**
  * The statuses the queue lists unless told otherwise: the open ones, and an operation a review says did not happen,
  * whose write is still to be made and which nothing retries until a host does (a resumed run, or prepareToolRetry)
@@ -80,7 +83,9 @@ export function attentionWrites(
   for (const row of existing) byCall.set(row.callId, row);
   const changed = new Map<string, AttentionRow>();
   const ended = new Set(endedTasks);
-  const put = (row: AttentionRow) => {
+  const put = (next: AttentionRow) => {
+    // Only an unsettled standing has an age of its own (pendingSince); anything else is aged by its activity.
+    const row = next.pendingSince == null || PENDING.includes(next.status) ? next : { ...next, pendingSince: null };
     byCall.set(row.callId, row);
     changed.set(JSON.stringify([row.taskId, row.key]), row);
   };
@@ -121,24 +126,29 @@ export function attentionWrites(
         startedAt: null,
         endedAt: null,
         updatedAt: at,
+        // The standing the earlier attempt left goes on, and so does its age: a retry refused before its body every few
+        // minutes must not keep a write that is still due, or an outcome still open, younger than the age filter.
+        pendingSince: stillOpen || stillDue ? attentionAge(previous) : null,
       });
     } else if (k.type === 'tool_started') {
       const row = byCall.get(k.callId);
-      // A retry of a reviewed operation that starts its body is that body's outcome from here on.
-      if (row) put({ ...row, started: true, startedAt: at, updatedAt: at, ...(row.status === 'reviewed_not_executed' ? { status: 'no_result' as const } : {}) });
+      // A retry of a reviewed operation that starts its body is that body's outcome from here on, aged from its start.
+      if (row) put({ ...row, started: true, startedAt: at, updatedAt: at, pendingSince: null, ...(row.status === 'reviewed_not_executed' ? { status: 'no_result' as const } : {}) });
     } else if (k.type === 'tool_result') {
       const row = byCall.get(k.result.callId);
       if (!row) continue;
       const outcome = k.result.outcome;
       const status = statusOfResult(row, outcome);
+      // Open before its result (an earlier attempt's outcome is unknown): only a success settles it. Due before it (a
+      // review said the earlier attempt did not happen): a retry refused before its body leaves it due, unless a
+      // person or a policy denied it. Either keeps its age.
+      const next = row.status === 'outcome_unknown' && status !== 'completed' ? 'outcome_unknown'
+        : row.status === 'reviewed_not_executed' && status === 'not_executed' && !(outcome.status === 'failed' && DENIAL_CATEGORIES.has(outcome.category)) ? 'reviewed_not_executed'
+        : status;
       put({
         ...row,
-        // Open before its result (an earlier attempt's outcome is unknown): only a success settles it. Due before
-        // it (a review said the earlier attempt did not happen): a retry refused before its body leaves it due,
-        // unless a person or a policy denied it.
-        status: row.status === 'outcome_unknown' && status !== 'completed' ? 'outcome_unknown'
-          : row.status === 'reviewed_not_executed' && status === 'not_executed' && !(outcome.status === 'failed' && DENIAL_CATEGORIES.has(outcome.category)) ? 'reviewed_not_executed'
-          : status,
+        status: next,
+        pendingSince: next === row.status ? row.pendingSince ?? null : null,
         category: outcome.status === 'failed' ? outcome.category : null,
         endedAt: at,
         updatedAt: at,
@@ -285,6 +295,7 @@ export function attentionItem(row: AttentionRow): AttentionItem {
     calledAt: text(row.calledAt),
     startedAt: text(row.startedAt),
     endedAt: text(row.endedAt),
+    pendingSince: text(row.pendingSince ?? null),
   };
 }
 
@@ -363,6 +374,14 @@ export function attentionActiveAt(row: Pick<AttentionRow, 'calledAt' | 'startedA
   return row.endedAt ?? row.startedAt ?? row.calledAt;
 }
 
+/**
+ * How old the row's item is, for the age filter: since its unsettled standing began, where attempts that never
+ * started their body carried it over from an earlier one (`pendingSince`), else since its latest attempt's last activity.
+ */
+export function attentionAge(row: Pick<AttentionRow, 'calledAt' | 'startedAt' | 'endedAt' | 'pendingSince'>): number | null {
+  return row.pendingSince ?? attentionActiveAt(row);
+}
+
 /** Whether a row passes a scan's filters: the reference for a backend that filters in memory. */
 export function matchesScan(row: AttentionRow, scan: AttentionScan): boolean {
   if (scan.sessionId !== undefined && row.sessionId !== scan.sessionId) return false;
@@ -370,7 +389,7 @@ export function matchesScan(row: AttentionRow, scan: AttentionScan): boolean {
   if (scan.effect !== undefined && row.effect !== scan.effect) return false;
   if (!scan.statuses.includes(row.status)) return false;
   if (scan.activeAtMost !== undefined) {
-    const at = attentionActiveAt(row);
+    const at = attentionAge(row);
     if (at === null) return false;
     if (at > scan.activeAtMost && (scan.orActiveAfter === undefined || at <= scan.orActiveAfter)) return false;
   }

@@ -35,7 +35,7 @@ export function latestAttempts(events: readonly SessionEvent[]): Map<string, { t
 
 const FIELDS: readonly (keyof AttentionRow)[] = [
   'sessionId', 'taskId', 'key', 'callId', 'tool', 'effect', 'revision', 'argsDigest', 'startMarker', 'started', 'status',
-  'category', 'calledAt', 'startedAt', 'endedAt', 'updatedAt',
+  'category', 'calledAt', 'startedAt', 'endedAt', 'updatedAt', 'pendingSince',
 ];
 
 /**
@@ -61,7 +61,8 @@ export function lookupRowsDisagreement(
       if (have === undefined) {
         return new JournalCorruptError(sessionId, where(want.taskId, want.key), 'attention_index', `operation ${want.key} of task ${want.taskId} has no attention row; the chain gives it ${want.status}`);
       }
-      const field = FIELDS.find((f) => have[f] !== want[f]);
+      // A backend may store no `pendingSince` for null (the field is optional in the row).
+      const field = FIELDS.find((f) => (have[f] ?? null) !== (want[f] ?? null));
       if (field !== undefined) {
         return new JournalCorruptError(
           sessionId, where(want.taskId, want.key), 'attention_index',

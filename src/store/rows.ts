@@ -133,6 +133,12 @@ export interface AttentionRow {
   readonly endedAt: number | null;
   /** The time of the last change to this row (the event that made it), null where events carry no times. */
   readonly updatedAt: number | null;
+  /**
+   * When the operation's unsettled standing (`outcome_unknown` or `reviewed_not_executed`) began, where an earlier
+   * attempt left it so and later attempts that never started their body kept it (attentionAge): the age a refused
+   * retry does not reset. Null otherwise; a row stored without it reads as null.
+   */
+  readonly pendingSince?: number | null;
 }
 
 /** A page of attention rows in (sessionId, taskId, key) order; `next` is the cursor of the following page, null at the end. */
@@ -148,8 +154,8 @@ export interface AttentionScan {
   readonly effect?: ToolEffect;
   readonly statuses: readonly AttentionStatus[];
   /**
-   * Only rows whose last activity, the first of `endedAt`, `startedAt` and `calledAt` that is set (attentionActiveAt),
-   * is at most this (epoch ms); rows without a time are left out when set.
+   * Only rows whose age (attentionAge: `pendingSince`, else the row's last activity, the first of `endedAt`,
+   * `startedAt` and `calledAt` that is set) is at most this (epoch ms); rows without a time are left out when set.
    */
   readonly activeAtMost?: number;
   /**

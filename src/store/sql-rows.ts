@@ -84,10 +84,11 @@ export interface AttentionRecord {
   session_id: string; task_id: string; key: string; call_id: string; tool: string; effect: string; revision: string;
   args_digest: string; start_marker: boolean | number; started: boolean | number; status: string; category: string | null;
   called_at: IntColumn | null; started_at: IntColumn | null; ended_at: IntColumn | null; updated_at: IntColumn | null;
+  pending_since: IntColumn | null;
 }
 
 export const ATTENTION_COLUMNS =
-  'session_id, task_id, key, call_id, tool, effect, revision, args_digest, start_marker, started, status, category, called_at, started_at, ended_at, updated_at';
+  'session_id, task_id, key, call_id, tool, effect, revision, args_digest, start_marker, started, status, category, called_at, started_at, ended_at, updated_at, pending_since';
 
 /** The columns an upsert replaces: every one but the key. */
 export const ATTENTION_UPDATE = ATTENTION_COLUMNS.split(', ').slice(3).map((c) => `${c} = excluded.${c}`).join(', ');
@@ -98,7 +99,7 @@ export const ATTENTION_UPDATE = ATTENTION_COLUMNS.split(', ').slice(3).map((c) =
  * or not its value changed, so setting only these leaves the pages of the by-call and by-binding indexes untouched.
  */
 export const ATTENTION_STATE_COLUMNS = [
-  'effect', 'revision', 'start_marker', 'started', 'status', 'category', 'called_at', 'started_at', 'ended_at', 'updated_at',
+  'effect', 'revision', 'start_marker', 'started', 'status', 'category', 'called_at', 'started_at', 'ended_at', 'updated_at', 'pending_since',
 ] as const;
 
 const time = (v: IntColumn | null, column: string, sessionId: string): number | null => (v === null || v === undefined ? null : int(v, column, sessionId));
@@ -110,13 +111,14 @@ export const toAttention = (r: AttentionRecord): AttentionRow => ({
   status: r.status as AttentionStatus, category: r.category,
   calledAt: time(r.called_at, 'called_at', r.session_id), startedAt: time(r.started_at, 'started_at', r.session_id),
   endedAt: time(r.ended_at, 'ended_at', r.session_id), updatedAt: time(r.updated_at, 'updated_at', r.session_id),
+  pendingSince: time(r.pending_since, 'pending_since', r.session_id),
 });
 
 /** An attention row as positional values in ATTENTION_COLUMNS order (`flag` turns booleans into what the driver wants). */
 export function attentionValues<B>(r: AttentionRow, flag: (b: boolean) => B): unknown[] {
   return [
     r.sessionId, r.taskId, r.key, r.callId, r.tool, r.effect, r.revision, r.argsDigest, flag(r.startMarker), flag(r.started),
-    r.status, r.category, r.calledAt, r.startedAt, r.endedAt, r.updatedAt,
+    r.status, r.category, r.calledAt, r.startedAt, r.endedAt, r.updatedAt, r.pendingSince ?? null,
   ];
 }
 
@@ -124,7 +126,7 @@ export function attentionValues<B>(r: AttentionRow, flag: (b: boolean) => B): un
 export function attentionStateValues<B>(r: AttentionRow, flag: (b: boolean) => B): unknown[] {
   return [
     r.effect, r.revision, flag(r.startMarker), flag(r.started), r.status, r.category, r.calledAt, r.startedAt, r.endedAt, r.updatedAt,
-    r.sessionId, r.taskId, r.key,
+    r.pendingSince ?? null, r.sessionId, r.taskId, r.key,
   ];
 }
 
@@ -148,8 +150,8 @@ export function attentionScanSql(table: string, scan: AttentionScan, param: (i: 
   if (scan.tool !== undefined) where.push(`tool = ${p(scan.tool)}`);
   if (scan.effect !== undefined) where.push(`effect = ${p(scan.effect)}`);
   if (scan.activeAtMost !== undefined) {
-    // attentionActiveAt: the result's time, or the start marker's before it, or the call's before that.
-    const at = 'COALESCE(ended_at, started_at, called_at)';
+    // attentionAge: the unsettled standing's start, or the result's time, or the start marker's, or the call's.
+    const at = 'COALESCE(pending_since, ended_at, started_at, called_at)';
     where.push(scan.orActiveAfter === undefined ? `${at} <= ${p(scan.activeAtMost)}` : `(${at} <= ${p(scan.activeAtMost)} OR ${at} > ${p(scan.orActiveAfter)})`);
   }
   if (scan.after) {

@@ -278,7 +278,8 @@ export interface AttentionQuery {
    * Only operations whose latest attempt was last active at least this many milliseconds ago: its result's time, or
    * its start marker's before the result, or its call's before the marker (operations without a time are left out).
    * A body that started a moment ago after a long wait for approval is young, and so is a deadline recorded a moment
-   * ago: its owner is at work.
+   * ago: its owner is at work. An outcome still open, or a write still due, that retries refused before their body
+   * carried over from an earlier attempt is as old as that standing (`pendingSince`): a refused retry makes nothing.
    */
   readonly olderThanMs?: number;
   /** Page size, 1..1000; default 100. */
@@ -306,6 +307,11 @@ export interface AttentionItem {
   readonly calledAt: string | null;
   readonly startedAt: string | null;
   readonly endedAt: string | null;
+  /**
+   * Since when the operation's outcome has been open, or its write due, where its latest attempt never started its
+   * body and carried that over from an earlier one (refused before its body, or still waiting); null otherwise.
+   */
+  readonly pendingSince: string | null;
 }
 
 export interface AttentionListing {

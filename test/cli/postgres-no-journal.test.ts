@@ -10,7 +10,7 @@ import { after, it } from 'node:test';
 import pg from 'pg';
 import { StorePathError } from '../../src/errors.js';
 import { POSTGRES_SCHEMA_VERSION } from '../../src/postgres.js';
-import { describePostgres, adminPool, freshSchema, openPostgresStore } from '../support/postgres.js';
+import { backToVersion, describePostgres, adminPool, freshSchema, openPostgresStore } from '../support/postgres.js';
 import { tempDir } from '../support/tmp.js';
 import { MAIN, alphaOnPostgres, cliAsync, withSchema } from './helpers.js';
 
@@ -148,7 +148,7 @@ describePostgres('the CLI refuses a PostgreSQL database or schema without a jour
     const admin = adminPool(url);
     await admin.query(
       `DROP INDEX "${schema}".jw_attention_call_id; CREATE INDEX jw_attention_call ON "${schema}".jw_attention (session_id, call_id); ` +
-        `UPDATE "${schema}".jw_schema_version SET version = 7`,
+        backToVersion(`"${schema}"`, 7),
     );
     const old = await cliAsync(['sessions', target]);
     assert.equal(old.code, 0, old.stderr);

@@ -62,12 +62,16 @@ it('a retry of a reviewed mail refused before its body keeps the write due in ev
   assert.match(left[0]?.reason ?? '', /ended unavailable and settled nothing; a host retries it once what refused it is fixed$/,
     'nothing is left to review: the inbox refuses a review of it');
   assert.deepEqual(sent, []);
+  const firstEnded = (await store.loadHistory('s-mail')).find((e) => e.kind.type === 'tool_result' && e.kind.result.callId === first.call.id)?.recordedAt;
   await store.close();
 
   const retryId = retried[0]!.retryCallId!;
-  const listed = JSON.parse(cli(['queue', path, '--json']).stdout) as { items: Array<{ call_id: string; status: string; in_doubt: boolean }> };
+  const listed = JSON.parse(cli(['queue', path, '--json']).stdout) as { items: Array<{ call_id: string; status: string; in_doubt: boolean; pending_since: string | null; called_at: string }> };
   assert.deepEqual(listed.items.map((i) => [i.call_id, i.status, i.in_doubt]), [[retryId, 'reviewed_not_executed', false]],
     'nothing made the write and nobody decided against it: the queue keeps it');
+  // Its age is the reviewed attempt's, not the refused retry's.
+  assert.equal(listed.items[0]!.pending_since, firstEnded, 'pending since the reviewed attempt\'s result');
+  assert.match(cli(['queue', path]).stdout, /due since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z, no later attempt started its body/);
   assert.match(cli(['sessions', path]).stdout, /1 \(1 retry_allowed\)/);
   const inspect = cli(['inspect', path, 's-mail']);
   assert.equal(inspect.code, 1, 'inspect counts it as needing attention');

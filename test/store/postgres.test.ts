@@ -11,7 +11,7 @@ import { postgresStatements } from '../../src/store/postgres/statements.js';
 import type { JournalStore } from '../../src/store/journal-store.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionStore } from '../../src/store/types.js';
-import { adminPool, describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
+import { adminPool, backToVersion, describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
 import { runStoreConformance, setPostgresBeforeCommit } from '../../src/testing/index.js';
 import { commitAs } from '../../src/store/owner-commit.js';
 import { checkIndexFilled, checkReviewedListed, MAIL_SESSION, reviewNotExecuted, writeMails } from '../support/pre-index-journal.js';
@@ -148,7 +148,7 @@ describePostgres('PostgreSQL store', (url) => {
       await first.close();
       // The version-7 layout: attention rows by (session_id, call_id).
       await admin.query(`DROP INDEX ${S}.jw_attention_call_id; CREATE INDEX jw_attention_call ON ${S}.jw_attention (session_id, call_id);
-        UPDATE ${S}.jw_schema_version SET version = 7`);
+        ${backToVersion(S, 7)}`);
       const store = await openPostgresStore(url, { schema });
       const version = await admin.query(`SELECT version FROM ${S}.jw_schema_version`);
       assert.deepEqual(version.rows, [{ version: POSTGRES_SCHEMA_VERSION }]);
@@ -170,7 +170,7 @@ describePostgres('PostgreSQL store', (url) => {
       await writer.close();
       // The previous release, whose rules left this mail's row settled (its index said so; its journal never did).
       await admin.query(`UPDATE ${S}.jw_attention SET status = 'resolved' WHERE call_id = $1`, [inDoubt]);
-      await admin.query(`UPDATE ${S}.jw_schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION - 1]);
+      await admin.query(backToVersion(S, POSTGRES_SCHEMA_VERSION - 1));
       const store = await openPostgresStore(url, { schema });
       await checkIndexFilled(store, inDoubt);
       await store.close();
@@ -186,7 +186,7 @@ describePostgres('PostgreSQL store', (url) => {
       await writer.close();
       // What the last release before the status (schema version 10) kept for that review.
       await admin.query(`UPDATE ${S}.jw_attention SET status = 'resolved' WHERE call_id = $1`, [mail]);
-      await admin.query(`UPDATE ${S}.jw_schema_version SET version = 10`);
+      await admin.query(backToVersion(S, 10));
       const store = await openPostgresStore(url, { schema });
       await checkReviewedListed(store, mail);
       await store.close();
@@ -201,7 +201,7 @@ describePostgres('PostgreSQL store', (url) => {
       const marker = await admin.query<{ seq: string }>(`SELECT seq FROM ${S}.jw_events WHERE body LIKE '%tool_started%' AND body LIKE $1 ORDER BY seq LIMIT 1`, [`%${inDoubt}%`]);
       assert.equal(marker.rows.length, 1);
       await admin.query(`UPDATE ${S}.jw_events SET body = '{"damaged":' WHERE seq = $1`, [marker.rows[0]!.seq]);
-      await admin.query(`UPDATE ${S}.jw_schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION - 1]);
+      await admin.query(backToVersion(S, POSTGRES_SCHEMA_VERSION - 1));
       const store = await openPostgresStore(url, { schema });
       const queue = await store.attention();
       assert.deepEqual(queue.items.map((i) => [i.callId, i.status, i.inDoubt]), [[inDoubt, 'outcome_unknown', true]], 'still listed, in doubt');
@@ -217,7 +217,7 @@ describePostgres('PostgreSQL store', (url) => {
       await writer.close();
       await admin.query(`DELETE FROM ${S}.jw_sessions WHERE session_id = $1`, [MAIL_SESSION]);
       await admin.query(`UPDATE ${S}.jw_sessions SET epoch = 9007199254740993 WHERE session_id = 'other'`);
-      await admin.query(`UPDATE ${S}.jw_schema_version SET version = $1`, [POSTGRES_SCHEMA_VERSION - 1]);
+      await admin.query(backToVersion(S, POSTGRES_SCHEMA_VERSION - 1));
       const store = await openPostgresStore(url, { schema });
       assert.deepEqual((await store.attention()).items.map((i) => [i.callId, i.status]), [[inDoubt, 'outcome_unknown']], 'the mail in doubt is still listed');
       await store.close();

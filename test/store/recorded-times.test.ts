@@ -14,6 +14,8 @@ import type { SessionStore } from '../../src/store/types.js';
 import { openPostgresStore } from '../../src/postgres.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
+import { prepareToolRetry } from '../../src/tool/retry-plan.js';
+import { recordToolReview } from '../../src/tool/review.js';
 import { PG_URL, freshSchema } from '../support/postgres.js';
 import { parseJournal } from '../../src/store/jsonl.js';
 import { cli, tamper } from '../cli/helpers.js';
@@ -181,7 +183,48 @@ describe('recorded times', () => {
       await store.close();
     }
   });
+
+  it('the age filter does not restart at a retry refused before its body: a write reviewed not made and refused every hour stays as old as its doubt', async () => {
+    const hour = 60 * 60 * 1000;
+    let offset = -3 * hour;
+    const clock = () => Date.now() + offset;
+    const stores: [string, SessionStore][] = [['memory', createMemoryStore({ clock })], ['sqlite', openSqliteStore(tempDbPath(dir, 'aged-across-retries'), { clock })]];
+    if (PG_URL !== undefined) stores.push(['postgres', await openPostgresStore(PG_URL, { schema: freshSchema(), clock })]);
+    for (const [name, store] of stores) {
+      offset = -3 * hour;
+      const callId = await callInDoubt(store);
+      const owner = await store.acquire('s', { owner: 'host-2', takeover: true });
+      await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'alice', outcome: 'not_executed', evidence: 'no transfer in the bank\'s statement' });
+      const [first] = (await store.attention()).items;
+      assert.equal(first?.status, 'reviewed_not_executed');
+      assert.equal(first?.pendingSince, null, `${name}: the reviewed attempt itself is aged by its activity`);
+      // The host's retries of it are refused before their body (its caller's grant withdrawn), two hours and one hour ago.
+      let source = callId;
+      for (const at of [-2 * hour, -hour]) {
+        offset = at;
+        const plan = prepareToolRetry(await store.loadHistory('s'), source);
+        const refused = await createToolRuntime({ tools: [wireTool()], grants: { other: '*' } }).bind({ owner, taskId: 't', caller: 'agent' })
+          .callWithOptions('wire', {}, { retry: plan });
+        assert.equal(refused.result.outcome.status === 'failed' ? refused.result.outcome.category : 'succeeded', 'unavailable', name);
+        source = refused.call.id;
+      }
+      offset = 0;
+      const [item] = (await store.attention({ olderThanMs: 90 * 60 * 1000 })).items;
+      assert.equal(item?.callId, source,
+        `${name}: a write due for three hours, retried and refused an hour ago, must pass a 90-minute age filter: the refused retry made nothing`);
+      assert.equal(item?.status, 'reviewed_not_executed', name);
+      assert.equal(item?.pendingSince, first?.endedAt, `${name}: pending since the reviewed attempt's failure`);
+      assert.ok(Date.parse(item!.calledAt!) - Date.parse(item!.pendingSince!) >= 2 * hour - 1_000, `${name}: the latest retry was called two hours later`);
+      assert.deepEqual((await store.attention({ olderThanMs: 4 * hour })).items, [], `${name}: but not older than its doubt`);
+      assert.notEqual((await store.checkLookupRows?.('s'))?.checked, false);
+      await store.close();
+    }
+  });
 });
+
+function wireTool() {
+  return { name: 'wire', metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'), execute: async () => 'sent' };
+}
 
 /** A non-idempotent transfer in session `s` of `store` that failed after its write: its call in doubt. */
 async function callInDoubt(store: SessionStore, whenApproved?: () => void, whenBodyRuns?: () => void): Promise<string> {

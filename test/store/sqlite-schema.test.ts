@@ -8,7 +8,7 @@ import { commitAs } from '../../src/store/owner-commit.js';
 import { JOURNAL_PAGE_SIZE } from '../../src/store/sqlite/schema.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
-import { checkIndexFilled, checkReviewedListed, MAIL_SESSION, reviewNotExecuted, writeMails } from '../support/pre-index-journal.js';
+import { checkIndexFilled, checkReviewedListed, MAIL_SESSION, reviewNotExecuted, sqliteBackToVersion, writeMails } from '../support/pre-index-journal.js';
 
 const dir = tempDir();
 
@@ -118,7 +118,7 @@ describe('SQLite schema versions', () => {
     // The previous release, whose rules left this mail's row settled (its index said so; its journal never did).
     const db = new Database(path);
     db.prepare("UPDATE jw_attention SET status = 'resolved' WHERE call_id = ?").run(inDoubt);
-    db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION - 1}`);
+    sqliteBackToVersion(db, SQLITE_SCHEMA_VERSION - 1);
     db.close();
     const store = openSqliteStore(path);
     await checkIndexFilled(store, inDoubt);
@@ -138,7 +138,7 @@ describe('SQLite schema versions', () => {
     // What the last release before the status (schema version 9) kept for that review.
     const db = new Database(path);
     db.prepare("UPDATE jw_attention SET status = 'resolved' WHERE call_id = ?").run(mail);
-    db.pragma('user_version = 9');
+    sqliteBackToVersion(db, 9);
     db.close();
     const store = openSqliteStore(path);
     await checkReviewedListed(store, mail);
@@ -156,7 +156,7 @@ describe('SQLite schema versions', () => {
     const marker = db.prepare("SELECT seq FROM jw_events WHERE body LIKE '%tool_started%' AND body LIKE ? ORDER BY seq LIMIT 1").pluck().get(`%${inDoubt}%`);
     assert.equal(typeof marker, 'number');
     db.prepare("UPDATE jw_events SET body = '{\"damaged\":' WHERE seq = ?").run(marker);
-    db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION - 1}`);
+    sqliteBackToVersion(db, SQLITE_SCHEMA_VERSION - 1);
     db.close();
     const store = openSqliteStore(path);
     const queue = await store.attention();
@@ -176,7 +176,7 @@ describe('SQLite schema versions', () => {
     // One session's owner row is gone; another's holds a number no row can (past 2^53): neither journal verifies.
     db.prepare('DELETE FROM jw_sessions WHERE session_id = ?').run(MAIL_SESSION);
     db.prepare("UPDATE jw_sessions SET epoch = 9007199254740993 WHERE session_id = 'other'").run();
-    db.pragma(`user_version = ${SQLITE_SCHEMA_VERSION - 1}`);
+    sqliteBackToVersion(db, SQLITE_SCHEMA_VERSION - 1);
     db.close();
     const store = openSqliteStore(path);
     assert.deepEqual((await store.attention()).items.map((i) => [i.callId, i.status]), [[inDoubt, 'outcome_unknown']], 'the mail in doubt is still listed');

@@ -95,3 +95,11 @@ export function freshSchema(): string {
   schemas.push(schema);
   return schema;
 }
+
+/**
+ * SQL that takes schema `S` (quoted) back to an earlier version's layout of the attention index, where a later version
+ * changed its columns, and records that version: what a store of that release holds, for an upgrade test.
+ */
+export function backToVersion(S: string, version: number): string {
+  return `${version < 12 ? `ALTER TABLE ${S}.jw_attention DROP COLUMN pending_since; ` : ''}UPDATE ${S}.jw_schema_version SET version = ${version}`;
+}

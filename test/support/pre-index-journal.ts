@@ -63,3 +63,12 @@ export async function checkReviewedListed(store: SessionStore, callId: string): 
   const queue = await store.attention();
   assert.deepEqual(queue.items.map((i) => [i.callId, i.status, i.inDoubt]), [[callId, 'reviewed_not_executed', false]]);
 }
+
+/**
+ * Takes a SQLite journal back to an earlier version's layout of the attention index, where a later version changed its
+ * columns, and records that version: what a journal of that release holds, for an upgrade test.
+ */
+export function sqliteBackToVersion(db: { exec(sql: string): unknown; pragma(sql: string): unknown }, version: number): void {
+  if (version < 11) db.exec('ALTER TABLE jw_attention DROP COLUMN pending_since');
+  db.pragma(`user_version = ${version}`);
+}

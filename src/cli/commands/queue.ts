@@ -122,7 +122,7 @@ abandoned or released alike). --reviews-after continues them.`,
           items: page.items.map((i) => ({
             session_id: i.sessionId, task_id: i.taskId, key: i.key, call_id: i.callId, tool: i.tool, effect: i.effect,
             revision: i.revision, status: i.status, started: i.started, category: i.category, in_doubt: i.inDoubt,
-            called_at: i.calledAt, started_at: i.startedAt, ended_at: i.endedAt,
+            called_at: i.calledAt, started_at: i.startedAt, ended_at: i.endedAt, pending_since: i.pendingSince,
           })),
           next: page.next,
           approvals: approvals.items.map((r) => ({

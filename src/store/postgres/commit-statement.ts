@@ -29,7 +29,7 @@ const OPERATION_UPDATE = OPERATION_COLUMNS.split(', ').slice(3).map((c) => `${c}
 
 /** The cast of each column's parameter, in the order of the column list. */
 const casts = (types: string) => types.split(' ').map((t) => `::${t}`);
-const ATTENTION_CASTS = casts('text text text text text text text text boolean boolean text text bigint bigint bigint bigint');
+const ATTENTION_CASTS = casts('text text text text text text text text boolean boolean text text bigint bigint bigint bigint bigint');
 const EVENT_COLUMNS = 'session_id, seq, event_id, epoch, body, hash';
 const EVENT_CASTS = casts('text bigint text bigint text text');
 const OPERATION_CASTS = OPERATION_COLUMNS.split(', ').map(() => '::text');

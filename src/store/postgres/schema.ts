@@ -117,6 +117,9 @@ GRANT SELECT ON ${S}.jw_journal TO PUBLIC;`,
   // still to be made, listed by the queue) from one a review says happened, which the releases before it made both
   // `resolved`; the upgrade computes the index again (fillAttention).
   () => '',
+  // Version 12: since when an operation's outcome has been open, or its write due, across retries refused before
+  // their body (AttentionRow.pendingSince), for the queue's age filter; the upgrade computes the index again.
+  (S) => `ALTER TABLE ${S}.jw_attention ADD COLUMN pending_since BIGINT;`,
 ];
 
 /** Draws the journal's id into schema `S` (quoted) unless it has one: at version 9, and again for a row removed since. */

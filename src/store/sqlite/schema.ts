@@ -33,6 +33,12 @@ CREATE INDEX jw_attention_binding ON jw_attention (session_id, task_id, tool, ar
 CREATE INDEX jw_attention_status ON jw_attention (status, session_id, task_id, key);
 `;
 
+/**
+ * Version 11: since when an operation's outcome has been open, or its write due, across retries refused before their
+ * body (AttentionRow.pendingSince), for the queue's age filter; the upgrade computes the index again (fillAttention).
+ */
+const MIGRATE_PENDING_SINCE = 'ALTER TABLE jw_attention ADD COLUMN pending_since INTEGER';
+
 const SCHEMA = `
 CREATE TABLE jw_sessions (
   session_id TEXT PRIMARY KEY, owner TEXT, held INTEGER NOT NULL, epoch INTEGER NOT NULL,
@@ -55,7 +61,8 @@ CREATE TABLE jw_operations (
   task_id TEXT NOT NULL, key TEXT NOT NULL, session_id TEXT NOT NULL, call_id TEXT NOT NULL, event_id TEXT NOT NULL,
   PRIMARY KEY (session_id, task_id, key)
 ) STRICT;
-${ATTENTION_TABLE}`;
+${ATTENTION_TABLE}
+${MIGRATE_PENDING_SINCE};`;
 
 /** The decision inbox (docs/design.md#the-decision-inbox): approval requests and review decisions, by id. */
 const INBOX_TABLE = `
@@ -141,7 +148,7 @@ const MIGRATE_ONE_RELEASE = '';
 const MIGRATE_REVIEWED_NOT_EXECUTED = '';
 const MIGRATIONS: readonly string[] = [
   SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION, MIGRATE_INBOX, MIGRATE_LEASES, MIGRATE_EVENT_IDS, JOURNAL_ID_TABLE,
-  MIGRATE_ONE_RELEASE, MIGRATE_REVIEWED_NOT_EXECUTED,
+  MIGRATE_ONE_RELEASE, MIGRATE_REVIEWED_NOT_EXECUTED, MIGRATE_PENDING_SINCE,
 ];
 
 /**
