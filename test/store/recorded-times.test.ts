@@ -126,8 +126,7 @@ describe('recorded times', () => {
     const day = 24 * 60 * 60 * 1000;
     let ahead = day;
     const clock = () => Date.now() + ahead;
-    const stores: [string, SessionStore][] = [['memory', createMemoryStore({ clock })], ['sqlite', openSqliteStore(tempDbPath(dir, 'ahead'), { clock })]];
-    if (PG_URL !== undefined) stores.push(['postgres', await openPostgresStore(PG_URL, { schema: freshSchema(), clock })]);
+    const stores = await clockedStores('ahead', clock);
     for (const [name, store] of stores) {
       ahead = day;
       const callId = await callInDoubt(store);
@@ -148,8 +147,7 @@ describe('recorded times', () => {
     const hour = 60 * 60 * 1000;
     let offset = -hour;
     const clock = () => Date.now() + offset;
-    const stores: [string, SessionStore][] = [['memory', createMemoryStore({ clock })], ['sqlite', openSqliteStore(tempDbPath(dir, 'aged-from-marker'), { clock })]];
-    if (PG_URL !== undefined) stores.push(['postgres', await openPostgresStore(PG_URL, { schema: freshSchema(), clock })]);
+    const stores = await clockedStores('aged-from-marker', clock);
     for (const [name, store] of stores) {
       offset = -hour;
       // The call is recorded an hour ago; its approver answers now, and the body starts (and is lost after its write).
@@ -169,8 +167,7 @@ describe('recorded times', () => {
     const hour = 60 * 60 * 1000;
     let offset = -2 * hour;
     const clock = () => Date.now() + offset;
-    const stores: [string, SessionStore][] = [['memory', createMemoryStore({ clock })], ['sqlite', openSqliteStore(tempDbPath(dir, 'aged-from-result'), { clock })]];
-    if (PG_URL !== undefined) stores.push(['postgres', await openPostgresStore(PG_URL, { schema: freshSchema(), clock })]);
+    const stores = await clockedStores('aged-from-result', clock);
     for (const [name, store] of stores) {
       offset = -2 * hour;
       // Called and started two hours ago; its body fails now, after a write that may have been made.
@@ -188,8 +185,7 @@ describe('recorded times', () => {
     const hour = 60 * 60 * 1000;
     let offset = -3 * hour;
     const clock = () => Date.now() + offset;
-    const stores: [string, SessionStore][] = [['memory', createMemoryStore({ clock })], ['sqlite', openSqliteStore(tempDbPath(dir, 'aged-across-retries'), { clock })]];
-    if (PG_URL !== undefined) stores.push(['postgres', await openPostgresStore(PG_URL, { schema: freshSchema(), clock })]);
+    const stores = await clockedStores('aged-across-retries', clock);
     for (const [name, store] of stores) {
       offset = -3 * hour;
       const callId = await callInDoubt(store);
@@ -221,6 +217,13 @@ describe('recorded times', () => {
     }
   });
 });
+
+/** A memory, a SQLite and (with JINGWEI_PG_URL) a PostgreSQL store on `clock`, each named. */
+async function clockedStores(file: string, clock: () => number): Promise<[string, SessionStore][]> {
+  const stores: [string, SessionStore][] = [['memory', createMemoryStore({ clock })], ['sqlite', openSqliteStore(tempDbPath(dir, file), { clock })]];
+  if (PG_URL !== undefined) stores.push(['postgres', await openPostgresStore(PG_URL, { schema: freshSchema(), clock })]);
+  return stores;
+}
 
 function wireTool() {
   return { name: 'wire', metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'), execute: async () => 'sent' };
