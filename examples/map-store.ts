@@ -10,7 +10,6 @@ import {
   queryRows,
   StaleOwnerError,
   StoreClosedError,
-  TASK_END_STATUSES,
   type AttentionRow,
   type AttentionScan,
   type DecisionRow,
@@ -80,8 +79,7 @@ class MapBackend implements JournalBackend {
       task: reads.taskId === undefined ? undefined : this.tasks.get(key(sessionId, reads.taskId)),
       operation: reads.operation && this.operations.get(key(sessionId, reads.operation.taskId, reads.operation.key)),
       existingEventIds: (this.events.get(sessionId) ?? []).filter((e) => reads.eventIds?.includes(e.eventId)).map((e) => e.eventId),
-      attention: [...this.attention.values()].filter((r) => r.sessionId === sessionId &&
-        (reads.attentionCalls?.includes(r.callId) || (r.taskId === reads.attentionOfTask && TASK_END_STATUSES.includes(r.status)))),
+      attention: [...this.attention.values()].filter((r) => r.sessionId === sessionId && reads.attentionCalls?.includes(r.callId)),
       ...(reads.approvals
         ? {
           approvals: queryRows(this.decisions.values(), { sessionId, kind: 'approval', taskId: reads.approvals.taskId, key: reads.approvals.key, limit: Infinity })

@@ -7,7 +7,6 @@ import { JournalStore, type JournalStoreOptions } from './store/journal-store.js
 import type { JournalBackend } from './store/rows.js';
 import type { SessionStore } from './store/types.js';
 
-export { TASK_END_STATUSES } from './store/rows.js';
 export type {
   AttentionRow,
   AttentionScan,

@@ -73,16 +73,10 @@ export function attentionCallIds(events: readonly { readonly kind: SessionEvent[
  * `existing` are the stored rows of the calls the batch names; a marker, result or review of a call that is no
  * longer its operation's latest attempt changes nothing.
  */
-export function attentionWrites(
-  sessionId: SessionId,
-  events: readonly SessionEvent[],
-  existing: readonly AttentionRow[] = [],
-  endedTasks: Iterable<string> = [],
-): AttentionRow[] {
+export function attentionWrites(sessionId: SessionId, events: readonly SessionEvent[], existing: readonly AttentionRow[] = []): AttentionRow[] {
   const byCall = new Map<string, AttentionRow>();
   for (const row of existing) byCall.set(row.callId, row);
   const changed = new Map<string, AttentionRow>();
-  const ended = new Set(endedTasks);
   const put = (next: AttentionRow) => {
     // Only an unsettled standing has an age of its own (pendingSince); anything else is aged by its activity.
     const row = next.pendingSince == null || PENDING.includes(next.status) ? next : { ...next, pendingSince: null };
@@ -92,13 +86,7 @@ export function attentionWrites(
   for (const e of events) {
     const at = ms(e.recordedAt);
     const k = e.kind;
-    if (k.type === 'task_ledger') {
-      if (k.ledger.state === 'running') continue;
-      ended.add(k.ledger.taskId);
-      for (const row of [...byCall.values()]) {
-        if (row.taskId === k.ledger.taskId && endsWithItsTask(row)) put({ ...row, status: 'not_executed', updatedAt: at });
-      }
-    } else if (k.type === 'tool_call') {
+    if (k.type === 'tool_call') {
       const op = k.call.operation;
       if (!op) continue;
       const previous = changed.get(JSON.stringify([op.taskId, op.key])) ?? existing.find((r) => r.taskId === op.taskId && r.key === op.key);
@@ -157,8 +145,7 @@ export function attentionWrites(
       const row = byCall.get(k.review.callId);
       if (!row) continue;
       const resolved = resolveAttention(row, { outcome: k.review.outcome, at });
-      // A review made after its task ended (stopped or completed) says what happened; no retry will make the write.
-      if (resolved !== row) put(resolved.status === 'reviewed_not_executed' && ended.has(row.taskId) ? { ...resolved, status: 'not_executed' } : resolved);
+      if (resolved !== row) put(resolved);
     }
   }
   return [...changed.values()];
@@ -167,7 +154,7 @@ export function attentionWrites(
 /**
  * How far `callId` has got as the attention row the events of `history` make says, as a store holding that history
  * keeps it: from the events of every attempt of its operation, since an earlier attempt's open outcome stays open
- * across a retry, and of its task's ledger, whose end settles what the task never made. Null when the call is not its operation's latest attempt in `history` (or has no operation).
+ * across a retry. Null when the call is not its operation's latest attempt in `history` (or has no operation).
  */
 export function callProgressIn(history: readonly SessionEvent[], callId: string): CallProgress | null {
   const source = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId);
@@ -182,8 +169,7 @@ export function callProgressIn(history: readonly SessionEvent[], callId: string)
   const own = history.filter((e) => {
     const k = e.kind;
     return (k.type === 'tool_call' && attempts.has(k.call.id)) || (k.type === 'tool_started' && attempts.has(k.callId))
-      || (k.type === 'tool_result' && attempts.has(k.result.callId)) || (k.type === 'tool_review' && attempts.has(k.review.callId))
-      || (k.type === 'task_ledger' && k.ledger.taskId === op?.taskId);
+      || (k.type === 'tool_result' && attempts.has(k.result.callId)) || (k.type === 'tool_review' && attempts.has(k.review.callId));
   });
   const row = attentionWrites(own[0]?.sessionId ?? ('' as SessionId), own).find((r) => r.callId === callId);
   return row ? { started: row.started, status: row.status } : null;
@@ -240,16 +226,6 @@ export function resolveAttention(row: AttentionRow, review: { readonly outcome: 
   const open = OPEN_ATTENTION_STATUSES.includes(row.status);
   if (review.outcome === 'completed') return open || row.status === 'reviewed_not_executed' ? to('resolved') : row;
   return open ? to('reviewed_not_executed') : row;
-}
-
-/**
- * Whether a task's end (stopped or completed) settles the row as `not_executed`: no attempt of a task that ended
- * runs, so a write a review left due, or a call provably never started that never had an answer, will not be made,
- * and nothing is left to do about it (docs/design.md#a-task-that-ends-settles-what-it-never-made). A row whose
- * outcome is open stays: whether the write happened is still a question for a person.
- */
-export function endsWithItsTask(row: AttentionRow): boolean {
-  return row.status === 'reviewed_not_executed' || (row.status === 'no_result' && !outcomeOpen(row));
 }
 
 /**

@@ -222,21 +222,6 @@ function refuseDuplicateIds(sessionId: SessionId, drafts: readonly EventDraft[],
   }
 }
 
-/**
- * The reviewed call's task, when it has ended: a review commit reads its task row (reviewTaskRead), and a review made
- * after the task stopped or completed settles the write it finds not made instead of leaving it due.
- */
-function endedTaskOf(request: CommitRequest, task: TaskRow | undefined): string[] {
-  const taskId = reviewTaskRead(request);
-  return taskId !== undefined && task?.taskId === taskId && task.state !== 'running' ? [taskId] : [];
-}
-
-/** The task row a commit carrying a review reads: the task of the operation whose latest attempt it reviews. */
-export function reviewTaskRead(request: CommitRequest): string | undefined {
-  if (request.budget || !request.expectLatestAttempt) return undefined;
-  return request.events.some((e) => (e as { kind?: { type?: unknown } } | null)?.kind?.type === 'tool_review') ? request.expectLatestAttempt.taskId : undefined;
-}
-
 /** `now`: the store's clock when the commit began, in epoch milliseconds. */
 export function decideCommit(owner: OwnerRef, request: CommitRequest, now: number) {
   return (state: TxState): TxWrites<CommitOutcome> => {
@@ -308,7 +293,7 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
       ...(task ? { task } : {}),
       ...(decisions ? { decisions } : {}),
       operations: operationsOf(session.sessionId, chained.events),
-      attention: attentionWrites(session.sessionId, chained.events, state.attention, endedTaskOf(request, state.task)),
+      attention: attentionWrites(session.sessionId, chained.events, state.attention),
       result: { events: chained.events, reservedOutputBytes: reserved },
     };
   };
@@ -486,8 +471,7 @@ export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial
       reservations: [],
       stopReason: null,
     };
-    const ledger = ledgerWrites(session, owner.epoch, row, 'started', now);
-    return { session: ledger.session, events: ledger.events, task: { row, insert: true }, result: row };
+    return { ...ledgerWrites(session, owner.epoch, row, 'started', now), task: { row, insert: true }, result: row };
   };
 }
 
@@ -497,10 +481,7 @@ export function decideTaskState(owner: OwnerRef, taskId: string, next: Exclude<T
     const task = settleAbandoned(requireTask(state.task, taskId, session.sessionId), owner.epoch);
     if (task.state !== 'running') return { session: fenceOnly(session), result: task };
     const row: TaskRow = { ...task, state: next, stopReason: reason };
-    const ledger = ledgerWrites(session, owner.epoch, row, next, now);
-    // The end settles the rows of what the task never made (endsWithItsTask), read with `attentionOfTask`.
-    const attention = attentionWrites(session.sessionId, ledger.chained, state.attention);
-    return { session: ledger.session, events: ledger.events, attention, task: { row, insert: false }, result: row };
+    return { ...ledgerWrites(session, owner.epoch, row, next, now), task: { row, insert: false }, result: row };
   };
 }
 
@@ -531,7 +512,6 @@ function ledgerWrites(session: SessionRow, epoch: number, row: TaskRow, change: 
   return {
     session: { row: chained.head, expect: { epoch: session.epoch, lastSeq: session.lastSeq } },
     events: chained.rows,
-    chained: chained.events,
   };
 }
 

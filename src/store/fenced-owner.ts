@@ -7,7 +7,7 @@ import { BODY_ENDED } from '../tool/late-bodies.js';
 import { describeValue, thrownMessage } from '../text.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
 import { attentionCallIds, attentionItem, blocksRepeat } from './attention.js';
-import { decideCommit, decideRelease, decideReleaseUnwritten, decideRenew, decideStartTask, decideTaskState, draftEventIds, reviewTaskRead, taskSnapshot, type OwnerRef, type UnwrittenSettlement } from './decisions.js';
+import { decideCommit, decideRelease, decideReleaseUnwritten, decideRenew, decideStartTask, decideTaskState, draftEventIds, taskSnapshot, type OwnerRef, type UnwrittenSettlement } from './decisions.js';
 import { LEASE_LIMITS } from '../limits.js';
 import type { HeadAnchor } from './anchors.js';
 import type { JournalBackend, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
@@ -324,7 +324,7 @@ export class FencedOwner implements SessionOwner {
     const id = checkId<TaskId>('taskId', taskId);
     const why = checkId<string>('reason', reason);
     await this.releaseUnwritten();
-    const row = await this.renewingTx({ taskId: id, attentionOfTask: id }, decideTaskState(this.ref, id, 'stopped', why, readClock(this.clock)));
+    const row = await this.renewingTx({ taskId: id }, decideTaskState(this.ref, id, 'stopped', why, readClock(this.clock)));
     if (row.state === 'stopped') for (const listener of this.listeners) listener(id, row.stopReason ?? why);
     await this.supersedeApprovalsOf(row);
     return taskSnapshot(row, this.epoch);
@@ -334,7 +334,7 @@ export class FencedOwner implements SessionOwner {
     this.guard.check();
     const id = checkId<TaskId>('taskId', taskId);
     await this.releaseUnwritten();
-    const row = await this.renewingTx({ taskId: id, attentionOfTask: id }, decideTaskState(this.ref, id, 'completed', null, readClock(this.clock)));
+    const row = await this.renewingTx({ taskId: id }, decideTaskState(this.ref, id, 'completed', null, readClock(this.clock)));
     await this.supersedeApprovalsOf(row);
     return taskSnapshot(row, this.epoch);
   }
@@ -410,9 +410,8 @@ export class FencedOwner implements SessionOwner {
       throw new InvalidInputError('expectLatestAttempt.source.seenSeq', `must be an integer of at least -1, got ${String(seenSeq)}`);
     }
     const waitingFor = this.backend.inbox && request.expectNoWaitingReview?.length ? checkCallIds(request.expectNoWaitingReview) : undefined;
-    const reviewedTask = reviewTaskRead(request);
     const reads = {
-      ...(request.budget ? { taskId: request.budget.taskId } : reviewedTask !== undefined ? { taskId: reviewedTask } : {}),
+      ...(request.budget ? { taskId: request.budget.taskId } : {}),
       ...(condition ? { operation: { taskId: condition.taskId, key: condition.key } } : {}),
       ...(approvalOp ? { approvals: approvalOp } : {}),
       ...(waitingFor !== undefined ? { reviews: waitingFor } : {}),

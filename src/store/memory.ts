@@ -2,7 +2,7 @@ import { StaleOwnerError, StoreClosedError } from '../errors.js';
 import type { SessionId } from '../ids.js';
 import { compareAttention, matchesScan } from './attention.js';
 import { JournalStore, type JournalStoreOptions } from './journal-store.js';
-import { TASK_END_STATUSES, type AttentionRow, type AttentionScan, type EventRow, type JournalBackend, type OperationBinding, type OperationRow, type SessionRow, type TaskRow, type TxReads, type TxState, type TxWrites } from './rows.js';
+import type { AttentionRow, AttentionScan, EventRow, JournalBackend, OperationBinding, OperationRow, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
 import type { SessionStore } from './types.js';
 import { operationApprovals, queryRows, waitingReviews, type DecisionRow, type InboxBackend } from './inbox-rows.js';
 
@@ -59,9 +59,8 @@ class MemoryBackend implements JournalBackend {
       task: reads.taskId !== undefined ? this.tasks.get(taskKey(sessionId, reads.taskId)) : undefined,
       operation: reads.operation ? this.operations.get(opKey(sessionId, reads.operation.taskId, reads.operation.key)) : undefined,
       existingEventIds: existingIds(this.events.get(sessionId), reads.eventIds),
-      attention: reads.attentionCalls?.length || reads.attentionOfTask !== undefined
-        ? [...(this.attention.get(sessionId)?.values() ?? [])].filter((r) => reads.attentionCalls?.includes(r.callId) ||
-          (r.taskId === reads.attentionOfTask && TASK_END_STATUSES.includes(r.status)))
+      attention: reads.attentionCalls?.length
+        ? [...(this.attention.get(sessionId)?.values() ?? [])].filter((r) => reads.attentionCalls!.includes(r.callId))
         : [],
       ...(reads.approvals
         ? { approvals: operationApprovals(this.decisions.values(), sessionId, reads.approvals) }

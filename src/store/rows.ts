@@ -103,9 +103,6 @@ export interface OperationRow {
 export type AttentionStatus = 'no_result' | 'outcome_unknown' | 'reviewed_not_executed' | 'not_executed' | 'completed' | 'resolved';
 export const ATTENTION_STATUSES: readonly AttentionStatus[] = ['no_result', 'outcome_unknown', 'reviewed_not_executed', 'not_executed', 'completed', 'resolved'];
 
-/** The statuses of the rows a task's end may settle (`TxReads.attentionOfTask`). */
-export const TASK_END_STATUSES: readonly AttentionStatus[] = ['no_result', 'reviewed_not_executed'];
-
 /**
  * One row of the attention index, keyed by (sessionId, taskId, key): the latest attempt of one operation, kept in
  * the commit transaction so the queue and the in-doubt guard never load a journal. Store and return every field
@@ -193,11 +190,6 @@ export interface TxReads {
   /** Read the attention rows of this session whose `callId` is one of these (the calls a commit's markers and results name). */
   readonly attentionCalls?: readonly string[];
   /**
-   * Read the attention rows of this task in this session whose status is one of TASK_END_STATUSES: the rows the
-   * task's end may settle (endsWithItsTask). Returned in `TxState.attention`, with those of `attentionCalls`.
-   */
-  readonly attentionOfTask?: string;
-  /**
    * Optional (backends with an inbox): read, locked, the approval rows of this operation in this session that are
    * `open` or `decided`, and the row with the id `spent`, whatever its state (the approval a `restore` puts back).
    */
@@ -215,7 +207,7 @@ export interface TxState {
   readonly operation: OperationRow | undefined;
   /** Those of `reads.eventIds` that some event of this session already carries (empty when none were asked). */
   readonly existingEventIds: readonly string[];
-  /** The attention rows `reads.attentionCalls` and `reads.attentionOfTask` asked for (absent or empty when none were asked or none exist). */
+  /** The attention rows `reads.attentionCalls` asked for (absent or empty when none were asked or none exist). */
   readonly attention?: readonly AttentionRow[];
   /** The rows `reads.approvals` asked for (absent when not asked). */
   readonly approvals?: readonly DecisionRow[];

@@ -234,55 +234,6 @@ export function attentionRules(name: string, factory: Factory): void {
       assert.equal((await owner.findInDoubt!(digest))?.callId, c5, 'a new key writes again even for an idempotent tool');
       assert.notEqual((await store.checkLookupRows?.('s-att-review'))?.checked, false, 'the stored rows are what the chain makes');
     });
-
-    it('a task that ends settles what it never made: a write a review left due, a call never started; a call in doubt stays', async (t) => {
-      const { store } = await factory.open();
-      if (!(await hasIndex(store))) {
-        t.skip(NO_INDEX);
-        return;
-      }
-      const sid = 's-att-end';
-      const owner = await store.acquire(sid, { owner: 'h' });
-      for (const task of ['t-e', 't-other', 't-done']) await owner.startTask(task);
-      const keys = new Map<CallId, OperationKey>();
-      const make = async (task: string, start: boolean): Promise<CallId> => {
-        const [id, key] = [newCallId(), newOperationKey()];
-        keys.set(id, key);
-        await commitAs(owner, { events: [call(task, key, id, 'non_idempotent'), ...(start ? [started(id)] : [])] });
-        return id;
-      };
-      // As recordToolReview commits a review: on the condition that the call is its operation's latest attempt.
-      const reviewAs = (task: string, id: CallId, outcome: 'not_executed' | 'uncertain') =>
-        commitAs(owner, { events: [review(id, outcome)], expectLatestAttempt: { taskId: task as TaskId, key: keys.get(id)!, callId: id } });
-      const statuses = async () => new Map((await store.attention({ sessionId: sid, status: ATTENTION_STATUSES })).items.map((i) => [i.callId, i.status]));
-      const due = await make('t-e', true);
-      await reviewAs('t-e', due, 'not_executed');
-      const neverStarted = await make('t-e', false);
-      const [inDoubt, reviewedLater] = [await make('t-e', true), await make('t-e', true)];
-      const otherDue = await make('t-other', true);
-      await reviewAs('t-other', otherDue, 'not_executed');
-      const doneDue = await make('t-done', true);
-      await reviewAs('t-done', doneDue, 'not_executed');
-      assert.equal((await statuses()).get(due), 'reviewed_not_executed');
-
-      await owner.stopTask('t-e', 'the user cancelled the request');
-      await owner.completeTask('t-done');
-      const after = await statuses();
-      assert.deepEqual([after.get(due), after.get(neverStarted)], ['not_executed', 'not_executed'],
-        'stopTask must settle its task\'s due write and its call never started as not_executed (TxReads.attentionOfTask: the task\'s rows of TASK_END_STATUSES, in TxState.attention)');
-      assert.equal(after.get(doneDue), 'not_executed', 'completeTask settles them too');
-      assert.deepEqual([after.get(inDoubt), after.get(reviewedLater), after.get(otherDue)], ['no_result', 'no_result', 'reviewed_not_executed'],
-        'a call in doubt stays open when its task ends, and another task\'s due write stays due');
-
-      // Reviewed after its task ended: the write was not made, and no attempt of the task will make it.
-      await reviewAs('t-e', reviewedLater, 'not_executed');
-      await reviewAs('t-e', inDoubt, 'uncertain');
-      const listed = (await store.attention({ sessionId: sid })).items.map((i) => [i.callId, i.status]);
-      assert.deepEqual(new Set(listed.map(([id]) => id)), new Set([inDoubt, otherDue]),
-        'a not_executed review after the task ended must settle the call (a review commit reads its task row): nothing will retry it');
-      assert.equal((await statuses()).get(reviewedLater), 'not_executed');
-      assert.notEqual((await store.checkLookupRows?.(sid))?.checked, false, 'the stored rows are what the chain makes');
-    });
   });
 }
 

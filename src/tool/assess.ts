@@ -2,12 +2,11 @@
  * A whole-session view for hosts and the CLI: every tool call without its own success, and what may be done about
  * it. Same evidence rules as inspectToolRecovery, validated once for the whole history.
  */
-import type { SessionEvent, TaskLedgerRecord, ToolEffect, ToolResult, ToolReviewRecord } from '../event/types.js';
+import type { SessionEvent, ToolEffect, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
 import { ToolRecoveryStatus, classifyAttempt, collectEvidence, decideRetry, earlierDueAttempt, earlierOpenAttempt, effectiveReview, latestReview } from './evidence.js';
 import type { EvidenceRuleId, RetryRuleId } from './retry-policy.js';
 import { withLateEnd } from './late-bodies.js';
-import { truncateUtf8 } from '../text.js';
 
 export const ToolNextStep = {
   /** prepareToolRetry without a review would give a plan. */
@@ -28,7 +27,7 @@ export type ToolNextStep = (typeof ToolNextStep)[keyof typeof ToolNextStep];
  * `in_doubt`: its outcome is unknown (the body started, or may have) and nothing settled it;
  * `interrupted`: it never started and no result was recorded, so its caller never had an answer; or its write is
  *   due: a `not_executed` review said it was not made, or it is a retry, refused before its body but not denied, of a
- *   write such a review left due; either only while its task runs (a task that ended runs no attempt of it);
+ *   write such a review left due;
  * `none`: nothing to do: it succeeded, another attempt settled it, or its failure was recorded before the body and
  * delivered to its caller, who has already seen it (shown, but not pending work).
  */
@@ -108,7 +107,6 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
   const byStatus: Record<ToolRecoveryStatus, number> = { completed: 0, not_executed: 0, outcome_unknown: 0 };
   const byAttention: Record<ToolAttention, number> = { in_doubt: 0, interrupted: 0, none: 0 };
   const calls: ToolCallAssessment[] = [];
-  const ended = endedTasks(history);
   let succeeded = 0;
   for (const record of evidence.attempts) {
     const { status, rule: evidenceRule } = classifyAttempt(record);
@@ -131,11 +129,8 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
     // A `not_executed` review settles the doubt, not the write: the call needs a host's retry, as the index's
     // `reviewed_not_executed` says, and is no longer in doubt.
     const reviewedDue = status === ToolRecoveryStatus.OutcomeUnknown && reviewed === 'not_executed';
-    const interruptedOrDue = attentionOf((status === ToolRecoveryStatus.OutcomeUnknown && !reviewedDue) || open !== null, nextStep,
+    const attention = attentionOf((status === ToolRecoveryStatus.OutcomeUnknown && !reviewedDue) || open !== null, nextStep,
       record.result !== null && due === null && !reviewedDue);
-    // No attempt of a task that ended runs: what it never made will not be made, as the index settles it.
-    const end = interruptedOrDue === ToolAttention.Interrupted && operation ? ended.get(operation.taskId) : undefined;
-    const attention = end === undefined ? interruptedOrDue : ToolAttention.None;
     byAttention[attention] += 1;
     calls.push({
       callId: record.call.id,
@@ -147,7 +142,7 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
       status,
       nextStep,
       attention,
-      reason: end === undefined ? reason : `${reason}; ${taskEndText(end)}, so no attempt of it will run and its write will not be made`,
+      reason,
       evidenceRule,
       rule: rule.id,
       attempt: record.attempt,
@@ -166,18 +161,6 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
     calls,
     totals: { calls: evidence.attempts.length, succeeded, listed: calls.length, byNextStep, byStatus, byAttention },
   };
-}
-
-/** The tasks of the history that ended (stopped or completed), by the ledger of their end. */
-function endedTasks(history: readonly SessionEvent[]): Map<string, TaskLedgerRecord> {
-  const ended = new Map<string, TaskLedgerRecord>();
-  for (const e of history) if (e.kind.type === 'task_ledger' && e.kind.ledger.state !== 'running') ended.set(e.kind.ledger.taskId, e.kind.ledger);
-  return ended;
-}
-
-function taskEndText(ledger: TaskLedgerRecord): string {
-  return ledger.state === 'completed' ? `its task ${ledger.taskId} was completed`
-    : `its task ${ledger.taskId} was stopped${ledger.stopReason ? ` (${JSON.stringify(truncateUtf8(ledger.stopReason, 200))})` : ''}`;
 }
 
 /**

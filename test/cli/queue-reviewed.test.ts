@@ -11,7 +11,7 @@ import { openSqliteStore } from '../../src/sqlite.js';
 import { recoverAbandoned } from '../../src/tool/recover.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { mailer } from '../support/mailer.js';
-import { MAIL_SESSION, MAIL_TASK, writeMails } from '../support/pre-index-journal.js';
+import { MAIL_SESSION, writeMails } from '../support/pre-index-journal.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { cli } from './helpers.js';
 
@@ -76,40 +76,4 @@ it('a retry of a reviewed mail refused before its body keeps the write due in ev
   const inspect = cli(['inspect', path, 's-mail']);
   assert.equal(inspect.code, 1, 'inspect counts it as needing attention');
   assert.match(inspect.stdout, /a review said attempt 1 \(\S+\) before it was not made, and its write is still due/);
-});
-
-it('a task stopped after or before a not_executed review settles the write: no view lists it, no routine retries it', async () => {
-  for (const order of ['review, then stop', 'stop, then review'] as const) {
-    const path = tempDbPath(tempDir(), `reviewed-stopped-${order.startsWith('stop') ? 'first' : 'after'}`);
-    const store = openSqliteStore(path);
-    const mail = await writeMails(store);
-    const stop = async () => {
-      // The user cancelled the request: the host that owns the session stops its task.
-      const owner = await store.acquire(MAIL_SESSION, { owner: 'host' });
-      await owner.stopTask(MAIL_TASK, 'the user cancelled the request');
-      await owner.release();
-    };
-    const { tool, sent } = mailer({ hang: false });
-    const host = { runtime: createToolRuntime({ tools: [tool], grants: { agent: '*' } }), tools: [tool], caller: 'agent' };
-    if (order === 'stop, then review') await stop();
-    // Recorded from another process through the inbox; the startup routine journals it.
-    await decisionInbox(store).recordReview({ sessionId: MAIL_SESSION, callId: mail, outcome: 'not_executed', evidence: 'not in the outbox', actor: 'alice' });
-    await recoverAbandoned(store, host, 'suspend');
-    if (order === 'review, then stop') await stop();
-    const report = await recoverAbandoned(store, host, 'retry_safe');
-    assert.deepEqual(report.sessions.flatMap((s) => (s.action === 'taken_over' ? s.retried : [])), [], `${order}: the routine retries nothing of a stopped task`);
-    assert.deepEqual(sent, []);
-    await store.close();
-
-    const queue = cli(['queue', path]);
-    assert.equal(queue.code, 0, queue.stderr);
-    assert.match(queue.stdout, /Nothing needs attention\./, `${order}: the write will not be made, and nobody has anything left to do about it`);
-    const settled = JSON.parse(cli(['queue', path, '--status', 'not_executed', '--json']).stdout) as { items: Array<{ call_id: string }> };
-    assert.deepEqual(settled.items.map((i) => i.call_id), [mail], 'the index keeps it, as not executed');
-    assert.doesNotMatch(cli(['sessions', path]).stdout, /retry_allowed|needs_review/, `${order}: the session view agrees`);
-    const inspect = cli(['inspect', path, MAIL_SESSION, mail]);
-    assert.equal(inspect.code, 0, `${order}: inspect finds nothing to do\n${inspect.stdout}`);
-    assert.match(inspect.stdout, /its task mail-task was stopped \("the user cancelled the request"\), so no attempt of it will run and its write will not be made/);
-    assert.equal(cli(['verify', path]).code, 0, 'the index is what the journal makes');
-  }
 });

@@ -11,20 +11,20 @@ import { createToolRuntime } from '../../src/tool/runtime.js';
 import { mailer } from './mailer.js';
 
 export const MAIL_SESSION = 'mail-session';
-export const MAIL_TASK = 'mail-task';
+const TASK = 'mail-task';
 const ARGS = { to: 'ana@example.com', subject: 'Your order' };
 
 /** A gateway of `owner`'s task onto a mail tool in `mode`, and the mails it sent. */
 function mailGateway(owner: SessionOwner, mode: { hang: boolean; giveUp?: () => void }) {
   const { tool, sent } = mailer(mode);
-  return { gateway: createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: MAIL_TASK, caller: 'agent' }), sent };
+  return { gateway: createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: TASK, caller: 'agent' }), sent };
 }
 
 /** Writes the two mails and releases the session. Returns the call id of the mail in doubt. */
 export async function writeMails(store: SessionStore): Promise<string> {
   const caller = new AbortController();
   const owner = await store.acquire(MAIL_SESSION, { owner: 'old-host' });
-  await owner.startTask(MAIL_TASK);
+  await owner.startTask(TASK);
   const first = await mailGateway(owner, { hang: true, giveUp: () => caller.abort() }).gateway.callWithOptions('send_mail', ARGS, { signal: caller.signal });
   assert.ok(first.startedEvent, 'the first mail started');
   const delivered = await mailGateway(owner, { hang: false }).gateway.call('send_mail', { ...ARGS, subject: 'Another' });

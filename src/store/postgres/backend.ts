@@ -4,7 +4,7 @@ import { InvalidInputError, JournalCorruptError, StaleOwnerError, StoreBusyError
 import type { SessionId } from '../../ids.js';
 import { POSTGRES_DEFAULTS } from '../../limits.js';
 import { JournalStore } from '../journal-store.js';
-import { TASK_END_STATUSES, type AttentionRow, type AttentionScan, type EventRow, type JournalBackend, type OperationBinding, type SessionRow, type TxReads, type TxState, type TxWrites } from '../rows.js';
+import type { AttentionRow, AttentionScan, EventRow, JournalBackend, OperationBinding, SessionRow, TxReads, TxState, TxWrites } from '../rows.js';
 import {
   attentionScanSql, int, sessionValues, toAttention, toOperation, toSession, toTask,
   type AttentionRecord, type OperationRecord, type SessionRecord, type TaskRecord,
@@ -224,7 +224,6 @@ class PostgresBackend implements JournalBackend {
     let opRes: QueryResult<OperationRecord> | undefined;
     let idsRes: QueryResult<{ event_id: string }> | undefined;
     let attentionRes: QueryResult<AttentionRecord> | undefined;
-    let ofTaskRes: QueryResult<AttentionRecord> | undefined;
     let approvals: DecisionRow[] | undefined;
     let reviews: DecisionRow[] | undefined;
     let sinceRes: QueryResult<{ seq: string | number }> | undefined;
@@ -248,10 +247,6 @@ class PostgresBackend implements JournalBackend {
     if (reads.attentionCalls?.length) {
       const calls = [...reads.attentionCalls];
       readSteps.push(async () => { attentionRes = await this.run<AttentionRecord>(client, 'attentionByCalls', [sessionId, calls]); });
-    }
-    if (reads.attentionOfTask !== undefined) {
-      const taskId = reads.attentionOfTask;
-      readSteps.push(async () => { ofTaskRes = await this.run<AttentionRecord>(client, 'attentionOfTask', [sessionId, taskId, [...TASK_END_STATUSES]]); });
     }
     if (reads.approvals) {
       const op = reads.approvals;
@@ -277,7 +272,7 @@ class PostgresBackend implements JournalBackend {
       task: t ? toTask(t) : undefined,
       operation: o && reads.operation ? toOperation(reads.operation, o) : undefined,
       existingEventIds: idsRes?.rows.map((r) => r.event_id) ?? [],
-      attention: [...attentionRes?.rows ?? [], ...ofTaskRes?.rows ?? []].map(toAttention),
+      attention: attentionRes?.rows.map(toAttention) ?? [],
       ...(approvals ? { approvals } : {}),
       ...(reviews ? { reviews } : {}),
       ...(sinceRes ? { writtenSince: sinceRes.rows[0] ? int(sinceRes.rows[0].seq, 'seq', sessionId) : null } : {}),

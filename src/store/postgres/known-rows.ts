@@ -60,7 +60,7 @@ export class KnownSessions {
   /** The state a decision would read, when every row `reads` names is known (never for inbox rows, read fresh). */
   state(sessionId: SessionId, reads: TxReads, now: number): { state: TxState; checks: KnownReads; clock: number } | undefined {
     const k = this.bySession.get(sessionId);
-    if (!k || reads.approvals || reads.reviews || reads.writtenSince || reads.attentionOfTask !== undefined) return undefined;
+    if (!k || reads.approvals || reads.reviews || reads.writtenSince) return undefined;
     let task: TaskRow | undefined;
     let operation: OperationRow | undefined;
     const attention: AttentionRow[] = [];

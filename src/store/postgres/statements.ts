@@ -48,7 +48,6 @@ export function postgresStatements(S: string) {
       `(SELECT count(*) FROM ${S}.jw_events e WHERE e.session_id = s.session_id) AS events ` +
       `FROM ${S}.jw_sessions s ORDER BY s.session_id COLLATE "C"`,
     attentionByCalls: attentionOfCalls(S, ATTENTION_COLUMNS, '$1', '$2::text[]'),
-    attentionOfTask: `SELECT ${ATTENTION_COLUMNS} FROM ${S}.jw_attention WHERE session_id = $1 AND task_id = $2 AND status = ANY($3::text[])`,
     attentionByBinding:
       `SELECT ${ATTENTION_COLUMNS} FROM ${S}.jw_attention WHERE session_id = $1 AND task_id = $2 AND tool = $3 AND args_digest = $4`,
   };

@@ -152,7 +152,6 @@ class SqliteBackend implements JournalBackend {
       const r = s.attentionByCall.get(sessionId, id);
       return r ? [toAttention(r)] : [];
     });
-    if (reads.attentionOfTask !== undefined) for (const r of s.attentionOfTask.all(sessionId, reads.attentionOfTask)) attention.push(toAttention(r));
     const writes = decide({
       session,
       task,

@@ -1,6 +1,6 @@
 import { ATTENTION_COLUMNS, ATTENTION_STATE_COLUMNS, ATTENTION_UPDATE, SESSION_COLUMNS, TASK_CHANGING_COLUMNS, TASK_COLUMNS, type AttentionRecord, type OperationRecord, type SessionRecord, type TaskRecord } from '../sql-rows.js';
 import type { SessionId } from '../../ids.js';
-import { TASK_END_STATUSES, type EventRow } from '../rows.js';
+import type { EventRow } from '../rows.js';
 import type { Database, Statement } from './driver.js';
 
 const params = (columns: string) => columns.split(', ').map(() => '?').join(', ');
@@ -56,7 +56,6 @@ export interface SqliteStatements {
   readonly upsertOperation: Statement;
   readonly list: Statement<[], SessionRecord & { events: number }>;
   readonly attentionByCall: Statement<[string, string], AttentionRecord>;
-  readonly attentionOfTask: Statement<[string, string], AttentionRecord>;
   readonly attentionByBinding: Statement<[string, string, string, string], AttentionRecord>;
   readonly upsertAttention: Statement;
   /** The columns an attempt's later commit changes, for a row whose key, call and binding stay (see narrowAttention). */
@@ -101,9 +100,6 @@ export function prepareStatements(db: Database): SqliteStatements {
         '(SELECT count(*) FROM jw_events e WHERE e.session_id = s.session_id) AS events FROM jw_sessions s ORDER BY s.session_id',
     ),
     attentionByCall: db.prepare<[string, string], AttentionRecord>(`SELECT ${ATTENTION_COLUMNS} FROM jw_attention WHERE session_id = ? AND call_id = ?`),
-    attentionOfTask: db.prepare<[string, string], AttentionRecord>(
-      `SELECT ${ATTENTION_COLUMNS} FROM jw_attention WHERE session_id = ? AND task_id = ? AND status IN (${TASK_END_STATUSES.map((st) => `'${st}'`).join(', ')})`,
-    ),
     attentionByBinding: db.prepare<[string, string, string, string], AttentionRecord>(
       `SELECT ${ATTENTION_COLUMNS} FROM jw_attention WHERE session_id = ? AND task_id = ? AND tool = ? AND args_digest = ?`,
     ),
