@@ -403,10 +403,12 @@ const INTERRUPTS: ReadonlySet<string> = new Set(['timeout', 'cancelled', 'budget
 export function attentionTimes(item: AttentionItem, now: string): string {
   // An outcome open, or a write due, since an earlier attempt: the latest one's times are a retry's that made nothing.
   const since = item.pendingSince === null ? ''
-    : `; ${item.status === 'reviewed_not_executed' ? 'due' : 'open'} since ${timeText(item.pendingSince)}, no later attempt started its body`;
+    : `; ${item.status === 'reviewed_not_executed' ? 'due' : 'open'} since ${timeText(item.pendingSince)}, no later attempt ran its body`;
   if (item.status !== 'reviewed_not_executed') return `${attemptTimes(item, now)}${since}`;
   // Not "started … ago" nor "may have gone on": nothing runs, and a review says the body did not write.
   if (item.startedAt === null) return `reviewed: not executed (${attemptTimes(item, now)})${since}`;
+  // A retry's marker: stopped before its body was called (else the body's outcome would have replaced the status).
+  if (item.pendingSince !== null) return `reviewed: not executed (a retry stopped before its body was called, ${durationText(item.startedAt, item.endedAt ?? now) ?? '-'} after its start marker)${since}`;
   const ended = item.endedAt === null ? 'no result' : `ended ${item.category ?? 'with a result'} after ${durationText(item.startedAt, item.endedAt) ?? '-'}`;
   return `reviewed: not executed (body started ${timeText(item.startedAt)}, ${ended})${since}`;
 }

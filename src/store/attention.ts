@@ -78,8 +78,10 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
   for (const row of existing) byCall.set(row.callId, row);
   const changed = new Map<string, AttentionRow>();
   const put = (next: AttentionRow) => {
-    // Only an unsettled standing has an age of its own (pendingSince); anything else is aged by its activity.
-    const row = next.pendingSince == null || PENDING.includes(next.status) ? next : { ...next, pendingSince: null };
+    // Only an unsettled standing has an age of its own (pendingSince), and the retry of a due write whose body is
+    // starting keeps it until its result says whether the body ran; anything else is aged by its activity.
+    const keeps = PENDING.includes(next.status) || (next.status === 'no_result' && next.started);
+    const row = next.pendingSince == null || keeps ? next : { ...next, pendingSince: null };
     byCall.set(row.callId, row);
     changed.set(JSON.stringify([row.taskId, row.key]), row);
   };
@@ -120,8 +122,10 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
       });
     } else if (k.type === 'tool_started') {
       const row = byCall.get(k.callId);
-      // A retry of a reviewed operation that starts its body is that body's outcome from here on, aged from its start.
-      if (row) put({ ...row, started: true, startedAt: at, updatedAt: at, pendingSince: null, ...(row.status === 'reviewed_not_executed' ? { status: 'no_result' as const } : {}) });
+      // A retry of a reviewed operation that starts its body is that body's outcome from here on, aged from its start;
+      // it keeps the time its write became due (pendingSince), for a result that says the body was never called.
+      const due = row?.status === 'reviewed_not_executed';
+      if (row) put({ ...row, started: true, startedAt: at, updatedAt: at, pendingSince: due ? row.pendingSince ?? null : null, ...(due ? { status: 'no_result' as const } : {}) });
     } else if (k.type === 'tool_result') {
       const row = byCall.get(k.result.callId);
       if (!row) continue;
@@ -130,13 +134,15 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
       // Open before its result (an earlier attempt's outcome is unknown): only a success settles it. Due before it (a
       // review said the earlier attempt did not happen): a retry refused before its body leaves it due, unless a
       // person or a policy denied it. Either keeps its age.
+      // A due write's retry stopped after its start marker, before its body was called, made nothing either.
+      const wasDue = row.status === 'reviewed_not_executed' || (row.status === 'no_result' && row.started && row.pendingSince != null);
       const next = row.status === 'outcome_unknown' && status !== 'completed' ? 'outcome_unknown'
-        : row.status === 'reviewed_not_executed' && status === 'not_executed' && !(outcome.status === 'failed' && DENIAL_CATEGORIES.has(outcome.category)) ? 'reviewed_not_executed'
+        : wasDue && status === 'not_executed' && !(outcome.status === 'failed' && DENIAL_CATEGORIES.has(outcome.category)) ? 'reviewed_not_executed'
         : status;
       put({
         ...row,
         status: next,
-        pendingSince: next === row.status ? row.pendingSince ?? null : null,
+        pendingSince: next === row.status || (wasDue && next === 'reviewed_not_executed') ? row.pendingSince ?? null : null,
         category: outcome.status === 'failed' ? outcome.category : null,
         endedAt: at,
         updatedAt: at,
@@ -354,8 +360,9 @@ export function attentionActiveAt(row: Pick<AttentionRow, 'calledAt' | 'startedA
  * How old the row's item is, for the age filter: since its unsettled standing began, where attempts that never
  * started their body carried it over from an earlier one (`pendingSince`), else since its latest attempt's last activity.
  */
-export function attentionAge(row: Pick<AttentionRow, 'calledAt' | 'startedAt' | 'endedAt' | 'pendingSince'>): number | null {
-  return row.pendingSince ?? attentionActiveAt(row);
+export function attentionAge(row: Pick<AttentionRow, 'calledAt' | 'startedAt' | 'endedAt' | 'pendingSince' | 'started'>): number | null {
+  // A body that started and has no result is at work: aged from its start marker, whatever it is a retry of.
+  return (row.started && row.endedAt === null ? null : row.pendingSince) ?? attentionActiveAt(row);
 }
 
 /** Whether a row passes a scan's filters: the reference for a backend that filters in memory. */

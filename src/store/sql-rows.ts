@@ -150,8 +150,8 @@ export function attentionScanSql(table: string, scan: AttentionScan, param: (i: 
   if (scan.tool !== undefined) where.push(`tool = ${p(scan.tool)}`);
   if (scan.effect !== undefined) where.push(`effect = ${p(scan.effect)}`);
   if (scan.activeAtMost !== undefined) {
-    // attentionAge: the unsettled standing's start, or the result's time, or the start marker's, or the call's.
-    const at = 'COALESCE(pending_since, ended_at, started_at, called_at)';
+    // attentionAge: the unsettled standing's start (unless a body runs), or the result's time, or the start marker's, or the call's.
+    const at = 'COALESCE(CASE WHEN started AND ended_at IS NULL THEN NULL ELSE pending_since END, ended_at, started_at, called_at)';
     where.push(scan.orActiveAfter === undefined ? `${at} <= ${p(scan.activeAtMost)}` : `(${at} <= ${p(scan.activeAtMost)} OR ${at} > ${p(scan.orActiveAfter)})`);
   }
   if (scan.after) {

@@ -497,8 +497,8 @@ export function earlierOpenAttempt(record: AttemptRecord): AttemptRecord | null 
 
 /**
  * The earlier attempt of `record`'s operation whose write a `not_executed` review left due, when `record`, its
- * operation's latest attempt, and every attempt since the review were refused before their bodies without being
- * denied (a grant withdrawn, an approver down): nothing has made the write, and nobody decided against it
+ * operation's latest attempt, and every attempt since the review never ran their bodies and were not denied (a grant
+ * withdrawn, an approver down, a cancel after the start marker before the body was called): nothing has made the write, and nobody decided against it
  * (docs/design.md#the-attention-index, as the index's `reviewed_not_executed` keeps it). Null otherwise.
  */
 export function earlierDueAttempt(record: AttemptRecord): AttemptRecord | null {
@@ -513,11 +513,13 @@ export function earlierDueAttempt(record: AttemptRecord): AttemptRecord | null {
   return due === record ? null : due;
 }
 
-/** An attempt without a start marker whose result says it never ran, for a reason other than a denial. */
+/**
+ * An attempt whose result says its body never ran, for a reason other than a denial: refused before its start marker,
+ * or stopped after it before its body was called (a cancel, a deadline, a close while the marker was written).
+ */
 function refusedWithoutDenial(attempt: AttemptRecord): boolean {
   const outcome = attempt.result?.outcome;
-  return attempt.startedEvent === null && outcome?.status === 'failed' && !DENIAL_CATEGORIES.has(outcome.category)
-    && classifyAttempt(attempt).status === ToolRecoveryStatus.NotExecuted;
+  return outcome?.status === 'failed' && !DENIAL_CATEGORIES.has(outcome.category) && classifyAttempt(attempt).status === ToolRecoveryStatus.NotExecuted;
 }
 
 /**

@@ -71,7 +71,7 @@ it('a retry of a reviewed mail refused before its body keeps the write due in ev
     'nothing made the write and nobody decided against it: the queue keeps it');
   // Its age is the reviewed attempt's, not the refused retry's.
   assert.equal(listed.items[0]!.pending_since, firstEnded, 'pending since the reviewed attempt\'s result');
-  assert.match(cli(['queue', path]).stdout, /due since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z, no later attempt started its body/);
+  assert.match(cli(['queue', path]).stdout, /due since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z, no later attempt ran its body/);
   assert.match(cli(['sessions', path]).stdout, /1 \(1 retry_allowed\)/);
   const inspect = cli(['inspect', path, 's-mail']);
   assert.equal(inspect.code, 1, 'inspect counts it as needing attention');

@@ -16,6 +16,8 @@ import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { recordToolReview } from '../../src/tool/review.js';
+import { assessSession } from '../../src/tool/assess.js';
+import { attentionTimes } from '../../src/cli/assessment.js';
 import { PG_URL, freshSchema } from '../support/postgres.js';
 import { parseJournal } from '../../src/store/jsonl.js';
 import { cli, tamper } from '../cli/helpers.js';
@@ -212,6 +214,63 @@ describe('recorded times', () => {
       assert.equal(item?.pendingSince, first?.endedAt, `${name}: pending since the reviewed attempt's failure`);
       assert.ok(Date.parse(item!.calledAt!) - Date.parse(item!.pendingSince!) >= 2 * hour - 1_000, `${name}: the latest retry was called two hours later`);
       assert.deepEqual((await store.attention({ olderThanMs: 4 * hour })).items, [], `${name}: but not older than its doubt`);
+      assert.notEqual((await store.checkLookupRows?.('s'))?.checked, false);
+      await store.close();
+    }
+  });
+
+  it('a due write\'s retry stopped after its start marker, before its body was called, leaves the write due and as old as before; while its body runs it is young', async () => {
+    const hour = 60 * 60 * 1000;
+    let offset = -3 * hour;
+    // Aborts the retry's signal at the first clock read after its approver answered: the start marker's commit.
+    let abortAtNextRead: AbortController | null = null;
+    const clock = () => {
+      if (abortAtNextRead !== null && armed) {
+        abortAtNextRead.abort(new Error('host shutting down'));
+        abortAtNextRead = null;
+      }
+      return Date.now() + offset;
+    };
+    let armed = false;
+    for (const [name, store] of await clockedStores('retry-stopped-at-marker', clock)) {
+      offset = -3 * hour;
+      const callId = await callInDoubt(store);
+      const owner = await store.acquire('s', { owner: 'host-2', takeover: true });
+      await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'alice', outcome: 'not_executed', evidence: 'no transfer in the bank\'s statement' });
+      const reviewedAge = (await store.attention()).items[0]!.endedAt;
+      offset = -hour;
+      const shutdown = new AbortController();
+      abortAtNextRead = shutdown;
+      let ran = 0;
+      const approvers = { ops: async () => { armed = true; return { decision: 'approved' as const }; } };
+      const tool = { ...wireTool(), metadata: wireTool().metadata.withApproval('ops'), execute: async () => { ran += 1; return 'sent'; } };
+      const stopped = await createToolRuntime({ tools: [tool], grants: { agent: '*' }, approvers }).bind({ owner, taskId: 't', caller: 'agent' })
+        .callWithOptions('wire', {}, { retry: prepareToolRetry(await store.loadHistory('s'), callId), signal: shutdown.signal });
+      armed = false;
+      assert.ok(stopped.startedEvent, `${name}: the retry's start marker is recorded`);
+      assert.equal(stopped.result.outcome.status === 'failed' ? stopped.result.outcome.code : 'succeeded', 'tool_stopped_before_body', name);
+      assert.equal(ran, 0);
+      offset = 0;
+      const [item] = (await store.attention()).items;
+      assert.deepEqual([item?.callId, item?.status, item?.inDoubt], [stopped.call.id, 'reviewed_not_executed', false],
+        `${name}: the retry never called its body, so the write a review found not made is still due and listed`);
+      assert.equal(item?.pendingSince, reviewedAge, `${name}: due since the reviewed attempt`);
+      assert.equal((await store.attention({ olderThanMs: 90 * 60 * 1000 })).items.length, 1, `${name}: and as old`);
+      assert.match(attentionTimes(item!, new Date().toISOString()), /^reviewed: not executed \(a retry stopped before its body was called, \d+ ms after its start marker\); due since \S+ \S+, no later attempt ran its body$/);
+      const assessed = assessSession(await store.loadHistory('s')).calls.find((c) => c.callId === stopped.call.id);
+      assert.deepEqual([assessed?.attention, assessed?.nextStep], ['interrupted', 'retry_allowed'], `${name}: the journal's view agrees`);
+      assert.match(assessed?.reason ?? '', /a review said attempt 1 \(\S+\) before it was not made, and its write is still due/);
+      // The model asking again is refused: the reviewed write's retry is still to be made.
+      const repeat = await createToolRuntime({ tools: [wireTool()], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('wire', {});
+      assert.equal(repeat.result.outcome.status === 'failed' ? repeat.result.outcome.code : 'succeeded', 'tool_in_doubt', name);
+      // The next retry's body runs: its owner is at work, so the item is young until its result.
+      let whileRunning: readonly unknown[] = ['not run'];
+      const working = { ...wireTool(), execute: async () => { whileRunning = (await store.attention({ olderThanMs: 90 * 60 * 1000 })).items; return 'sent'; } };
+      const made = await createToolRuntime({ tools: [working], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' })
+        .callWithOptions('wire', {}, { retry: prepareToolRetry(await store.loadHistory('s'), stopped.call.id) });
+      assert.equal(made.result.outcome.status, 'succeeded', name);
+      assert.deepEqual(whileRunning, [], `${name}: a body that started a moment ago is young, whatever it is a retry of`);
+      assert.deepEqual((await store.attention()).items, [], `${name}: made: nothing is left`);
       assert.notEqual((await store.checkLookupRows?.('s'))?.checked, false);
       await store.close();
     }
