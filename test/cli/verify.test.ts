@@ -43,7 +43,7 @@ describe('jingwei verify', () => {
     assert.match(r.stdout, /tool evidence valid: 4 tool calls/);
     // An imported journal written with no task changes: its task's row cannot be checked against the chain, and
     // verify says so rather than calling it matching (docs/design.md#the-task-ledger-in-the-chain).
-    assert.match(r.stdout, /task ledger not covered \(no task changes in the journal: imported, or written before tasks were journaled\): retry-task\n/);
+    assert.match(r.stdout, /task ledger not covered \(no row of it was stored, as in an imported session, or the journal holds none of its changes, as one written before tasks were journaled\): retry-task\n/);
     assert.doesNotMatch(r.stdout, /task ledger matches/);
     assert.match(r.stdout, /lookup rows match the chain: 4 attention rows, 4 operation rows\n/);
     assert.deepEqual(JSON.parse(cli(['verify', path, 'alpha', '--json']).stdout), {

@@ -116,7 +116,7 @@ describe('task ledger in the chain: SQLite', () => {
     assert.equal(r.code, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /ok {7}s-ledger: journal intact/);
     assert.match(r.stdout, /task ledger matches the chain: t1, t2, t3/);
-    assert.match(r.stdout, /task ledger not covered \(no task changes in the journal: imported, or written before tasks were journaled\): t2, t3/);
+    assert.match(r.stdout, /task ledger not covered \(no row of it was stored, as in an imported session, or the journal holds none of its changes, as one written before tasks were journaled\): t2, t3/);
     const json = JSON.parse(cli(['verify', path, 's-ledger', '--json']).stdout) as { task_ledger: unknown };
     assert.deepEqual(json.task_ledger, { covered: ['t1', 't2', 't3'], not_covered: [] });
     const events = cli(['events', path, 's-ledger']);

@@ -185,7 +185,7 @@ warning on stderr; any other bad line is refused.`,
           out.line(`         tool evidence valid: ${plural(v.calls, 'tool call')}, results paired with their calls, retries chained to their previous attempts`);
           if (v.tasks && v.tasks.covered.length > 0) out.line(`         task ledger matches the chain: ${v.tasks.covered.map((t) => clip(t, 40)).join(', ')}`);
           if (v.tasks && v.tasks.notCovered.length > 0) {
-            out.line(`         task ledger not covered (no task changes in the journal: imported, or written before tasks were journaled): ${v.tasks.notCovered.map((t) => clip(t, 40)).join(', ')}`);
+            out.line(`         task ledger not covered (no row of it was stored, as in an imported session, or the journal holds none of its changes, as one written before tasks were journaled): ${v.tasks.notCovered.map((t) => clip(t, 40)).join(', ')}`);
           }
           if (v.lookups?.checked === true) {
             out.line(`         lookup rows match the chain: ${plural(v.lookups.attentionRows, 'attention row')}, ${plural(v.lookups.operationRows, 'operation row')}`);
