@@ -220,7 +220,8 @@ const REVIEWED: readonly AttentionStatus[] = ['resolved', 'reviewed_not_executed
 
 /**
  * The row after a review of its call (docs/design.md#the-attention-index). The latest review is the one recovery reads:
- * `completed` settles an open or reviewed outcome for good (`resolved`); `not_executed` settles an open one as not
+ * `completed` settles an open or reviewed outcome for good (`resolved`), and one whose latest attempt never ran its
+ * body (a review the evidence admits there only when an earlier attempt may have made the write); `not_executed` settles an open one as not
  * happened, with its write still to be made (`reviewed_not_executed`, which the queue lists until a retry replaces the
  * row); `uncertain` over a reviewed one opens it again (`outcome_unknown`: a reconciler that could not check a person's
  * `not_executed`, say). A row that is neither open nor reviewed stays as it is, and so does `resolved` under a
@@ -230,7 +231,8 @@ export function resolveAttention(row: AttentionRow, review: { readonly outcome: 
   const to = (status: AttentionStatus): AttentionRow => (status === row.status ? row : { ...row, status, updatedAt: review.at ?? row.updatedAt });
   if (review.outcome === 'uncertain') return REVIEWED.includes(row.status) ? to('outcome_unknown') : row;
   const open = OPEN_ATTENTION_STATUSES.includes(row.status);
-  if (review.outcome === 'completed') return open || row.status === 'reviewed_not_executed' ? to('resolved') : row;
+  // Also over a retry denied or refused before its body: the review is about the write, which was made after all.
+  if (review.outcome === 'completed') return open || row.status === 'reviewed_not_executed' || row.status === 'not_executed' ? to('resolved') : row;
   return open ? to('reviewed_not_executed') : row;
 }
 

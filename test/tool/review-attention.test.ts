@@ -119,6 +119,27 @@ forEachStore('a review settles its call for the queue, the guard and assessSessi
     await r.store.close();
   });
 
+  it('a completed review after the reviewed write\'s retry was denied resolves it in the index as in the journal', async () => {
+    const sent = { count: 0 };
+    const base = mailer(sent);
+    // The approver lets the first attempt through, and denies the retry.
+    let asked = 0;
+    const approver: ToolApprover = async () => (asked++ === 0 ? { decision: 'approved' } : { decision: 'denied', code: 'not_now', message: 'not now' });
+    const r = await rig(target, { tools: [{ ...base, metadata: base.metadata.withApproval('ops') }], approvers: { ops: approver } });
+    const callId = await inDoubt(r);
+    await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), callId, { actor: 'ops:maria', evidence: 'nothing in the outbox', outcome: 'not_executed' });
+    const denied = await r.gateway.callWithOptions('send_mail', ARGS, { retry: prepareToolRetry(await r.store.loadHistory(r.sessionId), callId) });
+    assert.equal(denied.result.outcome.status === 'failed' && denied.result.outcome.category, 'approval_denied');
+    // A colleague then finds the mail in the provider's log after all: it was made.
+    await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), denied.call.id, { actor: 'ops:lee', evidence: 'the provider logged it', outcome: 'completed' });
+    const assessed = assessSession(await r.store.loadHistory(r.sessionId)).calls.find((c) => c.callId === denied.call.id);
+    assert.equal(assessed?.nextStep, 'completed');
+    const rows = (await r.store.attention({ sessionId: r.sessionId, status: ['resolved', 'not_executed'] })).items;
+    assert.deepEqual(rows.filter((i) => i.callId === denied.call.id).map((i) => i.status), ['resolved'],
+      'the index must say what the journal says: a completed review resolves the operation, also over a denied retry');
+    await r.store.close();
+  });
+
   it('a reconciler\'s completed answer settles it the same way, without a person', async () => {
     const sent = { count: 0 };
     const reconcile: Tool['reconcile'] = async () => ({ outcome: 'completed', evidence: 'the provider has a message for this key' });
