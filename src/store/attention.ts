@@ -132,9 +132,8 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
       const outcome = k.result.outcome;
       const status = statusOfResult(row, outcome);
       // Open before its result (an earlier attempt's outcome is unknown): only a success settles it. Due before it (a
-      // review said the earlier attempt did not happen): a retry refused before its body leaves it due, unless a
-      // person or a policy denied it. Either keeps its age.
-      // A due write's retry stopped after its start marker, before its body was called, made nothing either.
+      // review said the earlier attempt did not happen; or its retry's start marker is written, and the time it became
+      // due kept): a retry whose body never ran leaves it due, unless a person or a policy denied it. Either keeps its age.
       const wasDue = row.status === 'reviewed_not_executed' || (row.status === 'no_result' && row.started && row.pendingSince != null);
       const next = row.status === 'outcome_unknown' && status !== 'completed' ? 'outcome_unknown'
         : wasDue && status === 'not_executed' && !(outcome.status === 'failed' && DENIAL_CATEGORIES.has(outcome.category)) ? 'reviewed_not_executed'
@@ -221,11 +220,11 @@ const REVIEWED: readonly AttentionStatus[] = ['resolved', 'reviewed_not_executed
 /**
  * The row after a review of its call (docs/design.md#the-attention-index). The latest review is the one recovery reads:
  * `completed` settles an open or reviewed outcome for good (`resolved`), and one whose latest attempt never ran its
- * body (a review the evidence admits there only when an earlier attempt may have made the write); `not_executed` settles an open one as not
- * happened, with its write still to be made (`reviewed_not_executed`, which the queue lists until a retry replaces the
- * row); `uncertain` over a reviewed one opens it again (`outcome_unknown`: a reconciler that could not check a person's
- * `not_executed`, say). A row that is neither open nor reviewed stays as it is, and so does `resolved` under a
- * `not_executed` review (the evidence pass refuses a review after a `completed` one).
+ * body (the evidence admits that review only where an earlier attempt may have made the write); `not_executed` settles
+ * an open one as not happened, with its write still to be made (`reviewed_not_executed`, which the queue lists until a
+ * retry replaces the row); `uncertain` over a reviewed one opens it again (`outcome_unknown`: a reconciler that could not check a person's
+ * `not_executed`, say). Any other row stays as it is under a `not_executed` or `uncertain` review, and so does
+ * `resolved` under a `not_executed` review (the evidence pass refuses a review after a `completed` one).
  */
 export function resolveAttention(row: AttentionRow, review: { readonly outcome: ToolReviewOutcome; readonly at: number | null }): AttentionRow {
   const to = (status: AttentionStatus): AttentionRow => (status === row.status ? row : { ...row, status, updatedAt: review.at ?? row.updatedAt });

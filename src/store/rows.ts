@@ -132,8 +132,8 @@ export interface AttentionRow {
   readonly updatedAt: number | null;
   /**
    * When the operation's unsettled standing (`outcome_unknown` or `reviewed_not_executed`) began, where an earlier
-   * attempt left it so and later attempts that never started their body kept it (attentionAge): the age a refused
-   * retry does not reset. Null otherwise; a row stored without it reads as null.
+   * attempt left it so and later attempts that never ran their body kept it (attentionAge): the age a refused retry
+   * does not reset. Null otherwise; a row stored without it reads as null.
    */
   readonly pendingSince?: number | null;
 }
