@@ -404,11 +404,12 @@ export function attentionTimes(item: AttentionItem, now: string): string {
   // An outcome open, or a write due, since an earlier attempt: the latest one's times are a retry's that made nothing.
   const since = item.pendingSince === null ? ''
     : `; ${item.status === 'reviewed_not_executed' ? 'due' : 'open'} since ${timeText(item.pendingSince)}, no later attempt ran its body`;
-  if (item.status !== 'reviewed_not_executed') return `${attemptTimes(item, now)}${since}`;
+  // A retry's marker with a standing carried past it: stopped before its body was called (a body that ran resets it).
+  const stopped = item.pendingSince !== null && item.startedAt !== null
+    ? `a retry stopped before its body was called, ${durationText(item.startedAt, item.endedAt ?? now) ?? '-'} after its start marker` : null;
+  if (item.status !== 'reviewed_not_executed') return `${stopped ?? attemptTimes(item, now)}${since}`;
   // Not "started … ago" nor "may have gone on": nothing runs, and a review says the body did not write.
-  if (item.startedAt === null) return `reviewed: not executed (${attemptTimes(item, now)})${since}`;
-  // A retry's marker: stopped before its body was called (else the body's outcome would have replaced the status).
-  if (item.pendingSince !== null) return `reviewed: not executed (a retry stopped before its body was called, ${durationText(item.startedAt, item.endedAt ?? now) ?? '-'} after its start marker)${since}`;
+  if (item.startedAt === null || stopped !== null) return `reviewed: not executed (${stopped ?? attemptTimes(item, now)})${since}`;
   const ended = item.endedAt === null ? 'no result' : `ended ${item.category ?? 'with a result'} after ${durationText(item.startedAt, item.endedAt) ?? '-'}`;
   return `reviewed: not executed (body started ${timeText(item.startedAt)}, ${ended})${since}`;
 }

@@ -118,14 +118,16 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
         updatedAt: at,
         // The standing the earlier attempt left goes on, and so does its age: a retry refused before its body every few
         // minutes must not keep a write that is still due, or an outcome still open, younger than the age filter.
-        pendingSince: stillOpen || stillDue ? attentionAge(previous) : null,
+        // Never null for a carried standing whose events have a time (a journal from before times, or from Jingwei
+        // for Rust, has none for its attempts; then the review's time, or this retry's): it also marks the row carried.
+        pendingSince: stillOpen || stillDue ? attentionAge(previous) ?? previous.updatedAt ?? at : null,
       });
     } else if (k.type === 'tool_started') {
       const row = byCall.get(k.callId);
-      // A retry of a reviewed operation that starts its body is that body's outcome from here on, aged from its start;
-      // it keeps the time its write became due (pendingSince), for a result that says the body was never called.
-      const due = row?.status === 'reviewed_not_executed';
-      if (row) put({ ...row, started: true, startedAt: at, updatedAt: at, pendingSince: due ? row.pendingSince ?? null : null, ...(due ? { status: 'no_result' as const } : {}) });
+      // A retry of a reviewed operation that starts its body is that body's outcome from here on, aged from its start
+      // (attentionAge); it keeps the time its operation's standing began (pendingSince), for a result that says the
+      // body was never called.
+      if (row) put({ ...row, started: true, startedAt: at, updatedAt: at, ...(row.status === 'reviewed_not_executed' ? { status: 'no_result' as const } : {}) });
     } else if (k.type === 'tool_result') {
       const row = byCall.get(k.result.callId);
       if (!row) continue;
@@ -141,7 +143,8 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
       put({
         ...row,
         status: next,
-        pendingSince: next === row.status || (wasDue && next === 'reviewed_not_executed') ? row.pendingSince ?? null : null,
+        // Aged from this result once a body ran; kept while no attempt did.
+        pendingSince: status === 'not_executed' && (next === row.status || (wasDue && next === 'reviewed_not_executed')) ? row.pendingSince ?? null : null,
         category: outcome.status === 'failed' ? outcome.category : null,
         endedAt: at,
         updatedAt: at,
@@ -278,7 +281,8 @@ export function attentionItem(row: AttentionRow): AttentionItem {
     calledAt: text(row.calledAt),
     startedAt: text(row.startedAt),
     endedAt: text(row.endedAt),
-    pendingSince: text(row.pendingSince ?? null),
+    // As attentionAge reads it: a body that started and has no result is aged from its start marker.
+    pendingSince: text(row.started && row.endedAt === null ? null : row.pendingSince ?? null),
   };
 }
 

@@ -10,7 +10,6 @@ import { JournalImportError, WireDecodeError } from '../../src/errors.js';
 import type { EventId } from '../../src/ids.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { createMemoryStore } from '../../src/store/memory.js';
-import type { SessionStore } from '../../src/store/types.js';
 import { openPostgresStore } from '../../src/postgres.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -18,6 +17,10 @@ import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { recordToolReview } from '../../src/tool/review.js';
 import { assessSession } from '../../src/tool/assess.js';
 import { attentionTimes } from '../../src/cli/assessment.js';
+import { exportRustJournal } from '../../src/store/rust-format.js';
+import type { AttentionItem, SessionOwner, SessionStore } from '../../src/store/types.js';
+import type { Tool } from '../../src/tool/types.js';
+import type { ToolRetryPlan } from '../../src/tool/retry-plan.js';
 import { PG_URL, freshSchema } from '../support/postgres.js';
 import { parseJournal } from '../../src/store/jsonl.js';
 import { cli, tamper } from '../cli/helpers.js';
@@ -221,36 +224,20 @@ describe('recorded times', () => {
 
   it('a due write\'s retry stopped after its start marker, before its body was called, leaves the write due and as old as before; while its body runs it is young', async () => {
     const hour = 60 * 60 * 1000;
-    let offset = -3 * hour;
-    // Aborts the retry's signal at the first clock read after its approver answered: the start marker's commit.
-    let abortAtNextRead: AbortController | null = null;
-    const clock = () => {
-      if (abortAtNextRead !== null && armed) {
-        abortAtNextRead.abort(new Error('host shutting down'));
-        abortAtNextRead = null;
-      }
-      return Date.now() + offset;
-    };
-    let armed = false;
-    for (const [name, store] of await clockedStores('retry-stopped-at-marker', clock)) {
-      offset = -3 * hour;
+    const stopper = new StoppingClock(-3 * hour);
+    for (const [name, store] of await clockedStores('retry-stopped-at-marker', stopper.clock)) {
+      stopper.offset = -3 * hour;
       const callId = await callInDoubt(store);
       const owner = await store.acquire('s', { owner: 'host-2', takeover: true });
       await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'alice', outcome: 'not_executed', evidence: 'no transfer in the bank\'s statement' });
       const reviewedAge = (await store.attention()).items[0]!.endedAt;
-      offset = -hour;
-      const shutdown = new AbortController();
-      abortAtNextRead = shutdown;
+      stopper.offset = -hour;
       let ran = 0;
-      const approvers = { ops: async () => { armed = true; return { decision: 'approved' as const }; } };
-      const tool = { ...wireTool(), metadata: wireTool().metadata.withApproval('ops'), execute: async () => { ran += 1; return 'sent'; } };
-      const stopped = await createToolRuntime({ tools: [tool], grants: { agent: '*' }, approvers }).bind({ owner, taskId: 't', caller: 'agent' })
-        .callWithOptions('wire', {}, { retry: prepareToolRetry(await store.loadHistory('s'), callId), signal: shutdown.signal });
-      armed = false;
+      const stopped = await stopper.retry(owner, { ...wireTool(), execute: async () => { ran += 1; return 'sent'; } }, prepareToolRetry(await store.loadHistory('s'), callId));
+      stopper.offset = 0;
       assert.ok(stopped.startedEvent, `${name}: the retry's start marker is recorded`);
       assert.equal(stopped.result.outcome.status === 'failed' ? stopped.result.outcome.code : 'succeeded', 'tool_stopped_before_body', name);
       assert.equal(ran, 0);
-      offset = 0;
       const [item] = (await store.attention()).items;
       assert.deepEqual([item?.callId, item?.status, item?.inDoubt], [stopped.call.id, 'reviewed_not_executed', false],
         `${name}: the retry never called its body, so the write a review found not made is still due and listed`);
@@ -265,17 +252,96 @@ describe('recorded times', () => {
       assert.equal(repeat.result.outcome.status === 'failed' ? repeat.result.outcome.code : 'succeeded', 'tool_in_doubt', name);
       // The next retry's body runs: its owner is at work, so the item is young until its result.
       let whileRunning: readonly unknown[] = ['not run'];
-      const working = { ...wireTool(), execute: async () => { whileRunning = (await store.attention({ olderThanMs: 90 * 60 * 1000 })).items; return 'sent'; } };
+      let runningItem: AttentionItem | undefined;
+      const working = { ...wireTool(), execute: async () => {
+        whileRunning = (await store.attention({ olderThanMs: 90 * 60 * 1000 })).items;
+        runningItem = (await store.attention()).items[0];
+        return 'sent';
+      } };
       const made = await createToolRuntime({ tools: [working], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' })
         .callWithOptions('wire', {}, { retry: prepareToolRetry(await store.loadHistory('s'), stopped.call.id) });
       assert.equal(made.result.outcome.status, 'succeeded', name);
       assert.deepEqual(whileRunning, [], `${name}: a body that started a moment ago is young, whatever it is a retry of`);
+      assert.deepEqual([runningItem?.status, runningItem?.pendingSince], ['no_result', null], `${name}: and shows no earlier age while it runs`);
+      assert.match(attentionTimes(runningItem!, new Date().toISOString()), /^body started .+ ago, no result$/);
       assert.deepEqual((await store.attention()).items, [], `${name}: made: nothing is left`);
       assert.notEqual((await store.checkLookupRows?.('s'))?.checked, false);
       await store.close();
     }
   });
+
+  it('an outcome left open keeps its age across a free retry stopped after its start marker; a due write with no recorded time is still due after one', async () => {
+    const hour = 60 * 60 * 1000;
+    const stopper = new StoppingClock(-3 * hour);
+    for (const [name, store] of await clockedStores('open-stopped-at-marker', stopper.clock)) {
+      // An idempotent transfer whose body failed three hours ago: its outcome is open, and a free retry is allowed.
+      stopper.offset = -3 * hour;
+      const owner = await store.acquire('s-idem', { owner: 'h' });
+      await owner.startTask('t');
+      const idempotent = { ...wireTool(), metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('idempotent', 'v1') };
+      const first = await createToolRuntime({ tools: [{ ...idempotent, execute: async () => { throw new Error('lost after the write'); } }], grants: { agent: '*' } })
+        .bind({ owner, taskId: 't', caller: 'agent' }).call('wire', {});
+      stopper.offset = -hour;
+      const stopped = await stopper.retry(owner, idempotent, prepareToolRetry(await store.loadHistory('s-idem'), first.call.id));
+      assert.equal(stopped.result.outcome.status === 'failed' ? stopped.result.outcome.code : 'succeeded', 'tool_stopped_before_body', name);
+      stopper.offset = 0;
+      const [item] = (await store.attention({ sessionId: 's-idem', olderThanMs: 90 * 60 * 1000 })).items;
+      assert.deepEqual([item?.callId, item?.status, item?.pendingSince], [stopped.call.id, 'outcome_unknown', first.resultEvent.recordedAt ?? 'no time'],
+        `${name}: the retry stopped before its body made nothing: the outcome is as old as the first attempt's failure`);
+      assert.match(attentionTimes(item!, new Date().toISOString()), /^a retry stopped before its body was called, \d+ ms after its start marker; open since /);
+
+      // A journal whose reviewed attempt has no recorded time (Jingwei for Rust's), imported and reviewed here.
+      await callInDoubt(store);
+      const rust = exportRustJournal(await store.loadHistory('s')).replaceAll('"session_id":"s"', '"session_id":"s-rust"');
+      assert.match(rust, /"session_id":"s-rust"/);
+      await store.importJsonl(rust, { owner: 'import' });
+      const host = await store.acquire('s-rust', { owner: 'host' });
+      await host.startTask('t');
+      const history = await store.loadHistory('s-rust');
+      const rustCall = history.find((e) => e.kind.type === 'tool_call')!;
+      const id = rustCall.kind.type === 'tool_call' ? rustCall.kind.call.id : '';
+      assert.equal(rustCall.recordedAt, undefined, 'the imported attempt has no time');
+      await recordToolReview(host, history, id, { actor: 'alice', outcome: 'not_executed', evidence: 'no transfer' });
+      const again = await stopper.retry(host, wireTool(), prepareToolRetry(await store.loadHistory('s-rust'), id));
+      assert.equal(again.result.outcome.status === 'failed' ? again.result.outcome.code : 'succeeded', 'tool_stopped_before_body', name);
+      const due = (await store.attention({ sessionId: 's-rust' })).items;
+      assert.deepEqual(due.map((i) => [i.callId, i.status]), [[again.call.id, 'reviewed_not_executed']],
+        `${name}: a due write whose reviewed attempt has no time is still due after a retry stopped before its body`);
+      assert.notEqual((await store.checkLookupRows?.('s-rust'))?.checked, false);
+      await store.close();
+    }
+  });
 });
+
+/**
+ * A store clock `offset` ms off, which aborts a retry's signal at its first read after the retry's approver answered:
+ * the start marker's commit, so the retry is stopped after its marker, before its body is called.
+ */
+class StoppingClock {
+  private armed = false;
+  private pending: AbortController | null = null;
+  constructor(public offset: number) {}
+
+  readonly clock = (): number => {
+    if (this.armed && this.pending !== null) {
+      this.pending.abort(new Error('host shutting down'));
+      this.pending = null;
+    }
+    return Date.now() + this.offset;
+  };
+
+  async retry(owner: SessionOwner, tool: Tool, plan: ToolRetryPlan) {
+    this.pending = new AbortController();
+    const approvers = { ops: async () => { this.armed = true; return { decision: 'approved' as const }; } };
+    try {
+      return await createToolRuntime({ tools: [{ ...tool, metadata: tool.metadata.withApproval('ops') }], grants: { agent: '*' }, approvers })
+        .bind({ owner, taskId: 't', caller: 'agent' }).callWithOptions(tool.name, {}, { retry: plan, signal: this.pending.signal });
+    } finally {
+      this.armed = false;
+      this.pending = null;
+    }
+  }
+}
 
 /** A memory, a SQLite and (with JINGWEI_PG_URL) a PostgreSQL store on `clock`, each named. */
 async function clockedStores(file: string, clock: () => number): Promise<[string, SessionStore][]> {
