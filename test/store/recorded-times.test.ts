@@ -193,9 +193,7 @@ describe('recorded times', () => {
     const stores = await clockedStores('aged-across-retries', clock);
     for (const [name, store] of stores) {
       offset = -3 * hour;
-      const callId = await callInDoubt(store);
-      const owner = await store.acquire('s', { owner: 'host-2', takeover: true });
-      await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'alice', outcome: 'not_executed', evidence: 'no transfer in the bank\'s statement' });
+      const { owner, callId } = await reviewedNotMade(store);
       const [first] = (await store.attention()).items;
       assert.equal(first?.status, 'reviewed_not_executed');
       assert.equal(first?.pendingSince, null, `${name}: the reviewed attempt itself is aged by its activity`);
@@ -227,9 +225,7 @@ describe('recorded times', () => {
     const stopper = new StoppingClock(-3 * hour);
     for (const [name, store] of await clockedStores('retry-stopped-at-marker', stopper.clock)) {
       stopper.offset = -3 * hour;
-      const callId = await callInDoubt(store);
-      const owner = await store.acquire('s', { owner: 'host-2', takeover: true });
-      await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'alice', outcome: 'not_executed', evidence: 'no transfer in the bank\'s statement' });
+      const { owner, callId } = await reviewedNotMade(store);
       const reviewedAge = (await store.attention()).items[0]!.endedAt;
       stopper.offset = -hour;
       let ran = 0;
@@ -352,6 +348,14 @@ async function clockedStores(file: string, clock: () => number): Promise<[string
 
 function wireTool() {
   return { name: 'wire', metadata: new ToolMetadata('wires money', { type: 'object' }).withEffect('non_idempotent', 'v1'), execute: async () => 'sent' };
+}
+
+/** callInDoubt, then a person's `not_executed` review of it, journaled by a host that took the session over. */
+async function reviewedNotMade(store: SessionStore): Promise<{ owner: SessionOwner; callId: string }> {
+  const callId = await callInDoubt(store);
+  const owner = await store.acquire('s', { owner: 'host-2', takeover: true });
+  await recordToolReview(owner, await store.loadHistory('s'), callId, { actor: 'alice', outcome: 'not_executed', evidence: 'no transfer in the bank\'s statement' });
+  return { owner, callId };
 }
 
 /** A non-idempotent transfer in session `s` of `store` that failed after its write: its call in doubt. */
