@@ -4,7 +4,7 @@
  */
 import type { SessionEvent, ToolEffect, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
-import { ToolRecoveryStatus, classifyAttempt, collectEvidence, decideRetry, earlierDueAttempt, earlierOpenAttempt, effectiveReview, latestReview } from './evidence.js';
+import { ToolRecoveryStatus, classifyAttempt, collectEvidence, decideRetry, earlierDueAttempt, earlierOpenAttempt, effectiveReview, latestReview, openBeforeOwnReview } from './evidence.js';
 import type { EvidenceRuleId, RetryRuleId } from './retry-policy.js';
 import { withLateEnd } from './late-bodies.js';
 
@@ -127,8 +127,10 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
       : due !== null ? `; a review said attempt ${due.attempt} (${due.call.id}) before it was not made, and its write is still due` : '';
     const reason = withLateEnd(`${decided.reason}${why}`, record);
     // A `not_executed` review settles the doubt, not the write: the call needs a host's retry, as the index's
-    // `reviewed_not_executed` says, and is no longer in doubt.
-    const reviewedDue = status === ToolRecoveryStatus.OutcomeUnknown && reviewed === 'not_executed';
+    // `reviewed_not_executed` says, and is no longer in doubt. So does one of a retry that never ran its body, about
+    // the earlier attempt that may have (the latest attempt is where a person decides the operation's doubt).
+    const reviewedDue = reviewed === 'not_executed' &&
+      (status === ToolRecoveryStatus.OutcomeUnknown || (status === ToolRecoveryStatus.NotExecuted && openBeforeOwnReview(record) !== null));
     const attention = attentionOf((status === ToolRecoveryStatus.OutcomeUnknown && !reviewedDue) || open !== null, nextStep,
       record.result !== null && due === null && !reviewedDue);
     byAttention[attention] += 1;

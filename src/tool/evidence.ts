@@ -481,10 +481,14 @@ export function decideRetry(record: AttemptRecord, review: ToolReviewOutcome | n
  * `record` itself settled the operation.
  */
 export function earlierOpenAttempt(record: AttemptRecord): AttemptRecord | null {
+  const own = latestReview(record)?.outcome;
+  return own === 'completed' || own === 'not_executed' ? null : openBeforeOwnReview(record);
+}
+
+/** earlierOpenAttempt as it was before any review of `record` itself: what such a review is about. */
+export function openBeforeOwnReview(record: AttemptRecord): AttemptRecord | null {
   const attempts = record.operation?.attempts;
   if (attempts === undefined || attempts[attempts.length - 1] !== record) return null;
-  const own = latestReview(record)?.outcome;
-  if (own === 'completed' || own === 'not_executed') return null;
   let open: AttemptRecord | null = null;
   for (const earlier of attempts) {
     if (earlier === record) break;
@@ -498,8 +502,9 @@ export function earlierOpenAttempt(record: AttemptRecord): AttemptRecord | null 
 /**
  * The earlier attempt of `record`'s operation whose write a `not_executed` review left due, when `record`, its
  * operation's latest attempt, and every attempt since the review never ran their bodies and were not denied (a grant
- * withdrawn, an approver down, a cancel after the start marker before the body was called): nothing has made the write, and nobody decided against it
- * (docs/design.md#the-attention-index, as the index's `reviewed_not_executed` keeps it). Null otherwise.
+ * withdrawn, an approver down, a cancel after the start marker before the body was called): nothing has made the
+ * write, and nobody decided against it (docs/design.md#the-attention-index, as the index's `reviewed_not_executed`
+ * keeps it). Null otherwise.
  */
 export function earlierDueAttempt(record: AttemptRecord): AttemptRecord | null {
   const attempts = record.operation?.attempts;

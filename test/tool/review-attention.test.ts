@@ -10,6 +10,7 @@ import { ToolBodyError } from '../../src/errors.js';
 import { assessSession, prepareToolRetry } from '../../src/index.js';
 import { reconcileUncertainCalls, recordToolReview } from '../../src/review.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool, ToolApprover } from '../../src/tool/types.js';
 import { rig, tool, type Rig } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
@@ -137,6 +138,31 @@ forEachStore('a review settles its call for the queue, the guard and assessSessi
     const rows = (await r.store.attention({ sessionId: r.sessionId, status: ['resolved', 'not_executed'] })).items;
     assert.deepEqual(rows.filter((i) => i.callId === denied.call.id).map((i) => i.status), ['resolved'],
       'the index must say what the journal says: a completed review resolves the operation, also over a denied retry');
+    await r.store.close();
+  });
+
+  it('not_executed of an idempotent write\'s latest attempt, a free retry refused before its body: due in the journal\'s view as in the queue (r77 #1)', async () => {
+    const sent = { count: 0 };
+    const base = mailer(sent);
+    const idempotent = { ...base, metadata: new ToolMetadata('sends a mail', { type: 'object' }).withEffect('idempotent', 'mail-v1') };
+    const r = await rig(target, { tools: [idempotent] });
+    const first = await r.gateway.call('send_mail', ARGS);
+    assert.equal(first.result.outcome.status, 'failed', 'its body failed after it may have sent: its outcome is open');
+    // The free retry is refused before its body: the caller's grant was withdrawn.
+    const refused = await createToolRuntime({ tools: [idempotent], grants: { other: '*' } }).bind({ owner: r.owner, taskId: r.taskId, caller: 'agent' })
+      .callWithOptions('send_mail', ARGS, { retry: prepareToolRetry(await r.store.loadHistory(r.sessionId), first.call.id) });
+    assert.equal(refused.result.outcome.status === 'failed' && refused.result.outcome.category, 'unavailable');
+    // A person decides the operation's doubt on its latest attempt, as inspect shows it: not made.
+    await recordToolReview(r.owner, await r.store.loadHistory(r.sessionId), refused.call.id, { actor: 'ops:maria', evidence: 'nothing in the outbox', outcome: 'not_executed' });
+    const listed = (await r.store.attention({ sessionId: r.sessionId })).items;
+    assert.deepEqual(listed.map((i) => [i.callId, i.status]), [[refused.call.id, 'reviewed_not_executed']]);
+    const assessed = assessSession(await r.store.loadHistory(r.sessionId)).calls.find((c) => c.callId === refused.call.id);
+    assert.deepEqual([assessed?.attention, assessed?.nextStep], ['interrupted', 'retry_allowed'],
+      'the write is due: assessSession (inspect, sessions, the startup routine) must count it as the queue does');
+    const made = await r.gateway.callWithOptions('send_mail', ARGS, { retry: prepareToolRetry(await r.store.loadHistory(r.sessionId), refused.call.id) });
+    assert.equal(made.result.outcome.status, 'succeeded');
+    assert.equal(sent.count, 1, 'sent exactly once');
+    assert.deepEqual((await r.store.attention({ sessionId: r.sessionId })).items, []);
     await r.store.close();
   });
 
