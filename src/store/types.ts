@@ -308,8 +308,9 @@ export interface AttentionItem {
   readonly startedAt: string | null;
   readonly endedAt: string | null;
   /**
-   * Since when the operation's outcome has been open, or its write due, where its latest attempt never started its
-   * body and carried that over from an earlier one (refused before its body, or still waiting); null otherwise.
+   * Since when the operation's outcome has been open, or its write due, where its latest attempt never ran its body
+   * and carried that over from an earlier one (refused before its body, stopped after its start marker, or still
+   * waiting); null otherwise, and while a body has started and has no result.
    */
   readonly pendingSince: string | null;
 }
