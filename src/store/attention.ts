@@ -143,8 +143,8 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
       put({
         ...row,
         status: next,
-        // Aged from this result once a body ran; kept while no attempt did.
-        pendingSince: status === 'not_executed' && (next === row.status || (wasDue && next === 'reviewed_not_executed')) ? row.pendingSince ?? null : null,
+        // Aged from this result once a body ran; kept while no attempt did (put drops it once the operation is settled).
+        pendingSince: status === 'not_executed' ? row.pendingSince ?? null : null,
         category: outcome.status === 'failed' ? outcome.category : null,
         endedAt: at,
         updatedAt: at,
@@ -281,8 +281,7 @@ export function attentionItem(row: AttentionRow): AttentionItem {
     calledAt: text(row.calledAt),
     startedAt: text(row.startedAt),
     endedAt: text(row.endedAt),
-    // As attentionAge reads it: a body that started and has no result is aged from its start marker.
-    pendingSince: text(row.started && row.endedAt === null ? null : row.pendingSince ?? null),
+    pendingSince: text(carriedAge(row)),
   };
 }
 
@@ -366,8 +365,13 @@ export function attentionActiveAt(row: Pick<AttentionRow, 'calledAt' | 'startedA
  * started their body carried it over from an earlier one (`pendingSince`), else since its latest attempt's last activity.
  */
 export function attentionAge(row: Pick<AttentionRow, 'calledAt' | 'startedAt' | 'endedAt' | 'pendingSince' | 'started'>): number | null {
-  // A body that started and has no result is at work: aged from its start marker, whatever it is a retry of.
-  return (row.started && row.endedAt === null ? null : row.pendingSince) ?? attentionActiveAt(row);
+  return carriedAge(row) ?? attentionActiveAt(row);
+}
+
+/** The row's `pendingSince` as its age and its item read it: none while a body has started and has no result. */
+function carriedAge(row: Pick<AttentionRow, 'endedAt' | 'pendingSince' | 'started'>): number | null {
+  // A body at work is aged from its start marker, whatever it is a retry of: it may be making the write.
+  return row.started && row.endedAt === null ? null : row.pendingSince ?? null;
 }
 
 /** Whether a row passes a scan's filters: the reference for a backend that filters in memory. */

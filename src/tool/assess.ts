@@ -26,8 +26,8 @@ export type ToolNextStep = (typeof ToolNextStep)[keyof typeof ToolNextStep];
  * Whether a call needs a person or a host to act (docs/design.md#attention-means-attention):
  * `in_doubt`: its outcome is unknown (the body started, or may have) and nothing settled it;
  * `interrupted`: it never started and no result was recorded, so its caller never had an answer; or its write is
- *   due: a `not_executed` review said it was not made, or it is a retry, refused before its body but not denied, of a
- *   write such a review left due;
+ *   due: a `not_executed` review said it was not made, or it is a retry that never ran its body and was not denied,
+ *   of a write such a review left due;
  * `none`: nothing to do: it succeeded, another attempt settled it, or its failure was recorded before the body and
  * delivered to its caller, who has already seen it (shown, but not pending work).
  */
