@@ -74,7 +74,7 @@ export async function loadSession(store: SessionStore, wanted: string, io: Io): 
     // Ids are journal text: one with a newline must not pass for two sessions (escape.ts).
     const known = sessions.slice(0, 5).map((s) => `  ${safeId(s.sessionId)}`).join('\n');
     throw new UsageError(
-      `no session ${JSON.stringify(wanted)} in this store`,
+      `no session ${safeId(JSON.stringify(wanted))} in this store`,
       sessions.length === 0 ? 'The store holds no sessions.' : `Sessions (run 'jingwei sessions' for all):\n${known}`,
     );
   }

@@ -111,3 +111,17 @@ it('--help says it is a dry run and that the host recovers with the library', ()
   assert.match(help.stdout, /holds no tools/);
   assert.match(help.stdout, /recoverAbandoned/);
 });
+
+it('prints abandoned sessions\' ids as every other command does: `ops a` and `ops<U+00A0>a` never print alike (r78 C #3)', async () => {
+  const path = tempDbPath(tempDir(), 'lookalike');
+  const store = openSqliteStore(path);
+  for (const id of ['ops a', 'ops\u00A0a']) await store.acquire(id, { owner: 'gone-host', leaseMs: 100, heartbeat: false });
+  await store.close();
+  await pause(150);
+  const r = cli(['recover', path]);
+  assert.equal(r.code, 1, r.stderr);
+  assert.match(r.stdout, /^Session ops\\u0020a owner/m);
+  assert.match(r.stdout, /^Session ops\\u00A0a owner/m);
+  const missing = cli(['inspect', path, 'ops\u00A0b']);
+  assert.doesNotMatch(missing.stdout + missing.stderr, /ops\u00A0b/, 'an id the store does not hold is escaped too');
+});

@@ -295,7 +295,7 @@ call a completed review resolved, journaled or waiting in the decision inbox.`,
       let assessment: SessionAssessment | null = null;
       let inbox: ReadonlyMap<string, DecisionRow> = new Map();
       try {
-        progress.update(`assessing ${num(history.length)} events of ${sessionId}`);
+        progress.update(`assessing ${num(history.length)} events of ${safeId(sessionId)}`);
         if (history.length > 0) assessment = assessSession(history);
         if (assessment !== null) {
           inbox = (await pendingInboxReviews(store, sessionId)).get(sessionId) ?? new Map();
@@ -305,9 +305,9 @@ call a completed review resolved, journaled or waiting in the decision inbox.`,
         progress.done();
       }
       if (assessment === null) {
-        if (args.call !== undefined) throw new UsageError(`session ${sessionId} has no events, so no call ${JSON.stringify(args.call)}`);
+        if (args.call !== undefined) throw new UsageError(`session ${safeId(sessionId)} has no events, so no call ${safe(JSON.stringify(args.call))}`);
         if (ctx.options.json === true) out.line(JSON.stringify({ session_id: sessionId, events: 0, tool_calls: 0, needs_attention: 0, calls: [] }, null, 2));
-        else out.line(`Session ${sessionId} has no events yet. Nothing needs attention.`);
+        else out.line(`Session ${safeId(sessionId)} has no events yet. Nothing needs attention.`);
         return EXIT.ok;
       }
       return args.call === undefined ? sessionView(ctx, sessionId, assessment, inbox) : callView(ctx, store, sessionId, history, assessment, inbox);

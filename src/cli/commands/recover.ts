@@ -102,7 +102,7 @@ policy and reports what it did (docs/operator-guide.md).`,
       out.line(`Dry run, policy ${policy}: ${plural(planned.length, 'abandoned session')}. Nothing was changed.`);
       for (const session of planned) {
         out.line();
-        out.line(s.bold(`Session ${safe(session.session_id)}`) + ` owner ${safe(session.owner ?? '-')}, epoch ${session.epoch}, lease expired ${session.lease_expires_at ?? '-'}`);
+        out.line(s.bold(`Session ${safeId(session.session_id)}`) + ` owner ${safe(session.owner ?? '-')}, epoch ${session.epoch}, lease expired ${session.lease_expires_at ?? '-'}`);
         if (session.problem !== null) {
           out.line(s.red(`  ${session.problem.code}: ${safe(session.problem.message)}`));
           continue;

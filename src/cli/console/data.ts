@@ -13,7 +13,7 @@ import { ATTENTION_STATUSES, type AttentionStatus, type TaskRow } from '../../st
 import type { AttentionItem, SessionStore, SessionSummary } from '../../store/types.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
 import { approvalRequests, waitingReviewDecisions, hasInbox, indexCalls, pendingInboxReviews, runningText, withInboxReviews, type CallRecord } from '../assessment.js';
-import { parseAge } from '../format.js';
+import { parseAge, safeId } from '../format.js';
 
 /** The queue's filters as the page's form sends them; every field is checked before the store sees it. */
 export interface QueueFilters {
@@ -211,7 +211,7 @@ export function assessedCall(view: SessionView, callId: string): ToolCallAssessm
  */
 export function reviewRefusal(view: SessionView, callId: string): string | null {
   const record = view.calls.get(callId);
-  if (!record) return `session ${view.sessionId} has no call ${callId}`;
+  if (!record) return `session ${safeId(view.sessionId)} has no call ${safeId(callId)}`;
   const assessed = assessedCall(view, callId);
   if (assessed === null) return 'the call succeeded: there is nothing to review';
   if (assessed.nextStep === 'superseded') return 'a newer attempt of this operation exists: decide on that one';

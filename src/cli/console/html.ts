@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { escapeControl } from '../escape.js';
+import { safeId, shortId } from '../format.js';
 
 /** The five characters HTML gives a meaning to, as entities: nothing else of `text` changes. */
 function entities(text: string): string {
@@ -16,6 +17,15 @@ function entities(text: string): string {
 export function h(value: string | number | null | undefined): string {
   if (value === null || value === undefined) return '';
   return entities(escapeControl(String(value)));
+}
+
+/**
+ * An id (a session's, a call's, a task's, an operation key) for people, as the CLI prints it (`safeId`): spaces of
+ * every kind and the combining marks of an id not in composed form become visible escapes, so two ids never look
+ * alike on a page either, and a page agrees with `jingwei queue` on which session an item belongs to.
+ */
+export function hId(value: string): string {
+  return entities(safeId(value));
 }
 
 /**
@@ -62,8 +72,9 @@ export function callHref(base: string, sessionId: string, callId: string): strin
   return `${base}/session/${seg(sessionId)}/call/${seg(callId)}`;
 }
 
-export function shortText(id: string): string {
-  return id.length <= 16 ? id : `…${id.slice(-8)}`;
+/** A long minted id as tables show it (the CLI's `shortId`: its last 8 characters, which are random), escaped as `hId`. */
+export function hShortId(id: string): string {
+  return entities(shortId(id));
 }
 
 const STYLE = `
@@ -78,7 +89,7 @@ h1 { font-size: 20px; margin: 4px 0 12px; } h2 { font-size: 16px; margin: 22px 0
 table { border-collapse: collapse; width: 100%; background: #fff; border: 1px solid var(--line); }
 th, td { text-align: left; padding: 6px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { background: #eef0f5; font-weight: 600; font-size: 12px; text-transform: uppercase; letter-spacing: .03em; color: var(--muted); }
-td.mono, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12.5px; word-break: break-all; }
+td.mono, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12.5px; word-break: break-all; white-space: pre-wrap; }
 .doubt { color: var(--warn); font-weight: 600; } .bad { color: var(--bad); } .ok { color: var(--ok); } .muted { color: var(--muted); }
 .notice { padding: 10px 14px; border-radius: 6px; margin: 10px 0 16px; border: 1px solid; }
 .notice.error { background: #fdecea; border-color: #f3b4ad; color: #7a1c12; }

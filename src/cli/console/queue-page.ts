@@ -10,15 +10,15 @@ import { ATTENTION_STATUSES } from '../../store/rows.js';
 import { attentionTimes, REVIEWED_NOT_EXECUTED_HINT } from '../assessment.js';
 import { durationText, num, shellWord, timeText } from '../format.js';
 import { QUEUE_MAX, queueQuery, type QueueFilters, type QueuePaging, type QueueView } from './data.js';
-import { callHref, formValue, h, notice, sessionHref, shortText } from './html.js';
+import { callHref, formValue, h, hId, hShortId, notice, sessionHref } from './html.js';
 
 /** The rows of the operations table. */
 export function queueRows(view: QueueView, now: string, base: string): string {
   if (view.items.items.length === 0) return '<tr><td colspan="8" class="muted">Nothing needs attention.</td></tr>';
   return view.items.items.map((i) => `<tr data-call="${h(i.callId)}">
 <td class="mono">${h(timeText(i.calledAt))}</td>
-<td><a href="${h(sessionHref(base, i.sessionId))}">${h(i.sessionId)}</a></td>
-<td class="mono"><a href="${h(callHref(base, i.sessionId, i.callId))}" title="${h(i.callId)}">${h(shortText(i.callId))}</a></td>
+<td><a href="${h(sessionHref(base, i.sessionId))}">${hId(i.sessionId)}</a></td>
+<td class="mono"><a href="${h(callHref(base, i.sessionId, i.callId))}" title="${hId(i.callId)}">${hShortId(i.callId)}</a></td>
 <td>${h(i.tool)}</td><td>${h(i.effect)}</td>
 <td class="${i.inDoubt ? 'doubt' : ''}">${h(i.status)}${i.inDoubt ? ' · IN DOUBT' : ''}</td>
 <td>${h(i.category ?? '-')}</td><td>${h(attentionTimes(i, now))}</td></tr>`).join('\n');
@@ -32,7 +32,7 @@ export function approvalRows(view: QueueView, now: string, base: string): string
   return rows.map((r) => `<tr data-request="${h(r.id)}">
 <td class="mono">${h(timeText(r.createdAt))}</td>
 <td class="mono"><a href="${h(callHref(base, r.sessionId, r.callId))}">${h(r.id)}</a></td>
-<td><a href="${h(sessionHref(base, r.sessionId))}">${h(r.sessionId)}</a></td>
+<td><a href="${h(sessionHref(base, r.sessionId))}">${hId(r.sessionId)}</a></td>
 <td>${h(r.tool ?? '-')}</td><td>${h(durationText(r.createdAt, now) ?? '-')}</td><td>${h(r.note ?? '-')}</td></tr>`).join('\n');
 }
 
@@ -44,7 +44,7 @@ export function decidedRows(view: QueueView, now: string, base: string): string 
   return rows.map((r) => `<tr data-decided="${h(r.id)}">
 <td class="mono">${h(timeText(r.decidedAt ?? r.createdAt))}</td>
 <td class="mono"><a href="${h(callHref(base, r.sessionId, r.callId))}">${h(r.id)}</a></td>
-<td><a href="${h(sessionHref(base, r.sessionId))}">${h(r.sessionId)}</a></td>
+<td><a href="${h(sessionHref(base, r.sessionId))}">${hId(r.sessionId)}</a></td>
 <td>${h(r.tool ?? '-')}</td><td>${h(`${r.decision ?? '-'} by ${r.actor ?? '-'}`)}</td><td>${h(durationText(r.decidedAt ?? r.createdAt, now) ?? '-')}</td></tr>`).join('\n');
 }
 
@@ -56,7 +56,7 @@ export function reviewRows(view: QueueView, now: string, base: string): string {
   return rows.map((r) => `<tr data-review="${h(r.id)}">
 <td class="mono">${h(timeText(r.createdAt))}</td>
 <td class="mono"><a href="${h(callHref(base, r.sessionId, r.callId))}">${h(r.id)}</a></td>
-<td><a href="${h(sessionHref(base, r.sessionId))}">${h(r.sessionId)}</a></td>
+<td><a href="${h(sessionHref(base, r.sessionId))}">${hId(r.sessionId)}</a></td>
 <td>${h(r.tool ?? '-')}</td><td>${h(`${r.decision ?? '-'} by ${r.actor ?? '-'}`)}</td><td>${h(durationText(r.createdAt, now) ?? '-')}</td></tr>`).join('\n');
 }
 

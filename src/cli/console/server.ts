@@ -18,6 +18,7 @@ import { APPROVER_FIRST } from '../assessment.js';
 import { LatestUpdate } from './live-stream.js';
 import { callBasis, queueFilters, readQueue, readSession, reviewRefusal } from './data.js';
 import { checkActor, cookieValues, HttpRefusal, networkRefusal, readForm, same, SECURITY_HEADERS, sessionCookie, type Refusal } from './gate.js';
+import { safeId } from '../format.js';
 import { callHref, h, notice, page, segValue } from './html.js';
 import { queuePage, queueParts } from './queue-page.js';
 import { callPage, sessionPage, type CallNotice, type TypedForm } from './views.js';
@@ -182,16 +183,16 @@ class Console {
 
   private async session(res: ServerResponse, sessionId: string): Promise<void> {
     const view = await readSession(this.options.store, sessionId);
-    if (view === null) return this.send(res, 404, 'No such session', `<h1>No such session</h1>${notice('error', `The store has no session ${sessionId}.`)}`);
-    this.send(res, 200, `Session ${sessionId}`, sessionPage(view, this.base));
+    if (view === null) return this.send(res, 404, 'No such session', `<h1>No such session</h1>${notice('error', `The store has no session ${safeId(sessionId)}.`)}`);
+    this.send(res, 200, `Session ${safeId(sessionId)}`, sessionPage(view, this.base));
   }
 
   private async call(res: ServerResponse, sessionId: string, callId: string, status: number, shown: CallNotice | null, form: TypedForm = {}): Promise<void> {
     const view = await readSession(this.options.store, sessionId, [callId]);
     if (view === null || !view.calls.has(callId)) {
-      return this.send(res, 404, 'No such call', `<h1>No such call</h1>${notice('error', `${shown ? `${shown.text} ` : ''}Session ${sessionId} has no call ${callId}.`)}`);
+      return this.send(res, 404, 'No such call', `<h1>No such call</h1>${notice('error', `${shown ? `${shown.text} ` : ''}Session ${safeId(sessionId)} has no call ${safeId(callId)}.`)}`);
     }
-    this.send(res, status, `Call ${callId}`, callPage(view, callId, { base: this.base, readOnly: this.options.readOnly, csrf: this.csrf }, shown, form));
+    this.send(res, status, `Call ${safeId(callId)}`, callPage(view, callId, { base: this.base, readOnly: this.options.readOnly, csrf: this.csrf }, shown, form));
   }
 
   /** A decision is recorded: the call's page is drawn again to show it; if that read fails, the page still says so. */

@@ -4,10 +4,10 @@
  * start marker, the result (coloured by outcome), reviews as diamonds, and an attempt still open drawn to the time the
  * page was read. Every label is journal text, escaped with `h`.
  */
-import { durationText } from '../format.js';
 import type { CallRecord } from '../assessment.js';
 import type { SessionView } from './data.js';
-import { callHref, h, shortText } from './html.js';
+import { durationText, safeId, shortId } from '../format.js';
+import { callHref, h } from './html.js';
 
 const WIDTH = 1100;
 const LABEL = 230;
@@ -26,7 +26,7 @@ function lanesOf(view: SessionView): Lane[] {
   for (const record of view.calls.values()) {
     const op = record.call.operation;
     const id = op ? `op:${op.taskId}\u0000${op.key}` : `call:${record.call.id}`;
-    const lane = lanes.get(id) ?? { label: record.call.name, sub: op ? `task ${op.taskId} · key ${shortText(op.key)}` : 'legacy call', attempts: [] };
+    const lane = lanes.get(id) ?? { label: record.call.name, sub: op ? `task ${safeId(op.taskId)} · key ${shortId(op.key)}` : 'legacy call', attempts: [] };
     lane.attempts.push(record);
     lanes.set(id, lane);
   }
@@ -104,7 +104,7 @@ function attemptSvg(view: SessionView, base: string, record: CallRecord, n: numb
   const ended = ms(record.resultEvent?.recordedAt);
   const end = ended ?? nextCalled ?? readAt;
   const href = callHref(base, view.sessionId, record.call.id);
-  const out: string[] = [`<a href="${h(href)}" data-call="${h(record.call.id)}"><title>${h(`attempt ${n}: ${record.call.name} (${record.call.id})`)}</title>`];
+  const out: string[] = [`<a href="${h(href)}" data-call="${h(record.call.id)}"><title>${h(`attempt ${n}: ${record.call.name} (${safeId(record.call.id)})`)}</title>`];
   const bodyStart = started ?? end;
   const approvalWait = record.started?.kind.type === 'tool_started' && record.started.kind.approval !== undefined;
   // Before the body: checks, and an operator's approval when the marker carries one.

@@ -10,7 +10,7 @@ import type { DecisionRow } from '../../store/inbox-rows.js';
 import { attemptsOf, bodyEndWords, bodyRanText, decisionRows, markerWord, nextStepAdvice, resultWord, runningText, type CallRecord } from '../assessment.js';
 import { durationText, timeText } from '../format.js';
 import { assessedCall, callBasis, reviewRefusal, type SessionView } from './data.js';
-import { callHref, formValue, h, lines, notice, seg, sessionHref, shortText, type NoticeKind } from './html.js';
+import { callHref, formValue, h, hId, hShortId, lines, notice, seg, sessionHref, type NoticeKind } from './html.js';
 import { TIMELINE_LEGEND, timelineSvg } from './timeline.js';
 import { operationOriginIn } from '../../tool/idempotency.js';
 
@@ -52,7 +52,7 @@ function leaseText(view: SessionView): string {
 
 function budgetRows(view: SessionView): string {
   if (view.tasks.length === 0) return '<tr><td colspan="6" class="muted">No task rows.</td></tr>';
-  return view.tasks.map((t) => `<tr><td>${h(t.taskId)}</td><td>${h(t.state)}</td>
+  return view.tasks.map((t) => `<tr><td>${hId(t.taskId)}</td><td>${h(t.state)}</td>
 <td>${h(t.chargedToolCalls)} of ${h(t.limitToolCalls)}</td>
 <td>${h(t.chargedOutputBytes)} of ${h(t.limitOutputBytes)}${t.reservedOutputBytes > 0 ? ` (${h(t.reservedOutputBytes)} reserved)` : ''}</td>
 <td>${t.limitJournalBytes !== undefined ? `${h(t.chargedJournalBytes ?? 0)} of ${h(t.limitJournalBytes)}` : '-'}</td><td>${h(t.stopReason ?? '-')}</td></tr>`).join('');
@@ -61,7 +61,7 @@ function budgetRows(view: SessionView): string {
 export function sessionPage(view: SessionView, base: string): string {
   const a = view.assessment;
   const calls = a?.calls ?? [];
-  return `<h1>Session <span class="mono">${h(view.sessionId)}</span></h1>
+  return `<h1>Session <span class="mono">${hId(view.sessionId)}</span></h1>
 <dl class="fields">
 ${field('events', h(view.history.length))}
 ${field('lease', leaseText(view))}
@@ -75,7 +75,7 @@ ${TIMELINE_LEGEND}
 <table id="budgets"><thead><tr><th>Task</th><th>State</th><th>Tool calls</th><th>Output bytes</th><th>Journal bytes</th><th>Stopped</th></tr></thead><tbody>${budgetRows(view)}</tbody></table>
 <h2>Calls without their own success</h2>
 <table id="calls"><thead><tr><th>Call</th><th>Tool</th><th>Effect</th><th>Status</th><th>Next step</th><th>Why</th></tr></thead><tbody>
-${calls.length === 0 ? '<tr><td colspan="6" class="muted">None.</td></tr>' : calls.map((c) => `<tr data-call="${h(c.callId)}"><td class="mono"><a href="${h(callHref(base, view.sessionId, c.callId))}">${h(shortText(c.callId))}</a></td><td>${h(c.name)}</td><td>${h(c.effect ?? 'legacy')}</td><td class="${c.attention === 'in_doubt' ? 'doubt' : ''}">${h(c.status)}</td><td>${h(c.nextStep)}</td><td>${h(c.reason)}</td></tr>`).join('')}
+${calls.length === 0 ? '<tr><td colspan="6" class="muted">None.</td></tr>' : calls.map((c) => `<tr data-call="${h(c.callId)}"><td class="mono"><a href="${h(callHref(base, view.sessionId, c.callId))}">${hShortId(c.callId)}</a></td><td>${h(c.name)}</td><td>${h(c.effect ?? 'legacy')}</td><td class="${c.attention === 'in_doubt' ? 'doubt' : ''}">${h(c.status)}</td><td>${h(c.nextStep)}</td><td>${h(c.reason)}</td></tr>`).join('')}
 </tbody></table>`;
 }
 
@@ -127,16 +127,16 @@ export function callPage(view: SessionView, callId: string, ctx: ViewContext, sh
   const marker = op?.startMarker === true ? (record.started ? `tool_started at seq ${record.started.seq}` : 'no tool_started: the body never started') : 'records no start marker';
   const approvalRecord = record.started?.kind.type === 'tool_started' ? record.started.kind.approval : record.result?.approval;
   const parts: string[] = [];
-  parts.push(`<h1>Call <span class="mono">${h(call.id)}</span></h1>`);
-  parts.push(`<p>in session <a href="${h(sessionHref(ctx.base, view.sessionId))}">${h(view.sessionId)}</a></p>`);
+  parts.push(`<h1>Call <span class="mono">${hId(call.id)}</span></h1>`);
+  parts.push(`<p>in session <a href="${h(sessionHref(ctx.base, view.sessionId))}">${hId(view.sessionId)}</a></p>`);
   if (shown) parts.push(notice(shown.kind, shown.text));
   const running = view.running.get(callId);
   if (running !== undefined) parts.push(`<div id="call-running">${notice('info', `Not to be reviewed yet: ${runningText(running)}.`)}</div>`);
   parts.push(`<dl class="fields" id="evidence">
 ${field('tool', op ? `${h(call.name)} (${h(op.contract.effect)}, revision ${h(op.contract.revision)})` : `${h(call.name)} (legacy record: no operation)`)}
-${op ? field('operation', `task ${h(op.taskId)}, key <span class="mono">${h(op.key)}</span>`) : ''}
+${op ? field('operation', `task ${hId(op.taskId)}, key <span class="mono">${hId(op.key)}</span>`) : ''}
 ${field('arguments', `<span class="mono">${h(JSON.stringify(call.arguments))}</span>`)}
-${field('attempt', `${n} of ${attempts.length}${op?.retry ? `, retry of <span class="mono">${h(op.retry.callId)}</span>` : ''}`)}
+${field('attempt', `${n} of ${attempts.length}${op?.retry ? `, retry of <span class="mono">${hId(op.retry.callId)}</span>` : ''}`)}
 ${field('journal', `tool_call at seq ${h(record.event.seq)}; ${h(marker)}; ${record.resultEvent ? `tool_result at seq ${h(record.resultEvent.seq)}` : 'no tool_result'}${record.bodyEnd ? `; body_ended at seq ${h(record.bodyEnd.event.seq)}: ${record.result ? 'after its result its body' : 'its host journaled that its body'} ${h(bodyEndWords(record.bodyEnd.ended))}` : ''}`)}
 ${field('times', timesHtml(record, view.readAt))}
 ${approvalRecord ? field('approval', `${h(approvalRecord.decision)}${approvalRecord.actor ? ` by ${h(approvalRecord.actor)}` : ''}${approvalRecord.reason ? `: ${h(approvalRecord.reason)}` : ''} <span class="mono">${h(approvalRecord.requestId)}</span>${decided ? ' <span class="muted">(as journaled when this attempt ended)</span>' : ''}`) : ''}
@@ -157,7 +157,7 @@ ${field('next step', `<b id="call-next-step">${h(assessed?.nextStep ?? 'complete
     parts.push('<h2>Attempts of this operation</h2><table id="attempts"><thead><tr><th>#</th><th>Call</th><th>Seq</th><th>Result</th><th>Status</th><th>Next step</th></tr></thead><tbody>');
     attempts.forEach((r, i) => {
       const x = assessedCall(view, r.call.id);
-      parts.push(`<tr><td>${i + 1}</td><td class="mono"><a href="${h(callHref(ctx.base, view.sessionId, r.call.id))}">${h(shortText(r.call.id))}</a>${r.call.id === callId ? ' ← this call' : ''}</td><td>${h(r.event.seq)}</td><td>${h(resultWord(r))}</td><td>${h(x?.status ?? 'completed')}</td><td>${h(x?.nextStep ?? 'completed')}</td></tr>`);
+      parts.push(`<tr><td>${i + 1}</td><td class="mono"><a href="${h(callHref(ctx.base, view.sessionId, r.call.id))}">${hShortId(r.call.id)}</a>${r.call.id === callId ? ' ← this call' : ''}</td><td>${h(r.event.seq)}</td><td>${h(resultWord(r))}</td><td>${h(x?.status ?? 'completed')}</td><td>${h(x?.nextStep ?? 'completed')}</td></tr>`);
     });
     parts.push('</tbody></table>');
   }
