@@ -29,9 +29,10 @@ export interface AiSdkToolsOptions {
  * Approval stays with the runtime's approvers: these tools never set the AI SDK's `needsApproval`.
  */
 export function aiSdkTools(gateway: ToolGateway, options: AiSdkToolsOptions = {}): ToolSet {
-  const limits = bridgeCallLimits(options);
+  const schemas = selectSchemas(gateway, options.tools);
+  const limits = bridgeCallLimits(gateway, schemas, options);
   const tools: ToolSet = {};
-  for (const schema of selectSchemas(gateway, options.tools)) {
+  for (const schema of schemas) {
     const name = schema.name;
     tools[name] = tool<JsonValue, string>({
       description: schema.description,

@@ -47,8 +47,9 @@ export function exposedSchemas(gateway: ToolGateway, only: readonly string[] | u
  * (budget, stopped task, stale owner, storage) fails the run with ToolRuntimeHaltedError.
  */
 export function openAiAgentsTools(gateway: ToolGateway, options: OpenAiAgentsToolsOptions = {}): FunctionTool[] {
-  const limits = bridgeCallLimits(options);
-  return exposedSchemas(gateway, options.tools).map(({ schema, exposed }) => {
+  const exposedTools = exposedSchemas(gateway, options.tools);
+  const limits = bridgeCallLimits(gateway, exposedTools.map((t) => t.schema), options);
+  return exposedTools.map(({ schema, exposed }) => {
     const name = schema.name;
     const parameters = { type: 'object', ...objectSchema(schema.inputSchema) };
     return tool({

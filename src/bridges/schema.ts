@@ -2,6 +2,7 @@ import { InvalidInputError } from '../errors.js';
 import type { JsonObject } from '../json/types.js';
 import type { JsonSchema } from '../tool/metadata.js';
 import { checkLimitOption } from '../tool/call-inputs.js';
+import { checkCallLimits } from '../tool/runtime.js';
 import type { ToolGateway, ToolSchema } from '../tool/types.js';
 
 /**
@@ -22,6 +23,8 @@ export function selectSchemas(gateway: ToolGateway, only?: readonly string[]): T
   if (!Array.isArray(only) || !only.every((name) => typeof name === 'string')) {
     throw new InvalidInputError('tools', `must be an array of tool names, got ${Array.isArray(only) ? 'an array with a non-string' : typeof only}`);
   }
+  const twice = only.find((name, i) => only.indexOf(name) !== i);
+  if (twice !== undefined) throw new InvalidInputError('tools', `lists ${JSON.stringify(twice)} twice`);
   const byName = new Map(schemas.map((s) => [s.name, s]));
   return only.map((name) => {
     const schema = byName.get(name);
@@ -31,12 +34,15 @@ export function selectSchemas(gateway: ToolGateway, only?: readonly string[]): T
 }
 
 /**
- * A bridge's `timeoutMs` and `maxOutputBytes`, checked when it is built as each call would check them (the same
- * ToolPreflightError `invalid_options`): refused only at call time, every call would reach the model as a refusal
- * instead of the host as a configuration error. Returns them as call options.
+ * A bridge's `timeoutMs` and `maxOutputBytes`, checked when it is built as each call of its tools would check them (the
+ * same ToolPreflightError `invalid_options`: a positive integer, at most each tool's ceiling): refused only at call
+ * time, every call would reach the model as a refusal instead of the host as a configuration error. Returns them as
+ * call options.
  */
-export function bridgeCallLimits(options: { readonly timeoutMs?: number; readonly maxOutputBytes?: number }): { timeoutMs?: number; maxOutputBytes?: number } {
+export function bridgeCallLimits(gateway: ToolGateway, tools: readonly ToolSchema[], options: { readonly timeoutMs?: number; readonly maxOutputBytes?: number }): { timeoutMs?: number; maxOutputBytes?: number } {
   const timeoutMs = checkLimitOption('timeoutMs', options.timeoutMs);
   const maxOutputBytes = checkLimitOption('maxOutputBytes', options.maxOutputBytes);
-  return { ...(timeoutMs !== undefined ? { timeoutMs } : {}), ...(maxOutputBytes !== undefined ? { maxOutputBytes } : {}) };
+  const limits = { ...(timeoutMs !== undefined ? { timeoutMs } : {}), ...(maxOutputBytes !== undefined ? { maxOutputBytes } : {}) };
+  for (const tool of tools) checkCallLimits(gateway, tool.name, limits);
+  return limits;
 }

@@ -127,6 +127,15 @@ export function gatewayPanicDescriber(gateway: ToolGateway): PanicDescriber | un
   return made === null ? undefined : hostPanicDescriber(made.runtimeOf);
 }
 
+/**
+ * Checks a bridge's `timeoutMs` and `maxOutputBytes` for tool `name` as each of its calls through `gateway` would
+ * (ToolPreflightError `invalid_options` above a ceiling, naming the setting that raises it); nothing for a gateway this
+ * module did not make, which checks them at each call.
+ */
+export function checkCallLimits(gateway: ToolGateway, name: string, given: { readonly timeoutMs?: number; readonly maxOutputBytes?: number }): void {
+  gatewayMadeHere(gateway)?.limitsOf(name, given);
+}
+
 /** Whether the in-doubt guard is on for calls through `gateway`; true for a gateway this module did not make (which cannot say). */
 export function inDoubtGuardOn(gateway: ToolGateway): boolean {
   const runtime = gatewayMadeHere(gateway)?.runtimeOf;
@@ -223,6 +232,24 @@ class Gateway implements ToolGateway {
     return registered ? (registered.tool.metadata.effect ?? DEFAULT_CONTRACT) : null;
   }
 
+  /**
+   * The deadline and output limit a call of `name` with these options gets: each option may only tighten its ceiling
+   * (the lower of the runtime's and the tool's), and one above it is refused (ToolPreflightError `invalid_options`).
+   */
+  limitsOf(name: string, given: { readonly timeoutMs?: number | undefined; readonly maxOutputBytes?: number | undefined }): { timeoutMs: number; maxOutputBytes: number } {
+    const metadata = this.runtime.tools.get(name)?.tool.metadata;
+    return {
+      timeoutMs: effectiveLimit(
+        'timeoutMs', given.timeoutMs, this.runtime.defaultTimeoutMs, 'the runtime\'s defaultTimeoutMs (createToolRuntime)',
+        metadata?.timeoutCeilingMs, () => `the tool's ceiling (ToolMetadata.withTimeoutCeiling on ${name})`,
+      ),
+      maxOutputBytes: effectiveLimit(
+        'maxOutputBytes', given.maxOutputBytes, this.runtime.maxOutputBytes, 'the runtime\'s maxOutputBytes (createToolRuntime)',
+        metadata?.outputCeilingBytes, () => `the tool's ceiling (ToolMetadata.withOutputCeiling on ${name})`,
+      ),
+    };
+  }
+
   schemas(): ToolSchema[] {
     const out: ToolSchema[] = [];
     for (const [name, { tool }] of this.runtime.tools) {
@@ -242,14 +269,7 @@ class Gateway implements ToolGateway {
     const checked = preflight(name, args);
     const registered = this.runtime.tools.get(name);
     const metadata = registered?.tool.metadata;
-    const timeoutMs = effectiveLimit(
-      'timeoutMs', given.timeoutMs, this.runtime.defaultTimeoutMs, 'the runtime\'s defaultTimeoutMs (createToolRuntime)',
-      metadata?.timeoutCeilingMs, () => `the tool's ceiling (ToolMetadata.withTimeoutCeiling on ${name})`,
-    );
-    const outputLimit = effectiveLimit(
-      'maxOutputBytes', given.maxOutputBytes, this.runtime.maxOutputBytes, 'the runtime\'s maxOutputBytes (createToolRuntime)',
-      metadata?.outputCeilingBytes, () => `the tool's ceiling (ToolMetadata.withOutputCeiling on ${name})`,
-    );
+    const { timeoutMs, maxOutputBytes: outputLimit } = this.limitsOf(name, given);
     if (this.binding.signal?.aborted) throw new ToolTurnClosedError();
     // A body end this process knows of and no journal has taken yet goes in before anything else this owner writes.
     if (hasPendingBodyEnds(this.binding.owner)) await journalPendingBodyEnds(this.binding.owner);

@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { aiSdkTools } from '../../src/ai-sdk.js';
 import { openAiAgentsTools } from '../../src/openai-agents.js';
-import { ToolPreflightError } from '../../src/errors.js';
+import { InvalidInputError, ToolPreflightError } from '../../src/errors.js';
+import { RUNTIME_DEFAULTS } from '../../src/limits.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -54,6 +55,36 @@ for (const [factory, build] of Object.entries(factories)) {
     assert.ok(build(gateway, { timeoutMs: 1_000, maxOutputBytes: 1_000 }));
     assert.ok(build(gateway, {}));
     assert.equal(bodies(), 0);
+    await store.close();
+  });
+}
+
+for (const [factory, build] of Object.entries(factories)) {
+  it(`${factory} refuses, when built, a timeoutMs or maxOutputBytes above a tool's ceiling, with the error the gateway gives a call (r78 B F1)`, async () => {
+    // Refused only at call time, every call reached the model as host configuration advice, and no tool ever ran.
+    const { store, gateway, bodies } = await gatewayWithOneTool();
+    for (const [field, value] of [['timeoutMs', RUNTIME_DEFAULTS.timeoutMs + 1], ['maxOutputBytes', RUNTIME_DEFAULTS.maxOutputBytes + 1]] as const) {
+      const fromGateway = await gateway.callWithOptions('w', {}, { [field]: value }).then(
+        () => assert.fail(`the gateway ran a call with ${field} ${value}`),
+        (error: unknown) => error,
+      );
+      assert.ok(fromGateway instanceof ToolPreflightError && fromGateway.code === 'invalid_options', `the gateway refuses ${field} ${value}`);
+      assert.match(fromGateway.message, /above its ceiling/);
+      assert.throws(() => build(gateway, { [field]: value }), (error: unknown) => {
+        assert.ok(error instanceof ToolPreflightError, `${factory} { ${field}: ${value} }: ${String(error)}`);
+        assert.equal(error.code, 'invalid_options');
+        assert.equal(error.message, fromGateway.message);
+        return true;
+      });
+    }
+    assert.ok(build(gateway, { timeoutMs: RUNTIME_DEFAULTS.timeoutMs, maxOutputBytes: RUNTIME_DEFAULTS.maxOutputBytes }), 'at the ceiling builds');
+    assert.equal(bodies(), 0);
+    await store.close();
+  });
+
+  it(`${factory} refuses a tool named twice in \`tools\``, async () => {
+    const { store, gateway } = await gatewayWithOneTool();
+    assert.throws(() => build(gateway, { tools: ['w', 'w'] }), (error: unknown) => error instanceof InvalidInputError && /lists "w" twice/.test(error.message));
     await store.close();
   });
 }
