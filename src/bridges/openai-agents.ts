@@ -21,6 +21,37 @@ export interface OpenAiAgentsToolsOptions {
   readonly onExecution?: (execution: ToolExecution, context: { readonly toolCallId: string | null }) => void;
 }
 
+/**
+ * The calls of one tool set under way. When a call fails the SDK's run (a ToolRuntimeHaltedError: an approval that
+ * waits, a call in doubt, a stopped task), the SDK aborts the other calls of the step through their signals; a write
+ * aborted mid-body is left in doubt for nothing. So a halting call first waits for the calls under way beside it to
+ * settle, as the AI SDK's loop does, and only then fails the run. Each call's own signal (the host's abort) still
+ * reaches it while it runs.
+ */
+export class CallsUnderWay {
+  private readonly running = new Set<Promise<void>>();
+
+  async run<T>(call: () => Promise<T>): Promise<T> {
+    let settle!: () => void;
+    const settled = new Promise<void>((resolve) => { settle = resolve; });
+    this.running.add(settled);
+    try {
+      return await call();
+    } catch (error) {
+      if (error instanceof ToolRuntimeHaltedError) {
+        // Out of the set before waiting: two calls halting at once each wait only for the others' calls, never for a wait.
+        this.running.delete(settled);
+        settle();
+        await Promise.all([...this.running]);
+      }
+      throw error;
+    } finally {
+      this.running.delete(settled);
+      settle();
+    }
+  }
+}
+
 /** The SDK's function tool names allow only [A-Za-z0-9_]; others are replaced by `_` (as the SDK itself does). */
 function functionToolName(name: string): string {
   return name.replace(/[^a-zA-Z0-9]/g, '_');
@@ -44,11 +75,13 @@ export function exposedSchemas(gateway: ToolGateway, only: readonly string[] | u
  * The gateway's tools as OpenAI Agents SDK function tools (non-strict JSON Schema parameters; the runtime
  * validates). A success returns the recorded output text. A recorded failure becomes the tool's output, read by
  * the model as "category (code): message" and whether the tool ran. A call the runtime refused to admit or record
- * (budget, stopped task, stale owner, storage) fails the run with ToolRuntimeHaltedError.
+ * (budget, stopped task, stale owner, storage) fails the run with ToolRuntimeHaltedError, once the step's other calls
+ * under way have finished; the SDK's `run()` rejects with its own ToolCallError, whose `error` is that halt.
  */
 export function openAiAgentsTools(gateway: ToolGateway, options: OpenAiAgentsToolsOptions = {}): FunctionTool[] {
   const exposedTools = exposedSchemas(gateway, options.tools);
   const limits = bridgeCallLimits(gateway, exposedTools.map((t) => t.schema), options);
+  const underWay = new CallsUnderWay();
   return exposedTools.map(({ schema, exposed }) => {
     const name = schema.name;
     const parameters = { type: 'object', ...objectSchema(schema.inputSchema) };
@@ -59,14 +92,14 @@ export function openAiAgentsTools(gateway: ToolGateway, options: OpenAiAgentsToo
       strict: false,
       needsApproval: false,
       async execute(input: unknown, _context, details) {
-        const outcome = await runForModel(
+        const outcome = await underWay.run(() => runForModel(
           name,
           () => gateway.callWithOptions(name, input as JsonValue, {
             ...(details?.signal ? { signal: details.signal } : {}),
             ...limits,
           }),
           options.onExecution ? (execution) => options.onExecution!(execution, { toolCallId: details?.toolCall?.callId ?? null }) : undefined,
-        );
+        ));
         if (!outcome.ok) throw new ToolCallFailedError(name, outcome);
         return outcome.output;
       },

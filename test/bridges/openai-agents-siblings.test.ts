@@ -1,0 +1,80 @@
+/**
+ * A call that fails the OpenAI Agents SDK's run (here, an approval that waits on a person) must not abort the write
+ * running beside it in the same step. The SDK aborts a step's other calls through their signals when one fails the
+ * run; before, a `ship` whose body had started was cut off mid-shipment and left in doubt (recorded `cancelled`, may
+ * have taken effect) only because its sibling `refund` waited for an approver. Both bridges: openAiAgentsRun and
+ * openAiAgentsTools. The host's own abort still reaches a running body (see run-cancel.test.ts).
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { Agent, run, setTracingDisabled, ToolCallError, type AgentOutputItem } from '@openai/agents';
+import { openAiAgentsRun, openAiAgentsTools } from '../../src/openai-agents.js';
+import { ToolRuntimeHaltedError } from '../../src/errors.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { say, ScriptedAgentsModel } from './fixtures/agents-mock.js';
+
+setTracingDisabled(true);
+
+const schema = { type: 'object', properties: { v: { type: 'string' } }, required: ['v'] };
+const fn = (callId: string, name: string, v: string): AgentOutputItem => ({ type: 'function_call', callId, name, arguments: JSON.stringify({ v }), status: 'completed' });
+
+async function host(toolCalls?: number) {
+  const world: string[] = [];
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t', toolCalls === undefined ? {} : { limits: { toolCalls } });
+  const gateway = createToolRuntime({
+    tools: [
+      { name: 'refund', metadata: new ToolMetadata('refund', schema).withEffect('non_idempotent', 'v1').withApproval('boss'), execute: async () => { world.push('refund'); return 'refunded'; } },
+      {
+        name: 'ship',
+        metadata: new ToolMetadata('ship', schema).withEffect('non_idempotent', 'v1'),
+        execute: async (_args: unknown, signal: AbortSignal) => {
+          world.push('ship started');
+          await new Promise<void>((resolve, reject) => {
+            const timer = setTimeout(resolve, 300);
+            signal.addEventListener('abort', () => { clearTimeout(timer); reject(new Error('aborted mid-shipment')); }, { once: true });
+          });
+          world.push('ship done');
+          return 'shipped';
+        },
+      },
+    ],
+    grants: { agent: '*' },
+    approvers: { boss: async () => ({ decision: 'pending' as const }) },
+  }).bind({ owner, taskId: 't', caller: 'agent' });
+  return { world, store, owner, gateway };
+}
+
+/** Each tool's recorded result statuses, in order. */
+async function outcomes(store: ReturnType<typeof createMemoryStore>): Promise<string[]> {
+  const history = await store.loadHistory('s');
+  const names = new Map(history.flatMap((e) => (e.kind.type === 'tool_call' ? [[e.kind.call.id, e.kind.call.name] as const] : [])));
+  return history.flatMap((e) => (e.kind.type === 'tool_result' ? [`${names.get(e.kind.result.callId)} ${e.kind.result.outcome.status}`] : []));
+}
+
+/** The run's rejection as the docs give it: the SDK's ToolCallError, whose `error` is the bridge's halt. */
+const halted = (e: unknown): boolean => e instanceof ToolCallError && e.error instanceof ToolRuntimeHaltedError;
+
+it('openAiAgentsRun: a sibling waiting for its approver halts the run only once the running write has finished', async () => {
+  const { world, store, owner, gateway } = await host();
+  const r = await openAiAgentsRun({ owner, gateway, store, runId: 'run-1', prompt: 'ship and refund' });
+  const model = new ScriptedAgentsModel([[fn('c1', 'ship', 'box'), fn('c2', 'refund', '10')], [say('done')]]);
+  await assert.rejects(run(new Agent({ name: 'a', model: r.model(model), tools: r.tools }), r.input), halted);
+  assert.equal(r.status, 'awaiting_approval');
+  assert.deepEqual(world, ['ship started', 'ship done'], 'the shipment finished; the refund waits');
+  assert.deepEqual((await outcomes(store)).sort(), ['refund failed', 'ship succeeded'], 'the shipment is recorded made, nothing in doubt; the refund waits');
+  await store.close();
+});
+
+it('openAiAgentsTools: a sibling refused for the task\'s budget halts the run only once the running write has finished', async () => {
+  // The plain tools give the model an approval that waits as a recorded failure; a budget refusal halts the run.
+  const { world, store, gateway } = await host(1);
+  const model = new ScriptedAgentsModel([[fn('c1', 'ship', 'box'), fn('c2', 'refund', '10')], [say('done')]]);
+  await assert.rejects(run(new Agent({ name: 'a', model, tools: openAiAgentsTools(gateway) }), 'ship and refund'), halted);
+  assert.deepEqual(world, ['ship started', 'ship done']);
+  assert.deepEqual(await outcomes(store), ['ship succeeded'], 'the refund was never admitted');
+  await store.close();
+});
