@@ -147,9 +147,10 @@ export async function aiSdkRun(options: AiSdkRunOptions): Promise<AiSdkRun> {
     tools[name] = tool<JsonValue, string>({
       description: schema.description,
       inputSchema: jsonSchema<JsonValue>(objectSchema(schema.inputSchema) as JSONSchema7),
-      async execute(_input, { toolCallId, abortSignal }) {
-        // The input the model wrote is the one journaled with its step; the call runs with exactly that.
-        const call = await run.call(name, typeof toolCallId === 'string' ? toolCallId : '', abortSignal);
+      async execute(input, { toolCallId, abortSignal }) {
+        // The input the model wrote is the one journaled with its step; the call runs with exactly that (the input
+        // only tells apart calls a provider sent under one id).
+        const call = await run.call(name, typeof toolCallId === 'string' ? toolCallId : '', abortSignal, input);
         if (!call.outcome.ok) throw new ToolCallFailedError(name, call.outcome);
         return call.outcome.output;
       },

@@ -135,10 +135,11 @@ export async function openAiAgentsRun(options: OpenAiAgentsRunOptions): Promise<
     parameters: { type: 'object', ...objectSchema(schema.inputSchema) } as never,
     strict: false,
     needsApproval: false,
-    async execute(_input: unknown, _context, details) {
-      // The arguments the model wrote are the ones journaled with its step; the call runs with exactly those.
+    async execute(input: unknown, _context, details) {
+      // The arguments the model wrote are the ones journaled with its step; the call runs with exactly those (the input
+      // only tells apart calls a provider sent under one id).
       const callId = details?.toolCall?.callId;
-      const call = await underWay.run(() => run.call(schema.name, typeof callId === 'string' ? callId : '', details?.signal));
+      const call = await underWay.run(() => run.call(schema.name, typeof callId === 'string' ? callId : '', details?.signal, input));
       if (!call.outcome.ok) throw new ToolCallFailedError(schema.name, call.outcome);
       return call.outcome.output;
     },

@@ -18,6 +18,7 @@ import { asHolder, runUnchanged, takeTurn, type RunTurn } from '../agent/active-
 import { runReconcilers } from '../tool/runtime.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
+import { jsonEquals } from '../json/canonical.js';
 import { describeValue, toWellFormed } from '../text.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import { checkRunHost } from '../agent/run-options.js';
@@ -69,6 +70,16 @@ export interface BridgeRunStep {
   readonly response: ChatResponse;
   /** One per requested call, in order (fewer when the run stopped inside this step). */
   readonly calls: readonly AgentToolCall[];
+}
+
+/** Whether the JSON text a model wrote holds `input`, the value a framework parsed from it (false when it is not JSON). */
+function sameArguments(text: string, input: unknown): boolean {
+  try {
+    return jsonEquals(JSON.parse(text), input);
+  } catch (error) {
+    if (error instanceof SyntaxError) return false;
+    throw error;
+  }
 }
 
 interface Position {
@@ -323,7 +334,7 @@ export class BridgeRun {
    * asked for throws ToolRuntimeHaltedError, so the framework's loop ends. `signal`: the framework's own for this
    * call; it cancels the call as the run's `signal` does.
    */
-  async call(name: string, providerCallId: string, signal?: AbortSignal): Promise<AgentToolCall> {
+  async call(name: string, providerCallId: string, signal?: AbortSignal, input?: unknown): Promise<AgentToolCall> {
     let position: Position | undefined;
     let settled: SettledCall;
     const either = eitherSignal(this.ctx.signal, signal);
@@ -334,7 +345,10 @@ export class BridgeRun {
         // By the model's call id and the tool's name: a model may reuse an id, and the framework's call must run the
         // tool the journaled call names, with its arguments.
         const queue = this.positions.get(providerCallId) ?? [];
-        const at = queue.findIndex((p) => p.requested.name === name);
+        // Several calls under one id (a provider that sends none): the one whose arguments are the input the framework
+        // runs, since the framework never runs a call whose arguments it could not parse, and the next would take its place.
+        const sameInput = input === undefined ? -1 : queue.findIndex((p) => p.requested.name === name && sameArguments(p.requested.arguments, input));
+        const at = sameInput >= 0 ? sameInput : queue.findIndex((p) => p.requested.name === name);
         position = at < 0 ? undefined : queue.splice(at, 1)[0];
         if (position === undefined) {
           throw new InvalidInputError('model', `the call ${JSON.stringify(providerCallId)} was not asked for through the run's model: give the framework the run's model wrapper`);

@@ -276,6 +276,26 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     await h.store.close();
   });
 
+  it('calls a provider sent without ids run at their own positions when the framework skips one it could not parse (r78 B F3)', async () => {
+    // Matched by id and tool name alone, the second order took the first's position, whose arguments are not JSON:
+    // the model was told the tea order failed as invalid arguments, the journal disagreed, and the cake never ran.
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const h = await hostOn(() => openSqliteStore(path), world);
+    const run = await aiSdkRun({ ...h, runId: 'no-ids-1', prompt: 'Buy tea and cake.' });
+    const broken: MockContent = { type: 'tool-call', toolCallId: '', toolName: 'place_order', input: '{"item":"tea"' };
+    const result = await generateText({
+      model: run.model(scripted([answer([broken, call('', 'place_order', 'cake')]), done])),
+      tools: run.tools, messages: run.messages, stopWhen: [stepCountIs(5), jingweiHalted],
+    });
+    assert.deepEqual([...world.orders], [['no-ids-1/1/1', 'cake']], 'the cake order ran under its own position');
+    const told = result.steps[0]!.content.flatMap((p) => (p.type === 'tool-result' ? [p.output] : []));
+    assert.deepEqual(told, ['order 1 placed'], 'the model is told the cake order was placed');
+    const reopened = await aiSdkRun({ ...h, runId: 'no-ids-1' });
+    assert.deepEqual(reopened.toolCalls.map((c) => c.outcome.ok ? c.outcome.output : c.outcome.code), ['not_run_by_framework', 'order 1 placed'], 'the journal tells the story the model was told: the framework never ran the tea order');
+    await h.store.close();
+  });
+
   it('one run opened twice at once through one owner: the older loop fails with run_busy, the newer finishes, the run stays readable', async () => {
     const path = tempDbPath(dir);
     const world = outsideWorld();
