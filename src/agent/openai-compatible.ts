@@ -3,7 +3,9 @@
  * over the platform's `fetch`: no SDK. It sends the conversation and the tool definitions, and reads back one
  * assistant message. It never retries: a failed request is an error for the caller.
  */
-import { ChatModelError, InvalidInputError } from '../errors.js';
+import { CanonicalJsonError, ChatModelError, InvalidInputError } from '../errors.js';
+import { checkCanonicalJson } from '../json/canonical.js';
+import { isTimeoutMs, LIMITS } from '../limits.js';
 import { parseJson } from '../json/parse.js';
 import type { JsonObject, JsonValue } from '../json/types.js';
 import { describeValue, thrownMessage, truncateUtf8 } from '../text.js';
@@ -188,19 +190,81 @@ function exchangeFailure(error: unknown, exchange: Exchange, url: string, when: 
   return new ChatModelError('model_unreachable', what, null, { cause: error });
 }
 
-/** A ChatModel over an OpenAI-compatible `/chat/completions` endpoint. */
-export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatModel {
-  const url = `${String(options.baseUrl).replace(/\/+$/, '')}/chat/completions`;
-  const maxBytes = options.maxResponseBytes ?? 8 * 1024 * 1024;
+/** The options as the client uses them, each field read once and checked. */
+interface CheckedOptions {
+  readonly url: string;
+  readonly model: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Readonly<JsonObject> | undefined;
+  readonly maxBytes: number;
+  readonly timeoutMs: number;
+  readonly fetch: typeof fetch;
+}
+
+/**
+ * Checks the options when the model is made: a mistake in them is the host's configuration error (InvalidInputError
+ * naming the option), never a `model_unreachable` at the first step, which a host retrying on it would retry for ever.
+ */
+function checkOptions(options: OpenAiCompatibleOptions): CheckedOptions {
+  if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', `must be an object, got ${describeValue(options)}`);
+  const { baseUrl, model, apiKey, headers, body, maxResponseBytes, timeoutMs, fetch: given } = options;
+  let root: URL;
+  try {
+    if (typeof baseUrl !== 'string' && !(baseUrl instanceof URL)) throw new TypeError('not text');
+    root = new URL(String(baseUrl));
+  } catch {
+    // Never the text itself: a URL may carry a password.
+    throw new InvalidInputError('baseUrl', 'must be an absolute http:// or https:// URL');
+  }
+  if (root.protocol !== 'http:' && root.protocol !== 'https:') throw new InvalidInputError('baseUrl', `must be an http:// or https:// URL, got a ${root.protocol} one`);
+  if (typeof model !== 'string' || model.length === 0) throw new InvalidInputError('model', `must be the model's name, non-empty text, got ${describeValue(model)}`);
+  if (apiKey !== undefined && (typeof apiKey !== 'string' || apiKey.length === 0)) throw new InvalidInputError('apiKey', 'must be non-empty text when given');
+  const sent: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
+  if (headers !== undefined) {
+    if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) throw new InvalidInputError('headers', `must be an object of header names and text values, got ${describeValue(headers)}`);
+    for (const [name, value] of Object.entries(headers)) {
+      if (typeof value !== 'string') throw new InvalidInputError(`headers.${name}`, `must be text, got ${describeValue(value)}`);
+      sent[name] = value;
+    }
+  }
+  if (apiKey !== undefined) sent.authorization = `Bearer ${apiKey}`;
+  try {
+    new Headers(sent);
+  } catch (error) {
+    throw new InvalidInputError('headers', `cannot be sent: ${thrownMessage(error)}`, { cause: error });
+  }
+  if (body !== undefined) {
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new InvalidInputError('body', `must be a JSON object, got ${describeValue(body)}`);
+    try {
+      checkCanonicalJson(body);
+    } catch (error) {
+      if (!(error instanceof CanonicalJsonError)) throw error;
+      throw new InvalidInputError('body', `must be JSON data: ${error.message}`, { cause: error });
+    }
+  }
+  const maxBytes = maxResponseBytes ?? 8 * 1024 * 1024;
   if (!Number.isSafeInteger(maxBytes) || maxBytes <= 0) {
     throw new InvalidInputError('maxResponseBytes', `must be a positive integer, got ${describeValue(maxBytes)}`);
   }
-  const timeoutMs = options.timeoutMs ?? 600_000;
-  // setTimeout fires at once past 2^31 - 1 ms.
-  if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0 || timeoutMs > 2_147_483_647) {
-    throw new InvalidInputError('timeoutMs', `must be a positive integer of milliseconds up to 2147483647, got ${describeValue(timeoutMs)}`);
+  const deadline = timeoutMs ?? 600_000;
+  if (!isTimeoutMs(deadline)) {
+    throw new InvalidInputError('timeoutMs', `must be a positive integer of milliseconds up to ${LIMITS.maxTimeoutMs}, got ${describeValue(deadline)}`);
   }
-  const doFetch = options.fetch ?? fetch;
+  if (given !== undefined && typeof given !== 'function') throw new InvalidInputError('fetch', `must be a function, got ${describeValue(given)}`);
+  return {
+    url: `${String(baseUrl).replace(/\/+$/, '')}/chat/completions`,
+    model,
+    headers: sent,
+    body: body === undefined ? undefined : (JSON.parse(JSON.stringify(body)) as JsonObject),
+    maxBytes,
+    timeoutMs: deadline,
+    fetch: given ?? fetch,
+  };
+}
+
+/** A ChatModel over an OpenAI-compatible `/chat/completions` endpoint. */
+export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatModel {
+  const { url, model, headers, body: extra, maxBytes, timeoutMs, fetch: doFetch } = checkOptions(options);
   return {
     async complete(request, signal) {
       const exchange = startExchange(signal, timeoutMs);
@@ -213,14 +277,12 @@ export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatMod
   };
 
   async function exchangeWith(request: ChatRequest, exchange: Exchange): Promise<ChatResponse> {
-    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json', ...(options.headers ?? {}) };
-    if (options.apiKey !== undefined) headers.authorization = `Bearer ${options.apiKey}`;
     let response: Response;
     try {
       response = await doFetch(url, {
         method: 'POST',
         headers,
-        body: JSON.stringify(requestBody(options.model, request, options.body)),
+        body: JSON.stringify(requestBody(model, request, extra)),
         signal: exchange.signal,
       });
     } catch (error) {
