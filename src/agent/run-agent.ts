@@ -13,6 +13,7 @@
  * open by a crash goes through the host's recovery policy; a finished run is returned as it finished.
  */
 import { InvalidInputError } from '../errors.js';
+import { toWellFormed } from '../text.js';
 import { faultPoint } from '../fault.js';
 import { uuidv7, type TurnId } from '../ids.js';
 import type { ActionContext } from '../event/types.js';
@@ -22,7 +23,7 @@ import type { Tool, ToolGateway } from '../tool/types.js';
 import { objectSchema, selectSchemas } from '../bridges/schema.js';
 import { preflightFailure } from '../bridges/outcome.js';
 import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse, type ChatToolCall, type ChatToolDefinition } from './model.js';
-import { checkRunOptions } from './run-options.js';
+import { checkRunOptions, readRunOptions } from './run-options.js';
 import { runUnchanged, takeTurn, type RunTurn } from './active-runs.js';
 import { runReconcilers } from '../tool/runtime.js';
 import { alsoWaiting, refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext } from './run-calls.js';
@@ -125,16 +126,19 @@ export type ResumeAgentOptions = Omit<RunAgentOptions, 'input' | 'runId' | 'stor
   readonly store: Pick<SessionStore, 'loadHistory'>;
 };
 
-export async function resumeAgent(options: ResumeAgentOptions): Promise<AgentRunResult> {
+export async function resumeAgent(given: ResumeAgentOptions): Promise<AgentRunResult> {
+  const options = readRunOptions(given);
   checkRunOptions(options);
   if (options.runId === undefined) throw new InvalidInputError('runId', 'is required to resume a run: the id runAgent returned');
   return drive(options, undefined);
 }
 
 /** Runs (or resumes) the bounded loop; see the module comment. Throws what the gateway throws for budget, task, owner and storage. */
-export async function runAgent(options: RunAgentOptions): Promise<AgentRunResult> {
+export async function runAgent(given: RunAgentOptions): Promise<AgentRunResult> {
+  const options = readRunOptions(given);
   checkRunOptions(options);
   if (typeof options.input !== 'string') throw new InvalidInputError('input', 'must be a string');
+  if (toWellFormed(options.input) !== options.input) throw new InvalidInputError('input', 'holds a lone surrogate (a broken character), which the journal cannot hold');
   return drive(options, options.input);
 }
 

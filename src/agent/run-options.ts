@@ -9,6 +9,9 @@ import { isTimeoutMs, LIMITS } from '../limits.js';
 import { boundOwnerOf } from '../tool/runtime.js';
 import type { SessionOwner } from '../store/types.js';
 import type { ToolGateway } from '../tool/types.js';
+import type { AiSdkRunOptions } from '../bridges/ai-sdk-run.js';
+import type { OpenAiAgentsRunOptions } from '../bridges/openai-agents-run.js';
+import type { RunAgentOptions } from './run-agent.js';
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
@@ -35,6 +38,33 @@ function checkHistory(history: unknown): void {
     }
   });
 }
+
+/**
+ * The host's run options read once, into a plain copy that every check and the loop then use: a getter or a Proxy
+ * that answers one read `r1` and the next another could otherwise show a check one run id and the loop another, and
+ * start a run twice. Something that is not an object is returned as it is, for checkRunHost to refuse.
+ */
+export function readRunOptions<T>(options: T): T {
+  if (!isObject(options)) return options;
+  const read: Record<string, unknown> = {};
+  for (const key of RUN_OPTION_KEYS) {
+    let value: unknown;
+    try {
+      value = options[key];
+    } catch (error) {
+      throw new InvalidInputError(key, `could not be read: ${describeValue(error)}`, { cause: error });
+    }
+    if (value !== undefined) read[key] = value;
+  }
+  return read as T;
+}
+
+/** Every option a run takes (runAgent, resumeAgent, aiSdkRun, openAiAgentsRun): what readRunOptions reads. */
+const RUN_OPTIONS: Record<keyof RunAgentOptions | keyof AiSdkRunOptions | keyof OpenAiAgentsRunOptions, true> = {
+  owner: true, gateway: true, store: true, model: true, input: true, prompt: true, runId: true, recovery: true, reconcilers: true,
+  system: true, history: true, maxSteps: true, tools: true, stopOnUncertainOutcome: true, signal: true,
+};
+const RUN_OPTION_KEYS = Object.keys(RUN_OPTIONS);
 
 /**
  * What every run takes, whichever loop drives it: the options object, the session's owner and a gateway bound to

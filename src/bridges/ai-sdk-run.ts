@@ -9,6 +9,7 @@ import type { JsonValue } from '../json/types.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import type { AgentToolCall } from '../agent/run-calls.js';
 import { BridgeRun, checkBridgeOptions, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
+import { readRunOptions } from '../agent/run-options.js';
 import { objectSchema, selectSchemas } from './schema.js';
 
 /** The model `generateText` and `streamText` take as an object (a provider's model, or the AI SDK's mock). */
@@ -136,7 +137,8 @@ function journalingMiddleware(run: BridgeRun): LanguageModelMiddleware {
  * `running`, pass `messages`, `tools` and `model(yourModel)` to `generateText` or `streamText` (with `jingweiHalted`
  * in `stopWhen`: a call that waits on a person halts the loop). Killed anywhere, open it again with the same id.
  */
-export async function aiSdkRun(options: AiSdkRunOptions): Promise<AiSdkRun> {
+export async function aiSdkRun(given: AiSdkRunOptions): Promise<AiSdkRun> {
+  const options = readRunOptions(given);
   // Checked before anything is journaled: a bad `tools` option must not leave a started run behind.
   checkBridgeOptions(options);
   const offered = selectSchemas(options.gateway, options.tools);

@@ -9,6 +9,7 @@ import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import type { AgentToolCall } from '../agent/run-calls.js';
 import { CallsUnderWay, exposedSchemas } from './openai-agents.js';
 import { BridgeRun, checkBridgeOptions, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
+import { readRunOptions } from '../agent/run-options.js';
 import { objectSchema } from './schema.js';
 
 export interface OpenAiAgentsRunOptions extends BridgeRunOptions {
@@ -121,7 +122,8 @@ function journaling(run: BridgeRun, inner: Model, toJingwei: ReadonlyMap<string,
  * other calls under way have finished; `run()` rejects with the SDK's ToolCallError, whose `error` is the halt); killed
  * anywhere, open it again with the same id.
  */
-export async function openAiAgentsRun(options: OpenAiAgentsRunOptions): Promise<OpenAiAgentsRun> {
+export async function openAiAgentsRun(given: OpenAiAgentsRunOptions): Promise<OpenAiAgentsRun> {
+  const options = readRunOptions(given);
   // Checked before anything is journaled: a bad `tools` option must not leave a started run behind.
   checkBridgeOptions(options);
   const exposed = exposedSchemas(options.gateway, options.tools);

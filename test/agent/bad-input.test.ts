@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { createMemoryStore, createToolRuntime, ToolMetadata } from '../../src/index.js';
-import { describeToolFailure, modelFacingOutcome, runOperationKey, scriptedModel } from '../../src/agent.js';
+import { describeToolFailure, modelFacingOutcome, resumeAgent, runAgent, runOperationKey, scriptedModel } from '../../src/agent.js';
 import type { ToolExecution } from '../../src/tool/types.js';
 
 const invalid = (field: string) => ({ name: 'InvalidInputError', code: 'invalid_input', field });
@@ -60,4 +60,38 @@ it('runOperationKey checks its run id as runAgent does, and its step (from 1) an
   assert.throws(() => runOperationKey('run-1', '1' as never, 0), { ...invalid('step'), message: /got "1"$/ });
   assert.throws(() => runOperationKey('run-1', 1, -1), invalid('index'));
   assert.throws(() => runOperationKey('run-1', 1, Number.NaN), invalid('index'));
+});
+
+it('a run reads its options once: a runId getter answering differently cannot start a run twice (r78 A L1)', async () => {
+  // Read three times, 'r1', 'r1', then nothing: the checks saw the run id and the loop started a new run beside r1,
+  // and from then on r1 could never be resumed ("the run is started twice").
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'h' });
+  await owner.startTask('t');
+  const gateway = createToolRuntime({ tools: [], grants: {} }).bind({ owner, taskId: 't', caller: 'a' });
+  const base = { owner, gateway, store, maxSteps: 3, input: 'go' };
+  const first = await runAgent({ ...base, model: scriptedModel([{ text: 'one', toolCalls: [] }]), runId: 'r1' });
+  assert.equal(first.stopReason, 'completed');
+  let reads = 0;
+  const tricky = { ...base, model: scriptedModel([{ text: 'two', toolCalls: [] }]), get runId() { reads += 1; return reads <= 2 ? 'r1' : undefined; } };
+  const again = await runAgent(tricky as never);
+  assert.equal(reads, 1, 'read once');
+  assert.equal(again.runId, 'r1');
+  assert.equal(again.text, 'one', 'the finished run is read back, not started anew');
+  const resumed = await resumeAgent({ ...base, model: scriptedModel([]), runId: 'r1' });
+  assert.equal(resumed.text, 'one');
+  const throwing = { ...base, model: scriptedModel([]), get runId(): string { throw new Error('no'); } };
+  await assert.rejects(runAgent(throwing), invalid('runId'));
+  await store.close();
+});
+
+it('an input with a broken character is refused naming input, with nothing journaled (r78 A L2)', async () => {
+  // Before, the refusal named events[0] and a byte offset inside an event the caller never wrote.
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'h' });
+  await owner.startTask('t');
+  const gateway = createToolRuntime({ tools: [], grants: {} }).bind({ owner, taskId: 't', caller: 'a' });
+  await assert.rejects(runAgent({ owner, gateway, store, maxSteps: 3, input: 'pay \ud83d now', model: scriptedModel([]) }), invalid('input'));
+  assert.equal((await store.loadHistory('s')).length, 1, 'only the task start is journaled');
+  await store.close();
 });
