@@ -7,7 +7,7 @@ import { tool, type AgentInputItem, type FunctionTool, type Model } from '@opena
 import { ToolCallFailedError, ToolRuntimeHaltedError } from '../errors.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import type { AgentToolCall } from '../agent/run-calls.js';
-import { CallsUnderWay, exposedSchemas } from './openai-agents.js';
+import { exposedSchemas, withoutSiblingCancellation } from './openai-agents.js';
 import { BridgeRun, checkBridgeOptions, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
 import { readRunOptions } from '../agent/run-options.js';
 import { objectSchema } from './schema.js';
@@ -119,7 +119,7 @@ function journaling(run: BridgeRun, inner: Model, toJingwei: ReadonlyMap<string,
  * resumed from its journaled state, its completed calls replayed and its open calls sent through `recovery` (see
  * BridgeRunOptions). While `status` is `running`, build the agent with `tools` and `model(yourModel)` and call
  * `run(agent, input)`. A call that waits on a person fails the SDK's run with ToolRuntimeHaltedError (once the step's
- * other calls under way have finished; `run()` rejects with the SDK's ToolCallError, whose `error` is the halt); killed
+ * other calls have finished, never aborted for it; `run()` rejects with the SDK's ToolCallError, whose `error` is the halt); killed
  * anywhere, open it again with the same id.
  */
 export async function openAiAgentsRun(given: OpenAiAgentsRunOptions): Promise<OpenAiAgentsRun> {
@@ -130,7 +130,6 @@ export async function openAiAgentsRun(given: OpenAiAgentsRunOptions): Promise<Op
   const run = await BridgeRun.open(options, new Set(exposed.map(({ schema }) => schema.name)));
   const toJingwei = new Map(exposed.map(({ schema, exposed: e }) => [e, schema.name]));
   const toExposed = new Map(exposed.map(({ schema, exposed: e }) => [schema.name, e]));
-  const underWay = new CallsUnderWay();
   const tools = exposed.map(({ schema, exposed: name }) => tool({
     name,
     description: schema.description,
@@ -141,7 +140,13 @@ export async function openAiAgentsRun(given: OpenAiAgentsRunOptions): Promise<Op
       // The arguments the model wrote are the ones journaled with its step; the call runs with exactly those (the input
       // only tells apart calls a provider sent under one id).
       const callId = details?.toolCall?.callId;
-      const call = await underWay.run(() => run.call(schema.name, typeof callId === 'string' ? callId : '', details?.signal, input));
+      const own = withoutSiblingCancellation(details?.signal);
+      let call: Awaited<ReturnType<typeof run.call>>;
+      try {
+        call = await run.call(schema.name, typeof callId === 'string' ? callId : '', own.signal, input);
+      } finally {
+        own.done();
+      }
       if (!call.outcome.ok) throw new ToolCallFailedError(schema.name, call.outcome);
       return call.outcome.output;
     },

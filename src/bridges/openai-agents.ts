@@ -22,34 +22,25 @@ export interface OpenAiAgentsToolsOptions {
 }
 
 /**
- * The calls of one tool set under way. When a call fails the SDK's run (a ToolRuntimeHaltedError: an approval that
- * waits, a call in doubt, a stopped task), the SDK aborts the other calls of the step through their signals; a write
- * aborted mid-body is left in doubt for nothing. So a halting call first waits for the calls under way beside it to
- * settle, as the AI SDK's loop does, and only then fails the run. Each call's own signal (the host's abort) still
- * reaches it while it runs.
+ * The SDK's signal for one call, without the SDK's sibling cancellation. When another call of the step fails the run
+ * (a halt of ours, or a host's own tool that throws), the SDK aborts the step's other calls with its
+ * SiblingCancellationError, and a write aborted mid-body is left in doubt for nothing; the SDK waits for those calls
+ * before it fails the run, so they finish instead. Any other abort (the host's `run(…, { signal })`) still reaches the
+ * call, and a call whose signal is already aborted when it starts is cancelled before anything runs.
  */
-export class CallsUnderWay {
-  private readonly running = new Set<Promise<void>>();
+export function withoutSiblingCancellation(signal: AbortSignal | undefined): { readonly signal: AbortSignal | undefined; done(): void } {
+  if (signal === undefined || signal.aborted) return { signal, done: () => undefined };
+  const shielded = new AbortController();
+  const onAbort = () => {
+    if (!isSiblingCancellation(signal.reason)) shielded.abort(signal.reason);
+  };
+  signal.addEventListener('abort', onAbort, { once: true });
+  return { signal: shielded.signal, done: () => signal.removeEventListener('abort', onAbort) };
+}
 
-  async run<T>(call: () => Promise<T>): Promise<T> {
-    let settle!: () => void;
-    const settled = new Promise<void>((resolve) => { settle = resolve; });
-    this.running.add(settled);
-    try {
-      return await call();
-    } catch (error) {
-      if (error instanceof ToolRuntimeHaltedError) {
-        // Out of the set before waiting: two calls halting at once each wait only for the others' calls, never for a wait.
-        this.running.delete(settled);
-        settle();
-        await Promise.all([...this.running]);
-      }
-      throw error;
-    } finally {
-      this.running.delete(settled);
-      settle();
-    }
-  }
+/** The SDK's reason for aborting a call because a sibling failed (not exported by it: matched by name and text). */
+function isSiblingCancellation(reason: unknown): boolean {
+  return reason instanceof Error && (reason.constructor.name === 'SiblingCancellationError' || reason.message === 'Cancelled because a sibling task failed.');
 }
 
 /** The SDK's function tool names allow only [A-Za-z0-9_]; others are replaced by `_` (as the SDK itself does). */
@@ -75,13 +66,13 @@ export function exposedSchemas(gateway: ToolGateway, only: readonly string[] | u
  * The gateway's tools as OpenAI Agents SDK function tools (non-strict JSON Schema parameters; the runtime
  * validates). A success returns the recorded output text. A recorded failure becomes the tool's output, read by
  * the model as "category (code): message" and whether the tool ran. A call the runtime refused to admit or record
- * (budget, stopped task, stale owner, storage) fails the run with ToolRuntimeHaltedError, once the step's other calls
- * under way have finished; the SDK's `run()` rejects with its own ToolCallError, whose `error` is that halt.
+ * (budget, stopped task, stale owner, storage) fails the run with ToolRuntimeHaltedError (the SDK's `run()` rejects
+ * with its own ToolCallError, whose `error` is that halt), once the step's other calls have finished: a call's body
+ * is never aborted because a sibling failed (withoutSiblingCancellation).
  */
 export function openAiAgentsTools(gateway: ToolGateway, options: OpenAiAgentsToolsOptions = {}): FunctionTool[] {
   const exposedTools = exposedSchemas(gateway, options.tools);
   const limits = bridgeCallLimits(gateway, exposedTools.map((t) => t.schema), options);
-  const underWay = new CallsUnderWay();
   return exposedTools.map(({ schema, exposed }) => {
     const name = schema.name;
     const parameters = { type: 'object', ...objectSchema(schema.inputSchema) };
@@ -92,14 +83,20 @@ export function openAiAgentsTools(gateway: ToolGateway, options: OpenAiAgentsToo
       strict: false,
       needsApproval: false,
       async execute(input: unknown, _context, details) {
-        const outcome = await underWay.run(() => runForModel(
-          name,
-          () => gateway.callWithOptions(name, input as JsonValue, {
-            ...(details?.signal ? { signal: details.signal } : {}),
-            ...limits,
-          }),
-          options.onExecution ? (execution) => options.onExecution!(execution, { toolCallId: details?.toolCall?.callId ?? null }) : undefined,
-        ));
+        const own = withoutSiblingCancellation(details?.signal);
+        let outcome: Awaited<ReturnType<typeof runForModel>>;
+        try {
+          outcome = await runForModel(
+            name,
+            () => gateway.callWithOptions(name, input as JsonValue, {
+              ...(own.signal ? { signal: own.signal } : {}),
+              ...limits,
+            }),
+            options.onExecution ? (execution) => options.onExecution!(execution, { toolCallId: details?.toolCall?.callId ?? null }) : undefined,
+          );
+        } finally {
+          own.done();
+        }
         if (!outcome.ok) throw new ToolCallFailedError(name, outcome);
         return outcome.output;
       },

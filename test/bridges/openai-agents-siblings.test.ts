@@ -1,13 +1,14 @@
 /**
- * A call that fails the OpenAI Agents SDK's run (here, an approval that waits on a person) must not abort the write
- * running beside it in the same step. The SDK aborts a step's other calls through their signals when one fails the
- * run; before, a `ship` whose body had started was cut off mid-shipment and left in doubt (recorded `cancelled`, may
- * have taken effect) only because its sibling `refund` waited for an approver. Both bridges: openAiAgentsRun and
- * openAiAgentsTools. The host's own abort still reaches a running body (see run-cancel.test.ts).
+ * A call that fails the OpenAI Agents SDK's run (an approval that waits on a person, a budget refusal, or a host's own
+ * tool that throws) must not abort the write running beside it in the same step. The SDK aborts a step's other calls
+ * through their signals when one fails the run; before, a `ship` whose body had started was cut off mid-shipment and
+ * left in doubt (recorded `cancelled`, may have taken effect) only because its sibling `refund` waited for an
+ * approver. Both bridges: openAiAgentsRun and openAiAgentsTools. The failing call fails at once (a sub-run inside a
+ * tool's body is not held up by its caller), and the host's own abort still reaches a running body.
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import { Agent, run, setTracingDisabled, ToolCallError, type AgentOutputItem } from '@openai/agents';
+import { Agent, run, setTracingDisabled, tool, ToolCallError, type AgentOutputItem } from '@openai/agents';
 import { openAiAgentsRun, openAiAgentsTools } from '../../src/openai-agents.js';
 import { ToolRuntimeHaltedError } from '../../src/errors.js';
 import { createMemoryStore } from '../../src/store/memory.js';
@@ -76,5 +77,48 @@ it('openAiAgentsTools: a sibling refused for the task\'s budget halts the run on
   await assert.rejects(run(new Agent({ name: 'a', model, tools: openAiAgentsTools(gateway) }), 'ship and refund'), halted);
   assert.deepEqual(world, ['ship started', 'ship done']);
   assert.deepEqual(await outcomes(store), ['ship succeeded'], 'the refund was never admitted');
+  await store.close();
+});
+
+it('openAiAgentsTools: a host\'s own tool that throws beside a running write lets the write finish', async () => {
+  const { world, store, gateway } = await host();
+  const broken = tool({ name: 'lookup', description: 'the host\'s own', parameters: { type: 'object', properties: {}, required: [], additionalProperties: false }, errorFunction: null, execute: async () => { throw new Error('lookup is down'); } });
+  const model = new ScriptedAgentsModel([[fn('c1', 'ship', 'box'), { type: 'function_call', callId: 'c2', name: 'lookup', arguments: '{}', status: 'completed' }], [say('done')]]);
+  await assert.rejects(run(new Agent({ name: 'a', model, tools: [...openAiAgentsTools(gateway), broken] }), 'ship'), /lookup is down/);
+  assert.deepEqual(world, ['ship started', 'ship done']);
+  assert.deepEqual(await outcomes(store), ['ship succeeded']);
+  await store.close();
+});
+
+it('openAiAgentsTools: a halt inside a sub-run of a tool\'s body fails the sub-run at once, and the tool finishes', async () => {
+  // The same tool set given to a sub-agent inside one of its tools' bodies: a halting call that waited for the calls
+  // under way of its tool set waited for that body, which waited for the sub-run, until the body's deadline, and the
+  // body that had finished its work was recorded timed out, in doubt.
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t', { limits: { toolCalls: 1 } });
+  let tools: ReturnType<typeof openAiAgentsTools> = [];
+  let subRun = '';
+  const gateway = createToolRuntime({
+    tools: [
+      { name: 'refund', metadata: new ToolMetadata('refund', schema).withEffect('non_idempotent', 'v1'), execute: async () => 'refunded' },
+      {
+        name: 'delegate',
+        metadata: new ToolMetadata('runs a sub-agent', schema).withEffect('non_idempotent', 'v1'),
+        execute: async () => {
+          const sub = new ScriptedAgentsModel([[fn('s1', 'refund', '10')], [say('sub done')]]);
+          await run(new Agent({ name: 'sub', model: sub, tools }), 'refund').catch((e: unknown) => { subRun = halted(e) ? 'halted' : String(e); });
+          return 'delegated';
+        },
+      },
+    ],
+    grants: { agent: '*' },
+  }).bind({ owner, taskId: 't', caller: 'agent' });
+  tools = openAiAgentsTools(gateway);
+  const model = new ScriptedAgentsModel([[fn('c1', 'delegate', 'x')], [say('done')]]);
+  const result = await run(new Agent({ name: 'a', model, tools }), 'delegate');
+  assert.equal(subRun, 'halted', 'the refund, over the task\'s budget of one call, halted the sub-run');
+  assert.equal(result.finalOutput, 'done');
+  assert.deepEqual(await outcomes(store), ['delegate succeeded'], 'the delegate finished its work and is recorded so, not timed out');
   await store.close();
 });
