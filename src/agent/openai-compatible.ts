@@ -3,8 +3,8 @@
  * over the platform's `fetch`: no SDK. It sends the conversation and the tool definitions, and reads back one
  * assistant message. It never retries: a failed request is an error for the caller.
  */
-import { CanonicalJsonError, ChatModelError, InvalidInputError } from '../errors.js';
-import { checkCanonicalJson } from '../json/canonical.js';
+import { ChatModelError, InvalidInputError } from '../errors.js';
+import { isHttpHeaderName } from '../bridges/idempotency-fetch.js';
 import { isTimeoutMs, LIMITS } from '../limits.js';
 import { parseJson } from '../json/parse.js';
 import type { JsonObject, JsonValue } from '../json/types.js';
@@ -190,6 +190,9 @@ function exchangeFailure(error: unknown, exchange: Exchange, url: string, when: 
   return new ChatModelError('model_unreachable', what, null, { cause: error });
 }
 
+/** Whether `value` can be sent as a header value: fetch refuses a line break or a NUL. */
+const isHeaderValue = (value: string): boolean => !/[\0\r\n]/.test(value);
+
 /** The options as the client uses them, each field read once and checked. */
 interface CheckedOptions {
   readonly url: string;
@@ -217,29 +220,35 @@ function checkOptions(options: OpenAiCompatibleOptions): CheckedOptions {
     throw new InvalidInputError('baseUrl', 'must be an absolute http:// or https:// URL');
   }
   if (root.protocol !== 'http:' && root.protocol !== 'https:') throw new InvalidInputError('baseUrl', `must be an http:// or https:// URL, got a ${root.protocol} one`);
+  // fetch refuses them, and every error message would show them.
+  if (root.username !== '' || root.password !== '') throw new InvalidInputError('baseUrl', 'must not carry a user name or password: pass the key as apiKey, or in headers');
   if (typeof model !== 'string' || model.length === 0) throw new InvalidInputError('model', `must be the model's name, non-empty text, got ${describeValue(model)}`);
-  if (apiKey !== undefined && (typeof apiKey !== 'string' || apiKey.length === 0)) throw new InvalidInputError('apiKey', 'must be non-empty text when given');
   const sent: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
   if (headers !== undefined) {
     if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) throw new InvalidInputError('headers', `must be an object of header names and text values, got ${describeValue(headers)}`);
-    for (const [name, value] of Object.entries(headers)) {
+    const entries: Iterable<[string, unknown]> = headers instanceof Headers ? headers.entries() : Object.entries(headers);
+    for (const [name, value] of entries) {
+      if (!isHttpHeaderName(name)) throw new InvalidInputError('headers', `${JSON.stringify(name)} is not an HTTP header name`);
       if (typeof value !== 'string') throw new InvalidInputError(`headers.${name}`, `must be text, got ${describeValue(value)}`);
-      sent[name] = value;
+      // Never the value in the message: it may be a key.
+      if (!isHeaderValue(value)) throw new InvalidInputError(`headers.${name}`, 'holds a line break or a NUL, which a header value cannot carry');
+      sent[name.toLowerCase()] = value;
     }
   }
-  if (apiKey !== undefined) sent.authorization = `Bearer ${apiKey}`;
-  try {
-    new Headers(sent);
-  } catch (error) {
-    throw new InvalidInputError('headers', `cannot be sent: ${thrownMessage(error)}`, { cause: error });
+  if (apiKey !== undefined) {
+    if (typeof apiKey !== 'string') throw new InvalidInputError('apiKey', `must be text, got ${describeValue(apiKey)}`);
+    if (!isHeaderValue(apiKey)) throw new InvalidInputError('apiKey', 'holds a line break or a NUL, which a header value cannot carry');
+    // An empty key (a local server's `process.env.KEY ?? ''`) sends none.
+    if (apiKey.trim() !== '') sent.authorization = `Bearer ${apiKey}`;
   }
+  let extra: JsonObject | undefined;
   if (body !== undefined) {
     if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new InvalidInputError('body', `must be a JSON object, got ${describeValue(body)}`);
+    // Sent as JSON.stringify sends it (a field left undefined is left out), so whatever it cannot send is refused here.
     try {
-      checkCanonicalJson(body);
+      extra = JSON.parse(JSON.stringify(body)) as JsonObject;
     } catch (error) {
-      if (!(error instanceof CanonicalJsonError)) throw error;
-      throw new InvalidInputError('body', `must be JSON data: ${error.message}`, { cause: error });
+      throw new InvalidInputError('body', `cannot be sent as JSON: ${thrownMessage(error)}`, { cause: error });
     }
   }
   const maxBytes = maxResponseBytes ?? 8 * 1024 * 1024;
@@ -251,11 +260,13 @@ function checkOptions(options: OpenAiCompatibleOptions): CheckedOptions {
     throw new InvalidInputError('timeoutMs', `must be a positive integer of milliseconds up to ${LIMITS.maxTimeoutMs}, got ${describeValue(deadline)}`);
   }
   if (given !== undefined && typeof given !== 'function') throw new InvalidInputError('fetch', `must be a function, got ${describeValue(given)}`);
+  // The path appended to the URL's path, so a query (an Azure `?api-version=`) stays a query.
+  root.pathname = `${root.pathname.replace(/\/+$/, '')}/chat/completions`;
   return {
-    url: `${String(baseUrl).replace(/\/+$/, '')}/chat/completions`,
+    url: root.href,
     model,
     headers: sent,
-    body: body === undefined ? undefined : (JSON.parse(JSON.stringify(body)) as JsonObject),
+    body: extra,
     maxBytes,
     timeoutMs: deadline,
     fetch: given ?? fetch,

@@ -18,9 +18,14 @@ export interface IdempotencyKeyed {
   readonly operation: { readonly taskId: string; readonly key: string };
 }
 
+/** Whether `name` is an HTTP header name (a token, RFC 9110). */
+export function isHttpHeaderName(name: unknown): name is string {
+  return typeof name === 'string' && /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name);
+}
+
 /** `{ 'Idempotency-Key': externalIdempotencyKey(request) }` for this request, to spread into any client's headers. */
 export function idempotencyHeaders(request: IdempotencyKeyed, header: string = IDEMPOTENCY_KEY_HEADER): Record<string, string> {
-  if (typeof header !== 'string' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(header)) {
+  if (!isHttpHeaderName(header)) {
     throw new InvalidInputError('header', `must be an HTTP header name, got ${JSON.stringify(header)}`);
   }
   return { [header]: externalIdempotencyKey(request) };

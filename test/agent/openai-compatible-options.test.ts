@@ -22,13 +22,14 @@ it('refuses bad options when the model is made, naming the option, and sends not
     ['model', { model: undefined }],
     ['model', { model: '' }],
     ['apiKey', { apiKey: { a: 1 } }],
-    ['apiKey', { apiKey: '' }],
+    ['apiKey', { apiKey: 'sk-1\u0000' }],
+    ['baseUrl', { baseUrl: 'https://user:pw@model.invalid/v1' }],
     ['headers', { headers: { 'bad header': 'x' } }],
     ['headers', { headers: ['x'] }],
     ['headers.x-n', { headers: { 'x-n': 1 } }],
-    ['headers', { apiKey: 'sk-1\r\nx-evil: 1' }],
+    ['apiKey', { apiKey: 'sk-1\r\nx-evil: 1' }],
+    ['headers.api-key', { headers: { 'api-key': 'sk-1\r\nx' } }],
     ['body', { body: { n: 1n } }],
-    ['body', { body: { temperature: Number.NaN } }],
     ['body', { body: 'temperature=0' }],
     ['timeoutMs', { timeoutMs: 2 ** 31 }],
     ['maxResponseBytes', { maxResponseBytes: 0 }],
@@ -45,9 +46,39 @@ it('refuses bad options when the model is made, naming the option, and sends not
   assert.equal(sent, 0);
 });
 
-it('a password in the base URL never reaches the error', () => {
-  assert.throws(() => openAiCompatibleModel({ baseUrl: 'ws://user:hunter2@model.invalid/v1', model: 'm' }), (e: unknown) => e instanceof InvalidInputError && !e.message.includes('hunter2'));
-  assert.throws(() => openAiCompatibleModel({ baseUrl: 'user:hunter2 not a url', model: 'm' }), (e: unknown) => e instanceof InvalidInputError && !e.message.includes('hunter2'));
+it('a key or a password never reaches the error (r79 F4)', () => {
+  const secretKept = (e: unknown) => e instanceof InvalidInputError && !e.message.includes('hunter2');
+  assert.throws(() => openAiCompatibleModel({ baseUrl: 'ws://user:hunter2@model.invalid/v1', model: 'm' }), secretKept);
+  assert.throws(() => openAiCompatibleModel({ baseUrl: 'user:hunter2 not a url', model: 'm' }), secretKept);
+  assert.throws(() => openAiCompatibleModel({ baseUrl: 'https://user:hunter2@model.invalid/v1', model: 'm' }), secretKept);
+  assert.throws(() => openAiCompatibleModel({ baseUrl: 'https://model.invalid/v1', model: 'm', apiKey: 'sk-hunter2\u0000' }), secretKept);
+  assert.throws(() => openAiCompatibleModel({ baseUrl: 'https://model.invalid/v1', model: 'm', headers: { 'api-key': 'hunter2\r\n' } }), secretKept);
+});
+
+it('configurations that worked before still work: a field left undefined in body, an empty key for a local server (r79 F5)', async () => {
+  const seen: { url: string; headers: Headers; body: Record<string, unknown> }[] = [];
+  const fetch = (async (url: string, init: RequestInit) => {
+    seen.push({ url, headers: new Headers(init.headers), body: JSON.parse(String(init.body)) as Record<string, unknown> });
+    return new Response(JSON.stringify({ choices: [{ message: { role: 'assistant', content: 'hello' } }] }));
+  }) as unknown as typeof globalThis.fetch;
+  const cfg: { temperature?: number } = {};
+  await openAiCompatibleModel({ baseUrl: 'http://127.0.0.1:11434/v1', model: 'llama', apiKey: '', body: { temperature: cfg.temperature, max_tokens: 50 } as unknown as Record<string, number>, fetch }).complete(request);
+  assert.equal(seen[0]!.headers.get('authorization'), null, 'an empty key sends none');
+  assert.deepEqual(seen[0]!.body.max_tokens, 50);
+  assert.equal('temperature' in seen[0]!.body, false, 'left out, as JSON.stringify leaves it out');
+});
+
+it('the URL is the one given: spaces around it trimmed, a query kept as a query, a Headers object sent (r79 F6)', async () => {
+  const seen: { url: string; headers: Headers }[] = [];
+  const fetch = (async (url: string, init: RequestInit) => {
+    seen.push({ url, headers: new Headers(init.headers) });
+    return new Response(JSON.stringify({ choices: [{ message: { role: 'assistant', content: 'hello' } }] }));
+  }) as unknown as typeof globalThis.fetch;
+  await openAiCompatibleModel({ baseUrl: ' https://model.invalid/v1/ ', model: 'm', headers: new Headers({ 'x-team': 'ops' }) as unknown as Record<string, string>, fetch }).complete(request);
+  await openAiCompatibleModel({ baseUrl: 'https://x.openai.azure.com/openai/deployments/d?api-version=2024-02-01', model: 'm', fetch }).complete(request);
+  assert.equal(seen[0]!.url, 'https://model.invalid/v1/chat/completions');
+  assert.equal(seen[0]!.headers.get('x-team'), 'ops');
+  assert.equal(seen[1]!.url, 'https://x.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-02-01');
 });
 
 it('good options send the model, the key, the headers and the body as given', async () => {
