@@ -72,20 +72,14 @@ export interface BridgeRunStep {
   readonly calls: readonly AgentToolCall[];
 }
 
-/** The value of a model's argument text, or null when it is not JSON (a framework never runs such a call). */
-function parsedArguments(text: string): { readonly value: unknown } | null {
+/** Whether the JSON text a model wrote holds `input`, the value a framework parsed from it (false when it is not JSON). */
+function sameArguments(text: string, input: unknown): boolean {
   try {
-    return { value: JSON.parse(text) };
+    return jsonEquals(JSON.parse(text), input);
   } catch (error) {
-    if (error instanceof SyntaxError) return null;
+    if (error instanceof SyntaxError) return false;
     throw error;
   }
-}
-
-/** Whether the JSON text a model wrote holds `input`, the value a framework parsed from it. */
-function sameArguments(text: string, input: unknown): boolean {
-  const parsed = parsedArguments(text);
-  return parsed !== null && jsonEquals(parsed.value, input);
 }
 
 interface Position {
@@ -353,11 +347,8 @@ export class BridgeRun {
         const queue = this.positions.get(providerCallId) ?? [];
         // Several calls under one id (a provider that sends none): the one whose arguments are the input the framework
         // runs, since the framework never runs a call whose arguments it could not parse, and the next would take its place.
-        const named = (p: Position) => p.requested.name === name;
-        let at = input === undefined ? -1 : queue.findIndex((p) => named(p) && sameArguments(p.requested.arguments, input));
-        // An input that cannot be compared (a lone surrogate) still never takes a call whose arguments are not JSON.
-        if (at < 0 && input !== undefined) at = queue.findIndex((p) => named(p) && parsedArguments(p.requested.arguments) !== null);
-        if (at < 0) at = queue.findIndex(named);
+        const sameInput = input === undefined ? -1 : queue.findIndex((p) => p.requested.name === name && sameArguments(p.requested.arguments, input));
+        const at = sameInput >= 0 ? sameInput : queue.findIndex((p) => p.requested.name === name);
         position = at < 0 ? undefined : queue.splice(at, 1)[0];
         if (position === undefined) {
           throw new InvalidInputError('model', `the call ${JSON.stringify(providerCallId)} was not asked for through the run's model: give the framework the run's model wrapper`);

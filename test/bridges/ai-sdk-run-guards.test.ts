@@ -293,15 +293,6 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     assert.deepEqual(told, ['order 1 placed'], 'the model is told the cake order was placed');
     const reopened = await aiSdkRun({ ...h, runId: 'no-ids-1' });
     assert.deepEqual(reopened.toolCalls.map((c) => c.outcome.ok ? c.outcome.output : c.outcome.code), ['not_run_by_framework', 'order 1 placed'], 'the journal tells the story the model was told: the framework never ran the tea order');
-
-    // Arguments the canonical comparison cannot take (a lone surrogate) still never run at the skipped call's position.
-    const odd = await aiSdkRun({ ...h, runId: 'no-ids-2', prompt: 'Buy tea and cake.' });
-    await generateText({
-      model: odd.model(scripted([answer([broken, { type: 'tool-call', toolCallId: '', toolName: 'place_order', input: '{"item":"cake\\ud800"}' }]), done])),
-      tools: odd.tools, messages: odd.messages, stopWhen: [stepCountIs(5), jingweiHalted],
-    });
-    const oddAgain = await aiSdkRun({ ...h, runId: 'no-ids-2' });
-    assert.equal(oddAgain.toolCalls[0]!.outcome.ok ? 'ran' : oddAgain.toolCalls[0]!.outcome.code, 'not_run_by_framework', 'the call the framework skipped is the one not run');
     await h.store.close();
   });
 
