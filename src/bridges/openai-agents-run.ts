@@ -7,7 +7,7 @@ import { tool, type AgentInputItem, type FunctionTool, type Model } from '@opena
 import { ToolCallFailedError, ToolRuntimeHaltedError } from '../errors.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import type { AgentToolCall } from '../agent/run-calls.js';
-import { exposedSchemas, withoutSiblingCancellation } from './openai-agents.js';
+import { exposedSchemas, markSiblingCancellation } from './openai-agents.js';
 import { BridgeRun, checkBridgeOptions, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
 import { readRunOptions } from '../agent/run-options.js';
 import { objectSchema } from './schema.js';
@@ -118,9 +118,9 @@ function journaling(run: BridgeRun, inner: Model, toJingwei: ReadonlyMap<string,
  * Opens the run `options.runId` for the OpenAI Agents SDK: a new id starts it with `prompt`; a journaled one is
  * resumed from its journaled state, its completed calls replayed and its open calls sent through `recovery` (see
  * BridgeRunOptions). While `status` is `running`, build the agent with `tools` and `model(yourModel)` and call
- * `run(agent, input)`. A call that waits on a person fails the SDK's run with ToolRuntimeHaltedError (once the step's
- * other calls have finished, never aborted for it; `run()` rejects with the SDK's ToolCallError, whose `error` is the halt); killed
- * anywhere, open it again with the same id.
+ * `run(agent, input)`. A call that waits on a person fails the SDK's run with ToolRuntimeHaltedError, once the step's
+ * other calls have finished (a body already running is never aborted for it); `run()` rejects with the SDK's
+ * ToolCallError, whose `error` is the halt. Killed anywhere, open it again with the same id.
  */
 export async function openAiAgentsRun(given: OpenAiAgentsRunOptions): Promise<OpenAiAgentsRun> {
   const options = readRunOptions(given);
@@ -140,12 +140,12 @@ export async function openAiAgentsRun(given: OpenAiAgentsRunOptions): Promise<Op
       // The arguments the model wrote are the ones journaled with its step; the call runs with exactly those (the input
       // only tells apart calls a provider sent under one id).
       const callId = details?.toolCall?.callId;
-      const own = withoutSiblingCancellation(details?.signal);
+      const unmark = markSiblingCancellation(details?.signal);
       let call: Awaited<ReturnType<typeof run.call>>;
       try {
-        call = await run.call(schema.name, typeof callId === 'string' ? callId : '', own.signal, input);
+        call = await run.call(schema.name, typeof callId === 'string' ? callId : '', details?.signal, input);
       } finally {
-        own.done();
+        unmark();
       }
       if (!call.outcome.ok) throw new ToolCallFailedError(schema.name, call.outcome);
       return call.outcome.output;

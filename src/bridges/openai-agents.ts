@@ -6,6 +6,7 @@
 import { tool, type FunctionTool } from '@openai/agents';
 import { InvalidInputError, ToolCallFailedError, ToolRuntimeHaltedError } from '../errors.js';
 import type { JsonValue } from '../json/types.js';
+import { stopsOnlyBeforeBody } from '../tool/control.js';
 import type { ToolExecution, ToolGateway, ToolSchema } from '../tool/types.js';
 import { runForModel } from './outcome.js';
 import { bridgeCallLimits, objectSchema, selectSchemas } from './schema.js';
@@ -22,20 +23,24 @@ export interface OpenAiAgentsToolsOptions {
 }
 
 /**
- * The SDK's signal for one call, without the SDK's sibling cancellation. When another call of the step fails the run
- * (a halt of ours, or a host's own tool that throws), the SDK aborts the step's other calls with its
- * SiblingCancellationError, and a write aborted mid-body is left in doubt for nothing; the SDK waits for those calls
- * before it fails the run, so they finish instead. Any other abort (the host's `run(…, { signal })`) still reaches the
- * call, and a call whose signal is already aborted when it starts is cancelled before anything runs.
+ * Marks the SDK's sibling cancellation of this call's signal, when it comes, as a reason that stops the call only until
+ * its body starts (stopsOnlyBeforeBody). When another call of the step fails the run (a halt of ours, or a host's own
+ * tool that throws), the SDK aborts the step's other calls and waits for them before it fails the run: a call not yet
+ * at its body is cancelled, with nothing run; a body already running finishes, since one cut off mid-write is left in
+ * doubt for nothing. Any other abort (the host's `run(…, { signal })`) stops the call wherever it is. Registered before
+ * the call's own listeners, so the mark is there when they run. Returns the function that takes the listener off.
  */
-export function withoutSiblingCancellation(signal: AbortSignal | undefined): { readonly signal: AbortSignal | undefined; done(): void } {
-  if (signal === undefined || signal.aborted) return { signal, done: () => undefined };
-  const shielded = new AbortController();
+export function markSiblingCancellation(signal: AbortSignal | undefined): () => void {
+  if (signal === undefined) return () => undefined;
   const onAbort = () => {
-    if (!isSiblingCancellation(signal.reason)) shielded.abort(signal.reason);
+    if (isSiblingCancellation(signal.reason)) stopsOnlyBeforeBody(signal.reason);
   };
+  if (signal.aborted) {
+    onAbort();
+    return () => undefined;
+  }
   signal.addEventListener('abort', onAbort, { once: true });
-  return { signal: shielded.signal, done: () => signal.removeEventListener('abort', onAbort) };
+  return () => signal.removeEventListener('abort', onAbort);
 }
 
 /** The SDK's reason for aborting a call because a sibling failed (not exported by it: matched by name and text). */
@@ -67,8 +72,8 @@ export function exposedSchemas(gateway: ToolGateway, only: readonly string[] | u
  * validates). A success returns the recorded output text. A recorded failure becomes the tool's output, read by
  * the model as "category (code): message" and whether the tool ran. A call the runtime refused to admit or record
  * (budget, stopped task, stale owner, storage) fails the run with ToolRuntimeHaltedError (the SDK's `run()` rejects
- * with its own ToolCallError, whose `error` is that halt), once the step's other calls have finished: a call's body
- * is never aborted because a sibling failed (withoutSiblingCancellation).
+ * with its own ToolCallError, whose `error` is that halt), once the step's other calls have finished: a body already
+ * running is never aborted because a sibling failed (markSiblingCancellation).
  */
 export function openAiAgentsTools(gateway: ToolGateway, options: OpenAiAgentsToolsOptions = {}): FunctionTool[] {
   const exposedTools = exposedSchemas(gateway, options.tools);
@@ -83,19 +88,19 @@ export function openAiAgentsTools(gateway: ToolGateway, options: OpenAiAgentsToo
       strict: false,
       needsApproval: false,
       async execute(input: unknown, _context, details) {
-        const own = withoutSiblingCancellation(details?.signal);
+        const unmark = markSiblingCancellation(details?.signal);
         let outcome: Awaited<ReturnType<typeof runForModel>>;
         try {
           outcome = await runForModel(
             name,
             () => gateway.callWithOptions(name, input as JsonValue, {
-              ...(own.signal ? { signal: own.signal } : {}),
+              ...(details?.signal ? { signal: details.signal } : {}),
               ...limits,
             }),
             options.onExecution ? (execution) => options.onExecution!(execution, { toolCallId: details?.toolCall?.callId ?? null }) : undefined,
           );
         } finally {
-          own.done();
+          unmark();
         }
         if (!outcome.ok) throw new ToolCallFailedError(name, outcome);
         return outcome.output;

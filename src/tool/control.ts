@@ -2,6 +2,18 @@ import { LeaseWatch, type SentAt } from '../store/lease-watch.js';
 import type { RecordedFailureCode } from '../errors.js';
 import type { ToolRecordedOutcome } from '../event/types.js';
 
+/**
+ * Abort reasons that stop a call only until its body starts. The OpenAI Agents SDK aborts the other calls of a step
+ * when one fails the run: a call not yet at its body is best cancelled then, but a body cut off mid-write is left in
+ * doubt for nothing (the SDK waits for it before it fails the run). Its bridges mark the SDK's reason with this.
+ */
+const beforeBodyReasons = new WeakSet<object>();
+
+/** Marks `reason` as one that stops a call only until its body starts (see beforeBodyReasons). */
+export function stopsOnlyBeforeBody(reason: unknown): void {
+  if (typeof reason === 'object' && reason !== null) beforeBodyReasons.add(reason);
+}
+
 export type Interrupt = Extract<ToolRecordedOutcome, { status: 'failed' }> & { category: 'budget' | 'cancelled' | 'timeout' };
 
 /**
@@ -62,6 +74,8 @@ export class CallControl {
     for (const s of signals) {
       if (!s) continue;
       const onAbort = () => {
+        // A body that has started runs to its end under a reason that stops only before it.
+        if (this.bodyRunning && typeof s.reason === 'object' && s.reason !== null && beforeBodyReasons.has(s.reason)) return;
         this.cancelled = true;
         this.abort(new Error('cancelled'));
       };

@@ -122,3 +122,67 @@ it('openAiAgentsTools: a halt inside a sub-run of a tool\'s body fails the sub-r
   assert.deepEqual(await outcomes(store), ['delegate succeeded'], 'the delegate finished its work and is recorded so, not timed out');
   await store.close();
 });
+
+it('openAiAgentsTools: a write not yet at its body when a sibling fails is cancelled with nothing run (r80 G2)', async () => {
+  // Shielding the whole call let a write waiting for its approver start its body after the run had already failed:
+  // the host never saw its result, and a retried run made it again. The approver answers just after the sibling fails.
+  const world: string[] = [];
+  let approve!: () => void;
+  const asked = new Promise<void>((resolve) => { approve = resolve; });
+  const answered = asked.then(() => new Promise<void>((resolve) => setTimeout(resolve, 20)));
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t');
+  const gateway = createToolRuntime({
+    tools: [{ name: 'ship', metadata: new ToolMetadata('ship', schema).withEffect('non_idempotent', 'v1').withApproval('slow'), execute: async () => { world.push('ship started'); return 'shipped'; } }],
+    grants: { agent: '*' },
+    approvers: { slow: async () => { await answered; return { decision: 'approved' as const }; } },
+  }).bind({ owner, taskId: 't', caller: 'agent' });
+  const broken = tool({
+    name: 'lookup', description: 'the host\'s own', parameters: { type: 'object', properties: {}, required: [], additionalProperties: false }, errorFunction: null,
+    execute: async () => { approve(); throw new Error('lookup is down'); },
+  });
+  const model = new ScriptedAgentsModel([[fn('c1', 'ship', 'box'), { type: 'function_call', callId: 'c2', name: 'lookup', arguments: '{}', status: 'completed' }], [say('done')]]);
+  await assert.rejects(run(new Agent({ name: 'a', model, tools: [...openAiAgentsTools(gateway), broken] }), 'ship'), /lookup is down/);
+  await answered;
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(world, [], 'the shipment never started');
+  const failures = (await store.loadHistory('s')).flatMap((e) => (e.kind.type === 'tool_result' && e.kind.result.outcome.status === 'failed' ? [e.kind.result.outcome.category] : []));
+  assert.deepEqual(failures, ['cancelled'], 'recorded cancelled before its body');
+  await store.close();
+});
+
+it('openAiAgentsTools: once a sibling failed, the host\'s abort reaches a running body through the gateway\'s signal', async () => {
+  // The SDK's one signal per call has fired for the sibling by then, so run(…, { signal }) no longer reaches the body
+  // through the SDK; the docs say to bind the gateway with the same signal.
+  const world: string[] = [];
+  const host = new AbortController();
+  const store = createMemoryStore();
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t');
+  const gateway = createToolRuntime({
+    tools: [{
+      name: 'ship',
+      metadata: new ToolMetadata('ship', schema).withEffect('non_idempotent', 'v1'),
+      execute: async (_request: unknown, signal: AbortSignal) => {
+        world.push('ship started');
+        await new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(resolve, 30_000);
+          signal.addEventListener('abort', () => { clearTimeout(timer); reject(new Error('stopped')); }, { once: true });
+        });
+        return 'shipped';
+      },
+    }],
+    grants: { agent: '*' },
+  }).bind({ owner, taskId: 't', caller: 'agent', signal: host.signal });
+  const broken = tool({
+    name: 'lookup', description: 'the host\'s own', parameters: { type: 'object', properties: {}, required: [], additionalProperties: false }, errorFunction: null,
+    execute: async () => { await new Promise((resolve) => setTimeout(resolve, 20)); setTimeout(() => host.abort(new Error('the user left')), 20); throw new Error('lookup is down'); },
+  });
+  const model = new ScriptedAgentsModel([[fn('c1', 'ship', 'box'), { type: 'function_call', callId: 'c2', name: 'lookup', arguments: '{}', status: 'completed' }], [say('done')]]);
+  await assert.rejects(run(new Agent({ name: 'a', model, tools: [...openAiAgentsTools(gateway), broken] }), 'ship', { signal: host.signal }));
+  assert.deepEqual(world, ['ship started']);
+  const failures = (await store.loadHistory('s')).flatMap((e) => (e.kind.type === 'tool_result' && e.kind.result.outcome.status === 'failed' ? [e.kind.result.outcome.category] : []));
+  assert.deepEqual(failures, ['cancelled'], 'the host\'s abort stopped the running body');
+  await store.close();
+});
