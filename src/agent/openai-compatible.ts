@@ -190,12 +190,32 @@ function exchangeFailure(error: unknown, exchange: Exchange, url: string, when: 
   return new ChatModelError('model_unreachable', what, null, { cause: error });
 }
 
-/** Whether `value` can be sent as a header value: fetch refuses a line break or a NUL. */
-const isHeaderValue = (value: string): boolean => !/[\0\r\n]/.test(value);
+/** Whether `value` can be sent as a header value: fetch refuses a line break, a NUL, and any character past Latin-1. */
+const isHeaderValue = (value: string): boolean => /^[^\0\r\n\u0100-\uffff]*$/.test(value);
+
+/** Why a header value cannot be sent, never quoting it (it may be a key). */
+const BAD_HEADER_VALUE = 'holds a character a header value cannot carry: a line break, a NUL, or one above U+00FF (a typographic quote pasted with a key, say)';
+
+/**
+ * The name-value pairs of `headers` as fetch takes them (HeadersInit): a plain object, an array of pairs, or a Headers
+ * (of this platform, or a library's such as undici's).
+ */
+function headerEntries(headers: unknown): Iterable<readonly [unknown, unknown]> {
+  if (Array.isArray(headers)) {
+    if (!headers.every((pair) => Array.isArray(pair) && pair.length === 2)) throw new InvalidInputError('headers', 'as an array, must hold [name, value] pairs');
+    return headers as [unknown, unknown][];
+  }
+  if (typeof headers !== 'object' || headers === null) throw new InvalidInputError('headers', `must be an object of header names and text values, got ${describeValue(headers)}`);
+  const like = headers as { entries?: unknown; get?: unknown };
+  if (typeof like.entries === 'function' && typeof like.get === 'function') return [...(headers as Headers).entries()];
+  return Object.entries(headers);
+}
 
 /** The options as the client uses them, each field read once and checked. */
 interface CheckedOptions {
   readonly url: string;
+  /** The URL as messages show it: without its query, which may carry a key (`?key=`), or its fragment. */
+  readonly shownUrl: string;
   readonly model: string;
   readonly headers: Readonly<Record<string, string>>;
   readonly body: Readonly<JsonObject> | undefined;
@@ -225,19 +245,18 @@ function checkOptions(options: OpenAiCompatibleOptions): CheckedOptions {
   if (typeof model !== 'string' || model.length === 0) throw new InvalidInputError('model', `must be the model's name, non-empty text, got ${describeValue(model)}`);
   const sent: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
   if (headers !== undefined) {
-    if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) throw new InvalidInputError('headers', `must be an object of header names and text values, got ${describeValue(headers)}`);
-    const entries: Iterable<[string, unknown]> = headers instanceof Headers ? headers.entries() : Object.entries(headers);
-    for (const [name, value] of entries) {
+    for (const [name, value] of headerEntries(headers)) {
       if (!isHttpHeaderName(name)) throw new InvalidInputError('headers', `${JSON.stringify(name)} is not an HTTP header name`);
       if (typeof value !== 'string') throw new InvalidInputError(`headers.${name}`, `must be text, got ${describeValue(value)}`);
       // Never the value in the message: it may be a key.
-      if (!isHeaderValue(value)) throw new InvalidInputError(`headers.${name}`, 'holds a line break or a NUL, which a header value cannot carry');
+      if (!isHeaderValue(value)) throw new InvalidInputError(`headers.${name}`, BAD_HEADER_VALUE);
       sent[name.toLowerCase()] = value;
     }
   }
+  // Replaces an Authorization header given in `headers`.
   if (apiKey !== undefined) {
     if (typeof apiKey !== 'string') throw new InvalidInputError('apiKey', `must be text, got ${describeValue(apiKey)}`);
-    if (!isHeaderValue(apiKey)) throw new InvalidInputError('apiKey', 'holds a line break or a NUL, which a header value cannot carry');
+    if (!isHeaderValue(apiKey)) throw new InvalidInputError('apiKey', BAD_HEADER_VALUE);
     // An empty key (a local server's `process.env.KEY ?? ''`) sends none.
     if (apiKey.trim() !== '') sent.authorization = `Bearer ${apiKey}`;
   }
@@ -264,6 +283,7 @@ function checkOptions(options: OpenAiCompatibleOptions): CheckedOptions {
   root.pathname = `${root.pathname.replace(/\/+$/, '')}/chat/completions`;
   return {
     url: root.href,
+    shownUrl: `${root.origin}${root.pathname}`,
     model,
     headers: sent,
     body: extra,
@@ -275,7 +295,7 @@ function checkOptions(options: OpenAiCompatibleOptions): CheckedOptions {
 
 /** A ChatModel over an OpenAI-compatible `/chat/completions` endpoint. */
 export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatModel {
-  const { url, model, headers, body: extra, maxBytes, timeoutMs, fetch: doFetch } = checkOptions(options);
+  const { url, shownUrl, model, headers, body: extra, maxBytes, timeoutMs, fetch: doFetch } = checkOptions(options);
   return {
     async complete(request, signal) {
       const exchange = startExchange(signal, timeoutMs);
@@ -297,7 +317,7 @@ export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatMod
         signal: exchange.signal,
       });
     } catch (error) {
-      throw exchangeFailure(error, exchange, url, 'could not reach');
+      throw exchangeFailure(error, exchange, shownUrl, 'could not reach');
     }
     const length = response.headers.get('content-length');
     const declared = length === null ? Number.NaN : Number(length);
@@ -309,12 +329,12 @@ export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatMod
     try {
       read = await readBounded(response, response.ok ? maxBytes : Math.min(maxBytes, ERROR_BODY_BYTES), exchange.signal);
     } catch (error) {
-      throw exchangeFailure(error, exchange, url, 'the connection failed while reading the response of');
+      throw exchangeFailure(error, exchange, shownUrl, 'the connection failed while reading the response of');
     }
     const text = read.text;
     if (!response.ok) {
       const retryAfter = response.headers.get('retry-after');
-      throw new ChatModelError('model_http_error', `${url} answered HTTP ${response.status}: ${truncateUtf8(text, 512)}`, response.status, {
+      throw new ChatModelError('model_http_error', `${shownUrl} answered HTTP ${response.status}: ${truncateUtf8(text, 512)}`, response.status, {
         retryAfter: retryAfter === null ? null : truncateUtf8(retryAfter, 256),
       });
     }

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import { openAiCompatibleModel, type OpenAiCompatibleOptions } from '../../src/agent.js';
+import { ChatModelError, openAiCompatibleModel, type OpenAiCompatibleOptions } from '../../src/agent.js';
 import { InvalidInputError } from '../../src/errors.js';
 
 const request = { messages: [{ role: 'user' as const, content: 'hi' }], tools: [] };
@@ -95,4 +95,32 @@ it('good options send the model, the key, the headers and the body as given', as
   assert.equal(got.headers.get('x-team'), 'ops');
   assert.equal(got.body.model, 'm-1');
   assert.equal(got.body.temperature, 0.2);
+});
+
+it('a key in the URL\'s query never reaches a model error (r80 G4)', async () => {
+  const failing = (async () => { throw new TypeError('fetch failed'); }) as unknown as typeof globalThis.fetch;
+  const refusing = (async () => new Response('no', { status: 401 })) as unknown as typeof globalThis.fetch;
+  for (const fetch of [failing, refusing]) {
+    const model = openAiCompatibleModel({ baseUrl: 'https://generativelanguage.invalid/v1beta/openai?key=hunter2', model: 'm', fetch });
+    await assert.rejects(model.complete(request), (e: unknown) => e instanceof ChatModelError && !e.message.includes('hunter2') && e.message.includes('https://generativelanguage.invalid/v1beta/openai/chat/completions'));
+  }
+});
+
+it('headers as fetch takes them: a character past Latin-1 refused by name, pairs and a library\'s Headers sent, apiKey replaces Authorization (r80 G5, G6)', async () => {
+  const seen: Headers[] = [];
+  const fetch = (async (_url: string, init: RequestInit) => {
+    seen.push(new Headers(init.headers));
+    return new Response(JSON.stringify({ choices: [{ message: { role: 'assistant', content: 'hello' } }] }));
+  }) as unknown as typeof globalThis.fetch;
+  const base = { baseUrl: 'https://model.invalid/v1', model: 'm', fetch };
+  assert.throws(() => openAiCompatibleModel({ ...base, apiKey: 'sk-hunter2\u201d' }), (e: unknown) => e instanceof InvalidInputError && e.field === 'apiKey' && !e.message.includes('hunter2'));
+  assert.throws(() => openAiCompatibleModel({ ...base, headers: { 'api-key': '\u201chunter2' } }), (e: unknown) => e instanceof InvalidInputError && e.field === 'headers.api-key' && !e.message.includes('hunter2'));
+  // A Headers of another library (undici's, say) is not this platform's class, but reads the same.
+  const foreign = { entries: () => new Map([['api-key', 'k1']]).entries(), get: (name: string) => (name === 'api-key' ? 'k1' : null) };
+  await openAiCompatibleModel({ ...base, headers: foreign as unknown as Record<string, string> }).complete(request);
+  await openAiCompatibleModel({ ...base, headers: [['x-team', 'ops']] as unknown as Record<string, string> }).complete(request);
+  await openAiCompatibleModel({ ...base, apiKey: 'sk-1', headers: { Authorization: 'Basic abc' } }).complete(request);
+  assert.equal(seen[0]!.get('api-key'), 'k1');
+  assert.equal(seen[1]!.get('x-team'), 'ops');
+  assert.equal(seen[2]!.get('authorization'), 'Bearer sk-1', 'apiKey replaces an Authorization header, as the docs say');
 });
