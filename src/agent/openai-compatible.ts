@@ -184,21 +184,44 @@ function startExchange(caller: AbortSignal | undefined, timeoutMs: number): Exch
  * What a failed exchange with the server is: the caller's own abort (its signal's reason, as when the signal was
  * aborted before the run), or the server unreachable before or while it answered, or too slow to answer whole.
  */
-function exchangeFailure(error: unknown, exchange: Exchange, url: string, when: string): unknown {
+function exchangeFailure(error: unknown, exchange: Exchange, target: Target, when: string): unknown {
   if (exchange.caller?.aborted) return exchange.caller.reason;
-  const what = exchange.timedOut() ? `${url} gave no whole answer within ${exchange.timeoutMs} ms` : `${when} ${url}: ${thrownMessage(error)}`;
-  return new ChatModelError('model_unreachable', what, null, { cause: error });
+  const shown = target.shownUrl;
+  const what = exchange.timedOut() ? `${shown} gave no whole answer within ${exchange.timeoutMs} ms` : `${when} ${shown}: ${target.withoutQuery(thrownMessage(error))}`;
+  // A fetch's error may name the URL, query and all, anywhere in its cause chain: with a query (which may carry a key)
+  // the error is not kept as the cause.
+  return new ChatModelError('model_unreachable', what, null, target.query === '' ? { cause: error } : {});
 }
 
-/** Whether `value` can be sent as a header value: fetch refuses a line break, a NUL, and any character past Latin-1. */
-const isHeaderValue = (value: string): boolean => /^[^\0\r\n\u0100-\uffff]*$/.test(value);
+/** Where requests go, and how messages show it. */
+interface Target {
+  readonly url: string;
+  /** The URL as messages show it: without its query, which may carry a key (`?key=`), or its fragment. */
+  readonly shownUrl: string;
+  /** The URL's query, `?…`, or ''. */
+  readonly query: string;
+  /** `text` with the URL's query taken out wherever it appears (a fetch's message may quote the URL). */
+  withoutQuery(text: string): string;
+}
+
+/** Whether `value` can be sent as a header value (RFC 9110's field-value: tab, visible Latin-1 and spaces; fetch refuses the rest). */
+const isHeaderValue = (value: string): boolean => /^[\t\x20-\x7e\x80-\xff]*$/.test(value);
 
 /** Why a header value cannot be sent, never quoting it (it may be a key). */
-const BAD_HEADER_VALUE = 'holds a character a header value cannot carry: a line break, a NUL, or one above U+00FF (a typographic quote pasted with a key, say)';
+const BAD_HEADER_VALUE = 'holds a character a header value cannot carry: a control character (a line break, a NUL, DEL), or one above U+00FF (a typographic quote pasted with a key, say)';
+
+/** `decodeURIComponent`, or the text as it is when it is not a valid escape sequence. */
+function decodeURIComponentSafe(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
 
 /**
- * The name-value pairs of `headers` as fetch takes them (HeadersInit): a plain object, an array of pairs, or a Headers
- * (of this platform, or a library's such as undici's).
+ * The name-value pairs of `headers` as fetch takes them (HeadersInit): a plain object, an iterable of pairs (an array,
+ * a Map), or a Headers (of this platform, or a library's such as undici's).
  */
 function headerEntries(headers: unknown): Iterable<readonly [unknown, unknown]> {
   if (Array.isArray(headers)) {
@@ -206,16 +229,16 @@ function headerEntries(headers: unknown): Iterable<readonly [unknown, unknown]> 
     return headers as [unknown, unknown][];
   }
   if (typeof headers !== 'object' || headers === null) throw new InvalidInputError('headers', `must be an object of header names and text values, got ${describeValue(headers)}`);
-  const like = headers as { entries?: unknown; get?: unknown };
+  const like = headers as { entries?: unknown; get?: unknown; [Symbol.iterator]?: unknown };
   if (typeof like.entries === 'function' && typeof like.get === 'function') return [...(headers as Headers).entries()];
+  // Any other iterable of pairs fetch takes (a Map, a generator); its pairs are checked as an array's.
+  if (typeof like[Symbol.iterator] === 'function') return headerEntries([...(headers as Iterable<unknown>)]);
   return Object.entries(headers);
 }
 
 /** The options as the client uses them, each field read once and checked. */
 interface CheckedOptions {
-  readonly url: string;
-  /** The URL as messages show it: without its query, which may carry a key (`?key=`), or its fragment. */
-  readonly shownUrl: string;
+  readonly target: Target;
   readonly model: string;
   readonly headers: Readonly<Record<string, string>>;
   readonly body: Readonly<JsonObject> | undefined;
@@ -245,17 +268,22 @@ function checkOptions(options: OpenAiCompatibleOptions): CheckedOptions {
   if (typeof model !== 'string' || model.length === 0) throw new InvalidInputError('model', `must be the model's name, non-empty text, got ${describeValue(model)}`);
   const sent: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
   if (headers !== undefined) {
+    // Repeated names are joined, as fetch joins them; a name given here replaces this client's own default for it.
+    const given = new Map<string, string>();
     for (const [name, value] of headerEntries(headers)) {
       if (!isHttpHeaderName(name)) throw new InvalidInputError('headers', `${JSON.stringify(name)} is not an HTTP header name`);
-      if (typeof value !== 'string') throw new InvalidInputError(`headers.${name}`, `must be text, got ${describeValue(value)}`);
-      // Never the value in the message: it may be a key.
+      // Never the value in a message: it may be a key (a number, once a config parser read it).
+      if (typeof value !== 'string') throw new InvalidInputError(`headers.${name}`, `must be text, got a ${typeof value}`);
       if (!isHeaderValue(value)) throw new InvalidInputError(`headers.${name}`, BAD_HEADER_VALUE);
-      sent[name.toLowerCase()] = value;
+      const lower = name.toLowerCase();
+      const before = given.get(lower);
+      given.set(lower, before === undefined ? value : `${before}, ${value}`);
     }
+    for (const [name, value] of given) sent[name] = value;
   }
   // Replaces an Authorization header given in `headers`.
   if (apiKey !== undefined) {
-    if (typeof apiKey !== 'string') throw new InvalidInputError('apiKey', `must be text, got ${describeValue(apiKey)}`);
+    if (typeof apiKey !== 'string') throw new InvalidInputError('apiKey', `must be text, got a ${typeof apiKey}`);
     if (!isHeaderValue(apiKey)) throw new InvalidInputError('apiKey', BAD_HEADER_VALUE);
     // An empty key (a local server's `process.env.KEY ?? ''`) sends none.
     if (apiKey.trim() !== '') sent.authorization = `Bearer ${apiKey}`;
@@ -281,9 +309,15 @@ function checkOptions(options: OpenAiCompatibleOptions): CheckedOptions {
   if (given !== undefined && typeof given !== 'function') throw new InvalidInputError('fetch', `must be a function, got ${describeValue(given)}`);
   // The path appended to the URL's path, so a query (an Azure `?api-version=`) stays a query.
   root.pathname = `${root.pathname.replace(/\/+$/, '')}/chat/completions`;
+  const query = root.search;
+  const encoded = [query, query.slice(1), decodeURIComponentSafe(query.slice(1))].filter((q) => q.length > 0);
   return {
-    url: root.href,
-    shownUrl: `${root.origin}${root.pathname}`,
+    target: {
+      url: root.href,
+      shownUrl: `${root.origin}${root.pathname}`,
+      query,
+      withoutQuery: (text) => encoded.reduce((t, q) => t.split(q).join('?…'), text),
+    },
     model,
     headers: sent,
     body: extra,
@@ -295,7 +329,8 @@ function checkOptions(options: OpenAiCompatibleOptions): CheckedOptions {
 
 /** A ChatModel over an OpenAI-compatible `/chat/completions` endpoint. */
 export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatModel {
-  const { url, shownUrl, model, headers, body: extra, maxBytes, timeoutMs, fetch: doFetch } = checkOptions(options);
+  const { target, model, headers, body: extra, maxBytes, timeoutMs, fetch: doFetch } = checkOptions(options);
+  const { url, shownUrl } = target;
   return {
     async complete(request, signal) {
       const exchange = startExchange(signal, timeoutMs);
@@ -317,7 +352,7 @@ export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatMod
         signal: exchange.signal,
       });
     } catch (error) {
-      throw exchangeFailure(error, exchange, shownUrl, 'could not reach');
+      throw exchangeFailure(error, exchange, target, 'could not reach');
     }
     const length = response.headers.get('content-length');
     const declared = length === null ? Number.NaN : Number(length);
@@ -329,12 +364,12 @@ export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatMod
     try {
       read = await readBounded(response, response.ok ? maxBytes : Math.min(maxBytes, ERROR_BODY_BYTES), exchange.signal);
     } catch (error) {
-      throw exchangeFailure(error, exchange, shownUrl, 'the connection failed while reading the response of');
+      throw exchangeFailure(error, exchange, target, 'the connection failed while reading the response of');
     }
     const text = read.text;
     if (!response.ok) {
       const retryAfter = response.headers.get('retry-after');
-      throw new ChatModelError('model_http_error', `${shownUrl} answered HTTP ${response.status}: ${truncateUtf8(text, 512)}`, response.status, {
+      throw new ChatModelError('model_http_error', `${shownUrl} answered HTTP ${response.status}: ${truncateUtf8(target.withoutQuery(text), 512)}`, response.status, {
         retryAfter: retryAfter === null ? null : truncateUtf8(retryAfter, 256),
       });
     }

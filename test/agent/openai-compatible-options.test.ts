@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
+import { inspect } from 'node:util';
 import { ChatModelError, openAiCompatibleModel, type OpenAiCompatibleOptions } from '../../src/agent.js';
 import { InvalidInputError } from '../../src/errors.js';
 
@@ -123,4 +124,40 @@ it('headers as fetch takes them: a character past Latin-1 refused by name, pairs
   assert.equal(seen[0]!.get('api-key'), 'k1');
   assert.equal(seen[1]!.get('x-team'), 'ops');
   assert.equal(seen[2]!.get('authorization'), 'Bearer sk-1', 'apiKey replaces an Authorization header, as the docs say');
+});
+
+it('a fetch whose error quotes the URL (node-fetch) leaks no query, neither in the message nor in a cause (r81 R1, R8)', async () => {
+  const quoting = (async (url: string) => {
+    throw new Error(`request to ${url} failed, reason: connect ECONNREFUSED`, { cause: new Error(`base: ${url}`) });
+  }) as unknown as typeof globalThis.fetch;
+  const echoing = (async (url: string) => new Response(`unknown route ${url}`, { status: 404 })) as unknown as typeof globalThis.fetch;
+  for (const fetch of [quoting, echoing]) {
+    const model = openAiCompatibleModel({ baseUrl: 'https://generativelanguage.invalid/v1beta/openai?key=hun%74er2', model: 'm', fetch });
+    await assert.rejects(model.complete(request), (e: unknown) => {
+      assert.ok(e instanceof ChatModelError, String(e));
+      const everything = `${e.message} ${inspect(e, { depth: 10 })}`;
+      assert.ok(!/hun(%74|t)er2/.test(everything), everything);
+      return true;
+    });
+  }
+});
+
+it('a key read as a number is not quoted; control characters and repeated names are handled as fetch would (r81 R4, R5, R7)', async () => {
+  const base = { baseUrl: 'https://model.invalid/v1', model: 'm' };
+  assert.throws(() => openAiCompatibleModel({ ...base, apiKey: 987654321012 as unknown as string }), (e: unknown) => e instanceof InvalidInputError && e.field === 'apiKey' && !e.message.includes('987654321012'));
+  assert.throws(() => openAiCompatibleModel({ ...base, headers: { 'api-key': 987654321012 as unknown as string } }), (e: unknown) => e instanceof InvalidInputError && !e.message.includes('987654321012'));
+  for (const bad of ['k\u007f', 'k\u000b', 'k\u0001', 'k\u001b[0m']) {
+    assert.throws(() => openAiCompatibleModel({ ...base, apiKey: bad }), (e: unknown) => e instanceof InvalidInputError && e.field === 'apiKey', JSON.stringify(bad));
+  }
+  const seen: Headers[] = [];
+  const fetch = (async (_url: string, init: RequestInit) => {
+    seen.push(new Headers(init.headers));
+    return new Response(JSON.stringify({ choices: [{ message: { role: 'assistant', content: 'hello' } }] }));
+  }) as unknown as typeof globalThis.fetch;
+  await openAiCompatibleModel({ ...base, apiKey: 'k\tv', headers: [['x-tag', 'a'], ['X-Tag', 'b']] as unknown as Record<string, string>, fetch }).complete(request);
+  await openAiCompatibleModel({ ...base, headers: new Map([['api-key', 'k1']]) as unknown as Record<string, string>, fetch }).complete(request);
+  await openAiCompatibleModel({ ...base, headers: (function* pairs() { yield ['api-key', 'k2']; })() as unknown as Record<string, string>, fetch }).complete(request);
+  assert.equal(seen[0]!.get('x-tag'), 'a, b');
+  assert.equal(seen[1]!.get('api-key'), 'k1', 'a Map is sent (r81 R6)');
+  assert.equal(seen[2]!.get('api-key'), 'k2', 'a generator of pairs is sent (r81 R6)');
 });
