@@ -26,6 +26,7 @@ export async function unlessAborted(promise: Promise<unknown>, signal: AbortSign
 export function eitherSignal(a: AbortSignal | undefined, b: AbortSignal | undefined): { readonly signal: AbortSignal | undefined; done(): void } {
   if (a === undefined || b === undefined) return { signal: a ?? b, done: () => undefined };
   const joined = new AbortController();
+  joinedFrom.set(joined.signal, [a, b]);
   const follows = [a, b].map((source) => {
     const follow = () => joined.abort(source.reason);
     return { source, follow };
@@ -41,4 +42,17 @@ export function eitherSignal(a: AbortSignal | undefined, b: AbortSignal | undefi
       for (const { source, follow } of follows) source.removeEventListener('abort', follow);
     },
   };
+}
+
+/** The signals each signal of eitherSignal joins. */
+const joinedFrom = new WeakMap<AbortSignal, readonly AbortSignal[]>();
+
+/**
+ * The signals `signal` stands for: those eitherSignal joined into it (each in turn), or itself. A call's control
+ * listens to each: a joined signal fires once, for the first of them, and a call whose body runs on through a reason
+ * that stops it only before its body (a framework's sibling cancellation) must still hear the host's abort after it.
+ */
+export function signalSources(signal: AbortSignal): AbortSignal[] {
+  const sources = joinedFrom.get(signal);
+  return sources === undefined ? [signal] : sources.flatMap(signalSources);
 }

@@ -72,14 +72,20 @@ export interface BridgeRunStep {
   readonly calls: readonly AgentToolCall[];
 }
 
-/** Whether the JSON text a model wrote holds `input`, the value a framework parsed from it (false when it is not JSON). */
-function sameArguments(text: string, input: unknown): boolean {
+/** The value of a model's argument text, or null when it is not JSON (a framework never runs such a call unrepaired). */
+function parsedArguments(text: string): { readonly value: unknown } | null {
   try {
-    return jsonEquals(JSON.parse(text), input);
+    return { value: JSON.parse(text) };
   } catch (error) {
-    if (error instanceof SyntaxError) return false;
+    if (error instanceof SyntaxError) return null;
     throw error;
   }
+}
+
+/** Whether the JSON text a model wrote holds `input`, the value a framework parsed from it. */
+function sameArguments(text: string, input: unknown): boolean {
+  const parsed = parsedArguments(text);
+  return parsed !== null && jsonEquals(parsed.value, input);
 }
 
 interface Position {
@@ -345,13 +351,20 @@ export class BridgeRun {
         // By the model's call id and the tool's name: a model may reuse an id, and the framework's call must run the
         // tool the journaled call names, with its arguments.
         const queue = this.positions.get(providerCallId) ?? [];
-        // Several calls under one id (a provider that sends none): the one whose arguments are the input the framework
-        // runs, since the framework never runs a call whose arguments it could not parse, and the next would take its place.
-        const sameInput = input === undefined ? -1 : queue.findIndex((p) => p.requested.name === name && sameArguments(p.requested.arguments, input));
-        const at = sameInput >= 0 ? sameInput : queue.findIndex((p) => p.requested.name === name);
+        const named = (p: Position) => p.requested.name === name;
+        // With the framework's input: the position whose arguments it is, else one whose text is not JSON, which only
+        // a call the framework repaired runs with. Never another call's: a repaired call (a tool name the journal
+        // refused, fixed by the framework) took the position of the next call of that tool, and the model read that
+        // call's result as its own.
+        const at = input === undefined ? queue.findIndex(named)
+          : [(p: Position) => named(p) && sameArguments(p.requested.arguments, input), (p: Position) => named(p) && parsedArguments(p.requested.arguments) === null]
+            .map((match) => queue.findIndex(match)).find((i) => i >= 0) ?? -1;
         position = at < 0 ? undefined : queue.splice(at, 1)[0];
         if (position === undefined) {
-          throw new InvalidInputError('model', `the call ${JSON.stringify(providerCallId)} was not asked for through the run's model: give the framework the run's model wrapper`);
+          const detail = input !== undefined && queue.some(named)
+            ? `the framework ran ${JSON.stringify(name)} with arguments the model did not write for it (a call it repaired?), which the journal does not hold`
+            : `the call ${JSON.stringify(providerCallId)} was not asked for through the run's model: give the framework the run's model wrapper`;
+          throw new InvalidInputError('model', detail);
         }
         // Not replay-only, so never null.
         return this.settle(position, false, either.signal === this.ctx.signal ? this.ctx : this.withSignal(either.signal));

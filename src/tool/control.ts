@@ -1,3 +1,4 @@
+import { signalSources } from '../abort.js';
 import { LeaseWatch, type SentAt } from '../store/lease-watch.js';
 import type { RecordedFailureCode } from '../errors.js';
 import type { ToolRecordedOutcome } from '../event/types.js';
@@ -71,8 +72,7 @@ export class CallControl {
   ): void {
     const timer = setTimeout(() => this.expire(timeoutMs), timeoutMs);
     this.cleanups.push(() => clearTimeout(timer));
-    for (const s of signals) {
-      if (!s) continue;
+    for (const s of signals.flatMap((given) => (given ? signalSources(given) : []))) {
       const onAbort = () => {
         // A body that has started runs to its end under a reason that stops only before it.
         if (this.bodyRunning && typeof s.reason === 'object' && s.reason !== null && beforeBodyReasons.has(s.reason)) return;

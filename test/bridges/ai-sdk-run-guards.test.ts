@@ -296,6 +296,26 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     await h.store.close();
   });
 
+  it('a call the framework repaired to another tool name never takes the position of that tool\'s next call (r81 R3)', async () => {
+    // The journal refused `Place_order` (not offered); the AI SDK's repair ran it as place_order with the tea. Matched
+    // by id and name alone it took the cake's position: the model read "order placed" for the tea, and the cake's own
+    // call was refused, while the cake was ordered and the tea was not.
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const h = await hostOn(() => openSqliteStore(path), world);
+    const run = await aiSdkRun({ ...h, runId: 'repair-1', prompt: 'Buy tea and cake.' });
+    const misnamed: MockContent = { type: 'tool-call', toolCallId: '', toolName: 'Place_order', input: JSON.stringify({ item: 'tea' }) };
+    const result = await generateText({
+      model: run.model(scripted([answer([misnamed, call('', 'place_order', 'cake')]), done])),
+      tools: run.tools, messages: run.messages, stopWhen: [stepCountIs(5), jingweiHalted],
+      experimental_repairToolCall: async ({ toolCall }) => ({ ...toolCall, toolName: 'place_order' }),
+    });
+    assert.deepEqual([...world.orders], [['repair-1/1/1', 'cake']], 'the cake was ordered at its own position, the tea never');
+    const told = result.steps[0]!.content.flatMap((p) => (p.type === 'tool-result' ? [[(p.input as { item: string }).item, p.output]] : []));
+    assert.deepEqual(told, [['cake', 'order 1 placed']], 'only the cake is reported placed, to the cake\'s call');
+    await h.store.close();
+  });
+
   it('one run opened twice at once through one owner: the older loop fails with run_busy, the newer finishes, the run stays readable', async () => {
     const path = tempDbPath(dir);
     const world = outsideWorld();

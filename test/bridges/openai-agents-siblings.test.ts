@@ -152,37 +152,45 @@ it('openAiAgentsTools: a write not yet at its body when a sibling fails is cance
   await store.close();
 });
 
-it('openAiAgentsTools: once a sibling failed, the host\'s abort reaches a running body through the gateway\'s signal', async () => {
-  // The SDK's one signal per call has fired for the sibling by then, so run(…, { signal }) no longer reaches the body
-  // through the SDK; the docs say to bind the gateway with the same signal.
-  const world: string[] = [];
-  const host = new AbortController();
-  const store = createMemoryStore();
-  const owner = await store.acquire('s', { owner: 'host' });
-  await owner.startTask('t');
-  const gateway = createToolRuntime({
-    tools: [{
-      name: 'ship',
-      metadata: new ToolMetadata('ship', schema).withEffect('non_idempotent', 'v1'),
-      execute: async (_request: unknown, signal: AbortSignal) => {
-        world.push('ship started');
-        await new Promise<void>((resolve, reject) => {
-          const timer = setTimeout(resolve, 30_000);
-          signal.addEventListener('abort', () => { clearTimeout(timer); reject(new Error('stopped')); }, { once: true });
-        });
-        return 'shipped';
-      },
-    }],
-    grants: { agent: '*' },
-  }).bind({ owner, taskId: 't', caller: 'agent', signal: host.signal });
-  const broken = tool({
-    name: 'lookup', description: 'the host\'s own', parameters: { type: 'object', properties: {}, required: [], additionalProperties: false }, errorFunction: null,
-    execute: async () => { await new Promise((resolve) => setTimeout(resolve, 20)); setTimeout(() => host.abort(new Error('the user left')), 20); throw new Error('lookup is down'); },
+for (const path of ['runtime.bind', 'openAiAgentsRun'] as const) {
+  it(`once a sibling failed, the host's abort reaches a running body through ${path}({ signal }) (r81 R2)`, async () => {
+    // The SDK's one signal per call has fired for the sibling by then, so run(…, { signal }) no longer reaches the body
+    // through the SDK; the docs say to give the same signal to openAiAgentsRun or runtime.bind. Through the run, its
+    // signal and the SDK's were joined into one, which had fired for the sibling too.
+    const world: string[] = [];
+    const host = new AbortController();
+    const store = createMemoryStore();
+    const owner = await store.acquire('s', { owner: 'host' });
+    await owner.startTask('t');
+    const gateway = createToolRuntime({
+      tools: [{
+        name: 'ship',
+        metadata: new ToolMetadata('ship', schema).withEffect('non_idempotent', 'v1'),
+        execute: async (_request: unknown, signal: AbortSignal) => {
+          world.push('ship started');
+          await new Promise<void>((resolve, reject) => {
+            const timer = setTimeout(resolve, 30_000);
+            signal.addEventListener('abort', () => { clearTimeout(timer); reject(new Error('stopped')); }, { once: true });
+          });
+          return 'shipped';
+        },
+      }],
+      grants: { agent: '*' },
+    }).bind({ owner, taskId: 't', caller: 'agent', ...(path === 'runtime.bind' ? { signal: host.signal } : {}) });
+    const broken = tool({
+      name: 'lookup', description: 'the host\'s own', parameters: { type: 'object', properties: {}, required: [], additionalProperties: false }, errorFunction: null,
+      execute: async () => { await new Promise((resolve) => setTimeout(resolve, 20)); setTimeout(() => host.abort(new Error('the user left')), 20); throw new Error('lookup is down'); },
+    });
+    const model = new ScriptedAgentsModel([[fn('c1', 'ship', 'box'), { type: 'function_call', callId: 'c2', name: 'lookup', arguments: '{}', status: 'completed' }], [say('done')]]);
+    if (path === 'runtime.bind') {
+      await assert.rejects(run(new Agent({ name: 'a', model, tools: [...openAiAgentsTools(gateway), broken] }), 'ship', { signal: host.signal }));
+    } else {
+      const r = await openAiAgentsRun({ owner, gateway, store, runId: 'run-1', prompt: 'ship', signal: host.signal });
+      await assert.rejects(run(new Agent({ name: 'a', model: r.model(model), tools: [...r.tools, broken] }), r.input, { signal: host.signal }));
+    }
+    assert.deepEqual(world, ['ship started']);
+    const failures = (await store.loadHistory('s')).flatMap((e) => (e.kind.type === 'tool_result' && e.kind.result.outcome.status === 'failed' ? [e.kind.result.outcome.category] : []));
+    assert.deepEqual(failures, ['cancelled'], 'the host\'s abort stopped the running body');
+    await store.close();
   });
-  const model = new ScriptedAgentsModel([[fn('c1', 'ship', 'box'), { type: 'function_call', callId: 'c2', name: 'lookup', arguments: '{}', status: 'completed' }], [say('done')]]);
-  await assert.rejects(run(new Agent({ name: 'a', model, tools: [...openAiAgentsTools(gateway), broken] }), 'ship', { signal: host.signal }));
-  assert.deepEqual(world, ['ship started']);
-  const failures = (await store.loadHistory('s')).flatMap((e) => (e.kind.type === 'tool_result' && e.kind.result.outcome.status === 'failed' ? [e.kind.result.outcome.category] : []));
-  assert.deepEqual(failures, ['cancelled'], 'the host\'s abort stopped the running body');
-  await store.close();
-});
+}
