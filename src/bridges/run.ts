@@ -72,20 +72,32 @@ export interface BridgeRunStep {
   readonly calls: readonly AgentToolCall[];
 }
 
-/** The value of a model's argument text, or null when it is not JSON (a framework never runs such a call unrepaired). */
+/**
+ * The value of a model's argument text as a framework reads it (no text at all is no arguments, `{}`), or null when it
+ * is not JSON (a framework never runs such a call unrepaired).
+ */
 function parsedArguments(text: string): { readonly value: unknown } | null {
   try {
-    return { value: JSON.parse(text) };
+    return { value: JSON.parse(text.trim() === '' ? '{}' : text) };
   } catch (error) {
     if (error instanceof SyntaxError) return null;
     throw error;
   }
 }
 
-/** Whether the JSON text a model wrote holds `input`, the value a framework parsed from it. */
+/**
+ * Whether the JSON text a model wrote holds `input`, the value a framework parsed from it: canonically equal, or, for
+ * values canonical JSON does not take (a number past a double's range, a lone surrogate, deep nesting), written alike.
+ */
 function sameArguments(text: string, input: unknown): boolean {
   const parsed = parsedArguments(text);
-  return parsed !== null && jsonEquals(parsed.value, input);
+  if (parsed === null) return false;
+  if (jsonEquals(parsed.value, input)) return true;
+  try {
+    return JSON.stringify(parsed.value) === JSON.stringify(input);
+  } catch {
+    return false;
+  }
 }
 
 interface Position {

@@ -12,6 +12,7 @@ import { AgentRunBusyError, runAgent, scriptedModel } from '../../src/agent.js';
 import { setFaultHook } from '../../src/fault.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
 import { modelResponseEvent, runStartedEvent } from '../../src/agent/run-journal.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { answer, dies, scripted, type MockContent } from './fixtures/ai-sdk-mock.js';
@@ -314,6 +315,34 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     const told = result.steps[0]!.content.flatMap((p) => (p.type === 'tool-result' ? [[(p.input as { item: string }).item, p.output]] : []));
     assert.deepEqual(told, [['cake', 'order 1 placed']], 'only the cake is reported placed, to the cake\'s call');
     await h.store.close();
+  });
+
+  it('arguments canonical JSON cannot take, beside a call with no arguments, each run at their own position (r82 G1, G2)', async () => {
+    // 1e400 (past a double) matched no position by canonical equality; the call with no arguments ('' , run as {})
+    // counted as one only a repair runs, so the first took its position and the payment made for {} was reported to
+    // the other call, and the {} call itself was refused. Alone at its own id, such a call halted the run.
+    const paid: string[] = [];
+    const store = openSqliteStore(tempDbPath(dir));
+    const owner = await store.acquire('s-args', { owner: 'h' });
+    await owner.startTask('t');
+    const gateway = createToolRuntime({
+      tools: [{ name: 'pay', metadata: new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', 'p1'), execute: async (r) => { paid.push(JSON.stringify(r.arguments)); return `paid ${JSON.stringify(r.arguments)}`; } }],
+      grants: { agent: '*' },
+    }).bind({ owner, taskId: 't', caller: 'agent' });
+    for (const [runId, ids] of [['args-1', ['', '']], ['args-2', ['a', 'b']]] as const) {
+      const run = await aiSdkRun({ owner, gateway, store, runId, prompt: 'Pay.' });
+      const result = await generateText({
+        model: run.model(scripted([answer([{ type: 'tool-call', toolCallId: ids[0], toolName: 'pay', input: '{"n":1e400}' }, { type: 'tool-call', toolCallId: ids[1], toolName: 'pay', input: '' }]), done])),
+        tools: run.tools, messages: run.messages, stopWhen: [stepCountIs(5), jingweiHalted],
+      });
+      assert.equal(run.status, 'finished', `${runId}: the run goes on`);
+      const told = result.steps[0]!.content.flatMap((p) => (p.type === 'tool-result' ? [[JSON.stringify(p.input), p.output]] : p.type === 'tool-error' ? [[JSON.stringify(p.input), 'error']] : []));
+      assert.deepEqual(told, [['{"n":null}', 'error'], ['{}', 'paid {}']], `${runId}: each call is told its own outcome`);
+      const reopened = await aiSdkRun({ owner, gateway, store, runId });
+      assert.deepEqual(reopened.toolCalls.map((c) => (c.outcome.ok ? c.outcome.output : c.outcome.code)), ['tool_arguments_invalid', 'paid {}'], `${runId}: the journal agrees`);
+    }
+    assert.deepEqual(paid, ['{}', '{}'], 'one payment a run');
+    await store.close();
   });
 
   it('one run opened twice at once through one owner: the older loop fails with run_busy, the newer finishes, the run stays readable', async () => {
