@@ -187,8 +187,12 @@ function startExchange(caller: AbortSignal | undefined, timeoutMs: number): Exch
 function exchangeFailure(error: unknown, exchange: Exchange, target: Target, when: string): unknown {
   if (exchange.caller?.aborted) return exchange.caller.reason;
   const shown = target.shownUrl;
-  const what = exchange.timedOut() ? `${shown} gave no whole answer within ${exchange.timeoutMs} ms` : `${when} ${shown}: ${target.withoutQuery(thrownMessage(error))}`;
-  // A fetch's error may name the URL, query and all, anywhere in its cause chain: with a query (which may carry a key)
+  // The system's code for what failed (ECONNREFUSED, ENOTFOUND, a TLS error), which fetch's own message ("fetch failed")
+  // leaves to its cause.
+  const code = (error as { cause?: { code?: unknown } } | null)?.cause?.code;
+  const reason = `${target.withoutQuery(thrownMessage(error))}${typeof code === 'string' && /^[A-Z0-9_]{2,40}$/.test(code) ? ` (${code})` : ''}`;
+  const what = exchange.timedOut() ? `${shown} gave no whole answer within ${exchange.timeoutMs} ms` : `${when} ${shown}: ${reason}`;
+  // A fetch's error may name the URL, query and all, anywhere in its cause chain: with a query that may carry a key
   // the error is not kept as the cause.
   return new ChatModelError('model_unreachable', what, null, target.query === '' ? { cause: error } : {});
 }
@@ -198,7 +202,7 @@ interface Target {
   readonly url: string;
   /** The URL as messages show it: without its query, which may carry a key (`?key=`), or its fragment. */
   readonly shownUrl: string;
-  /** The URL's query, `?…`, or ''. */
+  /** The URL's query, `?…`, when it may carry a key (a value of four characters or more), or ''. */
   readonly query: string;
   /** `text` with the URL's query taken out wherever it appears (a fetch's message may quote the URL). */
   withoutQuery(text: string): string;
@@ -209,6 +213,30 @@ const isHeaderValue = (value: string): boolean => /^[\t\x20-\x7e\x80-\xff]*$/.te
 
 /** Why a header value cannot be sent, never quoting it (it may be a key). */
 const BAD_HEADER_VALUE = 'holds a character a header value cannot carry: a control character (a line break, a NUL, DEL), or one above U+00FF (a typographic quote pasted with a key, say)';
+
+/**
+ * The texts of a URL's query that may carry a key, in every form a server's or a fetch's message may quote them: each
+ * parameter's value as sent, percent-decoded, form-decoded (`+` a space), percent-encoded again (either case of
+ * escapes), and escaped as JSON writes it (`\/`, `\u0026`), longest first. A value shorter than four characters is
+ * taken for a setting, not a key, and left (taking out every `e` would garble every message).
+ */
+function querySecrets(query: string): string[] {
+  const forms = new Set<string>();
+  for (const pair of query.replace(/^\?/, '').split('&')) {
+    const raw = pair.slice(pair.indexOf('=') + 1);
+    if (pair.indexOf('=') < 0 || raw.length < 4) continue;
+    const decoded = decodeURIComponentSafe(raw);
+    for (const value of new Set([decoded, decodeURIComponentSafe(raw.replace(/\+/g, ' ')), decoded.replace(/\+/g, ' ')])) {
+      const json = JSON.stringify(value).slice(1, -1);
+      const encoded = encodeURIComponent(value);
+      for (const form of [raw, value, encoded, encoded.replace(/%[0-9A-F]{2}/g, (e) => e.toLowerCase()), new URLSearchParams({ v: value }).toString().slice(2),
+        json, json.replace(/\//g, '\\/'), json.replace(/[&<>=]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)]) {
+        if (form.length >= 4) forms.add(form);
+      }
+    }
+  }
+  return [...forms].sort((a, b) => b.length - a.length);
+}
 
 /** `decodeURIComponent`, or the text as it is when it is not a valid escape sequence. */
 function decodeURIComponentSafe(text: string): string {
@@ -310,13 +338,13 @@ function checkOptions(options: OpenAiCompatibleOptions): CheckedOptions {
   // The path appended to the URL's path, so a query (an Azure `?api-version=`) stays a query.
   root.pathname = `${root.pathname.replace(/\/+$/, '')}/chat/completions`;
   const query = root.search;
-  const encoded = [query, query.slice(1), decodeURIComponentSafe(query.slice(1))].filter((q) => q.length > 0);
+  const secrets = querySecrets(query);
   return {
     target: {
       url: root.href,
       shownUrl: `${root.origin}${root.pathname}`,
-      query,
-      withoutQuery: (text) => encoded.reduce((t, q) => t.split(q).join('?…'), text),
+      query: secrets.length === 0 ? '' : query,
+      withoutQuery: (text) => secrets.reduce((t, secret) => t.split(secret).join('…'), text),
     },
     model,
     headers: sent,

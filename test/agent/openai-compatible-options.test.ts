@@ -161,3 +161,21 @@ it('a key read as a number is not quoted; control characters and repeated names 
   assert.equal(seen[1]!.get('api-key'), 'k1', 'a Map is sent (r81 R6)');
   assert.equal(seen[2]!.get('api-key'), 'k2', 'a generator of pairs is sent (r81 R6)');
 });
+
+it('a key in the query is taken out of what a server echoes in any form, and fetch\'s reason code is kept (r82 G3-G5)', async () => {
+  // Value `sk/AB+cd=9`, sent as sk%2FAB%2Bcd%3D9: echoed raw, decoded, form-decoded, with lower-case escapes, and
+  // escaped as Go and PHP write JSON.
+  const forms = ['sk%2FAB%2Bcd%3D9', 'sk/AB+cd=9', 'sk/AB cd=9', 'sk%2fAB%2bcd%3d9', 'sk\\/AB+cd=9', 'sk/AB+cd\\u003d9', 'key=sk%2FAB%2Bcd%3D9\\u0026api-version=2024-02-01'];
+  const echoing = (async () => new Response(`{"error":{"message":"bad key ${forms.join(' ')}"}}`, { status: 401 })) as unknown as typeof globalThis.fetch;
+  const base = 'https://x.invalid/openai/deployments/d?key=sk%2FAB%2Bcd%3D9&api-version=2024-02-01';
+  await assert.rejects(openAiCompatibleModel({ baseUrl: base, model: 'm', fetch: echoing }).complete(request), (e: unknown) => {
+    assert.ok(e instanceof ChatModelError && e.code === 'model_http_error', String(e));
+    assert.doesNotMatch(e.message, /AB/, e.message);
+    return true;
+  });
+  const refused = (async () => { throw new TypeError('fetch failed', { cause: Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }) }); }) as unknown as typeof globalThis.fetch;
+  await assert.rejects(openAiCompatibleModel({ baseUrl: base, model: 'm', fetch: refused }).complete(request), (e: unknown) => e instanceof ChatModelError && /fetch failed \(ECONNREFUSED\)/.test(e.message));
+  // A short query value is a setting, left as it is: messages are not garbled.
+  const short = (async () => { throw new TypeError('fetch failed'); }) as unknown as typeof globalThis.fetch;
+  await assert.rejects(openAiCompatibleModel({ baseUrl: 'https://x.invalid/v1?e', model: 'm', fetch: short }).complete(request), (e: unknown) => e instanceof ChatModelError && /fetch failed$/.test(e.message));
+});
