@@ -21,6 +21,23 @@ setTracingDisabled(true);
 const schema = { type: 'object', properties: { v: { type: 'string' } }, required: ['v'] };
 const fn = (callId: string, name: string, v: string): AgentOutputItem => ({ type: 'function_call', callId, name, arguments: JSON.stringify({ v }), status: 'completed' });
 
+/** A shipment whose body takes `ms` unless its signal stops it first; it notes its start and its end in `world`. */
+function shipTaking(ms: number, world: string[]) {
+  return {
+    name: 'ship',
+    metadata: new ToolMetadata('ship', schema).withEffect('non_idempotent', 'v1'),
+    execute: async (_request: unknown, signal: AbortSignal) => {
+      world.push('ship started');
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(resolve, ms);
+        signal.addEventListener('abort', () => { clearTimeout(timer); reject(new Error('aborted mid-shipment')); }, { once: true });
+      });
+      world.push('ship done');
+      return 'shipped';
+    },
+  };
+}
+
 async function host(toolCalls?: number) {
   const world: string[] = [];
   const store = createMemoryStore();
@@ -29,19 +46,7 @@ async function host(toolCalls?: number) {
   const gateway = createToolRuntime({
     tools: [
       { name: 'refund', metadata: new ToolMetadata('refund', schema).withEffect('non_idempotent', 'v1').withApproval('boss'), execute: async () => { world.push('refund'); return 'refunded'; } },
-      {
-        name: 'ship',
-        metadata: new ToolMetadata('ship', schema).withEffect('non_idempotent', 'v1'),
-        execute: async (_args: unknown, signal: AbortSignal) => {
-          world.push('ship started');
-          await new Promise<void>((resolve, reject) => {
-            const timer = setTimeout(resolve, 300);
-            signal.addEventListener('abort', () => { clearTimeout(timer); reject(new Error('aborted mid-shipment')); }, { once: true });
-          });
-          world.push('ship done');
-          return 'shipped';
-        },
-      },
+      shipTaking(300, world),
     ],
     grants: { agent: '*' },
     approvers: { boss: async () => ({ decision: 'pending' as const }) },
@@ -163,18 +168,7 @@ for (const path of ['runtime.bind', 'openAiAgentsRun'] as const) {
     const owner = await store.acquire('s', { owner: 'host' });
     await owner.startTask('t');
     const gateway = createToolRuntime({
-      tools: [{
-        name: 'ship',
-        metadata: new ToolMetadata('ship', schema).withEffect('non_idempotent', 'v1'),
-        execute: async (_request: unknown, signal: AbortSignal) => {
-          world.push('ship started');
-          await new Promise<void>((resolve, reject) => {
-            const timer = setTimeout(resolve, 30_000);
-            signal.addEventListener('abort', () => { clearTimeout(timer); reject(new Error('stopped')); }, { once: true });
-          });
-          return 'shipped';
-        },
-      }],
+      tools: [shipTaking(30_000, world)],
       grants: { agent: '*' },
     }).bind({ owner, taskId: 't', caller: 'agent', ...(path === 'runtime.bind' ? { signal: host.signal } : {}) });
     const broken = tool({
