@@ -202,7 +202,7 @@ interface Target {
   readonly url: string;
   /** The URL as messages show it: without its query, which may carry a key (`?key=`), or its fragment. */
   readonly shownUrl: string;
-  /** The URL's query, `?…`, when it may carry a key (a value of four characters or more), or ''. */
+  /** The URL's query, `?…`, when it may carry a key (a part of eight characters or more), or ''. */
   readonly query: string;
   /** `text` with the URL's query taken out wherever it appears (a fetch's message may quote the URL). */
   withoutQuery(text: string): string;
@@ -215,28 +215,34 @@ const isHeaderValue = (value: string): boolean => /^[\t\x20-\x7e\x80-\xff]*$/.te
 const BAD_HEADER_VALUE = 'holds a character a header value cannot carry: a control character (a line break, a NUL, DEL), or one above U+00FF (a typographic quote pasted with a key, say)';
 
 /**
- * The texts of a URL's query that may carry a key, in every form a server's or a fetch's message may quote them: each
- * parameter's value as sent, percent-decoded, form-decoded (`+` a space), percent-encoded again (either case of
- * escapes), and escaped as JSON writes it (`\/`, `\u0026`), longest first. A value shorter than four characters is
- * taken for a setting, not a key, and left (taking out every `e` would garble every message).
+ * The texts of a URL's query that may carry a key, in every form a server's or a fetch's message may quote them: the
+ * whole query, and each part of it (a parameter's value, its name, a bare token; `&` or `;` between them) as sent,
+ * percent-decoded, form-decoded (`+` a space), percent-encoded again (either case of escapes, `/` kept as Python's
+ * `quote` keeps it), escaped as JSON (`\/`, `\u0026`) and as HTML writes it, longest first. A part shorter than eight
+ * characters is taken for a setting (`json`, `false`), not a key, and left: taking it out would garble the messages.
  */
 function querySecrets(query: string): string[] {
   const forms = new Set<string>();
-  for (const pair of query.replace(/^\?/, '').split('&')) {
-    const raw = pair.slice(pair.indexOf('=') + 1);
-    if (pair.indexOf('=') < 0 || raw.length < 4) continue;
+  const whole = query.replace(/^\?/, '');
+  const parts = [whole, ...whole.split(/[&;]/).flatMap((pair) => pair.split('='))].filter((raw) => raw.length >= SECRET_MIN_LENGTH);
+  for (const raw of new Set(parts)) {
     const decoded = decodeURIComponentSafe(raw);
     for (const value of new Set([decoded, decodeURIComponentSafe(raw.replace(/\+/g, ' ')), decoded.replace(/\+/g, ' ')])) {
       const json = JSON.stringify(value).slice(1, -1);
       const encoded = encodeURIComponent(value);
-      for (const form of [raw, value, encoded, encoded.replace(/%[0-9A-F]{2}/g, (e) => e.toLowerCase()), new URLSearchParams({ v: value }).toString().slice(2),
-        json, json.replace(/\//g, '\\/'), json.replace(/[&<>=]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)]) {
-        if (form.length >= 4) forms.add(form);
+      const html = value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
+      for (const form of [raw, value, encoded, encoded.replace(/%[0-9A-F]{2}/g, (e) => e.toLowerCase()), encoded.replace(/%2F/g, '/'),
+        new URLSearchParams({ v: value }).toString().slice(2), json, json.replace(/\//g, '\\/'),
+        json.replace(/[&<>=]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`), html]) {
+        if (form.length >= SECRET_MIN_LENGTH) forms.add(form);
       }
     }
   }
   return [...forms].sort((a, b) => b.length - a.length);
 }
+
+/** The shortest query part querySecrets takes for a key. */
+const SECRET_MIN_LENGTH = 8;
 
 /** `decodeURIComponent`, or the text as it is when it is not a valid escape sequence. */
 function decodeURIComponentSafe(text: string): string {

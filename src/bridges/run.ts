@@ -73,12 +73,12 @@ export interface BridgeRunStep {
 }
 
 /**
- * The value of a model's argument text as a framework reads it (no text at all is no arguments, `{}`), or null when it
- * is not JSON (a framework never runs such a call unrepaired).
+ * The value of a model's argument text, or null when it is not JSON (a framework never runs such a call unrepaired).
+ * `noneAsEmpty`: no text at all as no arguments, `{}`, as the AI SDK runs it (the Agents SDK refuses it).
  */
-function parsedArguments(text: string): { readonly value: unknown } | null {
+function parsedArguments(text: string, noneAsEmpty: boolean): { readonly value: unknown } | null {
   try {
-    return { value: JSON.parse(text.trim() === '' ? '{}' : text) };
+    return { value: JSON.parse(noneAsEmpty && text.trim() === '' ? '{}' : text) };
   } catch (error) {
     if (error instanceof SyntaxError) return null;
     throw error;
@@ -89,8 +89,8 @@ function parsedArguments(text: string): { readonly value: unknown } | null {
  * Whether the JSON text a model wrote holds `input`, the value a framework parsed from it: canonically equal, or, for
  * values canonical JSON does not take (a number past a double's range, a lone surrogate, deep nesting), written alike.
  */
-function sameArguments(text: string, input: unknown): boolean {
-  const parsed = parsedArguments(text);
+function sameArguments(text: string, input: unknown, noneAsEmpty: boolean): boolean {
+  const parsed = parsedArguments(text, noneAsEmpty);
   if (parsed === null) return false;
   if (jsonEquals(parsed.value, input)) return true;
   try {
@@ -364,13 +364,17 @@ export class BridgeRun {
         // tool the journaled call names, with its arguments.
         const queue = this.positions.get(providerCallId) ?? [];
         const named = (p: Position) => p.requested.name === name;
-        // With the framework's input: the position whose arguments it is, else one whose text is not JSON, which only
+        // With the framework's input: the position whose arguments it is (written so, before one with no text at all,
+        // which the AI SDK runs as {} and the Agents SDK refuses), else one whose text is not JSON, which only
         // a call the framework repaired runs with. Never another call's: a repaired call (a tool name the journal
         // refused, fixed by the framework) took the position of the next call of that tool, and the model read that
         // call's result as its own.
         const at = input === undefined ? queue.findIndex(named)
-          : [(p: Position) => named(p) && sameArguments(p.requested.arguments, input), (p: Position) => named(p) && parsedArguments(p.requested.arguments) === null]
-            .map((match) => queue.findIndex(match)).find((i) => i >= 0) ?? -1;
+          : [
+            (p: Position) => named(p) && sameArguments(p.requested.arguments, input, false),
+            (p: Position) => named(p) && sameArguments(p.requested.arguments, input, true),
+            (p: Position) => named(p) && parsedArguments(p.requested.arguments, true) === null,
+          ].map((match) => queue.findIndex(match)).find((i) => i >= 0) ?? -1;
         position = at < 0 ? undefined : queue.splice(at, 1)[0];
         if (position === undefined) {
           const detail = input !== undefined && queue.some(named)

@@ -179,3 +179,28 @@ it('a key in the query is taken out of what a server echoes in any form, and fet
   const short = (async () => { throw new TypeError('fetch failed'); }) as unknown as typeof globalThis.fetch;
   await assert.rejects(openAiCompatibleModel({ baseUrl: 'https://x.invalid/v1?e', model: 'm', fetch: short }).complete(request), (e: unknown) => e instanceof ChatModelError && /fetch failed$/.test(e.message));
 });
+
+it('a key sent as a bare query token, a parameter name, after a `;`, or echoed as Python or HTML write it is taken out (r83 H1, H3)', async () => {
+  const cases: Array<[string, string[]]> = [
+    ['?S3CRETKEYBARE', ['S3CRETKEYBARE']],
+    ['?S3CRETKEYNAME=1', ['S3CRETKEYNAME']],
+    ['?api-version=2024;key=S3CRETKEYSEMI', ['S3CRETKEYSEMI']],
+    ['?key=ab%2Bcd%2Fef%3D%3DXY', ['ab%2Bcd/ef%3D%3DXY', 'ab+cd/ef==XY']],
+    ['?key=S3CR%3CT%3EKEY', ['S3CR&lt;T&gt;KEY']],
+  ];
+  for (const [query, echoes] of cases) {
+    const quoting = (async (url: string) => new Response(`{"error":"no route ${url} ${echoes.join(' ')}"}`, { status: 404 })) as unknown as typeof globalThis.fetch;
+    const failing = (async (url: string) => { throw new Error(`request to ${url} failed`); }) as unknown as typeof globalThis.fetch;
+    for (const fetch of [quoting, failing]) {
+      await assert.rejects(openAiCompatibleModel({ baseUrl: `https://x.invalid/v1${query}`, model: 'm', fetch }).complete(request), (e: unknown) => {
+        assert.ok(e instanceof ChatModelError, String(e));
+        const everything = `${e.message} ${inspect(e, { depth: 10 })}`;
+        assert.doesNotMatch(everything, /S3CR|ab.cd/, `${query}: ${everything}`);
+        return true;
+      });
+    }
+  }
+  // A short setting is left as it is: Azure's own words about it stay readable.
+  const settings = (async () => new Response('{"error":"the format json is not supported"}', { status: 400 })) as unknown as typeof globalThis.fetch;
+  await assert.rejects(openAiCompatibleModel({ baseUrl: 'https://x.invalid/v1?format=json', model: 'm', fetch: settings }).complete(request), (e: unknown) => e instanceof ChatModelError && /format json is not supported/.test(e.message));
+});
