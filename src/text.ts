@@ -3,6 +3,11 @@ export function utf8Length(s: string): number {
   return Buffer.byteLength(s, 'utf8');
 }
 
+/** The five characters HTML gives a meaning to, as entities: nothing else of `text` changes. */
+export function htmlEntities(text: string): string {
+  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
+}
+
 /** Cuts a string to at most `maxBytes` UTF-8 bytes, never splitting a character. */
 export function truncateUtf8(s: string, maxBytes: number): string {
   if (utf8Length(s) <= maxBytes) return s;

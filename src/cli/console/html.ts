@@ -7,16 +7,12 @@
 import { createHash } from 'node:crypto';
 import { escapeControl } from '../escape.js';
 import { safeId, shortId } from '../format.js';
-
-/** The five characters HTML gives a meaning to, as entities: nothing else of `text` changes. */
-function entities(text: string): string {
-  return text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
-}
+import { htmlEntities } from '../../text.js';
 
 /** Text made safe for HTML element content and quoted attribute values; control and bidi characters become visible escapes. */
 export function h(value: string | number | null | undefined): string {
   if (value === null || value === undefined) return '';
-  return entities(escapeControl(String(value)));
+  return htmlEntities(escapeControl(String(value)));
 }
 
 /**
@@ -25,7 +21,7 @@ export function h(value: string | number | null | undefined): string {
  * alike on a page either, and a page agrees with `jingwei queue` on which session an item belongs to.
  */
 export function hId(value: string): string {
-  return entities(safeId(value));
+  return htmlEntities(safeId(value));
 }
 
 /**
@@ -43,7 +39,7 @@ export function lines(value: string | null | undefined): string {
  */
 export function formValue(value: string | null | undefined): string {
   if (value === null || value === undefined) return '';
-  return entities(String(value));
+  return htmlEntities(String(value));
 }
 
 /**
@@ -74,7 +70,7 @@ export function callHref(base: string, sessionId: string, callId: string): strin
 
 /** A long minted id as tables show it (the CLI's `shortId`: its last 8 characters, which are random), escaped as `hId`. */
 export function hShortId(id: string): string {
-  return entities(shortId(id));
+  return htmlEntities(shortId(id));
 }
 
 const STYLE = `
