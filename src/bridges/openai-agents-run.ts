@@ -7,7 +7,7 @@ import { tool, type AgentInputItem, type FunctionTool, type Model } from '@opena
 import { ToolCallFailedError, ToolRuntimeHaltedError } from '../errors.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import type { AgentToolCall } from '../agent/run-calls.js';
-import { exposedSchemas, markSiblingCancellation } from './openai-agents.js';
+import { exposedSchemas, withSiblingCancellationMarked } from './openai-agents.js';
 import { BridgeRun, checkBridgeOptions, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
 import { readRunOptions } from '../agent/run-options.js';
 import { objectSchema } from './schema.js';
@@ -140,13 +140,7 @@ export async function openAiAgentsRun(given: OpenAiAgentsRunOptions): Promise<Op
       // The arguments the model wrote are the ones journaled with its step; the call runs with exactly those (the input
       // only tells apart calls a provider sent under one id).
       const callId = details?.toolCall?.callId;
-      const unmark = markSiblingCancellation(details?.signal);
-      let call: Awaited<ReturnType<typeof run.call>>;
-      try {
-        call = await run.call(schema.name, typeof callId === 'string' ? callId : '', details?.signal, input);
-      } finally {
-        unmark();
-      }
+      const call = await withSiblingCancellationMarked(details?.signal, () => run.call(schema.name, typeof callId === 'string' ? callId : '', details?.signal, input));
       if (!call.outcome.ok) throw new ToolCallFailedError(schema.name, call.outcome);
       return call.outcome.output;
     },

@@ -23,24 +23,28 @@ export interface OpenAiAgentsToolsOptions {
 }
 
 /**
- * Marks the SDK's sibling cancellation of this call's signal, when it comes, as a reason that stops the call only until
- * its body starts (stopsOnlyBeforeBody). When another call of the step fails the run (a halt of ours, or a host's own
- * tool that throws), the SDK aborts the step's other calls and waits for them before it fails the run: a call not yet
- * at its body is cancelled, with nothing run; a body already running finishes, since one cut off mid-write is left in
- * doubt for nothing. Any other abort (the host's `run(…, { signal })`) stops the call wherever it is. Registered before
- * the call's own listeners, so the mark is there when they run. Returns the function that takes the listener off.
+ * Runs `call` with the SDK's sibling cancellation of its signal, when it comes, marked as a reason that stops the call
+ * only until its body starts (stopsOnlyBeforeBody). When another call of the step fails the run (a halt of ours, or a
+ * host's own tool that throws), the SDK aborts the step's other calls and waits for them before it fails the run: a
+ * call not yet at its body is cancelled, with nothing run; a body already running finishes, since one cut off
+ * mid-write is left in doubt for nothing. Any other abort (the host's `run(…, { signal })`) stops the call wherever it
+ * is. The mark's listener is registered before the call's own, so the mark is there when they run.
  */
-export function markSiblingCancellation(signal: AbortSignal | undefined): () => void {
-  if (signal === undefined) return () => undefined;
+export async function withSiblingCancellationMarked<T>(signal: AbortSignal | undefined, call: () => Promise<T>): Promise<T> {
+  if (signal === undefined) return call();
   const onAbort = () => {
     if (isSiblingCancellation(signal.reason)) stopsOnlyBeforeBody(signal.reason);
   };
   if (signal.aborted) {
     onAbort();
-    return () => undefined;
+    return call();
   }
   signal.addEventListener('abort', onAbort, { once: true });
-  return () => signal.removeEventListener('abort', onAbort);
+  try {
+    return await call();
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
 }
 
 /** The SDK's reason for aborting a call because a sibling failed (not exported by it: matched by name and text). */
@@ -73,7 +77,7 @@ export function exposedSchemas(gateway: ToolGateway, only: readonly string[] | u
  * the model as "category (code): message" and whether the tool ran. A call the runtime refused to admit or record
  * (budget, stopped task, stale owner, storage) fails the run with ToolRuntimeHaltedError (the SDK's `run()` rejects
  * with its own ToolCallError, whose `error` is that halt), once the step's other calls have finished: a body already
- * running is never aborted because a sibling failed (markSiblingCancellation).
+ * running is never aborted because a sibling failed (withSiblingCancellationMarked).
  */
 export function openAiAgentsTools(gateway: ToolGateway, options: OpenAiAgentsToolsOptions = {}): FunctionTool[] {
   const exposedTools = exposedSchemas(gateway, options.tools);
@@ -88,20 +92,14 @@ export function openAiAgentsTools(gateway: ToolGateway, options: OpenAiAgentsToo
       strict: false,
       needsApproval: false,
       async execute(input: unknown, _context, details) {
-        const unmark = markSiblingCancellation(details?.signal);
-        let outcome: Awaited<ReturnType<typeof runForModel>>;
-        try {
-          outcome = await runForModel(
-            name,
-            () => gateway.callWithOptions(name, input as JsonValue, {
-              ...(details?.signal ? { signal: details.signal } : {}),
-              ...limits,
-            }),
-            options.onExecution ? (execution) => options.onExecution!(execution, { toolCallId: details?.toolCall?.callId ?? null }) : undefined,
-          );
-        } finally {
-          unmark();
-        }
+        const outcome = await withSiblingCancellationMarked(details?.signal, () => runForModel(
+          name,
+          () => gateway.callWithOptions(name, input as JsonValue, {
+            ...(details?.signal ? { signal: details.signal } : {}),
+            ...limits,
+          }),
+          options.onExecution ? (execution) => options.onExecution!(execution, { toolCallId: details?.toolCall?.callId ?? null }) : undefined,
+        ));
         if (!outcome.ok) throw new ToolCallFailedError(name, outcome);
         return outcome.output;
       },
