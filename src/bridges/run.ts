@@ -369,12 +369,14 @@ export class BridgeRun {
         // a call the framework repaired runs with. Never another call's: a repaired call (a tool name the journal
         // refused, fixed by the framework) took the position of the next call of that tool, and the model read that
         // call's result as its own.
-        const at = input === undefined ? queue.findIndex(named)
-          : [
-            (p: Position) => named(p) && sameArguments(p.requested.arguments, input, false),
-            (p: Position) => named(p) && sameArguments(p.requested.arguments, input, true),
-            (p: Position) => named(p) && parsedArguments(p.requested.arguments, true) === null,
-          ].map((match) => queue.findIndex(match)).find((i) => i >= 0) ?? -1;
+        const rules: ((p: Position) => boolean)[] = input === undefined ? [named] : [
+          (p) => named(p) && sameArguments(p.requested.arguments, input, false),
+          (p) => named(p) && sameArguments(p.requested.arguments, input, true),
+          (p) => named(p) && parsedArguments(p.requested.arguments, true) === null,
+        ];
+        // The first rule any position meets decides; later rules are not tried (each parses the arguments again).
+        let at = -1;
+        for (const rule of rules) if (at < 0) at = queue.findIndex(rule);
         position = at < 0 ? undefined : queue.splice(at, 1)[0];
         if (position === undefined) {
           const detail = input !== undefined && queue.some(named)
