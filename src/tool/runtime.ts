@@ -16,7 +16,7 @@ import { checkRuntimeConfig, checkSignal } from './runtime-config.js';
 import { askApproval, checkAvailability, checkGrantAndSchema, checkInDoubt, failure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
 import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
-import { DEFAULT_CONTRACT } from './metadata.js';
+import { DEFAULT_CONTRACT, type ToolMetadata } from './metadata.js';
 import { compileInputSchema, createSchemaAjv } from './schema-ajv.js';
 import { planOperationCalls, planOperationOrigin, planSourceRow, ToolRetryPlan } from './retry-plan.js';
 import { noteRetrySource } from './retry-source.js';
@@ -236,8 +236,11 @@ class Gateway implements ToolGateway {
    * The deadline and output limit a call of `name` with these options gets: each option may only tighten its ceiling
    * (the lower of the runtime's and the tool's), and one above it is refused (ToolPreflightError `invalid_options`).
    */
-  limitsOf(name: string, given: { readonly timeoutMs?: number | undefined; readonly maxOutputBytes?: number | undefined }): { timeoutMs: number; maxOutputBytes: number } {
-    const metadata = this.runtime.tools.get(name)?.tool.metadata;
+  limitsOf(
+    name: string,
+    given: { readonly timeoutMs?: number | undefined; readonly maxOutputBytes?: number | undefined },
+    metadata: ToolMetadata | undefined = this.runtime.tools.get(name)?.tool.metadata,
+  ): { timeoutMs: number; maxOutputBytes: number } {
     return {
       timeoutMs: effectiveLimit(
         'timeoutMs', given.timeoutMs, this.runtime.defaultTimeoutMs, 'the runtime\'s defaultTimeoutMs (createToolRuntime)',
@@ -269,7 +272,7 @@ class Gateway implements ToolGateway {
     const checked = preflight(name, args);
     const registered = this.runtime.tools.get(name);
     const metadata = registered?.tool.metadata;
-    const { timeoutMs, maxOutputBytes: outputLimit } = this.limitsOf(name, given);
+    const { timeoutMs, maxOutputBytes: outputLimit } = this.limitsOf(name, given, metadata);
     if (this.binding.signal?.aborted) throw new ToolTurnClosedError();
     // A body end this process knows of and no journal has taken yet goes in before anything else this owner writes.
     if (hasPendingBodyEnds(this.binding.owner)) await journalPendingBodyEnds(this.binding.owner);
