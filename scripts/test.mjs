@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
- * `npm test`: runs `node --test --test-concurrency=2` over the compiled tests (or the paths given as arguments).
+ * `npm test`: runs `node --test --test-concurrency=2` over the compiled tests (or the paths given as arguments), and
+ * lists the failed tests once more at the end (scripts/test-failures-reporter.mjs).
  *
  * The PostgreSQL suites need a server. When JINGWEI_PG_URL is set it is used as is. Otherwise, if PostgreSQL is
  * installed, a throwaway cluster is started for this run (scripts/pg-test-cluster.mjs) and JINGWEI_PG_URL is set
@@ -30,7 +31,13 @@ function testFiles(target) {
 
 const targets = process.argv.slice(2);
 const files = (targets.length > 0 ? targets : ['build-test/test/']).flatMap(testFiles);
-const args = ['--test', '--test-concurrency=2', ...files];
+// The usual reporter on stdout (spec on a terminal, TAP otherwise, as node picks by default), and a list of the
+// failed tests on stderr once the run ends.
+const reporters = [
+  `--test-reporter=${process.stdout.isTTY ? 'spec' : 'tap'}`, '--test-reporter-destination=stdout',
+  `--test-reporter=${new URL('./test-failures-reporter.mjs', import.meta.url).href}`, '--test-reporter-destination=stderr',
+];
+const args = ['--test', '--test-concurrency=2', ...reporters, ...files];
 const log = (line) => process.stderr.write(`[test] ${line}\n`);
 const env = { ...process.env };
 const required = env.JINGWEI_PG_REQUIRED === '1';
