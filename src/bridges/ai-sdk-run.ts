@@ -82,12 +82,30 @@ function responseOf(content: readonly ContentLike[], streamedText: string | null
   let text = streamedText;
   for (const part of content) {
     if (part.type === 'text' && typeof part.text === 'string') text = (text ?? '') + part.text;
-    if (part.type === 'tool-call' && part.providerExecuted !== true) {
-      // A call without an id (some OpenAI-compatible servers send none) is journaled with '', as its tool gets it.
+    if (isRunCall(part)) {
+      // A call without an id (some OpenAI-compatible servers send none) gets one when it is journaled (distinctCallIds).
       toolCalls.push({ id: typeof part.toolCallId === 'string' ? part.toolCallId : '', name: String(part.toolName), arguments: typeof part.input === 'string' ? part.input : JSON.stringify(part.input ?? {}) });
     }
   }
   return { text, toolCalls };
+}
+
+/** A call of one of the run's tools (a provider-run tool's call is the provider's). */
+function isRunCall(part: ContentLike): boolean {
+  return part.type === 'tool-call' && part.providerExecuted !== true;
+}
+
+/**
+ * `content` with each run call under the id it was journaled with (`ids`, in order). The parts announcing a streamed
+ * call's input (`tool-input-start`, …) keep the provider's id: they are passed on as they come, before it is journaled.
+ */
+function withCallIds<T>(content: readonly T[], ids: readonly string[]): T[] {
+  let k = 0;
+  return content.map((part) => {
+    if (!isRunCall(part as ContentLike)) return part;
+    const toolCallId = ids[k++]!;
+    return (part as ContentLike).toolCallId === toolCallId ? part : { ...part, toolCallId };
+  });
 }
 
 function journalingMiddleware(run: BridgeRun): LanguageModelMiddleware {
@@ -95,8 +113,8 @@ function journalingMiddleware(run: BridgeRun): LanguageModelMiddleware {
     specificationVersion: 'v3',
     async wrapGenerate({ doGenerate }) {
       const result = await doGenerate();
-      await run.record(responseOf(result.content as readonly ContentLike[], null));
-      return result;
+      const ids = await run.record(responseOf(result.content as readonly ContentLike[], null));
+      return { ...result, content: withCallIds(result.content, ids) };
     },
     async wrapStream({ doStream }) {
       const { stream, ...rest } = await doStream();
@@ -109,8 +127,8 @@ function journalingMiddleware(run: BridgeRun): LanguageModelMiddleware {
       const release = async (controller: TransformStreamDefaultController<Part>) => {
         if (recorded) return;
         recorded = true;
-        await run.record(responseOf(held as unknown as readonly ContentLike[], text));
-        for (const part of held) controller.enqueue(part);
+        const ids = await run.record(responseOf(held as unknown as readonly ContentLike[], text));
+        for (const part of withCallIds(held, ids)) controller.enqueue(part);
       };
       const transform = new TransformStream<Part, Part>({
         async transform(part, controller) {
@@ -150,8 +168,8 @@ export async function aiSdkRun(given: AiSdkRunOptions): Promise<AiSdkRun> {
       description: schema.description,
       inputSchema: jsonSchema<JsonValue>(objectSchema(schema.inputSchema) as JSONSchema7),
       async execute(input, { toolCallId, abortSignal }) {
-        // The input the model wrote is the one journaled with its step; the call runs with exactly that (the input
-        // only tells apart calls a provider sent under one id).
+        // The input the model wrote is the one journaled with its step; the call runs with exactly that (its input is
+        // only checked against them).
         const call = await run.call(name, typeof toolCallId === 'string' ? toolCallId : '', abortSignal, input);
         if (!call.outcome.ok) throw new ToolCallFailedError(name, call.outcome);
         return call.outcome.output;

@@ -46,6 +46,11 @@ interface OutputItemLike {
   readonly arguments?: string;
 }
 
+/** A call of one of the run's tools (a handoff or another tool is the SDK's own business). */
+function isRunCall(item: OutputItemLike, toJingwei: ReadonlyMap<string, string>): boolean {
+  return item.type === 'function_call' && toJingwei.has(String(item.name));
+}
+
 /**
  * The model's answer as the run journals it: its text and its calls of the run's tools, under their Jingwei names;
  * `foreign` when it also made calls that are not the run's (a handoff, another tool, an unknown name).
@@ -59,9 +64,8 @@ function responseOf(output: readonly OutputItemLike[], toJingwei: ReadonlyMap<st
       for (const part of item.content as Array<{ type?: string; text?: unknown }>) {
         if (part.type === 'output_text' && typeof part.text === 'string') text = (text ?? '') + part.text;
       }
-    } else if (item.type === 'function_call' && toJingwei.has(String(item.name))) {
-      // Only calls of the run's tools are the run's: a handoff or another tool is the SDK's own business.
-      // A call without an id is journaled with '', as its tool gets it.
+    } else if (isRunCall(item, toJingwei)) {
+      // A call without an id gets one when it is journaled (distinctCallIds).
       toolCalls.push({ id: typeof item.callId === 'string' ? item.callId : '', name: toJingwei.get(String(item.name))!, arguments: String(item.arguments ?? '') });
     } else if (item.type === 'function_call' || item.type === 'computer_call') {
       // Run by the SDK on this side, or refused by it: not an answer. A hosted tool's call runs at the provider's, in the response.
@@ -92,21 +96,27 @@ function inputOf(run: BridgeRun, toExposed: (name: string) => string): AgentInpu
 }
 
 function journaling(run: BridgeRun, inner: Model, toJingwei: ReadonlyMap<string, string>): Model {
-  const record = (output: unknown): Promise<void> => {
-    const { response, foreign } = responseOf(output as readonly OutputItemLike[], toJingwei);
-    return run.record(response, foreign);
+  /** Journals the response's calls, and gives back its output with each run call under the id it was journaled with. */
+  const record = async <T>(output: T[]): Promise<T[]> => {
+    const items = output as readonly OutputItemLike[];
+    const { response, foreign } = responseOf(items, toJingwei);
+    const ids = await run.record(response, foreign);
+    let k = 0;
+    return items.map((item) => {
+      if (!isRunCall(item, toJingwei)) return item;
+      const callId = ids[k++]!;
+      return item.callId === callId ? item : { ...item, callId };
+    }) as T[];
   };
   const wrapped: Model = {
     async getResponse(request) {
       const response = await inner.getResponse(request);
-      await record(response.output);
-      return response;
+      return { ...response, output: await record(response.output) };
     },
     async *getStreamedResponse(request) {
       // The SDK runs the calls once the response is done: journal it before passing that event on.
       for await (const event of inner.getStreamedResponse(request)) {
-        if (event.type === 'response_done') await record(event.response.output);
-        yield event;
+        yield event.type === 'response_done' ? { ...event, response: { ...event.response, output: await record(event.response.output) } } : event;
       }
     },
   };
@@ -137,8 +147,8 @@ export async function openAiAgentsRun(given: OpenAiAgentsRunOptions): Promise<Op
     strict: false,
     needsApproval: false,
     async execute(input: unknown, _context, details) {
-      // The arguments the model wrote are the ones journaled with its step; the call runs with exactly those (the input
-      // only tells apart calls a provider sent under one id).
+      // The arguments the model wrote are the ones journaled with its step; the call runs with exactly those (its input is
+      // only checked against them).
       const callId = details?.toolCall?.callId;
       const call = await withSiblingCancellationMarked(details?.signal, () => run.call(schema.name, typeof callId === 'string' ? callId : '', details?.signal, input));
       if (!call.outcome.ok) throw new ToolCallFailedError(schema.name, call.outcome);

@@ -20,6 +20,7 @@ import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
 import { jsonEquals } from '../json/canonical.js';
 import { describeValue, toWellFormed } from '../text.js';
+import { distinctCallIds } from './call-ids.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import { checkRunHost } from '../agent/run-options.js';
 import { alsoWaiting, refusalToRead, settleCall, type AgentRecoveryPolicy, type AgentToolCall, type CallContext, type SettledCall } from '../agent/run-calls.js';
@@ -100,10 +101,30 @@ function sameArguments(text: string, input: unknown, noneAsEmpty: boolean): bool
   }
 }
 
+/**
+ * Why the framework's call of `name` with `input` is not the call journaled at `at` (undefined: it is). With `input`,
+ * the model's text must hold it (written alike, or no text at all, which the AI SDK runs as {} and the Agents SDK
+ * refuses), or be text that is not JSON, which a framework runs only once it has repaired it.
+ */
+function mismatch(at: Position | undefined, name: string, input: unknown): string | 'unknown' | undefined {
+  if (at === undefined) return 'unknown';
+  const made = `the model's call ${JSON.stringify(at.requested.id)} to ${JSON.stringify(at.requested.name)}`;
+  if (at.refused === true || at.requested.name !== name) {
+    const held = at.refused === true ? 'a tool the run does not offer (a call it repaired?): the journal holds that call refused' : '(a call it repaired?): the journal holds that call, not this one';
+    return `the framework ran ${JSON.stringify(name)} for ${made}, ${held}, and nothing runs`;
+  }
+  if (input === undefined) return undefined;
+  const text = at.requested.arguments;
+  if (sameArguments(text, input, false) || sameArguments(text, input, true) || parsedArguments(text, true) === null) return undefined;
+  return `the framework ran ${made} with arguments the model did not write for it (a call it repaired?), which the journal does not hold`;
+}
+
 interface Position {
   readonly step: number;
   readonly index: number;
   readonly requested: ChatToolCall;
+  /** A call the framework refuses (a tool it was not given): journaled refused with its step, never run. */
+  readonly refused?: boolean;
 }
 
 /** The options every bridge run takes, checked before anything is read or journaled: a run's, and its store and prompt. */
@@ -129,11 +150,10 @@ export class BridgeRun {
   private readonly ctx: CallContext;
   private readonly available: ReadonlySet<string>;
   /**
-   * The positions of the calls of the latest step this process journaled that the framework may still run, by the
-   * model's call id: the framework runs a step's calls before it asks the model again, so a call of an earlier step
-   * that was never run (a tool the framework refused) never will be.
+   * The positions of the calls this process journaled that the framework has not run yet, by their call id, which
+   * names one position (distinctCallIds): the framework runs each call under the id its step was journaled with.
    */
-  private readonly positions = new Map<string, Position[]>();
+  private readonly positions = new Map<string, Position>();
   private journaledSteps: number;
   /** The step write under way: the next one follows it. */
   private recording: Promise<void> = Promise.resolve();
@@ -302,17 +322,18 @@ export class BridgeRun {
    * remembers each call's position. A response without tool calls finishes the run; one whose only calls are the
    * framework's own (`foreignCalls`: an Agents SDK handoff, a tool the agent has besides the run's, a name the SDK
    * rejects), or that the framework does not take as an answer (the Agents SDK: no message at all), does not: the
-   * framework goes on, or fails, and the run is not over.
+   * framework goes on, or fails, and the run is not over. Returns the ids the calls were journaled with, in order:
+   * the bridge hands the framework its calls under these, so each id names one position (distinctCallIds).
    */
-  async record(response: ChatResponse, foreignCalls = false): Promise<void> {
+  async record(response: ChatResponse, foreignCalls = false): Promise<readonly string[]> {
     // A step write is work under way like a call: a newer open reads the journal after it. Two loops on one run
     // object (two generateText calls on it) journal their steps one after the other, each under its own number.
     const mine = this.recording.then(() => asHolder(this.options.owner, this.runId, this, () => this.recordNow(response, foreignCalls)));
-    this.recording = mine.catch(() => undefined);
-    await mine;
+    this.recording = mine.then(() => undefined, () => undefined);
+    return mine;
   }
 
-  private async recordNow(response: ChatResponse, foreignCalls: boolean): Promise<void> {
+  private async recordNow(given: ChatResponse, foreignCalls: boolean): Promise<readonly string[]> {
     // A finished run takes no more steps: journaled after its end, they would be read by one loop and not the other.
     if (this.status === 'finished') throw new InvalidInputError('run', `${this.runId} is finished: start a new run (another run id) to go on`);
     // Nor does a stopped one: steps past a call that waits on a person would end the run with that call still open.
@@ -320,6 +341,7 @@ export class BridgeRun {
     const { owner, gateway } = this.options;
     const turnId = gateway.turnId;
     const step = this.journaledSteps + 1;
+    const response: ChatResponse = { ...given, toolCalls: distinctCallIds(given.toolCalls, step, new Set(this.positions.keys())) };
     const finishes = response.toolCalls.length === 0 && !foreignCalls;
     // A call to a tool the framework was not given: the framework refuses it without calling us, so its refusal is
     // journaled with the step, and a resumed run never runs it.
@@ -336,14 +358,10 @@ export class BridgeRun {
     this.journaledSteps = step;
     this.text = response.text;
     if (finishes) this.status = 'finished';
-    // The framework has run (or refused) every call of the earlier steps before asking the model again.
-    this.positions.clear();
     for (const [index, requested] of response.toolCalls.entries()) {
-      if (refused.includes(index)) continue;
-      const queue = this.positions.get(requested.id) ?? [];
-      queue.push({ step, index, requested });
-      this.positions.set(requested.id, queue);
+      this.positions.set(requested.id, { step, index, requested, refused: refused.includes(index) });
     }
+    return response.toolCalls.map((c) => c.id);
   }
 
   /**
@@ -360,32 +378,18 @@ export class BridgeRun {
       // Only the run's loop calls (a newer open or a drive took it: AgentRunBusyError), and its call is work under
       // way that a newer entry waits for before it reads the journal.
       settled = (await asHolder(this.options.owner, this.runId, this, async () => {
-        // By the model's call id and the tool's name: a model may reuse an id, and the framework's call must run the
-        // tool the journaled call names, with its arguments.
-        const queue = this.positions.get(providerCallId) ?? [];
-        const named = (p: Position) => p.requested.name === name;
-        // With the framework's input: the position whose arguments it is (written so, before one with no text at all,
-        // which the AI SDK runs as {} and the Agents SDK refuses), else one whose text is not JSON, which only
-        // a call the framework repaired runs with. Never another call's: a repaired call (a tool name the journal
-        // refused, fixed by the framework) took the position of the next call of that tool, and the model read that
-        // call's result as its own.
-        const rules: ((p: Position) => boolean)[] = input === undefined ? [named] : [
-          (p) => named(p) && sameArguments(p.requested.arguments, input, false),
-          (p) => named(p) && sameArguments(p.requested.arguments, input, true),
-          (p) => named(p) && parsedArguments(p.requested.arguments, true) === null,
-        ];
-        // The first rule any position meets decides; later rules are not tried (each parses the arguments again).
-        let at = -1;
-        for (const rule of rules) if (at < 0) at = queue.findIndex(rule);
-        position = at < 0 ? undefined : queue.splice(at, 1)[0];
-        if (position === undefined) {
-          const detail = input !== undefined && queue.some(named)
-            ? `the framework ran ${JSON.stringify(name)} with arguments the model did not write for it (a call it repaired?), which the journal does not hold`
-            : `the call ${JSON.stringify(providerCallId)} was not asked for through the run's model: give the framework the run's model wrapper`;
-          throw new InvalidInputError('model', detail);
+        // By the call id the step was journaled with, which names one position; the framework's call must run the
+        // tool that call names, with the arguments the model wrote for it (its input is checked against them): a call
+        // the framework repaired into another tool or other arguments is not the journaled call, and runs nothing.
+        const at = this.positions.get(providerCallId);
+        const refusal = mismatch(at, name, input);
+        if (refusal !== undefined) {
+          throw new InvalidInputError('model', refusal === 'unknown' ? `the call ${JSON.stringify(providerCallId)} was not asked for through the run's model: give the framework the run's model wrapper` : refusal);
         }
+        this.positions.delete(providerCallId);
+        position = at;
         // Not replay-only, so never null.
-        return this.settle(position, false, either.signal === this.ctx.signal ? this.ctx : this.withSignal(either.signal));
+        return this.settle(at!, false, either.signal === this.ctx.signal ? this.ctx : this.withSignal(either.signal));
       }))!;
     } catch (error) {
       // What the runtime refused (budget, a fenced owner, storage, a key another loop used meanwhile) halts the
