@@ -7,7 +7,7 @@ import { InvalidInputError } from '../errors.js';
 import { isHttpHeaderName } from '../bridges/idempotency-fetch.js';
 import { isTimeoutMs, LIMITS } from '../limits.js';
 import type { JsonObject } from '../json/types.js';
-import { describeValue, htmlEntities, thrownMessage } from '../text.js';
+import { describeValue, thrownMessage } from '../text.js';
 import type { OpenAiCompatibleOptions } from './openai-compatible.js';
 
 /** Where requests go, and how messages show it. */
@@ -17,12 +17,18 @@ export interface Target {
   readonly shownUrl: string;
   /** Whether the URL's query may carry a key (a part of eight characters or more). */
   readonly queryMayCarryKey: boolean;
-  /** `text` with the URL's query taken out wherever it appears (a fetch's message may quote the URL). */
+  /**
+   * `text` with the URL's query taken out wherever it appears, whole or in part (a fetch's message may quote the URL,
+   * a server's may echo it cut short, wrapped or escaped as HTML).
+   */
   withoutQuery(text: string): string;
 }
 
 /** Whether `value` can be sent as a header value (RFC 9110's field-value: tab, visible Latin-1 and spaces; fetch refuses the rest). */
 const isHeaderValue = (value: string): boolean => /^[\t\x20-\x7e\x80-\xff]*$/.test(value);
+
+/** What a header name that is not one may hold, never quoting it. */
+const NOT_A_HEADER_NAME = 'not text, empty, or with a space, a colon, `=` or another character a name cannot carry: a whole header line pasted as its name?';
 
 /** Why a header value cannot be sent, never quoting it (it may be a key). */
 const BAD_HEADER_VALUE = 'holds a character a header value cannot carry: a control character (a line break, a NUL, DEL), or one above U+00FF (a typographic quote pasted with a key, say)';
@@ -30,9 +36,10 @@ const BAD_HEADER_VALUE = 'holds a character a header value cannot carry: a contr
 /**
  * The texts of a URL's query that may carry a key, in every form a server's or a fetch's message may quote them: the
  * whole query, and each part of it (a parameter's value, its name, a bare token; `&` or `;` between them) as sent,
- * percent-decoded, form-decoded (`+` a space), percent-encoded again (either case of escapes, `/` kept as Python's
- * `quote` keeps it), escaped as JSON (`\/`, `\u0026`) and as HTML writes it, longest first. A part shorter than eight
- * characters is taken for a setting (`json`, `false`), not a key, and left: taking it out would garble the messages.
+ * percent-decoded, form-decoded (`+` a space), percent-encoded again (`/` kept as Python's `quote` keeps it) and
+ * escaped as JSON (`\/`, `\u0026`); HTML's escapes are undone in the text instead (withoutSecrets). A part shorter
+ * than eight characters is taken for a setting (`json`, `false`), not a key, and left: taking it out would garble the
+ * messages.
  */
 function querySecrets(query: string): string[] {
   const forms = new Set<string>();
@@ -43,14 +50,50 @@ function querySecrets(query: string): string[] {
     for (const value of new Set([decoded, decodeURIComponentSafe(raw.replace(/\+/g, ' ')), decoded.replace(/\+/g, ' ')])) {
       const json = JSON.stringify(value).slice(1, -1);
       const encoded = encodeURIComponent(value);
-      for (const form of [raw, value, encoded, encoded.replace(/%[0-9A-F]{2}/g, (e) => e.toLowerCase()), encoded.replace(/%2F/g, '/'),
+      for (const form of [raw, value, encoded, encoded.replace(/%2F/g, '/'),
         new URLSearchParams({ v: value }).toString().slice(2), json, json.replace(/\//g, '\\/'),
-        json.replace(/[&<>=]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`), htmlEntities(value)]) {
+        json.replace(/[&<>=]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)]) {
         if (form.length >= SECRET_MIN_LENGTH) forms.add(form);
       }
     }
   }
-  return [...forms].sort((a, b) => b.length - a.length);
+  return [...forms];
+}
+
+/** The character references of HTML (`&#x5f;`, `&#43;`, `&amp;`) a server may write a URL with, undone. */
+function withoutHtmlEscapes(text: string): string {
+  const named: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
+  return text.replace(/&(?:#x([0-9a-f]{1,6})|#([0-9]{1,7})|(amp|lt|gt|quot|apos));/gi, (whole, hex: string | undefined, dec: string | undefined, name: string | undefined) => {
+    const code = hex !== undefined ? Number.parseInt(hex, 16) : dec !== undefined ? Number(dec) : -1;
+    if (name !== undefined) return named[name.toLowerCase()] ?? whole;
+    return code >= 0x20 && code <= 0x10ffff && (code < 0xd800 || code > 0xdfff) ? String.fromCodePoint(code) : whole;
+  });
+}
+
+/** ASCII letters in lower case, every other character as it is (so positions stay those of the text). */
+const asciiLower = (text: string): string => text.replace(/[A-Z]+/g, (letters) => letters.toLowerCase());
+
+/**
+ * `text` with every run of eight characters or more that any of `secrets` holds, in either case of ASCII letters,
+ * replaced by `…`: a server may echo a key whole, cut short at a length limit, wrapped over lines or in capitals, and
+ * a fetch may quote part of it.
+ */
+function withoutSecrets(secrets: readonly string[], text: string): string {
+  if (secrets.length === 0) return text;
+  const windows = new Set<string>();
+  for (const secret of secrets.map(asciiLower)) for (let i = 0; i + SECRET_MIN_LENGTH <= secret.length; i += 1) windows.add(secret.slice(i, i + SECRET_MIN_LENGTH));
+  const plain = withoutHtmlEscapes(text);
+  const lower = asciiLower(plain);
+  const hidden = new Uint8Array(plain.length);
+  for (let i = 0; i + SECRET_MIN_LENGTH <= plain.length; i += 1) {
+    if (windows.has(lower.slice(i, i + SECRET_MIN_LENGTH))) hidden.fill(1, i, i + SECRET_MIN_LENGTH);
+  }
+  let out = '';
+  for (let i = 0; i < plain.length; i += 1) {
+    if (hidden[i] === 0) out += plain[i];
+    else if (i === 0 || hidden[i - 1] === 0) out += '…';
+  }
+  return out;
 }
 
 /** The shortest query part querySecrets takes for a key. */
@@ -117,7 +160,8 @@ export function checkOptions(options: OpenAiCompatibleOptions): CheckedOptions {
     // Repeated names are joined, as fetch joins them; a name given here replaces this client's own default for it.
     const given = new Map<string, string>();
     for (const [name, value] of headerEntries(headers)) {
-      if (!isHttpHeaderName(name)) throw new InvalidInputError('headers', `${JSON.stringify(name)} is not an HTTP header name`);
+      // Never the name itself either: a header line pasted as a name ("Authorization: Bearer sk-…") carries the key.
+      if (!isHttpHeaderName(name)) throw new InvalidInputError('headers', `holds a name that is not an HTTP header name (${NOT_A_HEADER_NAME})`);
       // Never the value in a message: it may be a key (a number, once a config parser read it).
       if (typeof value !== 'string') throw new InvalidInputError(`headers.${name}`, `must be text, got a ${typeof value}`);
       if (!isHeaderValue(value)) throw new InvalidInputError(`headers.${name}`, BAD_HEADER_VALUE);
@@ -161,7 +205,7 @@ export function checkOptions(options: OpenAiCompatibleOptions): CheckedOptions {
       url: root.href,
       shownUrl: `${root.origin}${root.pathname}`,
       queryMayCarryKey: secrets.length > 0,
-      withoutQuery: (text) => secrets.reduce((t, secret) => t.split(secret).join('…'), text),
+      withoutQuery: (text) => withoutSecrets(secrets, text),
     },
     model,
     headers: sent,

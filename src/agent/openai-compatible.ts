@@ -189,7 +189,7 @@ function exchangeFailure(error: unknown, exchange: Exchange, target: Target, whe
   // The system's code for what failed (ECONNREFUSED, ENOTFOUND, a TLS error), which fetch's own message ("fetch failed")
   // leaves to its cause.
   const code = (error as { cause?: { code?: unknown } } | null)?.cause?.code;
-  const reason = `${target.withoutQuery(thrownMessage(error))}${typeof code === 'string' && /^[A-Z0-9_]{2,40}$/.test(code) ? ` (${code})` : ''}`;
+  const reason = target.withoutQuery(`${thrownMessage(error)}${typeof code === 'string' && /^[A-Z0-9_]{2,40}$/.test(code) ? ` (${code})` : ''}`);
   const what = exchange.timedOut() ? `${shown} gave no whole answer within ${exchange.timeoutMs} ms` : `${when} ${shown}: ${reason}`;
   // A fetch's error may name the URL, query and all, anywhere in its cause chain: with a query that may carry a key
   // the error is not kept as the cause.

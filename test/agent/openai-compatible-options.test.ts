@@ -204,3 +204,33 @@ it('a key sent as a bare query token, a parameter name, after a `;`, or echoed a
   const settings = (async () => new Response('{"error":"the format json is not supported"}', { status: 400 })) as unknown as typeof globalThis.fetch;
   await assert.rejects(openAiCompatibleModel({ baseUrl: 'https://x.invalid/v1?format=json', model: 'm', fetch: settings }).complete(request), (e: unknown) => e instanceof ChatModelError && /format json is not supported/.test(e.message));
 });
+
+it('a key echoed in capitals, as HTML character references, cut short, wrapped, or as a reason code is taken out; a header line given as a name is not quoted (r84 F3, F4)', async () => {
+  const key = 'sk_live_4eC39HqLyjWDarjtT1zdp7dcQ9';
+  const echoes = [
+    key.toUpperCase(),
+    key.replace(/[^a-zA-Z0-9]/g, (c) => `&#x${c.charCodeAt(0).toString(16)};`),
+    key.replace(/_/g, '&#95;'),
+    key.slice(0, 20),
+    key.slice(-16),
+    `${key.slice(0, 17)}\n${key.slice(17)}`,
+  ];
+  for (const echo of echoes) {
+    const quoting = (async () => new Response(`<p>API key not valid: ${echo}</p>`, { status: 400 })) as unknown as typeof globalThis.fetch;
+    const failing = (async () => { throw new AggregateError([], `all failed: ${echo}`); }) as unknown as typeof globalThis.fetch;
+    for (const fetch of [quoting, failing]) {
+      await assert.rejects(openAiCompatibleModel({ baseUrl: `https://x.invalid/v1?key=${key}`, model: 'm', fetch }).complete(request), (e: unknown) => {
+        assert.ok(e instanceof ChatModelError, String(e));
+        const everything = `${e.message} ${inspect(e, { depth: 10 })}`;
+        for (let i = 0; i + 8 <= key.length; i += 1) assert.ok(!everything.toLowerCase().includes(key.slice(i, i + 8).toLowerCase()), `${JSON.stringify(echo)}: ${everything}`);
+        return true;
+      });
+    }
+  }
+  const coded = (async () => { throw new TypeError('fetch failed', { cause: Object.assign(new Error('x'), { code: key.toUpperCase() }) }); }) as unknown as typeof globalThis.fetch;
+  await assert.rejects(openAiCompatibleModel({ baseUrl: `https://x.invalid/v1?key=${key}`, model: 'm', fetch: coded }).complete(request), (e: unknown) => e instanceof ChatModelError && !/SK_LIVE|4EC39/.test(e.message) && /fetch failed/.test(e.message));
+  const base = { baseUrl: 'https://model.invalid/v1', model: 'm' };
+  for (const headers of [{ [`Authorization: Bearer ${key}`]: 'x' }, [[`x-api-key ${key}`, 'x']], new Map([[`api-key=${key}`, 'x']])]) {
+    assert.throws(() => openAiCompatibleModel({ ...base, headers: headers as unknown as Record<string, string> }), (e: unknown) => e instanceof InvalidInputError && e.field === 'headers' && !e.message.includes('4eC39'));
+  }
+});
