@@ -8,7 +8,7 @@
  *      unreachable), a file cannot be read or written, or an unexpected error
  */
 import { JingweiError, JournalCorruptError } from '../errors.js';
-import { escapeControl } from './escape.js';
+import { escapeControl, hex } from './escape.js';
 
 export const EXIT = { ok: 0, findings: 1, usage: 2, store: 3 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
@@ -76,10 +76,16 @@ export function errorDocument(error: unknown): { ok: false; error: Record<string
   return { ok: false, error: { code, exit_code: exitCodeFor(error), message: describeRaw(error), ...detail } };
 }
 
-/** One line (or a few) for stderr: what went wrong, in the operator's terms; journal text in it is made safe. */
+/**
+ * One line (or a few) for stderr: what went wrong, in the operator's terms; journal text in it is made safe, and every
+ * space but the plain one is escaped, as the CLI prints ids: the library's messages name ids as given, and `s1` and
+ * `s1` with a no-break space must not read alike.
+ */
 export function describeError(error: unknown): string {
-  return describeRaw(error).split('\n').map(escapeControl).join('\n');
+  return describeRaw(error).split('\n').map((line) => escapeControl(line).replace(OTHER_SPACES, hex)).join('\n');
 }
+
+const OTHER_SPACES = /(?! )\p{Zs}/gu;
 
 /** Damage to the store's file as a whole (the library names no session for it). */
 const storeWide = (error: unknown): boolean => error instanceof JournalCorruptError && error.seq < 0 && error.sessionId === '*';

@@ -187,6 +187,18 @@ describe('safe output', () => {
     }
   });
 
+  it('an error naming an id the store does not hold escapes a no-break space in it, as every view prints ids (r84 B)', async () => {
+    const store = tempDbPath(dir, 'nbsp-errors');
+    await writeStore(store, { s1: evilHistory() });
+    const review = cli(['review', store, 'c-2', '--session', 's1\u00A0', '--outcome', 'completed', '--evidence', 'e', '--actor', 'a']);
+    assert.equal(review.code, 2, review.stderr);
+    assert.match(review.stderr, /session s1\\u00A0 has no call/, 'the id reads unlike `s1`');
+    const approve = cli(['approve', store, 'approval_\u2007x', '--actor', 'a']);
+    assert.equal(approve.code, 2, approve.stderr);
+    assert.match(approve.stderr, /approval_\\u2007x/);
+    assert.doesNotMatch(review.stderr + approve.stderr, /[\u00A0\u2007]/u);
+  });
+
   it('a command printed for a person to paste quotes journal ids for the shell and masks nothing it should show (pass r50: a session id ran $(…) when pasted)', async () => {
     const store = tempDbPath(dir, 'shell');
     const id = "ord-7 $(touch /tmp/x) `id` 'q'";
