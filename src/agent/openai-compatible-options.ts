@@ -60,12 +60,18 @@ function querySecrets(query: string): string[] {
   return [...forms];
 }
 
-/** The character references of HTML (`&#x5f;`, `&#43;`, `&amp;`) a server may write a URL with, undone. */
+/** HTML's names for the characters of a URL a server may escape (HTML5 names them all; these are the URL's). */
+const HTML_NAMED: Record<string, string> = {
+  amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", plus: '+', sol: '/', equals: '=', quest: '?', num: '#', percnt: '%',
+  colon: ':', semi: ';', period: '.', comma: ',', lowbar: '_', excl: '!', dollar: '$', ast: '*', commat: '@', grave: '`',
+  lpar: '(', rpar: ')', lsqb: '[', rsqb: ']', lcub: '{', rcub: '}', verbar: '|', bsol: '\\', hat: '^',
+};
+
+/** The character references of HTML (`&#x5f;`, `&#43;`, `&amp;`, `&plus;`) a server may write a URL with, undone. */
 function withoutHtmlEscapes(text: string): string {
-  const named: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
-  return text.replace(/&(?:#x([0-9a-f]{1,6})|#([0-9]{1,7})|(amp|lt|gt|quot|apos));/gi, (whole, hex: string | undefined, dec: string | undefined, name: string | undefined) => {
+  return text.replace(/&(?:#x([0-9a-f]{1,6})|#([0-9]{1,7})|([a-z]{2,6}));/gi, (whole, hex: string | undefined, dec: string | undefined, name: string | undefined) => {
     const code = hex !== undefined ? Number.parseInt(hex, 16) : dec !== undefined ? Number(dec) : -1;
-    if (name !== undefined) return named[name.toLowerCase()] ?? whole;
+    if (name !== undefined) return Object.hasOwn(HTML_NAMED, name) ? HTML_NAMED[name]! : whole;
     return code >= 0x20 && code <= 0x10ffff && (code < 0xd800 || code > 0xdfff) ? String.fromCodePoint(code) : whole;
   });
 }
@@ -87,6 +93,10 @@ function withoutSecrets(secrets: readonly string[], text: string): string {
   const hidden = new Uint8Array(plain.length);
   for (let i = 0; i + SECRET_MIN_LENGTH <= plain.length; i += 1) {
     if (windows.has(lower.slice(i, i + SECRET_MIN_LENGTH))) hidden.fill(1, i, i + SECRET_MIN_LENGTH);
+  }
+  // A run that ends or starts inside a surrogate pair takes the whole pair: half a character is not text.
+  for (let i = 1; i < plain.length; i += 1) {
+    if (hidden[i - 1] !== hidden[i] && /[\ud800-\udbff]/.test(plain[i - 1]!) && /[\udc00-\udfff]/.test(plain[i]!)) hidden.fill(1, i - 1, i + 1);
   }
   let out = '';
   for (let i = 0; i < plain.length; i += 1) {
@@ -159,9 +169,11 @@ export function checkOptions(options: OpenAiCompatibleOptions): CheckedOptions {
   if (headers !== undefined) {
     // Repeated names are joined, as fetch joins them; a name given here replaces this client's own default for it.
     const given = new Map<string, string>();
+    let position = 0;
     for (const [name, value] of headerEntries(headers)) {
+      position += 1;
       // Never the name itself either: a header line pasted as a name ("Authorization: Bearer sk-…") carries the key.
-      if (!isHttpHeaderName(name)) throw new InvalidInputError('headers', `holds a name that is not an HTTP header name (${NOT_A_HEADER_NAME})`);
+      if (!isHttpHeaderName(name)) throw new InvalidInputError('headers', `header ${position} (in the order given) has a name that is not an HTTP header name (${NOT_A_HEADER_NAME})`);
       // Never the value in a message: it may be a key (a number, once a config parser read it).
       if (typeof value !== 'string') throw new InvalidInputError(`headers.${name}`, `must be text, got a ${typeof value}`);
       if (!isHeaderValue(value)) throw new InvalidInputError(`headers.${name}`, BAD_HEADER_VALUE);

@@ -189,7 +189,10 @@ function exchangeFailure(error: unknown, exchange: Exchange, target: Target, whe
   // The system's code for what failed (ECONNREFUSED, ENOTFOUND, a TLS error), which fetch's own message ("fetch failed")
   // leaves to its cause.
   const code = (error as { cause?: { code?: unknown } } | null)?.cause?.code;
-  const reason = target.withoutQuery(`${thrownMessage(error)}${typeof code === 'string' && /^[A-Z0-9_]{2,40}$/.test(code) ? ` (${code})` : ''}`);
+  // A thrown message can be any length (a fetch that quotes a whole body): cut before it is searched for the key, and
+  // after, so the error stays a line a person reads.
+  const message = truncateUtf8(thrownMessage(error), 16 * 1024);
+  const reason = truncateUtf8(target.withoutQuery(`${message}${typeof code === 'string' && /^[A-Z0-9_]{2,40}$/.test(code) ? ` (${code})` : ''}`), 2048);
   const what = exchange.timedOut() ? `${shown} gave no whole answer within ${exchange.timeoutMs} ms` : `${when} ${shown}: ${reason}`;
   // A fetch's error may name the URL, query and all, anywhere in its cause chain: with a query that may carry a key
   // the error is not kept as the cause.
@@ -248,7 +251,8 @@ export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatMod
     try {
       body = parseJson(text, { maxBytes });
     } catch (error) {
-      throw new ChatModelError('model_bad_response', `the response is not JSON: ${(error as Error).message}`, response.status, { cause: error });
+      // The reader's message may quote the body (a duplicate key), and a server may echo the URL, query and all, in it.
+      throw new ChatModelError('model_bad_response', `the response is not JSON: ${target.withoutQuery(thrownMessage(error))}`, response.status, target.queryMayCarryKey ? {} : { cause: error });
     }
     return readResponse(body);
   }

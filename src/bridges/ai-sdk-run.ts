@@ -95,6 +95,11 @@ function isRunCall(part: ContentLike): boolean {
   return part.type === 'tool-call' && part.providerExecuted !== true;
 }
 
+/** The call ids of the parts that are not the run's calls: a tool the provider ran, and its result. */
+function otherCallIds(content: readonly ContentLike[]): string[] {
+  return content.flatMap((part) => ((part.type === 'tool-call' || part.type === 'tool-result') && !isRunCall(part) && typeof part.toolCallId === 'string' ? [part.toolCallId] : []));
+}
+
 /**
  * `content` with each run call under the id it was journaled with (`ids`, in order). The parts announcing a streamed
  * call's input (`tool-input-start`, …) keep the provider's id: they are passed on as they come, before it is journaled.
@@ -113,7 +118,7 @@ function journalingMiddleware(run: BridgeRun): LanguageModelMiddleware {
     specificationVersion: 'v3',
     async wrapGenerate({ doGenerate }) {
       const result = await doGenerate();
-      const ids = await run.record(responseOf(result.content as readonly ContentLike[], null));
+      const ids = await run.record(responseOf(result.content as readonly ContentLike[], null), false, otherCallIds(result.content as readonly ContentLike[]));
       return { ...result, content: withCallIds(result.content, ids) };
     },
     async wrapStream({ doStream }) {
@@ -122,12 +127,13 @@ function journalingMiddleware(run: BridgeRun): LanguageModelMiddleware {
       // Tool calls are held back until the response is complete and journaled: the SDK runs a streamed call as soon
       // as it sees it, and a call must never run before the step that asked for it is durable.
       const held: Part[] = [];
+      const others: string[] = [];
       let text: string | null = null;
       let recorded = false;
       const release = async (controller: TransformStreamDefaultController<Part>) => {
         if (recorded) return;
         recorded = true;
-        const ids = await run.record(responseOf(held as unknown as readonly ContentLike[], text));
+        const ids = await run.record(responseOf(held as unknown as readonly ContentLike[], text), false, others);
         for (const part of withCallIds(held, ids)) controller.enqueue(part);
       };
       const transform = new TransformStream<Part, Part>({
@@ -137,6 +143,7 @@ function journalingMiddleware(run: BridgeRun): LanguageModelMiddleware {
             held.push(part);
             return;
           }
+          others.push(...otherCallIds([part as unknown as ContentLike]));
           if (part.type === 'finish') await release(controller);
           controller.enqueue(part);
         },

@@ -6,21 +6,22 @@ import type { ChatToolCall } from '../agent/model.js';
 
 /**
  * `calls` with every id that cannot name its position replaced: a missing one (some servers send none), one another
- * call of the same response has already (some send one per response, or number each response from zero), and one a
- * call of an earlier step not yet run still holds (`open`: two loops on one run). A replacement is `jw-<step>-<index>`,
- * with a suffix when the response itself uses that text. An id that names its position already is kept as the
- * provider gave it: a provider may refer to it later.
+ * call of the same response has already (some send one per response, or number each response from zero), and one in
+ * `taken`: held by a call of an earlier step not yet run (two loops on one run), or by a call of the response that is
+ * not the run's (a handoff, a tool the provider ran). A replacement is `jw-<step>-<index>`, with a suffix when the
+ * response or `taken` already has that text. An id that names its position already is kept as the provider gave it:
+ * a provider may refer to it later.
  */
-export function distinctCallIds(calls: readonly ChatToolCall[], step: number, open: ReadonlySet<string>): ChatToolCall[] {
+export function distinctCallIds(calls: readonly ChatToolCall[], step: number, taken: ReadonlySet<string>): ChatToolCall[] {
   const given = new Set(calls.map((c) => c.id));
   const used = new Set<string>();
   return calls.map((call, index) => {
-    if (call.id !== '' && !used.has(call.id) && !open.has(call.id)) {
+    if (call.id !== '' && !used.has(call.id) && !taken.has(call.id)) {
       used.add(call.id);
       return call;
     }
     let id = `jw-${step}-${index}`;
-    for (let n = 2; given.has(id) || used.has(id) || open.has(id); n += 1) id = `jw-${step}-${index}-${n}`;
+    for (let n = 2; given.has(id) || used.has(id) || taken.has(id); n += 1) id = `jw-${step}-${index}-${n}`;
     used.add(id);
     return { ...call, id };
   });

@@ -100,7 +100,8 @@ function journaling(run: BridgeRun, inner: Model, toJingwei: ReadonlyMap<string,
   const record = async <T>(output: T[]): Promise<T[]> => {
     const items = output as readonly OutputItemLike[];
     const { response, foreign } = responseOf(items, toJingwei);
-    const ids = await run.record(response, foreign);
+    const others = items.flatMap((item) => (!isRunCall(item, toJingwei) && typeof item.callId === 'string' ? [item.callId] : []));
+    const ids = await run.record(response, foreign, others);
     let k = 0;
     return items.map((item) => {
       if (!isRunCall(item, toJingwei)) return item;

@@ -324,16 +324,17 @@ export class BridgeRun {
    * rejects), or that the framework does not take as an answer (the Agents SDK: no message at all), does not: the
    * framework goes on, or fails, and the run is not over. Returns the ids the calls were journaled with, in order:
    * the bridge hands the framework its calls under these, so each id names one position (distinctCallIds).
+   * `otherIds`: the ids of the response's calls that are not the run's, which no call of the run may take.
    */
-  async record(response: ChatResponse, foreignCalls = false): Promise<readonly string[]> {
+  async record(response: ChatResponse, foreignCalls = false, otherIds: readonly string[] = []): Promise<readonly string[]> {
     // A step write is work under way like a call: a newer open reads the journal after it. Two loops on one run
     // object (two generateText calls on it) journal their steps one after the other, each under its own number.
-    const mine = this.recording.then(() => asHolder(this.options.owner, this.runId, this, () => this.recordNow(response, foreignCalls)));
+    const mine = this.recording.then(() => asHolder(this.options.owner, this.runId, this, () => this.recordNow(response, foreignCalls, otherIds)));
     this.recording = mine.then(() => undefined, () => undefined);
     return mine;
   }
 
-  private async recordNow(given: ChatResponse, foreignCalls: boolean): Promise<readonly string[]> {
+  private async recordNow(given: ChatResponse, foreignCalls: boolean, otherIds: readonly string[]): Promise<readonly string[]> {
     // A finished run takes no more steps: journaled after its end, they would be read by one loop and not the other.
     if (this.status === 'finished') throw new InvalidInputError('run', `${this.runId} is finished: start a new run (another run id) to go on`);
     // Nor does a stopped one: steps past a call that waits on a person would end the run with that call still open.
@@ -341,7 +342,7 @@ export class BridgeRun {
     const { owner, gateway } = this.options;
     const turnId = gateway.turnId;
     const step = this.journaledSteps + 1;
-    const response: ChatResponse = { ...given, toolCalls: distinctCallIds(given.toolCalls, step, new Set(this.positions.keys())) };
+    const response: ChatResponse = { ...given, toolCalls: distinctCallIds(given.toolCalls, step, new Set([...this.positions.keys(), ...otherIds])) };
     const finishes = response.toolCalls.length === 0 && !foreignCalls;
     // A call to a tool the framework was not given: the framework refuses it without calling us, so its refusal is
     // journaled with the step, and a resumed run never runs it.

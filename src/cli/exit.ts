@@ -77,15 +77,19 @@ export function errorDocument(error: unknown): { ok: false; error: Record<string
 }
 
 /**
- * One line (or a few) for stderr: what went wrong, in the operator's terms; journal text in it is made safe, and every
- * space but the plain one is escaped, as the CLI prints ids: the library's messages name ids as given, and `s1` and
- * `s1` with a no-break space must not read alike.
+ * One line (or a few) for stderr: what went wrong, in the operator's terms; journal text in it is made safe. A message
+ * that is not the CLI's own names ids as they were given, so it is escaped as the CLI prints ids: every space but the
+ * plain one, and a backslash that would read as an escape (`s1` with a no-break space, and `s1\u00A0` typed as ten
+ * characters, must not read alike). The CLI's own messages print their ids escaped already.
  */
 export function describeError(error: unknown): string {
-  return describeRaw(error).split('\n').map((line) => escapeControl(line).replace(OTHER_SPACES, hex)).join('\n');
+  const raw = describeRaw(error);
+  const text = error instanceof UsageError ? raw : raw.replace(PRINTED_ESCAPE, '\\u005C');
+  return text.split('\n').map((line) => escapeControl(line).replace(OTHER_SPACES, hex)).join('\n');
 }
 
 const OTHER_SPACES = /(?! )\p{Zs}/gu;
+const PRINTED_ESCAPE = /\\(?=u[0-9a-fA-F]{4})/g;
 
 /** Damage to the store's file as a whole (the library names no session for it). */
 const storeWide = (error: unknown): boolean => error instanceof JournalCorruptError && error.seq < 0 && error.sessionId === '*';

@@ -9,6 +9,7 @@ import { it } from 'node:test';
 import { inspect } from 'node:util';
 import { ChatModelError, openAiCompatibleModel, type OpenAiCompatibleOptions } from '../../src/agent.js';
 import { InvalidInputError } from '../../src/errors.js';
+import { toWellFormed } from '../../src/text.js';
 
 const request = { messages: [{ role: 'user' as const, content: 'hi' }], tools: [] };
 
@@ -233,4 +234,30 @@ it('a key echoed in capitals, as HTML character references, cut short, wrapped, 
   for (const headers of [{ [`Authorization: Bearer ${key}`]: 'x' }, [[`x-api-key ${key}`, 'x']], new Map([[`api-key=${key}`, 'x']])]) {
     assert.throws(() => openAiCompatibleModel({ ...base, headers: headers as unknown as Record<string, string> }), (e: unknown) => e instanceof InvalidInputError && e.field === 'headers' && !e.message.includes('4eC39'));
   }
+});
+
+it('a 200 answer that is not JSON, HTML5 names, a cut through a surrogate pair and a long thrown message keep the key out; a bad header name says which (r85 #2, #3, #5-#7)', async () => {
+  const key = 'sk_live+4eC/39Hq+LyjWD/arjt';
+  const url = `https://x.invalid/v1?key=${encodeURIComponent(key)}`;
+  const noKey = (e: unknown): boolean => {
+    assert.ok(e instanceof ChatModelError, String(e));
+    const everything = `${e.message} ${inspect(e, { depth: 10 })}`;
+    for (let i = 0; i + 8 <= key.length; i += 1) assert.ok(!everything.includes(key.slice(i, i + 8)), everything);
+    return true;
+  };
+  const duplicate = (async (u: string) => new Response(`{"${u}":1,"${u}":2}`, { status: 200 })) as unknown as typeof globalThis.fetch;
+  await assert.rejects(openAiCompatibleModel({ baseUrl: url, model: 'm', fetch: duplicate }).complete(request), (e: unknown) => noKey(e) && (e as ChatModelError).code === 'model_bad_response' && (e as Error).cause === undefined);
+  const named = (async () => new Response(`bad ${key.replace(/\+/g, '&plus;').replace(/\//g, '&sol;')}`, { status: 401 })) as unknown as typeof globalThis.fetch;
+  await assert.rejects(openAiCompatibleModel({ baseUrl: url, model: 'm', fetch: named }).complete(request), noKey);
+  const long = (async () => { throw new Error(`${'x'.repeat(1024 * 1024)} ${key}`); }) as unknown as typeof globalThis.fetch;
+  await assert.rejects(openAiCompatibleModel({ baseUrl: url, model: 'm', fetch: long }).complete(request), (e: unknown) => noKey(e) && (e as Error).message.length < 4096);
+  // U+1FA00 shares its second half with U+1F600: a match of the key's text may start inside it.
+  const astral = 'k\u{1F600}secretvalue';
+  const cut = (async () => { throw new Error(`echo \u{1FA00}${astral.slice(3)} end`); }) as unknown as typeof globalThis.fetch;
+  await assert.rejects(openAiCompatibleModel({ baseUrl: `https://x.invalid/v1?key=${encodeURIComponent(astral)}`, model: 'm', fetch: cut }).complete(request), (e: unknown) => {
+    assert.ok(e instanceof ChatModelError && !/secretva/.test(e.message), String(e));
+    assert.equal(toWellFormed(e.message), e.message, `no half of a character is left: ${JSON.stringify(e.message)}`);
+    return true;
+  });
+  assert.throws(() => openAiCompatibleModel({ baseUrl: 'https://model.invalid/v1', model: 'm', headers: { 'x-ok': 'a', 'x-also': 'b', 'x bad': 'c' } }), (e: unknown) => e instanceof InvalidInputError && /header 3 /.test(e.message));
 });

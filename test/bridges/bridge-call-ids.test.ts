@@ -87,6 +87,7 @@ describe('distinctCallIds', () => {
       { id: 'jw-3-1', name: 'pay', arguments: '{}' },
     ];
     assert.deepEqual(distinctCallIds(calls, 3, new Set(['held'])).map((c) => c.id), ['a', 'jw-3-1-2', 'jw-3-2', 'jw-3-3', 'jw-3-1']);
+    assert.deepEqual(distinctCallIds([{ id: '', name: 'pay', arguments: '{}' }], 1, new Set(['jw-1-0'])).map((c) => c.id), ['jw-1-0-2'], 'an id a call that is not the run\'s has is never given');
     const kept = [{ id: 'x', name: 'pay', arguments: '{}' }];
     assert.equal(distinctCallIds(kept, 1, new Set())[0], kept[0], 'unchanged calls are the same objects');
   });
@@ -139,6 +140,21 @@ describe('aiSdkRun: a provider without call ids', () => {
     const errors = result.steps[0]!.content.flatMap((p) => (p.type === 'tool-error' ? [String(((p.error as Error).cause as Error).message)] : []));
     assert.equal(errors.length, 1);
     assert.match(errors[0]!, /"paay", a tool the run does not offer/, 'the refusal names the call the model made');
+  });
+
+  it('a call without an id beside a provider-run call whose id reads jw-1-0: the run\'s call takes another id, and its result is its own (r85 #1)', async () => {
+    const { paid, store, owner, gateway } = await host();
+    const r = await aiSdkRun({ owner, gateway, store, runId: 'r', prompt: 'search and pay' });
+    const searched = [
+      { type: 'tool-call', toolCallId: 'jw-1-0', toolName: 'web_search', input: '{"q":"x"}', providerExecuted: true, dynamic: true },
+      { type: 'tool-result', toolCallId: 'jw-1-0', toolName: 'web_search', result: { hits: 3 }, providerExecuted: true, dynamic: true },
+      call('pay', '{"amount":1}'),
+    ] as MockContent[];
+    const { model, prompts } = recording([answer(searched), answer([{ type: 'text', text: 'done' }])]);
+    await generateText({ model: r.model(model), tools: r.tools, messages: r.messages, stopWhen: [stepCountIs(5), jingweiHalted] });
+    assert.deepEqual(paid, [{ amount: 1 }]);
+    const ids = prompts[1]!.flatMap((m) => (Array.isArray(m.content) ? m.content.flatMap((p) => ('toolCallId' in p && 'toolName' in p ? [`${p.type} ${p.toolName} ${p.toolCallId}`] : [])) : []));
+    assert.deepEqual(ids, ['tool-call web_search jw-1-0', 'tool-result web_search jw-1-0', 'tool-call pay jw-1-0-2', 'tool-result pay jw-1-0-2']);
   });
 
   it('two loops on one run whose provider numbers ids per response: each loop\'s call runs at its own step (r84 F2)', async () => {

@@ -197,6 +197,12 @@ describe('safe output', () => {
     assert.equal(approve.code, 2, approve.stderr);
     assert.match(approve.stderr, /approval_\\u2007x/);
     assert.doesNotMatch(review.stderr + approve.stderr, /[\u00A0\u2007]/u);
+    // An id typed with a literal `\u00A0` (ten characters) prints with its backslash escaped, unlike the one above.
+    const literal = cli(['review', store, 'c-2', '--session', 's1\\u00A0', '--outcome', 'completed', '--evidence', 'e', '--actor', 'a']);
+    assert.equal(literal.code, 2, literal.stderr);
+    assert.match(literal.stderr, /session s1\\u005Cu00A0 has no call/);
+    const json = cli(['review', store, 'c-2', '--session', 's1\u00A0', '--outcome', 'completed', '--evidence', 'e', '--actor', 'a', '--json']);
+    assert.match((JSON.parse(json.stdout) as { error: { message: string } }).error.message, /session s1\u00A0 has no call/u, '--json keeps the message as the library gave it');
   });
 
   it('a command printed for a person to paste quotes journal ids for the shell and masks nothing it should show (pass r50: a session id ran $(…) when pasted)', async () => {
