@@ -252,7 +252,7 @@ export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatMod
       body = parseJson(text, { maxBytes });
     } catch (error) {
       // The reader's message may quote the body (a duplicate key), and a server may echo the URL, query and all, in it.
-      throw new ChatModelError('model_bad_response', `the response is not JSON: ${target.withoutQuery(thrownMessage(error))}`, response.status, target.queryMayCarryKey ? {} : { cause: error });
+      throw new ChatModelError('model_bad_response', `the response is not JSON: ${truncateUtf8(target.withoutQuery(truncateUtf8(thrownMessage(error), 16 * 1024)), 512)}`, response.status, target.queryMayCarryKey ? {} : { cause: error });
     }
     return readResponse(body);
   }

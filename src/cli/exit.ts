@@ -84,8 +84,12 @@ export function errorDocument(error: unknown): { ok: false; error: Record<string
  */
 export function describeError(error: unknown): string {
   const raw = describeRaw(error);
-  const text = error instanceof UsageError ? raw : raw.replace(PRINTED_ESCAPE, '\\u005C');
-  return text.split('\n').map((line) => escapeControl(line).replace(OTHER_SPACES, hex)).join('\n');
+  return error instanceof UsageError ? raw.split('\n').map((line) => escapeControl(line).replace(OTHER_SPACES, hex)).join('\n') : libraryMessage(raw);
+}
+
+/** A message of the library's, which names ids as they were given, escaped as the CLI prints ids (describeError). */
+export function libraryMessage(text: string): string {
+  return text.replace(PRINTED_ESCAPE, '\\u005C').split('\n').map((line) => escapeControl(line).replace(OTHER_SPACES, hex)).join('\n');
 }
 
 const OTHER_SPACES = /(?! )\p{Zs}/gu;

@@ -56,9 +56,10 @@ export interface LoadedSession {
  * Finds the session and loads its confirmed, verified journal (JournalCorruptError propagates). A session id with
  * events but no owner row is loaded too, so that damage is reported as damage and not as "no such session".
  */
-export async function loadSession(store: SessionStore, wanted: string, io: Io): Promise<LoadedSession> {
+export async function loadSession(store: SessionStore, wanted: string, io: Io, exact = false): Promise<LoadedSession> {
   const sessions = await store.listSessions();
-  const summary = matchId(sessions, (s) => s.sessionId, wanted, 'session') ?? null;
+  // `exact`: an id the store listed, taken as it is; a typed one may be a printed form (`s\u00A0x`) or a part of one.
+  const summary = (exact ? sessions.find((s) => s.sessionId === wanted) : matchId(sessions, (s) => s.sessionId, wanted, 'session')) ?? null;
   const sessionId = summary?.sessionId ?? wanted;
   const progress = Progress.for(io, summary?.events ?? 0);
   progress.update(`loading and verifying ${num(summary?.events ?? 0)} events of ${safeId(sessionId)}`);

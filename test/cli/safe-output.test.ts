@@ -10,7 +10,7 @@ import { escapeControl, escapeOutput } from '../../src/cli/escape.js';
 import { ToolEffect } from '../../src/event/types.js';
 import { HistoryBuilder, failed, succeeded } from '../support/history.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { cli, forgeStore, writeStore } from './helpers.js';
+import { cli, forgeStore, tamper, writeStore } from './helpers.js';
 
 const dir = tempDir('jingwei-cli-safe-');
 
@@ -203,6 +203,21 @@ describe('safe output', () => {
     assert.match(literal.stderr, /session s1\\u005Cu00A0 has no call/);
     const json = cli(['review', store, 'c-2', '--session', 's1\u00A0', '--outcome', 'completed', '--evidence', 'e', '--actor', 'a', '--json']);
     assert.match((JSON.parse(json.stdout) as { error: { message: string } }).error.message, /session s1\u00A0 has no call/u, '--json keeps the message as the library gave it');
+  });
+
+  it('a store-wide verify checks each session by its own id: a corrupt one named `s\\u00A0x` in ten characters is not passed over for its look-alike (r86 #1)', async () => {
+    const store = tempDbPath(dir, 'verify-lookalike');
+    const nbsp = 'ord\u00A07';
+    const literal = 'ord\\u00A07';
+    await writeStore(store, { [nbsp]: evilHistory(), [literal]: evilHistory() });
+    tamper(store, `UPDATE jw_events SET body = body || ' ' WHERE session_id = '${literal}' AND seq = 0`);
+    const r = cli(['verify', store, '--json']);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    const verdicts = (JSON.parse(r.stdout) as { sessions: { session_id: string; ok: boolean }[] }).sessions;
+    assert.deepEqual(verdicts.map((v) => [v.session_id, v.ok]).sort(), [[literal, false], [nbsp, true]].sort(), 'each session once, the corrupt one found');
+    const text = cli(['verify', store]).stdout;
+    assert.match(text, /CORRUPT {2}ord\\u005Cu00A07: /, 'its header line names it in its own printed form');
+    assert.match(text, /journal of session ord\\u005Cu00A07 /, 'and so does the library\'s message under it');
   });
 
   it('a command printed for a person to paste quotes journal ids for the shell and masks nothing it should show (pass r50: a session id ran $(…) when pasted)', async () => {

@@ -8,7 +8,7 @@ import type { LookupRowsReport } from '../../store/index-check.js';
 import type { SessionStore } from '../../store/types.js';
 import { assessSession } from '../../tool/assess.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
-import { EXIT, UsageError } from '../exit.js';
+import { EXIT, libraryMessage, UsageError } from '../exit.js';
 import { clip, num, plural, safe, safeId } from '../format.js';
 import type { Io } from '../io.js';
 import { loadSession, withStore } from '../session.js';
@@ -33,7 +33,7 @@ type Keys = { readonly publicKey: KeyObject; readonly checkpoints: readonly Chec
  */
 async function verifyOrphan(store: SessionStore, wanted: string, io: Io, keys: Keys): Promise<Verdict> {
   try {
-    return await verifyOne(store, wanted, io, keys, false);
+    return await verifyOne(store, wanted, io, keys, false, true);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
   }
@@ -41,7 +41,8 @@ async function verifyOrphan(store: SessionStore, wanted: string, io: Io, keys: K
   return { ok: false, sessionId: wanted, corruption: { seq: 0, reason: 'head_mismatch', message } };
 }
 
-async function verifyOne(store: SessionStore, wanted: string, io: Io, keys: Keys, known: boolean): Promise<Verdict> {
+/** `exact`: `wanted` is an id the store or the anchors listed, not one typed (which may be a printed form). */
+async function verifyOne(store: SessionStore, wanted: string, io: Io, keys: Keys, known: boolean, exact: boolean): Promise<Verdict> {
   if (keys && !known) {
     // Anchored, but the store has no such session at all: every anchored event is missing.
     try {
@@ -53,7 +54,7 @@ async function verifyOne(store: SessionStore, wanted: string, io: Io, keys: Keys
   }
   let loaded;
   try {
-    loaded = await loadSession(store, wanted, io);
+    loaded = await loadSession(store, wanted, io, exact);
   } catch (error) {
     if (error instanceof JournalCorruptError) {
       return { ok: false, sessionId: error.sessionId, corruption: { seq: error.seq, reason: error.reason, message: error.message } };
@@ -166,7 +167,9 @@ warning on stderr; any other bad line is refused.`,
       const verdicts: Verdict[] = [];
       for (const id of wanted) {
         const known = args.session !== undefined || stored.includes(id);
-        verdicts.push(!known && orphans.includes(id) ? await verifyOrphan(store, id, io, keys) : await verifyOne(store, id, io, keys, known));
+        // Every session by its own id: read as a typed one, `s\u00A0x` (ten characters) named its look-alike, which was
+        // verified twice while it was never verified at all.
+        verdicts.push(!known && orphans.includes(id) ? await verifyOrphan(store, id, io, keys) : await verifyOne(store, id, io, keys, known, args.session === undefined));
       }
       const failed = verdicts.filter((v) => !v.ok).length;
       const code = failed > 0 ? EXIT.findings : EXIT.ok;
@@ -200,21 +203,21 @@ warning on stderr; any other bad line is refused.`,
           }
         } else if ('anchor' in v && v.anchor.reason === 'unanchored') {
           out.line(`${s.red('UNANCHORED')} ${id}: reason unanchored`);
-          out.line(`         ${safe(v.anchor.message)}`);
+          out.line(`         ${libraryMessage(v.anchor.message)}`);
           out.line(`         No signed checkpoint vouches for this journal, so only its integrity could be checked (a rewrite with a recomputed chain, or a copy under another id, would pass).`);
         } else if ('anchor' in v) {
           out.line(`${s.red('TAMPERED')} ${id}: ${v.anchor.seq >= 0 ? `seq ${v.anchor.seq}, ` : ''}reason ${v.anchor.reason}`);
-          out.line(`         ${safe(v.anchor.message)}`);
+          out.line(`         ${libraryMessage(v.anchor.message)}`);
           out.line(`         The journal disagrees with a signed checkpoint of its head. Nothing was repaired.`);
         } else if ('corruption' in v) {
           out.line(`${s.red('CORRUPT')}  ${id}: seq ${v.corruption.seq}, reason ${v.corruption.reason}`);
-          out.line(`         ${safe(v.corruption.message)}`);
+          out.line(`         ${libraryMessage(v.corruption.message)}`);
           out.line(v.corruption.reason === 'attention_index' || v.corruption.reason === 'operation_index'
             ? '         The chain is intact, but a row the queue, the in-doubt guard and caller keys read (or an index over those rows) was changed outside the library or damaged, or written by a process of an older release still running after this release upgraded the store: they may miss a call in doubt and let its repeat run. Nothing was repaired. Stop the hosts of this store, keep the file for investigation, and work from `jingwei inspect`, which reads the chain.'
             : '         Nothing was repaired. Keep the file for investigation; restore the session from a verified export or backup.');
         } else {
           out.line(`${s.red('INVALID')}  ${id}: tool evidence ${v.evidence.code}`);
-          out.line(`         ${safe(v.evidence.message)}`);
+          out.line(`         ${libraryMessage(v.evidence.message)}`);
           out.line(`         The journal's chain is intact, but recovery refuses to plan from this history.`);
         }
       }
