@@ -179,6 +179,14 @@ function startExchange(caller: AbortSignal | undefined, timeoutMs: number): Exch
   };
 }
 
+/** The most of a fetch's or a server's text searched for the key: it can be any length (a fetch quoting a whole body). */
+const QUOTED_MAX_BYTES = 16 * 1024;
+
+/** A fetch's or a server's `text` as an error quotes it: cut, the URL's query taken out, and cut to `maxBytes`. */
+function quoted(target: Target, text: string, maxBytes: number): string {
+  return truncateUtf8(target.withoutQuery(truncateUtf8(text, QUOTED_MAX_BYTES)), maxBytes);
+}
+
 /**
  * What a failed exchange with the server is: the caller's own abort (its signal's reason, as when the signal was
  * aborted before the run), or the server unreachable before or while it answered, or too slow to answer whole.
@@ -189,10 +197,7 @@ function exchangeFailure(error: unknown, exchange: Exchange, target: Target, whe
   // The system's code for what failed (ECONNREFUSED, ENOTFOUND, a TLS error), which fetch's own message ("fetch failed")
   // leaves to its cause.
   const code = (error as { cause?: { code?: unknown } } | null)?.cause?.code;
-  // A thrown message can be any length (a fetch that quotes a whole body): cut before it is searched for the key, and
-  // after, so the error stays a line a person reads.
-  const message = truncateUtf8(thrownMessage(error), 16 * 1024);
-  const reason = truncateUtf8(target.withoutQuery(`${message}${typeof code === 'string' && /^[A-Z0-9_]{2,40}$/.test(code) ? ` (${code})` : ''}`), 2048);
+  const reason = quoted(target, `${truncateUtf8(thrownMessage(error), QUOTED_MAX_BYTES)}${typeof code === 'string' && /^[A-Z0-9_]{2,40}$/.test(code) ? ` (${code})` : ''}`, 2048);
   const what = exchange.timedOut() ? `${shown} gave no whole answer within ${exchange.timeoutMs} ms` : `${when} ${shown}: ${reason}`;
   // A fetch's error may name the URL, query and all, anywhere in its cause chain: with a query that may carry a key
   // the error is not kept as the cause.
@@ -242,7 +247,7 @@ export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatMod
     const text = read.text;
     if (!response.ok) {
       const retryAfter = response.headers.get('retry-after');
-      throw new ChatModelError('model_http_error', `${shownUrl} answered HTTP ${response.status}: ${truncateUtf8(target.withoutQuery(text), 512)}`, response.status, {
+      throw new ChatModelError('model_http_error', `${shownUrl} answered HTTP ${response.status}: ${quoted(target, text, 512)}`, response.status, {
         retryAfter: retryAfter === null ? null : truncateUtf8(retryAfter, 256),
       });
     }
@@ -252,7 +257,7 @@ export function openAiCompatibleModel(options: OpenAiCompatibleOptions): ChatMod
       body = parseJson(text, { maxBytes });
     } catch (error) {
       // The reader's message may quote the body (a duplicate key), and a server may echo the URL, query and all, in it.
-      throw new ChatModelError('model_bad_response', `the response is not JSON: ${truncateUtf8(target.withoutQuery(truncateUtf8(thrownMessage(error), 16 * 1024)), 512)}`, response.status, target.queryMayCarryKey ? {} : { cause: error });
+      throw new ChatModelError('model_bad_response', `the response is not JSON: ${quoted(target, thrownMessage(error), 512)}`, response.status, target.queryMayCarryKey ? {} : { cause: error });
     }
     return readResponse(body);
   }

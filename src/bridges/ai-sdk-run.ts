@@ -9,6 +9,7 @@ import type { JsonValue } from '../json/types.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import type { AgentToolCall } from '../agent/run-calls.js';
 import { BridgeRun, checkBridgeOptions, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
+import { withJournaledIds } from './call-ids.js';
 import { readRunOptions } from '../agent/run-options.js';
 import { objectSchema, selectSchemas } from './schema.js';
 
@@ -101,17 +102,10 @@ function otherCallIds(content: readonly ContentLike[]): string[] {
 }
 
 /**
- * `content` with each run call under the id it was journaled with (`ids`, in order). The parts announcing a streamed
- * call's input (`tool-input-start`, …) keep the provider's id: they are passed on as they come, before it is journaled.
+ * `content` with each run call under the id it was journaled with. The parts announcing a streamed call's input
+ * (`tool-input-start`, …) keep the provider's id: they are passed on as they come, before it is journaled.
  */
-function withCallIds<T>(content: readonly T[], ids: readonly string[]): T[] {
-  let k = 0;
-  return content.map((part) => {
-    if (!isRunCall(part as ContentLike)) return part;
-    const toolCallId = ids[k++]!;
-    return (part as ContentLike).toolCallId === toolCallId ? part : { ...part, toolCallId };
-  });
-}
+const withCallIds = <T>(content: readonly T[], ids: readonly string[]): T[] => withJournaledIds(content, ids, 'toolCallId', (part) => isRunCall(part as ContentLike));
 
 function journalingMiddleware(run: BridgeRun): LanguageModelMiddleware {
   return {

@@ -26,3 +26,16 @@ export function distinctCallIds(calls: readonly ChatToolCall[], step: number, ta
     return { ...call, id };
   });
 }
+
+/**
+ * A framework's `items` with each of the run's calls (`isRunCall`, in order) under the id it was journaled with (`ids`,
+ * as BridgeRun.record returns them), in the field the framework reads it from.
+ */
+export function withJournaledIds<T, K extends string>(items: readonly T[], ids: readonly string[], field: K, isRunCall: (item: T) => boolean): T[] {
+  let k = 0;
+  return items.map((item) => {
+    if (!isRunCall(item)) return item;
+    const id = ids[k++]!;
+    return (item as Record<K, unknown>)[field] === id ? item : { ...item, [field]: id };
+  });
+}

@@ -9,6 +9,7 @@ import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import type { AgentToolCall } from '../agent/run-calls.js';
 import { exposedSchemas, withSiblingCancellationMarked } from './openai-agents.js';
 import { BridgeRun, checkBridgeOptions, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
+import { withJournaledIds } from './call-ids.js';
 import { readRunOptions } from '../agent/run-options.js';
 import { objectSchema } from './schema.js';
 
@@ -102,12 +103,7 @@ function journaling(run: BridgeRun, inner: Model, toJingwei: ReadonlyMap<string,
     const { response, foreign } = responseOf(items, toJingwei);
     const others = items.flatMap((item) => (!isRunCall(item, toJingwei) && typeof item.callId === 'string' ? [item.callId] : []));
     const ids = await run.record(response, foreign, others);
-    let k = 0;
-    return items.map((item) => {
-      if (!isRunCall(item, toJingwei)) return item;
-      const callId = ids[k++]!;
-      return item.callId === callId ? item : { ...item, callId };
-    }) as T[];
+    return withJournaledIds(output, ids, 'callId', (item) => isRunCall(item as OutputItemLike, toJingwei));
   };
   const wrapped: Model = {
     async getResponse(request) {

@@ -84,13 +84,16 @@ export function errorDocument(error: unknown): { ok: false; error: Record<string
  */
 export function describeError(error: unknown): string {
   const raw = describeRaw(error);
-  return error instanceof UsageError ? raw.split('\n').map((line) => escapeControl(line).replace(OTHER_SPACES, hex)).join('\n') : libraryMessage(raw);
+  return error instanceof UsageError ? safeLines(raw) : libraryMessage(raw);
 }
 
 /** A message of the library's, which names ids as they were given, escaped as the CLI prints ids (describeError). */
 export function libraryMessage(text: string): string {
-  return text.replace(PRINTED_ESCAPE, '\\u005C').split('\n').map((line) => escapeControl(line).replace(OTHER_SPACES, hex)).join('\n');
+  return safeLines(text.replace(PRINTED_ESCAPE, '\\u005C'));
 }
+
+/** Each line terminal-safe, with every space but the plain one escaped. */
+const safeLines = (text: string): string => text.split('\n').map((line) => escapeControl(line).replace(OTHER_SPACES, hex)).join('\n');
 
 const OTHER_SPACES = /(?! )\p{Zs}/gu;
 const PRINTED_ESCAPE = /\\(?=u[0-9a-fA-F]{4})/g;
