@@ -260,6 +260,17 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
             'load the history again and prepare a new plan; nothing was written',
         );
       }
+      // The writes a refused repeat repeated, when the backend keeps the index the source's row came from.
+      for (const was of row ? latest.source!.repeated ?? [] : []) {
+        const now = state.attention?.find((r) => r.callId === was.callId);
+        if (now === undefined || now.started !== was.started || now.status !== was.status) {
+          throw new StoreConflictError(
+            'history_changed',
+            `call ${was.callId}, whose write the plan's source ${latest.callId} repeated, moved on since the history the plan was made from was read ` +
+              `(${was.status}; now ${now === undefined ? 'a newer attempt' : now.status}): it may have made that write; load the history again and prepare a new plan; nothing was written`,
+          );
+        }
+      }
       const since = latest.source ? state.writtenSince : undefined;
       if (since !== undefined && since !== null) {
         throw new StoreConflictError(

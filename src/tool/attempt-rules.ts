@@ -7,7 +7,7 @@ import type { Failure } from './admission-checks.js';
 import { bodyStillRuns, lateBodyEnd, lateBodyOf } from './late-bodies.js';
 import type { ApprovalChange, CommitRequest, SessionOwner } from '../store/types.js';
 import { SessionTable } from '../store/owner-commit.js';
-import { planHistorySeq, planOperationCalls, planReviewedWhileBodyOpen, planSourceReviews, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
+import { planHistorySeq, planOperationCalls, planRepeatedRows, planReviewedWhileBodyOpen, planSourceReviews, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
 import { setNewest } from '../bounded-map.js';
 
 /**
@@ -109,7 +109,8 @@ export type AttemptCondition = Pick<CommitRequest, 'expectLatestAttempt' | 'expe
  */
 export function attemptCondition(owner: SessionOwner, op: ToolOperation, plan: ToolRetryPlan | undefined, callerKeyed: boolean): AttemptCondition {
   const row = plan ? planSourceRow(plan) : null;
-  const source = row && plan ? { ...row, seenSeq: planHistorySeq(plan) } : null;
+  const repeated = plan ? planRepeatedRows(plan) : [];
+  const source = row && plan ? { ...row, seenSeq: planHistorySeq(plan), ...(repeated.length > 0 ? { repeated } : {}) } : null;
   if (op.retry) {
     return {
       expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId, ...(source ? { source } : {}) },

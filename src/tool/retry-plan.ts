@@ -16,7 +16,7 @@ import type {
 import type { CallId, EventId, OperationKey, SessionId, TaskId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
-import { classifyAttempt, collectEvidence, decideRetry, effectiveReview, locateAttempt, operationOriginOf, validatePassedReview, type AttemptRecord } from './evidence.js';
+import { classifyAttempt, collectEvidence, decideRetry, effectiveReview, locateAttempt, operationOriginOf, repeatedOpenAttempts, validatePassedReview, type AttemptRecord } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { bodyEnded, bodyMayStillRun } from './late-bodies.js';
 
@@ -43,6 +43,8 @@ interface PlanState {
   readonly review: ToolRetryReview | null;
   /** The source's row of the attention index as the plan's history made it; the commit checks the store still holds it. */
   readonly sourceRow: { readonly started: boolean; readonly status: AttentionStatus } | null;
+  /** For a source the in-doubt guard refused: the rows of the writes it may have repeated, which the commit checks. */
+  readonly repeated: readonly RepeatedRow[];
   /** The seq of the plan's history's last event: the commit checks no earlier owner of the session wrote after it. */
   readonly historySeq: number;
   /** How the journal shows the source attempt's body never ran; null when it may have. */
@@ -65,6 +67,7 @@ interface PlanState {
 const MINT = Symbol('ToolRetryPlan.mint');
 let mint: (state: PlanState) => ToolRetryPlan;
 let sourceRowOf: (plan: ToolRetryPlan) => PlanState['sourceRow'];
+let repeatedOf: (plan: ToolRetryPlan) => readonly RepeatedRow[];
 let notRunOf: (plan: ToolRetryPlan) => SourceNotRun | null;
 let sourceReviewsOf: (plan: ToolRetryPlan) => number;
 let operationCallsOf: (plan: ToolRetryPlan) => readonly CallId[];
@@ -82,6 +85,18 @@ export type SourceNotRun = 'awaited_approval' | 'stopped_before_body' | 'reviewe
 /** For the runtime: what the plan's history said of its source, for the commit to check (internal, never exported publicly). */
 export function planSourceRow(plan: ToolRetryPlan): PlanState['sourceRow'] {
   return sourceRowOf(plan);
+}
+
+/** The row of an attempt of an operation a refused repeat may have repeated, as a plan's history made it. */
+export interface RepeatedRow {
+  readonly callId: CallId;
+  readonly started: boolean;
+  readonly status: AttentionStatus;
+}
+
+/** For the runtime: the rows of the writes the plan's source, a refused repeat, may have repeated (internal). */
+export function planRepeatedRows(plan: ToolRetryPlan): readonly RepeatedRow[] {
+  return repeatedOf(plan);
 }
 
 /** For the runtime: the seq of the last event of the history the plan was made from (internal). */
@@ -149,6 +164,7 @@ export class ToolRetryPlan {
   static {
     mint = (state) => new ToolRetryPlan(MINT, state);
     sourceRowOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceRow;
+    repeatedOf = (plan) => ToolRetryPlan.#stateOf(plan).repeated;
     historySeqOf = (plan) => ToolRetryPlan.#stateOf(plan).historySeq;
     notRunOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceNotRun;
     sourceReviewsOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceReviews;
@@ -285,7 +301,8 @@ export function prepareToolRetry(
 ): ToolRetryPlan {
   const passedReview = review === undefined || review === null ? null : review;
   if (passedReview !== null) validatePassedReview(passedReview);
-  const record = locateAttempt(collectEvidence(history, callId), callId);
+  const evidence = collectEvidence(history, callId);
+  const record = locateAttempt(evidence, callId);
   // A person's not_executed for a body the journal saw return after its result: only if they say they checked, as
   // the decision inbox and recordToolReview ask (docs/design.md#a-body-that-outlives-its-attempt).
   if (passedReview?.outcome === 'not_executed' && record.bodyRanOn?.ended === 'returned' && passedReview.despiteLateReturn !== true) {
@@ -325,6 +342,10 @@ export function prepareToolRetry(
           ? null
           : deepFreeze({ actor: checkedReview.actor, evidence: checkedReview.evidence, outcome: checkedReview.outcome }),
       sourceRow: Object.freeze(callProgressIn(history, record.call.id)),
+      repeated: Object.freeze(repeatedOpenAttempts(evidence, record).flatMap((open) => {
+        const row = callProgressIn(history, open.call.id);
+        return row === null ? [] : [Object.freeze({ callId: open.call.id, ...row })];
+      })),
       historySeq: history[history.length - 1]?.seq ?? -1,
       sourceNotRun: sourceNotRun(record, checkedReview?.outcome ?? null),
       // A source with no result yet may be running still (in this process, under an owner since fenced): a review

@@ -216,6 +216,11 @@ export interface RetryFacts {
   readonly newer: AttemptRef | null;
   /** Another attempt of the operation that succeeded. */
   readonly succeededSibling: AttemptRef | null;
+  /**
+   * For a call the in-doubt guard refused: the attempt that has since settled, as made, the identical operation it
+   * repeated (its success, or a `completed` review of it); null otherwise.
+   */
+  readonly repeatedCompleted: AttemptRef | null;
 }
 
 export type RetryRuleId =
@@ -224,6 +229,7 @@ export type RetryRuleId =
   | 'operation_completed'
   | 'succeeded'
   | 'reviewed_completed'
+  | 'repeat_of_completed'
   | 'legacy'
   | 'not_executed'
   | 'safe_to_repeat'
@@ -241,6 +247,8 @@ export interface RetryRule {
     readonly superseded?: boolean;
     /** true: another attempt of the operation succeeded. */
     readonly siblingSucceeded?: boolean;
+    /** true: the in-doubt guard refused the call, and the identical operation it repeated has completed since. */
+    readonly repeatedCompleted?: boolean;
   };
   readonly decision: RetryDecision;
   /** What prepareToolRetry throws (and inspectToolRecovery, for the position rows); null: a plan is given. */
@@ -311,6 +319,16 @@ export const RETRY_RULES: readonly RetryRule[] = [
     reason: (f) => `${f.fact}; a trusted review says completed: resolved, never retry it`,
   },
   {
+    id: 'repeat_of_completed',
+    when: { repeatedCompleted: true },
+    decision: 'completed',
+    refusal: 'completed',
+    position: false,
+    condition: 'A repeat the in-doubt guard refused, whose identical earlier operation has completed since',
+    explanation: 'Its write is the one the earlier operation made: refuse any retry, which would make it twice',
+    reason: (f) => `${f.fact}, a repeat of an identical call in doubt; ${f.repeatedCompleted?.callId ?? 'another call'} has completed that write since: a retry would make it twice`,
+  },
+  {
     id: 'legacy',
     when: { effect: ['legacy'] },
     decision: 'legacy',
@@ -369,7 +387,8 @@ function matchesRetry(rule: RetryRule, facts: RetryFacts): boolean {
     (w.effect === undefined || w.effect.includes(facts.effect ?? 'legacy')) &&
     (w.review === undefined || (facts.review !== null && w.review.includes(facts.review))) &&
     (w.superseded === undefined || w.superseded === (facts.newer !== null)) &&
-    (w.siblingSucceeded === undefined || w.siblingSucceeded === (facts.succeededSibling !== null))
+    (w.siblingSucceeded === undefined || w.siblingSucceeded === (facts.succeededSibling !== null)) &&
+    (w.repeatedCompleted === undefined || w.repeatedCompleted === (facts.repeatedCompleted !== null))
   );
 }
 

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ToolEffect, type ToolResult } from '../../src/event/types.js';
-import { RECORDED_FAILURE_CODES } from '../../src/errors.js';
+import { RECORDED_FAILURE_CODES, StoreConflictError, ToolRetryError } from '../../src/errors.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
@@ -17,6 +17,9 @@ import { exportRustJournal } from '../../src/store/rust-format.js';
 import { modelFacingOutcome } from '../../src/bridges/outcome.js';
 import { mailer } from '../support/mailer.js';
 import { forEachStore } from '../support/stores.js';
+import { HistoryBuilder, succeeded } from '../support/history.js';
+import { recordToolReview } from '../../src/review.js';
+import type { CallId } from '../../src/ids.js';
 
 const failed = (r: ToolResult) => (r.outcome.status === 'failed' ? r.outcome : null);
 
@@ -90,6 +93,51 @@ describe('the in-doubt guard on memory', () => {
     const retry = await gateway.callWithOptions('send_mail', args, { retry: plan });
     assert.equal(retry.result.outcome.status, 'succeeded', 'a retry of the operation in doubt is not a repeat of it');
     assert.equal(sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, 1);
+  });
+
+  it('never retries a refused repeat once the write it repeated completed: by a review, or by a retry of the first', async () => {
+    for (const settle of ['review', 'retry'] as const) {
+      const store = createMemoryStore();
+      const { owner, gateway, first, second, sent, args } = await scenario(store);
+      let settledBy = first.call.id as string;
+      if (settle === 'review') {
+        await recordToolReview(owner, await store.loadHistory('mail-session'), first.call.id, { actor: 'ops@example.com', evidence: 'in the mail server log', outcome: 'completed' });
+      } else {
+        const plan = prepareToolRetry(await store.loadHistory('mail-session'), first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
+        const retry = await gateway.callWithOptions('send_mail', args, { retry: plan });
+        assert.equal(retry.result.outcome.status, 'succeeded');
+        settledBy = retry.call.id;
+      }
+      const history = await store.loadHistory('mail-session');
+      const assessed = assessSession(history).calls.find((c) => c.callId === second.call.id);
+      assert.deepEqual([assessed?.status, assessed?.nextStep, assessed?.rule, assessed?.attention], ['not_executed', 'completed', 'repeat_of_completed', 'none'], settle);
+      assert.match(assessed!.reason, new RegExp(`${settledBy} has completed that write since: a retry would make it twice`));
+      for (const review of [null, { actor: 'ops@example.com', evidence: 'never sent', outcome: 'not_executed' } as const]) {
+        assert.throws(() => prepareToolRetry(history, second.call.id, review), (error: unknown) =>
+          error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes(settledBy), `${settle}: the repeat is not retried`);
+      }
+      const mails = sent.filter((a) => (a as { subject: string }).subject === 'Your order').length;
+      assert.equal(mails, settle === 'review' ? 0 : 1, 'the repeat made no mail of its own');
+    }
+  });
+
+  it('an identical call completed before the one in doubt is not what the repeat repeated: its retry stays allowed', () => {
+    const h = new HistoryBuilder();
+    const spec = { effect: ToolEffect.NonIdempotent, startMarker: true } as const;
+    h.call({ ...spec, id: 'earlier', key: 'k-earlier' });
+    h.started('earlier');
+    h.result('earlier', succeeded());
+    h.call({ ...spec, id: 'in-doubt', key: 'k-doubt' });
+    h.started('in-doubt');
+    h.call({ ...spec, id: 'repeat', key: 'k-repeat' });
+    h.result('repeat', { status: 'failed', category: 'in_doubt', code: 'tool_in_doubt', message: 'an identical call (in-doubt) may already have taken effect', retryable: false });
+    const assessed = assessSession(h.build()).calls.find((c) => c.callId === 'repeat');
+    assert.deepEqual([assessed?.nextStep, assessed?.rule], ['retry_allowed', 'not_executed']);
+    assert.equal(prepareToolRetry(h.build(), 'repeat').sourceCallId, 'repeat', 'the gateway\'s guard decides at use, while in-doubt is open');
+    // Once the call in doubt is reviewed completed, the repeat is settled by it, not by the earlier one.
+    h.push({ type: 'tool_review', review: { callId: 'in-doubt' as CallId, actor: 'ops', evidence: 'in the ledger', outcome: 'completed', source: 'human' } });
+    assert.throws(() => prepareToolRetry(h.build(), 'repeat'), (error: unknown) =>
+      error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes('in-doubt has completed'));
   });
 
   it('the issue\'s case with a real deadline: the call times out after its body started, the repeat is refused', async () => {
@@ -176,18 +224,52 @@ describe('the in-doubt guard on memory', () => {
   });
 });
 
+/** The session's history once the cancelled first mail's body has thrown and its end is journaled. */
+async function historyWithBodyEnded(store: SessionStore) {
+  let history = await store.loadHistory('mail-session');
+  for (let waited = 0; waited < 5000 && !history.some((e) => e.kind.type === 'custom' && e.kind.kind === 'body_ended'); waited += 5) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    history = await store.loadHistory('mail-session');
+  }
+  return history;
+}
+
 forEachStore('the in-doubt guard', (target) => {
+  it('a plan for a refused repeat, made while the write it repeated was in doubt, is refused once that write was settled', async () => {
+    for (const settle of ['review', 'retry'] as const) {
+      const store = await target.fresh().open();
+      try {
+        const { owner, gateway, first, second, sent, args } = await scenario(store);
+        const history = await historyWithBodyEnded(store);
+        const stale = prepareToolRetry(history, second.call.id);
+        if (settle === 'review') {
+          await recordToolReview(owner, history, first.call.id, { actor: 'ops@example.com', evidence: 'in the mail server log', outcome: 'completed' });
+        } else {
+          const plan = prepareToolRetry(history, first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
+          assert.equal((await gateway.callWithOptions('send_mail', args, { retry: plan })).result.outcome.status, 'succeeded');
+        }
+        const before = (await store.loadHistory('mail-session')).length;
+        await assert.rejects(gateway.callWithOptions('send_mail', args, { retry: stale }), (error: unknown) =>
+          error instanceof StoreConflictError && error.code === 'history_changed' && error.message.includes(`call ${first.call.id}, whose write the plan's source ${second.call.id} repeated, moved on`),
+        `${settle}: the stale plan is refused at its commit`);
+        assert.equal((await store.loadHistory('mail-session')).length, before, 'nothing was written');
+        assert.equal(sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, settle === 'review' ? 0 : 1, 'no second mail');
+        const fresh = await store.loadHistory('mail-session');
+        assert.throws(() => prepareToolRetry(fresh, second.call.id), (error: unknown) => error instanceof ToolRetryError && error.code === 'completed',
+          'prepared again, the repeat is not retried');
+      } finally {
+        await store.close();
+      }
+    }
+  });
+
   it('refuses the repeat from the index, and the reviewed retry runs once', async () => {
     const store = await target.fresh().open();
     try {
       const { gateway, first, sent, args } = await scenario(store);
       // The cancelled body threw on its abort after its result was recorded: the operator reviews with its end in the
       // journal (a review made while it could still run is refused once it has thrown).
-      let history = await store.loadHistory('mail-session');
-      for (let waited = 0; waited < 5000 && !history.some((e) => e.kind.type === 'custom' && e.kind.kind === 'body_ended'); waited += 5) {
-        await new Promise((resolve) => setTimeout(resolve, 5));
-        history = await store.loadHistory('mail-session');
-      }
+      const history = await historyWithBodyEnded(store);
       const plan = prepareToolRetry(history, first.call.id, {
         actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed',
       });

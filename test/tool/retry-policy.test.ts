@@ -16,6 +16,7 @@ import {
 import { assessSession, type ToolCallAssessment } from '../../src/tool/assess.js';
 import { inspectToolRecovery, prepareToolRetry } from '../../src/tool/recovery.js';
 import { ToolRetryError } from '../../src/errors.js';
+import type { CallId } from '../../src/ids.js';
 import {
   EVIDENCE_RULES,
   RETRY_RULES,
@@ -43,8 +44,12 @@ interface Case {
   readonly flagged: boolean;
   readonly started: boolean;
   readonly outcome: ToolRecordedOutcome | null;
-  /** 'only': one attempt; 'earlier': a newer attempt exists (no result); 'earlier_done': a newer attempt succeeded; 'after_done': an earlier attempt succeeded. */
-  readonly place: 'only' | 'earlier' | 'earlier_done' | 'after_done';
+  /**
+   * 'only': one attempt; 'earlier': a newer attempt exists (no result); 'earlier_done': a newer attempt succeeded;
+   * 'after_done': an earlier attempt succeeded; 'repeat_done': one attempt, after an identical operation (another
+   * key) whose body started, which a `completed` review settled after this call's result.
+   */
+  readonly place: 'only' | 'earlier' | 'earlier_done' | 'after_done' | 'repeat_done';
 }
 
 function* cases(): Generator<Case> {
@@ -53,7 +58,7 @@ function* cases(): Generator<Case> {
       for (const flagged of [false, true])
         for (const started of [false, true])
           for (const outcome of outcomes)
-            for (const place of ['only', 'earlier', 'earlier_done', 'after_done'] as const) {
+            for (const place of ['only', 'earlier', 'earlier_done', 'after_done', 'repeat_done'] as const) {
               if (legacy && (flagged || started || place !== 'only')) continue;
               if (!flagged && started) continue;
               yield { effect, legacy, flagged, started, outcome, place };
@@ -61,7 +66,7 @@ function* cases(): Generator<Case> {
 }
 
 /** The history, and the id of the call the case asks about. */
-function historyOf(c: Case): { history: SessionEvent[]; callId: string; sibling: AttemptRef | null; newer: AttemptRef | null } {
+function historyOf(c: Case): { history: SessionEvent[]; callId: string; sibling: AttemptRef | null; newer: AttemptRef | null; repeated: AttemptRef | null } {
   const h = new HistoryBuilder();
   const mine = (id: string, prev?: SessionEvent) => {
     const spec = { id, effect: c.effect, legacy: c.legacy, startMarker: c.flagged };
@@ -73,7 +78,16 @@ function historyOf(c: Case): { history: SessionEvent[]; callId: string; sibling:
   switch (c.place) {
     case 'only':
       mine(FIXTURE.call);
-      return { history: h.build(), callId: FIXTURE.call, sibling: null, newer: null };
+      return { history: h.build(), callId: FIXTURE.call, sibling: null, newer: null, repeated: null };
+    case 'repeat_done': {
+      h.call({ id: 'identical-1', key: 'identical-op', effect: ToolEffect.NonIdempotent, startMarker: true });
+      h.started('identical-1');
+      mine(FIXTURE.call);
+      h.push({ type: 'tool_review', review: { callId: 'identical-1' as CallId, actor: 'ops', evidence: 'in the ledger', outcome: 'completed', source: 'human' } });
+      // Only a refusal by the in-doubt guard is a repeat of it; any other call beside it is a call of its own.
+      const repeat = !c.legacy && c.outcome?.status === 'failed' && c.outcome.category === 'in_doubt';
+      return { history: h.build(), callId: FIXTURE.call, sibling: null, newer: null, repeated: repeat ? { attempt: 1, callId: 'identical-1' } : null };
+    }
     case 'earlier':
     case 'earlier_done': {
       const first = mine(FIXTURE.call);
@@ -83,14 +97,14 @@ function historyOf(c: Case): { history: SessionEvent[]; callId: string; sibling:
         h.result('attempt-2', succeeded());
       }
       const newer = { attempt: 2, callId: 'attempt-2' };
-      return { history: h.build(), callId: FIXTURE.call, sibling: c.place === 'earlier_done' ? newer : null, newer };
+      return { history: h.build(), callId: FIXTURE.call, sibling: c.place === 'earlier_done' ? newer : null, newer, repeated: null };
     }
     case 'after_done': {
       const first = h.call({ effect: c.effect, startMarker: true });
       h.started(FIXTURE.call);
       h.result(FIXTURE.call, succeeded());
       mine('attempt-2', first);
-      return { history: h.build(), callId: 'attempt-2', sibling: { attempt: 1, callId: FIXTURE.call }, newer: null };
+      return { history: h.build(), callId: 'attempt-2', sibling: { attempt: 1, callId: FIXTURE.call }, newer: null, repeated: null };
     }
   }
 }
@@ -111,7 +125,7 @@ describe('the retry policy tables', () => {
     const retrySeen = new Set<RetryRuleId>();
     let checked = 0;
     for (const c of cases()) {
-      const { history, callId, sibling, newer } = historyOf(c);
+      const { history, callId, sibling, newer, repeated } = historyOf(c);
       const evidence = evidenceRuleFor({ flagged: c.flagged, marker: c.started, result: c.outcome });
       evidenceSeen.add(evidence.id);
       if (evidence.status === 'invalid') {
@@ -132,6 +146,7 @@ describe('the retry policy tables', () => {
           review: r,
           newer,
           succeededSibling: sibling,
+          repeatedCompleted: repeated,
         };
         const rule = retryRuleFor(facts);
         retrySeen.add(rule.id);
