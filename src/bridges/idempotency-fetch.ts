@@ -40,7 +40,9 @@ export interface JingweiFetchOptions {
 
 /**
  * A `fetch` bound to one tool body request: every request it sends carries the operation's key in the
- * `Idempotency-Key` header (replacing any such header the caller set, so no attempt can send another key).
+ * `Idempotency-Key` header, or the one `header` names (replacing any such header the caller set, and with another
+ * `header` any `Idempotency-Key` too, so no attempt can send another key). The other headers are fetch's own:
+ * `init.headers` when given, else those of a `Request` passed as `input`.
  * Use it inside `execute(request, signal)`, passing `signal` on as usual.
  */
 export function jingweiFetch(request: IdempotencyKeyed, options: JingweiFetchOptions = {}): typeof fetch {
@@ -48,10 +50,9 @@ export function jingweiFetch(request: IdempotencyKeyed, options: JingweiFetchOpt
   const inner = options.fetch ?? globalThis.fetch;
   if (typeof inner !== 'function') throw new InvalidInputError('fetch', 'no fetch is available: pass options.fetch');
   const wrapped = (input: Parameters<typeof fetch>[0], init?: Parameters<typeof fetch>[1]) => {
-    const headers = new Headers(input instanceof Request ? input.headers : undefined);
-    if (init?.headers !== undefined) new Headers(init.headers).forEach((value, name) => {
-      headers.set(name, value);
-    });
+    // As fetch itself does: headers given with init replace a Request's own, rather than add to them.
+    const headers = new Headers(init?.headers !== undefined ? init.headers : input instanceof Request ? input.headers : undefined);
+    headers.delete(IDEMPOTENCY_KEY_HEADER);
     headers.set(header, key);
     return inner(input, { ...init, headers });
   };

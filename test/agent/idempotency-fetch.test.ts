@@ -47,6 +47,21 @@ describe('the Idempotency-Key helpers', () => {
     assert.equal(seen[0]!.get('accept'), 'text/plain');
     assert.equal(seen[1]!.get('x-trace'), '7');
   });
+
+  it('jingweiFetch keeps fetch\'s own rule for a Request and init, and sends no second key under another header', async () => {
+    const seen: Headers[] = [];
+    const fake = (async (_input: unknown, init?: RequestInit) => {
+      seen.push(new Headers(init?.headers));
+      return new Response('ok');
+    }) as typeof fetch;
+    const target = new Request('http://example.invalid/c', { headers: { 'X-Trace': '7', Authorization: 'Bearer old' } });
+    await jingweiFetch(request, { fetch: fake })(target, { headers: { Authorization: 'Bearer new' } });
+    const plain = new Headers(new Request(target, { headers: { Authorization: 'Bearer new' } }).headers);
+    assert.equal(plain.get('x-trace'), null, 'fetch itself drops the Request\'s headers when init gives headers');
+    assert.deepEqual([seen[0]!.get('x-trace'), seen[0]!.get('authorization'), seen[0]!.get('idempotency-key')], [null, 'Bearer new', KEY]);
+    await jingweiFetch(request, { fetch: fake, header: 'X-Request-Key' })('http://example.invalid/d', { headers: { 'Idempotency-Key': 'the caller\'s own' } });
+    assert.deepEqual([seen[1]!.get('x-request-key'), seen[1]!.get('idempotency-key')], [KEY, null], 'one key, under the header asked for');
+  });
 });
 
 describe('an HTTP call killed after the API applied it', () => {
