@@ -39,7 +39,7 @@ function matchTyped<T>(items: readonly T[], idOf: (item: T) => string, wanted: s
   const matches = items.filter((item) => idOf(item).includes(part));
   if (matches.length > 1) {
     const shown = matches.slice(0, 5).map((m) => `  ${safe(idOf(m))}`).join('\n');
-    throw new UsageError(`${JSON.stringify(wanted)} matches ${num(matches.length)} ${what}s; give more of the id:\n${shown}`);
+    throw new UsageError(`"${safeId(wanted)}" matches ${num(matches.length)} ${what}s; give more of the id:\n${shown}`);
   }
   return matches[0];
 }
@@ -75,7 +75,7 @@ export async function loadSession(store: SessionStore, wanted: string, io: Io, e
     // Ids are journal text: one with a newline must not pass for two sessions (escape.ts).
     const known = sessions.slice(0, 5).map((s) => `  ${safeId(s.sessionId)}`).join('\n');
     throw new UsageError(
-      `no session ${safeId(JSON.stringify(wanted))} in this store`,
+      `no session "${safeId(wanted)}" in this store`,
       sessions.length === 0 ? 'The store holds no sessions.' : `Sessions (run 'jingwei sessions' for all):\n${known}`,
     );
   }

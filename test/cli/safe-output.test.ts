@@ -201,6 +201,12 @@ describe('safe output', () => {
     const literal = cli(['review', store, 'c-2', '--session', 's1\\u00A0', '--outcome', 'completed', '--evidence', 'e', '--actor', 'a']);
     assert.equal(literal.code, 2, literal.stderr);
     assert.match(literal.stderr, /session s1\\u005Cu00A0 has no call/);
+    // A session id the store does not hold, quoted in a usage error: the same printed forms, the backslash escaped once.
+    const inspectLiteral = cli(['inspect', store, 's1\\u00A0']);
+    assert.equal(inspectLiteral.code, 2, inspectLiteral.stderr);
+    assert.match(inspectLiteral.stderr, /no session "s1\\u005Cu00A0" in this store/);
+    const inspectNbsp = cli(['inspect', store, 's1\u00A0']);
+    assert.match(inspectNbsp.stderr, /no session "s1\\u00A0" in this store/);
     const json = cli(['review', store, 'c-2', '--session', 's1\u00A0', '--outcome', 'completed', '--evidence', 'e', '--actor', 'a', '--json']);
     assert.match((JSON.parse(json.stdout) as { error: { message: string } }).error.message, /session s1\u00A0 has no call/u, '--json keeps the message as the library gave it');
   });
