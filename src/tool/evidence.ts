@@ -8,7 +8,6 @@ import { knownWireBytes, type WireBytesOf } from '../event/decoded-history.js';
 import { validatePhysicalLog } from '../event/physical-log.js';
 import {
   TOOL_EFFECTS,
-  ToolEffect,
   TOOL_REVIEW_OUTCOMES,
   type ToolReviewOutcome,
   type SessionEvent,
@@ -20,11 +19,12 @@ import {
   type ToolReviewRecord,
 } from '../event/types.js';
 import { hasLoneSurrogate, isValidText, type EventId, type SessionId } from '../ids.js';
-import { canonicalJson, jsonEquals } from '../json/canonical.js';
+import { jsonEquals } from '../json/canonical.js';
 import { LIMITS } from '../limits.js';
 import { utf8Length } from '../text.js';
 import { ToolRetryError } from '../errors.js';
 import { bodyCouldOutlive, bodyEndOf } from './late-bodies.js';
+import { linkSettledRepeats } from './repeats.js';
 import {
   DENIAL_CATEGORIES,
   ToolRecoveryStatus,
@@ -54,8 +54,8 @@ export interface AttemptRecord {
   /** The first journaled end of a body that outlived its result and returned or threw (late-bodies.ts), if any. */
   bodyRanOn?: { readonly ended: 'returned' | 'threw'; readonly event: SessionEvent };
   /**
-   * For a call the in-doubt guard refused: the attempt whose success or `completed` review settled, after the
-   * refusal, an identical earlier operation that was not settled when the refusal was recorded.
+   * For a call the in-doubt guard refused: the attempt whose success or `completed` review settled an identical
+   * earlier operation it may have repeated (linkSettledRepeats, repeats.ts).
    */
   repeatedCompleted?: AttemptRecord;
 }
@@ -333,78 +333,6 @@ export function collectEvidence(history: readonly SessionEvent[], callId?: strin
   }
   linkSettledRepeats(attempts, operations.values());
   return { sessionId, eventCount: history.length, calls, attempts };
-}
-
-/** The first event that settled an operation as made (a success, or a `completed` review), and its attempt. */
-function completionOf(operation: OperationRecord): { readonly seq: number; readonly attempt: AttemptRecord } | null {
-  let first: { seq: number; attempt: AttemptRecord } | null = null;
-  for (const attempt of operation.attempts) {
-    const seqs = attempt.reviews.filter(({ review }) => review.outcome === 'completed').map(({ event }) => event.seq);
-    if (attempt.result?.outcome.status === 'succeeded') seqs.push(attempt.resultEvent!.seq);
-    for (const seq of seqs) if (first === null || seq < first.seq) first = { seq, attempt };
-  }
-  return first;
-}
-
-/** A call the in-doubt guard refused (docs/design.md#the-in-doubt-guard). */
-const refusedAsRepeat = (record: AttemptRecord): boolean =>
-  record.operation !== null && record.result?.outcome.status === 'failed' && record.result.outcome.category === 'in_doubt';
-
-/** What the in-doubt guard compares: task, tool and canonical arguments; null for arguments that are not JSON. */
-function repeatIdentity(call: ToolCall): string | null {
-  try {
-    return JSON.stringify([call.operation!.taskId, call.name, canonicalJson(call.arguments)]);
-  } catch {
-    return null;
-  }
-}
-
-/** An operation the guard could have refused `record` for: another one, identical, begun before it, not read-only. */
-const couldBeRepeated = (record: AttemptRecord, operation: OperationRecord): boolean => {
-  const first = operation.attempts[0]!;
-  return operation !== record.operation && first.event.seq < record.event.seq && first.call.operation!.contract.effect !== ToolEffect.ReadOnly;
-};
-
-/**
- * Links each call the in-doubt guard refused to the identical earlier operation it repeated, once that one has
- * completed: same task, tool and canonical arguments, begun before the repeat, a recorded effect the guard reads,
- * and settled as made only after the refusal was recorded. An operation that had completed before it is not what
- * the guard refused the repeat for.
- */
-function linkSettledRepeats(attempts: readonly AttemptRecord[], operations: Iterable<OperationRecord>): void {
-  const refused = attempts.filter(refusedAsRepeat);
-  if (refused.length === 0) return;
-  const completed = new Map<string, { readonly operation: OperationRecord; readonly seq: number; readonly attempt: AttemptRecord }[]>();
-  for (const operation of operations) {
-    const done = completionOf(operation);
-    const id = done === null ? null : repeatIdentity(operation.attempts[0]!.call);
-    if (done === null || id === null) continue;
-    const list = completed.get(id) ?? [];
-    list.push({ operation, ...done });
-    completed.set(id, list);
-  }
-  for (const record of refused) {
-    const id = repeatIdentity(record.call);
-    const refusedAt = record.resultEvent!.seq;
-    const settled = id === null ? undefined : completed.get(id)?.find((c) => couldBeRepeated(record, c.operation) && c.seq > refusedAt);
-    if (settled !== undefined) record.repeatedCompleted = settled.attempt;
-  }
-}
-
-/**
- * For a call the in-doubt guard refused, the latest attempts of the identical operations begun before it that have
- * not completed: the writes it may have repeated, still open or never made. Empty for any other call.
- */
-export function repeatedOpenAttempts(evidence: SessionEvidence, record: AttemptRecord): AttemptRecord[] {
-  if (!refusedAsRepeat(record)) return [];
-  const id = repeatIdentity(record.call);
-  const open = new Set<OperationRecord>();
-  for (const other of evidence.attempts) {
-    const operation = other.operation;
-    if (operation === null || other.call.name !== record.call.name || open.has(operation) || !couldBeRepeated(record, operation)) continue;
-    if (completionOf(operation) === null && repeatIdentity(other.call) === id) open.add(operation);
-  }
-  return [...open].map((operation) => operation.attempts[operation.attempts.length - 1]!);
 }
 
 /** The latest attempt of the record's operation so far in the pass, if it is not the record itself. */

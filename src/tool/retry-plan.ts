@@ -16,7 +16,8 @@ import type {
 import type { CallId, EventId, OperationKey, SessionId, TaskId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
-import { classifyAttempt, collectEvidence, decideRetry, effectiveReview, locateAttempt, operationOriginOf, repeatedOpenAttempts, validatePassedReview, type AttemptRecord } from './evidence.js';
+import { classifyAttempt, collectEvidence, decideRetry, effectiveReview, locateAttempt, operationOriginOf, validatePassedReview, type AttemptRecord } from './evidence.js';
+import { repeatedOpenAttempts } from './repeats.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { bodyEnded, bodyMayStillRun } from './late-bodies.js';
 

@@ -217,8 +217,8 @@ export interface RetryFacts {
   /** Another attempt of the operation that succeeded. */
   readonly succeededSibling: AttemptRef | null;
   /**
-   * For a call the in-doubt guard refused: the attempt that has since settled, as made, the identical operation it
-   * repeated (its success, or a `completed` review of it); null otherwise.
+   * For a call the in-doubt guard refused: the attempt that settled, as made, an identical operation it may have
+   * repeated (its success, or a `completed` review of it; repeats.ts says which count); null otherwise.
    */
   readonly repeatedCompleted: AttemptRef | null;
 }
@@ -247,7 +247,7 @@ export interface RetryRule {
     readonly superseded?: boolean;
     /** true: another attempt of the operation succeeded. */
     readonly siblingSucceeded?: boolean;
-    /** true: the in-doubt guard refused the call, and the identical operation it repeated has completed since. */
+    /** true: the in-doubt guard refused the call, and an identical operation it may have repeated is settled as made. */
     readonly repeatedCompleted?: boolean;
   };
   readonly decision: RetryDecision;
@@ -324,9 +324,9 @@ export const RETRY_RULES: readonly RetryRule[] = [
     decision: 'completed',
     refusal: 'completed',
     position: false,
-    condition: 'A repeat the in-doubt guard refused, whose identical earlier operation has completed since',
+    condition: 'A repeat the in-doubt guard refused, when an identical earlier operation it may have repeated is settled as made (after the refusal, or by a review or a retry)',
     explanation: 'Its write is the one the earlier operation made: refuse any retry, which would make it twice',
-    reason: (f) => `${f.fact}, a repeat of an identical call in doubt; ${f.repeatedCompleted?.callId ?? 'another call'} has completed that write since: a retry would make it twice`,
+    reason: (f) => `${f.fact}, a repeat of an identical call in doubt; ${f.repeatedCompleted?.callId ?? 'another call'} has made that write: a retry would make it twice`,
   },
   {
     id: 'legacy',

@@ -389,7 +389,11 @@ class Gateway implements ToolGateway {
     }
     const result = resultKind.result;
     if (result.outcome.status !== 'succeeded') {
-      throw new OperationInDoubtError(this.taskId, recorded.key, call.id, `it failed (${result.outcome.category}: ${result.outcome.code})`);
+      // A refused repeat's write is the identical call's it named: that call is what to settle, not this one.
+      const advice = result.outcome.category === 'in_doubt'
+        ? 'it was refused as a repeat of an identical call whose write was in doubt: settle that call (jingwei inspect names it); once its write is made this one is never retried'
+        : undefined;
+      throw new OperationInDoubtError(this.taskId, recorded.key, call.id, `it failed (${result.outcome.category}: ${result.outcome.code})`, advice);
     }
     return { call, result, callEvent: recorded.callEvent, startedEvent: recorded.startedEvent, resultEvent: recorded.resultEvent!, replayed: true };
   }

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ToolEffect, type ToolResult } from '../../src/event/types.js';
-import { RECORDED_FAILURE_CODES, StoreConflictError, ToolRetryError } from '../../src/errors.js';
+import { OperationInDoubtError, RECORDED_FAILURE_CODES, StoreConflictError, ToolRetryError } from '../../src/errors.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
@@ -111,7 +111,7 @@ describe('the in-doubt guard on memory', () => {
       const history = await store.loadHistory('mail-session');
       const assessed = assessSession(history).calls.find((c) => c.callId === second.call.id);
       assert.deepEqual([assessed?.status, assessed?.nextStep, assessed?.rule, assessed?.attention], ['not_executed', 'completed', 'repeat_of_completed', 'none'], settle);
-      assert.match(assessed!.reason, new RegExp(`${settledBy} has completed that write since: a retry would make it twice`));
+      assert.match(assessed!.reason, new RegExp(`${settledBy} has made that write: a retry would make it twice`));
       for (const review of [null, { actor: 'ops@example.com', evidence: 'never sent', outcome: 'not_executed' } as const]) {
         assert.throws(() => prepareToolRetry(history, second.call.id, review), (error: unknown) =>
           error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes(settledBy), `${settle}: the repeat is not retried`);
@@ -119,6 +119,47 @@ describe('the in-doubt guard on memory', () => {
       const mails = sent.filter((a) => (a as { subject: string }).subject === 'Your order').length;
       assert.equal(mails, settle === 'review' ? 0 : 1, 'the repeat made no mail of its own');
     }
+  });
+
+  it('a write confirmed behind its caller\'s back before the refusal was recorded still settles the repeat: the guard read it in doubt', () => {
+    const refusal = { status: 'failed', category: 'in_doubt', code: 'tool_in_doubt', message: 'an identical call may already have taken effect', retryable: false } as const;
+    const spec = { effect: ToolEffect.NonIdempotent, startMarker: true } as const;
+    for (const settle of ['review', 'retry'] as const) {
+      const h = new HistoryBuilder();
+      const first = h.call({ ...spec, id: 'first', key: 'k-first' });
+      h.started('first');
+      h.result('first', { status: 'failed', category: 'timeout', code: 'tool_timeout', message: 'deadline', retryable: true });
+      const review = (outcome: 'completed' | 'not_executed') =>
+        h.push({ type: 'tool_review', review: { callId: 'first' as CallId, actor: 'ops', evidence: 'checked', outcome, source: 'human' } });
+      let madeBy = 'first';
+      if (settle === 'review') review('completed');
+      else {
+        // Reviewed not made, then the host's retry made it: the model that saw the timeout never learned of it.
+        review('not_executed');
+        h.retry(first, { ...spec, id: 'first-retry' });
+        h.started('first-retry');
+        h.result('first-retry', succeeded());
+        madeBy = 'first-retry';
+      }
+      // The guard read the first call in doubt; the settlement was committed before the refusal.
+      h.call({ ...spec, id: 'repeat', key: 'k-repeat' });
+      h.result('repeat', refusal);
+      const assessed = assessSession(h.build()).calls.find((c) => c.callId === 'repeat');
+      assert.deepEqual([assessed?.nextStep, assessed?.rule], ['completed', 'repeat_of_completed'], settle);
+      assert.throws(() => prepareToolRetry(h.build(), 'repeat'), (error: unknown) =>
+        error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes(`${madeBy} has made that write`), settle);
+    }
+  });
+
+  it('a caller key whose call was refused as a repeat points at the call to settle, not at itself', async () => {
+    const store = createMemoryStore();
+    const { gateway, args } = await scenario(store);
+    const keyed = await gateway.callWithOptions('send_mail', args, { operationKey: 'order-1' });
+    assert.equal(failed(keyed.result)?.code, 'tool_in_doubt');
+    await assert.rejects(gateway.callWithOptions('send_mail', args, { operationKey: 'order-1' }), (error: unknown) =>
+      error instanceof OperationInDoubtError && error.callId === keyed.call.id &&
+      error.message.includes('refused as a repeat of an identical call whose write was in doubt: settle that call') &&
+      !error.message.includes('recover that call explicitly'));
   });
 
   it('an identical call completed before the one in doubt is not what the repeat repeated: its retry stays allowed', () => {
@@ -137,7 +178,7 @@ describe('the in-doubt guard on memory', () => {
     // Once the call in doubt is reviewed completed, the repeat is settled by it, not by the earlier one.
     h.push({ type: 'tool_review', review: { callId: 'in-doubt' as CallId, actor: 'ops', evidence: 'in the ledger', outcome: 'completed', source: 'human' } });
     assert.throws(() => prepareToolRetry(h.build(), 'repeat'), (error: unknown) =>
-      error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes('in-doubt has completed'));
+      error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes('in-doubt has made that write'));
   });
 
   it('the issue\'s case with a real deadline: the call times out after its body started, the repeat is refused', async () => {
