@@ -3,7 +3,8 @@
  * call the rows of the retry policy that apply. The decisions are the library's (assessSession); this
  * module only names them for people.
  */
-import { externalIdempotencyKey } from '../tool/idempotency.js';
+import { externalIdempotencyKey, operationOriginIn } from '../tool/idempotency.js';
+import { finishedRunOf } from '../agent/run-journal.js';
 import { bodyCouldOutlive, bodyEndOf, lateEndText } from '../tool/late-bodies.js';
 import type { SessionEvent, ToolCall, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { SessionAssessment, ToolCallAssessment } from '../tool/assess.js';
@@ -136,27 +137,35 @@ export function decisionRows(assessed: ToolCallAssessment | null): DecisionRow[]
   return [evidenceRow(assessed.evidenceRule), retryRow(assessed.rule)];
 }
 
-/** What the host may do next, in one paragraph. */
-/** `operationOrigin`: the operation's origin in the history (operationOriginIn), which its external key is derived from. */
-export function nextStepAdvice(sessionId: string, operationOrigin: string | undefined, call: ToolCall, assessed: ToolCallAssessment | null): string {
+/** What the host may do next about `call` of the session `history`, in one paragraph. */
+export function nextStepAdvice(sessionId: string, history: readonly SessionEvent[], call: ToolCall, assessed: ToolCallAssessment | null): string {
   if (assessed === null) return 'Nothing to do: the call succeeded. Never retry it.';
   const op = call.operation;
+  // The operation's origin, which its external key is derived from.
+  const operationOrigin = op ? operationOriginIn(history, op) : undefined;
   switch (assessed.nextStep) {
     case 'completed':
       if (assessed.rule === 'reviewed_completed' && assessed.review !== null) {
         return `Nothing to do: a completed review by ${clip(assessed.review.actor, 60)} resolved this call for good. Never retry it.`;
+      }
+      if (assessed.rule === 'repeat_of_completed') {
+        return 'Nothing to do: the in-doubt guard refused this call as a repeat, and the identical write it repeated has been made (the reason names the call). Never retry it.';
       }
       return 'Nothing to do: another attempt of this operation succeeded. Never retry it.';
     case 'superseded':
       return 'Decide on the newest attempt of this operation instead (it is listed below).';
     case 'legacy':
       return 'This call cannot be retried (it has no stable operation key). Reconcile it with the external system by hand.';
-    case 'retry_allowed':
+    case 'retry_allowed': {
+      // A finished run's model read this call's result and answered: no resume and no startup routine retries it.
+      const run = op ? finishedRunOf(history, op.taskId, op.key) : null;
       return (
         `A host may prepare one retry: prepareToolRetry(history, '${call.id}') and pass the plan to ` +
         `gateway.callWithOptions('${call.name}', <the recorded arguments>, { retry: plan }). The retry reuses the key ` +
-        `and passes every current check again (grant, schema, guards, approval, budget).`
+        `and passes every current check again (grant, schema, guards, approval, budget).` +
+        (run === null ? '' : ` Its agent run ${run} has finished: no resume of the run and no startup routine makes this retry, only a host doing it by hand.`)
       );
+    }
     case 'needs_review':
       return (
         `Check the external system for the effect of this operation` +

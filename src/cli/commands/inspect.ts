@@ -32,7 +32,6 @@ import { STORE_ARGUMENT, type Command, type CommandContext } from '../command.js
 import { EXIT, UsageError, type ExitCode } from '../exit.js';
 import { durationText, num, paragraph, plural, safe, safeId, shellWord, shortId, storeWord, table, timeText } from '../format.js';
 import { loadSession, matchId, withStore } from '../session.js';
-import { operationOriginIn } from '../../tool/idempotency.js';
 
 function assessedJson(c: ToolCallAssessment, inbox: ReadonlyMap<string, DecisionRow>) {
   return {
@@ -203,7 +202,7 @@ async function callView(
   const advice = inFlight !== null ? 'Not yet: wait for the call\'s host to record its result or the end of its body, or to stop (its lease runs out); then look again.'
     : waiting?.decision === 'completed' && assessed?.nextStep === 'completed' && assessed.rule !== 'reviewed_completed'
     ? `Nothing to do but journal it: the completed review ${waiting.id} in the decision inbox resolves this call; the session's owner journals it with journalInboxReviews (jingwei/review). Never retry it.`
-    : nextStepAdvice(sessionId, call.operation ? operationOriginIn(history, call.operation) : undefined, call, assessed);
+    : nextStepAdvice(sessionId, history, call, assessed);
   out.line(paragraph(`${s.bold('What a host may do:')} ${safe(advice)}`, width, '  '));
   if (attempts.length > 1) {
     out.line();

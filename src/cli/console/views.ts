@@ -12,7 +12,6 @@ import { durationText, timeText } from '../format.js';
 import { assessedCall, callBasis, reviewRefusal, type SessionView } from './data.js';
 import { callHref, formValue, h, hId, hShortId, lines, notice, seg, sessionHref, type NoticeKind } from './html.js';
 import { TIMELINE_LEGEND, timelineSvg } from './timeline.js';
-import { operationOriginIn } from '../../tool/idempotency.js';
 
 export interface ViewContext {
   /** The console's path, `/<prefix>`: every link and form goes under it. */
@@ -151,7 +150,7 @@ ${field('next step', `<b id="call-next-step">${h(assessed?.nextStep ?? 'complete
   for (const row of decisionRows(assessed)) parts.push(`<p><b class="mono">${h(row.rule)}</b>: ${h(row.condition)} → ${h(row.explanation)}</p>`);
   parts.push(`<p><b>Why:</b> ${h(assessed?.reason ?? 'its own result is a success')}</p>`);
   parts.push(`<p><b>Reconciler:</b> ${reconciler.length === 0 ? 'no answer journaled' : reconciler.map((r) => `${h(r.review.outcome)} by ${h(r.review.actor)}: <span class="lines">${lines(r.review.evidence)}</span>`).join('; ')}</p>`);
-  parts.push(`<p class="muted"><b>What a host may do:</b> ${h(nextStepAdvice(view.sessionId, call.operation ? operationOriginIn(view.history, call.operation) : undefined, call, assessed))}</p></div>`);
+  parts.push(`<p class="muted"><b>What a host may do:</b> ${h(nextStepAdvice(view.sessionId, view.history, call, assessed))}</p></div>`);
   parts.push(decisionForms(view, callId, ctx, { refusal, basis, approval, decided, form }));
   if (attempts.length > 1) {
     parts.push('<h2>Attempts of this operation</h2><table id="attempts"><thead><tr><th>#</th><th>Call</th><th>Seq</th><th>Result</th><th>Status</th><th>Next step</th></tr></thead><tbody>');
