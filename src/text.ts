@@ -65,3 +65,17 @@ export function thrownMessage(error: unknown): string {
     return `a thrown ${typeof error} that cannot be described`;
   }
 }
+
+/**
+ * Characters a reader never sees on their own: white space, format characters (zero-width spaces, joiners, the soft
+ * hyphen, tags), combining marks, and the fillers that render as nothing.
+ */
+const UNSEEN = /[\p{White_Space}\p{Cf}\p{Mn}\p{Me}\u115F\u1160\u3164\uFFA0\u2800]/gu;
+
+/**
+ * Whether `s` holds a character a reader sees. A person's name or evidence made of white space and invisible
+ * characters alone says nothing, though `trim()` leaves it non-empty.
+ */
+export function hasVisibleText(s: string): boolean {
+  return s.replace(UNSEEN, '').length > 0;
+}

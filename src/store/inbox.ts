@@ -8,7 +8,7 @@ import { DecisionError, InvalidInputError, ToolRetryError } from '../errors.js';
 import { checkId, uuidv7, type SessionId } from '../ids.js';
 import { TOOL_REVIEW_OUTCOMES, type ToolReviewOutcome } from '../event/types.js';
 import { LIMITS } from '../limits.js';
-import { describeValue, truncateUtf8, utf8Length } from '../text.js';
+import { describeValue, hasVisibleText, truncateUtf8, utf8Length } from '../text.js';
 import { reviewableAttempt } from '../tool/evidence.js';
 import { refuseAfterLateReturn } from '../tool/late-bodies.js';
 import { checkSignal } from '../tool/runtime-config.js';
@@ -24,7 +24,9 @@ const newReviewDecisionId = (): string => `review_${uuidv7()}`;
 /** The inbox's rule for an actor, a reason or evidence: non-empty text of at most LIMITS.maxDiagnosticBytes, a valid id. */
 export function inboxText(field: string, value: unknown, optional: boolean): string | null {
   if (value === undefined && optional) return null;
-  if (typeof value !== 'string' || value.trim().length === 0) throw new InvalidInputError(field, 'must be non-empty text');
+  if (typeof value !== 'string' || !hasVisibleText(value)) {
+    throw new InvalidInputError(field, 'must be non-empty text: a character a reader sees, not white space or invisible characters alone');
+  }
   const bytes = utf8Length(value);
   if (bytes > LIMITS.maxDiagnosticBytes) throw new InvalidInputError(field, `is ${bytes} bytes, at most ${LIMITS.maxDiagnosticBytes} allowed`);
   return checkId<string>(field, value);

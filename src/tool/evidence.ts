@@ -21,7 +21,7 @@ import {
 import { hasLoneSurrogate, isValidText, type EventId, type SessionId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
 import { LIMITS } from '../limits.js';
-import { utf8Length } from '../text.js';
+import { hasVisibleText, utf8Length } from '../text.js';
 import { ToolRetryError } from '../errors.js';
 import { bodyCouldOutlive, bodyEndOf } from './late-bodies.js';
 import { linkSettledRepeats } from './repeats.js';
@@ -119,6 +119,9 @@ export function validateReview(review: ToolRetryReview, where = 'the review'): v
 export function validatePassedReview(review: ToolRetryReview): void {
   validateReview(review);
   if (review.actor.includes('\u0000') || review.evidence.includes('\u0000')) invalid('the review actor and evidence must not contain U+0000');
+  if (!hasVisibleText(review.actor) || !hasVisibleText(review.evidence)) {
+    invalid('the review actor and evidence must hold a character a reader sees, not white space or invisible characters alone');
+  }
 }
 
 function validateOperation(op: ToolOperation, at: string): void {

@@ -13,6 +13,7 @@ import {
 } from '../event/types.js';
 import { checkId, isValidText, newTurnId, type CallId } from '../ids.js';
 import { LIMITS } from '../limits.js';
+import { hasVisibleText } from '../text.js';
 import type { SessionOwner } from '../store/types.js';
 import { journalingReview, runningHere } from './attempt-rules.js';
 import { reviewableAttempt } from './evidence.js';
@@ -61,6 +62,13 @@ function checkInput(review: ToolReviewInput): Omit<ToolReviewRecord, 'callId'> &
   }
   const source = review.source ?? 'human';
   if (!TOOL_REVIEW_SOURCES.includes(source)) throw new InvalidInputError('review.source', `must be one of ${TOOL_REVIEW_SOURCES.join(', ')}`);
+  // A person's review made here: a name and evidence a reader can see. One from the inbox was checked when it was
+  // decided, and is journaled as it was decided.
+  if (source === 'human' && review.decisionId === undefined) {
+    for (const [field, value] of [['review.actor', actor], ['review.evidence', evidence]] as const) {
+      if (!hasVisibleText(value)) throw new InvalidInputError(field, 'must hold a character a reader sees, not white space or invisible characters alone');
+    }
+  }
   const turnId = review.turnId === undefined ? newTurnId() : text('review.turnId', review.turnId);
   const base = { actor, outcome: review.outcome, evidence, source, turnId };
   return review.decisionId === undefined ? base : { ...base, decisionId: text('review.decisionId', review.decisionId) };

@@ -71,6 +71,16 @@ describe('jingwei approve, deny and review', () => {
       assert.match(review.stderr, /invalid_input: actor: names starting with (reconciler|policy): are the library's own/);
       assert.equal(cli(['approve', path, requestId, '--actor', actor]).code, 2);
     }
+    // A name or evidence of invisible characters alone is refused as empty (r88): it would be journaled saying nothing.
+    for (const blank of ['\u200B', '\u2060\u00AD', ' \u3164 ']) {
+      const byNobody = cli(['review', path, ranCallId, '--session', 's-1', '--outcome', 'not_executed', '--evidence', 'x', '--actor', blank]);
+      assert.equal(byNobody.code, 2, byNobody.stderr);
+      assert.match(byNobody.stderr, /invalid_input: actor: must be non-empty text: a character a reader sees/);
+      const saysNothing = cli(['review', path, ranCallId, '--session', 's-1', '--outcome', 'not_executed', '--evidence', blank, '--actor', 'alice']);
+      assert.equal(saysNothing.code, 2, saysNothing.stderr);
+      assert.match(saysNothing.stderr, /evidence: must be non-empty text/);
+      assert.equal(cli(['approve', path, requestId, '--actor', blank]).code, 2);
+    }
     const store = openSqliteStore(path);
     assert.equal((await decisionInbox(store).get(requestId))?.state, 'open');
     assert.deepEqual((await decisionInbox(store).list({ kind: 'review' })).items, []);

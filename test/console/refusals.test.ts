@@ -76,11 +76,12 @@ describe('jingwei console refuses, changes nothing and says why', () => {
     const memory = createMemoryStore();
     const verdict = (check: () => unknown): Promise<string> =>
       Promise.resolve().then(check).then(() => 'taken', (error: unknown) => (error instanceof InvalidInputError ? `refused: ${error.message}` : 'taken'));
-    for (const actor of ['bob', ' ', '\u00a0', 'a'.repeat(1024), 'a'.repeat(1025), 'é'.repeat(512), 'é'.repeat(513), 'x\u0000y', 'x\ud800y']) {
+    for (const actor of ['bob', ' ', '\u00a0', '\u200B', '\u2060\u00AD', 'a'.repeat(1024), 'a'.repeat(1025), 'é'.repeat(512), 'é'.repeat(513), 'x\u0000y', 'x\ud800y']) {
       const byInbox = await verdict(() => decisionInbox(memory).approve('approval_01a237a5-dfbc-7339-b97d-73f405e7f42d', { actor }));
       assert.equal(await verdict(() => checkActor(actor)), byInbox, JSON.stringify(actor));
     }
     await assert.rejects(startConsole({ store: memory, actor: 'a'.repeat(1025), readOnly: false }), /actor: is 1025 bytes, at most 1024 allowed/);
+    await assert.rejects(startConsole({ store: memory, actor: '\u200B', readOnly: false }), /actor: is required unless the console is read-only/);
   });
 
   it('answers only under its random path, the one path its cookie is sent to', async () => {
@@ -198,6 +199,9 @@ describe('jingwei console refuses, changes nothing and says why', () => {
     const noEvidence = await http(writer.port, 'POST', writer.path(`${path}/review`), { cookie, form: { csrf, basis, outcome: 'completed', evidence: '   ' } });
     assert.equal(noEvidence.status, 400);
     assert.match(said(noEvidence), /say what you checked/);
+    const invisible = await http(writer.port, 'POST', writer.path(`${path}/review`), { cookie, form: { csrf, basis, outcome: 'completed', evidence: '\u200B\u2060\u00AD' } });
+    assert.equal(invisible.status, 400, 'evidence of invisible characters alone says nothing (r88)');
+    assert.match(said(invisible), /say what you checked/);
     const noDecision = await http(writer.port, 'POST', writer.path(`/approval/${approval.requestId}`), { cookie, form: { csrf, decision: 'later' } });
     assert.equal(noDecision.status, 400);
     assert.match(said(noDecision), /choose Approve or Deny/);

@@ -126,6 +126,12 @@ forEachStore('journaled reviews', (target) => {
     await assert.rejects(recordToolReview(r.owner, all, callId, nul), codeOf('invalid_input'));
     assert.throws(() => prepareToolRetry(all, callId, nul), codeOf('invalid_evidence'));
     assert.throws(() => prepareToolRetry(all, callId, { ...nul, evidence: 'fine', actor: 'ops\u0000' }), codeOf('invalid_evidence'));
+    // A name or evidence a reader cannot see (zero-width, joiners, a soft hyphen, a Hangul filler) says nothing (r88).
+    for (const blank of ['\u200B', '\u2060\u00AD', ' \u3164 ', '\u200D\u0301']) {
+      await assert.rejects(recordToolReview(r.owner, all, callId, { ...review, actor: blank }), codeOf('invalid_input'), JSON.stringify(blank));
+      await assert.rejects(recordToolReview(r.owner, all, callId, { ...review, evidence: blank }), codeOf('invalid_input'), JSON.stringify(blank));
+      assert.throws(() => prepareToolRetry(all, callId, { ...HUMAN, outcome: 'not_executed', evidence: blank }), codeOf('invalid_evidence'));
+    }
     await assert.rejects(
       r.owner.append([{ turnId: 'turn-x', kind: { type: 'tool_review', review: { callId: callId as never, ...review, source: 'human' } } }]),
       codeOf('invalid_input'),

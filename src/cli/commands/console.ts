@@ -7,6 +7,7 @@ import { InvalidInputError } from '../../errors.js';
 import { integerOption, STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, UsageError } from '../exit.js';
 import { safe } from '../format.js';
+import { hasVisibleText } from '../../text.js';
 import { openStoreFromTarget, describeTarget } from '../target.js';
 
 /** Resolves on the first SIGINT or SIGTERM. */
@@ -58,7 +59,7 @@ Stop it with Ctrl-C.`,
   ],
   async run({ out, args, options }) {
     const readOnly = options['read-only'] === true;
-    const actor = typeof options.actor === 'string' && options.actor.trim() !== '' ? options.actor : null;
+    const actor = typeof options.actor === 'string' && hasVisibleText(options.actor) ? options.actor : null;
     if (!readOnly && actor === null) {
       throw new UsageError('jingwei console: --actor is required (the name recorded on every decision), or give --read-only', "Run 'jingwei console --help' for usage.");
     }

@@ -19,6 +19,7 @@ import { LatestUpdate } from './live-stream.js';
 import { callBasis, queueFilters, readQueue, readSession, reviewRefusal } from './data.js';
 import { checkActor, cookieValues, HttpRefusal, networkRefusal, readForm, same, SECURITY_HEADERS, sessionCookie, type Refusal } from './gate.js';
 import { safeId } from '../format.js';
+import { hasVisibleText } from '../../text.js';
 import { callHref, h, notice, page, segValue } from './html.js';
 import { queuePage, queueParts } from './queue-page.js';
 import { callPage, sessionPage, type CallNotice, type TypedForm } from './views.js';
@@ -246,7 +247,7 @@ class Console {
     if (!(TOOL_REVIEW_OUTCOMES as readonly string[]).includes(outcome)) {
       return this.call(res, sessionId, callId, 400, { kind: 'error', text: `Nothing was recorded: choose an outcome (${TOOL_REVIEW_OUTCOMES.join(', ')}).` }, kept);
     }
-    if (evidence.trim() === '') {
+    if (!hasVisibleText(evidence)) {
       return this.call(res, sessionId, callId, 400, { kind: 'error', text: 'Nothing was recorded: say what you checked in the outside system (the evidence).' }, kept);
     }
     const view = await readSession(this.options.store, sessionId, [callId]);
@@ -314,7 +315,7 @@ class Console {
 /** Starts the console on 127.0.0.1; the returned link carries the token (print it for the operator). */
 export async function startConsole(options: ConsoleOptions): Promise<RunningConsole> {
   if (!options.readOnly) {
-    if (options.actor === null || options.actor.trim() === '') throw new InvalidInputError('actor', 'is required unless the console is read-only');
+    if (options.actor === null || !hasVisibleText(options.actor)) throw new InvalidInputError('actor', 'is required unless the console is read-only');
     checkActor(options.actor);
   }
   const app = new Console(options);
