@@ -26,6 +26,16 @@ after(async () => {
 const request = { sessionId: 'session-1', operationOrigin: 'evt_first', operation: { taskId: 'task-1', key: 'operation_1' } };
 const KEY = externalIdempotencyKey(request);
 
+/** A fetch that answers ok and keeps the headers of every request it was given. */
+function recordingFetch(): { seen: Headers[]; fake: typeof fetch } {
+  const seen: Headers[] = [];
+  const fake = (async (_input: unknown, init?: RequestInit) => {
+    seen.push(new Headers(init?.headers));
+    return new Response('ok');
+  }) as typeof fetch;
+  return { seen, fake };
+}
+
 describe('the Idempotency-Key helpers', () => {
   it('idempotencyHeaders uses the one key format, externalIdempotencyKey', () => {
     assert.deepEqual(idempotencyHeaders(request), { 'Idempotency-Key': KEY });
@@ -35,11 +45,7 @@ describe('the Idempotency-Key helpers', () => {
   });
 
   it('jingweiFetch sets the key on every request, over any key the caller set, keeping other headers', async () => {
-    const seen: Headers[] = [];
-    const fake = (async (_input: unknown, init?: RequestInit) => {
-      seen.push(new Headers(init?.headers));
-      return new Response('ok');
-    }) as typeof fetch;
+    const { seen, fake } = recordingFetch();
     const f = jingweiFetch(request, { fetch: fake });
     await f('http://example.invalid/a', { headers: { 'Idempotency-Key': 'something-else', Accept: 'text/plain' } });
     await f(new Request('http://example.invalid/b', { headers: { 'X-Trace': '7' } }));
@@ -49,11 +55,7 @@ describe('the Idempotency-Key helpers', () => {
   });
 
   it('jingweiFetch keeps fetch\'s own rule for a Request and init, and sends no second key under another header', async () => {
-    const seen: Headers[] = [];
-    const fake = (async (_input: unknown, init?: RequestInit) => {
-      seen.push(new Headers(init?.headers));
-      return new Response('ok');
-    }) as typeof fetch;
+    const { seen, fake } = recordingFetch();
     const target = new Request('http://example.invalid/c', { headers: { 'X-Trace': '7', Authorization: 'Bearer old' } });
     await jingweiFetch(request, { fetch: fake })(target, { headers: { Authorization: 'Bearer new' } });
     const plain = new Headers(new Request(target, { headers: { Authorization: 'Bearer new' } }).headers);
