@@ -58,6 +58,11 @@ export interface AttemptRecord {
    * earlier operation it may have repeated (linkSettledRepeats, repeats.ts).
    */
   repeatedCompleted?: AttemptRecord;
+  /**
+   * For a call the in-doubt guard refused and no settled write links: the latest attempt of an identical earlier
+   * operation not settled as made, the write it may repeat (linkSettledRepeats).
+   */
+  repeatedOpen?: AttemptRecord;
 }
 
 /** One journaled review and the event holding it. */

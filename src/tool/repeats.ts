@@ -51,16 +51,18 @@ const couldBeRepeated = (record: AttemptRecord, operation: OperationRecord): boo
 };
 
 /**
- * The completed operations of one identity: those completed behind their first caller's back by origin, the others
- * by the seq of their completion with the least origin from each position on, so each refused call is linked in
- * logarithmic time however many identical operations the history holds.
+ * The operations of one identity: the completed ones, those completed behind their first caller's back by origin,
+ * the others by the seq of their completion with the least origin from each position on, so each refused call is
+ * linked in logarithmic time however many identical operations the history holds; and those not completed, by origin.
  */
-class CompletedOfIdentity {
+class IdenticalOperations {
   readonly unseen: Completion[] = [];
   readonly seen: Completion[] = [];
+  readonly open: OperationRecord[] = [];
   #leastOriginFrom: Completion[] = [];
 
   seal(): void {
+    this.open.sort((a, b) => a.attempts[0]!.event.seq - b.attempts[0]!.event.seq);
     this.unseen.sort((a, b) => originOf(a) - originOf(b));
     this.seen.sort((a, b) => a.seq - b.seq);
     this.#leastOriginFrom = new Array<Completion>(this.seen.length);
@@ -88,6 +90,11 @@ class CompletedOfIdentity {
     if (since !== undefined && since.operation !== record.operation && originOf(since) < before) return since;
     return this.unseen.slice(0, 2).find((c) => c.operation !== record.operation && originOf(c) < before);
   }
+
+  /** The earliest identical operation begun before `record` and not completed: the write it may repeat, still open. */
+  openFor(record: AttemptRecord): OperationRecord | undefined {
+    return this.open.slice(0, 2).find((o) => o !== record.operation && o.attempts[0]!.event.seq < record.event.seq);
+  }
 }
 
 const originOf = (c: Completion): number => c.operation.attempts[0]!.event.seq;
@@ -98,7 +105,8 @@ const originOf = (c: Completion): number => c.operation.attempts[0]!.event.seq;
  * either settled after the refusal was recorded, or settled behind its first caller's back (a `completed` review, a
  * retry's success) at any time: such a settlement can land between the guard's read and the refusal's commit. An
  * operation whose first attempt succeeded before the refusal is a write its caller saw made, not what the guard
- * refused the repeat for.
+ * refused the repeat for. A refused call no settled write links is linked to an identical earlier operation not
+ * settled as made, if there is one (`repeatedOpen`), for the guidance its assessment gives.
  */
 export function linkSettledRepeats(attempts: readonly AttemptRecord[], operations: Iterable<OperationRecord>): void {
   const refused = attempts.filter(refusedAsRepeat);
@@ -106,22 +114,31 @@ export function linkSettledRepeats(attempts: readonly AttemptRecord[], operation
   // Canonical arguments only for operations of a refused call's task and tool: a long history with one refusal pays
   // for its few candidates, not for every operation.
   const asked = new Set(refused.map((r) => JSON.stringify([r.call.operation!.taskId, r.call.name])));
-  const completed = new Map<string, CompletedOfIdentity>();
+  const identical = new Map<string, IdenticalOperations>();
   for (const operation of operations) {
     const first = operation.attempts[0]!.call;
     if (first.operation!.contract.effect === ToolEffect.ReadOnly || !asked.has(JSON.stringify([operation.taskId, first.name]))) continue;
     const done = completionOf(operation);
-    const id = done === null ? null : repeatIdentity(first);
-    if (done === null || id === null) continue;
-    const of = completed.get(id) ?? new CompletedOfIdentity();
-    completed.set(id, of);
-    (done.unseen ? of.unseen : of.seen).push(done);
+    // A repeat refused in its turn makes no write of its own: it is not one another repeat may repeat.
+    if (done === null && refusedAsRepeat(operation.attempts[operation.attempts.length - 1]!)) continue;
+    const id = repeatIdentity(first);
+    if (id === null) continue;
+    const of = identical.get(id) ?? new IdenticalOperations();
+    identical.set(id, of);
+    if (done === null) of.open.push(operation);
+    else (done.unseen ? of.unseen : of.seen).push(done);
   }
-  for (const of of completed.values()) of.seal();
+  for (const of of identical.values()) of.seal();
   for (const record of refused) {
     const id = repeatIdentity(record.call);
-    const link = id === null ? undefined : completed.get(id)?.linkFor(record);
-    if (link !== undefined) record.repeatedCompleted = link.attempt;
+    const of = id === null ? undefined : identical.get(id);
+    const link = of?.linkFor(record);
+    if (link !== undefined) {
+      record.repeatedCompleted = link.attempt;
+      continue;
+    }
+    const open = of?.openFor(record);
+    if (open !== undefined) record.repeatedOpen = open.attempts[open.attempts.length - 1]!;
   }
 }
 

@@ -151,6 +151,21 @@ describe('the in-doubt guard on memory', () => {
     }
   });
 
+  it('while the write a refused repeat repeated is open, its assessment points at that call', async () => {
+    const store = createMemoryStore();
+    const { owner, first, second } = await scenario(store);
+    const guidance = new RegExp(`; it repeats ${first.call.id}, an identical call whose write is not settled as made: decide on that call first`);
+    for (const moment of ['in doubt', 'reviewed not_executed'] as const) {
+      const history = await historyWithBodyEnded(store);
+      if (moment === 'reviewed not_executed') {
+        await recordToolReview(owner, history, first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
+      }
+      const assessed = assessSession(await store.loadHistory('mail-session')).calls.find((c) => c.callId === second.call.id);
+      assert.equal(assessed?.nextStep, 'retry_allowed', moment);
+      assert.match(assessed!.reason, guidance, moment);
+    }
+  });
+
   it('a caller key whose call was refused as a repeat points at the call to settle, not at itself', async () => {
     const store = createMemoryStore();
     const { gateway, args } = await scenario(store);
