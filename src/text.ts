@@ -67,10 +67,11 @@ export function thrownMessage(error: unknown): string {
 }
 
 /**
- * Characters a reader never sees on their own: white space, format characters (zero-width spaces, joiners, the soft
- * hyphen, tags), combining marks, and the fillers that render as nothing.
+ * Characters a reader never sees on their own: white space, control and format characters (zero-width spaces,
+ * joiners, the soft hyphen, tags), unassigned code points and noncharacters, combining marks, and the fillers that
+ * render as nothing.
  */
-const UNSEEN = /[\p{White_Space}\p{Cf}\p{Mn}\p{Me}\u115F\u1160\u3164\uFFA0\u2800]/gu;
+const UNSEEN = /[\p{White_Space}\p{Cc}\p{Cf}\p{Cn}\p{Mn}\p{Me}\u115F\u1160\u3164\uFFA0\u2800\u{1D159}]/gu;
 
 /**
  * Whether `s` holds a character a reader sees. A person's name or evidence made of white space and invisible

@@ -40,6 +40,11 @@ export function safeId(id: string): string {
   return safe(text.replace(text.normalize('NFC') === text ? ID_ESCAPES : ID_ESCAPES_AND_MARKS, hex));
 }
 
+/** An id in a message, in double quotes: as safeId prints it, with a quote in it escaped so the quotes delimit it. */
+export function quotedId(id: string): string {
+  return `"${safeId(id).replaceAll('"', '\\u0022')}"`;
+}
+
 const ID_ESCAPES = /\\(?=u[0-9a-fA-F]{4})|\p{Zs}/gu;
 const ID_ESCAPES_AND_MARKS = /\\(?=u[0-9a-fA-F]{4})|\p{Zs}|\p{M}/gu;
 

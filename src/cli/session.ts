@@ -2,7 +2,7 @@
 import type { SessionEvent } from '../event/types.js';
 import type { SessionStore, SessionSummary } from '../store/types.js';
 import { UsageError } from './exit.js';
-import { num, safe, safeId } from './format.js';
+import { num, quotedId, safeId } from './format.js';
 import type { Io } from './io.js';
 import { Progress } from './progress.js';
 import { openStoreFromTarget, type OpenTargetOptions } from './target.js';
@@ -38,8 +38,8 @@ function matchTyped<T>(items: readonly T[], idOf: (item: T) => string, wanted: s
   if (part.length < 4) return undefined;
   const matches = items.filter((item) => idOf(item).includes(part));
   if (matches.length > 1) {
-    const shown = matches.slice(0, 5).map((m) => `  ${safe(idOf(m))}`).join('\n');
-    throw new UsageError(`"${safeId(wanted)}" matches ${num(matches.length)} ${what}s; give more of the id:\n${shown}`);
+    const shown = matches.slice(0, 5).map((m) => `  ${safeId(idOf(m))}`).join('\n');
+    throw new UsageError(`${quotedId(wanted)} matches ${num(matches.length)} ${what}s; give more of the id:\n${shown}`);
   }
   return matches[0];
 }
@@ -75,7 +75,7 @@ export async function loadSession(store: SessionStore, wanted: string, io: Io, e
     // Ids are journal text: one with a newline must not pass for two sessions (escape.ts).
     const known = sessions.slice(0, 5).map((s) => `  ${safeId(s.sessionId)}`).join('\n');
     throw new UsageError(
-      `no session "${safeId(wanted)}" in this store`,
+      `no session ${quotedId(wanted)} in this store`,
       sessions.length === 0 ? 'The store holds no sessions.' : `Sessions (run 'jingwei sessions' for all):\n${known}`,
     );
   }

@@ -17,7 +17,7 @@ import type { CallId, EventId, OperationKey, SessionId, TaskId } from '../ids.js
 import { jsonEquals } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
 import { classifyAttempt, collectEvidence, decideRetry, effectiveReview, locateAttempt, operationOriginOf, validatePassedReview, type AttemptRecord } from './evidence.js';
-import { repeatedOpenAttempts } from './repeats.js';
+import { isRefusedRepeat, repeatedOpenAttempts } from './repeats.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { bodyEnded, bodyMayStillRun } from './late-bodies.js';
 
@@ -44,6 +44,8 @@ interface PlanState {
   readonly review: ToolRetryReview | null;
   /** The source's row of the attention index as the plan's history made it; the commit checks the store still holds it. */
   readonly sourceRow: { readonly started: boolean; readonly status: AttentionStatus } | null;
+  /** The source is a repeat the in-doubt guard refused (repeats.ts): its retry is the repeat made after all. */
+  readonly sourceIsRepeat: boolean;
   /** For a source the in-doubt guard refused: the rows of the writes it may have repeated, which the commit checks. */
   readonly repeated: readonly RepeatedRow[];
   /** The seq of the plan's history's last event: the commit checks no earlier owner of the session wrote after it. */
@@ -69,6 +71,7 @@ const MINT = Symbol('ToolRetryPlan.mint');
 let mint: (state: PlanState) => ToolRetryPlan;
 let sourceRowOf: (plan: ToolRetryPlan) => PlanState['sourceRow'];
 let repeatedOf: (plan: ToolRetryPlan) => readonly RepeatedRow[];
+let isRepeatOf: (plan: ToolRetryPlan) => boolean;
 let notRunOf: (plan: ToolRetryPlan) => SourceNotRun | null;
 let sourceReviewsOf: (plan: ToolRetryPlan) => number;
 let operationCallsOf: (plan: ToolRetryPlan) => readonly CallId[];
@@ -98,6 +101,14 @@ export interface RepeatedRow {
 /** For the runtime: the rows of the writes the plan's source, a refused repeat, may have repeated (internal). */
 export function planRepeatedRows(plan: ToolRetryPlan): readonly RepeatedRow[] {
   return repeatedOf(plan);
+}
+
+/**
+ * For the runtime: whether the plan retries a repeat the in-doubt guard refused (internal). Such a retry is not a
+ * model's parallel call: an identical call running in this process does not pass it (docs/design.md#the-in-doubt-guard).
+ */
+export function planRetriesRepeat(plan: ToolRetryPlan): boolean {
+  return isRepeatOf(plan);
 }
 
 /** For the runtime: the seq of the last event of the history the plan was made from (internal). */
@@ -166,6 +177,7 @@ export class ToolRetryPlan {
     mint = (state) => new ToolRetryPlan(MINT, state);
     sourceRowOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceRow;
     repeatedOf = (plan) => ToolRetryPlan.#stateOf(plan).repeated;
+    isRepeatOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceIsRepeat;
     historySeqOf = (plan) => ToolRetryPlan.#stateOf(plan).historySeq;
     notRunOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceNotRun;
     sourceReviewsOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceReviews;
@@ -343,6 +355,7 @@ export function prepareToolRetry(
           ? null
           : deepFreeze({ actor: checkedReview.actor, evidence: checkedReview.evidence, outcome: checkedReview.outcome }),
       sourceRow: Object.freeze(callProgressIn(history, record.call.id)),
+      sourceIsRepeat: isRefusedRepeat(record),
       repeated: Object.freeze(repeatedOpenAttempts(evidence, record).flatMap((open) => {
         const row = callProgressIn(history, open.call.id);
         return row === null ? [] : [Object.freeze({ callId: open.call.id, ...row })];

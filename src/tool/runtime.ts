@@ -18,7 +18,7 @@ import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
 import { DEFAULT_CONTRACT, type ToolMetadata } from './metadata.js';
 import { compileInputSchema, createSchemaAjv } from './schema-ajv.js';
-import { planOperationCalls, planOperationOrigin, planSourceRow, ToolRetryPlan } from './retry-plan.js';
+import { planOperationCalls, planOperationOrigin, planRetriesRepeat, planSourceRow, ToolRetryPlan } from './retry-plan.js';
 import { noteRetrySource } from './retry-source.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
@@ -170,6 +170,9 @@ export function argumentsFitNow(gateway: ToolGateway, name: string, args: JsonVa
 function gatewayMadeHere(gateway: ToolGateway): Gateway | null {
   return gateway instanceof Gateway && isCanonical(gateway.runtimeOf) && isObjectLike(gateway.bindingOf) ? gateway : null;
 }
+
+/** No call passed over as running: what the in-doubt guard reads for a retry of a refused repeat. */
+const NONE_RUNNING: ReadonlySet<string> = new Set();
 
 const isObjectLike = (value: unknown): boolean => typeof value === 'object' && value !== null;
 
@@ -425,7 +428,7 @@ class Gateway implements ToolGateway {
     const rejected = checkGrantAndSchema(registered, this.runtime.granted(this.caller, call.name), call)
       ?? checkAvailability(registered!, describe)
       ?? (await runGuards(this.runtime.guards, ctx, control, describe))
-      ?? (this.runtime.inDoubtGuard ? await this.inDoubt(call) : null)
+      ?? (this.runtime.inDoubtGuard ? await this.inDoubt(call, plan) : null)
       ?? control.interrupt()
       // Asked again once the guards and the in-doubt read have waited: a tool that could run then may not now (its
       // server's connection dropped, or came back with the tool changed), and the answer that counts is the last one
@@ -685,10 +688,13 @@ class Gateway implements ToolGateway {
     return { call, result, callEvent: events[0]!, startedEvent: null, resultEvent: events[1]! };
   }
 
-  /** The in-doubt guard's read; a store that cannot answer fails the call as a recording error, nothing written. */
-  private async inDoubt(call: ToolCall) {
+  /**
+   * The in-doubt guard's read; a store that cannot answer fails the call as a recording error, nothing written. A
+   * retry of a refused repeat is not passed by an identical call running here: that call may be the write it repeats.
+   */
+  private async inDoubt(call: ToolCall, plan: ToolRetryPlan | undefined) {
     try {
-      return await checkInDoubt(this.binding.owner, call, callsRunningAs(this.binding.owner));
+      return await checkInDoubt(this.binding.owner, call, plan !== undefined && planRetriesRepeat(plan) ? NONE_RUNNING : callsRunningAs(this.binding.owner));
     } catch (error) {
       throw new ToolRecordingError('call', call, null, error);
     }

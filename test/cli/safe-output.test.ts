@@ -207,6 +207,8 @@ describe('safe output', () => {
     assert.match(inspectLiteral.stderr, /no session "s1\\u005Cu00A0" in this store/);
     const inspectNbsp = cli(['inspect', store, 's1\u00A0']);
     assert.match(inspectNbsp.stderr, /no session "s1\\u00A0" in this store/);
+    const quoted = cli(['inspect', store, 'up"e']);
+    assert.match(quoted.stderr, /no session "up\\u0022e" in this store/, 'a quote in the id does not end the quoted id');
     const json = cli(['review', store, 'c-2', '--session', 's1\u00A0', '--outcome', 'completed', '--evidence', 'e', '--actor', 'a', '--json']);
     assert.match((JSON.parse(json.stdout) as { error: { message: string } }).error.message, /session s1\u00A0 has no call/u, '--json keeps the message as the library gave it');
   });

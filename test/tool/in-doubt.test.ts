@@ -166,6 +166,45 @@ describe('the in-doubt guard on memory', () => {
     }
   });
 
+  it('a refused retry of a write that ran is not a repeat: parallel identical calls stay two writes (r89 #1)', () => {
+    const h = new HistoryBuilder();
+    const spec = { effect: ToolEffect.NonIdempotent, startMarker: true } as const;
+    const review = (callId: string, outcome: 'completed' | 'not_executed') =>
+      h.push({ type: 'tool_review', review: { callId: callId as CallId, actor: 'ops', evidence: 'checked', outcome, source: 'human' } });
+    // Two identical mails the model asked for side by side: both ran, both in doubt.
+    h.call({ ...spec, id: 'z', key: 'k-z' });
+    const x = h.call({ ...spec, id: 'x', key: 'k-x' });
+    h.started('x');
+    h.started('z');
+    review('x', 'not_executed');
+    // The host's retry of x meets the guard while z is in doubt; then z is found made.
+    h.retry(x, { ...spec, id: 'x-2' });
+    h.result('x-2', { status: 'failed', category: 'in_doubt', code: 'tool_in_doubt', message: 'an identical call (z) may already have taken effect', retryable: false });
+    review('z', 'completed');
+    const assessed = assessSession(h.build()).calls.find((c) => c.callId === 'x-2');
+    assert.deepEqual([assessed?.nextStep, assessed?.rule], ['retry_allowed', 'not_executed'], 'x, reviewed not made, is still to be made');
+    assert.equal(prepareToolRetry(h.build(), 'x-2').sourceCallId, 'x-2');
+  });
+
+  it('a refused repeat is tied to the write in doubt it repeated, not to an older identical write made by a retry (r89 #3)', () => {
+    const h = new HistoryBuilder();
+    const spec = { effect: ToolEffect.NonIdempotent, startMarker: true } as const;
+    const older = h.call({ ...spec, id: 'older', key: 'k-older' });
+    h.started('older');
+    h.push({ type: 'tool_review', review: { callId: 'older' as CallId, actor: 'ops', evidence: 'not sent', outcome: 'not_executed', source: 'human' } });
+    h.retry(older, { ...spec, id: 'older-2' });
+    h.started('older-2');
+    h.result('older-2', succeeded());
+    // A new identical mail, asked for after the first was made, is in doubt; the model repeats it.
+    h.call({ ...spec, id: 'x', key: 'k-x' });
+    h.started('x');
+    h.call({ ...spec, id: 'repeat', key: 'k-repeat' });
+    h.result('repeat', { status: 'failed', category: 'in_doubt', code: 'tool_in_doubt', message: 'an identical call (x) may already have taken effect', retryable: false });
+    const assessed = assessSession(h.build()).calls.find((c) => c.callId === 'repeat');
+    assert.deepEqual([assessed?.nextStep, assessed?.rule], ['retry_allowed', 'not_executed']);
+    assert.match(assessed!.reason, /; it repeats x, an identical call whose write is not settled as made/);
+  });
+
   it('a caller key whose call was refused as a repeat points at the call to settle, not at itself', async () => {
     const store = createMemoryStore();
     const { gateway, args } = await scenario(store);
@@ -291,6 +330,65 @@ async function historyWithBodyEnded(store: SessionStore) {
 }
 
 forEachStore('the in-doubt guard', (target) => {
+  it('a retry of a refused repeat is refused while the write it repeated runs in this process (r89 #2)', async () => {
+    const store = await target.fresh().open();
+    try {
+      const owner = await store.acquire('s-gate', { owner: 'host' });
+      await owner.startTask('t');
+      const sent: unknown[] = [];
+      const caller = new AbortController();
+      let hang = true;
+      let entered = 0;
+      let release = () => {};
+      const gate = new Promise<void>((resolve) => { release = resolve; });
+      let inBody = () => {};
+      const bodyStarted = new Promise<void>((resolve) => { inBody = resolve; });
+      const tool = {
+        name: 'send_mail',
+        metadata: new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'mail-v1'),
+        async execute(request: { arguments: unknown }, signal: AbortSignal) {
+          if (hang) {
+            const stopped = new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+            caller.abort();
+            await stopped;
+          }
+          entered += 1;
+          if (entered === 1) {
+            inBody();
+            await gate;
+          }
+          sent.push(request.arguments);
+          return 'sent';
+        },
+      };
+      const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+      const args = { to: 'ana@example.com' };
+      const first = await gateway.callWithOptions('send_mail', args, { signal: caller.signal });
+      const repeat = await gateway.call('send_mail', args);
+      assert.equal(failed(repeat.result)?.code, 'tool_in_doubt');
+      let history = await store.loadHistory('s-gate');
+      for (let waited = 0; waited < 5000 && !history.some((e) => e.kind.type === 'custom' && e.kind.kind === 'body_ended'); waited += 5) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        history = await store.loadHistory('s-gate');
+      }
+      hang = false;
+      const plan = prepareToolRetry(history, first.call.id, { actor: 'ops', evidence: 'not in the mail log', outcome: 'not_executed' });
+      const firstRetry = gateway.callWithOptions('send_mail', args, { retry: plan });
+      await bodyStarted;
+      // The first mail's retry is in its body, in this process; the repeat, retried now, would be a second mail.
+      const repeatPlan = prepareToolRetry(await store.loadHistory('s-gate'), repeat.call.id);
+      const repeatRetry = await gateway.callWithOptions('send_mail', args, { retry: repeatPlan }).finally(release);
+      assert.equal(failed(repeatRetry.result)?.code, 'tool_in_doubt', 'refused: the write it repeats is running');
+      assert.equal(repeatRetry.startedEvent, null);
+      assert.equal((await firstRetry).result.outcome.status, 'succeeded');
+      assert.equal(sent.length, 1, 'one mail');
+      const settled = assessSession(await store.loadHistory('s-gate')).calls.find((c) => c.callId === repeatRetry.call.id);
+      assert.equal(settled?.rule, 'repeat_of_completed');
+    } finally {
+      await store.close();
+    }
+  });
+
   it('a plan for a refused repeat, made while the write it repeated was in doubt, is refused once that write was settled', async () => {
     for (const settle of ['review', 'retry'] as const) {
       const store = await target.fresh().open();

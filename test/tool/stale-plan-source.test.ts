@@ -27,12 +27,16 @@ function scenario(open: () => Promise<{ a: SessionStore; b: SessionStore }>): vo
     const { a, b } = await open();
     let charges = 0;
     let approve = () => {};
+    // Approved only once the approver is asked: the call may be journaled before it is, and an approval given
+    // earlier would reach no one, leaving the call to wait for its approver until it gives up.
+    let markAsked = () => {};
+    const asked = new Promise<void>((resolve) => { markAsked = resolve; });
     const charge = tool('charge', async () => { charges += 1; return 'charged'; },
       new ToolMetadata('charges a card', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('boss'));
     const host = (approver: () => Promise<{ decision: 'approved' }>) => createToolRuntime({ tools: [charge], grants: { agent: '*' }, approvers: { boss: approver } });
     const owner = await a.acquire('s', { owner: 'host-a' });
     await owner.startTask('t');
-    const first = host(() => new Promise((resolve) => { approve = () => resolve({ decision: 'approved' }); }))
+    const first = host(() => new Promise((resolve) => { approve = () => resolve({ decision: 'approved' }); markAsked(); }))
       .bind({ owner, taskId: 't', caller: 'agent' }).call('charge', { cents: 500 });
     let early = await b.loadHistory('s');
     while (!early.some((e) => e.kind.type === 'tool_call')) {
@@ -43,6 +47,7 @@ function scenario(open: () => Promise<{ a: SessionStore; b: SessionStore }>): vo
     const sourceId = sourceEvent.kind.type === 'tool_call' ? sourceEvent.kind.call.id : '';
     // Read while approval is pending: no marker, so the plan needs no review.
     const stale = prepareToolRetry(early, sourceId);
+    await asked;
     approve();
     assert.equal((await first).result.outcome.status, 'succeeded');
     assert.equal(charges, 1);
