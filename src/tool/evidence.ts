@@ -63,6 +63,11 @@ export interface AttemptRecord {
    * operation not settled as made, the write it may repeat (linkSettledRepeats).
    */
   repeatedOpen?: AttemptRecord;
+  /**
+   * For the latest attempt of a write not made: the attempt of an identical repeat, begun after it and refused by the
+   * in-doubt guard, whose retry has made the write since (linkSettledRepeats).
+   */
+  madeByRepeat?: AttemptRecord;
 }
 
 /** One journaled review and the event holding it. */
@@ -479,6 +484,7 @@ function retryFactsOf(record: AttemptRecord, review: ToolReviewOutcome | null): 
     newer: latest === record ? null : { attempt: latest.attempt, callId: latest.call.id },
     succeededSibling: sibling === null ? null : { attempt: sibling.attempt, callId: sibling.call.id },
     repeatedCompleted: record.repeatedCompleted === undefined ? null : { attempt: record.repeatedCompleted.attempt, callId: record.repeatedCompleted.call.id },
+    madeByRepeat: record.madeByRepeat === undefined ? null : { attempt: record.madeByRepeat.attempt, callId: record.madeByRepeat.call.id },
   };
 }
 

@@ -15,10 +15,25 @@ import { ToolRecoveryStatus, evidenceRuleFor } from './retry-policy.js';
 const refusedInDoubt = (record: AttemptRecord): boolean =>
   record.result?.outcome.status === 'failed' && record.result.outcome.category === 'in_doubt';
 
-/** `record` is the in-doubt guard's refusal of a repeat: it and its operation's first attempt were refused `in_doubt`. */
+/** The evidence table's status of one attempt (a contradiction was refused by the evidence pass already). */
+const statusOf = (a: AttemptRecord) => evidenceRuleFor({
+  flagged: a.call.operation?.startMarker === true,
+  marker: a.startedEvent !== null,
+  result: a.result?.outcome ?? null,
+}).status;
+
+/** An operation born refused: its first attempt was refused `in_doubt`. */
+const bornRepeat = (operation: OperationRecord): boolean => refusedInDoubt(operation.attempts[0]!);
+
+/**
+ * `record` is a repeat the in-doubt guard refused, not made since: its operation was born refused, and no attempt of
+ * it up to `record` ran its body, whatever refused the later ones (a guard, a grant withdrawn).
+ */
 export function isRefusedRepeat(record: AttemptRecord): boolean {
-  const first = record.operation?.attempts[0];
-  return first !== undefined && refusedInDoubt(record) && refusedInDoubt(first);
+  const operation = record.operation;
+  if (operation === null || !bornRepeat(operation)) return false;
+  const upTo = operation.attempts.indexOf(record);
+  return upTo >= 0 && record.result !== null && operation.attempts.slice(0, upTo + 1).every((a) => statusOf(a) === ToolRecoveryStatus.NotExecuted);
 }
 
 /** What the in-doubt guard compares: task, tool and canonical arguments; null for arguments that are not JSON. */
@@ -51,11 +66,7 @@ function completionOf(operation: OperationRecord): { readonly seq: number; reado
  */
 function mayBeRepeated(operation: OperationRecord): boolean {
   if (operation.attempts[0]!.call.operation!.contract.effect === ToolEffect.ReadOnly) return false;
-  return operation.attempts.some((a) => evidenceRuleFor({
-    flagged: a.call.operation?.startMarker === true,
-    marker: a.startedEvent !== null,
-    result: a.result?.outcome ?? null,
-  }).status !== ToolRecoveryStatus.NotExecuted);
+  return operation.attempts.some((a) => statusOf(a) !== ToolRecoveryStatus.NotExecuted);
 }
 
 interface Candidate {
@@ -67,13 +78,13 @@ interface Candidate {
 }
 
 /**
- * The identical writes of one identity by origin, with, for each prefix, the one completed last and the earliest
+ * The identical writes of one identity by origin, with, for each prefix, the one completed last and the latest
  * one not completed: each repeat is decided by a binary search, however many identical operations the history holds.
  */
 class IdenticalWrites {
   readonly all: Candidate[] = [];
   #lastCompleted: (Candidate | undefined)[] = [];
-  #firstOpen: (Candidate | undefined)[] = [];
+  #lastOpen: (Candidate | undefined)[] = [];
   #latestSettled: number[] = [];
 
   seal(): void {
@@ -82,22 +93,38 @@ class IdenticalWrites {
     let open: Candidate | undefined;
     let latest = -1;
     this.#lastCompleted = [undefined];
-    this.#firstOpen = [undefined];
+    this.#lastOpen = [undefined];
     this.#latestSettled = [-1];
     for (const c of this.all) {
       if (c.completion !== null && (last === undefined || c.settled > last.settled)) last = c;
-      if (c.completion === null && open === undefined) open = c;
+      if (c.completion === null) open = c;
       latest = Math.max(latest, c.settled);
       this.#lastCompleted.push(last);
-      this.#firstOpen.push(open);
+      this.#lastOpen.push(open);
       this.#latestSettled.push(latest);
+    }
+  }
+
+  /**
+   * A write not made (its latest attempt never ran its body, and nothing settled it as made) that an identical
+   * repeat begun after it has made since, its retry run after all (the first write's retry denied, say): that write
+   * is made, and a retry of it would make it twice. Its latest attempt is linked to the repeat's completing attempt.
+   */
+  linkMadeByRepeats(): void {
+    let repeat: Candidate | undefined;
+    for (const c of this.all) if (c.completion !== null && bornRepeat(c.operation)) repeat = c;
+    if (repeat === undefined) return;
+    for (const c of this.all) {
+      if (c.origin >= repeat.origin) break;
+      const latest = c.operation.attempts[c.operation.attempts.length - 1]!;
+      if (c.completion === null && statusOf(latest) === ToolRecoveryStatus.NotExecuted) latest.madeByRepeat = repeat.completion!.attempt;
     }
   }
 
   /**
    * What `record`, a refused repeat, repeated, among the identical writes begun before its operation:
    * - while one of them was not settled as made when the refusal was recorded, it repeated those: `made` is the
-   *   one completed since, if any, else `open` the earliest still open;
+   *   one completed since, if any, else `open` the one begun last among those still open (the likeliest to be what the guard read in doubt);
    * - when every one of them was settled as made before the refusal, the settlement landed between the guard's read
    *   and the refusal's commit (the guard refused it for a write in doubt): `made` is the one completed last.
    */
@@ -112,10 +139,10 @@ class IdenticalWrites {
       else high = mid;
     }
     const last = this.#lastCompleted[low];
-    if (last === undefined && this.#firstOpen[low] === undefined) return {};
+    if (last === undefined && this.#lastOpen[low] === undefined) return {};
     if (this.#latestSettled[low]! > refusedAt) {
       if (last !== undefined && last.settled > refusedAt) return { made: last.completion!.attempt };
-      const open = this.#firstOpen[low];
+      const open = this.#lastOpen[low];
       return open === undefined ? {} : { open: open.operation };
     }
     return last === undefined ? {} : { made: last.completion!.attempt };
@@ -125,16 +152,18 @@ class IdenticalWrites {
 /**
  * Links each refused repeat to the write it repeated (IdenticalWrites.decide): `repeatedCompleted` when that write
  * has been made, so no retry of the repeat makes it twice; `repeatedOpen` while it is not, for the guidance its
- * assessment gives. Same task, tool and canonical arguments, begun before the repeat's operation.
+ * assessment gives. Same task, tool and canonical arguments, begun before the repeat's operation. And the other way
+ * (IdenticalWrites.linkMadeByRepeats): a write not made whose repeat, retried, made it since is `madeByRepeat`.
  */
 export function linkSettledRepeats(attempts: readonly AttemptRecord[], operations: Iterable<OperationRecord>): void {
-  const refused = attempts.filter(isRefusedRepeat);
-  if (refused.length === 0) return;
-  // Canonical arguments only for operations of a refused call's task and tool: a long history with one refusal pays
-  // for its few candidates, not for every operation.
-  const asked = new Set(refused.map((r) => JSON.stringify([r.call.operation!.taskId, r.call.name])));
+  const all = [...operations];
+  const repeats = all.filter(bornRepeat);
+  if (repeats.length === 0) return;
+  // Canonical arguments only for operations of a repeat's task and tool: a long history with one refusal pays for
+  // its few candidates, not for every operation.
+  const asked = new Set(repeats.map((r) => JSON.stringify([r.taskId, r.attempts[0]!.call.name])));
   const identical = new Map<string, IdenticalWrites>();
-  for (const operation of operations) {
+  for (const operation of all) {
     const first = operation.attempts[0]!.call;
     if (!asked.has(JSON.stringify([operation.taskId, first.name])) || !mayBeRepeated(operation)) continue;
     const id = repeatIdentity(first);
@@ -144,8 +173,12 @@ export function linkSettledRepeats(attempts: readonly AttemptRecord[], operation
     const completion = completionOf(operation);
     writes.all.push({ operation, origin: originOf(operation), settled: completion?.seq ?? Number.POSITIVE_INFINITY, completion });
   }
-  for (const writes of identical.values()) writes.seal();
-  for (const record of refused) {
+  for (const writes of identical.values()) {
+    writes.seal();
+    writes.linkMadeByRepeats();
+  }
+  for (const record of attempts) {
+    if (!isRefusedRepeat(record)) continue;
     const id = repeatIdentity(record.call);
     const decided = id === null ? undefined : identical.get(id)?.decide(record);
     if (decided?.made !== undefined) record.repeatedCompleted = decided.made;

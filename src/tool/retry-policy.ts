@@ -221,6 +221,8 @@ export interface RetryFacts {
    * repeated (its success, or a `completed` review of it; repeats.ts says which count); null otherwise.
    */
   readonly repeatedCompleted: AttemptRef | null;
+  /** For a write not made: the attempt by which an identical repeat of it, retried after all, has made it since. */
+  readonly madeByRepeat: AttemptRef | null;
 }
 
 export type RetryRuleId =
@@ -230,6 +232,7 @@ export type RetryRuleId =
   | 'succeeded'
   | 'reviewed_completed'
   | 'repeat_of_completed'
+  | 'made_by_repeat'
   | 'legacy'
   | 'not_executed'
   | 'safe_to_repeat'
@@ -249,6 +252,8 @@ export interface RetryRule {
     readonly siblingSucceeded?: boolean;
     /** true: the in-doubt guard refused the call, and an identical operation it may have repeated is settled as made. */
     readonly repeatedCompleted?: boolean;
+    /** true: an identical repeat of the call, retried after all, has made its write since. */
+    readonly madeByRepeat?: boolean;
   };
   readonly decision: RetryDecision;
   /** What prepareToolRetry throws (and inspectToolRecovery, for the position rows); null: a plan is given. */
@@ -329,6 +334,16 @@ export const RETRY_RULES: readonly RetryRule[] = [
     reason: (f) => `${f.fact}, a repeat of an identical call in doubt; ${f.repeatedCompleted?.callId ?? 'another call'} has made that write: a retry would make it twice`,
   },
   {
+    id: 'made_by_repeat',
+    when: { madeByRepeat: true },
+    decision: 'completed',
+    refusal: 'completed',
+    position: false,
+    condition: 'A write not made, whose identical repeat (refused by the in-doubt guard, retried since) has made it',
+    explanation: 'The write is made, by its repeat: refuse any retry, which would make it twice',
+    reason: (f) => `${f.fact}; ${f.madeByRepeat?.callId ?? 'another call'}, a retry of an identical repeat of it, has made that write: a retry would make it twice`,
+  },
+  {
     id: 'legacy',
     when: { effect: ['legacy'] },
     decision: 'legacy',
@@ -388,7 +403,8 @@ function matchesRetry(rule: RetryRule, facts: RetryFacts): boolean {
     (w.review === undefined || (facts.review !== null && w.review.includes(facts.review))) &&
     (w.superseded === undefined || w.superseded === (facts.newer !== null)) &&
     (w.siblingSucceeded === undefined || w.siblingSucceeded === (facts.succeededSibling !== null)) &&
-    (w.repeatedCompleted === undefined || w.repeatedCompleted === (facts.repeatedCompleted !== null))
+    (w.repeatedCompleted === undefined || w.repeatedCompleted === (facts.repeatedCompleted !== null)) &&
+    (w.madeByRepeat === undefined || w.madeByRepeat === (facts.madeByRepeat !== null))
   );
 }
 

@@ -205,6 +205,60 @@ describe('the in-doubt guard on memory', () => {
     assert.match(assessed!.reason, /; it repeats x, an identical call whose write is not settled as made/);
   });
 
+  it('a repeat stays one whatever refuses its retry, and a write its repeat made is not made again (r90)', () => {
+    const spec = { effect: ToolEffect.NonIdempotent, startMarker: true } as const;
+    const inDoubt = { status: 'failed', category: 'in_doubt', code: 'tool_in_doubt', message: 'an identical call may already have taken effect', retryable: false } as const;
+    const refusal = (category: 'denied' | 'approval_denied') => ({ status: 'failed', category, code: `tool_${category}`, message: 'no', retryable: false }) as const;
+    const review = (h: HistoryBuilder, callId: string, outcome: 'completed' | 'not_executed') =>
+      h.push({ type: 'tool_review', review: { callId: callId as CallId, actor: 'ops', evidence: 'checked', outcome, source: 'human' } });
+
+    // The repeat's retry refused by a guard (not the in-doubt one), then the first payment found made.
+    const a = new HistoryBuilder();
+    a.call({ ...spec, id: 'first', key: 'k-first' });
+    a.started('first');
+    const repeat = a.call({ ...spec, id: 'repeat', key: 'k-repeat' });
+    a.result('repeat', inDoubt);
+    a.retry(repeat, { ...spec, id: 'repeat-2' });
+    a.result('repeat-2', refusal('denied'));
+    review(a, 'first', 'completed');
+    assert.deepEqual(assessSession(a.build()).calls.filter((c) => c.callId.startsWith('repeat')).map((c) => [c.callId, c.rule]),
+      [['repeat', 'superseded'], ['repeat-2', 'repeat_of_completed']]);
+    assert.throws(() => prepareToolRetry(a.build(), 'repeat-2'), (error: unknown) => error instanceof ToolRetryError && error.code === 'completed');
+
+    // The first payment reviewed not made and its retry denied; the repeat, retried, pays: the first is made by it.
+    const b = new HistoryBuilder();
+    const first = b.call({ ...spec, id: 'first', key: 'k-first' });
+    b.started('first');
+    const again = b.call({ ...spec, id: 'repeat', key: 'k-repeat' });
+    b.result('repeat', inDoubt);
+    review(b, 'first', 'not_executed');
+    b.retry(first, { ...spec, id: 'first-2' });
+    b.result('first-2', refusal('approval_denied'));
+    assert.equal(assessSession(b.build()).calls.find((c) => c.callId === 'first-2')?.nextStep, 'retry_allowed', 'not made, and nothing made it yet');
+    b.retry(again, { ...spec, id: 'repeat-2' });
+    b.started('repeat-2');
+    b.result('repeat-2', succeeded());
+    const firstNow = assessSession(b.build()).calls.find((c) => c.callId === 'first-2');
+    assert.deepEqual([firstNow?.nextStep, firstNow?.rule], ['completed', 'made_by_repeat']);
+    assert.throws(() => prepareToolRetry(b.build(), 'first-2'), (error: unknown) =>
+      error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes('repeat-2, a retry of an identical repeat of it, has made that write'));
+
+    // A repeat refused while a repeat's retry is in doubt names that retry, the write the guard read in doubt.
+    const c = new HistoryBuilder();
+    const cFirst = c.call({ ...spec, id: 'first', key: 'k-first' });
+    c.started('first');
+    const cRepeat = c.call({ ...spec, id: 'repeat', key: 'k-repeat' });
+    c.result('repeat', inDoubt);
+    review(c, 'first', 'not_executed');
+    c.retry(cFirst, { ...spec, id: 'first-2' });
+    c.result('first-2', refusal('approval_denied'));
+    c.retry(cRepeat, { ...spec, id: 'repeat-2' });
+    c.started('repeat-2');
+    c.call({ ...spec, id: 'third', key: 'k-third' });
+    c.result('third', inDoubt);
+    assert.match(assessSession(c.build()).calls.find((x) => x.callId === 'third')!.reason, /; it repeats repeat-2, an identical call whose write is not settled as made/);
+  });
+
   it('a caller key whose call was refused as a repeat points at the call to settle, not at itself', async () => {
     const store = createMemoryStore();
     const { gateway, args } = await scenario(store);

@@ -47,9 +47,11 @@ interface Case {
   /**
    * 'only': one attempt; 'earlier': a newer attempt exists (no result); 'earlier_done': a newer attempt succeeded;
    * 'after_done': an earlier attempt succeeded; 'repeat_done': one attempt, after an identical operation (another
-   * key) whose body started, which a `completed` review settled after this call's result.
+   * key) whose body started, which a `completed` review settled after this call's result; 'made_by_repeat': the
+   * second attempt, after a first whose body started and a review said was not made, then an identical repeat (another
+   * key) refused by the in-doubt guard whose retry succeeded.
    */
-  readonly place: 'only' | 'earlier' | 'earlier_done' | 'after_done' | 'repeat_done';
+  readonly place: 'only' | 'earlier' | 'earlier_done' | 'after_done' | 'repeat_done' | 'made_by_repeat';
 }
 
 function* cases(): Generator<Case> {
@@ -58,7 +60,7 @@ function* cases(): Generator<Case> {
       for (const flagged of [false, true])
         for (const started of [false, true])
           for (const outcome of outcomes)
-            for (const place of ['only', 'earlier', 'earlier_done', 'after_done', 'repeat_done'] as const) {
+            for (const place of ['only', 'earlier', 'earlier_done', 'after_done', 'repeat_done', 'made_by_repeat'] as const) {
               if (legacy && (flagged || started || place !== 'only')) continue;
               if (!flagged && started) continue;
               yield { effect, legacy, flagged, started, outcome, place };
@@ -66,7 +68,7 @@ function* cases(): Generator<Case> {
 }
 
 /** The history, and the id of the call the case asks about. */
-function historyOf(c: Case): { history: SessionEvent[]; callId: string; sibling: AttemptRef | null; newer: AttemptRef | null; repeated: AttemptRef | null } {
+function historyOf(c: Case): { history: SessionEvent[]; callId: string; sibling: AttemptRef | null; newer: AttemptRef | null; repeated: AttemptRef | null; madeBy: AttemptRef | null } {
   const h = new HistoryBuilder();
   const mine = (id: string, prev?: SessionEvent) => {
     const spec = { id, effect: c.effect, legacy: c.legacy, startMarker: c.flagged };
@@ -78,7 +80,7 @@ function historyOf(c: Case): { history: SessionEvent[]; callId: string; sibling:
   switch (c.place) {
     case 'only':
       mine(FIXTURE.call);
-      return { history: h.build(), callId: FIXTURE.call, sibling: null, newer: null, repeated: null };
+      return { history: h.build(), callId: FIXTURE.call, sibling: null, newer: null, repeated: null, madeBy: null };
     case 'repeat_done': {
       h.call({ id: 'identical-1', key: 'identical-op', effect: ToolEffect.NonIdempotent, startMarker: true });
       h.started('identical-1');
@@ -86,7 +88,7 @@ function historyOf(c: Case): { history: SessionEvent[]; callId: string; sibling:
       h.push({ type: 'tool_review', review: { callId: 'identical-1' as CallId, actor: 'ops', evidence: 'in the ledger', outcome: 'completed', source: 'human' } });
       // Only a refusal by the in-doubt guard is a repeat of it; any other call beside it is a call of its own.
       const repeat = !c.legacy && c.outcome?.status === 'failed' && c.outcome.category === 'in_doubt';
-      return { history: h.build(), callId: FIXTURE.call, sibling: null, newer: null, repeated: repeat ? { attempt: 1, callId: 'identical-1' } : null };
+      return { history: h.build(), callId: FIXTURE.call, sibling: null, newer: null, repeated: repeat ? { attempt: 1, callId: 'identical-1' } : null, madeBy: null };
     }
     case 'earlier':
     case 'earlier_done': {
@@ -97,14 +99,29 @@ function historyOf(c: Case): { history: SessionEvent[]; callId: string; sibling:
         h.result('attempt-2', succeeded());
       }
       const newer = { attempt: 2, callId: 'attempt-2' };
-      return { history: h.build(), callId: FIXTURE.call, sibling: c.place === 'earlier_done' ? newer : null, newer, repeated: null };
+      return { history: h.build(), callId: FIXTURE.call, sibling: c.place === 'earlier_done' ? newer : null, newer, repeated: null, madeBy: null };
+    }
+    case 'made_by_repeat': {
+      const first = h.call({ effect: c.effect, startMarker: true });
+      h.started(FIXTURE.call);
+      h.push({ type: 'tool_review', review: { callId: FIXTURE.call as CallId, actor: 'ops', evidence: 'not in the ledger', outcome: 'not_executed', source: 'human' } });
+      mine('attempt-2', first);
+      const repeat = h.call({ id: 'repeat', key: 'repeat-op', effect: ToolEffect.NonIdempotent, startMarker: true });
+      h.result('repeat', { status: 'failed', category: 'in_doubt', code: 'tool_in_doubt', message: 'an identical call may already have taken effect', retryable: false });
+      h.retry(repeat, { id: 'repeat-2', startMarker: true });
+      h.started('repeat-2');
+      h.result('repeat-2', succeeded());
+      // Only a write that was not made, and that the guard reads, is made by its repeat.
+      const notMade = evidenceRuleFor({ flagged: c.flagged, marker: c.started, result: c.outcome }).status === 'not_executed';
+      const madeBy = notMade && c.effect !== ToolEffect.ReadOnly ? { attempt: 2, callId: 'repeat-2' } : null;
+      return { history: h.build(), callId: 'attempt-2', sibling: null, newer: null, repeated: null, madeBy };
     }
     case 'after_done': {
       const first = h.call({ effect: c.effect, startMarker: true });
       h.started(FIXTURE.call);
       h.result(FIXTURE.call, succeeded());
       mine('attempt-2', first);
-      return { history: h.build(), callId: 'attempt-2', sibling: { attempt: 1, callId: FIXTURE.call }, newer: null, repeated: null };
+      return { history: h.build(), callId: 'attempt-2', sibling: { attempt: 1, callId: FIXTURE.call }, newer: null, repeated: null, madeBy: null };
     }
   }
 }
@@ -125,7 +142,7 @@ describe('the retry policy tables', () => {
     const retrySeen = new Set<RetryRuleId>();
     let checked = 0;
     for (const c of cases()) {
-      const { history, callId, sibling, newer, repeated } = historyOf(c);
+      const { history, callId, sibling, newer, repeated, madeBy } = historyOf(c);
       const evidence = evidenceRuleFor({ flagged: c.flagged, marker: c.started, result: c.outcome });
       evidenceSeen.add(evidence.id);
       if (evidence.status === 'invalid') {
@@ -139,7 +156,7 @@ describe('the retry policy tables', () => {
       for (const r of reviews) {
         const facts: RetryFacts = {
           callId,
-          attempt: c.place === 'after_done' ? 2 : 1,
+          attempt: c.place === 'after_done' || c.place === 'made_by_repeat' ? 2 : 1,
           status: evidence.status,
           fact,
           effect: c.legacy ? null : c.effect,
@@ -147,6 +164,7 @@ describe('the retry policy tables', () => {
           newer,
           succeededSibling: sibling,
           repeatedCompleted: repeated,
+          madeByRepeat: madeBy,
         };
         const rule = retryRuleFor(facts);
         retrySeen.add(rule.id);
@@ -172,7 +190,9 @@ describe('the retry policy tables', () => {
         assert.equal(assessed.evidenceRule, evidence.id);
         assert.equal(assessed.rule, rule.id);
         assert.equal(assessed.nextStep, rule.decision);
-        assert.equal(assessed.reason, rule.reason(facts));
+        // Its reason also says the earlier attempt's write is due, beside the row's own words.
+        if (c.place === 'made_by_repeat') assert.ok(assessed.reason.startsWith(rule.reason(facts)), assessed.reason);
+        else assert.equal(assessed.reason, rule.reason(facts));
       }
       checked += 1;
     }
