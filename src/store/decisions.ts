@@ -260,13 +260,14 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
             'load the history again and prepare a new plan; nothing was written',
         );
       }
-      // The writes a refused repeat repeated, when the backend keeps the index the source's row came from.
+      // The identical writes or repeats the retry could make twice with, when the backend keeps the index the source's
+      // row came from (docs/design.md#the-in-doubt-guard).
       for (const was of row ? latest.source!.repeated ?? [] : []) {
         const now = state.attention?.find((r) => r.callId === was.callId);
         if (now === undefined || now.started !== was.started || now.status !== was.status) {
           throw new StoreConflictError(
             'history_changed',
-            `call ${was.callId}, whose write the plan's source ${latest.callId} repeated, moved on since the history the plan was made from was read ` +
+            `call ${was.callId}, an identical write the retry of ${latest.callId} could make twice with (a repeat, or what it repeated), moved on since the history the plan was made from was read ` +
               `(${was.status}; now ${now === undefined ? 'a newer attempt' : now.status}): it may have made that write; load the history again and prepare a new plan; nothing was written`,
           );
         }

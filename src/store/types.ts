@@ -70,10 +70,10 @@ export interface LatestAttemptCondition {
      */
     readonly seenSeq?: number;
     /**
-     * For a source the in-doubt guard refused as a repeat: the rows, as the plan's history made them, of the latest
-     * attempts of the identical operations it may have repeated that had not completed. The commit is refused
-     * (`history_changed`) when one of them moved on (a review, a result, a newer attempt): the write the source
-     * repeated may have been made since (docs/design.md#the-in-doubt-guard).
+     * The rows, as the plan's history made them, of the latest attempts of the identical operations not made that the
+     * retry could make its write twice with: for a source the in-doubt guard refused as a repeat, the writes it may
+     * have repeated; for another, its repeats. The commit is refused (`history_changed`) when one of them moved on (a
+     * review, a result, a newer attempt): the write may have been made since (docs/design.md#the-in-doubt-guard).
      */
     readonly repeated?: readonly { readonly callId: CallId; readonly started: boolean; readonly status: AttentionStatus }[];
   };

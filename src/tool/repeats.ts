@@ -187,19 +187,25 @@ export function linkSettledRepeats(attempts: readonly AttemptRecord[], operation
 }
 
 /**
- * For a refused repeat, the latest attempts of the identical writes begun before its operation that are not settled
- * as made: what a plan for it keeps, for its commit to check they did not move on. Empty for any other call.
+ * The identical operations a retry of `record` must not pass unseen, by their latest attempts, none of them settled
+ * as made: for a refused repeat, the writes begun before it that may exist (the write it repeated may be made by
+ * them); for any other call, the repeats of it begun after it (a repeat, retried after all, makes its write). A plan
+ * keeps their rows for its commit to check they did not move on, and its retry is not passed beside one of them
+ * running in this process.
  */
 export function repeatedOpenAttempts(evidence: SessionEvidence, record: AttemptRecord): AttemptRecord[] {
-  if (!isRefusedRepeat(record)) return [];
+  const own = record.operation;
+  if (own === null) return [];
+  const repeat = isRefusedRepeat(record);
   const id = repeatIdentity(record.call);
-  const origin = originOf(record.operation!);
+  const origin = originOf(own);
   const open = new Set<OperationRecord>();
   for (const other of evidence.attempts) {
     const operation = other.operation;
-    if (operation === null || operation === record.operation || other.call.name !== record.call.name || open.has(operation)) continue;
-    if (originOf(operation) >= origin || completionOf(operation) !== null || !mayBeRepeated(operation)) continue;
-    if (repeatIdentity(operation.attempts[0]!.call) === id) open.add(operation);
+    if (operation === null || operation === own || other.call.name !== record.call.name || open.has(operation)) continue;
+    if (completionOf(operation) !== null) continue;
+    const related = repeat ? originOf(operation) < origin && mayBeRepeated(operation) : originOf(operation) > origin && bornRepeat(operation);
+    if (related && repeatIdentity(operation.attempts[0]!.call) === id) open.add(operation);
   }
   return [...open].map((operation) => operation.attempts[operation.attempts.length - 1]!);
 }

@@ -44,9 +44,12 @@ interface PlanState {
   readonly review: ToolRetryReview | null;
   /** The source's row of the attention index as the plan's history made it; the commit checks the store still holds it. */
   readonly sourceRow: { readonly started: boolean; readonly status: AttentionStatus } | null;
-  /** The source is a repeat the in-doubt guard refused (repeats.ts): its retry is the repeat made after all. */
-  readonly sourceIsRepeat: boolean;
-  /** For a source the in-doubt guard refused: the rows of the writes it may have repeated, which the commit checks. */
+  /**
+   * The source is a repeat the in-doubt guard refused, or has repeats not made (repeats.ts): an identical call
+   * running in this process may make the write this retry would, so the guard does not pass the retry beside it.
+   */
+  readonly touchesRepeats: boolean;
+  /** The rows of the identical writes or repeats the retry could make twice with (repeatedOpenAttempts), which the commit checks. */
   readonly repeated: readonly RepeatedRow[];
   /** The seq of the plan's history's last event: the commit checks no earlier owner of the session wrote after it. */
   readonly historySeq: number;
@@ -71,7 +74,7 @@ const MINT = Symbol('ToolRetryPlan.mint');
 let mint: (state: PlanState) => ToolRetryPlan;
 let sourceRowOf: (plan: ToolRetryPlan) => PlanState['sourceRow'];
 let repeatedOf: (plan: ToolRetryPlan) => readonly RepeatedRow[];
-let isRepeatOf: (plan: ToolRetryPlan) => boolean;
+let touchesRepeatsOf: (plan: ToolRetryPlan) => boolean;
 let notRunOf: (plan: ToolRetryPlan) => SourceNotRun | null;
 let sourceReviewsOf: (plan: ToolRetryPlan) => number;
 let operationCallsOf: (plan: ToolRetryPlan) => readonly CallId[];
@@ -104,11 +107,12 @@ export function planRepeatedRows(plan: ToolRetryPlan): readonly RepeatedRow[] {
 }
 
 /**
- * For the runtime: whether the plan retries a repeat the in-doubt guard refused (internal). Such a retry is not a
- * model's parallel call: an identical call running in this process does not pass it (docs/design.md#the-in-doubt-guard).
+ * For the runtime: whether the plan retries a repeat the in-doubt guard refused, or a write with repeats not made
+ * (internal). Such a retry is not a model's parallel call: an identical call running in this process does not pass
+ * it (docs/design.md#the-in-doubt-guard).
  */
-export function planRetriesRepeat(plan: ToolRetryPlan): boolean {
-  return isRepeatOf(plan);
+export function planTouchesRepeats(plan: ToolRetryPlan): boolean {
+  return touchesRepeatsOf(plan);
 }
 
 /** For the runtime: the seq of the last event of the history the plan was made from (internal). */
@@ -177,7 +181,7 @@ export class ToolRetryPlan {
     mint = (state) => new ToolRetryPlan(MINT, state);
     sourceRowOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceRow;
     repeatedOf = (plan) => ToolRetryPlan.#stateOf(plan).repeated;
-    isRepeatOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceIsRepeat;
+    touchesRepeatsOf = (plan) => ToolRetryPlan.#stateOf(plan).touchesRepeats;
     historySeqOf = (plan) => ToolRetryPlan.#stateOf(plan).historySeq;
     notRunOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceNotRun;
     sourceReviewsOf = (plan) => ToolRetryPlan.#stateOf(plan).sourceReviews;
@@ -331,6 +335,8 @@ export function prepareToolRetry(
   const { rule, reason } = decideRetry(record, checkedReview?.outcome ?? null);
   if (rule.refusal !== null) throw new ToolRetryError(rule.refusal, reason);
   if (operation === null) throw new ToolRetryError('legacy_call', reason);
+  // The identical writes or repeats this retry could make twice with (repeats.ts), for its commit and its guard.
+  const related = repeatedOpenAttempts(evidence, record);
   let args: JsonValue;
   try {
     args = structuredClone(record.call.arguments);
@@ -355,8 +361,8 @@ export function prepareToolRetry(
           ? null
           : deepFreeze({ actor: checkedReview.actor, evidence: checkedReview.evidence, outcome: checkedReview.outcome }),
       sourceRow: Object.freeze(callProgressIn(history, record.call.id)),
-      sourceIsRepeat: isRefusedRepeat(record),
-      repeated: Object.freeze(repeatedOpenAttempts(evidence, record).flatMap((open) => {
+      touchesRepeats: isRefusedRepeat(record) || related.length > 0,
+      repeated: Object.freeze(related.flatMap((open) => {
         const row = callProgressIn(history, open.call.id);
         return row === null ? [] : [Object.freeze({ callId: open.call.id, ...row })];
       })),

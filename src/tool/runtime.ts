@@ -18,7 +18,7 @@ import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
 import { DEFAULT_CONTRACT, type ToolMetadata } from './metadata.js';
 import { compileInputSchema, createSchemaAjv } from './schema-ajv.js';
-import { planOperationCalls, planOperationOrigin, planRetriesRepeat, planSourceRow, ToolRetryPlan } from './retry-plan.js';
+import { planOperationCalls, planOperationOrigin, planTouchesRepeats, planSourceRow, ToolRetryPlan } from './retry-plan.js';
 import { noteRetrySource } from './retry-source.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
@@ -694,7 +694,7 @@ class Gateway implements ToolGateway {
    */
   private async inDoubt(call: ToolCall, plan: ToolRetryPlan | undefined) {
     try {
-      return await checkInDoubt(this.binding.owner, call, plan !== undefined && planRetriesRepeat(plan) ? NONE_RUNNING : callsRunningAs(this.binding.owner));
+      return await checkInDoubt(this.binding.owner, call, plan !== undefined && planTouchesRepeats(plan) ? NONE_RUNNING : callsRunningAs(this.binding.owner));
     } catch (error) {
       throw new ToolRecordingError('call', call, null, error);
     }

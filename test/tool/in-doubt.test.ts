@@ -443,6 +443,34 @@ forEachStore('the in-doubt guard', (target) => {
     }
   });
 
+  it('a retry of a write not made, planned before its repeat made that write, is refused at its commit (r90)', async () => {
+    const store = await target.fresh().open();
+    try {
+      const { owner, gateway, first, second, sent, args } = await scenario(store);
+      const history = await historyWithBodyEnded(store);
+      await recordToolReview(owner, history, first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
+      // The first mail's retry is denied by a guard: decided against, not made.
+      const { tool } = mailer({ hang: false });
+      const guarded = createToolRuntime({ tools: [tool], grants: { agent: '*' }, guards: [() => ({ code: 'policy_blocked', message: 'not now' })] })
+        .bind({ owner, taskId: 'mail-task', caller: 'agent' });
+      const denied = await guarded.callWithOptions('send_mail', args, { retry: prepareToolRetry(await store.loadHistory('mail-session'), first.call.id) });
+      assert.equal(failed(denied.result)?.category, 'denied');
+      const stale = prepareToolRetry(await store.loadHistory('mail-session'), denied.call.id);
+      // The repeat, retried after all, sends the mail.
+      const made = await gateway.callWithOptions('send_mail', args, { retry: prepareToolRetry(await store.loadHistory('mail-session'), second.call.id) });
+      assert.equal(made.result.outcome.status, 'succeeded');
+      const mails = () => sent.filter((a) => (a as { subject: string }).subject === 'Your order').length;
+      assert.equal(mails(), 1);
+      await assert.rejects(gateway.callWithOptions('send_mail', args, { retry: stale }), (error: unknown) =>
+        error instanceof StoreConflictError && error.code === 'history_changed' && error.message.includes(`call ${second.call.id}, an identical write the retry of ${denied.call.id} could make twice with`));
+      assert.equal(mails(), 1, 'no second mail');
+      const now = assessSession(await store.loadHistory('mail-session')).calls.find((c) => c.callId === denied.call.id);
+      assert.deepEqual([now?.nextStep, now?.rule], ['completed', 'made_by_repeat']);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('a plan for a refused repeat, made while the write it repeated was in doubt, is refused once that write was settled', async () => {
     for (const settle of ['review', 'retry'] as const) {
       const store = await target.fresh().open();
@@ -458,7 +486,7 @@ forEachStore('the in-doubt guard', (target) => {
         }
         const before = (await store.loadHistory('mail-session')).length;
         await assert.rejects(gateway.callWithOptions('send_mail', args, { retry: stale }), (error: unknown) =>
-          error instanceof StoreConflictError && error.code === 'history_changed' && error.message.includes(`call ${first.call.id}, whose write the plan's source ${second.call.id} repeated, moved on`),
+          error instanceof StoreConflictError && error.code === 'history_changed' && error.message.includes(`call ${first.call.id}, an identical write the retry of ${second.call.id} could make twice with (a repeat, or what it repeated), moved on`),
         `${settle}: the stale plan is refused at its commit`);
         assert.equal((await store.loadHistory('mail-session')).length, before, 'nothing was written');
         assert.equal(sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, settle === 'review' ? 0 : 1, 'no second mail');
