@@ -23,6 +23,14 @@ import type { CallId } from '../../src/ids.js';
 
 const failed = (r: ToolResult) => (r.outcome.status === 'failed' ? r.outcome : null);
 
+/** A write whose calls record a start marker, for histories built by hand. */
+const WRITE = { effect: ToolEffect.NonIdempotent, startMarker: true } as const;
+/** The in-doubt guard's refusal, as journaled. */
+const REFUSED = { status: 'failed', category: 'in_doubt', code: 'tool_in_doubt', message: 'an identical call may already have taken effect', retryable: false } as const;
+/** A person's review journaled into a history built by hand. */
+const reviewIn = (h: HistoryBuilder, callId: string, outcome: 'completed' | 'not_executed') =>
+  h.push({ type: 'tool_review', review: { callId: callId as CallId, actor: 'ops', evidence: 'checked', outcome, source: 'human' } });
+
 async function scenario(store: SessionStore) {
   const caller = new AbortController();
   const mode = { hang: true, giveUp: () => caller.abort() };
@@ -122,28 +130,24 @@ describe('the in-doubt guard on memory', () => {
   });
 
   it('a write confirmed behind its caller\'s back before the refusal was recorded still settles the repeat: the guard read it in doubt', () => {
-    const refusal = { status: 'failed', category: 'in_doubt', code: 'tool_in_doubt', message: 'an identical call may already have taken effect', retryable: false } as const;
-    const spec = { effect: ToolEffect.NonIdempotent, startMarker: true } as const;
     for (const settle of ['review', 'retry'] as const) {
       const h = new HistoryBuilder();
-      const first = h.call({ ...spec, id: 'first', key: 'k-first' });
+      const first = h.call({ ...WRITE, id: 'first', key: 'k-first' });
       h.started('first');
       h.result('first', { status: 'failed', category: 'timeout', code: 'tool_timeout', message: 'deadline', retryable: true });
-      const review = (outcome: 'completed' | 'not_executed') =>
-        h.push({ type: 'tool_review', review: { callId: 'first' as CallId, actor: 'ops', evidence: 'checked', outcome, source: 'human' } });
       let madeBy = 'first';
-      if (settle === 'review') review('completed');
+      if (settle === 'review') reviewIn(h, 'first', 'completed');
       else {
         // Reviewed not made, then the host's retry made it: the model that saw the timeout never learned of it.
-        review('not_executed');
-        h.retry(first, { ...spec, id: 'first-retry' });
+        reviewIn(h, 'first', 'not_executed');
+        h.retry(first, { ...WRITE, id: 'first-retry' });
         h.started('first-retry');
         h.result('first-retry', succeeded());
         madeBy = 'first-retry';
       }
       // The guard read the first call in doubt; the settlement was committed before the refusal.
-      h.call({ ...spec, id: 'repeat', key: 'k-repeat' });
-      h.result('repeat', refusal);
+      h.call({ ...WRITE, id: 'repeat', key: 'k-repeat' });
+      h.result('repeat', REFUSED);
       const assessed = assessSession(h.build()).calls.find((c) => c.callId === 'repeat');
       assert.deepEqual([assessed?.nextStep, assessed?.rule], ['completed', 'repeat_of_completed'], settle);
       assert.throws(() => prepareToolRetry(h.build(), 'repeat'), (error: unknown) =>
@@ -168,19 +172,16 @@ describe('the in-doubt guard on memory', () => {
 
   it('a refused retry of a write that ran is not a repeat: parallel identical calls stay two writes (r89 #1)', () => {
     const h = new HistoryBuilder();
-    const spec = { effect: ToolEffect.NonIdempotent, startMarker: true } as const;
-    const review = (callId: string, outcome: 'completed' | 'not_executed') =>
-      h.push({ type: 'tool_review', review: { callId: callId as CallId, actor: 'ops', evidence: 'checked', outcome, source: 'human' } });
     // Two identical mails the model asked for side by side: both ran, both in doubt.
-    h.call({ ...spec, id: 'z', key: 'k-z' });
-    const x = h.call({ ...spec, id: 'x', key: 'k-x' });
+    h.call({ ...WRITE, id: 'z', key: 'k-z' });
+    const x = h.call({ ...WRITE, id: 'x', key: 'k-x' });
     h.started('x');
     h.started('z');
-    review('x', 'not_executed');
+    reviewIn(h, 'x', 'not_executed');
     // The host's retry of x meets the guard while z is in doubt; then z is found made.
-    h.retry(x, { ...spec, id: 'x-2' });
-    h.result('x-2', { status: 'failed', category: 'in_doubt', code: 'tool_in_doubt', message: 'an identical call (z) may already have taken effect', retryable: false });
-    review('z', 'completed');
+    h.retry(x, { ...WRITE, id: 'x-2' });
+    h.result('x-2', REFUSED);
+    reviewIn(h, 'z', 'completed');
     const assessed = assessSession(h.build()).calls.find((c) => c.callId === 'x-2');
     assert.deepEqual([assessed?.nextStep, assessed?.rule], ['retry_allowed', 'not_executed'], 'x, reviewed not made, is still to be made');
     assert.equal(prepareToolRetry(h.build(), 'x-2').sourceCallId, 'x-2');
@@ -188,54 +189,49 @@ describe('the in-doubt guard on memory', () => {
 
   it('a refused repeat is tied to the write in doubt it repeated, not to an older identical write made by a retry (r89 #3)', () => {
     const h = new HistoryBuilder();
-    const spec = { effect: ToolEffect.NonIdempotent, startMarker: true } as const;
-    const older = h.call({ ...spec, id: 'older', key: 'k-older' });
+    const older = h.call({ ...WRITE, id: 'older', key: 'k-older' });
     h.started('older');
-    h.push({ type: 'tool_review', review: { callId: 'older' as CallId, actor: 'ops', evidence: 'not sent', outcome: 'not_executed', source: 'human' } });
-    h.retry(older, { ...spec, id: 'older-2' });
+    reviewIn(h, 'older', 'not_executed');
+    h.retry(older, { ...WRITE, id: 'older-2' });
     h.started('older-2');
     h.result('older-2', succeeded());
     // A new identical mail, asked for after the first was made, is in doubt; the model repeats it.
-    h.call({ ...spec, id: 'x', key: 'k-x' });
+    h.call({ ...WRITE, id: 'x', key: 'k-x' });
     h.started('x');
-    h.call({ ...spec, id: 'repeat', key: 'k-repeat' });
-    h.result('repeat', { status: 'failed', category: 'in_doubt', code: 'tool_in_doubt', message: 'an identical call (x) may already have taken effect', retryable: false });
+    h.call({ ...WRITE, id: 'repeat', key: 'k-repeat' });
+    h.result('repeat', REFUSED);
     const assessed = assessSession(h.build()).calls.find((c) => c.callId === 'repeat');
     assert.deepEqual([assessed?.nextStep, assessed?.rule], ['retry_allowed', 'not_executed']);
     assert.match(assessed!.reason, /; it repeats x, an identical call whose write is not settled as made/);
   });
 
   it('a repeat stays one whatever refuses its retry, and a write its repeat made is not made again (r90)', () => {
-    const spec = { effect: ToolEffect.NonIdempotent, startMarker: true } as const;
-    const inDoubt = { status: 'failed', category: 'in_doubt', code: 'tool_in_doubt', message: 'an identical call may already have taken effect', retryable: false } as const;
     const refusal = (category: 'denied' | 'approval_denied') => ({ status: 'failed', category, code: `tool_${category}`, message: 'no', retryable: false }) as const;
-    const review = (h: HistoryBuilder, callId: string, outcome: 'completed' | 'not_executed') =>
-      h.push({ type: 'tool_review', review: { callId: callId as CallId, actor: 'ops', evidence: 'checked', outcome, source: 'human' } });
 
     // The repeat's retry refused by a guard (not the in-doubt one), then the first payment found made.
     const a = new HistoryBuilder();
-    a.call({ ...spec, id: 'first', key: 'k-first' });
+    a.call({ ...WRITE, id: 'first', key: 'k-first' });
     a.started('first');
-    const repeat = a.call({ ...spec, id: 'repeat', key: 'k-repeat' });
-    a.result('repeat', inDoubt);
-    a.retry(repeat, { ...spec, id: 'repeat-2' });
+    const repeat = a.call({ ...WRITE, id: 'repeat', key: 'k-repeat' });
+    a.result('repeat', REFUSED);
+    a.retry(repeat, { ...WRITE, id: 'repeat-2' });
     a.result('repeat-2', refusal('denied'));
-    review(a, 'first', 'completed');
+    reviewIn(a, 'first', 'completed');
     assert.deepEqual(assessSession(a.build()).calls.filter((c) => c.callId.startsWith('repeat')).map((c) => [c.callId, c.rule]),
       [['repeat', 'superseded'], ['repeat-2', 'repeat_of_completed']]);
     assert.throws(() => prepareToolRetry(a.build(), 'repeat-2'), (error: unknown) => error instanceof ToolRetryError && error.code === 'completed');
 
     // The first payment reviewed not made and its retry denied; the repeat, retried, pays: the first is made by it.
     const b = new HistoryBuilder();
-    const first = b.call({ ...spec, id: 'first', key: 'k-first' });
+    const first = b.call({ ...WRITE, id: 'first', key: 'k-first' });
     b.started('first');
-    const again = b.call({ ...spec, id: 'repeat', key: 'k-repeat' });
-    b.result('repeat', inDoubt);
-    review(b, 'first', 'not_executed');
-    b.retry(first, { ...spec, id: 'first-2' });
+    const again = b.call({ ...WRITE, id: 'repeat', key: 'k-repeat' });
+    b.result('repeat', REFUSED);
+    reviewIn(b, 'first', 'not_executed');
+    b.retry(first, { ...WRITE, id: 'first-2' });
     b.result('first-2', refusal('approval_denied'));
     assert.equal(assessSession(b.build()).calls.find((c) => c.callId === 'first-2')?.nextStep, 'retry_allowed', 'not made, and nothing made it yet');
-    b.retry(again, { ...spec, id: 'repeat-2' });
+    b.retry(again, { ...WRITE, id: 'repeat-2' });
     b.started('repeat-2');
     b.result('repeat-2', succeeded());
     const firstNow = assessSession(b.build()).calls.find((c) => c.callId === 'first-2');
@@ -245,17 +241,17 @@ describe('the in-doubt guard on memory', () => {
 
     // A repeat refused while a repeat's retry is in doubt names that retry, the write the guard read in doubt.
     const c = new HistoryBuilder();
-    const cFirst = c.call({ ...spec, id: 'first', key: 'k-first' });
+    const cFirst = c.call({ ...WRITE, id: 'first', key: 'k-first' });
     c.started('first');
-    const cRepeat = c.call({ ...spec, id: 'repeat', key: 'k-repeat' });
-    c.result('repeat', inDoubt);
-    review(c, 'first', 'not_executed');
-    c.retry(cFirst, { ...spec, id: 'first-2' });
+    const cRepeat = c.call({ ...WRITE, id: 'repeat', key: 'k-repeat' });
+    c.result('repeat', REFUSED);
+    reviewIn(c, 'first', 'not_executed');
+    c.retry(cFirst, { ...WRITE, id: 'first-2' });
     c.result('first-2', refusal('approval_denied'));
-    c.retry(cRepeat, { ...spec, id: 'repeat-2' });
+    c.retry(cRepeat, { ...WRITE, id: 'repeat-2' });
     c.started('repeat-2');
-    c.call({ ...spec, id: 'third', key: 'k-third' });
-    c.result('third', inDoubt);
+    c.call({ ...WRITE, id: 'third', key: 'k-third' });
+    c.result('third', REFUSED);
     assert.match(assessSession(c.build()).calls.find((x) => x.callId === 'third')!.reason, /; it repeats repeat-2, an identical call whose write is not settled as made/);
   });
 
@@ -272,19 +268,18 @@ describe('the in-doubt guard on memory', () => {
 
   it('an identical call completed before the one in doubt is not what the repeat repeated: its retry stays allowed', () => {
     const h = new HistoryBuilder();
-    const spec = { effect: ToolEffect.NonIdempotent, startMarker: true } as const;
-    h.call({ ...spec, id: 'earlier', key: 'k-earlier' });
+    h.call({ ...WRITE, id: 'earlier', key: 'k-earlier' });
     h.started('earlier');
     h.result('earlier', succeeded());
-    h.call({ ...spec, id: 'in-doubt', key: 'k-doubt' });
+    h.call({ ...WRITE, id: 'in-doubt', key: 'k-doubt' });
     h.started('in-doubt');
-    h.call({ ...spec, id: 'repeat', key: 'k-repeat' });
-    h.result('repeat', { status: 'failed', category: 'in_doubt', code: 'tool_in_doubt', message: 'an identical call (in-doubt) may already have taken effect', retryable: false });
+    h.call({ ...WRITE, id: 'repeat', key: 'k-repeat' });
+    h.result('repeat', REFUSED);
     const assessed = assessSession(h.build()).calls.find((c) => c.callId === 'repeat');
     assert.deepEqual([assessed?.nextStep, assessed?.rule], ['retry_allowed', 'not_executed']);
     assert.equal(prepareToolRetry(h.build(), 'repeat').sourceCallId, 'repeat', 'the gateway\'s guard decides at use, while in-doubt is open');
     // Once the call in doubt is reviewed completed, the repeat is settled by it, not by the earlier one.
-    h.push({ type: 'tool_review', review: { callId: 'in-doubt' as CallId, actor: 'ops', evidence: 'in the ledger', outcome: 'completed', source: 'human' } });
+    reviewIn(h, 'in-doubt', 'completed');
     assert.throws(() => prepareToolRetry(h.build(), 'repeat'), (error: unknown) =>
       error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes('in-doubt has made that write'));
   });
