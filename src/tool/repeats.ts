@@ -10,7 +10,7 @@
 import { ToolEffect, type ToolCall } from '../event/types.js';
 import { canonicalJson } from '../json/canonical.js';
 import type { AttemptRecord, OperationRecord, SessionEvidence } from './evidence.js';
-import { ToolRecoveryStatus, evidenceRuleFor } from './retry-policy.js';
+import { DENIAL_CATEGORIES, ToolRecoveryStatus, evidenceRuleFor } from './retry-policy.js';
 
 const refusedInDoubt = (record: AttemptRecord): boolean =>
   record.result?.outcome.status === 'failed' && record.result.outcome.category === 'in_doubt';
@@ -106,18 +106,32 @@ class IdenticalWrites {
   }
 
   /**
-   * A write not made (its latest attempt never ran its body, and nothing settled it as made) that an identical
-   * repeat begun after it has made since, its retry run after all (the first write's retry denied, say): that write
-   * is made, and a retry of it would make it twice. Its latest attempt is linked to the repeat's completing attempt.
+   * A write not made (its latest attempt never ran its body, and nothing settled it as made) that an identical repeat
+   * has made since, its retry run after all (the first write's retry denied, say): that write is made, and a retry of
+   * it would make it twice. Only a repeat refused while the write was still one the guard reads, begun and not yet
+   * decided against (its latest attempt denied): an older write a denial had settled is not what it repeated. The
+   * write's latest attempt is linked to the repeat's completing attempt.
    */
   linkMadeByRepeats(): void {
-    let repeat: Candidate | undefined;
-    for (const c of this.all) if (c.completion !== null && bornRepeat(c.operation)) repeat = c;
-    if (repeat === undefined) return;
+    const repeats = this.all.filter((c) => c.completion !== null && bornRepeat(c.operation))
+      .map((c) => ({ refusedAt: c.operation.attempts[0]!.resultEvent!.seq, made: c.completion!.attempt }))
+      .sort((a, b) => a.refusedAt - b.refusedAt);
+    if (repeats.length === 0) return;
     for (const c of this.all) {
-      if (c.origin >= repeat.origin) break;
       const latest = c.operation.attempts[c.operation.attempts.length - 1]!;
-      if (c.completion === null && statusOf(latest) === ToolRecoveryStatus.NotExecuted) latest.madeByRepeat = repeat.completion!.attempt;
+      if (c.completion !== null || statusOf(latest) !== ToolRecoveryStatus.NotExecuted) continue;
+      const outcome = latest.result?.outcome;
+      const settledAt = outcome?.status === 'failed' && DENIAL_CATEGORIES.has(outcome.category) ? latest.resultEvent!.seq : Number.POSITIVE_INFINITY;
+      // The first repeat refused after this write began; it counts when it was refused before the denial.
+      let low = 0;
+      let high = repeats.length;
+      while (low < high) {
+        const mid = (low + high) >>> 1;
+        if (repeats[mid]!.refusedAt > c.origin) high = mid;
+        else low = mid + 1;
+      }
+      const repeat = repeats[low];
+      if (repeat !== undefined && repeat.refusedAt < settledAt) latest.madeByRepeat = repeat.made;
     }
   }
 

@@ -255,6 +255,31 @@ describe('the in-doubt guard on memory', () => {
     assert.match(assessSession(c.build()).calls.find((x) => x.callId === 'third')!.reason, /; it repeats repeat-2, an identical call whose write is not settled as made/);
   });
 
+  it('a write a denial settled before a repeat was refused is not made by that repeat (r91 #2)', () => {
+    const h = new HistoryBuilder();
+    const denial = { status: 'failed', category: 'approval_denied', code: 'tool_approval_denied', message: 'no', retryable: false } as const;
+    // Pay bob 5: in doubt, reviewed not made, its retry denied. Settled: not made, by a decision.
+    const old = h.call({ ...WRITE, id: 'w', key: 'k-w' });
+    h.started('w');
+    reviewIn(h, 'w', 'not_executed');
+    h.retry(old, { ...WRITE, id: 'w-2' });
+    h.result('w-2', denial);
+    // Asked again later: x is in doubt, its repeat refused, x reviewed not made and denied, the repeat's retry pays.
+    const x = h.call({ ...WRITE, id: 'x', key: 'k-x' });
+    h.started('x');
+    const repeat = h.call({ ...WRITE, id: 'repeat', key: 'k-repeat' });
+    h.result('repeat', REFUSED);
+    reviewIn(h, 'x', 'not_executed');
+    h.retry(x, { ...WRITE, id: 'x-2' });
+    h.result('x-2', denial);
+    h.retry(repeat, { ...WRITE, id: 'repeat-2' });
+    h.started('repeat-2');
+    h.result('repeat-2', succeeded());
+    const rules = new Map<string, string>(assessSession(h.build()).calls.map((c) => [c.callId, c.rule]));
+    assert.equal(rules.get('x-2'), 'made_by_repeat', 'x is what the repeat repeated');
+    assert.equal(rules.get('w-2'), 'not_executed', 'w was settled before: not made, and not claimed made');
+  });
+
   it('a caller key whose call was refused as a repeat points at the call to settle, not at itself', async () => {
     const store = createMemoryStore();
     const { gateway, args } = await scenario(store);

@@ -111,9 +111,11 @@ function historyOf(c: Case): { history: SessionEvent[]; callId: string; sibling:
       h.retry(repeat, { id: 'repeat-2', startMarker: true });
       h.started('repeat-2');
       h.result('repeat-2', succeeded());
-      // Only a write that was not made, and that the guard reads, is made by its repeat.
+      // Only a write that was not made, that the guard reads, and that no denial had settled before the repeat was
+      // refused (this attempt's result comes first) is made by its repeat.
       const notMade = evidenceRuleFor({ flagged: c.flagged, marker: c.started, result: c.outcome }).status === 'not_executed';
-      const madeBy = notMade && c.effect !== ToolEffect.ReadOnly ? { attempt: 2, callId: 'repeat-2' } : null;
+      const denied = c.outcome?.status === 'failed' && (c.outcome.category === 'denied' || c.outcome.category === 'approval_denied');
+      const madeBy = notMade && !denied && c.effect !== ToolEffect.ReadOnly ? { attempt: 2, callId: 'repeat-2' } : null;
       return { history: h.build(), callId: 'attempt-2', sibling: null, newer: null, repeated: null, madeBy };
     }
     case 'after_done': {
