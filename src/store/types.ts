@@ -50,6 +50,13 @@ export interface BudgetChange {
   readonly settle?: { readonly chargeOutputBytes: number };
 }
 
+/** The row of the latest attempt of an identical operation a retry could make its write twice with, as a plan's history made it. */
+export interface RepeatedRow {
+  readonly callId: CallId;
+  readonly started: boolean;
+  readonly status: AttentionStatus;
+}
+
 /** Decision D4: the append of a retry call verifies the plan's source is still the latest attempt of its operation. */
 export interface LatestAttemptCondition {
   readonly taskId: TaskId;
@@ -75,7 +82,7 @@ export interface LatestAttemptCondition {
      * have repeated; for another, its repeats. The commit is refused (`history_changed`) when one of them moved on (a
      * review, a result, a newer attempt): the write may have been made since (docs/design.md#the-in-doubt-guard).
      */
-    readonly repeated?: readonly { readonly callId: CallId; readonly started: boolean; readonly status: AttentionStatus }[];
+    readonly repeated?: readonly RepeatedRow[];
   };
 }
 

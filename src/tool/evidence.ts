@@ -28,9 +28,9 @@ import { linkSettledRepeats } from './repeats.js';
 import {
   DENIAL_CATEGORIES,
   ToolRecoveryStatus,
+  evidenceFactsOf,
   evidenceRuleFor,
   retryRuleFor,
-  type EvidenceFacts,
   type EvidenceRuleId,
   type RetryFacts,
   type RetryRule,
@@ -450,12 +450,6 @@ export interface Classification {
   /** The evidence-table row that decided it. */
   readonly rule: EvidenceRuleId;
 }
-
-const evidenceFactsOf = (record: AttemptRecord): EvidenceFacts => ({
-  flagged: record.call.operation?.startMarker === true,
-  marker: record.startedEvent !== null,
-  result: record.result?.outcome ?? null,
-});
 
 /**
  * The evidence table (retry-policy.ts): for a flagged call the start marker, not the failure category, decides

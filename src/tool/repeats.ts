@@ -10,17 +10,13 @@
 import { ToolEffect, type ToolCall } from '../event/types.js';
 import { canonicalJson } from '../json/canonical.js';
 import type { AttemptRecord, OperationRecord, SessionEvidence } from './evidence.js';
-import { DENIAL_CATEGORIES, ToolRecoveryStatus, evidenceRuleFor } from './retry-policy.js';
+import { DENIAL_CATEGORIES, ToolRecoveryStatus, evidenceFactsOf, evidenceRuleFor } from './retry-policy.js';
 
 const refusedInDoubt = (record: AttemptRecord): boolean =>
   record.result?.outcome.status === 'failed' && record.result.outcome.category === 'in_doubt';
 
 /** The evidence table's status of one attempt (a contradiction was refused by the evidence pass already). */
-const statusOf = (a: AttemptRecord) => evidenceRuleFor({
-  flagged: a.call.operation?.startMarker === true,
-  marker: a.startedEvent !== null,
-  result: a.result?.outcome ?? null,
-}).status;
+const statusOf = (a: AttemptRecord) => evidenceRuleFor(evidenceFactsOf(a)).status;
 
 /** An operation born refused: its first attempt was refused `in_doubt`. */
 const bornRepeat = (operation: OperationRecord): boolean => refusedInDoubt(operation.attempts[0]!);

@@ -4,6 +4,7 @@
  */
 import { callProgressIn } from '../store/attention.js';
 import type { AttentionStatus } from '../store/rows.js';
+import type { RepeatedRow } from '../store/types.js';
 import { deepFreeze } from '../json/freeze.js';
 import { ToolRetryError, ToolRetryPlanNotSerializableError } from '../errors.js';
 import type {
@@ -94,14 +95,7 @@ export function planSourceRow(plan: ToolRetryPlan): PlanState['sourceRow'] {
   return sourceRowOf(plan);
 }
 
-/** The row of an attempt of an operation a refused repeat may have repeated, as a plan's history made it. */
-export interface RepeatedRow {
-  readonly callId: CallId;
-  readonly started: boolean;
-  readonly status: AttentionStatus;
-}
-
-/** For the runtime: the rows of the writes the plan's source, a refused repeat, may have repeated (internal). */
+/** For the runtime: the rows of the identical writes or repeats the plan's retry could make twice with (internal). */
 export function planRepeatedRows(plan: ToolRetryPlan): readonly RepeatedRow[] {
   return repeatedOf(plan);
 }

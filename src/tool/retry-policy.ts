@@ -13,8 +13,10 @@
 import {
   PRE_BODY_CATEGORIES,
   ToolEffect,
+  type ToolCall,
   type ToolFailureCategory,
   type ToolRecordedOutcome,
+  type ToolResult,
   type ToolReviewOutcome,
 } from '../event/types.js';
 import { ToolRetryError, type RecordedFailureCode, type ToolRetryErrorCode } from '../errors.js';
@@ -76,6 +78,20 @@ export interface EvidenceFacts {
   readonly marker: boolean;
   readonly result: ToolRecordedOutcome | null;
 }
+
+/** What the evidence table reads of one journaled attempt: its call, its start marker (if any) and its result. */
+export interface JournaledAttempt {
+  readonly call: ToolCall;
+  readonly startedEvent: object | null;
+  readonly result: ToolResult | null;
+}
+
+/** The evidence table's facts of one journaled attempt. */
+export const evidenceFactsOf = (attempt: JournaledAttempt): EvidenceFacts => ({
+  flagged: attempt.call.operation?.startMarker === true,
+  marker: attempt.startedEvent !== null,
+  result: attempt.result?.outcome ?? null,
+});
 
 export type EvidenceRuleId =
   | 'marker_contradicts_pre_body'
