@@ -260,9 +260,10 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
             'load the history again and prepare a new plan; nothing was written',
         );
       }
-      // The identical writes or repeats the retry could make twice with, when the backend keeps the index the source's
-      // row came from (docs/design.md#the-in-doubt-guard).
-      for (const was of row ? latest.source!.repeated ?? [] : []) {
+      // The identical writes or repeats the retry could make twice with, when the backend keeps the index the latest
+      // attempt's row comes from (docs/design.md#the-in-doubt-guard).
+      const indexed = latest.repeated?.length ? state.attention?.some((r) => r.callId === latest.callId) : false;
+      for (const was of indexed ? latest.repeated! : []) {
         const now = state.attention?.find((r) => r.callId === was.callId);
         if (now === undefined || now.started !== was.started || now.status !== was.status) {
           throw new StoreConflictError(

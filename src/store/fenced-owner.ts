@@ -403,10 +403,14 @@ export class FencedOwner implements SessionOwner {
     // A retry plan's source row, to check the source did not move on since the plan's history was read.
     const source = request.expectLatestAttempt?.source ? request.expectLatestAttempt.callId : undefined;
     if (source !== undefined && !attentionCalls.includes(source)) attentionCalls.push(source);
-    for (const [i, row] of (request.expectLatestAttempt?.source?.repeated ?? []).entries()) {
-      checkId<string>(`expectLatestAttempt.source.repeated[${i}].callId`, row?.callId);
+    const repeated = request.expectLatestAttempt?.repeated ?? [];
+    for (const [i, row] of repeated.entries()) {
+      checkId<string>(`expectLatestAttempt.repeated[${i}].callId`, row?.callId);
       if (!attentionCalls.includes(row.callId)) attentionCalls.push(row.callId);
     }
+    // The latest attempt's own row says whether the backend keeps the index the related rows are checked in.
+    const latestCall = request.expectLatestAttempt?.callId;
+    if (repeated.length > 0 && latestCall !== undefined && !attentionCalls.includes(latestCall)) attentionCalls.push(latestCall);
     const approvalOp = approvalOperation(request);
     if (approvalOp && !this.backend.inbox) throw new DecisionError('inbox_unsupported', null, `the ${this.backend.kind} store has no decision inbox`);
     const seenSeq = request.expectLatestAttempt?.source?.seenSeq;

@@ -76,14 +76,16 @@ export interface LatestAttemptCondition {
      * between, which may have journaled a review of the source that leaves its row as it was).
      */
     readonly seenSeq?: number;
-    /**
-     * The rows, as the plan's history made them, of the latest attempts of the identical operations not made that the
-     * retry could make its write twice with: for a source the in-doubt guard refused as a repeat, the writes it may
-     * have repeated; for another, its repeats. The commit is refused (`history_changed`) when one of them moved on (a
-     * review, a result, a newer attempt): the write may have been made since (docs/design.md#the-in-doubt-guard).
-     */
-    readonly repeated?: readonly RepeatedRow[];
   };
+  /**
+   * The rows, as a retry plan's history made them, of the latest attempts of the identical operations not made that
+   * the retry could make its write twice with: for a source the in-doubt guard refused as a repeat, the writes it may
+   * have repeated; for another, its repeats. Checked at the retry's call and again at its start marker (a call waiting
+   * for its approver is not one the in-doubt guard reads), when the backend keeps the index the latest attempt's row
+   * comes from: the commit is refused (`history_changed`) when one of them moved on (a review, a result, a newer
+   * attempt), as the write may have been made since (docs/design.md#the-in-doubt-guard).
+   */
+  readonly repeated?: readonly RepeatedRow[];
 }
 
 /**

@@ -110,10 +110,10 @@ export type AttemptCondition = Pick<CommitRequest, 'expectLatestAttempt' | 'expe
 export function attemptCondition(owner: SessionOwner, op: ToolOperation, plan: ToolRetryPlan | undefined, callerKeyed: boolean): AttemptCondition {
   const row = plan ? planSourceRow(plan) : null;
   const repeated = plan ? planRepeatedRows(plan) : [];
-  const source = row && plan ? { ...row, seenSeq: planHistorySeq(plan), ...(repeated.length > 0 ? { repeated } : {}) } : null;
+  const source = row && plan ? { ...row, seenSeq: planHistorySeq(plan) } : null;
   if (op.retry) {
     return {
-      expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId, ...(source ? { source } : {}) },
+      expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: op.retry.callId, ...(source ? { source } : {}), ...(repeated.length > 0 ? { repeated } : {}) },
       ...(plan ? { expectNoWaitingReview: planOperationCalls(plan), recheck: () => refuseUnsafeRetryHere(owner, plan, true) } : {}),
     };
   }

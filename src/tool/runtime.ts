@@ -1,4 +1,4 @@
-import { DecisionError, InvalidInputError, OperationInDoubtError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
+import { DecisionError, InvalidInputError, OperationInDoubtError, StoreConflictError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
 import type { EventDraft, SessionEvent, ToolApprovalRecord, ToolCall, ToolEffectContract, ToolOperation, ToolResult } from '../event/types.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
@@ -10,7 +10,7 @@ import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type
 import { jsonEquals, jsonTextBytes } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
 import { LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
-import type { ApprovalChange, BudgetChange, CommitRequest, RecordedAttempt, SessionOwner } from '../store/types.js';
+import type { ApprovalChange, BudgetChange, CommitRequest, RecordedAttempt, RepeatedRow, SessionOwner } from '../store/types.js';
 import { describeSetting, toWellFormed, utf8Length } from '../text.js';
 import { checkRuntimeConfig, checkSignal } from './runtime-config.js';
 import { askApproval, checkAvailability, checkGrantAndSchema, checkInDoubt, failure, runGuards, type Failure, type RegisteredTool } from './admission-checks.js';
@@ -18,7 +18,7 @@ import { CallControl } from './control.js';
 import { faultPoint } from '../fault.js';
 import { DEFAULT_CONTRACT, type ToolMetadata } from './metadata.js';
 import { compileInputSchema, createSchemaAjv } from './schema-ajv.js';
-import { planOperationCalls, planOperationOrigin, planTouchesRepeats, planSourceRow, ToolRetryPlan } from './retry-plan.js';
+import { planOperationCalls, planOperationOrigin, planRepeatedRows, planTouchesRepeats, planSourceRow, ToolRetryPlan } from './retry-plan.js';
 import { noteRetrySource } from './retry-source.js';
 import { defaultPanicDescription } from './panic.js';
 import { Observability, type AttemptObserver } from './telemetry.js';
@@ -527,13 +527,18 @@ class Gateway implements ToolGateway {
       // A retry's marker is refused while an operator's review decision about its operation waits in the inbox:
       // recorded since the inbox was last looked at (while the approver was asked), it may say the write was made.
       const reviewCalls = plan !== undefined ? [...planOperationCalls(plan), call.id] : undefined;
-      let marked = await unlessDecidedMeanwhile(() => this.writeStarted(call, op, registered!, started, operator?.change ?? settle, reviewCalls));
+      // A retry that could make its write twice with an identical operation (a repeat, or what it repeated) starts only
+      // while that operation's row is still as its plan read it: waiting for its approver, this call is not one the
+      // in-doubt guard reads, so an identical retry may have made the write meanwhile (docs/design.md#the-in-doubt-guard).
+      const related = plan !== undefined ? planRepeatedRows(plan) : [];
+      const marker = { reviewCalls, related };
+      let marked = await unlessDecidedMeanwhile(() => this.writeStarted(call, op, registered!, started, operator?.change ?? settle, marker));
       if (marked === null) {
         // An operator decided an earlier attempt's request of this very action while the approver approved this
         // one: a denial stands, an approval is used.
         const late = await this.decidedMeanwhile(call, binding);
         if (late.denial) return this.finish(call, callEvent, null, late.denial, 0, observer, { change: late.change, record: late.record });
-        marked = await this.writeStarted(call, op, registered!, this.draft({ type: 'tool_started', callId: call.id, approval: late.record }), late.change, reviewCalls);
+        marked = await this.writeStarted(call, op, registered!, this.draft({ type: 'tool_started', callId: call.id, approval: late.record }), late.change, marker);
         spentApproval = late.record.requestId;
       } else if (operator !== null) spentApproval = operator.record.requestId;
       if ('refused' in marked) return this.finish(call, callEvent, null, marked.refused, 0, observer);
@@ -714,8 +719,8 @@ class Gateway implements ToolGateway {
     op: NonNullable<ToolCall['operation']>,
     registered: RegisteredTool,
     startedDraft: EventDraft,
-    approval?: ApprovalChange,
-    reviewCalls?: readonly string[],
+    approval: ApprovalChange | undefined,
+    marker: { readonly reviewCalls: readonly string[] | undefined; readonly related: readonly RepeatedRow[] },
   ): Promise<{ event: SessionEvent } | { refused: Failure }> {
     // Asking a person can take hours: whether the tool can run is asked again before its start marker, so an
     // approved call never runs on a server whose tool changed meanwhile, nor is sent over a connection known to be
@@ -726,9 +731,9 @@ class Gateway implements ToolGateway {
       const receipt = await commitAs(this.binding.owner, {
         events: [startedDraft],
         budget: { taskId: this.taskId },
-        expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: call.id },
+        expectLatestAttempt: { taskId: op.taskId, key: op.key, callId: call.id, ...(marker.related.length > 0 ? { repeated: marker.related } : {}) },
         ...(approval ? { approval } : {}),
-        ...(reviewCalls ? { expectNoWaitingReview: reviewCalls } : {}),
+        ...(marker.reviewCalls ? { expectNoWaitingReview: marker.reviewCalls } : {}),
       });
       return { event: receipt.events[0]! };
     } catch (error) {
@@ -738,6 +743,9 @@ class Gateway implements ToolGateway {
       }
       if (code === 'not_latest_attempt') {
         return { refused: failure('unavailable', 'tool_superseded', 'a newer attempt of this operation was made while this one waited; its body never ran') };
+      }
+      if (code === 'history_changed' && marker.related.length > 0 && error instanceof StoreConflictError) {
+        return { refused: failure('in_doubt', 'tool_in_doubt', `${error.message.replace(/; load the history again and prepare a new plan; nothing was written$/, '')}; its body never ran`) };
       }
       if (code === 'needs_review' && error instanceof ToolRetryError) {
         return { refused: failure('in_doubt', 'tool_review_waiting', `${error.detail.replace(/; nothing was written$/, '')}; its body never ran`) };

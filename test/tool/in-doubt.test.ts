@@ -491,6 +491,55 @@ forEachStore('the in-doubt guard', (target) => {
     }
   });
 
+  it('of two identical retries, one waiting for its approver while the other made the write, the waiting one never starts (r91 #1)', async () => {
+    for (const waits of ['first', 'repeat'] as const) {
+      const store = await target.fresh().open();
+      try {
+        const { owner, first, second, args } = await scenario(store);
+        await recordToolReview(owner, await historyWithBodyEnded(store), first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
+        const { tool } = mailer({ hang: false });
+        const guarded = createToolRuntime({ tools: [tool], grants: { agent: '*' }, guards: [() => ({ code: 'policy_blocked', message: 'not now' })] })
+          .bind({ owner, taskId: 'mail-task', caller: 'agent' });
+        const denied = await guarded.callWithOptions('send_mail', args, { retry: prepareToolRetry(await store.loadHistory('mail-session'), first.call.id) });
+        assert.equal(failed(denied.result)?.category, 'denied');
+        // Both writes' retries go through an approver: the first one asked waits until the other retry has run.
+        const approved = mailer({ hang: false });
+        let asked = () => {};
+        const firstAsked = new Promise<void>((resolve) => { asked = resolve; });
+        let answer = () => {};
+        const answered = new Promise<void>((resolve) => { answer = resolve; });
+        let asks = 0;
+        const desk = async () => {
+          asks += 1;
+          if (asks === 1) {
+            asked();
+            await answered;
+          }
+          return { decision: 'approved' as const };
+        };
+        const gateway = createToolRuntime({ tools: [{ ...approved.tool, metadata: approved.tool.metadata.withApproval('desk') }], grants: { agent: '*' }, approvers: { desk } })
+          .bind({ owner, taskId: 'mail-task', caller: 'agent' });
+        const [waiting, running] = waits === 'first' ? [denied.call.id, second.call.id] : [second.call.id, denied.call.id];
+        const held = gateway.callWithOptions('send_mail', args, { retry: prepareToolRetry(await store.loadHistory('mail-session'), waiting) });
+        await firstAsked;
+        const ran = await gateway.callWithOptions('send_mail', args, { retry: prepareToolRetry(await store.loadHistory('mail-session'), running) });
+        assert.equal(ran.result.outcome.status, 'succeeded', `${waits} waits: the other retry made the write`);
+        answer();
+        const late = await held;
+        assert.equal(approved.sent.length, 1, `${waits} waits: one mail`);
+        assert.equal(late.startedEvent, null, `${waits} waits: approved after the identical write was made, its body never starts`);
+        assert.equal(failed(late.result)?.code, 'tool_in_doubt');
+        assert.match(failed(late.result)!.message, /an identical write the retry of .+ could make twice with .+ moved on .+ its body never ran$/);
+        const now = assessSession(await store.loadHistory('mail-session')).calls.find((c) => c.callId === late.call.id);
+        assert.equal(now?.nextStep, 'completed', `${waits} waits: ${now?.reason}`);
+        const after = await store.loadHistory('mail-session');
+        assert.throws(() => prepareToolRetry(after, late.call.id), (error: unknown) => error instanceof ToolRetryError && error.code === 'completed');
+      } finally {
+        await store.close();
+      }
+    }
+  });
+
   it('a plan for a refused repeat, made while the write it repeated was in doubt, is refused once that write was settled', async () => {
     for (const settle of ['review', 'retry'] as const) {
       const store = await target.fresh().open();
