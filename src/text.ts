@@ -67,11 +67,12 @@ export function thrownMessage(error: unknown): string {
 }
 
 /**
- * Characters a reader never sees on their own: white space, control and format characters (zero-width spaces,
- * joiners, the soft hyphen, tags), unassigned code points and noncharacters, combining marks, and the fillers that
- * render as nothing.
+ * Characters that say nothing to a reader on their own: white space, control and format characters (zero-width
+ * spaces, joiners, the soft hyphen, tags), unassigned code points and noncharacters, combining marks, the fillers that
+ * render as nothing, private-use characters (a glyph only some font gives them), lone surrogates, and the object
+ * replacement character (a placeholder for something not there).
  */
-const UNSEEN = /[\p{White_Space}\p{Cc}\p{Cf}\p{Cn}\p{Mn}\p{Me}\u115F\u1160\u3164\uFFA0\u2800\u{1D159}]/gu;
+const UNSEEN = /[\p{White_Space}\p{Cc}\p{Cf}\p{Cn}\p{Co}\p{Cs}\p{Mn}\p{Me}\u115F\u1160\u3164\uFFA0\u2800\uFFFC\u{1D159}]/gu;
 
 /**
  * Whether `s` holds a character a reader sees. A person's name or evidence made of white space and invisible

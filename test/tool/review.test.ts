@@ -127,7 +127,7 @@ forEachStore('journaled reviews', (target) => {
     assert.throws(() => prepareToolRetry(all, callId, nul), codeOf('invalid_evidence'));
     assert.throws(() => prepareToolRetry(all, callId, { ...nul, evidence: 'fine', actor: 'ops\u0000' }), codeOf('invalid_evidence'));
     // A name or evidence a reader cannot see (zero-width, joiners, a soft hyphen, a Hangul filler) says nothing (r88).
-    for (const blank of ['\u200B', '\u2060\u00AD', ' \u3164 ', '\u200D\u0301', '\u0001\u007F\u0090', '\uFDD0\uFFFF\u0378', '\u{1D159}']) {
+    for (const blank of ['\u200B', '\u2060\u00AD', ' \u3164 ', '\u200D\u0301', '\u0001\u007F\u0090', '\uFDD0\uFFFF\u0378', '\u{1D159}', '\uE000\u{F0000}', '\uFFFC']) {
       await assert.rejects(recordToolReview(r.owner, all, callId, { ...review, actor: blank }), codeOf('invalid_input'), JSON.stringify(blank));
       await assert.rejects(recordToolReview(r.owner, all, callId, { ...review, evidence: blank }), codeOf('invalid_input'), JSON.stringify(blank));
       assert.throws(() => prepareToolRetry(all, callId, { ...HUMAN, outcome: 'not_executed', evidence: blank }), codeOf('invalid_evidence'));
