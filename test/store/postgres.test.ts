@@ -337,7 +337,8 @@ describePostgres('PostgreSQL store', (url) => {
           start_marker, started, status) SELECT 's-plan', 't', 'k' || i, 'c' || i, 'noop', 'read_only', 'r', 'd', true, true, 'completed'
           FROM generate_series(1, 2000) AS i`);
         for (const plan of [...first, ...(await plans())]) {
-          assert.match(plan, /Index Scan using jw_attention_call_id on jw_attention/, plan);
+          // An index scan or a bitmap scan of it: which one depends on statistics autovacuum may gather meanwhile.
+          assert.match(plan, /(Index Scan using|Bitmap Index Scan on) jw_attention_call_id\b/, plan);
           assert.doesNotMatch(plan, /Seq Scan on jw_attention|jw_attention_(binding|pkey|status)/, plan);
         }
       } finally {
