@@ -82,9 +82,12 @@ class IdenticalWrites {
   #lastCompleted: (Candidate | undefined)[] = [];
   #lastOpen: (Candidate | undefined)[] = [];
   #latestSettled: number[] = [];
+  /** Those settled as made, by the seq of their completion. */
+  #byCompletion: Candidate[] = [];
 
   seal(): void {
     this.all.sort((a, b) => a.origin - b.origin);
+    this.#byCompletion = this.all.filter((c) => c.completion !== null).sort((a, b) => a.settled - b.settled);
     let last: Candidate | undefined;
     let open: Candidate | undefined;
     let latest = -1;
@@ -132,15 +135,22 @@ class IdenticalWrites {
   }
 
   /**
-   * What `record`, a refused repeat, repeated, among the identical writes begun before its operation:
-   * - while one of them was not settled as made when the refusal was recorded, it repeated those: `made` is the
-   *   one completed since, if any, else `open` the one begun last among those still open (the likeliest to be what the guard read in doubt);
-   * - when every one of them was settled as made before the refusal, the settlement landed between the guard's read
-   *   and the refusal's commit (the guard refused it for a write in doubt): `made` is the one completed last.
+   * Whether `record`, a refused repeat, has been made, or which write it waits on:
+   * - `made` is the identical write settled as made first after the refusal, whenever it began: the write it
+   *   repeated, another repeat of it retried after all, or the same call asked for again once the first was decided
+   *   against. Each is the write the repeat asked for, and a retry of the repeat would make it twice;
+   * - else, among the identical writes begun before it: while one of them was not settled as made when the refusal
+   *   was recorded, `open` is the one begun last among those still open (the likeliest to be what the guard read in
+   *   doubt); when every one of them was settled as made before the refusal, the settlement landed between the
+   *   guard's read and the refusal's commit (the guard refused it for a write in doubt): `made` is the one completed last.
    */
   decide(record: AttemptRecord): { made?: AttemptRecord; open?: OperationRecord } {
-    const origin = originOf(record.operation!);
-    const refusedAt = record.resultEvent!.seq;
+    const own = record.operation!;
+    const origin = originOf(own);
+    // The refusal it was born with: what the guard read then is what it repeated, whatever refused its later retries.
+    const refusedAt = own.attempts[0]!.resultEvent!.seq;
+    const since = this.#completedAfter(refusedAt, own);
+    if (since !== undefined) return { made: since.completion!.attempt };
     let low = 0;
     let high = this.all.length;
     while (low < high) {
@@ -149,20 +159,32 @@ class IdenticalWrites {
       else high = mid;
     }
     const last = this.#lastCompleted[low];
-    if (last === undefined && this.#lastOpen[low] === undefined) return {};
+    // Nothing was made after the refusal: a write begun before it and settled later is one still open.
     if (this.#latestSettled[low]! > refusedAt) {
-      if (last !== undefined && last.settled > refusedAt) return { made: last.completion!.attempt };
       const open = this.#lastOpen[low];
       return open === undefined ? {} : { open: open.operation };
     }
     return last === undefined ? {} : { made: last.completion!.attempt };
+  }
+
+  /** The first write settled as made after `seq`, other than `own`. */
+  #completedAfter(seq: number, own: OperationRecord): Candidate | undefined {
+    let low = 0;
+    let high = this.#byCompletion.length;
+    while (low < high) {
+      const mid = (low + high) >>> 1;
+      if (this.#byCompletion[mid]!.settled > seq) high = mid;
+      else low = mid + 1;
+    }
+    for (let i = low; i < this.#byCompletion.length; i++) if (this.#byCompletion[i]!.operation !== own) return this.#byCompletion[i];
+    return undefined;
   }
 }
 
 /**
  * Links each refused repeat to the write it repeated (IdenticalWrites.decide): `repeatedCompleted` when that write
  * has been made, so no retry of the repeat makes it twice; `repeatedOpen` while it is not, for the guidance its
- * assessment gives. Same task, tool and canonical arguments, begun before the repeat's operation. And the other way
+ * assessment gives. Same task, tool and canonical arguments. And the other way
  * (IdenticalWrites.linkMadeByRepeats): a write not made whose repeat, retried, made it since is `madeByRepeat`.
  */
 export function linkSettledRepeats(attempts: readonly AttemptRecord[], operations: Iterable<OperationRecord>): void {
@@ -199,9 +221,9 @@ export function linkSettledRepeats(attempts: readonly AttemptRecord[], operation
 /**
  * The identical operations a retry of `record` must not pass unseen, by their latest attempts, none of them settled
  * as made: for a refused repeat, the writes begun before it that may exist (the write it repeated may be made by
- * them); for any other call, the repeats of it begun after it (a repeat, retried after all, makes its write). A plan
- * keeps their rows for its commit to check they did not move on, and its retry is not passed beside one of them
- * running in this process.
+ * them) and the other repeats (one retried after all makes the same write); for any other call, the repeats of it
+ * begun after it (a repeat, retried after all, makes its write). A plan keeps their rows for its commit and its start
+ * marker to check they did not move on, and its retry is not passed beside one of them running in this process.
  */
 export function repeatedOpenAttempts(evidence: SessionEvidence, record: AttemptRecord): AttemptRecord[] {
   const own = record.operation;
@@ -214,7 +236,9 @@ export function repeatedOpenAttempts(evidence: SessionEvidence, record: AttemptR
     const operation = other.operation;
     if (operation === null || operation === own || other.call.name !== record.call.name || open.has(operation)) continue;
     if (completionOf(operation) !== null) continue;
-    const related = repeat ? originOf(operation) < origin && mayBeRepeated(operation) : originOf(operation) > origin && bornRepeat(operation);
+    const related = repeat
+      ? (originOf(operation) < origin && mayBeRepeated(operation)) || bornRepeat(operation)
+      : originOf(operation) > origin && bornRepeat(operation);
     if (related && repeatIdentity(operation.attempts[0]!.call) === id) open.add(operation);
   }
   return [...open].map((operation) => operation.attempts[operation.attempts.length - 1]!);

@@ -255,6 +255,46 @@ describe('the in-doubt guard on memory', () => {
     assert.match(assessSession(c.build()).calls.find((x) => x.callId === 'third')!.reason, /; it repeats repeat-2, an identical call whose write is not settled as made/);
   });
 
+  it('a refused repeat is made by any identical write made after its refusal: another repeat retried, or the call asked again (r92)', () => {
+    const denied = { status: 'failed', category: 'denied', code: 'policy_blocked', message: 'no', retryable: false } as const;
+    // The first mail in doubt, repeated twice; reviewed not made, its retry denied.
+    const setup = () => {
+      const h = new HistoryBuilder();
+      const first = h.call({ ...WRITE, id: 'first', key: 'k-first' });
+      h.started('first');
+      const b = h.call({ ...WRITE, id: 'b', key: 'k-b' });
+      h.result('b', REFUSED);
+      const d = h.call({ ...WRITE, id: 'd', key: 'k-d' });
+      h.result('d', REFUSED);
+      reviewIn(h, 'first', 'not_executed');
+      h.retry(first, { ...WRITE, id: 'first-2' });
+      h.result('first-2', denied);
+      return { h, b, d };
+    };
+    const rowOf = (h: HistoryBuilder, callId: string) => {
+      const c = assessSession(h.build()).calls.find((x) => x.callId === callId);
+      return [c?.nextStep, c?.rule];
+    };
+
+    // The second repeat, retried, sent the mail: the first repeat is made too, and so is the first mail.
+    const sibling = setup();
+    sibling.h.retry(sibling.d, { ...WRITE, id: 'd-2' });
+    sibling.h.started('d-2');
+    sibling.h.result('d-2', succeeded());
+    assert.deepEqual(rowOf(sibling.h, 'b'), ['completed', 'repeat_of_completed'], 'the other repeat made the write it repeats');
+    assert.deepEqual(rowOf(sibling.h, 'first-2'), ['completed', 'made_by_repeat']);
+    assert.throws(() => prepareToolRetry(sibling.h.build(), 'b'), (error: unknown) =>
+      error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes('d-2'));
+
+    // The model asked for the mail again once the first was decided against, and it was sent: the repeat is made.
+    const asked = setup();
+    asked.h.call({ ...WRITE, id: 'again', key: 'k-again' });
+    asked.h.started('again');
+    asked.h.result('again', succeeded());
+    assert.deepEqual(rowOf(asked.h, 'b'), ['completed', 'repeat_of_completed']);
+    assert.deepEqual(rowOf(asked.h, 'd'), ['completed', 'repeat_of_completed']);
+  });
+
   it('a write a denial settled before a repeat was refused is not made by that repeat (r91 #2)', () => {
     const h = new HistoryBuilder();
     const denial = { status: 'failed', category: 'approval_denied', code: 'tool_approval_denied', message: 'no', retryable: false } as const;
@@ -534,6 +574,61 @@ forEachStore('the in-doubt guard', (target) => {
         assert.equal(now?.nextStep, 'completed', `${waits} waits: ${now?.reason}`);
         const after = await store.loadHistory('mail-session');
         assert.throws(() => prepareToolRetry(after, late.call.id), (error: unknown) => error instanceof ToolRetryError && error.code === 'completed');
+      } finally {
+        await store.close();
+      }
+    }
+  });
+
+  it('of two repeats of one write, the retry of one made the write: the other\'s retry never starts, waiting or planned before (r92)', async () => {
+    for (const when of ['waiting', 'planned'] as const) {
+      const store = await target.fresh().open();
+      try {
+        const { owner, gateway, first, second, args } = await scenario(store);
+        const third = await gateway.call('send_mail', args);
+        assert.equal(failed(third.result)?.code, 'tool_in_doubt', 'the model repeated the mail twice');
+        await recordToolReview(owner, await historyWithBodyEnded(store), first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
+        const { tool } = mailer({ hang: false });
+        const guarded = createToolRuntime({ tools: [tool], grants: { agent: '*' }, guards: [() => ({ code: 'policy_blocked', message: 'not now' })] })
+          .bind({ owner, taskId: 'mail-task', caller: 'agent' });
+        const denied = await guarded.callWithOptions('send_mail', args, { retry: prepareToolRetry(await store.loadHistory('mail-session'), first.call.id) });
+        assert.equal(failed(denied.result)?.category, 'denied');
+        const approved = mailer({ hang: false });
+        let asked = () => {};
+        const firstAsked = new Promise<void>((resolve) => { asked = resolve; });
+        let answer = () => {};
+        const answered = new Promise<void>((resolve) => { answer = resolve; });
+        let asks = 0;
+        const desk = async () => {
+          asks += 1;
+          if (asks === 1 && when === 'waiting') {
+            asked();
+            await answered;
+          }
+          return { decision: 'approved' as const };
+        };
+        const approving = createToolRuntime({ tools: [{ ...approved.tool, metadata: approved.tool.metadata.withApproval('desk') }], grants: { agent: '*' }, approvers: { desk } })
+          .bind({ owner, taskId: 'mail-task', caller: 'agent' });
+        const plan = prepareToolRetry(await store.loadHistory('mail-session'), second.call.id);
+        const held = when === 'waiting' ? approving.callWithOptions('send_mail', args, { retry: plan }) : null;
+        if (held) await firstAsked;
+        const ran = await approving.callWithOptions('send_mail', args, { retry: prepareToolRetry(await store.loadHistory('mail-session'), third.call.id) });
+        assert.equal(ran.result.outcome.status, 'succeeded', `${when}: the second repeat's retry sent the mail`);
+        answer();
+        let repeatLatest = second.call.id;
+        if (held) {
+          const late = await held;
+          repeatLatest = late.call.id;
+          assert.equal(late.startedEvent, null, 'approved after the other repeat made the write, its body never starts');
+          assert.equal(failed(late.result)?.code, 'tool_in_doubt');
+        } else {
+          await assert.rejects(approving.callWithOptions('send_mail', args, { retry: plan }), (error: unknown) =>
+            error instanceof StoreConflictError && error.code === 'history_changed' && error.message.includes(`call ${third.call.id}, an identical write`));
+        }
+        assert.equal(approved.sent.length, 1, `${when}: one mail`);
+        const after = await store.loadHistory('mail-session');
+        assert.throws(() => prepareToolRetry(after, repeatLatest), (error: unknown) => error instanceof ToolRetryError && error.code === 'completed',
+          `${when}: the first repeat is made by the second's retry`);
       } finally {
         await store.close();
       }
