@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { ToolEffect, type ToolResult } from '../../src/event/types.js';
 import { OperationInDoubtError, RECORDED_FAILURE_CODES, StoreConflictError, ToolRetryError } from '../../src/errors.js';
 import { createMemoryStore } from '../../src/store/memory.js';
-import type { SessionStore } from '../../src/store/types.js';
+import type { SessionOwner, SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { assessSession } from '../../src/tool/assess.js';
@@ -20,6 +20,7 @@ import { forEachStore } from '../support/stores.js';
 import { HistoryBuilder, succeeded } from '../support/history.js';
 import { recordToolReview } from '../../src/review.js';
 import type { CallId } from '../../src/ids.js';
+import type { JsonValue } from '../../src/json/types.js';
 
 const failed = (r: ToolResult) => (r.outcome.status === 'failed' ? r.outcome : null);
 
@@ -443,6 +444,38 @@ async function historyWithBodyEnded(store: SessionStore) {
   return history;
 }
 
+/** The first mail of the scenario reviewed not made, and its retry denied by a guard: decided against, not made. */
+async function reviewedThenDenied(store: SessionStore, owner: SessionOwner, firstCallId: string, args: JsonValue) {
+  await recordToolReview(owner, await historyWithBodyEnded(store), firstCallId, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
+  const { tool } = mailer({ hang: false });
+  const guarded = createToolRuntime({ tools: [tool], grants: { agent: '*' }, guards: [() => ({ code: 'policy_blocked', message: 'not now' })] })
+    .bind({ owner, taskId: 'mail-task', caller: 'agent' });
+  const denied = await guarded.callWithOptions('send_mail', args, { retry: prepareToolRetry(await store.loadHistory('mail-session'), firstCallId) });
+  assert.equal(failed(denied.result)?.category, 'denied');
+  return denied;
+}
+
+/** The mail tool behind an approver; with `holdFirst`, the first call asked about waits for `answer()`. */
+function approvingMailer(owner: SessionOwner, holdFirst: boolean) {
+  const approved = mailer({ hang: false });
+  let asked = () => {};
+  const firstAsked = new Promise<void>((resolve) => { asked = resolve; });
+  let answer = () => {};
+  const answered = new Promise<void>((resolve) => { answer = resolve; });
+  let asks = 0;
+  const desk = async () => {
+    asks += 1;
+    if (asks === 1 && holdFirst) {
+      asked();
+      await answered;
+    }
+    return { decision: 'approved' as const };
+  };
+  const gateway = createToolRuntime({ tools: [{ ...approved.tool, metadata: approved.tool.metadata.withApproval('desk') }], grants: { agent: '*' }, approvers: { desk } })
+    .bind({ owner, taskId: 'mail-task', caller: 'agent' });
+  return { approved, gateway, firstAsked, answer };
+}
+
 forEachStore('the in-doubt guard', (target) => {
   it('a retry of a refused repeat is refused while the write it repeated runs in this process (r89 #2)', async () => {
     const store = await target.fresh().open();
@@ -536,29 +569,9 @@ forEachStore('the in-doubt guard', (target) => {
       const store = await target.fresh().open();
       try {
         const { owner, first, second, args } = await scenario(store);
-        await recordToolReview(owner, await historyWithBodyEnded(store), first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
-        const { tool } = mailer({ hang: false });
-        const guarded = createToolRuntime({ tools: [tool], grants: { agent: '*' }, guards: [() => ({ code: 'policy_blocked', message: 'not now' })] })
-          .bind({ owner, taskId: 'mail-task', caller: 'agent' });
-        const denied = await guarded.callWithOptions('send_mail', args, { retry: prepareToolRetry(await store.loadHistory('mail-session'), first.call.id) });
-        assert.equal(failed(denied.result)?.category, 'denied');
+        const denied = await reviewedThenDenied(store, owner, first.call.id, args);
         // Both writes' retries go through an approver: the first one asked waits until the other retry has run.
-        const approved = mailer({ hang: false });
-        let asked = () => {};
-        const firstAsked = new Promise<void>((resolve) => { asked = resolve; });
-        let answer = () => {};
-        const answered = new Promise<void>((resolve) => { answer = resolve; });
-        let asks = 0;
-        const desk = async () => {
-          asks += 1;
-          if (asks === 1) {
-            asked();
-            await answered;
-          }
-          return { decision: 'approved' as const };
-        };
-        const gateway = createToolRuntime({ tools: [{ ...approved.tool, metadata: approved.tool.metadata.withApproval('desk') }], grants: { agent: '*' }, approvers: { desk } })
-          .bind({ owner, taskId: 'mail-task', caller: 'agent' });
+        const { approved, gateway, firstAsked, answer } = approvingMailer(owner, true);
         const [waiting, running] = waits === 'first' ? [denied.call.id, second.call.id] : [second.call.id, denied.call.id];
         const held = gateway.callWithOptions('send_mail', args, { retry: prepareToolRetry(await store.loadHistory('mail-session'), waiting) });
         await firstAsked;
@@ -587,28 +600,8 @@ forEachStore('the in-doubt guard', (target) => {
         const { owner, gateway, first, second, args } = await scenario(store);
         const third = await gateway.call('send_mail', args);
         assert.equal(failed(third.result)?.code, 'tool_in_doubt', 'the model repeated the mail twice');
-        await recordToolReview(owner, await historyWithBodyEnded(store), first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
-        const { tool } = mailer({ hang: false });
-        const guarded = createToolRuntime({ tools: [tool], grants: { agent: '*' }, guards: [() => ({ code: 'policy_blocked', message: 'not now' })] })
-          .bind({ owner, taskId: 'mail-task', caller: 'agent' });
-        const denied = await guarded.callWithOptions('send_mail', args, { retry: prepareToolRetry(await store.loadHistory('mail-session'), first.call.id) });
-        assert.equal(failed(denied.result)?.category, 'denied');
-        const approved = mailer({ hang: false });
-        let asked = () => {};
-        const firstAsked = new Promise<void>((resolve) => { asked = resolve; });
-        let answer = () => {};
-        const answered = new Promise<void>((resolve) => { answer = resolve; });
-        let asks = 0;
-        const desk = async () => {
-          asks += 1;
-          if (asks === 1 && when === 'waiting') {
-            asked();
-            await answered;
-          }
-          return { decision: 'approved' as const };
-        };
-        const approving = createToolRuntime({ tools: [{ ...approved.tool, metadata: approved.tool.metadata.withApproval('desk') }], grants: { agent: '*' }, approvers: { desk } })
-          .bind({ owner, taskId: 'mail-task', caller: 'agent' });
+        await reviewedThenDenied(store, owner, first.call.id, args);
+        const { approved, gateway: approving, firstAsked, answer } = approvingMailer(owner, when === 'waiting');
         const plan = prepareToolRetry(await store.loadHistory('mail-session'), second.call.id);
         const held = when === 'waiting' ? approving.callWithOptions('send_mail', args, { retry: plan }) : null;
         if (held) await firstAsked;
