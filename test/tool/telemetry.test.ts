@@ -128,7 +128,9 @@ describe('observability', () => {
     const o = observed();
     const hang = tool('hang', async () => never(), new ToolMetadata('hangs', { type: 'object' }).withEffect('non_idempotent', 'hang-v1'));
     const { gateway } = await setup(o, [hang]);
-    const execution = await gateway.callWithOptions('hang', {}, { timeoutMs: 20 });
+    // The deadline runs from admission: long enough for the call and its start marker to be written on a loaded
+    // machine (a 20 ms one once ran out before the body was called, and the call was rightly not_executed).
+    const execution = await gateway.callWithOptions('hang', {}, { timeoutMs: 1_000 });
     assert.equal(execution.result.outcome.status === 'failed' && execution.result.outcome.category, 'timeout');
     const [span] = o.exporter.getFinishedSpans();
     assert.deepEqual(spanEvents(span!), ['jingwei.body.started', 'jingwei.result.recorded']);
