@@ -127,7 +127,13 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
     const why = open !== null ? `; attempt ${open.attempt} (${open.call.id}) before it may have taken effect, and nothing has settled that`
       : due !== null ? `; a review said attempt ${due.attempt} (${due.call.id}) before it was not made, and its write is still due`
         : repeated !== undefined ? `; it repeats ${repeated.call.id}, an identical call whose write is not settled as made: decide on that call ` +
-          'first (a retry of this one is refused while that one is in doubt or its retry is due, and never made once its write is)' : '';
+          'first (a retry of this one is refused while that one is in doubt or its retry is due, and never made once its write is)'
+          : nextStep === ToolNextStep.RetryAllowed && record.openRepeat !== undefined
+            ? `; ${record.openRepeat.call.id}, a retry of an identical repeat of it, ran and may have made this write: decide on that call ` +
+              'first (a retry of this one is refused while that one is in doubt)'
+          : nextStep === ToolNextStep.RetryAllowed && record.askedAnew !== undefined
+            ? `; ${record.askedAnew.call.id}, the same call asked anew after this one was denied, has made a write of its own: a retry of this one makes a second`
+            : '';
     const reason = withLateEnd(`${decided.reason}${why}`, record);
     // A `not_executed` review settles the doubt, not the write: the call needs a host's retry, as the index's
     // `reviewed_not_executed` says, and is no longer in doubt. So does one of a retry that never ran its body, about

@@ -68,6 +68,18 @@ export interface AttemptRecord {
    * in-doubt guard, whose retry has made the write since (linkSettledRepeats).
    */
   madeByRepeat?: AttemptRecord;
+  /**
+   * For the latest attempt of a write decided against (denied) and not made: the attempt of an identical call asked
+   * anew after that denial that has made a write of its own, which a retry of this one would make a second time
+   * (linkSettledRepeats; guidance only).
+   */
+  askedAnew?: AttemptRecord;
+  /**
+   * For the latest attempt of a write not made, when it never ran its body: the latest attempt of an identical repeat
+   * that stood for it, whose retry ran or may have and is not settled, so it may have made this write (linkSettledRepeats;
+   * guidance only: the in-doubt guard refuses a retry of this one meanwhile).
+   */
+  openRepeat?: AttemptRecord;
 }
 
 /** One journaled review and the event holding it. */

@@ -1,7 +1,7 @@
 /**
  * Repeats the in-doubt guard refused (docs/design.md#the-in-doubt-guard), as the evidence pass reads them: which
- * identical writes each may have repeated, and whether one of them has been made since, so a retry of the repeat is
- * never a second write.
+ * identical writes each stood for, and whether they have been made since, each write made credited to one write
+ * owed, so a retry of a repeat is never a second write and no write owed is read as made.
  *
  * A repeat is an operation born refused: its first attempt, and the attempt asked about, refused as `in_doubt`. An
  * operation whose first attempt ran is an intent of its own (a model's parallel identical calls both are), even when a
@@ -65,127 +65,168 @@ function mayBeRepeated(operation: OperationRecord): boolean {
   return operation.attempts.some((a) => statusOf(a) !== ToolRecoveryStatus.NotExecuted);
 }
 
-interface Candidate {
+/** One identical operation in the sweep (IdenticalWrites). */
+interface Identical {
   readonly operation: OperationRecord;
   readonly origin: number;
-  /** The seq of its completion; Infinity while it is not settled as made. */
-  readonly settled: number;
+  readonly repeat: boolean;
+  /** The seq of the call of its first attempt whose body ran or may have: from then its write may exist. */
+  readonly mayExistFrom: number | null;
   readonly completion: { readonly seq: number; readonly attempt: AttemptRecord } | null;
+  /** For a repeat: the writes it stood for when it was refused, fixed then. */
+  standsFor?: Identical[];
+  /** For a repeat that stood for none: the write settled as made last before its refusal (the guard read it in doubt). */
+  race?: AttemptRecord;
+  /** The attempt that made the write this operation stands for, and when. */
+  madeBy?: AttemptRecord;
+  madeAt?: number;
+  /** Made by an identical repeat's attempt, not by one of its own. */
+  byRepeat?: boolean;
+}
+
+type Step = { readonly seq: number; readonly kind: 'begins' | 'refused' | 'made'; readonly op: Identical };
+
+/** Whether `op`'s latest attempt before `seq` was denied (decided against): the guard no longer reads it. */
+function deniedBefore(op: Identical, seq: number): boolean {
+  let latest: AttemptRecord | undefined;
+  for (const a of op.operation.attempts) if (a.event.seq < seq) latest = a;
+  const outcome = latest?.result?.outcome;
+  return latest?.resultEvent !== undefined && latest.resultEvent !== null && latest.resultEvent.seq < seq
+    && outcome?.status === 'failed' && DENIAL_CATEGORIES.has(outcome.category);
 }
 
 /**
- * The identical writes of one identity by origin, with, for each prefix, the one completed last and the latest
- * one not completed: each repeat is decided by a binary search, however many identical operations the history holds.
+ * The identical operations of one identity (task, tool, canonical arguments), swept in journal order so each write
+ * made is credited to one write owed (docs/design.md#the-in-doubt-guard):
+ * - an operation whose write may exist (an attempt ran or may have) is open from then until it is made;
+ * - a repeat, when refused, stands for the writes then open, begun before it and not decided against (a denial);
+ * - a write made by an operation's own attempt makes that operation's write; made by a repeat (its retry run after
+ *   all), it makes the write of the one begun last among those the repeat stood for and not yet made, and so on
+ *   through a repeat of a repeat. Two intents (a model's parallel calls) and one repeat's retry made: one of them is
+ *   made, the other still owed.
  */
 class IdenticalWrites {
-  readonly all: Candidate[] = [];
-  #lastCompleted: (Candidate | undefined)[] = [];
-  #lastOpen: (Candidate | undefined)[] = [];
-  #latestSettled: number[] = [];
-  /** Those settled as made, by the seq of their completion. */
-  #byCompletion: Candidate[] = [];
+  readonly all: Identical[] = [];
 
-  seal(): void {
-    this.all.sort((a, b) => a.origin - b.origin);
-    this.#byCompletion = this.all.filter((c) => c.completion !== null).sort((a, b) => a.settled - b.settled);
-    let last: Candidate | undefined;
-    let open: Candidate | undefined;
-    let latest = -1;
-    this.#lastCompleted = [undefined];
-    this.#lastOpen = [undefined];
-    this.#latestSettled = [-1];
-    for (const c of this.all) {
-      if (c.completion !== null && (last === undefined || c.settled > last.settled)) last = c;
-      if (c.completion === null) open = c;
-      latest = Math.max(latest, c.settled);
-      this.#lastCompleted.push(last);
-      this.#lastOpen.push(open);
-      this.#latestSettled.push(latest);
+  sweep(): void {
+    const steps: Step[] = [];
+    for (const op of this.all) {
+      if (op.mayExistFrom !== null) steps.push({ seq: op.mayExistFrom, kind: 'begins', op });
+      if (op.repeat) steps.push({ seq: op.operation.attempts[0]!.resultEvent!.seq, kind: 'refused', op });
+      if (op.completion !== null) steps.push({ seq: op.completion.seq, kind: 'made', op });
+    }
+    steps.sort((a, b) => a.seq - b.seq);
+    const open = new Set<Identical>();
+    const made: Identical[] = [];
+    const make = (op: Identical, by: AttemptRecord, seq: number, byRepeat: boolean): void => {
+      if (op.madeBy !== undefined) return;
+      op.madeBy = by;
+      op.madeAt = seq;
+      op.byRepeat = byRepeat;
+      open.delete(op);
+      made.push(op);
+      const owed = op.standsFor?.filter((o) => o.madeBy === undefined) ?? [];
+      const latest = owed.reduce<Identical | undefined>((last, o) => (last === undefined || o.origin > last.origin ? o : last), undefined);
+      if (latest !== undefined) make(latest, by, seq, true);
+    };
+    for (const step of steps) {
+      const op = step.op;
+      if (step.kind === 'begins') {
+        if (op.madeBy === undefined) open.add(op);
+      } else if (step.kind === 'refused') {
+        op.standsFor = [...open].filter((o) => o !== op && o.origin < op.origin && !deniedBefore(o, step.seq));
+        if (op.standsFor.length === 0) {
+          for (let i = made.length - 1; i >= 0; i--) {
+            if (made[i]!.origin < op.origin) {
+              op.race = made[i]!.madeBy!;
+              break;
+            }
+          }
+        }
+      } else {
+        make(op, op.completion!.attempt, step.seq, false);
+      }
     }
   }
 
   /**
-   * A write not made (its latest attempt never ran its body, and nothing settled it as made) that an identical repeat
-   * has made since, its retry run after all (the first write's retry denied, say): that write is made, and a retry of
-   * it would make it twice. Only a repeat refused while the write was still one the guard reads, begun and not yet
-   * decided against (its latest attempt denied): an older write a denial had settled is not what it repeated. The
-   * write's latest attempt is linked to the repeat's completing attempt.
+   * A write not made by its own attempts (its latest one never ran its body) that an identical repeat, retried after
+   * all, has made since: a retry of it would make it twice. Its latest attempt is linked to the repeat's attempt.
    */
   linkMadeByRepeats(): void {
-    const repeats = this.all.filter((c) => c.completion !== null && bornRepeat(c.operation))
-      .map((c) => ({ refusedAt: c.operation.attempts[0]!.resultEvent!.seq, made: c.completion!.attempt }))
-      .sort((a, b) => a.refusedAt - b.refusedAt);
-    if (repeats.length === 0) return;
-    for (const c of this.all) {
-      const latest = c.operation.attempts[c.operation.attempts.length - 1]!;
-      if (c.completion !== null || statusOf(latest) !== ToolRecoveryStatus.NotExecuted) continue;
-      const outcome = latest.result?.outcome;
-      const settledAt = outcome?.status === 'failed' && DENIAL_CATEGORIES.has(outcome.category) ? latest.resultEvent!.seq : Number.POSITIVE_INFINITY;
-      // The first repeat refused after this write began; it counts when it was refused before the denial.
-      let low = 0;
-      let high = repeats.length;
-      while (low < high) {
-        const mid = (low + high) >>> 1;
-        if (repeats[mid]!.refusedAt > c.origin) high = mid;
-        else low = mid + 1;
+    for (const op of this.all) {
+      if (op.repeat || op.byRepeat !== true || op.completion !== null) continue;
+      const latest = op.operation.attempts[op.operation.attempts.length - 1]!;
+      if (statusOf(latest) === ToolRecoveryStatus.NotExecuted) latest.madeByRepeat = op.madeBy!;
+    }
+    // A repeat whose retry ran or may have, not settled: the writes it stood for may be made by it.
+    for (const repeat of this.all) {
+      if (!repeat.repeat || repeat.mayExistFrom === null || repeat.madeBy !== undefined) continue;
+      const running = repeat.operation.attempts[repeat.operation.attempts.length - 1]!;
+      for (const owed of repeat.standsFor ?? []) {
+        const latest = owed.operation.attempts[owed.operation.attempts.length - 1]!;
+        if (owed.madeBy === undefined && statusOf(latest) === ToolRecoveryStatus.NotExecuted) latest.openRepeat = running;
       }
-      const repeat = repeats[low];
-      if (repeat !== undefined && repeat.refusedAt < settledAt) latest.madeByRepeat = repeat.made;
     }
   }
 
   /**
-   * Whether `record`, a refused repeat, has been made, or which write it waits on:
-   * - `made` is the identical write settled as made first after the refusal, whenever it began: the write it
-   *   repeated, another repeat of it retried after all, or the same call asked for again once the first was decided
-   *   against. Each is the write the repeat asked for, and a retry of the repeat would make it twice;
-   * - else, among the identical writes begun before it: while one of them was not settled as made when the refusal
-   *   was recorded, `open` is the one begun last among those still open (the likeliest to be what the guard read in
-   *   doubt); when every one of them was settled as made before the refusal, the settlement landed between the
-   *   guard's read and the refusal's commit (the guard refused it for a write in doubt): `made` is the one completed last.
+   * A write decided against (its latest attempt denied) and not made, when the model asked for the same call anew
+   * after the denial and that call made its write: a retry of the first is a second write. Linked for the guidance
+   * its assessment gives; the retry stays the host's to make.
    */
-  decide(record: AttemptRecord): { made?: AttemptRecord; open?: OperationRecord } {
-    const own = record.operation!;
-    const origin = originOf(own);
-    // The refusal it was born with: what the guard read then is what it repeated, whatever refused its later retries.
-    const refusedAt = own.attempts[0]!.resultEvent!.seq;
-    const since = this.#completedAfter(refusedAt, own);
-    if (since !== undefined) return { made: since.completion!.attempt };
-    let low = 0;
-    let high = this.all.length;
-    while (low < high) {
-      const mid = (low + high) >>> 1;
-      if (this.all[mid]!.origin < origin) low = mid + 1;
-      else high = mid;
+  linkAskedAnew(): void {
+    const anew = this.all.filter((o) => !o.repeat && o.completion !== null && o.madeBy === o.completion.attempt).sort((a, b) => a.origin - b.origin);
+    if (anew.length === 0) return;
+    for (const op of this.all) {
+      if (op.repeat || op.madeBy !== undefined) continue;
+      const latest = op.operation.attempts[op.operation.attempts.length - 1]!;
+      const outcome = latest.result?.outcome;
+      if (outcome?.status !== 'failed' || !DENIAL_CATEGORIES.has(outcome.category)) continue;
+      const deniedAt = latest.resultEvent!.seq;
+      let low = 0;
+      let high = anew.length;
+      while (low < high) {
+        const mid = (low + high) >>> 1;
+        if (anew[mid]!.origin > deniedAt) high = mid;
+        else low = mid + 1;
+      }
+      if (low < anew.length) latest.askedAnew = anew[low]!.madeBy!;
     }
-    const last = this.#lastCompleted[low];
-    // Nothing was made after the refusal: a write begun before it and settled later is one still open.
-    if (this.#latestSettled[low]! > refusedAt) {
-      const open = this.#lastOpen[low];
-      return open === undefined ? {} : { open: open.operation };
-    }
-    return last === undefined ? {} : { made: last.completion!.attempt };
   }
 
-  /** The first write settled as made after `seq`, other than `own`. */
-  #completedAfter(seq: number, own: OperationRecord): Candidate | undefined {
-    let low = 0;
-    let high = this.#byCompletion.length;
-    while (low < high) {
-      const mid = (low + high) >>> 1;
-      if (this.#byCompletion[mid]!.settled > seq) high = mid;
-      else low = mid + 1;
+  /**
+   * Whether the write `op`, a refused repeat, stood for has been made (`made`: the attempt that made the last of
+   * them, or, for a repeat made through a repeat of it, that one's), or which write it waits on (`open`: the one
+   * begun last among those still owed, the likeliest to be what the guard read in doubt). A repeat that stood for
+   * none was refused for a write settled between the guard's read and the refusal's commit: made by that one.
+   */
+  decide(op: Identical): { made?: AttemptRecord; open?: OperationRecord } {
+    if (op.byRepeat === true) return { made: op.madeBy! };
+    const standsFor = op.standsFor ?? [];
+    if (standsFor.length === 0) return op.race === undefined ? {} : { made: op.race };
+    let open: Identical | undefined;
+    let last: Identical | undefined;
+    for (const o of standsFor) {
+      if (o.madeBy === undefined) {
+        if (open === undefined || o.origin > open.origin) open = o;
+      } else if (last === undefined || o.madeAt! > last.madeAt!) last = o;
     }
-    for (let i = low; i < this.#byCompletion.length; i++) if (this.#byCompletion[i]!.operation !== own) return this.#byCompletion[i];
-    return undefined;
+    return open !== undefined ? { open: open.operation } : { made: last!.madeBy! };
   }
 }
 
+/** From when the write of `operation` may exist: the call of its first attempt whose body ran or may have. */
+function mayExistFrom(operation: OperationRecord): number | null {
+  for (const a of operation.attempts) if (statusOf(a) !== ToolRecoveryStatus.NotExecuted) return a.event.seq;
+  return null;
+}
+
 /**
- * Links each refused repeat to the write it repeated (IdenticalWrites.decide): `repeatedCompleted` when that write
- * has been made, so no retry of the repeat makes it twice; `repeatedOpen` while it is not, for the guidance its
- * assessment gives. Same task, tool and canonical arguments. And the other way
- * (IdenticalWrites.linkMadeByRepeats): a write not made whose repeat, retried, made it since is `madeByRepeat`.
+ * Links each refused repeat to the writes it stood for (IdenticalWrites): `repeatedCompleted` when they have been
+ * made, so no retry of the repeat makes one twice; `repeatedOpen` while one is not, for the guidance its assessment
+ * gives. Same task, tool and canonical arguments. And the other way (IdenticalWrites.linkMadeByRepeats): a write not
+ * made whose repeat, retried, made it since is `madeByRepeat`.
  */
 export function linkSettledRepeats(attempts: readonly AttemptRecord[], operations: Iterable<OperationRecord>): void {
   const all = [...operations];
@@ -195,24 +236,32 @@ export function linkSettledRepeats(attempts: readonly AttemptRecord[], operation
   // its few candidates, not for every operation.
   const asked = new Set(repeats.map((r) => JSON.stringify([r.taskId, r.attempts[0]!.call.name])));
   const identical = new Map<string, IdenticalWrites>();
+  const entries = new Map<OperationRecord, { readonly entry: Identical; readonly writes: IdenticalWrites }>();
   for (const operation of all) {
     const first = operation.attempts[0]!.call;
-    if (!asked.has(JSON.stringify([operation.taskId, first.name])) || !mayBeRepeated(operation)) continue;
+    if (!asked.has(JSON.stringify([operation.taskId, first.name]))) continue;
     const id = repeatIdentity(first);
     if (id === null) continue;
     const writes = identical.get(id) ?? new IdenticalWrites();
     identical.set(id, writes);
-    const completion = completionOf(operation);
-    writes.all.push({ operation, origin: originOf(operation), settled: completion?.seq ?? Number.POSITIVE_INFINITY, completion });
+    // A read-only operation makes no write: a repeat of one is still decided, by the writes it stood for.
+    const writing = first.operation!.contract.effect !== ToolEffect.ReadOnly;
+    const entry: Identical = {
+      operation, origin: originOf(operation), repeat: bornRepeat(operation),
+      mayExistFrom: writing ? mayExistFrom(operation) : null, completion: writing ? completionOf(operation) : null,
+    };
+    writes.all.push(entry);
+    entries.set(operation, { entry, writes });
   }
   for (const writes of identical.values()) {
-    writes.seal();
+    writes.sweep();
     writes.linkMadeByRepeats();
+    writes.linkAskedAnew();
   }
   for (const record of attempts) {
     if (!isRefusedRepeat(record)) continue;
-    const id = repeatIdentity(record.call);
-    const decided = id === null ? undefined : identical.get(id)?.decide(record);
+    const found = entries.get(record.operation!);
+    const decided = found?.writes.decide(found.entry);
     if (decided?.made !== undefined) record.repeatedCompleted = decided.made;
     else if (decided?.open !== undefined) record.repeatedOpen = decided.open.attempts[decided.open.attempts.length - 1]!;
   }

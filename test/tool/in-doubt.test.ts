@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ToolEffect, type ToolResult } from '../../src/event/types.js';
+import { ToolEffect, type SessionEvent, type ToolResult } from '../../src/event/types.js';
 import { OperationInDoubtError, RECORDED_FAILURE_CODES, StoreConflictError, ToolRetryError } from '../../src/errors.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionOwner, SessionStore } from '../../src/store/types.js';
@@ -256,7 +256,7 @@ describe('the in-doubt guard on memory', () => {
     assert.match(assessSession(c.build()).calls.find((x) => x.callId === 'third')!.reason, /; it repeats repeat-2, an identical call whose write is not settled as made/);
   });
 
-  it('a refused repeat is made by any identical write made after its refusal: another repeat retried, or the call asked again (r92)', () => {
+  it('each write made is credited to one write owed: another repeat retried makes the write a repeat stood for, a new call is its own (r92, r93)', () => {
     const denied = { status: 'failed', category: 'denied', code: 'policy_blocked', message: 'no', retryable: false } as const;
     // The first mail in doubt, repeated twice; reviewed not made, its retry denied.
     const setup = () => {
@@ -287,13 +287,66 @@ describe('the in-doubt guard on memory', () => {
     assert.throws(() => prepareToolRetry(sibling.h.build(), 'b'), (error: unknown) =>
       error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes('d-2'));
 
-    // The model asked for the mail again once the first was decided against, and it was sent: the repeat is made.
+    // A repeat's retry in doubt may have made the first mail: a retry of the first waits on it (r93).
+    const pending = setup();
+    pending.h.retry(pending.b, { ...WRITE, id: 'b-2' });
+    pending.h.started('b-2');
+    assert.deepEqual(rowOf(pending.h, 'first-2'), ['retry_allowed', 'not_executed']);
+    assert.match(assessSession(pending.h.build()).calls.find((c) => c.callId === 'first-2')!.reason,
+      /; b-2, a retry of an identical repeat of it, ran and may have made this write: decide on that call first/);
+
+    // The model asked for the mail again once the first was decided against, and it was sent: a write of its own.
+    // The first mail, decided against, is still a write a host may make, by its retry or by a repeat's: not both.
     const asked = setup();
     asked.h.call({ ...WRITE, id: 'again', key: 'k-again' });
     asked.h.started('again');
     asked.h.result('again', succeeded());
-    assert.deepEqual(rowOf(asked.h, 'b'), ['completed', 'repeat_of_completed']);
-    assert.deepEqual(rowOf(asked.h, 'd'), ['completed', 'repeat_of_completed']);
+    assert.deepEqual(rowOf(asked.h, 'b'), ['retry_allowed', 'not_executed']);
+    assert.deepEqual(rowOf(asked.h, 'first-2'), ['retry_allowed', 'not_executed']);
+    assert.match(assessSession(asked.h.build()).calls.find((c) => c.callId === 'b')!.reason, /; it repeats first-2, an identical call whose write is not settled as made/);
+    assert.match(assessSession(asked.h.build()).calls.find((c) => c.callId === 'first-2')!.reason,
+      /; again, the same call asked anew after this one was denied, has made a write of its own: a retry of this one makes a second$/);
+
+    // Two mails meant (a model's parallel calls), both in doubt and repeated, both reviewed not made and their
+    // retries denied: one repeat's retry makes one of them, and one is still owed (r93 #1).
+    const two = new HistoryBuilder();
+    const a1 = two.call({ ...WRITE, id: 'a1', key: 'k-a1' });
+    const a2 = two.call({ ...WRITE, id: 'a2', key: 'k-a2' });
+    two.started('a1');
+    two.started('a2');
+    const b1 = two.call({ ...WRITE, id: 'b1', key: 'k-b1' });
+    two.result('b1', REFUSED);
+    two.call({ ...WRITE, id: 'b2', key: 'k-b2' });
+    two.result('b2', REFUSED);
+    const retried = new Map<string, SessionEvent>();
+    for (const [source, id] of [[a1, 'a1'], [a2, 'a2']] as const) {
+      reviewIn(two, id, 'not_executed');
+      retried.set(id, two.retry(source, { ...WRITE, id: `${id}-2` }));
+      two.result(`${id}-2`, denied);
+    }
+    two.retry(b1, { ...WRITE, id: 'b1-2' });
+    two.started('b1-2');
+    two.result('b1-2', succeeded());
+    assert.deepEqual(rowOf(two, 'a2-2'), ['completed', 'made_by_repeat'], 'the one begun last is the write the repeat made');
+    assert.deepEqual(rowOf(two, 'a1-2'), ['retry_allowed', 'not_executed'], 'the other mail is still owed');
+    assert.deepEqual(rowOf(two, 'b2'), ['retry_allowed', 'not_executed'], 'the other repeat stands for it');
+    two.retry(retried.get('a1')!, { ...WRITE, id: 'a1-3' });
+    two.started('a1-3');
+    two.result('a1-3', succeeded());
+    assert.deepEqual(rowOf(two, 'b2'), ['completed', 'repeat_of_completed'], 'both mails made: nothing left for the repeat');
+
+    // A repeat refused while one identical mail is in doubt and a parallel one is still running: the running one's
+    // success is its own write, and the repeat waits on the one in doubt (r93).
+    const parallel = new HistoryBuilder();
+    parallel.call({ ...WRITE, id: 'p1', key: 'k-p1' });
+    parallel.call({ ...WRITE, id: 'p2', key: 'k-p2' });
+    parallel.started('p1');
+    parallel.started('p2');
+    parallel.call({ ...WRITE, id: 'r', key: 'k-r' });
+    parallel.result('r', REFUSED);
+    parallel.result('p2', succeeded());
+    assert.deepEqual(rowOf(parallel, 'r'), ['retry_allowed', 'not_executed']);
+    assert.match(assessSession(parallel.build()).calls.find((c) => c.callId === 'r')!.reason, /; it repeats p1, an identical call whose write is not settled as made/);
   });
 
   it('a write a denial settled before a repeat was refused is not made by that repeat (r91 #2)', () => {
