@@ -165,22 +165,36 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
  * across a retry. Null when the call is not its operation's latest attempt in `history` (or has no operation).
  */
 export function callProgressIn(history: readonly SessionEvent[], callId: string): CallProgress | null {
-  const source = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId);
-  const op = source?.kind.type === 'tool_call' ? source.kind.call.operation : undefined;
-  const attempts = new Set<string>([callId]);
-  if (op) {
-    for (const e of history) {
-      const k = e.kind;
-      if (k.type === 'tool_call' && k.call.operation?.taskId === op.taskId && k.call.operation.key === op.key) attempts.add(k.call.id);
-    }
+  return callsProgressIn(history, [callId]).get(callId) ?? null;
+}
+
+/**
+ * callProgressIn for several calls, in one pass over `history` however many they are (a retry plan keeps the rows of
+ * every related identical operation): only the calls that are their operation's latest attempt are in the map.
+ */
+export function callsProgressIn(history: readonly SessionEvent[], callIds: readonly string[]): Map<string, CallProgress> {
+  const wanted = new Set(callIds);
+  const opOf = (taskId: string, key: string) => JSON.stringify([taskId, key]);
+  const ops = new Set<string>();
+  for (const e of history) {
+    const k = e.kind;
+    if (k.type === 'tool_call' && wanted.has(k.call.id) && k.call.operation) ops.add(opOf(k.call.operation.taskId, k.call.operation.key));
+  }
+  const attempts = new Set<string>(wanted);
+  for (const e of history) {
+    const k = e.kind;
+    if (k.type === 'tool_call' && k.call.operation && ops.has(opOf(k.call.operation.taskId, k.call.operation.key))) attempts.add(k.call.id);
   }
   const own = history.filter((e) => {
     const k = e.kind;
     return (k.type === 'tool_call' && attempts.has(k.call.id)) || (k.type === 'tool_started' && attempts.has(k.callId))
       || (k.type === 'tool_result' && attempts.has(k.result.callId)) || (k.type === 'tool_review' && attempts.has(k.review.callId));
   });
-  const row = attentionWrites(own[0]?.sessionId ?? ('' as SessionId), own).find((r) => r.callId === callId);
-  return row ? { started: row.started, status: row.status } : null;
+  const progress = new Map<string, CallProgress>();
+  for (const row of attentionWrites(own[0]?.sessionId ?? ('' as SessionId), own)) {
+    if (wanted.has(row.callId)) progress.set(row.callId, { started: row.started, status: row.status });
+  }
+  return progress;
 }
 
 /**

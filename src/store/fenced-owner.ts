@@ -438,7 +438,7 @@ export class FencedOwner implements SessionOwner {
   async findInDoubt(binding: InDoubtQuery): Promise<AttentionItem | null> {
     this.guard.check();
     if (typeof binding !== 'object' || binding === null) throw new InvalidInputError('binding', `must be an object with taskId, tool and argsDigest, got ${describeValue(binding)}`);
-    const { running, exceptKey, ...match } = binding;
+    const { running, exceptKey, ownWrite, ...match } = binding;
     for (const field of ['taskId', 'tool', 'argsDigest'] as const) checkId<string>(`binding.${field}`, match[field]);
     if (exceptKey !== undefined) checkId<string>('binding.exceptKey', exceptKey);
     if (running !== undefined && typeof (running as Partial<ReadonlySet<string>> | null)?.has !== 'function') {
@@ -446,6 +446,8 @@ export class FencedOwner implements SessionOwner {
     }
     if (!this.backend.findAttention) return null;
     const rows = await this.backend.findAttention(this.sessionId, match);
+    const own = exceptKey === undefined ? undefined : rows.find((r) => r.key === exceptKey);
+    if (ownWrite === true && own !== undefined && blocksRepeat(own)) return null;
     // The asking operation's own row: a retry of a write a review left due is one of two identical writes meant (a
     // model's parallel calls, both reviewed), and another such write is not a repeat of it.
     const asDue = exceptKey !== undefined && rows.some((r) => r.key === exceptKey && r.status === 'reviewed_not_executed');

@@ -129,8 +129,11 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
         : repeated !== undefined ? `; it repeats ${repeated.call.id}, an identical call whose write is not settled as made: decide on that call ` +
           'first (a retry of this one is refused while that one is in doubt or its retry is due, and never made once its write is)'
           : nextStep === ToolNextStep.RetryAllowed && record.openRepeat !== undefined
-            ? `; ${record.openRepeat.call.id}, a retry of an identical repeat of it, ran and may have made this write: decide on that call ` +
-              'first (a retry of this one is refused while that one is in doubt)'
+            ? record.openRepeat.reviews.at(-1)?.review.outcome === 'not_executed'
+              ? `; ${record.openRepeat.call.id}, a retry of an identical repeat of it, was reviewed not made and its retry is due: that retry ` +
+                'makes this write (a retry of this one is refused while it is due)'
+              : `; ${record.openRepeat.call.id}, a retry of an identical repeat of it, ran and may have made this write: decide on that call ` +
+                'first (a retry of this one is refused while that one is in doubt)'
           : nextStep === ToolNextStep.RetryAllowed && record.askedAnew !== undefined
             ? `; ${record.askedAnew.call.id}, the same call asked anew after this one was denied, has made a write of its own: a retry of this one makes a second`
             : '';

@@ -162,7 +162,8 @@ class IdenticalWrites {
     // A repeat whose retry ran or may have, not settled: the writes it stood for may be made by it.
     for (const repeat of this.all) {
       if (!repeat.repeat || repeat.mayExistFrom === null || repeat.madeBy !== undefined) continue;
-      const running = repeat.operation.attempts[repeat.operation.attempts.length - 1]!;
+      // The attempt that ran, or may have: the one to decide on.
+      const running = [...repeat.operation.attempts].reverse().find((a) => statusOf(a) !== ToolRecoveryStatus.NotExecuted)!;
       for (const owed of repeat.standsFor ?? []) {
         const latest = owed.operation.attempts[owed.operation.attempts.length - 1]!;
         if (owed.madeBy === undefined && statusOf(latest) === ToolRecoveryStatus.NotExecuted) latest.openRepeat = running;
@@ -216,6 +217,16 @@ class IdenticalWrites {
   }
 }
 
+/**
+ * The latest attempt of a repeat whose retry ran since, or may have, and that is now refused or denied before its
+ * body: still a repeat, decided by the writes it stood for (a retry of it, once those are made, is a second write).
+ */
+function repeatNotMadeSince(record: AttemptRecord): boolean {
+  const operation = record.operation;
+  return operation !== null && bornRepeat(operation) && operation.attempts[operation.attempts.length - 1] === record
+    && record.result !== null && statusOf(record) === ToolRecoveryStatus.NotExecuted;
+}
+
 /** From when the write of `operation` may exist: the call of its first attempt whose body ran or may have. */
 function mayExistFrom(operation: OperationRecord): number | null {
   for (const a of operation.attempts) if (statusOf(a) !== ToolRecoveryStatus.NotExecuted) return a.event.seq;
@@ -259,7 +270,7 @@ export function linkSettledRepeats(attempts: readonly AttemptRecord[], operation
     writes.linkAskedAnew();
   }
   for (const record of attempts) {
-    if (!isRefusedRepeat(record)) continue;
+    if (!isRefusedRepeat(record) && !repeatNotMadeSince(record)) continue;
     const found = entries.get(record.operation!);
     const decided = found?.writes.decide(found.entry);
     if (decided?.made !== undefined) record.repeatedCompleted = decided.made;

@@ -2,7 +2,7 @@
  * One explicit, single-use retry of a tool call (docs/design.md#retry-plans).
  * A plan is host evidence, not a permission and not a lock: the runtime still runs every current check.
  */
-import { callProgressIn } from '../store/attention.js';
+import { callProgressIn, callsProgressIn } from '../store/attention.js';
 import type { AttentionStatus } from '../store/rows.js';
 import type { RepeatedRow } from '../store/types.js';
 import { deepFreeze } from '../json/freeze.js';
@@ -356,10 +356,7 @@ export function prepareToolRetry(
           : deepFreeze({ actor: checkedReview.actor, evidence: checkedReview.evidence, outcome: checkedReview.outcome }),
       sourceRow: Object.freeze(callProgressIn(history, record.call.id)),
       touchesRepeats: isRefusedRepeat(record) || related.length > 0,
-      repeated: Object.freeze(related.flatMap((open) => {
-        const row = callProgressIn(history, open.call.id);
-        return row === null ? [] : [Object.freeze({ callId: open.call.id, ...row })];
-      })),
+      repeated: Object.freeze(relatedRows(history, related)),
       historySeq: history[history.length - 1]?.seq ?? -1,
       sourceNotRun: sourceNotRun(record, checkedReview?.outcome ?? null),
       // A source with no result yet may be running still (in this process, under an owner since fenced): a review
@@ -372,4 +369,13 @@ export function prepareToolRetry(
       latch: { consumed: false },
     }),
   );
+}
+
+/** The index rows of the related identical operations' latest attempts, as `history` makes them. */
+function relatedRows(history: readonly SessionEvent[], related: readonly AttemptRecord[]): RepeatedRow[] {
+  const rows = callsProgressIn(history, related.map((open) => open.call.id));
+  return related.flatMap((open) => {
+    const row = rows.get(open.call.id);
+    return row === undefined ? [] : [Object.freeze({ callId: open.call.id, ...row })];
+  });
 }

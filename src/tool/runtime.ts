@@ -699,7 +699,9 @@ class Gateway implements ToolGateway {
    */
   private async inDoubt(call: ToolCall, plan: ToolRetryPlan | undefined) {
     try {
-      return await checkInDoubt(this.binding.owner, call, plan !== undefined && planTouchesRepeats(plan) ? NONE_RUNNING : callsRunningAs(this.binding.owner));
+      // A retry of a write of its own, with no repeat among its identical operations, is not held back by them.
+      const repeats = plan !== undefined && planTouchesRepeats(plan);
+      return await checkInDoubt(this.binding.owner, call, repeats ? NONE_RUNNING : callsRunningAs(this.binding.owner), plan !== undefined && !repeats);
     } catch (error) {
       throw new ToolRecordingError('call', call, null, error);
     }

@@ -349,6 +349,34 @@ describe('the in-doubt guard on memory', () => {
     assert.match(assessSession(parallel.build()).calls.find((c) => c.callId === 'r')!.reason, /; it repeats p1, an identical call whose write is not settled as made/);
   });
 
+  it('a repeat of a repeat that makes the write settles the whole chain (r94 #1)', () => {
+    const denied = { status: 'failed', category: 'denied', code: 'policy_blocked', message: 'no', retryable: false } as const;
+    const h = new HistoryBuilder();
+    const a = h.call({ ...WRITE, id: 'a', key: 'k-a' });
+    h.started('a');
+    const b = h.call({ ...WRITE, id: 'b', key: 'k-b' });
+    h.result('b', REFUSED);
+    reviewIn(h, 'a', 'not_executed');
+    h.retry(a, { ...WRITE, id: 'a-2' });
+    h.result('a-2', denied);
+    // The repeat, retried, is in doubt in its turn, and repeated: that repeat stands for it.
+    const b2 = h.retry(b, { ...WRITE, id: 'b-2' });
+    h.started('b-2');
+    const c = h.call({ ...WRITE, id: 'c', key: 'k-c' });
+    h.result('c', REFUSED);
+    reviewIn(h, 'b-2', 'not_executed');
+    h.retry(b2, { ...WRITE, id: 'b-3' });
+    h.result('b-3', denied);
+    h.retry(c, { ...WRITE, id: 'c-2' });
+    h.started('c-2');
+    h.result('c-2', succeeded());
+    const rows = assessSession(h.build()).calls.filter((x) => ['a-2', 'b-3'].includes(x.callId)).map((x) => [x.callId, x.nextStep, x.rule]);
+    assert.deepEqual(rows, [['a-2', 'completed', 'made_by_repeat'], ['b-3', 'completed', 'repeat_of_completed']]);
+    for (const id of ['a-2', 'b-3']) {
+      assert.throws(() => prepareToolRetry(h.build(), id), (error: unknown) => error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes('c-2'), id);
+    }
+  });
+
   it('a write a denial settled before a repeat was refused is not made by that repeat (r91 #2)', () => {
     const h = new HistoryBuilder();
     const denial = { status: 'failed', category: 'approval_denied', code: 'tool_approval_denied', message: 'no', retryable: false } as const;
@@ -769,6 +797,41 @@ forEachStore('the in-doubt guard', (target) => {
         assert.equal((await first).result.outcome.status, 'succeeded');
       }
       assert.equal(added.length, 8, 'both calls of each pair ran, as they would one after the other');
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('two identical idempotent writes meant side by side, both in doubt: each one\'s free retry runs beside the other (r94 #2)', async () => {
+    const store = await target.fresh().open();
+    try {
+      const owner = await store.acquire('s-two', { owner: 'host' });
+      await owner.startTask('t');
+      const bodies: number[] = [];
+      let hang = true;
+      const order = {
+        name: 'add_item',
+        metadata: new ToolMetadata('Adds an item', { type: 'object' }).withEffect(ToolEffect.Idempotent, 'items-v1'),
+        async execute(_request: unknown, signal: AbortSignal) {
+          bodies.push(1);
+          if (hang) await new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+          return 'added';
+        },
+      };
+      const gateway = createToolRuntime({ tools: [order], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+      const callers = [new AbortController(), new AbortController()];
+      const pending = callers.map((c) => gateway.callWithOptions('add_item', { item: 'tea' }, { signal: c.signal }));
+      while (bodies.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+      for (const c of callers) c.abort();
+      const [first, second] = await Promise.all(pending);
+      assert.deepEqual([failed(first!.result)?.category, failed(second!.result)?.category], ['cancelled', 'cancelled'], 'both in doubt');
+      hang = false;
+      for (const execution of [first!, second!]) {
+        const plan = prepareToolRetry(await store.loadHistory('s-two'), execution.call.id);
+        const retried = await gateway.callWithOptions('add_item', { item: 'tea' }, { retry: plan });
+        assert.equal(retried.result.outcome.status, 'succeeded', JSON.stringify(retried.result.outcome));
+      }
+      assert.deepEqual((await store.attention()).items, [], 'both settled');
     } finally {
       await store.close();
     }
