@@ -446,11 +446,12 @@ export class FencedOwner implements SessionOwner {
     }
     if (!this.backend.findAttention) return null;
     const rows = await this.backend.findAttention(this.sessionId, match);
+    // The asking operation's own row (one per operation key): a retry of a write of its own in doubt or due passes the
+    // identical writes beside it (ownWrite); and a retry of a write a review left due is one of two identical writes
+    // meant (a model's parallel calls, both reviewed), and another such write is not a repeat of it.
     const own = exceptKey === undefined ? undefined : rows.find((r) => r.key === exceptKey);
     if (ownWrite === true && own !== undefined && blocksRepeat(own)) return null;
-    // The asking operation's own row: a retry of a write a review left due is one of two identical writes meant (a
-    // model's parallel calls, both reviewed), and another such write is not a repeat of it.
-    const asDue = exceptKey !== undefined && rows.some((r) => r.key === exceptKey && r.status === 'reviewed_not_executed');
+    const asDue = own?.status === 'reviewed_not_executed';
     const blocking = rows.filter((r) => r.key !== exceptKey && blocksRepeat(r)
       // A running call is not in doubt, only running; but a due write's retry still waiting to start its body (for its
       // approver, say) is that write, and an identical new operation beside it would make it twice.

@@ -4,7 +4,7 @@
  */
 import type { SessionEvent, ToolEffect, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { CallId, EventId, OperationKey, SessionId, TaskId, TurnId } from '../ids.js';
-import { ToolRecoveryStatus, classifyAttempt, collectEvidence, decideRetry, earlierDueAttempt, earlierOpenAttempt, effectiveReview, latestReview, openBeforeOwnReview } from './evidence.js';
+import { ToolRecoveryStatus, classifyAttempt, collectEvidence, decideRetry, earlierDueAttempt, earlierOpenAttempt, effectiveReview, latestReview, openBeforeOwnReview, type AttemptRecord } from './evidence.js';
 import type { EvidenceRuleId, RetryRuleId } from './retry-policy.js';
 import { withLateEnd } from './late-bodies.js';
 
@@ -123,20 +123,9 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
     const operation = record.call.operation;
     const open = status === ToolRecoveryStatus.OutcomeUnknown ? null : earlierOpenAttempt(record);
     const due = open === null && status === ToolRecoveryStatus.NotExecuted ? earlierDueAttempt(record) : null;
-    const repeated = nextStep === ToolNextStep.RetryAllowed ? record.repeatedOpen : undefined;
     const why = open !== null ? `; attempt ${open.attempt} (${open.call.id}) before it may have taken effect, and nothing has settled that`
       : due !== null ? `; a review said attempt ${due.attempt} (${due.call.id}) before it was not made, and its write is still due`
-        : repeated !== undefined ? `; it repeats ${repeated.call.id}, an identical call whose write is not settled as made: decide on that call ` +
-          'first (a retry of this one is refused while that one is in doubt or its retry is due, and never made once its write is)'
-          : nextStep === ToolNextStep.RetryAllowed && record.openRepeat !== undefined
-            ? record.openRepeat.reviews.at(-1)?.review.outcome === 'not_executed'
-              ? `; ${record.openRepeat.call.id}, a retry of an identical repeat of it, was reviewed not made and its retry is due: that retry ` +
-                'makes this write (a retry of this one is refused while it is due)'
-              : `; ${record.openRepeat.call.id}, a retry of an identical repeat of it, ran and may have made this write: decide on that call ` +
-                'first (a retry of this one is refused while that one is in doubt)'
-          : nextStep === ToolNextStep.RetryAllowed && record.askedAnew !== undefined
-            ? `; ${record.askedAnew.call.id}, the same call asked anew after this one was denied, has made a write of its own: a retry of this one makes a second`
-            : '';
+        : nextStep === ToolNextStep.RetryAllowed ? identicalWritesNote(record) : '';
     const reason = withLateEnd(`${decided.reason}${why}`, record);
     // A `not_executed` review settles the doubt, not the write: the call needs a host's retry, as the index's
     // `reviewed_not_executed` says, and is no longer in doubt. So does one of a retry that never ran its body, about
@@ -181,6 +170,29 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
  * Only a call a host could still act on (retry or review) can need attention; then the evidence says why. `answered`:
  * its caller had a result it could act on (a retry of a write a review left due, refused before its body, had none).
  */
+/**
+ * What the identical writes say about a retry the table allows (repeats.ts): the write a refused repeat waits on, a
+ * repeat's retry that may have made or will make this write, or a call asked anew that made a write of its own.
+ */
+function identicalWritesNote(record: AttemptRecord): string {
+  if (record.repeatedOpen !== undefined) {
+    return `; it repeats ${record.repeatedOpen.call.id}, an identical call whose write is not settled as made: decide on that call ` +
+      'first (a retry of this one is refused while that one is in doubt or its retry is due, and never made once its write is)';
+  }
+  const repeat = record.openRepeat;
+  if (repeat !== undefined) {
+    return repeat.reviews.at(-1)?.review.outcome === 'not_executed'
+      ? `; ${repeat.call.id}, a retry of an identical repeat of it, was reviewed not made and its retry is due: that retry ` +
+        'makes this write (a retry of this one is refused while it is due)'
+      : `; ${repeat.call.id}, a retry of an identical repeat of it, ran and may have made this write: decide on that call ` +
+        'first (a retry of this one is refused while that one is in doubt)';
+  }
+  if (record.askedAnew !== undefined) {
+    return `; ${record.askedAnew.call.id}, the same call asked anew after this one was denied, has made a write of its own: a retry of this one makes a second`;
+  }
+  return '';
+}
+
 function attentionOf(outcomeOpen: boolean, nextStep: ToolNextStep, answered: boolean): ToolAttention {
   if (nextStep !== ToolNextStep.RetryAllowed && nextStep !== ToolNextStep.NeedsReview) return ToolAttention.None;
   if (outcomeOpen) return ToolAttention.InDoubt;

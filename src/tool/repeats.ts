@@ -61,9 +61,14 @@ function completionOf(operation: OperationRecord): { readonly seq: number; reado
  * ran or may have). One whose every attempt provably never ran, a repeat refused in its turn say, writes nothing.
  */
 function mayBeRepeated(operation: OperationRecord): boolean {
-  if (operation.attempts[0]!.call.operation!.contract.effect === ToolEffect.ReadOnly) return false;
-  return operation.attempts.some((a) => statusOf(a) !== ToolRecoveryStatus.NotExecuted);
+  return operation.attempts[0]!.call.operation!.contract.effect !== ToolEffect.ReadOnly && mayExistFrom(operation) !== null;
 }
+
+/** Whether an attempt was denied before its body (a guard, an approver, an operator): its write decided against. */
+const denied = (attempt: AttemptRecord): boolean => {
+  const outcome = attempt.result?.outcome;
+  return outcome?.status === 'failed' && DENIAL_CATEGORIES.has(outcome.category);
+};
 
 /** One identical operation in the sweep (IdenticalWrites). */
 interface Identical {
@@ -90,9 +95,7 @@ type Step = { readonly seq: number; readonly kind: 'begins' | 'refused' | 'made'
 function deniedBefore(op: Identical, seq: number): boolean {
   let latest: AttemptRecord | undefined;
   for (const a of op.operation.attempts) if (a.event.seq < seq) latest = a;
-  const outcome = latest?.result?.outcome;
-  return latest?.resultEvent !== undefined && latest.resultEvent !== null && latest.resultEvent.seq < seq
-    && outcome?.status === 'failed' && DENIAL_CATEGORIES.has(outcome.category);
+  return latest !== undefined && (latest.resultEvent?.seq ?? seq) < seq && denied(latest);
 }
 
 /**
@@ -182,8 +185,7 @@ class IdenticalWrites {
     for (const op of this.all) {
       if (op.repeat || op.madeBy !== undefined) continue;
       const latest = op.operation.attempts[op.operation.attempts.length - 1]!;
-      const outcome = latest.result?.outcome;
-      if (outcome?.status !== 'failed' || !DENIAL_CATEGORIES.has(outcome.category)) continue;
+      if (!denied(latest)) continue;
       const deniedAt = latest.resultEvent!.seq;
       let low = 0;
       let high = anew.length;
