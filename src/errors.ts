@@ -60,6 +60,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   not_in_doubt: 'ToolRetryError',
   body_running: 'ToolRetryError',
   being_reconciled: 'ToolRetryError',
+  identical_in_doubt: 'ToolRetryError',
   plan_not_serializable: 'ToolRetryPlanNotSerializableError',
   model_unreachable: 'ChatModelError',
   model_http_error: 'ChatModelError',
@@ -505,7 +506,8 @@ export type ToolRetryErrorCode =
   | 'consumed'
   | 'not_in_doubt'
   | 'body_running'
-  | 'being_reconciled';
+  | 'being_reconciled'
+  | 'identical_in_doubt';
 
 /** Why a retry cannot be planned or used. `detail` says which evidence failed (docs/design.md, retries). */
 export class ToolRetryError extends JingweiError {

@@ -173,6 +173,13 @@ export function callProgressIn(history: readonly SessionEvent[], callId: string)
  * every related identical operation): only the calls that are their operation's latest attempt are in the map.
  */
 export function callsProgressIn(history: readonly SessionEvent[], callIds: readonly string[]): Map<string, CallProgress> {
+  const progress = new Map<string, CallProgress>();
+  for (const [callId, row] of latestRowsIn(history, callIds)) progress.set(callId, { started: row.started, status: row.status });
+  return progress;
+}
+
+/** The attention rows `history` makes for the calls of `callIds` that are their operation's latest attempt. */
+export function latestRowsIn(history: readonly SessionEvent[], callIds: readonly string[]): Map<string, AttentionRow> {
   const wanted = new Set(callIds);
   const opOf = (taskId: string, key: string) => JSON.stringify([taskId, key]);
   const ops = new Set<string>();
@@ -190,11 +197,9 @@ export function callsProgressIn(history: readonly SessionEvent[], callIds: reado
     return (k.type === 'tool_call' && attempts.has(k.call.id)) || (k.type === 'tool_started' && attempts.has(k.callId))
       || (k.type === 'tool_result' && attempts.has(k.result.callId)) || (k.type === 'tool_review' && attempts.has(k.review.callId));
   });
-  const progress = new Map<string, CallProgress>();
-  for (const row of attentionWrites(own[0]?.sessionId ?? ('' as SessionId), own)) {
-    if (wanted.has(row.callId)) progress.set(row.callId, { started: row.started, status: row.status });
-  }
-  return progress;
+  const rows = new Map<string, AttentionRow>();
+  for (const row of attentionWrites(own[0]?.sessionId ?? ('' as SessionId), own)) if (wanted.has(row.callId)) rows.set(row.callId, row);
+  return rows;
 }
 
 /**
@@ -275,6 +280,18 @@ export function isInDoubt(row: AttentionRow): boolean {
  */
 export function blocksRepeat(row: AttentionRow): boolean {
   return row.effect !== ToolEffect.ReadOnly && (outcomeOpen(row) || row.status === 'reviewed_not_executed');
+}
+
+/**
+ * Whether `row`, of an operation identical to the asking one (same task, tool and arguments, another key), refuses it
+ * at the in-doubt guard: it blocks a repeat, unless it is only running in this process (`running`; a due write's
+ * retry still waiting to start its body is that write), or both it and the asking operation's own row (`own`) are
+ * writes a review left due: two identical writes meant, one not a repeat of the other.
+ */
+export function refusesIdentical(row: AttentionRow, own: AttentionRow | undefined, running?: ReadonlySet<string>): boolean {
+  return blocksRepeat(row)
+    && (running?.has(row.callId) !== true || row.status === 'reviewed_not_executed')
+    && !(own?.status === 'reviewed_not_executed' && row.status === 'reviewed_not_executed');
 }
 
 /** The row as the public queue shows it: times as recorded-time text. */

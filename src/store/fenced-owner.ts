@@ -6,7 +6,7 @@ import { DECODED_WIRE_TYPES } from '../event/codec.js';
 import { BODY_ENDED } from '../tool/late-bodies.js';
 import { describeValue, thrownMessage } from '../text.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
-import { attentionCallIds, attentionItem, blocksRepeat } from './attention.js';
+import { attentionCallIds, attentionItem, blocksRepeat, refusesIdentical } from './attention.js';
 import { decideCommit, decideRelease, decideReleaseUnwritten, decideRenew, decideStartTask, decideTaskState, draftEventIds, taskSnapshot, type OwnerRef, type UnwrittenSettlement } from './decisions.js';
 import { LEASE_LIMITS } from '../limits.js';
 import type { HeadAnchor } from './anchors.js';
@@ -451,12 +451,7 @@ export class FencedOwner implements SessionOwner {
     // meant (a model's parallel calls, both reviewed), and another such write is not a repeat of it.
     const own = exceptKey === undefined ? undefined : rows.find((r) => r.key === exceptKey);
     if (ownWrite === true && own !== undefined && blocksRepeat(own)) return null;
-    const asDue = own?.status === 'reviewed_not_executed';
-    const blocking = rows.filter((r) => r.key !== exceptKey && blocksRepeat(r)
-      // A running call is not in doubt, only running; but a due write's retry still waiting to start its body (for its
-      // approver, say) is that write, and an identical new operation beside it would make it twice.
-      && (running?.has(r.callId) !== true || r.status === 'reviewed_not_executed')
-      && !(asDue && r.status === 'reviewed_not_executed'));
+    const blocking = rows.filter((r) => r.key !== exceptKey && refusesIdentical(r, own, running));
     // An operation in doubt before one whose reviewed retry is due: the caller may act on the doubt alone.
     const row = blocking.find((r) => r.status !== 'reviewed_not_executed') ?? blocking[0];
     return row ? attentionItem(row) : null;

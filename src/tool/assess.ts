@@ -15,7 +15,10 @@ export const ToolNextStep = {
   NeedsReview: 'needs_review',
   /** Another attempt of the same operation succeeded: never retry. */
   Completed: 'completed',
-  /** A newer attempt of the operation exists: look at that one. */
+  /**
+   * A newer attempt of the operation exists, or an identical call carries its write while in doubt or due (a repeat
+   * the in-doubt guard refused, say): look at that one.
+   */
   Superseded: 'superseded',
   /** No operation (an old record): no stable key, it cannot be retried. */
   Legacy: 'legacy',
@@ -167,25 +170,19 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
 }
 
 /**
- * Only a call a host could still act on (retry or review) can need attention; then the evidence says why. `answered`:
- * its caller had a result it could act on (a retry of a write a review left due, refused before its body, had none).
- */
-/**
- * What the identical writes say about a retry the table allows (repeats.ts): the write a refused repeat waits on, a
- * repeat's retry that may have made or will make this write, or a call asked anew that made a write of its own.
+ * What the identical writes say about a retry the table allows (repeats.ts), when no identical call in doubt or due
+ * holds it back (that is the `identical_in_doubt` row): the write a refused repeat stands for, decided against since,
+ * which its retry makes; a repeat's retry that ran and did not make this write; or a call asked anew that made a
+ * write of its own.
  */
 function identicalWritesNote(record: AttemptRecord): string {
   if (record.repeatedOpen !== undefined) {
-    return `; it repeats ${record.repeatedOpen.call.id}, an identical call whose write is not settled as made: decide on that call ` +
-      'first (a retry of this one is refused while that one is in doubt or its retry is due, and never made once its write is)';
+    return `; it repeats ${record.repeatedOpen.call.id}, an identical call whose write was decided against and is not made: ` +
+      'a retry of this one makes that write';
   }
-  const repeat = record.openRepeat;
-  if (repeat !== undefined) {
-    return repeat.reviews.at(-1)?.review.outcome === 'not_executed'
-      ? `; ${repeat.call.id}, a retry of an identical repeat of it, was reviewed not made and its retry is due: that retry ` +
-        'makes this write (a retry of this one is refused while it is due)'
-      : `; ${repeat.call.id}, a retry of an identical repeat of it, ran and may have made this write: decide on that call ` +
-        'first (a retry of this one is refused while that one is in doubt)';
+  if (record.openRepeat !== undefined) {
+    return `; ${record.openRepeat.call.id}, a retry of an identical repeat of it, ran and was not settled as made: a retry of ` +
+      'this one makes this write';
   }
   if (record.askedAnew !== undefined) {
     return `; ${record.askedAnew.call.id}, the same call asked anew after this one was denied, has made a write of its own: a retry of this one makes a second`;
@@ -193,6 +190,10 @@ function identicalWritesNote(record: AttemptRecord): string {
   return '';
 }
 
+/**
+ * Only a call a host could still act on (retry or review) can need attention; then the evidence says why. `answered`:
+ * its caller had a result it could act on (a retry of a write a review left due, refused before its body, had none).
+ */
 function attentionOf(outcomeOpen: boolean, nextStep: ToolNextStep, answered: boolean): ToolAttention {
   if (nextStep !== ToolNextStep.RetryAllowed && nextStep !== ToolNextStep.NeedsReview) return ToolAttention.None;
   if (outcomeOpen) return ToolAttention.InDoubt;

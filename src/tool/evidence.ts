@@ -80,6 +80,12 @@ export interface AttemptRecord {
    * guidance only: the in-doubt guard refuses a retry of this one meanwhile).
    */
   openRepeat?: AttemptRecord;
+  /**
+   * For the latest attempt of a write not made that waits on an identical one (a refused repeat, or a write whose
+   * repeat's retry ran): the latest attempt of an identical operation in doubt, maybe still running, or due, which
+   * makes the in-doubt guard refuse a retry of this one (linkSettledRepeats).
+   */
+  waitsOn?: AttemptRecord;
 }
 
 /** One journaled review and the event holding it. */
@@ -356,7 +362,7 @@ export function collectEvidence(history: readonly SessionEvent[], callId?: strin
       if (record !== undefined && ended !== null && bodyCouldOutlive(record.result)) record.bodyRanOn ??= { ended, event };
     }
   }
-  linkSettledRepeats(attempts, operations.values());
+  linkSettledRepeats(history, attempts, operations.values());
   return { sessionId, eventCount: history.length, calls, attempts };
 }
 
@@ -491,6 +497,7 @@ function retryFactsOf(record: AttemptRecord, review: ToolReviewOutcome | null): 
     succeededSibling: sibling === null ? null : { attempt: sibling.attempt, callId: sibling.call.id },
     repeatedCompleted: record.repeatedCompleted === undefined ? null : { attempt: record.repeatedCompleted.attempt, callId: record.repeatedCompleted.call.id },
     madeByRepeat: record.madeByRepeat === undefined ? null : { attempt: record.madeByRepeat.attempt, callId: record.madeByRepeat.call.id },
+    waitsOn: record.waitsOn === undefined ? null : { attempt: record.waitsOn.attempt, callId: record.waitsOn.call.id },
   };
 }
 

@@ -2,7 +2,7 @@
  * Reconcilers (docs/design.md#reconcilers): the routine that asks each uncertain call's tool before any person is
  * asked, and journals the answers as reviews through recordToolReview.
  */
-import { InvalidInputError, StaleOwnerError, StoreConflictError, ToolRetryError } from '../errors.js';
+import { CanonicalJsonError, InvalidInputError, StaleOwnerError, StoreConflictError, ToolRetryError } from '../errors.js';
 import type { SessionEvent, ToolOperation, ToolReviewOutcome, ToolReviewRecord } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import { isValidText } from '../ids.js';
@@ -10,7 +10,8 @@ import type { JsonValue } from '../json/types.js';
 import { isTimeoutMs, LIMITS, RUNTIME_DEFAULTS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
 import { currentOwner, onOwnerLost } from '../store/owner-commit.js';
-import { describeSetting, truncateUtf8 } from '../text.js';
+import { describeSetting, describeValue, hasVisibleText, thrownMessage, toWellFormed, truncateUtf8 } from '../text.js';
+import { checkCanonicalJson } from '../json/canonical.js';
 import { classifyAttempt, collectEvidence, latestReview, operationOriginOf, sameContract, type AttemptRecord } from './evidence.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { assessSession } from './assess.js';
@@ -84,18 +85,33 @@ export function reconcilerActor(tool: string, revision: string): string {
 }
 
 function answerOf(value: unknown): ToolReconcileAnswer {
-  const answer = value as ToolReconcileAnswer | null;
-  if (typeof answer !== 'object' || answer === null) throw new Error('the reconciler answered no object');
-  if (answer.outcome !== 'completed' && answer.outcome !== 'not_executed' && answer.outcome !== 'unknown') {
-    throw new Error(`the reconciler answered outcome ${JSON.stringify(answer.outcome)}, not completed, not_executed or unknown`);
+  if (typeof value !== 'object' || value === null) throw new Error(`the reconciler answered ${describeValue(value)}, not an object`);
+  // Each field read once, as it arrives, and checked as read: the pass journals the answer later, in journal order,
+  // and a reconciler that hands back an answer it keeps changing (one object for every call, a getter) must not
+  // change it after its check, nor an answer given about another call.
+  const { outcome, evidence, output } = value as { readonly outcome?: unknown; readonly evidence?: unknown; readonly output?: unknown };
+  if (outcome !== 'completed' && outcome !== 'not_executed' && outcome !== 'unknown') {
+    const named = typeof outcome === 'string' ? JSON.stringify(truncateUtf8(outcome, 64)) : describeValue(outcome);
+    throw new Error(`the reconciler answered outcome ${named}, not completed, not_executed or unknown`);
   }
-  if (typeof answer.evidence !== 'string' || !isValidText(truncateUtf8(answer.evidence, LIMITS.maxTextBytes))) {
-    throw new Error('the reconciler answered no evidence text');
+  // The rules a person's review text follows: the answer is journaled as a review.
+  const text = typeof evidence === 'string' ? truncateUtf8(evidence, LIMITS.maxTextBytes) : null;
+  if (text === null || !isValidText(text) || text.includes('\u0000') || !hasVisibleText(text)) {
+    throw new Error('the reconciler answered no evidence text (a character a reader sees, not white space or invisible characters alone)');
   }
-  // A copy taken as it arrives: the pass journals it later, in journal order, and a reconciler that hands back one
-  // answer object it keeps changing must not change an answer given about another call.
-  const { outcome, evidence, output } = answer;
-  return output === undefined ? { outcome, evidence } : { outcome, evidence, output: structuredClone(output) };
+  if (output === undefined) return { outcome, evidence: text };
+  try {
+    checkCanonicalJson(output);
+  } catch (error) {
+    if (error instanceof CanonicalJsonError) throw new Error(`the reconciler answered an output that is not JSON data: ${error.message}`);
+    throw error;
+  }
+  return { outcome, evidence: text, output: structuredClone(output) as JsonValue };
+}
+
+/** A reconciler's failure as the report and the journal take it: well-formed text without U+0000, within the limit. */
+function failureText(text: string): string {
+  return truncateUtf8(toWellFormed(text).replaceAll('\u0000', '\ufffd'), LIMITS.maxDiagnosticBytes);
 }
 
 /**
@@ -275,9 +291,9 @@ export async function reconcileCalls(
         : turn(() => askWithin(timeoutMs, signal, (within) => tool.reconcile!(request, within)))
           .then((value): Asked => ({ answer: answerOf(value) }))
           .catch((error: unknown): Asked => ({
-            failure: options.describePanic === undefined
-              ? error instanceof Error ? error.message : String(error)
-              : panicDetail(error, options.describePanic, { tool: record.call.name, callId: record.call.id }),
+            failure: failureText(options.describePanic === undefined
+              ? thrownMessage(error)
+              : panicDetail(error, options.describePanic, { tool: record.call.name, callId: record.call.id })),
           }));
       planned.push({ record, latest, actor: reconcilerActor(tool.name, op.contract.revision), asked, release });
     }

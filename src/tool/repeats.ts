@@ -7,8 +7,9 @@
  * operation whose first attempt ran is an intent of its own (a model's parallel identical calls both are), even when a
  * retry of it is refused beside an identical call in doubt.
  */
-import { ToolEffect, type ToolCall } from '../event/types.js';
+import { ToolEffect, type SessionEvent, type ToolCall } from '../event/types.js';
 import { canonicalJson } from '../json/canonical.js';
+import { blocksRepeat, latestRowsIn, refusesIdentical } from '../store/attention.js';
 import type { AttemptRecord, OperationRecord, SessionEvidence } from './evidence.js';
 import { DENIAL_CATEGORIES, ToolRecoveryStatus, evidenceFactsOf, evidenceRuleFor } from './retry-policy.js';
 
@@ -241,7 +242,7 @@ function mayExistFrom(operation: OperationRecord): number | null {
  * gives. Same task, tool and canonical arguments. And the other way (IdenticalWrites.linkMadeByRepeats): a write not
  * made whose repeat, retried, made it since is `madeByRepeat`.
  */
-export function linkSettledRepeats(attempts: readonly AttemptRecord[], operations: Iterable<OperationRecord>): void {
+export function linkSettledRepeats(history: readonly SessionEvent[], attempts: readonly AttemptRecord[], operations: Iterable<OperationRecord>): void {
   const all = [...operations];
   const repeats = all.filter(bornRepeat);
   if (repeats.length === 0) return;
@@ -276,7 +277,35 @@ export function linkSettledRepeats(attempts: readonly AttemptRecord[], operation
     const found = entries.get(record.operation!);
     const decided = found?.writes.decide(found.entry);
     if (decided?.made !== undefined) record.repeatedCompleted = decided.made;
-    else if (decided?.open !== undefined) record.repeatedOpen = decided.open.attempts[decided.open.attempts.length - 1]!;
+    else if (decided?.open !== undefined) record.repeatedOpen = latestOf(decided.open);
+  }
+  linkWaiting(history, attempts, entries);
+}
+
+const latestOf = (operation: OperationRecord): AttemptRecord => operation.attempts[operation.attempts.length - 1]!;
+
+/**
+ * A write not made, waiting on an identical one (a repeat waiting on the write it repeats, or a write on its repeat's
+ * retry): `waitsOn` is the latest attempt of an identical operation whose row, as the journal makes it, refuses a retry
+ * of it at the in-doubt guard (refusesIdentical: in doubt, or may still be running, or its retry due). A retry of it
+ * now would only be refused, so the retry table says to decide on that one first.
+ */
+function linkWaiting(history: readonly SessionEvent[], attempts: readonly AttemptRecord[], entries: ReadonlyMap<OperationRecord, { readonly writes: IdenticalWrites }>): void {
+  const waiting = attempts.filter((r) => (r.repeatedOpen !== undefined || r.openRepeat !== undefined) && latestOf(r.operation!) === r);
+  if (waiting.length === 0) return;
+  const groups = new Set(waiting.map((r) => entries.get(r.operation!)!.writes));
+  const rows = latestRowsIn(history, [...groups].flatMap((g) => g.all.map((o) => latestOf(o.operation).call.id)));
+  // Per identity, the operations whose row blocks a repeat at all: a handful, however many identical calls there are.
+  const blocking = new Map<IdenticalWrites, OperationRecord[]>();
+  for (const g of groups) blocking.set(g, g.all.map((o) => o.operation).filter((o) => { const row = rows.get(latestOf(o).call.id); return row !== undefined && blocksRepeat(row); }));
+  for (const record of waiting) {
+    const own = rows.get(record.call.id);
+    const refuses = (o: OperationRecord) => o !== record.operation && refusesIdentical(rows.get(latestOf(o).call.id)!, own);
+    const candidates = blocking.get(entries.get(record.operation!)!.writes)!;
+    // The write it names first (the one it repeats, or its repeat's retry), then any other the guard would read.
+    const named = [record.repeatedOpen?.operation, record.openRepeat?.operation].find((o) => o != null && candidates.includes(o) && refuses(o));
+    const found = named ?? candidates.find(refuses);
+    if (found !== undefined) record.waitsOn = latestOf(found);
   }
 }
 

@@ -239,6 +239,11 @@ export interface RetryFacts {
   readonly repeatedCompleted: AttemptRef | null;
   /** For a write not made: the attempt by which an identical repeat of it, retried after all, has made it since. */
   readonly madeByRepeat: AttemptRef | null;
+  /**
+   * For a write not made that repeats, or is repeated by, an identical one: the latest attempt of an identical
+   * operation in doubt, maybe still running, or due, for which the in-doubt guard refuses a retry of this one.
+   */
+  readonly waitsOn: AttemptRef | null;
 }
 
 export type RetryRuleId =
@@ -249,6 +254,7 @@ export type RetryRuleId =
   | 'reviewed_completed'
   | 'repeat_of_completed'
   | 'made_by_repeat'
+  | 'identical_in_doubt'
   | 'legacy'
   | 'not_executed'
   | 'safe_to_repeat'
@@ -270,6 +276,8 @@ export interface RetryRule {
     readonly repeatedCompleted?: boolean;
     /** true: an identical repeat of the call, retried after all, has made its write since. */
     readonly madeByRepeat?: boolean;
+    /** true: the in-doubt guard would refuse a retry, for an identical operation in doubt or due (RetryFacts.waitsOn). */
+    readonly waitsOnIdentical?: boolean;
   };
   readonly decision: RetryDecision;
   /** What prepareToolRetry throws (and inspectToolRecovery, for the position rows); null: a plan is given. */
@@ -360,6 +368,17 @@ export const RETRY_RULES: readonly RetryRule[] = [
     reason: (f) => `${f.fact}; ${f.madeByRepeat?.callId ?? 'another call'}, a retry of an identical repeat of it, has made that write: a retry would make it twice`,
   },
   {
+    id: 'identical_in_doubt',
+    when: { status: [ToolRecoveryStatus.NotExecuted], waitsOnIdentical: true },
+    decision: 'superseded',
+    refusal: 'identical_in_doubt',
+    position: false,
+    condition: 'A write not made that repeats an identical operation, or whose identical repeat was retried, when that operation is in doubt, may still be running, or its retry is due',
+    explanation: 'The identical call carries the write now: decide on it first; a retry of this one would only be refused by the in-doubt guard',
+    reason: (f) => `${f.fact}; ${f.waitsOn?.callId ?? 'an identical call'}, an identical call carrying this write, is in doubt, may still be running, or its retry is due: ` +
+      'decide on that call first (the in-doubt guard refuses a retry of this one meanwhile, and once that write is made this one is too)',
+  },
+  {
     id: 'legacy',
     when: { effect: ['legacy'] },
     decision: 'legacy',
@@ -420,7 +439,8 @@ function matchesRetry(rule: RetryRule, facts: RetryFacts): boolean {
     (w.superseded === undefined || w.superseded === (facts.newer !== null)) &&
     (w.siblingSucceeded === undefined || w.siblingSucceeded === (facts.succeededSibling !== null)) &&
     (w.repeatedCompleted === undefined || w.repeatedCompleted === (facts.repeatedCompleted !== null)) &&
-    (w.madeByRepeat === undefined || w.madeByRepeat === (facts.madeByRepeat !== null))
+    (w.madeByRepeat === undefined || w.madeByRepeat === (facts.madeByRepeat !== null)) &&
+    (w.waitsOnIdentical === undefined || w.waitsOnIdentical === (facts.waitsOn !== null))
   );
 }
 

@@ -92,16 +92,17 @@ describe('the in-doubt guard on memory', () => {
   it('a retry of the refused repeat is refused too while the first is in doubt; the first\'s own retry runs', async () => {
     const store = createMemoryStore();
     const { gateway, first, second, sent, args } = await scenario(store);
-    const repeatPlan = prepareToolRetry(await store.loadHistory('mail-session'), second.call.id);
-    const repeatRetry = await gateway.callWithOptions('send_mail', args, { retry: repeatPlan });
-    assert.equal(failed(repeatRetry.result)?.code, 'tool_in_doubt', 'the repeat, retried, is still a repeat of a call in doubt');
-    assert.match(failed(repeatRetry.result)!.message, new RegExp(first.call.id));
-    assert.equal(repeatRetry.startedEvent, null);
+    // No plan for the repeat while the write it repeats is in doubt: its retry would only be refused by the guard.
+    const before = await store.loadHistory('mail-session');
+    assert.throws(() => prepareToolRetry(before, second.call.id), (error: unknown) =>
+      error instanceof ToolRetryError && error.code === 'identical_in_doubt' && error.detail.includes(`${first.call.id}, an identical call carrying this write`));
     assert.equal(sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, 0, 'no mail while the first is in doubt');
     const plan = prepareToolRetry(await store.loadHistory('mail-session'), first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
     const retry = await gateway.callWithOptions('send_mail', args, { retry: plan });
     assert.equal(retry.result.outcome.status, 'succeeded', 'a retry of the operation in doubt is not a repeat of it');
     assert.equal(sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, 1);
+    const after = await store.loadHistory('mail-session');
+    assert.throws(() => prepareToolRetry(after, second.call.id), (error: unknown) => error instanceof ToolRetryError && error.code === 'completed');
   });
 
   it('never retries a refused repeat once the write it repeated completed: by a review, or by a retry of the first', async () => {
@@ -159,14 +160,15 @@ describe('the in-doubt guard on memory', () => {
   it('while the write a refused repeat repeated is open, its assessment points at that call', async () => {
     const store = createMemoryStore();
     const { owner, first, second } = await scenario(store);
-    const guidance = new RegExp(`; it repeats ${first.call.id}, an identical call whose write is not settled as made: decide on that call first`);
+    const guidance = new RegExp(`; ${first.call.id}, an identical call carrying this write, is in doubt, may still be running, or its retry is due: decide on that call first`);
     for (const moment of ['in doubt', 'reviewed not_executed'] as const) {
       const history = await historyWithBodyEnded(store);
       if (moment === 'reviewed not_executed') {
         await recordToolReview(owner, history, first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
       }
       const assessed = assessSession(await store.loadHistory('mail-session')).calls.find((c) => c.callId === second.call.id);
-      assert.equal(assessed?.nextStep, 'retry_allowed', moment);
+      // Not retry_allowed: a host retrying every such call from one snapshot would spend a refused attempt each round.
+      assert.deepEqual([assessed?.nextStep, assessed?.rule, assessed?.attention], ['superseded', 'identical_in_doubt', 'none'], moment);
       assert.match(assessed!.reason, guidance, moment);
     }
   });
@@ -202,8 +204,8 @@ describe('the in-doubt guard on memory', () => {
     h.call({ ...WRITE, id: 'repeat', key: 'k-repeat' });
     h.result('repeat', REFUSED);
     const assessed = assessSession(h.build()).calls.find((c) => c.callId === 'repeat');
-    assert.deepEqual([assessed?.nextStep, assessed?.rule], ['retry_allowed', 'not_executed']);
-    assert.match(assessed!.reason, /; it repeats x, an identical call whose write is not settled as made/);
+    assert.deepEqual([assessed?.nextStep, assessed?.rule], ['superseded', 'identical_in_doubt']);
+    assert.match(assessed!.reason, /; x, an identical call carrying this write, is in doubt/);
   });
 
   it('a repeat stays one whatever refuses its retry, and a write its repeat made is not made again (r90)', () => {
@@ -253,7 +255,7 @@ describe('the in-doubt guard on memory', () => {
     c.started('repeat-2');
     c.call({ ...WRITE, id: 'third', key: 'k-third' });
     c.result('third', REFUSED);
-    assert.match(assessSession(c.build()).calls.find((x) => x.callId === 'third')!.reason, /; it repeats repeat-2, an identical call whose write is not settled as made/);
+    assert.match(assessSession(c.build()).calls.find((x) => x.callId === 'third')!.reason, /; repeat-2, an identical call carrying this write, is in doubt/);
   });
 
   it('each write made is credited to one write owed: another repeat retried makes the write a repeat stood for, a new call is its own (r92, r93)', () => {
@@ -291,9 +293,18 @@ describe('the in-doubt guard on memory', () => {
     const pending = setup();
     pending.h.retry(pending.b, { ...WRITE, id: 'b-2' });
     pending.h.started('b-2');
+    assert.deepEqual(rowOf(pending.h, 'first-2'), ['superseded', 'identical_in_doubt']);
+    assert.match(assessSession(pending.h.build()).calls.find((c) => c.callId === 'first-2')!.reason,
+      /; b-2, an identical call carrying this write, is in doubt, may still be running, or its retry is due: decide on that call first/);
+    assert.throws(() => prepareToolRetry(pending.h.build(), 'first-2'), (error: unknown) => error instanceof ToolRetryError && error.code === 'identical_in_doubt');
+    // Reviewed not made, b-2's retry is due and makes the write; denied, the first's own retry makes it.
+    reviewIn(pending.h, 'b-2', 'not_executed');
+    assert.deepEqual(rowOf(pending.h, 'first-2'), ['superseded', 'identical_in_doubt']);
+    pending.h.retry(pending.h.build().find((e) => e.kind.type === 'tool_call' && e.kind.call.id === 'b-2')!, { ...WRITE, id: 'b-3' });
+    pending.h.result('b-3', denied);
     assert.deepEqual(rowOf(pending.h, 'first-2'), ['retry_allowed', 'not_executed']);
     assert.match(assessSession(pending.h.build()).calls.find((c) => c.callId === 'first-2')!.reason,
-      /; b-2, a retry of an identical repeat of it, ran and may have made this write: decide on that call first/);
+      /; b-2, a retry of an identical repeat of it, ran and was not settled as made: a retry of this one makes this write$/);
 
     // The model asked for the mail again once the first was decided against, and it was sent: a write of its own.
     // The first mail, decided against, is still a write a host may make, by its retry or by a repeat's: not both.
@@ -303,7 +314,8 @@ describe('the in-doubt guard on memory', () => {
     asked.h.result('again', succeeded());
     assert.deepEqual(rowOf(asked.h, 'b'), ['retry_allowed', 'not_executed']);
     assert.deepEqual(rowOf(asked.h, 'first-2'), ['retry_allowed', 'not_executed']);
-    assert.match(assessSession(asked.h.build()).calls.find((c) => c.callId === 'b')!.reason, /; it repeats first-2, an identical call whose write is not settled as made/);
+    assert.match(assessSession(asked.h.build()).calls.find((c) => c.callId === 'b')!.reason,
+      /; it repeats first-2, an identical call whose write was decided against and is not made: a retry of this one makes that write$/);
     assert.match(assessSession(asked.h.build()).calls.find((c) => c.callId === 'first-2')!.reason,
       /; again, the same call asked anew after this one was denied, has made a write of its own: a retry of this one makes a second$/);
 
@@ -345,8 +357,8 @@ describe('the in-doubt guard on memory', () => {
     parallel.call({ ...WRITE, id: 'r', key: 'k-r' });
     parallel.result('r', REFUSED);
     parallel.result('p2', succeeded());
-    assert.deepEqual(rowOf(parallel, 'r'), ['retry_allowed', 'not_executed']);
-    assert.match(assessSession(parallel.build()).calls.find((c) => c.callId === 'r')!.reason, /; it repeats p1, an identical call whose write is not settled as made/);
+    assert.deepEqual(rowOf(parallel, 'r'), ['superseded', 'identical_in_doubt']);
+    assert.match(assessSession(parallel.build()).calls.find((c) => c.callId === 'r')!.reason, /; p1, an identical call carrying this write, is in doubt/);
   });
 
   it('a repeat of a repeat that makes the write settles the whole chain (r94 #1)', () => {
@@ -413,7 +425,7 @@ describe('the in-doubt guard on memory', () => {
       !error.message.includes('recover that call explicitly'));
   });
 
-  it('an identical call completed before the one in doubt is not what the repeat repeated: its retry stays allowed', () => {
+  it('an identical call completed before the one in doubt is not what the repeat repeated: it waits on the one in doubt', () => {
     const h = new HistoryBuilder();
     h.call({ ...WRITE, id: 'earlier', key: 'k-earlier' });
     h.started('earlier');
@@ -423,8 +435,9 @@ describe('the in-doubt guard on memory', () => {
     h.call({ ...WRITE, id: 'repeat', key: 'k-repeat' });
     h.result('repeat', REFUSED);
     const assessed = assessSession(h.build()).calls.find((c) => c.callId === 'repeat');
-    assert.deepEqual([assessed?.nextStep, assessed?.rule], ['retry_allowed', 'not_executed']);
-    assert.equal(prepareToolRetry(h.build(), 'repeat').sourceCallId, 'repeat', 'the gateway\'s guard decides at use, while in-doubt is open');
+    assert.deepEqual([assessed?.nextStep, assessed?.rule], ['superseded', 'identical_in_doubt']);
+    assert.throws(() => prepareToolRetry(h.build(), 'repeat'), (error: unknown) =>
+      error instanceof ToolRetryError && error.code === 'identical_in_doubt' && error.detail.includes('in-doubt, an identical call carrying this write'));
     // Once the call in doubt is reviewed completed, the repeat is settled by it, not by the earlier one.
     reviewIn(h, 'in-doubt', 'completed');
     assert.throws(() => prepareToolRetry(h.build(), 'repeat'), (error: unknown) =>
@@ -558,7 +571,7 @@ function approvingMailer(owner: SessionOwner, holdFirst: boolean) {
 }
 
 forEachStore('the in-doubt guard', (target) => {
-  it('a retry of a refused repeat is refused while the write it repeated runs in this process (r89 #2)', async () => {
+  it('no retry of a refused repeat is planned while the write it repeated runs in this process (r89 #2)', async () => {
     const store = await target.fresh().open();
     try {
       const owner = await store.acquire('s-gate', { owner: 'host' });
@@ -604,13 +617,17 @@ forEachStore('the in-doubt guard', (target) => {
       const firstRetry = gateway.callWithOptions('send_mail', args, { retry: plan });
       await bodyStarted;
       // The first mail's retry is in its body, in this process; the repeat, retried now, would be a second mail.
-      const repeatPlan = prepareToolRetry(await store.loadHistory('s-gate'), repeat.call.id);
-      const repeatRetry = await gateway.callWithOptions('send_mail', args, { retry: repeatPlan }).finally(release);
-      assert.equal(failed(repeatRetry.result)?.code, 'tool_in_doubt', 'refused: the write it repeats is running');
-      assert.equal(repeatRetry.startedEvent, null);
-      assert.equal((await firstRetry).result.outcome.status, 'succeeded');
+      const running = await store.loadHistory('s-gate');
+      try {
+        assert.throws(() => prepareToolRetry(running, repeat.call.id), (error: unknown) =>
+          error instanceof ToolRetryError && error.code === 'identical_in_doubt' && error.detail.includes('may still be running'));
+      } finally {
+        release();
+      }
+      const firstDone = await firstRetry;
+      assert.equal(firstDone.result.outcome.status, 'succeeded');
       assert.equal(sent.length, 1, 'one mail');
-      const settled = assessSession(await store.loadHistory('s-gate')).calls.find((c) => c.callId === repeatRetry.call.id);
+      const settled = assessSession(await store.loadHistory('s-gate')).calls.find((c) => c.callId === repeat.call.id);
       assert.equal(settled?.rule, 'repeat_of_completed');
     } finally {
       await store.close();
@@ -709,22 +726,26 @@ forEachStore('the in-doubt guard', (target) => {
     }
   });
 
-  it('a plan for a refused repeat, made while the write it repeated was in doubt, is refused once that write was settled', async () => {
+  it('a plan for a refused repeat, made while the write it repeated was decided against, is refused once that write was settled', async () => {
     for (const settle of ['review', 'retry'] as const) {
       const store = await target.fresh().open();
       try {
         const { owner, gateway, first, second, sent, args } = await scenario(store);
-        const history = await historyWithBodyEnded(store);
+        // While the first mail is in doubt no plan is made for its repeat; once its retry is denied, one is.
+        const inDoubt = await historyWithBodyEnded(store);
+        assert.throws(() => prepareToolRetry(inDoubt, second.call.id), (error: unknown) => error instanceof ToolRetryError && error.code === 'identical_in_doubt');
+        const denied = await reviewedThenDenied(store, owner, first.call.id, args);
+        const history = await store.loadHistory('mail-session');
         const stale = prepareToolRetry(history, second.call.id);
         if (settle === 'review') {
-          await recordToolReview(owner, history, first.call.id, { actor: 'ops@example.com', evidence: 'in the mail server log', outcome: 'completed' });
+          await recordToolReview(owner, history, denied.call.id, { actor: 'ops@example.com', evidence: 'in the mail server log after all', outcome: 'completed' });
         } else {
-          const plan = prepareToolRetry(history, first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
+          const plan = prepareToolRetry(history, denied.call.id);
           assert.equal((await gateway.callWithOptions('send_mail', args, { retry: plan })).result.outcome.status, 'succeeded');
         }
         const before = (await store.loadHistory('mail-session')).length;
         await assert.rejects(gateway.callWithOptions('send_mail', args, { retry: stale }), (error: unknown) =>
-          error instanceof StoreConflictError && error.code === 'history_changed' && error.message.includes(`call ${first.call.id}, an identical write the retry of ${second.call.id} could make twice with (a repeat, or what it repeated), moved on`),
+          error instanceof StoreConflictError && error.code === 'history_changed' && error.message.includes(`call ${denied.call.id}, an identical write the retry of ${second.call.id} could make twice with (a repeat, or what it repeated), moved on`),
         `${settle}: the stale plan is refused at its commit`);
         assert.equal((await store.loadHistory('mail-session')).length, before, 'nothing was written');
         assert.equal(sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, settle === 'review' ? 0 : 1, 'no second mail');

@@ -363,6 +363,43 @@ forEachStore('reconcilers', (target) => {
     await r.store.close();
   });
 
+  it('a reconciler that throws what has no text, answers through getters that change, or answers text nobody sees fails alone: the other calls\' answers are journaled (r97)', async () => {
+    let n = 0;
+    const odd: Record<number, () => unknown> = {
+      0: () => { throw Object.create(null); },
+      1: () => { throw new Error('down\u0000\ud800'); },
+      2: () => ({ get outcome() { n += 1; return n === 1 ? 'completed' : 'bogus'; }, evidence: 'looked it up' }),
+      3: () => { let reads = 0; return { outcome: 'not_executed', get evidence() { reads += 1; return reads <= 1 ? 'ok' : 42; } }; },
+      4: () => ({ outcome: 'not_executed', evidence: '\u200b' }),
+      5: () => ({ outcome: 'completed', evidence: 'paid', output: { amount: 10n } }),
+      6: () => ({ outcome: 'completed', evidence: 'paid', output: { when: new Date(0) } }),
+      7: () => ({ outcome: 10n, evidence: 'x' }),
+      8: () => ({ outcome: 'completed', evidence: 'refund 8 is in the ledger', output: { refund: 8 } }),
+    };
+    const flaky: Tool = {
+      ...tool('flaky', async () => { throw new ToolBodyError('reset', 'lost'); }, new ToolMetadata('flaky', { type: 'object' }).withEffect('non_idempotent', 'v1')),
+      reconcile: async (request) => odd[(request.arguments as { n: number }).n]!() as ToolReconcileAnswer,
+    };
+    const r = await rig(target, { tools: [flaky] });
+    const ids: string[] = [];
+    for (let i = 0; i <= 8; i += 1) ids.push((await r.gateway.call('flaky', { n: i })).call.id);
+    const report = await reconcileUncertainCalls(r.owner, [flaky], await r.store.loadHistory(r.sessionId));
+    assert.deepEqual(report.calls.map((c) => c.action), ['failed', 'failed', 'recorded', 'recorded', 'failed', 'failed', 'failed', 'failed', 'recorded']);
+    assert.match(report.calls[0]!.error!, /cannot be described/);
+    assert.equal(report.calls[1]!.error, 'down\ufffd\ufffd');
+    assert.deepEqual([report.calls[2]!.answer, report.calls[2]!.review?.outcome, n], ['completed', 'completed', 1], 'the outcome read once, as checked');
+    assert.deepEqual([report.calls[3]!.answer, report.calls[3]!.review?.evidence], ['not_executed', 'ok'], 'the evidence read once, as checked');
+    assert.match(report.calls[4]!.error!, /no evidence text/);
+    assert.match(report.calls[5]!.error!, /output that is not JSON data/);
+    assert.match(report.calls[6]!.error!, /output that is not JSON data/);
+    assert.match(report.calls[7]!.error!, /outcome a bigint \(10\)/);
+    assert.deepEqual([report.calls[8]!.review?.outcome, report.calls[8]!.output], ['completed', { refund: 8 }]);
+    const assessed = assessSession(report.history).calls;
+    assert.equal(assessed.find((c) => c.callId === ids[8])?.nextStep, 'completed', 'the write that happened is settled');
+    assert.equal(assessed.find((c) => c.callId === ids[4])?.nextStep, 'needs_review', 'text nobody sees unblocks nothing');
+    await r.store.close();
+  });
+
   it('a journal write that fails mid-pass (the owner fenced) ends the pass: no lookup still queued starts, and those under way are told to stop', async () => {
     let started = 0;
     let stopped = 0;

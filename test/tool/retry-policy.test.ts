@@ -49,9 +49,10 @@ interface Case {
    * 'after_done': an earlier attempt succeeded; 'repeat_done': one attempt, after an identical operation (another
    * key) whose body started, which a `completed` review settled after this call's result; 'made_by_repeat': the
    * second attempt, after a first whose body started and a review said was not made, then an identical repeat (another
-   * key) refused by the in-doubt guard whose retry succeeded.
+   * key) refused by the in-doubt guard whose retry succeeded; 'repeat_open': one attempt, after an identical
+   * operation (another key) whose body started and that nothing has settled.
    */
-  readonly place: 'only' | 'earlier' | 'earlier_done' | 'after_done' | 'repeat_done' | 'made_by_repeat';
+  readonly place: 'only' | 'earlier' | 'earlier_done' | 'after_done' | 'repeat_done' | 'made_by_repeat' | 'repeat_open';
 }
 
 function* cases(): Generator<Case> {
@@ -60,7 +61,7 @@ function* cases(): Generator<Case> {
       for (const flagged of [false, true])
         for (const started of [false, true])
           for (const outcome of outcomes)
-            for (const place of ['only', 'earlier', 'earlier_done', 'after_done', 'repeat_done', 'made_by_repeat'] as const) {
+            for (const place of ['only', 'earlier', 'earlier_done', 'after_done', 'repeat_done', 'made_by_repeat', 'repeat_open'] as const) {
               if (legacy && (flagged || started || place !== 'only')) continue;
               if (!flagged && started) continue;
               yield { effect, legacy, flagged, started, outcome, place };
@@ -68,7 +69,7 @@ function* cases(): Generator<Case> {
 }
 
 /** The history, and the id of the call the case asks about. */
-function historyOf(c: Case): { history: SessionEvent[]; callId: string; sibling: AttemptRef | null; newer: AttemptRef | null; repeated: AttemptRef | null; madeBy: AttemptRef | null } {
+function historyOf(c: Case): { history: SessionEvent[]; callId: string; sibling: AttemptRef | null; newer: AttemptRef | null; repeated: AttemptRef | null; madeBy: AttemptRef | null; waitsOn?: AttemptRef } {
   const h = new HistoryBuilder();
   const mine = (id: string, prev?: SessionEvent) => {
     const spec = { id, effect: c.effect, legacy: c.legacy, startMarker: c.flagged };
@@ -89,6 +90,14 @@ function historyOf(c: Case): { history: SessionEvent[]; callId: string; sibling:
       // Only a refusal by the in-doubt guard is a repeat of it; any other call beside it is a call of its own.
       const repeat = !c.legacy && c.outcome?.status === 'failed' && c.outcome.category === 'in_doubt';
       return { history: h.build(), callId: FIXTURE.call, sibling: null, newer: null, repeated: repeat ? { attempt: 1, callId: 'identical-1' } : null, madeBy: null };
+    }
+    case 'repeat_open': {
+      h.call({ id: 'identical-1', key: 'identical-op', effect: ToolEffect.NonIdempotent, startMarker: true });
+      h.started('identical-1');
+      mine(FIXTURE.call);
+      // A repeat the guard refused waits on that write while it is in doubt: a retry of it would only be refused again.
+      const repeat = !c.legacy && c.outcome?.status === 'failed' && c.outcome.category === 'in_doubt';
+      return { history: h.build(), callId: FIXTURE.call, sibling: null, newer: null, repeated: null, madeBy: null, ...(repeat ? { waitsOn: { attempt: 1, callId: 'identical-1' } } : {}) };
     }
     case 'earlier':
     case 'earlier_done': {
@@ -144,7 +153,7 @@ describe('the retry policy tables', () => {
     const retrySeen = new Set<RetryRuleId>();
     let checked = 0;
     for (const c of cases()) {
-      const { history, callId, sibling, newer, repeated, madeBy } = historyOf(c);
+      const { history, callId, sibling, newer, repeated, madeBy, waitsOn } = historyOf(c);
       const evidence = evidenceRuleFor({ flagged: c.flagged, marker: c.started, result: c.outcome });
       evidenceSeen.add(evidence.id);
       if (evidence.status === 'invalid') {
@@ -167,6 +176,7 @@ describe('the retry policy tables', () => {
           succeededSibling: sibling,
           repeatedCompleted: repeated,
           madeByRepeat: madeBy,
+          waitsOn: waitsOn ?? null,
         };
         const rule = retryRuleFor(facts);
         retrySeen.add(rule.id);

@@ -214,7 +214,7 @@ export function reviewRefusal(view: SessionView, callId: string): string | null 
   if (!record) return `session ${safeId(view.sessionId)} has no call ${safeId(callId)}`;
   const assessed = assessedCall(view, callId);
   if (assessed === null) return 'the call succeeded: there is nothing to review';
-  if (assessed.nextStep === 'superseded') return 'a newer attempt of this operation exists: decide on that one';
+  if (assessed.nextStep === 'superseded') return assessed.rule === 'identical_in_doubt' ? `the call waits on an identical one: ${assessed.reason}` : 'a newer attempt of this operation exists: decide on that one';
   // Resolved only by a `completed` review still waiting in the inbox: a person may replace it (a misclick), as
   // `jingwei review --replaces` does; once the owner journals it, it is settled for good.
   const waitingCompleted = view.inboxReviews.get(callId)?.decision === 'completed' && assessed.rule !== 'reviewed_completed';
