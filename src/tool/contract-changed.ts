@@ -31,5 +31,10 @@ export function contractChangedRefusal(plan: ToolRetryPlan, current: ToolEffectC
   const source = planSourceRow(plan);
   const earlierMayHaveRun = source !== null && sourceMayHaveRun(source);
   const next = earlierMayHaveRun || current === null ? '' : `; call it again to ${notRun === 'awaited_approval' ? 'ask' : 'run it'} under the current contract`;
-  return failure('unavailable', 'tool_contract_changed', `${plan.toolName} ${before}, and the tool ${now}: ${why}. It did not run${next}`);
+  // A write a `not_executed` review left due, which no retry can make under its recorded contract any more: the
+  // redeploy decides against that retry, recorded as a denial, so the same call asked again under the current contract
+  // is the write, and the in-doubt guard (which keeps a due write's repeats out) lets it through. Recorded as
+  // unavailable, the write stayed due for ever and the call the model was invited to make was refused as its repeat.
+  const category = source?.status === 'reviewed_not_executed' ? 'denied' : 'unavailable';
+  return failure(category, 'tool_contract_changed', `${plan.toolName} ${before}, and the tool ${now}: ${why}. It did not run${next}`);
 }

@@ -414,6 +414,24 @@ describe('the in-doubt guard on memory', () => {
     assert.equal(rules.get('w-2'), 'not_executed', 'w was settled before: not made, and not claimed made');
   });
 
+  it('a redeploy refuses a due write\'s retry as decided against: the same call asked again under the new contract is the write, not refused as its repeat (r97)', async () => {
+    const store = createMemoryStore();
+    const { owner, first, sent, args } = await scenario(store);
+    await recordToolReview(owner, await historyWithBodyEnded(store), first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
+    const fresh = mailer({ hang: false });
+    const v2 = { ...fresh.tool, metadata: new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'mail-v2') };
+    const redeployed = createToolRuntime({ tools: [v2], grants: { agent: '*' } }).bind({ owner, taskId: 'mail-task', caller: 'agent' });
+    const retry = await redeployed.callWithOptions('send_mail', args, { retry: prepareToolRetry(await store.loadHistory('mail-session'), first.call.id) });
+    assert.deepEqual([failed(retry.result)?.category, failed(retry.result)?.code, retry.startedEvent], ['denied', 'tool_contract_changed', null]);
+    assert.match(failed(retry.result)!.message, /call it again to run it under the current contract$/);
+    assert.deepEqual((await store.attention()).items, [], 'no write is left due that no retry can make');
+    const again = await redeployed.call('send_mail', args);
+    assert.equal(again.result.outcome.status, 'succeeded', 'the call it was invited to make runs');
+    assert.equal(fresh.sent.length + sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, 1, 'one mail, under the new contract');
+    const old = assessSession(await store.loadHistory('mail-session')).calls.find((c) => c.callId === retry.call.id);
+    assert.match(old!.reason, new RegExp(`${again.call.id}, the same call asked anew after this one was denied, has made a write of its own: a retry of this one makes a second`));
+  });
+
   it('a caller key whose call was refused as a repeat points at the call to settle, not at itself', async () => {
     const store = createMemoryStore();
     const { gateway, args } = await scenario(store);
