@@ -36,6 +36,19 @@ function describeBinding(b: ApprovalBinding): string {
   return `tool ${b.tool} revision ${b.revision}, operation ${b.key} of task ${b.taskId}, arguments ${b.argumentsDigest.slice(0, 12)}${approver}`;
 }
 
+/** Why an attempt's commit supersedes its operation's requests, as its result says: an operator reads it. */
+function settledWhy(callId: string, events: readonly EventDraft[]): string {
+  for (const e of events) {
+    const k = e.kind;
+    if (k.type !== 'tool_result' || k.result.callId !== callId) continue;
+    const outcome = k.result.outcome;
+    if (outcome.status === 'failed' && outcome.code === 'tool_contract_changed') {
+      return `attempt ${callId} of the operation was refused before its body: its tool was redeployed under another contract, or removed (tool_contract_changed), and no approval can let the call run any more`;
+    }
+  }
+  return `attempt ${callId} of the operation was answered without it (by the host's approver, or refused before it was asked)`;
+}
+
 /**
  * The inbox rows a commit writes for its approval change, from the operation's open and decided rows read in the
  * same transaction. Throws DecisionError (nothing written) for a `use` of a row that is missing, no longer
@@ -63,7 +76,7 @@ export function decideApprovalChange(sessionId: SessionId, change: ApprovalChang
     // An operator's denial of this very action, decided while the approver was asked: it stands, not superseded.
     refuseDecidedMeanwhile(rows, change.settle.callId, change.settle.binding, (r) => r.decision === 'denied');
     return supersede(rows.filter((r) => r.kind === 'approval' && r.callId !== change.settle.callId && (r.state === 'open' || r.state === 'decided')),
-      `attempt ${change.settle.callId} of the operation was answered without it (by the host's approver, or refused before it was asked)`);
+      settledWhy(change.settle.callId, events));
   }
   const { id, callId, binding, note, at } = change.request;
   // Any operator's decision of this very action, made while the approver was asked: it answers, not a new request.

@@ -62,8 +62,11 @@ describe('a run whose tools are redeployed while it waits for a person', () => {
       assert.match(toolMessages(model)[1]!, /email-v1.*email-v2/);
       assert.deepEqual(world.bodies, ['place_order'], 'nothing was sent on the old approval');
       const now = decisionInbox(second.store);
-      assert.equal((await now.get(request.id))!.state, 'superseded', 'the old request no longer waits for an operator');
-      await assert.rejects(now.approve(request.id, { actor: 'late@example.com' }), { code: 'decision_stale' });
+      const old = (await now.get(request.id))!;
+      assert.equal(old.state, 'superseded', 'the old request no longer waits for an operator');
+      assert.match(old.note ?? '', /redeployed under another contract, or removed \(tool_contract_changed\)/, 'and says why, not that an approver answered');
+      await assert.rejects(now.approve(request.id, { actor: 'late@example.com' }), (error: unknown) =>
+        (error as { code?: string }).code === 'decision_stale' && /tool_contract_changed/.test((error as Error).message));
       const open = (await now.list({ sessionId: 'shop', kind: 'approval' })).items;
       assert.deepEqual(open.map((r) => r.binding?.revision), ['email-v2']);
       await now.approve(open[0]!.id, { actor: 'ops@example.com' });
