@@ -531,12 +531,15 @@ export class OperationInDoubtError extends JingweiError {
   readonly operationKey: string;
   /** The latest attempt of the operation: the call to recover. */
   readonly callId: string;
+  /** What became of that attempt, without ids or keys (a model may read it: ToolRuntimeHaltedError). */
+  readonly detail: string;
   /** `advice`: what to do; by default, recover that call (the runtime says to wait when it is still running here). */
   constructor(taskId: string, operationKey: string, callId: string, detail: string, advice = 'recover that call explicitly') {
     super('operation_in_doubt', `operation ${operationKey} of task ${taskId} is not completed (latest attempt ${callId}: ${detail}); ${advice}`);
     this.taskId = taskId;
     this.operationKey = operationKey;
     this.callId = callId;
+    this.detail = detail;
   }
 }
 
@@ -638,8 +641,9 @@ export class ToolRuntimeHaltedError extends JingweiError {
       : cause instanceof ToolRecordingError && cause.stage === 'result'
         ? `Tool ${name} started, but its result could not be recorded (${code}): it may have taken effect; check before doing it again`
         : cause instanceof OperationInDoubtError
-          // A run stopped at a call (waiting for an approval, or open for a review): the cause says which and why.
-          ? `Tool ${name} was not run now (${code}): ${cause.message}`
+          // A run stopped at a call (waiting for an approval, or open for a review): the cause says which, without the
+          // operation's key, task or call id (its message, for the host, has them).
+          ? `Tool ${name} was not run now (${code}): ${cause.detail}`
           : `Tool ${name} could not be run: the tool runtime refused the call (${code})`;
     super(code, `${what}. Do not call tools again.`, { cause });
     this.tool = tool;

@@ -11,7 +11,7 @@ import type { AgentToolCall } from '../agent/run-calls.js';
 import { BridgeRun, checkBridgeOptions, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
 import { withJournaledIds } from './call-ids.js';
 import { readRunOptions } from '../agent/run-options.js';
-import { objectSchema, selectSchemas } from './schema.js';
+import { checkModelObject, objectSchema, selectSchemas } from './schema.js';
 
 /** The model `generateText` and `streamText` take as an object (a provider's model, or the AI SDK's mock). */
 export type AiSdkLanguageModel = Parameters<typeof wrapLanguageModel>[0]['model'];
@@ -33,7 +33,10 @@ export interface AiSdkRun {
   readonly pendingCallIds: readonly string[];
   /** Every call settled so far, host side (`execution.replayed` for those read back from the journal). */
   readonly toolCalls: readonly AgentToolCall[];
-  /** The conversation rebuilt from the journal (the prompt, then each step's assistant message and tool results). */
+  /**
+   * The conversation rebuilt from the journal (the prompt, then each step's assistant message and tool results), as it
+   * is when read: read it again for each `generateText` of a loop driven a step at a time.
+   */
   readonly messages: ModelMessage[];
   /** The gateway's tools, each call keyed by its position in the run. Use them only with `model(...)`. */
   readonly tools: ToolSet;
@@ -107,9 +110,23 @@ function otherCallIds(content: readonly ContentLike[]): string[] {
  */
 const withCallIds = <T>(content: readonly T[], ids: readonly string[]): T[] => withJournaledIds(content, ids, 'toolCallId', (part) => isRunCall(part as ContentLike));
 
+/** The ids of the tool calls the prompt's assistant messages hold. */
+function promptCallIds(prompt: readonly { readonly role: string; readonly content: unknown }[]): Set<string> {
+  const ids = new Set<string>();
+  for (const message of prompt) {
+    if (message.role !== 'assistant' || !Array.isArray(message.content)) continue;
+    for (const part of message.content as readonly ContentLike[]) if (part.type === 'tool-call' && typeof part.toolCallId === 'string') ids.add(part.toolCallId);
+  }
+  return ids;
+}
+
 function journalingMiddleware(run: BridgeRun): LanguageModelMiddleware {
   return {
     specificationVersion: 'v3',
+    async transformParams({ params }) {
+      run.checkPromptCurrent(promptCallIds(params.prompt), 'messages');
+      return params;
+    },
     async wrapGenerate({ doGenerate }) {
       const result = await doGenerate();
       const ids = await run.record(responseOf(result.content as readonly ContentLike[], null), false, otherCallIds(result.content as readonly ContentLike[]));
@@ -185,8 +202,11 @@ export async function aiSdkRun(given: AiSdkRunOptions): Promise<AiSdkRun> {
     get steps() { return run.stepCount; },
     pendingCallIds: run.pendingCallIds,
     toolCalls: run.toolCalls,
-    messages: messagesOf(run),
+    get messages() { return messagesOf(run); },
     tools,
-    model: (model) => wrapLanguageModel({ model, middleware }),
+    model: (model) => {
+      checkModelObject(model, 'doGenerate');
+      return wrapLanguageModel({ model, middleware });
+    },
   };
 }

@@ -7,7 +7,7 @@ import type { JsonValue } from '../json/types.js';
 import type { ToolExecution, ToolGateway } from '../tool/types.js';
 import { ToolCallFailedError, ToolRuntimeHaltedError } from '../errors.js';
 import { runForModel } from './outcome.js';
-import { bridgeCallLimits, objectSchema, selectSchemas } from './schema.js';
+import { bridgeCallLimits, checkToolsOptions, objectSchema, selectSchemas } from './schema.js';
 
 export interface AiSdkToolsOptions {
   /** Only these tools (each must be granted to the gateway's caller). Default: every tool the caller may use. */
@@ -29,6 +29,7 @@ export interface AiSdkToolsOptions {
  * Approval stays with the runtime's approvers: these tools never set the AI SDK's `needsApproval`.
  */
 export function aiSdkTools(gateway: ToolGateway, options: AiSdkToolsOptions = {}): ToolSet {
+  checkToolsOptions(options);
   const schemas = selectSchemas(gateway, options.tools);
   const limits = bridgeCallLimits(gateway, schemas, options);
   const tools: ToolSet = {};

@@ -11,7 +11,7 @@ import { exposedSchemas, withSiblingCancellationMarked } from './openai-agents.j
 import { BridgeRun, checkBridgeOptions, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
 import { withJournaledIds } from './call-ids.js';
 import { readRunOptions } from '../agent/run-options.js';
-import { objectSchema } from './schema.js';
+import { checkModelObject, objectSchema } from './schema.js';
 
 export interface OpenAiAgentsRunOptions extends BridgeRunOptions {
   /** Only these tools (each must be granted to the gateway's caller). Default: every tool the caller may use. */
@@ -30,7 +30,10 @@ export interface OpenAiAgentsRun {
   readonly pendingCallIds: readonly string[];
   /** Every call settled so far, host side (`execution.replayed` for those read back from the journal). */
   readonly toolCalls: readonly AgentToolCall[];
-  /** The run's items rebuilt from the journal (the prompt, each step's messages, calls and results): `run(agent, run.input)`. */
+  /**
+   * The run's items rebuilt from the journal (the prompt, each step's messages, calls and results), as they are when
+   * read: `run(agent, run.input)`, read again for each `run` of a loop driven a turn at a time.
+   */
   readonly input: AgentInputItem[];
   /** The gateway's tools as function tools, each call keyed by its position in the run. Use them only with `model(...)`. */
   readonly tools: FunctionTool[];
@@ -96,6 +99,14 @@ function inputOf(run: BridgeRun, toExposed: (name: string) => string): AgentInpu
   return items;
 }
 
+/** The ids of the function calls a model request's input holds (none for a text input). */
+function inputCallIds(input: unknown): Set<string> {
+  const ids = new Set<string>();
+  if (!Array.isArray(input)) return ids;
+  for (const item of input as readonly OutputItemLike[]) if (item.type === 'function_call' && typeof item.callId === 'string') ids.add(item.callId);
+  return ids;
+}
+
 function journaling(run: BridgeRun, inner: Model, toJingwei: ReadonlyMap<string, string>): Model {
   /** Journals the response's calls, and gives back its output with each run call under the id it was journaled with. */
   const record = async <T>(output: T[]): Promise<T[]> => {
@@ -107,10 +118,12 @@ function journaling(run: BridgeRun, inner: Model, toJingwei: ReadonlyMap<string,
   };
   const wrapped: Model = {
     async getResponse(request) {
+      run.checkPromptCurrent(inputCallIds(request.input), 'input');
       const response = await inner.getResponse(request);
       return { ...response, output: await record(response.output) };
     },
     async *getStreamedResponse(request) {
+      run.checkPromptCurrent(inputCallIds(request.input), 'input');
       // The SDK runs the calls once the response is done: journal it before passing that event on.
       for await (const event of inner.getStreamedResponse(request)) {
         yield event.type === 'response_done' ? { ...event, response: { ...event.response, output: await record(event.response.output) } } : event;
@@ -165,8 +178,11 @@ export async function openAiAgentsRun(given: OpenAiAgentsRunOptions): Promise<Op
     get steps() { return run.stepCount; },
     pendingCallIds: run.pendingCallIds,
     toolCalls: run.toolCalls,
-    input: inputOf(run, (name) => toExposed.get(name) ?? name),
+    get input() { return inputOf(run, (name) => toExposed.get(name) ?? name); },
     tools,
-    model: (model) => journaling(run, model, toJingwei),
+    model: (model) => {
+      checkModelObject(model, 'getResponse');
+      return journaling(run, model, toJingwei);
+    },
   };
 }

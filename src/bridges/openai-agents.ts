@@ -9,7 +9,7 @@ import type { JsonValue } from '../json/types.js';
 import { stopsOnlyBeforeBody } from '../tool/control.js';
 import type { ToolExecution, ToolGateway, ToolSchema } from '../tool/types.js';
 import { runForModel } from './outcome.js';
-import { bridgeCallLimits, objectSchema, selectSchemas } from './schema.js';
+import { bridgeCallLimits, checkToolsOptions, objectSchema, selectSchemas } from './schema.js';
 
 export interface OpenAiAgentsToolsOptions {
   /** Only these tools (each must be granted to the gateway's caller). Default: every tool the caller may use. */
@@ -80,6 +80,7 @@ export function exposedSchemas(gateway: ToolGateway, only: readonly string[] | u
  * running is never aborted because a sibling failed (withSiblingCancellationMarked).
  */
 export function openAiAgentsTools(gateway: ToolGateway, options: OpenAiAgentsToolsOptions = {}): FunctionTool[] {
+  checkToolsOptions(options);
   const exposedTools = exposedSchemas(gateway, options.tools);
   const limits = bridgeCallLimits(gateway, exposedTools.map((t) => t.schema), options);
   return exposedTools.map(({ schema, exposed }) => {

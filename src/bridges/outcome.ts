@@ -66,6 +66,9 @@ export const AVAILABILITY_FAULT_MESSAGE = 'it could not say whether it can run; 
 /** The message a model may read for a recorded failure: its own text, or a fixed sentence for internal ones. */
 function modelFacingMessage(failure: { category: string; code: string; message: string }): string {
   if (INTERNAL_CATEGORIES.has(failure.category)) return INTERNAL_FAILURE_MESSAGE;
+  // The in-doubt guard's refusal names the identical call for an operator ("an identical send_mail call (<call id>)");
+  // the model reads it without the id.
+  if (failure.category === 'in_doubt') return failure.message.replace(/( call) \([^()\s]+\)/g, '$1');
   if (failure.code === 'tool_availability_fault') return AVAILABILITY_FAULT_MESSAGE;
   return isMcpRequestFailure(failure) ? MCP_REQUEST_FAILURE_MESSAGE : failure.message;
 }

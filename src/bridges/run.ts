@@ -69,8 +69,8 @@ export type BridgeRunStatus = 'running' | 'finished' | 'needs_review' | 'awaitin
 /** One journaled step as the framework's messages are rebuilt from it: the model's answer and what it read back. */
 export interface BridgeRunStep {
   readonly response: ChatResponse;
-  /** One per requested call, in order (fewer when the run stopped inside this step). */
-  readonly calls: readonly AgentToolCall[];
+  /** One per requested call, as each settled (fewer when the run stopped inside this step, or before a call ran). */
+  readonly calls: AgentToolCall[];
 }
 
 /**
@@ -141,7 +141,10 @@ export function checkBridgeOptions(options: BridgeRunOptions): void {
 export class BridgeRun {
   readonly runId: string;
   readonly prompt: string;
-  /** The journaled steps as opening the run settled them. */
+  /**
+   * The journaled steps: those opening the run settled, then each step this run object journals, with its calls as
+   * they settle. The framework's messages are rebuilt from them whenever they are read.
+   */
   readonly rebuilt: BridgeRunStep[] = [];
   status: BridgeRunStatus = 'running';
   text: string | null = null;
@@ -357,6 +360,7 @@ export class BridgeRun {
       ...(finishes ? [runFinishedEvent(turnId, this.runId, 'completed', step, response.text)] : []),
     ]);
     this.journaledSteps = step;
+    this.rebuilt.push({ response, calls: [] });
     this.text = response.text;
     if (finishes) this.status = 'finished';
     for (const [index, requested] of response.toolCalls.entries()) {
@@ -408,6 +412,21 @@ export class BridgeRun {
       throw new ToolRuntimeHaltedError(name, new OperationInDoubtError(this.options.gateway.taskId, key, settled.callId, detail, advice));
     }
     this.toolCalls.push(settled.call);
+    this.rebuilt[position!.step - 1]?.calls.push(settled.call);
     return settled.call;
+  }
+
+  /**
+   * Refuses a prompt that does not hold the run's last step (InvalidInputError `field`): the messages the run was
+   * opened with, passed again after steps were journaled, say. The model would not see what that step's calls did,
+   * and ask for them again: every write made anew at each step. `callIds`: the ids of the calls the prompt holds.
+   */
+  checkPromptCurrent(callIds: ReadonlySet<string>, field: string): void {
+    const last = this.rebuilt.at(-1);
+    const missing = last?.calls.find((c) => !callIds.has(c.providerCallId));
+    if (last === undefined || missing === undefined) return;
+    throw new InvalidInputError(field, `does not hold step ${this.rebuilt.length} of run ${this.runId} (its call of ${JSON.stringify(missing.name)}): ` +
+      'the model would not see what that step did and ask for it again. Pass the run\'s messages as they are now (read them again from the run), ' +
+      'or the messages the framework gave back');
   }
 }

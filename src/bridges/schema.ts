@@ -3,6 +3,7 @@ import type { JsonObject } from '../json/types.js';
 import type { JsonSchema } from '../tool/metadata.js';
 import { checkLimitOption } from '../tool/call-inputs.js';
 import { checkCallLimits } from '../tool/runtime.js';
+import { describeValue } from '../text.js';
 import type { ToolGateway, ToolSchema } from '../tool/types.js';
 
 /**
@@ -31,6 +32,26 @@ export function selectSchemas(gateway: ToolGateway, only?: readonly string[]): T
     if (schema === undefined) throw new InvalidInputError('tools', `${JSON.stringify(name)} is not available to this gateway's caller`);
     return schema;
   });
+}
+
+/**
+ * A bridge's options object and its `onExecution` hook, checked when it is built: a hook that is not a function would
+ * fail only after a call's write was made, halting the loop over a call that ran.
+ */
+export function checkToolsOptions(options: unknown): void {
+  if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', `must be an object, got ${describeValue(options)}`);
+  const hook = (options as { readonly onExecution?: unknown }).onExecution;
+  if (hook !== undefined && typeof hook !== 'function') throw new InvalidInputError('onExecution', `must be a function, got ${describeValue(hook)}`);
+}
+
+/**
+ * The host's model for a run's wrapper: an object with the method a framework calls on it (`method`), checked when it
+ * is wrapped rather than when the framework first asks it.
+ */
+export function checkModelObject(model: unknown, method: string): void {
+  if (typeof model !== 'object' || model === null || typeof (model as Record<string, unknown>)[method] !== 'function') {
+    throw new InvalidInputError('model', `must be a model object with a ${method}() method, got ${describeValue(model)}`);
+  }
 }
 
 /**

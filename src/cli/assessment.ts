@@ -154,7 +154,7 @@ export function nextStepAdvice(sessionId: string, history: readonly SessionEvent
       return 'Nothing to do: another attempt of this operation succeeded. Never retry it.';
     case 'superseded':
       if (assessed.rule === 'identical_in_doubt') {
-        return 'Decide on the identical call the reason names first: it carries this write while it is in doubt or its retry is due, and the in-doubt guard refuses a retry of this one meanwhile.';
+        return 'Decide on the identical call the reason names first: while it is in doubt, running, or its retry is due, the in-doubt guard refuses a retry of this one.';
       }
       return 'Decide on the newest attempt of this operation instead (it is listed below).';
     case 'legacy':

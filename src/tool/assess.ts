@@ -16,8 +16,8 @@ export const ToolNextStep = {
   /** Another attempt of the same operation succeeded: never retry. */
   Completed: 'completed',
   /**
-   * A newer attempt of the operation exists, or an identical call carries its write while in doubt or due (a repeat
-   * the in-doubt guard refused, say): look at that one.
+   * A newer attempt of the operation exists, or an identical call in doubt or due keeps the in-doubt guard shut for a
+   * retry of it (a repeat the guard refused, say): look at that one.
    */
   Superseded: 'superseded',
   /** No operation (an old record): no stable key, it cannot be retried. */
@@ -176,9 +176,14 @@ export function assessSession(history: readonly SessionEvent[]): SessionAssessme
  * write of its own.
  */
 function identicalWritesNote(record: AttemptRecord): string {
-  if (record.repeatedOpen !== undefined) {
-    return `; it repeats ${record.repeatedOpen.call.id}, an identical call whose write was decided against and is not made: ` +
-      'a retry of this one makes that write';
+  const awaited = record.repeatedOpen;
+  if (awaited !== undefined) {
+    // That write decided against, the model asked for the same call anew and it made a write of its own (a redeploy's
+    // denial invites that call): a retry of this repeat makes the first write after all, a second one.
+    const anew = awaited.askedAnew === undefined ? ''
+      : `; ${awaited.askedAnew.call.id}, the same call asked anew after that one was denied, has made a write of its own: a retry of this one makes a second`;
+    return `; it repeats ${awaited.call.id}, an identical call whose write was decided against and is not made: ` +
+      `a retry of this one makes that write${anew}`;
   }
   if (record.openRepeat !== undefined) {
     return `; ${record.openRepeat.call.id}, a retry of an identical repeat of it, ran and was not settled as made: a retry of ` +

@@ -2,7 +2,7 @@
  * Reconcilers (docs/design.md#reconcilers): the routine that asks each uncertain call's tool before any person is
  * asked, and journals the answers as reviews through recordToolReview.
  */
-import { CanonicalJsonError, InvalidInputError, StaleOwnerError, StoreConflictError, ToolRetryError } from '../errors.js';
+import { InvalidInputError, StaleOwnerError, StoreConflictError, ToolRetryError } from '../errors.js';
 import type { SessionEvent, ToolOperation, ToolReviewOutcome, ToolReviewRecord } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import { isValidText } from '../ids.js';
@@ -100,13 +100,15 @@ function answerOf(value: unknown): ToolReconcileAnswer {
     throw new Error('the reconciler answered no evidence text (a character a reader sees, not white space or invisible characters alone)');
   }
   if (output === undefined) return { outcome, evidence: text };
+  // Copied first, then the copy checked: a getter in the output is read once, by the copy.
+  let copy: unknown;
   try {
-    checkCanonicalJson(output);
+    copy = structuredClone(output);
+    checkCanonicalJson(copy);
   } catch (error) {
-    if (error instanceof CanonicalJsonError) throw new Error(`the reconciler answered an output that is not JSON data: ${error.message}`);
-    throw error;
+    throw new Error(`the reconciler answered an output that is not JSON data: ${thrownMessage(error)}`);
   }
-  return { outcome, evidence: text, output: structuredClone(output) as JsonValue };
+  return { outcome, evidence: text, output: copy as JsonValue };
 }
 
 /** A reconciler's failure as the report and the journal take it: well-formed text without U+0000, within the limit. */

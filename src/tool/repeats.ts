@@ -122,6 +122,8 @@ class IdenticalWrites {
     steps.sort((a, b) => a.seq - b.seq);
     const open = new Set<Identical>();
     const made: Identical[] = [];
+    // The repeats that stand for each write: made once all they stood for are, and so on up a chain of repeats.
+    const standers = new Map<Identical, Identical[]>();
     const make = (op: Identical, by: AttemptRecord, seq: number, byRepeat: boolean): void => {
       if (op.madeBy !== undefined) return;
       op.madeBy = by;
@@ -132,6 +134,9 @@ class IdenticalWrites {
       const owed = op.standsFor?.filter((o) => o.madeBy === undefined) ?? [];
       const latest = owed.reduce<Identical | undefined>((last, o) => (last === undefined || o.origin > last.origin ? o : last), undefined);
       if (latest !== undefined) make(latest, by, seq, true);
+      for (const repeat of standers.get(op) ?? []) {
+        if (repeat.madeBy === undefined && repeat.standsFor!.every((o) => o.madeBy !== undefined)) make(repeat, by, seq, true);
+      }
     };
     for (const step of steps) {
       const op = step.op;
@@ -139,6 +144,7 @@ class IdenticalWrites {
         if (op.madeBy === undefined) open.add(op);
       } else if (step.kind === 'refused') {
         op.standsFor = [...open].filter((o) => o !== op && o.origin < op.origin && !deniedBefore(o, step.seq));
+        for (const o of op.standsFor) standers.set(o, [...(standers.get(o) ?? []), op]);
         if (op.standsFor.length === 0) {
           for (let i = made.length - 1; i >= 0; i--) {
             if (made[i]!.origin < op.origin) {

@@ -374,9 +374,9 @@ export const RETRY_RULES: readonly RetryRule[] = [
     refusal: 'identical_in_doubt',
     position: false,
     condition: 'A write not made that repeats an identical operation, or whose identical repeat was retried, when that operation is in doubt, may still be running, or its retry is due',
-    explanation: 'The identical call carries the write now: decide on it first; a retry of this one would only be refused by the in-doubt guard',
-    reason: (f) => `${f.fact}; ${f.waitsOn?.callId ?? 'an identical call'}, an identical call carrying this write, is in doubt, may still be running, or its retry is due: ` +
-      'decide on that call first (the in-doubt guard refuses a retry of this one meanwhile, and once that write is made this one is too)',
+    explanation: 'Decide on the identical call first: a retry of this one would only be refused by the in-doubt guard until it is settled',
+    reason: (f) => `${f.fact}; ${f.waitsOn?.callId ?? 'another call'}, an identical call, is in doubt, may still be running, or its retry is due: ` +
+      'decide on that call first (the in-doubt guard refuses a retry of this one meanwhile)',
   },
   {
     id: 'legacy',

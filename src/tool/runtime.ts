@@ -394,7 +394,7 @@ class Gateway implements ToolGateway {
     if (result.outcome.status !== 'succeeded') {
       // A refused repeat's write is the identical call's it named: that call is what to settle, not this one.
       const advice = result.outcome.category === 'in_doubt'
-        ? 'it was refused as a repeat of an identical call whose write was in doubt: settle that call (jingwei inspect names it); once its write is made this one is never retried'
+        ? 'it was refused as a repeat of an identical call whose write was in doubt: assessSession (or jingwei inspect) says what to do, settle that call while it is open, or retry this one once that write was decided against; once its write is made this one is never retried'
         : undefined;
       throw new OperationInDoubtError(this.taskId, recorded.key, call.id, `it failed (${result.outcome.category}: ${result.outcome.code})`, advice);
     }

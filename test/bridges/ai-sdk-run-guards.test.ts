@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { generateText, stepCountIs } from 'ai';
-import { aiSdkRun, jingweiHalted } from '../../src/ai-sdk.js';
+import { MockLanguageModelV3 } from 'ai/test';
+import { aiSdkRun, aiSdkTools, jingweiHalted } from '../../src/ai-sdk.js';
 import { AgentRunBusyError, runAgent, scriptedModel } from '../../src/agent.js';
 import { setFaultHook } from '../../src/fault.js';
 import { openSqliteStore } from '../../src/sqlite.js';
@@ -369,6 +370,35 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     await h.store.close();
   });
 
+  it('a loop driven a step at a time reads the run\'s messages as they are now; messages read before a step are refused, not asked again (r99 #1)', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const h = await hostOn(() => openSqliteStore(path), world);
+    const run = await aiSdkRun({ ...h, runId: 'stepwise', prompt: 'Buy tea.' });
+    const opened = run.messages;
+    // A model that orders until it reads the order's result.
+    const model = new MockLanguageModelV3({
+      doGenerate: async ({ prompt }) => (prompt.some((m) => m.role === 'tool') ? done : answer([call(`c${Math.random()}`, 'place_order')])),
+    });
+    for (let i = 0; i < 4 && run.status === 'running'; i += 1) {
+      await generateText({ model: run.model(model), tools: run.tools, messages: run.messages, stopWhen: [stepCountIs(1), jingweiHalted] });
+    }
+    assert.deepEqual([run.status, run.steps, world.orders.size], ['finished', 2, 1], 'one order, read back by the next step');
+    assert.deepEqual(run.messages.map((m) => m.role), ['user', 'assistant', 'tool', 'assistant']);
+
+    const again = await aiSdkRun({ ...h, runId: 'stepwise-2', prompt: 'Buy tea.' });
+    const first = again.messages;
+    await generateText({ model: again.model(model), tools: again.tools, messages: first, stopWhen: [stepCountIs(1), jingweiHalted] });
+    assert.equal(world.orders.size, 2, 'the second run placed its order');
+    const calls = model.doGenerateCalls.length;
+    await assert.rejects(generateText({ model: again.model(model), tools: again.tools, messages: first, stopWhen: [stepCountIs(1), jingweiHalted] }),
+      (error: unknown) => JSON.stringify(error).includes('does not hold step 1 of run stepwise-2') || String((error as Error)?.message).includes('does not hold step 1 of run stepwise-2'));
+    assert.equal(model.doGenerateCalls.length, calls, 'the model was not asked');
+    assert.equal(world.orders.size, 2, 'no order placed again');
+    assert.equal(opened.length, 1, 'messages read before are what they were');
+    await h.store.close();
+  });
+
   it('bad options are InvalidInputError naming the option, and nothing is journaled', async () => {
     const path = tempDbPath(dir);
     const world = outsideWorld();
@@ -387,6 +417,11 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
       await assert.rejects(aiSdkRun(options as Parameters<typeof aiSdkRun>[0]), { name: 'InvalidInputError', field }, field);
     }
     assert.equal((await h.store.loadHistory('shop')).length, before);
+    // A hook or a model that is not one is refused when the bridge is built, not after a call's write (r99 #4).
+    assert.throws(() => aiSdkTools(h.gateway, { onExecution: 5 as never }), { name: 'InvalidInputError', field: 'onExecution' });
+    assert.throws(() => aiSdkTools(h.gateway, null as never), { name: 'InvalidInputError', field: 'options' });
+    const run = await aiSdkRun({ ...h, runId: 'bad-model', prompt: 'x' });
+    for (const model of [null, {}, 'gpt-x']) assert.throws(() => run.model(model as never), { name: 'InvalidInputError', field: 'model' });
     await h.store.close();
   });
 });

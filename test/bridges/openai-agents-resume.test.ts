@@ -65,6 +65,25 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
     await second.store.close();
   });
 
+  it('a loop driven a turn at a time reads the run\'s input as it is now; input read before a turn is refused, not asked again (r99 #1)', async () => {
+    const journal = target.fresh();
+    const world = outsideWorld();
+    const h = await hostOn(() => journal.open(), world);
+    const run1 = await openAiAgentsRun({ ...h, runId: 'turns', prompt: 'Buy tea.' });
+    const stale = run1.input;
+    const model = new ScriptedAgentsModel([orderTurn, doneTurn]);
+    const agent = new Agent({ name: 'shop', model: run1.model(model), tools: run1.tools });
+    await run(agent, run1.input, { maxTurns: 1 }).catch(() => undefined);
+    assert.equal(world.orders.size, 1);
+    await assert.rejects(run(agent, stale, { maxTurns: 1 }), (e: unknown) => chain(e).some((x) => x instanceof Error && x.message.includes('does not hold step 1 of run turns')));
+    assert.equal(model.requests.length, 1, 'the model was not asked with the stale input');
+    const result = await run(agent, run1.input, { maxTurns: 1 });
+    assert.equal(result.finalOutput, 'Ordered and confirmed.');
+    assert.deepEqual(resultsIn(model.requests[1]!), ['order 1 placed'], 'the next turn read the order\'s result');
+    assert.deepEqual([run1.status, world.orders.size], ['finished', 1], 'one order');
+    await h.store.close();
+  });
+
   it('killed inside the e-mail body: suspend stops the run as needs_review; retry_safe retries the e-mail once; streamed turns are journaled too', async () => {
     const journal = target.fresh();
     const open = () => journal.open();

@@ -61,6 +61,9 @@ async function scenario(store: SessionStore) {
   assert.equal(refusal?.code, 'tool_in_doubt');
   assert.match(refusal!.message, new RegExp(first.call.id));
   assert.match(refusal!.message, /needs review/);
+  // The journal names the earlier call for an operator; the model reads the refusal without it (r99 #2).
+  const told = modelFacingOutcome(second);
+  assert.ok(!told.ok && told.text.includes('an identical send_mail call may already have taken effect') && !told.text.includes(first.call.id), told.ok ? '' : told.text);
   assert.equal(second.startedEvent, null);
   assert.notEqual(second.call.operation!.key, first.call.operation!.key);
   assert.equal(sent.length, 0, 'no second mail: the repeat never ran');
@@ -95,7 +98,7 @@ describe('the in-doubt guard on memory', () => {
     // No plan for the repeat while the write it repeats is in doubt: its retry would only be refused by the guard.
     const before = await store.loadHistory('mail-session');
     assert.throws(() => prepareToolRetry(before, second.call.id), (error: unknown) =>
-      error instanceof ToolRetryError && error.code === 'identical_in_doubt' && error.detail.includes(`${first.call.id}, an identical call carrying this write`));
+      error instanceof ToolRetryError && error.code === 'identical_in_doubt' && error.detail.includes(`${first.call.id}, an identical call`));
     assert.equal(sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, 0, 'no mail while the first is in doubt');
     const plan = prepareToolRetry(await store.loadHistory('mail-session'), first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
     const retry = await gateway.callWithOptions('send_mail', args, { retry: plan });
@@ -160,7 +163,7 @@ describe('the in-doubt guard on memory', () => {
   it('while the write a refused repeat repeated is open, its assessment points at that call', async () => {
     const store = createMemoryStore();
     const { owner, first, second } = await scenario(store);
-    const guidance = new RegExp(`; ${first.call.id}, an identical call carrying this write, is in doubt, may still be running, or its retry is due: decide on that call first`);
+    const guidance = new RegExp(`; ${first.call.id}, an identical call, is in doubt, may still be running, or its retry is due: decide on that call first`);
     for (const moment of ['in doubt', 'reviewed not_executed'] as const) {
       const history = await historyWithBodyEnded(store);
       if (moment === 'reviewed not_executed') {
@@ -205,7 +208,7 @@ describe('the in-doubt guard on memory', () => {
     h.result('repeat', REFUSED);
     const assessed = assessSession(h.build()).calls.find((c) => c.callId === 'repeat');
     assert.deepEqual([assessed?.nextStep, assessed?.rule], ['superseded', 'identical_in_doubt']);
-    assert.match(assessed!.reason, /; x, an identical call carrying this write, is in doubt/);
+    assert.match(assessed!.reason, /; x, an identical call, is in doubt/);
   });
 
   it('a repeat stays one whatever refuses its retry, and a write its repeat made is not made again (r90)', () => {
@@ -255,7 +258,7 @@ describe('the in-doubt guard on memory', () => {
     c.started('repeat-2');
     c.call({ ...WRITE, id: 'third', key: 'k-third' });
     c.result('third', REFUSED);
-    assert.match(assessSession(c.build()).calls.find((x) => x.callId === 'third')!.reason, /; repeat-2, an identical call carrying this write, is in doubt/);
+    assert.match(assessSession(c.build()).calls.find((x) => x.callId === 'third')!.reason, /; repeat-2, an identical call, is in doubt/);
   });
 
   it('each write made is credited to one write owed: another repeat retried makes the write a repeat stood for, a new call is its own (r92, r93)', () => {
@@ -295,7 +298,7 @@ describe('the in-doubt guard on memory', () => {
     pending.h.started('b-2');
     assert.deepEqual(rowOf(pending.h, 'first-2'), ['superseded', 'identical_in_doubt']);
     assert.match(assessSession(pending.h.build()).calls.find((c) => c.callId === 'first-2')!.reason,
-      /; b-2, an identical call carrying this write, is in doubt, may still be running, or its retry is due: decide on that call first/);
+      /; b-2, an identical call, is in doubt, may still be running, or its retry is due: decide on that call first/);
     assert.throws(() => prepareToolRetry(pending.h.build(), 'first-2'), (error: unknown) => error instanceof ToolRetryError && error.code === 'identical_in_doubt');
     // Reviewed not made, b-2's retry is due and makes the write; denied, the first's own retry makes it.
     reviewIn(pending.h, 'b-2', 'not_executed');
@@ -315,7 +318,7 @@ describe('the in-doubt guard on memory', () => {
     assert.deepEqual(rowOf(asked.h, 'b'), ['retry_allowed', 'not_executed']);
     assert.deepEqual(rowOf(asked.h, 'first-2'), ['retry_allowed', 'not_executed']);
     assert.match(assessSession(asked.h.build()).calls.find((c) => c.callId === 'b')!.reason,
-      /; it repeats first-2, an identical call whose write was decided against and is not made: a retry of this one makes that write$/);
+      /; it repeats first-2, an identical call whose write was decided against and is not made: a retry of this one makes that write; again, the same call asked anew after that one was denied, has made a write of its own: a retry of this one makes a second$/);
     assert.match(assessSession(asked.h.build()).calls.find((c) => c.callId === 'first-2')!.reason,
       /; again, the same call asked anew after this one was denied, has made a write of its own: a retry of this one makes a second$/);
 
@@ -358,7 +361,7 @@ describe('the in-doubt guard on memory', () => {
     parallel.result('r', REFUSED);
     parallel.result('p2', succeeded());
     assert.deepEqual(rowOf(parallel, 'r'), ['superseded', 'identical_in_doubt']);
-    assert.match(assessSession(parallel.build()).calls.find((c) => c.callId === 'r')!.reason, /; p1, an identical call carrying this write, is in doubt/);
+    assert.match(assessSession(parallel.build()).calls.find((c) => c.callId === 'r')!.reason, /; p1, an identical call, is in doubt/);
   });
 
   it('a repeat of a repeat that makes the write settles the whole chain (r94 #1)', () => {
@@ -387,6 +390,53 @@ describe('the in-doubt guard on memory', () => {
     for (const id of ['a-2', 'b-3']) {
       assert.throws(() => prepareToolRetry(h.build(), id), (error: unknown) => error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes('c-2'), id);
     }
+  });
+
+  it('a repeat of a repeat is made once the first write is made by its own retry: a retry of it would make it twice (r98 #1)', () => {
+    const denied = { status: 'failed', category: 'denied', code: 'policy_blocked', message: 'no', retryable: false } as const;
+    const h = new HistoryBuilder();
+    const f = h.call({ ...WRITE, id: 'f', key: 'k-f' });
+    h.started('f');
+    const r1 = h.call({ ...WRITE, id: 'r1', key: 'k-r1' });
+    h.result('r1', REFUSED);
+    reviewIn(h, 'f', 'not_executed');
+    const f2 = h.retry(f, { ...WRITE, id: 'f-2' });
+    h.result('f-2', denied);
+    // The repeat's retry is in doubt in its turn, and repeated: the repeat of the repeat stands for it.
+    const r1b = h.retry(r1, { ...WRITE, id: 'r1-2' });
+    h.started('r1-2');
+    h.call({ ...WRITE, id: 'r2', key: 'k-r2' });
+    h.result('r2', REFUSED);
+    reviewIn(h, 'r1-2', 'not_executed');
+    h.retry(r1b, { ...WRITE, id: 'r1-3' });
+    h.result('r1-3', denied);
+    // The first write is made by its own retry: the repeat stood for it, and the repeat of the repeat for the repeat.
+    h.retry(f2, { ...WRITE, id: 'f-3' });
+    h.started('f-3');
+    h.result('f-3', succeeded());
+    const rows = assessSession(h.build()).calls.filter((x) => ['r1-3', 'r2'].includes(x.callId)).map((x) => [x.callId, x.nextStep, x.rule]);
+    assert.deepEqual(rows, [['r2', 'completed', 'repeat_of_completed'], ['r1-3', 'completed', 'repeat_of_completed']]);
+    for (const id of ['r1-3', 'r2']) {
+      assert.throws(() => prepareToolRetry(h.build(), id), (error: unknown) => error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes('f-3'), id);
+    }
+  });
+
+  it('a repeat of a write decided against, whose same call the model asked anew and made, says a retry of it makes a second write (r98 #2)', () => {
+    const denied = { status: 'failed', category: 'denied', code: 'tool_contract_changed', message: 'redeployed', retryable: false } as const;
+    const h = new HistoryBuilder();
+    const f = h.call({ ...WRITE, id: 'f', key: 'k-f' });
+    h.started('f');
+    h.call({ ...WRITE, id: 'r', key: 'k-r' });
+    h.result('r', REFUSED);
+    reviewIn(h, 'f', 'not_executed');
+    h.retry(f, { ...WRITE, id: 'f-2' });
+    h.result('f-2', denied);
+    h.call({ ...WRITE, id: 'anew', key: 'k-anew' });
+    h.started('anew');
+    h.result('anew', succeeded());
+    const assessed = assessSession(h.build()).calls.find((c) => c.callId === 'r');
+    assert.deepEqual([assessed?.nextStep, assessed?.rule], ['retry_allowed', 'not_executed']);
+    assert.match(assessed!.reason, /; it repeats f-2, an identical call whose write was decided against and is not made: a retry of this one makes that write; anew, the same call asked anew after that one was denied, has made a write of its own: a retry of this one makes a second$/);
   });
 
   it('a write a denial settled before a repeat was refused is not made by that repeat (r91 #2)', () => {
@@ -439,7 +489,7 @@ describe('the in-doubt guard on memory', () => {
     assert.equal(failed(keyed.result)?.code, 'tool_in_doubt');
     await assert.rejects(gateway.callWithOptions('send_mail', args, { operationKey: 'order-1' }), (error: unknown) =>
       error instanceof OperationInDoubtError && error.callId === keyed.call.id &&
-      error.message.includes('refused as a repeat of an identical call whose write was in doubt: settle that call') &&
+      error.message.includes('refused as a repeat of an identical call whose write was in doubt: assessSession (or jingwei inspect) says what to do, settle that call while it is open') &&
       !error.message.includes('recover that call explicitly'));
   });
 
@@ -455,7 +505,7 @@ describe('the in-doubt guard on memory', () => {
     const assessed = assessSession(h.build()).calls.find((c) => c.callId === 'repeat');
     assert.deepEqual([assessed?.nextStep, assessed?.rule], ['superseded', 'identical_in_doubt']);
     assert.throws(() => prepareToolRetry(h.build(), 'repeat'), (error: unknown) =>
-      error instanceof ToolRetryError && error.code === 'identical_in_doubt' && error.detail.includes('in-doubt, an identical call carrying this write'));
+      error instanceof ToolRetryError && error.code === 'identical_in_doubt' && error.detail.includes('in-doubt, an identical call'));
     // Once the call in doubt is reviewed completed, the repeat is settled by it, not by the earlier one.
     reviewIn(h, 'in-doubt', 'completed');
     assert.throws(() => prepareToolRetry(h.build(), 'repeat'), (error: unknown) =>

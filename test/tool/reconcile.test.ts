@@ -375,6 +375,7 @@ forEachStore('reconcilers', (target) => {
       6: () => ({ outcome: 'completed', evidence: 'paid', output: { when: new Date(0) } }),
       7: () => ({ outcome: 10n, evidence: 'x' }),
       8: () => ({ outcome: 'completed', evidence: 'refund 8 is in the ledger', output: { refund: 8 } }),
+      9: () => { let reads = 0; return { outcome: 'completed', evidence: 'receipt kept', output: { get receipt() { reads += 1; return reads === 1 ? 'r-1' : 10n; } } }; },
     };
     const flaky: Tool = {
       ...tool('flaky', async () => { throw new ToolBodyError('reset', 'lost'); }, new ToolMetadata('flaky', { type: 'object' }).withEffect('non_idempotent', 'v1')),
@@ -382,9 +383,9 @@ forEachStore('reconcilers', (target) => {
     };
     const r = await rig(target, { tools: [flaky] });
     const ids: string[] = [];
-    for (let i = 0; i <= 8; i += 1) ids.push((await r.gateway.call('flaky', { n: i })).call.id);
+    for (let i = 0; i <= 9; i += 1) ids.push((await r.gateway.call('flaky', { n: i })).call.id);
     const report = await reconcileUncertainCalls(r.owner, [flaky], await r.store.loadHistory(r.sessionId));
-    assert.deepEqual(report.calls.map((c) => c.action), ['failed', 'failed', 'recorded', 'recorded', 'failed', 'failed', 'failed', 'failed', 'recorded']);
+    assert.deepEqual(report.calls.map((c) => c.action), ['failed', 'failed', 'recorded', 'recorded', 'failed', 'failed', 'failed', 'failed', 'recorded', 'recorded']);
     assert.match(report.calls[0]!.error!, /cannot be described/);
     assert.equal(report.calls[1]!.error, 'down\ufffd\ufffd');
     assert.deepEqual([report.calls[2]!.answer, report.calls[2]!.review?.outcome, n], ['completed', 'completed', 1], 'the outcome read once, as checked');
@@ -394,6 +395,7 @@ forEachStore('reconcilers', (target) => {
     assert.match(report.calls[6]!.error!, /output that is not JSON data/);
     assert.match(report.calls[7]!.error!, /outcome a bigint \(10\)/);
     assert.deepEqual([report.calls[8]!.review?.outcome, report.calls[8]!.output], ['completed', { refund: 8 }]);
+    assert.deepEqual(report.calls[9]!.output, { receipt: 'r-1' }, 'the output read once, as checked (r98 #3)');
     const assessed = assessSession(report.history).calls;
     assert.equal(assessed.find((c) => c.callId === ids[8])?.nextStep, 'completed', 'the write that happened is settled');
     assert.equal(assessed.find((c) => c.callId === ids[4])?.nextStep, 'needs_review', 'text nobody sees unblocks nothing');

@@ -67,7 +67,8 @@ Writes the session's journal as JSONL: one wire event per line, in physical orde
 a damaged one is never exported. With --out the file appears complete or not at all.
 
 --format jsonl (the default) writes our records as stored; they carry the start-marker flag and the tool_started
-events, which Jingwei for Rust does not read. --format chain adds one trailer line with each event's epoch and
+events, which Jingwei for Rust does not read. Nothing in such a file proves it unedited: an import stores whatever
+it holds with a fresh hash chain. --format chain adds one trailer line with each event's epoch and
 chain hash and the session's signed checkpoints (from --anchors), so 'jingwei import --key' can prove the file was
 not edited. --format rust writes exactly the records Jingwei for Rust reads: no start-marker flag, no tool_started
 events, seq renumbered 0, 1, 2, ..., provider_call_id written as null when absent; a call whose start marker and
