@@ -25,8 +25,8 @@ import type { JsonObject } from '../json/types.js';
 import { LIMITS } from '../limits.js';
 import type { SessionOwner } from '../store/types.js';
 import type { ToolDenial } from '../tool/types.js';
-import { importFromSource, listMcpTools, mcpToolRevision, type McpImportOptions, type McpToolImport, type McpToolSource } from './mcp.js';
-import { describeSetting } from '../text.js';
+import { checkTrustedOption, importFromSource, listMcpTools, mcpToolRevision, type McpImportOptions, type McpToolImport, type McpToolSource } from './mcp.js';
+import { describeSetting, describeValue } from '../text.js';
 
 /**
  * Where the server is: a command to run over stdio, or a Streamable HTTP endpoint. A stdio server does not inherit
@@ -118,6 +118,9 @@ class ManagedConnection implements McpToolSource {
 
   constructor(private readonly address: McpServerAddress, private readonly options: McpConnectOptions) {
     const r = options.reconnect;
+    if (r !== undefined && r !== false && (typeof r !== 'object' || r === null)) {
+      throw new InvalidInputError('reconnect', `must be false or an object of delays and attempts, got ${describeValue(r)}`);
+    }
     this.backoff = r === false ? null : {
       initialDelayMs: positiveOption('reconnect.initialDelayMs', r?.initialDelayMs, MCP_RECONNECT_DEFAULTS.initialDelayMs),
       maxDelayMs: positiveOption('reconnect.maxDelayMs', r?.maxDelayMs, MCP_RECONNECT_DEFAULTS.maxDelayMs),
@@ -332,6 +335,7 @@ export async function connectMcpServer(address: McpServerAddress, options: McpCo
   const label = checkAddress(address);
   if (typeof options !== 'object' || options === null) throw new InvalidInputError('options', 'must be an object');
   if (options.journal?.turnId !== undefined) checkId<TurnId>('journal.turnId', options.journal.turnId);
+  checkTrustedOption(options.trusted);
   const managed = new ManagedConnection(address, options);
   let client: Client;
   try {

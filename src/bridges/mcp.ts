@@ -21,7 +21,7 @@ import type { ToolEffect, ToolEffectContract } from '../event/types.js';
 import { jsonDigest } from '../json/canonical.js';
 import type { JsonObject, JsonValue } from '../json/types.js';
 import { LIMITS } from '../limits.js';
-import { truncateUtf8 } from '../text.js';
+import { describeValue, truncateUtf8 } from '../text.js';
 import { externalIdempotencyKey } from '../tool/idempotency.js';
 import { ToolMetadata } from '../tool/metadata.js';
 import { toolNameProblem } from '../tool/names.js';
@@ -255,12 +255,18 @@ export async function importMcpTools(client: Client, options: McpImportOptions =
   return importFromSource(fixedClient(client), listing, options);
 }
 
+/** `trusted` that is not a boolean (`'yes'`, say): refused, not read as untrusted, which would make every contract `unknown`. */
+export function checkTrustedOption(trusted: unknown): void {
+  if (trusted !== undefined && typeof trusted !== 'boolean') throw new InvalidInputError('trusted', `must be true or false, got ${describeValue(trusted)}`);
+}
+
 /** Makes Jingwei tools of a listing, each calling through `source`. */
 export function importFromSource(
   source: McpToolSource,
   { server, listed }: { server: { name: string; version: string }; listed: readonly McpToolDescription[] },
   options: McpImportOptions,
 ): McpToolImport {
+  checkTrustedOption(options.trusted);
   const trusted = options.trusted === true;
   const wanted = options.tools === undefined ? null : new Set(options.tools);
   if (wanted !== null) {

@@ -3,7 +3,7 @@
  * `run(agent, …)` the input items rebuilt from the journal, function tools keyed by position and a model wrapper
  * that journals each model response before its calls run (docs/design.md#bridges-resume-from-the-journal).
  */
-import { tool, type AgentInputItem, type FunctionTool, type Model } from '@openai/agents';
+import { tool, type AgentInputItem, type FunctionTool, type Model, type ModelRequest } from '@openai/agents';
 import { ToolCallFailedError, ToolRuntimeHaltedError } from '../errors.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import type { AgentToolCall } from '../agent/run-calls.js';
@@ -107,6 +107,15 @@ function inputCallIds(input: unknown): Set<string> {
   return ids;
 }
 
+/**
+ * Refuses a request whose input does not hold the run's last step (BridgeRun.checkPromptCurrent), unless the
+ * conversation is kept by the provider (`previousResponseId`, `conversationId`): then the input holds only what is new.
+ */
+function checkRequestCurrent(run: BridgeRun, request: ModelRequest): void {
+  if (request.previousResponseId !== undefined || request.conversationId !== undefined) return;
+  run.checkPromptCurrent(inputCallIds(request.input), 'input');
+}
+
 function journaling(run: BridgeRun, inner: Model, toJingwei: ReadonlyMap<string, string>): Model {
   /** Journals the response's calls, and gives back its output with each run call under the id it was journaled with. */
   const record = async <T>(output: T[]): Promise<T[]> => {
@@ -118,12 +127,12 @@ function journaling(run: BridgeRun, inner: Model, toJingwei: ReadonlyMap<string,
   };
   const wrapped: Model = {
     async getResponse(request) {
-      run.checkPromptCurrent(inputCallIds(request.input), 'input');
+      checkRequestCurrent(run, request);
       const response = await inner.getResponse(request);
       return { ...response, output: await record(response.output) };
     },
     async *getStreamedResponse(request) {
-      run.checkPromptCurrent(inputCallIds(request.input), 'input');
+      checkRequestCurrent(run, request);
       // The SDK runs the calls once the response is done: journal it before passing that event on.
       for await (const event of inner.getStreamedResponse(request)) {
         yield event.type === 'response_done' ? { ...event, response: { ...event.response, output: await record(event.response.output) } } : event;

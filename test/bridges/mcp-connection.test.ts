@@ -41,6 +41,11 @@ describe('connecting: bad addresses and servers that cannot be reached are typed
     for (const [address, field] of cases) {
       await assert.rejects(connectMcpServer(address as Parameters<typeof connectMcpServer>[0], { reconnect: false }), { name: 'InvalidInputError', field }, field);
     }
+    // Options of the wrong type are refused before a server is started, not read as their defaults (r99 #5).
+    const good = { stdio: { command: join(dir, 'never-started') } };
+    for (const [options, field] of [[{ reconnect: 'x' }, 'reconnect'], [{ trusted: 'yes' }, 'trusted']] as const) {
+      await assert.rejects(connectMcpServer(good, options as never), { name: 'InvalidInputError', field }, field);
+    }
     await assert.rejects(connectMcpServer({ stdio: { command: join(dir, 'no-such-server') } }, { reconnect: false, orphanGuard: false }),
       (error: unknown) => error instanceof McpUnavailableError && error.code === 'mcp_unavailable' && /could not connect/.test(error.message));
     await assert.rejects(connectMcpServer({ url: 'http://127.0.0.1:1/mcp' }, { reconnect: false }),
