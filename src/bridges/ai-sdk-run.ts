@@ -54,7 +54,7 @@ function parsedInput(text: string): unknown {
 
 function messagesOf(run: BridgeRun): ModelMessage[] {
   const messages: ModelMessage[] = [{ role: 'user', content: run.prompt }];
-  for (const { response, calls } of run.rebuilt) {
+  for (const { response, calls } of run.readBack()) {
     const parts = response.toolCalls.map((c) => ({ type: 'tool-call' as const, toolCallId: c.id, toolName: c.name, input: parsedInput(c.arguments) }));
     messages.push({ role: 'assistant', content: [...(response.text ? [{ type: 'text' as const, text: response.text }] : []), ...parts] });
     if (calls.length === 0) continue;

@@ -84,7 +84,7 @@ function responseOf(output: readonly OutputItemLike[], toJingwei: ReadonlyMap<st
 
 function inputOf(run: BridgeRun, toExposed: (name: string) => string): AgentInputItem[] {
   const items: AgentInputItem[] = [{ role: 'user', content: run.prompt }];
-  for (const { response, calls } of run.rebuilt) {
+  for (const { response, calls } of run.readBack()) {
     if (response.text) {
       items.push({ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: response.text }] });
     }

@@ -315,6 +315,23 @@ export class BridgeRun {
     };
   }
 
+  /**
+   * The steps as the framework's messages show them. A call of a step journaled here that the framework never handed
+   * to the run's tools (a tool it was not given, input it could not parse) reads as not run, as opening the run again
+   * reads it: without a result, the framework refuses the conversation (a call with no result) at the next step.
+   */
+  readBack(): BridgeRunStep[] {
+    return this.rebuilt.map((step) => {
+      const unrun = step.response.toolCalls.flatMap((c) => {
+        const at = this.positions.get(c.id);
+        if (at === undefined || step.calls.some((s) => s.providerCallId === c.id)) return [];
+        const refusal = at.refused === true ? notOffered(c.name) : NOT_RUN_BY_FRAMEWORK;
+        return [{ providerCallId: c.id, name: c.name, outcome: preflightFailure(c.name, refusal), execution: null }];
+      });
+      return unrun.length === 0 ? step : { response: step.response, calls: [...step.calls, ...unrun] };
+    });
+  }
+
   /** The number of model responses journaled so far (this run's steps, the resumed ones included). */
   get stepCount(): number {
     return this.journaledSteps;
@@ -345,7 +362,10 @@ export class BridgeRun {
     const { owner, gateway } = this.options;
     const turnId = gateway.turnId;
     const step = this.journaledSteps + 1;
-    const response: ChatResponse = { ...given, toolCalls: distinctCallIds(given.toolCalls, step, new Set([...this.positions.keys(), ...otherIds])) };
+    // An id no call of the run has had: a provider that numbers each response's calls from zero would otherwise give
+    // every step the same ids, and a prompt missing a step could not be told from one holding it.
+    const taken = new Set([...this.positions.keys(), ...otherIds, ...this.rebuilt.flatMap((s) => s.response.toolCalls.map((c) => c.id))]);
+    const response: ChatResponse = { ...given, toolCalls: distinctCallIds(given.toolCalls, step, taken) };
     const finishes = response.toolCalls.length === 0 && !foreignCalls;
     // A call to a tool the framework was not given: the framework refuses it without calling us, so its refusal is
     // journaled with the step, and a resumed run never runs it.
@@ -422,10 +442,12 @@ export class BridgeRun {
    * and ask for them again: every write made anew at each step. `callIds`: the ids of the calls the prompt holds.
    */
   checkPromptCurrent(callIds: ReadonlySet<string>, field: string): void {
-    const last = this.rebuilt.at(-1);
-    const missing = last?.calls.find((c) => !callIds.has(c.providerCallId));
-    if (last === undefined || missing === undefined) return;
-    throw new InvalidInputError(field, `does not hold step ${this.rebuilt.length} of run ${this.runId} (its call of ${JSON.stringify(missing.name)}): ` +
+    // The latest step with calls of the run's tools, whether they ran, were refused, or never reached the tools.
+    let at = this.rebuilt.length;
+    while (at > 0 && this.rebuilt[at - 1]!.response.toolCalls.length === 0) at -= 1;
+    const missing = at === 0 ? undefined : this.rebuilt[at - 1]!.response.toolCalls.find((c) => !callIds.has(c.id));
+    if (missing === undefined) return;
+    throw new InvalidInputError(field, `does not hold step ${at} of run ${this.runId} (its call of ${JSON.stringify(missing.name)}): ` +
       'the model would not see what that step did and ask for it again. Pass the run\'s messages as they are now (read them again from the run), ' +
       'or the messages the framework gave back');
   }

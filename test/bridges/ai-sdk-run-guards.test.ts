@@ -399,6 +399,39 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     await h.store.close();
   });
 
+  it('a step-at-a-time loop goes on past a call the framework refused, and a stale prompt is refused whatever the last step held or the provider\'s ids (r100)', async () => {
+    const path = tempDbPath(dir);
+    for (const refused of [call('z1', 'refund_all'), { type: 'tool-call', toolCallId: 'call_0', toolName: 'place_order', input: '{"item": tea' } as MockContent]) {
+      const world = outsideWorld();
+      const h = await hostOn(() => openSqliteStore(path), world);
+      const runId = `refused-${world.bodies.length}-${Math.random()}`;
+      const run = await aiSdkRun({ ...h, runId, prompt: 'Buy tea.' });
+      const stale = run.messages;
+      // The provider numbers each response's calls from zero: every step asks under call_0.
+      let asked = 0;
+      const model = new MockLanguageModelV3({
+        doGenerate: async ({ prompt }) => {
+          asked += 1;
+          if (asked === 1) return answer([call('call_0', 'place_order')]);
+          if (asked === 2) return answer([refused]);
+          return JSON.stringify(prompt).includes('order 1 placed') ? done : answer([call('call_0', 'place_order')]);
+        },
+      });
+      const step = (messages: typeof stale) => generateText({ model: run.model(model), tools: run.tools, messages, stopWhen: [stepCountIs(1), jingweiHalted] });
+      await step(run.messages);
+      const afterFirst = run.messages;
+      await step(run.messages);
+      for (const old of [stale, afterFirst]) {
+        await assert.rejects(step(old), (error: unknown) => String((error as Error)?.message).includes(`does not hold step 2 of run ${runId}`));
+      }
+      await step(run.messages);
+      assert.deepEqual([run.status, world.orders.size, asked], ['finished', 1, 3], 'the loop read the refused call as not run, and finished with one order');
+      const ids = run.messages.flatMap((m) => (m.role === 'assistant' && Array.isArray(m.content) ? m.content.flatMap((p) => (p.type === 'tool-call' ? [p.toolCallId] : [])) : []));
+      assert.equal(new Set(ids).size, ids.length, `each step's call under an id of its own: ${ids.join(', ')}`);
+      await h.store.close();
+    }
+  });
+
   it('bad options are InvalidInputError naming the option, and nothing is journaled', async () => {
     const path = tempDbPath(dir);
     const world = outsideWorld();

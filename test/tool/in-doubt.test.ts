@@ -32,6 +32,43 @@ const REFUSED = { status: 'failed', category: 'in_doubt', code: 'tool_in_doubt',
 const reviewIn = (h: HistoryBuilder, callId: string, outcome: 'completed' | 'not_executed') =>
   h.push({ type: 'tool_review', review: { callId: callId as CallId, actor: 'ops', evidence: 'checked', outcome, source: 'human' } });
 
+type Denial = { readonly status: 'failed'; readonly category: 'denied' | 'approval_denied'; readonly code: string; readonly message: string; readonly retryable: false };
+/** A guard's denial, as journaled. */
+const POLICY_DENIED: Denial = { status: 'failed', category: 'denied', code: 'policy_blocked', message: 'no', retryable: false };
+
+/**
+ * By hand, into `h`: a write in doubt (`first`) and its repeat (`repeat`) refused; the write reviewed not made, and
+ * its retry (`<first>-2`) denied. Returns the three calls' events, to retry them.
+ */
+function deniedBesideRepeat(h: HistoryBuilder, first: string, repeat: string, denial: Denial = POLICY_DENIED) {
+  const firstCall = h.call({ ...WRITE, id: first, key: `k-${first}` });
+  h.started(first);
+  const repeatCall = h.call({ ...WRITE, id: repeat, key: `k-${repeat}` });
+  h.result(repeat, REFUSED);
+  reviewIn(h, first, 'not_executed');
+  const retry = h.retry(firstCall, { ...WRITE, id: `${first}-2` });
+  h.result(`${first}-2`, denial);
+  return { firstCall, repeatCall, retry };
+}
+
+/**
+ * A chain of repeats, built by hand: a write in doubt (a) and its repeat (b) refused; a reviewed not made and its
+ * retry denied; b's retry in doubt and its repeat (c) refused; b's retry reviewed not made and its next retry denied.
+ */
+function repeatChain() {
+  const h = new HistoryBuilder();
+  const { repeatCall: b, retry: a2 } = deniedBesideRepeat(h, 'a', 'b');
+  // The repeat, retried, is in doubt in its turn, and repeated: that repeat stands for it.
+  const b2 = h.retry(b, { ...WRITE, id: 'b-2' });
+  h.started('b-2');
+  const c = h.call({ ...WRITE, id: 'c', key: 'k-c' });
+  h.result('c', REFUSED);
+  reviewIn(h, 'b-2', 'not_executed');
+  h.retry(b2, { ...WRITE, id: 'b-3' });
+  h.result('b-3', POLICY_DENIED);
+  return { h, a2, c };
+}
+
 async function scenario(store: SessionStore) {
   const caller = new AbortController();
   const mode = { hang: true, giveUp: () => caller.abort() };
@@ -229,13 +266,7 @@ describe('the in-doubt guard on memory', () => {
 
     // The first payment reviewed not made and its retry denied; the repeat, retried, pays: the first is made by it.
     const b = new HistoryBuilder();
-    const first = b.call({ ...WRITE, id: 'first', key: 'k-first' });
-    b.started('first');
-    const again = b.call({ ...WRITE, id: 'repeat', key: 'k-repeat' });
-    b.result('repeat', REFUSED);
-    reviewIn(b, 'first', 'not_executed');
-    b.retry(first, { ...WRITE, id: 'first-2' });
-    b.result('first-2', refusal('approval_denied'));
+    const { repeatCall: again } = deniedBesideRepeat(b, 'first', 'repeat', refusal('approval_denied'));
     assert.equal(assessSession(b.build()).calls.find((c) => c.callId === 'first-2')?.nextStep, 'retry_allowed', 'not made, and nothing made it yet');
     b.retry(again, { ...WRITE, id: 'repeat-2' });
     b.started('repeat-2');
@@ -247,13 +278,7 @@ describe('the in-doubt guard on memory', () => {
 
     // A repeat refused while a repeat's retry is in doubt names that retry, the write the guard read in doubt.
     const c = new HistoryBuilder();
-    const cFirst = c.call({ ...WRITE, id: 'first', key: 'k-first' });
-    c.started('first');
-    const cRepeat = c.call({ ...WRITE, id: 'repeat', key: 'k-repeat' });
-    c.result('repeat', REFUSED);
-    reviewIn(c, 'first', 'not_executed');
-    c.retry(cFirst, { ...WRITE, id: 'first-2' });
-    c.result('first-2', refusal('approval_denied'));
+    const { repeatCall: cRepeat } = deniedBesideRepeat(c, 'first', 'repeat', refusal('approval_denied'));
     c.retry(cRepeat, { ...WRITE, id: 'repeat-2' });
     c.started('repeat-2');
     c.call({ ...WRITE, id: 'third', key: 'k-third' });
@@ -364,73 +389,31 @@ describe('the in-doubt guard on memory', () => {
     assert.match(assessSession(parallel.build()).calls.find((c) => c.callId === 'r')!.reason, /; p1, an identical call, is in doubt/);
   });
 
-  it('a repeat of a repeat that makes the write settles the whole chain (r94 #1)', () => {
-    const denied = { status: 'failed', category: 'denied', code: 'policy_blocked', message: 'no', retryable: false } as const;
-    const h = new HistoryBuilder();
-    const a = h.call({ ...WRITE, id: 'a', key: 'k-a' });
-    h.started('a');
-    const b = h.call({ ...WRITE, id: 'b', key: 'k-b' });
-    h.result('b', REFUSED);
-    reviewIn(h, 'a', 'not_executed');
-    h.retry(a, { ...WRITE, id: 'a-2' });
-    h.result('a-2', denied);
-    // The repeat, retried, is in doubt in its turn, and repeated: that repeat stands for it.
-    const b2 = h.retry(b, { ...WRITE, id: 'b-2' });
-    h.started('b-2');
-    const c = h.call({ ...WRITE, id: 'c', key: 'k-c' });
-    h.result('c', REFUSED);
-    reviewIn(h, 'b-2', 'not_executed');
-    h.retry(b2, { ...WRITE, id: 'b-3' });
-    h.result('b-3', denied);
-    h.retry(c, { ...WRITE, id: 'c-2' });
-    h.started('c-2');
-    h.result('c-2', succeeded());
-    const rows = assessSession(h.build()).calls.filter((x) => ['a-2', 'b-3'].includes(x.callId)).map((x) => [x.callId, x.nextStep, x.rule]);
-    assert.deepEqual(rows, [['a-2', 'completed', 'made_by_repeat'], ['b-3', 'completed', 'repeat_of_completed']]);
-    for (const id of ['a-2', 'b-3']) {
-      assert.throws(() => prepareToolRetry(h.build(), id), (error: unknown) => error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes('c-2'), id);
-    }
-  });
-
-  it('a repeat of a repeat is made once the first write is made by its own retry: a retry of it would make it twice (r98 #1)', () => {
-    const denied = { status: 'failed', category: 'denied', code: 'policy_blocked', message: 'no', retryable: false } as const;
-    const h = new HistoryBuilder();
-    const f = h.call({ ...WRITE, id: 'f', key: 'k-f' });
-    h.started('f');
-    const r1 = h.call({ ...WRITE, id: 'r1', key: 'k-r1' });
-    h.result('r1', REFUSED);
-    reviewIn(h, 'f', 'not_executed');
-    const f2 = h.retry(f, { ...WRITE, id: 'f-2' });
-    h.result('f-2', denied);
-    // The repeat's retry is in doubt in its turn, and repeated: the repeat of the repeat stands for it.
-    const r1b = h.retry(r1, { ...WRITE, id: 'r1-2' });
-    h.started('r1-2');
-    h.call({ ...WRITE, id: 'r2', key: 'k-r2' });
-    h.result('r2', REFUSED);
-    reviewIn(h, 'r1-2', 'not_executed');
-    h.retry(r1b, { ...WRITE, id: 'r1-3' });
-    h.result('r1-3', denied);
-    // The first write is made by its own retry: the repeat stood for it, and the repeat of the repeat for the repeat.
-    h.retry(f2, { ...WRITE, id: 'f-3' });
-    h.started('f-3');
-    h.result('f-3', succeeded());
-    const rows = assessSession(h.build()).calls.filter((x) => ['r1-3', 'r2'].includes(x.callId)).map((x) => [x.callId, x.nextStep, x.rule]);
-    assert.deepEqual(rows, [['r2', 'completed', 'repeat_of_completed'], ['r1-3', 'completed', 'repeat_of_completed']]);
-    for (const id of ['r1-3', 'r2']) {
-      assert.throws(() => prepareToolRetry(h.build(), id), (error: unknown) => error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes('f-3'), id);
+  it('a chain of repeats is settled whichever end makes the write: the repeat of the repeat (r94 #1) or the first write\'s own retry (r98 #1)', () => {
+    const cases = [
+      // The repeat of the repeat, retried, makes it: the first write is made by it, through the repeat it stood for.
+      { by: 'c-2', retried: (c: ReturnType<typeof repeatChain>) => c.c, expect: [['a-2', 'completed', 'made_by_repeat'], ['b-3', 'completed', 'repeat_of_completed']] },
+      // The first write's own retry makes it: the repeat stood for it, and the repeat of the repeat for the repeat.
+      { by: 'a-3', retried: (c: ReturnType<typeof repeatChain>) => c.a2, expect: [['c', 'completed', 'repeat_of_completed'], ['b-3', 'completed', 'repeat_of_completed']] },
+    ];
+    for (const { by, retried, expect } of cases) {
+      const chain = repeatChain();
+      const { h } = chain;
+      h.retry(retried(chain), { ...WRITE, id: by });
+      h.started(by);
+      h.result(by, succeeded());
+      const ids = expect.map(([id]) => id!);
+      const rows = assessSession(h.build()).calls.filter((x) => ids.includes(x.callId)).map((x) => [x.callId, x.nextStep, x.rule]);
+      assert.deepEqual(rows, expect, by);
+      for (const id of ids) {
+        assert.throws(() => prepareToolRetry(h.build(), id), (error: unknown) => error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes(by), `${by}: ${id}`);
+      }
     }
   });
 
   it('a repeat of a write decided against, whose same call the model asked anew and made, says a retry of it makes a second write (r98 #2)', () => {
-    const denied = { status: 'failed', category: 'denied', code: 'tool_contract_changed', message: 'redeployed', retryable: false } as const;
     const h = new HistoryBuilder();
-    const f = h.call({ ...WRITE, id: 'f', key: 'k-f' });
-    h.started('f');
-    h.call({ ...WRITE, id: 'r', key: 'k-r' });
-    h.result('r', REFUSED);
-    reviewIn(h, 'f', 'not_executed');
-    h.retry(f, { ...WRITE, id: 'f-2' });
-    h.result('f-2', denied);
+    deniedBesideRepeat(h, 'f', 'r', { status: 'failed', category: 'denied', code: 'tool_contract_changed', message: 'redeployed', retryable: false });
     h.call({ ...WRITE, id: 'anew', key: 'k-anew' });
     h.started('anew');
     h.result('anew', succeeded());
@@ -449,13 +432,7 @@ describe('the in-doubt guard on memory', () => {
     h.retry(old, { ...WRITE, id: 'w-2' });
     h.result('w-2', denial);
     // Asked again later: x is in doubt, its repeat refused, x reviewed not made and denied, the repeat's retry pays.
-    const x = h.call({ ...WRITE, id: 'x', key: 'k-x' });
-    h.started('x');
-    const repeat = h.call({ ...WRITE, id: 'repeat', key: 'k-repeat' });
-    h.result('repeat', REFUSED);
-    reviewIn(h, 'x', 'not_executed');
-    h.retry(x, { ...WRITE, id: 'x-2' });
-    h.result('x-2', denial);
+    const { repeatCall: repeat } = deniedBesideRepeat(h, 'x', 'repeat', denial);
     h.retry(repeat, { ...WRITE, id: 'repeat-2' });
     h.started('repeat-2');
     h.result('repeat-2', succeeded());
