@@ -185,12 +185,17 @@ export interface InDoubtQuery {
   /** The operation asking: its own attempts are passed over (a retry of an operation in doubt is not a repeat of it). */
   readonly exceptKey?: string;
   /**
-   * The asking operation (`exceptKey`) is a retry of a write of its own, none of its identical operations a repeat the
-   * guard refused: when its own row is in doubt or its retry due, the identical operations in doubt or due beside it
-   * are writes of their own too (a model's parallel calls), not ones it repeats, and are passed over. Without it, two
-   * such writes in doubt, each free to retry (idempotent), refused each other's retries for ever.
+   * The asking operation (`exceptKey`) is a retry of a write of its own: when its own row is in doubt or its retry
+   * due, the identical operations in doubt or due beside it are writes of their own too (a model's parallel calls),
+   * not ones it repeats, and are passed over, except `related`. Without it, two such writes in doubt, each free to
+   * retry (idempotent), refused each other's retries for ever.
    */
   readonly ownWrite?: boolean;
+  /**
+   * With `ownWrite`: the call ids of the identical operations the retry could make twice with (its plan's repeats
+   * and what they repeated), which still refuse it while in doubt or due.
+   */
+  readonly related?: ReadonlySet<string>;
 }
 
 /**

@@ -92,11 +92,26 @@ interface Identical {
 
 type Step = { readonly seq: number; readonly kind: 'begins' | 'refused' | 'made'; readonly op: Identical };
 
-/** Whether `op`'s latest attempt before `seq` was denied (decided against): the guard no longer reads it. */
+/**
+ * Whether `op`'s write was decided against before `seq`: its latest attempt before then denied, once a `not_executed`
+ * review had settled that the write was not made (the guard no longer reads it). A retry denied while the write is
+ * still in doubt decides nothing: the write may exist, and the guard still reads it in doubt.
+ */
 function deniedBefore(op: Identical, seq: number): boolean {
-  let latest: AttemptRecord | undefined;
-  for (const a of op.operation.attempts) if (a.event.seq < seq) latest = a;
-  return latest !== undefined && (latest.resultEvent?.seq ?? seq) < seq && denied(latest);
+  const attempts = op.operation.attempts;
+  let latest = -1;
+  for (let i = 0; i < attempts.length; i++) if (attempts[i]!.event.seq < seq) latest = i;
+  const denial = latest < 0 ? undefined : attempts[latest]!;
+  const deniedAt = denial?.resultEvent?.seq;
+  if (denial === undefined || deniedAt === undefined || deniedAt >= seq || !denied(denial)) return false;
+  // The review the guard's row read at the denial: the latest one since the last attempt whose body ran or may have.
+  let ran = latest;
+  while (ran >= 0 && statusOf(attempts[ran]!) === ToolRecoveryStatus.NotExecuted) ran -= 1;
+  let review: { readonly seq: number; readonly outcome: string } | undefined;
+  for (const a of attempts.slice(Math.max(ran, 0), latest + 1)) {
+    for (const { review: r, event } of a.reviews) if (event.seq < deniedAt && (review === undefined || event.seq > review.seq)) review = { seq: event.seq, outcome: r.outcome };
+  }
+  return ran < 0 || review?.outcome === 'not_executed';
 }
 
 /**
@@ -250,11 +265,11 @@ function mayExistFrom(operation: OperationRecord): number | null {
  */
 export function linkSettledRepeats(history: readonly SessionEvent[], attempts: readonly AttemptRecord[], operations: Iterable<OperationRecord>): void {
   const all = [...operations];
-  const repeats = all.filter(bornRepeat);
-  if (repeats.length === 0) return;
-  // Canonical arguments only for operations of a repeat's task and tool: a long history with one refusal pays for
-  // its few candidates, not for every operation.
-  const asked = new Set(repeats.map((r) => JSON.stringify([r.taskId, r.attempts[0]!.call.name])));
+  // Canonical arguments only for operations of the task and tool of a repeat, or of a write decided against (whose
+  // same call asked anew is noted): a long history with one refusal pays for its few candidates, not for every one.
+  const candidates = all.filter((o) => bornRepeat(o) || denied(o.attempts[o.attempts.length - 1]!));
+  if (candidates.length === 0) return;
+  const asked = new Set(candidates.map((r) => JSON.stringify([r.taskId, r.attempts[0]!.call.name])));
   const identical = new Map<string, IdenticalWrites>();
   const entries = new Map<OperationRecord, { readonly entry: Identical; readonly writes: IdenticalWrites }>();
   for (const operation of all) {

@@ -427,8 +427,10 @@ class Gateway implements ToolGateway {
     const describe = this.describeThrown(call);
     const rejected = checkGrantAndSchema(registered, this.runtime.granted(this.caller, call.name), call)
       ?? checkAvailability(registered!, describe)
-      ?? (await runGuards(this.runtime.guards, ctx, control, describe))
+      // Before the host's guards: a repeat of a write in doubt is that, whatever a guard would say of it. Refused by a
+      // guard first, it was a denial of its own, and a host that retried it once the write was confirmed made it twice.
       ?? (this.runtime.inDoubtGuard ? await this.inDoubt(call, plan) : null)
+      ?? (await runGuards(this.runtime.guards, ctx, control, describe))
       ?? control.interrupt()
       // Asked again once the guards and the in-doubt read have waited: a tool that could run then may not now (its
       // server's connection dropped, or came back with the tool changed), and the answer that counts is the last one
@@ -699,9 +701,11 @@ class Gateway implements ToolGateway {
    */
   private async inDoubt(call: ToolCall, plan: ToolRetryPlan | undefined) {
     try {
-      // A retry of a write of its own, with no repeat among its identical operations, is not held back by them.
+      // A retry of a write of its own is not held back by identical writes of their own beside it, only by those its
+      // plan relates it to (its repeats, or what it repeated), which it could make twice with.
       const repeats = plan !== undefined && planTouchesRepeats(plan);
-      return await checkInDoubt(this.binding.owner, call, repeats ? NONE_RUNNING : callsRunningAs(this.binding.owner), plan !== undefined && !repeats);
+      const retry = plan === undefined ? undefined : { related: new Set<string>(planRepeatedRows(plan).map((r) => r.callId)) };
+      return await checkInDoubt(this.binding.owner, call, repeats ? NONE_RUNNING : callsRunningAs(this.binding.owner), retry);
     } catch (error) {
       throw new ToolRecordingError('call', call, null, error);
     }

@@ -422,6 +422,42 @@ describe('the in-doubt guard on memory', () => {
     assert.match(assessed!.reason, /; it repeats f-2, an identical call whose write was decided against and is not made: a retry of this one makes that write; anew, the same call asked anew after that one was denied, has made a write of its own: a retry of this one makes a second$/);
   });
 
+  it('a retry denied while its write is in doubt decides nothing: a repeat refused after it waits on that write, and is made by it (r101 F2)', () => {
+    const IDEMPOTENT = { effect: ToolEffect.Idempotent, startMarker: true } as const;
+    const h = new HistoryBuilder();
+    const w = h.call({ ...IDEMPOTENT, id: 'w', key: 'k-w' });
+    h.started('w');
+    // The host's free retry denied by a policy: no review said the write was not made.
+    const w2 = h.retry(w, { ...IDEMPOTENT, id: 'w-2' });
+    h.result('w-2', POLICY_DENIED);
+    h.call({ ...IDEMPOTENT, id: 'r', key: 'k-r' });
+    h.result('r', REFUSED);
+    const waiting = assessSession(h.build()).calls.find((c) => c.callId === 'r');
+    assert.deepEqual([waiting?.nextStep, waiting?.rule], ['superseded', 'identical_in_doubt'], waiting?.reason);
+    assert.match(waiting!.reason, /; w-2, an identical call, is in doubt/);
+    h.retry(w2, { ...IDEMPOTENT, id: 'w-3' });
+    h.started('w-3');
+    h.result('w-3', succeeded());
+    const made = assessSession(h.build()).calls.find((c) => c.callId === 'r');
+    assert.deepEqual([made?.nextStep, made?.rule], ['completed', 'repeat_of_completed']);
+    assert.throws(() => prepareToolRetry(h.build(), 'r'), (error: unknown) => error instanceof ToolRetryError && error.code === 'completed' && error.detail.includes('w-3'));
+  });
+
+  it('a write decided against with no repeat at all still says when the same call asked anew made a write of its own (r101 F5)', () => {
+    const h = new HistoryBuilder();
+    const w = h.call({ ...WRITE, id: 'w', key: 'k-w' });
+    h.started('w');
+    reviewIn(h, 'w', 'not_executed');
+    h.retry(w, { ...WRITE, id: 'w-2' });
+    h.result('w-2', POLICY_DENIED);
+    h.call({ ...WRITE, id: 'anew', key: 'k-anew' });
+    h.started('anew');
+    h.result('anew', succeeded());
+    const assessed = assessSession(h.build()).calls.find((c) => c.callId === 'w-2');
+    assert.deepEqual([assessed?.nextStep, assessed?.rule], ['retry_allowed', 'not_executed']);
+    assert.match(assessed!.reason, /; anew, the same call asked anew after this one was denied, has made a write of its own: a retry of this one makes a second$/);
+  });
+
   it('a write a denial settled before a repeat was refused is not made by that repeat (r91 #2)', () => {
     const h = new HistoryBuilder();
     const denial = { status: 'failed', category: 'approval_denied', code: 'tool_approval_denied', message: 'no', retryable: false } as const;
@@ -457,6 +493,23 @@ describe('the in-doubt guard on memory', () => {
     assert.equal(fresh.sent.length + sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, 1, 'one mail, under the new contract');
     const old = assessSession(await store.loadHistory('mail-session')).calls.find((c) => c.callId === retry.call.id);
     assert.match(old!.reason, new RegExp(`${again.call.id}, the same call asked anew after this one was denied, has made a write of its own: a retry of this one makes a second`));
+  });
+
+  it('a repeat a host guard would deny is refused as a repeat first: once the write is confirmed, a retry of it is refused, never made (r101 F4)', async () => {
+    const store = createMemoryStore();
+    const { owner, first, sent, args } = await scenario(store);
+    let deny = true;
+    const { tool } = mailer({ hang: false });
+    const guarded = createToolRuntime({ tools: [tool], grants: { agent: '*' }, guards: [() => (deny ? { code: 'policy_blocked', message: 'not now' } : null)] })
+      .bind({ owner, taskId: 'mail-task', caller: 'agent' });
+    const repeat = await guarded.call('send_mail', args);
+    assert.deepEqual([failed(repeat.result)?.category, failed(repeat.result)?.code], ['in_doubt', 'tool_in_doubt'], 'a repeat, whatever the guard would say');
+    await recordToolReview(owner, await historyWithBodyEnded(store), first.call.id, { actor: 'ops@example.com', evidence: 'in the mail server log', outcome: 'completed' });
+    deny = false;
+    const history = await store.loadHistory('mail-session');
+    assert.equal(assessSession(history).calls.find((c) => c.callId === repeat.call.id)?.rule, 'repeat_of_completed');
+    assert.throws(() => prepareToolRetry(history, repeat.call.id), (error: unknown) => error instanceof ToolRetryError && error.code === 'completed');
+    assert.equal(sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, 0, 'the first mail, confirmed sent, is not sent again');
   });
 
   it('a caller key whose call was refused as a repeat points at the call to settle, not at itself', async () => {
@@ -868,38 +921,48 @@ forEachStore('the in-doubt guard', (target) => {
     }
   });
 
-  it('two identical idempotent writes meant side by side, both in doubt: each one\'s free retry runs beside the other (r94 #2)', async () => {
-    const store = await target.fresh().open();
-    try {
-      const owner = await store.acquire('s-two', { owner: 'host' });
-      await owner.startTask('t');
-      const bodies: number[] = [];
-      let hang = true;
-      const order = {
-        name: 'add_item',
-        metadata: new ToolMetadata('Adds an item', { type: 'object' }).withEffect(ToolEffect.Idempotent, 'items-v1'),
-        async execute(_request: unknown, signal: AbortSignal) {
-          bodies.push(1);
-          if (hang) await new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
-          return 'added';
-        },
-      };
-      const gateway = createToolRuntime({ tools: [order], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
-      const callers = [new AbortController(), new AbortController()];
-      const pending = callers.map((c) => gateway.callWithOptions('add_item', { item: 'tea' }, { signal: c.signal }));
-      while (bodies.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
-      for (const c of callers) c.abort();
-      const [first, second] = await Promise.all(pending);
-      assert.deepEqual([failed(first!.result)?.category, failed(second!.result)?.category], ['cancelled', 'cancelled'], 'both in doubt');
-      hang = false;
-      for (const execution of [first!, second!]) {
-        const plan = prepareToolRetry(await store.loadHistory('s-two'), execution.call.id);
-        const retried = await gateway.callWithOptions('add_item', { item: 'tea' }, { retry: plan });
-        assert.equal(retried.result.outcome.status, 'succeeded', JSON.stringify(retried.result.outcome));
+  it('two identical idempotent writes meant side by side, both in doubt: each one\'s free retry runs beside the other, a repeat of them or not (r94 #2, r101 F1)', async () => {
+    for (const repeated of [false, true]) {
+      const store = await target.fresh().open();
+      try {
+        const owner = await store.acquire('s-two', { owner: 'host' });
+        await owner.startTask('t');
+        const bodies: number[] = [];
+        let hang = true;
+        const order = {
+          name: 'add_item',
+          metadata: new ToolMetadata('Adds an item', { type: 'object' }).withEffect(ToolEffect.Idempotent, 'items-v1'),
+          async execute(_request: unknown, signal: AbortSignal) {
+            bodies.push(1);
+            if (hang) await new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+            return 'added';
+          },
+        };
+        const gateway = createToolRuntime({ tools: [order], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+        const callers = [new AbortController(), new AbortController()];
+        const pending = callers.map((c) => gateway.callWithOptions('add_item', { item: 'tea' }, { signal: c.signal }));
+        while (bodies.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+        for (const c of callers) c.abort();
+        const [first, second] = await Promise.all(pending);
+        assert.deepEqual([failed(first!.result)?.category, failed(second!.result)?.category], ['cancelled', 'cancelled'], 'both in doubt');
+        hang = false;
+        // The model asks once more: a repeat of them, refused. Their retries still run beside each other.
+        const repeat = repeated ? await gateway.call('add_item', { item: 'tea' }) : null;
+        if (repeat !== null) assert.equal(failed(repeat.result)?.category, 'in_doubt');
+        for (const execution of [first!, second!]) {
+          const plan = prepareToolRetry(await store.loadHistory('s-two'), execution.call.id);
+          const retried = await gateway.callWithOptions('add_item', { item: 'tea' }, { retry: plan });
+          assert.equal(retried.result.outcome.status, 'succeeded', `repeated ${repeated}: ${JSON.stringify(retried.result.outcome)}`);
+        }
+        assert.deepEqual((await store.attention()).items, [], 'both settled');
+        assert.equal(bodies.length, 4, 'two writes meant, each made by its own retry');
+        if (repeat !== null) {
+          const assessed = assessSession(await store.loadHistory('s-two')).calls.find((c) => c.callId === repeat.call.id);
+          assert.deepEqual([assessed?.nextStep, assessed?.rule], ['completed', 'repeat_of_completed'], 'the repeat stood for both: made');
+        }
+      } finally {
+        await store.close();
       }
-      assert.deepEqual((await store.attention()).items, [], 'both settled');
-    } finally {
-      await store.close();
     }
   });
 
