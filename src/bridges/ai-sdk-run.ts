@@ -8,7 +8,7 @@ import { ToolCallFailedError } from '../errors.js';
 import type { JsonValue } from '../json/types.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import type { AgentToolCall } from '../agent/run-calls.js';
-import { BridgeRun, checkBridgeOptions, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
+import { BridgeRun, checkBridgeOptions, saysNotRun, type BridgeRunOptions, type BridgeRunStatus, type PromptView } from './run.js';
 import { withJournaledIds } from './call-ids.js';
 import { readRunOptions } from '../agent/run-options.js';
 import { checkModelObject, objectSchema, selectSchemas } from './schema.js';
@@ -110,29 +110,34 @@ function otherCallIds(content: readonly ContentLike[]): string[] {
  */
 const withCallIds = <T>(content: readonly T[], ids: readonly string[]): T[] => withJournaledIds(content, ids, 'toolCallId', (part) => isRunCall(part as ContentLike));
 
-/** The ids of the tool calls the prompt's assistant messages hold. */
-function promptCallIds(prompt: readonly { readonly role: string; readonly content: unknown }[]): Set<string> {
-  const ids = new Set<string>();
+/** What the prompt holds of the run: its assistant messages' tool calls, and the results that say one did not run. */
+function promptView(prompt: readonly { readonly role: string; readonly content: unknown }[]): PromptView {
+  const callIds = new Set<string>();
+  const notRun = new Set<string>();
   for (const message of prompt) {
-    if (message.role !== 'assistant' || !Array.isArray(message.content)) continue;
-    for (const part of message.content as readonly ContentLike[]) if (part.type === 'tool-call' && typeof part.toolCallId === 'string') ids.add(part.toolCallId);
+    if (!Array.isArray(message.content)) continue;
+    for (const part of message.content as readonly (ContentLike & { readonly output?: { readonly value?: unknown } })[]) {
+      if (typeof part.toolCallId !== 'string') continue;
+      if (message.role === 'assistant' && part.type === 'tool-call') callIds.add(part.toolCallId);
+      if (message.role === 'tool' && part.type === 'tool-result' && saysNotRun(part.output?.value)) notRun.add(part.toolCallId);
+    }
   }
-  return ids;
+  return { field: 'messages', callIds, notRun };
 }
 
 function journalingMiddleware(run: BridgeRun): LanguageModelMiddleware {
   return {
     specificationVersion: 'v3',
     async transformParams({ params }) {
-      run.checkPromptCurrent(promptCallIds(params.prompt), 'messages');
+      run.checkPromptCurrent(promptView(params.prompt));
       return params;
     },
-    async wrapGenerate({ doGenerate }) {
+    async wrapGenerate({ doGenerate, params }) {
       const result = await doGenerate();
-      const ids = await run.record(responseOf(result.content as readonly ContentLike[], null), false, otherCallIds(result.content as readonly ContentLike[]));
+      const ids = await run.record(responseOf(result.content as readonly ContentLike[], null), false, otherCallIds(result.content as readonly ContentLike[]), promptView(params.prompt));
       return { ...result, content: withCallIds(result.content, ids) };
     },
-    async wrapStream({ doStream }) {
+    async wrapStream({ doStream, params }) {
       const { stream, ...rest } = await doStream();
       type Part = typeof stream extends ReadableStream<infer P> ? P : never;
       // Tool calls are held back until the response is complete and journaled: the SDK runs a streamed call as soon
@@ -144,7 +149,7 @@ function journalingMiddleware(run: BridgeRun): LanguageModelMiddleware {
       const release = async (controller: TransformStreamDefaultController<Part>) => {
         if (recorded) return;
         recorded = true;
-        const ids = await run.record(responseOf(held as unknown as readonly ContentLike[], text), false, others);
+        const ids = await run.record(responseOf(held as unknown as readonly ContentLike[], text), false, others, promptView(params.prompt));
         for (const part of withCallIds(held, ids)) controller.enqueue(part);
       };
       const transform = new TransformStream<Part, Part>({

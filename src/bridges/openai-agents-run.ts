@@ -4,11 +4,11 @@
  * that journals each model response before its calls run (docs/design.md#bridges-resume-from-the-journal).
  */
 import { tool, type AgentInputItem, type FunctionTool, type Model, type ModelRequest } from '@openai/agents';
-import { ToolCallFailedError, ToolRuntimeHaltedError } from '../errors.js';
+import { InvalidInputError, ToolCallFailedError, ToolRuntimeHaltedError } from '../errors.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import type { AgentToolCall } from '../agent/run-calls.js';
 import { exposedSchemas, withSiblingCancellationMarked } from './openai-agents.js';
-import { BridgeRun, checkBridgeOptions, type BridgeRunOptions, type BridgeRunStatus } from './run.js';
+import { BridgeRun, checkBridgeOptions, saysNotRun, type BridgeRunOptions, type BridgeRunStatus, type PromptView } from './run.js';
 import { withJournaledIds } from './call-ids.js';
 import { readRunOptions } from '../agent/run-options.js';
 import { checkModelObject, objectSchema } from './schema.js';
@@ -99,43 +99,62 @@ function inputOf(run: BridgeRun, toExposed: (name: string) => string): AgentInpu
   return items;
 }
 
-/** The ids of the function calls a model request's input holds (none for a text input). */
-function inputCallIds(input: unknown): Set<string> {
-  const ids = new Set<string>();
-  if (!Array.isArray(input)) return ids;
-  for (const item of input as readonly OutputItemLike[]) if (item.type === 'function_call' && typeof item.callId === 'string') ids.add(item.callId);
-  return ids;
+/** What a request's input holds of the run: its function calls, and the results that say one did not run. */
+function inputView(input: unknown): PromptView {
+  const callIds = new Set<string>();
+  const notRun = new Set<string>();
+  if (Array.isArray(input)) {
+    for (const item of input as readonly (OutputItemLike & { readonly output?: unknown })[]) {
+      if (typeof item.callId !== 'string') continue;
+      if (item.type === 'function_call') callIds.add(item.callId);
+      const output = item.output;
+      const text = typeof output === 'string' ? output : (output as { readonly text?: unknown } | undefined)?.text;
+      if (item.type === 'function_call_result' && saysNotRun(text)) notRun.add(item.callId);
+    }
+  }
+  return { field: 'input', callIds, notRun };
 }
 
 /**
- * Refuses a request whose input does not hold the run's last step (BridgeRun.checkPromptCurrent), unless the
- * conversation is kept by the provider (`previousResponseId`, `conversationId`): then the input holds only what is new.
+ * The run's model wrapper for the Agents SDK. A request must hold the run's last step (BridgeRun.checkPromptCurrent),
+ * unless the provider keeps the conversation (`previousResponseId`, `conversationId`), when its input holds only what
+ * is new: then a `previousResponseId` must be the response of the run's last step this wrapper saw, not an older one
+ * (a request retried after its turn had run, whose model would not see that turn).
  */
-function checkRequestCurrent(run: BridgeRun, request: ModelRequest): void {
-  if (request.previousResponseId !== undefined || request.conversationId !== undefined) return;
-  run.checkPromptCurrent(inputCallIds(request.input), 'input');
-}
-
 function journaling(run: BridgeRun, inner: Model, toJingwei: ReadonlyMap<string, string>): Model {
+  let lastResponseId: string | undefined;
+  const promptOf = (request: ModelRequest): PromptView | undefined => {
+    if (request.previousResponseId === undefined && request.conversationId === undefined) return inputView(request.input);
+    if (request.previousResponseId !== undefined && lastResponseId !== undefined && request.previousResponseId !== lastResponseId) {
+      throw new InvalidInputError('previousResponseId', `is not the response of the last step of run ${run.runId}: the model would not see ` +
+        'what the steps since did, and ask for them again');
+    }
+    return undefined;
+  };
   /** Journals the response's calls, and gives back its output with each run call under the id it was journaled with. */
-  const record = async <T>(output: T[]): Promise<T[]> => {
+  const record = async <T>(output: T[], prompt: PromptView | undefined, responseId: string | undefined): Promise<T[]> => {
     const items = output as readonly OutputItemLike[];
     const { response, foreign } = responseOf(items, toJingwei);
     const others = items.flatMap((item) => (!isRunCall(item, toJingwei) && typeof item.callId === 'string' ? [item.callId] : []));
-    const ids = await run.record(response, foreign, others);
+    const ids = await run.record(response, foreign, others, prompt);
+    if (responseId !== undefined) lastResponseId = responseId;
     return withJournaledIds(output, ids, 'callId', (item) => isRunCall(item as OutputItemLike, toJingwei));
   };
   const wrapped: Model = {
     async getResponse(request) {
-      checkRequestCurrent(run, request);
+      const prompt = promptOf(request);
+      if (prompt !== undefined) run.checkPromptCurrent(prompt);
       const response = await inner.getResponse(request);
-      return { ...response, output: await record(response.output) };
+      return { ...response, output: await record(response.output, prompt, response.responseId) };
     },
     async *getStreamedResponse(request) {
-      checkRequestCurrent(run, request);
+      const prompt = promptOf(request);
+      if (prompt !== undefined) run.checkPromptCurrent(prompt);
       // The SDK runs the calls once the response is done: journal it before passing that event on.
       for await (const event of inner.getStreamedResponse(request)) {
-        yield event.type === 'response_done' ? { ...event, response: { ...event.response, output: await record(event.response.output) } } : event;
+        yield event.type === 'response_done'
+          ? { ...event, response: { ...event.response, output: await record(event.response.output, prompt, event.response.id) } }
+          : event;
       }
     },
   };

@@ -137,6 +137,19 @@ export function checkBridgeOptions(options: BridgeRunOptions): void {
   }
 }
 
+/**
+ * What a prompt holds of the run, for BridgeRun.checkPromptCurrent: the ids of its calls, and of those it says did not
+ * run (the reading of a call the framework never handed to the run's tools). `field`: the option it came from.
+ */
+export interface PromptView {
+  readonly field: string;
+  readonly callIds: ReadonlySet<string>;
+  readonly notRun: ReadonlySet<string>;
+}
+
+/** Whether a tool result's text is the run's reading of a call the framework never ran (BridgeRun.readBack). */
+export const saysNotRun = (text: unknown): boolean => typeof text === 'string' && text.includes(`(${NOT_RUN_BY_FRAMEWORK.code})`);
+
 /** The state both bridges share; each bridge turns `rebuilt` into its framework's messages. */
 export class BridgeRun {
   readonly runId: string;
@@ -158,6 +171,8 @@ export class BridgeRun {
    */
   private readonly positions = new Map<string, Position>();
   private journaledSteps: number;
+  /** The ids of the calls the framework handed to the run's tools in this process (run or running). */
+  private readonly handedOver = new Set<string>();
   /** The step write under way: the next one follows it. */
   private recording: Promise<void> = Promise.resolve();
 
@@ -346,10 +361,15 @@ export class BridgeRun {
    * the bridge hands the framework its calls under these, so each id names one position (distinctCallIds).
    * `otherIds`: the ids of the response's calls that are not the run's, which no call of the run may take.
    */
-  async record(response: ChatResponse, foreignCalls = false, otherIds: readonly string[] = []): Promise<readonly string[]> {
+  async record(response: ChatResponse, foreignCalls = false, otherIds: readonly string[] = [], prompt?: PromptView): Promise<readonly string[]> {
     // A step write is work under way like a call: a newer open reads the journal after it. Two loops on one run
-    // object (two generateText calls on it) journal their steps one after the other, each under its own number.
-    const mine = this.recording.then(() => asHolder(this.options.owner, this.runId, this, () => this.recordNow(response, foreignCalls, otherIds)));
+    // object (two generateText calls on it) journal their steps one after the other, each under its own number, and
+    // each answer only if its prompt still holds the step before it: of two loops asked at once from one prompt, the
+    // second answer is refused, never journaled, its calls never run.
+    const mine = this.recording.then(() => asHolder(this.options.owner, this.runId, this, () => {
+      if (prompt !== undefined) this.checkPromptCurrent(prompt);
+      return this.recordNow(response, foreignCalls, otherIds);
+    }));
     this.recording = mine.then(() => undefined, () => undefined);
     return mine;
   }
@@ -412,6 +432,7 @@ export class BridgeRun {
           throw new InvalidInputError('model', refusal === 'unknown' ? `the call ${JSON.stringify(providerCallId)} was not asked for through the run's model: give the framework the run's model wrapper` : refusal);
         }
         this.positions.delete(providerCallId);
+        this.handedOver.add(providerCallId);
         position = at;
         // Not replay-only, so never null.
         return this.settle(at!, false, either.signal === this.ctx.signal ? this.ctx : this.withSignal(either.signal));
@@ -441,14 +462,21 @@ export class BridgeRun {
    * opened with, passed again after steps were journaled, say. The model would not see what that step's calls did,
    * and ask for them again: every write made anew at each step. `callIds`: the ids of the calls the prompt holds.
    */
-  checkPromptCurrent(callIds: ReadonlySet<string>, field: string): void {
+  checkPromptCurrent(prompt: PromptView): void {
     // The latest step with calls of the run's tools, whether they ran, were refused, or never reached the tools.
     let at = this.rebuilt.length;
     while (at > 0 && this.rebuilt[at - 1]!.response.toolCalls.length === 0) at -= 1;
-    const missing = at === 0 ? undefined : this.rebuilt[at - 1]!.response.toolCalls.find((c) => !callIds.has(c.id));
-    if (missing === undefined) return;
-    throw new InvalidInputError(field, `does not hold step ${at} of run ${this.runId} (its call of ${JSON.stringify(missing.name)}): ` +
-      'the model would not see what that step did and ask for it again. Pass the run\'s messages as they are now (read them again from the run), ' +
-      'or the messages the framework gave back');
+    const missing = at === 0 ? undefined : this.rebuilt[at - 1]!.response.toolCalls.find((c) => !prompt.callIds.has(c.id));
+    if (missing !== undefined) {
+      throw new InvalidInputError(prompt.field, `does not hold step ${at} of run ${this.runId} (its call of ${JSON.stringify(missing.name)}): ` +
+        'the model would not see what that step did and ask for it again. Pass the run\'s messages as they are now (read them again from the run), ' +
+        'or the messages the framework gave back');
+    }
+    // Messages read while a step's calls were being handed to the tools say a call did not run that ran since.
+    const ran = [...prompt.notRun].find((id) => this.handedOver.has(id));
+    if (ran !== undefined) {
+      throw new InvalidInputError(prompt.field, `says the call ${JSON.stringify(ran)} of run ${this.runId} did not run, but it ran: the messages were read ` +
+        'before the framework handed it to the tool. Read the run\'s messages again once the step is over');
+    }
   }
 }

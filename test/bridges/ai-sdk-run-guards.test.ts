@@ -432,6 +432,34 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     }
   });
 
+  it('messages read mid-step, or one prompt answered twice at once, never make a step\'s write again (r103 A, B)', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const h = await hostOn(() => openSqliteStore(path), world);
+    const model = new MockLanguageModelV3({
+      doGenerate: async ({ prompt }) => {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        return JSON.stringify(prompt).includes('order 1 placed') || JSON.stringify(prompt).includes('order 2 placed') ? done : answer([call(`c${Math.random()}`, 'place_order')]);
+      },
+    });
+    // A: the host saves the conversation as the tool starts: it says the order did not run, and it then ran.
+    const run = await aiSdkRun({ ...h, runId: 'mid-step', prompt: 'Buy tea.' });
+    let saved: typeof run.messages = [];
+    await generateText({ model: run.model(model), tools: run.tools, messages: run.messages, stopWhen: [stepCountIs(1), jingweiHalted], experimental_onToolCallStart: () => { saved = run.messages; } });
+    assert.equal(world.orders.size, 1);
+    await assert.rejects(generateText({ model: run.model(model), tools: run.tools, messages: saved, stopWhen: [stepCountIs(1), jingweiHalted] }),
+      (error: unknown) => String((error as Error)?.message).includes('did not run, but it ran'));
+    assert.equal(world.orders.size, 1, 'the saved messages placed no second order');
+    // B: two loops on one run object asked at once from the same messages: one answer is journaled, the other refused.
+    const both = await aiSdkRun({ ...h, runId: 'twice', prompt: 'Buy tea.' });
+    const go = () => generateText({ model: both.model(model), tools: both.tools, messages: both.messages, stopWhen: [stepCountIs(3), jingweiHalted] }).then(() => 'ok', (e: unknown) => String((e as Error)?.message));
+    const outcomes = await Promise.all([go(), go()]);
+    assert.equal(outcomes.filter((o) => o === 'ok').length, 1, outcomes.join(' | '));
+    assert.ok(outcomes.some((o) => o.includes('does not hold step 1 of run twice')), outcomes.join(' | '));
+    assert.equal(world.orders.size, 2, 'one order for each run');
+    await h.store.close();
+  });
+
   it('bad options are InvalidInputError naming the option, and nothing is journaled', async () => {
     const path = tempDbPath(dir);
     const world = outsideWorld();

@@ -157,23 +157,27 @@ describe('aiSdkRun: a provider without call ids', () => {
     assert.deepEqual(ids, ['tool-call web_search jw-1-0', 'tool-result web_search jw-1-0', 'tool-call pay jw-1-0-2', 'tool-result pay jw-1-0-2']);
   });
 
-  it('two loops on one run whose provider numbers ids per response: each loop\'s call runs at its own step (r84 F2)', async () => {
+  it('two loops on one run asked at once, whose provider numbers ids per response: one answer is journaled and its call runs, the other runs nothing (r84 F2, r103 B)', async () => {
     const { paid, store, owner, gateway } = await host();
     const r = await aiSdkRun({ owner, gateway, store, runId: 'r', prompt: 'pay' });
     const loop = (amount: number) => generateText({
       model: r.model(recording([answer([call('pay', JSON.stringify({ amount }), 'call_0')])]).model),
       tools: r.tools, messages: r.messages, stopWhen: [stepCountIs(1), jingweiHalted],
     });
-    const [five, six] = await Promise.all([loop(5), loop(6)]);
-    const output = (result: Awaited<ReturnType<typeof loop>>) => result.steps[0]!.content.flatMap((p) => (p.type === 'tool-result' ? [String(p.output)] : p.type === 'tool-error' ? [String(p.error)] : []));
-    assert.deepEqual(output(five), [`receipt ${paid.findIndex((a) => JSON.stringify(a) === '{"amount":5}') + 1} for {"amount":5}`]);
-    assert.deepEqual(output(six), [`receipt ${paid.findIndex((a) => JSON.stringify(a) === '{"amount":6}') + 1} for {"amount":6}`]);
+    // Both asked from the same messages: the second answer was made without the first step, and is refused.
+    const settled = await Promise.allSettled([loop(5), loop(6)]);
+    const done = settled.flatMap((s, i) => (s.status === 'fulfilled' ? [{ amount: i === 0 ? 5 : 6, result: s.value }] : []));
+    const refused = settled.flatMap((s) => (s.status === 'rejected' ? [String((s.reason as Error)?.message)] : []));
+    assert.equal(done.length, 1, refused.join(' | '));
+    assert.ok(refused[0]!.includes('does not hold step 1 of run r'), refused[0]);
+    const output = done[0]!.result.steps[0]!.content.flatMap((p) => (p.type === 'tool-result' ? [String(p.output)] : p.type === 'tool-error' ? [String(p.error)] : []));
+    assert.deepEqual(output, [`receipt 1 for {"amount":${done[0]!.amount}}`]);
+    assert.deepEqual(paid, [{ amount: done[0]!.amount }], 'one payment, the journaled answer\'s');
     const history = await store.loadHistory('s');
     const made = new Map(history.flatMap((e) => (e.kind.type === 'tool_call' ? [[e.kind.call.operation?.key ?? '?', JSON.stringify(e.kind.call.arguments)] as const] : [])));
-    assert.deepEqual([...made.keys()].sort(), ['r/1/0', 'r/2/0'], 'one call at each loop\'s step');
-    assert.deepEqual([...made.values()].sort(), ['{"amount":5}', '{"amount":6}']);
+    assert.deepEqual([...made.entries()], [['r/1/0', `{"amount":${done[0]!.amount}}`]]);
     const journal = await journaledAt(store);
-    for (const [key, args] of made) assert.ok(journal.get(key)!.endsWith(`for ${args}`), `the result at ${key} is its own call's`);
+    assert.ok(journal.get('r/1/0')!.endsWith(`for {"amount":${done[0]!.amount}}`), 'the result at its step is its own call\'s');
   });
 });
 

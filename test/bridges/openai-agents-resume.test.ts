@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, it } from 'node:test';
-import { Agent, run, setTracingDisabled, type AgentOutputItem, type ModelRequest } from '@openai/agents';
+import { Agent, run, setTracingDisabled, Usage, type AgentOutputItem, type Model, type ModelRequest } from '@openai/agents';
 import { openAiAgentsRun } from '../../src/openai-agents.js';
 import { setFaultHook } from '../../src/fault.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
@@ -81,6 +81,33 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
     assert.equal(result.finalOutput, 'Ordered and confirmed.');
     assert.deepEqual(resultsIn(model.requests[1]!), ['order 1 placed'], 'the next turn read the order\'s result');
     assert.deepEqual([run1.status, world.orders.size], ['finished', 1], 'one order');
+    await h.store.close();
+  });
+
+  it('a provider that keeps the conversation: a request on a response older than the run\'s last step is refused (r103 C)', async () => {
+    const journal = target.fresh();
+    const world = outsideWorld();
+    const h = await hostOn(() => journal.open(), world);
+    const r = await openAiAgentsRun({ ...h, runId: 'prev', prompt: 'Buy tea.' });
+    // A provider keeping each response's conversation by id, as the Responses API does.
+    const kept = new Map<string, unknown[]>();
+    let n = 0;
+    const provider: Model = {
+      async getResponse(request: ModelRequest) {
+        const conversation = [...(kept.get(request.previousResponseId ?? '') ?? []), ...(typeof request.input === 'string' ? [{ role: 'user', content: request.input }] : request.input)];
+        const output: AgentOutputItem[] = JSON.stringify(conversation).includes('order 1 placed') ? doneTurn : [fn(`call_${n}`, 'place_order')];
+        const responseId = `resp_${++n}`;
+        kept.set(responseId, [...conversation, ...output]);
+        return { usage: new Usage(), output, responseId };
+      },
+      async *getStreamedResponse() {},
+    };
+    const greeting = await provider.getResponse({ input: 'Hi' } as ModelRequest);
+    const agent = new Agent({ name: 'shop', model: r.model(provider), tools: r.tools });
+    await run(agent, 'Buy tea.', { previousResponseId: greeting.responseId!, maxTurns: 1 }).catch(() => undefined);
+    assert.equal(world.orders.size, 1);
+    await assert.rejects(run(agent, 'Buy tea.', { previousResponseId: greeting.responseId!, maxTurns: 3 }), (e: unknown) => chain(e).some((x) => x instanceof Error && x.message.includes('is not the response of the last step of run prev')));
+    assert.equal(world.orders.size, 1, 'the request retried on the old response placed no second order');
     await h.store.close();
   });
 
