@@ -284,14 +284,14 @@ export function blocksRepeat(row: AttentionRow): boolean {
 
 /**
  * Whether `row`, of an operation identical to the asking one (same task, tool and arguments, another key), refuses it
- * at the in-doubt guard: it blocks a repeat, unless it is only running in this process (`running`; a due write's
- * retry still waiting to start its body is that write), or both it and the asking operation's own row (`own`) are
- * writes a review left due: two identical writes meant, one not a repeat of the other.
+ * at the in-doubt guard: it blocks a repeat, unless it is only running in this process (`running`), or both it and
+ * the asking operation's own row (`own`) are writes a review left due: two identical writes meant, one not a repeat
+ * of the other. A running call that carries an earlier attempt's standing (a retry under way of a write in doubt or
+ * due, `pendingSince`) is that write, not only running: an identical new operation beside it would make it twice.
  */
 export function refusesIdentical(row: AttentionRow, own: AttentionRow | undefined, running?: ReadonlySet<string>): boolean {
-  return blocksRepeat(row)
-    && (running?.has(row.callId) !== true || row.status === 'reviewed_not_executed')
-    && !(own?.status === 'reviewed_not_executed' && row.status === 'reviewed_not_executed');
+  const onlyRunning = running?.has(row.callId) === true && row.status !== 'reviewed_not_executed' && row.pendingSince == null;
+  return blocksRepeat(row) && !onlyRunning && !(own?.status === 'reviewed_not_executed' && row.status === 'reviewed_not_executed');
 }
 
 /** The row as the public queue shows it: times as recorded-time text. */

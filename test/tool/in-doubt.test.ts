@@ -966,6 +966,64 @@ forEachStore('the in-doubt guard', (target) => {
     }
   });
 
+  it('a model\'s repeat while the host\'s retry of the write in doubt or due runs in this process is refused: that retry is the write (r102 N1)', async () => {
+    for (const effect of [ToolEffect.Idempotent, ToolEffect.NonIdempotent]) {
+      const store = await target.fresh().open();
+      try {
+        const owner = await store.acquire('s-race', { owner: 'host' });
+        await owner.startTask('t');
+        const sent: unknown[] = [];
+        let phase: 'hang' | 'gate' | 'send' = 'hang';
+        let entered = () => {};
+        const inBody = new Promise<void>((resolve) => { entered = resolve; });
+        let open = () => {};
+        const gate = new Promise<void>((resolve) => { open = resolve; });
+        const pay = {
+          name: 'pay',
+          metadata: new ToolMetadata('Pays', { type: 'object' }).withEffect(effect, 'pay-v1'),
+          async execute(request: { arguments: unknown }, signal: AbortSignal) {
+            if (phase === 'hang') {
+              await new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+            }
+            if (phase === 'gate') {
+              phase = 'send';
+              entered();
+              await gate;
+            }
+            sent.push(request.arguments);
+            return 'paid';
+          },
+        };
+        const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+        const caller = new AbortController();
+        const pending = gateway.callWithOptions('pay', { id: 1 }, { signal: caller.signal });
+        while ((await store.loadHistory('s-race')).every((e) => e.kind.type !== 'tool_started')) await new Promise((resolve) => setTimeout(resolve, 5));
+        caller.abort();
+        const first = await pending;
+        assert.equal(failed(first.result)?.category, 'cancelled', 'in doubt');
+        let history = await store.loadHistory('s-race');
+        while (!history.some((e) => e.kind.type === 'custom' && e.kind.kind === 'body_ended')) {
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          history = await store.loadHistory('s-race');
+        }
+        if (effect === ToolEffect.NonIdempotent) {
+          await recordToolReview(owner, history, first.call.id, { actor: 'ops', evidence: 'not in the ledger', outcome: 'not_executed' });
+          history = await store.loadHistory('s-race');
+        }
+        phase = 'gate';
+        const retry = gateway.callWithOptions('pay', { id: 1 }, { retry: prepareToolRetry(history, first.call.id) });
+        await inBody;
+        // The model asks for the same payment while the host's retry is in its body.
+        const repeat = await gateway.call('pay', { id: 1 }).finally(open);
+        assert.deepEqual([failed(repeat.result)?.category, repeat.startedEvent], ['in_doubt', null], `${effect}: the repeat is refused`);
+        assert.equal((await retry).result.outcome.status, 'succeeded');
+        assert.equal(sent.length, 1, `${effect}: one payment`);
+      } finally {
+        await store.close();
+      }
+    }
+  });
+
   it('keeps an operation in doubt when its free retry is refused before its body, so the repeat stays refused', async () => {
     const store = await target.fresh().open();
     try {
