@@ -22,6 +22,9 @@ const statusOf = (a: AttemptRecord) => evidenceRuleFor(evidenceFactsOf(a)).statu
 /** An operation born refused: its first attempt was refused `in_doubt`. */
 const bornRepeat = (operation: OperationRecord): boolean => refusedInDoubt(operation.attempts[0]!);
 
+/** An operation's latest attempt. */
+const latestOf = (operation: OperationRecord): AttemptRecord => operation.attempts[operation.attempts.length - 1]!;
+
 /**
  * `record` is a repeat the in-doubt guard refused, not made since: its operation was born refused, and no attempt of
  * it up to `record` ran its body, whatever refused the later ones (a guard, a grant withdrawn).
@@ -181,7 +184,7 @@ class IdenticalWrites {
   linkMadeByRepeats(): void {
     for (const op of this.all) {
       if (op.repeat || op.byRepeat !== true || op.completion !== null) continue;
-      const latest = op.operation.attempts[op.operation.attempts.length - 1]!;
+      const latest = latestOf(op.operation);
       if (statusOf(latest) === ToolRecoveryStatus.NotExecuted) latest.madeByRepeat = op.madeBy!;
     }
     // A repeat whose retry ran or may have, not settled: the writes it stood for may be made by it.
@@ -190,7 +193,7 @@ class IdenticalWrites {
       // The attempt that ran, or may have: the one to decide on.
       const running = [...repeat.operation.attempts].reverse().find((a) => statusOf(a) !== ToolRecoveryStatus.NotExecuted)!;
       for (const owed of repeat.standsFor ?? []) {
-        const latest = owed.operation.attempts[owed.operation.attempts.length - 1]!;
+        const latest = latestOf(owed.operation);
         if (owed.madeBy === undefined && statusOf(latest) === ToolRecoveryStatus.NotExecuted) latest.openRepeat = running;
       }
     }
@@ -206,7 +209,7 @@ class IdenticalWrites {
     if (anew.length === 0) return;
     for (const op of this.all) {
       if (op.repeat || op.madeBy !== undefined) continue;
-      const latest = op.operation.attempts[op.operation.attempts.length - 1]!;
+      const latest = latestOf(op.operation);
       if (!denied(latest)) continue;
       const deniedAt = latest.resultEvent!.seq;
       let low = 0;
@@ -247,7 +250,7 @@ class IdenticalWrites {
  */
 function repeatNotMadeSince(record: AttemptRecord): boolean {
   const operation = record.operation;
-  return operation !== null && bornRepeat(operation) && operation.attempts[operation.attempts.length - 1] === record
+  return operation !== null && bornRepeat(operation) && latestOf(operation) === record
     && record.result !== null && statusOf(record) === ToolRecoveryStatus.NotExecuted;
 }
 
@@ -267,7 +270,7 @@ export function linkSettledRepeats(history: readonly SessionEvent[], attempts: r
   const all = [...operations];
   // Canonical arguments only for operations of the task and tool of a repeat, or of a write decided against (whose
   // same call asked anew is noted): a long history with one refusal pays for its few candidates, not for every one.
-  const candidates = all.filter((o) => bornRepeat(o) || denied(o.attempts[o.attempts.length - 1]!));
+  const candidates = all.filter((o) => bornRepeat(o) || denied(latestOf(o)));
   if (candidates.length === 0) return;
   const asked = new Set(candidates.map((r) => JSON.stringify([r.taskId, r.attempts[0]!.call.name])));
   const identical = new Map<string, IdenticalWrites>();
@@ -302,8 +305,6 @@ export function linkSettledRepeats(history: readonly SessionEvent[], attempts: r
   }
   linkWaiting(history, attempts, entries);
 }
-
-const latestOf = (operation: OperationRecord): AttemptRecord => operation.attempts[operation.attempts.length - 1]!;
 
 /**
  * A write not made, waiting on an identical one (a repeat waiting on the write it repeats, or a write on its repeat's
@@ -353,5 +354,5 @@ export function repeatedOpenAttempts(evidence: SessionEvidence, record: AttemptR
       : originOf(operation) > origin && bornRepeat(operation);
     if (related && repeatIdentity(operation.attempts[0]!.call) === id) open.add(operation);
   }
-  return [...open].map((operation) => operation.attempts[operation.attempts.length - 1]!);
+  return [...open].map(latestOf);
 }
