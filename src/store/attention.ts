@@ -287,10 +287,13 @@ export function blocksRepeat(row: AttentionRow): boolean {
  * at the in-doubt guard: it blocks a repeat, unless it is only running in this process (`running`), or both it and
  * the asking operation's own row (`own`) are writes a review left due: two identical writes meant, one not a repeat
  * of the other. A running call that carries an earlier attempt's standing (a retry under way of a write in doubt or
- * due, `pendingSince`) is that write, not only running: an identical new operation beside it would make it twice.
+ * due, `pendingSince`) is that write, not only running: an identical new operation beside it would make it twice. So
+ * is a retry made from a plan that this host has under way (`retrying`), while no result is journaled for it, even
+ * one whose earlier attempt provably never ran and that waits for its approver: it is about to make the write.
  */
-export function refusesIdentical(row: AttentionRow, own: AttentionRow | undefined, running?: ReadonlySet<string>): boolean {
-  const onlyRunning = running?.has(row.callId) === true && row.status !== 'reviewed_not_executed' && row.pendingSince == null;
+export function refusesIdentical(row: AttentionRow, own: AttentionRow | undefined, running?: ReadonlySet<string>, retrying?: ReadonlySet<string>): boolean {
+  if (retrying?.has(row.callId) === true && row.effect !== ToolEffect.ReadOnly && row.status === 'no_result') return true;
+  const onlyRunning = running?.has(row.callId) === true && row.status !== 'reviewed_not_executed' && row.pendingSince == null && retrying?.has(row.callId) !== true;
   return blocksRepeat(row) && !onlyRunning && !(own?.status === 'reviewed_not_executed' && row.status === 'reviewed_not_executed');
 }
 

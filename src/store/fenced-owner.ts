@@ -438,10 +438,10 @@ export class FencedOwner implements SessionOwner {
   async findInDoubt(binding: InDoubtQuery): Promise<AttentionItem | null> {
     this.guard.check();
     if (typeof binding !== 'object' || binding === null) throw new InvalidInputError('binding', `must be an object with taskId, tool and argsDigest, got ${describeValue(binding)}`);
-    const { running, exceptKey, ownWrite, related, ...match } = binding;
+    const { running, exceptKey, ownWrite, related, retrying, ...match } = binding;
     for (const field of ['taskId', 'tool', 'argsDigest'] as const) checkId<string>(`binding.${field}`, match[field]);
     if (exceptKey !== undefined) checkId<string>('binding.exceptKey', exceptKey);
-    for (const [field, set] of [['running', running], ['related', related]] as const) {
+    for (const [field, set] of [['running', running], ['related', related], ['retrying', retrying]] as const) {
       if (set !== undefined && typeof (set as Partial<ReadonlySet<string>> | null)?.has !== 'function') {
         throw new InvalidInputError(`binding.${field}`, `must be a set of call ids, got ${describeValue(set)}`);
       }
@@ -453,7 +453,7 @@ export class FencedOwner implements SessionOwner {
     // meant (a model's parallel calls, both reviewed), and another such write is not a repeat of it.
     const own = exceptKey === undefined ? undefined : rows.find((r) => r.key === exceptKey);
     const ofItsOwn = ownWrite === true && own !== undefined && blocksRepeat(own);
-    const blocking = rows.filter((r) => r.key !== exceptKey && (!ofItsOwn || related?.has(r.callId) === true) && refusesIdentical(r, own, running));
+    const blocking = rows.filter((r) => r.key !== exceptKey && (!ofItsOwn || related?.has(r.callId) === true) && refusesIdentical(r, own, running, retrying));
     // An operation in doubt before one whose reviewed retry is due: the caller may act on the doubt alone.
     const row = blocking.find((r) => r.status !== 'reviewed_not_executed') ?? blocking[0];
     return row ? attentionItem(row) : null;

@@ -196,6 +196,12 @@ export interface InDoubtQuery {
    * and what they repeated), which still refuse it while in doubt or due.
    */
   readonly related?: ReadonlySet<string>;
+  /**
+   * Call ids of retries made from a plan that this host has under way (not for a retry asking): such a row refuses the
+   * asking operation while no result is journaled for it, body started or not. The retry is its operation's write,
+   * and an identical new operation beside it would make that write twice.
+   */
+  readonly retrying?: ReadonlySet<string>;
 }
 
 /**

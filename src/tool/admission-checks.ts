@@ -172,13 +172,19 @@ export async function askApproval(approver: ToolApprover, ctx: ToolHookContext, 
  * (`running`: the owner's calls in flight) is not in doubt: an identical call beside it, as a model's parallel calls
  * are, runs as it would after the first had finished.
  */
-export async function checkInDoubt(owner: SessionOwner, call: ToolCall, running: ReadonlySet<string>, retry?: { readonly related: ReadonlySet<string> }): Promise<Failure | null> {
+export async function checkInDoubt(
+  owner: SessionOwner,
+  call: ToolCall,
+  running: ReadonlySet<string>,
+  retry?: { readonly related: ReadonlySet<string> },
+  retrying?: ReadonlySet<string>,
+): Promise<Failure | null> {
   const op = call.operation;
   if (!op || !owner.findInDoubt) return null;
   if (op.contract.effect === ToolEffect.ReadOnly) return null;
   // A retry passes over its own operation's attempts only: a retry of a repeat this guard refused is that repeat
   // made after all, while the identical operation before it is still in doubt (docs/design.md#the-in-doubt-guard).
-  const earlier = await owner.findInDoubt({ taskId: op.taskId, tool: call.name, argsDigest: argumentsDigest(call.arguments), running, exceptKey: op.key, ...(retry ? { ownWrite: true, related: retry.related } : {}) });
+  const earlier = await owner.findInDoubt({ taskId: op.taskId, tool: call.name, argsDigest: argumentsDigest(call.arguments), running, exceptKey: op.key, ...(retry ? { ownWrite: true, related: retry.related } : {}), ...(retrying?.size ? { retrying } : {}) });
   if (earlier === null) return null;
   const identical = `an identical ${call.name} call (${earlier.callId})`;
   return failure('in_doubt', 'tool_in_doubt', earlier.status === 'reviewed_not_executed'

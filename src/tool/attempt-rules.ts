@@ -125,8 +125,14 @@ export function attemptCondition(owner: SessionOwner, op: ToolOperation, plan: T
  * session its store made runs them (a session released and acquired again here still sees the calls its earlier
  * owner started): the in-doubt guard passes them over, and a review or a retry of one waits for it.
  */
-const inFlight = new SessionTable<Map<string, SessionOwner>>();
-const NONE: ReadonlyMap<string, SessionOwner> = new Map();
+const inFlight = new SessionTable<Map<string, InFlight>>();
+const NONE: ReadonlyMap<string, InFlight> = new Map();
+
+/** A call in flight here: the owner that entered it, and whether it is a retry made from a plan. */
+interface InFlight {
+  readonly by: SessionOwner;
+  readonly retry: boolean;
+}
 
 /** The calls of `owner`'s session in flight in this process, whichever owner of it entered them. */
 export function runningCalls(owner: SessionOwner): Pick<ReadonlySet<string>, 'has'> {
@@ -139,9 +145,21 @@ export function runningCalls(owner: SessionOwner): Pick<ReadonlySet<string>, 'ha
  * another process: its body may make the write while the new owner's identical call makes it again.
  */
 export function callsRunningAs(owner: SessionOwner): ReadonlySet<string> {
+  return callsEnteredBy(owner, () => true);
+}
+
+/**
+ * The retries made from a plan that `owner` itself has in flight: what the in-doubt guard reads as the write of their
+ * operation, whether or not their body has started (docs/design.md#the-in-doubt-guard).
+ */
+export function retriesRunningAs(owner: SessionOwner): ReadonlySet<string> {
+  return callsEnteredBy(owner, (call) => call.retry);
+}
+
+function callsEnteredBy(owner: SessionOwner, keep: (call: InFlight) => boolean): ReadonlySet<string> {
   const calls = inFlight.get(owner);
   const mine = new Set<string>();
-  if (calls !== undefined) for (const [callId, by] of calls) if (by === owner) mine.add(callId);
+  if (calls !== undefined) for (const [callId, call] of calls) if (call.by === owner && keep(call)) mine.add(callId);
   return mine;
 }
 
@@ -225,9 +243,9 @@ export function askAbout(owner: SessionOwner, callId: string): (() => void) | nu
   return hold(askedHere, owner, callId);
 }
 
-/** Notes that `callId` of `owner`'s session is in flight here until `leaveCall`. */
-export function enterCall(owner: SessionOwner, callId: string): void {
-  inFlight.take(owner, () => new Map()).set(callId, owner);
+/** Notes that `callId` of `owner`'s session, a retry made from a plan or not, is in flight here until `leaveCall`. */
+export function enterCall(owner: SessionOwner, callId: string, retry: boolean): void {
+  inFlight.take(owner, () => new Map()).set(callId, { by: owner, retry });
 }
 
 export function leaveCall(owner: SessionOwner, callId: string): void {

@@ -68,6 +68,11 @@ function mayBeRepeated(operation: OperationRecord): boolean {
   return operation.attempts[0]!.call.operation!.contract.effect !== ToolEffect.ReadOnly && mayExistFrom(operation) !== null;
 }
 
+/** A write a host retried from a plan: a repeat refused beside that retry under way stands for its write. */
+function retriedFromPlan(operation: OperationRecord): boolean {
+  return operation.attempts[0]!.call.operation!.contract.effect !== ToolEffect.ReadOnly && operation.attempts.some((a, i) => i > 0 && isPlanRetry(a));
+}
+
 /** Whether an attempt was denied before its body (a guard, an approver, an operator): its write decided against. */
 const denied = (attempt: AttemptRecord): boolean => {
   const outcome = attempt.result?.outcome;
@@ -81,6 +86,8 @@ interface Identical {
   readonly repeat: boolean;
   /** The seq of the call of its first attempt whose body ran or may have: from then its write may exist. */
   readonly mayExistFrom: number | null;
+  /** Its retries made from a plan that never ran their body, each from its call to its result: then under way. */
+  readonly retriesUnderWay: readonly (readonly [number, number])[];
   readonly completion: { readonly seq: number; readonly attempt: AttemptRecord } | null;
   /** For a repeat: the writes it stood for when it was refused, fixed then. */
   standsFor?: Identical[];
@@ -161,7 +168,10 @@ class IdenticalWrites {
       if (step.kind === 'begins') {
         if (op.madeBy === undefined) open.add(op);
       } else if (step.kind === 'refused') {
-        op.standsFor = [...open].filter((o) => o !== op && o.origin < op.origin && !deniedBefore(o, step.seq));
+        // The guard also refuses an identical new operation beside a retry under way that has not run its body yet:
+        // the write that retry is making is one the repeat stands for.
+        const underWay = this.all.filter((o) => o.madeBy === undefined && !open.has(o) && o.retriesUnderWay.some(([from, to]) => from < op.origin && op.origin < to));
+        op.standsFor = [...open, ...underWay].filter((o) => o !== op && o.origin < op.origin && !deniedBefore(o, step.seq));
         for (const o of op.standsFor) standers.set(o, [...(standers.get(o) ?? []), op]);
         if (op.standsFor.length === 0) {
           for (let i = made.length - 1; i >= 0; i--) {
@@ -254,6 +264,14 @@ function repeatNotMadeSince(record: AttemptRecord): boolean {
     && record.result !== null && statusOf(record) === ToolRecoveryStatus.NotExecuted;
 }
 
+/** The retries of `operation` made from a plan (the call records its retry) that never ran their body: [call, result). */
+function retriesUnderWay(operation: OperationRecord): [number, number][] {
+  return operation.attempts.filter((a, i) => i > 0 && isPlanRetry(a) && statusOf(a) === ToolRecoveryStatus.NotExecuted)
+    .map((a) => [a.event.seq, a.resultEvent?.seq ?? Number.POSITIVE_INFINITY]);
+}
+
+const isPlanRetry = (attempt: AttemptRecord): boolean => (attempt.call.operation?.retry ?? null) !== null;
+
 /** From when the write of `operation` may exist: the call of its first attempt whose body ran or may have. */
 function mayExistFrom(operation: OperationRecord): number | null {
   for (const a of operation.attempts) if (statusOf(a) !== ToolRecoveryStatus.NotExecuted) return a.event.seq;
@@ -287,6 +305,7 @@ export function linkSettledRepeats(history: readonly SessionEvent[], attempts: r
     const entry: Identical = {
       operation, origin: originOf(operation), repeat: bornRepeat(operation),
       mayExistFrom: writing ? mayExistFrom(operation) : null, completion: writing ? completionOf(operation) : null,
+      retriesUnderWay: writing ? retriesUnderWay(operation) : [],
     };
     writes.all.push(entry);
     entries.set(operation, { entry, writes });
@@ -334,7 +353,7 @@ function linkWaiting(history: readonly SessionEvent[], attempts: readonly Attemp
 /**
  * The identical operations a retry of `record` must not pass unseen, by their latest attempts, none of them settled
  * as made: for a refused repeat, the writes begun before it that may exist (the write it repeated may be made by
- * them) and the other repeats (one retried after all makes the same write); for any other call, the repeats of it
+ * them) or that a host retried from a plan (it may have been refused beside that retry), and the other repeats (one retried after all makes the same write); for any other call, the repeats of it
  * begun after it (a repeat, retried after all, makes its write). A plan keeps their rows for its commit and its start
  * marker to check they did not move on, and its retry is not passed beside one of them running in this process.
  */
@@ -350,7 +369,7 @@ export function repeatedOpenAttempts(evidence: SessionEvidence, record: AttemptR
     if (operation === null || operation === own || other.call.name !== record.call.name || open.has(operation)) continue;
     if (completionOf(operation) !== null) continue;
     const related = repeat
-      ? (originOf(operation) < origin && mayBeRepeated(operation)) || bornRepeat(operation)
+      ? (originOf(operation) < origin && (mayBeRepeated(operation) || retriedFromPlan(operation))) || bornRepeat(operation)
       : originOf(operation) > origin && bornRepeat(operation);
     if (related && repeatIdentity(operation.attempts[0]!.call) === id) open.add(operation);
   }

@@ -25,7 +25,7 @@ import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema, Tool } from './types.js';
 import { canCommit, commitAs, holdSessionForBody, onOwnerLost, ownerMayBeLost } from '../store/owner-commit.js';
 import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
-import { type AttemptCondition, attemptCondition, callsRunningAs, enterCall, enterRetry, leaveCall, interruptedOnly, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
+import { type AttemptCondition, attemptCondition, callsRunningAs, enterCall, enterRetry, leaveCall, interruptedOnly, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, retriesRunningAs, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, frozenOperation, hookView, panicDetail, serializeOutput } from './body-outcome.js';
 
 /** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
@@ -319,7 +319,7 @@ class Gateway implements ToolGateway {
     let control: CallControl | null = null;
     let observer: AttemptObserver | null = null;
     const callId = newCallId();
-    enterCall(this.binding.owner, callId);
+    enterCall(this.binding.owner, callId, given.retry instanceof ToolRetryPlan);
     // Held from the check above (no wait between them) until this attempt is recorded: no pass here asks meanwhile.
     const retrying = given.retry instanceof ToolRetryPlan ? enterRetry(this.binding.owner, given.retry.sourceCallId) : null;
     try {
@@ -705,7 +705,10 @@ class Gateway implements ToolGateway {
       // plan relates it to (its repeats, or what it repeated), which it could make twice with.
       const repeats = plan !== undefined && planTouchesRepeats(plan);
       const retry = plan === undefined ? undefined : { related: new Set<string>(planRepeatedRows(plan).map((r) => r.callId)) };
-      return await checkInDoubt(this.binding.owner, call, repeats ? NONE_RUNNING : callsRunningAs(this.binding.owner), retry);
+      // A new operation identical to one whose retry runs here is a repeat of that write, whether or not the retry's
+      // body has started (a retry waiting for its approver will make it).
+      const retrying = plan === undefined ? retriesRunningAs(this.binding.owner) : undefined;
+      return await checkInDoubt(this.binding.owner, call, repeats ? NONE_RUNNING : callsRunningAs(this.binding.owner), retry, retrying);
     } catch (error) {
       throw new ToolRecordingError('call', call, null, error);
     }

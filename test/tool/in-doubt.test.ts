@@ -1024,6 +1024,67 @@ forEachStore('the in-doubt guard', (target) => {
     }
   });
 
+  it('a model\'s identical call while the host\'s retry of a write that never ran waits for its approver is refused, and stands for that write whether the retry makes it or not (r104 #1)', async () => {
+    for (const [second, order] of [['approved', 'as listed'], ['unavailable', 'as listed'], ['unavailable', 'reversed']] as const) {
+      const store = await target.fresh().open();
+      try {
+        const owner = await store.acquire('s-wait', { owner: 'host' });
+        await owner.startTask('t');
+        const sent: unknown[] = [];
+        let asks = 0;
+        let asked = () => {};
+        const retryAsked = new Promise<void>((resolve) => { asked = resolve; });
+        let answer = () => {};
+        const answered = new Promise<void>((resolve) => { answer = resolve; });
+        const desk = async () => {
+          asks += 1;
+          if (asks === 1) return { decision: 'unavailable' as const, code: 'desk_closed', message: 'nobody at the desk' };
+          if (asks === 2) {
+            asked();
+            await answered;
+            return second === 'approved' ? { decision: 'approved' as const } : { decision: 'unavailable' as const, code: 'desk_closed', message: 'closed again' };
+          }
+          return { decision: 'approved' as const };
+        };
+        const pay = {
+          name: 'pay',
+          metadata: new ToolMetadata('Pays', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'pay-v1').withApproval('desk'),
+          async execute(request: { arguments: unknown }) {
+            sent.push(request.arguments);
+            return 'paid';
+          },
+        };
+        const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' }, approvers: { desk } }).bind({ owner, taskId: 't', caller: 'agent' });
+        const first = await gateway.call('pay', { id: 1 });
+        assert.deepEqual([failed(first.result)?.category, first.startedEvent], ['approval_unavailable', null], 'the first attempt never ran');
+        const retry = gateway.callWithOptions('pay', { id: 1 }, { retry: prepareToolRetry(await store.loadHistory('s-wait'), first.call.id) });
+        await retryAsked;
+        // The model, told the desk was closed, asks for the same payment while the host's retry waits at the desk.
+        const repeat = await gateway.call('pay', { id: 1 }).finally(answer);
+        assert.deepEqual([failed(repeat.result)?.category, repeat.startedEvent], ['in_doubt', null], `${second}: the model's call is refused`);
+        await retry;
+        if (second === 'approved') {
+          assert.equal(sent.length, 1, 'one payment: the retry\'s');
+          const assessed = assessSession(await store.loadHistory('s-wait')).calls.find((c) => c.callId === repeat.call.id);
+          assert.deepEqual([assessed?.nextStep, assessed?.rule], ['completed', 'repeat_of_completed'], 'the model\'s call was made by the retry');
+          continue;
+        }
+        // The retry never ran either. A host that retries every call advised so, from one reading of the journal:
+        // whichever it makes first is the one payment, and the other's plan is refused.
+        const history = await store.loadHistory('s-wait');
+        const allowed = assessSession(history).calls.filter((c) => c.nextStep === 'retry_allowed').map((c) => c.callId);
+        assert.ok(allowed.includes(repeat.call.id), 'the model\'s call may be the one made');
+        const plans = allowed.map((id) => prepareToolRetry(history, id));
+        for (const plan of order === 'reversed' ? plans.reverse() : plans) await gateway.callWithOptions('pay', { id: 1 }, { retry: plan }).catch((error: unknown) => error);
+        assert.equal(sent.length, 1, `one payment, plans run ${order}`);
+        const after = assessSession(await store.loadHistory('s-wait')).calls.filter((c) => c.nextStep === 'retry_allowed');
+        assert.deepEqual(after.map((c) => c.callId), [], 'nothing is left to retry');
+      } finally {
+        await store.close();
+      }
+    }
+  });
+
   it('keeps an operation in doubt when its free retry is refused before its body, so the repeat stays refused', async () => {
     const store = await target.fresh().open();
     try {
