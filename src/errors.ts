@@ -83,6 +83,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   decision_wait_aborted: 'DecisionError',
   inbox_unsupported: 'DecisionError',
   operation_in_doubt: 'OperationInDoubtError',
+  operation_confirmed: 'OperationConfirmedError',
   run_busy: 'AgentRunBusyError',
 } as const);
 
@@ -513,8 +514,9 @@ export type ToolRetryErrorCode =
 export class ToolRetryError extends JingweiError {
   declare readonly code: ToolRetryErrorCode;
   readonly detail: string;
-  constructor(code: ToolRetryErrorCode, detail: string) {
-    super(code, `${code}: ${detail}`);
+  /** `hint`: what to do, for people, in the message only (`detail` stays the retry table's reason). */
+  constructor(code: ToolRetryErrorCode, detail: string, hint?: string) {
+    super(code, `${code}: ${detail}${hint === undefined ? '' : `; ${hint}`}`);
     this.detail = detail;
   }
 }
@@ -540,6 +542,31 @@ export class OperationInDoubtError extends JingweiError {
     this.operationKey = operationKey;
     this.callId = callId;
     this.detail = detail;
+  }
+}
+
+/**
+ * A call with a caller key whose latest attempt has no result, or did not succeed, while a journaled review of that
+ * attempt says it was completed (the write confirmed outside the journal): the operation is done, nothing is left to
+ * recover or retry, and no output is journaled for the key to return. Nothing ran and nothing was written.
+ */
+export class OperationConfirmedError extends JingweiError {
+  declare readonly code: 'operation_confirmed';
+  readonly taskId: string;
+  readonly operationKey: string;
+  /** The attempt the review is about. */
+  readonly callId: string;
+  /** Who confirmed it, and on what evidence, as journaled. */
+  readonly actor: string;
+  readonly evidence: string;
+  constructor(taskId: string, operationKey: string, callId: string, actor: string, evidence: string) {
+    super('operation_confirmed', `operation ${operationKey} of task ${taskId} is completed: a review by ${JSON.stringify(actor)} says attempt ${callId} ` +
+      `made its write (${JSON.stringify(evidence)}); its output was never journaled, so a call under this key has none to return, and nothing is left to recover or retry`);
+    this.taskId = taskId;
+    this.operationKey = operationKey;
+    this.callId = callId;
+    this.actor = actor;
+    this.evidence = evidence;
   }
 }
 

@@ -4,7 +4,7 @@
  * (docs/design.md#a-resume-reads-the-journal-once).
  */
 import type { CallId, OperationKey, TaskId } from '../ids.js';
-import type { SessionEvent } from '../event/types.js';
+import type { SessionEvent, ToolReviewRecord } from '../event/types.js';
 import type { RecordedAttempt } from './types.js';
 
 export class AttemptIndex {
@@ -14,6 +14,8 @@ export class AttemptIndex {
   private readonly started = new Map<string, SessionEvent>();
   /** Per call id: its first result. */
   private readonly results = new Map<string, SessionEvent>();
+  /** Per call id: its latest review. */
+  private readonly reviews = new Map<string, ToolReviewRecord>();
 
   constructor(readonly history: SessionEvent[]) {
     for (const e of history) {
@@ -33,6 +35,8 @@ export class AttemptIndex {
         this.started.set(kind.callId, e);
       } else if (kind.type === 'tool_result' && !this.results.has(kind.result.callId)) {
         this.results.set(kind.result.callId, e);
+      } else if (kind.type === 'tool_review') {
+        this.reviews.set(kind.review.callId, kind.review);
       }
     }
   }
@@ -52,6 +56,7 @@ export class AttemptIndex {
     }
     if (callEvent?.kind.type !== 'tool_call') return undefined;
     const id = callEvent.kind.call.id;
+    const review = this.reviews.get(id);
     return {
       taskId,
       key,
@@ -59,6 +64,7 @@ export class AttemptIndex {
       callEvent,
       startedEvent: this.started.get(id) ?? null,
       resultEvent: this.results.get(id) ?? null,
+      ...(review !== undefined ? { review } : {}),
     };
   }
 }

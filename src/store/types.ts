@@ -1,7 +1,7 @@
 import type { TaskLedgerReport } from './task-ledger.js';
 import type { LookupRowsReport } from './index-check.js';
 import type { EventId, OperationKey, SessionId, TaskId, CallId } from '../ids.js';
-import type { EventDraft, SessionEvent, ToolEffect } from '../event/types.js';
+import type { EventDraft, SessionEvent, ToolEffect, ToolReviewRecord } from '../event/types.js';
 import type { AttentionStatus } from './rows.js';
 import type { AnchorOptions } from './anchors.js';
 import type { ApprovalBinding, DecisionRow } from './inbox-rows.js';
@@ -166,6 +166,8 @@ export interface RecordedAttempt {
   readonly callEvent: SessionEvent;
   readonly startedEvent: SessionEvent | null;
   readonly resultEvent: SessionEvent | null;
+  /** The latest journaled review of this attempt, when it has one. */
+  readonly review?: ToolReviewRecord;
 }
 
 export interface CommitReceipt {

@@ -327,7 +327,14 @@ export function prepareToolRetry(
   const operation = record.call.operation ?? null;
   // The retry table decides; its refusal is the error code, its reason the detail.
   const { rule, reason } = decideRetry(record, checkedReview?.outcome ?? null);
-  if (rule.refusal !== null) throw new ToolRetryError(rule.refusal, reason);
+  if (rule.refusal !== null) {
+    // An operator's answer from the CLI or a console waits in the decision inbox until the host journals it: the plan
+    // reads only the journal, so say where a review given there has to go first.
+    const inbox = rule.refusal === 'needs_review' && passedReview === null
+      ? 'a review recorded in the decision inbox (jingwei review, a console) counts once the host journals it (journalInboxReviews)'
+      : undefined;
+    throw new ToolRetryError(rule.refusal, reason, inbox);
+  }
   if (operation === null) throw new ToolRetryError('legacy_call', reason);
   // The identical writes or repeats this retry could make twice with (repeats.ts), for its commit and its guard.
   const related = repeatedOpenAttempts(evidence, record);

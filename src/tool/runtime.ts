@@ -1,4 +1,4 @@
-import { DecisionError, InvalidInputError, OperationInDoubtError, StoreConflictError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
+import { DecisionError, InvalidInputError, OperationConfirmedError, OperationInDoubtError, StoreConflictError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
 import type { EventDraft, SessionEvent, ToolApprovalRecord, ToolCall, ToolEffectContract, ToolOperation, ToolResult } from '../event/types.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
@@ -385,6 +385,11 @@ class Gateway implements ToolGateway {
       throw new ToolPreflightError('unavailable_tool', `tool ${JSON.stringify(name)} is not available to this caller; its recorded result was not returned`);
     }
     const resultKind = recorded.resultEvent?.kind;
+    const succeeded = resultKind?.type === 'tool_result' && resultKind.result.outcome.status === 'succeeded';
+    // Confirmed made by a review (its result never journaled, or a refusal the write overtook): done, with no output.
+    if (!succeeded && recorded.review?.outcome === 'completed') {
+      throw new OperationConfirmedError(this.taskId, recorded.key, call.id, recorded.review.actor, recorded.review.evidence);
+    }
     if (resultKind?.type !== 'tool_result') {
       const why = recorded.startedEvent ? 'its body started and no result is recorded' : 'no result is recorded';
       const inDoubt = new OperationInDoubtError(this.taskId, recorded.key, call.id, why);

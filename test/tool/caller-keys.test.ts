@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { OperationInDoubtError, ToolBodyError } from '../../src/errors.js';
+import { OperationConfirmedError, OperationInDoubtError, ToolBodyError } from '../../src/errors.js';
+import { recordToolReview } from '../../src/review.js';
 import type { JsonValue } from '../../src/json/types.js';
 import { OPERATION_KEY_LIMITS } from '../../src/limits.js';
 import { createMemoryStore } from '../../src/store/memory.js';
@@ -241,5 +242,60 @@ forEachStore('caller keys', (target) => {
     assert.equal(runs, 2);
     await other.close();
     await r.store.close();
+  });
+
+  it('a key whose latest attempt a review confirmed completed is operation_confirmed: no result to return, nothing to recover (r105 F1)', async () => {
+    for (const ending of ['cancelled', 'no result'] as const) {
+      const paid: unknown[] = [];
+      let entered = () => {};
+      const inBody = new Promise<void>((resolve) => { entered = resolve; });
+      let finish = () => {};
+      const finished = new Promise<void>((resolve) => { finish = resolve; });
+      const pay = tool('pay', async (req) => {
+        paid.push(req.arguments);
+        entered();
+        await finished;
+        return 'paid';
+      }, new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', 'v1'));
+      const r = await rig(target, { tools: [pay] });
+      const caller = new AbortController();
+      const first = r.gateway.callWithOptions('pay', { amount: 7 }, { operationKey: 'order-1', signal: caller.signal });
+      await inBody;
+      let owner = r.owner;
+      let gateway = r.gateway;
+      let store = r.store;
+      if (ending === 'cancelled') {
+        caller.abort();
+        assert.equal((await first).result.outcome.status, 'failed');
+        finish();
+      } else {
+        // Another host takes the session over while the body runs: the first host's result can never be journaled.
+        store = await r.reopen();
+        owner = await store.acquire(r.sessionId, { owner: 'host-2', takeover: true });
+        gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' } }).bind({ owner, taskId: r.taskId, caller: 'agent' });
+        finish();
+        await assert.rejects(first);
+      }
+      let history = await store.loadHistory(r.sessionId);
+      while (!history.some((e) => e.kind.type === 'custom' && e.kind.kind === 'body_ended')) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        history = await store.loadHistory(r.sessionId);
+      }
+      const callEvent = history.find((e) => e.kind.type === 'tool_call');
+      const callId = callEvent?.kind.type === 'tool_call' ? callEvent.kind.call.id : '';
+      assert.equal(history.some((e) => e.kind.type === 'tool_result'), ending === 'cancelled', `${ending}: the journal as set up`);
+      await assert.rejects(gateway.callWithOptions('pay', { amount: 7 }, { operationKey: 'order-1' }), { code: 'operation_in_doubt' }, `${ending}: in doubt before the review`);
+      await recordToolReview(owner, history, callId, { actor: 'al@example.com', evidence: 'in the ledger', outcome: 'completed' });
+      const events = (await store.loadHistory(r.sessionId)).length;
+      await assert.rejects(gateway.callWithOptions('pay', { amount: 7 }, { operationKey: 'order-1' }), (error: unknown) => {
+        assert.ok(error instanceof OperationConfirmedError, `${ending}: ${String(error)}`);
+        assert.deepEqual([error.code, error.callId, error.operationKey, error.actor, error.evidence], ['operation_confirmed', callId, 'order-1', 'al@example.com', 'in the ledger']);
+        return true;
+      });
+      assert.equal((await store.loadHistory(r.sessionId)).length, events, `${ending}: nothing written`);
+      assert.equal(paid.length, 1, `${ending}: one payment`);
+      if (store !== r.store) await store.close();
+      await r.store.close().catch(() => undefined);
+    }
   });
 });

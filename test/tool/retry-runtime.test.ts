@@ -69,8 +69,9 @@ forEachStore('retries through the runtime', (target) => {
     const history = await store.loadHistory(r.sessionId);
     assert.deepEqual(history.map((e) => e.kind.type), ['task_ledger', 'tool_call', 'tool_started', 'custom']);
     assert.equal(inspectToolRecovery(history, callId).status, 'outcome_unknown');
-    assert.throws(() => prepareToolRetry(history, callId, null), { code: 'needs_review' });
-    assert.throws(() => prepareToolRetry(history, callId, { ...review, outcome: 'uncertain' }), { code: 'needs_review' });
+    // Without a review passed: where an operator's answer from the CLI must go first (r105 F3).
+    assert.throws(() => prepareToolRetry(history, callId, null), { code: 'needs_review', message: /review recorded in the decision inbox .* counts once the host journals it \(journalInboxReviews\)$/ });
+    assert.throws(() => prepareToolRetry(history, callId, { ...review, outcome: 'uncertain' }), (error: unknown) => (error as { code?: string }).code === 'needs_review' && !String(error).includes('journalInboxReviews'));
     // The fenced body returned: a not_executed review says the person checked all the same.
     assert.throws(() => prepareToolRetry(history, callId, review), { code: 'needs_review' });
     const plan = prepareToolRetry(history, callId, { ...review, despiteLateReturn: true });
