@@ -1,6 +1,6 @@
 /** What an attempt must respect about the other attempts of its operation: in flight, running late, superseded, decided meanwhile. */
 import { OperationInDoubtError, StoreConflictError, ToolRetryError } from '../errors.js';
-import type { ToolCall, ToolOperation } from '../event/types.js';
+import type { ActionContext, ToolCall, ToolOperation } from '../event/types.js';
 import { isDecidedMeanwhile } from '../store/approvals.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
 import type { Failure } from './admission-checks.js';
@@ -128,11 +128,15 @@ export function attemptCondition(owner: SessionOwner, op: ToolOperation, plan: T
 const inFlight = new SessionTable<Map<string, InFlight>>();
 const NONE: ReadonlyMap<string, InFlight> = new Map();
 
-/** A call in flight here: the owner that entered it, and whether it is a retry made from a plan. */
+/** A call in flight here: the owner that entered it, whether it is a retry made from a plan, and its decision step. */
 interface InFlight {
   readonly by: SessionOwner;
   readonly retry: boolean;
+  readonly step: string | null;
 }
+
+/** The model response (decision step) an action belongs to, as one string; null for a call with no action. */
+const stepOf = (action: ActionContext | undefined): string | null => (action === undefined ? null : JSON.stringify([action.decision.taskId, action.decision.stepId]));
 
 /** The calls of `owner`'s session in flight in this process, whichever owner of it entered them. */
 export function runningCalls(owner: SessionOwner): Pick<ReadonlySet<string>, 'has'> {
@@ -150,10 +154,12 @@ export function callsRunningAs(owner: SessionOwner): ReadonlySet<string> {
 
 /**
  * The retries made from a plan that `owner` itself has in flight: what the in-doubt guard reads as the write of their
- * operation, whether or not their body has started (docs/design.md#the-in-doubt-guard).
+ * operation, whether or not their body has started (docs/design.md#the-in-doubt-guard). Not those of the decision
+ * step of `besides`: calls one model response asked for side by side are that many intents, whichever is a retry.
  */
-export function retriesRunningAs(owner: SessionOwner): ReadonlySet<string> {
-  return callsEnteredBy(owner, (call) => call.retry);
+export function retriesRunningAs(owner: SessionOwner, besides: ActionContext | undefined): ReadonlySet<string> {
+  const step = stepOf(besides);
+  return callsEnteredBy(owner, (call) => call.retry && (step === null || call.step !== step));
 }
 
 function callsEnteredBy(owner: SessionOwner, keep: (call: InFlight) => boolean): ReadonlySet<string> {
@@ -244,8 +250,8 @@ export function askAbout(owner: SessionOwner, callId: string): (() => void) | nu
 }
 
 /** Notes that `callId` of `owner`'s session, a retry made from a plan or not, is in flight here until `leaveCall`. */
-export function enterCall(owner: SessionOwner, callId: string, retry: boolean): void {
-  inFlight.take(owner, () => new Map()).set(callId, { by: owner, retry });
+export function enterCall(owner: SessionOwner, callId: string, retry: boolean, action: ActionContext | undefined): void {
+  inFlight.take(owner, () => new Map()).set(callId, { by: owner, retry, step: retry ? stepOf(action) : null });
 }
 
 export function leaveCall(owner: SessionOwner, callId: string): void {

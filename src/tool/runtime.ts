@@ -319,7 +319,7 @@ class Gateway implements ToolGateway {
     let control: CallControl | null = null;
     let observer: AttemptObserver | null = null;
     const callId = newCallId();
-    enterCall(this.binding.owner, callId, given.retry instanceof ToolRetryPlan);
+    enterCall(this.binding.owner, callId, given.retry instanceof ToolRetryPlan, action);
     // Held from the check above (no wait between them) until this attempt is recorded: no pass here asks meanwhile.
     const retrying = given.retry instanceof ToolRetryPlan ? enterRetry(this.binding.owner, given.retry.sourceCallId) : null;
     try {
@@ -711,8 +711,8 @@ class Gateway implements ToolGateway {
       const repeats = plan !== undefined && planTouchesRepeats(plan);
       const retry = plan === undefined ? undefined : { related: new Set<string>(planRepeatedRows(plan).map((r) => r.callId)) };
       // A new operation identical to one whose retry runs here is a repeat of that write, whether or not the retry's
-      // body has started (a retry waiting for its approver will make it).
-      const retrying = plan === undefined ? retriesRunningAs(this.binding.owner) : undefined;
+      // body has started (a retry waiting for its approver will make it); unless the model asked for both at once.
+      const retrying = plan === undefined ? retriesRunningAs(this.binding.owner, call.action) : undefined;
       return await checkInDoubt(this.binding.owner, call, repeats ? NONE_RUNNING : callsRunningAs(this.binding.owner), retry, retrying);
     } catch (error) {
       throw new ToolRecordingError('call', call, null, error);

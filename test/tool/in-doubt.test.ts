@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ToolEffect, type SessionEvent, type ToolResult } from '../../src/event/types.js';
+import { ToolEffect, type ActionContext, type SessionEvent, type ToolResult } from '../../src/event/types.js';
 import { OperationInDoubtError, RECORDED_FAILURE_CODES, StoreConflictError, ToolRetryError } from '../../src/errors.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionOwner, SessionStore } from '../../src/store/types.js';
@@ -19,7 +19,7 @@ import { mailer } from '../support/mailer.js';
 import { forEachStore } from '../support/stores.js';
 import { HistoryBuilder, succeeded } from '../support/history.js';
 import { recordToolReview } from '../../src/review.js';
-import type { CallId } from '../../src/ids.js';
+import type { CallId, TaskId } from '../../src/ids.js';
 import type { JsonValue } from '../../src/json/types.js';
 
 const failed = (r: ToolResult) => (r.outcome.status === 'failed' ? r.outcome : null);
@@ -1082,6 +1082,50 @@ forEachStore('the in-doubt guard', (target) => {
       } finally {
         await store.close();
       }
+    }
+  });
+
+  it('a retry and an identical new call that one model response asked for side by side are two intents: both run (r104 #1)', async () => {
+    const store = await target.fresh().open();
+    try {
+      const owner = await store.acquire('s-step', { owner: 'host' });
+      await owner.startTask('t');
+      const sent: unknown[] = [];
+      let asks = 0;
+      let asked = () => {};
+      const retryAsked = new Promise<void>((resolve) => { asked = resolve; });
+      let answer = () => {};
+      const answered = new Promise<void>((resolve) => { answer = resolve; });
+      const desk = async () => {
+        asks += 1;
+        if (asks === 1) return { decision: 'unavailable' as const, code: 'desk_closed', message: 'nobody at the desk' };
+        if (asks === 2) {
+          asked();
+          await answered;
+        }
+        return { decision: 'approved' as const };
+      };
+      const pay = {
+        name: 'pay',
+        metadata: new ToolMetadata('Pays', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'pay-v1').withApproval('desk'),
+        async execute(request: { arguments: unknown }) {
+          sent.push(request.arguments);
+          return 'paid';
+        },
+      };
+      const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' }, approvers: { desk } }).bind({ owner, taskId: 't', caller: 'agent' });
+      // One model response asked for two identical payments (two of one item); the first met a closed desk.
+      const at = (actionIndex: number): ActionContext => ({ decision: { taskId: 't' as TaskId, stepId: 'step-1' }, actionIndex });
+      const first = await gateway.callWithOptions('pay', { id: 1 }, { action: at(0) });
+      assert.equal(failed(first.result)?.category, 'approval_unavailable');
+      const retry = gateway.callWithOptions('pay', { id: 1 }, { action: at(0), retry: prepareToolRetry(await store.loadHistory('s-step'), first.call.id) });
+      await retryAsked;
+      const second = await gateway.callWithOptions('pay', { id: 1 }, { action: at(1) }).finally(answer);
+      assert.equal(second.result.outcome.status, 'succeeded', 'the second of the response runs beside the first one\'s retry');
+      assert.equal((await retry).result.outcome.status, 'succeeded');
+      assert.equal(sent.length, 2, 'two payments, as asked');
+    } finally {
+      await store.close();
     }
   });
 
