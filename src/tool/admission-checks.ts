@@ -187,6 +187,10 @@ export async function checkInDoubt(
   const earlier = await owner.findInDoubt({ taskId: op.taskId, tool: call.name, argsDigest: argumentsDigest(call.arguments), running, exceptKey: op.key, ...(retry ? { ownWrite: true, related: retry.related } : {}), ...(retrying?.size ? { retrying } : {}) });
   if (earlier === null) return null;
   const identical = `an identical ${call.name} call (${earlier.callId})`;
+  if (retrying?.has(earlier.callId) === true && earlier.status === 'no_result') {
+    return failure('in_doubt', 'tool_in_doubt', `${identical} is being made now, a retry by the host, and a repeat would make it twice. ` +
+      'Do not call it again: tell the user it is under way.');
+  }
   return failure('in_doubt', 'tool_in_doubt', earlier.status === 'reviewed_not_executed'
     ? `${identical} was reviewed as not made, and its retry is still due: a host makes it from the review, and a repeat ` +
       'now would make it twice. Do not call it again: tell the user it is pending.'

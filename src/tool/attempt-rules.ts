@@ -128,11 +128,51 @@ export function attemptCondition(owner: SessionOwner, op: ToolOperation, plan: T
 const inFlight = new SessionTable<Map<string, InFlight>>();
 const NONE: ReadonlyMap<string, InFlight> = new Map();
 
-/** A call in flight here: the owner that entered it, whether it is a retry made from a plan, and its decision step. */
+/** A call in flight here: the owner that entered it, and for a retry made from a plan, what the guard needs of it. */
 interface InFlight {
   readonly by: SessionOwner;
-  readonly retry: boolean;
+  readonly retry: RetryInFlight | null;
+}
+
+/** A retry in flight: its decision step, and the ask that says whether its call is journaled yet. */
+interface RetryInFlight {
   readonly step: string | null;
+  readonly asked: RetryAsked;
+}
+
+/**
+ * A retry made from a plan, from the moment it is asked for until its call is journaled or it ends without being
+ * (`done`): an identical new call at the in-doubt guard meanwhile waits for it (whenWritten), so that it reads the
+ * retry's row, and the journal holds the retry's call before that call's refusal.
+ */
+export interface RetryAsked {
+  readonly owner: SessionOwner;
+  written: boolean;
+  readonly whenWritten: Promise<void>;
+  readonly done: () => void;
+}
+
+const retriesAsked = new SessionTable<Set<RetryAsked>>();
+
+/** Notes a retry asked for through `owner`, until its `done()` (called once its call is journaled, or it ended). */
+export function askRetry(owner: SessionOwner): RetryAsked {
+  let resolve = () => {};
+  const whenWritten = new Promise<void>((r) => { resolve = r; });
+  const asked: RetryAsked = {
+    owner,
+    written: false,
+    whenWritten,
+    done: () => {
+      if (asked.written) return;
+      asked.written = true;
+      const set = retriesAsked.get(owner);
+      set?.delete(asked);
+      if (set?.size === 0) retriesAsked.delete(owner);
+      resolve();
+    },
+  };
+  retriesAsked.take(owner, () => new Set()).add(asked);
+  return asked;
 }
 
 /** The model response (decision step) an action belongs to, as one string; null for a call with no action. */
@@ -149,7 +189,10 @@ export function runningCalls(owner: SessionOwner): Pick<ReadonlySet<string>, 'ha
  * another process: its body may make the write while the new owner's identical call makes it again.
  */
 export function callsRunningAs(owner: SessionOwner): ReadonlySet<string> {
-  return callsEnteredBy(owner, () => true);
+  const calls = inFlight.get(owner);
+  const mine = new Set<string>();
+  if (calls !== undefined) for (const [callId, call] of calls) if (call.by === owner) mine.add(callId);
+  return mine;
 }
 
 /**
@@ -157,16 +200,21 @@ export function callsRunningAs(owner: SessionOwner): ReadonlySet<string> {
  * operation, whether or not their body has started (docs/design.md#the-in-doubt-guard). Not those of the decision
  * step of `besides`: calls one model response asked for side by side are that many intents, whichever is a retry.
  */
-export function retriesRunningAs(owner: SessionOwner, besides: ActionContext | undefined): ReadonlySet<string> {
+export function retriesRunningAs(owner: SessionOwner, besides: ActionContext | undefined): { readonly ids: ReadonlySet<string>; readonly unwritten: Promise<void>[] } {
   const step = stepOf(besides);
-  return callsEnteredBy(owner, (call) => call.retry && (step === null || call.step !== step));
+  const calls = inFlight.get(owner);
+  const ids = new Set<string>();
+  if (calls !== undefined) {
+    for (const [callId, { by, retry }] of calls) if (by === owner && retry !== null && (step === null || retry.step !== step)) ids.add(callId);
+  }
+  const unwritten: Promise<void>[] = [];
+  for (const asked of retriesAsked.get(owner) ?? []) if (asked.owner === owner && !asked.written) unwritten.push(asked.whenWritten);
+  return { ids, unwritten };
 }
 
-function callsEnteredBy(owner: SessionOwner, keep: (call: InFlight) => boolean): ReadonlySet<string> {
-  const calls = inFlight.get(owner);
-  const mine = new Set<string>();
-  if (calls !== undefined) for (const [callId, call] of calls) if (call.by === owner && keep(call)) mine.add(callId);
-  return mine;
+/** Notes that the call of a retry in flight here is journaled, or will never be: the guard beside it reads it now. */
+export function retryCallWritten(owner: SessionOwner, callId: string): void {
+  inFlight.get(owner)?.get(callId)?.retry?.asked.done();
 }
 
 /**
@@ -250,11 +298,12 @@ export function askAbout(owner: SessionOwner, callId: string): (() => void) | nu
 }
 
 /** Notes that `callId` of `owner`'s session, a retry made from a plan or not, is in flight here until `leaveCall`. */
-export function enterCall(owner: SessionOwner, callId: string, retry: boolean, action: ActionContext | undefined): void {
-  inFlight.take(owner, () => new Map()).set(callId, { by: owner, retry, step: retry ? stepOf(action) : null });
+export function enterCall(owner: SessionOwner, callId: string, retry: RetryAsked | null, action: ActionContext | undefined): void {
+  inFlight.take(owner, () => new Map()).set(callId, { by: owner, retry: retry === null ? null : { step: stepOf(action), asked: retry } });
 }
 
 export function leaveCall(owner: SessionOwner, callId: string): void {
+  retryCallWritten(owner, callId);
   const calls = inFlight.get(owner);
   calls?.delete(callId);
   if (calls?.size === 0) inFlight.delete(owner);

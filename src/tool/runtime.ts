@@ -25,7 +25,7 @@ import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema, Tool } from './types.js';
 import { canCommit, commitAs, holdSessionForBody, onOwnerLost, ownerMayBeLost } from '../store/owner-commit.js';
 import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
-import { type AttemptCondition, attemptCondition, callsRunningAs, enterCall, enterRetry, leaveCall, interruptedOnly, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, retriesRunningAs, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
+import { type AttemptCondition, type RetryAsked, askRetry, attemptCondition, callsRunningAs, enterCall, enterRetry, leaveCall, interruptedOnly, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, retriesRunningAs, retryCallWritten, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, frozenOperation, hookView, panicDetail, serializeOutput } from './body-outcome.js';
 
 /** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
@@ -270,8 +270,28 @@ class Gateway implements ToolGateway {
     return this.callWithOptions(name, args, {});
   }
 
-  async callWithOptions(name: string, args: JsonValue, options: ToolCallOptions = {}): Promise<ToolExecution> {
-    const given = readCallOptions(options);
+  callWithOptions(name: string, args: JsonValue, options: ToolCallOptions = {}): Promise<ToolExecution> {
+    let given: CallOptionsRead;
+    try {
+      given = readCallOptions(options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    // The call's own promise, not one wrapping it: a caller resumes as soon as the result is journaled.
+    return given.retry instanceof ToolRetryPlan ? this.callRetry(name, args, given) : this.callGiven(name, args, given, null);
+  }
+
+  /** A retry from a plan: from now until its call is journaled, or it ends, an identical new call at the in-doubt guard waits for it. */
+  private async callRetry(name: string, args: JsonValue, given: CallOptionsRead): Promise<ToolExecution> {
+    const asked = askRetry(this.binding.owner);
+    try {
+      return await this.callGiven(name, args, given, asked);
+    } finally {
+      asked.done();
+    }
+  }
+
+  private async callGiven(name: string, args: JsonValue, given: CallOptionsRead, asked: RetryAsked | null): Promise<ToolExecution> {
     const checked = preflight(name, args);
     const registered = this.runtime.tools.get(name);
     const metadata = registered?.tool.metadata;
@@ -319,7 +339,7 @@ class Gateway implements ToolGateway {
     let control: CallControl | null = null;
     let observer: AttemptObserver | null = null;
     const callId = newCallId();
-    enterCall(this.binding.owner, callId, given.retry instanceof ToolRetryPlan, action);
+    enterCall(this.binding.owner, callId, asked, action);
     // Held from the check above (no wait between them) until this attempt is recorded: no pass here asks meanwhile.
     const retrying = given.retry instanceof ToolRetryPlan ? enterRetry(this.binding.owner, given.retry.sourceCallId) : null;
     try {
@@ -711,9 +731,15 @@ class Gateway implements ToolGateway {
       const repeats = plan !== undefined && planTouchesRepeats(plan);
       const retry = plan === undefined ? undefined : { related: new Set<string>(planRepeatedRows(plan).map((r) => r.callId)) };
       // A new operation identical to one whose retry runs here is a repeat of that write, whether or not the retry's
-      // body has started (a retry waiting for its approver will make it); unless the model asked for both at once.
-      const retrying = plan === undefined ? retriesRunningAs(this.binding.owner, call.action) : undefined;
-      return await checkInDoubt(this.binding.owner, call, repeats ? NONE_RUNNING : callsRunningAs(this.binding.owner), retry, retrying);
+      // body has started (a retry waiting for its approver will make it); unless the model asked for both at once. A
+      // retry asked for before this call whose own call is not journaled yet is waited for, so the index shows it,
+      // and the journal has it before this call's refusal.
+      let retrying = plan === undefined ? retriesRunningAs(this.binding.owner, call.action) : undefined;
+      while (retrying !== undefined && retrying.unwritten.length > 0) {
+        await Promise.all(retrying.unwritten);
+        retrying = retriesRunningAs(this.binding.owner, call.action);
+      }
+      return await checkInDoubt(this.binding.owner, call, repeats ? NONE_RUNNING : callsRunningAs(this.binding.owner), retry, retrying?.ids);
     } catch (error) {
       throw new ToolRecordingError('call', call, null, error);
     }
@@ -797,6 +823,18 @@ class Gateway implements ToolGateway {
 
   /** Budget refusals, a stopped task and D4 pass through untouched; any other failure to write is a recording error. */
   private async write(stage: 'call' | 'started' | 'result', call: ToolCall, result: ToolResult | null, request: CommitRequest) {
+    // A retry's call journaled, or refused and never to be: an identical new call waiting at the guard reads it now.
+    if (stage === 'call' && call.operation?.retry != null) {
+      try {
+        return await this.writeWithRetries(stage, call, result, request);
+      } finally {
+        retryCallWritten(this.binding.owner, call.id);
+      }
+    }
+    return this.writeWithRetries(stage, call, result, request);
+  }
+
+  private async writeWithRetries(stage: 'call' | 'started' | 'result', call: ToolCall, result: ToolResult | null, request: CommitRequest) {
     for (let attempt = 1; ; attempt++) {
       try {
         return await commitAs(this.binding.owner, request);
@@ -815,6 +853,8 @@ class Gateway implements ToolGateway {
     }
   }
 }
+
+type CallOptionsRead = ReturnType<typeof readCallOptions>;
 
 /** Builds the canonical runtime. Throws ToolConfigError for duplicate names, unknown grants, missing approvers or invalid schemas. */
 export function createToolRuntime(config: ToolRuntimeConfig): ToolRuntime {
