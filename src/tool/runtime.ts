@@ -1,5 +1,5 @@
 import { DecisionError, InvalidInputError, OperationConfirmedError, OperationInDoubtError, StoreConflictError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
-import type { EventDraft, SessionEvent, ToolApprovalRecord, ToolCall, ToolEffectContract, ToolOperation, ToolResult } from '../event/types.js';
+import { ToolEffect, type EventDraft, type SessionEvent, type ToolApprovalRecord, type ToolCall, type ToolEffectContract, type ToolOperation, type ToolResult } from '../event/types.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
 import { contractChangedRefusal } from './contract-changed.js';
@@ -734,7 +734,8 @@ class Gateway implements ToolGateway {
       // body has started (a retry waiting for its approver will make it); unless the model asked for both at once. A
       // retry asked for before this call whose own call is not journaled yet is waited for, so the index shows it,
       // and the journal has it before this call's refusal.
-      let retrying = plan === undefined ? retriesRunningAs(this.binding.owner, call.action) : undefined;
+      const mayWrite = call.operation?.contract.effect !== ToolEffect.ReadOnly;
+      let retrying = plan === undefined && mayWrite ? retriesRunningAs(this.binding.owner, call.action) : undefined;
       while (retrying !== undefined && retrying.unwritten.length > 0) {
         await Promise.all(retrying.unwritten);
         retrying = retriesRunningAs(this.binding.owner, call.action);
