@@ -668,6 +668,41 @@ function approvingMailer(owner: SessionOwner, holdFirst: boolean) {
   return { approved, gateway, firstAsked, answer };
 }
 
+/**
+ * A non-idempotent `pay` behind a desk that is closed at the first ask; the second ask (the host's retry) waits for
+ * `answer()`, then says `second`; later asks approve. `sent` counts the payments made.
+ */
+async function closedDeskPayer(store: SessionStore, sessionId: string, second: 'approved' | 'unavailable') {
+  const owner = await store.acquire(sessionId, { owner: 'host' });
+  await owner.startTask('t');
+  const sent: unknown[] = [];
+  let asks = 0;
+  let asked = () => {};
+  const retryAsked = new Promise<void>((resolve) => { asked = resolve; });
+  let answer = () => {};
+  const answered = new Promise<void>((resolve) => { answer = resolve; });
+  const desk = async () => {
+    asks += 1;
+    if (asks === 1) return { decision: 'unavailable' as const, code: 'desk_closed', message: 'nobody at the desk' };
+    if (asks === 2) {
+      asked();
+      await answered;
+      return second === 'approved' ? { decision: 'approved' as const } : { decision: 'unavailable' as const, code: 'desk_closed', message: 'closed again' };
+    }
+    return { decision: 'approved' as const };
+  };
+  const pay = {
+    name: 'pay',
+    metadata: new ToolMetadata('Pays', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'pay-v1').withApproval('desk'),
+    async execute(request: { arguments: unknown }) {
+      sent.push(request.arguments);
+      return 'paid';
+    },
+  };
+  const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' }, approvers: { desk } }).bind({ owner, taskId: 't', caller: 'agent' });
+  return { gateway, sent, retryAsked, answer };
+}
+
 forEachStore('the in-doubt guard', (target) => {
   it('no retry of a refused repeat is planned while the write it repeated runs in this process (r89 #2)', async () => {
     const store = await target.fresh().open();
@@ -1028,33 +1063,7 @@ forEachStore('the in-doubt guard', (target) => {
     for (const [second, order, together] of [['approved', 'as listed', false], ['approved', 'as listed', true], ['unavailable', 'as listed', false], ['unavailable', 'reversed', false], ['unavailable', 'reversed', true]] as const) {
       const store = await target.fresh().open();
       try {
-        const owner = await store.acquire('s-wait', { owner: 'host' });
-        await owner.startTask('t');
-        const sent: unknown[] = [];
-        let asks = 0;
-        let asked = () => {};
-        const retryAsked = new Promise<void>((resolve) => { asked = resolve; });
-        let answer = () => {};
-        const answered = new Promise<void>((resolve) => { answer = resolve; });
-        const desk = async () => {
-          asks += 1;
-          if (asks === 1) return { decision: 'unavailable' as const, code: 'desk_closed', message: 'nobody at the desk' };
-          if (asks === 2) {
-            asked();
-            await answered;
-            return second === 'approved' ? { decision: 'approved' as const } : { decision: 'unavailable' as const, code: 'desk_closed', message: 'closed again' };
-          }
-          return { decision: 'approved' as const };
-        };
-        const pay = {
-          name: 'pay',
-          metadata: new ToolMetadata('Pays', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'pay-v1').withApproval('desk'),
-          async execute(request: { arguments: unknown }) {
-            sent.push(request.arguments);
-            return 'paid';
-          },
-        };
-        const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' }, approvers: { desk } }).bind({ owner, taskId: 't', caller: 'agent' });
+        const { gateway, sent, retryAsked, answer } = await closedDeskPayer(store, 's-wait', second);
         const first = await gateway.call('pay', { id: 1 });
         assert.deepEqual([failed(first.result)?.category, first.startedEvent], ['approval_unavailable', null], 'the first attempt never ran');
         const retry = gateway.callWithOptions('pay', { id: 1 }, { retry: prepareToolRetry(await store.loadHistory('s-wait'), first.call.id) });
@@ -1090,32 +1099,7 @@ forEachStore('the in-doubt guard', (target) => {
   it('a retry and an identical new call that one model response asked for side by side are two intents: both run (r104 #1)', async () => {
     const store = await target.fresh().open();
     try {
-      const owner = await store.acquire('s-step', { owner: 'host' });
-      await owner.startTask('t');
-      const sent: unknown[] = [];
-      let asks = 0;
-      let asked = () => {};
-      const retryAsked = new Promise<void>((resolve) => { asked = resolve; });
-      let answer = () => {};
-      const answered = new Promise<void>((resolve) => { answer = resolve; });
-      const desk = async () => {
-        asks += 1;
-        if (asks === 1) return { decision: 'unavailable' as const, code: 'desk_closed', message: 'nobody at the desk' };
-        if (asks === 2) {
-          asked();
-          await answered;
-        }
-        return { decision: 'approved' as const };
-      };
-      const pay = {
-        name: 'pay',
-        metadata: new ToolMetadata('Pays', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'pay-v1').withApproval('desk'),
-        async execute(request: { arguments: unknown }) {
-          sent.push(request.arguments);
-          return 'paid';
-        },
-      };
-      const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' }, approvers: { desk } }).bind({ owner, taskId: 't', caller: 'agent' });
+      const { gateway, sent, retryAsked, answer } = await closedDeskPayer(store, 's-step', 'approved');
       // One model response asked for two identical payments (two of one item); the first met a closed desk.
       const at = (actionIndex: number): ActionContext => ({ decision: { taskId: 't' as TaskId, stepId: 'step-1' }, actionIndex });
       const first = await gateway.callWithOptions('pay', { id: 1 }, { action: at(0) });
