@@ -177,11 +177,12 @@ export async function checkInDoubt(
   call: ToolCall,
   running: ReadonlySet<string>,
   retry?: { readonly related: ReadonlySet<string> },
-  retrying?: ReadonlySet<string>,
+  retriesUnderWay?: () => Promise<ReadonlySet<string>>,
 ): Promise<Failure | null> {
   const op = call.operation;
   if (!op || !owner.findInDoubt) return null;
   if (op.contract.effect === ToolEffect.ReadOnly) return null;
+  const retrying = await retriesUnderWay?.();
   // A retry passes over its own operation's attempts only: a retry of a repeat this guard refused is that repeat
   // made after all, while the identical operation before it is still in doubt (docs/design.md#the-in-doubt-guard).
   const earlier = await owner.findInDoubt({ taskId: op.taskId, tool: call.name, argsDigest: argumentsDigest(call.arguments), running, exceptKey: op.key, ...(retry ? { ownWrite: true, related: retry.related } : {}), ...(retrying?.size ? { retrying } : {}) });

@@ -147,7 +147,6 @@ interface RetryInFlight {
  */
 export interface RetryAsked {
   readonly owner: SessionOwner;
-  written: boolean;
   readonly whenWritten: Promise<void>;
   readonly done: () => void;
 }
@@ -160,14 +159,12 @@ export function askRetry(owner: SessionOwner): RetryAsked {
   const whenWritten = new Promise<void>((r) => { resolve = r; });
   const asked: RetryAsked = {
     owner,
-    written: false,
     whenWritten,
+    // Asked until done: the set holds the retries whose call is not journaled yet, and only those.
     done: () => {
-      if (asked.written) return;
-      asked.written = true;
       const set = retriesAsked.get(owner);
-      set?.delete(asked);
-      if (set?.size === 0) retriesAsked.delete(owner);
+      if (set?.delete(asked) !== true) return;
+      if (set.size === 0) retriesAsked.delete(owner);
       resolve();
     },
   };
@@ -199,17 +196,19 @@ export function callsRunningAs(owner: SessionOwner): ReadonlySet<string> {
  * The retries made from a plan that `owner` itself has in flight: what the in-doubt guard reads as the write of their
  * operation, whether or not their body has started (docs/design.md#the-in-doubt-guard). Not those of the decision
  * step of `besides`: calls one model response asked for side by side are that many intents, whichever is a retry.
+ * A retry asked for whose own call is not journaled yet is waited for first, so the index shows its row, and the
+ * journal holds its call before the refusal of the call asking.
  */
-export function retriesRunningAs(owner: SessionOwner, besides: ActionContext | undefined): { readonly ids: ReadonlySet<string>; readonly unwritten: Promise<void>[] } {
-  const step = stepOf(besides);
-  const calls = inFlight.get(owner);
-  const ids = new Set<string>();
-  if (calls !== undefined) {
-    for (const [callId, { by, retry }] of calls) if (by === owner && retry !== null && (step === null || retry.step !== step)) ids.add(callId);
+export async function retriesUnderWay(owner: SessionOwner, besides: ActionContext | undefined): Promise<ReadonlySet<string>> {
+  for (;;) {
+    const unwritten = [...(retriesAsked.get(owner) ?? [])].filter((asked) => asked.owner === owner).map((asked) => asked.whenWritten);
+    if (unwritten.length === 0) break;
+    await Promise.all(unwritten);
   }
-  const unwritten: Promise<void>[] = [];
-  for (const asked of retriesAsked.get(owner) ?? []) if (asked.owner === owner && !asked.written) unwritten.push(asked.whenWritten);
-  return { ids, unwritten };
+  const step = stepOf(besides);
+  const ids = new Set<string>();
+  for (const [callId, { by, retry }] of inFlight.get(owner) ?? []) if (by === owner && retry !== null && (step === null || retry.step !== step)) ids.add(callId);
+  return ids;
 }
 
 /** Notes that the call of a retry in flight here is journaled, or will never be: the guard beside it reads it now. */
@@ -303,7 +302,6 @@ export function enterCall(owner: SessionOwner, callId: string, retry: RetryAsked
 }
 
 export function leaveCall(owner: SessionOwner, callId: string): void {
-  retryCallWritten(owner, callId);
   const calls = inFlight.get(owner);
   calls?.delete(callId);
   if (calls?.size === 0) inFlight.delete(owner);

@@ -65,13 +65,16 @@ function completionOf(operation: OperationRecord): { readonly seq: number; reado
  * ran or may have). One whose every attempt provably never ran, a repeat refused in its turn say, writes nothing.
  */
 function mayBeRepeated(operation: OperationRecord): boolean {
-  return operation.attempts[0]!.call.operation!.contract.effect !== ToolEffect.ReadOnly && mayExistFrom(operation) !== null;
+  return isWrite(operation) && mayExistFrom(operation) !== null;
 }
 
 /** A write a host retried from a plan: a repeat refused beside that retry under way stands for its write. */
 function retriedFromPlan(operation: OperationRecord): boolean {
-  return operation.attempts[0]!.call.operation!.contract.effect !== ToolEffect.ReadOnly && operation.attempts.some((a, i) => i > 0 && isPlanRetry(a));
+  return isWrite(operation) && operation.attempts.some((a, i) => i > 0 && isPlanRetry(a));
 }
+
+/** Whether the operation's tool may write, by the effect its first attempt recorded (a read-only one makes no write). */
+const isWrite = (operation: OperationRecord): boolean => operation.attempts[0]!.call.operation!.contract.effect !== ToolEffect.ReadOnly;
 
 /** Whether an attempt was denied before its body (a guard, an approver, an operator): its write decided against. */
 const denied = (attempt: AttemptRecord): boolean => {
@@ -301,7 +304,7 @@ export function linkSettledRepeats(history: readonly SessionEvent[], attempts: r
     const writes = identical.get(id) ?? new IdenticalWrites();
     identical.set(id, writes);
     // A read-only operation makes no write: a repeat of one is still decided, by the writes it stood for.
-    const writing = first.operation!.contract.effect !== ToolEffect.ReadOnly;
+    const writing = isWrite(operation);
     const entry: Identical = {
       operation, origin: originOf(operation), repeat: bornRepeat(operation),
       mayExistFrom: writing ? mayExistFrom(operation) : null, completion: writing ? completionOf(operation) : null,
@@ -353,8 +356,9 @@ function linkWaiting(history: readonly SessionEvent[], attempts: readonly Attemp
 /**
  * The identical operations a retry of `record` must not pass unseen, by their latest attempts, none of them settled
  * as made: for a refused repeat, the writes begun before it that may exist (the write it repeated may be made by
- * them) or that a host retried from a plan (it may have been refused beside that retry), and the other repeats (one retried after all makes the same write); for any other call, the repeats of it
- * begun after it (a repeat, retried after all, makes its write). A plan keeps their rows for its commit and its start
+ * them) or that a host retried from a plan (it may have been refused beside that retry), and the other repeats (one
+ * retried after all makes the same write); for any other call, the repeats of it begun after it (a repeat, retried
+ * after all, makes its write). A plan keeps their rows for its commit and its start
  * marker to check they did not move on, and its retry is not passed beside one of them running in this process.
  */
 export function repeatedOpenAttempts(evidence: SessionEvidence, record: AttemptRecord): AttemptRecord[] {

@@ -1,5 +1,5 @@
 import { DecisionError, InvalidInputError, OperationConfirmedError, OperationInDoubtError, StoreConflictError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
-import { ToolEffect, type EventDraft, type SessionEvent, type ToolApprovalRecord, type ToolCall, type ToolEffectContract, type ToolOperation, type ToolResult } from '../event/types.js';
+import type { EventDraft, SessionEvent, ToolApprovalRecord, ToolCall, ToolEffectContract, ToolOperation, ToolResult } from '../event/types.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
 import { contractChangedRefusal } from './contract-changed.js';
@@ -25,7 +25,7 @@ import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema, Tool } from './types.js';
 import { canCommit, commitAs, holdSessionForBody, onOwnerLost, ownerMayBeLost } from '../store/owner-commit.js';
 import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
-import { type AttemptCondition, type RetryAsked, askRetry, attemptCondition, callsRunningAs, enterCall, enterRetry, leaveCall, interruptedOnly, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, retriesRunningAs, retryCallWritten, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
+import { type AttemptCondition, type RetryAsked, askRetry, attemptCondition, callsRunningAs, enterCall, enterRetry, leaveCall, interruptedOnly, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, retriesUnderWay, retryCallWritten, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, frozenOperation, hookView, panicDetail, serializeOutput } from './body-outcome.js';
 
 /** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
@@ -730,17 +730,9 @@ class Gateway implements ToolGateway {
       // plan relates it to (its repeats, or what it repeated), which it could make twice with.
       const repeats = plan !== undefined && planTouchesRepeats(plan);
       const retry = plan === undefined ? undefined : { related: new Set<string>(planRepeatedRows(plan).map((r) => r.callId)) };
-      // A new operation identical to one whose retry runs here is a repeat of that write, whether or not the retry's
-      // body has started (a retry waiting for its approver will make it); unless the model asked for both at once. A
-      // retry asked for before this call whose own call is not journaled yet is waited for, so the index shows it,
-      // and the journal has it before this call's refusal.
-      const mayWrite = call.operation?.contract.effect !== ToolEffect.ReadOnly;
-      let retrying = plan === undefined && mayWrite ? retriesRunningAs(this.binding.owner, call.action) : undefined;
-      while (retrying !== undefined && retrying.unwritten.length > 0) {
-        await Promise.all(retrying.unwritten);
-        retrying = retriesRunningAs(this.binding.owner, call.action);
-      }
-      return await checkInDoubt(this.binding.owner, call, repeats ? NONE_RUNNING : callsRunningAs(this.binding.owner), retry, retrying?.ids);
+      // A new operation identical to one whose retry runs here is a repeat of that write (retriesUnderWay).
+      const retrying = plan === undefined ? () => retriesUnderWay(this.binding.owner, call.action) : undefined;
+      return await checkInDoubt(this.binding.owner, call, repeats ? NONE_RUNNING : callsRunningAs(this.binding.owner), retry, retrying);
     } catch (error) {
       throw new ToolRecordingError('call', call, null, error);
     }
@@ -824,33 +816,26 @@ class Gateway implements ToolGateway {
 
   /** Budget refusals, a stopped task and D4 pass through untouched; any other failure to write is a recording error. */
   private async write(stage: 'call' | 'started' | 'result', call: ToolCall, result: ToolResult | null, request: CommitRequest) {
-    // A retry's call journaled, or refused and never to be: an identical new call waiting at the guard reads it now.
-    if (stage === 'call' && call.operation?.retry != null) {
-      try {
-        return await this.writeWithRetries(stage, call, result, request);
-      } finally {
-        retryCallWritten(this.binding.owner, call.id);
-      }
-    }
-    return this.writeWithRetries(stage, call, result, request);
-  }
-
-  private async writeWithRetries(stage: 'call' | 'started' | 'result', call: ToolCall, result: ToolResult | null, request: CommitRequest) {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await commitAs(this.binding.owner, request);
-      } catch (error) {
-        const code = (error as { code?: string }).code;
-        // A busy store rolled the write back: a result, which the call cannot get again, is written again.
-        if (stage === 'result' && code === 'store_busy' && attempt < RUNTIME_DEFAULTS.resultWriteAttempts) continue;
-        if (error instanceof OperationInDoubtError && runningCalls(this.binding.owner).has(error.callId)) throw stillRunning(error);
-        // A retry's own conditions (attemptCondition): refused as they would be before its plan was taken.
-        if (stage === 'call' && error instanceof ToolRetryError) throw error;
-        if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'history_changed' || code === 'journal_full' || code === 'operation_in_doubt')) {
-          throw error;
+    try {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await commitAs(this.binding.owner, request);
+        } catch (error) {
+          const code = (error as { code?: string }).code;
+          // A busy store rolled the write back: a result, which the call cannot get again, is written again.
+          if (stage === 'result' && code === 'store_busy' && attempt < RUNTIME_DEFAULTS.resultWriteAttempts) continue;
+          if (error instanceof OperationInDoubtError && runningCalls(this.binding.owner).has(error.callId)) throw stillRunning(error);
+          // A retry's own conditions (attemptCondition): refused as they would be before its plan was taken.
+          if (stage === 'call' && error instanceof ToolRetryError) throw error;
+          if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'history_changed' || code === 'journal_full' || code === 'operation_in_doubt')) {
+            throw error;
+          }
+          throw new ToolRecordingError(stage, call, result, error);
         }
-        throw new ToolRecordingError(stage, call, result, error);
       }
+    } finally {
+      // A retry's call journaled, or refused and never to be: an identical new call waiting at the guard reads it now.
+      if (stage === 'call' && call.operation?.retry != null) retryCallWritten(this.binding.owner, call.id);
     }
   }
 }
