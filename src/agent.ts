@@ -16,5 +16,5 @@ export { objectSchema, selectSchemas } from './bridges/schema.js';
 export { ChatModelError, ToolCallFailedError, ToolRuntimeHaltedError, type ChatModelErrorCode, type ToolCallFailure } from './errors.js';
 // Thrown by `callWithOptions` with a caller key whose operation did not complete; exported here, with the runs
 // that key their calls, while the root entry is at its size limit.
-export { AgentRunBusyError, OperationConfirmedError, OperationInDoubtError } from './errors.js';
+export { AgentRunBusyError, OperationConfirmedError, OperationInDoubtError, OperationMadeByIdenticalError } from './errors.js';
 export { IDEMPOTENCY_KEY_HEADER, idempotencyHeaders, jingweiFetch, type IdempotencyKeyed, type JingweiFetchOptions } from './bridges/idempotency-fetch.js';

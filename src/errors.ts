@@ -84,6 +84,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   inbox_unsupported: 'DecisionError',
   operation_in_doubt: 'OperationInDoubtError',
   operation_confirmed: 'OperationConfirmedError',
+  operation_made_by_identical: 'OperationMadeByIdenticalError',
   run_busy: 'AgentRunBusyError',
 } as const);
 
@@ -567,6 +568,30 @@ export class OperationConfirmedError extends JingweiError {
     this.callId = callId;
     this.actor = actor;
     this.evidence = evidence;
+  }
+}
+
+/**
+ * A call with a caller key whose latest attempt the in-doubt guard refused as a repeat of an identical write, and that
+ * write has been made since (its attempt succeeded, or a journaled review says it completed): what the key asked for
+ * is done, by that other call. Nothing is left to recover or retry under the key, and it has no output of its own to
+ * return. Nothing ran and nothing was written.
+ */
+export class OperationMadeByIdenticalError extends JingweiError {
+  declare readonly code: 'operation_made_by_identical';
+  readonly taskId: string;
+  readonly operationKey: string;
+  /** The key's latest attempt, the one refused as a repeat. */
+  readonly callId: string;
+  /** The attempt that made the identical write (its success, or the one a `completed` review confirmed). */
+  readonly madeByCallId: string;
+  constructor(taskId: string, operationKey: string, callId: string, madeByCallId: string) {
+    super('operation_made_by_identical', `operation ${operationKey} of task ${taskId} is completed by an identical call: its attempt ${callId} was refused ` +
+      `as a repeat of an identical write, which attempt ${madeByCallId} has made since; this key has no output of its own to return, and nothing is left to recover or retry`);
+    this.taskId = taskId;
+    this.operationKey = operationKey;
+    this.callId = callId;
+    this.madeByCallId = madeByCallId;
   }
 }
 

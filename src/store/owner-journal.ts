@@ -36,5 +36,13 @@ export function readOwnJournal(owner: SessionOwner, store: Pick<SessionStore, 'l
  * read. For lookups only: whatever is decided on it is written with checks of its own.
  */
 export async function keptOwnJournal(owner: SessionOwner, store: Pick<SessionStore, 'loadHistory'>): Promise<readonly SessionEvent[]> {
-  return readers.get(owner)?.kept() ?? readOwnJournal(owner, store);
+  return (await keptJournalOf(owner)) ?? store.loadHistory(owner.sessionId);
+}
+
+/** keptOwnJournal's read for an owner a store of this package made; null for any other owner (it has no reader). */
+export function keptJournalOf(owner: SessionOwner): Promise<readonly SessionEvent[]> | null {
+  const reader = readers.get(owner);
+  if (reader === undefined) return null;
+  const kept = reader.kept();
+  return kept !== null ? Promise.resolve(kept) : reader.read();
 }

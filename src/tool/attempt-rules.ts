@@ -9,6 +9,8 @@ import type { ApprovalChange, CommitRequest, SessionOwner } from '../store/types
 import { SessionTable } from '../store/owner-commit.js';
 import { planHistorySeq, planOperationCalls, planRepeatedRows, planReviewedWhileBodyOpen, planSourceReviews, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
 import { setNewest } from '../bounded-map.js';
+import { keptJournalOf } from '../store/owner-journal.js';
+import { collectEvidence } from './evidence.js';
 
 /**
  * A retry or a caller key's replay of a tool this runtime does not have (a deploy removed or renamed it). Its default
@@ -344,4 +346,15 @@ export async function unlessDecidedMeanwhile<T>(work: () => Promise<T>): Promise
 export function runningHere(owner: SessionOwner, callId: string): 'in_flight' | 'late_body' | null {
   if (runningCalls(owner).has(callId)) return 'in_flight';
   return bodyStillRuns(owner, callId) ? 'late_body' : null;
+}
+
+/**
+ * For a call the in-doubt guard refused as a repeat: the attempt that has made the identical write since (its success,
+ * or the attempt a `completed` review confirmed), as assessSession reads it (`repeat_of_completed`), from the owner's
+ * journal; null while none has. Null too for an owner a store of this package did not make: its journal is not read here.
+ */
+export async function identicalWriteMade(owner: SessionOwner, callId: string): Promise<string | null> {
+  const journal = keptJournalOf(owner);
+  if (journal === null) return null;
+  return collectEvidence(await journal).calls.get(callId)?.repeatedCompleted?.call.id ?? null;
 }

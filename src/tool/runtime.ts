@@ -1,4 +1,4 @@
-import { DecisionError, InvalidInputError, OperationConfirmedError, OperationInDoubtError, StoreConflictError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
+import { DecisionError, InvalidInputError, OperationConfirmedError, OperationInDoubtError, OperationMadeByIdenticalError, StoreConflictError, ToolConfigError, ToolOverloadedError, ToolPreflightError, ToolRecordingError, ToolRetryError, ToolTurnClosedError } from '../errors.js';
 import type { EventDraft, SessionEvent, ToolApprovalRecord, ToolCall, ToolEffectContract, ToolOperation, ToolResult } from '../event/types.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
 import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecision } from './durable-approval.js';
@@ -25,7 +25,7 @@ import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema, Tool } from './types.js';
 import { canCommit, commitAs, holdSessionForBody, onOwnerLost, ownerMayBeLost } from '../store/owner-commit.js';
 import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
-import { type AttemptCondition, type RetryAsked, askRetry, attemptCondition, callsRunningAs, enterCall, enterRetry, leaveCall, interruptedOnly, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, retriesUnderWay, retryCallWritten, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
+import { type AttemptCondition, type RetryAsked, askRetry, attemptCondition, callsRunningAs, enterCall, enterRetry, identicalWriteMade, leaveCall, interruptedOnly, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, retriesUnderWay, retryCallWritten, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, frozenOperation, hookView, panicDetail, serializeOutput } from './body-outcome.js';
 
 /** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
@@ -326,7 +326,7 @@ class Gateway implements ToolGateway {
       }
       callerKey = checkOperationKey(given.operationKey);
       const recorded = await this.binding.owner.readOperation(this.taskId, callerKey);
-      if (recorded) return this.replay(recorded, name, checked.value, contract, registered !== undefined);
+      if (recorded) return await this.replay(recorded, name, checked.value, contract, registered !== undefined);
     }
     // The action is checked and copied for an attempt (a replay uses none), before a retry's plan is taken.
     const action = checkAction(given.action, this.taskId);
@@ -389,7 +389,7 @@ class Gateway implements ToolGateway {
    * A caller key that already has an attempt: the recorded execution when it completed with this binding; nothing
    * runs, nothing is written, nothing is charged (docs/design.md#caller-keys-and-replay). Never a retry (D5).
    */
-  private replay(recorded: RecordedAttempt, name: string, args: JsonValue, contract: ToolOperation['contract'], registered: boolean): ToolExecution {
+  private async replay(recorded: RecordedAttempt, name: string, args: JsonValue, contract: ToolOperation['contract'], registered: boolean): Promise<ToolExecution> {
     const kind = recorded.callEvent.kind;
     if (kind.type !== 'tool_call') throw new ToolRetryError('invalid_evidence', `the operation row of ${recorded.key} names no tool call`);
     if (!registered) throw notRegistered(name, 'its recorded result was not returned');
@@ -417,8 +417,12 @@ class Gateway implements ToolGateway {
     }
     const result = resultKind.result;
     if (result.outcome.status !== 'succeeded') {
+      const refusedRepeat = result.outcome.category === 'in_doubt';
+      // A refused repeat whose identical write has been made since: done, by that call, as assessSession says.
+      const madeBy = refusedRepeat ? await identicalWriteMade(this.binding.owner, call.id) : null;
+      if (madeBy !== null) throw new OperationMadeByIdenticalError(this.taskId, recorded.key, call.id, madeBy);
       // A refused repeat's write is the identical call's it named: that call is what to settle, not this one.
-      const advice = result.outcome.category === 'in_doubt'
+      const advice = refusedRepeat
         ? 'it was refused as a repeat of an identical call whose write was in doubt: assessSession (or jingwei inspect) says what to do, settle that call while it is open, or retry this one once that write was decided against; once its write is made this one is never retried'
         : undefined;
       throw new OperationInDoubtError(this.taskId, recorded.key, call.id, `it failed (${result.outcome.category}: ${result.outcome.code})`, advice);

@@ -156,6 +156,7 @@ describe('the error catalogue', () => {
       new errors.DecisionError('inbox_unsupported', null, 'x'),
       new errors.OperationInDoubtError('task', 'key', 'call', 'x'),
       new errors.OperationConfirmedError('task', 'key', 'call', 'ops@example.com', 'in the ledger'),
+      new errors.OperationMadeByIdenticalError('task', 'key', 'call', 'other'),
       new errors.AgentRunBusyError('session', 'run'),
     ];
     const sampled = new Set(samples.map((e) => e.constructor.name));

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ToolEffect, type ActionContext, type SessionEvent, type ToolResult } from '../../src/event/types.js';
-import { OperationInDoubtError, RECORDED_FAILURE_CODES, StoreConflictError, ToolRetryError } from '../../src/errors.js';
+import { OperationInDoubtError, OperationMadeByIdenticalError, RECORDED_FAILURE_CODES, StoreConflictError, ToolRetryError } from '../../src/errors.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionOwner, SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
@@ -704,6 +704,42 @@ async function closedDeskPayer(store: SessionStore, sessionId: string, second: '
 }
 
 forEachStore('the in-doubt guard', (target) => {
+  it('a caller key refused as a repeat, once the identical write is made, is operation_made_by_identical naming the call that made it (r106 #2)', async () => {
+    for (const ending of ['reviewed completed', 'retried after a not_executed review'] as const) {
+      const store = await target.fresh().open();
+      try {
+        const { owner, gateway, first, sent, args } = await scenario(store);
+        const keyed = await gateway.callWithOptions('send_mail', args, { operationKey: 'order-1' });
+        assert.equal(failed(keyed.result)?.code, 'tool_in_doubt', ending);
+        // While the write it repeated is in doubt, the key points at that write, to settle.
+        await assert.rejects(gateway.callWithOptions('send_mail', args, { operationKey: 'order-1' }), OperationInDoubtError, ending);
+        const history = await historyWithBodyEnded(store);
+        let madeBy = first.call.id;
+        if (ending === 'reviewed completed') {
+          await recordToolReview(owner, history, first.call.id, { actor: 'ops@example.com', evidence: 'in the mail server log', outcome: 'completed' });
+        } else {
+          const plan = prepareToolRetry(history, first.call.id, { actor: 'ops@example.com', evidence: 'not in the mail server log', outcome: 'not_executed' });
+          const retry = await gateway.callWithOptions('send_mail', args, { retry: plan });
+          assert.equal(retry.result.outcome.status, 'succeeded', ending);
+          madeBy = retry.call.id;
+        }
+        assert.equal(assessSession(await store.loadHistory('mail-session')).calls.find((c) => c.callId === keyed.call.id)?.rule, 'repeat_of_completed', ending);
+        const mails = sent.filter((a) => (a as { subject: string }).subject === 'Your order').length;
+        for (let again = 0; again < 2; again++) {
+          await assert.rejects(gateway.callWithOptions('send_mail', args, { operationKey: 'order-1' }), (error: unknown) => {
+            assert.ok(error instanceof OperationMadeByIdenticalError, `${ending}: ${String(error)}`);
+            assert.deepEqual([error.code, error.callId, error.operationKey, error.madeByCallId], ['operation_made_by_identical', keyed.call.id, 'order-1', madeBy], ending);
+            return true;
+          });
+        }
+        assert.equal(sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, mails, `${ending}: the key runs nothing`);
+        assert.equal(mails, ending === 'reviewed completed' ? 0 : 1, ending);
+      } finally {
+        await store.close();
+      }
+    }
+  });
+
   it('no retry of a refused repeat is planned while the write it repeated runs in this process (r89 #2)', async () => {
     const store = await target.fresh().open();
     try {
