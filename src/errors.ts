@@ -572,22 +572,23 @@ export class OperationConfirmedError extends JingweiError {
 }
 
 /**
- * A call with a caller key whose latest attempt the in-doubt guard refused as a repeat of an identical write, and that
- * write has been made since (its attempt succeeded, or a journaled review says it completed): what the key asked for
- * is done, by that other call. Nothing is left to recover or retry under the key, and it has no output of its own to
- * return. Nothing ran and nothing was written.
+ * A call with a caller key whose latest attempt did not succeed while an identical write has made what it asked for:
+ * the in-doubt guard refused the attempt as a repeat of that write, made since (its attempt succeeded, or a journaled
+ * review says it completed); or the key's write was decided against (a `not_executed` review, its retry denied) and a
+ * repeat of it, retried, has made it. What the key asked for is done, by that other call. Nothing is left to recover
+ * or retry under the key, and it has no output of its own to return. Nothing ran and nothing was written.
  */
 export class OperationMadeByIdenticalError extends JingweiError {
   declare readonly code: 'operation_made_by_identical';
   readonly taskId: string;
   readonly operationKey: string;
-  /** The key's latest attempt, the one refused as a repeat. */
+  /** The key's latest attempt. */
   readonly callId: string;
   /** The attempt that made the identical write (its success, or the one a `completed` review confirmed). */
   readonly madeByCallId: string;
   constructor(taskId: string, operationKey: string, callId: string, madeByCallId: string) {
-    super('operation_made_by_identical', `operation ${operationKey} of task ${taskId} is completed by an identical call: its attempt ${callId} was refused ` +
-      `as a repeat of an identical write, which attempt ${madeByCallId} has made since; this key has no output of its own to return, and nothing is left to recover or retry`);
+    super('operation_made_by_identical', `operation ${operationKey} of task ${taskId} is completed by an identical call: attempt ${madeByCallId} has made ` +
+      `the write its latest attempt ${callId} did not; this key has no output of its own to return, and nothing is left to recover or retry`);
     this.taskId = taskId;
     this.operationKey = operationKey;
     this.callId = callId;

@@ -348,13 +348,25 @@ export function runningHere(owner: SessionOwner, callId: string): 'in_flight' | 
   return bodyStillRuns(owner, callId) ? 'late_body' : null;
 }
 
+/** What an identical write says of a caller key's latest attempt that did not succeed (identicalWriteOf). */
+export interface IdenticalWriteStanding {
+  /** The attempt that made the write the key's operation asked for: its repeat's retry, or the write it repeated. */
+  readonly madeBy: string | null;
+  /** For a refused repeat whose identical write is not made: the latest attempt of that write, to settle first. */
+  readonly toSettle: string | null;
+}
+
 /**
- * For a call the in-doubt guard refused as a repeat: the attempt that has made the identical write since (its success,
- * or the attempt a `completed` review confirmed), as assessSession reads it (`repeat_of_completed`), from the owner's
- * journal; null while none has. Null too for an owner a store of this package did not make: its journal is not read here.
+ * The standing of `callId`, a caller key's latest attempt that did not succeed, beside identical writes, as
+ * assessSession reads it from the owner's journal: made by one (`repeat_of_completed`: it was refused as a repeat of
+ * a write made since; `made_by_repeat`: its write, decided against, was made by a repeat's retry), or waiting on one.
+ * Null for an owner a store of this package did not make: its journal is not read here.
  */
-export async function identicalWriteMade(owner: SessionOwner, callId: string): Promise<string | null> {
+export async function identicalWriteOf(owner: SessionOwner, callId: string): Promise<IdenticalWriteStanding | null> {
   const journal = keptJournalOf(owner);
   if (journal === null) return null;
-  return collectEvidence(await journal).calls.get(callId)?.repeatedCompleted?.call.id ?? null;
+  const record = collectEvidence(await journal).calls.get(callId);
+  const madeBy = record?.repeatedCompleted ?? record?.madeByRepeat;
+  const toSettle = record?.waitsOn ?? record?.repeatedOpen;
+  return { madeBy: madeBy?.call.id ?? null, toSettle: toSettle?.call.id ?? null };
 }

@@ -25,7 +25,7 @@ import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema, Tool } from './types.js';
 import { canCommit, commitAs, holdSessionForBody, onOwnerLost, ownerMayBeLost } from '../store/owner-commit.js';
 import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
-import { type AttemptCondition, type RetryAsked, askRetry, attemptCondition, callsRunningAs, enterCall, enterRetry, identicalWriteMade, leaveCall, interruptedOnly, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, retriesUnderWay, retryCallWritten, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
+import { type AttemptCondition, type RetryAsked, askRetry, attemptCondition, callsRunningAs, enterCall, enterRetry, identicalWriteOf, leaveCall, interruptedOnly, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, retriesUnderWay, retryCallWritten, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, frozenOperation, hookView, panicDetail, serializeOutput } from './body-outcome.js';
 
 /** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
@@ -417,13 +417,13 @@ class Gateway implements ToolGateway {
     }
     const result = resultKind.result;
     if (result.outcome.status !== 'succeeded') {
-      const refusedRepeat = result.outcome.category === 'in_doubt';
-      // A refused repeat whose identical write has been made since: done, by that call, as assessSession says.
-      const madeBy = refusedRepeat ? await identicalWriteMade(this.binding.owner, call.id) : null;
-      if (madeBy !== null) throw new OperationMadeByIdenticalError(this.taskId, recorded.key, call.id, madeBy);
+      // Made by an identical write since (the one it repeated, or a repeat's retry of it): done, as assessSession says.
+      const identical = await identicalWriteOf(this.binding.owner, call.id);
+      if (identical?.madeBy != null) throw new OperationMadeByIdenticalError(this.taskId, recorded.key, call.id, identical.madeBy);
       // A refused repeat's write is the identical call's it named: that call is what to settle, not this one.
-      const advice = refusedRepeat
-        ? 'it was refused as a repeat of an identical call whose write was in doubt: assessSession (or jingwei inspect) says what to do, settle that call while it is open, or retry this one once that write was decided against; once its write is made this one is never retried'
+      const toSettle = identical?.toSettle != null ? ` (${identical.toSettle})` : '';
+      const advice = result.outcome.category === 'in_doubt'
+        ? `it was refused as a repeat of an identical call whose write was in doubt: assessSession (or jingwei inspect) says what to do, settle that call${toSettle} while it is open, or retry this one once that write was decided against; once its write is made this one is never retried`
         : undefined;
       throw new OperationInDoubtError(this.taskId, recorded.key, call.id, `it failed (${result.outcome.category}: ${result.outcome.code})`, advice);
     }

@@ -512,14 +512,14 @@ describe('the in-doubt guard on memory', () => {
     assert.equal(sent.filter((a) => (a as { subject: string }).subject === 'Your order').length, 0, 'the first mail, confirmed sent, is not sent again');
   });
 
-  it('a caller key whose call was refused as a repeat points at the call to settle, not at itself', async () => {
+  it('a caller key whose call was refused as a repeat points at the call to settle, by its id, not at itself (r107 #2)', async () => {
     const store = createMemoryStore();
-    const { gateway, args } = await scenario(store);
+    const { gateway, first, args } = await scenario(store);
     const keyed = await gateway.callWithOptions('send_mail', args, { operationKey: 'order-1' });
     assert.equal(failed(keyed.result)?.code, 'tool_in_doubt');
     await assert.rejects(gateway.callWithOptions('send_mail', args, { operationKey: 'order-1' }), (error: unknown) =>
       error instanceof OperationInDoubtError && error.callId === keyed.call.id &&
-      error.message.includes('refused as a repeat of an identical call whose write was in doubt: assessSession (or jingwei inspect) says what to do, settle that call while it is open') &&
+      error.message.includes(`refused as a repeat of an identical call whose write was in doubt: assessSession (or jingwei inspect) says what to do, settle that call (${first.call.id}) while it is open`) &&
       !error.message.includes('recover that call explicitly'));
   });
 
@@ -704,6 +704,40 @@ async function closedDeskPayer(store: SessionStore, sessionId: string, second: '
 }
 
 forEachStore('the in-doubt guard', (target) => {
+  it("a caller key whose write, decided against, a repeat's retry has made since is operation_made_by_identical too (r107 #1)", async () => {
+    const store = await target.fresh().open();
+    try {
+      const owner = await store.acquire('mail-session', { owner: 'host' });
+      await owner.startTask('mail-task');
+      const caller = new AbortController();
+      const mode = { hang: true, giveUp: () => caller.abort() };
+      const { tool, sent } = mailer(mode);
+      const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 'mail-task', caller: 'agent' });
+      const args = { to: 'ana@example.com', subject: 'Your order' };
+      const first = await gateway.callWithOptions('send_mail', args, { signal: caller.signal, operationKey: 'order-1' });
+      assert.equal(failed(first.result)?.category, 'cancelled');
+      mode.hang = false;
+      const repeat = await gateway.callWithOptions('send_mail', args, { operationKey: 'order-1-again' });
+      assert.equal(failed(repeat.result)?.code, 'tool_in_doubt');
+      const denied = await reviewedThenDenied(store, owner, first.call.id, args);
+      // Decided against and not made: the key's latest attempt is the denied retry, to recover.
+      await assert.rejects(gateway.callWithOptions('send_mail', args, { operationKey: 'order-1' }), (error: unknown) =>
+        error instanceof OperationInDoubtError && error.callId === denied.call.id);
+      const made = await gateway.callWithOptions('send_mail', args, { retry: prepareToolRetry(await store.loadHistory('mail-session'), repeat.call.id) });
+      assert.equal(made.result.outcome.status, 'succeeded');
+      assert.equal(assessSession(await store.loadHistory('mail-session')).calls.find((c) => c.callId === denied.call.id)?.rule, 'made_by_repeat');
+      await assert.rejects(gateway.callWithOptions('send_mail', args, { operationKey: 'order-1' }), (error: unknown) => {
+        assert.ok(error instanceof OperationMadeByIdenticalError, String(error));
+        assert.deepEqual([error.callId, error.operationKey, error.madeByCallId], [denied.call.id, 'order-1', made.call.id]);
+        return true;
+      });
+      assert.equal((await gateway.callWithOptions('send_mail', args, { operationKey: 'order-1-again' })).replayed, true, "the repeat's key replays the write its retry made");
+      assert.equal(sent.length, 1, 'one mail');
+    } finally {
+      await store.close();
+    }
+  });
+
   it('a caller key refused as a repeat, once the identical write is made, is operation_made_by_identical naming the call that made it (r106 #2)', async () => {
     for (const ending of ['reviewed completed', 'retried after a not_executed review'] as const) {
       const store = await target.fresh().open();
