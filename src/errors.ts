@@ -79,6 +79,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   decision_stale: 'DecisionError',
   call_in_flight: 'DecisionError',
   decision_binding_changed: 'DecisionError',
+  decision_identical: 'DecisionError',
   decision_wait_timeout: 'DecisionError',
   decision_wait_aborted: 'DecisionError',
   inbox_unsupported: 'DecisionError',
@@ -729,6 +730,7 @@ export type DecisionErrorCode =
   | 'decision_stale'
   | 'call_in_flight'
   | 'decision_binding_changed'
+  | 'decision_identical'
   | 'decision_wait_timeout'
   | 'decision_wait_aborted'
   | 'inbox_unsupported';
@@ -737,7 +739,8 @@ export type DecisionErrorCode =
  * The decision inbox refused something, and wrote nothing: an unknown request (`decision_not_found`), a request
  * already decided, used or superseded by a newer attempt (`decision_stale`), a review of a call that may
  * still be running (`call_in_flight`), a decision offered to an attempt with
- * another binding (`decision_binding_changed`), a wait that ran out or was aborted, or a backend without an inbox.
+ * another binding (`decision_binding_changed`), an approval of a call identical to one already approved in the same
+ * session (`decision_identical`), a wait that ran out or was aborted, or a backend without an inbox.
  */
 export class DecisionError extends JingweiError {
   readonly decisionId: string | null;

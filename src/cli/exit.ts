@@ -49,6 +49,7 @@ const FINDING_CODES = new Set([
   'decision_stale',
   'call_in_flight',
   'decision_binding_changed',
+  'decision_identical',
 ]);
 
 const USAGE_CODES = new Set(['invalid_input', 'decision_not_found']);

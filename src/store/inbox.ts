@@ -59,6 +59,12 @@ export function inboxActor(value: unknown): string {
 export interface ApprovalDecisionInput {
   readonly actor: string;
   readonly reason?: string;
+  /**
+   * Approve although an operator already approved an identical call in the same session (same task, tool and
+   * arguments, another operation): a second identical write is meant. Without it such an approval is refused
+   * (DecisionError `decision_identical`). Ignored by `deny`.
+   */
+  readonly allowIdentical?: boolean;
 }
 
 /** An operator's review of a call, for the owner to journal. */
@@ -167,10 +173,15 @@ export class DecisionInbox {
     return this.decide(requestId, 'denied', input);
   }
 
-  private decide(requestId: string, decision: 'approved' | 'denied', input: ApprovalDecisionInput): Promise<DecisionRow> {
+  private async decide(requestId: string, decision: 'approved' | 'denied', input: ApprovalDecisionInput): Promise<DecisionRow> {
     const id = checkId<string>('requestId', requestId);
     const actor = inboxActor(input?.actor);
     const reason = inboxText('reason', input?.reason, true);
+    const allowIdentical: unknown = input?.allowIdentical;
+    if (allowIdentical !== undefined && typeof allowIdentical !== 'boolean') {
+      throw new InvalidInputError('allowIdentical', `must be a boolean, got ${describeValue(allowIdentical)}`);
+    }
+    if (decision === 'approved' && allowIdentical !== true) await this.refuseIdenticalApproved(id);
     const at = new Date().toISOString();
     return this.inbox.transactDecision(id, (row) => {
       if (row?.kind !== 'approval') {
@@ -187,6 +198,33 @@ export class DecisionInbox {
       const write: DecisionRow = { ...row, state: 'decided', decision, actor, reason, decidedAt: at };
       return { write, result: write };
     });
+  }
+
+  /**
+   * Refuses to approve an open request when an operator already approved an identical call in its session (same
+   * task, tool and arguments, another operation), whether that approval was used or still waits: a model that asked
+   * again while its first call waited for a person left two requests for one write (docs/design.md#identical-approvals).
+   * Any other state of the request is left to the decision's own transaction to refuse.
+   */
+  private async refuseIdenticalApproved(id: string): Promise<void> {
+    const row = await this.get(id);
+    const binding = row?.kind === 'approval' && row.state === 'open' ? row.binding : null;
+    if (row === undefined || binding === null) return;
+    let after: string | undefined;
+    for (;;) {
+      const rows = await this.inbox.listDecisions({ sessionId: row.sessionId, kind: 'approval', states: ['decided', 'consumed'], ...(after !== undefined ? { after } : {}), limit: 1000 });
+      const twin = rows.find((r) => r.decision === 'approved' && r.binding !== null && r.binding.key !== binding.key &&
+        r.binding.taskId === binding.taskId && r.binding.tool === binding.tool && r.binding.argumentsDigest === binding.argumentsDigest);
+      if (twin !== undefined) {
+        throw new DecisionError('decision_identical', id,
+          `approval request ${id} (call ${row.callId}) asks for a call identical to one already approved in session ${row.sessionId}: ${twin.id} ` +
+            `(call ${twin.callId}, approved by ${twin.actor ?? 'an operator'}, ${twin.state === 'consumed' ? 'used' : 'not used yet'}), the same tool and arguments under another operation. ` +
+            'Approving this one too makes the write a second time. Deny it if it repeats that call (a model that asked again while the first waited); ' +
+            'approve it with allowIdentical (jingwei approve --allow-identical) only if a second identical write is meant. Nothing was recorded');
+      }
+      if (rows.length < 1000) return;
+      after = rows[rows.length - 1]!.id;
+    }
   }
 
   /** Records a review of a call of a session, for its owner to journal; the call must be in that session's journal. */

@@ -55,6 +55,34 @@ describe('jingwei approve, deny and review', () => {
     await store.close();
   });
 
+  it('approve refuses a request identical to one already approved in its session (exit 1, nothing written); --allow-identical approves it (r106 #3)', async () => {
+    const path = tempDbPath(dir, 'identical');
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('s-1', { owner: 'host' });
+    await owner.startTask('t');
+    const gateway = createToolRuntime({
+      tools: [{ name: 'pay', metadata: new ToolMetadata('pay', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'paid' }],
+      grants: { agent: '*' },
+      approvers: { ops: async () => ({ decision: 'pending' as const }) },
+    }).bind({ owner, taskId: 't', caller: 'agent' });
+    const first = (await gateway.call('pay', { to: 'ann' })).result.approval!.requestId;
+    const repeat = (await gateway.call('pay', { to: 'ann' })).result.approval!.requestId;
+    await store.close();
+    assert.equal(cli(['approve', path, first, '--actor', 'alice']).code, 0);
+    const refused = cli(['approve', path, repeat, '--actor', 'bob']);
+    assert.equal(refused.code, 1, refused.stderr);
+    assert.match(refused.stderr, new RegExp(`decision_identical: approval request ${repeat} .*already approved in session s-1: ${first}`));
+    assert.match(refused.stderr, /--allow-identical/);
+    const reopened = openSqliteStore(path);
+    assert.equal((await decisionInbox(reopened).get(repeat))?.state, 'open', 'nothing was written');
+    await reopened.close();
+    const meant = cli(['approve', path, repeat, '--actor', 'bob', '--allow-identical']);
+    assert.equal(meant.code, 0, meant.stderr);
+    assert.match(meant.stdout, /^Approved approval_/);
+    assert.match(cli(['approve', '--help']).stdout, /--allow-identical/);
+    assert.doesNotMatch(cli(['deny', '--help']).stdout, /--allow-identical/);
+  });
+
   it('usage errors exit 2: no actor, an unknown request, a bad outcome, a call not in the session, an actor name the library reserves', async () => {
     const { path, requestId, ranCallId } = await journal();
     assert.equal(cli(['approve', path, requestId]).code, 2);

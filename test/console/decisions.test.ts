@@ -78,6 +78,7 @@ describe('jingwei console forms and what it says after them', () => {
   const dir = tempDir('jingwei-console-decisions-');
   const db = tempDbPath(dir, 'decisions');
   const requests: { session: string; requestId: string; callId: string }[] = [];
+  const twice: { session: string; requestId: string; callId: string }[] = [];
   let failedCall = '';
   let doubtCall = '';
   let lateCall = '';
@@ -105,6 +106,15 @@ describe('jingwei console forms and what it says after them', () => {
         if (session === 'refunds-forms') failedCall = (await gateway.call('lookup', { q: 1 })).result.callId;
         await owner.release();
       }
+      // A model that asked for the same refund again while the first waited: two requests for one write.
+      const owner = await store.acquire('refunds-twice', { owner: 'host-d' });
+      await owner.startTask('t');
+      const gateway = runtime.bind({ owner, taskId: 't', caller: 'agent' });
+      for (let i = 0; i < 2; i++) {
+        const outcome = await gateway.call('refund', { order: 'twice', amount: 740 });
+        twice.push({ session: 'refunds-twice', requestId: outcome.result.approval!.requestId, callId: outcome.result.callId });
+      }
+      await owner.release();
     } finally {
       await store.close();
     }
@@ -307,6 +317,22 @@ describe('jingwei console forms and what it says after them', () => {
     } finally {
       await store.close();
     }
+  });
+
+  it('approving a request identical to one approved is refused, saying which and how to mean it; the box approves it (r106 #3)', async () => {
+    const decide = async (at: { session: string; requestId: string; callId: string }, extra: Record<string, string> = {}) => {
+      const page = await http(c.port, 'GET', c.path(`/session/${at.session}/call/${at.callId}`), { cookie });
+      assert.match(page.body, /<input type="checkbox" name="allow-identical" value="yes"> A second identical write is meant/);
+      return http(c.port, 'POST', c.path(`/approval/${at.requestId}`), { cookie, form: { csrf: hidden(page.body, 'csrf'), decision: 'approve', ...extra } });
+    };
+    assert.equal((await decide(twice[0]!)).status, 200);
+    const refused = await decide(twice[1]!);
+    assert.equal(refused.status, 409);
+    assert.match(said(refused), new RegExp(`^Refused: approval request ${twice[1]!.requestId} \\(call ${twice[1]!.callId}\\) asks for a call identical to one already approved in session refunds-twice: ${twice[0]!.requestId}`));
+    assert.match(said(refused), /approve it with the box "a second identical write is meant" ticked only if a second identical write is meant\. Nothing was recorded\.$/);
+    const meant = await decide(twice[1]!, { 'allow-identical': 'yes' });
+    assert.equal(meant.status, 200, said(meant));
+    assert.match(said(meant), new RegExp(`^Approved ${twice[1]!.requestId} as bob`));
   });
 
   it('a write the store refuses is reported as a failed write', async () => {

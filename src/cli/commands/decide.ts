@@ -15,6 +15,10 @@ import { withStore } from '../session.js';
 const DECISION_EXIT_CODES = `This command exits 1 when the request was already decided, used, or superseded by a newer attempt (nothing
 is written), and 2 when there is no such request or call.`;
 
+const APPROVE_EXIT_CODES = `This command exits 1 when the request was already decided, used, or superseded by a newer attempt, or when an
+identical call was already approved in its session and --allow-identical is not given (nothing is written), and 2
+when there is no such request.`;
+
 function requiredText(command: string, name: string, value: string | boolean | undefined): string {
   if (typeof value !== 'string' || value.trim() === '') throw new UsageError(`jingwei ${command}: --${name} is required`, `Run 'jingwei ${command} --help' for usage.`);
   return value;
@@ -55,27 +59,36 @@ const DECIDE_OPTIONS = {
   json: { type: 'boolean', help: 'print the recorded decision as one JSON line' },
 } as const;
 
+const APPROVE_OPTIONS = {
+  ...DECIDE_OPTIONS,
+  'allow-identical': { type: 'boolean', help: 'approve although an identical call (same task, tool and arguments) was already approved in the session: a second identical write is meant' },
+} as const;
+
 function approvalCommand(name: 'approve' | 'deny'): Command {
   const verb = name === 'approve' ? 'approves' : 'denies';
   return {
     name,
     summary: `${name} an approval request left by a call whose approver answered pending`,
     arguments: [STORE_ARGUMENT, { name: 'request', required: true, help: 'the approval request id (approval_…)' }],
-    options: DECIDE_OPTIONS,
+    options: name === 'approve' ? APPROVE_OPTIONS : DECIDE_OPTIONS,
     description: `
 ${name === 'approve' ? 'Approves' : 'Denies'} an open approval request in the store's decision inbox, without taking the session over.
 A request takes one decision: one already decided, used, or superseded by a newer attempt is refused and nothing
 is written. The session's host uses the decision once, on the next attempt of the same operation with the same
 tool, contract revision and arguments, and journals it with the actor; ${name === 'approve' ? 'the call then runs' : 'the call is then recorded as approval_denied'}.
-This command ${verb} the request only; it never runs a tool.`,
-    exitCodes: DECISION_EXIT_CODES,
+This command ${verb} the request only; it never runs a tool.${name === 'approve' ? `
+
+A model told that its call waits for a person may ask for the same call again, leaving a second request for the
+same write under another operation. Once an operator approved one of them, approving the other is refused (nothing
+is written), naming the approved one: deny it, or give --allow-identical when a second identical write is meant.` : ''}`,
+    exitCodes: name === 'approve' ? APPROVE_EXIT_CODES : DECISION_EXIT_CODES,
     examples: [`jingwei ${name} journal.db approval_0190… --actor alice --reason "${name === 'approve' ? 'checked the recipient' : 'wrong recipient'}"`],
     async run(ctx) {
       const actor = requiredText(name, 'actor', ctx.options.actor);
       const reason = optionalText(ctx.options.reason);
       return withStore(ctx.args.store!, async (store) => {
         const inbox = decisionInbox(store);
-        const input = { actor, ...(reason !== undefined ? { reason } : {}) };
+        const input = { actor, ...(reason !== undefined ? { reason } : {}), ...(ctx.options['allow-identical'] === true ? { allowIdentical: true } : {}) };
         const row = name === 'approve' ? await inbox.approve(ctx.args.request!, input) : await inbox.deny(ctx.args.request!, input);
         return report(ctx, row, name === 'approve' ? 'Approved' : 'Denied');
       });

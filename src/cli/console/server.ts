@@ -292,9 +292,13 @@ class Console {
     let decided;
     try {
       const input = { actor, ...(reason !== '' ? { reason } : {}) };
-      decided = decision === 'approve' ? await inbox.approve(requestId, input) : await inbox.deny(requestId, input);
+      const identical = form.get('allow-identical') === 'yes';
+      decided = decision === 'approve' ? await inbox.approve(requestId, { ...input, ...(identical ? { allowIdentical: true } : {}) }) : await inbox.deny(requestId, input);
     } catch (error) {
       if (error instanceof InvalidInputError) return back(400, { kind: 'error', text: `Nothing was recorded: ${error.message}` });
+      if (error instanceof DecisionError && error.code === 'decision_identical') {
+        return back(409, { kind: 'error', text: `Refused: ${error.message.replace('allowIdentical (jingwei approve --allow-identical)', 'the box "a second identical write is meant" ticked')}.` });
+      }
       if (error instanceof DecisionError) return back(error.code === 'decision_not_found' ? 404 : 409, { kind: 'error', text: `Refused, nothing was recorded: the decision is stale: ${error.message}.` });
       return this.writeFailed(res, row.sessionId, row.callId, error);
     }

@@ -194,6 +194,7 @@ function decisionForms(
     parts.push(`<form class="card" method="post" action="${h(`${ctx.base}/approval/${seg(d.approval.id)}`)}" id="approval-form">
 ${csrf}<p>Approval request <span class="mono">${h(d.approval.id)}</span>, waiting since ${h(timeText(d.approval.createdAt))}${d.approval.note ? `; the approver's note: ${h(d.approval.note)}` : ''}. The host uses the decision once, on the next attempt with the same tool, revision and arguments.</p>
 <label for="a-reason">Reason (recorded with the decision)</label>${textarea('a-reason', 'reason', d.form.reason)}
+<p><label><input type="checkbox" name="allow-identical" value="yes"> A second identical write is meant: approve even if an identical call (same tool and arguments) was already approved in this session</label></p>
 <p><button type="submit" name="decision" value="approve">Approve</button> <button class="danger" type="submit" name="decision" value="deny">Deny</button></p></form>`);
   }
   if (d.refusal === null) {
