@@ -203,9 +203,15 @@ export class SessionBusyError extends JingweiError {
   readonly epoch: number;
   /** When the holder's lease runs out (ms since the Unix epoch, the store's clock); null when no lease is recorded. */
   readonly leaseExpiresAt: number | null;
-  /** `requestedBy`: the owner name the refused acquire gave, when known. */
-  constructor(sessionId: string, holder: string, epoch: number, leaseExpiresAt: number | null = null, requestedBy?: string) {
-    const lease = leaseExpiresAt === null ? '' : `; its lease runs until ${new Date(leaseExpiresAt).toISOString()}`;
+  /**
+   * `requestedBy`: the owner name the refused acquire gave, when known. `leaseRanOut`: the store's clock is past the
+   * lease (an acquire without `takeover` is refused all the same), so the message says how to take the session over.
+   */
+  constructor(sessionId: string, holder: string, epoch: number, leaseExpiresAt: number | null = null, requestedBy?: string, leaseRanOut = false) {
+    const at = leaseExpiresAt === null ? '' : new Date(leaseExpiresAt).toISOString();
+    const lease = leaseExpiresAt === null ? ''
+      : leaseRanOut ? `; its lease ran out at ${at} (a holder that stopped without releasing it): acquire with takeover 'expired' to take the session over`
+        : `; its lease runs until ${at}`;
     // The acquire's own name: an owner this process has not released, another process using the name, or an earlier
     // acquire whose commit landed and whose answer was lost.
     const same = requestedBy === holder
@@ -469,15 +475,27 @@ const MARKER_MAY_HAVE_LANDED =
   '. The body was not called. If the commit landed all the same (its answer lost on the way back), the journal reads the call as started, in doubt until a person reviews it; this host journals that its body was not called at its next write or heartbeat';
 
 /**
+ * The recorded code of an attempt interrupted after its start marker and before its body was called: the body never
+ * ran (tool/retry-policy.ts says how recovery reads it). Internal: no entry point exports it.
+ */
+export const STOPPED_BEFORE_BODY = 'tool_stopped_before_body' satisfies RecordedFailureCode;
+const BODY_NOT_CALLED =
+  '. The body was not called: this host lost its hold on the session after the start marker and before the body. The journal reads the call as started, in doubt until a person reviews it; a review may record not_executed on this evidence';
+
+/**
  * Evidence could not be written (the owner was fenced, or storage failed). `stage` says which write; at stage
- * `call` nothing ran; at `started` the body never ran; at `result` the body ran and its outcome is in `result`.
+ * `call` nothing ran; at `started` the body never ran; at `result` the outcome is in `result`: the body ran, unless
+ * that result says it was never called (`tool_stopped_before_body`: the host lost its hold on the session between
+ * the start marker and the body).
  */
 export class ToolRecordingError extends JingweiError {
   readonly stage: 'call' | 'started' | 'result';
   readonly call: ToolCall;
   readonly result: ToolResult | null;
   constructor(stage: 'call' | 'started' | 'result', call: ToolCall, result: ToolResult | null, cause: unknown, markerMayHaveLanded = false) {
-    super('recording_failed', `could not record the ${stage} of ${call.name} (${call.id}): ${String((cause as Error)?.message ?? cause)}${markerMayHaveLanded ? MARKER_MAY_HAVE_LANDED : ''}`, { cause });
+    const what = stage === 'started' ? 'start marker' : stage;
+    const notCalled = stage === 'result' && result?.outcome.status === 'failed' && result.outcome.code === STOPPED_BEFORE_BODY ? BODY_NOT_CALLED : '';
+    super('recording_failed', `could not record the ${what} of ${call.name} (${call.id}): ${String((cause as Error)?.message ?? cause)}${markerMayHaveLanded ? MARKER_MAY_HAVE_LANDED : notCalled}`, { cause });
     this.stage = stage;
     this.call = call;
     this.result = result;

@@ -63,7 +63,7 @@ export function decideAcquire(sessionId: SessionId, owner: string, takeover: Tak
     }
     const expiredMayGo = (takeover === 'expired' || takeover === 'abandoned') && current !== undefined && leaseExpired(current, now);
     if (current?.held && takeover !== true && !expiredMayGo) {
-      throw new SessionBusyError(sessionId, current.owner ?? '?', current.epoch, current.leaseExpiresAt ?? null, owner);
+      throw new SessionBusyError(sessionId, current.owner ?? '?', current.epoch, current.leaseExpiresAt ?? null, owner, leaseExpired(current, now));
     }
     // No owner row, yet events of the session (an owner row deleted by hand, a partial restore): a new row at epoch 1
     // would sit under a journal it does not head, and every write would fail on a key the events already hold.

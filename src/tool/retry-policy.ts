@@ -19,7 +19,7 @@ import {
   type ToolResult,
   type ToolReviewOutcome,
 } from '../event/types.js';
-import { ToolRetryError, type RecordedFailureCode, type ToolRetryErrorCode } from '../errors.js';
+import { STOPPED_BEFORE_BODY, ToolRetryError, type ToolRetryErrorCode } from '../errors.js';
 
 /**
  * The pre-body categories that decide against a call (a guard's or an approver's denial), rather than fail to make
@@ -46,11 +46,12 @@ export type ToolRecoveryStatus = (typeof ToolRecoveryStatus)[keyof typeof ToolRe
 export type ResultClass = 'none' | 'succeeded' | 'pre_body' | 'interrupted' | 'not_called' | 'body';
 
 /**
- * The code the runtime records for an interrupt that came after the start marker was written and before the body
- * was called (a deadline or a cancellation during the marker's commit): the body never ran. Only the runtime writes
- * a tool result, so the journal can be taken at its word.
+ * STOPPED_BEFORE_BODY (defined beside the recorded codes, which ToolRecordingError's message reads it with): the code
+ * the runtime records for an interrupt that came after the start marker was written and before the body was called
+ * (a deadline or a cancellation during the marker's commit): the body never ran. Only the runtime writes a tool
+ * result, so the journal can be taken at its word.
  */
-export const STOPPED_BEFORE_BODY = 'tool_stopped_before_body' satisfies RecordedFailureCode;
+export { STOPPED_BEFORE_BODY };
 
 const INTERRUPT_CATEGORIES: ReadonlySet<ToolFailureCategory> = new Set<ToolFailureCategory>(['timeout', 'cancelled', 'budget']);
 

@@ -10,7 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
 import * as errors from '../../src/errors.js';
 import { JINGWEI_ERROR_CODES, JingweiError, RECORDED_FAILURE_CODES, ToolBodyError } from '../../src/errors.js';
-import { TOOL_FAILURE_CATEGORIES } from '../../src/event/types.js';
+import { TOOL_FAILURE_CATEGORIES, type ToolResult } from '../../src/event/types.js';
+import type { CallId } from '../../src/ids.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8')) as { name: string; exports: Record<string, unknown> };
@@ -176,5 +177,24 @@ describe('the error catalogue', () => {
       'Tool "t" started, but its result could not be recorded (recording_failed): it may have taken effect; check before doing it again. Do not call tools again.');
     assert.equal(new errors.ToolRuntimeHaltedError('t', new Error('metrics backend unreachable'), 'succeeded').message,
       'The call of tool "t" was recorded (succeeded), but the host failed to handle its outcome (runtime_error). Do not call tools again.');
+  });
+
+  it('a recording failure names the write it lost in words, and says when the body was never called (r108 F2, F6)', () => {
+    const call = { id: 'toolcall_1', name: 'pay', arguments: {} } as errors.ToolRecordingError['call'];
+    const fenced = new Error('owner of session s at epoch 1 is stale: fenced by epoch 2');
+    assert.match(new errors.ToolRecordingError('started', call, null, fenced).message, /^could not record the start marker of pay \(toolcall_1\): owner of session/);
+    const stopped: ToolResult = { callId: 'toolcall_1' as CallId, outcome: { status: 'failed', category: 'cancelled', code: 'tool_stopped_before_body', message: 'lost its hold', retryable: false } };
+    const lost = new errors.ToolRecordingError('result', call, stopped, fenced).message;
+    assert.match(lost, /^could not record the result of pay \(toolcall_1\): owner of session s at epoch 1 is stale: fenced by epoch 2\. The body was not called: /);
+    assert.match(lost, /a review may record not_executed on this evidence$/);
+    const ran: ToolResult = { callId: 'toolcall_1' as CallId, outcome: { status: 'failed', category: 'cancelled', code: 'tool_cancelled', message: 'cancelled', retryable: false } };
+    assert.doesNotMatch(new errors.ToolRecordingError('result', call, ran, fenced).message, /not called/, 'a body that was called is not said not to be');
+  });
+
+  it('an acquire refused by a holder whose lease ran out says so, and how to take the session over (r108 F4)', () => {
+    const at = Date.parse('2026-12-07T03:46:05.814Z');
+    assert.match(new errors.SessionBusyError('s1', 'host-1', 1, at, 'host-2', true).message,
+      /^session s1 is held by host-1 \(epoch 1\); its lease ran out at 2026-12-07T03:46:05\.814Z \(a holder that stopped without releasing it\): acquire with takeover 'expired' to take the session over$/);
+    assert.equal(new errors.SessionBusyError('s1', 'host-1', 1, at, 'host-2').message, 'session s1 is held by host-1 (epoch 1); its lease runs until 2026-12-07T03:46:05.814Z');
   });
 });
