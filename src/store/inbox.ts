@@ -157,6 +157,31 @@ export function markReviewStaleAgain(store: SessionStore, decisionId: string, re
   return markStale(inboxOf(store), decisionId, reason, true);
 }
 
+/**
+ * The approval requests in `states` of `row`'s session for the same write as `row` (same task, tool and arguments
+ * digest, another operation), oldest first: an identical call a model asked for again while the first waited for a
+ * person (docs/design.md#identical-approvals). None for a row without a binding.
+ */
+export function identicalApprovals(store: SessionStore, row: DecisionRow, states: readonly DecisionState[]): Promise<DecisionRow[]> {
+  return identicalApprovalsIn(inboxOf(store), row, states);
+}
+
+async function identicalApprovalsIn(inbox: InboxBackend, row: DecisionRow, states: readonly DecisionState[]): Promise<DecisionRow[]> {
+  const binding = row.binding;
+  if (binding === null) return [];
+  const found: DecisionRow[] = [];
+  let after: string | undefined;
+  for (;;) {
+    const rows = await inbox.listDecisions({ sessionId: row.sessionId, kind: 'approval', states, ...(after !== undefined ? { after } : {}), limit: 1000 });
+    for (const r of rows) {
+      if (r.binding !== null && r.binding.key !== binding.key && r.binding.taskId === binding.taskId && r.binding.tool === binding.tool &&
+        r.binding.argumentsDigest === binding.argumentsDigest) found.push(r);
+    }
+    if (rows.length < 1000) return found;
+    after = rows[rows.length - 1]!.id;
+  }
+}
+
 /** The operator's side of the inbox, on any store built by this library whose backend has one. */
 export class DecisionInbox {
   private readonly inbox: InboxBackend;
@@ -208,22 +233,14 @@ export class DecisionInbox {
    */
   private async refuseIdenticalApproved(id: string): Promise<void> {
     const row = await this.get(id);
-    const binding = row?.kind === 'approval' && row.state === 'open' ? row.binding : null;
-    if (row === undefined || binding === null) return;
-    let after: string | undefined;
-    for (;;) {
-      const rows = await this.inbox.listDecisions({ sessionId: row.sessionId, kind: 'approval', states: ['decided', 'consumed'], ...(after !== undefined ? { after } : {}), limit: 1000 });
-      const twin = rows.find((r) => r.decision === 'approved' && r.binding !== null && r.binding.key !== binding.key &&
-        r.binding.taskId === binding.taskId && r.binding.tool === binding.tool && r.binding.argumentsDigest === binding.argumentsDigest);
-      if (twin !== undefined) {
-        throw new DecisionError('decision_identical', id,
-          `approval request ${id} (call ${row.callId}) asks for a call identical to one already approved in session ${row.sessionId}: ${twin.id} ` +
-            `(call ${twin.callId}, approved by ${twin.actor ?? 'an operator'}, ${twin.state === 'consumed' ? 'used' : 'not used yet'}), the same tool and arguments under another operation. ` +
-            'Approving this one too makes the write a second time. Deny it if it repeats that call (a model that asked again while the first waited); ' +
-            'approve it with allowIdentical (jingwei approve --allow-identical) only if a second identical write is meant. Nothing was recorded');
-      }
-      if (rows.length < 1000) return;
-      after = rows[rows.length - 1]!.id;
+    if (row?.kind !== 'approval' || row.state !== 'open') return;
+    const twin = (await identicalApprovalsIn(this.inbox, row, ['decided', 'consumed'])).find((r) => r.decision === 'approved');
+    if (twin !== undefined) {
+      throw new DecisionError('decision_identical', id,
+        `approval request ${id} (call ${row.callId}) asks for a call identical to one already approved in session ${row.sessionId}: ${twin.id} ` +
+          `(call ${twin.callId}, approved by ${twin.actor ?? 'an operator'}, ${twin.state === 'consumed' ? 'used' : 'not used yet'}), the same tool and arguments under another operation. ` +
+          'Approving this one too makes the write a second time. Deny it if it repeats that call (a model that asked again while the first waited); ' +
+          'approve it with allowIdentical (jingwei approve --allow-identical) only if a second identical write is meant. Nothing was recorded');
     }
   }
 

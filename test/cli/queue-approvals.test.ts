@@ -124,6 +124,33 @@ describe('jingwei queue: approval requests waiting for a person', () => {
     assert.match(cli(['events', path, 's-b']).stdout, /tool_result\s+call \S+\s+failed approval_denied tool_approval_denied_by_operator: denied by bob/);
   });
 
+  it('names a request for the same call as another of its session, waiting or approved, and no other (r108 F1)', async () => {
+    const path = tempDbPath(dir, 'identical');
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('s-1', { owner: 'host' });
+    await owner.startTask('t');
+    const gateway = createToolRuntime({
+      tools: [{ name: 'pay', metadata: new ToolMetadata('pay', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'paid' }],
+      grants: { agent: '*' },
+      approvers: { ops: async () => ({ decision: 'pending' as const }) },
+    }).bind({ owner, taskId: 't', caller: 'agent' });
+    const request = async (args: { to: string }) => (await gateway.call('pay', args)).result.approval!.requestId;
+    const [first, repeat, other] = [await request({ to: 'ann' }), await request({ to: 'ann' }), await request({ to: 'bob' })];
+    await owner.release();
+    await store.close();
+    const json = () => (JSON.parse(cli(['queue', path, '--json']).stdout) as { approvals: { request_id: string; identical_to: string[] }[] }).approvals
+      .map((r) => [r.request_id, r.identical_to]);
+    assert.deepEqual(json(), [[first, [repeat]], [repeat, [first]], [other, []]]);
+    const text = cli(['queue', path]).stdout;
+    assert.match(text, new RegExp(`${first} asks for the same call \\(tool and arguments\\) as ${repeat} \\(waiting\\): approving both makes the write twice`));
+    assert.doesNotMatch(text, new RegExp(`${other} asks for the same call`));
+    assert.equal(cli(['approve', path, first, '--actor', 'alice']).code, 0);
+    assert.deepEqual(json(), [[repeat, [first]], [other, []]], 'an approved one is named too');
+    assert.match(cli(['queue', path]).stdout, new RegExp(`${repeat} asks for the same call \\(tool and arguments\\) as ${first} \\(approved\\)`));
+    assert.equal(cli(['deny', path, repeat, '--actor', 'alice']).code, 0);
+    assert.deepEqual(json(), [[other, []]]);
+  });
+
   it('inspect given a request id shows the call it would let run, its arguments in full (pass r50: approvals were decided blind)', async () => {
     const path = tempDbPath(dir, 'inspect-request');
     const [a] = (await pendingRequests(path)) as [string, string];

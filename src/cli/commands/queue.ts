@@ -7,6 +7,8 @@ import { durationText, parseAge, safe, safeId, shortId, storeWord, table, timeTe
 import { withStore } from '../session.js';
 import { approvalRequests, attentionTimes, type InboxListing, REVIEWED_NOT_EXECUTED_HINT, waitingReviewDecisions } from '../assessment.js';
 import { QUEUE_ATTENTION_STATUSES } from '../../store/attention.js';
+import { identicalApprovals } from '../../store/inbox.js';
+import type { DecisionRow } from '../../store/inbox-rows.js';
 
 function statusesOf(value: string | boolean | undefined): AttentionStatus[] | undefined {
   if (typeof value !== 'string') return undefined;
@@ -51,7 +53,10 @@ assesses a whole journal.
 Below the operations, the open approval requests: attempts recorded approval_pending whose approver left the
 decision to a person. Each shows its request id (for 'jingwei approve' or 'jingwei deny'), session, tool and since
 when it waits; --session, --tool and --older-than filter them too, --limit pages them (--approvals-after continues),
-and --status or --effect (which select operations) leave them out.
+and --status or --effect (which select operations) leave them out. A request for the same call (task, tool and
+arguments) as another of its session, waiting or approved, is named under the table: a model told that its call
+waits for a person may ask for it again, and approving both makes the write twice ('jingwei approve' refuses the
+second approval unless --allow-identical).
 
 Last, the approval requests a person decided whose decision no attempt has used yet: the session's host uses each on
 its next attempt of the operation (a resumed run, or a retry), so one that stays here means that host has not come
@@ -116,6 +121,12 @@ abandoned or released alike). --reviews-after continues them.`,
         decided = await page('decided-after', (q) => approvalRequests(store, 'decided', q));
         reviews = await page('reviews-after', (q) => waitingReviewDecisions(store, q));
       }
+      // Per open request, the other requests of its session for the same write: waiting, or approved (used or not).
+      const identical = new Map<string, DecisionRow[]>();
+      for (const r of approvals.items) {
+        const twins = (await identicalApprovals(store, r, ['open', 'decided', 'consumed'])).filter((t) => t.state === 'open' || t.decision === 'approved');
+        if (twins.length > 0) identical.set(r.id, twins);
+      }
       const now = new Date().toISOString();
       if (options.json === true) {
         out.line(JSON.stringify({
@@ -128,6 +139,7 @@ abandoned or released alike). --reviews-after continues them.`,
           approvals: approvals.items.map((r) => ({
             request_id: r.id, session_id: r.sessionId, call_id: r.callId, tool: r.tool, task_id: r.binding?.taskId ?? null,
             key: r.binding?.key ?? null, revision: r.binding?.revision ?? null, approver: r.binding?.approver ?? null, note: r.note, since: r.createdAt,
+            identical_to: (identical.get(r.id) ?? []).map((t) => t.id),
           })),
           approvals_next: approvals.next,
           decided: decided.items.map((r) => ({
@@ -182,6 +194,10 @@ abandoned or released alike). --reviews-after continues them.`,
           out.width !== undefined ? { width: out.width } : {},
         ));
         out.line();
+        for (const [id, twins] of identical) {
+          const named = twins.map((t) => `${safeId(t.id)} (${t.state === 'open' ? 'waiting' : t.state === 'consumed' ? 'approved, used' : 'approved'})`).join(', ');
+          out.line(s.yellow(`${safeId(id)} asks for the same call (tool and arguments) as ${named}: approving both makes the write twice; deny the one that repeats the other.`));
+        }
         out.line(s.dim(`What one would do (the call and its arguments in full): jingwei inspect ${storeWord(args.store!)} <request>`));
         out.line(s.dim(`Decide one: jingwei approve ${storeWord(args.store!)} <request> --actor <name> (or jingwei deny)` + (approvals.next ? `; more: --approvals-after ${approvals.next}` : '')));
       }
