@@ -11,7 +11,7 @@ import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/recovery.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { cli } from './helpers.js';
+import { cli, pendingPayments } from './helpers.js';
 
 const dir = tempDir();
 
@@ -57,17 +57,7 @@ describe('jingwei approve, deny and review', () => {
 
   it('approve refuses a request identical to one already approved in its session (exit 1, nothing written); --allow-identical approves it (r106 #3)', async () => {
     const path = tempDbPath(dir, 'identical');
-    const store = openSqliteStore(path);
-    const owner = await store.acquire('s-1', { owner: 'host' });
-    await owner.startTask('t');
-    const gateway = createToolRuntime({
-      tools: [{ name: 'pay', metadata: new ToolMetadata('pay', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'paid' }],
-      grants: { agent: '*' },
-      approvers: { ops: async () => ({ decision: 'pending' as const }) },
-    }).bind({ owner, taskId: 't', caller: 'agent' });
-    const first = (await gateway.call('pay', { to: 'ann' })).result.approval!.requestId;
-    const repeat = (await gateway.call('pay', { to: 'ann' })).result.approval!.requestId;
-    await store.close();
+    const [first, repeat] = (await pendingPayments(path, [{ to: 'ann' }, { to: 'ann' }])) as [string, string];
     assert.equal(cli(['approve', path, first, '--actor', 'alice']).code, 0);
     const refused = cli(['approve', path, repeat, '--actor', 'bob']);
     assert.equal(refused.code, 1, refused.stderr);

@@ -14,6 +14,8 @@ import type { SessionId } from '../../src/ids.js';
 import { ToolEffect } from '../../src/event/types.js';
 import { HistoryBuilder, failed, succeeded } from '../support/history.js';
 import { commitAs } from '../../src/store/owner-commit.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
 
 /** The compiled program, built from src/cli/main.ts by the same tsc run as these tests. */
 export const MAIN = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
@@ -226,4 +228,27 @@ export async function alphaOnPostgres(url: string, schema: string, dir: string):
   const file = join(dir, `alpha-${schema}.jsonl`);
   writeFileSync(file, cli(['export', source, 'alpha']).stdout);
   return { target, source, imported: await cliAsync(['import', target, file]) };
+}
+
+/**
+ * A journal at `path` whose session `s-1` asked for `pay` once per entry of `calls` (task `t`), each left pending by
+ * its approver; the host released the session. Returns the approval requests' ids, in order.
+ */
+export async function pendingPayments(path: string, calls: readonly { readonly to: string }[]): Promise<string[]> {
+  const store = openSqliteStore(path);
+  try {
+    const owner = await store.acquire('s-1', { owner: 'host' });
+    await owner.startTask('t');
+    const gateway = createToolRuntime({
+      tools: [{ name: 'pay', metadata: new ToolMetadata('pay', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'paid' }],
+      grants: { agent: '*' },
+      approvers: { ops: async () => ({ decision: 'pending' as const }) },
+    }).bind({ owner, taskId: 't', caller: 'agent' });
+    const ids: string[] = [];
+    for (const args of calls) ids.push((await gateway.call('pay', args)).result.approval!.requestId);
+    await owner.release();
+    return ids;
+  } finally {
+    await store.close();
+  }
 }

@@ -10,7 +10,7 @@ import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { cli } from './helpers.js';
+import { cli, pendingPayments } from './helpers.js';
 
 const dir = tempDir();
 
@@ -126,18 +126,7 @@ describe('jingwei queue: approval requests waiting for a person', () => {
 
   it('names a request for the same call as another of its session, waiting or approved, and no other (r108 F1)', async () => {
     const path = tempDbPath(dir, 'identical');
-    const store = openSqliteStore(path);
-    const owner = await store.acquire('s-1', { owner: 'host' });
-    await owner.startTask('t');
-    const gateway = createToolRuntime({
-      tools: [{ name: 'pay', metadata: new ToolMetadata('pay', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'paid' }],
-      grants: { agent: '*' },
-      approvers: { ops: async () => ({ decision: 'pending' as const }) },
-    }).bind({ owner, taskId: 't', caller: 'agent' });
-    const request = async (args: { to: string }) => (await gateway.call('pay', args)).result.approval!.requestId;
-    const [first, repeat, other] = [await request({ to: 'ann' }), await request({ to: 'ann' }), await request({ to: 'bob' })];
-    await owner.release();
-    await store.close();
+    const [first, repeat, other] = (await pendingPayments(path, [{ to: 'ann' }, { to: 'ann' }, { to: 'bob' }])) as [string, string, string];
     const json = () => (JSON.parse(cli(['queue', path, '--json']).stdout) as { approvals: { request_id: string; identical_to: string[] }[] }).approvals
       .map((r) => [r.request_id, r.identical_to]);
     assert.deepEqual(json(), [[first, [repeat]], [repeat, [first]], [other, []]]);
