@@ -10,7 +10,7 @@ import { SessionTable } from '../store/owner-commit.js';
 import { planHistorySeq, planOperationCalls, planRepeatedRows, planReviewedWhileBodyOpen, planSourceReviews, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
 import { setNewest } from '../bounded-map.js';
 import { keptJournalOf } from '../store/owner-journal.js';
-import { collectEvidence } from './evidence.js';
+import { collectEvidence, type SessionEvidence } from './evidence.js';
 
 /**
  * A retry or a caller key's replay of a tool this runtime does not have (a deploy removed or renamed it). Its default
@@ -360,12 +360,21 @@ export interface IdenticalWriteStanding {
  * The standing of `callId`, a caller key's latest attempt that did not succeed, beside identical writes, as
  * assessSession reads it from the owner's journal: made by one (`repeat_of_completed`: it was refused as a repeat of
  * a write made since; `made_by_repeat`: its write, decided against, was made by a repeat's retry), or waiting on one.
- * Null for an owner a store of this package did not make: its journal is not read here.
+ * Null for an owner a store of this package did not make (its journal is not read here), and for a journal whose
+ * evidence the pass refuses.
  */
 export async function identicalWriteOf(owner: SessionOwner, callId: string): Promise<IdenticalWriteStanding | null> {
   const journal = keptJournalOf(owner);
   if (journal === null) return null;
-  const record = collectEvidence(await journal).calls.get(callId);
+  let evidence: SessionEvidence;
+  try {
+    evidence = collectEvidence(await journal);
+  } catch (error) {
+    // Evidence the pass refuses (assessSession refuses it too) leaves the key's answer as it was: in doubt.
+    if (error instanceof ToolRetryError && error.code === 'invalid_evidence') return null;
+    throw error;
+  }
+  const record = evidence.calls.get(callId);
   const madeBy = record?.repeatedCompleted ?? record?.madeByRepeat;
   const toSettle = record?.waitsOn ?? record?.repeatedOpen;
   return { madeBy: madeBy?.call.id ?? null, toSettle: toSettle?.call.id ?? null };

@@ -18,6 +18,9 @@ import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { Tool, ToolGateway } from '../../src/tool/types.js';
 import { rig, tool } from '../support/runtime.js';
 import { forEachStore } from '../support/stores.js';
+import { HistoryBuilder, succeeded } from '../support/history.js';
+import { commitAs } from '../../src/store/owner-commit.js';
+import { ToolEffect } from '../../src/event/types.js';
 
 const idempotent = (name: string, revision = 'v1') => new ToolMetadata(`the ${name} tool`, { type: 'object' }).withEffect('idempotent', revision);
 
@@ -215,6 +218,26 @@ describe('caller keys', () => {
 });
 
 forEachStore('caller keys', (target) => {
+  it("a failed key's answer stays operation_in_doubt in a journal whose tool evidence the evidence pass refuses elsewhere", async () => {
+    const store = await target.fresh().open();
+    try {
+      const owner = await store.acquire('s-forged', { owner: 'host' });
+      await owner.startTask('t');
+      const h = new HistoryBuilder();
+      h.call({ id: 'toolcall_k', name: 'pay', arguments: {}, effect: ToolEffect.NonIdempotent, revision: 'v1', taskId: 't', key: 'order-1' });
+      h.result('toolcall_k', { status: 'failed', category: 'body_failure', code: 'declined', message: 'card declined', retryable: false });
+      // A result naming no call: evidence assessSession and the evidence pass refuse, which the journal's chain holds.
+      h.result('toolcall_ghost', succeeded());
+      await commitAs(owner, { events: h.build().map((e) => ({ eventId: e.eventId, turnId: e.turnId, kind: e.kind })) });
+      const pay = tool('pay', async () => 'paid', new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', 'v1'));
+      const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+      await assert.rejects(gateway.callWithOptions('pay', {}, { operationKey: 'order-1' }), (error: unknown) =>
+        error instanceof OperationInDoubtError && error.callId === 'toolcall_k' && error.detail === 'it failed (body_failure: declined)');
+    } finally {
+      await store.close();
+    }
+  });
+
   it('replay and operation_in_doubt read the operation row and history of a durable store, also from another handle', async () => {
     let runs = 0;
     const r = await rig(target, {
