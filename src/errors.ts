@@ -474,28 +474,23 @@ export class ToolTurnClosedError extends JingweiError {
 const MARKER_MAY_HAVE_LANDED =
   '. The body was not called. If the commit landed all the same (its answer lost on the way back), the journal reads the call as started, in doubt until a person reviews it; this host journals that its body was not called at its next write or heartbeat';
 
-/**
- * The recorded code of an attempt interrupted after its start marker and before its body was called: the body never
- * ran (tool/retry-policy.ts says how recovery reads it). Internal: no entry point exports it.
- */
-export const STOPPED_BEFORE_BODY = 'tool_stopped_before_body' satisfies RecordedFailureCode;
 const BODY_NOT_CALLED =
   '. The body was not called: this host lost its hold on the session after the start marker and before the body. The journal reads the call as started, in doubt until a person reviews it; a review may record not_executed on this evidence';
 
 /**
  * Evidence could not be written (the owner was fenced, or storage failed). `stage` says which write; at stage
  * `call` nothing ran; at `started` the body never ran; at `result` the outcome is in `result`: the body ran, unless
- * that result says it was never called (`tool_stopped_before_body`: the host lost its hold on the session between
- * the start marker and the body).
+ * the runtime stopped the attempt between the start marker and the body (an interrupt's category with code
+ * `tool_stopped_before_body`; `bodyNotCalled`, which the message then says).
  */
 export class ToolRecordingError extends JingweiError {
   readonly stage: 'call' | 'started' | 'result';
   readonly call: ToolCall;
   readonly result: ToolResult | null;
-  constructor(stage: 'call' | 'started' | 'result', call: ToolCall, result: ToolResult | null, cause: unknown, markerMayHaveLanded = false) {
+  constructor(stage: 'call' | 'started' | 'result', call: ToolCall, result: ToolResult | null, cause: unknown, markerMayHaveLanded = false, bodyNotCalled = false) {
     const what = stage === 'started' ? 'start marker' : stage;
-    const notCalled = stage === 'result' && result?.outcome.status === 'failed' && result.outcome.code === STOPPED_BEFORE_BODY ? BODY_NOT_CALLED : '';
-    super('recording_failed', `could not record the ${what} of ${call.name} (${call.id}): ${String((cause as Error)?.message ?? cause)}${markerMayHaveLanded ? MARKER_MAY_HAVE_LANDED : notCalled}`, { cause });
+    const note = markerMayHaveLanded ? MARKER_MAY_HAVE_LANDED : stage === 'result' && bodyNotCalled ? BODY_NOT_CALLED : '';
+    super('recording_failed', `could not record the ${what} of ${call.name} (${call.id}): ${String((cause as Error)?.message ?? cause)}${note}`, { cause });
     this.stage = stage;
     this.call = call;
     this.result = result;

@@ -352,7 +352,11 @@ export function runningHere(owner: SessionOwner, callId: string): 'in_flight' | 
 export interface IdenticalWriteStanding {
   /** The attempt that made the write the key's operation asked for: its repeat's retry, or the write it repeated. */
   readonly madeBy: string | null;
-  /** For a refused repeat whose identical write is not made: the latest attempt of that write, to settle first. */
+  /**
+   * For a refused repeat whose identical write is not made: the latest attempt of the identical write whose row makes
+   * the in-doubt guard refuse a retry of it (in doubt, maybe running, or its retry due), to settle first; null when
+   * none does (that write was decided against, say).
+   */
   readonly toSettle: string | null;
 }
 
@@ -376,6 +380,6 @@ export async function identicalWriteOf(owner: SessionOwner, callId: string): Pro
   }
   const record = evidence.calls.get(callId);
   const madeBy = record?.repeatedCompleted ?? record?.madeByRepeat;
-  const toSettle = record?.waitsOn ?? record?.repeatedOpen;
+  const toSettle = record?.waitsOn;
   return { madeBy: madeBy?.call.id ?? null, toSettle: toSettle?.call.id ?? null };
 }

@@ -19,7 +19,7 @@ import {
   type ToolResult,
   type ToolReviewOutcome,
 } from '../event/types.js';
-import { STOPPED_BEFORE_BODY, ToolRetryError, type ToolRetryErrorCode } from '../errors.js';
+import { ToolRetryError, type RecordedFailureCode, type ToolRetryErrorCode } from '../errors.js';
 
 /**
  * The pre-body categories that decide against a call (a guard's or an approver's denial), rather than fail to make
@@ -46,12 +46,11 @@ export type ToolRecoveryStatus = (typeof ToolRecoveryStatus)[keyof typeof ToolRe
 export type ResultClass = 'none' | 'succeeded' | 'pre_body' | 'interrupted' | 'not_called' | 'body';
 
 /**
- * STOPPED_BEFORE_BODY (defined beside the recorded codes, which ToolRecordingError's message reads it with): the code
- * the runtime records for an interrupt that came after the start marker was written and before the body was called
- * (a deadline or a cancellation during the marker's commit): the body never ran. Only the runtime writes a tool
- * result, so the journal can be taken at its word.
+ * The code the runtime records for an interrupt that came after the start marker was written and before the body
+ * was called (a deadline or a cancellation during the marker's commit): the body never ran. Only the runtime writes
+ * a tool result, so the journal can be taken at its word.
  */
-export { STOPPED_BEFORE_BODY };
+export const STOPPED_BEFORE_BODY = 'tool_stopped_before_body' satisfies RecordedFailureCode;
 
 const INTERRUPT_CATEGORIES: ReadonlySet<ToolFailureCategory> = new Set<ToolFailureCategory>(['timeout', 'cancelled', 'budget']);
 

@@ -5,7 +5,7 @@ import { approvalBinding, operatorDecision, pendingApproval, type OperatorDecisi
 import { contractChangedRefusal } from './contract-changed.js';
 import { sameContract } from './evidence.js';
 import { approvalRestore, hasPendingBodyEnds, journalPendingBodyEnds, trackLateBody, unrecordedBodyEnd, type LateBodyEnd } from './late-bodies.js';
-import { STOPPED_BEFORE_BODY } from './retry-policy.js';
+import { STOPPED_BEFORE_BODY, stoppedBeforeBody } from './retry-policy.js';
 import { checkId, newCallId, newOperationKey, newTurnId, type OperationKey, type TaskId, type TurnId } from '../ids.js';
 import { jsonEquals, jsonTextBytes } from '../json/canonical.js';
 import type { JsonValue } from '../json/types.js';
@@ -421,10 +421,11 @@ class Gateway implements ToolGateway {
       const identical = await identicalWriteOf(this.binding.owner, call.id);
       if (identical?.madeBy != null) throw new OperationMadeByIdenticalError(this.taskId, recorded.key, call.id, identical.madeBy);
       // A refused repeat's write is the identical call's it named: that call is what to settle, not this one.
-      const toSettle = identical?.toSettle != null ? ` (${identical.toSettle})` : '';
-      const advice = result.outcome.category === 'in_doubt'
-        ? `it was refused as a repeat of an identical call whose write was in doubt: assessSession (or jingwei inspect) says what to do, settle that call${toSettle} while it is open, or retry this one once that write was decided against; once its write is made this one is never retried`
-        : undefined;
+      const refused = 'it was refused as a repeat of an identical call whose write was in doubt';
+      const advice = result.outcome.category !== 'in_doubt' ? undefined
+        : identical?.toSettle != null
+          ? `${refused}: settle that call (${identical.toSettle}) first, while it is open (assessSession or jingwei inspect says how); once its write is made this one is never retried, and once it is decided against this one may be`
+          : `${refused}, and no identical write it waits on is open now: assessSession (or jingwei inspect) says whether a retry of this one may be made`;
       throw new OperationInDoubtError(this.taskId, recorded.key, call.id, `it failed (${result.outcome.category}: ${result.outcome.code})`, advice);
     }
     return { call, result, callEvent: recorded.callEvent, startedEvent: recorded.startedEvent, resultEvent: recorded.resultEvent!, replayed: true };
@@ -834,7 +835,8 @@ class Gateway implements ToolGateway {
           if (stage === 'call' && (code === 'budget_exhausted' || code === 'task_not_running' || code === 'task_not_found' || code === 'history_changed' || code === 'journal_full' || code === 'operation_in_doubt')) {
             throw error;
           }
-          throw new ToolRecordingError(stage, call, result, error);
+          // The runtime's own interrupt between the marker and the body (never a body's failure of the same code).
+          throw new ToolRecordingError(stage, call, result, error, false, stoppedBeforeBody(result?.outcome));
         }
       }
     } finally {

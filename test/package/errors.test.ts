@@ -184,11 +184,12 @@ describe('the error catalogue', () => {
     const fenced = new Error('owner of session s at epoch 1 is stale: fenced by epoch 2');
     assert.match(new errors.ToolRecordingError('started', call, null, fenced).message, /^could not record the start marker of pay \(toolcall_1\): owner of session/);
     const stopped: ToolResult = { callId: 'toolcall_1' as CallId, outcome: { status: 'failed', category: 'cancelled', code: 'tool_stopped_before_body', message: 'lost its hold', retryable: false } };
-    const lost = new errors.ToolRecordingError('result', call, stopped, fenced).message;
+    const lost = new errors.ToolRecordingError('result', call, stopped, fenced, false, true).message;
     assert.match(lost, /^could not record the result of pay \(toolcall_1\): owner of session s at epoch 1 is stale: fenced by epoch 2\. The body was not called: /);
     assert.match(lost, /a review may record not_executed on this evidence$/);
     const ran: ToolResult = { callId: 'toolcall_1' as CallId, outcome: { status: 'failed', category: 'cancelled', code: 'tool_cancelled', message: 'cancelled', retryable: false } };
     assert.doesNotMatch(new errors.ToolRecordingError('result', call, ran, fenced).message, /not called/, 'a body that was called is not said not to be');
+    assert.doesNotMatch(new errors.ToolRecordingError('result', call, stopped, fenced).message, /not called/, 'the runtime says when; the code alone does not');
   });
 
   it('an acquire refused by a holder whose lease ran out says so, and how to take the session over (r108 F4)', () => {

@@ -519,7 +519,7 @@ describe('the in-doubt guard on memory', () => {
     assert.equal(failed(keyed.result)?.code, 'tool_in_doubt');
     await assert.rejects(gateway.callWithOptions('send_mail', args, { operationKey: 'order-1' }), (error: unknown) =>
       error instanceof OperationInDoubtError && error.callId === keyed.call.id &&
-      error.message.includes(`refused as a repeat of an identical call whose write was in doubt: assessSession (or jingwei inspect) says what to do, settle that call (${first.call.id}) while it is open`) &&
+      error.message.includes(`refused as a repeat of an identical call whose write was in doubt: settle that call (${first.call.id}) first, while it is open`) &&
       !error.message.includes('recover that call explicitly'));
   });
 
@@ -720,6 +720,10 @@ forEachStore('the in-doubt guard', (target) => {
       const repeat = await gateway.callWithOptions('send_mail', args, { operationKey: 'order-1-again' });
       assert.equal(failed(repeat.result)?.code, 'tool_in_doubt');
       const denied = await reviewedThenDenied(store, owner, first.call.id, args);
+      // The write the repeat's key repeated is decided against: no call to settle is named (r109 #3).
+      await assert.rejects(gateway.callWithOptions('send_mail', args, { operationKey: 'order-1-again' }), (error: unknown) =>
+        error instanceof OperationInDoubtError && error.callId === repeat.call.id && error.message.includes('no identical write it waits on is open now') &&
+        !error.message.includes('settle that call'));
       // Decided against and not made: the key's latest attempt is the denied retry, to recover.
       await assert.rejects(gateway.callWithOptions('send_mail', args, { operationKey: 'order-1' }), (error: unknown) =>
         error instanceof OperationInDoubtError && error.callId === denied.call.id);

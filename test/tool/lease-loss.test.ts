@@ -6,7 +6,11 @@
  * fenced) or may be (a heartbeat finding the lease not renewed for a whole lease), before the body goes on.
  */
 import assert from 'node:assert/strict';
-import { it } from 'node:test';
+import { describe, it } from 'node:test';
+import Database from 'better-sqlite3';
+import { ToolBodyError, ToolRecordingError } from '../../src/errors.js';
+import { openSqliteStore } from '../../src/sqlite.js';
+import { tempDbPath, tempDir } from '../support/tmp.js';
 import { assessSession } from '../../src/tool/assess.js';
 import { inspectToolRecovery } from '../../src/index.js';
 import { decisionInbox } from '../../src/store/inbox.js';
@@ -190,5 +194,58 @@ forEachStore('a host that loses its session', (target) => {
     assert.deepEqual(made, ['A']);
     await owner.release();
     await store.close();
+  });
+});
+
+/** Another host's takeover, made synchronously through a raw connection: the epoch raised under the owner's feet. */
+function fenceNow(path: string, sessionId: string): void {
+  const raw = new Database(path, { timeout: 5_000 });
+  try {
+    raw.prepare("UPDATE jw_sessions SET epoch = epoch + 1, owner = 'host-b' WHERE session_id = ?").run(sessionId);
+  } finally {
+    raw.close();
+  }
+}
+
+describe('a host fenced after a call\'s start marker (SQLite, the takeover made synchronously)', () => {
+  it('is told the body was not called when the runtime stopped it before the body, and never when the body ran (r108 F2, r109 #1)', async () => {
+    const path = tempDbPath(tempDir(), 'fenced');
+    const store = openSqliteStore(path);
+    try {
+      const owner = await store.acquire('s-fenced', { owner: 'host-a', leaseMs: LEASE_MS });
+      await owner.startTask('t');
+      const made: string[] = [];
+      // The stall outlives the lease, and another host takes the session over meanwhile: the body is never called.
+      let stalled = false;
+      setFaultHook((point) => {
+        if (point === 'started:after' && !stalled) {
+          stalled = true;
+          stall(STALL_MS);
+          fenceNow(path, 's-fenced');
+        }
+      });
+      const gateway = createToolRuntime({ tools: [transfer('A', made, 10)], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+      await assert.rejects(gateway.call('transfer', {}).finally(() => setFaultHook(null)), (error: unknown) =>
+        error instanceof ToolRecordingError && error.stage === 'result' && error.result?.outcome.status === 'failed' &&
+        error.result.outcome.code === 'tool_stopped_before_body' && error.message.includes('. The body was not called: this host lost its hold'));
+      assert.deepEqual(made, [], 'the body was never called');
+
+      // A body that ran and failed with that very code of its own, its host fenced meanwhile: never "not called".
+      const other = await store.acquire('s-ran', { owner: 'host-a' });
+      await other.startTask('t');
+      const ran: string[] = [];
+      const ownCode = tool('transfer', async () => {
+        ran.push('B');
+        fenceNow(path, 's-ran');
+        throw new ToolBodyError('tool_stopped_before_body', 'the bank said it stopped');
+      }, TRANSFER);
+      await assert.rejects(createToolRuntime({ tools: [ownCode], grants: { agent: '*' } }).bind({ owner: other, taskId: 't', caller: 'agent' }).call('transfer', {}),
+        (error: unknown) => error instanceof ToolRecordingError && error.stage === 'result' && error.result?.outcome.status === 'failed' &&
+          error.result.outcome.category === 'body_failure' && !error.message.includes('not called'));
+      assert.deepEqual(ran, ['B'], 'the body ran');
+    } finally {
+      setFaultHook(null);
+      await store.close();
+    }
   });
 });
