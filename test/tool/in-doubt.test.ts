@@ -1085,6 +1085,8 @@ forEachStore('the in-doubt guard', (target) => {
         let phase: 'hang' | 'gate' | 'send' = 'hang';
         let entered = () => {};
         const inBody = new Promise<void>((resolve) => { entered = resolve; });
+        let hanging = () => {};
+        const hangs = new Promise<void>((resolve) => { hanging = resolve; });
         let open = () => {};
         const gate = new Promise<void>((resolve) => { open = resolve; });
         const pay = {
@@ -1092,7 +1094,9 @@ forEachStore('the in-doubt guard', (target) => {
           metadata: new ToolMetadata('Pays', { type: 'object' }).withEffect(effect, 'pay-v1'),
           async execute(request: { arguments: unknown }, signal: AbortSignal) {
             if (phase === 'hang') {
-              await new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+              const aborted = new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+              hanging();
+              await aborted;
             }
             if (phase === 'gate') {
               phase = 'send';
@@ -1106,7 +1110,9 @@ forEachStore('the in-doubt guard', (target) => {
         const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
         const caller = new AbortController();
         const pending = gateway.callWithOptions('pay', { id: 1 }, { signal: caller.signal });
-        while ((await store.loadHistory('s-race')).every((e) => e.kind.type !== 'tool_started')) await new Promise((resolve) => setTimeout(resolve, 5));
+        // Cancelled once its body runs: cancelled between the start marker and the body, it would provably not have
+        // run, and no body_ended would ever come (the test hung on PostgreSQL when the poll saw the marker first).
+        await hangs;
         caller.abort();
         const first = await pending;
         assert.equal(failed(first.result)?.category, 'cancelled', 'in doubt');
