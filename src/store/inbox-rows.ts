@@ -93,9 +93,18 @@ export interface CallProgress {
  * A backend's inbox. `transactDecision` reads the row with this id, calls `decide` once, and writes (inserts or
  * replaces) the row it returns, atomically with respect to every other writer of that row (including a
  * `transact` that read it through `TxReads.approvals`). `decide` may throw: write nothing and reject with it.
+ * With `options.taskApprovals`, when the row read is an approval request, the backend also reads the approval rows
+ * of the same session and task (every state), serialized with every other `transactDecision` that asks for them in
+ * that session, and passes them to `decide`: two operators approving two identical requests at the same moment must
+ * not both see the other still open (docs/design.md#identical-approvals). A backend without it passes undefined, and
+ * the inbox's own read before the transaction is all the check there is.
  */
 export interface InboxBackend {
-  transactDecision<R>(id: string, decide: (row: DecisionRow | undefined) => { readonly write?: DecisionRow; readonly result: R }): Promise<R>;
+  transactDecision<R>(
+    id: string,
+    decide: (row: DecisionRow | undefined, taskApprovals?: readonly DecisionRow[]) => { readonly write?: DecisionRow; readonly result: R },
+    options?: { readonly taskApprovals?: boolean },
+  ): Promise<R>;
   /**
    * Reads the review rows of one call that are `decided` (recorded, not yet journaled), ordered by id, calls `decide`
    * once with them, and writes the rows it returns, atomically with respect to every other `transactReview` of the

@@ -167,19 +167,35 @@ export function identicalApprovals(store: SessionStore, row: DecisionRow, states
 }
 
 async function identicalApprovalsIn(inbox: InboxBackend, row: DecisionRow, states: readonly DecisionState[]): Promise<DecisionRow[]> {
-  const binding = row.binding;
-  if (binding === null) return [];
+  if (row.binding === null) return [];
   const found: DecisionRow[] = [];
   let after: string | undefined;
   for (;;) {
     const rows = await inbox.listDecisions({ sessionId: row.sessionId, kind: 'approval', states, ...(after !== undefined ? { after } : {}), limit: 1000 });
-    for (const r of rows) {
-      if (r.binding !== null && r.binding.key !== binding.key && r.binding.taskId === binding.taskId && r.binding.tool === binding.tool &&
-        r.binding.argumentsDigest === binding.argumentsDigest) found.push(r);
-    }
+    found.push(...rows.filter((r) => sameWrite(row, r)));
     if (rows.length < 1000) return found;
     after = rows[rows.length - 1]!.id;
   }
+}
+
+/** Two approval requests of one session for the same write: same task, tool and arguments digest, another operation. */
+function sameWrite(a: DecisionRow, b: DecisionRow): boolean {
+  const x = a.binding;
+  const y = b.binding;
+  return x !== null && y !== null && b.sessionId === a.sessionId && y.key !== x.key && y.taskId === x.taskId && y.tool === x.tool &&
+    y.argumentsDigest === x.argumentsDigest;
+}
+
+/** The request among `rows` identical to `row` that an operator approved (used or not), if any. */
+const approvedTwin = (row: DecisionRow, rows: readonly DecisionRow[]): DecisionRow | undefined =>
+  rows.find((r) => (r.state === 'decided' || r.state === 'consumed') && r.decision === 'approved' && sameWrite(row, r));
+
+function identicalRefusal(row: DecisionRow, twin: DecisionRow): DecisionError {
+  return new DecisionError('decision_identical', row.id,
+    `approval request ${row.id} (call ${row.callId}) asks for a call identical to one already approved in session ${row.sessionId}: ${twin.id} ` +
+      `(call ${twin.callId}, approved by ${twin.actor ?? 'an operator'}, ${twin.state === 'consumed' ? 'used' : 'not used yet'}), the same tool and arguments under another operation. ` +
+      'Approving this one too makes the write a second time. Deny it if it repeats that call (a model that asked again while the first waited); ' +
+      'approve it with allowIdentical (jingwei approve --allow-identical) only if a second identical write is meant. Nothing was recorded');
 }
 
 /** The operator's side of the inbox, on any store built by this library whose backend has one. */
@@ -206,9 +222,10 @@ export class DecisionInbox {
     if (allowIdentical !== undefined && typeof allowIdentical !== 'boolean') {
       throw new InvalidInputError('allowIdentical', `must be a boolean, got ${describeValue(allowIdentical)}`);
     }
-    if (decision === 'approved' && allowIdentical !== true) await this.refuseIdenticalApproved(id);
+    const checkIdentical = decision === 'approved' && allowIdentical !== true;
+    if (checkIdentical) await this.refuseIdenticalApproved(id);
     const at = new Date().toISOString();
-    return this.inbox.transactDecision(id, (row) => {
+    return this.inbox.transactDecision(id, (row, taskApprovals) => {
       if (row?.kind !== 'approval') {
         const why = /^approval_[0-9a-f-]{36}$/.test(id)
           ? 'a journal moved here with export and import leaves its requests in the old store: resume the session\'s run here, and it asks the approver again'
@@ -220,9 +237,13 @@ export class DecisionInbox {
         const why = row.state === 'superseded' && row.note !== null ? ` (${row.note})` : row.actor ? ` (by ${row.actor})` : '';
         throw new DecisionError('decision_stale', id, `approval request ${id} is ${row.state}${why}; it takes one decision`);
       }
+      // Read again under the backend's lock: another operator's approval of the identical request, made since the
+      // read above, is seen here (a backend without that read leaves the read above as the only check).
+      const twin = checkIdentical && taskApprovals !== undefined ? approvedTwin(row, taskApprovals) : undefined;
+      if (twin !== undefined) throw identicalRefusal(row, twin);
       const write: DecisionRow = { ...row, state: 'decided', decision, actor, reason, decidedAt: at };
       return { write, result: write };
-    });
+    }, checkIdentical ? { taskApprovals: true } : undefined);
   }
 
   /**
@@ -234,14 +255,8 @@ export class DecisionInbox {
   private async refuseIdenticalApproved(id: string): Promise<void> {
     const row = await this.get(id);
     if (row?.kind !== 'approval' || row.state !== 'open') return;
-    const twin = (await identicalApprovalsIn(this.inbox, row, ['decided', 'consumed'])).find((r) => r.decision === 'approved');
-    if (twin !== undefined) {
-      throw new DecisionError('decision_identical', id,
-        `approval request ${id} (call ${row.callId}) asks for a call identical to one already approved in session ${row.sessionId}: ${twin.id} ` +
-          `(call ${twin.callId}, approved by ${twin.actor ?? 'an operator'}, ${twin.state === 'consumed' ? 'used' : 'not used yet'}), the same tool and arguments under another operation. ` +
-          'Approving this one too makes the write a second time. Deny it if it repeats that call (a model that asked again while the first waited); ' +
-          'approve it with allowIdentical (jingwei approve --allow-identical) only if a second identical write is meant. Nothing was recorded');
-    }
+    const twin = approvedTwin(row, await identicalApprovalsIn(this.inbox, row, ['decided', 'consumed']));
+    if (twin !== undefined) throw identicalRefusal(row, twin);
   }
 
   /** Records a review of a call of a session, for its owner to journal; the call must be in that session's journal. */

@@ -28,9 +28,13 @@ class MemoryBackend implements JournalBackend {
   private readonly decisions = new Map<string, DecisionRow>();
   private closed = false;
   readonly inbox: InboxBackend = {
-    transactDecision: async (id, decide) => {
+    transactDecision: async (id, decide, options) => {
       this.open();
-      const { write, result } = decide(this.decisions.get(id));
+      const row = this.decisions.get(id);
+      const binding = options?.taskApprovals === true && row?.kind === 'approval' ? row.binding : null;
+      const related = binding === null ? undefined
+        : [...this.decisions.values()].filter((r) => r.kind === 'approval' && r.sessionId === row!.sessionId && r.binding?.taskId === binding.taskId);
+      const { write, result } = decide(row, related);
       if (write) this.decisions.set(write.id, write);
       return result;
     },

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { DecisionError } from '../../src/errors.js';
 import { decisionInbox } from '../../src/store/inbox.js';
+import type { InboxBackend } from '../../src/store/inbox-rows.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { prepareToolRetry } from '../../src/tool/recovery.js';
 import type { ToolExecution } from '../../src/tool/types.js';
@@ -73,6 +74,38 @@ forEachStore('identical approval requests', (target) => {
       await assert.rejects(inbox.approve(repeat.requestId, { actor: 'bob', allowIdentical: 'yes' as unknown as boolean }), { code: 'invalid_input' });
     } finally {
       await operator.close();
+      await r.store.close();
+    }
+  });
+
+  it('an identical request approved between an approval\'s first read and its transaction is seen in the transaction: refused, one payment (r109 #2)', async () => {
+    const { r, paid } = await payRig(target);
+    const [alice, bob] = [await r.reopen(), await r.reopen()];
+    try {
+      const first = await pending(r, ANN);
+      const repeat = await pending(r, ANN);
+      // Bob's approval reads the session's requests (none approved), then Alice approves the identical one, then
+      // Bob's transaction runs: two operators at the same moment, in this order on purpose.
+      const inbox = (bob as unknown as { backend: { inbox: InboxBackend } }).backend.inbox;
+      const transact = inbox.transactDecision.bind(inbox);
+      let raced = false;
+      inbox.transactDecision = async (id, decide, options) => {
+        // The decision's own transaction (the first reads pass no options): Alice's approval lands just before it.
+        if (!raced && options?.taskApprovals === true) {
+          raced = true;
+          await decisionInbox(alice).approve(first.requestId, { actor: 'alice' });
+        }
+        return transact(id, decide, options);
+      };
+      await assert.rejects(decisionInbox(bob).approve(repeat.requestId, { actor: 'bob' }), (error: unknown) =>
+        error instanceof DecisionError && error.code === 'decision_identical' && error.message.includes(`${first.requestId} (call ${first.execution.call.id}, approved by alice, not used yet)`));
+      assert.equal(raced, true);
+      assert.equal((await decisionInbox(alice).get(repeat.requestId))?.state, 'open', 'nothing was written');
+      for (const call of [first, repeat]) await retry(r, call.execution);
+      assert.deepEqual(paid, [ANN], 'one payment');
+    } finally {
+      await alice.close();
+      await bob.close();
       await r.store.close();
     }
   });

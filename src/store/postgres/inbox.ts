@@ -79,15 +79,28 @@ export class PostgresInbox implements InboxBackend {
     ]);
   }
 
-  async transactDecision<R>(id: string, decide: (row: DecisionRow | undefined) => { readonly write?: DecisionRow; readonly result: R }): Promise<R> {
+  async transactDecision<R>(
+    id: string,
+    decide: (row: DecisionRow | undefined, taskApprovals?: readonly DecisionRow[]) => { readonly write?: DecisionRow; readonly result: R },
+    options?: { readonly taskApprovals?: boolean },
+  ): Promise<R> {
     return this.transactRows(
       `decision ${id}`,
       async (client) => {
         const res = await client.query<DecisionRecord>(`SELECT ${DECISION_COLUMNS} FROM ${this.S}.jw_decisions WHERE id = $1 FOR UPDATE`, [id]);
-        return res.rows[0] ? toDecision(res.rows[0]) : undefined;
+        const row = res.rows[0] ? toDecision(res.rows[0]) : undefined;
+        if (options?.taskApprovals !== true || row?.kind !== 'approval' || row.binding === null) return { row, related: undefined };
+        // One decision with its task's approvals at a time in a session: the lock is held to commit, so the rows read
+        // after it include what the transaction before it decided.
+        await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`${this.channel}:approvals:${row.sessionId}`]);
+        const related = await client.query<DecisionRecord>(
+          `SELECT ${DECISION_COLUMNS} FROM ${this.S}.jw_decisions WHERE session_id = $1 AND task_id = $2 AND kind = 'approval' ORDER BY id`,
+          [row.sessionId, row.binding.taskId],
+        );
+        return { row, related: related.rows.map(toDecision) };
       },
-      (row) => {
-        const { write, result } = decide(row);
+      ({ row, related }) => {
+        const { write, result } = decide(row, related);
         return { writes: write ? [write] : [], result };
       },
     );

@@ -26,6 +26,7 @@ export class SqliteInbox implements InboxBackend {
   private readonly byId: Statement<[string], DecisionRecord>;
   private readonly ofOperation: Statement<[string, string, string, string | null], DecisionRecord>;
   private readonly waitingOfCalls: Statement<[string, string], DecisionRecord>;
+  private readonly approvalsOfTask: Statement<[string, string], DecisionRecord>;
   private readonly upsert: Statement;
 
   constructor(
@@ -39,6 +40,9 @@ export class SqliteInbox implements InboxBackend {
     this.waitingOfCalls = db.prepare<[string, string], DecisionRecord>(
       `SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE session_id = ? AND kind = 'review' AND state = 'decided' ` +
         'AND call_id IN (SELECT value FROM json_each(?)) ORDER BY id',
+    );
+    this.approvalsOfTask = db.prepare<[string, string], DecisionRecord>(
+      `SELECT ${DECISION_COLUMNS} FROM jw_decisions WHERE session_id = ? AND task_id = ? AND kind = 'approval' ORDER BY id`,
     );
     this.upsert = db.prepare(UPSERT);
   }
@@ -58,10 +62,18 @@ export class SqliteInbox implements InboxBackend {
     for (const row of rows) this.upsert.run(...decisionValues(row));
   }
 
-  async transactDecision<R>(id: string, decide: (row: DecisionRow | undefined) => { readonly write?: DecisionRow; readonly result: R }): Promise<R> {
+  async transactDecision<R>(
+    id: string,
+    decide: (row: DecisionRow | undefined, taskApprovals?: readonly DecisionRow[]) => { readonly write?: DecisionRow; readonly result: R },
+    options?: { readonly taskApprovals?: boolean },
+  ): Promise<R> {
     return this.run('', () => this.db.transaction(() => {
       const record = this.byId.get(id);
-      const { write, result } = decide(record ? toDecision(record) : undefined);
+      const row = record ? toDecision(record) : undefined;
+      // In the IMMEDIATE transaction: every other writer of the inbox waits, so this read is the one the write follows.
+      const related = options?.taskApprovals === true && row?.kind === 'approval' && row.binding !== null
+        ? this.approvalsOfTask.all(row.sessionId, row.binding.taskId).map(toDecision) : undefined;
+      const { write, result } = decide(row, related);
       if (write) this.write([write]);
       return result;
     }).immediate());
