@@ -188,10 +188,7 @@ export function runningCalls(owner: SessionOwner): Pick<ReadonlySet<string>, 'ha
  * another process: its body may make the write while the new owner's identical call makes it again.
  */
 export function callsRunningAs(owner: SessionOwner): ReadonlySet<string> {
-  const calls = inFlight.get(owner);
-  const mine = new Set<string>();
-  if (calls !== undefined) for (const [callId, call] of calls) if (call.by === owner) mine.add(callId);
-  return mine;
+  return callsEnteredBy(owner, () => true);
 }
 
 /**
@@ -208,9 +205,14 @@ export async function retriesUnderWay(owner: SessionOwner, besides: ActionContex
     await Promise.all(unwritten);
   }
   const step = stepOf(besides);
-  const ids = new Set<string>();
-  for (const [callId, { by, retry }] of inFlight.get(owner) ?? []) if (by === owner && retry !== null && (step === null || retry.step !== step)) ids.add(callId);
-  return ids;
+  return callsEnteredBy(owner, ({ retry }) => retry !== null && (step === null || retry.step !== step));
+}
+
+function callsEnteredBy(owner: SessionOwner, keep: (call: InFlight) => boolean): ReadonlySet<string> {
+  const calls = inFlight.get(owner);
+  const mine = new Set<string>();
+  if (calls !== undefined) for (const [callId, call] of calls) if (call.by === owner && keep(call)) mine.add(callId);
+  return mine;
 }
 
 /** Notes that the call of a retry in flight here is journaled, or will never be: the guard beside it reads it now. */
