@@ -158,21 +158,26 @@ export function markReviewStaleAgain(store: SessionStore, decisionId: string, re
 }
 
 /**
- * The approval requests in `states` of `row`'s session for the same write as `row` (same task, tool and arguments
- * digest, another operation), oldest first: an identical call a model asked for again while the first waited for a
- * person (docs/design.md#identical-approvals). None for a row without a binding.
+ * For each of `rows`, by its id, the approval requests in `states` of its session for the same write (same task, tool
+ * and arguments digest, another operation), oldest first: an identical call a model asked for again while the first
+ * waited for a person (docs/design.md#identical-approvals). None for a row without a binding. Each session's
+ * requests are read once, however many of `rows` it has.
  */
-export function identicalApprovals(store: SessionStore, row: DecisionRow, states: readonly DecisionState[]): Promise<DecisionRow[]> {
-  return identicalApprovalsIn(inboxOf(store), row, states);
+export async function identicalApprovals(store: SessionStore, rows: readonly DecisionRow[], states: readonly DecisionState[]): Promise<Map<string, DecisionRow[]>> {
+  const inbox = inboxOf(store);
+  const bySession = new Map<string, DecisionRow[]>();
+  for (const sessionId of new Set(rows.filter((r) => r.binding !== null).map((r) => r.sessionId))) {
+    bySession.set(sessionId, await approvalsOfSession(inbox, sessionId, states));
+  }
+  return new Map(rows.map((row) => [row.id, (bySession.get(row.sessionId) ?? []).filter((r) => sameWrite(row, r))]));
 }
 
-async function identicalApprovalsIn(inbox: InboxBackend, row: DecisionRow, states: readonly DecisionState[]): Promise<DecisionRow[]> {
-  if (row.binding === null) return [];
+async function approvalsOfSession(inbox: InboxBackend, sessionId: string, states: readonly DecisionState[]): Promise<DecisionRow[]> {
   const found: DecisionRow[] = [];
   let after: string | undefined;
   for (;;) {
-    const rows = await inbox.listDecisions({ sessionId: row.sessionId, kind: 'approval', states, ...(after !== undefined ? { after } : {}), limit: 1000 });
-    found.push(...rows.filter((r) => sameWrite(row, r)));
+    const rows = await inbox.listDecisions({ sessionId, kind: 'approval', states, ...(after !== undefined ? { after } : {}), limit: 1000 });
+    found.push(...rows);
     if (rows.length < 1000) return found;
     after = rows[rows.length - 1]!.id;
   }
@@ -255,7 +260,7 @@ export class DecisionInbox {
   private async refuseIdenticalApproved(id: string): Promise<void> {
     const row = await this.get(id);
     if (row?.kind !== 'approval' || row.state !== 'open') return;
-    const twin = approvedTwin(row, await identicalApprovalsIn(this.inbox, row, ['decided', 'consumed']));
+    const twin = approvedTwin(row, await approvalsOfSession(this.inbox, row.sessionId, ['decided', 'consumed']));
     if (twin !== undefined) throw identicalRefusal(row, twin);
   }
 

@@ -123,9 +123,9 @@ abandoned or released alike). --reviews-after continues them.`,
       }
       // Per open request, the other requests of its session for the same write: waiting, or approved (used or not).
       const identical = new Map<string, DecisionRow[]>();
-      for (const r of approvals.items) {
-        const twins = (await identicalApprovals(store, r, ['open', 'decided', 'consumed'])).filter((t) => t.state === 'open' || t.decision === 'approved');
-        if (twins.length > 0) identical.set(r.id, twins);
+      for (const [id, same] of await identicalApprovals(store, approvals.items, ['open', 'decided', 'consumed'])) {
+        const twins = same.filter((t) => t.state === 'open' || t.decision === 'approved');
+        if (twins.length > 0) identical.set(id, twins);
       }
       const now = new Date().toISOString();
       if (options.json === true) {
