@@ -91,8 +91,12 @@ export function attentionWrites(sessionId: SessionId, events: readonly SessionEv
     if (k.type === 'tool_call') {
       const op = k.call.operation;
       if (!op) continue;
-      const previous = changed.get(JSON.stringify([op.taskId, op.key])) ?? existing.find((r) => r.taskId === op.taskId && r.key === op.key);
-      if (previous) byCall.delete(previous.callId);
+      const before = changed.get(JSON.stringify([op.taskId, op.key])) ?? existing.find((r) => r.taskId === op.taskId && r.key === op.key);
+      if (before) byCall.delete(before.callId);
+      // The `not_executed` review a retry plan carried settles the attempt it retries, as one journaled before it would
+      // (docs/design.md#a-plans-review-is-journaled-with-its-retry): only an open outcome, as the evidence pass admits it.
+      const carried = op.retry?.review?.outcome === 'not_executed' && before?.callId === op.retry.callId && outcomeOpen(before);
+      const previous = carried ? resolveAttention(before, { outcome: 'not_executed', at }) : before;
       // A retry of an operation whose outcome is open (a free retry of an idempotent or read-only call, no review)
       // keeps it open until an attempt succeeds or a review settles it: a retry refused before its body says
       // nothing about what the earlier attempt did.

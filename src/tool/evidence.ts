@@ -49,7 +49,10 @@ export interface AttemptRecord {
   readonly operation: OperationRecord | null;
   /** 1-based position among the operation's attempts; 1 for a legacy call. */
   readonly attempt: number;
-  /** Journaled reviews of this call, in physical order; the last one is the one recovery reads. */
+  /**
+   * Journaled reviews of this call, in physical order; the last one is the one recovery reads. A review a retry plan
+   * carried into this call's retry (carriedReviewOf) is among them, at the retry's call event.
+   */
   readonly reviews: ReviewEntry[];
   /** The first journaled end of a body that outlived its result and returned or threw (late-bodies.ts), if any. */
   bodyRanOn?: { readonly ended: 'returned' | 'threw'; readonly event: SessionEvent };
@@ -88,10 +91,12 @@ export interface AttemptRecord {
   waitsOn?: AttemptRecord;
 }
 
-/** One journaled review and the event holding it. */
+/** One journaled review and the event holding it: a `tool_review`, or the retry's call that carried it. */
 export interface ReviewEntry {
   readonly review: ToolReviewRecord;
   readonly event: SessionEvent;
+  /** Set when the review came with the retry plan, in the retry's audit, rather than in an event of its own. */
+  readonly carried?: true;
 }
 
 export interface OperationRecord {
@@ -295,6 +300,8 @@ export function collectEvidence(history: readonly SessionEvent[], callId?: strin
           if (retry.callId !== prevCall.id || retry.eventId !== previous.event.eventId) {
             invalid(`${at}: the retry audit of ${call.id} does not point at the previous attempt ${prevCall.id}`);
           }
+          const carried = carriedReviewOf(previous, retry.review ?? null, event);
+          if (carried !== null) previous.reviews.push(carried);
           operation = existing;
           attempt = existing.attempts.length + 1;
         } else {
@@ -410,6 +417,23 @@ function checkReviewEvent(calls: ReadonlyMap<string, AttemptRecord>, review: Too
   }
   if (latestReview(record)?.outcome === 'completed') invalid(`${at}: review of ${review.callId}, which a completed review had already resolved`);
   return record;
+}
+
+/**
+ * The review a retry plan carried (its audit's review), as a review of the attempt it retries
+ * (docs/design.md#a-plans-review-is-journaled-with-its-retry): a `not_executed` review the host passed to
+ * prepareToolRetry is the same decision as one journaled before the retry, so every reader counts it as that attempt's
+ * review, at the retry's call event. Only where recordToolReview could have journaled it there, and only when it adds
+ * something: a plan built from the attempt's own journaled `not_executed` review carries that review again.
+ */
+function carriedReviewOf(previous: AttemptRecord, review: ToolRetryReview | null, event: SessionEvent): ReviewEntry | null {
+  if (review === null || review.outcome !== 'not_executed') return null;
+  if (effectiveReview(previous, null)?.outcome === 'not_executed' || latestReview(previous)?.outcome === 'completed') return null;
+  if (succeededSibling(previous) !== null) return null;
+  const rule = evidenceRuleFor(evidenceFactsOf(previous));
+  if (rule.status === 'invalid' || !inDoubtForReview(previous, rule.status, review.outcome)) return null;
+  const record: ToolReviewRecord = { callId: previous.call.id, actor: review.actor, outcome: review.outcome, evidence: review.evidence, source: 'human' };
+  return { review: record, event, carried: true };
 }
 
 /** The latest journaled review of an attempt, or null. */

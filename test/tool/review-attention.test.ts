@@ -166,6 +166,56 @@ forEachStore('a review settles its call for the queue, the guard and assessSessi
     await r.store.close();
   });
 
+  it('not_executed passed to prepareToolRetry, the retry denied: settled as a journaled review settles it, in the queue, assessSession and the guard (r109 #3)', async () => {
+    const sent = { count: 0 };
+    const base = mailer(sent);
+    // The approver lets the first attempt through, denies the retry, and lets anything after it through.
+    let asked = 0;
+    const approver: ToolApprover = async () => (++asked === 2 ? { decision: 'denied', code: 'not_now', message: 'not now' } : { decision: 'approved' });
+    const r = await rig(target, { tools: [{ ...base, metadata: base.metadata.withApproval('ops') }], approvers: { ops: approver } });
+    const callId = await inDoubt(r);
+    const review = { actor: 'ops:maria', evidence: 'nothing in the outbox', outcome: 'not_executed' } as const;
+    const denied = await r.gateway.callWithOptions('send_mail', ARGS, { retry: prepareToolRetry(await r.store.loadHistory(r.sessionId), callId, review) });
+    assert.equal(denied.result.outcome.status === 'failed' && denied.result.outcome.category, 'approval_denied');
+    const history = await r.store.loadHistory(r.sessionId);
+    const assessed = assessSession(history);
+    assert.equal(assessed.totals.byAttention.in_doubt, 0, 'a person said it was not made, and the retry was decided against: nothing is in doubt');
+    assert.deepEqual(assessed.calls.find((c) => c.callId === denied.call.id)?.attention, 'none');
+    assert.deepEqual(assessed.calls.find((c) => c.callId === callId)?.review, { callId, source: 'human', ...review },
+      'the earlier attempt shows the review its retry carried');
+    assert.deepEqual((await r.store.attention({ sessionId: r.sessionId })).items, [], 'the queue lists nothing, as assessSession');
+    const rows = (await r.store.attention({ sessionId: r.sessionId, status: 'not_executed' })).items;
+    assert.deepEqual(rows.filter((i) => i.callId === denied.call.id).map((i) => i.inDoubt), [false], 'decided against');
+    // The user asks for the mail anew: nobody made it, so the guard does not refuse it.
+    const again = await r.gateway.call('send_mail', ARGS);
+    assert.equal(again.result.outcome.status, 'succeeded');
+    assert.equal(sent.count, 1, 'sent exactly once');
+    await r.store.close();
+  });
+
+  it('not_executed passed to prepareToolRetry, the retry refused before its body: its write still due in the queue as in assessSession, made once by the next retry', async () => {
+    const sent = { count: 0 };
+    const r = await rig(target, { tools: [mailer(sent)] });
+    const callId = await inDoubt(r);
+    const review = { actor: 'ops:maria', evidence: 'nothing in the outbox', outcome: 'not_executed' } as const;
+    // The retry is refused before its body: the caller's grant was withdrawn.
+    const refused = await createToolRuntime({ tools: [mailer(sent)], grants: { other: '*' } }).bind({ owner: r.owner, taskId: r.taskId, caller: 'agent' })
+      .callWithOptions('send_mail', ARGS, { retry: prepareToolRetry(await r.store.loadHistory(r.sessionId), callId, review) });
+    assert.equal(refused.result.outcome.status === 'failed' && refused.result.outcome.category, 'unavailable');
+    const listed = (await r.store.attention({ sessionId: r.sessionId })).items;
+    assert.deepEqual(listed.map((i) => [i.callId, i.status, i.inDoubt]), [[refused.call.id, 'reviewed_not_executed', false]]);
+    const assessed = assessSession(await r.store.loadHistory(r.sessionId)).calls.find((c) => c.callId === refused.call.id);
+    assert.deepEqual([assessed?.attention, assessed?.nextStep], ['interrupted', 'retry_allowed']);
+    assert.match(assessed?.reason ?? '', new RegExp(`a review said attempt 1 \\(${callId}\\) before it was not made, and its write is still due`));
+    const repeat = await r.gateway.call('send_mail', ARGS);
+    assert.equal(repeat.result.outcome.status === 'failed' && repeat.result.outcome.code, 'tool_in_doubt', 'an identical new mail beside the due one is refused');
+    const made = await r.gateway.callWithOptions('send_mail', ARGS, { retry: prepareToolRetry(await r.store.loadHistory(r.sessionId), refused.call.id) });
+    assert.equal(made.result.outcome.status, 'succeeded');
+    assert.equal(sent.count, 1, 'sent exactly once');
+    assert.deepEqual((await r.store.attention({ sessionId: r.sessionId })).items, []);
+    await r.store.close();
+  });
+
   it('a reconciler\'s completed answer settles it the same way, without a person', async () => {
     const sent = { count: 0 };
     const reconcile: Tool['reconcile'] = async () => ({ outcome: 'completed', evidence: 'the provider has a message for this key' });

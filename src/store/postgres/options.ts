@@ -7,7 +7,7 @@ import { describeSetting } from '../../text.js';
 export const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 /** The schema version this code writes and understands. A database at a higher version is refused on open. */
-export const POSTGRES_SCHEMA_VERSION = 12;
+export const POSTGRES_SCHEMA_VERSION = 13;
 
 export interface PostgresStoreOptions {
   /**

@@ -119,7 +119,10 @@ GRANT SELECT ON ${S}.jw_journal TO PUBLIC;`,
   () => '',
   // Version 12: since when an operation's outcome has been open, or its write due, across retries refused before
   // their body (AttentionRow.pendingSince), for the queue's age filter; the upgrade computes the index again.
-  (S) => `ALTER TABLE ${S}.jw_attention ADD COLUMN pending_since BIGINT;`,
+  (S) => `ALTER TABLE ${S}.jw_attention ADD COLUMN IF NOT EXISTS pending_since BIGINT;`,
+  // Version 13: no table changes. The attention index counts the `not_executed` review a retry plan carried as a
+  // review of the attempt it retries, which the releases before it left open; the upgrade computes the index again.
+  () => '',
 ];
 
 /** Draws the journal's id into schema `S` (quoted) unless it has one: at version 9, and again for a row removed since. */

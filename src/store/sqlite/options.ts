@@ -3,7 +3,7 @@ import { LIMITS } from '../../limits.js';
 import { describeSetting } from '../../text.js';
 
 /** The schema version this code writes and understands (`PRAGMA user_version`). A newer file is refused on open. */
-export const SQLITE_SCHEMA_VERSION = 11;
+export const SQLITE_SCHEMA_VERSION = 12;
 
 export interface SqliteStoreOptions {
   /** How long a writer waits for another connection's lock before StoreBusyError. Default 5,000 ms. */

@@ -146,9 +146,15 @@ const MIGRATE_ONE_RELEASE = '';
  * read the new status as none they know. The upgrade computes the index again (fillAttention).
  */
 const MIGRATE_REVIEWED_NOT_EXECUTED = '';
+/**
+ * Version 12: no table changes. The attention index counts the `not_executed` review a retry plan carried as a review
+ * of the attempt it retries (docs/design.md#a-plans-review-is-journaled-with-its-retry), which the releases before it
+ * left open; the upgrade computes the index again (fillAttention).
+ */
+const MIGRATE_CARRIED_REVIEWS = '';
 const MIGRATIONS: readonly string[] = [
   SCHEMA, MIGRATE_1_TO_2, MIGRATE_SESSION_KEYS, MIGRATE_ATTENTION, MIGRATE_INBOX, MIGRATE_LEASES, MIGRATE_EVENT_IDS, JOURNAL_ID_TABLE,
-  MIGRATE_ONE_RELEASE, MIGRATE_REVIEWED_NOT_EXECUTED, MIGRATE_PENDING_SINCE,
+  MIGRATE_ONE_RELEASE, MIGRATE_REVIEWED_NOT_EXECUTED, MIGRATE_PENDING_SINCE, MIGRATE_CARRIED_REVIEWS,
 ];
 
 /**
