@@ -16,6 +16,7 @@ import { decisionInbox } from '../store/inbox.js';
 import { JournalStore, type CallInFlight } from '../store/journal-store.js';
 import type { AttentionItem, SessionStore } from '../store/types.js';
 import { STORE_DEFAULTS } from '../limits.js';
+import { JournalCorruptError } from '../errors.js';
 
 /** Why a call may still be running, for a person: what the inbox would refuse a review of. */
 export function runningText(running: CallInFlight): string {
@@ -412,29 +413,31 @@ const INTERRUPTS: ReadonlySet<string> = new Set(['timeout', 'cancelled', 'budget
  * body ran, or has been running, or waited to start. A body an interrupt was recorded against did not stop with it:
  * the index does not say how it ended, so the text says where to look instead of how long it ran.
  */
-export function attentionTimes(item: AttentionItem, now: string): string {
+export function attentionTimes(item: AttentionItem, now: string, bodyEnd?: string | null): string {
   // An outcome open, or a write due, since an earlier attempt: the latest one's times are a retry's that made nothing.
   const since = item.pendingSince === null ? ''
     : `; ${item.status === 'reviewed_not_executed' ? 'due' : 'open'} since ${timeText(item.pendingSince)}, no later attempt ran its body`;
   // A retry's marker with a standing carried past it: stopped before its body was called (a body that ran resets it).
   const stopped = item.pendingSince !== null && item.startedAt !== null
     ? `a retry stopped before its body was called, ${durationText(item.startedAt, item.endedAt ?? now) ?? '-'} after its start marker` : null;
-  if (item.status !== 'reviewed_not_executed') return `${stopped ?? attemptTimes(item, now)}${since}`;
+  if (item.status !== 'reviewed_not_executed') return `${stopped ?? attemptTimes(item, now, bodyEnd)}${since}`;
   // Not "started … ago" nor "may have gone on": nothing runs, and a review says the body did not write.
-  if (item.startedAt === null || stopped !== null) return `reviewed: not executed (${stopped ?? attemptTimes(item, now)})${since}`;
+  if (item.startedAt === null || stopped !== null) return `reviewed: not executed (${stopped ?? attemptTimes(item, now, bodyEnd)})${since}`;
   const ended = item.endedAt === null ? 'no result' : `ended ${item.category ?? 'with a result'} after ${durationText(item.startedAt, item.endedAt) ?? '-'}`;
   return `reviewed: not executed (body started ${timeText(item.startedAt)}, ${ended})${since}`;
 }
 
-function attemptTimes(item: AttentionItem, now: string): string {
+function attemptTimes(item: AttentionItem, now: string, bodyEnd: string | null | undefined): string {
   const ran = item.startedAt ? durationText(item.startedAt, item.endedAt ?? now) : null;
   // A start marker, then an interrupt before the body was called (not executed): no body ran, none goes on.
   if (ran !== null && item.status === 'not_executed' && item.endedAt) return `stopped before its body was called, ${ran} after its start marker`;
   if (ran !== null) {
     if (!item.endedAt) return `body started ${ran} ago, no result`;
-    return item.category !== null && INTERRUPTS.has(item.category)
-      ? `${interruptedText(ran)} (the call's journal says how it ended)`
-      : `body ran ${ran}`;
+    if (!interruptedBody(item)) return `body ran ${ran}`;
+    if (bodyEnd === undefined) return `${interruptedText(ran)} (the call's journal says how it ended)`;
+    if (bodyEnd === null) return `${interruptedText(ran)} (no end of it is journaled yet)`;
+    return bodyEnd === 'not_called' ? `interrupted after ${ran}; its body was never called`
+      : `interrupted after ${ran}; its body went on, and ${bodyEndWords(bodyEnd)}`;
   }
   const waited = durationText(item.calledAt, item.endedAt ?? now);
   if (waited === null) return '-';
@@ -442,6 +445,34 @@ function attemptTimes(item: AttentionItem, now: string): string {
 }
 
 const interruptedText = (ran: string) => `interrupted after ${ran}; its body may have gone on`;
+
+/** Whether an interrupt was recorded against the item's running body, which may have gone on after it. */
+function interruptedBody(item: AttentionItem): boolean {
+  return item.startedAt !== null && item.endedAt !== null && item.status !== 'not_executed' && item.category !== null && INTERRUPTS.has(item.category);
+}
+
+/**
+ * How the bodies of listed items an interrupt was recorded against ended since, by call id, as their sessions'
+ * journals say (a `body_ended` event; the index keeps no such thing): a body that returned most likely made its
+ * write; null when none is journaled yet. Only those sessions are read. One whose journal does not verify leaves its
+ * items out (`jingwei verify` says why).
+ */
+export async function lateBodyEnds(store: SessionStore, items: readonly AttentionItem[]): Promise<Map<string, string | null>> {
+  const bySession = new Map<string, string[]>();
+  for (const item of items) if (interruptedBody(item)) bySession.set(item.sessionId, [...(bySession.get(item.sessionId) ?? []), item.callId]);
+  const ends = new Map<string, string | null>();
+  for (const [sessionId, callIds] of bySession) {
+    let calls: Map<string, CallRecord>;
+    try {
+      calls = indexCalls(await store.loadHistory(sessionId));
+    } catch (error) {
+      if (error instanceof JournalCorruptError) continue;
+      throw error;
+    }
+    for (const callId of callIds) ends.set(callId, calls.get(callId)?.bodyEnd?.ended ?? null);
+  }
+  return ends;
+}
 
 /** What the start marker's time is, in words: when the body started, unless the result says it was never called. */
 export function markerWord(record: CallRecord): string {

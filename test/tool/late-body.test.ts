@@ -305,7 +305,7 @@ forEachStore('a body that outlives its attempt', (target) => {
   });
 });
 
-it('the queue does not say how long an interrupted body ran, and jingwei review asks before not_executed once it returned', async () => {
+it('the queue does not say how long an interrupted body ran, says how it ended once journaled, and jingwei review asks before not_executed once it returned', async () => {
   const path = tempDbPath(tempDir(), 'journal');
   const location = { target: path, open: async () => openSqliteStore(path) };
   const store = await location.open();
@@ -314,14 +314,19 @@ it('the queue does not say how long an interrupted body ran, and jingwei review 
   await owner.startTask('t');
   const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
   const first = await gateway.call('transfer', { to: 'acme' });
+  const running = cli(['queue', location.target]).stdout;
+  assert.match(running, /timeout\s+interrupted after \d+ (ms|s); its body may have gone on \(no end of it is journaled yet\)/);
   state.end();
   const ended = await untilBodyEnded(store, 's', first.call.id);
   await owner.release();
   await store.close();
-  // Before, the queue read "timeout  body ran 250 ms": the body ran on and made the transfer.
+  // Before, the queue read "timeout  body ran 250 ms": the body ran on and made the transfer. Then it said only that
+  // the body may have gone on, and the operator had to open the call to learn it had returned (r108 F6, r110 F3).
   const queued = cli(['queue', location.target]).stdout;
-  assert.match(queued, /timeout\s+interrupted after \d+ (ms|s); its body may have gone on \(the call's journal says how it ended\)/);
+  assert.match(queued, /timeout\s+interrupted after \d+ (ms|s); its body went on, and returned \(its output was not recorded: it most likely made its write\)/);
   assert.doesNotMatch(queued, /body ran/);
+  const listed = JSON.parse(cli(['queue', location.target, '--json']).stdout) as { items: { call_id: string; body_ended: string | null; in_doubt: boolean }[] };
+  assert.deepEqual(listed.items.map((i) => [i.call_id, i.body_ended, i.in_doubt]), [[first.call.id, 'returned', true]]);
   const review = (...extra: string[]) => cli(['review', location.target, first.call.id, '--session', 's', '--outcome', 'not_executed', '--evidence', 'no transfer in the bank', '--actor', 'ops', ...extra]);
   const refused = review();
   assert.equal(refused.code, 1, refused.stdout + refused.stderr);

@@ -5,7 +5,7 @@ import { integerOption, STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, UsageError } from '../exit.js';
 import { durationText, parseAge, safe, safeId, shortId, storeWord, table, timeText } from '../format.js';
 import { withStore } from '../session.js';
-import { approvalRequests, attentionTimes, type InboxListing, REVIEWED_NOT_EXECUTED_HINT, waitingReviewDecisions } from '../assessment.js';
+import { approvalRequests, attentionTimes, lateBodyEnds, type InboxListing, REVIEWED_NOT_EXECUTED_HINT, waitingReviewDecisions } from '../assessment.js';
 import { QUEUE_ATTENTION_STATUSES } from '../../store/attention.js';
 import { identicalApprovals } from '../../store/inbox.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
@@ -127,6 +127,7 @@ abandoned or released alike). --reviews-after continues them.`,
         const twins = same.filter((t) => t.state === 'open' || t.decision === 'approved');
         if (twins.length > 0) identical.set(id, twins);
       }
+      const bodyEnds = await lateBodyEnds(store, page.items);
       const now = new Date().toISOString();
       if (options.json === true) {
         out.line(JSON.stringify({
@@ -134,6 +135,7 @@ abandoned or released alike). --reviews-after continues them.`,
             session_id: i.sessionId, task_id: i.taskId, key: i.key, call_id: i.callId, tool: i.tool, effect: i.effect,
             revision: i.revision, status: i.status, started: i.started, category: i.category, in_doubt: i.inDoubt,
             called_at: i.calledAt, started_at: i.startedAt, ended_at: i.endedAt, pending_since: i.pendingSince,
+            body_ended: bodyEnds.get(i.callId) ?? null,
           })),
           next: page.next,
           approvals: approvals.items.map((r) => ({
@@ -169,7 +171,7 @@ abandoned or released alike). --reviews-after continues them.`,
           i.effect,
           i.inDoubt ? s.yellow(`${i.status} IN DOUBT`) : QUEUE_ATTENTION_STATUSES.includes(i.status) ? s.cyan(i.status) : s.dim(i.status),
           i.category ?? '-',
-          attentionTimes(i, now),
+          attentionTimes(i, now, bodyEnds.get(i.callId)),
         ]);
         out.line(table(
           [{ header: 'CALLED AT' }, { header: 'SESSION' }, { header: 'CALL' }, { header: 'TOOL' }, { header: 'EFFECT' }, { header: 'STATUS' }, { header: 'RESULT' }, { header: 'TIMES' }],

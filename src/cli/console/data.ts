@@ -12,7 +12,7 @@ import { JournalStore, type CallInFlight } from '../../store/journal-store.js';
 import { ATTENTION_STATUSES, type AttentionStatus, type TaskRow } from '../../store/rows.js';
 import type { AttentionItem, SessionStore, SessionSummary } from '../../store/types.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
-import { approvalRequests, waitingReviewDecisions, hasInbox, indexCalls, pendingInboxReviews, runningText, withInboxReviews, type CallRecord } from '../assessment.js';
+import { approvalRequests, lateBodyEnds, waitingReviewDecisions, hasInbox, indexCalls, pendingInboxReviews, runningText, withInboxReviews, type CallRecord } from '../assessment.js';
 import { parseAge, safeId } from '../format.js';
 
 /** The queue's filters as the page's form sends them; every field is checked before the store sees it. */
@@ -98,6 +98,8 @@ export interface QueueView {
   readonly reviews: Listed<DecisionRow>;
   /** Why the inbox's lists are not read (an effect or status filter, which select operations; a store without an inbox), or null. */
   readonly decisionsNotListed: string | null;
+  /** How the bodies of listed items an interrupt was recorded against ended since (lateBodyEnds), by call id. */
+  readonly bodyEnds: ReadonlyMap<string, string | null>;
 }
 
 /** The most rows one page lists, in each list. */
@@ -137,6 +139,7 @@ export async function readQueue(store: SessionStore, filters: QueueFilters, pagi
     reviews: operationsOnly ? none : await waitingReviewDecisions(store, { ...approvalFilters, ...(paging.reviewsAfter !== undefined ? { after: paging.reviewsAfter } : {}) }),
     decisionsNotListed: !hasInbox(store) ? 'this store keeps no decision inbox'
       : operationsOnly ? 'not listed with an effect or status filter, which select operations' : null,
+    bodyEnds: await lateBodyEnds(store, items),
   };
 }
 

@@ -21,7 +21,7 @@ export function queueRows(view: QueueView, now: string, base: string): string {
 <td class="mono"><a href="${h(callHref(base, i.sessionId, i.callId))}" title="${hId(i.callId)}">${hShortId(i.callId)}</a></td>
 <td>${h(i.tool)}</td><td>${h(i.effect)}</td>
 <td class="${i.inDoubt ? 'doubt' : ''}">${h(i.status)}${i.inDoubt ? ' · IN DOUBT' : ''}</td>
-<td>${h(i.category ?? '-')}</td><td>${h(attentionTimes(i, now))}</td></tr>`).join('\n');
+<td>${h(i.category ?? '-')}</td><td>${h(attentionTimes(i, now, view.bodyEnds.get(i.callId)))}</td></tr>`).join('\n');
 }
 
 /** The rows of the open approval requests. */

@@ -155,7 +155,7 @@ class Console {
       try {
         const view = await readQueue(this.options.store, filters, paging);
         const ids = (list: { items: readonly { id: string }[]; next: string | null }) => [list.items.map((r) => r.id), list.next];
-        const signature = JSON.stringify([view.items.items.map((i) => [i.callId, i.status, i.category, i.endedAt]), view.items.next, ids(view.approvals), ids(view.decided), ids(view.reviews)]);
+        const signature = JSON.stringify([view.items.items.map((i) => [i.callId, i.status, i.category, i.endedAt, view.bodyEnds.get(i.callId) ?? null]), view.items.next, ids(view.approvals), ids(view.decided), ids(view.reviews)]);
         if (signature !== last || Date.now() - lastSent > 10_000) {
           last = signature;
           lastSent = Date.now();
