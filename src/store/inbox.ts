@@ -158,10 +158,11 @@ export function markReviewStaleAgain(store: SessionStore, decisionId: string, re
 }
 
 /**
- * For each of `rows`, by its id, the approval requests in `states` of its session for the same write (same task, tool
- * and arguments digest, another operation), oldest first: an identical call a model asked for again while the first
- * waited for a person (docs/design.md#identical-approvals). None for a row without a binding. Each session's
- * requests are read once, however many of `rows` it has.
+ * For each of `rows`, by its id, the approval requests in `states` of its session for the same tool and arguments
+ * digest under another operation, oldest first: in its task, the same write (an identical call a model asked for
+ * again while the first waited for a person, docs/design.md#identical-approvals, which `sameWrite` tells); in another
+ * task, most likely a host that started the task again. None for a row without a binding. Each session's requests
+ * are read once, however many of `rows` it has.
  */
 export async function identicalApprovals(store: SessionStore, rows: readonly DecisionRow[], states: readonly DecisionState[]): Promise<Map<string, DecisionRow[]>> {
   const inbox = inboxOf(store);
@@ -169,7 +170,7 @@ export async function identicalApprovals(store: SessionStore, rows: readonly Dec
   for (const sessionId of new Set(rows.filter((r) => r.binding !== null).map((r) => r.sessionId))) {
     bySession.set(sessionId, await approvalsOfSession(inbox, sessionId, states));
   }
-  return new Map(rows.map((row) => [row.id, (bySession.get(row.sessionId) ?? []).filter((r) => sameWrite(row, r))]));
+  return new Map(rows.map((row) => [row.id, (bySession.get(row.sessionId) ?? []).filter((r) => sameArguments(row, r))]));
 }
 
 async function approvalsOfSession(inbox: InboxBackend, sessionId: string, states: readonly DecisionState[]): Promise<DecisionRow[]> {
@@ -183,12 +184,17 @@ async function approvalsOfSession(inbox: InboxBackend, sessionId: string, states
   }
 }
 
-/** Two approval requests of one session for the same write: same task, tool and arguments digest, another operation. */
-function sameWrite(a: DecisionRow, b: DecisionRow): boolean {
+/** Two approval requests for the same tool and arguments digest under another operation, in any task or session. */
+export function sameArguments(a: DecisionRow, b: DecisionRow): boolean {
   const x = a.binding;
   const y = b.binding;
-  return x !== null && y !== null && b.sessionId === a.sessionId && y.key !== x.key && y.taskId === x.taskId && y.tool === x.tool &&
-    y.argumentsDigest === x.argumentsDigest;
+  return x !== null && y !== null && y.tool === x.tool && y.argumentsDigest === x.argumentsDigest &&
+    (b.sessionId !== a.sessionId || y.taskId !== x.taskId || y.key !== x.key);
+}
+
+/** Two approval requests of one session for the same write: same task, tool and arguments digest, another operation. */
+export function sameWrite(a: DecisionRow, b: DecisionRow): boolean {
+  return sameArguments(a, b) && b.sessionId === a.sessionId && b.binding!.taskId === a.binding!.taskId;
 }
 
 /** The request among `rows` identical to `row` that an operator approved (used or not), if any. */

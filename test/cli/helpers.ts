@@ -234,16 +234,16 @@ export async function alphaOnPostgres(url: string, schema: string, dir: string):
  * A journal at `path` whose session `s-1` asked for `pay` once per entry of `calls` (task `t`), each left pending by
  * its approver; the host released the session. Returns the approval requests' ids, in order.
  */
-export async function pendingPayments(path: string, calls: readonly { readonly to: string }[]): Promise<string[]> {
+export async function pendingPayments(path: string, calls: readonly { readonly to: string }[], where: { readonly sessionId: string; readonly taskId: string } = { sessionId: 's-1', taskId: 't' }): Promise<string[]> {
   const store = openSqliteStore(path);
   try {
-    const owner = await store.acquire('s-1', { owner: 'host' });
-    await owner.startTask('t');
+    const owner = await store.acquire(where.sessionId, { owner: 'host' });
+    await owner.startTask(where.taskId);
     const gateway = createToolRuntime({
       tools: [{ name: 'pay', metadata: new ToolMetadata('pay', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'paid' }],
       grants: { agent: '*' },
       approvers: { ops: async () => ({ decision: 'pending' as const }) },
-    }).bind({ owner, taskId: 't', caller: 'agent' });
+    }).bind({ owner, taskId: where.taskId, caller: 'agent' });
     const ids: string[] = [];
     for (const args of calls) ids.push((await gateway.call('pay', args)).result.approval!.requestId);
     await owner.release();

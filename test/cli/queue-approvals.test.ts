@@ -140,6 +140,29 @@ describe('jingwei queue: approval requests waiting for a person', () => {
     assert.deepEqual(json(), [[other, []]]);
   });
 
+  it('names a request for the same tool and arguments in another task of its session, or in another session, apart from identical ones (r110 F1)', async () => {
+    const path = tempDbPath(dir, 'same-arguments');
+    const [first] = (await pendingPayments(path, [{ to: 'ann' }])) as [string];
+    // The host gave up waiting and started the task again under a new task id; a user started over in a new session.
+    const [again] = (await pendingPayments(path, [{ to: 'ann' }], { sessionId: 's-1', taskId: 't2' })) as [string];
+    const [anew, other] = (await pendingPayments(path, [{ to: 'ann' }, { to: 'bob' }], { sessionId: 's-2', taskId: 't' })) as [string, string];
+    type Row = { request_id: string; identical_to: string[]; same_arguments_as: { request_id: string; session_id: string; task_id: string; state: string }[] };
+    const json = () => (JSON.parse(cli(['queue', path, '--json']).stdout) as { approvals: Row[] }).approvals
+      .map((r) => [r.request_id, r.identical_to, r.same_arguments_as.map((t) => [t.request_id, t.session_id, t.task_id, t.state])]);
+    assert.deepEqual(json(), [
+      [first, [], [[again, 's-1', 't2', 'open'], [anew, 's-2', 't', 'open']]],
+      [again, [], [[first, 's-1', 't', 'open'], [anew, 's-2', 't', 'open']]],
+      [anew, [], [[first, 's-1', 't', 'open'], [again, 's-1', 't2', 'open']]],
+      [other, [], []],
+    ]);
+    assert.equal(cli(['approve', path, first, '--actor', 'alice']).code, 0);
+    const text = cli(['queue', path]).stdout;
+    assert.match(text, new RegExp(`${again} asks for the same tool and arguments as ${first} \\(task t, approved\\), ${anew} \\(session s-2, waiting\\): if it is the same request started again, approving both makes the write twice`));
+    assert.doesNotMatch(text, new RegExp(`${other} asks for the same`));
+    // Not refused: another task is an intent of its own, and the operator was told.
+    assert.equal(cli(['approve', path, again, '--actor', 'alice']).code, 0);
+  });
+
   it('inspect given a request id shows the call it would let run, its arguments in full (pass r50: approvals were decided blind)', async () => {
     const path = tempDbPath(dir, 'inspect-request');
     const [a] = (await pendingRequests(path)) as [string, string];

@@ -7,7 +7,7 @@ import { durationText, parseAge, safe, safeId, shortId, storeWord, table, timeTe
 import { withStore } from '../session.js';
 import { approvalRequests, attentionTimes, lateBodyEnds, type InboxListing, REVIEWED_NOT_EXECUTED_HINT, waitingReviewDecisions } from '../assessment.js';
 import { QUEUE_ATTENTION_STATUSES } from '../../store/attention.js';
-import { identicalApprovals } from '../../store/inbox.js';
+import { identicalApprovals, sameArguments, sameWrite } from '../../store/inbox.js';
 import type { DecisionRow } from '../../store/inbox-rows.js';
 
 function statusesOf(value: string | boolean | undefined): AttentionStatus[] | undefined {
@@ -121,11 +121,19 @@ abandoned or released alike). --reviews-after continues them.`,
         decided = await page('decided-after', (q) => approvalRequests(store, 'decided', q));
         reviews = await page('reviews-after', (q) => waitingReviewDecisions(store, q));
       }
-      // Per open request, the other requests of its session for the same write: waiting, or approved (used or not).
+      // Per open request, the other requests for the same tool and arguments, waiting or approved (used or not): of its
+      // session and task, the same write; of another task of its session, or another session listed here, most likely
+      // a host or a user that started it again.
       const identical = new Map<string, DecisionRow[]>();
+      const alike = new Map<string, DecisionRow[]>();
+      const listed = [...approvals.items, ...decided.items];
       for (const [id, same] of await identicalApprovals(store, approvals.items, ['open', 'decided', 'consumed'])) {
-        const twins = same.filter((t) => t.state === 'open' || t.decision === 'approved');
+        const row = approvals.items.find((r) => r.id === id)!;
+        const live = (t: DecisionRow) => t.state === 'open' || t.decision === 'approved';
+        const twins = same.filter((t) => live(t) && sameWrite(row, t));
+        const others = [...same.filter((t) => live(t) && !sameWrite(row, t)), ...listed.filter((t) => t.sessionId !== row.sessionId && live(t) && sameArguments(row, t))];
         if (twins.length > 0) identical.set(id, twins);
+        if (others.length > 0) alike.set(id, others);
       }
       const bodyEnds = await lateBodyEnds(store, page.items);
       const now = new Date().toISOString();
@@ -142,6 +150,7 @@ abandoned or released alike). --reviews-after continues them.`,
             request_id: r.id, session_id: r.sessionId, call_id: r.callId, tool: r.tool, task_id: r.binding?.taskId ?? null,
             key: r.binding?.key ?? null, revision: r.binding?.revision ?? null, approver: r.binding?.approver ?? null, note: r.note, since: r.createdAt,
             identical_to: (identical.get(r.id) ?? []).map((t) => t.id),
+            same_arguments_as: (alike.get(r.id) ?? []).map((t) => ({ request_id: t.id, session_id: t.sessionId, task_id: t.binding?.taskId ?? null, state: t.state })),
           })),
           approvals_next: approvals.next,
           decided: decided.items.map((r) => ({
@@ -199,6 +208,11 @@ abandoned or released alike). --reviews-after continues them.`,
         for (const [id, twins] of identical) {
           const named = twins.map((t) => `${safeId(t.id)} (${t.state === 'open' ? 'waiting' : t.state === 'consumed' ? 'approved, used' : 'approved'})`).join(', ');
           out.line(s.yellow(`${safeId(id)} asks for the same call (tool and arguments) as ${named}: approving both makes the write twice; deny the one that repeats the other.`));
+        }
+        for (const [id, others] of alike) {
+          const named = others.map((t) => `${safeId(t.id)} (${t.sessionId === approvals.items.find((r) => r.id === id)!.sessionId ? `task ${safeId(t.binding?.taskId ?? '-')}` : `session ${safeId(t.sessionId)}`}, ` +
+            `${t.state === 'open' ? 'waiting' : t.state === 'consumed' ? 'approved, used' : 'approved'})`).join(', ');
+          out.line(s.yellow(`${safeId(id)} asks for the same tool and arguments as ${named}: if it is the same request started again, approving both makes the write twice.`));
         }
         out.line(s.dim(`What one would do (the call and its arguments in full): jingwei inspect ${storeWord(args.store!)} <request>`));
         out.line(s.dim(`Decide one: jingwei approve ${storeWord(args.store!)} <request> --actor <name> (or jingwei deny)` + (approvals.next ? `; more: --approvals-after ${approvals.next}` : '')));
