@@ -8,7 +8,7 @@ import { ToolCallFailedError } from '../errors.js';
 import type { JsonValue } from '../json/types.js';
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import type { AgentToolCall } from '../agent/run-calls.js';
-import { BridgeRun, checkBridgeOptions, saysNotRun, type BridgeRunOptions, type BridgeRunStatus, type PromptView } from './run.js';
+import { BridgeRun, checkBridgeOptions, saysNotRun, saysToolDidNotRun, type BridgeRunOptions, type BridgeRunStatus, type PromptView } from './run.js';
 import { withJournaledIds } from './call-ids.js';
 import { readRunOptions } from '../agent/run-options.js';
 import { checkModelObject, objectSchema, selectSchemas } from './schema.js';
@@ -110,19 +110,26 @@ function otherCallIds(content: readonly ContentLike[]): string[] {
  */
 const withCallIds = <T>(content: readonly T[], ids: readonly string[]): T[] => withJournaledIds(content, ids, 'toolCallId', (part) => isRunCall(part as ContentLike));
 
-/** What the prompt holds of the run: its assistant messages' tool calls, and the results that say one did not run. */
+/** The tool result outputs that say a tool ran and answered (any other is an error or a denial). */
+const ANSWERS: ReadonlySet<string> = new Set(['text', 'json', 'content']);
+
+/** What the prompt holds of the run: its assistant messages' tool calls, and the results that say one did or did not run. */
 function promptView(prompt: readonly { readonly role: string; readonly content: unknown }[]): PromptView {
   const callIds = new Set<string>();
   const notRun = new Set<string>();
+  const answered = new Set<string>();
   for (const message of prompt) {
     if (!Array.isArray(message.content)) continue;
-    for (const part of message.content as readonly (ContentLike & { readonly output?: { readonly value?: unknown } })[]) {
+    for (const part of message.content as readonly (ContentLike & { readonly output?: { readonly type?: unknown; readonly value?: unknown } })[]) {
       if (typeof part.toolCallId !== 'string') continue;
       if (message.role === 'assistant' && part.type === 'tool-call') callIds.add(part.toolCallId);
-      if (message.role === 'tool' && part.type === 'tool-result' && saysNotRun(part.output?.value)) notRun.add(part.toolCallId);
+      if (message.role !== 'tool' || part.type !== 'tool-result') continue;
+      if (saysNotRun(part.output?.value)) notRun.add(part.toolCallId);
+      // The framework's own refusals (a tool it was not given, input it could not parse) are error results.
+      else if (ANSWERS.has(String(part.output?.type)) && !saysToolDidNotRun(part.output?.value)) answered.add(part.toolCallId);
     }
   }
-  return { field: 'messages', callIds, notRun };
+  return { field: 'messages', callIds, notRun, answered };
 }
 
 function journalingMiddleware(run: BridgeRun): LanguageModelMiddleware {

@@ -145,7 +145,12 @@ export interface PromptView {
   readonly field: string;
   readonly callIds: ReadonlySet<string>;
   readonly notRun: ReadonlySet<string>;
+  /** The calls the prompt holds a result of that says the tool ran (not an error, not a refusal before the tool). */
+  readonly answered: ReadonlySet<string>;
 }
+
+/** Whether a tool result's text is a bridge's refusal of a call before its tool ran (the Agents SDK's errorFunction). */
+export const saysToolDidNotRun = (text: unknown): boolean => typeof text === 'string' && text.endsWith('The tool did not run.');
 
 /** Whether a tool result's text is the run's reading of a call the framework never ran (BridgeRun.readBack). */
 export const saysNotRun = (text: unknown): boolean => typeof text === 'string' && text.includes(`(${NOT_RUN_BY_FRAMEWORK.code})`);
@@ -471,6 +476,16 @@ export class BridgeRun {
       throw new InvalidInputError(prompt.field, `does not hold step ${at} of run ${this.runId} (its call of ${JSON.stringify(missing.name)}): ` +
         'the model would not see what that step did and ask for it again. Pass the run\'s messages as they are now (read them again from the run), ' +
         'or the messages the framework gave back');
+    }
+    // A call of the step that the framework never handed to the run's tools, and that has a result all the same: a tool
+    // outside the run ran it (the gateway's own bridge tools, say), under a key of its own. The journal cannot tie that
+    // call to the run, so a resume would tell the model it did not run, and the model would have it made again.
+    const outside = at === 0 ? undefined
+      : this.rebuilt[at - 1]!.response.toolCalls.find((c) => prompt.answered.has(c.id) && this.positions.get(c.id)?.refused === false);
+    if (outside !== undefined) {
+      throw new InvalidInputError(prompt.field, `holds a result of the call ${JSON.stringify(outside.id)} of ${JSON.stringify(outside.name)} (step ${at} of run ${this.runId}) ` +
+        'that the run\'s tools never ran: a tool outside the run made it, which the journal cannot tie to the run, so a resume would tell the model it ' +
+        'did not run and have it made again. Give the framework the run\'s tools only (run.tools), not the gateway\'s own bridge tools');
     }
     // Messages read while a step's calls were being handed to the tools say a call did not run that ran since.
     const ran = [...prompt.notRun].find((id) => this.handedOver.has(id));

@@ -460,6 +460,23 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     await h.store.close();
   });
 
+  it('the gateway\'s own bridge tools in a run\'s loop: the next step is refused before the model is asked, so no resume tells it the order did not run (r111 F1)', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const host = await hostOn(() => openSqliteStore(path), world);
+    const run1 = await aiSdkRun({ ...host, runId: 'mixed-1', prompt: 'Buy tea.' });
+    const model = scripted([answer([call('a', 'place_order')]), answer([call('b', 'place_order')]), done]);
+    await assert.rejects(generateText({ model: run1.model(model), tools: aiSdkTools(host.gateway), messages: run1.messages, stopWhen: stepCountIs(5) }),
+      (e: unknown) => e instanceof Error && /holds a result of the call "a" of "place_order" \(step 1 of run mixed-1\) that the run's tools never ran: a tool outside the run made it/.test(String((e as { cause?: unknown }).cause ?? e) + (e as Error).message));
+    assert.equal(model.doGenerateCalls.length, 1, 'the model was not asked again');
+    assert.deepEqual(world.bodies, ['place_order'], 'placed once, by the tool outside the run');
+    // The same loop given the run's tools goes on as usual.
+    const run2 = await aiSdkRun({ ...host, runId: 'fine-1', prompt: 'Buy tea.' });
+    await generateText({ model: run2.model(scripted([answer([call('a', 'place_order')]), done])), tools: run2.tools, messages: run2.messages, stopWhen: stepCountIs(5) });
+    assert.equal(run2.status, 'finished');
+    await host.store.close();
+  });
+
   it('bad options are InvalidInputError naming the option, and nothing is journaled', async () => {
     const path = tempDbPath(dir);
     const world = outsideWorld();

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, it } from 'node:test';
 import { Agent, run, setTracingDisabled, Usage, type AgentOutputItem, type Model, type ModelRequest } from '@openai/agents';
-import { openAiAgentsRun } from '../../src/openai-agents.js';
+import { openAiAgentsRun, openAiAgentsTools } from '../../src/openai-agents.js';
 import { setFaultHook } from '../../src/fault.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { Crash, hostOn, outsideWorld, type World } from './fixtures/resume-world.js';
@@ -63,6 +63,18 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
     assert.equal(again.text, 'Ordered and confirmed.');
     assert.deepEqual(world.bodies, ['place_order', 'send_email']);
     await second.store.close();
+  });
+
+  it('the gateway\'s own bridge tools in a run\'s loop: the next turn is refused before the model is asked (r111 F1)', async () => {
+    const world = outsideWorld();
+    const host = await hostOn(() => target.fresh().open(), world);
+    const run1 = await openAiAgentsRun({ ...host, runId: 'mixed-1', prompt: 'Buy tea.' });
+    const model = new ScriptedAgentsModel([orderTurn, [fn('c9', 'place_order')], doneTurn]);
+    await assert.rejects(run(new Agent({ name: 'shop', model: run1.model(model), tools: openAiAgentsTools(host.gateway) }), run1.input, { maxTurns: 5 }),
+      (e: unknown) => chain(e).some((x) => x instanceof Error && /holds a result of the call "c1" of "place_order" \(step 1 of run mixed-1\) that the run's tools never ran/.test(x.message)));
+    assert.equal(model.requests.length, 1, 'the model was not asked again');
+    assert.deepEqual(world.bodies, ['place_order'], 'placed once, by the tool outside the run');
+    await host.store.close();
   });
 
   it('a loop driven a turn at a time reads the run\'s input as it is now; input read before a turn is refused, not asked again (r99 #1)', async () => {
