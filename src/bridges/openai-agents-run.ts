@@ -8,7 +8,7 @@ import { InvalidInputError, ToolCallFailedError, ToolRuntimeHaltedError } from '
 import type { ChatResponse, ChatToolCall } from '../agent/model.js';
 import type { AgentToolCall } from '../agent/run-calls.js';
 import { exposedSchemas, withSiblingCancellationMarked } from './openai-agents.js';
-import { BridgeRun, checkBridgeOptions, saysNotRun, saysToolDidNotRun, type BridgeRunOptions, type BridgeRunStatus, type PromptView } from './run.js';
+import { BridgeRun, checkBridgeOptions, saysNotRun, type BridgeRunOptions, type BridgeRunStatus, type PromptView } from './run.js';
 import { withJournaledIds } from './call-ids.js';
 import { readRunOptions } from '../agent/run-options.js';
 import { checkModelObject, objectSchema } from './schema.js';
@@ -103,20 +103,19 @@ function inputOf(run: BridgeRun, toExposed: (name: string) => string): AgentInpu
 function inputView(input: unknown): PromptView {
   const callIds = new Set<string>();
   const notRun = new Set<string>();
-  const answered = new Set<string>();
   if (Array.isArray(input)) {
     for (const item of input as readonly (OutputItemLike & { readonly output?: unknown })[]) {
       if (typeof item.callId !== 'string') continue;
       if (item.type === 'function_call') callIds.add(item.callId);
-      if (item.type !== 'function_call_result') continue;
       const output = item.output;
       const text = typeof output === 'string' ? output : (output as { readonly text?: unknown } | undefined)?.text;
-      if (saysNotRun(text)) notRun.add(item.callId);
-      // A run tool's refusal before its body (input the SDK could not parse, handed to its errorFunction) says so.
-      else if (!saysToolDidNotRun(text)) answered.add(item.callId);
+      if (item.type === 'function_call_result' && saysNotRun(text)) notRun.add(item.callId);
     }
   }
-  return { field: 'input', callIds, notRun, answered };
+  // The SDK answers a call it refused (input it could not parse) with a result of plain text, as a tool's: which
+  // results a tool gave cannot be told here, so none is taken as one (a call a tool outside the run made is read
+  // back from its attempt when the run is opened again, outsideExecutions).
+  return { field: 'input', callIds, notRun, answered: new Set() };
 }
 
 /**

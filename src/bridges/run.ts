@@ -11,13 +11,14 @@
  * framework then continues its loop from the rebuilt conversation.
  */
 import { InvalidInputError, OperationInDoubtError, ToolRuntimeHaltedError } from '../errors.js';
-import type { ActionContext } from '../event/types.js';
+import type { ActionContext, SessionEvent } from '../event/types.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
 import { asHolder, runUnchanged, takeTurn, type RunTurn } from '../agent/active-runs.js';
 import { runReconcilers } from '../tool/runtime.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
-import { preflightFailure } from './outcome.js';
+import { modelFacingOutcome, preflightFailure } from './outcome.js';
+import { outsideExecutions } from '../agent/outside-calls.js';
 import { jsonEquals } from '../json/canonical.js';
 import { describeValue, toWellFormed } from '../text.js';
 import { distinctCallIds } from './call-ids.js';
@@ -243,13 +244,14 @@ export class BridgeRun {
     const run = new BridgeRun(options, runId, journaled.input, journaled.responses.length, offered);
     turn.hold(run);
     await journalReviewsAtStart(run.ctx);
-    await run.replay(journaled);
+    await run.replay(journaled, events);
     return run;
   }
 
   /** Settles every journaled step's calls against the journal, as a resumed runAgent does. */
-  private async replay(journaled: JournaledRun): Promise<void> {
+  private async replay(journaled: JournaledRun, events: readonly SessionEvent[]): Promise<void> {
     const finished = journaled.finished !== null;
+    const madeOutside = outsideExecutions(events, this.runId, journaled.taskId);
     for (const [i, response] of journaled.responses.entries()) {
       const step = i + 1;
       const calls: AgentToolCall[] = [];
@@ -263,8 +265,12 @@ export class BridgeRun {
       for (const [index, requested] of response.toolCalls.entries()) {
         const key = runOperationKey(this.runId, step, index);
         const refusal = await refusalToRead(journaled, step, index, this.options.owner, this.options.gateway.taskId, key, NOT_RUN_BY_FRAMEWORK);
+        // Made by a tool outside the run (the gateway's own bridge tools given to the loop): read back as it ran.
+        const outside = refusal?.code === NOT_RUN_BY_FRAMEWORK.code ? madeOutside.get(`${step}/${index}`) : undefined;
         let call: AgentToolCall;
-        if (refusal !== undefined) {
+        if (outside !== undefined) {
+          call = { providerCallId: requested.id, name: requested.name, outcome: modelFacingOutcome(outside), execution: outside };
+        } else if (refusal !== undefined) {
           call = { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, refusal), execution: null };
           // Read as not run with nothing journaled to say so: journaled as refused, so that whichever loop goes on
           // with the run (runAgent included) reads the same and never makes it.
@@ -478,14 +484,14 @@ export class BridgeRun {
         'or the messages the framework gave back');
     }
     // A call of the step that the framework never handed to the run's tools, and that has a result all the same: a tool
-    // outside the run ran it (the gateway's own bridge tools, say), under a key of its own. The journal cannot tie that
-    // call to the run, so a resume would tell the model it did not run, and the model would have it made again.
+    // outside the run ran it (the gateway's own bridge tools, say), under a key of its own, and nothing the run
+    // journals says so until it is opened again (docs/design.md#a-step-call-made-outside-the-run).
     const outside = at === 0 ? undefined
       : this.rebuilt[at - 1]!.response.toolCalls.find((c) => prompt.answered.has(c.id) && this.positions.get(c.id)?.refused === false);
     if (outside !== undefined) {
       throw new InvalidInputError(prompt.field, `holds a result of the call ${JSON.stringify(outside.id)} of ${JSON.stringify(outside.name)} (step ${at} of run ${this.runId}) ` +
-        'that the run\'s tools never ran: a tool outside the run made it, which the journal cannot tie to the run, so a resume would tell the model it ' +
-        'did not run and have it made again. Give the framework the run\'s tools only (run.tools), not the gateway\'s own bridge tools');
+        'that the run\'s tools never ran: a tool outside the run made it, under a key of its own, not the step\'s. Give the framework the run\'s tools ' +
+        'only (run.tools), not the gateway\'s own bridge tools; the run, opened again, reads that call back from the attempt that made it');
     }
     // Messages read while a step's calls were being handed to the tools say a call did not run that ran since.
     const ran = [...prompt.notRun].find((id) => this.handedOver.has(id));

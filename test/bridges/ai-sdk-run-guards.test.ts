@@ -470,10 +470,19 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
       (e: unknown) => e instanceof Error && /holds a result of the call "a" of "place_order" \(step 1 of run mixed-1\) that the run's tools never ran: a tool outside the run made it/.test(String((e as { cause?: unknown }).cause ?? e) + (e as Error).message));
     assert.equal(model.doGenerateCalls.length, 1, 'the model was not asked again');
     assert.deepEqual(world.bodies, ['place_order'], 'placed once, by the tool outside the run');
-    // The same loop given the run's tools goes on as usual.
-    const run2 = await aiSdkRun({ ...host, runId: 'fine-1', prompt: 'Buy tea.' });
-    await generateText({ model: run2.model(scripted([answer([call('a', 'place_order')]), done])), tools: run2.tools, messages: run2.messages, stopWhen: stepCountIs(5) });
+    // The host does as told: it opens the run again and gives the loop the run's tools. The order the tool outside the
+    // run placed is read back from its attempt, not as a call that did not run, which the model would ask for again
+    // (r112 #1).
+    const run2 = await aiSdkRun({ ...host, runId: 'mixed-1' });
+    assert.equal(run2.toolCalls[0]!.outcome.ok, true, JSON.stringify(run2.toolCalls[0]!.outcome));
+    assert.equal(run2.toolCalls[0]!.execution?.replayed, true);
+    await generateText({ model: run2.model(scripted([done])), tools: run2.tools, messages: run2.messages, stopWhen: stepCountIs(5) });
     assert.equal(run2.status, 'finished');
+    assert.deepEqual(world.bodies, ['place_order'], 'placed once');
+    // Opened again, the finished run runs nothing.
+    const again = await aiSdkRun({ ...host, runId: 'mixed-1' });
+    assert.equal(again.status, 'finished');
+    assert.deepEqual(world.bodies, ['place_order']);
     await host.store.close();
   });
 

@@ -65,15 +65,36 @@ forEachStore('openAiAgentsRun: kill and resume', (target) => {
     await second.store.close();
   });
 
-  it('the gateway\'s own bridge tools in a run\'s loop: the next turn is refused before the model is asked (r111 F1)', async () => {
+  it('the gateway\'s own bridge tools in a run\'s loop, the host killed after the order: opened again, the order is read back, not made again (r111 F1)', async () => {
+    const journal = target.fresh();
+    const world = outsideWorld();
+    const first = await hostOn(() => journal.open(), world);
+    const run1 = await openAiAgentsRun({ ...first, runId: 'mixed-1', prompt: 'Buy tea.' });
+    await assert.rejects(run(new Agent({ name: 'shop', model: run1.model(new ScriptedAgentsModel([orderTurn, dies])), tools: openAiAgentsTools(first.gateway) }), run1.input, { maxTurns: 5 }),
+      (e: unknown) => chain(e).some((x) => x instanceof Crash));
+    assert.deepEqual(world.bodies, ['place_order'], 'placed by the tool outside the run');
+    await first.store.close();
+
+    const second = await hostOn(() => journal.open(), world);
+    const run2 = await openAiAgentsRun({ ...second, runId: 'mixed-1' });
+    assert.equal(run2.toolCalls[0]!.execution?.replayed, true, 'read back from the attempt the tool outside the run made');
+    const model = new ScriptedAgentsModel([doneTurn]);
+    await run(new Agent({ name: 'shop', model: run2.model(model), tools: run2.tools }), run2.input, { maxTurns: 5 });
+    assert.equal(run2.status, 'finished');
+    assert.deepEqual(resultsIn(model.requests[0]!), ['order 1 placed'], 'the model reads the order placed, not a call that did not run');
+    assert.deepEqual(world.bodies, ['place_order'], 'placed once');
+    await second.store.close();
+  });
+
+  it('a call whose arguments the SDK could not parse, answered by the SDK itself: the next turn goes on (r112 #2)', async () => {
     const world = outsideWorld();
     const host = await hostOn(() => target.fresh().open(), world);
-    const run1 = await openAiAgentsRun({ ...host, runId: 'mixed-1', prompt: 'Buy tea.' });
-    const model = new ScriptedAgentsModel([orderTurn, [fn('c9', 'place_order')], doneTurn]);
-    await assert.rejects(run(new Agent({ name: 'shop', model: run1.model(model), tools: openAiAgentsTools(host.gateway) }), run1.input, { maxTurns: 5 }),
-      (e: unknown) => chain(e).some((x) => x instanceof Error && /holds a result of the call "c1" of "place_order" \(step 1 of run mixed-1\) that the run's tools never ran/.test(x.message)));
-    assert.equal(model.requests.length, 1, 'the model was not asked again');
-    assert.deepEqual(world.bodies, ['place_order'], 'placed once, by the tool outside the run');
+    const run1 = await openAiAgentsRun({ ...host, runId: 'unparsed-1', prompt: 'Buy tea.' });
+    const unparsed: AgentOutputItem = { type: 'function_call', callId: 'c1', name: 'place_order', arguments: '', status: 'completed' };
+    const model = new ScriptedAgentsModel([[unparsed], doneTurn]);
+    await run(new Agent({ name: 'shop', model: run1.model(model), tools: run1.tools }), run1.input, { maxTurns: 5 });
+    assert.equal(run1.status, 'finished');
+    assert.deepEqual(world.bodies, []);
     await host.store.close();
   });
 
