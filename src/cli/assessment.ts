@@ -435,7 +435,7 @@ function attemptTimes(item: AttentionItem, now: string, bodyEnd: string | null |
     if (!item.endedAt) return `body started ${ran} ago, no result`;
     if (!interruptedBody(item)) return `body ran ${ran}`;
     if (bodyEnd === undefined) return `${interruptedText(ran)} (the call's journal says how it ended)`;
-    if (bodyEnd === null) return `${interruptedText(ran)} (no end of it is journaled yet)`;
+    if (bodyEnd === null) return `${interruptedText(ran)} (no end of it is journaled: it runs still, or its host stopped first)`;
     return bodyEnd === 'not_called' ? `interrupted after ${ran}; its body was never called`
       : `interrupted after ${ran}; its body went on, and ${bodyEndWords(bodyEnd)}`;
   }
