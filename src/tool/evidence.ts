@@ -95,8 +95,6 @@ export interface AttemptRecord {
 export interface ReviewEntry {
   readonly review: ToolReviewRecord;
   readonly event: SessionEvent;
-  /** Set when the review came with the retry plan, in the retry's audit, rather than in an event of its own. */
-  readonly carried?: true;
 }
 
 export interface OperationRecord {
@@ -433,7 +431,7 @@ function carriedReviewOf(previous: AttemptRecord, review: ToolRetryReview | null
   const rule = evidenceRuleFor(evidenceFactsOf(previous));
   if (rule.status === 'invalid' || !inDoubtForReview(previous, rule.status, review.outcome)) return null;
   const record: ToolReviewRecord = { callId: previous.call.id, actor: review.actor, outcome: review.outcome, evidence: review.evidence, source: 'human' };
-  return { review: record, event, carried: true };
+  return { review: record, event };
 }
 
 /** The latest journaled review of an attempt, or null. */
