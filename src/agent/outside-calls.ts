@@ -44,12 +44,14 @@ const argumentsMatch = (a: unknown, b: unknown): boolean => {
 /**
  * By `<step>/<index>`, the call of the run's task journaled after that step and before the run's next one, with the
  * same tool and arguments, under an operation key that is not one of the run's (`<runId>/…`), each such call taken
- * once, in journal order: the step's call made by a tool outside the run. Only one that succeeded is returned (its
- * execution, read back): one whose outcome is open keeps the in-doubt guard shut for a repeat, and one that failed
- * before its body did not run, as the run reads it.
+ * once, in journal order: the step's call made by a tool outside the run. Only an operation that succeeded (in that
+ * call, or in a retry of it made since) is returned, as the attempt that succeeded, read back: one whose outcome is
+ * open keeps the in-doubt guard shut for a repeat, and one that failed before its body did not run, as the run reads it.
  */
 export function outsideExecutions(events: readonly SessionEvent[], runId: string, taskId: string): Map<string, ToolExecution> {
-  const matched = new Map<string, { readonly call: ToolCall; readonly callEvent: SessionEvent; readonly at: string }>();
+  // Each attempt of a matched operation, by call id, with the step call it stands for.
+  const attempts = new Map<string, { readonly call: ToolCall; readonly callEvent: SessionEvent; readonly at: string }>();
+  const operations = new Map<string, string>();
   let open: StepCall[] = [];
   for (const event of events) {
     const step = runPayload(event, runId);
@@ -58,23 +60,29 @@ export function outsideExecutions(events: readonly SessionEvent[], runId: string
       continue;
     }
     const kind = event.kind;
-    if (kind.type !== 'tool_call' || open.length === 0) continue;
+    if (kind.type !== 'tool_call') continue;
     const op = kind.call.operation;
-    if (op === undefined || op.taskId !== taskId || op.key.startsWith(`${runId}/`) || op.retry !== null) continue;
-    const i = open.findIndex((c) => c.name === kind.call.name && argumentsMatch(c.args, kind.call.arguments));
+    if (op === undefined || op.taskId !== taskId || op.key.startsWith(`${runId}/`)) continue;
+    const retried = op.retry !== null ? operations.get(op.key) : undefined;
+    if (retried !== undefined) {
+      attempts.set(kind.call.id, { call: kind.call, callEvent: event, at: retried });
+      continue;
+    }
+    const i = op.retry === null ? open.findIndex((c) => c.name === kind.call.name && argumentsMatch(c.args, kind.call.arguments)) : -1;
     if (i < 0) continue;
-    matched.set(kind.call.id, { call: kind.call, callEvent: event, at: open[i]!.at });
+    attempts.set(kind.call.id, { call: kind.call, callEvent: event, at: open[i]!.at });
+    operations.set(op.key, open[i]!.at);
     open.splice(i, 1);
   }
   const executions = new Map<string, ToolExecution>();
-  if (matched.size === 0) return executions;
+  if (attempts.size === 0) return executions;
   const started = new Map<string, SessionEvent>();
   for (const event of events) {
     const kind = event.kind;
-    if (kind.type === 'tool_started' && matched.has(kind.callId)) started.set(kind.callId, event);
+    if (kind.type === 'tool_started' && attempts.has(kind.callId)) started.set(kind.callId, event);
     if (kind.type !== 'tool_result' || kind.result.outcome.status !== 'succeeded') continue;
-    const found = matched.get(kind.result.callId);
-    if (found === undefined) continue;
+    const found = attempts.get(kind.result.callId);
+    if (found === undefined || executions.has(found.at)) continue;
     executions.set(found.at, {
       call: found.call, result: kind.result, callEvent: found.callEvent, startedEvent: started.get(found.call.id) ?? null, resultEvent: event, replayed: true,
     });

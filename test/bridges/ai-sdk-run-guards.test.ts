@@ -10,6 +10,7 @@ import { generateText, stepCountIs } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { aiSdkRun, aiSdkTools, jingweiHalted } from '../../src/ai-sdk.js';
 import { AgentRunBusyError, runAgent, scriptedModel } from '../../src/agent.js';
+import { assessSession, prepareToolRetry } from '../../src/index.js';
 import { setFaultHook } from '../../src/fault.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -484,6 +485,31 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     assert.equal(again.status, 'finished');
     assert.deepEqual(world.bodies, ['place_order']);
     await host.store.close();
+  });
+
+  it('a step\'s call a tool outside the run left in doubt, then retried on a review: the run opened again reads the retry\'s success back', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const first = await hostOn(() => openSqliteStore(path), world);
+    const run1 = await aiSdkRun({ ...first, runId: 'mixed-2', prompt: 'Buy tea.' });
+    setFaultHook((point) => { if (point === 'started:after') throw new Crash('killed as the order started'); });
+    // The SDK hands the tool's throw to the model as an error; the host dies while the model thinks.
+    await assert.rejects(generateText({ model: run1.model(scripted([answer([call('a', 'place_order')]), dies])), tools: aiSdkTools(first.gateway), messages: run1.messages, stopWhen: stepCountIs(5) }), Crash);
+    setFaultHook(null);
+    await first.store.close();
+    // The next host finds the order in doubt, a person says it was not placed, and the host retries it.
+    const second = await hostOn(() => openSqliteStore(path), world);
+    const history = await second.store.loadHistory('shop');
+    const inDoubt = assessSession(history).calls.find((c) => c.name === 'place_order')!;
+    assert.equal(inDoubt.status, 'outcome_unknown');
+    const plan = prepareToolRetry(history, inDoubt.callId, { actor: 'ops', evidence: 'no order in the shop', outcome: 'not_executed' });
+    assert.equal((await second.gateway.callWithOptions('place_order', { item: 'tea' }, { retry: plan })).result.outcome.status, 'succeeded');
+    const run2 = await aiSdkRun({ ...second, runId: 'mixed-2' });
+    assert.equal(run2.toolCalls[0]!.outcome.ok, true, 'read back from the retry that placed it');
+    await generateText({ model: run2.model(scripted([done])), tools: run2.tools, messages: run2.messages, stopWhen: stepCountIs(5) });
+    assert.equal(run2.status, 'finished');
+    assert.deepEqual(world.bodies, ['place_order'], 'placed once');
+    await second.store.close();
   });
 
   it('bad options are InvalidInputError naming the option, and nothing is journaled', async () => {
