@@ -19,10 +19,10 @@ import { uuidv7, type TurnId } from '../ids.js';
 import type { ActionContext } from '../event/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
-import type { Tool, ToolExecution, ToolGateway } from '../tool/types.js';
+import type { Tool, ToolGateway } from '../tool/types.js';
 import { objectSchema, selectSchemas } from '../bridges/schema.js';
-import { modelFacingOutcome, preflightFailure } from '../bridges/outcome.js';
-import { outsideExecutions } from './outside-calls.js';
+import { preflightFailure } from '../bridges/outcome.js';
+import { outsideCalls, readOutsideCall, type OutsideCall } from './outside-calls.js';
 import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse, type ChatToolCall, type ChatToolDefinition } from './model.js';
 import { checkRunOptions, readRunOptions } from './run-options.js';
 import { runUnchanged, takeTurn, type RunTurn } from './active-runs.js';
@@ -164,7 +164,7 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
   const { model, owner, gateway, signal } = options;
   const policy = options.recovery ?? 'suspend';
   let journaled: JournaledRun | null = null;
-  let madeOutside = new Map<string, ToolExecution>();
+  let madeOutside = new Map<string, OutsideCall>();
   if (options.runId !== undefined) {
     if (options.store === undefined) {
       throw new InvalidInputError('store', 'is required with runId: the run is read back from the session\'s journal');
@@ -172,7 +172,7 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
     const events = await readOwnJournal(owner, options.store);
     read.footprint = runFootprint(events, runId);
     journaled = readRun(events, runId);
-    if (journaled !== null && journaled.frameworkSteps.size > 0) madeOutside = outsideExecutions(events, runId, journaled.taskId);
+    if (journaled !== null && journaled.frameworkSteps.size > 0) madeOutside = outsideCalls(events, runId, journaled.taskId);
   }
   if (journaled !== null) {
     if (journaled.taskId !== gateway.taskId) {
@@ -270,7 +270,7 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
       const outside = !asked && refusal?.code === NOT_RUN_BY_FRAMEWORK.code ? madeOutside.get(`${step}/${index}`) : undefined;
       let call: AgentToolCall;
       if (outside !== undefined) {
-        call = { providerCallId: requested.id, name: requested.name, outcome: modelFacingOutcome(outside), execution: outside };
+        call = readOutsideCall(requested, outside);
       } else if (refusal !== undefined) {
         // Refused before anything was recorded when the step ran: the model reads the same refusal again.
         call = { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, refusal), execution: null };

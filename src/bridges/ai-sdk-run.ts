@@ -122,7 +122,12 @@ function promptView(prompt: readonly { readonly role: string; readonly content: 
     if (!Array.isArray(message.content)) continue;
     for (const part of message.content as readonly (ContentLike & { readonly output?: { readonly type?: unknown; readonly value?: unknown } })[]) {
       if (typeof part.toolCallId !== 'string') continue;
-      if (message.role === 'assistant' && part.type === 'tool-call') callIds.add(part.toolCallId);
+      if (message.role === 'assistant' && part.type === 'tool-call') {
+        // What the results say is about the latest call under this id (a host's earlier turns may hold one too).
+        callIds.add(part.toolCallId);
+        notRun.delete(part.toolCallId);
+        answered.delete(part.toolCallId);
+      }
       if (message.role !== 'tool' || part.type !== 'tool-result') continue;
       if (saysNotRun(part.output?.value)) notRun.add(part.toolCallId);
       // The framework's own refusals (a tool it was not given, input it could not parse) are error results.

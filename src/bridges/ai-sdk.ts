@@ -7,6 +7,7 @@ import type { JsonValue } from '../json/types.js';
 import type { ToolExecution, ToolGateway } from '../tool/types.js';
 import { ToolCallFailedError, ToolRuntimeHaltedError } from '../errors.js';
 import { runForModel } from './outcome.js';
+import { frameworkAction } from './call-ids.js';
 import { bridgeCallLimits, checkToolsOptions, objectSchema, selectSchemas } from './schema.js';
 
 export interface AiSdkToolsOptions {
@@ -43,6 +44,7 @@ export function aiSdkTools(gateway: ToolGateway, options: AiSdkToolsOptions = {}
           name,
           () => gateway.callWithOptions(name, input, {
             ...(abortSignal ? { signal: abortSignal } : {}),
+            ...frameworkAction(gateway, toolCallId),
             ...limits,
           }),
           options.onExecution ? (execution) => options.onExecution!(execution, { toolCallId }) : undefined,

@@ -3,6 +3,9 @@
  * call is matched to the call the model made by its id alone (docs/design.md#bridges-resume-from-the-journal).
  */
 import type { ChatToolCall } from '../agent/model.js';
+import type { ActionContext } from '../event/types.js';
+import { hasLoneSurrogate, type TaskId } from '../ids.js';
+import type { ToolGateway } from '../tool/types.js';
 
 /**
  * `calls` with every id that cannot name its position replaced: a missing one (some servers send none), one another
@@ -38,4 +41,14 @@ export function withJournaledIds<T, K extends string>(items: readonly T[], ids: 
     const id = ids[k++]!;
     return (item as Record<K, unknown>)[field] === id ? item : { ...item, [field]: id };
   });
+}
+
+/**
+ * The origin a plain bridge tool records for a framework's call (docs/design.md#a-step-call-made-outside-the-run): the
+ * framework's call id as the provider call id, the call its own decision. A framework run whose loop was given these
+ * tools finds by it the call a step's call was made as. None without an id.
+ */
+export function frameworkAction(gateway: ToolGateway, toolCallId: unknown): { readonly action?: ActionContext } {
+  if (typeof toolCallId !== 'string' || toolCallId === '' || hasLoneSurrogate(toolCallId)) return {};
+  return { action: { decision: { taskId: gateway.taskId as TaskId, stepId: `framework-call:${toolCallId}` }, actionIndex: 0, providerCallId: toolCallId } };
 }

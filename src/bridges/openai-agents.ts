@@ -9,6 +9,7 @@ import type { JsonValue } from '../json/types.js';
 import { stopsOnlyBeforeBody } from '../tool/control.js';
 import type { ToolExecution, ToolGateway, ToolSchema } from '../tool/types.js';
 import { runForModel } from './outcome.js';
+import { frameworkAction } from './call-ids.js';
 import { bridgeCallLimits, checkToolsOptions, objectSchema, selectSchemas } from './schema.js';
 
 export interface OpenAiAgentsToolsOptions {
@@ -97,6 +98,7 @@ export function openAiAgentsTools(gateway: ToolGateway, options: OpenAiAgentsToo
           name,
           () => gateway.callWithOptions(name, input as JsonValue, {
             ...(details?.signal ? { signal: details.signal } : {}),
+            ...frameworkAction(gateway, details?.toolCall?.callId),
             ...limits,
           }),
           options.onExecution ? (execution) => options.onExecution!(execution, { toolCallId: details?.toolCall?.callId ?? null }) : undefined,

@@ -17,8 +17,8 @@ import { readOwnJournal } from '../store/owner-journal.js';
 import { asHolder, runUnchanged, takeTurn, type RunTurn } from '../agent/active-runs.js';
 import { runReconcilers } from '../tool/runtime.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
-import { modelFacingOutcome, preflightFailure } from './outcome.js';
-import { outsideExecutions } from '../agent/outside-calls.js';
+import { preflightFailure } from './outcome.js';
+import { outsideCalls, readOutsideCall } from '../agent/outside-calls.js';
 import { jsonEquals } from '../json/canonical.js';
 import { describeValue, toWellFormed } from '../text.js';
 import { distinctCallIds } from './call-ids.js';
@@ -251,7 +251,7 @@ export class BridgeRun {
   /** Settles every journaled step's calls against the journal, as a resumed runAgent does. */
   private async replay(journaled: JournaledRun, events: readonly SessionEvent[]): Promise<void> {
     const finished = journaled.finished !== null;
-    const madeOutside = outsideExecutions(events, this.runId, journaled.taskId);
+    const madeOutside = outsideCalls(events, this.runId, journaled.taskId);
     for (const [i, response] of journaled.responses.entries()) {
       const step = i + 1;
       const calls: AgentToolCall[] = [];
@@ -269,7 +269,7 @@ export class BridgeRun {
         const outside = refusal?.code === NOT_RUN_BY_FRAMEWORK.code ? madeOutside.get(`${step}/${index}`) : undefined;
         let call: AgentToolCall;
         if (outside !== undefined) {
-          call = { providerCallId: requested.id, name: requested.name, outcome: modelFacingOutcome(outside), execution: outside };
+          call = readOutsideCall(requested, outside);
         } else if (refusal !== undefined) {
           call = { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, refusal), execution: null };
           // Read as not run with nothing journaled to say so: journaled as refused, so that whichever loop goes on
@@ -379,7 +379,9 @@ export class BridgeRun {
     // second answer is refused, never journaled, its calls never run.
     const mine = this.recording.then(() => asHolder(this.options.owner, this.runId, this, () => {
       if (prompt !== undefined) this.checkPromptCurrent(prompt);
-      return this.recordNow(response, foreignCalls, otherIds);
+      // Nor one the prompt holds already (a host's earlier turns before the run's messages, whose provider numbered its
+      // calls the same way): a stale prompt would hold the next step's ids through them (r113 F4).
+      return this.recordNow(response, foreignCalls, prompt === undefined ? otherIds : [...otherIds, ...prompt.callIds]);
     }));
     this.recording = mine.then(() => undefined, () => undefined);
     return mine;

@@ -11,6 +11,7 @@ import { MockLanguageModelV3 } from 'ai/test';
 import { aiSdkRun, aiSdkTools, jingweiHalted } from '../../src/ai-sdk.js';
 import { AgentRunBusyError, runAgent, scriptedModel } from '../../src/agent.js';
 import { assessSession, prepareToolRetry } from '../../src/index.js';
+import { recordToolReview } from '../../src/review.js';
 import { setFaultHook } from '../../src/fault.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -506,6 +507,71 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     assert.equal((await second.gateway.callWithOptions('place_order', { item: 'tea' }, { retry: plan })).result.outcome.status, 'succeeded');
     const run2 = await aiSdkRun({ ...second, runId: 'mixed-2' });
     assert.equal(run2.toolCalls[0]!.outcome.ok, true, 'read back from the retry that placed it');
+    await generateText({ model: run2.model(scripted([done])), tools: run2.tools, messages: run2.messages, stopWhen: stepCountIs(5) });
+    assert.equal(run2.status, 'finished');
+    assert.deepEqual(world.bodies, ['place_order'], 'placed once');
+    await second.store.close();
+  });
+
+  it('a host\'s earlier turns before the run\'s messages, their calls under the ids the provider gives again: a stale prompt is still refused (r113 F4, F5)', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const h = await hostOn(() => openSqliteStore(path), world);
+    const run = await aiSdkRun({ ...h, runId: 'prefixed', prompt: 'Buy cake.' });
+    // An earlier turn of the chat, outside the run: a call numbered call_0, as this provider numbers every response's calls.
+    const earlier = [
+      { role: 'user' as const, content: 'Buy tea.' },
+      { role: 'assistant' as const, content: [{ type: 'tool-call' as const, toolCallId: 'call_0', toolName: 'place_order', input: { item: 'tea' } }] },
+      { role: 'tool' as const, content: [{ type: 'tool-result' as const, toolCallId: 'call_0', toolName: 'place_order', output: { type: 'text' as const, value: 'order 1 placed' } }] },
+    ];
+    const stale = [...earlier, ...run.messages];
+    const model = new MockLanguageModelV3({
+      doGenerate: async ({ prompt }) => (prompt.filter((m) => m.role === 'tool').length > 1 ? done : answer([call('call_0', 'place_order', 'cake')])),
+    });
+    await generateText({ model: run.model(model), tools: run.tools, messages: stale, stopWhen: [stepCountIs(1), jingweiHalted] });
+    assert.equal(world.orders.size, 1, 'the run placed its order');
+    assert.notEqual(run.toolCalls[0]!.providerCallId, 'call_0', 'journaled under an id the prompt did not hold');
+    const calls = model.doGenerateCalls.length;
+    await assert.rejects(generateText({ model: run.model(model), tools: run.tools, messages: stale, stopWhen: [stepCountIs(1), jingweiHalted] }),
+      (error: unknown) => String((error as Error)?.message).includes('does not hold step 1 of run prefixed') || JSON.stringify(error).includes('does not hold step 1 of run prefixed'));
+    assert.equal(model.doGenerateCalls.length, calls, 'the model was not asked');
+    // Read now, the run's messages after the same earlier turns go on: the earlier turn's result is not taken for the step's.
+    await generateText({ model: run.model(model), tools: run.tools, messages: [...earlier, ...run.messages], stopWhen: [stepCountIs(1), jingweiHalted] });
+    assert.equal(run.status, 'finished');
+    assert.equal(world.orders.size, 1, 'one order for the run');
+    await h.store.close();
+  });
+
+  it('a step\'s call the framework refused is not read back from an identical call other host code made in the task (r113 F1)', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const first = await hostOn(() => openSqliteStore(path), world);
+    const run1 = await aiSdkRun({ ...first, runId: 'refused-3', prompt: 'Buy tea.' });
+    await assert.rejects(generateText({
+      model: run1.model(scripted([answer([call('a', 'place_order')]), dies])), tools: run1.tools, activeTools: [], messages: run1.messages, stopWhen: stepCountIs(5),
+    }), Crash);
+    // Other code of the host places the same order in the task, on its own account.
+    assert.equal((await first.gateway.call('place_order', { item: 'tea' })).result.outcome.status, 'succeeded');
+    const run2 = await aiSdkRun({ ...first, runId: 'refused-3' });
+    assert.match(run2.toolCalls[0]!.outcome.ok ? 'read back as made' : run2.toolCalls[0]!.outcome.text, /not_run_by_framework/, 'the run\'s own call did not run');
+    await first.store.close();
+  });
+
+  it('a step\'s call a tool outside the run left in doubt, then reviewed completed: read back as made, never made again (r113 F2)', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const first = await hostOn(() => openSqliteStore(path), world);
+    const run1 = await aiSdkRun({ ...first, runId: 'mixed-3', prompt: 'Buy tea.' });
+    setFaultHook((point) => { if (point === 'body:after') throw new Crash('killed after the order was placed'); });
+    await assert.rejects(generateText({ model: run1.model(scripted([answer([call('a', 'place_order')]), dies])), tools: aiSdkTools(first.gateway), messages: run1.messages, stopWhen: stepCountIs(5) }), Crash);
+    setFaultHook(null);
+    await first.store.close();
+    const second = await hostOn(() => openSqliteStore(path), world);
+    const history = await second.store.loadHistory('shop');
+    const inDoubt = assessSession(history).calls.find((c) => c.name === 'place_order')!;
+    await recordToolReview(second.owner, history, inDoubt.callId, { actor: 'ops', evidence: 'the shop has the order', outcome: 'completed' });
+    const run2 = await aiSdkRun({ ...second, runId: 'mixed-3' });
+    assert.deepEqual(run2.toolCalls[0]!.outcome, { ok: true, output: 'The tool completed; its output was confirmed outside the journal and is not available.' });
     await generateText({ model: run2.model(scripted([done])), tools: run2.tools, messages: run2.messages, stopWhen: stepCountIs(5) });
     assert.equal(run2.status, 'finished');
     assert.deepEqual(world.bodies, ['place_order'], 'placed once');
