@@ -164,7 +164,6 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
   const { model, owner, gateway, signal } = options;
   const policy = options.recovery ?? 'suspend';
   let journaled: JournaledRun | null = null;
-  let madeOutside = new Map<string, OutsideCall>();
   if (options.runId !== undefined) {
     if (options.store === undefined) {
       throw new InvalidInputError('store', 'is required with runId: the run is read back from the session\'s journal');
@@ -172,7 +171,6 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
     const events = await readOwnJournal(owner, options.store);
     read.footprint = runFootprint(events, runId);
     journaled = readRun(events, runId);
-    if (journaled !== null && journaled.frameworkSteps.size > 0) madeOutside = outsideCalls(events, runId, journaled.taskId);
   }
   if (journaled !== null) {
     if (journaled.taskId !== gateway.taskId) {
@@ -202,6 +200,13 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
   // the run settles, or one that has a result and would otherwise stay in the queue (and in doubt) for ever.
   const ctx: CallContext = { owner, runId, gateway, store: options.store, policy, reconcilers: runReconcilers(gateway, options.reconcilers ?? []), signal, reconciled: null, inboxJournaled: false, offered };
   await journalReviewsAtStart(ctx);
+  // Read after the inbox's reviews are journaled: a person's review of a call a tool outside the run made settles it.
+  let madeOutside: Map<string, OutsideCall> | null = null;
+  const outsideAt = async (at: string): Promise<OutsideCall | undefined> => {
+    madeOutside ??= journaled !== null && journaled.frameworkSteps.size > 0 && options.store !== undefined
+      ? outsideCalls(await readOwnJournal(owner, options.store), runId, journaled.taskId) : new Map<string, OutsideCall>();
+    return madeOutside.get(at);
+  };
   if (journaled === null) {
     await owner.append([runStartedEvent(turnId, runId, gateway.taskId, userInput), { turnId, kind: { type: 'user_message', text: userInput } }]);
   }
@@ -267,9 +272,11 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
         ? NOT_JOURNALED
         : asked && refusedHere(requested) ? notOffered(requested.name) : await refusalToRead(journaled, step, index, owner, gateway.taskId, key, unattempted);
       // A framework step's call made by a tool outside the run (as its bridge reads it): read back as it ran.
-      const outside = !asked && refusal?.code === NOT_RUN_BY_FRAMEWORK.code ? madeOutside.get(`${step}/${index}`) : undefined;
+      const outside = !asked && refusal?.code === NOT_RUN_BY_FRAMEWORK.code ? await outsideAt(`${step}/${index}`) : undefined;
+      // One whose body may have run and that nothing settled: a person reviews it, as a call of the run's own.
+      if (outside?.kind === 'open' && !replayOnly) return result('needs_review', text, step, [outside.callId]);
       let call: AgentToolCall;
-      if (outside !== undefined) {
+      if (outside !== undefined && outside.kind !== 'open') {
         call = readOutsideCall(requested, outside);
       } else if (refusal !== undefined) {
         // Refused before anything was recorded when the step ran: the model reads the same refusal again.

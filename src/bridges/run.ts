@@ -11,14 +11,14 @@
  * framework then continues its loop from the rebuilt conversation.
  */
 import { InvalidInputError, OperationInDoubtError, ToolRuntimeHaltedError } from '../errors.js';
-import type { ActionContext, SessionEvent } from '../event/types.js';
+import type { ActionContext } from '../event/types.js';
 import type { SessionOwner, SessionStore } from '../store/types.js';
 import { readOwnJournal } from '../store/owner-journal.js';
 import { asHolder, runUnchanged, takeTurn, type RunTurn } from '../agent/active-runs.js';
 import { runReconcilers } from '../tool/runtime.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
-import { outsideCalls, readOutsideCall } from '../agent/outside-calls.js';
+import { outsideCalls, readOutsideCall, type OutsideCall } from '../agent/outside-calls.js';
 import { jsonEquals } from '../json/canonical.js';
 import { describeValue, toWellFormed } from '../text.js';
 import { distinctCallIds } from './call-ids.js';
@@ -244,14 +244,20 @@ export class BridgeRun {
     const run = new BridgeRun(options, runId, journaled.input, journaled.responses.length, offered);
     turn.hold(run);
     await journalReviewsAtStart(run.ctx);
-    await run.replay(journaled, events);
+    await run.replay(journaled);
     return run;
   }
 
   /** Settles every journaled step's calls against the journal, as a resumed runAgent does. */
-  private async replay(journaled: JournaledRun, events: readonly SessionEvent[]): Promise<void> {
+  private async replay(journaled: JournaledRun): Promise<void> {
     const finished = journaled.finished !== null;
-    const madeOutside = outsideCalls(events, this.runId, journaled.taskId);
+    // Read after the open journaled the inbox's reviews: a person's review of a call a tool outside the run made
+    // settles it (r114 N1).
+    let madeOutside: Map<string, OutsideCall> | null = null;
+    const outsideAt = async (at: string): Promise<OutsideCall | undefined> => {
+      madeOutside ??= outsideCalls(await readOwnJournal(this.options.owner, this.options.store), this.runId, journaled.taskId);
+      return madeOutside.get(at);
+    };
     for (const [i, response] of journaled.responses.entries()) {
       const step = i + 1;
       const calls: AgentToolCall[] = [];
@@ -266,9 +272,14 @@ export class BridgeRun {
         const key = runOperationKey(this.runId, step, index);
         const refusal = await refusalToRead(journaled, step, index, this.options.owner, this.options.gateway.taskId, key, NOT_RUN_BY_FRAMEWORK);
         // Made by a tool outside the run (the gateway's own bridge tools given to the loop): read back as it ran.
-        const outside = refusal?.code === NOT_RUN_BY_FRAMEWORK.code ? madeOutside.get(`${step}/${index}`) : undefined;
+        const outside = refusal?.code === NOT_RUN_BY_FRAMEWORK.code ? await outsideAt(`${step}/${index}`) : undefined;
+        // One whose body may have run and that nothing settled: a person reviews it, as a call of the run's own.
+        if (outside?.kind === 'open' && !finished) {
+          this.stop('needs_review', outside.callId);
+          return;
+        }
         let call: AgentToolCall;
-        if (outside !== undefined) {
+        if (outside !== undefined && outside.kind !== 'open') {
           call = readOutsideCall(requested, outside);
         } else if (refusal !== undefined) {
           call = { providerCallId: requested.id, name: requested.name, outcome: preflightFailure(requested.name, refusal), execution: null };

@@ -11,7 +11,7 @@ import { MockLanguageModelV3 } from 'ai/test';
 import { aiSdkRun, aiSdkTools, jingweiHalted } from '../../src/ai-sdk.js';
 import { AgentRunBusyError, runAgent, scriptedModel } from '../../src/agent.js';
 import { assessSession, prepareToolRetry } from '../../src/index.js';
-import { recordToolReview } from '../../src/review.js';
+import { decisionInbox } from '../../src/decisions.js';
 import { setFaultHook } from '../../src/fault.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -557,7 +557,7 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     await first.store.close();
   });
 
-  it('a step\'s call a tool outside the run left in doubt, then reviewed completed: read back as made, never made again (r113 F2)', async () => {
+  it('a step\'s call a tool outside the run left in doubt: the run stops for a review, and a completed review from the inbox reads as made, never made again (r113 F2, r114 N1, N5)', async () => {
     const path = tempDbPath(dir);
     const world = outsideWorld();
     const first = await hostOn(() => openSqliteStore(path), world);
@@ -566,16 +566,39 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     await assert.rejects(generateText({ model: run1.model(scripted([answer([call('a', 'place_order')]), dies])), tools: aiSdkTools(first.gateway), messages: run1.messages, stopWhen: stepCountIs(5) }), Crash);
     setFaultHook(null);
     await first.store.close();
+    // Opened again: the order's body ran and nothing says what happened. Told it did not run, the model would order
+    // again, with arguments written a little differently past the in-doubt guard.
     const second = await hostOn(() => openSqliteStore(path), world);
-    const history = await second.store.loadHistory('shop');
-    const inDoubt = assessSession(history).calls.find((c) => c.name === 'place_order')!;
-    await recordToolReview(second.owner, history, inDoubt.callId, { actor: 'ops', evidence: 'the shop has the order', outcome: 'completed' });
-    const run2 = await aiSdkRun({ ...second, runId: 'mixed-3' });
-    assert.deepEqual(run2.toolCalls[0]!.outcome, { ok: true, output: 'The tool completed; its output was confirmed outside the journal and is not available.' });
-    await generateText({ model: run2.model(scripted([done])), tools: run2.tools, messages: run2.messages, stopWhen: stepCountIs(5) });
-    assert.equal(run2.status, 'finished');
-    assert.deepEqual(world.bodies, ['place_order'], 'placed once');
+    const inDoubt = assessSession(await second.store.loadHistory('shop')).calls.find((c) => c.name === 'place_order')!;
+    const stopped = await aiSdkRun({ ...second, runId: 'mixed-3' });
+    assert.deepEqual([stopped.status, stopped.pendingCallIds], ['needs_review', [inDoubt.callId]]);
+    await second.owner.release();
+    // An operator reviews it from the decision inbox (jingwei review), with no host running.
+    await decisionInbox(second.store).recordReview({ sessionId: 'shop', callId: inDoubt.callId, outcome: 'completed', evidence: 'the shop has the order', actor: 'ops' });
     await second.store.close();
+    const third = await hostOn(() => openSqliteStore(path), world);
+    const run3 = await aiSdkRun({ ...third, runId: 'mixed-3' });
+    assert.deepEqual(run3.toolCalls[0]!.outcome, { ok: true, output: 'The tool completed; its output was confirmed outside the journal and is not available.' });
+    await generateText({ model: run3.model(scripted([done])), tools: run3.tools, messages: run3.messages, stopWhen: stepCountIs(5) });
+    assert.equal(run3.status, 'finished');
+    assert.deepEqual(world.bodies, ['place_order'], 'placed once');
+    await third.store.close();
+  });
+
+  it('a step\'s call the framework refused is not read back from another loop\'s call under the same provider id with other arguments (r114 N2)', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const h = await hostOn(() => openSqliteStore(path), world);
+    const runA = await aiSdkRun({ ...h, runId: 'refused-4', prompt: 'Buy tea.' });
+    await assert.rejects(generateText({
+      model: runA.model(scripted([answer([call('call_0', 'place_order')]), dies])), tools: runA.tools, activeTools: [], messages: runA.messages, stopWhen: stepCountIs(5),
+    }), Crash);
+    // A plain loop of the same task, whose provider numbers its calls the same way, orders coffee.
+    await generateText({ model: scripted([answer([call('call_0', 'place_order', 'coffee')]), done]), tools: aiSdkTools(h.gateway), prompt: 'Buy coffee.', stopWhen: stepCountIs(5) });
+    assert.deepEqual([...world.orders.values()], ['coffee']);
+    const again = await aiSdkRun({ ...h, runId: 'refused-4' });
+    assert.match(again.toolCalls[0]!.outcome.ok ? 'read back as made' : again.toolCalls[0]!.outcome.text, /not_run_by_framework/, 'the tea was never ordered');
+    await h.store.close();
   });
 
   it('bad options are InvalidInputError naming the option, and nothing is journaled', async () => {
