@@ -27,6 +27,22 @@ const done = answer([{ type: 'text', text: 'Done.' }]);
 const runEvents = async (store: { loadHistory(id: string): Promise<readonly { kind: { type: string; kind?: string; plugin?: string } }[]> }) =>
   (await store.loadHistory('shop')).flatMap((e) => (e.kind.type === 'custom' && e.kind.plugin === 'jingwei.run' ? [e.kind.kind!] : []));
 
+/**
+ * A host that gave the run's loop the gateway's own bridge tools: the model orders tea, and the host is killed at
+ * `point` of that order (the SDK hands the tool's throw to the model as an error; the host dies while the model thinks).
+ */
+async function orderOutsideKilled(path: string, world: ReturnType<typeof outsideWorld>, runId: string, point: string): Promise<void> {
+  const first = await hostOn(() => openSqliteStore(path), world);
+  const run = await aiSdkRun({ ...first, runId, prompt: 'Buy tea.' });
+  setFaultHook((at) => { if (at === point) throw new Crash(`killed at ${point} of the order`); });
+  try {
+    await assert.rejects(generateText({ model: run.model(scripted([answer([call('a', 'place_order')]), dies])), tools: aiSdkTools(first.gateway), messages: run.messages, stopWhen: stepCountIs(5) }), Crash);
+  } finally {
+    setFaultHook(null);
+    await first.store.close();
+  }
+}
+
 describe('aiSdkRun: calls the framework did not run stay unrun', () => {
   afterEach(() => setFaultHook(null));
   const dir = tempDir();
@@ -491,13 +507,7 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
   it('a step\'s call a tool outside the run left in doubt, then retried on a review: the run opened again reads the retry\'s success back', async () => {
     const path = tempDbPath(dir);
     const world = outsideWorld();
-    const first = await hostOn(() => openSqliteStore(path), world);
-    const run1 = await aiSdkRun({ ...first, runId: 'mixed-2', prompt: 'Buy tea.' });
-    setFaultHook((point) => { if (point === 'started:after') throw new Crash('killed as the order started'); });
-    // The SDK hands the tool's throw to the model as an error; the host dies while the model thinks.
-    await assert.rejects(generateText({ model: run1.model(scripted([answer([call('a', 'place_order')]), dies])), tools: aiSdkTools(first.gateway), messages: run1.messages, stopWhen: stepCountIs(5) }), Crash);
-    setFaultHook(null);
-    await first.store.close();
+    await orderOutsideKilled(path, world, 'mixed-2', 'started:after');
     // The next host finds the order in doubt, a person says it was not placed, and the host retries it.
     const second = await hostOn(() => openSqliteStore(path), world);
     const history = await second.store.loadHistory('shop');
@@ -560,12 +570,7 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
   it('a step\'s call a tool outside the run left in doubt: the run stops for a review, and a completed review from the inbox reads as made, never made again (r113 F2, r114 N1, N5)', async () => {
     const path = tempDbPath(dir);
     const world = outsideWorld();
-    const first = await hostOn(() => openSqliteStore(path), world);
-    const run1 = await aiSdkRun({ ...first, runId: 'mixed-3', prompt: 'Buy tea.' });
-    setFaultHook((point) => { if (point === 'body:after') throw new Crash('killed after the order was placed'); });
-    await assert.rejects(generateText({ model: run1.model(scripted([answer([call('a', 'place_order')]), dies])), tools: aiSdkTools(first.gateway), messages: run1.messages, stopWhen: stepCountIs(5) }), Crash);
-    setFaultHook(null);
-    await first.store.close();
+    await orderOutsideKilled(path, world, 'mixed-3', 'body:after');
     // Opened again: the order's body ran and nothing says what happened. Told it did not run, the model would order
     // again, with arguments written a little differently past the in-doubt guard.
     const second = await hostOn(() => openSqliteStore(path), world);
