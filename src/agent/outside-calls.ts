@@ -12,6 +12,8 @@ import { modelFacingOutcome } from '../bridges/outcome.js';
 import type { ChatToolCall } from './model.js';
 import { CONFIRMED_OUTSIDE, type AgentToolCall } from './run-calls.js';
 import { RUN_PLUGIN } from './run-journal.js';
+import { readOwnJournal } from '../store/owner-journal.js';
+import type { SessionOwner, SessionStore } from '../store/types.js';
 
 /** What a step's call made outside the run came to, as the run reads it back. */
 export type OutsideCall =
@@ -154,6 +156,19 @@ function readBack(candidates: readonly (readonly Attempt[])[]): OutsideCall | nu
   }
   const failed = [...all].reverse().find((a) => a.result !== null && a.review !== 'not_executed');
   return failed === undefined ? null : { kind: 'failed', execution: execution(failed) };
+}
+
+/**
+ * outsideCalls of the session's journal, read once when first asked (only a step's call with no attempt under its run
+ * key asks), and after the open has journaled the inbox's reviews: a review of such a call given while no host ran
+ * settles it.
+ */
+export function outsideCallReader(owner: SessionOwner, store: Pick<SessionStore, 'loadHistory'>, runId: string, taskId: string): (at: string) => Promise<OutsideCall | undefined> {
+  let found: Map<string, OutsideCall> | null = null;
+  return async (at) => {
+    found ??= outsideCalls(await readOwnJournal(owner, store), runId, taskId);
+    return found.get(at);
+  };
 }
 
 /** The step's call `requested` as the run reads it back from what the tool outside the run made of it ('open' aside). */

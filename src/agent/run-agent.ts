@@ -22,7 +22,7 @@ import type { SessionOwner, SessionStore } from '../store/types.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { objectSchema, selectSchemas } from '../bridges/schema.js';
 import { preflightFailure } from '../bridges/outcome.js';
-import { outsideCalls, readOutsideCall, type OutsideCall } from './outside-calls.js';
+import { outsideCallReader, readOutsideCall } from './outside-calls.js';
 import { checkChatResponse, type ChatMessage, type ChatModel, type ChatResponse, type ChatToolCall, type ChatToolDefinition } from './model.js';
 import { checkRunOptions, readRunOptions } from './run-options.js';
 import { runUnchanged, takeTurn, type RunTurn } from './active-runs.js';
@@ -200,13 +200,9 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
   // the run settles, or one that has a result and would otherwise stay in the queue (and in doubt) for ever.
   const ctx: CallContext = { owner, runId, gateway, store: options.store, policy, reconcilers: runReconcilers(gateway, options.reconcilers ?? []), signal, reconciled: null, inboxJournaled: false, offered };
   await journalReviewsAtStart(ctx);
-  // Read after the inbox's reviews are journaled: a person's review of a call a tool outside the run made settles it.
-  let madeOutside: Map<string, OutsideCall> | null = null;
-  const outsideAt = async (at: string): Promise<OutsideCall | undefined> => {
-    madeOutside ??= journaled !== null && journaled.frameworkSteps.size > 0 && options.store !== undefined
-      ? outsideCalls(await readOwnJournal(owner, options.store), runId, journaled.taskId) : new Map<string, OutsideCall>();
-    return madeOutside.get(at);
-  };
+  // Only a framework's step has calls a tool outside the run may have made.
+  const outsideAt = journaled !== null && journaled.frameworkSteps.size > 0 && options.store !== undefined
+    ? outsideCallReader(owner, options.store, runId, journaled.taskId) : async () => undefined;
   if (journaled === null) {
     await owner.append([runStartedEvent(turnId, runId, gateway.taskId, userInput), { turnId, kind: { type: 'user_message', text: userInput } }]);
   }

@@ -151,13 +151,13 @@ function recordedExecution(recorded: RecordedAttempt): ToolExecution | null {
   return { call: callKind.call, result: resultKind.result, callEvent: recorded.callEvent, startedEvent: recorded.startedEvent, resultEvent: recorded.resultEvent!, replayed: true };
 }
 
+/** What the model reads of a call a `completed` review settled, its output not asked of a reconciler. */
+export const CONFIRMED_OUTSIDE = 'The tool completed; its output was confirmed outside the journal and is not available.';
+
 /**
  * A call a `completed` review settled: it has no recorded result, so the model reads the reconciler's output when
  * this invocation asked it, and otherwise that the output is not available.
  */
-/** What the model reads of a call a `completed` review settled, its output not asked of a reconciler. */
-export const CONFIRMED_OUTSIDE = 'The tool completed; its output was confirmed outside the journal and is not available.';
-
 function confirmedOutside(requested: ChatToolCall, output: JsonValue | undefined): SettledCall {
   const text = output === undefined ? CONFIRMED_OUTSIDE : typeof output === 'string' ? output : JSON.stringify(output);
   return { kind: 'done', call: { providerCallId: requested.id, name: requested.name, outcome: { ok: true, output: text }, execution: null } };

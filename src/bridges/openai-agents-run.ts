@@ -114,7 +114,7 @@ function inputView(input: unknown): PromptView {
   }
   // The SDK answers a call it refused (input it could not parse) with a result of plain text, as a tool's: which
   // results a tool gave cannot be told here, so none is taken as one (a call a tool outside the run made is read
-  // back from its attempt when the run is opened again, outsideExecutions).
+  // back from its attempt when the run is opened again, outsideCalls).
   return { field: 'input', callIds, notRun, answered: new Set() };
 }
 

@@ -18,7 +18,7 @@ import { asHolder, runUnchanged, takeTurn, type RunTurn } from '../agent/active-
 import { runReconcilers } from '../tool/runtime.js';
 import type { Tool, ToolGateway } from '../tool/types.js';
 import { preflightFailure } from './outcome.js';
-import { outsideCalls, readOutsideCall, type OutsideCall } from '../agent/outside-calls.js';
+import { outsideCallReader, readOutsideCall } from '../agent/outside-calls.js';
 import { jsonEquals } from '../json/canonical.js';
 import { describeValue, toWellFormed } from '../text.js';
 import { distinctCallIds } from './call-ids.js';
@@ -150,7 +150,7 @@ export interface PromptView {
   readonly answered: ReadonlySet<string>;
 }
 
-/** Whether a tool result's text is a bridge's refusal of a call before its tool ran (the Agents SDK's errorFunction). */
+/** Whether a tool result's text is a bridge's refusal of a call before its tool ran (a preflight refusal, an errorFunction's). */
 export const saysToolDidNotRun = (text: unknown): boolean => typeof text === 'string' && text.endsWith('The tool did not run.');
 
 /** Whether a tool result's text is the run's reading of a call the framework never ran (BridgeRun.readBack). */
@@ -251,13 +251,7 @@ export class BridgeRun {
   /** Settles every journaled step's calls against the journal, as a resumed runAgent does. */
   private async replay(journaled: JournaledRun): Promise<void> {
     const finished = journaled.finished !== null;
-    // Read after the open journaled the inbox's reviews: a person's review of a call a tool outside the run made
-    // settles it (r114 N1).
-    let madeOutside: Map<string, OutsideCall> | null = null;
-    const outsideAt = async (at: string): Promise<OutsideCall | undefined> => {
-      madeOutside ??= outsideCalls(await readOwnJournal(this.options.owner, this.options.store), this.runId, journaled.taskId);
-      return madeOutside.get(at);
-    };
+    const outsideAt = outsideCallReader(this.options.owner, this.options.store, this.runId, journaled.taskId);
     for (const [i, response] of journaled.responses.entries()) {
       const step = i + 1;
       const calls: AgentToolCall[] = [];

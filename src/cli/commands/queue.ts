@@ -127,13 +127,14 @@ abandoned or released alike). --reviews-after continues them.`,
       const identical = new Map<string, DecisionRow[]>();
       const alike = new Map<string, DecisionRow[]>();
       const listed = [...approvals.items, ...decided.items];
-      for (const [id, same] of await identicalApprovals(store, approvals.items, ['open', 'decided', 'consumed'])) {
-        const row = approvals.items.find((r) => r.id === id)!;
-        const live = (t: DecisionRow) => t.state === 'open' || t.decision === 'approved';
-        const twins = same.filter((t) => live(t) && sameWrite(row, t));
-        const others = [...same.filter((t) => live(t) && !sameWrite(row, t)), ...listed.filter((t) => t.sessionId !== row.sessionId && live(t) && sameArguments(row, t))];
-        if (twins.length > 0) identical.set(id, twins);
-        if (others.length > 0) alike.set(id, others);
+      const live = (t: DecisionRow) => t.state === 'open' || t.decision === 'approved';
+      const ofSession = await identicalApprovals(store, approvals.items, ['open', 'decided', 'consumed']);
+      for (const row of approvals.items) {
+        const same = (ofSession.get(row.id) ?? []).filter(live);
+        const twins = same.filter((t) => sameWrite(row, t));
+        const others = [...same.filter((t) => !sameWrite(row, t)), ...listed.filter((t) => t.sessionId !== row.sessionId && live(t) && sameArguments(row, t))];
+        if (twins.length > 0) identical.set(row.id, twins);
+        if (others.length > 0) alike.set(row.id, others);
       }
       const bodyEnds = await lateBodyEnds(store, page.items);
       const now = new Date().toISOString();
@@ -205,14 +206,16 @@ abandoned or released alike). --reviews-after continues them.`,
           out.width !== undefined ? { width: out.width } : {},
         ));
         out.line();
+        const standing = (t: DecisionRow) => (t.state === 'open' ? 'waiting' : t.state === 'consumed' ? 'approved, used' : 'approved');
         for (const [id, twins] of identical) {
-          const named = twins.map((t) => `${safeId(t.id)} (${t.state === 'open' ? 'waiting' : t.state === 'consumed' ? 'approved, used' : 'approved'})`).join(', ');
+          const named = twins.map((t) => `${safeId(t.id)} (${standing(t)})`).join(', ');
           out.line(s.yellow(`${safeId(id)} asks for the same call (tool and arguments) as ${named}: approving both makes the write twice; deny the one that repeats the other.`));
         }
-        for (const [id, others] of alike) {
-          const named = others.map((t) => `${safeId(t.id)} (${t.sessionId === approvals.items.find((r) => r.id === id)!.sessionId ? `task ${safeId(t.binding?.taskId ?? '-')}` : `session ${safeId(t.sessionId)}`}, ` +
-            `${t.state === 'open' ? 'waiting' : t.state === 'consumed' ? 'approved, used' : 'approved'})`).join(', ');
-          out.line(s.yellow(`${safeId(id)} asks for the same tool and arguments as ${named}: if it is the same request started again, approving both makes the write twice.`));
+        for (const row of approvals.items) {
+          const others = alike.get(row.id);
+          if (others === undefined) continue;
+          const named = others.map((t) => `${safeId(t.id)} (${t.sessionId === row.sessionId ? `task ${safeId(t.binding?.taskId ?? '-')}` : `session ${safeId(t.sessionId)}`}, ${standing(t)})`).join(', ');
+          out.line(s.yellow(`${safeId(row.id)} asks for the same tool and arguments as ${named}: if it is the same request started again, approving both makes the write twice.`));
         }
         out.line(s.dim(`What one would do (the call and its arguments in full): jingwei inspect ${storeWord(args.store!)} <request>`));
         out.line(s.dim(`Decide one: jingwei approve ${storeWord(args.store!)} <request> --actor <name> (or jingwei deny)` + (approvals.next ? `; more: --approvals-after ${approvals.next}` : '')));
