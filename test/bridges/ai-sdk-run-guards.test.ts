@@ -606,6 +606,50 @@ describe('aiSdkRun: calls the framework did not run stay unrun', () => {
     await h.store.close();
   });
 
+  it('a step\'s call made outside the run under the same provider id twice, another caller\'s refusal first: the success is read back, not the refusal (r114 N3)', async () => {
+    const path = tempDbPath(dir);
+    const world = outsideWorld();
+    const h = await hostOn(() => openSqliteStore(path), world);
+    const run1 = await aiSdkRun({ ...h, runId: 'best-1', prompt: 'Buy tea.' });
+    await assert.rejects(generateText({
+      model: run1.model(scripted([answer([call('a', 'place_order')]), dies])), tools: run1.tools, activeTools: [], messages: run1.messages, stopWhen: stepCountIs(5),
+    }), Crash);
+    // Two plain loops of the task under the step's call id: another caller's, which a guard refuses, then the host's
+    // own, which places the order.
+    const intruder = createToolRuntime({ tools: world.tools, grants: { intruder: '*' }, guards: [({ caller }) => (caller === 'intruder' ? { code: 'not_yours', message: 'this caller may not order' } : null)] })
+      .bind({ owner: h.owner, taskId: 'task', caller: 'intruder' });
+    await generateText({ model: scripted([answer([call('a', 'place_order')]), done]), tools: aiSdkTools(intruder), prompt: 'Buy tea.', stopWhen: stepCountIs(5) });
+    assert.equal(world.orders.size, 0, 'the other caller was refused');
+    await generateText({ model: scripted([answer([call('a', 'place_order')]), done]), tools: aiSdkTools(h.gateway), prompt: 'Buy tea.', stopWhen: stepCountIs(5) });
+    assert.deepEqual([...world.orders.values()], ['tea']);
+    const refusals = (await h.store.loadHistory('shop')).filter((e) => e.kind.type === 'tool_result' && e.kind.result.outcome.status === 'failed');
+    assert.equal(refusals.length, 1, 'the refusal is journaled: a candidate the read passes over');
+    const again = await aiSdkRun({ ...h, runId: 'best-1' });
+    assert.deepEqual(again.toolCalls[0]!.outcome, { ok: true, output: 'order 1 placed' }, 'read back from the call that placed it');
+    await generateText({ model: again.model(scripted([done])), tools: again.tools, messages: again.messages, stopWhen: stepCountIs(5) });
+    assert.equal(again.status, 'finished');
+    assert.deepEqual(world.bodies, ['place_order'], 'placed once');
+    await h.store.close();
+  });
+
+  it('a step\'s call made outside the run to a tool whose name holds a colon is read back as made (r114 N4)', async () => {
+    const path = tempDbPath(dir);
+    const base = outsideWorld();
+    const world = { ...base, tools: base.tools.map((t) => (t.name === 'place_order' ? { ...t, name: 'shop:place_order' } : t)) };
+    const host = await hostOn(() => openSqliteStore(path), world);
+    const run1 = await aiSdkRun({ ...host, runId: 'colon-1', prompt: 'Buy tea.' });
+    const model = scripted([answer([call('a', 'shop:place_order')]), answer([call('b', 'shop:place_order')]), done]);
+    await assert.rejects(generateText({ model: run1.model(model), tools: aiSdkTools(host.gateway), messages: run1.messages, stopWhen: stepCountIs(5) }), /that the run's tools never ran/);
+    assert.deepEqual(world.bodies, ['place_order'], 'placed once, by the tool outside the run');
+    const run2 = await aiSdkRun({ ...host, runId: 'colon-1' });
+    assert.deepEqual(run2.toolCalls[0]!.outcome, { ok: true, output: 'order 1 placed' });
+    assert.equal(run2.toolCalls[0]!.execution?.replayed, true);
+    await generateText({ model: run2.model(scripted([done])), tools: run2.tools, messages: run2.messages, stopWhen: stepCountIs(5) });
+    assert.equal(run2.status, 'finished');
+    assert.deepEqual(world.bodies, ['place_order'], 'placed once');
+    await host.store.close();
+  });
+
   it('bad options are InvalidInputError naming the option, and nothing is journaled', async () => {
     const path = tempDbPath(dir);
     const world = outsideWorld();
