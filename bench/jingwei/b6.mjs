@@ -29,6 +29,8 @@ export async function openB6Rig(path, { steps, perStep }) {
     const owner = await store.acquire(SESSION, { owner: 'bench' });
     await owner.startTask('task', { limits: { toolCalls: 1_000_000 } });
     const gateway = runtime.bind({ owner, taskId: 'task', caller: 'agent' });
+    let host = { owner, gateway };
+    let restarted = null;
     const turns = Array.from({ length: steps }, (_, s) => ({
       text: null,
       toolCalls: Array.from({ length: perStep }, (_, c) => ({ id: `m-${s}-${c}`, name: 'noop', arguments: '{}' })),
@@ -37,11 +39,11 @@ export async function openB6Rig(path, { steps, perStep }) {
     // The resume's model only throws: scriptedModel keeps a deep copy of every request it gets, which for this run's
     // conversation of 1,000 messages is the model's cost, not the resume's.
     const stopModel = { complete: async () => stop() };
-    const options = { owner, gateway, store, input: 'Call the tool 500 times.', runId: RUN, maxSteps: steps + 1 };
+    const options = { store, input: 'Call the tool 500 times.', runId: RUN, maxSteps: steps + 1 };
     const stopped = (error) => {
       if (!(error instanceof Error) || error.message !== STOP) throw error;
     };
-    await runAgent({ ...options, model: scriptedModel([...turns, stop]) }).then(() => { throw new Error('B6: the run was expected to stop'); }, stopped);
+    await runAgent({ ...options, ...host, model: scriptedModel([...turns, stop]) }).then(() => { throw new Error('B6: the run was expected to stop'); }, stopped);
     const calls = executed;
     if (calls !== steps * perStep) throw new Error(`B6: ${calls} calls ran, expected ${steps * perStep}`);
     const events = (await store.loadHistory(SESSION)).length;
@@ -49,10 +51,25 @@ export async function openB6Rig(path, { steps, perStep }) {
       calls,
       events,
       resume: async () => {
-        await resumeAgent({ ...options, model: stopModel }).then(() => { throw new Error('B6: the resume was expected to stop'); }, stopped);
+        await resumeAgent({ ...options, ...host, model: stopModel }).then(() => { throw new Error('B6: the resume was expected to stop'); }, stopped);
         if (executed !== calls) throw new Error('B6: a replayed call ran again');
       },
-      close: () => store.close(),
+      /**
+       * A host just started: a store opened on the file and the session taken over by a new owner, whose first read
+       * of the journal is the resume's (an owner checks a later read against its last one, so resume() after the
+       * first reads again cheaply). The store of the restart before is closed.
+       */
+      restart: async () => {
+        const opened = openSqliteStore(path);
+        const next = await opened.acquire(SESSION, { owner: 'bench-restarted', takeover: true });
+        await restarted?.close();
+        restarted = opened;
+        host = { owner: next, gateway: runtime.bind({ owner: next, taskId: 'task', caller: 'agent' }) };
+      },
+      close: async () => {
+        await restarted?.close();
+        await store.close();
+      },
     };
   } catch (error) {
     await store.close();
@@ -80,6 +97,23 @@ export async function runB6({ runs, n, warmup, steps = 50, perStep = 10, log }) 
           label: `\`resumeAgent\`: replay ${calls} completed calls`,
           against: 'b6-floor',
           prepare: async () => ({ measure: () => timeSerial(rig.resume, { n, warmup }) }),
+        },
+        {
+          name: 'b6-jingwei-restarted',
+          label: `\`resumeAgent\` in a host just started (a new owner each resume): replay ${calls} completed calls`,
+          against: 'b6-floor',
+          prepare: async () => ({
+            measure: async () => {
+              const samples = new Float64Array(n);
+              for (let i = -warmup; i < n; i++) {
+                await rig.restart();
+                const t = process.hrtime.bigint();
+                await rig.resume();
+                if (i >= 0) samples[i] = Number(process.hrtime.bigint() - t) / 1e6;
+              }
+              return { samples, wallMs: samples.reduce((a, x) => a + x, 0) };
+            },
+          }),
         },
         {
           name: 'b6-floor',

@@ -15,7 +15,7 @@ import { bodiesEnded, forgetOwner, registerOwner, storeScope } from './owner-com
 import { hasPendingBodyEnds, journalPendingBodyEnds } from '../tool/late-bodies.js';
 import { LeaseWatch, type SentAt } from './lease-watch.js';
 import { registerJournalReader } from './owner-journal.js';
-import { verifyJournal } from './verify.js';
+import { verifyJournalAgainst, type VerifiedRead } from './verify.js';
 import { AttemptIndex } from './attempt-index.js';
 import type { AttentionItem, RecordedAttempt, CommitReceipt, CommitRequest, InDoubtQuery, SessionOwner, TaskLimits, TaskSnapshot } from './types.js';
 
@@ -137,6 +137,11 @@ export class FencedOwner implements SessionOwner {
    * own transactions (docs/design.md#a-resume-reads-the-journal-once).
    */
   private verified: AttemptIndex | null = null;
+  /**
+   * This owner's last verified read, kept whatever overlapped it: the next read is checked against it, so rows stored
+   * as they were are not decoded and hashed again (docs/design.md#an-owner-reads-its-journal-again).
+   */
+  private lastRead: VerifiedRead | null = null;
   /** This owner's transactions begun and ended: a read that overlapped one is not kept. */
   private txBegun = 0;
   private txEnded = 0;
@@ -513,7 +518,9 @@ export class FencedOwner implements SessionOwner {
     const begun = this.txBegun;
     const clean = begun === this.txEnded;
     const { session, events } = await this.backend.snapshot(this.sessionId);
-    const index = new AttemptIndex(verifyJournal(this.sessionId, session, events));
+    const { events: history, read } = verifyJournalAgainst(this.sessionId, session, events, this.lastRead);
+    this.lastRead = read;
+    const index = new AttemptIndex(history);
     if (this.backend.readOperation && clean && this.txBegun === begun && this.txEnded === begun) this.verified = index;
     return index;
   }

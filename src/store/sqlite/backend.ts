@@ -11,7 +11,7 @@ import { mapSqliteError } from './errors.js';
 import { checkSqlitePath } from './path-check.js';
 import { checkBusyTimeout, type SqliteStoreOptions } from './options.js';
 import { journalId, prepareDatabase } from './schema.js';
-import { eventRows, prepareStatements, type SqliteStatements } from './statements.js';
+import { eventRowList, eventRows, prepareStatements, type SqliteStatements } from './statements.js';
 import { SqliteInbox } from './inbox.js';
 import { GROUP_MAX, type QueuedWrite, runGroup } from './group-commit.js';
 import { KnownRows } from './known-rows.js';
@@ -210,7 +210,7 @@ class SqliteBackend implements JournalBackend {
 
   private readSnapshot(sessionId: SessionId): { session: SessionRow | undefined; events: EventRow[] } {
     const session = this.stmt.session.get(sessionId);
-    const events = [...eventRows(this.stmt, sessionId)];
+    const events = eventRowList(this.stmt, sessionId);
     return { session: session ? toSession(session) : undefined, events };
   }
 

@@ -26,14 +26,28 @@ const EVENT_PAGE_ROWS = 1000;
  * exactly, so paging stops after the page that holds one: no reader accepts such a row (a stored seq must equal the
  * row's position), and every row before it in seq order has been read.
  */
-export function* eventRows(statements: SqliteStatements, sessionId: SessionId): Generator<EventRow, void, undefined> {
+function* eventPages(statements: SqliteStatements, sessionId: SessionId): Generator<EventRowArray[], void, undefined> {
   let page = statements.eventsFirst.all(sessionId, EVENT_PAGE_ROWS);
   for (;;) {
-    for (const r of page) yield { sessionId, seq: r[0], eventId: r[1], epoch: r[2], body: r[3], hash: r[4] };
+    yield page;
     const last = page[page.length - 1]?.[0];
     if (page.length < EVENT_PAGE_ROWS || !Number.isSafeInteger(last)) return;
     page = statements.eventsAfter.all(sessionId, last!, EVENT_PAGE_ROWS);
   }
+}
+
+const eventRow = (sessionId: SessionId, r: EventRowArray): EventRow => ({ sessionId, seq: r[0], eventId: r[1], epoch: r[2], body: r[3], hash: r[4] });
+
+/** eventPages' rows one at a time, for a reader that need not hold them all. */
+export function* eventRows(statements: SqliteStatements, sessionId: SessionId): Generator<EventRow, void, undefined> {
+  for (const page of eventPages(statements, sessionId)) for (const r of page) yield eventRow(sessionId, r);
+}
+
+/** eventPages' rows, all of them. */
+export function eventRowList(statements: SqliteStatements, sessionId: SessionId): EventRow[] {
+  const rows: EventRow[] = [];
+  for (const page of eventPages(statements, sessionId)) for (const r of page) rows.push(eventRow(sessionId, r));
+  return rows;
 }
 
 /** Every statement the SQLite backend runs, prepared once per connection. */
