@@ -345,14 +345,17 @@ export class BudgetExhaustedError extends JingweiError {
   }
 }
 
-/** The same (task, key) arrived with different canonical arguments. The earlier record is unchanged. */
+/** The same operation (session, task, key) arrived with different canonical arguments. The earlier record is unchanged. */
 export class IdempotencyConflictError extends JingweiError {
   readonly taskId: string;
   readonly key: string;
-  constructor(taskId: string, key: string) {
-    super('idempotency_conflict', `operation ${key} of task ${taskId} was already used with different arguments`);
+  /** The session whose operation it is, when the helper that refused knows it (the idempotency helpers do). */
+  readonly sessionId: string | undefined;
+  constructor(taskId: string, key: string, sessionId?: string) {
+    super('idempotency_conflict', `operation ${key} of task ${taskId}${sessionId === undefined ? '' : ` in session ${sessionId}`} was already used with different arguments`);
     this.taskId = taskId;
     this.key = key;
+    this.sessionId = sessionId;
   }
 }
 

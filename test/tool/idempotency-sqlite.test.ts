@@ -138,6 +138,38 @@ describe('SqliteIdempotencyStore', () => {
     business.close();
   });
 
+  it('a transaction the host left open on the shared handle is refused before anything runs; the helper\'s own, for another operation, is not', () => {
+    const path = tempDbPath(dir, 'business');
+    const business = openBusiness(path);
+    let writes = 0;
+    const write = (db: typeof business.db) => {
+      writes += 1;
+      db.prepare('INSERT INTO orders (task_id, key, item) VALUES (?, ?, ?)').run('t', 'k', 'book');
+      return { receipt: writes };
+    };
+    business.db.exec('BEGIN');
+    // Run inside it, the order and its record would commit only with the host's transaction: after the call is
+    // journaled as made, or never (rolled back, or the process killed first), with the journal saying it was made.
+    assert.throws(() => business.run(request('t', 'k', { a: 1 }), write), (error: unknown) =>
+      error instanceof JingweiError && error.code === 'invalid_input' && /has a transaction open that the helper did not begin/.test(error.message) && /session s-1, task t, key k/.test(error.message));
+    assert.throws(() => business.reconcile(request('t', 'k', { a: 1 })), /would read what that transaction has not committed/);
+    assert.equal(writes, 0, 'the write never ran');
+    assert.equal((business.db as unknown as { inTransaction: boolean }).inTransaction, true, 'the host\'s transaction is left as it was');
+    business.db.exec('ROLLBACK');
+    assert.equal(business.count(), 0);
+    // With it ended, the same call runs; a write that calls the helper for another operation runs in the helper's own
+    // transaction, and both commit together.
+    assert.deepEqual(business.run(request('t', 'k', { a: 1 }), write), { result: { receipt: 1 }, replayed: false });
+    const nested = business.run(request('t', 'outer', {}), (db) => {
+      db.prepare('INSERT INTO orders (task_id, key, item) VALUES (?, ?, ?)').run('t', 'outer', 'pen');
+      return business.run(request('t', 'inner', {}), write).result;
+    });
+    assert.deepEqual(nested, { result: { receipt: 2 }, replayed: false });
+    assert.equal(countOrders(path), 3);
+    assert.equal(business.reconcile(request('t', 'inner', {})).outcome, 'completed');
+    business.close();
+  });
+
   it('refuses an async write, a write that is no function and a result JSON cannot hold, with nothing recorded', () => {
     const path = tempDbPath(dir, 'business');
     const business = openBusiness(path);

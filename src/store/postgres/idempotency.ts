@@ -131,7 +131,7 @@ export class PostgresIdempotencyStore {
       if (record !== null) {
         await client.query('ROLLBACK');
         if (endedByWrite(record.digest)) refuseEndedByWrite(scope, this.table);
-        if (record.digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
+        if (record.digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key, scope.sessionId);
         return { result: record.result as T, replayed: true };
       }
       // A savepoint of this attempt's own: whether the transaction open when the write ends is still the helper's.

@@ -131,13 +131,14 @@ export class SqliteIdempotencyStore {
     this.checkOpen();
     const operation = JSON.stringify([scope.sessionId, scope.taskId, scope.key]);
     if (this.writing.has(operation)) refuseReentry(scope);
+    this.refuseOuterTransaction(scope, 'run');
     /** What the write threw when its mark was found gone afterwards (MARK_GONE). */
     let thrown: { readonly error: unknown } | undefined;
     const transaction = this.raw.transaction((): IdempotentOutcome<T> => {
       const existing = this.find.get(scope.sessionId, scope.taskId, scope.key);
       if (existing) {
         if (endedByWrite(existing.arguments_digest)) refuseEndedByWrite(scope, TABLE_NAME);
-        if (existing.arguments_digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key);
+        if (existing.arguments_digest !== scope.argumentsDigest) throw new IdempotencyConflictError(scope.taskId, scope.key, scope.sessionId);
         return { result: JSON.parse(existing.result) as T, replayed: true };
       }
       // Marked unfinished until the record replaces the mark: a write that commits on its own commits the mark too.
@@ -202,12 +203,33 @@ export class SqliteIdempotencyStore {
   reconcile(request: IdempotencyRequest): ToolReconcileAnswer {
     const scope = idempotencyScope(request);
     this.checkOpen();
+    this.refuseOuterTransaction(scope, 'reconcile');
     const read = this.raw.transaction(() => this.find.get(scope.sessionId, scope.taskId, scope.key));
     const existing = this.mapped(() => read.immediate());
     return reconcileAnswer(
       scope,
       existing ? { digest: existing.arguments_digest, result: JSON.parse(existing.result) as JsonValue, legacy: existing.session_id === '' } : null,
       TABLE_NAME,
+    );
+  }
+
+  /**
+   * A transaction the host left open on a handle it shares with the helper (a `BEGIN` not yet committed): the helper's
+   * own would be a savepoint in it, so the business write and its record would commit only when the host's does,
+   * after the tool's result is journaled as a success, or never (a rollback, a crash first): a write recorded made
+   * that is not. Refused before anything runs. The helper's own transaction (a write calling the helper for another
+   * operation) is not the host's: that one commits with the write's record.
+   */
+  private refuseOuterTransaction(scope: IdempotencyScope, method: 'run' | 'reconcile'): void {
+    if (!this.raw.inTransaction || this.writing.size > 0) return;
+    throw new InvalidInputError(
+      'database',
+      `has a transaction open that the helper did not begin (a BEGIN on the handle not yet committed or rolled back), so ${method}() ` +
+        `for session ${scope.sessionId}, task ${scope.taskId}, key ${scope.key} did nothing: ` +
+        (method === 'run'
+          ? 'its write and dedup record would commit only with that transaction, after the call is journaled as made. '
+          : 'it would read what that transaction has not committed. ') +
+        'End that transaction first, or give the helper a handle of its own',
     );
   }
 
