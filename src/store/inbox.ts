@@ -245,7 +245,11 @@ export class DecisionInbox {
       }
       if (row.state !== 'open') {
         // A superseded row's note says why (a later attempt asked again, was answered without it, its task ended).
-        const why = row.state === 'superseded' && row.note !== null ? ` (${row.note})` : row.actor ? ` (by ${row.actor})` : '';
+        // A consumed one was decided by its actor and then used by an attempt of the host: say both, not "consumed by".
+        const decided = row.actor ? `${row.decision ?? 'decided'} by ${row.actor}` : null;
+        const why = row.state === 'superseded' && row.note !== null ? ` (${row.note})`
+          : row.state === 'consumed' && decided !== null ? ` (${decided}, and used by the attempt ${row.consumedBy ?? 'that asked again'} since)`
+          : decided !== null ? ` (${decided})` : '';
         throw new DecisionError('decision_stale', id, `approval request ${id} is ${row.state}${why}; it takes one decision`);
       }
       // Read again under the backend's lock: another operator's approval of the identical request, made since the
@@ -285,7 +289,13 @@ export class DecisionInbox {
     }
     const { history, inFlight } = await (this.store as JournalStore).callInFlight(sessionId, callId);
     const call = history.find((e) => e.kind.type === 'tool_call' && e.kind.call.id === callId)?.kind;
-    if (call?.type !== 'tool_call') throw new DecisionError('decision_not_found', callId, `session ${sessionId} has no call ${callId}`);
+    if (call?.type !== 'tool_call') {
+      // Say which was not found: the session (a typo in its id), or the call in it (a call id must be given whole).
+      const why = history.length === 0
+        ? `session ${sessionId} has no events: is its id right and whole? (jingwei sessions lists the sessions)`
+        : `session ${sessionId} has no call ${callId}${/^toolcall_/.test(callId) ? '' : ' (a review takes the call\'s whole id, toolcall_…, as jingwei inspect prints it)'}`;
+      throw new DecisionError('decision_not_found', callId, why);
+    }
     // A retry whose start marker is not journaled (its approver is asked) has not run: a review of it is taken, and
     // its start marker is then refused while the review waits (docs/design.md#a-review-decision-stops-a-retry-before-its-body).
     // Only if the store can say, when the review is written, that the marker is still not in.

@@ -21,7 +21,7 @@ import {
 import { hasLoneSurrogate, isValidText, type EventId, type SessionId } from '../ids.js';
 import { jsonEquals } from '../json/canonical.js';
 import { LIMITS } from '../limits.js';
-import { hasVisibleText, utf8Length } from '../text.js';
+import { describeValue, hasVisibleText, utf8Length } from '../text.js';
 import { ToolRetryError } from '../errors.js';
 import { bodyCouldOutlive, bodyEndOf } from './late-bodies.js';
 import { linkSettledRepeats } from './repeats.js';
@@ -180,7 +180,8 @@ function argumentsEqual(a: ToolCall['arguments'], b: ToolCall['arguments']): boo
 
 /** docs/design.md#evidence-validation step 1, history part (the call id part is checked by the caller in the same step). */
 function checkEventCount(history: readonly SessionEvent[]): void {
-  if (!Array.isArray(history) || history.length === 0) invalid('the history is empty');
+  if (!Array.isArray(history)) invalid(`the history must be an array of session events (loadHistory's), got ${describeValue(history)}`);
+  if (history.length === 0) invalid('the history is empty');
   if (history.length > LIMITS.maxHistoryEvents) {
     invalid(`the history holds ${history.length} events, at most ${LIMITS.maxHistoryEvents} allowed`);
   }

@@ -45,6 +45,7 @@ describe('jingwei approve, deny and review', () => {
     const again = cli(['deny', path, requestId, '--actor', 'bob', '--json']);
     assert.equal(again.code, 1);
     assert.match(again.stderr, /decision_stale/);
+    assert.match(again.stdout, /is decided \(approved by alice\); it takes one decision/);
     // --json: the failure as a document, never a decision row.
     assert.deepEqual({ ...(JSON.parse(again.stdout) as { ok: boolean; error: object }), error: undefined }, { ok: false, error: undefined });
     assert.deepEqual([(JSON.parse(again.stdout) as { error: { code: string; exit_code: number } }).error.code, (JSON.parse(again.stdout) as { error: { exit_code: number } }).error.exit_code], ['decision_stale', 1]);

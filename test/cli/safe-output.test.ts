@@ -192,7 +192,7 @@ describe('safe output', () => {
     await writeStore(store, { s1: evilHistory() });
     const review = cli(['review', store, 'c-2', '--session', 's1\u00A0', '--outcome', 'completed', '--evidence', 'e', '--actor', 'a']);
     assert.equal(review.code, 2, review.stderr);
-    assert.match(review.stderr, /session s1\\u00A0 has no call/, 'the id reads unlike `s1`');
+    assert.match(review.stderr, /session s1\\u00A0 has no events/, 'the id reads unlike `s1`');
     const approve = cli(['approve', store, 'approval_\u2007x', '--actor', 'a']);
     assert.equal(approve.code, 2, approve.stderr);
     assert.match(approve.stderr, /approval_\\u2007x/);
@@ -200,7 +200,7 @@ describe('safe output', () => {
     // An id typed with a literal `\u00A0` (ten characters) prints with its backslash escaped, unlike the one above.
     const literal = cli(['review', store, 'c-2', '--session', 's1\\u00A0', '--outcome', 'completed', '--evidence', 'e', '--actor', 'a']);
     assert.equal(literal.code, 2, literal.stderr);
-    assert.match(literal.stderr, /session s1\\u005Cu00A0 has no call/);
+    assert.match(literal.stderr, /session s1\\u005Cu00A0 has no events/);
     // A session id the store does not hold, quoted in a usage error: the same printed forms, the backslash escaped once.
     const inspectLiteral = cli(['inspect', store, 's1\\u00A0']);
     assert.equal(inspectLiteral.code, 2, inspectLiteral.stderr);
@@ -210,7 +210,7 @@ describe('safe output', () => {
     const quoted = cli(['inspect', store, 'up"e']);
     assert.match(quoted.stderr, /no session "up\\u0022e" in this store/, 'a quote in the id does not end the quoted id');
     const json = cli(['review', store, 'c-2', '--session', 's1\u00A0', '--outcome', 'completed', '--evidence', 'e', '--actor', 'a', '--json']);
-    assert.match((JSON.parse(json.stdout) as { error: { message: string } }).error.message, /session s1\u00A0 has no call/u, '--json keeps the message as the library gave it');
+    assert.match((JSON.parse(json.stdout) as { error: { message: string } }).error.message, /session s1\u00A0 has no events/u, '--json keeps the message as the library gave it');
   });
 
   it('a store-wide verify checks each session by its own id: a corrupt one named `s\\u00A0x` in ten characters is not passed over for its look-alike (r86 #1)', async () => {

@@ -108,7 +108,9 @@ describe('assessSession', () => {
     const h = new HistoryBuilder();
     h.result('nothing', succeeded());
     expectRetryError(() => assessSession(h.build()), 'invalid_evidence');
-    expectRetryError(() => assessSession([]), 'invalid_evidence');
+    assert.match(expectRetryError(() => assessSession([]), 'invalid_evidence').message, /the history is empty/);
+    // Not an array at all is said so, not called empty (u118).
+    assert.match(expectRetryError(() => assessSession('nope' as never), 'invalid_evidence').message, /the history must be an array of session events \(loadHistory's\), got a string/);
     const b = new HistoryBuilder();
     const first = b.call({ effect: ToolEffect.Idempotent });
     b.retry(first, { id: 'attempt-2', arguments: { ok: false } });
