@@ -11,6 +11,7 @@ import { isValidText } from '../ids.js';
 import { LEASE_LIMITS, LIMITS, RECOVERY_LIMITS } from '../limits.js';
 import { bodiesEnded, stopRenewing } from '../store/owner-commit.js';
 import type { AcquireOptions, SessionOwner, SessionStore, SessionSummary } from '../store/types.js';
+import type { DecisionRow } from '../store/inbox-rows.js';
 import { HeadAnchor, type AnchorOptions } from '../store/anchors.js';
 import { describeSetting, truncateUtf8 } from '../text.js';
 import { assessSession, ToolAttention, ToolNextStep, type ToolCallAssessment } from './assess.js';
@@ -180,6 +181,36 @@ export interface RecoveryReport {
 export function openCalls(history: readonly SessionEvent[]): ToolCallAssessment[] {
   if (history.length === 0) return [];
   return assessSession(history).calls.filter((c) => c.attention !== ToolAttention.None);
+}
+
+/**
+ * The calls that are their operation's latest attempt and wait for an approval (recorded `approval_pending`, not
+ * settled since by a review): a host retries each once a person has decided (docs/design.md#approvals-its-host-never-used).
+ */
+export function callsAwaitingApproval(history: readonly SessionEvent[]): ToolCallAssessment[] {
+  if (history.length === 0) return [];
+  return assessSession(history).calls.filter((c) => c.attempt === c.attempts && c.taskId !== null && c.key !== null &&
+    c.nextStep === ToolNextStep.RetryAllowed && c.result?.outcome.status === 'failed' && c.result.outcome.category === 'approval_pending');
+}
+
+/**
+ * What the routine does with a call awaiting approval under `policy`, given the inbox's decided decision for its
+ * operation that no attempt has used (none: nobody has decided): retry it with this plan, which the decision answers
+ * for, or leave it, saying why.
+ */
+export function approvalRetryPlan(
+  history: readonly SessionEvent[],
+  call: ToolCallAssessment,
+  decision: Pick<DecisionRow, 'id' | 'decision' | 'actor'> | undefined,
+  policy: RecoveryPolicy,
+): { plan: ToolRetryPlan; review: ToolRetryReview; decided: string } | { reason: string } {
+  if (decision === undefined) {
+    return { reason: 'it waits for a person\'s decision on its approval request (jingwei queue lists it); once decided, a host retries it (prepareToolRetry), and the decision answers for that attempt' };
+  }
+  const decided = `its approval request ${decision.id} was ${decision.decision ?? 'decided'} by ${decision.actor ?? 'a person'}, and no attempt has used the decision yet`;
+  if (policy === 'suspend') return { reason: `policy suspend: ${decided}; a host retries it (prepareToolRetry), and the decision answers for that attempt` };
+  const safe = safeRetryPlan(history, call);
+  return 'reason' in safe ? { reason: `${decided}; ${safe.reason}` } : { ...safe, decided };
 }
 
 /**
@@ -482,6 +513,23 @@ async function recoverOne(
         const next = open.attention === ToolAttention.InDoubt ? 'a person reviews the call' : 'a host retries it once what refused it is fixed';
         left.push({ callId: open.callId, name: open.name, nextStep: open.nextStep, attention: open.attention, reason: `${why}; ${next}` });
       }
+      retried.push(retry.retryCallId === null ? retry : { ...retry, status: inspectToolRecovery(history, retry.retryCallId).status });
+    }
+    // Calls waiting for an approval: a decided one is a write a person said to make (or not) that no attempt has
+    // used, and the host that waited for it is gone (docs/design.md#approvals-its-host-never-used).
+    for (const call of callsAwaitingApproval(history)) {
+      const decision = owner.decidedApproval ? await owner.decidedApproval(call.taskId!, call.key!) : undefined;
+      const planned = approvalRetryPlan(history, call, decision, checked.policy);
+      if ('reason' in planned) {
+        left.push({ callId: call.callId, name: call.name, nextStep: call.nextStep, attention: call.attention, reason: planned.reason });
+        continue;
+      }
+      const retry = await runRetry(host, owner, call, planned.plan, planned.review, signal);
+      history = await store.loadHistory(sessionId);
+      const open = openCalls(history).find((c) => c.callId === retry.retryCallId);
+      const leave = (reason: string) => left.push({ callId: open?.callId ?? call.callId, name: call.name, nextStep: open?.nextStep ?? call.nextStep, attention: open?.attention ?? call.attention, reason: `${planned.decided}; ${reason}` });
+      if (open !== undefined) leave(`its retry (call ${retry.retryCallId}) ended ${retry.outcome}: a person reviews the call`);
+      else if (retry.outcome === 'refused') leave(`the retry was refused, nothing written: ${retry.error?.message ?? 'no reason given'}`);
       retried.push(retry.retryCallId === null ? retry : { ...retry, status: inspectToolRecovery(history, retry.retryCallId).status });
     }
     // A review decision recorded while the routine ran (after it journaled the inbox): the next routine journals it

@@ -9,6 +9,8 @@ import { it } from 'node:test';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { decisionInbox } from '../../src/decisions.js';
 import { assessSession } from '../../src/tool/assess.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
 import { ChildProcess } from '../support/child.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { cli, tamper } from './helpers.js';
@@ -124,4 +126,41 @@ it('prints abandoned sessions\' ids as every other command does: `ops a` and `op
   assert.match(r.stdout, /^Session ops\\u00A0a owner/m);
   const missing = cli(['inspect', path, 'ops\u00A0b']);
   assert.doesNotMatch(missing.stdout + missing.stderr, /ops\u00A0b/, 'an id the store does not hold is escaped too');
+});
+
+it('a host that died waiting for approvals: the dry run retries the one a person approved under retry_safe and says so, leaves the undecided one; inspect names it (u118 #1)', async () => {
+  const dir = tempDir();
+  const path = tempDbPath(dir, 'journal');
+  const store = openSqliteStore(path);
+  const owner = await store.acquire('s-pay', { owner: 'gone', leaseMs: 100, heartbeat: false });
+  await owner.startTask('t');
+  const gateway = createToolRuntime({
+    tools: [{ name: 'pay', metadata: new ToolMetadata('pay', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'paid' }],
+    grants: { agent: '*' },
+    approvers: { ops: async () => ({ decision: 'pending' as const }) },
+  }).bind({ owner, taskId: 't', caller: 'agent' });
+  const approved = await gateway.call('pay', { to: 'alice', amount: 4900 });
+  const undecided = await gateway.call('pay', { to: 'bob', amount: 10 });
+  await decisionInbox(store).approve(approved.result.approval!.requestId, { actor: 'alice' });
+  await store.close();
+
+  let run = cli(['recover', path, '--policy', 'retry_safe', '--json']);
+  while (run.code === 0) {
+    await pause(50);
+    run = cli(['recover', path, '--policy', 'retry_safe', '--json']);
+  }
+  assert.equal(run.code, 1, run.stderr);
+  const calls = (JSON.parse(run.stdout) as { sessions: { calls: { call_id: string; would: string; reason: string; inbox_approval: { id: string; decision: string; actor: string } | null }[] }[] }).sessions[0]!.calls;
+  assert.deepEqual(calls.map((c) => [c.call_id, c.would, c.inbox_approval?.decision ?? null]), [[approved.call.id, 'retry', 'approved'], [undecided.call.id, 'leave', null]]);
+  assert.match(calls[0]!.reason, /was approved by alice, and no attempt has used the decision yet/);
+  assert.match(calls[1]!.reason, /waits for a person's decision on its approval request/);
+  const text = cli(['recover', path, '--policy', 'retry_safe']);
+  assert.match(text.stdout, /use alice's approval: retry/);
+  assert.doesNotMatch(text.stdout, /No open calls/);
+  const suspended = JSON.parse(cli(['recover', path, '--json']).stdout) as { sessions: { calls: { would: string }[] }[] };
+  assert.deepEqual(suspended.sessions[0]!.calls.map((c) => c.would), ['leave', 'leave']);
+  const inspect = cli(['inspect', path, 's-pay']);
+  assert.match(inspect.stdout, /1 call waits for a host to use the decision made on its approval request: approved by alice/);
+  const inspectJson = JSON.parse(cli(['inspect', path, 's-pay', '--json']).stdout) as { decided_approvals: { call_id: string; actor: string }[] };
+  assert.deepEqual(inspectJson.decided_approvals.map((a) => [a.call_id, a.actor]), [[approved.call.id, 'alice']]);
 });

@@ -181,6 +181,57 @@ describe('recoverAbandoned in one process', () => {
     await store.close();
   });
 
+  for (const engine of ['memory', 'sqlite'] as const) it(`${engine}: payments whose approval a person decided after their host died are made once by retry_safe, denied ones never; an undecided one and suspend leave them, saying why (u118 #1)`, async () => {
+    const open = () => (engine === 'memory' ? createMemoryStore() : openSqliteStore(tempDbPath(dir)));
+    const store = open();
+    const paid: unknown[] = [];
+    const pay = tool('pay', async (request) => {
+      paid.push(request.arguments);
+      return 'paid';
+    }, new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', 'pay-1').withApproval('ops'));
+    const runtime = createToolRuntime({ tools: [pay], grants: { agent: '*' }, approvers: { ops: async () => ({ decision: 'pending', note: 'a person must look' }) } });
+    const host: RecoveryHost = { runtime, tools: [pay], caller: 'agent' };
+    const gone = await store.acquire('s-approvals', { owner: 'gone', leaseMs: 100, heartbeat: false });
+    await gone.startTask('t');
+    const gateway = runtime.bind({ owner: gone, taskId: 't', caller: 'agent' });
+    const requests: string[] = [];
+    for (const amount of [1, 2, 3]) requests.push((await gateway.call('pay', { amount })).result.approval!.requestId);
+    // The host died waiting; an operator decides two of the three requests from the CLI.
+    await decisionInbox(store).approve(requests[0]!, { actor: 'alice' });
+    await decisionInbox(store).deny(requests[1]!, { actor: 'alice', reason: 'duplicate' });
+    const calls = (await store.loadHistory('s-approvals')).flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call.id] : []));
+
+    const suspended = await recoveredOnce(store, host, { policy: 'suspend', leaseMs: 100, keep: false });
+    assert.ok(suspended.action === 'taken_over', JSON.stringify(suspended));
+    assert.deepEqual(suspended.retried, []);
+    assert.deepEqual(suspended.left.map((c) => c.callId), calls);
+    assert.match(suspended.left[0]!.reason, new RegExp(`^policy suspend: its approval request ${requests[0]} was approved by alice, and no attempt has used the decision yet; a host retries it`));
+    assert.match(suspended.left[1]!.reason, /was denied by alice/);
+    assert.match(suspended.left[2]!.reason, /^it waits for a person's decision on its approval request/);
+    assert.deepEqual(paid, []);
+
+    // Abandoned again (another host's crash), the routine under retry_safe uses the two decisions.
+    const again = await store.acquire('s-approvals', { owner: 'gone-again', leaseMs: 100, heartbeat: false, takeover: true });
+    assert.ok(again.epoch > 0);
+    const safe = await recoveredOnce(store, host, { policy: 'retry_safe', leaseMs: 100 });
+    assert.ok(safe.action === 'taken_over', JSON.stringify(safe));
+    assert.deepEqual(safe.retried.map((r) => [r.callId, r.outcome]), [[calls[0], 'succeeded'], [calls[1], 'approval_denied']]);
+    assert.deepEqual(safe.left.map((c) => c.callId), [calls[2]], 'the undecided one is left, said so');
+    assert.deepEqual(paid, [{ amount: 1 }], 'the approved payment made once, the denied one never');
+    const history = await store.loadHistory('s-approvals');
+    const started = history.find((e) => e.kind.type === 'tool_started' && e.kind.approval !== undefined);
+    assert.equal(started?.kind.type === 'tool_started' ? started.kind.approval?.actor : null, 'alice', 'the decision answered for the retry');
+    // Approving it again says who decided and which attempt used it (u118: "consumed (by alice)" read as if alice had used it).
+    await assert.rejects(decisionInbox(store).approve(requests[0]!, { actor: 'bob' }), new RegExp(`is consumed \\(approved by alice, and used by the attempt ${safe.retried[0]!.retryCallId} since\\); it takes one decision`));
+    // Nothing is made twice by a later routine, nor by the host going on with the operation.
+    await store.acquire('s-approvals', { owner: 'gone-third', leaseMs: 100, heartbeat: false, takeover: true });
+    const third = await recoveredOnce(store, host, { policy: 'retry_safe', leaseMs: 100 });
+    assert.ok(third.action === 'taken_over', JSON.stringify(third));
+    assert.deepEqual(third.retried, []);
+    assert.deepEqual(paid, [{ amount: 1 }]);
+    await store.close();
+  });
+
   it('retry_safe keeps a session held when a review decision arrives while its retry is under way: the next routine journals it and decides again', async () => {
     const store = createMemoryStore();
     const puts = { count: 0 };

@@ -6,6 +6,7 @@ import { decisionInboxIfAny } from '../../store/inbox.js';
 import { JournalStore } from '../../store/journal-store.js';
 import type { SessionStore } from '../../store/types.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
+import { callsAwaitingApproval } from '../../tool/recover.js';
 import {
   attemptsOf,
   bodyEndWords,
@@ -15,6 +16,7 @@ import {
   callTable,
   colourStatus,
   colourStep,
+  decidedApprovals,
   decisionRows,
   inboxReviewJson,
   indexCalls,
@@ -70,7 +72,7 @@ function decisionHeading(row: DecisionRow): string {
   return `${what} ${safeId(row.id)} (${row.state}${decided}${approver}${why}) is about this call:`;
 }
 
-function sessionView(ctx: CommandContext, sessionId: string, assessment: SessionAssessment, inbox: ReadonlyMap<string, DecisionRow>): ExitCode {
+function sessionView(ctx: CommandContext, sessionId: string, assessment: SessionAssessment, inbox: ReadonlyMap<string, DecisionRow>, approvals: readonly DecisionRow[]): ExitCode {
   const { out, options, args } = ctx;
   const attention = attentionOf(assessment);
   const code = attention.total > 0 ? EXIT.findings : EXIT.ok;
@@ -85,6 +87,7 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
       by_next_step: assessment.totals.byNextStep,
       by_status: assessment.totals.byStatus,
       inbox_reviews: inbox.size,
+      decided_approvals: approvals.map((row) => ({ request: row.id, call_id: row.callId, decision: row.decision, actor: row.actor })),
       calls: assessment.calls.map((c) => assessedJson(c, inbox)),
     }, null, 2));
     return code;
@@ -95,6 +98,11 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
   out.line(attention.total > 0 ? s.yellow(`Needs attention: ${attentionText(attention).replace(/^\d+/, (n) => plural(Number(n), 'call'))}.`) : s.green('Nothing needs attention.'));
   if (attention.handled > 0) {
     out.line(s.dim(`${plural(attention.handled, 'failure')} recorded before the body, provably not run: shown below, not pending work for a person (a resumed agent run makes one again that a shutdown or a lost lease interrupted in the step it stopped in).`));
+  }
+  if (approvals.length > 0) {
+    const who = approvals.map((row) => `${safe(row.decision ?? '')} by ${safe(row.actor ?? '')} (${shortId(row.callId)})`).join(', ');
+    out.line(s.yellow(`${plural(approvals.length, 'call')} ${approvals.length === 1 ? 'waits' : 'wait'} for a host to use the decision made on its approval request: ${who}. ` +
+      'A host retries each once (its run resumed, the startup routine with retry_safe, or prepareToolRetry), and the decision answers for that attempt.'));
   }
   if (inbox.size > 0) {
     out.line(s.dim(`${plural(inbox.size, 'review decision')} in the decision inbox ${inbox.size === 1 ? 'waits' : 'wait'} to be journaled by the session's owner (journalInboxReviews, jingwei/review).`));
@@ -293,12 +301,15 @@ call a completed review resolved, journaled or waiting in the decision inbox.`,
       const { history, sessionId, progress } = await loadSession(store, args.session!, io);
       let assessment: SessionAssessment | null = null;
       let inbox: ReadonlyMap<string, DecisionRow> = new Map();
+      let approvals: DecisionRow[] = [];
       try {
         progress.update(`assessing ${num(history.length)} events of ${safeId(sessionId)}`);
         if (history.length > 0) assessment = assessSession(history);
         if (assessment !== null) {
           inbox = (await pendingInboxReviews(store, sessionId)).get(sessionId) ?? new Map();
           assessment = withInboxReviews(assessment, inbox);
+          const decided = await decidedApprovals(store, sessionId);
+          approvals = callsAwaitingApproval(history).flatMap((c) => decided.get(JSON.stringify([c.taskId, c.key])) ?? []);
         }
       } finally {
         progress.done();
@@ -309,7 +320,7 @@ call a completed review resolved, journaled or waiting in the decision inbox.`,
         else out.line(`Session ${safeId(sessionId)} has no events yet. Nothing needs attention.`);
         return EXIT.ok;
       }
-      return args.call === undefined ? sessionView(ctx, sessionId, assessment, inbox) : callView(ctx, store, sessionId, history, assessment, inbox);
+      return args.call === undefined ? sessionView(ctx, sessionId, assessment, inbox, approvals) : callView(ctx, store, sessionId, history, assessment, inbox);
     });
   },
 };

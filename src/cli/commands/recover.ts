@@ -1,11 +1,11 @@
 import { JournalCorruptError, ToolRetryError } from '../../errors.js';
-import { RECOVERY_POLICIES, openCalls, safeRetryPlan, type RecoveryPolicy } from '../../tool/recover.js';
+import { RECOVERY_POLICIES, approvalRetryPlan, callsAwaitingApproval, openCalls, safeRetryPlan, type RecoveryPolicy } from '../../tool/recover.js';
 import { ToolRecoveryStatus } from '../../tool/retry-policy.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, UsageError } from '../exit.js';
 import { plural, safe, safeId, shortId, table } from '../format.js';
 import { withStore } from '../session.js';
-import { pendingInboxReviews } from '../assessment.js';
+import { decidedApprovals, pendingInboxReviews } from '../assessment.js';
 import type { DecisionRow as InboxDecisionRow } from '../../store/inbox-rows.js';
 import type { SessionEvent, ToolReviewOutcome } from '../../event/types.js';
 import type { CallId, EventId } from '../../ids.js';
@@ -22,6 +22,8 @@ interface PlannedCall {
   readonly reason: string;
   /** An operator's review decision of the call waiting in the inbox: the routine journals it first, and `would` is decided on it. */
   readonly inbox_review: { readonly id: string; readonly decision: string; readonly actor: string } | null;
+  /** For a call waiting for an approval: the inbox's decided decision no attempt has used yet, which a retry uses; null when undecided. */
+  readonly inbox_approval?: { readonly id: string; readonly decision: string; readonly actor: string } | null;
 }
 
 interface PlannedSession {
@@ -50,7 +52,9 @@ This command holds no tools, so it cannot ask reconcilers or run retries: calls 
 asked by the host's reconciler, when its tool declares one, before the policy applies, and may be settled by it.
 An operator's review decision waiting in the decision inbox is journaled by the routine before it decides, so the
 plan is made on it ("journal alice's not_executed review, then ..."): a not_executed one lets retry_safe retry the
-call, a completed one settles it. A call of an agent run that finished is left for a person or a new run.
+call, a completed one settles it. A call waiting for an approval that a person has decided and no attempt has used
+is retried under retry_safe ("use alice's approval: retry"), the decision answering for that attempt, and left under
+suspend; one nobody has decided is left. A call of an agent run that finished is left for a person or a new run.
 To recover for real, the host calls recoverAbandoned(store, { runtime, tools, caller }, policy) from
 'jingwei/review' at startup: it takes each abandoned session over (never a live one), reconciles, applies the
 policy and reports what it did (docs/operator-guide.md).`,
@@ -72,7 +76,9 @@ policy and reports what it did (docs/operator-guide.md).`,
         };
         try {
           const waiting = (await pendingInboxReviews(store, summary.sessionId)).get(summary.sessionId) ?? new Map<string, InboxDecisionRow>();
-          planned.push({ ...base, calls: plan(await store.loadHistory(summary.sessionId), policy as RecoveryPolicy, waiting), problem: null });
+          const history = await store.loadHistory(summary.sessionId);
+          const approvals = await decidedApprovals(store, summary.sessionId);
+          planned.push({ ...base, calls: [...plan(history, policy as RecoveryPolicy, waiting), ...planApprovals(history, policy as RecoveryPolicy, approvals)], problem: null });
         } catch (error) {
           if (!(error instanceof JournalCorruptError) && !(error instanceof ToolRetryError)) throw error;
           planned.push({ ...base, calls: [], problem: { code: error.code, message: error.message } });
@@ -116,6 +122,7 @@ policy and reports what it did (docs/operator-guide.md).`,
           session.calls.map((c) => [
             shortId(c.call_id), safe(c.tool), c.effect ?? '-', c.status,
             (c.inbox_review ? `journal ${c.inbox_review.actor}'s ${c.inbox_review.decision} review, then ` : '') +
+              (c.inbox_approval ? `use ${c.inbox_approval.actor}'s ${c.inbox_approval.decision === 'approved' ? 'approval' : 'denial'}: ` : '') +
               (c.reconciler_first ? 'reconciler first, then ' : '') +
               (c.would === 'retry' ? s.green('retry') : c.would === 'settled' ? s.green('nothing: settled') : s.yellow('leave for a person')),
             safe(c.reason),
@@ -145,6 +152,20 @@ function plan(history: readonly SessionEvent[], policy: RecoveryPolicy, waiting:
     if (after === undefined) return { ...base, would: 'settled' as const, reason: `${inbox!.actor}'s ${inbox!.decision} review settles it` };
     const safeRetry = policy === 'retry_safe' ? safeRetryPlan(decided, after) : { reason: `policy suspend: ${after.reason}` };
     return { ...base, would: 'reason' in safeRetry ? 'leave' as const : 'retry' as const, reason: 'reason' in safeRetry ? safeRetry.reason : after.reason };
+  });
+}
+
+/** What the routine would do with each call waiting for an approval, given the inbox's decided approvals by operation. */
+function planApprovals(history: readonly SessionEvent[], policy: RecoveryPolicy, approvals: ReadonlyMap<string, InboxDecisionRow>): PlannedCall[] {
+  return callsAwaitingApproval(history).map((call) => {
+    const row = approvals.get(JSON.stringify([call.taskId, call.key]));
+    const planned = approvalRetryPlan(history, call, row, policy);
+    return {
+      call_id: call.callId, tool: call.name, effect: call.effect, status: call.status, reconciler_first: false, inbox_review: null,
+      inbox_approval: row === undefined ? null : { id: row.id, decision: row.decision ?? '', actor: row.actor ?? '' },
+      would: 'reason' in planned ? 'leave' as const : 'retry' as const,
+      reason: 'reason' in planned ? planned.reason : planned.decided,
+    };
   });
 }
 
