@@ -10,6 +10,7 @@
  *   node bench/profile.mjs b2-cpu             the same calls on an in-memory database: the CPU path alone
  *   node bench/profile.mjs b1                 single-event appends
  *   node bench/profile.mjs b6                 resumeAgent replaying a run of 500 completed calls (B6)
+ *   node bench/profile.mjs b6-restarted       the same in a host just started: a store opened and the session taken over first
  *   node bench/profile.mjs pg                 Jingwei on PostgreSQL: round trips and time inside queries per call
  *                                             (needs JINGWEI_PG_URL, e.g. via scripts/pg-test-cluster.mjs run -- ...)
  *
@@ -72,9 +73,12 @@ async function prepare(scratch) {
         close: async () => { floor.db.close(); await store.close(); },
       };
     }
-    case 'b6': {
+    case 'b6':
+    case 'b6-restarted': {
       const rig = await openB6Rig(scratch.path('b6.db'), { steps: 50, perStep: 10 });
-      return { repeat: 20, op: () => rig.resume(), close: () => rig.close() };
+      // b6-restarted: each resume in a host just started (a store opened and the session taken over first, in the profile too).
+      const op = target === 'b6' ? () => rig.resume() : async () => { await rig.restart(); await rig.resume(); };
+      return { repeat: 20, op, close: () => rig.close() };
     }
     case 'pg': {
       // Jingwei on PostgreSQL (JINGWEI_PG_URL): where a call waits. Counts the driver's queries per call and the
@@ -129,7 +133,7 @@ async function prepare(scratch) {
       };
     }
     default:
-      process.stderr.write('usage: node bench/profile.mjs b1|b2|b2-approval|b2-cpu|b3|b3-floor|b6|pg [--out=DIR] [--top=N] [--files=N]\n');
+      process.stderr.write('usage: node bench/profile.mjs b1|b2|b2-approval|b2-cpu|b3|b3-floor|b6|b6-restarted|pg [--out=DIR] [--top=N] [--files=N]\n');
       process.exit(2);
   }
 }

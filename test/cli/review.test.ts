@@ -60,4 +60,28 @@ describe('a completed review, as the operator sees it', () => {
     assert.equal(row?.needs_attention, 0);
     assert.equal(row?.epoch, 1, 'nobody took the session over');
   });
+
+  it('a review naming a session with a typo, or a call by part of its id, says which was not found (u118b #2)', async () => {
+    const path = tempDbPath(dir, 'typos');
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('mail-kill', { owner: 'host-a' });
+    await owner.startTask('task-1');
+    const mail = {
+      name: 'send_mail',
+      metadata: new ToolMetadata('sends a mail', { type: 'object' }).withEffect('non_idempotent', 'mail-v1'),
+      execute: async () => { throw new ToolBodyError('connection_reset', 'the provider hung up'); },
+    };
+    const gateway = createToolRuntime({ tools: [mail], grants: { agent: '*' } }).bind({ owner, taskId: 'task-1', caller: 'agent' });
+    const call = (await gateway.call('send_mail', { to: 'a@example.com' })).call.id;
+    await owner.release();
+    await store.close();
+    const review = (session: string, id: string) => cli(['review', path, id, '--session', session, '--outcome', 'completed', '--evidence', 'sent', '--actor', 'ops']);
+    const typo = review('mail-kil', call);
+    assert.equal(typo.code, 2, typo.stderr);
+    assert.match(typo.stderr, /decision_not_found: session mail-kil has no events: is its id right and whole\? \(jingwei sessions lists the sessions\)/);
+    const part = review('mail-kill', call.slice(-8));
+    assert.equal(part.code, 2, part.stderr);
+    assert.match(part.stderr, /session mail-kill has no call \w{8} \(a review takes the call's whole id, toolcall_…, as jingwei inspect prints it\)/);
+    assert.equal(review('mail-kill', call).code, 0, 'the whole id is taken');
+  });
 });
