@@ -26,28 +26,30 @@ const EVENT_PAGE_ROWS = 1000;
  * exactly, so paging stops after the page that holds one: no reader accepts such a row (a stored seq must equal the
  * row's position), and every row before it in seq order has been read.
  */
-function* eventPages(statements: SqliteStatements, sessionId: SessionId): Generator<EventRowArray[], void, undefined> {
+export function* eventRows(statements: SqliteStatements, sessionId: SessionId): Generator<EventRow, void, undefined> {
   let page = statements.eventsFirst.all(sessionId, EVENT_PAGE_ROWS);
   for (;;) {
-    yield page;
-    const last = page[page.length - 1]?.[0];
-    if (page.length < EVENT_PAGE_ROWS || !Number.isSafeInteger(last)) return;
-    page = statements.eventsAfter.all(sessionId, last!, EVENT_PAGE_ROWS);
+    for (const r of page) yield { sessionId, seq: r[0], eventId: r[1], epoch: r[2], body: r[3], hash: r[4] };
+    const next = pageAfter(statements, sessionId, page);
+    if (next === null) return;
+    page = next;
   }
 }
 
-const eventRow = (sessionId: SessionId, r: EventRowArray): EventRow => ({ sessionId, seq: r[0], eventId: r[1], epoch: r[2], body: r[3], hash: r[4] });
-
-/** eventPages' rows one at a time, for a reader that need not hold them all. */
-export function* eventRows(statements: SqliteStatements, sessionId: SessionId): Generator<EventRow, void, undefined> {
-  for (const page of eventPages(statements, sessionId)) for (const r of page) yield eventRow(sessionId, r);
-}
-
-/** eventPages' rows, all of them. */
+/** eventRows, all of them at once, in a plain loop (the generator spread into an array cost B6's resume more). */
 export function eventRowList(statements: SqliteStatements, sessionId: SessionId): EventRow[] {
   const rows: EventRow[] = [];
-  for (const page of eventPages(statements, sessionId)) for (const r of page) rows.push(eventRow(sessionId, r));
+  for (let page: EventRowArray[] | null = statements.eventsFirst.all(sessionId, EVENT_PAGE_ROWS); page !== null; page = pageAfter(statements, sessionId, page)) {
+    for (const r of page) rows.push({ sessionId, seq: r[0], eventId: r[1], epoch: r[2], body: r[3], hash: r[4] });
+  }
   return rows;
+}
+
+/** The page after `page`, or null when `page` is the last: a short one, or one ending at a seq past 2^53. */
+function pageAfter(statements: SqliteStatements, sessionId: SessionId, page: EventRowArray[]): EventRowArray[] | null {
+  const last = page[page.length - 1]?.[0];
+  if (page.length < EVENT_PAGE_ROWS || !Number.isSafeInteger(last)) return null;
+  return statements.eventsAfter.all(sessionId, last!, EVENT_PAGE_ROWS);
 }
 
 /** Every statement the SQLite backend runs, prepared once per connection. */
