@@ -167,6 +167,38 @@ describe('SqliteIdempotencyStore', () => {
     assert.deepEqual(nested, { result: { receipt: 2 }, replayed: false });
     assert.equal(countOrders(path), 3);
     assert.equal(business.reconcile(request('t', 'inner', {})).outcome, 'completed');
+    // Two helpers on one handle (two tool modules that each made one): a write of one calling the other is inside a
+    // helper's own transaction too (u119 F1).
+    const other = new SqliteIdempotencyStore(business.db);
+    const both = business.run(request('t', 'outer-2', {}), () => {
+      assert.equal(other.reconcile(request('t', 'inner', {})).outcome, 'completed');
+      return other.run(request('t', 'inner-2', {}), write).result;
+    });
+    assert.deepEqual(both, { result: { receipt: 3 }, replayed: false });
+    assert.equal(other.reconcile(request('t', 'inner-2', {})).outcome, 'completed');
+    business.db.exec('BEGIN');
+    assert.throws(() => other.run(request('t', 'k2', {}), write), /has a transaction open that the helper did not begin/, 'and once no helper writes, the host\'s is refused by any helper');
+    business.db.exec('ROLLBACK');
+    other.close();
+    business.close();
+  });
+
+  it('a write that commits the helper\'s transaction and begins another is refused, its operation marked unknown: the record would not commit with what it wrote before (u119 F2)', () => {
+    const path = tempDbPath(dir, 'business');
+    const business = openBusiness(path);
+    const order = (db: typeof business.db, item: string) => db.prepare('INSERT INTO orders (task_id, key, item) VALUES (?, ?, ?)').run('t', 'k', item);
+    assert.throws(() => business.run(request('t', 'k', {}), (db) => {
+      order(db, 'before');
+      db.exec('COMMIT');
+      db.exec('BEGIN');
+      order(db, 'after');
+      return 'done';
+    }), (error: unknown) => error instanceof JingweiError && error.code === 'invalid_input' && /committed the helper's transaction itself and began another: what it wrote before its COMMIT has committed, what it wrote after was rolled back/.test(error.message));
+    assert.equal((business.db as unknown as { inTransaction: boolean }).inTransaction, false, 'the write\'s own transaction rolled back');
+    const items = (business.db.prepare('SELECT item FROM orders').all() as { item: string }[]).map((r) => r.item);
+    assert.deepEqual(items, ['before']);
+    assert.equal(business.reconcile(request('t', 'k', {})).outcome, 'unknown', 'whether the write was made in full cannot be told');
+    assert.throws(() => business.run(request('t', 'k', {}), () => 'again'), (error: unknown) => error instanceof JingweiError && (error as { field?: string }).field === 'request');
     business.close();
   });
 

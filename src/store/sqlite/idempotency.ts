@@ -47,6 +47,21 @@ const INSERT = 'INSERT INTO jw_idempotency (session_id, task_id, key, arguments_
 /** Thrown inside the helper's transaction when the attempt's mark is gone, so the transaction rolls back first. */
 const MARK_GONE: unique symbol = Symbol('the attempt\'s mark is gone');
 
+/**
+ * Per handle, how many writes of any helper on it run now: a transaction open on the handle while one does is a
+ * helper's own (a write calling a helper, this one or another on the same handle, for another operation).
+ */
+const helperWrites = new WeakMap<object, number>();
+
+/**
+ * Begun in the helper's transaction around the write: a write that commits that transaction and begins another
+ * ends it too, and its release then fails, where the mark (committed) and the open transaction say nothing.
+ */
+const WRITE_SAVEPOINT = 'jw_idempotency_write';
+
+/** Thrown inside the helper's transaction when the write committed it and began another (the savepoint is gone). */
+const COMMITTED_AND_BEGUN: unique symbol = Symbol('the write committed the helper\'s transaction and began another');
+
 /** Only over the attempt's own mark: another attempt a write let in by rolling the mark back may have recorded the key. */
 const RECORD = 'UPDATE jw_idempotency SET arguments_digest = ?, result = ? WHERE session_id = ? AND task_id = ? AND key = ? AND arguments_digest = ?';
 
@@ -143,8 +158,10 @@ export class SqliteIdempotencyStore {
       }
       // Marked unfinished until the record replaces the mark: a write that commits on its own commits the mark too.
       this.insert.run(scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope), 'null');
+      this.raw.exec(`SAVEPOINT ${WRITE_SAVEPOINT}`);
       let result: T;
       this.writing.add(operation);
+      helperWrites.set(this.raw, (helperWrites.get(this.raw) ?? 0) + 1);
       try {
         result = write(this.db);
       } catch (error) {
@@ -159,6 +176,7 @@ export class SqliteIdempotencyStore {
         throw new Passthrough(error);
       } finally {
         this.writing.delete(operation);
+        helperWrites.set(this.raw, helperWrites.get(this.raw)! - 1);
       }
       this.refuseEndedTransaction(scope);
       // What it wrote before returning rolls back with this refusal; what it writes once its promise goes on runs
@@ -173,11 +191,26 @@ export class SqliteIdempotencyStore {
       // The mark is gone when the write rolled the helper's transaction back and began one of its own (or deleted
       // it): what it wrote since commits with no record unless this refusal rolls it back.
       if (this.record.run(scope.argumentsDigest, text, scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope)).changes !== 1) throw new Passthrough(MARK_GONE);
+      try {
+        this.raw.exec(`RELEASE ${WRITE_SAVEPOINT}`);
+      } catch {
+        // The mark survived (committed by the write's COMMIT), the record replaced it in the write's own transaction.
+        throw new Passthrough(COMMITTED_AND_BEGUN);
+      }
       return { result, replayed: false };
     });
     try {
       return this.mapped(() => transaction.immediate());
     } catch (error) {
+      if (error === COMMITTED_AND_BEGUN) {
+        // What it wrote before its COMMIT has committed, with the mark; what it wrote after (and the record) rolled back.
+        this.mapped(() => this.markEnded(scope));
+        throw new InvalidInputError(
+          'write',
+          'committed the helper\'s transaction itself and began another: what it wrote before its COMMIT has committed, what it wrote after was rolled back, and nothing was recorded. ' +
+            endedByWriteText(scope, TABLE_NAME),
+        );
+      }
       if (error !== MARK_GONE) throw error;
       // Rolled back now, with whatever the write wrote in its own transaction; what it wrote outside one between may
       // have committed, so the operation is marked as one a write ended.
@@ -221,7 +254,7 @@ export class SqliteIdempotencyStore {
    * operation) is not the host's: that one commits with the write's record.
    */
   private refuseOuterTransaction(scope: IdempotencyScope, method: 'run' | 'reconcile'): void {
-    if (!this.raw.inTransaction || this.writing.size > 0) return;
+    if (!this.raw.inTransaction || (helperWrites.get(this.raw) ?? 0) > 0) return;
     throw new InvalidInputError(
       'database',
       `has a transaction open that the helper did not begin (a BEGIN on the handle not yet committed or rolled back), so ${method}() ` +
