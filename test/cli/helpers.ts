@@ -14,6 +14,7 @@ import type { SessionId } from '../../src/ids.js';
 import { ToolEffect } from '../../src/event/types.js';
 import { HistoryBuilder, failed, succeeded } from '../support/history.js';
 import { commitAs } from '../../src/store/owner-commit.js';
+import { ToolBodyError } from '../../src/errors.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 
@@ -251,4 +252,21 @@ export async function pendingPayments(path: string, calls: readonly { readonly t
   } finally {
     await store.close();
   }
+}
+
+/** A call of a non-idempotent tool whose body failed in a way that leaves its outcome unknown. */
+export async function uncertainCall(path: string, sessionId: string): Promise<string> {
+  const store = openSqliteStore(path);
+  const owner = await store.acquire(sessionId, { owner: 'host-a' });
+  await owner.startTask('task-1');
+  const mail = {
+    name: 'send_mail',
+    metadata: new ToolMetadata('sends a mail', { type: 'object' }).withEffect('non_idempotent', 'mail-v1'),
+    execute: async () => { throw new ToolBodyError('connection_reset', 'the provider hung up'); },
+  };
+  const gateway = createToolRuntime({ tools: [mail], grants: { agent: '*' } }).bind({ owner, taskId: 'task-1', caller: 'agent' });
+  const id = (await gateway.call('send_mail', { to: 'a@example.com' })).call.id;
+  await owner.release();
+  await store.close();
+  return id;
 }

@@ -6,35 +6,16 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ToolBodyError } from '../../src/errors.js';
 import { decisionInbox } from '../../src/decisions.js';
-import { createToolRuntime, prepareToolRetry } from '../../src/index.js';
+import { prepareToolRetry } from '../../src/index.js';
 import { journalInboxReviews, recordToolReview } from '../../src/review.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import type { SessionStore } from '../../src/store/types.js';
-import { ToolMetadata } from '../../src/tool/metadata.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { HistoryBuilder } from '../support/history.js';
-import { cli, writeStore } from './helpers.js';
+import { cli, uncertainCall, writeStore } from './helpers.js';
 
 const dir = tempDir();
-
-/** A call of a non-idempotent tool whose body failed in a way that leaves its outcome unknown. */
-async function uncertainCall(path: string, sessionId: string): Promise<string> {
-  const store = openSqliteStore(path);
-  const owner = await store.acquire(sessionId, { owner: 'host-a' });
-  await owner.startTask('task-1');
-  const mail = {
-    name: 'send_mail',
-    metadata: new ToolMetadata('sends a mail', { type: 'object' }).withEffect('non_idempotent', 'mail-v1'),
-    execute: async () => { throw new ToolBodyError('connection_reset', 'the provider hung up'); },
-  };
-  const gateway = createToolRuntime({ tools: [mail], grants: { agent: '*' } }).bind({ owner, taskId: 'task-1', caller: 'agent' });
-  const id = (await gateway.call('send_mail', { to: 'a@example.com' })).call.id;
-  await owner.release();
-  await store.close();
-  return id;
-}
 
 /**
  * One pass of the documented routine, as a recovering host runs it: a session is taken over only when it needs

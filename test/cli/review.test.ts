@@ -11,7 +11,7 @@ import { recordToolReview } from '../../src/review.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { cli } from './helpers.js';
+import { cli, uncertainCall } from './helpers.js';
 
 const dir = tempDir();
 
@@ -63,18 +63,7 @@ describe('a completed review, as the operator sees it', () => {
 
   it('a review naming a session with a typo, or a call by part of its id, says which was not found (u118b #2)', async () => {
     const path = tempDbPath(dir, 'typos');
-    const store = openSqliteStore(path);
-    const owner = await store.acquire('mail-kill', { owner: 'host-a' });
-    await owner.startTask('task-1');
-    const mail = {
-      name: 'send_mail',
-      metadata: new ToolMetadata('sends a mail', { type: 'object' }).withEffect('non_idempotent', 'mail-v1'),
-      execute: async () => { throw new ToolBodyError('connection_reset', 'the provider hung up'); },
-    };
-    const gateway = createToolRuntime({ tools: [mail], grants: { agent: '*' } }).bind({ owner, taskId: 'task-1', caller: 'agent' });
-    const call = (await gateway.call('send_mail', { to: 'a@example.com' })).call.id;
-    await owner.release();
-    await store.close();
+    const call = await uncertainCall(path, 'mail-kill');
     const review = (session: string, id: string) => cli(['review', path, id, '--session', session, '--outcome', 'completed', '--evidence', 'sent', '--actor', 'ops']);
     const typo = review('mail-kil', call);
     assert.equal(typo.code, 2, typo.stderr);

@@ -19,16 +19,22 @@ const request = (taskId: string, key: string, args: Record<string, unknown>, ses
   arguments: args as never,
 });
 
+/** A write that orders a book and returns its receipt, numbered by how many times it ran (`writes()`). */
+function bookOrders() {
+  let count = 0;
+  const write = (db: { prepare(sql: string): { run(...params: unknown[]): unknown } }) => {
+    count += 1;
+    db.prepare('INSERT INTO orders (task_id, key, item) VALUES (?, ?, ?)').run('t', 'k', 'book');
+    return { receipt: count };
+  };
+  return { write, writes: () => count };
+}
+
 describe('SqliteIdempotencyStore', () => {
   it('runs a write once per (task, key), replays its stored result, rejects changed arguments', () => {
     const path = tempDbPath(dir, 'business');
     const business = openBusiness(path);
-    let writes = 0;
-    const write = (db: typeof business.db) => {
-      writes += 1;
-      db.prepare('INSERT INTO orders (task_id, key, item) VALUES (?, ?, ?)').run('t', 'k', 'book');
-      return { receipt: writes };
-    };
+    const { write, writes } = bookOrders();
     assert.deepEqual(business.run(request('t', 'k', { a: 1, b: 2 }), write), { result: { receipt: 1 }, replayed: false });
     assert.deepEqual(business.run(request('t', 'k', { b: 2, a: 1 }), write), { result: { receipt: 1 }, replayed: true }, 'key order is not a different argument');
     assert.throws(() => business.run(request('t', 'k', { a: 1, b: 3 }), write), { code: 'idempotency_conflict' });
@@ -37,7 +43,7 @@ describe('SqliteIdempotencyStore', () => {
     // runs (before, it was skipped and handed this session's receipt).
     assert.deepEqual(business.run(request('t', 'k', { a: 1, b: 2 }, 's-2'), write), { result: { receipt: 3 }, replayed: false }, 'keys are scoped by session');
     assert.deepEqual(business.reconcile(request('t', 'k', { a: 1, b: 2 }, 's-3')).outcome, 'not_executed', 'a third session has no record');
-    assert.equal(writes, 3);
+    assert.equal(writes(), 3);
     assert.equal(countOrders(path), 3);
     business.close();
   });
@@ -141,19 +147,14 @@ describe('SqliteIdempotencyStore', () => {
   it('a transaction the host left open on the shared handle is refused before anything runs; the helper\'s own, for another operation, is not', () => {
     const path = tempDbPath(dir, 'business');
     const business = openBusiness(path);
-    let writes = 0;
-    const write = (db: typeof business.db) => {
-      writes += 1;
-      db.prepare('INSERT INTO orders (task_id, key, item) VALUES (?, ?, ?)').run('t', 'k', 'book');
-      return { receipt: writes };
-    };
+    const { write, writes } = bookOrders();
     business.db.exec('BEGIN');
     // Run inside it, the order and its record would commit only with the host's transaction: after the call is
     // journaled as made, or never (rolled back, or the process killed first), with the journal saying it was made.
     assert.throws(() => business.run(request('t', 'k', { a: 1 }), write), (error: unknown) =>
       error instanceof JingweiError && error.code === 'invalid_input' && /has a transaction open that the helper did not begin/.test(error.message) && /session s-1, task t, key k/.test(error.message));
     assert.throws(() => business.reconcile(request('t', 'k', { a: 1 })), /would read what that transaction has not committed/);
-    assert.equal(writes, 0, 'the write never ran');
+    assert.equal(writes(), 0, 'the write never ran');
     assert.equal((business.db as unknown as { inTransaction: boolean }).inTransaction, true, 'the host\'s transaction is left as it was');
     business.db.exec('ROLLBACK');
     assert.equal(business.count(), 0);
