@@ -247,7 +247,7 @@ describe('jingwei console refuses, changes nothing and says why', () => {
     assert.equal(approved.status, 200);
     const again = await http(writer.port, 'POST', writer.path(`/approval/${approval.requestId}`), { cookie, form: { csrf, decision: 'deny' } });
     assert.equal(again.status, 409);
-    assert.match(said(again), /the decision is stale: approval request \S+ is decided \(by bob\); it takes one decision/);
+    assert.match(said(again), /the decision is stale: approval request \S+ is decided \(approved by bob\); it takes one decision/);
 
     const store = openSqliteStore(db);
     try {
