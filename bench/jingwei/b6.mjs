@@ -29,7 +29,7 @@ export async function openB6Rig(path, { steps, perStep }) {
     const owner = await store.acquire(SESSION, { owner: 'bench' });
     await owner.startTask('task', { limits: { toolCalls: 1_000_000 } });
     const gateway = runtime.bind({ owner, taskId: 'task', caller: 'agent' });
-    let host = { owner, gateway };
+    let host = { owner, gateway, store };
     let restarted = null;
     const turns = Array.from({ length: steps }, (_, s) => ({
       text: null,
@@ -39,7 +39,7 @@ export async function openB6Rig(path, { steps, perStep }) {
     // The resume's model only throws: scriptedModel keeps a deep copy of every request it gets, which for this run's
     // conversation of 1,000 messages is the model's cost, not the resume's.
     const stopModel = { complete: async () => stop() };
-    const options = { store, input: 'Call the tool 500 times.', runId: RUN, maxSteps: steps + 1 };
+    const options = { input: 'Call the tool 500 times.', runId: RUN, maxSteps: steps + 1 };
     const stopped = (error) => {
       if (!(error instanceof Error) || error.message !== STOP) throw error;
     };
@@ -64,7 +64,7 @@ export async function openB6Rig(path, { steps, perStep }) {
         const next = await opened.acquire(SESSION, { owner: 'bench-restarted', takeover: true });
         await restarted?.close();
         restarted = opened;
-        host = { owner: next, gateway: runtime.bind({ owner: next, taskId: 'task', caller: 'agent' }) };
+        host = { owner: next, gateway: runtime.bind({ owner: next, taskId: 'task', caller: 'agent' }), store: opened };
       },
       close: async () => {
         await restarted?.close();
