@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { JingweiError } from '../../src/errors.js';
-import { SqliteIdempotencyStore } from '../../src/sqlite.js';
+import { openSqliteStore, SqliteIdempotencyStore } from '../../src/sqlite.js';
 import { externalIdempotencyKey } from '../../src/tool/idempotency.js';
 import { jsonDigest } from '../../src/json/canonical.js';
 import type { TaskId, OperationKey } from '../../src/ids.js';
@@ -201,6 +201,53 @@ describe('SqliteIdempotencyStore', () => {
     assert.equal(business.reconcile(request('t', 'k', {})).outcome, 'unknown', 'whether the write was made in full cannot be told');
     assert.throws(() => business.run(request('t', 'k', {}), () => 'again'), (error: unknown) => error instanceof JingweiError && (error as { field?: string }).field === 'request');
     business.close();
+  });
+
+  it('a write cannot name the helper\'s savepoint, a nested refusal stays the helper\'s, a closed handle is store_closed, and the journal\'s file is refused (u120)', async () => {
+    const path = tempDbPath(dir, 'business');
+    const business = openBusiness(path);
+    const order = (db: typeof business.db, key: string, item: string) => db.prepare('INSERT INTO orders (task_id, key, item) VALUES (?, ?, ?)').run('t', key, item);
+    // COMMIT, then a savepoint of the old fixed name: it began a new transaction, which the helper's release no longer
+    // ended unseen (u120 #1).
+    assert.throws(() => business.run(request('t', 'h', {}), (db) => {
+      order(db, 'h', 'before');
+      db.exec('COMMIT');
+      db.exec('SAVEPOINT jw_idempotency_write');
+      order(db, 'h', 'after');
+      return 1;
+    }), /committed the helper's transaction itself and began another/);
+    assert.equal(business.reconcile(request('t', 'h', {})).outcome, 'unknown');
+    // A nested helper's write that commits and begins: its refusal, not the driver's failure to roll back to a
+    // savepoint the COMMIT ended (u120 #2).
+    const other = new SqliteIdempotencyStore(business.db);
+    assert.throws(() => business.run(request('t', 'outer', {}), () => other.run(request('t', 'inner', {}), (db) => {
+      order(db, 'inner', 'before');
+      db.exec('COMMIT');
+      db.exec('BEGIN');
+      return 1;
+    }).result), (error: unknown) => error instanceof JingweiError && error.code === 'invalid_input' && (error as { field?: string }).field === 'write');
+    assert.equal(business.reconcile(request('t', 'inner', {})).outcome, 'unknown');
+    // The same operation through another helper on the handle is reentry, not "an earlier attempt ended" (u120 #4).
+    assert.throws(() => business.run(request('t', 'same', {}), () => other.run(request('t', 'same', {}), () => 1).result),
+      /calls the helper again for the operation it is writing/);
+    assert.equal(business.reconcile(request('t', 'same', {})).outcome, 'not_executed');
+    // What the first attempt returns is what it recorded, as every replay gives it (u120 #9).
+    let reads = 0;
+    const live = { get v() { reads += 1; return reads; } };
+    const first = business.run(request('t', 'getter', {}), () => live as unknown as { v: number });
+    assert.deepEqual(first.result, business.run(request('t', 'getter', {}), () => ({ v: 0 })).result);
+    other.close();
+    // A write that closes the handle: its transaction went with the connection (u120 #3).
+    assert.throws(() => business.run(request('t', 'closed', {}), (db) => {
+      order(db, 'closed', 'x');
+      db.close();
+      return 1;
+    }), { name: 'StoreClosedError', code: 'store_closed' });
+    assert.equal(countOrders(path), 2, 'the two orders written before a COMMIT');
+    // The journal's own file is not a business database (u120 #7).
+    const journal = tempDbPath(dir, 'journal');
+    await openSqliteStore(journal).close();
+    assert.throws(() => new SqliteIdempotencyStore(journal), { name: 'InvalidInputError', field: 'database', message: /is a Jingwei journal/ });
   });
 
   it('refuses an async write, a write that is no function and a result JSON cannot hold, with nothing recorded', () => {

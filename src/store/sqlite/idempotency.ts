@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { IdempotencyConflictError, InvalidInputError, StoreClosedError } from '../../errors.js';
 import type { JsonValue } from '../../json/types.js';
 import { STORE_DEFAULTS } from '../../limits.js';
@@ -48,16 +49,18 @@ const INSERT = 'INSERT INTO jw_idempotency (session_id, task_id, key, arguments_
 const MARK_GONE: unique symbol = Symbol('the attempt\'s mark is gone');
 
 /**
- * Per handle, how many writes of any helper on it run now: a transaction open on the handle while one does is a
- * helper's own (a write calling a helper, this one or another on the same handle, for another operation).
+ * Per handle, the operations whose write runs now, through any helper on it: a transaction open on the handle while
+ * one does is a helper's own (a write calling a helper, this one or another on the same handle, for another
+ * operation), and a write calling a helper again for its own operation is told so whichever helper it calls.
  */
-const helperWrites = new WeakMap<object, number>();
+const helperWrites = new WeakMap<object, Set<string>>();
 
 /**
- * Begun in the helper's transaction around the write: a write that commits that transaction and begins another
- * ends it too, and its release then fails, where the mark (committed) and the open transaction say nothing.
+ * The savepoint begun in the helper's transaction around a write, named afresh for each so that no write can name
+ * it: a write that commits that transaction and begins another ends it too, and its release then fails, where the
+ * mark (committed) and the open transaction say nothing.
  */
-const WRITE_SAVEPOINT = 'jw_idempotency_write';
+const writeSavepoint = (): string => `jw_idempotency_${randomUUID().replaceAll('-', '')}`;
 
 /** Thrown inside the helper's transaction when the write committed it and began another (the savepoint is gone). */
 const COMMITTED_AND_BEGUN: unique symbol = Symbol('the write committed the helper\'s transaction and began another');
@@ -79,8 +82,6 @@ export class SqliteIdempotencyStore {
   private readonly raw: Database;
   private readonly owned: boolean;
   private closed = false;
-  /** The operations whose write runs now, so a write that calls the helper again for its own is told so. */
-  private readonly writing = new Set<string>();
   /** The session's record, else a legacy one for the same (task, key). */
   private readonly find: Statement<[string, string, string], { session_id: string; arguments_digest: string; result: string }>;
   private readonly insert: Statement<[string, string, string, string, string]>;
@@ -119,6 +120,10 @@ export class SqliteIdempotencyStore {
         switchToWal(this.raw, timeout);
         this.raw.pragma('synchronous = FULL');
       }
+      // A journal's file: the journal refuses a file with other tables, so the business data gets a file of its own.
+      if (this.raw.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name IN ('jw_sessions', 'jw_events')").get() !== undefined) {
+        throw new InvalidInputError('database', 'is a Jingwei journal (it holds jw_sessions and jw_events): give the business data and its dedup records a database of their own');
+      }
       this.raw.exec(TABLE);
       upgradeTable(this.raw);
       this.find = this.raw.prepare<[string, string, string], { session_id: string; arguments_digest: string; result: string }>(
@@ -145,10 +150,17 @@ export class SqliteIdempotencyStore {
     checkSynchronousWrite(write);
     this.checkOpen();
     const operation = JSON.stringify([scope.sessionId, scope.taskId, scope.key]);
-    if (this.writing.has(operation)) refuseReentry(scope);
+    const writing = helperWrites.get(this.raw) ?? new Set<string>();
+    helperWrites.set(this.raw, writing);
+    if (writing.has(operation)) refuseReentry(scope);
     this.refuseOuterTransaction(scope, 'run');
     /** What the write threw when its mark was found gone afterwards (MARK_GONE). */
     let thrown: { readonly error: unknown } | undefined;
+    /**
+     * Which refusal the transaction was left with: a nested helper's transaction (a savepoint of better-sqlite3's)
+     * cannot roll back to a savepoint the write's COMMIT ended, and the driver's error then replaces the refusal.
+     */
+    let refused: typeof MARK_GONE | typeof COMMITTED_AND_BEGUN | null = null;
     const transaction = this.raw.transaction((): IdempotentOutcome<T> => {
       const existing = this.find.get(scope.sessionId, scope.taskId, scope.key);
       if (existing) {
@@ -158,10 +170,10 @@ export class SqliteIdempotencyStore {
       }
       // Marked unfinished until the record replaces the mark: a write that commits on its own commits the mark too.
       this.insert.run(scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope), 'null');
-      this.raw.exec(`SAVEPOINT ${WRITE_SAVEPOINT}`);
+      const savepoint = writeSavepoint();
+      this.raw.exec(`SAVEPOINT ${savepoint}`);
       let result: T;
-      this.writing.add(operation);
-      helperWrites.set(this.raw, (helperWrites.get(this.raw) ?? 0) + 1);
+      writing.add(operation);
       try {
         result = write(this.db);
       } catch (error) {
@@ -170,13 +182,13 @@ export class SqliteIdempotencyStore {
         // what it wrote outside a transaction in between has committed with nothing to say so.
         if (this.mark.get(scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope)) === undefined) {
           thrown = { error };
+          refused = MARK_GONE;
           throw new Passthrough(MARK_GONE);
         }
         // The tool's own failure: it passes through unchanged, not mapped as the helper's.
         throw new Passthrough(error);
       } finally {
-        this.writing.delete(operation);
-        helperWrites.set(this.raw, helperWrites.get(this.raw)! - 1);
+        writing.delete(operation);
       }
       this.refuseEndedTransaction(scope);
       // What it wrote before returning rolls back with this refusal; what it writes once its promise goes on runs
@@ -190,19 +202,25 @@ export class SqliteIdempotencyStore {
       const text = recordedResultText(result);
       // The mark is gone when the write rolled the helper's transaction back and began one of its own (or deleted
       // it): what it wrote since commits with no record unless this refusal rolls it back.
-      if (this.record.run(scope.argumentsDigest, text, scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope)).changes !== 1) throw new Passthrough(MARK_GONE);
+      if (this.record.run(scope.argumentsDigest, text, scope.sessionId, scope.taskId, scope.key, unfinishedDigest(scope)).changes !== 1) {
+        refused = MARK_GONE;
+        throw new Passthrough(MARK_GONE);
+      }
       try {
-        this.raw.exec(`RELEASE ${WRITE_SAVEPOINT}`);
+        this.raw.exec(`RELEASE ${savepoint}`);
       } catch {
         // The mark survived (committed by the write's COMMIT), the record replaced it in the write's own transaction.
+        refused = COMMITTED_AND_BEGUN;
         throw new Passthrough(COMMITTED_AND_BEGUN);
       }
-      return { result, replayed: false };
+      // What was recorded, not the object the write returned (a getter, say, could read otherwise later): the first
+      // attempt gives back what every replay will.
+      return { result: JSON.parse(text) as T, replayed: false };
     });
     try {
       return this.mapped(() => transaction.immediate());
     } catch (error) {
-      if (error === COMMITTED_AND_BEGUN) {
+      if (refused === COMMITTED_AND_BEGUN) {
         // What it wrote before its COMMIT has committed, with the mark; what it wrote after (and the record) rolled back.
         this.mapped(() => this.markEnded(scope));
         throw new InvalidInputError(
@@ -211,7 +229,7 @@ export class SqliteIdempotencyStore {
             endedByWriteText(scope, TABLE_NAME),
         );
       }
-      if (error !== MARK_GONE) throw error;
+      if (refused !== MARK_GONE) throw error;
       // Rolled back now, with whatever the write wrote in its own transaction; what it wrote outside one between may
       // have committed, so the operation is marked as one a write ended.
       this.mapped(() => this.markEnded(scope));
@@ -254,7 +272,7 @@ export class SqliteIdempotencyStore {
    * operation) is not the host's: that one commits with the write's record.
    */
   private refuseOuterTransaction(scope: IdempotencyScope, method: 'run' | 'reconcile'): void {
-    if (!this.raw.inTransaction || (helperWrites.get(this.raw) ?? 0) > 0) return;
+    if (!this.raw.inTransaction || (helperWrites.get(this.raw)?.size ?? 0) > 0) return;
     throw new InvalidInputError(
       'database',
       `has a transaction open that the helper did not begin (a BEGIN on the handle not yet committed or rolled back), so ${method}() ` +
@@ -274,6 +292,8 @@ export class SqliteIdempotencyStore {
    * business data and deleted the record.
    */
   private refuseEndedTransaction(scope: IdempotencyScope, thrown?: unknown): void {
+    // Closed by the write: its transaction rolled back with the connection, and nothing can be marked.
+    if (!this.raw.open) throw new Passthrough(new StoreClosedError('idempotency', this.raw.name));
     if (this.raw.inTransaction) return;
     // A COMMIT committed the mark already; a ROLLBACK took it back with the rest, so it is written again.
     this.markEnded(scope);
