@@ -38,6 +38,11 @@ describePostgres('PostgresIdempotencyStore', (url) => {
     assert.equal((await store.reconcile(request('t', 'k', { a: 1, b: 2 }, 's-3'))).outcome, 'not_executed');
     assert.equal(await orders(), 3);
     assert.equal(await store.count(), 3);
+    // The first attempt gives back what it recorded, as every replay does (u120 #9: a getter read again differed).
+    let reads = 0;
+    const live = { get v() { reads += 1; return reads; } };
+    const first = await store.run(request('t', 'getter', {}), async () => live as unknown as { v: number });
+    assert.deepEqual(first.result, (await store.run(request('t', 'getter', {}), async () => ({ v: 0 }))).result);
     await store.close();
   });
 

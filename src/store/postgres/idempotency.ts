@@ -175,7 +175,8 @@ export class PostgresIdempotencyStore {
         );
       }
       await client.query('COMMIT');
-      return { result, replayed: false };
+      // What was recorded, as every replay gives it back (a getter of the object the write returned could read otherwise).
+      return { result: JSON.parse(text) as T, replayed: false };
     });
   }
 
