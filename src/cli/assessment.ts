@@ -348,24 +348,6 @@ export async function pendingInboxReviews(store: SessionStore, sessionId?: strin
   return bySession;
 }
 
-/** The session's approval decisions made and not used by any attempt yet, by operation (`JSON.stringify([taskId, key])`). */
-export async function decidedApprovals(store: SessionStore, sessionId: string): Promise<Map<string, InboxDecisionRow>> {
-  const byOperation = new Map<string, InboxDecisionRow>();
-  if (!hasInbox(store)) return byOperation;
-  const inbox = decisionInbox(store);
-  let after: string | undefined;
-  do {
-    const page = await inbox.list({ kind: 'approval', states: ['decided'], sessionId, ...(after !== undefined ? { after } : {}), limit: 1000 });
-    for (const row of page.items) {
-      // The first in the inbox's order, as the owner's lookup (decidedApproval) takes it.
-      const operation = row.binding === null ? null : JSON.stringify([row.binding.taskId, row.binding.key]);
-      if (operation !== null && !byOperation.has(operation)) byOperation.set(operation, row);
-    }
-    after = page.next ?? undefined;
-  } while (after !== undefined);
-  return byOperation;
-}
-
 /**
  * Whether a review decision waiting about this call's operation decides what happens next: the call is its operation's
  * latest attempt, and its outcome is in doubt, or it never ran (a retry of it is refused while the decision waits, and

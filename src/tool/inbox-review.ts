@@ -314,13 +314,22 @@ export async function reviewDecisionsWaiting(store: Pick<SessionStore, 'loadHist
  * The sessions with operators' review decisions waiting to be journaled, across the store (none for a store without
  * an inbox), in the inbox's order, each once.
  */
-export async function sessionsWithWaitingReviews(store: Pick<SessionStore, 'loadHistory'>): Promise<string[]> {
+export function sessionsWithWaitingReviews(store: Pick<SessionStore, 'loadHistory'>): Promise<string[]> {
+  return sessionsWithDecided(store, 'review');
+}
+
+/** The sessions with approval decisions made and not used by any attempt yet, across the store, each once. */
+export function sessionsWithDecidedApprovals(store: Pick<SessionStore, 'loadHistory'>): Promise<string[]> {
+  return sessionsWithDecided(store, 'approval');
+}
+
+async function sessionsWithDecided(store: Pick<SessionStore, 'loadHistory'>, kind: 'review' | 'approval'): Promise<string[]> {
   const inbox = decisionInboxIfAny(store);
   if (inbox === null) return [];
   const sessions = new Set<string>();
   let after: string | undefined;
   for (;;) {
-    const page = await inbox.list({ kind: 'review', states: ['decided'], limit: 500, ...(after === undefined ? {} : { after }) });
+    const page = await inbox.list({ kind, states: ['decided'], limit: 500, ...(after === undefined ? {} : { after }) });
     for (const row of page.items) sessions.add(row.sessionId);
     if (page.next === null) return [...sessions];
     after = page.next;

@@ -8,29 +8,23 @@ import { InvalidInputError, JingweiError, SessionBusyError, StaleOwnerError, Sto
 import type { SessionEvent, ToolRetryReview } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import { isValidText } from '../ids.js';
-import { LEASE_LIMITS, LIMITS, RECOVERY_LIMITS } from '../limits.js';
+import { LEASE_LIMITS, RECOVERY_LIMITS } from '../limits.js';
 import { bodiesEnded, stopRenewing } from '../store/owner-commit.js';
 import type { AcquireOptions, SessionOwner, SessionStore, SessionSummary } from '../store/types.js';
-import type { DecisionRow } from '../store/inbox-rows.js';
 import { HeadAnchor, type AnchorOptions } from '../store/anchors.js';
-import { describeSetting, truncateUtf8 } from '../text.js';
-import { assessSession, ToolAttention, ToolNextStep, type ToolCallAssessment } from './assess.js';
+import { describeSetting } from '../text.js';
+import { ToolAttention, type ToolNextStep, type ToolCallAssessment } from './assess.js';
 import { inspectToolRecovery } from './recovery.js';
-import { ToolRecoveryStatus } from './retry-policy.js';
-import { prepareToolRetry, type ToolRetryPlan } from './retry-plan.js';
+import type { ToolRecoveryStatus } from './retry-policy.js';
+import type { ToolRetryPlan } from './retry-plan.js';
 import { personDecided, reconcileUncertainCalls, type ReconciledCall } from './reconcile.js';
-import { journalWaitingReviews, reviewDecisionsWaiting, sessionsWithWaitingReviews, type JournaledInboxReview } from './inbox-review.js';
+import { journalWaitingReviews, reviewDecisionsWaiting, sessionsWithDecidedApprovals, sessionsWithWaitingReviews, type JournaledInboxReview } from './inbox-review.js';
 import type { Tool, ToolRuntime } from './types.js';
 import { hostPanicDescriber, registeredTools } from './runtime.js';
 import { quietly } from './telemetry.js';
-import { finishedRunOf } from '../agent/run-journal.js';
+import { RECOVERY_POLICIES, approvalRetryPlan, approvalsToUse, callsAwaitingApproval, openCalls, safeRetryPlan, type RecoveryPolicy } from './retry-safe.js';
 
-/** `suspend` (the default) leaves every open call in the queue; `retry_safe` retries those no person must review. */
-export const RECOVERY_POLICIES = ['suspend', 'retry_safe'] as const;
-export type RecoveryPolicy = (typeof RECOVERY_POLICIES)[number];
-
-/** The actor of the review a `retry_safe` retry carries, for recovery at startup and for resumed runs alike. */
-export const RETRY_SAFE_ACTOR = 'policy:retry_safe';
+export { RECOVERY_POLICIES, RETRY_SAFE_ACTOR, approvalRetryPlan, callsAwaitingApproval, decidedApprovals, openCalls, operationOf, safeRetryPlan, type RecoveryPolicy } from './retry-safe.js';
 
 /** What the routine needs from the host: its runtime, the tools registered in it, and whose grants retries use. */
 export interface RecoveryHost {
@@ -162,6 +156,20 @@ export type SessionRecovery =
     }
   | {
       readonly sessionId: string;
+      /**
+       * Under `retry_safe`, a session nobody held with approval decisions a person made after its host was gone (the
+       * routine that took it over before had left its calls, nobody having decided yet): acquired, any review
+       * decisions journaled, each call waiting for a decided approval retried once, released
+       * (docs/design.md#approvals-its-host-never-used).
+       */
+      readonly action: 'approvals_used';
+      readonly epoch: number;
+      readonly reviewed: readonly JournaledInboxReview[];
+      readonly retried: readonly RecoveryRetry[];
+      readonly left: readonly RecoveryLeftCall[];
+    }
+  | {
+      readonly sessionId: string;
       readonly action: 'failed';
       /** The owner taken over, or null when the takeover itself failed. */
       readonly epoch: number | null;
@@ -172,77 +180,10 @@ export interface RecoveryReport {
   readonly policy: RecoveryPolicy;
   /**
    * Every session whose lease had expired when listed, in listing order; then every session nobody held whose
-   * operators' review decisions waited in the inbox (`reviews_journaled`).
+   * operators' review decisions waited in the inbox (`reviews_journaled`), or, under `retry_safe`, where a call
+   * waited for an approval a person had decided (`approvals_used`).
    */
   readonly sessions: readonly SessionRecovery[];
-}
-
-/** The calls that need a host to act: in doubt, or interrupted before an answer (docs/design.md#attention-means-attention). */
-export function openCalls(history: readonly SessionEvent[]): ToolCallAssessment[] {
-  if (history.length === 0) return [];
-  return assessSession(history).calls.filter((c) => c.attention !== ToolAttention.None);
-}
-
-/**
- * The calls that are their operation's latest attempt and wait for an approval (recorded `approval_pending`, not
- * settled since by a review): a host retries each once a person has decided (docs/design.md#approvals-its-host-never-used).
- */
-export function callsAwaitingApproval(history: readonly SessionEvent[]): ToolCallAssessment[] {
-  if (history.length === 0) return [];
-  return assessSession(history).calls.filter((c) => c.attempt === c.attempts && c.taskId !== null && c.key !== null &&
-    c.nextStep === ToolNextStep.RetryAllowed && c.result?.outcome.status === 'failed' && c.result.outcome.category === 'approval_pending');
-}
-
-/**
- * What the routine does with a call awaiting approval under `policy`, given the inbox's decided decision for its
- * operation that no attempt has used (none: nobody has decided): retry it with this plan, which the decision answers
- * for, or leave it, saying why.
- */
-export function approvalRetryPlan(
-  history: readonly SessionEvent[],
-  call: ToolCallAssessment,
-  decision: Pick<DecisionRow, 'id' | 'decision' | 'actor'> | undefined,
-  policy: RecoveryPolicy,
-): { plan: ToolRetryPlan; review: ToolRetryReview; decided: string } | { reason: string } {
-  if (decision === undefined) {
-    return { reason: 'it waits for a person\'s decision on its approval request (jingwei queue lists it); once decided, a host retries it (prepareToolRetry), and the decision answers for that attempt' };
-  }
-  const decided = `its approval request ${decision.id} was ${decision.decision ?? 'decided'} by ${decision.actor ?? 'a person'}, and no attempt has used the decision yet`;
-  if (policy === 'suspend') return { reason: `policy suspend: ${decided}; a host retries it (prepareToolRetry), and the decision answers for that attempt` };
-  const safe = safeRetryPlan(history, call);
-  return 'reason' in safe ? { reason: `${decided}; ${safe.reason}` } : { ...safe, decided };
-}
-
-/**
- * The plan `retry_safe` may execute for `call`, or the reason it may not: only where prepareToolRetry gives a plan
- * without a review passed by anyone (read-only or idempotent, provably not started, or a reconciler's journaled
- * `not_executed`). The plan then carries a review by `policy:retry_safe` stating the same grounds.
- */
-export function safeRetryPlan(history: readonly SessionEvent[], call: ToolCallAssessment): { plan: ToolRetryPlan; review: ToolRetryReview } | { reason: string } {
-  if (call.nextStep !== ToolNextStep.RetryAllowed) return { reason: call.reason };
-  // The run's model read this call's result and gave its answer: a retry now would make a write the user was told
-  // may not have happened, whoever left the session held (docs/design.md#recovering-abandoned-sessions).
-  const run = call.taskId === null || call.key === null ? null : finishedRunOf(history, call.taskId, call.key);
-  if (run !== null) {
-    return { reason: `agent run ${run} finished after its model read this call's result: the run is over, and a person or a new run decides the next step` };
-  }
-  let unreviewed: ToolRetryPlan;
-  try {
-    unreviewed = prepareToolRetry(history, call.callId);
-  } catch (error) {
-    return { reason: error instanceof Error ? error.message : String(error) };
-  }
-  const journaled = unreviewed.review;
-  const outcome = call.status === ToolRecoveryStatus.NotExecuted || journaled?.outcome === 'not_executed' ? 'not_executed' : 'uncertain';
-  const grounds = journaled === null ? call.reason : `${call.reason}; journaled review by ${journaled.actor}: ${journaled.evidence}`;
-  const review: ToolRetryReview = { actor: RETRY_SAFE_ACTOR, outcome, evidence: truncateUtf8(grounds, LIMITS.maxTextBytes) };
-  try {
-    return { plan: prepareToolRetry(history, call.callId, review), review };
-  } catch (error) {
-    // The policy's own review refused where the journaled one was taken (a body that went on after its result and
-    // returned: a not_executed must say the outside system was checked, which no policy can): left for a person.
-    return { reason: error instanceof Error ? error.message : String(error) };
-  }
 }
 
 function errorOf(error: unknown): { code: string; message: string } {
@@ -378,9 +319,13 @@ export async function recoverAbandoned(
       return recovered;
     });
     const listed = new Set<string>(expired.map((summary) => summary.sessionId));
-    const released = stopped() ? [] : (await sessionsWithWaitingReviews(store)).filter((sessionId) => !listed.has(sessionId));
+    const waiting = stopped() ? [] : [
+      ...(await sessionsWithWaitingReviews(store)),
+      ...(checked.policy === 'retry_safe' ? await approvalsToUse(store, (await sessionsWithDecidedApprovals(store)).filter((id) => !listed.has(id))) : []),
+    ];
+    const released = [...new Set(waiting)].filter((sessionId) => !listed.has(sessionId));
     const journaled = await inOrder(released, checked.concurrency, stopped, async (sessionId) => {
-      const recovery = await journalReleasedReviews(store, sessionId, checked, inner);
+      const recovery = await recoverReleased(store, host, sessionId, checked, inner);
       if (recovery !== null) tell(checked.onSession, recovery);
       return recovery;
     });
@@ -394,14 +339,52 @@ export async function recoverAbandoned(
 }
 
 /**
+ * Under `retry_safe`, each call awaiting an approval that a person has decided and no attempt has used is retried
+ * once, the decision answering for it; under `suspend`, and while nobody has decided, it is left, saying why.
+ */
+async function useDecidedApprovals(
+  store: SessionStore,
+  host: RecoveryHost,
+  owner: SessionOwner,
+  history: readonly SessionEvent[],
+  policy: RecoveryPolicy,
+  signal: AbortSignal | undefined,
+): Promise<{ readonly retried: RecoveryRetry[]; readonly left: RecoveryLeftCall[] }> {
+  const retried: RecoveryRetry[] = [];
+  const left: RecoveryLeftCall[] = [];
+  for (const call of callsAwaitingApproval(history)) {
+    const decision = owner.decidedApproval ? await owner.decidedApproval(call.taskId!, call.key!) : undefined;
+    const planned = approvalRetryPlan(history, call, decision, policy);
+    if ('reason' in planned) {
+      left.push({ callId: call.callId, name: call.name, nextStep: call.nextStep, attention: call.attention, reason: planned.reason });
+      continue;
+    }
+    const retry = await runRetry(host, owner, call, planned.plan, planned.review, signal);
+    const after = await store.loadHistory(owner.sessionId);
+    const open = openCalls(after).find((c) => c.callId === retry.retryCallId);
+    const leave = (reason: string) => left.push({ callId: open?.callId ?? call.callId, name: call.name, nextStep: open?.nextStep ?? call.nextStep, attention: open?.attention ?? call.attention, reason: `${planned.decided}; ${reason}` });
+    if (open !== undefined) leave(`its retry (call ${retry.retryCallId}) ended ${retry.outcome}: a person reviews the call`);
+    else if (retry.outcome === 'refused') leave(`the retry was refused, nothing written: ${retry.error?.message ?? 'no reason given'}`);
+    // Recorded refused before its body (its tool redeployed since, say): the approved write was not made, and no
+    // host will make it on this decision.
+    else if (retry.outcome !== 'succeeded' && retry.outcome !== 'approval_denied') leave(`the retry ended ${retry.outcome} before its body: the approved write was not made; a person decides whether to make it again`);
+    retried.push(retry.retryCallId === null ? retry : { ...retry, status: inspectToolRecovery(after, retry.retryCallId).status });
+  }
+  return { retried, left };
+}
+
+/**
  * A session nobody holds whose operators' review decisions wait in the inbox: no host would ever come back to journal
  * them (its run finished, its host released it), and the queue would show the call in doubt for good. Acquired
- * without a takeover (a session some host holds is left to it: null), the reviews journaled, released.
+ * without a takeover (a session some host holds is left to it: null), the reviews journaled, released. Under
+ * `retry_safe`, so is one with approval decisions a person made after the routine had left its calls (nobody had
+ * decided then), and those calls are retried once, as when the session is taken over.
  */
-async function journalReleasedReviews(
+async function recoverReleased(
   store: SessionStore,
+  host: RecoveryHost,
   sessionId: string,
-  checked: { owner: string },
+  checked: { policy: RecoveryPolicy; owner: string },
   settings: RecoverOptions,
 ): Promise<SessionRecovery | null> {
   let owner: SessionOwner;
@@ -414,6 +397,12 @@ async function journalReleasedReviews(
   }
   try {
     const inbox = await journalWaitingReviews(owner, store, await store.loadHistory(sessionId));
+    if (checked.policy === 'retry_safe') {
+      const approvals = await useDecidedApprovals(store, host, owner, inbox.history, 'retry_safe', settings.signal);
+      if (approvals.retried.length > 0) {
+        return { sessionId, action: 'approvals_used', epoch: owner.epoch, reviewed: inbox.journaled, ...approvals };
+      }
+    }
     return { sessionId, action: 'reviews_journaled', epoch: owner.epoch, reviewed: inbox.journaled };
   } catch (error) {
     if (error instanceof StoreUnavailableError) throw error;
@@ -517,21 +506,9 @@ async function recoverOne(
     }
     // Calls waiting for an approval: a decided one is a write a person said to make (or not) that no attempt has
     // used, and the host that waited for it is gone (docs/design.md#approvals-its-host-never-used).
-    for (const call of callsAwaitingApproval(history)) {
-      const decision = owner.decidedApproval ? await owner.decidedApproval(call.taskId!, call.key!) : undefined;
-      const planned = approvalRetryPlan(history, call, decision, checked.policy);
-      if ('reason' in planned) {
-        left.push({ callId: call.callId, name: call.name, nextStep: call.nextStep, attention: call.attention, reason: planned.reason });
-        continue;
-      }
-      const retry = await runRetry(host, owner, call, planned.plan, planned.review, signal);
-      history = await store.loadHistory(sessionId);
-      const open = openCalls(history).find((c) => c.callId === retry.retryCallId);
-      const leave = (reason: string) => left.push({ callId: open?.callId ?? call.callId, name: call.name, nextStep: open?.nextStep ?? call.nextStep, attention: open?.attention ?? call.attention, reason: `${planned.decided}; ${reason}` });
-      if (open !== undefined) leave(`its retry (call ${retry.retryCallId}) ended ${retry.outcome}: a person reviews the call`);
-      else if (retry.outcome === 'refused') leave(`the retry was refused, nothing written: ${retry.error?.message ?? 'no reason given'}`);
-      retried.push(retry.retryCallId === null ? retry : { ...retry, status: inspectToolRecovery(history, retry.retryCallId).status });
-    }
+    const approvals = await useDecidedApprovals(store, host, owner, history, checked.policy, signal);
+    retried.push(...approvals.retried);
+    left.push(...approvals.left);
     // A review decision recorded while the routine ran (after it journaled the inbox): the next routine journals it
     // first, so the session is kept held for it; released, no routine would come back to the session.
     if (await reviewDecisionsWaiting(store, sessionId)) revisit = true;

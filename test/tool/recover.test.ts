@@ -232,6 +232,52 @@ describe('recoverAbandoned in one process', () => {
     await store.close();
   });
 
+  it('an approval given after the routine left the call is used by the next routine with retry_safe, once; suspend and an undecided call do not take the session again; a tool redeployed since is left, saying the approved write was not made (u121)', async () => {
+    const store = openSqliteStore(tempDbPath(dir));
+    const paid: unknown[] = [];
+    const payAs = (revision: string) => tool('pay', async (request) => {
+      paid.push(request.arguments);
+      return 'paid';
+    }, new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', revision).withApproval('ops'));
+    const hostOf = (revision: string): RecoveryHost => {
+      const pay = payAs(revision);
+      return { runtime: createToolRuntime({ tools: [pay], grants: { agent: '*' }, approvers: { ops: async () => ({ decision: 'pending', note: 'a person must look' }) } }), tools: [pay], caller: 'agent' };
+    };
+    const host = hostOf('pay-1');
+    const gone = await store.acquire('s-late', { owner: 'gone', leaseMs: 100, heartbeat: false });
+    await gone.startTask('t');
+    const gateway = host.runtime.bind({ owner: gone, taskId: 't', caller: 'agent' });
+    const requests: string[] = [];
+    for (const amount of [1, 2, 3]) requests.push((await gateway.call('pay', { amount })).result.approval!.requestId);
+    const calls = (await store.loadHistory('s-late')).flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call.id] : []));
+    // The new host's routine runs before anyone decides: it leaves the three calls and releases the session.
+    const first = await recoveredOnce(store, host, { policy: 'retry_safe', leaseMs: 100 });
+    assert.ok(first.action === 'taken_over', JSON.stringify(first));
+    assert.deepEqual(first.left.map((c) => c.callId), calls);
+    assert.equal((await store.listSessions())[0]!.held, false, 'released');
+    // A person approves one afterwards; a routine under suspend does not take the session, nor one with nothing decided.
+    await decisionInbox(store).approve(requests[0]!, { actor: 'alice' });
+    assert.deepEqual((await recoverAbandoned(store, host, 'suspend')).sessions, []);
+    const used = (await recoverAbandoned(store, host, 'retry_safe')).sessions;
+    assert.equal(used.length, 1);
+    const session = used[0]!;
+    assert.ok(session.action === 'approvals_used', JSON.stringify(session));
+    assert.deepEqual(session.retried.map((r) => [r.callId, r.outcome]), [[calls[0], 'succeeded']]);
+    assert.deepEqual(session.left.map((c) => c.callId), [calls[1], calls[2]], 'the undecided ones, said so');
+    assert.deepEqual(paid, [{ amount: 1 }]);
+    assert.equal((await store.listSessions())[0]!.held, false, 'released again');
+    assert.deepEqual((await recoverAbandoned(store, host, 'retry_safe')).sessions, [], 'nothing decided is left to use: the session is not taken again');
+    // Approved, then the tool redeployed under another revision: the retry is recorded refused before its body, and the
+    // report says the approved write was not made (u121, MEDIUM).
+    await decisionInbox(store).approve(requests[1]!, { actor: 'alice' });
+    const redeployed = (await recoverAbandoned(store, hostOf('pay-2'), 'retry_safe')).sessions[0]!;
+    assert.ok(redeployed.action === 'approvals_used', JSON.stringify(redeployed));
+    assert.deepEqual(redeployed.retried.map((r) => r.callId), [calls[1]]);
+    assert.match(redeployed.left.find((c) => c.callId === calls[1])?.reason ?? '', /before its body: the approved write was not made; a person decides whether to make it again/);
+    assert.deepEqual(paid, [{ amount: 1 }]);
+    await store.close();
+  });
+
   it('retry_safe keeps a session held when a review decision arrives while its retry is under way: the next routine journals it and decides again', async () => {
     const store = createMemoryStore();
     const puts = { count: 0 };

@@ -6,7 +6,7 @@ import { decisionInboxIfAny } from '../../store/inbox.js';
 import { JournalStore } from '../../store/journal-store.js';
 import type { SessionStore } from '../../store/types.js';
 import { assessSession, type SessionAssessment, type ToolCallAssessment } from '../../tool/assess.js';
-import { callsAwaitingApproval } from '../../tool/recover.js';
+import { callsAwaitingApproval, decidedApprovals, operationOf } from '../../tool/recover.js';
 import {
   attemptsOf,
   bodyEndWords,
@@ -16,7 +16,6 @@ import {
   callTable,
   colourStatus,
   colourStep,
-  decidedApprovals,
   decisionRows,
   inboxReviewJson,
   indexCalls,
@@ -309,7 +308,7 @@ call a completed review resolved, journaled or waiting in the decision inbox.`,
           inbox = (await pendingInboxReviews(store, sessionId)).get(sessionId) ?? new Map();
           assessment = withInboxReviews(assessment, inbox);
           const decided = await decidedApprovals(store, sessionId);
-          approvals = callsAwaitingApproval(history).flatMap((c) => decided.get(JSON.stringify([c.taskId, c.key])) ?? []);
+          approvals = callsAwaitingApproval(history).flatMap((c) => decided.get(operationOf(c.taskId!, c.key!)) ?? []);
         }
       } finally {
         progress.done();

@@ -233,7 +233,7 @@ abandoned or released alike). --reviews-after continues them.`,
           out.width !== undefined ? { width: out.width } : {},
         ));
         out.line();
-        out.line(s.dim('The session\'s host uses each on its next attempt of the operation; if that host is gone, resume the session\'s run on another'
+        out.line(s.dim('The session\'s host uses each on its next attempt of the operation; if that host is gone, the startup routine with retry_safe (recoverAbandoned) makes it, or resume the session\'s run on another'
           + (decided.next ? `; more: --decided-after ${decided.next}` : '.')));
       }
       if (reviews.items.length > 0) {

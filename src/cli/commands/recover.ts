@@ -1,11 +1,11 @@
 import { JournalCorruptError, ToolRetryError } from '../../errors.js';
-import { RECOVERY_POLICIES, approvalRetryPlan, callsAwaitingApproval, openCalls, safeRetryPlan, type RecoveryPolicy } from '../../tool/recover.js';
+import { RECOVERY_POLICIES, approvalRetryPlan, callsAwaitingApproval, decidedApprovals, openCalls, operationOf, safeRetryPlan, type RecoveryPolicy } from '../../tool/recover.js';
 import { ToolRecoveryStatus } from '../../tool/retry-policy.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, UsageError } from '../exit.js';
 import { plural, safe, safeId, shortId, table } from '../format.js';
 import { withStore } from '../session.js';
-import { decidedApprovals, pendingInboxReviews } from '../assessment.js';
+import { pendingInboxReviews } from '../assessment.js';
 import type { DecisionRow as InboxDecisionRow } from '../../store/inbox-rows.js';
 import type { SessionEvent, ToolReviewOutcome } from '../../event/types.js';
 import type { CallId, EventId } from '../../ids.js';
@@ -158,7 +158,7 @@ function plan(history: readonly SessionEvent[], policy: RecoveryPolicy, waiting:
 /** What the routine would do with each call waiting for an approval, given the inbox's decided approvals by operation. */
 function planApprovals(history: readonly SessionEvent[], policy: RecoveryPolicy, approvals: ReadonlyMap<string, InboxDecisionRow>): PlannedCall[] {
   return callsAwaitingApproval(history).map((call) => {
-    const row = approvals.get(JSON.stringify([call.taskId, call.key]));
+    const row = approvals.get(operationOf(call.taskId!, call.key!));
     const planned = approvalRetryPlan(history, call, row, policy);
     return {
       call_id: call.callId, tool: call.name, effect: call.effect, status: call.status, reconciler_first: false, inbox_review: null,

@@ -102,7 +102,7 @@ function timesHtml(record: CallRecord, readAt: string): string {
 
 /** An approval request decided but not yet used: the decision, and what happens to it next. */
 function decidedHtml(row: DecisionRow): string {
-  return `<b>${h(row.decision)}</b> by ${h(row.actor)}${row.reason ? `: <span class="lines">${lines(row.reason)}</span>` : ''} (${h(timeText(row.decidedAt))}), not yet used: the session's host uses it on its next attempt of this operation with the same tool, revision and arguments; if that host is gone, resume the session's run on another`;
+  return `<b>${h(row.decision)}</b> by ${h(row.actor)}${row.reason ? `: <span class="lines">${lines(row.reason)}</span>` : ''} (${h(timeText(row.decidedAt))}), not yet used: the session's host uses it on its next attempt of this operation with the same tool, revision and arguments; if that host is gone, the startup routine with retry_safe (recoverAbandoned) makes it, or resume the session's run on another`;
 }
 
 export interface CallNotice {
