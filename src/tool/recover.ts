@@ -24,7 +24,7 @@ import { hostPanicDescriber, registeredTools } from './runtime.js';
 import { quietly } from './telemetry.js';
 import { RECOVERY_POLICIES, approvalRetryPlan, approvalsToUse, callsAwaitingApproval, openCalls, safeRetryPlan, type RecoveryPolicy } from './retry-safe.js';
 
-export { RECOVERY_POLICIES, RETRY_SAFE_ACTOR, approvalRetryPlan, callsAwaitingApproval, decidedApprovals, openCalls, operationOf, safeRetryPlan, type RecoveryPolicy } from './retry-safe.js';
+export { RECOVERY_POLICIES, RETRY_SAFE_ACTOR, approvalRetryPlan, approvalsToUse, callsAwaitingApproval, decidedApprovals, openCalls, operationOf, safeRetryPlan, type RecoveryPolicy } from './retry-safe.js';
 
 /** What the routine needs from the host: its runtime, the tools registered in it, and whose grants retries use. */
 export interface RecoveryHost {

@@ -164,3 +164,33 @@ it('a host that died waiting for approvals: the dry run retries the one a person
   const inspectJson = JSON.parse(cli(['inspect', path, 's-pay', '--json']).stdout) as { decided_approvals: { call_id: string; actor: string }[] };
   assert.deepEqual(inspectJson.decided_approvals.map((a) => [a.call_id, a.actor]), [[approved.call.id, 'alice']]);
 });
+
+it('a session nobody holds whose approval a person decided after its host let it go: the retry_safe dry run lists it as the routine will use it, suspend does not (u121)', async () => {
+  const dir = tempDir();
+  const path = tempDbPath(dir, 'journal');
+  const store = openSqliteStore(path);
+  const owner = await store.acquire('s-released', { owner: 'host-a' });
+  await owner.startTask('t');
+  const gateway = createToolRuntime({
+    tools: [{ name: 'pay', metadata: new ToolMetadata('pay', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'paid' }],
+    grants: { agent: '*' },
+    approvers: { ops: async () => ({ decision: 'pending' as const }) },
+  }).bind({ owner, taskId: 't', caller: 'agent' });
+  const approved = await gateway.call('pay', { to: 'alice' });
+  const undecided = await gateway.call('pay', { to: 'bob' });
+  await owner.release();
+  await decisionInbox(store).approve(approved.result.approval!.requestId, { actor: 'alice' });
+  await store.close();
+
+  const run = cli(['recover', path, '--policy', 'retry_safe', '--json']);
+  assert.equal(run.code, 1, 'a host should run the routine');
+  const sessions = (JSON.parse(run.stdout) as { sessions: { session_id: string; released: boolean; owner: string; calls: { call_id: string; would: string }[] }[] }).sessions;
+  assert.deepEqual(sessions.map((x) => [x.session_id, x.released, x.owner]), [['s-released', true, 'host-a']]);
+  assert.deepEqual(sessions[0]!.calls.map((c) => [c.call_id, c.would]), [[approved.call.id, 'retry'], [undecided.call.id, 'leave']]);
+  const text = cli(['recover', path, '--policy', 'retry_safe']);
+  assert.match(text.stdout, /Dry run, policy retry_safe: 0 abandoned sessions, and 1 session nobody holds with approvals to use\. Nothing was changed\./);
+  assert.match(text.stdout, /Session s-released, nobody holds it \(released by host-a, epoch 1\): the routine acquires it to use the decisions/);
+  const suspended = cli(['recover', path, '--json']);
+  assert.equal(suspended.code, 0);
+  assert.deepEqual((JSON.parse(suspended.stdout) as { sessions: unknown[] }).sessions, []);
+});

@@ -1,5 +1,6 @@
 import { JournalCorruptError, ToolRetryError } from '../../errors.js';
-import { RECOVERY_POLICIES, approvalRetryPlan, callsAwaitingApproval, decidedApprovals, openCalls, operationOf, safeRetryPlan, type RecoveryPolicy } from '../../tool/recover.js';
+import { RECOVERY_POLICIES, approvalRetryPlan, approvalsToUse, callsAwaitingApproval, decidedApprovals, openCalls, operationOf, safeRetryPlan, type RecoveryPolicy } from '../../tool/recover.js';
+import { sessionsWithDecidedApprovals } from '../../tool/inbox-review.js';
 import { ToolRecoveryStatus } from '../../tool/retry-policy.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, UsageError } from '../exit.js';
@@ -31,6 +32,11 @@ interface PlannedSession {
   readonly owner: string | null;
   readonly epoch: number;
   readonly lease_expires_at: string | null;
+  /**
+   * Nobody holds it: under retry_safe the routine acquires it after the abandoned sessions, to retry a call waiting
+   * for an approval a person decided after an earlier pass had left it.
+   */
+  readonly released: boolean;
   readonly calls: readonly PlannedCall[];
   readonly problem: { readonly code: string; readonly message: string } | null;
 }
@@ -54,11 +60,13 @@ An operator's review decision waiting in the decision inbox is journaled by the 
 plan is made on it ("journal alice's not_executed review, then ..."): a not_executed one lets retry_safe retry the
 call, a completed one settles it. A call waiting for an approval that a person has decided and no attempt has used
 is retried under retry_safe ("use alice's approval: retry"), the decision answering for that attempt, and left under
-suspend; one nobody has decided is left. A call of an agent run that finished is left for a person or a new run.
+suspend; one nobody has decided is left. With retry_safe it also lists the sessions nobody holds where a person
+decided an approval after an earlier pass had left the call: the routine acquires them to use it. A call of an agent
+run that finished is left for a person or a new run.
 To recover for real, the host calls recoverAbandoned(store, { runtime, tools, caller }, policy) from
 'jingwei/review' at startup: it takes each abandoned session over (never a live one), reconciles, applies the
 policy and reports what it did (docs/operator-guide.md).`,
-  exitCodes: 'This command exits 1 when abandoned sessions are found (a host should run the routine), 0 when there are none.',
+  exitCodes: 'This command exits 1 when abandoned sessions are found, or with retry_safe sessions nobody holds with approvals to use (a host should run the routine), 0 when there are none.',
   examples: ['jingwei recover journal.db', 'jingwei recover postgres://ops@db/agents --policy retry_safe --json'],
   async run({ out, args, options }) {
     const policy = options.policy ?? 'suspend';
@@ -73,6 +81,7 @@ policy and reports what it did (docs/operator-guide.md).`,
           owner: summary.owner,
           epoch: summary.epoch,
           lease_expires_at: summary.leaseExpiresAt === null ? null : new Date(summary.leaseExpiresAt).toISOString(),
+          released: false,
         };
         try {
           const waiting = (await pendingInboxReviews(store, summary.sessionId)).get(summary.sessionId) ?? new Map<string, InboxDecisionRow>();
@@ -82,6 +91,21 @@ policy and reports what it did (docs/operator-guide.md).`,
         } catch (error) {
           if (!(error instanceof JournalCorruptError) && !(error instanceof ToolRetryError)) throw error;
           planned.push({ ...base, calls: [], problem: { code: error.code, message: error.message } });
+        }
+      }
+      const abandoned = planned.length;
+      if (policy === 'retry_safe') {
+        const listed = new Set(planned.map((p) => p.session_id));
+        const nobodyHolds = new Map<string, { owner: string | null; epoch: number }>();
+        for (const x of await store.listSessions()) if (!x.held) nobodyHolds.set(x.sessionId, x);
+        const candidates = (await sessionsWithDecidedApprovals(store)).filter((id) => !listed.has(id) && nobodyHolds.has(id));
+        for (const sessionId of await approvalsToUse(store, candidates)) {
+          const summary = nobodyHolds.get(sessionId);
+          const history = await store.loadHistory(sessionId);
+          planned.push({
+            session_id: sessionId, owner: summary?.owner ?? null, epoch: summary?.epoch ?? 0, lease_expires_at: null, released: true,
+            calls: planApprovals(history, 'retry_safe', await decidedApprovals(store, sessionId)), problem: null,
+          });
         }
       }
       if (options.json === true) {
@@ -105,10 +129,13 @@ policy and reports what it did (docs/operator-guide.md).`,
         out.line('Once you know the owner is gone, a host takes such a session over with acquire(id, { owner, takeover: true }).');
         return EXIT.ok;
       }
-      out.line(`Dry run, policy ${policy}: ${plural(planned.length, 'abandoned session')}. Nothing was changed.`);
+      const released = planned.length - abandoned;
+      out.line(`Dry run, policy ${policy}: ${plural(abandoned, 'abandoned session')}${released > 0 ? `, and ${plural(released, 'session')} nobody holds with approvals to use` : ''}. Nothing was changed.`);
       for (const session of planned) {
         out.line();
-        out.line(s.bold(`Session ${safeId(session.session_id)}`) + ` owner ${safe(session.owner ?? '-')}, epoch ${session.epoch}, lease expired ${session.lease_expires_at ?? '-'}`);
+        out.line(s.bold(`Session ${safeId(session.session_id)}`) + (session.released
+          ? `, nobody holds it (released by ${safe(session.owner ?? '-')}, epoch ${session.epoch}): the routine acquires it to use the decisions`
+          : ` owner ${safe(session.owner ?? '-')}, epoch ${session.epoch}, lease expired ${session.lease_expires_at ?? '-'}`));
         if (session.problem !== null) {
           out.line(s.red(`  ${session.problem.code}: ${safe(session.problem.message)}`));
           continue;
