@@ -59,10 +59,17 @@ export function verifyJournalAgainst(
   const { events, bytes, reused } = verifyRows(sessionId, session, rows, earlier);
   // Events kept to be handed out again are frozen, so that no holder's change to one reaches a later read.
   for (let i = reused; i < events.length; i++) deepFreeze(events[i]);
-  // The earlier read's rows where they match (the same bytes): the rows just read then die young, and a host that
-  // resumes a run again and again keeps one copy of its journal's texts instead of copying a new one each time.
-  const kept = reused === 0 ? rows : reused === rows.length && reused === earlier!.rows.length ? earlier!.rows : earlier!.rows.slice(0, reused).concat(rows.slice(reused));
-  return { events, read: { rows: kept, events: events.slice(), bytes } };
+  return { events, read: { rows: keptRows(rows, earlier, reused), events: events.slice(), bytes } };
+}
+
+/**
+ * The earlier read's rows where they match (the same bytes), then the new ones: the rows just read then die young, and
+ * a host that resumes a run again and again keeps one copy of its journal's texts instead of a new one each time.
+ */
+function keptRows(rows: readonly EventRow[], earlier: VerifiedRead | null, reused: number): readonly EventRow[] {
+  if (earlier === null || reused === 0) return rows;
+  if (reused === rows.length && reused === earlier.rows.length) return earlier.rows;
+  return earlier.rows.slice(0, reused).concat(rows.slice(reused));
 }
 
 function verifyRows(sessionId: SessionId, session: SessionRow | undefined, rows: Iterable<EventRow>, earlier: VerifiedRead | null): { events: SessionEvent[]; bytes: number[]; reused: number } {

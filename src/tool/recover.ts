@@ -18,7 +18,7 @@ import { inspectToolRecovery } from './recovery.js';
 import type { ToolRecoveryStatus } from './retry-policy.js';
 import type { ToolRetryPlan } from './retry-plan.js';
 import { personDecided, reconcileUncertainCalls, type ReconciledCall } from './reconcile.js';
-import { journalWaitingReviews, reviewDecisionsWaiting, sessionsWithDecidedApprovals, sessionsWithWaitingReviews, type JournaledInboxReview } from './inbox-review.js';
+import { journalWaitingReviews, reviewDecisionsWaiting, sessionsWithWaitingReviews, type JournaledInboxReview } from './inbox-review.js';
 import type { Tool, ToolRuntime } from './types.js';
 import { hostPanicDescriber, registeredTools } from './runtime.js';
 import { quietly } from './telemetry.js';
@@ -321,7 +321,7 @@ export async function recoverAbandoned(
     const listed = new Set<string>(expired.map((summary) => summary.sessionId));
     const waiting = stopped() ? [] : [
       ...(await sessionsWithWaitingReviews(store)),
-      ...(checked.policy === 'retry_safe' ? await approvalsToUse(store, (await sessionsWithDecidedApprovals(store)).filter((id) => !listed.has(id))) : []),
+      ...(checked.policy === 'retry_safe' ? (await approvalsToUse(store, (id) => listed.has(id))).map((found) => found.sessionId) : []),
     ];
     const released = [...new Set(waiting)].filter((sessionId) => !listed.has(sessionId));
     const journaled = await inOrder(released, checked.concurrency, stopped, async (sessionId) => {

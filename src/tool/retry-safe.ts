@@ -14,6 +14,7 @@ import { finishedRunOf } from '../agent/run-journal.js';
 import { assessSession, ToolAttention, ToolNextStep, type ToolCallAssessment } from './assess.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { prepareToolRetry, type ToolRetryPlan } from './retry-plan.js';
+import { sessionsWithDecidedApprovals } from './inbox-review.js';
 
 /** `suspend` (the default) leaves every open call in the queue; `retry_safe` retries those no person must review. */
 export const RECOVERY_POLICIES = ['suspend', 'retry_safe'] as const;
@@ -113,14 +114,24 @@ export async function decidedApprovals(store: SessionStore, sessionId: string): 
   }
 }
 
+/** A session with a call awaiting an approval that the routine would retry on its decision, as approvalsToUse read it. */
+export interface ApprovalsToUse {
+  readonly sessionId: string;
+  readonly history: readonly SessionEvent[];
+  /** The session's decided approvals no attempt has used, by operation (decidedApprovals). */
+  readonly decided: ReadonlyMap<string, DecisionRow>;
+}
+
 /**
- * Of `sessionIds`, those with a call awaiting an approval whose decision the routine would retry it on: read, not
- * acquired, so that a session whose decided approval no retry can use (its run finished, say) is not taken and
- * released by every routine. One whose journal does not verify is left out: the queue and `jingwei verify` show it.
+ * The sessions with decided approvals no attempt has used (all but those `skip` names), and of those, each with a call
+ * awaiting an approval whose decision the routine would retry it on: read, not acquired, so that a session whose
+ * decided approval no retry can use (its run finished, say) is not taken and released by every routine. One whose
+ * journal does not verify is left out: the queue and `jingwei verify` show it.
  */
-export async function approvalsToUse(store: SessionStore, sessionIds: readonly string[]): Promise<string[]> {
-  const found: string[] = [];
-  for (const sessionId of sessionIds) {
+export async function approvalsToUse(store: SessionStore, skip: (sessionId: string) => boolean): Promise<ApprovalsToUse[]> {
+  const found: ApprovalsToUse[] = [];
+  for (const sessionId of await sessionsWithDecidedApprovals(store)) {
+    if (skip(sessionId)) continue;
     let history: readonly SessionEvent[];
     try {
       history = await store.loadHistory(sessionId);
@@ -135,7 +146,7 @@ export async function approvalsToUse(store: SessionStore, sessionIds: readonly s
       const row = decided.get(operationOf(call.taskId!, call.key!));
       return row !== undefined && !('reason' in approvalRetryPlan(history, call, row, 'retry_safe'));
     });
-    if (usable) found.push(sessionId);
+    if (usable) found.push({ sessionId, history, decided });
   }
   return found;
 }

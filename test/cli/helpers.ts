@@ -17,6 +17,8 @@ import { commitAs } from '../../src/store/owner-commit.js';
 import { ToolBodyError } from '../../src/errors.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { ToolGateway } from '../../src/tool/types.js';
+import type { SessionOwner } from '../../src/store/types.js';
 
 /** The compiled program, built from src/cli/main.ts by the same tsc run as these tests. */
 export const MAIN = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
@@ -231,6 +233,15 @@ export async function alphaOnPostgres(url: string, schema: string, dir: string):
   return { target, source, imported: await cliAsync(['import', target, file]) };
 }
 
+/** A gateway on `owner` for task `taskId` whose non-idempotent `pay` needs approval, and whose approver always answers pending. */
+export function pendingPayGateway(owner: SessionOwner, taskId: string): ToolGateway {
+  return createToolRuntime({
+    tools: [{ name: 'pay', metadata: new ToolMetadata('pay', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'paid' }],
+    grants: { agent: '*' },
+    approvers: { ops: async () => ({ decision: 'pending' as const }) },
+  }).bind({ owner, taskId, caller: 'agent' });
+}
+
 /**
  * A journal at `path` whose session `s-1` asked for `pay` once per entry of `calls` (task `t`), each left pending by
  * its approver; the host released the session. Returns the approval requests' ids, in order.
@@ -240,11 +251,7 @@ export async function pendingPayments(path: string, calls: readonly { readonly t
   try {
     const owner = await store.acquire(where.sessionId, { owner: 'host' });
     await owner.startTask(where.taskId);
-    const gateway = createToolRuntime({
-      tools: [{ name: 'pay', metadata: new ToolMetadata('pay', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'paid' }],
-      grants: { agent: '*' },
-      approvers: { ops: async () => ({ decision: 'pending' as const }) },
-    }).bind({ owner, taskId: where.taskId, caller: 'agent' });
+    const gateway = pendingPayGateway(owner, where.taskId);
     const ids: string[] = [];
     for (const args of calls) ids.push((await gateway.call('pay', args)).result.approval!.requestId);
     await owner.release();
@@ -254,10 +261,11 @@ export async function pendingPayments(path: string, calls: readonly { readonly t
   }
 }
 
-/** A call of a non-idempotent tool whose body failed in a way that leaves its outcome unknown. */
-export async function uncertainCall(path: string, sessionId: string): Promise<string> {
-  const store = openSqliteStore(path);
-  const owner = await store.acquire(sessionId, { owner: 'host-a' });
+/**
+ * Through `owner`, which holds its session, task `task-1` started and a call of a non-idempotent tool whose body failed
+ * in a way that leaves its outcome unknown. Returns the call's id.
+ */
+export async function uncertainMailCall(owner: SessionOwner): Promise<string> {
   await owner.startTask('task-1');
   const mail = {
     name: 'send_mail',
@@ -265,7 +273,14 @@ export async function uncertainCall(path: string, sessionId: string): Promise<st
     execute: async () => { throw new ToolBodyError('connection_reset', 'the provider hung up'); },
   };
   const gateway = createToolRuntime({ tools: [mail], grants: { agent: '*' } }).bind({ owner, taskId: 'task-1', caller: 'agent' });
-  const id = (await gateway.call('send_mail', { to: 'a@example.com' })).call.id;
+  return (await gateway.call('send_mail', { to: 'a@example.com' })).call.id;
+}
+
+/** uncertainMailCall's call in session `sessionId` of the journal at `path`, the session then released. */
+export async function uncertainCall(path: string, sessionId: string): Promise<string> {
+  const store = openSqliteStore(path);
+  const owner = await store.acquire(sessionId, { owner: 'host-a' });
+  const id = await uncertainMailCall(owner);
   await owner.release();
   await store.close();
   return id;

@@ -9,11 +9,9 @@ import { it } from 'node:test';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { decisionInbox } from '../../src/decisions.js';
 import { assessSession } from '../../src/tool/assess.js';
-import { createToolRuntime } from '../../src/tool/runtime.js';
-import { ToolMetadata } from '../../src/tool/metadata.js';
 import { ChildProcess } from '../support/child.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { cli, tamper } from './helpers.js';
+import { cli, pendingPayGateway, tamper } from './helpers.js';
 
 const crashing = fileURLToPath(new URL('../tool/children/recover-host.js', import.meta.url));
 const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -134,11 +132,7 @@ it('a host that died waiting for approvals: the dry run retries the one a person
   const store = openSqliteStore(path);
   const owner = await store.acquire('s-pay', { owner: 'gone', leaseMs: 100, heartbeat: false });
   await owner.startTask('t');
-  const gateway = createToolRuntime({
-    tools: [{ name: 'pay', metadata: new ToolMetadata('pay', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'paid' }],
-    grants: { agent: '*' },
-    approvers: { ops: async () => ({ decision: 'pending' as const }) },
-  }).bind({ owner, taskId: 't', caller: 'agent' });
+  const gateway = pendingPayGateway(owner, 't');
   const approved = await gateway.call('pay', { to: 'alice', amount: 4900 });
   const undecided = await gateway.call('pay', { to: 'bob', amount: 10 });
   await decisionInbox(store).approve(approved.result.approval!.requestId, { actor: 'alice' });
@@ -171,11 +165,7 @@ it('a session nobody holds whose approval a person decided after its host let it
   const store = openSqliteStore(path);
   const owner = await store.acquire('s-released', { owner: 'host-a' });
   await owner.startTask('t');
-  const gateway = createToolRuntime({
-    tools: [{ name: 'pay', metadata: new ToolMetadata('pay', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'), execute: async () => 'paid' }],
-    grants: { agent: '*' },
-    approvers: { ops: async () => ({ decision: 'pending' as const }) },
-  }).bind({ owner, taskId: 't', caller: 'agent' });
+  const gateway = pendingPayGateway(owner, 't');
   const approved = await gateway.call('pay', { to: 'alice' });
   const undecided = await gateway.call('pay', { to: 'bob' });
   await owner.release();

@@ -5,13 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ToolBodyError } from '../../src/errors.js';
-import { prepareToolRetry, createToolRuntime } from '../../src/index.js';
+import { prepareToolRetry } from '../../src/index.js';
 import { recordToolReview } from '../../src/review.js';
 import { openSqliteStore } from '../../src/sqlite.js';
-import { ToolMetadata } from '../../src/tool/metadata.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { cli, uncertainCall } from './helpers.js';
+import { cli, uncertainCall, uncertainMailCall } from './helpers.js';
 
 const dir = tempDir();
 
@@ -20,14 +18,7 @@ describe('a completed review, as the operator sees it', () => {
     const path = tempDbPath(dir, 'journal');
     const store = openSqliteStore(path);
     const owner = await store.acquire('mail-1', { owner: 'host-a' });
-    await owner.startTask('task-1');
-    const mail = {
-      name: 'send_mail',
-      metadata: new ToolMetadata('sends a mail', { type: 'object' }).withEffect('non_idempotent', 'mail-v1'),
-      execute: async () => { throw new ToolBodyError('connection_reset', 'the provider hung up'); },
-    };
-    const gateway = createToolRuntime({ tools: [mail], grants: { agent: '*' } }).bind({ owner, taskId: 'task-1', caller: 'agent' });
-    const call = (await gateway.call('send_mail', { to: 'a@example.com' })).call.id;
+    const call = await uncertainMailCall(owner);
 
     assert.equal(cli(['inspect', path, 'mail-1']).code, 1, 'needs_review before the review');
     const history = await store.loadHistory('mail-1');

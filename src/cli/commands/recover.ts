@@ -1,6 +1,5 @@
 import { JournalCorruptError, ToolRetryError } from '../../errors.js';
 import { RECOVERY_POLICIES, approvalRetryPlan, approvalsToUse, callsAwaitingApproval, decidedApprovals, openCalls, operationOf, safeRetryPlan, type RecoveryPolicy } from '../../tool/recover.js';
-import { sessionsWithDecidedApprovals } from '../../tool/inbox-review.js';
 import { ToolRecoveryStatus } from '../../tool/retry-policy.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT, UsageError } from '../exit.js';
@@ -98,13 +97,11 @@ policy and reports what it did (docs/operator-guide.md).`,
         const listed = new Set(planned.map((p) => p.session_id));
         const nobodyHolds = new Map<string, { owner: string | null; epoch: number }>();
         for (const x of await store.listSessions()) if (!x.held) nobodyHolds.set(x.sessionId, x);
-        const candidates = (await sessionsWithDecidedApprovals(store)).filter((id) => !listed.has(id) && nobodyHolds.has(id));
-        for (const sessionId of await approvalsToUse(store, candidates)) {
+        for (const { sessionId, history, decided } of await approvalsToUse(store, (id) => listed.has(id) || !nobodyHolds.has(id))) {
           const summary = nobodyHolds.get(sessionId);
-          const history = await store.loadHistory(sessionId);
           planned.push({
             session_id: sessionId, owner: summary?.owner ?? null, epoch: summary?.epoch ?? 0, lease_expires_at: null, released: true,
-            calls: planApprovals(history, 'retry_safe', await decidedApprovals(store, sessionId)), problem: null,
+            calls: planApprovals(history, 'retry_safe', decided), problem: null,
           });
         }
       }
