@@ -15,6 +15,32 @@ export function stopsOnlyBeforeBody(reason: unknown): void {
   if (typeof reason === 'object' && reason !== null) beforeBodyReasons.add(reason);
 }
 
+const nativeAborted = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted')!.get!;
+const nativeThrowIfAborted = AbortSignal.prototype.throwIfAborted;
+
+/** Whether `signal` has aborted, read without the check a control's signal makes on read. */
+function isAborted(signal: AbortSignal): boolean {
+  return nativeAborted.call(signal) as boolean;
+}
+
+/** Makes the reads of `signal` that a body polls (`aborted`, `throwIfAborted()`) call `check` first. */
+function checkedOnRead(signal: AbortSignal, check: () => void): void {
+  Object.defineProperties(signal, {
+    aborted: {
+      get: () => {
+        check();
+        return isAborted(signal);
+      },
+    },
+    throwIfAborted: {
+      value: () => {
+        check();
+        nativeThrowIfAborted.call(signal);
+      },
+    },
+  });
+}
+
 export type Interrupt = Extract<ToolRecordedOutcome, { status: 'failed' }> & { category: 'budget' | 'cancelled' | 'timeout' };
 
 /**
@@ -42,7 +68,16 @@ export class CallControl {
   private readonly timeoutMs: number;
   /** The races waiting: each is woken after the signal fired, once the signal's own listeners have run. */
   private readonly waiting = new Set<() => void>();
+  /**
+   * What the body (or approver, or reconciler) is handed. Its `aborted` and `throwIfAborted()` check the deadline and,
+   * once the body runs, the session's lease as they are read: a process woken from a pause can resume the body through
+   * a timer of its own before the heartbeat's and the deadline's timers have run, and a body that checks its signal
+   * before its write must see the lapse then (docs/design.md#a-lost-session-stops-its-calls). Read inside this class
+   * through isAborted, which checks nothing.
+   */
   readonly signal: AbortSignal = this.controller.signal;
+  /** Whether the attempt is over (dispose): a signal read after that checks nothing. */
+  private disposed = false;
 
   constructor(
     timeoutMs: number,
@@ -55,6 +90,9 @@ export class CallControl {
     this.timeoutMs = timeoutMs;
     const now = LeaseWatch.now();
     this.deadline = { monotonic: now.monotonic + timeoutMs, wall: now.wall + timeoutMs };
+    checkedOnRead(this.signal, () => {
+      if (!this.disposed) this.checkStillHeld();
+    });
     try {
       this.subscribe(timeoutMs, signals, subscribeStop, subscribeLost);
     } catch (error) {
@@ -160,7 +198,7 @@ export class CallControl {
    * is woken with the timeout and the body's end (docs/design.md#deadlines-cancellation-and-task-stops).
    */
   private checkSettledInTime(): void {
-    if (this.bodyRunning && !this.signal.aborted && LeaseWatch.reached(this.deadline)) this.expire(this.timeoutMs);
+    if (this.bodyRunning && !isAborted(this.signal) && LeaseWatch.reached(this.deadline)) this.expire(this.timeoutMs);
   }
 
   /**
@@ -183,7 +221,7 @@ export class CallControl {
       this.waiting.add(wake);
       void Promise.resolve().then(() => {
         this.checkStillHeld();
-        if (this.signal.aborted) return; // woken already: never called
+        if (isAborted(this.signal)) return; // woken already: never called
         called = true;
         let running: Promise<T>;
         try {
@@ -212,6 +250,7 @@ export class CallControl {
   }
 
   dispose(): void {
+    this.disposed = true;
     for (const c of this.cleanups.splice(0)) c();
   }
 }

@@ -195,6 +195,61 @@ forEachStore('a host that loses its session', (target) => {
     await owner.release();
     await store.close();
   });
+
+  // u123: a process woken from a pause runs its timers in the order they fell due, so a body's own short wait resumed
+  // it, and its check of the signal found nothing, before the heartbeat's timer could tell it; another host had
+  // retried the transfer meanwhile, and it was made twice.
+  for (const poll of ['aborted', 'throwIfAborted()'] as const) {
+    it(`stops a body that a woken process resumes before the heartbeat runs, at its check of signal.${poll}`, async () => {
+      const store = await target.fresh().open();
+      const made: string[] = [];
+      const owner = await store.acquire(`s-poll-${poll.length}`, { owner: 'host-a', leaseMs: LEASE_MS });
+      await owner.startTask('t');
+      let resume!: () => void;
+      let waiting!: () => void;
+      const bodyWaits = new Promise<void>((resolve) => { waiting = resolve; });
+      const transferAfterWait = tool('transfer', async (_request, signal) => {
+        await new Promise<void>((resolve) => {
+          resume = resolve;
+          waiting();
+        });
+        if (poll === 'aborted') {
+          if (signal.aborted) throw signal.reason;
+        } else signal.throwIfAborted();
+        made.push('A');
+        return 'sent';
+      }, TRANSFER);
+      const call = createToolRuntime({ tools: [transferAfterWait], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('transfer', {});
+      await bodyWaits;
+      // The body's wait ends on a timer that falls due first once the process wakes: before the heartbeat's.
+      setTimeout(() => resume(), 1);
+      stall(STALL_MS);
+      const execution = await call;
+      assert.deepEqual(made, [], 'the body saw the lapse at its check and made no transfer');
+      const outcome = execution.result.outcome;
+      assert.equal(outcome.status === 'failed' ? outcome.code : outcome.status, 'tool_cancelled');
+      assert.match(outcome.status === 'failed' ? outcome.message : '', /lost its hold on the session, or may have/);
+      await owner.release();
+      await store.close();
+    });
+  }
+
+  it('leaves the signal of a call that has ended as it was: a read after its deadline does not abort it', async () => {
+    const store = await target.fresh().open();
+    const owner = await store.acquire('s-ended', { owner: 'host-a' });
+    await owner.startTask('t');
+    let kept: AbortSignal | undefined;
+    const quick = tool('quick', async (_request, signal) => {
+      kept = signal;
+      return 'done';
+    }, TRANSFER);
+    const execution = await createToolRuntime({ tools: [quick], grants: { agent: '*' }, defaultTimeoutMs: 50 }).bind({ owner, taskId: 't', caller: 'agent' }).call('quick', {});
+    assert.deepEqual(execution.result.outcome, { status: 'succeeded', output: 'done' });
+    await sleep(120);
+    assert.equal(kept?.aborted, false);
+    await owner.release();
+    await store.close();
+  });
 });
 
 /** Another host's takeover, made synchronously through a raw connection: the epoch raised under the owner's feet. */
