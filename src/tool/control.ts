@@ -23,22 +23,33 @@ function isAborted(signal: AbortSignal): boolean {
   return nativeAborted.call(signal) as boolean;
 }
 
+/** The check a control's signal makes as it is read (checkedOnRead), kept on the signal itself. */
+const CHECK = Symbol('jingwei.checkOnRead');
+type CheckedSignal = AbortSignal & { [CHECK]?: () => void };
+
+/**
+ * AbortSignal's prototype with `aborted` and `throwIfAborted()` calling the signal's check first: one prototype for
+ * every control's signal, so that each gets it by a prototype swap and a property, not accessors of its own.
+ */
+const checkedSignalPrototype: object = Object.create(AbortSignal.prototype, {
+  aborted: {
+    get(this: CheckedSignal): boolean {
+      this[CHECK]?.();
+      return isAborted(this);
+    },
+  },
+  throwIfAborted: {
+    value(this: CheckedSignal): void {
+      this[CHECK]?.();
+      nativeThrowIfAborted.call(this);
+    },
+  },
+});
+
 /** Makes the reads of `signal` that a body polls (`aborted`, `throwIfAborted()`) call `check` first. */
 function checkedOnRead(signal: AbortSignal, check: () => void): void {
-  Object.defineProperties(signal, {
-    aborted: {
-      get: () => {
-        check();
-        return isAborted(signal);
-      },
-    },
-    throwIfAborted: {
-      value: () => {
-        check();
-        nativeThrowIfAborted.call(signal);
-      },
-    },
-  });
+  (signal as CheckedSignal)[CHECK] = check;
+  Object.setPrototypeOf(signal, checkedSignalPrototype);
 }
 
 export type Interrupt = Extract<ToolRecordedOutcome, { status: 'failed' }> & { category: 'budget' | 'cancelled' | 'timeout' };
