@@ -45,6 +45,20 @@ export interface AnchorOptions {
    * checkpoint covers its events. Default: a process warning.
    */
   readonly onError?: (error: unknown) => void;
+  /**
+   * The checkpoints the sink kept of a session, which acquire checks the stored journal against before it takes the
+   * session (docs/design.md#a-restored-journal-is-refused-at-acquire). For `fileAnchorSink`, its file is read when
+   * this is not given; for another sink, give it to have the check.
+   */
+  readonly checkpoints?: (sessionId: string) => readonly Checkpoint[] | Promise<readonly Checkpoint[]>;
+}
+
+/** The file each sink made by fileAnchorSink appends to: what acquire reads its checkpoints back from. */
+const sinkFiles = new WeakMap<AnchorSink, string>();
+
+/** The file `sink` appends to, when fileAnchorSink made it. */
+export function anchorSinkFile(sink: AnchorSink): string | undefined {
+  return sinkFiles.get(sink);
 }
 
 /** A private or public key from a KeyObject or PEM text; must be Ed25519. */
@@ -76,7 +90,7 @@ export function anchorPublicKey(key: KeyObject | string): KeyObject {
   return ed25519(key.type === 'private' ? createPublicKey(key) : key, 'public', 'publicKey');
 }
 
-function keyIdOf(publicKey: KeyObject): string {
+export function keyIdOf(publicKey: KeyObject): string {
   return createHash('sha256').update(publicKey.export({ type: 'spki', format: 'der' })).digest('hex').slice(0, 16);
 }
 
@@ -183,7 +197,7 @@ export function parseCheckpoints(text: string, onTorn?: (line: number, detail: s
  */
 export function fileAnchorSink(path: string): AnchorSink {
   if (typeof path !== 'string' || path === '') throw new InvalidInputError('path', 'must be a file name');
-  return async (checkpoint) => {
+  const sink: AnchorSink = async (checkpoint) => {
     const handle = await open(path, 'a');
     try {
       await handle.write(JSON.stringify(encodeCheckpoint(checkpoint)) + '\n');
@@ -192,6 +206,8 @@ export function fileAnchorSink(path: string): AnchorSink {
       await handle.close();
     }
   };
+  sinkFiles.set(sink, path);
+  return sink;
 }
 
 /** One link of a session's chain, as stored or as carried by an export: its epoch and chain hash. */
@@ -296,6 +312,9 @@ export class HeadAnchor {
   constructor(private readonly options: AnchorOptions) {
     if (typeof options !== 'object' || options === null) throw new InvalidInputError('anchor', 'must be an object');
     if (typeof options.sink !== 'function') throw new InvalidInputError('anchor.sink', 'must be a function (fileAnchorSink(path), or your own)');
+    if (options.checkpoints !== undefined && typeof options.checkpoints !== 'function') {
+      throw new InvalidInputError('anchor.checkpoints', 'must be a function of a session id returning its checkpoints');
+    }
     this.key = ed25519(options.privateKey, 'private', 'anchor.privateKey');
     const every = options.every ?? 1;
     if (!Number.isSafeInteger(every) || every < 1) throw new InvalidInputError('anchor.every', 'must be a positive integer');
@@ -315,6 +334,21 @@ export class HeadAnchor {
     } catch (error) {
       this.report(error);
     }
+  }
+
+  /** The public half of the signing key: what the checkpoints read back at acquire are checked with. */
+  get publicKey(): KeyObject {
+    return createPublicKey(this.key);
+  }
+
+  /** The options given, for the checkpoints to read back at acquire (anchor-log.ts). */
+  get given(): AnchorOptions {
+    return this.options;
+  }
+
+  /** Tells `onError` (default: a process warning) of a failure that does not fail the write or acquire it came with. */
+  warn(error: unknown): void {
+    this.report(error);
   }
 
   /** Whether events were appended since the last checkpoint. */

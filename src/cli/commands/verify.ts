@@ -214,7 +214,8 @@ warning on stderr; any other bad line is refused.`,
           out.line(`         ${libraryMessage(v.corruption.message)}`);
           out.line(v.corruption.reason === 'attention_index' || v.corruption.reason === 'operation_index'
             ? '         The chain is intact, but a row the queue, the in-doubt guard and caller keys read (or an index over those rows) was changed outside the library or damaged, or written by a process of an older release still running after this release upgraded the store: they may miss a call in doubt and let its repeat run. Nothing was repaired. Stop the hosts of this store, keep the file for investigation, and work from `jingwei inspect`, which reads the chain.'
-            : '         Nothing was repaired. Keep the file for investigation; restore the session from a verified export or backup.');
+            : '         Nothing was repaired. Keep the file for investigation; restore the session from a verified export or backup\n' +
+              '         (a backup lacks the calls made since it was taken: check it with --key and --anchors before a host runs on it).');
         } else {
           out.line(`${s.red('INVALID')}  ${id}: tool evidence ${v.evidence.code}`);
           out.line(`         ${libraryMessage(v.evidence.message)}`);
