@@ -6,6 +6,7 @@
 import { externalIdempotencyKey, operationOriginIn } from '../tool/idempotency.js';
 import { finishedRunOf } from '../agent/run-journal.js';
 import { bodyCouldOutlive, bodyEndOf, lateEndText } from '../tool/late-bodies.js';
+import { overtakingEvent } from '../tool/inbox-review.js';
 import type { SessionEvent, ToolCall, ToolResult, ToolReviewRecord } from '../event/types.js';
 import type { SessionAssessment, ToolCallAssessment } from '../tool/assess.js';
 import { evidenceRuleById, retryRuleById, stoppedBeforeBody, type EvidenceRuleId, type RetryRuleId } from '../tool/retry-policy.js';
@@ -369,9 +370,9 @@ function operationDecision(c: ToolCallAssessment, calls: readonly ToolCallAssess
  * The assessment as the operator should see it with the inbox's review decisions: a decided `completed` review of a
  * call in doubt, or of an attempt of its operation, resolves it (next step `completed`, no attention), waiting to be
  * journaled by the owner; any other decided review is named in the reason (a `not_executed` one is what the retry
- * will use).
+ * will use, unless the call's own events in `history` overtook it: the owner will mark it stale).
  */
-export function withInboxReviews(assessment: SessionAssessment, pending: ReadonlyMap<string, InboxDecisionRow> | undefined): SessionAssessment {
+export function withInboxReviews(assessment: SessionAssessment, pending: ReadonlyMap<string, InboxDecisionRow> | undefined, history: readonly SessionEvent[]): SessionAssessment {
   if (!pending || pending.size === 0) return assessment;
   const calls = assessment.calls.map((c): ToolCallAssessment => {
     const row = reviewable(c) ? operationDecision(c, assessment.calls, pending) : undefined;
@@ -380,7 +381,10 @@ export function withInboxReviews(assessment: SessionAssessment, pending: Readonl
     if (row.decision === 'completed') {
       return { ...c, nextStep: 'completed', attention: 'none', reason: `${by} in the decision inbox resolves it; it waits to be journaled by the session's owner` };
     }
-    const use = row.callId !== c.callId ? 'no retry is made while it waits, and the owner judges it when it journals the inbox'
+    const overtaken = row.decision === 'not_executed' ? overtakingEvent(history, row) : null;
+    const use = overtaken !== null
+      ? `but the journal has recorded ${overtaken} of the call since it was made, so the owner will mark it stale and no retry will use it: review the call again with what it shows now`
+      : row.callId !== c.callId ? 'no retry is made while it waits, and the owner judges it when it journals the inbox'
       : row.decision === 'not_executed' ? 'the retry will use it once the owner journals it' : 'it unblocks nothing';
     return { ...c, reason: `${c.reason}; ${by} waits in the decision inbox: ${use}` };
   });

@@ -92,7 +92,7 @@ function journaledEvent(history: readonly SessionEvent[], decisionId: string): S
  * made on less than the journal now says. A row that does not say which seq it saw (recorded before rows did)
  * counts as overtaken only by a late body that returned or threw, the events that say the body ran.
  */
-function overtakingEvent(history: readonly SessionEvent[], row: DecisionRow): string | null {
+export function overtakingEvent(history: readonly SessionEvent[], row: Pick<DecisionRow, 'callId' | 'journalSeq'>): string | null {
   const seen = row.journalSeq;
   if (seen !== undefined) {
     for (const e of history.slice(seen + 1)) {

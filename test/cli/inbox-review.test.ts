@@ -167,6 +167,24 @@ describe('a review recorded with jingwei review', () => {
     await store.close();
   });
 
+  // u124 M1: inspect, the console and sessions said "the retry will use it" of a not_executed review the call's own
+  // events had overtaken since, which the owner then marked stale and no retry used.
+  it('not_executed overtaken by the call\'s own events since: shown as one the owner will mark stale, not as the one the retry will use', async () => {
+    const path = tempDbPath(dir, 'overtaken');
+    const call = await uncertainCall(path, 'mail-o');
+    assert.equal(cli(['review', path, call, '--session', 'mail-o', '--outcome', 'not_executed', '--evidence', 'no mail in the outbox', '--actor', 'ops:li']).code, 0);
+    // The call's reconciler journals after the person decided that it cannot tell.
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('mail-o', { owner: 'host-b', takeover: true });
+    await recordToolReview(owner, await store.loadHistory('mail-o'), call, { actor: 'reconciler:send_email@v1', outcome: 'uncertain', evidence: 'the outbox lags', source: 'reconciler' });
+    await owner.release();
+    await store.close();
+    const json = JSON.parse(cli(['inspect', path, 'mail-o', '--json']).stdout) as { calls: { reason: string }[] };
+    const reason = json.calls[0]!.reason;
+    assert.doesNotMatch(reason, /the retry will use it/);
+    assert.match(reason, /a not_executed review by ops:li .* waits in the decision inbox: but the journal has recorded the reconciler's uncertain review \(seq \d+\) of the call since it was made, so the owner will mark it stale and no retry will use it/);
+  });
+
   it('a review the journal no longer admits when the owner comes to it is marked stale with the reason, and nothing is journaled', async () => {
     const path = tempDbPath(dir, 'stale');
     const call = await uncertainCall(path, 'mail-3');

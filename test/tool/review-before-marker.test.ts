@@ -82,7 +82,8 @@ function refusedForReview(execution: ToolExecution): void {
 
 /** The operator's view before the owner journals the waiting decision: the latest attempt reads as resolved. */
 async function pictured(store: SessionStore, latest: string) {
-  const view = withInboxReviews(assessSession(await store.loadHistory('s')), (await pendingInboxReviews(store, 's')).get('s'));
+  const history = await store.loadHistory('s');
+  const view = withInboxReviews(assessSession(history), (await pendingInboxReviews(store, 's')).get('s'), history);
   const call = view.calls.find((c) => c.callId === latest)!;
   assert.deepEqual([call.nextStep, call.attention], ['completed', 'none'], call.reason);
 }

@@ -306,7 +306,7 @@ call a completed review resolved, journaled or waiting in the decision inbox.`,
         if (history.length > 0) assessment = assessSession(history);
         if (assessment !== null) {
           inbox = (await pendingInboxReviews(store, sessionId)).get(sessionId) ?? new Map();
-          assessment = withInboxReviews(assessment, inbox);
+          assessment = withInboxReviews(assessment, inbox, history);
           const decided = await decidedApprovals(store, sessionId);
           approvals = callsAwaitingApproval(history).flatMap((c) => decided.get(operationOf(c.taskId!, c.key!)) ?? []);
         }

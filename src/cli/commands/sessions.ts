@@ -62,7 +62,7 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
           let problem: Problem | null = null;
           try {
             const history = await store.loadHistory(s.sessionId);
-            attention = history.length === 0 ? { total: 0, needsReview: 0, retryAllowed: 0, handled: 0 } : attentionOf(withInboxReviews(assessSession(history), inbox.get(s.sessionId)));
+            attention = history.length === 0 ? { total: 0, needsReview: 0, retryAllowed: 0, handled: 0 } : attentionOf(withInboxReviews(assessSession(history), inbox.get(s.sessionId), history));
           } catch (error) {
             if (error instanceof JournalCorruptError) problem = { kind: 'journal_corrupt', seq: error.seq, reason: error.reason, message: error.message };
             else if (error instanceof ToolRetryError) problem = { kind: 'invalid_evidence', code: error.code, message: error.message };

@@ -172,7 +172,7 @@ export async function readSession(store: SessionStore, sessionId: string, runnin
   if (summary === null && history.length === 0) return null;
   let assessment = history.length > 0 ? assessSession(history) : null;
   const inboxReviews = (await pendingInboxReviews(store, sessionId)).get(sessionId) ?? new Map<string, DecisionRow>();
-  if (assessment !== null) assessment = withInboxReviews(assessment, inboxReviews);
+  if (assessment !== null) assessment = withInboxReviews(assessment, inboxReviews, history);
   const openApprovals = new Map<string, DecisionRow>();
   const decidedApprovals = new Map<string, DecisionRow>();
   if (hasInbox(store)) {
