@@ -63,6 +63,37 @@ describe('a SQLite store whose file is removed or replaced while open', () => {
     await store.close();
   });
 
+  // u125 #2: with the -shm deleted, a second process opening the journal built an index of its own and wrote the log
+  // beside the first host, which went on acknowledging calls until the file was damaged.
+  it('a deleted or replaced shared-memory index (-shm) is refused too, and a second host on the file then damages nothing', async () => {
+    const path = tempDbPath(dir);
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('s', { owner: 'host-1' });
+    await owner.append(message('one'));
+    rmSync(`${path}-shm`);
+    await assert.rejects(owner.append(message('two')), (error: unknown) => error instanceof StoreReplacedError && /shared-memory index \(-shm\) was deleted/.test(error.message));
+    const second = openSqliteStore(path);
+    const other = await second.acquire('t', { owner: 'host-2' });
+    for (let i = 0; i < 20; i++) await other.append(message(`t${i}`));
+    await assert.rejects(owner.append(message('three')), StoreReplacedError);
+    await other.release();
+    await second.close();
+    await store.close();
+    const after = openSqliteStore(path);
+    assert.equal((await after.loadHistory('s')).length, 1);
+    assert.equal((await after.loadHistory('t')).length, 20);
+    await after.close();
+
+    const replacedPath = tempDbPath(dir);
+    const replaced = openSqliteStore(replacedPath);
+    const holder = await replaced.acquire('s', { owner: 'host-1' });
+    await holder.append(message('one'));
+    copyFileSync(`${replacedPath}-shm`, `${replacedPath}-shm.copy`);
+    renameSync(`${replacedPath}-shm.copy`, `${replacedPath}-shm`);
+    await assert.rejects(holder.append(message('two')), /shared-memory index \(-shm\) was replaced by another file/);
+    await replaced.close();
+  });
+
   it('once its directory has settled, a deleted or replaced write-ahead log or journal file is still refused', async () => {
     // After a while without changes in the directory, a store checks its files through the directory's change times
     // instead of a stat of each; deleting or renaming a file must still be noticed before the next write.

@@ -13,11 +13,18 @@ import { StoreReplacedError } from '../../errors.js';
 const SETTLED_MS = { subSecond: 50, wholeSeconds: 2500 } as const;
 const NS_PER_SECOND = 1_000_000_000n;
 
+/** The files SQLite keeps beside a journal in WAL mode: the log, and the shared-memory index of the log. */
+const SIDE_FILES = [
+  { suffix: '-wal', name: 'write-ahead log' },
+  { suffix: '-shm', name: 'shared-memory index (-shm)' },
+] as const;
+
 /**
- * The device and inode of the journal file and of its write-ahead log, taken when the store opened (the log's when
- * it first exists). Checked before every write transaction: a file deleted or replaced under an open store would
- * let another host start the session over on a fresh file while this one's acknowledged writes vanish
- * (docs/design.md#a-store-notices-its-file-was-replaced).
+ * The device and inode of the journal file and of its write-ahead log and its shared-memory index, taken when the
+ * store opened (each side file's when it first exists). Checked before every write transaction: a file deleted or
+ * replaced under an open store would let another host start the session over on a fresh file while this one's
+ * acknowledged writes vanish, and a second process opening the journal after its `-shm` was deleted builds an index
+ * of its own and writes the log beside this one, which damages the file (docs/design.md#a-store-notices-its-file-was-replaced).
  *
  * The log is the file every commit has just fsynced, and a `stat` of it right after makes the writing thread wait
  * (one more context switch a commit, about a seventh of a durable call on a fast disk). Deleting, renaming or
@@ -30,7 +37,8 @@ export class FileIdentity {
   private readonly path: string;
   private readonly main: string;
   private readonly directory: string;
-  private wal: string | null = null;
+  /** Each side file's identity once it existed, in SIDE_FILES order. */
+  private readonly sides: (string | null)[] = SIDE_FILES.map(() => null);
   /** The directory's identity and change times when the log last passed the check, if they had settled by then. */
   private unchangedSince: string | null = null;
 
@@ -56,9 +64,9 @@ export class FileIdentity {
     return { state: `${st.dev}:${st.ino}:${st.mtimeNs}:${st.ctimeNs}`, settled };
   }
 
-  /** Records the log's identity the first time it exists. */
+  /** Records each side file's identity the first time it exists. */
   noteWal(): void {
-    if (this.wal === null) this.wal = FileIdentity.of(`${this.path}-wal`);
+    for (let i = 0; i < SIDE_FILES.length; i++) this.sides[i] ??= FileIdentity.of(`${this.path}${SIDE_FILES[i]!.suffix}`);
   }
 
   check(): void {
@@ -68,10 +76,13 @@ export class FileIdentity {
     const main = FileIdentity.of(this.path);
     if (main === null) throw new StoreReplacedError(this.path, 'the journal file was deleted');
     if (main !== this.main) throw new StoreReplacedError(this.path, 'the journal file was replaced by another file');
-    if (this.wal !== null) {
-      const wal = FileIdentity.of(`${this.path}-wal`);
-      if (wal === null) throw new StoreReplacedError(this.path, 'its write-ahead log was deleted');
-      if (wal !== this.wal) throw new StoreReplacedError(this.path, 'its write-ahead log was replaced by another file');
+    for (let i = 0; i < SIDE_FILES.length; i++) {
+      const noted = this.sides[i];
+      if (noted === null || noted === undefined) continue;
+      const { suffix, name } = SIDE_FILES[i]!;
+      const now = FileIdentity.of(`${this.path}${suffix}`);
+      if (now === null) throw new StoreReplacedError(this.path, `its ${name} was deleted`);
+      if (now !== noted) throw new StoreReplacedError(this.path, `its ${name} was replaced by another file`);
     }
     this.unchangedSince = directory?.settled ? directory.state : null;
   }
