@@ -367,7 +367,9 @@ async function useDecidedApprovals(
     else if (retry.outcome === 'refused') leave(`the retry was refused, nothing written: ${retry.error?.message ?? 'no reason given'}`);
     // Recorded refused before its body (its tool redeployed since, say): the approved write was not made, and no
     // host will make it on this decision.
-    else if (retry.outcome !== 'succeeded' && retry.outcome !== 'approval_denied') leave(`the retry ended ${retry.outcome} before its body: the approved write was not made; a person decides whether to make it again`);
+    else if (retry.outcome !== 'succeeded' && retry.outcome !== 'approval_denied') {
+      leave(`the routine retried it once and the retry ended ${retry.outcome} before its body: the approved write was not made, and the decision is spent (no host will make the write on it); the queue does not list a call that provably never ran, so this report is where it shows: a person decides whether to make it again (a new call, approved again)`);
+    }
     retried.push(retry.retryCallId === null ? retry : { ...retry, status: inspectToolRecovery(after, retry.retryCallId).status });
   }
   return { retried, left };

@@ -53,10 +53,12 @@ export function approvalRetryPlan(
   if (decision === undefined) {
     return { reason: 'it waits for a person\'s decision on its approval request (jingwei queue lists it); once decided, a host retries it (prepareToolRetry), and the decision answers for that attempt' };
   }
-  const decided = `its approval request ${decision.id} was ${decision.decision ?? 'decided'} by ${decision.actor ?? 'a person'}, and no attempt has used the decision yet`;
-  if (policy === 'suspend') return { reason: `policy suspend: ${decided}; a host retries it (prepareToolRetry), and the decision answers for that attempt` };
+  // `decided` names the decision alone: after the retry the decision is used (or superseded), which the caller says.
+  const decided = `its approval request ${decision.id} was ${decision.decision ?? 'decided'} by ${decision.actor ?? 'a person'}`;
+  const unused = `${decided}, and no attempt has used the decision yet`;
+  if (policy === 'suspend') return { reason: `policy suspend: ${unused}; a host retries it (prepareToolRetry), and the decision answers for that attempt` };
   const safe = safeRetryPlan(history, call);
-  return 'reason' in safe ? { reason: `${decided}; ${safe.reason}` } : { ...safe, decided };
+  return 'reason' in safe ? { reason: `${unused}; ${safe.reason}` } : { ...safe, decided };
 }
 
 /**

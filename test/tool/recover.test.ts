@@ -273,7 +273,11 @@ describe('recoverAbandoned in one process', () => {
     const redeployed = (await recoverAbandoned(store, hostOf('pay-2'), 'retry_safe')).sessions[0]!;
     assert.ok(redeployed.action === 'approvals_used', JSON.stringify(redeployed));
     assert.deepEqual(redeployed.retried.map((r) => r.callId), [calls[1]]);
-    assert.match(redeployed.left.find((c) => c.callId === calls[1])?.reason ?? '', /before its body: the approved write was not made; a person decides whether to make it again/);
+    const reason = redeployed.left.find((c) => c.callId === calls[1])?.reason ?? '';
+    assert.match(reason, /before its body: the approved write was not made, and the decision is spent .* a person decides whether to make it again/);
+    // Not "unused": by then the retry has spent the decision (u123 #3).
+    assert.match(reason, /^its approval request \S+ was approved by alice; the routine retried it once/);
+    assert.doesNotMatch(reason, /no attempt has used the decision yet/);
     assert.deepEqual(paid, [{ amount: 1 }]);
     await store.close();
   });
