@@ -7,6 +7,8 @@
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
+import { JournalCorruptError } from '../../src/errors.js';
+import { mapSqliteError } from '../../src/store/sqlite/errors.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 import { alphaHistory, cli, tamper, writeStore } from './helpers.js';
 
@@ -43,6 +45,15 @@ describe('jingwei --json on a failure', () => {
       assert.equal(doc.ok, false);
       assert.deepEqual([doc.error.code, doc.error.exit_code, doc.error.reason, doc.error.session_id], ['journal_corrupt', 3, 'storage', undefined]);
     }
+  });
+
+  // u125 #7: damage met by a listing, outside any one session's read, printed "session , reason storage".
+  it('damage met outside any session (a listing) names the file, not an empty session', () => {
+    const mapped = mapSqliteError(Object.assign(new Error('database disk image is malformed'), { code: 'SQLITE_CORRUPT' }), '');
+    assert.ok(mapped instanceof JournalCorruptError);
+    assert.equal(mapped.sessionId, '*');
+    assert.equal(mapSqliteError(Object.assign(new Error('x'), { code: 'SQLITE_CORRUPT' }), 'alpha') instanceof JournalCorruptError, true);
+    assert.equal((mapSqliteError(Object.assign(new Error('x'), { code: 'SQLITE_CORRUPT' }), 'alpha') as JournalCorruptError).sessionId, 'alpha');
   });
 
   it('a usage error: a document too, exit 2; without --json, stdout stays empty', () => {

@@ -83,6 +83,27 @@ describePostgres('PostgreSQL store', (url) => {
       await Promise.all(stores.map((s) => s.close()));
     });
 
+    // u125 #6: a schema whose version row was lost was called "no journal" by the CLI and failed to open with a raw
+    // "relation already exists"; either way an operator was sent to start a new journal beside the one holding the calls.
+    it('refuses a schema holding the journal with its version row or table gone as a damaged journal, and changes nothing', async () => {
+      for (const loss of ['DELETE FROM {S}.jw_schema_version', 'DROP TABLE {S}.jw_schema_version']) {
+        const schema = freshSchema();
+        const S = `"${schema}"`;
+        const store = await openPostgresStore(url, { schema });
+        await (await store.acquire('s', { owner: 'h' })).release();
+        await store.close();
+        await admin.query(loss.replace('{S}', S));
+        for (const mustExist of [false, true]) {
+          await assert.rejects(openPostgresStore(url, { schema, mustExist }), (error: unknown) => {
+            assert.equal((error as { code?: unknown }).code, 'store_failure', String(error));
+            assert.match((error as Error).message, /holds a jingwei journal's tables \(jw_sessions\) but no schema version .* It is a damaged journal, not an empty schema, and is not opened: do not start a new journal in its place/);
+            return true;
+          });
+        }
+        assert.equal((await admin.query(`SELECT count(*)::int AS n FROM ${S}.jw_sessions`)).rows[0].n, 1, 'the journal is still there');
+      }
+    });
+
     it('migrates a version-2 schema (tasks and operations keyed store-wide) to per-session keys, keeping every row', async () => {
       const schema = freshSchema();
       const S = `"${schema}"`;

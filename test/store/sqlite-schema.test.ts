@@ -252,6 +252,29 @@ describe('SQLite schema versions', () => {
     }
   });
 
+  // u125 #6: a journal whose version was set back to 0 was called another application's file ("give the journal its
+  // own file"), which would have an operator start a new journal beside the one holding every call.
+  it('refuses a journal whose version was set back to 0 as a damaged journal, writable or read-only, and changes nothing', async () => {
+    const path = tempDbPath(dir, 'version-zero');
+    const store = openSqliteStore(path);
+    await (await store.acquire('s', { owner: 'h' })).release();
+    await store.close();
+    const db = new Database(path);
+    db.pragma('user_version = 0');
+    db.close();
+    for (const readonly of [false, true]) {
+      assert.throws(() => openSqliteStore(path, { readonly }), (error: unknown) => {
+        assert.equal((error as { code?: unknown }).code, 'store_failure', String(error));
+        assert.match((error as Error).message, /holds a jingwei journal's tables \(jw_sessions, jw_events\) but no schema version .* It is a damaged journal, not another application's file, and is not opened: do not start a new journal in its place/);
+        return true;
+      });
+    }
+    const raw = new Database(path, { readonly: true });
+    assert.equal(raw.pragma('user_version', { simple: true }), 0, 'nothing was changed');
+    assert.equal((raw.prepare('SELECT count(*) AS n FROM jw_sessions').get() as { n: number }).n, 1);
+    raw.close();
+  });
+
   it('refuses a newer schema than this code understands', () => {
     const path = tempDbPath(dir, 'newer');
     const db = new Database(path);

@@ -1,4 +1,4 @@
-import { StorePathError } from '../../errors.js';
+import { StorePathError, StoreUnavailableError } from '../../errors.js';
 import { TASK_DEFAULTS } from '../../limits.js';
 import type { Pool } from './driver.js';
 
@@ -173,6 +173,18 @@ export async function migrate(pool: Pool, schema: string, lockTimeoutMs: number,
    * With `mustExist`: one read of the catalog, before anything could create the schema or a table, then the version
    * (0, a version table with no row, is no journal either). Returns the version.
    */
+  /**
+   * A schema holding the journal's tables with no version recorded: a version row or table lost (an edit, a partial
+   * restore), not an empty schema. Refused as damaged: migrating would fail on the tables, and "no journal" would send
+   * the operator to start a new one in its place.
+   */
+  const lostVersion = async (): Promise<void> => {
+    const res = await client.query<{ t: string | null }>('SELECT to_regclass($1)::text AS t', [`${S}.jw_sessions`]);
+    if (res.rows[0]?.t == null) return;
+    throw new StoreUnavailableError('store_failure',
+      `schema ${schema} holds a jingwei journal's tables (jw_sessions) but no schema version (the jw_schema_version table or its row is missing: lost by an edit or a partial restore). ` +
+      'It is a damaged journal, not an empty schema, and is not opened: do not start a new journal in its place; restore it from a backup (docs/operator-guide.md, "Restoring a backup"), or put the version row back by hand');
+  };
   const existingVersion = async (): Promise<number> => {
     const res = await client.query<{ db: string; ns: boolean; t: string | null }>(
       'SELECT current_database() AS db, EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1) AS ns, to_regclass($2)::text AS t',
@@ -180,9 +192,11 @@ export async function migrate(pool: Pool, schema: string, lockTimeoutMs: number,
     );
     const row = res.rows[0]!;
     if (!row.ns) throw notFound(row.db);
-    if (row.t == null) throw notJournal(row.db);
-    const version = await readVersion();
-    if (version === 0) throw notJournal(row.db);
+    const version = row.t == null ? 0 : await readVersion();
+    if (version === 0) {
+      await lostVersion();
+      throw notJournal(row.db);
+    }
     return version;
   };
   try {
@@ -206,6 +220,7 @@ export async function migrate(pool: Pool, schema: string, lockTimeoutMs: number,
       await client.query(`INSERT INTO ${S}.jw_schema_version (version) VALUES (0) ON CONFLICT (singleton) DO NOTHING`);
       const version = await readVersion();
       if (version > POSTGRES_SCHEMA_VERSION) throw tooNew(version);
+      if (version === 0) await lostVersion();
       for (let v = version + 1; v <= POSTGRES_SCHEMA_VERSION; v++) {
         const ddl = MIGRATIONS[v]!(S);
         if (ddl !== '') await client.query(ddl);

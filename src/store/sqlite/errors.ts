@@ -12,7 +12,8 @@ export function isSqliteBusy(error: unknown): boolean {
 export function mapSqliteError(error: unknown, sessionId: string): unknown {
   const code = sqliteCode(error);
   if (code === 'SQLITE_NOTADB' || (typeof code === 'string' && code.startsWith('SQLITE_CORRUPT'))) {
-    return new JournalCorruptError(sessionId, -1, 'storage', `the database file is damaged (${code})`, { cause: error });
+    // Damage met outside any one session's read (a listing, say) is the whole file's: '*', as quick_check reports it.
+    return new JournalCorruptError(sessionId === '' ? '*' : sessionId, -1, 'storage', `the database file is damaged (${code})`, { cause: error });
   }
   return mapSqliteFailure(error, 'journal');
 }
