@@ -6,7 +6,7 @@
  */
 import { createHash, createPrivateKey, createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
 import { open } from 'node:fs/promises';
-import { AnchorError, InvalidInputError } from '../errors.js';
+import { AnchorError, InvalidInputError, JsonParseError } from '../errors.js';
 import { canonicalJson } from '../json/canonical.js';
 import { parseJson } from '../json/parse.js';
 import type { JsonObject, JsonValue } from '../json/types.js';
@@ -28,6 +28,12 @@ export interface Checkpoint {
   readonly keyId: string;
   /** Ed25519 signature (base64) over the canonical JSON of the other fields. */
   readonly signature: string;
+  /**
+   * The id of the journal (the store's file or schema) whose head it is, when the store has one: what acquire checks
+   * a checkpoint against only in that journal (docs/design.md#a-restored-journal-is-refused-at-acquire). Absent in
+   * checkpoints of earlier releases and of stores without an id (a memory store).
+   */
+  readonly journalId?: string;
 }
 
 /** Receives each checkpoint; a file sink appends it to a JSONL file, a host callback sends it wherever it likes. */
@@ -95,13 +101,16 @@ export function keyIdOf(publicKey: KeyObject): string {
 }
 
 function signedPart(c: Omit<Checkpoint, 'signature'>): string {
-  return canonicalJson({ session_id: c.sessionId, seq: c.seq, head_hash: c.headHash, epoch: c.epoch, time: c.time, key_id: c.keyId });
+  const fields: JsonObject = { session_id: c.sessionId, seq: c.seq, head_hash: c.headHash, epoch: c.epoch, time: c.time, key_id: c.keyId };
+  // Signed when present, so a checkpoint cannot be moved to another journal; absent, a checkpoint of an earlier release.
+  if (c.journalId !== undefined) fields.journal_id = c.journalId;
+  return canonicalJson(fields);
 }
 
 /** Signs a checkpoint of a chain head. */
 export function signCheckpoint(
   privateKey: KeyObject | string,
-  head: { readonly sessionId: string; readonly seq: number; readonly headHash: string; readonly epoch: number; readonly time?: string },
+  head: { readonly sessionId: string; readonly seq: number; readonly headHash: string; readonly epoch: number; readonly time?: string; readonly journalId?: string },
 ): Checkpoint {
   const key = ed25519(privateKey, 'private', 'privateKey');
   const unsigned = {
@@ -111,6 +120,7 @@ export function signCheckpoint(
     epoch: head.epoch,
     time: head.time ?? new Date().toISOString(),
     keyId: keyIdOf(createPublicKey(key)),
+    ...(head.journalId !== undefined ? { journalId: head.journalId } : {}),
   };
   return { ...unsigned, signature: sign(null, Buffer.from(signedPart(unsigned), 'utf8'), key).toString('base64') };
 }
@@ -132,10 +142,12 @@ export function verifyCheckpoint(publicKey: KeyObject | string, checkpoint: Chec
 
 /** The wire form of a checkpoint (one JSON object; snake_case keys). */
 export function encodeCheckpoint(c: Checkpoint): JsonObject {
-  return { checkpoint: 1, session_id: c.sessionId, seq: c.seq, head_hash: c.headHash, epoch: c.epoch, time: c.time, key_id: c.keyId, signature: c.signature };
+  const wire: JsonObject = { checkpoint: 1, session_id: c.sessionId, seq: c.seq, head_hash: c.headHash, epoch: c.epoch, time: c.time, key_id: c.keyId, signature: c.signature };
+  if (c.journalId !== undefined) wire.journal_id = c.journalId;
+  return wire;
 }
 
-const CHECKPOINT_KEYS = ['checkpoint', 'session_id', 'seq', 'head_hash', 'epoch', 'time', 'key_id', 'signature'];
+const CHECKPOINT_KEYS = ['checkpoint', 'session_id', 'seq', 'head_hash', 'epoch', 'time', 'key_id', 'signature', 'journal_id'];
 
 /** Decodes one wire checkpoint; anything else fails with AnchorError('malformed'). */
 export function decodeCheckpoint(wire: JsonValue, where = 'checkpoint'): Checkpoint {
@@ -159,12 +171,14 @@ export function decodeCheckpoint(wire: JsonValue, where = 'checkpoint'): Checkpo
     time: text('time'),
     keyId: text('key_id'),
     signature: text('signature'),
+    ...(o.journal_id !== undefined ? { journalId: text('journal_id') } : {}),
   };
 }
 
 /**
- * Parses an anchor file: one checkpoint per line (blank lines ignored). A last line that lacks its newline and is
- * not JSON was torn by a sink that died while appending it: the checkpoints before it still count, and the torn
+ * Parses an anchor file: one checkpoint per line (blank lines ignored). A line cut short (the JSON text ends early)
+ * was torn by a sink that died while appending it: the last line without its newline, or an earlier one that the next
+ * append (which starts a new line after such a tail) left behind. The checkpoints around it still count, and the torn
  * line is passed to `onTorn` (default: a process warning). Any other bad line fails with AnchorError('malformed').
  */
 export function parseCheckpoints(text: string, onTorn?: (line: number, detail: string) => void): Checkpoint[] {
@@ -178,8 +192,11 @@ export function parseCheckpoints(text: string, onTorn?: (line: number, detail: s
       value = parseJson(line);
     } catch (error) {
       const detail = `line ${i + 1}: ${(error as Error).message}`;
-      if (i === lines.length - 1) {
-        const torn = `line ${i + 1} has no newline and is not a whole checkpoint (torn by an interrupted append), so it was skipped`;
+      const last = i === lines.length - 1;
+      if (last || (error instanceof JsonParseError && /unexpected end of input/.test(error.message))) {
+        const torn = last
+          ? `line ${i + 1} has no newline and is not a whole checkpoint (torn by an interrupted append), so it was skipped`
+          : `line ${i + 1} ends before its checkpoint does (torn by an interrupted append), so it was skipped`;
         if (onTorn) onTorn(i + 1, torn);
         else process.emitWarning(`jingwei: anchor file ${torn}`, { code: 'JINGWEI_ANCHOR' });
         return;
@@ -198,9 +215,14 @@ export function parseCheckpoints(text: string, onTorn?: (line: number, detail: s
 export function fileAnchorSink(path: string): AnchorSink {
   if (typeof path !== 'string' || path === '') throw new InvalidInputError('path', 'must be a file name');
   const sink: AnchorSink = async (checkpoint) => {
-    const handle = await open(path, 'a');
+    const handle = await open(path, 'a+');
     try {
-      await handle.write(JSON.stringify(encodeCheckpoint(checkpoint)) + '\n');
+      // After a line an interrupted append left without its newline, a new line: the tail stays a torn line of its
+      // own (skipped and reported), instead of making this checkpoint's line unreadable too.
+      const { size } = await handle.stat();
+      const last = Buffer.alloc(1);
+      const tornTail = size > 0 && (await handle.read(last, 0, 1, size - 1)).bytesRead === 1 && last[0] !== 0x0a;
+      await handle.write(`${tornTail ? '\n' : ''}${JSON.stringify(encodeCheckpoint(checkpoint))}\n`);
       await handle.datasync();
     } finally {
       await handle.close();
@@ -309,7 +331,8 @@ export class HeadAnchor {
   private signed: { seq: number; epoch: number } | null = null;
   private seen = -1;
 
-  constructor(private readonly options: AnchorOptions) {
+  /** `journalId`: the id of the journal the owner writes (its store's), signed into each checkpoint when there is one. */
+  constructor(private readonly options: AnchorOptions, readonly journalId?: string) {
     if (typeof options !== 'object' || options === null) throw new InvalidInputError('anchor', 'must be an object');
     if (typeof options.sink !== 'function') throw new InvalidInputError('anchor.sink', 'must be a function (fileAnchorSink(path), or your own)');
     if (options.checkpoints !== undefined && typeof options.checkpoints !== 'function') {
@@ -328,7 +351,10 @@ export class HeadAnchor {
     if (signed && signed.seq === head.lastSeq && signed.epoch === head.epoch) return;
     if (!force && signed && head.lastSeq - signed.seq < this.every) return;
     try {
-      const checkpoint = signCheckpoint(this.key, { sessionId: head.sessionId, seq: head.lastSeq, headHash: head.headHash, epoch: head.epoch });
+      const checkpoint = signCheckpoint(this.key, {
+        sessionId: head.sessionId, seq: head.lastSeq, headHash: head.headHash, epoch: head.epoch,
+        ...(this.journalId !== undefined ? { journalId: this.journalId } : {}),
+      });
       await this.options.sink(checkpoint);
       this.signed = { seq: head.lastSeq, epoch: head.epoch };
     } catch (error) {

@@ -9,7 +9,7 @@ import {
 } from './decisions.js';
 import { LEASE_LIMITS } from '../limits.js';
 import { exportJournal, importJournal } from './jsonl.js';
-import { checkJournalAgainstAnchor } from './anchor-log.js';
+import { checkJournalAgainstAnchor, journalIdOf } from './anchor-log.js';
 import { HeadAnchor } from './anchors.js';
 import { ATTENTION_STATUSES, type AttentionRow, type EventRow, type JournalBackend, type OperationRow, type SessionRow, type TaskRow, } from './rows.js';
 import { checkTaskLedger, taskLedgerCoverage, type TaskLedgerReport } from './task-ledger.js';
@@ -112,7 +112,7 @@ export class JournalStore implements SessionStore {
     if (options.heartbeat !== undefined && typeof options.heartbeat !== 'boolean') {
       throw new InvalidInputError('heartbeat', `must be a boolean, got ${typeof options.heartbeat}`);
     }
-    const anchor = options.anchor !== undefined ? new HeadAnchor(options.anchor) : null;
+    const anchor = options.anchor !== undefined ? new HeadAnchor(options.anchor, journalIdOf(this.backend)) : null;
     if (anchor) await checkJournalAgainstAnchor(id, anchor, () => this.readChain(id));
     const sentAt = LeaseWatch.now();
     // Any event of the session (the first after seq -1 under any epoch): an acquire that would create its owner row

@@ -7,13 +7,13 @@
  */
 import assert from 'node:assert/strict';
 import { generateKeyPairSync } from 'node:crypto';
-import { appendFileSync, copyFileSync, existsSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { appendFileSync, copyFileSync, existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { AnchorError, InvalidInputError } from '../../src/errors.js';
 import { createMemoryStore } from '../../src/store/memory.js';
-import { fileAnchorSink, type Checkpoint } from '../../src/store/anchors.js';
+import { encodeCheckpoint, fileAnchorSink, parseCheckpoints, type Checkpoint } from '../../src/store/anchors.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { recoverAbandoned, type RecoveryHost } from '../../src/review.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
@@ -171,17 +171,114 @@ describe('an anchored owner checks the stored journal against its checkpoints be
     await restored.close();
   });
 
-  it('checks against anchor.checkpoints when given, and refuses one that does not return an array', async () => {
-    const store = createMemoryStore();
+  it('checks against anchor.checkpoints when given (checkpoints or their wire form), and refuses an answer that holds anything else', async () => {
+    const p = place();
     const kept: Checkpoint[] = [];
     const anchor = { privateKey: keys.privateKey, sink: (c: Checkpoint) => void kept.push(c), checkpoints: (id: string) => kept.filter((c) => c.sessionId === id) };
+    let store = openSqliteStore(p.journal);
     const owner = await store.acquire('s6', { owner: 'h', anchor });
-    await owner.append(message('one'));
     await owner.release();
-    const elsewhere = createMemoryStore();
-    await assert.rejects(elsewhere.acquire('s6', { owner: 'h', anchor }), (error: unknown) => error instanceof AnchorError && error.reason === 'truncated');
-    const bad = { ...anchor, checkpoints: () => 'none' as unknown as Checkpoint[] };
-    await assert.rejects(store.acquire('s6', { owner: 'h', anchor: bad }), InvalidInputError);
+    await store.close();
+    p.takeBackup();
+    store = openSqliteStore(p.journal);
+    const again = await store.acquire('s6', { owner: 'h', anchor });
+    await again.append(message('one'));
+    await again.release();
+    await store.close();
+    p.restore();
+    store = openSqliteStore(p.journal);
+    await assert.rejects(store.acquire('s6', { owner: 'h', anchor }), (error: unknown) => error instanceof AnchorError && error.reason === 'rolled_back');
+    // The anchor file's own form, parsed lines, is read as the checkpoints it holds.
+    const wire = { ...anchor, checkpoints: (id: string) => kept.filter((c) => c.sessionId === id).map((c) => JSON.parse(JSON.stringify(encodeCheckpoint(c))) as Checkpoint) };
+    await assert.rejects(store.acquire('s6', { owner: 'h', anchor: wire }), (error: unknown) => error instanceof AnchorError && error.reason === 'rolled_back');
+    // u126 #3: junk in the answer let the restored journal through.
+    for (const junk of ['none', ['a checkpoint'], [{}], [null], [{ ...kept[0]!, seq: 'one' }], [{ checkpoint: 1, session_id: 's6' }]]) {
+      await assert.rejects(store.acquire('s6', { owner: 'h', anchor: { ...anchor, checkpoints: () => junk as unknown as Checkpoint[] } }), InvalidInputError, JSON.stringify(junk));
+    }
     await assert.rejects(store.acquire('s6', { owner: 'h', anchor: { ...anchor, checkpoints: 3 as unknown as () => Checkpoint[] } }), InvalidInputError);
+    assert.equal((await store.loadHistory('s6')).length, 0, 'nothing was written');
+    await store.close();
+  });
+
+  // u126 #5, #6: checkpoints of a session of the same id in another journal refused a legitimate one for good.
+  it('checks only checkpoints of its own journal: a plain import elsewhere, a second store sharing the anchor file, a memory store after a restart', async () => {
+    const p = place();
+    const store = openSqliteStore(p.journal);
+    const owner = await store.acquire('main', { owner: 'h', anchor: p.anchor });
+    await owner.append(message('one'));
+    await owner.append(message('two'));
+    await owner.release();
+    const history = await store.loadHistory('main');
+    await store.close();
+    // Another journal: the same session id started afresh, and the session imported as a new chain.
+    const second = openSqliteStore(join(dirname(p.journal), 'second.db'));
+    const fresh = await second.acquire('main', { owner: 'h', anchor: p.anchor });
+    await fresh.release();
+    const imported = await second.acquire('moved', { owner: 'h' });
+    await imported.append(history.map((e) => ({ turnId: e.turnId, kind: e.kind })));
+    await imported.release();
+    const movedAgain = await second.acquire('moved', { owner: 'h', anchor: p.anchor });
+    await movedAgain.release();
+    await second.close();
+    for (let restart = 0; restart < 2; restart++) {
+      const memory = createMemoryStore();
+      await (await memory.acquire('main', { owner: 'h', anchor: p.anchor })).release();
+    }
+    // The first journal itself is still checked.
+    p.takeBackup();
+    const first = openSqliteStore(p.journal);
+    await (await first.acquire('main', { owner: 'h', anchor: p.anchor })).release();
+    await first.close();
+  });
+
+  it('a torn append is a line of its own: the next checkpoint stays readable to verify and to acquire', async () => {
+    const p = place();
+    const store = openSqliteStore(p.journal);
+    const owner = await store.acquire('s7', { owner: 'h', anchor: p.anchor });
+    await owner.release();
+    appendFileSync(p.anchors, '{"checkpoint":1,"session_id":"s7","se');
+    const warnings: unknown[] = [];
+    const again = await store.acquire('s7', { owner: 'h', anchor: { ...p.anchor, onError: (e: unknown) => warnings.push(e) } });
+    await again.append(message('after the torn line'));
+    await again.release();
+    assert.deepEqual(warnings, [], 'a torn line is skipped quietly at acquire');
+    const torn: number[] = [];
+    const checkpoints = parseCheckpoints(readFileSync(p.anchors, 'utf8'), (line) => torn.push(line));
+    assert.deepEqual(torn, [2], 'the torn line is reported, and only it');
+    assert.ok(checkpoints.some((c) => c.sessionId === 's7' && c.seq === 0), 'the checkpoint after it is read');
+    await store.close();
+  });
+
+  it('keeps what it read of an anchor file that is rotated away, and says once that a sink of its own cannot be read back', async () => {
+    const p = place();
+    let store = openSqliteStore(p.journal);
+    await (await store.acquire('s8', { owner: 'h', anchor: p.anchor })).release();
+    await store.close();
+    p.takeBackup();
+    store = openSqliteStore(p.journal);
+    const owner = await store.acquire('s8', { owner: 'h', anchor: p.anchor });
+    await owner.append(message('paid'));
+    await owner.release();
+    // Another acquire reads the file since: the payment's checkpoint is known in this process.
+    await (await store.acquire('s-other', { owner: 'h', anchor: p.anchor })).release();
+    await store.close();
+    renameSync(p.anchors, `${p.anchors}.1`);
+    p.restore();
+    store = openSqliteStore(p.journal);
+    await assert.rejects(store.acquire('s8', { owner: 'h', anchor: p.anchor }), (error: unknown) => error instanceof AnchorError && error.reason === 'rolled_back');
+    const warned: string[] = [];
+    const onWarning = (warning: Error & { code?: string }) => void warned.push(String(warning.code));
+    process.on('warning', onWarning);
+    try {
+      const file = fileAnchorSink(`${p.anchors}.2`);
+      const wrapped = { privateKey: keys.privateKey, sink: async (c: Checkpoint) => file(c) };
+      await (await store.acquire('s9', { owner: 'h', anchor: wrapped })).release();
+      await (await store.acquire('s9', { owner: 'h', anchor: wrapped })).release();
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    assert.deepEqual(warned.filter((c) => c === 'JINGWEI_ANCHOR_UNCHECKED'), ['JINGWEI_ANCHOR_UNCHECKED']);
+    await store.close();
   });
 });

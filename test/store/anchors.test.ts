@@ -93,9 +93,15 @@ describe('anchored owners', () => {
     assert.equal(reported[0]![0], 4);
     assert.match(reported[0]![1], /line 4 has no newline and is not a whole checkpoint/);
     const malformed = (e: unknown) => e instanceof AnchorError && e.code === 'anchor_invalid' && e.reason === 'malformed';
-    // Ending in a newline, the same line was written whole and is refused; so is a bad line in the middle.
-    assert.throws(() => parseCheckpoints(torn + '\n', () => assert.fail('not torn')), malformed);
-    assert.throws(() => parseCheckpoints(lines[0] + '\n' + lines[2]!.slice(0, 40) + '\n' + lines[1], () => assert.fail('not torn')), malformed);
+    // A line cut short is torn wherever it is: the sink starts a new line after a torn tail (u126 #4), which leaves it
+    // in the middle, ending in a newline; the checkpoints around it count.
+    const middle: number[] = [];
+    assert.deepEqual(parseCheckpoints(torn + '\n', (line) => void middle.push(line)).map((c) => c.seq), [0, 1, 2]);
+    assert.deepEqual(parseCheckpoints(lines[0] + '\n' + lines[2]!.slice(0, 40) + '\n' + lines[1], (line) => void middle.push(line)).map((c) => c.seq), [0, 1]);
+    assert.deepEqual(middle, [4, 2]);
+    // Any other bad line is refused, in the middle too: whole JSON that is not a checkpoint, or text that is not JSON.
+    assert.throws(() => parseCheckpoints(lines[0] + '\n{"checkpoint":1}\n' + lines[1], () => assert.fail('not torn')), malformed);
+    assert.throws(() => parseCheckpoints(lines[0] + '\nnot a checkpoint\n' + lines[1], () => assert.fail('not torn')), malformed);
     // A last line without its newline that is whole JSON but not a checkpoint was not torn.
     assert.throws(() => parseCheckpoints(whole + '{"checkpoint":1}', () => assert.fail('not torn')), malformed);
     assert.deepEqual(parseCheckpoints(whole + lines[2], () => assert.fail('not torn')).map((c) => c.seq), [0, 1, 2, 2]);
