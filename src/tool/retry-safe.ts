@@ -49,7 +49,7 @@ export function approvalRetryPlan(
   call: ToolCallAssessment,
   decision: Pick<DecisionRow, 'id' | 'decision' | 'actor'> | undefined,
   policy: RecoveryPolicy,
-): { plan: ToolRetryPlan; review: ToolRetryReview; decided: string } | { reason: string } {
+): { plan: ToolRetryPlan; review: ToolRetryReview; decided: string; unused: string } | { reason: string } {
   if (decision === undefined) {
     return { reason: 'it waits for a person\'s decision on its approval request (jingwei queue lists it); once decided, a host retries it (prepareToolRetry), and the decision answers for that attempt' };
   }
@@ -58,7 +58,7 @@ export function approvalRetryPlan(
   const unused = `${decided}, and no attempt has used the decision yet`;
   if (policy === 'suspend') return { reason: `policy suspend: ${unused}; a host retries it (prepareToolRetry), and the decision answers for that attempt` };
   const safe = safeRetryPlan(history, call);
-  return 'reason' in safe ? { reason: `${unused}; ${safe.reason}` } : { ...safe, decided };
+  return 'reason' in safe ? { reason: `${unused}; ${safe.reason}` } : { ...safe, decided, unused };
 }
 
 /**

@@ -3,7 +3,8 @@
  * second host cannot quietly start the session over at epoch 1 while the first host's acknowledged appends vanish.
  */
 import assert from 'node:assert/strict';
-import { copyFileSync, renameSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { describe, it } from 'node:test';
 import { StoreReplacedError } from '../../src/errors.js';
@@ -65,24 +66,15 @@ describe('a SQLite store whose file is removed or replaced while open', () => {
 
   // u125 #2: with the -shm deleted, a second process opening the journal built an index of its own and wrote the log
   // beside the first host, which went on acknowledging calls until the file was damaged.
-  it('a deleted or replaced shared-memory index (-shm) is refused too, and a second host on the file then damages nothing', async () => {
+  it('a deleted or replaced shared-memory index (-shm) is refused too', async () => {
     const path = tempDbPath(dir);
     const store = openSqliteStore(path);
     const owner = await store.acquire('s', { owner: 'host-1' });
     await owner.append(message('one'));
     rmSync(`${path}-shm`);
     await assert.rejects(owner.append(message('two')), (error: unknown) => error instanceof StoreReplacedError && /shared-memory index \(-shm\) was deleted/.test(error.message));
-    const second = openSqliteStore(path);
-    const other = await second.acquire('t', { owner: 'host-2' });
-    for (let i = 0; i < 20; i++) await other.append(message(`t${i}`));
     await assert.rejects(owner.append(message('three')), StoreReplacedError);
-    await other.release();
-    await second.close();
     await store.close();
-    const after = openSqliteStore(path);
-    assert.equal((await after.loadHistory('s')).length, 1);
-    assert.equal((await after.loadHistory('t')).length, 20);
-    await after.close();
 
     const replacedPath = tempDbPath(dir);
     const replaced = openSqliteStore(replacedPath);
@@ -92,6 +84,60 @@ describe('a SQLite store whose file is removed or replaced while open', () => {
     renameSync(`${replacedPath}-shm.copy`, `${replacedPath}-shm`);
     await assert.rejects(holder.append(message('two')), /shared-memory index \(-shm\) was replaced by another file/);
     await replaced.close();
+  });
+
+  // u127 H1: opened through a symbolic link, the store looked for link.db-wal and link.db-shm, which SQLite never
+  // makes (it keeps them beside the file the link names), so it checked neither, and the file was destroyed.
+  it('opened through a symbolic link, it watches the -wal and -shm beside the real file', async () => {
+    const real = tempDbPath(dir);
+    const link = `${real}.link`;
+    symlinkSync(real, link);
+    const store = openSqliteStore(link);
+    const owner = await store.acquire('s', { owner: 'host-1' });
+    await owner.append(message('one'));
+    rmSync(`${real}-shm`);
+    await assert.rejects(owner.append(message('two')), /shared-memory index \(-shm\) was deleted/);
+    await store.close();
+  });
+
+  // u127 H2: refused, the first host's store was then closed, and its connection, holding the deleted index, took
+  // itself for the last one: SQLite wrote its stale view of the log over the file, and another process's acknowledged
+  // writes were gone.
+  it('is not closed over another process\'s writes once its -shm was replaced: the other process\'s events survive', async () => {
+    const path = tempDbPath(dir);
+    const store = openSqliteStore(path);
+    const owner = await store.acquire('a', { owner: 'host-a' });
+    for (let i = 0; i < 5; i++) await owner.append(message(`a${i}`));
+    rmSync(`${path}-shm`);
+    const sqlite = new URL('../../src/sqlite.js', import.meta.url).href;
+    execFileSync(process.execPath, ['--input-type=module', '-e', `
+      const { openSqliteStore } = await import(${JSON.stringify(sqlite)});
+      const store = openSqliteStore(${JSON.stringify(path)});
+      const owner = await store.acquire('b', { owner: 'host-b' });
+      for (let i = 0; i < 30; i++) await owner.append([{ turnId: 't', kind: { type: 'user_message', text: 'b' + i } }]);
+      await owner.release();
+      await store.close();
+    `]);
+    await assert.rejects(owner.append(message('refused')), StoreReplacedError);
+    const warned: string[] = [];
+    const onWarning = (warning: Error & { code?: string }) => void warned.push(String(warning.code));
+    process.on('warning', onWarning);
+    try {
+      await store.close();
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    assert.deepEqual(warned, ['JINGWEI_STORE_REPLACED']);
+    // This process keeps the stale connection, whose view of the index SQLite would share with a new one: refused.
+    assert.throws(() => openSqliteStore(path), (error: unknown) => error instanceof StoreReplacedError && /end this process, then open the file again/.test(error.message));
+    const counts = execFileSync(process.execPath, ['--input-type=module', '-e', `
+      const { openSqliteStore } = await import(${JSON.stringify(sqlite)});
+      const store = openSqliteStore(${JSON.stringify(path)});
+      console.log((await store.loadHistory('a')).length, (await store.loadHistory('b')).length);
+      await store.close();
+    `], { encoding: 'utf8' });
+    assert.equal(counts.trim(), '5 30', 'another process reads every acknowledged event of both hosts');
   });
 
   it('once its directory has settled, a deleted or replaced write-ahead log or journal file is still refused', async () => {

@@ -188,7 +188,7 @@ function planApprovals(history: readonly SessionEvent[], policy: RecoveryPolicy,
       call_id: call.callId, tool: call.name, effect: call.effect, status: call.status, reconciler_first: false, inbox_review: null,
       inbox_approval: row === undefined ? null : { id: row.id, decision: row.decision ?? '', actor: row.actor ?? '' },
       would: 'reason' in planned ? 'leave' as const : 'retry' as const,
-      reason: 'reason' in planned ? planned.reason : planned.decided,
+      reason: 'reason' in planned ? planned.reason : planned.unused,
     };
   });
 }

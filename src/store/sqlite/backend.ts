@@ -1,4 +1,4 @@
-import { StaleOwnerError, StoreClosedError } from '../../errors.js';
+import { StaleOwnerError, StoreClosedError, StoreReplacedError } from '../../errors.js';
 import type { SessionId } from '../../ids.js';
 import { STORE_DEFAULTS } from '../../limits.js';
 import { faultPoint } from '../../fault.js';
@@ -269,9 +269,40 @@ class SqliteBackend implements JournalBackend {
   async close(): Promise<void> {
     // Writes asked for before close() still run: they were asked for while the store was open.
     this.flush();
-    if (this.db.open) this.db.close();
+    if (!this.db.open) return;
+    if (this.replacedUnder()) return;
+    this.db.close();
+  }
+
+  /**
+   * Whether the file, its log or its index was replaced under this connection. Closing it then would harm the file:
+   * a connection that kept a deleted `-shm` takes itself for the last one, and SQLite checkpoints its own stale view
+   * of the log into the file and deletes the log another process now writes, losing what that process was told was
+   * written. So such a connection is not closed: it is kept, unused, until the process ends, when the system drops it
+   * without SQLite writing anything (docs/design.md#a-store-notices-its-file-was-replaced).
+   */
+  private replacedUnder(): boolean {
+    try {
+      this.identity?.check();
+      return false;
+    } catch (error) {
+      if (!(error instanceof StoreReplacedError)) throw error;
+      keptOpen.set(this.identity!.file, this.db);
+      process.emitWarning(
+        `jingwei: ${error.message.replace(/; nothing was written$/, '')}: its connection is left open until the process ends instead of closed, since closing it would write its stale view of the log over the file`,
+        { code: 'JINGWEI_STORE_REPLACED' },
+      );
+      return true;
+    }
   }
 }
+
+/**
+ * Connections of stores whose file was replaced under them, by the journal file's device and inode: kept from the
+ * collector, which would close them. SQLite shares one view of a file's index among the connections of a process, so
+ * while one is kept the file cannot be opened again in this process without that stale view.
+ */
+const keptOpen = new Map<string, Database>();
 
 const optional = <R, T>(record: R | undefined, map: (record: R) => T): T | undefined => (record === undefined ? undefined : map(record));
 
@@ -284,6 +315,10 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   const mustExist = readonly || options.mustExist === true;
   checkSqlitePath(path, mustExist);
   const timeout = checkBusyTimeout(options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs);
+  const file = FileIdentity.current(path);
+  if (file !== null && keptOpen.has(file)) {
+    throw new StoreReplacedError(path, 'a store of this process had its -wal or -shm replaced under it and its connection is kept open, which SQLite would share with a new one: end this process, then open the file again');
+  }
   let db: Database;
   try {
     db = new Database(path, { timeout, readonly, fileMustExist: mustExist });

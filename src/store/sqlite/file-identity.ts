@@ -1,4 +1,4 @@
-import { statSync } from 'node:fs';
+import { realpathSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { StoreReplacedError } from '../../errors.js';
 
@@ -35,6 +35,13 @@ const SIDE_FILES = [
 export class FileIdentity {
   /** Absolute: SQLite keeps the file it opened whatever the process's working directory becomes later. */
   private readonly path: string;
+  /**
+   * The file's real path: SQLite resolves symbolic links and keeps its `-wal` and `-shm` beside the file they name,
+   * so the side files are looked for there, and its directory is the one whose times stand for them.
+   */
+  private readonly real: string;
+  /** Whether the store was opened through another name than the real one (a link): its name is then stat'ed every time. */
+  private readonly aliased: boolean;
   private readonly main: string;
   private readonly directory: string;
   /** Each side file's identity once it existed, in SIDE_FILES order. */
@@ -44,9 +51,29 @@ export class FileIdentity {
 
   constructor(path: string) {
     this.path = resolve(path);
-    this.directory = dirname(this.path);
+    this.real = FileIdentity.realPath(this.path);
+    this.aliased = this.real !== this.path;
+    this.directory = dirname(this.real);
     this.main = FileIdentity.of(this.path) ?? '';
     this.noteWal();
+  }
+
+  /** The journal file's device and inode when the store opened it. */
+  get file(): string {
+    return this.main;
+  }
+
+  /** The device and inode of the file at `path` now, or null when there is none. */
+  static current(path: string): string | null {
+    return FileIdentity.of(resolve(path));
+  }
+
+  private static realPath(path: string): string {
+    try {
+      return realpathSync(path);
+    } catch {
+      return path;
+    }
   }
 
   private static of(path: string): string | null {
@@ -66,13 +93,13 @@ export class FileIdentity {
 
   /** Records each side file's identity the first time it exists. */
   noteWal(): void {
-    for (let i = 0; i < SIDE_FILES.length; i++) this.sides[i] ??= FileIdentity.of(`${this.path}${SIDE_FILES[i]!.suffix}`);
+    for (let i = 0; i < SIDE_FILES.length; i++) this.sides[i] ??= FileIdentity.of(`${this.real}${SIDE_FILES[i]!.suffix}`);
   }
 
   check(): void {
     // The directory is read before the files: a change made in between shows as changed times next time.
     const directory = this.directoryState();
-    if (directory !== null && directory.state === this.unchangedSince) return;
+    if (directory !== null && directory.state === this.unchangedSince && !this.aliased) return;
     const main = FileIdentity.of(this.path);
     if (main === null) throw new StoreReplacedError(this.path, 'the journal file was deleted');
     if (main !== this.main) throw new StoreReplacedError(this.path, 'the journal file was replaced by another file');
@@ -80,7 +107,7 @@ export class FileIdentity {
       const noted = this.sides[i];
       if (noted === null || noted === undefined) continue;
       const { suffix, name } = SIDE_FILES[i]!;
-      const now = FileIdentity.of(`${this.path}${suffix}`);
+      const now = FileIdentity.of(`${this.real}${suffix}`);
       if (now === null) throw new StoreReplacedError(this.path, `its ${name} was deleted`);
       if (now !== noted) throw new StoreReplacedError(this.path, `its ${name} was replaced by another file`);
     }
