@@ -97,7 +97,7 @@ describe('jingwei console forms and what it says after them', () => {
         grants: { agent: '*' },
         approvers: { finance: async () => ({ decision: 'pending' as const, note: 'a person decides' }) },
       });
-      for (const session of ['refunds-forms', 'refunds-damaged', 'refunds-decided', 'refunds-readonly']) {
+      for (const session of ['refunds-forms', 'refunds-damaged', 'refunds-decided', 'refunds-readonly', 'refunds-reload']) {
         const owner = await store.acquire(session, { owner: 'host-d' });
         await owner.startTask('t');
         const gateway = runtime.bind({ owner, taskId: 't', caller: 'agent' });
@@ -333,6 +333,27 @@ describe('jingwei console forms and what it says after them', () => {
     const meant = await decide(twice[1]!, { 'allow-identical': 'yes' });
     assert.equal(meant.status, 200, said(meant));
     assert.match(said(meant), new RegExp(`^Approved ${twice[1]!.requestId} as bob`));
+  });
+
+  // u124 LOW 2: the page a decision was answered with was the POST's, so a reload sent the decision again and showed
+  // "Refused, nothing was recorded: the decision is stale" right after the operator's own decision.
+  it('a decision sends the browser to the call\'s page (303), so a reload reads the call again instead of sending the decision twice', async () => {
+    const target = requests[4]!;
+    const callPath = c.path(`/session/${target.session}/call/${target.callId}`);
+    const csrf = hidden((await http(c.port, 'GET', callPath, { cookie })).body, 'csrf');
+    const sent = await http(c.port, 'POST', c.path(`/approval/${target.requestId}`), { cookie, form: { csrf, decision: 'approve', reason: 'checked' } });
+    assert.equal(sent.redirectedTo, `${callPath}?recorded=${encodeURIComponent(target.requestId)}`);
+    assert.match(said(sent), new RegExp(`^Approved ${target.requestId} as bob`));
+    const reloaded = await http(c.port, 'GET', sent.redirectedTo!, { cookie });
+    assert.equal(reloaded.status, 200);
+    assert.match(said(reloaded), new RegExp(`^Approved ${target.requestId} as bob`));
+    assert.doesNotMatch(reloaded.body, /Refused|Nothing was recorded/);
+    // An id that names no decision of this call (another call's, or none) adds nothing to the page.
+    for (const id of [requests[0]!.requestId, 'approval_nothing', '']) {
+      const other = await http(c.port, 'GET', `${callPath}?recorded=${encodeURIComponent(id)}`, { cookie });
+      assert.equal(other.status, 200);
+      assert.doesNotMatch(other.body, /data-notice="done"/);
+    }
   });
 
   it('a write the store refuses is reported as a failed write', async () => {

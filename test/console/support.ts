@@ -154,10 +154,23 @@ export interface Reply {
   readonly status: number;
   readonly headers: Record<string, string | string[] | undefined>;
   readonly body: string;
+  /** For a POST answered 303 (a decision recorded), followed as a browser does: where it was sent. */
+  readonly redirectedTo?: string;
 }
 
-/** `rawForm`: a form body sent as given, for what a browser never sends. */
-export function http(port: number, method: 'GET' | 'POST', path: string, options: { host?: string; cookie?: string; form?: Record<string, string>; rawForm?: string; origin?: string } = {}): Promise<Reply> {
+/**
+ * `rawForm`: a form body sent as given, for what a browser never sends. A POST answered 303 is followed with a GET of
+ * its Location, as a browser does (Post/Redirect/Get), and the page it lands on is the reply.
+ */
+export async function http(port: number, method: 'GET' | 'POST', path: string, options: { host?: string; cookie?: string; form?: Record<string, string>; rawForm?: string; origin?: string } = {}): Promise<Reply> {
+  const reply = await send(port, method, path, options);
+  const location = reply.headers.location;
+  if (method !== 'POST' || reply.status !== 303 || typeof location !== 'string') return reply;
+  const landed = await send(port, 'GET', location, { ...(options.host !== undefined ? { host: options.host } : {}), ...(options.cookie !== undefined ? { cookie: options.cookie } : {}) });
+  return { ...landed, redirectedTo: location };
+}
+
+function send(port: number, method: 'GET' | 'POST', path: string, options: { host?: string; cookie?: string; form?: Record<string, string>; rawForm?: string; origin?: string }): Promise<Reply> {
   const body = options.rawForm ?? (options.form ? new URLSearchParams(options.form).toString() : undefined);
   return new Promise((resolve, reject) => {
     const req = request({

@@ -119,7 +119,11 @@ class Console {
     if (parts.length === 0) return this.queue(res, url.searchParams);
     if (parts.length === 1 && parts[0] === 'events') return this.events(req, res, url.searchParams);
     if (parts.length === 2 && parts[0] === 'session') return this.session(res, parts[1]!);
-    if (parts.length === 4 && parts[0] === 'session' && parts[2] === 'call') return this.call(res, parts[1]!, parts[3]!, 200, null);
+    if (parts.length === 4 && parts[0] === 'session' && parts[2] === 'call') {
+      const recorded = url.searchParams.get('recorded');
+      if (recorded !== null) return this.recordedPage(res, parts[1]!, parts[3]!, recorded);
+      return this.call(res, parts[1]!, parts[3]!, 200, null);
+    }
     return this.send(res, 404, 'Not found', `<h1>Not found</h1>${notice('error', 'There is no such page. Start from the queue.')}`);
   }
 
@@ -196,16 +200,45 @@ class Console {
     this.send(res, status, `Call ${safeId(callId)}`, callPage(view, callId, { base: this.base, readOnly: this.options.readOnly, csrf: this.csrf }, shown, form));
   }
 
-  /** A decision is recorded: the call's page is drawn again to show it; if that read fails, the page still says so. */
-  private async recorded(res: ServerResponse, sessionId: string, callId: string, done: string): Promise<void> {
+  /**
+   * A decision is recorded: the browser is sent to the call's page (303, Post/Redirect/Get), naming the decision, so
+   * that reloading the page it lands on reads the call again instead of sending the decision a second time (which
+   * was refused as stale, right after the operator's own decision had been recorded).
+   */
+  private recorded(res: ServerResponse, sessionId: string, callId: string, decisionId: string): void {
+    res.writeHead(303, { Location: `${callHref(this.base, sessionId, callId)}?recorded=${encodeURIComponent(decisionId)}`, ...SECURITY_HEADERS });
+    res.end();
+  }
+
+  /** What a recorded decision of this call says, read from the inbox; null for an id that names none of this call's. */
+  private async recordedNotice(sessionId: string, callId: string, decisionId: string): Promise<CallNotice | null> {
+    let row;
     try {
-      await this.call(res, sessionId, callId, 200, { kind: 'done', text: done });
+      row = await decisionInbox(this.options.store).get(decisionId);
+    } catch (error) {
+      if (error instanceof InvalidInputError) return null;
+      throw error;
+    }
+    if (row === null || row === undefined || row.sessionId !== sessionId || row.callId !== callId || row.decision === null) return null;
+    if (row.kind === 'review') {
+      return { kind: 'done', text: `Recorded review ${row.id}: ${row.decision} by ${row.actor}. The session's host journals it when it next uses the decision inbox.` };
+    }
+    const approved = row.decision === 'approved';
+    return { kind: 'done', text: `${approved ? 'Approved' : 'Denied'} ${row.id} as ${row.actor}. The session's host uses it on the next attempt of this operation${approved ? APPROVER_FIRST : ''}.` };
+  }
+
+  /** The call's page after a decision was recorded; if the call cannot be read, the page still says it was recorded. */
+  private async recordedPage(res: ServerResponse, sessionId: string, callId: string, decisionId: string): Promise<void> {
+    let done: CallNotice | null = null;
+    try {
+      done = await this.recordedNotice(sessionId, callId, decisionId);
+      await this.call(res, sessionId, callId, 200, done);
     } catch (error) {
       if (res.headersSent) {
         res.end();
         return;
       }
-      this.send(res, 200, 'Recorded', `<h1>Recorded</h1>${notice('done', done)}${notice('error', `The call's page could not be read again to show it: ${message(error)}. The decision is recorded all the same; do not send it again.`)}<p><a href="${h(this.base)}/">Back to the queue</a></p>`);
+      this.send(res, 200, 'Recorded', `<h1>Recorded</h1>${notice('done', done?.text ?? `Recorded decision ${decisionId}.`)}${notice('error', `The call's page could not be read again to show it: ${message(error)}. The decision is recorded all the same; do not send it again.`)}<p><a href="${h(this.base)}/">Back to the queue</a></p>`);
     }
   }
 
@@ -270,7 +303,7 @@ class Console {
       if (error instanceof DecisionError) return this.call(res, sessionId, callId, error.code === 'decision_not_found' ? 404 : 409, { kind: 'error', text: `Refused, nothing was recorded: ${error.message.replace(/^nothing was recorded: /, '')}` }, kept);
       return this.writeFailed(res, sessionId, callId, error);
     }
-    return this.recorded(res, sessionId, callId, `Recorded review ${row.id}: ${outcome} by ${actor}. The session's host journals it when it next uses the decision inbox.`);
+    return this.recorded(res, sessionId, callId, row.id);
   }
 
   private async decide(res: ServerResponse, requestId: string, form: URLSearchParams): Promise<void> {
@@ -302,7 +335,7 @@ class Console {
       if (error instanceof DecisionError) return back(error.code === 'decision_not_found' ? 404 : 409, { kind: 'error', text: `Refused, nothing was recorded: the decision is stale: ${error.message}.` });
       return this.writeFailed(res, row.sessionId, row.callId, error);
     }
-    return this.recorded(res, row.sessionId, row.callId, `${decision === 'approve' ? 'Approved' : 'Denied'} ${decided.id} as ${actor}. The session's host uses it on the next attempt of this operation${decision === 'approve' ? APPROVER_FIRST : ''}.`);
+    return this.recorded(res, row.sessionId, row.callId, decided.id);
   }
 
   /** The store announced a change: every live stream reads the queue again (a read in progress reads once more). */
