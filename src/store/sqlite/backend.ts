@@ -15,6 +15,7 @@ import { eventRowList, eventRows, prepareStatements, type SqliteStatements } fro
 import { SqliteInbox } from './inbox.js';
 import { GROUP_MAX, type QueuedWrite, runGroup } from './group-commit.js';
 import { KnownRows } from './known-rows.js';
+import { closeUnderGuard } from './close-guard.js';
 import { FileIdentity } from './file-identity.js';
 
 type WriteTx = (sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) => unknown;
@@ -270,29 +271,38 @@ class SqliteBackend implements JournalBackend {
     // Writes asked for before close() still run: they were asked for while the store was open.
     this.flush();
     if (!this.db.open) return;
-    if (this.replacedUnder()) return;
-    this.db.close();
+    const replaced = this.replacedUnder();
+    if (replaced === null) {
+      this.identity?.forget();
+      this.db.close();
+      return;
+    }
+    // The file itself is the one opened: another process holding it open keeps SQLite from writing this connection's
+    // stale view of the log over it as it closes.
+    if (replaced.sideFile && (await closeUnderGuard(this.identity!.realPath, () => this.db.close()))) {
+      this.identity?.forget();
+      return;
+    }
+    keptOpen.set(this.identity!.file, this.db);
+    process.emitWarning(
+      `jingwei: ${replaced.error.message.replace(/; nothing was written$/, '')}: its connection is left open instead of closed, since closing it would write its stale view of the log over the file; end this process before another opens the file`,
+      { code: 'JINGWEI_STORE_REPLACED' },
+    );
   }
 
   /**
-   * Whether the file, its log or its index was replaced under this connection. Closing it then would harm the file:
-   * a connection that kept a deleted `-shm` takes itself for the last one, and SQLite checkpoints its own stale view
-   * of the log into the file and deletes the log another process now writes, losing what that process was told was
-   * written. So such a connection is not closed: it is kept, unused, until the process ends, when the system drops it
-   * without SQLite writing anything (docs/design.md#a-store-notices-its-file-was-replaced).
+   * How the file, its log or its index was replaced under this connection, or null. Closing it plainly would harm
+   * the file: a connection that kept a deleted `-shm` takes itself for the last one, and SQLite checkpoints its own
+   * stale view of the log into the file and deletes the log another process now writes, losing what that process was
+   * told was written (docs/design.md#a-store-notices-its-file-was-replaced).
    */
-  private replacedUnder(): boolean {
+  private replacedUnder(): { readonly error: StoreReplacedError; readonly sideFile: boolean } | null {
     try {
       this.identity?.check();
-      return false;
+      return null;
     } catch (error) {
       if (!(error instanceof StoreReplacedError)) throw error;
-      keptOpen.set(this.identity!.file, this.db);
-      process.emitWarning(
-        `jingwei: ${error.message.replace(/; nothing was written$/, '')}: its connection is left open until the process ends instead of closed, since closing it would write its stale view of the log over the file`,
-        { code: 'JINGWEI_STORE_REPLACED' },
-      );
-      return true;
+      return { error, sideFile: this.identity!.fileIntact() };
     }
   }
 }
@@ -317,8 +327,11 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   const timeout = checkBusyTimeout(options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs);
   const file = FileIdentity.current(path);
   if (file !== null && keptOpen.has(file)) {
-    throw new StoreReplacedError(path, 'a store of this process had its -wal or -shm replaced under it and its connection is kept open, which SQLite would share with a new one: end this process, then open the file again');
+    throw new StoreReplacedError(path, 'a store of this process found its files replaced under it and its connection is kept open, which SQLite would share with a new one: end this process, then open the file again');
   }
+  // A store of this process with the file open whose -wal or -shm was replaced: SQLite would share its stale view of
+  // the index with the new connection, whose writes would then overwrite what another process wrote since.
+  if (file !== null) FileIdentity.checkOthers(file, path);
   let db: Database;
   try {
     db = new Database(path, { timeout, readonly, fileMustExist: mustExist });

@@ -56,11 +56,55 @@ export class FileIdentity {
     this.directory = dirname(this.real);
     this.main = FileIdentity.of(this.path) ?? '';
     this.noteWal();
+    this.register();
   }
 
   /** The journal file's device and inode when the store opened it. */
   get file(): string {
     return this.main;
+  }
+
+  /** The journal file's real path (symbolic links resolved). */
+  get realPath(): string {
+    return this.real;
+  }
+
+  /** Whether the journal file at the path is still the one opened (only a side file was replaced, if anything). */
+  fileIntact(): boolean {
+    return FileIdentity.of(this.path) === this.main;
+  }
+
+  /** The open stores of this process, by the journal file's device and inode. */
+  private static readonly open = new Map<string, Set<FileIdentity>>();
+
+  /** Registers this store as having its file open, until forget(). */
+  private register(): void {
+    if (this.main === '') return;
+    let stores = FileIdentity.open.get(this.main);
+    if (stores === undefined) {
+      stores = new Set();
+      FileIdentity.open.set(this.main, stores);
+    }
+    stores.add(this);
+  }
+
+  /** The store closed its connection. */
+  forget(): void {
+    const stores = FileIdentity.open.get(this.main);
+    stores?.delete(this);
+    if (stores?.size === 0) FileIdentity.open.delete(this.main);
+  }
+
+  /** Refuses (StoreReplacedError) to open `path` again while a store of this process has it open with a side file replaced. */
+  static checkOthers(file: string, path: string): void {
+    for (const other of FileIdentity.open.get(file) ?? []) {
+      try {
+        other.check();
+      } catch (error) {
+        if (!(error instanceof StoreReplacedError)) throw error;
+        throw new StoreReplacedError(path, `a store of this process has the file open, and its write-ahead log or index was replaced under it (${error.message}); SQLite would share that store's stale view with a new connection: close it first`, { cause: error });
+      }
+    }
   }
 
   /** The device and inode of the file at `path` now, or null when there is none. */
