@@ -3,8 +3,8 @@
  * second host cannot quietly start the session over at epoch 1 while the first host's acknowledged appends vanish.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { copyFileSync, renameSync, rmSync, symlinkSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { copyFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { describe, it } from 'node:test';
 import { StoreReplacedError } from '../../src/errors.js';
@@ -144,6 +144,56 @@ describe('a SQLite store whose file is removed or replaced while open', () => {
     assert.equal((await again.loadHistory('b')).length, 30);
     await again.close();
   });
+
+  // u129 H1: a host that never closed its store ended on its own, better-sqlite3 closed the stale connection at the
+  // process's end, and the other process's acknowledged events were gone; verify then said the journal was intact.
+  for (const writesAfter of [false, true]) {
+    it(`a host ${writesAfter ? 'refused a write' : 'idle'} after its -shm was replaced, ending on its own without closing its store, loses nothing of another process's`, async () => {
+      const path = tempDbPath(dir);
+      const sqlite = new URL('../../src/sqlite.js', import.meta.url).href;
+      const go = `${path}.go`;
+      const host = spawn(process.execPath, ['--input-type=module', '-e', `
+        const { existsSync } = await import('node:fs');
+        const { openSqliteStore } = await import(${JSON.stringify(sqlite)});
+        const store = openSqliteStore(${JSON.stringify(path)});
+        const owner = await store.acquire('a', { owner: 'host-a', heartbeat: false });
+        for (let i = 0; i < 5; i++) await owner.append([{ turnId: 't', kind: { type: 'user_message', text: 'a' + i } }]);
+        process.stdout.write('ready\\n');
+        while (!existsSync(${JSON.stringify(go)})) await new Promise((r) => setTimeout(r, 20));
+        ${writesAfter ? "await owner.append([{ turnId: 't', kind: { type: 'user_message', text: 'refused' } }]).catch((e) => process.stdout.write(e.code + '\\n'));" : ''}
+        // Ends here on its own: the store is never closed.
+      `], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let said = '';
+      host.stdout.setEncoding('utf8');
+      host.stdout.on('data', (text: string) => { said += text; });
+      const ended = new Promise<number | null>((resolve) => host.once('exit', resolve));
+      while (!said.includes('ready')) await new Promise((resolve) => setTimeout(resolve, 20));
+      rmSync(`${path}-shm`);
+      execFileSync(process.execPath, ['--input-type=module', '-e', `
+        const { openSqliteStore } = await import(${JSON.stringify(sqlite)});
+        const store = openSqliteStore(${JSON.stringify(path)});
+        const owner = await store.acquire('b', { owner: 'host-b' });
+        for (let i = 0; i < 30; i++) await owner.append([{ turnId: 't', kind: { type: 'user_message', text: 'b' + i } }]);
+        await owner.release();
+        await store.close();
+      `]);
+      writeFileSync(go, '');
+      assert.equal(await ended, 0);
+      if (writesAfter) assert.match(said, /store_replaced/);
+      // The guard the host left ends once the host has: wait for a fresh process to read both sessions whole.
+      let counts = '';
+      for (let tries = 0; tries < 50 && counts !== '5 30'; tries++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        counts = execFileSync(process.execPath, ['--input-type=module', '-e', `
+          const { openSqliteStore } = await import(${JSON.stringify(sqlite)});
+          const store = openSqliteStore(${JSON.stringify(path)});
+          console.log((await store.loadHistory('a')).length, (await store.loadHistory('b')).length);
+          await store.close();
+        `], { encoding: 'utf8' }).trim();
+      }
+      assert.equal(counts, '5 30', 'another process reads every acknowledged event of both hosts');
+    });
+  }
 
   it('once its directory has settled, a deleted or replaced write-ahead log or journal file is still refused', async () => {
     // After a while without changes in the directory, a store checks its files through the directory's change times

@@ -15,7 +15,7 @@ import { eventRowList, eventRows, prepareStatements, type SqliteStatements } fro
 import { SqliteInbox } from './inbox.js';
 import { GROUP_MAX, type QueuedWrite, runGroup } from './group-commit.js';
 import { KnownRows } from './known-rows.js';
-import { closeUnderGuard } from './close-guard.js';
+import { guardFile } from './close-guard.js';
 import { FileIdentity } from './file-identity.js';
 
 type WriteTx = (sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<unknown>) => unknown;
@@ -50,6 +50,7 @@ class SqliteBackend implements JournalBackend {
   constructor(private readonly db: Database, path: string) {
     this.location = path;
     this.identity = path === ':memory:' || path === '' ? null : new FileIdentity(path);
+    if (this.identity !== null) watchExit();
     const id = this.identity === null ? undefined : journalId(db, path);
     this.scopeKey = id === undefined ? undefined : `journal:${id}`;
     this.stmt = prepareStatements(db);
@@ -129,6 +130,7 @@ class SqliteBackend implements JournalBackend {
         this.identity?.noteWal();
       } catch (error) {
         this.known.forgetAll();
+        if (error instanceof StoreReplacedError) this.guardNow();
         for (const write of group) write.reject(mapSqliteError(error, write.sessionId));
         continue;
       }
@@ -279,8 +281,14 @@ class SqliteBackend implements JournalBackend {
     }
     // The file itself is the one opened: another process holding it open keeps SQLite from writing this connection's
     // stale view of the log over it as it closes.
-    if (replaced.sideFile && (await closeUnderGuard(this.identity!.realPath, () => this.db.close()))) {
-      this.identity?.forget();
+    const guard = replaced.sideFile ? await guardFile(this.identity!.realPath) : null;
+    if (guard !== null) {
+      try {
+        this.db.close();
+      } finally {
+        this.identity?.forget();
+        await guard.release();
+      }
       return;
     }
     keptOpen.set(this.identity!.file, this.db);
@@ -288,6 +296,15 @@ class SqliteBackend implements JournalBackend {
       `jingwei: ${replaced.error.message.replace(/; nothing was written$/, '')}: its connection is left open instead of closed, since closing it would write its stale view of the log over the file; end this process before another opens the file`,
       { code: 'JINGWEI_STORE_REPLACED' },
     );
+  }
+
+  /**
+   * Starts the guard over the file as soon as a side file is found replaced, before anything closes this connection
+   * (better-sqlite3 closes it as the process ends, whether or not the store is closed).
+   */
+  private guardNow(): void {
+    const identity = this.identity;
+    if (identity?.fileIntact()) void guardFile(identity.realPath);
   }
 
   /**
@@ -313,6 +330,19 @@ class SqliteBackend implements JournalBackend {
  * while one is kept the file cannot be opened again in this process without that stale view.
  */
 const keptOpen = new Map<string, Database>();
+
+/**
+ * As the process is about to end on its own (better-sqlite3 then closes every connection), a guard over each file a
+ * store holds open whose side file was replaced, found or not by a write: an idle store is closed at exit too.
+ */
+let exitWatched = false;
+function watchExit(): void {
+  if (exitWatched) return;
+  exitWatched = true;
+  process.on('beforeExit', () => {
+    for (const path of FileIdentity.sideFilesReplaced()) void guardFile(path);
+  });
+}
 
 const optional = <R, T>(record: R | undefined, map: (record: R) => T): T | undefined => (record === undefined ? undefined : map(record));
 

@@ -95,6 +95,21 @@ export class FileIdentity {
     if (stores?.size === 0) FileIdentity.open.delete(this.main);
   }
 
+  /** The real paths of files this process's stores hold open whose `-wal` or `-shm` was replaced, the file intact. */
+  static sideFilesReplaced(): string[] {
+    const paths: string[] = [];
+    for (const stores of FileIdentity.open.values()) {
+      for (const store of stores) {
+        try {
+          store.check();
+        } catch (error) {
+          if (error instanceof StoreReplacedError && store.fileIntact()) paths.push(store.real);
+        }
+      }
+    }
+    return paths;
+  }
+
   /** Refuses (StoreReplacedError) to open `path` again while a store of this process has it open with a side file replaced. */
   static checkOthers(file: string, path: string): void {
     for (const other of FileIdentity.open.get(file) ?? []) {
