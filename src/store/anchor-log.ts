@@ -9,7 +9,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { AnchorError, InvalidInputError, JsonParseError } from '../errors.js';
 import { parseJson } from '../json/parse.js';
 import type { JsonValue } from '../json/types.js';
-import { anchorSinkFile, checkAnchors, decodeCheckpoint, keyIdOf, type Checkpoint, type ChainLink, type HeadAnchor } from './anchors.js';
+import { anchorSinkFile, checkAnchors, decodeCheckpoint, encodeCheckpoint, keyIdOf, type Checkpoint, type ChainLink, type HeadAnchor } from './anchors.js';
 
 /** What has been read of one anchor file: the newest checkpoint of each session, key and journal, and where reading stopped. */
 interface AnchorLog {
@@ -108,26 +108,23 @@ async function readLog(path: string, warn: (error: unknown) => void): Promise<An
   }
 }
 
-/** `anchor.checkpoints`'s answer as checkpoints: each a Checkpoint, or its wire form (a parsed anchor file line). */
+/**
+ * `anchor.checkpoints`'s answer as checkpoints: each a Checkpoint, or its wire form (a parsed anchor file line). A
+ * Checkpoint is checked through its wire form, so both meet the rules decodeCheckpoint keeps for the anchor file.
+ */
 function givenCheckpoints(answer: unknown): Checkpoint[] {
   if (!Array.isArray(answer)) throw new InvalidInputError('anchor.checkpoints', `must return an array of checkpoints, got ${answer === null ? 'null' : typeof answer}`);
   return answer.map((item: unknown, i) => {
     const where = `anchor.checkpoints(…)[${i}]`;
-    if (typeof item === 'object' && item !== null && 'session_id' in item) {
-      try {
-        return decodeCheckpoint(item as JsonValue, where);
-      } catch (error) {
-        throw new InvalidInputError('anchor.checkpoints', (error as Error).message, { cause: error });
-      }
-    }
-    const c = item as Partial<Record<keyof Checkpoint, unknown>> | null;
-    const text = (v: unknown) => typeof v === 'string' && v !== '';
-    const int = (v: unknown) => Number.isSafeInteger(v);
-    if (typeof c !== 'object' || c === null || !text(c.sessionId) || !int(c.seq) || !text(c.headHash) || !int(c.epoch) || !text(c.time) || !text(c.keyId) ||
-      !text(c.signature) || (c.journalId !== undefined && !text(c.journalId))) {
+    if (typeof item !== 'object' || item === null) {
       throw new InvalidInputError('anchor.checkpoints', `${where} is not a checkpoint (a Checkpoint, as the sink was given, or its wire form, as the anchor file holds it)`);
     }
-    return item as Checkpoint;
+    const wire = 'session_id' in item ? item : encodeCheckpoint(item as Checkpoint);
+    try {
+      return decodeCheckpoint(wire as JsonValue, where);
+    } catch (error) {
+      throw new InvalidInputError('anchor.checkpoints', (error as Error).message, { cause: error });
+    }
   });
 }
 

@@ -13,6 +13,30 @@ import { tempDbPath, tempDir } from '../support/tmp.js';
 
 const dir = tempDir('jingwei-store-replaced-');
 const message = (text: string) => [{ turnId: 't', kind: { type: 'user_message' as const, text } }];
+/** The store's module as another Node process imports it. */
+const sqlite = new URL('../../src/sqlite.js', import.meta.url).href;
+
+/** Another process opens the journal, appends `n` events to `sessionId` and closes it. */
+function writeFromAnotherProcess(path: string, sessionId: string, n: number): void {
+  execFileSync(process.execPath, ['--input-type=module', '-e', `
+    const { openSqliteStore } = await import(${JSON.stringify(sqlite)});
+    const store = openSqliteStore(${JSON.stringify(path)});
+    const owner = await store.acquire(${JSON.stringify(sessionId)}, { owner: 'host-b' });
+    for (let i = 0; i < ${n}; i++) await owner.append([{ turnId: 't', kind: { type: 'user_message', text: 'b' + i } }]);
+    await owner.release();
+    await store.close();
+  `]);
+}
+
+/** How many events sessions "a" and "b" hold, as a fresh process reads them: "5 30". */
+function countsFromAnotherProcess(path: string): string {
+  return execFileSync(process.execPath, ['--input-type=module', '-e', `
+    const { openSqliteStore } = await import(${JSON.stringify(sqlite)});
+    const store = openSqliteStore(${JSON.stringify(path)});
+    console.log((await store.loadHistory('a')).length, (await store.loadHistory('b')).length);
+    await store.close();
+  `], { encoding: 'utf8' }).trim();
+}
 
 describe('a SQLite store whose file is removed or replaced while open', () => {
   it('a deleted journal: every later write is refused, and the first host loses nothing it was told was written', async () => {
@@ -110,15 +134,7 @@ describe('a SQLite store whose file is removed or replaced while open', () => {
     const owner = await store.acquire('a', { owner: 'host-a' });
     for (let i = 0; i < 5; i++) await owner.append(message(`a${i}`));
     rmSync(`${path}-shm`);
-    const sqlite = new URL('../../src/sqlite.js', import.meta.url).href;
-    execFileSync(process.execPath, ['--input-type=module', '-e', `
-      const { openSqliteStore } = await import(${JSON.stringify(sqlite)});
-      const store = openSqliteStore(${JSON.stringify(path)});
-      const owner = await store.acquire('b', { owner: 'host-b' });
-      for (let i = 0; i < 30; i++) await owner.append([{ turnId: 't', kind: { type: 'user_message', text: 'b' + i } }]);
-      await owner.release();
-      await store.close();
-    `]);
+    writeFromAnotherProcess(path, 'b', 30);
     // A second store of this process would share the first one's stale index: refused until the first is closed.
     assert.throws(() => openSqliteStore(path), (error: unknown) => error instanceof StoreReplacedError && /a store of this process has the file open, and its write-ahead log or index was replaced under it/.test(error.message));
     await assert.rejects(owner.append(message('refused')), StoreReplacedError);
@@ -132,13 +148,7 @@ describe('a SQLite store whose file is removed or replaced while open', () => {
       process.off('warning', onWarning);
     }
     assert.deepEqual(warned, [], 'closed under the guard: nothing kept open');
-    const counts = execFileSync(process.execPath, ['--input-type=module', '-e', `
-      const { openSqliteStore } = await import(${JSON.stringify(sqlite)});
-      const store = openSqliteStore(${JSON.stringify(path)});
-      console.log((await store.loadHistory('a')).length, (await store.loadHistory('b')).length);
-      await store.close();
-    `], { encoding: 'utf8' });
-    assert.equal(counts.trim(), '5 30', 'another process reads every acknowledged event of both hosts');
+    assert.equal(countsFromAnotherProcess(path), '5 30', 'another process reads every acknowledged event of both hosts');
     // Closed, the file opens again here with a view of its own.
     const again = openSqliteStore(path);
     assert.equal((await again.loadHistory('b')).length, 30);
@@ -150,7 +160,6 @@ describe('a SQLite store whose file is removed or replaced while open', () => {
   for (const writesAfter of [false, true]) {
     it(`a host ${writesAfter ? 'refused a write' : 'idle'} after its -shm was replaced, ending on its own without closing its store, loses nothing of another process's`, async () => {
       const path = tempDbPath(dir);
-      const sqlite = new URL('../../src/sqlite.js', import.meta.url).href;
       const go = `${path}.go`;
       const host = spawn(process.execPath, ['--input-type=module', '-e', `
         const { existsSync } = await import('node:fs');
@@ -169,14 +178,7 @@ describe('a SQLite store whose file is removed or replaced while open', () => {
       const ended = new Promise<number | null>((resolve) => host.once('exit', resolve));
       while (!said.includes('ready')) await new Promise((resolve) => setTimeout(resolve, 20));
       rmSync(`${path}-shm`);
-      execFileSync(process.execPath, ['--input-type=module', '-e', `
-        const { openSqliteStore } = await import(${JSON.stringify(sqlite)});
-        const store = openSqliteStore(${JSON.stringify(path)});
-        const owner = await store.acquire('b', { owner: 'host-b' });
-        for (let i = 0; i < 30; i++) await owner.append([{ turnId: 't', kind: { type: 'user_message', text: 'b' + i } }]);
-        await owner.release();
-        await store.close();
-      `]);
+      writeFromAnotherProcess(path, 'b', 30);
       writeFileSync(go, '');
       assert.equal(await ended, 0);
       if (writesAfter) assert.match(said, /store_replaced/);
@@ -184,12 +186,7 @@ describe('a SQLite store whose file is removed or replaced while open', () => {
       let counts = '';
       for (let tries = 0; tries < 50 && counts !== '5 30'; tries++) {
         await new Promise((resolve) => setTimeout(resolve, 100));
-        counts = execFileSync(process.execPath, ['--input-type=module', '-e', `
-          const { openSqliteStore } = await import(${JSON.stringify(sqlite)});
-          const store = openSqliteStore(${JSON.stringify(path)});
-          console.log((await store.loadHistory('a')).length, (await store.loadHistory('b')).length);
-          await store.close();
-        `], { encoding: 'utf8' }).trim();
+        counts = countsFromAnotherProcess(path);
       }
       assert.equal(counts, '5 30', 'another process reads every acknowledged event of both hosts');
     });

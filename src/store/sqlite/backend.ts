@@ -127,7 +127,7 @@ class SqliteBackend implements JournalBackend {
         } else {
           this.groupTx.immediate(group);
         }
-        this.identity?.noteWal();
+        this.identity?.noteSideFiles();
       } catch (error) {
         this.known.forgetAll();
         if (error instanceof StoreReplacedError) this.guardNow();
@@ -273,7 +273,10 @@ class SqliteBackend implements JournalBackend {
     // Writes asked for before close() still run: they were asked for while the store was open.
     this.flush();
     if (!this.db.open) return;
-    const replaced = this.replacedUnder();
+    // Closing plainly a connection whose -shm was replaced under it would harm the file: it takes itself for the last
+    // one, and SQLite checkpoints its stale view of the log into the file and deletes the log another process now
+    // writes, losing what that process was told was written (docs/design.md#a-store-notices-its-file-was-replaced).
+    const replaced = this.identity?.replacement() ?? null;
     if (replaced === null) {
       this.identity?.forget();
       this.db.close();
@@ -304,23 +307,7 @@ class SqliteBackend implements JournalBackend {
    */
   private guardNow(): void {
     const identity = this.identity;
-    if (identity?.fileIntact()) void guardFile(identity.realPath);
-  }
-
-  /**
-   * How the file, its log or its index was replaced under this connection, or null. Closing it plainly would harm
-   * the file: a connection that kept a deleted `-shm` takes itself for the last one, and SQLite checkpoints its own
-   * stale view of the log into the file and deletes the log another process now writes, losing what that process was
-   * told was written (docs/design.md#a-store-notices-its-file-was-replaced).
-   */
-  private replacedUnder(): { readonly error: StoreReplacedError; readonly sideFile: boolean } | null {
-    try {
-      this.identity?.check();
-      return null;
-    } catch (error) {
-      if (!(error instanceof StoreReplacedError)) throw error;
-      return { error, sideFile: this.identity!.fileIntact() };
-    }
+    if (identity?.replacement()?.sideFile === true) void guardFile(identity.realPath);
   }
 }
 

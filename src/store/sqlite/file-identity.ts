@@ -55,7 +55,7 @@ export class FileIdentity {
     this.aliased = this.real !== this.path;
     this.directory = dirname(this.real);
     this.main = FileIdentity.of(this.path) ?? '';
-    this.noteWal();
+    this.noteSideFiles();
     this.register();
   }
 
@@ -69,9 +69,18 @@ export class FileIdentity {
     return this.real;
   }
 
-  /** Whether the journal file at the path is still the one opened (only a side file was replaced, if anything). */
-  fileIntact(): boolean {
-    return FileIdentity.of(this.path) === this.main;
+  /**
+   * How the file, its log or its index was replaced under this store, or null: the check's error, and whether the
+   * journal file itself is still the one opened (only a side file was replaced).
+   */
+  replacement(): { readonly error: StoreReplacedError; readonly sideFile: boolean } | null {
+    try {
+      this.check();
+      return null;
+    } catch (error) {
+      if (!(error instanceof StoreReplacedError)) throw error;
+      return { error, sideFile: FileIdentity.of(this.path) === this.main };
+    }
   }
 
   /** The open stores of this process, by the journal file's device and inode. */
@@ -99,13 +108,7 @@ export class FileIdentity {
   static sideFilesReplaced(): string[] {
     const paths: string[] = [];
     for (const stores of FileIdentity.open.values()) {
-      for (const store of stores) {
-        try {
-          store.check();
-        } catch (error) {
-          if (error instanceof StoreReplacedError && store.fileIntact()) paths.push(store.real);
-        }
-      }
+      for (const store of stores) if (store.replacement()?.sideFile === true) paths.push(store.real);
     }
     return paths;
   }
@@ -113,11 +116,9 @@ export class FileIdentity {
   /** Refuses (StoreReplacedError) to open `path` again while a store of this process has it open with a side file replaced. */
   static checkOthers(file: string, path: string): void {
     for (const other of FileIdentity.open.get(file) ?? []) {
-      try {
-        other.check();
-      } catch (error) {
-        if (!(error instanceof StoreReplacedError)) throw error;
-        throw new StoreReplacedError(path, `a store of this process has the file open, and its write-ahead log or index was replaced under it (${error.message}); SQLite would share that store's stale view with a new connection: close it first`, { cause: error });
+      const replaced = other.replacement();
+      if (replaced !== null) {
+        throw new StoreReplacedError(path, `a store of this process has the file open, and its write-ahead log or index was replaced under it (${replaced.error.message}); SQLite would share that store's stale view with a new connection: close it first`, { cause: replaced.error });
       }
     }
   }
@@ -151,7 +152,7 @@ export class FileIdentity {
   }
 
   /** Records each side file's identity the first time it exists. */
-  noteWal(): void {
+  noteSideFiles(): void {
     for (let i = 0; i < SIDE_FILES.length; i++) this.sides[i] ??= FileIdentity.of(`${this.real}${SIDE_FILES[i]!.suffix}`);
   }
 

@@ -286,17 +286,18 @@ function fillAttention(db: Database): void {
 const holdsJournalTables = (db: Database): boolean =>
   (db.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE type = 'table' AND name IN ('jw_sessions', 'jw_events')").get() as { n: number }).n > 0;
 
+/** A journal whose version was set back to 0 (an edit, a tool): damaged, not another application's file. */
+const lostVersion = (path: string): StoreUnavailableError =>
+  new StoreUnavailableError('store_failure',
+    `${path} holds a jingwei journal's tables (jw_sessions, jw_events) but no schema version (its user_version is 0: set back by an edit or a tool). ` +
+    'It is a damaged journal, not another application\'s file, and is not opened: do not start a new journal in its place; restore it from a backup (docs/operator-guide.md, "Restoring a backup"), or set user_version back by hand');
+
 /**
  * Why a file with tables but no schema version is not opened: another application's database, or a journal whose
- * version was set back to 0 (an edit, a tool), which "give the journal its own file" would have an operator start
- * over beside.
+ * version was set back to 0, which "give the journal its own file" would have an operator start over beside.
  */
 function foreignOrDamaged(db: Database, path: string): StoreUnavailableError {
-  if (holdsJournalTables(db)) {
-    return new StoreUnavailableError('store_failure',
-      `${path} holds a jingwei journal's tables (jw_sessions, jw_events) but no schema version (its user_version is 0: set back by an edit or a tool). ` +
-      'It is a damaged journal, not another application\'s file, and is not opened: do not start a new journal in its place; restore it from a backup (docs/operator-guide.md, "Restoring a backup"), or set user_version back by hand');
-  }
+  if (holdsJournalTables(db)) return lostVersion(path);
   return new StoreUnavailableError('store_failure', `${path} already holds other tables and is not a jingwei journal; give the journal its own file`);
 }
 
@@ -315,7 +316,7 @@ function prepareReadonly(db: Database, path: string, options: SqliteStoreOptions
     throw schemaTooNew(path, version, SQLITE_SCHEMA_VERSION);
   }
   if (version === 0) {
-    if (tables > 0 && holdsJournalTables(db)) throw foreignOrDamaged(db, path);
+    if (tables > 0 && holdsJournalTables(db)) throw lostVersion(path);
     throw new StorePathError('store_not_journal', path, tables === 0
       ? 'holds no jingwei journal (it is an empty database)'
       : 'is a SQLite database but not a jingwei journal (it has no jw_sessions table)');
