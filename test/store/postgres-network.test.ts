@@ -55,7 +55,7 @@ describePostgres('a PostgreSQL store on a failing network', (url) => {
     await proxy.close();
   });
 
-  it("a start marker's commit that landed with its answer lost: the body never runs, and once the host journals that, an operator's review is taken while the host lives", { timeout: 60_000 }, async () => {
+  it("a start marker's commit that landed, its answer lost and the server unreachable: the body never runs, and once the host journals that, an operator's review is taken while the host lives", { timeout: 60_000 }, async () => {
     const proxy = await startPgProxy(url);
     const schema = freshSchema();
     const store = await openPostgresStore(proxy.url, { schema });
@@ -67,9 +67,11 @@ describePostgres('a PostgreSQL store on a failing network', (url) => {
       const owner = await store.acquire('s', { owner: 'host' });
       await owner.startTask('t');
       const gateway = createToolRuntime({ tools: [pay, look], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
-      proxy.loseAnswerTo('tool_started');
+      // Nothing can ask the server whether the marker landed: every connection is cut with its answer.
+      proxy.loseAnswerTo('tool_started', 'unreachable');
       await assert.rejects(gateway.call('pay', { to: 'acme' }), { code: 'recording_failed' });
       assert.equal(bodies, 0, 'the body was never called');
+      proxy.refuseConnections(false);
       const landed = await operator.loadHistory('s');
       const callId = landed.flatMap((e) => (e.kind.type === 'tool_call' && e.kind.call.name === 'pay' ? [e.kind.call.id] : []))[0]!;
       assert.ok(landed.some((e) => e.kind.type === 'tool_started' && e.kind.callId === callId), 'the call and its marker landed');

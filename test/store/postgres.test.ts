@@ -455,13 +455,14 @@ describePostgres('PostgreSQL store', (url) => {
   describe('fencing', () => {
     it('a writer whose connection is killed mid-transaction leaves nothing partial, and cannot append after a takeover even on a new connection', async () => {
       const schema = freshSchema();
-      let killNext = false;
+      let killing = false;
+      let killed = 0;
       const store = await openPostgresStore(url, {
         schema,
       });
       setPostgresBeforeCommit(store, async ({ backendPid }) => {
-        if (!killNext) return;
-        killNext = false;
+        if (!killing) return;
+        killed += 1;
         const res = await admin.query<{ done: boolean }>('SELECT pg_terminate_backend($1, 10000) AS done', [backendPid]);
         assert.equal(res.rows[0]!.done, true, 'the backend exited');
       });
@@ -469,9 +470,12 @@ describePostgres('PostgreSQL store', (url) => {
       const task = 't-killed' as TaskId;
       await a.startTask(task);
       await a.append([message('committed')]);
-      killNext = true;
-      // Events, a budget charge and an operation row, all in the transaction whose connection dies before COMMIT.
+      killing = true;
+      // Events, a budget charge and an operation row, all in the transaction whose connection dies before COMMIT,
+      // and again on each connection it runs again on (the owner row shows it did not land), until the store gives up.
       await rejects(commitAs(a, { events: [callDraft(task), message('lost')], budget: { taskId: task, admit: { maxOutputBytes: 16 } } }), 'store_failure');
+      killing = false;
+      assert.ok(killed > 1, `run again after the first loss (${killed} connections killed)`);
 
       // seq 0 is the task's start (its task_ledger event, written with the task row), seq 1 the message.
       assert.deepEqual(texts(await store.loadHistory('s-killed')), [undefined, 'committed']);

@@ -3,7 +3,9 @@
  * byte both ways without closing anything (a partition that drops packets, no reset), `thaw()` lets them through
  * again; `killNextAtStartup(terminate)` hands the next connection's startup answer to the client only together with
  * the server's FATAL for that backend, as a server ending a connection the moment it is ready (a restart, a
- * failover, pg_terminate_backend) does under load.
+ * failover, pg_terminate_backend) does under load. `holdIdleAnswers()` keeps what the server sends on the open
+ * connections until the client next writes on each, as a connection that died idle in a pool is met by the next
+ * query sent on it; `refuseConnections()` cuts every connection opened while it lasts.
  */
 import net from 'node:net';
 
@@ -16,9 +18,28 @@ export interface PgProxy {
   /**
    * The next message from a client that contains `marker` reaches the server; the server's whole answer to it (up to
    * its ReadyForQuery) is dropped and the connection cut: a commit that landed, whose answer was lost on the way back.
+   * `then: 'unreachable'` cuts every connection with it and refuses new ones until `refuseConnections(false)`, so that
+   * nothing can ask the server what became of it.
    */
-  loseAnswerTo(marker: string): void;
+  loseAnswerTo(marker: string, then?: 'unreachable'): void;
+  /** The next message from a client that contains `marker` never reaches the server, and the connection is cut. */
+  dropRequest(marker: string): void;
+  /**
+   * What the server sends on the connections open now (a FATAL as it ends one, then its close) reaches each client
+   * only when that client next writes on it: the answer its next query meets.
+   */
+  holdIdleAnswers(): void;
+  /** While on, every new connection is cut as it opens (the server unreachable); the open ones go on. */
+  refuseConnections(on: boolean): void;
+  /** The local ports of the proxy's connections to the server (pg_stat_activity.client_port), to end their backends. */
+  serverSidePorts(): number[];
   close(): Promise<void>;
+}
+
+/** One proxied connection's hold on what the server sent, while holdIdleAnswers lasts for it. */
+interface Hold {
+  bytes: Buffer[];
+  closed: boolean;
 }
 
 /** The backend pid (BackendKeyData 'K') once the startup answer holds ReadyForQuery ('Z'), else null. */
@@ -40,14 +61,24 @@ export async function startPgProxy(serverUrl: string): Promise<PgProxy> {
   let isFrozen = false;
   let killer: ((pid: number) => Promise<void>) | null = null;
   let loseAfter: Buffer | null = null;
+  let unreachableAfterLoss = false;
+  let dropOn: Buffer | null = null;
+  let refusing = false;
   const sockets = new Set<net.Socket>();
+  const upstreams = new Set<net.Socket>();
+  const holds = new Map<net.Socket, Hold>();
   const pass = (to: net.Socket, bytes: Buffer) => {
     if (isFrozen) frozen.push(() => to.write(bytes));
     else to.write(bytes);
   };
   const server = net.createServer((client) => {
+    if (refusing) {
+      client.destroy();
+      return;
+    }
     const upstream = net.connect(Number(target.port), target.hostname);
     sockets.add(client).add(upstream);
+    upstreams.add(upstream);
     const terminate = killer;
     killer = null;
     let held: Buffer | null = terminate ? Buffer.alloc(0) : null;
@@ -55,6 +86,19 @@ export async function startPgProxy(serverUrl: string): Promise<PgProxy> {
     /** The answer being dropped, once a message with the marker went through. */
     let dropping: Buffer | null = null;
     client.on('data', (bytes) => {
+      if (dropOn !== null && bytes.includes(dropOn)) {
+        dropOn = null;
+        end();
+        return;
+      }
+      const hold = holds.get(client);
+      if (hold !== undefined) {
+        holds.delete(client);
+        if (!upstream.destroyed) upstream.write(bytes);
+        for (const held of hold.bytes) client.write(held);
+        if (hold.closed) end();
+        return;
+      }
       if (loseAfter !== null && bytes.includes(loseAfter)) {
         loseAfter = null;
         dropping = Buffer.alloc(0);
@@ -62,11 +106,23 @@ export async function startPgProxy(serverUrl: string): Promise<PgProxy> {
       pass(upstream, bytes);
     });
     upstream.on('data', (bytes) => {
+      const hold = holds.get(client);
+      if (hold !== undefined) {
+        hold.bytes.push(bytes);
+        return;
+      }
       if (dropping !== null) {
         dropping = Buffer.concat([dropping, bytes]);
         // ReadyForQuery ('Z', length 5, a status byte) ends the answer: the server has committed or rolled back.
         const z = dropping.length - 6;
-        if (z >= 0 && dropping[z] === 0x5a && dropping.readInt32BE(z + 1) === 5) end();
+        if (z >= 0 && dropping[z] === 0x5a && dropping.readInt32BE(z + 1) === 5) {
+          end();
+          if (unreachableAfterLoss) {
+            unreachableAfterLoss = false;
+            refusing = true;
+            for (const socket of sockets) socket.destroy();
+          }
+        }
         return;
       }
       if (held === null) return pass(client, bytes);
@@ -86,10 +142,15 @@ export async function startPgProxy(serverUrl: string): Promise<PgProxy> {
       client.destroy();
       upstream.destroy();
     };
-    for (const socket of [client, upstream]) {
-      socket.on('error', end);
-      socket.on('close', end);
-    }
+    client.on('error', end);
+    client.on('close', end);
+    const upstreamEnded = () => {
+      const hold = holds.get(client);
+      if (hold !== undefined) hold.closed = true;
+      else end();
+    };
+    upstream.on('error', upstreamEnded);
+    upstream.on('close', upstreamEnded);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as net.AddressInfo;
@@ -104,7 +165,16 @@ export async function startPgProxy(serverUrl: string): Promise<PgProxy> {
       for (const write of frozen.splice(0)) write();
     },
     killNextAtStartup: (terminate) => { killer = terminate; },
-    loseAnswerTo: (marker) => { loseAfter = Buffer.from(marker); },
+    loseAnswerTo: (marker, then) => {
+      loseAfter = Buffer.from(marker);
+      unreachableAfterLoss = then === 'unreachable';
+    },
+    dropRequest: (marker) => { dropOn = Buffer.from(marker); },
+    holdIdleAnswers: () => {
+      for (const socket of sockets) if (!upstreams.has(socket) && !socket.destroyed) holds.set(socket, { bytes: [], closed: false });
+    },
+    refuseConnections: (on) => { refusing = on; },
+    serverSidePorts: () => [...upstreams].filter((u) => !u.destroyed && u.localPort !== undefined).map((u) => u.localPort!),
     close: async () => {
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -23,6 +23,7 @@ import { commitStatement, type CommitStatement } from './commit-statement.js';
 import { PostgresInbox } from './inbox.js';
 import { channelName, SharedListener } from './notify.js';
 import { KnownSessions, sessionJson } from './known-rows.js';
+import { afterLostWrites, isConnectionLost, Landed, type Attempt } from './lost-connection.js';
 import type { DecisionRow } from '../inbox-rows.js';
 
 /** A check of the known-rows path failed: a stored row is not the known one. */
@@ -133,7 +134,7 @@ class PostgresBackend implements JournalBackend {
     this.attentionListener = new SharedListener(this.pool, this.attentionChannel, 'listen for attention changes');
     this.inbox = new PostgresInbox(S, schema, pool,
       (context, body) => this.inTransaction(this.beginWrite, context, body),
-      (context, body) => this.inTransaction(this.beginRead, context, body));
+      (context, body) => this.reading(this.beginRead, context, body));
   }
 
   /** Runs one of the store's statements, as a named prepared statement unless `prepare: false`. */
@@ -163,8 +164,9 @@ class PostgresBackend implements JournalBackend {
    * Runs `body` in one transaction on one pooled connection. Driver errors roll back and map to typed errors;
    * a connection that failed is destroyed rather than returned to the pool.
    */
-  private async inTransaction<T>(begin: string | null, context: string, body: (client: PoolClient) => Promise<T>): Promise<T> {
+  private async inTransaction<T>(begin: string | null, context: string, body: (client: PoolClient) => Promise<T>, attempt?: { connected: boolean }): Promise<T> {
     const client = await this.connect(context);
+    if (attempt) attempt.connected = true;
     try {
       return await releasing(client, async () => {
         // With `begin` null the body sends BEGIN and COMMIT itself, in the batches it pipelines around its own queries.
@@ -180,24 +182,63 @@ class PostgresBackend implements JournalBackend {
     }
   }
 
+  /**
+   * How many times a transaction runs again after losing its connection: every pooled connection may have been ended
+   * at once (a restart), and each fails its first statement; then a new one is made.
+   */
+  private lostConnectionRetries(): number {
+    const max = this.pool.options.max;
+    return (typeof max === 'number' && max > 0 ? max : 10) + 1;
+  }
+
+  /** Runs a read-only transaction, again on another connection when its connection was lost (nothing was written). */
+  private async reading<T>(begin: string | null, context: string, body: (client: PoolClient) => Promise<T>): Promise<T> {
+    for (let lost = 1; ; lost++) {
+      const attempt = { connected: false };
+      try {
+        return await this.inTransaction(begin, context, body, attempt);
+      } catch (error) {
+        if (!attempt.connected || !isConnectionLost(error) || lost > this.lostConnectionRetries()) throw error;
+      }
+    }
+  }
+
   async transact<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R> {
     const context = `session ${sessionId}`;
+    // After an attempt lost its connection having decided writes, the next decides on what the stored rows say of them.
+    let deciding = decide;
+    let lost = 0;
+    const onLost = (error: unknown, attempt: Attempt<R>): boolean => {
+      if (!attempt.connected || !isConnectionLost(error) || ++lost > this.lostConnectionRetries()) return false;
+      if (attempt.writes) deciding = afterLostWrites(attempt.writes, error, decide);
+      return true;
+    };
     if (this.pipelining && !beforeCommitHooks.get(this)) {
-      const done = await this.onKnownRows(sessionId, reads, decide);
-      if (done) return done.result;
-    }
-    for (let attempt = 1; ; attempt++) {
+      const attempt: Attempt<R> = { connected: false };
       try {
-        return await this.inTransaction(null, context, (client) => this.readDecideWrite(client, sessionId, reads, decide));
+        const done = await this.onKnownRows(sessionId, reads, decide, attempt);
+        if (done) return done.result;
+      } catch (error) {
+        if (!onLost(error, attempt)) throw error;
+      }
+    }
+    for (let race = 1; ; ) {
+      const attempt: Attempt<R> = { connected: false };
+      try {
+        return await this.inTransaction(null, context, (client) => this.readDecideWrite(client, sessionId, reads, deciding, attempt), attempt);
       } catch (error) {
         this.known.forget(sessionId);
-        if (error instanceof Passthrough) throw error.error;
+        if (error instanceof Passthrough) {
+          if (error.error instanceof Landed) return (error.error as Landed<R>).result;
+          throw error.error;
+        }
         if (error instanceof LostCreationRace) {
           // A concurrent creator committed the same session or task row first. Run read → decide → write again:
           // this time the decision sees that row (and says SessionBusy, takes over, or reuses the task).
-          if (attempt < 2) continue;
+          if (race++ < 2) continue;
           throw new StoreBusyError(`${context}: a concurrent transaction kept creating the same rows`, { cause: error.error });
         }
+        if (onLost(error, attempt)) continue;
         throw error;
       }
     }
@@ -215,6 +256,7 @@ class PostgresBackend implements JournalBackend {
     sessionId: SessionId,
     reads: TxReads,
     decide: (state: TxState) => TxWrites<R>,
+    attempt: Attempt<R>,
   ): Promise<R> {
     // The owner row lock serialises every writer of this session; a missing row is created by the decision's
     // INSERT, and a concurrent creator surfaces as a unique violation (retried once by transact). The clock is read
@@ -284,6 +326,7 @@ class PostgresBackend implements JournalBackend {
     } catch (error) {
       throw new Passthrough(error);
     }
+    attempt.writes = writes;
     const steps: Step[] = [];
     if (writes.session) steps.push(this.writeSession(client, writes.session.row, writes.session.expect));
     steps.push(...this.writeSteps(client, writes));
@@ -346,7 +389,7 @@ class PostgresBackend implements JournalBackend {
    * in the same batch. Undefined when the rows are not known, the decision is not a commit of events, or a stored row
    * differed (nothing was written then): the caller runs the ordinary path, which reads the rows and decides again.
    */
-  private async onKnownRows<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<{ result: R } | undefined> {
+  private async onKnownRows<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>, attempt: Attempt<R>): Promise<{ result: R } | undefined> {
     const known = this.known.state(sessionId, reads, Date.now() + this.clockOffset);
     if (!known) return undefined;
     let writes: TxWrites<R>;
@@ -363,6 +406,7 @@ class PostgresBackend implements JournalBackend {
     const row = session.row;
     const leaseMs = typeof row.leaseExpiresAt === 'number' && row.leaseExpiresAt !== knownSession.leaseExpiresAt ? row.leaseExpiresAt - known.state.now! : null;
     let lease: number | null;
+    attempt.writes = writes;
     try {
       lease = await this.inTransaction(null, `session ${sessionId}`, async (client) => {
         let written: QueryResult<{ lease_expires_at: string | number | null }> | undefined;
@@ -378,7 +422,7 @@ class PostgresBackend implements JournalBackend {
         else await batch(client, [() => client.query(this.beginWrite), commit, () => client.query('COMMIT')]);
         const value = written!.rows[0]!.lease_expires_at;
         return value === null ? null : int(value, 'lease_expires_at', sessionId);
-      });
+      }, attempt);
     } catch (error) {
       this.known.forget(sessionId);
       if (error instanceof Passthrough && error.error === MISSED) return undefined;
@@ -402,7 +446,7 @@ class PostgresBackend implements JournalBackend {
   }
 
   async snapshot(sessionId: SessionId) {
-    return this.inTransaction(null, `session ${sessionId}`, async (client) => {
+    return this.reading(null, `session ${sessionId}`, async (client) => {
       let sessionRes: QueryResult<SessionRecord> | undefined;
       let eventsRes: QueryResult<[string, string, string, string, string]> | undefined;
       await batch(client, [
@@ -421,39 +465,39 @@ class PostgresBackend implements JournalBackend {
   }
 
   async readTask(sessionId: SessionId, taskId: string) {
-    return this.inTransaction(this.beginRead, `task ${taskId} of session ${sessionId}`, async (client) => {
+    return this.reading(this.beginRead, `task ${taskId} of session ${sessionId}`, async (client) => {
       const row = (await this.run<TaskRecord>(client, 'task', [sessionId, taskId])).rows[0];
       return row ? toTask(row) : undefined;
     });
   }
 
   async readOperation(sessionId: SessionId, taskId: string, key: string) {
-    return this.inTransaction(this.beginRead, `session ${sessionId}`, async (client) => {
+    return this.reading(this.beginRead, `session ${sessionId}`, async (client) => {
       const row = (await this.run<OperationRecord>(client, 'operation', [sessionId, taskId, key])).rows[0];
       return row && row.session_id === sessionId ? toOperation({ taskId, key }, row) : undefined;
     });
   }
 
   async sessionsWithoutOwnerRow() {
-    return this.inTransaction(this.beginRead, 'list sessions', async (client) =>
+    return this.reading(this.beginRead, 'list sessions', async (client) =>
       (await client.query<{ session_id: string }>(this.sql.withoutOwnerRow)).rows.map((r) => r.session_id));
   }
 
   async scanOperations(sessionId: SessionId) {
-    return this.inTransaction(this.beginRead, `session ${sessionId}`, async (client) =>
+    return this.reading(this.beginRead, `session ${sessionId}`, async (client) =>
       (await this.run<OperationRecord & { task_id: string; key: string }>(client, 'sessionOperations', [sessionId])).rows.map((r) => toOperation({ taskId: r.task_id, key: r.key }, r)));
   }
 
   /** The database's clock, read after the row lock of a write and here: every host measures leases on it. */
   async now(): Promise<number> {
-    return this.inTransaction(this.beginRead, 'read the clock', async (client) => {
+    return this.reading(this.beginRead, 'read the clock', async (client) => {
       const res = await this.run<{ now_ms: string | number }>(client, 'now', []);
       return int(res.rows[0]!.now_ms, 'now', '*');
     });
   }
 
   async listSessions() {
-    return this.inTransaction(this.beginRead, 'list sessions', async (client) => {
+    return this.reading(this.beginRead, 'list sessions', async (client) => {
       const res = await client.query<SessionRecord & { events: string }>(this.sql.list);
       return res.rows.map((r) => ({ session: toSession(r), events: int(r.events, 'count', r.session_id) }));
     });
@@ -465,7 +509,7 @@ class PostgresBackend implements JournalBackend {
   }
 
   async scanAttention(scan: AttentionScan): Promise<AttentionRow[]> {
-    return this.inTransaction(this.beginRead, 'attention queue', async (client) => {
+    return this.reading(this.beginRead, 'attention queue', async (client) => {
       const { text, values } = attentionScanSql(`${this.schemaName}.jw_attention`, scan, (i) => `$${i}`, ' COLLATE "C"');
       const res = await client.query<AttentionRecord>(text, values);
       return res.rows.map(toAttention);
@@ -473,7 +517,7 @@ class PostgresBackend implements JournalBackend {
   }
 
   async findAttention(sessionId: SessionId, b: OperationBinding): Promise<AttentionRow[]> {
-    return this.inTransaction(this.beginRead, `session ${sessionId}`, async (client) => {
+    return this.reading(this.beginRead, `session ${sessionId}`, async (client) => {
       const res = await this.run<AttentionRecord>(client, 'attentionByBinding', [sessionId, b.taskId, b.tool, b.argsDigest]);
       return res.rows.map(toAttention);
     });

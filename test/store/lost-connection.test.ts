@@ -1,0 +1,72 @@
+/**
+ * What the PostgreSQL store decides after a write transaction lost its connection, on the owner row it finds under
+ * its lock: the lost commit's writes all landed, none did, or it cannot tell. Only the second runs the decision again;
+ * the third reports the loss, the outcome unknown.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { StoreUnavailableError } from '../../src/errors.js';
+import type { SessionId } from '../../src/ids.js';
+import type { SessionRow, TxState, TxWrites } from '../../src/store/rows.js';
+import { afterLostWrites, isConnectionLost, Landed } from '../../src/store/postgres/lost-connection.js';
+
+const before: SessionRow = {
+  sessionId: 's' as SessionId, owner: 'host', held: true, epoch: 2, lastSeq: 4, headHash: 'a'.repeat(64), bodyBytes: 100, recordedAt: null, leaseExpiresAt: 1_000,
+};
+const after: SessionRow = { ...before, lastSeq: 6, headHash: 'b'.repeat(64), bodyBytes: 180, leaseExpiresAt: 2_000 };
+const appending: TxWrites<string> = {
+  session: { row: after, expect: { epoch: 2, lastSeq: 4 } },
+  events: [],
+  result: 'the lost attempt\'s result',
+};
+const lost = new StoreUnavailableError('store_failure', 'session s: PostgreSQL failed: Connection terminated unexpectedly');
+const state = (session: SessionRow | undefined): TxState => ({ session, task: undefined, operation: undefined, existingEventIds: [], attention: [], now: 1_500 });
+const decidedAgain: TxWrites<string> = { result: 'decided again' };
+
+function outcome(writes: TxWrites<string>, stored: SessionRow | undefined): string {
+  try {
+    return afterLostWrites(writes, lost, () => decidedAgain)(state(stored)).result;
+  } catch (error) {
+    if (error instanceof Landed) return `landed: ${error.result as string}`;
+    if (error === lost) return 'unknown';
+    throw error;
+  }
+}
+
+describe('after a write lost its connection', () => {
+  it('its result stands when the head is the one it wrote, and it is decided again when the head is the one it was decided on', () => {
+    assert.equal(outcome(appending, after), 'landed: the lost attempt\'s result');
+    assert.equal(outcome(appending, { ...before, leaseExpiresAt: 1_200 }), 'decided again');
+  });
+
+  it('the loss is reported, the outcome unknown, when the owner row shows neither', () => {
+    assert.equal(outcome(appending, { ...after, headHash: 'c'.repeat(64) }), 'unknown', 'the same length, another chain');
+    assert.equal(outcome(appending, { ...after, epoch: 3 }), 'unknown', 'taken over since');
+    assert.equal(outcome(appending, { ...before, epoch: 3 }), 'unknown', 'taken over, the head unmoved');
+    assert.equal(outcome(appending, { ...before, lastSeq: 5 }), 'unknown', 'another write since');
+    assert.equal(outcome(appending, undefined), 'unknown', 'no owner row');
+  });
+
+  it('a write of the owner row alone is made again; other writes the owner row cannot show are not', () => {
+    const lease: TxWrites<string> = { session: { row: { ...before, leaseExpiresAt: 2_000 }, expect: { epoch: 2, lastSeq: 4 } }, result: 'renewed' };
+    assert.equal(outcome(lease, before), 'decided again');
+    assert.equal(outcome(lease, { ...before, epoch: 3 }), 'unknown');
+    const decisions = { ...lease, decisions: [{}] } as unknown as TxWrites<string>;
+    assert.equal(outcome(decisions, before), 'unknown', 'an inbox row');
+    assert.equal(outcome({ result: 'no owner row' }, before), 'unknown');
+    assert.equal(outcome({ session: { row: after, expect: null }, result: 'created' }, undefined), 'unknown', 'a session created');
+  });
+
+  it('knows a lost connection from other failures', () => {
+    const coded = (code: string) => Object.assign(new Error('x'), { code });
+    for (const error of [coded('57P01'), coded('57P02'), coded('57P03'), coded('57P05'), coded('08006'), coded('ECONNRESET'), coded('EPIPE'),
+      new Error('Connection terminated unexpectedly'), new Error('Client has encountered a connection error and is not queryable'),
+      new StoreUnavailableError('store_failure', 'wrapped', { cause: coded('57P01') })]) {
+      assert.equal(isConnectionLost(error), true, String((error as { code?: string }).code ?? error.message));
+    }
+    for (const error of [coded('55P03'), coded('57014'), coded('23505'), coded('ECONNREFUSED'), new Error('Query read timeout'), new Error('Connection terminated by the user'), 'Connection terminated', null,
+      new StoreUnavailableError('store_failure', 'no cause')]) {
+      assert.equal(isConnectionLost(error), false, String(error));
+    }
+  });
+});

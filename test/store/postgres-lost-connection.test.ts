@@ -1,0 +1,149 @@
+/**
+ * A write whose connection is lost. A PostgreSQL restart (or a failover, `idle_session_timeout`, pg_terminate_backend)
+ * ends the pool's idle connections; the first statement sent on one fails. A host paying under a caller key had its
+ * body run, then its result's write failed so, and the payment was left in doubt for a person to review although
+ * the server was back. Now the transaction runs again on another connection: at once when nothing was sent; after
+ * a commit that may have landed, only once the owner row shows which (the head is the lost commit's, or is still
+ * the one it was decided on).
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import pg from 'pg';
+import { assessSession } from '../../src/tool/assess.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { SessionStore } from '../../src/store/types.js';
+import { startPgProxy, type PgProxy } from '../support/pg-proxy.js';
+import { adminPool, describePostgres, freshSchema, openPostgresStore } from '../support/postgres.js';
+import { sleep, tool } from '../support/runtime.js';
+
+/** A host on `store` with a non-idempotent `pay` whose bodies are counted. */
+async function payingHost(store: SessionStore) {
+  const paid: string[] = [];
+  const pay = tool('pay', async (request) => {
+    paid.push(String((request.arguments as { order: string }).order));
+    return 'paid';
+  }, new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', 'v1'));
+  const owner = await store.acquire('s', { owner: 'host' });
+  await owner.startTask('t');
+  const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  return { paid, owner, gateway };
+}
+
+/** What the journal holds, read on a connection of its own: each kind of event counted, and whether anything needs a person. */
+async function journal(url: string, schema: string) {
+  const reader = await openPostgresStore(url, { schema });
+  try {
+    const history = await reader.loadHistory('s');
+    const kinds: Record<string, number> = {};
+    for (const e of history) kinds[e.kind.type] = (kinds[e.kind.type] ?? 0) + 1;
+    return { kinds, attention: assessSession(history).calls.map((c) => `${c.status} ${c.nextStep}`) };
+  } finally {
+    await reader.close();
+  }
+}
+
+/** Ends the server side of every connection the proxy holds now, and waits until the server has let them go. */
+async function endServerSide(url: string, proxy: PgProxy): Promise<void> {
+  const ports = proxy.serverSidePorts();
+  const admin = adminPool(url);
+  await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE client_port = ANY($1)', [ports]);
+  for (let i = 0; i < 100; i++) {
+    const left = await admin.query('SELECT 1 FROM pg_stat_activity WHERE client_port = ANY($1)', [ports]);
+    if (left.rowCount === 0) return;
+    await sleep(20);
+  }
+  assert.fail('the server kept the connections');
+}
+
+describePostgres('a PostgreSQL write whose connection is lost', (url) => {
+  it('a connection that died idle in the pool: the call and the read run again on another, and the payment is recorded once', async () => {
+    const proxy = await startPgProxy(url);
+    const schema = freshSchema();
+    const store = await openPostgresStore(proxy.url, { schema });
+    try {
+      const { paid, owner, gateway } = await payingHost(store);
+      await gateway.call('pay', { order: 'o-0' });
+      proxy.holdIdleAnswers();
+      await endServerSide(url, proxy);
+      const call = await gateway.callWithOptions('pay', { order: 'o-1' }, { operationKey: 'k-1' });
+      assert.equal(call.result.outcome.status, 'succeeded');
+      assert.deepEqual(paid, ['o-0', 'o-1']);
+      assert.deepEqual(await journal(url, schema), { kinds: { task_ledger: 1, tool_call: 2, tool_started: 2, tool_result: 2 }, attention: [] });
+      const again = await gateway.callWithOptions('pay', { order: 'o-1' }, { operationKey: 'k-1' });
+      assert.equal(again.replayed, true, 'the key finds its recorded result');
+
+      proxy.holdIdleAnswers();
+      await endServerSide(url, proxy);
+      assert.equal((await store.loadHistory('s')).length, 7, 'a read runs again too');
+      await owner.release();
+    } finally {
+      await store.close();
+      await proxy.close();
+    }
+  });
+
+  it("a result whose commit landed with its answer lost is taken as recorded: the call succeeds, nothing is in doubt", async () => {
+    const proxy = await startPgProxy(url);
+    const schema = freshSchema();
+    const store = await openPostgresStore(proxy.url, { schema });
+    try {
+      const { paid, owner, gateway } = await payingHost(store);
+      await gateway.call('pay', { order: 'o-0' });
+      proxy.loseAnswerTo('tool_result');
+      const call = await gateway.callWithOptions('pay', { order: 'o-1' }, { operationKey: 'k-1' });
+      assert.equal(call.result.outcome.status, 'succeeded');
+      assert.deepEqual(paid, ['o-0', 'o-1']);
+      assert.deepEqual(await journal(url, schema), { kinds: { task_ledger: 1, tool_call: 2, tool_started: 2, tool_result: 2 }, attention: [] });
+      await gateway.call('pay', { order: 'o-2' });
+      assert.equal((await journal(url, schema)).kinds.tool_result, 3, 'the host writes on after it');
+      await owner.release();
+    } finally {
+      await store.close();
+      await proxy.close();
+    }
+  });
+
+  it('a commit cut before it reached the server is made once, on another connection', async () => {
+    const proxy = await startPgProxy(url);
+    const schema = freshSchema();
+    const store = await openPostgresStore(proxy.url, { schema });
+    try {
+      const { paid, owner, gateway } = await payingHost(store);
+      await gateway.call('pay', { order: 'o-0' });
+      proxy.dropRequest('tool_result');
+      const call = await gateway.call('pay', { order: 'o-1' });
+      assert.equal(call.result.outcome.status, 'succeeded');
+      assert.deepEqual(paid, ['o-0', 'o-1']);
+      assert.deepEqual(await journal(url, schema), { kinds: { task_ledger: 1, tool_call: 2, tool_started: 2, tool_result: 2 }, attention: [] });
+      await owner.release();
+    } finally {
+      await store.close();
+      await proxy.close();
+    }
+  });
+
+  it('on a pool of the host\'s own, without pipelining: a commit whose answer was lost before COMMIT is made again once', async () => {
+    const proxy = await startPgProxy(url);
+    const schema = freshSchema();
+    const pool = new pg.Pool({ connectionString: proxy.url, max: 3 });
+    pool.on('error', () => {});
+    pool.on('connect', (client) => client.on('error', () => {}));
+    const store = await openPostgresStore(pool, { schema });
+    try {
+      const { paid, owner, gateway } = await payingHost(store);
+      await gateway.call('pay', { order: 'o-0' });
+      // Statement by statement: the commit statement's answer is lost and the connection cut, so the server rolls back.
+      proxy.loseAnswerTo('tool_result');
+      const call = await gateway.call('pay', { order: 'o-1' });
+      assert.equal(call.result.outcome.status, 'succeeded');
+      assert.deepEqual(paid, ['o-0', 'o-1']);
+      assert.deepEqual(await journal(url, schema), { kinds: { task_ledger: 1, tool_call: 2, tool_started: 2, tool_result: 2 }, attention: [] });
+      await owner.release();
+    } finally {
+      await store.close();
+      await pool.end();
+      await proxy.close();
+    }
+  });
+});
