@@ -397,6 +397,16 @@ export function withInboxReviews(assessment: SessionAssessment, pending: Readonl
   return { ...assessment, calls, totals: { ...assessment.totals, byNextStep, byAttention } };
 }
 
+/**
+ * How many of a session's waiting review decisions the call's own events overtook since they were made (a
+ * `not_executed` review the journal has moved past): the owner marks those stale rather than journal them.
+ */
+export function overtakenReviews(pending: ReadonlyMap<string, InboxDecisionRow> | undefined, history: readonly SessionEvent[]): number {
+  let overtaken = 0;
+  for (const row of pending?.values() ?? []) if (row.decision === 'not_executed' && overtakingEvent(history, row) !== null) overtaken += 1;
+  return overtaken;
+}
+
 /** The inbox decision of one call, as JSON. */
 export function inboxReviewJson(row: InboxDecisionRow | undefined): Record<string, string | null> | null {
   if (!row) return null;

@@ -11,7 +11,7 @@ import type { SessionStore } from '../store/types.js';
 import { StoreUnavailableError } from '../errors.js';
 import { truncateUtf8 } from '../text.js';
 import { finishedRunOf } from '../agent/run-journal.js';
-import { assessSession, ToolAttention, ToolNextStep, type ToolCallAssessment } from './assess.js';
+import { assessSession, ToolAttention, ToolNextStep, type SessionAssessment, type ToolCallAssessment } from './assess.js';
 import { ToolRecoveryStatus } from './retry-policy.js';
 import { prepareToolRetry, type ToolRetryPlan } from './retry-plan.js';
 import { sessionsWithDecidedApprovals } from './inbox-review.js';
@@ -35,7 +35,12 @@ export function openCalls(history: readonly SessionEvent[]): ToolCallAssessment[
  */
 export function callsAwaitingApproval(history: readonly SessionEvent[]): ToolCallAssessment[] {
   if (history.length === 0) return [];
-  return assessSession(history).calls.filter((c) => c.attempt === c.attempts && c.taskId !== null && c.key !== null &&
+  return awaitingApproval(assessSession(history));
+}
+
+/** callsAwaitingApproval of a session already assessed. */
+export function awaitingApproval(assessment: SessionAssessment): ToolCallAssessment[] {
+  return assessment.calls.filter((c) => c.attempt === c.attempts && c.taskId !== null && c.key !== null &&
     c.nextStep === ToolNextStep.RetryAllowed && c.result?.outcome.status === 'failed' && c.result.outcome.category === 'approval_pending');
 }
 

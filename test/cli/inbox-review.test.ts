@@ -183,6 +183,16 @@ describe('a review recorded with jingwei review', () => {
     const reason = json.calls[0]!.reason;
     assert.doesNotMatch(reason, /the retry will use it/);
     assert.match(reason, /a not_executed review by ops:li .* waits in the decision inbox: but the journal has recorded the reconciler's uncertain review \(seq \d+\) of the call since it was made, so the owner will mark it stale and no retry will use it/);
+    // u127 LOW 3: the summary lines counted it among the reviews waiting to be journaled.
+    const text = cli(['inspect', path, 'mail-o']).stdout;
+    assert.doesNotMatch(text, /waits? to be journaled/);
+    assert.match(text, /1 review decision in the decision inbox was overtaken by the call's own events since it was made: the session's owner marks it stale/);
+    assert.deepEqual([(json as unknown as { inbox_reviews: number }).inbox_reviews, (json as unknown as { inbox_reviews_overtaken: number }).inbox_reviews_overtaken], [1, 1]);
+    const listed = cli(['sessions', path]).stdout;
+    assert.doesNotMatch(listed, /waiting to be journaled/);
+    assert.match(listed, /1 review decision overtaken by the call's own events \(the host marks it stale: review again\)/);
+    const listedJson = JSON.parse(cli(['sessions', path, '--json']).stdout) as { sessions: { reviews_waiting: number; reviews_overtaken: number }[] };
+    assert.deepEqual(listedJson.sessions.map((s) => [s.reviews_waiting, s.reviews_overtaken]), [[0, 1]]);
   });
 
   it('a review the journal no longer admits when the owner comes to it is marked stale with the reason, and nothing is journaled', async () => {

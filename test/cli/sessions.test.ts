@@ -5,7 +5,7 @@ import { before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
-import { alphaHistory, cli, quietHistory, tamper, writeStore } from './helpers.js';
+import { alphaHistory, cli, pendingPayments, quietHistory, tamper, writeStore } from './helpers.js';
 
 const dir = tempDir('jingwei-cli-sessions-');
 
@@ -35,8 +35,20 @@ describe('jingwei sessions', () => {
     const alpha = doc.sessions.find((s) => s.session_id === 'alpha')!;
     assert.deepEqual(alpha, {
       session_id: 'alpha', events: 10, epoch: 1, owner: 'test-host', held: false, lease_expires_at: null, lease_expired: false,
-      needs_attention: 3, needs_review: 1, retry_allowed: 2, handled_failures: 0, reviews_waiting: 0, problem: null,
+      needs_attention: 3, needs_review: 1, retry_allowed: 2, handled_failures: 0, reviews_waiting: 0, reviews_overtaken: 0, awaiting_approval: 0, problem: null,
     });
+  });
+
+  // u124 LOW 1: a session whose calls waited for a person's approval showed 0, as if nothing were waiting.
+  it('counts the calls waiting for approval apart, in the table, the summary and --json', async () => {
+    const approvals = tempDbPath(dir, 'approvals');
+    await pendingPayments(approvals, [{ to: 'acme' }, { to: 'globex' }]);
+    const r = cli(['sessions', approvals]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^s-1\s+\d+\s+1\s+host\s+released\s+0; 2 calls waiting for approval$/m);
+    assert.match(r.stdout, /1 session with calls waiting for approval \('jingwei queue' lists the requests\)/);
+    const json = JSON.parse(cli(['sessions', approvals, '--json']).stdout) as { sessions: { needs_attention: number; awaiting_approval: number }[] };
+    assert.deepEqual(json.sessions.map((x) => [x.needs_attention, x.awaiting_approval]), [[0, 2]]);
   });
 
   it('shows a held session as held', async () => {

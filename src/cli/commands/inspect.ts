@@ -20,6 +20,7 @@ import {
   inboxReviewJson,
   indexCalls,
   journaledReviewText,
+  overtakenReviews,
   pendingInboxReviews,
   withInboxReviews,
   nextStepAdvice,
@@ -71,7 +72,7 @@ function decisionHeading(row: DecisionRow): string {
   return `${what} ${safeId(row.id)} (${row.state}${decided}${approver}${why}) is about this call:`;
 }
 
-function sessionView(ctx: CommandContext, sessionId: string, assessment: SessionAssessment, inbox: ReadonlyMap<string, DecisionRow>, approvals: readonly DecisionRow[]): ExitCode {
+function sessionView(ctx: CommandContext, sessionId: string, assessment: SessionAssessment, inbox: ReadonlyMap<string, DecisionRow>, overtaken: number, approvals: readonly DecisionRow[]): ExitCode {
   const { out, options, args } = ctx;
   const attention = attentionOf(assessment);
   const code = attention.total > 0 ? EXIT.findings : EXIT.ok;
@@ -86,6 +87,7 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
       by_next_step: assessment.totals.byNextStep,
       by_status: assessment.totals.byStatus,
       inbox_reviews: inbox.size,
+      inbox_reviews_overtaken: overtaken,
       decided_approvals: approvals.map((row) => ({ request: row.id, call_id: row.callId, decision: row.decision, actor: row.actor })),
       calls: assessment.calls.map((c) => assessedJson(c, inbox)),
     }, null, 2));
@@ -103,8 +105,12 @@ function sessionView(ctx: CommandContext, sessionId: string, assessment: Session
     out.line(s.yellow(`${plural(approvals.length, 'call')} ${approvals.length === 1 ? 'waits' : 'wait'} for a host to use the decision made on its approval request: ${who}. ` +
       'A host retries each once (its run resumed, the startup routine with retry_safe, or prepareToolRetry), and the decision answers for that attempt.'));
   }
-  if (inbox.size > 0) {
-    out.line(s.dim(`${plural(inbox.size, 'review decision')} in the decision inbox ${inbox.size === 1 ? 'waits' : 'wait'} to be journaled by the session's owner (journalInboxReviews, jingwei/review).`));
+  const toJournal = inbox.size - overtaken;
+  if (toJournal > 0) {
+    out.line(s.dim(`${plural(toJournal, 'review decision')} in the decision inbox ${toJournal === 1 ? 'waits' : 'wait'} to be journaled by the session's owner (journalInboxReviews, jingwei/review).`));
+  }
+  if (overtaken > 0) {
+    out.line(s.yellow(`${plural(overtaken, 'review decision')} in the decision inbox ${overtaken === 1 ? 'was' : 'were'} overtaken by the call's own events since ${overtaken === 1 ? 'it was' : 'they were'} made: the session's owner marks ${overtaken === 1 ? 'it' : 'them'} stale, and no retry uses ${overtaken === 1 ? 'it' : 'them'}; review the call again with what the journal shows now.`));
   }
   if (assessment.calls.length === 0) return code;
   out.line();
@@ -319,7 +325,7 @@ call a completed review resolved, journaled or waiting in the decision inbox.`,
         else out.line(`Session ${safeId(sessionId)} has no events yet. Nothing needs attention.`);
         return EXIT.ok;
       }
-      return args.call === undefined ? sessionView(ctx, sessionId, assessment, inbox, approvals) : callView(ctx, store, sessionId, history, assessment, inbox);
+      return args.call === undefined ? sessionView(ctx, sessionId, assessment, inbox, overtakenReviews(inbox, history), approvals) : callView(ctx, store, sessionId, history, assessment, inbox);
     });
   },
 };

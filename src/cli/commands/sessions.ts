@@ -1,6 +1,7 @@
 import { JournalCorruptError, ToolRetryError } from '../../errors.js';
 import { assessSession } from '../../tool/assess.js';
-import { attentionOf, attentionText, pendingInboxReviews, withInboxReviews, type Attention } from '../assessment.js';
+import { awaitingApproval } from '../../tool/retry-safe.js';
+import { attentionOf, attentionText, overtakenReviews, pendingInboxReviews, withInboxReviews, type Attention } from '../assessment.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
 import { EXIT } from '../exit.js';
 import { num, plural, safe, safeId, table } from '../format.js';
@@ -21,8 +22,12 @@ interface Row {
   readonly leaseExpiresAt: number | null;
   readonly leaseExpired: boolean;
   readonly attention: Attention | null;
-  /** Review decisions recorded in the inbox about this session's calls and not yet journaled by its host. */
+  /** Review decisions recorded in the inbox about this session's calls that its host will journal. */
   readonly reviewsWaiting: number;
+  /** Those the calls' own events overtook since they were made: its host marks them stale instead. */
+  readonly reviewsOvertaken: number;
+  /** Calls whose latest attempt waits for a decision on its approval request (a person's, or its use by a host). */
+  readonly awaitingApproval: number;
   readonly problem: Problem | null;
 }
 
@@ -43,7 +48,8 @@ caller is not pending work, even when a retry would be allowed: the caller saw i
 shows such calls); nor is a call a completed review resolved, journaled or recorded with 'jingwei review' and
 waiting in the decision inbox for the owner to journal it. Such decisions are counted apart (reviews waiting to be
 journaled): until a host of the session journals them nothing acts on them, and a retry of their operation is
-refused meanwhile ('jingwei queue' lists them). Every journal is loaded and verified on the way, so a damaged one
+refused meanwhile ('jingwei queue' lists them). Calls waiting for approval (an approver left the request pending,
+or a person decided it and no host has used the decision yet) are counted apart too. Every journal is loaded and verified on the way, so a damaged one
 shows up here with the sequence number and reason of the damage.`,
   exitCodes: `This command exits 1 when a journal is corrupt or its tool evidence is invalid; calls needing
 attention alone do not make it fail (use 'jingwei inspect' for that).`,
@@ -60,9 +66,14 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
           progress.update(`checking session ${i + 1} of ${sessions.length}: ${s.sessionId} (${num(s.events)} events)`);
           let attention: Attention | null = null;
           let problem: Problem | null = null;
+          let overtaken = 0;
+          let approvals = 0;
           try {
             const history = await store.loadHistory(s.sessionId);
-            attention = history.length === 0 ? { total: 0, needsReview: 0, retryAllowed: 0, handled: 0 } : attentionOf(withInboxReviews(assessSession(history), inbox.get(s.sessionId), history));
+            const assessment = history.length === 0 ? null : assessSession(history);
+            attention = assessment === null ? { total: 0, needsReview: 0, retryAllowed: 0, handled: 0 } : attentionOf(withInboxReviews(assessment, inbox.get(s.sessionId), history));
+            overtaken = overtakenReviews(inbox.get(s.sessionId), history);
+            approvals = assessment === null ? 0 : awaitingApproval(assessment).length;
           } catch (error) {
             if (error instanceof JournalCorruptError) problem = { kind: 'journal_corrupt', seq: error.seq, reason: error.reason, message: error.message };
             else if (error instanceof ToolRetryError) problem = { kind: 'invalid_evidence', code: error.code, message: error.message };
@@ -70,7 +81,7 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
           }
           rows.push({
             sessionId: s.sessionId, events: s.events, epoch: s.epoch, owner: s.owner, held: s.held,
-            leaseExpiresAt: s.leaseExpiresAt, leaseExpired: s.leaseExpired, attention, reviewsWaiting: inbox.get(s.sessionId)?.size ?? 0, problem,
+            leaseExpiresAt: s.leaseExpiresAt, leaseExpired: s.leaseExpired, attention, reviewsWaiting: (inbox.get(s.sessionId)?.size ?? 0) - overtaken, reviewsOvertaken: overtaken, awaitingApproval: approvals, problem,
           });
         }
       } finally {
@@ -92,6 +103,8 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
             retry_allowed: r.attention?.retryAllowed ?? null,
             handled_failures: r.attention?.handled ?? null,
             reviews_waiting: r.reviewsWaiting,
+            reviews_overtaken: r.reviewsOvertaken,
+            awaiting_approval: r.awaitingApproval,
             problem: r.problem,
           })),
         }, null, 2));
@@ -121,12 +134,14 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
         out.width !== undefined ? { width: out.width } : {},
       ));
       const attention = rows.filter((r) => (r.attention?.total ?? 0) > 0).length;
-      const waiting = rows.filter((r) => r.reviewsWaiting > 0).length;
+      const waiting = rows.filter((r) => r.reviewsWaiting + r.reviewsOvertaken > 0).length;
+      const approving = rows.filter((r) => r.awaitingApproval > 0).length;
       out.line();
       out.line(
         `${plural(rows.length, 'session')}, ${plural(total, 'event')}; ` +
           `${plural(attention, 'session')} with calls needing attention` +
-          (waiting > 0 ? `; ${plural(waiting, 'session')} with review decisions waiting for a host to journal them ('jingwei queue' lists them)` : '') +
+          (approving > 0 ? `; ${plural(approving, 'session')} with calls waiting for approval ('jingwei queue' lists the requests)` : '') +
+          (waiting > 0 ? `; ${plural(waiting, 'session')} with review decisions waiting for a host to journal them or mark them stale ('jingwei queue' lists them)` : '') +
           (damaged > 0 ? `; ${s.red(`${plural(damaged, 'damaged journal')}`)} (run 'jingwei verify' on it)` : ''),
       );
       return damaged > 0 ? EXIT.findings : EXIT.ok;
@@ -134,8 +149,13 @@ attention alone do not make it fail (use 'jingwei inspect' for that).`,
   },
 };
 
-/** "2 (1 needs_review, 1 retry_allowed)", then the review decisions waiting to be journaled, if any. */
+/** "2 (1 needs_review, 1 retry_allowed)", then the review decisions waiting to be journaled and those overtaken, if any. */
 function attentionCell(r: Row, s: Style): string {
   const calls = r.attention!.total > 0 ? s.yellow(attentionText(r.attention!)) : s.dim('0');
-  return r.reviewsWaiting > 0 ? `${calls}; ${s.yellow(`${plural(r.reviewsWaiting, 'review decision')} waiting to be journaled`)}` : calls;
+  const waiting = r.reviewsWaiting > 0 ? `; ${s.yellow(`${plural(r.reviewsWaiting, 'review decision')} waiting to be journaled`)}` : '';
+  const overtaken = r.reviewsOvertaken > 0
+    ? `; ${s.yellow(`${plural(r.reviewsOvertaken, 'review decision')} overtaken by the call's own events (the host marks ${r.reviewsOvertaken === 1 ? 'it' : 'them'} stale: review again)`)}`
+    : '';
+  const approvals = r.awaitingApproval > 0 ? `; ${s.yellow(`${plural(r.awaitingApproval, 'call')} waiting for approval`)}` : '';
+  return calls + approvals + waiting + overtaken;
 }
