@@ -171,8 +171,16 @@ export interface McpToolSource {
   requestFailed?(client: Client, error: unknown, signal: AbortSignal): void;
 }
 
-/** A Jingwei tool running one MCP tool through its source's client. */
+/**
+ * A Jingwei tool running one MCP tool through its source's client. The call's signal cancels the request of a
+ * read-only tool only: a server told a request is cancelled never answers it (the protocol says so), so a call of
+ * any other tool stopped by its deadline or a cancellation waits for the server's answer, or for the connection's
+ * end, and only then ends as a body that went on (docs/bridges-in-production.md#a-stopped-call-runs-until-its-server-answers).
+ * Ended at once, it was journaled as ended while the server still ran it, and a `not_executed` review was taken
+ * before the server made its write.
+ */
 function mcpTool(source: McpToolSource, name: string, description: McpToolDescription, metadata: ToolMetadata): Tool {
+  const cancellable = metadata.effect.effect === 'read_only';
   const tool: Tool = {
     name,
     metadata,
@@ -187,7 +195,7 @@ function mcpTool(source: McpToolSource, name: string, description: McpToolDescri
             _meta: { [MCP_IDEMPOTENCY_META_KEY]: externalIdempotencyKey(request) },
           },
           undefined,
-          { signal, timeout: NO_CLIENT_TIMEOUT_MS },
+          cancellable ? { signal, timeout: NO_CLIENT_TIMEOUT_MS } : { timeout: NO_CLIENT_TIMEOUT_MS },
         );
       } catch (error) {
         source.requestFailed?.(client, error, signal);
