@@ -3,6 +3,7 @@
  * journal against them (docs/design.md#a-restored-journal-is-refused-at-acquire): a journal put back from a backup is
  * refused before anything is written on it, instead of its missing calls being made again.
  */
+import type { KeyObject } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
@@ -172,13 +173,26 @@ export async function checkJournalAgainstAnchor(
   anchor: HeadAnchor,
   readChain: () => Promise<{ readonly epoch: number; readonly rows: readonly ChainLink[] }>,
 ): Promise<void> {
+  if (anchor.journalId === undefined) return;
+  await checkJournalAgainstCheckpoints(sessionId, await checkpointsOf(anchor, sessionId), anchor.publicKey, anchor.journalId, readChain);
+}
+
+/**
+ * The check of checkJournalAgainstAnchor on checkpoints already read (`jingwei recover --key --anchors` runs it as
+ * the routine's acquire would): those of this session signed with `publicKey` in journal `journalId` count.
+ */
+export async function checkJournalAgainstCheckpoints(
+  sessionId: string,
+  checkpoints: readonly Checkpoint[],
+  publicKey: KeyObject,
+  journalId: string | undefined,
+  readChain: () => Promise<{ readonly epoch: number; readonly rows: readonly ChainLink[] }>,
+): Promise<void> {
   // Only a checkpoint of this very journal says what it held: a session of the same id in another store (a plain
   // import, a second store sharing the anchor file, a memory store after a restart) is another journal.
-  const journalId = anchor.journalId;
   if (journalId === undefined) return;
-  const publicKey = anchor.publicKey;
   const keyId = keyIdOf(publicKey);
-  const mine = (await checkpointsOf(anchor, sessionId)).filter((c) => c.sessionId === sessionId && c.keyId === keyId && c.journalId === journalId);
+  const mine = checkpoints.filter((c) => c.sessionId === sessionId && c.keyId === keyId && c.journalId === journalId);
   if (mine.length === 0) return;
   const { epoch, rows } = await readChain();
   try {

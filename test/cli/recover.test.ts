@@ -4,8 +4,13 @@
  * is abandoned, 0 when none is, 2 for a bad policy. No assertion depends on how long anything took.
  */
 import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
+import { copyFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { it } from 'node:test';
+import Database from 'better-sqlite3';
+import { fileAnchorSink } from '../../src/store/anchors.js';
 import { openSqliteStore } from '../../src/sqlite.js';
 import { decisionInbox } from '../../src/decisions.js';
 import { assessSession } from '../../src/tool/assess.js';
@@ -183,4 +188,40 @@ it('a session nobody holds whose approval a person decided after its host let it
   const suspended = cli(['recover', path, '--json']);
   assert.equal(suspended.code, 0);
   assert.deepEqual((JSON.parse(suspended.stdout) as { sessions: unknown[] }).sessions, []);
+});
+
+// u126: the dry run could not say that the routine, given the hosts' anchor, refuses a journal put back from a backup.
+it('with --key and --anchors: a journal restored from a backup is shown as refused, as the routine given the anchor refuses it', async () => {
+  const dir = tempDir();
+  const path = tempDbPath(dir, 'journal');
+  const anchors = join(dir, 'anchors.jsonl');
+  const backup = join(dir, 'backup.db');
+  const pub = join(dir, 'anchor.pub.pem');
+  const keys = generateKeyPairSync('ed25519');
+  writeFileSync(pub, keys.publicKey.export({ type: 'spki', format: 'pem' }));
+  const store = openSqliteStore(path);
+  const owner = await store.acquire('s-restored', { owner: 'host-a', anchor: { privateKey: keys.privateKey, sink: fileAnchorSink(anchors) }, leaseMs: 500 });
+  await owner.startTask('t');
+  const raw = new Database(path, { readonly: true });
+  await raw.backup(backup);
+  raw.close();
+  await owner.append([{ turnId: 'turn-1', kind: { type: 'user_message', text: 'pay order o-1' } }]);
+  // The host dies holding the session; the operator puts the backup back, and the lease it holds there runs out.
+  await store.close();
+  for (const suffix of ['-wal', '-shm']) rmSync(path + suffix, { force: true });
+  copyFileSync(backup, path);
+  await pause(600);
+
+  const plain = JSON.parse(cli(['recover', path, '--json']).stdout) as { sessions: { session_id: string; problem: unknown }[] };
+  assert.deepEqual(plain.sessions.map((x) => [x.session_id, x.problem]), [['s-restored', null]], 'without the anchor nothing tells');
+  const run = cli(['recover', path, '--key', pub, '--anchors', anchors, '--json']);
+  assert.equal(run.code, 1, run.stderr);
+  const [session] = (JSON.parse(run.stdout) as { sessions: { calls: unknown[]; problem: { code: string; message: string } }[] }).sessions;
+  assert.equal(session!.problem.code, 'anchor_mismatch');
+  assert.match(session!.problem.message, /\(truncated\).*The routine given this anchor reports the session failed and takes nothing over\./);
+  assert.deepEqual(session!.calls, []);
+  const text = cli(['recover', path, '--key', pub, '--anchors', anchors]);
+  assert.match(text.stdout, /anchor_mismatch: session s-restored at seq 1 \(truncated\)/);
+  assert.equal(cli(['recover', path, '--key', pub]).code, 2, '--key needs --anchors');
+  assert.equal(cli(['recover', path, '--anchors', anchors]).code, 2, '--anchors needs --key');
 });

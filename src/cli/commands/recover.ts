@@ -1,4 +1,6 @@
-import { JournalCorruptError, ToolRetryError } from '../../errors.js';
+import { AnchorError, JournalCorruptError, ToolRetryError } from '../../errors.js';
+import { checkAcquireAnchors } from '../../store/anchor-store.js';
+import { ANCHORS_OPTION, anchorOptions, KEY_OPTION } from '../anchors.js';
 import { RECOVERY_POLICIES, approvalRetryPlan, approvalsToUse, callsAwaitingApproval, decidedApprovals, openCalls, operationOf, safeRetryPlan, type RecoveryPolicy } from '../../tool/recover.js';
 import { ToolRecoveryStatus } from '../../tool/retry-policy.js';
 import { STORE_ARGUMENT, type Command } from '../command.js';
@@ -47,6 +49,8 @@ export const recoverCommand: Command = {
   options: {
     policy: { type: 'string', value: 'policy', help: `the policy to plan with: ${RECOVERY_POLICIES.join(' or ')} (default suspend)` },
     json: { type: 'boolean', help: 'print one JSON document instead of text' },
+    key: { ...KEY_OPTION, help: 'with --anchors: the public key of the hosts\' anchor, to show which sessions the routine given that anchor would refuse' },
+    anchors: ANCHORS_OPTION,
   },
   description: `
 A dry run: changes nothing and takes over nothing. Lists the sessions whose owner's lease ran out (the owner stopped
@@ -62,17 +66,33 @@ is retried under retry_safe ("use alice's approval: retry"), the decision answer
 suspend; one nobody has decided is left. With retry_safe it also lists the sessions nobody holds where a person
 decided an approval after an earlier pass had left the call: the routine acquires them to use it. A call of an agent
 run that finished is left for a person or a new run.
+With --key and --anchors (the hosts' anchor file and the public key of its signing key), each session is also
+checked as the routine given that anchor checks it before taking it over: a journal its signed checkpoints do not
+vouch for (a backup put back, an edit) is shown as refused (anchor_mismatch), since the routine reports it failed
+and takes nothing (docs/design.md#a-restored-journal-is-refused-at-acquire).
 To recover for real, the host calls recoverAbandoned(store, { runtime, tools, caller }, policy) from
 'jingwei/review' at startup: it takes each abandoned session over (never a live one), reconciles, applies the
 policy and reports what it did (docs/operator-guide.md).`,
   exitCodes: 'This command exits 1 when abandoned sessions are found, or with retry_safe sessions nobody holds with approvals to use (a host should run the routine), 0 when there are none.',
-  examples: ['jingwei recover journal.db', 'jingwei recover postgres://ops@db/agents --policy retry_safe --json'],
-  async run({ out, args, options }) {
+  examples: ['jingwei recover journal.db', 'jingwei recover postgres://ops@db/agents --policy retry_safe --json', 'jingwei recover journal.db --key anchor.pub.pem --anchors anchors.jsonl'],
+  async run({ out, err, args, options }) {
     const policy = options.policy ?? 'suspend';
     if (typeof policy !== 'string' || !(RECOVERY_POLICIES as readonly string[]).includes(policy)) {
       throw new UsageError(`jingwei recover: --policy ${JSON.stringify(policy)} is not one of ${RECOVERY_POLICIES.join(', ')}`);
     }
+    const keys = anchorOptions('recover', options, true, err);
     return withStore(args.store!, async (store) => {
+      /** Why the routine given the hosts' anchor would refuse the session, or null. */
+      const refusal = async (sessionId: string): Promise<PlannedSession['problem']> => {
+        if (keys === null) return null;
+        try {
+          await checkAcquireAnchors(store, sessionId, keys);
+          return null;
+        } catch (error) {
+          if (!(error instanceof AnchorError)) throw error;
+          return { code: error.code, message: `${error.message} The routine given this anchor reports the session failed and takes nothing over.` };
+        }
+      };
       const planned: PlannedSession[] = [];
       for (const summary of await store.listExpiredSessions()) {
         const base = {
@@ -83,6 +103,11 @@ policy and reports what it did (docs/operator-guide.md).`,
           released: false,
         };
         try {
+          const refused = await refusal(summary.sessionId);
+          if (refused !== null) {
+            planned.push({ ...base, calls: [], problem: refused });
+            continue;
+          }
           const waiting = (await pendingInboxReviews(store, summary.sessionId)).get(summary.sessionId) ?? new Map<string, InboxDecisionRow>();
           const history = await store.loadHistory(summary.sessionId);
           const approvals = await decidedApprovals(store, summary.sessionId);
@@ -99,9 +124,10 @@ policy and reports what it did (docs/operator-guide.md).`,
         for (const x of await store.listSessions()) if (!x.held) nobodyHolds.set(x.sessionId, x);
         for (const { sessionId, history, decided } of await approvalsToUse(store, (id) => listed.has(id) || !nobodyHolds.has(id))) {
           const summary = nobodyHolds.get(sessionId);
+          const refused = await refusal(sessionId);
           planned.push({
             session_id: sessionId, owner: summary?.owner ?? null, epoch: summary?.epoch ?? 0, lease_expires_at: null, released: true,
-            calls: planApprovals(history, 'retry_safe', decided), problem: null,
+            calls: refused === null ? planApprovals(history, 'retry_safe', decided) : [], problem: refused,
           });
         }
       }
