@@ -122,6 +122,11 @@ export const POSTGRES_DEFAULTS = {
    * reset would otherwise hold a call, a wait or close() until the network heals.
    */
   answerMarginMs: 5_000,
+  /**
+   * After a transaction lost its connection, how long in all it waits for a server that refuses connections while it
+   * restarts, trying again with a growing wait (docs/design.md#a-lost-connection-is-tried-again).
+   */
+  reconnectWaitMs: 5_000,
 } as const;
 
 /** Session leases (docs/design.md#leases): how long an owner's hold lasts without a write or a heartbeat. */

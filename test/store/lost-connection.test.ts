@@ -5,10 +5,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { StoreUnavailableError } from '../../src/errors.js';
+import { StoreBusyError, StoreUnavailableError } from '../../src/errors.js';
 import type { SessionId } from '../../src/ids.js';
 import type { SessionRow, TxState, TxWrites } from '../../src/store/rows.js';
-import { afterLostWrites, isConnectionLost, Landed } from '../../src/store/postgres/lost-connection.js';
+import { afterLostWrites, isConnectionLost, Landed, LostConnectionRetry } from '../../src/store/postgres/lost-connection.js';
 
 const before: SessionRow = {
   sessionId: 's' as SessionId, owner: 'host', held: true, epoch: 2, lastSeq: 4, headHash: 'a'.repeat(64), bodyBytes: 100, recordedAt: null, leaseExpiresAt: 1_000,
@@ -19,16 +19,16 @@ const appending: TxWrites<string> = {
   events: [],
   result: 'the lost attempt\'s result',
 };
-const lost = new StoreUnavailableError('store_failure', 'session s: PostgreSQL failed: Connection terminated unexpectedly');
+const lost = new StoreUnavailableError('store_failure', 'session s: PostgreSQL failed: Connection terminated unexpectedly', { cause: new Error('Connection terminated unexpectedly') });
 const state = (session: SessionRow | undefined): TxState => ({ session, task: undefined, operation: undefined, existingEventIds: [], attention: [], now: 1_500 });
 const decidedAgain: TxWrites<string> = { result: 'decided again' };
 
 function outcome(writes: TxWrites<string>, stored: SessionRow | undefined): string {
   try {
-    return afterLostWrites(writes, lost, () => decidedAgain)(state(stored)).result;
+    return afterLostWrites('session s', writes, lost, () => decidedAgain)(state(stored)).result;
   } catch (error) {
     if (error instanceof Landed) return `landed: ${error.result as string}`;
-    if (error === lost) return 'unknown';
+    if (error instanceof StoreUnavailableError && error.cause === lost && /^session s: the connection to PostgreSQL was lost after this transaction's writes were sent \(Connection terminated unexpectedly\), and .*: whether they were stored is unknown/.test(error.message)) return 'unknown';
     throw error;
   }
 }
@@ -55,6 +55,35 @@ describe('after a write lost its connection', () => {
     assert.equal(outcome(decisions, before), 'unknown', 'an inbox row');
     assert.equal(outcome({ result: 'no owner row' }, before), 'unknown');
     assert.equal(outcome({ session: { row: after, expect: null }, result: 'created' }, undefined), 'unknown', 'a session created');
+  });
+
+  it('says why it cannot tell', () => {
+    assert.throws(() => afterLostWrites('session s', appending, lost, () => decidedAgain)(state({ ...after, epoch: 3 })),
+      /the owner row has moved on since \(epoch 3, head at seq 6; the writes were decided at epoch 2, seq 4\)/);
+  });
+
+  it('once writes were sent on a lost connection, no later failure says nothing was written; before, failures are reported as they are', async () => {
+    const busy = new StoreBusyError('session s: another writer holds the lock (lock_timeout)');
+    const fresh = new LostConnectionRetry(3);
+    assert.equal(fresh.report('session s', busy), busy, 'nothing was sent: the failure as it is');
+    assert.equal(await fresh.again(lost, { connected: true }), true, 'lost before its writes: run again');
+    assert.equal(fresh.report('session s', busy), busy);
+    assert.equal(await fresh.again(lost, { connected: true, writes: appending }), true);
+    const reported = fresh.report('session s', busy) as StoreUnavailableError;
+    assert.equal(reported.code, 'store_failure');
+    assert.equal(reported.cause, lost);
+    assert.match(reported.message, /trying again failed \(session s: another writer holds the lock \(lock_timeout\)\): whether they were stored is unknown/);
+    assert.equal(await fresh.again(busy, { connected: true }), false, 'a lock timeout is not run again');
+  });
+
+  it('runs again at most as often as it is allowed, and waits for a restarting server only after a loss', async () => {
+    const refused = new StoreUnavailableError('store_failure', 'session s: PostgreSQL is unreachable (ECONNREFUSED)', { cause: Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }) });
+    assert.equal(await new LostConnectionRetry(3).again(refused, { connected: false }), false, 'a server down from the start is reported at once');
+    const retry = new LostConnectionRetry(2);
+    assert.equal(await retry.again(lost, { connected: true }), true);
+    assert.equal(await retry.again(refused, { connected: false }), true, 'refused after a loss: the server may be restarting');
+    assert.equal(await retry.again(lost, { connected: true }), true);
+    assert.equal(await retry.again(lost, { connected: true }), false, 'the third loss is one too many');
   });
 
   it('knows a lost connection from other failures', () => {

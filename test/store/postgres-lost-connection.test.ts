@@ -83,6 +83,29 @@ describePostgres('a PostgreSQL write whose connection is lost', (url) => {
     }
   });
 
+  // u131 #2: a restart ended the pooled connections, and the server refused new ones for a moment.
+  it('a server restarting as a result is written: the write waits for it to take connections again, and completes', async () => {
+    const proxy = await startPgProxy(url);
+    const schema = freshSchema();
+    const store = await openPostgresStore(proxy.url, { schema });
+    try {
+      const { paid, owner, gateway } = await payingHost(store);
+      await gateway.call('pay', { order: 'o-0' });
+      proxy.holdIdleAnswers();
+      await endServerSide(url, proxy);
+      proxy.refuseConnections(true);
+      setTimeout(() => proxy.refuseConnections(false), 400);
+      const call = await gateway.call('pay', { order: 'o-1' });
+      assert.equal(call.result.outcome.status, 'succeeded');
+      assert.deepEqual(paid, ['o-0', 'o-1']);
+      assert.deepEqual(await journal(url, schema), { kinds: { task_ledger: 1, tool_call: 2, tool_started: 2, tool_result: 2 }, attention: [] });
+      await owner.release();
+    } finally {
+      await store.close();
+      await proxy.close();
+    }
+  });
+
   it("a result whose commit landed with its answer lost is taken as recorded: the call succeeds, nothing is in doubt", async () => {
     const proxy = await startPgProxy(url);
     const schema = freshSchema();
@@ -118,6 +141,40 @@ describePostgres('a PostgreSQL write whose connection is lost', (url) => {
       assert.deepEqual(await journal(url, schema), { kinds: { task_ledger: 1, tool_call: 2, tool_started: 2, tool_result: 2 }, attention: [] });
       await owner.release();
     } finally {
+      await store.close();
+      await proxy.close();
+    }
+  });
+
+  // u131 #1: the retry met a lock timeout; `store_busy` reads as "nothing was written", so the runtime wrote the result
+  // again, and the journal held two results of one call.
+  it('a result whose commit landed with its answer lost, the owner row then locked past the lock timeout: reported as unknown, never written again', async () => {
+    const proxy = await startPgProxy(url);
+    const schema = freshSchema();
+    const store = await openPostgresStore(proxy.url, { schema, lockTimeoutMs: 300 });
+    const locker = new pg.Client({ connectionString: url });
+    await locker.connect();
+    try {
+      const { paid, owner, gateway } = await payingHost(store);
+      await gateway.call('pay', { order: 'o-0' });
+      proxy.loseAnswerTo('tool_result', async () => {
+        await locker.query('BEGIN');
+        await locker.query(`SELECT 1 FROM "${schema}".jw_sessions WHERE session_id = 's' FOR UPDATE`);
+      });
+      await assert.rejects(gateway.callWithOptions('pay', { order: 'o-1' }, { operationKey: 'k-1' }), (error: Error & { code?: string; cause?: Error & { code?: string } }) => {
+        assert.equal(error.code, 'recording_failed');
+        assert.equal(error.cause?.code, 'store_failure');
+        assert.match(error.cause!.message, /lost after this transaction's writes were sent .* and trying again failed \(.*lock_timeout.*\): whether they were stored is unknown/);
+        return true;
+      });
+      await locker.query('ROLLBACK');
+      assert.deepEqual(paid, ['o-0', 'o-1']);
+      assert.deepEqual(await journal(url, schema), { kinds: { task_ledger: 1, tool_call: 2, tool_started: 2, tool_result: 2 }, attention: [] }, 'the landed result, once');
+      const again = await gateway.callWithOptions('pay', { order: 'o-1' }, { operationKey: 'k-1' });
+      assert.equal(again.replayed, true);
+      await owner.release();
+    } finally {
+      await locker.end();
       await store.close();
       await proxy.close();
     }

@@ -19,9 +19,9 @@ export interface PgProxy {
    * The next message from a client that contains `marker` reaches the server; the server's whole answer to it (up to
    * its ReadyForQuery) is dropped and the connection cut: a commit that landed, whose answer was lost on the way back.
    * `then: 'unreachable'` cuts every connection with it and refuses new ones until `refuseConnections(false)`, so that
-   * nothing can ask the server what became of it.
+   * nothing can ask the server what became of it; a function is awaited before the connection is cut.
    */
-  loseAnswerTo(marker: string, then?: 'unreachable'): void;
+  loseAnswerTo(marker: string, then?: 'unreachable' | (() => Promise<void>)): void;
   /** The next message from a client that contains `marker` never reaches the server, and the connection is cut. */
   dropRequest(marker: string): void;
   /**
@@ -62,6 +62,7 @@ export async function startPgProxy(serverUrl: string): Promise<PgProxy> {
   let killer: ((pid: number) => Promise<void>) | null = null;
   let loseAfter: Buffer | null = null;
   let unreachableAfterLoss = false;
+  let beforeCut: (() => Promise<void>) | null = null;
   let dropOn: Buffer | null = null;
   let refusing = false;
   const sockets = new Set<net.Socket>();
@@ -116,6 +117,12 @@ export async function startPgProxy(serverUrl: string): Promise<PgProxy> {
         // ReadyForQuery ('Z', length 5, a status byte) ends the answer: the server has committed or rolled back.
         const z = dropping.length - 6;
         if (z >= 0 && dropping[z] === 0x5a && dropping.readInt32BE(z + 1) === 5) {
+          const first = beforeCut;
+          beforeCut = null;
+          if (first !== null) {
+            void first().then(end, end);
+            return;
+          }
           end();
           if (unreachableAfterLoss) {
             unreachableAfterLoss = false;
@@ -168,6 +175,7 @@ export async function startPgProxy(serverUrl: string): Promise<PgProxy> {
     loseAnswerTo: (marker, then) => {
       loseAfter = Buffer.from(marker);
       unreachableAfterLoss = then === 'unreachable';
+      beforeCut = typeof then === 'function' ? then : null;
     },
     dropRequest: (marker) => { dropOn = Buffer.from(marker); },
     holdIdleAnswers: () => {

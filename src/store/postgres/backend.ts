@@ -23,7 +23,7 @@ import { commitStatement, type CommitStatement } from './commit-statement.js';
 import { PostgresInbox } from './inbox.js';
 import { channelName, SharedListener } from './notify.js';
 import { KnownSessions, sessionJson } from './known-rows.js';
-import { afterLostWrites, isConnectionLost, Landed, type Attempt } from './lost-connection.js';
+import { afterLostWrites, Landed, LostConnectionRetry, type Attempt } from './lost-connection.js';
 import type { DecisionRow } from '../inbox-rows.js';
 
 /** A check of the known-rows path failed: a stored row is not the known one. */
@@ -193,25 +193,25 @@ class PostgresBackend implements JournalBackend {
 
   /** Runs a read-only transaction, again on another connection when its connection was lost (nothing was written). */
   private async reading<T>(begin: string | null, context: string, body: (client: PoolClient) => Promise<T>): Promise<T> {
-    for (let lost = 1; ; lost++) {
+    const retry = new LostConnectionRetry(this.lostConnectionRetries());
+    for (;;) {
       const attempt = { connected: false };
       try {
         return await this.inTransaction(begin, context, body, attempt);
       } catch (error) {
-        if (!attempt.connected || !isConnectionLost(error) || lost > this.lostConnectionRetries()) throw error;
+        if (!(await retry.again(error, attempt))) throw error;
       }
     }
   }
 
   async transact<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R> {
     const context = `session ${sessionId}`;
+    const retry = new LostConnectionRetry(this.lostConnectionRetries());
     // After an attempt lost its connection having decided writes, the next decides on what the stored rows say of them.
     let deciding = decide;
-    let lost = 0;
-    const onLost = (error: unknown, attempt: Attempt<R>): boolean => {
-      if (!attempt.connected || !isConnectionLost(error) || ++lost > this.lostConnectionRetries()) return false;
-      if (attempt.writes) deciding = afterLostWrites(attempt.writes, error, decide);
-      return true;
+    const onFailure = async (error: unknown, attempt: Attempt<R>): Promise<void> => {
+      if (!(await retry.again(error, attempt))) throw retry.report(context, error);
+      if (attempt.connected && attempt.writes) deciding = afterLostWrites(context, attempt.writes, error, decide);
     };
     if (this.pipelining && !beforeCommitHooks.get(this)) {
       const attempt: Attempt<R> = { connected: false };
@@ -219,7 +219,7 @@ class PostgresBackend implements JournalBackend {
         const done = await this.onKnownRows(sessionId, reads, decide, attempt);
         if (done) return done.result;
       } catch (error) {
-        if (!onLost(error, attempt)) throw error;
+        await onFailure(error, attempt);
       }
     }
     for (let race = 1; ; ) {
@@ -236,10 +236,9 @@ class PostgresBackend implements JournalBackend {
           // A concurrent creator committed the same session or task row first. Run read → decide → write again:
           // this time the decision sees that row (and says SessionBusy, takes over, or reuses the task).
           if (race++ < 2) continue;
-          throw new StoreBusyError(`${context}: a concurrent transaction kept creating the same rows`, { cause: error.error });
+          throw retry.report(context, new StoreBusyError(`${context}: a concurrent transaction kept creating the same rows`, { cause: error.error }));
         }
-        if (onLost(error, attempt)) continue;
-        throw error;
+        await onFailure(error, attempt);
       }
     }
   }

@@ -9,7 +9,7 @@ export function mapPostgresError(error: unknown, context: string): unknown {
   const code = (error as { code?: unknown } | null)?.code;
   const message = error instanceof Error ? error.message : String(error);
   if (code === '55P03') return new StoreBusyError(`${context}: another writer holds the lock (lock_timeout)`, { cause: error });
-  if (code === '57014') return new StoreBusyError(`${context}: the statement was cancelled (statement_timeout): ${message}`, { cause: error });
+  if (code === '57014') return new StoreBusyError(`${context}: the statement was cancelled (statement_timeout, or pg_cancel_backend): ${message}`, { cause: error });
   if (code === '40001' || code === '40P01') return new StoreBusyError(`${context}: ${message} (${code})`, { cause: error });
   if (code === '22021' || code === '22P05') {
     return new InvalidInputError('text', `PostgreSQL cannot store this text (U+0000 or an invalid character): ${message}`, { cause: error });

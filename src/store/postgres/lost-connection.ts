@@ -4,7 +4,9 @@
  * the first statement sent on it, and a connection can break under a commit. What the lost attempt may have written
  * decides whether, and how, the transaction runs again on another connection.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { StoreUnavailableError } from '../../errors.js';
+import { POSTGRES_DEFAULTS } from '../../limits.js';
 import type { TxState, TxWrites } from '../rows.js';
 
 /** Node's socket errors on a connection that was open. */
@@ -14,15 +16,26 @@ const SERVER_ENDED = new Set(['57P01', '57P02', '57P03', '57P05']);
 /** What the driver says of a connection that closed under a query, or that is checked out already broken. */
 const DRIVER_LOST = /^(Connection terminated( unexpectedly)?|Client has encountered a connection error and is not queryable|Client was closed and is not queryable)$/;
 
+/** The driver's error a store error carries, or the error itself. */
+function driverError(error: unknown): unknown {
+  return error instanceof StoreUnavailableError ? error.cause : error;
+}
+
 /** Whether `error` (a driver error, or the store error that carries one as its cause) says the connection was lost. */
 export function isConnectionLost(error: unknown): boolean {
-  const raw = error instanceof StoreUnavailableError ? error.cause : error;
+  const raw = driverError(error);
   const code = (raw as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && (SERVER_ENDED.has(code) || BROKEN_SOCKET.has(code) || code.startsWith('08'))) return true;
   return raw instanceof Error && DRIVER_LOST.test(raw.message);
 }
 
-/** How far one attempt of a write transaction got: a connection checked out, then the writes it decided (and may have sent). */
+/** Whether a connection could not be made because the server is restarting: refused, starting up or shutting down. */
+function isServerRestarting(error: unknown): boolean {
+  const code = (driverError(error) as { code?: unknown } | null)?.code;
+  return code === 'ECONNREFUSED' || isConnectionLost(error);
+}
+
+/** How far one attempt of a transaction got: a connection checked out, then the writes it decided (and may have sent). */
 export interface Attempt<R> {
   connected: boolean;
   writes?: TxWrites<R>;
@@ -34,17 +47,82 @@ export class Landed<R> {
 }
 
 /**
+ * Whether a transaction runs again after a failed attempt, and when. An attempt that lost its connection runs again
+ * at once, as many times as the pool has connections and once more (every idle one may have been ended at once);
+ * after such a loss, a connection that cannot be made because the server is restarting is tried again with a
+ * growing wait, for at most POSTGRES_DEFAULTS.reconnectWaitMs in all. A server that was not lost under an attempt
+ * is not waited for: a failure to connect first is reported at once.
+ */
+export class LostConnectionRetry {
+  private lost = 0;
+  private waits = 0;
+  private waitedMs = 0;
+  /** The error of the attempt that lost its connection after sending writes: from then on, no failure says nothing was written. */
+  private sentWrites: unknown = undefined;
+
+  constructor(private readonly maxLost: number) {}
+
+  /** After `attempt` failed with `error`: whether to run it again (having waited if the server is restarting). */
+  async again(error: unknown, attempt: Attempt<unknown> | { connected: boolean }): Promise<boolean> {
+    if (attempt.connected) {
+      if (!isConnectionLost(error) || ++this.lost > this.maxLost) return false;
+      if ('writes' in attempt && attempt.writes !== undefined) this.sentWrites = error;
+      return true;
+    }
+    if (this.lost === 0 || !isServerRestarting(error) || this.waitedMs >= POSTGRES_DEFAULTS.reconnectWaitMs) return false;
+    const delay = Math.min(25 * 2 ** this.waits++, POSTGRES_DEFAULTS.reconnectWaitMs - this.waitedMs);
+    await sleep(delay);
+    this.waitedMs += delay;
+    return true;
+  }
+
+  /**
+   * The error to report for `error`, the failure of the last attempt: itself, unless an earlier attempt lost its
+   * connection after sending writes. Then no failure since (a lock or statement timeout, a busy pool, a server still
+   * down) says whether those writes were stored, and callers read `store_busy` as "nothing was written".
+   */
+  report(context: string, error: unknown): unknown {
+    if (this.sentWrites === undefined || error === this.sentWrites) return error;
+    if (error instanceof StoreUnavailableError && error.cause === this.sentWrites) return error;
+    return outcomeUnknown(context, this.sentWrites, `trying again failed (${(error as Error)?.message ?? String(error)})`);
+  }
+}
+
+/** What the lost connection's driver said, in a few words. */
+function lostHow(lost: unknown): string {
+  const raw = driverError(lost) as { code?: unknown; message?: unknown } | null;
+  const message = typeof raw?.message === 'string' ? raw.message : String(raw);
+  return typeof raw?.code === 'string' && !message.includes(raw.code) ? `${message}, ${raw.code}` : message;
+}
+
+/** The store error of writes sent on a connection that was lost, whose landing nothing could show. */
+export function outcomeUnknown(context: string, lost: unknown, why: string): StoreUnavailableError {
+  return new StoreUnavailableError(
+    'store_failure',
+    `${context}: the connection to PostgreSQL was lost after this transaction's writes were sent (${lostHow(lost)}), and ${why}: ` +
+      'whether they were stored is unknown; load the history again before deciding anything',
+    { cause: lost },
+  );
+}
+
+/**
  * The decision of the attempt after one that lost its connection having decided `writes` (sent, perhaps committed):
  * under the owner row's lock, the stored row says which. The writes are all there (the head is theirs: the chain
  * hash covers every event's bytes) and their result is returned (Landed); nothing of them is there (epoch and head
  * as they were read) and the transaction is decided again on what is stored; anything else, or writes whose landing
- * the owner row cannot show, and the loss is reported as it is, the outcome unknown.
+ * the owner row cannot show, and the outcome is unknown (outcomeUnknown).
  */
-export function afterLostWrites<R>(writes: TxWrites<R>, lost: unknown, decide: (state: TxState) => TxWrites<R>): (state: TxState) => TxWrites<R> {
+export function afterLostWrites<R>(
+  context: string,
+  writes: TxWrites<R>,
+  lost: unknown,
+  decide: (state: TxState) => TxWrites<R>,
+): (state: TxState) => TxWrites<R> {
   return (state) => {
     const session = writes.session;
     const stored = state.session;
-    if (session?.expect == null || stored === undefined) throw lost;
+    if (session?.expect == null) throw outcomeUnknown(context, lost, 'they create or change rows the owner row does not show');
+    if (stored === undefined) throw outcomeUnknown(context, lost, 'the owner row is gone');
     const { row, expect } = session;
     const appends = row.lastSeq > expect.lastSeq;
     if (appends && stored.epoch === row.epoch && stored.lastSeq === row.lastSeq && stored.headHash === row.headHash) {
@@ -53,6 +131,8 @@ export function afterLostWrites<R>(writes: TxWrites<R>, lost: unknown, decide: (
     // A write of the owner row alone (a renewed lease) is the same when made again; any other row it wrote might not be.
     const alone = !writes.events?.length && !writes.task && !writes.operations?.length && !writes.attention?.length && !writes.decisions?.length;
     if ((appends || alone) && stored.epoch === expect.epoch && stored.lastSeq === expect.lastSeq) return decide(state);
-    throw lost;
+    if (!appends && !alone) throw outcomeUnknown(context, lost, 'they change rows the owner row does not show');
+    throw outcomeUnknown(context, lost,
+      `the owner row has moved on since (epoch ${stored.epoch}, head at seq ${stored.lastSeq}; the writes were decided at epoch ${expect.epoch}, seq ${expect.lastSeq})`);
   };
 }
