@@ -76,14 +76,21 @@ describe('after a write lost its connection', () => {
     assert.equal(await fresh.again(busy, { connected: true }), false, 'a lock timeout is not run again');
   });
 
-  it('runs again at most as often as it is allowed, and waits for a restarting server only after a loss', async () => {
+  it('runs again at most as often as it is allowed, and waits for a restarting server for a while', async () => {
     const refused = new StoreUnavailableError('store_failure', 'session s: PostgreSQL is unreachable (ECONNREFUSED)', { cause: Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }) });
-    assert.equal(await new LostConnectionRetry(3).again(refused, { connected: false }), false, 'a server down from the start is reported at once');
+    const unresolved = new StoreUnavailableError('store_failure', 'session s: PostgreSQL is unreachable (ENOTFOUND)', { cause: Object.assign(new Error('getaddrinfo ENOTFOUND db'), { code: 'ENOTFOUND' }) });
+    assert.equal(await new LostConnectionRetry(3).again(unresolved, { connected: false }), false, 'a host that cannot be found is reported at once');
+    const waiting = new LostConnectionRetry(3);
+    let waits = 0;
+    while (await waiting.again(refused, { connected: false })) waits += 1;
+    assert.ok(waits >= 5 && waits <= 10, `a refusing server is waited for, with a growing wait, then reported (${waits} waits)`);
     const retry = new LostConnectionRetry(2);
     assert.equal(await retry.again(lost, { connected: true }), true);
     assert.equal(await retry.again(refused, { connected: false }), true, 'refused after a loss: the server may be restarting');
     assert.equal(await retry.again(lost, { connected: true }), true);
     assert.equal(await retry.again(lost, { connected: true }), false, 'the third loss is one too many');
+    const starting = new StoreUnavailableError('store_failure', 'session s: PostgreSQL failed: the database system is starting up (57P03)', { cause: Object.assign(new Error('the database system is starting up'), { code: '57P03' }) });
+    assert.equal(await new LostConnectionRetry(3).again(starting, { connected: false }), true, 'a server starting up is waited for');
   });
 
   it('knows a lost connection from other failures', () => {

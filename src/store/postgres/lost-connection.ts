@@ -29,7 +29,10 @@ export function isConnectionLost(error: unknown): boolean {
   return raw instanceof Error && DRIVER_LOST.test(raw.message);
 }
 
-/** Whether a connection could not be made because the server is restarting: refused, starting up or shutting down. */
+/**
+ * Whether a connection could not be made because the server may be restarting: it refused the connection, said it
+ * takes none now (starting up or shutting down, 57P03, which isConnectionLost counts), or ended it as it opened.
+ */
 function isServerRestarting(error: unknown): boolean {
   const code = (driverError(error) as { code?: unknown } | null)?.code;
   return code === 'ECONNREFUSED' || isConnectionLost(error);
@@ -48,10 +51,10 @@ export class Landed<R> {
 
 /**
  * Whether a transaction runs again after a failed attempt, and when. An attempt that lost its connection runs again
- * at once, as many times as the pool has connections and once more (every idle one may have been ended at once);
- * after such a loss, a connection that cannot be made because the server is restarting is tried again with a
- * growing wait, for at most POSTGRES_DEFAULTS.reconnectWaitMs in all. A server that was not lost under an attempt
- * is not waited for: a failure to connect first is reported at once.
+ * at once, as many times as the pool has connections and once more (every idle one may have been ended at once). A
+ * connection the server refuses (it may be restarting: refused, starting up or shutting down, ended as it opened)
+ * is tried again with a growing wait, for at most POSTGRES_DEFAULTS.reconnectWaitMs in all: a restart would
+ * otherwise leave the results being written in doubt. A host that cannot be found or reached is not waited for.
  */
 export class LostConnectionRetry {
   private lost = 0;
@@ -69,7 +72,7 @@ export class LostConnectionRetry {
       if ('writes' in attempt && attempt.writes !== undefined) this.sentWrites = error;
       return true;
     }
-    if (this.lost === 0 || !isServerRestarting(error) || this.waitedMs >= POSTGRES_DEFAULTS.reconnectWaitMs) return false;
+    if (!isServerRestarting(error) || this.waitedMs >= POSTGRES_DEFAULTS.reconnectWaitMs) return false;
     const delay = Math.min(25 * 2 ** this.waits++, POSTGRES_DEFAULTS.reconnectWaitMs - this.waitedMs);
     await sleep(delay);
     this.waitedMs += delay;
