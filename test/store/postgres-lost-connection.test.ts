@@ -56,151 +56,124 @@ async function endServerSide(url: string, proxy: PgProxy): Promise<void> {
   assert.fail('the server kept the connections');
 }
 
+type Host = Awaited<ReturnType<typeof payingHost>> & { proxy: PgProxy; schema: string; store: SessionStore };
+
+/**
+ * A paying host on a store behind a proxy (`pool`: the host's own pool on it, else the store's), one payment made:
+ * `body` runs the fault, then the host lets the session go and everything is closed.
+ */
+async function behindProxy(url: string, options: { lockTimeoutMs?: number; pool?: boolean }, body: (host: Host) => Promise<void>): Promise<void> {
+  const proxy = await startPgProxy(url);
+  const schema = freshSchema();
+  let pool: pg.Pool | undefined;
+  if (options.pool === true) {
+    pool = new pg.Pool({ connectionString: proxy.url, max: 3 });
+    pool.on('error', () => {});
+    pool.on('connect', (client) => client.on('error', () => {}));
+  }
+  const store = await openPostgresStore(pool ?? proxy.url, { schema, ...(options.lockTimeoutMs !== undefined ? { lockTimeoutMs: options.lockTimeoutMs } : {}) });
+  try {
+    const host = await payingHost(store);
+    await host.gateway.call('pay', { order: 'o-0' });
+    await body({ ...host, proxy, schema, store });
+    await host.owner.release();
+  } finally {
+    await store.close();
+    await pool?.end();
+    await proxy.close();
+  }
+}
+
+/** The second payment made once and recorded once, nothing in doubt. */
+async function paidOnce(url: string, host: Host, message?: string): Promise<void> {
+  assert.deepEqual(host.paid, ['o-0', 'o-1']);
+  assert.deepEqual(await journal(url, host.schema), { kinds: { task_ledger: 1, tool_call: 2, tool_started: 2, tool_result: 2 }, attention: [] }, message);
+}
+
 describePostgres('a PostgreSQL write whose connection is lost', (url) => {
   it('a connection that died idle in the pool: the call and the read run again on another, and the payment is recorded once', async () => {
-    const proxy = await startPgProxy(url);
-    const schema = freshSchema();
-    const store = await openPostgresStore(proxy.url, { schema });
-    try {
-      const { paid, owner, gateway } = await payingHost(store);
-      await gateway.call('pay', { order: 'o-0' });
-      proxy.holdIdleAnswers();
-      await endServerSide(url, proxy);
-      const call = await gateway.callWithOptions('pay', { order: 'o-1' }, { operationKey: 'k-1' });
+    await behindProxy(url, {}, async (host) => {
+      host.proxy.holdIdleAnswers();
+      await endServerSide(url, host.proxy);
+      const call = await host.gateway.callWithOptions('pay', { order: 'o-1' }, { operationKey: 'k-1' });
       assert.equal(call.result.outcome.status, 'succeeded');
-      assert.deepEqual(paid, ['o-0', 'o-1']);
-      assert.deepEqual(await journal(url, schema), { kinds: { task_ledger: 1, tool_call: 2, tool_started: 2, tool_result: 2 }, attention: [] });
-      const again = await gateway.callWithOptions('pay', { order: 'o-1' }, { operationKey: 'k-1' });
+      await paidOnce(url, host);
+      const again = await host.gateway.callWithOptions('pay', { order: 'o-1' }, { operationKey: 'k-1' });
       assert.equal(again.replayed, true, 'the key finds its recorded result');
 
-      proxy.holdIdleAnswers();
-      await endServerSide(url, proxy);
-      assert.equal((await store.loadHistory('s')).length, 7, 'a read runs again too');
-      await owner.release();
-    } finally {
-      await store.close();
-      await proxy.close();
-    }
+      host.proxy.holdIdleAnswers();
+      await endServerSide(url, host.proxy);
+      assert.equal((await host.store.loadHistory('s')).length, 7, 'a read runs again too');
+    });
   });
 
   // u131 #2: a restart ended the pooled connections, and the server refused new ones for a moment.
   it('a server restarting as a result is written: the write waits for it to take connections again, and completes', async () => {
-    const proxy = await startPgProxy(url);
-    const schema = freshSchema();
-    const store = await openPostgresStore(proxy.url, { schema });
-    try {
-      const { paid, owner, gateway } = await payingHost(store);
-      await gateway.call('pay', { order: 'o-0' });
-      proxy.holdIdleAnswers();
-      await endServerSide(url, proxy);
-      proxy.refuseConnections(true);
-      setTimeout(() => proxy.refuseConnections(false), 400);
-      const call = await gateway.call('pay', { order: 'o-1' });
+    await behindProxy(url, {}, async (host) => {
+      host.proxy.holdIdleAnswers();
+      await endServerSide(url, host.proxy);
+      host.proxy.refuseConnections(true);
+      setTimeout(() => host.proxy.refuseConnections(false), 400);
+      const call = await host.gateway.call('pay', { order: 'o-1' });
       assert.equal(call.result.outcome.status, 'succeeded');
-      assert.deepEqual(paid, ['o-0', 'o-1']);
-      assert.deepEqual(await journal(url, schema), { kinds: { task_ledger: 1, tool_call: 2, tool_started: 2, tool_result: 2 }, attention: [] });
-      await owner.release();
-    } finally {
-      await store.close();
-      await proxy.close();
-    }
+      await paidOnce(url, host);
+    });
   });
 
-  it("a result whose commit landed with its answer lost is taken as recorded: the call succeeds, nothing is in doubt", async () => {
-    const proxy = await startPgProxy(url);
-    const schema = freshSchema();
-    const store = await openPostgresStore(proxy.url, { schema });
-    try {
-      const { paid, owner, gateway } = await payingHost(store);
-      await gateway.call('pay', { order: 'o-0' });
-      proxy.loseAnswerTo('tool_result');
-      const call = await gateway.callWithOptions('pay', { order: 'o-1' }, { operationKey: 'k-1' });
+  it('a result whose commit landed with its answer lost is taken as recorded: the call succeeds, nothing is in doubt', async () => {
+    await behindProxy(url, {}, async (host) => {
+      host.proxy.loseAnswerTo('tool_result');
+      const call = await host.gateway.callWithOptions('pay', { order: 'o-1' }, { operationKey: 'k-1' });
       assert.equal(call.result.outcome.status, 'succeeded');
-      assert.deepEqual(paid, ['o-0', 'o-1']);
-      assert.deepEqual(await journal(url, schema), { kinds: { task_ledger: 1, tool_call: 2, tool_started: 2, tool_result: 2 }, attention: [] });
-      await gateway.call('pay', { order: 'o-2' });
-      assert.equal((await journal(url, schema)).kinds.tool_result, 3, 'the host writes on after it');
-      await owner.release();
-    } finally {
-      await store.close();
-      await proxy.close();
-    }
+      await paidOnce(url, host);
+      await host.gateway.call('pay', { order: 'o-2' });
+      assert.equal((await journal(url, host.schema)).kinds.tool_result, 3, 'the host writes on after it');
+    });
   });
 
   it('a commit cut before it reached the server is made once, on another connection', async () => {
-    const proxy = await startPgProxy(url);
-    const schema = freshSchema();
-    const store = await openPostgresStore(proxy.url, { schema });
-    try {
-      const { paid, owner, gateway } = await payingHost(store);
-      await gateway.call('pay', { order: 'o-0' });
-      proxy.dropRequest('tool_result');
-      const call = await gateway.call('pay', { order: 'o-1' });
+    await behindProxy(url, {}, async (host) => {
+      host.proxy.dropRequest('tool_result');
+      const call = await host.gateway.call('pay', { order: 'o-1' });
       assert.equal(call.result.outcome.status, 'succeeded');
-      assert.deepEqual(paid, ['o-0', 'o-1']);
-      assert.deepEqual(await journal(url, schema), { kinds: { task_ledger: 1, tool_call: 2, tool_started: 2, tool_result: 2 }, attention: [] });
-      await owner.release();
-    } finally {
-      await store.close();
-      await proxy.close();
-    }
+      await paidOnce(url, host);
+    });
   });
 
   // u131 #1: the retry met a lock timeout; `store_busy` reads as "nothing was written", so the runtime wrote the result
   // again, and the journal held two results of one call.
   it('a result whose commit landed with its answer lost, the owner row then locked past the lock timeout: reported as unknown, never written again', async () => {
-    const proxy = await startPgProxy(url);
-    const schema = freshSchema();
-    const store = await openPostgresStore(proxy.url, { schema, lockTimeoutMs: 300 });
     const locker = new pg.Client({ connectionString: url });
     await locker.connect();
     try {
-      const { paid, owner, gateway } = await payingHost(store);
-      await gateway.call('pay', { order: 'o-0' });
-      proxy.loseAnswerTo('tool_result', async () => {
-        await locker.query('BEGIN');
-        await locker.query(`SELECT 1 FROM "${schema}".jw_sessions WHERE session_id = 's' FOR UPDATE`);
+      await behindProxy(url, { lockTimeoutMs: 300 }, async (host) => {
+        host.proxy.loseAnswerTo('tool_result', async () => {
+          await locker.query('BEGIN');
+          await locker.query(`SELECT 1 FROM "${host.schema}".jw_sessions WHERE session_id = 's' FOR UPDATE`);
+        });
+        await assert.rejects(host.gateway.callWithOptions('pay', { order: 'o-1' }, { operationKey: 'k-1' }), (error: Error & { code?: string; cause?: Error & { code?: string } }) => {
+          assert.equal(error.code, 'recording_failed');
+          assert.equal(error.cause?.code, 'store_failure');
+          assert.match(error.cause!.message, /lost after this transaction's writes were sent .* and trying again failed \(.*lock_timeout.*\): whether they were stored is unknown/);
+          return true;
+        });
+        await locker.query('ROLLBACK');
+        await paidOnce(url, host, 'the landed result, once');
+        const again = await host.gateway.callWithOptions('pay', { order: 'o-1' }, { operationKey: 'k-1' });
+        assert.equal(again.replayed, true);
       });
-      await assert.rejects(gateway.callWithOptions('pay', { order: 'o-1' }, { operationKey: 'k-1' }), (error: Error & { code?: string; cause?: Error & { code?: string } }) => {
-        assert.equal(error.code, 'recording_failed');
-        assert.equal(error.cause?.code, 'store_failure');
-        assert.match(error.cause!.message, /lost after this transaction's writes were sent .* and trying again failed \(.*lock_timeout.*\): whether they were stored is unknown/);
-        return true;
-      });
-      await locker.query('ROLLBACK');
-      assert.deepEqual(paid, ['o-0', 'o-1']);
-      assert.deepEqual(await journal(url, schema), { kinds: { task_ledger: 1, tool_call: 2, tool_started: 2, tool_result: 2 }, attention: [] }, 'the landed result, once');
-      const again = await gateway.callWithOptions('pay', { order: 'o-1' }, { operationKey: 'k-1' });
-      assert.equal(again.replayed, true);
-      await owner.release();
     } finally {
       await locker.end();
-      await store.close();
-      await proxy.close();
     }
   });
 
   it('on a pool of the host\'s own, without pipelining: a commit whose answer was lost before COMMIT is made again once', async () => {
-    const proxy = await startPgProxy(url);
-    const schema = freshSchema();
-    const pool = new pg.Pool({ connectionString: proxy.url, max: 3 });
-    pool.on('error', () => {});
-    pool.on('connect', (client) => client.on('error', () => {}));
-    const store = await openPostgresStore(pool, { schema });
-    try {
-      const { paid, owner, gateway } = await payingHost(store);
-      await gateway.call('pay', { order: 'o-0' });
+    await behindProxy(url, { pool: true }, async (host) => {
       // Statement by statement: the commit statement's answer is lost and the connection cut, so the server rolls back.
-      proxy.loseAnswerTo('tool_result');
-      const call = await gateway.call('pay', { order: 'o-1' });
+      host.proxy.loseAnswerTo('tool_result');
+      const call = await host.gateway.call('pay', { order: 'o-1' });
       assert.equal(call.result.outcome.status, 'succeeded');
-      assert.deepEqual(paid, ['o-0', 'o-1']);
-      assert.deepEqual(await journal(url, schema), { kinds: { task_ledger: 1, tool_call: 2, tool_started: 2, tool_result: 2 }, attention: [] });
-      await owner.release();
-    } finally {
-      await store.close();
-      await pool.end();
-      await proxy.close();
-    }
+      await paidOnce(url, host);
+    });
   });
 });
