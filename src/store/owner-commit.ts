@@ -286,7 +286,8 @@ function warnWhileWaiting(waiter: string, waitingFor: () => Array<{ sessionId: s
     const named = sessions.slice(0, 5).map((s) => JSON.stringify(s.sessionId)).join(', ') + (sessions.length > 5 ? `, and ${sessions.length - 5} more` : '');
     process.emitWarning(
       `${waiter} has waited ${STORE_DEFAULTS.bodyWaitWarningMs / 1000} s for ${bodies} tool ${bodies === 1 ? 'body' : 'bodies'} still running in this ` +
-        `process (session ${named}): a body that ignores its abort signal keeps its session held, the lease renewed, until it ends ` +
+        `process (session ${named}): a body that ignores its abort signal keeps its session held, the lease renewed, until it ends, ` +
+        'and so does an MCP request of a tool that is not read-only until its server answers (close the MCP connections first) ' +
         '(docs/design.md#letting-a-session-go-stops-its-calls)',
       { code: 'JINGWEI_WAITING_FOR_BODIES' },
     );
