@@ -57,6 +57,23 @@ describe('after a write lost its connection', () => {
     assert.equal(outcome({ session: { row: after, expect: null }, result: 'created' }, undefined), 'unknown', 'a session created');
   });
 
+  it('with the event row at the head it would have ended at: its own there is landed, another or none is decided again', () => {
+    const withProbe = (hash: string | null, stored: SessionRow) => {
+      try {
+        return afterLostWrites('session s', appending, lost, () => decidedAgain, { seq: 6, hash })(state(stored)).result;
+      } catch (error) {
+        if (error instanceof Landed) return 'landed';
+        throw error;
+      }
+    };
+    const movedOn = { ...after, lastSeq: 9, headHash: 'd'.repeat(64) };
+    assert.equal(withProbe('b'.repeat(64), movedOn), 'landed', 'its event at seq 6, other writes after it');
+    assert.equal(withProbe('c'.repeat(64), movedOn), 'decided again', 'another event at seq 6: a parallel write took that seq');
+    assert.equal(withProbe(null, { ...before, lastSeq: 5, headHash: 'e'.repeat(64) }), 'decided again', 'no event at seq 6 yet');
+    assert.equal(withProbe('c'.repeat(64), { ...movedOn, epoch: 3 }), 'decided again', 'taken over: the decision then says so');
+    assert.equal(withProbe('b'.repeat(64), { ...movedOn, epoch: 3 }), 'landed', 'landed before a takeover');
+  });
+
   it('says why it cannot tell', () => {
     assert.throws(() => afterLostWrites('session s', appending, lost, () => decidedAgain)(state({ ...after, epoch: 3 })),
       /the owner row has moved on since \(epoch 3, head at seq 6; the writes were decided at epoch 2, seq 4\)/);

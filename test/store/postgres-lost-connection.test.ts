@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import pg from 'pg';
+import { decisionInbox } from '../../src/store/inbox.js';
 import { assessSession } from '../../src/tool/assess.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
@@ -107,6 +108,20 @@ describePostgres('a PostgreSQL write whose connection is lost', (url) => {
     });
   });
 
+  // u134 #4: a person's approval through a connection the server had ended failed, its write never sent.
+  it('a decision written on a connection that died idle in the pool runs again on another: the approval is recorded', async () => {
+    await behindProxy(url, {}, async (host) => {
+      const mail = tool('mail', async () => 'sent', new ToolMetadata('mails', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'));
+      const asking = createToolRuntime({ tools: [mail], grants: { agent: '*' }, approvers: { ops: async () => ({ decision: 'pending' as const }) } })
+        .bind({ owner: host.owner, taskId: 't', caller: 'agent' });
+      const requestId = (await asking.call('mail', {})).result.approval!.requestId;
+      host.proxy.holdIdleAnswers();
+      await endServerSide(url, host.proxy);
+      const row = await decisionInbox(host.store).approve(requestId, { actor: 'ops' });
+      assert.equal(row.decision, 'approved');
+    });
+  });
+
   // u131 #2: a restart ended the pooled connections, and the server refused new ones for a moment.
   it('a server restarting as a result is written: the write waits for it to take connections again, and completes', async () => {
     await behindProxy(url, {}, async (host) => {
@@ -164,6 +179,44 @@ describePostgres('a PostgreSQL write whose connection is lost', (url) => {
       });
     } finally {
       await locker.end();
+    }
+  });
+
+  // u134 #1: parallel results of one session, decided on the same head, queued on the owner row's lock when the
+  // server ended their connections: all but one were reported unknown and sent to a person, though none had landed.
+  it('parallel results whose connections were ended while they waited on the owner row: each is written once, none in doubt', async () => {
+    const schema = freshSchema();
+    const store = await openPostgresStore(url, { schema });
+    const locker = new pg.Client({ connectionString: url });
+    await locker.connect();
+    try {
+      const started: Array<() => void> = [];
+      let running = 0;
+      const pay = tool('pay', () => new Promise<string>((resolve) => {
+        running += 1;
+        started.push(() => resolve('paid'));
+      }), new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', 'v1'));
+      const owner = await store.acquire('s', { owner: 'host' });
+      await owner.startTask('t');
+      const gateway = createToolRuntime({ tools: [pay], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+      const calls = ['o-1', 'o-2', 'o-3', 'o-4'].map((order) => gateway.call('pay', { order }));
+      while (running < 4) await sleep(5);
+      await locker.query('BEGIN');
+      await locker.query(`SELECT 1 FROM "${schema}".jw_sessions WHERE session_id = 's' FOR UPDATE`);
+      for (const end of started) end();
+      const admin = adminPool(url);
+      const waiting = `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> $1 AND query LIKE '%"${schema}"%'`;
+      const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      for (let i = 0; i < 400 && (await admin.query(waiting, [lockerPid])).rowCount! < 4; i++) await sleep(10);
+      await admin.query(`SELECT pg_terminate_backend(pid) FROM (${waiting}) w`, [lockerPid]);
+      await locker.query('ROLLBACK');
+      const outcomes = await Promise.all(calls);
+      assert.deepEqual(outcomes.map((o) => o.result.outcome.status), ['succeeded', 'succeeded', 'succeeded', 'succeeded']);
+      assert.deepEqual(await journal(url, schema), { kinds: { task_ledger: 1, tool_call: 4, tool_started: 4, tool_result: 4 }, attention: [] });
+      await owner.release();
+    } finally {
+      await locker.end();
+      await store.close();
     }
   });
 

@@ -23,7 +23,7 @@ import { commitStatement, type CommitStatement } from './commit-statement.js';
 import { PostgresInbox } from './inbox.js';
 import { channelName, SharedListener } from './notify.js';
 import { KnownSessions, sessionJson } from './known-rows.js';
-import { afterLostWrites, Landed, LostConnectionRetry, type Attempt } from './lost-connection.js';
+import { afterLostWrites, headProbe, Landed, LostConnectionRetry, type Attempt, type HeadProbe } from './lost-connection.js';
 import type { DecisionRow } from '../inbox-rows.js';
 
 /** A check of the known-rows path failed: a stored row is not the known one. */
@@ -133,7 +133,7 @@ class PostgresBackend implements JournalBackend {
     this.attentionChannel = channelName('jw_attention', schema);
     this.attentionListener = new SharedListener(this.pool, this.attentionChannel, 'listen for attention changes');
     this.inbox = new PostgresInbox(S, schema, pool,
-      (context, body) => this.inTransaction(this.beginWrite, context, body),
+      (context, body) => this.writingDecisions(context, body),
       (context, body) => this.reading(this.beginRead, context, body));
   }
 
@@ -164,13 +164,14 @@ class PostgresBackend implements JournalBackend {
    * Runs `body` in one transaction on one pooled connection. Driver errors roll back and map to typed errors;
    * a connection that failed is destroyed rather than returned to the pool.
    */
-  private async inTransaction<T>(begin: string | null, context: string, body: (client: PoolClient) => Promise<T>, attempt?: { connected: boolean }): Promise<T> {
+  private async inTransaction<T>(begin: string | null, context: string, body: (client: PoolClient) => Promise<T>, attempt?: { connected: boolean; begun?: boolean }): Promise<T> {
     const client = await this.connect(context);
     if (attempt) attempt.connected = true;
     try {
       return await releasing(client, async () => {
         // With `begin` null the body sends BEGIN and COMMIT itself, in the batches it pipelines around its own queries.
         if (begin !== null) await client.query(begin);
+        if (attempt) attempt.begun = true;
         const result = await body(client);
         if (begin !== null) await client.query('COMMIT');
         return result;
@@ -191,6 +192,22 @@ class PostgresBackend implements JournalBackend {
     return (typeof max === 'number' && max > 0 ? max : 10) + 1;
   }
 
+  /**
+   * Runs a write of the decision inbox, again only when nothing of it was sent: its connection lost before BEGIN was
+   * answered, or none made while the server restarts. Lost later, its outcome is unknown, and so reported.
+   */
+  private async writingDecisions<T>(context: string, body: (client: PoolClient) => Promise<T>): Promise<T> {
+    const retry = new LostConnectionRetry(this.lostConnectionRetries());
+    for (;;) {
+      const attempt = { connected: false, begun: false };
+      try {
+        return await this.inTransaction(this.beginWrite, context, body, attempt);
+      } catch (error) {
+        if (attempt.begun || !(await retry.again(error, attempt))) throw error;
+      }
+    }
+  }
+
   /** Runs a read-only transaction, again on another connection when its connection was lost (nothing was written). */
   private async reading<T>(begin: string | null, context: string, body: (client: PoolClient) => Promise<T>): Promise<T> {
     const retry = new LostConnectionRetry(this.lostConnectionRetries());
@@ -209,9 +226,13 @@ class PostgresBackend implements JournalBackend {
     const retry = new LostConnectionRetry(this.lostConnectionRetries());
     // After an attempt lost its connection having decided writes, the next decides on what the stored rows say of them.
     let deciding = decide;
+    let probe: HeadProbe | undefined;
     const onFailure = async (error: unknown, attempt: Attempt<R>): Promise<void> => {
       if (!(await retry.again(error, attempt))) throw retry.report(context, error);
-      if (attempt.connected && attempt.writes) deciding = afterLostWrites(context, attempt.writes, error, decide);
+      if (attempt.connected && attempt.writes) {
+        probe = headProbe(attempt.writes);
+        deciding = afterLostWrites(context, attempt.writes, error, decide, probe);
+      }
     };
     if (this.pipelining && !beforeCommitHooks.get(this)) {
       const attempt: Attempt<R> = { connected: false };
@@ -225,7 +246,7 @@ class PostgresBackend implements JournalBackend {
     for (let race = 1; ; ) {
       const attempt: Attempt<R> = { connected: false };
       try {
-        return await this.inTransaction(null, context, (client) => this.readDecideWrite(client, sessionId, reads, deciding, attempt), attempt);
+        return await this.inTransaction(null, context, (client) => this.readDecideWrite(client, sessionId, reads, deciding, attempt, probe), attempt);
       } catch (error) {
         this.known.forget(sessionId);
         if (error instanceof Passthrough) {
@@ -256,6 +277,8 @@ class PostgresBackend implements JournalBackend {
     reads: TxReads,
     decide: (state: TxState) => TxWrites<R>,
     attempt: Attempt<R>,
+    /** After a lost commit of events: the event row at its head, read with the locks. */
+    probe?: HeadProbe,
   ): Promise<R> {
     // The owner row lock serialises every writer of this session; a missing row is created by the decision's
     // INSERT, and a concurrent creator surfaces as a unique violation (retried once by transact). The clock is read
@@ -300,6 +323,11 @@ class PostgresBackend implements JournalBackend {
     if (reads.reviews) {
       const calls = reads.reviews;
       readSteps.push(async () => { reviews = await this.inbox.reviewsOf(client, sessionId, calls); });
+    }
+    if (probe !== undefined) {
+      probe.hash = undefined;
+      const at = probe;
+      readSteps.push(async () => { at.hash = (await this.run<{ hash: string }>(client, 'eventHashAt', [sessionId, at.seq])).rows[0]?.hash ?? null; });
     }
     readSteps.push(async () => { nowRes = await this.run<{ now_ms: string | number }>(client, 'now', []); });
     await batch(client, readSteps);

@@ -31,17 +31,34 @@ export function isConnectionLost(error: unknown): boolean {
 
 /**
  * Whether a connection could not be made because the server may be restarting: it refused the connection, said it
- * takes none now (starting up or shutting down, 57P03, which isConnectionLost counts), or ended it as it opened.
+ * takes none now (starting up or shutting down, 57P03, which isConnectionLost counts; every slot taken, 53300), or
+ * ended it as it opened.
  */
 function isServerRestarting(error: unknown): boolean {
   const code = (driverError(error) as { code?: unknown } | null)?.code;
-  return code === 'ECONNREFUSED' || isConnectionLost(error);
+  // 53300: every connection slot is taken, as when every host reconnects at once after a restart.
+  return code === 'ECONNREFUSED' || code === '53300' || isConnectionLost(error);
 }
 
 /** How far one attempt of a transaction got: a connection checked out, then the writes it decided (and may have sent). */
 export interface Attempt<R> {
   connected: boolean;
   writes?: TxWrites<R>;
+}
+
+/**
+ * The event a lost commit of events would have written last: its seq, and the hash the next attempt reads at that
+ * seq under the owner row's lock (null: no event has it yet).
+ */
+export interface HeadProbe {
+  readonly seq: number;
+  hash: string | null | undefined;
+}
+
+/** The probe for `writes`, when they append events (their landing shows in the event row at their head). */
+export function headProbe(writes: TxWrites<unknown>): HeadProbe | undefined {
+  const session = writes.session;
+  return session?.expect != null && session.row.lastSeq > session.expect.lastSeq ? { seq: session.row.lastSeq, hash: undefined } : undefined;
 }
 
 /** The lost attempt's writes are all stored: its result stands, and nothing is written again. */
@@ -110,16 +127,19 @@ export function outcomeUnknown(context: string, lost: unknown, why: string): Sto
 
 /**
  * The decision of the attempt after one that lost its connection having decided `writes` (sent, perhaps committed):
- * under the owner row's lock, the stored row says which. The writes are all there (the head is theirs: the chain
- * hash covers every event's bytes) and their result is returned (Landed); nothing of them is there (epoch and head
- * as they were read) and the transaction is decided again on what is stored; anything else, or writes whose landing
- * the owner row cannot show, and the outcome is unknown (outcomeUnknown).
+ * under the owner row's lock, the stored rows say which. Events appended: the event at the seq they would have
+ * ended at is theirs (the chain hash covers every event's bytes, and the events before it) and their result is
+ * returned (Landed), or it is not (another event, or none yet), and they did not land and never will (their commit
+ * was fenced on the epoch and head they were decided on, which have moved or which this attempt now holds locked), so
+ * the transaction is decided again on what is stored. A write of the owner row alone is decided again while epoch
+ * and head are as it read them. Anything else, and the outcome is unknown (outcomeUnknown).
  */
 export function afterLostWrites<R>(
   context: string,
   writes: TxWrites<R>,
   lost: unknown,
   decide: (state: TxState) => TxWrites<R>,
+  probe?: HeadProbe,
 ): (state: TxState) => TxWrites<R> {
   return (state) => {
     const session = writes.session;
@@ -130,6 +150,10 @@ export function afterLostWrites<R>(
     const appends = row.lastSeq > expect.lastSeq;
     if (appends && stored.epoch === row.epoch && stored.lastSeq === row.lastSeq && stored.headHash === row.headHash) {
       throw new Landed(writes.result);
+    }
+    if (appends && probe !== undefined && probe.seq === row.lastSeq && probe.hash !== undefined) {
+      if (probe.hash === row.headHash) throw new Landed(writes.result);
+      return decide(state);
     }
     // A write of the owner row alone (a renewed lease) is the same when made again; any other row it wrote might not be.
     const alone = !writes.events?.length && !writes.task && !writes.operations?.length && !writes.attention?.length && !writes.decisions?.length;
