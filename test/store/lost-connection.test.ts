@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { StoreBusyError, StoreUnavailableError } from '../../src/errors.js';
 import type { SessionId } from '../../src/ids.js';
 import type { SessionRow, TxState, TxWrites } from '../../src/store/rows.js';
-import { afterLostWrites, isConnectionLost, Landed, LostConnectionRetry } from '../../src/store/postgres/lost-connection.js';
+import { afterLostWrites, headProbe, isConnectionLost, Landed, LostConnectionRetry } from '../../src/store/postgres/lost-connection.js';
 
 const before: SessionRow = {
   sessionId: 's' as SessionId, owner: 'host', held: true, epoch: 2, lastSeq: 4, headHash: 'a'.repeat(64), bodyBytes: 100, recordedAt: null, leaseExpiresAt: 1_000,
@@ -23,9 +23,12 @@ const lost = new StoreUnavailableError('store_failure', 'session s: PostgreSQL f
 const state = (session: SessionRow | undefined): TxState => ({ session, task: undefined, operation: undefined, existingEventIds: [], attention: [], now: 1_500 });
 const decidedAgain: TxWrites<string> = { result: 'decided again' };
 
-function outcome(writes: TxWrites<string>, stored: SessionRow | undefined): string {
+/** The decision after `writes` were lost, their head's event row read as `probeHash` (undefined: not read). */
+function outcome(writes: TxWrites<string>, stored: SessionRow | undefined, probeHash?: string | null): string {
   try {
-    return afterLostWrites('session s', writes, lost, () => decidedAgain)(state(stored)).result;
+    const probe = headProbe(writes);
+    if (probe !== undefined) probe.hash = probeHash;
+    return afterLostWrites('session s', [{ writes, probe }], lost, () => decidedAgain)(state(stored)).result;
   } catch (error) {
     if (error instanceof Landed) return `landed: ${error.result as string}`;
     if (error instanceof StoreUnavailableError && error.cause === lost && /^session s: the connection to PostgreSQL was lost after this transaction's writes were sent \(Connection terminated unexpectedly\), and .*: whether they were stored is unknown/.test(error.message)) return 'unknown';
@@ -58,24 +61,37 @@ describe('after a write lost its connection', () => {
   });
 
   it('with the event row at the head it would have ended at: its own there is landed, another or none is decided again', () => {
-    const withProbe = (hash: string | null, stored: SessionRow) => {
+    const landed = 'landed: the lost attempt\'s result';
+    const movedOn = { ...after, lastSeq: 9, headHash: 'd'.repeat(64) };
+    assert.equal(outcome(appending, movedOn, 'b'.repeat(64)), landed, 'its event at seq 6, other writes after it');
+    assert.equal(outcome(appending, movedOn, 'c'.repeat(64)), 'decided again', 'another event at seq 6: a parallel write took that seq');
+    assert.equal(outcome(appending, { ...before, lastSeq: 5, headHash: 'e'.repeat(64) }, null), 'decided again', 'no event at seq 6 yet');
+    assert.equal(outcome(appending, { ...movedOn, epoch: 3 }, 'c'.repeat(64)), 'decided again', 'taken over: the decision then says so');
+    assert.equal(outcome(appending, { ...movedOn, epoch: 3 }, 'b'.repeat(64)), landed, 'landed before a takeover');
+  });
+
+  // u135 #1: a commit on known rows, still on its way, landed after a second attempt was lost in turn; the third,
+  // looking only at the second's head, found another event there and wrote the result a second time.
+  it('every lost attempt is looked for: an earlier one that landed after a later one was lost is the one that landed', () => {
+    const first: TxWrites<string> = { session: { row: after, expect: { epoch: 2, lastSeq: 4 } }, events: [], result: 'the first attempt' };
+    const second: TxWrites<string> = { session: { row: { ...after, headHash: 'f'.repeat(64) }, expect: { epoch: 2, lastSeq: 4 } }, events: [], result: 'the second attempt' };
+    const probes = [headProbe(first)!, headProbe(second)!];
+    const decision = (hash: string | null) => {
+      for (const p of probes) p.hash = hash;
       try {
-        return afterLostWrites('session s', appending, lost, () => decidedAgain, { seq: 6, hash })(state(stored)).result;
+        return afterLostWrites('session s', [{ writes: first, probe: probes[0] }, { writes: second, probe: probes[1] }], lost, () => decidedAgain)(state({ ...after, headHash: hash ?? 'x' })).result;
       } catch (error) {
-        if (error instanceof Landed) return 'landed';
+        if (error instanceof Landed) return `landed: ${error.result as string}`;
         throw error;
       }
     };
-    const movedOn = { ...after, lastSeq: 9, headHash: 'd'.repeat(64) };
-    assert.equal(withProbe('b'.repeat(64), movedOn), 'landed', 'its event at seq 6, other writes after it');
-    assert.equal(withProbe('c'.repeat(64), movedOn), 'decided again', 'another event at seq 6: a parallel write took that seq');
-    assert.equal(withProbe(null, { ...before, lastSeq: 5, headHash: 'e'.repeat(64) }), 'decided again', 'no event at seq 6 yet');
-    assert.equal(withProbe('c'.repeat(64), { ...movedOn, epoch: 3 }), 'decided again', 'taken over: the decision then says so');
-    assert.equal(withProbe('b'.repeat(64), { ...movedOn, epoch: 3 }), 'landed', 'landed before a takeover');
+    assert.equal(decision('b'.repeat(64)), 'landed: the first attempt');
+    assert.equal(decision('f'.repeat(64)), 'landed: the second attempt');
+    assert.equal(decision(null), 'decided again', 'neither there: both fenced by the commit this attempt makes');
   });
 
   it('says why it cannot tell', () => {
-    assert.throws(() => afterLostWrites('session s', appending, lost, () => decidedAgain)(state({ ...after, epoch: 3 })),
+    assert.throws(() => afterLostWrites('session s', [{ writes: appending, probe: undefined }], lost, () => decidedAgain)(state({ ...after, epoch: 3 })),
       /the owner row has moved on since \(epoch 3, head at seq 6; the writes were decided at epoch 2, seq 4\)/);
   });
 

@@ -23,7 +23,7 @@ import { commitStatement, type CommitStatement } from './commit-statement.js';
 import { PostgresInbox } from './inbox.js';
 import { channelName, SharedListener } from './notify.js';
 import { KnownSessions, sessionJson } from './known-rows.js';
-import { afterLostWrites, headProbe, Landed, LostConnectionRetry, type Attempt, type HeadProbe } from './lost-connection.js';
+import { afterLostWrites, headProbe, Landed, LostConnectionRetry, type Attempt, type HeadProbe, type LostWrites } from './lost-connection.js';
 import type { DecisionRow } from '../inbox-rows.js';
 
 /** A check of the known-rows path failed: a stored row is not the known one. */
@@ -226,12 +226,13 @@ class PostgresBackend implements JournalBackend {
     const retry = new LostConnectionRetry(this.lostConnectionRetries());
     // After an attempt lost its connection having decided writes, the next decides on what the stored rows say of them.
     let deciding = decide;
-    let probe: HeadProbe | undefined;
+    // Every attempt lost after sending its writes: an earlier one may still land (below, afterLostWrites).
+    const lost: LostWrites<R>[] = [];
     const onFailure = async (error: unknown, attempt: Attempt<R>): Promise<void> => {
       if (!(await retry.again(error, attempt))) throw retry.report(context, error);
       if (attempt.connected && attempt.writes) {
-        probe = headProbe(attempt.writes);
-        deciding = afterLostWrites(context, attempt.writes, error, decide, probe);
+        lost.push({ writes: attempt.writes, probe: headProbe(attempt.writes) });
+        deciding = afterLostWrites(context, lost, error, decide);
       }
     };
     if (this.pipelining && !beforeCommitHooks.get(this)) {
@@ -246,7 +247,7 @@ class PostgresBackend implements JournalBackend {
     for (let race = 1; ; ) {
       const attempt: Attempt<R> = { connected: false };
       try {
-        return await this.inTransaction(null, context, (client) => this.readDecideWrite(client, sessionId, reads, deciding, attempt, probe), attempt);
+        return await this.inTransaction(null, context, (client) => this.readDecideWrite(client, sessionId, reads, deciding, attempt, lost.flatMap((l) => l.probe ?? [])), attempt);
       } catch (error) {
         this.known.forget(sessionId);
         if (error instanceof Passthrough) {
@@ -277,8 +278,8 @@ class PostgresBackend implements JournalBackend {
     reads: TxReads,
     decide: (state: TxState) => TxWrites<R>,
     attempt: Attempt<R>,
-    /** After a lost commit of events: the event row at its head, read with the locks. */
-    probe?: HeadProbe,
+    /** After lost commits of events: the event rows at their heads, read with the locks. */
+    probes: readonly HeadProbe[],
   ): Promise<R> {
     // The owner row lock serialises every writer of this session; a missing row is created by the decision's
     // INSERT, and a concurrent creator surfaces as a unique violation (retried once by transact). The clock is read
@@ -324,10 +325,13 @@ class PostgresBackend implements JournalBackend {
       const calls = reads.reviews;
       readSteps.push(async () => { reviews = await this.inbox.reviewsOf(client, sessionId, calls); });
     }
-    if (probe !== undefined) {
-      probe.hash = undefined;
-      const at = probe;
-      readSteps.push(async () => { at.hash = (await this.run<{ hash: string }>(client, 'eventHashAt', [sessionId, at.seq])).rows[0]?.hash ?? null; });
+    if (probes.length > 0) {
+      for (const probe of probes) probe.hash = undefined;
+      readSteps.push(async () => {
+        const found = await this.run<{ seq: string | number; hash: string }>(client, 'eventHashesAt', [sessionId, probes.map((p) => p.seq)]);
+        const bySeq = new Map(found.rows.map((r) => [int(r.seq, 'seq', sessionId), r.hash]));
+        for (const probe of probes) probe.hash = bySeq.get(probe.seq) ?? null;
+      });
     }
     readSteps.push(async () => { nowRes = await this.run<{ now_ms: string | number }>(client, 'now', []); });
     await batch(client, readSteps);

@@ -125,41 +125,49 @@ export function outcomeUnknown(context: string, lost: unknown, why: string): Sto
   );
 }
 
+/** The writes of an attempt that lost its connection after sending them, and the probe of their head. */
+export interface LostWrites<R> {
+  readonly writes: TxWrites<R>;
+  readonly probe: HeadProbe | undefined;
+}
+
 /**
- * The decision of the attempt after one that lost its connection having decided `writes` (sent, perhaps committed):
- * under the owner row's lock, the stored rows say which. Events appended: the event at the seq they would have
- * ended at is theirs (the chain hash covers every event's bytes, and the events before it) and their result is
- * returned (Landed), or it is not (another event, or none yet), and they did not land and never will (their commit
- * was fenced on the epoch and head they were decided on, which have moved or which this attempt now holds locked), so
- * the transaction is decided again on what is stored. A write of the owner row alone is decided again while epoch
- * and head are as it read them. Anything else, and the outcome is unknown (outcomeUnknown).
+ * The decision of the attempt after ones that lost their connection having decided writes (sent, perhaps committed,
+ * perhaps still on their way to the server: a commit decided on known rows takes no lock until it arrives), read
+ * under the owner row's lock. Any of them whose events are stored (the event at the seq it would have ended at is
+ * its own: the chain hash covers every event's bytes and the chain before it) has landed, and its result is
+ * returned (Landed). When none has, and the newest appended events, the transaction is decided again on what is
+ * stored: none can land while this attempt holds the owner row, each was fenced on the head it was decided on, which
+ * this attempt's commit moves, and if this attempt is lost in turn, the next one looks at all of them again. A write
+ * of the owner row alone is decided again while epoch and head are as it read them. Anything else, and the outcome is
+ * unknown (outcomeUnknown).
  */
 export function afterLostWrites<R>(
   context: string,
-  writes: TxWrites<R>,
-  lost: unknown,
+  lost: readonly LostWrites<R>[],
+  lostError: unknown,
   decide: (state: TxState) => TxWrites<R>,
-  probe?: HeadProbe,
 ): (state: TxState) => TxWrites<R> {
   return (state) => {
-    const session = writes.session;
     const stored = state.session;
-    if (session?.expect == null) throw outcomeUnknown(context, lost, 'they create or change rows the owner row does not show');
-    if (stored === undefined) throw outcomeUnknown(context, lost, 'the owner row is gone');
+    for (const { writes, probe } of lost) {
+      const row = writes.session?.row;
+      if (row === undefined || probe === undefined) continue;
+      const sameHead = stored !== undefined && stored.epoch === row.epoch && stored.lastSeq === row.lastSeq && stored.headHash === row.headHash;
+      if (sameHead || (probe.seq === row.lastSeq && probe.hash === row.headHash)) throw new Landed(writes.result);
+    }
+    const { writes, probe } = lost[lost.length - 1]!;
+    const session = writes.session;
+    if (session?.expect == null) throw outcomeUnknown(context, lostError, 'they create or change rows the owner row does not show');
+    if (stored === undefined) throw outcomeUnknown(context, lostError, 'the owner row is gone');
     const { row, expect } = session;
     const appends = row.lastSeq > expect.lastSeq;
-    if (appends && stored.epoch === row.epoch && stored.lastSeq === row.lastSeq && stored.headHash === row.headHash) {
-      throw new Landed(writes.result);
-    }
-    if (appends && probe !== undefined && probe.seq === row.lastSeq && probe.hash !== undefined) {
-      if (probe.hash === row.headHash) throw new Landed(writes.result);
-      return decide(state);
-    }
+    if (appends && probe !== undefined && lost.every((l) => l.probe === undefined || l.probe.hash !== undefined)) return decide(state);
     // A write of the owner row alone (a renewed lease) is the same when made again; any other row it wrote might not be.
     const alone = !writes.events?.length && !writes.task && !writes.operations?.length && !writes.attention?.length && !writes.decisions?.length;
     if ((appends || alone) && stored.epoch === expect.epoch && stored.lastSeq === expect.lastSeq) return decide(state);
-    if (!appends && !alone) throw outcomeUnknown(context, lost, 'they change rows the owner row does not show');
-    throw outcomeUnknown(context, lost,
+    if (!appends && !alone) throw outcomeUnknown(context, lostError, 'they change rows the owner row does not show');
+    throw outcomeUnknown(context, lostError,
       `the owner row has moved on since (epoch ${stored.epoch}, head at seq ${stored.lastSeq}; the writes were decided at epoch ${expect.epoch}, seq ${expect.lastSeq})`);
   };
 }

@@ -35,7 +35,7 @@ export function postgresStatements(S: string) {
     // The database's clock, so hosts with skewed clocks agree on when a lease runs out (docs/design.md#leases).
     now: `SELECT ${CLOCK} AS now_ms`,
     events: `SELECT seq, event_id, epoch, body, hash FROM ${S}.jw_events WHERE session_id = $1 ORDER BY seq`,
-    eventHashAt: `SELECT hash FROM ${S}.jw_events WHERE session_id = $1 AND seq = $2`,
+    eventHashesAt: `SELECT seq, hash FROM ${S}.jw_events WHERE session_id = $1 AND seq = ANY($2::bigint[])`,
     existingEventIds: `SELECT DISTINCT event_id FROM ${S}.jw_events WHERE session_id = $1 AND event_id = ANY($2::text[])`,
     earlierEpochSince: `SELECT seq FROM ${S}.jw_events WHERE session_id = $1 AND seq > $2 AND epoch < $3 ORDER BY seq LIMIT 1`,
     task: `SELECT ${taskCols} FROM ${S}.jw_tasks WHERE session_id = $1 AND task_id = $2`,
