@@ -220,6 +220,27 @@ describePostgres('a PostgreSQL write whose connection is lost', (url) => {
     }
   });
 
+  // u135 #1: the commit on known rows, still on its way, landed after the second attempt was lost in turn; the third,
+  // looking only at the second's head, found another event there and wrote the result a second time.
+  it('a commit still on its way that lands after the next attempt was lost in turn: found landed, written once', async () => {
+    await behindProxy(url, {}, async (host) => {
+      await host.gateway.call('pay', { order: 'o-warm' });
+      host.paid.length = 0;
+      const first = host.proxy.holdRequest('tool_result');
+      const head = async () => (await adminPool(url).query(`SELECT last_seq FROM "${host.schema}".jw_sessions WHERE session_id = 's'`)).rows[0]!.last_seq as string;
+      host.proxy.dropRequestThen('tool_result', async () => {
+        const before = await head();
+        first.deliver();
+        for (let i = 0; i < 300 && (await head()) === before; i++) await sleep(10);
+        assert.notEqual(await head(), before, 'the first commit landed');
+      });
+      const call = await host.gateway.call('pay', { order: 'o-1' });
+      assert.equal(call.result.outcome.status, 'succeeded');
+      assert.deepEqual(host.paid, ['o-1']);
+      assert.deepEqual(await journal(url, host.schema), { kinds: { task_ledger: 1, tool_call: 3, tool_started: 3, tool_result: 3 }, attention: [] });
+    });
+  });
+
   it('on a pool of the host\'s own, without pipelining: a commit whose answer was lost before COMMIT is made again once', async () => {
     await behindProxy(url, { pool: true }, async (host) => {
       // Statement by statement: the commit statement's answer is lost and the connection cut, so the server rolls back.

@@ -25,6 +25,16 @@ export interface PgProxy {
   /** The next message from a client that contains `marker` never reaches the server, and the connection is cut. */
   dropRequest(marker: string): void;
   /**
+   * A commit still on its way: the next message that contains `marker` is held here, and 50 ms later the client's
+   * side of its connection is reset while the server's side stays open; `deliver()` then sends the held bytes on.
+   */
+  holdRequest(marker: string): { deliver(): void };
+  /**
+   * The next message that contains `marker` on another connection than a held one never reaches the server, whose
+   * side of that connection is ended (its transaction rolls back); `then` is awaited, and the client's side is reset.
+   */
+  dropRequestThen(marker: string, then: () => Promise<void>): void;
+  /**
    * What the server sends on the connections open now (a FATAL as it ends one, then its close) reaches each client
    * only when that client next writes on it: the answer its next query meets.
    */
@@ -64,6 +74,8 @@ export async function startPgProxy(serverUrl: string): Promise<PgProxy> {
   let unreachableAfterLoss = false;
   let beforeCut: (() => Promise<void>) | null = null;
   let dropOn: Buffer | null = null;
+  let holdOn: { marker: Buffer; bytes: Buffer | null; upstream: net.Socket | null } | null = null;
+  let dropThen: { marker: Buffer; then: () => Promise<void> } | null = null;
   let refusing = false;
   const sockets = new Set<net.Socket>();
   const upstreams = new Set<net.Socket>();
@@ -86,10 +98,27 @@ export async function startPgProxy(serverUrl: string): Promise<PgProxy> {
     let terminating = false;
     /** The answer being dropped, once a message with the marker went through. */
     let dropping: Buffer | null = null;
+    /** This connection's server side outlives its client side (a held request), or the reverse (a dropped one). */
+    const keep = { upstream: false, client: false };
     client.on('data', (bytes) => {
       if (dropOn !== null && bytes.includes(dropOn)) {
         dropOn = null;
         end();
+        return;
+      }
+      if (holdOn !== null && holdOn.bytes === null && bytes.includes(holdOn.marker)) {
+        holdOn.bytes = bytes;
+        holdOn.upstream = upstream;
+        keep.upstream = true;
+        setTimeout(() => client.resetAndDestroy(), 50);
+        return;
+      }
+      if (dropThen !== null && !keep.upstream && bytes.includes(dropThen.marker)) {
+        const { then } = dropThen;
+        dropThen = null;
+        keep.client = true;
+        upstream.destroy();
+        void then().finally(() => client.resetAndDestroy());
         return;
       }
       const hold = holds.get(client);
@@ -149,12 +178,16 @@ export async function startPgProxy(serverUrl: string): Promise<PgProxy> {
       client.destroy();
       upstream.destroy();
     };
-    client.on('error', end);
-    client.on('close', end);
+    const clientEnded = () => {
+      if (keep.upstream) client.destroy();
+      else end();
+    };
+    client.on('error', clientEnded);
+    client.on('close', clientEnded);
     const upstreamEnded = () => {
       const hold = holds.get(client);
       if (hold !== undefined) hold.closed = true;
-      else end();
+      else if (!keep.client) end();
     };
     upstream.on('error', upstreamEnded);
     upstream.on('close', upstreamEnded);
@@ -178,6 +211,17 @@ export async function startPgProxy(serverUrl: string): Promise<PgProxy> {
       beforeCut = typeof then === 'function' ? then : null;
     },
     dropRequest: (marker) => { dropOn = Buffer.from(marker); },
+    holdRequest: (marker) => {
+      const hold = { marker: Buffer.from(marker), bytes: null as Buffer | null, upstream: null as net.Socket | null };
+      holdOn = hold;
+      return {
+        deliver: () => {
+          if (hold.bytes !== null && hold.upstream !== null && !hold.upstream.destroyed) hold.upstream.write(hold.bytes);
+          holdOn = null;
+        },
+      };
+    },
+    dropRequestThen: (marker, then) => { dropThen = { marker: Buffer.from(marker), then }; },
     holdIdleAnswers: () => {
       for (const socket of sockets) if (!upstreams.has(socket) && !socket.destroyed) holds.set(socket, { bytes: [], closed: false });
     },
