@@ -133,7 +133,7 @@ class PostgresBackend implements JournalBackend {
     this.attentionChannel = channelName('jw_attention', schema);
     this.attentionListener = new SharedListener(this.pool, this.attentionChannel, 'listen for attention changes');
     this.inbox = new PostgresInbox(S, schema, pool,
-      (context, body) => this.writingDecisions(context, body),
+      (context, body) => this.rerunning(this.beginWrite, context, body, 'before BEGIN'),
       (context, body) => this.reading(this.beginRead, context, body));
   }
 
@@ -192,43 +192,39 @@ class PostgresBackend implements JournalBackend {
     return (typeof max === 'number' && max > 0 ? max : 10) + 1;
   }
 
+  /** Runs a read-only transaction, again on another connection when its connection was lost (nothing was written). */
+  private reading<T>(begin: string | null, context: string, body: (client: PoolClient) => Promise<T>): Promise<T> {
+    return this.rerunning(begin, context, body, 'always');
+  }
+
   /**
-   * Runs a write of the decision inbox, again only when nothing of it was sent: its connection lost before BEGIN was
-   * answered, or none made while the server restarts. Lost later, its outcome is unknown, and so reported.
+   * Runs a transaction, again on another connection when its connection was lost or none could be made while the
+   * server restarts: `always` for a read; `before BEGIN` for a write of the decision inbox, which runs again only when
+   * nothing of it was sent (its connection lost before BEGIN was answered): lost later, its outcome is unknown, and so
+   * reported.
    */
-  private async writingDecisions<T>(context: string, body: (client: PoolClient) => Promise<T>): Promise<T> {
+  private async rerunning<T>(begin: string | null, context: string, body: (client: PoolClient) => Promise<T>, again: 'always' | 'before BEGIN'): Promise<T> {
     const retry = new LostConnectionRetry(this.lostConnectionRetries());
     for (;;) {
       const attempt = { connected: false, begun: false };
       try {
-        return await this.inTransaction(this.beginWrite, context, body, attempt);
-      } catch (error) {
-        if (attempt.begun || !(await retry.again(error, attempt))) throw error;
-      }
-    }
-  }
-
-  /** Runs a read-only transaction, again on another connection when its connection was lost (nothing was written). */
-  private async reading<T>(begin: string | null, context: string, body: (client: PoolClient) => Promise<T>): Promise<T> {
-    const retry = new LostConnectionRetry(this.lostConnectionRetries());
-    for (;;) {
-      const attempt = { connected: false };
-      try {
         return await this.inTransaction(begin, context, body, attempt);
       } catch (error) {
-        if (!(await retry.again(error, attempt))) throw error;
+        if ((again === 'before BEGIN' && attempt.begun) || !(await retry.again(error, attempt))) throw error;
       }
     }
   }
 
   async transact<R>(sessionId: SessionId, reads: TxReads, decide: (state: TxState) => TxWrites<R>): Promise<R> {
     const context = `session ${sessionId}`;
-    const retry = new LostConnectionRetry(this.lostConnectionRetries());
+    // Made at the first failure: a transaction that succeeds at once (nearly all) carries none of this.
+    let retry: LostConnectionRetry | undefined;
     // After an attempt lost its connection having decided writes, the next decides on what the stored rows say of them.
     let deciding = decide;
     // Every attempt lost after sending its writes: an earlier one may still land (below, afterLostWrites).
     const lost: LostWrites<R>[] = [];
     const onFailure = async (error: unknown, attempt: Attempt<R>): Promise<void> => {
+      retry ??= new LostConnectionRetry(this.lostConnectionRetries());
       if (!(await retry.again(error, attempt))) throw retry.report(context, error);
       if (attempt.connected && attempt.writes) {
         lost.push({ writes: attempt.writes, probe: headProbe(attempt.writes) });
@@ -258,7 +254,8 @@ class PostgresBackend implements JournalBackend {
           // A concurrent creator committed the same session or task row first. Run read → decide → write again:
           // this time the decision sees that row (and says SessionBusy, takes over, or reuses the task).
           if (race++ < 2) continue;
-          throw retry.report(context, new StoreBusyError(`${context}: a concurrent transaction kept creating the same rows`, { cause: error.error }));
+          const busy = new StoreBusyError(`${context}: a concurrent transaction kept creating the same rows`, { cause: error.error });
+          throw retry === undefined ? busy : retry.report(context, busy);
         }
         await onFailure(error, attempt);
       }
