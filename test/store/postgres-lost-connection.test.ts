@@ -250,4 +250,23 @@ describePostgres('a PostgreSQL write whose connection is lost', (url) => {
       await paidOnce(url, host);
     });
   });
+  // u134: a host started while its PostgreSQL restarted failed to open its store at once, though writes wait for it.
+  it('a store opened while the server restarts waits for it to take connections, then opens and writes', async () => {
+    const proxy = await startPgProxy(url);
+    try {
+      proxy.refuseConnections(true);
+      setTimeout(() => proxy.refuseConnections(false), 400);
+      const schema = freshSchema();
+      const store = await openPostgresStore(proxy.url, { schema });
+      try {
+        const host = await payingHost(store);
+        assert.equal((await host.gateway.call('pay', { order: 'o-0' })).result.outcome.status, 'succeeded');
+        await host.owner.release();
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await proxy.close();
+    }
+  });
 });

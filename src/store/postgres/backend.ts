@@ -23,7 +23,7 @@ import { commitStatement, type CommitStatement } from './commit-statement.js';
 import { PostgresInbox } from './inbox.js';
 import { channelName, SharedListener } from './notify.js';
 import { KnownSessions, sessionJson } from './known-rows.js';
-import { afterLostWrites, headProbe, Landed, LostConnectionRetry, type Attempt, type HeadProbe, type LostWrites } from './lost-connection.js';
+import { afterLostWrites, connectOnceRestarted, headProbe, Landed, LostConnectionRetry, type Attempt, type HeadProbe, type LostWrites } from './lost-connection.js';
 import type { DecisionRow } from '../inbox-rows.js';
 
 /** A check of the known-rows path failed: a stored row is not the known one. */
@@ -616,6 +616,7 @@ export async function openPostgresStore(urlOrPool: string | PgPool, options: Pos
     throw new InvalidInputError('urlOrPool', 'must be a PostgreSQL connection URL or a pg.Pool');
   }
   try {
+    await connectOnceRestarted(pool, `open schema ${schema}`);
     await migrate(pool, schema, lock, statement, options.mustExist === true);
   } catch (error) {
     if (ownsPool) await pool.end().catch(() => {});

@@ -8,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { StoreUnavailableError } from '../../errors.js';
 import { POSTGRES_DEFAULTS } from '../../limits.js';
 import type { TxState, TxWrites } from '../rows.js';
+import { mapPostgresError } from './errors.js';
 
 /** Node's socket errors on a connection that was open. */
 const BROKEN_SOCKET = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT']);
@@ -76,7 +77,7 @@ export class Landed<R> {
 export class LostConnectionRetry {
   private lost = 0;
   private waits = 0;
-  private waitedMs = 0;
+  private waited = 0;
   /** The error of the attempt that lost its connection after sending writes: from then on, no failure says nothing was written. */
   private sentWrites: unknown = undefined;
 
@@ -89,11 +90,16 @@ export class LostConnectionRetry {
       if ('writes' in attempt && attempt.writes !== undefined) this.sentWrites = error;
       return true;
     }
-    if (!isServerRestarting(error) || this.waitedMs >= POSTGRES_DEFAULTS.reconnectWaitMs) return false;
-    const delay = Math.min(25 * 2 ** this.waits++, POSTGRES_DEFAULTS.reconnectWaitMs - this.waitedMs);
+    if (!isServerRestarting(error) || this.waited >= POSTGRES_DEFAULTS.reconnectWaitMs) return false;
+    const delay = Math.min(25 * 2 ** this.waits++, POSTGRES_DEFAULTS.reconnectWaitMs - this.waited);
     await sleep(delay);
-    this.waitedMs += delay;
+    this.waited += delay;
     return true;
+  }
+
+  /** How long the attempts have waited in all for a server that refused connections. */
+  get waitedMs(): number {
+    return this.waited;
   }
 
   /**
@@ -105,6 +111,25 @@ export class LostConnectionRetry {
     if (this.sentWrites === undefined || error === this.sentWrites) return error;
     if (error instanceof StoreUnavailableError && error.cause === this.sentWrites) return error;
     return outcomeUnknown(context, this.sentWrites, `trying again failed (${(error as Error)?.message ?? String(error)})`);
+  }
+}
+
+/**
+ * Opening a store: a connection is made (and given back) first, waited for as a write waits while the server
+ * restarts, so a host started while its PostgreSQL restarts opens its store once the server takes connections again.
+ * Any other failure, or a server still refusing after POSTGRES_DEFAULTS.reconnectWaitMs, is thrown as it came.
+ */
+export async function connectOnceRestarted(pool: { connect(): Promise<{ release(): void }> }, context: string): Promise<void> {
+  const retry = new LostConnectionRetry(0);
+  for (;;) {
+    try {
+      (await pool.connect()).release();
+      return;
+    } catch (error) {
+      if (await retry.again(error, { connected: false })) continue;
+      const waited = retry.waitedMs > 0 ? ` (waited ${retry.waitedMs / 1000} s for it to take connections, as for a restart)` : '';
+      throw mapPostgresError(error, `${context}${waited}`);
+    }
   }
 }
 
