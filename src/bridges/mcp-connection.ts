@@ -115,6 +115,10 @@ class ManagedConnection implements McpToolSource {
   private waiters: Array<{ resolve: () => void; reject: (error: unknown) => void }> = [];
   private timer: NodeJS.Timeout | null = null;
   private readonly backoff: Required<McpReconnectOptions> | null;
+  /** Requests left to run (not cancelled with their calls) under way, by client. */
+  private leftToRun = new Map<Client, number>();
+  /** Clients given up with such requests under way: each is closed once they have ended. */
+  private retiring = new Set<Client>();
 
   constructor(private readonly address: McpServerAddress, private readonly options: McpConnectOptions) {
     const r = options.reconnect;
@@ -185,12 +189,39 @@ class ManagedConnection implements McpToolSource {
     return this.transport instanceof StdioClientTransport ? this.transport.pid : null;
   }
 
+  requestLeftToRun(client: Client): () => void {
+    this.leftToRun.set(client, (this.leftToRun.get(client) ?? 0) + 1);
+    let once = false;
+    return () => {
+      if (once) return;
+      once = true;
+      const left = this.leftToRun.get(client)! - 1;
+      if (left > 0) {
+        this.leftToRun.set(client, left);
+        return;
+      }
+      this.leftToRun.delete(client);
+      if (this.retiring.delete(client)) void client.close().catch(() => undefined);
+    };
+  }
+
+  /**
+   * Closes a client given up, or, while requests left to run are under way on it, once they have ended: over HTTP
+   * another request failing at the transport (a proxy's 502) says little of theirs, and closing it would end their
+   * bodies as if the server had stopped, while it may still be making the write
+   * (docs/bridges-in-production.md#a-stopped-call-runs-until-its-server-answers).
+   */
+  private retire(client: Client): void {
+    if (this.leftToRun.has(client)) this.retiring.add(client);
+    else void client.close().catch(() => undefined);
+  }
+
   /** The current client went down: refuse calls from now on, and start reconnecting. */
   lost(client: Client, reason: string): void {
     if (client !== this.current || this.state !== 'connected') return;
     this.state = 'reconnecting';
     delete client.onclose;
-    void client.close().catch(() => undefined);
+    this.retire(client);
     this.emit({ type: 'disconnected', server: this.serverLabel, reason });
     if (this.backoff === null) {
       this.fail();
@@ -302,6 +333,9 @@ class ManagedConnection implements McpToolSource {
     this.settle();
     delete this.current.onclose;
     if (wasOpen) await this.current.close().catch(() => undefined);
+    const retiring = [...this.retiring];
+    this.retiring.clear();
+    await Promise.all(retiring.map((client) => client.close().catch(() => undefined)));
     await this.journalChain;
   }
 }

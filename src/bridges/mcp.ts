@@ -169,6 +169,11 @@ export interface McpToolSource {
   availability?(mcpName: string): ToolDenial | null;
   /** A request through `client` failed (after the marker: the call stays uncertain); the source may mark itself down. */
   requestFailed?(client: Client, error: unknown, signal: AbortSignal): void;
+  /**
+   * A request that is not cancelled with its call (any tool but a read-only one) is sent through `client`; the
+   * function returned is called once it has ended. A source that gives `client` up meanwhile keeps it open for it.
+   */
+  requestLeftToRun?(client: Client): () => void;
 }
 
 /**
@@ -186,6 +191,7 @@ function mcpTool(source: McpToolSource, name: string, description: McpToolDescri
     metadata,
     async execute(request, signal) {
       const client = source.client();
+      const ended = cancellable ? undefined : source.requestLeftToRun?.(client);
       let result: Awaited<ReturnType<Client['callTool']>>;
       try {
         result = await client.callTool(
@@ -200,6 +206,8 @@ function mcpTool(source: McpToolSource, name: string, description: McpToolDescri
       } catch (error) {
         source.requestFailed?.(client, error, signal);
         throw mcpFailure(error);
+      } finally {
+        ended?.();
       }
       if (result.isError === true) {
         throw new ToolBodyError('mcp_tool_error', contentText(result.content) || 'the MCP tool reported an error');

@@ -5,16 +5,19 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { connectMcpServer, type McpConnectionEvent } from '../../src/mcp.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { ToolExecution } from '../../src/tool/types.js';
-import { fixtureServer } from './fixtures/mcp-tools.js';
+import { fixtureServer, SLOW_MS } from './fixtures/mcp-tools.js';
 import { until } from './fixtures/processes.js';
+import { tempDir } from '../support/tmp.js';
 
 const outcome = (e: ToolExecution) => (e.result.outcome.status === 'succeeded' ? 'succeeded' : `${e.result.outcome.category}/${e.result.outcome.code}`);
 
@@ -69,6 +72,67 @@ describe('a managed MCP connection over Streamable HTTP', () => {
       assert.equal(outcome(await gateway.call('lookup_weather', { city: 'Lijiang' })), 'succeeded');
       assert.deepEqual(events.map((e) => e.type), ['disconnected', 'reconnected']);
       assert.equal(sessions.size, 1, 'a new session');
+    } finally {
+      await connection.close();
+      await store.close();
+      http.closeAllConnections();
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+    }
+  });
+  // u133 H2: a read failing at the transport (a proxy's 502) made the bridge give up the session and close its
+  // client, which ended a charge still under way on it as `threw`, "Connection closed", while the server went on to
+  // make it: an operator who saw no charge yet could record not_executed, and the retry charged again.
+  it('a write under way when another request fails at the transport ends with its server\'s answer, not the session', async () => {
+    const log = join(tempDir('jingwei-mcp-http-'), 'server.jsonl');
+    const sessions = new Map<string, StreamableHTTPServerTransport>();
+    let chargeArrived = false;
+    let flaky = false;
+    const http: Server = createServer(async (req, res) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      const body = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString('utf8')) as { method?: string; params?: { name?: string } } : undefined;
+      const tool = body?.method === 'tools/call' ? body.params?.name : undefined;
+      if (tool === 'slow_lookup' && flaky) {
+        res.writeHead(502).end('bad gateway');
+        return;
+      }
+      if (tool === 'slow_charge') chargeArrived = true;
+      const id = req.headers['mcp-session-id'];
+      const known = typeof id === 'string' ? sessions.get(id) : undefined;
+      if (known !== undefined) {
+        void known.handleRequest(req, res, body);
+        return;
+      }
+      const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (sessionId) => { sessions.set(sessionId, transport); },
+      });
+      await fixtureServer({ variant: 'slow', log }).connect(transport);
+      void transport.handleRequest(req, res, body);
+    });
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+    const { port } = http.address() as AddressInfo;
+    const store = createMemoryStore();
+    const owner = await store.acquire('http', { owner: 'host' });
+    await owner.startTask('t');
+    const events: string[] = [];
+    const connection = await connectMcpServer({ url: `http://127.0.0.1:${port}/mcp` }, {
+      reconnect: { initialDelayMs: 50 },
+      onConnectionEvent: (event) => events.push(event.type),
+    });
+    const gateway = createToolRuntime({ tools: connection.tools, grants: { agent: '*' }, defaultTimeoutMs: SLOW_MS * 10 })
+      .bind({ owner, taskId: 't', caller: 'agent' });
+    try {
+      const charge = gateway.call('slow_charge', { amount: 5 });
+      await until(() => chargeArrived, 'the charge at the server');
+      flaky = true;
+      const read = await gateway.call('slow_lookup', { account: 'a' });
+      assert.ok(read.result.outcome.status === 'failed' && read.result.outcome.category === 'body_failure', 'the read failed at the transport');
+      await until(() => events.includes('disconnected'), 'the session given up');
+      const charged = await charge;
+      assert.deepEqual(charged.result.outcome.status === 'succeeded' && charged.result.outcome.output, 'charged 5', 'the server\'s answer ended the charge');
+      const runs = existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as { tool: string }).tool) : [];
+      assert.deepEqual(runs, ['slow_charge']);
     } finally {
       await connection.close();
       await store.close();
