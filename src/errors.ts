@@ -542,8 +542,8 @@ export class ToolRetryError extends JingweiError {
 /**
  * A caller-keyed call whose operation already has an attempt that did not complete (it failed, is in doubt, or is
  * still open). Nothing ran and nothing was written: the library never retries by itself. Recover the attempt
- * `callId` explicitly (assess it, review or reconcile it, then `prepareToolRetry`), or use a new key
- * (docs/design.md#caller-keys-and-replay).
+ * `callId` explicitly (assess it, review or reconcile it, then `prepareToolRetry`); a new key would make the write
+ * again if that attempt made it (docs/design.md#caller-keys-and-replay).
  */
 export class OperationInDoubtError extends JingweiError {
   declare readonly code: 'operation_in_doubt';

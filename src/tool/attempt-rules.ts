@@ -5,12 +5,13 @@ import { isDecidedMeanwhile } from '../store/approvals.js';
 import type { ApprovalBinding } from '../store/inbox-rows.js';
 import type { Failure } from './admission-checks.js';
 import { bodyStillRuns, lateBodyEnd, lateBodyOf } from './late-bodies.js';
-import type { ApprovalChange, CommitRequest, SessionOwner } from '../store/types.js';
+import type { ApprovalChange, CommitRequest, RecordedAttempt, SessionOwner } from '../store/types.js';
+import { PRE_BODY_CATEGORIES } from '../event/types.js';
 import { SessionTable } from '../store/owner-commit.js';
 import { planHistorySeq, planOperationCalls, planRepeatedRows, planReviewedWhileBodyOpen, planSourceReviews, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
 import { setNewest } from '../bounded-map.js';
 import { keptJournalOf } from '../store/owner-journal.js';
-import { collectEvidence, type SessionEvidence } from './evidence.js';
+import { collectEvidence, earlierOpenAttempt, type AttemptRecord } from './evidence.js';
 
 /**
  * A retry or a caller key's replay of a tool this runtime does not have (a deploy removed or renamed it). Its default
@@ -370,18 +371,53 @@ export interface IdenticalWriteStanding {
  * evidence the pass refuses.
  */
 export async function identicalWriteOf(owner: SessionOwner, callId: string): Promise<IdenticalWriteStanding | null> {
-  const journal = keptJournalOf(owner);
-  if (journal === null) return null;
-  let evidence: SessionEvidence;
-  try {
-    evidence = collectEvidence(await journal);
-  } catch (error) {
-    // Evidence the pass refuses (assessSession refuses it too) leaves the key's answer as it was: in doubt.
-    if (error instanceof ToolRetryError && error.code === 'invalid_evidence') return null;
-    throw error;
-  }
-  const record = evidence.calls.get(callId);
+  if (keptJournalOf(owner) === null) return null;
+  const record = await evidenceOf(owner, callId);
   const madeBy = record?.repeatedCompleted ?? record?.madeByRepeat;
   const toSettle = record?.waitsOn;
   return { madeBy: madeBy?.call.id ?? null, toSettle: toSettle?.call.id ?? null };
+}
+
+/**
+ * What a caller key's recorded attempt says of its write, for a call under that key with another binding (other
+ * arguments, tool or contract): a re-delivered job whose payload a field changed in, or a step run again after a
+ * redeploy, is the same step. The advice "use a new operation key" alone made the write twice when the key's write
+ * was made or in doubt, so the refusal says which, and that a new key would run the write again
+ * (docs/design.md#caller-keys-and-replay).
+ */
+export async function bindingChangedAdvice(owner: SessionOwner, recorded: RecordedAttempt): Promise<string> {
+  const callId = recorded.callId;
+  const again = 'a new operation key would make the write again';
+  const done = (how: string) => `its write was made (${how}): that step is done, and ${again}; use one only for another write`;
+  const doubt = (how: string) => `its write is in doubt (${how}): settle that call first (assessSession or jingwei inspect says how); ${again} if it was made`;
+  const result = recorded.resultEvent?.kind.type === 'tool_result' ? recorded.resultEvent.kind.result : null;
+  if (result?.outcome.status === 'succeeded') return done(`call ${callId} succeeded`);
+  if (recorded.review?.outcome === 'completed') return done(`a review of call ${callId} confirmed it`);
+  if (runningCalls(owner).has(callId) || bodyStillRuns(owner, callId)) {
+    return `call ${callId} is still running here: wait for it to end; ${again}`;
+  }
+  const record = await evidenceOf(owner, callId);
+  const madeBy = record?.repeatedCompleted ?? record?.madeByRepeat;
+  if (madeBy !== undefined) return done(`by call ${madeBy.call.id}, an identical write`);
+  const open = record === undefined ? null : earlierOpenAttempt(record);
+  if (open !== null) return doubt(`call ${open.call.id}, an earlier attempt, may have run; call ${callId} was refused before its body`);
+  if (record?.waitsOn !== undefined) return doubt(`call ${callId} was refused as a repeat of call ${record.waitsOn.call.id}, an identical write in doubt`);
+  const notRun = recorded.review?.outcome === 'not_executed' ? `a review says call ${callId} did not run`
+    : result !== null && PRE_BODY_CATEGORIES.has(result.outcome.category) ? `call ${callId} was refused before its body (${result.outcome.category}: ${result.outcome.code})`
+      : recorded.startedEvent === null ? `call ${callId} never started its body` : null;
+  if (notRun !== null) return `${notRun}: a new operation key runs this call`;
+  return doubt(`call ${callId}: ${result === null ? 'its body started and no result is recorded' : `it failed after its body started (${result.outcome.category}: ${result.outcome.code})`}`);
+}
+
+/** The evidence pass's record of `callId` in the owner's journal; undefined when it is not read here or refused. */
+async function evidenceOf(owner: SessionOwner, callId: string): Promise<AttemptRecord | undefined> {
+  const journal = keptJournalOf(owner);
+  if (journal === null) return undefined;
+  try {
+    return collectEvidence(await journal).calls.get(callId);
+  } catch (error) {
+    // Evidence the pass refuses (assessSession refuses it too) leaves the key's answer as it was: in doubt.
+    if (error instanceof ToolRetryError && error.code === 'invalid_evidence') return undefined;
+    throw error;
+  }
 }

@@ -25,7 +25,7 @@ import { Observability, type AttemptObserver } from './telemetry.js';
 import type { PanicDescriber, ToolApprover, ToolGuard, ToolBinding, ToolCallOptions, ToolExecution, ToolGateway, ToolRuntime, ToolRuntimeConfig, ToolSchema, Tool } from './types.js';
 import { canCommit, commitAs, holdSessionForBody, onOwnerLost, ownerMayBeLost } from '../store/owner-commit.js';
 import { checkAction, checkOperationKey, effectiveLimit, positiveSetting, preflight, readCallOptions } from './call-inputs.js';
-import { type AttemptCondition, type RetryAsked, askRetry, attemptCondition, callsRunningAs, enterCall, enterRetry, identicalWriteOf, leaveCall, interruptedOnly, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, retriesUnderWay, retryCallWritten, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
+import { type AttemptCondition, type RetryAsked, askRetry, attemptCondition, bindingChangedAdvice, callsRunningAs, enterCall, enterRetry, identicalWriteOf, leaveCall, interruptedOnly, notRegistered, refuseUnsafeRetryHere, refuseWhileReviewWaits, retriesUnderWay, retryCallWritten, runningCalls, settling, stillRunning, unlessDecidedMeanwhile } from './attempt-rules.js';
 import { bodyFailure, frozenOperation, hookView, panicDetail, serializeOutput } from './body-outcome.js';
 
 /** The canonical runtime (docs/design.md#the-runtime): every check on every attempt, every outcome journaled as evidence. */
@@ -399,7 +399,8 @@ class Gateway implements ToolGateway {
       : !jsonEquals(call.arguments, args) ? 'the arguments'
         : was === undefined || !sameContract(was, contract) ? "the tool's contract" : null;
     if (changed !== null) {
-      throw new ToolRetryError('binding_changed', `operation ${recorded.key} was recorded by call ${call.id} with other ${changed.replace(/^the /, '')}; use a new operation key`);
+      throw new ToolRetryError('binding_changed', `operation ${recorded.key} was recorded by call ${call.id} with other ${changed.replace(/^the /, '')}`,
+        await bindingChangedAdvice(this.binding.owner, recorded));
     }
     if (!this.runtime.granted(this.caller, name)) {
       throw new ToolPreflightError('unavailable_tool', `tool ${JSON.stringify(name)} is not available to this caller; its recorded result was not returned`);

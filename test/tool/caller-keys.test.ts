@@ -81,6 +81,37 @@ describe('caller keys', () => {
     await r.store.close();
   });
 
+  // u139 #1: a job re-delivered with one regenerated field, or a step run again after a redeploy, was told only "use a
+  // new operation key", whatever the key's write had become; following that made a completed or in-doubt write twice.
+  it('binding_changed says what became of the key\'s write: made, running, in doubt, or never run', async () => {
+    const nonIdempotent = new ToolMetadata('pays', { type: 'object', properties: { n: { type: 'number' } } }).withEffect('non_idempotent', 'v1');
+    let release!: () => void;
+    const pay = tool('pay', async (req) => {
+      if ((req.arguments as { slow?: boolean }).slow) await new Promise<void>((resolve) => (release = resolve));
+      return 'paid';
+    }, nonIdempotent);
+    const r = await memoryRig([pay]);
+    const again = /a new operation key would make the write again/;
+    await r.gateway.callWithOptions('pay', { n: 1 }, { operationKey: 'done' });
+    await assert.rejects(r.gateway.callWithOptions('pay', { n: 1, at: 'later' }, { operationKey: 'done' }),
+      { code: 'binding_changed', message: /with other arguments; its write was made \(call \S+ succeeded\): that step is done, and a new operation key would make the write again/ });
+
+    const stopped = await r.gateway.callWithOptions('pay', { n: 2, slow: true }, { operationKey: 'doubt', timeoutMs: 50 });
+    assert.equal(stopped.result.outcome.status === 'failed' && stopped.result.outcome.code, 'tool_timeout');
+    await assert.rejects(r.gateway.callWithOptions('pay', { n: 2 }, { operationKey: 'doubt' }),
+      { code: 'binding_changed', message: new RegExp(`call ${stopped.call.id} is still running here: wait for it to end; ${again.source}`) });
+    release();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await assert.rejects(r.gateway.callWithOptions('pay', { n: 2 }, { operationKey: 'doubt' }),
+      { code: 'binding_changed', message: new RegExp(`its write is in doubt \\(call ${stopped.call.id}: it failed after its body started \\(timeout: tool_timeout\\)\\): settle that call first .*; ${again.source} if it was made`) });
+
+    const refused = await r.gateway.callWithOptions('pay', { n: 'three' }, { operationKey: 'refused' });
+    assert.equal(refused.result.outcome.status === 'failed' && refused.result.outcome.category, 'invalid_arguments');
+    await assert.rejects(r.gateway.callWithOptions('pay', { n: 3 }, { operationKey: 'refused' }),
+      { code: 'binding_changed', message: /was refused before its body \(invalid_arguments: \S+\): a new operation key runs this call$/ });
+    await r.store.close();
+  });
+
   it('a retry of a tool the runtime no longer has is binding_changed naming the missing tool, and the plan stays usable', async () => {
     const failing = tool('c', async () => { throw new ToolBodyError('upstream_503', 'try later'); }, idempotent('c'));
     const r = await memoryRig([failing]);
