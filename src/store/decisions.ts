@@ -223,7 +223,7 @@ function refuseDuplicateIds(sessionId: SessionId, drafts: readonly EventDraft[],
 }
 
 /** `now`: the store's clock when the commit began, in epoch milliseconds. */
-export function decideCommit(owner: OwnerRef, request: CommitRequest, now: number) {
+export function decideCommit(owner: OwnerRef, request: CommitRequest, now: number, awaitingResults: ReadonlyMap<string, number> = new Map()) {
   return (state: TxState): TxWrites<CommitOutcome> => {
     const session = renewLease(requireOwner(state.session, owner), owner, state);
     request.recheck?.();
@@ -291,11 +291,14 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
       );
     }
     const chained = chainEvents(session, owner.epoch, request.events, now);
+    // An admission counts its own task's open calls itself (journalRoomForOutput); the others' room is kept here.
+    const counted = request.budget?.admit && state.task ? new Set(state.task.reservations.map((r) => r.callId)) : undefined;
+    const kept = roomKeptFor(session.sessionId, chained.historyBytes, awaitingResults, counted);
     let task: TxWrites['task'];
     let reserved = 0;
     if (request.budget) {
       const bytes = chained.addedBytes;
-      const budgeted = applyBudget(requireTask(state.task, request.budget.taskId, session.sessionId), owner.epoch, request, bytes, chained.historyBytes);
+      const budgeted = applyBudget(requireTask(state.task, request.budget.taskId, session.sessionId), owner.epoch, request, bytes, chained.historyBytes + kept);
       task = { row: budgeted.row, insert: false };
       reserved = budgeted.reserved;
     }
@@ -336,6 +339,30 @@ function withReservations(row: TaskRow, reservations: Reservation[]): TaskRow {
 /** The task's journal-bytes limit and charge, for rows a backend stored before tasks had them. */
 export function journalLedger(row: TaskRow): { limit: number; charged: number } {
   return { limit: row.limitJournalBytes ?? TASK_DEFAULTS.journalBytes, charged: row.chargedJournalBytes ?? 0 };
+}
+
+/**
+ * The journal room the owner's calls awaiting their results keep (each its output reservation and
+ * LIMITS.evidenceRoomBytes), `counted` aside; a commit that would leave less is refused before anything is written:
+ * events a host appended while a call ran had used the room its result was admitted with, and the write its body made
+ * could then be neither recorded nor reviewed (docs/design.md#a-result-always-has-room).
+ */
+function roomKeptFor(sessionId: SessionId, historyAfter: number, awaiting: ReadonlyMap<string, number>, counted: ReadonlySet<string> | undefined): number {
+  let kept = 0;
+  let calls = 0;
+  for (const [callId, bytes] of awaiting) {
+    if (counted?.has(callId)) continue;
+    kept += bytes + LIMITS.evidenceRoomBytes;
+    calls += 1;
+  }
+  if (historyAfter + kept > LIMITS.maxHistoryBytes) {
+    throw new JournalFullError(
+      sessionId,
+      `${historyAfter} of ${LIMITS.maxHistoryBytes} bytes would be used with these events, and the results and reviews of ` +
+        `${calls} ${callNoun(calls)} still running need ${kept} bytes of the rest; nothing was written`,
+    );
+  }
+  return kept;
 }
 
 /** The noun for `n` calls, in the refusals' messages. */

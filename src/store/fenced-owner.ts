@@ -56,6 +56,25 @@ export function succeeded(attempt: RecordedAttempt): boolean {
 const EVIDENCE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_started', 'tool_result', 'tool_review']);
 
 /** The public append carries host events only (docs/design.md#only-the-runtime-writes-tool-evidence). */
+/** Calls awaiting none: a commit of evidence is never refused for the room other calls keep. */
+const NO_CALLS_AWAITING: ReadonlyMap<string, number> = new Map();
+
+/**
+ * Whether the drafts carry evidence of a call they do not admit: a start marker, a result, a review, or the end of a
+ * body that outlived its result. Such a commit uses the room kept for that call.
+ */
+function carriesEarlierCallsEvidence(drafts: readonly EventDraft[]): boolean {
+  const admitted = drafts.find((d) => d?.kind?.type === 'tool_call')?.kind;
+  const admittedId = admitted?.type === 'tool_call' ? admitted.call.id : undefined;
+  return drafts.some((draft) => {
+    const kind = draft?.kind;
+    if (kind?.type === 'tool_started') return kind.callId !== admittedId;
+    if (kind?.type === 'tool_review') return kind.review.callId !== admittedId;
+    if (kind?.type === 'tool_result') return kind.result.callId !== admittedId;
+    return kind?.type === 'custom' && kind.plugin === BODY_ENDED.plugin;
+  });
+}
+
 function refuseEvidence(draft: EventDraft, i: number): void {
   const kind = (draft as { kind?: unknown } | null)?.kind as { type?: unknown; wireType?: unknown } | undefined;
   if (typeof kind !== 'object' || kind === null) return;
@@ -129,6 +148,8 @@ export class FencedOwner implements SessionOwner {
   private readonly listeners = new Set<(taskId: TaskId, reason: string) => void>();
   /** Results whose write failed, by task: their reservations are released at this owner's next write or release. */
   private readonly unwritten = new Map<string, UnwrittenSettlement[]>();
+  /** The calls this owner admitted whose results are not written yet, with their output reservations (room kept free). */
+  private readonly awaitingResults = new Map<string, number>();
   private timer: NodeJS.Timeout | null = null;
   private beating = false;
   private readonly lease: LeaseWatch;
@@ -294,6 +315,8 @@ export class FencedOwner implements SessionOwner {
     if (!Number.isSafeInteger(charge) || charge < 0) return;
     for (const draft of request.events) {
       if (draft?.kind?.type !== 'tool_result') continue;
+      // Its reservation is released at the next write: the room it kept goes with it.
+      this.awaitingResults.delete(draft.kind.result.callId);
       const list = this.unwritten.get(request.budget!.taskId) ?? [];
       list.push({ callId: draft.kind.result.callId, chargeOutputBytes: charge });
       this.unwritten.set(request.budget!.taskId, list);
@@ -432,12 +455,27 @@ export class FencedOwner implements SessionOwner {
       eventIds: draftEventIds(request.events),
       ...(attentionCalls.length > 0 ? { attentionCalls } : {}),
     };
+    // A commit of a call's evidence uses room kept for it; any other leaves the room of the calls awaiting their results.
+    const keepFree = carriesEarlierCallsEvidence(request.events) ? NO_CALLS_AWAITING : this.awaitingResults;
+    let receipt: CommitReceipt;
     try {
-      return await this.renewingTx(reads, decideCommit(this.ref, request, readClock(this.clock)));
+      receipt = await this.renewingTx(reads, decideCommit(this.ref, request, readClock(this.clock), keepFree));
     } catch (error) {
       this.noteUnwritten(request, error);
       throw error;
     }
+    this.noteAwaiting(request, receipt);
+    return receipt;
+  }
+
+  /** Keeps track of the calls awaiting their results: admitted by this commit, or given theirs. */
+  private noteAwaiting(request: CommitRequest, receipt: CommitReceipt): void {
+    const results = new Set<string>();
+    for (const event of request.events) if (event.kind.type === 'tool_result') results.add(event.kind.result.callId);
+    for (const callId of results) this.awaitingResults.delete(callId);
+    if (!request.budget?.admit) return;
+    const admitted = request.events.find((e) => e.kind.type === 'tool_call')?.kind;
+    if (admitted?.type === 'tool_call' && !results.has(admitted.call.id)) this.awaitingResults.set(admitted.call.id, receipt.reservedOutputBytes);
   }
 
   async findInDoubt(binding: InDoubtQuery): Promise<AttentionItem | null> {

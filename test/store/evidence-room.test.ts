@@ -110,6 +110,38 @@ forEachStore('a result always has room', (target) => {
     await store.close();
   });
 
+  // u138 #1: events the host appended while a call ran used the room its result was admitted with; the body made its
+  // write, its result could not be recorded (journal_full), and neither could a review: the call stayed in doubt.
+  it('events appended while a call runs leave the room of its result: the append is refused, the result recorded', async () => {
+    const { store, owner } = await session(LIMITS.evidenceRoomBytes + OUTPUT_LIMIT + 90 * 1024);
+    let release!: () => void;
+    let running!: () => void;
+    const started = new Promise<void>((resolve) => (running = resolve));
+    const tool = {
+      name: 'send_mail',
+      metadata: new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'mail-v1').withOutputCeiling(OUTPUT_LIMIT),
+      async execute() {
+        running();
+        await new Promise<void>((resolve) => (release = resolve));
+        return 'x'.repeat(150 * 1024);
+      },
+    };
+    const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' }, maxOutputBytes: OUTPUT_LIMIT }).bind({ owner, taskId: 't', caller: 'agent' });
+    const call = gateway.call('send_mail', { to: 'ana@example.com' });
+    await started;
+    const before = await used(store, 's-full');
+    await assert.rejects(owner.append([{ turnId: 'turn-chat' as TurnId, kind: { type: 'user_message', text: 'm'.repeat(200 * 1024) } }]),
+      { code: 'journal_full', message: /the results and reviews of 1 call still running need \d+ bytes of the rest; nothing was written/ });
+    assert.equal(await used(store, 's-full'), before, 'nothing was written');
+    await owner.append([{ turnId: 'turn-chat' as TurnId, kind: { type: 'user_message', text: 'a short one fits' } }]);
+    release();
+    const sent = await call;
+    assert.equal(sent.result.outcome.status, 'succeeded', 'its result was recorded');
+    await owner.append([{ turnId: 'turn-chat' as TurnId, kind: { type: 'user_message', text: 'm'.repeat(200 * 1024) } }]);
+    assert.ok((await used(store, 's-full')) <= LIMITS.maxHistoryBytes, 'once recorded, the room is the host\'s again');
+    await store.close();
+  });
+
   it('an output that grows when JSON-escaped is counted as the journal stores it: its result is recorded', async () => {
     // 200 KiB of U+0001 is 200 KiB of UTF-8, within the limit by that count, and 1.2 MiB in the journal (`\u0001`):
     // its result did not fit in the room kept for it, and the sent mail was left in doubt.
