@@ -50,6 +50,8 @@ export function jingweiFetch(request: IdempotencyKeyed, options: JingweiFetchOpt
   const inner = options.fetch ?? globalThis.fetch;
   if (typeof inner !== 'function') throw new InvalidInputError('fetch', 'no fetch is available: pass options.fetch');
   const wrapped = (input: Parameters<typeof fetch>[0], init?: Parameters<typeof fetch>[1]) => {
+    const another = anotherWrite(request, input, init);
+    if (another !== null) return Promise.reject(another);
     // As fetch itself does: headers given with init replace a Request's own, rather than add to them.
     const headers = new Headers(init?.headers !== undefined ? init.headers : input instanceof Request ? input.headers : undefined);
     headers.delete(IDEMPOTENCY_KEY_HEADER);
@@ -57,4 +59,40 @@ export function jingweiFetch(request: IdempotencyKeyed, options: JingweiFetchOpt
     return inner(input, { ...init, headers });
   };
   return wrapped as typeof fetch;
+}
+
+/** Methods a server never takes as a write: the key they carry asks nothing of it. */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** Per tool body request, the first write its key went with: method and URL. */
+const keyedWrites = new WeakMap<object, string>();
+
+/**
+ * A write to another method or URL than the first the request's key went with, refused before it is sent: the key
+ * names one operation's one request, so a server that deduplicates on it would answer the second write with the
+ * first's record (or refuse it), and the call would be recorded as having made both. The same write again (a body
+ * retrying its request) is let through.
+ */
+function anotherWrite(request: IdempotencyKeyed, input: Parameters<typeof fetch>[0], init?: Parameters<typeof fetch>[1]): InvalidInputError | null {
+  const method = (init?.method ?? (input instanceof Request ? input.method : 'GET')).toUpperCase();
+  if (SAFE_METHODS.has(method)) return null;
+  const target = `${method} ${withoutQuery(input instanceof Request ? input.url : String(input))}`;
+  const first = keyedWrites.get(request);
+  if (first === undefined) {
+    keyedWrites.set(request, target);
+    return null;
+  }
+  if (first === target) return null;
+  return new InvalidInputError('input',
+    `${target} would carry the idempotency key ${first} was sent with: one call makes one keyed write (a server deduplicating on the key would answer it with the first's record); make each write a call of its own, or one request`);
+}
+
+/** A URL as the refusal names it: its query and fragment left out (they may carry credentials). */
+function withoutQuery(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.origin}${parsed.pathname}`;
+  } catch {
+    return url.replace(/[?#].*$/s, '');
+  }
 }

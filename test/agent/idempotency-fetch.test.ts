@@ -66,6 +66,29 @@ describe('the Idempotency-Key helpers', () => {
   });
 });
 
+// u139 #2: a body that created a customer and then charged, both through jingweiFetch, sent the charge under the
+// customer's key: a server deduplicating on the key alone answered the charge with the customer, recorded succeeded.
+it('jingweiFetch refuses, unsent, a write to another method or URL than the first its key went with; reads and the same write again pass', async () => {
+  const { seen, fake } = recordingFetch();
+  const body = { ...request };
+  const f = jingweiFetch(body, { fetch: fake });
+  await f('http://example.invalid/customers?token=s3cret', { method: 'POST', body: '{}' });
+  await f('http://example.invalid/customers?token=s3cret', { method: 'POST', body: '{}' });
+  await f('http://example.invalid/customers/7');
+  await jingweiFetch(body, { fetch: fake })(new Request('http://example.invalid/customers?token=s3cret', { method: 'POST' }));
+  for (const [input, init] of [['http://example.invalid/charges', { method: 'POST' }], ['http://example.invalid/customers', { method: 'PUT' }]] as const) {
+    await assert.rejects(jingweiFetch(body, { fetch: fake })(input, init), (error: Error & { code?: string }) => {
+      assert.equal(error.code, 'invalid_input');
+      assert.match(error.message, /would carry the idempotency key POST http:\/\/example\.invalid\/customers was sent with: one call makes one keyed write/);
+      assert.doesNotMatch(error.message, /s3cret/);
+      return true;
+    });
+  }
+  assert.equal(seen.length, 4, 'the refused writes were never sent');
+  await jingweiFetch({ ...request }, { fetch: fake })('http://example.invalid/charges', { method: 'POST' });
+  assert.equal(seen.length, 5, 'another call (another request) sends its own first write');
+});
+
 describe('an HTTP call killed after the API applied it', () => {
   it('retried under the same operation through the recovery API: the same key, applied once', async () => {
     const api = await startOrdersApi();
