@@ -145,6 +145,7 @@ export function nextStepAdvice(sessionId: string, history: readonly SessionEvent
   const op = call.operation;
   // The operation's origin, which its external key is derived from.
   const operationOrigin = op ? operationOriginIn(history, op) : undefined;
+  const reference = op && operationOrigin !== undefined ? externalIdempotencyKey({ sessionId, operationOrigin, operation: op }) : undefined;
   switch (assessed.nextStep) {
     case 'completed':
       if (assessed.rule === 'reviewed_completed' && assessed.review !== null) {
@@ -168,13 +169,18 @@ export function nextStepAdvice(sessionId: string, history: readonly SessionEvent
         `A host may prepare one retry: prepareToolRetry(history, '${call.id}') and pass the plan to ` +
         `gateway.callWithOptions('${call.name}', <the recorded arguments>, { retry: plan }). The retry reuses the key ` +
         `and passes every current check again (grant, schema, guards, approval, budget).` +
+        (assessed.status === 'outcome_unknown' && reference !== undefined
+          ? ` Its write may have been made: the retry sends the same reference (externalIdempotencyKey, '${reference}'), which a provider ` +
+            'that deduplicates on it answers from its record. Review it as not_executed only once the provider shows nothing under that reference; ' +
+            'a tool redeployed since (another revision or effect) refuses the retry, and then a review decides it.'
+          : '') +
         (run === null ? '' : ` Its agent run ${run} has finished: no resume of the run and no startup routine makes this retry, only a host doing it by hand.`)
       );
     }
     case 'needs_review':
       return (
         `Check the external system for the effect of this operation` +
-        (op && operationOrigin !== undefined ? ` (tools that follow the guide pass externalIdempotencyKey, '${externalIdempotencyKey({ sessionId, operationOrigin, operation: op })}', as their reference)` : '') +
+        (reference !== undefined ? ` (tools that follow the guide pass externalIdempotencyKey, '${reference}', as their reference)` : '') +
         `. A tool that declares a reconciler is asked first by reconcileUncertainCalls (jingwei/review). Otherwise a ` +
         `trusted person checks: if it did not happen, the host journals recordToolReview(owner, history, '${call.id}', ` +
         `{ actor, evidence, outcome: 'not_executed' }) and prepareToolRetry uses it; if it did, a 'completed' review ` +

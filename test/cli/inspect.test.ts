@@ -87,11 +87,19 @@ describe('jingwei inspect <session> <call>', () => {
     assert.match(r.stdout, /prepareToolRetry\(history, 'c-ship'\)/);
   });
 
-  it('retry_allowed for an idempotent failure: the safe_to_repeat row', () => {
+  it('retry_allowed for an idempotent failure: the safe_to_repeat row, and the reference its write may have been made under', async () => {
     const r = cli(['inspect', path, 'alpha', 'c-idem']);
     assert.equal(r.code, 1);
     assert.match(r.stdout, /^ {2}result\s+failed body_failure \(tool_body_failure: body_failure happened\)$/m);
     assert.match(r.stdout, /^ {2}retry\/safe_to_repeat: Outcome uncertain, contract ReadOnly \/ Idempotent/m);
+    // u139 #3: an operator who took "the retry reuses the key" for "nothing was made" reviewed a made charge as
+    // not_executed with no reference to look it up by; a redeploy then sent the model to charge again.
+    const store = openSqliteStore(path, { readonly: true });
+    const history = await store.loadHistory('alpha');
+    await store.close();
+    const reference = externalIdempotencyKey({ sessionId: 'alpha', operationOrigin: operationOriginIn(history, { taskId: 'retry-task', key: 'k-idem' })!, operation: { taskId: 'retry-task', key: 'k-idem' } });
+    assert.match(r.stdout, new RegExp(`Its write may have been made: the retry sends the same reference \\(externalIdempotencyKey, '${reference}'\\).*Review it as not_executed only once the provider shows nothing under that reference`));
+    assert.doesNotMatch(cli(['inspect', path, 'alpha', 'c-ship']).stdout, /Its write may have been made/, 'not for a call whose body never started');
   });
 
   it('a succeeded call: the succeeded rows, nothing to do, exit 0; --json names the rows', () => {
