@@ -13,7 +13,7 @@ import type { SessionEvent, ToolCall, ToolOperation, ToolResult } from '../event
 import type { CallId, TurnId } from '../ids.js';
 import type { ApprovalChange, SessionOwner } from '../store/types.js';
 import { setNewest } from '../bounded-map.js';
-import { bodyHolders, commitAs, currentOwner, holdWhileBodyRuns, newestOwnerIn, SessionTable, storeOf } from '../store/owner-commit.js';
+import { bodyHolders, commitAs, currentOwner, holdWhileBodyRuns, newestOwnerIn, ownerMayBeLost, SessionTable, storeOf } from '../store/owner-commit.js';
 
 export const BODY_ENDED = { plugin: 'jingwei.runtime', kind: 'body_ended' } as const;
 
@@ -150,6 +150,17 @@ export async function journalBodyEnd(owner: SessionOwner, callId: string, turnId
 
 function keepPending(owner: SessionOwner, callId: string, end: PendingEnd): void {
   setNewest(pendingEnds.take(owner, () => new Map()), callId, end, ENDINGS_KEPT);
+  // A host whose session another took over keeps the end where only a later owner in this process could journal it,
+  // which such a host seldom makes: its log is then the only place that says how the body ended.
+  const lost = ownerMayBeLost(owner);
+  if (lost === null) return;
+  const ended = end.how === 'not_called' ? 'was never called' : end.how === 'returned' ? 'returned (it most likely made its write)' : 'threw';
+  process.emitWarning(
+    `jingwei: the body of call ${callId} in session ${JSON.stringify(owner.sessionId)} ${ended} after this process's hold on the session ended ` +
+      `(${lost}); no journal here can take that end now, and it is lost when this process exits: tell whoever reviews the call ` +
+      '(docs/design.md#a-lost-session-stops-its-calls)',
+    { code: 'JINGWEI_BODY_END_UNJOURNALED' },
+  );
 }
 
 /**

@@ -24,6 +24,10 @@ import { untilBodyEnded } from '../support/body-ended.js';
 import { sleep, tool } from '../support/runtime.js';
 import { setFaultHook } from '../../src/fault.js';
 import { forEachStore } from '../support/stores.js';
+import { ChildProcess } from '../support/child.js';
+import { fileURLToPath } from 'node:url';
+
+const ownerChild = fileURLToPath(new URL('../store/children/owner-child.js', import.meta.url));
 
 const TRANSFER = new ToolMetadata('moves money', { type: 'object' }).withEffect('non_idempotent', 'v1');
 /** Long enough that a loaded machine's own pauses do not outlast it; the stalls below do, twice over. */
@@ -301,6 +305,48 @@ describe('a host fenced after a call\'s start marker (SQLite, the takeover made 
     } finally {
       setFaultHook(null);
       await store.close();
+    }
+  });
+});
+
+// u138 #3: a host whose session a host in another process took over had its body return after it: the result could
+// not be written (fenced), nor the body's end, and nothing anywhere said the body had returned.
+describe('a host fenced by another process while its body runs', () => {
+  it('warns that its body returned and that no journal here can take that end', async () => {
+    const path = tempDbPath(tempDir('jingwei-fenced-'), 'journal');
+    const a = openSqliteStore(path);
+    const owner = await a.acquire('s-away', { owner: 'host-a' });
+    await owner.startTask('t');
+    let proceed!: () => void;
+    let running!: () => void;
+    const bodyRuns = new Promise<void>((resolve) => (running = resolve));
+    const pay = tool('pay', async () => {
+      running();
+      // A body that ignores its signal: it goes on to its write whatever the host learns meanwhile.
+      await new Promise<void>((resolve) => (proceed = resolve));
+      return 'paid';
+    }, TRANSFER);
+    const call = settled(createToolRuntime({ tools: [pay], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' }).call('pay', {}));
+    await bodyRuns;
+    const warnings: Error[] = [];
+    const heard = (warning: Error) => warnings.push(warning);
+    process.on('warning', heard);
+    const child = new ChildProcess(ownerChild, [path, 's-away', 'host-b']);
+    try {
+      assert.deepEqual(await child.next(), { ready: true }, child.stderr);
+      child.send('acquire 1');
+      assert.equal((await child.next<{ ok: boolean }>()).ok, true, child.stderr);
+      child.send('exit');
+      await child.exited;
+      proceed();
+      const ended = await call;
+      assert.ok('error' in ended, 'its result cannot be written by a fenced owner');
+      for (let waited = 0; !warnings.some((w) => (w as { code?: string }).code === 'JINGWEI_BODY_END_UNJOURNALED') && waited < 5_000; waited += 10) await sleep(10);
+      const warning = warnings.find((w) => (w as { code?: string }).code === 'JINGWEI_BODY_END_UNJOURNALED');
+      assert.match(String(warning?.message), /the body of call \S+ in session "s-away" returned \(it most likely made its write\) after this process's hold on the session ended/);
+    } finally {
+      process.off('warning', heard);
+      await a.close();
     }
   });
 });
