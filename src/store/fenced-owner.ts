@@ -55,7 +55,6 @@ export function succeeded(attempt: RecordedAttempt): boolean {
  */
 const EVIDENCE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_started', 'tool_result', 'tool_review']);
 
-/** The public append carries host events only (docs/design.md#only-the-runtime-writes-tool-evidence). */
 /** Calls awaiting none: a commit of evidence is never refused for the room other calls keep. */
 const NO_CALLS_AWAITING: ReadonlyMap<string, number> = new Map();
 
@@ -75,6 +74,7 @@ function carriesEarlierCallsEvidence(drafts: readonly EventDraft[]): boolean {
   });
 }
 
+/** The public append carries host events only (docs/design.md#only-the-runtime-writes-tool-evidence). */
 function refuseEvidence(draft: EventDraft, i: number): void {
   const kind = (draft as { kind?: unknown } | null)?.kind as { type?: unknown; wireType?: unknown } | undefined;
   if (typeof kind !== 'object' || kind === null) return;
