@@ -33,6 +33,12 @@ export const LIMITS = {
    */
   evidenceRoomBytes: 128 * 1024,
   /**
+   * Journal room an operation whose outcome is open (its write in doubt, or its call still running) keeps for one
+   * review at its largest (37,145 bytes, measured by test/store/evidence-room.test.ts), so a person can always record
+   * what became of the write (docs/design.md#a-result-always-has-room).
+   */
+  reviewRoomBytes: 40 * 1024,
+  /**
    * The session id, task id and operation key of one idempotency helper record together, in UTF-8 bytes: PostgreSQL
    * keys the record on them, and a B-tree entry holds at most about 2,700 bytes. Every operation the runtime makes
    * fits (its ids at most 1,024 bytes each, a key at most 200); the helpers refuse a request over it on both engines.

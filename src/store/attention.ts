@@ -10,7 +10,7 @@ import type { SessionId, TaskId } from '../ids.js';
 import { jsonDigest } from '../json/canonical.js';
 import { STORE_DEFAULTS } from '../limits.js';
 import { DENIAL_CATEGORIES, evidenceRuleFor } from '../tool/retry-policy.js';
-import { ATTENTION_STATUSES, type AttentionRow, type AttentionScan, type AttentionStatus, type EventRow, type SessionRow } from './rows.js';
+import { ATTENTION_STATUSES, type AttentionRow, type AttentionScan, type AttentionStatus, type EventRow, type JournalBackend, type SessionRow } from './rows.js';
 import { verifyJournal } from './verify.js';
 import type { CallProgress } from './inbox-rows.js';
 import type { AttentionItem, AttentionQuery } from './types.js';
@@ -265,7 +265,7 @@ export function resolveAttention(row: AttentionRow, review: { readonly outcome: 
  * Whether the row's operation has an outcome that is unknown and unresolved: its latest attempt's body started, or
  * may have, and no result says what happened; or an earlier attempt's did, and no attempt since succeeded.
  */
-function outcomeOpen(row: AttentionRow): boolean {
+export function outcomeOpen(row: AttentionRow): boolean {
   if (row.status === 'outcome_unknown') return true;
   if (row.status !== 'no_result') return false;
   return evidenceRuleFor({ flagged: row.startMarker, marker: row.started, result: null }).status === 'outcome_unknown';
@@ -429,4 +429,17 @@ export function matchesScan(row: AttentionRow, scan: AttentionScan): boolean {
     if (c <= 0) return false;
   }
   return true;
+}
+
+/** The attention rows of one session with one of `statuses` (every status by default), read a page at a time. */
+export async function allAttentionRows(backend: JournalBackend, sessionId: SessionId, statuses: readonly AttentionStatus[] = ATTENTION_STATUSES): Promise<AttentionRow[]> {
+  const rows: AttentionRow[] = [];
+  const limit = ATTENTION_PAGE.maxLimit;
+  for (let after: readonly [string, string, string] | undefined; ;) {
+    const page = await backend.scanAttention!({ sessionId, statuses, limit, ...(after ? { after } : {}) });
+    rows.push(...page);
+    if (page.length < limit) return rows;
+    const last = page[page.length - 1]!;
+    after = [last.sessionId, last.taskId, last.key];
+  }
 }

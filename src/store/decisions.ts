@@ -10,7 +10,7 @@ import type { EventDraft, SessionEvent, TaskLedgerChange, TaskLedgerRecord } fro
 import { newEventId, type SessionId, type TaskId, type TurnId } from '../ids.js';
 import { LIMITS, TASK_DEFAULTS } from '../limits.js';
 import { utf8Length } from '../text.js';
-import { attentionWrites } from './attention.js';
+import { attentionWrites, outcomeOpen } from './attention.js';
 import { chainedEventIds, chainHash, GENESIS_HASH } from './chain.js';
 import type { EventRow, OperationRow, Reservation, SessionRow, TaskRow, TxState, TxWrites } from './rows.js';
 import type { CommitRequest, TaskLimits, TaskSnapshot, TaskState } from './types.js';
@@ -201,7 +201,24 @@ function operationsOf(sessionId: SessionId, events: readonly SessionEvent[]): Op
 export interface CommitOutcome {
   readonly events: SessionEvent[];
   readonly reservedOutputBytes: number;
+  /** The operations whose attention row the commit wrote, by operationRoomKey: the call whose outcome is open, else null. */
+  readonly openOutcomes: ReadonlyMap<string, string | null>;
 }
+
+/**
+ * The journal room an owner keeps for its calls (docs/design.md#a-result-always-has-room): each call it admitted whose
+ * result is not written yet (its output reservation, by call id, and LIMITS.evidenceRoomBytes), and one review of each
+ * operation whose outcome is open (the call, by operationRoomKey: LIMITS.reviewRoomBytes).
+ */
+export interface RoomKept {
+  readonly awaiting: ReadonlyMap<string, number>;
+  readonly openOutcomes: ReadonlyMap<string, string>;
+}
+
+export const NO_ROOM_KEPT: RoomKept = { awaiting: new Map(), openOutcomes: new Map() };
+
+/** An operation's key in RoomKept.openOutcomes. */
+export const operationRoomKey = (taskId: string, key: string): string => JSON.stringify([taskId, key]);
 
 /** The event ids drafts name themselves (the store mints the others, which cannot collide). */
 export function draftEventIds(drafts: readonly EventDraft[]): string[] {
@@ -223,7 +240,7 @@ function refuseDuplicateIds(sessionId: SessionId, drafts: readonly EventDraft[],
 }
 
 /** `now`: the store's clock when the commit began, in epoch milliseconds. */
-export function decideCommit(owner: OwnerRef, request: CommitRequest, now: number, awaitingResults: ReadonlyMap<string, number> = new Map()) {
+export function decideCommit(owner: OwnerRef, request: CommitRequest, now: number, room: RoomKept = NO_ROOM_KEPT) {
   return (state: TxState): TxWrites<CommitOutcome> => {
     const session = renewLease(requireOwner(state.session, owner), owner, state);
     request.recheck?.();
@@ -293,7 +310,7 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
     const chained = chainEvents(session, owner.epoch, request.events, now);
     // An admission counts its own task's open calls itself (journalRoomForOutput); the others' room is kept here.
     const counted = request.budget?.admit && state.task ? new Set(state.task.reservations.map((r) => r.callId)) : undefined;
-    const kept = roomKeptFor(session.sessionId, chained.historyBytes, awaitingResults, counted);
+    const kept = roomKeptFor(session.sessionId, chained.historyBytes, room, counted);
     let task: TxWrites['task'];
     let reserved = 0;
     if (request.budget) {
@@ -303,14 +320,19 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
       reserved = budgeted.reserved;
     }
     const decisions = request.approval ? decideApprovalChange(session.sessionId, request.approval, state.approvals ?? [], request.events) : undefined;
+    const attention = attentionWrites(session.sessionId, chained.events, state.attention);
     return {
       session: { row: chained.head, expect: { epoch: session.epoch, lastSeq: session.lastSeq } },
       events: chained.rows,
       ...(task ? { task } : {}),
       ...(decisions ? { decisions } : {}),
       operations: operationsOf(session.sessionId, chained.events),
-      attention: attentionWrites(session.sessionId, chained.events, state.attention),
-      result: { events: chained.events, reservedOutputBytes: reserved },
+      attention,
+      result: {
+        events: chained.events,
+        reservedOutputBytes: reserved,
+        openOutcomes: new Map(attention.map((row) => [operationRoomKey(row.taskId, row.key), outcomeOpen(row) ? row.callId : null])),
+      },
     };
   };
 }
@@ -347,19 +369,28 @@ export function journalLedger(row: TaskRow): { limit: number; charged: number } 
  * events a host appended while a call ran had used the room its result was admitted with, and the write its body made
  * could then be neither recorded nor reviewed (docs/design.md#a-result-always-has-room).
  */
-function roomKeptFor(sessionId: SessionId, historyAfter: number, awaiting: ReadonlyMap<string, number>, counted: ReadonlySet<string> | undefined): number {
+function roomKeptFor(sessionId: SessionId, historyAfter: number, room: RoomKept, counted: ReadonlySet<string> | undefined): number {
   let kept = 0;
-  let calls = 0;
-  for (const [callId, bytes] of awaiting) {
+  let running = 0;
+  for (const [callId, bytes] of room.awaiting) {
     if (counted?.has(callId)) continue;
     kept += bytes + LIMITS.evidenceRoomBytes;
-    calls += 1;
+    running += 1;
+  }
+  let open = 0;
+  for (const callId of room.openOutcomes.values()) {
+    if (counted?.has(callId) || room.awaiting.has(callId)) continue;
+    kept += LIMITS.reviewRoomBytes;
+    open += 1;
   }
   if (historyAfter + kept > LIMITS.maxHistoryBytes) {
+    const whose = [
+      running > 0 ? `the results and reviews of ${running} ${callNoun(running)} still running` : null,
+      open > 0 ? `a review of each of ${open} ${callNoun(open)} whose outcome is open` : null,
+    ].filter((part) => part !== null).join(' and ');
     throw new JournalFullError(
       sessionId,
-      `${historyAfter} of ${LIMITS.maxHistoryBytes} bytes would be used with these events, and the results and reviews of ` +
-        `${calls} ${callNoun(calls)} still running need ${kept} bytes of the rest; nothing was written`,
+      `${historyAfter} of ${LIMITS.maxHistoryBytes} bytes would be used with these events, and ${whose} need ${kept} bytes of the rest; nothing was written`,
     );
   }
   return kept;

@@ -6,8 +6,8 @@ import { DECODED_WIRE_TYPES } from '../event/codec.js';
 import { BODY_ENDED } from '../tool/late-bodies.js';
 import { describeValue, thrownMessage } from '../text.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
-import { attentionCallIds, attentionItem, blocksRepeat, refusesIdentical } from './attention.js';
-import { decideCommit, decideRelease, decideReleaseUnwritten, decideRenew, decideStartTask, decideTaskState, draftEventIds, taskSnapshot, type OwnerRef, type UnwrittenSettlement } from './decisions.js';
+import { allAttentionRows, attentionCallIds, attentionItem, blocksRepeat, outcomeOpen, refusesIdentical } from './attention.js';
+import { decideCommit, decideRelease, decideReleaseUnwritten, decideRenew, decideStartTask, decideTaskState, draftEventIds, NO_ROOM_KEPT, operationRoomKey, taskSnapshot, type CommitOutcome, type OwnerRef, type RoomKept, type UnwrittenSettlement } from './decisions.js';
 import { LEASE_LIMITS } from '../limits.js';
 import type { HeadAnchor } from './anchors.js';
 import type { JournalBackend, SessionRow, TaskRow, TxReads, TxState, TxWrites } from './rows.js';
@@ -55,8 +55,12 @@ export function succeeded(attempt: RecordedAttempt): boolean {
  */
 const EVIDENCE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_started', 'tool_result', 'tool_review']);
 
-/** Calls awaiting none: a commit of evidence is never refused for the room other calls keep. */
-const NO_CALLS_AWAITING: ReadonlyMap<string, number> = new Map();
+function applyOutcomes(open: Map<string, string>, changes: ReadonlyMap<string, string | null>): void {
+  for (const [operation, callId] of changes) {
+    if (callId === null) open.delete(operation);
+    else open.set(operation, callId);
+  }
+}
 
 /**
  * Whether the drafts carry evidence of a call they do not admit: a start marker, a result, a review, or the end of a
@@ -150,6 +154,14 @@ export class FencedOwner implements SessionOwner {
   private readonly unwritten = new Map<string, UnwrittenSettlement[]>();
   /** The calls this owner admitted whose results are not written yet, with their output reservations (room kept free). */
   private readonly awaitingResults = new Map<string, number>();
+  /**
+   * The session's operations whose outcome is open, each keeping room for a review: read from the attention index
+   * before the first commit that must leave it (null until then), and kept from this owner's commits since.
+   */
+  private openOutcomes: Map<string, string> | null = null;
+  /** While the attention index is read: the changes this owner's commits made meanwhile, applied over what it read. */
+  private outcomesWhileReading: Array<ReadonlyMap<string, string | null>> | null = null;
+  private readingOutcomes: Promise<Map<string, string>> | null = null;
   private timer: NodeJS.Timeout | null = null;
   private beating = false;
   private readonly lease: LeaseWatch;
@@ -455,17 +467,47 @@ export class FencedOwner implements SessionOwner {
       eventIds: draftEventIds(request.events),
       ...(attentionCalls.length > 0 ? { attentionCalls } : {}),
     };
-    // A commit of a call's evidence uses room kept for it; any other leaves the room of the calls awaiting their results.
-    const keepFree = carriesEarlierCallsEvidence(request.events) ? NO_CALLS_AWAITING : this.awaitingResults;
-    let receipt: CommitReceipt;
+    // A commit of a call's evidence uses room kept for it; any other leaves the room the owner's calls keep.
+    const room: RoomKept = carriesEarlierCallsEvidence(request.events)
+      ? NO_ROOM_KEPT
+      : { awaiting: this.awaitingResults, openOutcomes: this.openOutcomes ?? (await this.readOpenOutcomes()) };
+    let outcome: CommitOutcome;
     try {
-      receipt = await this.renewingTx(reads, decideCommit(this.ref, request, readClock(this.clock), keepFree));
+      outcome = await this.renewingTx(reads, decideCommit(this.ref, request, readClock(this.clock), room));
     } catch (error) {
       this.noteUnwritten(request, error);
       throw error;
     }
-    this.noteAwaiting(request, receipt);
-    return receipt;
+    this.noteAwaiting(request, outcome);
+    this.noteOpenOutcomes(outcome.openOutcomes);
+    return { events: outcome.events, reservedOutputBytes: outcome.reservedOutputBytes };
+  }
+
+  /** The session's operations whose outcome is open, from the attention index (none without one). */
+  private readOpenOutcomes(): Promise<Map<string, string>> {
+    this.readingOutcomes ??= (async () => {
+      const changes: Array<ReadonlyMap<string, string | null>> = [];
+      this.outcomesWhileReading = changes;
+      try {
+        const rows = this.backend.scanAttention ? await allAttentionRows(this.backend, this.sessionId, ['no_result', 'outcome_unknown']) : [];
+        const open = new Map<string, string>();
+        for (const row of rows) if (outcomeOpen(row)) open.set(operationRoomKey(row.taskId, row.key), row.callId);
+        for (const change of changes) applyOutcomes(open, change);
+        this.openOutcomes ??= open;
+        return this.openOutcomes;
+      } finally {
+        this.outcomesWhileReading = null;
+        this.readingOutcomes = null;
+      }
+    })();
+    return this.readingOutcomes;
+  }
+
+  /** Keeps track of the operations whose outcome is open, as a commit of this owner left them. */
+  private noteOpenOutcomes(changes: ReadonlyMap<string, string | null>): void {
+    if (changes.size === 0) return;
+    if (this.openOutcomes !== null) applyOutcomes(this.openOutcomes, changes);
+    else this.outcomesWhileReading?.push(changes);
   }
 
   /** Keeps track of the calls awaiting their results: admitted by this commit, or given theirs. */

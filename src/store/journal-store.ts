@@ -1,7 +1,7 @@
 import { InvalidInputError, JournalCorruptError, StoreClosedError, StoreUnavailableError, } from '../errors.js';
 import { checkId, type SessionId, } from '../ids.js';
 import type { SessionEvent } from '../event/types.js';
-import { ATTENTION_PAGE, attentionItem, attentionPage, attentionScan, } from './attention.js';
+import { allAttentionRows, attentionItem, attentionPage, attentionScan, } from './attention.js';
 import {
   decideAcquire,
   type TakeoverMode,
@@ -11,7 +11,7 @@ import { LEASE_LIMITS } from '../limits.js';
 import { exportJournal, importJournal } from './jsonl.js';
 import { checkJournalAgainstAnchor, journalIdOf } from './anchor-log.js';
 import { HeadAnchor } from './anchors.js';
-import { ATTENTION_STATUSES, type AttentionRow, type EventRow, type JournalBackend, type OperationRow, type SessionRow, type TaskRow, } from './rows.js';
+import { type EventRow, type JournalBackend, type OperationRow, type SessionRow, type TaskRow, } from './rows.js';
 import { checkTaskLedger, taskLedgerCoverage, type TaskLedgerReport } from './task-ledger.js';
 import { LeaseWatch } from './lease-watch.js';
 import { verifyJournal } from './verify.js';
@@ -74,19 +74,6 @@ function matchesBetween(sessionId: SessionId, chain: { rows: EventRow[]; events:
     }
   }
   return false;
-}
-
-/** Every attention row of one session, any status, read a page at a time. */
-async function allAttentionRows(backend: JournalBackend, sessionId: SessionId): Promise<AttentionRow[]> {
-  const rows: AttentionRow[] = [];
-  const limit = ATTENTION_PAGE.maxLimit;
-  for (let after: readonly [string, string, string] | undefined; ;) {
-    const page = await backend.scanAttention!({ sessionId, statuses: ATTENTION_STATUSES, limit, ...(after ? { after } : {}) });
-    rows.push(...page);
-    if (page.length < limit) return rows;
-    const last = page[page.length - 1]!;
-    after = [last.sessionId, last.taskId, last.key];
-  }
 }
 
 /** Why a call may still be running (see JournalStore.callInFlight). */

@@ -16,6 +16,7 @@ import { ToolMetadata } from '../../src/tool/metadata.js';
 import { recordToolReview } from '../../src/tool/review.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { forEachStore } from '../support/stores.js';
+import { untilBodyEnded } from '../support/body-ended.js';
 
 it('the room kept for a call\'s evidence holds its largest marker, result and review', () => {
   // Every id and text at its limit, of a character JSON escapes to six (U+0001 is one UTF-8 byte, `\u0001` in JSON).
@@ -33,6 +34,8 @@ it('the room kept for a call\'s evidence holds its largest marker, result and re
   // Each event also takes one separator in the history's compact JSON.
   const largest = [marker, result, review].reduce((sum, e) => sum + Buffer.byteLength(encodeEventText(e)) + 1, 0);
   assert.ok(largest <= LIMITS.evidenceRoomBytes, `the largest evidence of a call takes ${largest} bytes, more than the ${LIMITS.evidenceRoomBytes} kept`);
+  const reviewBytes = Buffer.byteLength(encodeEventText(review)) + 1;
+  assert.ok(reviewBytes <= LIMITS.reviewRoomBytes, `the largest review takes ${reviewBytes} bytes, more than the ${LIMITS.reviewRoomBytes} kept`);
 });
 
 const OUTPUT_LIMIT = 200 * 1024;
@@ -139,6 +142,69 @@ forEachStore('a result always has room', (target) => {
     assert.equal(sent.result.outcome.status, 'succeeded', 'its result was recorded');
     await owner.append([{ turnId: 'turn-chat' as TurnId, kind: { type: 'user_message', text: 'm'.repeat(200 * 1024) } }]);
     assert.ok((await used(store, 's-full')) <= LIMITS.maxHistoryBytes, 'once recorded, the room is the host\'s again');
+    await store.close();
+  });
+
+  // u140 #1: the room kept for a call's review went with its result: a result in doubt (the body threw after its
+  // start), then the host's appends filled the journal, and the review that would settle the write was refused.
+  it('a call whose write is in doubt keeps room for its review: appends are refused before they take it', async () => {
+    const { store, owner } = await session(LIMITS.evidenceRoomBytes + OUTPUT_LIMIT + 90 * 1024);
+    const tool = {
+      name: 'send_mail',
+      metadata: new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'mail-v1').withOutputCeiling(OUTPUT_LIMIT),
+      async execute(): Promise<string> {
+        throw new Error('connection reset after the request was sent');
+      },
+    };
+    const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' }, maxOutputBytes: OUTPUT_LIMIT }).bind({ owner, taskId: 't', caller: 'agent' });
+    const failed = await gateway.call('send_mail', { to: 'ana@example.com' });
+    assert.equal(failed.result.outcome.status, 'failed');
+    await assert.rejects(fillUntil(store, owner, 0), { code: 'journal_full', message: /a review of each of 1 call whose outcome is open need \d+ bytes of the rest/ });
+    assert.ok(LIMITS.maxHistoryBytes - (await used(store, 's-full')) >= LIMITS.reviewRoomBytes - 1024, 'the review room is left');
+    const review = await recordToolReview(owner, await store.loadHistory('s-full'), failed.call.id, {
+      turnId: 'turn-review', actor: 'alice', outcome: 'completed', evidence: 'the mail is in the outbox',
+    });
+    assert.equal(review.kind.type, 'tool_review');
+    await owner.append([{ turnId: 'turn-chat' as TurnId, kind: { type: 'user_message', text: 'm'.repeat(20 * 1024) } }]);
+    await store.close();
+  });
+
+  // u140 #3: a new owner kept no room for the old owner's call still running; it filled the journal, and that call's
+  // review could not be journaled.
+  it('a new owner keeps room for a review of the calls the old owner left open', async () => {
+    const location = target.fresh();
+    const store = await location.open();
+    const old = await store.acquire('s-full', { owner: 'host-a' });
+    await old.startTask('t', { limits: { toolOutputBytes: 64 * 1024 * 1024, journalBytes: 64 * 1024 * 1024 } });
+    await fillUntil(store, old, LIMITS.evidenceRoomBytes + OUTPUT_LIMIT + 90 * 1024);
+    let running!: () => void;
+    const started = new Promise<void>((resolve) => (running = resolve));
+    let release!: (text: string) => void;
+    const tool = {
+      name: 'send_mail',
+      metadata: new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'mail-v1').withOutputCeiling(OUTPUT_LIMIT),
+      async execute(): Promise<string> {
+        running();
+        return await new Promise<string>((resolve) => (release = resolve));
+      },
+    };
+    const call = createToolRuntime({ tools: [tool], grants: { agent: '*' }, maxOutputBytes: OUTPUT_LIMIT }).bind({ owner: old, taskId: 't', caller: 'agent' }).call('send_mail', {});
+    call.catch(() => undefined);
+    await started;
+    const other = await location.open();
+    const successor = await other.acquire('s-full', { owner: 'host-b', takeover: true });
+    await assert.rejects(fillUntil(other, successor, 0), { code: 'journal_full', message: /a review of each of 1 call whose outcome is open/ });
+    release('sent');
+    await call.catch(() => undefined);
+    const called = (await other.loadHistory('s-full')).find((e) => e.kind.type === 'tool_call')?.kind;
+    assert.ok(called?.type === 'tool_call');
+    // The old body's end reaches the journal through the new owner (one process, one database): reviewed after it.
+    await untilBodyEnded(other, 's-full', called.call.id);
+    const history = await other.loadHistory('s-full');
+    const review = await recordToolReview(successor, history, called.call.id, { turnId: 'turn-review', actor: 'alice', outcome: 'completed', evidence: 'the mail is in the outbox' });
+    assert.equal(review.kind.type, 'tool_review');
+    await successor.release();
+    await other.close();
     await store.close();
   });
 
