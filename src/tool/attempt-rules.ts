@@ -402,6 +402,10 @@ export async function bindingChangedAdvice(owner: SessionOwner, recorded: Record
   const open = record === undefined ? null : earlierOpenAttempt(record);
   if (open !== null) return doubt(`call ${open.call.id}, an earlier attempt, may have run; call ${callId} was refused before its body`);
   if (record?.waitsOn !== undefined) return doubt(`call ${callId} was refused as a repeat of call ${record.waitsOn.call.id}, an identical write in doubt`);
+  if (recorded.review === undefined && result?.outcome.status === 'failed' && result.outcome.category === 'approval_pending') {
+    return `call ${callId} waits for a person's approval: approved, its request lets a retry under this key make the write, so deny it first ` +
+      `(jingwei deny, or the decision inbox; jingwei queue lists it), and only then does a new operation key run this call without making the write twice`;
+  }
   const notRun = recorded.review?.outcome === 'not_executed' ? `a review says call ${callId} did not run`
     : result !== null && PRE_BODY_CATEGORIES.has(result.outcome.category) ? `call ${callId} was refused before its body (${result.outcome.category}: ${result.outcome.code})`
       : recorded.startedEvent === null ? `call ${callId} never started its body` : null;

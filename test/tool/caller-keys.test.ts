@@ -105,6 +105,18 @@ describe('caller keys', () => {
     await assert.rejects(r.gateway.callWithOptions('pay', { n: 2 }, { operationKey: 'doubt' }),
       { code: 'binding_changed', message: new RegExp(`its write is in doubt \\(call ${stopped.call.id}: it failed after its body started \\(timeout: tool_timeout\\)\\): settle that call first .*; ${again.source} if it was made`) });
 
+    // u140 #2: a call waiting for a person's approval had "never ran its body: a new operation key runs this call";
+    // the new key paid, then the old request was approved and its retry paid too.
+    const approving = createToolRuntime({
+      tools: [tool('pay_approved', async () => 'paid', new ToolMetadata('pays', { type: 'object' }).withEffect('non_idempotent', 'v1').withApproval('ops'))],
+      grants: { agent: '*' },
+      approvers: { ops: async () => ({ decision: 'pending' }) },
+    }).bind({ owner: r.owner, taskId: 't', caller: 'agent' });
+    const waiting = await approving.callWithOptions('pay_approved', { n: 4 }, { operationKey: 'waiting' });
+    assert.equal(waiting.result.outcome.status === 'failed' && waiting.result.outcome.category, 'approval_pending');
+    await assert.rejects(approving.callWithOptions('pay_approved', { n: 5 }, { operationKey: 'waiting' }),
+      { code: 'binding_changed', message: /waits for a person's approval: approved, its request lets a retry under this key make the write, so deny it first/ });
+
     const refused = await r.gateway.callWithOptions('pay', { n: 'three' }, { operationKey: 'refused' });
     assert.equal(refused.result.outcome.status === 'failed' && refused.result.outcome.category, 'invalid_arguments');
     await assert.rejects(r.gateway.callWithOptions('pay', { n: 3 }, { operationKey: 'refused' }),
