@@ -7,6 +7,8 @@
  */
 import { InvalidInputError } from '../errors.js';
 import { externalIdempotencyKey } from '../tool/idempotency.js';
+import { setNewest } from '../bounded-map.js';
+import { sha256Hex } from '../sha256.js';
 
 /** The header name the IETF draft and most payment APIs use. */
 export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
@@ -50,7 +52,7 @@ export function jingweiFetch(request: IdempotencyKeyed, options: JingweiFetchOpt
   const inner = options.fetch ?? globalThis.fetch;
   if (typeof inner !== 'function') throw new InvalidInputError('fetch', 'no fetch is available: pass options.fetch');
   const wrapped = (input: Parameters<typeof fetch>[0], init?: Parameters<typeof fetch>[1]) => {
-    const another = anotherWrite(request, input, init);
+    const another = anotherWrite(key, input, init);
     if (another !== null) return Promise.reject(another);
     // As fetch itself does: headers given with init replace a Request's own, rather than add to them.
     const headers = new Headers(init?.headers !== undefined ? init.headers : input instanceof Request ? input.headers : undefined);
@@ -64,27 +66,58 @@ export function jingweiFetch(request: IdempotencyKeyed, options: JingweiFetchOpt
 /** Methods a server never takes as a write: the key they carry asks nothing of it. */
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-/** Per tool body request, the first write its key went with: method and URL. */
-const keyedWrites = new WeakMap<object, string>();
+/** The first write a key went with: its method, its URL (without a fragment), a digest of its body when it is text. */
+interface KeyedWrite {
+  readonly method: string;
+  readonly url: string;
+  readonly body: string | undefined;
+}
+
+/** The first write of each key sent in this process, by key (every attempt of an operation sends its one key). */
+const keyedWrites = new Map<string, KeyedWrite>();
+const KEYED_WRITES_KEPT = 10_000;
 
 /**
- * A write to another method or URL than the first the request's key went with, refused before it is sent: the key
- * names one operation's one request, so a server that deduplicates on it would answer the second write with the
- * first's record (or refuse it), and the call would be recorded as having made both. The same write again (a body
- * retrying its request) is let through.
+ * A write to another method, URL (query included) or text body than the first this key went with, refused before
+ * it is sent: the key names one operation's one request, so a server that deduplicates on it would answer the second
+ * write with the first's record (or refuse it), and the call would be recorded as having made both. The same write
+ * again (a body retrying its request, or the operation's retry) is let through. A body that is not text (a stream, a
+ * Blob, a Request's own) is not compared.
  */
-function anotherWrite(request: IdempotencyKeyed, input: Parameters<typeof fetch>[0], init?: Parameters<typeof fetch>[1]): InvalidInputError | null {
+function anotherWrite(key: string, input: Parameters<typeof fetch>[0], init?: Parameters<typeof fetch>[1]): InvalidInputError | null {
   const method = (init?.method ?? (input instanceof Request ? input.method : 'GET')).toUpperCase();
   if (SAFE_METHODS.has(method)) return null;
-  const target = `${method} ${withoutQuery(input instanceof Request ? input.url : String(input))}`;
-  const first = keyedWrites.get(request);
+  const write: KeyedWrite = { method, url: withoutFragment(input instanceof Request ? input.url : String(input)), body: bodyDigest(init?.body) };
+  const first = keyedWrites.get(key);
   if (first === undefined) {
-    keyedWrites.set(request, target);
+    setNewest(keyedWrites, key, write, KEYED_WRITES_KEPT);
     return null;
   }
-  if (first === target) return null;
+  const sameBody = first.body === undefined || write.body === undefined || first.body === write.body;
+  if (first.method === write.method && first.url === write.url && sameBody) return null;
+  const shown = (w: KeyedWrite) => `${w.method} ${withoutQuery(w.url)}`;
+  const differs = shown(first) === shown(write) ? (first.url === write.url ? ' (another body)' : ' (another query)') : '';
   return new InvalidInputError('input',
-    `${target} would carry the idempotency key ${first} was sent with: one call makes one keyed write (a server deduplicating on the key would answer it with the first's record); make each write a call of its own, or one request`);
+    `${shown(write)}${differs} would be sent under the idempotency key that ${shown(first)} was sent with: one call makes one keyed write ` +
+      "(a server deduplicating on the key would answer it with the first's record); make each write a call of its own, or one request");
+}
+
+/** A digest of a text body (a string or URLSearchParams); undefined for any other. */
+function bodyDigest(body: unknown): string | undefined {
+  if (typeof body === 'string') return sha256Hex(body);
+  if (body instanceof URLSearchParams) return sha256Hex(body.toString());
+  return undefined;
+}
+
+/** The URL as fetch sends it (scheme and host in lower case, the path normalized), without its fragment. */
+function withoutFragment(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.hash = '';
+    return parsed.href;
+  } catch {
+    return url.replace(/#.*$/s, '');
+  }
 }
 
 /** A URL as the refusal names it: its query and fragment left out (they may carry credentials). */

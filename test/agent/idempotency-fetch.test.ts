@@ -68,25 +68,33 @@ describe('the Idempotency-Key helpers', () => {
 
 // u139 #2: a body that created a customer and then charged, both through jingweiFetch, sent the charge under the
 // customer's key: a server deduplicating on the key alone answered the charge with the customer, recorded succeeded.
-it('jingweiFetch refuses, unsent, a write to another method or URL than the first its key went with; reads and the same write again pass', async () => {
+// u140 #4: another query or body went out under the key too, and so did any write through a wrapper made from a copy.
+it('jingweiFetch refuses, unsent, a write to another method, URL, query or text body than the first its key went with; reads and the same write again pass', async () => {
   const { seen, fake } = recordingFetch();
-  const body = { ...request };
+  const body = { ...request, operation: { taskId: 'task-1', key: 'operation_two_writes' } };
   const f = jingweiFetch(body, { fetch: fake });
-  await f('http://example.invalid/customers?token=s3cret', { method: 'POST', body: '{}' });
-  await f('http://example.invalid/customers?token=s3cret', { method: 'POST', body: '{}' });
+  await f('http://example.invalid/customers?token=s3cret', { method: 'POST', body: '{"name":"ana"}' });
+  await f('HTTP://Example.invalid/customers?token=s3cret#again', { method: 'post', body: '{"name":"ana"}' });
   await f('http://example.invalid/customers/7');
-  await jingweiFetch(body, { fetch: fake })(new Request('http://example.invalid/customers?token=s3cret', { method: 'POST' }));
-  for (const [input, init] of [['http://example.invalid/charges', { method: 'POST' }], ['http://example.invalid/customers', { method: 'PUT' }]] as const) {
-    await assert.rejects(jingweiFetch(body, { fetch: fake })(input, init), (error: Error & { code?: string }) => {
+  await jingweiFetch({ ...body }, { fetch: fake })(new Request('http://example.invalid/customers?token=s3cret', { method: 'POST', body: 'a stream is not compared' }));
+  const refusals: Array<[string, RequestInit, RegExp]> = [
+    ['http://example.invalid/charges', { method: 'POST' }, /^POST http:\/\/example\.invalid\/charges would be sent under the idempotency key that POST http:\/\/example\.invalid\/customers was sent with: one call makes one keyed write/],
+    ['http://example.invalid/customers?token=s3cret', { method: 'PUT', body: '{"name":"ana"}' }, /^PUT http:\/\/example\.invalid\/customers would be sent/],
+    ['http://example.invalid/customers?token=tok2', { method: 'POST', body: '{"name":"ana"}' }, /^POST http:\/\/example\.invalid\/customers \(another query\) would be sent/],
+    ['http://example.invalid/customers?token=s3cret', { method: 'POST', body: '{"name":"bob"}' }, /^POST http:\/\/example\.invalid\/customers \(another body\) would be sent/],
+  ];
+  for (const [input, init, message] of refusals) {
+    // A wrapper made from a copy of the request sends the same key: it is refused all the same.
+    await assert.rejects(jingweiFetch({ ...body }, { fetch: fake })(input, init), (error: Error & { code?: string }) => {
       assert.equal(error.code, 'invalid_input');
-      assert.match(error.message, /would carry the idempotency key POST http:\/\/example\.invalid\/customers was sent with: one call makes one keyed write/);
-      assert.doesNotMatch(error.message, /s3cret/);
+      assert.match(error.message.replace(/^(invalid_input: )?input: /, ''), message);
+      assert.doesNotMatch(error.message, /s3cret|tok2/);
       return true;
     });
   }
   assert.equal(seen.length, 4, 'the refused writes were never sent');
-  await jingweiFetch({ ...request }, { fetch: fake })('http://example.invalid/charges', { method: 'POST' });
-  assert.equal(seen.length, 5, 'another call (another request) sends its own first write');
+  await jingweiFetch({ ...request, operation: { taskId: 'task-1', key: 'operation_another' } }, { fetch: fake })('http://example.invalid/charges', { method: 'POST' });
+  assert.equal(seen.length, 5, 'another operation (another key) sends its own first write');
 });
 
 describe('an HTTP call killed after the API applied it', () => {
