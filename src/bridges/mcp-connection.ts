@@ -151,10 +151,15 @@ class ManagedConnection implements McpToolSource {
     }
   }
 
-  /** Over HTTP there is no process to watch: a request that failed at the transport means the session is gone. */
+  /**
+   * Over HTTP there is no process to watch: a request that failed at the transport means the session is gone. A 404
+   * says the server no longer knows the session (it restarted): the requests left running on it can never be
+   * answered, and end with it now.
+   */
   requestFailed(client: Client, error: unknown, signal: AbortSignal): void {
     if (signal.aborted || error instanceof McpError || !('url' in this.address)) return;
-    this.lost(client, `a request failed: ${describe(error)}`);
+    const forgotten = (error as { code?: unknown } | null)?.code === 404;
+    this.lost(client, `a request failed: ${describe(error)}`, forgotten);
   }
 
   /** Connects a new client (stdio: starts the server; HTTP: opens a new session). */
@@ -208,20 +213,21 @@ class ManagedConnection implements McpToolSource {
   /**
    * Closes a client given up, or, while requests left to run are under way on it, once they have ended: over HTTP
    * another request failing at the transport (a proxy's 502) says little of theirs, and closing it would end their
-   * bodies as if the server had stopped, while it may still be making the write
+   * bodies as if the server had stopped, while it may still be making the write. A session the server forgot
+   * (`forgotten`: it restarted) is closed at once: nothing there will answer them
    * (docs/bridges-in-production.md#a-stopped-call-runs-until-its-server-answers).
    */
-  private retire(client: Client): void {
-    if (this.leftToRun.has(client)) this.retiring.add(client);
+  private retire(client: Client, forgotten: boolean): void {
+    if (this.leftToRun.has(client) && !forgotten) this.retiring.add(client);
     else void client.close().catch(() => undefined);
   }
 
   /** The current client went down: refuse calls from now on, and start reconnecting. */
-  lost(client: Client, reason: string): void {
+  lost(client: Client, reason: string, forgotten = false): void {
     if (client !== this.current || this.state !== 'connected') return;
     this.state = 'reconnecting';
     delete client.onclose;
-    this.retire(client);
+    this.retire(client, forgotten);
     this.emit({ type: 'disconnected', server: this.serverLabel, reason });
     if (this.backoff === null) {
       this.fail();

@@ -140,4 +140,56 @@ describe('a managed MCP connection over Streamable HTTP', () => {
       await new Promise<void>((resolve) => http.close(() => resolve()));
     }
   });
+  // u140 #5: a server that restarted forgets its sessions; a write left running on the old one can never be answered,
+  // and kept open for it, it ran until the host closed the connection.
+  it('a write under way on a session the server forgot ends with that session, at once', async () => {
+    const sessions = new Map<string, StreamableHTTPServerTransport>();
+    let chargeArrived = false;
+    const http: Server = createServer(async (req, res) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      const body = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString('utf8')) as { method?: string; params?: { name?: string } } : undefined;
+      if (body?.method === 'tools/call' && body.params?.name === 'slow_charge') chargeArrived = true;
+      const id = req.headers['mcp-session-id'];
+      if (typeof id === 'string') {
+        const known = sessions.get(id);
+        if (known === undefined) {
+          res.writeHead(404).end('{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}');
+          return;
+        }
+        void known.handleRequest(req, res, body);
+        return;
+      }
+      const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (sessionId) => { sessions.set(sessionId, transport); },
+      });
+      await fixtureServer({ variant: 'slow' }).connect(transport);
+      void transport.handleRequest(req, res, body);
+    });
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+    const { port } = http.address() as AddressInfo;
+    const store = createMemoryStore();
+    const owner = await store.acquire('http', { owner: 'host' });
+    await owner.startTask('t');
+    const connection = await connectMcpServer({ url: `http://127.0.0.1:${port}/mcp` }, { reconnect: { initialDelayMs: 50 } });
+    const gateway = createToolRuntime({ tools: connection.tools, grants: { agent: '*' }, defaultTimeoutMs: SLOW_MS * 10 })
+      .bind({ owner, taskId: 't', caller: 'agent' });
+    try {
+      let ended = false;
+      const charge = gateway.call('slow_charge', { amount: 5 }).finally(() => (ended = true));
+      await until(() => chargeArrived, 'the charge at the server');
+      sessions.clear();
+      const read = await gateway.call('slow_lookup', { account: 'a' });
+      assert.ok(read.result.outcome.status === 'failed' && read.result.outcome.category === 'body_failure', 'the read found the session forgotten');
+      await until(() => ended, 'the charge ended with its session');
+      const charged = await charge;
+      assert.ok(charged.result.outcome.status === 'failed' && charged.result.outcome.category === 'body_failure', 'no answer can come: in doubt, for a review');
+    } finally {
+      await connection.close();
+      await store.close();
+      http.closeAllConnections();
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+    }
+  });
 });
