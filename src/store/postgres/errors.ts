@@ -22,7 +22,10 @@ export function mapPostgresError(error: unknown, context: string): unknown {
     return new StoreUnavailableError('store_failure', `${context}: PostgreSQL did not answer in time (the server or the network is down); the connection was closed`, { cause: error });
   }
   if (typeof code === 'string' && NETWORK_CODES.has(code)) {
-    return new StoreUnavailableError('store_failure', `${context}: PostgreSQL is unreachable (${code})`, { cause: error });
+    const at = error as { address?: unknown; port?: unknown; hostname?: unknown };
+    const where = typeof at.address === 'string' ? ` at ${at.address}${typeof at.port === 'number' ? `:${at.port}` : ''}`
+      : typeof at.hostname === 'string' ? ` at ${at.hostname}` : '';
+    return new StoreUnavailableError('store_failure', `${context}: PostgreSQL is unreachable (${code}${where})`, { cause: error });
   }
   return new StoreUnavailableError('store_failure', `${context}: PostgreSQL failed: ${message}${typeof code === 'string' ? ` (${code})` : ''}`, { cause: error });
 }

@@ -127,7 +127,7 @@ export async function connectOnceRestarted(pool: { connect(): Promise<{ release(
       return;
     } catch (error) {
       if (await retry.again(error, { connected: false })) continue;
-      const waited = retry.waitedMs > 0 ? ` (waited ${retry.waitedMs / 1000} s for it to take connections, as for a restart)` : '';
+      const waited = retry.waitedMs > 0 ? ` (it refused connections for ${retry.waitedMs / 1000} s, waited for as a server restarting)` : '';
       throw mapPostgresError(error, `${context}${waited}`);
     }
   }
