@@ -11,7 +11,7 @@ import { SessionTable } from '../store/owner-commit.js';
 import { planHistorySeq, planOperationCalls, planRepeatedRows, planReviewedWhileBodyOpen, planSourceReviews, planSourceRow, type ToolRetryPlan } from './retry-plan.js';
 import { setNewest } from '../bounded-map.js';
 import { keptJournalOf } from '../store/owner-journal.js';
-import { collectEvidence, earlierOpenAttempt, type AttemptRecord } from './evidence.js';
+import { collectEvidence, earlierDueAttempt, earlierOpenAttempt, type AttemptRecord } from './evidence.js';
 
 /**
  * A retry or a caller key's replay of a tool this runtime does not have (a deploy removed or renamed it). Its default
@@ -406,8 +406,13 @@ export async function bindingChangedAdvice(owner: SessionOwner, recorded: Record
     return `call ${callId} waits for a person's approval: approved, its request lets a retry under this key make the write, so deny it first ` +
       `(jingwei deny, or the decision inbox; jingwei queue lists it), and only then does a new operation key run this call without making the write twice`;
   }
-  const notRun = recorded.review?.outcome === 'not_executed' ? `a review says call ${callId} did not run`
-    : result !== null && PRE_BODY_CATEGORIES.has(result.outcome.category) ? `call ${callId} was refused before its body (${result.outcome.category}: ${result.outcome.code})`
+  // A write a review found not made is due: whatever retries this key (a resumed run, the startup routine) makes it.
+  const due = recorded.review?.outcome === 'not_executed' ? callId : record === undefined ? null : earlierDueAttempt(record)?.call.id ?? null;
+  if (due !== null) {
+    return `a review says call ${due} did not make its write, which is due: a retry under this key (a resumed run, the startup routine, ` +
+      `prepareToolRetry) makes it, and ${again}, so use one only where nothing will retry this key`;
+  }
+  const notRun = result !== null && PRE_BODY_CATEGORIES.has(result.outcome.category) ? `call ${callId} was refused before its body (${result.outcome.category}: ${result.outcome.code})`
       : recorded.startedEvent === null ? `call ${callId} never started its body` : null;
   if (notRun !== null) return `${notRun}: a new operation key runs this call`;
   return doubt(`call ${callId}: ${result === null ? 'its body started and no result is recorded' : `it failed after its body started (${result.outcome.category}: ${result.outcome.code})`}`);

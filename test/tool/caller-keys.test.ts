@@ -117,6 +117,11 @@ describe('caller keys', () => {
     await assert.rejects(approving.callWithOptions('pay_approved', { n: 5 }, { operationKey: 'waiting' }),
       { code: 'binding_changed', message: /waits for a person's approval: approved, its request lets a retry under this key make the write, so deny it first/ });
 
+    // A write a review found not made is due: the key's retry (a resumed run, the startup routine) makes it.
+    await recordToolReview(r.owner, await r.store.loadHistory('s'), stopped.call.id, { turnId: 'turn-review', actor: 'ops', outcome: 'not_executed', evidence: 'nothing at the bank', despiteLateReturn: true });
+    await assert.rejects(r.gateway.callWithOptions('pay', { n: 2 }, { operationKey: 'doubt' }),
+      { code: 'binding_changed', message: new RegExp(`a review says call ${stopped.call.id} did not make its write, which is due: a retry under this key .* makes it, and ${again.source}, so use one only where nothing will retry this key`) });
+
     const refused = await r.gateway.callWithOptions('pay', { n: 'three' }, { operationKey: 'refused' });
     assert.equal(refused.result.outcome.status === 'failed' && refused.result.outcome.category, 'invalid_arguments');
     await assert.rejects(r.gateway.callWithOptions('pay', { n: 3 }, { operationKey: 'refused' }),
