@@ -11,7 +11,7 @@ import { LEASE_LIMITS } from '../limits.js';
 import { exportJournal, importJournal } from './jsonl.js';
 import { checkJournalAgainstAnchor, journalIdOf } from './anchor-log.js';
 import { HeadAnchor } from './anchors.js';
-import { type EventRow, type JournalBackend, type OperationRow, type SessionRow, type TaskRow, } from './rows.js';
+import type { EventRow, JournalBackend, OperationRow, SessionRow, TaskRow, } from './rows.js';
 import { checkTaskLedger, taskLedgerCoverage, type TaskLedgerReport } from './task-ledger.js';
 import { LeaseWatch } from './lease-watch.js';
 import { verifyJournal } from './verify.js';
