@@ -38,6 +38,10 @@ export const LIMITS = {
    * what became of the write (docs/design.md#a-result-always-has-room).
    */
   reviewRoomBytes: 40 * 1024,
+  /** Journal events an admitted call keeps until its result is written: its marker, its result, a body's end and a review. */
+  evidenceRoomEvents: 4,
+  /** Journal events an operation whose outcome is open keeps: a body's end and a review. */
+  reviewRoomEvents: 2,
   /**
    * The session id, task id and operation key of one idempotency helper record together, in UTF-8 bytes: PostgreSQL
    * keys the record on them, and a B-tree entry holds at most about 2,700 bytes. Every operation the runtime makes

@@ -213,6 +213,12 @@ export interface CommitOutcome {
 export interface RoomKept {
   readonly awaiting: ReadonlyMap<string, number>;
   readonly openOutcomes: ReadonlyMap<string, string>;
+  /**
+   * Told, as soon as a commit is decided, of the call it admits (with its output reservation) and of the operations
+   * whose attention rows it writes: a write decided next in the same transaction (a group commit) or before this
+   * one's caller resumes must already leave that room.
+   */
+  readonly decided?: (admitted: readonly [string, number] | null, outcomes: ReadonlyMap<string, string | null>) => void;
 }
 
 export const NO_ROOM_KEPT: RoomKept = { awaiting: new Map(), openOutcomes: new Map() };
@@ -308,19 +314,25 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
       );
     }
     const chained = chainEvents(session, owner.epoch, request.events, now);
-    // An admission counts its own task's open calls itself (journalRoomForOutput); the others' room is kept here.
-    const counted = request.budget?.admit && state.task ? new Set(state.task.reservations.map((r) => r.callId)) : undefined;
-    const kept = roomKeptFor(session.sessionId, chained.historyBytes, room, counted);
+    // An admission counts the open calls of its own task at this epoch itself (journalRoomForOutput); an earlier
+    // owner's are settled there, and their outcomes' room is kept here with the others'.
+    const counted = request.budget?.admit && state.task ? new Set(settleAbandoned(state.task, owner.epoch).reservations.map((r) => r.callId)) : undefined;
+    const kept = roomKeptFor(session.sessionId, chained.historyBytes, chained.head.lastSeq + 1, room, counted);
     let task: TxWrites['task'];
     let reserved = 0;
     if (request.budget) {
       const bytes = chained.addedBytes;
-      const budgeted = applyBudget(requireTask(state.task, request.budget.taskId, session.sessionId), owner.epoch, request, bytes, chained.historyBytes + kept);
+      const budgeted = applyBudget(requireTask(state.task, request.budget.taskId, session.sessionId), owner.epoch, request, bytes,
+        { bytes: chained.historyBytes + kept.bytes, events: chained.head.lastSeq + 1 + kept.events });
       task = { row: budgeted.row, insert: false };
       reserved = budgeted.reserved;
     }
     const decisions = request.approval ? decideApprovalChange(session.sessionId, request.approval, state.approvals ?? [], request.events) : undefined;
     const attention = attentionWrites(session.sessionId, chained.events, state.attention);
+    const openOutcomes = new Map(attention.map((row) => [operationRoomKey(row.taskId, row.key), outcomeOpen(row) ? row.callId : null]));
+    const admitted = request.budget?.admit ? request.events.find((e) => e.kind.type === 'tool_call')?.kind : undefined;
+    const awaits = admitted?.type === 'tool_call' && !request.events.some((e) => e.kind.type === 'tool_result' && e.kind.result.callId === admitted.call.id);
+    room.decided?.(awaits ? [admitted.call.id, reserved] : null, openOutcomes);
     return {
       session: { row: chained.head, expect: { epoch: session.epoch, lastSeq: session.lastSeq } },
       events: chained.rows,
@@ -331,7 +343,7 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
       result: {
         events: chained.events,
         reservedOutputBytes: reserved,
-        openOutcomes: new Map(attention.map((row) => [operationRoomKey(row.taskId, row.key), outcomeOpen(row) ? row.callId : null])),
+        openOutcomes,
       },
     };
   };
@@ -369,7 +381,7 @@ export function journalLedger(row: TaskRow): { limit: number; charged: number } 
  * events a host appended while a call ran had used the room its result was admitted with, and the write its body made
  * could then be neither recorded nor reviewed (docs/design.md#a-result-always-has-room).
  */
-function roomKeptFor(sessionId: SessionId, historyAfter: number, room: RoomKept, counted: ReadonlySet<string> | undefined): number {
+function roomKeptFor(sessionId: SessionId, historyAfter: number, eventsAfter: number, room: RoomKept, counted: ReadonlySet<string> | undefined): { bytes: number; events: number } {
   let kept = 0;
   let running = 0;
   for (const [callId, bytes] of room.awaiting) {
@@ -383,17 +395,19 @@ function roomKeptFor(sessionId: SessionId, historyAfter: number, room: RoomKept,
     kept += LIMITS.reviewRoomBytes;
     open += 1;
   }
-  if (historyAfter + kept > LIMITS.maxHistoryBytes) {
+  const events = running * LIMITS.evidenceRoomEvents + open * LIMITS.reviewRoomEvents;
+  if (historyAfter + kept > LIMITS.maxHistoryBytes || eventsAfter + events > LIMITS.maxHistoryEvents) {
     const whose = [
       running > 0 ? `the results and reviews of ${running} ${callNoun(running)} still running` : null,
       open > 0 ? `a review of each of ${open} ${callNoun(open)} whose outcome is open` : null,
     ].filter((part) => part !== null).join(' and ');
     throw new JournalFullError(
       sessionId,
-      `${historyAfter} of ${LIMITS.maxHistoryBytes} bytes would be used with these events, and ${whose} need ${kept} bytes of the rest; nothing was written`,
+      `${historyAfter} of ${LIMITS.maxHistoryBytes} bytes and ${eventsAfter} of ${LIMITS.maxHistoryEvents} events would be used with these events, ` +
+        `and ${whose} need ${kept} bytes and ${events} events of the rest; nothing was written`,
     );
   }
-  return kept;
+  return { bytes: kept, events };
 }
 
 /** The noun for `n` calls, in the refusals' messages. */
@@ -406,20 +420,22 @@ const callNoun = (n: number): string => (n === 1 ? 'call' : 'calls');
  * review, recorded (docs/design.md#a-result-always-has-room). The output reservation shrinks to the room left, down
  * to what the evidence room itself is; below that the call is refused before anything is written.
  */
-function journalRoomForOutput(sessionId: SessionId, historyAfter: number, open: readonly Reservation[], wanted: number): number {
+function journalRoomForOutput(sessionId: SessionId, after: { bytes: number; events: number }, open: readonly Reservation[], wanted: number): number {
+  const historyAfter = after.bytes;
   const openRoom = open.reduce((sum, r) => sum + r.bytes + LIMITS.evidenceRoomBytes, 0);
   const room = LIMITS.maxHistoryBytes - historyAfter - openRoom - LIMITS.evidenceRoomBytes;
-  if (room < Math.min(wanted, LIMITS.evidenceRoomBytes)) {
+  const eventsLeft = LIMITS.maxHistoryEvents - after.events - (open.length + 1) * LIMITS.evidenceRoomEvents;
+  if (room < Math.min(wanted, LIMITS.evidenceRoomBytes) || eventsLeft < 0) {
     throw new JournalFullError(
       sessionId,
-      `${historyAfter} of ${LIMITS.maxHistoryBytes} bytes would be used with this call, and the results and reviews of ` +
+      `${historyAfter} of ${LIMITS.maxHistoryBytes} bytes and ${after.events} of ${LIMITS.maxHistoryEvents} events would be used or kept with this call, and the results and reviews of ` +
         `${open.length === 0 ? 'this call' : `this call and ${open.length} other open ${callNoun(open.length)}`} need room the journal no longer has; nothing was written`,
     );
   }
   return Math.min(wanted, room);
 }
 
-function applyBudget(task: TaskRow, epoch: number, request: CommitRequest, bytes: number, historyAfter: number): { row: TaskRow; reserved: number } {
+function applyBudget(task: TaskRow, epoch: number, request: CommitRequest, bytes: number, historyAfter: { bytes: number; events: number }): { row: TaskRow; reserved: number } {
   const budget = request.budget!;
   let row = settleAbandoned(task, epoch);
   const journal = journalLedger(row);
@@ -519,7 +535,7 @@ function checkLimit(name: string, value: number | undefined, fallback: number): 
   return v;
 }
 
-export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial<TaskLimits> | undefined, now: number) {
+export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial<TaskLimits> | undefined, now: number, room: RoomKept = NO_ROOM_KEPT) {
   const toolCalls = checkLimit('limits.toolCalls', limits?.toolCalls, TASK_DEFAULTS.toolCalls);
   const toolOutputBytes = checkLimit('limits.toolOutputBytes', limits?.toolOutputBytes, TASK_DEFAULTS.toolOutputBytes);
   const journalBytes = checkLimit('limits.journalBytes', limits?.journalBytes, TASK_DEFAULTS.journalBytes);
@@ -542,17 +558,17 @@ export function decideStartTask(owner: OwnerRef, taskId: TaskId, limits: Partial
       reservations: [],
       stopReason: null,
     };
-    return { ...ledgerWrites(session, owner.epoch, row, 'started', now), task: { row, insert: true }, result: row };
+    return { ...ledgerWrites(session, owner.epoch, row, 'started', now, room), task: { row, insert: true }, result: row };
   };
 }
 
-export function decideTaskState(owner: OwnerRef, taskId: string, next: Exclude<TaskState, 'running'>, reason: string | null, now: number) {
+export function decideTaskState(owner: OwnerRef, taskId: string, next: Exclude<TaskState, 'running'>, reason: string | null, now: number, room: RoomKept = NO_ROOM_KEPT) {
   return (state: TxState): TxWrites<TaskRow> => {
     const session = renewLease(requireOwner(state.session, owner), owner, state);
     const task = settleAbandoned(requireTask(state.task, taskId, session.sessionId), owner.epoch);
     if (task.state !== 'running') return { session: fenceOnly(session), result: task };
     const row: TaskRow = { ...task, state: next, stopReason: reason };
-    return { ...ledgerWrites(session, owner.epoch, row, next, now), task: { row, insert: false }, result: row };
+    return { ...ledgerWrites(session, owner.epoch, row, next, now, room), task: { row, insert: false }, result: row };
   };
 }
 
@@ -576,10 +592,12 @@ export function ledgerRecord(row: TaskRow, change: TaskLedgerChange): TaskLedger
  * It is recorded on the store's clock, like every event, and named by its place in the chain, so two stores given
  * the same history and clock write the same journal.
  */
-function ledgerWrites(session: SessionRow, epoch: number, row: TaskRow, change: TaskLedgerChange, now: number) {
+function ledgerWrites(session: SessionRow, epoch: number, row: TaskRow, change: TaskLedgerChange, now: number, room: RoomKept) {
   const ids = chainedEventIds(session.headHash, session.lastSeq + 1);
   const draft: EventDraft = { eventId: ids.eventId, turnId: ids.turnId, kind: { type: 'task_ledger', ledger: ledgerRecord(row, change) } };
   const chained = chainEvents(session, epoch, [draft], now);
+  // A task change leaves the room of the owner's calls as any other write that is not their evidence does.
+  roomKeptFor(session.sessionId, chained.historyBytes, chained.head.lastSeq + 1, room, undefined);
   return {
     session: { row: chained.head, expect: { epoch: session.epoch, lastSeq: session.lastSeq } },
     events: chained.rows,

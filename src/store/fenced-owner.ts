@@ -1,5 +1,5 @@
 /** A session's fenced owner: the one writer of a session, its lease, its heartbeat and its commits (docs/design.md#fencing). */
-import { DecisionError, InvalidInputError, StaleOwnerError, StoreClosedError, TaskNotFoundError } from '../errors.js';
+import { DecisionError, InvalidInputError, StaleOwnerError, StoreClosedError, StoreUnavailableError, TaskNotFoundError } from '../errors.js';
 import type { DecisionRow } from './inbox-rows.js';
 import { checkId, type OperationKey, type SessionId, type TaskId } from '../ids.js';
 import { DECODED_WIRE_TYPES } from '../event/codec.js';
@@ -54,6 +54,12 @@ export function succeeded(attempt: RecordedAttempt): boolean {
  * through recordToolReview (docs/design.md#reviews-are-journaled-evidence), which binds it to the latest attempt.
  */
 const EVIDENCE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_started', 'tool_result', 'tool_review']);
+
+/** What a commit's decision kept before it was written: the call it admitted, and each outcome's entry before it. */
+interface NotedRoom {
+  admitted: string | null;
+  readonly previous: Map<string, string | undefined>;
+}
 
 function applyOutcomes(open: Map<string, string>, changes: ReadonlyMap<string, string | null>): void {
   for (const [operation, callId] of changes) {
@@ -355,7 +361,7 @@ export class FencedOwner implements SessionOwner {
     this.guard.check();
     await this.releaseUnwritten();
     const id = checkId<TaskId>('taskId', taskId);
-    const row = await this.renewingTx({ taskId: id }, decideStartTask(this.ref, id, options?.limits, readClock(this.clock)));
+    const row = await this.renewingTx({ taskId: id }, decideStartTask(this.ref, id, options?.limits, readClock(this.clock), await this.roomToKeep()));
     return taskSnapshot(row, this.epoch);
   }
 
@@ -364,7 +370,7 @@ export class FencedOwner implements SessionOwner {
     const id = checkId<TaskId>('taskId', taskId);
     const why = checkId<string>('reason', reason);
     await this.releaseUnwritten();
-    const row = await this.renewingTx({ taskId: id }, decideTaskState(this.ref, id, 'stopped', why, readClock(this.clock)));
+    const row = await this.renewingTx({ taskId: id }, decideTaskState(this.ref, id, 'stopped', why, readClock(this.clock), await this.roomToKeep()));
     if (row.state === 'stopped') for (const listener of this.listeners) listener(id, row.stopReason ?? why);
     await this.supersedeApprovalsOf(row);
     return taskSnapshot(row, this.epoch);
@@ -374,7 +380,7 @@ export class FencedOwner implements SessionOwner {
     this.guard.check();
     const id = checkId<TaskId>('taskId', taskId);
     await this.releaseUnwritten();
-    const row = await this.renewingTx({ taskId: id }, decideTaskState(this.ref, id, 'completed', null, readClock(this.clock)));
+    const row = await this.renewingTx({ taskId: id }, decideTaskState(this.ref, id, 'completed', null, readClock(this.clock), await this.roomToKeep()));
     await this.supersedeApprovalsOf(row);
     return taskSnapshot(row, this.epoch);
   }
@@ -467,20 +473,61 @@ export class FencedOwner implements SessionOwner {
       eventIds: draftEventIds(request.events),
       ...(attentionCalls.length > 0 ? { attentionCalls } : {}),
     };
-    // A commit of a call's evidence uses room kept for it; any other leaves the room the owner's calls keep.
-    const room: RoomKept = carriesEarlierCallsEvidence(request.events)
-      ? NO_ROOM_KEPT
-      : { awaiting: this.awaitingResults, openOutcomes: this.openOutcomes ?? (await this.readOpenOutcomes()) };
+    // A commit of a call's evidence uses room kept for it; any other leaves the room the owner's calls keep. Either
+    // notes, as soon as it is decided, the room its own call and outcomes keep from then on.
+    const noted: NotedRoom = { admitted: null, previous: new Map() };
+    const decided = (admitted: readonly [string, number] | null, outcomes: ReadonlyMap<string, string | null>) => this.noteDecided(noted, admitted, outcomes);
+    const room: RoomKept = carriesEarlierCallsEvidence(request.events) ? { ...NO_ROOM_KEPT, decided } : { ...(await this.roomToKeep()), decided };
     let outcome: CommitOutcome;
     try {
       outcome = await this.renewingTx(reads, decideCommit(this.ref, request, readClock(this.clock), room));
     } catch (error) {
+      // Nothing was written, unless the store cannot tell (a connection lost under the commit): then the room stays kept.
+      if (!(error instanceof StoreUnavailableError)) this.revertNoted(noted);
       this.noteUnwritten(request, error);
       throw error;
     }
     this.noteAwaiting(request, outcome);
     this.noteOpenOutcomes(outcome.openOutcomes);
     return { events: outcome.events, reservedOutputBytes: outcome.reservedOutputBytes };
+  }
+
+  /** The room this owner's calls keep, for a write that is not their evidence. */
+  private async roomToKeep(): Promise<RoomKept> {
+    return { awaiting: this.awaitingResults, openOutcomes: this.openOutcomes ?? (await this.readOpenOutcomes()) };
+  }
+
+  /**
+   * Keeps, from the moment a commit is decided, the room of the call it admits and of the outcomes it leaves open: a
+   * write decided after it in the same transaction (a group commit), or before its caller resumes, leaves that room.
+   * A decision made again (the transaction tried again) first takes back what the one before it noted.
+   */
+  private noteDecided(noted: NotedRoom, admitted: readonly [string, number] | null, outcomes: ReadonlyMap<string, string | null>): void {
+    this.revertNoted(noted);
+    if (admitted !== null && !this.awaitingResults.has(admitted[0])) {
+      this.awaitingResults.set(admitted[0], admitted[1]);
+      noted.admitted = admitted[0];
+    }
+    const open = this.openOutcomes;
+    if (open === null) return;
+    for (const [operation, callId] of outcomes) {
+      if (callId === null || open.get(operation) === callId) continue;
+      if (!noted.previous.has(operation)) noted.previous.set(operation, open.get(operation));
+      open.set(operation, callId);
+    }
+  }
+
+  /** Takes back what noteDecided kept for a commit that wrote nothing. */
+  private revertNoted(noted: NotedRoom): void {
+    if (noted.admitted !== null) this.awaitingResults.delete(noted.admitted);
+    noted.admitted = null;
+    const open = this.openOutcomes;
+    for (const [operation, callId] of noted.previous) {
+      if (open === null) break;
+      if (callId === undefined) open.delete(operation);
+      else open.set(operation, callId);
+    }
+    noted.previous.clear();
   }
 
   /** The session's operations whose outcome is open, from the attention index (none without one). */

@@ -10,12 +10,11 @@ import { encodeEventText } from '../../src/event/codec.js';
 import { ToolEffect, type SessionEvent } from '../../src/event/types.js';
 import { newEventId, type CallId, type EventId, type SessionId, type TurnId } from '../../src/ids.js';
 import { LIMITS } from '../../src/limits.js';
-import { historyBytes } from '../../src/store/decisions.js';
-import type { SessionOwner, SessionStore } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { recordToolReview } from '../../src/tool/review.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import { forEachStore } from '../support/stores.js';
+import { fillUntil, used } from '../support/journal-fill.js';
 import { untilBodyEnded } from '../support/body-ended.js';
 
 it('the room kept for a call\'s evidence holds its largest marker, result and review', () => {
@@ -52,22 +51,6 @@ function mailer(outputBytes: number, char = 'x') {
     },
   };
   return { runtime: createToolRuntime({ tools: [tool], grants: { agent: '*' }, maxOutputBytes: OUTPUT_LIMIT }), runs };
-}
-
-/** The compact-JSON size of the session's history, as the journal limit measures it. */
-async function used(store: SessionStore, sessionId: string): Promise<number> {
-  const history = await store.loadHistory(sessionId);
-  return historyBytes(history.length, history.reduce((sum, e) => sum + Buffer.byteLength(encodeEventText(e)), 0));
-}
-
-/** Appends user messages until at most `free` bytes (and at least `free` minus 1 KiB) of the journal are left. */
-async function fillUntil(store: SessionStore, owner: SessionOwner, free: number): Promise<void> {
-  for (;;) {
-    const left = LIMITS.maxHistoryBytes - (await used(store, owner.sessionId)) - free;
-    if (left <= 0) return;
-    const text = 'm'.repeat(Math.max(1, Math.min(left - 256, 1024 * 1024)));
-    await owner.append([{ turnId: 'turn-fill' as TurnId, kind: { type: 'user_message', text } }]);
-  }
 }
 
 forEachStore('a result always has room', (target) => {
@@ -134,7 +117,7 @@ forEachStore('a result always has room', (target) => {
     await started;
     const before = await used(store, 's-full');
     await assert.rejects(owner.append([{ turnId: 'turn-chat' as TurnId, kind: { type: 'user_message', text: 'm'.repeat(200 * 1024) } }]),
-      { code: 'journal_full', message: /the results and reviews of 1 call still running need \d+ bytes of the rest; nothing was written/ });
+      { code: 'journal_full', message: /the results and reviews of 1 call still running need \d+ bytes and \d+ events of the rest; nothing was written/ });
     assert.equal(await used(store, 's-full'), before, 'nothing was written');
     await owner.append([{ turnId: 'turn-chat' as TurnId, kind: { type: 'user_message', text: 'a short one fits' } }]);
     release();
@@ -159,7 +142,7 @@ forEachStore('a result always has room', (target) => {
     const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' }, maxOutputBytes: OUTPUT_LIMIT }).bind({ owner, taskId: 't', caller: 'agent' });
     const failed = await gateway.call('send_mail', { to: 'ana@example.com' });
     assert.equal(failed.result.outcome.status, 'failed');
-    await assert.rejects(fillUntil(store, owner, 0), { code: 'journal_full', message: /a review of each of 1 call whose outcome is open need \d+ bytes of the rest/ });
+    await assert.rejects(fillUntil(store, owner, 0), { code: 'journal_full', message: /a review of each of 1 call whose outcome is open need \d+ bytes and \d+ events of the rest/ });
     assert.ok(LIMITS.maxHistoryBytes - (await used(store, 's-full')) >= LIMITS.reviewRoomBytes - 1024, 'the review room is left');
     const review = await recordToolReview(owner, await store.loadHistory('s-full'), failed.call.id, {
       turnId: 'turn-review', actor: 'alice', outcome: 'completed', evidence: 'the mail is in the outbox',

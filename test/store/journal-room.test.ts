@@ -1,0 +1,153 @@
+/**
+ * The room a journal keeps for calls' results and reviews (docs/design.md#a-result-always-has-room), against the
+ * writes an attack (u141) found taking it: task changes, the event-count limit, a restarted owner's call in the task
+ * an earlier owner left calls open in, and an append decided in the same group commit as a call's admission.
+ */
+import assert from 'node:assert/strict';
+import { it } from 'node:test';
+import { ToolEffect } from '../../src/event/types.js';
+import type { EventId, TurnId } from '../../src/ids.js';
+import { LIMITS } from '../../src/limits.js';
+import { createMemoryStore } from '../../src/store/memory.js';
+import type { SessionOwner } from '../../src/store/types.js';
+import { ToolMetadata } from '../../src/tool/metadata.js';
+import { recordToolReview } from '../../src/tool/review.js';
+import { createToolRuntime } from '../../src/tool/runtime.js';
+import type { ToolExecution } from '../../src/tool/types.js';
+import { untilBodyEnded } from '../support/body-ended.js';
+import { fillUntil, used } from '../support/journal-fill.js';
+import { forEachStore } from '../support/stores.js';
+
+const OUTPUT_LIMIT = 64 * 1024;
+const ROOMY = { limits: { toolOutputBytes: 64 * 1024 * 1024, journalBytes: 64 * 1024 * 1024, toolCalls: 100_000 } };
+
+/** A mail tool whose bodies wait until released, then return a short text. */
+function waitingMailer(owner: SessionOwner, taskId = 't') {
+  const releases: Array<() => void> = [];
+  let started = 0;
+  const tool = {
+    name: 'send_mail',
+    metadata: new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'mail-v1').withOutputCeiling(OUTPUT_LIMIT),
+    async execute(): Promise<string> {
+      started += 1;
+      await new Promise<void>((resolve) => releases.push(resolve));
+      return 'sent';
+    },
+  };
+  const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' }, maxOutputBytes: OUTPUT_LIMIT }).bind({ owner, taskId, caller: 'agent' });
+  return { gateway, started: () => started, releaseAll: () => releases.splice(0).forEach((release) => release()) };
+}
+
+const until = async (check: () => boolean): Promise<void> => {
+  while (!check()) await new Promise((resolve) => setTimeout(resolve, 5));
+};
+
+forEachStore('the room kept for results and reviews', (target) => {
+  it('task changes leave a running call\'s room: starting or stopping tasks is refused before it is taken', async () => {
+    const store = await target.fresh().open();
+    const owner = await store.acquire('s-tasks', { owner: 'host' });
+    await owner.startTask('t', ROOMY);
+    await fillUntil(store, owner, LIMITS.evidenceRoomBytes + OUTPUT_LIMIT + 60 * 1024);
+    const mail = waitingMailer(owner);
+    const call = mail.gateway.call('send_mail', {});
+    await until(() => mail.started() === 1);
+    const name = (i: number) => `task-${i}-${'x'.repeat(900)}`;
+    let refused: unknown;
+    for (let i = 0; i < 200 && refused === undefined; i++) {
+      try {
+        await owner.startTask(name(i));
+        await owner.stopTask(name(i), 'r'.repeat(900));
+      } catch (error) {
+        refused = error;
+      }
+    }
+    assert.equal((refused as { code?: string } | undefined)?.code, 'journal_full', 'a task change is refused once only the call\'s room is left');
+    assert.match(String((refused as Error).message), /the results and reviews of 1 call still running need/, 'refused for the room kept, not at the limit itself');
+    mail.releaseAll();
+    assert.equal((await call).result.outcome.status, 'succeeded', 'its result was recorded');
+    await owner.release();
+    await store.close();
+  });
+
+  it('a new owner\'s call in the task an earlier owner left calls open in keeps their reviews\' room', async () => {
+    const location = target.fresh();
+    const first = await location.open();
+    const old = await first.acquire('s-restart', { owner: 'host-a' });
+    await old.startTask('t', ROOMY);
+    const mail = waitingMailer(old);
+    const calls = Array.from({ length: 10 }, () => mail.gateway.call('send_mail', {}).catch(() => null));
+    await until(() => mail.started() === 10);
+    const second = await location.open();
+    const owner = await second.acquire('s-restart', { owner: 'host-b', takeover: true });
+    // Room for the ten reviews, and less than a call's evidence beside them.
+    await fillUntil(second, owner, 10 * LIMITS.reviewRoomBytes + 100 * 1024);
+    // Before, this call in the same task was admitted with the reviews' room as its output reservation.
+    const next = waitingMailer(owner);
+    // Other arguments than the calls in doubt, which the in-doubt guard would refuse it as a repeat of.
+    const admitted = next.gateway.call('send_mail', { to: 'another' });
+    await assert.rejects(admitted, { code: 'journal_full' });
+    mail.releaseAll();
+    const executions = (await Promise.all(calls)).filter((e): e is ToolExecution => e !== null);
+    assert.equal(executions.length, 0, 'the fenced owner records no result');
+    const callIds = (await second.loadHistory('s-restart')).flatMap((e) => (e.kind.type === 'tool_call' ? [e.kind.call.id] : []));
+    for (const callId of callIds) await untilBodyEnded(second, 's-restart', callId);
+    for (const callId of callIds) {
+      const review = await recordToolReview(owner, await second.loadHistory('s-restart'), callId, { turnId: 'turn-review', actor: 'ops', outcome: 'completed', evidence: 'in the outbox' });
+      assert.equal(review.kind.type, 'tool_review');
+    }
+    await owner.release();
+    await second.close();
+    await first.close();
+  });
+
+  it('an append decided in the same commit batch as a call\'s admission leaves the call\'s room', async () => {
+    for (const ticks of [0, 1, 2, 4, 8, 16, 32]) {
+      const store = await target.fresh().open();
+      const owner = await store.acquire('s-race', { owner: 'host' });
+      await owner.startTask('t', ROOMY);
+      await fillUntil(store, owner, LIMITS.evidenceRoomBytes + OUTPUT_LIMIT + 60 * 1024);
+      const free = LIMITS.maxHistoryBytes - (await used(store, 's-race'));
+      const mail = waitingMailer(owner);
+      let outcome: string | undefined;
+      const call = mail.gateway.call('send_mail', {}).then(
+        (e) => (outcome = e.result.outcome.status === 'failed' ? `${e.result.outcome.category} ${e.result.outcome.message}` : e.result.outcome.status),
+        (e: { code?: string }) => (outcome = e.code),
+      );
+      for (let i = 0; i < ticks; i++) await Promise.resolve();
+      const append = owner.append([{ turnId: 'turn-race' as TurnId, kind: { type: 'user_message', text: 'm'.repeat(free - 2048) } }]).then(() => 'appended', (e: { code?: string }) => e.code);
+      await until(() => mail.started() === 1 || outcome !== undefined);
+      mail.releaseAll();
+      await call;
+      const appended = await append;
+      // Whichever was decided first: the call, whose result is then recorded, the append refused while the call runs
+      // (or written once it has ended); or the append, and the call is refused before its body. Never an append
+      // between a call's admission and its result, nor a body run whose result has no room.
+      const history = await store.loadHistory('s-race');
+      const seqOf = (match: (kind: (typeof history)[number]['kind']) => boolean) => history.find((e) => match(e.kind))?.seq;
+      const calledAt = seqOf((k) => k.type === 'tool_call');
+      const resultAt = seqOf((k) => k.type === 'tool_result');
+      const appendedAt = history.find((e) => e.turnId === 'turn-race')?.seq;
+      const between = calledAt !== undefined && appendedAt !== undefined && appendedAt > calledAt && (resultAt === undefined || appendedAt < resultAt);
+      const fine = !between && (outcome === 'succeeded' || (outcome === 'journal_full' && mail.started() === 0));
+      assert.ok(fine, `after ${ticks} ticks: the call ${outcome} (seq ${calledAt}, result ${resultAt}), the append ${appended} (seq ${appendedAt})`);
+      await owner.release();
+      await store.close();
+    }
+  });
+});
+
+it('the event-count limit keeps a call\'s slots: a call with no slots left for its result is refused before its body', async () => {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s-count', { owner: 'host' });
+  await owner.startTask('t', ROOMY);
+  // Short event ids of the host's own: the count limit, not the size limit, is reached first.
+  let next = 0;
+  const batch = (n: number) => Array.from({ length: n }, () => ({ eventId: `e${next++}` as EventId, turnId: 't' as TurnId, kind: { type: 'user_message' as const, text: '.' } }));
+  // The task's ledger and these: two events short of the limit, as many as a call and its start marker take.
+  for (let left = LIMITS.maxHistoryEvents - 1 - 2; left > 0; left -= Math.min(left, 5_000)) await owner.append(batch(Math.min(left, 5_000)));
+  const mail = waitingMailer(owner);
+  await assert.rejects(mail.gateway.call('send_mail', {}), { code: 'journal_full' });
+  assert.equal(mail.started(), 0, 'the body never ran');
+  await owner.append(batch(1));
+  await store.close();
+});
