@@ -58,7 +58,7 @@ const EVIDENCE_TYPES: ReadonlySet<string> = new Set(['tool_call', 'tool_started'
 /** What a commit's decision kept before it was written: the call it admitted, and each outcome's entry before it. */
 interface NotedRoom {
   admitted: string | null;
-  readonly previous: Map<string, string | undefined>;
+  previous: Map<string, string | undefined> | null;
 }
 
 function applyOutcomes(open: Map<string, string>, changes: ReadonlyMap<string, string | null>): void {
@@ -475,9 +475,12 @@ export class FencedOwner implements SessionOwner {
     };
     // A commit of a call's evidence uses room kept for it; any other leaves the room the owner's calls keep. Either
     // notes, as soon as it is decided, the room its own call and outcomes keep from then on.
-    const noted: NotedRoom = { admitted: null, previous: new Map() };
+    const noted: NotedRoom = { admitted: null, previous: null };
     const decided = (admitted: readonly [string, number] | null, outcomes: ReadonlyMap<string, string | null>) => this.noteDecided(noted, admitted, outcomes);
-    const room: RoomKept = carriesEarlierCallsEvidence(request.events) ? { ...NO_ROOM_KEPT, decided } : { ...(await this.roomToKeep()), decided };
+    const evidence = carriesEarlierCallsEvidence(request.events);
+    // Read once for the owner's life; after that no wait is added to a commit.
+    const openOutcomes = evidence ? NO_ROOM_KEPT.openOutcomes : this.openOutcomes ?? (await this.readOpenOutcomes());
+    const room: RoomKept = { awaiting: evidence ? NO_ROOM_KEPT.awaiting : this.awaitingResults, openOutcomes, decided };
     let outcome: CommitOutcome;
     try {
       outcome = await this.renewingTx(reads, decideCommit(this.ref, request, readClock(this.clock), room));
@@ -512,6 +515,7 @@ export class FencedOwner implements SessionOwner {
     if (open === null) return;
     for (const [operation, callId] of outcomes) {
       if (callId === null || open.get(operation) === callId) continue;
+      noted.previous ??= new Map();
       if (!noted.previous.has(operation)) noted.previous.set(operation, open.get(operation));
       open.set(operation, callId);
     }
@@ -522,12 +526,12 @@ export class FencedOwner implements SessionOwner {
     if (noted.admitted !== null) this.awaitingResults.delete(noted.admitted);
     noted.admitted = null;
     const open = this.openOutcomes;
+    if (noted.previous === null || open === null) return;
     for (const [operation, callId] of noted.previous) {
-      if (open === null) break;
       if (callId === undefined) open.delete(operation);
       else open.set(operation, callId);
     }
-    noted.previous.clear();
+    noted.previous = null;
   }
 
   /** The session's operations whose outcome is open, from the attention index (none without one). */
