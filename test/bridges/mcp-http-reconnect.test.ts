@@ -79,28 +79,31 @@ describe('a managed MCP connection over Streamable HTTP', () => {
       await new Promise<void>((resolve) => http.close(() => resolve()));
     }
   });
-  // u133 H2: a read failing at the transport (a proxy's 502) made the bridge give up the session and close its
-  // client, which ended a charge still under way on it as `threw`, "Connection closed", while the server went on to
-  // make it: an operator who saw no charge yet could record not_executed, and the retry charged again.
-  it('a write under way when another request fails at the transport ends with its server\'s answer, not the session', async () => {
+  /**
+   * A slow fixture server over Streamable HTTP (its `slow_charge` answers after SLOW_MS), a host paying through it on a
+   * memory store, and `fault`: `'502'` answers the next reads as a proxy's bad gateway, `'forget'` forgets every
+   * session (as a restarted server does, answering 404). Runs `body` once the charge has reached the server.
+   */
+  async function chargeUnderWay(body: (host: { fault(kind: '502' | 'forget'): void; read(): Promise<ToolExecution>; charge: Promise<ToolExecution>; events: string[]; runs(): string[] }) => Promise<void>): Promise<void> {
     const log = join(tempDir('jingwei-mcp-http-'), 'server.jsonl');
     const sessions = new Map<string, StreamableHTTPServerTransport>();
     let chargeArrived = false;
-    let flaky = false;
+    let badGateway = false;
     const http: Server = createServer(async (req, res) => {
       const chunks: Buffer[] = [];
       for await (const chunk of req) chunks.push(chunk as Buffer);
-      const body = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString('utf8')) as { method?: string; params?: { name?: string } } : undefined;
-      const tool = body?.method === 'tools/call' ? body.params?.name : undefined;
-      if (tool === 'slow_lookup' && flaky) {
+      const message = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString('utf8')) as { method?: string; params?: { name?: string } } : undefined;
+      const tool = message?.method === 'tools/call' ? message.params?.name : undefined;
+      if (tool === 'slow_lookup' && badGateway) {
         res.writeHead(502).end('bad gateway');
         return;
       }
       if (tool === 'slow_charge') chargeArrived = true;
       const id = req.headers['mcp-session-id'];
-      const known = typeof id === 'string' ? sessions.get(id) : undefined;
-      if (known !== undefined) {
-        void known.handleRequest(req, res, body);
+      if (typeof id === 'string') {
+        const known = sessions.get(id);
+        if (known === undefined) res.writeHead(404).end('{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}');
+        else void known.handleRequest(req, res, message);
         return;
       }
       const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
@@ -108,7 +111,7 @@ describe('a managed MCP connection over Streamable HTTP', () => {
         onsessioninitialized: (sessionId) => { sessions.set(sessionId, transport); },
       });
       await fixtureServer({ variant: 'slow', log }).connect(transport);
-      void transport.handleRequest(req, res, body);
+      void transport.handleRequest(req, res, message);
     });
     await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
     const { port } = http.address() as AddressInfo;
@@ -125,71 +128,45 @@ describe('a managed MCP connection over Streamable HTTP', () => {
     try {
       const charge = gateway.call('slow_charge', { amount: 5 });
       await until(() => chargeArrived, 'the charge at the server');
-      flaky = true;
-      const read = await gateway.call('slow_lookup', { account: 'a' });
-      assert.ok(read.result.outcome.status === 'failed' && read.result.outcome.category === 'body_failure', 'the read failed at the transport');
-      await until(() => events.includes('disconnected'), 'the session given up');
-      const charged = await charge;
-      assert.deepEqual(charged.result.outcome.status === 'succeeded' && charged.result.outcome.output, 'charged 5', 'the server\'s answer ended the charge');
-      const runs = existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as { tool: string }).tool) : [];
-      assert.deepEqual(runs, ['slow_charge']);
+      await body({
+        fault: (kind) => (kind === '502' ? (badGateway = true) : sessions.clear()),
+        read: () => gateway.call('slow_lookup', { account: 'a' }),
+        charge,
+        events,
+        runs: () => (existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as { tool: string }).tool) : []),
+      });
     } finally {
       await connection.close();
       await store.close();
       http.closeAllConnections();
       await new Promise<void>((resolve) => http.close(() => resolve()));
     }
+  }
+
+  // u133 H2: a read failing at the transport (a proxy's 502) made the bridge give up the session and close its
+  // client, which ended a charge still under way on it as `threw`, "Connection closed", while the server went on to
+  // make it: an operator who saw no charge yet could record not_executed, and the retry charged again.
+  it('a write under way when another request fails at the transport ends with its server\'s answer, not the session', async () => {
+    await chargeUnderWay(async (host) => {
+      host.fault('502');
+      const read = await host.read();
+      assert.ok(read.result.outcome.status === 'failed' && read.result.outcome.category === 'body_failure', 'the read failed at the transport');
+      await until(() => host.events.includes('disconnected'), 'the session given up');
+      const charged = await host.charge;
+      assert.deepEqual(charged.result.outcome.status === 'succeeded' && charged.result.outcome.output, 'charged 5', 'the server\'s answer ended the charge');
+      assert.deepEqual(host.runs(), ['slow_charge']);
+    });
   });
+
   // u140 #5: a server that restarted forgets its sessions; a write left running on the old one can never be answered,
   // and kept open for it, it ran until the host closed the connection.
   it('a write under way on a session the server forgot ends with that session, at once', async () => {
-    const sessions = new Map<string, StreamableHTTPServerTransport>();
-    let chargeArrived = false;
-    const http: Server = createServer(async (req, res) => {
-      const chunks: Buffer[] = [];
-      for await (const chunk of req) chunks.push(chunk as Buffer);
-      const body = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString('utf8')) as { method?: string; params?: { name?: string } } : undefined;
-      if (body?.method === 'tools/call' && body.params?.name === 'slow_charge') chargeArrived = true;
-      const id = req.headers['mcp-session-id'];
-      if (typeof id === 'string') {
-        const known = sessions.get(id);
-        if (known === undefined) {
-          res.writeHead(404).end('{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}');
-          return;
-        }
-        void known.handleRequest(req, res, body);
-        return;
-      }
-      const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
-        sessionIdGenerator: () => randomUUID(),
-        onsessioninitialized: (sessionId) => { sessions.set(sessionId, transport); },
-      });
-      await fixtureServer({ variant: 'slow' }).connect(transport);
-      void transport.handleRequest(req, res, body);
-    });
-    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
-    const { port } = http.address() as AddressInfo;
-    const store = createMemoryStore();
-    const owner = await store.acquire('http', { owner: 'host' });
-    await owner.startTask('t');
-    const connection = await connectMcpServer({ url: `http://127.0.0.1:${port}/mcp` }, { reconnect: { initialDelayMs: 50 } });
-    const gateway = createToolRuntime({ tools: connection.tools, grants: { agent: '*' }, defaultTimeoutMs: SLOW_MS * 10 })
-      .bind({ owner, taskId: 't', caller: 'agent' });
-    try {
-      let ended = false;
-      const charge = gateway.call('slow_charge', { amount: 5 }).finally(() => (ended = true));
-      await until(() => chargeArrived, 'the charge at the server');
-      sessions.clear();
-      const read = await gateway.call('slow_lookup', { account: 'a' });
+    await chargeUnderWay(async (host) => {
+      host.fault('forget');
+      const read = await host.read();
       assert.ok(read.result.outcome.status === 'failed' && read.result.outcome.category === 'body_failure', 'the read found the session forgotten');
-      await until(() => ended, 'the charge ended with its session');
-      const charged = await charge;
+      const charged = await host.charge;
       assert.ok(charged.result.outcome.status === 'failed' && charged.result.outcome.category === 'body_failure', 'no answer can come: in doubt, for a review');
-    } finally {
-      await connection.close();
-      await store.close();
-      http.closeAllConnections();
-      await new Promise<void>((resolve) => http.close(() => resolve()));
-    }
+    });
   });
 });
