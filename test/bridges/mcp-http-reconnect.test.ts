@@ -129,7 +129,10 @@ describe('a managed MCP connection over Streamable HTTP', () => {
       const charge = gateway.call('slow_charge', { amount: 5 });
       await until(() => chargeArrived, 'the charge at the server');
       await body({
-        fault: (kind) => (kind === '502' ? (badGateway = true) : sessions.clear()),
+        fault: (kind) => {
+          if (kind === '502') badGateway = true;
+          else sessions.clear();
+        },
         read: () => gateway.call('slow_lookup', { account: 'a' }),
         charge,
         events,

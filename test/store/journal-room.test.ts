@@ -35,7 +35,9 @@ function waitingMailer(owner: SessionOwner, taskId = 't') {
     },
   };
   const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' }, maxOutputBytes: OUTPUT_LIMIT }).bind({ owner, taskId, caller: 'agent' });
-  return { gateway, started: () => started, releaseAll: () => releases.splice(0).forEach((release) => release()) };
+  return { gateway, started: () => started, releaseAll: () => {
+    for (const release of releases.splice(0)) release();
+  } };
 }
 
 const until = async (check: () => boolean): Promise<void> => {
