@@ -561,7 +561,11 @@ export class FencedOwner implements SessionOwner {
     else this.outcomesWhileReading?.push(changes);
   }
 
-  /** Keeps track of the calls awaiting their results: admitted by this commit, or given theirs. */
+  /**
+   * Keeps track of the calls awaiting their results: given theirs by this commit, or admitted by it, its reservation
+   * set again as the commit that landed decided it (noteDecided kept the last decision's, which a lost connection's
+   * retry may have made beside the one that landed).
+   */
   private noteAwaiting(request: CommitRequest, receipt: CommitReceipt): void {
     const results = new Set<string>();
     for (const event of request.events) if (event.kind.type === 'tool_result') results.add(event.kind.result.callId);

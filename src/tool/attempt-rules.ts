@@ -367,15 +367,14 @@ export interface IdenticalWriteStanding {
  * The standing of `callId`, a caller key's latest attempt that did not succeed, beside identical writes, as
  * assessSession reads it from the owner's journal: made by one (`repeat_of_completed`: it was refused as a repeat of
  * a write made since; `made_by_repeat`: its write, decided against, was made by a repeat's retry), or waiting on one.
- * Null for an owner a store of this package did not make (its journal is not read here), and for a journal whose
- * evidence the pass refuses.
+ * Null for an owner a store of this package did not make (its journal is not read here), for a journal whose
+ * evidence the pass refuses, and for a call the journal does not hold.
  */
 export async function identicalWriteOf(owner: SessionOwner, callId: string): Promise<IdenticalWriteStanding | null> {
-  if (keptJournalOf(owner) === null) return null;
   const record = await evidenceOf(owner, callId);
-  const madeBy = record?.repeatedCompleted ?? record?.madeByRepeat;
-  const toSettle = record?.waitsOn;
-  return { madeBy: madeBy?.call.id ?? null, toSettle: toSettle?.call.id ?? null };
+  if (record === undefined) return null;
+  const madeBy = record.repeatedCompleted ?? record.madeByRepeat;
+  return { madeBy: madeBy?.call.id ?? null, toSettle: record.waitsOn?.call.id ?? null };
 }
 
 /**
