@@ -62,6 +62,11 @@ export const LIMITS = {
    */
   maxMcpToolListPages: 1_000,
   /**
+   * How long the bridge waits for an MCP server to answer the DELETE that ends an HTTP session it gives up or closes
+   * before it closes the client anyway: a server that does not answer must not hold up the host's shutdown.
+   */
+  mcpSessionEndMs: 2_000,
+  /**
    * Reconcilers one reconcile pass asks at the same time. They are asked at once so a pass over many calls in doubt
    * takes about the longest answer, not the sum; the bound keeps a session with hundreds of them from sending as
    * many lookups to the outside system at once.

@@ -102,6 +102,25 @@ function positiveOption(field: string, value: number | undefined, fallback: numb
 
 const describe = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
+/**
+ * Closes a client. Over HTTP it first ends the server's session with a DELETE, as the protocol asks of a client that
+ * no longer needs one, so a host that reconnects or closes leaves no sessions behind on the server; it waits for the
+ * answer at most `LIMITS.mcpSessionEndMs`, and a server that refuses or never answers is closed all the same. A
+ * session the server forgot (`forgotten`) is not asked: nothing there would end.
+ */
+async function endClient(client: Client, forgotten = false): Promise<void> {
+  const transport = client.transport;
+  if (!forgotten && transport instanceof StreamableHTTPClientTransport && transport.sessionId !== undefined) {
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, LIMITS.mcpSessionEndMs);
+    });
+    await Promise.race([transport.terminateSession().catch(() => undefined), waited]);
+    clearTimeout(timer);
+  }
+  await client.close().catch(() => undefined);
+}
+
 class ManagedConnection implements McpToolSource {
   current!: Client;
   transport: StdioClientTransport | StreamableHTTPClientTransport | null = null;
@@ -171,7 +190,7 @@ class ManagedConnection implements McpToolSource {
       await client.connect(transport);
     } catch (error) {
       delete client.onclose;
-      await client.close().catch(() => undefined);
+      await endClient(client);
       throw error;
     }
     this.current = client;
@@ -206,7 +225,7 @@ class ManagedConnection implements McpToolSource {
         return;
       }
       this.leftToRun.delete(client);
-      if (this.retiring.delete(client)) void client.close().catch(() => undefined);
+      if (this.retiring.delete(client)) void endClient(client);
     };
   }
 
@@ -219,7 +238,7 @@ class ManagedConnection implements McpToolSource {
    */
   private retire(client: Client, forgotten: boolean): void {
     if (this.leftToRun.has(client) && !forgotten) this.retiring.add(client);
-    else void client.close().catch(() => undefined);
+    else void endClient(client, forgotten);
   }
 
   /** The current client went down: refuse calls from now on, and start reconnecting. */
@@ -257,7 +276,7 @@ class ManagedConnection implements McpToolSource {
       const { server, listed } = await listMcpTools(opened);
       if (this.state !== 'reconnecting') {
         delete opened.onclose;
-        await opened.close().catch(() => undefined);
+        await endClient(opened);
         return;
       }
       if (dropped) throw new Error('the connection closed again while reconnecting');
@@ -272,7 +291,7 @@ class ManagedConnection implements McpToolSource {
     } catch (error) {
       if (client !== null) {
         delete client.onclose;
-        await client.close().catch(() => undefined);
+        await endClient(client);
       }
       if (this.state !== 'reconnecting') return;
       const last = attempt >= this.backoff!.maxAttempts;
@@ -338,10 +357,9 @@ class ManagedConnection implements McpToolSource {
     this.state = 'closed';
     this.settle();
     delete this.current.onclose;
-    if (wasOpen) await this.current.close().catch(() => undefined);
     const retiring = [...this.retiring];
     this.retiring.clear();
-    await Promise.all(retiring.map((client) => client.close().catch(() => undefined)));
+    await Promise.all([...(wasOpen ? [this.current] : []), ...retiring].map((client) => endClient(client)));
     await this.journalChain;
   }
 }
@@ -394,7 +412,7 @@ export async function connectMcpServer(address: McpServerAddress, options: McpCo
     }
   } catch (error) {
     delete client.onclose;
-    await client.close().catch(() => undefined);
+    await endClient(client);
     throw error;
   }
   managed.serverLabel = `${imported.server.name}@${imported.server.version}`;

@@ -84,12 +84,26 @@ describe('a managed MCP connection over Streamable HTTP', () => {
    * memory store, and `fault`: `'502'` answers the next reads as a proxy's bad gateway, `'forget'` forgets every
    * session (as a restarted server does, answering 404). Runs `body` once the charge has reached the server.
    */
-  async function chargeUnderWay(body: (host: { fault(kind: '502' | 'forget'): void; read(): Promise<ToolExecution>; charge: Promise<ToolExecution>; events: string[]; runs(): string[] }) => Promise<void>): Promise<void> {
+  interface ChargeHost {
+    fault(kind: '502' | 'forget'): void;
+    read(): Promise<ToolExecution>;
+    charge: Promise<ToolExecution>;
+    events: string[];
+    runs(): string[];
+    /** The sessions the server opened, and those a DELETE from the client ended, in order. */
+    opened: string[];
+    ended: string[];
+    close(): Promise<void>;
+  }
+  async function chargeUnderWay(body: (host: ChargeHost) => Promise<void>): Promise<void> {
     const log = join(tempDir('jingwei-mcp-http-'), 'server.jsonl');
     const sessions = new Map<string, StreamableHTTPServerTransport>();
+    const opened: string[] = [];
+    const ended: string[] = [];
     let chargeArrived = false;
     let badGateway = false;
     const http: Server = createServer(async (req, res) => {
+      if (req.method === 'DELETE' && typeof req.headers['mcp-session-id'] === 'string') ended.push(req.headers['mcp-session-id']);
       const chunks: Buffer[] = [];
       for await (const chunk of req) chunks.push(chunk as Buffer);
       const message = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString('utf8')) as { method?: string; params?: { name?: string } } : undefined;
@@ -108,7 +122,10 @@ describe('a managed MCP connection over Streamable HTTP', () => {
       }
       const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
-        onsessioninitialized: (sessionId) => { sessions.set(sessionId, transport); },
+        onsessioninitialized: (sessionId) => {
+          sessions.set(sessionId, transport);
+          opened.push(sessionId);
+        },
       });
       await fixtureServer({ variant: 'slow', log }).connect(transport);
       void transport.handleRequest(req, res, message);
@@ -137,6 +154,9 @@ describe('a managed MCP connection over Streamable HTTP', () => {
         charge,
         events,
         runs: () => (existsSync(log) ? readFileSync(log, 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as { tool: string }).tool) : []),
+        opened,
+        ended,
+        close: () => connection.close(),
       });
     } finally {
       await connection.close();
@@ -170,6 +190,26 @@ describe('a managed MCP connection over Streamable HTTP', () => {
       assert.ok(read.result.outcome.status === 'failed' && read.result.outcome.category === 'body_failure', 'the read found the session forgotten');
       const charged = await host.charge;
       assert.ok(charged.result.outcome.status === 'failed' && charged.result.outcome.category === 'body_failure', 'no answer can come: in doubt, for a review');
+      await until(() => host.events.includes('reconnected'), 'a new session');
+      await host.close();
+      assert.deepEqual(host.ended, host.opened.slice(1), 'the forgotten session is not asked to end; the new one is');
+    });
+  });
+
+  // u140 #7: the bridge closed its clients without ending their HTTP sessions, so every reconnect and every host
+  // shutdown left a session behind on the server, holding its state until the server's own expiry, if it has one.
+  it('a session given up, once its writes have ended, and the last one at close are ended with a DELETE', async () => {
+    await chargeUnderWay(async (host) => {
+      const [first] = host.opened;
+      host.fault('502');
+      await host.read();
+      await until(() => host.events.includes('reconnected'), 'a new session');
+      assert.deepEqual(host.ended, [], 'the old session is kept while the charge runs on it');
+      await host.charge;
+      await until(() => host.ended.length === 1, 'the old session ended');
+      assert.deepEqual(host.ended, [first]);
+      await host.close();
+      assert.deepEqual(host.ended, host.opened, 'every session the bridge opened was ended');
     });
   });
 });
