@@ -426,10 +426,12 @@ function journalRoomForOutput(sessionId: SessionId, after: { bytes: number; even
   const room = LIMITS.maxHistoryBytes - historyAfter - openRoom - LIMITS.evidenceRoomBytes;
   const eventsLeft = LIMITS.maxHistoryEvents - after.events - (open.length + 1) * LIMITS.evidenceRoomEvents;
   if (room < Math.min(wanted, LIMITS.evidenceRoomBytes) || eventsLeft < 0) {
+    const neededBytes = openRoom + LIMITS.evidenceRoomBytes + Math.min(wanted, LIMITS.evidenceRoomBytes);
+    const neededEvents = (open.length + 1) * LIMITS.evidenceRoomEvents;
     throw new JournalFullError(
       sessionId,
       `${historyAfter} of ${LIMITS.maxHistoryBytes} bytes and ${after.events} of ${LIMITS.maxHistoryEvents} events would be used or kept with this call, and the results and reviews of ` +
-        `${open.length === 0 ? 'this call' : `this call and ${open.length} other open ${callNoun(open.length)}`} need room the journal no longer has; nothing was written`,
+        `${open.length === 0 ? 'this call' : `this call and ${open.length} other open ${callNoun(open.length)}`} need at least ${neededBytes} bytes and ${neededEvents} events of the rest; nothing was written`,
     );
   }
   return Math.min(wanted, room);

@@ -69,8 +69,10 @@ function applyOutcomes(open: Map<string, string>, changes: ReadonlyMap<string, s
 }
 
 /**
- * Whether the drafts carry evidence of a call they do not admit: a start marker, a result, a review, or the end of a
- * body that outlived its result. Such a commit uses the room kept for that call.
+ * Whether the drafts carry evidence of a call they do not admit: a start marker, a result, a review that settles its
+ * outcome, or the end of a body that outlived its result. Such a commit uses the room kept for that call. An
+ * `uncertain` review (a reconciler that could not say) settles nothing: the call still needs the review that will,
+ * so that one leaves the room kept as any other write does, its own call's included.
  */
 function carriesEarlierCallsEvidence(drafts: readonly EventDraft[]): boolean {
   const admitted = drafts.find((d) => d?.kind?.type === 'tool_call')?.kind;
@@ -78,7 +80,7 @@ function carriesEarlierCallsEvidence(drafts: readonly EventDraft[]): boolean {
   return drafts.some((draft) => {
     const kind = draft?.kind;
     if (kind?.type === 'tool_started') return kind.callId !== admittedId;
-    if (kind?.type === 'tool_review') return kind.review.callId !== admittedId;
+    if (kind?.type === 'tool_review') return kind.review.callId !== admittedId && kind.review.outcome !== 'uncertain';
     if (kind?.type === 'tool_result') return kind.result.callId !== admittedId;
     return kind?.type === 'custom' && kind.plugin === BODY_ENDED.plugin;
   });

@@ -2,7 +2,7 @@
  * Reconcilers (docs/design.md#reconcilers): the routine that asks each uncertain call's tool before any person is
  * asked, and journals the answers as reviews through recordToolReview.
  */
-import { InvalidInputError, StaleOwnerError, StoreConflictError, ToolRetryError } from '../errors.js';
+import { InvalidInputError, JournalFullError, StaleOwnerError, StoreConflictError, ToolRetryError } from '../errors.js';
 import type { SessionEvent, ToolOperation, ToolReviewOutcome, ToolReviewRecord } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import { isValidText } from '../ids.js';
@@ -26,8 +26,8 @@ export interface ReconciledCall {
   readonly name: string;
   /**
    * `recorded`: the answer is journaled as a review; `unchanged`: `unknown` again, after an uncertain review by the
-   * same reconciler, or anything but `completed` about a call a `not_executed` review left to retry (nothing
-   * written); `no_reconciler`: the tool is not given or declares none; `revision_changed`:
+   * same reconciler, `unknown` in a journal that keeps its last room for the review that settles the call, or
+   * anything but `completed` about a call a `not_executed` review left to retry (nothing written); `no_reconciler`: the tool is not given or declares none; `revision_changed`:
    * the tool's current contract is not the one the call was recorded with (its reconciler may not know the old
    * operation); `failed`: the reconciler threw or answered something invalid, or answered `completed` about an
    * attempt a retry superseded before the answer could be journaled (nothing written; `error` says what);
@@ -335,8 +335,19 @@ export async function reconcileCalls(
           continue;
         }
         const evidenceText = truncateUtf8(answer.evidence, LIMITS.maxTextBytes);
-        // The reconciler asked the outside system itself: its not_executed stands whatever the body did after its result.
-        const review = await journal(record, { actor, outcome, evidence: evidenceText, source: 'reconciler', despiteLateReturn: true }, answer.outcome === 'completed');
+        let review: Awaited<ReturnType<typeof journal>>;
+        try {
+          // The reconciler asked the outside system itself: its not_executed stands whatever the body did after its result.
+          review = await journal(record, { actor, outcome, evidence: evidenceText, source: 'reconciler', despiteLateReturn: true }, answer.outcome === 'completed');
+        } catch (error) {
+          // `unknown` settles nothing, so it may not take the room the journal keeps for the review that will
+          // (docs/design.md#a-result-always-has-room): left unjournaled, the call waits for a person as it would anyway.
+          if (outcome === 'uncertain' && error instanceof JournalFullError) {
+            calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
+            continue;
+          }
+          throw error;
+        }
         if (review === 'superseded') {
           // A retry recorded a newer attempt before the answer came (before this pass asked): a review binds the latest
           // attempt, so the answer cannot be journaled, and the retry may have made the write again.

@@ -11,6 +11,7 @@ import { LIMITS } from '../../src/limits.js';
 import { createMemoryStore } from '../../src/store/memory.js';
 import type { SessionOwner } from '../../src/store/types.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
+import { reconcileUncertainCalls } from '../../src/tool/reconcile.js';
 import { recordToolReview } from '../../src/tool/review.js';
 import { createToolRuntime } from '../../src/tool/runtime.js';
 import type { ToolExecution } from '../../src/tool/types.js';
@@ -151,5 +152,43 @@ it('the event-count limit keeps a call\'s slots: a call with no slots left for i
   await assert.rejects(mail.gateway.call('send_mail', {}), { code: 'journal_full' });
   assert.equal(mail.started(), 0, 'the body never ran');
   await owner.append(batch(1));
+  await store.close();
+});
+
+// u143 #1: a reconciler's `unknown` answer settles nothing, yet it took the review slot an open call keeps; after a
+// late body's end had taken the other, a person's review of the call (a mail sent) was refused for good.
+it('a reconciler\'s unknown answer leaves the room of the review that settles the call', async () => {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s-unknown', { owner: 'host' });
+  await owner.startTask('t', ROOMY);
+  let release = () => {};
+  const tool = {
+    name: 'send_mail',
+    metadata: new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'mail-v1'),
+    // Ignores its signal: it ends after its attempt timed out.
+    async execute(): Promise<string> {
+      await new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      return 'sent';
+    },
+    reconcile: () => ({ outcome: 'unknown' as const, evidence: 'the outbox cannot be searched' }),
+  };
+  const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  const timedOut = await gateway.callWithOptions('send_mail', {}, { timeoutMs: 20 });
+  assert.ok(timedOut.result.outcome.status === 'failed' && timedOut.result.outcome.code === 'tool_timeout');
+  const callId = timedOut.call.id;
+  let next = 0;
+  const batch = (n: number) => Array.from({ length: n }, () => ({ eventId: `e${next++}` as EventId, turnId: 't' as TurnId, kind: { type: 'user_message' as const, text: '.' } }));
+  const count = async () => (await store.loadHistory('s-unknown')).length;
+  for (let left = LIMITS.maxHistoryEvents - (await count()) - LIMITS.reviewRoomEvents; left > 0; left -= Math.min(left, 5_000)) await owner.append(batch(Math.min(left, 5_000)));
+  await assert.rejects(owner.append(batch(1)), { code: 'journal_full' }, 'the call\'s review slots are kept');
+  release();
+  await untilBodyEnded(store, 's-unknown', callId);
+  const reconciled = await reconcileUncertainCalls(owner, [tool], await store.loadHistory('s-unknown'));
+  assert.deepEqual(reconciled.calls.map((c) => [c.action, c.answer]), [['unchanged', 'unknown']], 'the answer is not journaled');
+  assert.deepEqual(reconciled.needsReview, [callId]);
+  const review = await recordToolReview(owner, await store.loadHistory('s-unknown'), callId, { actor: 'alice', outcome: 'completed', evidence: 'the mail is in the outbox' });
+  assert.equal(review.seq, LIMITS.maxHistoryEvents - 1, 'the person\'s review took the last slot');
   await store.close();
 });
