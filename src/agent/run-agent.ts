@@ -210,9 +210,12 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
   const replayOnly = finished !== null;
   const result = (stopReason: AgentStopReason, text: string | null, steps: number, pendingCallIds: readonly string[] = []): AgentRunResult =>
     ({ stopReason, text, runId, steps, pendingCallIds, toolCalls, messages });
+  // The model's answer (a step without calls) is journaled with the run's end in one commit: both fit, or neither is
+  // written; a journal with room for the answer and not for its end had every later resume fail on the end for good.
+  let finishedWithStep = false;
   const finish = async (stopReason: FinishedStopReason, text: string | null, steps: number): Promise<AgentRunResult> => {
     if (finished !== null) return result(finished.stopReason, finished.text, finished.steps);
-    await owner.append([runFinishedEvent(turnId, runId, stopReason, steps, text)]);
+    if (!finishedWithStep) await owner.append([runFinishedEvent(turnId, runId, stopReason, steps, text)]);
     return result(stopReason, text, steps);
   };
   const known = journaled?.responses ?? [];
@@ -237,7 +240,9 @@ async function driveRun(options: Omit<RunAgentOptions, 'input'>, input: string |
           const refusal = notOffered(call.name);
           return [callRefusedEvent(turnId, runId, step, index, refusal.code, refusal.message)];
         }),
+        ...(response.toolCalls.length === 0 ? [runFinishedEvent(turnId, runId, 'completed', step, response.text)] : []),
       ]);
+      finishedWithStep = response.toolCalls.length === 0;
       faultPoint('step:after');
     }
     text = response.text;
