@@ -166,6 +166,12 @@ describe('jingwei console refuses, changes nothing and says why', () => {
     const cross = await http(writer.port, 'POST', writer.path(review), { cookie, origin: 'http://evil.example', form: { csrf, basis, outcome: 'not_executed', evidence: 'checked' } });
     assert.equal(cross.status, 403);
     assert.match(said(cross), /sent from http:\/\/evil\.example, not from this console/);
+    // u145 F3: a client that sends no Origin was let through whatever its other headers said of where it came from.
+    for (const [headers, from] of [[{ Referer: 'http://evil.example/x' }, /sent from http:\/\/evil\.example, not/], [{ 'Sec-Fetch-Site': 'cross-site' }, /sent from a cross-site page, not/], [{ Referer: '::' }, /sent from "::", not/]] as const) {
+      const reply = await http(writer.port, 'POST', writer.path(review), { cookie, headers, form: { csrf, basis, outcome: 'not_executed', evidence: 'checked' } });
+      assert.equal(reply.status, 403);
+      assert.match(said(reply), from);
+    }
     assert.equal(await state(), before);
   });
 

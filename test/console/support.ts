@@ -162,7 +162,7 @@ export interface Reply {
  * `rawForm`: a form body sent as given, for what a browser never sends. A POST answered 303 is followed with a GET of
  * its Location, as a browser does (Post/Redirect/Get), and the page it lands on is the reply.
  */
-export async function http(port: number, method: 'GET' | 'POST', path: string, options: { host?: string; cookie?: string; form?: Record<string, string>; rawForm?: string; origin?: string } = {}): Promise<Reply> {
+export async function http(port: number, method: 'GET' | 'POST', path: string, options: SendOptions = {}): Promise<Reply> {
   const reply = await send(port, method, path, options);
   const location = reply.headers.location;
   if (method !== 'POST' || reply.status !== 303 || typeof location !== 'string') return reply;
@@ -170,7 +170,10 @@ export async function http(port: number, method: 'GET' | 'POST', path: string, o
   return { ...landed, redirectedTo: location };
 }
 
-function send(port: number, method: 'GET' | 'POST', path: string, options: { host?: string; cookie?: string; form?: Record<string, string>; rawForm?: string; origin?: string }): Promise<Reply> {
+/** What a request sends: `headers` are sent as given, after the others. */
+interface SendOptions { host?: string; cookie?: string; form?: Record<string, string>; rawForm?: string; origin?: string; headers?: Record<string, string> }
+
+function send(port: number, method: 'GET' | 'POST', path: string, options: SendOptions): Promise<Reply> {
   const body = options.rawForm ?? (options.form ? new URLSearchParams(options.form).toString() : undefined);
   return new Promise((resolve, reject) => {
     const req = request({
@@ -183,6 +186,7 @@ function send(port: number, method: 'GET' | 'POST', path: string, options: { hos
         ...(options.cookie ? { Cookie: options.cookie } : {}),
         ...(options.origin ? { Origin: options.origin } : {}),
         ...(body !== undefined ? { 'Content-Type': 'application/x-www-form-urlencoded', 'Content-Length': String(Buffer.byteLength(body)) } : {}),
+        ...options.headers,
       },
     }, (res) => {
       let text = '';

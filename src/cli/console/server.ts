@@ -247,15 +247,36 @@ class Console {
     this.send(res, 500, 'Not recorded', `<h1>The decision could not be written</h1>${notice('error', `Writing it to the store's decision inbox failed: ${message(error)}. Open the call's page again to see what is recorded before you decide again.`)}<p><a href="${h(callHref(this.base, sessionId, callId))}">The call's page</a></p>`);
   }
 
+  /**
+   * Where a form came from, when that is not this console: its `Origin`, or, for a client that sends none, its
+   * `Sec-Fetch-Site` (anything but same-origin) or the origin of its `Referer`. Null when nothing names another.
+   */
+  private foreignSender(req: IncomingMessage): string | null {
+    const ours = (origin: string) => origin === `http://127.0.0.1:${this.port}` || origin === `http://localhost:${this.port}`;
+    const origin = req.headers.origin;
+    if (origin !== undefined) return ours(origin) ? null : origin;
+    const site = req.headers['sec-fetch-site'];
+    if (typeof site === 'string' && site !== 'same-origin' && site !== 'none') return `a ${site} page`;
+    const referer = req.headers.referer;
+    if (referer === undefined) return null;
+    let from: string;
+    try {
+      from = new URL(referer).origin;
+    } catch {
+      return JSON.stringify(referer);
+    }
+    return ours(from) ? null : from;
+  }
+
   private async post(req: IncomingMessage, res: ServerResponse, parts: string[]): Promise<void> {
     if (this.options.readOnly || this.options.actor === null) {
       req.resume();
       return this.refuse(res, { status: 403, message: 'Refused: this console is read-only (--read-only). Nothing was recorded.' });
     }
-    const origin = req.headers.origin;
-    if (origin !== undefined && origin !== `http://127.0.0.1:${this.port}` && origin !== `http://localhost:${this.port}`) {
+    const foreign = this.foreignSender(req);
+    if (foreign !== null) {
       req.resume();
-      return this.refuse(res, { status: 403, message: `Refused: the form was sent from ${origin}, not from this console. Nothing was recorded.` });
+      return this.refuse(res, { status: 403, message: `Refused: the form was sent from ${foreign}, not from this console. Nothing was recorded.` });
     }
     let form: URLSearchParams;
     try {
