@@ -135,6 +135,7 @@ export class JingweiError extends Error {
 
 /** A value from outside (JSON text, an argument, an id) broke a limit or a format rule. Nothing was written. */
 export class InvalidInputError extends JingweiError {
+  declare readonly code: 'invalid_input';
   readonly field: string;
   constructor(field: string, message: string, options?: { cause?: unknown }) {
     super('invalid_input', `${field}: ${message}`, options);
@@ -147,6 +148,7 @@ export class InvalidInputError extends JingweiError {
  * (e.g. `$.arguments.amount`) names the value for an `unsafe_integer`, and is null otherwise.
  */
 export class JsonParseError extends JingweiError {
+  declare readonly code: 'invalid_json';
   readonly offset: number;
   readonly reason: JsonParseReason;
   readonly path: string | null;
@@ -170,6 +172,7 @@ export type JsonParseReason =
 
 /** A JSON value cannot be put in canonical form (a non-finite number, a lone surrogate, a non-JSON value). */
 export class CanonicalJsonError extends JingweiError {
+  declare readonly code: 'not_canonicalizable';
   constructor(message: string) {
     super('not_canonicalizable', message);
   }
@@ -177,6 +180,7 @@ export class CanonicalJsonError extends JingweiError {
 
 /** A wire record does not match the journal's format. `path` names the offending field. */
 export class WireDecodeError extends JingweiError {
+  declare readonly code: 'invalid_event';
   readonly path: string;
   constructor(path: string, message: string) {
     super('invalid_event', `${path}: ${message}`);
@@ -187,6 +191,7 @@ export class WireDecodeError extends JingweiError {
 export type PhysicalLogViolation = 'wrong_session' | 'wrong_sequence' | 'duplicate_event_id';
 /** `validatePhysicalLog` found an event out of place. */
 export class PhysicalLogError extends JingweiError {
+  declare readonly code: 'invalid_physical_log';
   readonly index: number;
   readonly violation: PhysicalLogViolation;
   constructor(violation: PhysicalLogViolation, index: number, message: string) {
@@ -198,6 +203,7 @@ export class PhysicalLogError extends JingweiError {
 
 /** Another owner holds the session; acquire again with `takeover: true` once it is known to be dead or fenced. */
 export class SessionBusyError extends JingweiError {
+  declare readonly code: 'session_busy';
   readonly sessionId: string;
   readonly holder: string;
   readonly epoch: number;
@@ -227,6 +233,7 @@ export class SessionBusyError extends JingweiError {
 
 /** This owner has been fenced (a later acquire raised the epoch) or released. Nothing was written. */
 export class StaleOwnerError extends JingweiError {
+  declare readonly code: 'stale_owner';
   readonly sessionId: string;
   readonly epoch: number;
   constructor(sessionId: string, epoch: number, detail: string) {
@@ -252,6 +259,7 @@ export type JournalCorruptReason =
   | 'operation_index';
 /** The stored journal failed verification. Nothing is repaired, skipped or truncated. */
 export class JournalCorruptError extends JingweiError {
+  declare readonly code: 'journal_corrupt';
   readonly sessionId: string;
   readonly seq: number;
   readonly reason: JournalCorruptReason;
@@ -265,6 +273,7 @@ export class JournalCorruptError extends JingweiError {
 
 /** The store could not take its write lock within the bounded wait. Nothing was written; try again. */
 export class StoreBusyError extends JingweiError {
+  declare readonly code: 'store_busy';
   constructor(message: string, options?: { cause?: unknown }) {
     super('store_busy', message, options);
   }
@@ -281,6 +290,7 @@ export class StoreUnavailableError extends JingweiError {
 
 /** A call or load on a store after its `close()`. `location` names the store (a path, a schema), when it has one. */
 export class StoreClosedError extends StoreUnavailableError {
+  declare readonly code: 'store_closed';
   readonly kind: string;
   readonly location: string | undefined;
   constructor(kind: string, location?: string) {
@@ -297,6 +307,7 @@ export type StorePathErrorCode = 'store_directory_missing' | 'store_not_found' |
  * name (hard links). Nothing was created.
  */
 export class StorePathError extends JingweiError {
+  declare readonly code: StorePathErrorCode;
   readonly path: string;
   constructor(code: StorePathErrorCode, path: string, detail: string, options?: { cause?: unknown }) {
     super(code, `${path}: ${detail}`, options);
@@ -306,6 +317,7 @@ export class StorePathError extends JingweiError {
 
 /** An entry point needs an optional driver package that is not installed; `packageName` is what to install. */
 export class DriverMissingError extends JingweiError {
+  declare readonly code: 'driver_missing';
   readonly packageName: string;
   readonly entry: string;
   constructor(packageName: string, entry: string, options?: { cause?: unknown }) {
@@ -316,6 +328,7 @@ export class DriverMissingError extends JingweiError {
 }
 
 export class TaskNotFoundError extends JingweiError {
+  declare readonly code: 'task_not_found';
   readonly taskId: string;
   constructor(taskId: string, sessionId: string) {
     super('task_not_found', `task ${taskId} does not exist in session ${sessionId}`);
@@ -325,6 +338,7 @@ export class TaskNotFoundError extends JingweiError {
 
 /** A stopped or completed task admits nothing. Nothing was recorded. */
 export class TaskNotRunningError extends JingweiError {
+  declare readonly code: 'task_not_running';
   readonly taskId: string;
   readonly state: string;
   constructor(taskId: string, state: string) {
@@ -336,6 +350,7 @@ export class TaskNotRunningError extends JingweiError {
 
 /** The task's budget cannot cover one more attempt. Nothing was recorded or charged. */
 export class BudgetExhaustedError extends JingweiError {
+  declare readonly code: 'budget_exhausted';
   readonly taskId: string;
   readonly resource: 'tool_calls' | 'tool_output_bytes' | 'journal_bytes';
   constructor(taskId: string, resource: 'tool_calls' | 'tool_output_bytes' | 'journal_bytes', detail: string) {
@@ -347,6 +362,7 @@ export class BudgetExhaustedError extends JingweiError {
 
 /** The same operation (session, task, key) arrived with different canonical arguments. The earlier record is unchanged. */
 export class IdempotencyConflictError extends JingweiError {
+  declare readonly code: 'idempotency_conflict';
   readonly taskId: string;
   readonly key: string;
   /** The session whose operation it is, when the helper that refused knows it (the idempotency helpers do). */
@@ -361,6 +377,7 @@ export class IdempotencyConflictError extends JingweiError {
 
 /** The session's journal would exceed the history limits that recovery can inspect. Nothing was written. */
 export class JournalFullError extends JingweiError {
+  declare readonly code: 'journal_full';
   readonly sessionId: string;
   constructor(sessionId: string, detail: string) {
     super('journal_full', `journal of session ${sessionId} is full: ${detail}`);
@@ -379,6 +396,7 @@ export class StoreConflictError extends JingweiError {
 
 /** A JSONL journal failed verification on import. `line` is 1-based. Nothing was written. */
 export class JournalImportError extends JingweiError {
+  declare readonly code: 'import_rejected';
   readonly line: number;
   constructor(line: number, message: string, options?: { cause?: unknown }) {
     super('import_rejected', `line ${line}: ${message}`, options);
@@ -412,6 +430,7 @@ export class AnchorError extends JingweiError {
  * every write, so a second host cannot start over on a fresh file while this one's acknowledged events vanish.
  */
 export class StoreReplacedError extends JingweiError {
+  declare readonly code: 'store_replaced';
   readonly location: string;
   constructor(location: string, detail: string, options?: { cause?: unknown }) {
     super('store_replaced', `the store at ${location} was removed or replaced while open (${detail}); nothing was written`, options);
@@ -424,6 +443,7 @@ export class StoreReplacedError extends JingweiError {
  * from it. `seq` is the event's position in our journal. Nothing was written.
  */
 export class ExportUnrepresentableError extends JingweiError {
+  declare readonly code: 'export_unrepresentable';
   readonly seq: number;
   constructor(seq: number, detail: string, options?: { cause?: unknown }) {
     super('export_unrepresentable', `seq ${seq}: ${detail}`, options);
@@ -433,6 +453,7 @@ export class ExportUnrepresentableError extends JingweiError {
 
 /** The runtime's configuration is inconsistent; raised by createToolRuntime, never at call time. */
 export class ToolConfigError extends JingweiError {
+  declare readonly code: 'tool_config_invalid';
   constructor(message: string, options?: { cause?: unknown }) {
     super('tool_config_invalid', message, options);
   }
@@ -462,6 +483,7 @@ export class ToolPreflightError extends JingweiError {
 
 /** More calls are in flight than `maxInFlight` allows. Nothing was recorded or charged. */
 export class ToolOverloadedError extends JingweiError {
+  declare readonly code: 'overloaded';
   constructor(limit: number) {
     super('overloaded', `${limit} tool calls are already in flight`);
   }
@@ -469,6 +491,7 @@ export class ToolOverloadedError extends JingweiError {
 
 /** The gateway's binding signal fired; it admits nothing more. */
 export class ToolTurnClosedError extends JingweiError {
+  declare readonly code: 'turn_closed';
   constructor() {
     super('turn_closed', 'the gateway was cancelled and admits no more calls');
   }
@@ -487,6 +510,7 @@ const BODY_NOT_CALLED =
  * `tool_stopped_before_body`; `bodyNotCalled`, which the message then says).
  */
 export class ToolRecordingError extends JingweiError {
+  declare readonly code: 'recording_failed';
   readonly stage: 'call' | 'started' | 'result';
   readonly call: ToolCall;
   readonly result: ToolResult | null;
@@ -634,6 +658,7 @@ export class AgentRunBusyError extends JingweiError {
 
 /** Thrown by `JSON.stringify(plan)`: a plan is ephemeral host evidence and never leaves the process. */
 export class ToolRetryPlanNotSerializableError extends JingweiError {
+  declare readonly code: 'plan_not_serializable';
   constructor() {
     super('plan_not_serializable', 'a ToolRetryPlan cannot be serialized; prepare a new one from the confirmed history');
   }
@@ -725,6 +750,7 @@ export class ToolRuntimeHaltedError extends JingweiError {
  * (`reconnect()` tries again). Calls through its tools are recorded as `unavailable`, never sent.
  */
 export class McpUnavailableError extends JingweiError {
+  declare readonly code: 'mcp_unavailable';
   readonly server: string;
   readonly state: 'failed' | 'closed';
   constructor(server: string, state: 'failed' | 'closed', detail: string, options?: { cause?: unknown }) {
@@ -736,6 +762,7 @@ export class McpUnavailableError extends JingweiError {
 
 /** An idempotency probe could not reach a verdict (the server refused the first call, or could not be reached). */
 export class McpProbeError extends JingweiError {
+  declare readonly code: 'mcp_probe_failed';
   constructor(message: string, options?: { cause?: unknown }) {
     super('mcp_probe_failed', message, options);
   }
@@ -759,6 +786,7 @@ export type DecisionErrorCode =
  * session (`decision_identical`), a wait that ran out or was aborted, or a backend without an inbox.
  */
 export class DecisionError extends JingweiError {
+  declare readonly code: DecisionErrorCode;
   readonly decisionId: string | null;
   constructor(code: DecisionErrorCode, decisionId: string | null, message: string, options?: { cause?: unknown }) {
     super(code, message, options);

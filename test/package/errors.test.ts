@@ -86,6 +86,21 @@ describe('the error catalogue', () => {
     assert.ok(readFileSync(`${root}docs/errors.md`, 'utf8').includes('`ToolBodyError` is not in this table'));
   });
 
+  // u145 F2: `instanceof SessionBusyError` left `code` the whole catalogue's union.
+  it('every class narrows code to its own codes, so instanceof narrows it (ToolRuntimeHaltedError carries its cause\'s)', () => {
+    const source = readFileSync(`${root}src/errors.ts`, 'utf8');
+    for (const [name] of errorClasses(errors as Record<string, unknown>)) {
+      if (name === 'JingweiError' || name === 'ToolBodyError' || name === 'ToolRuntimeHaltedError') continue;
+      const body = new RegExp(`export class ${name} extends \\w+ \\{\\n([\\s\\S]*?)\\n\\}\\n`).exec(source)?.[1] ?? '';
+      assert.match(body, /declare readonly code: /, `${name} does not declare its code`);
+    }
+    const busy: unknown = new errors.SessionBusyError('s1', 'host-1', 1, 0, 'host-2');
+    if (busy instanceof errors.SessionBusyError) {
+      const code: 'session_busy' = busy.code;
+      assert.equal(code, 'session_busy');
+    }
+  });
+
   it('no error class is defined outside src/errors.ts (the CLI\'s own usage errors aside)', () => {
     const src = join(root, 'src');
     for (const file of sourceFiles(src)) {
