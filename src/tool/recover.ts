@@ -378,7 +378,8 @@ async function useDecidedApprovals(
 /**
  * A session nobody holds whose operators' review decisions wait in the inbox: no host would ever come back to journal
  * them (its run finished, its host released it), and the queue would show the call in doubt for good. Acquired
- * without a takeover (a session some host holds is left to it: null), the reviews journaled, released. Under
+ * without a takeover (a session some host holds is left to it: null; so is one whose decisions another routine used
+ * since the listing), the reviews journaled, released. Under
  * `retry_safe`, so is one with approval decisions a person made after the routine had left its calls (nobody had
  * decided then), and those calls are retried once, as when the session is taken over.
  */
@@ -399,12 +400,16 @@ async function recoverReleased(
   }
   try {
     const inbox = await journalWaitingReviews(owner, store, await store.loadHistory(sessionId));
+    let leftForApprovals = 0;
     if (checked.policy === 'retry_safe') {
       const approvals = await useDecidedApprovals(store, host, owner, inbox.history, 'retry_safe', settings.signal);
       if (approvals.retried.length > 0) {
         return { sessionId, action: 'approvals_used', epoch: owner.epoch, reviewed: inbox.journaled, ...approvals };
       }
+      leftForApprovals = approvals.left.length;
     }
+    // Another host's routine did what was waiting between the listing and this acquire: nothing to report.
+    if (inbox.journaled.length === 0 && leftForApprovals === 0) return null;
     return { sessionId, action: 'reviews_journaled', epoch: owner.epoch, reviewed: inbox.journaled };
   } catch (error) {
     if (error instanceof StoreUnavailableError) throw error;

@@ -180,6 +180,9 @@ describe('jingwei queue: approval requests waiting for a person', () => {
     assert.match(short.stderr, /takes the request's whole id, approval_ and 36 characters/, 'a shortened id is named as such, not as a journal moved from another store');
     const unknown = cli(['inspect', path, 'approval_01a2371f-a722-70c6-829e-c4766e7fbe08']);
     assert.equal(unknown.code, 2, 'an id that names no request and no session is refused');
+    // u144: it was refused as "no session", as if the id had been read as one.
+    assert.match(unknown.stderr, /no approval request \(nor session\) "approval_01a2371f-a722-70c6-829e-c4766e7fbe08" in this store/);
+    assert.match(unknown.stderr, /whole id, approval_ and 36 characters/);
   });
 
   it('filters by tool before the limit: a request of another tool behind more than a page of others is found', async () => {

@@ -660,6 +660,32 @@ describe('recoverAbandoned in one process', () => {
     await store.close();
   });
 
+  // u145 F4: two routines at once; the second listed the session before the first journaled its review, acquired it
+  // after, and reported `reviews_journaled` with nothing journaled.
+  it('a released session another routine did between the listing and the acquire is not reported', async () => {
+    const store = createMemoryStore();
+    const { host } = failing();
+    const owner = await store.acquire('s-raced', { owner: 'worker' });
+    await owner.startTask('t');
+    await host.runtime.bind({ owner, taskId: 't', caller: 'agent' }).call('charge', {});
+    await owner.release();
+    const callId = openCalls(await store.loadHistory('s-raced'))[0]!.callId;
+    await decisionInbox(store).recordReview({ sessionId: 's-raced', callId, outcome: 'completed', evidence: 'in the provider log', actor: 'ana' });
+    let first: Awaited<ReturnType<typeof recoverAbandoned>> | null = null;
+    const racing = Object.create(store, {
+      acquire: {
+        value: async (...args: Parameters<typeof store.acquire>) => {
+          first ??= await recoverAbandoned(store, host, 'retry_safe');
+          return store.acquire(...args);
+        },
+      },
+    }) as typeof store;
+    const second = await recoverAbandoned(racing, host, 'retry_safe');
+    assert.deepEqual(first!.sessions.map((x) => [x.sessionId, x.action]), [['s-raced', 'reviews_journaled']]);
+    assert.deepEqual(second.sessions, [], 'nothing was done by the second');
+    await store.close();
+  });
+
   it("a released session whose journal does not verify, with a review waiting, is reported failed and left released: a host's acquire is not refused (pass r52 #6)", async () => {
     const path = tempDbPath(dir);
     const store = openSqliteStore(path);

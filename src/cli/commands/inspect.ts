@@ -64,6 +64,16 @@ async function decisionNamed(store: SessionStore, id: string): Promise<DecisionR
   return decisionInboxIfAny(store)?.get(id);
 }
 
+/** For an id shaped as an inbox decision's that names neither a decision nor a session: the refusal that says so. */
+function notADecision(id: string): UsageError | null {
+  const kind = /^(approval|review)_/.exec(id)?.[1];
+  if (kind === undefined) return null;
+  return new UsageError(
+    `no ${kind === 'approval' ? 'approval request' : 'review decision'} (nor session) ${safe(JSON.stringify(id))} in this store`,
+    `A decision takes its whole id, ${kind}_ and 36 characters, as jingwei queue and jingwei events print it.`,
+  );
+}
+
 function decisionHeading(row: DecisionRow): string {
   const what = row.kind === 'approval' ? 'Approval request' : 'Review decision';
   const approver = row.binding?.approver !== undefined ? `, asked of approver ${safe(row.binding.approver)}` : '';
@@ -303,7 +313,9 @@ call a completed review resolved, journaled or waiting in the decision inbox.`,
       const ctx = decision === undefined ? given : { ...given, args: { ...given.args, session: decision.sessionId, call: decision.callId } };
       const { io, args, out } = ctx;
       if (decision !== undefined && ctx.options.json !== true) out.line(ctx.out.style.bold(decisionHeading(decision)));
-      const { history, sessionId, progress } = await loadSession(store, args.session!, io);
+      const { history, sessionId, progress } = await loadSession(store, args.session!, io).catch((error: unknown) => {
+        throw decision === undefined && given.args.call === undefined && error instanceof UsageError ? notADecision(given.args.session!) ?? error : error;
+      });
       let assessment: SessionAssessment | null = null;
       let inbox: ReadonlyMap<string, DecisionRow> = new Map();
       let approvals: DecisionRow[] = [];
