@@ -271,6 +271,15 @@ export function outcomeOpen(row: AttentionRow): boolean {
   return evidenceRuleFor({ flagged: row.startMarker, marker: row.started, result: null }).status === 'outcome_unknown';
 }
 
+/**
+ * Whether the row's operation keeps journal room for a review (docs/design.md#a-result-always-has-room): its outcome
+ * is open, or a review says its write was not made and its retry is due, which a later review (a person correcting
+ * it, the reconciler's `completed` answer) may still settle the other way.
+ */
+export function keepsReviewRoom(row: AttentionRow): boolean {
+  return outcomeOpen(row) || row.status === 'reviewed_not_executed';
+}
+
 /** Whether the row's operation is in doubt for a person: an unknown or non-idempotent tool whose outcome is open. */
 export function isInDoubt(row: AttentionRow): boolean {
   return (row.effect === ToolEffect.Unknown || row.effect === ToolEffect.NonIdempotent) && outcomeOpen(row);

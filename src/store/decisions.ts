@@ -10,7 +10,7 @@ import type { EventDraft, SessionEvent, TaskLedgerChange, TaskLedgerRecord } fro
 import { newEventId, type SessionId, type TaskId, type TurnId } from '../ids.js';
 import { LIMITS, TASK_DEFAULTS } from '../limits.js';
 import { utf8Length } from '../text.js';
-import { attentionWrites, outcomeOpen } from './attention.js';
+import { attentionWrites, keepsReviewRoom } from './attention.js';
 import { chainedEventIds, chainHash, GENESIS_HASH } from './chain.js';
 import type { EventRow, OperationRow, Reservation, SessionRow, TaskRow, TxState, TxWrites } from './rows.js';
 import type { CommitRequest, TaskLimits, TaskSnapshot, TaskState } from './types.js';
@@ -201,14 +201,15 @@ function operationsOf(sessionId: SessionId, events: readonly SessionEvent[]): Op
 export interface CommitOutcome {
   readonly events: SessionEvent[];
   readonly reservedOutputBytes: number;
-  /** The operations whose attention row the commit wrote, by operationRoomKey: the call whose outcome is open, else null. */
+  /** The operations whose attention row the commit wrote, by operationRoomKey: the call whose outcome is open or whose write a review left due, else null. */
   readonly openOutcomes: ReadonlyMap<string, string | null>;
 }
 
 /**
  * The journal room an owner keeps for its calls (docs/design.md#a-result-always-has-room): each call it admitted whose
  * result is not written yet (its output reservation, by call id, and LIMITS.evidenceRoomBytes), and one review of each
- * operation whose outcome is open (the call, by operationRoomKey: LIMITS.reviewRoomBytes).
+ * operation whose outcome is open or whose write a review left due (the call, by operationRoomKey:
+ * LIMITS.reviewRoomBytes; `keepsReviewRoom`).
  */
 export interface RoomKept {
   readonly awaiting: ReadonlyMap<string, number>;
@@ -329,7 +330,7 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
     }
     const decisions = request.approval ? decideApprovalChange(session.sessionId, request.approval, state.approvals ?? [], request.events) : undefined;
     const attention = attentionWrites(session.sessionId, chained.events, state.attention);
-    const openOutcomes = new Map(attention.map((row) => [operationRoomKey(row.taskId, row.key), outcomeOpen(row) ? row.callId : null]));
+    const openOutcomes = new Map(attention.map((row) => [operationRoomKey(row.taskId, row.key), keepsReviewRoom(row) ? row.callId : null]));
     const admitted = request.budget?.admit ? request.events.find((e) => e.kind.type === 'tool_call')?.kind : undefined;
     const awaits = admitted?.type === 'tool_call' && !request.events.some((e) => e.kind.type === 'tool_result' && e.kind.result.callId === admitted.call.id);
     room.decided?.(awaits ? [admitted.call.id, reserved] : null, openOutcomes);
@@ -399,7 +400,7 @@ function roomKeptFor(sessionId: SessionId, historyAfter: number, eventsAfter: nu
   if (historyAfter + kept > LIMITS.maxHistoryBytes || eventsAfter + events > LIMITS.maxHistoryEvents) {
     const whose = [
       running > 0 ? `the results and reviews of ${running} ${callNoun(running)} still running` : null,
-      open > 0 ? `a review of each of ${open} ${callNoun(open)} whose outcome is open` : null,
+      open > 0 ? `a review of each of ${open} ${callNoun(open)} whose outcome is open or whose write is due` : null,
     ].filter((part) => part !== null).join(' and ');
     throw new JournalFullError(
       sessionId,

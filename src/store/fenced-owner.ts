@@ -6,7 +6,7 @@ import { DECODED_WIRE_TYPES } from '../event/codec.js';
 import { BODY_ENDED } from '../tool/late-bodies.js';
 import { describeValue, thrownMessage } from '../text.js';
 import type { EventDraft, SessionEvent } from '../event/types.js';
-import { allAttentionRows, attentionCallIds, attentionItem, blocksRepeat, outcomeOpen, refusesIdentical } from './attention.js';
+import { allAttentionRows, attentionCallIds, attentionItem, blocksRepeat, keepsReviewRoom, refusesIdentical } from './attention.js';
 import { decideCommit, decideRelease, decideReleaseUnwritten, decideRenew, decideStartTask, decideTaskState, draftEventIds, NO_ROOM_KEPT, operationRoomKey, taskSnapshot, type CommitOutcome, type OwnerRef, type RoomKept, type UnwrittenSettlement } from './decisions.js';
 import { LEASE_LIMITS } from '../limits.js';
 import type { HeadAnchor } from './anchors.js';
@@ -163,7 +163,7 @@ export class FencedOwner implements SessionOwner {
   /** The calls this owner admitted whose results are not written yet, with their output reservations (room kept free). */
   private readonly awaitingResults = new Map<string, number>();
   /**
-   * The session's operations whose outcome is open, each keeping room for a review: read from the attention index
+   * The session's operations whose outcome is open or whose write a review left due, each keeping room for a review: read from the attention index
    * before the first commit that must leave it (null until then), and kept from this owner's commits since.
    */
   private openOutcomes: Map<string, string> | null = null;
@@ -536,15 +536,15 @@ export class FencedOwner implements SessionOwner {
     noted.previous = null;
   }
 
-  /** The session's operations whose outcome is open, from the attention index (none without one). */
+  /** The session's operations whose outcome is open or whose write is due, from the attention index (none without one). */
   private readOpenOutcomes(): Promise<Map<string, string>> {
     this.readingOutcomes ??= (async () => {
       const changes: Array<ReadonlyMap<string, string | null>> = [];
       this.outcomesWhileReading = changes;
       try {
-        const rows = this.backend.scanAttention ? await allAttentionRows(this.backend, this.sessionId, ['no_result', 'outcome_unknown']) : [];
+        const rows = this.backend.scanAttention ? await allAttentionRows(this.backend, this.sessionId, ['no_result', 'outcome_unknown', 'reviewed_not_executed']) : [];
         const open = new Map<string, string>();
-        for (const row of rows) if (outcomeOpen(row)) open.set(operationRoomKey(row.taskId, row.key), row.callId);
+        for (const row of rows) if (keepsReviewRoom(row)) open.set(operationRoomKey(row.taskId, row.key), row.callId);
         for (const change of changes) applyOutcomes(open, change);
         this.openOutcomes ??= open;
         return this.openOutcomes;

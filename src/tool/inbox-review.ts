@@ -3,7 +3,7 @@
  * `jingwei review` is transport until the session's owner journals it as the call's review; the journal is the
  * evidence. Run before reconcilers and before any person is asked (docs/operator-guide.md, the routine).
  */
-import { DecisionError, InvalidInputError, StoreConflictError, ToolRetryError } from '../errors.js';
+import { DecisionError, InvalidInputError, JournalFullError, StoreConflictError, ToolRetryError } from '../errors.js';
 import { TOOL_REVIEW_OUTCOMES, type SessionEvent, type ToolReviewOutcome, type ToolReviewRecord } from '../event/types.js';
 import type { CallId } from '../ids.js';
 import type { DecisionRow } from '../store/inbox-rows.js';
@@ -236,6 +236,18 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
       // The call still runs in this process: the decision waits (neither journaled nor stale) for a pass after it
       // has a result or its body has ended, which then judges it against that evidence.
       if (error instanceof DecisionError && error.code === 'call_in_flight') return true;
+      if (error instanceof JournalFullError) {
+        // `uncertain` settles nothing, and may not take the room the journal keeps for the review that will
+        // (docs/design.md#a-result-always-has-room): refused, so the person's next decision is not held up behind it.
+        if (outcome === 'uncertain') {
+          await refuse(`the journal has no room for an uncertain review beside the room it keeps for the review that settles call ${row.callId}: ` +
+            'it was not journaled; record what became of the write (completed or not_executed) instead');
+          return true;
+        }
+        // A settling review in a journal filled before it kept room for every review it owes: it waits, and the
+        // decisions after it are journaled all the same.
+        return true;
+      }
       throw error;
     }
     current = [...current, event];

@@ -319,7 +319,16 @@ export async function reconcileCalls(
           // call is back in the queue for everyone who reads it, and no host that reads the journal without asking this
           // reconciler retries on that review.
           const evidenceText = truncateUtf8(`could not check the not_executed review by ${latest.actor}: ${failure}; it is not used until this reconciler answers`, LIMITS.maxTextBytes);
-          const review = await journal(record, { actor, outcome: 'uncertain', evidence: evidenceText, source: 'reconciler' }, false);
+          let review: Awaited<ReturnType<typeof journal>>;
+          try {
+            review = await journal(record, { actor, outcome: 'uncertain', evidence: evidenceText, source: 'reconciler' }, false);
+          } catch (error) {
+            // No room to say so: reported, nothing written. A retry on the review stays impossible here all the same:
+            // its admission needs more room (a call's evidence room) than this review would have taken.
+            if (!(error instanceof JournalFullError)) throw error;
+            calls.push({ ...base, action: 'failed', answer: null, review: null, error: truncateUtf8(`${failure}; and the journal has no room to say so (${error.message})`, LIMITS.maxDiagnosticBytes) });
+            continue;
+          }
           calls.push({ ...base, action: 'failed', answer: null, review: review === 'superseded' ? null : review, error: failure });
           continue;
         }
@@ -342,11 +351,18 @@ export async function reconcileCalls(
         } catch (error) {
           // `unknown` settles nothing, so it may not take the room the journal keeps for the review that will
           // (docs/design.md#a-result-always-has-room): left unjournaled, the call waits for a person as it would anyway.
-          if (outcome === 'uncertain' && error instanceof JournalFullError) {
+          if (!(error instanceof JournalFullError)) throw error;
+          if (outcome === 'uncertain') {
             calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
             continue;
           }
-          throw error;
+          // A settling answer the journal has no room for (one filled before it kept room for every review it owes):
+          // reported for this call alone, the pass goes on. A `completed` one is kept in this process, which refuses a
+          // retry of the call: the write was made.
+          if (outcome === 'completed') keepUnjournaledCompleted(owner, record.call.id, actor, evidenceText);
+          const said = `the reconciler answered ${answer.outcome} (${evidenceText}), but the journal has no room for it: nothing was journaled (${error.message})`;
+          calls.push({ ...base, action: 'failed', answer: answer.outcome, review: null, error: truncateUtf8(said, LIMITS.maxDiagnosticBytes) });
+          continue;
         }
         if (review === 'superseded') {
           // A retry recorded a newer attempt before the answer came (before this pass asked): a review binds the latest

@@ -142,7 +142,7 @@ forEachStore('a result always has room', (target) => {
     const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' }, maxOutputBytes: OUTPUT_LIMIT }).bind({ owner, taskId: 't', caller: 'agent' });
     const failed = await gateway.call('send_mail', { to: 'ana@example.com' });
     assert.equal(failed.result.outcome.status, 'failed');
-    await assert.rejects(fillUntil(store, owner, 0), { code: 'journal_full', message: /a review of each of 1 call whose outcome is open need \d+ bytes and \d+ events of the rest/ });
+    await assert.rejects(fillUntil(store, owner, 0), { code: 'journal_full', message: /a review of each of 1 call whose outcome is open or whose write is due need \d+ bytes and \d+ events of the rest/ });
     assert.ok(LIMITS.maxHistoryBytes - (await used(store, 's-full')) >= LIMITS.reviewRoomBytes - 1024, 'the review room is left');
     const review = await recordToolReview(owner, await store.loadHistory('s-full'), failed.call.id, {
       turnId: 'turn-review', actor: 'alice', outcome: 'completed', evidence: 'the mail is in the outbox',
@@ -176,7 +176,7 @@ forEachStore('a result always has room', (target) => {
     await started;
     const other = await location.open();
     const successor = await other.acquire('s-full', { owner: 'host-b', takeover: true });
-    await assert.rejects(fillUntil(other, successor, 0), { code: 'journal_full', message: /a review of each of 1 call whose outcome is open/ });
+    await assert.rejects(fillUntil(other, successor, 0), { code: 'journal_full', message: /a review of each of 1 call whose outcome is open or whose write is due/ });
     release('sent');
     await call.catch(() => undefined);
     const called = (await other.loadHistory('s-full')).find((e) => e.kind.type === 'tool_call')?.kind;

@@ -6,10 +6,15 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { ToolEffect } from '../../src/event/types.js';
-import type { EventId, TurnId } from '../../src/ids.js';
+import type { SessionEvent } from '../../src/event/types.js';
+import type { EventId, SessionId, TurnId } from '../../src/ids.js';
 import { LIMITS } from '../../src/limits.js';
 import { createMemoryStore } from '../../src/store/memory.js';
-import type { SessionOwner } from '../../src/store/types.js';
+import { decisionInbox } from '../../src/store/inbox.js';
+import { exportJournal } from '../../src/store/jsonl.js';
+import type { SessionOwner, SessionStore } from '../../src/store/types.js';
+import { keptCompletedAnswer } from '../../src/tool/attempt-rules.js';
+import { journalInboxReviews } from '../../src/tool/inbox-review.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { reconcileUncertainCalls } from '../../src/tool/reconcile.js';
 import { recordToolReview } from '../../src/tool/review.js';
@@ -191,4 +196,99 @@ it('a reconciler\'s unknown answer leaves the room of the review that settles th
   const review = await recordToolReview(owner, await store.loadHistory('s-unknown'), callId, { actor: 'alice', outcome: 'completed', evidence: 'the mail is in the outbox' });
   assert.equal(review.seq, LIMITS.maxHistoryEvents - 1, 'the person\'s review took the last slot');
   await store.close();
+});
+
+/** A mail tool whose body ignores its signal and ends when released, with a reconciler answering `answers.next`. */
+function lateMailer(owner: SessionOwner) {
+  let release = () => {};
+  const answers: { next: 'unknown' | 'not_executed' | 'completed' } = { next: 'unknown' };
+  const tool = {
+    name: 'send_mail',
+    metadata: new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'mail-v1'),
+    async execute(): Promise<string> {
+      await new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      return 'sent';
+    },
+    reconcile: () => ({ outcome: answers.next, evidence: `the provider says ${answers.next}` }),
+  };
+  const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
+  return { tool, answers, release: () => release(), timedOut: () => gateway.callWithOptions('send_mail', {}, { timeoutMs: 20 }) };
+}
+
+/** Appends one-event batches with short ids until `left` events of the limit are left. */
+async function appendUntilLeft(store: SessionStore, owner: SessionOwner, left: number): Promise<void> {
+  let next = 0;
+  const batch = (n: number) => Array.from({ length: n }, () => ({ eventId: `e${next++}` as EventId, turnId: 't' as TurnId, kind: { type: 'user_message' as const, text: '.' } }));
+  const count = (await store.loadHistory(owner.sessionId)).length;
+  for (let n = LIMITS.maxHistoryEvents - count - left; n > 0; n -= Math.min(n, 5_000)) await owner.append(batch(Math.min(n, 5_000)));
+}
+
+// u146 #1: an operation a review found not made keeps room too: the reconciler answered not_executed while its
+// provider lagged, appends then took the rest of the journal, and its later `completed` answer (or a person's) could
+// never be journaled, while the queue told operators the write was still to be made.
+it('a write a review left due keeps the room of the review that may still find it made', async () => {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s-due', { owner: 'host' });
+  await owner.startTask('t', ROOMY);
+  const mail = lateMailer(owner);
+  const callId = (await mail.timedOut()).call.id;
+  mail.release();
+  await untilBodyEnded(store, 's-due', callId);
+  mail.answers.next = 'not_executed';
+  assert.deepEqual((await reconcileUncertainCalls(owner, [mail.tool], await store.loadHistory('s-due'))).calls.map((c) => c.action), ['recorded']);
+  await appendUntilLeft(store, owner, LIMITS.reviewRoomEvents);
+  await assert.rejects(owner.append([{ turnId: 't' as TurnId, kind: { type: 'user_message', text: '.' } }]), { code: 'journal_full' });
+  mail.answers.next = 'completed';
+  const found = await reconcileUncertainCalls(owner, [mail.tool], await store.loadHistory('s-due'));
+  assert.deepEqual(found.calls.map((c) => [c.action, c.answer]), [['recorded', 'completed']], 'the answer that it was made is journaled');
+  await store.close();
+});
+
+// u146 #2: a person's `uncertain` review, which settles nothing, no longer fits beside the kept room; thrown, it held
+// up every later decision of the session and failed every startup routine.
+it('a person\'s uncertain review with no room is marked stale, and their next decision is journaled', async () => {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s-person', { owner: 'host' });
+  await owner.startTask('t', ROOMY);
+  const mail = lateMailer(owner);
+  const callId = (await mail.timedOut()).call.id;
+  mail.release();
+  await untilBodyEnded(store, 's-person', callId);
+  await appendUntilLeft(store, owner, LIMITS.reviewRoomEvents);
+  const inbox = decisionInbox(store);
+  const unsure = await inbox.recordReview({ sessionId: 's-person', callId, outcome: 'uncertain', evidence: 'cannot tell yet', actor: 'ana' });
+  const first = await journalInboxReviews(owner, store, await store.loadHistory('s-person'));
+  assert.deepEqual(first.stale.map((s) => s.decisionId), [unsure.id]);
+  assert.match(first.stale[0]!.reason, /no room for an uncertain review .* record what became of the write/);
+  await inbox.recordReview({ sessionId: 's-person', callId, outcome: 'completed', evidence: 'in the outbox', actor: 'ana' });
+  const second = await journalInboxReviews(owner, store, await store.loadHistory('s-person'));
+  assert.deepEqual(second.journaled.map((j) => j.outcome), ['completed']);
+  await store.close();
+});
+
+// u146 #3: a journal an earlier version filled keeps no room for a settling answer; the pass threw for the whole
+// session, every other call's answer with it. Such a journal is made here by importing one at the event limit.
+it('a reconciler\'s completed answer with no room in a journal filled before is reported for its call and kept in this process', async () => {
+  const built = createMemoryStore();
+  const writer = await built.acquire('s-filled', { owner: 'host' });
+  await writer.startTask('t', ROOMY);
+  const mail = lateMailer(writer);
+  const callId = (await mail.timedOut()).call.id;
+  mail.release();
+  await untilBodyEnded(built, 's-filled', callId);
+  const history = await built.loadHistory('s-filled');
+  const filler = Array.from({ length: LIMITS.maxHistoryEvents - history.length }, (_, i): SessionEvent =>
+    ({ eventId: `f${i}` as EventId, sessionId: 's-filled' as SessionId, turnId: 't' as TurnId, seq: history.length + i, kind: { type: 'user_message', text: '.' } }));
+  const store = createMemoryStore();
+  await store.importJsonl(exportJournal([...history, ...filler]), { owner: 'importer' });
+  const owner = await store.acquire('s-filled', { owner: 'host', takeover: true });
+  mail.answers.next = 'completed';
+  const report = await reconcileUncertainCalls(owner, [mail.tool], await store.loadHistory('s-filled'));
+  assert.deepEqual(report.calls.map((c) => [c.action, c.answer]), [['failed', 'completed']]);
+  assert.match(report.calls[0]!.error ?? '', /answered completed .* no room for it: nothing was journaled/);
+  assert.equal(keptCompletedAnswer(owner, callId)?.evidence, 'the provider says completed', 'kept in this process');
+  await store.close();
+  await built.close();
 });
