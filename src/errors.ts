@@ -27,6 +27,7 @@ export const JINGWEI_ERROR_CODES = Object.freeze({
   store_not_sqlite: 'StorePathError',
   store_not_journal: 'StorePathError',
   store_hard_linked: 'StorePathError',
+  store_log_without_database: 'StorePathError',
   driver_missing: 'DriverMissingError',
   schema_too_new: 'StoreUnavailableError',
   store_failure: 'StoreUnavailableError',
@@ -300,11 +301,11 @@ export class StoreClosedError extends StoreUnavailableError {
   }
 }
 
-export type StorePathErrorCode = 'store_directory_missing' | 'store_not_found' | 'store_not_sqlite' | 'store_not_journal' | 'store_hard_linked';
+export type StorePathErrorCode = 'store_directory_missing' | 'store_not_found' | 'store_not_sqlite' | 'store_not_journal' | 'store_hard_linked' | 'store_log_without_database';
 /**
  * A store path cannot be opened as asked: its directory does not exist, the file is missing (with `mustExist`),
- * the file is not a SQLite database, it holds no journal (with `mustExist` or `readonly`), or it has more than one
- * name (hard links). Nothing was created.
+ * the file is not a SQLite database, it holds no journal (with `mustExist` or `readonly`), it has more than one
+ * name (hard links), or it is empty or missing beside a write-ahead log that holds commits. Nothing was created.
  */
 export class StorePathError extends JingweiError {
   declare readonly code: StorePathErrorCode;

@@ -6,6 +6,7 @@ import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { StoreClosedError, StorePathError, StoreUnavailableError } from '../../src/errors.js';
 import { openSqliteStore } from '../../src/sqlite.js';
+import { mapSqliteError } from '../../src/store/sqlite/errors.js';
 import { tempDbPath, tempDir } from '../support/tmp.js';
 
 const dir = tempDir();
@@ -78,6 +79,42 @@ describe('openSqliteStore: paths', () => {
     const again = openSqliteStore(path, { readonly: true });
     assert.equal((await again.loadHistory('s')).length, 1);
     await again.close();
+  });
+
+  // u147 #1: SQLite, opening an empty file, deleted the write-ahead log beside it, the only copy of the journal, and a
+  // host restarting on it started a fresh journal and made its payments again.
+  it('an empty or missing file beside a write-ahead log that holds commits: store_log_without_database, the log left as it was', async () => {
+    const path = tempDbPath(dir, 'logged');
+    const host = openSqliteStore(path);
+    await (await host.acquire('s', { owner: 'h' })).append([{ turnId: 't', kind: { type: 'user_message', text: 'only in the log' } }]);
+    const lost = tempDbPath(dir, 'lost');
+    writeFileSync(`${lost}-wal`, readFileSync(`${path}-wal`));
+    await host.close();
+    const log = readFileSync(`${lost}-wal`);
+    assert.ok(log.length > 0);
+    for (const state of ['missing', 'empty'] as const) {
+      if (state === 'empty') writeFileSync(lost, '');
+      for (const options of [{}, { mustExist: true }, { readonly: true }]) {
+        assert.throws(() => openSqliteStore(lost, options), (error: unknown) => {
+          assert.ok(pathError('store_log_without_database', lost)(error));
+          assert.match((error as Error).message, new RegExp(`is ${state}, but its write-ahead log .* holds ${log.length} bytes of commits`));
+          return true;
+        });
+      }
+      assert.deepEqual(readFileSync(`${lost}-wal`), log, 'the log is left as it was');
+      assert.equal(existsSync(lost), state === 'empty', 'nothing was created');
+    }
+    writeFileSync(`${lost}-wal`, '');
+    const fresh = openSqliteStore(lost);
+    assert.deepEqual(await fresh.listSessions(), [], 'an empty log beside an empty file is a new journal');
+    await fresh.close();
+  });
+
+  // u147 #2: read-only, in a directory it could not write, the reader was told of a write it never asked for.
+  it('SQLite\'s read-only failures say what SQLite needs to write, even to read', () => {
+    const mapped = mapSqliteError(Object.assign(new Error('attempt to write a readonly database'), { code: 'SQLITE_READONLY_CANTINIT' }), 's');
+    assert.ok(mapped instanceof StoreUnavailableError && mapped.code === 'store_failure');
+    assert.match(mapped.message, /\(SQLITE_READONLY_CANTINIT\): the file, its -wal or -shm, or its directory is not writable .* copy the file with its -wal to a writable directory/);
   });
 
   it('mustExist: a missing file is store_not_found and is not created; an empty database is store_not_journal', async () => {

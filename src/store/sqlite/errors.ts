@@ -27,5 +27,10 @@ export function mapSqliteFailure(error: unknown, what: string): unknown {
   const code = sqliteCode(error);
   if (typeof code !== 'string' || !code.startsWith('SQLITE_')) return error;
   if (isSqliteBusy(error)) return new StoreBusyError(`the ${what} database is locked by another writer (${code}); a process paused inside a write (stopped, in a debugger) holds the lock until it goes on or ends`, { cause: error });
+  if (code.startsWith('SQLITE_READONLY')) {
+    // Met by a read-only open too: SQLite writes the -shm file beside a database in WAL mode even to read it.
+    return new StoreUnavailableError('store_failure', `SQLite failed on the ${what} database: ${(error as Error).message} (${code}): the file, its -wal or -shm, or its ` +
+      'directory is not writable by this process, and SQLite writes beside the file even to read it (its -shm); to read it from here, copy the file with its -wal to a writable directory', { cause: error });
+  }
   return new StoreUnavailableError('store_failure', `SQLite failed on the ${what} database: ${(error as Error).message}`, { cause: error });
 }

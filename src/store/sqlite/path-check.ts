@@ -17,6 +17,7 @@ export function checkSqlitePath(path: string, mustExist: boolean, kind = 'journa
   if (path === '') throw new InvalidInputError('path', `must be the path of a SQLite ${kind} file (or :memory:), got an empty string`);
   if (path.includes('\u0000')) throw new InvalidInputError('path', 'contains a NUL byte');
   if (!existsSync(path)) {
+    refuseOrphanedLog(path, 'missing');
     if (mustExist) throw new StorePathError('store_not_found', path, 'no such file');
     const dir = dirname(path);
     if (!existsSync(dir)) throw new StorePathError('store_directory_missing', path, `the directory ${dir} does not exist`);
@@ -42,8 +43,31 @@ export function checkSqlitePath(path: string, mustExist: boolean, kind = 'journa
     closeSync(fd);
   }
   // An empty file is a database SQLite has not written yet; anything else must start with SQLite's header.
+  if (read === 0) refuseOrphanedLog(path, 'empty');
   if (read > 0 && !header.subarray(0, read).equals(SQLITE_HEADER.subarray(0, read))) {
     throw new StorePathError('store_not_sqlite', path, 'is not a SQLite database');
   }
   if (read > 0 && read < SQLITE_HEADER.length) throw new StorePathError('store_not_sqlite', path, 'is not a SQLite database (too short)');
+}
+
+/**
+ * Refuses a database file that is missing or empty while its write-ahead log holds commits. A database in WAL mode
+ * has its first page in its file before it has a log, so this is a file lost or emptied under its log; SQLite, opening
+ * it, would delete the log, the only copy of those commits, and a host would start a fresh journal over it.
+ */
+function refuseOrphanedLog(path: string, state: 'missing' | 'empty'): void {
+  let size = 0;
+  try {
+    size = statSync(`${path}-wal`).size;
+  } catch {
+    return;
+  }
+  // Another process creating the journal writes the file's first page before its log: seen now, it was not lost.
+  if (size === 0 || (statSync(path, { throwIfNoEntry: false })?.size ?? 0) > 0) return;
+  throw new StorePathError(
+    'store_log_without_database',
+    path,
+    `is ${state}, but its write-ahead log ${path}-wal holds ${size} bytes of commits: opening it would discard them; nothing was opened. ` +
+      'Keep both files, and put the database file back from where it went (a copy or a backup taken with its -wal)',
+  );
 }
