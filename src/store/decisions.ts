@@ -318,6 +318,12 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
     // An admission counts the open calls of its own task at this epoch itself (journalRoomForOutput); an earlier
     // owner's are settled there, and their outcomes' room is kept here with the others'.
     const counted = request.budget?.admit && state.task ? new Set(settleAbandoned(state.task, owner.epoch).reservations.map((r) => r.callId)) : undefined;
+    // A retry's admission keeps its own call's evidence room, a review's included: the review room its operation kept
+    // for the attempt before (in doubt, or due) is no longer needed, since a review binds the latest attempt.
+    const admittedOp = request.budget?.admit ? request.events.find((e) => e.kind.type === 'tool_call')?.kind : undefined;
+    const before = admittedOp?.type === 'tool_call' && admittedOp.call.operation !== undefined
+      ? room.openOutcomes.get(operationRoomKey(admittedOp.call.operation.taskId, admittedOp.call.operation.key)) : undefined;
+    if (before !== undefined && counted !== undefined) counted.add(before);
     const kept = roomKeptFor(session.sessionId, chained.historyBytes, chained.head.lastSeq + 1, room, counted);
     let task: TxWrites['task'];
     let reserved = 0;

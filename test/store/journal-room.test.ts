@@ -14,6 +14,7 @@ import { decisionInbox } from '../../src/store/inbox.js';
 import { exportJournal } from '../../src/store/jsonl.js';
 import type { SessionOwner, SessionStore } from '../../src/store/types.js';
 import { keptCompletedAnswer } from '../../src/tool/attempt-rules.js';
+import { prepareToolRetry } from '../../src/tool/retry-plan.js';
 import { journalInboxReviews } from '../../src/tool/inbox-review.js';
 import { ToolMetadata } from '../../src/tool/metadata.js';
 import { reconcileUncertainCalls } from '../../src/tool/reconcile.js';
@@ -214,7 +215,7 @@ function lateMailer(owner: SessionOwner) {
     reconcile: () => ({ outcome: answers.next, evidence: `the provider says ${answers.next}` }),
   };
   const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
-  return { tool, answers, release: () => release(), timedOut: () => gateway.callWithOptions('send_mail', {}, { timeoutMs: 20 }) };
+  return { tool, answers, gateway, release: () => release(), timedOut: () => gateway.callWithOptions('send_mail', {}, { timeoutMs: 20 }) };
 }
 
 /** Appends one-event batches with short ids until `left` events of the limit are left. */
@@ -291,4 +292,32 @@ it('a reconciler\'s completed answer with no room in a journal filled before is 
   assert.equal(keptCompletedAnswer(owner, callId)?.evidence, 'the provider says completed', 'kept in this process');
   await store.close();
   await built.close();
+});
+
+// The room a due write keeps is for a review of the attempt before; its retry's own evidence room includes a review,
+// so an admission that counted both refused, near the end of a journal, a retry that fitted.
+it('a retry of a due write is admitted in the room its own evidence needs, not that and the review room before it', async () => {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s-retry', { owner: 'host' });
+  await owner.startTask('t', ROOMY);
+  const mail = lateMailer(owner);
+  const callId = (await mail.timedOut()).call.id;
+  mail.release();
+  await untilBodyEnded(store, 's-retry', callId);
+  mail.answers.next = 'not_executed';
+  await reconcileUncertainCalls(owner, [mail.tool], await store.loadHistory('s-retry'));
+  // The retry's evidence room and its output reservation fit; with the review room of the attempt before, they do not.
+  await fillUntil(store, owner, LIMITS.evidenceRoomBytes + OUTPUT_LIMIT + LIMITS.reviewRoomBytes / 2);
+  const plan = prepareToolRetry(await store.loadHistory('s-retry'), callId);
+  let ended = false;
+  const retry = mail.gateway.callWithOptions('send_mail', {}, { retry: plan }).finally(() => {
+    ended = true;
+  });
+  while (!ended) {
+    mail.release();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  const made = await retry;
+  assert.equal(made.result.outcome.status, 'succeeded', 'the retry was admitted and recorded');
+  await store.close();
 });
