@@ -69,10 +69,11 @@ function applyOutcomes(open: Map<string, string>, changes: ReadonlyMap<string, s
 }
 
 /**
- * Whether the drafts carry evidence of a call they do not admit: a start marker, a result, a review that settles its
- * outcome, or the end of a body that outlived its result. Such a commit uses the room kept for that call. An
- * `uncertain` review (a reconciler that could not say) settles nothing: the call still needs the review that will,
- * so that one leaves the room kept as any other write does, its own call's included.
+ * Whether the drafts carry evidence of a call they do not admit: a start marker, a result, a `completed` review, or
+ * the end of a body that outlived its result. Such a commit uses the room kept for that call. Any other review leaves
+ * its call keeping a review's room (`uncertain` settles nothing; after `not_executed` the write is due, and may still
+ * be found made), so it leaves the room kept as any other write does, its own call's included: reviews that keep the
+ * question open cannot use up the room of the one that closes it.
  */
 function carriesEarlierCallsEvidence(drafts: readonly EventDraft[]): boolean {
   const admitted = drafts.find((d) => d?.kind?.type === 'tool_call')?.kind;
@@ -80,7 +81,7 @@ function carriesEarlierCallsEvidence(drafts: readonly EventDraft[]): boolean {
   return drafts.some((draft) => {
     const kind = draft?.kind;
     if (kind?.type === 'tool_started') return kind.callId !== admittedId;
-    if (kind?.type === 'tool_review') return kind.review.callId !== admittedId && kind.review.outcome !== 'uncertain';
+    if (kind?.type === 'tool_review') return kind.review.callId !== admittedId && kind.review.outcome === 'completed';
     if (kind?.type === 'tool_result') return kind.result.callId !== admittedId;
     return kind?.type === 'custom' && kind.plugin === BODY_ENDED.plugin;
   });

@@ -237,11 +237,12 @@ export async function journalInboxReviews(owner: SessionOwner, store: SessionSto
       // has a result or its body has ended, which then judges it against that evidence.
       if (error instanceof DecisionError && error.code === 'call_in_flight') return true;
       if (error instanceof JournalFullError) {
-        // `uncertain` settles nothing, and may not take the room the journal keeps for the review that will
+        // A review that leaves the question open (`uncertain`; `not_executed`, after which the write is due and may
+        // still be found made) may not take the room the journal keeps for the one that closes it
         // (docs/design.md#a-result-always-has-room): refused, so the person's next decision is not held up behind it.
-        if (outcome === 'uncertain') {
-          await refuse(`the journal has no room for an uncertain review beside the room it keeps for the review that settles call ${row.callId}: ` +
-            'it was not journaled; record what became of the write (completed or not_executed) instead');
+        if (outcome !== 'completed') {
+          await refuse(`the journal has no room for ${outcome === 'uncertain' ? 'an' : 'a'} ${outcome} review beside the room it keeps for the completed review that settles call ${row.callId}: ` +
+            'it was not journaled; if the write was made (here, or in another session), record it completed');
           return true;
         }
         // A settling review in a journal filled before it kept room for every review it owes: it waits, and the

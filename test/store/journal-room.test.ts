@@ -262,7 +262,7 @@ it('a person\'s uncertain review with no room is marked stale, and their next de
   const unsure = await inbox.recordReview({ sessionId: 's-person', callId, outcome: 'uncertain', evidence: 'cannot tell yet', actor: 'ana' });
   const first = await journalInboxReviews(owner, store, await store.loadHistory('s-person'));
   assert.deepEqual(first.stale.map((s) => s.decisionId), [unsure.id]);
-  assert.match(first.stale[0]!.reason, /no room for an uncertain review .* record what became of the write/);
+  assert.match(first.stale[0]!.reason, /no room for an uncertain review .* if the write was made .* record it completed/);
   await inbox.recordReview({ sessionId: 's-person', callId, outcome: 'completed', evidence: 'in the outbox', actor: 'ana' });
   const second = await journalInboxReviews(owner, store, await store.loadHistory('s-person'));
   assert.deepEqual(second.journaled.map((j) => j.outcome), ['completed']);
@@ -319,5 +319,25 @@ it('a retry of a due write is admitted in the room its own evidence needs, not t
   }
   const made = await retry;
   assert.equal(made.result.outcome.status, 'succeeded', 'the retry was admitted and recorded');
+  await store.close();
+});
+
+// u148 #1: each not_executed review of a due write took the room kept for a review and left the write due, keeping
+// room it no longer had; alternating reviews used it up, and the completed review that the mail was sent was refused.
+it('only a completed review uses the room kept for a call: reviews that leave it open or due leave that room', async () => {
+  const store = createMemoryStore();
+  const owner = await store.acquire('s-chain', { owner: 'host' });
+  await owner.startTask('t', ROOMY);
+  const mail = lateMailer(owner);
+  const callId = (await mail.timedOut()).call.id;
+  mail.release();
+  await untilBodyEnded(store, 's-chain', callId);
+  const review = async (actor: string, outcome: 'not_executed' | 'completed') =>
+    recordToolReview(owner, await store.loadHistory('s-chain'), callId, { actor, outcome, evidence: `${actor} checked the outbox`, despiteLateReturn: true });
+  await review('ana', 'not_executed');
+  await appendUntilLeft(store, owner, LIMITS.reviewRoomEvents);
+  await assert.rejects(review('bob', 'not_executed'), { code: 'journal_full' }, 'a not_executed review leaves the write due: it may not take the room');
+  const made = await review('ana', 'completed');
+  assert.equal(made.kind.type === 'tool_review' && made.kind.review.outcome, 'completed', 'the review that settles it has its room');
   await store.close();
 });

@@ -1,6 +1,6 @@
 /** How openSqliteStore treats its path: typed errors that name it, nothing created that was not asked for. */
 import assert from 'node:assert/strict';
-import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, linkSync, mkdirSync, readdirSync, readFileSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import Database from 'better-sqlite3';
@@ -108,6 +108,53 @@ describe('openSqliteStore: paths', () => {
     const fresh = openSqliteStore(lost);
     assert.deepEqual(await fresh.listSessions(), [], 'an empty log beside an empty file is a new journal');
     await fresh.close();
+  });
+
+  // u148 #2, #3: the same, through a symbolic link to the file (SQLite keeps the log beside the link's target); and a
+  // file copied or renamed without its log after a crash (its first page alone, the journal all in the log).
+  it('a log without its file is refused through a symbolic link, and a journal file without its log is refused', async () => {
+    const path = tempDbPath(dir, 'crashed');
+    const host = openSqliteStore(path);
+    await (await host.acquire('s', { owner: 'h' })).append([{ turnId: 't', kind: { type: 'user_message', text: 'only in the log' } }]);
+    const log = readFileSync(`${path}-wal`);
+    const firstPage = readFileSync(path);
+    await host.close();
+    const target = tempDbPath(dir, 'target');
+    const link = tempDbPath(dir, 'link-to-target');
+    symlinkSync(target, link);
+    writeFileSync(`${target}-wal`, log);
+    for (const state of ['missing', 'empty'] as const) {
+      if (state === 'empty') writeFileSync(target, '');
+      for (const options of [{}, { readonly: true }]) {
+        assert.throws(() => openSqliteStore(link, options), pathError('store_log_without_database', link));
+      }
+      assert.deepEqual(readFileSync(`${target}-wal`), log, 'the log beside the target is left as it was');
+    }
+    const copy = tempDbPath(dir, 'copied-alone');
+    writeFileSync(copy, firstPage);
+    for (const options of [{}, { readonly: true }]) {
+      assert.throws(() => openSqliteStore(copy, options), (error: unknown) => {
+        assert.ok(pathError('store_log_without_database', copy)(error));
+        assert.match((error as Error).message, /holding its first page alone, with no write-ahead log .* copied or moved without its -wal/);
+        return true;
+      });
+    }
+    assert.deepEqual(readFileSync(copy), firstPage, 'the file is left as it was');
+    writeFileSync(`${copy}-wal`, log);
+    const whole = openSqliteStore(copy, { readonly: true });
+    assert.equal((await whole.loadHistory('s')).length, 1, 'copied with its log, it is the journal');
+    await whole.close();
+  });
+
+  it('a file that is not SQLite beside a log that holds bytes says to keep the log', () => {
+    const zeroed = tempDbPath(dir, 'zeroed');
+    writeFileSync(zeroed, Buffer.alloc(4096));
+    writeFileSync(`${zeroed}-wal`, Buffer.alloc(2048, 1));
+    assert.throws(() => openSqliteStore(zeroed), (error: unknown) => {
+      assert.ok(pathError('store_not_sqlite', zeroed)(error));
+      assert.match((error as Error).message, /its write-ahead log .* holds 2048 bytes, perhaps the journal's only copy: keep it/);
+      return true;
+    });
   });
 
   // u147 #2: read-only, in a directory it could not write, the reader was told of a write it never asked for.

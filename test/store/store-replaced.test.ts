@@ -78,6 +78,33 @@ describe('a SQLite store whose file is removed or replaced while open', () => {
     await store.close();
   });
 
+  // u148 #4: a host whose log was deleted under it closed its store and never ended: as it was about to, it started a
+  // guard over the file, which could not open it and ended, and the next turn started another, for ever.
+  it('a host whose write-ahead log was deleted under it ends once it closes its store', async () => {
+    const path = tempDbPath(dir);
+    const host = spawn(process.execPath, ['--input-type=module', '-e', `
+      const { rmSync } = await import('node:fs');
+      const { openSqliteStore } = await import(${JSON.stringify(sqlite)});
+      const store = openSqliteStore(${JSON.stringify(path)});
+      const owner = await store.acquire('s', { owner: 'host-1' });
+      await owner.append([{ turnId: 't', kind: { type: 'user_message', text: 'one' } }]);
+      rmSync(${JSON.stringify(`${path}-wal`)});
+      await owner.append([{ turnId: 't', kind: { type: 'user_message', text: 'two' } }]).catch((e) => process.stdout.write(e.code + '\\n'));
+      await owner.release().catch(() => undefined);
+      await store.close();
+      process.stdout.write('closed\\n');
+    `], { stdio: ['ignore', 'pipe', 'ignore'] });
+    let said = '';
+    host.stdout.setEncoding('utf8');
+    host.stdout.on('data', (text: string) => { said += text; });
+    // A watchdog, not a timing: a host that never ends is killed, so the test fails instead of hanging.
+    const watchdog = setTimeout(() => host.kill('SIGKILL'), 60_000);
+    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => host.once('exit', (c, s) => resolve([c, s])));
+    clearTimeout(watchdog);
+    assert.match(said, /store_replaced\nclosed\n/);
+    assert.deepEqual([code, signal], [0, null], 'it ended on its own');
+  });
+
   it('a deleted write-ahead log is refused too', async () => {
     const path = tempDbPath(dir);
     const store = openSqliteStore(path);

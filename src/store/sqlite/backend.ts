@@ -323,11 +323,19 @@ const keptOpen = new Map<string, Database>();
  * store holds open whose side file was replaced, found or not by a write: an idle store is closed at exit too.
  */
 let exitWatched = false;
+/** The files a guard was asked for as the process was about to end: once each. */
+const guardedAtExit = new Set<string>();
 function watchExit(): void {
   if (exitWatched) return;
   exitWatched = true;
   process.on('beforeExit', () => {
-    for (const path of FileIdentity.sideFilesReplaced()) void guardFile(path);
+    for (const path of FileIdentity.sideFilesReplaced()) {
+      // A guard that cannot start (its file's log was deleted, say) ends at once, and the process is about to end
+      // again: asked again there, the process spawned guards for ever instead of ending.
+      if (guardedAtExit.has(path)) continue;
+      guardedAtExit.add(path);
+      void guardFile(path);
+    }
   });
 }
 

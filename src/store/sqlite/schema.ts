@@ -2,7 +2,7 @@ import { JournalCorruptError, StorePathError, StoreUnavailableError } from '../.
 import type { Database } from './driver.js';
 import { STORE_DEFAULTS, TASK_DEFAULTS } from '../../limits.js';
 import { SQLITE_SCHEMA_VERSION, type SqliteStoreOptions } from './options.js';
-import { switchToWal } from './wal.js';
+import { markJournalFile, switchToWal } from './wal.js';
 import { attentionOfJournal, attentionOfStoredJournal } from '../attention.js';
 import { schemaTooNew } from '../driver.js';
 import { ATTENTION_COLUMNS, attentionValues, SESSION_COLUMNS, toSession, type SessionRecord } from '../sql-rows.js';
@@ -194,6 +194,7 @@ export function prepareDatabase(db: Database, path: string, options: SqliteStore
   refuseForeign(db, path, options);
   // Takes effect only on a database that holds nothing yet: it must precede the switch to WAL, the first write.
   db.pragma(`page_size = ${JOURNAL_PAGE_SIZE}`);
+  if (path !== ':memory:') markJournalFile(db, options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs);
   const mode = switchToWal(db, options.busyTimeoutMs ?? STORE_DEFAULTS.busyTimeoutMs);
   if (path !== ':memory:' && mode !== 'wal') {
     throw new StoreUnavailableError('store_failure', `SQLite refused WAL mode (got ${String(mode)}); is ${path} on a network filesystem?`);

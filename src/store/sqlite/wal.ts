@@ -11,10 +11,31 @@ import { isSqliteBusy } from './errors.js';
  */
 export function switchToWal(db: Database, timeoutMs: number): unknown {
   if (db.pragma('journal_mode', { simple: true }) === 'wal') return 'wal';
+  return retryBusy(timeoutMs, () => db.pragma('journal_mode = WAL', { simple: true }));
+}
+
+/**
+ * Marks a new journal's file as one (JOURNAL_APPLICATION_ID) before it turns to WAL: written in the rollback journal's
+ * mode, the mark reaches the file itself, whose first page is then its only page outside the log until a checkpoint
+ * (path-check.ts, refuseFirstPageAlone). A file in WAL mode already, or marked, is left as it is.
+ */
+export function markJournalFile(db: Database, timeoutMs: number): void {
+  if (db.pragma('journal_mode', { simple: true }) === 'wal' || db.pragma('application_id', { simple: true }) !== 0) return;
+  retryBusy(timeoutMs, () => db.pragma(`application_id = ${JOURNAL_APPLICATION_ID}`));
+}
+
+/**
+ * The `application_id` of a journal's file (SQLite's header, offset 68): "JWJ1". Set on a new journal's file before it
+ * turns to WAL, so that the file alone, its first page, says it is a journal.
+ */
+export const JOURNAL_APPLICATION_ID = 0x4a574a31;
+
+/** Runs `write`, waiting out another process's write lock with growing pauses until `timeoutMs` runs out. */
+function retryBusy<T>(timeoutMs: number, write: () => T): T {
   const deadline = performance.now() + timeoutMs;
   for (let pauseMs = 1; ; pauseMs = Math.min(pauseMs * 2, 50)) {
     try {
-      return db.pragma('journal_mode = WAL', { simple: true });
+      return write();
     } catch (error) {
       if (!isSqliteBusy(error) || performance.now() + pauseMs > deadline) throw error;
       Atomics.wait(PAUSE, 0, 0, pauseMs);
