@@ -218,6 +218,18 @@ function lateMailer(owner: SessionOwner) {
   return { tool, answers, gateway, release: () => release(), timedOut: () => gateway.callWithOptions('send_mail', {}, { timeoutMs: 20 }) };
 }
 
+/** A session whose mail call timed out and whose body then ended (sent): its outcome is open, for a review. */
+async function mailInDoubt(sessionId: string) {
+  const store = createMemoryStore();
+  const owner = await store.acquire(sessionId, { owner: 'host' });
+  await owner.startTask('t', ROOMY);
+  const mail = lateMailer(owner);
+  const callId = (await mail.timedOut()).call.id;
+  mail.release();
+  await untilBodyEnded(store, sessionId, callId);
+  return { store, owner, mail, callId };
+}
+
 /** Appends one-event batches with short ids until `left` events of the limit are left. */
 async function appendUntilLeft(store: SessionStore, owner: SessionOwner, left: number): Promise<void> {
   let next = 0;
@@ -230,13 +242,7 @@ async function appendUntilLeft(store: SessionStore, owner: SessionOwner, left: n
 // provider lagged, appends then took the rest of the journal, and its later `completed` answer (or a person's) could
 // never be journaled, while the queue told operators the write was still to be made.
 it('a write a review left due keeps the room of the review that may still find it made', async () => {
-  const store = createMemoryStore();
-  const owner = await store.acquire('s-due', { owner: 'host' });
-  await owner.startTask('t', ROOMY);
-  const mail = lateMailer(owner);
-  const callId = (await mail.timedOut()).call.id;
-  mail.release();
-  await untilBodyEnded(store, 's-due', callId);
+  const { store, owner, mail } = await mailInDoubt('s-due');
   mail.answers.next = 'not_executed';
   assert.deepEqual((await reconcileUncertainCalls(owner, [mail.tool], await store.loadHistory('s-due'))).calls.map((c) => c.action), ['recorded']);
   await appendUntilLeft(store, owner, LIMITS.reviewRoomEvents);
@@ -250,13 +256,7 @@ it('a write a review left due keeps the room of the review that may still find i
 // u146 #2: a person's `uncertain` review, which settles nothing, no longer fits beside the kept room; thrown, it held
 // up every later decision of the session and failed every startup routine.
 it('a person\'s uncertain review with no room is marked stale, and their next decision is journaled', async () => {
-  const store = createMemoryStore();
-  const owner = await store.acquire('s-person', { owner: 'host' });
-  await owner.startTask('t', ROOMY);
-  const mail = lateMailer(owner);
-  const callId = (await mail.timedOut()).call.id;
-  mail.release();
-  await untilBodyEnded(store, 's-person', callId);
+  const { store, owner, callId } = await mailInDoubt('s-person');
   await appendUntilLeft(store, owner, LIMITS.reviewRoomEvents);
   const inbox = decisionInbox(store);
   const unsure = await inbox.recordReview({ sessionId: 's-person', callId, outcome: 'uncertain', evidence: 'cannot tell yet', actor: 'ana' });
@@ -272,13 +272,7 @@ it('a person\'s uncertain review with no room is marked stale, and their next de
 // u146 #3: a journal an earlier version filled keeps no room for a settling answer; the pass threw for the whole
 // session, every other call's answer with it. Such a journal is made here by importing one at the event limit.
 it('a reconciler\'s completed answer with no room in a journal filled before is reported for its call and kept in this process', async () => {
-  const built = createMemoryStore();
-  const writer = await built.acquire('s-filled', { owner: 'host' });
-  await writer.startTask('t', ROOMY);
-  const mail = lateMailer(writer);
-  const callId = (await mail.timedOut()).call.id;
-  mail.release();
-  await untilBodyEnded(built, 's-filled', callId);
+  const { store: built, mail, callId } = await mailInDoubt('s-filled');
   const history = await built.loadHistory('s-filled');
   const filler = Array.from({ length: LIMITS.maxHistoryEvents - history.length }, (_, i): SessionEvent =>
     ({ eventId: `f${i}` as EventId, sessionId: 's-filled' as SessionId, turnId: 't' as TurnId, seq: history.length + i, kind: { type: 'user_message', text: '.' } }));
@@ -297,13 +291,7 @@ it('a reconciler\'s completed answer with no room in a journal filled before is 
 // The room a due write keeps is for a review of the attempt before; its retry's own evidence room includes a review,
 // so an admission that counted both refused, near the end of a journal, a retry that fitted.
 it('a retry of a due write is admitted in the room its own evidence needs, not that and the review room before it', async () => {
-  const store = createMemoryStore();
-  const owner = await store.acquire('s-retry', { owner: 'host' });
-  await owner.startTask('t', ROOMY);
-  const mail = lateMailer(owner);
-  const callId = (await mail.timedOut()).call.id;
-  mail.release();
-  await untilBodyEnded(store, 's-retry', callId);
+  const { store, owner, mail, callId } = await mailInDoubt('s-retry');
   mail.answers.next = 'not_executed';
   await reconcileUncertainCalls(owner, [mail.tool], await store.loadHistory('s-retry'));
   // The retry's evidence room and its output reservation fit; with the review room of the attempt before, they do not.
@@ -325,13 +313,7 @@ it('a retry of a due write is admitted in the room its own evidence needs, not t
 // u148 #1: each not_executed review of a due write took the room kept for a review and left the write due, keeping
 // room it no longer had; alternating reviews used it up, and the completed review that the mail was sent was refused.
 it('only a completed review uses the room kept for a call: reviews that leave it open or due leave that room', async () => {
-  const store = createMemoryStore();
-  const owner = await store.acquire('s-chain', { owner: 'host' });
-  await owner.startTask('t', ROOMY);
-  const mail = lateMailer(owner);
-  const callId = (await mail.timedOut()).call.id;
-  mail.release();
-  await untilBodyEnded(store, 's-chain', callId);
+  const { store, owner, callId } = await mailInDoubt('s-chain');
   const review = async (actor: string, outcome: 'not_executed' | 'completed') =>
     recordToolReview(owner, await store.loadHistory('s-chain'), callId, { actor, outcome, evidence: `${actor} checked the outbox`, despiteLateReturn: true });
   await review('ana', 'not_executed');
