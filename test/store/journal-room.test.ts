@@ -167,31 +167,15 @@ it('a reconciler\'s unknown answer leaves the room of the review that settles th
   const store = createMemoryStore();
   const owner = await store.acquire('s-unknown', { owner: 'host' });
   await owner.startTask('t', ROOMY);
-  let release = () => {};
-  const tool = {
-    name: 'send_mail',
-    metadata: new ToolMetadata('Sends one e-mail', { type: 'object' }).withEffect(ToolEffect.NonIdempotent, 'mail-v1'),
-    // Ignores its signal: it ends after its attempt timed out.
-    async execute(): Promise<string> {
-      await new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      return 'sent';
-    },
-    reconcile: () => ({ outcome: 'unknown' as const, evidence: 'the outbox cannot be searched' }),
-  };
-  const gateway = createToolRuntime({ tools: [tool], grants: { agent: '*' } }).bind({ owner, taskId: 't', caller: 'agent' });
-  const timedOut = await gateway.callWithOptions('send_mail', {}, { timeoutMs: 20 });
+  const mail = lateMailer(owner);
+  const timedOut = await mail.timedOut();
   assert.ok(timedOut.result.outcome.status === 'failed' && timedOut.result.outcome.code === 'tool_timeout');
   const callId = timedOut.call.id;
-  let next = 0;
-  const batch = (n: number) => Array.from({ length: n }, () => ({ eventId: `e${next++}` as EventId, turnId: 't' as TurnId, kind: { type: 'user_message' as const, text: '.' } }));
-  const count = async () => (await store.loadHistory('s-unknown')).length;
-  for (let left = LIMITS.maxHistoryEvents - (await count()) - LIMITS.reviewRoomEvents; left > 0; left -= Math.min(left, 5_000)) await owner.append(batch(Math.min(left, 5_000)));
-  await assert.rejects(owner.append(batch(1)), { code: 'journal_full' }, 'the call\'s review slots are kept');
-  release();
+  await appendUntilLeft(store, owner, LIMITS.reviewRoomEvents);
+  await assert.rejects(owner.append([{ turnId: 't' as TurnId, kind: { type: 'user_message', text: '.' } }]), { code: 'journal_full' }, 'the call\'s review slots are kept');
+  mail.release();
   await untilBodyEnded(store, 's-unknown', callId);
-  const reconciled = await reconcileUncertainCalls(owner, [tool], await store.loadHistory('s-unknown'));
+  const reconciled = await reconcileUncertainCalls(owner, [mail.tool], await store.loadHistory('s-unknown'));
   assert.deepEqual(reconciled.calls.map((c) => [c.action, c.answer]), [['unchanged', 'unknown']], 'the answer is not journaled');
   assert.deepEqual(reconciled.needsReview, [callId]);
   const review = await recordToolReview(owner, await store.loadHistory('s-unknown'), callId, { actor: 'alice', outcome: 'completed', evidence: 'the mail is in the outbox' });
