@@ -320,9 +320,9 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
     const counted = request.budget?.admit && state.task ? new Set(settleAbandoned(state.task, owner.epoch).reservations.map((r) => r.callId)) : undefined;
     // A retry's admission keeps its own call's evidence room, a review's included: the review room its operation kept
     // for the attempt before (in doubt, or due) is no longer needed, since a review binds the latest attempt.
-    const admittedOp = request.budget?.admit ? request.events.find((e) => e.kind.type === 'tool_call')?.kind : undefined;
-    const before = admittedOp?.type === 'tool_call' && admittedOp.call.operation !== undefined
-      ? room.openOutcomes.get(operationRoomKey(admittedOp.call.operation.taskId, admittedOp.call.operation.key)) : undefined;
+    const admitted = request.budget?.admit ? request.events.find((e) => e.kind.type === 'tool_call')?.kind : undefined;
+    const before = admitted?.type === 'tool_call' && admitted.call.operation !== undefined
+      ? room.openOutcomes.get(operationRoomKey(admitted.call.operation.taskId, admitted.call.operation.key)) : undefined;
     if (before !== undefined && counted !== undefined) counted.add(before);
     const kept = roomKeptFor(session.sessionId, chained.historyBytes, chained.head.lastSeq + 1, room, counted);
     let task: TxWrites['task'];
@@ -337,7 +337,6 @@ export function decideCommit(owner: OwnerRef, request: CommitRequest, now: numbe
     const decisions = request.approval ? decideApprovalChange(session.sessionId, request.approval, state.approvals ?? [], request.events) : undefined;
     const attention = attentionWrites(session.sessionId, chained.events, state.attention);
     const openOutcomes = new Map(attention.map((row) => [operationRoomKey(row.taskId, row.key), keepsReviewRoom(row) ? row.callId : null]));
-    const admitted = request.budget?.admit ? request.events.find((e) => e.kind.type === 'tool_call')?.kind : undefined;
     const awaits = admitted?.type === 'tool_call' && !request.events.some((e) => e.kind.type === 'tool_result' && e.kind.result.callId === admitted.call.id);
     room.decided?.(awaits ? [admitted.call.id, reserved] : null, openOutcomes);
     return {

@@ -356,9 +356,9 @@ export async function reconcileCalls(
             calls.push({ ...base, action: 'unchanged', answer: answer.outcome, review: null });
             continue;
           }
-          // A settling answer the journal has no room for (one filled before it kept room for every review it owes):
-          // reported for this call alone, the pass goes on. A `completed` one is kept in this process, which refuses a
-          // retry of the call: the write was made.
+          // `not_executed`, which leaves the write due, with no room beside the room kept for the review that closes it;
+          // or `completed` in a journal filled before it kept that room: reported for this call alone, the pass goes on.
+          // A `completed` one is kept in this process, which refuses a retry of the call: the write was made.
           if (outcome === 'completed') keepUnjournaledCompleted(owner, record.call.id, actor, evidenceText);
           const said = `the reconciler answered ${answer.outcome} (${evidenceText}), but the journal has no room for it: nothing was journaled (${error.message})`;
           calls.push({ ...base, action: 'failed', answer: answer.outcome, review: null, error: truncateUtf8(said, LIMITS.maxDiagnosticBytes) });

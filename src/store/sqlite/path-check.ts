@@ -2,7 +2,7 @@ import { closeSync, existsSync, openSync, readlinkSync, readSync, statSync } fro
 import { dirname, resolve } from 'node:path';
 import { InvalidInputError, StorePathError } from '../../errors.js';
 import { describeValue } from '../../text.js';
-import { JOURNAL_APPLICATION_ID } from './wal.js';
+import { JOURNAL_APPLICATION_ID, pauseSync } from './wal.js';
 
 const SQLITE_HEADER = Buffer.from('SQLite format 3\u0000', 'latin1');
 
@@ -114,7 +114,7 @@ function refuseFirstPageAlone(path: string, header: Buffer): void {
   const marked = header[18] === 2 && header[19] === 2 && header.readUInt32BE(68) === JOURNAL_APPLICATION_ID;
   const alone = () => (sizeOf(path) ?? 0) <= pageSize && sizeOf(logOf(path)) === null;
   if (!marked || !alone()) return;
-  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, CREATION_GRACE_MS);
+  pauseSync(CREATION_GRACE_MS);
   if (!alone()) return;
   throw new StorePathError(
     'store_log_without_database',

@@ -38,10 +38,15 @@ function retryBusy<T>(timeoutMs: number, write: () => T): T {
       return write();
     } catch (error) {
       if (!isSqliteBusy(error) || performance.now() + pauseMs > deadline) throw error;
-      Atomics.wait(PAUSE, 0, 0, pauseMs);
+      pauseSync(pauseMs);
     }
   }
 }
 
 /** A cell nobody notifies: Atomics.wait on it is a synchronous pause (opening a store is synchronous). */
 const PAUSE = new Int32Array(new SharedArrayBuffer(4));
+
+/** Waits `ms` without returning to the event loop, as the synchronous open of a store must. */
+export function pauseSync(ms: number): void {
+  Atomics.wait(PAUSE, 0, 0, ms);
+}
